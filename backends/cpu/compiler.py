@@ -1,0 +1,103 @@
+"""The CPU backend's stages: Tile IR → warp vectors → LLVM dialect → LLVM IR → object → shared object.
+
+Each stage is a small ``make_<ir>`` function taking the previous stage's artifact and the compilation's
+metadata dict; `tessera.compiler` runs them in order and can stop after any of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, fields
+
+import llvmlite.binding as llvm
+
+from ...mlir import ir, passmanager, translate_module_to_llvmir
+from ...passes import simt_to_warps
+from . import entry, link, target
+
+# Upstream conversions from the vectorized kernel to the LLVM dialect, in dependency order.
+LLVM_PIPELINE = ",".join([
+    "canonicalize", "cse", "expand-strided-metadata", "lower-affine", "convert-scf-to-cf",
+    "convert-vector-to-llvm{enable-x86}", "convert-math-to-llvm", "convert-math-to-libm", "convert-ub-to-llvm",
+    "finalize-memref-to-llvm", "convert-arith-to-llvm", "convert-index-to-llvm", "convert-cf-to-llvm",
+    "convert-func-to-llvm", "reconcile-unrealized-casts",
+])
+
+
+@dataclass(frozen=True)
+class CPUOptions:
+    cpu: str = "native"       # an LLVM CPU name, "native" for the build machine, "generic" for any
+    opt_level: int = 3
+    warp_size: int = 32
+
+    def hash(self) -> str:
+        key = "_".join(f"{f.name}-{getattr(self, f.name)}" for f in fields(self))
+        return hashlib.sha256(key.encode()).hexdigest()
+
+
+def make_warps(mod: ir.Module, metadata: dict, options: CPUOptions) -> ir.Module:
+    simt_to_warps.run(mod, options.warp_size)
+    passmanager.PassManager.parse("builtin.module(canonicalize,cse)").run(mod.operation)
+    return mod
+
+
+def make_llvm_dialect(mod: ir.Module, metadata: dict, options: CPUOptions) -> ir.Module:
+    passmanager.PassManager.parse(f"builtin.module({LLVM_PIPELINE})").run(mod.operation)
+    return mod
+
+
+def make_llir(mod: ir.Module, metadata: dict, options: CPUOptions) -> str:
+    host = target.host(options.cpu)
+    text = str(translate_module_to_llvmir(mod.operation))
+    wrappers = "".join(entry.entry_ir(sig, sig.name) for sig in metadata["signatures"])
+    lmod = llvm.parse_assembly(text)
+    lmod.link_in(llvm.parse_assembly(wrappers))
+    for sig in metadata["signatures"]:
+        lmod.get_function(sig.name).linkage = "internal"  # only the entries are the image's interface
+    lmod.triple = host.triple
+    lmod.verify()
+    tm = _target_machine(options)
+    lmod.data_layout = str(tm.target_data)
+    pto = llvm.create_pipeline_tuning_options(speed_level=options.opt_level)
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(lmod, pb)
+    metadata["arch"] = host.arch
+    metadata["cpu"] = host.cpu
+    return str(lmod)
+
+
+def make_object(llir: str, metadata: dict, options: CPUOptions) -> bytes:
+    lmod = llvm.parse_assembly(llir)
+    lmod.verify()  # codegen of invalid IR aborts the process: never reach it unverified
+    return _target_machine(options).emit_object(lmod)
+
+
+def make_shared_object(obj: bytes, metadata: dict, options: CPUOptions) -> bytes:
+    return link.shared_object(obj)
+
+
+def _target_machine(options: CPUOptions):
+    host = target.host(options.cpu)
+    t = llvm.Target.from_triple(host.triple)
+    return t.create_target_machine(cpu=host.cpu, features=host.features, opt=options.opt_level,
+                                   reloc="pic", codemodel="default")
+
+
+class CPUBackend:
+    name = "cpu"
+    Options = CPUOptions
+    code_section = ".tessera.code.cpu"
+
+    def __init__(self, options: CPUOptions | None = None):
+        self.options = options or CPUOptions()
+
+    def add_stages(self, stages: dict) -> None:
+        o = self.options
+        stages["warps"] = lambda m, md: make_warps(m, md, o)
+        stages["llvm"] = lambda m, md: make_llvm_dialect(m, md, o)
+        stages["llir"] = lambda m, md: make_llir(m, md, o)
+        stages["obj"] = lambda m, md: make_object(m, md, o)
+        stages["so"] = lambda m, md: make_shared_object(m, md, o)
+
+    def entry_symbol(self, kernel: str) -> str:
+        return entry.entry_symbol(kernel)

@@ -1,0 +1,17 @@
+"""Tessera's MLIR dialects, one module per dialect, Python-defined and backed by IRDL."""
+
+from __future__ import annotations
+
+from ..mlir import ir
+from .ttile import TTile
+
+ALL_DIALECTS = (TTile,)
+
+
+def make_context() -> ir.Context:
+    """A fresh MLIR context with every upstream dialect and every Tessera dialect loaded."""
+    ctx = ir.Context()
+    with ctx:
+        for dialect in ALL_DIALECTS:
+            dialect.load()
+    return ctx

@@ -1,0 +1,95 @@
+"""``ttile``: Tile IR — the operations a kernel runs per thread, warp and block.
+
+The SIMT part (thread and block indices, lanes and warps, warp shuffles) is what `@kernel` functions
+written in the CUDA style lower to. Warp width is never written into the IR: ``warp_size`` asks the target.
+"""
+
+# No `from __future__ import annotations` here: ext reads the annotations as live types.
+import typing
+
+from ..mlir import ext, ir
+from .support import Diagnose, constant_int, int_attr
+
+
+class TTile(ext.Dialect, name="ttile"):
+    pass
+
+
+class _LaunchIndexOp(TTile.Operation):
+    """Base of the index queries along one launch axis (x=0, y=1, z=2)."""
+
+    def verify_invariants(self) -> bool:
+        d = int_attr(self.dim)
+        if d not in (0, 1, 2):
+            return Diagnose(self).fail(f"axis must be 0 (x), 1 (y) or 2 (z), got {d}")
+        return True
+
+
+class ThreadIdOp(_LaunchIndexOp, name="thread_id", traits=[ext.Pure]):
+    """Index of the calling thread in the whole grid along `dim` (block_id * block_dim + local id)."""
+
+    dim: ir.IntegerAttr
+    result: ext.Result[ir.IndexType]
+
+
+class LocalIdOp(_LaunchIndexOp, name="local_id", traits=[ext.Pure]):
+    """Index of the calling thread inside its block along `dim`."""
+
+    dim: ir.IntegerAttr
+    result: ext.Result[ir.IndexType]
+
+
+class BlockIdOp(_LaunchIndexOp, name="block_id", traits=[ext.Pure]):
+    dim: ir.IntegerAttr
+    result: ext.Result[ir.IndexType]
+
+
+class BlockDimOp(_LaunchIndexOp, name="block_dim", traits=[ext.Pure]):
+    dim: ir.IntegerAttr
+    result: ext.Result[ir.IndexType]
+
+
+class GridDimOp(_LaunchIndexOp, name="grid_dim", traits=[ext.Pure]):
+    dim: ir.IntegerAttr
+    result: ext.Result[ir.IndexType]
+
+
+class LaneIdOp(TTile.Operation, name="lane_id", traits=[ext.Pure]):
+    """Position of the calling thread inside its warp, in [0, warp_size)."""
+
+    result: ext.Result[ir.IndexType]
+
+
+class WarpIdOp(TTile.Operation, name="warp_id", traits=[ext.Pure]):
+    """Index of the calling thread's warp in the grid: the block's linear index times its warps, plus
+    the warp's index inside the block — distinct across blocks, so per-warp results never collide."""
+
+    result: ext.Result[ir.IndexType]
+
+
+class WarpSizeOp(TTile.Operation, name="warp_size", traits=[ext.Pure]):
+    """Lanes per warp on the target (32 on NVIDIA and the CPU backend, 64 on AMD CDNA)."""
+
+    result: ext.Result[ir.IndexType]
+
+
+class ShuffleDownOp(TTile.Operation, name="shuffle_down", traits=[ext.Pure]):
+    """Value held by lane ``lane_id + offset`` of the same warp; a lane whose source is past the end of
+    the warp gets its own value back (CUDA's ``__shfl_down_sync`` over the full warp)."""
+
+    value: ext.Operand[typing.Any]
+    offset: ext.Operand[ir.IndexType]
+    result: ext.Result[typing.Any]
+
+    def verify_invariants(self) -> bool:
+        diag = Diagnose(self)
+        if self.value.type != self.result.type:
+            return diag.fail(f"result type {self.result.type} must equal the shuffled value's type "
+                             f"{self.value.type}")
+        t = self.value.type
+        if not isinstance(t, (ir.IntegerType, ir.FloatType)):
+            return diag.fail(f"shuffled value must be a scalar integer or float, got {t}")
+        off = constant_int(self.offset)
+        if off is not None and off < 0:
+            return diag.fail(f"offset must be non-negative, got {off}")
+        return True

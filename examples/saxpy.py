@@ -1,0 +1,24 @@
+"""SAXPY and a warp reduction, written exactly as in spec/execution-model.md §1 and §3.
+
+`tessera-cc examples/saxpy.py -o saxpy.tessera` compiles both kernels; `python examples/run_saxpy.py`
+compiles, launches them on the CPU through libtessera and checks the results against numpy.
+"""
+
+from tessera import kernel, launch, tile
+
+
+@kernel
+def saxpy(a: float, X: tensor[float], Y: tensor[float], Out: tensor[float]):
+    i = launch.thread_id()
+    if i < X.shape[0]:
+        Out[i] = a * X[i] + Y[i]
+
+
+@kernel
+def warp_reduce_sum(X, Out):
+    tid = launch.thread_id()
+    val = X[tid]
+    for offset in [16,8,4,2,1]:
+        val += tile.warp_shuffle_down(val, offset)
+    if tile.lane_id() == 0:
+        Out[tile.warp_id()] = val

@@ -1,0 +1,1 @@
+"""Tessera's passes, one module per phase of the pipeline."""

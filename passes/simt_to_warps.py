@@ -1,0 +1,364 @@
+"""``tessera-simt-to-warps``: a SIMT kernel becomes a per-block function that runs each warp as one vector.
+
+This is how the CPU backend gives warp operations (shuffles, lane ids) their GPU meaning: every value that
+can differ between the lanes of a warp ("varying") becomes a ``vector<W x T>``; values equal across the warp
+("uniform": parameters, block indices, loop bounds) stay scalars. Control flow on a varying condition is
+predicated: both sides run under a lane mask, memory operations are masked, and ``scf.if`` results become
+selects. Varying indices of the form ``uniform + lane`` become contiguous masked loads and stores.
+
+Warps are formed along x: a warp covers up to W consecutive threads of one row of the block (the last warp of
+a row is partial when block_x is not a multiple of W). The rewritten kernel is::
+
+    func.func @k(<params>, %bid_x, %bid_y, %bid_z, %bdim_x, %bdim_y, %bdim_z, %gdim_x, %gdim_y, %gdim_z)
+      for z, y, xw in block: <the body, on vectors>
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..mlir import arith, func, ir, memref, scf, vector
+
+LAUNCH_ARGS = ("bid_x", "bid_y", "bid_z", "bdim_x", "bdim_y", "bdim_z", "gdim_x", "gdim_y", "gdim_z")
+
+
+class WarpLoweringError(Exception):
+    def __init__(self, op, message: str):
+        super().__init__(message)
+        self.location = op.location
+        self.message = message
+
+
+@dataclass
+class V:
+    """A value of the rewritten kernel: a scalar (uniform) or a vector (varying). `lane_base`, for an index
+    vector, is a uniform scalar b with the vector equal to b + [0, 1, …, W-1]."""
+
+    value: ir.Value
+    varying: bool
+    lane_base: ir.Value | None = None
+
+
+class _Warp:
+    """The rewriting of one kernel body for one warp."""
+
+    def __init__(self, width: int, launch: dict[str, ir.Value], warp: dict[str, ir.Value]):
+        self.W = width
+        self.launch = launch
+        self.warp = warp  # z, y, xw (uniform) and lane (the iota vector)
+        self.map: dict[ir.Value, V] = {}
+
+    # -- vector helpers -------------------------------------------------------------------------------
+    def vtype(self, t: ir.Type) -> ir.VectorType:
+        return ir.VectorType.get([self.W], t)
+
+    def vec(self, v: V) -> ir.Value:
+        if v.varying:
+            return v.value
+        return vector.BroadcastOp(self.vtype(v.value.type), v.value).result
+
+    def index_const(self, n: int) -> ir.Value:
+        return arith.ConstantOp.create_index(n).result
+
+    def lane_linear(self, base: ir.Value) -> V:
+        vt = self.vtype(ir.IndexType.get())
+        return V(arith.AddIOp(vector.BroadcastOp(vt, base).result, self.warp["lane"]).result, True, base)
+
+    # -- body -----------------------------------------------------------------------------------------
+    def run(self, block: ir.Block, mask: ir.Value, entry: bool) -> None:
+        for op in block.operations:
+            name = op.operation.name
+            if name in ("scf.yield", "func.return"):
+                continue
+            handler = getattr(self, "op_" + name.replace(".", "_"), None)
+            with op.location:
+                if handler is not None:
+                    handler(op, mask, entry)
+                elif name.startswith(("arith.", "math.")):
+                    self.elementwise(op)
+                else:
+                    raise WarpLoweringError(op, f"'{name}' has no CPU warp lowering")
+
+    def get(self, v: ir.Value) -> V:
+        return self.map[v]
+
+    def elementwise(self, op) -> None:
+        ins = [self.get(o) for o in op.operands]
+        if not any(i.varying for i in ins):
+            new = op.operation.clone()
+            for old_r, new_r in zip(op.results, new.results):
+                self.map[old_r] = V(new_r, False)
+            return
+        attrs = {name: op.attributes[name] for name in op.attributes}
+        operands = [self.vec(i) for i in ins]
+        if op.operation.name == "arith.select" and not ins[0].varying:
+            operands[0] = ins[0].value  # a scalar condition selects whole vectors
+        new = ir.Operation.create(op.operation.name, results=[self.vtype(r.type) for r in op.results],
+                                  operands=operands, attributes=attrs)
+        for old_r, new_r in zip(op.results, new.results):
+            self.map[old_r] = V(new_r, True)
+        if op.operation.name in ("arith.addi", "arith.subi"):
+            self._track_lane_linear(op, ins, new.results[0])
+
+    def _track_lane_linear(self, op, ins: list[V], result: ir.Value) -> None:
+        a, b = ins
+        if a.lane_base is not None and not b.varying:
+            base = (arith.AddIOp if op.operation.name == "arith.addi" else arith.SubIOp)(a.lane_base, b.value).result
+        elif b.lane_base is not None and not a.varying and op.operation.name == "arith.addi":
+            base = arith.AddIOp(a.value, b.lane_base).result
+        else:
+            return
+        self.map[op.results[0]] = V(result, True, base)
+
+    def op_arith_constant(self, op, mask, entry) -> None:
+        self.map[op.result] = V(op.operation.clone().results[0], False)
+
+    # -- launch queries -------------------------------------------------------------------------------
+    def _axis(self, op) -> int:
+        return ir.IntegerAttr(op.attributes["dim"]).value
+
+    def _local(self, axis: int) -> V:
+        if axis == 0:
+            return self.lane_linear(arith.MulIOp(self.warp["xw"], self.index_const(self.W)).result)
+        return V(self.warp["y" if axis == 1 else "z"], False)
+
+    def op_ttile_local_id(self, op, mask, entry) -> None:
+        self.map[op.result] = self._local(self._axis(op))
+
+    def op_ttile_thread_id(self, op, mask, entry) -> None:
+        axis = self._axis(op)
+        xyz = "xyz"[axis]
+        start = arith.MulIOp(self.launch["bid_" + xyz], self.launch["bdim_" + xyz]).result
+        local = self._local(axis)
+        if local.varying:
+            self.map[op.result] = self.lane_linear(arith.AddIOp(start, local.lane_base).result)
+        else:
+            self.map[op.result] = V(arith.AddIOp(start, local.value).result, False)
+
+    def _launch_query(self, op, prefix: str) -> None:
+        self.map[op.result] = V(self.launch[prefix + "xyz"[self._axis(op)]], False)
+
+    def op_ttile_block_id(self, op, mask, entry) -> None:
+        self._launch_query(op, "bid_")
+
+    def op_ttile_block_dim(self, op, mask, entry) -> None:
+        self._launch_query(op, "bdim_")
+
+    def op_ttile_grid_dim(self, op, mask, entry) -> None:
+        self._launch_query(op, "gdim_")
+
+    def op_ttile_lane_id(self, op, mask, entry) -> None:
+        self.map[op.result] = V(self.warp["lane"], True, self.index_const(0))
+
+    def op_ttile_warp_size(self, op, mask, entry) -> None:
+        self.map[op.result] = V(self.index_const(self.W), False)
+
+    def op_ttile_warp_id(self, op, mask, entry) -> None:
+        L = self.launch
+        mul, add = (lambda a, b: arith.MulIOp(a, b).result), (lambda a, b: arith.AddIOp(a, b).result)
+        xwarps = arith.CeilDivUIOp(L["bdim_x"], self.index_const(self.W)).result
+        per_block = mul(mul(xwarps, L["bdim_y"]), L["bdim_z"])
+        block = add(mul(add(mul(L["bid_z"], L["gdim_y"]), L["bid_y"]), L["gdim_x"]), L["bid_x"])
+        in_block = add(mul(add(mul(self.warp["z"], L["bdim_y"]), self.warp["y"]), xwarps), self.warp["xw"])
+        self.map[op.result] = V(add(mul(block, per_block), in_block), False)
+
+    def op_ttile_shuffle_down(self, op, mask, entry) -> None:
+        v, off = self.get(op.operands[0]), self.get(op.operands[1])
+        if off.varying:
+            raise WarpLoweringError(op, "'ttile.shuffle_down' offset must be the same on every lane of a warp")
+        if not v.varying:  # every lane holds the value already
+            self.map[op.result] = v
+            return
+        owner = op.operands[1].owner
+        if isinstance(owner, ir.OpView) and owner.operation.name == "arith.constant":
+            k = ir.IntegerAttr(owner.attributes["value"]).value
+            perm = [i + k if i + k < self.W else i for i in range(self.W)]
+            self.map[op.result] = V(vector.ShuffleOp(v.value, v.value, perm).result, True)
+            return
+        # A uniform offset known only at run time: read the warp's values back through a scratch buffer.
+        t = v.value.type.element_type
+        scratch = memref.AllocaOp(ir.MemRefType.get([self.W], t), [], []).result
+        zero = self.index_const(0)
+        vector.StoreOp(v.value, scratch, [zero])
+        lanes = self.warp["lane"]
+        src = arith.AddIOp(lanes, vector.BroadcastOp(lanes.type, off.value).result).result
+        in_warp = arith.CmpIOp(arith.CmpIPredicate.ult, src,
+                               vector.BroadcastOp(lanes.type, self.index_const(self.W)).result).result
+        src = arith.SelectOp(in_warp, src, lanes).result
+        all_lanes = vector.BroadcastOp(self.vtype(ir.IntegerType.get_signless(1)),
+                                       arith.ConstantOp(ir.IntegerType.get_signless(1), 1).result).result
+        self.map[op.result] = V(vector.GatherOp(v.value.type, scratch, [zero], src, all_lanes, v.value).result, True)
+
+    # -- memory ---------------------------------------------------------------------------------------
+    def op_memref_dim(self, op, mask, entry) -> None:
+        self.map[op.result] = V(memref.DimOp(self.get(op.operands[0]).value,
+                                             self.get(op.operands[1]).value).result, False)
+
+    def _flat(self, base: ir.Value, idx: list[V]) -> tuple[ir.Value, V]:
+        """A rank-n access as a rank-1 one: the collapsed buffer and the linear (row-major) index."""
+        mt = ir.MemRefType(base.type)
+        if mt.rank == 1:
+            return base, idx[0]
+        flat_t = ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], mt.element_type)
+        flat = memref.CollapseShapeOp(flat_t, base, ir.ArrayAttr.get([ir.ArrayAttr.get(
+            [ir.IntegerAttr.get(ir.IntegerType.get_signless(64), i) for i in range(mt.rank)])])).result
+        lin = idx[0]
+        for k in range(1, mt.rank):
+            extent = memref.DimOp(base, self.index_const(k)).result
+            scaled = self._binop(arith.MulIOp, lin, V(extent, False))
+            lin = self._binop(arith.AddIOp, scaled, idx[k])
+        return flat, lin
+
+    def _binop(self, cls, a: V, b: V) -> V:
+        if not a.varying and not b.varying:
+            return V(cls(a.value, b.value).result, False)
+        return V(cls(self.vec(a), self.vec(b)).result, True)
+
+    def _access(self, base: ir.Value, idx: list[V]):
+        """('scalar'|'contiguous'|'gather', memref, indices or index vector)."""
+        if not any(i.varying for i in idx):
+            return "scalar", base, [i.value for i in idx]
+        if all(not i.varying for i in idx[:-1]) and idx[-1].lane_base is not None:
+            return "contiguous", base, [i.value for i in idx[:-1]] + [idx[-1].lane_base]
+        flat, lin = self._flat(base, idx)
+        return "gather", flat, self.vec(lin)
+
+    def op_memref_load(self, op, mask, entry) -> None:
+        base = self.get(op.operands[0]).value
+        idx = [self.get(i) for i in list(op.operands)[1:]]
+        kind, mem, where = self._access(base, idx)
+        et = ir.MemRefType(base.type).element_type
+        if kind == "scalar" and entry:  # lane 0 of every warp is active at the entry: the load is safe
+            self.map[op.result] = V(memref.LoadOp(mem, where).result, False)
+            return
+        vt = self.vtype(et)
+        zero = vector.BroadcastOp(vt, _zero(et)).result
+        if kind == "scalar":  # under a lane mask even a uniform address may be out of bounds: gather it
+            mem, lin = self._flat(mem, [V(w, False) for w in where])
+            kind, where = "gather", self.vec(lin)
+        if kind == "contiguous":
+            self.map[op.result] = V(vector.MaskedLoadOp(vt, mem, where, mask, zero).result, True)
+            return
+        z = self.index_const(0)
+        self.map[op.result] = V(vector.GatherOp(vt, mem, [z], where, mask, zero).result, True)
+
+    def op_memref_store(self, op, mask, entry) -> None:
+        val = self.get(op.operands[0])
+        base = self.get(op.operands[1]).value
+        idx = [self.get(i) for i in list(op.operands)[2:]]
+        kind, mem, where = self._access(base, idx)
+        if kind == "scalar" and entry and not val.varying:
+            memref.StoreOp(val.value, mem, where)
+            return
+        if kind == "scalar":
+            mem, lin = self._flat(mem, [V(w, False) for w in where])
+            kind, where = "gather", self.vec(lin)
+        if kind == "contiguous":
+            vector.MaskedStoreOp(mem, where, mask, self.vec(val))
+            return
+        vector.ScatterOp(None, mem, [self.index_const(0)], where, mask, self.vec(val))
+
+    # -- control flow ---------------------------------------------------------------------------------
+    def op_scf_if(self, op, mask, entry) -> None:
+        cond = self.get(op.operands[0])
+        cv = self.vec(cond)
+        true_v = vector.BroadcastOp(cv.type, arith.ConstantOp(ir.IntegerType.get_signless(1), 1).result).result
+        then_mask = arith.AndIOp(mask, cv).result
+        else_mask = arith.AndIOp(mask, arith.XOrIOp(cv, true_v).result).result
+        yields = []
+        for region, m in ((op.regions[0], then_mask), (op.regions[1], else_mask)):
+            if not region.blocks:
+                yields.append([])
+                continue
+            blk = region.blocks[0]
+            self.run(blk, m, entry=False)
+            term = blk.operations[len(blk.operations) - 1]
+            yields.append([self.get(v) for v in term.operands])
+        for i, r in enumerate(op.results):
+            a, b = yields[0][i], yields[1][i]
+            if not cond.varying and not a.varying and not b.varying:
+                self.map[r] = V(arith.SelectOp(cond.value, a.value, b.value).result, False)
+            else:
+                c = cond.value if not cond.varying else cv
+                self.map[r] = V(arith.SelectOp(c, self.vec(a), self.vec(b)).result, True)
+
+    def op_scf_for(self, op, mask, entry) -> None:
+        lb, ub, step = (self.get(o) for o in list(op.operands)[:3])
+        if lb.varying or ub.varying or step.varying:
+            raise WarpLoweringError(op, "a loop's bounds must be the same on every lane of a warp "
+                                        "(guard per-lane work with 'if' inside the loop instead)")
+        inits = [self.get(o) for o in list(op.operands)[3:]]
+        # Loop-carried values are vectors: the body may make any of them differ between lanes.
+        loop = scf.ForOp(lb.value, ub.value, step.value, [self.vec(i) for i in inits])
+        body = op.regions[0].blocks[0]
+        with ir.InsertionPoint(loop.body):
+            self.map[body.arguments[0]] = V(loop.induction_variable, False)
+            for old, new in zip(list(body.arguments)[1:], loop.inner_iter_args):
+                self.map[old] = V(new, True)
+            self.run(body, mask, entry=False)
+            term = body.operations[len(body.operations) - 1]
+            scf.YieldOp([self.vec(self.get(v)) for v in term.operands])
+        for old, new in zip(op.results, loop.results):
+            self.map[old] = V(new, True)
+
+
+def _zero(t: ir.Type) -> ir.Value:
+    if isinstance(t, ir.FloatType):
+        return arith.ConstantOp(t, ir.FloatAttr.get(t, 0.0)).result
+    return arith.ConstantOp(t, ir.IntegerAttr.get(t, 0)).result
+
+
+def lower_kernel(kernel: func.FuncOp, width: int) -> func.FuncOp:
+    """Replaces `kernel` with its per-block form; returns the new function."""
+    index = ir.IndexType.get()
+    old_t = kernel.type
+    new_t = ir.FunctionType.get(list(old_t.inputs) + [index] * len(LAUNCH_ARGS), [])
+    with kernel.location, ir.InsertionPoint(kernel):
+        new = func.FuncOp(kernel.sym_name.value, new_t)
+    for name in kernel.attributes:
+        if name not in ("function_type", "sym_name"):
+            new.attributes[name] = kernel.attributes[name]
+    new.attributes["tessera.warp_size"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), width)
+    if "arg_attrs" in kernel.attributes:
+        old_attrs = list(ir.ArrayAttr(kernel.attributes["arg_attrs"]))
+        new.arg_attrs = ir.ArrayAttr.get(old_attrs + [ir.DictAttr.get({})] * len(LAUNCH_ARGS))
+    with kernel.location:
+        entry = new.add_entry_block()
+    n_params = len(old_t.inputs)
+    launch = dict(zip(LAUNCH_ARGS, list(entry.arguments)[n_params:]))
+    with kernel.location, ir.InsertionPoint(entry):
+        c0, c1 = arith.ConstantOp.create_index(0).result, arith.ConstantOp.create_index(1).result
+        cw = arith.ConstantOp.create_index(width).result
+        xwarps = arith.CeilDivUIOp(launch["bdim_x"], cw).result
+        loop_z = scf.ForOp(c0, launch["bdim_z"], c1)
+        with ir.InsertionPoint(loop_z.body):
+            loop_y = scf.ForOp(c0, launch["bdim_y"], c1)
+            with ir.InsertionPoint(loop_y.body):
+                loop_x = scf.ForOp(c0, xwarps, c1)
+                with ir.InsertionPoint(loop_x.body):
+                    vt = ir.VectorType.get([width], index)
+                    lane = vector.StepOp(vt).result
+                    warp = {"z": loop_z.induction_variable, "y": loop_y.induction_variable,
+                            "xw": loop_x.induction_variable, "lane": lane}
+                    w = _Warp(width, launch, warp)
+                    for old, newarg in zip(kernel.arguments, list(entry.arguments)[:n_params]):
+                        w.map[old] = V(newarg, False)
+                    local_x = arith.AddIOp(vector.BroadcastOp(vt, arith.MulIOp(loop_x.induction_variable, cw).result).result,
+                                           lane).result
+                    active = arith.CmpIOp(arith.CmpIPredicate.ult, local_x,
+                                          vector.BroadcastOp(vt, launch["bdim_x"]).result).result
+                    w.run(kernel.entry_block, active, entry=True)
+                    scf.YieldOp([])
+                scf.YieldOp([])
+            scf.YieldOp([])
+        func.ReturnOp([])
+    kernel.operation.erase()
+    return new
+
+
+def run(module: ir.Module, width: int = 32) -> None:
+    """Lowers every `tessera.kernel` function of `module` in place."""
+    kernels = [op for op in module.body.operations
+               if op.operation.name == "func.func" and "tessera.kernel" in op.attributes]
+    for k in kernels:
+        lower_kernel(k, width)

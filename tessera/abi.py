@@ -1,0 +1,98 @@
+"""The launch signature of a kernel: which argument slots `tsrLaunch` takes, in which order.
+
+Parameters come first in source order; then one dimension argument per distinct symbolic extent, in order of
+first appearance (docs/image-format.md, "Launch arguments"). The frontend records each tensor's extents in
+the ``tessera.dims`` argument attribute; this module turns that into the table every consumer shares: the
+image metadata, the CPU entry wrapper, the generated C header and the Python launcher.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .frontend import dtypes
+from .mlir import ir
+
+SCALAR, TENSOR, DIM = 0, 1, 2
+KIND_NAMES = {SCALAR: "scalar", TENSOR: "tensor", DIM: "dim"}
+
+
+@dataclass(frozen=True)
+class Arg:
+    name: str
+    kind: int
+    dtype: dtypes.DType
+    dims: tuple = ()          # tensor: per axis, a static int or the index of a DIM argument (as ("arg", i))
+    readonly: bool = False
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+
+@dataclass(frozen=True)
+class Signature:
+    name: str
+    args: tuple[Arg, ...]
+
+    @property
+    def params(self) -> tuple[Arg, ...]:
+        return tuple(a for a in self.args if a.kind != DIM)
+
+
+def _written_args(fn) -> set[int]:
+    """Indices of memref parameters some store writes to: the others are read-only."""
+    written: set[int] = set()
+    block_args = list(fn.entry_block.arguments) if fn.regions[0].blocks else []
+
+    def visit(op):
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    if inner.operation.name in ("memref.store", "vector.maskedstore", "vector.scatter",
+                                                "vector.store"):
+                        target = inner.operands[1] if inner.operation.name == "memref.store" else inner.operands[0]
+                        for i, a in enumerate(block_args):
+                            if a == target:
+                                written.add(i)
+                    visit(inner)
+
+    visit(fn.operation)
+    return written
+
+
+def signature_of(fn) -> Signature:
+    """The launch signature of a ``func.func`` marked ``tessera.kernel`` (before or after lowering)."""
+    name = ir.StringAttr(fn.attributes["sym_name"]).value
+    arg_attrs = list(ir.ArrayAttr(fn.attributes["arg_attrs"])) if "arg_attrs" in fn.attributes else []
+    inputs = list(ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value).inputs)
+    written = _written_args(fn)
+    params: list[Arg] = []
+    dim_names: list[str] = []
+    pending: list[tuple[int, list]] = []
+    for i, attrs in enumerate(arg_attrs):
+        attrs = ir.DictAttr(attrs)
+        if "tessera.name" not in attrs:
+            continue  # launch-geometry arguments a lowering appended
+        pname = ir.StringAttr(attrs["tessera.name"]).value
+        t = inputs[i]
+        if isinstance(t, ir.MemRefType):
+            dims = []
+            for d in ir.ArrayAttr(attrs["tessera.dims"]):
+                if isinstance(d, ir.StringAttr):
+                    if d.value not in dim_names:
+                        dim_names.append(d.value)
+                    dims.append(("dim", d.value))
+                else:
+                    dims.append(ir.IntegerAttr(d).value)
+            pending.append((len(params), dims))
+            params.append(Arg(pname, TENSOR, dtypes.of_ir_type(t.element_type), (), readonly=i not in written))
+        else:
+            params.append(Arg(pname, SCALAR, dtypes.of_ir_type(t)))
+    n = len(params)
+    for pos, dims in pending:
+        resolved = tuple(("arg", n + dim_names.index(d[1])) if isinstance(d, tuple) else d for d in dims)
+        p = params[pos]
+        params[pos] = Arg(p.name, p.kind, p.dtype, resolved, p.readonly)
+    index = dtypes.BY_NAME["index"]
+    return Signature(name, tuple(params) + tuple(Arg(d, DIM, index) for d in dim_names))

@@ -1,0 +1,147 @@
+"""The compile driver: source → stages → `.tessera` image.
+
+Stages run in order — ``ttir`` (the frontend's Graph/Tile IR), ``canonical``, then the target backend's own
+(for the CPU: ``warps``, ``llvm``, ``llir``, ``obj``, ``so``) and finally ``image``. A compilation can stop
+after any stage and hand each stage's artifact to a callback (``--dump-ir-after-all``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field, fields
+from typing import Callable
+
+from . import abi, image
+from .frontend import CompileError, build_module
+from .mlir import ir, passmanager
+
+__version__ = "0.1.0"
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    target: str = "cpu"
+    kernels: tuple[str, ...] = ()   # compile only these (default: every @kernel of the file)
+    cpu: str = "native"
+    opt_level: int = 3
+    warp_size: int = 32
+
+    def hash(self) -> str:
+        key = "_".join(f"{f.name}-{getattr(self, f.name)}" for f in fields(self))
+        return hashlib.sha256(key.encode()).hexdigest()
+
+
+@dataclass
+class CompileResult:
+    image: bytes | None
+    metadata: dict = field(default_factory=dict)
+    artifacts: dict = field(default_factory=dict)   # stage name -> text or bytes, for stages asked to keep
+
+
+def _backend(options: CompileOptions):
+    if options.target == "cpu":
+        from .backends.cpu import CPUBackend
+        return CPUBackend(CPUBackend.Options(cpu=options.cpu, opt_level=options.opt_level,
+                                             warp_size=options.warp_size))
+    raise CompileError(f"unknown target '{options.target}' (available: cpu)")
+
+
+def make_ttir(source: str, filename: str, metadata: dict, options: CompileOptions) -> ir.Module:
+    return build_module(source, filename, list(options.kernels) or None)
+
+
+def make_canonical(mod: ir.Module, metadata: dict) -> ir.Module:
+    passmanager.PassManager.parse("builtin.module(canonicalize,cse)").run(mod.operation)
+    kernels = [op for op in mod.body.operations
+               if op.operation.name == "func.func" and "tessera.kernel" in op.attributes]
+    metadata["signatures"] = [abi.signature_of(k) for k in kernels]
+    metadata["ops"] = _bytecode(mod)
+    return mod
+
+
+def _bytecode(mod: ir.Module) -> bytes:
+    import io
+    buf = io.BytesIO()
+    mod.operation.write_bytecode(buf)
+    return buf.getvalue()
+
+
+def make_image(code: bytes, metadata: dict, backend) -> bytes:
+    records = []
+    for sig in metadata["signatures"]:
+        args = []
+        for a in sig.args:
+            dims = [d if isinstance(d, int) else -(d[1] + 1) for d in a.dims]
+            args.append(image.format.ArgRecord(a.name, a.kind, a.dtype.code, dims,
+                                               image.format.ARG_READONLY if a.readonly else 0))
+        records.append(image.KernelRecord(
+            sig.name, backend.entry_symbol(sig.name), backend.name, metadata["arch"], backend.code_section, args,
+            warp_size=metadata["warp_size"],
+            props={"compiler": f"tessera {__version__}", "cpu": metadata.get("cpu", "")}))
+    return image.write_image(records, {backend.code_section: code}, ops=metadata["ops"])
+
+
+def stage_names(options: CompileOptions | None = None) -> list[str]:
+    stages: dict = {}
+    _backend(options or CompileOptions()).add_stages(stages)
+    return ["ttir", "canonical", *stages, "image"]
+
+
+def compile_source(source: str, filename: str = "<string>", options: CompileOptions | None = None,
+                   stop_after: str | None = None,
+                   on_stage: Callable[[str, object], None] | None = None) -> CompileResult:
+    """Compiles `source`; raises CompileError (located at the user's source) on any mistake in it."""
+    options = options or CompileOptions()
+    backend = _backend(options)
+    names = stage_names(options)
+    if stop_after is not None and stop_after not in names:
+        raise CompileError(f"unknown stage '{stop_after}' (stages: {', '.join(names)})")
+    from .dialects import make_context
+    metadata: dict = {"warp_size": options.warp_size, "target": options.target}
+    result = CompileResult(None, metadata)
+    stages: dict = {}
+    backend.add_stages(stages)
+    with make_context(), ir.Location.unknown():
+        try:
+            artifact = make_ttir(source, filename, metadata, options)
+            pipeline = [("canonical", lambda m, md: make_canonical(m, md)), *stages.items(),
+                        ("image", lambda c, md: make_image(c, md, backend))]
+            _report(on_stage, result, "ttir", artifact)
+            if stop_after == "ttir":
+                return result
+            for name, make in pipeline:
+                artifact = make(artifact, metadata)
+                _report(on_stage, result, name, artifact)
+                if stop_after == name:
+                    return result
+        except ir.MLIRError as e:
+            raise CompileError.from_mlir(e, filename) from None
+        except Exception as e:  # a lowering that reports a located failure
+            if hasattr(e, "location") and hasattr(e, "message"):
+                raise _located(e, filename) from None
+            raise
+    result.image = artifact
+    return result
+
+
+def _located(e, filename: str) -> CompileError:
+    import re
+    m = re.search(r'"(?P<f>[^"]*)":(?P<l>\d+):(?P<c>\d+)', str(e.location))
+    if m is None:
+        return CompileError(e.message, filename, 0, 0)
+    return CompileError(e.message, m["f"], int(m["l"]), int(m["c"]))
+
+
+def _report(on_stage, result: CompileResult, name: str, artifact) -> None:
+    if on_stage is None:
+        return
+    if isinstance(artifact, ir.Module):
+        on_stage(name, artifact.operation.get_asm(enable_debug_info=True))
+    else:
+        on_stage(name, artifact)
+
+
+def compile_file(path: str, options: CompileOptions | None = None, **kwargs) -> CompileResult:
+    with open(path, encoding="utf-8") as f:
+        source = f.read()
+    return compile_source(source, path, options, **kwargs)

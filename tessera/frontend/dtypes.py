@@ -1,0 +1,62 @@
+"""Element types of the language: their spellings, MLIR types, C types and image codes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..mlir import ir
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str          # canonical spelling, as in `tensor[bf16]`
+    mlir: str          # MLIR type spelling
+    c_type: str        # C spelling of one element, for generated headers
+    code: int          # dtype code in the image metadata (docs/image-format.md)
+    bits: int
+    kind: str          # "float" | "int" | "uint" | "bool" | "index"
+
+    def ir_type(self) -> ir.Type:
+        return ir.Type.parse(self.mlir)
+
+    @property
+    def nbytes(self) -> int:
+        return max(1, self.bits // 8)
+
+
+_TABLE = [
+    DType("f32", "f32", "float", 1, 32, "float"),
+    DType("f64", "f64", "double", 2, 64, "float"),
+    DType("f16", "f16", "uint16_t", 3, 16, "float"),
+    DType("bf16", "bf16", "uint16_t", 4, 16, "float"),
+    DType("i8", "i8", "int8_t", 5, 8, "int"),
+    DType("i16", "i16", "int16_t", 6, 16, "int"),
+    DType("i32", "i32", "int32_t", 7, 32, "int"),
+    DType("i64", "i64", "int64_t", 8, 64, "int"),
+    DType("bool", "i1", "bool", 13, 8, "bool"),
+    DType("index", "index", "int64_t", 17, 64, "index"),
+]
+
+BY_NAME = {d.name: d for d in _TABLE}
+BY_CODE = {d.code: d for d in _TABLE}
+
+# Spellings users write. `float` and `int` mean what a C kernel author expects: 32-bit.
+ALIASES = {
+    "float": "f32", "float32": "f32", "fp32": "f32",
+    "double": "f64", "float64": "f64", "fp64": "f64",
+    "half": "f16", "float16": "f16", "fp16": "f16",
+    "bfloat16": "bf16",
+    "int": "i32", "int32": "i32", "int8": "i8", "int16": "i16", "int64": "i64",
+}
+
+
+def lookup(spelling: str) -> DType | None:
+    return BY_NAME.get(ALIASES.get(spelling, spelling))
+
+
+def of_ir_type(t: ir.Type) -> DType:
+    s = str(t)
+    for d in _TABLE:
+        if d.mlir == s:
+            return d
+    raise KeyError(f"no Tessera dtype for MLIR type {s}")

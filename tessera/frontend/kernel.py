@@ -1,0 +1,393 @@
+"""SIMT kernels: the AST of one `@kernel` function becomes a ``func.func`` over ``ttile``, ``arith``, ``scf``
+and ``memref`` ops, every op located at the user's file:line:col.
+
+Variables are SSA values with a fixed type: a variable assigned inside an ``if`` or a loop and defined before
+it becomes a result of the ``scf.if`` / an iteration argument of the ``scf.for``.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from ..mlir import arith, func, ir, math, memref, scf
+from ..dialects import ttile
+from . import dtypes
+from .errors import CompileError
+from .values import Scalar, TensorParam, Typer, assigned_names
+
+
+@dataclass
+class KernelParam:
+    name: str
+    dtype: dtypes.DType
+    tensor: bool
+    dims: list = field(default_factory=list)  # per axis: int (static) or str (symbol)
+
+
+_LAUNCH_QUERIES = {
+    "thread_id": ttile.ThreadIdOp, "local_id": ttile.LocalIdOp, "block_id": ttile.BlockIdOp,
+    "block_dim": ttile.BlockDimOp, "grid_dim": ttile.GridDimOp,
+}
+_WARP_QUERIES = {"lane_id": ttile.LaneIdOp, "warp_id": ttile.WarpIdOp, "warp_size": ttile.WarpSizeOp}
+_MATH_UNARY = {
+    "exp": math.ExpOp, "exp2": math.Exp2Op, "log": math.LogOp, "log2": math.Log2Op, "sqrt": math.SqrtOp,
+    "rsqrt": math.RsqrtOp, "tanh": math.TanhOp, "sin": math.SinOp, "cos": math.CosOp, "erf": math.ErfOp,
+    "floor": math.FloorOp, "ceil": math.CeilOp, "fabs": math.AbsFOp,
+}
+
+
+def parse_params(fn: ast.FunctionDef, filename: str) -> list[KernelParam]:
+    params = []
+    for a in fn.args.args:
+        params.append(_param_from_annotation(a, filename))
+    for bad in (fn.args.vararg, fn.args.kwarg):
+        if bad is not None:
+            raise CompileError.at(bad, filename, "kernels take named parameters only (no *args or **kwargs)")
+    if fn.args.kwonlyargs or fn.args.defaults:
+        raise CompileError.at(fn, filename, "kernel parameters can have no defaults and no keyword-only marker")
+    return params
+
+
+def _param_from_annotation(a: ast.arg, filename: str) -> KernelParam:
+    ann = a.annotation
+    if ann is None:  # the spec's unannotated kernels take 1-D float tensors
+        return KernelParam(a.arg, dtypes.BY_NAME["f32"], True, [f"{a.arg}.shape[0]"])
+    if isinstance(ann, ast.Name):
+        if ann.id == "tensor":
+            return KernelParam(a.arg, dtypes.BY_NAME["f32"], True, [f"{a.arg}.shape[0]"])
+        dt = dtypes.lookup(ann.id)
+        if dt is None:
+            raise CompileError.at(ann, filename, f"unknown type '{ann.id}' for parameter '{a.arg}'")
+        return KernelParam(a.arg, dt, False)
+    if isinstance(ann, ast.Subscript) and isinstance(ann.value, ast.Name) and ann.value.id == "tensor":
+        items = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
+        head = items[0]
+        if not isinstance(head, ast.Name) or dtypes.lookup(head.id) is None:
+            raise CompileError.at(head, filename, "tensor[...] starts with an element type, e.g. tensor[float, \"N\"]")
+        dims: list = []
+        for k, d in enumerate(items[1:]):
+            if isinstance(d, ast.Constant) and isinstance(d.value, str) and d.value.isidentifier():
+                dims.append(d.value)
+            elif isinstance(d, ast.Constant) and isinstance(d.value, int) and not isinstance(d.value, bool) \
+                    and d.value > 0:
+                dims.append(d.value)
+            else:
+                raise CompileError.at(d, filename, "a tensor dimension is a symbol name (\"N\") or a positive int")
+        if not dims:
+            dims = [f"{a.arg}.shape[0]"]
+        return KernelParam(a.arg, dtypes.lookup(head.id), True, dims)
+    raise CompileError.at(ann, filename, f"cannot read the type annotation of parameter '{a.arg}'")
+
+
+class KernelBuilder(ast.NodeVisitor):
+    """Emits one kernel into the current insertion point of an MLIR module."""
+
+    def __init__(self, fn: ast.FunctionDef, filename: str):
+        self.fn = fn
+        self.filename = filename
+        self.params = parse_params(fn, filename)
+        self.vars: dict[str, object] = {}
+        self.typer = Typer(self)
+
+    # -- helpers --------------------------------------------------------------------------------------
+    def error(self, node: ast.AST, message: str) -> CompileError:
+        return CompileError.at(node, self.filename, message)
+
+    def loc(self, node: ast.AST) -> ir.Location:
+        return ir.Location.file(self.filename, getattr(node, "lineno", 0), getattr(node, "col_offset", 0) + 1)
+
+    # -- entry ----------------------------------------------------------------------------------------
+    def build(self) -> func.FuncOp:
+        arg_types = []
+        with self.loc(self.fn):
+            for p in self.params:
+                if p.tensor:
+                    shape = [d if isinstance(d, int) else ir.ShapedType.get_dynamic_size() for d in p.dims]
+                    arg_types.append(ir.MemRefType.get(shape, p.dtype.ir_type()))
+                else:
+                    arg_types.append(p.dtype.ir_type())
+        with self.loc(self.fn):
+            f = func.FuncOp(self.fn.name, ir.FunctionType.get(arg_types, []))
+            f.attributes["tessera.kernel"] = ir.UnitAttr.get()
+            f.arg_attrs = ir.ArrayAttr.get([self._arg_attr(p) for p in self.params])
+            entry = f.add_entry_block()
+        for p, v in zip(self.params, entry.arguments):
+            self.vars[p.name] = TensorParam(p.name, v, p) if p.tensor else Scalar(v)
+        with ir.InsertionPoint(entry):
+            self.visit_body(self.fn.body)
+            with self.loc(self.fn.body[-1] if self.fn.body else self.fn):
+                func.ReturnOp([])
+        return f
+
+    @staticmethod
+    def _arg_attr(p: KernelParam) -> ir.DictAttr:
+        attrs = {"tessera.name": ir.StringAttr.get(p.name)}
+        if p.tensor:
+            attrs["tessera.dims"] = ir.ArrayAttr.get(
+                [ir.StringAttr.get(d) if isinstance(d, str) else ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d)
+                 for d in p.dims])
+        return ir.DictAttr.get(attrs)
+
+    def visit_body(self, stmts: list[ast.stmt]) -> None:
+        for i, s in enumerate(stmts):
+            if isinstance(s, ast.Return):
+                if s.value is not None:
+                    raise self.error(s, "kernels return nothing; write results into an output tensor")
+                if i != len(stmts) - 1 or stmts is not self.fn.body:
+                    raise self.error(s, "an early 'return' is not supported in a kernel; guard the work with 'if'")
+                continue
+            self.visit(s)
+
+    def generic_visit(self, node: ast.AST):
+        raise self.error(node, f"'{type(node).__name__}' is not supported in a Tessera kernel")
+
+    # -- statements -----------------------------------------------------------------------------------
+    def visit_Expr(self, node: ast.Expr) -> None:
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return  # docstring
+        self.expr(node.value)
+
+    def visit_Pass(self, node: ast.Pass) -> None:
+        pass
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        if len(node.targets) != 1:
+            raise self.error(node, "chained assignment is not supported")
+        self.assign(node.targets[0], self.expr(node.value), node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is None:
+            raise self.error(node, "a declaration needs a value")
+        value = self.expr(node.value)
+        if isinstance(node.annotation, ast.Name) and dtypes.lookup(node.annotation.id):
+            value = self.typer.cast(value, dtypes.lookup(node.annotation.id).ir_type(), node)
+        self.assign(node.target, value, node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        current = self.expr(node.target if isinstance(node.target, ast.Name) else node.target)
+        value = self.typer.binop(node.op, current, self.expr(node.value), node)
+        self.assign(node.target, value, node)
+
+    def assign(self, target: ast.expr, value, node: ast.AST) -> None:
+        if isinstance(target, ast.Name):
+            old = self.vars.get(target.id)
+            if isinstance(old, TensorParam):
+                raise self.error(target, f"tensor parameter '{target.id}' cannot be reassigned")
+            if isinstance(value, TensorParam):
+                raise self.error(node, "tensors cannot be aliased to new names in a kernel")
+            if isinstance(old, Scalar) and old.typed:
+                value = self.typer.cast(value, old.value.type, node)
+            self.vars[target.id] = value if isinstance(value, Scalar) else Scalar.literal(value)
+            return
+        if isinstance(target, ast.Subscript):
+            t = self.expr(target.value)
+            if not isinstance(t, TensorParam):
+                raise self.error(target, "only tensor parameters can be indexed")
+            idx = self.indices(t, target.slice)
+            v = self.typer.cast(value, t.elem_type, node)
+            with self.loc(node):
+                memref.StoreOp(v.value, t.value, idx)
+            return
+        raise self.error(target, "this assignment target is not supported")
+
+    def visit_If(self, node: ast.If) -> None:
+        cond = self.typer.condition(self.expr(node.test), node.test)
+        carried = [n for n in assigned_names(node.body + node.orelse)
+                   if isinstance(self.vars.get(n), Scalar)]
+        before = {n: self.typer.materialize(self.vars[n], node) for n in carried}
+        for n, v in before.items():
+            self.vars[n] = v
+        with self.loc(node):
+            if_op = scf.IfOp(cond.value, [before[n].value.type for n in carried], has_else=True)
+        outs = []
+        for region_block, body in ((if_op.then_block, node.body), (if_op.else_block, node.orelse)):
+            saved = dict(self.vars)
+            with ir.InsertionPoint(region_block):
+                self.visit_body(body)
+                yielded = [self.typer.cast(self.vars[n], before[n].value.type, node).value for n in carried]
+                with self.loc(node):
+                    scf.YieldOp(yielded)
+            outs.append(self.vars)
+            self.vars = saved
+        for n, r in zip(carried, if_op.results):
+            self.vars[n] = Scalar(r)
+
+    def visit_For(self, node: ast.For) -> None:
+        if node.orelse:
+            raise self.error(node, "'for ... else' is not supported")
+        if not isinstance(node.target, ast.Name):
+            raise self.error(node.target, "a loop variable must be a plain name")
+        it = node.iter
+        if isinstance(it, (ast.List, ast.Tuple)):  # a literal list is unrolled: its items stay constants
+            for item in it.elts:
+                self.vars[node.target.id] = Scalar.literal(self.expr(item))
+                self.visit_body(node.body)
+            return
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range":
+            return self._range_loop(node, it)
+        raise self.error(it, "a kernel loop iterates over range(...) or a literal list")
+
+    def _range_loop(self, node: ast.For, call: ast.Call) -> None:
+        args = [self.expr(a) for a in call.args]
+        if not 1 <= len(args) <= 3 or call.keywords:
+            raise self.error(call, "range() takes 1 to 3 positional arguments")
+        start, stop, step = ([0] + args + [1])[:3] if len(args) == 1 else (args + [1])[:3]
+        if isinstance(step, (int, float)) and step <= 0:
+            raise self.error(call, "range() step must be positive in a kernel")
+        index = ir.IndexType.get()
+        lb, ub, st = (self.typer.cast(v, index, call).value for v in (start, stop, step))
+        carried = [n for n in assigned_names(node.body)
+                   if n != node.target.id and isinstance(self.vars.get(n), Scalar)]
+        inits = [self.typer.materialize(self.vars[n], node) for n in carried]
+        with self.loc(node):
+            loop = scf.ForOp(lb, ub, st, [v.value for v in inits])
+        saved = dict(self.vars)
+        with ir.InsertionPoint(loop.body):
+            self.vars[node.target.id] = Scalar(loop.induction_variable)
+            for n, arg in zip(carried, loop.inner_iter_args):
+                self.vars[n] = Scalar(arg)
+            self.visit_body(node.body)
+            with self.loc(node):
+                scf.YieldOp([self.typer.cast(self.vars[n], v.value.type, node).value
+                             for n, v in zip(carried, inits)])
+        self.vars = saved
+        for n, r in zip(carried, loop.results):
+            self.vars[n] = Scalar(r)
+
+    def visit_While(self, node: ast.While) -> None:
+        raise self.error(node, "'while' loops are not supported in a kernel; use range(...)")
+
+    # -- expressions ----------------------------------------------------------------------------------
+    def expr(self, node: ast.expr):
+        """Evaluates an expression to a Scalar, a TensorParam, or a Python number (a literal not yet typed)."""
+        method = getattr(self, f"expr_{type(node).__name__}", None)
+        if method is None:
+            raise self.error(node, f"'{type(node).__name__}' expressions are not supported in a kernel")
+        return method(node)
+
+    def expr_Constant(self, node: ast.Constant):
+        if isinstance(node.value, (bool, int, float)):
+            return node.value
+        raise self.error(node, f"constant {node.value!r} has no kernel type")
+
+    def expr_Name(self, node: ast.Name):
+        if node.id in self.vars:
+            v = self.vars[node.id]
+            return v.py if isinstance(v, Scalar) and not v.typed else v
+        raise self.error(node, f"name '{node.id}' is not defined in this kernel")
+
+    def expr_BinOp(self, node: ast.BinOp):
+        return self.typer.binop(node.op, self.expr(node.left), self.expr(node.right), node)
+
+    def expr_UnaryOp(self, node: ast.UnaryOp):
+        return self.typer.unary(node.op, self.expr(node.operand), node)
+
+    def expr_Compare(self, node: ast.Compare):
+        left, result = self.expr(node.left), None
+        for op, right_node in zip(node.ops, node.comparators):
+            right = self.expr(right_node)
+            c = self.typer.compare(op, left, right, node)
+            result = c if result is None else self.typer.logical(ast.And(), result, c, node)
+            left = right
+        return result
+
+    def expr_BoolOp(self, node: ast.BoolOp):
+        values = [self.typer.condition(self.expr(v), v) for v in node.values]
+        acc = values[0]
+        for v in values[1:]:
+            acc = self.typer.logical(node.op, acc, v, node)
+        return acc
+
+    def expr_IfExp(self, node: ast.IfExp):
+        cond = self.typer.condition(self.expr(node.test), node.test)
+        a, b = self.typer.unify(self.expr(node.body), self.expr(node.orelse), node)
+        with self.loc(node):
+            return Scalar(arith.SelectOp(cond.value, a.value, b.value).result)
+
+    def expr_Attribute(self, node: ast.Attribute):
+        raise self.error(node, f"attribute '{ast.unparse(node)}' is not supported here")
+
+    def expr_Subscript(self, node: ast.Subscript):
+        # X.shape[k]
+        if isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
+            t = self.expr(node.value.value)
+            if not isinstance(t, TensorParam):
+                raise self.error(node, "'.shape' belongs to tensor parameters")
+            k = node.slice
+            if not (isinstance(k, ast.Constant) and isinstance(k.value, int)):
+                raise self.error(k, "a shape index must be an integer literal")
+            if not 0 <= k.value < t.rank:
+                raise self.error(k, f"'{t.name}' has rank {t.rank}; shape[{k.value}] does not exist")
+            with self.loc(node):
+                return Scalar(memref.DimOp(t.value, arith.ConstantOp.create_index(k.value).result).result)
+        t = self.expr(node.value)
+        if not isinstance(t, TensorParam):
+            raise self.error(node, "only tensor parameters can be indexed")
+        idx = self.indices(t, node.slice)
+        with self.loc(node):
+            return Scalar(memref.LoadOp(t.value, idx).result)
+
+    def indices(self, t: TensorParam, sl: ast.expr) -> list[ir.Value]:
+        items = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+        if any(isinstance(i, ast.Slice) for i in items):
+            raise self.error(sl, "slices are tile-level operations; a SIMT kernel indexes one element")
+        if len(items) != t.rank:
+            raise self.error(sl, f"'{t.name}' has rank {t.rank} but is indexed with {len(items)} indices")
+        return [self.typer.cast(self.expr(i), ir.IndexType.get(), i).value for i in items]
+
+    def expr_Call(self, node: ast.Call):
+        f = node.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+            ns, name = f.value.id, f.attr
+            if ns == "launch" and name in _LAUNCH_QUERIES:
+                return self._launch_query(node, _LAUNCH_QUERIES[name])
+            if ns == "tile" and name in _WARP_QUERIES:
+                self._arity(node, 0)
+                with self.loc(node):
+                    return Scalar(_WARP_QUERIES[name](result=ir.IndexType.get()).result)
+            if ns == "tile" and name == "warp_shuffle_down":
+                self._arity(node, 2)
+                v = self.typer.materialize(self.expr(node.args[0]), node)
+                off = self.typer.cast(self.expr(node.args[1]), ir.IndexType.get(), node)
+                with self.loc(node):
+                    return Scalar(ttile.ShuffleDownOp(v.value, off.value, result=v.value.type).result)
+            if ns == "math" and name in _MATH_UNARY:
+                self._arity(node, 1)
+                v = self.typer.to_float(self.expr(node.args[0]), node)
+                with self.loc(node):
+                    return Scalar(_MATH_UNARY[name](v.value).result)
+            raise self.error(node, f"unknown function '{ns}.{name}' in a kernel")
+        if isinstance(f, ast.Name):
+            return self._builtin(node, f.id)
+        raise self.error(node, "this call is not supported in a kernel")
+
+    def _arity(self, node: ast.Call, n: int) -> None:
+        if len(node.args) != n or node.keywords:
+            raise self.error(node, f"'{ast.unparse(node.func)}' takes {n} positional argument(s)")
+
+    def _launch_query(self, node: ast.Call, op_cls):
+        axis = 0
+        if node.args or node.keywords:
+            arg = node.args[0] if node.args else node.keywords[0].value
+            if len(node.args) + len(node.keywords) != 1 or not (isinstance(arg, ast.Constant) and arg.value in (0, 1, 2)):
+                raise self.error(node, f"'{ast.unparse(node.func)}' takes an optional axis 0, 1 or 2")
+            axis = arg.value
+        with self.loc(node):
+            return Scalar(op_cls(dim=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), axis), result=ir.IndexType.get()).result)
+
+    def _builtin(self, node: ast.Call, name: str):
+        args = [self.expr(a) for a in node.args]
+        if name in ("min", "max") and len(args) == 2 and not node.keywords:
+            return self.typer.minmax(name, args[0], args[1], node)
+        if name == "abs" and len(args) == 1:
+            return self.typer.absolute(args[0], node)
+        if name == "ceil_div" and len(args) == 2:
+            return self.typer.ceil_div(args[0], args[1], node)
+        if name in ("float", "int", "bool") and len(args) == 1:
+            target = {"float": "f32", "int": "i32", "bool": "bool"}[name]
+            return self.typer.cast(args[0], dtypes.BY_NAME[target].ir_type(), node, explicit=True)
+        dt = dtypes.lookup(name)
+        if dt is not None and len(args) == 1:
+            return self.typer.cast(args[0], dt.ir_type(), node, explicit=True)
+        raise self.error(node, f"unknown function '{name}' in a kernel")
