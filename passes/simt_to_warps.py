@@ -356,9 +356,10 @@ def lower_kernel(kernel: func.FuncOp, width: int) -> func.FuncOp:
     return new
 
 
-def run(module: ir.Module, width: int = 32) -> None:
-    """Lowers every `tessera.kernel` function of `module` in place."""
-    kernels = [op for op in module.body.operations
+def run(module, width: int = 32) -> None:
+    """Lowers every `tessera.kernel` function of `module` (an ``ir.Module`` or its operation) in place."""
+    body = module.body if isinstance(module, ir.Module) else module.regions[0].blocks[0]
+    kernels = [op for op in body.operations
                if op.operation.name == "func.func" and "tessera.kernel" in op.attributes]
     for k in kernels:
         lower_kernel(k, width)

@@ -11,11 +11,9 @@ import hashlib
 from dataclasses import dataclass, field, fields
 from typing import Callable
 
-from . import abi, image
+from . import __version__, abi, image
 from .frontend import CompileError, build_module
 from .mlir import ir, passmanager
-
-__version__ = "0.1.0"
 
 
 @dataclass(frozen=True)

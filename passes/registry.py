@@ -1,0 +1,85 @@
+"""Tessera's own passes by name, so tools and textual pipelines can mix them with upstream MLIR passes.
+
+``tessera-opt --pass-pipeline='builtin.module(canonicalize,tessera-simt-to-warps{warp-size=32},cse)'``
+runs upstream elements through MLIR's parser and ours as Python passes in the same PassManager.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+from ..mlir import ir, passmanager
+from . import simt_to_warps
+
+
+@dataclass(frozen=True)
+class PassInfo:
+    name: str
+    summary: str
+    run: Callable[..., None]          # run(op: ir.Operation, **options)
+    options: dict[str, type]
+
+
+def _simt_to_warps(op, warp_size: int = 32) -> None:
+    simt_to_warps.run(op, warp_size)
+
+
+PASSES: dict[str, PassInfo] = {
+    "tessera-simt-to-warps": PassInfo(
+        "tessera-simt-to-warps", "SIMT kernels to per-block functions running each warp as one vector (CPU)",
+        _simt_to_warps, {"warp-size": int}),
+}
+
+
+def _parse_options(info: PassInfo, text: str) -> dict:
+    opts = {}
+    for item in filter(None, (t.strip() for t in text.split(" "))):
+        key, _, value = item.partition("=")
+        if key not in info.options:
+            raise ValueError(f"pass '{info.name}' has no option '{key}' (options: {', '.join(info.options)})")
+        opts[key.replace("-", "_")] = info.options[key](value)
+    return opts
+
+
+def _split_top_level(s: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for ch in s:
+        if ch in "({":
+            depth += 1
+        elif ch in ")}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        parts.append(cur.strip())
+    return parts
+
+
+def build_pass_manager(pipeline: str) -> passmanager.PassManager:
+    """A PassManager for ``builtin.module(...)`` (or a bare comma list) mixing upstream and Tessera passes."""
+    m = re.fullmatch(r"\s*builtin\.module\((.*)\)\s*", pipeline, re.S)
+    elements = _split_top_level(m.group(1) if m else pipeline)
+    pm = passmanager.PassManager("builtin.module")
+    for el in elements:
+        name, _, rest = el.partition("{")
+        info = PASSES.get(name.strip())
+        if info is None:
+            pm.add(el)
+            continue
+        opts = _parse_options(info, rest.rstrip("}"))
+
+        def run(op, pass_, info=info, opts=opts):
+            try:
+                info.run(op, **opts)
+            except Exception as e:  # a located lowering failure becomes an MLIR diagnostic
+                loc = getattr(e, "location", None) or op.location
+                loc.emit_error(getattr(e, "message", str(e)))
+                pass_.signal_pass_failure()
+
+        pm.add(run, name=info.name, argument=info.name, description=info.summary)
+    return pm

@@ -1,0 +1,1 @@
+"""Command-line tools: tessera-cc, tessera-opt, tessera-objdump, tessera-config."""

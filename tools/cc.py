@@ -1,0 +1,83 @@
+"""tessera-cc: compiles the @kernel functions of a Python source file into a `.tessera` image.
+
+The source is read as an AST and never executed. A mistake in it is reported as file:line:col and the exit
+status is 1; nothing is written then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def _parse_args(argv):
+    p = argparse.ArgumentParser(prog="tessera-cc", description=__doc__.splitlines()[0])
+    p.add_argument("source", help="a Python file with @kernel functions")
+    p.add_argument("-o", "--output", help="the image to write (default: SOURCE with .tessera)")
+    p.add_argument("--target", default="cpu", help="code target (default: cpu)")
+    p.add_argument("--kernel", action="append", default=[], help="compile only this kernel (repeatable)")
+    p.add_argument("--cpu", default="native", help="LLVM CPU name for the cpu target: native (default), generic, …")
+    p.add_argument("-O", dest="opt_level", type=int, default=3, choices=[0, 1, 2, 3], help="optimization level")
+    p.add_argument("--emit-header", metavar="H", help="also write a C header with a typed launcher per kernel")
+    p.add_argument("--dump-ir-after-all", metavar="DIR", help="write every stage's IR into DIR")
+    p.add_argument("--compile-to", metavar="STAGE", help="stop after STAGE and write its output to -o")
+    p.add_argument("--list-stages", action="store_true", help="print the stages of the target and exit")
+    return p.parse_args(argv)
+
+
+def _write(path: str, artifact) -> None:
+    mode = "wb" if isinstance(artifact, (bytes, bytearray)) else "w"
+    with open(path, mode) as f:
+        f.write(artifact)
+
+
+def main(argv=None) -> int:
+    args = _parse_args(sys.argv[1:] if argv is None else argv)
+    from ..compiler import CompileOptions, compile_file, stage_names
+    from ..frontend import CompileError
+
+    options = CompileOptions(target=args.target, kernels=tuple(args.kernel), cpu=args.cpu,
+                             opt_level=args.opt_level)
+    try:
+        if args.list_stages:
+            print("\n".join(stage_names(options)))
+            return 0
+        stages_seen: list[tuple[str, object]] = []
+
+        def on_stage(name, artifact):
+            stages_seen.append((name, artifact))
+
+        want_stages = args.dump_ir_after_all or args.compile_to
+        result = compile_file(args.source, options, stop_after=args.compile_to,
+                              on_stage=on_stage if want_stages else None)
+    except CompileError as e:
+        print(e, file=sys.stderr)
+        return 1
+    except FileNotFoundError as e:
+        print(f"tessera-cc: error: {e.strerror}: {e.filename}", file=sys.stderr)
+        return 1
+    stem = os.path.splitext(args.source)[0]
+    if args.dump_ir_after_all:
+        os.makedirs(args.dump_ir_after_all, exist_ok=True)
+        for i, (name, artifact) in enumerate(stages_seen):
+            ext = {"llir": "ll", "obj": "o", "so": "so", "image": "tessera"}.get(name, "mlir")
+            _write(os.path.join(args.dump_ir_after_all, f"{i:02d}-{name}.{ext}"), artifact)
+    if args.compile_to:
+        name, artifact = stages_seen[-1]
+        out = args.output or "-"
+        if out == "-" and isinstance(artifact, str):
+            sys.stdout.write(artifact)
+        else:
+            _write(out if out != "-" else f"{stem}.{name}", artifact)
+        return 0
+    _write(args.output or f"{stem}.tessera", result.image)
+    if args.emit_header:
+        from ..cheader import emit_header
+        _write(args.emit_header, emit_header(result.metadata["signatures"], args.source,
+                                             os.path.basename(args.emit_header)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

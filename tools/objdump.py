@@ -1,0 +1,76 @@
+"""tessera-objdump: shows what a `.tessera` image holds — ABI version, sections, kernel metadata (as YAML, the
+form of spec/system-architecture.md §11.2) and the module's Graph IR."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+_SHT = {1: "PROGBITS", 3: "STRTAB", 7: "NOTE"}
+
+
+def _yaml_str(s: str) -> str:
+    return s if s and all(c.isalnum() or c in "_-." for c in s) else '"' + s.replace('"', '\\"') + '"'
+
+
+def kernel_yaml(k, dtype_name) -> list[str]:
+    from ..abi import KIND_NAMES
+    from ..image.format import ARG_READONLY, FLAG_SIMT
+    block = "any" if k.block == (0, 0, 0) else f"[{k.block[0]}, {k.block[1]}, {k.block[2]}]"
+    lines = [f"  - name: {_yaml_str(k.name)}",
+             f"    target: {k.target}",
+             f"    arch: {k.arch}",
+             f"    entry: {_yaml_str(k.entry)}",
+             f"    section: {k.section}",
+             f"    model: {'simt' if k.flags & FLAG_SIMT else 'tile'}",
+             f"    launch: {{grid: from-arguments, block: {block}, warp_size: {k.warp_size}}}",
+             f"    resources: {{regs_per_thread: {k.regs}, smem_per_cta: {k.smem_bytes}}}",
+             "    args:"]
+    for i, a in enumerate(k.args):
+        entry = f"{{index: {i}, name: {_yaml_str(a.name)}, kind: {KIND_NAMES[a.kind]}, dtype: {dtype_name(a.dtype)}"
+        if a.kind == 1:
+            shape = ", ".join(str(d) if d >= 0 else _yaml_str(k.args[-d - 1].name) for d in a.dims)
+            entry += f", shape: [{shape}], access: {'read' if a.flags & ARG_READONLY else 'read-write'}"
+        lines.append(f"      - {entry}}}")
+    if k.props:
+        lines.append("    properties:")
+        lines += [f"      {_yaml_str(key)}: {_yaml_str(v)}" for key, v in k.props.items()]
+    return lines
+
+
+def render(img, show_ir: bool = True) -> str:
+    from ..frontend import dtypes
+    out = [f"abi_version: {img.abi[0]}.{img.abi[1]}", "sections:"]
+    for s in img.sections:
+        out.append(f"  - {{name: {s.name}, type: {_SHT.get(s.type, s.type)}, offset: {s.offset}, size: {s.size}}}")
+    out.append("kernels:")
+    for k in img.kernels:
+        out += kernel_yaml(k, lambda c: dtypes.BY_CODE[c].name if c in dtypes.BY_CODE else f"code{c}")
+    if show_ir and img.ops is not None:
+        from ..dialects import make_context
+        from ..mlir import ir
+        with make_context():
+            text = str(ir.Module.parse(img.ops))
+        out.append("graph_ir: |")
+        out += ["  " + line for line in text.rstrip().splitlines()]
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="tessera-objdump", description=__doc__.splitlines()[0])
+    p.add_argument("image")
+    p.add_argument("--no-ir", action="store_true", help="leave out the Graph IR")
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    from ..image import ImageError, read_image
+    try:
+        with open(args.image, "rb") as f:
+            img = read_image(f.read())
+    except (OSError, ImageError) as e:
+        print(f"tessera-objdump: error: {args.image}: {e}", file=sys.stderr)
+        return 1
+    sys.stdout.write(render(img, not args.no_ir))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
