@@ -1,0 +1,11 @@
+/* errors.h — how runtime functions report failures: a status plus a thread-local message. */
+#ifndef TESSERA_SRC_ERRORS_H_
+#define TESSERA_SRC_ERRORS_H_
+
+#include "tessera/tessera.h"
+
+/* Records a printf-style message as this thread's last error and returns `status`, so that failures read
+ * `return tsr_fail(TSR_ERROR_INVALID_VALUE, "...", ...);`. */
+tsr_status_t tsr_fail(tsr_status_t status, const char* format, ...) __attribute__((format(printf, 2, 3)));
+
+#endif  /* TESSERA_SRC_ERRORS_H_ */

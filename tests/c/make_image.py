@@ -1,0 +1,113 @@
+"""Test helper: packs a CPU shared object into a `.tessera` image, per docs/image-format.md.
+
+Hand-rolled on purpose (struct only), so that the C loader is tested against an independent writer; the
+product writer lives in tessera/image/. Usage: python make_image.py KERNELS.so OUT.tessera [--abi MAJOR.MINOR]
+"""
+import argparse
+import struct
+
+SCALAR, TENSOR, DIMENSION = 0, 1, 2
+F32, INDEX = 1, 17
+SIMT = 1
+READ_ONLY = 1
+
+
+def test_kernels():
+    """The kernels of the standard test image: what kernels_cpu.c exports, plus GPU-only records."""
+    saxpy_args = [("a", SCALAR, F32, []), ("x", TENSOR, F32, [-4], READ_ONLY), ("y", TENSOR, F32, [-4]),
+                  ("N", DIMENSION, INDEX, [])]
+    fill_args = [("out", TENSOR, F32, [-3]), ("value", SCALAR, F32, []), ("N", DIMENSION, INDEX, [])]
+    return [
+        dict(name="saxpy", entry="saxpy_entry", target="cpu", arch="x86_64", section=".tessera.code.cpu",
+             args=saxpy_args, props={"compiler": "make_image.py"}),
+        dict(name="saxpy", entry="saxpy_entry", target="cpu", arch="aarch64", section=".tessera.code.cpu",
+             args=saxpy_args),
+        dict(name="fill_fixed", entry="fill_fixed_entry", target="cpu", arch="x86_64", section=".tessera.code.cpu",
+             args=fill_args, block=(64, 1, 1), smem=1024),
+        dict(name="fill_fixed", entry="fill_fixed_entry", target="cpu", arch="aarch64",
+             section=".tessera.code.cpu", args=fill_args, block=(64, 1, 1), smem=1024),
+        dict(name="saxpy", entry="saxpy", target="ptx", arch="sm_90a", section=".tessera.code.ptx", args=saxpy_args),
+        dict(name="gpu_only", entry="gpu_only", target="ptx", arch="sm_90a", section=".tessera.code.ptx", args=[]),
+    ]
+
+
+class StringTable:
+    def __init__(self):
+        self.data = bytearray(b"\0")
+        self.offsets = {"": 0}
+
+    def add(self, s):
+        if s not in self.offsets:
+            self.offsets[s] = len(self.data)
+            self.data += s.encode() + b"\0"
+        return self.offsets[s]
+
+
+def meta_section(kernels, strtab):
+    records, args, dims, props = bytearray(), bytearray(), [], bytearray()
+    n_args = n_props = 0
+    for k in kernels:
+        arg_first, prop_first = n_args, n_props
+        for name, kind, dtype, shape, *flags in k["args"]:
+            args += struct.pack("<IBBHII", strtab.add(name), kind, dtype, len(shape), len(dims), flags[0] if flags else 0)
+            dims += shape
+            n_args += 1
+        for key, value in k.get("props", {}).items():
+            props += struct.pack("<II", strtab.add(key), strtab.add(value))
+            n_props += 1
+        records += struct.pack("<5I2I3I6I", *(strtab.add(k[f]) for f in ("name", "entry", "target", "arch", "section")),
+                               arg_first, len(k["args"]), *k.get("block", (0, 0, 0)), 32, k.get("smem", 0), 0, SIMT,
+                               prop_first, n_props - prop_first)
+    header = struct.pack("<4sHHIIIIII", b"TSRM", 1, 0, len(kernels), 64, n_args, 16, len(dims), n_props)
+    return header + records + args + struct.pack(f"<{len(dims)}q", *dims) + props
+
+
+def abi_note(major, minor):
+    return struct.pack("<III8sII", 8, 8, 1, b"Tessera\0", major, minor)
+
+
+def elf_image(sections):
+    """sections: list of (name, sh_type, bytes). Returns the ELF64 ET_REL/EM_NONE file."""
+    shstrtab = StringTable()
+    names = [shstrtab.add(name) for name, _, _ in sections] + [shstrtab.add(".shstrtab")]
+    sections = sections + [(".shstrtab", 3, bytes(shstrtab.data))]
+    body, headers = bytearray(), [bytes(64)]  # section 0 is SHT_NULL
+    for (name, sh_type, data), name_off in zip(sections, names):
+        offset = 64 + len(body)
+        offset += -offset % 16
+        body += bytes(offset - 64 - len(body)) + data
+        align = 4 if sh_type == 7 else 16
+        headers.append(struct.pack("<IIQQQQIIQQ", name_off, sh_type, 0, 0, offset, len(data), 0, 0, align, 0))
+    shoff = 64 + len(body)
+    shoff += -shoff % 16
+    body += bytes(shoff - 64 - len(body))
+    ident = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8)
+    ehdr = struct.pack("<16sHHIQQQIHHHHHH", ident, 1, 0, 1, 0, 0, shoff, 0, 64, 0, 0, 64, len(headers), len(headers) - 1)
+    return ehdr + body + b"".join(headers)
+
+
+def build(shared_object, kernels=None, abi=(1, 0)):
+    kernels = test_kernels() if kernels is None else kernels
+    strtab = StringTable()
+    meta = meta_section(kernels, strtab)
+    ptx = b".version 8.0\n.target sm_90a\n.address_size 64\n"  # never loaded by the CPU runtime
+    return elf_image([(".note.tessera", 7, abi_note(*abi)), (".tessera.meta", 1, meta),
+                      (".tessera.strtab", 3, bytes(strtab.data)), (".tessera.code.cpu", 1, shared_object),
+                      (".tessera.code.ptx", 1, ptx)])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("shared_object")
+    parser.add_argument("output")
+    parser.add_argument("--abi", default="1.0", help="ABI version written into the note (default 1.0)")
+    ns = parser.parse_args()
+    major, minor = (int(v) for v in ns.abi.split("."))
+    with open(ns.shared_object, "rb") as f:
+        image = build(f.read(), abi=(major, minor))
+    with open(ns.output, "wb") as f:
+        f.write(image)
+
+
+if __name__ == "__main__":
+    main()
