@@ -1,0 +1,20 @@
+# lit configuration for Tessera's IR regression tests (run: `lit tests/lit`).
+import os
+import sys
+
+import lit.formats
+
+config.name = "Tessera"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".py"]
+config.excludes = ["lit.cfg.py", "Inputs"]
+config.test_source_root = os.path.dirname(__file__)
+
+# The tools come from the environment tessera is installed in, whichever python runs lit.
+bindir = os.path.dirname(sys.executable)
+# TESSERA_LIT_PATH puts tools of a development checkout first.
+paths = [os.environ.get("TESSERA_LIT_PATH"), bindir, os.environ.get("PATH")]
+config.environment["PATH"] = os.pathsep.join(p for p in paths if p)
+config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
+config.substitutions.append(("%python", sys.executable))
+config.substitutions.append(("FileCheck", "filecheck"))
