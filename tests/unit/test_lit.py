@@ -1,0 +1,13 @@
+"""Runs the lit/FileCheck IR regression suite (tests/lit) as part of pytest."""
+
+import os
+import subprocess
+import sys
+
+LIT_DIR = os.path.join(os.path.dirname(__file__), os.pardir, "lit")
+
+
+def test_lit_suite():
+    r = subprocess.run([sys.executable, "-m", "lit", "-sv", LIT_DIR], capture_output=True, text=True)
+    assert r.returncode == 0, f"lit failed:\n{r.stdout[-20000:]}\n{r.stderr[-5000:]}"
+    assert "Passed" in r.stdout
