@@ -87,7 +87,8 @@ static tsr_status_t build(struct tsr_module* m, const tsr_image_t* img) {
     struct tsr_kernel* kernel = &m->kernels[m->kernel_count++];
     *kernel = (struct tsr_kernel){
         .magic = TSR_MAGIC_KERNEL, .module = m, .name = m->strtab + ik->name,
-        .block = {ik->block[0], ik->block[1], ik->block[2]}, .smem_bytes = ik->smem_bytes, .flags = ik->flags,
+        .block = {ik->block[0], ik->block[1], ik->block[2]}, .warp_size = ik->warp_size, .smem_bytes = ik->smem_bytes,
+        .regs = ik->regs, .flags = ik->flags,
         .arg_count = ik->arg_count, .args = next_arg};
     for (uint32_t i = 0; i < ik->arg_count; i++) {
       const tsr_image_arg_t* a = &img->args[ik->arg_first + i];
@@ -298,4 +299,19 @@ tsr_status_t tsrKernelGetArgInfo(tsr_kernel_t kernel, size_t index, tsr_arg_info
                     kernel->name, kernel->arg_count, index);
   *out_info = kernel->args[index];
   return TSR_SUCCESS;
+}
+
+tsr_status_t tsrKernelGetAttribute(tsr_kernel_t kernel, tsr_kernel_attribute_t attribute, int64_t* out_value) {
+  if (!tsr_handle_is_live(kernel, TSR_MAGIC_KERNEL)) return tsr_fail(TSR_ERROR_INVALID_HANDLE, "tsrKernelGetAttribute: not a live kernel");
+  if (!out_value) return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrKernelGetAttribute: output pointer is NULL");
+  switch (attribute) {
+    case TSR_KERNEL_ATTR_BLOCK_X: *out_value = kernel->block[0]; return TSR_SUCCESS;
+    case TSR_KERNEL_ATTR_BLOCK_Y: *out_value = kernel->block[1]; return TSR_SUCCESS;
+    case TSR_KERNEL_ATTR_BLOCK_Z: *out_value = kernel->block[2]; return TSR_SUCCESS;
+    case TSR_KERNEL_ATTR_WARP_SIZE: *out_value = kernel->warp_size; return TSR_SUCCESS;
+    case TSR_KERNEL_ATTR_SMEM_BYTES: *out_value = kernel->smem_bytes; return TSR_SUCCESS;
+    case TSR_KERNEL_ATTR_REGS: *out_value = kernel->regs; return TSR_SUCCESS;
+    case TSR_KERNEL_ATTR_FLAGS: *out_value = kernel->flags; return TSR_SUCCESS;
+  }
+  return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrKernelGetAttribute: unknown attribute %d", (int)attribute);
 }

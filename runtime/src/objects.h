@@ -31,7 +31,7 @@ struct tsr_kernel {
   const char* name;  /* into module->strtab */
   tsr_cpu_entry_t entry;
   uint32_t block[3];  /* compiled block shape; 0 = any */
-  uint32_t smem_bytes, flags;
+  uint32_t warp_size, smem_bytes, regs, flags;
   size_t arg_count;
   const tsr_arg_info_t* args;  /* into module->args */
 };

@@ -183,6 +183,21 @@ typedef struct tsr_arg_info {
 /* Describes argument `index` (0 <= index < arg count) of a kernel. */
 TSR_API tsr_status_t tsrKernelGetArgInfo(tsr_kernel_t kernel, size_t index, tsr_arg_info_t* out_info);
 
+/* Fixed properties of a kernel from its metadata, queried one at a time so that new ones can be added
+ * without changing any struct. */
+typedef enum tsr_kernel_attribute {
+  TSR_KERNEL_ATTR_BLOCK_X = 0,     /* compiled block shape; 0 = any (then all three are 0) */
+  TSR_KERNEL_ATTR_BLOCK_Y = 1,
+  TSR_KERNEL_ATTR_BLOCK_Z = 2,
+  TSR_KERNEL_ATTR_WARP_SIZE = 3,   /* lanes per warp the kernel assumes */
+  TSR_KERNEL_ATTR_SMEM_BYTES = 4,  /* static shared memory per block */
+  TSR_KERNEL_ATTR_REGS = 5,        /* registers per thread; 0 when unknown */
+  TSR_KERNEL_ATTR_FLAGS = 6        /* metadata flags; bit 0: SIMT kernel */
+} tsr_kernel_attribute_t;
+
+/* Reads one attribute. Unknown attributes return TSR_ERROR_INVALID_VALUE. */
+TSR_API tsr_status_t tsrKernelGetAttribute(tsr_kernel_t kernel, tsr_kernel_attribute_t attribute, int64_t* out_value);
+
 /* ---------------------------------------------------------------------------------------------------------
  * Memory
  * ------------------------------------------------------------------------------------------------------- */

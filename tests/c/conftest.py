@@ -1,0 +1,84 @@
+"""Fixtures for the C-host and binding tests: an installed libtessera, a C compiler, and the test image.
+
+The runtime is found next to the installed `tessera._runtime` (its package directory holds lib/ and include/,
+DESIGN.md §9). Without an installed one, it is built from runtime/ with CMake into a temporary prefix, so the
+tests also run in a fresh checkout.
+"""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+import make_image  # noqa: E402
+
+
+def run(cmd, **kw):
+    """Runs a command; on failure, fails the test with its output."""
+    p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
+    if p.returncode != 0:
+        pytest.fail(f"{' '.join(map(str, cmd))} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+@pytest.fixture(scope="session")
+def cc():
+    path = shutil.which("cc")
+    if not path:
+        pytest.skip("no C compiler: `cc` is not on PATH")
+    return path
+
+
+def _installed_prefix():
+    try:
+        from tessera import _runtime
+    except ImportError:
+        return None
+    prefix = Path(_runtime.__file__).resolve().parent
+    return prefix if (prefix / "include" / "tessera" / "tessera.h").exists() else None
+
+
+@pytest.fixture(scope="session")
+def runtime_prefix(tmp_path_factory):
+    """A directory with include/tessera/*.h and lib/libtessera.so (and lib/pkgconfig, lib/cmake)."""
+    prefix = _installed_prefix()
+    if prefix:
+        return prefix
+    if not shutil.which("cmake"):
+        pytest.skip("libtessera is not installed (import tessera._runtime failed) and cmake is missing to build it")
+    root = tmp_path_factory.mktemp("libtessera")
+    run(["cmake", "-S", REPO / "runtime", "-B", root / "build", f"-DCMAKE_INSTALL_PREFIX={root / 'prefix'}",
+         "-DCMAKE_INSTALL_LIBDIR=lib", "-DCMAKE_BUILD_TYPE=RelWithDebInfo"])
+    run(["cmake", "--build", root / "build", "--target", "install"])
+    return root / "prefix"
+
+
+@pytest.fixture(scope="session")
+def build_host(cc, runtime_prefix, tmp_path_factory):
+    """Compiles a host program from tests/c against the runtime; returns a function name -> executable path."""
+    out = tmp_path_factory.mktemp("hosts")
+    lib = runtime_prefix / "lib"
+
+    def build(source, compiler=cc, flags=("-std=c11",)):
+        exe = out / Path(source).stem
+        run([compiler, *flags, "-Wall", "-Wextra", "-Werror", "-g", HERE / source, f"-I{runtime_prefix / 'include'}",
+             f"-L{lib}", f"-Wl,-rpath,{lib}", "-ltessera", "-lm", "-o", exe])
+        return exe
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def test_image(cc, runtime_prefix, tmp_path_factory):
+    """The standard test image: kernels_cpu.c compiled to a shared object and packed by make_image.py."""
+    out = tmp_path_factory.mktemp("image")
+    so = out / "kernels_cpu.so"
+    run([cc, "-shared", "-fPIC", "-O2", f"-I{runtime_prefix / 'include'}", HERE / "kernels_cpu.c", "-o", so])
+    image = out / "test.tessera"
+    image.write_bytes(make_image.build(so.read_bytes()))
+    return image

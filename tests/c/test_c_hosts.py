@@ -1,0 +1,69 @@
+"""C hosts against the installed libtessera: the spec §11.1 flow, bad inputs, and the three ways to build a
+host (direct flags, pkg-config, CMake find_package)."""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import HERE, REPO, run
+
+
+def test_saxpy_host_runs_the_test_image(build_host, test_image):
+    p = run([build_host("host_saxpy.c"), test_image])
+    assert "kernels: saxpy fill_fixed" in p.stdout
+    assert "saxpy: 4 args" in p.stdout and p.stdout.rstrip().endswith("ok")
+
+
+def test_saxpy_host_runs_a_compiled_image(build_host, tmp_path):
+    """The same host on what tessera-cc makes of examples/saxpy.py (out = a * x + y, 7 arguments)."""
+    try:
+        import tessera
+        from tessera import compiler  # noqa: F401 — needs MLIR and llvmlite
+    except ImportError as e:
+        pytest.skip(f"the compiler is not importable: {e}")
+    image = tmp_path / "saxpy.tessera"
+    source = REPO / "examples" / "saxpy.py"
+    image.write_bytes(tessera.compile(source.read_text(), str(source)))
+    p = run([build_host("host_saxpy.c"), image])
+    assert "saxpy: 7 args" in p.stdout and p.stdout.rstrip().endswith("ok")
+
+
+def test_bad_inputs_are_refused_and_the_host_lives(build_host, test_image):
+    p = subprocess.run([build_host("host_bad_inputs.c"), test_image], capture_output=True, text=True)
+    failed = [line for line in p.stdout.splitlines() if line.startswith("FAIL")]
+    assert p.returncode == 0 and not failed, p.stdout + p.stderr
+    assert p.stdout.rstrip().endswith("0 failed")
+
+
+def test_header_compiles_as_cxx(build_host):
+    cxx = shutil.which("c++")
+    if not cxx:
+        pytest.skip("no C++ compiler: `c++` is not on PATH")
+    run([build_host("host_cxx.cpp", compiler=cxx, flags=("-std=c++17", "-Wpedantic"))])
+
+
+def test_host_builds_with_pkg_config(cc, runtime_prefix, test_image, tmp_path):
+    if not shutil.which("pkg-config"):
+        pytest.skip("pkg-config is not on PATH")
+    env = dict(os.environ, PKG_CONFIG_PATH=str(runtime_prefix / "lib" / "pkgconfig"))
+    flags = run(["pkg-config", "--cflags", "--libs", "tessera"], env=env).stdout.split()
+    libdir = run(["pkg-config", "--variable=libdir", "tessera"], env=env).stdout.strip()
+    exe = tmp_path / "host_saxpy"
+    run([cc, "-std=c11", HERE / "host_saxpy.c", *flags, f"-Wl,-rpath,{libdir}", "-lm", "-o", exe])
+    assert run([exe, test_image]).stdout.rstrip().endswith("ok")
+
+
+def test_host_builds_with_cmake_find_package(runtime_prefix, test_image, tmp_path):
+    if not shutil.which("cmake"):
+        pytest.skip("cmake is not on PATH")
+    (tmp_path / "CMakeLists.txt").write_text(f"""
+cmake_minimum_required(VERSION 3.18)
+project(host C)
+find_package(Tessera 0.1 REQUIRED)
+add_executable(host_saxpy "{HERE / 'host_saxpy.c'}")
+target_link_libraries(host_saxpy PRIVATE Tessera::tessera m)
+""")
+    run(["cmake", "-S", tmp_path, "-B", tmp_path / "build", f"-DCMAKE_PREFIX_PATH={runtime_prefix}"])
+    run(["cmake", "--build", tmp_path / "build"])
+    assert run([tmp_path / "build" / "host_saxpy", test_image]).stdout.rstrip().endswith("ok")
