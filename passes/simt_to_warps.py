@@ -84,12 +84,13 @@ class _Warp:
 
     def elementwise(self, op) -> None:
         ins = [self.get(o) for o in op.operands]
+        attrs = {name: op.attributes[name] for name in op.attributes}
         if not any(i.varying for i in ins):
-            new = op.operation.clone()
+            new = ir.Operation.create(op.operation.name, results=[r.type for r in op.results],
+                                      operands=[i.value for i in ins], attributes=attrs)
             for old_r, new_r in zip(op.results, new.results):
                 self.map[old_r] = V(new_r, False)
             return
-        attrs = {name: op.attributes[name] for name in op.attributes}
         operands = [self.vec(i) for i in ins]
         if op.operation.name == "arith.select" and not ins[0].varying:
             operands[0] = ins[0].value  # a scalar condition selects whole vectors
@@ -288,18 +289,71 @@ class _Warp:
             raise WarpLoweringError(op, "a loop's bounds must be the same on every lane of a warp "
                                         "(guard per-lane work with 'if' inside the loop instead)")
         inits = [self.get(o) for o in list(op.operands)[3:]]
-        # Loop-carried values are vectors: the body may make any of them differ between lanes.
-        loop = scf.ForOp(lb.value, ub.value, step.value, [self.vec(i) for i in inits])
         body = op.regions[0].blocks[0]
+        varying = self.carried_divergence(op, [i.varying for i in inits], entry)
+        loop = scf.ForOp(lb.value, ub.value, step.value,
+                         [self.vec(i) if v else i.value for i, v in zip(inits, varying)])
         with ir.InsertionPoint(loop.body):
             self.map[body.arguments[0]] = V(loop.induction_variable, False)
-            for old, new in zip(list(body.arguments)[1:], loop.inner_iter_args):
-                self.map[old] = V(new, True)
-            self.run(body, mask, entry=False)
+            for old, new, v in zip(list(body.arguments)[1:], loop.inner_iter_args, varying):
+                self.map[old] = V(new, v)
+            self.run(body, mask, entry)  # the bounds are uniform: the loop runs under its parent's mask
             term = body.operations[len(body.operations) - 1]
-            scf.YieldOp([self.vec(self.get(v)) for v in term.operands])
-        for old, new in zip(op.results, loop.results):
-            self.map[old] = V(new, True)
+            scf.YieldOp([self.vec(self.get(v)) if vary else self.get(v).value
+                         for v, vary in zip(term.operands, varying)])
+        for old, new, v in zip(op.results, loop.results, varying):
+            self.map[old] = V(new, v)
+
+    # -- divergence analysis --------------------------------------------------------------------------
+    def carried_divergence(self, loop, init_varying: list[bool], entry: bool, env: dict | None = None) -> list[bool]:
+        """Which of a loop's carried values differ between lanes: varying initially, or made so by the body
+        (a fixpoint; each round can only turn values varying, so it ends)."""
+        env = {} if env is None else env
+        varying = list(init_varying)
+        body = loop.regions[0].blocks[0]
+        while True:
+            env.update(zip(list(body.arguments)[1:], varying))
+            env[body.arguments[0]] = False
+            self._divergence(body, env, entry)
+            term = body.operations[len(body.operations) - 1]
+            grown = [v or self._varying(y, env) for v, y in zip(varying, term.operands)]
+            if grown == varying:
+                return varying
+            varying = grown
+
+    def _varying(self, value: ir.Value, env: dict) -> bool:
+        if value in env:
+            return env[value]
+        mapped = self.map.get(value)
+        return mapped.varying if mapped is not None else False
+
+    def _divergence(self, block: ir.Block, env: dict, entry: bool) -> None:
+        """Marks, in `env`, the values of `block` that this lowering turns into vectors (mirrors `run`)."""
+        for op in block.operations:
+            name = op.operation.name
+            ins = [self._varying(o, env) for o in op.operands]
+            if name == "scf.if":
+                branch_yields = []
+                for region in op.regions:
+                    if region.blocks:
+                        self._divergence(region.blocks[0], env, entry=False)
+                        term = region.blocks[0].operations[len(region.blocks[0].operations) - 1]
+                        branch_yields.append([self._varying(v, env) for v in term.operands])
+                for i, r in enumerate(op.results):
+                    env[r] = ins[0] or any(y[i] for y in branch_yields)
+            elif name == "scf.for":
+                varying = self.carried_divergence(op, ins[3:], entry, env)
+                for r, v in zip(op.results, varying):
+                    env[r] = v
+            elif name in ("ttile.thread_id", "ttile.local_id"):
+                env[op.results[0]] = ir.IntegerAttr(op.attributes["dim"]).value == 0
+            elif name == "ttile.lane_id":
+                env[op.results[0]] = True
+            elif name == "memref.load":
+                env[op.results[0]] = any(ins[1:]) or not entry
+            else:
+                for r in op.results:
+                    env[r] = any(ins)
 
 
 def _zero(t: ir.Type) -> ir.Value:

@@ -86,3 +86,30 @@ func.func @per_warp(%X: memref<?xf32> {tessera.dims = ["N"], tessera.name = "X"}
   }
   return
 }
+
+// -----
+
+// Regression: a uniform op with operands is rebuilt on the lowered values (it used to be cloned with the
+// erased kernel's operands). A loop-carried value the body keeps uniform stays a scalar iteration argument.
+// CHECK-LABEL: func.func @uniform_carried(
+// CHECK:         %[[HALF:.+]] = arith.floordivsi %{{.+}}, %{{.+}} : index
+// CHECK:         scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[V:.+]] = %{{.+}}, %[[OFF:.+]] = %[[HALF]]) -> (vector<8xf32>, index)
+// CHECK:           arith.floordivsi %[[OFF]], %{{.+}} : index
+func.func @uniform_carried(%X: memref<?xf32> {tessera.dims = ["N"], tessera.name = "X"}) attributes {tessera.kernel} {
+  %i = "ttile.thread_id"() {dim = 0 : i64} : () -> index
+  %v0 = memref.load %X[%i] : memref<?xf32>
+  %ws = "ttile.warp_size"() : () -> index
+  %c2 = arith.constant 2 : index
+  %half = arith.floordivsi %ws, %c2 : index
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %r:2 = scf.for %k = %c0 to %c3 step %c1 iter_args(%v = %v0, %off = %half) -> (f32, index) {
+    %s = "ttile.shuffle_down"(%v, %off) : (f32, index) -> f32
+    %sum = arith.addf %v, %s : f32
+    %next = arith.floordivsi %off, %c2 : index
+    scf.yield %sum, %next : f32, index
+  }
+  memref.store %r#0, %X[%i] : memref<?xf32>
+  return
+}
