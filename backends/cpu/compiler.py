@@ -18,7 +18,8 @@ from . import entry, link, target
 # Upstream conversions from the vectorized kernel to the LLVM dialect, in dependency order.
 LLVM_PIPELINE = ",".join([
     "canonicalize", "cse", "expand-strided-metadata", "lower-affine", "convert-scf-to-cf",
-    "convert-vector-to-llvm{enable-x86}", "convert-math-to-llvm", "convert-math-to-libm", "convert-ub-to-llvm",
+    # math before vector: ops with no LLVM intrinsic (erf, …) become per-lane libm calls through vector ops
+    "convert-math-to-llvm", "convert-math-to-libm", "convert-vector-to-llvm{enable-x86}", "convert-ub-to-llvm",
     "finalize-memref-to-llvm", "convert-arith-to-llvm", "convert-index-to-llvm", "convert-cf-to-llvm",
     "convert-func-to-llvm", "reconcile-unrealized-casts",
 ])
@@ -46,8 +47,30 @@ def make_llvm_dialect(mod: ir.Module, metadata: dict, options: CPUOptions) -> ir
     return mod
 
 
+class LoweringError(Exception):
+    """An op survived the lowering to the LLVM dialect: a compiler bug, reported at the user's source line."""
+
+    def __init__(self, op):
+        self.location = op.location
+        self.message = f"internal compiler error: '{op.operation.name}' was not lowered to LLVM"
+        super().__init__(self.message)
+
+
+def _check_fully_lowered(mod: ir.Module) -> None:
+    # Translating a module with non-LLVM ops reports an error and then crashes the process: refuse first.
+    def visit(op):
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    if not inner.operation.name.startswith("llvm."):
+                        raise LoweringError(inner)
+                    visit(inner)
+    visit(mod.operation)
+
+
 def make_llir(mod: ir.Module, metadata: dict, options: CPUOptions) -> str:
     host = target.host(options.cpu)
+    _check_fully_lowered(mod)
     text = str(translate_module_to_llvmir(mod.operation))
     wrappers = "".join(entry.entry_ir(sig, sig.name) for sig in metadata["signatures"])
     lmod = llvm.parse_assembly(text)

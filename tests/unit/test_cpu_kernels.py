@@ -224,3 +224,22 @@ def test_block_and_grid_queries(build):
     np.testing.assert_array_equal(B, np.repeat(np.arange(5), 96))
     np.testing.assert_array_equal(L, np.tile(np.arange(96), 5))
     assert np.all(G == 5 * 1000 + 96)
+
+
+def test_libm_functions_and_short_conditions(build):
+    """Regression: erf has no LLVM intrinsic; its per-lane libm calls must be lowered before vector ops."""
+    import math
+    mod = build("""
+        import math
+
+        @kernel
+        def f(X: tensor[float, "N"], Out: tensor[float, "N"]):
+            i = launch.thread_id()
+            if i < X.shape[0] and X[i] > -10.0:
+                Out[i] = math.erf(X[i]) + math.log(abs(X[i]) + 1.0) + math.floor(X[i])
+        """)
+    X = f32(1000)
+    Out = np.zeros_like(X)
+    mod.f(X, Out, grid=4, block=256)
+    ref = np.array([math.erf(x) for x in X.astype(np.float64)]) + np.log(np.abs(X) + 1) + np.floor(X)
+    np.testing.assert_allclose(Out, ref, rtol=2e-6, atol=2e-6)
