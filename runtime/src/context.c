@@ -7,7 +7,7 @@
 #include "objects.h"
 
 tsr_status_t tsrCreateContext(tsr_context_t* out_context) {
-  if (!out_context) return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrCreateContext: output pointer is NULL");
+  if (!out_context) return tsr_fail_null_output(__func__);
   struct tsr_context* ctx = calloc(1, sizeof *ctx);
   if (!ctx) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory creating a context");
   ctx->magic = TSR_MAGIC_CONTEXT;
@@ -29,7 +29,7 @@ tsr_status_t tsrDestroyContext(tsr_context_t ctx) {
   tsr_handles_lock();
   if (!tsr_handle_is_live_locked(ctx, TSR_MAGIC_CONTEXT)) {
     tsr_handles_unlock();
-    return tsr_fail(TSR_ERROR_INVALID_HANDLE, "tsrDestroyContext: not a live context (NULL or already destroyed)");
+    return tsr_fail_handle(__func__, "context");
   }
   tsr_handle_remove_locked(ctx);
   ctx->magic = 0;
@@ -55,7 +55,7 @@ tsr_status_t tsrDestroyContext(tsr_context_t ctx) {
 tsr_status_t tsrSynchronize(tsr_context_t ctx) {
   /* CPU launches return when finished, so there is never outstanding work to wait for. */
   if (!tsr_handle_is_live(ctx, TSR_MAGIC_CONTEXT))
-    return tsr_fail(TSR_ERROR_INVALID_HANDLE, "tsrSynchronize: not a live context");
+    return tsr_fail_handle(__func__, "context");
   return TSR_SUCCESS;
 }
 

@@ -2,6 +2,7 @@
 #ifndef TESSERA_SRC_CPU_CODE_H_
 #define TESSERA_SRC_CPU_CODE_H_
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,8 +18,8 @@ const char* tsr_cpu_host_arch(void);
  * `section` names the image section, for messages. TSR_ERROR_BAD_IMAGE or TSR_ERROR_INIT_FAIL. */
 tsr_status_t tsr_cpu_code_load(const uint8_t* bytes, size_t size, const char* section, tsr_cpu_code_t** out);
 
-/* Resolves an exported entry; TSR_ERROR_BAD_IMAGE when missing. */
-tsr_status_t tsr_cpu_code_entry(tsr_cpu_code_t* code, const char* symbol, tsr_cpu_entry_t* out);
+/* Resolves an exported entry; false when the object does not export `symbol`. */
+bool tsr_cpu_code_entry(tsr_cpu_code_t* code, const char* symbol, tsr_cpu_entry_t* out);
 
 void tsr_cpu_code_unload(tsr_cpu_code_t* code);
 

@@ -8,4 +8,8 @@
  * `return tsr_fail(TSR_ERROR_INVALID_VALUE, "...", ...);`. */
 tsr_status_t tsr_fail(tsr_status_t status, const char* format, ...) __attribute__((format(printf, 2, 3)));
 
+/* The two commonest refusals, worded alike everywhere. `function` is the API function (__func__). */
+tsr_status_t tsr_fail_handle(const char* function, const char* expected);  /* "tsrFoo: not a live context" */
+tsr_status_t tsr_fail_null_output(const char* function);
+
 #endif  /* TESSERA_SRC_ERRORS_H_ */

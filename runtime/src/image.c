@@ -25,7 +25,9 @@ enum {
 };
 
 static uint16_t rd16(const uint8_t* p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint32_t rd32(const uint8_t* p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint32_t rd32(const uint8_t* p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
 static uint64_t rd64(const uint8_t* p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
 
 /* ---- ELF header and section table ------------------------------------------------------------------- */
@@ -172,16 +174,19 @@ static tsr_status_t parse_abi_note(const tsr_image_section_t* note, tsr_image_t*
   bool found = false;
   uint64_t off = 0;
   while (off < note->size) {
-    if (note->size - off < 12) return BAD(".note.tessera: truncated note header at offset %llu", (unsigned long long)off);
+    if (note->size - off < 12)
+      return BAD(".note.tessera: truncated note header at offset %llu", (unsigned long long)off);
     const uint8_t* p = note->data + off;
     uint64_t namesz = rd32(p), descsz = rd32(p + 4), type = rd32(p + 8);
     uint64_t total = 12 + align4(namesz) + align4(descsz);
-    if (total > note->size - off) return BAD(".note.tessera: note at offset %llu runs past the section", (unsigned long long)off);
+    if (total > note->size - off)
+      return BAD(".note.tessera: note at offset %llu runs past the section", (unsigned long long)off);
     const uint8_t* name = p + 12;
     const uint8_t* desc = name + align4(namesz);
     if (namesz == 8 && memcmp(name, "Tessera", 8) == 0 && type == NT_TESSERA_ABI_VERSION) {
       if (found) return BAD(".note.tessera holds more than one ABI version note");
-      if (descsz != 8) return BAD("ABI version note has a %llu-byte descriptor, expected 8", (unsigned long long)descsz);
+      if (descsz != 8)
+        return BAD("ABI version note has a %llu-byte descriptor, expected 8", (unsigned long long)descsz);
       img->abi_major = rd32(desc);
       img->abi_minor = rd32(desc + 4);
       found = true;

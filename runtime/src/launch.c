@@ -17,8 +17,9 @@ static tsr_status_t check_shape(const struct tsr_kernel* k, const tsr_launch_t* 
                     (unsigned long long)threads, TSR_CPU_MAX_BLOCK_THREADS);
   if ((k->block[0] || k->block[1] || k->block[2]) &&
       (k->block[0] != l->block_x || k->block[1] != l->block_y || k->block[2] != l->block_z))
-    return tsr_fail(TSR_ERROR_INVALID_VALUE, "kernel '%s' was compiled for block (%u, %u, %u), launched with (%u, %u, %u)",
-                    k->name, k->block[0], k->block[1], k->block[2], l->block_x, l->block_y, l->block_z);
+    return tsr_fail(TSR_ERROR_INVALID_VALUE,
+                    "kernel '%s' was compiled for block (%u, %u, %u), launched with (%u, %u, %u)", k->name,
+                    k->block[0], k->block[1], k->block[2], l->block_x, l->block_y, l->block_z);
   uint64_t smem = (uint64_t)k->smem_bytes + l->smem_bytes;
   if (smem > TSR_CPU_MAX_SMEM_BYTES)
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "kernel '%s': %u bytes of static plus %u of dynamic shared memory exceed "
@@ -28,11 +29,13 @@ static tsr_status_t check_shape(const struct tsr_kernel* k, const tsr_launch_t* 
 
 static tsr_status_t check_args(const struct tsr_kernel* k, void** args, size_t nargs) {
   if (nargs != k->arg_count)
-    return tsr_fail(TSR_ERROR_INVALID_VALUE, "kernel '%s' expects %zu arguments, got %zu", k->name, k->arg_count, nargs);
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "kernel '%s' expects %zu arguments, got %zu", k->name, k->arg_count,
+                    nargs);
   if (nargs && !args) return tsr_fail(TSR_ERROR_INVALID_VALUE, "kernel '%s': args is NULL", k->name);
   for (size_t i = 0; i < nargs; i++) {
     const tsr_arg_info_t* a = &k->args[i];
-    if (!args[i]) return tsr_fail(TSR_ERROR_INVALID_VALUE, "kernel '%s': args[%zu] ('%s') is NULL", k->name, i, a->name);
+    if (!args[i])
+      return tsr_fail(TSR_ERROR_INVALID_VALUE, "kernel '%s': args[%zu] ('%s') is NULL", k->name, i, a->name);
     if (a->kind == TSR_ARG_TENSOR) {
       void* buffer;
       memcpy(&buffer, args[i], sizeof buffer);
@@ -68,13 +71,14 @@ static void run_block(void* arg, uint64_t i) {
   job->entry(job->args, &ctx);
 }
 
-static tsr_status_t launch(struct tsr_kernel* k, tsr_stream_t stream, const tsr_launch_t* l, void** args, size_t nargs) {
+static tsr_status_t launch(struct tsr_kernel* k, tsr_stream_t stream, const tsr_launch_t* l, void** args,
+                           size_t nargs) {
   if (stream) return tsr_fail(TSR_ERROR_INVALID_HANDLE, "kernel '%s': only the default (NULL) stream exists", k->name);
   tsr_status_t st;
   if ((st = check_args(k, args, nargs)) || (st = check_shape(k, l))) return st;
   if (!(k->flags & KERNEL_FLAG_SIMT))
-    return tsr_fail(TSR_ERROR_UNSUPPORTED, "kernel '%s' is not a SIMT kernel (flags bit 0 clear); ABI 1.0 defines a CPU "
-                    "entry only for SIMT kernels", k->name);
+    return tsr_fail(TSR_ERROR_UNSUPPORTED, "kernel '%s' is not a SIMT kernel (flags bit 0 clear); ABI 1.0 defines "
+                    "a CPU entry only for SIMT kernels", k->name);
   /* A grid may name up to 2^96 blocks; the block counter is 64-bit (and such a grid would never finish). */
   uint64_t blocks;
   if (__builtin_mul_overflow((uint64_t)l->grid_x * l->grid_y, (uint64_t)l->grid_z, &blocks))

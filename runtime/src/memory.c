@@ -37,8 +37,8 @@ static tsr_status_t track(struct tsr_context* ctx, uintptr_t base, size_t bytes)
 }
 
 tsr_status_t tsrAlloc(tsr_context_t ctx, size_t bytes, uint32_t flags, void** out_ptr) {
-  if (!tsr_handle_is_live(ctx, TSR_MAGIC_CONTEXT)) return tsr_fail(TSR_ERROR_INVALID_HANDLE, "tsrAlloc: not a live context");
-  if (!out_ptr) return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrAlloc: output pointer is NULL");
+  if (!tsr_handle_is_live(ctx, TSR_MAGIC_CONTEXT)) return tsr_fail_handle(__func__, "context");
+  if (!out_ptr) return tsr_fail_null_output(__func__);
   if (flags != TSR_ALLOC_DEFAULT) return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrAlloc: unknown flags 0x%x", flags);
   /* aligned_alloc wants a multiple of the alignment; a 0-byte request still gets a distinct pointer. */
   size_t rounded = bytes ? (bytes + TSR_ALLOC_ALIGNMENT - 1) & ~(size_t)(TSR_ALLOC_ALIGNMENT - 1) : TSR_ALLOC_ALIGNMENT;
@@ -56,7 +56,7 @@ tsr_status_t tsrAlloc(tsr_context_t ctx, size_t bytes, uint32_t flags, void** ou
 }
 
 tsr_status_t tsrFree(tsr_context_t ctx, void* ptr) {
-  if (!tsr_handle_is_live(ctx, TSR_MAGIC_CONTEXT)) return tsr_fail(TSR_ERROR_INVALID_HANDLE, "tsrFree: not a live context");
+  if (!tsr_handle_is_live(ctx, TSR_MAGIC_CONTEXT)) return tsr_fail_handle(__func__, "context");
   pthread_mutex_lock(&ctx->lock);
   size_t i = find_at_or_below(ctx, (uintptr_t)ptr);
   bool found = ptr && i < ctx->allocation_count && ctx->allocations[i].base == (uintptr_t)ptr;
@@ -82,8 +82,9 @@ static bool is_device_range(const struct tsr_context* ctx, const void* p, size_t
 }
 
 tsr_status_t tsrMemcpy(tsr_context_t ctx, void* dst, const void* src, size_t bytes, tsr_memcpy_kind_t kind) {
-  if (!tsr_handle_is_live(ctx, TSR_MAGIC_CONTEXT)) return tsr_fail(TSR_ERROR_INVALID_HANDLE, "tsrMemcpy: not a live context");
-  if ((unsigned)kind > TSR_MEMCPY_DEFAULT) return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrMemcpy: unknown kind %d", (int)kind);
+  if (!tsr_handle_is_live(ctx, TSR_MAGIC_CONTEXT)) return tsr_fail_handle(__func__, "context");
+  if ((unsigned)kind > TSR_MEMCPY_DEFAULT)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrMemcpy: unknown kind %d", (int)kind);
   if (bytes == 0) return TSR_SUCCESS;
   if (!dst || !src) return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrMemcpy: NULL %s", dst ? "source" : "destination");
   bool dst_device = kind == TSR_MEMCPY_HOST_TO_DEVICE || kind == TSR_MEMCPY_DEVICE_TO_DEVICE;

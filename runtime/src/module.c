@@ -97,7 +97,7 @@ static tsr_status_t build(struct tsr_module* m, const tsr_image_t* img) {
     }
     tsr_cpu_code_t* code;
     st = code_for(m, img, ik->section, loaded_from, &code);
-    if (!st && tsr_cpu_code_entry(code, tsr_image_str(img, ik->entry), &kernel->entry))
+    if (!st && !tsr_cpu_code_entry(code, tsr_image_str(img, ik->entry), &kernel->entry))
       st = tsr_fail(TSR_ERROR_BAD_IMAGE, "bad image: kernel '%s': entry symbol '%s' is not exported by section '%s'",
                     kernel->name, tsr_image_str(img, ik->entry), tsr_image_str(img, ik->section));
   }
@@ -105,7 +105,7 @@ static tsr_status_t build(struct tsr_module* m, const tsr_image_t* img) {
   return st ? st : check_unique_names(m);
 }
 
-/* Frees what build() made; the module is not registered. */
+/* Frees the module and what build() made. It must no longer be registered (or never have been). */
 static void destroy(struct tsr_module* m) {
   for (size_t i = 0; i < m->code_count; i++) tsr_cpu_code_unload(m->code[i]);
   free(m->code);
@@ -144,8 +144,8 @@ static tsr_status_t publish(struct tsr_context* ctx, struct tsr_module* m) {
 
 tsr_status_t tsrLoadModule(tsr_context_t ctx, const void* image, size_t image_size, tsr_module_t* out_module) {
   if (!tsr_handle_is_live(ctx, TSR_MAGIC_CONTEXT))
-    return tsr_fail(TSR_ERROR_INVALID_HANDLE, "tsrLoadModule: not a live context");
-  if (!out_module) return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrLoadModule: output pointer is NULL");
+    return tsr_fail_handle(__func__, "context");
+  if (!out_module) return tsr_fail_null_output(__func__);
   tsr_image_t img;
   tsr_status_t st = tsr_image_parse(image, image_size, &img);
   if (st) return st;
@@ -189,7 +189,7 @@ tsr_status_t tsrUnloadModule(tsr_module_t m) {
   tsr_handles_lock();
   if (!tsr_handle_is_live_locked(m, TSR_MAGIC_MODULE)) {
     tsr_handles_unlock();
-    return tsr_fail(TSR_ERROR_INVALID_HANDLE, "tsrUnloadModule: not a loaded module");
+    return tsr_fail_handle(__func__, "module");
   }
   tsr_module_retire_locked(m);
   struct tsr_context* ctx = m->context;
@@ -214,7 +214,7 @@ tsr_status_t tsr_kernel_acquire(tsr_kernel_t kernel) {
     pthread_mutex_unlock(&kernel->module->busy_lock);
   }
   tsr_handles_unlock();
-  return live ? TSR_SUCCESS : tsr_fail(TSR_ERROR_INVALID_HANDLE, "not a live kernel (NULL, or its module was unloaded)");
+  return live ? TSR_SUCCESS : tsr_fail_handle("tsrLaunch", "kernel");
 }
 
 void tsr_kernel_release(tsr_kernel_t kernel) {
@@ -251,14 +251,16 @@ static tsr_status_t not_found(const struct tsr_module* m, const char* name) {
                     "for %s", name, arch ? arch : "unsupported host", msg);
   len = 0;
   msg[0] = 0;
-  for (size_t i = 0; i < m->kernel_count; i++) append(msg, sizeof msg, &len, "%s'%s'", i ? ", " : "", m->kernels[i].name);
+  for (size_t i = 0; i < m->kernel_count; i++)
+    append(msg, sizeof msg, &len, "%s'%s'", i ? ", " : "", m->kernels[i].name);
   return tsr_fail(TSR_ERROR_NOT_FOUND, "no kernel named '%s' in the module (runnable kernels: %s)", name,
                   m->kernel_count ? msg : "none");
 }
 
 tsr_status_t tsrGetKernel(tsr_module_t m, const char* name, tsr_kernel_t* out_kernel) {
-  if (!tsr_handle_is_live(m, TSR_MAGIC_MODULE)) return tsr_fail(TSR_ERROR_INVALID_HANDLE, "tsrGetKernel: not a loaded module");
-  if (!name || !out_kernel) return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrGetKernel: NULL %s", name ? "output pointer" : "name");
+  if (!tsr_handle_is_live(m, TSR_MAGIC_MODULE)) return tsr_fail_handle(__func__, "module");
+  if (!out_kernel) return tsr_fail_null_output(__func__);
+  if (!name) return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrGetKernel: the kernel name is NULL");
   for (size_t i = 0; i < m->kernel_count; i++)
     if (strcmp(m->kernels[i].name, name) == 0) {
       *out_kernel = &m->kernels[i];
@@ -268,15 +270,15 @@ tsr_status_t tsrGetKernel(tsr_module_t m, const char* name, tsr_kernel_t* out_ke
 }
 
 tsr_status_t tsrModuleGetKernelCount(tsr_module_t m, size_t* out_count) {
-  if (!tsr_handle_is_live(m, TSR_MAGIC_MODULE)) return tsr_fail(TSR_ERROR_INVALID_HANDLE, "tsrModuleGetKernelCount: not a loaded module");
-  if (!out_count) return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrModuleGetKernelCount: output pointer is NULL");
+  if (!tsr_handle_is_live(m, TSR_MAGIC_MODULE)) return tsr_fail_handle(__func__, "module");
+  if (!out_count) return tsr_fail_null_output(__func__);
   *out_count = m->kernel_count;
   return TSR_SUCCESS;
 }
 
 tsr_status_t tsrModuleGetKernelName(tsr_module_t m, size_t index, const char** out_name) {
-  if (!tsr_handle_is_live(m, TSR_MAGIC_MODULE)) return tsr_fail(TSR_ERROR_INVALID_HANDLE, "tsrModuleGetKernelName: not a loaded module");
-  if (!out_name) return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrModuleGetKernelName: output pointer is NULL");
+  if (!tsr_handle_is_live(m, TSR_MAGIC_MODULE)) return tsr_fail_handle(__func__, "module");
+  if (!out_name) return tsr_fail_null_output(__func__);
   if (index >= m->kernel_count)
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrModuleGetKernelName: index %zu, but the module has %zu kernels", index,
                     m->kernel_count);
@@ -285,15 +287,15 @@ tsr_status_t tsrModuleGetKernelName(tsr_module_t m, size_t index, const char** o
 }
 
 tsr_status_t tsrKernelGetArgCount(tsr_kernel_t kernel, size_t* out_count) {
-  if (!tsr_handle_is_live(kernel, TSR_MAGIC_KERNEL)) return tsr_fail(TSR_ERROR_INVALID_HANDLE, "tsrKernelGetArgCount: not a live kernel");
-  if (!out_count) return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrKernelGetArgCount: output pointer is NULL");
+  if (!tsr_handle_is_live(kernel, TSR_MAGIC_KERNEL)) return tsr_fail_handle(__func__, "kernel");
+  if (!out_count) return tsr_fail_null_output(__func__);
   *out_count = kernel->arg_count;
   return TSR_SUCCESS;
 }
 
 tsr_status_t tsrKernelGetArgInfo(tsr_kernel_t kernel, size_t index, tsr_arg_info_t* out_info) {
-  if (!tsr_handle_is_live(kernel, TSR_MAGIC_KERNEL)) return tsr_fail(TSR_ERROR_INVALID_HANDLE, "tsrKernelGetArgInfo: not a live kernel");
-  if (!out_info) return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrKernelGetArgInfo: output pointer is NULL");
+  if (!tsr_handle_is_live(kernel, TSR_MAGIC_KERNEL)) return tsr_fail_handle(__func__, "kernel");
+  if (!out_info) return tsr_fail_null_output(__func__);
   if (index >= kernel->arg_count)
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrKernelGetArgInfo: kernel '%s' has %zu arguments, asked for #%zu",
                     kernel->name, kernel->arg_count, index);
@@ -302,8 +304,8 @@ tsr_status_t tsrKernelGetArgInfo(tsr_kernel_t kernel, size_t index, tsr_arg_info
 }
 
 tsr_status_t tsrKernelGetAttribute(tsr_kernel_t kernel, tsr_kernel_attribute_t attribute, int64_t* out_value) {
-  if (!tsr_handle_is_live(kernel, TSR_MAGIC_KERNEL)) return tsr_fail(TSR_ERROR_INVALID_HANDLE, "tsrKernelGetAttribute: not a live kernel");
-  if (!out_value) return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrKernelGetAttribute: output pointer is NULL");
+  if (!tsr_handle_is_live(kernel, TSR_MAGIC_KERNEL)) return tsr_fail_handle(__func__, "kernel");
+  if (!out_value) return tsr_fail_null_output(__func__);
   switch (attribute) {
     case TSR_KERNEL_ATTR_BLOCK_X: *out_value = kernel->block[0]; return TSR_SUCCESS;
     case TSR_KERNEL_ATTR_BLOCK_Y: *out_value = kernel->block[1]; return TSR_SUCCESS;

@@ -15,6 +15,15 @@ tsr_status_t tsr_fail(tsr_status_t status, const char* format, ...) {
   return status;
 }
 
+tsr_status_t tsr_fail_handle(const char* function, const char* expected) {
+  return tsr_fail(TSR_ERROR_INVALID_HANDLE, "%s: not a live %s (NULL, destroyed, or another kind of handle)", function,
+                  expected);
+}
+
+tsr_status_t tsr_fail_null_output(const char* function) {
+  return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: the output pointer is NULL", function);
+}
+
 const char* tsrGetLastErrorMessage(void) { return last_error; }
 
 const char* tsrGetStatusName(tsr_status_t status) {

@@ -67,7 +67,7 @@ def build_host(cc, runtime_prefix, tmp_path_factory):
     def build(source, compiler=cc, flags=("-std=c11",)):
         exe = out / Path(source).stem
         run([compiler, *flags, "-Wall", "-Wextra", "-Werror", "-g", HERE / source, f"-I{runtime_prefix / 'include'}",
-             f"-L{lib}", f"-Wl,-rpath,{lib}", "-ltessera", "-lm", "-o", exe])
+             f"-L{lib}", f"-Wl,-rpath,{lib}", "-ltessera", "-lm", "-pthread", "-o", exe])
         return exe
 
     return build

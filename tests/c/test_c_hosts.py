@@ -1,5 +1,5 @@
-"""C hosts against the installed libtessera: the spec §11.1 flow, bad inputs, and the three ways to build a
-host (direct flags, pkg-config, CMake find_package)."""
+"""C hosts against the installed libtessera: the spec §11.1 flow, bad inputs, concurrent launches, and the
+three ways to build a host (direct flags, pkg-config, CMake find_package)."""
 import os
 import shutil
 import subprocess
@@ -34,6 +34,11 @@ def test_bad_inputs_are_refused_and_the_host_lives(build_host, test_image):
     failed = [line for line in p.stdout.splitlines() if line.startswith("FAIL")]
     assert p.returncode == 0 and not failed, p.stdout + p.stderr
     assert p.stdout.rstrip().endswith("0 failed")
+
+
+def test_launches_from_many_host_threads(build_host, test_image):
+    p = run([build_host("host_threads.c"), test_image])
+    assert p.stdout.rstrip().endswith(": 0 errors")
 
 
 def test_header_compiles_as_cxx(build_host):
