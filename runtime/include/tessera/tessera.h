@@ -142,7 +142,8 @@ TSR_API tsr_status_t tsrSynchronize(tsr_context_t context);
  * Kernels whose target/arch no backend of this runtime runs (e.g. `ptx` on a CPU-only build, `aarch64`
  * code on an x86-64 host) are skipped; the module still loads.
  * Errors: TSR_ERROR_BAD_IMAGE (malformed image, or CPU code that cannot be loaded, e.g. a missing entry
- * symbol), TSR_ERROR_ABI_MISMATCH (see TSR_ABI_MAJOR), TSR_ERROR_OUT_OF_MEMORY. */
+ * symbol), TSR_ERROR_ABI_MISMATCH (see TSR_ABI_MAJOR), TSR_ERROR_OUT_OF_MEMORY, TSR_ERROR_INVALID_VALUE
+ * (NULL image). */
 TSR_API tsr_status_t tsrLoadModule(tsr_context_t context, const void* image, size_t image_size,
                                    tsr_module_t* out_module);
 
@@ -150,8 +151,8 @@ TSR_API tsr_status_t tsrLoadModule(tsr_context_t context, const void* image, siz
  * kernels. Destroying the context unloads its modules too. */
 TSR_API tsr_status_t tsrUnloadModule(tsr_module_t module);
 
-/* Looks a kernel up by its metadata name. TSR_ERROR_NOT_FOUND when the module has no kernel of that name
- * that this runtime can run; the error message names the targets the image does have for it. */
+/* Looks a kernel up by its metadata name (not NULL). TSR_ERROR_NOT_FOUND when the module has no kernel of
+ * that name that this runtime can run; the error message names the targets the image does have for it. */
 TSR_API tsr_status_t tsrGetKernel(tsr_module_t module, const char* name, tsr_kernel_t* out_kernel);
 
 /* Number of kernels of the module this runtime can run (skipped kernels are not counted). */
