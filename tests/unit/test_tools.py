@@ -11,9 +11,11 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, os.par
 EXAMPLE = os.path.join(ROOT, "examples", "saxpy.py")
 
 
-def tool(name, *args, cwd=None):
+def tool(name, *args):
+    # Run outside the checkout: from its root, `python -m` would import the source folder `tessera/`, which is
+    # not the installed package (that one also holds dialects/, tools/ … and the runtime).
     return subprocess.run([sys.executable, "-m", f"tessera.tools.{name}", *args], capture_output=True, text=True,
-                          cwd=cwd)
+                          cwd=os.sep)
 
 
 def test_cc_writes_image_and_header(tmp_path):
