@@ -12,14 +12,16 @@ from typing import Callable
 
 from ..mlir import ir, passmanager
 from . import simt_to_warps
+from .to_llvm import CPU_TO_LLVM
 
 
 @dataclass(frozen=True)
 class PassInfo:
     name: str
     summary: str
-    run: Callable[..., None]          # run(op: ir.Operation, **options)
+    run: Callable[..., None] | None   # run(op: ir.Operation, **options), or None for a pipeline alias
     options: dict[str, type]
+    pipeline: str = ""                # an upstream textual pipeline this name stands for
 
 
 def _simt_to_warps(op, warp_size: int = 32) -> None:
@@ -30,6 +32,9 @@ PASSES: dict[str, PassInfo] = {
     "tessera-simt-to-warps": PassInfo(
         "tessera-simt-to-warps", "SIMT kernels to per-block functions running each warp as one vector (CPU)",
         _simt_to_warps, {"warp-size": int}),
+    "tessera-cpu-to-llvm": PassInfo(
+        "tessera-cpu-to-llvm", "warp-vectorized kernels to the LLVM dialect (upstream conversions, in order)",
+        None, {}, CPU_TO_LLVM),
 }
 
 
@@ -72,6 +77,9 @@ def build_pass_manager(pipeline: str) -> passmanager.PassManager:
             pm.add(el)
             continue
         opts = _parse_options(info, rest.rstrip("}"))
+        if info.pipeline:
+            pm.add(info.pipeline)
+            continue
 
         def run(op, pass_, info=info, opts=opts):
             try:

@@ -60,6 +60,11 @@ class _Warp:
     def index_const(self, n: int) -> ir.Value:
         return arith.ConstantOp.create_index(n).result
 
+    def all_lanes(self, mask: ir.Value) -> ir.Value:
+        """True when every lane of the mask is on. Contiguous accesses branch on it: a plain vector access is
+        much cheaper than a masked one on most CPUs (AMD's masked stores are microcoded)."""
+        return vector.ReductionOp(ir.IntegerType.get_signless(1), vector.CombiningKind.AND, mask).result
+
     def lane_linear(self, base: ir.Value) -> V:
         vt = self.vtype(ir.IndexType.get())
         return V(arith.AddIOp(vector.BroadcastOp(vt, base).result, self.warp["lane"]).result, True, base)
@@ -238,7 +243,12 @@ class _Warp:
             mem, lin = self._flat(mem, [V(w, False) for w in where])
             kind, where = "gather", self.vec(lin)
         if kind == "contiguous":
-            self.map[op.result] = V(vector.MaskedLoadOp(vt, mem, where, mask, zero).result, True)
+            full = scf.IfOp(self.all_lanes(mask), [vt], has_else=True)
+            with ir.InsertionPoint(full.then_block):
+                scf.YieldOp([vector.LoadOp(vt, mem, where).result])
+            with ir.InsertionPoint(full.else_block):
+                scf.YieldOp([vector.MaskedLoadOp(vt, mem, where, mask, zero).result])
+            self.map[op.result] = V(full.results[0], True)
             return
         z = self.index_const(0)
         self.map[op.result] = V(vector.GatherOp(vt, mem, [z], where, mask, zero).result, True)
@@ -255,7 +265,14 @@ class _Warp:
             mem, lin = self._flat(mem, [V(w, False) for w in where])
             kind, where = "gather", self.vec(lin)
         if kind == "contiguous":
-            vector.MaskedStoreOp(mem, where, mask, self.vec(val))
+            v = self.vec(val)
+            full = scf.IfOp(self.all_lanes(mask), [], has_else=True)
+            with ir.InsertionPoint(full.then_block):
+                vector.StoreOp(v, mem, where)
+                scf.YieldOp([])
+            with ir.InsertionPoint(full.else_block):
+                vector.MaskedStoreOp(mem, where, mask, v)
+                scf.YieldOp([])
             return
         vector.ScatterOp(None, mem, [self.index_const(0)], where, mask, self.vec(val))
 

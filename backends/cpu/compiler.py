@@ -13,16 +13,9 @@ import llvmlite.binding as llvm
 
 from ...mlir import ir, passmanager, translate_module_to_llvmir
 from ...passes import simt_to_warps
+from ...passes.to_llvm import CPU_TO_LLVM
 from . import entry, link, target
 
-# Upstream conversions from the vectorized kernel to the LLVM dialect, in dependency order.
-LLVM_PIPELINE = ",".join([
-    "canonicalize", "cse", "expand-strided-metadata", "lower-affine", "convert-scf-to-cf",
-    # math before vector: ops with no LLVM intrinsic (erf, …) become per-lane libm calls through vector ops
-    "convert-math-to-llvm", "convert-math-to-libm", "convert-vector-to-llvm{enable-x86}", "convert-ub-to-llvm",
-    "finalize-memref-to-llvm", "convert-arith-to-llvm", "convert-index-to-llvm", "convert-cf-to-llvm",
-    "convert-func-to-llvm", "reconcile-unrealized-casts",
-])
 
 
 @dataclass(frozen=True)
@@ -43,7 +36,7 @@ def make_warps(mod: ir.Module, metadata: dict, options: CPUOptions) -> ir.Module
 
 
 def make_llvm_dialect(mod: ir.Module, metadata: dict, options: CPUOptions) -> ir.Module:
-    passmanager.PassManager.parse(f"builtin.module({LLVM_PIPELINE})").run(mod.operation)
+    passmanager.PassManager.parse(f"builtin.module({CPU_TO_LLVM})").run(mod.operation)
     return mod
 
 
