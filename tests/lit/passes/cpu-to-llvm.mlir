@@ -4,7 +4,7 @@
 
 // CHECK-LABEL: llvm.func @k(
 // CHECK-NOT:     memref.
-// CHECK-NOT:     vector.
+// CHECK-NOT:     {{(= |^ *)vector\.}}
 // CHECK:         llvm.load %{{.+}} : !llvm.ptr -> vector<4xf32>
 // CHECK:         llvm.intr.masked.load %{{.+}} -> vector<4xf32>
 // CHECK-COUNT-4: llvm.call @erff
