@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from ..mlir import ir
+from .tdist import TDist
+from .ttensor import TTensor
 from .ttile import TTile
 
-ALL_DIALECTS = (TTile,)
+ALL_DIALECTS = (TTensor, TDist, TTile)
 
 
 def make_context() -> ir.Context:

@@ -1,0 +1,459 @@
+"""``ttensor``: Graph IR — whole-tensor operations on builtin ``tensor<…>`` values.
+
+What `@tessera.function` programs lower to first: matmuls, elementwise math with numpy broadcasting,
+normalizations, reductions, layout changes, casts with an accumulation policy, dropout with a fixed Philox
+seed, and attention. Each op is pure; its verifier checks the shapes and dtypes the spec's semantics need.
+"""
+
+# No `from __future__ import annotations` here: ext reads the annotations as live types.
+import typing
+
+from ..mlir import ext, ir
+from .support import Diagnose, int_attr
+
+UNARY_FNS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "neg",
+             "abs", "erf", "square", "reciprocal")
+BINARY_FNS = ("add", "sub", "mul", "div", "max", "min", "pow")
+REDUCE_KINDS = ("sum", "mean", "max", "min", "prod")
+
+
+class TTensor(ext.Dialect, name="ttensor"):
+    pass
+
+
+# -- helpers for verifiers --------------------------------------------------------------------------------
+
+def ranked(v) -> ir.RankedTensorType | None:
+    t = v.type
+    return t if isinstance(t, ir.RankedTensorType) else None
+
+
+def shape_of(t: ir.RankedTensorType) -> list[int | None]:
+    """Static extents, None for a dynamic one."""
+    return [None if t.is_dynamic_dim(i) else t.get_dim_size(i) for i in range(t.rank)]
+
+
+def broadcast(a: list, b: list) -> list | None:
+    """numpy broadcasting of two shapes with unknown (None) extents; None when they cannot broadcast."""
+    out = []
+    for i in range(max(len(a), len(b))):
+        x = a[len(a) - 1 - i] if i < len(a) else 1
+        y = b[len(b) - 1 - i] if i < len(b) else 1
+        if x == 1:
+            out.append(y)
+        elif y == 1 or x == y:
+            out.append(x)
+        elif x is None or y is None:
+            out.append(x if y is None else y)
+        else:
+            return None
+        # a dynamic extent against a static one is checked at run time
+    return list(reversed(out))
+
+
+def compatible(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(x is None or y is None or x == y for x, y in zip(a, b))
+
+
+def _floats(*types) -> bool:
+    return all(isinstance(t.element_type, ir.FloatType) for t in types)
+
+
+def _str(attr) -> str:
+    return ir.StringAttr(attr).value
+
+
+def _ints(attr) -> list[int]:
+    return [int_attr(a) for a in ir.ArrayAttr(attr)]
+
+
+def _float(attr) -> float:
+    return ir.FloatAttr(attr).value
+
+
+def _axis(axis: int, rank: int) -> int | None:
+    a = axis + rank if axis < 0 else axis
+    return a if 0 <= a < rank else None
+
+
+class _TensorOp(TTensor.Operation):
+    """Base: every operand and result must be a ranked tensor."""
+
+    def _tensors(self, diag: Diagnose):
+        ts = []
+        for v in list(self.operands) + list(self.results):
+            t = ranked(v)
+            if t is None:
+                diag.fail(f"operands and results must be ranked tensors, got {v.type}")
+                return None
+            ts.append(t)
+        return ts
+
+
+# -- ops --------------------------------------------------------------------------------------------------
+
+class MatmulOp(_TensorOp, name="matmul", traits=[ext.Pure]):
+    """``C = A @ B`` over the last two axes, with numpy broadcasting of leading (batch) axes. `accum` names the
+    accumulation type (default f32 for floating inputs, i32 for integer ones); the result's element type may
+    be narrower than the accumulator."""
+
+    lhs: ext.Operand[typing.Any]
+    rhs: ext.Operand[typing.Any]
+    accum: ir.TypeAttr
+    result: ext.Result[typing.Any]
+
+    def verify_invariants(self) -> bool:
+        diag = Diagnose(self)
+        ts = self._tensors(diag)
+        if ts is None:
+            return False
+        a, b, c = ts
+        if a.rank < 2 or b.rank < 2:
+            return diag.fail(f"operands must have rank >= 2, got {a.rank} and {b.rank}")
+        sa, sb, sc = shape_of(a), shape_of(b), shape_of(c)
+        if sa[-1] is not None and sb[-2] is not None and sa[-1] != sb[-2]:
+            return diag.fail(f"contracting dimensions must match: lhs has {sa[-1]}, rhs has {sb[-2]}")
+        batch = broadcast(sa[:-2], sb[:-2])
+        if batch is None:
+            return diag.fail(f"batch dimensions {sa[:-2]} and {sb[:-2]} do not broadcast")
+        if not compatible(sc, batch + [sa[-2], sb[-1]]):
+            return diag.fail(f"result shape {sc} does not match {batch + [sa[-2], sb[-1]]}")
+        acc = ir.TypeAttr(self.accum).value
+        ints = [isinstance(t.element_type, ir.IntegerType) for t in (a, b)]
+        if any(ints) != all(ints):
+            return diag.fail("operands must both be floating point or both integer")
+        if all(ints) and not isinstance(acc, ir.IntegerType) or not any(ints) and not isinstance(acc, ir.FloatType):
+            return diag.fail(f"accumulator type {acc} must be of the operands' kind (float or integer)")
+        return True
+
+
+class UnaryOp(_TensorOp, name="unary", traits=[ext.Pure]):
+    """Elementwise `fn` (relu, gelu, silu, …) of a floating tensor; the result has the operand's type."""
+
+    input: ext.Operand[typing.Any]
+    fn: ir.StringAttr
+    result: ext.Result[typing.Any]
+
+    def verify_invariants(self) -> bool:
+        diag = Diagnose(self)
+        ts = self._tensors(diag)
+        if ts is None:
+            return False
+        fn = _str(self.fn)
+        if fn not in UNARY_FNS:
+            return diag.fail(f"unknown function '{fn}' (known: {', '.join(UNARY_FNS)})")
+        if ts[0] != ts[1]:
+            return diag.fail(f"result type {ts[1]} must equal the operand type {ts[0]}")
+        if fn not in ("neg", "abs", "relu", "square") and not _floats(ts[0]):
+            return diag.fail(f"'{fn}' needs a floating-point tensor, got {ts[0].element_type}")
+        return True
+
+
+class BinaryOp(_TensorOp, name="binary", traits=[ext.Pure]):
+    """Elementwise `fn` (add, sub, mul, div, max, min, pow) with numpy broadcasting; operands share a dtype."""
+
+    lhs: ext.Operand[typing.Any]
+    rhs: ext.Operand[typing.Any]
+    fn: ir.StringAttr
+    result: ext.Result[typing.Any]
+
+    def verify_invariants(self) -> bool:
+        diag = Diagnose(self)
+        ts = self._tensors(diag)
+        if ts is None:
+            return False
+        a, b, c = ts
+        fn = _str(self.fn)
+        if fn not in BINARY_FNS:
+            return diag.fail(f"unknown function '{fn}' (known: {', '.join(BINARY_FNS)})")
+        if a.element_type != b.element_type or c.element_type != a.element_type:
+            return diag.fail(f"operand and result element types must match, got {a.element_type}, "
+                             f"{b.element_type} -> {c.element_type}")
+        shape = broadcast(shape_of(a), shape_of(b))
+        if shape is None:
+            return diag.fail(f"shapes {shape_of(a)} and {shape_of(b)} do not broadcast")
+        if not compatible(shape_of(c), shape):
+            return diag.fail(f"result shape {shape_of(c)} does not match the broadcast shape {shape}")
+        return True
+
+
+class BiasAddOp(_TensorOp, name="bias_add", traits=[ext.Pure]):
+    """``x + bias`` where `bias` is 1-D along `axis` of `x` — a GEMM epilogue the fusion phase recognizes."""
+
+    input: ext.Operand[typing.Any]
+    bias: ext.Operand[typing.Any]
+    axis: ir.IntegerAttr
+    result: ext.Result[typing.Any]
+
+    def verify_invariants(self) -> bool:
+        diag = Diagnose(self)
+        ts = self._tensors(diag)
+        if ts is None:
+            return False
+        x, b, r = ts
+        if b.rank != 1:
+            return diag.fail(f"bias must be 1-D, got rank {b.rank}")
+        axis = _axis(int_attr(self.axis), x.rank)
+        if axis is None:
+            return diag.fail(f"axis {int_attr(self.axis)} is out of range for rank {x.rank}")
+        if not compatible([shape_of(x)[axis]], shape_of(b)):
+            return diag.fail(f"bias length {shape_of(b)[0]} must equal extent {shape_of(x)[axis]} of axis {axis}")
+        if r != x or b.element_type != x.element_type:
+            return diag.fail("bias and result must have the input's element type and the result its type")
+        return True
+
+
+class SoftmaxOp(_TensorOp, name="softmax", traits=[ext.Pure]):
+    """Softmax along `axis`, computed stably (the row maximum is subtracted before exponentiation)."""
+
+    input: ext.Operand[typing.Any]
+    axis: ir.IntegerAttr
+    result: ext.Result[typing.Any]
+
+    def verify_invariants(self) -> bool:
+        diag = Diagnose(self)
+        ts = self._tensors(diag)
+        if ts is None:
+            return False
+        if _axis(int_attr(self.axis), ts[0].rank) is None:
+            return diag.fail(f"axis {int_attr(self.axis)} is out of range for rank {ts[0].rank}")
+        if ts[0] != ts[1] or not _floats(ts[0]):
+            return diag.fail("input and result must be the same floating-point tensor type")
+        return True
+
+
+class _NormOp(_TensorOp):
+    def verify_invariants(self) -> bool:
+        diag = Diagnose(self)
+        ts = self._tensors(diag)
+        if ts is None:
+            return False
+        x, r = ts[0], ts[-1]
+        if x != r or not _floats(x):
+            return diag.fail("input and result must be the same floating-point tensor type")
+        if _float(self.eps) <= 0:
+            return diag.fail(f"eps must be positive, got {_float(self.eps)}")
+        for p in ts[1:-1]:  # the optional scale and shift present
+            if p.rank != 1 or not compatible(shape_of(p), shape_of(x)[-1:]):
+                return diag.fail(f"scale and shift must be 1-D of the last extent {shape_of(x)[-1]}, got {shape_of(p)}")
+        return True
+
+
+class LayerNormOp(_NormOp, name="layernorm", traits=[ext.Pure]):
+    """``(x - mean) / sqrt(var + eps) * gamma + beta`` over the last axis; gamma and beta are optional."""
+
+    input: ext.Operand[typing.Any]
+    eps: ir.FloatAttr
+    result: ext.Result[typing.Any]
+    gamma: typing.Optional[ext.Operand[typing.Any]] = None
+    beta: typing.Optional[ext.Operand[typing.Any]] = None
+
+
+class RMSNormOp(_NormOp, name="rmsnorm", traits=[ext.Pure]):
+    """``x / sqrt(mean(x^2) + eps) * gamma`` over the last axis; gamma is optional."""
+
+    input: ext.Operand[typing.Any]
+    eps: ir.FloatAttr
+    result: ext.Result[typing.Any]
+    gamma: typing.Optional[ext.Operand[typing.Any]] = None
+
+
+class ReduceOp(_TensorOp, name="reduce", traits=[ext.Pure]):
+    """Reduces `axes` with `kind`; `keepdims` keeps them as extent 1."""
+
+    input: ext.Operand[typing.Any]
+    kind: ir.StringAttr
+    axes: ir.ArrayAttr
+    keepdims: typing.Any  # BoolAttr (ext cannot constrain to it)
+    result: ext.Result[typing.Any]
+
+    def verify_invariants(self) -> bool:
+        diag = Diagnose(self)
+        ts = self._tensors(diag)
+        if ts is None:
+            return False
+        x, r = ts
+        kind = _str(self.kind)
+        if kind not in REDUCE_KINDS:
+            return diag.fail(f"unknown reduction '{kind}' (known: {', '.join(REDUCE_KINDS)})")
+        axes = [_axis(a, x.rank) for a in _ints(self.axes)]
+        if not axes or None in axes or len(set(axes)) != len(axes):
+            return diag.fail(f"axes {_ints(self.axes)} must be distinct and within rank {x.rank}")
+        keep = ir.BoolAttr(self.keepdims).value
+        shape = shape_of(x)
+        want = [1 if i in axes else d for i, d in enumerate(shape)] if keep else \
+            [d for i, d in enumerate(shape) if i not in axes]
+        if not compatible(shape_of(r), want) or r.element_type != x.element_type:
+            return diag.fail(f"result must be tensor of shape {want} and element type {x.element_type}")
+        return True
+
+
+class TransposeOp(_TensorOp, name="transpose", traits=[ext.Pure]):
+    input: ext.Operand[typing.Any]
+    perm: ir.ArrayAttr
+    result: ext.Result[typing.Any]
+
+    def verify_invariants(self) -> bool:
+        diag = Diagnose(self)
+        ts = self._tensors(diag)
+        if ts is None:
+            return False
+        x, r = ts
+        perm = _ints(self.perm)
+        if sorted(perm) != list(range(x.rank)):
+            return diag.fail(f"perm {perm} must be a permutation of 0..{x.rank - 1}")
+        if not compatible(shape_of(r), [shape_of(x)[p] for p in perm]) or r.element_type != x.element_type:
+            return diag.fail(f"result shape {shape_of(r)} does not match the permuted input")
+        return True
+
+
+class ReshapeOp(_TensorOp, name="reshape", traits=[ext.Pure]):
+    """Row-major reshape; the static element counts must agree when both are known."""
+
+    input: ext.Operand[typing.Any]
+    result: ext.Result[typing.Any]
+
+    def verify_invariants(self) -> bool:
+        diag = Diagnose(self)
+        ts = self._tensors(diag)
+        if ts is None:
+            return False
+        x, r = ts
+        if x.element_type != r.element_type:
+            return diag.fail("reshape keeps the element type")
+        if x.has_static_shape and r.has_static_shape:
+            nx, nr = _count(shape_of(x)), _count(shape_of(r))
+            if nx != nr:
+                return diag.fail(f"element counts differ: {nx} vs {nr}")
+        return True
+
+
+class BroadcastOp(_TensorOp, name="broadcast", traits=[ext.Pure]):
+    """numpy ``broadcast_to`` of the input to the result's shape."""
+
+    input: ext.Operand[typing.Any]
+    result: ext.Result[typing.Any]
+
+    def verify_invariants(self) -> bool:
+        diag = Diagnose(self)
+        ts = self._tensors(diag)
+        if ts is None:
+            return False
+        x, r = ts
+        if r.rank < x.rank or broadcast(shape_of(x), shape_of(r)) is None or x.element_type != r.element_type:
+            return diag.fail(f"{shape_of(x)} cannot be broadcast to {shape_of(r)}")
+        return True
+
+
+class CastOp(_TensorOp, name="cast", traits=[ext.Pure]):
+    """Converts elements to the result's dtype (round to nearest even, saturating for fp8). `accum` is the
+    accumulation policy later arithmetic on the result uses (``fp8_e4m3 @ accum(fp32)``)."""
+
+    input: ext.Operand[typing.Any]
+    accum: ir.TypeAttr
+    result: ext.Result[typing.Any]
+
+    def verify_invariants(self) -> bool:
+        diag = Diagnose(self)
+        ts = self._tensors(diag)
+        if ts is None:
+            return False
+        x, r = ts
+        if not compatible(shape_of(x), shape_of(r)):
+            return diag.fail(f"cast keeps the shape: {shape_of(x)} vs {shape_of(r)}")
+        acc = ir.TypeAttr(self.accum).value
+        if _width(acc) < _width(r.element_type):
+            return diag.fail(f"accumulator {acc} must be at least as wide as the element type {r.element_type}")
+        return True
+
+
+class DropoutOp(_TensorOp, name="dropout", traits=[ext.Pure]):
+    """Zeroes each element with probability `p` and scales the rest by 1/(1-p). The mask comes from
+    Philox-4x32-10 keyed by `seed` and counted by the element's linear index plus `offset`: the same seed
+    gives the same mask on every backend."""
+
+    input: ext.Operand[typing.Any]
+    p: ir.FloatAttr
+    seed: ir.IntegerAttr
+    offset: ir.IntegerAttr
+    result: ext.Result[typing.Any]
+
+    def verify_invariants(self) -> bool:
+        diag = Diagnose(self)
+        ts = self._tensors(diag)
+        if ts is None:
+            return False
+        p = _float(self.p)
+        if not 0.0 <= p < 1.0:
+            return diag.fail(f"probability p must be in [0, 1), got {p}")
+        if ts[0] != ts[1] or not _floats(ts[0]):
+            return diag.fail("input and result must be the same floating-point tensor type")
+        return True
+
+
+class FlashAttentionOp(_TensorOp, name="flash_attention", traits=[ext.Pure]):
+    """``softmax(Q K^T * scale [+ causal mask]) V`` over [..., S, D] tensors, computed blockwise without
+    materializing the score matrix; fp32 accumulation."""
+
+    q: ext.Operand[typing.Any]
+    k: ext.Operand[typing.Any]
+    v: ext.Operand[typing.Any]
+    causal: typing.Any  # BoolAttr (ext cannot constrain to it)
+    scale: ir.FloatAttr
+    result: ext.Result[typing.Any]
+
+    def verify_invariants(self) -> bool:
+        diag = Diagnose(self)
+        ts = self._tensors(diag)
+        if ts is None:
+            return False
+        q, k, v, o = ts
+        if not (q.rank == k.rank == v.rank == o.rank) or q.rank < 2:
+            return diag.fail("Q, K, V and the result must have the same rank, at least 2")
+        sq, sk, sv = shape_of(q), shape_of(k), shape_of(v)
+        if not compatible(sq[-1:], sk[-1:]):
+            return diag.fail(f"Q and K head dimensions differ: {sq[-1]} vs {sk[-1]}")
+        if not compatible(sk[-2:-1], sv[-2:-1]):
+            return diag.fail(f"K and V sequence lengths differ: {sk[-2]} vs {sv[-2]}")
+        if not compatible(shape_of(o), sq[:-1] + sv[-1:]):
+            return diag.fail(f"result shape {shape_of(o)} must be {sq[:-1] + sv[-1:]}")
+        if _float(self.scale) <= 0:
+            return diag.fail(f"scale must be positive, got {_float(self.scale)}")
+        return True
+
+
+class ConstantOp(_TensorOp, name="constant", traits=[ext.Pure]):
+    """A tensor of one repeated value (`value` is a float or integer attribute of the element type)."""
+
+    value: typing.Any  # a FloatAttr or IntegerAttr of the element type
+    result: ext.Result[typing.Any]
+
+    def verify_invariants(self) -> bool:
+        diag = Diagnose(self)
+        ts = self._tensors(diag)
+        if ts is None:
+            return False
+        et = ts[0].element_type
+        v = self.attributes["value"]
+        if not isinstance(v, (ir.FloatAttr, ir.IntegerAttr)) or v.type != et:
+            return diag.fail(f"value {v} must be a scalar attribute of the element type {et}")
+        return True
+
+
+def _count(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _width(t: ir.Type) -> int:
+    if isinstance(t, ir.FloatType):
+        return ir.FloatType(t).width
+    if isinstance(t, ir.IntegerType):
+        return ir.IntegerType(t).width
+    return 64
+
+
+__all__ = [name for name in dir() if name.endswith("Op")] + ["TTensor", "UNARY_FNS", "BINARY_FNS",
+                                                            "REDUCE_KINDS", "broadcast", "shape_of"]
