@@ -27,3 +27,14 @@ class Diagnose:
     def fail(self, message: str) -> bool:
         self.op.location.emit_error(f"'{self.op.operation.name}' {message}")
         return False
+
+
+def create(op_cls, *args, **kwargs):
+    """Builds a Python-defined op. ext's builders drop attribute values that are falsy in Python, which a
+    false ``BoolAttr`` is; such attributes are set after creation instead."""
+    falsy = {k: v for k, v in kwargs.items() if isinstance(v, ir.BoolAttr) and not v.value}
+    kwargs.update({k: ir.BoolAttr.get(True) for k in falsy})
+    op = op_cls(*args, **kwargs)
+    for k, v in falsy.items():
+        op.attributes[k] = v
+    return op

@@ -34,6 +34,9 @@ _TABLE = [
     DType("i32", "i32", "int32_t", 7, 32, "int"),
     DType("i64", "i64", "int64_t", 8, 64, "int"),
     DType("bool", "i1", "bool", 13, 8, "bool"),
+    DType("fp8_e4m3", "f8E4M3FN", "uint8_t", 14, 8, "float"),
+    DType("fp8_e5m2", "f8E5M2", "uint8_t", 15, 8, "float"),
+    DType("tf32", "tf32", "float", 16, 32, "float"),
     DType("index", "index", "int64_t", 17, 64, "index"),
 ]
 
@@ -47,6 +50,7 @@ ALIASES = {
     "half": "f16", "float16": "f16", "fp16": "f16",
     "bfloat16": "bf16",
     "int": "i32", "int32": "i32", "int8": "i8", "int16": "i16", "int64": "i64",
+    "e4m3": "fp8_e4m3", "float8_e4m3": "fp8_e4m3", "e5m2": "fp8_e5m2", "float8_e5m2": "fp8_e5m2",
 }
 
 

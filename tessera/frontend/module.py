@@ -1,23 +1,25 @@
-"""A source file becomes an MLIR module: every `@kernel` function in it, read from the AST, never executed."""
+"""A source file becomes an MLIR module: its `@kernel` and `@function` definitions, read from the AST,
+never executed."""
 
 from __future__ import annotations
 
 import ast
 
 from ..mlir import ir
+from . import dist_ops, tensor_ops  # noqa: F401 — they register the op.* builders
 from .errors import CompileError
+from .function import FunctionBuilder, module_env
 from .kernel import KernelBuilder
 
-KERNEL_DECORATORS = {"kernel"}
 
-
-def _is_kernel(fn: ast.FunctionDef) -> bool:
+def _decorator(fn: ast.FunctionDef) -> str | None:
+    """'kernel' or 'function' for `@kernel`, `@tessera.function`, `@ts.kernel(...)`; else None."""
     for d in fn.decorator_list:
         target = d.func if isinstance(d, ast.Call) else d
         name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", None)
-        if name in KERNEL_DECORATORS:
-            return True
-    return False
+        if name in ("kernel", "function"):
+            return name
+    return None
 
 
 def parse_source(source: str, filename: str) -> ast.Module:
@@ -27,32 +29,36 @@ def parse_source(source: str, filename: str) -> ast.Module:
         raise CompileError(e.msg, filename, e.lineno or 0, e.offset or 0) from None
 
 
-def kernel_defs(tree: ast.Module) -> list[ast.FunctionDef]:
-    return [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and _is_kernel(n)]
+def tessera_defs(tree: ast.Module) -> list[ast.FunctionDef]:
+    """The @kernel and @function definitions of a file, in source order."""
+    return [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and _decorator(n)]
 
 
 def build_module(source: str, filename: str, only: list[str] | None = None) -> ir.Module:
     """Emits the module for `source` into the current MLIR context (with Tessera's dialects loaded)."""
     tree = parse_source(source, filename)
-    defs = kernel_defs(tree)
+    defs = tessera_defs(tree)
     if only:
         missing = sorted(set(only) - {d.name for d in defs})
         if missing:
-            raise CompileError(f"no @kernel named {', '.join(missing)} in this file", filename, 1, 1)
+            raise CompileError(f"no @kernel or @function named {', '.join(missing)} in this file", filename, 1, 1)
         defs = [d for d in defs if d.name in only]
     if not defs:
-        raise CompileError("no @kernel function in this file", filename, 1, 1)
+        raise CompileError("no @kernel or @function in this file", filename, 1, 1)
     seen: dict[str, ast.FunctionDef] = {}
     for d in defs:
         if d.name in seen:
-            raise CompileError.at(d, filename, f"kernel '{d.name}' is defined twice "
-                                               f"(first at line {seen[d.name].lineno})")
+            raise CompileError.at(d, filename, f"'{d.name}' is defined twice (first at line {seen[d.name].lineno})")
         seen[d.name] = d
     with ir.Location.file(filename, 1, 1):
         module = ir.Module.create()
+    env = module_env(tree, filename)
     with ir.InsertionPoint(module.body):
         for d in defs:
-            KernelBuilder(d, filename).build()
+            if _decorator(d) == "kernel":
+                KernelBuilder(d, filename).build()
+            else:
+                FunctionBuilder(d, filename, env).build()
     try:
         module.operation.verify()
     except ir.MLIRError as e:

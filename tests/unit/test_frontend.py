@@ -64,7 +64,7 @@ def test_syntax_error(compile_error):
 
 def test_no_kernel(compile_error):
     e = compile_error("def helper():\n    return 1\n")
-    assert "no @kernel function" in e.message
+    assert "no @kernel or @function in this file" in e.message
 
 
 def test_duplicate_kernel(compile_error):

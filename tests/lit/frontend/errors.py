@@ -43,4 +43,4 @@ def divergent_loop(X, Out):
         acc += X[k]
     Out[i] = acc
 
-# MISSING: error: no @kernel named no_such_kernel in this file
+# MISSING: error: no @kernel or @function named no_such_kernel in this file

@@ -1,0 +1,373 @@
+"""`@tessera.function` programs: the AST of an operator program becomes a Graph IR ``func.func``.
+
+A function takes tensors (`tensor[bf16, "M", "K"]`; scalars are 0-d tensors), computes with `op.*` calls and
+Python operators (`A @ B`, `x + 1.0`, `-x`, `x.T`), and returns one or more tensors. Everything is evaluated
+at compile time except tensor values: Python numbers, strings, tuples, dtypes and meshes are constants, and
+`for i in range(3)` over constants is unrolled. Shapes are unified as ops are built (shapes.py); every
+mistake is reported at the user's file:line:col.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator as py_op
+
+from ..mlir import func, ir
+from . import dtypes
+from .errors import CompileError
+from .oplib import OPS, Accum, DTypePolicy, GTensor, MeshSpec
+from .shapes import ShapeEnv, ShapeError
+
+_PY_BINOPS = {ast.Add: py_op.add, ast.Sub: py_op.sub, ast.Mult: py_op.mul, ast.Div: py_op.truediv,
+              ast.FloorDiv: py_op.floordiv, ast.Mod: py_op.mod, ast.Pow: py_op.pow}
+_TENSOR_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow"}
+
+
+def dtype_of_annotation(node: ast.expr, filename: str) -> DTypePolicy:
+    """`bf16`, `tessera.bf16`, `fp8_e4m3 @ accum(fp32)`."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+        base = dtype_of_annotation(node.left, filename)
+        r = node.right
+        if isinstance(r, ast.Call) and _name(r.func) == "accum" and len(r.args) == 1:
+            return DTypePolicy(base.dtype, dtype_of_annotation(r.args[0], filename).dtype)
+        raise CompileError.at(node, filename, "write an accumulation policy as `dtype @ accum(dtype)`")
+    name = _name(node)
+    dt = dtypes.lookup(name) if name else None
+    if dt is None or dt.name in ("index", "bool"):
+        raise CompileError.at(node, filename, f"'{ast.unparse(node)}' is not a tensor element type")
+    return DTypePolicy(dt)
+
+
+def _name(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+class FunctionBuilder:
+    def __init__(self, fn: ast.FunctionDef, filename: str, module_env: dict):
+        self.fn = fn
+        self.filename = filename
+        self.env: dict[str, object] = dict(module_env)
+        self.shapes = ShapeEnv()
+        self.results: list[GTensor] | None = None
+
+    # -- services for op builders ---------------------------------------------------------------------
+    def error(self, node: ast.AST, message: str) -> CompileError:
+        return CompileError.at(node, self.filename, message)
+
+    def loc(self, node: ast.AST) -> ir.Location:
+        return ir.Location.file(self.filename, getattr(node, "lineno", 0), getattr(node, "col_offset", 0) + 1)
+
+    def tensor_type(self, dtype: dtypes.DType, dims: list) -> ir.RankedTensorType:
+        shape = [d if isinstance(d, int) else ir.ShapedType.get_dynamic_size()
+                 for d in (self.shapes.resolve(x) for x in dims)]
+        return ir.RankedTensorType.get(shape, dtype.ir_type())
+
+    def unify(self, node: ast.AST, a, b, what: str):
+        try:
+            return self.shapes.unify(a, b, what)
+        except ShapeError as e:
+            raise self.error(node, str(e)) from None
+
+    def broadcast(self, node: ast.AST, a: list, b: list, what: str) -> list:
+        try:
+            return self.shapes.broadcast(a, b, what)
+        except ShapeError as e:
+            raise self.error(node, str(e)) from None
+
+    def as_tensor(self, v, node: ast.AST, like: GTensor | None = None) -> GTensor:
+        """A tensor operand: a tensor as is, a Python number as a 0-d constant of `like`'s dtype."""
+        if isinstance(v, GTensor):
+            return v
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            dt = like.dtype if like is not None else dtypes.BY_NAME["f32"]
+            from ..dialects import ttensor
+            et = dt.ir_type()
+            with self.loc(node):
+                attr = ir.FloatAttr.get(et, float(v)) if dt.kind == "float" else ir.IntegerAttr.get(et, int(v))
+                c = ttensor.ConstantOp(value=attr, result=ir.RankedTensorType.get([], et))
+            return GTensor(c.result, dt, [])
+        raise self.error(node, f"expected a tensor, got {_describe(v)}")
+
+    # -- entry ----------------------------------------------------------------------------------------
+    def build(self) -> func.FuncOp:
+        params = self._params()
+        with self.loc(self.fn):
+            arg_types = [self.tensor_type(p.dtype, p.dims) for _, p in params]
+            # results are known only after the body: build with none, then set the type
+            f = func.FuncOp(self.fn.name, ir.FunctionType.get(arg_types, []))
+            f.attributes["tessera.function"] = ir.UnitAttr.get()
+            f.arg_attrs = ir.ArrayAttr.get([_arg_attr(n, p) for n, p in params])
+            entry = f.add_entry_block()
+        for (name, p), arg in zip(params, entry.arguments):
+            self.env[name] = GTensor(arg, p.dtype, list(p.dims), p.accum)
+        with ir.InsertionPoint(entry):
+            self.block(self.fn.body)
+        if self.results is None:
+            raise self.error(self.fn, f"function '{self.fn.name}' must return its result tensor(s)")
+        f.attributes["function_type"] = ir.TypeAttr.get(
+            ir.FunctionType.get(arg_types, [r.value.type for r in self.results]))
+        return f
+
+    def _params(self):
+        out = []
+        a = self.fn.args
+        if a.vararg or a.kwarg or a.kwonlyargs or a.defaults:
+            raise self.error(self.fn, "a function takes named tensor parameters only")
+        for arg in a.args:
+            out.append((arg.arg, self._param_type(arg)))
+        return out
+
+    def _param_type(self, arg: ast.arg) -> GTensor:
+        ann = arg.annotation
+        if ann is None:
+            raise self.error(arg, f"parameter '{arg.arg}' needs a type, e.g. tensor[f32, \"M\", \"N\"]")
+        if isinstance(ann, ast.Subscript) and _name(ann.value) == "tensor":
+            items = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
+            policy = dtype_of_annotation(items[0], self.filename)
+            dims = []
+            for d in items[1:]:
+                if isinstance(d, ast.Constant) and isinstance(d.value, str) and d.value.isidentifier():
+                    dims.append(d.value)
+                elif isinstance(d, ast.Constant) and type(d.value) is int and d.value > 0:
+                    dims.append(d.value)
+                else:
+                    raise self.error(d, "a tensor dimension is a symbol name (\"N\") or a positive int")
+            return GTensor(None, policy.dtype, dims, policy.accum)
+        policy = dtype_of_annotation(ann, self.filename)  # a scalar: a 0-d tensor
+        return GTensor(None, policy.dtype, [], policy.accum)
+
+    # -- statements -----------------------------------------------------------------------------------
+    def block(self, stmts: list[ast.stmt]) -> None:
+        for s in stmts:
+            if self.results is not None:
+                raise self.error(s, "code after 'return' never runs")
+            self.stmt(s)
+
+    def stmt(self, s: ast.stmt) -> None:
+        if isinstance(s, ast.Expr):
+            if not (isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)):
+                self.expr(s.value)
+        elif isinstance(s, ast.Pass):
+            pass
+        elif isinstance(s, ast.Assign):
+            value = self.expr(s.value)
+            for t in s.targets:
+                self.assign(t, value)
+        elif isinstance(s, ast.AnnAssign) and s.value is not None:
+            self.assign(s.target, self.expr(s.value))
+        elif isinstance(s, ast.AugAssign):
+            self.assign(s.target, self.binop(s.op, self.expr(s.target), self.expr(s.value), s))
+        elif isinstance(s, ast.Return):
+            if s.value is None:
+                raise self.error(s, "a function returns its result tensor(s)")
+            v = self.expr(s.value)
+            vals = list(v) if isinstance(v, tuple) else [v]
+            self.results = [self.as_tensor(x, s.value) for x in vals]
+            with self.loc(s):
+                func.ReturnOp([r.value for r in self.results])
+        elif isinstance(s, ast.For):
+            self.unrolled_for(s)
+        elif isinstance(s, ast.If):
+            cond = self.expr(s.test)
+            if isinstance(cond, GTensor):
+                raise self.error(s.test, "a branch on tensor data is not supported in a function; "
+                                         "use op.where-style arithmetic")
+            self.block(s.body if cond else s.orelse)
+        else:
+            raise self.error(s, f"'{type(s).__name__}' is not supported in a Tessera function")
+
+    def assign(self, target: ast.expr, value) -> None:
+        if isinstance(target, ast.Name):
+            self.env[target.id] = value
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            if not isinstance(value, tuple) or len(value) != len(target.elts):
+                raise self.error(target, f"cannot unpack {_describe(value)} into {len(target.elts)} names")
+            for t, v in zip(target.elts, value):
+                self.assign(t, v)
+        else:
+            raise self.error(target, "tensors are values: assign to a name, not into a tensor")
+
+    def unrolled_for(self, s: ast.For) -> None:
+        it = self.expr(s.iter)
+        if not isinstance(it, (range, tuple, list)) or s.orelse:
+            raise self.error(s.iter, "a function loop must iterate over constants (e.g. range(4)); it is unrolled")
+        for item in it:
+            self.assign(s.target, item)
+            self.block(s.body)
+
+    # -- expressions ----------------------------------------------------------------------------------
+    def expr(self, node: ast.expr):
+        m = getattr(self, "expr_" + type(node).__name__, None)
+        if m is None:
+            raise self.error(node, f"'{type(node).__name__}' expressions are not supported in a function")
+        return m(node)
+
+    def expr_Constant(self, node: ast.Constant):
+        return node.value
+
+    def expr_Name(self, node: ast.Name):
+        if node.id in self.env:
+            return self.env[node.id]
+        dt = dtypes.lookup(node.id)
+        if dt is not None:
+            return DTypePolicy(dt)
+        raise self.error(node, f"name '{node.id}' is not defined")
+
+    def expr_Tuple(self, node: ast.Tuple):
+        return tuple(self.expr(e) for e in node.elts)
+
+    expr_List = expr_Tuple
+
+    def expr_Attribute(self, node: ast.Attribute):
+        if node.attr == "T":
+            x = self.expr(node.value)
+            if isinstance(x, GTensor):
+                return OPS["transpose"](self, node, [x], {})
+        dt = dtypes.lookup(node.attr)
+        if dt is not None and _name(node.value) in ("tessera", "ts", "dtypes"):
+            return DTypePolicy(dt)
+        raise self.error(node, f"'{ast.unparse(node)}' is not supported here")
+
+    def expr_UnaryOp(self, node: ast.UnaryOp):
+        v = self.expr(node.operand)
+        if isinstance(v, GTensor):
+            if isinstance(node.op, ast.USub):
+                return OPS["neg"](self, node, [v], {})
+            if isinstance(node.op, ast.UAdd):
+                return v
+            raise self.error(node, f"'{type(node.op).__name__}' is not defined on tensors")
+        try:
+            return {ast.USub: py_op.neg, ast.UAdd: py_op.pos, ast.Not: py_op.not_}[type(node.op)](v)
+        except (KeyError, TypeError):
+            raise self.error(node, f"cannot apply '{ast.unparse(node)}' to {_describe(v)}") from None
+
+    def expr_BinOp(self, node: ast.BinOp):
+        return self.binop(node.op, self.expr(node.left), self.expr(node.right), node)
+
+    def binop(self, op: ast.operator, a, b, node: ast.AST):
+        if isinstance(op, ast.MatMult):
+            if isinstance(a, DTypePolicy) and isinstance(b, Accum):
+                return DTypePolicy(a.dtype, b.dtype)
+            if "matmul" in OPS and isinstance(a, GTensor) and isinstance(b, GTensor):
+                return OPS["matmul"](self, node, [a, b], {})
+            if "apply" in OPS and not isinstance(a, GTensor):
+                return OPS["apply"](self, node, [a, b], {})
+            raise self.error(node, f"'@' needs two tensors, got {_describe(a)} and {_describe(b)}")
+        if isinstance(a, GTensor) or isinstance(b, GTensor):
+            name = _TENSOR_BINOPS.get(type(op))
+            if name is None:
+                raise self.error(node, f"operator '{ast.unparse(node)}' is not defined on tensors")
+            return OPS[name](self, node, [a, b], {})
+        if type(op) in _PY_BINOPS and not isinstance(a, (str, DTypePolicy)):
+            try:
+                return _PY_BINOPS[type(op)](a, b)
+            except Exception as e:  # noqa: BLE001 — any Python failure of a constant expression
+                raise self.error(node, f"cannot evaluate constant expression: {e}") from None
+        if "operator_binop" in OPS:
+            return OPS["operator_binop"](self, node, [a, b], {"op": op})
+        raise self.error(node, f"operator '{ast.unparse(node)}' is not defined on {_describe(a)}")
+
+    def expr_Compare(self, node: ast.Compare):
+        left = self.expr(node.left)
+        for op, c in zip(node.ops, node.comparators):
+            right = self.expr(c)
+            if isinstance(left, GTensor) or isinstance(right, GTensor):
+                raise self.error(node, "comparisons of tensors are not supported in a function")
+            cmp = {ast.Eq: py_op.eq, ast.NotEq: py_op.ne, ast.Lt: py_op.lt, ast.LtE: py_op.le, ast.Gt: py_op.gt,
+                   ast.GtE: py_op.ge}.get(type(op))
+            if cmp is None or not cmp(left, right):
+                return False
+            left = right
+        return True
+
+    def expr_Call(self, node: ast.Call):
+        f = node.func
+        args = [self.expr(a) for a in node.args]
+        kwargs = {k.arg: self.expr(k.value) for k in node.keywords if k.arg is not None}
+        if len(kwargs) != len(node.keywords):
+            raise self.error(node, "'**kwargs' is not supported here")
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+            ns, name = f.value.id, f.attr
+            if ns == "op":
+                if name not in OPS or name.startswith("operator_"):
+                    raise self.error(node, f"unknown operation 'op.{name}'")
+                return OPS[name](self, node, args, kwargs)
+            if ns == "dist" and name == "Mesh":
+                return self.mesh(node, args, kwargs)
+        if isinstance(f, ast.Name):
+            if f.id == "range":
+                try:
+                    return range(*args)
+                except TypeError as e:
+                    raise self.error(node, str(e)) from None
+            if f.id == "accum" and len(args) == 1 and isinstance(args[0], DTypePolicy):
+                return Accum(args[0].dtype)
+            if f.id in ("len", "int", "float", "min", "max", "abs") and not any(isinstance(a, GTensor) for a in args):
+                return {"len": len, "int": int, "float": float, "min": min, "max": max, "abs": abs}[f.id](*args)
+        raise self.error(node, f"unknown function '{ast.unparse(f)}' in a Tessera function")
+
+    def mesh(self, node: ast.Call, args, kwargs) -> MeshSpec:
+        return mesh_from(args, kwargs, lambda msg: self.error(node, msg))
+
+
+def mesh_from(args, kwargs, error) -> MeshSpec:
+    axes = kwargs.get("axes", args[0] if args else None)
+    devices = kwargs.get("devices", args[1] if len(args) > 1 else None)
+    if not isinstance(axes, (list, tuple)) or not axes or not all(isinstance(a, str) for a in axes):
+        raise error("dist.Mesh needs axes=[names]")
+    n = len(devices) if isinstance(devices, (range, list, tuple)) else devices
+    if not isinstance(n, int) or n < 1:
+        raise error("dist.Mesh needs devices=range(N) or a device count")
+    shape = kwargs.get("shape")
+    if shape is None:
+        if len(axes) != 1:
+            raise error("a mesh with several axes needs shape=(…) giving each axis' size")
+        shape = (n,)
+    shape = tuple(shape)
+    size = 1
+    for s in shape:
+        size *= s
+    if len(shape) != len(axes) or size != n:
+        raise error(f"mesh shape {shape} must give one size per axis and multiply to {n} devices")
+    return MeshSpec(tuple(axes), shape)
+
+
+def _arg_attr(name: str, p: GTensor) -> ir.DictAttr:
+    dims = [ir.StringAttr.get(d) if isinstance(d, str) else ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d)
+            for d in p.dims]
+    attrs = {"tessera.name": ir.StringAttr.get(name), "tessera.dims": ir.ArrayAttr.get(dims)}
+    if p.accum is not None:
+        attrs["tessera.accum"] = ir.TypeAttr.get(p.accum.ir_type())
+    return ir.DictAttr.get(attrs)
+
+
+def _describe(v) -> str:
+    if isinstance(v, GTensor):
+        return f"a tensor of {v.dtype.name}"
+    if isinstance(v, DTypePolicy):
+        return f"the dtype {v.dtype.name}"
+    return f"{type(v).__name__} {v!r}"
+
+
+def module_env(tree: ast.Module, filename: str) -> dict:
+    """Module-level constants a function may use: `mesh = dist.Mesh(...)`, numbers, strings, tuples.
+
+    Only assignments the frontend can evaluate without running code count; anything else is ignored (the
+    file is a normal Python module too)."""
+    env: dict = {}
+    probe = FunctionBuilder(ast.FunctionDef(name="<module>", args=None, body=[], decorator_list=[]), filename, env)
+    for s in tree.body:
+        if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)):
+            continue
+        if any(isinstance(n, ast.Attribute) and _name(n.value) == "op" for n in ast.walk(s.value)):
+            continue  # tensor ops need a function to live in
+        try:
+            env[s.targets[0].id] = probe.expr(s.value)
+        except CompileError:
+            continue
+        probe.env = env
+    return env

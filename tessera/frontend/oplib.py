@@ -1,0 +1,72 @@
+"""The op library of `@tessera.function` programs: what `op.<name>(…)` means, one builder per op.
+
+Each op family registers its builders here (`tensor_ops`, `dist_ops`, `operator_ops`); the function builder
+looks them up by name. A builder gets the function builder (for locations, errors, types and shapes), the
+call's AST node, its evaluated positional arguments and keyword arguments, and returns the result value(s).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..mlir import ir
+from . import dtypes
+
+
+@dataclass
+class GTensor:
+    """A Graph IR tensor value with what the frontend knows of it beyond its MLIR type."""
+
+    value: ir.Value
+    dtype: dtypes.DType
+    dims: list                     # int | str per axis (see shapes.py)
+    accum: dtypes.DType | None = None
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+
+@dataclass(frozen=True)
+class DTypePolicy:
+    """`fp8_e4m3 @ accum(fp32)`: an element type with the accumulation type arithmetic on it uses."""
+
+    dtype: dtypes.DType
+    accum: dtypes.DType | None = None
+
+
+@dataclass(frozen=True)
+class Accum:
+    """`accum(fp32)`, before `@` attaches it to an element type."""
+
+    dtype: dtypes.DType
+
+
+@dataclass(frozen=True)
+class MeshSpec:
+    """`dist.Mesh(axes=["dp", "tp"], devices=range(8), shape=(4, 2))`."""
+
+    axes: tuple[str, ...]
+    shape: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+Builder = Callable[..., object]
+OPS: dict[str, Builder] = {}
+
+
+def graph_op(*names: str):
+    def register(fn: Builder) -> Builder:
+        for n in names:
+            if n in OPS:
+                raise RuntimeError(f"op.{n} is defined twice")
+            OPS[n] = fn
+        return fn
+    return register

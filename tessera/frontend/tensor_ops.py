@@ -1,0 +1,369 @@
+"""`op.*` builders for tensor operations (the ``ttensor`` dialect)."""
+
+from __future__ import annotations
+
+import math
+
+from ..dialects import ttensor
+from ..dialects.support import create
+from ..mlir import ir
+from . import dtypes
+from .oplib import DTypePolicy, GTensor, graph_op
+
+
+def _i64(v: int) -> ir.IntegerAttr:
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
+
+
+def _f32(v: float) -> ir.FloatAttr:
+    return ir.FloatAttr.get(ir.F32Type.get(), float(v))
+
+
+def _bool(v: bool) -> ir.Attribute:
+    return ir.BoolAttr.get(bool(v))
+
+
+def _check_kwargs(b, node, kwargs: dict, allowed: tuple) -> None:
+    extra = sorted(set(kwargs) - set(allowed))
+    if extra:
+        raise b.error(node, f"unexpected keyword argument(s) {', '.join(extra)}"
+                            + (f" (accepted: {', '.join(allowed)})" if allowed else ""))
+
+
+def _tensors(b, node, args, n: int, what: str) -> list[GTensor]:
+    if len(args) != n:
+        raise b.error(node, f"{what} takes {n} tensor argument(s), got {len(args)}")
+    out = [a for a in args if isinstance(a, GTensor)]
+    if len(out) != n:
+        raise b.error(node, f"{what} takes tensors, got {', '.join(type(a).__name__ for a in args)}")
+    return out
+
+
+def _axis(b, node, axis, rank: int, what: str) -> int:
+    if not isinstance(axis, int) or not -rank <= axis < max(rank, 1):
+        raise b.error(node, f"{what}: axis {axis!r} is out of range for a rank-{rank} tensor")
+    return axis % rank if rank else 0
+
+
+def _result(b, op, dtype: dtypes.DType, dims: list, accum=None) -> GTensor:
+    return GTensor(op.result, dtype, dims, accum)
+
+
+# -- matmul -----------------------------------------------------------------------------------------------
+
+def _default_accum(dt: dtypes.DType) -> dtypes.DType:
+    return dtypes.BY_NAME["i32" if dt.kind == "int" else "f32"]
+
+
+@graph_op("matmul", "batch_matmul")
+def matmul(b, node, args, kwargs):
+    """op.matmul(A, B, accum=fp32, out_dtype=None): [..., M, K] @ [..., K, N] with broadcast batch axes."""
+    _check_kwargs(b, node, kwargs, ("accum", "out_dtype"))
+    a, c = _tensors(b, node, args, 2, "op.matmul")
+    if a.rank < 2 or c.rank < 2:
+        raise b.error(node, f"matmul needs operands of rank >= 2, got {b.shapes.show_shape(a.dims)} and "
+                            f"{b.shapes.show_shape(c.dims)}")
+    if a.dtype != c.dtype:
+        raise b.error(node, f"matmul operands have different dtypes ({a.dtype.name}, {c.dtype.name}); "
+                            f"use op.cast")
+    b.unify(node, a.dims[-1], c.dims[-2], "matmul contracting dimensions")
+    batch = b.broadcast(node, a.dims[:-2], c.dims[:-2], "matmul batch dimensions")
+    acc = kwargs.get("accum")
+    acc = acc.dtype if isinstance(acc, DTypePolicy) else (a.accum or c.accum or _default_accum(a.dtype))
+    out = kwargs.get("out_dtype")
+    if out is not None:
+        out = out.dtype
+    else:  # fp8 results are not useful: keep the accumulator; other types round back to the inputs'
+        out = acc if a.dtype.name.startswith("fp8") else a.dtype
+    dims = batch + [a.dims[-2], c.dims[-1]]
+    with b.loc(node):
+        op = ttensor.MatmulOp(a.value, c.value, accum=ir.TypeAttr.get(acc.ir_type()),
+                              result=b.tensor_type(out, dims))
+    return _result(b, op, out, dims)
+
+
+# -- elementwise ------------------------------------------------------------------------------------------
+
+def _unary(fn: str):
+    def build(b, node, args, kwargs):
+        _check_kwargs(b, node, kwargs, ("approximate",) if fn == "gelu" else ())
+        (x,) = _tensors(b, node, args, 1, f"op.{fn}")
+        name = fn
+        if fn == "gelu":
+            approx = kwargs.get("approximate", "none")
+            if approx not in ("none", "tanh"):
+                raise b.error(node, f"gelu approximate must be 'none' or 'tanh', got {approx!r}")
+            name = "gelu_tanh" if approx == "tanh" else "gelu"
+        if x.dtype.kind != "float" and name not in ("neg", "abs", "relu", "square"):
+            raise b.error(node, f"op.{fn} needs a floating-point tensor, got {x.dtype.name}")
+        with b.loc(node):
+            op = ttensor.UnaryOp(x.value, fn=ir.StringAttr.get(name), result=x.value.type)
+        return _result(b, op, x.dtype, x.dims, x.accum)
+    return build
+
+
+for _fn in ttensor.UNARY_FNS:
+    if _fn != "gelu_tanh":
+        graph_op(_fn)(_unary(_fn))
+
+
+def _binary(fn: str):
+    def build(b, node, args, kwargs):
+        _check_kwargs(b, node, kwargs, ())
+        if len(args) != 2:
+            raise b.error(node, f"op.{fn} takes 2 arguments, got {len(args)}")
+        like = next((a for a in args if isinstance(a, GTensor)), None)
+        if like is None:
+            raise b.error(node, f"op.{fn} needs at least one tensor")
+        x, y = (b.as_tensor(a, node, like) for a in args)
+        if x.dtype != y.dtype:
+            raise b.error(node, f"operands have different dtypes ({x.dtype.name}, {y.dtype.name}); use op.cast")
+        dims = b.broadcast(node, x.dims, y.dims, f"{fn} operand shapes")
+        with b.loc(node):
+            op = ttensor.BinaryOp(x.value, y.value, fn=ir.StringAttr.get(fn), result=b.tensor_type(x.dtype, dims))
+        return _result(b, op, x.dtype, dims, x.accum or y.accum)
+    return build
+
+
+for _fn, _names in (("add", ("add",)), ("sub", ("sub",)), ("mul", ("mul",)), ("div", ("div",)),
+                    ("max", ("maximum",)), ("min", ("minimum",)), ("pow", ("pow",))):
+    graph_op(*_names)(_binary(_fn))
+
+
+@graph_op("bias_add", "bias")
+def bias_add(b, node, args, kwargs):
+    """op.bias_add(x, bias, axis=-1)."""
+    _check_kwargs(b, node, kwargs, ("axis",))
+    x, bias = _tensors(b, node, args, 2, "op.bias_add")
+    axis = _axis(b, node, kwargs.get("axis", -1), x.rank, "op.bias_add")
+    if bias.rank != 1:
+        raise b.error(node, f"bias must be 1-D, got shape {b.shapes.show_shape(bias.dims)}")
+    b.unify(node, x.dims[axis], bias.dims[0], "bias length and the biased axis")
+    if bias.dtype != x.dtype:
+        raise b.error(node, f"bias dtype {bias.dtype.name} differs from the input's {x.dtype.name}")
+    with b.loc(node):
+        op = ttensor.BiasAddOp(x.value, bias.value, axis=_i64(axis), result=x.value.type)
+    return _result(b, op, x.dtype, x.dims, x.accum)
+
+
+# -- normalizations and softmax ---------------------------------------------------------------------------
+
+@graph_op("softmax")
+def softmax(b, node, args, kwargs):
+    """op.softmax(x, axis=-1): stable (max-subtracted) softmax."""
+    _check_kwargs(b, node, kwargs, ("axis",))
+    (x,) = _tensors(b, node, args, 1, "op.softmax")
+    axis = _axis(b, node, kwargs.get("axis", -1), x.rank, "op.softmax")
+    if x.dtype.kind != "float":
+        raise b.error(node, "op.softmax needs a floating-point tensor")
+    with b.loc(node):
+        op = ttensor.SoftmaxOp(x.value, axis=_i64(axis), result=x.value.type)
+    return _result(b, op, x.dtype, x.dims, x.accum)
+
+
+def _norm_params(b, node, x: GTensor, kwargs, names) -> list:
+    params = []
+    for n in names:
+        p = kwargs.get(n)
+        if p is None:
+            params.append(None)
+            continue
+        if not isinstance(p, GTensor) or p.rank != 1:
+            raise b.error(node, f"{n} must be a 1-D tensor")
+        b.unify(node, p.dims[0], x.dims[-1], f"{n} length and the normalized axis")
+        params.append(p.value)
+    return params
+
+
+@graph_op("layernorm", "layer_norm")
+def layernorm(b, node, args, kwargs):
+    """op.layernorm(x, gamma=None, beta=None, eps=1e-5) over the last axis."""
+    _check_kwargs(b, node, kwargs, ("gamma", "beta", "eps"))
+    (x,) = _tensors(b, node, args, 1, "op.layernorm")
+    gamma, beta = _norm_params(b, node, x, kwargs, ("gamma", "beta"))
+    with b.loc(node):
+        op = ttensor.LayerNormOp(x.value, eps=_f32(kwargs.get("eps", 1e-5)), result=x.value.type,
+                                 gamma=gamma, beta=beta)
+    return _result(b, op, x.dtype, x.dims, x.accum)
+
+
+@graph_op("rmsnorm", "rms_norm")
+def rmsnorm(b, node, args, kwargs):
+    """op.rmsnorm(x, gamma=None, eps=1e-6) over the last axis."""
+    _check_kwargs(b, node, kwargs, ("gamma", "eps"))
+    (x,) = _tensors(b, node, args, 1, "op.rmsnorm")
+    (gamma,) = _norm_params(b, node, x, kwargs, ("gamma",))
+    with b.loc(node):
+        op = ttensor.RMSNormOp(x.value, eps=_f32(kwargs.get("eps", 1e-6)), result=x.value.type, gamma=gamma)
+    return _result(b, op, x.dtype, x.dims, x.accum)
+
+
+# -- reductions -------------------------------------------------------------------------------------------
+
+def _reduction(kind: str):
+    def build(b, node, args, kwargs):
+        _check_kwargs(b, node, kwargs, ("axis", "keepdims"))
+        (x,) = _tensors(b, node, args, 1, f"op.{kind}")
+        axis = kwargs.get("axis", args[1] if len(args) > 1 else None)
+        axes = list(range(x.rank)) if axis is None else list(axis) if isinstance(axis, (tuple, list)) else [axis]
+        axes = sorted({_axis(b, node, a, x.rank, f"op.{kind}") for a in axes})
+        keep = bool(kwargs.get("keepdims", False))
+        dims = [1 if i in axes else d for i, d in enumerate(x.dims)] if keep else \
+            [d for i, d in enumerate(x.dims) if i not in axes]
+        with b.loc(node):
+            op = create(ttensor.ReduceOp, x.value, kind=ir.StringAttr.get(kind),
+                                  axes=ir.ArrayAttr.get([_i64(a) for a in axes]), keepdims=_bool(keep),
+                                  result=b.tensor_type(x.dtype, dims))
+        return _result(b, op, x.dtype, dims, x.accum)
+    return build
+
+
+for _kind in ttensor.REDUCE_KINDS:
+    graph_op(_kind)(_reduction(_kind))
+
+
+# -- layout -----------------------------------------------------------------------------------------------
+
+@graph_op("transpose")
+def transpose(b, node, args, kwargs):
+    """op.transpose(x, perm=None): numpy's transpose (all axes reversed by default, as `x.T`)."""
+    _check_kwargs(b, node, kwargs, ("perm",))
+    x = args[0] if args else None
+    if not isinstance(x, GTensor):
+        raise b.error(node, "op.transpose takes a tensor")
+    perm = kwargs.get("perm", args[1] if len(args) > 1 else None)
+    perm = list(reversed(range(x.rank))) if perm is None else list(perm)
+    if sorted(perm) != list(range(x.rank)):
+        raise b.error(node, f"perm {perm} is not a permutation of the {x.rank} axes")
+    dims = [x.dims[p] for p in perm]
+    with b.loc(node):
+        op = ttensor.TransposeOp(x.value, perm=ir.ArrayAttr.get([_i64(p) for p in perm]),
+                                 result=b.tensor_type(x.dtype, dims))
+    return _result(b, op, x.dtype, dims, x.accum)
+
+
+def _target_shape(b, node, x: GTensor, shape, what: str) -> list:
+    if not isinstance(shape, (tuple, list)):
+        raise b.error(node, f"{what}: the shape must be a tuple of extents")
+    for d in shape:
+        if not (isinstance(d, str) or (isinstance(d, int) and (d > 0 or d == -1))):
+            raise b.error(node, f"{what}: extent {d!r} must be a positive int, a symbol or -1")
+    return list(shape)
+
+
+@graph_op("reshape")
+def reshape(b, node, args, kwargs):
+    """op.reshape(x, shape): row-major; one extent may be -1 (inferred)."""
+    _check_kwargs(b, node, kwargs, ())
+    if len(args) != 2 or not isinstance(args[0], GTensor):
+        raise b.error(node, "op.reshape(x, shape) takes a tensor and a shape")
+    x = args[0]
+    dims = _target_shape(b, node, x, args[1], "op.reshape")
+    if dims.count(-1) > 1:
+        raise b.error(node, "op.reshape: at most one extent may be -1")
+    known = [b.shapes.resolve(d) for d in x.dims]
+    if -1 in dims:
+        rest = [d for d in dims if d != -1]
+        if all(isinstance(d, int) for d in known + rest):
+            total, part = math.prod(known), math.prod(rest)
+            if part == 0 or total % part:
+                raise b.error(node, f"cannot reshape {known} into {dims}")
+            dims[dims.index(-1)] = total // part
+        else:
+            dims[dims.index(-1)] = b.shapes.fresh()
+    elif all(isinstance(d, int) for d in known + dims) and math.prod(known) != math.prod(dims):
+        raise b.error(node, f"cannot reshape {known} ({math.prod(known)} elements) into {dims}")
+    with b.loc(node):
+        op = ttensor.ReshapeOp(x.value, result=b.tensor_type(x.dtype, dims))
+    return _result(b, op, x.dtype, dims, x.accum)
+
+
+@graph_op("broadcast_to")
+def broadcast_to(b, node, args, kwargs):
+    """op.broadcast_to(x, shape): numpy broadcasting to a larger shape."""
+    _check_kwargs(b, node, kwargs, ())
+    if len(args) != 2 or not isinstance(args[0], GTensor):
+        raise b.error(node, "op.broadcast_to(x, shape) takes a tensor and a shape")
+    x = args[0]
+    dims = _target_shape(b, node, x, args[1], "op.broadcast_to")
+    if -1 in dims or len(dims) < x.rank:
+        raise b.error(node, f"cannot broadcast a rank-{x.rank} tensor to {dims}")
+    out = b.broadcast(node, x.dims, dims, "op.broadcast_to")
+    for d, o in zip(dims, out):
+        b.unify(node, d, o, "op.broadcast_to target")
+    with b.loc(node):
+        op = ttensor.BroadcastOp(x.value, result=b.tensor_type(x.dtype, dims))
+    return _result(b, op, x.dtype, dims, x.accum)
+
+
+# -- casts, dropout, attention ----------------------------------------------------------------------------
+
+@graph_op("cast")
+def cast(b, node, args, kwargs):
+    """op.cast(x, bf16) or op.cast(x, fp8_e4m3 @ accum(fp32))."""
+    _check_kwargs(b, node, kwargs, ())
+    if len(args) != 2 or not isinstance(args[0], GTensor) or not isinstance(args[1], DTypePolicy):
+        raise b.error(node, "op.cast(x, dtype) takes a tensor and a dtype (optionally `dtype @ accum(dtype)`)")
+    x, policy = args
+    acc = policy.accum or (policy.dtype if policy.dtype.kind != "float" or policy.dtype.bits >= 32
+                           else dtypes.BY_NAME["f32"])
+    if acc.bits < policy.dtype.bits:
+        raise b.error(node, f"accumulator {acc.name} is narrower than {policy.dtype.name}")
+    with b.loc(node):
+        op = ttensor.CastOp(x.value, accum=ir.TypeAttr.get(acc.ir_type()),
+                            result=b.tensor_type(policy.dtype, x.dims))
+    return _result(b, op, policy.dtype, x.dims, acc)
+
+
+@graph_op("dropout")
+def dropout(b, node, args, kwargs):
+    """op.dropout(x, p, seed, offset=0): Philox-4x32-10 keyed by `seed` (deterministic on every backend)."""
+    _check_kwargs(b, node, kwargs, ("p", "seed", "offset"))
+    names = ("x", "p", "seed", "offset")
+    given = dict(zip(names, args))
+    given.update(kwargs)
+    x = given.get("x")
+    if not isinstance(x, GTensor):
+        raise b.error(node, "op.dropout takes a tensor")
+    p, seed, offset = given.get("p", 0.5), given.get("seed"), given.get("offset", 0)
+    if not isinstance(p, (int, float)) or not 0 <= p < 1:
+        raise b.error(node, f"dropout probability p must be in [0, 1), got {p!r}")
+    if not isinstance(seed, int) or not 0 <= seed < 2 ** 64:
+        raise b.error(node, "dropout needs a fixed integer seed=… (0 <= seed < 2**64), for reproducibility")
+    if not isinstance(offset, int) or offset < 0:
+        raise b.error(node, "dropout offset must be a non-negative integer")
+    if x.dtype.kind != "float":
+        raise b.error(node, "op.dropout needs a floating-point tensor")
+    with b.loc(node):
+        op = ttensor.DropoutOp(x.value, p=_f32(p), seed=ir.IntegerAttr.get(ir.IntegerType.get_unsigned(64), seed),
+                               offset=_i64(offset), result=x.value.type)
+    return _result(b, op, x.dtype, x.dims, x.accum)
+
+
+@graph_op("flash_attention", "attention")
+def flash_attention(b, node, args, kwargs):
+    """op.flash_attention(Q, K, V, causal=False, scale=1/sqrt(D)) over [..., S, D] tensors."""
+    _check_kwargs(b, node, kwargs, ("causal", "scale"))
+    q, k, v = _tensors(b, node, args, 3, "op.flash_attention")
+    if not (q.rank == k.rank == v.rank) or q.rank < 2:
+        raise b.error(node, "Q, K and V must have the same rank (at least 2: [..., seq, head_dim])")
+    if not (q.dtype == k.dtype == v.dtype) or q.dtype.kind != "float":
+        raise b.error(node, "Q, K and V must share a floating-point dtype")
+    b.unify(node, q.dims[-1], k.dims[-1], "Q and K head dimensions")
+    b.unify(node, k.dims[-2], v.dims[-2], "K and V sequence lengths")
+    for i in range(q.rank - 2):
+        b.unify(node, q.dims[i], k.dims[i], f"Q and K batch axis {i}")
+        b.unify(node, k.dims[i], v.dims[i], f"K and V batch axis {i}")
+    scale = kwargs.get("scale")
+    if scale is None:
+        d = b.shapes.resolve(q.dims[-1])
+        if not isinstance(d, int):
+            raise b.error(node, f"the head dimension {d!r} is symbolic: give scale=… explicitly")
+        scale = 1.0 / math.sqrt(d)
+    if not isinstance(scale, (int, float)) or scale <= 0:
+        raise b.error(node, f"scale must be a positive number, got {scale!r}")
+    dims = q.dims[:-1] + v.dims[-1:]
+    with b.loc(node):
+        op = create(ttensor.FlashAttentionOp, q.value, k.value, v.value, causal=_bool(kwargs.get("causal", False)),
+                                      scale=_f32(scale), result=b.tensor_type(q.dtype, dims))
+    return _result(b, op, q.dtype, dims)
