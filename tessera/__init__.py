@@ -5,11 +5,16 @@
 Heavy parts (MLIR, llvmlite, the runtime) load on first use, so importing tessera is cheap.
 """
 
-from .language import Kernel, ceil_div, kernel, launch, tensor, tile
+from .language import (Function, Kernel, accum, bf16, bfloat16, ceil_div, dist, f16, f32, f64, float16, float32,
+                       fp8_e4m3, fp8_e5m2, fp16, fp32, function, int8, int32, int64, kernel, launch, op, tensor,
+                       tf32, tile)
 
 __version__ = "0.1.0"
 
-__all__ = ["Kernel", "ceil_div", "kernel", "launch", "tensor", "tile", "compile", "runtime", "__version__"]
+__all__ = ["Kernel", "Function", "ceil_div", "kernel", "function", "launch", "tensor", "tile", "op", "dist",
+           "accum", "f32", "f16", "bf16", "tf32", "f64", "fp8_e4m3", "fp8_e5m2", "int8", "int32", "int64",
+           "compile", "runtime", "interpret", "tessera_frontend_compile", "tessera_validate_shapes",
+           "__version__"]
 
 
 def compile(source: str, filename: str = "<string>", **options):
@@ -19,7 +24,9 @@ def compile(source: str, filename: str = "<string>", **options):
 
 
 def __getattr__(name):
-    if name == "runtime":
-        import importlib
-        return importlib.import_module(".runtime", __name__)
+    import importlib
+    if name in ("runtime", "interpret"):
+        return importlib.import_module(f".{name}", __name__)
+    if name in ("tessera_frontend_compile", "tessera_validate_shapes"):
+        return getattr(importlib.import_module(".frontend.interfaces", __name__), name)
     raise AttributeError(f"module 'tessera' has no attribute {name!r}")

@@ -1,4 +1,5 @@
-"""The names a kernel is written with: `kernel`, `launch`, `tile`, `tensor`, `ceil_div`.
+"""The names programs are written with: `kernel`, `launch`, `tile`, `tensor`, `ceil_div` for kernels;
+`function`, `op`, `dist`, the dtypes and `accum` for operator programs.
 
 Inside a `@kernel` function they are read by the compiler from the AST, never called. Outside, `@kernel`
 makes a launchable object, and ``launch.grid(blocks=…, threads=…)(k)(*args)`` compiles it (once, cached by
@@ -86,3 +87,87 @@ class _Launch(_KernelOnly):
 
 launch = _Launch()
 tile = _KernelOnly("tile")
+op = _KernelOnly("op")
+
+
+class Function:
+    """A `@tessera.function`: compiled to Graph IR from its source (once), run by the reference interpreter
+    when called — the oracle every backend is checked against."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.name = fn.__name__
+        self.filename = inspect.getsourcefile(fn)
+        self.__doc__ = fn.__doc__
+        self._ir = None
+
+    def ir(self):
+        """The function's verified Graph IR (a ModuleIR)."""
+        if self._ir is None:
+            from .frontend.interfaces import tessera_frontend_compile
+            with open(self.filename, encoding="utf-8") as f:
+                source = f.read()
+            self._ir = tessera_frontend_compile(source, {"filename": self.filename, "functions": [self.name]})
+        return self._ir
+
+    def interpret(self, *args, world: int | None = None):
+        module = self.ir()
+        return module.interpret(self.name, *args, world=world or _mesh_size(module))
+
+    __call__ = interpret
+
+
+def _mesh_size(module) -> int:
+    from .frontend.interfaces import _walk
+    from .mlir import ir
+    with module.context:
+        for o in _walk(module.module.operation):
+            if "mesh_shape" in o.attributes:
+                n = 1
+                for a in ir.ArrayAttr(o.attributes["mesh_shape"]):
+                    n *= ir.IntegerAttr(a).value
+                return n
+    return 1
+
+
+def function(fn):
+    return Function(fn)
+
+
+class _Dist:
+    @staticmethod
+    def Mesh(axes, devices, shape=None):
+        from .frontend.function import mesh_from
+        kwargs = {"axes": axes, "devices": devices}
+        if shape is not None:
+            kwargs["shape"] = shape
+
+        def error(msg):
+            return ValueError(msg)
+        return mesh_from([], kwargs, error)
+
+
+dist = _Dist()
+
+
+class DType(str):
+    """A dtype name usable in annotations (`tensor[bf16, "M"]`) and policies (`fp8_e4m3 @ accum(fp32)`)."""
+
+    def __matmul__(self, other):
+        return (self, other)
+
+
+def accum(dtype: DType) -> tuple:
+    return ("accum", dtype)
+
+
+f32 = fp32 = float32 = DType("f32")
+f16 = fp16 = float16 = DType("f16")
+bf16 = bfloat16 = DType("bf16")
+tf32 = DType("tf32")
+f64 = fp64 = float64 = DType("f64")
+fp8_e4m3 = DType("fp8_e4m3")
+fp8_e5m2 = DType("fp8_e5m2")
+int8 = i8 = DType("i8")
+int32 = i32 = DType("i32")
+int64 = i64 = DType("i64")

@@ -1,0 +1,75 @@
+"""Walks a function's ops in order, keeping one value per device for every SSA value."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..frontend import dtypes
+from ..mlir import ir
+from .registry import LOCAL, SPMD
+from .values import from_user, to_user
+
+
+class InterpreterError(RuntimeError):
+    """An op the interpreter cannot run, or inputs that do not fit the function; names the op's location."""
+
+
+class Interpreter:
+    def __init__(self, module: ir.Module, world: int = 1):
+        if world < 1:
+            raise ValueError("world must be at least 1")
+        self.module = module
+        self.world = world
+
+    def function(self, name: str):
+        for op in self.module.body.operations:
+            if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == name:
+                return op
+        have = [ir.StringAttr(op.attributes["sym_name"]).value for op in self.module.body.operations
+                if op.operation.name == "func.func"]
+        raise InterpreterError(f"no function '{name}' (functions: {', '.join(have) or 'none'})")
+
+    def run(self, name: str, *args):
+        fn = self.function(name)
+        params = list(fn.entry_block.arguments)
+        if len(args) != len(params):
+            raise InterpreterError(f"'{name}' takes {len(params)} arguments, got {len(args)}")
+        env: dict = {}
+        for i, (p, a) in enumerate(zip(params, args)):
+            per_device = a if isinstance(a, list) else [a] * self.world
+            if len(per_device) != self.world:
+                raise InterpreterError(f"argument {i} has {len(per_device)} per-device values for a world of "
+                                       f"{self.world}")
+            env[p] = [from_user(x, p.type, f"argument {i} of '{name}'") for x in per_device]
+        for op in fn.entry_block.operations:
+            name_ = op.operation.name
+            if name_ == "func.return":
+                outs = [[to_user(v, o.type) for v in env[o]] for o in op.operands]
+                outs = [o[0] if self.world == 1 else o for o in outs]
+                return outs[0] if len(outs) == 1 else tuple(outs)
+            ins = [env[o] for o in op.operands]
+            try:
+                if name_ in SPMD:
+                    outs = SPMD[name_](op, ins)
+                elif name_ in LOCAL:
+                    per = [LOCAL[name_](op, [i[d] for i in ins]) for d in range(self.world)]
+                    outs = [[p[k] for p in per] for k in range(len(op.results))]
+                else:
+                    raise InterpreterError(f"{op.location}: the interpreter has no implementation of '{name_}'")
+            except InterpreterError:
+                raise
+            except (ValueError, FloatingPointError, np.linalg.LinAlgError) as e:
+                raise InterpreterError(f"{op.location}: '{name_}' failed: {e}") from None
+            for r, vals in zip(op.results, outs):
+                env[r] = vals
+        raise InterpreterError(f"'{name}' has no return")
+
+
+def run(module, name: str, *args, world: int = 1):
+    """Runs function `name` of `module` (an ``ir.Module`` or a ``ModuleIR``) on numpy arrays."""
+    mod = getattr(module, "module", module)
+    with mod.context:
+        return Interpreter(mod, world).run(name, *args)
+
+
+__all__ = ["Interpreter", "InterpreterError", "run", "dtypes"]

@@ -1,0 +1,204 @@
+"""Reference semantics of the ``ttensor`` ops."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..mlir import ir
+from ..numerics.philox import uniforms
+from .registry import local
+from .values import cast, dtype_of, result
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _attr_int(op, name: str) -> int:
+    return ir.IntegerAttr(op.attributes[name]).value
+
+
+def _attr_float(op, name: str) -> float:
+    return ir.FloatAttr(op.attributes[name]).value
+
+
+def _attr_str(op, name: str) -> str:
+    return ir.StringAttr(op.attributes[name]).value
+
+
+def _attr_bool(op, name: str) -> bool:
+    return ir.BoolAttr(op.attributes[name]).value
+
+
+@local("ttensor.constant")
+def constant(op, ins):
+    t = ir.RankedTensorType(op.results[0].type)
+    v = op.attributes["value"]
+    value = ir.FloatAttr(v).value if isinstance(v, ir.FloatAttr) else ir.IntegerAttr(v).value
+    return [result(op, np.full([t.get_dim_size(i) for i in range(t.rank)], value))]
+
+
+@local("ttensor.matmul")
+def matmul(op, ins):
+    a, b = ins
+    # exact products and sums (float64 carries the significand of every product of <=24-bit inputs), then
+    # one rounding to the accumulator and one to the result type
+    acc = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    acc = cast(acc, _accum(op))
+    return [result(op, acc)]
+
+
+def _accum(op):
+    from ..frontend import dtypes
+    return dtypes.of_ir_type(ir.TypeAttr(op.attributes["accum"]).value)
+
+
+def _gelu(x):
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
+def _gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+_UNARY = {
+    "relu": lambda x: np.maximum(x, 0), "gelu": _gelu, "gelu_tanh": _gelu_tanh,
+    "silu": lambda x: x / (1.0 + np.exp(-x)), "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)), "tanh": np.tanh,
+    "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x), "neg": np.negative,
+    "abs": np.abs, "erf": _erf, "square": np.square, "reciprocal": lambda x: 1.0 / x,
+}
+
+_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maximum, "min": np.minimum,
+           "pow": np.power}
+
+
+@local("ttensor.unary")
+def unary(op, ins):
+    with np.errstate(all="ignore"):
+        return [result(op, _UNARY[_attr_str(op, "fn")](ins[0]))]
+
+
+@local("ttensor.binary")
+def binary(op, ins):
+    a, b = ins
+    fn = _attr_str(op, "fn")
+    with np.errstate(all="ignore"):
+        if fn == "div":
+            kind = dtype_of(op.results[0].type).kind
+            out = np.floor_divide(a, b) if kind == "int" else np.divide(a, b)
+        else:
+            out = _BINARY[fn](a, b)
+    return [result(op, out)]
+
+
+@local("ttensor.bias_add")
+def bias_add(op, ins):
+    x, b = ins
+    axis = _attr_int(op, "axis") % x.ndim
+    shape = [1] * x.ndim
+    shape[axis] = b.shape[0]
+    return [result(op, x + b.reshape(shape))]
+
+
+@local("ttensor.softmax")
+def softmax(op, ins):
+    x = ins[0]
+    axis = _attr_int(op, "axis")
+    with np.errstate(all="ignore"):
+        e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+        return [result(op, e / np.sum(e, axis=axis, keepdims=True))]
+
+
+def _params(op, ins):
+    """The optional scale/shift operands, by their segment sizes."""
+    sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+    vals, pos = [], 1
+    for n in sizes[1:]:
+        vals.append(ins[pos] if n else None)
+        pos += n
+    return vals
+
+
+@local("ttensor.layernorm")
+def layernorm(op, ins):
+    x = ins[0]
+    gamma, beta = _params(op, ins)
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    y = (x - mean) / np.sqrt(var + _attr_float(op, "eps"))
+    if gamma is not None:
+        y = y * gamma
+    if beta is not None:
+        y = y + beta
+    return [result(op, y)]
+
+
+@local("ttensor.rmsnorm")
+def rmsnorm(op, ins):
+    x = ins[0]
+    (gamma,) = _params(op, ins)
+    y = x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + _attr_float(op, "eps"))
+    return [result(op, y if gamma is None else y * gamma)]
+
+
+_REDUCE = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod}
+
+
+@local("ttensor.reduce")
+def reduce(op, ins):
+    axes = tuple(ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["axes"]))
+    fn = _REDUCE[_attr_str(op, "kind")]
+    return [result(op, fn(ins[0], axis=axes, keepdims=_attr_bool(op, "keepdims")))]
+
+
+@local("ttensor.transpose")
+def transpose(op, ins):
+    perm = [ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["perm"])]
+    return [np.transpose(ins[0], perm)]
+
+
+@local("ttensor.reshape")
+def reshape(op, ins):
+    t = ir.RankedTensorType(op.results[0].type)
+    shape = [-1 if t.is_dynamic_dim(i) else t.get_dim_size(i) for i in range(t.rank)]
+    if shape.count(-1) > 1:
+        raise ValueError(f"cannot reshape to {t}: more than one extent is only known at run time")
+    return [np.reshape(ins[0], shape)]
+
+
+@local("ttensor.broadcast")
+def broadcast(op, ins):
+    t = ir.RankedTensorType(op.results[0].type)
+    x = ins[0]
+    shape = []
+    for i in range(t.rank):
+        j = i - (t.rank - x.ndim)
+        shape.append(t.get_dim_size(i) if not t.is_dynamic_dim(i) else (x.shape[j] if j >= 0 else 1))
+    return [np.broadcast_to(x, shape).copy()]
+
+
+@local("ttensor.cast")
+def cast_(op, ins):
+    return [result(op, ins[0])]
+
+
+@local("ttensor.dropout")
+def dropout(op, ins):
+    x = ins[0]
+    p = _attr_float(op, "p")
+    u = uniforms(x.size, ir.IntegerAttr(op.attributes["seed"]).value, _attr_int(op, "offset")).reshape(x.shape)
+    keep = u >= p
+    return [result(op, np.where(keep, x / (1.0 - p), 0.0))]
+
+
+@local("ttensor.flash_attention")
+def flash_attention(op, ins):
+    q, k, v = ins
+    s = np.matmul(q, np.swapaxes(k, -1, -2)) * _attr_float(op, "scale")
+    if _attr_bool(op, "causal"):  # query i sees keys j <= i (top-left aligned, as torch's is_causal)
+        sq, sk = s.shape[-2], s.shape[-1]
+        s = np.where(np.arange(sk)[None, :] > np.arange(sq)[:, None], -np.inf, s)
+    s = s - s.max(axis=-1, keepdims=True)
+    p = np.exp(s)
+    p /= p.sum(axis=-1, keepdims=True)
+    return [result(op, np.matmul(p, v))]

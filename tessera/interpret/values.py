@@ -1,0 +1,53 @@
+"""Interpreter values: float tensors as float64 arrays holding values of their declared type."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..frontend import dtypes
+from ..mlir import ir
+from ..numerics.rounding import round_to
+
+# What users get back: numpy's own type where it has one, float32 for bf16/tf32/fp8.
+_USER = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": np.float32, "tf32": np.float32,
+         "fp8_e4m3": np.float32, "fp8_e5m2": np.float32, "i8": np.int8, "i16": np.int16, "i32": np.int32,
+         "i64": np.int64, "bool": np.bool_}
+
+
+def dtype_of(t: ir.Type) -> dtypes.DType:
+    return dtypes.of_ir_type(ir.ShapedType(t).element_type if isinstance(t, ir.ShapedType) else t)
+
+
+def shape_of(t: ir.RankedTensorType) -> list[int | None]:
+    return [None if t.is_dynamic_dim(i) else t.get_dim_size(i) for i in range(t.rank)]
+
+
+def cast(x: np.ndarray, dt: dtypes.DType) -> np.ndarray:
+    """`x` (any numeric array) converted to the interpreter's representation of `dt`."""
+    if dt.kind == "float":
+        return round_to(np.asarray(x, dtype=np.float64), dt.name)
+    if dt.kind == "bool":
+        return np.asarray(x).astype(np.bool_)
+    info = np.iinfo(_USER[dt.name])
+    return np.asarray(x).astype(np.int64) if dt.bits == 64 else \
+        ((np.asarray(x).astype(np.int64) - info.min) % (1 << dt.bits) + info.min).astype(np.int64)
+
+
+def from_user(x, t: ir.Type, what: str) -> np.ndarray:
+    if not isinstance(t, ir.RankedTensorType):
+        raise TypeError(f"{what}: unsupported parameter type {t}")
+    a = np.asarray(x)
+    want = shape_of(t)
+    if a.ndim != len(want) or any(w is not None and w != s for w, s in zip(want, a.shape)):
+        from .core import InterpreterError
+        raise InterpreterError(f"{what} must have shape {['?' if w is None else w for w in want]}, got {list(a.shape)}")
+    return cast(a, dtype_of(t))
+
+
+def to_user(v: np.ndarray, t: ir.Type) -> np.ndarray:
+    return np.asarray(v).astype(_USER.get(dtype_of(t).name, np.float64))
+
+
+def result(op, x: np.ndarray, index: int = 0) -> np.ndarray:
+    """`x` rounded to the type of the op's result."""
+    return cast(x, dtype_of(op.results[index].type))
