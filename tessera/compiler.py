@@ -54,6 +54,10 @@ def make_canonical(mod: ir.Module, metadata: dict) -> ir.Module:
                if op.operation.name == "func.func" and "tessera.kernel" in op.attributes]
     metadata["signatures"] = [abi.signature_of(k) for k in kernels]
     metadata["ops"] = _bytecode(mod)
+    # Graph IR functions travel in the image's .tessera.ops; only kernels go on to code generation.
+    for op in list(mod.body.operations):
+        if op.operation.name == "func.func" and "tessera.function" in op.attributes:
+            op.operation.erase()
     return mod
 
 
@@ -76,7 +80,8 @@ def make_image(code: bytes, metadata: dict, backend) -> bytes:
             sig.name, backend.entry_symbol(sig.name), backend.name, metadata["arch"], backend.code_section, args,
             warp_size=metadata["warp_size"],
             props={"compiler": f"tessera {__version__}", "cpu": metadata.get("cpu", "")}))
-    return image.write_image(records, {backend.code_section: code}, ops=metadata["ops"])
+    sections = {backend.code_section: code} if records else {}  # a Graph-IR-only image carries no code
+    return image.write_image(records, sections, ops=metadata["ops"])
 
 
 def stage_names(options: CompileOptions | None = None) -> list[str]:

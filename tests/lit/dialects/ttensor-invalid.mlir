@@ -1,0 +1,328 @@
+// One case per ttensor verifier rule.
+// RUN: tessera-opt %s --split-input-file --verify-diagnostics
+
+func.func @matmul_memref(%a: memref<4x4xf32>, %b: tensor<4x4xf32>) {
+  // expected-error @+1 {{'ttensor.matmul' operands and results must be ranked tensors, got memref<4x4xf32>}}
+  %r = "ttensor.matmul"(%a, %b) {accum = f32} : (memref<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_rank(%a: tensor<4xf32>, %b: tensor<4x4xf32>) {
+  // expected-error @+1 {{'ttensor.matmul' operands must have rank >= 2, got 1 and 2}}
+  %r = "ttensor.matmul"(%a, %b) {accum = f32} : (tensor<4xf32>, tensor<4x4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_contracting(%a: tensor<4x64xf32>, %b: tensor<32x8xf32>) {
+  // expected-error @+1 {{'ttensor.matmul' contracting dimensions must match: lhs has 64, rhs has 32}}
+  %r = "ttensor.matmul"(%a, %b) {accum = f32} : (tensor<4x64xf32>, tensor<32x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_batch(%a: tensor<3x4x8xf32>, %b: tensor<5x8x2xf32>) {
+  // expected-error @+1 {{'ttensor.matmul' batch dimensions [3] and [5] do not broadcast}}
+  %r = "ttensor.matmul"(%a, %b) {accum = f32} : (tensor<3x4x8xf32>, tensor<5x8x2xf32>) -> tensor<3x4x2xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_result(%a: tensor<4x8xf32>, %b: tensor<8x2xf32>) {
+  // expected-error @+1 {{'ttensor.matmul' result shape [4, 3] does not match [4, 2]}}
+  %r = "ttensor.matmul"(%a, %b) {accum = f32} : (tensor<4x8xf32>, tensor<8x2xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_kinds(%a: tensor<4x8xf32>, %b: tensor<8x2xi8>) {
+  // expected-error @+1 {{'ttensor.matmul' operands must both be floating point or both integer}}
+  %r = "ttensor.matmul"(%a, %b) {accum = f32} : (tensor<4x8xf32>, tensor<8x2xi8>) -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_accum(%a: tensor<4x8xi8>, %b: tensor<8x2xi8>) {
+  // expected-error @+1 {{'ttensor.matmul' accumulator type f32 must be of the operands' kind (float or integer)}}
+  %r = "ttensor.matmul"(%a, %b) {accum = f32} : (tensor<4x8xi8>, tensor<8x2xi8>) -> tensor<4x2xi32>
+  return
+}
+
+// -----
+
+func.func @unary_fn(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'ttensor.unary' unknown function 'cube'}}
+  %r = "ttensor.unary"(%a) {fn = "cube"} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @unary_type(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'ttensor.unary' result type tensor<4xf16> must equal the operand type tensor<4xf32>}}
+  %r = "ttensor.unary"(%a) {fn = "relu"} : (tensor<4xf32>) -> tensor<4xf16>
+  return
+}
+
+// -----
+
+func.func @unary_float(%a: tensor<4xi32>) {
+  // expected-error @+1 {{'ttensor.unary' 'exp' needs a floating-point tensor, got i32}}
+  %r = "ttensor.unary"(%a) {fn = "exp"} : (tensor<4xi32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @binary_fn(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'ttensor.binary' unknown function 'hypot'}}
+  %r = "ttensor.binary"(%a, %a) {fn = "hypot"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @binary_dtype(%a: tensor<4xf32>, %b: tensor<4xf16>) {
+  // expected-error @+1 {{'ttensor.binary' operand and result element types must match}}
+  %r = "ttensor.binary"(%a, %b) {fn = "add"} : (tensor<4xf32>, tensor<4xf16>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @binary_broadcast(%a: tensor<4x3xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{'ttensor.binary' shapes [4, 3] and [4] do not broadcast}}
+  %r = "ttensor.binary"(%a, %b) {fn = "add"} : (tensor<4x3xf32>, tensor<4xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @binary_result(%a: tensor<4x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{'ttensor.binary' result shape [4, 4] does not match the broadcast shape [4, 3]}}
+  %r = "ttensor.binary"(%a, %b) {fn = "add"} : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @bias_rank(%a: tensor<4x3xf32>, %b: tensor<4x3xf32>) {
+  // expected-error @+1 {{'ttensor.bias_add' bias must be 1-D, got rank 2}}
+  %r = "ttensor.bias_add"(%a, %b) {axis = 1 : i64} : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @bias_axis(%a: tensor<4x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{'ttensor.bias_add' axis 2 is out of range for rank 2}}
+  %r = "ttensor.bias_add"(%a, %b) {axis = 2 : i64} : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @bias_length(%a: tensor<4x3xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{'ttensor.bias_add' bias length 4 must equal extent 3 of axis 1}}
+  %r = "ttensor.bias_add"(%a, %b) {axis = 1 : i64} : (tensor<4x3xf32>, tensor<4xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @bias_types(%a: tensor<4x3xf32>, %b: tensor<3xf16>) {
+  // expected-error @+1 {{'ttensor.bias_add' bias and result must have the input's element type}}
+  %r = "ttensor.bias_add"(%a, %b) {axis = 1 : i64} : (tensor<4x3xf32>, tensor<3xf16>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_axis(%a: tensor<4x3xf32>) {
+  // expected-error @+1 {{'ttensor.softmax' axis 5 is out of range for rank 2}}
+  %r = "ttensor.softmax"(%a) {axis = 5 : i64} : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_type(%a: tensor<4x3xi32>) {
+  // expected-error @+1 {{'ttensor.softmax' input and result must be the same floating-point tensor type}}
+  %r = "ttensor.softmax"(%a) {axis = 1 : i64} : (tensor<4x3xi32>) -> tensor<4x3xi32>
+  return
+}
+
+// -----
+
+func.func @norm_type(%a: tensor<4x3xf32>) {
+  // expected-error @+1 {{'ttensor.layernorm' input and result must be the same floating-point tensor type}}
+  %r = "ttensor.layernorm"(%a) {eps = 1.0e-5 : f32, operandSegmentSizes = array<i32: 1, 0, 0>} : (tensor<4x3xf32>) -> tensor<4x3xf16>
+  return
+}
+
+// -----
+
+func.func @norm_eps(%a: tensor<4x3xf32>) {
+  // expected-error @+1 {{'ttensor.rmsnorm' eps must be positive, got 0.0}}
+  %r = "ttensor.rmsnorm"(%a) {eps = 0.0 : f32, operandSegmentSizes = array<i32: 1, 0>} : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @norm_params(%a: tensor<4x3xf32>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{'ttensor.layernorm' scale and shift must be 1-D of the last extent 3, got [4]}}
+  %r = "ttensor.layernorm"(%a, %g) {eps = 1.0e-5 : f32, operandSegmentSizes = array<i32: 1, 1, 0>} : (tensor<4x3xf32>, tensor<4xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_kind(%a: tensor<4x3xf32>) {
+  // expected-error @+1 {{'ttensor.reduce' unknown reduction 'median'}}
+  %r = "ttensor.reduce"(%a) {kind = "median", axes = [1], keepdims = false} : (tensor<4x3xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_axes(%a: tensor<4x3xf32>) {
+  // expected-error @+1 {{'ttensor.reduce' axes [1, 1] must be distinct and within rank 2}}
+  %r = "ttensor.reduce"(%a) {kind = "sum", axes = [1, 1], keepdims = false} : (tensor<4x3xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_result(%a: tensor<4x3xf32>) {
+  // expected-error @+1 {{'ttensor.reduce' result must be tensor of shape [4, 1] and element type f32}}
+  %r = "ttensor.reduce"(%a) {kind = "max", axes = [1], keepdims = true} : (tensor<4x3xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_perm(%a: tensor<4x3xf32>) {
+  // expected-error @+1 {{'ttensor.transpose' perm [0, 0] must be a permutation of 0..1}}
+  %r = "ttensor.transpose"(%a) {perm = [0, 0]} : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_result(%a: tensor<4x3xf32>) {
+  // expected-error @+1 {{'ttensor.transpose' result shape [4, 3] does not match the permuted input}}
+  %r = "ttensor.transpose"(%a) {perm = [1, 0]} : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @reshape_dtype(%a: tensor<4x3xf32>) {
+  // expected-error @+1 {{'ttensor.reshape' reshape keeps the element type}}
+  %r = "ttensor.reshape"(%a) : (tensor<4x3xf32>) -> tensor<12xf16>
+  return
+}
+
+// -----
+
+func.func @reshape_count(%a: tensor<4x3xf32>) {
+  // expected-error @+1 {{'ttensor.reshape' element counts differ: 12 vs 13}}
+  %r = "ttensor.reshape"(%a) : (tensor<4x3xf32>) -> tensor<13xf32>
+  return
+}
+
+// -----
+
+func.func @broadcast_shape(%a: tensor<4x3xf32>) {
+  // expected-error @+1 {{'ttensor.broadcast' [4, 3] cannot be broadcast to [4, 5]}}
+  %r = "ttensor.broadcast"(%a) : (tensor<4x3xf32>) -> tensor<4x5xf32>
+  return
+}
+
+// -----
+
+func.func @cast_shape(%a: tensor<4x3xf32>) {
+  // expected-error @+1 {{'ttensor.cast' cast keeps the shape: [4, 3] vs [3, 4]}}
+  %r = "ttensor.cast"(%a) {accum = f32} : (tensor<4x3xf32>) -> tensor<3x4xbf16>
+  return
+}
+
+// -----
+
+func.func @cast_accum(%a: tensor<4x3xf32>) {
+  // expected-error @+1 {{'ttensor.cast' accumulator bf16 must be at least as wide as the element type f32}}
+  %r = "ttensor.cast"(%a) {accum = bf16} : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_p(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'ttensor.dropout' probability p must be in [0, 1), got 1.0}}
+  %r = "ttensor.dropout"(%a) {p = 1.0 : f32, seed = 1 : ui64, offset = 0 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_type(%a: tensor<4xi32>) {
+  // expected-error @+1 {{'ttensor.dropout' input and result must be the same floating-point tensor type}}
+  %r = "ttensor.dropout"(%a) {p = 0.5 : f32, seed = 1 : ui64, offset = 0 : i64} : (tensor<4xi32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @attn_rank(%q: tensor<8x64xf16>, %k: tensor<2x8x64xf16>) {
+  // expected-error @+1 {{'ttensor.flash_attention' Q, K, V and the result must have the same rank, at least 2}}
+  %r = "ttensor.flash_attention"(%q, %k, %k) {causal = false, scale = 0.125 : f32} : (tensor<8x64xf16>, tensor<2x8x64xf16>, tensor<2x8x64xf16>) -> tensor<8x64xf16>
+  return
+}
+
+// -----
+
+func.func @attn_head(%q: tensor<8x64xf16>, %k: tensor<8x32xf16>) {
+  // expected-error @+1 {{'ttensor.flash_attention' Q and K head dimensions differ: 64 vs 32}}
+  %r = "ttensor.flash_attention"(%q, %k, %k) {causal = false, scale = 0.125 : f32} : (tensor<8x64xf16>, tensor<8x32xf16>, tensor<8x32xf16>) -> tensor<8x32xf16>
+  return
+}
+
+// -----
+
+func.func @attn_seq(%q: tensor<8x64xf16>, %k: tensor<16x64xf16>, %v: tensor<12x64xf16>) {
+  // expected-error @+1 {{'ttensor.flash_attention' K and V sequence lengths differ: 16 vs 12}}
+  %r = "ttensor.flash_attention"(%q, %k, %v) {causal = false, scale = 0.125 : f32} : (tensor<8x64xf16>, tensor<16x64xf16>, tensor<12x64xf16>) -> tensor<8x64xf16>
+  return
+}
+
+// -----
+
+func.func @attn_result(%q: tensor<8x64xf16>, %k: tensor<16x64xf16>) {
+  // expected-error @+1 {{'ttensor.flash_attention' result shape [16, 64] must be [8, 64]}}
+  %r = "ttensor.flash_attention"(%q, %k, %k) {causal = false, scale = 0.125 : f32} : (tensor<8x64xf16>, tensor<16x64xf16>, tensor<16x64xf16>) -> tensor<16x64xf16>
+  return
+}
+
+// -----
+
+func.func @attn_scale(%q: tensor<8x64xf16>) {
+  // expected-error @+1 {{'ttensor.flash_attention' scale must be positive, got -1.0}}
+  %r = "ttensor.flash_attention"(%q, %q, %q) {causal = false, scale = -1.0 : f32} : (tensor<8x64xf16>, tensor<8x64xf16>, tensor<8x64xf16>) -> tensor<8x64xf16>
+  return
+}
+
+// -----
+
+func.func @constant_value() {
+  // expected-error @+1 {{'ttensor.constant' value 1 : i32 must be a scalar attribute of the element type f32}}
+  %r = "ttensor.constant"() {value = 1 : i32} : () -> tensor<4xf32>
+  return
+}

@@ -1,0 +1,67 @@
+// Every ttensor op parses, prints and parses again to the same IR.
+// RUN: tessera-opt %s | tessera-opt | FileCheck %s
+
+// CHECK-LABEL: func.func @gemm_epilogue
+// CHECK-SAME:    (%[[A:.+]]: tensor<?x64xbf16>, %[[B:.+]]: tensor<64x32xbf16>, %[[BIAS:.+]]: tensor<32xbf16>)
+func.func @gemm_epilogue(%a: tensor<?x64xbf16>, %b: tensor<64x32xbf16>, %bias: tensor<32xbf16>) -> tensor<?x32xbf16> {
+  // CHECK: %[[C:.+]] = "ttensor.matmul"(%[[A]], %[[B]]) {accum = f32} : (tensor<?x64xbf16>, tensor<64x32xbf16>) -> tensor<?x32xbf16>
+  %c = "ttensor.matmul"(%a, %b) {accum = f32} : (tensor<?x64xbf16>, tensor<64x32xbf16>) -> tensor<?x32xbf16>
+  // CHECK: %[[D:.+]] = "ttensor.bias_add"(%[[C]], %[[BIAS]]) {axis = 1 : i64}
+  %d = "ttensor.bias_add"(%c, %bias) {axis = 1 : i64} : (tensor<?x32xbf16>, tensor<32xbf16>) -> tensor<?x32xbf16>
+  // CHECK: "ttensor.unary"(%[[D]]) {fn = "gelu"}
+  %e = "ttensor.unary"(%d) {fn = "gelu"} : (tensor<?x32xbf16>) -> tensor<?x32xbf16>
+  return %e : tensor<?x32xbf16>
+}
+
+// CHECK-LABEL: func.func @batched
+func.func @batched(%a: tensor<8x1x16x64xf16>, %b: tensor<4x64x16xf16>) -> tensor<8x4x16x16xf32> {
+  // CHECK: "ttensor.matmul"(%{{.+}}, %{{.+}}) {accum = f32} : (tensor<8x1x16x64xf16>, tensor<4x64x16xf16>) -> tensor<8x4x16x16xf32>
+  %c = "ttensor.matmul"(%a, %b) {accum = f32} : (tensor<8x1x16x64xf16>, tensor<4x64x16xf16>) -> tensor<8x4x16x16xf32>
+  return %c : tensor<8x4x16x16xf32>
+}
+
+// CHECK-LABEL: func.func @elementwise_and_norms
+func.func @elementwise_and_norms(%x: tensor<4x128xf32>, %g: tensor<128xf32>) -> tensor<4x128xf32> {
+  // CHECK: %[[TWO:.+]] = "ttensor.constant"() {value = 2.000000e+00 : f32} : () -> tensor<f32>
+  %two = "ttensor.constant"() {value = 2.0 : f32} : () -> tensor<f32>
+  // CHECK: "ttensor.binary"(%{{.+}}, %[[TWO]]) {fn = "mul"} : (tensor<4x128xf32>, tensor<f32>) -> tensor<4x128xf32>
+  %y = "ttensor.binary"(%x, %two) {fn = "mul"} : (tensor<4x128xf32>, tensor<f32>) -> tensor<4x128xf32>
+  // CHECK: "ttensor.softmax"(%{{.+}}) {axis = 1 : i64}
+  %s = "ttensor.softmax"(%y) {axis = 1 : i64} : (tensor<4x128xf32>) -> tensor<4x128xf32>
+  // CHECK: "ttensor.layernorm"(%{{.+}}, %{{.+}}) {eps = 9.99999974E-6 : f32, operandSegmentSizes = array<i32: 1, 1, 0>}
+  %l = "ttensor.layernorm"(%s, %g) {eps = 1.0e-5 : f32, operandSegmentSizes = array<i32: 1, 1, 0>} : (tensor<4x128xf32>, tensor<128xf32>) -> tensor<4x128xf32>
+  // CHECK: "ttensor.rmsnorm"(%{{.+}}) {eps = 9.99999997E-7 : f32, operandSegmentSizes = array<i32: 1, 0>}
+  %r = "ttensor.rmsnorm"(%l) {eps = 1.0e-6 : f32, operandSegmentSizes = array<i32: 1, 0>} : (tensor<4x128xf32>) -> tensor<4x128xf32>
+  // CHECK: "ttensor.dropout"(%{{.+}}) {offset = 0 : i64, p = 1.000000e-01 : f32, seed = 42 : ui64}
+  %d = "ttensor.dropout"(%r) {p = 0.1 : f32, seed = 42 : ui64, offset = 0 : i64} : (tensor<4x128xf32>) -> tensor<4x128xf32>
+  return %d : tensor<4x128xf32>
+}
+
+// CHECK-LABEL: func.func @layout_and_reductions
+func.func @layout_and_reductions(%x: tensor<4x8x16xf32>) -> (tensor<4x8xf32>, tensor<16x8x4xf32>, tensor<32x16xf32>, tensor<2x4x8x16xf32>, tensor<4x8x16xbf16>) {
+  // CHECK: "ttensor.reduce"(%{{.+}}) {axes = [2], keepdims = false, kind = "sum"} : (tensor<4x8x16xf32>) -> tensor<4x8xf32>
+  %s = "ttensor.reduce"(%x) {kind = "sum", axes = [2], keepdims = false} : (tensor<4x8x16xf32>) -> tensor<4x8xf32>
+  // CHECK: "ttensor.transpose"(%{{.+}}) {perm = [2, 1, 0]}
+  %t = "ttensor.transpose"(%x) {perm = [2, 1, 0]} : (tensor<4x8x16xf32>) -> tensor<16x8x4xf32>
+  // CHECK: "ttensor.reshape"(%{{.+}}) : (tensor<4x8x16xf32>) -> tensor<32x16xf32>
+  %r = "ttensor.reshape"(%x) : (tensor<4x8x16xf32>) -> tensor<32x16xf32>
+  // CHECK: "ttensor.broadcast"(%{{.+}}) : (tensor<4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  %b = "ttensor.broadcast"(%x) : (tensor<4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  // CHECK: "ttensor.cast"(%{{.+}}) {accum = f32} : (tensor<4x8x16xf32>) -> tensor<4x8x16xbf16>
+  %c = "ttensor.cast"(%x) {accum = f32} : (tensor<4x8x16xf32>) -> tensor<4x8x16xbf16>
+  return %s, %t, %r, %b, %c : tensor<4x8xf32>, tensor<16x8x4xf32>, tensor<32x16xf32>, tensor<2x4x8x16xf32>, tensor<4x8x16xbf16>
+}
+
+// CHECK-LABEL: func.func @attention
+func.func @attention(%q: tensor<2x8x128x64xbf16>, %k: tensor<2x8x256x64xbf16>, %v: tensor<2x8x256x64xbf16>) -> tensor<2x8x128x64xbf16> {
+  // CHECK: "ttensor.flash_attention"(%{{.+}}, %{{.+}}, %{{.+}}) {causal = true, scale = 1.250000e-01 : f32}
+  %o = "ttensor.flash_attention"(%q, %k, %v) {causal = true, scale = 0.125 : f32} : (tensor<2x8x128x64xbf16>, tensor<2x8x256x64xbf16>, tensor<2x8x256x64xbf16>) -> tensor<2x8x128x64xbf16>
+  return %o : tensor<2x8x128x64xbf16>
+}
+
+// CHECK-LABEL: func.func @fp8_policy
+func.func @fp8_policy(%x: tensor<16x32xf32>) -> tensor<16x32xf8E4M3FN> {
+  // CHECK: "ttensor.cast"(%{{.+}}) {accum = f32} : (tensor<16x32xf32>) -> tensor<16x32xf8E4M3FN>
+  %c = "ttensor.cast"(%x) {accum = f32} : (tensor<16x32xf32>) -> tensor<16x32xf8E4M3FN>
+  return %c : tensor<16x32xf8E4M3FN>
+}
