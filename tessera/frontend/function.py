@@ -295,7 +295,11 @@ class FunctionBuilder:
             if ns == "op":
                 if name not in OPS or name.startswith("operator_"):
                     raise self.error(node, f"unknown operation 'op.{name}'")
-                return OPS[name](self, node, args, kwargs)
+                try:
+                    return OPS[name](self, node, args, kwargs)
+                except (TypeError, ValueError, OverflowError) as e:
+                    # an argument of the wrong kind that a builder did not check by name
+                    raise self.error(node, f"invalid arguments to op.{name}: {e}") from None
             if ns == "dist" and name == "Mesh":
                 return self.mesh(node, args, kwargs)
         if isinstance(f, ast.Name):
