@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..mlir import ir, passmanager
-from . import simt_to_warps
+from . import cpu_vector_math, simt_to_warps
 from .to_llvm import CPU_TO_LLVM
 
 
@@ -28,10 +28,17 @@ def _simt_to_warps(op, warp_size: int = 32) -> None:
     simt_to_warps.run(op, warp_size)
 
 
+def _cpu_vector_math(op, arch: str = "x86_64", features: str = "+avx2") -> None:
+    cpu_vector_math.run(op, arch, features)
+
+
 PASSES: dict[str, PassInfo] = {
     "tessera-simt-to-warps": PassInfo(
         "tessera-simt-to-warps", "SIMT kernels to per-block functions running each warp as one vector (CPU)",
         _simt_to_warps, {"warp-size": int}),
+    "tessera-cpu-vector-math": PassInfo(
+        "tessera-cpu-vector-math", "f32 math on vectors as calls to glibc's libmvec variants (CPU)",
+        _cpu_vector_math, {"arch": str, "features": str}),
     "tessera-cpu-to-llvm": PassInfo(
         "tessera-cpu-to-llvm", "warp-vectorized kernels to the LLVM dialect (upstream conversions, in order)",
         None, {}, CPU_TO_LLVM),

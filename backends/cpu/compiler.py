@@ -12,8 +12,9 @@ from dataclasses import dataclass, fields
 import llvmlite.binding as llvm
 
 from ...mlir import ir, passmanager, translate_module_to_llvmir
-from ...passes import simt_to_warps
+from ...passes import cpu_vector_math, simt_to_warps
 from ...passes.to_llvm import CPU_TO_LLVM
+from .. import llvm_compat
 from . import entry, link, target
 
 
@@ -36,6 +37,8 @@ def make_warps(mod: ir.Module, metadata: dict, options: CPUOptions) -> ir.Module
 
 
 def make_llvm_dialect(mod: ir.Module, metadata: dict, options: CPUOptions) -> ir.Module:
+    host = target.host(options.cpu)
+    cpu_vector_math.run(mod, host.arch, host.features)
     passmanager.PassManager.parse(f"builtin.module({CPU_TO_LLVM})").run(mod.operation)
     return mod
 
@@ -64,7 +67,7 @@ def _check_fully_lowered(mod: ir.Module) -> None:
 def make_llir(mod: ir.Module, metadata: dict, options: CPUOptions) -> str:
     host = target.host(options.cpu)
     _check_fully_lowered(mod)
-    text = str(translate_module_to_llvmir(mod.operation))
+    text = llvm_compat.downgrade(str(translate_module_to_llvmir(mod.operation)))
     wrappers = "".join(entry.entry_ir(sig, sig.name) for sig in metadata["signatures"])
     lmod = llvm.parse_assembly(text)
     lmod.link_in(llvm.parse_assembly(wrappers))

@@ -33,6 +33,8 @@ def shared_object(obj: bytes) -> bytes:
         cmd = _linker() + [o, "-o", so]
         if cmd[0] != sys.executable:
             cmd.append("-lm")
+            if b"_ZGV" in obj:  # vector math from glibc's libmvec (passes/cpu_vector_math.py)
+                cmd.append("-lmvec")
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             raise LinkError(f"linking the CPU shared object failed ({' '.join(cmd)}):\n{r.stderr}")

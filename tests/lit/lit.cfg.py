@@ -18,3 +18,11 @@ config.environment["PATH"] = os.pathsep.join(p for p in paths if p)
 config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
 config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("FileCheck", "filecheck"))
+
+# glibc's vector math library (passes/cpu_vector_math.py) is present on glibc hosts only.
+try:
+    import ctypes
+    ctypes.CDLL("libmvec.so.1")
+    config.available_features.add("libmvec")
+except OSError:
+    pass
