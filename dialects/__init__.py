@@ -5,11 +5,12 @@ from __future__ import annotations
 from ..mlir import ir
 from .tdist import TDist
 from .tmem import TMem
+from .tod import TOD
 from .tsched import TSched
 from .ttensor import TTensor
 from .ttile import TTile
 
-ALL_DIALECTS = (TTensor, TDist, TSched, TMem, TTile)
+ALL_DIALECTS = (TTensor, TDist, TOD, TSched, TMem, TTile)
 
 
 def make_context() -> ir.Context:

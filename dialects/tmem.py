@@ -97,7 +97,7 @@ def defining(value, name: str):
     return owner if isinstance(owner, ir.OpView) and owner.operation.name == name else None
 
 
-def _memref(value, what: str) -> ir.MemRefType:
+def memref_of(value, what: str) -> ir.MemRefType:
     if not isinstance(value.type, ir.MemRefType):
         raise Invalid(f"{what} must be a memref, got {value.type}")
     return value.type
@@ -146,7 +146,7 @@ class AllocOp(TMem.Operation, name="alloc"):
 
     @verifier
     def verify_invariants(self):
-        t = _memref(self.operation.results[0], "result")
+        t = memref_of(self.operation.results[0], "result")
         scope = str_attribute(self, "scope", SCOPES)
         space = memory_space(t)
         if space != _SPACE_OF_SCOPE[scope]:
@@ -208,7 +208,7 @@ class DeallocOp(TMem.Operation, name="dealloc"):
     @verifier
     def verify_invariants(self):
         value = self.operation.operands[0]
-        space = memory_space(_memref(value, "operand"))
+        space = memory_space(memref_of(value, "operand"))
         if space != "global":
             raise Invalid(f"frees only global memory; {space} storage ends with the kernel")
         if defining(value, "tmem.alias") is not None:
@@ -226,7 +226,7 @@ class PlaceOp(TMem.Operation, name="place"):
 
     @verifier
     def verify_invariants(self):
-        space = memory_space(_memref(self.operation.operands[0], "operand"))
+        space = memory_space(memref_of(self.operation.operands[0], "operand"))
         if space != "global":
             raise Invalid(f"only global memory is cached in L2; the operand is in {space} memory")
         str_attribute(self, "l2", L2_POLICIES)
@@ -246,8 +246,8 @@ class AliasOp(TMem.Operation, name="alias", traits=[ext.Pure]):
 
     @verifier
     def verify_invariants(self):
-        source = _memref(self.operation.operands[0], "source")
-        view = _memref(self.operation.results[0], "result")
+        source = memref_of(self.operation.operands[0], "source")
+        view = memref_of(self.operation.results[0], "result")
         if memory_space(source) != memory_space(view):
             raise Invalid(f"a view stays in its source's memory space: {source} cannot be viewed as {view}")
         offset = int_attribute(self, "offset")

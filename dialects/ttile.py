@@ -1,7 +1,11 @@
 """``ttile``: Tile IR — the operations a kernel runs per thread, warp and block.
 
 The SIMT part (thread and block indices, lanes and warps, warp shuffles) is what `@kernel` functions
-written in the CUDA style lower to. Warp width is never written into the IR: ``warp_size`` asks the target.
+written in the CUDA style lower to. The tile-level part, in ``ttile_tile``, is what Schedule IR lowers to:
+warp fragments and tensor-core MMA, fragment loads from shared memory, async copies into it, barriers,
+reductions over lanes and cooperative groups; memory itself comes from ``tmem``. Warp width is never written
+into the IR: ``warp_size`` asks the target, fragments leave the lane layout to it, and reductions name group
+sizes, not warps.
 """
 
 # No `from __future__ import annotations` here: ext reads the annotations as live types.
@@ -93,3 +97,8 @@ class ShuffleDownOp(TTile.Operation, name="shuffle_down", traits=[ext.Pure]):
         if off is not None and off < 0:
             return diag.fail(f"offset must be non-negative, got {off}")
         return True
+
+
+# The tile-level ops live in their own module; importing it here registers them with TTile before any
+# context loads the dialect.
+from . import ttile_tile  # noqa: E402,F401
