@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..mlir import ir, passmanager
-from . import cpu_vector_math, simt_to_warps
+from . import cpu_vector_math, simt_to_warps, tod_rewrites
 from .to_llvm import CPU_TO_LLVM
 
 
@@ -39,6 +39,9 @@ PASSES: dict[str, PassInfo] = {
     "tessera-cpu-vector-math": PassInfo(
         "tessera-cpu-vector-math", "f32 math on vectors as calls to glibc's libmvec variants (CPU)",
         _cpu_vector_math, {"arch": str, "features": str}),
+    "tessera-tod-canonicalize": PassInfo(
+        "tessera-tod-canonicalize", "the operator algebra's rewrite laws (adjoint, compose, fft, projector …)",
+        tod_rewrites.run, {}),
     "tessera-cpu-to-llvm": PassInfo(
         "tessera-cpu-to-llvm", "warp-vectorized kernels to the LLVM dialect (upstream conversions, in order)",
         None, {}, CPU_TO_LLVM),

@@ -13,7 +13,8 @@ from typing import Callable
 
 from . import __version__, abi, image
 from .frontend import CompileError, build_module
-from .mlir import ir, passmanager
+from .mlir import ir
+from .passes.registry import build_pass_manager
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ def make_ttir(source: str, filename: str, metadata: dict, options: CompileOption
 
 
 def make_canonical(mod: ir.Module, metadata: dict) -> ir.Module:
-    passmanager.PassManager.parse("builtin.module(canonicalize,cse)").run(mod.operation)
+    # cse first, so that equal constructions are one value when the operator algebra's laws look for them
+    build_pass_manager("builtin.module(cse,tessera-tod-canonicalize,canonicalize,cse)").run(mod.operation)
     kernels = [op for op in mod.body.operations
                if op.operation.name == "func.func" and "tessera.kernel" in op.attributes]
     metadata["signatures"] = [abi.signature_of(k) for k in kernels]
