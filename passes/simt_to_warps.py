@@ -428,9 +428,10 @@ def lower_kernel(kernel: func.FuncOp, width: int) -> func.FuncOp:
 
 
 def run(module, width: int = 32) -> None:
-    """Lowers every `tessera.kernel` function of `module` (an ``ir.Module`` or its operation) in place."""
+    """Lowers every `tessera.kernel` function of `module` (an ``ir.Module`` or its operation) in place.
+    Tile kernels (``tessera.tile_kernel``, e.g. backends/cpu/gemm.py's) are already in per-block form."""
     body = module.body if isinstance(module, ir.Module) else module.regions[0].blocks[0]
-    kernels = [op for op in body.operations
-               if op.operation.name == "func.func" and "tessera.kernel" in op.attributes]
+    kernels = [op for op in body.operations if op.operation.name == "func.func"
+               and "tessera.kernel" in op.attributes and "tessera.tile_kernel" not in op.attributes]
     for k in kernels:
         lower_kernel(k, width)

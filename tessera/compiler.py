@@ -7,14 +7,14 @@ after any stage and hand each stage's artifact to a callback (``--dump-ir-after-
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from dataclasses import dataclass, field, fields
 from typing import Callable
 
 from . import __version__, abi, image
 from .frontend import CompileError, build_module
-from .mlir import ir
-from .passes.registry import build_pass_manager
+from .mlir import ir, passmanager
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,7 @@ def make_ttir(source: str, filename: str, metadata: dict, options: CompileOption
 
 
 def make_canonical(mod: ir.Module, metadata: dict) -> ir.Module:
-    # cse first, so that equal constructions are one value when the operator algebra's laws look for them
-    build_pass_manager("builtin.module(cse,tessera-tod-canonicalize,canonicalize,cse)").run(mod.operation)
+    passmanager.PassManager.parse("builtin.module(canonicalize,cse)").run(mod.operation)
     kernels = [op for op in mod.body.operations
                if op.operation.name == "func.func" and "tessera.kernel" in op.attributes]
     metadata["signatures"] = [abi.signature_of(k) for k in kernels]
@@ -81,7 +80,8 @@ def make_image(code: bytes, metadata: dict, backend) -> bytes:
         records.append(image.KernelRecord(
             sig.name, backend.entry_symbol(sig.name), backend.name, metadata["arch"], backend.code_section, args,
             warp_size=metadata["warp_size"],
-            props={"compiler": f"tessera {__version__}", "cpu": metadata.get("cpu", "")}))
+            props={"compiler": f"tessera {__version__}", "cpu": metadata.get("cpu", ""),
+                   **metadata.get("kernel_props", {}).get(sig.name, {})}))
     sections = {backend.code_section: code} if records else {}  # a Graph-IR-only image carries no code
     return image.write_image(records, sections, ops=metadata["ops"])
 
@@ -97,36 +97,64 @@ def compile_source(source: str, filename: str = "<string>", options: CompileOpti
                    on_stage: Callable[[str, object], None] | None = None) -> CompileResult:
     """Compiles `source`; raises CompileError (located at the user's source) on any mistake in it."""
     options = options or CompileOptions()
-    backend = _backend(options)
-    names = stage_names(options)
-    if stop_after is not None and stop_after not in names:
-        raise CompileError(f"unknown stage '{stop_after}' (stages: {', '.join(names)})")
+    _check_stage(stop_after, options)
     from .dialects import make_context
-    metadata: dict = {"warp_size": options.warp_size, "target": options.target}
+    with make_context(), ir.Location.unknown():
+        with _compile_errors(filename):
+            module = make_ttir(source, filename, {}, options)
+        return compile_module(module, options, stop_after=stop_after, on_stage=on_stage, filename=filename)
+
+
+def compile_module(module: ir.Module, options: CompileOptions | None = None, metadata: dict | None = None,
+                   stop_after: str | None = None, on_stage: Callable[[str, object], None] | None = None,
+                   filename: str = "<module>") -> CompileResult:
+    """Compiles a module at the ``ttir`` stage through the remaining stages.
+
+    `compile_source` ends here after its frontend; kernel generators that build their module in Python
+    (backends/cpu/gemm.py) start here. Call it inside the module's context (`tessera.dialects.make_context`).
+    `metadata` seeds the compilation's metadata; its ``kernel_props`` (kernel name -> {key: value}) become
+    properties of those kernels in the image.
+    """
+    options = options or CompileOptions()
+    _check_stage(stop_after, options)
+    backend = _backend(options)
+    metadata = {"warp_size": options.warp_size, "target": options.target, **(metadata or {})}
     result = CompileResult(None, metadata)
     stages: dict = {}
     backend.add_stages(stages)
-    with make_context(), ir.Location.unknown():
-        try:
-            artifact = make_ttir(source, filename, metadata, options)
-            pipeline = [("canonical", lambda m, md: make_canonical(m, md)), *stages.items(),
-                        ("image", lambda c, md: make_image(c, md, backend))]
-            _report(on_stage, result, "ttir", artifact)
-            if stop_after == "ttir":
+    pipeline = [("canonical", make_canonical), *stages.items(),
+                ("image", lambda c, md: make_image(c, md, backend))]
+    artifact = module
+    _report(on_stage, result, "ttir", artifact)
+    if stop_after == "ttir":
+        return result
+    with _compile_errors(filename):
+        for name, make in pipeline:
+            artifact = make(artifact, metadata)
+            _report(on_stage, result, name, artifact)
+            if stop_after == name:
                 return result
-            for name, make in pipeline:
-                artifact = make(artifact, metadata)
-                _report(on_stage, result, name, artifact)
-                if stop_after == name:
-                    return result
-        except ir.MLIRError as e:
-            raise CompileError.from_mlir(e, filename) from None
-        except Exception as e:  # a lowering that reports a located failure
-            if hasattr(e, "location") and hasattr(e, "message"):
-                raise _located(e, filename) from None
-            raise
     result.image = artifact
     return result
+
+
+def _check_stage(stop_after: str | None, options: CompileOptions) -> None:
+    names = stage_names(options)
+    if stop_after is not None and stop_after not in names:
+        raise CompileError(f"unknown stage '{stop_after}' (stages: {', '.join(names)})")
+
+
+@contextlib.contextmanager
+def _compile_errors(filename: str):
+    """MLIR diagnostics and located lowering failures become CompileErrors at the user's source."""
+    try:
+        yield
+    except ir.MLIRError as e:
+        raise CompileError.from_mlir(e, filename) from None
+    except Exception as e:  # a lowering that reports a located failure
+        if hasattr(e, "location") and hasattr(e, "message"):
+            raise _located(e, filename) from None
+        raise
 
 
 def _located(e, filename: str) -> CompileError:

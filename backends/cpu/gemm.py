@@ -1,0 +1,600 @@
+"""Fast GEMM for the CPU backend: C = epilogue(A·B), packed and register-blocked, one C tile per block.
+
+The generator writes a tile kernel directly in the per-block form every CPU kernel has after
+``simt_to_warps`` (docs/image-format.md, "The CPU code section")::
+
+    func.func @name(%A: memref<?x?xf32>, %B, %C, <epilogue parameters>,
+                    %bid_x, %bid_y, %bid_z, %bdim_x, %bdim_y, %bdim_z, %gdim_x, %gdim_y, %gdim_z: index)
+        attributes {tessera.kernel, tessera.tile_kernel}
+
+Block (bid_x, bid_y) computes the MC×NC tile of C at rows bid_y·MC, columns bid_x·NC (`gemm_grid`), the
+runtime running blocks in parallel on its thread pool. The loop nest is the BLIS one, per block::
+
+    for k0 in 0, KC, 2·KC, …  (at least once, so K = 0 still writes epilogue(0))
+        pack A[i0:i0+MC, k0:k0+KC] into MR-row strips, k-major: strip[k][r]      (the A block stays in L2)
+        pack B[k0:k0+KC, j0:j0+NC] into NR-column strips, k-major: strip[k][c]   (one strip stays in L1)
+        for each NR strip of B, for each MR strip of A:
+            acc[MR][NR] = 0 on the first chunk, else the partial C tile
+            for k < KC: acc[r][:] += broadcast(a[k][r]) * b[k][:]              (MR·NR/VW vector FMAs)
+            last chunk: C tile = epilogue(acc), else C tile = acc
+
+Packing zero-pads the edge strips, so the micro-kernel always runs a full MR×NR tile; only the C tile's
+loads and stores are masked at the matrix edges. Inputs narrower than f32 (f16, bf16) are widened while
+packing: the micro-kernel and the epilogue are always f32.
+
+The register tile fits the vector ISA (`choose_schedule`): AVX2 holds 6×16 f32 in 12 ymm accumulators plus
+two B vectors and a broadcast A value (15 of 16 registers); AVX-512 14×32 in 28 of 32 zmm; NEON 8×12 in 24 of
+32 q registers.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ...mlir import arith, func, ir, memref, scf, vector
+from . import vmath
+from .target import HostTarget, host
+
+LAUNCH_ARGS = ("bid_x", "bid_y", "bid_z", "bdim_x", "bdim_y", "bdim_z", "gdim_x", "gdim_y", "gdim_z")
+
+# Epilogue steps, applied in order to the f32 accumulator before the single store. Steps with a parameter
+# add it to the kernel's signature after C, in step order: (name, dims) for tensors, (name, None) for a scalar.
+_STEP_PARAMS = {"scale": ("alpha", None), "bias": ("bias", ("N",)), "add": ("residual", ("M", "N"))}
+_ACTIVATIONS = {
+    "relu": lambda v: arith.MaximumFOp(v, _zeros(v.type)).result,
+    "gelu": vmath.gelu, "gelu_tanh": vmath.gelu_tanh, "silu": vmath.silu, "sigmoid": vmath.sigmoid,
+    "tanh": vmath.tanh,
+}
+EPILOGUE_STEPS = ("scale", "bias", *_ACTIVATIONS, "add")
+INPUT_DTYPES = ("f32", "f16", "bf16")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How one kernel is blocked: cache blocks MC×NC×KC and the MR×NR register micro-tile."""
+
+    mc: int              # rows of C per block (a multiple of mr); the packed A block MC×KC lives in L2
+    nc: int              # columns of C per block (a multiple of nr)
+    kc: int              # K per packed chunk; the B micro-panel KC×NR lives in L1
+    mr: int              # micro-tile rows: one broadcast A value each
+    nr: int              # micro-tile columns: nr / vector_width vectors
+    vector_width: int    # f32 lanes per vector register
+    fma: bool = True     # the target has fused multiply-add (else multiply then add)
+    k_unroll: int = 4    # micro-kernel iterations per loop trip
+
+    def __post_init__(self):
+        for name in ("mc", "nc", "kc", "mr", "nr", "vector_width", "k_unroll"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"schedule: {name} must be positive, got {getattr(self, name)}")
+        if self.nr % self.vector_width:
+            raise ValueError(f"schedule: nr={self.nr} must be a multiple of vector_width={self.vector_width}")
+        if self.mc % self.mr or self.nc % self.nr:
+            raise ValueError(f"schedule: mc={self.mc} must be a multiple of mr={self.mr} and nc={self.nc} "
+                             f"of nr={self.nr}")
+
+
+@dataclass(frozen=True)
+class GemmSpec:
+    """C[M,N] = epilogue(A[M,K] · B[K,N]); `schedule` None picks `choose_schedule()` for the host."""
+
+    name: str
+    dtype: str = "f32"                     # of A and B; C and the arithmetic are f32
+    epilogue: tuple = ()                   # steps such as ("bias",), ("gelu",), applied in order
+    schedule: Schedule | None = None
+
+    def __post_init__(self):
+        if not self.name.isidentifier():
+            raise ValueError(f"GEMM kernel name '{self.name}' is not an identifier")
+        if self.dtype not in INPUT_DTYPES:
+            raise ValueError(f"GEMM input dtype '{self.dtype}' is not one of {', '.join(INPUT_DTYPES)}")
+        steps = tuple((s,) if isinstance(s, str) else tuple(s) for s in self.epilogue)
+        for s in steps:
+            if len(s) != 1 or s[0] not in EPILOGUE_STEPS:
+                raise ValueError(f"unknown epilogue step {s!r} (steps: {', '.join(EPILOGUE_STEPS)})")
+        with_param = [s[0] for s in steps if s[0] in _STEP_PARAMS]
+        if len(set(with_param)) != len(with_param):
+            raise ValueError(f"epilogue steps with a parameter may appear once each, got {with_param}")
+        object.__setattr__(self, "epilogue", steps)
+        if self.schedule is None:
+            object.__setattr__(self, "schedule", choose_schedule(1024, 1024, 1024))
+
+    @property
+    def extra_params(self) -> list[tuple[str, tuple | None]]:
+        return [_STEP_PARAMS[s[0]] for s in self.epilogue if s[0] in _STEP_PARAMS]
+
+
+def gemm_grid(spec: GemmSpec, M: int, N: int) -> tuple[int, int, int]:
+    """The launch grid: x over the N tiles, y over the M tiles (at least one block each way)."""
+    s = spec.schedule
+    return max(1, _ceil_div(N, s.nc)), max(1, _ceil_div(M, s.mc)), 1
+
+
+# -- the schedule -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Isa:
+    vector_width: int
+    mr: int
+    nr: int
+    fma: bool
+
+
+def vector_isa(target: HostTarget) -> _Isa:
+    """The register tile for `target`'s vector unit (see the module docstring for the register budgets)."""
+    feats = set(f[1:] for f in target.features.split(",") if f.startswith("+"))
+    if target.arch == "aarch64":
+        return _Isa(4, 8, 12, True)
+    if "avx512f" in feats:
+        return _Isa(16, 14, 32, True)
+    if "avx2" in feats or "avx" in feats:
+        return _Isa(8, 6, 16, "fma" in feats)
+    # SSE: 16 xmm registers hold 6×8 (12 accumulators) as on AVX2, with half the lanes.
+    return _Isa(4, 6, 8, False)
+
+
+def cache_sizes() -> dict[int, int]:
+    """Data cache bytes per level as Linux reports them for cpu0, with common sizes where it does not."""
+    sizes = {1: 32 << 10, 2: 512 << 10, 3: 8 << 20}
+    root = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        entries = [os.path.join(root, e) for e in os.listdir(root) if e.startswith("index")]
+    except OSError:
+        return sizes
+    for e in entries:
+        try:
+            with open(os.path.join(e, "type")) as f:
+                if f.read().strip() == "Instruction":
+                    continue
+            with open(os.path.join(e, "level")) as f:
+                level = int(f.read())
+            with open(os.path.join(e, "size")) as f:
+                text = f.read().strip()
+        except (OSError, ValueError):
+            continue
+        unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        try:
+            sizes[level] = int(text.rstrip("KMG")) * unit
+        except ValueError:
+            continue
+    return sizes
+
+
+def _threads() -> int:
+    """Worker threads of the runtime's pool (runtime/src/cpu_pool.c reads the same variable)."""
+    try:
+        return max(1, int(os.environ.get("TESSERA_NUM_THREADS", "")))
+    except ValueError:
+        return os.cpu_count() or 1
+
+
+def choose_schedule(M: int, N: int, K: int, target: HostTarget | None = None,
+                    threads: int | None = None, caches: dict[int, int] | None = None) -> Schedule:
+    """A schedule for an M×N×K product: cache blocks from the cache sizes, then the tiling of C into
+    blocks that minimizes the modelled time on `threads` workers (dynamic scheduling: waves of blocks)."""
+    isa = vector_isa(target or host())
+    threads = threads or _threads()
+    caches = caches or cache_sizes()
+    f32 = 4
+    unroll = 4
+    # KC: the B micro-panel (KC×NR) takes half of L1, leaving room for the A strip and C tile lines.
+    kc_max = max(unroll, caches[1] // 2 // (isa.nr * f32) // unroll * unroll)
+    chunks = max(1, _ceil_div(K, kc_max))
+    kc = max(unroll, _round_up(_ceil_div(max(K, 1), chunks), unroll))
+    # MC: the packed A block (MC×KC) takes half of L2; NC: the B panel (KC×NC) a quarter of L3.
+    mc_max = max(isa.mr, caches[2] // 2 // (kc * f32) // isa.mr * isa.mr)
+    nc_max = max(isa.nr, caches.get(3, caches[2]) // 4 // (kc * f32) // isa.nr * isa.nr)
+
+    def tiles(extent, most, step):
+        # Tile counts from the fewest that respect the cache bound up to a few more, for parallelism.
+        least = max(1, _ceil_div(extent, most))
+        return range(least, min(least + 4 * threads, max(1, _ceil_div(extent, step))) + 1)
+
+    best = None
+    for tm in tiles(M, mc_max, isa.mr):
+        mc = _round_up(_ceil_div(max(M, 1), tm), isa.mr)
+        for tn in tiles(N, nc_max, isa.nr):
+            nc = _round_up(_ceil_div(max(N, 1), tn), isa.nr)
+            # Cycles per block: FMAs at two per cycle, packing A (a scalar transpose, ~1 cycle per element)
+            # and B (~1 cycle per vector) once per block, and a fixed cost to start a block.
+            fmas = mc * nc * K / isa.vector_width
+            block = fmas / 2 + mc * K + nc * K / isa.vector_width + 2000
+            cost = _ceil_div(tm * tn, threads) * block
+            if best is None or cost < best[0]:
+                best = (cost, mc, nc)
+    _, mc, nc = best
+    return Schedule(mc=mc, nc=nc, kc=kc, mr=isa.mr, nr=isa.nr, vector_width=isa.vector_width, fma=isa.fma,
+                    k_unroll=unroll)
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _round_up(a: int, b: int) -> int:
+    return _ceil_div(a, b) * b
+
+
+# -- IR helpers ---------------------------------------------------------------------------------------------
+
+def _f32() -> ir.Type:
+    return ir.F32Type.get()
+
+
+def _elem_type(dtype: str) -> ir.Type:
+    return {"f32": ir.F32Type.get, "f16": ir.F16Type.get, "bf16": ir.BF16Type.get}[dtype]()
+
+
+def _zeros(t: ir.Type) -> ir.Value:
+    elem = t.element_type if isinstance(t, ir.VectorType) else t
+    zero = ir.FloatAttr.get(elem, 0.0)
+    if isinstance(t, ir.VectorType):
+        return arith.ConstantOp(t, ir.DenseElementsAttr.get_splat(t, zero)).result
+    return arith.ConstantOp(t, zero).result
+
+
+def _idx(v) -> ir.Value:
+    return arith.ConstantOp.create_index(v).result if isinstance(v, int) else v
+
+
+def _add(a, b):
+    return arith.AddIOp(_idx(a), _idx(b)).result
+
+
+def _sub(a, b):
+    return arith.SubIOp(_idx(a), _idx(b)).result
+
+
+def _mul(a, b):
+    return arith.MulIOp(_idx(a), _idx(b)).result
+
+
+def _min(a, b):
+    return arith.MinSIOp(_idx(a), _idx(b)).result
+
+
+def _lt(a, b):
+    return arith.CmpIOp(arith.CmpIPredicate.slt, _idx(a), _idx(b)).result
+
+
+def _loop(lb, ub, step=1, iter_args=()):
+    return scf.ForOp(_idx(lb), _idx(ub), _idx(step), list(iter_args))
+
+
+# -- the kernel ---------------------------------------------------------------------------------------------
+
+def build_gemm(module: ir.Module, spec: GemmSpec) -> func.FuncOp:
+    """Appends the kernel `spec` to `module` (in the module's context, under a location) and returns it."""
+    s = spec.schedule
+    elem = _elem_type(spec.dtype)
+    matrix = lambda t: ir.MemRefType.get([ir.ShapedType.get_dynamic_size()] * 2, t)  # noqa: E731
+    params = [("A", matrix(elem), ("M", "K")), ("B", matrix(elem), ("K", "N")), ("C", matrix(_f32()), ("M", "N"))]
+    for name, dims in spec.extra_params:
+        if dims is None:
+            params.append((name, _f32(), None))
+        else:
+            params.append((name, ir.MemRefType.get([ir.ShapedType.get_dynamic_size()] * len(dims), _f32()), dims))
+    index = ir.IndexType.get()
+    ftype = ir.FunctionType.get([t for _, t, _ in params] + [index] * len(LAUNCH_ARGS), [])
+    with ir.InsertionPoint(module.body):
+        fn = func.FuncOp(spec.name, ftype)
+    fn.attributes["tessera.kernel"] = ir.UnitAttr.get()
+    fn.attributes["tessera.tile_kernel"] = ir.UnitAttr.get()
+    i64 = ir.IntegerType.get_signless(64)
+    fn.attributes["tessera.gemm"] = ir.DictAttr.get({
+        "tile": ir.DenseI64ArrayAttr.get([s.mc, s.nc, s.kc]), "micro_tile": ir.DenseI64ArrayAttr.get([s.mr, s.nr]),
+        "vector_width": ir.IntegerAttr.get(i64, s.vector_width),
+        "epilogue": ir.ArrayAttr.get([ir.StringAttr.get(st[0]) for st in spec.epilogue])})
+    attrs = []
+    for name, _, dims in params:
+        d = {"tessera.name": ir.StringAttr.get(name)}
+        if dims is not None:
+            d["tessera.dims"] = ir.ArrayAttr.get([ir.StringAttr.get(x) for x in dims])
+        attrs.append(ir.DictAttr.get(d))
+    fn.arg_attrs = ir.ArrayAttr.get(attrs + [ir.DictAttr.get({})] * len(LAUNCH_ARGS))
+    entry = fn.add_entry_block()
+    args = list(entry.arguments)
+    with ir.InsertionPoint(entry):
+        _Body(spec, dict(zip([p[0] for p in params], args)), dict(zip(LAUNCH_ARGS, args[len(params):]))).emit()
+        func.ReturnOp([])
+    return fn
+
+
+class _Body:
+    """The body of one kernel; `emit` writes it at the current insertion point."""
+
+    def __init__(self, spec: GemmSpec, params: dict, launch: dict):
+        self.spec = spec
+        self.s = spec.schedule
+        self.p = params
+        self.launch = launch
+        self.vw = self.s.vector_width
+        self.vtype = ir.VectorType.get([self.vw], _f32())
+        self.in_elem = _elem_type(spec.dtype)
+
+    # -- the block ----------------------------------------------------------------------------------------
+    def emit(self) -> None:
+        s, p = self.s, self.p
+        self.M = memref.DimOp(p["A"], _idx(0)).result
+        self.K = memref.DimOp(p["A"], _idx(1)).result
+        self.N = memref.DimOp(p["B"], _idx(1)).result
+        i0 = _mul(self.launch["bid_y"], s.mc)
+        j0 = _mul(self.launch["bid_x"], s.nc)
+        # A grid larger than gemm_grid's has blocks past the matrix: they do nothing.
+        inside = arith.AndIOp(_lt(i0, self.M), _lt(j0, self.N)).result
+        guard = scf.IfOp(inside)
+        with ir.InsertionPoint(guard.then_block):
+            self._block(i0, j0)
+            scf.YieldOp([])
+
+    def _block(self, i0, j0) -> None:
+        s = self.s
+        mc = _min(s.mc, _sub(self.M, i0))
+        nc = _min(s.nc, _sub(self.N, j0))
+        # Scratch on the heap: workers have 8 MiB stacks, and these are hundreds of KiB.
+        # 64-byte alignment: every packed vector load then stays within one cache line.
+        packed_a = memref.AllocOp(ir.MemRefType.get([s.mc * s.kc], _f32()), [], [], alignment=64).result
+        packed_b = memref.AllocOp(ir.MemRefType.get([s.nc * s.kc], _f32()), [], [], alignment=64).result
+        if "scale" in (st[0] for st in self.spec.epilogue):
+            self.alpha = vector.BroadcastOp(self.vtype, self.p["alpha"]).result
+        chunks = arith.MaxSIOp(arith.CeilDivSIOp(self.K, _idx(s.kc)).result, _idx(1)).result
+        kloop = _loop(0, chunks)
+        with ir.InsertionPoint(kloop.body):
+            kb = kloop.induction_variable
+            k0 = _mul(kb, s.kc)
+            kc = _min(s.kc, _sub(self.K, k0))
+            self._pack_a(packed_a, i0, mc, k0, kc)
+            self._pack_b(packed_b, j0, nc, k0, kc)
+            first = arith.CmpIOp(arith.CmpIPredicate.eq, kb, _idx(0)).result
+            last = arith.CmpIOp(arith.CmpIPredicate.eq, kb, _sub(chunks, 1)).result
+            jloop = _loop(0, arith.CeilDivSIOp(nc, _idx(s.nr)).result)
+            with ir.InsertionPoint(jloop.body):
+                jt = jloop.induction_variable
+                iloop = _loop(0, arith.CeilDivSIOp(mc, _idx(s.mr)).result)
+                with ir.InsertionPoint(iloop.body):
+                    it = iloop.induction_variable
+                    self._tile(packed_a, packed_b, it, jt, i0, j0, mc, nc, kc, first, last)
+                    scf.YieldOp([])
+                scf.YieldOp([])
+            scf.YieldOp([])
+        memref.DeallocOp(packed_a)
+        memref.DeallocOp(packed_b)
+
+    # -- packing ------------------------------------------------------------------------------------------
+    def _widen(self, v: ir.Value) -> ir.Value:
+        if self.in_elem == _f32():
+            return v
+        t = ir.VectorType.get(v.type.shape, _f32()) if isinstance(v.type, ir.VectorType) else _f32()
+        return arith.ExtFOp(t, v).result
+
+    def _pack_a(self, packed, i0, mc, k0, kc) -> None:
+        """A[i0:i0+mc, k0:k0+kc] → MR-row strips, strip[k][r] at strip·MR·KC + k·MR + r; rows past mc are 0."""
+        s, A = self.s, self.p["A"]
+        strips = arith.CeilDivSIOp(mc, _idx(s.mr)).result
+        loop = _loop(0, strips)
+        with ir.InsertionPoint(loop.body):
+            strip = loop.induction_variable
+            row0 = _add(i0, _mul(strip, s.mr))
+            rows = _sub(_add(i0, mc), row0)
+            # The last strip may be short: its missing rows read the strip's last row and store zero, so
+            # the loop needs no branch and every load stays inside A.
+            full = arith.CmpIOp(arith.CmpIPredicate.sge, rows, _idx(s.mr)).result
+            base = _mul(strip, s.mr * s.kc)
+            kl = _loop(0, kc)
+            with ir.InsertionPoint(kl.body):
+                k = kl.induction_variable
+                col = _add(k0, k)
+                dst = _add(base, _mul(k, s.mr))
+                for r in range(s.mr):
+                    row = arith.SelectOp(full, _add(row0, r), _add(row0, _min(r, _sub(rows, 1)))).result
+                    v = self._widen(memref.LoadOp(A, [row, col]).result)
+                    if r:  # row 0 of a strip always exists
+                        v = arith.SelectOp(arith.OrIOp(full, _lt(r, rows)).result, v, _zeros(_f32())).result
+                    memref.StoreOp(v, packed, [_add(dst, r)])
+                scf.YieldOp([])
+            scf.YieldOp([])
+
+    def _pack_b(self, packed, j0, nc, k0, kc) -> None:
+        """B[k0:k0+kc, j0:j0+nc] → NR-column strips, strip[k][c] at strip·NR·KC + k·NR + c; columns past nc are 0."""
+        s, B = self.s, self.p["B"]
+        in_vec = ir.VectorType.get([self.vw], self.in_elem)
+        full_strips = arith.DivSIOp(nc, _idx(s.nr)).result
+        loop = _loop(0, full_strips)
+        with ir.InsertionPoint(loop.body):
+            strip = loop.induction_variable
+            col0 = _add(j0, _mul(strip, s.nr))
+            base = _mul(strip, s.nr * s.kc)
+            kl = _loop(0, kc)
+            with ir.InsertionPoint(kl.body):
+                k = kl.induction_variable
+                row = _add(k0, k)
+                dst = _add(base, _mul(k, s.nr))
+                for c in range(0, s.nr, self.vw):
+                    v = self._widen(vector.LoadOp(in_vec, B, [row, _add(col0, c)]).result)
+                    vector.StoreOp(v, packed, [_add(dst, c)], alignment=self.vw * 4)
+                scf.YieldOp([])
+            scf.YieldOp([])
+        # The partial strip at the right edge: masked loads, zeros past the matrix.
+        cols = _sub(nc, _mul(full_strips, s.nr))
+        tail = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.sgt, cols, _idx(0)).result)
+        with ir.InsertionPoint(tail.then_block):
+            col0 = _add(j0, _mul(full_strips, s.nr))
+            base = _mul(full_strips, s.nr * s.kc)
+            masks = [self._mask(_sub(cols, c)) for c in range(0, s.nr, self.vw)]
+            kl = _loop(0, kc)
+            with ir.InsertionPoint(kl.body):
+                k = kl.induction_variable
+                row = _add(k0, k)
+                dst = _add(base, _mul(k, s.nr))
+                for i, c in enumerate(range(0, s.nr, self.vw)):
+                    v = vector.MaskedLoadOp(in_vec, B, [row, _add(col0, c)], masks[i], _zeros(in_vec)).result
+                    vector.StoreOp(self._widen(v), packed, [_add(dst, c)], alignment=self.vw * 4)
+                scf.YieldOp([])
+            scf.YieldOp([])
+
+    def _mask(self, n) -> ir.Value:
+        # create_mask clamps n to [0, vw]: lanes below n are on.
+        return vector.CreateMaskOp(ir.VectorType.get([self.vw], ir.IntegerType.get_signless(1)), [n]).result
+
+    # -- one micro-tile -----------------------------------------------------------------------------------
+    def _tile(self, packed_a, packed_b, it, jt, i0, j0, mc, nc, kc, first, last) -> None:
+        s = self.s
+        i = _add(i0, _mul(it, s.mr))
+        j = _add(j0, _mul(jt, s.nr))
+        rows = _sub(mc, _mul(it, s.mr))    # may exceed MR: only "fewer than MR" matters
+        cols = _sub(nc, _mul(jt, s.nr))
+        full = arith.AndIOp(arith.CmpIOp(arith.CmpIPredicate.sge, rows, _idx(s.mr)).result,
+                            arith.CmpIOp(arith.CmpIPredicate.sge, cols, _idx(s.nr)).result).result
+        n_acc = s.mr * (s.nr // self.vw)
+        # The first chunk starts from zero; later ones add to the partial sums stored in C.
+        init = scf.IfOp(first, [self.vtype] * n_acc, has_else=True)
+        with ir.InsertionPoint(init.then_block):
+            zero = _zeros(self.vtype)
+            scf.YieldOp([zero] * n_acc)
+        with ir.InsertionPoint(init.else_block):
+            scf.YieldOp(self._edge_split(full, i, j, rows, cols, lambda t: t.load_tile(self.p["C"]), n_acc))
+        acc = self._micro_kernel(list(init.results), packed_a, packed_b, _mul(it, s.mr * s.kc),
+                                 _mul(jt, s.nr * s.kc), kc)
+
+        def store(t, with_epilogue):
+            t.store_tile(self.p["C"], self._epilogue(t, acc) if with_epilogue else acc)
+            return []
+
+        if self.spec.epilogue:
+            branch = scf.IfOp(last, has_else=True)
+            with ir.InsertionPoint(branch.then_block):
+                self._edge_split(full, i, j, rows, cols, lambda t: store(t, True), 0)
+                scf.YieldOp([])
+            with ir.InsertionPoint(branch.else_block):
+                self._edge_split(full, i, j, rows, cols, lambda t: store(t, False), 0)
+                scf.YieldOp([])
+        else:
+            self._edge_split(full, i, j, rows, cols, lambda t: store(t, False), 0)
+
+    def _edge_split(self, full, i, j, rows, cols, body, n_results):
+        """`body(tile_access)` twice: plain vector accesses for a whole tile, masked ones at the matrix edge."""
+        branch = scf.IfOp(full, [self.vtype] * n_results, has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            scf.YieldOp(body(_TileAccess(self, i, j, None, None)))
+        with ir.InsertionPoint(branch.else_block):
+            scf.YieldOp(body(_TileAccess(self, i, j, rows, cols)))
+        return list(branch.results)
+
+    def _micro_kernel(self, acc, packed_a, packed_b, a_base, b_base, kc) -> list:
+        """acc[r·NR/VW + c] += a[k][r] · b[k][c·VW:(c+1)·VW] for k < kc, `k_unroll` steps per loop trip."""
+        s = self.s
+        u = s.k_unroll
+        main = _sub(kc, arith.RemSIOp(kc, _idx(u)).result)
+
+        def step(acc, k):
+            a_off = _add(a_base, _mul(k, s.mr))
+            b_off = _add(b_base, _mul(k, s.nr))
+            b = [vector.LoadOp(self.vtype, packed_b, [_add(b_off, c)], alignment=self.vw * 4).result
+                 for c in range(0, s.nr, self.vw)]
+            out = []
+            for r in range(s.mr):
+                a = vector.BroadcastOp(self.vtype, memref.LoadOp(packed_a, [_add(a_off, r)]).result).result
+                for c, bv in enumerate(b):
+                    prev = acc[r * len(b) + c]
+                    if s.fma:
+                        out.append(vector.FMAOp(a, bv, prev).result)
+                    else:
+                        out.append(arith.AddFOp(arith.MulFOp(a, bv).result, prev).result)
+            return out
+
+        unrolled = _loop(0, main, u, acc)
+        with ir.InsertionPoint(unrolled.body):
+            cur = list(unrolled.inner_iter_args)
+            for q in range(u):
+                cur = step(cur, _add(unrolled.induction_variable, q))
+            scf.YieldOp(cur)
+        rest = _loop(main, kc, 1, list(unrolled.results))
+        with ir.InsertionPoint(rest.body):
+            scf.YieldOp(step(list(rest.inner_iter_args), rest.induction_variable))
+        return list(rest.results)
+
+    # -- the epilogue -------------------------------------------------------------------------------------
+    def _epilogue(self, t: "_TileAccess", acc: list) -> list:
+        per_row = self.s.nr // self.vw
+        out = list(acc)
+        for (step,) in self.spec.epilogue:
+            if step == "scale":
+                out = [arith.MulFOp(v, self.alpha).result for v in out]
+            elif step == "bias":
+                bias = [t.load_row_vector(self.p["bias"], c) for c in range(per_row)]
+                out = [arith.AddFOp(v, bias[n % per_row]).result for n, v in enumerate(out)]
+            elif step == "add":
+                res = t.load_tile(self.p["residual"])
+                out = [arith.AddFOp(v, rv).result for v, rv in zip(out, res)]
+            else:
+                out = [_ACTIVATIONS[step](v) for v in out]
+        return out
+
+
+class _TileAccess:
+    """Loads and stores of one MR×NR tile of an M×N matrix at (i, j): plain vectors for a whole tile
+    (rows, cols None), masked ones for a partial tile with `rows`×`cols` elements inside the matrix."""
+
+    def __init__(self, body: _Body, i, j, rows, cols):
+        self.b = body
+        self.i, self.j = i, j
+        self.edge = rows is not None
+        if self.edge:
+            vw, mr, nr = body.vw, body.s.mr, body.s.nr
+            # One mask per (row, vector): lanes inside the matrix. Rows past it get an all-off mask.
+            self.masks = {}
+            for c in range(0, nr, vw):
+                left = _sub(cols, c)
+                for r in range(mr):
+                    n = left if r == 0 else arith.SelectOp(_lt(r, rows), left, _idx(0)).result
+                    self.masks[r, c] = body._mask(n)
+            self.col_masks = [body._mask(_sub(cols, c)) for c in range(0, nr, vw)]
+
+    def _coords(self):
+        s = self.b.s
+        for r in range(s.mr):
+            for c in range(0, s.nr, self.b.vw):
+                yield r, c, _add(self.i, r), _add(self.j, c)
+
+    def load_tile(self, m) -> list:
+        vt = self.b.vtype
+        if not self.edge:
+            return [vector.LoadOp(vt, m, [row, col]).result for _, _, row, col in self._coords()]
+        return [vector.MaskedLoadOp(vt, m, [row, col], self.masks[r, c], _zeros(vt)).result
+                for r, c, row, col in self._coords()]
+
+    def store_tile(self, m, values) -> None:
+        for (r, c, row, col), v in zip(self._coords(), values):
+            if self.edge:
+                vector.MaskedStoreOp(m, [row, col], self.masks[r, c], v)
+            else:
+                vector.StoreOp(v, m, [row, col])
+
+    def load_row_vector(self, m, c) -> ir.Value:
+        """The c-th vector of a length-N vector (a bias) at this tile's columns."""
+        col = _add(self.j, c * self.b.vw)
+        if not self.edge:
+            return vector.LoadOp(self.b.vtype, m, [col]).result
+        return vector.MaskedLoadOp(self.b.vtype, m, [col], self.col_masks[c], _zeros(self.b.vtype)).result
+
+
+# -- compiling ----------------------------------------------------------------------------------------------
+
+def compile_gemm(spec: GemmSpec, options=None) -> bytes:
+    """A `.tessera` image holding the kernel `spec`, through the normal CPU stages."""
+    from ...compiler import CompileOptions, compile_module
+    from ...dialects import make_context
+
+    options = options or CompileOptions()
+    with make_context(), ir.Location.unknown():
+        module = ir.Module.create()
+        build_gemm(module, spec)
+        return compile_module(module, options, metadata=_metadata(spec)).image
+
+
+def _metadata(spec: GemmSpec) -> dict:
+    """Kernel properties for the image: what a host needs to size the grid (see gemm_grid)."""
+    s = spec.schedule
+    props = {"tile": f"{s.mc}x{s.nc}x{s.kc}", "micro_tile": f"{s.mr}x{s.nr}",
+             "epilogue": ",".join(st[0] for st in spec.epilogue)}
+    return {"kernel_props": {spec.name: props}}
