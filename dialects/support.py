@@ -15,7 +15,8 @@ def constant_int(value) -> int | None:
     """The integer an SSA value is known to hold when an ``arith.constant`` defines it, else None."""
     owner = value.owner
     if isinstance(owner, ir.OpView) and owner.operation.name == "arith.constant":
-        return int_attr(owner.attributes["value"])
+        attr = owner.attributes["value"]
+        return attr.value if isinstance(attr, ir.IntegerAttr) else None
     return None
 
 
@@ -53,10 +54,14 @@ class Invalid(Exception):
 
 
 def verifier(rules):
-    """Decorates a ``verify_invariants`` or ``verify_region_invariants`` written to raise `Invalid`."""
+    """Decorates a ``verify_invariants`` or ``verify_region_invariants`` written to raise `Invalid`. The rules
+    run only on an op with as many operands, results and regions as it declares, so they may index them;
+    IRDL reports a wrong count after them."""
 
     @functools.wraps(rules)
     def verify(self) -> bool:
+        if not _counts_fit(self):
+            return True
         try:
             rules(self)
         except Invalid as e:
@@ -64,6 +69,17 @@ def verifier(rules):
         return True
 
     return verify
+
+
+def _counts_fit(op) -> bool:
+    fields = getattr(type(op), "_fields")  # ext's record of the declared fields
+    for kind, count in ((ext.OperandDef, len(op.operation.operands)), (ext.ResultDef, len(op.operation.results))):
+        kinds = [f.variadicity for f in fields if isinstance(f, kind)]
+        single = kinds.count(ext.Variadicity.single)
+        most = None if ext.Variadicity.variadic in kinds else single + kinds.count(ext.Variadicity.optional)
+        if count < single or most is not None and count > most:
+            return False
+    return len(op.operation.regions) == sum(isinstance(f, ext.RegionDef) for f in fields)
 
 
 def attribute(op, name: str, kind, what: str, required: bool = True):

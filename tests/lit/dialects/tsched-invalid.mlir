@@ -257,3 +257,15 @@ func.func @yield_outside_schedule_op() {
   // expected-error @+1 {{'tsched.yield' must end the body of a tsched region op, not of 'func.func'}}
   "tsched.yield"() : () -> ()
 }
+
+// -----
+
+// A wrong operand count reaches IRDL's check, not a Python error in the verifier.
+func.func @pipeline_without_step(%n: index) {
+  // expected-error @+1 {{op expects at least 3 operands, but got 2}}
+  "tsched.pipeline"(%n, %n) ({
+  ^bb0(%iv: index):
+    "tsched.yield"() : () -> ()
+  }) {stages = 2 : i64} : (index, index) -> ()
+  return
+}

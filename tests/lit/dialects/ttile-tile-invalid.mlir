@@ -391,3 +391,12 @@ func.func @rank_in_bad_group(%g: !ttile.group<24 : i64>) {
   %0 = "ttile.thread_rank"(%g) : (!ttile.group<24 : i64>) -> index
   return
 }
+
+// -----
+
+// A wrong operand count reaches IRDL's check, not a Python error in the verifier.
+func.func @mma_without_accumulator(%a: !ttile.fragment<[16, 16], bf16, "a">, %b: !ttile.fragment<[16, 8], bf16, "b">) {
+  // expected-error @+1 {{op expects exactly 3 operands, but got 2}}
+  %0 = "ttile.mma"(%a, %b) {shape = [16, 8, 16]} : (!ttile.fragment<[16, 16], bf16, "a">, !ttile.fragment<[16, 8], bf16, "b">) -> !ttile.fragment<[16, 8], f32, "acc">
+  return
+}
