@@ -1,0 +1,303 @@
+"""The CPU GEMM generator (backends/cpu/gemm.py), launched through tessera.runtime and checked against numpy.
+
+Tolerances. References are computed in float64 from the same (f32 or f16) inputs.
+- GEMM: elementwise |C - A·B| <= 2e-6 · sqrt(K) · (|A|·|B|). fp32 summation error grows like sqrt(K) · 2^-24
+  · (|A|·|B|) for random data, so this is about 30 times the expected error, and far below what a skipped or
+  doubled product (about (|A|·|B|) / K) would give for the shapes here.
+- Epilogues: the GEMM bound times the step's largest slope (1.2 for gelu and silu, |alpha| for scale), plus
+  the approximation error of the vector math, 1e-6 · (1 + |x|) + 2e-6 · |f(x)| (backends/cpu/vmath.py: erf
+  and tanh are within 5e-7 absolute, exp 1e-7 relative; gelu multiplies erf's error by x/2).
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from tessera import abi, runtime
+from tessera.backends.cpu import gemm
+from tessera.backends.cpu.target import HostTarget
+from tessera.dialects import make_context
+from tessera.image import read_image
+from tessera.mlir import ir
+
+RNG = np.random.default_rng(2024)
+
+# A small schedule: every test shape spans several blocks, K chunks and edge tiles of it.
+SMALL = gemm.Schedule(mc=12, nc=32, kc=8, mr=6, nr=16, vector_width=8)
+
+_images: dict = {}
+
+
+def load(spec: gemm.GemmSpec):
+    if spec not in _images:
+        _images[spec] = runtime.load(gemm.compile_gemm(spec))
+    return getattr(_images[spec], spec.name)
+
+
+def run(spec, A, B, *extras, grid=None):
+    M, N = A.shape[0], B.shape[1]
+    C = np.full((M, N), np.nan, dtype=np.float32)
+    load(spec)(A, B, C, *extras, grid=grid or gemm.gemm_grid(spec, M, N), block=1)
+    return C
+
+
+def f32(*shape, scale=1.0):
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+def gemm_bound(A, B):
+    K = A.shape[1]
+    return 2e-6 * math.sqrt(max(K, 1)) * (np.abs(A).astype(np.float64) @ np.abs(B).astype(np.float64))
+
+
+def check_gemm(C, A, B):
+    ref = A.astype(np.float64) @ B.astype(np.float64)
+    err = np.abs(C - ref)
+    bound = gemm_bound(A, B)
+    assert np.all(err <= bound), f"max error {err.max():.3g}, worst error/bound {np.max(err / (bound + 1e-30)):.3g}"
+
+
+_erf = np.vectorize(math.erf)
+REFERENCE = {
+    "relu": lambda x: np.maximum(x, 0.0),
+    "gelu": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
+    "gelu_tanh": lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3))),
+    "silu": lambda x: x / (1.0 + np.exp(-x)),
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "tanh": np.tanh,
+}
+SLOPE = {"relu": 1.0, "gelu": 1.2, "gelu_tanh": 1.2, "silu": 1.2, "sigmoid": 0.25, "tanh": 1.0}
+
+
+def check_activation(out, x, step, slack=0.0):
+    """out ≈ f(x) for f64 inputs x, with `slack` the error already in x."""
+    ref = REFERENCE[step](x)
+    tol = SLOPE[step] * slack + 1e-6 * (1.0 + np.abs(x)) + 2e-6 * np.abs(ref)
+    err = np.abs(out - ref)
+    assert np.all(err <= tol), f"{step}: max error {err.max():.3g} at x = {x.flat[np.argmax(err - tol)]:.6g}"
+
+
+# -- plain GEMM ---------------------------------------------------------------------------------------------
+
+SHAPES = [(1, 1, 1), (97, 131, 59), (1, 300, 7), (300, 1, 7), (1000, 5, 64), (5, 1000, 300), (513, 17, 1000),
+          (64, 64, 64), (7, 33, 257)]
+
+
+@pytest.mark.parametrize("M, N, K", SHAPES + [(512, 512, 512)])
+def test_gemm_default_schedule(M, N, K):
+    spec = gemm.GemmSpec("mm")
+    A, B = f32(M, K), f32(K, N)
+    check_gemm(run(spec, A, B), A, B)
+
+
+@pytest.mark.parametrize("M, N, K", SHAPES + [(37, 71, 29), (12, 32, 8), (13, 33, 9), (11, 31, 7)])
+def test_gemm_small_blocks(M, N, K):
+    """Shapes that are not multiples of MC, NC, KC, MR, NR or the k unroll, and exact multiples."""
+    spec = gemm.GemmSpec("mm", schedule=SMALL)
+    A, B = f32(M, K), f32(K, N)
+    check_gemm(run(spec, A, B), A, B)
+
+
+# Register tiles of the other ISAs, compiled for this host (wider vectors are split by LLVM): the generated
+# loops are the same whatever the tile, so their numerics are checked here.
+@pytest.mark.parametrize("schedule", [
+    gemm.Schedule(mc=28, nc=64, kc=16, mr=14, nr=32, vector_width=16),              # AVX-512
+    gemm.Schedule(mc=16, nc=24, kc=12, mr=8, nr=12, vector_width=4),                # NEON
+    gemm.Schedule(mc=12, nc=16, kc=8, mr=6, nr=8, vector_width=4, fma=False),       # SSE: multiply, add
+    gemm.Schedule(mc=6, nc=16, kc=5, mr=6, nr=16, vector_width=8, k_unroll=1),
+], ids=["avx512", "neon", "sse", "no-unroll"])
+def test_gemm_other_register_tiles(schedule):
+    spec = gemm.GemmSpec("mm", schedule=schedule)
+    for M, N, K in [(1, 1, 1), (45, 70, 37), (29, 100, 16)]:
+        A, B = f32(M, K), f32(K, N)
+        check_gemm(run(spec, A, B), A, B)
+
+
+def test_gemm_f16_inputs_are_widened_while_packing():
+    spec = gemm.GemmSpec("mm16", dtype="f16", schedule=SMALL)
+    A, B = f32(41, 23).astype(np.float16), f32(23, 50).astype(np.float16)
+    check_gemm(run(spec, A, B), A.astype(np.float32), B.astype(np.float32))
+
+
+def test_empty_k_writes_the_epilogue_of_zero():
+    spec = gemm.GemmSpec("mmb", epilogue=(("bias",),), schedule=SMALL)
+    bias = f32(40)
+    C = run(spec, np.zeros((20, 0), np.float32), np.zeros((0, 40), np.float32), bias)
+    np.testing.assert_array_equal(C, np.broadcast_to(bias, (20, 40)))
+
+
+def test_stores_stay_inside_c():
+    """Edge tiles are masked: the floats after C in its buffer are untouched."""
+    spec = gemm.GemmSpec("mm", schedule=SMALL)
+    M, N, K = 19, 37, 11
+    A, B = f32(M, K), f32(K, N)
+    backing = np.full(M * N + 64, 7.0, dtype=np.float32)
+    C = backing[:M * N].reshape(M, N)
+    load(spec)(A, B, C, grid=gemm.gemm_grid(spec, M, N), block=1)
+    check_gemm(C, A, B)
+    assert np.all(backing[M * N:] == 7.0)
+
+
+def test_blocks_past_the_matrix_do_nothing():
+    spec = gemm.GemmSpec("mm", schedule=SMALL)
+    A, B = f32(30, 9), f32(9, 40)
+    gx, gy, _ = gemm.gemm_grid(spec, 30, 40)
+    check_gemm(run(spec, A, B, grid=(gx + 2, gy + 3, 2)), A, B)
+
+
+# -- epilogues ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("step", list(REFERENCE))
+def test_activation_over_its_whole_range(step):
+    """I·X = X exactly, so the activation alone is checked, on values from -100 to 100."""
+    spec = gemm.GemmSpec(f"act_{step}", epilogue=((step,),), schedule=SMALL)
+    X = np.concatenate([np.linspace(-100, 100, 1001), np.linspace(-9, 9, 1001), [0.0, 1e-6, -1e-6, 1e-3, -1e-3,
+                        88.0, -88.0, 90.0, -90.0]]).astype(np.float32)
+    X = np.concatenate([X, np.zeros(-len(X) % 48, np.float32)]).reshape(-1, 48)
+    eye = np.eye(X.shape[0], dtype=np.float32)
+    check_activation(run(spec, eye, X), X.astype(np.float64), step)
+
+
+@pytest.mark.parametrize("step", list(REFERENCE))
+def test_activation_after_gemm(step):
+    spec = gemm.GemmSpec(f"act_{step}", epilogue=((step,),), schedule=SMALL)
+    A, B = f32(37, 50, scale=0.5), f32(50, 45, scale=0.5)
+    ref = A.astype(np.float64) @ B.astype(np.float64)
+    check_activation(run(spec, A, B), ref, step, slack=gemm_bound(A, B))
+
+
+def test_scale():
+    spec = gemm.GemmSpec("mms", epilogue=(("scale",),), schedule=SMALL)
+    A, B = f32(30, 21), f32(21, 50)
+    alpha = np.float32(-2.5)
+    C = run(spec, A, B, alpha)
+    check_gemm(C / alpha, A, B)
+
+
+def test_bias():
+    spec = gemm.GemmSpec("mmb", epilogue=(("bias",),), schedule=SMALL)
+    A, B, bias = f32(30, 21), f32(21, 50), f32(50)
+    check_gemm(run(spec, A, B, bias) - bias, A, B)
+
+
+def test_residual_add():
+    spec = gemm.GemmSpec("mma", epilogue=(("add",),), schedule=SMALL)
+    A, B, R = f32(30, 21), f32(21, 50), f32(30, 50)
+    C = run(spec, A, B, R)
+    check_gemm(C - R, A, B)
+
+
+def test_bias_gelu_chain():
+    spec = gemm.GemmSpec("mlp_up", epilogue=(("bias",), ("gelu",)), schedule=SMALL)
+    A, B, bias = f32(45, 33, scale=0.5), f32(33, 70, scale=0.5), f32(70)
+    x = A.astype(np.float64) @ B.astype(np.float64) + bias
+    check_activation(run(spec, A, B, bias), x, "gelu", slack=gemm_bound(A, B))
+
+
+def test_scale_add_chain():
+    """Parameters follow the step order: alpha, then the residual."""
+    spec = gemm.GemmSpec("mm_sa", epilogue=(("scale",), ("add",)), schedule=SMALL)
+    A, B, R = f32(25, 40), f32(40, 35), f32(25, 35)
+    alpha = np.float32(0.5)
+    C = run(spec, A, B, alpha, R)
+    check_gemm((C - R) / alpha, A, B)
+
+
+def test_long_chain_in_step_order():
+    """scale, bias, relu, then add: relu sees the biased product, the residual comes after it."""
+    spec = gemm.GemmSpec("mm_chain", epilogue=("scale", "bias", "relu", "add"), schedule=SMALL)
+    A, B, bias, R = f32(31, 17), f32(17, 43), f32(43), f32(31, 43)
+    alpha = np.float32(1.5)
+    C = run(spec, A, B, alpha, bias, R)
+    x = 1.5 * (A.astype(np.float64) @ B.astype(np.float64)) + bias
+    err = np.abs(C - (np.maximum(x, 0) + R))
+    assert np.all(err <= 1.5 * gemm_bound(A, B) + 1e-6 * np.abs(R))
+
+
+# -- the kernel's interface ---------------------------------------------------------------------------------
+
+def test_signature_and_image_properties():
+    spec = gemm.GemmSpec("mlp", epilogue=(("scale",), ("bias",), ("gelu",), ("add",)), schedule=SMALL)
+    with make_context(), ir.Location.unknown():
+        module = ir.Module.create()
+        fn = gemm.build_gemm(module, spec)
+        sig = abi.signature_of(fn)
+        assert "tessera.tile_kernel" in fn.attributes
+    params = [(a.name, a.kind, a.readonly) for a in sig.params]
+    assert params == [("A", abi.TENSOR, True), ("B", abi.TENSOR, True), ("C", abi.TENSOR, False),
+                      ("alpha", abi.SCALAR, False), ("bias", abi.TENSOR, True), ("residual", abi.TENSOR, True)]
+    assert [a.name for a in sig.args if a.kind == abi.DIM] == ["M", "K", "N"]
+    (record,) = read_image(gemm.compile_gemm(spec)).kernels
+    assert record.props["tile"] == "12x32x8" and record.props["micro_tile"] == "6x16"
+    assert record.props["epilogue"] == "scale,bias,gelu,add"
+
+
+def test_grid():
+    spec = gemm.GemmSpec("mm", schedule=SMALL)
+    assert gemm.gemm_grid(spec, 1, 1) == (1, 1, 1)
+    assert gemm.gemm_grid(spec, 25, 33) == (2, 3, 1)   # x over N tiles of 32, y over M tiles of 12
+    assert gemm.gemm_grid(spec, 0, 0) == (1, 1, 1)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(epilogue=(("softmax",),)), "unknown epilogue step"),
+    (dict(epilogue=(("bias",), ("bias",))), "appear once"),
+    (dict(dtype="f64"), "input dtype"),
+    (dict(name="my gemm"), "not an identifier"),
+])
+def test_spec_refusals(bad, message):
+    with pytest.raises(ValueError, match=message):
+        gemm.GemmSpec(**{"name": "mm", "schedule": SMALL, **bad})
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(mc=12, nc=32, kc=8, mr=6, nr=12, vector_width=8), "multiple of vector_width"),
+    (dict(mc=10, nc=32, kc=8, mr=6, nr=16, vector_width=8), "multiple of mr"),
+    (dict(mc=12, nc=32, kc=0, mr=6, nr=16, vector_width=8), "kc must be positive"),
+])
+def test_schedule_refusals(fields, message):
+    with pytest.raises(ValueError, match=message):
+        gemm.Schedule(**fields)
+
+
+# -- the schedule -------------------------------------------------------------------------------------------
+
+ZEN3 = HostTarget("x86_64", "x86_64-unknown-linux-gnu", "znver3", "+avx,+avx2,+fma,+sse4.2")
+SKX = HostTarget("x86_64", "x86_64-unknown-linux-gnu", "skylake-avx512", "+avx,+avx2,+fma,+avx512f")
+CACHES = {1: 32 << 10, 2: 512 << 10, 3: 32 << 20}
+
+
+@pytest.mark.parametrize("target, tile", [
+    (ZEN3, (8, 6, 16, True)), (SKX, (16, 14, 32, True)),
+    (HostTarget("aarch64", "aarch64-unknown-linux-gnu", "neoverse-n1", "+neon"), (4, 8, 12, True)),
+    (HostTarget("x86_64", "x86_64-unknown-linux-gnu", "x86-64", "+sse2"), (4, 6, 8, False)),
+])
+def test_register_tile_per_isa(target, tile):
+    isa = gemm.vector_isa(target)
+    assert (isa.vector_width, isa.mr, isa.nr, isa.fma) == tile
+
+
+@pytest.mark.parametrize("M, N, K", [(512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048), (1, 1, 1),
+                                     (97, 131, 59), (4096, 64, 4096), (64, 4096, 100)])
+@pytest.mark.parametrize("threads", [1, 2, 16])
+def test_choose_schedule_respects_caches_and_cores(M, N, K, threads):
+    s = gemm.choose_schedule(M, N, K, ZEN3, threads=threads, caches=CACHES)
+    assert (s.mr, s.nr, s.vector_width) == (6, 16, 8)
+    assert s.kc * s.nr * 4 <= CACHES[1] // 2, "the B micro-panel must fit in half of L1"
+    assert s.mc * s.kc * 4 <= CACHES[2] // 2 or s.mc == s.mr, "the packed A block must fit in half of L2"
+    gx, gy, _ = gemm.gemm_grid(gemm.GemmSpec("mm", schedule=s), M, N)
+    if M * N >= 512 * 512:
+        assert gx * gy >= threads, "every core gets a block"
+    # No block is mostly padding: tiles are balanced over the matrix.
+    assert s.mc < M + s.mr and s.nc < N + s.nr
+
+
+def test_choose_schedule_splits_k_evenly():
+    s = gemm.choose_schedule(512, 512, 300, ZEN3, threads=2, caches=CACHES)
+    assert s.kc == 152   # two chunks of 150 (rounded up to the k unroll), not 256 + 44
+
+
+def test_cache_sizes_are_positive():
+    sizes = gemm.cache_sizes()
+    assert all(sizes[level] > 0 for level in (1, 2, 3))
