@@ -1,21 +1,63 @@
-/* context.c — context lifetime: creation, destruction of everything a context owns, synchronization, and
- * the lazily started worker pool. */
+/* context.c — context lifetime: creation with options (backend, debug mode, worker threads), destruction of
+ * everything a context owns, synchronization, and the device queries that go to its backend. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "errors.h"
 #include "handles.h"
+#include "metrics.h"
 #include "objects.h"
+#include "stream.h"
 
-tsr_status_t tsrCreateContext(tsr_context_t* out_context) {
+tsr_status_t tsr_check_context(tsr_context_t ctx, const char* function) {
+  return tsr_handle_is_live(ctx, TSR_MAGIC_CONTEXT) ? TSR_SUCCESS : tsr_fail_handle(function, "context");
+}
+
+tsr_status_t tsrContextOptionsInitialize(tsr_context_options_t* options) {
+  if (!options) return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrContextOptionsInitialize: the options are NULL");
+  *options = (tsr_context_options_t){0};
+  return TSR_SUCCESS;
+}
+
+/* TESSERA_DEBUG: "1" (or any value but "0" and "") turns debug mode on. */
+static bool debug_from_env(void) {
+  const char* v = getenv("TESSERA_DEBUG");
+  return v && *v && strcmp(v, "0") != 0;
+}
+
+tsr_status_t tsrCreateContextWithOptions(const tsr_context_options_t* options, tsr_context_t* out_context) {
   if (!out_context) return tsr_fail_null_output(__func__);
+  tsr_context_options_t o;
+  tsrContextOptionsInitialize(&o);
+  if (options) o = *options;
+  if (o.flags & ~TSR_CONTEXT_DEBUG)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrCreateContext: unknown flags 0x%x", o.flags);
+  if (debug_from_env()) o.flags |= TSR_CONTEXT_DEBUG;
+  const tsr_backend_t* backend;
+  tsr_status_t st = tsr_backend_find(o.backend, &backend);
+  if (st || (st = tsr_metrics_open_from_env())) return st;
+  int64_t max_threads, max_smem;
+
   struct tsr_context* ctx = calloc(1, sizeof *ctx);
   if (!ctx) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory creating a context");
-  ctx->magic = TSR_MAGIC_CONTEXT;
+  ctx->obj = (tsr_object_t){.magic = TSR_MAGIC_CONTEXT, .type = TSR_MAGIC_CONTEXT, .refs = 1, .context = ctx};
+  ctx->objects.next = ctx->objects.prev = &ctx->objects;
+  ctx->backend = backend;
+  ctx->debug = o.flags & TSR_CONTEXT_DEBUG;
   pthread_mutex_init(&ctx->lock, NULL);
-  tsr_handles_lock();
-  tsr_status_t st = tsr_handle_add_locked(ctx);
-  tsr_handles_unlock();
+  tsr_memory_init(ctx);
+  if (!(st = backend->create(&o, &ctx->backend_state)) &&
+      !(st = backend->limit(ctx->backend_state, TSR_LIMIT_MAX_THREADS_PER_BLOCK, &max_threads)) &&
+      !(st = backend->limit(ctx->backend_state, TSR_LIMIT_MAX_SHARED_BYTES_PER_BLOCK, &max_smem))) {
+    ctx->max_block_threads = (uint32_t)max_threads;
+    ctx->max_smem_bytes = (uint32_t)max_smem;
+    tsr_handles_lock();
+    st = tsr_handle_add_locked(ctx);
+    tsr_handles_unlock();
+  }
   if (st) {
+    if (ctx->backend_state) backend->destroy(ctx->backend_state);
+    tsr_memory_teardown(ctx);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx);
     return st;
@@ -24,46 +66,107 @@ tsr_status_t tsrCreateContext(tsr_context_t* out_context) {
   return TSR_SUCCESS;
 }
 
+tsr_status_t tsrCreateContext(tsr_context_t* out_context) { return tsrCreateContextWithOptions(NULL, out_context); }
+
+/* Destroys the owned objects of one type, unlinking each first. */
+static void destroy_all(struct tsr_context* ctx, uint32_t type) {
+  tsr_object_t* o = ctx->objects.next;
+  while (o != &ctx->objects) {
+    tsr_object_t* next = o->next;
+    if (o->type == type) {
+      o->prev->next = o->next;
+      o->next->prev = o->prev;
+      o->prev = o->next = NULL;
+      tsr_object_destroy(o);
+    }
+    o = next;
+  }
+}
+
+void tsr_context_free(struct tsr_context* ctx) {
+  /* Retire everything in one step, so that no handle of the context stays usable; free after, in an order
+   * where nothing is freed while something still to be freed refers to it: streams first (their queues
+   * finish, dropping their holds), then graphs (which hold events), events, memory handles, modules. */
+  tsr_handles_lock();
+  for (tsr_object_t* o = ctx->objects.next; o != &ctx->objects; o = o->next) {
+    if (o->type == TSR_MAGIC_MODULE) tsr_module_retire_kernels_locked((struct tsr_module*)o);
+    tsr_handle_remove_locked(o);
+    o->magic = 0;
+  }
+  tsr_handles_unlock();
+  ctx->dying = true;
+  static const uint32_t order[] = {TSR_MAGIC_STREAM, TSR_MAGIC_GRAPH_EXEC, TSR_MAGIC_GRAPH, TSR_MAGIC_EVENT,
+                                   TSR_MAGIC_MEMORY, TSR_MAGIC_MODULE};
+  for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) destroy_all(ctx, order[i]);
+  ctx->backend->destroy(ctx->backend_state);
+  tsr_memory_teardown(ctx);
+  pthread_mutex_destroy(&ctx->lock);
+  free(ctx);
+}
+
 tsr_status_t tsrDestroyContext(tsr_context_t ctx) {
-  /* Retire the context and its modules under the registry lock, so no new use can start; free after. */
+  tsr_handles_lock();
+  bool live = tsr_handle_is_live_locked(ctx, TSR_MAGIC_CONTEXT);
+  if (live) tsr_object_retire_locked(&ctx->obj);
+  tsr_handles_unlock();
+  if (!live) return tsr_fail_handle(__func__, "context");
+  tsr_context_free(ctx);
+  return TSR_SUCCESS;
+}
+
+tsr_status_t tsrRetainContext(tsr_context_t ctx) {
+  return tsr_object_retain(ctx, TSR_MAGIC_CONTEXT, __func__, "context");
+}
+
+tsr_status_t tsrReleaseContext(tsr_context_t ctx) {
+  return tsr_object_release(ctx, TSR_MAGIC_CONTEXT, __func__, "context");
+}
+
+tsr_status_t tsrSynchronize(tsr_context_t ctx) {
+  /* Take a reference to every stream under the locks, then wait for each without them. */
   tsr_handles_lock();
   if (!tsr_handle_is_live_locked(ctx, TSR_MAGIC_CONTEXT)) {
     tsr_handles_unlock();
     return tsr_fail_handle(__func__, "context");
   }
-  tsr_handle_remove_locked(ctx);
-  ctx->magic = 0;
+  size_t count = 0;
   pthread_mutex_lock(&ctx->lock);
-  struct tsr_module* modules = ctx->modules;
-  ctx->modules = NULL;
+  for (tsr_object_t* o = ctx->objects.next; o != &ctx->objects; o = o->next) count += o->type == TSR_MAGIC_STREAM;
+  struct tsr_stream** streams = calloc(count + 1, sizeof *streams);
+  size_t n = 0;
+  for (tsr_object_t* o = ctx->objects.next; streams && o != &ctx->objects; o = o->next)
+    if (o->type == TSR_MAGIC_STREAM) {
+      o->refs++;
+      streams[n++] = (struct tsr_stream*)o;
+    }
   pthread_mutex_unlock(&ctx->lock);
-  for (struct tsr_module* m = modules; m; m = m->next) tsr_module_retire_locked(m);
   tsr_handles_unlock();
+  if (!streams) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "tsrSynchronize: out of memory");
 
-  while (modules) {
-    struct tsr_module* next = modules->next;
-    tsr_module_free(modules);  /* waits for its running launches */
-    modules = next;
+  tsr_status_t first = TSR_SUCCESS;
+  char message[1024] = "";
+  for (size_t i = 0; i < n; i++) {
+    tsr_status_t st = tsr_stream_wait(streams[i]);
+    if (st && !first) {
+      first = st;
+      strncpy(message, tsrGetLastErrorMessage(), sizeof message - 1);
+    }
+    tsr_object_unref(&streams[i]->obj);
   }
-  tsr_cpu_pool_destroy(ctx->pool);
-  tsr_context_free_allocations(ctx);
-  pthread_mutex_destroy(&ctx->lock);
-  free(ctx);
-  return TSR_SUCCESS;
+  free(streams);
+  return first ? tsr_fail(first, "%s", message) : TSR_SUCCESS;
 }
 
-tsr_status_t tsrSynchronize(tsr_context_t ctx) {
-  /* CPU launches return when finished, so there is never outstanding work to wait for. */
-  if (!tsr_handle_is_live(ctx, TSR_MAGIC_CONTEXT))
-    return tsr_fail_handle(__func__, "context");
-  return TSR_SUCCESS;
+tsr_status_t tsrGetDeviceProperties(tsr_context_t ctx, tsr_device_properties_t* out) {
+  tsr_status_t st = tsr_check_context(ctx, __func__);
+  if (st) return st;
+  if (!out) return tsr_fail_null_output(__func__);
+  return ctx->backend->properties(ctx->backend_state, out);
 }
 
-tsr_status_t tsr_context_pool(struct tsr_context* ctx, tsr_cpu_pool_t** out) {
-  tsr_status_t st = TSR_SUCCESS;
-  pthread_mutex_lock(&ctx->lock);
-  if (!ctx->pool) st = tsr_cpu_pool_create(&ctx->pool);
-  *out = ctx->pool;
-  pthread_mutex_unlock(&ctx->lock);
-  return st;
+tsr_status_t tsrGetLimit(tsr_context_t ctx, tsr_limit_t limit, int64_t* out_value) {
+  tsr_status_t st = tsr_check_context(ctx, __func__);
+  if (st) return st;
+  if (!out_value) return tsr_fail_null_output(__func__);
+  return ctx->backend->limit(ctx->backend_state, limit, out_value);
 }

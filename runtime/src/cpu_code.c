@@ -5,7 +5,6 @@
 #include "cpu_code.h"
 
 #include <dlfcn.h>
-#include <elf.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -14,6 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "cpu_elf.h"
 #include "errors.h"
 
 struct tsr_cpu_code {
@@ -22,43 +22,6 @@ struct tsr_cpu_code {
    * /proc/self/fd/N name must not be reused by another module while this one is loaded. -1 otherwise. */
   int fd;
 };
-
-#if defined(__x86_64__)
-#define HOST_ARCH "x86_64"
-#define HOST_MACHINE EM_X86_64
-#elif defined(__aarch64__)
-#define HOST_ARCH "aarch64"
-#define HOST_MACHINE EM_AARCH64
-#else
-#define HOST_ARCH NULL
-#define HOST_MACHINE EM_NONE
-#endif
-
-const char* tsr_cpu_host_arch(void) { return HOST_ARCH; }
-
-static uint16_t rd16(const uint8_t* p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint64_t rd64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-  return v;
-}
-
-/* The dynamic loader trusts its input; refuse what is plainly not a shared object for this host first. */
-static tsr_status_t check_shared_object(const uint8_t* b, size_t size, const char* section) {
-  if (size < sizeof(Elf64_Ehdr) || memcmp(b, ELFMAG, SELFMAG) != 0 || b[EI_CLASS] != ELFCLASS64 ||
-      b[EI_DATA] != ELFDATA2LSB)
-    return tsr_fail(TSR_ERROR_BAD_IMAGE, "bad image: section '%s' is not an ELF64 little-endian object", section);
-  if (rd16(b + 16) != ET_DYN)
-    return tsr_fail(TSR_ERROR_BAD_IMAGE, "bad image: section '%s' is not a shared object (e_type %u)", section,
-                    rd16(b + 16));
-  if (rd16(b + 18) != HOST_MACHINE)
-    return tsr_fail(TSR_ERROR_BAD_IMAGE, "bad image: section '%s' holds code for e_machine %u, not this %s host",
-                    section, rd16(b + 18), HOST_ARCH);
-  uint64_t phoff = rd64(b + 32), phnum = rd16(b + 56), phentsize = rd16(b + 54);
-  if (phentsize != sizeof(Elf64_Phdr) || phnum == 0 || phoff > size || phnum * phentsize > size - phoff)
-    return tsr_fail(TSR_ERROR_BAD_IMAGE, "bad image: section '%s' has a malformed program header table", section);
-  return TSR_SUCCESS;
-}
 
 static bool write_all(int fd, const uint8_t* p, size_t n) {
   while (n) {
@@ -128,8 +91,7 @@ static bool load_via_tmpfile(const uint8_t* bytes, size_t size, tsr_cpu_code_t* 
 }
 
 tsr_status_t tsr_cpu_code_load(const uint8_t* bytes, size_t size, const char* section, tsr_cpu_code_t** out) {
-  if (!HOST_ARCH) return tsr_fail(TSR_ERROR_UNSUPPORTED, "the CPU backend does not support this host architecture");
-  tsr_status_t st = check_shared_object(bytes, size, section);
+  tsr_status_t st = tsr_cpu_check_shared_object(bytes, size, section);
   if (st) return st;
   tsr_cpu_code_t* code = calloc(1, sizeof *code);
   if (!code) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory loading CPU code");

@@ -11,11 +11,8 @@
 
 typedef struct tsr_cpu_code tsr_cpu_code_t;
 
-/* The `arch` string of kernels this host runs ("x86_64", "aarch64"); NULL on other hosts. */
-const char* tsr_cpu_host_arch(void);
-
-/* Checks that `bytes` is a shared object for this host, then loads a private copy of it (RTLD_LOCAL).
- * `section` names the image section, for messages. TSR_ERROR_BAD_IMAGE or TSR_ERROR_INIT_FAIL. */
+/* Checks that `bytes` is a shared object for this host (cpu_elf.h), then loads a private copy of it
+ * (RTLD_LOCAL). `section` names the image section, for messages. TSR_ERROR_BAD_IMAGE or TSR_ERROR_INIT_FAIL. */
 tsr_status_t tsr_cpu_code_load(const uint8_t* bytes, size_t size, const char* section, tsr_cpu_code_t** out);
 
 /* Resolves an exported entry; false when the object does not export `symbol`. */

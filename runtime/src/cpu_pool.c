@@ -1,13 +1,13 @@
-/* cpu_pool.c — a fixed set of worker threads that split the blocks of a launch through an atomic counter.
+/* cpu_pool.c — a fixed set of workers serving a queue of jobs (cpu_pool.h).
  *
- * Blocks run only on the workers, never on the launching thread, so that kernels always get the stack size
- * set here (a host thread may have a small one). One run at a time: run_lock serializes launches. */
+ * Blocks of a job are handed out through an atomic counter, so workers touch the pool lock only to pick a
+ * job, and when they leave it. A worker stays in its job until the blocks run out, or until a new job arrives
+ * (the pool's epoch changes): then it picks again, so that a high-priority launch does not wait for a long
+ * low-priority one to drain. The last worker out of an exhausted job marks it finished. */
 #include "cpu_pool.h"
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdatomic.h>
-#include <stdbool.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -16,51 +16,88 @@
 enum { MAX_THREADS = 1024 };
 #define WORKER_STACK_BYTES (8u << 20)  /* room for per-block shared-memory arrays and spills */
 
+typedef struct worker {
+  struct tsr_cpu_pool* pool;
+  unsigned index;
+  pthread_t thread;
+} worker_t;
+
 struct tsr_cpu_pool {
-  pthread_mutex_t run_lock;  /* held for a whole run */
-  pthread_mutex_t lock;      /* guards the fields below */
-  pthread_cond_t wake;       /* workers: a new generation (or stop) */
-  pthread_cond_t done;       /* runner: busy reached 0 */
-  uint64_t generation;
+  pthread_mutex_t lock;  /* guards the queue, the jobs' running/finished, stopping */
+  pthread_cond_t wake;   /* workers: a job arrived, or stop */
+  pthread_cond_t done;   /* submitters: a job finished */
+  tsr_cpu_job_t *head, *tail;
+  atomic_uint_fast64_t epoch;  /* bumped by every submission */
   bool stopping;
-  unsigned busy;  /* workers not yet finished with the current generation */
-
-  /* The current run, written under `lock` before the generation changes. */
-  void (*task)(void*, uint64_t);
-  void* job;
-  uint64_t count;
-  _Atomic uint64_t next;
-
+  uint64_t all_workers;  /* mask of worker indices below 64 */
   unsigned thread_count;
-  pthread_t threads[];
+  worker_t workers[];
 };
 
-static void drain(tsr_cpu_pool_t* pool) {
+static bool allowed(const tsr_cpu_job_t* job, unsigned worker) {
+  return job->affinity == 0 || (worker < 64 && (job->affinity >> worker & 1));
+}
+
+/* The job this worker should serve: eligible, unexhausted, highest priority, oldest first. Lock held. */
+static tsr_cpu_job_t* pick(tsr_cpu_pool_t* pool, unsigned worker) {
+  tsr_cpu_job_t* best = NULL;
+  for (tsr_cpu_job_t* j = pool->head; j; j = j->link)
+    if (atomic_load_explicit(&j->next, memory_order_relaxed) < j->count && allowed(j, worker) &&
+        (!best || j->priority > best->priority))
+      best = j;
+  return best;
+}
+
+static void unlink_job(tsr_cpu_pool_t* pool, tsr_cpu_job_t* job) {
+  tsr_cpu_job_t** link = &pool->head;
+  tsr_cpu_job_t* prev = NULL;
+  while (*link != job) {
+    prev = *link;
+    link = &(*link)->link;
+  }
+  *link = job->link;
+  if (pool->tail == job) pool->tail = prev;
+}
+
+static void serve(tsr_cpu_pool_t* pool, tsr_cpu_job_t* job, uint_fast64_t epoch) {
   for (;;) {
-    uint64_t i = atomic_fetch_add_explicit(&pool->next, 1, memory_order_relaxed);
-    if (i >= pool->count) return;
-    pool->task(pool->job, i);
+    uint_fast64_t i = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
+    if (i >= job->count) return;
+    if (!atomic_load_explicit(&job->cancelled, memory_order_relaxed)) job->task(job->arg, i);
+    if (atomic_load_explicit(&pool->epoch, memory_order_relaxed) != epoch) return;
   }
 }
 
-static void* worker(void* arg) {
-  tsr_cpu_pool_t* pool = arg;
-  uint64_t seen = 0;
+static void* work(void* arg) {
+  worker_t* self = arg;
+  tsr_cpu_pool_t* pool = self->pool;
   pthread_mutex_lock(&pool->lock);
   for (;;) {
-    while (!pool->stopping && pool->generation == seen) pthread_cond_wait(&pool->wake, &pool->lock);
-    if (pool->stopping) break;
-    seen = pool->generation;
+    tsr_cpu_job_t* job;
+    while (!(job = pick(pool, self->index)) && !pool->stopping) pthread_cond_wait(&pool->wake, &pool->lock);
+    if (!job) break;
+    job->running++;
+    uint_fast64_t epoch = atomic_load_explicit(&pool->epoch, memory_order_relaxed);
     pthread_mutex_unlock(&pool->lock);
-    drain(pool);
+    serve(pool, job, epoch);
     pthread_mutex_lock(&pool->lock);
-    if (--pool->busy == 0) pthread_cond_signal(&pool->done);
+    if (--job->running == 0 && atomic_load(&job->next) >= job->count && !job->finished) {
+      job->finished = true;
+      unlink_job(pool, job);
+      pthread_cond_broadcast(&pool->done);
+    }
   }
   pthread_mutex_unlock(&pool->lock);
   return NULL;
 }
 
-static tsr_status_t thread_count(unsigned* out) {
+tsr_status_t tsr_cpu_thread_count(unsigned requested, unsigned* out) {
+  if (requested) {
+    if (requested > MAX_THREADS)
+      return tsr_fail(TSR_ERROR_INVALID_VALUE, "%u worker threads asked for; at most %d", requested, MAX_THREADS);
+    *out = requested;
+    return TSR_SUCCESS;
+  }
   const char* env = getenv("TESSERA_NUM_THREADS");
   if (env && *env) {
     char* end;
@@ -77,47 +114,56 @@ static tsr_status_t thread_count(unsigned* out) {
   return TSR_SUCCESS;
 }
 
-tsr_status_t tsr_cpu_pool_create(tsr_cpu_pool_t** out) {
-  unsigned n;
-  tsr_status_t st = thread_count(&n);
-  if (st) return st;
-  tsr_cpu_pool_t* pool = calloc(1, sizeof *pool + n * sizeof(pthread_t));
+tsr_status_t tsr_cpu_pool_create(unsigned n, tsr_cpu_pool_t** out) {
+  tsr_cpu_pool_t* pool = calloc(1, sizeof *pool + n * sizeof(worker_t));
   if (!pool) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory creating the CPU thread pool");
-  pthread_mutex_init(&pool->run_lock, NULL);
   pthread_mutex_init(&pool->lock, NULL);
   pthread_cond_init(&pool->wake, NULL);
   pthread_cond_init(&pool->done, NULL);
+  atomic_init(&pool->epoch, 0);
 
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, WORKER_STACK_BYTES);
   int err = 0;
   /* Fewer workers than asked is still correct; none is not. */
-  while (pool->thread_count < n && !(err = pthread_create(&pool->threads[pool->thread_count], &attr, worker, pool)))
+  while (pool->thread_count < n) {
+    worker_t* w = &pool->workers[pool->thread_count];
+    *w = (worker_t){pool, pool->thread_count, 0};
+    if ((err = pthread_create(&w->thread, &attr, work, w))) break;
     pool->thread_count++;
+  }
   pthread_attr_destroy(&attr);
   if (pool->thread_count == 0) {
     tsr_cpu_pool_destroy(pool);
     return tsr_fail(TSR_ERROR_INIT_FAIL, "cannot start CPU worker threads (error %d)", err);
   }
+  pool->all_workers = pool->thread_count >= 64 ? ~0ull : (1ull << pool->thread_count) - 1;
   *out = pool;
   return TSR_SUCCESS;
 }
 
-void tsr_cpu_pool_run(tsr_cpu_pool_t* pool, uint64_t count, void (*task)(void*, uint64_t), void* job) {
-  pthread_mutex_lock(&pool->run_lock);
+void tsr_cpu_pool_run(tsr_cpu_pool_t* pool, tsr_cpu_job_t* job) {
+  atomic_init(&job->next, 0);
+  atomic_init(&job->cancelled, false);
+  job->running = 0;
+  job->finished = job->count == 0;
+  job->link = NULL;
+  if (job->finished) return;
+  if (!(job->affinity & pool->all_workers)) job->affinity = 0;  /* names no worker: the hint is ignored */
   pthread_mutex_lock(&pool->lock);
-  pool->task = task;
-  pool->job = job;
-  pool->count = count;
-  atomic_store_explicit(&pool->next, 0, memory_order_relaxed);
-  pool->busy = pool->thread_count;
-  pool->generation++;
+  if (pool->tail) pool->tail->link = job;
+  else pool->head = job;
+  pool->tail = job;
+  atomic_fetch_add(&pool->epoch, 1);
   pthread_cond_broadcast(&pool->wake);
-  while (pool->busy) pthread_cond_wait(&pool->done, &pool->lock);
+  while (!job->finished) pthread_cond_wait(&pool->done, &pool->lock);
   pthread_mutex_unlock(&pool->lock);
-  pthread_mutex_unlock(&pool->run_lock);
 }
+
+void tsr_cpu_job_cancel(tsr_cpu_job_t* job) { atomic_store(&job->cancelled, true); }
+
+unsigned tsr_cpu_pool_threads(const tsr_cpu_pool_t* pool) { return pool->thread_count; }
 
 void tsr_cpu_pool_destroy(tsr_cpu_pool_t* pool) {
   if (!pool) return;
@@ -125,10 +171,9 @@ void tsr_cpu_pool_destroy(tsr_cpu_pool_t* pool) {
   pool->stopping = true;
   pthread_cond_broadcast(&pool->wake);
   pthread_mutex_unlock(&pool->lock);
-  for (unsigned i = 0; i < pool->thread_count; i++) pthread_join(pool->threads[i], NULL);
+  for (unsigned i = 0; i < pool->thread_count; i++) pthread_join(pool->workers[i].thread, NULL);
   pthread_cond_destroy(&pool->done);
   pthread_cond_destroy(&pool->wake);
   pthread_mutex_destroy(&pool->lock);
-  pthread_mutex_destroy(&pool->run_lock);
   free(pool);
 }

@@ -1,20 +1,48 @@
-/* cpu_pool.h — the worker threads that run the blocks of CPU launches. */
+/* cpu_pool.h — the worker threads that run the blocks of CPU launches. Several launches (from different
+ * streams or host threads) may be in the pool at once; workers take blocks from the highest-priority one
+ * they are allowed to run, so independent launches overlap. */
 #ifndef TESSERA_SRC_CPU_POOL_H_
 #define TESSERA_SRC_CPU_POOL_H_
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "tessera/tessera.h"
 
 typedef struct tsr_cpu_pool tsr_cpu_pool_t;
 
-/* Starts the workers: TESSERA_NUM_THREADS of them if set (a positive integer), else one per online CPU.
- * TSR_ERROR_INVALID_VALUE for a malformed TESSERA_NUM_THREADS, TSR_ERROR_INIT_FAIL if no thread starts. */
-tsr_status_t tsr_cpu_pool_create(tsr_cpu_pool_t** out);
+/* One launch's blocks: task(arg, i) for every i in [0, count). The submitter fills the first five fields;
+ * the rest belong to the pool. */
+typedef struct tsr_cpu_job {
+  void (*task)(void* arg, uint64_t index);
+  void* arg;
+  uint64_t count;
+  int32_t priority;   /* higher first among jobs waiting for workers */
+  uint64_t affinity;  /* bit i: worker i may run blocks; 0 (or no existing worker named) = any */
 
-/* Calls task(job, i) for every i in [0, count) on the workers and returns when all calls have returned.
- * Calls from several threads run one after another. */
-void tsr_cpu_pool_run(tsr_cpu_pool_t* pool, uint64_t count, void (*task)(void* job, uint64_t i), void* job);
+  atomic_uint_fast64_t next;  /* next block to hand out */
+  atomic_bool cancelled;      /* blocks not yet started are skipped */
+  unsigned running;           /* workers inside the job (pool lock) */
+  bool finished;              /* (pool lock) */
+  struct tsr_cpu_job* link;   /* in the pool's queue (pool lock) */
+} tsr_cpu_job_t;
+
+/* The number of workers a pool gets: `requested` if not 0, else TESSERA_NUM_THREADS if set (an integer in
+ * [1, 1024]; TSR_ERROR_INVALID_VALUE otherwise), else one per online CPU. */
+tsr_status_t tsr_cpu_thread_count(unsigned requested, unsigned* out);
+
+/* Starts `threads` workers (fewer if the system refuses some; TSR_ERROR_INIT_FAIL if none starts). */
+tsr_status_t tsr_cpu_pool_create(unsigned threads, tsr_cpu_pool_t** out);
+
+/* Runs the job's blocks on the workers, never on the calling thread (kernels get the workers' stack size),
+ * and returns when every block has returned or been skipped. Thread-safe. */
+void tsr_cpu_pool_run(tsr_cpu_pool_t* pool, tsr_cpu_job_t* job);
+
+/* From a task: skip the job's blocks that have not started yet. */
+void tsr_cpu_job_cancel(tsr_cpu_job_t* job);
+
+unsigned tsr_cpu_pool_threads(const tsr_cpu_pool_t* pool);
 
 /* Stops and joins the workers. No run may be in progress. */
 void tsr_cpu_pool_destroy(tsr_cpu_pool_t* pool);

@@ -272,6 +272,7 @@ static tsr_status_t parse_meta(const tsr_image_section_t* meta, tsr_image_t* img
   if (memcmp(m, "TSRM", 4) != 0) return BAD(".tessera.meta does not start with 'TSRM'");
   if (rd16(m + 4) != 1) return BAD(".tessera.meta table layout %u.%u is not 1.x", rd16(m + 4), rd16(m + 6));
   uint32_t kernel_size = rd32(m + 12), arg_size = rd32(m + 20), prop_count = rd32(m + 28);
+  img->prop_count = prop_count;
   img->kernel_count = rd32(m + 8);
   img->arg_count = rd32(m + 16);
   img->dim_count = rd32(m + 24);
@@ -292,7 +293,8 @@ static tsr_status_t parse_meta(const tsr_image_section_t* meta, tsr_image_t* img
   img->kernels = calloc((size_t)img->kernel_count + 1, sizeof *img->kernels);  /* +1: never calloc(0) */
   img->args = calloc((size_t)img->arg_count + 1, sizeof *img->args);
   img->dims = calloc((size_t)img->dim_count + 1, sizeof *img->dims);
-  if (!img->kernels || !img->args || !img->dims)
+  img->props = calloc((size_t)prop_count + 1, sizeof *img->props);
+  if (!img->kernels || !img->args || !img->dims || !img->props)
     return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory reading .tessera.meta");
 
   for (uint32_t i = 0; i < img->arg_count; i++) {
@@ -302,7 +304,8 @@ static tsr_status_t parse_meta(const tsr_image_section_t* meta, tsr_image_t* img
   for (uint32_t i = 0; i < img->dim_count; i++) img->dims[i] = (int64_t)rd64(m + dims_at + (uint64_t)i * 8);
   for (uint32_t i = 0; i < prop_count; i++) {
     const uint8_t* r = m + props_at + (uint64_t)i * 8;
-    if (!str_ok(img, rd32(r)) || !str_ok(img, rd32(r + 4)))
+    img->props[i] = (tsr_image_prop_t){rd32(r), rd32(r + 4)};
+    if (!str_ok(img, img->props[i].key) || !str_ok(img, img->props[i].value))
       return BAD("property %u: string offset outside .tessera.strtab", i);
   }
   if ((st = check_args(img))) return st;
@@ -322,7 +325,7 @@ static tsr_status_t parse_meta(const tsr_image_section_t* meta, tsr_image_t* img
 /* ---- entry points ------------------------------------------------------------------------------------ */
 
 static tsr_status_t parse(const uint8_t* d, size_t size, tsr_image_t* img) {
-  elf_layout_t elf;
+  elf_layout_t elf = {0};
   tsr_status_t st;
   if ((st = parse_elf_header(d, size, &elf))) return st;
   if ((st = read_sections(d, size, &elf, img))) return st;
@@ -365,5 +368,6 @@ void tsr_image_release(tsr_image_t* img) {
   free(img->kernels);
   free(img->args);
   free(img->dims);
+  free(img->props);
   *img = (tsr_image_t){0};
 }

@@ -36,16 +36,22 @@ typedef struct tsr_image_arg {
   uint32_t dims_first, flags;
 } tsr_image_arg_t;
 
+/* A property record: key and value are strtab offsets. */
+typedef struct tsr_image_prop {
+  uint32_t key, value;
+} tsr_image_prop_t;
+
 typedef struct tsr_image {
   uint32_t abi_major, abi_minor;
   uint16_t section_count;
   tsr_image_section_t* sections;
   const char* strtab;  /* the .tessera.strtab section */
   size_t strtab_size;
-  uint32_t kernel_count, arg_count, dim_count;
+  uint32_t kernel_count, arg_count, dim_count, prop_count;
   tsr_image_kernel_t* kernels;
   tsr_image_arg_t* args;
   int64_t* dims;
+  tsr_image_prop_t* props;
 } tsr_image_t;
 
 /* Validates and parses. TSR_ERROR_BAD_IMAGE, TSR_ERROR_ABI_MISMATCH or TSR_ERROR_OUT_OF_MEMORY with a

@@ -1,6 +1,7 @@
 /* module.c — building a module from a validated image (copying what outlives the caller's buffer, loading
- * CPU code), kernel lookup and introspection, and module teardown. */
+ * code through the context's backend), kernel lookup and introspection, and module teardown. */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,10 +11,12 @@
 #include "handles.h"
 #include "image.h"
 #include "objects.h"
+#include "trace.h"
 
-static bool runs_here(const tsr_image_t* img, const tsr_image_kernel_t* k) {
-  const char* arch = tsr_cpu_host_arch();
-  return arch && strcmp(tsr_image_str(img, k->target), "cpu") == 0 && strcmp(tsr_image_str(img, k->arch), arch) == 0;
+static atomic_uint_fast64_t module_serials;
+
+static bool runs_here(const tsr_backend_t* backend, const tsr_image_t* img, const tsr_image_kernel_t* k) {
+  return strcmp(tsr_image_str(img, k->target), backend->target) == 0 && backend->runs_arch(tsr_image_str(img, k->arch));
 }
 
 static int by_kernel_name(const void* a, const void* b) {
@@ -30,15 +33,15 @@ static tsr_status_t check_unique_names(struct tsr_module* m) {
   for (size_t i = 1; i < m->kernel_count && !st; i++)
     if (strcmp(sorted[i]->name, sorted[i - 1]->name) == 0)
       st = tsr_fail(TSR_ERROR_BAD_IMAGE, "bad image: two kernels named '%s' for %s", sorted[i]->name,
-                    tsr_cpu_host_arch());
+                    sorted[i]->arch);
   free(sorted);
   return st;
 }
 
 /* The loaded object of a code section, loading it on first use. `loaded_from` holds the strtab offsets of
  * the section names already loaded, parallel to m->code. */
-static tsr_status_t code_for(struct tsr_module* m, const tsr_image_t* img, uint32_t section, uint32_t* loaded_from,
-                             tsr_cpu_code_t** out) {
+static tsr_status_t code_for(struct tsr_context* ctx, struct tsr_module* m, const tsr_image_t* img, uint32_t section,
+                             uint32_t* loaded_from, void** out) {
   for (size_t i = 0; i < m->code_count; i++)
     if (strcmp(tsr_image_str(img, loaded_from[i]), tsr_image_str(img, section)) == 0) {
       *out = m->code[i];
@@ -46,29 +49,32 @@ static tsr_status_t code_for(struct tsr_module* m, const tsr_image_t* img, uint3
     }
   const tsr_image_section_t* s = tsr_image_find_section(img, tsr_image_str(img, section));
   if (!s) return TSR_ERROR_BAD_IMAGE;  /* unreachable: the parser resolved every kernel's section */
-  tsr_status_t st = tsr_cpu_code_load(s->data, s->size, s->name, &m->code[m->code_count]);
+  tsr_status_t st = ctx->backend->code_load(ctx->backend_state, s->data, s->size, s->name, &m->code[m->code_count]);
   if (st) return st;
   loaded_from[m->code_count] = section;
   *out = m->code[m->code_count++];
   return TSR_SUCCESS;
 }
 
-static tsr_status_t build(struct tsr_module* m, const tsr_image_t* img) {
-  size_t runnable = 0, arg_total = 0;
+static tsr_status_t build(struct tsr_context* ctx, struct tsr_module* m, const tsr_image_t* img) {
+  const tsr_backend_t* backend = ctx->backend;
+  size_t runnable = 0, arg_total = 0, prop_total = 0;
   for (uint32_t k = 0; k < img->kernel_count; k++)
-    if (runs_here(img, &img->kernels[k])) {
+    if (runs_here(backend, img, &img->kernels[k])) {
       runnable++;
       arg_total += img->kernels[k].arg_count;
+      prop_total += img->kernels[k].prop_count;
     }
   size_t foreign = img->kernel_count - runnable;
   m->strtab = malloc(img->strtab_size);
   m->dims = malloc((img->dim_count + (size_t)1) * sizeof *m->dims);
   m->args = calloc(arg_total + 1, sizeof *m->args);
+  m->props = calloc(prop_total + 1, sizeof *m->props);
   m->kernels = calloc(runnable + 1, sizeof *m->kernels);
   m->foreign = calloc(foreign + 1, sizeof *m->foreign);
   m->code = calloc(runnable + 1, sizeof *m->code);
   uint32_t* loaded_from = calloc(runnable + 1, sizeof *loaded_from);
-  if (!m->strtab || !m->dims || !m->args || !m->kernels || !m->foreign || !m->code || !loaded_from) {
+  if (!m->strtab || !m->dims || !m->args || !m->props || !m->kernels || !m->foreign || !m->code || !loaded_from) {
     free(loaded_from);
     return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory loading a module");
   }
@@ -77,9 +83,10 @@ static tsr_status_t build(struct tsr_module* m, const tsr_image_t* img) {
 
   tsr_status_t st = TSR_SUCCESS;
   tsr_arg_info_t* next_arg = m->args;
+  tsr_property_t* next_prop = m->props;
   for (uint32_t k = 0; k < img->kernel_count && !st; k++) {
     const tsr_image_kernel_t* ik = &img->kernels[k];
-    if (!runs_here(img, ik)) {
+    if (!runs_here(backend, img, ik)) {
       m->foreign[m->foreign_count++] = (tsr_foreign_kernel_t){
           m->strtab + ik->name, m->strtab + ik->target, m->strtab + ik->arch};
       continue;
@@ -87,17 +94,23 @@ static tsr_status_t build(struct tsr_module* m, const tsr_image_t* img) {
     struct tsr_kernel* kernel = &m->kernels[m->kernel_count++];
     *kernel = (struct tsr_kernel){
         .magic = TSR_MAGIC_KERNEL, .module = m, .name = m->strtab + ik->name,
+        .entry_symbol = m->strtab + ik->entry, .target = m->strtab + ik->target, .arch = m->strtab + ik->arch,
+        .section = m->strtab + ik->section,
         .block = {ik->block[0], ik->block[1], ik->block[2]}, .warp_size = ik->warp_size, .smem_bytes = ik->smem_bytes,
         .regs = ik->regs, .flags = ik->flags,
-        .arg_count = ik->arg_count, .args = next_arg};
+        .arg_count = ik->arg_count, .args = next_arg, .prop_count = ik->prop_count, .props = next_prop};
     for (uint32_t i = 0; i < ik->arg_count; i++) {
       const tsr_image_arg_t* a = &img->args[ik->arg_first + i];
       *next_arg++ = (tsr_arg_info_t){m->strtab + a->name, a->kind, a->dtype, a->rank, a->flags,
                                      a->rank ? m->dims + a->dims_first : NULL};
     }
-    tsr_cpu_code_t* code;
-    st = code_for(m, img, ik->section, loaded_from, &code);
-    if (!st && !tsr_cpu_code_entry(code, tsr_image_str(img, ik->entry), &kernel->entry))
+    for (uint32_t i = 0; i < ik->prop_count; i++) {
+      const tsr_image_prop_t* p = &img->props[ik->prop_first + i];
+      *next_prop++ = (tsr_property_t){m->strtab + p->key, m->strtab + p->value};
+    }
+    void* code;
+    st = code_for(ctx, m, img, ik->section, loaded_from, &code);
+    if (!st && !backend->code_entry(code, tsr_image_str(img, ik->entry), &kernel->entry))
       st = tsr_fail(TSR_ERROR_BAD_IMAGE, "bad image: kernel '%s': entry symbol '%s' is not exported by section '%s'",
                     kernel->name, tsr_image_str(img, ik->entry), tsr_image_str(img, ik->section));
   }
@@ -106,72 +119,80 @@ static tsr_status_t build(struct tsr_module* m, const tsr_image_t* img) {
 }
 
 /* Frees the module and what build() made. It must no longer be registered (or never have been). */
-static void destroy(struct tsr_module* m) {
-  for (size_t i = 0; i < m->code_count; i++) tsr_cpu_code_unload(m->code[i]);
+static void destroy(struct tsr_context* ctx, struct tsr_module* m) {
+  for (size_t i = 0; i < m->code_count; i++) ctx->backend->code_unload(m->code[i]);
   free(m->code);
   free(m->foreign);
   free(m->kernels);
+  free(m->props);
   free(m->args);
   free(m->dims);
   free(m->strtab);
+  free(m->image);
   pthread_cond_destroy(&m->idle);
   pthread_mutex_destroy(&m->busy_lock);
   free(m);
 }
 
+/* Registers the kernels, then the module (which links it into its context). */
 static tsr_status_t publish(struct tsr_context* ctx, struct tsr_module* m) {
-  tsr_status_t st = TSR_SUCCESS;
   tsr_handles_lock();
-  if (!tsr_handle_is_live_locked(ctx, TSR_MAGIC_CONTEXT)) {
-    tsr_handles_unlock();
-    return tsr_fail(TSR_ERROR_INVALID_HANDLE, "tsrLoadModule: the context was destroyed during the load");
-  }
   size_t added = 0;
-  st = tsr_handle_add_locked(m);
+  tsr_status_t st = TSR_SUCCESS;
   while (!st && added < m->kernel_count) st = tsr_handle_add_locked(&m->kernels[added++]);
   if (st) {
-    tsr_handle_remove_locked(m);
     for (size_t i = 0; i < added; i++) tsr_handle_remove_locked(&m->kernels[i]);
-  } else {
-    pthread_mutex_lock(&ctx->lock);
-    m->next = ctx->modules;
-    ctx->modules = m;
-    pthread_mutex_unlock(&ctx->lock);
+    for (size_t i = 0; i < m->kernel_count; i++) m->kernels[i].magic = 0;
   }
   tsr_handles_unlock();
+  if (!st && (st = tsr_object_publish(ctx, &m->obj, TSR_MAGIC_MODULE, "tsrLoadModule"))) {
+    tsr_handles_lock();
+    tsr_module_retire_kernels_locked(m);
+    tsr_handles_unlock();
+  }
   return st;
 }
 
-tsr_status_t tsrLoadModule(tsr_context_t ctx, const void* image, size_t image_size, tsr_module_t* out_module) {
-  if (!tsr_handle_is_live(ctx, TSR_MAGIC_CONTEXT))
-    return tsr_fail_handle(__func__, "context");
-  if (!out_module) return tsr_fail_null_output(__func__);
+static tsr_status_t load(tsr_context_t ctx, const void* image, size_t image_size, tsr_module_t* out_module) {
   tsr_image_t img;
   tsr_status_t st = tsr_image_parse(image, image_size, &img);
   if (st) return st;
   struct tsr_module* m = calloc(1, sizeof *m);
-  if (!m) {
+  uint8_t* copy = malloc(image_size ? image_size : 1);
+  if (!m || !copy) {
+    free(m);
+    free(copy);
     tsr_image_release(&img);
     return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory loading a module");
   }
-  m->magic = TSR_MAGIC_MODULE;
-  m->context = ctx;
+  memcpy(copy, image, image_size);
+  m->image = copy;
+  m->image_size = image_size;
+  m->serial = atomic_fetch_add(&module_serials, 1) + 1;
   pthread_mutex_init(&m->busy_lock, NULL);
   pthread_cond_init(&m->idle, NULL);
-  st = build(m, &img);
+  st = build(ctx, m, &img);
   tsr_image_release(&img);
   if (!st) st = publish(ctx, m);
   if (st) {
-    destroy(m);
+    destroy(ctx, m);
     return st;
   }
   *out_module = m;
   return TSR_SUCCESS;
 }
 
-void tsr_module_retire_locked(struct tsr_module* m) {
-  tsr_handle_remove_locked(m);
-  m->magic = 0;
+tsr_status_t tsrLoadModule(tsr_context_t ctx, const void* image, size_t image_size, tsr_module_t* out_module) {
+  tsr_status_t st = tsr_check_context(ctx, __func__);
+  if (st) return st;
+  if (!out_module) return tsr_fail_null_output(__func__);
+  bool traced = tsr_trace_push(TSR_TRACE_HOST, "load module");
+  st = load(ctx, image, image_size, out_module);
+  if (traced) tsr_trace_pop();
+  return st;
+}
+
+void tsr_module_retire_kernels_locked(struct tsr_module* m) {
   for (size_t i = 0; i < m->kernel_count; i++) {
     tsr_handle_remove_locked(&m->kernels[i]);
     m->kernels[i].magic = 0;
@@ -182,39 +203,43 @@ void tsr_module_free(struct tsr_module* m) {
   pthread_mutex_lock(&m->busy_lock);
   while (m->busy) pthread_cond_wait(&m->idle, &m->busy_lock);
   pthread_mutex_unlock(&m->busy_lock);
-  destroy(m);
+  destroy(m->obj.context, m);
 }
 
 tsr_status_t tsrUnloadModule(tsr_module_t m) {
   tsr_handles_lock();
-  if (!tsr_handle_is_live_locked(m, TSR_MAGIC_MODULE)) {
-    tsr_handles_unlock();
-    return tsr_fail_handle(__func__, "module");
+  bool live = tsr_handle_is_live_locked(m, TSR_MAGIC_MODULE);
+  if (live) {
+    tsr_module_retire_kernels_locked(m);
+    tsr_object_retire_locked(&m->obj);
   }
-  tsr_module_retire_locked(m);
-  struct tsr_context* ctx = m->context;
-  pthread_mutex_lock(&ctx->lock);
-  for (struct tsr_module** link = &ctx->modules; *link; link = &(*link)->next)
-    if (*link == m) {
-      *link = m->next;
-      break;
-    }
-  pthread_mutex_unlock(&ctx->lock);
   tsr_handles_unlock();
+  if (!live) return tsr_fail_handle(__func__, "module");
   tsr_module_free(m);
   return TSR_SUCCESS;
 }
 
-tsr_status_t tsr_kernel_acquire(tsr_kernel_t kernel) {
+tsr_status_t tsrRetainModule(tsr_module_t m) { return tsr_object_retain(m, TSR_MAGIC_MODULE, __func__, "module"); }
+tsr_status_t tsrReleaseModule(tsr_module_t m) { return tsr_object_release(m, TSR_MAGIC_MODULE, __func__, "module"); }
+
+bool tsr_kernel_acquire_locked(tsr_kernel_t kernel, uint64_t module_serial) {
+  if (!tsr_handle_is_live_locked(kernel, TSR_MAGIC_KERNEL)) return false;
+  if (module_serial && kernel->module->serial != module_serial) return false;
+  tsr_kernel_hold(kernel);
+  return true;
+}
+
+tsr_status_t tsr_kernel_acquire(tsr_kernel_t kernel, const char* function) {
   tsr_handles_lock();
-  bool live = tsr_handle_is_live_locked(kernel, TSR_MAGIC_KERNEL);
-  if (live) {
-    pthread_mutex_lock(&kernel->module->busy_lock);
-    kernel->module->busy++;
-    pthread_mutex_unlock(&kernel->module->busy_lock);
-  }
+  bool live = tsr_kernel_acquire_locked(kernel, 0);
   tsr_handles_unlock();
-  return live ? TSR_SUCCESS : tsr_fail_handle("tsrLaunch", "kernel");
+  return live ? TSR_SUCCESS : tsr_fail_handle(function, "kernel");
+}
+
+void tsr_kernel_hold(tsr_kernel_t kernel) {
+  pthread_mutex_lock(&kernel->module->busy_lock);
+  kernel->module->busy++;
+  pthread_mutex_unlock(&kernel->module->busy_lock);
 }
 
 void tsr_kernel_release(tsr_kernel_t kernel) {
@@ -245,10 +270,13 @@ static tsr_status_t not_found(const struct tsr_module* m, const char* name) {
     append(msg, sizeof msg, &len, "%s%s/%s", elsewhere ? ", " : "", m->foreign[i].target, m->foreign[i].arch);
     elsewhere = true;
   }
-  const char* arch = tsr_cpu_host_arch();
-  if (elsewhere)
-    return tsr_fail(TSR_ERROR_NOT_FOUND, "kernel '%s' has no code this runtime can run (cpu/%s); the image has it "
-                    "for %s", name, arch ? arch : "unsupported host", msg);
+  if (elsewhere) {
+    tsr_device_properties_t props;
+    struct tsr_context* ctx = m->obj.context;
+    const char* arch = ctx->backend->properties(ctx->backend_state, &props) ? "?" : props.arch;
+    return tsr_fail(TSR_ERROR_NOT_FOUND, "kernel '%s' has no code this runtime can run (%s/%s); the image has it "
+                    "for %s", name, ctx->backend->target, arch, msg);
+  }
   len = 0;
   msg[0] = 0;
   for (size_t i = 0; i < m->kernel_count; i++)
@@ -316,4 +344,16 @@ tsr_status_t tsrKernelGetAttribute(tsr_kernel_t kernel, tsr_kernel_attribute_t a
     case TSR_KERNEL_ATTR_FLAGS: *out_value = kernel->flags; return TSR_SUCCESS;
   }
   return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrKernelGetAttribute: unknown attribute %d", (int)attribute);
+}
+
+tsr_status_t tsrKernelGetProperty(tsr_kernel_t kernel, const char* key, const char** out_value) {
+  if (!tsr_handle_is_live(kernel, TSR_MAGIC_KERNEL)) return tsr_fail_handle(__func__, "kernel");
+  if (!out_value) return tsr_fail_null_output(__func__);
+  if (!key) return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrKernelGetProperty: the key is NULL");
+  for (size_t i = 0; i < kernel->prop_count; i++)
+    if (strcmp(kernel->props[i].key, key) == 0) {
+      *out_value = kernel->props[i].value;
+      return TSR_SUCCESS;
+    }
+  return tsr_fail(TSR_ERROR_NOT_FOUND, "kernel '%s' has no property '%s'", kernel->name, key);
 }

@@ -1,39 +1,49 @@
-/* objects.h — the structs behind the opaque handles of tessera.h, and how they refer to each other. */
+/* objects.h — the structs behind the opaque context, module, kernel and memory handles, and the internal
+ * functions that cross files. Streams, events and graphs are in stream.h, event.h and graph.h. */
 #ifndef TESSERA_SRC_OBJECTS_H_
 #define TESSERA_SRC_OBJECTS_H_
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cpu_code.h"
-#include "cpu_pool.h"
+#include "backend.h"
+#include "handles.h"
+#include "memory.h"
+#include "object.h"
 #include "tessera/tessera.h"
 
-/* One tsrAlloc allocation. */
-typedef struct tsr_allocation {
-  uintptr_t base;
-  size_t bytes;  /* as requested */
-} tsr_allocation_t;
-
 struct tsr_context {
-  uint32_t magic;                 /* TSR_MAGIC_CONTEXT while alive */
-  pthread_mutex_t lock;           /* guards everything below */
-  struct tsr_module* modules;     /* loaded modules, newest first */
-  tsr_allocation_t* allocations;  /* sorted by base, for exact (free) and range (memcpy) lookups */
-  size_t allocation_count, allocation_capacity;
-  tsr_cpu_pool_t* pool;           /* started by the first launch */
+  tsr_object_t obj;
+  pthread_mutex_t lock;    /* guards `objects` */
+  tsr_object_t objects;    /* sentinel of the circular list of everything the context owns */
+  const tsr_backend_t* backend;
+  void* backend_state;
+  bool debug;              /* TSR_CONTEXT_DEBUG */
+  bool dying;              /* tsr_context_free is destroying what the context owns */
+  uint32_t max_block_threads, max_smem_bytes;  /* the backend's limits, read once */
+  tsr_memory_state_t memory;
+  _Atomic uint64_t next_stream_id;  /* stream ids start at 1; 0 is the NULL stream */
 };
+
+/* A metadata property of a kernel; strings point into its module's strtab. */
+typedef struct tsr_property {
+  const char *key, *value;
+} tsr_property_t;
 
 struct tsr_kernel {
   uint32_t magic;  /* TSR_MAGIC_KERNEL while its module is loaded */
   struct tsr_module* module;
-  const char* name;  /* into module->strtab */
-  tsr_cpu_entry_t entry;
+  const char *name, *entry_symbol, *target, *arch, *section;  /* into module->strtab */
+  const void* entry;  /* the backend's handle of the entry */
   uint32_t block[3];  /* compiled block shape; 0 = any */
   uint32_t warp_size, smem_bytes, regs, flags;
   size_t arg_count;
   const tsr_arg_info_t* args;  /* into module->args */
+  size_t prop_count;
+  const tsr_property_t* props;  /* into module->props */
 };
 
 /* A kernel the image has for a target or arch this runtime does not run; kept for error messages. */
@@ -42,38 +52,48 @@ typedef struct tsr_foreign_kernel {
 } tsr_foreign_kernel_t;
 
 struct tsr_module {
-  uint32_t magic;  /* TSR_MAGIC_MODULE while loaded */
-  struct tsr_context* context;
-  struct tsr_module* next;  /* in context->modules */
-  char* strtab;             /* copy of .tessera.strtab: every string of the module points into it */
-  tsr_arg_info_t* args;     /* argument descriptions of all runnable kernels */
-  int64_t* dims;            /* copy of the dimension table */
+  tsr_object_t obj;
+  uint64_t serial;  /* unique in the process: tells a module from a later one at the same address */
+  uint8_t* image;  /* a copy of the whole image: the crash capture's IR snapshot and repro bundle come from it */
+  size_t image_size;
+  char* strtab;    /* copy of .tessera.strtab: every string of the module points into it */
+  tsr_arg_info_t* args;  /* argument descriptions of all runnable kernels */
+  int64_t* dims;         /* copy of the dimension table */
+  tsr_property_t* props;
   struct tsr_kernel* kernels;
   size_t kernel_count;
   tsr_foreign_kernel_t* foreign;
   size_t foreign_count;
-  tsr_cpu_code_t** code;  /* one loaded object per distinct code section */
+  void** code;  /* one loaded object per distinct code section (the backend's) */
   size_t code_count;
 
-  /* Launches in flight on kernels of this module; unloading waits for them. */
+  /* Launches running or queued on kernels of this module; unloading waits for them. */
   pthread_mutex_t busy_lock;
   pthread_cond_t idle;
   unsigned busy;
 };
 
-/* Takes a live kernel for a launch (holding off its module's unload), or TSR_ERROR_INVALID_HANDLE. */
-tsr_status_t tsr_kernel_acquire(tsr_kernel_t kernel);
+/* The ABI draft's memory handle: owns one device allocation. */
+struct tsr_memory {
+  tsr_object_t obj;
+  void* ptr;
+  size_t bytes;
+};
+
+/* Takes a live kernel for a launch (holding off its module's unload): TSR_ERROR_INVALID_HANDLE otherwise,
+ * with `function` in the message. With the registry already locked: tsr_kernel_acquire_locked. */
+tsr_status_t tsr_kernel_acquire(tsr_kernel_t kernel, const char* function);
+bool tsr_kernel_acquire_locked(tsr_kernel_t kernel, uint64_t module_serial);  /* serial 0: any */
+void tsr_kernel_hold(tsr_kernel_t kernel);  /* one more hold of a kernel the caller holds already */
 void tsr_kernel_release(tsr_kernel_t kernel);
 
-/* Module teardown in two steps, so that a context can retire all of its modules under the registry lock
- * and free them after releasing it. */
-void tsr_module_retire_locked(struct tsr_module* module);  /* registry locked: handles of module and kernels */
-void tsr_module_free(struct tsr_module* module);          /* waits for launches, then frees */
+/* Destruction by type (object.c dispatches here); each frees what its create made. */
+void tsr_context_free(struct tsr_context* context);
+void tsr_module_free(struct tsr_module* module);  /* waits for its launches first */
+void tsr_module_retire_kernels_locked(struct tsr_module* module);
+void tsr_memory_handle_free(struct tsr_memory* memory);
 
-/* The context's worker pool, started on first use. */
-tsr_status_t tsr_context_pool(struct tsr_context* context, tsr_cpu_pool_t** out);
-
-/* Frees every allocation of a context being destroyed. */
-void tsr_context_free_allocations(struct tsr_context* context);
+/* Checks that `handle` is a live context, for functions taking one; message names `function`. */
+tsr_status_t tsr_check_context(tsr_context_t context, const char* function);
 
 #endif  /* TESSERA_SRC_OBJECTS_H_ */

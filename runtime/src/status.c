@@ -1,17 +1,49 @@
-/* status.c — status names and descriptions, the thread-local last-error message, version queries. */
+/* status.c — status names and descriptions, the thread-local last-error message, the runtime's log of
+ * recent failures (for crash captures), version queries. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
+#include <time.h>
 
 #include "errors.h"
 
 /* Big enough for a message naming a kernel, its targets and a dlerror() string. */
 static _Thread_local char last_error[1024];
 
+/* The last LOG_LINES failure messages of the process, oldest first from log_next. */
+enum { LOG_LINES = 64 };
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char log_lines[LOG_LINES][sizeof last_error + 64];
+static unsigned log_next, log_count;
+
+static void log_failure(tsr_status_t status) {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  pthread_mutex_lock(&log_lock);
+  snprintf(log_lines[log_next], sizeof log_lines[0], "%lld.%06ld %s: %s", (long long)now.tv_sec,
+           now.tv_nsec / 1000, tsrGetStatusName(status), last_error);
+  log_next = (log_next + 1) % LOG_LINES;
+  if (log_count < LOG_LINES) log_count++;
+  pthread_mutex_unlock(&log_lock);
+}
+
+void tsr_log_write(FILE* out) {
+  pthread_mutex_lock(&log_lock);
+  for (unsigned i = 0; i < log_count; i++)
+    fprintf(out, "%s\n", log_lines[(log_next + LOG_LINES - log_count + i) % LOG_LINES]);
+  pthread_mutex_unlock(&log_lock);
+}
+
 tsr_status_t tsr_fail(tsr_status_t status, const char* format, ...) {
   va_list ap;
   va_start(ap, format);
-  vsnprintf(last_error, sizeof last_error, format, ap);
+  char message[sizeof last_error];  /* the format may read last_error itself */
+  vsnprintf(message, sizeof message, format, ap);
   va_end(ap);
+  memcpy(last_error, message, sizeof message);
+  log_failure(status);
   return status;
 }
 
@@ -39,6 +71,8 @@ const char* tsrGetStatusName(tsr_status_t status) {
     case TSR_ERROR_ABI_MISMATCH: return "TSR_ERROR_ABI_MISMATCH";
     case TSR_ERROR_NOT_FOUND: return "TSR_ERROR_NOT_FOUND";
     case TSR_ERROR_LAUNCH_FAILED: return "TSR_ERROR_LAUNCH_FAILED";
+    case TSR_ERROR_NOT_READY: return "TSR_ERROR_NOT_READY";
+    case TSR_ERROR_MEMORY_FAULT: return "TSR_ERROR_MEMORY_FAULT";
   }
   return "TSR_STATUS_UNKNOWN";
 }
@@ -56,6 +90,8 @@ const char* tsrGetErrorString(tsr_status_t status) {
     case TSR_ERROR_ABI_MISMATCH: return "image ABI version not supported by this runtime";
     case TSR_ERROR_NOT_FOUND: return "not found";
     case TSR_ERROR_LAUNCH_FAILED: return "kernel launch failed";
+    case TSR_ERROR_NOT_READY: return "work still pending";
+    case TSR_ERROR_MEMORY_FAULT: return "bad memory access caught by debug mode";
   }
   return "unknown status code";
 }

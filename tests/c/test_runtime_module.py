@@ -24,7 +24,7 @@ def module(test_image):
 
 
 def test_versions_and_status_table():
-    assert rt.version() == (0, 1, 0)
+    assert rt.version() == (0, 2, 0)
     assert rt.abi_version() == (1, 0)
     assert rt.STATUS["TSR_ERROR_BAD_IMAGE"] == 7 and rt.STATUS["TSR_SUCCESS"] == 0
     assert all(rt.status_name(code) == name for name, code in rt.STATUS.items())

@@ -21,7 +21,8 @@ typedef struct tsr_cpu_block_ctx {
 } tsr_cpu_block_ctx_t;
 
 /* An entry: `args` is the launch's argument array (one pointer per argument, docs/image-format.md "Launch
- * arguments"). Called from any worker thread, blocks in any order; it must touch no global state. */
+ * arguments"). Called from any worker thread, blocks in any order, blocks of other launches possibly at the
+ * same time; it must touch no global state. */
 typedef void (*tsr_cpu_entry_t)(void** args, const tsr_cpu_block_ctx_t* ctx);
 
 #ifdef __cplusplus

@@ -1,10 +1,12 @@
 /*
  * tessera.h — the C API of libtessera, the runtime that loads `.tessera` images and launches their kernels.
  *
- * Plain C11; usable from C++ (extern "C"). The reference page is docs/c-api.md; the image format and the
- * launch-argument convention are in docs/image-format.md.
+ * Plain C11; usable from C++ (extern "C"). This header includes the rest of the API: <tessera/device.h>
+ * (backends, properties, limits), <tessera/execution.h> (streams, events, graphs), <tessera/telemetry.h>
+ * (metrics, trace ranges, crash capture) and <tessera/abi_draft.h> (the ABI draft's names). The reference page
+ * is docs/c-api.md; the image format and the launch-argument convention are in docs/image-format.md.
  *
- * Conventions shared by every function below:
+ * Conventions shared by every function of the API:
  *  - Every function returns a tsr_status_t (tsrGetErrorString, tsrGetStatusName and tsrGetLastErrorMessage
  *    return strings). On failure, output parameters are left untouched and tsrGetLastErrorMessage() returns
  *    a sentence saying what was wrong.
@@ -12,6 +14,16 @@
  *    wrong type, or a handle already destroyed returns TSR_ERROR_INVALID_HANDLE (stale handles are detected
  *    as long as their address has not been reused by a newer object).
  *  - Output pointers must not be NULL (TSR_ERROR_INVALID_VALUE).
+ *  - Options structs are filled by their *Initialize function first, then changed field by field, so that
+ *    fields added later get their defaults.
+ *  - Handles are reference-counted: a create/load returns one reference; tsrRetain* adds one, tsrRelease*
+ *    drops one, and the last release destroys the object. tsrDestroyContext and tsrUnloadModule destroy at
+ *    once whatever the count; for streams, events and graphs, tsrDestroy* is the same as tsrRelease*.
+ *    Destroying a context destroys everything created through it.
+ *
+ * Thread-safety (docs/c-api.md, "Thread safety", has the table): every function may be called from any
+ * thread, and concurrently with any other, except that an object must not be destroyed (its last reference
+ * released, its context destroyed, its module unloaded) while another thread is still using it.
  */
 #ifndef TESSERA_TESSERA_H_
 #define TESSERA_TESSERA_H_
@@ -37,7 +49,7 @@ extern "C" {
 
 /* Version of this library (API additions bump MINOR, fixes bump PATCH). */
 #define TSR_VERSION_MAJOR 0
-#define TSR_VERSION_MINOR 1
+#define TSR_VERSION_MINOR 2
 #define TSR_VERSION_PATCH 0
 
 /* Version of the image ABI this library loads (docs/image-format.md, "The ABI note"): an image is accepted
@@ -50,19 +62,21 @@ extern "C" {
  * ------------------------------------------------------------------------------------------------------- */
 
 /* One enum for the whole API. 0-4 keep the ABI draft's numbers; the architecture spec's short names are
- * aliases of the same values. The numbers are part of the ABI and never change. */
+ * aliases of the same values. The numbers are part of the ABI and never change; new codes are appended. */
 typedef enum tsr_status {
   TSR_SUCCESS = 0,
   TSR_ERROR_INIT_FAIL = 1,       /* the runtime or a backend could not start (threads, code loading) */
-  TSR_ERROR_INVALID_HANDLE = 2,  /* NULL, wrong-type or destroyed handle; a non-NULL stream */
+  TSR_ERROR_INVALID_HANDLE = 2,  /* NULL, wrong-type or destroyed handle */
   TSR_ERROR_OUT_OF_MEMORY = 3,   /* host or device memory exhausted */
   TSR_ERROR_UNSUPPORTED = 4,     /* valid request this build or backend cannot serve */
   TSR_ERROR_INVALID_VALUE = 5,   /* an argument is out of range (NULL output, bad launch, unknown pointer) */
   TSR_ERROR_TIMEOUT = 6,         /* a wait ran past its limit */
   TSR_ERROR_BAD_IMAGE = 7,       /* the image is malformed, truncated or its code cannot be loaded */
   TSR_ERROR_ABI_MISMATCH = 8,    /* the image's ABI version is not one this library loads */
-  TSR_ERROR_NOT_FOUND = 9,       /* no such kernel (for this runtime's backends) */
+  TSR_ERROR_NOT_FOUND = 9,       /* no such kernel (for this runtime's backends) or property */
   TSR_ERROR_LAUNCH_FAILED = 10,  /* the backend could not run a validated launch */
+  TSR_ERROR_NOT_READY = 11,      /* queried work has not finished yet (not a failure: no message is set) */
+  TSR_ERROR_MEMORY_FAULT = 12,   /* debug mode caught a bad memory access (guard page, canary, bounds, freed) */
 
   /* Short names from the architecture spec (§3.5). */
   TSR_EOOM = TSR_ERROR_OUT_OF_MEMORY,
@@ -74,72 +88,90 @@ typedef enum tsr_status {
  * Handles
  * ------------------------------------------------------------------------------------------------------- */
 
-/* A context owns everything created through it: modules (and so kernels), allocations and the CPU worker
- * threads. Destroying it releases all of them.
- * Thread-safety: every function taking a context may be called from several threads at once, except
- * tsrDestroyContext, which must not race with any other use of the context or of what it owns. */
+/* A context owns everything created through it: modules (and so kernels), allocations, streams, events,
+ * graphs and the backend's worker threads. Destroying it releases all of them. */
 typedef struct tsr_context* tsr_context_t;
 
-/* A module is one loaded image. It is owned by its context.
- * Thread-safety: a module is immutable after loading; query it from any thread. tsrUnloadModule must not
- * race with other uses of the module, except that it waits for launches of its kernels already running. */
+/* A module is one loaded image, owned by its context. Immutable after loading. */
 typedef struct tsr_module* tsr_module_t;
 
-/* A kernel is a launchable entry of a module; it lives as long as its module and needs no release.
- * Thread-safety: launch from any number of threads; launches on one context run one at a time. */
+/* A kernel is a launchable entry of a module; it lives as long as its module and needs no release. */
 typedef struct tsr_kernel* tsr_kernel_t;
 
-/* A stream orders work. Only the default stream exists in this version: pass NULL. Any other value returns
- * TSR_ERROR_INVALID_HANDLE. */
+/* A stream is a queue of work run in order (<tessera/execution.h>). NULL is the synchronous default stream:
+ * work given to it has finished when the call returns. */
 typedef struct tsr_stream* tsr_stream_t;
 
 /* ---------------------------------------------------------------------------------------------------------
  * Library information and errors
  * ------------------------------------------------------------------------------------------------------- */
 
-/* Version of this library: TSR_VERSION_MAJOR.MINOR.PATCH as compiled into it. Thread-safe. */
+/* Version of this library: TSR_VERSION_MAJOR.MINOR.PATCH as compiled into it. */
 TSR_API tsr_status_t tsrGetVersion(int* major, int* minor, int* patch);
 
-/* Image ABI version this library loads: TSR_ABI_MAJOR.MINOR as compiled into it. Thread-safe. */
+/* Image ABI version this library loads: TSR_ABI_MAJOR.MINOR as compiled into it. */
 TSR_API tsr_status_t tsrGetAbiVersion(uint32_t* major, uint32_t* minor);
 
 /* A short English description of a status ("the image is malformed …"). Never NULL; unknown codes get
- * "unknown status code". Static storage. Thread-safe. */
+ * "unknown status code". Static storage. */
 TSR_API const char* tsrGetErrorString(tsr_status_t status);
 
 /* The enumerator's name ("TSR_ERROR_BAD_IMAGE"). Never NULL; unknown codes get "TSR_STATUS_UNKNOWN".
- * Static storage. Thread-safe. */
+ * Static storage. */
 TSR_API const char* tsrGetStatusName(tsr_status_t status);
 
 /* Detail of the most recent failure on the calling thread, e.g. "kernel 'saxpy' expects 4 arguments, got 3".
- * Like errno, successful calls leave it unchanged; "" when nothing has failed on this thread yet.
- * Never NULL. The string is thread-local and valid until the next failing call on this thread. */
+ * Like errno, successful calls (and TSR_ERROR_NOT_READY) leave it unchanged; "" when nothing has failed on
+ * this thread yet. Never NULL. The string is thread-local and valid until the next failing call on this
+ * thread. */
 TSR_API const char* tsrGetLastErrorMessage(void);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Contexts
  * ------------------------------------------------------------------------------------------------------- */
 
-/* Creates a context for the backends of this build (the CPU backend in this version). Worker threads are
- * started lazily by the first launch. */
+/* Flags of tsr_context_options_t. */
+#define TSR_CONTEXT_DEBUG 0x1u  /* debug mode: guarded allocations, poisoned frees, bounds-checked launches */
+
+typedef struct tsr_context_options {
+  const char* backend;      /* backend name (<tessera/device.h>); NULL: $TESSERA_BACKEND if set, else "cpu" */
+  uint32_t flags;           /* TSR_CONTEXT_*; $TESSERA_DEBUG=1 adds TSR_CONTEXT_DEBUG */
+  uint32_t worker_threads;  /* CPU worker threads; 0: $TESSERA_NUM_THREADS if set, else one per online CPU */
+} tsr_context_options_t;
+
+/* Sets the defaults: no backend named, no flags, 0 worker threads (decided by the environment). */
+TSR_API tsr_status_t tsrContextOptionsInitialize(tsr_context_options_t* options);
+
+/* Creates a context with the given options (NULL: the defaults). An unknown or unavailable backend returns
+ * TSR_ERROR_UNSUPPORTED with a message listing the available ones; unknown flags TSR_ERROR_INVALID_VALUE.
+ * Worker threads start lazily with the first launch. When $TESSERA_METRICS names a file and no metrics log is
+ * open yet, it is opened here (<tessera/telemetry.h>); failing to open it fails the creation. */
+TSR_API tsr_status_t tsrCreateContextWithOptions(const tsr_context_options_t* options, tsr_context_t* out_context);
+
+/* Same as tsrCreateContextWithOptions(NULL, out_context). */
 TSR_API tsr_status_t tsrCreateContext(tsr_context_t* out_context);
 
-/* Destroys a context: waits for running launches, unloads its modules, frees its allocations and stops its
- * threads. Every handle and pointer obtained through it becomes invalid. A second destroy of the same
- * context returns TSR_ERROR_INVALID_HANDLE. */
+/* Destroys a context whatever its reference count: waits for the work queued on its streams, then destroys
+ * its streams, events, graphs, modules and allocations and stops its threads. Every handle and pointer
+ * obtained through it becomes invalid. A second destroy returns TSR_ERROR_INVALID_HANDLE. Must not race with
+ * any other use of the context or of what it owns. */
 TSR_API tsr_status_t tsrDestroyContext(tsr_context_t context);
 
-/* Waits until all work submitted to the context has finished. CPU launches are synchronous, so on the CPU
- * backend this only validates the handle. */
+/* Adds / drops a reference; dropping the last one is tsrDestroyContext. */
+TSR_API tsr_status_t tsrRetainContext(tsr_context_t context);
+TSR_API tsr_status_t tsrReleaseContext(tsr_context_t context);
+
+/* Waits until all work submitted to the context's streams has finished. Returns the first error that an
+ * operation on one of its streams reported since that stream last reported (see tsrStreamSynchronize). */
 TSR_API tsr_status_t tsrSynchronize(tsr_context_t context);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Modules and kernels
  * ------------------------------------------------------------------------------------------------------- */
 
-/* Loads a `.tessera` image from memory. The image is fully validated (docs/image-format.md) and what the
- * module needs is copied: the caller may free `image` as soon as this returns.
- * Kernels whose target/arch no backend of this runtime runs (e.g. `ptx` on a CPU-only build, `aarch64`
+/* Loads a `.tessera` image from memory. The image is fully validated (docs/image-format.md) and copied: the
+ * caller may free `image` as soon as this returns.
+ * Kernels whose target/arch the context's backend does not run (e.g. `ptx` on the CPU backend, `aarch64`
  * code on an x86-64 host) are skipped; the module still loads.
  * Errors: TSR_ERROR_BAD_IMAGE (malformed image, or CPU code that cannot be loaded, e.g. a missing entry
  * symbol), TSR_ERROR_ABI_MISMATCH (see TSR_ABI_MAJOR), TSR_ERROR_OUT_OF_MEMORY, TSR_ERROR_INVALID_VALUE
@@ -147,9 +179,14 @@ TSR_API tsr_status_t tsrSynchronize(tsr_context_t context);
 TSR_API tsr_status_t tsrLoadModule(tsr_context_t context, const void* image, size_t image_size,
                                    tsr_module_t* out_module);
 
-/* Unloads a module and its code; its kernel handles become invalid. Waits for running launches of its
- * kernels. Destroying the context unloads its modules too. */
+/* Unloads a module and its code whatever its reference count; its kernel handles become invalid. Waits for
+ * launches of its kernels that are running or queued on streams. Must not race with other calls on the
+ * module. Destroying the context unloads its modules too. */
 TSR_API tsr_status_t tsrUnloadModule(tsr_module_t module);
+
+/* Adds / drops a reference; dropping the last one is tsrUnloadModule. */
+TSR_API tsr_status_t tsrRetainModule(tsr_module_t module);
+TSR_API tsr_status_t tsrReleaseModule(tsr_module_t module);
 
 /* Looks a kernel up by its metadata name (not NULL). TSR_ERROR_NOT_FOUND when the module has no kernel of
  * that name that this runtime can run; the error message names the targets the image does have for it. */
@@ -199,26 +236,87 @@ typedef enum tsr_kernel_attribute {
 /* Reads one attribute. Unknown attributes return TSR_ERROR_INVALID_VALUE. */
 TSR_API tsr_status_t tsrKernelGetAttribute(tsr_kernel_t kernel, tsr_kernel_attribute_t attribute, int64_t* out_value);
 
+/* The value of a metadata property of the kernel (docs/image-format.md, "Property"), e.g. "tile.M" or
+ * "compiler"; TSR_ERROR_NOT_FOUND when the kernel has none of that key. The string lives as long as the
+ * module. */
+TSR_API tsr_status_t tsrKernelGetProperty(tsr_kernel_t kernel, const char* key, const char** out_value);
+
 /* ---------------------------------------------------------------------------------------------------------
  * Memory
  * ------------------------------------------------------------------------------------------------------- */
 
-/* Flags of tsrAlloc. No flag is defined yet beyond the default. */
-#define TSR_ALLOC_DEFAULT 0u
+/* Flags of tsrAlloc. */
+#define TSR_ALLOC_DEFAULT 0u        /* device memory, from the context's pool */
+#define TSR_ALLOC_HOST_PINNED 0x1u  /* page-locked host memory the device can read and write directly */
 
 /* Alignment, in bytes, of every tsrAlloc result (the ABI's global-memory guarantee). */
 #define TSR_ALLOC_ALIGNMENT 64u
 
-/* Allocates `bytes` of device memory, TSR_ALLOC_ALIGNMENT-aligned, tracked by the context (freed with it).
- * On the CPU backend device memory is host memory. `bytes` may be 0: the result is still a distinct pointer
- * to free. Unknown flags return TSR_ERROR_INVALID_VALUE. */
+/* Allocates `bytes`, TSR_ALLOC_ALIGNMENT-aligned, tracked by the context (freed with it).
+ * Device memory (TSR_ALLOC_DEFAULT) comes from the context's pool: freed blocks are kept for reuse by later
+ * allocations of a similar size (tsrTrimMemory returns them). On the CPU backend device memory is host
+ * memory. In debug mode each device allocation instead gets its own pages between two inaccessible guard
+ * pages, with canary bytes filling the slack (docs/runtime.md, "Debug mode").
+ * Pinned host memory (TSR_ALLOC_HOST_PINNED) is locked into RAM (mlock); TSR_ERROR_OUT_OF_MEMORY when the
+ * lock limit (RLIMIT_MEMLOCK) refuses it.
+ * `bytes` may be 0: the result is still a distinct pointer to free. Unknown flags return
+ * TSR_ERROR_INVALID_VALUE. */
 TSR_API tsr_status_t tsrAlloc(tsr_context_t context, size_t bytes, uint32_t flags, void** out_ptr);
 
-/* Frees a pointer returned by tsrAlloc on the same context. Any other pointer (including one already freed)
- * returns TSR_ERROR_INVALID_VALUE and changes nothing. */
+/* Frees a pointer returned by tsrAlloc on the same context (any flags). Any other pointer (including one
+ * already freed) returns TSR_ERROR_INVALID_VALUE and changes nothing; in debug mode a pointer freed earlier
+ * returns TSR_ERROR_MEMORY_FAULT, and so does an allocation whose canaries were overwritten (it is freed
+ * all the same). Does not wait for queued work that uses the memory: synchronize first. */
 TSR_API tsr_status_t tsrFree(tsr_context_t context, void* ptr);
 
-/* Direction of a copy. A "device" side must lie inside one tsrAlloc allocation of the context. */
+/* Flags of tsrHostRegister. */
+#define TSR_HOST_REGISTER_DEFAULT 0u
+#define TSR_HOST_REGISTER_PINNED 0x1u  /* also lock the pages into RAM (mlock), as TSR_ALLOC_HOST_PINNED does */
+
+/* Registers host memory the caller owns (host pointer import) so that the device can use it: on the CPU
+ * backend it is used in place (zero copy), and it becomes a known allocation for debug-mode bounds checks and
+ * tsrPointerGetInfo. `bytes` >= 1; the range must not overlap a known allocation. Undo with
+ * tsrHostUnregister before freeing it; destroying the context unregisters it (and never frees it). */
+TSR_API tsr_status_t tsrHostRegister(tsr_context_t context, void* ptr, size_t bytes, uint32_t flags);
+TSR_API tsr_status_t tsrHostUnregister(tsr_context_t context, void* ptr);
+
+/* The device address of registered or pinned host memory (export of a host pointer to kernels). On the CPU
+ * backend it is the same address. TSR_ERROR_INVALID_VALUE for memory the context does not know as host
+ * memory. */
+TSR_API tsr_status_t tsrHostGetDevicePointer(tsr_context_t context, void* host_ptr, void** out_device_ptr);
+
+/* What a pointer is to a context. */
+typedef enum tsr_memory_kind {
+  TSR_MEMORY_UNKNOWN = 0,          /* not inside any allocation of this context */
+  TSR_MEMORY_DEVICE = 1,           /* tsrAlloc(TSR_ALLOC_DEFAULT) */
+  TSR_MEMORY_HOST_PINNED = 2,      /* tsrAlloc(TSR_ALLOC_HOST_PINNED) */
+  TSR_MEMORY_HOST_REGISTERED = 3   /* tsrHostRegister */
+} tsr_memory_kind_t;
+
+typedef struct tsr_pointer_info {
+  uint32_t kind;  /* a tsr_memory_kind_t */
+  void* base;     /* start of the allocation holding the pointer; NULL when unknown */
+  size_t bytes;   /* its size as requested */
+} tsr_pointer_info_t;
+
+/* Which allocation of the context, if any, holds `ptr`. Unknown pointers are not an error. */
+TSR_API tsr_status_t tsrPointerGetInfo(tsr_context_t context, const void* ptr, tsr_pointer_info_t* out_info);
+
+typedef struct tsr_memory_stats {
+  size_t allocations;     /* live tsrAlloc allocations (all kinds) */
+  size_t bytes_in_use;    /* their sizes as requested */
+  size_t bytes_reserved;  /* memory held for device allocations: in use (rounded to pool blocks) + cached */
+  size_t bytes_cached;    /* freed device blocks kept by the pool */
+  size_t peak_bytes_in_use;
+  size_t registered_bytes;  /* tsrHostRegister */
+} tsr_memory_stats_t;
+
+TSR_API tsr_status_t tsrGetMemoryStats(tsr_context_t context, tsr_memory_stats_t* out_stats);
+
+/* Returns the pool's cached blocks to the system. Also done by itself when an allocation would fail. */
+TSR_API tsr_status_t tsrTrimMemory(tsr_context_t context);
+
+/* Direction of a copy. A "device" side must lie inside one device allocation of the context. */
 typedef enum tsr_memcpy_kind {
   TSR_MEMCPY_HOST_TO_HOST = 0,
   TSR_MEMCPY_HOST_TO_DEVICE = 1,
@@ -227,8 +325,9 @@ typedef enum tsr_memcpy_kind {
   TSR_MEMCPY_DEFAULT = 4  /* infer from the pointers; no range check */
 } tsr_memcpy_kind_t;
 
-/* Copies `bytes` (ranges may overlap). Synchronous on the CPU backend. NULL pointers are refused unless
- * `bytes` is 0. */
+/* Copies `bytes` (ranges may overlap) and returns when done. NULL pointers are refused unless `bytes` is 0.
+ * In debug mode a device side inside freed memory returns TSR_ERROR_MEMORY_FAULT. Asynchronous copies are
+ * tsrMemcpyAsync (<tessera/execution.h>). */
 TSR_API tsr_status_t tsrMemcpy(tsr_context_t context, void* dst, const void* src, size_t bytes,
                                tsr_memcpy_kind_t kind);
 
@@ -243,30 +342,64 @@ typedef struct tsr_launch {
   uint32_t smem_bytes;
 } tsr_launch_t;
 
-/* Limits of the CPU backend: shared memory per block (static + dynamic) and threads per block. */
+/* Limits of the CPU backend: shared memory per block (static + dynamic) and threads per block. Query them
+ * with tsrGetLimit (<tessera/device.h>) to stay backend-neutral. */
 #define TSR_CPU_MAX_SMEM_BYTES (64u * 1024u)
 #define TSR_CPU_MAX_BLOCK_THREADS 1024u
 
-/* Launches a kernel over a grid of blocks. `args` holds `nargs` pointers, one per argument of the kernel,
- * each pointing to the argument's value (docs/image-format.md, "Launch arguments"); `args` may be NULL only
- * when the kernel takes no arguments. `stream` must be NULL (the default stream).
+/* Launches a kernel over a grid of blocks on `stream` (NULL: the synchronous default stream). `args` holds
+ * `nargs` pointers, one per argument of the kernel, each pointing to the argument's value
+ * (docs/image-format.md, "Launch arguments"); `args` may be NULL only when the kernel takes no arguments.
+ * The values are read before tsrLaunch returns, so they may change afterwards even for a queued launch; the
+ * buffers they point to must stay valid until the launch has run.
  *
- * Everything is validated before anything runs; a refused launch returns TSR_ERROR_INVALID_VALUE with a
- * message: nargs != the kernel's argument count, a NULL slot, a NULL tensor buffer, a negative dimension,
- * a grid or block dimension of 0, a block other than the one the kernel was compiled for (when its metadata
- * fixes one), more than TSR_CPU_MAX_BLOCK_THREADS threads per block, or more than TSR_CPU_MAX_SMEM_BYTES of
- * shared memory. Kernels without the SIMT flag return TSR_ERROR_UNSUPPORTED.
+ * Everything is validated before anything runs or is queued; a refused launch returns
+ * TSR_ERROR_INVALID_VALUE with a message: nargs != the kernel's argument count, a NULL slot, a NULL tensor
+ * buffer, a negative dimension, a grid or block dimension of 0, a block other than the one the kernel was
+ * compiled for (when its metadata fixes one), more threads per block or shared memory than the backend's
+ * limits, or a stream of another context. Kernels without the SIMT flag return TSR_ERROR_UNSUPPORTED. In
+ * debug mode a tensor that lies in a known allocation but whose extents (from the dimension arguments × the
+ * dtype size) run past its end, or that lies in freed memory, returns TSR_ERROR_MEMORY_FAULT.
  *
- * CPU backend: synchronous — returns after every block has finished. Blocks run on the context's worker
- * threads (TESSERA_NUM_THREADS of them, default: online CPUs), in any order; launches on one context run
- * one at a time. */
+ * On the NULL stream the launch has finished when tsrLaunch returns, and a fault caught while it ran (debug
+ * mode) is its status. On a stream it is queued; faults are reported by tsrStreamSynchronize/tsrStreamQuery.
+ * CPU backend: blocks run on the context's worker threads, in any order; launches on different streams may
+ * run at the same time. */
 TSR_API tsr_status_t tsrLaunch(tsr_kernel_t kernel, tsr_stream_t stream, tsr_launch_t launch, void** args,
                                size_t nargs);
+
+/* The launch descriptor of the ABI draft: tsrLaunch's shape plus the tile shape, warp count, stream,
+ * scheduling hints and telemetry counts, in one struct. Fill it with tsrLaunchDescInitialize first. */
+typedef struct tsr_launch_desc {
+  uint32_t grid[3];     /* blocks per axis, each >= 1 (default 1, 1, 1) */
+  uint32_t block[3];    /* threads per block; all 0: (warps × warp size, 1, 1), or the kernel's compiled block */
+  uint32_t warps;       /* warps per block; 0: from `block`. With `block` given, must match its thread count */
+  uint32_t tile[3];     /* tile shape (BM, BN, BK); 0 = not checked, else must equal the kernel's tile.M/N/K */
+  uint32_t smem_bytes;  /* dynamic shared memory per block */
+  tsr_stream_t stream;  /* NULL: the synchronous default stream */
+  int32_t priority;     /* scheduling hint: higher goes first among competing work; 0: the stream's */
+  uint64_t affinity;    /* scheduling hint: bit i allows CPU worker i; 0: the stream's (or any) */
+  uint32_t phase;       /* trace phase of the launch's range (tsr_trace_phase_t); default TSR_TRACE_MMA */
+  double flops;         /* floating-point operations of the launch, for the metrics log; 0 = unknown */
+  double bytes;         /* bytes it moves, for the metrics log; 0 = unknown */
+  void** args;          /* as for tsrLaunch */
+  size_t nargs;
+} tsr_launch_desc_t;
+
+/* grid (1, 1, 1), phase TSR_TRACE_MMA, everything else 0 or NULL. */
+TSR_API tsr_status_t tsrLaunchDescInitialize(tsr_launch_desc_t* desc);
+
+/* Launches as tsrLaunch does, from a descriptor. Hints are advisory: priority orders the work the CPU
+ * workers pick next; affinity restricts which workers run the blocks (ignored when it names no worker). */
+TSR_API tsr_status_t tsrLaunchTile(tsr_kernel_t kernel, const tsr_launch_desc_t* desc);
 
 #ifdef __cplusplus
 }  /* extern "C" */
 #endif
 
+#include "tessera/device.h"
+#include "tessera/execution.h"
+#include "tessera/telemetry.h"
 #include "tessera/abi_draft.h"
 
 #endif  /* TESSERA_TESSERA_H_ */

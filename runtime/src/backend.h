@@ -1,0 +1,69 @@
+/* backend.h — the table through which the generic runtime (contexts, modules, memory, streams, graphs,
+ * telemetry) drives a device. The CPU backend (cpu_backend.c) is the one of this build; a GPU backend adds
+ * another table (docs/runtime.md, "Backends") and nothing above this line changes.
+ *
+ * The generic layer validates every request before it reaches a backend: entries below get checked values
+ * and report only what the device itself refuses. */
+#ifndef TESSERA_SRC_BACKEND_H_
+#define TESSERA_SRC_BACKEND_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tessera/tessera.h"
+
+/* A validated launch, in the backend's terms. */
+typedef struct tsr_backend_launch {
+  const void* entry;  /* from code_entry */
+  uint32_t grid[3], block[3], smem_bytes;
+  int32_t priority;   /* scheduling hints */
+  uint64_t affinity;
+  void** args;        /* one pointer per argument (docs/image-format.md, "Launch arguments") */
+  bool guarded;       /* debug mode: catch faults of the kernel instead of crashing */
+} tsr_backend_launch_t;
+
+/* A fault caught in a guarded launch. */
+typedef struct tsr_fault {
+  uintptr_t address;  /* the address accessed */
+  uint32_t block[3];  /* the block that faulted */
+  int signal;         /* SIGSEGV, SIGBUS */
+} tsr_fault_t;
+
+typedef struct tsr_backend {
+  const char* name;    /* what tsr_context_options_t.backend names */
+  const char* target;  /* the image `target` of the kernels it runs */
+
+  /* NULL when this machine can run the backend, else a sentence why not. */
+  const char* (*unavailable)(void);
+  /* Whether kernels compiled for `arch` (of its target) run here; the arch it runs, for properties. */
+  bool (*runs_arch)(const char* arch);
+
+  tsr_status_t (*create)(const tsr_context_options_t* options, void** out_state);
+  void (*destroy)(void* state);  /* no launch may be in progress */
+  tsr_status_t (*properties)(void* state, tsr_device_properties_t* out);
+  tsr_status_t (*limit)(void* state, tsr_limit_t limit, int64_t* out);  /* TSR_ERROR_INVALID_VALUE if unknown */
+
+  /* Code of one image section. */
+  tsr_status_t (*code_load)(void* state, const uint8_t* bytes, size_t size, const char* section, void** out_code);
+  bool (*code_entry)(void* code, const char* symbol, const void** out_entry);
+  void (*code_unload)(void* code);
+
+  /* Device memory, TSR_ALLOC_ALIGNMENT-aligned. `host_memory`: device memory is host memory, so host
+   * pointers work in kernels and debug mode may lay allocations out between guard pages itself. */
+  bool host_memory;
+  tsr_status_t (*mem_alloc)(void* state, size_t bytes, void** out);
+  void (*mem_free)(void* state, void* ptr);
+  /* Copies between validated ranges (memmove semantics) and returns when done. */
+  void (*copy)(void* state, void* dst, const void* src, size_t bytes, tsr_memcpy_kind_t kind);
+
+  /* Runs a validated launch to completion. TSR_ERROR_MEMORY_FAULT with `fault` filled when a guarded launch
+   * faulted; other failures set a message. */
+  tsr_status_t (*launch)(void* state, const tsr_backend_launch_t* launch, tsr_fault_t* fault);
+} tsr_backend_t;
+
+/* The backend named `name` (NULL: $TESSERA_BACKEND, else "cpu"), or TSR_ERROR_UNSUPPORTED with a message
+ * naming what is available. */
+tsr_status_t tsr_backend_find(const char* name, const tsr_backend_t** out);
+
+#endif  /* TESSERA_SRC_BACKEND_H_ */

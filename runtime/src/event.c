@@ -1,0 +1,141 @@
+/* event.c — tsrCreateEvent and friends (event.h, <tessera/execution.h>). */
+#include "event.h"
+
+#include <stdlib.h>
+
+#include "errors.h"
+#include "metrics.h"
+#include "objects.h"
+#include "stream.h"
+
+tsr_status_t tsrCreateEvent(tsr_context_t ctx, tsr_event_t* out_event) {
+  tsr_status_t st = tsr_check_context(ctx, __func__);
+  if (st) return st;
+  if (!out_event) return tsr_fail_null_output(__func__);
+  struct tsr_event* e = calloc(1, sizeof *e);
+  if (!e) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "tsrCreateEvent: out of memory");
+  pthread_mutex_init(&e->lock, NULL);
+  pthread_cond_init(&e->completed_cond, NULL);
+  if ((st = tsr_object_publish(ctx, &e->obj, TSR_MAGIC_EVENT, __func__))) {
+    tsr_event_free(e);
+    return st;
+  }
+  *out_event = e;
+  return TSR_SUCCESS;
+}
+
+void tsr_event_free(struct tsr_event* e) {
+  pthread_cond_destroy(&e->completed_cond);
+  pthread_mutex_destroy(&e->lock);
+  free(e);
+}
+
+tsr_status_t tsrDestroyEvent(tsr_event_t e) { return tsr_object_release(e, TSR_MAGIC_EVENT, __func__, "event"); }
+tsr_status_t tsrRetainEvent(tsr_event_t e) { return tsr_object_retain(e, TSR_MAGIC_EVENT, __func__, "event"); }
+tsr_status_t tsrReleaseEvent(tsr_event_t e) { return tsr_object_release(e, TSR_MAGIC_EVENT, __func__, "event"); }
+
+tsr_status_t tsr_event_acquire(struct tsr_event* e, struct tsr_context* ctx, const char* function) {
+  tsr_status_t st = tsr_object_retain(e, TSR_MAGIC_EVENT, function, "event");
+  if (st || !ctx || e->obj.context == ctx) return st;
+  tsr_object_unref(&e->obj);
+  return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: the event belongs to another context", function);
+}
+
+uint64_t tsr_event_issue(struct tsr_event* e) {
+  pthread_mutex_lock(&e->lock);
+  uint64_t seq = ++e->issued;
+  pthread_mutex_unlock(&e->lock);
+  return seq;
+}
+
+uint64_t tsr_event_latest(struct tsr_event* e) {
+  pthread_mutex_lock(&e->lock);
+  uint64_t seq = e->issued;
+  pthread_mutex_unlock(&e->lock);
+  return seq;
+}
+
+void tsr_event_complete(struct tsr_event* e, uint64_t seq) {
+  double now = tsr_seconds();
+  pthread_mutex_lock(&e->lock);
+  if (seq > e->completed) {
+    e->completed = seq;
+    e->time = now;
+  }
+  pthread_cond_broadcast(&e->completed_cond);
+  pthread_mutex_unlock(&e->lock);
+}
+
+void tsr_event_wait(struct tsr_event* e, uint64_t seq) {
+  pthread_mutex_lock(&e->lock);
+  while (e->completed < seq) pthread_cond_wait(&e->completed_cond, &e->lock);
+  pthread_mutex_unlock(&e->lock);
+}
+
+tsr_status_t tsrEventRecord(tsr_event_t e, tsr_stream_t stream) {
+  tsr_status_t st = tsr_object_retain(e, TSR_MAGIC_EVENT, __func__, "event");
+  if (st) return st;
+  if (!stream) {
+    tsr_event_complete(e, tsr_event_issue(e));  /* the NULL stream has no pending work */
+  } else if (!(st = tsr_stream_acquire(stream, e->obj.context, __func__))) {
+    st = tsr_stream_submit_event(stream, TSR_OP_RECORD, e);
+    tsr_object_unref(&stream->obj);
+  }
+  tsr_object_unref(&e->obj);
+  return st;
+}
+
+tsr_status_t tsrStreamWaitEvent(tsr_stream_t stream, tsr_event_t e) {
+  tsr_status_t st = tsr_object_retain(e, TSR_MAGIC_EVENT, __func__, "event");
+  if (st) return st;
+  if (!stream) {
+    tsr_event_wait(e, tsr_event_latest(e));
+  } else if (!(st = tsr_stream_acquire(stream, e->obj.context, __func__))) {
+    st = tsr_stream_submit_event(stream, TSR_OP_WAIT, e);
+    tsr_object_unref(&stream->obj);
+  }
+  tsr_object_unref(&e->obj);
+  return st;
+}
+
+tsr_status_t tsrEventQuery(tsr_event_t e) {
+  tsr_status_t st = tsr_object_retain(e, TSR_MAGIC_EVENT, __func__, "event");
+  if (st) return st;
+  pthread_mutex_lock(&e->lock);
+  bool done = e->completed >= e->issued;
+  pthread_mutex_unlock(&e->lock);
+  tsr_object_unref(&e->obj);
+  return done ? TSR_SUCCESS : TSR_ERROR_NOT_READY;
+}
+
+tsr_status_t tsrEventSynchronize(tsr_event_t e) {
+  tsr_status_t st = tsr_object_retain(e, TSR_MAGIC_EVENT, __func__, "event");
+  if (st) return st;
+  tsr_event_wait(e, tsr_event_latest(e));
+  tsr_object_unref(&e->obj);
+  return TSR_SUCCESS;
+}
+
+/* Reads an event's newest completion: TSR_ERROR_NOT_READY while pending; INVALID_VALUE if never recorded. */
+static tsr_status_t completion(struct tsr_event* e, const char* which, double* time) {
+  pthread_mutex_lock(&e->lock);
+  uint64_t issued = e->issued, completed = e->completed;
+  *time = e->time;
+  pthread_mutex_unlock(&e->lock);
+  if (!issued) return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrEventElapsedTime: the %s event was never recorded", which);
+  return completed >= issued ? TSR_SUCCESS : TSR_ERROR_NOT_READY;
+}
+
+tsr_status_t tsrEventElapsedTime(tsr_event_t start, tsr_event_t end, float* out_ms) {
+  tsr_status_t st = tsr_object_retain(start, TSR_MAGIC_EVENT, __func__, "event");
+  if (st) return st;
+  if (!(st = tsr_event_acquire(end, start->obj.context, __func__))) {
+    double t0, t1;
+    if (!out_ms) st = tsr_fail_null_output(__func__);
+    else if (!(st = completion(start, "start", &t0)) && !(st = completion(end, "end", &t1)))
+      *out_ms = (float)((t1 - t0) * 1e3);
+    tsr_object_unref(&end->obj);
+  }
+  tsr_object_unref(&start->obj);
+  return st;
+}

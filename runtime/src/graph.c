@@ -1,0 +1,210 @@
+/* graph.c — captured graphs, instantiation and replay (graph.h, <tessera/execution.h>).
+ *
+ * Replay is cheap because everything per-launch was done once: arguments were validated and copied at
+ * capture, kernels are checked once per replay (not per node), and a replay on a stream is one queue entry
+ * that runs all nodes back to back on the stream's thread. */
+#include "graph.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "event.h"
+#include "objects.h"
+
+/* ---- nodes ------------------------------------------------------------------------------------------ */
+
+/* Drops what a node holds (not the kernel: nodes never hold kernels). */
+static void clear_node(tsr_op_t* node) {
+  if (node->kind == TSR_OP_LAUNCH) tsr_launch_free(&node->u.launch);
+  else if (node->kind == TSR_OP_RECORD || node->kind == TSR_OP_WAIT) tsr_object_unref(&node->u.event.event->obj);
+}
+
+static tsr_status_t clone_node(const tsr_op_t* from, tsr_op_t* to) {
+  *to = *from;
+  to->next = NULL;
+  if (from->kind == TSR_OP_LAUNCH) return tsr_launch_clone(&from->u.launch, &to->u.launch);
+  if (from->kind == TSR_OP_RECORD || from->kind == TSR_OP_WAIT) tsr_object_ref(&from->u.event.event->obj);
+  return TSR_SUCCESS;
+}
+
+struct tsr_graph* tsr_graph_new(void) { return calloc(1, sizeof(struct tsr_graph)); }
+
+tsr_status_t tsr_graph_append(struct tsr_graph* g, tsr_op_t* node) {
+  if (g->count == g->capacity) {
+    size_t capacity = g->capacity ? g->capacity * 2 : 16;
+    tsr_op_t* grown = realloc(g->nodes, capacity * sizeof *grown);
+    if (!grown) {
+      clear_node(node);
+      return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory recording into a graph");
+    }
+    g->nodes = grown;
+    g->capacity = capacity;
+  }
+  g->nodes[g->count] = *node;
+  g->nodes[g->count++].next = NULL;
+  return TSR_SUCCESS;
+}
+
+void tsr_graph_free(struct tsr_graph* g) {
+  for (size_t i = 0; i < g->count; i++) clear_node(&g->nodes[i]);
+  free(g->nodes);
+  free(g);
+}
+
+void tsr_graph_exec_free(struct tsr_graph_exec* e) {
+  for (size_t i = 0; i < e->count; i++) clear_node(&e->nodes[i]);
+  free(e->nodes);
+  free(e->kernels);
+  free(e->serials);
+  free(e);
+}
+
+/* ---- the API ---------------------------------------------------------------------------------------- */
+
+tsr_status_t tsrGraphGetNodeCount(tsr_graph_t g, size_t* out_count) {
+  tsr_status_t st = tsr_object_retain(g, TSR_MAGIC_GRAPH, __func__, "graph");
+  if (st) return st;
+  if (!out_count) st = tsr_fail_null_output(__func__);
+  else *out_count = g->count;
+  tsr_object_unref(&g->obj);
+  return st;
+}
+
+/* Collects the distinct kernels of the exec's launch nodes, checking each is still loaded. */
+static tsr_status_t collect_kernels(struct tsr_graph_exec* e) {
+  e->kernels = calloc(e->count + 1, sizeof *e->kernels);
+  e->serials = calloc(e->count + 1, sizeof *e->serials);
+  if (!e->kernels || !e->serials) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "tsrGraphInstantiate: out of memory");
+  for (size_t i = 0; i < e->count; i++) {
+    if (e->nodes[i].kind != TSR_OP_LAUNCH) continue;
+    const tsr_launch_record_t* r = &e->nodes[i].u.launch;
+    size_t k = 0;
+    while (k < e->kernel_count && e->kernels[k] != r->kernel) k++;
+    if (k == e->kernel_count) {
+      e->kernels[e->kernel_count] = r->kernel;
+      e->serials[e->kernel_count++] = r->module_serial;
+    }
+  }
+  tsr_status_t st = tsr_graph_acquire_kernels(e);
+  if (!st) tsr_graph_release_kernels(e);
+  return st;
+}
+
+tsr_status_t tsrGraphInstantiate(tsr_graph_t g, tsr_graph_exec_t* out_exec) {
+  tsr_status_t st = tsr_object_retain(g, TSR_MAGIC_GRAPH, __func__, "graph");
+  if (st) return st;
+  struct tsr_graph_exec* e = NULL;
+  if (!out_exec) {
+    st = tsr_fail_null_output(__func__);
+  } else if (!(e = calloc(1, sizeof *e)) || !(e->nodes = calloc(g->count + 1, sizeof *e->nodes))) {
+    st = tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "tsrGraphInstantiate: out of memory");
+  } else {
+    while (e->count < g->count && !(st = clone_node(&g->nodes[e->count], &e->nodes[e->count]))) e->count++;
+    if (!st) st = collect_kernels(e);
+    if (!st) st = tsr_object_publish(g->obj.context, &e->obj, TSR_MAGIC_GRAPH_EXEC, __func__);
+  }
+  if (st && e) tsr_graph_exec_free(e);
+  else if (!st) *out_exec = e;
+  tsr_object_unref(&g->obj);
+  return st;
+}
+
+tsr_status_t tsr_graph_acquire_kernels(struct tsr_graph_exec* e) {
+  tsr_handles_lock();
+  size_t held = 0;
+  while (held < e->kernel_count && tsr_kernel_acquire_locked(e->kernels[held], e->serials[held])) held++;
+  tsr_handles_unlock();
+  if (held == e->kernel_count) return TSR_SUCCESS;
+  while (held) tsr_kernel_release(e->kernels[--held]);
+  return tsr_fail(TSR_ERROR_INVALID_HANDLE, "the module of a kernel the graph launches was unloaded");
+}
+
+void tsr_graph_release_kernels(struct tsr_graph_exec* e) {
+  for (size_t i = 0; i < e->kernel_count; i++) tsr_kernel_release(e->kernels[i]);
+}
+
+void tsr_graph_number(struct tsr_graph_exec* e, uint64_t* seqs) {
+  for (size_t i = 0; i < e->count; i++) {
+    const tsr_op_t* n = &e->nodes[i];
+    if (n->kind == TSR_OP_RECORD) seqs[i] = tsr_event_issue(n->u.event.event);
+    else if (n->kind == TSR_OP_WAIT) seqs[i] = tsr_event_latest(n->u.event.event);
+    else seqs[i] = 0;
+  }
+}
+
+tsr_status_t tsr_graph_run(struct tsr_graph_exec* e, const uint64_t* seqs, bool poisoned, uint64_t stream) {
+  tsr_status_t first = TSR_SUCCESS;
+  for (size_t i = 0; i < e->count; i++) {
+    tsr_op_t node = e->nodes[i];  /* a shallow copy: numbered and attributed for this replay */
+    if (node.kind == TSR_OP_RECORD || node.kind == TSR_OP_WAIT) node.u.event.seq = seqs[i];
+    if (node.kind == TSR_OP_LAUNCH) node.u.launch.stream = stream;
+    tsr_status_t st = tsr_op_run(&node, poisoned || first != TSR_SUCCESS);
+    if (st && !first) first = st;  /* its message stays this thread's last error: later nodes are skipped */
+  }
+  return first;
+}
+
+/* Debug mode: the memory checks of every launch node, against the allocations as they are now. */
+static tsr_status_t check_memory(struct tsr_graph_exec* e) {
+  for (size_t i = 0; i < e->count; i++) {
+    if (e->nodes[i].kind != TSR_OP_LAUNCH) continue;
+    tsr_status_t st = tsr_launch_check_memory(&e->nodes[i].u.launch);
+    if (st) return st;
+  }
+  return TSR_SUCCESS;
+}
+
+tsr_status_t tsrGraphLaunch(tsr_graph_exec_t e, tsr_stream_t stream) {
+  tsr_status_t st = tsr_object_retain(e, TSR_MAGIC_GRAPH_EXEC, __func__, "executable graph");
+  if (st) return st;
+  struct tsr_context* ctx = e->obj.context;
+  if (stream && (st = tsr_stream_acquire(stream, ctx, __func__))) {
+    tsr_object_unref(&e->obj);
+    return st;
+  }
+  uint64_t* seqs = calloc(e->count + 1, sizeof *seqs);
+  if (!seqs) st = tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "tsrGraphLaunch: out of memory");
+  else if (!(st = tsr_graph_acquire_kernels(e)) && ctx->debug && (st = check_memory(e))) tsr_graph_release_kernels(e);
+  if (st) {
+    free(seqs);
+  } else if (!stream) {
+    tsr_graph_number(e, seqs);
+    st = tsr_graph_run(e, seqs, false, 0);
+    tsr_graph_release_kernels(e);
+    free(seqs);
+  } else {
+    tsr_op_t* op = malloc(sizeof *op);
+    if (op) {
+      *op = (tsr_op_t){.kind = TSR_OP_GRAPH, .u.graph = {.exec = e, .seqs = seqs}};
+      tsr_object_ref(&e->obj);  /* the queued replay's reference */
+      if ((st = tsr_stream_submit_graph(stream, op))) {
+        free(op);
+        tsr_object_unref(&e->obj);
+      }
+    } else {
+      st = tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "tsrGraphLaunch: out of memory");
+    }
+    if (st) {
+      tsr_graph_release_kernels(e);
+      free(seqs);
+    }
+  }
+  if (stream) tsr_object_unref(&stream->obj);
+  tsr_object_unref(&e->obj);
+  return st;
+}
+
+tsr_status_t tsrDestroyGraph(tsr_graph_t g) { return tsr_object_release(g, TSR_MAGIC_GRAPH, __func__, "graph"); }
+tsr_status_t tsrRetainGraph(tsr_graph_t g) { return tsr_object_retain(g, TSR_MAGIC_GRAPH, __func__, "graph"); }
+tsr_status_t tsrReleaseGraph(tsr_graph_t g) { return tsr_object_release(g, TSR_MAGIC_GRAPH, __func__, "graph"); }
+
+tsr_status_t tsrDestroyGraphExec(tsr_graph_exec_t e) {
+  return tsr_object_release(e, TSR_MAGIC_GRAPH_EXEC, __func__, "executable graph");
+}
+tsr_status_t tsrRetainGraphExec(tsr_graph_exec_t e) {
+  return tsr_object_retain(e, TSR_MAGIC_GRAPH_EXEC, __func__, "executable graph");
+}
+tsr_status_t tsrReleaseGraphExec(tsr_graph_exec_t e) {
+  return tsr_object_release(e, TSR_MAGIC_GRAPH_EXEC, __func__, "executable graph");
+}

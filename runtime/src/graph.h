@@ -1,0 +1,46 @@
+/* graph.h — captured graphs and their executable instances (<tessera/execution.h>, "Graph capture"). */
+#ifndef TESSERA_SRC_GRAPH_H_
+#define TESSERA_SRC_GRAPH_H_
+
+#include <stddef.h>
+
+#include "handles.h"
+#include "stream.h"
+
+/* Nodes are operations as streams queue them; a launch node owns its argument values, an event node holds
+ * a reference to its event; kernels are not held (they are checked when instantiated and launched). */
+struct tsr_graph {
+  tsr_object_t obj;
+  tsr_op_t* nodes;
+  size_t count, capacity;
+};
+
+struct tsr_graph_exec {
+  tsr_object_t obj;
+  tsr_op_t* nodes;              /* an independent copy */
+  size_t count;
+  struct tsr_kernel** kernels;  /* the distinct kernels of its launches, acquired for each replay */
+  uint64_t* serials;            /* their modules' serials: a reloaded module at the same address is not theirs */
+  size_t kernel_count;
+};
+
+/* A new, unpublished graph for a capture (published by tsrStreamEndCapture). */
+struct tsr_graph* tsr_graph_new(void);
+/* Appends a node; the graph takes what the node holds (on failure too). */
+tsr_status_t tsr_graph_append(struct tsr_graph* graph, tsr_op_t* node);
+
+/* Numbers the event nodes of a replay, in node order: a record gets a new sequence number of its event, a
+ * wait the newest one issued so far. `seqs` has one entry per node. */
+void tsr_graph_number(struct tsr_graph_exec* exec, uint64_t* seqs);
+
+/* Runs the nodes of an executable graph in order, stopping its kernels and copies at the first failure (or
+ * from the start when `poisoned`). `stream`: the replaying stream's id, for telemetry. */
+tsr_status_t tsr_graph_run(struct tsr_graph_exec* exec, const uint64_t* seqs, bool poisoned, uint64_t stream);
+/* Acquires / releases the kernels of a replay: TSR_ERROR_INVALID_HANDLE when a module was unloaded. */
+tsr_status_t tsr_graph_acquire_kernels(struct tsr_graph_exec* exec);
+void tsr_graph_release_kernels(struct tsr_graph_exec* exec);
+
+void tsr_graph_free(struct tsr_graph* graph);
+void tsr_graph_exec_free(struct tsr_graph_exec* exec);
+
+#endif  /* TESSERA_SRC_GRAPH_H_ */

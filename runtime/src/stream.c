@@ -1,0 +1,353 @@
+/* stream.c — streams (stream.h, <tessera/execution.h>): creation, the executor thread, submission (to the
+ * queue, or to the capture graph), synchronization and error reporting, capture begin/end. */
+#include "stream.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "event.h"
+#include "graph.h"
+#include "objects.h"
+
+/* ---- running operations ----------------------------------------------------------------------------- */
+
+tsr_status_t tsr_op_run(tsr_op_t* op, bool poisoned) {
+  switch (op->kind) {
+    case TSR_OP_LAUNCH: return poisoned ? TSR_SUCCESS : tsr_launch_run(&op->u.launch);
+    case TSR_OP_COPY:
+      if (!poisoned)
+        tsr_memory_copy(op->u.copy.context, op->u.copy.dst, op->u.copy.src, op->u.copy.bytes, op->u.copy.kind);
+      return TSR_SUCCESS;
+    case TSR_OP_RECORD: tsr_event_complete(op->u.event.event, op->u.event.seq); return TSR_SUCCESS;
+    case TSR_OP_WAIT: tsr_event_wait(op->u.event.event, op->u.event.seq); return TSR_SUCCESS;
+    case TSR_OP_GRAPH: return tsr_graph_run(op->u.graph.exec, op->u.graph.seqs, poisoned, op->u.graph.stream);
+  }
+  return TSR_SUCCESS;
+}
+
+void tsr_op_dispose(tsr_op_t* op) {
+  switch (op->kind) {
+    case TSR_OP_LAUNCH:
+      tsr_kernel_release(op->u.launch.kernel);
+      tsr_launch_free(&op->u.launch);
+      break;
+    case TSR_OP_COPY: break;
+    case TSR_OP_RECORD:
+    case TSR_OP_WAIT: tsr_object_unref(&op->u.event.event->obj); break;
+    case TSR_OP_GRAPH:
+      tsr_graph_release_kernels(op->u.graph.exec);
+      free(op->u.graph.seqs);
+      tsr_object_unref(&op->u.graph.exec->obj);
+      break;
+  }
+  free(op);
+}
+
+/* The executor: runs the queue in order until the stream stops and its queue is empty. */
+static void* execute(void* arg) {
+  struct tsr_stream* s = arg;
+  pthread_mutex_lock(&s->lock);
+  for (;;) {
+    while (!s->head && !s->stopping) pthread_cond_wait(&s->work, &s->lock);
+    tsr_op_t* op = s->head;
+    if (!op) break;
+    s->head = op->next;
+    if (!s->head) s->tail = NULL;
+    bool poisoned = s->error != TSR_SUCCESS;
+    pthread_mutex_unlock(&s->lock);
+
+    tsr_status_t st = tsr_op_run(op, poisoned);
+    char message[sizeof s->message];
+    if (st) snprintf(message, sizeof message, "%s", tsrGetLastErrorMessage());
+    tsr_op_dispose(op);
+
+    pthread_mutex_lock(&s->lock);
+    if (st && !s->error) {
+      s->error = st;
+      memcpy(s->message, message, sizeof message);
+    }
+    s->completed++;
+    pthread_cond_broadcast(&s->idle);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return NULL;
+}
+
+/* ---- life ------------------------------------------------------------------------------------------- */
+
+tsr_status_t tsrStreamOptionsInitialize(tsr_stream_options_t* options) {
+  if (!options) return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrStreamOptionsInitialize: the options are NULL");
+  *options = (tsr_stream_options_t){0};
+  return TSR_SUCCESS;
+}
+
+tsr_status_t tsrCreateStream(tsr_context_t ctx, const tsr_stream_options_t* options, tsr_stream_t* out_stream) {
+  tsr_status_t st = tsr_check_context(ctx, __func__);
+  if (st) return st;
+  if (!out_stream) return tsr_fail_null_output(__func__);
+  tsr_stream_options_t defaults;
+  tsrStreamOptionsInitialize(&defaults);
+  if (!options) options = &defaults;
+  struct tsr_stream* s = calloc(1, sizeof *s);
+  if (!s) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "tsrCreateStream: out of memory");
+  s->id = atomic_fetch_add(&ctx->next_stream_id, 1) + 1;
+  s->priority = options->priority;
+  s->affinity = options->affinity;
+  pthread_mutex_init(&s->lock, NULL);
+  pthread_cond_init(&s->work, NULL);
+  pthread_cond_init(&s->idle, NULL);
+  int err = pthread_create(&s->thread, NULL, execute, s);
+  if (err) {
+    pthread_cond_destroy(&s->idle);
+    pthread_cond_destroy(&s->work);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+    return tsr_fail(TSR_ERROR_INIT_FAIL, "tsrCreateStream: cannot start the stream's thread (error %d)", err);
+  }
+  if ((st = tsr_object_publish(ctx, &s->obj, TSR_MAGIC_STREAM, __func__))) {
+    tsr_stream_free(s);
+    return st;
+  }
+  *out_stream = s;
+  return TSR_SUCCESS;
+}
+
+void tsr_stream_free(struct tsr_stream* s) {
+  pthread_mutex_lock(&s->lock);
+  s->stopping = true;
+  pthread_cond_signal(&s->work);
+  pthread_mutex_unlock(&s->lock);
+  pthread_join(s->thread, NULL);
+  if (s->capture) tsr_graph_free(s->capture);
+  pthread_cond_destroy(&s->idle);
+  pthread_cond_destroy(&s->work);
+  pthread_mutex_destroy(&s->lock);
+  free(s);
+}
+
+tsr_status_t tsrDestroyStream(tsr_stream_t s) { return tsr_object_release(s, TSR_MAGIC_STREAM, __func__, "stream"); }
+tsr_status_t tsrRetainStream(tsr_stream_t s) { return tsr_object_retain(s, TSR_MAGIC_STREAM, __func__, "stream"); }
+tsr_status_t tsrReleaseStream(tsr_stream_t s) { return tsr_object_release(s, TSR_MAGIC_STREAM, __func__, "stream"); }
+
+tsr_status_t tsr_stream_acquire(struct tsr_stream* s, struct tsr_context* ctx, const char* function) {
+  tsr_status_t st = tsr_object_retain(s, TSR_MAGIC_STREAM, function, "stream");
+  if (st || !ctx || s->obj.context == ctx) return st;
+  tsr_object_unref(&s->obj);
+  return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: the stream belongs to another context", function);
+}
+
+/* ---- submission ------------------------------------------------------------------------------------- */
+
+/* Stream locked and not capturing. */
+static void push(struct tsr_stream* s, tsr_op_t* op) {
+  op->next = NULL;
+  if (s->tail) s->tail->next = op;
+  else s->head = op;
+  s->tail = op;
+  s->queued++;
+  pthread_cond_signal(&s->work);
+}
+
+/* Records `op` into the capture graph (stream locked): the graph takes its contents, the shell is freed. */
+static tsr_status_t record(struct tsr_stream* s, tsr_op_t* op) {
+  tsr_status_t st = tsr_graph_append(s->capture, op);
+  free(op);
+  return st;
+}
+
+tsr_status_t tsr_stream_submit_launch(struct tsr_stream* s, tsr_launch_record_t* r) {
+  tsr_op_t* op = malloc(sizeof *op);
+  if (!op) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "kernel '%s': out of memory queueing the launch", r->kernel->name);
+  op->kind = TSR_OP_LAUNCH;
+  op->u.launch = *r;
+  tsr_status_t st = tsr_launch_own_values(&op->u.launch);
+  if (st) {
+    free(op);
+    return st;
+  }
+  pthread_mutex_lock(&s->lock);
+  if (s->capture) {
+    st = record(s, op);
+  } else {
+    tsr_kernel_hold(r->kernel);  /* the caller holds it too, so its module is loaded */
+    push(s, op);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return st;
+}
+
+tsr_status_t tsr_stream_submit_copy(struct tsr_stream* s, struct tsr_context* ctx, void* dst, const void* src,
+                                    size_t bytes, tsr_memcpy_kind_t kind) {
+  tsr_op_t* op = malloc(sizeof *op);
+  if (!op) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "tsrMemcpyAsync: out of memory queueing the copy");
+  op->kind = TSR_OP_COPY;
+  op->u.copy.context = ctx;
+  op->u.copy.dst = dst;
+  op->u.copy.src = src;
+  op->u.copy.bytes = bytes;
+  op->u.copy.kind = kind;
+  tsr_status_t st = TSR_SUCCESS;
+  pthread_mutex_lock(&s->lock);
+  if (s->capture) st = record(s, op);
+  else push(s, op);
+  pthread_mutex_unlock(&s->lock);
+  return st;
+}
+
+tsr_status_t tsr_stream_submit_event(struct tsr_stream* s, tsr_op_kind_t kind, struct tsr_event* e) {
+  tsr_op_t* op = malloc(sizeof *op);
+  if (!op) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory queueing an event operation");
+  op->kind = kind;
+  op->u.event.event = e;
+  op->u.event.seq = 0;
+  tsr_status_t st = TSR_SUCCESS;
+  pthread_mutex_lock(&s->lock);
+  tsr_object_ref(&e->obj);
+  if (s->capture) {
+    st = record(s, op);
+  } else {
+    op->u.event.seq = kind == TSR_OP_RECORD ? tsr_event_issue(e) : tsr_event_latest(e);
+    if (kind == TSR_OP_WAIT && op->u.event.seq == 0) {  /* never recorded: nothing to wait for */
+      pthread_mutex_unlock(&s->lock);
+      tsr_op_dispose(op);
+      return TSR_SUCCESS;
+    }
+    push(s, op);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return st;
+}
+
+tsr_status_t tsr_stream_submit_graph(struct tsr_stream* s, tsr_op_t* op) {
+  pthread_mutex_lock(&s->lock);
+  bool capturing = s->capture != NULL;
+  if (!capturing) {
+    tsr_graph_number(op->u.graph.exec, op->u.graph.seqs);
+    op->u.graph.stream = s->id;
+    push(s, op);
+  }
+  pthread_mutex_unlock(&s->lock);
+  if (capturing) return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrGraphLaunch: the stream is capturing; graph launches "
+                                 "cannot be captured");
+  return TSR_SUCCESS;
+}
+
+tsr_status_t tsrMemcpyAsync(tsr_context_t ctx, void* dst, const void* src, size_t bytes, tsr_memcpy_kind_t kind,
+                            tsr_stream_t stream) {
+  tsr_status_t st = tsr_check_context(ctx, __func__);
+  if (st || (st = tsr_memory_check_copy(ctx, dst, src, bytes, kind, __func__))) return st;
+  if (!stream) {
+    tsr_memory_copy(ctx, dst, src, bytes, kind);
+    return TSR_SUCCESS;
+  }
+  if ((st = tsr_stream_acquire(stream, ctx, __func__))) return st;
+  if (bytes) st = tsr_stream_submit_copy(stream, ctx, dst, src, bytes, kind);
+  tsr_object_unref(&stream->obj);
+  return st;
+}
+
+/* ---- waiting and errors ----------------------------------------------------------------------------- */
+
+/* Takes the pending error (stream locked); the message goes to the caller's thread. */
+static tsr_status_t take_error(struct tsr_stream* s) {
+  tsr_status_t st = s->error;
+  if (st) {
+    tsr_fail(st, "%s", s->message);
+    s->error = TSR_SUCCESS;
+  }
+  return st;
+}
+
+tsr_status_t tsr_stream_wait(struct tsr_stream* s) {
+  pthread_mutex_lock(&s->lock);
+  uint64_t target = s->queued;
+  while (s->completed < target) pthread_cond_wait(&s->idle, &s->lock);
+  tsr_status_t st = take_error(s);
+  pthread_mutex_unlock(&s->lock);
+  return st;
+}
+
+static tsr_status_t refuse_capturing(const char* function) {
+  return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: the stream is capturing (end the capture first)", function);
+}
+
+tsr_status_t tsrStreamSynchronize(tsr_stream_t s) {
+  if (!s) return TSR_SUCCESS;  /* the NULL stream never has pending work */
+  tsr_status_t st = tsr_stream_acquire(s, NULL, __func__);
+  if (st) return st;
+  pthread_mutex_lock(&s->lock);
+  bool capturing = s->capture != NULL;
+  pthread_mutex_unlock(&s->lock);
+  st = capturing ? refuse_capturing(__func__) : tsr_stream_wait(s);
+  tsr_object_unref(&s->obj);
+  return st;
+}
+
+tsr_status_t tsrStreamQuery(tsr_stream_t s) {
+  if (!s) return TSR_SUCCESS;
+  tsr_status_t st = tsr_stream_acquire(s, NULL, __func__);
+  if (st) return st;
+  pthread_mutex_lock(&s->lock);
+  if (s->capture) st = refuse_capturing(__func__);
+  else if (s->completed < s->queued) st = TSR_ERROR_NOT_READY;
+  else st = take_error(s);
+  pthread_mutex_unlock(&s->lock);
+  tsr_object_unref(&s->obj);
+  return st;
+}
+
+/* ---- capture ---------------------------------------------------------------------------------------- */
+
+tsr_status_t tsrStreamBeginCapture(tsr_stream_t s) {
+  if (!s)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrStreamBeginCapture: the NULL stream runs work at once and cannot "
+                    "capture; create a stream");
+  tsr_status_t st = tsr_stream_acquire(s, NULL, __func__);
+  if (st) return st;
+  struct tsr_graph* g = tsr_graph_new();
+  pthread_mutex_lock(&s->lock);
+  if (s->capture) st = tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrStreamBeginCapture: the stream is already capturing");
+  else if (!g) st = tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "tsrStreamBeginCapture: out of memory");
+  else s->capture = g, g = NULL;
+  pthread_mutex_unlock(&s->lock);
+  if (g) tsr_graph_free(g);
+  tsr_object_unref(&s->obj);
+  return st;
+}
+
+tsr_status_t tsrStreamEndCapture(tsr_stream_t s, tsr_graph_t* out_graph) {
+  tsr_status_t st = tsr_stream_acquire(s, NULL, __func__);
+  if (st) return st;
+  struct tsr_graph* g = NULL;
+  if (!out_graph) {
+    st = tsr_fail_null_output(__func__);
+  } else {
+    pthread_mutex_lock(&s->lock);
+    g = s->capture;
+    s->capture = NULL;
+    pthread_mutex_unlock(&s->lock);
+    if (!g) st = tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrStreamEndCapture: the stream is not capturing");
+    else if ((st = tsr_object_publish(s->obj.context, &g->obj, TSR_MAGIC_GRAPH, __func__))) tsr_graph_free(g);
+    else *out_graph = g;
+  }
+  tsr_object_unref(&s->obj);
+  return st;
+}
+
+tsr_status_t tsrStreamIsCapturing(tsr_stream_t s, int* out_capturing) {
+  if (!out_capturing) return tsr_fail_null_output(__func__);
+  if (!s) {
+    *out_capturing = 0;
+    return TSR_SUCCESS;
+  }
+  tsr_status_t st = tsr_stream_acquire(s, NULL, __func__);
+  if (st) return st;
+  pthread_mutex_lock(&s->lock);
+  *out_capturing = s->capture != NULL;
+  pthread_mutex_unlock(&s->lock);
+  tsr_object_unref(&s->obj);
+  return TSR_SUCCESS;
+}

@@ -1,0 +1,91 @@
+/* stream.h — streams and the operations they queue (or record into a graph while capturing).
+ *
+ * Each stream has an executor thread that runs its queue in order; the submitting thread returns at once.
+ * An operation in a queue holds what it needs: a launch its argument values and its kernel (so the module
+ * waits for it), an event operation a reference to its event, a graph replay a reference to the executable
+ * graph and its kernels. */
+#ifndef TESSERA_SRC_STREAM_H_
+#define TESSERA_SRC_STREAM_H_
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "handles.h"
+#include "launch.h"
+
+typedef enum tsr_op_kind {
+  TSR_OP_LAUNCH,  /* u.launch */
+  TSR_OP_COPY,    /* u.copy */
+  TSR_OP_RECORD,  /* u.event: complete record `seq` */
+  TSR_OP_WAIT,    /* u.event: wait until record `seq` completed */
+  TSR_OP_GRAPH    /* u.graph: replay an executable graph */
+} tsr_op_kind_t;
+
+typedef struct tsr_op {
+  struct tsr_op* next;
+  tsr_op_kind_t kind;
+  union {
+    tsr_launch_record_t launch;  /* owned values */
+    struct {
+      struct tsr_context* context;
+      void* dst;
+      const void* src;
+      size_t bytes;
+      tsr_memcpy_kind_t kind;
+    } copy;
+    struct {
+      struct tsr_event* event;
+      uint64_t seq;  /* in a graph node: unused (numbered when the graph is launched) */
+    } event;
+    struct {
+      struct tsr_graph_exec* exec;
+      uint64_t* seqs;   /* per node: the record's or wait's sequence number, numbered when queued */
+      uint64_t stream;  /* the replaying stream's id, for telemetry */
+    } graph;
+  } u;
+} tsr_op_t;
+
+struct tsr_stream {
+  tsr_object_t obj;
+  uint64_t id;  /* >= 1, for telemetry */
+  int32_t priority;
+  uint64_t affinity;
+
+  pthread_mutex_t lock;  /* guards everything below */
+  pthread_cond_t work;   /* executor: an operation arrived, or stop */
+  pthread_cond_t idle;   /* waiters: `completed` advanced */
+  tsr_op_t *head, *tail;
+  uint64_t queued, completed;  /* operations ever queued / finished */
+  tsr_status_t error;          /* the first failure not yet reported, and its message */
+  char message[1024];
+  bool stopping;
+  struct tsr_graph* capture;   /* the graph being recorded, or NULL */
+  pthread_t thread;
+};
+
+/* A live stream of `context` (a reference taken), or an error naming `function`. */
+tsr_status_t tsr_stream_acquire(struct tsr_stream* stream, struct tsr_context* context, const char* function);
+
+/* Queues a validated launch, or records it when capturing; copies its argument values either way. */
+tsr_status_t tsr_stream_submit_launch(struct tsr_stream* stream, tsr_launch_record_t* record);
+/* Queues or records a checked copy. */
+tsr_status_t tsr_stream_submit_copy(struct tsr_stream* stream, struct tsr_context* context, void* dst,
+                                    const void* src, size_t bytes, tsr_memcpy_kind_t kind);
+/* Queues or records an event record or wait (kind TSR_OP_RECORD or TSR_OP_WAIT). */
+tsr_status_t tsr_stream_submit_event(struct tsr_stream* stream, tsr_op_kind_t kind, struct tsr_event* event);
+/* Queues a graph replay op made by graph.c (refused while capturing). Takes the op on success. */
+tsr_status_t tsr_stream_submit_graph(struct tsr_stream* stream, tsr_op_t* op);
+
+/* Runs one operation in the calling thread. With `poisoned`, a launch or copy is skipped (an earlier failure
+ * of its stream is pending); records and waits always run, so that nobody waits forever. */
+tsr_status_t tsr_op_run(tsr_op_t* op, bool poisoned);
+/* Drops what a queued operation holds and frees it. */
+void tsr_op_dispose(tsr_op_t* op);
+
+/* Waits for the work queued so far; returns the pending error (and forgets it), setting its message. */
+tsr_status_t tsr_stream_wait(struct tsr_stream* stream);
+
+void tsr_stream_free(struct tsr_stream* stream);  /* finishes the queue, stops the thread */
+
+#endif  /* TESSERA_SRC_STREAM_H_ */
