@@ -14,7 +14,7 @@ class DType:
     c_type: str        # C spelling of one element, for generated headers
     code: int          # dtype code in the image metadata (docs/image-format.md)
     bits: int
-    kind: str          # "float" | "int" | "uint" | "bool" | "index"
+    kind: str          # "float" | "complex" | "int" | "uint" | "bool" | "index"
 
     def ir_type(self) -> ir.Type:
         return ir.Type.parse(self.mlir)
@@ -38,6 +38,9 @@ _TABLE = [
     DType("fp8_e5m2", "f8E5M2", "uint8_t", 15, 8, "float"),
     DType("tf32", "tf32", "float", 16, 32, "float"),
     DType("index", "index", "int64_t", 17, 64, "index"),
+    # complex values arise in operator programs (the Fourier transform, eigenvalues); bits count both parts
+    DType("c64", "complex<f32>", "float _Complex", 18, 64, "complex"),
+    DType("c128", "complex<f64>", "double _Complex", 19, 128, "complex"),
 ]
 
 BY_NAME = {d.name: d for d in _TABLE}
@@ -50,6 +53,7 @@ ALIASES = {
     "half": "f16", "float16": "f16", "fp16": "f16",
     "bfloat16": "bf16",
     "int": "i32", "int32": "i32", "int8": "i8", "int16": "i16", "int64": "i64",
+    "complex64": "c64", "complex128": "c128",
     "e4m3": "fp8_e4m3", "float8_e4m3": "fp8_e4m3", "e5m2": "fp8_e5m2", "float8_e5m2": "fp8_e5m2",
 }
 

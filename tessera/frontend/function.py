@@ -84,6 +84,8 @@ class FunctionBuilder:
             return v
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             dt = like.dtype if like is not None else dtypes.BY_NAME["f32"]
+            if dt.kind == "complex":  # ttensor constants are real; a scale of an operator takes a number
+                raise self.error(node, f"a Python number cannot meet a {dt.name} tensor here")
             from ..dialects import ttensor
             et = dt.ir_type()
             with self.loc(node):
@@ -240,6 +242,9 @@ class FunctionBuilder:
             if isinstance(node.op, ast.UAdd):
                 return v
             raise self.error(node, f"'{type(node.op).__name__}' is not defined on tensors")
+        if _program_value(v) and "operator_binop" in OPS and isinstance(node.op, (ast.USub, ast.UAdd)):
+            return v if isinstance(node.op, ast.UAdd) else OPS["operator_binop"](self, node, [-1.0, v],
+                                                                                   {"op": ast.Mult()})
         try:
             return {ast.USub: py_op.neg, ast.UAdd: py_op.pos, ast.Not: py_op.not_}[type(node.op)](v)
         except (KeyError, TypeError):
@@ -257,6 +262,8 @@ class FunctionBuilder:
             if "apply" in OPS and not isinstance(a, GTensor):
                 return OPS["apply"](self, node, [a, b], {})
             raise self.error(node, f"'@' needs two tensors, got {_describe(a)} and {_describe(b)}")
+        if (_program_value(a) or _program_value(b)) and "operator_binop" in OPS:
+            return OPS["operator_binop"](self, node, [a, b], {"op": op})
         if isinstance(a, GTensor) or isinstance(b, GTensor):
             name = _TENSOR_BINOPS.get(type(op))
             if name is None:
@@ -267,8 +274,6 @@ class FunctionBuilder:
                 return _PY_BINOPS[type(op)](a, b)
             except Exception as e:  # noqa: BLE001 — any Python failure of a constant expression
                 raise self.error(node, f"cannot evaluate constant expression: {e}") from None
-        if "operator_binop" in OPS:
-            return OPS["operator_binop"](self, node, [a, b], {"op": op})
         raise self.error(node, f"operator '{ast.unparse(node)}' is not defined on {_describe(a)}")
 
     def expr_Compare(self, node: ast.Compare):
@@ -349,7 +354,14 @@ def _arg_attr(name: str, p: GTensor) -> ir.DictAttr:
     return ir.DictAttr.get(attrs)
 
 
+def _program_value(v) -> bool:
+    """A value the program computes that is not a tensor — an operator of the algebra (operator_ops.py)."""
+    return isinstance(getattr(v, "value", None), ir.Value) and not isinstance(v, GTensor)
+
+
 def _describe(v) -> str:
+    if hasattr(v, "describe"):  # values of op families that say what they are (an operator …)
+        return v.describe()
     if isinstance(v, GTensor):
         return f"a tensor of {v.dtype.name}"
     if isinstance(v, DTypePolicy):

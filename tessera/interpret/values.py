@@ -11,7 +11,9 @@ from ..numerics.rounding import round_to
 # What users get back: numpy's own type where it has one, float32 for bf16/tf32/fp8.
 _USER = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": np.float32, "tf32": np.float32,
          "fp8_e4m3": np.float32, "fp8_e5m2": np.float32, "i8": np.int8, "i16": np.int16, "i32": np.int32,
-         "i64": np.int64, "bool": np.bool_}
+         "i64": np.int64, "bool": np.bool_, "c64": np.complex64, "c128": np.complex128}
+# the real type of each part of a complex type
+_PARTS = {"c64": "f32", "c128": "f64"}
 
 
 def dtype_of(t: ir.Type) -> dtypes.DType:
@@ -24,6 +26,13 @@ def shape_of(t: ir.RankedTensorType) -> list[int | None]:
 
 def cast(x: np.ndarray, dt: dtypes.DType) -> np.ndarray:
     """`x` (any numeric array) converted to the interpreter's representation of `dt`."""
+    if dt.kind == "complex":
+        z = np.asarray(x, dtype=np.complex128)
+        out = np.empty(z.shape, np.complex128)  # parts set one by one: 1j * inf would make the real part nan
+        out.real, out.imag = round_to(z.real, _PARTS[dt.name]), round_to(z.imag, _PARTS[dt.name])
+        return out
+    if np.iscomplexobj(x):
+        raise ValueError(f"complex values cannot be held by a {dt.name} tensor")
     if dt.kind == "float":
         return round_to(np.asarray(x, dtype=np.float64), dt.name)
     if dt.kind == "bool":

@@ -1,0 +1,373 @@
+"""Reference semantics of the ``tod`` operator algebra.
+
+An operator is materialized as its dense Dout×Din matrix (float64, or complex128 for complex entries) holding
+values of its element type: like every interpreter op, each tod op computes in double precision and rounds
+once to its result's entry type — products (compose, apply, kronecker) first to the accumulation type.
+
+Conventions, so that results are reproducible:
+
+- fft is the unitary DFT, F[j, k] = exp(−2πi·jk/n)/√n (numpy's ``norm="ortho"``); ifft is its adjoint.
+- conv1d(h) of size n is the circulant matrix C[i, j] = h[(i − j) mod n] (h zero-padded to n).
+- projector(U) is U U*, made exactly self-adjoint; U's columns must be orthonormal within the promise
+  tolerance below, or the op fails.
+- expm is Padé-13 scaling and squaring (Higham, SIAM J. Matrix Anal. Appl. 26(4), 2005).
+- spectral: "svd" is numpy's (LAPACK's) SVD with singular values descending; "eigh" is the Hermitian solver
+  (the operand must be self-adjoint within the promise tolerance); "eig" the general one, with V* = U⁻¹.
+  Eigenvalues are ordered by descending magnitude, then descending real part, then descending imaginary
+  part (so a conjugate pair lists +i first), and truncate keeps the first k terms. Every column of U is
+  scaled to unit norm and rotated so that its largest entry (the first, on ties) is real and positive; V's
+  columns get the same rotation, which leaves U diag(S) V* unchanged.
+- is_unitary compares the largest entry of |A*A − I| with the op's `tol`.
+- The promise tolerance (projector, eigh) is √ε of the entries' real type, times the operand's largest entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..dialects import tod
+from ..frontend import dtypes
+from ..mlir import ir
+from ..numerics.rounding import FORMATS, round_to
+from .registry import local
+from .values import cast
+
+
+@dataclass
+class Spectral:
+    """A factorization A = U diag(S) V* (U: Dout×r, S: r, V: Din×r)."""
+
+    U: np.ndarray
+    S: np.ndarray
+    V: np.ndarray
+
+    def matrix(self) -> np.ndarray:
+        return (self.U * self.S) @ self.V.conj().T
+
+
+# -- rounding ---------------------------------------------------------------------------------------------
+
+def _round_parts(x: np.ndarray, t: ir.Type) -> np.ndarray:
+    """`x` with real and imaginary parts rounded to the float type `t` (the component type)."""
+    name = dtypes.of_ir_type(t).name
+    if not np.iscomplexobj(x):
+        return round_to(x, name)
+    out = np.empty(x.shape, np.complex128)
+    out.real, out.imag = round_to(x.real, name), round_to(x.imag, name)
+    return out
+
+
+def _entries(x: np.ndarray, t: ir.Type) -> np.ndarray:
+    """`x` rounded to entries of type `t` (a float or complex<float>)."""
+    return cast(x, dtypes.of_ir_type(t))
+
+
+def _operator(op, x: np.ndarray, accumulated: bool = False) -> np.ndarray:
+    """The op's operator result: `x` rounded (to the accumulation type first, for sums of products)."""
+    sig = tod.operator_sig(op.results[0].type)
+    if accumulated:
+        x = _round_parts(x, sig.accum)
+    return _entries(x, sig.elem)
+
+
+def _tensor(op, x: np.ndarray, accum: ir.Type | None = None) -> np.ndarray:
+    if accum is not None:
+        x = _round_parts(x, accum)
+    return cast(x, dtypes.of_ir_type(ir.ShapedType(op.results[0].type).element_type))
+
+
+def _spectral(op, s: Spectral) -> Spectral:
+    sig = tod.spectral_sig(op.results[0].type)
+    values = sig.elem if sig.kind == "eig" else tod.component(sig.elem)
+    return Spectral(_entries(s.U, sig.elem), _entries(s.S, values), _entries(s.V, sig.elem))
+
+
+def _extents(op) -> tuple[int, int]:
+    sig = tod.operator_sig(op.results[0].type)
+    return sig.dout, sig.din
+
+
+def _promise_tolerance(t: ir.Type, scale: float) -> float:
+    """How far a promised property (orthonormal columns, self-adjointness) may miss: √ε of the entries' real
+    type, relative to the operand's largest entry (or 1)."""
+    name = dtypes.of_ir_type(tod.component(t)).name
+    bits = 52 if name == "f64" else FORMATS[name].mantissa_bits
+    return 2.0 ** (-bits / 2) * max(1.0, scale)
+
+
+def _largest(x: np.ndarray) -> float:
+    return float(np.max(np.abs(x))) if x.size else 0.0
+
+
+# -- constructors -----------------------------------------------------------------------------------------
+
+@local("tod.eye")
+def eye(op, ins):
+    dout, din = _extents(op)
+    return [_operator(op, np.eye(dout, din))]
+
+
+@local("tod.zero")
+def zero(op, ins):
+    return [_operator(op, np.zeros(_extents(op)))]
+
+
+@local("tod.dense")
+def dense(op, ins):
+    return [_operator(op, ins[0])]
+
+
+@local("tod.diag")
+def diag(op, ins):
+    return [_operator(op, np.diag(ins[0]))]
+
+
+@local("tod.projector")
+def projector(op, ins):
+    (u,) = ins
+    gram = u.conj().T @ u
+    err = _largest(gram - np.eye(gram.shape[0]))
+    tol = _promise_tolerance(ir.ShapedType(op.operands[0].type).element_type, 1.0)
+    if err > tol:
+        raise ValueError(f"the basis columns are not orthonormal: max |U*U - I| = {err:.3g} > {tol:.3g}")
+    p = u @ u.conj().T
+    return [_operator(op, (p + p.conj().T) / 2)]
+
+
+def _dft(n: int, sign: int) -> np.ndarray:
+    jk = np.outer(np.arange(n), np.arange(n)) % n  # reduced first: the angle stays exact for large n
+    return np.exp(sign * 2j * np.pi * jk / n) / np.sqrt(n)
+
+
+@local("tod.fft")
+def fft(op, ins):
+    return [_operator(op, _dft(_extents(op)[0], -1))]
+
+
+@local("tod.ifft")
+def ifft(op, ins):
+    return [_operator(op, _dft(_extents(op)[0], +1))]
+
+
+@local("tod.conv1d")
+def conv1d(op, ins):
+    (h,) = ins
+    n = _extents(op)[0]
+    padded = np.zeros(n, dtype=h.dtype)
+    padded[:h.shape[0]] = h
+    i = np.arange(n)
+    return [_operator(op, padded[(i[:, None] - i[None, :]) % n])]
+
+
+@local("tod.kronecker", "tod.tensor")
+def kronecker(op, ins):
+    return [_operator(op, np.kron(*ins), accumulated=True)]
+
+
+@local("tod.direct_sum")
+def direct_sum(op, ins):
+    a, b = ins
+    out = np.zeros((a.shape[0] + b.shape[0], a.shape[1] + b.shape[1]), dtype=np.result_type(a, b))
+    out[:a.shape[0], :a.shape[1]] = a
+    out[a.shape[0]:, a.shape[1]:] = b
+    return [_operator(op, out)]
+
+
+# -- algebra ----------------------------------------------------------------------------------------------
+
+@local("tod.compose")
+def compose(op, ins):
+    a, b = ins
+    return [_operator(op, a @ b, accumulated=True)]
+
+
+@local("tod.adjoint")
+def adjoint(op, ins):
+    return [_operator(op, ins[0].conj().T)]
+
+
+@local("tod.plus")
+def plus(op, ins):
+    return [_operator(op, ins[0] + ins[1])]
+
+
+@local("tod.scale")
+def scale(op, ins):
+    s, a = ins
+    return [_operator(op, s * a)]
+
+
+@local("tod.power")
+def power(op, ins):
+    return [_operator(op, np.linalg.matrix_power(ins[0], ir.IntegerAttr(op.attributes["exponent"]).value),
+                      accumulated=True)]
+
+
+@local("tod.commutator")
+def commutator(op, ins):
+    a, b = ins
+    return [_operator(op, a @ b - b @ a, accumulated=True)]
+
+
+@local("tod.sym")
+def sym(op, ins):
+    a = ins[0]
+    return [_operator(op, (a + a.conj().T) / 2)]
+
+
+@local("tod.skew")
+def skew(op, ins):
+    a = ins[0]
+    return [_operator(op, (a - a.conj().T) / 2)]
+
+
+# Padé-13 coefficients and the 1-norm up to which it is accurate to double precision without scaling
+_PADE13 = (64764752532480000.0, 32382376266240000.0, 7771770303897600.0, 1187353796428800.0,
+           129060195264000.0, 10559470521600.0, 670442572800.0, 33522128640.0, 1323241920.0, 40840800.0,
+           960960.0, 16380.0, 182.0, 1.0)
+_THETA13 = 5.371920351148152
+
+
+def expm(a: np.ndarray) -> np.ndarray:
+    """exp(a) by scaling and squaring with the [13/13] Padé approximant."""
+    norm = np.linalg.norm(a, 1)
+    s = max(0, int(np.ceil(np.log2(norm / _THETA13)))) if norm > 0 else 0
+    a = a / 2.0 ** s
+    b = _PADE13
+    ident = np.eye(a.shape[0], dtype=a.dtype)
+    a2 = a @ a
+    a4 = a2 @ a2
+    a6 = a4 @ a2
+    u = a @ (a6 @ (b[13] * a6 + b[11] * a4 + b[9] * a2) + b[7] * a6 + b[5] * a4 + b[3] * a2 + b[1] * ident)
+    v = a6 @ (b[12] * a6 + b[10] * a4 + b[8] * a2) + b[6] * a6 + b[4] * a4 + b[2] * a2 + b[0] * ident
+    r = np.linalg.solve(v - u, v + u)
+    for _ in range(s):
+        r = r @ r
+    return r
+
+
+@local("tod.expm")
+def expm_(op, ins):
+    return [_operator(op, expm(ins[0]))]
+
+
+@local("tod.resolvent")
+def resolvent(op, ins):
+    a, z = ins
+    n = a.shape[0]
+    shifted = z * np.eye(n) - a
+    if np.linalg.cond(shifted) * np.finfo(np.float64).eps >= 1.0:
+        raise ValueError(f"z = {complex(z) if np.iscomplexobj(z) else float(z)} is an eigenvalue of the operator: "
+                         "zI - A is singular")
+    return [_operator(op, np.linalg.solve(shifted, np.eye(n)))]
+
+
+@local("tod.apply")
+def apply(op, ins):
+    a, x = ins
+    accum = tod.operator_sig(op.operands[0].type).accum
+    return [_tensor(op, np.matmul(a, x), accum)]
+
+
+# -- spectral ---------------------------------------------------------------------------------------------
+
+def _phase_normalized(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rotates each column pair so that u's largest entry (the first, on ties) is real and positive."""
+    u, v = u.astype(np.result_type(u, v), copy=True), v.astype(np.result_type(u, v), copy=True)
+    for i in range(u.shape[1]):
+        p = int(np.argmax(np.abs(u[:, i])))
+        if u[p, i] != 0:
+            phase = u[p, i] / abs(u[p, i])
+            u[:, i] /= phase
+            v[:, i] /= phase
+    return u, v
+
+
+def _eigen_order(w: np.ndarray) -> np.ndarray:
+    """Descending |w|, then descending real part, then descending imaginary part."""
+    w = np.asarray(w, dtype=np.complex128)
+    return np.lexsort((-w.imag, -w.real, -np.abs(w)))
+
+
+def _check_self_adjoint(a: np.ndarray, elem: ir.Type) -> None:
+    err, tol = _largest(a - a.conj().T), _promise_tolerance(elem, _largest(a))
+    if err > tol:
+        raise ValueError(f"eigh needs a self-adjoint operator: max |A - A*| = {err:.3g} > {tol:.3g}")
+
+
+def decompose(a: np.ndarray, kind: str, elem: ir.Type) -> Spectral:
+    """The factorization of kind `kind` of the matrix `a`, with the conventions of this module."""
+    if kind == "svd":
+        u, s, vh = np.linalg.svd(a, full_matrices=False)
+        u, v = _phase_normalized(u, vh.conj().T)
+        return Spectral(u, s, v)
+    if kind == "eigh":
+        _check_self_adjoint(a, elem)
+        w, u = np.linalg.eigh((a + a.conj().T) / 2)
+        order = _eigen_order(w)
+        w, u = w[order], u[:, order]
+        u, _ = _phase_normalized(u, u)
+        return Spectral(u, w, u)
+    w, u = np.linalg.eig(a)
+    order = _eigen_order(w)
+    w, u = w[order].astype(np.complex128), u[:, order].astype(np.complex128)
+    u = u / np.linalg.norm(u, axis=0)
+    u, _ = _phase_normalized(u, u)
+    return Spectral(u, w, np.linalg.inv(u).conj().T)
+
+
+@local("tod.spectral")
+def spectral(op, ins):
+    sig = tod.spectral_sig(op.results[0].type)
+    return [_spectral(op, decompose(ins[0], sig.kind, tod.operator_sig(op.operands[0].type).elem))]
+
+
+@local("tod.truncate")
+def truncate(op, ins):
+    (s,) = ins
+    k = ir.IntegerAttr(op.attributes["k"]).value
+    return [Spectral(s.U[:, :k], s.S[:k], s.V[:, :k])]
+
+
+@local("tod.reconstruct")
+def reconstruct(op, ins):
+    return [_operator(op, ins[0].matrix())]
+
+
+def _inverted(s: np.ndarray, rcond: float) -> np.ndarray:
+    """1/s where |s| > rcond · max|s|, else 0."""
+    mag = np.abs(s)
+    keep = mag > rcond * (mag.max() if mag.size else 0.0)
+    out = np.zeros_like(s)
+    out[keep] = 1.0 / s[keep]
+    return out
+
+
+@local("tod.pseudoinverse")
+def pseudoinverse(op, ins):
+    x = ins[0]
+    rcond = ir.FloatAttr(op.attributes["rcond"]).value
+    s = x if isinstance(x, Spectral) else decompose(x, "svd", tod.operator_sig(op.operands[0].type).elem)
+    return [_operator(op, (s.V * _inverted(s.S, rcond)) @ s.U.conj().T)]
+
+
+# -- diagnostics ------------------------------------------------------------------------------------------
+
+@local("tod.norm")
+def norm(op, ins):
+    return [_tensor(op, np.linalg.norm(ins[0], 2))]
+
+
+@local("tod.is_unitary")
+def is_unitary(op, ins):
+    a = ins[0]
+    tol = ir.FloatAttr(op.attributes["tol"]).value
+    square = a.shape[0] == a.shape[1]
+    return [np.array(square and _largest(a.conj().T @ a - np.eye(a.shape[1])) <= tol)]
+
+
+@local("tod.spectral_radius")
+def spectral_radius(op, ins):
+    return [_tensor(op, np.max(np.abs(np.linalg.eigvals(ins[0]))))]
