@@ -77,13 +77,8 @@ class WarpSizeOp(TTile.Operation, name="warp_size", traits=[ext.Pure]):
     result: ext.Result[ir.IndexType]
 
 
-class ShuffleDownOp(TTile.Operation, name="shuffle_down", traits=[ext.Pure]):
-    """Value held by lane ``lane_id + offset`` of the same warp; a lane whose source is past the end of
-    the warp gets its own value back (CUDA's ``__shfl_down_sync`` over the full warp)."""
-
-    value: ext.Operand[typing.Any]
-    offset: ext.Operand[ir.IndexType]
-    result: ext.Result[typing.Any]
+class _ShuffleOp(TTile.Operation):
+    """Base of the warp shuffles: a scalar value, a warp-uniform index operand, the value's type back."""
 
     def verify_invariants(self) -> bool:
         diag = Diagnose(self)
@@ -93,10 +88,31 @@ class ShuffleDownOp(TTile.Operation, name="shuffle_down", traits=[ext.Pure]):
         t = self.value.type
         if not isinstance(t, (ir.IntegerType, ir.FloatType)):
             return diag.fail(f"shuffled value must be a scalar integer or float, got {t}")
-        off = constant_int(self.offset)
-        if off is not None and off < 0:
-            return diag.fail(f"offset must be non-negative, got {off}")
+        k = constant_int(self.operands[1])
+        if k is not None and k < 0:
+            return diag.fail(f"{self._index_name} must be non-negative, got {k}")
         return True
+
+
+class ShuffleDownOp(_ShuffleOp, name="shuffle_down", traits=[ext.Pure]):
+    """Value held by lane ``lane_id + offset`` of the same warp; a lane whose source is past the end of
+    the warp gets its own value back (CUDA's ``__shfl_down_sync`` over the full warp)."""
+
+    _index_name = "offset"
+    value: ext.Operand[typing.Any]
+    offset: ext.Operand[ir.IndexType]
+    result: ext.Result[typing.Any]
+
+
+class ShuffleXorOp(_ShuffleOp, name="shuffle_xor", traits=[ext.Pure]):
+    """Value held by lane ``lane_id ^ mask`` (a butterfly step: after log2(warp_size) steps with masks
+    warp_size/2 … 1, every lane holds the warp's reduction); a source outside the warp gives the lane's
+    own value (CUDA's ``__shfl_xor_sync`` over the full warp)."""
+
+    _index_name = "mask"
+    value: ext.Operand[typing.Any]
+    mask: ext.Operand[ir.IndexType]
+    result: ext.Result[typing.Any]
 
 
 # The tile-level ops live in their own module; importing it here registers them with TTile before any

@@ -169,25 +169,35 @@ class _Warp:
         self.map[op.result] = V(add(mul(block, per_block), in_block), False)
 
     def op_ttile_shuffle_down(self, op, mask, entry) -> None:
-        v, off = self.get(op.operands[0]), self.get(op.operands[1])
-        if off.varying:
-            raise WarpLoweringError(op, "'ttile.shuffle_down' offset must be the same on every lane of a warp")
+        self._shuffle(op, lambda lane, k: lane + k)
+
+    def op_ttile_shuffle_xor(self, op, mask, entry) -> None:
+        self._shuffle(op, lambda lane, k: lane ^ k)
+
+    def _shuffle(self, op, source) -> None:
+        """Lane i reads lane source(i, k) of the warp, or keeps its own value when that lies outside."""
+        name = op.operation.name
+        v, idx = self.get(op.operands[0]), self.get(op.operands[1])
+        if idx.varying:
+            raise WarpLoweringError(op, f"'{name}' {'offset' if 'down' in name else 'mask'} must be the same "
+                                        f"on every lane of a warp")
         if not v.varying:  # every lane holds the value already
             self.map[op.result] = v
             return
         owner = op.operands[1].owner
         if isinstance(owner, ir.OpView) and owner.operation.name == "arith.constant":
             k = ir.IntegerAttr(owner.attributes["value"]).value
-            perm = [i + k if i + k < self.W else i for i in range(self.W)]
+            perm = [source(i, k) if 0 <= source(i, k) < self.W else i for i in range(self.W)]
             self.map[op.result] = V(vector.ShuffleOp(v.value, v.value, perm).result, True)
             return
-        # A uniform offset known only at run time: read the warp's values back through a scratch buffer.
+        # A uniform index known only at run time: read the warp's values back through a scratch buffer.
         t = v.value.type.element_type
         scratch = memref.AllocaOp(ir.MemRefType.get([self.W], t), [], []).result
         zero = self.index_const(0)
         vector.StoreOp(v.value, scratch, [zero])
         lanes = self.warp["lane"]
-        src = arith.AddIOp(lanes, vector.BroadcastOp(lanes.type, off.value).result).result
+        k = vector.BroadcastOp(lanes.type, idx.value).result
+        src = (arith.AddIOp(lanes, k) if "down" in name else arith.XOrIOp(lanes, k)).result
         in_warp = arith.CmpIOp(arith.CmpIPredicate.ult, src,
                                vector.BroadcastOp(lanes.type, self.index_const(self.W)).result).result
         src = arith.SelectOp(in_warp, src, lanes).result

@@ -12,9 +12,11 @@ import hashlib
 from dataclasses import dataclass, field, fields
 from typing import Callable
 
-from . import __version__, abi, image
+from . import __version__, abi, image, plan
 from .frontend import CompileError, build_module
-from .mlir import ir, passmanager
+from .passes import fusion, graph_lowering, graph_phases
+from .mlir import ir
+from .passes.registry import build_pass_manager
 
 
 @dataclass(frozen=True)
@@ -50,15 +52,58 @@ def make_ttir(source: str, filename: str, metadata: dict, options: CompileOption
 
 
 def make_canonical(mod: ir.Module, metadata: dict) -> ir.Module:
-    passmanager.PassManager.parse("builtin.module(canonicalize,cse)").run(mod.operation)
+    # cse first, so that equal constructions are one value when the operator algebra's laws look for them
+    build_pass_manager("builtin.module(cse,tessera-tod-canonicalize,canonicalize,cse)").run(mod.operation)
+    metadata["ops"] = _bytecode(mod)
+    return mod
+
+
+def _functions(mod: ir.Module) -> list:
+    return [op for op in mod.body.operations
+            if op.operation.name == "func.func" and "tessera.function" in op.attributes]
+
+
+def make_schedule(mod: ir.Module, metadata: dict, target) -> ir.Module:
+    for fn in _functions(mod):
+        graph_phases.schedule(fn, target)
+    return mod
+
+
+def make_vectorize(mod: ir.Module, metadata: dict, target) -> ir.Module:
+    for fn in _functions(mod):
+        graph_phases.vectorize(fn, target)
+    return mod
+
+
+def make_memory(mod: ir.Module, metadata: dict) -> ir.Module:
+    for fn in _functions(mod):
+        graph_phases.memory(fn)
+    return mod
+
+
+def make_fusion(mod: ir.Module, metadata: dict) -> ir.Module:
+    for fn in _functions(mod):
+        fusion.run(fn)
+    return mod
+
+
+def make_quantize(mod: ir.Module, metadata: dict, target) -> ir.Module:
+    for fn in _functions(mod):
+        graph_phases.quantize(fn, target)
+    return mod
+
+
+def make_kernels(mod: ir.Module, metadata: dict, backend) -> ir.Module:
+    """Functions become kernels plus launch plans; from here on the module holds kernels only."""
+    plans = {}
+    for fn in _functions(mod):
+        plans[ir.StringAttr(fn.attributes["sym_name"]).value] = graph_lowering.lower_function(
+            fn, mod, getattr(backend, "gemm_lowering", None))
+        fn.operation.erase()
+    metadata["plans"] = plans
     kernels = [op for op in mod.body.operations
                if op.operation.name == "func.func" and "tessera.kernel" in op.attributes]
     metadata["signatures"] = [abi.signature_of(k) for k in kernels]
-    metadata["ops"] = _bytecode(mod)
-    # Graph IR functions travel in the image's .tessera.ops; only kernels go on to code generation.
-    for op in list(mod.body.operations):
-        if op.operation.name == "func.func" and "tessera.function" in op.attributes:
-            op.operation.erase()
     return mod
 
 
@@ -83,13 +128,20 @@ def make_image(code: bytes, metadata: dict, backend) -> bytes:
             props={"compiler": f"tessera {__version__}", "cpu": metadata.get("cpu", ""),
                    **metadata.get("kernel_props", {}).get(sig.name, {})}))
     sections = {backend.code_section: code} if records else {}  # a Graph-IR-only image carries no code
+    if metadata.get("plans"):
+        sections[plan.SECTION] = plan.encode(metadata["plans"])
     return image.write_image(records, sections, ops=metadata["ops"])
+
+
+# The Graph IR phases after canonicalization, in the normative order (spec/system-architecture.md §3.3);
+# the backend's own stages follow ("lower to backend IR").
+GRAPH_PHASES = ("schedule", "vectorize", "memory", "fusion", "quantize", "kernels")
 
 
 def stage_names(options: CompileOptions | None = None) -> list[str]:
     stages: dict = {}
     _backend(options or CompileOptions()).add_stages(stages)
-    return ["ttir", "canonical", *stages, "image"]
+    return ["ttir", "canonical", *GRAPH_PHASES, *stages, "image"]
 
 
 def compile_source(source: str, filename: str = "<string>", options: CompileOptions | None = None,
@@ -122,7 +174,15 @@ def compile_module(module: ir.Module, options: CompileOptions | None = None, met
     result = CompileResult(None, metadata)
     stages: dict = {}
     backend.add_stages(stages)
-    pipeline = [("canonical", make_canonical), *stages.items(),
+    target = backend.target_info()
+    pipeline = [("canonical", make_canonical),
+                ("schedule", lambda m, md: make_schedule(m, md, target)),
+                ("vectorize", lambda m, md: make_vectorize(m, md, target)),
+                ("memory", make_memory),
+                ("fusion", make_fusion),
+                ("quantize", lambda m, md: make_quantize(m, md, target)),
+                ("kernels", lambda m, md: make_kernels(m, md, backend)),
+                *stages.items(),
                 ("image", lambda c, md: make_image(c, md, backend))]
     artifact = module
     _report(on_stage, result, "ttir", artifact)

@@ -7,6 +7,7 @@ metadata dict; `tessera.compiler` runs them in order and can stop after any of t
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, fields
 
 import llvmlite.binding as llvm
@@ -15,7 +16,7 @@ from ...mlir import ir, passmanager, translate_module_to_llvmir
 from ...passes import cpu_vector_math, simt_to_warps
 from ...passes.to_llvm import CPU_TO_LLVM
 from .. import llvm_compat
-from . import entry, link, target
+from . import entry, link, support, target
 
 
 
@@ -71,6 +72,8 @@ def make_llir(mod: ir.Module, metadata: dict, options: CPUOptions) -> str:
     wrappers = "".join(entry.entry_ir(sig, sig.name) for sig in metadata["signatures"])
     lmod = llvm.parse_assembly(text)
     lmod.link_in(llvm.parse_assembly(wrappers))
+    if "bfloat" in text:
+        lmod.link_in(llvm.parse_assembly(support.SUPPORT_IR))
     for sig in metadata["signatures"]:
         lmod.get_function(sig.name).linkage = "internal"  # only the entries are the image's interface
     lmod.triple = host.triple
@@ -117,6 +120,12 @@ class CPUBackend:
         stages["llir"] = lambda m, md: make_llir(m, md, o)
         stages["obj"] = lambda m, md: make_object(m, md, o)
         stages["so"] = lambda m, md: make_shared_object(m, md, o)
+
+    def target_info(self):
+        from ...passes.graph_phases import TargetInfo
+        host = target.host(self.options.cpu)
+        return TargetInfo("cpu", target.vector_bits(host), self.options.warp_size, frozenset({"f32", "f64"}),
+                          os.cpu_count() or 1)
 
     def entry_symbol(self, kernel: str) -> str:
         return entry.entry_symbol(kernel)

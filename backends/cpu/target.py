@@ -35,3 +35,15 @@ def host(cpu: str | None = None) -> HostTarget:
     if cpu in (None, "native"):
         return HostTarget(arch, triple, llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten())
     return HostTarget(arch, triple, cpu, "")
+
+
+# Vector register width of the x86-64 micro-architecture levels, for CPUs named without a feature string.
+_LEVEL_BITS = {"x86-64": 128, "x86-64-v2": 128, "x86-64-v3": 256, "x86-64-v4": 512, "generic": 128}
+
+
+def vector_bits(t: HostTarget) -> int:
+    """Width of the widest vector registers the target's code may use."""
+    if t.features:
+        feats = set(t.features.split(","))
+        return 512 if "+avx512f" in feats else 256 if "+avx" in feats else 128
+    return _LEVEL_BITS.get(t.cpu, 128)

@@ -29,6 +29,7 @@ _LAUNCH_QUERIES = {
     "thread_id": ttile.ThreadIdOp, "local_id": ttile.LocalIdOp, "block_id": ttile.BlockIdOp,
     "block_dim": ttile.BlockDimOp, "grid_dim": ttile.GridDimOp,
 }
+_SHUFFLES = {"warp_shuffle_down": ttile.ShuffleDownOp, "warp_shuffle_xor": ttile.ShuffleXorOp}
 _WARP_QUERIES = {"lane_id": ttile.LaneIdOp, "warp_id": ttile.WarpIdOp, "warp_size": ttile.WarpSizeOp}
 _MATH_UNARY = {
     "exp": math.ExpOp, "exp2": math.Exp2Op, "log": math.LogOp, "log2": math.Log2Op, "sqrt": math.SqrtOp,
@@ -346,12 +347,12 @@ class KernelBuilder(ast.NodeVisitor):
                 self._arity(node, 0)
                 with self.loc(node):
                     return Scalar(_WARP_QUERIES[name](result=ir.IndexType.get()).result)
-            if ns == "tile" and name == "warp_shuffle_down":
+            if ns == "tile" and name in _SHUFFLES:
                 self._arity(node, 2)
                 v = self.typer.materialize(self.expr(node.args[0]), node)
-                off = self.typer.cast(self.expr(node.args[1]), ir.IndexType.get(), node)
+                k = self.typer.cast(self.expr(node.args[1]), ir.IndexType.get(), node)
                 with self.loc(node):
-                    return Scalar(ttile.ShuffleDownOp(v.value, off.value, result=v.value.type).result)
+                    return Scalar(_SHUFFLES[name](v.value, k.value, result=v.value.type).result)
             if ns == "math" and name in _MATH_UNARY:
                 self._arity(node, 1)
                 v = self.typer.to_float(self.expr(node.args[0]), node)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ..dialects import tod, ttensor
 from ..mlir import ir
+from ..numerics.rounding import epsilon
 from . import dtypes
 from .function import _describe
 from .oplib import DTypePolicy, GTensor, graph_op
@@ -92,9 +93,7 @@ def _wider(x: dtypes.DType, y: dtypes.DType) -> dtypes.DType:
 
 
 def _epsilon(dt: dtypes.DType) -> float:
-    from ..numerics.rounding import FORMATS
-    name = _part(dt).name
-    return 2.0 ** -(52 if name == "f64" else FORMATS[name].mantissa_bits)
+    return epsilon(_part(dt).name)
 
 
 # -- building ---------------------------------------------------------------------------------------------

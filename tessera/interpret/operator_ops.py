@@ -30,7 +30,7 @@ import numpy as np
 from ..dialects import tod
 from ..frontend import dtypes
 from ..mlir import ir
-from ..numerics.rounding import FORMATS, round_to
+from ..numerics.rounding import epsilon, round_to
 from .registry import local
 from .values import cast
 
@@ -92,9 +92,7 @@ def _extents(op) -> tuple[int, int]:
 def _promise_tolerance(t: ir.Type, scale: float) -> float:
     """How far a promised property (orthonormal columns, self-adjointness) may miss: √ε of the entries' real
     type, relative to the operand's largest entry (or 1)."""
-    name = dtypes.of_ir_type(tod.component(t)).name
-    bits = 52 if name == "f64" else FORMATS[name].mantissa_bits
-    return 2.0 ** (-bits / 2) * max(1.0, scale)
+    return np.sqrt(epsilon(dtypes.of_ir_type(tod.component(t)).name)) * max(1.0, scale)
 
 
 def _largest(x: np.ndarray) -> float:

@@ -65,10 +65,11 @@ def test_dump_ir_after_all(tmp_path):
     r = tool("cc", EXAMPLE, "-o", str(tmp_path / "x.tessera"), "--dump-ir-after-all", str(d))
     assert r.returncode == 0, r.stderr
     names = sorted(os.listdir(d))
-    assert names == ["00-ttir.mlir", "01-canonical.mlir", "02-warps.mlir", "03-llvm.mlir", "04-llir.ll",
-                     "05-obj.o", "06-so.so", "07-image.tessera"]
+    assert names == ["00-ttir.mlir", "01-canonical.mlir", "02-schedule.mlir", "03-vectorize.mlir",
+                     "04-memory.mlir", "05-fusion.mlir", "06-quantize.mlir", "07-kernels.mlir", "08-warps.mlir",
+                     "09-llvm.mlir", "10-llir.ll", "11-obj.o", "12-so.so", "13-image.tessera"]
     assert 'loc("' in (d / "00-ttir.mlir").read_text()   # user source locations are kept
-    assert "llvm.func" in (d / "03-llvm.mlir").read_text()
+    assert "llvm.func" in (d / "09-llvm.mlir").read_text()
 
 
 def test_objdump_yaml(tmp_path):

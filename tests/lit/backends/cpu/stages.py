@@ -28,6 +28,12 @@ from tessera import kernel, launch
 
 # STAGES:      ttir
 # STAGES-NEXT: canonical
+# STAGES-NEXT: schedule
+# STAGES-NEXT: vectorize
+# STAGES-NEXT: memory
+# STAGES-NEXT: fusion
+# STAGES-NEXT: quantize
+# STAGES-NEXT: kernels
 # STAGES-NEXT: warps
 # STAGES-NEXT: llvm
 # STAGES-NEXT: llir

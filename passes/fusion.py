@@ -1,0 +1,95 @@
+"""``tessera-fuse``: the fusion phase — which Graph IR ops share one kernel.
+
+Groups (recorded as ``tessera.group = N`` and ``tessera.group_kind`` on each op):
+- ``gemm``: a matmul and the elementwise epilogue that consumes it alone (bias along the last axis, one
+  unary function, a scalar scale, a residual of the output's shape), applied before the single store;
+- ``elementwise``: a chain of elementwise ops over one output shape, whose intermediate values have no
+  other user — one pass over memory instead of one per op;
+- ``row``: softmax, layernorm, rmsnorm, and reductions over trailing axes — one warp per row;
+- ``layout`` (transpose), ``view`` (reshape: no kernel, the buffer is reinterpreted), ``attention``.
+0-d constants are not grouped: kernels inline them.
+"""
+
+from __future__ import annotations
+
+from ..mlir import ir
+
+ELEMENTWISE = {"ttensor.unary", "ttensor.binary", "ttensor.bias_add", "ttensor.cast", "ttensor.broadcast",
+               "ttensor.dropout"}
+ROW = {"ttensor.softmax", "ttensor.layernorm", "ttensor.rmsnorm", "ttensor.reduce"}
+EPILOGUE_UNARY = {"relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh"}
+
+
+def is_scalar_constant(v: ir.Value) -> bool:
+    owner = v.owner
+    return (isinstance(owner, ir.OpView) and owner.operation.name == "ttensor.constant"
+            and ir.RankedTensorType(v.type).rank == 0)
+
+
+def _uses(v: ir.Value) -> int:
+    return sum(1 for _ in v.uses)
+
+
+def kind_of(op) -> str | None:
+    name = op.operation.name
+    if name == "ttensor.matmul":
+        return "gemm"
+    if name in ELEMENTWISE:
+        return "elementwise"
+    if name in ROW:
+        return "row"
+    if name == "ttensor.transpose":
+        return "layout"
+    if name == "ttensor.reshape":
+        return "view"
+    if name == "ttensor.flash_attention":
+        return "attention"
+    return None
+
+
+def _epilogue_step(op, acc: ir.Value) -> bool:
+    """Can `op` (consuming the gemm accumulator value `acc`) run in the gemm's epilogue?"""
+    name = op.operation.name
+    same_shape = op.results[0].type == acc.type
+    if name == "ttensor.bias_add":
+        axis = ir.IntegerAttr(op.attributes["axis"]).value
+        return op.operands[0] == acc and axis in (-1, ir.RankedTensorType(acc.type).rank - 1) and same_shape
+    if name == "ttensor.unary":
+        return ir.StringAttr(op.attributes["fn"]).value in EPILOGUE_UNARY
+    if name == "ttensor.binary" and same_shape:
+        fn = ir.StringAttr(op.attributes["fn"]).value
+        other = op.operands[1] if op.operands[0] == acc else op.operands[0]
+        if fn == "mul" and is_scalar_constant(other):
+            return True
+        return fn == "add" and other.type == acc.type
+    return False
+
+
+def run(fn) -> int:
+    """Annotates the ops of one function; returns the number of groups."""
+    group_of: dict = {}   # result value -> (group id, kind)
+    next_id = 0
+    i32 = ir.IntegerType.get_signless(32)
+    for op in fn.entry_block.operations:
+        kind = kind_of(op)
+        if kind is None or (op.operation.name == "ttensor.constant"):
+            continue
+        joined = None
+        if kind == "elementwise":
+            for o in op.operands:
+                g = group_of.get(o)
+                if g is None or _uses(o) != 1 or g[1] not in ("elementwise", "gemm"):
+                    continue
+                if g[1] == "elementwise" and op.results[0].type == o.type:
+                    joined = g
+                elif g[1] == "gemm" and _epilogue_step(op, o):
+                    joined = g
+                if joined:
+                    break
+        if joined is None:
+            joined = (next_id, kind)
+            next_id += 1
+        op.attributes["tessera.group"] = ir.IntegerAttr.get(i32, joined[0])
+        op.attributes["tessera.group_kind"] = ir.StringAttr.get(joined[1])
+        group_of[op.results[0]] = joined
+    return next_id

@@ -1,0 +1,123 @@
+"""Lower to the backend: each fusion group of a Graph IR function becomes a kernel in the module, and the
+function becomes a launch plan (tessera/plan.py) that runs those kernels on its inputs.
+
+Kernels are generated as Tessera SIMT source (kernelgen.py) and compiled by the kernel frontend into the
+same module, so every later stage treats them like kernels a user wrote. GEMM groups use the CPU GEMM
+generator when the backend provides one.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ..mlir import ir
+from . import fusion, graph_shapes, kernelgen
+from .kernelgen import UnsupportedOnCPU
+
+
+def _attr_int(op, name: str, key: str, default: int) -> int:
+    if name not in op.attributes:
+        return default
+    d = ir.DictAttr(op.attributes[name])
+    return ir.IntegerAttr(d[key]).value if key in d else default
+
+
+def _groups(fn) -> list[tuple[int, str, list]]:
+    groups: dict[int, tuple[str, list]] = {}
+    for op in fn.entry_block.operations:
+        if "tessera.group" in op.attributes:
+            gid = ir.IntegerAttr(op.attributes["tessera.group"]).value
+            kind = ir.StringAttr(op.attributes["tessera.group_kind"]).value
+            groups.setdefault(gid, (kind, []))[1].append(op)
+    return [(gid, kind, ops) for gid, (kind, ops) in sorted(groups.items())]
+
+
+def _compile_source(src: str, filename: str) -> None:
+    """Builds the kernel(s) of generated source at the current insertion point."""
+    from ..frontend.kernel import KernelBuilder
+    tree = ast.parse(src, filename=filename)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            KernelBuilder(node, filename).build()
+
+
+def lower_function(fn, module: ir.Module, gemm=None) -> dict:
+    """Adds the kernels of `fn` to `module` and returns its plan (JSON-able)."""
+    name = ir.StringAttr(fn.attributes["sym_name"]).value
+    dims = graph_shapes.infer(fn)
+    ids: dict = {}
+
+    def vid(v) -> str:
+        if v not in ids:
+            ids[v] = f"v{len(ids)}"
+        return ids[v]
+
+    values: dict[str, dict] = {}
+
+    def record(v) -> str:
+        i = vid(v)
+        values[i] = {"dtype": kernelgen.element_dtype(v), "dims": dims[v]}
+        return i
+
+    args = [record(a) for a in fn.entry_block.arguments]
+    ret = list(fn.entry_block.operations)[-1]
+    returned = set(ret.operands)
+    steps = []
+    for gid, kind, ops in _groups(fn):
+        inside = {r for op in ops for r in op.results}
+        members = {op.operation for op in ops}
+        inputs, outputs = [], []
+        for op in ops:
+            for o in op.operands:
+                if o not in inside and o not in inputs and not fusion.is_scalar_constant(o):
+                    inputs.append(o)
+            for r in op.results:
+                if r in returned or any(u not in members for u in _users(r)):
+                    outputs.append(r)
+        kname = f"{name}__{kind}{gid}"
+        if kind == "view":
+            (op,) = ops
+            steps.append({"alias": record(op.results[0]), "of": record(op.operands[0])})
+            continue
+        if kind == "elementwise":
+            block_x = _attr_int(ops[-1], "tessera.schedule", "block_x", 128)
+            ks = kernelgen.elementwise(kname, ops, inputs, outputs, dims, block_x)
+        elif kind == "row":
+            ks = kernelgen.row(kname, ops[0], dims, _attr_int(ops[0], "tessera.vector", "warp", 32),
+                               _attr_int(ops[0], "tessera.schedule", "rows_per_block", 4))
+        elif kind == "gemm" and gemm is not None:
+            steps.append(gemm(kname, ops, inputs, outputs, dims, record, module))
+            continue
+        else:
+            raise UnsupportedOnCPU(ops[0], f"'{ops[0].operation.name}' has no CPU lowering yet "
+                                           f"(run it with tessera.interpret)")
+        with ir.InsertionPoint(module.body):
+            _compile_source(ks.source, f"<tessera:{kname}>")
+        out_dims = dims[ks.outputs[0]] if kind == "elementwise" else dims[ks.inputs[0]]
+        rows, cols = _matrix(ops[0], kind, out_dims)
+        steps.append({"kernel": kname, "source": ks.source,
+                      "tensors": [{"value": record(v), "view": view}
+                                  for v, view in zip(ks.inputs + ks.outputs, ks.views)],
+                      "R": rows, "C": cols, "block": list(ks.block), "grid": list(ks.grid)})
+    results = [record(v) for v in ret.operands]
+    fallbacks = [ir.StringAttr(a).value for a in ir.ArrayAttr(fn.attributes["tessera.fallbacks"])] \
+        if "tessera.fallbacks" in fn.attributes else []
+    return {"args": args, "results": results, "values": values, "steps": steps, "fallbacks": fallbacks,
+            "params": [ir.StringAttr(ir.DictAttr(a)["tessera.name"]).value
+                       for a in ir.ArrayAttr(fn.attributes["arg_attrs"])]}
+
+
+def _matrix(op, kind: str, d: list[str]) -> tuple[str, str]:
+    """The [R, C] view of a group's iteration space."""
+    if kind == "row" and op.operation.name == "ttensor.reduce":
+        k = len(list(ir.ArrayAttr(op.attributes["axes"])))
+        return graph_shapes.product(d[:len(d) - k]), graph_shapes.product(d[len(d) - k:])
+    if not d:
+        return "1", "1"
+    return graph_shapes.product(d[:-1]), d[-1]
+
+
+def _users(v):
+    for use in v.uses:
+        owner = use.owner
+        yield getattr(owner, "operation", owner)

@@ -1,0 +1,142 @@
+"""The annotation phases of the Graph IR pipeline (spec/system-architecture.md §3.3), in normative order:
+
+    schedule   tiling & scheduling: launch geometry and tile sizes per op, from a cost model and hints
+    vectorize  vector width and warp width (fragment shape) per op, from the target
+    memory     buffers: liveness-based reuse of intermediate tensors between kernels
+    (fusion)   see fusion.py
+    quantize   dtype legalization: types the target cannot compute in are widened, and the fallback recorded
+
+Each writes discardable attributes (`tessera.schedule`, `tessera.vector`, `tessera.buffer`,
+`tessera.compute`) that the kernel lowering reads; `--dump-ir-after-all` shows them phase by phase.
+Per-function hints (`@function(schedule={...})`, recorded as `tessera.hints`) override the cost model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..mlir import ir
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    """What the phases need to know of the target."""
+
+    name: str                 # "cpu"
+    vector_bits: int          # 256 for AVX2, 512 for AVX-512, 128 for NEON
+    warp_size: int            # lanes of a warp in generated SIMT kernels
+    native_dtypes: frozenset  # element types the target computes in directly
+    cores: int
+
+
+def _i64(v: int) -> ir.IntegerAttr:
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
+
+
+def _dict(d: dict) -> ir.DictAttr:
+    return ir.DictAttr.get({k: (_i64(v) if isinstance(v, int) else ir.StringAttr.get(str(v))) for k, v in d.items()})
+
+
+def _hints(fn) -> dict:
+    if "tessera.hints" not in fn.attributes:
+        return {}
+    return {na.name: ir.IntegerAttr(na.attr).value for na in ir.DictAttr(fn.attributes["tessera.hints"])}
+
+
+def _ops(fn):
+    return [op for op in fn.entry_block.operations if op.operation.name.startswith("ttensor.")]
+
+
+# -- schedule ---------------------------------------------------------------------------------------------
+
+def schedule(fn, target: TargetInfo) -> None:
+    """Launch geometry per op: elementwise kernels cover their output as [R, C] with `block_x` threads per
+    row segment; row kernels run `rows_per_block` warps per block (enough blocks to feed every core)."""
+    hints = _hints(fn)
+    for op in _ops(fn):
+        name = op.operation.name
+        if name == "ttensor.matmul":
+            s = {"MC": hints.get("MC", 96), "NC": hints.get("NC", 256), "KC": hints.get("KC", 256)}
+        elif name in ("ttensor.softmax", "ttensor.layernorm", "ttensor.rmsnorm", "ttensor.reduce"):
+            s = {"rows_per_block": hints.get("rows_per_block", 4)}
+        else:
+            s = {"block_x": hints.get("block_x", 4 * target.warp_size)}
+        op.attributes["tessera.schedule"] = _dict(s)
+
+
+# -- vectorize --------------------------------------------------------------------------------------------
+
+def vectorize(fn, target: TargetInfo) -> None:
+    """Vector lanes per op for its compute type, and the warp width generated kernels use."""
+    hints = _hints(fn)
+    for op in _ops(fn):
+        t = op.results[0].type
+        bits = 64 if isinstance(t, ir.RankedTensorType) and str(t.element_type) == "f64" else 32
+        lanes = hints.get("vector", target.vector_bits // bits)
+        op.attributes["tessera.vector"] = _dict({"lanes": lanes, "warp": target.warp_size})
+
+
+# -- memory -----------------------------------------------------------------------------------------------
+
+def memory(fn) -> int:
+    """Assigns every op result a buffer slot, reusing slots whose value is dead (linear scan in program
+    order; a value lives from its op to its last use; results returned live to the end). Returns the
+    number of slots. Fusion may later keep some values in registers: their slots are then never allocated."""
+    ops = list(fn.entry_block.operations)
+    position = {id(op): i for i, op in enumerate(ops)}
+    last_use: dict = {}
+    for i, op in enumerate(ops):
+        for o in op.operands:
+            last_use[o] = i
+    returned = set(ops[-1].operands) if ops and ops[-1].operation.name == "func.return" else set()
+    free: list[int] = []
+    slots = 0
+    live: list = []   # (end, slot)
+    i32 = ir.IntegerType.get_signless(32)
+    for op in ops:
+        if not op.operation.name.startswith("ttensor.") or op.operation.name == "ttensor.constant":
+            continue
+        here = position[id(op)]
+        for end, slot in list(live):
+            if end < here:
+                live.remove((end, slot))
+                free.append(slot)
+        for r in op.results:
+            if free:
+                slot = free.pop(0)
+            else:
+                slot, slots = slots, slots + 1
+            end = len(ops) if r in returned else last_use.get(r, here)
+            live.append((end, slot))
+            op.attributes["tessera.buffer"] = ir.IntegerAttr.get(i32, slot)
+    return slots
+
+
+# -- quantize ---------------------------------------------------------------------------------------------
+
+FALLBACK = {"bf16": "f32", "f16": "f32", "tf32": "f32"}
+
+
+def quantize(fn, target: TargetInfo) -> list[str]:
+    """Element types the target does not compute in are computed in the documented wider type (portability
+    guide §5: equal or higher precision), and converted at loads and stores. Returns the fallbacks taken;
+    they are recorded on the function (`tessera.fallbacks`) and in the kernel metadata."""
+    taken: list[str] = []
+    for op in _ops(fn):
+        types = {str(ir.RankedTensorType(v.type).element_type) for v in list(op.operands) + list(op.results)
+                 if isinstance(v.type, ir.RankedTensorType)}
+        for t in sorted(types):
+            name = {"bf16": "bf16", "f16": "f16", "tf32": "tf32", "f32": "f32", "f64": "f64"}.get(t)
+            if name is None:
+                from .kernelgen import UnsupportedOnCPU
+                raise UnsupportedOnCPU(op, f"element type {t} has no {target.name} fallback yet")
+            if name in target.native_dtypes:
+                continue
+            wide = FALLBACK[name]
+            op.attributes["tessera.compute"] = ir.TypeAttr.get(ir.Type.parse(wide))
+            note = f"{name} computed in {wide}"
+            if note not in taken:
+                taken.append(note)
+    if taken:
+        fn.attributes["tessera.fallbacks"] = ir.ArrayAttr.get([ir.StringAttr.get(t) for t in taken])
+    return taken

@@ -1,0 +1,108 @@
+"""Symbolic shapes of Graph IR values, for the launch plan: every extent as an expression over the function's
+parameter symbols (`"M"`, `"(M*K)//8"`), so buffers and grids can be sized when the inputs arrive.
+
+MLIR types keep only `?` for an extent known at run time; the function's arguments carry their symbols
+(`tessera.dims`), and each op's rule below carries them to its results.
+"""
+
+from __future__ import annotations
+
+from ..mlir import ir
+
+Dims = list[str]
+
+
+class ShapeInferenceError(Exception):
+    def __init__(self, op, message: str):
+        super().__init__(message)
+        self.location = op.location
+        self.message = message
+
+
+def _static(t: ir.RankedTensorType) -> list[str | None]:
+    return [None if t.is_dynamic_dim(i) else str(t.get_dim_size(i)) for i in range(t.rank)]
+
+
+def product(dims: Dims) -> str:
+    if not dims:
+        return "1"
+    if all(d.isdigit() for d in dims):
+        n = 1
+        for d in dims:
+            n *= int(d)
+        return str(n)
+    return "*".join(d if d.isidentifier() or d.isdigit() else f"({d})" for d in dims)
+
+
+def _broadcast(a: Dims, b: Dims) -> Dims:
+    out = []
+    for i in range(max(len(a), len(b))):
+        x = a[len(a) - 1 - i] if i < len(a) else "1"
+        y = b[len(b) - 1 - i] if i < len(b) else "1"
+        out.append(y if x == "1" else x)
+    return list(reversed(out))
+
+
+def _ints(attr) -> list[int]:
+    return [ir.IntegerAttr(a).value for a in ir.ArrayAttr(attr)]
+
+
+def infer(fn) -> dict:
+    """Value -> dims for every tensor value of a `tessera.function`."""
+    dims: dict = {}
+    arg_attrs = list(ir.ArrayAttr(fn.attributes["arg_attrs"]))
+    for arg, attrs in zip(fn.entry_block.arguments, arg_attrs):
+        d = ir.DictAttr(attrs)["tessera.dims"]
+        dims[arg] = [ir.StringAttr(x).value if isinstance(x, ir.StringAttr) else str(ir.IntegerAttr(x).value)
+                     for x in ir.ArrayAttr(d)]
+    for op in fn.entry_block.operations:
+        if op.operation.name == "func.return":
+            continue
+        ins = [dims.get(o) for o in op.operands]
+        for r, d in zip(op.results, _rule(op, ins)):
+            dims[r] = d
+    return dims
+
+
+def _rule(op, ins: list[Dims]) -> list[Dims]:
+    name = op.operation.name
+    t = op.results[0].type if op.results else None
+    if name in ("ttensor.unary", "ttensor.softmax", "ttensor.layernorm", "ttensor.rmsnorm", "ttensor.dropout",
+                "ttensor.cast", "ttensor.bias_add", "tdist.all_reduce", "tdist.broadcast"):
+        return [ins[0]]
+    if name == "ttensor.binary":
+        return [_broadcast(ins[0], ins[1])]
+    if name == "ttensor.matmul":
+        a, b = ins
+        return [_broadcast(a[:-2], b[:-2]) + [a[-2], b[-1]]]
+    if name == "ttensor.constant":
+        return [[d for d in _static(t)]]
+    if name == "ttensor.reduce":
+        axes = set(_ints(op.attributes["axes"]))
+        keep = ir.BoolAttr(op.attributes["keepdims"]).value
+        return [[("1" if i in axes else d) for i, d in enumerate(ins[0]) if keep or i not in axes]]
+    if name == "ttensor.transpose":
+        return [[ins[0][p] for p in _ints(op.attributes["perm"])]]
+    if name == "ttensor.reshape":
+        out = _static(t)
+        unknown = [i for i, d in enumerate(out) if d is None]
+        if len(unknown) > 1:
+            raise ShapeInferenceError(op, "a reshape with more than one extent known only at run time cannot be "
+                                          "planned; give all but one extent")
+        if unknown:
+            known = product([d for d in out if d is not None])
+            out[unknown[0]] = f"({product(ins[0])})//({known})"
+        return [out]
+    if name == "ttensor.broadcast":
+        out = _static(t)
+        x = ins[0]
+        for i, d in enumerate(out):
+            j = i - (len(out) - len(x))
+            if d is None:
+                out[i] = x[j] if j >= 0 else "1"
+        return [out]
+    if name == "ttensor.flash_attention":
+        return [ins[0][:-1] + ins[2][-1:]]
+    if name in ("tdist.all_gather", "tdist.reduce_scatter"):
+        raise ShapeInferenceError(op, f"'{name}' needs a multi-device runtime; the CPU backend runs one device")
+    raise ShapeInferenceError(op, f"'{name}' has no CPU lowering yet (run it with tessera.interpret)")

@@ -1,0 +1,236 @@
+"""Kernels for fusion groups, written as Tessera SIMT kernel source and compiled by the kernel frontend.
+
+Generating source rather than IR keeps each kernel readable (``--dump-ir-after-all`` shows it as the Python
+it is) and reuses one path to every target: the frontend, the warp lowering for CPUs, later PTX. A kernel
+computes in f32 (f64 for f64 data): narrower types are converted at loads and rounded at stores, the
+legalization the quantization phase records.
+
+Elementwise groups see their output as a matrix [R, C] (C the last extent): each input is a full [R, C]
+tensor, a vector along the columns (a bias), a vector along the rows, or a scalar. Row groups run one warp
+per row of [R, C] and reduce with butterfly shuffles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..mlir import ir
+
+# Unary functions as expressions of `x` (exact gelu through erf; tanh form as PyTorch's approximate="tanh").
+UNARY = {
+    "relu": "max({x}, 0.0)", "gelu": "0.5 * {x} * (1.0 + math.erf({x} * 0.7071067811865476))",
+    "gelu_tanh": "0.5 * {x} * (1.0 + math.tanh(0.7978845608028654 * ({x} + 0.044715 * {x} * {x} * {x})))",
+    "silu": "{x} / (1.0 + math.exp(-{x}))", "sigmoid": "1.0 / (1.0 + math.exp(-{x}))", "tanh": "math.tanh({x})",
+    "exp": "math.exp({x})", "log": "math.log({x})", "sqrt": "math.sqrt({x})", "rsqrt": "math.rsqrt({x})",
+    "neg": "-{x}", "abs": "abs({x})", "erf": "math.erf({x})", "square": "{x} * {x}", "reciprocal": "1.0 / {x}",
+}
+BINARY = {"add": "{a} + {b}", "sub": "{a} - {b}", "mul": "{a} * {b}", "div": "{a} / {b}", "max": "max({a}, {b})",
+          "min": "min({a}, {b})", "pow": "{a} ** {b}"}
+LOWEST_F32 = "-3.4028234663852886e38"
+XRC = "X[r, c]"
+
+
+class UnsupportedOnCPU(Exception):
+    def __init__(self, op, message: str):
+        super().__init__(message)
+        self.location = op.location
+        self.message = message
+
+
+@dataclass
+class KernelSource:
+    name: str
+    source: str
+    inputs: list            # group input values, in parameter order
+    outputs: list           # group output values, in parameter order
+    views: list             # per tensor parameter: "matrix" | "cols" | "rows" | "scalar" | "flat"
+    block: tuple
+    grid: tuple             # dims expressions in R and C ("R", "C") or plan symbols
+    extra: dict = field(default_factory=dict)
+
+
+def element_dtype(v: ir.Value) -> str:
+    from ..frontend import dtypes
+    return dtypes.of_ir_type(ir.RankedTensorType(v.type).element_type).name
+
+
+def compute_dtype(dt: str) -> str:
+    return "f64" if dt == "f64" else "f32"
+
+
+def _literal(v: ir.Value) -> str:
+    attr = v.owner.attributes["value"]
+    x = ir.FloatAttr(attr).value if isinstance(attr, ir.FloatAttr) else ir.IntegerAttr(attr).value
+    return repr(float(x))
+
+
+def _view(v: ir.Value, out_dims: list, dims: dict) -> str:
+    d = dims[v]
+    if not d or all(x == "1" for x in d):
+        return "scalar"
+    if d == out_dims[len(out_dims) - len(d):] and len(d) <= len(out_dims):
+        return "matrix" if len(d) == len(out_dims) else ("cols" if len(d) == 1 else "matrix_suffix")
+    if len(d) == len(out_dims) and d[-1] == "1" and d[:-1] == out_dims[:-1]:
+        return "rows"
+    return "other"
+
+
+def elementwise(name: str, ops: list, inputs: list, outputs: list, dims: dict, block_x: int) -> KernelSource:
+    out_dims = dims[outputs[0]]
+    cdt = compute_dtype(element_dtype(outputs[0]))
+    params, views, loads = [], [], []
+    local: dict = {}
+    for k, v in enumerate(inputs):
+        view = _view(v, out_dims, dims)
+        if view in ("other", "matrix_suffix") and dims[v] != out_dims:
+            raise UnsupportedOnCPU(v.owner if isinstance(v.owner, ir.OpView) else ops[0],
+                                   f"broadcasting {dims[v]} to {out_dims} is not supported by the CPU backend yet")
+        view = "matrix" if view == "matrix_suffix" else view
+        dt = element_dtype(v)
+        shape = {"matrix": '"R", "C"', "cols": '"C"', "rows": '"R"', "scalar": '"S%d"' % k}[view]
+        params.append(f"I{k}: tensor[{dt}, {shape}]")
+        index = {"matrix": "[row, col]", "cols": "[col]", "rows": "[row]", "scalar": "[0]"}[view]
+        load = f"I{k}{index}"
+        loads.append(f"        a{k} = {cdt}({load})" if dt != cdt else f"        a{k} = {load}")
+        local[v] = f"a{k}"
+        views.append(view)
+    body = []
+    for n, op in enumerate(ops):
+        expr = _expr(op, local, cdt)
+        body.append(f"        t{n} = {expr}")
+        local[op.results[0]] = f"t{n}"
+    stores = []
+    for k, v in enumerate(outputs):
+        dt = element_dtype(v)
+        params.append(f"O{k}: tensor[{dt}, \"R\", \"C\"]")
+        views.append("matrix")
+        value = local[v] if dt == cdt else f"{dt}({local[v]})"
+        stores.append(f"        O{k}[row, col] = {value}")
+    src = "\n".join([
+        "import math", "", "",
+        "@kernel",
+        f"def {name}({', '.join(params)}):",
+        "    col = launch.thread_id(0)",
+        "    row = launch.thread_id(1)",
+        "    if col < O0.shape[1] and row < O0.shape[0]:",
+        *loads, *body, *stores, ""])
+    return KernelSource(name, src, inputs, outputs, views, block=(block_x, 1, 1),
+                        grid=(f"ceil(C/{block_x})", "R", "1"))
+
+
+def _expr(op, local: dict, cdt: str) -> str:
+    name = op.operation.name
+
+    def operand(i: int) -> str:
+        v = op.operands[i]
+        if v in local:
+            return local[v]
+        from .fusion import is_scalar_constant
+        if is_scalar_constant(v):
+            return _literal(v)
+        raise UnsupportedOnCPU(op, "internal: an operand of a fused op is neither fused nor an input")
+
+    if name == "ttensor.unary":
+        return "(" + UNARY[ir.StringAttr(op.attributes["fn"]).value].format(x=operand(0)) + ")"
+    if name == "ttensor.binary":
+        return "(" + BINARY[ir.StringAttr(op.attributes["fn"]).value].format(a=operand(0), b=operand(1)) + ")"
+    if name == "ttensor.bias_add":
+        return f"({operand(0)} + {operand(1)})"
+    if name == "ttensor.broadcast":
+        return operand(0)
+    if name == "ttensor.cast":  # round to the narrow type, keep computing in the wide one
+        dt = element_dtype(op.results[0])
+        return f"{cdt}({dt}({operand(0)}))" if dt != cdt else operand(0)
+    raise UnsupportedOnCPU(op, f"'{name}' cannot be fused into a CPU elementwise kernel yet")
+
+
+def _butterfly(var: str, combine: str, warp: int) -> list[str]:
+    lines, m = [], warp // 2
+    while m >= 1:
+        lines.append(f"        {var} = {combine.format(a=var, b=f'tile.warp_shuffle_xor({var}, {m})')}")
+        m //= 2
+    return lines
+
+
+def _row_loop(body: list[str]) -> list[str]:
+    return ["        for c0 in range(0, n, W):", "            c = c0 + lane", "            if c < n:",
+            *["                " + b for b in body]]
+
+
+def row(name: str, op, dims: dict, warp: int, rows_per_block: int) -> KernelSource:
+    """One warp per row of the input seen as [R, C] (C = the normalized or reduced trailing extents)."""
+    kind = op.operation.name
+    x = op.operands[0]
+    xd = dims[x]
+    dt_in, dt_out = element_dtype(x), element_dtype(op.results[0])
+    cdt = compute_dtype(dt_in)
+    ld = (lambda e: f"{cdt}({e})") if dt_in != cdt else (lambda e: e)
+    st = (lambda e: f"{dt_out}({e})") if dt_out != cdt else (lambda e: e)
+    params = [f"X: tensor[{dt_in}, \"R\", \"C\"]"]
+    views = ["matrix"]
+    inputs = [x]
+    head = [f"    W = {warp}", "    lane = launch.local_id(0)", "    r = launch.thread_id(1)",
+            "    if r < X.shape[0]:", "        n = X.shape[1]"]
+    lines: list[str] = []
+    if kind == "ttensor.softmax":
+        axis = ir.IntegerAttr(op.attributes["axis"]).value % len(xd)
+        if axis != len(xd) - 1:
+            raise UnsupportedOnCPU(op, "the CPU backend computes softmax over the last axis only (yet)")
+        params.append(f"Y: tensor[{dt_out}, \"R\", \"C\"]")
+        views.append("matrix")
+        lines += [f"        m = {LOWEST_F32}", *_row_loop([f"m = max(m, {ld(XRC)})"]),
+                  *_butterfly("m", "max({a}, {b})", warp),
+                  "        s = 0.0", *_row_loop([f"s += math.exp({ld(XRC)} - m)"]),
+                  *_butterfly("s", "{a} + {b}", warp), "        inv = 1.0 / s",
+                  *_row_loop([f"Y[r, c] = {st(f'math.exp({ld(XRC)} - m) * inv')}"])]
+        outputs = [op.results[0]]
+    elif kind in ("ttensor.layernorm", "ttensor.rmsnorm"):
+        eps = repr(ir.FloatAttr(op.attributes["eps"]).value)
+        sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+        scale_shift = []
+        pos = 1
+        for role, count in zip(("G", "B"), sizes[1:]):
+            if count:
+                v = op.operands[pos]
+                params.append(f"{role}: tensor[{element_dtype(v)}, \"C\"]")
+                views.append("cols")
+                inputs.append(v)
+                scale_shift.append((role, element_dtype(v)))
+                pos += 1
+        params.append(f"Y: tensor[{dt_out}, \"R\", \"C\"]")
+        views.append("matrix")
+        y = "(v - mean) * rstd" if kind == "ttensor.layernorm" else "v * rstd"
+        for role, dt in scale_shift:
+            p = f"{role}[c]" if dt == cdt else f"{cdt}({role}[c])"
+            y = f"({y}) * {p}" if role == "G" else f"({y}) + {p}"
+        if kind == "ttensor.layernorm":
+            lines += ["        s = 0.0", *_row_loop([f"s += {ld(XRC)}"]), *_butterfly("s", "{a} + {b}", warp),
+                      "        mean = s / n", "        q = 0.0",
+                      *_row_loop([f"d = {ld(XRC)} - mean", "q += d * d"]), *_butterfly("q", "{a} + {b}", warp),
+                      f"        rstd = math.rsqrt(q / n + {eps})"]
+        else:
+            lines += ["        q = 0.0", *_row_loop([f"v = {ld(XRC)}", "q += v * v"]),
+                      *_butterfly("q", "{a} + {b}", warp), f"        rstd = math.rsqrt(q / n + {eps})"]
+        lines += _row_loop([f"v = {ld(XRC)}", f"Y[r, c] = {st(y)}"])
+        outputs = [op.results[0]]
+    elif kind == "ttensor.reduce":
+        axes = sorted(ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["axes"]))
+        if axes != list(range(len(xd) - len(axes), len(xd))):
+            raise UnsupportedOnCPU(op, "the CPU backend reduces trailing axes only (yet)")
+        red = ir.StringAttr(op.attributes["kind"]).value
+        init = {"sum": "0.0", "mean": "0.0", "prod": "1.0", "max": LOWEST_F32, "min": "3.4028234663852886e38"}[red]
+        comb = {"sum": "{a} + {b}", "mean": "{a} + {b}", "prod": "{a} * {b}", "max": "max({a}, {b})",
+                "min": "min({a}, {b})"}[red]
+        if dt_in.startswith(("i", "u")):
+            raise UnsupportedOnCPU(op, "integer reductions are not supported by the CPU backend yet")
+        params.append(f"Y: tensor[{dt_out}, \"R\"]")
+        views.append("rows")
+        result = "acc / n" if red == "mean" else "acc"
+        lines += [f"        acc = {init}", *_row_loop([f"acc = {comb.format(a='acc', b=ld(XRC))}"]),
+                  *_butterfly("acc", comb, warp), "        if lane == 0:", f"            Y[r] = {st(result)}"]
+        outputs = [op.results[0]]
+    else:
+        raise UnsupportedOnCPU(op, f"'{kind}' has no CPU row kernel")
+    src = "\n".join(["import math", "", "", "@kernel", f"def {name}({', '.join(params)}):", *head, *lines, ""])
+    return KernelSource(name, src, inputs, outputs, views, block=(warp, rows_per_block, 1),
+                        grid=("1", f"ceil(R/{rows_per_block})", "1"))

@@ -1,0 +1,123 @@
+"""Runs Graph IR functions from an image on the CPU: the plan's kernels, in order, through libtessera.
+
+    prog = tessera.executor.load("model.tessera")
+    Y = prog.mlp(X, W1, b1, W2)
+
+Inputs are numpy arrays of the parameters' dtypes (bf16 parameters take float32 arrays, rounded to bf16);
+intermediate and result tensors are allocated per call; results come back as numpy arrays (bf16 as float32).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from . import plan as plans
+from . import runtime
+from .image import read_image
+from .numerics.rounding import round_to
+
+_NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": np.uint16}
+
+
+def _to_storage(x: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "bf16":  # bf16 is the top half of an f32: round to nearest even, keep the high 16 bits
+        r = round_to(np.asarray(x, np.float64), "bf16").astype(np.float32)
+        return np.ascontiguousarray((r.view(np.uint32) >> 16).astype(np.uint16))
+    return np.ascontiguousarray(x, dtype=_NUMPY[dtype])
+
+
+def _from_storage(x: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "bf16":
+        return (x.astype(np.uint32) << 16).view(np.float32)
+    return x
+
+
+class Function:
+    def __init__(self, name: str, plan: dict, module: runtime.Module):
+        self.name = name
+        self.plan = plan
+        self.module = module
+
+    def __call__(self, *arrays):
+        p = self.plan
+        if len(arrays) != len(p["args"]):
+            raise TypeError(f"'{self.name}' takes {len(p['args'])} arguments ({', '.join(p['params'])}), "
+                            f"got {len(arrays)}")
+        env: dict[str, int] = {}
+        store: dict[str, np.ndarray] = {}
+        for pname, vid, a in zip(p["params"], p["args"], arrays):
+            spec = p["values"][vid]
+            a = np.asarray(a)
+            if a.ndim != len(spec["dims"]):
+                raise ValueError(f"argument '{pname}' of '{self.name}' must have rank {len(spec['dims'])}, "
+                                 f"got shape {a.shape}")
+            for axis, (d, n) in enumerate(zip(spec["dims"], a.shape)):
+                if d.isdigit():
+                    if int(d) != n:
+                        raise ValueError(f"argument '{pname}' must have extent {d} on axis {axis}, got {n}")
+                elif d.isidentifier():
+                    if env.setdefault(d, n) != n:
+                        raise ValueError(f"argument '{pname}' has {d} = {n} on axis {axis}, but an earlier "
+                                         f"argument has {d} = {env[d]}")
+            store[vid] = _to_storage(a, spec["dtype"])
+        for step in p["steps"]:
+            if "alias" in step:
+                spec = p["values"][step["alias"]]
+                store[step["alias"]] = store[step["of"]].reshape([plans.evaluate(d, env) for d in spec["dims"]])
+                continue
+            self._launch(step, store, env)
+        outs = [_from_storage(store[v], p["values"][v]["dtype"]) for v in p["results"]]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _launch(self, step: dict, store: dict, env: dict) -> None:
+        p = self.plan
+        R, C = plans.evaluate(step["R"], env), plans.evaluate(step["C"], env)
+        local = dict(env, R=R, C=C)
+        tensors = []
+        for t in step["tensors"]:
+            vid = t["value"]
+            if vid not in store:
+                spec = p["values"][vid]
+                store[vid] = np.empty([plans.evaluate(d, env) for d in spec["dims"]], dtype=_NUMPY[spec["dtype"]])
+            a = store[vid]
+            view = {"matrix": (R, C), "cols": (C,), "rows": (R,), "scalar": (a.size,)}[t["view"]]
+            tensors.append(a.reshape(view))
+        grid = tuple(plans.evaluate(g, local) for g in step["grid"])
+        if R == 0 or C == 0:
+            return
+        self.module.kernel(step["kernel"])(*tensors, grid=grid, block=tuple(step["block"]))
+
+
+class Program:
+    """The functions of an image, by name."""
+
+    def __init__(self, data: bytes, context=None):
+        img = read_image(data)
+        section = img.section(plans.SECTION)
+        self.functions = plans.decode(section) if section is not None else {}
+        self.module = runtime.load(data, context)
+        self._cache: dict[str, Function] = {}
+
+    def function(self, name: str) -> Function:
+        if name not in self.functions:
+            raise KeyError(f"no function '{name}' in this image (functions: {', '.join(self.functions) or 'none'})")
+        if name not in self._cache:
+            self._cache[name] = Function(name, self.functions[name], self.module)
+        return self._cache[name]
+
+    def __getattr__(self, name: str) -> Function:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self.function(name)
+        except KeyError as e:
+            raise AttributeError(str(e)) from None
+
+
+def load(image, context=None) -> Program:
+    if isinstance(image, (str, os.PathLike)):
+        with open(image, "rb") as f:
+            image = f.read()
+    return Program(bytes(image), context)

@@ -1,0 +1,77 @@
+"""Launch plans of Graph IR functions: the kernels to run, in order, on which tensors.
+
+An image stores the plans of its functions as JSON in its `.tessera.plan` section:
+
+    {"version": 1, "functions": {NAME: {
+        "params": [parameter names], "args": [value ids], "results": [value ids],
+        "values": {ID: {"dtype": "f32", "dims": [extent expressions]}},
+        "steps": [{"kernel": K, "tensors": [{"value": ID, "view": "matrix"|"cols"|"rows"|"scalar"}],
+                   "R": expr, "C": expr, "block": [x, y, z], "grid": [expr, expr, expr]}
+                  | {"alias": ID, "of": ID}],
+        "fallbacks": ["bf16 computed in f32", ...]}}}
+
+Extent expressions are Python arithmetic over the parameters' symbols (`"M"`, `"(M*K)//8"`, `"ceil(C/128)"`),
+evaluated by `evaluate` — which accepts only names, integers, + - * // / and ceil().
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+
+SECTION = ".tessera.plan"
+VERSION = 1
+
+
+class PlanError(ValueError):
+    pass
+
+
+def encode(functions: dict) -> bytes:
+    return json.dumps({"version": VERSION, "functions": functions}, sort_keys=True).encode()
+
+
+def decode(data: bytes) -> dict:
+    try:
+        doc = json.loads(data.decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise PlanError(f"the launch plan is not valid JSON: {e}") from None
+    if doc.get("version") != VERSION:
+        raise PlanError(f"launch plan version {doc.get('version')} is not {VERSION}")
+    return doc["functions"]
+
+
+def evaluate(expr: str, env: dict[str, int]) -> int:
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in env:
+                raise PlanError(f"extent '{node.id}' is unknown (known: {', '.join(sorted(env))})")
+            return env[node.id]
+        if isinstance(node, ast.BinOp) and type(node.op) in (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Div):
+            a, b = ev(node.left), ev(node.right)
+            if isinstance(node.op, ast.Add):
+                return a + b
+            if isinstance(node.op, ast.Sub):
+                return a - b
+            if isinstance(node.op, ast.Mult):
+                return a * b
+            if b == 0:
+                raise PlanError(f"division by zero in extent '{expr}'")
+            return a // b if isinstance(node.op, ast.FloorDiv) else a / b
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "ceil" \
+                and len(node.args) == 1:
+            return math.ceil(ev(node.args[0]))
+        raise PlanError(f"unsupported extent expression '{expr}'")
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError:
+        raise PlanError(f"malformed extent expression '{expr}'") from None
+    v = ev(tree)
+    if v != int(v):
+        raise PlanError(f"extent '{expr}' = {v} is not an integer")
+    return int(v)

@@ -1,0 +1,121 @@
+"""Graph IR functions through the whole pipeline on the CPU, checked against the reference interpreter
+(the oracle) on the same inputs. Tolerances: f32 1e-5 relative (the kernels use libmvec's erf/exp/tanh,
+within a few ulp, and reduce in a different order); bf16 one bf16 ulp of the result (2^-7 relative)."""
+
+import numpy as np
+import pytest
+
+from tessera import compiler, executor, tessera_frontend_compile
+
+RNG = np.random.default_rng(11)
+
+
+def both(src: str, name: str, *args):
+    """(CPU result, interpreter result) of function `name` in `src`."""
+    image = compiler.compile_source(src, "prog.py").image
+    cpu = executor.load(image).function(name)(*args)
+    ref = tessera_frontend_compile(src, {"filename": "prog.py"}).interpret(name, *args)
+    return cpu, ref
+
+
+def randn(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("act", ["relu", "gelu", "silu", "sigmoid", "tanh", "exp", "abs", "neg", "erf", "square"])
+def test_fused_elementwise_chain(act):
+    src = f"""
+@function
+def f(X: tensor[f32, "N", "D"], b: tensor[f32, "D"], s: tensor[f32, "N", 1]):
+    return op.{act}(op.bias_add(X, b)) * 0.5 + s
+"""
+    cpu, ref = both(src, "f", randn(33, 130), randn(130), randn(33, 1))
+    np.testing.assert_allclose(cpu, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_elementwise_fuses_into_one_kernel():
+    src = """
+@function
+def f(X: tensor[f32, "N", "D"], b: tensor[f32, "D"]):
+    return op.gelu(op.bias_add(X, b)) * 0.5 + 1.0
+"""
+    r = compiler.compile_source(src, "prog.py")
+    plan = r.metadata["plans"]["f"]
+    assert [s["kernel"] for s in plan["steps"]] == ["f__elementwise0"]
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (5, 33), (64, 1000), (3, 4, 70)])
+def test_softmax_layernorm_rmsnorm(shape):
+    d = shape[-1]
+    src = f"""
+@function
+def f(X: tensor[f32, {", ".join(map(str, shape))}], g: tensor[f32, {d}], b: tensor[f32, {d}]):
+    return op.softmax(X), op.layernorm(X, gamma=g, beta=b), op.rmsnorm(X, gamma=g)
+"""
+    X = randn(*shape) * 3
+    cpu, ref = both(src, "f", X, randn(d), randn(d))
+    for c, r in zip(cpu, ref):
+        np.testing.assert_allclose(c, r, rtol=1e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("kind", ["sum", "mean", "max", "min"])
+def test_trailing_reductions(kind):
+    src = f"""
+@function
+def f(X: tensor[f32, "A", 6, 50]):
+    return op.{kind}(X, axis=-1), op.{kind}(X, axis=(1, 2), keepdims=True)
+"""
+    cpu, ref = both(src, "f", randn(7, 6, 50))
+    for c, r in zip(cpu, ref):
+        np.testing.assert_allclose(c, r, rtol=1e-5, atol=1e-5)
+
+
+def test_reshape_is_a_view_and_chains_continue():
+    src = """
+@function
+def f(X: tensor[f32, 4, 6]):
+    return op.softmax(op.reshape(op.relu(X), (8, 3)))
+"""
+    r = compiler.compile_source(src, "prog.py")
+    assert any("alias" in s for s in r.metadata["plans"]["f"]["steps"])
+    cpu, ref = both(src, "f", randn(4, 6))
+    np.testing.assert_allclose(cpu, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_bf16_is_computed_in_f32_and_recorded():
+    src = """
+@function
+def f(X: tensor[bf16, "N", "D"], g: tensor[bf16, "D"]):
+    return op.rmsnorm(op.silu(X), gamma=g)
+"""
+    r = compiler.compile_source(src, "prog.py")
+    assert r.metadata["plans"]["f"]["fallbacks"] == ["bf16 computed in f32"]
+    cpu, ref = both(src, "f", randn(9, 40), randn(40))
+    np.testing.assert_allclose(cpu, ref, rtol=2 ** -7, atol=2 ** -7)
+
+
+def test_shapes_are_checked_at_the_call():
+    src = """
+@function
+def f(X: tensor[f32, "N", "D"], b: tensor[f32, "D"]):
+    return op.bias_add(X, b)
+"""
+    prog = executor.load(compiler.compile_source(src, "prog.py").image)
+    with pytest.raises(ValueError, match="has D = 5 on axis 0, but an earlier argument has D = 4"):
+        prog.f(randn(3, 4), randn(5))
+    with pytest.raises(TypeError, match="takes 2 arguments"):
+        prog.f(randn(3, 4))
+    with pytest.raises(AttributeError, match="no function 'g'"):
+        prog.g
+
+
+def test_unlowerable_ops_say_so_at_their_line():
+    from tessera.frontend import CompileError
+    src = """
+@function
+def f(X: tensor[f32, 8, 8]):
+    return op.dropout(X, p=0.5, seed=1)
+"""
+    with pytest.raises(CompileError) as e:
+        compiler.compile_source(src, "prog.py")
+    assert e.value.line == 4 and "cannot be fused into a CPU elementwise kernel" in e.value.message
