@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from math import prod
 
 from ..mlir import ext, ir
-from .support import Invalid, verifier
+from .support import Invalid, attribute, int_attribute, verifier
 
 DYNAMIC = "?"
 SPECTRAL_KINDS = ("svd", "eig", "eigh")
@@ -477,7 +477,7 @@ class PowerOp(_SquareUnaryOp, name="power", traits=[ext.Pure]):
     result: ext.Result[OperatorType]
 
     def _rules(self):
-        n = ir.IntegerAttr(self.exponent).value
+        n = int_attribute(self, "exponent")
         if n < 0:
             raise Invalid(f"exponent must be non-negative, got {n}")
         super()._rules()
@@ -597,7 +597,7 @@ class TruncateOp(_TodOp, name="truncate", traits=[ext.Pure]):
     @verifier
     def verify_invariants(self):
         s = spectral_sig(self.input.type)
-        k = ir.IntegerAttr(self.k).value
+        k = int_attribute(self, "k")
         if k < 1:
             raise Invalid(f"k must be at least 1, got {k}")
         if s.rank is not None and k > s.rank:
@@ -629,7 +629,7 @@ class PseudoinverseOp(_TodOp, name="pseudoinverse", traits=[ext.Pure]):
 
     @verifier
     def verify_invariants(self):
-        rcond = ir.FloatAttr(self.rcond).value
+        rcond = attribute(self, "rcond", ir.FloatAttr, "a float").value
         if not 0.0 <= rcond < 1.0:
             raise Invalid(f"rcond must be in [0, 1), got {rcond}")
         t = self.input.type
@@ -668,7 +668,7 @@ class IsUnitaryOp(_TodOp, name="is_unitary", traits=[ext.Pure]):
     @verifier
     def verify_invariants(self):
         self._operand(0)
-        tol = ir.FloatAttr(self.tol).value
+        tol = attribute(self, "tol", ir.FloatAttr, "a float").value
         if not tol > 0.0:
             raise Invalid(f"tol must be positive, got {tol}")
         self._expect_tensor([], ir.IntegerType.get_signless(1))

@@ -29,6 +29,11 @@ FORMATS = {
 }
 
 
+def epsilon(dtype: str) -> float:
+    """Machine epsilon of `dtype` ("f64" or a name in FORMATS): the spacing of its numbers just above 1."""
+    return 2.0 ** -(52 if dtype == "f64" else FORMATS[dtype].mantissa_bits)
+
+
 def round_to(x: np.ndarray, dtype: str) -> np.ndarray:
     """`x` rounded to the nearest value of `dtype` (ties to even), as float64."""
     x = np.asarray(x, dtype=np.float64)

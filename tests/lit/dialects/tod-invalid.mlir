@@ -390,3 +390,35 @@ func.func @spectral_radius_not_square(%a: !tod.operator<4, 2, f32, f32>) {
   %0 = "tod.spectral_radius"(%a) : (!tod.operator<4, 2, f32, f32>) -> tensor<f32>
   return
 }
+
+// -----
+
+func.func @power_without_exponent(%a: !tod.operator<4, 4, f32, f32>) {
+  // expected-error @+1 {{'tod.power' needs attribute 'exponent' (an integer)}}
+  %0 = "tod.power"(%a) : (!tod.operator<4, 4, f32, f32>) -> !tod.operator<4, 4, f32, f32>
+  return
+}
+
+// -----
+
+func.func @truncate_float_k(%s: !tod.spectral_operator<4, 4, 4, f32, "svd">) {
+  // expected-error @+1 {{'tod.truncate' attribute 'k' must be an integer, got 2.000000e+00 : f32}}
+  %0 = "tod.truncate"(%s) {k = 2.0 : f32} : (!tod.spectral_operator<4, 4, 4, f32, "svd">) -> !tod.spectral_operator<4, 4, 2, f32, "svd">
+  return
+}
+
+// -----
+
+func.func @truncate_an_operator(%a: !tod.operator<4, 4, f32, f32>) {
+  // expected-error @+1 {{'tod.truncate' operand must be a !tod.spectral_operator, got !tod.operator<4 : i64, 4 : i64, f32, f32>}}
+  %0 = "tod.truncate"(%a) {k = 2 : i64} : (!tod.operator<4, 4, f32, f32>) -> !tod.spectral_operator<4, 4, 2, f32, "svd">
+  return
+}
+
+// -----
+
+func.func @pseudoinverse_without_rcond(%a: !tod.operator<4, 2, f32, f32>) {
+  // expected-error @+1 {{'tod.pseudoinverse' needs attribute 'rcond' (a float)}}
+  %0 = "tod.pseudoinverse"(%a) : (!tod.operator<4, 2, f32, f32>) -> !tod.operator<2, 4, f32, f32>
+  return
+}
