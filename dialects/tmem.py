@@ -13,6 +13,9 @@ spaces so that Tile IR stays portable (spec: shared memory = LDS on AMD = SLM on
 so any op can tell where a memref lives from its type alone. The layout ops `tmem.pad` and `tmem.swizzle`
 work on tensors, before memory exists: they ask the memory-planning phase to lay out the buffer that will hold
 the value that way; the plan is written on the `tmem.alloc` it creates.
+
+Optional attributes (``pad``, ``swizzle``, ``fraction``) are not parameters of the Python builders
+(dialects.ext has no optional attributes): set them on the built op.
 """
 
 # No `from __future__ import annotations` here: ext reads the annotations as live types.

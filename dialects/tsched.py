@@ -11,6 +11,9 @@ directly, as ``scf.execute_region``'s does (the lowering collects them as the re
 has at most one result: the value its yield returns. (IRDL, which backs Python-defined ops, binds every value
 of a variadic group to one type, so a list of values of different types cannot be declared; one result is
 what a Graph IR op produces, and a bufferized body yields nothing.)
+
+Attributes that are optional, or whose names have dots (``tile.shape``), are not parameters of the Python
+builders (dialects.ext declares neither): set them on the built op, ``op.attributes["tile.shape"] = …``.
 """
 
 # No `from __future__ import annotations` here: ext reads the annotations as live types.

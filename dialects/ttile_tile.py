@@ -6,6 +6,9 @@ guide §4 and §6).
 Collective ops (mma, ldmatrix, store_fragment, the reductions, group_sync) are not Pure even where they do
 not touch memory: every thread of the warp or group must reach them together, and MLIR has no "convergent"
 trait to stop a pass from sinking a Pure op into a branch that only some lanes take.
+
+The optional ``transpose`` of `ttile.ldmatrix` is not a parameter of its Python builder (dialects.ext has no
+optional attributes): set it on the built op.
 """
 
 # No `from __future__ import annotations` here: ext reads the annotations as live types.
