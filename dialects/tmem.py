@@ -20,7 +20,6 @@ Optional attributes (``pad``, ``swizzle``, ``fraction``) are not parameters of t
 
 # No `from __future__ import annotations` here: ext reads the annotations as live types.
 import re
-import typing
 from collections.abc import Sequence
 
 from ..mlir import ext, ir
