@@ -1,4 +1,4 @@
-"""Fast GEMM for the CPU backend: C = epilogue(A·B), packed and register-blocked, one C tile per block.
+"""Fast GEMM for the CPU backend: C = epilogue(A·B), packed and register-blocked, a tile of C per block.
 
 The generator writes a tile kernel directly in the per-block form every CPU kernel has after
 ``simt_to_warps`` (docs/image-format.md, "The CPU code section")::
@@ -7,16 +7,18 @@ The generator writes a tile kernel directly in the per-block form every CPU kern
                     %bid_x, %bid_y, %bid_z, %bdim_x, %bdim_y, %bdim_z, %gdim_x, %gdim_y, %gdim_z: index)
         attributes {tessera.kernel, tessera.tile_kernel}
 
-Block (bid_x, bid_y) computes the MC×NC tile of C at rows bid_y·MC, columns bid_x·NC (`gemm_grid`), the
+Block (bid_x, bid_y) computes the MB×NC tile of C at rows bid_y·MB, columns bid_x·NC (`gemm_grid`), the
 runtime running blocks in parallel on its thread pool. The loop nest is the BLIS one, per block::
 
     for k0 in 0, KC, 2·KC, …  (at least once, so K = 0 still writes epilogue(0))
-        pack A[i0:i0+MC, k0:k0+KC] into MR-row strips, k-major: strip[k][r]      (the A block stays in L2)
         pack B[k0:k0+KC, j0:j0+NC] into NR-column strips, k-major: strip[k][c]   (one strip stays in L1)
-        for each NR strip of B, for each MR strip of A:
-            acc[MR][NR] = 0 on the first chunk, else the partial C tile
-            for k < KC: acc[r][:] += broadcast(a[k][r]) * b[k][:]              (MR·NR/VW vector FMAs)
-            last chunk: C tile = epilogue(acc), else C tile = acc
+        for i0 in the block's rows, MC at a time:
+            pack A[i0:i0+MC, k0:k0+KC] into MR-row strips, k-major: strip[k][r]  (the A block stays in L2)
+            for each NR strip of B, for each MR strip of A:
+                prefetch the C tile
+                acc[MR][NR] = Σ_k broadcast(a[k][r]) · b[k][:]                   (MR·NR/VW vector FMAs)
+                not the first chunk: acc += C tile
+                C tile = epilogue(acc) on the last chunk, else acc
 
 Packing zero-pads the edge strips, so the micro-kernel always runs a full MR×NR tile; only the C tile's
 loads and stores are masked at the matrix edges. Inputs narrower than f32 (f16, bf16) are widened while
@@ -52,11 +54,13 @@ INPUT_DTYPES = ("f32", "f16", "bf16")
 
 @dataclass(frozen=True)
 class Schedule:
-    """How one kernel is blocked: cache blocks MC×NC×KC and the MR×NR register micro-tile."""
+    """How one kernel is blocked: the MB×NC tile of C per block, cache blocks MC×KC (A) and KC×NC (B), and
+    the MR×NR register micro-tile."""
 
-    mc: int              # rows of C per block (a multiple of mr); the packed A block MC×KC lives in L2
-    nc: int              # columns of C per block (a multiple of nr)
-    kc: int              # K per packed chunk; the B micro-panel KC×NR lives in L1
+    mb: int              # rows of C per block (a multiple of mr); the block's A blocks share one packed B panel
+    nc: int              # columns of C per block (a multiple of nr); the packed B panel KC×NC stays in L3
+    mc: int              # rows per packed A block (a multiple of mr); MC×KC stays in L2
+    kc: int              # K per packed chunk; the B micro-panel KC×NR stays in L1
     mr: int              # micro-tile rows: one broadcast A value each
     nr: int              # micro-tile columns: nr / vector_width vectors
     vector_width: int    # f32 lanes per vector register
@@ -64,14 +68,15 @@ class Schedule:
     k_unroll: int = 4    # micro-kernel iterations per loop trip
 
     def __post_init__(self):
-        for name in ("mc", "nc", "kc", "mr", "nr", "vector_width", "k_unroll"):
+        for name in ("mb", "nc", "mc", "kc", "mr", "nr", "vector_width", "k_unroll"):
             if getattr(self, name) < 1:
                 raise ValueError(f"schedule: {name} must be positive, got {getattr(self, name)}")
         if self.nr % self.vector_width:
             raise ValueError(f"schedule: nr={self.nr} must be a multiple of vector_width={self.vector_width}")
-        if self.mc % self.mr or self.nc % self.nr:
-            raise ValueError(f"schedule: mc={self.mc} must be a multiple of mr={self.mr} and nc={self.nc} "
-                             f"of nr={self.nr}")
+        for name, step in (("mb", "mr"), ("mc", "mr"), ("nc", "nr")):
+            if getattr(self, name) % getattr(self, step):
+                raise ValueError(f"schedule: {name}={getattr(self, name)} must be a multiple of "
+                                 f"{step}={getattr(self, step)}")
 
 
 @dataclass(frozen=True)
@@ -107,7 +112,7 @@ class GemmSpec:
 def gemm_grid(spec: GemmSpec, M: int, N: int) -> tuple[int, int, int]:
     """The launch grid: x over the N tiles, y over the M tiles (at least one block each way)."""
     s = spec.schedule
-    return max(1, _ceil_div(N, s.nc)), max(1, _ceil_div(M, s.mc)), 1
+    return max(1, _ceil_div(N, s.nc)), max(1, _ceil_div(M, s.mb)), 1
 
 
 # -- the schedule -------------------------------------------------------------------------------------------
@@ -171,7 +176,7 @@ def _threads() -> int:
 def choose_schedule(M: int, N: int, K: int, target: HostTarget | None = None,
                     threads: int | None = None, caches: dict[int, int] | None = None) -> Schedule:
     """A schedule for an M×N×K product: cache blocks from the cache sizes, then the tiling of C into
-    blocks that minimizes the modelled time on `threads` workers (dynamic scheduling: waves of blocks)."""
+    blocks that minimizes the modelled time on `threads` workers, which take blocks in turn."""
     isa = vector_isa(target or host())
     threads = threads or _threads()
     caches = caches or cache_sizes()
@@ -186,25 +191,30 @@ def choose_schedule(M: int, N: int, K: int, target: HostTarget | None = None,
     nc_max = max(isa.nr, caches.get(3, caches[2]) // 4 // (kc * f32) // isa.nr * isa.nr)
 
     def tiles(extent, most, step):
-        # Tile counts from the fewest that respect the cache bound up to a few more, for parallelism.
+        # Tile counts from the fewest that respect `most` up to a few more, for parallelism.
         least = max(1, _ceil_div(extent, most))
         return range(least, min(least + 4 * threads, max(1, _ceil_div(extent, step))) + 1)
 
+    def balanced(extent, count, step):
+        return _round_up(_ceil_div(max(extent, 1), count), step)
+
     best = None
-    for tm in tiles(M, mc_max, isa.mr):
-        mc = _round_up(_ceil_div(max(M, 1), tm), isa.mr)
+    for tm in tiles(M, M, isa.mr):
+        mb = balanced(M, tm, isa.mr)
+        mc = balanced(mb, _ceil_div(mb, mc_max), isa.mr)
         for tn in tiles(N, nc_max, isa.nr):
-            nc = _round_up(_ceil_div(max(N, 1), tn), isa.nr)
-            # Cycles per block: FMAs at two per cycle, packing A (a scalar transpose, ~1 cycle per element)
-            # and B (~1 cycle per vector) once per block, and a fixed cost to start a block.
-            fmas = mc * nc * K / isa.vector_width
-            block = fmas / 2 + mc * K + nc * K / isa.vector_width + 2000
-            cost = _ceil_div(tm * tn, threads) * block
+            nc = balanced(N, tn, isa.nr)
+            # Cycles per block: its FMAs at two per cycle; packing its B panel (~1.5 cycles per element:
+            # the strip-major writes miss) and its A blocks (~2.5 cycles per element, a scalar transpose),
+            # as measured on Zen 3; a fixed cost to start. Blocks run in waves over the threads, and the thread that ends last has
+            # on average half a block more to do (blocks are not equally fast on a shared machine).
+            block = mb * nc * K / isa.vector_width / 2 + 1.5 * nc * K + 2.5 * mb * K + 2000
+            cost = (_ceil_div(tm * tn, threads) + 0.5) * block
             if best is None or cost < best[0]:
-                best = (cost, mc, nc)
-    _, mc, nc = best
-    return Schedule(mc=mc, nc=nc, kc=kc, mr=isa.mr, nr=isa.nr, vector_width=isa.vector_width, fma=isa.fma,
-                    k_unroll=unroll)
+                best = (cost, mb, nc, mc)
+    _, mb, nc, mc = best
+    return Schedule(mb=mb, nc=nc, mc=mc, kc=kc, mr=isa.mr, nr=isa.nr, vector_width=isa.vector_width,
+                    fma=isa.fma, k_unroll=unroll)
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -282,7 +292,8 @@ def build_gemm(module: ir.Module, spec: GemmSpec) -> func.FuncOp:
     fn.attributes["tessera.tile_kernel"] = ir.UnitAttr.get()
     i64 = ir.IntegerType.get_signless(64)
     fn.attributes["tessera.gemm"] = ir.DictAttr.get({
-        "tile": ir.DenseI64ArrayAttr.get([s.mc, s.nc, s.kc]), "micro_tile": ir.DenseI64ArrayAttr.get([s.mr, s.nr]),
+        "block": ir.DenseI64ArrayAttr.get([s.mb, s.nc]), "cache_blocks": ir.DenseI64ArrayAttr.get([s.mc, s.kc]),
+        "micro_tile": ir.DenseI64ArrayAttr.get([s.mr, s.nr]),
         "vector_width": ir.IntegerAttr.get(i64, s.vector_width),
         "epilogue": ir.ArrayAttr.get([ir.StringAttr.get(st[0]) for st in spec.epilogue])})
     attrs = []
@@ -318,7 +329,7 @@ class _Body:
         self.M = memref.DimOp(p["A"], _idx(0)).result
         self.K = memref.DimOp(p["A"], _idx(1)).result
         self.N = memref.DimOp(p["B"], _idx(1)).result
-        i0 = _mul(self.launch["bid_y"], s.mc)
+        i0 = _mul(self.launch["bid_y"], s.mb)
         j0 = _mul(self.launch["bid_x"], s.nc)
         # A grid larger than gemm_grid's has blocks past the matrix: they do nothing.
         inside = arith.AndIOp(_lt(i0, self.M), _lt(j0, self.N)).result
@@ -329,7 +340,7 @@ class _Body:
 
     def _block(self, i0, j0) -> None:
         s = self.s
-        mc = _min(s.mc, _sub(self.M, i0))
+        mb = _min(s.mb, _sub(self.M, i0))
         nc = _min(s.nc, _sub(self.N, j0))
         # Scratch on the heap: workers have 8 MiB stacks, and these are hundreds of KiB.
         # 64-byte alignment: every packed vector load then stays within one cache line.
@@ -343,17 +354,23 @@ class _Body:
             kb = kloop.induction_variable
             k0 = _mul(kb, s.kc)
             kc = _min(s.kc, _sub(self.K, k0))
-            self._pack_a(packed_a, i0, mc, k0, kc)
-            self._pack_b(packed_b, j0, nc, k0, kc)
             first = arith.CmpIOp(arith.CmpIPredicate.eq, kb, _idx(0)).result
             last = arith.CmpIOp(arith.CmpIPredicate.eq, kb, _sub(chunks, 1)).result
-            jloop = _loop(0, arith.CeilDivSIOp(nc, _idx(s.nr)).result)
-            with ir.InsertionPoint(jloop.body):
-                jt = jloop.induction_variable
-                iloop = _loop(0, arith.CeilDivSIOp(mc, _idx(s.mr)).result)
-                with ir.InsertionPoint(iloop.body):
-                    it = iloop.induction_variable
-                    self._tile(packed_a, packed_b, it, jt, i0, j0, mc, nc, kc, first, last)
+            # One packed B panel serves every A block of the block: B is packed mb/MC times less often.
+            self._pack_b(packed_b, j0, nc, k0, kc)
+            aloop = _loop(0, arith.CeilDivSIOp(mb, _idx(s.mc)).result)
+            with ir.InsertionPoint(aloop.body):
+                ia = _add(i0, _mul(aloop.induction_variable, s.mc))
+                mc = _min(s.mc, _sub(_add(i0, mb), ia))
+                self._pack_a(packed_a, ia, mc, k0, kc)
+                jloop = _loop(0, arith.CeilDivSIOp(nc, _idx(s.nr)).result)
+                with ir.InsertionPoint(jloop.body):
+                    jt = jloop.induction_variable
+                    iloop = _loop(0, arith.CeilDivSIOp(mc, _idx(s.mr)).result)
+                    with ir.InsertionPoint(iloop.body):
+                        it = iloop.induction_variable
+                        self._tile(packed_a, packed_b, it, jt, ia, j0, mc, nc, kc, first, last)
+                        scf.YieldOp([])
                     scf.YieldOp([])
                 scf.YieldOp([])
             scf.YieldOp([])
@@ -395,37 +412,34 @@ class _Body:
             scf.YieldOp([])
 
     def _pack_b(self, packed, j0, nc, k0, kc) -> None:
-        """B[k0:k0+kc, j0:j0+nc] → NR-column strips, strip[k][c] at strip·NR·KC + k·NR + c; columns past nc are 0."""
+        """B[k0:k0+kc, j0:j0+nc] → NR-column strips, strip[k][c] at strip·NR·KC + k·NR + c; columns past nc are 0.
+
+        Row by row: each row of the panel is one contiguous read that the hardware prefetcher streams. Strip
+        by strip would read NR floats per row of B, a page apart for large N: a TLB and cache miss each.
+        """
         s, B = self.s, self.p["B"]
         in_vec = ir.VectorType.get([self.vw], self.in_elem)
         full_strips = arith.DivSIOp(nc, _idx(s.nr)).result
-        loop = _loop(0, full_strips)
-        with ir.InsertionPoint(loop.body):
-            strip = loop.induction_variable
-            col0 = _add(j0, _mul(strip, s.nr))
-            base = _mul(strip, s.nr * s.kc)
-            kl = _loop(0, kc)
-            with ir.InsertionPoint(kl.body):
-                k = kl.induction_variable
-                row = _add(k0, k)
-                dst = _add(base, _mul(k, s.nr))
+        cols = _sub(nc, _mul(full_strips, s.nr))        # of the partial strip at the right edge
+        masks = [self._mask(_sub(cols, c)) for c in range(0, s.nr, self.vw)]
+        kl = _loop(0, kc)
+        with ir.InsertionPoint(kl.body):
+            k = kl.induction_variable
+            row = _add(k0, k)
+            sl = _loop(0, full_strips)
+            with ir.InsertionPoint(sl.body):
+                strip = sl.induction_variable
+                col0 = _add(j0, _mul(strip, s.nr))
+                dst = _add(_mul(strip, s.nr * s.kc), _mul(k, s.nr))
                 for c in range(0, s.nr, self.vw):
                     v = self._widen(vector.LoadOp(in_vec, B, [row, _add(col0, c)]).result)
                     vector.StoreOp(v, packed, [_add(dst, c)], alignment=self.vw * 4)
                 scf.YieldOp([])
-            scf.YieldOp([])
-        # The partial strip at the right edge: masked loads, zeros past the matrix.
-        cols = _sub(nc, _mul(full_strips, s.nr))
-        tail = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.sgt, cols, _idx(0)).result)
-        with ir.InsertionPoint(tail.then_block):
-            col0 = _add(j0, _mul(full_strips, s.nr))
-            base = _mul(full_strips, s.nr * s.kc)
-            masks = [self._mask(_sub(cols, c)) for c in range(0, s.nr, self.vw)]
-            kl = _loop(0, kc)
-            with ir.InsertionPoint(kl.body):
-                k = kl.induction_variable
-                row = _add(k0, k)
-                dst = _add(base, _mul(k, s.nr))
+            # The partial strip: masked loads, zeros past the matrix.
+            tail = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.sgt, cols, _idx(0)).result)
+            with ir.InsertionPoint(tail.then_block):
+                col0 = _add(j0, _mul(full_strips, s.nr))
+                dst = _add(_mul(full_strips, s.nr * s.kc), _mul(k, s.nr))
                 for i, c in enumerate(range(0, s.nr, self.vw)):
                     v = vector.MaskedLoadOp(in_vec, B, [row, _add(col0, c)], masks[i], _zeros(in_vec)).result
                     vector.StoreOp(self._widen(v), packed, [_add(dst, c)], alignment=self.vw * 4)
@@ -438,26 +452,27 @@ class _Body:
 
     # -- one micro-tile -----------------------------------------------------------------------------------
     def _tile(self, packed_a, packed_b, it, jt, i0, j0, mc, nc, kc, first, last) -> None:
-        s = self.s
+        s, C = self.s, self.p["C"]
         i = _add(i0, _mul(it, s.mr))
         j = _add(j0, _mul(jt, s.nr))
         rows = _sub(mc, _mul(it, s.mr))    # may exceed MR: only "fewer than MR" matters
         cols = _sub(nc, _mul(jt, s.nr))
         full = arith.AndIOp(arith.CmpIOp(arith.CmpIPredicate.sge, rows, _idx(s.mr)).result,
                             arith.CmpIOp(arith.CmpIPredicate.sge, cols, _idx(s.nr)).result).result
+        self._prefetch_c(i, j)
         n_acc = s.mr * (s.nr // self.vw)
-        # The first chunk starts from zero; later ones add to the partial sums stored in C.
-        init = scf.IfOp(first, [self.vtype] * n_acc, has_else=True)
-        with ir.InsertionPoint(init.then_block):
-            zero = _zeros(self.vtype)
-            scf.YieldOp([zero] * n_acc)
-        with ir.InsertionPoint(init.else_block):
-            scf.YieldOp(self._edge_split(full, i, j, rows, cols, lambda t: t.load_tile(self.p["C"]), n_acc))
-        acc = self._micro_kernel(list(init.results), packed_a, packed_b, _mul(it, s.mr * s.kc),
+        acc = self._micro_kernel([_zeros(self.vtype)] * n_acc, packed_a, packed_b, _mul(it, s.mr * s.kc),
                                  _mul(jt, s.nr * s.kc), kc)
 
         def store(t, with_epilogue):
-            t.store_tile(self.p["C"], self._epilogue(t, acc) if with_epilogue else acc)
+            # Chunks after the first add the partial sums in C, after the k loop: the prefetch had its time.
+            partial = scf.IfOp(first, [self.vtype] * n_acc, has_else=True)
+            with ir.InsertionPoint(partial.then_block):
+                scf.YieldOp(acc)
+            with ir.InsertionPoint(partial.else_block):
+                scf.YieldOp([arith.AddFOp(a, c).result for a, c in zip(acc, t.load_tile(C))])
+            out = list(partial.results)
+            t.store_tile(C, self._epilogue(t, out) if with_epilogue else out)
             return []
 
         if self.spec.epilogue:
@@ -470,6 +485,19 @@ class _Body:
                 scf.YieldOp([])
         else:
             self._edge_split(full, i, j, rows, cols, lambda t: store(t, False), 0)
+
+    def _prefetch_c(self, i, j) -> None:
+        """Asks for the C tile's lines (for writing) while the micro-kernel runs: rows of C are far apart,
+        so the hardware prefetcher does not bring them, and each miss would stall the tile's store."""
+        s, C = self.s, self.p["C"]
+        last_row, last_col = _sub(self.M, 1), _sub(self.N, 1)
+        # Clamped into C: an edge tile's rows and columns may lie past it. A row of the tile may straddle
+        # two cache lines, so both ends are asked for.
+        cols = [_min(j, last_col), _min(_add(j, s.nr - 1), last_col)]
+        for r in range(s.mr):
+            row = _min(_add(i, r), last_row)
+            for col in cols:
+                memref.PrefetchOp(C, [row, col], True, 3, True)
 
     def _edge_split(self, full, i, j, rows, cols, body, n_results):
         """`body(tile_access)` twice: plain vector accesses for a whole tile, masked ones at the matrix edge."""
@@ -589,12 +617,12 @@ def compile_gemm(spec: GemmSpec, options=None) -> bytes:
     with make_context(), ir.Location.unknown():
         module = ir.Module.create()
         build_gemm(module, spec)
-        return compile_module(module, options, metadata=_metadata(spec)).image
+        return compile_module(module, options, metadata=image_metadata(spec)).image
 
 
-def _metadata(spec: GemmSpec) -> dict:
+def image_metadata(spec: GemmSpec) -> dict:
     """Kernel properties for the image: what a host needs to size the grid (see gemm_grid)."""
     s = spec.schedule
-    props = {"tile": f"{s.mc}x{s.nc}x{s.kc}", "micro_tile": f"{s.mr}x{s.nr}",
+    props = {"block": f"{s.mb}x{s.nc}", "cache_blocks": f"{s.mc}x{s.kc}", "micro_tile": f"{s.mr}x{s.nr}",
              "epilogue": ",".join(st[0] for st in spec.epilogue)}
     return {"kernel_props": {spec.name: props}}

@@ -23,8 +23,9 @@ from tessera.mlir import ir
 
 RNG = np.random.default_rng(2024)
 
-# A small schedule: every test shape spans several blocks, K chunks and edge tiles of it.
-SMALL = gemm.Schedule(mc=12, nc=32, kc=8, mr=6, nr=16, vector_width=8)
+# A small schedule: every test shape spans several blocks, A blocks (the last one partial), K chunks and
+# edge tiles of it.
+SMALL = gemm.Schedule(mb=30, nc=32, mc=12, kc=8, mr=6, nr=16, vector_width=8)
 
 _images: dict = {}
 
@@ -91,9 +92,9 @@ def test_gemm_default_schedule(M, N, K):
     check_gemm(run(spec, A, B), A, B)
 
 
-@pytest.mark.parametrize("M, N, K", SHAPES + [(37, 71, 29), (12, 32, 8), (13, 33, 9), (11, 31, 7)])
+@pytest.mark.parametrize("M, N, K", SHAPES + [(37, 71, 29), (30, 32, 8), (31, 33, 9), (29, 31, 7), (12, 16, 4)])
 def test_gemm_small_blocks(M, N, K):
-    """Shapes that are not multiples of MC, NC, KC, MR, NR or the k unroll, and exact multiples."""
+    """Shapes that are not multiples of MB, NC, MC, KC, MR, NR or the k unroll, and exact multiples."""
     spec = gemm.GemmSpec("mm", schedule=SMALL)
     A, B = f32(M, K), f32(K, N)
     check_gemm(run(spec, A, B), A, B)
@@ -102,10 +103,10 @@ def test_gemm_small_blocks(M, N, K):
 # Register tiles of the other ISAs, compiled for this host (wider vectors are split by LLVM): the generated
 # loops are the same whatever the tile, so their numerics are checked here.
 @pytest.mark.parametrize("schedule", [
-    gemm.Schedule(mc=28, nc=64, kc=16, mr=14, nr=32, vector_width=16),              # AVX-512
-    gemm.Schedule(mc=16, nc=24, kc=12, mr=8, nr=12, vector_width=4),                # NEON
-    gemm.Schedule(mc=12, nc=16, kc=8, mr=6, nr=8, vector_width=4, fma=False),       # SSE: multiply, add
-    gemm.Schedule(mc=6, nc=16, kc=5, mr=6, nr=16, vector_width=8, k_unroll=1),
+    gemm.Schedule(mb=28, nc=64, mc=28, kc=16, mr=14, nr=32, vector_width=16),              # AVX-512
+    gemm.Schedule(mb=32, nc=24, mc=16, kc=12, mr=8, nr=12, vector_width=4),                # NEON
+    gemm.Schedule(mb=12, nc=16, mc=12, kc=8, mr=6, nr=8, vector_width=4, fma=False),       # SSE: multiply, add
+    gemm.Schedule(mb=6, nc=16, mc=6, kc=5, mr=6, nr=16, vector_width=8, k_unroll=1),
 ], ids=["avx512", "neon", "sse", "no-unroll"])
 def test_gemm_other_register_tiles(schedule):
     spec = gemm.GemmSpec("mm", schedule=schedule)
@@ -229,14 +230,15 @@ def test_signature_and_image_properties():
                       ("alpha", abi.SCALAR, False), ("bias", abi.TENSOR, True), ("residual", abi.TENSOR, True)]
     assert [a.name for a in sig.args if a.kind == abi.DIM] == ["M", "K", "N"]
     (record,) = read_image(gemm.compile_gemm(spec)).kernels
-    assert record.props["tile"] == "12x32x8" and record.props["micro_tile"] == "6x16"
+    assert record.props["block"] == "30x32" and record.props["cache_blocks"] == "12x8"
+    assert record.props["micro_tile"] == "6x16"
     assert record.props["epilogue"] == "scale,bias,gelu,add"
 
 
 def test_grid():
     spec = gemm.GemmSpec("mm", schedule=SMALL)
     assert gemm.gemm_grid(spec, 1, 1) == (1, 1, 1)
-    assert gemm.gemm_grid(spec, 25, 33) == (2, 3, 1)   # x over N tiles of 32, y over M tiles of 12
+    assert gemm.gemm_grid(spec, 61, 33) == (2, 3, 1)   # x over N tiles of 32, y over M tiles of 30
     assert gemm.gemm_grid(spec, 0, 0) == (1, 1, 1)
 
 
@@ -252,9 +254,11 @@ def test_spec_refusals(bad, message):
 
 
 @pytest.mark.parametrize("fields, message", [
-    (dict(mc=12, nc=32, kc=8, mr=6, nr=12, vector_width=8), "multiple of vector_width"),
-    (dict(mc=10, nc=32, kc=8, mr=6, nr=16, vector_width=8), "multiple of mr"),
-    (dict(mc=12, nc=32, kc=0, mr=6, nr=16, vector_width=8), "kc must be positive"),
+    (dict(mb=12, nc=32, mc=12, kc=8, mr=6, nr=12, vector_width=8), "multiple of vector_width"),
+    (dict(mb=12, nc=32, mc=10, kc=8, mr=6, nr=16, vector_width=8), "mc=10 must be a multiple of mr=6"),
+    (dict(mb=14, nc=32, mc=12, kc=8, mr=6, nr=16, vector_width=8), "mb=14 must be a multiple of mr=6"),
+    (dict(mb=12, nc=40, mc=12, kc=8, mr=6, nr=16, vector_width=8), "nc=40 must be a multiple of nr=16"),
+    (dict(mb=12, nc=32, mc=12, kc=0, mr=6, nr=16, vector_width=8), "kc must be positive"),
 ])
 def test_schedule_refusals(fields, message):
     with pytest.raises(ValueError, match=message):
@@ -289,8 +293,9 @@ def test_choose_schedule_respects_caches_and_cores(M, N, K, threads):
     gx, gy, _ = gemm.gemm_grid(gemm.GemmSpec("mm", schedule=s), M, N)
     if M * N >= 512 * 512:
         assert gx * gy >= threads, "every core gets a block"
+    assert s.mc <= s.mb
     # No block is mostly padding: tiles are balanced over the matrix.
-    assert s.mc < M + s.mr and s.nc < N + s.nr
+    assert s.mb < M + s.mr and s.nc < N + s.nr
 
 
 def test_choose_schedule_splits_k_evenly():

@@ -1,0 +1,142 @@
+"""fp32 GEMM on the CPU: Tessera's packed GEMM kernels against numpy (OpenBLAS), in the same process.
+
+    python bench/gemm_cpu.py [--sizes 512,1024,2048] [--rounds 10]
+
+Rows, each at M = N = K = size:
+- `gemm`: C = A·B. Peer: np.matmul(A, B, out=C) into a preallocated C.
+- `gemm+bias+gelu`: C = gelu(A·B + bias), one fused kernel. Peer: numpy's passes over C, all in place
+  (matmul, + bias, then the tanh-form gelu as ufuncs with out=). numpy has no erf, so both use gelu_tanh.
+- `mlp`: gelu(X·W1 + b1)·W2 with W1 size×4·size and W2 4·size×size, two Tessera kernels (the first fused)
+  against numpy's matmul, bias, gelu passes and matmul.
+
+The two sides are timed in alternation (best of `rounds`), so that a busy machine slows both alike; both
+use every core (Tessera's pool: TESSERA_NUM_THREADS, OpenBLAS: OPENBLAS_NUM_THREADS). GFLOP/s count
+2·M·N·K per product.
+"""
+
+import argparse
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import machine, report  # noqa: E402
+
+from tessera import runtime  # noqa: E402
+from tessera.backends.cpu import gemm  # noqa: E402
+
+SQRT_2_OVER_PI = np.float32(math.sqrt(2.0 / math.pi))
+
+
+def best_times(fns, rounds: int, budget: float = 0.2) -> list[float]:
+    """Best time per call of each function, calling them in turn each round (repeated to ~budget s)."""
+    for fn in fns:
+        fn()
+    reps = []
+    for fn in fns:
+        t0 = time.perf_counter()
+        fn()
+        reps.append(max(1, int(budget / max(time.perf_counter() - t0, 1e-6))))
+    best = [float("inf")] * len(fns)
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            for _ in range(reps[i]):
+                fn()
+            best[i] = min(best[i], (time.perf_counter() - t0) / reps[i])
+    return best
+
+
+def numpy_gelu_tanh(x, tmp):
+    """x = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) in place, `tmp` a scratch array like x."""
+    np.multiply(x, x, out=tmp)
+    tmp *= np.float32(0.044715)
+    tmp += np.float32(1.0)
+    tmp *= x
+    tmp *= SQRT_2_OVER_PI
+    np.tanh(tmp, out=tmp)
+    tmp += np.float32(1.0)
+    x *= np.float32(0.5)
+    x *= tmp
+
+
+def kernel(spec):
+    return getattr(runtime.load(gemm.compile_gemm(spec)), spec.name)
+
+
+def bench_size(n: int, rounds: int, rng) -> None:
+    flops = 2.0 * n ** 3 / 1e9
+    schedule = gemm.choose_schedule(n, n, n)
+    print(f"size {n}: schedule MC={schedule.mc} NC={schedule.nc} KC={schedule.kc} "
+          f"micro-tile {schedule.mr}x{schedule.nr}, grid {gemm.gemm_grid(gemm.GemmSpec('g', schedule=schedule), n, n)}")
+    A, B = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+    bias = rng.standard_normal(n, dtype=np.float32)
+    C, ref, tmp = (np.empty((n, n), np.float32) for _ in range(3))
+
+    plain = gemm.GemmSpec("gemm", schedule=schedule)
+    mm = kernel(plain)
+    grid = gemm.gemm_grid(plain, n, n)
+    t_ours, t_peer = best_times([lambda: mm(A, B, C, grid=grid, block=1),
+                                 lambda: np.matmul(A, B, out=ref)], rounds)
+    np.testing.assert_allclose(C, ref, rtol=1e-3, atol=1e-3 * math.sqrt(n))
+    report(f"gemm {n}", t_ours, t_peer, "numpy", "GFLOP/s", flops)
+
+    fused = kernel(gemm.GemmSpec("gemm_bias_gelu", epilogue=("bias", "gelu_tanh"), schedule=schedule))
+
+    def peer_fused():
+        np.matmul(A, B, out=ref)
+        np.add(ref, bias, out=ref)
+        numpy_gelu_tanh(ref, tmp)
+
+    t_ours, t_peer = best_times([lambda: fused(A, B, C, bias, grid=grid, block=1), peer_fused], rounds)
+    np.testing.assert_allclose(C, ref, rtol=1e-3, atol=1e-3 * math.sqrt(n))
+    report(f"gemm+bias+gelu {n}", t_ours, t_peer, "numpy", "GFLOP/s", flops)
+
+
+def bench_mlp(n: int, rounds: int, rng) -> None:
+    h = 4 * n
+    X = rng.standard_normal((n, n), dtype=np.float32)
+    W1 = rng.standard_normal((n, h), dtype=np.float32) / np.float32(math.sqrt(n))
+    W2 = rng.standard_normal((h, n), dtype=np.float32) / np.float32(math.sqrt(h))
+    b1 = rng.standard_normal(h, dtype=np.float32)
+    up_spec = gemm.GemmSpec("mlp_up", epilogue=("bias", "gelu_tanh"), schedule=gemm.choose_schedule(n, h, n))
+    down_spec = gemm.GemmSpec("mlp_down", schedule=gemm.choose_schedule(n, n, h))
+    up, down = kernel(up_spec), kernel(down_spec)
+    H, Y, Href, Yref, tmp = (np.empty(s, np.float32) for s in ((n, h), (n, n), (n, h), (n, n), (n, h)))
+
+    def ours():
+        up(X, W1, H, b1, grid=gemm.gemm_grid(up_spec, n, h), block=1)
+        down(H, W2, Y, grid=gemm.gemm_grid(down_spec, n, n), block=1)
+
+    def peer():
+        np.matmul(X, W1, out=Href)
+        np.add(Href, b1, out=Href)
+        numpy_gelu_tanh(Href, tmp)
+        np.matmul(Href, W2, out=Yref)
+
+    t_ours, t_peer = best_times([ours, peer], rounds)
+    np.testing.assert_allclose(Y, Yref, rtol=1e-3, atol=1e-3 * math.sqrt(h))
+    report(f"mlp {n}x{h}x{n}", t_ours, t_peer, "numpy", "GFLOP/s", 2 * 2.0 * n * n * h / 1e9)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="512,1024,2048", help="comma-separated M = N = K")
+    p.add_argument("--mlp", default="512", help="comma-separated MLP sizes (tokens = model width); '' for none")
+    p.add_argument("--rounds", type=int, default=10)
+    args = p.parse_args()
+    threads = os.environ.get("TESSERA_NUM_THREADS", str(os.cpu_count()))
+    print(f"machine: {machine()}; Tessera threads: {threads}, "
+          f"OpenBLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS', 'default')}")
+    rng = np.random.default_rng(0)
+    for n in (int(s) for s in args.sizes.split(",") if s):
+        bench_size(n, args.rounds, rng)
+    for n in (int(s) for s in args.mlp.split(",") if s):
+        bench_mlp(n, args.rounds, rng)
+
+
+if __name__ == "__main__":
+    main()
