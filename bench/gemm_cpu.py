@@ -70,7 +70,7 @@ def kernel(spec):
 def bench_size(n: int, rounds: int, rng) -> None:
     flops = 2.0 * n ** 3 / 1e9
     schedule = gemm.choose_schedule(n, n, n)
-    print(f"size {n}: schedule MC={schedule.mc} NC={schedule.nc} KC={schedule.kc} "
+    print(f"size {n}: schedule MB={schedule.mb} NC={schedule.nc} MC={schedule.mc} KC={schedule.kc} "
           f"micro-tile {schedule.mr}x{schedule.nr}, grid {gemm.gemm_grid(gemm.GemmSpec('g', schedule=schedule), n, n)}")
     A, B = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
     bias = rng.standard_normal(n, dtype=np.float32)

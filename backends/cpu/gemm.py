@@ -186,8 +186,10 @@ def choose_schedule(M: int, N: int, K: int, target: HostTarget | None = None,
     kc_max = max(unroll, caches[1] // 2 // (isa.nr * f32) // unroll * unroll)
     chunks = max(1, _ceil_div(K, kc_max))
     kc = max(unroll, _round_up(_ceil_div(max(K, 1), chunks), unroll))
-    # MC: the packed A block (MC×KC) takes half of L2; NC: the B panel (KC×NC) a quarter of L3.
-    mc_max = max(isa.mr, caches[2] // 2 // (kc * f32) // isa.mr * isa.mr)
+    # MC: the packed A block (MC×KC) takes a third of L2, which also holds the B micro-panels and C tiles
+    # streaming through (on Zen 3 at 2048^3 a half-L2 block ran 15% slower); NC: the B panel (KC×NC) a
+    # quarter of L3.
+    mc_max = max(isa.mr, caches[2] // 3 // (kc * f32) // isa.mr * isa.mr)
     nc_max = max(isa.nr, caches.get(3, caches[2]) // 4 // (kc * f32) // isa.nr * isa.nr)
 
     def tiles(extent, most, step):
@@ -204,11 +206,11 @@ def choose_schedule(M: int, N: int, K: int, target: HostTarget | None = None,
         mc = balanced(mb, _ceil_div(mb, mc_max), isa.mr)
         for tn in tiles(N, nc_max, isa.nr):
             nc = balanced(N, tn, isa.nr)
-            # Cycles per block: its FMAs at two per cycle; packing its B panel (~1.5 cycles per element:
-            # the strip-major writes miss) and its A blocks (~2.5 cycles per element, a scalar transpose),
-            # as measured on Zen 3; a fixed cost to start. Blocks run in waves over the threads, and the thread that ends last has
-            # on average half a block more to do (blocks are not equally fast on a shared machine).
-            block = mb * nc * K / isa.vector_width / 2 + 1.5 * nc * K + 2.5 * mb * K + 2000
+            # Cycles per block: its FMAs at two per cycle; packing its B panel and its A blocks, about 2.5
+            # cycles per element either way (measured on Zen 3 at 2048^3: cache misses dominate); a fixed
+            # cost to start. Blocks run in waves over the threads, and the thread that ends last has on
+            # average half a block more to do (blocks are not equally fast on a shared machine).
+            block = mb * nc * K / isa.vector_width / 2 + 2.5 * (nc + mb) * K + 2000
             cost = (_ceil_div(tm * tn, threads) + 0.5) * block
             if best is None or cost < best[0]:
                 best = (cost, mb, nc, mc)
