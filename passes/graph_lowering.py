@@ -85,6 +85,8 @@ def lower_function(fn, module: ir.Module, gemm=None) -> dict:
         elif kind == "row":
             ks = kernelgen.row(kname, ops[0], dims, _attr_int(ops[0], "tessera.vector", "warp", 32),
                                _attr_int(ops[0], "tessera.schedule", "rows_per_block", 4))
+        elif kind == "layout":
+            ks = kernelgen.transpose(kname, ops[0], dims)
         elif kind == "gemm" and gemm is not None:
             steps.append(gemm(kname, ops, inputs, outputs, dims, record, module))
             continue
@@ -95,10 +97,14 @@ def lower_function(fn, module: ir.Module, gemm=None) -> dict:
             _compile_source(ks.source, f"<tessera:{kname}>")
         out_dims = dims[ks.outputs[0]] if kind == "elementwise" else dims[ks.inputs[0]]
         rows, cols = _matrix(ops[0], kind, out_dims)
-        steps.append({"kernel": kname, "source": ks.source,
-                      "tensors": [{"value": record(v), "view": view}
-                                  for v, view in zip(ks.inputs + ks.outputs, ks.views)],
-                      "R": rows, "C": cols, "block": list(ks.block), "grid": list(ks.grid)})
+        step = {"kernel": kname, "source": ks.source,
+                "tensors": [{"value": record(v), "view": view} for v, view in zip(ks.inputs + ks.outputs, ks.views)],
+                "R": rows, "C": cols, "block": list(ks.block), "grid": list(ks.grid)}
+        if kind == "layout":
+            step["B"] = graph_shapes.product(out_dims[:-2])
+        if ks.extra.get("scalars"):
+            step["scalars"] = ks.extra["scalars"]
+        steps.append(step)
     results = [record(v) for v in ret.operands]
     fallbacks = [ir.StringAttr(a).value for a in ir.ArrayAttr(fn.attributes["tessera.fallbacks"])] \
         if "tessera.fallbacks" in fn.attributes else []
@@ -114,6 +120,8 @@ def _matrix(op, kind: str, d: list[str]) -> tuple[str, str]:
         return graph_shapes.product(d[:len(d) - k]), graph_shapes.product(d[len(d) - k:])
     if not d:
         return "1", "1"
+    if kind == "layout":
+        return d[-2], d[-1]
     return graph_shapes.product(d[:-1]), d[-1]
 
 

@@ -68,29 +68,48 @@ def _view(v: ir.Value, out_dims: list, dims: dict) -> str:
     d = dims[v]
     if not d or all(x == "1" for x in d):
         return "scalar"
-    if d == out_dims[len(out_dims) - len(d):] and len(d) <= len(out_dims):
-        return "matrix" if len(d) == len(out_dims) else ("cols" if len(d) == 1 else "matrix_suffix")
+    if d == out_dims:
+        return "matrix"
+    if d == out_dims[-1:]:
+        return "cols"
     if len(d) == len(out_dims) and d[-1] == "1" and d[:-1] == out_dims[:-1]:
         return "rows"
-    return "other"
+    return "general"
+
+
+def _general_index(k: int, ind: list, out_dims: list, scalars: list) -> str:
+    """Flat index into an input broadcast to the output, from the output's (row, col): each leading axis
+    the input does not broadcast contributes ((row // row_stride) % extent) * input_stride."""
+    from .graph_shapes import product
+    ind = ["1"] * (len(out_dims) - len(ind)) + list(ind)
+    terms = []
+    for a in range(len(out_dims) - 1):
+        if ind[a] == "1":
+            continue
+        names = [f"s{k}_{a}_{part}" for part in ("rs", "od", "is")]
+        for n, expr in zip(names, (product(out_dims[a + 1:-1]), out_dims[a], product(ind[a + 1:]))):
+            scalars.append((n, expr))
+        terms.append(f"((row // {names[0]}) % {names[1]}) * {names[2]}")
+    if ind[-1] != "1":
+        terms.append("col")
+    return " + ".join(terms) or "0"
 
 
 def elementwise(name: str, ops: list, inputs: list, outputs: list, dims: dict, block_x: int) -> KernelSource:
     out_dims = dims[outputs[0]]
     cdt = compute_dtype(element_dtype(outputs[0]))
-    params, views, loads = [], [], []
+    params, views, loads, scalars = [], [], [], []
     local: dict = {}
     for k, v in enumerate(inputs):
         view = _view(v, out_dims, dims)
-        if view in ("other", "matrix_suffix") and dims[v] != out_dims:
-            raise UnsupportedOnCPU(v.owner if isinstance(v.owner, ir.OpView) else ops[0],
-                                   f"broadcasting {dims[v]} to {out_dims} is not supported by the CPU backend yet")
-        view = "matrix" if view == "matrix_suffix" else view
         dt = element_dtype(v)
-        shape = {"matrix": '"R", "C"', "cols": '"C"', "rows": '"R"', "scalar": '"S%d"' % k}[view]
+        shape = {"matrix": '"R", "C"', "cols": '"C"', "rows": '"R"'}.get(view, f'"S{k}"')
         params.append(f"I{k}: tensor[{dt}, {shape}]")
-        index = {"matrix": "[row, col]", "cols": "[col]", "rows": "[row]", "scalar": "[0]"}[view]
-        load = f"I{k}{index}"
+        index = {"matrix": "row, col", "cols": "col", "rows": "row", "scalar": "0"}.get(view)
+        if index is None:
+            index = _general_index(k, dims[v], out_dims, scalars)
+            view = "scalar"  # passed as all its elements, indexed through the strides above
+        load = f"I{k}[{index}]"
         loads.append(f"        a{k} = {cdt}({load})" if dt != cdt else f"        a{k} = {load}")
         local[v] = f"a{k}"
         views.append(view)
@@ -106,6 +125,7 @@ def elementwise(name: str, ops: list, inputs: list, outputs: list, dims: dict, b
         views.append("matrix")
         value = local[v] if dt == cdt else f"{dt}({local[v]})"
         stores.append(f"        O{k}[row, col] = {value}")
+    params += [f"{n}: int64" for n, _ in scalars]
     src = "\n".join([
         "import math", "", "",
         "@kernel",
@@ -115,7 +135,7 @@ def elementwise(name: str, ops: list, inputs: list, outputs: list, dims: dict, b
         "    if col < O0.shape[1] and row < O0.shape[0]:",
         *loads, *body, *stores, ""])
     return KernelSource(name, src, inputs, outputs, views, block=(block_x, 1, 1),
-                        grid=(f"ceil(C/{block_x})", "R", "1"))
+                        grid=(f"ceil(C/{block_x})", "R", "1"), extra={"scalars": [e for _, e in scalars]})
 
 
 def _expr(op, local: dict, cdt: str) -> str:
@@ -234,3 +254,23 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int) -> KernelSour
     src = "\n".join(["import math", "", "", "@kernel", f"def {name}({', '.join(params)}):", *head, *lines, ""])
     return KernelSource(name, src, inputs, outputs, views, block=(warp, rows_per_block, 1),
                         grid=("1", f"ceil(R/{rows_per_block})", "1"))
+
+
+def transpose(name: str, op, dims: dict) -> KernelSource:
+    """Swaps the last two axes ([B, R, C] -> [B, C, R]); other permutations are not lowered yet."""
+    x = op.operands[0]
+    rank = len(dims[x])
+    perm = [ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["perm"])]
+    if rank < 2 or perm != list(range(rank - 2)) + [rank - 1, rank - 2]:
+        raise UnsupportedOnCPU(op, f"the CPU backend transposes the last two axes only (yet), not {perm}")
+    dt = element_dtype(x)
+    src = "\n".join([
+        "@kernel",
+        f"def {name}(X: tensor[{dt}, \"B\", \"R\", \"C\"], Y: tensor[{dt}, \"B\", \"C\", \"R\"]):",
+        "    i = launch.thread_id(0)",
+        "    j = launch.thread_id(1)",
+        "    b = launch.thread_id(2)",
+        "    if i < X.shape[1] and j < X.shape[2] and b < X.shape[0]:",
+        "        Y[b, j, i] = X[b, i, j]", ""])
+    return KernelSource(name, src, [x], [op.results[0]], ["bmn", "bnm"], block=(32, 4, 1),
+                        grid=("ceil(R/32)", "ceil(C/4)", "B"))

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .frontend import dtypes
-from .mlir import ir
 
 SCALAR, TENSOR, DIM = 0, 1, 2
 KIND_NAMES = {SCALAR: "scalar", TENSOR: "tensor", DIM: "dim"}
@@ -63,6 +62,7 @@ def _written_args(fn) -> set[int]:
 
 def signature_of(fn) -> Signature:
     """The launch signature of a ``func.func`` marked ``tessera.kernel`` (before or after lowering)."""
+    from .mlir import ir
     name = ir.StringAttr(fn.attributes["sym_name"]).value
     arg_attrs = list(ir.ArrayAttr(fn.attributes["arg_attrs"])) if "arg_attrs" in fn.attributes else []
     inputs = list(ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value).inputs)
@@ -96,3 +96,27 @@ def signature_of(fn) -> Signature:
         params[pos] = Arg(p.name, p.kind, p.dtype, resolved, p.readonly)
     index = dtypes.BY_NAME["index"]
     return Signature(name, tuple(params) + tuple(Arg(d, DIM, index) for d in dim_names))
+
+
+def signature_of_record(record) -> Signature:
+    """The signature a kernel record of an image describes (docs/image-format.md)."""
+    args = []
+    for a in record.args:
+        dims = tuple(d if d >= 0 else ("arg", -d - 1) for d in a.dims)
+        args.append(Arg(a.name, a.kind, dtypes.BY_CODE[a.dtype], dims, readonly=bool(a.flags & 1)))
+    return Signature(record.name, tuple(args))
+
+
+def to_json(sig: Signature) -> dict:
+    return {"name": sig.name, "args": [{"name": a.name, "kind": a.kind, "dtype": a.dtype.name,
+                                        "dims": [d if isinstance(d, int) else d[1] for d in a.dims],
+                                        "dim_args": [isinstance(d, tuple) for d in a.dims],
+                                        "readonly": a.readonly} for a in sig.args]}
+
+
+def from_json(doc: dict) -> Signature:
+    args = []
+    for a in doc["args"]:
+        dims = tuple(("arg", d) if is_arg else d for d, is_arg in zip(a["dims"], a["dim_args"]))
+        args.append(Arg(a["name"], a["kind"], dtypes.BY_NAME[a["dtype"]], dims, a["readonly"]))
+    return Signature(doc["name"], tuple(args))

@@ -8,28 +8,16 @@ after any stage and hand each stage's artifact to a callback (``--dump-ir-after-
 from __future__ import annotations
 
 import contextlib
-import hashlib
-from dataclasses import dataclass, field, fields
+import json
+from dataclasses import dataclass, field
 from typing import Callable
 
-from . import __version__, abi, image, plan
+from . import __version__, abi, cache, image, plan
+from .options import CompileOptions
 from .frontend import CompileError, build_module
 from .passes import fusion, graph_lowering, graph_phases
 from .mlir import ir
 from .passes.registry import build_pass_manager
-
-
-@dataclass(frozen=True)
-class CompileOptions:
-    target: str = "cpu"
-    kernels: tuple[str, ...] = ()   # compile only these (default: every @kernel of the file)
-    cpu: str = "native"
-    opt_level: int = 3
-    warp_size: int = 32
-
-    def hash(self) -> str:
-        key = "_".join(f"{f.name}-{getattr(self, f.name)}" for f in fields(self))
-        return hashlib.sha256(key.encode()).hexdigest()
 
 
 @dataclass
@@ -100,11 +88,26 @@ def make_kernels(mod: ir.Module, metadata: dict, backend) -> ir.Module:
         plans[ir.StringAttr(fn.attributes["sym_name"]).value] = graph_lowering.lower_function(
             fn, mod, getattr(backend, "gemm_lowering", None))
         fn.operation.erase()
-    metadata["plans"] = plans
     kernels = [op for op in mod.body.operations
                if op.operation.name == "func.func" and "tessera.kernel" in op.attributes]
-    metadata["signatures"] = [abi.signature_of(k) for k in kernels]
+    signatures = [abi.to_json(abi.signature_of(k)) for k in kernels]
+    # Kept on the module too, so a compilation can restart from this or any later stage's dump, after
+    # lowering has turned the kernels' signatures into plain LLVM arguments.
+    attrs = mod.operation.attributes
+    attrs["tessera.plans"] = ir.StringAttr.get(plan.encode(plans).decode())
+    attrs["tessera.signatures"] = ir.StringAttr.get(json.dumps(signatures))
+    _collect(mod, metadata)
     return mod
+
+
+def _collect(mod: ir.Module, metadata: dict) -> None:
+    """Kernel signatures and launch plans, as the module at or after the `kernels` stage holds them."""
+    attrs = mod.operation.attributes
+    if "tessera.signatures" not in attrs:
+        raise CompileError("this IR carries no kernel signatures: restart from a dump of the 'kernels' stage "
+                           "or a later one made by tessera-cc")
+    metadata["signatures"] = [abi.from_json(d) for d in json.loads(ir.StringAttr(attrs["tessera.signatures"]).value)]
+    metadata["plans"] = plan.decode(ir.StringAttr(attrs["tessera.plans"]).value.encode())
 
 
 def _bytecode(mod: ir.Module) -> bytes:
@@ -147,20 +150,40 @@ def stage_names(options: CompileOptions | None = None) -> list[str]:
 def compile_source(source: str, filename: str = "<string>", options: CompileOptions | None = None,
                    stop_after: str | None = None,
                    on_stage: Callable[[str, object], None] | None = None) -> CompileResult:
-    """Compiles `source`; raises CompileError (located at the user's source) on any mistake in it."""
+    """Compiles `source`; raises CompileError (located at the user's source) on any mistake in it.
+
+    A whole compilation (no `stop_after`, no `on_stage`) is served from the compile cache when it can be."""
     options = options or CompileOptions()
     _check_stage(stop_after, options)
+    whole = stop_after is None and on_stage is None and cache.enabled()
+    if whole:
+        k = cache.key(source, filename, options)
+        hit = cache.lookup(k)
+        if hit is not None:
+            return CompileResult(hit, metadata_of_image(hit, cached=True))
     from .dialects import make_context
     with make_context(), ir.Location.unknown():
         with _compile_errors(filename):
             module = make_ttir(source, filename, {}, options)
-        return compile_module(module, options, stop_after=stop_after, on_stage=on_stage, filename=filename)
+        result = compile_module(module, options, stop_after=stop_after, on_stage=on_stage, filename=filename)
+    if whole:
+        cache.store(k, result.image)
+    return result
+
+
+def metadata_of_image(data: bytes, cached: bool = False) -> dict:
+    """What a compilation's metadata says that its image records too (kernel signatures, launch plans)."""
+    img = image.read_image(data)
+    section = img.section(plan.SECTION)
+    return {"signatures": [abi.signature_of_record(k) for k in img.kernels],
+            "plans": plan.decode(section) if section is not None else {}, "cached": cached}
 
 
 def compile_module(module: ir.Module, options: CompileOptions | None = None, metadata: dict | None = None,
                    stop_after: str | None = None, on_stage: Callable[[str, object], None] | None = None,
-                   filename: str = "<module>") -> CompileResult:
-    """Compiles a module at the ``ttir`` stage through the remaining stages.
+                   filename: str = "<module>", start_after: str = "ttir") -> CompileResult:
+    """Compiles a module at the ``ttir`` stage (or, with `start_after`, the IR some later MLIR stage
+    printed — `tessera-cc --from STAGE file.mlir`) through the remaining stages.
 
     `compile_source` ends here after its frontend; kernel generators that build their module in Python
     (backends/cpu/gemm.py) start here. Call it inside the module's context (`tessera.dialects.make_context`).
@@ -184,9 +207,19 @@ def compile_module(module: ir.Module, options: CompileOptions | None = None, met
                 ("kernels", lambda m, md: make_kernels(m, md, backend)),
                 *stages.items(),
                 ("image", lambda c, md: make_image(c, md, backend))]
+    names = [n for n, _ in pipeline]
+    if start_after != "ttir":
+        if start_after not in names or start_after in ("obj", "so", "llir", "image"):
+            mlir_stages = ["ttir"] + names[:names.index("llvm") + 1] if "llvm" in names else ["ttir"]
+            raise CompileError(f"cannot start after '{start_after}': give the IR of one of "
+                               f"{', '.join(mlir_stages)}")
+        pipeline = pipeline[names.index(start_after) + 1:]
+        metadata.setdefault("ops", _bytecode(module))
+        if names.index(start_after) >= names.index("kernels"):
+            _collect(module, metadata)
     artifact = module
-    _report(on_stage, result, "ttir", artifact)
-    if stop_after == "ttir":
+    _report(on_stage, result, start_after, artifact)
+    if stop_after == start_after:
         return result
     with _compile_errors(filename):
         for name, make in pipeline:
@@ -232,6 +265,18 @@ def _report(on_stage, result: CompileResult, name: str, artifact) -> None:
         on_stage(name, artifact.operation.get_asm(enable_debug_info=True))
     else:
         on_stage(name, artifact)
+
+
+def compile_ir_file(path: str, options: CompileOptions | None = None, start_after: str = "ttir",
+                    **kwargs) -> CompileResult:
+    """Continues a compilation from the IR a stage printed (an .mlir file)."""
+    from .dialects import make_context
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    with make_context(), ir.Location.unknown():
+        with _compile_errors(path):
+            module = ir.Module.parse(text)
+        return compile_module(module, options, filename=path, start_after=start_after, **kwargs)
 
 
 def compile_file(path: str, options: CompileOptions | None = None, **kwargs) -> CompileResult:

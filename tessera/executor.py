@@ -74,7 +74,8 @@ class Function:
     def _launch(self, step: dict, store: dict, env: dict) -> None:
         p = self.plan
         R, C = plans.evaluate(step["R"], env), plans.evaluate(step["C"], env)
-        local = dict(env, R=R, C=C)
+        B = plans.evaluate(step.get("B", "1"), env)
+        local = dict(env, R=R, C=C, B=B)
         tensors = []
         for t in step["tensors"]:
             vid = t["value"]
@@ -82,12 +83,14 @@ class Function:
                 spec = p["values"][vid]
                 store[vid] = np.empty([plans.evaluate(d, env) for d in spec["dims"]], dtype=_NUMPY[spec["dtype"]])
             a = store[vid]
-            view = {"matrix": (R, C), "cols": (C,), "rows": (R,), "scalar": (a.size,)}[t["view"]]
+            view = {"matrix": (R, C), "cols": (C,), "rows": (R,), "scalar": (a.size,), "bmn": (B, R, C),
+                    "bnm": (B, C, R)}[t["view"]]
             tensors.append(a.reshape(view))
         grid = tuple(plans.evaluate(g, local) for g in step["grid"])
         if R == 0 or C == 0:
             return
-        self.module.kernel(step["kernel"])(*tensors, grid=grid, block=tuple(step["block"]))
+        scalars = [np.int64(plans.evaluate(e, local)) for e in step.get("scalars", [])]
+        self.module.kernel(step["kernel"])(*tensors, *scalars, grid=grid, block=tuple(step["block"]))
 
 
 class Program:

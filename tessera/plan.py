@@ -5,11 +5,14 @@ An image stores the plans of its functions as JSON in its `.tessera.plan` sectio
     {"version": 1, "functions": {NAME: {
         "params": [parameter names], "args": [value ids], "results": [value ids],
         "values": {ID: {"dtype": "f32", "dims": [extent expressions]}},
-        "steps": [{"kernel": K, "tensors": [{"value": ID, "view": "matrix"|"cols"|"rows"|"scalar"}],
-                   "R": expr, "C": expr, "block": [x, y, z], "grid": [expr, expr, expr]}
+        "steps": [{"kernel": K, "tensors": [{"value": ID, "view": V}], "R": expr, "C": expr, ["B": expr,]
+                   "block": [x, y, z], "grid": [expr, expr, expr], ["scalars": [expr, …]]}
                   | {"alias": ID, "of": ID}],
         "fallbacks": ["bf16 computed in f32", ...]}}}
 
+A view says how the kernel sees a tensor: "matrix" [R, C], "cols" [C], "rows" [R], "scalar" (all its
+elements), "bmn" [B, R, C] and "bnm" [B, C, R]; R, C and B are the step's own extents. `scalars` are int64
+arguments after the tensors (the strides a broadcast input is indexed with).
 Extent expressions are Python arithmetic over the parameters' symbols (`"M"`, `"(M*K)//8"`, `"ceil(C/128)"`),
 evaluated by `evaluate` — which accepts only names, integers, + - * // / and ceil().
 """

@@ -22,6 +22,8 @@ def _parse_args(argv):
     p.add_argument("--emit-header", metavar="H", help="also write a C header with a typed launcher per kernel")
     p.add_argument("--dump-ir-after-all", metavar="DIR", help="write every stage's IR into DIR")
     p.add_argument("--compile-to", metavar="STAGE", help="stop after STAGE and write its output to -o")
+    p.add_argument("--from", dest="start_after", metavar="STAGE",
+                   help="SOURCE is the .mlir a stage printed (--compile-to/--dump-ir-after-all): continue after it")
     p.add_argument("--list-stages", action="store_true", help="print the stages of the target and exit")
     return p.parse_args(argv)
 
@@ -34,11 +36,14 @@ def _write(path: str, artifact) -> None:
 
 def main(argv=None) -> int:
     args = _parse_args(sys.argv[1:] if argv is None else argv)
-    from ..compiler import CompileOptions, compile_file, stage_names
-    from ..frontend import CompileError
-
+    from ..options import CompileOptions
     options = CompileOptions(target=args.target, kernels=tuple(args.kernel), cpu=args.cpu,
                              opt_level=args.opt_level)
+    plain = not (args.list_stages or args.dump_ir_after_all or args.compile_to or args.start_after)
+    if plain and _from_cache(args, options):
+        return 0
+    from ..compiler import compile_file, compile_ir_file, stage_names
+    from ..frontend import CompileError
     try:
         if args.list_stages:
             print("\n".join(stage_names(options)))
@@ -49,8 +54,10 @@ def main(argv=None) -> int:
             stages_seen.append((name, artifact))
 
         want_stages = args.dump_ir_after_all or args.compile_to
-        result = compile_file(args.source, options, stop_after=args.compile_to,
-                              on_stage=on_stage if want_stages else None)
+        compile_ = compile_ir_file if args.start_after else compile_file
+        extra = {"start_after": args.start_after} if args.start_after else {}
+        result = compile_(args.source, options, stop_after=args.compile_to,
+                          on_stage=on_stage if want_stages else None, **extra)
     except CompileError as e:
         print(e, file=sys.stderr)
         return 1
@@ -71,13 +78,34 @@ def main(argv=None) -> int:
         else:
             _write(out if out != "-" else f"{stem}.{name}", artifact)
         return 0
-    _write(args.output or f"{stem}.tessera", result.image)
-    if args.emit_header:
-        from ..cheader import emit_header
-        _write(args.emit_header, emit_header(result.metadata["signatures"], args.source,
-                                             os.path.basename(args.emit_header)))
+    _finish(args, result.image, result.metadata["signatures"])
     return 0
 
+
+def _finish(args, image: bytes, signatures) -> None:
+    _write(args.output or f"{os.path.splitext(args.source)[0]}.tessera", image)
+    if args.emit_header:
+        from ..cheader import emit_header
+        _write(args.emit_header, emit_header(signatures, args.source, os.path.basename(args.emit_header)))
+
+
+def _from_cache(args, options) -> bool:
+    """Serves a whole compilation from the compile cache without loading MLIR or LLVM."""
+    from .. import cache
+    if not cache.enabled():
+        return False
+    try:
+        with open(args.source, encoding="utf-8") as f:
+            source = f.read()
+    except OSError:
+        return False  # the normal path reports it
+    image = cache.lookup(cache.key(source, args.source, options))
+    if image is None:
+        return False
+    from ..abi import signature_of_record
+    from ..image import read_image
+    _finish(args, image, [signature_of_record(k) for k in read_image(image).kernels])
+    return True
 
 if __name__ == "__main__":
     sys.exit(main())

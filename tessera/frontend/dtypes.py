@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..mlir import ir
-
 
 @dataclass(frozen=True)
 class DType:
@@ -16,7 +14,8 @@ class DType:
     bits: int
     kind: str          # "float" | "complex" | "int" | "uint" | "bool" | "index"
 
-    def ir_type(self) -> ir.Type:
+    def ir_type(self):
+        from ..mlir import ir  # MLIR loads only when IR is built
         return ir.Type.parse(self.mlir)
 
     @property
@@ -62,7 +61,7 @@ def lookup(spelling: str) -> DType | None:
     return BY_NAME.get(ALIASES.get(spelling, spelling))
 
 
-def of_ir_type(t: ir.Type) -> DType:
+def of_ir_type(t) -> DType:
     s = str(t)
     for d in _TABLE:
         if d.mlir == s:

@@ -1,0 +1,101 @@
+"""The compile cache: images stored by the hash of everything that determines them.
+
+The key covers the compiler itself (the bytes of every module of the installed package, and the versions of
+MLIR and LLVM it uses), the source text and its file name (locations are part of the IR), the options, and
+— for `--cpu native` — the host CPU. Entries are written to a temporary file and renamed into place, so
+concurrent compiles of the same program never see a partial entry; the last writer wins with identical
+bytes. `TESSERA_CACHE_DIR` moves the cache (default ~/.cache/tessera); `TESSERA_CACHE=0` turns it off.
+
+Nothing here imports MLIR: a cache hit in a fresh `tessera-cc` process costs a hash and a file read.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import os
+import pathlib
+import platform
+import tempfile
+
+_PACKAGE = pathlib.Path(__file__).resolve().parent
+
+
+def enabled() -> bool:
+    return os.environ.get("TESSERA_CACHE", "1") not in ("0", "off", "false", "no")
+
+
+def directory() -> pathlib.Path:
+    root = os.environ.get("TESSERA_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tessera")
+    return pathlib.Path(root)
+
+
+@functools.cache
+def compiler_fingerprint() -> str:
+    h = hashlib.sha256()
+    for path in sorted(_PACKAGE.rglob("*.py")):
+        h.update(str(path.relative_to(_PACKAGE)).encode())
+        h.update(path.read_bytes())
+    for package in ("torch_mlir", "llvmlite"):
+        h.update(_installed_version(package).encode())
+    return h.hexdigest()
+
+
+def _installed_version(package: str) -> str:
+    """`name-version` from the package's dist-info folder — importlib.metadata would cost a fifth of a
+    second of imports, which a cache hit cannot afford."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return f"{package}=none"
+    site = pathlib.Path(list(spec.submodule_search_locations)[0]).parent
+    infos = sorted(p.name for p in site.glob(f"{package}-*.dist-info"))
+    return infos[-1] if infos else f"{package}=unknown"
+
+
+@functools.cache
+def _host() -> str:
+    """What `--cpu native` code depends on: the machine and its CPU's model and feature flags."""
+    parts = [platform.machine()]
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("model name", "flags", "Features", "CPU part")):
+                    parts.append(line.strip())
+                if len(parts) >= 3:
+                    break
+    except OSError:
+        parts.append(platform.processor())
+    return "\n".join(parts)
+
+
+def key(source: str, filename: str, options) -> str:
+    h = hashlib.sha256()
+    for part in (compiler_fingerprint(), filename, options.hash(), _host() if options.cpu == "native" else ""):
+        h.update(part.encode())
+        h.update(b"\0")
+    h.update(source.encode())
+    return h.hexdigest()
+
+
+def _path(k: str) -> pathlib.Path:
+    return directory() / k[:2] / f"{k}.tessera"
+
+
+def lookup(k: str) -> bytes | None:
+    try:
+        return _path(k).read_bytes()
+    except OSError:
+        return None
+
+
+def store(k: str, image: bytes) -> None:
+    path = _path(k)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(image)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a cache that cannot be written is only slower, never wrong

@@ -1,0 +1,19 @@
+"""Compile options: a frozen dataclass with a stable hash (part of the compile cache's key)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    target: str = "cpu"
+    kernels: tuple[str, ...] = ()   # compile only these (default: every @kernel and @function of the file)
+    cpu: str = "native"
+    opt_level: int = 3
+    warp_size: int = 32
+
+    def hash(self) -> str:
+        key = "_".join(f"{f.name}-{getattr(self, f.name)}" for f in fields(self))
+        return hashlib.sha256(key.encode()).hexdigest()
