@@ -583,8 +583,9 @@ class SpectralOp(_TodOp, name="spectral", traits=[ext.Pure]):
             rank = a.din if a.din is not None else a.dout
             elem = complex_of(a.elem) if s.kind == "eig" else a.elem
         if not (same(s.din, a.din) and same(s.dout, a.dout) and same(s.rank, rank) and s.elem == elem):
-            raise Invalid(f"result must be a !tod.spectral_operator<{show(a.din)}, {show(a.dout)}, {show(rank)}, {elem}, "
-                          f"\"{s.kind}\"> (an {s.kind} of the operand), got {self.result.type}")
+            want = f"{show(a.din)}, {show(a.dout)}, {show(rank)}, {elem}, \"{s.kind}\""
+            raise Invalid(f"result must be a !tod.spectral_operator<{want}> (an {s.kind} of the operand), "
+                          f"got {self.result.type}")
 
 
 class TruncateOp(_TodOp, name="truncate", traits=[ext.Pure]):

@@ -383,6 +383,10 @@ def O(din, dout, elem="f64"):  # noqa: E743 — the operator type, short
     return f"!tod.operator<{din}, {dout}, {elem}, f64>"
 
 
+def Z(n):  # a square complex operator type
+    return O(n, n, "complex<f64>")
+
+
 # name -> (function text, arguments, {op name: count the law leaves})
 LAWS = {
     "adjoint_involution": (f"""
@@ -405,12 +409,12 @@ LAWS = {
         }}""", [randn(4, 3), randn(3)], {"tod.compose": 0, "tod.eye": 0}),
     "fft_inverse": (f"""
         func.func @f(%x: tensor<8xcomplex<f64>>) -> (tensor<8xcomplex<f64>>, tensor<8xcomplex<f64>>) {{
-          %f = "tod.fft"() : () -> {O(8, 8, "complex<f64>")}
-          %g = "tod.ifft"() : () -> {O(8, 8, "complex<f64>")}
-          %0 = "tod.compose"(%f, %g) : ({O(8, 8, "complex<f64>")}, {O(8, 8, "complex<f64>")}) -> {O(8, 8, "complex<f64>")}
-          %1 = "tod.compose"(%g, %f) : ({O(8, 8, "complex<f64>")}, {O(8, 8, "complex<f64>")}) -> {O(8, 8, "complex<f64>")}
-          %y = "tod.apply"(%0, %x) : ({O(8, 8, "complex<f64>")}, tensor<8xcomplex<f64>>) -> tensor<8xcomplex<f64>>
-          %z = "tod.apply"(%1, %x) : ({O(8, 8, "complex<f64>")}, tensor<8xcomplex<f64>>) -> tensor<8xcomplex<f64>>
+          %f = "tod.fft"() : () -> {Z(8)}
+          %g = "tod.ifft"() : () -> {Z(8)}
+          %0 = "tod.compose"(%f, %g) : ({Z(8)}, {Z(8)}) -> {Z(8)}
+          %1 = "tod.compose"(%g, %f) : ({Z(8)}, {Z(8)}) -> {Z(8)}
+          %y = "tod.apply"(%0, %x) : ({Z(8)}, tensor<8xcomplex<f64>>) -> tensor<8xcomplex<f64>>
+          %z = "tod.apply"(%1, %x) : ({Z(8)}, tensor<8xcomplex<f64>>) -> tensor<8xcomplex<f64>>
           return %y, %z : tensor<8xcomplex<f64>>, tensor<8xcomplex<f64>>
         }}""", [crandn(8)], {"tod.fft": 0, "tod.ifft": 0, "tod.compose": 0, "tod.eye": 2}),
     "projector_idempotent": (f"""
@@ -452,12 +456,12 @@ LAWS = {
     "adjoint_linear": (f"""
         func.func @f(%m: tensor<4x4xcomplex<f64>>, %n: tensor<4x4xcomplex<f64>>, %s: tensor<f64>,
                      %x: tensor<4xcomplex<f64>>) -> tensor<4xcomplex<f64>> {{
-          %a = "tod.dense"(%m) : (tensor<4x4xcomplex<f64>>) -> {O(4, 4, "complex<f64>")}
-          %b = "tod.dense"(%n) : (tensor<4x4xcomplex<f64>>) -> {O(4, 4, "complex<f64>")}
-          %sb = "tod.scale"(%s, %b) : (tensor<f64>, {O(4, 4, "complex<f64>")}) -> {O(4, 4, "complex<f64>")}
-          %0 = "tod.plus"(%a, %sb) : ({O(4, 4, "complex<f64>")}, {O(4, 4, "complex<f64>")}) -> {O(4, 4, "complex<f64>")}
-          %1 = "tod.adjoint"(%0) : ({O(4, 4, "complex<f64>")}) -> {O(4, 4, "complex<f64>")}
-          %y = "tod.apply"(%1, %x) : ({O(4, 4, "complex<f64>")}, tensor<4xcomplex<f64>>) -> tensor<4xcomplex<f64>>
+          %a = "tod.dense"(%m) : (tensor<4x4xcomplex<f64>>) -> {Z(4)}
+          %b = "tod.dense"(%n) : (tensor<4x4xcomplex<f64>>) -> {Z(4)}
+          %sb = "tod.scale"(%s, %b) : (tensor<f64>, {Z(4)}) -> {Z(4)}
+          %0 = "tod.plus"(%a, %sb) : ({Z(4)}, {Z(4)}) -> {Z(4)}
+          %1 = "tod.adjoint"(%0) : ({Z(4)}) -> {Z(4)}
+          %y = "tod.apply"(%1, %x) : ({Z(4)}, tensor<4xcomplex<f64>>) -> tensor<4xcomplex<f64>>
           return %y : tensor<4xcomplex<f64>>
         }}""", [crandn(4, 4), crandn(4, 4), np.array(0.3), crandn(4)], {"tod.adjoint": 2}),
     "adjoint_of_self_adjoint_and_zero": (f"""
@@ -480,12 +484,12 @@ LAWS = {
         }}""", [orthonormal(5, 2), randn(5), randn(5, 5), randn(5), randn(3)], {"tod.adjoint": 0}),
     "adjoint_of_fft": (f"""
         func.func @f(%x: tensor<8xf64>) -> (tensor<8xcomplex<f64>>, tensor<8xcomplex<f64>>) {{
-          %f = "tod.fft"() : () -> {O(8, 8, "complex<f64>")}
-          %g = "tod.ifft"() : () -> {O(8, 8, "complex<f64>")}
-          %0 = "tod.adjoint"(%f) : ({O(8, 8, "complex<f64>")}) -> {O(8, 8, "complex<f64>")}
-          %1 = "tod.adjoint"(%g) : ({O(8, 8, "complex<f64>")}) -> {O(8, 8, "complex<f64>")}
-          %y = "tod.apply"(%0, %x) : ({O(8, 8, "complex<f64>")}, tensor<8xf64>) -> tensor<8xcomplex<f64>>
-          %z = "tod.apply"(%1, %x) : ({O(8, 8, "complex<f64>")}, tensor<8xf64>) -> tensor<8xcomplex<f64>>
+          %f = "tod.fft"() : () -> {Z(8)}
+          %g = "tod.ifft"() : () -> {Z(8)}
+          %0 = "tod.adjoint"(%f) : ({Z(8)}) -> {Z(8)}
+          %1 = "tod.adjoint"(%g) : ({Z(8)}) -> {Z(8)}
+          %y = "tod.apply"(%0, %x) : ({Z(8)}, tensor<8xf64>) -> tensor<8xcomplex<f64>>
+          %z = "tod.apply"(%1, %x) : ({Z(8)}, tensor<8xf64>) -> tensor<8xcomplex<f64>>
           return %y, %z : tensor<8xcomplex<f64>>, tensor<8xcomplex<f64>>
         }}""", [randn(8)], {"tod.adjoint": 0}),
     "kronecker_mixed_product": (f"""
@@ -542,12 +546,12 @@ LAWS = {
         }}""", [randn(4, 4), randn(4)], {"tod.sym": 1, "tod.skew": 0}),
     "unitary_times_adjoint": (f"""
         func.func @f(%x: tensor<12xf64>) -> tensor<12xcomplex<f64>> {{
-          %f = "tod.fft"() : () -> {O(4, 4, "complex<f64>")}
-          %g = "tod.ifft"() : () -> {O(3, 3, "complex<f64>")}
-          %u = "tod.kronecker"(%f, %g) : ({O(4, 4, "complex<f64>")}, {O(3, 3, "complex<f64>")}) -> {O(12, 12, "complex<f64>")}
-          %uh = "tod.adjoint"(%u) : ({O(12, 12, "complex<f64>")}) -> {O(12, 12, "complex<f64>")}
-          %0 = "tod.compose"(%uh, %u) : ({O(12, 12, "complex<f64>")}, {O(12, 12, "complex<f64>")}) -> {O(12, 12, "complex<f64>")}
-          %y = "tod.apply"(%0, %x) : ({O(12, 12, "complex<f64>")}, tensor<12xf64>) -> tensor<12xcomplex<f64>>
+          %f = "tod.fft"() : () -> {Z(4)}
+          %g = "tod.ifft"() : () -> {Z(3)}
+          %u = "tod.kronecker"(%f, %g) : ({Z(4)}, {Z(3)}) -> {Z(12)}
+          %uh = "tod.adjoint"(%u) : ({Z(12)}) -> {Z(12)}
+          %0 = "tod.compose"(%uh, %u) : ({Z(12)}, {Z(12)}) -> {Z(12)}
+          %y = "tod.apply"(%0, %x) : ({Z(12)}, tensor<12xf64>) -> tensor<12xcomplex<f64>>
           return %y : tensor<12xcomplex<f64>>
         }}""", [randn(12)], {"tod.compose": 0, "tod.adjoint": 0, "tod.eye": 1}),
 }
