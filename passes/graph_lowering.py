@@ -88,7 +88,15 @@ def lower_function(fn, module: ir.Module, gemm=None) -> dict:
         elif kind == "layout":
             ks = kernelgen.transpose(kname, ops[0], dims)
         elif kind == "gemm" and gemm is not None:
-            steps.append(gemm(kname, ops, inputs, outputs, dims, record, module))
+            def temporary(of: str, dtype: str) -> str:
+                tid = f"{of}_{dtype}"
+                values[tid] = {"dtype": dtype, "dims": values[of]["dims"]}
+                return tid
+
+            def build(src: str, filename: str) -> None:
+                with ir.InsertionPoint(module.body):
+                    _compile_source(src, filename)
+            steps.extend(gemm(kname, ops, dims, record, temporary, build, module))
             continue
         else:
             raise UnsupportedOnCPU(ops[0], f"'{ops[0].operation.name}' has no CPU lowering yet "

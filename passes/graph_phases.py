@@ -14,6 +14,7 @@ Per-function hints (`@function(schedule={...})`, recorded as `tessera.hints`) ov
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from ..mlir import ir
 
@@ -27,6 +28,7 @@ class TargetInfo:
     warp_size: int            # lanes of a warp in generated SIMT kernels
     native_dtypes: frozenset  # element types the target computes in directly
     cores: int
+    matmul_schedule: Callable[[int | None, int | None, int | None], dict] | None = None  # cost model
 
 
 def _i64(v: int) -> ir.IntegerAttr:
@@ -56,7 +58,12 @@ def schedule(fn, target: TargetInfo) -> None:
     for op in _ops(fn):
         name = op.operation.name
         if name == "ttensor.matmul":
-            s = {"MC": hints.get("MC", 96), "NC": hints.get("NC", 256), "KC": hints.get("KC", 256)}
+            t = ir.RankedTensorType(op.results[0].type)
+            k_type = ir.RankedTensorType(op.operands[0].type)
+            static = [None if ty.is_dynamic_dim(i) else ty.get_dim_size(i)
+                      for ty, i in ((t, t.rank - 2), (t, t.rank - 1), (k_type, k_type.rank - 1))]
+            s = dict(target.matmul_schedule(*static)) if target.matmul_schedule else {}
+            s.update({k: v for k, v in hints.items() if k in ("MB", "NC", "MC", "KC")})
         elif name in ("ttensor.softmax", "ttensor.layernorm", "ttensor.rmsnorm", "ttensor.reduce"):
             s = {"rows_per_block": hints.get("rows_per_block", 4)}
         else:

@@ -274,3 +274,14 @@ def transpose(name: str, op, dims: dict) -> KernelSource:
         "        Y[b, j, i] = X[b, i, j]", ""])
     return KernelSource(name, src, [x], [op.results[0]], ["bmn", "bnm"], block=(32, 4, 1),
                         grid=("ceil(R/32)", "ceil(C/4)", "B"))
+
+
+def convert(name: str, src_dtype: str, dst_dtype: str) -> str:
+    """Source of a kernel that rounds an [R, C] tensor to another element type."""
+    return "\n".join([
+        "@kernel",
+        f"def {name}(I0: tensor[{src_dtype}, \"R\", \"C\"], O0: tensor[{dst_dtype}, \"R\", \"C\"]):",
+        "    col = launch.thread_id(0)",
+        "    row = launch.thread_id(1)",
+        "    if col < O0.shape[1] and row < O0.shape[0]:",
+        f"        O0[row, col] = {dst_dtype}(I0[row, col])", ""])

@@ -31,12 +31,24 @@ def directory() -> pathlib.Path:
     return pathlib.Path(root)
 
 
+def _source_roots() -> list[pathlib.Path]:
+    """Where the compiler's modules live: the package, and its subpackages wherever they are mapped from
+    (in a source checkout or an editable install, dialects/, passes/ … sit beside tessera/)."""
+    roots = {_PACKAGE}
+    for sub in ("dialects", "passes", "backends", "tools"):
+        spec = importlib.util.find_spec(f"tessera.{sub}")
+        if spec is not None and spec.submodule_search_locations:
+            roots.add(pathlib.Path(list(spec.submodule_search_locations)[0]).resolve())
+    return sorted(roots)
+
+
 @functools.cache
 def compiler_fingerprint() -> str:
     h = hashlib.sha256()
-    for path in sorted(_PACKAGE.rglob("*.py")):
-        h.update(str(path.relative_to(_PACKAGE)).encode())
-        h.update(path.read_bytes())
+    for root in _source_roots():
+        for path in sorted(root.rglob("*.py")):
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
     for package in ("torch_mlir", "llvmlite"):
         h.update(_installed_version(package).encode())
     return h.hexdigest()

@@ -71,7 +71,32 @@ class Function:
         outs = [_from_storage(store[v], p["values"][v]["dtype"]) for v in p["results"]]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
+    def _tensor(self, vid: str, store: dict, env: dict) -> np.ndarray:
+        if vid not in store:
+            spec = self.plan["values"][vid]
+            store[vid] = np.empty([plans.evaluate(d, env) for d in spec["dims"]], dtype=_NUMPY[spec["dtype"]])
+        return store[vid]
+
+    def _launch_args(self, step: dict, store: dict, env: dict) -> None:
+        """A step whose arguments are listed in order, each a tensor with its view's shape or a scalar."""
+        local = dict(env)
+        for k, e in step.get("env", {}).items():  # in order: later entries may use earlier ones
+            local[k] = plans.evaluate(e, local)
+        args = []
+        for a in step["args"]:
+            if "value" in a:
+                shape = [plans.evaluate(d, local) for d in a["shape"]]
+                args.append(self._tensor(a["value"], store, env).reshape(shape))
+            elif "f32" in a:
+                args.append(np.float32(a["f32"]))
+            else:
+                args.append(np.int64(plans.evaluate(a["i64"], local)))
+        grid = tuple(plans.evaluate(g, local) for g in step["grid"])
+        self.module.kernel(step["kernel"])(*args, grid=grid, block=tuple(step["block"]))
+
     def _launch(self, step: dict, store: dict, env: dict) -> None:
+        if "args" in step:
+            return self._launch_args(step, store, env)
         p = self.plan
         R, C = plans.evaluate(step["R"], env), plans.evaluate(step["C"], env)
         B = plans.evaluate(step.get("B", "1"), env)

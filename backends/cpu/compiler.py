@@ -124,8 +124,14 @@ class CPUBackend:
     def target_info(self):
         from ...passes.graph_phases import TargetInfo
         host = target.host(self.options.cpu)
+        from .gemm_lowering import matmul_schedule
         return TargetInfo("cpu", target.vector_bits(host), self.options.warp_size, frozenset({"f32", "f64"}),
-                          os.cpu_count() or 1)
+                          os.cpu_count() or 1, matmul_schedule)
+
+    @staticmethod
+    def gemm_lowering(*args):
+        from .gemm_lowering import lower
+        return lower(*args)
 
     def entry_symbol(self, kernel: str) -> str:
         return entry.entry_symbol(kernel)

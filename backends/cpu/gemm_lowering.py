@@ -1,0 +1,115 @@
+"""GEMM fusion groups of Graph IR functions as CPU GEMM kernels (gemm.py) and their launch-plan steps.
+
+A group is a matmul and its epilogue (bias along the last axis, one activation, a scale by a constant, a
+residual add), in the order the program applies them. The lhs may carry batch axes that the rhs does not
+(`X[B, T, D] @ W[D, F]`): they fold into the GEMM's rows. The blocking is what the schedule phase recorded
+(`tessera.schedule`: the cost model's choice for the static extents, or the function's hints).
+"""
+
+from __future__ import annotations
+
+from ...mlir import ir
+from ...passes import fusion, graph_shapes
+from ...passes import kernelgen
+from ...passes.kernelgen import UnsupportedOnCPU, element_dtype
+from . import gemm
+
+# Nominal extent for symbolic dimensions when choosing cache blocks: a mid-size problem.
+_NOMINAL = 1024
+
+
+def _epilogue(ops: list) -> tuple[list, list]:
+    """(steps, extra operands in step order) of the ops after the matmul."""
+    steps, extras = [], []
+    acc = ops[0].results[0]
+    for op in ops[1:]:
+        name = op.operation.name
+        if name == "ttensor.bias_add":
+            steps.append(("bias",))
+            extras.append(("bias", op.operands[1]))
+        elif name == "ttensor.unary":
+            steps.append((ir.StringAttr(op.attributes["fn"]).value,))
+        elif name == "ttensor.binary":
+            other = op.operands[1] if op.operands[0] == acc else op.operands[0]
+            if fusion.is_scalar_constant(other):
+                attr = other.owner.attributes["value"]
+                steps.append(("scale",))
+                extras.append(("alpha", ir.FloatAttr(attr).value))
+            else:
+                steps.append(("add",))
+                extras.append(("residual", other))
+        else:
+            raise UnsupportedOnCPU(op, f"'{name}' cannot run in a CPU GEMM epilogue")
+        acc = op.results[0]
+    return steps, extras
+
+
+def lower(kname: str, ops: list, dims: dict, record, temporary, compile_source, module) -> list[dict]:
+    """The plan steps of one GEMM group (its kernels are added to `module`). `record(value)` names a value
+    of the function; `temporary(id, dtype)` makes a plan value of another dtype with the same extents;
+    `compile_source(src, filename)` builds generated kernel source into the module."""
+    mm = ops[0]
+    a, b = mm.operands[0], mm.operands[1]
+    da, db = dims[a], dims[b]
+    if len(db) != 2:
+        raise UnsupportedOnCPU(mm, "the CPU backend multiplies by a 2-D right-hand side only (yet)")
+    out = ops[-1].results[0]
+    out_dtype = element_dtype(out)
+    if element_dtype(a) not in gemm.INPUT_DTYPES or out_dtype not in ("f32", "bf16", "f16"):
+        raise UnsupportedOnCPU(mm, f"CPU GEMMs take {'/'.join(gemm.INPUT_DTYPES)} inputs and give f32, bf16 or "
+                                   f"f16 results, not {element_dtype(a)} -> {out_dtype}")
+    steps, extras = _epilogue(ops)
+    M, K, N = graph_shapes.product(da[:-1]), da[-1], db[-1]
+    spec = gemm.GemmSpec(kname, dtype=element_dtype(a), epilogue=tuple(steps), schedule=_schedule(mm))
+    with mm.location:
+        gemm.build_gemm(module, spec)
+    # The GEMM accumulates and stores f32; a narrower result is rounded by a second, elementwise kernel.
+    result = record(out)
+    c = result if out_dtype == "f32" else temporary(result, "f32")
+    args = [{"value": record(a), "shape": ["M", "K"]}, {"value": record(b), "shape": ["K", "N"]},
+            {"value": c, "shape": ["M", "N"]}]
+    steps = []
+
+    def convert(src: str, dst: str, src_dtype: str, dst_dtype: str, rows: str) -> None:
+        cname = f"{kname}_{src_dtype}_to_{dst_dtype}_{len(steps)}"
+        compile_source(kernelgen.convert(cname, src_dtype, dst_dtype), f"<tessera:{cname}>")
+        steps.append({"kernel": cname, "env": {"M": M, "N": N, "ROWS": rows},
+                      "args": [{"value": src, "shape": ["ROWS", "N"]}, {"value": dst, "shape": ["ROWS", "N"]}],
+                      "block": [128, 1, 1], "grid": ["ceil(N/128)", "ROWS", "1"]})
+
+    for role, v in extras:  # in the kernel's parameter order: the epilogue's steps, in order
+        if role == "alpha":
+            args.append({"f32": v})
+            continue
+        vid, rows = record(v), ("1" if role == "bias" else "M")
+        if element_dtype(v) != "f32":  # epilogue operands enter the f32 accumulator's arithmetic as f32
+            wide = temporary(vid, "f32")
+            convert(vid, wide, element_dtype(v), "f32", rows)
+            vid = wide
+        args.append({"value": vid, "shape": ["N"] if role == "bias" else ["M", "N"]})
+    s = spec.schedule
+    steps.append({"kernel": kname, "env": {"M": M, "K": K, "N": N}, "args": args, "block": [1, 1, 1],
+                  "grid": [f"ceil(N/{s.nc})", f"ceil(M/{s.mb})", "1"]})
+    if out_dtype != "f32":
+        convert(c, result, "f32", out_dtype, "M")
+    return steps
+
+
+def matmul_schedule(m: int | None, n: int | None, k: int | None) -> dict:
+    """The cost model's blocking for an m×n×k product (None: known only at run time; a mid-size problem
+    stands in) — what the schedule phase records on each matmul."""
+    s = gemm.choose_schedule(m or _NOMINAL, n or _NOMINAL, k or _NOMINAL)
+    return {"MB": s.mb, "NC": s.nc, "MC": s.mc, "KC": s.kc, "MR": s.mr, "NR": s.nr}
+
+
+def _schedule(op) -> gemm.Schedule:
+    """The schedule phase's decision (cost model, or the function's hints) as a GEMM schedule."""
+    d = {na.name: ir.IntegerAttr(na.attr).value for na in ir.DictAttr(op.attributes["tessera.schedule"])}
+    model = gemm.choose_schedule(_NOMINAL, _NOMINAL, _NOMINAL)
+
+    def fit(v, step):
+        return max(step, v // step * step)
+    mc = fit(d.get("MC", model.mc), model.mr)
+    return gemm.Schedule(mb=max(fit(d.get("MB", model.mb), model.mr), mc), nc=fit(d.get("NC", model.nc), model.nr),
+                         mc=mc, kc=max(model.k_unroll, d.get("KC", model.kc)), mr=model.mr, nr=model.nr,
+                         vector_width=model.vector_width, fma=model.fma, k_unroll=model.k_unroll)
