@@ -1,5 +1,5 @@
 """Graph IR functions on the CPU against numpy, in the same process: a gelu/bias/scale chain over 2^24
-elements, softmax and layernorm over rows, and (when the GEMM lowering is present) the fused MLP.
+elements, softmax and layernorm over rows, and an MLP (matmul + bias + gelu fused, then matmul).
 
     python bench/graph_cpu.py
 
@@ -23,6 +23,10 @@ def chain(X: tensor[f32, "R", "C"], b: tensor[f32, "C"]):
     return op.gelu(op.bias_add(X, b), approximate="tanh") * 0.5
 
 @function
+def mlp(X: tensor[f32, "T", "D"], W1: tensor[f32, "D", "F"], b1: tensor[f32, "F"], W2: tensor[f32, "F", "D"]):
+    return op.gelu(op.bias_add(X @ W1, b1), approximate="tanh") @ W2
+
+@function
 def softmax(X: tensor[f32, "R", "C"]):
     return op.softmax(X)
 
@@ -35,6 +39,11 @@ def layernorm(X: tensor[f32, "R", "C"], g: tensor[f32, "C"], b: tensor[f32, "C"]
 def np_chain(X, b):
     z = X + b
     return 0.5 * (0.5 * z * (1.0 + np.tanh(0.7978845608028654 * (z + 0.044715 * z ** 3))))
+
+
+def np_mlp(X, W1, b1, W2):
+    z = X @ W1 + b1
+    return (0.5 * z * (1.0 + np.tanh(0.7978845608028654 * (z + 0.044715 * z ** 3)))) @ W2
 
 
 def np_softmax(X):
@@ -57,6 +66,14 @@ def main() -> None:
     np.testing.assert_allclose(prog.chain(X, b), np_chain(X, b), rtol=1e-4, atol=1e-5)
     report("gelu(x+b)*0.5, 2^24", best_time(lambda: prog.chain(X, b), 5),
            best_time(lambda: np_chain(X, b), 5), "numpy", "GB/s", 8 * R * C / 1e9)
+    for T, D, F in ((512, 512, 2048), (512, 1024, 4096)):
+        Xm = rng.standard_normal((T, D), dtype=np.float32)
+        W1 = rng.standard_normal((D, F), dtype=np.float32) * 0.03
+        W2 = rng.standard_normal((F, D), dtype=np.float32) * 0.03
+        b1 = rng.standard_normal(F, dtype=np.float32)
+        np.testing.assert_allclose(prog.mlp(Xm, W1, b1, W2), np_mlp(Xm, W1, b1, W2), rtol=1e-3, atol=1e-3)
+        report(f"mlp {T}x{D}x{F}", best_time(lambda: prog.mlp(Xm, W1, b1, W2), 5),
+               best_time(lambda: np_mlp(Xm, W1, b1, W2), 5), "numpy", "GFLOP/s", 4 * T * D * F / 1e9)
     Xs = rng.standard_normal((8192, 1024), dtype=np.float32)
     np.testing.assert_allclose(prog.softmax(Xs), np_softmax(Xs), rtol=1e-5, atol=1e-7)
     report("softmax rows 8192x1024", best_time(lambda: prog.softmax(Xs), 5),
