@@ -129,7 +129,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=10)
     args = p.parse_args()
     threads = os.environ.get("TESSERA_NUM_THREADS", str(os.cpu_count()))
-    print(f"machine: {machine()}; Tessera threads: {threads}, "
+    # Other work on the machine slows both sides, unequally: the load average says how busy it was.
+    print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}; Tessera threads: {threads}, "
           f"OpenBLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS', 'default')}")
     rng = np.random.default_rng(0)
     for n in (int(s) for s in args.sizes.split(",") if s):

@@ -208,10 +208,10 @@ def choose_schedule(M: int, N: int, K: int, target: HostTarget | None = None,
             nc = balanced(N, tn, isa.nr)
             # Cycles per block: its FMAs at two per cycle; packing its B panel and its A blocks, about 2.5
             # cycles per element either way (measured on Zen 3 at 2048^3: cache misses dominate); a fixed
-            # cost to start. Blocks run in waves over the threads, and the thread that ends last has on
-            # average half a block more to do (blocks are not equally fast on a shared machine).
+            # cost to start. Blocks run in waves over the threads; blocks are not equally fast on a shared
+            # machine, so at the end the other threads wait on average half a block for the last one.
             block = mb * nc * K / isa.vector_width / 2 + 2.5 * (nc + mb) * K + 2000
-            cost = (_ceil_div(tm * tn, threads) + 0.5) * block
+            cost = (_ceil_div(tm * tn, threads) + 0.5 * (threads - 1) / threads) * block
             if best is None or cost < best[0]:
                 best = (cost, mb, nc, mc)
     _, mb, nc, mc = best
