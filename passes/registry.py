@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..mlir import ir, passmanager
-from . import cpu_vector_math, simt_to_warps, tod_rewrites
+from . import cpu_vector_math, gpu_math, simt_to_gpu, simt_to_warps, tod_rewrites
 from .to_llvm import CPU_TO_LLVM
 
 
@@ -32,6 +32,10 @@ def _cpu_vector_math(op, arch: str = "x86_64", features: str = "+avx2") -> None:
     cpu_vector_math.run(op, arch, features)
 
 
+def _simt_to_gpu(op, warp_size: int = 32) -> None:
+    simt_to_gpu.run(op, warp_size)
+
+
 PASSES: dict[str, PassInfo] = {
     "tessera-simt-to-warps": PassInfo(
         "tessera-simt-to-warps", "SIMT kernels to per-block functions running each warp as one vector (CPU)",
@@ -39,6 +43,12 @@ PASSES: dict[str, PassInfo] = {
     "tessera-cpu-vector-math": PassInfo(
         "tessera-cpu-vector-math", "f32 math on vectors as calls to glibc's libmvec variants (CPU)",
         _cpu_vector_math, {"arch": str, "features": str}),
+    "tessera-simt-to-gpu": PassInfo(
+        "tessera-simt-to-gpu", "SIMT kernels to gpu.func kernels taking their launch signature (NVIDIA)",
+        _simt_to_gpu, {"warp-size": int}),
+    "tessera-gpu-math": PassInfo(
+        "tessera-gpu-math", "math ops as arithmetic and PTX-native intrinsics, without libdevice (NVIDIA)",
+        gpu_math.run, {}),
     "tessera-tod-canonicalize": PassInfo(
         "tessera-tod-canonicalize", "the operator algebra's rewrite laws (adjoint, compose, fft, projector …)",
         tod_rewrites.run, {}),

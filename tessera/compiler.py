@@ -1,8 +1,13 @@
 """The compile driver: source → stages → `.tessera` image.
 
-Stages run in order — ``ttir`` (the frontend's Graph/Tile IR), ``canonical``, then the target backend's own
-(for the CPU: ``warps``, ``llvm``, ``llir``, ``obj``, ``so``) and finally ``image``. A compilation can stop
-after any stage and hand each stage's artifact to a callback (``--dump-ir-after-all``).
+Stages run in order — ``ttir`` (the frontend's Graph/Tile IR), ``canonical``, the Graph IR phases through
+``kernels``, then the target backend's own (for the CPU: ``warps``, ``llvm``, ``llir``, ``obj``, ``so``; for
+PTX: ``gpu``, ``nvvm``, ``llir``, ``ptx``) and finally ``image``. A compilation can stop after any stage and
+hand each stage's artifact to a callback (``--dump-ir-after-all``).
+
+Several targets (``target="cpu,ptx"``) share the stages through ``kernels``; each backend then runs its own
+stages on a copy of that module, their stage names qualified by the target (``cpu.llir``, ``ptx.llir``), and
+the image carries every target's code section and kernel records.
 """
 
 from __future__ import annotations
@@ -27,12 +32,31 @@ class CompileResult:
     artifacts: dict = field(default_factory=dict)   # stage name -> text or bytes, for stages asked to keep
 
 
-def _backend(options: CompileOptions):
-    if options.target == "cpu":
+TARGETS = ("cpu", "ptx")
+
+
+def _backend(name: str, options: CompileOptions):
+    if name == "cpu":
         from .backends.cpu import CPUBackend
         return CPUBackend(CPUBackend.Options(cpu=options.cpu, opt_level=options.opt_level,
                                              warp_size=options.warp_size))
-    raise CompileError(f"unknown target '{options.target}' (available: cpu)")
+    if name == "ptx":
+        from .backends.ptx import PTXBackend
+        if options.warp_size != 32:
+            raise CompileError(f"the ptx target has warps of 32 lanes, not {options.warp_size}")
+        try:
+            return PTXBackend(PTXBackend.Options(arch=options.arch, opt_level=options.opt_level))
+        except ValueError as e:
+            raise CompileError(str(e)) from None
+    raise CompileError(f"unknown target '{name}' (available: {', '.join(TARGETS)})")
+
+
+def _backends(options: CompileOptions) -> list:
+    """The backends of `options.target`, a target or a comma-separated list of them."""
+    names = [t.strip() for t in options.target.split(",")]
+    if len(set(names)) != len(names):
+        raise CompileError(f"target list '{options.target}' names a target twice")
+    return [_backend(n, options) for n in names]
 
 
 def make_ttir(source: str, filename: str, metadata: dict, options: CompileOptions) -> ir.Module:
@@ -81,12 +105,13 @@ def make_quantize(mod: ir.Module, metadata: dict, target) -> ir.Module:
     return mod
 
 
-def make_kernels(mod: ir.Module, metadata: dict, backend) -> ir.Module:
+def make_kernels(mod: ir.Module, metadata: dict, backends: list) -> ir.Module:
     """Functions become kernels plus launch plans; from here on the module holds kernels only."""
     plans = {}
+    # A backend's own GEMM kernels (the CPU's tile kernels) serve only an image for that target alone.
+    gemm = getattr(backends[0], "gemm_lowering", None) if len(backends) == 1 else None
     for fn in _functions(mod):
-        plans[ir.StringAttr(fn.attributes["sym_name"]).value] = graph_lowering.lower_function(
-            fn, mod, getattr(backend, "gemm_lowering", None))
+        plans[ir.StringAttr(fn.attributes["sym_name"]).value] = graph_lowering.lower_function(fn, mod, gemm)
         fn.operation.erase()
     kernels = [op for op in mod.body.operations
                if op.operation.name == "func.func" and "tessera.kernel" in op.attributes]
@@ -117,20 +142,25 @@ def _bytecode(mod: ir.Module) -> bytes:
     return buf.getvalue()
 
 
-def make_image(code: bytes, metadata: dict, backend) -> bytes:
+def make_image(codes: list, metadata: dict) -> bytes:
+    """The image of `codes`: per backend (backend, code, that backend's metadata), its code section and a
+    kernel record per kernel signature."""
     records = []
-    for sig in metadata["signatures"]:
-        args = []
-        for a in sig.args:
-            dims = [d if isinstance(d, int) else -(d[1] + 1) for d in a.dims]
-            args.append(image.format.ArgRecord(a.name, a.kind, a.dtype.code, dims,
-                                               image.format.ARG_READONLY if a.readonly else 0))
-        records.append(image.KernelRecord(
-            sig.name, backend.entry_symbol(sig.name), backend.name, metadata["arch"], backend.code_section, args,
-            warp_size=metadata["warp_size"],
-            props={"compiler": f"tessera {__version__}", "cpu": metadata.get("cpu", ""),
-                   **metadata.get("kernel_props", {}).get(sig.name, {})}))
-    sections = {backend.code_section: code} if records else {}  # a Graph-IR-only image carries no code
+    sections = {}
+    for backend, code, md in codes:
+        for sig in metadata["signatures"]:
+            args = []
+            for a in sig.args:
+                dims = [d if isinstance(d, int) else -(d[1] + 1) for d in a.dims]
+                args.append(image.format.ArgRecord(a.name, a.kind, a.dtype.code, dims,
+                                                   image.format.ARG_READONLY if a.readonly else 0))
+            props = {"compiler": f"tessera {__version__}", **({"cpu": md["cpu"]} if "cpu" in md else {}),
+                     **md.get("kernel_props", {}).get(sig.name, {})}
+            records.append(image.KernelRecord(
+                sig.name, backend.entry_symbol(sig.name), backend.name, md["arch"], backend.code_section, args,
+                warp_size=md["warp_size"], props=props, **md.get("kernel_resources", {}).get(sig.name, {})))
+        if metadata["signatures"]:  # a Graph-IR-only image carries no code
+            sections[backend.code_section] = code.encode() if isinstance(code, str) else code
     if metadata.get("plans"):
         sections[plan.SECTION] = plan.encode(metadata["plans"])
     return image.write_image(records, sections, ops=metadata["ops"])
@@ -141,10 +171,20 @@ def make_image(code: bytes, metadata: dict, backend) -> bytes:
 GRAPH_PHASES = ("schedule", "vectorize", "memory", "fusion", "quantize", "kernels")
 
 
+def _backend_stages(backends: list) -> list[tuple[object, list[tuple[str, Callable]]]]:
+    """Per backend, its stages in order; with several backends their names are qualified (``ptx.llir``)."""
+    out = []
+    for b in backends:
+        stages: dict = {}
+        b.add_stages(stages)
+        prefix = f"{b.name}." if len(backends) > 1 else ""
+        out.append((b, [(prefix + name, make) for name, make in stages.items()]))
+    return out
+
+
 def stage_names(options: CompileOptions | None = None) -> list[str]:
-    stages: dict = {}
-    _backend(options or CompileOptions()).add_stages(stages)
-    return ["ttir", "canonical", *GRAPH_PHASES, *stages, "image"]
+    branches = _backend_stages(_backends(options or CompileOptions()))
+    return ["ttir", "canonical", *GRAPH_PHASES, *(n for _, stages in branches for n, _ in stages), "image"]
 
 
 def compile_source(source: str, filename: str = "<string>", options: CompileOptions | None = None,
@@ -192,43 +232,61 @@ def compile_module(module: ir.Module, options: CompileOptions | None = None, met
     """
     options = options or CompileOptions()
     _check_stage(stop_after, options)
-    backend = _backend(options)
+    backends = _backends(options)
     metadata = {"warp_size": options.warp_size, "target": options.target, **(metadata or {})}
     result = CompileResult(None, metadata)
-    stages: dict = {}
-    backend.add_stages(stages)
-    target = backend.target_info()
-    pipeline = [("canonical", make_canonical),
-                ("schedule", lambda m, md: make_schedule(m, md, target)),
-                ("vectorize", lambda m, md: make_vectorize(m, md, target)),
-                ("memory", make_memory),
-                ("fusion", make_fusion),
-                ("quantize", lambda m, md: make_quantize(m, md, target)),
-                ("kernels", lambda m, md: make_kernels(m, md, backend)),
-                *stages.items(),
-                ("image", lambda c, md: make_image(c, md, backend))]
-    names = [n for n, _ in pipeline]
+    branches = _backend_stages(backends)
+    target = backends[0].target_info()  # with several targets, the Graph IR phases plan for the first
+    shared = [("canonical", make_canonical),
+              ("schedule", lambda m, md: make_schedule(m, md, target)),
+              ("vectorize", lambda m, md: make_vectorize(m, md, target)),
+              ("memory", make_memory),
+              ("fusion", make_fusion),
+              ("quantize", lambda m, md: make_quantize(m, md, target)),
+              ("kernels", lambda m, md: make_kernels(m, md, backends))]
+    shared_names = ["ttir"] + [n for n, _ in shared]
+    # A backend's stages before its LLVM IR print MLIR, which a compilation of that one target can restart from.
+    own = [n for n, _ in branches[0][1]] if len(branches) == 1 else []
+    restartable = shared_names + own[:own.index("llir")] if "llir" in own else shared_names
+    if start_after not in restartable:
+        raise CompileError(f"cannot start after '{start_after}': give the IR of one of {', '.join(restartable)}")
     if start_after != "ttir":
-        if start_after not in names or start_after in ("obj", "so", "llir", "image"):
-            mlir_stages = ["ttir"] + names[:names.index("llvm") + 1] if "llvm" in names else ["ttir"]
-            raise CompileError(f"cannot start after '{start_after}': give the IR of one of "
-                               f"{', '.join(mlir_stages)}")
-        pipeline = pipeline[names.index(start_after) + 1:]
         metadata.setdefault("ops", _bytecode(module))
-        if names.index(start_after) >= names.index("kernels"):
+        if restartable.index(start_after) >= shared_names.index("kernels"):
             _collect(module, metadata)
-    artifact = module
-    _report(on_stage, result, start_after, artifact)
+    _report(on_stage, result, start_after, module)
     if stop_after == start_after:
         return result
     with _compile_errors(filename):
-        for name, make in pipeline:
-            artifact = make(artifact, metadata)
-            _report(on_stage, result, name, artifact)
-            if stop_after == name:
-                return result
-    result.image = artifact
+        artifact = module
+        if start_after in shared_names:
+            for name, make in shared[shared_names.index(start_after):]:
+                artifact = make(artifact, metadata)
+                _report(on_stage, result, name, artifact)
+                if stop_after == name:
+                    return result
+        codes = []
+        for backend, stages in branches:
+            md, code = (metadata, artifact) if len(branches) == 1 else _fork(metadata, backend.name, artifact)
+            if start_after in own:
+                stages = stages[own.index(start_after) + 1:]
+            for name, make in stages:
+                code = make(code, md)
+                _report(on_stage, result, name, code)
+                if stop_after == name:
+                    return result
+            codes.append((backend, code, md))
+        result.image = make_image(codes, metadata)
+    _report(on_stage, result, "image", result.image)
     return result
+
+
+def _fork(metadata: dict, target: str, module: ir.Module) -> tuple[dict, ir.Module]:
+    """One target's own metadata (recorded under metadata["targets"]) and copy of the kernels module."""
+    md = {k: v for k, v in metadata.items() if k != "targets"}
+    md["kernel_props"] = {k: dict(v) for k, v in metadata.get("kernel_props", {}).items()}
+    metadata.setdefault("targets", {})[target] = md
+    return md, ir.Module.parse(module.operation.get_asm(enable_debug_info=True))
 
 
 def _check_stage(stop_after: str | None, options: CompileOptions) -> None:

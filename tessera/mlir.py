@@ -7,8 +7,10 @@ imports MLIR through here, so moving to another distribution of the same binding
 from torch_mlir import ir, passmanager, rewrite  # noqa: F401
 from torch_mlir.dialects import (  # noqa: F401
     arith,
+    builtin,
     ext,
     func,
+    gpu,
     llvm,
     math,
     memref,
@@ -18,6 +20,6 @@ from torch_mlir.dialects import (  # noqa: F401
 from torch_mlir.dialects.llvm import translate_module_to_llvmir  # noqa: F401
 
 __all__ = [
-    "ir", "passmanager", "rewrite", "ext", "arith", "func", "llvm", "math", "memref", "scf", "vector",
-    "translate_module_to_llvmir",
+    "ir", "passmanager", "rewrite", "ext", "arith", "builtin", "func", "gpu", "llvm", "math", "memref", "scf",
+    "vector", "translate_module_to_llvmir",
 ]

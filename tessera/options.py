@@ -11,6 +11,7 @@ class CompileOptions:
     target: str = "cpu"
     kernels: tuple[str, ...] = ()   # compile only these (default: every @kernel and @function of the file)
     cpu: str = "native"
+    arch: str = "sm_80"             # NVIDIA architecture of the ptx target (backends/ptx/compiler.py ARCHS)
     opt_level: int = 3
     warp_size: int = 32
 

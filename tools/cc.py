@@ -15,9 +15,13 @@ def _parse_args(argv):
     p = argparse.ArgumentParser(prog="tessera-cc", description=__doc__.splitlines()[0])
     p.add_argument("source", help="a Python file with @kernel functions")
     p.add_argument("-o", "--output", help="the image to write (default: SOURCE with .tessera)")
-    p.add_argument("--target", default="cpu", help="code target (default: cpu)")
+    p.add_argument("--target", default="cpu",
+                   help="code target: cpu (default), ptx, or a comma-separated list (cpu,ptx) for one image")
     p.add_argument("--kernel", action="append", default=[], help="compile only this kernel (repeatable)")
     p.add_argument("--cpu", default="native", help="LLVM CPU name for the cpu target: native (default), generic, …")
+    p.add_argument("--arch", default="sm_80",
+                   help="NVIDIA architecture for the ptx target: sm_80 (default; runs on every later GPU), "
+                        "sm_90, sm_90a, …")
     p.add_argument("-O", dest="opt_level", type=int, default=3, choices=[0, 1, 2, 3], help="optimization level")
     p.add_argument("--emit-header", metavar="H", help="also write a C header with a typed launcher per kernel")
     p.add_argument("--dump-ir-after-all", metavar="DIR", help="write every stage's IR into DIR")
@@ -37,7 +41,7 @@ def _write(path: str, artifact) -> None:
 def main(argv=None) -> int:
     args = _parse_args(sys.argv[1:] if argv is None else argv)
     from ..options import CompileOptions
-    options = CompileOptions(target=args.target, kernels=tuple(args.kernel), cpu=args.cpu,
+    options = CompileOptions(target=args.target, kernels=tuple(args.kernel), cpu=args.cpu, arch=args.arch,
                              opt_level=args.opt_level)
     plain = not (args.list_stages or args.dump_ir_after_all or args.compile_to or args.start_after)
     if plain and _from_cache(args, options):
@@ -68,7 +72,8 @@ def main(argv=None) -> int:
     if args.dump_ir_after_all:
         os.makedirs(args.dump_ir_after_all, exist_ok=True)
         for i, (name, artifact) in enumerate(stages_seen):
-            ext = {"llir": "ll", "obj": "o", "so": "so", "image": "tessera"}.get(name, "mlir")
+            ext = {"llir": "ll", "obj": "o", "so": "so", "ptx": "ptx", "image": "tessera"}.get(
+                name.rpartition(".")[2], "mlir")
             _write(os.path.join(args.dump_ir_after_all, f"{i:02d}-{name}.{ext}"), artifact)
     if args.compile_to:
         name, artifact = stages_seen[-1]

@@ -1,0 +1,77 @@
+"""ptxas as a checker: assembles the PTX we emit for its arch and reads the resources of each kernel.
+
+The image carries PTX text, which the CUDA driver compiles when it loads the module; ptxas is not needed to
+run. Where it is installed (CUDA's bin/, or $TESSERA_PTXAS), every compilation assembles its PTX once, so
+that PTX the driver would refuse fails at compile time, and the kernels' registers and static shared memory
+go into the image metadata (`regs`, `smem_bytes`). Without ptxas both stay 0 ("unknown").
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+
+
+class PtxasError(Exception):
+    """ptxas refused the PTX we emitted: a compiler bug, reported with ptxas's own words."""
+
+
+@dataclass(frozen=True)
+class Resources:
+    regs: int = 0          # registers per thread
+    smem_bytes: int = 0    # static shared memory per block
+    stack_bytes: int = 0   # stack frame per thread (register spills, local arrays)
+    spill_bytes: int = 0   # spill stores + loads
+
+
+def find() -> str | None:
+    """The ptxas to run: $TESSERA_PTXAS if set (empty: none), else the one on PATH or in /usr/local/cuda."""
+    if "TESSERA_PTXAS" in os.environ:
+        return os.environ["TESSERA_PTXAS"] or None
+    return shutil.which("ptxas") or shutil.which("ptxas", path="/usr/local/cuda/bin")
+
+
+_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+_PROPS = re.compile(r"Function properties for (\S+)")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers")
+_SMEM = re.compile(r"(\d+) bytes smem")
+
+
+def parse(log: str) -> dict[str, Resources]:
+    """Per kernel, what `ptxas -v` printed about it."""
+    found: dict[str, dict] = {}
+    current = None
+    for line in log.splitlines():
+        m = _ENTRY.search(line) or _PROPS.search(line)
+        if m:
+            current = found.setdefault(m.group(1), {})
+            continue
+        if current is None:
+            continue
+        if m := _FRAME.search(line):
+            current["stack_bytes"] = int(m.group(1))
+            current["spill_bytes"] = int(m.group(2)) + int(m.group(3))
+        if m := _USED.search(line):
+            current["regs"] = int(m.group(1))
+            s = _SMEM.search(line)
+            current["smem_bytes"] = int(s.group(1)) if s else 0
+    return {name: Resources(**values) for name, values in found.items()}
+
+
+def check(ptx: str, arch: str, ptxas: str) -> dict[str, Resources]:
+    """Assembles `ptx` for `arch`; raises PtxasError with ptxas's messages if it refuses."""
+    with tempfile.TemporaryDirectory(prefix="tessera-ptxas-") as d:
+        src = os.path.join(d, "kernels.ptx")
+        with open(src, "w", encoding="utf-8") as f:
+            f.write(ptx)
+        p = subprocess.run([ptxas, f"-arch={arch}", "-v", src, "-o", os.path.join(d, "kernels.cubin")],
+                           capture_output=True, text=True)
+    log = p.stdout + p.stderr
+    if p.returncode != 0:
+        raise PtxasError(f"internal compiler error: ptxas rejected the PTX for {arch}:\n{log.strip()}")
+    return parse(log)

@@ -1,0 +1,234 @@
+"""``tessera-simt-to-gpu``: SIMT kernels become GPU kernels whose parameters are their launch signature.
+
+On a GPU the SIMT model is the hardware's own, so, unlike the CPU's warp vectorization (simt_to_warps.py),
+the body stays as written and only the ``ttile`` launch queries and warp operations change, into the ``gpu``
+dialect that ``convert-gpu-to-nvvm`` takes to NVVM:
+
+    thread_id(d)  = block_id(d) · block_dim(d) + local_id(d)       local_id(d) = gpu.thread_id
+    lane_id       = gpu.lane_id                                     warp_size   = 32
+    warp_id       = (linear block index) · (warps per block) + (linear thread index in the block) / 32
+    shuffle_down  = gpu.shuffle down, width 32 (every lane of the warp takes part: shfl.sync, full mask)
+    shuffle_xor   = gpu.shuffle xor,  width 32
+
+Warps are formed from the linear thread index (x fastest), as the hardware does. For blocks whose x extent
+is a multiple of 32 (or 1-D blocks) that is the CPU backend's grouping too; otherwise a GPU warp spans rows
+where the CPU starts a partial warp per row, and per-warp results differ between the two.
+
+The kernel's parameters (tessera/abi.py, docs/nvidia.md "The kernel ABI") are exactly ``tsrLaunch``'s
+argument slots, in order: a scalar by value (bool as a byte), a tensor as a bare global-memory pointer, a
+dimension argument as i64. Shapes are dynamic, so the kernel rebuilds each tensor's memref from its pointer
+and its extents (static, or dimension arguments) with row-major strides: the descriptor is assembled in the
+LLVM dialect and cast to the memref type, and the casts cancel once the memref ops are lowered to LLVM.
+
+The kernels move into ``gpu.module @tessera_kernels``; the module becomes a ``gpu.container_module``.
+"""
+
+from __future__ import annotations
+
+from ..abi import DIM, SCALAR, TENSOR, signature_of
+from ..mlir import arith, builtin, func, gpu, ir, llvm
+
+GPU_MODULE = "tessera_kernels"
+WARP_SIZE = 32
+
+
+class GpuLoweringError(Exception):
+    """A kernel the GPU lowering cannot take, reported at the user's source line."""
+
+    def __init__(self, op, message: str):
+        super().__init__(message)
+        self.location = op.location
+        self.message = message
+
+
+def _i64(value: int) -> ir.Value:
+    return arith.ConstantOp(ir.IntegerType.get_signless(64), value).result
+
+
+def _index(value: int) -> ir.Value:
+    return arith.ConstantOp.create_index(value).result
+
+
+class _Prologue:
+    """Builds, at the start of the kernel, the values its old parameters stood for."""
+
+    def __init__(self, sig, old_types: list[ir.Type], args: list[ir.Value]):
+        self.sig = sig
+        self.old_types = old_types
+        self.args = args
+
+    def value(self, i: int) -> ir.Value:
+        a, t, v = self.sig.args[i], self.old_types[i], self.args[i]
+        if a.kind == TENSOR:
+            return self.memref(a, ir.MemRefType(t), v)
+        if isinstance(t, ir.IndexType):
+            return arith.IndexCastOp(t, v).result
+        if a.dtype.name == "bool":
+            return arith.TruncIOp(t, v).result
+        return v
+
+    def memref(self, a, t: ir.MemRefType, pointer: ir.Value) -> ir.Value:
+        ptr = ir.Type.parse("!llvm.ptr")
+        rank = t.rank
+        arrays = f", array<{rank} x i64>, array<{rank} x i64>" if rank else ""
+        desc_t = ir.Type.parse(f"!llvm.struct<(ptr, ptr, i64{arrays})>")
+        generic = llvm.AddrSpaceCastOp(ptr, pointer).result
+        sizes = [_i64(d) if isinstance(d, int) else self.args[d[1]] for d in a.dims]
+        strides = [_i64(1)]
+        for k in range(rank - 1, 0, -1):
+            strides.insert(0, arith.MulIOp(strides[0], sizes[k]).result)
+        desc = llvm.UndefOp(desc_t).result
+        desc = llvm.InsertValueOp(desc, generic, [0]).result
+        desc = llvm.InsertValueOp(desc, generic, [1]).result
+        desc = llvm.InsertValueOp(desc, _i64(0), [2]).result
+        for k in range(rank):
+            desc = llvm.InsertValueOp(desc, sizes[k], [3, k]).result
+            desc = llvm.InsertValueOp(desc, strides[k], [4, k]).result
+        return builtin.UnrealizedConversionCastOp([t], [desc]).result
+
+
+def _param_type(a, old: ir.Type) -> ir.Type:
+    if a.kind == TENSOR:
+        return ir.Type.parse("!llvm.ptr<1>")  # global memory
+    if a.kind == DIM or isinstance(old, ir.IndexType):
+        return ir.IntegerType.get_signless(64)
+    if a.dtype.name == "bool":
+        return ir.IntegerType.get_signless(8)  # C's bool is a byte
+    return old
+
+
+def lower_kernel(kernel: func.FuncOp, body: ir.Block) -> None:
+    """Moves `kernel` into the gpu.module `body` as a gpu.func kernel with the launch ABI."""
+    name = ir.StringAttr(kernel.attributes["sym_name"]).value
+    if "tessera.tile_kernel" in kernel.attributes:
+        raise GpuLoweringError(kernel, f"kernel '{name}' is a CPU tile kernel: it has no GPU lowering")
+    sig = signature_of(kernel)
+    old_types = list(kernel.type.inputs)
+    n_params = len(old_types)
+    types = [_param_type(a, old_types[i] if i < n_params else None) for i, a in enumerate(sig.args)]
+    loc = kernel.location
+    with loc, ir.InsertionPoint(body):
+        new = gpu.GPUFuncOp(ir.TypeAttr.get(ir.FunctionType.get(types, [])), sym_name=name, kernel=True)
+    for attr in kernel.attributes:
+        if attr.startswith("tessera."):
+            new.attributes[attr] = kernel.attributes[attr]
+    entry = new.regions[0].blocks.append(*types, arg_locs=[loc] * len(types))
+    old_entry = kernel.regions[0].blocks[0]
+    with loc, ir.InsertionPoint(entry):
+        prologue = _Prologue(sig, old_types, list(entry.arguments))
+        for i, old_arg in enumerate(old_entry.arguments):
+            old_arg.replace_all_uses_with(prologue.value(i))
+        ret = gpu.ReturnOp([])
+    for op in list(old_entry.operations):
+        if op.operation.name == "func.return":
+            op.operation.erase()
+        else:
+            op.operation.move_before(ret)
+    kernel.operation.erase()
+    _lower_simt_ops(new)
+
+
+def _lower_simt_ops(fn) -> None:
+    todo = []
+
+    def visit(op):
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    if inner.operation.name.startswith("ttile."):
+                        todo.append(inner)
+                    visit(inner)
+
+    visit(fn.operation)
+    for op in todo:
+        name = op.operation.name
+        lower = _LOWERINGS.get(name)
+        if lower is None:
+            raise GpuLoweringError(op, f"'{name}' has no GPU lowering yet")
+        with op.location, ir.InsertionPoint(op):
+            result = lower(op)
+        op.results[0].replace_all_uses_with(result)
+        op.operation.erase()
+
+
+_DIMS = (gpu.Dimension.x, gpu.Dimension.y, gpu.Dimension.z)
+
+
+def _axis(op) -> gpu.Dimension:
+    return _DIMS[ir.IntegerAttr(op.attributes["dim"]).value]
+
+
+def _mul(a, b):
+    return arith.MulIOp(a, b).result
+
+
+def _add(a, b):
+    return arith.AddIOp(a, b).result
+
+
+def _thread_id(op):
+    d = _axis(op)
+    return _add(_mul(gpu.BlockIdOp(d).result, gpu.BlockDimOp(d).result), gpu.ThreadIdOp(d).result)
+
+
+def _warp_id(op):
+    x, y, z = _DIMS
+    block = _add(_mul(_add(_mul(gpu.BlockIdOp(z).result, gpu.GridDimOp(y).result), gpu.BlockIdOp(y).result),
+                      gpu.GridDimOp(x).result), gpu.BlockIdOp(x).result)
+    bdx, bdy, bdz = (gpu.BlockDimOp(d).result for d in _DIMS)
+    threads = _mul(_mul(bdx, bdy), bdz)
+    per_block = arith.CeilDivUIOp(threads, _index(WARP_SIZE)).result
+    linear = _add(_mul(_add(_mul(gpu.ThreadIdOp(z).result, bdy), gpu.ThreadIdOp(y).result), bdx),
+                  gpu.ThreadIdOp(x).result)
+    return _add(_mul(block, per_block), arith.DivUIOp(linear, _index(WARP_SIZE)).result)
+
+
+def _shuffle(mode):
+    def lower(op):
+        value = op.operands[0]
+        i32 = ir.IntegerType.get_signless(32)
+        offset = arith.IndexCastOp(i32, op.operands[1]).result
+        width = arith.ConstantOp(i32, WARP_SIZE).result
+        t = value.type
+        bits = t.width
+        if bits in (32, 64):  # gpu.shuffle takes these directly (a 64-bit value as two 32-bit shuffles)
+            return gpu.ShuffleOp(value, offset, width, mode).results[0]
+        # Narrower values travel in the low bits of an i32.
+        as_int = value if isinstance(t, ir.IntegerType) else arith.BitcastOp(ir.IntegerType.get_signless(bits), value).result
+        wide = arith.ExtUIOp(i32, as_int).result
+        moved = gpu.ShuffleOp(wide, offset, width, mode).results[0]
+        narrow = arith.TruncIOp(as_int.type, moved).result
+        return narrow if isinstance(t, ir.IntegerType) else arith.BitcastOp(t, narrow).result
+    return lower
+
+
+_LOWERINGS = {
+    "ttile.thread_id": _thread_id,
+    "ttile.local_id": lambda op: gpu.ThreadIdOp(_axis(op)).result,
+    "ttile.block_id": lambda op: gpu.BlockIdOp(_axis(op)).result,
+    "ttile.block_dim": lambda op: gpu.BlockDimOp(_axis(op)).result,
+    "ttile.grid_dim": lambda op: gpu.GridDimOp(_axis(op)).result,
+    "ttile.lane_id": lambda op: gpu.LaneIdOp().result,
+    "ttile.warp_size": lambda op: _index(WARP_SIZE),
+    "ttile.warp_id": _warp_id,
+    "ttile.shuffle_down": _shuffle(gpu.ShuffleMode.DOWN),
+    "ttile.shuffle_xor": _shuffle(gpu.ShuffleMode.XOR),
+}
+
+
+def run(module, warp_size: int = WARP_SIZE) -> None:
+    """Moves every `tessera.kernel` function of `module` (an ``ir.Module`` or its operation) into a new
+    ``gpu.module @tessera_kernels``, lowered as the module docstring says."""
+    if warp_size != WARP_SIZE:
+        raise ValueError(f"NVIDIA GPUs have warps of {WARP_SIZE} lanes, not {warp_size}")
+    op = module.operation if isinstance(module, ir.Module) else module
+    body = op.regions[0].blocks[0]
+    kernels = [k for k in body.operations if k.operation.name == "func.func" and "tessera.kernel" in k.attributes]
+    if not kernels:
+        return
+    op.attributes["gpu.container_module"] = ir.UnitAttr.get()
+    with op.location, ir.InsertionPoint(body):
+        gm = gpu.GPUModuleOp(GPU_MODULE)
+    gm_body = gm.regions[0].blocks.append()
+    for k in kernels:
+        lower_kernel(k, gm_body)
