@@ -118,24 +118,26 @@ def gemm_grid(spec: GemmSpec, M: int, N: int) -> tuple[int, int, int]:
 # -- the schedule -------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class _Isa:
-    vector_width: int
+class RegisterTile:
+    vector_width: int    # f32 lanes
     mr: int
     nr: int
     fma: bool
 
 
-def vector_isa(target: HostTarget) -> _Isa:
-    """The register tile for `target`'s vector unit (see the module docstring for the register budgets)."""
+def vector_isa(target: HostTarget) -> RegisterTile:
+    """The register tile for `target`'s vector unit (see the module docstring for the register budgets),
+    from its LLVM feature string. A CPU named without one (`--cpu x86-64-v3`) gets the SSE tile, which
+    every x86-64 runs: give choose_schedule a HostTarget with features to tune for a named CPU."""
     feats = set(f[1:] for f in target.features.split(",") if f.startswith("+"))
     if target.arch == "aarch64":
-        return _Isa(4, 8, 12, True)
+        return RegisterTile(4, 8, 12, True)
     if "avx512f" in feats:
-        return _Isa(16, 14, 32, True)
+        return RegisterTile(16, 14, 32, True)
     if "avx2" in feats or "avx" in feats:
-        return _Isa(8, 6, 16, "fma" in feats)
+        return RegisterTile(8, 6, 16, "fma" in feats)
     # SSE: 16 xmm registers hold 6×8 (12 accumulators) as on AVX2, with half the lanes.
-    return _Isa(4, 6, 8, False)
+    return RegisterTile(4, 6, 8, False)
 
 
 def cache_sizes() -> dict[int, int]:
@@ -396,7 +398,7 @@ class _Body:
             row0 = _add(i0, _mul(strip, s.mr))
             rows = _sub(_add(i0, mc), row0)
             # The last strip may be short: its missing rows read the strip's last row and store zero, so
-            # the loop needs no branch and every load stays inside A.
+            # the loop body needs no branch and every load stays inside A.
             full = arith.CmpIOp(arith.CmpIPredicate.sge, rows, _idx(s.mr)).result
             base = _mul(strip, s.mr * s.kc)
             kl = _loop(0, kc)
