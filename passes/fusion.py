@@ -47,10 +47,10 @@ def kind_of(op) -> str | None:
     return None
 
 
-def _epilogue_step(op, acc: ir.Value) -> bool:
+def _epilogue_step(op, acc: ir.Value, dims: dict) -> bool:
     """Can `op` (consuming the gemm accumulator value `acc`) run in the gemm's epilogue?"""
     name = op.operation.name
-    same_shape = op.results[0].type == acc.type
+    same_shape = op.results[0].type == acc.type and dims.get(op.results[0]) == dims.get(acc)
     if name == "ttensor.bias_add":
         axis = ir.IntegerAttr(op.attributes["axis"]).value
         return op.operands[0] == acc and axis in (-1, ir.RankedTensorType(acc.type).rank - 1) and same_shape
@@ -61,12 +61,14 @@ def _epilogue_step(op, acc: ir.Value) -> bool:
         other = op.operands[1] if op.operands[0] == acc else op.operands[0]
         if fn == "mul" and is_scalar_constant(other):
             return True
-        return fn == "add" and other.type == acc.type
+        return fn == "add" and other.type == acc.type and dims.get(other) == dims.get(acc)
     return False
 
 
 def run(fn) -> int:
     """Annotates the ops of one function; returns the number of groups."""
+    from .graph_shapes import infer
+    dims = infer(fn)      # symbolic extents: an epilogue operand must match the accumulator's exactly
     group_of: dict = {}   # result value -> (group id, kind)
     next_id = 0
     i32 = ir.IntegerType.get_signless(32)
@@ -80,9 +82,9 @@ def run(fn) -> int:
                 g = group_of.get(o)
                 if g is None or _uses(o) != 1 or g[1] not in ("elementwise", "gemm"):
                     continue
-                if g[1] == "elementwise" and op.results[0].type == o.type:
+                if g[1] == "elementwise" and op.results[0].type == o.type and dims.get(op.results[0]) == dims.get(o):
                     joined = g
-                elif g[1] == "gemm" and _epilogue_step(op, o):
+                elif g[1] == "gemm" and _epilogue_step(op, o, dims):
                     joined = g
                 if joined:
                     break

@@ -116,7 +116,10 @@ def lower_function(fn, module: ir.Module, gemm=None) -> dict:
     results = [record(v) for v in ret.operands]
     fallbacks = [ir.StringAttr(a).value for a in ir.ArrayAttr(fn.attributes["tessera.fallbacks"])] \
         if "tessera.fallbacks" in fn.attributes else []
+    outputs = [ir.IntegerAttr(a).value for a in ir.ArrayAttr(fn.attributes["tessera.outputs"])] \
+        if "tessera.outputs" in fn.attributes else []
     return {"args": args, "results": results, "values": values, "steps": steps, "fallbacks": fallbacks,
+            "outputs": outputs,
             "params": [ir.StringAttr(ir.DictAttr(a)["tessera.name"]).value
                        for a in ir.ArrayAttr(fn.attributes["arg_attrs"])]}
 

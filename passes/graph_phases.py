@@ -45,6 +45,12 @@ def _hints(fn) -> dict:
     return {na.name: ir.IntegerAttr(na.attr).value for na in ir.DictAttr(fn.attributes["tessera.hints"])}
 
 
+def _op_hints(op) -> dict:
+    if "tessera.hints" not in op.attributes:
+        return {}
+    return {na.name: ir.IntegerAttr(na.attr).value for na in ir.DictAttr(op.attributes["tessera.hints"])}
+
+
 def _ops(fn):
     return [op for op in fn.entry_block.operations if op.operation.name.startswith("ttensor.")]
 
@@ -64,6 +70,7 @@ def schedule(fn, target: TargetInfo) -> None:
                       for ty, i in ((t, t.rank - 2), (t, t.rank - 1), (k_type, k_type.rank - 1))]
             s = dict(target.matmul_schedule(*static)) if target.matmul_schedule else {}
             s.update({k: v for k, v in hints.items() if k in ("MB", "NC", "MC", "KC")})
+            s.update(_op_hints(op))  # what a tile program chose (tile.mma blocking, k-chunk staging)
         elif name in ("ttensor.softmax", "ttensor.layernorm", "ttensor.rmsnorm", "ttensor.reduce"):
             s = {"rows_per_block": hints.get("rows_per_block", 4)}
         else:

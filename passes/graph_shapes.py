@@ -35,11 +35,13 @@ def product(dims: Dims) -> str:
 
 
 def _broadcast(a: Dims, b: Dims) -> Dims:
+    """numpy broadcasting; two different symbolic extents broadcast to their maximum (one of them is 1 or
+    they are equal, which the verifier and the runtime's shape checks guarantee)."""
     out = []
     for i in range(max(len(a), len(b))):
         x = a[len(a) - 1 - i] if i < len(a) else "1"
         y = b[len(b) - 1 - i] if i < len(b) else "1"
-        out.append(y if x == "1" else x)
+        out.append(y if x == "1" else x if y in ("1", x) else f"max({x}, {y})")
     return list(reversed(out))
 
 
@@ -85,6 +87,9 @@ def _rule(op, ins: list[Dims]) -> list[Dims]:
         return [[ins[0][p] for p in _ints(op.attributes["perm"])]]
     if name == "ttensor.reshape":
         out = _static(t)
+        if "tessera.result_dims" in op.attributes:  # extents the frontend knew by name
+            named = [ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["tessera.result_dims"])]
+            out = [o if o is not None else (n if n != "?" else None) for o, n in zip(out, named)]
         unknown = [i for i, d in enumerate(out) if d is None]
         if len(unknown) > 1:
             raise ShapeInferenceError(op, "a reshape with more than one extent known only at run time cannot be "

@@ -79,19 +79,25 @@ def _view(v: ir.Value, out_dims: list, dims: dict) -> str:
 
 def _general_index(k: int, ind: list, out_dims: list, scalars: list) -> str:
     """Flat index into an input broadcast to the output, from the output's (row, col): each leading axis
-    the input does not broadcast contributes ((row // row_stride) % extent) * input_stride."""
+    contributes ((row // row_stride) % input_extent) * input_stride, and the last col % input_extent —
+    taking the input's own extent makes an axis that is 1 at run time contribute 0, as broadcasting does
+    even where the program only knows a symbol."""
     from .graph_shapes import product
     ind = ["1"] * (len(out_dims) - len(ind)) + list(ind)
     terms = []
     for a in range(len(out_dims) - 1):
         if ind[a] == "1":
             continue
-        names = [f"s{k}_{a}_{part}" for part in ("rs", "od", "is")]
-        for n, expr in zip(names, (product(out_dims[a + 1:-1]), out_dims[a], product(ind[a + 1:]))):
+        names = [f"s{k}_{a}_{part}" for part in ("rs", "id", "is")]
+        for n, expr in zip(names, (product(out_dims[a + 1:-1]), ind[a], product(ind[a + 1:]))):
             scalars.append((n, expr))
         terms.append(f"((row // {names[0]}) % {names[1]}) * {names[2]}")
     if ind[-1] != "1":
-        terms.append("col")
+        if ind[-1] == out_dims[-1]:
+            terms.append("col")
+        else:
+            scalars.append((f"s{k}_last", ind[-1]))
+            terms.append(f"(col % s{k}_last)")
     return " + ".join(terms) or "0"
 
 

@@ -70,8 +70,9 @@ class _Warp:
         return V(arith.AddIOp(vector.BroadcastOp(vt, base).result, self.warp["lane"]).result, True, base)
 
     # -- body -----------------------------------------------------------------------------------------
-    def run(self, block: ir.Block, mask: ir.Value, entry: bool) -> None:
-        for op in block.operations:
+    def run(self, block, mask: ir.Value, entry: bool) -> None:
+        """Lowers the ops of `block` (an ir.Block, or a list of its top-level ops: one barrier phase)."""
+        for op in (block.operations if isinstance(block, ir.Block) else block):
             name = op.operation.name
             if name in ("scf.yield", "func.return"):
                 continue
@@ -204,6 +205,89 @@ class _Warp:
         all_lanes = vector.BroadcastOp(self.vtype(ir.IntegerType.get_signless(1)),
                                        arith.ConstantOp(ir.IntegerType.get_signless(1), 1).result).result
         self.map[op.result] = V(vector.GatherOp(v.value.type, scratch, [zero], src, all_lanes, v.value).result, True)
+
+    # -- cooperative groups and reductions ----------------------------------------------------------
+    def op_ttile_cooperative_group(self, op, mask, entry) -> None:
+        self.map[op.results[0]] = V(op.results[0], False)  # a compile-time partition: only its size matters
+
+    def op_ttile_group_sync(self, op, mask, entry) -> None:
+        if _group_size(op.operands[0]) > self.W:
+            raise WarpLoweringError(op, "a group larger than a warp synchronizes only at the top level of the "
+                                        "kernel on the CPU")
+        # a group within a warp: the warp's lanes run in lockstep, already synchronized
+
+    def op_ttile_barrier(self, op, mask, entry) -> None:
+        raise WarpLoweringError(op, "a block-wide barrier inside control flow is not supported on the CPU "
+                                    "(barriers split the kernel into phases only at its top level)")
+
+    def op_ttile_thread_rank(self, op, mask, entry) -> None:
+        L, size = self.launch, _group_size(op.operands[0])
+        row = arith.AddIOp(arith.MulIOp(self.warp["z"], L["bdim_y"]).result, self.warp["y"]).result
+        base = arith.AddIOp(arith.MulIOp(row, L["bdim_x"]).result,
+                            arith.MulIOp(self.warp["xw"], self.index_const(self.W)).result).result
+        linear = self.lane_linear(base).value
+        vt = linear.type
+        self.map[op.result] = V(arith.RemUIOp(linear, vector.BroadcastOp(vt, self.index_const(size)).result).result,
+                                True)
+
+    _COMBINE = {"sum": (arith.AddFOp, arith.AddIOp, vector.CombiningKind.ADD),
+                "max": (arith.MaximumFOp, arith.MaxSIOp, vector.CombiningKind.MAXIMUMF),
+                "min": (arith.MinimumFOp, arith.MinSIOp, vector.CombiningKind.MINIMUMF)}
+
+    def _identity(self, kind: str, t: ir.Type) -> ir.Value:
+        if isinstance(t, ir.FloatType):
+            value = {"sum": 0.0, "max": float("-inf"), "min": float("inf")}[kind]
+            return arith.ConstantOp(t, ir.FloatAttr.get(t, value)).result
+        width = ir.IntegerType(t).width
+        value = {"sum": 0, "max": -(1 << (width - 1)), "min": (1 << (width - 1)) - 1}[kind]
+        return arith.ConstantOp(t, ir.IntegerAttr.get(t, value)).result
+
+    def op_ttile_warp_reduce(self, op, mask, entry) -> None:
+        """The warp's reduction, over its active lanes: one vector reduction, the same for every lane."""
+        v = self.get(op.operands[0])
+        kind = ir.StringAttr(op.attributes["kind"]).value
+        t = op.result.type
+        if not v.varying:
+            if kind == "sum":  # every active lane contributes the same value
+                count = vector.ReductionOp(ir.IntegerType.get_signless(32), vector.CombiningKind.ADD,
+                                           arith.ExtUIOp(ir.VectorType.get([self.W], ir.IntegerType.get_signless(32)),
+                                                         mask).result).result
+                n = (arith.SIToFPOp(t, count) if isinstance(t, ir.FloatType) else arith.ExtSIOp(t, count)).result \
+                    if t != count.type else count
+                self.map[op.result] = V((arith.MulFOp if isinstance(t, ir.FloatType) else arith.MulIOp)(v.value, n).result,
+                                        False)
+            else:
+                self.map[op.result] = v
+            return
+        vt = v.value.type
+        masked = arith.SelectOp(mask, v.value, vector.BroadcastOp(vt, self._identity(kind, t)).result).result
+        f, i, combining = self._COMBINE[kind]
+        if not isinstance(t, ir.FloatType):
+            combining = {"sum": vector.CombiningKind.ADD, "max": vector.CombiningKind.MAXSI,
+                         "min": vector.CombiningKind.MINSI}[kind]
+        self.map[op.result] = V(vector.ReductionOp(t, combining, masked).result, False)
+
+    def op_ttile_group_reduce(self, op, mask, entry) -> None:
+        """Butterfly steps size/2 … 1 within aligned groups of lanes (xor never leaves the group)."""
+        v = self.get(op.operands[0])
+        size = ir.IntegerAttr(op.attributes["group_size"]).value
+        if size > self.W:
+            raise WarpLoweringError(op, f"group_size {size} exceeds the CPU warp of {self.W} lanes")
+        kind = ir.StringAttr(op.attributes["kind"]).value
+        t = op.result.type
+        if not v.varying:
+            self.map[op.result] = v
+            return
+        vt = v.value.type
+        acc = arith.SelectOp(mask, v.value, vector.BroadcastOp(vt, self._identity(kind, t)).result).result
+        f, i, _ = self._COMBINE[kind]
+        combine = f if isinstance(t, ir.FloatType) else i
+        k = size // 2
+        while k >= 1:
+            perm = [lane ^ k for lane in range(self.W)]
+            acc = combine(acc, vector.ShuffleOp(acc, acc, perm).result).result
+            k //= 2
+        self.map[op.result] = V(acc, True)
 
     # -- memory ---------------------------------------------------------------------------------------
     def op_memref_dim(self, op, mask, entry) -> None:
@@ -374,8 +458,10 @@ class _Warp:
                     env[r] = v
             elif name in ("ttile.thread_id", "ttile.local_id"):
                 env[op.results[0]] = ir.IntegerAttr(op.attributes["dim"]).value == 0
-            elif name == "ttile.lane_id":
-                env[op.results[0]] = True
+            elif name in ("ttile.lane_id", "ttile.thread_rank", "ttile.group_reduce"):
+                env[op.results[0]] = name != "ttile.group_reduce" or any(ins)
+            elif name == "ttile.warp_reduce":
+                env[op.results[0]] = False
             elif name == "memref.load":
                 env[op.results[0]] = any(ins[1:]) or not entry
             else:
@@ -407,10 +493,62 @@ def lower_kernel(kernel: func.FuncOp, width: int) -> func.FuncOp:
         entry = new.add_entry_block()
     n_params = len(old_t.inputs)
     launch = dict(zip(LAUNCH_ARGS, list(entry.arguments)[n_params:]))
+    phases = _phases(kernel, width)
     with kernel.location, ir.InsertionPoint(entry):
         c0, c1 = arith.ConstantOp.create_index(0).result, arith.ConstantOp.create_index(1).result
         cw = arith.ConstantOp.create_index(width).result
         xwarps = arith.CeilDivUIOp(launch["bdim_x"], cw).result
+    for phase in phases:
+        _emit_phase(kernel, entry, phase, launch, width, n_params, c0, c1, cw, xwarps)
+    with kernel.location, ir.InsertionPoint(entry):
+        func.ReturnOp([])
+    kernel.operation.erase()
+    return new
+
+
+def _phases(kernel, width: int) -> list[list]:
+    """The kernel's top-level ops split at block-wide barriers: every warp runs a phase before any warp
+    starts the next, which is what a barrier guarantees. A value computed in one phase cannot be used in a
+    later one (each phase is its own loop over the warps), except constants and group partitions, which
+    each phase recomputes."""
+    phases: list[list] = [[]]
+    defined_in: dict = {}
+    constants: list = []
+    for op in kernel.entry_block.operations:
+        name = op.operation.name
+        if name == "ttile.barrier" or (name == "ttile.group_sync" and _group_size(op.operands[0]) > width):
+            phases.append(list(constants))
+            continue
+        for operand in op.operands:
+            owner = defined_in.get(operand)
+            if owner is not None and owner is not phases[-1] and not _is_constant(operand):
+                raise WarpLoweringError(op, "a value computed before a barrier is used after it; on the CPU each "
+                                            "phase between barriers runs over all warps in turn, so keep such "
+                                            "values in memory")
+        phases[-1].append(op)
+        for r in op.results:
+            defined_in[r] = phases[-1]
+        if name in _REMATERIALIZED:
+            constants.append(op)
+    return phases
+
+
+# Ops each phase recomputes instead of carrying across a barrier: free, and the same in every phase.
+_REMATERIALIZED = ("arith.constant", "ttile.cooperative_group")
+
+
+def _is_constant(v) -> bool:
+    return isinstance(v.owner, ir.OpView) and v.owner.operation.name in _REMATERIALIZED
+
+
+def _group_size(v) -> int:
+    from ..dialects import ttile_tile
+    return ir.IntegerAttr(ttile_tile.GroupType(v.type).size).value
+
+
+def _emit_phase(kernel, entry, phase, launch, width, n_params, c0, c1, cw, xwarps) -> None:
+    index = ir.IndexType.get()
+    with kernel.location, ir.InsertionPoint(entry):
         loop_z = scf.ForOp(c0, launch["bdim_z"], c1)
         with ir.InsertionPoint(loop_z.body):
             loop_y = scf.ForOp(c0, launch["bdim_y"], c1)
@@ -428,13 +566,10 @@ def lower_kernel(kernel: func.FuncOp, width: int) -> func.FuncOp:
                                            lane).result
                     active = arith.CmpIOp(arith.CmpIPredicate.ult, local_x,
                                           vector.BroadcastOp(vt, launch["bdim_x"]).result).result
-                    w.run(kernel.entry_block, active, entry=True)
+                    w.run(phase, active, entry=True)
                     scf.YieldOp([])
                 scf.YieldOp([])
             scf.YieldOp([])
-        func.ReturnOp([])
-    kernel.operation.erase()
-    return new
 
 
 def run(module, width: int = 32) -> None:

@@ -5,6 +5,7 @@
 
 Inputs are numpy arrays of the parameters' dtypes (bf16 parameters take float32 arrays, rounded to bf16);
 intermediate and result tensors are allocated per call; results come back as numpy arrays (bf16 as float32).
+A tile program's outputs are also written into the arrays passed for them.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ class Function:
                 continue
             self._launch(step, store, env)
         outs = [_from_storage(store[v], p["values"][v]["dtype"]) for v in p["results"]]
+        for index, value in zip(p.get("outputs", []), outs):  # a tile program writes its outputs in place
+            np.copyto(arrays[index], value.reshape(np.shape(arrays[index])), casting="same_kind")
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _tensor(self, vid: str, store: dict, env: dict) -> np.ndarray:
@@ -92,7 +95,20 @@ class Function:
             else:
                 args.append(np.int64(plans.evaluate(a["i64"], local)))
         grid = tuple(plans.evaluate(g, local) for g in step["grid"])
-        self.module.kernel(step["kernel"])(*args, grid=grid, block=tuple(step["block"]))
+        kernel = self.module.kernel(step["kernel"])
+        if "batch" not in step:
+            kernel(*args, grid=grid, block=tuple(step["block"]))
+            return
+        # one launch per batch entry, on contiguous slices of the batched tensors
+        batched = [isinstance(a, np.ndarray) and "value" in spec and spec["shape"][:1] == [step["batch"]]
+                   for a, spec in zip(args, step["args"])]
+        count = local[step["batch"]]
+        for a, b in zip(args, batched):
+            if b and a.shape[0] != count:
+                raise ValueError(f"'{self.name}': a batched matmul's operands have {a.shape[0]} and {count} "
+                                 f"batch entries")
+        for i in range(count):
+            kernel(*[a[i] if b else a for a, b in zip(args, batched)], grid=grid, block=tuple(step["block"]))
 
     def _launch(self, step: dict, store: dict, env: dict) -> None:
         if "args" in step:

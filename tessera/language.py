@@ -49,22 +49,28 @@ class Kernel:
         self._module = None
 
     def compile(self, **options):
-        """The runtime module holding this kernel, compiled for the CPU (cached)."""
-        from . import runtime
+        """This kernel compiled for the CPU (cached): an `executor.Program` whose `.module` is the loaded
+        image."""
         if self._module is None or options:
+            from . import executor
             from .compiler import CompileOptions, compile_source
             with open(self.filename, encoding="utf-8") as f:
                 source = f.read()
             result = compile_source(source, self.filename, CompileOptions(kernels=(self.name,), **options))
-            self._module = runtime.load(result.image)
+            self._module = executor.load(result.image)
         return self._module
 
     def __getitem__(self, launch_config):
         grid, block = launch_config
-        return lambda *args: self.compile().kernel(self.name)(*args, grid=grid, block=block)
+        program = self.compile()
+        if self.name in program.functions:  # a tile program: the compiler chose its own launches
+            return program.function(self.name)
+        return lambda *args: program.module.kernel(self.name)(*args, grid=grid, block=block)
 
     def __call__(self, *args, **kwargs):
-        raise RuntimeError(f"launch a kernel with a grid: {self.name}[grid, block](...) "
+        if self.name in self.compile().functions:
+            return self.compile().function(self.name)(*args)
+        raise RuntimeError(f"launch a SIMT kernel with a grid: {self.name}[grid, block](...) "
                            f"or launch.grid(blocks=..., threads=...)({self.name})(...)")
 
 

@@ -8,13 +8,16 @@ An image stores the plans of its functions as JSON in its `.tessera.plan` sectio
         "steps": [{"kernel": K, "tensors": [{"value": ID, "view": V}], "R": expr, "C": expr, ["B": expr,]
                    "block": [x, y, z], "grid": [expr, expr, expr], ["scalars": [expr, …]]}
                   | {"alias": ID, "of": ID}],
-        "fallbacks": ["bf16 computed in f32", ...]}}}
+        "fallbacks": ["bf16 computed in f32", ...],
+        "outputs": [parameter indices a tile program writes in place, in result order]}}}
 
-A view says how the kernel sees a tensor: "matrix" [R, C], "cols" [C], "rows" [R], "scalar" (all its
+Steps that list "args" give each tensor's "shape" (expressions over the step's "env") and scalars as
+{"f32": value} or {"i64": expr}; with "batch": NAME the step runs once per batch entry, on the [i] slices of
+the tensors whose shape starts with NAME. Otherwise a view says how the kernel sees a tensor: "matrix" [R, C], "cols" [C], "rows" [R], "scalar" (all its
 elements), "bmn" [B, R, C] and "bnm" [B, C, R]; R, C and B are the step's own extents. `scalars` are int64
 arguments after the tensors (the strides a broadcast input is indexed with).
 Extent expressions are Python arithmetic over the parameters' symbols (`"M"`, `"(M*K)//8"`, `"ceil(C/128)"`),
-evaluated by `evaluate` — which accepts only names, integers, + - * // / and ceil().
+evaluated by `evaluate` — which accepts only names, integers, + - * // /, ceil() and max().
 """
 
 from __future__ import annotations
@@ -69,6 +72,9 @@ def evaluate(expr: str, env: dict[str, int]) -> int:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "ceil" \
                 and len(node.args) == 1:
             return math.ceil(ev(node.args[0]))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "max" \
+                and len(node.args) == 2:
+            return max(ev(node.args[0]), ev(node.args[1]))
         raise PlanError(f"unsupported extent expression '{expr}'")
     try:
         tree = ast.parse(expr, mode="eval")

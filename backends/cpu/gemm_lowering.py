@@ -2,7 +2,8 @@
 
 A group is a matmul and its epilogue (bias along the last axis, one activation, a scale by a constant, a
 residual add), in the order the program applies them. The lhs may carry batch axes that the rhs does not
-(`X[B, T, D] @ W[D, F]`): they fold into the GEMM's rows. The blocking is what the schedule phase recorded
+(`X[B, T, D] @ W[D, F]`): they fold into the GEMM's rows; operands with equal batch axes run one GEMM
+per batch entry (the plan step's `batch`). The blocking is what the schedule phase recorded
 (`tessera.schedule`: the cost model's choice for the static extents, or the function's hints).
 """
 
@@ -51,23 +52,28 @@ def lower(kname: str, ops: list, dims: dict, record, temporary, compile_source, 
     mm = ops[0]
     a, b = mm.operands[0], mm.operands[1]
     da, db = dims[a], dims[b]
-    if len(db) != 2:
-        raise UnsupportedOnCPU(mm, "the CPU backend multiplies by a 2-D right-hand side only (yet)")
+    batched = len(db) > 2
+    if batched and len(da) != len(db):
+        raise UnsupportedOnCPU(mm, "the CPU backend multiplies batches of equal rank only (yet), not "
+                                   f"{da[:-2]} by {db[:-2]}")  # equal extents are checked at the launch
     out = ops[-1].results[0]
     out_dtype = element_dtype(out)
     if element_dtype(a) not in gemm.INPUT_DTYPES or out_dtype not in ("f32", "bf16", "f16"):
         raise UnsupportedOnCPU(mm, f"CPU GEMMs take {'/'.join(gemm.INPUT_DTYPES)} inputs and give f32, bf16 or "
                                    f"f16 results, not {element_dtype(a)} -> {out_dtype}")
     steps, extras = _epilogue(ops)
-    M, K, N = graph_shapes.product(da[:-1]), da[-1], db[-1]
+    # A batched rhs runs one GEMM per batch entry; a 2-D rhs takes the lhs' batch axes as more rows.
+    M = da[-2] if batched else graph_shapes.product(da[:-1])
+    K, N = da[-1], db[-1]
+    lead = ["BATCH"] if batched else []
     spec = gemm.GemmSpec(kname, dtype=element_dtype(a), epilogue=tuple(steps), schedule=_schedule(mm))
     with mm.location:
         gemm.build_gemm(module, spec)
     # The GEMM accumulates and stores f32; a narrower result is rounded by a second, elementwise kernel.
     result = record(out)
     c = result if out_dtype == "f32" else temporary(result, "f32")
-    args = [{"value": record(a), "shape": ["M", "K"]}, {"value": record(b), "shape": ["K", "N"]},
-            {"value": c, "shape": ["M", "N"]}]
+    args = [{"value": record(a), "shape": lead + ["M", "K"]}, {"value": record(b), "shape": lead + ["K", "N"]},
+            {"value": c, "shape": lead + ["M", "N"]}]
     steps = []
 
     def convert(src: str, dst: str, src_dtype: str, dst_dtype: str, rows: str) -> None:
@@ -81,17 +87,22 @@ def lower(kname: str, ops: list, dims: dict, record, temporary, compile_source, 
         if role == "alpha":
             args.append({"f32": v})
             continue
-        vid, rows = record(v), ("1" if role == "bias" else "M")
+        vid, rows = record(v), ("1" if role == "bias" else graph_shapes.product(da[:-1]))
         if element_dtype(v) != "f32":  # epilogue operands enter the f32 accumulator's arithmetic as f32
             wide = temporary(vid, "f32")
             convert(vid, wide, element_dtype(v), "f32", rows)
             vid = wide
-        args.append({"value": vid, "shape": ["N"] if role == "bias" else ["M", "N"]})
+        args.append({"value": vid, "shape": ["N"] if role == "bias" else lead + ["M", "N"]})
     s = spec.schedule
-    steps.append({"kernel": kname, "env": {"M": M, "K": K, "N": N}, "args": args, "block": [1, 1, 1],
-                  "grid": [f"ceil(N/{s.nc})", f"ceil(M/{s.mb})", "1"]})
+    env = {"M": M, "K": K, "N": N}
+    step = {"kernel": kname, "env": env, "args": args, "block": [1, 1, 1],
+            "grid": [f"ceil(N/{s.nc})", f"ceil(M/{s.mb})", "1"]}
+    if batched:
+        env["BATCH"] = graph_shapes.product(da[:-2])
+        step["batch"] = "BATCH"
+    steps.append(step)
     if out_dtype != "f32":
-        convert(c, result, "f32", out_dtype, "M")
+        convert(c, result, "f32", out_dtype, graph_shapes.product(da[:-1]))
     return steps
 
 

@@ -8,6 +8,7 @@
 #include <pybind11/stl.h>
 
 #include <array>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <utility>
@@ -176,7 +177,60 @@ class Module {
 
 class Context {
  public:
-  Context() : state_(std::make_shared<ContextState>()) { check(tsrCreateContext(&state_->handle)); }
+  // `backend`: "cpu", "cuda", …; empty: $TESSERA_BACKEND, else "cpu".
+  explicit Context(const std::string& backend) : state_(std::make_shared<ContextState>()) {
+    tsr_context_options_t options;
+    check(tsrContextOptionsInitialize(&options));
+    if (!backend.empty()) options.backend = backend.c_str();
+    check(tsrCreateContextWithOptions(&options, &state_->handle));
+    // The name tsrCreateContext resolved, the same way (backend.h, tsr_backend_find): asking the device's
+    // properties instead could fail for reasons of its own (a bad TESSERA_NUM_THREADS on the CPU).
+    const char* env = std::getenv("TESSERA_BACKEND");
+    backend_ = !backend.empty() ? backend : env && *env ? env : "cpu";
+  }
+
+  const std::string& backend() const { return backend_; }
+
+  py::dict properties() const {
+    tsr_device_properties_t p;
+    check(tsrGetDeviceProperties(state_->live(), &p));
+    py::dict d;
+    d["backend"] = std::string(p.backend);
+    d["name"] = std::string(p.name);
+    d["arch"] = std::string(p.arch);
+    d["simd_isa"] = std::string(p.simd_isa);
+    d["warp_size"] = p.warp_size;
+    d["max_threads_per_block"] = p.max_threads_per_block;
+    d["max_shared_bytes_per_block"] = p.max_shared_bytes_per_block;
+    d["compute_units"] = p.compute_units;
+    d["total_memory_bytes"] = p.total_memory_bytes;
+    return d;
+  }
+
+  // Device memory as plain addresses (ints): tessera.runtime.DeviceArray gives them a shape and a dtype.
+  uintptr_t alloc(size_t bytes) const {
+    void* p;
+    check(tsrAlloc(state_->live(), bytes, TSR_ALLOC_DEFAULT, &p));
+    return reinterpret_cast<uintptr_t>(p);
+  }
+
+  void free(uintptr_t address) const { check(tsrFree(state_->live(), reinterpret_cast<void*>(address))); }
+
+  // Host buffer (anything with the buffer protocol, C-contiguous) to device memory at `dst`.
+  void copy_to_device(uintptr_t dst, const py::buffer& src) const {
+    py::buffer_info info = src.request();
+    copy(reinterpret_cast<void*>(dst), info.ptr, buffer_bytes(info), TSR_MEMCPY_HOST_TO_DEVICE);
+  }
+
+  // Device memory at `src` into a writable, C-contiguous host buffer (its whole size).
+  void copy_to_host(const py::buffer& dst, uintptr_t src) const {
+    py::buffer_info info = dst.request(true);
+    copy(info.ptr, reinterpret_cast<const void*>(src), buffer_bytes(info), TSR_MEMCPY_DEVICE_TO_HOST);
+  }
+
+  void copy_device(uintptr_t dst, uintptr_t src, size_t bytes) const {
+    copy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes, TSR_MEMCPY_DEVICE_TO_DEVICE);
+  }
 
   Module load_module(const py::bytes& data) const {
     tsr_context_t ctx = state_->live();
@@ -208,7 +262,29 @@ class Context {
   bool closed() const { return state_->handle == nullptr; }
 
  private:
+  static size_t buffer_bytes(const py::buffer_info& info) {
+    ssize_t expect = info.itemsize;
+    for (ssize_t i = info.ndim - 1; i >= 0; i--) {
+      if (info.shape[i] > 1 && info.strides[i] != expect) throw py::value_error("the buffer must be C-contiguous");
+      expect *= info.shape[i];
+    }
+    return static_cast<size_t>(info.size * info.itemsize);
+  }
+
+  void copy(void* dst, const void* src, size_t bytes, tsr_memcpy_kind_t kind) const {
+    tsr_context_t ctx = state_->live();
+    tsr_status_t status;
+    std::string message;
+    {
+      py::gil_scoped_release release;  // the buffers stay referenced by the caller's arguments
+      status = tsrMemcpy(ctx, dst, src, bytes, kind);
+      if (status) message = tsrGetLastErrorMessage();
+    }
+    if (status) raise_error(status, message);
+  }
+
   std::shared_ptr<ContextState> state_;
+  std::string backend_;
 };
 
 const tsr_status_t all_statuses[] = {
@@ -245,6 +321,17 @@ PYBIND11_MODULE(_runtime, m) {
   }, "The image ABI version this runtime loads (major, minor).");
   m.def("status_name", [](int status) { return tsrGetStatusName(static_cast<tsr_status_t>(status)); },
         py::arg("status"), "The name of a status code, e.g. 'TSR_ERROR_BAD_IMAGE'.");
+  m.def("backends", [] {
+    size_t n;
+    check(tsrGetBackendCount(&n));
+    std::vector<std::string> names;
+    for (size_t i = 0; i < n; i++) {
+      const char* name;
+      check(tsrGetBackendName(i, &name));
+      names.emplace_back(name);
+    }
+    return names;
+  }, "Names of the backends this machine can run, e.g. ['cpu', 'cuda'].");
 
   py::class_<Kernel>(m, "Kernel", "A launchable kernel; keeps its module loaded.")
       .def_property_readonly("name", &Kernel::name)
@@ -254,7 +341,7 @@ PYBIND11_MODULE(_runtime, m) {
                              "rank, dims, flags.")
       .def_property_readonly("block", &Kernel::block, "The compiled block shape; (0, 0, 0) means any.")
       .def("launch", &Kernel::launch, py::arg("grid"), py::arg("block"), py::arg("smem_bytes"), py::arg("args"),
-           "Runs the kernel (synchronously on the CPU). `args` holds one bytes object per argument slot: the raw "
+           "Runs the kernel and waits for it. `args` holds one bytes object per argument slot: the raw "
            "value (scalar in its dtype, tensor as its 8-byte address, dimension as int64). Releases the GIL.");
 
   py::class_<Module>(m, "Module", "A loaded image; keeps its context alive.")
@@ -262,7 +349,18 @@ PYBIND11_MODULE(_runtime, m) {
       .def("kernel_names", &Module::kernel_names, "Names of the kernels this runtime can run.");
 
   py::class_<Context>(m, "Context", "A libtessera context: owns modules, memory and worker threads.")
-      .def(py::init<>())
+      .def(py::init<const std::string&>(), py::arg("backend") = "",
+           "A context on `backend` ('cpu', 'cuda'; default: $TESSERA_BACKEND, else 'cpu').")
+      .def_property_readonly("backend", &Context::backend, "The backend's name: 'cpu', 'cuda', …")
+      .def_property_readonly("properties", &Context::properties,
+                             "The device: backend, name, arch, warp_size, compute_units, total_memory_bytes, …")
+      .def("alloc", &Context::alloc, py::arg("bytes"), "Allocates device memory; returns its address.")
+      .def("free", &Context::free, py::arg("address"))
+      .def("copy_to_device", &Context::copy_to_device, py::arg("dst"), py::arg("src"),
+           "Copies a C-contiguous host buffer to device memory at `dst`. Releases the GIL.")
+      .def("copy_to_host", &Context::copy_to_host, py::arg("dst"), py::arg("src"),
+           "Fills a writable C-contiguous host buffer from device memory at `src`. Releases the GIL.")
+      .def("copy_device", &Context::copy_device, py::arg("dst"), py::arg("src"), py::arg("bytes"))
       .def("load_module", &Context::load_module, py::arg("data"), "Loads a .tessera image from bytes.")
       .def("synchronize", &Context::synchronize)
       .def("close", &Context::close, "Destroys the context and everything loaded through it.")

@@ -7,14 +7,15 @@
 #include "errors.h"
 
 extern const tsr_backend_t tsr_cpu_backend;
+extern const tsr_backend_t tsr_cuda_backend;
 
-static const tsr_backend_t* const built[] = {&tsr_cpu_backend};
+/* The CUDA backend is always built: it loads the driver at run time and is unavailable where there is none. */
+static const tsr_backend_t* const built[] = {&tsr_cpu_backend, &tsr_cuda_backend};
 enum { BUILT_COUNT = sizeof built / sizeof built[0] };
 
 /* Backends the spec names that this build does not have, with the names people ask for them by, so that
  * asking for one says "not built" rather than "unknown". */
-static const char* const absent[][2] = {
-    {"ptx", "cuda"}, {"rocm", "hip"}, {"level_zero", "levelzero"}, {"opencl", "spirv"}};
+static const char* const absent[][2] = {{"rocm", "hip"}, {"level_zero", "levelzero"}, {"opencl", "spirv"}};
 
 static bool available(const tsr_backend_t* b) { return b->unavailable() == NULL; }
 

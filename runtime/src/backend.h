@@ -1,6 +1,6 @@
 /* backend.h — the table through which the generic runtime (contexts, modules, memory, streams, graphs,
- * telemetry) drives a device. The CPU backend (cpu_backend.c) is the one of this build; a GPU backend adds
- * another table (docs/runtime.md, "Backends") and nothing above this line changes.
+ * telemetry) drives a device: the CPU backend (cpu_backend.c) and the CUDA backend (cuda_backend.c); another
+ * GPU backend adds another table (docs/runtime.md, "Backends") and nothing above this line changes.
  *
  * The generic layer validates every request before it reaches a backend: entries below get checked values
  * and report only what the device itself refuses. */
@@ -54,8 +54,9 @@ typedef struct tsr_backend {
   bool host_memory;
   tsr_status_t (*mem_alloc)(void* state, size_t bytes, void** out);
   void (*mem_free)(void* state, void* ptr);
-  /* Copies between validated ranges (memmove semantics) and returns when done. */
-  void (*copy)(void* state, void* dst, const void* src, size_t bytes, tsr_memcpy_kind_t kind);
+  /* Copies between validated ranges (memmove semantics) and returns when done; fails (with a message) only
+   * where the device itself does. */
+  tsr_status_t (*copy)(void* state, void* dst, const void* src, size_t bytes, tsr_memcpy_kind_t kind);
 
   /* Runs a validated launch to completion. TSR_ERROR_MEMORY_FAULT with `fault` filled when a guarded launch
    * faulted; other failures set a message. */

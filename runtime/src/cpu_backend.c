@@ -194,9 +194,10 @@ static void mem_free(void* state, void* ptr) {
   free(ptr);
 }
 
-static void copy(void* state, void* dst, const void* src, size_t bytes, tsr_memcpy_kind_t kind) {
+static tsr_status_t copy(void* state, void* dst, const void* src, size_t bytes, tsr_memcpy_kind_t kind) {
   (void)state, (void)kind;
   memmove(dst, src, bytes);
+  return TSR_SUCCESS;
 }
 
 /* ---- launches --------------------------------------------------------------------------------------- */

@@ -324,6 +324,9 @@ tsr_status_t tsrHostGetDevicePointer(tsr_context_t ctx, void* host_ptr, void** o
   tsr_status_t st = tsr_check_context(ctx, __func__);
   if (st) return st;
   if (!out_device_ptr) return tsr_fail_null_output(__func__);
+  if (!ctx->backend->host_memory)
+    return tsr_fail(TSR_ERROR_UNSUPPORTED, "tsrHostGetDevicePointer: the %s backend cannot map host memory into the "
+                    "device's address space", ctx->backend->name);
   tsr_allocation_t a;
   bool host = tsr_memory_lookup(ctx, host_ptr, &a) &&
               (a.kind == TSR_MEMORY_HOST_PINNED || a.kind == TSR_MEMORY_HOST_REGISTERED);
@@ -409,21 +412,22 @@ static const char* kind_name(tsr_memcpy_kind_t kind) {
   return (unsigned)kind <= TSR_MEMCPY_DEFAULT ? names[kind] : "memcpy";
 }
 
-void tsr_memory_copy(struct tsr_context* ctx, void* dst, const void* src, size_t bytes, tsr_memcpy_kind_t kind) {
-  if (bytes == 0) return;
+tsr_status_t tsr_memory_copy(struct tsr_context* ctx, void* dst, const void* src, size_t bytes,
+                             tsr_memcpy_kind_t kind) {
+  if (bytes == 0) return TSR_SUCCESS;
   bool traced = tsr_trace_push(TSR_TRACE_COPY, kind_name(kind));
   double t0 = tsr_metrics_on() ? tsr_seconds() : 0;
-  ctx->backend->copy(ctx->backend_state, dst, src, bytes, kind);
+  tsr_status_t st = ctx->backend->copy(ctx->backend_state, dst, src, bytes, kind);
   if (t0) tsr_metrics_write(&(tsr_metrics_entry_t){.name = kind_name(kind), .seconds = tsr_seconds() - t0,
-                                                   .bytes = (double)bytes, .status = TSR_SUCCESS});
+                                                   .bytes = (double)bytes, .status = st});
   if (traced) tsr_trace_pop();
+  return st;
 }
 
 tsr_status_t tsrMemcpy(tsr_context_t ctx, void* dst, const void* src, size_t bytes, tsr_memcpy_kind_t kind) {
   tsr_status_t st = tsr_check_context(ctx, __func__);
   if (st || (st = tsr_memory_check_copy(ctx, dst, src, bytes, kind, __func__))) return st;
-  tsr_memory_copy(ctx, dst, src, bytes, kind);
-  return TSR_SUCCESS;
+  return tsr_memory_copy(ctx, dst, src, bytes, kind);
 }
 
 /* ---- lookups for launches and faults ---------------------------------------------------------------- */

@@ -57,8 +57,9 @@ bool tsr_memory_lookup(struct tsr_context* context, const void* p, tsr_allocatio
 tsr_status_t tsr_memory_check_copy(struct tsr_context* context, void* dst, const void* src, size_t bytes,
                                    tsr_memcpy_kind_t kind, const char* function);
 
-/* Performs a checked copy: trace range, backend copy, metrics record. */
-void tsr_memory_copy(struct tsr_context* context, void* dst, const void* src, size_t bytes, tsr_memcpy_kind_t kind);
+/* Performs a checked copy: trace range, backend copy, metrics record. Fails only where the device does. */
+tsr_status_t tsr_memory_copy(struct tsr_context* context, void* dst, const void* src, size_t bytes,
+                             tsr_memcpy_kind_t kind);
 
 /* Debug mode. `what` names the tensor in messages ("tensor argument 1 ('x') of kernel 'saxpy'"). */
 /* TSR_ERROR_MEMORY_FAULT when [p, p + bytes) lies in freed memory or starts in an allocation and runs past it. */

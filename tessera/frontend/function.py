@@ -19,7 +19,8 @@ from .oplib import OPS, Accum, DTypePolicy, GTensor, MeshSpec
 from .shapes import ShapeEnv, ShapeError
 
 _PY_BINOPS = {ast.Add: py_op.add, ast.Sub: py_op.sub, ast.Mult: py_op.mul, ast.Div: py_op.truediv,
-              ast.FloorDiv: py_op.floordiv, ast.Mod: py_op.mod, ast.Pow: py_op.pow}
+              ast.FloorDiv: py_op.floordiv, ast.Mod: py_op.mod, ast.Pow: py_op.pow, ast.BitXor: py_op.xor,
+              ast.BitAnd: py_op.and_, ast.BitOr: py_op.or_, ast.LShift: py_op.lshift, ast.RShift: py_op.rshift}
 _TENSOR_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow"}
 
 

@@ -18,6 +18,14 @@ from .values import Scalar, TensorParam, Typer, assigned_names
 
 
 @dataclass
+class Group:
+    """A cooperative group of threads (`g = tile.cooperative_group(size=64)`)."""
+
+    value: ir.Value
+    size: int
+
+
+@dataclass
 class KernelParam:
     name: str
     dtype: dtypes.DType
@@ -177,6 +185,9 @@ class KernelBuilder(ast.NodeVisitor):
                 raise self.error(target, f"tensor parameter '{target.id}' cannot be reassigned")
             if isinstance(value, TensorParam):
                 raise self.error(node, "tensors cannot be aliased to new names in a kernel")
+            if isinstance(value, Group):
+                self.vars[target.id] = value
+                return
             if isinstance(old, Scalar) and old.typed:
                 value = self.typer.cast(value, old.value.type, node)
             self.vars[target.id] = value if isinstance(value, Scalar) else Scalar.literal(value)
@@ -353,6 +364,13 @@ class KernelBuilder(ast.NodeVisitor):
                 k = self.typer.cast(self.expr(node.args[1]), ir.IndexType.get(), node)
                 with self.loc(node):
                     return Scalar(_SHUFFLES[name](v.value, k.value, result=v.value.type).result)
+            if ns == "tile" and name == "cooperative_group":
+                return self._cooperative_group(node)
+            if ns == "tile" and name in ("warp_reduce", "group_reduce"):
+                return self._reduce(node, name)
+            group = self.vars.get(ns)
+            if isinstance(group, Group):
+                return self._group_method(node, group, name)
             if ns == "math" and name in _MATH_UNARY:
                 self._arity(node, 1)
                 v = self.typer.to_float(self.expr(node.args[0]), node)
@@ -362,6 +380,47 @@ class KernelBuilder(ast.NodeVisitor):
         if isinstance(f, ast.Name):
             return self._builtin(node, f.id)
         raise self.error(node, "this call is not supported in a kernel")
+
+    def _cooperative_group(self, node: ast.Call):
+        kw = {k.arg: k.value for k in node.keywords}
+        size = kw.get("size", node.args[0] if node.args else None)
+        if not (isinstance(size, ast.Constant) and type(size.value) is int and size.value > 0
+                and size.value & (size.value - 1) == 0) or len(node.args) + len(node.keywords) != 1:
+            raise self.error(node, "tile.cooperative_group(size=N) takes a constant power of two")
+        from ..dialects import ttile_tile
+        with self.loc(node):
+            t = ttile_tile.GroupType.get(ir.IntegerAttr.get(ir.IntegerType.get_signless(64), size.value))
+            return Group(ttile_tile.CooperativeGroupOp(group=t).result, size.value)
+
+    def _group_method(self, node: ast.Call, group: "Group", name: str):
+        from ..dialects import ttile_tile
+        self._arity(node, 0)
+        with self.loc(node):
+            if name == "sync":
+                ttile_tile.GroupSyncOp(group.value)
+                return 0
+            if name == "thread_rank":
+                return Scalar(ttile_tile.ThreadRankOp(group.value, result=ir.IndexType.get()).result)
+        raise self.error(node, f"a cooperative group has sync() and thread_rank(), not {name}()")
+
+    def _reduce(self, node: ast.Call, name: str):
+        """tile.warp_reduce(v, "sum"), tile.group_reduce(v, "max", size=8): every lane gets the result."""
+        from ..dialects import ttile_tile
+        if len(node.args) != 2 or not (isinstance(node.args[1], ast.Constant) and node.args[1].value in
+                                       ("sum", "max", "min")):
+            raise self.error(node, f"tile.{name}(value, \"sum\"|\"max\"|\"min\"{', size=N' if 'group' in name else ''})")
+        v = self.typer.materialize(self.expr(node.args[0]), node)
+        kind = ir.StringAttr.get(node.args[1].value)
+        with self.loc(node):
+            if name == "warp_reduce":
+                if node.keywords:
+                    raise self.error(node, "tile.warp_reduce takes no keyword arguments")
+                return Scalar(ttile_tile.WarpReduceOp(v.value, kind=kind, result=v.value.type).result)
+            size = {k.arg: k.value for k in node.keywords}.get("size")
+            if not (isinstance(size, ast.Constant) and type(size.value) is int) or len(node.keywords) != 1:
+                raise self.error(node, "tile.group_reduce needs a constant size=N")
+            return Scalar(ttile_tile.GroupReduceOp(v.value, kind=kind, group_size=ir.IntegerAttr.get(
+                ir.IntegerType.get_signless(64), size.value), result=v.value.type).result)
 
     def _arity(self, node: ast.Call, n: int) -> None:
         if len(node.args) != n or node.keywords:

@@ -10,6 +10,7 @@ from . import dist_ops, operator_ops, tensor_ops  # noqa: F401 — they register
 from .errors import CompileError
 from .function import FunctionBuilder, module_env
 from .kernel import KernelBuilder
+from .tile_program import TileProgramBuilder, is_tile_program
 
 
 def _decorator(fn: ast.FunctionDef) -> str | None:
@@ -55,7 +56,9 @@ def build_module(source: str, filename: str, only: list[str] | None = None) -> i
     env = module_env(tree, filename)
     with ir.InsertionPoint(module.body):
         for d in defs:
-            if _decorator(d) == "kernel":
+            if _decorator(d) == "kernel" and is_tile_program(d):
+                TileProgramBuilder(d, filename, env).build()
+            elif _decorator(d) == "kernel":
                 KernelBuilder(d, filename).build()
             else:
                 FunctionBuilder(d, filename, env).build()

@@ -21,6 +21,7 @@ class ShapeError(Exception):
 class ShapeEnv:
     def __init__(self):
         self.binding: dict[str, Dim] = {}
+        self.flexible: set[str] = set()   # symbols no user wrote (tile programs' unannotated extents)
         self._fresh = itertools.count()
 
     def fresh(self) -> str:
@@ -35,10 +36,10 @@ class ShapeEnv:
         a, b = self.resolve(a), self.resolve(b)
         if a == b:
             return a
-        if isinstance(a, str) and a.startswith("?"):
+        if isinstance(a, str) and (a.startswith("?") or a in self.flexible):
             self.binding[a] = b
             return b
-        if isinstance(b, str) and b.startswith("?"):
+        if isinstance(b, str) and (b.startswith("?") or b in self.flexible):
             self.binding[b] = a
             return a
         if isinstance(a, str) and isinstance(b, int):

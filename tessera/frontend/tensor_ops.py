@@ -275,6 +275,10 @@ def reshape(b, node, args, kwargs):
         raise b.error(node, f"cannot reshape {known} ({math.prod(known)} elements) into {dims}")
     with b.loc(node):
         op = ttensor.ReshapeOp(x.value, result=b.tensor_type(x.dtype, dims))
+    if any(isinstance(d, str) and not d.startswith("?") for d in dims):
+        # the type keeps only `?`: the symbols let the launch plan size the result
+        op.attributes["tessera.result_dims"] = ir.ArrayAttr.get(
+            [ir.StringAttr.get(str(b.shapes.resolve(d)) if not str(d).startswith("?") else "?") for d in dims])
     return _result(b, op, x.dtype, dims, x.accum)
 
 

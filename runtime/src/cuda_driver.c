@@ -1,0 +1,96 @@
+/* cuda_driver.c — loads the CUDA driver (libcuda.so.1) once per process and initializes it (cuda_driver.h). */
+#define _GNU_SOURCE /* RTLD_LOCAL with dlfcn under strict C11 */
+#include "cuda_driver.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static tsr_cuda_driver_t driver;
+static const tsr_cuda_driver_t* loaded;  /* &driver once usable */
+static char why_not[512];
+
+void tsr_cuda_describe(CUresult r, char* out, size_t size) {
+  const char *name = NULL, *text = NULL;
+  if (loaded) {
+    loaded->cuGetErrorName(r, &name);
+    loaded->cuGetErrorString(r, &text);
+  }
+  if (name && text) snprintf(out, size, "%s (%s)", name, text);
+  else snprintf(out, size, "CUDA error %d", r);
+}
+
+/* Resolves `name` into `*slot`; false (with why_not set) when the driver lacks it. */
+static int resolve(void* lib, const char* name, void* slot) {
+  void* f = dlsym(lib, name);
+  if (!f) {
+    snprintf(why_not, sizeof why_not, "libcuda.so.1 has no %s (a driver older than CUDA 12?)", name);
+    return 0;
+  }
+  memcpy(slot, &f, sizeof f);  /* object pointer to function pointer, as POSIX dlsym allows */
+  return 1;
+}
+
+static void load(void) {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char* err = dlerror();
+    snprintf(why_not, sizeof why_not, "the NVIDIA driver library could not be loaded (%s)",
+             err ? err : "libcuda.so.1 not found");
+    return;
+  }
+  tsr_cuda_driver_t d;
+#define RESOLVE(field, symbol) \
+  if (!resolve(lib, symbol, &d.field)) return
+  RESOLVE(cuInit, "cuInit");
+  RESOLVE(cuDriverGetVersion, "cuDriverGetVersion");
+  RESOLVE(cuGetErrorName, "cuGetErrorName");
+  RESOLVE(cuGetErrorString, "cuGetErrorString");
+  RESOLVE(cuDeviceGetCount, "cuDeviceGetCount");
+  RESOLVE(cuDeviceGet, "cuDeviceGet");
+  RESOLVE(cuDeviceGetName, "cuDeviceGetName");
+  RESOLVE(cuDeviceGetAttribute, "cuDeviceGetAttribute");
+  RESOLVE(cuDeviceTotalMem, "cuDeviceTotalMem_v2");
+  RESOLVE(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+  RESOLVE(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
+  RESOLVE(cuCtxPushCurrent, "cuCtxPushCurrent_v2");
+  RESOLVE(cuCtxPopCurrent, "cuCtxPopCurrent_v2");
+  RESOLVE(cuModuleLoadDataEx, "cuModuleLoadDataEx");
+  RESOLVE(cuModuleUnload, "cuModuleUnload");
+  RESOLVE(cuModuleGetFunction, "cuModuleGetFunction");
+  RESOLVE(cuFuncSetAttribute, "cuFuncSetAttribute");
+  RESOLVE(cuLaunchKernel, "cuLaunchKernel");
+  RESOLVE(cuStreamSynchronize, "cuStreamSynchronize");
+  RESOLVE(cuMemAlloc, "cuMemAlloc_v2");
+  RESOLVE(cuMemFree, "cuMemFree_v2");
+  RESOLVE(cuMemcpy, "cuMemcpy");
+  RESOLVE(cuMemcpyHtoD, "cuMemcpyHtoD_v2");
+  RESOLVE(cuMemcpyDtoH, "cuMemcpyDtoH_v2");
+  RESOLVE(cuMemcpyDtoD, "cuMemcpyDtoD_v2");
+#undef RESOLVE
+  driver = d;
+  loaded = &driver;  /* for tsr_cuda_describe below */
+  char what[256];
+  CUresult r = d.cuInit(0);
+  int count = 0;
+  if (r == CUDA_SUCCESS) r = d.cuDeviceGetCount(&count);
+  if (r != CUDA_SUCCESS) {
+    tsr_cuda_describe(r, what, sizeof what);
+    snprintf(why_not, sizeof why_not, "the CUDA driver did not start: %s", what);
+    loaded = NULL;
+    return;
+  }
+  if (count == 0) {
+    snprintf(why_not, sizeof why_not, "the CUDA driver sees no GPU");
+    loaded = NULL;
+  }
+  /* The library stays loaded for the life of the process: contexts, modules and CUDA's own threads live in it. */
+}
+
+const tsr_cuda_driver_t* tsr_cuda_driver(const char** why) {
+  pthread_once(&once, load);
+  if (why) *why = loaded ? NULL : why_not;
+  return loaded;
+}

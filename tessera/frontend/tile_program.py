@@ -1,0 +1,352 @@
+"""Tile programs: `@kernel` functions written with whole-tile operations (spec/execution-model.md §2–5).
+
+    @kernel
+    def fused_mlp(X, W1, b1, W2, b2, Out):
+        H = tile.dot(X, W1) + b1
+        H = tile.relu(H)
+        Out[:] = tile.dot(H, W2) + b2
+
+A tile program says what each tile computes and how tiles are staged (cp_async into shared buffers,
+barriers, double buffering, `tile.mma` blocking); the compiler decides the threads. It becomes Graph IR —
+the same pipeline then tiles, fuses and lowers it — with the staging kept as schedule hints:
+
+- `tile.dot`, `tile.softmax`, `tile.relu`/`gelu`/…, `x.T` are the Graph ops; `tile.dot` accumulates in f32;
+- `for m, n, k in tile.mma(A, B, C, BM=, BN=, BK=): tile.mma_sync(m, n, k)` is ``C += A @ B`` blocked BM×BN×BK;
+- `for k in range(0, A.shape[1], S)` whose body accumulates `tile.dot` of k-slices of width S is the whole
+  contraction (``C += A @ B``), software-pipelined over S-wide chunks (stages = shared buffers used);
+- `for b in tile.range(Q, axis=0, step=S)` runs its body on every S-row block of Q; tiles taken with
+  `tile.cp_async(Q, b)` are those blocks, stacked (the extent must be a multiple of S);
+- `tile.cp_async(buf, x)` stages `x` in `buf` (from `tile.alloc_shared()`); `tile.barrier()` orders stages —
+  both are implied by dataflow in Graph IR;
+- a parameter that is assigned (`Out[:] = v`, `O[b] = v`, `C += v`) is an output, written in place.
+
+Unannotated parameters are 2-D `f32` tensors, `tensor[dtype]` without extents is 2-D of that dtype.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from ..mlir import func, ir
+from .function import FunctionBuilder, _arg_attr, _name
+from .oplib import OPS, GTensor
+
+TILE_CALLS = {"dot", "mma", "mma_sync", "range", "cp_async", "load", "store", "barrier", "alloc_shared", "softmax",
+              "relu", "gelu", "silu", "sigmoid", "tanh", "exp", "log", "sqrt"}
+SIMT_CALLS = {"thread_id", "local_id", "block_id", "lane_id", "warp_id", "warp_shuffle_down", "warp_shuffle_xor",
+              "cooperative_group", "warp_size", "warp_reduce", "group_reduce"}
+
+
+def is_tile_program(fn: ast.FunctionDef) -> bool:
+    """A kernel using tile-level operations and no per-thread ones."""
+    names = {n.func.attr for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+    return bool(names & TILE_CALLS) and not (names & SIMT_CALLS)
+
+
+@dataclass
+class SharedBuffer:
+    """`tile.alloc_shared()`: holds the tile last staged into it."""
+
+    content: object = None
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """The loop variable of `tile.range(T, axis, step)`: every `step`-row block of `T` at once."""
+
+    of: str
+    axis: int
+    step: int
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """The loop variable of a k-loop `range(0, extent, step)`: every `step`-wide chunk at once."""
+
+    step: int
+    extent: str   # 'A.shape[1]' style
+
+
+@dataclass(frozen=True)
+class ChunkSlice:
+    """`A[:, k:k+S]` (axis 1) or `B[k:k+S, :]` (axis 0): A's chunks along `axis`."""
+
+    tensor: GTensor
+    axis: int
+    chunk: Chunk
+
+
+@dataclass(frozen=True)
+class ChunkedProduct:
+    """tile.dot of two chunk slices: summed over the chunks, the whole product."""
+
+    product: GTensor
+
+
+class TileProgramBuilder(FunctionBuilder):
+    def __init__(self, fn: ast.FunctionDef, filename: str, module_env: dict):
+        super().__init__(fn, filename, module_env)
+        self.param_names: list[str] = []
+        self.written: dict[str, GTensor] = {}
+        self.stages = 1
+
+    # -- parameters: unannotated means a 2-D f32 tensor --------------------------------------------------
+    def _param_type(self, arg: ast.arg) -> GTensor:
+        from . import dtypes
+        ann = arg.annotation
+        self.param_names.append(arg.arg)
+        dims2 = [f"{arg.arg}_0", f"{arg.arg}_1"]
+        self.shapes.flexible.update(dims2)  # extents the program never named: unify with anything
+        if ann is None or (isinstance(ann, ast.Name) and ann.id == "tensor"):
+            return GTensor(None, dtypes.BY_NAME["f32"], dims2)
+        if isinstance(ann, ast.Subscript) and _name(ann.value) == "tensor" and not isinstance(ann.slice, ast.Tuple):
+            dt = dtypes.lookup(_name(ann.slice) or "")
+            if dt is None:
+                raise self.error(ann, f"'{ast.unparse(ann.slice)}' is not a tensor element type")
+            return GTensor(None, dt, dims2)
+        return super()._param_type(arg)
+
+    # -- entry: the function returns the written parameters ------------------------------------------------
+    def build(self) -> func.FuncOp:
+        params = self._params()
+        with self.loc(self.fn):
+            arg_types = [self.tensor_type(p.dtype, p.dims) for _, p in params]
+            f = func.FuncOp(self.fn.name, ir.FunctionType.get(arg_types, []))
+            f.attributes["tessera.function"] = ir.UnitAttr.get()
+            f.arg_attrs = ir.ArrayAttr.get([_arg_attr(n, p) for n, p in params])
+            entry = f.add_entry_block()
+        for (name, p), arg in zip(params, entry.arguments):
+            self.env[name] = GTensor(arg, p.dtype, list(p.dims), p.accum)
+        self.params = {name: self.env[name] for name, _ in params}
+        with ir.InsertionPoint(entry):
+            self.block(self.fn.body)
+            if not self.written:
+                raise self.error(self.fn, f"tile program '{self.fn.name}' writes none of its parameters")
+            outs = [n for n in self.param_names if n in self.written]
+            values = [self._as_param(n, self.written[n]) for n in outs]
+            with self.loc(self.fn):
+                func.ReturnOp([v.value for v in values])
+        f.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(arg_types, [v.value.type for v in values]))
+        i64 = ir.IntegerType.get_signless(64)
+        f.attributes["tessera.outputs"] = ir.ArrayAttr.get(
+            [ir.IntegerAttr.get(i64, self.param_names.index(n)) for n in outs])
+        return f
+
+    def _as_param(self, name: str, v: GTensor) -> GTensor:
+        """`v` as the new value of parameter `name`: its dtype and shape."""
+        p = self.params[name]
+        if v.dtype != p.dtype:
+            from .oplib import DTypePolicy
+            v = OPS["cast"](self, self.fn, [v, DTypePolicy(p.dtype)], {})
+        if len(v.dims) == len(p.dims):
+            try:
+                for a, b in zip(v.dims, p.dims):
+                    self.shapes.unify(a, b, "stored tile")
+                return v
+            except Exception:  # noqa: BLE001 — not the same extents: broadcast below
+                pass
+        return OPS["broadcast_to"](self, self.fn, [v, tuple(p.dims)], {})
+
+    # -- statements ---------------------------------------------------------------------------------------
+    def stmt(self, s: ast.stmt) -> None:
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Subscript):
+            return self._store(s.targets[0], self.expr(s.value), s)
+        if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name) and s.target.id in self.params:
+            value = self.expr(s.value)
+            if isinstance(value, ChunkedProduct):
+                value = value.product
+            current = self.written.get(s.target.id, self.params[s.target.id])
+            return self._write(s.target.id, self.binop(s.op, current, value, s), s)
+        if isinstance(s, ast.Return) and s.value is None:
+            return None
+        if isinstance(s, ast.For):
+            return self._for(s)
+        return super().stmt(s)
+
+    def _write(self, name: str, value, node) -> None:
+        if not isinstance(value, GTensor):
+            value = self.as_tensor(value, node, like=self.params[name])
+        self.written[name] = value
+        self.env[name] = value
+
+    def _store(self, target: ast.Subscript, value, node) -> None:
+        t = target.value
+        if not (isinstance(t, ast.Name) and t.id in self.params):
+            raise self.error(target, "a tile program stores into its tensor parameters")
+        index = self.expr(target.slice) if not isinstance(target.slice, ast.Slice) else "all"
+        if isinstance(target.slice, ast.Slice) and not (target.slice.lower or target.slice.upper or target.slice.step):
+            index = "all"
+        if isinstance(index, Blocks):
+            value = OPS["reshape"](self, node, [value, (-1, *value.dims[2:])], {}) if value.rank > 2 else value
+        elif index != "all":
+            raise self.error(target.slice, "store a whole tile (`Out[:] = …`) or a tile.range block (`O[b] = …`)")
+        self._write(t.id, value, node)
+
+    def _for(self, s: ast.For) -> None:
+        it = s.iter
+        if isinstance(it, ast.Call) and _name(it.func) == "mma" and isinstance(it.func, ast.Attribute):
+            return self._mma_loop(s, it)
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr == "range" \
+                and _name(it.func.value) == "tile":
+            return self._block_loop(s, it)
+        if isinstance(it, ast.Call) and _name(it.func) == "range" and len(it.args) == 3:
+            return self._chunk_loop(s, it)
+        return super().stmt(s)
+
+    def _mma_loop(self, s: ast.For, call: ast.Call) -> None:
+        a, b, c = (self.expr(x) for x in call.args[:3])
+        blocking = {k.arg: self.expr(k.value) for k in call.keywords}
+        body = [x for x in s.body if not (isinstance(x, ast.Pass))]
+        if len(body) != 1 or not (isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Call)
+                                  and _name(body[0].value.func) == "mma_sync"):
+            raise self.error(s, "a tile.mma loop's body is `tile.mma_sync(m, n, k)`")
+        if not isinstance(c, GTensor) or not isinstance(call.args[2], ast.Name) or call.args[2].id not in self.params:
+            raise self.error(call, "tile.mma(A, B, C, …) accumulates into the tensor parameter C")
+        product = self._dot(a, b, call)
+        self._hint(product, {"MB": blocking.get("BM"), "NC": blocking.get("BN"), "KC": blocking.get("BK")})
+        self._write(call.args[2].id, OPS["add"](self, call, [self._as_param(call.args[2].id, product), c], {}), s)
+
+    def _block_loop(self, s: ast.For, call: ast.Call) -> None:
+        if not isinstance(s.target, ast.Name) or not call.args:
+            raise self.error(call, "write `for block in tile.range(T, axis=0, step=S)`")
+        kw = {k.arg: self.expr(k.value) for k in call.keywords}
+        of = call.args[0]
+        if not isinstance(of, ast.Name) or of.id not in self.params:
+            raise self.error(of, "tile.range iterates over a tensor parameter's blocks")
+        axis, step = kw.get("axis", 0), kw.get("step")
+        if axis != 0 or not isinstance(step, int) or step < 1:
+            raise self.error(call, "tile.range(T, axis=0, step=S) with a positive constant S (blocks of rows)")
+        self.env[s.target.id] = Blocks(of.id, axis, step)
+        self.block(s.body)
+
+    def _chunk_loop(self, s: ast.For, call: ast.Call) -> None:
+        start, stop, step = call.args
+        if not (isinstance(start, ast.Constant) and start.value == 0 and isinstance(step, ast.Constant)
+                and isinstance(step.value, int) and step.value > 0 and _is_shape(stop)):
+            return super().stmt(s)
+        self.env[s.target.id] = Chunk(step.value, ast.unparse(stop))
+        self.block(s.body)
+
+    # -- expressions -------------------------------------------------------------------------------------
+    def expr_Subscript(self, node: ast.Subscript):
+        base = self.expr(node.value)
+        if isinstance(base, GTensor):
+            chunk = self._chunk_index(node, base)
+            if chunk is not None:
+                return chunk
+            if isinstance(node.slice, ast.Slice) and not (node.slice.lower or node.slice.upper or node.slice.step):
+                return base
+        raise self.error(node, "index a tile with `[:]`, a tile.range block, or k-chunk slices `[:, k:k+S]`")
+
+    def _chunk_index(self, node: ast.Subscript, base: GTensor):
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if len(items) != 2:
+            return None
+        for axis, item in enumerate(items):
+            other = items[1 - axis]
+            if isinstance(item, ast.Slice) and isinstance(item.lower, ast.Name) and \
+                    isinstance(self.env.get(item.lower.id), Chunk) and isinstance(other, ast.Slice) \
+                    and not (other.lower or other.upper):
+                chunk = self.env[item.lower.id]
+                width = item.upper
+                ok = (isinstance(width, ast.BinOp) and isinstance(width.op, ast.Add)
+                      and ast.unparse(width.left) == item.lower.id and isinstance(width.right, ast.Constant)
+                      and width.right.value == chunk.step)
+                if not ok:
+                    raise self.error(item, f"slice a k-chunk as [k:k+{chunk.step}]")
+                return ChunkSlice(base, axis, chunk)
+        return None
+
+    def expr_Call(self, node: ast.Call):
+        f = node.func
+        if isinstance(f, ast.Attribute) and _name(f.value) == "tile":
+            args = [self.expr(a) for a in node.args]
+            kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
+            return self._tile_call(node, f.attr, args, kwargs)
+        return super().expr_Call(node)
+
+    def _tile_call(self, node: ast.Call, name: str, args: list, kwargs: dict):
+        if name == "dot":
+            if len(args) != 2:
+                raise self.error(node, "tile.dot(a, b) takes two tiles")
+            return self._dot(*args, node)
+        if name == "alloc_shared":
+            return SharedBuffer()
+        if name == "barrier":
+            return None
+        if name in ("cp_async", "load"):
+            return self._stage(node, args)
+        if name == "store":
+            raise self.error(node, "write stores as assignments: `Out[b] = value`")
+        if name in OPS and name not in ("dot",):
+            tensors = [a for a in args if isinstance(a, GTensor)]
+            if not tensors:
+                raise self.error(node, f"tile.{name} takes a tile")
+            return OPS[name](self, node, args, kwargs)
+        raise self.error(node, f"unknown tile operation 'tile.{name}' in a tile program")
+
+    def _stage(self, node: ast.Call, args: list):
+        if len(args) == 2 and isinstance(args[0], SharedBuffer):      # tile.cp_async(buf, tile)
+            args[0].content = args[1]
+            buffers = {id(v) for v in self.env.values() if isinstance(v, SharedBuffer)}
+            self.stages = max(self.stages, len(buffers))
+            return None
+        if len(args) == 2 and isinstance(args[0], GTensor) and isinstance(args[1], Blocks):  # (Q, block)
+            t, b = args
+            if b.axis != 0 or t.rank != 2:
+                raise self.error(node, "tile.cp_async(T, block) takes row blocks of a 2-D tensor")
+            return OPS["reshape"](self, node, [t, (-1, b.step, t.dims[1])], {})
+        raise self.error(node, "tile.cp_async(T, block) loads a tile.range block; tile.cp_async(buf, tile) "
+                               "stages a tile in a shared buffer")
+
+    def _resolve(self, v):
+        return v.content if isinstance(v, SharedBuffer) else v
+
+    def _dot(self, a, b, node):
+        a, b = self._resolve(a), self._resolve(b)
+        if isinstance(a, ChunkSlice) and isinstance(b, ChunkSlice):
+            if not (a.axis == 1 and b.axis == 0 and a.chunk == b.chunk):
+                raise self.error(node, "tile.dot of k-chunks takes A[:, k:k+S] and B[k:k+S, :]")
+            product = self._dot(a.tensor, b.tensor, node)
+            self._hint(product, {"KC": a.chunk.step, "stages": self.stages})
+            return ChunkedProduct(product)
+        if not (isinstance(a, GTensor) and isinstance(b, GTensor)):
+            raise self.error(node, "tile.dot takes two tiles")
+        from .oplib import DTypePolicy
+        from . import dtypes
+        f32 = DTypePolicy(dtypes.BY_NAME["f32"])
+        return OPS["matmul"](self, node, [a, b], {"out_dtype": f32} if a.dtype.bits < 32 else {})
+
+    def _hint(self, t: GTensor, hints: dict) -> None:
+        """Staging choices the program made, recorded for the schedule phase."""
+        i64 = ir.IntegerType.get_signless(64)
+        op = t.value.owner
+        old = {na.name: na.attr for na in ir.DictAttr(op.attributes["tessera.hints"])} \
+            if "tessera.hints" in op.attributes else {}
+        old.update({k: ir.IntegerAttr.get(i64, v) for k, v in hints.items() if isinstance(v, int)})
+        op.attributes["tessera.hints"] = ir.DictAttr.get(old)
+
+    def expr_IfExp(self, node: ast.IfExp):
+        test = self.expr(node.test)
+        if isinstance(test, GTensor):
+            raise self.error(node.test, "a choice in a tile program is made at compile time")
+        return self.expr(node.body if test else node.orelse)
+
+    def expr_Attribute(self, node: ast.Attribute):
+        if node.attr == "T":  # a tile's transpose: its last two axes (stacked blocks keep their order)
+            x = self._resolve(self.expr(node.value))
+            if isinstance(x, GTensor) and x.rank >= 2:
+                perm = tuple(range(x.rank - 2)) + (x.rank - 1, x.rank - 2)
+                return OPS["transpose"](self, node, [x], {"perm": perm})
+        return super().expr_Attribute(node)
+
+    def binop(self, op, a, b, node):
+        if isinstance(b, ChunkedProduct) or isinstance(a, ChunkedProduct):
+            raise self.error(node, "accumulate k-chunk products into a parameter: `C += tile.dot(…)`")
+        return super().binop(op, a, b, node)
+
+
+def _is_shape(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "shape")
