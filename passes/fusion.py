@@ -94,4 +94,41 @@ def run(fn) -> int:
         op.attributes["tessera.group"] = ir.IntegerAttr.get(i32, joined[0])
         op.attributes["tessera.group_kind"] = ir.StringAttr.get(joined[1])
         group_of[op.results[0]] = joined
+    _check_requested_epilogue(fn)
     return next_id
+
+
+def _step_name(op) -> str:
+    name = op.operation.name
+    if name == "ttensor.bias_add":
+        return "bias"
+    if name == "ttensor.unary":
+        return ir.StringAttr(op.attributes["fn"]).value
+    fn = ir.StringAttr(op.attributes["fn"]).value
+    return "scale" if fn == "mul" else "residual"
+
+
+class EpilogueNotFused(Exception):
+    def __init__(self, op, message: str):
+        super().__init__(message)
+        self.location = op.location
+        self.message = message
+
+
+def _check_requested_epilogue(fn) -> None:
+    """`@function(epilogue=[bias, gelu])`: every matmul must end up with exactly those steps fused."""
+    if "tessera.hints" not in fn.attributes or "epilogue" not in ir.DictAttr(fn.attributes["tessera.hints"]):
+        return
+    want = [ir.StringAttr(a).value for a in ir.ArrayAttr(ir.DictAttr(fn.attributes["tessera.hints"])["epilogue"])]
+    groups: dict[int, list] = {}
+    for op in fn.entry_block.operations:
+        if "tessera.group_kind" in op.attributes and ir.StringAttr(op.attributes["tessera.group_kind"]).value == "gemm":
+            groups.setdefault(ir.IntegerAttr(op.attributes["tessera.group"]).value, []).append(op)
+    if not groups:
+        raise EpilogueNotFused(fn, f"epilogue={want} was requested but the function has no matmul")
+    for ops in groups.values():
+        got = [_step_name(op) for op in ops[1:]]
+        if got != want:
+            raise EpilogueNotFused(ops[0], f"epilogue={want} was requested but this matmul's fused epilogue is "
+                                           f"{got} (the ops after it must be exactly those steps, each used only "
+                                           f"by the next)")

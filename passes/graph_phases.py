@@ -30,6 +30,13 @@ class TargetInfo:
     cores: int
     matmul_schedule: Callable[[int | None, int | None, int | None], dict] | None = None  # cost model
 
+    def matches(self, key: str, value: str) -> bool:
+        """Whether an `op.specialize(when={key: value})` condition holds for this target."""
+        aliases = {"cpu": {"cpu", "x86", "host"}, "ptx": {"ptx", "cuda", "nvidia"}}
+        if key == "backend":
+            return value in aliases.get(self.name, {self.name})
+        return False
+
 
 def _i64(v: int) -> ir.IntegerAttr:
     return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
@@ -39,10 +46,21 @@ def _dict(d: dict) -> ir.DictAttr:
     return ir.DictAttr.get({k: (_i64(v) if isinstance(v, int) else ir.StringAttr.get(str(v))) for k, v in d.items()})
 
 
-def _hints(fn) -> dict:
-    if "tessera.hints" not in fn.attributes:
-        return {}
-    return {na.name: ir.IntegerAttr(na.attr).value for na in ir.DictAttr(fn.attributes["tessera.hints"])}
+def _ints(d: ir.DictAttr) -> dict:
+    return {na.name: ir.IntegerAttr(na.attr).value for na in d if isinstance(na.attr, ir.IntegerAttr)}
+
+
+def _hints(fn, target: "TargetInfo | None" = None) -> dict:
+    """The function's hints, then those of every `op.specialize` whose `when` matches the target."""
+    out = _ints(ir.DictAttr(fn.attributes["tessera.hints"])) if "tessera.hints" in fn.attributes else {}
+    if target is not None and "tessera.specialize" in fn.attributes:
+        for spec in ir.ArrayAttr(fn.attributes["tessera.specialize"]):
+            spec = ir.DictAttr(spec)
+            when = {na.name: ir.StringAttr(na.attr).value for na in ir.DictAttr(spec["when"])
+                    if isinstance(na.attr, ir.StringAttr)}
+            if all(target.matches(k, v) for k, v in when.items()):
+                out.update(_ints(ir.DictAttr(spec["use"])))
+    return out
 
 
 def _op_hints(op) -> dict:
@@ -59,8 +77,9 @@ def _ops(fn):
 
 def schedule(fn, target: TargetInfo) -> None:
     """Launch geometry per op: elementwise kernels cover their output as [R, C] with `block_x` threads per
-    row segment; row kernels run `rows_per_block` warps per block (enough blocks to feed every core)."""
-    hints = _hints(fn)
+    row segment; row kernels run `rows_per_block` warps per block (enough blocks to feed every core);
+    matmuls take the target's cost model's blocking, overridden by the function's hints."""
+    hints = _hints(fn, target)
     for op in _ops(fn):
         name = op.operation.name
         if name == "ttensor.matmul":
@@ -69,7 +88,7 @@ def schedule(fn, target: TargetInfo) -> None:
             static = [None if ty.is_dynamic_dim(i) else ty.get_dim_size(i)
                       for ty, i in ((t, t.rank - 2), (t, t.rank - 1), (k_type, k_type.rank - 1))]
             s = dict(target.matmul_schedule(*static)) if target.matmul_schedule else {}
-            s.update({k: v for k, v in hints.items() if k in ("MB", "NC", "MC", "KC")})
+            s.update({k: v for k, v in hints.items() if k in ("MB", "NC", "MC", "KC", "stages")})
             s.update(_op_hints(op))  # what a tile program chose (tile.mma blocking, k-chunk staging)
         elif name in ("ttensor.softmax", "ttensor.layernorm", "ttensor.rmsnorm", "ttensor.reduce"):
             s = {"rows_per_block": hints.get("rows_per_block", 4)}
@@ -82,7 +101,7 @@ def schedule(fn, target: TargetInfo) -> None:
 
 def vectorize(fn, target: TargetInfo) -> None:
     """Vector lanes per op for its compute type, and the warp width generated kernels use."""
-    hints = _hints(fn)
+    hints = _hints(fn, target)
     for op in _ops(fn):
         t = op.results[0].type
         bits = 64 if isinstance(t, ir.RankedTensorType) and str(t.element_type) == "f64" else 32

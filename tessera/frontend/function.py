@@ -13,7 +13,7 @@ import ast
 import operator as py_op
 
 from ..mlir import func, ir
-from . import dtypes
+from . import dtypes, hints
 from .errors import CompileError
 from .oplib import OPS, Accum, DTypePolicy, GTensor, MeshSpec
 from .shapes import ShapeEnv, ShapeError
@@ -104,6 +104,7 @@ class FunctionBuilder:
             f = func.FuncOp(self.fn.name, ir.FunctionType.get(arg_types, []))
             f.attributes["tessera.function"] = ir.UnitAttr.get()
             f.arg_attrs = ir.ArrayAttr.get([_arg_attr(n, p) for n, p in params])
+            hints.attach(f, self.fn, self.filename)
             entry = f.add_entry_block()
         for (name, p), arg in zip(params, entry.arguments):
             self.env[name] = GTensor(arg, p.dtype, list(p.dims), p.accum)

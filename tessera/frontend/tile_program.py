@@ -29,6 +29,7 @@ import ast
 from dataclasses import dataclass
 
 from ..mlir import func, ir
+from . import hints
 from .function import FunctionBuilder, _arg_attr, _name
 from .oplib import OPS, GTensor
 
@@ -115,6 +116,7 @@ class TileProgramBuilder(FunctionBuilder):
             f = func.FuncOp(self.fn.name, ir.FunctionType.get(arg_types, []))
             f.attributes["tessera.function"] = ir.UnitAttr.get()
             f.arg_attrs = ir.ArrayAttr.get([_arg_attr(n, p) for n, p in params])
+            hints.attach(f, self.fn, self.filename)
             entry = f.add_entry_block()
         for (name, p), arg in zip(params, entry.arguments):
             self.env[name] = GTensor(arg, p.dtype, list(p.dims), p.accum)

@@ -171,3 +171,51 @@ def f(A: tensor[f32, 2, 4, 8], B: tensor[f32, 2, 8, 3]):
     with pytest.raises(CompileError) as e:
         compiler.compile_source(src, "prog.py")
     assert e.value.line == 4 and "2-D right-hand side" in e.value.message
+
+
+HINTED = """
+@function(tile=(64, 128, 96), stages=2, epilogue=[bias, gelu])
+@op.specialize(when={"backend": "cuda"}, use={"tile_sizes": [128, 128, 32]})
+def mlp(X: tensor[f32, "M", "K"], W: tensor[f32, "K", "N"], b: tensor[f32, "N"]):
+    return op.gelu(op.bias_add(X @ W, b))
+
+@function
+@op.specialize(when={"backend": "cpu"}, use={"tile_sizes": [48, 96, 64]})
+def plain(X: tensor[f32, "M", "K"], W: tensor[f32, "K", "N"]):
+    return X @ W
+"""
+
+
+def test_hints_and_specializations_reach_the_schedule():
+    dumps = {}
+    image = compiler.compile_source(HINTED, "h.py", on_stage=lambda n, a: dumps.setdefault(n, a)).image
+    sched = dumps["schedule"]
+    mlp, plain = sched.split("func.func @plain")
+    assert "KC = 96 : i64, MB = 64 : i64" in mlp and "NC = 128 : i64" in mlp and "stages = 2" in mlp
+    assert "KC = 64 : i64, MB = 48 : i64" in plain and "NC = 96 : i64" in plain   # the cpu specialization
+    prog = executor.load(image)
+    X, W, b = randn(70, 100), randn(100, 130), randn(130)
+    np.testing.assert_allclose(prog.plain(X, W), X @ W, rtol=1e-4, atol=1e-3)
+    ref = tessera_frontend_compile(HINTED).interpret("mlp", X, W, b)
+    np.testing.assert_allclose(prog.mlp(X, W, b), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_requested_epilogue_must_fuse():
+    from tessera.frontend import CompileError
+    with pytest.raises(CompileError) as e:
+        compiler.compile_source(HINTED.replace("op.gelu(op.bias_add", "op.relu(op.bias_add"), "h.py")
+    assert e.value.line == 5 and "fused epilogue is ['bias', 'relu']" in e.value.message
+
+
+@pytest.mark.parametrize("decorator, message", [
+    ("@function(tile=(64, 128))", "tile= takes three positive sizes"),
+    ("@function(stages=0)", "stages= takes a positive integer"),
+    ("@function(swizzle=2)", "unknown hint 'swizzle'"),
+    ("@function\n@op.specialize(when='cpu')", "op.specialize(when={...}, use={...})"),
+])
+def test_bad_hints_are_located(decorator, message):
+    from tessera.frontend import CompileError
+    src = f"{decorator}\ndef f(X: tensor[f32, 4, 4]):\n    return X\n"
+    with pytest.raises(CompileError) as e:
+        compiler.compile_source(src, "h.py")
+    assert message in e.value.message and e.value.line >= 1

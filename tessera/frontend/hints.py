@@ -1,0 +1,98 @@
+"""Per-kernel schedule hints (spec/system-architecture.md §10) and per-target specializations.
+
+    @function(tile=(128, 128, 32), stages=3, vector=8, epilogue=[bias, gelu])
+    @op.specialize(when={"backend": "cpu"}, use={"tile_sizes": [96, 256, 256]})
+    def mlp(X: tensor[f32, "M", "K"], ...): ...
+
+Hints become the function's `tessera.hints` (MB, NC, KC for the tile M, N, K; stages; vector); the
+specializations become `tessera.specialize`, and the schedule phase applies those whose `when` matches the
+target it compiles for. `epilogue=[…]` asks that the matmul's epilogue fuse exactly those steps: the fusion
+phase reports an error at the function when it cannot.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ..mlir import ir
+from .errors import CompileError
+
+_KEYS = ("tile", "stages", "vector", "epilogue")
+
+
+def _literal(node: ast.expr, filename: str):
+    """Python literals, with bare names read as strings (`epilogue=[bias, gelu]`)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_literal(e, filename) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        return {_literal(k, filename): _literal(v, filename) for k, v in zip(node.keys, node.values)}
+    if isinstance(node, ast.Constant):
+        return node.value
+    raise CompileError.at(node, filename, f"a hint is a literal, not '{ast.unparse(node)}'")
+
+
+def _tile(value, node, filename) -> dict:
+    if isinstance(value, dict):
+        value = [value.get(k) for k in ("M", "N", "K")]
+    if not (isinstance(value, list) and len(value) == 3 and all(isinstance(v, int) and v > 0 for v in value)):
+        raise CompileError.at(node, filename, "tile= takes three positive sizes (M, N, K) or {M:, N:, K:}")
+    return {"MB": value[0], "NC": value[1], "KC": value[2]}
+
+
+def _normalize(pairs: dict, nodes: dict, filename: str) -> dict:
+    out: dict = {}
+    for key, value in pairs.items():
+        node = nodes[key]
+        if key in ("tile", "tile_sizes"):
+            out.update(_tile(value, node, filename))
+        elif key in ("stages", "vector"):
+            if not isinstance(value, int) or value < 1:
+                raise CompileError.at(node, filename, f"{key}= takes a positive integer")
+            out[key] = value
+        elif key == "epilogue":
+            if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+                raise CompileError.at(node, filename, "epilogue= takes a list of step names, e.g. [bias, gelu]")
+            out[key] = value
+        else:
+            raise CompileError.at(node, filename, f"unknown hint '{key}' (hints: tile, stages, vector, epilogue)")
+    return out
+
+
+def read(fn: ast.FunctionDef, filename: str) -> tuple[dict, list]:
+    """(hints, [(when, hints)]) from the decorators of `fn`."""
+    hints: dict = {}
+    specs: list = []
+    for d in fn.decorator_list:
+        if not isinstance(d, ast.Call):
+            continue
+        name = d.func.attr if isinstance(d.func, ast.Attribute) else getattr(d.func, "id", None)
+        kw = {k.arg: k.value for k in d.keywords if k.arg}
+        if name in ("function", "kernel"):
+            hints.update(_normalize({k: _literal(v, filename) for k, v in kw.items()}, kw, filename))
+        elif name == "specialize":
+            when, use = kw.get("when"), kw.get("use")
+            if when is None or use is None:
+                raise CompileError.at(d, filename, "op.specialize(when={...}, use={...})")
+            when_v, use_v = _literal(when, filename), _literal(use, filename)
+            if not isinstance(when_v, dict) or not isinstance(use_v, dict):
+                raise CompileError.at(d, filename, "op.specialize's when= and use= are dicts")
+            specs.append((when_v, _normalize(use_v, {k: use for k in use_v}, filename)))
+    return hints, specs
+
+
+def _attr(d: dict) -> ir.DictAttr:
+    i64 = ir.IntegerType.get_signless(64)
+    return ir.DictAttr.get({k: ir.IntegerAttr.get(i64, v) if isinstance(v, int) else
+                            ir.ArrayAttr.get([ir.StringAttr.get(x) for x in v]) if isinstance(v, list) else
+                            ir.StringAttr.get(str(v)) for k, v in d.items()})
+
+
+def attach(f, fn: ast.FunctionDef, filename: str) -> None:
+    hints, specs = read(fn, filename)
+    if hints:
+        f.attributes["tessera.hints"] = _attr(hints)
+    if specs:
+        f.attributes["tessera.specialize"] = ir.ArrayAttr.get(
+            [ir.DictAttr.get({"when": _attr(w), "use": _attr(u)}) for w, u in specs])
