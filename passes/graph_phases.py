@@ -29,6 +29,7 @@ class TargetInfo:
     native_dtypes: frozenset  # element types the target computes in directly
     cores: int
     matmul_schedule: Callable[[int | None, int | None, int | None], dict] | None = None  # cost model
+    decompose_attention: bool = False   # run flash_attention as GEMMs and a softmax (passes/decompose.py)
 
     def matches(self, key: str, value: str) -> bool:
         """Whether an `op.specialize(when={key: value})` condition holds for this target."""

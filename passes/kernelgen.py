@@ -204,13 +204,26 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int) -> KernelSour
             raise UnsupportedOnCPU(op, "the CPU backend computes softmax over the last axis only (yet)")
         params.append(f"Y: tensor[{dt_out}, \"R\", \"C\"]")
         views.append("matrix")
-        lines += [f"        m = {LOWEST_F32}", *_row_loop([f"m = max(m, {ld(XRC)})"]),
-                  *_butterfly("m", "max({a}, {b})", warp),
-                  "        s = 0.0", *_row_loop([f"s += math.exp({ld(XRC)} - m)"]),
-                  *_butterfly("s", "{a} + {b}", warp), "        inv = 1.0 / s",
-                  *_row_loop([f"Y[r, c] = {st(f'math.exp({ld(XRC)} - m) * inv')}"])]
+        if "tessera.causal" in op.attributes:
+            # scores of queries × keys: query r % SQ sees keys 0..r % SQ (top-left aligned); the rest is 0
+            params.append("SQ: int64")
+            extra = {"scalars": [ir.StringAttr(op.attributes["tessera.causal"]).value]}
+            head.append("        lim = r % SQ")
+            lines += [f"        m = {LOWEST_F32}", *_row_loop([f"if c <= lim:", f"    m = max(m, {ld(XRC)})"]),
+                      *_butterfly("m", "max({a}, {b})", warp),
+                      "        s = 0.0", *_row_loop(["if c <= lim:", f"    s += math.exp({ld(XRC)} - m)"]),
+                      *_butterfly("s", "{a} + {b}", warp), "        inv = 1.0 / s",
+                      *_row_loop([f"Y[r, c] = {st(f'math.exp({ld(XRC)} - m) * inv')} if c <= lim else 0.0"])]
+        else:
+            extra = {}
+            lines += [f"        m = {LOWEST_F32}", *_row_loop([f"m = max(m, {ld(XRC)})"]),
+                      *_butterfly("m", "max({a}, {b})", warp),
+                      "        s = 0.0", *_row_loop([f"s += math.exp({ld(XRC)} - m)"]),
+                      *_butterfly("s", "{a} + {b}", warp), "        inv = 1.0 / s",
+                      *_row_loop([f"Y[r, c] = {st(f'math.exp({ld(XRC)} - m) * inv')}"])]
         outputs = [op.results[0]]
     elif kind in ("ttensor.layernorm", "ttensor.rmsnorm"):
+        extra = {}
         eps = repr(ir.FloatAttr(op.attributes["eps"]).value)
         sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
         scale_shift = []
@@ -240,6 +253,7 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int) -> KernelSour
         lines += _row_loop([f"v = {ld(XRC)}", f"Y[r, c] = {st(y)}"])
         outputs = [op.results[0]]
     elif kind == "ttensor.reduce":
+        extra = {}
         axes = sorted(ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["axes"]))
         if axes != list(range(len(xd) - len(axes), len(xd))):
             raise UnsupportedOnCPU(op, "the CPU backend reduces trailing axes only (yet)")
@@ -259,7 +273,7 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int) -> KernelSour
         raise UnsupportedOnCPU(op, f"'{kind}' has no CPU row kernel")
     src = "\n".join(["import math", "", "", "@kernel", f"def {name}({', '.join(params)}):", *head, *lines, ""])
     return KernelSource(name, src, inputs, outputs, views, block=(warp, rows_per_block, 1),
-                        grid=("1", f"ceil(R/{rows_per_block})", "1"))
+                        grid=("1", f"ceil(R/{rows_per_block})", "1"), extra=extra)
 
 
 def transpose(name: str, op, dims: dict) -> KernelSource:

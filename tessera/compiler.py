@@ -20,7 +20,7 @@ from typing import Callable
 from . import __version__, abi, cache, image, plan
 from .options import CompileOptions
 from .frontend import CompileError, build_module
-from .passes import fusion, graph_lowering, graph_phases
+from .passes import decompose, fusion, graph_lowering, graph_phases
 from .mlir import ir
 from .passes.registry import build_pass_manager
 
@@ -77,6 +77,8 @@ def _functions(mod: ir.Module) -> list:
 
 def make_schedule(mod: ir.Module, metadata: dict, target) -> ir.Module:
     for fn in _functions(mod):
+        if target.decompose_attention:
+            decompose.attention(fn)
         graph_phases.schedule(fn, target)
     return mod
 

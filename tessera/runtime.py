@@ -3,8 +3,11 @@
     mod = tessera.runtime.load("saxpy.tessera")
     mod.saxpy(2.0, X, Y, Out, grid=(ceil_div(n, 256),), block=(256,))
 
-Arrays are numpy arrays; the launcher checks each against the kernel's metadata (dtype, rank, contiguity,
-extents shared between tensors) and fills the dimension arguments from their shapes.
+On the CPU backend arrays are numpy arrays. On a GPU backend (``select_backend("cuda")``, or
+``TESSERA_BACKEND=cuda``) they live in device memory: a `DeviceArray` (``DeviceArray.from_numpy(x)``, then
+``.numpy()``), or any array exposing ``__cuda_array_interface__`` (a PyTorch CUDA tensor, a CuPy array), used
+in place. The launcher checks each against the kernel's metadata (dtype, rank, contiguity, extents shared
+between tensors) and fills the dimension arguments from their shapes. A launch returns when the kernel is done.
 """
 
 from __future__ import annotations
@@ -28,16 +31,118 @@ _NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": np.ui
 _PACK = {"f32": "<f", "f64": "<d", "i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q", "bool": "<?",
          "index": "<q"}
 
+# Backends whose device memory is host memory, so that numpy arrays are used in place.
+_HOST_MEMORY = {"cpu"}
+# The image `target` each backend runs.
+_TARGET = {"cpu": "cpu", "cuda": "ptx"}
+
 _default_lock = threading.Lock()
 _default: _runtime.Context | None = None
+_default_backend = ""   # "" : $TESSERA_BACKEND, else cpu
+
+
+def backends() -> list[str]:
+    """The backends this machine can run, e.g. ``['cpu', 'cuda']``."""
+    return list(_runtime.backends())
+
+
+def select_backend(name: str) -> _runtime.Context:
+    """Makes the default context (the one `load` uses when given none) a new context on backend `name`
+    ('cpu', 'cuda'), and returns it. Modules loaded before keep the context they were loaded into.
+    Raises `Error` (TSR_ERROR_UNSUPPORTED, saying why) when this machine cannot run `name`."""
+    global _default, _default_backend
+    with _default_lock:
+        context = _runtime.Context(name)
+        _default, _default_backend = context, name
+        return context
 
 
 def default_context() -> _runtime.Context:
     global _default
     with _default_lock:
         if _default is None:
-            _default = _runtime.Context()
+            _default = _runtime.Context(_default_backend)
         return _default
+
+
+class DeviceArray:
+    """A C-contiguous array in a context's device memory: the argument a GPU kernel takes in place of a
+    numpy array. Freed when the last reference goes (or by `free`).
+
+        X = DeviceArray.from_numpy(x)           # allocate and copy in
+        Y = DeviceArray((n,), np.float32)       # allocate, uninitialized
+        mod.saxpy(a, X, X, Y, grid=…, block=…)
+        y = Y.numpy()                           # copy out
+
+    On the CUDA backend it exposes ``__cuda_array_interface__``, so ``torch.as_tensor(Y, device="cuda")``
+    sees the same memory."""
+
+    def __init__(self, shape, dtype, context: _runtime.Context | None = None):
+        self.context = context or default_context()
+        self.shape = tuple(int(d) for d in ((shape,) if isinstance(shape, (int, np.integer)) else shape))
+        self.dtype = np.dtype(dtype)
+        self._owner = None
+        self.address = self.context.alloc(self.nbytes)
+
+    @classmethod
+    def from_numpy(cls, array, context: _runtime.Context | None = None) -> "DeviceArray":
+        array = np.ascontiguousarray(array)
+        out = cls(array.shape, array.dtype, context)
+        out.copy_from(array)
+        return out
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def copy_from(self, array) -> None:
+        array = np.ascontiguousarray(array, dtype=self.dtype)
+        if array.shape != self.shape:
+            raise ValueError(f"cannot copy an array of shape {array.shape} into a DeviceArray of shape {self.shape}")
+        if self.nbytes:
+            self.context.copy_to_device(self.address, array)
+
+    def numpy(self) -> np.ndarray:
+        out = np.empty(self.shape, self.dtype)
+        if self.nbytes:
+            self.context.copy_to_host(out, self.address)
+        return out
+
+    def reshape(self, *shape) -> "DeviceArray":
+        """The same memory seen with another shape (of as many elements)."""
+        shape = tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)) else shape
+        shape = np.empty(self.shape, dtype=np.bool_).reshape(shape).shape  # numpy's rules, -1 included
+        view = object.__new__(DeviceArray)
+        view.context, view.shape, view.dtype, view.address = self.context, shape, self.dtype, self.address
+        view._owner = self._owner or self
+        return view
+
+    def free(self) -> None:
+        """Gives the memory back now; the array (and views of it) must not be used after."""
+        if self._owner is None and self.address:
+            address, self.address = self.address, 0
+            if not self.context.closed:
+                self.context.free(address)
+
+    def __del__(self):
+        try:
+            self.free()
+        except Error:
+            pass  # the context went away first, and with it the memory
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        if self.context.backend != "cuda":
+            raise AttributeError("__cuda_array_interface__: this DeviceArray is not in CUDA memory")
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.address, False), "strides": None,
+                "version": 3}
+
+    def __repr__(self) -> str:
+        return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, backend={self.context.backend})"
 
 
 def version() -> tuple[int, int, int]:
@@ -55,6 +160,7 @@ def load(image, context: _runtime.Context | None = None) -> "Module":
 class Module:
     def __init__(self, data: bytes, context: _runtime.Context):
         self._native = context.load_module(data)   # the C loader validates the image first
+        self.context = context
         self.image = read_image(data)
         self._kernels: dict[str, Kernel] = {}
 
@@ -65,9 +171,10 @@ class Module:
     def kernel(self, name: str) -> "Kernel":
         if name not in self._kernels:
             native = self._native.kernel(name)
+            target = _TARGET.get(self.context.backend)
             record = next(k for k in self.image.kernels if k.name == name and k.entry and
-                          len(k.args) == native.arg_count)
-            self._kernels[name] = Kernel(native, record)
+                          len(k.args) == native.arg_count and (target is None or k.target == target))
+            self._kernels[name] = Kernel(native, record, self.context.backend in _HOST_MEMORY)
         return self._kernels[name]
 
     def __getattr__(self, name: str) -> "Kernel":
@@ -87,11 +194,12 @@ def _dim3(v, what: str) -> tuple[int, int, int]:
 
 
 class Kernel:
-    def __init__(self, native, record):
+    def __init__(self, native, record, host_memory: bool = True):
         self._native = native
         self.record = record
         self.name = record.name
         self.params = [a for a in record.args if a.kind != DIM]
+        self.host_memory = host_memory   # numpy arrays are used in place (else device arrays are)
 
     def __getitem__(self, launch_config):
         grid, block = launch_config
@@ -117,17 +225,37 @@ class Kernel:
                 slots[i] = struct.pack("<q", dims[i])
         return slots
 
+    def _array(self, where: str, dt, v) -> tuple[np.dtype, tuple, bool, int]:
+        """(dtype, shape, C-contiguous, address) of an array argument, if it lives where the kernel runs."""
+        if isinstance(v, DeviceArray):
+            return v.dtype, v.shape, True, v.address
+        if self.host_memory:
+            if not isinstance(v, np.ndarray):
+                raise TypeError(f"{where} must be a numpy array of {dt.name}, got {type(v).__name__}")
+            return v.dtype, v.shape, v.flags.c_contiguous, v.ctypes.data
+        if isinstance(v, np.ndarray):
+            raise TypeError(f"{where} is a numpy array, in host memory, but '{self.name}' runs on a GPU: pass a "
+                            f"tessera.runtime.DeviceArray (DeviceArray.from_numpy) or a CUDA tensor")
+        cai = getattr(v, "__cuda_array_interface__", None)
+        if cai is None:
+            raise TypeError(f"{where} must be a DeviceArray or expose __cuda_array_interface__ (a CUDA tensor), "
+                            f"got {type(v).__name__}")
+        dtype, shape = np.dtype(cai["typestr"]), tuple(cai["shape"])
+        strides = cai.get("strides")
+        contiguous = strides is None or tuple(strides) == tuple(
+            int(np.prod(shape[i + 1:], dtype=np.int64)) * dtype.itemsize for i in range(len(shape)))
+        return dtype, shape, contiguous, int(cai["data"][0])
+
     def _check_array(self, a, dt, v, dims: dict[int, int]) -> int:
         where = f"argument '{a.name}' of '{self.name}'"
-        if not isinstance(v, np.ndarray):
-            raise TypeError(f"{where} must be a numpy array of {dt.name}, got {type(v).__name__}")
-        if v.dtype != np.dtype(_NUMPY[dt.name]):
-            raise TypeError(f"{where} must have dtype {dt.name}, got {v.dtype}")
-        if v.ndim != a.rank:
-            raise ValueError(f"{where} must have rank {a.rank}, got shape {v.shape}")
-        if not v.flags.c_contiguous:
-            raise ValueError(f"{where} must be C-contiguous (use np.ascontiguousarray)")
-        for axis, (d, extent) in enumerate(zip(a.dims, v.shape)):
+        dtype, shape, contiguous, address = self._array(where, dt, v)
+        if dtype != np.dtype(_NUMPY[dt.name]):
+            raise TypeError(f"{where} must have dtype {dt.name}, got {dtype}")
+        if len(shape) != a.rank:
+            raise ValueError(f"{where} must have rank {a.rank}, got shape {shape}")
+        if not contiguous:
+            raise ValueError(f"{where} must be C-contiguous (use np.ascontiguousarray, or .contiguous())")
+        for axis, (d, extent) in enumerate(zip(a.dims, shape)):
             if d >= 0:
                 if extent != d:
                     raise ValueError(f"{where} must have extent {d} on axis {axis}, got {extent}")
@@ -137,7 +265,7 @@ class Kernel:
                 sym = self.record.args[slot].name
                 raise ValueError(f"{where} has {sym} = {extent} on axis {axis}, but an earlier argument "
                                  f"has {sym} = {dims[slot]}")
-        return v.ctypes.data
+        return address
 
     def __call__(self, *args, grid, block, smem_bytes: int = 0):
         slots = self.pack(args)

@@ -126,7 +126,7 @@ class CPUBackend:
         host = target.host(self.options.cpu)
         from .gemm_lowering import matmul_schedule
         return TargetInfo("cpu", target.vector_bits(host), self.options.warp_size, frozenset({"f32", "f64"}),
-                          os.cpu_count() or 1, matmul_schedule)
+                          os.cpu_count() or 1, matmul_schedule, decompose_attention=True)
 
     @staticmethod
     def gemm_lowering(*args):

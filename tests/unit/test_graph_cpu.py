@@ -219,3 +219,17 @@ def test_bad_hints_are_located(decorator, message):
     with pytest.raises(CompileError) as e:
         compiler.compile_source(src, "h.py")
     assert message in e.value.message and e.value.line >= 1
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype, tol", [("f32", 1e-5), ("f16", 2 ** -9)])
+def test_flash_attention_on_the_cpu(causal, dtype, tol):
+    src = f"""
+@function
+def attn(Q: tensor[{dtype}, "B", "S", 64], K: tensor[{dtype}, "B", "T", 64], V: tensor[{dtype}, "B", "T", 32]):
+    return op.flash_attention(Q, K, V, causal={causal})
+"""
+    np_dtype = np.float16 if dtype == "f16" else np.float32
+    Q, K, V = randn(2, 37, 64).astype(np_dtype), randn(2, 45, 64).astype(np_dtype), randn(2, 45, 32).astype(np_dtype)
+    cpu, ref = both(src, "attn", Q, K, V)
+    np.testing.assert_allclose(cpu.astype(np.float32), ref.astype(np.float32), rtol=tol, atol=tol)

@@ -1,0 +1,47 @@
+"""The programs the GPU tests run, by name: (source, target architecture).
+
+One list for both ways of getting their images: compiled in the test process where the compiler is
+installed, or built beforehand by build_images.py on a machine that has it and loaded from
+$TESSERA_GPU_IMAGES (a GPU machine without MLIR, docs/nvidia.md "Testing on a GPU machine").
+"""
+
+import pathlib
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+SOURCES = {
+    "saxpy": ((REPO / "examples" / "saxpy.py").read_text(), "sm_80"),
+    "saxpy_sm90a": ((REPO / "examples" / "saxpy.py").read_text(), "sm_90a"),
+    "shuffles": ("""
+@kernel
+def shift_down(X: tensor[int, "N"], Out: tensor[int, "N"]):
+    i = launch.thread_id()
+    Out[i] = tile.warp_shuffle_down(X[i], 3)
+
+@kernel
+def butterfly_f64(X: tensor[f64, "N"], Out: tensor[f64, "N"]):
+    i = launch.thread_id()
+    v = X[i]
+    for m in [16, 8, 4, 2, 1]:
+        v += tile.warp_shuffle_xor(v, m)
+    Out[i] = v
+
+@kernel
+def ids(Out: tensor[int, "N", 4]):
+    i = launch.thread_id()
+    Out[i, 0] = tile.lane_id()
+    Out[i, 1] = tile.warp_id()
+    Out[i, 2] = launch.block_id()
+    Out[i, 3] = tile.warp_size()
+""", "sm_80"),
+    "rows": ("""
+@function
+def f(X: tensor[f32, "N", "D"], g: tensor[f32, "D"], b: tensor[f32, "D"]):
+    return op.softmax(X), op.layernorm(X, gamma=g, beta=b), op.rmsnorm(X, gamma=g)
+""", "sm_80"),
+    "elementwise": ("""
+@function
+def f(X: tensor[f32, "N", "D"], b: tensor[f32, "D"]):
+    return op.log(op.exp(op.tanh(op.gelu(op.bias_add(X, b)) * 0.5) * 3.0) + 2.0)
+""", "sm_80"),
+}
