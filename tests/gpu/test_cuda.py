@@ -44,8 +44,8 @@ def test_saxpy(load, cuda, n, block):
 def test_sm90a_image_runs_only_on_compute_capability_9_0(load, cuda):
     from tessera import runtime
     if cuda.properties["arch"] != "sm_90":
-        with pytest.raises(runtime.Error):
-            load("saxpy_sm90a").saxpy
+        with pytest.raises(runtime.Error, match="no kernel"):
+            load("saxpy_sm90a").kernel("saxpy")
         return
     mod = load("saxpy_sm90a")
     X = f32(5000)
