@@ -79,13 +79,13 @@ static bool load_via_tmpfile(const uint8_t* bytes, size_t size, tsr_cpu_code_t* 
   }
   int fd = mkstemp(path);
   if (fd < 0) {
-    snprintf(why, why_size, "mkstemp %s: %s", path, strerror(errno));
+    snprintf(why, why_size, "mkstemp %.256s: %s", path, strerror(errno));
     return false;
   }
   bool written = write_all(fd, bytes, size);
   close(fd);
   if (written) code->handle = open_fresh(path, why, why_size);
-  else snprintf(why, why_size, "writing %s: %s", path, strerror(errno));
+  else snprintf(why, why_size, "writing %.256s: %s", path, strerror(errno));
   unlink(path);  /* the mapping keeps the code alive */
   return code->handle != NULL;
 }

@@ -48,12 +48,22 @@ static tsr_status_t check_args(const struct tsr_kernel* k, void** args, size_t n
     const tsr_arg_info_t* a = &k->args[i];
     if (!args[i])
       return tsr_fail(TSR_ERROR_INVALID_VALUE, "kernel '%s': args[%zu] ('%s') is NULL", k->name, i, a->name);
+    /* The ABI's natural alignment (spec Part III §3.3): the entry reads each value, and each tensor element,
+     * with an aligned load. */
+    size_t value = tsr_arg_value_size(a);
+    if ((uintptr_t)args[i] % value)
+      return tsr_fail(TSR_ERROR_INVALID_VALUE, "kernel '%s': args[%zu] ('%s') at %p is not aligned to its %zu-byte "
+                      "value", k->name, i, a->name, args[i], value);
     if (a->kind == TSR_ARG_TENSOR) {
       void* buffer;
       memcpy(&buffer, args[i], sizeof buffer);
+      size_t element = tsr_dtype_size(a->dtype);
       if (!buffer)
         return tsr_fail(TSR_ERROR_INVALID_VALUE, "kernel '%s': tensor argument %zu ('%s') is a NULL buffer", k->name, i,
                         a->name);
+      if ((uintptr_t)buffer % element)
+        return tsr_fail(TSR_ERROR_INVALID_VALUE, "kernel '%s': tensor argument %zu ('%s') at %p is not aligned to its "
+                        "%zu-byte elements", k->name, i, a->name, buffer, element);
     } else if (a->kind == TSR_ARG_DIMENSION) {
       int64_t extent;
       memcpy(&extent, args[i], sizeof extent);
@@ -194,14 +204,21 @@ tsr_status_t tsr_launch_own_values(tsr_launch_record_t* r) {
     next += (n + 7) & ~(size_t)7;
   }
   r->values = values;
+  r->values_size = total;
   r->args = args;
   return TSR_SUCCESS;
 }
 
 tsr_status_t tsr_launch_clone(const tsr_launch_record_t* from, tsr_launch_record_t* to) {
+  /* Relocates the copy without reading the kernel, whose module may be gone by now. */
   *to = *from;
-  to->values = NULL;
-  return tsr_launch_own_values(to);
+  to->values = malloc(from->values_size ? from->values_size : 1);
+  if (!to->values) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory copying launch arguments");
+  memcpy(to->values, from->values, from->values_size);
+  to->args = (void**)to->values;
+  for (size_t i = 0; i < from->nargs; i++)
+    to->args[i] = to->values + ((unsigned char*)from->args[i] - from->values);
+  return TSR_SUCCESS;
 }
 
 void tsr_launch_free(tsr_launch_record_t* r) {

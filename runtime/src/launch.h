@@ -23,7 +23,8 @@ typedef struct tsr_launch_record {
   uint64_t stream;        /* the stream's id, for telemetry and crash capture; 0: the NULL stream */
   void** args;            /* `nargs` pointers: the caller's, or into `values` once owned */
   size_t nargs;
-  unsigned char* values;  /* owned copies of the argument values (and the pointer array); NULL if not owned */
+  unsigned char* values;  /* owned: the pointer array, then the argument values; NULL if not owned */
+  size_t values_size;
 } tsr_launch_record_t;
 
 /* Bytes of one argument's value in the args array (scalar: its dtype's size; tensor: a pointer; dimension:
@@ -47,7 +48,7 @@ tsr_status_t tsr_launch_check_memory(const tsr_launch_record_t* record);
 /* Makes `record` own copies of its argument values, so that the caller's may change. */
 tsr_status_t tsr_launch_own_values(tsr_launch_record_t* record);
 
-/* An owned deep copy of an owned record. */
+/* An owned deep copy of an owned record (the kernel is not read: it may have been unloaded). */
 tsr_status_t tsr_launch_clone(const tsr_launch_record_t* from, tsr_launch_record_t* to);
 
 /* Runs a validated launch: trace range, backend, debug-mode fault report and canary checks, metrics record,

@@ -85,16 +85,16 @@ static tsr_status_t insert(tsr_memory_state_t* m, tsr_allocation_t a) {
     m->in_use += a.bytes;
     if (m->in_use > m->peak) m->peak = m->in_use;
   }
-  if (a.origin == TSR_ORIGIN_POOL) m->reserved += a.block;
-  if (a.origin == TSR_ORIGIN_GUARDED) m->reserved += a.map_bytes;
+  if (a.origin == TSR_ORIGIN_POOL) m->held += a.block;
+  if (a.origin == TSR_ORIGIN_GUARDED) m->held += a.map_bytes;
   return TSR_SUCCESS;
 }
 
 static void erase(tsr_memory_state_t* m, tsr_allocation_t* a) {
   if (a->origin == TSR_ORIGIN_REGISTERED) m->registered -= a->bytes;
   else m->in_use -= a->bytes;
-  if (a->origin == TSR_ORIGIN_POOL) m->reserved -= a->block;
-  if (a->origin == TSR_ORIGIN_GUARDED) m->reserved -= a->map_bytes;
+  if (a->origin == TSR_ORIGIN_POOL) m->held -= a->block;
+  if (a->origin == TSR_ORIGIN_GUARDED) m->held -= a->map_bytes;
   size_t i = (size_t)(a - m->table);
   memmove(m->table + i, m->table + i + 1, (m->count - i - 1) * sizeof *m->table);
   m->count--;
@@ -181,7 +181,6 @@ static void release(struct tsr_context* ctx, const tsr_allocation_t* a) {
   switch ((tsr_origin_t)a->origin) {
     case TSR_ORIGIN_POOL:
       if (!tsr_pool_put(&m->pool, (void*)a->base, a->block)) backend_free(ctx, (void*)a->base);
-      else m->reserved += a->block;
       break;
     case TSR_ORIGIN_GUARDED: quarantine(m, a); break;
     case TSR_ORIGIN_PINNED:
@@ -356,7 +355,8 @@ tsr_status_t tsrGetMemoryStats(tsr_context_t ctx, tsr_memory_stats_t* out) {
   size_t registered_count = 0;
   for (size_t i = 0; i < m->count; i++) registered_count += m->table[i].origin == TSR_ORIGIN_REGISTERED;
   *out = (tsr_memory_stats_t){.allocations = m->count - registered_count, .bytes_in_use = m->in_use,
-                              .bytes_reserved = m->reserved, .bytes_cached = m->pool.cached_bytes,
+                              .bytes_reserved = m->held + m->pool.cached_bytes,
+                              .bytes_cached = m->pool.cached_bytes,
                               .peak_bytes_in_use = m->peak, .registered_bytes = m->registered};
   pthread_mutex_unlock(&m->lock);
   return TSR_SUCCESS;
@@ -367,7 +367,6 @@ tsr_status_t tsrTrimMemory(tsr_context_t ctx) {
   if (st) return st;
   tsr_memory_state_t* m = &ctx->memory;
   pthread_mutex_lock(&m->lock);
-  m->reserved -= m->pool.cached_bytes;
   tsr_pool_drain(&m->pool, backend_free, ctx);
   pthread_mutex_unlock(&m->lock);
   return TSR_SUCCESS;
@@ -467,12 +466,9 @@ tsr_status_t tsr_memory_check_canaries(struct tsr_context* ctx, const void* p, c
   tsr_guarded_t g = guarded_of(&a);
   ptrdiff_t where;
   if (!tsr_guarded_damaged(&g, &where)) return TSR_SUCCESS;
-  if (where < 0)
-    return tsr_fail(TSR_ERROR_MEMORY_FAULT, "%s: a canary %td bytes before the %zu-byte allocation #%" PRIu64
-                    " at %p was overwritten (an underrun)", what, -where, a.bytes, a.serial, (void*)a.base);
-  return tsr_fail(TSR_ERROR_MEMORY_FAULT, "%s: a canary %td bytes past the end of the %zu-byte allocation #%" PRIu64
-                  " at %p was overwritten (an overrun)", what, where - (ptrdiff_t)a.bytes, a.bytes, a.serial,
-                  (void*)a.base);
+  return tsr_fail(TSR_ERROR_MEMORY_FAULT, "%s: the canary at offset %td of the %zu-byte allocation #%" PRIu64 " at %p "
+                  "was overwritten (an %s)", what, where, a.bytes, a.serial, (void*)a.base,
+                  where < 0 ? "underrun" : "overrun");
 }
 
 void tsr_memory_describe(struct tsr_context* ctx, uintptr_t address, char* out, size_t size) {

@@ -38,7 +38,9 @@ typedef struct tsr_memory_state {
   size_t freed_count, freed_first, freed_bytes;
   tsr_mem_pool_t pool;
   uint64_t serial;
-  size_t in_use, peak, reserved, registered;
+  size_t in_use, peak;  /* bytes of tsrAlloc allocations, as requested */
+  size_t held;          /* memory behind live device allocations: pool blocks, guarded mappings */
+  size_t registered;
 } tsr_memory_state_t;
 
 struct tsr_context;

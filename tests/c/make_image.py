@@ -7,25 +7,34 @@ import argparse
 import struct
 
 SCALAR, TENSOR, DIMENSION = 0, 1, 2
-F32, INDEX = 1, 17
+F32, I32, I64, INDEX = 1, 7, 8, 17
 SIMT = 1
 READ_ONLY = 1
 
 
 def test_kernels():
-    """The kernels of the standard test image: what kernels_cpu.c exports, plus GPU-only records."""
+    """The kernels of the standard test image: what kernels_cpu.c exports, for both CPU archs, plus GPU-only
+    records."""
     saxpy_args = [("a", SCALAR, F32, []), ("x", TENSOR, F32, [-4], READ_ONLY), ("y", TENSOR, F32, [-4]),
                   ("N", DIMENSION, INDEX, [])]
     fill_args = [("out", TENSOR, F32, [-3]), ("value", SCALAR, F32, []), ("N", DIMENSION, INDEX, [])]
-    return [
-        dict(name="saxpy", entry="saxpy_entry", target="cpu", arch="x86_64", section=".tessera.code.cpu",
-             args=saxpy_args, props={"compiler": "make_image.py"}),
-        dict(name="saxpy", entry="saxpy_entry", target="cpu", arch="aarch64", section=".tessera.code.cpu",
-             args=saxpy_args),
-        dict(name="fill_fixed", entry="fill_fixed_entry", target="cpu", arch="x86_64", section=".tessera.code.cpu",
-             args=fill_args, block=(64, 1, 1), smem=1024),
-        dict(name="fill_fixed", entry="fill_fixed_entry", target="cpu", arch="aarch64",
-             section=".tessera.code.cpu", args=fill_args, block=(64, 1, 1), smem=1024),
+    cpu = [
+        dict(name="saxpy", entry="saxpy_entry", args=saxpy_args, props={"compiler": "make_image.py"}),
+        dict(name="fill_fixed", entry="fill_fixed_entry", args=fill_args, block=(64, 1, 1), smem=1024,
+             props={"tile.M": "64", "tile.N": "1", "tile.K": "8"}),
+        dict(name="scale_add", entry="scale_add_entry",
+             args=[("out", TENSOR, F32, [-3]), ("k", SCALAR, F32, []), ("N", DIMENSION, INDEX, [])]),
+        dict(name="spin_until", entry="spin_until_entry",
+             args=[("flag", TENSOR, I32, [-3]), ("seen", TENSOR, I32, [-3]), ("F", DIMENSION, INDEX, [])]),
+        dict(name="set_flag", entry="set_flag_entry", args=[("flag", TENSOR, I32, [-2]), ("F", DIMENSION, INDEX, [])]),
+        dict(name="overrun", entry="overrun_entry",
+             args=[("out", TENSOR, F32, [-3]), ("extra", SCALAR, I64, []), ("N", DIMENSION, INDEX, [])]),
+        dict(name="sleep_ms", entry="sleep_ms_entry", args=[("ms", SCALAR, I32, [])]),
+        dict(name="add_one", entry="add_one_entry", args=[("x", TENSOR, I64, [-2]), ("N", DIMENSION, INDEX, [])]),
+    ]
+    records = [dict(k, target="cpu", arch=arch, section=".tessera.code.cpu")
+               for k in cpu for arch in ("x86_64", "aarch64")]
+    return records + [
         dict(name="saxpy", entry="saxpy", target="ptx", arch="sm_90a", section=".tessera.code.ptx", args=saxpy_args),
         dict(name="gpu_only", entry="gpu_only", target="ptx", arch="sm_90a", section=".tessera.code.ptx", args=[]),
     ]
@@ -86,14 +95,18 @@ def elf_image(sections):
     return ehdr + body + b"".join(headers)
 
 
+# Stands in for the Graph IR: the runtime copies `.tessera.ops` into crash captures without reading it.
+OPS = b"ML\xefR test image: no Graph IR"
+
+
 def build(shared_object, kernels=None, abi=(1, 0)):
     kernels = test_kernels() if kernels is None else kernels
     strtab = StringTable()
     meta = meta_section(kernels, strtab)
     ptx = b".version 8.0\n.target sm_90a\n.address_size 64\n"  # never loaded by the CPU runtime
     return elf_image([(".note.tessera", 7, abi_note(*abi)), (".tessera.meta", 1, meta),
-                      (".tessera.strtab", 3, bytes(strtab.data)), (".tessera.code.cpu", 1, shared_object),
-                      (".tessera.code.ptx", 1, ptx)])
+                      (".tessera.strtab", 3, bytes(strtab.data)), (".tessera.ops", 1, OPS),
+                      (".tessera.code.cpu", 1, shared_object), (".tessera.code.ptx", 1, ptx)])
 
 
 def main():

@@ -1,4 +1,5 @@
-"""C hosts against the installed libtessera: the spec §11.1 flow, bad inputs, concurrent launches, and the
+"""C hosts against the installed libtessera: the spec §11.1 flow, bad inputs, streams and events, graphs,
+memory, debug mode, devices and the launch descriptor, concurrent threads, create/destroy cycles, and the
 three ways to build a host (direct flags, pkg-config, CMake find_package)."""
 import os
 import shutil
@@ -9,9 +10,18 @@ import pytest
 from conftest import HERE, REPO, run
 
 
+def run_checks(exe, *args, env=None):
+    """Runs a host made of check.h checks; fails with its output unless every check passed."""
+    p = subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, timeout=300,
+                       env=None if env is None else dict(os.environ, **env))
+    failed = [line for line in p.stdout.splitlines() if line.startswith("FAIL")]
+    assert p.returncode == 0 and not failed and p.stdout.rstrip().endswith("0 failed"), p.stdout + p.stderr
+    return p
+
+
 def test_saxpy_host_runs_the_test_image(build_host, test_image):
     p = run([build_host("host_saxpy.c"), test_image])
-    assert "kernels: saxpy fill_fixed" in p.stdout
+    assert "kernels: saxpy fill_fixed scale_add" in p.stdout
     assert "saxpy: 4 args" in p.stdout and p.stdout.rstrip().endswith("ok")
 
 
@@ -39,6 +49,17 @@ def test_bad_inputs_are_refused_and_the_host_lives(build_host, test_image):
 def test_launches_from_many_host_threads(build_host, test_image):
     p = run([build_host("host_threads.c"), test_image])
     assert p.stdout.rstrip().endswith(": 0 errors")
+
+
+@pytest.mark.parametrize("host", ["host_streams.c", "host_graphs.c", "host_memory.c", "host_debug.c",
+                                  "host_device.c"])
+def test_api_host(build_host, test_image, host):
+    run_checks(build_host(host), test_image)
+
+
+def test_cycles_leave_no_descriptor_or_thread_behind(build_host, test_image):
+    p = run_checks(build_host("host_cycles.c"), test_image, 10)
+    assert "10 cycles:" in p.stdout
 
 
 def test_header_compiles_as_cxx(build_host):

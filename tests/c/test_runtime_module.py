@@ -33,7 +33,8 @@ def test_versions_and_status_table():
 
 
 def test_introspection(module):
-    assert module.kernel_names() == ["saxpy", "fill_fixed"]
+    assert module.kernel_names() == ["saxpy", "fill_fixed", "scale_add", "spin_until", "set_flag", "overrun",
+                                     "sleep_ms", "add_one"]
     k = module.kernel("saxpy")
     assert (k.name, k.arg_count, k.block) == ("saxpy", 4, [0, 0, 0])
     assert [(a["name"], a["kind"], a["dims"]) for a in k.args] == [

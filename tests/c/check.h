@@ -1,0 +1,85 @@
+/* check.h — what the test hosts share: checks that print one line each and count failures, and reading the
+ * test image. A host prints "ok …" or "FAIL …" per check and ends with "N failed"; it exits with N. */
+#ifndef TESSERA_TESTS_CHECK_H_
+#define TESSERA_TESTS_CHECK_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tessera/tessera.h>
+
+static int failures;
+
+/* A status check: `got` must be `want`. */
+static inline void expect(const char* what, tsr_status_t got, tsr_status_t want) {
+  bool ok = got == want;
+  failures += !ok;
+  printf("%-4s %-60s %s%s%s  %s\n", ok ? "ok" : "FAIL", what, tsrGetStatusName(got), ok ? "" : " want ",
+         ok ? "" : tsrGetStatusName(want), got && got != TSR_ERROR_NOT_READY ? tsrGetLastErrorMessage() : "");
+}
+
+/* Also checks that the last error message mentions `needle`. */
+static inline void expect_msg(const char* what, tsr_status_t got, tsr_status_t want, const char* needle) {
+  expect(what, got, want);
+  if (got == want && !strstr(tsrGetLastErrorMessage(), needle)) {
+    failures++;
+    printf("FAIL %-60s message lacks '%s'\n", what, needle);
+  }
+}
+
+/* A condition check. */
+static inline void check(const char* what, bool ok) {
+  failures += !ok;
+  printf("%-4s %s\n", ok ? "ok" : "FAIL", what);
+}
+
+/* Fails the whole host at once: for setup steps the checks depend on. */
+#define MUST(call)                                                                                  \
+  do {                                                                                              \
+    tsr_status_t must_ = (call);                                                                    \
+    if (must_ != TSR_SUCCESS) {                                                                     \
+      printf("FAIL %s: %s: %s\n", #call, tsrGetStatusName(must_), tsrGetLastErrorMessage());        \
+      exit(2);                                                                                      \
+    }                                                                                               \
+  } while (0)
+
+static inline void* read_file(const char* path, size_t* size) {
+  FILE* f = fopen(path, "rb");
+  if (!f) {
+    printf("FAIL cannot open %s\n", path);
+    exit(2);
+  }
+  fseek(f, 0, SEEK_END);
+  *size = (size_t)ftell(f);
+  rewind(f);
+  void* data = malloc(*size ? *size : 1);
+  if (!data || fread(data, 1, *size, f) != *size) exit(2);
+  fclose(f);
+  return data;
+}
+
+/* Loads the test image (argv[1]) into `ctx`. */
+static inline tsr_module_t load_test_image(tsr_context_t ctx, const char* path) {
+  size_t size;
+  void* image = read_file(path, &size);
+  tsr_module_t m;
+  MUST(tsrLoadModule(ctx, image, size, &m));
+  free(image);
+  return m;
+}
+
+static inline tsr_kernel_t kernel(tsr_module_t m, const char* name) {
+  tsr_kernel_t k;
+  MUST(tsrGetKernel(m, name, &k));
+  return k;
+}
+
+static inline int finish(void) {
+  printf("%d failed\n", failures);
+  return failures;
+}
+
+#endif  /* TESSERA_TESTS_CHECK_H_ */
