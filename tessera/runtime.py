@@ -31,6 +31,10 @@ _NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": np.ui
 _PACK = {"f32": "<f", "f64": "<d", "i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q", "bool": "<?",
          "index": "<q"}
 
+_TORCH = {f"torch.{name}": np.dtype(name) for name in ("float32", "float64", "float16", "int8", "int16", "int32",
+                                                        "int64", "bool", "uint8")}
+_TORCH["torch.bfloat16"] = np.dtype(np.uint16)  # bf16 travels as its bit patterns, as with numpy
+
 # Backends whose device memory is host memory, so that numpy arrays are used in place.
 _HOST_MEMORY = {"cpu"}
 # The image `target` each backend runs.
@@ -236,6 +240,13 @@ class Kernel:
         if isinstance(v, np.ndarray):
             raise TypeError(f"{where} is a numpy array, in host memory, but '{self.name}' runs on a GPU: pass a "
                             f"tessera.runtime.DeviceArray (DeviceArray.from_numpy) or a CUDA tensor")
+        if type(v).__module__ == "torch" and getattr(v, "is_cuda", False):
+            # PyTorch builds __cuda_array_interface__ anew on every access, at a cost that dominates small
+            # launches; its tensors say the same things directly.
+            dtype = _TORCH.get(str(v.dtype))
+            if dtype is None:
+                raise TypeError(f"{where} must have dtype {dt.name}, got {v.dtype}")
+            return dtype, tuple(v.shape), v.is_contiguous(), v.data_ptr()
         cai = getattr(v, "__cuda_array_interface__", None)
         if cai is None:
             raise TypeError(f"{where} must be a DeviceArray or expose __cuda_array_interface__ (a CUDA tensor), "

@@ -98,8 +98,8 @@ void tsr_context_free(struct tsr_context* ctx) {
   static const uint32_t order[] = {TSR_MAGIC_STREAM, TSR_MAGIC_GRAPH_EXEC, TSR_MAGIC_GRAPH, TSR_MAGIC_EVENT,
                                    TSR_MAGIC_MEMORY, TSR_MAGIC_MODULE};
   for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) destroy_all(ctx, order[i]);
+  tsr_memory_teardown(ctx);  /* gives device memory back through the backend: before the backend goes */
   ctx->backend->destroy(ctx->backend_state);
-  tsr_memory_teardown(ctx);
   pthread_mutex_destroy(&ctx->lock);
   free(ctx);
 }

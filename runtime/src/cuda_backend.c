@@ -43,6 +43,10 @@ static int device_cc = -1;
 
 /* ---- errors ----------------------------------------------------------------------------------------- */
 
+/* A kernel's fault (illegal or misaligned address, trap, illegal instruction, …) ends the CUDA context: every
+ * later call of the process on it fails with the same error. */
+static bool sticky(CUresult r) { return r == 700 || r == 710 || (r >= 714 && r <= 719); }
+
 static tsr_status_t status_of(CUresult r, tsr_status_t otherwise) {
   switch (r) {
     case CUDA_ERROR_OUT_OF_MEMORY: return TSR_ERROR_OUT_OF_MEMORY;
@@ -54,8 +58,10 @@ static tsr_status_t status_of(CUresult r, tsr_status_t otherwise) {
     case CUDA_ERROR_INVALID_PTX:
     case CUDA_ERROR_JIT_COMPILER_NOT_FOUND:
     case CUDA_ERROR_UNSUPPORTED_PTX_VERSION: return TSR_ERROR_BAD_IMAGE;
-    case CUDA_ERROR_ILLEGAL_ADDRESS: return TSR_ERROR_MEMORY_FAULT;
-    default: return otherwise;
+    default:
+      /* 7xx: a launch failed; a sticky one also fails every later call. Not TSR_ERROR_MEMORY_FAULT even for an
+       * illegal address: that status means a fault debug mode caught, with its details (backend.h). */
+      return r >= 700 && r < 800 ? TSR_ERROR_LAUNCH_FAILED : otherwise;
   }
 }
 
@@ -63,7 +69,8 @@ static tsr_status_t status_of(CUresult r, tsr_status_t otherwise) {
 static tsr_status_t cuda_fail(CUresult r, tsr_status_t otherwise, const char* what) {
   char why[256];
   tsr_cuda_describe(r, why, sizeof why);
-  return tsr_fail(status_of(r, otherwise), "%s: %s", what, why);
+  return tsr_fail(status_of(r, otherwise), "%s: %s%s", what, why,
+                  sticky(r) ? " (a kernel failed earlier: the CUDA context cannot be used again in this process)" : "");
 }
 
 /* ---- the current context ---------------------------------------------------------------------------- */
@@ -314,7 +321,11 @@ static tsr_status_t launch(void* state, const tsr_backend_launch_t* l, tsr_fault
                               l->smem_bytes, TSR_CU_STREAM_PER_THREAD, l->args, NULL);
   if (!r) r = s->cu->cuStreamSynchronize(TSR_CU_STREAM_PER_THREAD);
   leave(s->cu);
-  return r ? cuda_fail(r, TSR_ERROR_LAUNCH_FAILED, "the kernel failed on the GPU") : TSR_SUCCESS;
+  if (!r) return TSR_SUCCESS;
+  char why[256];
+  tsr_cuda_describe(r, why, sizeof why);
+  return tsr_fail(status_of(r, TSR_ERROR_LAUNCH_FAILED), "the kernel failed on %s: %s%s", s->name, why,
+                  sticky(r) ? "; the CUDA context cannot be used again in this process" : "");
 }
 
 const tsr_backend_t tsr_cuda_backend = {

@@ -27,9 +27,7 @@ enum {
   CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
   CUDA_ERROR_INVALID_PTX = 218,
   CUDA_ERROR_JIT_COMPILER_NOT_FOUND = 221,
-  CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
-  CUDA_ERROR_ILLEGAL_ADDRESS = 700,
-  CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701
+  CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222
 };
 
 /* The per-thread default stream: each host thread (so each Tessera stream's executor) gets its own. */

@@ -10,7 +10,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from conftest import run_plan
+from gpu_plan import run_plan
 
 RNG = np.random.default_rng(5)
 
@@ -175,7 +175,7 @@ def test_c_host_runs_on_the_gpu(cuda, image_of, tmp_path):
 
 
 def test_a_gpu_fault_is_a_status_and_the_host_lives(cuda, image_of, tmp_path):
-    """A kernel writing through a bad pointer: the launch returns TSR_ERROR_MEMORY_FAULT with the driver's
+    """A kernel reading through a bad pointer: the launch returns TSR_ERROR_LAUNCH_FAILED with the driver's
     words, and the process carries on (in a child process: such a fault ends the CUDA context)."""
     (tmp_path / "saxpy.tessera").write_bytes(image_of("saxpy"))
     script = textwrap.dedent(f"""
@@ -196,5 +196,5 @@ def test_a_gpu_fault_is_a_status_and_the_host_lives(cuda, image_of, tmp_path):
         """)
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "caught TSR_ERROR_MEMORY_FAULT" in p.stdout and "CUDA_ERROR_ILLEGAL_ADDRESS" in p.stdout
+    assert "caught TSR_ERROR_LAUNCH_FAILED" in p.stdout and "CUDA_ERROR_ILLEGAL_ADDRESS" in p.stdout
     assert p.stdout.rstrip().endswith("still here")
