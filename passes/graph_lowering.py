@@ -23,13 +23,56 @@ def _attr_int(op, name: str, key: str, default: int) -> int:
 
 
 def _groups(fn) -> list[tuple[int, str, list]]:
+    """The fusion groups in execution order: a group runs where its last op stands, when every value it
+    reads — a fused epilogue's residual may be computed after its matmul — exists."""
     groups: dict[int, tuple[str, list]] = {}
-    for op in fn.entry_block.operations:
+    last: dict[int, int] = {}
+    for i, op in enumerate(fn.entry_block.operations):
         if "tessera.group" in op.attributes:
             gid = ir.IntegerAttr(op.attributes["tessera.group"]).value
             kind = ir.StringAttr(op.attributes["tessera.group_kind"]).value
             groups.setdefault(gid, (kind, []))[1].append(op)
-    return [(gid, kind, ops) for gid, (kind, ops) in sorted(groups.items())]
+            last[gid] = i
+    return [(gid, kind, ops) for gid, (kind, ops) in sorted(groups.items(), key=lambda g: last[g[0]])]
+
+
+def _assign_buffers(fn, values: dict, steps: list, args: list, results: list, ids: dict) -> None:
+    """Intermediate tensors share storage as the memory phase planned (`tessera.buffer` slots), except where
+    fusion moved a kernel so that two values of one slot are alive at once: those get slots of their own.
+    Arguments and results never share (the caller holds them)."""
+    planned = {}
+    for op in fn.entry_block.operations:
+        if "tessera.buffer" in op.attributes:
+            for r in op.results:
+                if r in ids:
+                    planned[ids[r]] = ir.IntegerAttr(op.attributes["tessera.buffer"]).value
+    born: dict[str, int] = {}
+    dies: dict[str, int] = {}
+    for i, step in enumerate(steps):
+        used = [a["value"] for a in step.get("args", step.get("tensors", [])) if "value" in a]
+        used += [step[k] for k in ("alias", "of") if k in step]
+        for v in used:
+            born.setdefault(v, i)
+            dies[v] = i
+    fixed = set(args) | set(results)
+    views = {step["alias"]: step["of"] for step in steps if "alias" in step}
+    for view, source in views.items():  # a view is its source's storage: both live as long as either
+        while source in views:
+            source = views[source]
+        if view in fixed:
+            fixed.add(source)
+        dies[source] = max(dies.get(source, 0), dies.get(view, 0))
+    fixed |= set(views)  # views never allocate
+    occupied: dict[int, list[tuple[int, int]]] = {}
+    next_slot = max(planned.values(), default=-1) + 1
+    for vid in sorted(planned, key=lambda v: born.get(v, 0)):
+        if vid in fixed or vid not in born or vid not in values:
+            continue
+        slot, span = planned[vid], (born[vid], dies[vid])
+        if any(not (span[0] > e or span[1] < b) for b, e in occupied.get(slot, [])):
+            slot, next_slot = next_slot, next_slot + 1
+        occupied.setdefault(slot, []).append(span)
+        values[vid]["buffer"] = slot
 
 
 def _compile_source(src: str, filename: str) -> None:
@@ -114,6 +157,7 @@ def lower_function(fn, module: ir.Module, gemm=None) -> dict:
             step["scalars"] = ks.extra["scalars"]
         steps.append(step)
     results = [record(v) for v in ret.operands]
+    _assign_buffers(fn, values, steps, args, results, ids)
     fallbacks = [ir.StringAttr(a).value for a in ir.ArrayAttr(fn.attributes["tessera.fallbacks"])] \
         if "tessera.fallbacks" in fn.attributes else []
     outputs = [ir.IntegerAttr(a).value for a in ir.ArrayAttr(fn.attributes["tessera.outputs"])] \

@@ -76,9 +76,23 @@ class Function:
 
     def _tensor(self, vid: str, store: dict, env: dict) -> np.ndarray:
         if vid not in store:
-            spec = self.plan["values"][vid]
-            store[vid] = np.empty([plans.evaluate(d, env) for d in spec["dims"]], dtype=_NUMPY[spec["dtype"]])
+            store[vid] = self._allocate(vid, store, env)
         return store[vid]
+
+    def _allocate(self, vid: str, store: dict, env: dict) -> np.ndarray:
+        """A new intermediate: in its planned buffer slot when it has one (the slot's storage grows to its
+        largest tenant), else on its own."""
+        spec = self.plan["values"][vid]
+        shape = [plans.evaluate(d, env) for d in spec["dims"]]
+        dtype = np.dtype(_NUMPY[spec["dtype"]])
+        if "buffer" not in spec:
+            return np.empty(shape, dtype=dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        slots = store.setdefault("__slots__", {})
+        buf = slots.get(spec["buffer"])
+        if buf is None or buf.nbytes < nbytes:
+            buf = slots[spec["buffer"]] = np.empty(max(nbytes, 64), dtype=np.uint8)
+        return buf[:nbytes].view(dtype).reshape(shape)
 
     def _launch_args(self, step: dict, store: dict, env: dict) -> None:
         """A step whose arguments are listed in order, each a tensor with its view's shape or a scalar."""
@@ -120,10 +134,7 @@ class Function:
         tensors = []
         for t in step["tensors"]:
             vid = t["value"]
-            if vid not in store:
-                spec = p["values"][vid]
-                store[vid] = np.empty([plans.evaluate(d, env) for d in spec["dims"]], dtype=_NUMPY[spec["dtype"]])
-            a = store[vid]
+            a = self._tensor(vid, store, env)
             view = {"matrix": (R, C), "cols": (C,), "rows": (R,), "scalar": (a.size,), "bmn": (B, R, C),
                     "bnm": (B, C, R)}[t["view"]]
             tensors.append(a.reshape(view))

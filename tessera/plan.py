@@ -4,7 +4,7 @@ An image stores the plans of its functions as JSON in its `.tessera.plan` sectio
 
     {"version": 1, "functions": {NAME: {
         "params": [parameter names], "args": [value ids], "results": [value ids],
-        "values": {ID: {"dtype": "f32", "dims": [extent expressions]}},
+        "values": {ID: {"dtype": "f32", "dims": [extent expressions], ["buffer": slot]}},
         "steps": [{"kernel": K, "tensors": [{"value": ID, "view": V}], "R": expr, "C": expr, ["B": expr,]
                    "block": [x, y, z], "grid": [expr, expr, expr], ["scalars": [expr, …]]}
                   | {"alias": ID, "of": ID}],

@@ -13,17 +13,9 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 import make_image  # noqa: E402
-
-
-def run(cmd, **kw):
-    """Runs a command; on failure, fails the test with its output."""
-    p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
-    if p.returncode != 0:
-        pytest.fail(f"{' '.join(map(str, cmd))} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
-    return p
+from hostutil import REPO, run  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import HERE, REPO, run
+from hostutil import HERE, REPO, run
 
 
 def run_checks(exe, *args, env=None):

@@ -6,7 +6,7 @@ import threading
 import numpy as np
 import pytest
 
-from conftest import make_image
+import make_image
 
 rt = pytest.importorskip("tessera._runtime", reason="libtessera's Python module is not installed")
 
