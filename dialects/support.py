@@ -182,3 +182,32 @@ def positional_groups(cls):
 
     cls.__init__ = __init__
     return cls
+
+
+def guarded(verify):
+    """Wraps a Diagnose-style ``verify_invariants`` (returns False after emitting an error). IRDL checks the
+    op's shape only after our verifier, so an op missing an attribute or of the wrong kind reaches it: such
+    an op is reported as an error at its location instead of escaping as a Python exception."""
+
+    @functools.wraps(verify)
+    def check(self) -> bool:
+        if not _counts_fit(self):
+            return True
+        declared = [f.name for f in getattr(type(self), "_fields", []) if isinstance(f, ext.AttributeDef)]
+        missing = [n for n in declared if n not in self.operation.attributes]
+        if missing:
+            return Diagnose(self).fail(f"is missing its attribute{'s' if len(missing) > 1 else ''} "
+                                       f"{', '.join(repr(n) for n in missing)}")
+        try:
+            return verify(self)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            return Diagnose(self).fail(f"has an attribute of the wrong kind ({e})")
+
+    return check
+
+
+def guard_verifiers(namespace: dict) -> None:
+    """Applies `guarded` to every op class of a dialect module that defines its own verifier."""
+    for value in list(namespace.values()):
+        if isinstance(value, type) and "verify_invariants" in vars(value):
+            value.verify_invariants = guarded(vars(value)["verify_invariants"])

@@ -13,7 +13,7 @@ the same order. `bucket_bytes` is the bucketizer's chunk size (0: the runtime de
 import typing
 
 from ..mlir import ext, ir
-from .support import Diagnose, int_attr
+from .support import Diagnose, guard_verifiers, int_attr
 from .ttensor import compatible, ranked, shape_of
 
 ALGOS = ("ring", "tree", "binary_tree", "auto")
@@ -169,3 +169,6 @@ class BroadcastOp(_Collective, name="broadcast", traits=[ext.Pure]):
         if io[0] != io[1]:
             return diag.fail(f"result type {io[1]} must equal the input type {io[0]}")
         return True
+
+
+guard_verifiers(globals())

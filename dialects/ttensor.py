@@ -9,7 +9,7 @@ seed, and attention. Each op is pure; its verifier checks the shapes and dtypes 
 import typing
 
 from ..mlir import ext, ir
-from .support import Diagnose, int_attr
+from .support import Diagnose, guard_verifiers, int_attr
 
 UNARY_FNS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "neg",
              "abs", "erf", "square", "reciprocal")
@@ -457,3 +457,5 @@ def _width(t: ir.Type) -> int:
 
 __all__ = [name for name in dir() if name.endswith("Op")] + ["TTensor", "UNARY_FNS", "BINARY_FNS",
                                                             "REDUCE_KINDS", "broadcast", "shape_of"]
+
+guard_verifiers(globals())

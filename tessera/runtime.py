@@ -42,6 +42,13 @@ _TARGET = {"cpu": "cpu", "cuda": "ptx"}
 
 _default_lock = threading.Lock()
 _default: _runtime.Context | None = None
+_local = threading.local()   # .streams: the stack of streams made current (tessera.stream.use, graph.capture)
+
+
+def _current_stream():
+    """The stream launches go to when they name none: the innermost `stream.use` or `graph.capture`."""
+    streams = getattr(_local, "streams", None)
+    return streams[-1] if streams else None
 _default_backend = ""   # "" : $TESSERA_BACKEND, else cpu
 
 
@@ -59,6 +66,34 @@ def select_backend(name: str) -> _runtime.Context:
         context = _runtime.Context(name)
         _default, _default_backend = context, name
         return context
+
+
+def capabilities(context: _runtime.Context | None = None) -> dict:
+    """What the device of `context` (default: the default context) can do, as the portability guide's §8
+    dictionary, read from the device itself:
+
+        {"backend": "cpu", "tensorcore": {}, "warp_size": 32, "cp_async": False,
+         "shared_bytes_per_block": 65536, "threads": 8, "simd": "avx2", ...}
+
+    `tensorcore` maps the dtypes the device multiplies in matrix units to True, `cp_async` says whether it
+    copies global to shared memory asynchronously: both from the GPU's architecture, empty and False on the
+    CPU. `threads` is the number of blocks that run at once (the CPU backend's workers)."""
+    ctx = context or default_context()
+    p = ctx.properties
+    tensorcore, cp_async = {}, False
+    if p["arch"].startswith("sm_"):
+        sm = int("".join(c for c in p["arch"][3:] if c.isdigit()) or 0)
+        tensorcore = {dtype: True for dtype, since in (("fp16", 70), ("bf16", 80), ("tf32", 80),
+                                                       ("fp8_e4m3", 89), ("fp8_e5m2", 89)) if sm >= since}
+        cp_async = sm >= 80
+    return {
+        "backend": p["backend"], "device": p["name"], "arch": p["arch"], "tensorcore": tensorcore,
+        "warp_size": p["warp_size"], "cp_async": cp_async,
+        "shared_bytes_per_block": p["max_shared_bytes_per_block"],
+        "max_threads_per_block": p["max_threads_per_block"], "threads": p["compute_units"],
+        "simd": p["simd_isa"], "simd_width_bytes": ctx.limit(_runtime.LIMIT["simd_width_bytes"]),
+        "memory_bytes": p["total_memory_bytes"],
+    }
 
 
 def default_context() -> _runtime.Context:
@@ -206,8 +241,11 @@ class Kernel:
         self.host_memory = host_memory   # numpy arrays are used in place (else device arrays are)
 
     def __getitem__(self, launch_config):
-        grid, block = launch_config
-        return lambda *args: self(*args, grid=grid, block=block)
+        """``kernel[grid, block](*args)`` or ``kernel[grid, block, stream](*args)``."""
+        grid, block, *rest = launch_config
+        if len(rest) > 1:
+            raise TypeError("a launch configuration is [grid, block] or [grid, block, stream]")
+        return lambda *args: self(*args, grid=grid, block=block, stream=rest[0] if rest else None)
 
     def pack(self, args) -> list[bytes]:
         """The raw argument slots for `args` (parameters only; dimension arguments are derived)."""
@@ -278,6 +316,15 @@ class Kernel:
                                  f"has {sym} = {dims[slot]}")
         return address
 
-    def __call__(self, *args, grid, block, smem_bytes: int = 0):
+    def __call__(self, *args, grid, block, smem_bytes: int = 0, stream=None, flops: float | None = None,
+                 nbytes: float | None = None):
+        """Launches the kernel. `stream` (a tessera.stream.Stream; default: the current one, see
+        tessera.stream.use and tessera.graph.capture, else none) queues the launch and returns at once; with
+        no stream it runs now. `flops` and `nbytes` (the launch's work) give the metrics log its GFLOP/s and
+        GB/s (tessera.telemetry)."""
         slots = self.pack(args)
-        self._native.launch(_dim3(grid, "grid"), _dim3(block, "block"), smem_bytes, slots)
+        s = stream if stream is not None else _current_stream()
+        self._native.launch(_dim3(grid, "grid"), _dim3(block, "block"), smem_bytes, slots,
+                            None if s is None else s.native, float(flops or 0), float(nbytes or 0))
+        if s is not None:  # queued or recorded: the arrays must outlive the launch
+            s.keep(*args)

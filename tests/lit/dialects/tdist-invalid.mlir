@@ -110,3 +110,11 @@ func.func @broadcast_type(%x: tensor<8xf32>) {
   %r = "tdist.broadcast"(%x) {mesh_axes = ["dp"], mesh_shape = [4], axis = "dp", root = 0 : i64} : (tensor<8xf32>) -> tensor<8x1xf32>
   return
 }
+
+// -----
+
+func.func @attribute_kind(%x: tensor<8xf32>) {
+  // expected-error @+1 {{'tdist.all_gather' has an attribute of the wrong kind}}
+  %r = "tdist.all_gather"(%x) {mesh_axes = ["dp"], mesh_shape = [4], axis = 3 : i64, dim = 0 : i64} : (tensor<8xf32>) -> tensor<32xf32>
+  return
+}

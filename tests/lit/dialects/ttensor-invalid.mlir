@@ -326,3 +326,20 @@ func.func @constant_value() {
   %r = "ttensor.constant"() {value = 1 : i32} : () -> tensor<4xf32>
   return
 }
+
+// -----
+
+// Regression: a malformed op is a located error, not a Python exception from the verifier.
+func.func @missing_attribute(%a: tensor<4x4xf32>) {
+  // expected-error @+1 {{'ttensor.matmul' is missing its attribute 'accum'}}
+  %r = "ttensor.matmul"(%a, %a) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @attribute_kind(%a: tensor<4x4xf32>) {
+  // expected-error @+1 {{'ttensor.softmax' has an attribute of the wrong kind}}
+  %r = "ttensor.softmax"(%a) {axis = "last"} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  return
+}
