@@ -39,3 +39,12 @@ func.func @shuffle_negative_offset(%v: f32) -> f32 {
   %0 = "ttile.shuffle_down"(%v, %off) : (f32, index) -> f32
   return %0 : f32
 }
+
+// -----
+
+func.func @xor_negative_mask(%v: f32) -> f32 {
+  %m = arith.constant -1 : index
+  // expected-error @+1 {{'ttile.shuffle_xor' mask must be non-negative, got -1}}
+  %0 = "ttile.shuffle_xor"(%v, %m) : (f32, index) -> f32
+  return %0 : f32
+}
