@@ -27,5 +27,7 @@ func.func @warp_ops(%v: f32, %off: index) -> (index, index, index, f32) {
   %2 = "ttile.warp_size"() : () -> index
   // CHECK: "ttile.shuffle_down"(%[[V]], %[[OFF]]) : (f32, index) -> f32
   %3 = "ttile.shuffle_down"(%v, %off) : (f32, index) -> f32
-  return %0, %1, %2, %3 : index, index, index, f32
+  // CHECK: "ttile.shuffle_xor"(%[[V]], %[[OFF]]) : (f32, index) -> f32
+  %4 = "ttile.shuffle_xor"(%v, %off) : (f32, index) -> f32
+  return %0, %1, %2, %4 : index, index, index, f32
 }
