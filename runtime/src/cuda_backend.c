@@ -38,9 +38,6 @@ typedef struct cuda_code {
   CUmodule module;
 } cuda_code_t;
 
-/* Compute capability of device 0, for runs_arch, which is asked before any context exists for a module. */
-static int device_cc = -1;
-
 /* ---- errors ----------------------------------------------------------------------------------------- */
 
 /* A kernel's fault (illegal or misaligned address, trap, illegal instruction, …) ends the CUDA context: every
@@ -89,27 +86,16 @@ static void leave(const tsr_cuda_driver_t* cu) {
 
 static const char* unavailable(void) {
   const char* why;
-  const tsr_cuda_driver_t* cu = tsr_cuda_driver(&why);
-  if (!cu) return why;
-  if (device_cc < 0) {  /* benign race: every thread computes the same value */
-    CUdevice dev;
-    int major = 0, minor = 0;
-    if (cu->cuDeviceGet(&dev, 0) == CUDA_SUCCESS &&
-        cu->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) == CUDA_SUCCESS &&
-        cu->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) == CUDA_SUCCESS)
-      device_cc = major * 10 + minor;
-    else
-      return "the CUDA driver cannot query GPU 0";
-  }
-  return NULL;
+  return tsr_cuda_driver(&why) ? NULL : why;
 }
 
 /* "sm_80" runs on compute capability 8.0 and later (the driver compiles its PTX for the device); an
- * architecture-specific "sm_90a" only on 9.0 itself. */
+ * architecture-specific "sm_90a" only on 9.0 itself. Asked with no context at hand: GPU 0 is the device. */
 static bool runs_arch(const char* arch) {
   unsigned number;
   char suffix[4] = "";
-  if (device_cc < 0 || sscanf(arch, "sm_%u%3s", &number, suffix) < 1) return false;
+  int device_cc = tsr_cuda_device0_cc();
+  if (!tsr_cuda_driver(NULL) || sscanf(arch, "sm_%u%3s", &number, suffix) < 1) return false;
   if (suffix[0] == 'a' && suffix[1] == 0) return (int)number == device_cc;
   return suffix[0] == 0 && (int)number <= device_cc;
 }
@@ -227,8 +213,8 @@ static tsr_status_t code_load(void* state, const uint8_t* bytes, size_t size, co
     tsr_cuda_describe(r, why, sizeof why);
     log[sizeof log - 1] = 0;
     return tsr_fail(status_of(r, TSR_ERROR_BAD_IMAGE), "the CUDA driver could not load the PTX of section %s for "
-                    "%s (sm_%d%d): %s%s%s", section, s->name, s->cc_major, s->cc_minor, why, log[0] ? "; JIT log: " : "",
-                    log);
+                    "%s (sm_%d%d): %s%s%s", section, s->name, s->cc_major, s->cc_minor, why,
+                    log[0] ? "; JIT log: " : "", log);
   }
   code->cu = s->cu;
   code->context = s->context;

@@ -11,6 +11,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static tsr_cuda_driver_t driver;
 static const tsr_cuda_driver_t* loaded;  /* &driver once usable */
 static char why_not[512];
+static int device0_cc;
 
 void tsr_cuda_describe(CUresult r, char* out, size_t size) {
   const char *name = NULL, *text = NULL;
@@ -85,8 +86,25 @@ static void load(void) {
   if (count == 0) {
     snprintf(why_not, sizeof why_not, "the CUDA driver sees no GPU");
     loaded = NULL;
+    return;
   }
+  CUdevice dev;
+  int major = 0, minor = 0;
+  if ((r = d.cuDeviceGet(&dev, 0)) ||
+      (r = d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)) ||
+      (r = d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))) {
+    tsr_cuda_describe(r, what, sizeof what);
+    snprintf(why_not, sizeof why_not, "the CUDA driver cannot query GPU 0: %s", what);
+    loaded = NULL;
+    return;
+  }
+  device0_cc = major * 10 + minor;
   /* The library stays loaded for the life of the process: contexts, modules and CUDA's own threads live in it. */
+}
+
+int tsr_cuda_device0_cc(void) {
+  pthread_once(&once, load);
+  return device0_cc;
 }
 
 const tsr_cuda_driver_t* tsr_cuda_driver(const char** why) {

@@ -94,6 +94,9 @@ typedef struct tsr_cuda_driver {
  * `*why` (static storage) saying why: no libcuda.so.1, a symbol missing, cuInit failing, no device. */
 const tsr_cuda_driver_t* tsr_cuda_driver(const char** why);
 
+/* Compute capability of GPU 0 as 10 * major + minor (90 for an H100), read when the driver was loaded. */
+int tsr_cuda_device0_cc(void);
+
 /* "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)": the driver's own words. */
 void tsr_cuda_describe(CUresult r, char* out, size_t size);
 
