@@ -140,10 +140,9 @@ def vector_isa(target: HostTarget) -> RegisterTile:
     return RegisterTile(4, 6, 8, False)
 
 
-def cache_sizes() -> dict[int, int]:
+def cache_sizes(root: str = "/sys/devices/system/cpu/cpu0/cache") -> dict[int, int]:
     """Data cache bytes per level as Linux reports them for cpu0, with common sizes where it does not."""
     sizes = {1: 32 << 10, 2: 512 << 10, 3: 8 << 20}
-    root = "/sys/devices/system/cpu/cpu0/cache"
     try:
         entries = [os.path.join(root, e) for e in os.listdir(root) if e.startswith("index")]
     except OSError:

@@ -303,6 +303,14 @@ def test_choose_schedule_splits_k_evenly():
     assert s.kc == 152   # two chunks of 150 (rounded up to the k unroll), not 256 + 44
 
 
-def test_cache_sizes_are_positive():
-    sizes = gemm.cache_sizes()
-    assert all(sizes[level] > 0 for level in (1, 2, 3))
+def test_cache_sizes_from_sysfs(tmp_path):
+    """Data and unified caches by level, instruction caches skipped; defaults where sysfs says nothing."""
+    for index, (level, kind, size) in enumerate([(1, "Data", "48K"), (1, "Instruction", "32K"),
+                                                 (2, "Unified", "2048K"), (3, "Unified", "105M")]):
+        d = tmp_path / f"index{index}"
+        d.mkdir()
+        (d / "level").write_text(f"{level}\n")
+        (d / "type").write_text(f"{kind}\n")
+        (d / "size").write_text(f"{size}\n")
+    assert gemm.cache_sizes(str(tmp_path)) == {1: 48 << 10, 2: 2 << 20, 3: 105 << 20}
+    assert gemm.cache_sizes(str(tmp_path / "absent")) == {1: 32 << 10, 2: 512 << 10, 3: 8 << 20}
