@@ -121,6 +121,22 @@ def test_gemm_f16_inputs_are_widened_while_packing():
     check_gemm(run(spec, A, B), A.astype(np.float32), B.astype(np.float32))
 
 
+def to_bf16_bits(x):
+    """float32 -> bf16 bit patterns (uint16, as the runtime takes bf16 tensors), rounding to nearest even."""
+    u = x.astype(np.float32).view(np.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def from_bf16_bits(b):
+    return (b.astype(np.uint32) << 16).view(np.float32)
+
+
+def test_gemm_bf16_inputs_are_widened_while_packing():
+    spec = gemm.GemmSpec("mmbf", dtype="bf16", schedule=SMALL)
+    A, B = to_bf16_bits(f32(41, 23)), to_bf16_bits(f32(23, 50))
+    check_gemm(run(spec, A, B), from_bf16_bits(A), from_bf16_bits(B))
+
+
 def test_empty_k_writes_the_epilogue_of_zero():
     spec = gemm.GemmSpec("mmb", epilogue=(("bias",),), schedule=SMALL)
     bias = f32(40)
