@@ -13,9 +13,14 @@ extern const tsr_backend_t tsr_cuda_backend;
 static const tsr_backend_t* const built[] = {&tsr_cpu_backend, &tsr_cuda_backend};
 enum { BUILT_COUNT = sizeof built / sizeof built[0] };
 
-/* Backends the spec names that this build does not have, with the names people ask for them by, so that
- * asking for one says "not built" rather than "unknown". */
-static const char* const absent[][2] = {{"rocm", "hip"}, {"level_zero", "levelzero"}, {"opencl", "spirv"}};
+/* Other names a backend is asked for by: the spec names backends by their code ("ptx"); people by their
+ * platform ("cuda"). */
+static const char* const aliases[][2] = {{"ptx", "cuda"}, {"hip", "rocm"}, {"levelzero", "level_zero"},
+                                         {"spirv", "opencl"}};
+
+/* Backends the spec names that this build does not have, so that asking for one says "not built" rather than
+ * "unknown". */
+static const char* const absent[] = {"rocm", "level_zero", "opencl"};
 
 static bool available(const tsr_backend_t* b) { return b->unavailable() == NULL; }
 
@@ -60,17 +65,20 @@ tsr_status_t tsr_backend_find(const char* name, const tsr_backend_t** out) {
   }
   char names[128];
   list_available(names, sizeof names);
+  const char* asked = name;
+  for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+    if (strcmp(aliases[i][0], name) == 0) name = aliases[i][1];
   for (size_t i = 0; i < BUILT_COUNT; i++) {
     if (strcmp(built[i]->name, name) != 0) continue;
     const char* why = built[i]->unavailable();
     if (why) return tsr_fail(TSR_ERROR_UNSUPPORTED, "backend '%s' (from %s) is not available: %s (available: %s)",
-                             name, source, why, names);
+                             asked, source, why, names);
     *out = built[i];
     return TSR_SUCCESS;
   }
   for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++)
-    if (strcmp(absent[i][0], name) == 0 || strcmp(absent[i][1], name) == 0)
+    if (strcmp(absent[i], name) == 0)
       return tsr_fail(TSR_ERROR_UNSUPPORTED, "backend '%s' (from %s) is not available: this libtessera was built "
-                      "without the %s backend (available: %s)", name, source, absent[i][0], names);
-  return tsr_fail(TSR_ERROR_UNSUPPORTED, "unknown backend '%s' (from %s); available: %s", name, source, names);
+                      "without the %s backend (available: %s)", asked, source, absent[i], names);
+  return tsr_fail(TSR_ERROR_UNSUPPORTED, "unknown backend '%s' (from %s); available: %s", asked, source, names);
 }

@@ -157,6 +157,22 @@ tsr_status_t tsrSynchronize(tsr_context_t ctx) {
   return first ? tsr_fail(first, "%s", message) : TSR_SUCCESS;
 }
 
+tsr_status_t tsrContextIsDebug(tsr_context_t ctx, int* out_debug) {
+  tsr_status_t st = tsr_check_context(ctx, __func__);
+  if (st) return st;
+  if (!out_debug) return tsr_fail_null_output(__func__);
+  *out_debug = ctx->debug;
+  return TSR_SUCCESS;
+}
+
+tsr_status_t tsrContextGetBackend(tsr_context_t ctx, const char** out_name) {
+  tsr_status_t st = tsr_check_context(ctx, __func__);
+  if (st) return st;
+  if (!out_name) return tsr_fail_null_output(__func__);
+  *out_name = ctx->backend->name;
+  return TSR_SUCCESS;
+}
+
 tsr_status_t tsrGetDeviceProperties(tsr_context_t ctx, tsr_device_properties_t* out) {
   tsr_status_t st = tsr_check_context(ctx, __func__);
   if (st) return st;

@@ -389,17 +389,18 @@ tsr_status_t tsr_memory_check_copy(struct tsr_context* ctx, void* dst, const voi
       {dst_device, (uintptr_t)dst, "destination"}, {src_device, (uintptr_t)src, "source"}};
   tsr_memory_state_t* m = &ctx->memory;
   for (int i = 0; i < 2; i++) {
-    if (!sides[i].device) continue;
     pthread_mutex_lock(&m->lock);
     const tsr_allocation_t* a = holding(m, sides[i].p);
     bool inside = a && a->kind == TSR_MEMORY_DEVICE && bytes <= a->bytes - (sides[i].p - a->base);
-    const tsr_quarantined_t* q = a ? NULL : quarantined(m, sides[i].p);
+    /* Debug mode: either side touching freed memory, at either end, is a use after free. */
+    const tsr_quarantined_t* q = quarantined(m, sides[i].p);
+    if (!q) q = quarantined(m, sides[i].p + bytes - 1);
     uint64_t freed = q ? q->serial : 0;
     pthread_mutex_unlock(&m->lock);
     if (freed)
-      return tsr_fail(TSR_ERROR_MEMORY_FAULT, "%s: the %s %p lies in allocation #%" PRIu64 ", which was freed (use "
-                      "after free)", function, sides[i].side, (void*)sides[i].p, freed);
-    if (!inside)
+      return tsr_fail(TSR_ERROR_MEMORY_FAULT, "%s: the %s range at %p runs into allocation #%" PRIu64 ", which was "
+                      "freed (use after free)", function, sides[i].side, (void*)sides[i].p, freed);
+    if (sides[i].device && !inside)
       return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: the %s range of %zu bytes is not inside one device allocation "
                       "of this context", function, sides[i].side, bytes);
   }

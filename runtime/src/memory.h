@@ -55,7 +55,8 @@ tsr_status_t tsr_memory_free(struct tsr_context* context, void* ptr, const char*
 /* The allocation holding `p`, if any. */
 bool tsr_memory_lookup(struct tsr_context* context, const void* p, tsr_allocation_t* out);
 
-/* Checks a copy (as tsrMemcpy documents); `function` names the API call in messages. */
+/* Checks a copy (as tsrMemcpy documents); `function` names the API call in messages. In debug mode it is
+ * checked again when a queued copy runs, since the host may have freed its memory meanwhile. */
 tsr_status_t tsr_memory_check_copy(struct tsr_context* context, void* dst, const void* src, size_t bytes,
                                    tsr_memcpy_kind_t kind, const char* function);
 

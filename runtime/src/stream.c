@@ -17,9 +17,14 @@
 tsr_status_t tsr_op_run(tsr_op_t* op, bool poisoned) {
   switch (op->kind) {
     case TSR_OP_LAUNCH: return poisoned ? TSR_SUCCESS : tsr_launch_run(&op->u.launch);
-    case TSR_OP_COPY:
+    case TSR_OP_COPY: {
       if (poisoned) return TSR_SUCCESS;
-      return tsr_memory_copy(op->u.copy.context, op->u.copy.dst, op->u.copy.src, op->u.copy.bytes, op->u.copy.kind);
+      struct tsr_context* ctx = op->u.copy.context;
+      tsr_status_t st = ctx->debug ? tsr_memory_check_copy(ctx, op->u.copy.dst, op->u.copy.src, op->u.copy.bytes,
+                                                           op->u.copy.kind, "tsrMemcpyAsync")
+                                   : TSR_SUCCESS;
+      return st ? st : tsr_memory_copy(ctx, op->u.copy.dst, op->u.copy.src, op->u.copy.bytes, op->u.copy.kind);
+    }
     case TSR_OP_RECORD: tsr_event_complete(op->u.event.event, op->u.event.seq); return TSR_SUCCESS;
     case TSR_OP_WAIT: tsr_event_wait(op->u.event.event, op->u.event.seq); return TSR_SUCCESS;
     case TSR_OP_GRAPH: return tsr_graph_run(op->u.graph.exec, op->u.graph.seqs, poisoned, op->u.graph.stream);

@@ -99,6 +99,18 @@ static void check_freed(void) {
   check("  (it ran)", later[0] == 1);
   expect_msg("a bounds fault on a stream is refused when queued", overrun(s, y, 65, 0), TSR_ERROR_MEMORY_FAULT,
              "past its end");
+
+  /* The same with a copy: checked again when it runs. */
+  float* source;
+  MUST(tsrAlloc(ctx, 64 * sizeof(float), 0, (void**)&source));
+  MUST(tsrLaunch(kernel(mod, "sleep_ms"), s, one, sleep_args, 1));
+  expect("queue a copy from memory", tsrMemcpyAsync(ctx, host, source, sizeof host, TSR_MEMCPY_DEVICE_TO_HOST, s),
+         TSR_SUCCESS);
+  expect("free it before the copy ran", tsrFree(ctx, source), TSR_SUCCESS);
+  expect_msg("synchronize reports the copy's use after free", tsrStreamSynchronize(s), TSR_ERROR_MEMORY_FAULT,
+             "use after free");
+  expect_msg("a copy of unchecked kind from freed memory", tsrMemcpy(ctx, host, source, 16, TSR_MEMCPY_DEFAULT),
+             TSR_ERROR_MEMORY_FAULT, "use after free");
   tsrDestroyStream(s);
   tsrFree(ctx, y);
 }
@@ -108,6 +120,9 @@ static void check_env(const char* image_path) {
   tsr_context_t c;
   MUST(tsrCreateContext(&c));
   unsetenv("TESSERA_DEBUG");
+  int debug = 0;
+  expect("tsrContextIsDebug", tsrContextIsDebug(c, &debug), TSR_SUCCESS);
+  check("  1 with TESSERA_DEBUG=1", debug == 1);
   tsr_module_t m = load_test_image(c, image_path);
   float* out;
   MUST(tsrAlloc(c, 100 * sizeof(float), 0, (void**)&out));

@@ -30,7 +30,14 @@ static void check_backends(void) {
   tsr_context_t c;
   o.backend = "cpu";
   expect("a context on the cpu backend by name", tsrCreateContextWithOptions(&o, &c), TSR_SUCCESS);
+  const char* backend = NULL;
+  int debug = -1;
+  expect("tsrContextGetBackend", tsrContextGetBackend(c, &backend), TSR_SUCCESS);
+  expect("tsrContextIsDebug", tsrContextIsDebug(c, &debug), TSR_SUCCESS);
+  check("  'cpu', not in debug mode", backend && strcmp(backend, "cpu") == 0 && debug == 0);
+  expect("tsrContextGetBackend into NULL", tsrContextGetBackend(c, NULL), TSR_ERROR_INVALID_VALUE);
   tsrDestroyContext(c);
+  expect("tsrContextGetBackend of a destroyed context", tsrContextGetBackend(c, &backend), TSR_ERROR_INVALID_HANDLE);
   /* The GPU backends the spec names: each either runs here or says why not and what is available. */
   const char* gpus[] = {"ptx", "cuda", "rocm", "level_zero"};
   for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++) {

@@ -19,6 +19,10 @@ TSR_API tsr_status_t tsrGetBackendCount(size_t* out_count);
 /* Name of available backend `index`, e.g. "cpu". Static storage. */
 TSR_API tsr_status_t tsrGetBackendName(size_t index, const char** out_name);
 
+/* The name of the backend a context runs on, as resolved when it was created (an alias such as "ptx" gives
+ * the backend's own name, "cuda"). Static storage. */
+TSR_API tsr_status_t tsrContextGetBackend(tsr_context_t context, const char** out_name);
+
 /* Fixed facts about the device a context runs on. Strings are NUL-terminated and truncated to fit. */
 typedef struct tsr_device_properties {
   char backend[16];   /* "cpu" */

@@ -161,6 +161,9 @@ TSR_API tsr_status_t tsrDestroyContext(tsr_context_t context);
 TSR_API tsr_status_t tsrRetainContext(tsr_context_t context);
 TSR_API tsr_status_t tsrReleaseContext(tsr_context_t context);
 
+/* *out_debug = 1 when the context is in debug mode (TSR_CONTEXT_DEBUG or $TESSERA_DEBUG), else 0. */
+TSR_API tsr_status_t tsrContextIsDebug(tsr_context_t context, int* out_debug);
+
 /* Waits until all work submitted to the context's streams has finished. Returns the first error that an
  * operation on one of its streams reported since that stream last reported (see tsrStreamSynchronize). */
 TSR_API tsr_status_t tsrSynchronize(tsr_context_t context);
