@@ -476,18 +476,17 @@ class _Body:
                 scf.YieldOp([arith.AddFOp(a, c).result for a, c in zip(acc, t.load_tile(C))])
             out = list(partial.results)
             t.store_tile(C, self._epilogue(t, out) if with_epilogue else out)
-            return []
 
         if self.spec.epilogue:
             branch = scf.IfOp(last, has_else=True)
             with ir.InsertionPoint(branch.then_block):
-                self._edge_split(full, i, j, rows, cols, lambda t: store(t, True), 0)
+                self._edge_split(full, i, j, rows, cols, lambda t: store(t, True))
                 scf.YieldOp([])
             with ir.InsertionPoint(branch.else_block):
-                self._edge_split(full, i, j, rows, cols, lambda t: store(t, False), 0)
+                self._edge_split(full, i, j, rows, cols, lambda t: store(t, False))
                 scf.YieldOp([])
         else:
-            self._edge_split(full, i, j, rows, cols, lambda t: store(t, False), 0)
+            self._edge_split(full, i, j, rows, cols, lambda t: store(t, False))
 
     def _prefetch_c(self, i, j) -> None:
         """Asks for the C tile's lines (for writing) while the micro-kernel runs: rows of C are far apart,
@@ -502,14 +501,15 @@ class _Body:
             for col in cols:
                 memref.PrefetchOp(C, [row, col], True, 3, True)
 
-    def _edge_split(self, full, i, j, rows, cols, body, n_results):
+    def _edge_split(self, full, i, j, rows, cols, body) -> None:
         """`body(tile_access)` twice: plain vector accesses for a whole tile, masked ones at the matrix edge."""
-        branch = scf.IfOp(full, [self.vtype] * n_results, has_else=True)
+        branch = scf.IfOp(full, has_else=True)
         with ir.InsertionPoint(branch.then_block):
-            scf.YieldOp(body(_TileAccess(self, i, j, None, None)))
+            body(_TileAccess(self, i, j, None, None))
+            scf.YieldOp([])
         with ir.InsertionPoint(branch.else_block):
-            scf.YieldOp(body(_TileAccess(self, i, j, rows, cols)))
-        return list(branch.results)
+            body(_TileAccess(self, i, j, rows, cols))
+            scf.YieldOp([])
 
     def _micro_kernel(self, acc, packed_a, packed_b, a_base, b_base, kc) -> list:
         """acc[r·NR/VW + c] += a[k][r] · b[k][c·VW:(c+1)·VW] for k < kc, `k_unroll` steps per loop trip."""
@@ -612,7 +612,8 @@ class _TileAccess:
 # -- compiling ----------------------------------------------------------------------------------------------
 
 def compile_gemm(spec: GemmSpec, options=None) -> bytes:
-    """A `.tessera` image holding the kernel `spec`, through the normal CPU stages."""
+    """A `.tessera` image holding the kernel `spec`, through the normal CPU stages (`options`: a
+    tessera.compiler.CompileOptions, default for this host)."""
     from ...compiler import CompileOptions, compile_module
     from ...dialects import make_context
 
