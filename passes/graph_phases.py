@@ -76,11 +76,13 @@ def _ops(fn):
 
 # -- schedule ---------------------------------------------------------------------------------------------
 
-def schedule(fn, target: TargetInfo) -> None:
+def schedule(fn, target: TargetInfo, overrides: dict | None = None) -> None:
     """Launch geometry per op: elementwise kernels cover their output as [R, C] with `block_x` threads per
     row segment; row kernels run `rows_per_block` warps per block (enough blocks to feed every core);
-    matmuls take the target's cost model's blocking, overridden by the function's hints."""
-    hints = _hints(fn, target)
+    matmuls take the target's cost model's blocking, overridden by the function's hints, then by what the
+    program itself chose (tile.mma blocking), then by the compile's `overrides` (an autotuner's trial)."""
+    overrides = overrides or {}
+    hints = {**_hints(fn, target), **overrides}
     for op in _ops(fn):
         name = op.operation.name
         if name == "ttensor.matmul":
@@ -91,6 +93,7 @@ def schedule(fn, target: TargetInfo) -> None:
             s = dict(target.matmul_schedule(*static)) if target.matmul_schedule else {}
             s.update({k: v for k, v in hints.items() if k in ("MB", "NC", "MC", "KC", "stages")})
             s.update(_op_hints(op))  # what a tile program chose (tile.mma blocking, k-chunk staging)
+            s.update({k: v for k, v in overrides.items() if k in ("MB", "NC", "MC", "KC", "stages")})
         elif name in ("ttensor.softmax", "ttensor.layernorm", "ttensor.rmsnorm", "ttensor.reduce"):
             s = {"rows_per_block": hints.get("rows_per_block", 4)}
         else:

@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 
 __all__ = ["Kernel", "Function", "ceil_div", "kernel", "function", "launch", "tensor", "tile", "op", "dist",
            "accum", "f32", "f16", "bf16", "tf32", "f64", "fp8_e4m3", "fp8_e5m2", "int8", "int32", "int64", "c64",
-           "c128", "compile", "runtime", "interpret", "tessera_frontend_compile", "tessera_validate_shapes",
+           "c128", "compile", "runtime", "interpret", "autotune", "executor", "tessera_frontend_compile", "tessera_validate_shapes",
            "__version__"]
 
 
@@ -25,7 +25,7 @@ def compile(source: str, filename: str = "<string>", **options):
 
 def __getattr__(name):
     import importlib
-    if name in ("runtime", "interpret"):
+    if name in ("runtime", "interpret", "autotune", "executor"):
         return importlib.import_module(f".{name}", __name__)
     if name in ("tessera_frontend_compile", "tessera_validate_shapes"):
         return getattr(importlib.import_module(".frontend.interfaces", __name__), name)

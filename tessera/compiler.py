@@ -2,7 +2,8 @@
 
 Stages run in order — ``ttir`` (the frontend's Graph/Tile IR), ``canonical``, the Graph IR phases through
 ``kernels``, then the target backend's own (for the CPU: ``warps``, ``llvm``, ``llir``, ``obj``, ``so``; for
-PTX: ``gpu``, ``nvvm``, ``llir``, ``ptx``) and finally ``image``. A compilation can stop after any stage and
+PTX: ``gpu``, ``nvvm``, ``llir``, ``ptx``; for AMDGPU: ``gpu``, ``rocdl``, ``llir``, ``obj``, ``hsaco``) and
+finally ``image``. A compilation can stop after any stage and
 hand each stage's artifact to a callback (``--dump-ir-after-all``).
 
 Several targets (``target="cpu,ptx"``) share the stages through ``kernels``; each backend then runs its own
@@ -32,10 +33,27 @@ class CompileResult:
     artifacts: dict = field(default_factory=dict)   # stage name -> text or bytes, for stages asked to keep
 
 
-TARGETS = ("cpu", "ptx")
+TARGETS = ("cpu", "ptx", "amdgpu")
+
+# Which target an architecture name belongs to, by its prefix (`--arch sm_90a,gfx942`).
+_ARCH_PREFIXES = {"sm_": "ptx", "gfx": "amdgpu"}
 
 
-def _backend(name: str, options: CompileOptions):
+def _archs(options: CompileOptions, names: list[str]) -> dict[str, str]:
+    """Per target, the architecture `options.arch` (one name or a comma-separated list) asks for it."""
+    out: dict[str, str] = {}
+    for a in filter(None, (a.strip() for a in options.arch.split(","))):
+        target = next((t for p, t in _ARCH_PREFIXES.items() if a.startswith(p)), None)
+        if target is None or target not in names:
+            known = ", ".join(f"{p}… for {t}" for p, t in _ARCH_PREFIXES.items())
+            raise CompileError(f"architecture '{a}' is for none of the targets {','.join(names)} ({known})")
+        if target in out:
+            raise CompileError(f"architectures '{out[target]}' and '{a}' both name the {target} target")
+        out[target] = a
+    return out
+
+
+def _backend(name: str, options: CompileOptions, arch: str | None):
     if name == "cpu":
         from .backends.cpu import CPUBackend
         return CPUBackend(CPUBackend.Options(cpu=options.cpu, opt_level=options.opt_level,
@@ -44,11 +62,16 @@ def _backend(name: str, options: CompileOptions):
         from .backends.ptx import PTXBackend
         if options.warp_size != 32:
             raise CompileError(f"the ptx target has warps of 32 lanes, not {options.warp_size}")
-        try:
-            return PTXBackend(PTXBackend.Options(arch=options.arch, opt_level=options.opt_level))
-        except ValueError as e:
-            raise CompileError(str(e)) from None
-    raise CompileError(f"unknown target '{name}' (available: {', '.join(TARGETS)})")
+        backend, default = PTXBackend, "sm_80"
+    elif name == "amdgpu":
+        from .backends.amdgpu import AMDGPUBackend
+        backend, default = AMDGPUBackend, "gfx942"
+    else:
+        raise CompileError(f"unknown target '{name}' (available: {', '.join(TARGETS)})")
+    try:
+        return backend(backend.Options(arch=arch or default, opt_level=options.opt_level))
+    except ValueError as e:
+        raise CompileError(str(e)) from None
 
 
 def _backends(options: CompileOptions) -> list:
@@ -56,7 +79,22 @@ def _backends(options: CompileOptions) -> list:
     names = [t.strip() for t in options.target.split(",")]
     if len(set(names)) != len(names):
         raise CompileError(f"target list '{options.target}' names a target twice")
-    return [_backend(n, options) for n in names]
+    unknown = [n for n in names if n not in TARGETS]
+    if unknown:
+        raise CompileError(f"unknown target '{unknown[0]}' (available: {', '.join(TARGETS)})")
+    archs = _archs(options, names)
+    return [_backend(n, options, archs.get(n)) for n in names]
+
+
+def _planning_target(backends: list):
+    """What the Graph IR phases plan for: the first target, with the narrowest warp of all the targets.
+
+    Generated kernels reduce a row with butterfly shuffles inside groups of `warp_size` lanes; a group
+    narrower than the hardware's warp stays inside it (xor offsets below the width never leave an aligned
+    group), a wider one would not exist. So one image's kernels serve warps of 32 and wavefronts of 64."""
+    import dataclasses
+    first = backends[0].target_info()
+    return dataclasses.replace(first, warp_size=min(b.target_info().warp_size for b in backends))
 
 
 def make_ttir(source: str, filename: str, metadata: dict, options: CompileOptions) -> ir.Module:
@@ -75,11 +113,11 @@ def _functions(mod: ir.Module) -> list:
             if op.operation.name == "func.func" and "tessera.function" in op.attributes]
 
 
-def make_schedule(mod: ir.Module, metadata: dict, target) -> ir.Module:
+def make_schedule(mod: ir.Module, metadata: dict, target, overrides: dict | None = None) -> ir.Module:
     for fn in _functions(mod):
         if target.decompose_attention:
             decompose.attention(fn)
-        graph_phases.schedule(fn, target)
+        graph_phases.schedule(fn, target, overrides or {})
     return mod
 
 
@@ -238,9 +276,9 @@ def compile_module(module: ir.Module, options: CompileOptions | None = None, met
     metadata = {"warp_size": options.warp_size, "target": options.target, **(metadata or {})}
     result = CompileResult(None, metadata)
     branches = _backend_stages(backends)
-    target = backends[0].target_info()  # with several targets, the Graph IR phases plan for the first
+    target = _planning_target(backends)
     shared = [("canonical", make_canonical),
-              ("schedule", lambda m, md: make_schedule(m, md, target)),
+              ("schedule", lambda m, md: make_schedule(m, md, target, dict(options.hints))),
               ("vectorize", lambda m, md: make_vectorize(m, md, target)),
               ("memory", make_memory),
               ("fusion", make_fusion),

@@ -147,3 +147,23 @@ def test_tile_program_from_python(tmp_path, monkeypatch):
     Out[:] = 0
     user_tiles.fused_mlp(X, W1, b1, W2, b2, Out)
     close(Out, np.maximum(X @ W1 + b1, 0) @ W2 + b2)
+
+
+def test_autotune_search_as_in_the_spec(tmp_path, monkeypatch):
+    """spec/execution-model.md §5: autotune.search(kernel=gemm_tc, params=…, objective="runtime")."""
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "tuned.py"
+    src.write_text("from tessera import bfloat16, kernel, tensor, tile\n\n@kernel\n"
+                   "def gemm_tc(A: tensor[bfloat16], B: tensor[bfloat16], C: tensor[float]):\n"
+                   "    for m, n, k in tile.mma(A, B, C, BM=128, BN=128, BK=32):\n"
+                   "        tile.mma_sync(m, n, k)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import tuned
+    from tessera import autotune
+    # the spec's search space, cut to two points to keep the suite fast: each is a whole compilation
+    config = autotune.search(kernel=tuned.gemm_tc, params={"BM": [64, 128], "BN": [64], "BK": [32]},
+                             objective="runtime", size=96, repeat=1)
+    assert len(config.trials) == 2 and config["BM"] in (64, 128) and config.seconds > 0
+    assert config.best == min(config.trials, key=lambda t: t[1])[0]
+    with pytest.raises(ValueError, match="unknown search parameter"):
+        autotune.search(kernel=tuned.gemm_tc, params={"BX": [1]})
