@@ -93,3 +93,23 @@ target_link_libraries(host_saxpy PRIVATE Tessera::tessera m)
     run(["cmake", "-S", tmp_path, "-B", tmp_path / "build", f"-DCMAKE_PREFIX_PATH={runtime_prefix}"])
     run(["cmake", "--build", tmp_path / "build"])
     assert run([tmp_path / "build" / "host_saxpy", test_image]).stdout.rstrip().endswith("ok")
+
+
+def test_cxx_host_with_streams_builds_with_cmake(runtime_prefix, test_image, tmp_path):
+    """A C++17 host using the C API through RAII (find_package(Tessera), CXX only): threads on their own
+    streams, events between them, one graph replayed from several threads."""
+    if not shutil.which("cmake") or not shutil.which("c++"):
+        pytest.skip("cmake or a C++ compiler is not on PATH")
+    (tmp_path / "CMakeLists.txt").write_text(f"""
+cmake_minimum_required(VERSION 3.18)
+project(host_cpp CXX)
+set(CMAKE_CXX_STANDARD 17)
+find_package(Tessera 0.2 REQUIRED)
+find_package(Threads REQUIRED)
+add_executable(host_streams_cpp "{HERE / 'host_streams.cpp'}")
+target_compile_options(host_streams_cpp PRIVATE -Wall -Wextra -Werror)
+target_link_libraries(host_streams_cpp PRIVATE Tessera::tessera Threads::Threads)
+""")
+    run(["cmake", "-S", tmp_path, "-B", tmp_path / "build", f"-DCMAKE_PREFIX_PATH={runtime_prefix}"])
+    run(["cmake", "--build", tmp_path / "build"])
+    run_checks(tmp_path / "build" / "host_streams_cpp", test_image)
