@@ -44,7 +44,7 @@ PASSES: dict[str, PassInfo] = {
         "tessera-cpu-vector-math", "f32 math on vectors as calls to glibc's libmvec variants (CPU)",
         _cpu_vector_math, {"arch": str, "features": str}),
     "tessera-simt-to-gpu": PassInfo(
-        "tessera-simt-to-gpu", "SIMT kernels to gpu.func kernels taking their launch signature (NVIDIA)",
+        "tessera-simt-to-gpu", "SIMT kernels to gpu.func kernels taking their launch signature (NVIDIA, AMD)",
         _simt_to_gpu, {"warp-size": int}),
     "tessera-gpu-math": PassInfo(
         "tessera-gpu-math", "math ops as arithmetic and PTX-native intrinsics, without libdevice (NVIDIA)",

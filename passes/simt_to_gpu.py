@@ -2,23 +2,31 @@
 
 On a GPU the SIMT model is the hardware's own, so, unlike the CPU's warp vectorization (simt_to_warps.py),
 the body stays as written and only the ``ttile`` launch queries and warp operations change, into the ``gpu``
-dialect that ``convert-gpu-to-nvvm`` takes to NVVM:
+dialect that ``convert-gpu-to-nvvm``, ``-rocdl`` and ``-spirv`` take to their targets. With W the target's
+warp width (32 on NVIDIA, 64 on AMD CDNA, 32 on AMD RDNA and our SPIR-V subgroups):
 
     thread_id(d)  = block_id(d) · block_dim(d) + local_id(d)       local_id(d) = gpu.thread_id
-    lane_id       = gpu.lane_id                                     warp_size   = 32
-    warp_id       = (linear block index) · (warps per block) + (linear thread index in the block) / 32
-    shuffle_down  = gpu.shuffle down, width 32 (every lane of the warp takes part: shfl.sync, full mask)
-    shuffle_xor   = gpu.shuffle xor,  width 32
+    lane_id       = gpu.lane_id                                     warp_size   = W
+    warp_id       = (linear block index) · (warps per block) + (linear thread index in the block) / W
+    shuffle_down  = gpu.shuffle down, width W (every lane of the warp takes part: shfl.sync, full mask)
+    shuffle_xor   = gpu.shuffle xor,  width W
 
 Warps are formed from the linear thread index (x fastest), as the hardware does. For blocks whose x extent
-is a multiple of 32 (or 1-D blocks) that is the CPU backend's grouping too; otherwise a GPU warp spans rows
+is a multiple of W (or 1-D blocks) that is the CPU backend's grouping too; otherwise a GPU warp spans rows
 where the CPU starts a partial warp per row, and per-warp results differ between the two.
 
 The kernel's parameters (tessera/abi.py, docs/nvidia.md "The kernel ABI") are exactly ``tsrLaunch``'s
 argument slots, in order: a scalar by value (bool as a byte), a tensor as a bare global-memory pointer, a
-dimension argument as i64. Shapes are dynamic, so the kernel rebuilds each tensor's memref from its pointer
-and its extents (static, or dimension arguments) with row-major strides: the descriptor is assembled in the
-LLVM dialect and cast to the memref type, and the casts cancel once the memref ops are lowered to LLVM.
+dimension argument as i64. Shapes are dynamic, so the kernel rebuilds each tensor from its pointer and its
+extents (static, or dimension arguments) with row-major strides, in one of two ways (``abi``):
+
+    "llvm"   (NVVM, ROCDL) the memref descriptor is assembled in the LLVM dialect and cast to the memref
+             type; the casts cancel once the memref ops are lowered to LLVM.
+    "flat"   (SPIR-V, whose conversion takes memrefs, not LLVM pointers) the parameter is a 1-D
+             ``memref<?xT>`` (an OpenCL ``__global T*``) and every load and store of the tensor indexes it
+             at the row-major linear offset; ``memref.dim`` is the extent. Kernels use their tensors only
+             through loads, stores and dims (the frontend and kernelgen write nothing else); any other use
+             is refused at its line.
 
 The kernels move into ``gpu.module @tessera_kernels``; the module becomes a ``gpu.container_module``.
 """
@@ -26,10 +34,11 @@ The kernels move into ``gpu.module @tessera_kernels``; the module becomes a ``gp
 from __future__ import annotations
 
 from ..abi import DIM, SCALAR, TENSOR, signature_of
-from ..mlir import arith, builtin, func, gpu, ir, llvm
+from ..mlir import arith, builtin, func, gpu, ir, llvm, memref
 
 GPU_MODULE = "tessera_kernels"
-WARP_SIZE = 32
+WARP_SIZE = 32   # NVIDIA's, the default
+ABIS = ("llvm", "flat")
 
 
 class GpuLoweringError(Exception):
@@ -52,13 +61,18 @@ def _index(value: int) -> ir.Value:
 class _Prologue:
     """Builds, at the start of the kernel, the values its old parameters stood for."""
 
-    def __init__(self, sig, old_types: list[ir.Type], args: list[ir.Value]):
+    def __init__(self, sig, old_types: list[ir.Type], args: list[ir.Value], abi: str):
         self.sig = sig
         self.old_types = old_types
         self.args = args
+        self.abi = abi
 
-    def value(self, i: int) -> ir.Value:
+    def value(self, i: int, old_arg: ir.Value) -> ir.Value | None:
+        """The value replacing `old_arg`, or None where the prologue rewrote its uses itself."""
         a, t, v = self.sig.args[i], self.old_types[i], self.args[i]
+        if a.kind == TENSOR and self.abi == "flat":
+            self.flatten(a, old_arg, v)
+            return None
         if a.kind == TENSOR:
             return self.memref(a, ir.MemRefType(t), v)
         if isinstance(t, ir.IndexType):
@@ -86,8 +100,48 @@ class _Prologue:
             desc = llvm.InsertValueOp(desc, strides[k], [4, k]).result
         return builtin.UnrealizedConversionCastOp([t], [desc]).result
 
+    def extents(self, a) -> list[ir.Value]:
+        return [_index(d) if isinstance(d, int) else arith.IndexCastOp(ir.IndexType.get(), self.args[d[1]]).result
+                for d in a.dims]
 
-def _param_type(a, old: ir.Type) -> ir.Type:
+    def flatten(self, a, old_arg: ir.Value, flat: ir.Value) -> None:
+        """Rewrites every use of the tensor `old_arg` onto the 1-D `flat` (the "flat" abi)."""
+        sizes = self.extents(a)
+        for use in list(old_arg.uses):
+            op = use.owner.operation
+            name = op.name
+            with op.location, ir.InsertionPoint(op):
+                if name == "memref.dim":
+                    op.results[0].replace_all_uses_with(sizes[_constant_index(op.operands[1], op)])
+                elif name == "memref.load":
+                    new = memref.LoadOp(flat, [_linear(sizes, list(op.operands)[1:])]).result
+                    op.results[0].replace_all_uses_with(new)
+                elif name == "memref.store":
+                    memref.StoreOp(op.operands[0], flat, [_linear(sizes, list(op.operands)[2:])])
+                else:
+                    raise GpuLoweringError(op, f"'{name}' on a kernel tensor has no SPIR-V lowering yet "
+                                               f"(kernel tensors are read and written by indexing)")
+            op.erase()
+
+
+def _constant_index(v: ir.Value, user) -> int:
+    owner = v.owner
+    if not isinstance(owner, ir.Block) and owner.operation.name == "arith.constant":
+        return ir.IntegerAttr(owner.operation.attributes["value"]).value
+    raise GpuLoweringError(user, "a tensor extent asked with a computed axis has no SPIR-V lowering")
+
+
+def _linear(sizes: list[ir.Value], indices: list[ir.Value]) -> ir.Value:
+    """The row-major offset of `indices` in a tensor of extents `sizes`."""
+    offset = indices[0] if indices else _index(0)
+    for size, i in zip(sizes[1:], indices[1:]):
+        offset = arith.AddIOp(arith.MulIOp(offset, size).result, i).result
+    return offset
+
+
+def _param_type(a, old: ir.Type, abi: str) -> ir.Type:
+    if a.kind == TENSOR and abi == "flat":
+        return ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], ir.MemRefType(old).element_type)
     if a.kind == TENSOR:
         return ir.Type.parse("!llvm.ptr<1>")  # global memory
     if a.kind == DIM or isinstance(old, ir.IndexType):
@@ -97,7 +151,7 @@ def _param_type(a, old: ir.Type) -> ir.Type:
     return old
 
 
-def lower_kernel(kernel: func.FuncOp, body: ir.Block) -> None:
+def lower_kernel(kernel: func.FuncOp, body: ir.Block, warp_size: int = WARP_SIZE, abi: str = "llvm") -> None:
     """Moves `kernel` into the gpu.module `body` as a gpu.func kernel with the launch ABI."""
     name = ir.StringAttr(kernel.attributes["sym_name"]).value
     if "tessera.tile_kernel" in kernel.attributes:
@@ -105,7 +159,7 @@ def lower_kernel(kernel: func.FuncOp, body: ir.Block) -> None:
     sig = signature_of(kernel)
     old_types = list(kernel.type.inputs)
     n_params = len(old_types)
-    types = [_param_type(a, old_types[i] if i < n_params else None) for i, a in enumerate(sig.args)]
+    types = [_param_type(a, old_types[i] if i < n_params else None, abi) for i, a in enumerate(sig.args)]
     loc = kernel.location
     with loc, ir.InsertionPoint(body):
         new = gpu.GPUFuncOp(ir.TypeAttr.get(ir.FunctionType.get(types, [])), sym_name=name, kernel=True)
@@ -115,9 +169,11 @@ def lower_kernel(kernel: func.FuncOp, body: ir.Block) -> None:
     entry = new.regions[0].blocks.append(*types, arg_locs=[loc] * len(types))
     old_entry = kernel.regions[0].blocks[0]
     with loc, ir.InsertionPoint(entry):
-        prologue = _Prologue(sig, old_types, list(entry.arguments))
+        prologue = _Prologue(sig, old_types, list(entry.arguments), abi)
         for i, old_arg in enumerate(old_entry.arguments):
-            old_arg.replace_all_uses_with(prologue.value(i))
+            value = prologue.value(i, old_arg)
+            if value is not None:
+                old_arg.replace_all_uses_with(value)
         ret = gpu.ReturnOp([])
     for op in list(old_entry.operations):
         if op.operation.name == "func.return":
@@ -125,10 +181,10 @@ def lower_kernel(kernel: func.FuncOp, body: ir.Block) -> None:
         else:
             op.operation.move_before(ret)
     kernel.operation.erase()
-    _lower_simt_ops(new)
+    _lower_simt_ops(new, _lowerings(warp_size))
 
 
-def _lower_simt_ops(fn) -> None:
+def _lower_simt_ops(fn, lowerings: dict) -> None:
     todo = []
 
     def visit(op):
@@ -142,7 +198,7 @@ def _lower_simt_ops(fn) -> None:
     visit(fn.operation)
     for op in todo:
         name = op.operation.name
-        lower = _LOWERINGS.get(name)
+        lower = lowerings.get(name)
         if lower is None:
             raise GpuLoweringError(op, f"'{name}' has no GPU lowering yet")
         with op.location, ir.InsertionPoint(op):
@@ -171,24 +227,24 @@ def _thread_id(op):
     return _add(_mul(gpu.BlockIdOp(d).result, gpu.BlockDimOp(d).result), gpu.ThreadIdOp(d).result)
 
 
-def _warp_id(op):
+def _warp_id(op, warp_size: int):
     x, y, z = _DIMS
     block = _add(_mul(_add(_mul(gpu.BlockIdOp(z).result, gpu.GridDimOp(y).result), gpu.BlockIdOp(y).result),
                       gpu.GridDimOp(x).result), gpu.BlockIdOp(x).result)
     bdx, bdy, bdz = (gpu.BlockDimOp(d).result for d in _DIMS)
     threads = _mul(_mul(bdx, bdy), bdz)
-    per_block = arith.CeilDivUIOp(threads, _index(WARP_SIZE)).result
+    per_block = arith.CeilDivUIOp(threads, _index(warp_size)).result
     linear = _add(_mul(_add(_mul(gpu.ThreadIdOp(z).result, bdy), gpu.ThreadIdOp(y).result), bdx),
                   gpu.ThreadIdOp(x).result)
-    return _add(_mul(block, per_block), arith.DivUIOp(linear, _index(WARP_SIZE)).result)
+    return _add(_mul(block, per_block), arith.DivUIOp(linear, _index(warp_size)).result)
 
 
-def _shuffle(mode):
+def _shuffle(mode, warp_size: int):
     def lower(op):
         value = op.operands[0]
         i32 = ir.IntegerType.get_signless(32)
         offset = arith.IndexCastOp(i32, op.operands[1]).result
-        width = arith.ConstantOp(i32, WARP_SIZE).result
+        width = arith.ConstantOp(i32, warp_size).result
         t = value.type
         bits = t.width
         if bits in (32, 64):  # gpu.shuffle takes these directly (a 64-bit value as two 32-bit shuffles)
@@ -202,25 +258,28 @@ def _shuffle(mode):
     return lower
 
 
-_LOWERINGS = {
-    "ttile.thread_id": _thread_id,
-    "ttile.local_id": lambda op: gpu.ThreadIdOp(_axis(op)).result,
-    "ttile.block_id": lambda op: gpu.BlockIdOp(_axis(op)).result,
-    "ttile.block_dim": lambda op: gpu.BlockDimOp(_axis(op)).result,
-    "ttile.grid_dim": lambda op: gpu.GridDimOp(_axis(op)).result,
-    "ttile.lane_id": lambda op: gpu.LaneIdOp().result,
-    "ttile.warp_size": lambda op: _index(WARP_SIZE),
-    "ttile.warp_id": _warp_id,
-    "ttile.shuffle_down": _shuffle(gpu.ShuffleMode.DOWN),
-    "ttile.shuffle_xor": _shuffle(gpu.ShuffleMode.XOR),
-}
+def _lowerings(warp_size: int) -> dict:
+    return {
+        "ttile.thread_id": _thread_id,
+        "ttile.local_id": lambda op: gpu.ThreadIdOp(_axis(op)).result,
+        "ttile.block_id": lambda op: gpu.BlockIdOp(_axis(op)).result,
+        "ttile.block_dim": lambda op: gpu.BlockDimOp(_axis(op)).result,
+        "ttile.grid_dim": lambda op: gpu.GridDimOp(_axis(op)).result,
+        "ttile.lane_id": lambda op: gpu.LaneIdOp().result,
+        "ttile.warp_size": lambda op: _index(warp_size),
+        "ttile.warp_id": lambda op: _warp_id(op, warp_size),
+        "ttile.shuffle_down": _shuffle(gpu.ShuffleMode.DOWN, warp_size),
+        "ttile.shuffle_xor": _shuffle(gpu.ShuffleMode.XOR, warp_size),
+    }
 
 
-def run(module, warp_size: int = WARP_SIZE) -> None:
+def run(module, warp_size: int = WARP_SIZE, abi: str = "llvm") -> None:
     """Moves every `tessera.kernel` function of `module` (an ``ir.Module`` or its operation) into a new
-    ``gpu.module @tessera_kernels``, lowered as the module docstring says."""
-    if warp_size != WARP_SIZE:
-        raise ValueError(f"NVIDIA GPUs have warps of {WARP_SIZE} lanes, not {warp_size}")
+    ``gpu.module @tessera_kernels``, lowered as the module docstring says, for warps of `warp_size` lanes."""
+    if warp_size not in (16, 32, 64):
+        raise ValueError(f"GPU warps have 16, 32 or 64 lanes, not {warp_size}")
+    if abi not in ABIS:
+        raise ValueError(f"unknown kernel abi '{abi}' (known: {', '.join(ABIS)})")
     op = module.operation if isinstance(module, ir.Module) else module
     body = op.regions[0].blocks[0]
     kernels = [k for k in body.operations if k.operation.name == "func.func" and "tessera.kernel" in k.attributes]
@@ -231,4 +290,4 @@ def run(module, warp_size: int = WARP_SIZE) -> None:
         gm = gpu.GPUModuleOp(GPU_MODULE)
     gm_body = gm.regions[0].blocks.append()
     for k in kernels:
-        lower_kernel(k, gm_body)
+        lower_kernel(k, gm_body, warp_size, abi)

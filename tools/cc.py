@@ -16,12 +16,13 @@ def _parse_args(argv):
     p.add_argument("source", help="a Python file with @kernel functions")
     p.add_argument("-o", "--output", help="the image to write (default: SOURCE with .tessera)")
     p.add_argument("--target", default="cpu",
-                   help="code target: cpu (default), ptx, or a comma-separated list (cpu,ptx) for one image")
+                   help="code target: cpu (default), ptx, amdgpu, or a comma-separated list "
+                        "(cpu,ptx,amdgpu) for one image")
     p.add_argument("--kernel", action="append", default=[], help="compile only this kernel (repeatable)")
     p.add_argument("--cpu", default="native", help="LLVM CPU name for the cpu target: native (default), generic, …")
-    p.add_argument("--arch", default="sm_80",
-                   help="NVIDIA architecture for the ptx target: sm_80 (default; runs on every later GPU), "
-                        "sm_90, sm_90a, …")
+    p.add_argument("--arch", default="",
+                   help="GPU architecture(s), comma-separated, each for its target: sm_80 (ptx's default; runs "
+                        "on every later GPU), sm_90a, …; gfx942 (amdgpu's default, MI300), gfx90a, gfx1100")
     p.add_argument("-O", dest="opt_level", type=int, default=3, choices=[0, 1, 2, 3], help="optimization level")
     p.add_argument("--emit-header", metavar="H", help="also write a C header with a typed launcher per kernel")
     p.add_argument("--dump-ir-after-all", metavar="DIR", help="write every stage's IR into DIR")
@@ -72,7 +73,7 @@ def main(argv=None) -> int:
     if args.dump_ir_after_all:
         os.makedirs(args.dump_ir_after_all, exist_ok=True)
         for i, (name, artifact) in enumerate(stages_seen):
-            ext = {"llir": "ll", "obj": "o", "so": "so", "ptx": "ptx", "image": "tessera"}.get(
+            ext = {"llir": "ll", "obj": "o", "so": "so", "ptx": "ptx", "hsaco": "hsaco", "image": "tessera"}.get(
                 name.rpartition(".")[2], "mlir")
             _write(os.path.join(args.dump_ir_after_all, f"{i:02d}-{name}.{ext}"), artifact)
     if args.compile_to:
