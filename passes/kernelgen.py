@@ -164,6 +164,12 @@ def _expr(op, local: dict, cdt: str) -> str:
         return f"({operand(0)} + {operand(1)})"
     if name == "ttensor.broadcast":
         return operand(0)
+    if name == "ttensor.dropout":  # the interpreter's Philox stream: counter = row-major index + offset
+        p = ir.FloatAttr(op.attributes["p"]).value
+        seed = ir.IntegerAttr(op.attributes["seed"]).value
+        offset = ir.IntegerAttr(op.attributes["offset"]).value
+        u = f"tile.philox_uniform(row * O0.shape[1] + col + {offset}, seed={seed})"
+        return f"({operand(0)} / {1.0 - p!r} if {u} >= {p!r} else 0.0)"
     if name == "ttensor.cast":  # round to the narrow type, keep computing in the wide one
         dt = element_dtype(op.results[0])
         return f"{cdt}({dt}({operand(0)}))" if dt != cdt else operand(0)

@@ -368,6 +368,8 @@ class KernelBuilder(ast.NodeVisitor):
                 return self._cooperative_group(node)
             if ns == "tile" and name in ("warp_reduce", "group_reduce"):
                 return self._reduce(node, name)
+            if ns == "tile" and name == "philox_uniform":
+                return self._philox(node)
             group = self.vars.get(ns)
             if isinstance(group, Group):
                 return self._group_method(node, group, name)
@@ -421,6 +423,17 @@ class KernelBuilder(ast.NodeVisitor):
                 raise self.error(node, "tile.group_reduce needs a constant size=N")
             return Scalar(ttile_tile.GroupReduceOp(v.value, kind=kind, group_size=ir.IntegerAttr.get(
                 ir.IntegerType.get_signless(64), size.value), result=v.value.type).result)
+
+    def _philox(self, node: ast.Call):
+        """tile.philox_uniform(counter, seed=S): the dropout generator's uniform for `counter`."""
+        seed = {k.arg: k.value for k in node.keywords}.get("seed")
+        if len(node.args) != 1 or not (isinstance(seed, ast.Constant) and type(seed.value) is int
+                                       and 0 <= seed.value < 2 ** 64):
+            raise self.error(node, "tile.philox_uniform(counter, seed=S) takes a constant 64-bit seed")
+        counter = self.typer.cast(self.expr(node.args[0]), ir.IndexType.get(), node)
+        with self.loc(node):
+            return Scalar(ttile.PhiloxUniformOp(counter.value, seed=ir.IntegerAttr.get(
+                ir.IntegerType.get_unsigned(64), seed.value), result=ir.F32Type.get()).result)
 
     def _arity(self, node: ast.Call, n: int) -> None:
         if len(node.args) != n or node.keywords:

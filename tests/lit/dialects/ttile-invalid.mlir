@@ -48,3 +48,11 @@ func.func @xor_negative_mask(%v: f32) -> f32 {
   %0 = "ttile.shuffle_xor"(%v, %m) : (f32, index) -> f32
   return %0 : f32
 }
+
+// -----
+
+func.func @philox_seed(%i: index) -> f32 {
+  // expected-error @+1 {{'ttile.philox_uniform' seed must be a 64-bit unsigned integer, got -1 : i64}}
+  %0 = "ttile.philox_uniform"(%i) {seed = -1 : i64} : (index) -> f32
+  return %0 : f32
+}

@@ -31,3 +31,10 @@ func.func @warp_ops(%v: f32, %off: index) -> (index, index, index, f32) {
   %4 = "ttile.shuffle_xor"(%v, %off) : (f32, index) -> f32
   return %0, %1, %2, %4 : index, index, index, f32
 }
+
+// CHECK-LABEL: func.func @philox
+func.func @philox(%i: index) -> f32 {
+  // CHECK: "ttile.philox_uniform"(%{{.+}}) {seed = 42 : ui64} : (index) -> f32
+  %0 = "ttile.philox_uniform"(%i) {seed = 42 : ui64} : (index) -> f32
+  return %0 : f32
+}

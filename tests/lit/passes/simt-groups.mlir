@@ -50,3 +50,17 @@ func.func @phases(%X: memref<?xf32> {tessera.dims = ["N"], tessera.name = "X"}) 
   memref.store %one, %X[%r] : memref<?xf32>
   return
 }
+
+// -----
+
+// Philox-4x32-10 on the lanes' counters: ten rounds of 32x32->64 multiplies; keys are folded constants.
+// CHECK-LABEL: func.func @philox(
+// CHECK-COUNT-20: arith.mului_extended %{{.+}}, %{{.+}} : vector<8xi32>
+// CHECK:         arith.shrui %{{.+}}, %{{.+}} : vector<8xi32>
+// CHECK:         arith.uitofp %{{.+}} : vector<8xi32> to vector<8xf32>
+func.func @philox(%X: memref<?xf32> {tessera.dims = ["N"], tessera.name = "X"}) attributes {tessera.kernel} {
+  %i = "ttile.thread_id"() {dim = 0 : i64} : () -> index
+  %u = "ttile.philox_uniform"(%i) {seed = 42 : ui64} : (index) -> f32
+  memref.store %u, %X[%i] : memref<?xf32>
+  return
+}
