@@ -1,0 +1,179 @@
+"""Robustness, measured (docs/robustness.md): the C hosts under AddressSanitizer + UndefinedBehaviorSanitizer
+(with LeakSanitizer) and under ThreadSanitizer, create/load/launch/destroy cycles under valgrind, and bounded
+libFuzzer runs over the image loader and the launch API. Each part skips, saying why, where its tool is
+missing; .ci/run installs clang so that CI runs the fuzzers.
+
+TESSERA_FUZZ_SECONDS (default 20) sets each fuzzer's run; the longer runs recorded in docs/robustness.md used
+the same targets."""
+import concurrent.futures
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hostutil import HERE, REPO, run
+
+RUNTIME_SOURCES = sorted((REPO / "runtime" / "src").glob("*.c"))
+HOSTS = ["host_saxpy.c", "host_bad_inputs.c", "host_streams.c", "host_graphs.c", "host_memory.c", "host_debug.c",
+         "host_device.c", "host_threads.c", "host_cycles.c"]
+
+
+def compiler_accepts(compiler, flags, tmp_path):
+    """Whether `compiler` builds and runs a program with `flags` (a sanitizer's runtime may be missing)."""
+    src = tmp_path / "probe.c"
+    src.write_text("int main(void) { return 0; }\n")
+    exe = tmp_path / "probe"
+    try:
+        return (subprocess.run([compiler, *flags, str(src), "-o", str(exe)], capture_output=True).returncode == 0 and
+                subprocess.run([str(exe)], capture_output=True).returncode == 0)
+    except OSError:
+        return False
+
+
+def sanitized_runtime(tmp_path_factory, name, flags):
+    """libtessera built with `flags` (CMake, Debug), and a function that builds a host against it."""
+    cc = shutil.which("cc")
+    if not cc or not shutil.which("cmake"):
+        pytest.skip("needs `cc` and `cmake` on PATH")
+    root = tmp_path_factory.mktemp(name)
+    if not compiler_accepts(cc, flags, root):
+        pytest.skip(f"`cc` cannot build and run programs with {' '.join(flags)} (sanitizer runtime missing)")
+    build = root / "build"
+    run(["cmake", "-S", REPO / "runtime", "-B", build, "-DCMAKE_BUILD_TYPE=Debug", f"-DCMAKE_C_FLAGS={' '.join(flags)}",
+         "-DTESSERA_BUILD_PYTHON=OFF"])
+    run(["cmake", "--build", build, "--target", "tessera", "--parallel", "2"])
+
+    def host(source):
+        exe = root / Path(source).stem
+        run([cc, "-std=c11", "-g", *flags, HERE / source, f"-I{REPO / 'runtime' / 'include'}", f"-L{build}",
+             f"-Wl,-rpath,{build}", "-ltessera", "-lm", "-pthread", "-o", exe])
+        return exe
+
+    return host
+
+
+def run_clean(exe, args, env, sanitizer_markers):
+    p = subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, **env))
+    report = [m for m in sanitizer_markers if m in p.stderr]
+    failed = [line for line in p.stdout.splitlines() if line.startswith("FAIL")]
+    assert p.returncode == 0 and not report and not failed, \
+        f"exit {p.returncode}, reports {report}\n{p.stdout[-3000:]}\n{p.stderr[-6000:]}"
+
+
+# ---- AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer) -------------------------------------------
+
+ASAN_FLAGS = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined"]
+ASAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:allocator_may_return_null=1",
+            "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
+
+
+@pytest.fixture(scope="module")
+def asan_host(tmp_path_factory):
+    return sanitized_runtime(tmp_path_factory, "asan", ASAN_FLAGS)
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_hosts_under_address_and_undefined_behavior_sanitizers(asan_host, test_image, host):
+    run_clean(asan_host(host), [test_image], ASAN_ENV, ["ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                                                        "runtime error:"])
+
+
+# ---- ThreadSanitizer --------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tsan_host(tmp_path_factory):
+    return sanitized_runtime(tmp_path_factory, "tsan", ["-fsanitize=thread", "-O1"])
+
+
+@pytest.mark.parametrize("host", ["host_threads.c", "host_streams.c", "host_graphs.c"])
+def test_concurrent_hosts_under_thread_sanitizer(tsan_host, test_image, host):
+    run_clean(tsan_host(host), [test_image], {"TSAN_OPTIONS": "halt_on_error=1"}, ["WARNING: ThreadSanitizer"])
+
+
+# ---- valgrind ---------------------------------------------------------------------------------------------------
+
+def test_cycles_leak_nothing_under_valgrind(build_host, test_image):
+    valgrind = shutil.which("valgrind")
+    if not valgrind:
+        pytest.skip("valgrind is not on PATH (the cycles also run under LeakSanitizer above)")
+    p = subprocess.run([valgrind, "--leak-check=full", "--errors-for-leak-kinds=definite,indirect",
+                        "--error-exitcode=99", str(build_host("host_cycles.c")), str(test_image), "6"],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-6000:]
+    assert "definitely lost: 0 bytes" in p.stderr or "All heap blocks were freed" in p.stderr, p.stderr[-3000:]
+
+
+# ---- libFuzzer --------------------------------------------------------------------------------------------------
+
+FUZZ_FLAGS = ["-g", "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=undefined"]
+
+
+@pytest.fixture(scope="module")
+def fuzzer(tmp_path_factory):
+    """A function that builds a fuzz target (tests/c/fuzz) with clang's libFuzzer and ASan/UBSan."""
+    clang = shutil.which("clang")
+    root = tmp_path_factory.mktemp("fuzz")
+    if not clang:
+        pytest.skip("clang is not on PATH: libFuzzer needs it (`apt-get install clang`; .ci/run installs it)")
+    probe = root / "probe.c"
+    probe.write_text("#include <stdint.h>\n#include <stddef.h>\n"
+                     "int LLVMFuzzerTestOneInput(const uint8_t* d, size_t n) { (void)d; (void)n; return 0; }\n")
+    if subprocess.run([clang, "-fsanitize=fuzzer,address", str(probe), "-o", str(root / "probe")],
+                      capture_output=True).returncode:
+        pytest.skip("clang cannot link libFuzzer here (libclang-rt / compiler-rt missing)")
+    common = [f"-I{REPO / 'runtime' / 'include'}", f"-I{REPO / 'runtime' / 'src'}", "-DTSR_BUILDING_LIBRARY",
+              "-D_POSIX_C_SOURCE=200809L"]
+
+    def compile_object(source, defines=()):
+        obj = root / f"{source.stem}{'-'.join(('',) + tuple(d.lstrip('-D') for d in defines))}.o"
+        run([clang, *FUZZ_FLAGS, *common, *defines, "-c", source, "-o", obj])
+        return obj
+
+    # The runtime once for both targets (cpu_code.c replaced by the double), compiled in parallel.
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+        runtime_objects = list(pool.map(compile_object, [s for s in RUNTIME_SOURCES if s.name != "cpu_code.c"]))
+
+    def build(target, extra_sources=(), defines=()):
+        exe = root / target
+        objects = [compile_object(HERE / "fuzz" / "cpu_code_double.c", defines),
+                   *(compile_object(s) for s in extra_sources), compile_object(HERE / "fuzz" / f"{target}.c")]
+        run([clang, *FUZZ_FLAGS, *runtime_objects, *objects, "-o", exe, "-lm", "-ldl", "-pthread"])
+        return exe
+
+    return build
+
+
+def fuzz(exe, corpus, tmp_path, env=None):
+    """Runs a fuzzer for TESSERA_FUZZ_SECONDS; returns (runs, coverage) from its final statistics."""
+    seconds = int(os.environ.get("TESSERA_FUZZ_SECONDS", "20"))
+    artifacts = tmp_path / "artifacts"
+    artifacts.mkdir()
+    p = subprocess.run([str(exe), f"-max_total_time={seconds}", "-timeout=20", "-rss_limit_mb=4096",
+                        "-print_final_stats=1", f"-artifact_prefix={artifacts}/", str(corpus)],
+                       capture_output=True, text=True, timeout=seconds + 300, env=dict(os.environ, **(env or {})))
+    crashes = list(artifacts.iterdir())
+    assert p.returncode == 0 and not crashes, f"fuzzer found {[c.name for c in crashes]}\n{p.stderr[-8000:]}"
+    runs = int(re.search(r"stat::number_of_executed_units: (\d+)", p.stderr).group(1))
+    cov = re.findall(r"cov: (\d+)", p.stderr)
+    print(f"{exe.name}: {runs} inputs in {seconds} s, coverage {cov[-1] if cov else '?'} edges, no crash or leak")
+    return runs
+
+
+def test_fuzz_the_image_loader(fuzzer, test_image, tmp_path):
+    exe = fuzzer("fuzz_image", defines=["-DTSR_FUZZ_INERT"])
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    shutil.copy(test_image, corpus / "test.tessera")
+    assert fuzz(exe, corpus, tmp_path) > 100
+
+
+def test_fuzz_the_launch_api(fuzzer, test_image, tmp_path):
+    exe = fuzzer("fuzz_launch", extra_sources=[HERE / "kernels_cpu.c"])
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "seed").write_bytes(bytes(range(256)))
+    assert fuzz(exe, corpus, tmp_path, {"TESSERA_FUZZ_IMAGE": str(test_image)}) > 100
