@@ -2,8 +2,8 @@
 
 Stages run in order — ``ttir`` (the frontend's Graph/Tile IR), ``canonical``, the Graph IR phases through
 ``kernels``, then the target backend's own (for the CPU: ``warps``, ``llvm``, ``llir``, ``obj``, ``so``; for
-PTX: ``gpu``, ``nvvm``, ``llir``, ``ptx``; for AMDGPU: ``gpu``, ``rocdl``, ``llir``, ``obj``, ``hsaco``) and
-finally ``image``. A compilation can stop after any stage and
+PTX: ``gpu``, ``nvvm``, ``llir``, ``ptx``; for AMDGPU: ``gpu``, ``rocdl``, ``llir``, ``obj``, ``hsaco``; for SPIR-V:
+``gpu``, ``spirv``, ``spv``) and finally ``image``. A compilation can stop after any stage and
 hand each stage's artifact to a callback (``--dump-ir-after-all``).
 
 Several targets (``target="cpu,ptx"``) share the stages through ``kernels``; each backend then runs its own
@@ -33,7 +33,7 @@ class CompileResult:
     artifacts: dict = field(default_factory=dict)   # stage name -> text or bytes, for stages asked to keep
 
 
-TARGETS = ("cpu", "ptx", "amdgpu")
+TARGETS = ("cpu", "ptx", "amdgpu", "spirv")
 
 # Which target an architecture name belongs to, by its prefix (`--arch sm_90a,gfx942`).
 _ARCH_PREFIXES = {"sm_": "ptx", "gfx": "amdgpu"}
@@ -66,6 +66,9 @@ def _backend(name: str, options: CompileOptions, arch: str | None):
     elif name == "amdgpu":
         from .backends.amdgpu import AMDGPUBackend
         backend, default = AMDGPUBackend, "gfx942"
+    elif name == "spirv":
+        from .backends.spirv import SPIRVBackend
+        return SPIRVBackend(SPIRVBackend.Options(opt_level=options.opt_level))
     else:
         raise CompileError(f"unknown target '{name}' (available: {', '.join(TARGETS)})")
     try:

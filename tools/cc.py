@@ -16,8 +16,8 @@ def _parse_args(argv):
     p.add_argument("source", help="a Python file with @kernel functions")
     p.add_argument("-o", "--output", help="the image to write (default: SOURCE with .tessera)")
     p.add_argument("--target", default="cpu",
-                   help="code target: cpu (default), ptx, amdgpu, or a comma-separated list "
-                        "(cpu,ptx,amdgpu) for one image")
+                   help="code target: cpu (default), ptx, amdgpu, spirv, or a comma-separated list "
+                        "(cpu,ptx,amdgpu,spirv) for one image")
     p.add_argument("--kernel", action="append", default=[], help="compile only this kernel (repeatable)")
     p.add_argument("--cpu", default="native", help="LLVM CPU name for the cpu target: native (default), generic, …")
     p.add_argument("--arch", default="",
@@ -73,7 +73,8 @@ def main(argv=None) -> int:
     if args.dump_ir_after_all:
         os.makedirs(args.dump_ir_after_all, exist_ok=True)
         for i, (name, artifact) in enumerate(stages_seen):
-            ext = {"llir": "ll", "obj": "o", "so": "so", "ptx": "ptx", "hsaco": "hsaco", "image": "tessera"}.get(
+            ext = {"llir": "ll", "obj": "o", "so": "so", "ptx": "ptx", "hsaco": "hsaco", "spv": "spv",
+                   "image": "tessera"}.get(
                 name.rpartition(".")[2], "mlir")
             _write(os.path.join(args.dump_ir_after_all, f"{i:02d}-{name}.{ext}"), artifact)
     if args.compile_to:

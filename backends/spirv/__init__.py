@@ -1,0 +1,6 @@
+"""The Intel backend: SIMT kernels as SPIR-V modules (Kernel capability, OpenCL memory model), for Level
+Zero and OpenCL (docs/portability.md)."""
+
+from .compiler import SPIRVBackend
+
+__all__ = ["SPIRVBackend"]

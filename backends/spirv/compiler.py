@@ -1,0 +1,138 @@
+"""The SPIR-V backend's stages: Tile IR → gpu dialect → SPIR-V dialect → SPIR-V binary (Intel GPUs; any
+OpenCL device that takes SPIR-V). MLIR's own route, with no LLVM target (DESIGN §9, "SPIR-V (MLIR route)"):
+
+    gpu     SIMT kernels become gpu.func kernels with the launch ABI (passes/simt_to_gpu.py, its "flat" abi:
+            a tensor is a 1-D memref, an OpenCL `__global T*`), for subgroups of 32 lanes
+    spirv   the upstream conversion to the SPIR-V dialect under the Kernel capability and the OpenCL memory
+            model (Physical64): warp shuffles become OpGroupNonUniformShuffle*, math the OpenCL.std
+            extended instructions, launch queries the OpenCL built-ins
+    spv     the serialized module, checked by spirv-val where it is installed (spirv_val.py)
+
+Subgroups: an OpenCL device picks a kernel's subgroup size (Intel GPUs 8, 16 or 32) unless the kernel
+requires one. Ours require 32 (ExecutionMode SubgroupSize, capability SubgroupDispatch), the width their
+shuffles and warp ids were lowered for, so that warp code means on an Intel GPU what it means on NVIDIA.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, fields
+
+from ...mlir import arith, gpu, ir, passmanager
+from ...passes import simt_to_gpu
+from . import spirv_val
+
+SUBGROUP = 32
+VERSION = "v1.3"   # the first with the GroupNonUniform instructions; Intel's OpenCL runtimes take 1.0–1.4
+CAPS = ["Addresses", "Int64", "Int8", "Int16", "Float16", "Float64", "Kernel", "GroupNonUniformShuffle",
+        "SubgroupDispatch"]
+
+PREPARE = ",".join(["canonicalize", "cse", "expand-strided-metadata", "lower-affine", "arith-expand",
+                     f"spirv-attach-target{{ver={VERSION} caps={','.join(CAPS)}}}"])
+# convert-gpu-to-spirv leaves math ops alone; convert-math-to-spirv picks OpenCL.std over GLSL by the
+# target environment it finds on an enclosing op as `spirv.target_env` (make_spirv copies it there).
+TO_SPIRV = ",".join(["gpu.module(convert-math-to-spirv)", "convert-gpu-to-spirv{use-64bit-index=true}",
+                     "gpu.module(spirv.module(spirv-lower-abi-attrs,spirv-update-vce))"])
+
+
+@dataclass(frozen=True)
+class SPIRVOptions:
+    opt_level: int = 3   # kept for the common interface; the SPIR-V consumer (the driver) optimizes
+
+    def hash(self) -> str:
+        key = "_".join(f"{f.name}-{getattr(self, f.name)}" for f in fields(self))
+        return hashlib.sha256(key.encode()).hexdigest()
+
+
+def _kernels(mod: ir.Module) -> list:
+    return [fn for gm in mod.body.operations if gm.operation.name == "gpu.module"
+            for fn in gm.regions[0].blocks[0].operations if fn.operation.name == "gpu.func"]
+
+
+def make_gpu(mod: ir.Module, metadata: dict, options: SPIRVOptions) -> ir.Module:
+    simt_to_gpu.run(mod, SUBGROUP, abi="flat")
+    passmanager.PassManager.parse("builtin.module(canonicalize,cse)").run(mod.operation)
+    for fn in _kernels(mod):
+        fn.attributes["spirv.entry_point_abi"] = ir.Attribute.parse(
+            f"#spirv.entry_point_abi<subgroup_size = {SUBGROUP}>")
+    metadata["warp_size"] = SUBGROUP
+    return mod
+
+
+def _shuffle_down_as_index(mod: ir.Module) -> None:
+    """gpu.shuffle down as gpu.shuffle idx from lane + offset, or from the lane itself past the subgroup's
+    end (what shfl.down and our other targets return there); upstream's own lowering of down shuffles
+    builds an ill-typed spirv.IAdd (index lane plus i32 offset)."""
+    todo = []
+
+    def visit(op):
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    if inner.operation.name == "gpu.shuffle" and str(inner.attributes["mode"]).endswith("down>"):
+                        todo.append(inner)
+                    visit(inner)
+
+    visit(mod.operation)
+    i32 = ir.IntegerType.get_signless(32)
+    for op in todo:
+        value, offset, width = op.operands
+        with op.location, ir.InsertionPoint(op):
+            lane = arith.IndexCastOp(i32, gpu.LaneIdOp().result).result
+            source = arith.AddIOp(lane, offset).result
+            inside = arith.CmpIOp(arith.CmpIPredicate.ult, source, width).result
+            index = arith.SelectOp(inside, source, lane).result
+            new = gpu.ShuffleOp(value, index, width, gpu.ShuffleMode.IDX)
+        op.results[0].replace_all_uses_with(new.results[0])
+        op.results[1].replace_all_uses_with(new.results[1])
+        op.operation.erase()
+
+
+def make_spirv(mod: ir.Module, metadata: dict, options: SPIRVOptions) -> ir.Module:
+    _shuffle_down_as_index(mod)
+    passmanager.PassManager.parse(f"builtin.module({PREPARE})").run(mod.operation)
+    for gm in mod.body.operations:
+        if gm.operation.name == "gpu.module":
+            gm.attributes["spirv.target_env"] = ir.ArrayAttr(gm.attributes["targets"])[0]
+    passmanager.PassManager.parse(f"builtin.module({TO_SPIRV})").run(mod.operation)
+    return mod
+
+
+def make_spv(mod: ir.Module, metadata: dict, options: SPIRVOptions) -> bytes:
+    passmanager.PassManager.parse("builtin.module(gpu-module-to-binary)").run(mod.operation)
+    binary = next(op for op in mod.body.operations if op.operation.name == "gpu.binary")
+    spv = gpu.ObjectAttr(binary.attributes["objects"][0]).object
+    tool = spirv_val.find()
+    if tool:
+        try:
+            spirv_val.check(spv, tool)
+        except spirv_val.SpirvValError as e:
+            from ...frontend import CompileError
+            raise CompileError(str(e), "<spirv-val>", 0, 0) from None
+    metadata["arch"] = f"spirv{VERSION[1:]}"
+    metadata["warp_size"] = SUBGROUP
+    return spv
+
+
+class SPIRVBackend:
+    name = "spirv"
+    Options = SPIRVOptions
+    code_section = ".tessera.code.spirv"
+
+    def __init__(self, options: SPIRVOptions | None = None):
+        self.options = options or SPIRVOptions()
+
+    def add_stages(self, stages: dict) -> None:
+        o = self.options
+        stages["gpu"] = lambda m, md: make_gpu(m, md, o)
+        stages["spirv"] = lambda m, md: make_spirv(m, md, o)
+        stages["spv"] = lambda m, md: make_spv(m, md, o)
+
+    def target_info(self):
+        from ...passes.graph_phases import TargetInfo
+        # 128 bits: one 16-byte access per work-item; the core count (Xe cores of a Max 1550: 128) is a
+        # placeholder, as the compiler does not know the device and no phase sizes work by it yet.
+        return TargetInfo("spirv", 128, SUBGROUP, frozenset({"f32", "f64"}), 128)
+
+    def entry_symbol(self, kernel: str) -> str:
+        return kernel  # the OpEntryPoint's name, which clCreateKernel and zeKernelCreate look up
