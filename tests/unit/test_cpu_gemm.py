@@ -1,6 +1,6 @@
 """The CPU GEMM generator (backends/cpu/gemm.py), launched through tessera.runtime and checked against numpy.
 
-Tolerances. References are computed in float64 from the same (f32 or f16) inputs.
+Tolerances. References are computed in float64 from the same (f32, f16 or bf16) inputs.
 - GEMM: elementwise |C - A·B| <= 2e-6 · sqrt(K) · (|A|·|B|). fp32 summation error grows like sqrt(K) · 2^-24
   · (|A|·|B|) for random data, so this is about 30 times the expected error, and far below what a skipped or
   doubled product (about (|A|·|B|) / K) would give for the shapes here.
