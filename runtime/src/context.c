@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crash.h"
 #include "errors.h"
 #include "handles.h"
 #include "metrics.h"
@@ -44,6 +45,7 @@ tsr_status_t tsrCreateContextWithOptions(const tsr_context_options_t* options, t
   ctx->objects.next = ctx->objects.prev = &ctx->objects;
   ctx->backend = backend;
   ctx->debug = o.flags & TSR_CONTEXT_DEBUG;
+  ctx->crash_dir = tsr_crash_dir_from_env();
   pthread_mutex_init(&ctx->lock, NULL);
   tsr_memory_init(ctx);
   if (!(st = backend->create(&o, &ctx->backend_state)) &&
@@ -58,6 +60,7 @@ tsr_status_t tsrCreateContextWithOptions(const tsr_context_options_t* options, t
   if (st) {
     if (ctx->backend_state) backend->destroy(ctx->backend_state);
     tsr_memory_teardown(ctx);
+    free(ctx->crash_dir);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx);
     return st;
@@ -101,6 +104,7 @@ void tsr_context_free(struct tsr_context* ctx) {
   tsr_memory_teardown(ctx);  /* gives device memory back through the backend: before the backend goes */
   ctx->backend->destroy(ctx->backend_state);
   pthread_mutex_destroy(&ctx->lock);
+  free(ctx->crash_dir);
   free(ctx);
 }
 

@@ -243,7 +243,7 @@ static tsr_status_t launch(void* state, const tsr_backend_launch_t* l, tsr_fault
   memcpy(&g.entry, &l->entry, sizeof g.entry);
   g.job = (tsr_cpu_job_t){.task = run_block, .arg = &g, .priority = l->priority, .affinity = l->affinity,
                           .count = (uint64_t)l->grid[0] * l->grid[1] * l->grid[2]};  /* < 2^64: checked */
-  tsr_cpu_pool_run(pool, &g.job);
+  tsr_cpu_pool_run(pool, &g.job, tsr_cpu_thread_can_run_blocks());
   if (atomic_flag_test_and_set(&g.faulted)) {
     *fault = g.fault;
     return TSR_ERROR_MEMORY_FAULT;

@@ -1,9 +1,10 @@
 /* cpu_pool.c — a fixed set of workers serving a queue of jobs (cpu_pool.h).
  *
- * Blocks of a job are handed out through an atomic counter, so workers touch the pool lock only to pick a
- * job, and when they leave it. A worker stays in its job until the blocks run out, or until a new job arrives
+ * Blocks of a job are handed out through an atomic counter, so workers (and a helping caller) touch the pool
+ * lock only to pick a job, and when they leave it. A worker stays in its job until the blocks run out, or until a new job arrives
  * (the pool's epoch changes): then it picks again, so that a high-priority launch does not wait for a long
  * low-priority one to drain. The last worker out of an exhausted job marks it finished. */
+#define _GNU_SOURCE /* pthread_getattr_np */
 #include "cpu_pool.h"
 
 #include <errno.h>
@@ -14,7 +15,6 @@
 #include "errors.h"
 
 enum { MAX_THREADS = 1024 };
-#define WORKER_STACK_BYTES (8u << 20)  /* room for per-block shared-memory arrays and spills */
 
 typedef struct worker {
   struct tsr_cpu_pool* pool;
@@ -59,6 +59,15 @@ static void unlink_job(tsr_cpu_pool_t* pool, tsr_cpu_job_t* job) {
   if (pool->tail == job) pool->tail = prev;
 }
 
+/* Leaves a job (lock held): the last one out of an exhausted job finishes it. */
+static void leave(tsr_cpu_pool_t* pool, tsr_cpu_job_t* job) {
+  if (--job->running == 0 && atomic_load(&job->next) >= job->count && !job->finished) {
+    job->finished = true;
+    unlink_job(pool, job);
+    pthread_cond_broadcast(&pool->done);
+  }
+}
+
 static void serve(tsr_cpu_pool_t* pool, tsr_cpu_job_t* job, uint_fast64_t epoch) {
   for (;;) {
     uint_fast64_t i = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
@@ -81,11 +90,7 @@ static void* work(void* arg) {
     pthread_mutex_unlock(&pool->lock);
     serve(pool, job, epoch);
     pthread_mutex_lock(&pool->lock);
-    if (--job->running == 0 && atomic_load(&job->next) >= job->count && !job->finished) {
-      job->finished = true;
-      unlink_job(pool, job);
-      pthread_cond_broadcast(&pool->done);
-    }
+    leave(pool, job);
   }
   pthread_mutex_unlock(&pool->lock);
   return NULL;
@@ -124,7 +129,7 @@ tsr_status_t tsr_cpu_pool_create(unsigned n, tsr_cpu_pool_t** out) {
 
   pthread_attr_t attr;
   pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, WORKER_STACK_BYTES);
+  pthread_attr_setstacksize(&attr, TSR_CPU_STACK_BYTES);
   int err = 0;
   /* Fewer workers than asked is still correct; none is not. */
   while (pool->thread_count < n) {
@@ -143,7 +148,7 @@ tsr_status_t tsr_cpu_pool_create(unsigned n, tsr_cpu_pool_t** out) {
   return TSR_SUCCESS;
 }
 
-void tsr_cpu_pool_run(tsr_cpu_pool_t* pool, tsr_cpu_job_t* job) {
+void tsr_cpu_pool_run(tsr_cpu_pool_t* pool, tsr_cpu_job_t* job, bool caller_helps) {
   atomic_init(&job->next, 0);
   atomic_init(&job->cancelled, false);
   job->running = 0;
@@ -151,14 +156,43 @@ void tsr_cpu_pool_run(tsr_cpu_pool_t* pool, tsr_cpu_job_t* job) {
   job->link = NULL;
   if (job->finished) return;
   if (!(job->affinity & pool->all_workers)) job->affinity = 0;  /* names no worker: the hint is ignored */
+  caller_helps = caller_helps && job->affinity == 0;
+  if (caller_helps && job->count == 1) {  /* nothing to share: no worker needs to wake */
+    atomic_store_explicit(&job->next, 1, memory_order_relaxed);
+    job->task(job->arg, 0);
+    job->finished = true;
+    return;
+  }
   pthread_mutex_lock(&pool->lock);
   if (pool->tail) pool->tail->link = job;
   else pool->head = job;
   pool->tail = job;
   atomic_fetch_add(&pool->epoch, 1);
   pthread_cond_broadcast(&pool->wake);
+  if (caller_helps) {
+    job->running++;
+    pthread_mutex_unlock(&pool->lock);
+    for (uint_fast64_t i; (i = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed)) < job->count;)
+      if (!atomic_load_explicit(&job->cancelled, memory_order_relaxed)) job->task(job->arg, i);
+    pthread_mutex_lock(&pool->lock);
+    leave(pool, job);
+  }
   while (!job->finished) pthread_cond_wait(&pool->done, &pool->lock);
   pthread_mutex_unlock(&pool->lock);
+}
+
+bool tsr_cpu_thread_can_run_blocks(void) {
+  static __thread int cached = -1;  /* -1: not asked yet on this thread */
+  if (cached < 0) {
+    pthread_attr_t attr;
+    size_t size = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      pthread_attr_getstacksize(&attr, &size);
+      pthread_attr_destroy(&attr);
+    }
+    cached = size >= TSR_CPU_CALLER_STACK_BYTES;
+  }
+  return cached;
 }
 
 void tsr_cpu_job_cancel(tsr_cpu_job_t* job) { atomic_store(&job->cancelled, true); }

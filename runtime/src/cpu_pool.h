@@ -1,6 +1,8 @@
 /* cpu_pool.h — the worker threads that run the blocks of CPU launches. Several launches (from different
  * streams or host threads) may be in the pool at once; workers take blocks from the highest-priority one
- * they are allowed to run, so independent launches overlap. */
+ * they are allowed to run, so independent launches overlap. The launching thread runs blocks of its own
+ * launch too when it can (a stack as large as a worker's, no affinity hint): a one-block launch then never
+ * waits for a worker to wake up. */
 #ifndef TESSERA_SRC_CPU_POOL_H_
 #define TESSERA_SRC_CPU_POOL_H_
 
@@ -11,6 +13,12 @@
 #include "tessera/tessera.h"
 
 typedef struct tsr_cpu_pool tsr_cpu_pool_t;
+
+/* The stack of the threads the runtime starts to run kernel blocks: room for per-block shared-memory arrays
+ * and spills. A calling thread runs blocks too when its stack has half that (a main thread's 8 MiB stack
+ * reports a page less): no kernel frame comes near 4 MiB. */
+#define TSR_CPU_STACK_BYTES ((size_t)8 << 20)
+#define TSR_CPU_CALLER_STACK_BYTES (TSR_CPU_STACK_BYTES / 2)
 
 /* One launch's blocks: task(arg, i) for every i in [0, count). The submitter fills the first five fields;
  * the rest belong to the pool. */
@@ -35,9 +43,13 @@ tsr_status_t tsr_cpu_thread_count(unsigned requested, unsigned* out);
 /* Starts `threads` workers (fewer if the system refuses some; TSR_ERROR_INIT_FAIL if none starts). */
 tsr_status_t tsr_cpu_pool_create(unsigned threads, tsr_cpu_pool_t** out);
 
-/* Runs the job's blocks on the workers, never on the calling thread (kernels get the workers' stack size),
- * and returns when every block has returned or been skipped. Thread-safe. */
-void tsr_cpu_pool_run(tsr_cpu_pool_t* pool, tsr_cpu_job_t* job);
+/* Runs the job's blocks and returns when every block has returned or been skipped. With `caller_helps` (the
+ * calling thread's stack is at least TSR_CPU_CALLER_STACK_BYTES) and no affinity hint, the calling thread runs
+ * blocks too, alongside the workers; otherwise only the workers do. Thread-safe. */
+void tsr_cpu_pool_run(tsr_cpu_pool_t* pool, tsr_cpu_job_t* job, bool caller_helps);
+
+/* Whether the calling thread's stack is at least TSR_CPU_CALLER_STACK_BYTES (cached per thread). */
+bool tsr_cpu_thread_can_run_blocks(void);
 
 /* From a task: skip the job's blocks that have not started yet. */
 void tsr_cpu_job_cancel(tsr_cpu_job_t* job);

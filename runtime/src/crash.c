@@ -40,9 +40,9 @@ struct tsr_crash_snapshot {
   size_t count;
 };
 
-bool tsr_crash_enabled(void) {
+char* tsr_crash_dir_from_env(void) {
   const char* dir = getenv("TESSERA_CRASH_DIR");
-  return dir && *dir;
+  return dir && *dir ? strdup(dir) : NULL;
 }
 
 /* Copies n bytes from a possibly unreadable address; false (dst partly written) when it is not readable. */
@@ -288,10 +288,9 @@ static void write_log(const char* dir, const tsr_launch_record_t* r, tsr_status_
   fclose(f);
 }
 
-/* A fresh directory under $TESSERA_CRASH_DIR named for the kernel, the process and a counter. */
-static bool make_dir(const char* kernel, char* out, size_t size) {
+/* A fresh directory under `root` named for the kernel, the process and a counter. */
+static bool make_dir(const char* root, const char* kernel, char* out, size_t size) {
   static atomic_uint counter;
-  const char* root = getenv("TESSERA_CRASH_DIR");
   mkdir(root, 0777);  /* the parent must exist; an existing root is fine */
   char name[64];
   size_t n = 0;
@@ -315,9 +314,10 @@ void tsr_crash_write(const tsr_launch_record_t* r, tsr_crash_snapshot_t* snapsho
   char dir[4096];
   char saved[1024];  /* `message` is usually the thread's last error, which must survive what follows */
   snprintf(saved, sizeof saved, "%s", message);
-  if (!make_dir(r->kernel->name, dir, sizeof dir)) {
-    fprintf(stderr, "tessera: crash capture: cannot create a directory under TESSERA_CRASH_DIR=%s: %s\n",
-            getenv("TESSERA_CRASH_DIR"), strerror(errno));
+  const char* root = r->kernel->module->obj.context->crash_dir;
+  if (!make_dir(root, r->kernel->name, dir, sizeof dir)) {
+    fprintf(stderr, "tessera: crash capture: cannot create a directory under TESSERA_CRASH_DIR=%s: %s\n", root,
+            strerror(errno));
     return;
   }
   tsr_crash_snapshot_t* fresh = snapshot ? NULL : calloc(1, sizeof *fresh);

@@ -1,5 +1,6 @@
-/* crash.h — crash capture (<tessera/telemetry.h>): when $TESSERA_CRASH_DIR is set, a failed launch leaves a
- * directory with everything needed to replay it (docs/runtime.md, "Crash capture"):
+/* crash.h — crash capture (<tessera/telemetry.h>): when $TESSERA_CRASH_DIR is set as a context is created,
+ * a failed launch on it leaves a directory there with everything needed to replay it (docs/runtime.md,
+ * "Crash capture"):
  *
  *   image.tessera   the whole image the kernel came from
  *   ops.mlirbc      its .tessera.ops section: the IR snapshot (absent when the image has none)
@@ -8,7 +9,7 @@
  *   region<N>.bin   the bytes of each region the tensor arguments point into, as they were before the launch
  *   log.txt         versions, the failure, and the runtime's recent failure messages
  *
- * Tensors are captured before a launch runs (only while $TESSERA_CRASH_DIR is set), so that a launch that
+ * Tensors are captured before a launch runs (only on such contexts), so that a launch that
  * faults half-way is replayed from its inputs. A region is the whole allocation a tensor lies in when the
  * context knows it, else the tensor's extent; at most $TESSERA_CRASH_MAX_BYTES (default 256 MiB) per launch. */
 #ifndef TESSERA_SRC_CRASH_H_
@@ -20,7 +21,8 @@
 
 typedef struct tsr_crash_snapshot tsr_crash_snapshot_t;
 
-bool tsr_crash_enabled(void);
+/* A copy of $TESSERA_CRASH_DIR (for a context to keep, and free), or NULL when it is unset or empty. */
+char* tsr_crash_dir_from_env(void);
 
 /* Copies the memory the launch's tensors point into; NULL when nothing could be taken (out of memory). */
 tsr_crash_snapshot_t* tsr_crash_snapshot(const tsr_launch_record_t* record);

@@ -254,7 +254,7 @@ static tsr_status_t report_fault(const tsr_launch_record_t* r, const tsr_fault_t
 tsr_status_t tsr_launch_run(const tsr_launch_record_t* r) {
   struct tsr_kernel* k = r->kernel;
   struct tsr_context* ctx = k->module->obj.context;
-  tsr_crash_snapshot_t* snapshot = tsr_crash_enabled() ? tsr_crash_snapshot(r) : NULL;
+  tsr_crash_snapshot_t* snapshot = ctx->crash_dir ? tsr_crash_snapshot(r) : NULL;
   bool traced = tsr_trace_push((tsr_trace_phase_t)r->phase, k->name);
   double t0 = tsr_metrics_on() ? tsr_seconds() : 0;
   tsr_backend_launch_t bl = {.entry = k->entry, .grid = {r->grid[0], r->grid[1], r->grid[2]},
@@ -298,7 +298,7 @@ static tsr_status_t submit(tsr_kernel_t kernel, const tsr_launch_desc_t* desc, b
     st = tsr_launch_prepare(kernel, desc, explicit_block, &record);
     if (!st && ctx->debug) st = tsr_launch_check_memory(&record);
     if (st) {
-      if (tsr_crash_enabled()) tsr_crash_write(&record, NULL, st, tsrGetLastErrorMessage());
+      if (ctx->crash_dir) tsr_crash_write(&record, NULL, st, tsrGetLastErrorMessage());
     } else {
       st = stream ? tsr_stream_submit_launch(stream, &record) : tsr_launch_run(&record);
     }

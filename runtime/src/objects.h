@@ -23,6 +23,7 @@ struct tsr_context {
   void* backend_state;
   bool debug;              /* TSR_CONTEXT_DEBUG */
   bool dying;              /* tsr_context_free is destroying what the context owns */
+  char* crash_dir;         /* $TESSERA_CRASH_DIR when the context was created (crash.h), or NULL */
   uint32_t max_block_threads, max_smem_bytes;  /* the backend's limits, read once */
   tsr_memory_state_t memory;
   _Atomic uint64_t next_stream_id;  /* stream ids start at 1; 0 is the NULL stream */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_pool.h"
 #include "errors.h"
 #include "event.h"
 #include "graph.h"
@@ -103,7 +104,12 @@ tsr_status_t tsrCreateStream(tsr_context_t ctx, const tsr_stream_options_t* opti
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->work, NULL);
   pthread_cond_init(&s->idle, NULL);
-  int err = pthread_create(&s->thread, NULL, execute, s);
+  /* The executor runs blocks of its launches itself (cpu_pool.h), so it gets a worker's stack. */
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, TSR_CPU_STACK_BYTES);
+  int err = pthread_create(&s->thread, &attr, execute, s);
+  pthread_attr_destroy(&attr);
   if (err) {
     pthread_cond_destroy(&s->idle);
     pthread_cond_destroy(&s->work);

@@ -214,8 +214,10 @@ static void check_copies(void) {
 }
 
 static void check_priorities(void) {
-  /* One worker: while it sleeps, a low- and then a high-priority launch wait in the pool; the high one must
-   * run first. Their effects on one float do not commute: high first gives (2*0+2)*2+1 = 5, low first 4. */
+  /* One worker, and every stream's affinity names it, so that all launches wait for it in the pool (without
+   * an affinity hint a stream's own thread would run its blocks at once). While it sleeps, a low- and then a
+   * high-priority launch queue up; the high one must run first. Their effects on one float do not commute:
+   * high first gives (2*0+2)*2+1 = 5, low first 4. */
   tsr_context_options_t o;
   MUST(tsrContextOptionsInitialize(&o));
   o.worker_threads = 1;
@@ -225,12 +227,13 @@ static void check_priorities(void) {
   tsr_context_t saved = ctx;
   ctx = c;
   mod = load_test_image(c, image_path);
-  tsr_stream_options_t low_options, high_options;
-  MUST(tsrStreamOptionsInitialize(&low_options));
-  MUST(tsrStreamOptionsInitialize(&high_options));
+  tsr_stream_options_t busy_options, low_options, high_options;
+  MUST(tsrStreamOptionsInitialize(&busy_options));
+  busy_options.affinity = 1;
+  low_options = high_options = busy_options;
   high_options.priority = 10;
   tsr_stream_t busy, low, high;
-  MUST(tsrCreateStream(c, NULL, &busy));
+  MUST(tsrCreateStream(c, &busy_options, &busy));
   MUST(tsrCreateStream(c, &low_options, &low));
   MUST(tsrCreateStream(c, &high_options, &high));
   float x = 0;
