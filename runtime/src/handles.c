@@ -1,5 +1,6 @@
-/* handles.c — the live-handle registry: a sorted array of addresses searched by bisection. Handles are few
- * (contexts, modules, kernels), so insertion by memmove is cheap and the code stays obviously correct. */
+/* handles.c — the live-handle registry: a sorted array of addresses searched by bisection. Live handles number
+ * in the hundreds or thousands (contexts, modules and their kernels, streams, events, graphs), so insertion by
+ * memmove is cheap and the code stays obviously correct. */
 #include "handles.h"
 
 #include <pthread.h>

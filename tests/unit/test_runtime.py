@@ -154,3 +154,34 @@ def test_kernel_decorator_and_launch_grid(tmp_path, monkeypatch):
     np.testing.assert_array_equal(Out, 2 + Y)
     with pytest.raises(RuntimeError, match="only be used inside a @kernel"):
         launch.thread_id()
+
+
+def test_compiled_kernels_on_streams_and_in_graphs(mod):
+    """Compiled kernels through the execution model's API: a launch per stream with an event between them,
+    the [grid, block, stream] form, and a captured graph replayed with its recorded values."""
+    from tessera import graph, stream
+    X = np.arange(256, dtype=np.float32)
+    A, B = np.zeros_like(X), np.zeros_like(X)
+    s1, s2 = stream.new(), stream.new()
+    mod.scale(2.0, X, A, grid=8, block=32, stream=s1)
+    s2.wait_event(s1.record())
+    mod.scale[(8,), (32,), s2](3.0, A, B)          # B = 3 * A, after A = 2 * X on the other stream
+    stream.synchronize()
+    np.testing.assert_array_equal(B, 6 * X)
+    with graph.capture() as g:
+        mod.scale(0.5, B, A, grid=8, block=32)
+        mod.scale(4.0, A, B, grid=8, block=32)
+    np.testing.assert_array_equal(B, 6 * X)       # recorded, not run
+    graph.launch(g)
+    np.testing.assert_array_equal(B, 12 * X)
+    graph.launch(g)
+    np.testing.assert_array_equal(B, 24 * X)
+
+
+def test_capabilities_and_backend_choice():
+    caps = runtime.capabilities()
+    assert caps["backend"] == "cpu" and caps["warp_size"] == 32 and caps["cp_async"] is False
+    assert caps["shared_bytes_per_block"] == 64 * 1024 and caps["threads"] >= 1 and caps["simd"]
+    with pytest.raises(_runtime.Error, match=r"available: cpu") as e:
+        runtime.select_backend("level_zero")
+    assert status_of(e) == "TSR_ERROR_UNSUPPORTED"
