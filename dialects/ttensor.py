@@ -77,7 +77,13 @@ def _axis(axis: int, rank: int) -> int | None:
 
 
 class _TensorOp(TTensor.Operation):
-    """Base: every operand and result must be a ranked tensor."""
+    """Base: every operand and result must be a ranked tensor; then the op's own `rules(diag, *types)`
+    (operand types, then result types, in order) decide."""
+
+    def verify_invariants(self) -> bool:
+        diag = Diagnose(self)
+        ts = self._tensors(diag)
+        return ts is not None and self.rules(diag, *ts)
 
     def _tensors(self, diag: Diagnose):
         ts = []
@@ -102,11 +108,7 @@ class MatmulOp(_TensorOp, name="matmul", traits=[ext.Pure]):
     accum: ir.TypeAttr
     result: ext.Result[typing.Any]
 
-    def verify_invariants(self) -> bool:
-        diag = Diagnose(self)
-        ts = self._tensors(diag)
-        if ts is None:
-            return False
+    def rules(self, diag: Diagnose, *ts) -> bool:
         a, b, c = ts
         if a.rank < 2 or b.rank < 2:
             return diag.fail(f"operands must have rank >= 2, got {a.rank} and {b.rank}")
@@ -134,11 +136,7 @@ class UnaryOp(_TensorOp, name="unary", traits=[ext.Pure]):
     fn: ir.StringAttr
     result: ext.Result[typing.Any]
 
-    def verify_invariants(self) -> bool:
-        diag = Diagnose(self)
-        ts = self._tensors(diag)
-        if ts is None:
-            return False
+    def rules(self, diag: Diagnose, *ts) -> bool:
         fn = _str(self.fn)
         if fn not in UNARY_FNS:
             return diag.fail(f"unknown function '{fn}' (known: {', '.join(UNARY_FNS)})")
@@ -157,11 +155,7 @@ class BinaryOp(_TensorOp, name="binary", traits=[ext.Pure]):
     fn: ir.StringAttr
     result: ext.Result[typing.Any]
 
-    def verify_invariants(self) -> bool:
-        diag = Diagnose(self)
-        ts = self._tensors(diag)
-        if ts is None:
-            return False
+    def rules(self, diag: Diagnose, *ts) -> bool:
         a, b, c = ts
         fn = _str(self.fn)
         if fn not in BINARY_FNS:
@@ -185,11 +179,7 @@ class BiasAddOp(_TensorOp, name="bias_add", traits=[ext.Pure]):
     axis: ir.IntegerAttr
     result: ext.Result[typing.Any]
 
-    def verify_invariants(self) -> bool:
-        diag = Diagnose(self)
-        ts = self._tensors(diag)
-        if ts is None:
-            return False
+    def rules(self, diag: Diagnose, *ts) -> bool:
         x, b, r = ts
         if b.rank != 1:
             return diag.fail(f"bias must be 1-D, got rank {b.rank}")
@@ -210,11 +200,7 @@ class SoftmaxOp(_TensorOp, name="softmax", traits=[ext.Pure]):
     axis: ir.IntegerAttr
     result: ext.Result[typing.Any]
 
-    def verify_invariants(self) -> bool:
-        diag = Diagnose(self)
-        ts = self._tensors(diag)
-        if ts is None:
-            return False
+    def rules(self, diag: Diagnose, *ts) -> bool:
         if _axis(int_attr(self.axis), ts[0].rank) is None:
             return diag.fail(f"axis {int_attr(self.axis)} is out of range for rank {ts[0].rank}")
         if ts[0] != ts[1] or not _floats(ts[0]):
@@ -223,11 +209,7 @@ class SoftmaxOp(_TensorOp, name="softmax", traits=[ext.Pure]):
 
 
 class _NormOp(_TensorOp):
-    def verify_invariants(self) -> bool:
-        diag = Diagnose(self)
-        ts = self._tensors(diag)
-        if ts is None:
-            return False
+    def rules(self, diag: Diagnose, *ts) -> bool:
         x, r = ts[0], ts[-1]
         if x != r or not _floats(x):
             return diag.fail("input and result must be the same floating-point tensor type")
@@ -267,11 +249,7 @@ class ReduceOp(_TensorOp, name="reduce", traits=[ext.Pure]):
     keepdims: typing.Any  # BoolAttr (ext cannot constrain to it)
     result: ext.Result[typing.Any]
 
-    def verify_invariants(self) -> bool:
-        diag = Diagnose(self)
-        ts = self._tensors(diag)
-        if ts is None:
-            return False
+    def rules(self, diag: Diagnose, *ts) -> bool:
         x, r = ts
         kind = _str(self.kind)
         if kind not in REDUCE_KINDS:
@@ -293,11 +271,7 @@ class TransposeOp(_TensorOp, name="transpose", traits=[ext.Pure]):
     perm: ir.ArrayAttr
     result: ext.Result[typing.Any]
 
-    def verify_invariants(self) -> bool:
-        diag = Diagnose(self)
-        ts = self._tensors(diag)
-        if ts is None:
-            return False
+    def rules(self, diag: Diagnose, *ts) -> bool:
         x, r = ts
         perm = _ints(self.perm)
         if sorted(perm) != list(range(x.rank)):
@@ -313,11 +287,7 @@ class ReshapeOp(_TensorOp, name="reshape", traits=[ext.Pure]):
     input: ext.Operand[typing.Any]
     result: ext.Result[typing.Any]
 
-    def verify_invariants(self) -> bool:
-        diag = Diagnose(self)
-        ts = self._tensors(diag)
-        if ts is None:
-            return False
+    def rules(self, diag: Diagnose, *ts) -> bool:
         x, r = ts
         if x.element_type != r.element_type:
             return diag.fail("reshape keeps the element type")
@@ -334,11 +304,7 @@ class BroadcastOp(_TensorOp, name="broadcast", traits=[ext.Pure]):
     input: ext.Operand[typing.Any]
     result: ext.Result[typing.Any]
 
-    def verify_invariants(self) -> bool:
-        diag = Diagnose(self)
-        ts = self._tensors(diag)
-        if ts is None:
-            return False
+    def rules(self, diag: Diagnose, *ts) -> bool:
         x, r = ts
         if r.rank < x.rank or broadcast(shape_of(x), shape_of(r)) is None or x.element_type != r.element_type:
             return diag.fail(f"{shape_of(x)} cannot be broadcast to {shape_of(r)}")
@@ -353,11 +319,7 @@ class CastOp(_TensorOp, name="cast", traits=[ext.Pure]):
     accum: ir.TypeAttr
     result: ext.Result[typing.Any]
 
-    def verify_invariants(self) -> bool:
-        diag = Diagnose(self)
-        ts = self._tensors(diag)
-        if ts is None:
-            return False
+    def rules(self, diag: Diagnose, *ts) -> bool:
         x, r = ts
         if not compatible(shape_of(x), shape_of(r)):
             return diag.fail(f"cast keeps the shape: {shape_of(x)} vs {shape_of(r)}")
@@ -378,11 +340,7 @@ class DropoutOp(_TensorOp, name="dropout", traits=[ext.Pure]):
     offset: ir.IntegerAttr
     result: ext.Result[typing.Any]
 
-    def verify_invariants(self) -> bool:
-        diag = Diagnose(self)
-        ts = self._tensors(diag)
-        if ts is None:
-            return False
+    def rules(self, diag: Diagnose, *ts) -> bool:
         p = _float(self.p)
         if not 0.0 <= p < 1.0:
             return diag.fail(f"probability p must be in [0, 1), got {p}")
@@ -402,11 +360,7 @@ class FlashAttentionOp(_TensorOp, name="flash_attention", traits=[ext.Pure]):
     scale: ir.FloatAttr
     result: ext.Result[typing.Any]
 
-    def verify_invariants(self) -> bool:
-        diag = Diagnose(self)
-        ts = self._tensors(diag)
-        if ts is None:
-            return False
+    def rules(self, diag: Diagnose, *ts) -> bool:
         q, k, v, o = ts
         if not (q.rank == k.rank == v.rank == o.rank) or q.rank < 2:
             return diag.fail("Q, K, V and the result must have the same rank, at least 2")
@@ -428,11 +382,7 @@ class ConstantOp(_TensorOp, name="constant", traits=[ext.Pure]):
     value: typing.Any  # a FloatAttr or IntegerAttr of the element type
     result: ext.Result[typing.Any]
 
-    def verify_invariants(self) -> bool:
-        diag = Diagnose(self)
-        ts = self._tensors(diag)
-        if ts is None:
-            return False
+    def rules(self, diag: Diagnose, *ts) -> bool:
         et = ts[0].element_type
         v = self.attributes["value"]
         if not isinstance(v, (ir.FloatAttr, ir.IntegerAttr)) or v.type != et:

@@ -96,11 +96,12 @@ class FunctionBuilder:
         raise self.error(node, f"expected a tensor, got {_describe(v)}")
 
     # -- entry ----------------------------------------------------------------------------------------
-    def build(self) -> func.FuncOp:
+    def begin(self):
+        """The `func.func` with its parameters bound in `env`; results are set once the body is built.
+        Returns (function, entry block, parameter names, argument types)."""
         params = self._params()
         with self.loc(self.fn):
             arg_types = [self.tensor_type(p.dtype, p.dims) for _, p in params]
-            # results are known only after the body: build with none, then set the type
             f = func.FuncOp(self.fn.name, ir.FunctionType.get(arg_types, []))
             f.attributes["tessera.function"] = ir.UnitAttr.get()
             f.arg_attrs = ir.ArrayAttr.get([_arg_attr(n, p) for n, p in params])
@@ -108,13 +109,20 @@ class FunctionBuilder:
             entry = f.add_entry_block()
         for (name, p), arg in zip(params, entry.arguments):
             self.env[name] = GTensor(arg, p.dtype, list(p.dims), p.accum)
+        return f, entry, [name for name, _ in params], arg_types
+
+    @staticmethod
+    def finish(f, arg_types, results: list) -> func.FuncOp:
+        f.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(arg_types, [r.value.type for r in results]))
+        return f
+
+    def build(self) -> func.FuncOp:
+        f, entry, _, arg_types = self.begin()
         with ir.InsertionPoint(entry):
             self.block(self.fn.body)
         if self.results is None:
             raise self.error(self.fn, f"function '{self.fn.name}' must return its result tensor(s)")
-        f.attributes["function_type"] = ir.TypeAttr.get(
-            ir.FunctionType.get(arg_types, [r.value.type for r in self.results]))
-        return f
+        return self.finish(f, arg_types, self.results)
 
     def _params(self):
         out = []

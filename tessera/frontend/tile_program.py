@@ -29,8 +29,7 @@ import ast
 from dataclasses import dataclass
 
 from ..mlir import func, ir
-from . import hints
-from .function import FunctionBuilder, _arg_attr, _name
+from .function import FunctionBuilder, _name
 from .oplib import OPS, GTensor
 
 TILE_CALLS = {"dot", "mma", "mma_sync", "range", "cp_async", "load", "store", "barrier", "alloc_shared", "softmax",
@@ -110,17 +109,8 @@ class TileProgramBuilder(FunctionBuilder):
 
     # -- entry: the function returns the written parameters ------------------------------------------------
     def build(self) -> func.FuncOp:
-        params = self._params()
-        with self.loc(self.fn):
-            arg_types = [self.tensor_type(p.dtype, p.dims) for _, p in params]
-            f = func.FuncOp(self.fn.name, ir.FunctionType.get(arg_types, []))
-            f.attributes["tessera.function"] = ir.UnitAttr.get()
-            f.arg_attrs = ir.ArrayAttr.get([_arg_attr(n, p) for n, p in params])
-            hints.attach(f, self.fn, self.filename)
-            entry = f.add_entry_block()
-        for (name, p), arg in zip(params, entry.arguments):
-            self.env[name] = GTensor(arg, p.dtype, list(p.dims), p.accum)
-        self.params = {name: self.env[name] for name, _ in params}
+        f, entry, names, arg_types = self.begin()
+        self.params = {name: self.env[name] for name in names}
         with ir.InsertionPoint(entry):
             self.block(self.fn.body)
             if not self.written:
@@ -129,7 +119,7 @@ class TileProgramBuilder(FunctionBuilder):
             values = [self._as_param(n, self.written[n]) for n in outs]
             with self.loc(self.fn):
                 func.ReturnOp([v.value for v in values])
-        f.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(arg_types, [v.value.type for v in values]))
+        self.finish(f, arg_types, values)
         i64 = ir.IntegerType.get_signless(64)
         f.attributes["tessera.outputs"] = ir.ArrayAttr.get(
             [ir.IntegerAttr.get(i64, self.param_names.index(n)) for n in outs])
