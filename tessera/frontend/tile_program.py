@@ -18,6 +18,8 @@ the same pipeline then tiles, fuses and lowers it — with the staging kept as s
   `tile.cp_async(Q, b)` are those blocks, stacked (the extent must be a multiple of S);
 - `tile.cp_async(buf, x)` stages `x` in `buf` (from `tile.alloc_shared()`); `tile.barrier()` orders stages —
   both are implied by dataflow in Graph IR;
+- `tile.load(T, b)` is `tile.cp_async(T, b)`, and `tile.store(O, b, v)` is `O[b] = v`; partial tiles
+  (`mask=`, `other=`) are refused: a tile.range step must divide the extent;
 - a parameter that is assigned (`Out[:] = v`, `O[b] = v`, `C += v`) is an output, written in place.
 
 Unannotated parameters are 2-D `f32` tensors, `tensor[dtype]` without extents is 2-D of that dtype.
@@ -267,10 +269,21 @@ class TileProgramBuilder(FunctionBuilder):
             return SharedBuffer()
         if name == "barrier":
             return None
+        if name in ("cp_async", "load", "store") and ("mask" in kwargs or "other" in kwargs):
+            raise self.error(node, "masked tile loads and stores (partial tiles) are not supported: give "
+                                   "tile.range a step that divides the extent")
         if name in ("cp_async", "load"):
             return self._stage(node, args)
-        if name == "store":
-            raise self.error(node, "write stores as assignments: `Out[b] = value`")
+        if name == "store":  # tile.store(Out, block, value) is `Out[block] = value`
+            target = node.args[0] if node.args else None
+            if len(args) != 3 or not (isinstance(target, ast.Name) and target.id in self.params):
+                raise self.error(node, "tile.store(Out, block, value) writes a block of a tensor parameter")
+            if not isinstance(args[1], Blocks):
+                raise self.error(node.args[1], "tile.store's block is a tile.range block")
+            value = args[2]
+            value = OPS["reshape"](self, node, [value, (-1, *value.dims[2:])], {}) if value.rank > 2 else value
+            self._write(target.id, value, node)
+            return None
         if name in OPS and name not in ("dot",):
             tensors = [a for a in args if isinstance(a, GTensor)]
             if not tensors:

@@ -107,6 +107,8 @@ TILE_ERRORS = [
      "slice a k-chunk as [k:k+64]"),
     ("def k(A, B):\n    H = tile.dot(A, B)\n", "writes none of its parameters"),
     ("def k(A, B):\n    B[0] = tile.relu(A)\n", "store a whole tile"),
+    ("def k(Q, O):\n    for b in tile.range(Q, axis=0, step=64):\n        t = tile.load(Q, b, mask=None)\n",
+     "masked tile loads and stores (partial tiles) are not supported"),
     ("def k(A, B):\n    B[:] = tile.fancy(A)\n", "'tile.fancy'"),
 ]
 
@@ -167,3 +169,17 @@ def test_autotune_search_as_in_the_spec(tmp_path, monkeypatch):
     assert config.best == min(config.trials, key=lambda t: t[1])[0]
     with pytest.raises(ValueError, match="unknown search parameter"):
         autotune.search(kernel=tuned.gemm_tc, params={"BX": [1]})
+
+
+def test_tile_load_and_store_are_block_copies():
+    src = """
+@kernel
+def scale_rows(X, Y):
+    for b in tile.range(X, axis=0, step=32):
+        t = tile.load(X, b)
+        tile.store(Y, b, tile.relu(t) * 2.0)
+"""
+    prog = executor.load(compiler.compile_source(src, "ls.py").image)
+    X, Y = f32(96, 20), np.zeros((96, 20), np.float32)
+    prog.scale_rows(X, Y)
+    np.testing.assert_array_equal(Y, np.maximum(X, 0) * 2)
