@@ -42,6 +42,9 @@ class Stream:
         self.capture = None   # the tessera.graph.Graph being recorded, if any
         _streams.add(self)
 
+    def __del__(self):
+        self.native = None  # releasing the stream finishes its queue: before the arrays in _kept can go
+
     def keep(self, *objects) -> None:
         """Keeps `objects` (arrays queued work reads or writes) alive until that work has run; while the stream
         records a graph, for as long as the graph lives."""

@@ -200,3 +200,14 @@ def test_launches_on_many_streams_from_many_threads(ctx, mod):
     for t in threads:
         t.join()
     assert all((o == 50).all() for o in outs)
+
+
+def test_a_dropped_stream_finishes_its_queued_work(ctx, mod):
+    out = np.zeros(1 << 16, np.float32)
+    view = out[:8]
+    s = stream.new(context=ctx)
+    mod.sleep_ms(100, grid=1, block=1, stream=s)
+    mod.scale_add(out, 5.0, grid=1024, block=64, stream=s)
+    del out, s
+    gc.collect()
+    assert (view == 5).all()
