@@ -156,6 +156,13 @@ def make_kernels(mod: ir.Module, metadata: dict, backends: list) -> ir.Module:
     for fn in _functions(mod):
         plans[ir.StringAttr(fn.attributes["sym_name"]).value] = graph_lowering.lower_function(fn, mod, gemm)
         fn.operation.erase()
+    # The dtype fallbacks a function took are part of each of its kernels' metadata (tessera-objdump shows them).
+    props = metadata.setdefault("kernel_props", {})
+    for p in plans.values():
+        if p["fallbacks"]:
+            for step in p["steps"]:
+                if "kernel" in step:
+                    props.setdefault(step["kernel"], {})["fallbacks"] = "; ".join(p["fallbacks"])
     kernels = [op for op in mod.body.operations
                if op.operation.name == "func.func" and "tessera.kernel" in op.attributes]
     signatures = [abi.to_json(abi.signature_of(k)) for k in kernels]

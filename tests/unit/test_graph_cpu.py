@@ -278,3 +278,23 @@ def f(X: tensor[f32, "M", 32], W: tensor[f32, 32, 48], Z: tensor[f32, "M", 48]):
     cpu, ref = both(src, "f", randn(20, 32), randn(32, 48), randn(20, 48))
     for c, w in zip(cpu, ref):
         np.testing.assert_allclose(c, w, rtol=1e-5, atol=1e-5)
+
+
+def test_fallbacks_are_in_the_kernel_metadata(tmp_path):
+    """Portability guide §5: the fallback taken is recorded in the kernel metadata and visible in objdump."""
+    import subprocess
+    import sys
+    src = """
+@function
+def f(X: tensor[bf16, "N", "D"]):
+    return op.gelu(X)
+"""
+    image = compiler.compile_source(src, "fb.py").image
+    from tessera.image import read_image
+    (k,) = read_image(image).kernels
+    assert k.props["fallbacks"] == "bf16 computed in f32"
+    path = tmp_path / "fb.tessera"
+    path.write_bytes(image)
+    out = subprocess.run([sys.executable, "-m", "tessera.tools.objdump", str(path), "--no-ir"], capture_output=True,
+                         text=True, cwd="/")
+    assert 'fallbacks: "bf16 computed in f32"' in out.stdout, out.stdout + out.stderr
