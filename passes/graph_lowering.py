@@ -84,7 +84,7 @@ def _compile_source(src: str, filename: str) -> None:
             KernelBuilder(node, filename).build()
 
 
-def lower_function(fn, module: ir.Module, gemm=None) -> dict:
+def lower_function(fn, module: ir.Module, gemm=None, targets: str = "CPU") -> dict:
     """Adds the kernels of `fn` to `module` and returns its plan (JSON-able)."""
     name = ir.StringAttr(fn.attributes["sym_name"]).value
     dims = graph_shapes.infer(fn)
@@ -142,7 +142,7 @@ def lower_function(fn, module: ir.Module, gemm=None) -> dict:
             steps.extend(gemm(kname, ops, dims, record, temporary, build, module))
             continue
         else:
-            raise UnsupportedOnCPU(ops[0], f"'{ops[0].operation.name}' has no CPU lowering yet "
+            raise UnsupportedOnCPU(ops[0], f"'{ops[0].operation.name}' has no {targets} lowering yet "
                                            f"(run it with tessera.interpret)")
         with ir.InsertionPoint(module.body):
             _compile_source(ks.source, f"<tessera:{kname}>")

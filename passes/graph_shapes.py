@@ -110,4 +110,4 @@ def _rule(op, ins: list[Dims]) -> list[Dims]:
         return [ins[0][:-1] + ins[2][-1:]]
     if name in ("tdist.all_gather", "tdist.reduce_scatter"):
         raise ShapeInferenceError(op, f"'{name}' needs a multi-device runtime; the CPU backend runs one device")
-    raise ShapeInferenceError(op, f"'{name}' has no CPU lowering yet (run it with tessera.interpret)")
+    raise ShapeInferenceError(op, f"'{name}' has no kernel lowering yet (run it with tessera.interpret)")
