@@ -374,6 +374,29 @@ tsr_status_t tsrTrimMemory(tsr_context_t ctx) {
 
 /* ---- copies ----------------------------------------------------------------------------------------- */
 
+/* The checks of a copy's ranges against the table (memory lock held). */
+static tsr_status_t check_ranges_locked(const tsr_memory_state_t* m, void* dst, const void* src, size_t bytes,
+                                        tsr_memcpy_kind_t kind, const char* function) {
+  bool dst_device = kind == TSR_MEMCPY_HOST_TO_DEVICE || kind == TSR_MEMCPY_DEVICE_TO_DEVICE;
+  bool src_device = kind == TSR_MEMCPY_DEVICE_TO_HOST || kind == TSR_MEMCPY_DEVICE_TO_DEVICE;
+  const struct { bool device; uintptr_t p; const char* side; } sides[] = {
+      {dst_device, (uintptr_t)dst, "destination"}, {src_device, (uintptr_t)src, "source"}};
+  for (int i = 0; i < 2; i++) {
+    const tsr_allocation_t* a = holding(m, sides[i].p);
+    bool inside = a && a->kind == TSR_MEMORY_DEVICE && bytes <= a->bytes - (sides[i].p - a->base);
+    /* Debug mode: either side touching freed memory, at either end, is a use after free. */
+    const tsr_quarantined_t* q = quarantined(m, sides[i].p);
+    if (!q) q = quarantined(m, sides[i].p + bytes - 1);
+    if (q)
+      return tsr_fail(TSR_ERROR_MEMORY_FAULT, "%s: the %s range at %p runs into allocation #%" PRIu64 ", which was "
+                      "freed (use after free)", function, sides[i].side, (void*)sides[i].p, q->serial);
+    if (sides[i].device && !inside)
+      return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: the %s range of %zu bytes is not inside one device allocation "
+                      "of this context", function, sides[i].side, bytes);
+  }
+  return TSR_SUCCESS;
+}
+
 tsr_status_t tsr_memory_check_copy(struct tsr_context* ctx, void* dst, const void* src, size_t bytes,
                                    tsr_memcpy_kind_t kind, const char* function) {
   if ((unsigned)kind > TSR_MEMCPY_DEFAULT)
@@ -383,28 +406,11 @@ tsr_status_t tsr_memory_check_copy(struct tsr_context* ctx, void* dst, const voi
   if ((uintptr_t)dst > UINTPTR_MAX - bytes || (uintptr_t)src > UINTPTR_MAX - bytes)
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: a range of %zu bytes wraps around the address space", function,
                     bytes);
-  bool dst_device = kind == TSR_MEMCPY_HOST_TO_DEVICE || kind == TSR_MEMCPY_DEVICE_TO_DEVICE;
-  bool src_device = kind == TSR_MEMCPY_DEVICE_TO_HOST || kind == TSR_MEMCPY_DEVICE_TO_DEVICE;
-  const struct { bool device; uintptr_t p; const char* side; } sides[] = {
-      {dst_device, (uintptr_t)dst, "destination"}, {src_device, (uintptr_t)src, "source"}};
   tsr_memory_state_t* m = &ctx->memory;
-  for (int i = 0; i < 2; i++) {
-    pthread_mutex_lock(&m->lock);
-    const tsr_allocation_t* a = holding(m, sides[i].p);
-    bool inside = a && a->kind == TSR_MEMORY_DEVICE && bytes <= a->bytes - (sides[i].p - a->base);
-    /* Debug mode: either side touching freed memory, at either end, is a use after free. */
-    const tsr_quarantined_t* q = quarantined(m, sides[i].p);
-    if (!q) q = quarantined(m, sides[i].p + bytes - 1);
-    uint64_t freed = q ? q->serial : 0;
-    pthread_mutex_unlock(&m->lock);
-    if (freed)
-      return tsr_fail(TSR_ERROR_MEMORY_FAULT, "%s: the %s range at %p runs into allocation #%" PRIu64 ", which was "
-                      "freed (use after free)", function, sides[i].side, (void*)sides[i].p, freed);
-    if (sides[i].device && !inside)
-      return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: the %s range of %zu bytes is not inside one device allocation "
-                      "of this context", function, sides[i].side, bytes);
-  }
-  return TSR_SUCCESS;
+  pthread_mutex_lock(&m->lock);
+  tsr_status_t st = check_ranges_locked(m, dst, src, bytes, kind, function);
+  pthread_mutex_unlock(&m->lock);
+  return st;
 }
 
 static const char* kind_name(tsr_memcpy_kind_t kind) {
@@ -413,11 +419,22 @@ static const char* kind_name(tsr_memcpy_kind_t kind) {
 }
 
 tsr_status_t tsr_memory_copy(struct tsr_context* ctx, void* dst, const void* src, size_t bytes,
-                             tsr_memcpy_kind_t kind) {
+                             tsr_memcpy_kind_t kind, const char* function) {
   if (bytes == 0) return TSR_SUCCESS;
   bool traced = tsr_trace_push(TSR_TRACE_COPY, kind_name(kind));
   double t0 = tsr_metrics_on() ? tsr_seconds() : 0;
-  tsr_status_t st = ctx->backend->copy(ctx->backend_state, dst, src, bytes, kind);
+  tsr_status_t st;
+  if (ctx->debug) {
+    /* The host may free the memory of a queued copy (its bug, which debug mode reports): the ranges are
+     * checked again, and copied while no tsrFree can revoke them. */
+    tsr_memory_state_t* m = &ctx->memory;
+    pthread_mutex_lock(&m->lock);
+    st = check_ranges_locked(m, dst, src, bytes, kind, function);
+    if (!st) st = ctx->backend->copy(ctx->backend_state, dst, src, bytes, kind);
+    pthread_mutex_unlock(&m->lock);
+  } else {
+    st = ctx->backend->copy(ctx->backend_state, dst, src, bytes, kind);
+  }
   if (t0) tsr_metrics_write(&(tsr_metrics_entry_t){.name = kind_name(kind), .seconds = tsr_seconds() - t0,
                                                    .bytes = (double)bytes, .status = st});
   if (traced) tsr_trace_pop();
@@ -427,7 +444,7 @@ tsr_status_t tsr_memory_copy(struct tsr_context* ctx, void* dst, const void* src
 tsr_status_t tsrMemcpy(tsr_context_t ctx, void* dst, const void* src, size_t bytes, tsr_memcpy_kind_t kind) {
   tsr_status_t st = tsr_check_context(ctx, __func__);
   if (st || (st = tsr_memory_check_copy(ctx, dst, src, bytes, kind, __func__))) return st;
-  return tsr_memory_copy(ctx, dst, src, bytes, kind);
+  return tsr_memory_copy(ctx, dst, src, bytes, kind, __func__);
 }
 
 /* ---- lookups for launches and faults ---------------------------------------------------------------- */
@@ -462,11 +479,16 @@ tsr_status_t tsr_memory_check_tensor(struct tsr_context* ctx, const void* p, uin
 }
 
 tsr_status_t tsr_memory_check_canaries(struct tsr_context* ctx, const void* p, const char* what) {
-  tsr_allocation_t a;
-  if (!tsr_memory_lookup(ctx, p, &a) || a.origin != TSR_ORIGIN_GUARDED) return TSR_SUCCESS;
+  /* Under the lock: a concurrent tsrFree (the host's bug) must not revoke the pages being read. */
+  tsr_memory_state_t* m = &ctx->memory;
+  pthread_mutex_lock(&m->lock);
+  const tsr_allocation_t* found = holding(m, (uintptr_t)p);
+  tsr_allocation_t a = found ? *found : (tsr_allocation_t){0};
+  ptrdiff_t where = 0;
   tsr_guarded_t g = guarded_of(&a);
-  ptrdiff_t where;
-  if (!tsr_guarded_damaged(&g, &where)) return TSR_SUCCESS;
+  bool damaged = found && a.origin == TSR_ORIGIN_GUARDED && tsr_guarded_damaged(&g, &where);
+  pthread_mutex_unlock(&m->lock);
+  if (!damaged) return TSR_SUCCESS;
   return tsr_fail(TSR_ERROR_MEMORY_FAULT, "%s: the canary at offset %td of the %zu-byte allocation #%" PRIu64 " at %p "
                   "was overwritten (an %s)", what, where, a.bytes, a.serial, (void*)a.base,
                   where < 0 ? "underrun" : "overrun");

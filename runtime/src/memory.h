@@ -55,14 +55,15 @@ tsr_status_t tsr_memory_free(struct tsr_context* context, void* ptr, const char*
 /* The allocation holding `p`, if any. */
 bool tsr_memory_lookup(struct tsr_context* context, const void* p, tsr_allocation_t* out);
 
-/* Checks a copy (as tsrMemcpy documents); `function` names the API call in messages. In debug mode it is
- * checked again when a queued copy runs, since the host may have freed its memory meanwhile. */
+/* Checks a copy (as tsrMemcpy documents); `function` names the API call in messages. */
 tsr_status_t tsr_memory_check_copy(struct tsr_context* context, void* dst, const void* src, size_t bytes,
                                    tsr_memcpy_kind_t kind, const char* function);
 
-/* Performs a checked copy: trace range, backend copy, metrics record. Fails only where the device does. */
+/* Performs a checked copy: trace range, backend copy, metrics record. In debug mode the ranges are checked
+ * again and copied under the memory lock, so that a tsrFree meanwhile is reported rather than faulted on.
+ * Fails only where that check or the device does; `function` names the API call in messages. */
 tsr_status_t tsr_memory_copy(struct tsr_context* context, void* dst, const void* src, size_t bytes,
-                             tsr_memcpy_kind_t kind);
+                             tsr_memcpy_kind_t kind, const char* function);
 
 /* Debug mode. `what` names the tensor in messages ("tensor argument 1 ('x') of kernel 'saxpy'"). */
 /* TSR_ERROR_MEMORY_FAULT when [p, p + bytes) lies in freed memory or starts in an allocation and runs past it. */

@@ -18,14 +18,10 @@
 tsr_status_t tsr_op_run(tsr_op_t* op, bool poisoned) {
   switch (op->kind) {
     case TSR_OP_LAUNCH: return poisoned ? TSR_SUCCESS : tsr_launch_run(&op->u.launch);
-    case TSR_OP_COPY: {
+    case TSR_OP_COPY:
       if (poisoned) return TSR_SUCCESS;
-      struct tsr_context* ctx = op->u.copy.context;
-      tsr_status_t st = ctx->debug ? tsr_memory_check_copy(ctx, op->u.copy.dst, op->u.copy.src, op->u.copy.bytes,
-                                                           op->u.copy.kind, "tsrMemcpyAsync")
-                                   : TSR_SUCCESS;
-      return st ? st : tsr_memory_copy(ctx, op->u.copy.dst, op->u.copy.src, op->u.copy.bytes, op->u.copy.kind);
-    }
+      return tsr_memory_copy(op->u.copy.context, op->u.copy.dst, op->u.copy.src, op->u.copy.bytes, op->u.copy.kind,
+                             "tsrMemcpyAsync");
     case TSR_OP_RECORD: tsr_event_complete(op->u.event.event, op->u.event.seq); return TSR_SUCCESS;
     case TSR_OP_WAIT: tsr_event_wait(op->u.event.event, op->u.event.seq); return TSR_SUCCESS;
     case TSR_OP_GRAPH: return tsr_graph_run(op->u.graph.exec, op->u.graph.seqs, poisoned, op->u.graph.stream);
@@ -249,7 +245,7 @@ tsr_status_t tsrMemcpyAsync(tsr_context_t ctx, void* dst, const void* src, size_
                             tsr_stream_t stream) {
   tsr_status_t st = tsr_check_context(ctx, __func__);
   if (st || (st = tsr_memory_check_copy(ctx, dst, src, bytes, kind, __func__))) return st;
-  if (!stream) return tsr_memory_copy(ctx, dst, src, bytes, kind);
+  if (!stream) return tsr_memory_copy(ctx, dst, src, bytes, kind, __func__);
   if ((st = tsr_stream_acquire(stream, ctx, __func__))) return st;
   if (bytes) st = tsr_stream_submit_copy(stream, ctx, dst, src, bytes, kind);
   tsr_object_unref(&stream->obj);

@@ -152,7 +152,7 @@ def fuzz(exe, corpus, tmp_path, env=None):
     seconds = int(os.environ.get("TESSERA_FUZZ_SECONDS", "20"))
     artifacts = tmp_path / "artifacts"
     artifacts.mkdir()
-    p = subprocess.run([str(exe), f"-max_total_time={seconds}", "-timeout=20", "-rss_limit_mb=4096",
+    p = subprocess.run([str(exe), f"-max_total_time={seconds}", "-timeout=60", "-rss_limit_mb=4096",
                         "-print_final_stats=1", f"-artifact_prefix={artifacts}/", str(corpus)],
                        capture_output=True, text=True, timeout=seconds + 300, env=dict(os.environ, **(env or {})))
     crashes = list(artifacts.iterdir())
@@ -174,6 +174,6 @@ def test_fuzz_the_image_loader(fuzzer, test_image, tmp_path):
 def test_fuzz_the_launch_api(fuzzer, test_image, tmp_path):
     exe = fuzzer("fuzz_launch", extra_sources=[HERE / "kernels_cpu.c"])
     corpus = tmp_path / "corpus"
-    corpus.mkdir()
+    shutil.copytree(HERE / "fuzz" / "regressions", corpus)  # inputs that once found bugs, run first
     (corpus / "seed").write_bytes(bytes(range(256)))
     assert fuzz(exe, corpus, tmp_path, {"TESSERA_FUZZ_IMAGE": str(test_image)}) > 100
