@@ -374,9 +374,10 @@ tsr_status_t tsrTrimMemory(tsr_context_t ctx) {
 
 /* ---- copies ----------------------------------------------------------------------------------------- */
 
-/* The checks of a copy's ranges against the table (memory lock held). */
-static tsr_status_t check_ranges_locked(const tsr_memory_state_t* m, void* dst, const void* src, size_t bytes,
-                                        tsr_memcpy_kind_t kind, const char* function) {
+/* The checks of a copy's ranges against the table (memory lock held). In debug mode a side the kind leaves
+ * unchecked must still fit in the allocation it starts in, if any: it must not reach a guard page. */
+static tsr_status_t check_ranges_locked(const tsr_memory_state_t* m, bool debug, void* dst, const void* src,
+                                        size_t bytes, tsr_memcpy_kind_t kind, const char* function) {
   bool dst_device = kind == TSR_MEMCPY_HOST_TO_DEVICE || kind == TSR_MEMCPY_DEVICE_TO_DEVICE;
   bool src_device = kind == TSR_MEMCPY_DEVICE_TO_HOST || kind == TSR_MEMCPY_DEVICE_TO_DEVICE;
   const struct { bool device; uintptr_t p; const char* side; } sides[] = {
@@ -393,6 +394,10 @@ static tsr_status_t check_ranges_locked(const tsr_memory_state_t* m, void* dst, 
     if (sides[i].device && !inside)
       return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: the %s range of %zu bytes is not inside one device allocation "
                       "of this context", function, sides[i].side, bytes);
+    if (debug && a && bytes > a->bytes - (sides[i].p - a->base))
+      return tsr_fail(TSR_ERROR_MEMORY_FAULT, "%s: the %s range of %zu bytes at offset %" PRIuPTR " runs past the end "
+                      "of the %zu-byte allocation #%" PRIu64 " at %p", function, sides[i].side, bytes,
+                      sides[i].p - a->base, a->bytes, a->serial, (void*)a->base);
   }
   return TSR_SUCCESS;
 }
@@ -408,7 +413,7 @@ tsr_status_t tsr_memory_check_copy(struct tsr_context* ctx, void* dst, const voi
                     bytes);
   tsr_memory_state_t* m = &ctx->memory;
   pthread_mutex_lock(&m->lock);
-  tsr_status_t st = check_ranges_locked(m, dst, src, bytes, kind, function);
+  tsr_status_t st = check_ranges_locked(m, ctx->debug, dst, src, bytes, kind, function);
   pthread_mutex_unlock(&m->lock);
   return st;
 }
@@ -429,7 +434,7 @@ tsr_status_t tsr_memory_copy(struct tsr_context* ctx, void* dst, const void* src
      * checked again, and copied while no tsrFree can revoke them. */
     tsr_memory_state_t* m = &ctx->memory;
     pthread_mutex_lock(&m->lock);
-    st = check_ranges_locked(m, dst, src, bytes, kind, function);
+    st = check_ranges_locked(m, true, dst, src, bytes, kind, function);
     if (!st) st = ctx->backend->copy(ctx->backend_state, dst, src, bytes, kind);
     pthread_mutex_unlock(&m->lock);
   } else {

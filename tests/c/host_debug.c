@@ -111,6 +111,14 @@ static void check_freed(void) {
              "use after free");
   expect_msg("a copy of unchecked kind from freed memory", tsrMemcpy(ctx, host, source, 16, TSR_MEMCPY_DEFAULT),
              TSR_ERROR_MEMORY_FAULT, "use after free");
+  float* small;
+  MUST(tsrAlloc(ctx, 10 * sizeof(float), 0, (void**)&small));
+  expect_msg("a copy of unchecked kind running past an allocation (into its guard page)",
+             tsrMemcpy(ctx, host, small, sizeof host, TSR_MEMCPY_DEFAULT), TSR_ERROR_MEMORY_FAULT,
+             "runs past the end of the 40-byte allocation");
+  expect_msg("  the host side of a copy too", tsrMemcpy(ctx, small, host, sizeof host, TSR_MEMCPY_HOST_TO_HOST),
+             TSR_ERROR_MEMORY_FAULT, "destination range of 256 bytes");
+  tsrFree(ctx, small);
   tsrDestroyStream(s);
   tsrFree(ctx, y);
 }
