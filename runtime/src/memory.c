@@ -58,6 +58,21 @@ static tsr_allocation_t* holding(const tsr_memory_state_t* m, uintptr_t p) {
   return p - a->base < extent(a) ? a : NULL;
 }
 
+/* Debug mode: the allocation `p` belongs to, counting the guard pages, canaries and slack of guarded
+ * allocations as theirs — a pointer just past an allocation's end is no pointer into "unknown" memory. */
+static tsr_allocation_t* owning(const tsr_memory_state_t* m, uintptr_t p) {
+  tsr_allocation_t* a = holding(m, p);
+  if (a) return a;
+  size_t i = find_at_or_below(m, p);
+  size_t candidates[2] = {i, i == m->count ? 0 : i + 1};  /* the one below (p past its end), the one above */
+  for (int c = 0; c < 2; c++) {
+    if (candidates[c] >= m->count) continue;
+    tsr_allocation_t* g = &m->table[candidates[c]];
+    if (g->origin == TSR_ORIGIN_GUARDED && p - g->map < g->map_bytes) return g;
+  }
+  return NULL;
+}
+
 static bool overlaps(const tsr_memory_state_t* m, uintptr_t base, size_t bytes) {
   size_t i = find_at_or_below(m, base);
   if (i < m->count && base - m->table[i].base < extent(&m->table[i])) return true;
@@ -383,8 +398,10 @@ static tsr_status_t check_ranges_locked(const tsr_memory_state_t* m, bool debug,
   const struct { bool device; uintptr_t p; const char* side; } sides[] = {
       {dst_device, (uintptr_t)dst, "destination"}, {src_device, (uintptr_t)src, "source"}};
   for (int i = 0; i < 2; i++) {
-    const tsr_allocation_t* a = holding(m, sides[i].p);
-    bool inside = a && a->kind == TSR_MEMORY_DEVICE && bytes <= a->bytes - (sides[i].p - a->base);
+    const tsr_allocation_t* a = debug ? owning(m, sides[i].p) : holding(m, sides[i].p);
+    bool within = a && sides[i].p >= a->base && sides[i].p - a->base <= a->bytes &&
+                  bytes <= a->bytes - (sides[i].p - a->base);
+    bool inside = within && a->kind == TSR_MEMORY_DEVICE;
     /* Debug mode: either side touching freed memory, at either end, is a use after free. */
     const tsr_quarantined_t* q = quarantined(m, sides[i].p);
     if (!q) q = quarantined(m, sides[i].p + bytes - 1);
@@ -394,10 +411,10 @@ static tsr_status_t check_ranges_locked(const tsr_memory_state_t* m, bool debug,
     if (sides[i].device && !inside)
       return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: the %s range of %zu bytes is not inside one device allocation "
                       "of this context", function, sides[i].side, bytes);
-    if (debug && a && bytes > a->bytes - (sides[i].p - a->base))
-      return tsr_fail(TSR_ERROR_MEMORY_FAULT, "%s: the %s range of %zu bytes at offset %" PRIuPTR " runs past the end "
-                      "of the %zu-byte allocation #%" PRIu64 " at %p", function, sides[i].side, bytes,
-                      sides[i].p - a->base, a->bytes, a->serial, (void*)a->base);
+    if (debug && a && !within)
+      return tsr_fail(TSR_ERROR_MEMORY_FAULT, "%s: the %s range of %zu bytes at offset %" PRIdPTR " leaves the %zu-byte "
+                      "allocation #%" PRIu64 " at %p", function, sides[i].side, bytes,
+                      (intptr_t)(sides[i].p - a->base), a->bytes, a->serial, (void*)a->base);
   }
   return TSR_SUCCESS;
 }
@@ -466,7 +483,7 @@ bool tsr_memory_lookup(struct tsr_context* ctx, const void* p, tsr_allocation_t*
 tsr_status_t tsr_memory_check_tensor(struct tsr_context* ctx, const void* p, uint64_t bytes, const char* what) {
   tsr_memory_state_t* m = &ctx->memory;
   pthread_mutex_lock(&m->lock);
-  const tsr_allocation_t* a = holding(m, (uintptr_t)p);
+  const tsr_allocation_t* a = owning(m, (uintptr_t)p);
   tsr_allocation_t found = a ? *a : (tsr_allocation_t){0};
   const tsr_quarantined_t* q = a ? NULL : quarantined(m, (uintptr_t)p);
   uint64_t freed = q ? q->serial : 0;
@@ -474,12 +491,15 @@ tsr_status_t tsr_memory_check_tensor(struct tsr_context* ctx, const void* p, uin
   if (freed)
     return tsr_fail(TSR_ERROR_MEMORY_FAULT, "%s at %p lies in allocation #%" PRIu64 ", which was freed (use after "
                     "free)", what, p, freed);
-  if (!a) return TSR_SUCCESS;  /* memory the context does not know: nothing to check against */
-  uint64_t offset = (uintptr_t)p - found.base;
-  if (bytes > found.bytes - offset)
-    return tsr_fail(TSR_ERROR_MEMORY_FAULT, "%s needs %" PRIu64 " bytes at offset %" PRIu64 " of the %zu-byte "
+  if (!a || bytes == 0) return TSR_SUCCESS;  /* memory the context does not know, or nothing accessed */
+  int64_t offset = (int64_t)((uintptr_t)p - found.base);
+  if (offset < 0)
+    return tsr_fail(TSR_ERROR_MEMORY_FAULT, "%s at %p starts %" PRId64 " bytes before the %zu-byte allocation #%" PRIu64
+                    " at %p", what, p, -offset, found.bytes, found.serial, (void*)found.base);
+  if ((uint64_t)offset > found.bytes || bytes > found.bytes - (uint64_t)offset)
+    return tsr_fail(TSR_ERROR_MEMORY_FAULT, "%s needs %" PRIu64 " bytes at offset %" PRId64 " of the %zu-byte "
                     "allocation #%" PRIu64 " at %p: %" PRIu64 " bytes past its end", what, bytes, offset, found.bytes,
-                    found.serial, (void*)found.base, bytes - (found.bytes - offset));
+                    found.serial, (void*)found.base, (uint64_t)offset + bytes - found.bytes);
   return TSR_SUCCESS;
 }
 

@@ -33,6 +33,15 @@ static void check_bounds(void) {
   check("  refused before it ran (y unchanged)", y[0] == 1 && y[99] == 1);
   expect_msg("a tensor starting inside and running out", saxpy(x + 50, y + 50, 60), TSR_ERROR_MEMORY_FAULT,
              "at offset 200");
+  expect_msg("tensors starting just past the end (in the slack before the guard page)", saxpy(x + 100, y + 100, 1),
+             TSR_ERROR_MEMORY_FAULT, "at offset 400 of the 400-byte allocation");
+  float one = 1, *end_x = x + 100, *end_y = y + 100;
+  int64_t zero = 0;
+  void* empty_args[] = {&one, &end_x, &end_y, &zero};
+  expect("  with nothing to access they are fine",
+         tsrLaunch(kernel(mod, "saxpy"), NULL, (tsr_launch_t){1, 1, 1, 64, 1, 1, 0}, empty_args, 4), TSR_SUCCESS);
+  expect_msg("a tensor starting before an allocation (in its head canary)", saxpy(x - 4, y, 4),
+             TSR_ERROR_MEMORY_FAULT, "starts 16 bytes before");
   float host[200];
   expect("host memory the context does not know is not checked", saxpy(host, host + 100, 100), TSR_SUCCESS);
   tsrFree(ctx, x);
@@ -115,7 +124,7 @@ static void check_freed(void) {
   MUST(tsrAlloc(ctx, 10 * sizeof(float), 0, (void**)&small));
   expect_msg("a copy of unchecked kind running past an allocation (into its guard page)",
              tsrMemcpy(ctx, host, small, sizeof host, TSR_MEMCPY_DEFAULT), TSR_ERROR_MEMORY_FAULT,
-             "runs past the end of the 40-byte allocation");
+             "leaves the 40-byte allocation");
   expect_msg("  the host side of a copy too", tsrMemcpy(ctx, small, host, sizeof host, TSR_MEMCPY_HOST_TO_HOST),
              TSR_ERROR_MEMORY_FAULT, "destination range of 256 bytes");
   tsrFree(ctx, small);
