@@ -215,7 +215,7 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int) -> KernelSour
             params.append("SQ: int64")
             extra = {"scalars": [ir.StringAttr(op.attributes["tessera.causal"]).value]}
             head.append("        lim = r % SQ")
-            lines += [f"        m = {LOWEST_F32}", *_row_loop([f"if c <= lim:", f"    m = max(m, {ld(XRC)})"]),
+            lines += [f"        m = {LOWEST_F32}", *_row_loop(["if c <= lim:", f"    m = max(m, {ld(XRC)})"]),
                       *_butterfly("m", "max({a}, {b})", warp),
                       "        s = 0.0", *_row_loop(["if c <= lim:", f"    s += math.exp({ld(XRC)} - m)"]),
                       *_butterfly("s", "{a} + {b}", warp), "        inv = 1.0 / s",

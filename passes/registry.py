@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from ..mlir import ir, passmanager
+from ..mlir import passmanager
 from . import cpu_vector_math, gpu_math, simt_to_gpu, simt_to_warps, tod_rewrites
 from .to_llvm import CPU_TO_LLVM
 

@@ -127,7 +127,6 @@ class Function:
     def _launch(self, step: dict, store: dict, env: dict) -> None:
         if "args" in step:
             return self._launch_args(step, store, env)
-        p = self.plan
         R, C = plans.evaluate(step["R"], env), plans.evaluate(step["C"], env)
         B = plans.evaluate(step.get("B", "1"), env)
         local = dict(env, R=R, C=C, B=B)
