@@ -33,7 +33,7 @@ The kernels move into ``gpu.module @tessera_kernels``; the module becomes a ``gp
 
 from __future__ import annotations
 
-from ..abi import DIM, SCALAR, TENSOR, signature_of
+from ..abi import DIM, TENSOR, signature_of
 from ..mlir import arith, builtin, func, gpu, ir, llvm, memref
 
 GPU_MODULE = "tessera_kernels"

@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 
 import llvmlite.binding as llvm
 
-from ...mlir import arith, gpu, ir, llvm as llvm_d, passmanager, translate_module_to_llvmir
+from ...mlir import arith, ir, llvm as llvm_d, passmanager, translate_module_to_llvmir
 from ...passes import gpu_math, simt_to_gpu
 from .. import llvm_compat
 from ..cpu.target import init_llvm
@@ -84,7 +84,6 @@ def _dispatch_queries(mod: ir.Module) -> None:
                     visit(inner)
 
     visit(mod.operation)
-    i64 = ir.IntegerType.get_signless(64)
     for op in todo:
         axis = int(str(op.attributes["dimension"]).split("<")[1].rstrip(">").strip() == "y") + \
             2 * int(str(op.attributes["dimension"]).split("<")[1].rstrip(">").strip() == "z")
