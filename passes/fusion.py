@@ -5,7 +5,8 @@ Groups (recorded as ``tessera.group = N`` and ``tessera.group_kind`` on each op)
   unary function, a scalar scale, a residual of the output's shape), applied before the single store;
 - ``elementwise``: a chain of elementwise ops over one output shape, whose intermediate values have no
   other user — one pass over memory instead of one per op;
-- ``row``: softmax, layernorm, rmsnorm, and reductions over trailing axes — one warp per row;
+- ``row``: softmax, layernorm, rmsnorm, and reductions over trailing axes — one warp per row; a dropout of
+  a softmax joins it (attention's softmax + dropout, before the product with V);
 - ``layout`` (transpose), ``view`` (reshape: no kernel, the buffer is reinterpreted), ``attention``.
 0-d constants are not grouped: kernels inline them.
 """
@@ -80,7 +81,12 @@ def run(fn) -> int:
         if kind == "elementwise":
             for o in op.operands:
                 g = group_of.get(o)
-                if g is None or _uses(o) != 1 or g[1] not in ("elementwise", "gemm"):
+                if g is None or _uses(o) != 1 or g[1] not in ("elementwise", "gemm", "row"):
+                    continue
+                if g[1] == "row":  # softmax + dropout: the mask is applied as the probabilities are written
+                    if op.operation.name == "ttensor.dropout" and o.owner.operation.name == "ttensor.softmax":
+                        joined = g
+                        break
                     continue
                 if g[1] == "elementwise" and op.results[0].type == o.type and dims.get(op.results[0]) == dims.get(o):
                     joined = g

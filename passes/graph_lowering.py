@@ -127,7 +127,7 @@ def lower_function(fn, module: ir.Module, gemm=None, targets: str = "CPU") -> di
             ks = kernelgen.elementwise(kname, ops, inputs, outputs, dims, block_x)
         elif kind == "row":
             ks = kernelgen.row(kname, ops[0], dims, _attr_int(ops[0], "tessera.vector", "warp", 32),
-                               _attr_int(ops[0], "tessera.schedule", "rows_per_block", 4))
+                               _attr_int(ops[0], "tessera.schedule", "rows_per_block", 4), epilogue=ops[1:])
         elif kind == "layout":
             ks = kernelgen.transpose(kname, ops[0], dims)
         elif kind == "gemm" and gemm is not None:

@@ -189,7 +189,17 @@ def _row_loop(body: list[str]) -> list[str]:
             *["                " + b for b in body]]
 
 
-def row(name: str, op, dims: dict, warp: int, rows_per_block: int) -> KernelSource:
+def _dropout_of(op, value: str) -> str:
+    """`value` masked and scaled by dropout op `op`, element (r, c) of the row view: the interpreter's
+    Philox stream, counter = row-major index + offset."""
+    p = ir.FloatAttr(op.attributes["p"]).value
+    seed = ir.IntegerAttr(op.attributes["seed"]).value
+    offset = ir.IntegerAttr(op.attributes["offset"]).value
+    u = f"tile.philox_uniform(r * n + c + {offset}, seed={seed})"
+    return f"({value} / {1.0 - p!r} if {u} >= {p!r} else 0.0)"
+
+
+def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: list = ()) -> KernelSource:
     """One warp per row of the input seen as [R, C] (C = the normalized or reduced trailing extents)."""
     kind = op.operation.name
     x = op.operands[0]
@@ -210,6 +220,12 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int) -> KernelSour
             raise UnsupportedOnCPU(op, "the CPU backend computes softmax over the last axis only (yet)")
         params.append(f"Y: tensor[{dt_out}, \"R\", \"C\"]")
         views.append("matrix")
+
+        def drop(value: str) -> str:
+            for e in epilogue:
+                value = _dropout_of(e, value)
+            return value
+
         if "tessera.causal" in op.attributes:
             # scores of queries × keys: query r % SQ sees keys 0..r % SQ (top-left aligned); the rest is 0
             params.append("SQ: int64")
@@ -219,15 +235,15 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int) -> KernelSour
                       *_butterfly("m", "max({a}, {b})", warp),
                       "        s = 0.0", *_row_loop(["if c <= lim:", f"    s += math.exp({ld(XRC)} - m)"]),
                       *_butterfly("s", "{a} + {b}", warp), "        inv = 1.0 / s",
-                      *_row_loop([f"Y[r, c] = {st(f'math.exp({ld(XRC)} - m) * inv')} if c <= lim else 0.0"])]
+                      *_row_loop([f"Y[r, c] = {st(drop(f'math.exp({ld(XRC)} - m) * inv'))} if c <= lim else 0.0"])]
         else:
             extra = {}
             lines += [f"        m = {LOWEST_F32}", *_row_loop([f"m = max(m, {ld(XRC)})"]),
                       *_butterfly("m", "max({a}, {b})", warp),
                       "        s = 0.0", *_row_loop([f"s += math.exp({ld(XRC)} - m)"]),
                       *_butterfly("s", "{a} + {b}", warp), "        inv = 1.0 / s",
-                      *_row_loop([f"Y[r, c] = {st(f'math.exp({ld(XRC)} - m) * inv')}"])]
-        outputs = [op.results[0]]
+                      *_row_loop([f"Y[r, c] = {st(drop(f'math.exp({ld(XRC)} - m) * inv'))}"])]
+        outputs = [(epilogue[-1] if epilogue else op).results[0]]
     elif kind in ("ttensor.layernorm", "ttensor.rmsnorm"):
         extra = {}
         eps = repr(ir.FloatAttr(op.attributes["eps"]).value)

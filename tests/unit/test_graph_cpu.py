@@ -298,3 +298,18 @@ def f(X: tensor[bf16, "N", "D"]):
     out = subprocess.run([sys.executable, "-m", "tessera.tools.objdump", str(path), "--no-ir"], capture_output=True,
                          text=True, cwd="/")
     assert 'fallbacks: "bf16 computed in f32"' in out.stdout, out.stdout + out.stderr
+
+
+def test_softmax_and_dropout_fuse_before_the_product_with_v():
+    """Attention's softmax + dropout run as one row kernel (the mask applied as probabilities are written),
+    then the GEMM with V."""
+    src = """
+@function
+def attn(S: tensor[f32, "Q", "T"], V: tensor[f32, "T", 32]):
+    P = op.dropout(op.softmax(S), p=0.2, seed=77)
+    return P @ V
+"""
+    r = compiler.compile_source(src, "sd.py")
+    assert [s["kernel"] for s in r.metadata["plans"]["attn"]["steps"]] == ["attn__row0", "attn__gemm1"]
+    cpu, ref = both(src, "attn", randn(40, 70), randn(70, 32))
+    np.testing.assert_allclose(cpu, ref, rtol=1e-5, atol=1e-5)
