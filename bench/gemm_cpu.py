@@ -9,9 +9,9 @@ Rows, each at M = N = K = size:
 - `mlp`: gelu(X·W1 + b1)·W2 with W1 size×4·size and W2 4·size×size, two Tessera kernels (the first fused)
   against numpy's matmul, bias, gelu passes and matmul.
 
-The two sides are timed in alternation (best of `rounds`), so that a busy machine slows both alike; both
-use every core (Tessera's pool: TESSERA_NUM_THREADS, OpenBLAS: OPENBLAS_NUM_THREADS). GFLOP/s count
-2·M·N·K per product.
+The two sides are timed in alternation (best of `rounds`), so that a busy machine slows both alike, with a
+pause after each turn (see best_times); both use every core (Tessera's pool: TESSERA_NUM_THREADS, OpenBLAS:
+OPENBLAS_NUM_THREADS). GFLOP/s count 2·M·N·K per product.
 """
 
 import argparse
@@ -31,8 +31,13 @@ from tessera.backends.cpu import gemm  # noqa: E402
 SQRT_2_OVER_PI = np.float32(math.sqrt(2.0 / math.pi))
 
 
-def best_times(fns, rounds: int, budget: float = 0.2) -> list[float]:
-    """Best time per call of each function, calling them in turn each round (repeated to ~budget s)."""
+def best_times(fns, rounds: int, budget: float = 0.2, settle: float = 0.3) -> list[float]:
+    """Best time per call of each function, calling them in turn each round (repeated to ~budget s).
+
+    After each turn the machine gets `settle` seconds: OpenBLAS's threads spin for about 0.1 s after a call
+    (its THREAD_TIMEOUT, 2^28 cycles) and would take a core from whatever is timed next; on two cores that
+    cost the side timed after numpy up to a third of its speed.
+    """
     for fn in fns:
         fn()
     reps = []
@@ -47,6 +52,7 @@ def best_times(fns, rounds: int, budget: float = 0.2) -> list[float]:
             for _ in range(reps[i]):
                 fn()
             best[i] = min(best[i], (time.perf_counter() - t0) / reps[i])
+            time.sleep(settle)
     return best
 
 
