@@ -66,12 +66,6 @@ bool tsr_guarded_damaged(const tsr_guarded_t* g, ptrdiff_t* where) {
   return true;
 }
 
-bool tsr_guarded_in_guard(const tsr_guarded_t* g, uintptr_t address) {
-  size_t page = page_size();
-  return (address >= g->map && address < g->map + page) ||
-         (address >= g->map + g->map_bytes - page && address < g->map + g->map_bytes);
-}
-
 void tsr_guarded_revoke(const tsr_guarded_t* g) {
   mprotect((void*)g->map, g->map_bytes, PROT_NONE);
 }

@@ -26,9 +26,6 @@ tsr_status_t tsr_guarded_alloc(size_t bytes, tsr_guarded_t* out);
  * before the start). */
 bool tsr_guarded_damaged(const tsr_guarded_t* g, ptrdiff_t* where);
 
-/* Whether `address` lies in the lower or upper guard page. */
-bool tsr_guarded_in_guard(const tsr_guarded_t* g, uintptr_t address);
-
 void tsr_guarded_revoke(const tsr_guarded_t* g);  /* every page inaccessible */
 void tsr_guarded_unmap(const tsr_guarded_t* g);
 

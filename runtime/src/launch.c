@@ -285,14 +285,15 @@ tsr_status_t tsrLaunchDescInitialize(tsr_launch_desc_t* desc) {
 
 /* Validates, then runs (NULL stream) or hands the launch to its stream. `explicit_block`: the block is used as
  * given (tsrLaunch), never derived from warps or the compiled block. */
-static tsr_status_t submit(tsr_kernel_t kernel, const tsr_launch_desc_t* desc, bool explicit_block) {
-  tsr_status_t st = tsr_kernel_acquire(kernel, "tsrLaunch");
+static tsr_status_t submit(tsr_kernel_t kernel, const tsr_launch_desc_t* desc, bool explicit_block,
+                           const char* function) {
+  tsr_status_t st = tsr_kernel_acquire(kernel, function);
   if (st) return st;
   struct tsr_context* ctx = kernel->module->obj.context;
   struct tsr_stream* stream = NULL;
   if (!desc) {
     st = tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrLaunchTile: the descriptor is NULL");
-  } else if (!desc->stream || !(st = tsr_stream_acquire(desc->stream, ctx, "tsrLaunch"))) {
+  } else if (!desc->stream || !(st = tsr_stream_acquire(desc->stream, ctx, function))) {
     stream = desc->stream;
     tsr_launch_record_t record;
     st = tsr_launch_prepare(kernel, desc, explicit_block, &record);
@@ -308,11 +309,13 @@ static tsr_status_t submit(tsr_kernel_t kernel, const tsr_launch_desc_t* desc, b
   return st;
 }
 
-tsr_status_t tsrLaunchTile(tsr_kernel_t kernel, const tsr_launch_desc_t* desc) { return submit(kernel, desc, false); }
+tsr_status_t tsrLaunchTile(tsr_kernel_t kernel, const tsr_launch_desc_t* desc) {
+  return submit(kernel, desc, false, __func__);
+}
 
 tsr_status_t tsrLaunch(tsr_kernel_t kernel, tsr_stream_t stream, tsr_launch_t l, void** args, size_t nargs) {
   tsr_launch_desc_t desc = {.grid = {l.grid_x, l.grid_y, l.grid_z}, .block = {l.block_x, l.block_y, l.block_z},
                             .smem_bytes = l.smem_bytes, .stream = stream, .phase = TSR_TRACE_MMA, .args = args,
                             .nargs = nargs};
-  return submit(kernel, &desc, true);
+  return submit(kernel, &desc, true, __func__);
 }

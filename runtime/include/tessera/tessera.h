@@ -366,8 +366,9 @@ typedef struct tsr_launch {
  *
  * On the NULL stream the launch has finished when tsrLaunch returns, and a fault caught while it ran (debug
  * mode) is its status. On a stream it is queued; faults are reported by tsrStreamSynchronize/tsrStreamQuery.
- * CPU backend: blocks run on the context's worker threads, in any order; launches on different streams may
- * run at the same time. */
+ * CPU backend: blocks run in any order on the context's worker threads, and on the launching thread too when
+ * its stack has at least 4 MiB and the launch has no affinity hint; launches on different streams, or from
+ * different threads, may run at the same time. */
 TSR_API tsr_status_t tsrLaunch(tsr_kernel_t kernel, tsr_stream_t stream, tsr_launch_t launch, void** args,
                                size_t nargs);
 
