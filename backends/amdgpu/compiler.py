@@ -23,7 +23,7 @@ from ...mlir import arith, ir, llvm as llvm_d, passmanager, translate_module_to_
 from ...passes import gpu_math, simt_to_gpu
 from .. import llvm_compat
 from ..cpu.target import init_llvm
-from ..ptx.compiler import LoweringError
+from ..lowered import check_fully_lowered
 from . import link
 from .metadata import code_object_metadata
 
@@ -142,27 +142,8 @@ def _kernel_module(mod: ir.Module) -> ir.Module:
         for gm in (op for op in mod.body.operations if op.operation.name == "gpu.module"):
             for op in gm.regions[0].blocks[0].operations:
                 op.operation.clone()
-    _check_fully_lowered(out)
+    check_fully_lowered(out, ("llvm.", "rocdl."), "ROCDL", externals_from="AMDGPU")
     return out
-
-
-def _check_fully_lowered(mod: ir.Module) -> None:
-    # As for PTX (backends/ptx/compiler.py): translating non-LLVM ops crashes the process, and a call of the
-    # ROCm device library (__ocml_*, __ockl_*) would leave a code object no loader can resolve.
-    for op in mod.body.operations:
-        if op.operation.name == "llvm.func" and not op.regions[0].blocks:
-            name = ir.StringAttr(op.attributes["sym_name"]).value
-            raise LoweringError(op, f"the kernels call '{name}', which the AMDGPU backend does not provide")
-
-    def visit(op):
-        for region in op.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    if not inner.operation.name.startswith(("llvm.", "rocdl.")):
-                        raise LoweringError(inner, f"'{inner.operation.name}' was not lowered to ROCDL")
-                    visit(inner)
-
-    visit(mod.operation)
 
 
 def _target_machine(options: AMDGPUOptions):

@@ -16,6 +16,7 @@ from ...mlir import ir, passmanager, translate_module_to_llvmir
 from ...passes import cpu_vector_math, simt_to_warps
 from ...passes.to_llvm import CPU_TO_LLVM
 from .. import llvm_compat
+from ..lowered import check_fully_lowered
 from . import entry, link, support, target
 
 
@@ -44,30 +45,9 @@ def make_llvm_dialect(mod: ir.Module, metadata: dict, options: CPUOptions) -> ir
     return mod
 
 
-class LoweringError(Exception):
-    """An op survived the lowering to the LLVM dialect: a compiler bug, reported at the user's source line."""
-
-    def __init__(self, op):
-        self.location = op.location
-        self.message = f"internal compiler error: '{op.operation.name}' was not lowered to LLVM"
-        super().__init__(self.message)
-
-
-def _check_fully_lowered(mod: ir.Module) -> None:
-    # Translating a module with non-LLVM ops reports an error and then crashes the process: refuse first.
-    def visit(op):
-        for region in op.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    if not inner.operation.name.startswith("llvm."):
-                        raise LoweringError(inner)
-                    visit(inner)
-    visit(mod.operation)
-
-
 def make_llir(mod: ir.Module, metadata: dict, options: CPUOptions) -> str:
     host = target.host(options.cpu)
-    _check_fully_lowered(mod)
+    check_fully_lowered(mod, ("llvm.",), "LLVM")
     text = llvm_compat.downgrade(str(translate_module_to_llvmir(mod.operation)))
     wrappers = "".join(entry.entry_ir(sig, sig.name) for sig in metadata["signatures"])
     lmod = llvm.parse_assembly(text)

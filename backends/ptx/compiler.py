@@ -20,6 +20,7 @@ from ...mlir import ir, passmanager, translate_module_to_llvmir
 from ...passes import gpu_math, simt_to_gpu
 from .. import llvm_compat
 from ..cpu.target import init_llvm
+from ..lowered import check_fully_lowered
 from . import ptxas
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -65,15 +66,6 @@ def make_nvvm(mod: ir.Module, metadata: dict, options: PTXOptions) -> ir.Module:
     return mod
 
 
-class LoweringError(Exception):
-    """An op or declaration survived the lowering to NVVM: a compiler bug, reported at the user's line."""
-
-    def __init__(self, op, message: str):
-        self.location = op.location
-        self.message = f"internal compiler error: {message}"
-        super().__init__(self.message)
-
-
 def _kernel_module(mod: ir.Module) -> ir.Module:
     """The gpu.module's contents as a module of their own, which is what LLVM translation takes."""
     body = mod.body
@@ -83,27 +75,8 @@ def _kernel_module(mod: ir.Module) -> ir.Module:
         for gm in gpu_modules:
             for op in gm.regions[0].blocks[0].operations:
                 op.operation.clone()
-    _check_fully_lowered(out)
+    check_fully_lowered(out, ("llvm.", "nvvm."), "NVVM", externals_from="PTX")
     return out
-
-
-def _check_fully_lowered(mod: ir.Module) -> None:
-    # Translating a module with non-LLVM ops crashes the process, and a declaration of an external function
-    # (libdevice's __nv_expf, …) would leave PTX that no driver links: refuse both first.
-    for op in mod.body.operations:
-        if op.operation.name == "llvm.func" and not op.regions[0].blocks:
-            name = ir.StringAttr(op.attributes["sym_name"]).value
-            raise LoweringError(op, f"the kernels call '{name}', which the PTX backend does not provide")
-
-    def visit(op):
-        for region in op.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    if not inner.operation.name.startswith(("llvm.", "nvvm.")):
-                        raise LoweringError(inner, f"'{inner.operation.name}' was not lowered to NVVM")
-                    visit(inner)
-
-    visit(mod.operation)
 
 
 def _target_machine(options: PTXOptions):
