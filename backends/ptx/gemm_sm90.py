@@ -1,0 +1,360 @@
+"""Hopper GEMM: C[M,N] = epilogue(A[M,K] · B[K,N]) on sm_90a tensor cores, warp-specialized.
+
+One CTA computes a BM×BN tile of C with three roles, the structure of CUTLASS's and Triton's Hopper kernels:
+
+    warpgroup 0     the producer: one thread issues TMA bulk-tensor copies of the A and B tiles of each
+                    K step into a ring of `stages` shared-memory buffers (128-byte swizzled, which is the
+                    layout wgmma reads without bank conflicts), each completing on a `full` mbarrier; it
+                    gives its registers away (setmaxnreg.dec)
+    warpgroups 1…C  the consumers: each owns 64 rows of the tile, waits for a stage to be full, issues
+                    wgmma.mma_async m64nBNk16 from shared memory into its fp32 accumulators (BN/2 registers
+                    a thread), keeps one group of wgmmas in flight and frees the stage before it on an
+                    `empty` mbarrier; then applies the epilogue and stores its rows of C
+
+A is row-major [M,K] (K-major for wgmma); B row-major [K,N], which wgmma reads as its transposed (MN-major)
+form, so neither operand is copied or transposed. The TMA tensor maps come in as `__grid_constant__`
+parameters: the runtime encodes them at launch from the A and B arguments (`tensor_maps` below, recorded as
+the kernel's `ptx.tensor_maps` property). Out-of-range rows and columns of a tile are filled with zeros by
+TMA, and stores are predicated, so M, N and K need not be multiples of the tile: TMA needs only rows whose
+byte length is a multiple of 16 (K and N multiples of 8 in 16-bit types), which the runtime checks.
+
+Tiles are visited in groups of GROUP_M rows of tiles, so that consecutive CTAs share B columns in L2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .nvvm_text import Writer, module
+
+BK = 64                  # one 128-byte swizzle row of a 16-bit type
+GROUP_M = 8
+_ELEM = {"bf16": ("bf16", "bfloat"), "f16": ("f16", "half")}
+_OUT = {"bf16": "bfloat", "f16": "half", "f32": "float"}
+EPILOGUE_STEPS = ("bias", "scale", "relu", "add")
+
+
+@dataclass(frozen=True)
+class Sm90GemmSpec:
+    name: str
+    dtype: str = "bf16"           # A and B
+    out_dtype: str = "bf16"       # C; accumulation is always fp32
+    bn: int = 256
+    consumers: int = 2            # BM = 64 · consumers
+    stages: int = 4
+    epilogue: tuple = ()
+
+    def __post_init__(self):
+        if self.dtype not in _ELEM:
+            raise ValueError(f"the sm_90a GEMM takes bf16 or f16 operands, not {self.dtype}")
+        if self.out_dtype not in _OUT:
+            raise ValueError(f"the sm_90a GEMM writes bf16, f16 or f32, not {self.out_dtype}")
+        if self.bn not in (64, 128, 256) or self.consumers not in (1, 2) or not 2 <= self.stages <= 8:
+            raise ValueError(f"unsupported sm_90a GEMM tile: BN={self.bn}, consumers={self.consumers}, "
+                             f"stages={self.stages}")
+        for s in self.epilogue:
+            if s not in EPILOGUE_STEPS:
+                raise ValueError(f"unknown epilogue step '{s}' (steps: {', '.join(EPILOGUE_STEPS)})")
+        if self.smem_bytes > 227 * 1024:
+            raise ValueError(f"{self.stages} stages of a {self.bm}x{self.bn} tile need {self.smem_bytes} bytes "
+                             "of shared memory; sm_90 has 227 KiB a block")
+
+    @property
+    def bm(self) -> int:
+        return 64 * self.consumers
+
+    @property
+    def threads(self) -> int:
+        return 128 * (1 + self.consumers)
+
+    @property
+    def stage_bytes(self) -> int:
+        return (self.bm + self.bn) * BK * 2
+
+    @property
+    def smem_bytes(self) -> int:
+        # the stages, 16 bytes of mbarriers per stage, and slack to align the base to the 1024-byte swizzle atom
+        return self.stages * (self.stage_bytes + 16) + 1024
+
+    @property
+    def tensor_maps(self) -> str:
+        """For the runtime: `operand:arg:box_inner×box_outer:swizzle` of each TMA map, in parameter order;
+        the arg is the launch argument (A is 0, B is 1) whose row-major 2-D extents the map describes."""
+        return f"A:0:{BK}x{self.bm}:128;B:1:64x{BK}:128"
+
+    def grid(self, m: int, n: int) -> tuple[int, int, int]:
+        return (-(-m // self.bm) * -(-n // self.bn), 1, 1)
+
+
+def _desc(w: Writer, addr: str, lbo: int, sbo: int) -> str:
+    """A wgmma shared-memory matrix descriptor: start address, leading and stride byte offsets (all >> 4),
+    128-byte swizzle (mode 1 in bits 62-63)."""
+    start = w.v(f"lshr i32 {addr}, 4")
+    start = w.v(f"and i32 {start}, 16383")
+    wide = w.v(f"zext i32 {start} to i64")
+    const = (lbo >> 4) << 16 | (sbo >> 4) << 32 | 1 << 62
+    return w.v(f"or i64 {wide}, {const}")
+
+
+def _wait(w: Writer, bar: str, parity: str) -> None:
+    head, done = w.fresh_label("wait"), w.fresh_label("waited")
+    w.br(head)
+    w.label(head)
+    ok = w.asm("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2; selp.b32 $0, 1, 0, p; }",
+               "=r,r,r", [("i32", bar), ("i32", parity)], ret="i32")
+    c = w.v(f"icmp ne i32 {ok}, 0")
+    w.cbr(c, done, head)
+    w.label(done)
+
+
+def _tied(acc: list[str], text: str, extra: list[tuple[str, str]], extra_constraints: list[str],
+          w: Writer) -> list[str]:
+    """Inline PTX that reads and writes the accumulator registers in place; returns the new values."""
+    n = len(acc)
+    regs = ", ".join(f"${i}" for i in range(n))
+    text = text.replace("{ACC}", "{" + regs + "}")
+    for j in range(len(extra)):
+        text = text.replace(f"{{X{j}}}", f"${2 * n + j}")
+    ty = "{" + ", ".join(["float"] * n) + "}"
+    constraints = ",".join(["=f"] * n + [str(i) for i in range(n)] + extra_constraints)
+    res = w.asm(text, constraints, [("float", a) for a in acc] + extra, ret=ty, hint="acc")
+    return [w.v(f"extractvalue {ty} {res}, {i}", "d") for i in range(n)]
+
+
+def generate(spec: Sm90GemmSpec) -> str:
+    """The kernel as NVPTX LLVM IR text. Parameters: the A and B tensor maps, then the launch arguments
+    A, B, C, the epilogue's tensors and scalars (bias, residual, alpha), M, N, K."""
+    w = Writer()
+    et, _ = _ELEM[spec.dtype]
+    nacc = spec.bn // 2
+    S, BM, BN = spec.stages, spec.bm, spec.bn
+    stage = spec.stage_bytes
+    params = ["ptr byval([128 x i8]) align 64 \"nvvm.grid_constant\" %tmA",
+              "ptr byval([128 x i8]) align 64 \"nvvm.grid_constant\" %tmB",
+              "ptr addrspace(1) %A", "ptr addrspace(1) %B", "ptr addrspace(1) %C"]
+    if "bias" in spec.epilogue:
+        params.append("ptr addrspace(1) %bias")
+    if "add" in spec.epilogue:
+        params.append("ptr addrspace(1) %residual")
+    if "scale" in spec.epilogue:
+        params.append("float %alpha")
+    params += ["i64 %M", "i64 %N", "i64 %K"]
+    extra_decls = "declare float @llvm.maxnum.f32(float, float)"
+
+    w.label("entry")
+    if "add" in spec.epilogue:
+        w.emit("%MN = mul i64 %M, %N")
+    tid = w.sreg("tid.x")
+    pid = w.sreg("ctaid.x")
+    raw = w.v("ptrtoint ptr addrspace(3) @tsr_smem to i32")
+    base = w.v(f"add i32 {raw}, 1023")
+    base = w.v(f"and i32 {base}, -1024")
+    bars = w.v(f"add i32 {base}, {S * stage}")          # full[s] at bars + 8s, empty[s] at bars + 8(S + s)
+    m32 = w.v("trunc i64 %M to i32")
+    n32 = w.v("trunc i64 %N to i32")
+    k32 = w.v("trunc i64 %K to i32")
+    kt_n = w.v(f"add i32 {k32}, {BK - 1}")
+    kt_n = w.v(f"udiv i32 {kt_n}, {BK}")
+    any_k = w.v(f"icmp ugt i32 {kt_n}, 0")
+    # grouped tile order
+    num_m = w.v(f"add i32 {m32}, {BM - 1}")
+    num_m = w.v(f"udiv i32 {num_m}, {BM}")
+    num_n = w.v(f"add i32 {n32}, {BN - 1}")
+    num_n = w.v(f"udiv i32 {num_n}, {BN}")
+    in_group = w.v(f"mul i32 {num_n}, {GROUP_M}")
+    group = w.v(f"udiv i32 {pid}, {in_group}")
+    first_m = w.v(f"mul i32 {group}, {GROUP_M}")
+    left = w.v(f"sub i32 {num_m}, {first_m}")
+    small = w.v(f"icmp ult i32 {left}, {GROUP_M}")
+    gsz = w.v(f"select i1 {small}, i32 {left}, i32 {GROUP_M}")
+    r = w.v(f"urem i32 {pid}, {in_group}")
+    pm = w.v(f"urem i32 {r}, {gsz}")
+    pm = w.v(f"add i32 {first_m}, {pm}")
+    pn = w.v(f"udiv i32 {r}, {gsz}")
+    m0 = w.v(f"mul i32 {pm}, {BM}")
+    n0 = w.v(f"mul i32 {pn}, {BN}")
+
+    first = w.v(f"icmp eq i32 {tid}, 0")
+    w.cbr(first, "init", "roles")
+    w.label("init")
+    for s in range(S):
+        full = w.v(f"add i32 {bars}, {8 * s}")
+        empty = w.v(f"add i32 {bars}, {8 * (S + s)}")
+        w.asm("mbarrier.init.shared::cta.b64 [$0], 1;", "r", [("i32", full)])
+        w.asm(f"mbarrier.init.shared::cta.b64 [$0], {spec.consumers};", "r", [("i32", empty)])
+    w.asm("fence.mbarrier_init.release.cluster;")
+    w.br("roles")
+    w.label("roles")
+    w.asm("bar.sync 0;")
+    wg = w.v(f"lshr i32 {tid}, 7")
+    producer = w.v(f"icmp eq i32 {wg}, 0")
+    w.cbr(producer, "producer", "consumer")
+
+    # -- producer ------------------------------------------------------------------------------------
+    w.label("producer")
+    w.asm("setmaxnreg.dec.sync.aligned.u32 40;")
+    issues = w.v(f"icmp eq i32 {tid}, 0")
+    go = w.v(f"and i1 {issues}, {any_k}")
+    w.cbr(go, "ploop", "exit")
+    w.label("ploop")
+    kt = w.fresh("kt")
+    kt_next = w.fresh("ktn")
+    w.emit(f"{kt} = phi i32 [0, %producer], [{kt_next}, %PLATCH]")
+    s = w.v(f"urem i32 {kt}, {S}")
+    ph = w.v(f"udiv i32 {kt}, {S}")
+    ph = w.v(f"and i32 {ph}, 1")
+    pe = w.v(f"xor i32 {ph}, 1")
+    s8 = w.v(f"shl i32 {s}, 3")
+    full = w.v(f"add i32 {bars}, {s8}")
+    empty = w.v(f"add i32 {full}, {8 * S}")
+    _wait(w, empty, pe)
+    w.asm("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r", [("i32", full), ("i32", str(stage))])
+    sa = w.v(f"mul i32 {s}, {stage}")
+    sa = w.v(f"add i32 {base}, {sa}")
+    k0 = w.v(f"mul i32 {kt}, {BK}")
+    tma = ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+           "[$0], [$1, {$2, $3}], [$4];")
+    tmA = w.v("ptrtoint ptr %tmA to i64")
+    tmB = w.v("ptrtoint ptr %tmB to i64")
+    w.asm(tma, "r,l,r,r,r", [("i32", sa), ("i64", tmA), ("i32", k0), ("i32", m0), ("i32", full)])
+    for j in range(BN // 64):
+        dst = w.v(f"add i32 {sa}, {BM * BK * 2 + j * 64 * BK * 2}")
+        col = w.v(f"add i32 {n0}, {64 * j}")
+        w.asm(tma, "r,l,r,r,r", [("i32", dst), ("i64", tmB), ("i32", col), ("i32", k0), ("i32", full)])
+    w.emit(f"{kt_next} = add i32 {kt}, 1")
+    more = w.v(f"icmp ult i32 {kt_next}, {kt_n}")
+    platch = w.current
+    w.cbr(more, "ploop", "exit")
+
+    # -- consumers -----------------------------------------------------------------------------------
+    w.label("consumer")
+    w.asm("setmaxnreg.inc.sync.aligned.u32 232;")
+    c = w.v(f"sub i32 {wg}, 1")
+    t = w.v(f"and i32 {tid}, 127")
+    leader = w.v(f"icmp eq i32 {t}, 0")
+    a_off = w.v(f"mul i32 {c}, {64 * BK * 2}")
+    zero = "0.0"
+    w.cbr(any_k, "cloop", "cdone")
+    w.label("cloop")
+    ck = w.fresh("ck")
+    ck_next = w.fresh("ckn")
+    w.emit(f"{ck} = phi i32 [0, %consumer], [{ck_next}, %CLATCH]")
+    acc_in = [w.fresh("acc") for _ in range(nacc)]
+    phis_at = len(w.lines)  # the phis go here once the values from the latch have names
+    s = w.v(f"urem i32 {ck}, {S}")
+    ph = w.v(f"udiv i32 {ck}, {S}")
+    ph = w.v(f"and i32 {ph}, 1")
+    s8 = w.v(f"shl i32 {s}, 3")
+    full = w.v(f"add i32 {bars}, {s8}")
+    _wait(w, full, ph)
+    sa = w.v(f"mul i32 {s}, {stage}")
+    sa = w.v(f"add i32 {base}, {sa}")
+    a_base = w.v(f"add i32 {sa}, {a_off}")
+    b_base = w.v(f"add i32 {sa}, {BM * BK * 2}")
+    acc = acc_in
+    w.asm("wgmma.fence.sync.aligned;")
+    for k in range(BK // 16):
+        a_addr = w.v(f"add i32 {a_base}, {32 * k}")
+        b_addr = w.v(f"add i32 {b_base}, {16 * 128 * k}")
+        da = _desc(w, a_addr, 16, 1024)
+        db = _desc(w, b_addr, 64 * BK * 2, 1024)
+        acc = _tied(acc, f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.{et}.{et} {{ACC}}, {{X0}}, {{X1}}, "
+                         "1, 1, 1, 0, 1;", [("i64", da), ("i64", db)], ["l", "l"], w)
+    w.asm("wgmma.commit_group.sync.aligned;")
+    acc = _tied(acc, "wgmma.wait_group.sync.aligned 1;", [], [], w)
+    # the stage read one step ago is free now
+    had = w.v(f"icmp ugt i32 {ck}, 0")
+    release = w.v(f"and i1 {had}, {leader}")
+    prev = w.v(f"add i32 {ck}, {S - 1}")
+    prev = w.v(f"urem i32 {prev}, {S}")
+    prev = w.v(f"shl i32 {prev}, 3")
+    prev = w.v(f"add i32 {bars}, {prev}")
+    prev = w.v(f"add i32 {prev}, {8 * S}")
+    rel = w.v(f"zext i1 {release} to i32")
+    w.asm("{ .reg .pred p; setp.ne.b32 p, $1, 0; @p mbarrier.arrive.shared::cta.b64 _, [$0]; }", "r,r",
+          [("i32", prev), ("i32", rel)])
+    w.emit(f"{ck_next} = add i32 {ck}, 1")
+    more = w.v(f"icmp ult i32 {ck_next}, {kt_n}")
+    clatch = w.current
+    w.cbr(more, "cloop", "cdone")
+    w.label("cdone")
+    w.lines[phis_at:phis_at] = [f"  {a} = phi float [{zero}, %consumer], [{o}, %{clatch}]"
+                                for a, o in zip(acc_in, acc)]
+    fin = [w.v(f"phi float [{zero}, %consumer], [{o}, %{clatch}]", "f") for o in acc]
+    fin = _tied(fin, "wgmma.wait_group.sync.aligned 0;", [], [], w)
+    _epilogue(w, spec, fin, c, t, m0, n0, m32, n32)
+    w.br("exit")
+    w.label("exit")
+    w.emit("ret void")
+
+    body = "\n".join(w.lines).replace("%PLATCH", f"%{platch}").replace("%CLATCH", f"%{clatch}")
+    kernel = (f"@tsr_smem = external addrspace(3) global [0 x i8], align 1024\n"
+              f"define ptx_kernel void @{spec.name}({', '.join(params)}) "
+              f"\"nvvm.maxntid\"=\"{spec.threads}\" \"nvvm.minctasm\"=\"1\" {{\n{body}\n}}\n")
+    return module(kernel, extra_decls)
+
+
+def _epilogue(w: Writer, spec: Sm90GemmSpec, acc: list[str], c: str, t: str, m0: str, n0: str, m32: str,
+              n32: str) -> None:
+    """Each thread holds, per 8 columns j, the pairs (acc[4j], acc[4j+1]) at row l/4 and (acc[4j+2],
+    acc[4j+3]) at row l/4 + 8 of its warp's 16 rows, at columns 8j + 2(l % 4) + {0, 1} (wgmma's D layout)."""
+    warp = w.v(f"lshr i32 {t}, 5")
+    lane = w.v(f"and i32 {t}, 31")
+    row = w.v(f"shl i32 {warp}, 4")
+    q = w.v(f"lshr i32 {lane}, 2")
+    row = w.v(f"add i32 {row}, {q}")
+    cr = w.v(f"shl i32 {c}, 6")
+    row = w.v(f"add i32 {row}, {cr}")
+    row0 = w.v(f"add i32 {m0}, {row}")
+    row1 = w.v(f"add i32 {row0}, 8")
+    col = w.v(f"and i32 {lane}, 3")
+    col = w.v(f"shl i32 {col}, 1")
+    col = w.v(f"add i32 {n0}, {col}")
+    out_t = _OUT[spec.out_dtype]
+    esize = 4 if spec.out_dtype == "f32" else 2
+    alpha = "%alpha" if "scale" in spec.epilogue else None
+    for half, r in ((0, row0), (1, row1)):
+        r_ok = w.v(f"icmp ult i32 {r}, {m32}")
+        r64 = w.v(f"zext i32 {r} to i64")
+        rbase = w.v(f"mul i64 {r64}, %N")
+        for j in range(spec.bn // 8):
+            cj = w.v(f"add i32 {col}, {8 * j}")
+            c_ok = w.v(f"icmp ult i32 {cj}, {n32}")
+            ok = w.v(f"and i1 {r_ok}, {c_ok}")
+            c64 = w.v(f"zext i32 {cj} to i64")
+            idx = w.v(f"add i64 {rbase}, {c64}")
+            pair = [acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]]
+            pair = [_apply(w, spec, v, c64, idx, k, alpha) for k, v in enumerate(pair)]
+            okw = w.v(f"zext i1 {ok} to i32")
+            addr = w.v(f"getelementptr {out_t}, ptr addrspace(1) %C, i64 {idx}")
+            addr = w.v(f"addrspacecast ptr addrspace(1) {addr} to ptr")
+            a64 = w.v(f"ptrtoint ptr {addr} to i64")
+            if esize == 4:
+                w.asm("{ .reg .pred p; setp.ne.b32 p, $3, 0; @p st.global.v2.f32 [$0], {$1, $2}; }",
+                      "l,f,f,r", [("i64", a64), ("float", pair[0]), ("float", pair[1]), ("i32", okw)])
+            else:
+                vec = w.v(f"insertelement <2 x float> poison, float {pair[0]}, i32 0")
+                vec = w.v(f"insertelement <2 x float> {vec}, float {pair[1]}, i32 1")
+                narrow = w.v(f"fptrunc <2 x float> {vec} to <2 x {out_t}>")
+                bits = w.v(f"bitcast <2 x {out_t}> {narrow} to i32")
+                w.asm("{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.b32 [$0], $1; }", "l,r,r",
+                      [("i64", a64), ("i32", bits), ("i32", okw)])
+
+
+def _apply(w: Writer, spec: Sm90GemmSpec, v: str, col64: str, idx: str, k: int, alpha: str | None) -> str:
+    """The epilogue steps, in order, on one fp32 value at column col64 + k (flat index idx + k)."""
+    for step in spec.epilogue:
+        if step == "scale":
+            v = w.v(f"fmul float {v}, {alpha}")
+        elif step == "relu":
+            v = w.v(f"call float @llvm.maxnum.f32(float {v}, float 0.0)")
+        elif step in ("bias", "add"):
+            ptr, i = ("%bias", col64) if step == "bias" else ("%residual", idx)
+            i = w.v(f"add i64 {i}, {k}")
+            # a masked-off lane's address may be out of range: clamp it to element 0 rather than load there
+            ok = w.v(f"icmp ult i64 {i}, " + ("%N" if step == "bias" else "%MN"))
+            i = w.v(f"select i1 {ok}, i64 {i}, i64 0")
+            p = w.v(f"getelementptr float, ptr addrspace(1) {ptr}, i64 {i}")
+            x = w.v(f"load float, ptr addrspace(1) {p}, align 4")
+            v = w.v(f"fadd float {v}, {x}")
+    return v
