@@ -376,6 +376,98 @@ class FlashAttentionOp(_TensorOp, name="flash_attention", traits=[ext.Pure]):
         return True
 
 
+def _fill_value_ok(diag: Diagnose, op, t: ir.RankedTensorType) -> bool:
+    """`other`, the value masked-off elements take: a float attribute of the element type (±inf allowed)."""
+    if not _floats(t):
+        return diag.fail(f"masked tiles are floating point, got {t.element_type}")
+    if ir.FloatAttr(op.attributes["other"]).type != t.element_type:
+        return diag.fail(f"other must be a {t.element_type} attribute, got {op.attributes['other']}")
+    return True
+
+
+def _blocks_of(n: int | None, step: int) -> int | None:
+    return None if n is None else -(-n // step)
+
+
+class LoadBlocksOp(_TensorOp, name="load_blocks", traits=[ext.Pure]):
+    """A masked tile load: the rows of `input [N, ...]` in blocks of `step`, stacked ``[ceil(N/step), step,
+    ...]``; rows past N (the last block's tail) hold `other`."""
+
+    input: ext.Operand[typing.Any]
+    step: ir.IntegerAttr
+    other: ir.FloatAttr
+    result: ext.Result[typing.Any]
+
+    def rules(self, diag: Diagnose, *ts) -> bool:
+        x, r = ts
+        step = int_attr(self.step)
+        if step < 1:
+            return diag.fail(f"step must be positive, got {step}")
+        if x.rank < 1:
+            return diag.fail("input must have rank >= 1")
+        sx = shape_of(x)
+        want = [_blocks_of(sx[0], step), step] + sx[1:]
+        if not compatible(shape_of(r), want) or r.element_type != x.element_type:
+            return diag.fail(f"result shape {shape_of(r)} must be {want} (blocks, step, rest) of the input's "
+                             f"element type")
+        return _fill_value_ok(diag, self, x)
+
+
+class StoreBlocksOp(_TensorOp, name="store_blocks", traits=[ext.Pure]):
+    """A masked tile store: the stacked blocks ``[B, step, ...]`` written to a tensor of `dest`'s type
+    ``[N, ...]`` — rows past N (the last block's tail) are not written. `dest` gives only the extent."""
+
+    input: ext.Operand[typing.Any]
+    dest: ext.Operand[typing.Any]
+    result: ext.Result[typing.Any]
+
+    def rules(self, diag: Diagnose, *ts) -> bool:
+        x, d, r = ts
+        if x.rank < 2 or d.rank != x.rank - 1:
+            return diag.fail(f"stores blocks [B, step, ...] (rank {x.rank}) into a tensor of one rank less, "
+                             f"got rank {d.rank}")
+        if r != d or x.element_type != d.element_type:
+            return diag.fail("the result must have dest's type, and the blocks its element type")
+        sx, sd = shape_of(x), shape_of(d)
+        if not compatible(sx[2:], sd[1:]):
+            return diag.fail(f"trailing extents {sx[2:]} and {sd[1:]} differ")
+        if None not in (sx[0], sx[1], sd[0]) and _blocks_of(sd[0], sx[1]) != sx[0]:
+            return diag.fail(f"{sd[0]} rows are {_blocks_of(sd[0], sx[1])} blocks of {sx[1]}, not {sx[0]}")
+        return True
+
+
+class MaskBlocksOp(_TensorOp, name="mask_blocks", traits=[ext.Pure]):
+    """``where(block mask, input, other)`` on stacked blocks ``[B, ...]``: element (b, ..., i@axis, ...) is
+    kept when its row b·step + i lies within `bounds`' first extent, else it becomes `other` — a tile
+    program's `tile.where(b.mask[None, :], scores, -inf)`. `bounds` gives only the extent."""
+
+    input: ext.Operand[typing.Any]
+    bounds: ext.Operand[typing.Any]
+    axis: ir.IntegerAttr
+    step: ir.IntegerAttr
+    other: ir.FloatAttr
+    result: ext.Result[typing.Any]
+
+    def rules(self, diag: Diagnose, *ts) -> bool:
+        x, b, r = ts
+        axis, step = int_attr(self.axis), int_attr(self.step)
+        if x.rank < 2 or not 1 <= axis < x.rank:
+            return diag.fail(f"axis {axis} must be an axis of a block, 1..{x.rank - 1}")
+        if step < 1:
+            return diag.fail(f"step must be positive, got {step}")
+        sx = shape_of(x)
+        if sx[axis] is not None and sx[axis] != step:
+            return diag.fail(f"the masked axis {axis} has extent {sx[axis]}, not the block step {step}")
+        if b.rank < 1:
+            return diag.fail("bounds must have rank >= 1 (its first extent bounds the rows)")
+        if None not in (sx[0], shape_of(b)[0]) and _blocks_of(shape_of(b)[0], step) != sx[0]:
+            return diag.fail(f"{shape_of(b)[0]} rows are {_blocks_of(shape_of(b)[0], step)} blocks of {step}, "
+                             f"not {sx[0]}")
+        if r != x:
+            return diag.fail("the result must have the input's type")
+        return _fill_value_ok(diag, self, x)
+
+
 class ConstantOp(_TensorOp, name="constant", traits=[ext.Pure]):
     """A tensor of one repeated value (`value` is a float or integer attribute of the element type)."""
 

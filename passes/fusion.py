@@ -7,7 +7,9 @@ Groups (recorded as ``tessera.group = N`` and ``tessera.group_kind`` on each op)
   other user — one pass over memory instead of one per op;
 - ``row``: softmax, layernorm, rmsnorm, and reductions over trailing axes — one warp per row; a dropout of
   a softmax joins it (attention's softmax + dropout, before the product with V);
-- ``layout`` (transpose), ``view`` (reshape: no kernel, the buffer is reinterpreted), ``attention``.
+- ``layout`` (transpose), ``view`` (reshape: no kernel, the buffer is reinterpreted), ``attention``;
+- ``blocks``: a masked tile load (rows padded to whole blocks) or store (only the rows inside written);
+  a masked tile (`ttensor.mask_blocks`) is elementwise.
 0-d constants are not grouped: kernels inline them.
 """
 
@@ -16,7 +18,9 @@ from __future__ import annotations
 from ..mlir import ir
 
 ELEMENTWISE = {"ttensor.unary", "ttensor.binary", "ttensor.bias_add", "ttensor.cast", "ttensor.broadcast",
-               "ttensor.dropout"}
+               "ttensor.dropout", "ttensor.mask_blocks"}
+# Operands an op reads only for their extents: no kernel loads them, the plan passes the extent.
+EXTENT_ONLY = {"ttensor.store_blocks": 1, "ttensor.mask_blocks": 1}
 ROW = {"ttensor.softmax", "ttensor.layernorm", "ttensor.rmsnorm", "ttensor.reduce"}
 EPILOGUE_UNARY = {"relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh"}
 
@@ -25,6 +29,12 @@ def is_scalar_constant(v: ir.Value) -> bool:
     owner = v.owner
     return (isinstance(owner, ir.OpView) and owner.operation.name == "ttensor.constant"
             and ir.RankedTensorType(v.type).rank == 0)
+
+
+def data_operands(op) -> list:
+    """The operands whose elements `op` reads."""
+    skip = EXTENT_ONLY.get(op.operation.name)
+    return [o for i, o in enumerate(op.operands) if i != skip]
 
 
 def _uses(v: ir.Value) -> int:
@@ -45,6 +55,8 @@ def kind_of(op) -> str | None:
         return "view"
     if name == "ttensor.flash_attention":
         return "attention"
+    if name in ("ttensor.load_blocks", "ttensor.store_blocks"):
+        return "blocks"
     return None
 
 
@@ -79,7 +91,7 @@ def run(fn) -> int:
             continue
         joined = None
         if kind == "elementwise":
-            for o in op.operands:
+            for o in data_operands(op):
                 g = group_of.get(o)
                 if g is None or _uses(o) != 1 or g[1] not in ("elementwise", "gemm", "row"):
                     continue

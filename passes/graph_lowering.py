@@ -111,7 +111,7 @@ def lower_function(fn, module: ir.Module, gemm=None, targets: str = "CPU") -> di
         members = {op.operation for op in ops}
         inputs, outputs = [], []
         for op in ops:
-            for o in op.operands:
+            for o in fusion.data_operands(op):
                 if o not in inside and o not in inputs and not fusion.is_scalar_constant(o):
                     inputs.append(o)
             for r in op.results:
@@ -130,6 +130,14 @@ def lower_function(fn, module: ir.Module, gemm=None, targets: str = "CPU") -> di
                                _attr_int(ops[0], "tessera.schedule", "rows_per_block", 4), epilogue=ops[1:])
         elif kind == "layout":
             ks = kernelgen.transpose(kname, ops[0], dims)
+        elif kind == "blocks":
+            src, step = kernelgen.blocks(kname, ops[0], dims, _attr_int(ops[0], "tessera.schedule", "block_x", 128))
+            with ir.InsertionPoint(module.body):
+                _compile_source(src, f"<tessera:{kname}>")
+            for a in step["args"]:
+                a["value"] = record(a["value"])
+            steps.append({"kernel": kname, "source": src, **step})
+            continue
         elif kind == "gemm" and gemm is not None:
             def temporary(of: str, dtype: str) -> str:
                 tid = f"{of}_{dtype}"
@@ -162,8 +170,11 @@ def lower_function(fn, module: ir.Module, gemm=None, targets: str = "CPU") -> di
         if "tessera.fallbacks" in fn.attributes else []
     outputs = [ir.IntegerAttr(a).value for a in ir.ArrayAttr(fn.attributes["tessera.outputs"])] \
         if "tessera.outputs" in fn.attributes else []
+    same = [[ir.StringAttr(x).value for x in ir.ArrayAttr(pair)]
+            for pair in ir.ArrayAttr(fn.attributes["tessera.same_extents"])] \
+        if "tessera.same_extents" in fn.attributes else []
     return {"args": args, "results": results, "values": values, "steps": steps, "fallbacks": fallbacks,
-            "outputs": outputs,
+            "outputs": outputs, **({"same_extents": same} if same else {}),
             "params": [ir.StringAttr(ir.DictAttr(a)["tessera.name"]).value
                        for a in ir.ArrayAttr(fn.attributes["arg_attrs"])]}
 

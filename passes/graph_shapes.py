@@ -34,6 +34,11 @@ def product(dims: Dims) -> str:
     return "*".join(d if d.isidentifier() or d.isdigit() else f"({d})" for d in dims)
 
 
+def blocks(rows: str, step: int) -> str:
+    """How many blocks of `step` rows hold `rows` rows (the last one may be partial)."""
+    return str(-(-int(rows) // step)) if rows.isdigit() else f"ceil(({rows})/{step})"
+
+
 def _broadcast(a: Dims, b: Dims) -> Dims:
     """numpy broadcasting; two different symbolic extents broadcast to their maximum (one of them is 1 or
     they are equal, which the verifier and the runtime's shape checks guarantee)."""
@@ -108,6 +113,13 @@ def _rule(op, ins: list[Dims]) -> list[Dims]:
         return [out]
     if name == "ttensor.flash_attention":
         return [ins[0][:-1] + ins[2][-1:]]
+    if name == "ttensor.load_blocks":
+        step = ir.IntegerAttr(op.attributes["step"]).value
+        return [[blocks(ins[0][0], step), str(step)] + ins[0][1:]]
+    if name == "ttensor.store_blocks":
+        return [ins[1]]
+    if name == "ttensor.mask_blocks":
+        return [ins[0]]
     if name in ("tdist.all_gather", "tdist.reduce_scatter"):
         raise ShapeInferenceError(op, f"'{name}' needs a multi-device runtime; the CPU backend runs one device")
     raise ShapeInferenceError(op, f"'{name}' has no kernel lowering yet (run it with tessera.interpret)")

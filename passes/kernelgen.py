@@ -121,7 +121,7 @@ def elementwise(name: str, ops: list, inputs: list, outputs: list, dims: dict, b
         views.append(view)
     body = []
     for n, op in enumerate(ops):
-        expr = _expr(op, local, cdt)
+        expr = _expr(op, local, cdt, dims, scalars)
         body.append(f"        t{n} = {expr}")
         local[op.results[0]] = f"t{n}"
     stores = []
@@ -144,7 +144,7 @@ def elementwise(name: str, ops: list, inputs: list, outputs: list, dims: dict, b
                         grid=(f"ceil(C/{block_x})", "R", "1"), extra={"scalars": [e for _, e in scalars]})
 
 
-def _expr(op, local: dict, cdt: str) -> str:
+def _expr(op, local: dict, cdt: str, dims: dict, scalars: list) -> str:
     name = op.operation.name
 
     def operand(i: int) -> str:
@@ -170,10 +170,66 @@ def _expr(op, local: dict, cdt: str) -> str:
         offset = ir.IntegerAttr(op.attributes["offset"]).value
         u = f"tile.philox_uniform(row * O0.shape[1] + col + {offset}, seed={seed})"
         return f"({operand(0)} / {1.0 - p!r} if {u} >= {p!r} else 0.0)"
+    if name == "ttensor.mask_blocks":
+        return _mask_blocks(op, operand(0), dims, scalars)
     if name == "ttensor.cast":  # round to the narrow type, keep computing in the wide one
         dt = element_dtype(op.results[0])
         return f"{cdt}({dt}({operand(0)}))" if dt != cdt else operand(0)
     raise UnsupportedOnCPU(op, f"'{name}' cannot be fused into a CPU elementwise kernel yet")
+
+
+def float_literal(x: float) -> str:
+    """`x` as kernel source (infinities through math.inf)."""
+    if x != x:
+        raise ValueError("NaN has no literal in kernel source")
+    if x in (float("inf"), float("-inf")):
+        return "math.inf" if x > 0 else "(-math.inf)"
+    return repr(float(x))
+
+
+def _mask_blocks(op, x: str, dims: dict, scalars: list) -> str:
+    """`x` where element (row, col) of the [R, C] view lies in a row of the bounds, else `other`: its block
+    is axis 0, its row in the block the index along `axis` (row-major over the stacked extents)."""
+    from .graph_shapes import product
+    d = dims[op.results[0]]
+    axis = ir.IntegerAttr(op.attributes["axis"]).value
+    step = ir.IntegerAttr(op.attributes["step"]).value
+    k = len(scalars)
+    scalars.append((f"m{k}_rows", dims[op.operands[1]][0]))
+    if axis == len(d) - 1:
+        inner = "col"
+    else:
+        scalars.append((f"m{k}_in", product(d[axis + 1:-1])))
+        inner = f"((row // m{k}_in) % {step})"
+    scalars.append((f"m{k}_blk", product(d[1:-1])))
+    other = float_literal(ir.FloatAttr(op.attributes["other"]).value)
+    return f"({x} if (row // m{k}_blk) * {step} + {inner} < m{k}_rows else {other})"
+
+
+def blocks(name: str, op, dims: dict, block_x: int) -> tuple[str, dict]:
+    """A masked tile load (`ttensor.load_blocks`: rows past the input become `other`) or store
+    (`ttensor.store_blocks`: only the destination's rows are written) as a kernel over the output's
+    [rows, D] view, and its plan step's argument shapes."""
+    from .graph_shapes import product
+    x, y = op.operands[0], op.results[0]
+    dt = element_dtype(x)
+    load = op.operation.name == "ttensor.load_blocks"
+    lines = ["import math", "", "", "@kernel",
+             f"def {name}(X: tensor[{dt}, \"XR\", \"D\"], Y: tensor[{dt}, \"YR\", \"D\"]):",
+             "    col = launch.thread_id(0)", "    row = launch.thread_id(1)",
+             "    if col < Y.shape[1] and row < Y.shape[0]:"]
+    if load:
+        other = float_literal(ir.FloatAttr(op.attributes["other"]).value)
+        lines += ["        if row < X.shape[0]:", "            Y[row, col] = X[row, col]", "        else:",
+                  f"            Y[row, col] = {other if dt in ('f32', 'f64') else f'{dt}({other})'}", ""]
+    else:
+        lines += ["        Y[row, col] = X[row, col]", ""]
+    xd, yd = dims[x], dims[y]
+    env = {"XR": product(xd[:-1]) if not load else xd[0], "YR": product(yd[:-1]) if load else yd[0],
+           "D": product(xd[1:] if load else xd[2:])}
+    step = {"env": env, "block": [block_x, 1, 1], "grid": [f"ceil(D/{block_x})", "YR", "1"],
+            "args": [{"value": x, "shape": ["XR", "D"]}, {"value": y, "shape": ["YR", "D"]}]}
+    return "\n".join(lines), step
 
 
 def _butterfly(var: str, combine: str, warp: int) -> list[str]:

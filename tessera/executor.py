@@ -63,16 +63,34 @@ class Function:
                         raise ValueError(f"argument '{pname}' has {d} = {n} on axis {axis}, but an earlier "
                                          f"argument has {d} = {env[d]}")
             store[vid] = _to_storage(a, spec["dtype"])
+        self._check_same_extents(env)
         for step in p["steps"]:
             if "alias" in step:
                 spec = p["values"][step["alias"]]
-                store[step["alias"]] = store[step["of"]].reshape([plans.evaluate(d, env) for d in spec["dims"]])
+                shape = [plans.evaluate(d, env) for d in spec["dims"]]
+                source = store[step["of"]]
+                if int(np.prod(shape)) != source.size:
+                    raise ValueError(f"'{self.name}': a tensor of shape {list(source.shape)} cannot be viewed as "
+                                     f"{shape} (a tile.range step must divide the extent its unmasked loads and "
+                                     f"stores cover; mask them for partial tiles)")
+                store[step["alias"]] = source.reshape(shape)
                 continue
             self._launch(step, store, env)
         outs = [_from_storage(store[v], p["values"][v]["dtype"]) for v in p["results"]]
         for index, value in zip(p.get("outputs", []), outs):  # a tile program writes its outputs in place
             np.copyto(arrays[index], value.reshape(np.shape(arrays[index])), casting="same_kind")
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _check_same_extents(self, env: dict) -> None:
+        """Extents a tile program's masked loads and stores need equal (rows of one tile.range's tensors)."""
+        where = {}
+        for pname, vid in zip(self.plan["params"], self.plan["args"]):
+            for axis, d in enumerate(self.plan["values"][vid]["dims"]):
+                where.setdefault(d, f"{pname}.shape[{axis}]")
+        for a, b in self.plan.get("same_extents", []):
+            if env[a] != env[b]:
+                raise ValueError(f"'{self.name}': {where[a]} = {env[a]} and {where[b]} = {env[b]} must be equal "
+                                 f"(rows of the same tile.range blocks)")
 
     def _tensor(self, vid: str, store: dict, env: dict) -> np.ndarray:
         if vid not in store:

@@ -9,7 +9,8 @@ An image stores the plans of its functions as JSON in its `.tessera.plan` sectio
                    "block": [x, y, z], "grid": [expr, expr, expr], ["scalars": [expr, …]]}
                   | {"alias": ID, "of": ID}],
         "fallbacks": ["bf16 computed in f32", ...],
-        "outputs": [parameter indices a tile program writes in place, in result order]}}}
+        "outputs": [parameter indices a tile program writes in place, in result order],
+        ["same_extents": [[symbol, symbol], …]: extents the arguments must give equal values]}}}
 
 Steps that list "args" give each tensor's "shape" (expressions over the step's "env") and scalars as
 {"f32": value} or {"i64": expr}; with "batch": NAME the step runs once per batch entry, on the [i] slices of

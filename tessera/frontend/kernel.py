@@ -44,6 +44,7 @@ _MATH_UNARY = {
     "rsqrt": math.RsqrtOp, "tanh": math.TanhOp, "sin": math.SinOp, "cos": math.CosOp, "erf": math.ErfOp,
     "floor": math.FloorOp, "ceil": math.CeilOp, "fabs": math.AbsFOp,
 }
+_MATH_CONSTANTS = {"inf": float("inf"), "pi": 3.141592653589793, "e": 2.718281828459045}
 
 
 def parse_params(fn: ast.FunctionDef, filename: str) -> list[KernelParam]:
@@ -318,6 +319,8 @@ class KernelBuilder(ast.NodeVisitor):
             return Scalar(arith.SelectOp(cond.value, a.value, b.value).result)
 
     def expr_Attribute(self, node: ast.Attribute):
+        if isinstance(node.value, ast.Name) and node.value.id == "math" and node.attr in _MATH_CONSTANTS:
+            return _MATH_CONSTANTS[node.attr]
         raise self.error(node, f"attribute '{ast.unparse(node)}' is not supported here")
 
     def expr_Subscript(self, node: ast.Subscript):

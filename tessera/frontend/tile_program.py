@@ -18,8 +18,13 @@ the same pipeline then tiles, fuses and lowers it — with the staging kept as s
   `tile.cp_async(Q, b)` are those blocks, stacked (the extent must be a multiple of S);
 - `tile.cp_async(buf, x)` stages `x` in `buf` (from `tile.alloc_shared()`); `tile.barrier()` orders stages —
   both are implied by dataflow in Graph IR;
-- `tile.load(T, b)` is `tile.cp_async(T, b)`, and `tile.store(O, b, v)` is `O[b] = v`; partial tiles
-  (`mask=`, `other=`) are refused: a tile.range step must divide the extent;
+- `tile.load(T, b)` is `tile.cp_async(T, b)`, and `tile.store(O, b, v)` is `O[b] = v`;
+- partial tiles: `tile.load(T, b, mask=b.mask, other=x)` pads the last block with `x` (`ttensor.load_blocks`),
+  `tile.store(O, b, v, mask=b.mask)` writes only the rows inside O (`ttensor.store_blocks`), and
+  `tile.where(b.mask[None, :], s, x)` (or `[:, None]` for rows) sets the elements of padded columns (rows) to
+  `x` (`ttensor.mask_blocks`) — `-inf` before a softmax over padded keys. A k-chunk slice loaded with
+  `mask=k.mask, other=0.0` is the chunk as is: its tail past the extent adds zero to the contraction.
+  Without masks a tile.range step must divide the extent;
 - a parameter that is assigned (`Out[:] = v`, `O[b] = v`, `C += v`) is an output, written in place.
 
 Unannotated parameters are 2-D `f32` tensors, `tensor[dtype]` without extents is 2-D of that dtype.
@@ -34,8 +39,8 @@ from ..mlir import func, ir
 from .function import FunctionBuilder, _name
 from .oplib import OPS, GTensor
 
-TILE_CALLS = {"dot", "mma", "mma_sync", "range", "cp_async", "load", "store", "barrier", "alloc_shared", "softmax",
-              "relu", "gelu", "silu", "sigmoid", "tanh", "exp", "log", "sqrt"}
+TILE_CALLS = {"dot", "mma", "mma_sync", "range", "cp_async", "load", "store", "where", "barrier", "alloc_shared",
+              "softmax", "relu", "gelu", "silu", "sigmoid", "tanh", "exp", "log", "sqrt"}
 SIMT_CALLS = {"thread_id", "local_id", "block_id", "lane_id", "warp_id", "warp_shuffle_down", "warp_shuffle_xor",
               "cooperative_group", "warp_size", "warp_reduce", "group_reduce"}
 
@@ -60,6 +65,22 @@ class Blocks:
     of: str
     axis: int
     step: int
+
+
+@dataclass(frozen=True)
+class BlockMask:
+    """`b.mask`: which rows of block `b` lie inside its tensor; `b.mask[:, None]` masks a tile's rows (axis
+    "rows"), `b.mask[None, :]` its columns (axis "cols")."""
+
+    blocks: Blocks
+    along: str | None = None
+
+
+@dataclass(frozen=True)
+class ChunkMask:
+    """`k.mask`: which elements of k-chunk `k` lie inside the contracted extent."""
+
+    chunk: "Chunk"
 
 
 @dataclass(frozen=True)
@@ -92,6 +113,8 @@ class TileProgramBuilder(FunctionBuilder):
         self.param_names: list[str] = []
         self.written: dict[str, GTensor] = {}
         self.stages = 1
+        self.block_loads: dict[Blocks, set[bool]] = {}   # per tile.range: were its loads masked?
+        self.same_extents: list[list[str]] = []            # parameter extents the launch must find equal
 
     # -- parameters: unannotated means a 2-D f32 tensor --------------------------------------------------
     def _param_type(self, arg: ast.arg) -> GTensor:
@@ -125,6 +148,9 @@ class TileProgramBuilder(FunctionBuilder):
         i64 = ir.IntegerType.get_signless(64)
         f.attributes["tessera.outputs"] = ir.ArrayAttr.get(
             [ir.IntegerAttr.get(i64, self.param_names.index(n)) for n in outs])
+        if self.same_extents:
+            f.attributes["tessera.same_extents"] = ir.ArrayAttr.get(
+                [ir.ArrayAttr.get([ir.StringAttr.get(d) for d in pair]) for pair in self.same_extents])
         return f
 
     def _as_param(self, name: str, v: GTensor) -> GTensor:
@@ -172,10 +198,18 @@ class TileProgramBuilder(FunctionBuilder):
         if isinstance(target.slice, ast.Slice) and not (target.slice.lower or target.slice.upper or target.slice.step):
             index = "all"
         if isinstance(index, Blocks):
-            value = OPS["reshape"](self, node, [value, (-1, *value.dims[2:])], {}) if value.rank > 2 else value
-        elif index != "all":
+            return self._store_blocks(t.id, index, value, node)
+        if index != "all":
             raise self.error(target.slice, "store a whole tile (`Out[:] = …`) or a tile.range block (`O[b] = …`)")
         self._write(t.id, value, node)
+
+    def _store_blocks(self, name: str, b: Blocks, value, node) -> None:
+        """`O[b] = v` unmasked: the stacked blocks are O's rows exactly."""
+        if True in self.block_loads.get(b, ()):
+            raise self.error(node, f"the blocks of {b.of} were loaded masked: store them with "
+                                   f"tile.store({name}, block, value, mask=block.mask)")
+        value = OPS["reshape"](self, node, [value, (-1, *value.dims[2:])], {}) if value.rank > 2 else value
+        self._write(name, value, node)
 
     def _for(self, s: ast.For) -> None:
         it = s.iter
@@ -225,6 +259,11 @@ class TileProgramBuilder(FunctionBuilder):
     # -- expressions -------------------------------------------------------------------------------------
     def expr_Subscript(self, node: ast.Subscript):
         base = self.expr(node.value)
+        if isinstance(base, BlockMask) and base.along is None:
+            along = {"(slice(None), None)": "rows", "(None, slice(None))": "cols"}.get(_mask_index(node.slice))
+            if along is None:
+                raise self.error(node.slice, "orient a block mask as mask[:, None] (rows) or mask[None, :] (columns)")
+            return BlockMask(base.blocks, along)
         if isinstance(base, GTensor):
             chunk = self._chunk_index(node, base)
             if chunk is not None:
@@ -269,21 +308,17 @@ class TileProgramBuilder(FunctionBuilder):
             return SharedBuffer()
         if name == "barrier":
             return None
-        if name in ("cp_async", "load", "store") and ("mask" in kwargs or "other" in kwargs):
-            raise self.error(node, "masked tile loads and stores (partial tiles) are not supported: give "
-                                   "tile.range a step that divides the extent")
         if name in ("cp_async", "load"):
-            return self._stage(node, args)
-        if name == "store":  # tile.store(Out, block, value) is `Out[block] = value`
-            target = node.args[0] if node.args else None
-            if len(args) != 3 or not (isinstance(target, ast.Name) and target.id in self.params):
-                raise self.error(node, "tile.store(Out, block, value) writes a block of a tensor parameter")
-            if not isinstance(args[1], Blocks):
-                raise self.error(node.args[1], "tile.store's block is a tile.range block")
-            value = args[2]
-            value = OPS["reshape"](self, node, [value, (-1, *value.dims[2:])], {}) if value.rank > 2 else value
-            self._write(target.id, value, node)
-            return None
+            extra = set(kwargs) - {"mask", "other"}
+            if extra:
+                raise self.error(node, f"tile.{name} takes mask= and other=, not {', '.join(sorted(extra))}")
+            if "other" in kwargs and "mask" not in kwargs:
+                raise self.error(node, "other= is the value of masked-off elements: give mask= too")
+            return self._stage(node, args, kwargs)
+        if name == "store":
+            return self._store_call(node, args, kwargs)
+        if name == "where":
+            return self._where(node, args, kwargs)
         if name in OPS and name not in ("dot",):
             tensors = [a for a in args if isinstance(a, GTensor)]
             if not tensors:
@@ -291,9 +326,118 @@ class TileProgramBuilder(FunctionBuilder):
             return OPS[name](self, node, args, kwargs)
         raise self.error(node, f"unknown tile operation 'tile.{name}' in a tile program")
 
-    def _stage(self, node: ast.Call, args: list):
+    def _fill(self, node: ast.Call, kwargs: dict) -> float:
+        other = kwargs.get("other", 0.0)
+        if not isinstance(other, (int, float)) or isinstance(other, bool):
+            raise self.error(node, f"other= is a number (the value of masked-off elements), got {other!r}")
+        return float(other)
+
+    def _masked_chunk(self, node: ast.Call, what, kwargs: dict):
+        """A masked k-chunk load is the chunk as it is: the contraction covers exactly the extent, so the
+        padding past it (zeros) adds nothing."""
+        if not isinstance(what, ChunkSlice):
+            raise self.error(node, "mask= masks a tile.range block (tile.load(T, b, mask=b.mask, other=…)) or a "
+                                   "k-chunk (tile.load(A[:, k:k+S], mask=k.mask, other=0.0)); other masks cannot "
+                                   "be expressed yet")
+        if kwargs["mask"] != ChunkMask(what.chunk):
+            raise self.error(node, "a masked k-chunk load takes mask=k.mask of its own chunk variable")
+        if self._fill(node, kwargs) != 0:
+            raise self.error(node, "a k-chunk's masked-off elements are summed into the product: other must be 0")
+        return what
+
+    def _block_mask(self, node: ast.Call, mask, blocks: Blocks, oriented: bool) -> None:
+        if not isinstance(mask, BlockMask) or mask.blocks != blocks or (mask.along is None) == oriented:
+            form = "b.mask[None, :] or b.mask[:, None]" if oriented else "b.mask"
+            raise self.error(node, f"the mask of a partial tile is its block's own: {form}, with b the tile.range "
+                                   f"block (other masks cannot be expressed yet)")
+
+    def _load_blocks(self, node: ast.Call, t: GTensor, b: Blocks, mask, other: float) -> GTensor:
+        from ..dialects import ttensor
+        self._block_mask(node, mask, b, oriented=False)
+        self._loaded(node, b, True)
+        self._same_rows(node, t, b)
+        dims = [self.shapes.fresh(), b.step, t.dims[1]]
+        with self.loc(node):
+            op = ttensor.LoadBlocksOp(t.value, step=_i64(b.step), other=ir.FloatAttr.get(t.dtype.ir_type(), other),
+                                      result=self.tensor_type(t.dtype, dims))
+        return GTensor(op.result, t.dtype, dims, t.accum)
+
+    def _same_rows(self, node: ast.AST, t: GTensor, b: Blocks) -> None:
+        """`t` has the rows of `b`'s tensor: unified now, and checked at the launch where both are extents
+        of parameters (their symbols unify with anything at compile time)."""
+        mine, theirs = t.dims[0], self.params[b.of].dims[0]
+        if isinstance(mine, str) and isinstance(theirs, str) and mine != theirs \
+                and not mine.startswith("?") and not theirs.startswith("?"):
+            self.same_extents.append([mine, theirs])
+        self.unify(node, mine, theirs, f"rows of {b.of}'s blocks")
+
+    def _loaded(self, node: ast.AST, b: Blocks, masked: bool) -> None:
+        seen = self.block_loads.setdefault(b, set())
+        seen.add(masked)
+        if len(seen) > 1:
+            raise self.error(node, f"the blocks of {b.of} are loaded both masked and unmasked: mask every load "
+                                   f"of a partial block (mask=block.mask)")
+
+    def _store_call(self, node: ast.Call, args: list, kwargs: dict) -> None:
+        """tile.store(Out, block, value[, mask=block.mask]): `Out[block] = value`, masked to Out's rows."""
+        target = node.args[0] if node.args else None
+        if len(args) != 3 or not (isinstance(target, ast.Name) and target.id in self.params):
+            raise self.error(node, "tile.store(Out, block, value) writes a block of a tensor parameter")
+        if set(kwargs) - {"mask"}:
+            raise self.error(node, f"tile.store takes mask=, not {', '.join(sorted(set(kwargs) - {'mask'}))}")
+        b, value = args[1], args[2]
+        if not isinstance(b, Blocks):
+            raise self.error(node.args[1], "tile.store's block is a tile.range block")
+        if "mask" not in kwargs:
+            return self._store_blocks(target.id, b, value, node)
+        self._block_mask(node, kwargs["mask"], b, oriented=False)
+        if not isinstance(value, GTensor) or value.rank != 3:
+            raise self.error(node, "a masked tile.store writes a tile of the block (stacked blocks [B, S, C])")
+        dest = self.params[target.id]
+        self._same_rows(node, dest, b)
+        self.unify(node, value.dims[1], b.step, "rows of a stored block")
+        from ..dialects import ttensor
+        value = self._as_dtype(value, dest, node)
+        with self.loc(node):
+            op = ttensor.StoreBlocksOp(value.value, dest.value, result=dest.value.type)
+        self._write(target.id, GTensor(op.result, dest.dtype, list(dest.dims)), node)
+        return None
+
+    def _as_dtype(self, v: GTensor, like: GTensor, node) -> GTensor:
+        if v.dtype == like.dtype:
+            return v
+        from .oplib import DTypePolicy
+        return OPS["cast"](self, node, [v, DTypePolicy(like.dtype)], {})
+
+    def _where(self, node: ast.Call, args: list, kwargs: dict) -> GTensor:
+        """tile.where(b.mask[None, :], tile, value): the tile, with `value` where the block is padded."""
+        if len(args) != 3 or kwargs:
+            raise self.error(node, "tile.where(mask, tile, value) takes three arguments")
+        mask, x, other = args
+        if not isinstance(mask, BlockMask):
+            raise self.error(node, "tile.where's mask is a block's mask (b.mask[None, :] or b.mask[:, None]); "
+                                   "other masks cannot be expressed yet")
+        self._block_mask(node, mask, mask.blocks, oriented=True)
+        if not isinstance(x, GTensor) or not isinstance(other, (int, float)) or isinstance(other, bool):
+            raise self.error(node, "tile.where(mask, tile, value) keeps the tile where the mask holds and puts "
+                                   "the number `value` elsewhere")
+        if x.rank != 3:
+            raise self.error(node, "tile.where masks a tile of the blocks (stacked blocks [B, rows, cols])")
+        b = mask.blocks
+        axis = 1 if mask.along == "rows" else 2
+        self.unify(node, x.dims[axis], b.step, f"the masked {mask.along} and the block step")
+        from ..dialects import ttensor
+        with self.loc(node):
+            op = ttensor.MaskBlocksOp(x.value, self.params[b.of].value, axis=_i64(axis), step=_i64(b.step),
+                                      other=ir.FloatAttr.get(x.dtype.ir_type(), other), result=x.value.type)
+        return GTensor(op.result, x.dtype, x.dims, x.accum)
+
+    def _stage(self, node: ast.Call, args: list, kwargs: dict):
+        masked = "mask" in kwargs
+        if len(args) == 1 and masked:                                  # tile.load(A[:, k:k+S], mask=k.mask)
+            return self._masked_chunk(node, args[0], kwargs)
         if len(args) == 2 and isinstance(args[0], SharedBuffer):      # tile.cp_async(buf, tile)
-            args[0].content = args[1]
+            args[0].content = self._masked_chunk(node, args[1], kwargs) if masked else args[1]
             buffers = {id(v) for v in self.env.values() if isinstance(v, SharedBuffer)}
             self.stages = max(self.stages, len(buffers))
             return None
@@ -301,7 +445,12 @@ class TileProgramBuilder(FunctionBuilder):
             t, b = args
             if b.axis != 0 or t.rank != 2:
                 raise self.error(node, "tile.cp_async(T, block) takes row blocks of a 2-D tensor")
+            if masked:
+                return self._load_blocks(node, t, b, kwargs["mask"], self._fill(node, kwargs))
+            self._loaded(node, b, False)
             return OPS["reshape"](self, node, [t, (-1, b.step, t.dims[1])], {})
+        if masked:
+            self._masked_chunk(node, args[-1] if args else None, kwargs)
         raise self.error(node, "tile.cp_async(T, block) loads a tile.range block; tile.cp_async(buf, tile) "
                                "stages a tile in a shared buffer")
 
@@ -339,6 +488,12 @@ class TileProgramBuilder(FunctionBuilder):
         return self.expr(node.body if test else node.orelse)
 
     def expr_Attribute(self, node: ast.Attribute):
+        if node.attr == "mask" and isinstance(node.value, ast.Name):
+            v = self.expr(node.value)
+            if isinstance(v, Blocks):
+                return BlockMask(v)
+            if isinstance(v, Chunk):
+                return ChunkMask(v)
         if node.attr == "T":  # a tile's transpose: its last two axes (stacked blocks keep their order)
             x = self._resolve(self.expr(node.value))
             if isinstance(x, GTensor) and x.rank >= 2:
@@ -355,3 +510,21 @@ class TileProgramBuilder(FunctionBuilder):
 def _is_shape(node: ast.expr) -> bool:
     return (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute)
             and node.value.attr == "shape")
+
+
+def _mask_index(node: ast.expr) -> str:
+    """`[:, None]` → "(slice(None), None)": the shape of a mask's index, for matching."""
+    items = node.elts if isinstance(node, ast.Tuple) else [node]
+    out = []
+    for i in items:
+        if isinstance(i, ast.Slice) and not (i.lower or i.upper or i.step):
+            out.append("slice(None)")
+        elif isinstance(i, ast.Constant) and i.value is None:
+            out.append("None")
+        else:
+            out.append("?")
+    return "(" + ", ".join(out) + ")"
+
+
+def _i64(v: int) -> ir.IntegerAttr:
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)

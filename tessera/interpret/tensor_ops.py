@@ -202,3 +202,33 @@ def flash_attention(op, ins):
     p = np.exp(s)
     p /= p.sum(axis=-1, keepdims=True)
     return [result(op, np.matmul(p, v))]
+
+
+@local("ttensor.load_blocks")
+def load_blocks(op, ins):
+    x = ins[0]
+    step = _attr_int(op, "step")
+    blocks = -(-x.shape[0] // step)
+    out = np.full((blocks * step,) + x.shape[1:], _attr_float(op, "other"))
+    out[:x.shape[0]] = x
+    return [result(op, out.reshape((blocks, step) + x.shape[1:]))]
+
+
+@local("ttensor.store_blocks")
+def store_blocks(op, ins):
+    x, dest = ins
+    rows = x.reshape((-1,) + x.shape[2:])
+    if rows.shape[0] < dest.shape[0] or rows.shape[0] - x.shape[1] >= dest.shape[0]:
+        raise ValueError(f"{x.shape[0]} blocks of {x.shape[1]} rows cannot be stored into {dest.shape[0]} rows")
+    return [result(op, rows[:dest.shape[0]])]
+
+
+@local("ttensor.mask_blocks")
+def mask_blocks(op, ins):
+    x, bounds = ins
+    axis, step = _attr_int(op, "axis"), _attr_int(op, "step")
+    shape = [1] * x.ndim
+    row = np.arange(x.shape[0]).reshape([-1] + [1] * (x.ndim - 1)) * step
+    shape[axis] = x.shape[axis]
+    row = row + np.arange(x.shape[axis]).reshape(shape)
+    return [result(op, np.where(row < bounds.shape[0], x, _attr_float(op, "other")))]

@@ -343,3 +343,123 @@ func.func @attribute_kind(%a: tensor<4x4xf32>) {
   %r = "ttensor.softmax"(%a) {axis = "last"} : (tensor<4x4xf32>) -> tensor<4x4xf32>
   return
 }
+
+// -----
+
+func.func @load_blocks_step(%a: tensor<8x4xf32>) {
+  // expected-error @+1 {{'ttensor.load_blocks' step must be positive, got 0}}
+  %r = "ttensor.load_blocks"(%a) {step = 0 : i64, other = 0.0 : f32} : (tensor<8x4xf32>) -> tensor<1x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @load_blocks_rank(%a: tensor<f32>) {
+  // expected-error @+1 {{'ttensor.load_blocks' input must have rank >= 1}}
+  %r = "ttensor.load_blocks"(%a) {step = 2 : i64, other = 0.0 : f32} : (tensor<f32>) -> tensor<1x2xf32>
+  return
+}
+
+// -----
+
+func.func @load_blocks_shape(%a: tensor<77x4xf32>) {
+  // expected-error @+1 {{'ttensor.load_blocks' result shape [2, 32, 4] must be [3, 32, 4] (blocks, step, rest) of the input's element type}}
+  %r = "ttensor.load_blocks"(%a) {step = 32 : i64, other = 0.0 : f32} : (tensor<77x4xf32>) -> tensor<2x32x4xf32>
+  return
+}
+
+// -----
+
+func.func @load_blocks_float(%a: tensor<8x4xi32>) {
+  // expected-error @+1 {{'ttensor.load_blocks' masked tiles are floating point, got i32}}
+  %r = "ttensor.load_blocks"(%a) {step = 8 : i64, other = 0.0 : f32} : (tensor<8x4xi32>) -> tensor<1x8x4xi32>
+  return
+}
+
+// -----
+
+func.func @load_blocks_other(%a: tensor<8x4xf32>) {
+  // expected-error @+1 {{'ttensor.load_blocks' other must be a f32 attribute, got 0.000000e+00 : f16}}
+  %r = "ttensor.load_blocks"(%a) {step = 8 : i64, other = 0.0 : f16} : (tensor<8x4xf32>) -> tensor<1x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @store_blocks_rank(%a: tensor<2x8x4xf32>, %d: tensor<16xf32>) {
+  // expected-error @+1 {{'ttensor.store_blocks' stores blocks [B, step, ...] (rank 3) into a tensor of one rank less, got rank 1}}
+  %r = "ttensor.store_blocks"(%a, %d) : (tensor<2x8x4xf32>, tensor<16xf32>) -> tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @store_blocks_type(%a: tensor<2x8x4xf32>, %d: tensor<16x4xf32>) {
+  // expected-error @+1 {{'ttensor.store_blocks' the result must have dest's type, and the blocks its element type}}
+  %r = "ttensor.store_blocks"(%a, %d) : (tensor<2x8x4xf32>, tensor<16x4xf32>) -> tensor<16x4xf16>
+  return
+}
+
+// -----
+
+func.func @store_blocks_trailing(%a: tensor<2x8x4xf32>, %d: tensor<16x5xf32>) {
+  // expected-error @+1 {{'ttensor.store_blocks' trailing extents [4] and [5] differ}}
+  %r = "ttensor.store_blocks"(%a, %d) : (tensor<2x8x4xf32>, tensor<16x5xf32>) -> tensor<16x5xf32>
+  return
+}
+
+// -----
+
+func.func @store_blocks_count(%a: tensor<2x8x4xf32>, %d: tensor<17x4xf32>) {
+  // expected-error @+1 {{'ttensor.store_blocks' 17 rows are 3 blocks of 8, not 2}}
+  %r = "ttensor.store_blocks"(%a, %d) : (tensor<2x8x4xf32>, tensor<17x4xf32>) -> tensor<17x4xf32>
+  return
+}
+
+// -----
+
+func.func @mask_blocks_axis(%a: tensor<2x8x4xf32>, %n: tensor<16xf32>) {
+  // expected-error @+1 {{'ttensor.mask_blocks' axis 0 must be an axis of a block, 1..2}}
+  %r = "ttensor.mask_blocks"(%a, %n) {axis = 0 : i64, step = 8 : i64, other = 0.0 : f32} : (tensor<2x8x4xf32>, tensor<16xf32>) -> tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @mask_blocks_step(%a: tensor<2x8x4xf32>, %n: tensor<16xf32>) {
+  // expected-error @+1 {{'ttensor.mask_blocks' step must be positive, got -1}}
+  %r = "ttensor.mask_blocks"(%a, %n) {axis = 1 : i64, step = -1 : i64, other = 0.0 : f32} : (tensor<2x8x4xf32>, tensor<16xf32>) -> tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @mask_blocks_extent(%a: tensor<2x8x4xf32>, %n: tensor<16xf32>) {
+  // expected-error @+1 {{'ttensor.mask_blocks' the masked axis 2 has extent 4, not the block step 8}}
+  %r = "ttensor.mask_blocks"(%a, %n) {axis = 2 : i64, step = 8 : i64, other = 0.0 : f32} : (tensor<2x8x4xf32>, tensor<16xf32>) -> tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @mask_blocks_bounds(%a: tensor<2x8x4xf32>, %n: tensor<f32>) {
+  // expected-error @+1 {{'ttensor.mask_blocks' bounds must have rank >= 1 (its first extent bounds the rows)}}
+  %r = "ttensor.mask_blocks"(%a, %n) {axis = 1 : i64, step = 8 : i64, other = 0.0 : f32} : (tensor<2x8x4xf32>, tensor<f32>) -> tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @mask_blocks_count(%a: tensor<2x8x4xf32>, %n: tensor<30xf32>) {
+  // expected-error @+1 {{'ttensor.mask_blocks' 30 rows are 4 blocks of 8, not 2}}
+  %r = "ttensor.mask_blocks"(%a, %n) {axis = 1 : i64, step = 8 : i64, other = 0.0 : f32} : (tensor<2x8x4xf32>, tensor<30xf32>) -> tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @mask_blocks_result(%a: tensor<2x8x4xf32>, %n: tensor<16xf32>) {
+  // expected-error @+1 {{'ttensor.mask_blocks' the result must have the input's type}}
+  %r = "ttensor.mask_blocks"(%a, %n) {axis = 1 : i64, step = 8 : i64, other = 0.0 : f32} : (tensor<2x8x4xf32>, tensor<16xf32>) -> tensor<2x8x4xf16>
+  return
+}

@@ -65,3 +65,15 @@ func.func @fp8_policy(%x: tensor<16x32xf32>) -> tensor<16x32xf8E4M3FN> {
   %c = "ttensor.cast"(%x) {accum = f32} : (tensor<16x32xf32>) -> tensor<16x32xf8E4M3FN>
   return %c : tensor<16x32xf8E4M3FN>
 }
+
+// Partial tiles: 77 rows in 3 blocks of 32, padded on the way in, masked to -inf, cropped on the way out.
+// CHECK-LABEL: func.func @partial_tiles
+func.func @partial_tiles(%q: tensor<77x64xf32>, %o: tensor<77x64xf32>) -> tensor<77x64xf32> {
+  // CHECK: %[[B:.+]] = "ttensor.load_blocks"(%{{.+}}) {other = 0.000000e+00 : f32, step = 32 : i64} : (tensor<77x64xf32>) -> tensor<3x32x64xf32>
+  %b = "ttensor.load_blocks"(%q) {step = 32 : i64, other = 0.0 : f32} : (tensor<77x64xf32>) -> tensor<3x32x64xf32>
+  // CHECK: "ttensor.mask_blocks"(%[[B]], %{{.+}}) {axis = 1 : i64, other = 0xFF800000 : f32, step = 32 : i64}
+  %m = "ttensor.mask_blocks"(%b, %q) {axis = 1 : i64, step = 32 : i64, other = 0xFF800000 : f32} : (tensor<3x32x64xf32>, tensor<77x64xf32>) -> tensor<3x32x64xf32>
+  // CHECK: "ttensor.store_blocks"(%{{.+}}, %{{.+}}) : (tensor<3x32x64xf32>, tensor<77x64xf32>) -> tensor<77x64xf32>
+  %s = "ttensor.store_blocks"(%m, %o) : (tensor<3x32x64xf32>, tensor<77x64xf32>) -> tensor<77x64xf32>
+  return %s : tensor<77x64xf32>
+}
