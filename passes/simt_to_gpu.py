@@ -282,7 +282,9 @@ def run(module, warp_size: int = WARP_SIZE, abi: str = "llvm") -> None:
         raise ValueError(f"unknown kernel abi '{abi}' (known: {', '.join(ABIS)})")
     op = module.operation if isinstance(module, ir.Module) else module
     body = op.regions[0].blocks[0]
-    kernels = [k for k in body.operations if k.operation.name == "func.func" and "tessera.kernel" in k.attributes]
+    # Kernels generated whole as LLVM IR (backends/ptx/gemm_lowering.py) stay where they are for the backend.
+    kernels = [k for k in body.operations if k.operation.name == "func.func" and "tessera.kernel" in k.attributes
+               and "tessera.llvm_ir" not in k.attributes]
     if not kernels:
         return
     op.attributes["gpu.container_module"] = ir.UnitAttr.get()

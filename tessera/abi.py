@@ -40,7 +40,11 @@ class Signature:
 
 
 def _written_args(fn) -> set[int]:
-    """Indices of memref parameters some store writes to: the others are read-only."""
+    """Indices of memref parameters some store writes to: the others are read-only. A kernel generated whole
+    as LLVM IR has no body to look into and lists them (``tessera.writes``)."""
+    from .mlir import ir
+    if "tessera.writes" in fn.attributes:
+        return set(ir.DenseI64ArrayAttr(fn.attributes["tessera.writes"]))
     written: set[int] = set()
     block_args = list(fn.entry_block.arguments) if fn.regions[0].blocks else []
 

@@ -40,6 +40,10 @@ GPU_TO_NVVM = ",".join([
 ])
 
 
+def _sm(arch: str) -> int:
+    return int(arch[3:].rstrip("a"))
+
+
 @dataclass(frozen=True)
 class PTXOptions:
     arch: str = "sm_80"
@@ -85,6 +89,12 @@ def _target_machine(options: PTXOptions):
     return t.create_target_machine(cpu=options.arch, features="+" + ARCHS[options.arch], opt=options.opt_level)
 
 
+def _generated(mod: ir.Module) -> list:
+    """The kernels generated whole as LLVM IR (their ``func.func`` declarations carry it)."""
+    return [op for op in mod.body.operations
+            if op.operation.name == "func.func" and "tessera.llvm_ir" in op.attributes]
+
+
 def make_llir(mod: ir.Module, metadata: dict, options: PTXOptions) -> str:
     kernels = _kernel_module(mod)
     text = llvm_compat.downgrade(str(translate_module_to_llvmir(kernels.operation)))
@@ -92,6 +102,12 @@ def make_llir(mod: ir.Module, metadata: dict, options: PTXOptions) -> str:
     lmod.triple = TRIPLE
     tm = _target_machine(options)
     lmod.data_layout = str(tm.target_data)
+    for fn in _generated(mod):
+        name = ir.StringAttr(fn.attributes["sym_name"]).value
+        lmod.link_in(llvm.parse_assembly(ir.StringAttr(fn.attributes["tessera.llvm_ir"]).value))
+        props = ir.DictAttr(fn.attributes["tessera.kernel_props"]) if "tessera.kernel_props" in fn.attributes else []
+        metadata.setdefault("kernel_props", {}).setdefault(name, {}).update(
+            {na.name: ir.StringAttr(na.attr).value for na in props})
     lmod.verify()
     pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=options.opt_level))
     pb.getModulePassManager().run(lmod, pb)
@@ -140,9 +156,15 @@ class PTXBackend:
 
     def target_info(self):
         from ...passes.graph_phases import TargetInfo
+        from .gemm_lowering import matmul_schedule
         # 128 bits: one 16-byte access per thread; the SM count (132 on an H100 SXM) is a placeholder, as
-        # the compiler does not know the device and no phase sizes work by it yet.
-        return TargetInfo("ptx", 128, simt_to_gpu.WARP_SIZE, frozenset({"f32", "f64"}), 132)
+        # the compiler does not know the device. sm_80 and later compute in bf16 and f16 (tensor cores, cvt).
+        native = {"f32", "f64"} | ({"f16", "bf16"} if _sm(self.options.arch) >= 80 else set())
+        return TargetInfo("ptx", 128, simt_to_gpu.WARP_SIZE, frozenset(native), 132, matmul_schedule)
+
+    def gemm_lowering(self, *args):
+        from .gemm_lowering import lower
+        return lower(self.options.arch, *args)
 
     def entry_symbol(self, kernel: str) -> str:
         return kernel  # the PTX .entry has the kernel's own name, as profilers then show it

@@ -18,7 +18,7 @@ the kernel's `ptx.tensor_maps` property). Out-of-range rows and columns of a til
 TMA, and stores are predicated, so M, N and K need not be multiples of the tile: TMA needs only rows whose
 byte length is a multiple of 16 (K and N multiples of 8 in 16-bit types), which the runtime checks.
 
-Tiles are visited in groups of GROUP_M rows of tiles, so that consecutive CTAs share B columns in L2.
+Tiles are visited in groups of `group_m` rows of tiles, so that consecutive CTAs share B columns in L2.
 """
 
 from __future__ import annotations
@@ -28,10 +28,13 @@ from dataclasses import dataclass
 from .nvvm_text import Writer, module
 
 BK = 64                  # one 128-byte swizzle row of a 16-bit type
-GROUP_M = 8
 _ELEM = {"bf16": ("bf16", "bfloat"), "f16": ("f16", "half")}
 _OUT = {"bf16": "bfloat", "f16": "half", "f32": "float"}
-EPILOGUE_STEPS = ("bias", "scale", "relu", "add")
+# Steps with a parameter add it after C, in step order (the CPU GEMM's convention, backends/cpu/gemm.py);
+# an activation `f` calls `float @tsr_act_f(float)`, which the caller links in (gemm_lowering.py).
+PARAM_STEPS = {"scale": "float %alpha", "bias": "ptr addrspace(1) %bias", "add": "ptr addrspace(1) %residual"}
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
+EPILOGUE_STEPS = (*PARAM_STEPS, *ACTIVATIONS)
 
 
 @dataclass(frozen=True)
@@ -42,13 +45,21 @@ class Sm90GemmSpec:
     bn: int = 256
     consumers: int = 2            # BM = 64 · consumers
     stages: int = 4
+    group_m: int = 8              # tile rows visited before moving right (L2 reuse of B's columns)
     epilogue: tuple = ()
+    bias_dtype: str = "f32"       # of the bias and residual operands, widened to fp32 as they are read
+    residual_dtype: str = "f32"
 
     def __post_init__(self):
         if self.dtype not in _ELEM:
             raise ValueError(f"the sm_90a GEMM takes bf16 or f16 operands, not {self.dtype}")
         if self.out_dtype not in _OUT:
             raise ValueError(f"the sm_90a GEMM writes bf16, f16 or f32, not {self.out_dtype}")
+        if self.bias_dtype not in _OUT or self.residual_dtype not in _OUT:
+            raise ValueError(f"the sm_90a GEMM epilogue reads bf16, f16 or f32 operands, not "
+                             f"{self.bias_dtype}/{self.residual_dtype}")
+        if len([s for s in self.epilogue if s in PARAM_STEPS]) != len({s for s in self.epilogue if s in PARAM_STEPS}):
+            raise ValueError(f"epilogue steps with a parameter may appear once each, got {self.epilogue}")
         if self.bn not in (64, 128, 256) or self.consumers not in (1, 2) or not 2 <= self.stages <= 8:
             raise ValueError(f"unsupported sm_90a GEMM tile: BN={self.bn}, consumers={self.consumers}, "
                              f"stages={self.stages}")
@@ -121,9 +132,14 @@ def _tied(acc: list[str], text: str, extra: list[tuple[str, str]], extra_constra
     return [w.v(f"extractvalue {ty} {res}, {i}", "d") for i in range(n)]
 
 
-def generate(spec: Sm90GemmSpec) -> str:
-    """The kernel as NVPTX LLVM IR text. Parameters: the A and B tensor maps, then the launch arguments
-    A, B, C, the epilogue's tensors and scalars (bias, residual, alpha), M, N, K."""
+def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
+    """The kernel as NVPTX LLVM IR text, with `activations` (the definitions of its epilogue's
+    ``@tsr_act_*`` functions; declarations when empty). Parameters: the A and B tensor maps, then the launch
+    arguments A, B, C, the epilogue's parameters in step order (alpha, bias, residual), M, K, N.
+
+    The kernel is persistent: CTA p computes tiles p, p + grid, p + 2·grid, …, so a grid of one CTA per SM
+    lets the producer fill the next tile's stages while the consumers run the previous tile's epilogue (a
+    grid of one CTA per tile is as correct). The stage ring and its phases run on across tiles."""
     w = Writer()
     et, _ = _ELEM[spec.dtype]
     nacc = spec.bn // 2
@@ -132,20 +148,17 @@ def generate(spec: Sm90GemmSpec) -> str:
     params = ["ptr byval([128 x i8]) align 64 \"nvvm.grid_constant\" %tmA",
               "ptr byval([128 x i8]) align 64 \"nvvm.grid_constant\" %tmB",
               "ptr addrspace(1) %A", "ptr addrspace(1) %B", "ptr addrspace(1) %C"]
-    if "bias" in spec.epilogue:
-        params.append("ptr addrspace(1) %bias")
-    if "add" in spec.epilogue:
-        params.append("ptr addrspace(1) %residual")
-    if "scale" in spec.epilogue:
-        params.append("float %alpha")
-    params += ["i64 %M", "i64 %N", "i64 %K"]
-    extra_decls = "declare float @llvm.maxnum.f32(float, float)"
+    params += [PARAM_STEPS[s] for s in spec.epilogue if s in PARAM_STEPS]
+    params += ["i64 %M", "i64 %K", "i64 %N"]  # the dimension arguments, in order of first appearance
+    extra_decls = activations or "\n".join(f"declare float @tsr_act_{a}(float)"
+                                           for a in ACTIVATIONS if a in spec.epilogue)
 
     w.label("entry")
     if "add" in spec.epilogue:
         w.emit("%MN = mul i64 %M, %N")
     tid = w.sreg("tid.x")
     pid = w.sreg("ctaid.x")
+    grid = w.sreg("nctaid.x")
     raw = w.v("ptrtoint ptr addrspace(3) @tsr_smem to i32")
     base = w.v(f"add i32 {raw}, 1023")
     base = w.v(f"and i32 {base}, -1024")
@@ -155,24 +168,12 @@ def generate(spec: Sm90GemmSpec) -> str:
     k32 = w.v("trunc i64 %K to i32")
     kt_n = w.v(f"add i32 {k32}, {BK - 1}")
     kt_n = w.v(f"udiv i32 {kt_n}, {BK}")
-    any_k = w.v(f"icmp ugt i32 {kt_n}, 0")
-    # grouped tile order
     num_m = w.v(f"add i32 {m32}, {BM - 1}")
     num_m = w.v(f"udiv i32 {num_m}, {BM}")
     num_n = w.v(f"add i32 {n32}, {BN - 1}")
     num_n = w.v(f"udiv i32 {num_n}, {BN}")
-    in_group = w.v(f"mul i32 {num_n}, {GROUP_M}")
-    group = w.v(f"udiv i32 {pid}, {in_group}")
-    first_m = w.v(f"mul i32 {group}, {GROUP_M}")
-    left = w.v(f"sub i32 {num_m}, {first_m}")
-    small = w.v(f"icmp ult i32 {left}, {GROUP_M}")
-    gsz = w.v(f"select i1 {small}, i32 {left}, i32 {GROUP_M}")
-    r = w.v(f"urem i32 {pid}, {in_group}")
-    pm = w.v(f"urem i32 {r}, {gsz}")
-    pm = w.v(f"add i32 {first_m}, {pm}")
-    pn = w.v(f"udiv i32 {r}, {gsz}")
-    m0 = w.v(f"mul i32 {pm}, {BM}")
-    n0 = w.v(f"mul i32 {pn}, {BN}")
+    tiles = w.v(f"mul i32 {num_m}, {num_n}")
+    dims = (num_m, num_n)
 
     first = w.v(f"icmp eq i32 {tid}, 0")
     w.cbr(first, "init", "roles")
@@ -190,32 +191,42 @@ def generate(spec: Sm90GemmSpec) -> str:
     producer = w.v(f"icmp eq i32 {wg}, 0")
     w.cbr(producer, "producer", "consumer")
 
-    # -- producer ------------------------------------------------------------------------------------
+    # -- producer: one thread fills the stages, tile after tile ----------------------------------------
     w.label("producer")
     w.asm("setmaxnreg.dec.sync.aligned.u32 40;")
     issues = w.v(f"icmp eq i32 {tid}, 0")
-    go = w.v(f"and i1 {issues}, {any_k}")
-    w.cbr(go, "ploop", "exit")
-    w.label("ploop")
-    kt = w.fresh("kt")
-    kt_next = w.fresh("ktn")
-    w.emit(f"{kt} = phi i32 [0, %producer], [{kt_next}, %PLATCH]")
-    s = w.v(f"urem i32 {kt}, {S}")
-    ph = w.v(f"udiv i32 {kt}, {S}")
+    tmA = w.v("ptrtoint ptr %tmA to i64")
+    tmB = w.v("ptrtoint ptr %tmB to i64")
+    w.cbr(issues, "ptile", "exit")
+    w.label("ptile")
+    tile, it = w.fresh("tile"), w.fresh("it")
+    tile_next, it_out = w.fresh("tilen"), w.fresh("itout")
+    w.emit(f"{tile} = phi i32 [{pid}, %producer], [{tile_next}, %PTNEXT]")
+    w.emit(f"{it} = phi i32 [0, %producer], [{it_out}, %PTNEXT]")
+    live = w.v(f"icmp ult i32 {tile}, {tiles}")
+    w.cbr(live, "ptile_go", "exit")
+    w.label("ptile_go")
+    m0, n0 = _tile_origin(w, spec, tile, dims)
+    any_k = w.v(f"icmp ugt i32 {kt_n}, 0")
+    w.cbr(any_k, "pk", "ptnext")
+    w.label("pk")
+    kt, kt_next = w.fresh("kt"), w.fresh("ktn")
+    w.emit(f"{kt} = phi i32 [0, %ptile_go], [{kt_next}, %PKLATCH]")
+    g = w.v(f"add i32 {it}, {kt}")
+    s = w.v(f"urem i32 {g}, {S}")
+    ph = w.v(f"udiv i32 {g}, {S}")
     ph = w.v(f"and i32 {ph}, 1")
     pe = w.v(f"xor i32 {ph}, 1")
     s8 = w.v(f"shl i32 {s}, 3")
     full = w.v(f"add i32 {bars}, {s8}")
     empty = w.v(f"add i32 {full}, {8 * S}")
     _wait(w, empty, pe)
-    w.asm("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r", [("i32", full), ("i32", str(stage))])
+    w.asm(f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {stage};", "r", [("i32", full)])
     sa = w.v(f"mul i32 {s}, {stage}")
     sa = w.v(f"add i32 {base}, {sa}")
     k0 = w.v(f"mul i32 {kt}, {BK}")
     tma = ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
            "[$0], [$1, {$2, $3}], [$4];")
-    tmA = w.v("ptrtoint ptr %tmA to i64")
-    tmB = w.v("ptrtoint ptr %tmB to i64")
     w.asm(tma, "r,l,r,r,r", [("i32", sa), ("i64", tmA), ("i32", k0), ("i32", m0), ("i32", full)])
     for j in range(BN // 64):
         dst = w.v(f"add i32 {sa}, {BM * BK * 2 + j * 64 * BK * 2}")
@@ -223,26 +234,40 @@ def generate(spec: Sm90GemmSpec) -> str:
         w.asm(tma, "r,l,r,r,r", [("i32", dst), ("i64", tmB), ("i32", col), ("i32", k0), ("i32", full)])
     w.emit(f"{kt_next} = add i32 {kt}, 1")
     more = w.v(f"icmp ult i32 {kt_next}, {kt_n}")
-    platch = w.current
-    w.cbr(more, "ploop", "exit")
+    pklatch = w.current
+    w.cbr(more, "pk", "ptnext")
+    w.label("ptnext")
+    w.emit(f"{it_out} = add i32 {it}, {kt_n}")
+    w.emit(f"{tile_next} = add i32 {tile}, {grid}")
+    w.br("ptile")
 
-    # -- consumers -----------------------------------------------------------------------------------
+    # -- consumers: each warpgroup multiplies its 64 rows of every tile --------------------------------
     w.label("consumer")
     w.asm("setmaxnreg.inc.sync.aligned.u32 232;")
     c = w.v(f"sub i32 {wg}, 1")
     t = w.v(f"and i32 {tid}, 127")
     leader = w.v(f"icmp eq i32 {t}, 0")
     a_off = w.v(f"mul i32 {c}, {64 * BK * 2}")
-    zero = "0.0"
-    w.cbr(any_k, "cloop", "cdone")
-    w.label("cloop")
-    ck = w.fresh("ck")
-    ck_next = w.fresh("ckn")
-    w.emit(f"{ck} = phi i32 [0, %consumer], [{ck_next}, %CLATCH]")
+    w.br("ctile")
+    w.label("ctile")
+    ctile, cit = w.fresh("ctile"), w.fresh("cit")
+    ctile_next, cit_out = w.fresh("ctilen"), w.fresh("citout")
+    w.emit(f"{ctile} = phi i32 [{pid}, %consumer], [{ctile_next}, %CTNEXT]")
+    w.emit(f"{cit} = phi i32 [0, %consumer], [{cit_out}, %CTNEXT]")
+    live = w.v(f"icmp ult i32 {ctile}, {tiles}")
+    w.cbr(live, "ctile_go", "exit")
+    w.label("ctile_go")
+    m0, n0 = _tile_origin(w, spec, ctile, dims)
+    any_k = w.v(f"icmp ugt i32 {kt_n}, 0")
+    w.cbr(any_k, "ck", "cdone")
+    w.label("ck")
+    ck, ck_next = w.fresh("ck"), w.fresh("ckn")
+    w.emit(f"{ck} = phi i32 [0, %ctile_go], [{ck_next}, %CKLATCH]")
     acc_in = [w.fresh("acc") for _ in range(nacc)]
     phis_at = len(w.lines)  # the phis go here once the values from the latch have names
-    s = w.v(f"urem i32 {ck}, {S}")
-    ph = w.v(f"udiv i32 {ck}, {S}")
+    g = w.v(f"add i32 {cit}, {ck}")
+    s = w.v(f"urem i32 {g}, {S}")
+    ph = w.v(f"udiv i32 {g}, {S}")
     ph = w.v(f"and i32 {ph}, 1")
     s8 = w.v(f"shl i32 {s}, 3")
     full = w.v(f"add i32 {bars}, {s8}")
@@ -264,34 +289,63 @@ def generate(spec: Sm90GemmSpec) -> str:
     acc = _tied(acc, "wgmma.wait_group.sync.aligned 1;", [], [], w)
     # the stage read one step ago is free now
     had = w.v(f"icmp ugt i32 {ck}, 0")
-    release = w.v(f"and i1 {had}, {leader}")
-    prev = w.v(f"add i32 {ck}, {S - 1}")
-    prev = w.v(f"urem i32 {prev}, {S}")
-    prev = w.v(f"shl i32 {prev}, 3")
-    prev = w.v(f"add i32 {bars}, {prev}")
-    prev = w.v(f"add i32 {prev}, {8 * S}")
-    rel = w.v(f"zext i1 {release} to i32")
-    w.asm("{ .reg .pred p; setp.ne.b32 p, $1, 0; @p mbarrier.arrive.shared::cta.b64 _, [$0]; }", "r,r",
-          [("i32", prev), ("i32", rel)])
+    _release(w, spec, bars, w.v(f"add i32 {g}, {S - 1}"), w.v(f"and i1 {had}, {leader}"))
     w.emit(f"{ck_next} = add i32 {ck}, 1")
     more = w.v(f"icmp ult i32 {ck_next}, {kt_n}")
-    clatch = w.current
-    w.cbr(more, "cloop", "cdone")
-    w.label("cdone")
-    w.lines[phis_at:phis_at] = [f"  {a} = phi float [{zero}, %consumer], [{o}, %{clatch}]"
+    cklatch = w.current
+    w.cbr(more, "ck", "ckdone")
+    w.lines[phis_at:phis_at] = [f"  {a} = phi float [0.0, %ctile_go], [{o}, %{cklatch}]"
                                 for a, o in zip(acc_in, acc)]
-    fin = [w.v(f"phi float [{zero}, %consumer], [{o}, %{clatch}]", "f") for o in acc]
-    fin = _tied(fin, "wgmma.wait_group.sync.aligned 0;", [], [], w)
+    w.label("ckdone")
+    acc = _tied(acc, "wgmma.wait_group.sync.aligned 0;", [], [], w)
+    _release(w, spec, bars, g, leader)  # the tile's last stage
+    w.br("cdone")
+    w.label("cdone")
+    fin = [w.v(f"phi float [0.0, %ctile_go], [{o}, %ckdone]", "f") for o in acc]
     _epilogue(w, spec, fin, c, t, m0, n0, m32, n32)
-    w.br("exit")
+    w.emit(f"{cit_out} = add i32 {cit}, {kt_n}")
+    w.emit(f"{ctile_next} = add i32 {ctile}, {grid}")
+    ctnext = w.current
+    w.br("ctile")
     w.label("exit")
     w.emit("ret void")
 
-    body = "\n".join(w.lines).replace("%PLATCH", f"%{platch}").replace("%CLATCH", f"%{clatch}")
+    body = "\n".join(w.lines)
+    for key, block in (("PTNEXT", "ptnext"), ("PKLATCH", pklatch), ("CTNEXT", ctnext), ("CKLATCH", cklatch)):
+        body = body.replace(f"%{key}]", f"%{block}]")
     kernel = (f"@tsr_smem = external addrspace(3) global [0 x i8], align 1024\n"
               f"define ptx_kernel void @{spec.name}({', '.join(params)}) "
               f"\"nvvm.maxntid\"=\"{spec.threads}\" \"nvvm.minctasm\"=\"1\" {{\n{body}\n}}\n")
     return module(kernel, extra_decls)
+
+
+def _tile_origin(w: Writer, spec: Sm90GemmSpec, tile: str, dims: tuple[str, str]) -> tuple[str, str]:
+    """(m0, n0) of tile number `tile`, numbered down groups of `group_m` tile rows so that consecutive tiles
+    share B's columns in L2."""
+    num_m, num_n = dims
+    gm = spec.group_m
+    in_group = w.v(f"mul i32 {num_n}, {gm}")
+    group = w.v(f"udiv i32 {tile}, {in_group}")
+    first_m = w.v(f"mul i32 {group}, {gm}")
+    left = w.v(f"sub i32 {num_m}, {first_m}")
+    small = w.v(f"icmp ult i32 {left}, {gm}")
+    gsz = w.v(f"select i1 {small}, i32 {left}, i32 {gm}")
+    r = w.v(f"urem i32 {tile}, {in_group}")
+    pm = w.v(f"urem i32 {r}, {gsz}")
+    pm = w.v(f"add i32 {first_m}, {pm}")
+    pn = w.v(f"udiv i32 {r}, {gsz}")
+    return w.v(f"mul i32 {pm}, {spec.bm}"), w.v(f"mul i32 {pn}, {spec.bn}")
+
+
+def _release(w: Writer, spec: Sm90GemmSpec, bars: str, g: str, cond: str) -> None:
+    """The leader of a consumer warpgroup marks the stage of global step `g` empty, where `cond` holds."""
+    s = w.v(f"urem i32 {g}, {spec.stages}")
+    s = w.v(f"shl i32 {s}, 3")
+    s = w.v(f"add i32 {bars}, {s}")
+    s = w.v(f"add i32 {s}, {8 * spec.stages}")
+    on = w.v(f"zext i1 {cond} to i32")
+    w.asm("{ .reg .pred p; setp.ne.b32 p, $1, 0; @p mbarrier.arrive.shared::cta.b64 _, [$0]; }", "r,r",
+          [("i32", s), ("i32", on)])
 
 
 def _epilogue(w: Writer, spec: Sm90GemmSpec, acc: list[str], c: str, t: str, m0: str, n0: str, m32: str,
@@ -346,15 +400,19 @@ def _apply(w: Writer, spec: Sm90GemmSpec, v: str, col64: str, idx: str, k: int, 
     for step in spec.epilogue:
         if step == "scale":
             v = w.v(f"fmul float {v}, {alpha}")
-        elif step == "relu":
-            v = w.v(f"call float @llvm.maxnum.f32(float {v}, float 0.0)")
+        elif step in ACTIVATIONS:
+            v = w.v(f"call float @tsr_act_{step}(float {v})")
         elif step in ("bias", "add"):
-            ptr, i = ("%bias", col64) if step == "bias" else ("%residual", idx)
+            ptr, i, dt = ("%bias", col64, spec.bias_dtype) if step == "bias" else \
+                ("%residual", idx, spec.residual_dtype)
             i = w.v(f"add i64 {i}, {k}")
             # a masked-off lane's address may be out of range: clamp it to element 0 rather than load there
             ok = w.v(f"icmp ult i64 {i}, " + ("%N" if step == "bias" else "%MN"))
             i = w.v(f"select i1 {ok}, i64 {i}, i64 0")
-            p = w.v(f"getelementptr float, ptr addrspace(1) {ptr}, i64 {i}")
-            x = w.v(f"load float, ptr addrspace(1) {p}, align 4")
+            ty = _OUT[dt]
+            p = w.v(f"getelementptr {ty}, ptr addrspace(1) {ptr}, i64 {i}")
+            x = w.v(f"load {ty}, ptr addrspace(1) {p}")
+            if ty != "float":
+                x = w.v(f"fpext {ty} {x} to float")
             v = w.v(f"fadd float {v}, {x}")
     return v

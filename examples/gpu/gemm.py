@@ -1,0 +1,29 @@
+"""Tensor-core GEMMs for NVIDIA Hopper (compile with --target ptx --arch sm_90a).
+
+    tessera-cc examples/gpu/gemm.py --target ptx --arch sm_90a -o gemm.tessera
+    python bench/gemm_gpu.py            # on the GPU: against cuBLAS (torch.matmul) and Triton
+"""
+
+from tessera import function, op, tensor, bf16, f16, f32
+
+
+@function
+def gemm_bf16(A: tensor[bf16, "M", "K"], B: tensor[bf16, "K", "N"]) -> tensor[bf16, "M", "N"]:
+    return op.matmul(A, B)
+
+
+@function
+def gemm_f16_f32(A: tensor[f16, "M", "K"], B: tensor[f16, "K", "N"]) -> tensor[f32, "M", "N"]:
+    return op.matmul(A, B, out_dtype=f32)
+
+
+# The fused epilogue of a transformer MLP's first layer: bias and GELU applied to the fp32 accumulator.
+@function
+def linear_gelu(X: tensor[bf16, "T", "D"], W: tensor[bf16, "D", "F"], b: tensor[bf16, "F"]) -> tensor[bf16, "T", "F"]:
+    return op.gelu(op.bias_add(op.matmul(X, W), b))
+
+
+# Scaled product plus a residual: alpha · (A @ B) + R.
+@function
+def scaled_residual(A: tensor[bf16, "M", "K"], B: tensor[bf16, "K", "N"], R: tensor[bf16, "M", "N"]) -> tensor[bf16, "M", "N"]:
+    return op.matmul(A, B) * 0.5 + R

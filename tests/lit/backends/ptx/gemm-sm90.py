@@ -1,0 +1,55 @@
+# A Graph IR matmul on sm_90a: its fusion group becomes the warp-specialized wgmma/TMA kernel
+# (backends/ptx/gemm_sm90.py), declared at the kernels stage and linked in as LLVM IR at llir.
+# RUN: tessera-cc %s --target ptx --arch sm_90a --compile-to=kernels | FileCheck %s --check-prefix=KERNELS
+# RUN: tessera-cc %s --target ptx --arch sm_90a --compile-to=ptx > %t.ptx
+# RUN: FileCheck %s --check-prefix=PTX < %t.ptx
+# RUN: FileCheck %s --check-prefix=PRODUCER < %t.ptx
+# RUN: FileCheck %s --check-prefix=CONSUMER < %t.ptx
+# RUN: FileCheck %s --check-prefix=EPILOGUE < %t.ptx
+# RUN: not tessera-cc %s --target ptx --arch sm_80 -o %t.tessera 2>&1 | FileCheck %s --check-prefix=SM80
+
+from tessera import function, op, tensor, bf16
+
+
+@function(tile=(128, 128, 64), stages=5)
+def linear_gelu(X: tensor[bf16, "T", "D"], W: tensor[bf16, "D", "F"], b: tensor[bf16, "F"]) -> tensor[bf16, "T", "F"]:
+    return op.gelu(op.bias_add(op.matmul(X, W), b))
+
+# The kernel has no MLIR body: its signature (A, B, C, bias, then the extents) and the LLVM IR.
+# KERNELS-LABEL: func.func private @linear_gelu__gemm0(
+# KERNELS-SAME:    memref<?x?xbf16> {tessera.dims = ["M", "K"], tessera.name = "A"}
+# KERNELS-SAME:    memref<?xbf16> {tessera.dims = ["N"], tessera.name = "bias"}
+# KERNELS-SAME:    tessera.kernel
+# KERNELS-SAME:    tessera.kernel_props = {epilogue = "bias,gelu", pipeline.stages = "5", ptx.tensor_maps = "A:0:64x128:128;B:1:64x64:128", tile.K = "64", tile.M = "128", tile.N = "128"}
+# KERNELS-SAME:    tessera.llvm_ir = "
+# KERNELS-SAME:    tessera.writes = array<i64: 2>
+
+# Two tensor maps by value, then A, B, C, bias and M, K, N; 3 warpgroups.
+# PTX-LABEL: .visible .entry linear_gelu__gemm0(
+# PTX-NEXT:    .param .align 64 .b8 linear_gelu__gemm0_param_0[128],
+# PTX-NEXT:    .param .align 64 .b8 linear_gelu__gemm0_param_1[128],
+# PTX:       .maxntid 384
+# PTX:         mbarrier.init.shared::cta.b64
+# PTX:         fence.mbarrier_init.release.cluster;
+# (LLVM places the two roles' code in either order.)
+# The producer gives registers away and issues the bulk tensor copies of a stage: A's box, B's two.
+# PRODUCER:         setmaxnreg.dec.sync.aligned.u32 40;
+# PRODUCER:         mbarrier.try_wait.parity.shared::cta.b64
+# PRODUCER:         mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r{{[0-9]+}}], 32768;
+# PRODUCER-COUNT-3: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+# The consumers: four k16 steps of m64n128 per stage, one group kept in flight.
+# CONSUMER:         setmaxnreg.inc.sync.aligned.u32 232;
+# CONSUMER:         wgmma.fence.sync.aligned;
+# CONSUMER-COUNT-4: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
+# CONSUMER:         wgmma.commit_group.sync.aligned;
+# CONSUMER:         wgmma.wait_group.sync.aligned 1;
+# CONSUMER:         mbarrier.arrive.shared::cta.b64
+# CONSUMER:         wgmma.wait_group.sync.aligned 0;
+# The epilogue: bias (bf16, widened; LLVM may hoist its loads above the wait), GELU inlined (no calls),
+# a predicated bf16x2 store.
+# EPILOGUE:     ld.global.b16
+# EPILOGUE-NOT: call
+# EPILOGUE:     cvt.rn.bf16x2.f32
+# EPILOGUE:     @p st.global.b32
+
+# SM80: error: matmul on the ptx target needs --arch sm_90a (its tensor-core GEMM), not sm_80

@@ -1,0 +1,97 @@
+"""The sm_90a tensor-core GEMM without a GPU: what the generator accepts, what a Graph IR matmul lowers to,
+the metadata the runtime needs (tensor maps, tile, epilogue), ptxas's view of the kernel, located refusals.
+
+Running it needs an H100/H200: tests/gpu/test_gemm_gpu.py.
+"""
+
+import pathlib
+
+import pytest
+
+from tessera import compiler, image
+from tessera.backends.ptx import gemm_sm90, ptxas
+from tessera.frontend import CompileError
+from tessera.options import CompileOptions
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "gpu" / "gemm.py"
+
+
+def _compile(source: str, arch: str = "sm_90a", filename: str = "k.py"):
+    return compiler.compile_source(source, filename, CompileOptions(target="ptx", arch=arch))
+
+
+@pytest.fixture(scope="module")
+def example():
+    return compiler.compile_source(EXAMPLE.read_text(), str(EXAMPLE), CompileOptions(target="ptx", arch="sm_90a"))
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"dtype": "f32"}, "bf16 or f16 operands"),
+    ({"out_dtype": "i8"}, "writes bf16, f16 or f32"),
+    ({"bn": 96}, "unsupported sm_90a GEMM tile"),
+    ({"consumers": 3}, "unsupported sm_90a GEMM tile"),
+    ({"stages": 5}, "227 KiB"),  # 5 stages of 128x256 need 241 KiB
+    ({"epilogue": ("softmax",)}, "unknown epilogue step"),
+    ({"epilogue": ("bias", "bias")}, "once each"),
+])
+def test_spec_refuses(kw, message):
+    with pytest.raises(ValueError, match=message):
+        gemm_sm90.Sm90GemmSpec("g", **kw)
+
+
+def test_spec_geometry():
+    s = gemm_sm90.Sm90GemmSpec("g", bn=256, consumers=2, stages=4)
+    assert (s.bm, s.threads, s.stage_bytes) == (128, 384, 48 * 1024)
+    assert s.smem_bytes == 4 * (48 * 1024 + 16) + 1024
+    assert s.tensor_maps == "A:0:64x128:128;B:1:64x64:128"
+    # one CTA per tile when launched so; the kernel strides over tiles when the grid is smaller
+    assert s.grid(1000, 1000) == (8 * 4, 1, 1)
+
+
+def test_kernels_signatures_and_properties(example):
+    kernels = {k.name: k for k in image.read_image(example.image).kernels}
+    k = kernels["linear_gelu__gemm0"]
+    assert [a.name for a in k.args] == ["A", "B", "C", "bias", "M", "K", "N"]
+    assert [a.flags & 1 for a in k.args[:4]] == [1, 1, 0, 1]  # bit 0: never written
+    assert k.props["epilogue"] == "bias,gelu"
+    assert k.props["ptx.tensor_maps"] == "A:0:64x128:128;B:1:64x64:128"
+    assert (k.props["tile.M"], k.props["pipeline.stages"]) == ("128", "4")
+    assert kernels["scaled_residual__gemm0"].props["epilogue"] == "scale,add"
+    assert kernels["gemm_f16_f32__gemm0"].args[2].dtype == 1  # f32
+    # the plan launches three warpgroups with the kernel's dynamic shared memory
+    step = example.metadata["plans"]["linear_gelu"]["steps"][0]
+    assert step["block"] == [384, 1, 1] and step["smem"] == gemm_sm90.Sm90GemmSpec("x").smem_bytes
+
+
+def test_small_problems_take_narrower_tiles():
+    src = """
+@function
+def f(A: tensor[bf16, 256, 512], B: tensor[bf16, 512, 512]) -> tensor[bf16, 256, 512]:
+    return A @ B
+"""
+    props = image.read_image(_compile(src).image).kernels[0].props
+    assert (props["tile.N"], props["pipeline.stages"]) == ("128", "6")
+
+
+@pytest.mark.skipif(ptxas.find() is None, reason="ptxas is not installed")
+def test_ptxas_resources(example):
+    # ptxas assembled the module while compiling; its report is the kernel's metadata: no spills in the plain
+    # GEMM, the 168-register cap of 384 threads at one CTA per SM (setmaxnreg moves registers at run time)
+    k = {k.name: k for k in image.read_image(example.image).kernels}["gemm_bf16__gemm0"]
+    assert k.regs == 168
+    assert "ptx.spill_bytes" not in k.props
+
+
+@pytest.mark.parametrize("source, arch, message", [
+    ("def f(A: tensor[bf16, 'M', 'K'], B: tensor[bf16, 'K', 'N']):\n    return A @ B", "sm_80",
+     "needs --arch sm_90a"),
+    ("def f(A: tensor[f32, 'M', 'K'], B: tensor[f32, 'K', 'N']):\n    return A @ B", "sm_90a",
+     "bf16 or f16 operands"),
+    ("def f(A: tensor[bf16, 'B', 'M', 'K'], B: tensor[bf16, 'B', 'K', 'N']):\n    return A @ B", "sm_90a",
+     "2-D rhs only"),
+])
+def test_refusals_are_located(source, arch, message):
+    with pytest.raises(CompileError, match=message) as e:
+        _compile("@function\n" + source, arch, "user.py")
+    assert e.value.filename == "user.py" and e.value.line == 3
