@@ -68,7 +68,8 @@ def _backend(name: str, options: CompileOptions, arch: str | None):
         backend, default = AMDGPUBackend, "gfx942"
     elif name == "spirv":
         from .backends.spirv import SPIRVBackend
-        return SPIRVBackend(SPIRVBackend.Options(opt_level=options.opt_level))
+        return SPIRVBackend(SPIRVBackend.Options(opt_level=options.opt_level,
+                                                 contraction=options.numerics != "strict"))
     else:
         raise CompileError(f"unknown target '{name}' (available: {', '.join(TARGETS)})")
     try:

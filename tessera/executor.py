@@ -1,7 +1,12 @@
-"""Runs Graph IR functions from an image on the CPU: the plan's kernels, in order, through libtessera.
+"""Runs Graph IR functions from an image: the plan's kernels, in order, through libtessera.
 
     prog = tessera.executor.load("model.tessera")
     Y = prog.mlp(X, W1, b1, W2)
+
+On the CPU backend the tensors are numpy arrays, used in place. On a backend with memory of its own (a
+context passed to `load`, e.g. ``runtime._runtime.Context("opencl")`` for a spirv image) inputs are copied
+to device arrays, intermediates are device allocations (each its own: the runtime's pool reuses their
+blocks) and results are copied back.
 
 Inputs are numpy arrays of the parameters' dtypes (bf16 parameters take float32 arrays, rounded to bf16);
 intermediate and result tensors are allocated per call; results come back as numpy arrays (bf16 as float32).
@@ -40,6 +45,7 @@ class Function:
         self.name = name
         self.plan = plan
         self.module = module
+        self.device = module.context.backend not in runtime._HOST_MEMORY  # tensors live in device arrays
 
     def __call__(self, *arrays):
         p = self.plan
@@ -62,7 +68,7 @@ class Function:
                     if env.setdefault(d, n) != n:
                         raise ValueError(f"argument '{pname}' has {d} = {n} on axis {axis}, but an earlier "
                                          f"argument has {d} = {env[d]}")
-            store[vid] = _to_storage(a, spec["dtype"])
+            store[vid] = self._placed(_to_storage(a, spec["dtype"]))
         self._check_same_extents(env)
         for step in p["steps"]:
             if "alias" in step:
@@ -76,7 +82,8 @@ class Function:
                 store[step["alias"]] = source.reshape(shape)
                 continue
             self._launch(step, store, env)
-        outs = [_from_storage(store[v], p["values"][v]["dtype"]) for v in p["results"]]
+        outs = [_from_storage(store[v].numpy() if self.device else store[v], p["values"][v]["dtype"])
+                for v in p["results"]]
         for index, value in zip(p.get("outputs", []), outs):  # a tile program writes its outputs in place
             np.copyto(arrays[index], value.reshape(np.shape(arrays[index])), casting="same_kind")
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -92,6 +99,9 @@ class Function:
                 raise ValueError(f"'{self.name}': {where[a]} = {env[a]} and {where[b]} = {env[b]} must be equal "
                                  f"(rows of the same tile.range blocks)")
 
+    def _placed(self, x: np.ndarray):
+        return runtime.DeviceArray.from_numpy(x, self.module.context) if self.device else x
+
     def _tensor(self, vid: str, store: dict, env: dict) -> np.ndarray:
         if vid not in store:
             store[vid] = self._allocate(vid, store, env)
@@ -103,6 +113,8 @@ class Function:
         spec = self.plan["values"][vid]
         shape = [plans.evaluate(d, env) for d in spec["dims"]]
         dtype = np.dtype(_NUMPY[spec["dtype"]])
+        if self.device:
+            return runtime.DeviceArray(shape, dtype, self.module.context)
         if "buffer" not in spec:
             return np.empty(shape, dtype=dtype)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
@@ -132,6 +144,9 @@ class Function:
             kernel(*args, grid=grid, block=tuple(step["block"]))
             return
         # one launch per batch entry, on contiguous slices of the batched tensors
+        if self.device:
+            raise ValueError(f"'{self.name}': a batched GEMM step runs in host memory only (device arrays have "
+                             f"no slices yet)")
         batched = [isinstance(a, np.ndarray) and "value" in spec and spec["shape"][:1] == [step["batch"]]
                    for a, spec in zip(args, step["args"])]
         count = local[step["batch"]]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
+
+from .numerics import profiles
 
 
 @dataclass(frozen=True)
@@ -16,6 +18,12 @@ class CompileOptions:
     opt_level: int = 3
     warp_size: int = 32
     hints: tuple[tuple[str, int], ...] = ()   # schedule hints over every function's own (autotuning)
+    numerics: str = field(default_factory=profiles.current)  # "default" or "strict" (numerics/profiles.py)
+
+    def __post_init__(self):
+        if self.numerics not in profiles.PROFILES:
+            raise ValueError(f"unknown numerics profile {self.numerics!r}; the profiles are "
+                             f"{', '.join(profiles.PROFILES)}")
 
     def hash(self) -> str:
         key = "_".join(f"{f.name}-{getattr(self, f.name)}" for f in fields(self))

@@ -18,8 +18,12 @@ import threading
 
 import numpy as np
 
-from . import _runtime
-from .abi import DIM, SCALAR, TENSOR
+from . import opencl_icd
+
+opencl_icd.register()  # before libtessera first asks OpenCL for its platforms (opencl_icd.py)
+
+from . import _runtime  # noqa: E402
+from .abi import DIM, SCALAR, TENSOR  # noqa: E402
 from .frontend import dtypes
 from .image import read_image
 
@@ -38,7 +42,7 @@ _TORCH["torch.bfloat16"] = np.dtype(np.uint16)  # bf16 travels as its bit patter
 # Backends whose device memory is host memory, so that numpy arrays are used in place.
 _HOST_MEMORY = {"cpu"}
 # The image `target` each backend runs.
-_TARGET = {"cpu": "cpu", "cuda": "ptx"}
+_TARGET = {"cpu": "cpu", "cuda": "ptx", "opencl": "spirv"}
 
 _default_lock = threading.Lock()
 _default: _runtime.Context | None = None
@@ -137,6 +141,10 @@ class DeviceArray:
     @property
     def ndim(self) -> int:
         return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
 
     def copy_from(self, array) -> None:
         array = np.ascontiguousarray(array, dtype=self.dtype)
@@ -276,7 +284,7 @@ class Kernel:
                 raise TypeError(f"{where} must be a numpy array of {dt.name}, got {type(v).__name__}")
             return v.dtype, v.shape, v.flags.c_contiguous, v.ctypes.data
         if isinstance(v, np.ndarray):
-            raise TypeError(f"{where} is a numpy array, in host memory, but '{self.name}' runs on a GPU: pass a "
+            raise TypeError(f"{where} is a numpy array, in host memory, but '{self.name}' runs on a device: pass a "
                             f"tessera.runtime.DeviceArray (DeviceArray.from_numpy) or a CUDA tensor")
         if type(v).__module__ == "torch" and getattr(v, "is_cuda", False):
             # PyTorch builds __cuda_array_interface__ anew on every access, at a cost that dominates small

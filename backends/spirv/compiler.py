@@ -16,6 +16,7 @@ shuffles and warp ids were lowered for, so that warp code means on an Intel GPU 
 from __future__ import annotations
 
 import hashlib
+import struct
 from dataclasses import dataclass, fields
 
 from ...mlir import arith, gpu, ir, passmanager
@@ -38,6 +39,7 @@ TO_SPIRV = ",".join(["gpu.module(convert-math-to-spirv)", "convert-gpu-to-spirv{
 @dataclass(frozen=True)
 class SPIRVOptions:
     opt_level: int = 3   # kept for the common interface; the SPIR-V consumer (the driver) optimizes
+    contraction: bool = True  # False (numerics profile "strict"): the driver may not fuse a*b+c
 
     def hash(self) -> str:
         key = "_".join(f"{f.name}-{getattr(self, f.name)}" for f in fields(self))
@@ -98,10 +100,35 @@ def make_spirv(mod: ir.Module, metadata: dict, options: SPIRVOptions) -> ir.Modu
     return mod
 
 
+OP_ENTRY_POINT, OP_EXECUTION_MODE, OP_EXECUTION_MODE_ID = 15, 16, 331
+CONTRACTION_OFF = 31
+
+
+def contraction_off(spv: bytes) -> bytes:
+    """The module with `OpExecutionMode %k ContractionOff` for every entry point, after the execution modes
+    it has (the logical layout's place for them): OpenCL drivers otherwise fuse multiplies and adds."""
+    words = list(struct.unpack(f"<{len(spv) // 4}I", spv))
+    entries, end, i = [], 5, 5   # after the 5-word header
+    while i < len(words):
+        count, opcode = words[i] >> 16, words[i] & 0xFFFF
+        if count == 0:
+            raise ValueError("internal compiler error: a SPIR-V instruction of 0 words")
+        if opcode == OP_ENTRY_POINT:
+            entries.append(words[i + 2])
+        if opcode in (OP_ENTRY_POINT, OP_EXECUTION_MODE, OP_EXECUTION_MODE_ID):
+            end = i + count
+        i += count
+    modes = [w for e in entries for w in ((3 << 16) | OP_EXECUTION_MODE, e, CONTRACTION_OFF)]
+    out = words[:end] + modes + words[end:]
+    return struct.pack(f"<{len(out)}I", *out)
+
+
 def make_spv(mod: ir.Module, metadata: dict, options: SPIRVOptions) -> bytes:
     passmanager.PassManager.parse("builtin.module(gpu-module-to-binary)").run(mod.operation)
     binary = next(op for op in mod.body.operations if op.operation.name == "gpu.binary")
     spv = gpu.ObjectAttr(binary.attributes["objects"][0]).object
+    if not options.contraction:
+        spv = contraction_off(spv)
     tool = spirv_val.find()
     if tool:
         try:
@@ -133,6 +160,11 @@ class SPIRVBackend:
         # 128 bits: one 16-byte access per work-item; the core count (Xe cores of a Max 1550: 128) is a
         # placeholder, as the compiler does not know the device and no phase sizes work by it yet.
         return TargetInfo("spirv", 128, SUBGROUP, frozenset({"f32", "f64"}), 128)
+
+    @staticmethod
+    def gemm_lowering(*args):
+        from .gemm_lowering import lower
+        return lower(*args)
 
     def entry_symbol(self, kernel: str) -> str:
         return kernel  # the OpEntryPoint's name, which clCreateKernel and zeKernelCreate look up

@@ -8,9 +8,10 @@
 
 extern const tsr_backend_t tsr_cpu_backend;
 extern const tsr_backend_t tsr_cuda_backend;
+extern const tsr_backend_t tsr_opencl_backend;
 
-/* The CUDA backend is always built: it loads the driver at run time and is unavailable where there is none. */
-static const tsr_backend_t* const built[] = {&tsr_cpu_backend, &tsr_cuda_backend};
+/* The GPU backends are always built: each loads its driver at run time and is unavailable where there is none. */
+static const tsr_backend_t* const built[] = {&tsr_cpu_backend, &tsr_cuda_backend, &tsr_opencl_backend};
 enum { BUILT_COUNT = sizeof built / sizeof built[0] };
 
 /* Other names a backend is asked for by: the spec names backends by their code ("ptx"); people by their
@@ -20,7 +21,7 @@ static const char* const aliases[][2] = {{"ptx", "cuda"}, {"hip", "rocm"}, {"lev
 
 /* Backends the spec names that this build does not have, so that asking for one says "not built" rather than
  * "unknown". */
-static const char* const absent[] = {"rocm", "level_zero", "opencl"};
+static const char* const absent[] = {"rocm", "level_zero"};
 
 static bool available(const tsr_backend_t* b) { return b->unavailable() == NULL; }
 

@@ -20,6 +20,8 @@ typedef struct tsr_backend_launch {
   int32_t priority;   /* scheduling hints */
   uint64_t affinity;
   void** args;        /* one pointer per argument (docs/image-format.md, "Launch arguments") */
+  size_t nargs;       /* and their descriptions: backends that set arguments one by one by size */
+  const tsr_arg_info_t* arg_info;  /* (Level Zero, OpenCL) size them with tsr_arg_value_size (launch.h) */
   bool guarded;       /* debug mode: catch faults of the kernel instead of crashing */
 } tsr_backend_launch_t;
 

@@ -260,7 +260,7 @@ tsr_status_t tsr_launch_run(const tsr_launch_record_t* r) {
   tsr_backend_launch_t bl = {.entry = k->entry, .grid = {r->grid[0], r->grid[1], r->grid[2]},
                              .block = {r->block[0], r->block[1], r->block[2]}, .smem_bytes = r->smem_bytes,
                              .priority = r->priority, .affinity = r->affinity, .args = r->args,
-                             .guarded = ctx->debug};
+                             .nargs = r->nargs, .arg_info = k->args, .guarded = ctx->debug};
   tsr_fault_t fault;
   tsr_status_t st = ctx->backend->launch(ctx->backend_state, &bl, &fault);
   if (st == TSR_ERROR_MEMORY_FAULT) st = report_fault(r, &fault);
