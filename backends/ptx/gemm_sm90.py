@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import hopper as hp
 from .nvvm_text import Writer, module
 
 BK = 64                  # one 128-byte swizzle row of a 16-bit type
@@ -97,41 +98,6 @@ class Sm90GemmSpec:
         return (-(-m // self.bm) * -(-n // self.bn), 1, 1)
 
 
-def _desc(w: Writer, addr: str, lbo: int, sbo: int) -> str:
-    """A wgmma shared-memory matrix descriptor: start address, leading and stride byte offsets (all >> 4),
-    128-byte swizzle (mode 1 in bits 62-63)."""
-    start = w.v(f"lshr i32 {addr}, 4")
-    start = w.v(f"and i32 {start}, 16383")
-    wide = w.v(f"zext i32 {start} to i64")
-    const = (lbo >> 4) << 16 | (sbo >> 4) << 32 | 1 << 62
-    return w.v(f"or i64 {wide}, {const}")
-
-
-def _wait(w: Writer, bar: str, parity: str) -> None:
-    head, done = w.fresh_label("wait"), w.fresh_label("waited")
-    w.br(head)
-    w.label(head)
-    ok = w.asm("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2; selp.b32 $0, 1, 0, p; }",
-               "=r,r,r", [("i32", bar), ("i32", parity)], ret="i32")
-    c = w.v(f"icmp ne i32 {ok}, 0")
-    w.cbr(c, done, head)
-    w.label(done)
-
-
-def _tied(acc: list[str], text: str, extra: list[tuple[str, str]], extra_constraints: list[str],
-          w: Writer) -> list[str]:
-    """Inline PTX that reads and writes the accumulator registers in place; returns the new values."""
-    n = len(acc)
-    regs = ", ".join(f"${i}" for i in range(n))
-    text = text.replace("{ACC}", "{" + regs + "}")
-    for j in range(len(extra)):
-        text = text.replace(f"{{X{j}}}", f"${2 * n + j}")
-    ty = "{" + ", ".join(["float"] * n) + "}"
-    constraints = ",".join(["=f"] * n + [str(i) for i in range(n)] + extra_constraints)
-    res = w.asm(text, constraints, [("float", a) for a in acc] + extra, ret=ty, hint="acc")
-    return [w.v(f"extractvalue {ty} {res}, {i}", "d") for i in range(n)]
-
-
 def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     """The kernel as NVPTX LLVM IR text, with `activations` (the definitions of its epilogue's
     ``@tsr_act_*`` functions; declarations when empty). Parameters: the A and B tensor maps, then the launch
@@ -181,8 +147,8 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     for s in range(S):
         full = w.v(f"add i32 {bars}, {8 * s}")
         empty = w.v(f"add i32 {bars}, {8 * (S + s)}")
-        w.asm("mbarrier.init.shared::cta.b64 [$0], 1;", "r", [("i32", full)])
-        w.asm(f"mbarrier.init.shared::cta.b64 [$0], {spec.consumers};", "r", [("i32", empty)])
+        hp.mbar_init(w, full, 1)
+        hp.mbar_init(w, empty, spec.consumers)
     w.asm("fence.mbarrier_init.release.cluster;")
     w.br("roles")
     w.label("roles")
@@ -220,18 +186,15 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     s8 = w.v(f"shl i32 {s}, 3")
     full = w.v(f"add i32 {bars}, {s8}")
     empty = w.v(f"add i32 {full}, {8 * S}")
-    _wait(w, empty, pe)
-    w.asm(f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {stage};", "r", [("i32", full)])
+    hp.mbar_wait(w, empty, pe)
+    hp.mbar_expect(w, full, stage)
     sa = w.v(f"mul i32 {s}, {stage}")
     sa = w.v(f"add i32 {base}, {sa}")
     k0 = w.v(f"mul i32 {kt}, {BK}")
-    tma = ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
-           "[$0], [$1, {$2, $3}], [$4];")
-    w.asm(tma, "r,l,r,r,r", [("i32", sa), ("i64", tmA), ("i32", k0), ("i32", m0), ("i32", full)])
+    hp.tma_load(w, sa, tmA, [k0, m0], full)
     for j in range(BN // 64):
         dst = w.v(f"add i32 {sa}, {BM * BK * 2 + j * 64 * BK * 2}")
-        col = w.v(f"add i32 {n0}, {64 * j}")
-        w.asm(tma, "r,l,r,r,r", [("i32", dst), ("i64", tmB), ("i32", col), ("i32", k0), ("i32", full)])
+        hp.tma_load(w, dst, tmB, [w.v(f"add i32 {n0}, {64 * j}"), k0], full)
     w.emit(f"{kt_next} = add i32 {kt}, 1")
     more = w.v(f"icmp ult i32 {kt_next}, {kt_n}")
     pklatch = w.current
@@ -271,25 +234,23 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     ph = w.v(f"and i32 {ph}, 1")
     s8 = w.v(f"shl i32 {s}, 3")
     full = w.v(f"add i32 {bars}, {s8}")
-    _wait(w, full, ph)
+    hp.mbar_wait(w, full, ph)
     sa = w.v(f"mul i32 {s}, {stage}")
     sa = w.v(f"add i32 {base}, {sa}")
     a_base = w.v(f"add i32 {sa}, {a_off}")
     b_base = w.v(f"add i32 {sa}, {BM * BK * 2}")
     acc = acc_in
-    w.asm("wgmma.fence.sync.aligned;")
+    hp.fence(w)
     for k in range(BK // 16):
-        a_addr = w.v(f"add i32 {a_base}, {32 * k}")
-        b_addr = w.v(f"add i32 {b_base}, {16 * 128 * k}")
-        da = _desc(w, a_addr, 16, 1024)
-        db = _desc(w, b_addr, 64 * BK * 2, 1024)
-        acc = _tied(acc, f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.{et}.{et} {{ACC}}, {{X0}}, {{X1}}, "
-                         "1, 1, 1, 0, 1;", [("i64", da), ("i64", db)], ["l", "l"], w)
-    w.asm("wgmma.commit_group.sync.aligned;")
-    acc = _tied(acc, "wgmma.wait_group.sync.aligned 1;", [], [], w)
+        # A: K-major rows of the consumer's 64; B: MN-major, 64-column chunks one TMA box (64·BK·2 B) apart
+        da = hp.desc(w, w.v(f"add i32 {a_base}, {32 * k}"), 16, hp.ATOM)
+        db = hp.desc(w, w.v(f"add i32 {b_base}, {16 * hp.SWIZZLE_ROW * k}"), 64 * BK * 2, hp.ATOM)
+        acc = hp.wgmma_ss(w, acc, et, da, db, trans_b=1)
+    hp.commit(w)
+    acc = hp.wait_group(w, acc, 1)
     # the stage read one step ago is free now
     had = w.v(f"icmp ugt i32 {ck}, 0")
-    _release(w, spec, bars, w.v(f"add i32 {g}, {S - 1}"), w.v(f"and i1 {had}, {leader}"))
+    hp.mbar_arrive_if(w, _empty(w, spec, bars, w.v(f"add i32 {g}, {S - 1}")), w.v(f"and i1 {had}, {leader}"))
     w.emit(f"{ck_next} = add i32 {ck}, 1")
     more = w.v(f"icmp ult i32 {ck_next}, {kt_n}")
     cklatch = w.current
@@ -297,8 +258,8 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     w.lines[phis_at:phis_at] = [f"  {a} = phi float [0.0, %ctile_go], [{o}, %{cklatch}]"
                                 for a, o in zip(acc_in, acc)]
     w.label("ckdone")
-    acc = _tied(acc, "wgmma.wait_group.sync.aligned 0;", [], [], w)
-    _release(w, spec, bars, g, leader)  # the tile's last stage
+    acc = hp.wait_group(w, acc, 0)
+    hp.mbar_arrive_if(w, _empty(w, spec, bars, g), leader)  # the tile's last stage
     w.br("cdone")
     w.label("cdone")
     fin = [w.v(f"phi float [0.0, %ctile_go], [{o}, %ckdone]", "f") for o in acc]
@@ -337,15 +298,12 @@ def _tile_origin(w: Writer, spec: Sm90GemmSpec, tile: str, dims: tuple[str, str]
     return w.v(f"mul i32 {pm}, {spec.bm}"), w.v(f"mul i32 {pn}, {spec.bn}")
 
 
-def _release(w: Writer, spec: Sm90GemmSpec, bars: str, g: str, cond: str) -> None:
-    """The leader of a consumer warpgroup marks the stage of global step `g` empty, where `cond` holds."""
+def _empty(w: Writer, spec: Sm90GemmSpec, bars: str, g: str) -> str:
+    """The `empty` mbarrier of the stage of global step `g`."""
     s = w.v(f"urem i32 {g}, {spec.stages}")
     s = w.v(f"shl i32 {s}, 3")
     s = w.v(f"add i32 {bars}, {s}")
-    s = w.v(f"add i32 {s}, {8 * spec.stages}")
-    on = w.v(f"zext i1 {cond} to i32")
-    w.asm("{ .reg .pred p; setp.ne.b32 p, $1, 0; @p mbarrier.arrive.shared::cta.b64 _, [$0]; }", "r,r",
-          [("i32", s), ("i32", on)])
+    return w.v(f"add i32 {s}, {8 * spec.stages}")
 
 
 def _epilogue(w: Writer, spec: Sm90GemmSpec, acc: list[str], c: str, t: str, m0: str, n0: str, m32: str,

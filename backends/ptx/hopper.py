@@ -1,0 +1,102 @@
+"""Hopper (sm_90a) building blocks as inline PTX in NVPTX LLVM IR text: mbarriers, TMA bulk tensor copies,
+and wgmma on shared-memory descriptors or register fragments. Shared by the generated GEMM
+(gemm_sm90.py) and attention (attention_sm90.py) kernels.
+
+Shared-memory operands are laid out as TMA writes them with 128-byte swizzling: rows of 128 bytes, 8-row
+atoms of 1024 bytes, which is what a wgmma descriptor with swizzle mode 1 describes.
+"""
+
+from __future__ import annotations
+
+from .nvvm_text import Writer
+
+SWIZZLE_ROW = 128        # bytes of one swizzled row: 64 elements of a 16-bit type
+ATOM = 1024              # 8 swizzled rows
+
+
+def desc(w: Writer, addr: str, lbo: int, sbo: int) -> str:
+    """A wgmma shared-memory matrix descriptor: start address, leading and stride byte offsets (each >> 4),
+    128-byte swizzle (mode 1 in bits 62-63). K-major operands: rows of K at 128 bytes, 8-row groups `sbo`
+    apart (lbo unused); MN-major: 8 K-rows at 128 bytes, `sbo` between groups of 8 K-rows, `lbo` between
+    64-wide chunks of MN."""
+    start = w.v(f"lshr i32 {addr}, 4")
+    start = w.v(f"and i32 {start}, 16383")
+    wide = w.v(f"zext i32 {start} to i64")
+    const = (lbo >> 4) << 16 | (sbo >> 4) << 32 | 1 << 62
+    return w.v(f"or i64 {wide}, {const}")
+
+
+def mbar_init(w: Writer, bar: str, count: int) -> None:
+    w.asm(f"mbarrier.init.shared::cta.b64 [$0], {count};", "r", [("i32", bar)])
+
+
+def mbar_wait(w: Writer, bar: str, parity: str) -> None:
+    """Spins until the phase of `bar` with `parity` has completed."""
+    head, done = w.fresh_label("wait"), w.fresh_label("waited")
+    w.br(head)
+    w.label(head)
+    ok = w.asm("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2; selp.b32 $0, 1, 0, p; }",
+               "=r,r,r", [("i32", bar), ("i32", parity)], ret="i32")
+    c = w.v(f"icmp ne i32 {ok}, 0")
+    w.cbr(c, done, head)
+    w.label(done)
+
+
+def mbar_expect(w: Writer, bar: str, nbytes: int) -> None:
+    """Arrives on `bar`, which completes once `nbytes` of bulk copies have landed too."""
+    w.asm(f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {nbytes};", "r", [("i32", bar)])
+
+
+def mbar_arrive_if(w: Writer, bar: str, cond: str) -> None:
+    on = w.v(f"zext i1 {cond} to i32")
+    w.asm("{ .reg .pred p; setp.ne.b32 p, $1, 0; @p mbarrier.arrive.shared::cta.b64 _, [$0]; }", "r,r",
+          [("i32", bar), ("i32", on)])
+
+
+def tma_load(w: Writer, dst: str, tmap: str, coords: list[str], bar: str) -> None:
+    """A bulk tensor copy of the box at `coords` (innermost first) of the map at generic address `tmap`."""
+    n = len(coords)
+    slots = ", ".join(f"${2 + i}" for i in range(n))
+    w.asm(f"cp.async.bulk.tensor.{n}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+          f"[$0], [$1, {{{slots}}}], [${2 + n}];", ",".join(["r", "l"] + ["r"] * n + ["r"]),
+          [("i32", dst), ("i64", tmap)] + [("i32", c) for c in coords] + [("i32", bar)])
+
+
+def tied(w: Writer, acc: list[str], text: str, extra: list[tuple[str, str]] = (),
+         extra_constraints: list[str] = ()) -> list[str]:
+    """Inline PTX that reads and writes the fp32 accumulator registers in place (`{ACC}` in `text`; `{Xi}`
+    the extra operands); returns the new values. Tying keeps every later use after this instruction."""
+    n = len(acc)
+    text = text.replace("{ACC}", "{" + ", ".join(f"${i}" for i in range(n)) + "}")
+    for j in range(len(extra)):
+        text = text.replace(f"{{X{j}}}", f"${2 * n + j}")
+    ty = "{" + ", ".join(["float"] * n) + "}"
+    constraints = ",".join(["=f"] * n + [str(i) for i in range(n)] + list(extra_constraints))
+    res = w.asm(text, constraints, [("float", a) for a in acc] + list(extra), ret=ty, hint="acc")
+    return [w.v(f"extractvalue {ty} {res}, {i}", "d") for i in range(n)]
+
+
+def wgmma_ss(w: Writer, acc: list[str], et: str, da: str, db: str, trans_b: int) -> list[str]:
+    """acc += A·B, m64nNk16, both operands from shared memory (A K-major)."""
+    return tied(w, acc, f"wgmma.mma_async.sync.aligned.m64n{2 * len(acc)}k16.f32.{et}.{et} {{ACC}}, {{X0}}, "
+                        f"{{X1}}, 1, 1, 1, 0, {trans_b};", [("i64", da), ("i64", db)], ["l", "l"])
+
+
+def wgmma_rs(w: Writer, acc: list[str], et: str, a: list[str], db: str, trans_b: int) -> list[str]:
+    """acc += A·B, m64nNk16, A from four registers of packed pairs (the accumulator layout of a previous
+    product), B from shared memory."""
+    return tied(w, acc, f"wgmma.mma_async.sync.aligned.m64n{2 * len(acc)}k16.f32.{et}.{et} {{ACC}}, "
+                        f"{{{{X0}}, {{X1}}, {{X2}}, {{X3}}}}, {{X4}}, 1, 1, 1, {trans_b};",
+                [("i32", x) for x in a] + [("i64", db)], ["r", "r", "r", "r", "l"])
+
+
+def fence(w: Writer) -> None:
+    w.asm("wgmma.fence.sync.aligned;")
+
+
+def commit(w: Writer) -> None:
+    w.asm("wgmma.commit_group.sync.aligned;")
+
+
+def wait_group(w: Writer, acc: list[str], pending: int) -> list[str]:
+    return tied(w, acc, f"wgmma.wait_group.sync.aligned {pending};")
