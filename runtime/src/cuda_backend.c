@@ -5,10 +5,12 @@
  * one the CUDA runtime — and so PyTorch, CuPy … — uses: device pointers move freely between them. Every
  * entry makes that context current for its call only (push/pop), so any host thread may call any entry.
  *
- * The table's contract is that a launch runs to completion; a launch goes to the calling thread's
- * per-thread default stream and is waited for. Tessera streams run their launches on their own executor
- * threads (stream.c), so launches of different Tessera streams overlap on the GPU; a launch after work
- * another library queued on CUDA's legacy default stream waits for that work, as a blocking stream does.
+ * Work on the NULL stream (`launch`, `copy`) goes to the calling thread's per-thread default stream and is
+ * waited for. A Tessera stream is a CUstream of its own (the queue entries): launches, copies and event
+ * operations are handed to the driver and the call returns; nothing waits until a synchronize or query.
+ * Both kinds are blocking CUDA streams: they wait for work another library (PyTorch) queued on CUDA's legacy
+ * default stream, and that stream waits for them, but they do not wait for each other. A graph is built by
+ * capturing the recorded work on a private stream into a CUDA graph, replayed by cuGraphLaunch.
  *
  * Every CUresult becomes a status with the driver's own name and description of the error. An error that
  * ends the CUDA context (an illegal address, a trap) also ends every later call of the process on this
@@ -28,9 +30,16 @@ typedef struct cuda_state {
   int cc_major, cc_minor;
   int max_block[3], max_grid[3];
   int max_threads, max_smem, warp_size, sms;
+  int least_priority, greatest_priority;  /* CUDA stream priorities: lower numbers run first */
   size_t total_memory;
   char name[128];
 } cuda_state_t;
+
+/* A queue: a Tessera stream, or a graph being recorded. */
+typedef struct cuda_queue {
+  CUstream stream;
+  bool recording;  /* capturing into a graph: event operations become event nodes */
+} cuda_queue_t;
 
 typedef struct cuda_code {
   const tsr_cuda_driver_t* cu;
@@ -135,6 +144,11 @@ static tsr_status_t create(const tsr_context_options_t* options, void** out_stat
     st = cuda_fail(r, TSR_ERROR_INIT_FAIL, "querying the GPU");
   if (!st && (r = s->cu->cuDeviceGetName(s->name, sizeof s->name, s->device)))
     st = cuda_fail(r, TSR_ERROR_INIT_FAIL, "querying the GPU");
+  if (!st && !(st = enter(s->cu, s->context, "querying the GPU"))) {
+    r = s->cu->cuCtxGetStreamPriorityRange(&s->least_priority, &s->greatest_priority);
+    leave(s->cu);
+    if (r) st = cuda_fail(r, TSR_ERROR_INIT_FAIL, "querying the GPU's stream priorities");
+  }
   if (st) {
     s->cu->cuDevicePrimaryCtxRelease(s->device);
     free(s);
@@ -236,6 +250,8 @@ static bool code_entry(void* code_ptr, const char* symbol, const void** out) {
 static void code_unload(void* code_ptr) {
   cuda_code_t* code = code_ptr;
   if (!enter(code->cu, code->context, "unloading a module")) {
+    /* Launches of its kernels may still be queued on streams or in replays of graphs. */
+    code->cu->cuCtxSynchronize();
     code->cu->cuModuleUnload(code->module);
     leave(code->cu);
   }
@@ -263,6 +279,22 @@ static void mem_free(void* state, void* ptr) {
   leave(s->cu);
 }
 
+/* The stream of a queue; NULL: the calling thread's per-thread default stream. */
+static CUstream stream_of(void* queue) { return queue ? ((cuda_queue_t*)queue)->stream : TSR_CU_STREAM_PER_THREAD; }
+
+/* Queues a copy on `stream` (context current). Unified addressing tells host from device memory for the
+ * kinds that do not say. */
+static CUresult enqueue_copy(const tsr_cuda_driver_t* cu, CUstream stream, void* dst, const void* src,
+                             size_t bytes, tsr_memcpy_kind_t kind) {
+  CUdeviceptr d = (CUdeviceptr)(uintptr_t)dst, sp = (CUdeviceptr)(uintptr_t)src;
+  switch (kind) {
+    case TSR_MEMCPY_HOST_TO_DEVICE: return cu->cuMemcpyHtoDAsync(d, src, bytes, stream);
+    case TSR_MEMCPY_DEVICE_TO_HOST: return cu->cuMemcpyDtoHAsync(dst, sp, bytes, stream);
+    case TSR_MEMCPY_DEVICE_TO_DEVICE: return cu->cuMemcpyDtoDAsync(d, sp, bytes, stream);
+    default: return cu->cuMemcpyAsync(d, sp, bytes, stream);
+  }
+}
+
 static tsr_status_t copy(void* state, void* dst, const void* src, size_t bytes, tsr_memcpy_kind_t kind) {
   cuda_state_t* s = state;
   if (kind == TSR_MEMCPY_HOST_TO_HOST) {
@@ -271,23 +303,79 @@ static tsr_status_t copy(void* state, void* dst, const void* src, size_t bytes, 
   }
   tsr_status_t st = enter(s->cu, s->context, "tsrMemcpy");
   if (st) return st;
-  CUdeviceptr d = (CUdeviceptr)(uintptr_t)dst, sp = (CUdeviceptr)(uintptr_t)src;
-  CUresult r;
-  switch (kind) {
-    case TSR_MEMCPY_HOST_TO_DEVICE: r = s->cu->cuMemcpyHtoD(d, src, bytes); break;
-    case TSR_MEMCPY_DEVICE_TO_HOST: r = s->cu->cuMemcpyDtoH(dst, sp, bytes); break;
-    case TSR_MEMCPY_DEVICE_TO_DEVICE: r = s->cu->cuMemcpyDtoD(d, sp, bytes); break;
-    default: r = s->cu->cuMemcpy(d, sp, bytes); break;  /* unified addressing tells the sides apart */
-  }
+  /* On the per-thread stream, not the legacy default one: a copy on the NULL stream does not wait for work
+   * queued on Tessera streams (no implicit barrier), as on every backend. */
+  CUresult r = enqueue_copy(s->cu, TSR_CU_STREAM_PER_THREAD, dst, src, bytes, kind);
+  if (!r) r = s->cu->cuStreamSynchronize(TSR_CU_STREAM_PER_THREAD);
   leave(s->cu);
   return r ? cuda_fail(r, TSR_ERROR_INVALID_VALUE, "tsrMemcpy") : TSR_SUCCESS;
 }
 
+static tsr_status_t queue_copy(void* state, void* queue, void* dst, const void* src, size_t bytes,
+                               tsr_memcpy_kind_t kind) {
+  cuda_state_t* s = state;
+  tsr_status_t st = enter(s->cu, s->context, "tsrMemcpyAsync");
+  if (st) return st;
+  CUresult r = enqueue_copy(s->cu, stream_of(queue), dst, src, bytes, kind);
+  leave(s->cu);
+  return r ? cuda_fail(r, TSR_ERROR_INVALID_VALUE, "tsrMemcpyAsync: the CUDA driver refused the copy") : TSR_SUCCESS;
+}
+
+/* ---- page-locked host memory ------------------------------------------------------------------------ */
+
+/* Portable: usable by every CUDA context of the process; device-mapped: kernels may read it directly. */
+enum { HOST_FLAGS = CU_MEMHOST_PORTABLE | CU_MEMHOST_DEVICEMAP };
+
+static tsr_status_t host_alloc(void* state, size_t bytes, void** out) {
+  cuda_state_t* s = state;
+  tsr_status_t st = enter(s->cu, s->context, "tsrAlloc");
+  if (st) return st;
+  CUresult r = s->cu->cuMemHostAlloc(out, bytes ? bytes : 1, HOST_FLAGS);  /* page-aligned */
+  leave(s->cu);
+  return r ? cuda_fail(r, TSR_ERROR_OUT_OF_MEMORY, "tsrAlloc: cuMemHostAlloc (pinned host memory)") : TSR_SUCCESS;
+}
+
+static void host_free(void* state, void* ptr) {
+  cuda_state_t* s = state;
+  if (enter(s->cu, s->context, "tsrFree")) return;
+  s->cu->cuMemFreeHost(ptr);
+  leave(s->cu);
+}
+
+static tsr_status_t host_register(void* state, void* ptr, size_t bytes) {
+  cuda_state_t* s = state;
+  tsr_status_t st = enter(s->cu, s->context, "tsrHostRegister");
+  if (st) return st;
+  CUresult r = s->cu->cuMemHostRegister(ptr, bytes, HOST_FLAGS);
+  leave(s->cu);
+  if (r == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrHostRegister: [%p, +%zu) is already page-locked with CUDA (by "
+                    "another library, or another context)", ptr, bytes);
+  return r ? cuda_fail(r, TSR_ERROR_OUT_OF_MEMORY, "tsrHostRegister: cuMemHostRegister") : TSR_SUCCESS;
+}
+
+static void host_unregister(void* state, void* ptr) {
+  cuda_state_t* s = state;
+  if (enter(s->cu, s->context, "tsrHostUnregister")) return;
+  s->cu->cuMemHostUnregister(ptr);
+  leave(s->cu);
+}
+
+static tsr_status_t host_device_pointer(void* state, void* host, void** out) {
+  cuda_state_t* s = state;
+  tsr_status_t st = enter(s->cu, s->context, "tsrHostGetDevicePointer");
+  if (st) return st;
+  CUdeviceptr d = 0;
+  CUresult r = s->cu->cuMemHostGetDevicePointer(&d, host, 0);
+  leave(s->cu);
+  if (r) return cuda_fail(r, TSR_ERROR_INVALID_VALUE, "tsrHostGetDevicePointer: cuMemHostGetDevicePointer");
+  *out = (void*)(uintptr_t)d;
+  return TSR_SUCCESS;
+}
+
 /* ---- launches --------------------------------------------------------------------------------------- */
 
-static tsr_status_t launch(void* state, const tsr_backend_launch_t* l, tsr_fault_t* fault) {
-  (void)fault;  /* GPU faults come back as CUDA errors, not as caught signals */
-  cuda_state_t* s = state;
+static tsr_status_t check_shape(const cuda_state_t* s, const tsr_backend_launch_t* l) {
   for (int i = 0; i < 3; i++) {
     if (l->block[i] > (uint32_t)s->max_block[i] || l->grid[i] > (uint32_t)s->max_grid[i])
       return tsr_fail(TSR_ERROR_INVALID_VALUE, "grid (%u, %u, %u) of blocks (%u, %u, %u) exceeds %s's limits: "
@@ -295,8 +383,11 @@ static tsr_status_t launch(void* state, const tsr_backend_launch_t* l, tsr_fault
                       l->block[1], l->block[2], s->name, s->max_grid[0], s->max_grid[1], s->max_grid[2],
                       s->max_block[0], s->max_block[1], s->max_block[2]);
   }
-  tsr_status_t st = enter(s->cu, s->context, "tsrLaunch");
-  if (st) return st;
+  return TSR_SUCCESS;
+}
+
+/* Queues a kernel on `stream` (context current). */
+static CUresult enqueue_kernel(const cuda_state_t* s, CUstream stream, const tsr_backend_launch_t* l) {
   CUfunction f = (CUfunction)l->entry;
   CUresult r = CUDA_SUCCESS;
   /* Beyond 48 KiB a kernel must opt in to dynamic shared memory. */
@@ -304,14 +395,241 @@ static tsr_status_t launch(void* state, const tsr_backend_launch_t* l, tsr_fault
     r = s->cu->cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->smem_bytes);
   if (!r)
     r = s->cu->cuLaunchKernel(f, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
-                              l->smem_bytes, TSR_CU_STREAM_PER_THREAD, l->args, NULL);
-  if (!r) r = s->cu->cuStreamSynchronize(TSR_CU_STREAM_PER_THREAD);
-  leave(s->cu);
-  if (!r) return TSR_SUCCESS;
+                              l->smem_bytes, stream, l->args, NULL);
+  return r;
+}
+
+/* A kernel's failure, or work's on a stream, as a status with the driver's words. */
+static tsr_status_t work_failed(const cuda_state_t* s, CUresult r, const char* what) {
   char why[256];
   tsr_cuda_describe(r, why, sizeof why);
-  return tsr_fail(status_of(r, TSR_ERROR_LAUNCH_FAILED), "the kernel failed on %s: %s%s", s->name, why,
+  return tsr_fail(status_of(r, TSR_ERROR_LAUNCH_FAILED), "%s on %s: %s%s", what, s->name, why,
                   sticky(r) ? "; the CUDA context cannot be used again in this process" : "");
+}
+
+static tsr_status_t launch(void* state, const tsr_backend_launch_t* l, tsr_fault_t* fault) {
+  (void)fault;  /* GPU faults come back as CUDA errors, not as caught signals */
+  cuda_state_t* s = state;
+  tsr_status_t st = check_shape(s, l);
+  if (st || (st = enter(s->cu, s->context, "tsrLaunch"))) return st;
+  CUresult r = enqueue_kernel(s, TSR_CU_STREAM_PER_THREAD, l);
+  if (!r) r = s->cu->cuStreamSynchronize(TSR_CU_STREAM_PER_THREAD);
+  leave(s->cu);
+  return r ? work_failed(s, r, "the kernel failed") : TSR_SUCCESS;
+}
+
+/* ---- queues ----------------------------------------------------------------------------------------- */
+
+static tsr_status_t queue_create(void* state, int32_t priority, void** out) {
+  cuda_state_t* s = state;
+  /* Tessera's higher priority runs first; CUDA's runs first with a lower number, from `least` (0) down to
+   * `greatest` (-5 on an H100). */
+  int p = priority <= 0 ? s->least_priority : -priority;
+  if (p < s->greatest_priority) p = s->greatest_priority;
+  cuda_queue_t* q = calloc(1, sizeof *q);
+  if (!q) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "tsrCreateStream: out of memory");
+  tsr_status_t st = enter(s->cu, s->context, "tsrCreateStream");
+  if (st) {
+    free(q);
+    return st;
+  }
+  CUresult r = s->cu->cuStreamCreateWithPriority(&q->stream, CU_STREAM_DEFAULT, p);
+  leave(s->cu);
+  if (r) {
+    free(q);
+    return cuda_fail(r, TSR_ERROR_INIT_FAIL, "tsrCreateStream: cuStreamCreateWithPriority");
+  }
+  *out = q;
+  return TSR_SUCCESS;
+}
+
+static void queue_destroy(void* state, void* queue) {
+  cuda_state_t* s = state;
+  cuda_queue_t* q = queue;
+  if (!enter(s->cu, s->context, "tsrDestroyStream")) {
+    s->cu->cuStreamDestroy(q->stream);
+    leave(s->cu);
+  }
+  free(q);
+}
+
+static tsr_status_t queue_launch(void* state, void* queue, const tsr_backend_launch_t* l) {
+  cuda_state_t* s = state;
+  tsr_status_t st = check_shape(s, l);
+  if (st || (st = enter(s->cu, s->context, "tsrLaunch"))) return st;
+  CUresult r = enqueue_kernel(s, stream_of(queue), l);
+  leave(s->cu);
+  return r ? work_failed(s, r, "the CUDA driver refused the launch") : TSR_SUCCESS;
+}
+
+static tsr_status_t queue_wait(void* state, void* queue) {
+  cuda_state_t* s = state;
+  tsr_status_t st = enter(s->cu, s->context, "tsrStreamSynchronize");
+  if (st) return st;
+  CUresult r = s->cu->cuStreamSynchronize(stream_of(queue));
+  leave(s->cu);
+  return r ? work_failed(s, r, "a kernel or copy queued on the stream failed") : TSR_SUCCESS;
+}
+
+static tsr_status_t queue_query(void* state, void* queue) {
+  cuda_state_t* s = state;
+  tsr_status_t st = enter(s->cu, s->context, "tsrStreamQuery");
+  if (st) return st;
+  CUresult r = s->cu->cuStreamQuery(stream_of(queue));
+  leave(s->cu);
+  if (r == CUDA_ERROR_NOT_READY) return TSR_ERROR_NOT_READY;
+  return r ? work_failed(s, r, "a kernel or copy queued on the stream failed") : TSR_SUCCESS;
+}
+
+/* ---- events ----------------------------------------------------------------------------------------- */
+
+static tsr_status_t event_create(void* state, void** out) {
+  cuda_state_t* s = state;
+  tsr_status_t st = enter(s->cu, s->context, "tsrCreateEvent");
+  if (st) return st;
+  CUevent e;
+  CUresult r = s->cu->cuEventCreate(&e, CU_EVENT_DEFAULT);
+  leave(s->cu);
+  if (r) return cuda_fail(r, TSR_ERROR_OUT_OF_MEMORY, "tsrCreateEvent: cuEventCreate");
+  *out = e;
+  return TSR_SUCCESS;
+}
+
+static void event_destroy(void* state, void* event) {
+  cuda_state_t* s = state;
+  if (enter(s->cu, s->context, "tsrDestroyEvent")) return;
+  s->cu->cuEventDestroy((CUevent)event);
+  leave(s->cu);
+}
+
+static tsr_status_t event_record(void* state, void* event, void* queue) {
+  cuda_state_t* s = state;
+  const cuda_queue_t* q = queue;
+  tsr_status_t st = enter(s->cu, s->context, "tsrEventRecord");
+  if (st) return st;
+  CUresult r = q && q->recording ? s->cu->cuEventRecordWithFlags((CUevent)event, q->stream, CU_EVENT_RECORD_EXTERNAL)
+                                 : s->cu->cuEventRecord((CUevent)event, stream_of(queue));
+  leave(s->cu);
+  return r ? work_failed(s, r, "tsrEventRecord: the CUDA driver refused the record") : TSR_SUCCESS;
+}
+
+static tsr_status_t event_wait(void* state, void* queue, void* event) {
+  cuda_state_t* s = state;
+  const cuda_queue_t* q = queue;
+  tsr_status_t st = enter(s->cu, s->context, "tsrStreamWaitEvent");
+  if (st) return st;
+  CUresult r = !q ? s->cu->cuEventSynchronize((CUevent)event)
+                  : s->cu->cuStreamWaitEvent(q->stream, (CUevent)event, q->recording ? CU_EVENT_WAIT_EXTERNAL : 0);
+  leave(s->cu);
+  return r ? work_failed(s, r, q ? "tsrStreamWaitEvent: the CUDA driver refused the wait"
+                                 : "tsrStreamWaitEvent: the work before the event failed")
+           : TSR_SUCCESS;
+}
+
+static tsr_status_t event_query(void* state, void* event) {
+  cuda_state_t* s = state;
+  tsr_status_t st = enter(s->cu, s->context, "tsrEventQuery");
+  if (st) return st;
+  CUresult r = s->cu->cuEventQuery((CUevent)event);
+  leave(s->cu);
+  if (r == CUDA_ERROR_NOT_READY) return TSR_ERROR_NOT_READY;
+  return r ? work_failed(s, r, "tsrEventQuery: the work before the event failed") : TSR_SUCCESS;
+}
+
+static tsr_status_t event_synchronize(void* state, void* event) {
+  cuda_state_t* s = state;
+  tsr_status_t st = enter(s->cu, s->context, "tsrEventSynchronize");
+  if (st) return st;
+  CUresult r = s->cu->cuEventSynchronize((CUevent)event);
+  leave(s->cu);
+  return r ? work_failed(s, r, "tsrEventSynchronize: the work before the event failed") : TSR_SUCCESS;
+}
+
+static tsr_status_t event_elapsed(void* state, void* start, void* end, float* out_ms) {
+  cuda_state_t* s = state;
+  tsr_status_t st = enter(s->cu, s->context, "tsrEventElapsedTime");
+  if (st) return st;
+  CUresult r = s->cu->cuEventElapsedTime(out_ms, (CUevent)start, (CUevent)end);
+  leave(s->cu);
+  if (r == CUDA_ERROR_NOT_READY) return TSR_ERROR_NOT_READY;
+  return r ? cuda_fail(r, TSR_ERROR_INVALID_VALUE, "tsrEventElapsedTime: cuEventElapsedTime") : TSR_SUCCESS;
+}
+
+/* ---- graphs ----------------------------------------------------------------------------------------- */
+
+static tsr_status_t graph_begin(void* state, void** out) {
+  cuda_state_t* s = state;
+  if (s->cu->missing_graph_entry)
+    return tsr_fail(TSR_ERROR_UNSUPPORTED, "tsrGraphInstantiate: CUDA graphs need %s, which this NVIDIA driver "
+                    "lacks (CUDA 11.4 or later has it)", s->cu->missing_graph_entry);
+  cuda_queue_t* q = calloc(1, sizeof *q);
+  if (!q) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "tsrGraphInstantiate: out of memory");
+  tsr_status_t st = enter(s->cu, s->context, "tsrGraphInstantiate");
+  if (st) {
+    free(q);
+    return st;
+  }
+  /* Non-blocking: a capture must not be joined by work on the legacy default stream. Relaxed: other threads
+   * may allocate, free and synchronize meanwhile. */
+  CUresult r = s->cu->cuStreamCreateWithPriority(&q->stream, CU_STREAM_NON_BLOCKING, s->least_priority);
+  if (!r && (r = s->cu->cuStreamBeginCapture(q->stream, CU_STREAM_CAPTURE_MODE_RELAXED)))
+    s->cu->cuStreamDestroy(q->stream);
+  leave(s->cu);
+  if (r) {
+    free(q);
+    return cuda_fail(r, TSR_ERROR_INIT_FAIL, "tsrGraphInstantiate: starting a CUDA stream capture");
+  }
+  q->recording = true;
+  *out = q;
+  return TSR_SUCCESS;
+}
+
+static tsr_status_t graph_end(void* state, void* recorder, void** out_exec) {
+  cuda_state_t* s = state;
+  cuda_queue_t* q = recorder;
+  tsr_status_t st = enter(s->cu, s->context, "tsrGraphInstantiate");
+  if (st) return st;  /* the context is gone, and the stream with it */
+  CUgraph graph = NULL;
+  CUgraphExec exec = NULL;
+  CUresult r = s->cu->cuStreamEndCapture(q->stream, &graph);
+  const char* what = "ending the CUDA stream capture";
+  if (!r && out_exec) {
+    what = "cuGraphInstantiate";
+    r = s->cu->cuGraphInstantiateWithFlags(&exec, graph, 0);
+  }
+  if (graph) s->cu->cuGraphDestroy(graph);  /* the executable graph is independent of it */
+  s->cu->cuStreamDestroy(q->stream);
+  leave(s->cu);
+  free(q);
+  if (!out_exec) return TSR_SUCCESS;
+  if (r) {
+    char why[256];
+    tsr_cuda_describe(r, why, sizeof why);
+    return tsr_fail(status_of(r, TSR_ERROR_INVALID_VALUE), "tsrGraphInstantiate: %s failed: %s", what, why);
+  }
+  *out_exec = exec;
+  return TSR_SUCCESS;
+}
+
+static tsr_status_t graph_launch(void* state, void* exec, void* queue) {
+  cuda_state_t* s = state;
+  tsr_status_t st = enter(s->cu, s->context, "tsrGraphLaunch");
+  if (st) return st;
+  CUresult r = s->cu->cuGraphLaunch((CUgraphExec)exec, stream_of(queue));
+  if (r) {
+    leave(s->cu);
+    return work_failed(s, r, "tsrGraphLaunch: the CUDA driver refused the replay");
+  }
+  if (!queue) r = s->cu->cuStreamSynchronize(TSR_CU_STREAM_PER_THREAD);
+  leave(s->cu);
+  return r ? work_failed(s, r, "a kernel or copy of the graph failed") : TSR_SUCCESS;
+}
+
+static void graph_destroy(void* state, void* exec) {
+  cuda_state_t* s = state;
+  if (enter(s->cu, s->context, "tsrDestroyGraphExec")) return;
+  s->cu->cuGraphExecDestroy((CUgraphExec)exec);  /* a replay in flight finishes first, freed by the driver */
+  leave(s->cu);
 }
 
 const tsr_backend_t tsr_cuda_backend = {
@@ -331,4 +649,26 @@ const tsr_backend_t tsr_cuda_backend = {
     .mem_free = mem_free,
     .copy = copy,
     .launch = launch,
+    .queue_create = queue_create,
+    .queue_destroy = queue_destroy,
+    .queue_launch = queue_launch,
+    .queue_copy = queue_copy,
+    .queue_wait = queue_wait,
+    .queue_query = queue_query,
+    .event_create = event_create,
+    .event_destroy = event_destroy,
+    .event_record = event_record,
+    .event_wait = event_wait,
+    .event_query = event_query,
+    .event_synchronize = event_synchronize,
+    .event_elapsed = event_elapsed,
+    .graph_begin = graph_begin,
+    .graph_end = graph_end,
+    .graph_launch = graph_launch,
+    .graph_destroy = graph_destroy,
+    .host_alloc = host_alloc,
+    .host_free = host_free,
+    .host_register = host_register,
+    .host_unregister = host_unregister,
+    .host_device_pointer = host_device_pointer,
 };

@@ -34,6 +34,23 @@ static int resolve(void* lib, const char* name, void* slot) {
   return 1;
 }
 
+/* The first of `names` (NULL-terminated) that the driver has; NULL when it has none. */
+static void* lookup_any(void* lib, const char* const* names) {
+  for (; *names; names++) {
+    void* f = dlsym(lib, *names);
+    if (f) return f;
+  }
+  return NULL;
+}
+
+/* Resolves an entry point the backend can do without: NULL when missing, with the name kept for the message
+ * of the one function that needs it. */
+static void resolve_optional(void* lib, const char* name, void* slot, const char** missing) {
+  void* f = dlsym(lib, name);
+  memcpy(slot, &f, sizeof f);
+  if (!f && !*missing) *missing = name;
+}
+
 static void load(void) {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
@@ -70,7 +87,43 @@ static void load(void) {
   RESOLVE(cuMemcpyHtoD, "cuMemcpyHtoD_v2");
   RESOLVE(cuMemcpyDtoH, "cuMemcpyDtoH_v2");
   RESOLVE(cuMemcpyDtoD, "cuMemcpyDtoD_v2");
+  RESOLVE(cuCtxSynchronize, "cuCtxSynchronize");
+  RESOLVE(cuCtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange");
+  RESOLVE(cuStreamCreateWithPriority, "cuStreamCreateWithPriority");
+  RESOLVE(cuStreamDestroy, "cuStreamDestroy_v2");
+  RESOLVE(cuStreamQuery, "cuStreamQuery");
+  RESOLVE(cuStreamWaitEvent, "cuStreamWaitEvent");
+  RESOLVE(cuEventCreate, "cuEventCreate");
+  RESOLVE(cuEventDestroy, "cuEventDestroy_v2");
+  RESOLVE(cuEventRecord, "cuEventRecord");
+  RESOLVE(cuEventQuery, "cuEventQuery");
+  RESOLVE(cuEventSynchronize, "cuEventSynchronize");
+  RESOLVE(cuMemcpyAsync, "cuMemcpyAsync");
+  RESOLVE(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
+  RESOLVE(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+  RESOLVE(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
+  RESOLVE(cuMemHostAlloc, "cuMemHostAlloc");
+  RESOLVE(cuMemFreeHost, "cuMemFreeHost");
+  RESOLVE(cuMemHostRegister, "cuMemHostRegister_v2");
+  RESOLVE(cuMemHostUnregister, "cuMemHostUnregister");
+  RESOLVE(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2");
 #undef RESOLVE
+  /* cuda.h maps cuEventElapsedTime to the _v2 symbol (same signature); drivers before it have only the first. */
+  static const char* const elapsed[] = {"cuEventElapsedTime_v2", "cuEventElapsedTime", NULL};
+  void* f = lookup_any(lib, elapsed);
+  if (!f) {
+    snprintf(why_not, sizeof why_not, "libcuda.so.1 has no cuEventElapsedTime");
+    return;
+  }
+  memcpy(&d.cuEventElapsedTime, &f, sizeof f);
+  d.missing_graph_entry = NULL;
+  resolve_optional(lib, "cuEventRecordWithFlags", &d.cuEventRecordWithFlags, &d.missing_graph_entry);
+  resolve_optional(lib, "cuStreamBeginCapture_v2", &d.cuStreamBeginCapture, &d.missing_graph_entry);
+  resolve_optional(lib, "cuStreamEndCapture", &d.cuStreamEndCapture, &d.missing_graph_entry);
+  resolve_optional(lib, "cuGraphInstantiateWithFlags", &d.cuGraphInstantiateWithFlags, &d.missing_graph_entry);
+  resolve_optional(lib, "cuGraphLaunch", &d.cuGraphLaunch, &d.missing_graph_entry);
+  resolve_optional(lib, "cuGraphExecDestroy", &d.cuGraphExecDestroy, &d.missing_graph_entry);
+  resolve_optional(lib, "cuGraphDestroy", &d.cuGraphDestroy, &d.missing_graph_entry);
   driver = d;
   loaded = &driver;  /* for tsr_cuda_describe below */
   char what[256];

@@ -15,6 +15,9 @@ typedef struct CUctx_st* CUcontext;
 typedef struct CUmod_st* CUmodule;
 typedef struct CUfunc_st* CUfunction;
 typedef struct CUstream_st* CUstream;
+typedef struct CUevent_st* CUevent;
+typedef struct CUgraph_st* CUgraph;
+typedef struct CUgraphExec_st* CUgraphExec;
 
 enum {
   CUDA_SUCCESS = 0,
@@ -27,11 +30,31 @@ enum {
   CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
   CUDA_ERROR_INVALID_PTX = 218,
   CUDA_ERROR_JIT_COMPILER_NOT_FOUND = 221,
-  CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222
+  CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
+  CUDA_ERROR_NOT_READY = 600,
+  CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712
 };
 
 /* The per-thread default stream: each host thread (so each Tessera stream's executor) gets its own. */
 #define TSR_CU_STREAM_PER_THREAD ((CUstream)0x2)
+
+/* cuStreamCreateWithPriority: a stream that waits for work on CUDA's legacy default stream (what PyTorch
+ * queues by default) and that work for it, as CUDA's own streams do; CU_STREAM_NON_BLOCKING: one that does not
+ * (graph building, which must not be joined by other libraries' work). */
+enum { CU_STREAM_DEFAULT = 0, CU_STREAM_NON_BLOCKING = 1 };
+
+/* cuEventCreate flags: default events keep timestamps (tsrEventElapsedTime). */
+enum { CU_EVENT_DEFAULT = 0 };
+/* cuEventRecordWithFlags / cuStreamWaitEvent in a stream capture: an event node of the graph, not a
+ * dependency inside the capture. */
+enum { CU_EVENT_RECORD_EXTERNAL = 1, CU_EVENT_WAIT_EXTERNAL = 1 };
+
+/* CUstreamCaptureMode: RELAXED lets other threads allocate and synchronize while a graph is captured. */
+enum { CU_STREAM_CAPTURE_MODE_RELAXED = 2 };
+
+/* cuMemHostAlloc / cuMemHostRegister flags: usable from every CUDA context, and mapped into the device's
+ * address space. */
+enum { CU_MEMHOST_PORTABLE = 1, CU_MEMHOST_DEVICEMAP = 2 };
 
 /* CUdevice_attribute values */
 enum {
@@ -88,6 +111,40 @@ typedef struct tsr_cuda_driver {
   CUresult (*cuMemcpyHtoD)(CUdeviceptr dst, const void* src, size_t bytes);
   CUresult (*cuMemcpyDtoH)(void* dst, CUdeviceptr src, size_t bytes);
   CUresult (*cuMemcpyDtoD)(CUdeviceptr dst, CUdeviceptr src, size_t bytes);
+
+  /* Asynchronous work: streams, events, copies, page-locked host memory. */
+  CUresult (*cuCtxSynchronize)(void);
+  CUresult (*cuCtxGetStreamPriorityRange)(int* least, int* greatest);
+  CUresult (*cuStreamCreateWithPriority)(CUstream* stream, unsigned flags, int priority);
+  CUresult (*cuStreamDestroy)(CUstream stream);
+  CUresult (*cuStreamQuery)(CUstream stream);
+  CUresult (*cuStreamWaitEvent)(CUstream stream, CUevent event, unsigned flags);
+  CUresult (*cuEventCreate)(CUevent* event, unsigned flags);
+  CUresult (*cuEventDestroy)(CUevent event);
+  CUresult (*cuEventRecord)(CUevent event, CUstream stream);
+  CUresult (*cuEventQuery)(CUevent event);
+  CUresult (*cuEventSynchronize)(CUevent event);
+  CUresult (*cuEventElapsedTime)(float* ms, CUevent start, CUevent end);
+  CUresult (*cuMemcpyAsync)(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream);
+  CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream);
+  CUresult (*cuMemcpyDtoHAsync)(void* dst, CUdeviceptr src, size_t bytes, CUstream stream);
+  CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream);
+  CUresult (*cuMemHostAlloc)(void** ptr, size_t bytes, unsigned flags);
+  CUresult (*cuMemFreeHost)(void* ptr);
+  CUresult (*cuMemHostRegister)(void* ptr, size_t bytes, unsigned flags);
+  CUresult (*cuMemHostUnregister)(void* ptr);
+  CUresult (*cuMemHostGetDevicePointer)(CUdeviceptr* device, void* host, unsigned flags);
+
+  /* CUDA graphs (CUDA 11.4 and later). NULL when the driver lacks one: graph instantiation then fails with
+   * TSR_ERROR_UNSUPPORTED naming it (`missing_graph_entry`); everything else works. */
+  CUresult (*cuEventRecordWithFlags)(CUevent event, CUstream stream, unsigned flags);
+  CUresult (*cuStreamBeginCapture)(CUstream stream, int mode);
+  CUresult (*cuStreamEndCapture)(CUstream stream, CUgraph* graph);
+  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec* exec, CUgraph graph, unsigned long long flags);
+  CUresult (*cuGraphLaunch)(CUgraphExec exec, CUstream stream);
+  CUresult (*cuGraphExecDestroy)(CUgraphExec exec);
+  CUresult (*cuGraphDestroy)(CUgraph graph);
+  const char* missing_graph_entry;  /* the first graph entry point the driver lacks, or NULL */
 } tsr_cuda_driver_t;
 
 /* The driver, loaded and initialized (cuInit) once per process; NULL when this machine cannot run it, with

@@ -16,7 +16,9 @@ tsr_status_t tsrCreateEvent(tsr_context_t ctx, tsr_event_t* out_event) {
   if (!e) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "tsrCreateEvent: out of memory");
   pthread_mutex_init(&e->lock, NULL);
   pthread_cond_init(&e->completed_cond, NULL);
-  if ((st = tsr_object_publish(ctx, &e->obj, TSR_MAGIC_EVENT, __func__))) {
+  e->obj.context = ctx;  /* for tsr_event_free, should publishing fail */
+  if ((ctx->backend->event_create && (st = ctx->backend->event_create(ctx->backend_state, &e->device))) ||
+      (st = tsr_object_publish(ctx, &e->obj, TSR_MAGIC_EVENT, __func__))) {
     tsr_event_free(e);
     return st;
   }
@@ -25,6 +27,8 @@ tsr_status_t tsrCreateEvent(tsr_context_t ctx, tsr_event_t* out_event) {
 }
 
 void tsr_event_free(struct tsr_event* e) {
+  struct tsr_context* ctx = e->obj.context;
+  if (e->device) ctx->backend->event_destroy(ctx->backend_state, e->device);
   pthread_cond_destroy(&e->completed_cond);
   pthread_mutex_destroy(&e->lock);
   free(e);
@@ -72,10 +76,20 @@ void tsr_event_wait(struct tsr_event* e, uint64_t seq) {
   pthread_mutex_unlock(&e->lock);
 }
 
+/* The event's backend and its state (events of a backend with device queues). */
+static const tsr_backend_t* backend_of(const struct tsr_event* e, void** state) {
+  *state = e->obj.context->backend_state;
+  return e->obj.context->backend;
+}
+
 tsr_status_t tsrEventRecord(tsr_event_t e, tsr_stream_t stream) {
   tsr_status_t st = tsr_object_retain(e, TSR_MAGIC_EVENT, __func__, "event");
   if (st) return st;
-  if (!stream) {
+  void* state;
+  const tsr_backend_t* b = backend_of(e, &state);
+  if (!stream && e->device) {
+    if (!(st = b->event_record(state, e->device, NULL))) tsr_event_issue(e);
+  } else if (!stream) {
     tsr_event_complete(e, tsr_event_issue(e));  /* the NULL stream has no pending work */
   } else if (!(st = tsr_stream_acquire(stream, e->obj.context, __func__))) {
     st = tsr_stream_submit_event(stream, TSR_OP_RECORD, e);
@@ -88,7 +102,11 @@ tsr_status_t tsrEventRecord(tsr_event_t e, tsr_stream_t stream) {
 tsr_status_t tsrStreamWaitEvent(tsr_stream_t stream, tsr_event_t e) {
   tsr_status_t st = tsr_object_retain(e, TSR_MAGIC_EVENT, __func__, "event");
   if (st) return st;
-  if (!stream) {
+  void* state;
+  const tsr_backend_t* b = backend_of(e, &state);
+  if (!stream && e->device) {
+    if (tsr_event_latest(e)) st = b->event_wait(state, NULL, e->device);
+  } else if (!stream) {
     tsr_event_wait(e, tsr_event_latest(e));
   } else if (!(st = tsr_stream_acquire(stream, e->obj.context, __func__))) {
     st = tsr_stream_submit_event(stream, TSR_OP_WAIT, e);
@@ -101,6 +119,12 @@ tsr_status_t tsrStreamWaitEvent(tsr_stream_t stream, tsr_event_t e) {
 tsr_status_t tsrEventQuery(tsr_event_t e) {
   tsr_status_t st = tsr_object_retain(e, TSR_MAGIC_EVENT, __func__, "event");
   if (st) return st;
+  if (e->device) {
+    void* state;
+    st = backend_of(e, &state)->event_query(state, e->device);
+    tsr_object_unref(&e->obj);
+    return st;
+  }
   pthread_mutex_lock(&e->lock);
   bool done = e->completed >= e->issued;
   pthread_mutex_unlock(&e->lock);
@@ -111,9 +135,17 @@ tsr_status_t tsrEventQuery(tsr_event_t e) {
 tsr_status_t tsrEventSynchronize(tsr_event_t e) {
   tsr_status_t st = tsr_object_retain(e, TSR_MAGIC_EVENT, __func__, "event");
   if (st) return st;
-  tsr_event_wait(e, tsr_event_latest(e));
+  void* state;
+  if (e->device) st = backend_of(e, &state)->event_synchronize(state, e->device);
+  else tsr_event_wait(e, tsr_event_latest(e));
   tsr_object_unref(&e->obj);
-  return TSR_SUCCESS;
+  return st;
+}
+
+/* INVALID_VALUE when the event was never recorded. */
+static tsr_status_t recorded(struct tsr_event* e, const char* which) {
+  if (tsr_event_latest(e)) return TSR_SUCCESS;
+  return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrEventElapsedTime: the %s event was never recorded", which);
 }
 
 /* Reads an event's newest completion: TSR_ERROR_NOT_READY while pending; INVALID_VALUE if never recorded. */
@@ -131,8 +163,11 @@ tsr_status_t tsrEventElapsedTime(tsr_event_t start, tsr_event_t end, float* out_
   if (st) return st;
   if (!(st = tsr_event_acquire(end, start->obj.context, __func__))) {
     double t0, t1;
+    void* state;
     if (!out_ms) st = tsr_fail_null_output(__func__);
-    else if (!(st = completion(start, "start", &t0)) && !(st = completion(end, "end", &t1)))
+    else if (start->device && !(st = recorded(start, "start")) && !(st = recorded(end, "end")))
+      st = backend_of(start, &state)->event_elapsed(state, start->device, end->device, out_ms);
+    else if (!start->device && !(st = completion(start, "start", &t0)) && !(st = completion(end, "end", &t1)))
       *out_ms = (float)((t1 - t0) * 1e3);
     tsr_object_unref(&end->obj);
   }

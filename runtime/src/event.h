@@ -1,6 +1,9 @@
 /* event.h — events: a count of records issued and completed, and the time of the newest completion. A
  * record is issued when it is given to a stream (its sequence number) and completed when the stream reaches
- * it; queries and waits concern the newest record issued at the time they are asked. */
+ * it; queries and waits concern the newest record issued at the time they are asked.
+ *
+ * On a backend with device queues (backend.h) an event is the device's: records, waits, queries and times
+ * go to it, and only `issued` is kept here (whether the event was ever recorded). */
 #ifndef TESSERA_SRC_EVENT_H_
 #define TESSERA_SRC_EVENT_H_
 
@@ -16,6 +19,7 @@ struct tsr_event {
   uint64_t issued;     /* records given to streams so far */
   uint64_t completed;  /* the newest record completed (records of several streams may complete out of order) */
   double time;         /* monotonic seconds when `completed` completed */
+  void* device;        /* the backend's event, or NULL */
 };
 
 uint64_t tsr_event_issue(struct tsr_event* event);   /* a new record's sequence number */

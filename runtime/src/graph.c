@@ -2,9 +2,11 @@
  *
  * Replay is cheap because everything per-launch was done once: arguments were validated and copied at
  * capture, kernels are checked once per replay (not per node), and a replay on a stream is one queue entry
- * that runs all nodes back to back on the stream's thread. */
+ * that runs all nodes back to back on the stream's thread. On a backend with device queues (CUDA) the nodes
+ * are built into a device graph when the graph is instantiated, and a replay is one call to the device. */
 #include "graph.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,6 +55,7 @@ void tsr_graph_free(struct tsr_graph* g) {
 }
 
 void tsr_graph_exec_free(struct tsr_graph_exec* e) {
+  if (e->device) e->context->backend->graph_destroy(e->context->backend_state, e->device);
   for (size_t i = 0; i < e->count; i++) clear_node(&e->nodes[i]);
   free(e->nodes);
   free(e->kernels);
@@ -86,9 +89,23 @@ static tsr_status_t collect_kernels(struct tsr_graph_exec* e) {
       e->serials[e->kernel_count++] = r->module_serial;
     }
   }
-  tsr_status_t st = tsr_graph_acquire_kernels(e);
-  if (!st) tsr_graph_release_kernels(e);
-  return st;
+  return tsr_graph_acquire_kernels(e);  /* held by the caller while it builds */
+}
+
+/* Builds the device graph of an exec whose kernels are held: the nodes, in order, given to a recorder. */
+static tsr_status_t build_device_graph(struct tsr_graph_exec* e) {
+  struct tsr_context* ctx = e->context;
+  void* recorder;
+  tsr_status_t st = ctx->backend->graph_begin(ctx->backend_state, &recorder);
+  if (st) return st;
+  for (size_t i = 0; i < e->count && !st; i++) st = tsr_op_enqueue(ctx, &e->nodes[i], recorder);
+  if (st) {
+    char message[1024];
+    snprintf(message, sizeof message, "%s", tsrGetLastErrorMessage());
+    ctx->backend->graph_end(ctx->backend_state, recorder, NULL);
+    return tsr_fail(st, "tsrGraphInstantiate: building the device graph: %s", message);
+  }
+  return ctx->backend->graph_end(ctx->backend_state, recorder, &e->device);
 }
 
 tsr_status_t tsrGraphInstantiate(tsr_graph_t g, tsr_graph_exec_t* out_exec) {
@@ -100,8 +117,12 @@ tsr_status_t tsrGraphInstantiate(tsr_graph_t g, tsr_graph_exec_t* out_exec) {
   } else if (!(e = calloc(1, sizeof *e)) || !(e->nodes = calloc(g->count + 1, sizeof *e->nodes))) {
     st = tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "tsrGraphInstantiate: out of memory");
   } else {
+    e->context = g->obj.context;
     while (e->count < g->count && !(st = clone_node(&g->nodes[e->count], &e->nodes[e->count]))) e->count++;
-    if (!st) st = collect_kernels(e);
+    if (!st && !(st = collect_kernels(e))) {
+      if (e->context->backend->graph_begin) st = build_device_graph(e);
+      tsr_graph_release_kernels(e);
+    }
     if (!st) st = tsr_object_publish(g->obj.context, &e->obj, TSR_MAGIC_GRAPH_EXEC, __func__);
   }
   if (st && e) tsr_graph_exec_free(e);
@@ -127,9 +148,10 @@ void tsr_graph_release_kernels(struct tsr_graph_exec* e) {
 void tsr_graph_number(struct tsr_graph_exec* e, uint64_t* seqs) {
   for (size_t i = 0; i < e->count; i++) {
     const tsr_op_t* n = &e->nodes[i];
-    if (n->kind == TSR_OP_RECORD) seqs[i] = tsr_event_issue(n->u.event.event);
-    else if (n->kind == TSR_OP_WAIT) seqs[i] = tsr_event_latest(n->u.event.event);
-    else seqs[i] = 0;
+    uint64_t seq = 0;
+    if (n->kind == TSR_OP_RECORD) seq = tsr_event_issue(n->u.event.event);
+    else if (n->kind == TSR_OP_WAIT) seq = tsr_event_latest(n->u.event.event);
+    if (seqs) seqs[i] = seq;
   }
 }
 
@@ -155,11 +177,34 @@ static tsr_status_t check_memory(struct tsr_graph_exec* e) {
   return TSR_SUCCESS;
 }
 
+/* A replay of a device graph: its kernels' modules are checked (unloading one waits for the device), then
+ * the device gets the whole graph in one call. */
+static tsr_status_t launch_device_graph(struct tsr_graph_exec* e, struct tsr_stream* stream) {
+  struct tsr_context* ctx = e->context;
+  tsr_status_t st = tsr_graph_acquire_kernels(e);
+  if (st) return st;
+  if (ctx->debug) st = check_memory(e);
+  if (!st && stream) {
+    st = tsr_stream_launch_device_graph(stream, e);
+  } else if (!st) {
+    st = ctx->backend->graph_launch(ctx->backend_state, e->device, NULL);
+    tsr_graph_number(e, NULL);
+  }
+  tsr_graph_release_kernels(e);
+  return st;
+}
+
 tsr_status_t tsrGraphLaunch(tsr_graph_exec_t e, tsr_stream_t stream) {
   tsr_status_t st = tsr_object_retain(e, TSR_MAGIC_GRAPH_EXEC, __func__, "executable graph");
   if (st) return st;
   struct tsr_context* ctx = e->obj.context;
   if (stream && (st = tsr_stream_acquire(stream, ctx, __func__))) {
+    tsr_object_unref(&e->obj);
+    return st;
+  }
+  if (e->device) {
+    st = launch_device_graph(e, stream);
+    if (stream) tsr_object_unref(&stream->obj);
     tsr_object_unref(&e->obj);
     return st;
   }

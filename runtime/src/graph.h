@@ -17,6 +17,8 @@ struct tsr_graph {
 
 struct tsr_graph_exec {
   tsr_object_t obj;
+  struct tsr_context* context;  /* also before it is published */
+  void* device;                 /* the backend's executable graph (backends with device queues), or NULL */
   tsr_op_t* nodes;              /* an independent copy */
   size_t count;
   struct tsr_kernel** kernels;  /* the distinct kernels of its launches, acquired for each replay */
@@ -30,7 +32,7 @@ struct tsr_graph* tsr_graph_new(void);
 tsr_status_t tsr_graph_append(struct tsr_graph* graph, tsr_op_t* node);
 
 /* Numbers the event nodes of a replay, in node order: a record gets a new sequence number of its event, a
- * wait the newest one issued so far. `seqs` has one entry per node. */
+ * wait the newest one issued so far. `seqs` has one entry per node (NULL: the records are only counted). */
 void tsr_graph_number(struct tsr_graph_exec* exec, uint64_t* seqs);
 
 /* Runs the nodes of an executable graph in order, stopping its kernels and copies at the first failure (or

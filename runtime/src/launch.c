@@ -251,16 +251,32 @@ static tsr_status_t report_fault(const tsr_launch_record_t* r, const tsr_fault_t
                   (void*)f->address, where);
 }
 
+static tsr_backend_launch_t backend_launch(const tsr_launch_record_t* r, bool guarded) {
+  const struct tsr_kernel* k = r->kernel;
+  return (tsr_backend_launch_t){.entry = k->entry, .grid = {r->grid[0], r->grid[1], r->grid[2]},
+                                .block = {r->block[0], r->block[1], r->block[2]}, .smem_bytes = r->smem_bytes,
+                                .priority = r->priority, .affinity = r->affinity, .args = r->args,
+                                .nargs = r->nargs, .arg_info = k->args, .guarded = guarded};
+}
+
+tsr_status_t tsr_launch_enqueue(const tsr_launch_record_t* r, void* queue) {
+  struct tsr_kernel* k = r->kernel;
+  struct tsr_context* ctx = k->module->obj.context;
+  bool traced = tsr_trace_push((tsr_trace_phase_t)r->phase, k->name);
+  tsr_backend_launch_t bl = backend_launch(r, false);  /* a device's faults are its errors, not caught signals */
+  tsr_status_t st = ctx->backend->queue_launch(ctx->backend_state, queue, &bl);
+  if (traced) tsr_trace_pop();
+  if (st && ctx->crash_dir) tsr_crash_write(r, NULL, st, tsrGetLastErrorMessage());
+  return st;
+}
+
 tsr_status_t tsr_launch_run(const tsr_launch_record_t* r) {
   struct tsr_kernel* k = r->kernel;
   struct tsr_context* ctx = k->module->obj.context;
   tsr_crash_snapshot_t* snapshot = ctx->crash_dir ? tsr_crash_snapshot(r) : NULL;
   bool traced = tsr_trace_push((tsr_trace_phase_t)r->phase, k->name);
   double t0 = tsr_metrics_on() ? tsr_seconds() : 0;
-  tsr_backend_launch_t bl = {.entry = k->entry, .grid = {r->grid[0], r->grid[1], r->grid[2]},
-                             .block = {r->block[0], r->block[1], r->block[2]}, .smem_bytes = r->smem_bytes,
-                             .priority = r->priority, .affinity = r->affinity, .args = r->args,
-                             .nargs = r->nargs, .arg_info = k->args, .guarded = ctx->debug};
+  tsr_backend_launch_t bl = backend_launch(r, ctx->debug);
   tsr_fault_t fault;
   tsr_status_t st = ctx->backend->launch(ctx->backend_state, &bl, &fault);
   if (st == TSR_ERROR_MEMORY_FAULT) st = report_fault(r, &fault);

@@ -55,6 +55,10 @@ tsr_status_t tsr_launch_clone(const tsr_launch_record_t* from, tsr_launch_record
  * crash capture on failure. The kernel's module must be held (tsr_kernel_acquire). */
 tsr_status_t tsr_launch_run(const tsr_launch_record_t* record);
 
+/* Hands a validated launch to a device queue (backend.h) and returns: trace range around the hand-over,
+ * crash capture when the device refuses it. The kernel's module must be held for the call. */
+tsr_status_t tsr_launch_enqueue(const tsr_launch_record_t* record, void* queue);
+
 void tsr_launch_free(tsr_launch_record_t* record);
 
 #endif  /* TESSERA_SRC_LAUNCH_H_ */

@@ -170,7 +170,15 @@ static tsr_status_t pool_block(struct tsr_context* ctx, size_t block, void** out
   return ctx->backend->mem_alloc(ctx->backend_state, block, out);
 }
 
-static tsr_status_t alloc_pinned(size_t bytes, tsr_allocation_t* a) {
+static tsr_status_t alloc_pinned(struct tsr_context* ctx, size_t bytes, tsr_allocation_t* a) {
+  if (ctx->backend->host_alloc) {  /* page-locked by the device's driver, which then copies from it directly */
+    void* p;
+    tsr_status_t st = ctx->backend->host_alloc(ctx->backend_state, bytes, &p);
+    if (st) return st;
+    *a = (tsr_allocation_t){.base = (uintptr_t)p, .bytes = bytes, .kind = TSR_MEMORY_HOST_PINNED,
+                            .origin = TSR_ORIGIN_PINNED, .device_pinned = true};
+    return TSR_SUCCESS;
+  }
   size_t page = page_size();
   size_t map_bytes = bytes ? (bytes + page - 1) / page * page : page;
   if (map_bytes < bytes) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "tsrAlloc: cannot allocate %zu bytes", bytes);
@@ -199,11 +207,16 @@ static void release(struct tsr_context* ctx, const tsr_allocation_t* a) {
       break;
     case TSR_ORIGIN_GUARDED: quarantine(m, a); break;
     case TSR_ORIGIN_PINNED:
+      if (a->device_pinned) {
+        ctx->backend->host_free(ctx->backend_state, (void*)a->base);
+        break;
+      }
       munlock((void*)a->map, a->map_bytes);
       munmap((void*)a->map, a->map_bytes);
       break;
     case TSR_ORIGIN_REGISTERED:
-      if (a->locked) munlock((void*)a->base, a->bytes);
+      if (a->device_pinned) ctx->backend->host_unregister(ctx->backend_state, (void*)a->base);
+      else if (a->locked) munlock((void*)a->base, a->bytes);
       break;
   }
 }
@@ -223,7 +236,7 @@ tsr_status_t tsrAlloc(tsr_context_t ctx, size_t bytes, uint32_t flags, void** ou
 
   tsr_allocation_t a;
   if (flags & TSR_ALLOC_HOST_PINNED) {
-    if ((st = alloc_pinned(bytes, &a))) return st;
+    if ((st = alloc_pinned(ctx, bytes, &a))) return st;
   } else if (ctx->debug && ctx->backend->host_memory) {
     tsr_guarded_t g;
     if ((st = tsr_guarded_alloc(bytes, &g))) return st;
@@ -232,8 +245,8 @@ tsr_status_t tsrAlloc(tsr_context_t ctx, size_t bytes, uint32_t flags, void** ou
   } else {
     size_t block = tsr_pool_block_size(bytes);
     void* p;
-    if (!block || pool_block(ctx, block, &p))
-      return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "tsrAlloc: cannot allocate %zu bytes", bytes);
+    if (!block) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "tsrAlloc: cannot allocate %zu bytes", bytes);
+    if ((st = pool_block(ctx, block, &p))) return st;  /* with the backend's message: the device's own words */
     a = (tsr_allocation_t){.base = (uintptr_t)p, .bytes = bytes, .kind = TSR_MEMORY_DEVICE,
                            .origin = TSR_ORIGIN_POOL, .block = block};
   }
@@ -295,18 +308,28 @@ tsr_status_t tsrHostRegister(tsr_context_t ctx, void* ptr, size_t bytes, uint32_
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrHostRegister: unknown flags 0x%x", flags);
   if (!ptr || !bytes || (uintptr_t)ptr > UINTPTR_MAX - bytes)
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrHostRegister: [%p, +%zu) is not a memory range", ptr, bytes);
-  bool lock = flags & TSR_HOST_REGISTER_PINNED;
-  if (lock && mlock(ptr, bytes) != 0)
-    return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "tsrHostRegister: cannot pin %zu bytes at %p (mlock: %s)", bytes, ptr,
-                    strerror(errno));
+  bool pin = flags & TSR_HOST_REGISTER_PINNED;
+  bool by_device = pin && ctx->backend->host_register;  /* the device's driver pins it, and maps it */
+  bool lock = pin && !by_device;
   tsr_memory_state_t* m = &ctx->memory;
   pthread_mutex_lock(&m->lock);
   bool clash = overlaps(m, (uintptr_t)ptr, bytes);
+  pthread_mutex_unlock(&m->lock);
+  if (clash)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrHostRegister: [%p, +%zu) overlaps memory the context already knows",
+                    ptr, bytes);
+  if (by_device && (st = ctx->backend->host_register(ctx->backend_state, ptr, bytes))) return st;
+  if (lock && mlock(ptr, bytes) != 0)
+    return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "tsrHostRegister: cannot pin %zu bytes at %p (mlock: %s)", bytes, ptr,
+                    strerror(errno));
+  pthread_mutex_lock(&m->lock);
+  clash = overlaps(m, (uintptr_t)ptr, bytes);  /* again: another thread may have registered it meanwhile */
   if (!clash)
     st = insert(m, (tsr_allocation_t){.base = (uintptr_t)ptr, .bytes = bytes, .kind = TSR_MEMORY_HOST_REGISTERED,
-                                      .origin = TSR_ORIGIN_REGISTERED, .locked = lock});
+                                      .origin = TSR_ORIGIN_REGISTERED, .locked = lock, .device_pinned = by_device});
   pthread_mutex_unlock(&m->lock);
   if (clash || st) {
+    if (by_device) ctx->backend->host_unregister(ctx->backend_state, ptr);
     if (lock) munlock(ptr, bytes);
     return clash ? tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrHostRegister: [%p, +%zu) overlaps memory the context "
                             "already knows", ptr, bytes)
@@ -338,7 +361,7 @@ tsr_status_t tsrHostGetDevicePointer(tsr_context_t ctx, void* host_ptr, void** o
   tsr_status_t st = tsr_check_context(ctx, __func__);
   if (st) return st;
   if (!out_device_ptr) return tsr_fail_null_output(__func__);
-  if (!ctx->backend->host_memory)
+  if (!ctx->backend->host_memory && !ctx->backend->host_device_pointer)
     return tsr_fail(TSR_ERROR_UNSUPPORTED, "tsrHostGetDevicePointer: the %s backend cannot map host memory into the "
                     "device's address space", ctx->backend->name);
   tsr_allocation_t a;
@@ -347,8 +370,14 @@ tsr_status_t tsrHostGetDevicePointer(tsr_context_t ctx, void* host_ptr, void** o
   if (!host)
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrHostGetDevicePointer: %p is not pinned or registered host memory "
                     "of this context", host_ptr);
-  *out_device_ptr = host_ptr;  /* the CPU backend's device address space is the host's */
-  return TSR_SUCCESS;
+  if (ctx->backend->host_memory) {
+    *out_device_ptr = host_ptr;  /* the device's address space is the host's */
+    return TSR_SUCCESS;
+  }
+  if (!a.device_pinned)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrHostGetDevicePointer: %p was registered without "
+                    "TSR_HOST_REGISTER_PINNED, so the %s device cannot reach it", host_ptr, ctx->backend->name);
+  return ctx->backend->host_device_pointer(ctx->backend_state, host_ptr, out_device_ptr);
 }
 
 tsr_status_t tsrPointerGetInfo(tsr_context_t ctx, const void* ptr, tsr_pointer_info_t* out_info) {
@@ -435,7 +464,7 @@ tsr_status_t tsr_memory_check_copy(struct tsr_context* ctx, void* dst, const voi
   return st;
 }
 
-static const char* kind_name(tsr_memcpy_kind_t kind) {
+const char* tsr_memcpy_name(tsr_memcpy_kind_t kind) {
   static const char* const names[] = {"memcpy HtoH", "memcpy HtoD", "memcpy DtoH", "memcpy DtoD", "memcpy"};
   return (unsigned)kind <= TSR_MEMCPY_DEFAULT ? names[kind] : "memcpy";
 }
@@ -443,7 +472,7 @@ static const char* kind_name(tsr_memcpy_kind_t kind) {
 tsr_status_t tsr_memory_copy(struct tsr_context* ctx, void* dst, const void* src, size_t bytes,
                              tsr_memcpy_kind_t kind, const char* function) {
   if (bytes == 0) return TSR_SUCCESS;
-  bool traced = tsr_trace_push(TSR_TRACE_COPY, kind_name(kind));
+  bool traced = tsr_trace_push(TSR_TRACE_COPY, tsr_memcpy_name(kind));
   double t0 = tsr_metrics_on() ? tsr_seconds() : 0;
   tsr_status_t st;
   if (ctx->debug) {
@@ -457,8 +486,17 @@ tsr_status_t tsr_memory_copy(struct tsr_context* ctx, void* dst, const void* src
   } else {
     st = ctx->backend->copy(ctx->backend_state, dst, src, bytes, kind);
   }
-  if (t0) tsr_metrics_write(&(tsr_metrics_entry_t){.name = kind_name(kind), .seconds = tsr_seconds() - t0,
+  if (t0) tsr_metrics_write(&(tsr_metrics_entry_t){.name = tsr_memcpy_name(kind), .seconds = tsr_seconds() - t0,
                                                    .bytes = (double)bytes, .status = st});
+  if (traced) tsr_trace_pop();
+  return st;
+}
+
+tsr_status_t tsr_memory_enqueue_copy(struct tsr_context* ctx, void* queue, void* dst, const void* src, size_t bytes,
+                                     tsr_memcpy_kind_t kind) {
+  if (bytes == 0) return TSR_SUCCESS;
+  bool traced = tsr_trace_push(TSR_TRACE_COPY, tsr_memcpy_name(kind));
+  tsr_status_t st = ctx->backend->queue_copy(ctx->backend_state, queue, dst, src, bytes, kind);
   if (traced) tsr_trace_pop();
   return st;
 }

@@ -24,6 +24,7 @@ typedef struct tsr_allocation {
   uint8_t kind;        /* tsr_memory_kind_t */
   uint8_t origin;      /* tsr_origin_t */
   bool locked;         /* mlock()ed: munlock before release */
+  bool device_pinned;  /* pinned or registered through the backend's host entries (backend.h) */
   size_t block;        /* TSR_ORIGIN_POOL: the block size */
   uintptr_t map;       /* TSR_ORIGIN_GUARDED, TSR_ORIGIN_PINNED: the mapping */
   size_t map_bytes;
@@ -64,6 +65,13 @@ tsr_status_t tsr_memory_check_copy(struct tsr_context* context, void* dst, const
  * Fails only where that check or the device does; `function` names the API call in messages. */
 tsr_status_t tsr_memory_copy(struct tsr_context* context, void* dst, const void* src, size_t bytes,
                              tsr_memcpy_kind_t kind, const char* function);
+
+/* Hands a checked copy to a device queue (backend.h), in a trace range; `queue` NULL is not allowed here. */
+tsr_status_t tsr_memory_enqueue_copy(struct tsr_context* context, void* queue, void* dst, const void* src,
+                                     size_t bytes, tsr_memcpy_kind_t kind);
+
+/* "memcpy HtoD": a copy's name in trace ranges and metrics records. */
+const char* tsr_memcpy_name(tsr_memcpy_kind_t kind);
 
 /* Debug mode. `what` names the tensor in messages ("tensor argument 1 ('x') of kernel 'saxpy'"). */
 /* TSR_ERROR_MEMORY_FAULT when [p, p + bytes) lies in freed memory or starts in an allocation and runs past it. */

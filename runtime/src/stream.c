@@ -1,5 +1,6 @@
-/* stream.c — streams (stream.h, <tessera/execution.h>): creation, the executor thread, submission (to the
- * queue, or to the capture graph), synchronization and error reporting, capture begin/end. */
+/* stream.c — streams (stream.h, <tessera/execution.h>): creation, the executor thread or the device queue,
+ * submission (to the queue, the device, or the capture graph), synchronization and error reporting, timing of
+ * device work for the metrics log, capture begin/end. */
 #include "stream.h"
 
 #include <stdatomic.h>
@@ -11,6 +12,7 @@
 #include "errors.h"
 #include "event.h"
 #include "graph.h"
+#include "metrics.h"
 #include "objects.h"
 
 /* ---- running operations ----------------------------------------------------------------------------- */
@@ -45,6 +47,130 @@ void tsr_op_dispose(tsr_op_t* op) {
       break;
   }
   free(op);
+}
+
+/* ---- device queues ---------------------------------------------------------------------------------- */
+
+tsr_status_t tsr_op_enqueue(struct tsr_context* ctx, const tsr_op_t* op, void* queue) {
+  const tsr_backend_t* b = ctx->backend;
+  switch (op->kind) {
+    case TSR_OP_LAUNCH: return tsr_launch_enqueue(&op->u.launch, queue);
+    case TSR_OP_COPY:
+      return tsr_memory_enqueue_copy(ctx, queue, op->u.copy.dst, op->u.copy.src, op->u.copy.bytes, op->u.copy.kind);
+    case TSR_OP_RECORD: return b->event_record(ctx->backend_state, op->u.event.event->device, queue);
+    case TSR_OP_WAIT: return b->event_wait(ctx->backend_state, queue, op->u.event.event->device);
+    case TSR_OP_GRAPH: break;
+  }
+  return tsr_fail(TSR_ERROR_INVALID_VALUE, "a graph launch cannot be part of a graph");
+}
+
+/* A launch or copy on a device queue timed for the metrics log: device events before and after it, read
+ * when the stream is next waited for (the work runs later than its submission). */
+typedef struct tsr_timing {
+  struct tsr_timing* next;
+  void *start, *end;
+  bool kernel;
+  char name[128];
+  uint32_t grid[3], block[3];
+  double flops, bytes;
+} tsr_timing_t;
+
+static void timing_free(struct tsr_context* ctx, tsr_timing_t* t) {
+  if (t->start) ctx->backend->event_destroy(ctx->backend_state, t->start);
+  if (t->end) ctx->backend->event_destroy(ctx->backend_state, t->end);
+  free(t);
+}
+
+/* Stream locked. NULL when no log is open, or the events cannot be had (the record is then missing). */
+static tsr_timing_t* timing_start(struct tsr_stream* s, struct tsr_context* ctx, const tsr_op_t* op) {
+  if (!tsr_metrics_on() || (op->kind != TSR_OP_LAUNCH && op->kind != TSR_OP_COPY)) return NULL;
+  const tsr_backend_t* b = ctx->backend;
+  tsr_timing_t* t = calloc(1, sizeof *t);
+  if (!t) return NULL;
+  if (b->event_create(ctx->backend_state, &t->start) || b->event_create(ctx->backend_state, &t->end) ||
+      b->event_record(ctx->backend_state, t->start, s->queue)) {
+    timing_free(ctx, t);
+    return NULL;
+  }
+  if (op->kind == TSR_OP_LAUNCH) {
+    const tsr_launch_record_t* r = &op->u.launch;
+    t->kernel = true;
+    snprintf(t->name, sizeof t->name, "%s", r->kernel->name);  /* the module may be gone when it is written */
+    memcpy(t->grid, r->grid, sizeof t->grid);
+    memcpy(t->block, r->block, sizeof t->block);
+    t->flops = r->flops;
+    t->bytes = r->bytes;
+  } else {
+    snprintf(t->name, sizeof t->name, "%s", tsr_memcpy_name(op->u.copy.kind));
+    t->bytes = (double)op->u.copy.bytes;
+  }
+  return t;
+}
+
+/* Stream locked: the work was handed over (st 0) and is timed from here, or it was refused. */
+static void timing_end(struct tsr_stream* s, struct tsr_context* ctx, tsr_timing_t* t, tsr_status_t st) {
+  if (!t) return;
+  if (st || ctx->backend->event_record(ctx->backend_state, t->end, s->queue)) {
+    timing_free(ctx, t);
+    return;
+  }
+  if (s->timings_tail) s->timings_tail->next = t;
+  else s->timings = t;
+  s->timings_tail = t;
+}
+
+/* After the stream's device work finished (with status `st`): writes the records of the work timed so far
+ * (waiting for work another thread queued meanwhile). Keeps the calling thread's error message, which belongs
+ * to `st`. */
+static void write_timings(struct tsr_stream* s, tsr_status_t st) {
+  struct tsr_context* ctx = s->obj.context;
+  pthread_mutex_lock(&s->lock);
+  tsr_timing_t* t = s->timings;
+  s->timings = s->timings_tail = NULL;
+  pthread_mutex_unlock(&s->lock);
+  if (!t) return;
+  char message[1024];
+  snprintf(message, sizeof message, "%s", tsrGetLastErrorMessage());
+  while (t) {
+    tsr_timing_t* next = t->next;
+    float ms = 0;
+    tsr_status_t timed = st ? st : ctx->backend->event_elapsed(ctx->backend_state, t->start, t->end, &ms);
+    if (timed == TSR_ERROR_NOT_READY) {  /* queued by another thread after this wait began */
+      timed = ctx->backend->event_synchronize(ctx->backend_state, t->end);
+      if (!timed) timed = ctx->backend->event_elapsed(ctx->backend_state, t->start, t->end, &ms);
+    }
+    tsr_metrics_write(&(tsr_metrics_entry_t){.name = t->name, .stream = s->id, .grid = t->kernel ? t->grid : NULL,
+                                             .block = t->kernel ? t->block : NULL, .seconds = ms * 1e-3,
+                                             .flops = t->flops, .bytes = t->bytes, .status = timed});
+    timing_free(ctx, t);
+    t = next;
+  }
+  if (st) tsr_fail(st, "%s", message);
+}
+
+/* Hands `op` to the stream's device queue (stream locked, not capturing). */
+static tsr_status_t to_device(struct tsr_stream* s, const tsr_op_t* op) {
+  struct tsr_context* ctx = s->obj.context;
+  tsr_timing_t* t = timing_start(s, ctx, op);
+  tsr_status_t st = tsr_op_enqueue(ctx, op, s->queue);
+  timing_end(s, ctx, t, st);
+  if (!st && op->kind == TSR_OP_RECORD) tsr_event_issue(op->u.event.event);  /* it exists now: elapsed time */
+  return st;
+}
+
+tsr_status_t tsr_stream_launch_device_graph(struct tsr_stream* s, struct tsr_graph_exec* e) {
+  struct tsr_context* ctx = s->obj.context;
+  pthread_mutex_lock(&s->lock);
+  bool capturing = s->capture != NULL;
+  tsr_status_t st = TSR_SUCCESS;
+  if (!capturing) {
+    st = ctx->backend->graph_launch(ctx->backend_state, e->device, s->queue);
+    if (!st) tsr_graph_number(e, NULL);
+  }
+  pthread_mutex_unlock(&s->lock);
+  if (capturing) return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrGraphLaunch: the stream is capturing; graph launches "
+                                 "cannot be captured");
+  return st;
 }
 
 /* The executor: runs the queue in order until the stream stops and its queue is empty. */
@@ -97,21 +223,27 @@ tsr_status_t tsrCreateStream(tsr_context_t ctx, const tsr_stream_options_t* opti
   s->id = atomic_fetch_add(&ctx->next_stream_id, 1) + 1;
   s->priority = options->priority;
   s->affinity = options->affinity;
+  s->obj.context = ctx;  /* for tsr_stream_free, should publishing fail */
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->work, NULL);
   pthread_cond_init(&s->idle, NULL);
-  /* The executor runs blocks of its launches itself (cpu_pool.h), so it gets a worker's stack. */
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, TSR_CPU_STACK_BYTES);
-  int err = pthread_create(&s->thread, &attr, execute, s);
-  pthread_attr_destroy(&attr);
-  if (err) {
+  if (ctx->backend->queue_create) {
+    st = ctx->backend->queue_create(ctx->backend_state, s->priority, &s->queue);
+  } else {
+    /* The executor runs blocks of its launches itself (cpu_pool.h), so it gets a worker's stack. */
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, TSR_CPU_STACK_BYTES);
+    int err = pthread_create(&s->thread, &attr, execute, s);
+    pthread_attr_destroy(&attr);
+    if (err) st = tsr_fail(TSR_ERROR_INIT_FAIL, "tsrCreateStream: cannot start the stream's thread (error %d)", err);
+  }
+  if (st) {
     pthread_cond_destroy(&s->idle);
     pthread_cond_destroy(&s->work);
     pthread_mutex_destroy(&s->lock);
     free(s);
-    return tsr_fail(TSR_ERROR_INIT_FAIL, "tsrCreateStream: cannot start the stream's thread (error %d)", err);
+    return st;
   }
   if ((st = tsr_object_publish(ctx, &s->obj, TSR_MAGIC_STREAM, __func__))) {
     tsr_stream_free(s);
@@ -122,11 +254,20 @@ tsr_status_t tsrCreateStream(tsr_context_t ctx, const tsr_stream_options_t* opti
 }
 
 void tsr_stream_free(struct tsr_stream* s) {
-  pthread_mutex_lock(&s->lock);
-  s->stopping = true;
-  pthread_cond_signal(&s->work);
-  pthread_mutex_unlock(&s->lock);
-  pthread_join(s->thread, NULL);
+  if (s->queue) {
+    struct tsr_context* ctx = s->obj.context;
+    /* Waited for, as a stream's thread is joined: arrays its work uses may be freed once this returns. Its
+     * error has nobody left to report it to. */
+    tsr_status_t st = ctx->backend->queue_wait(ctx->backend_state, s->queue);
+    write_timings(s, st);
+    ctx->backend->queue_destroy(ctx->backend_state, s->queue);
+  } else {
+    pthread_mutex_lock(&s->lock);
+    s->stopping = true;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->thread, NULL);
+  }
   if (s->capture) tsr_graph_free(s->capture);
   pthread_cond_destroy(&s->idle);
   pthread_cond_destroy(&s->work);
@@ -164,16 +305,29 @@ static tsr_status_t record(struct tsr_stream* s, tsr_op_t* op) {
   return st;
 }
 
-tsr_status_t tsr_stream_submit_launch(struct tsr_stream* s, tsr_launch_record_t* r) {
+/* An operation holding its own copy of a launch's argument values. */
+static tsr_status_t new_launch_op(const tsr_launch_record_t* r, tsr_op_t** out) {
   tsr_op_t* op = malloc(sizeof *op);
   if (!op) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "kernel '%s': out of memory queueing the launch", r->kernel->name);
   op->kind = TSR_OP_LAUNCH;
   op->u.launch = *r;
   tsr_status_t st = tsr_launch_own_values(&op->u.launch);
-  if (st) {
-    free(op);
+  if (st) free(op);
+  else *out = op;
+  return st;
+}
+
+tsr_status_t tsr_stream_submit_launch(struct tsr_stream* s, tsr_launch_record_t* r) {
+  tsr_op_t* op;
+  tsr_status_t st;
+  if (s->queue) {  /* the device copies the values itself; only a recorded launch needs its own */
+    pthread_mutex_lock(&s->lock);
+    if (!s->capture) st = to_device(s, &(tsr_op_t){.kind = TSR_OP_LAUNCH, .u.launch = *r});
+    else if (!(st = new_launch_op(r, &op))) st = record(s, op);
+    pthread_mutex_unlock(&s->lock);
     return st;
   }
+  if ((st = new_launch_op(r, &op))) return st;
   pthread_mutex_lock(&s->lock);
   if (s->capture) {
     st = record(s, op);
@@ -197,8 +351,14 @@ tsr_status_t tsr_stream_submit_copy(struct tsr_stream* s, struct tsr_context* ct
   op->u.copy.kind = kind;
   tsr_status_t st = TSR_SUCCESS;
   pthread_mutex_lock(&s->lock);
-  if (s->capture) st = record(s, op);
-  else push(s, op);
+  if (s->capture) {
+    st = record(s, op);
+  } else if (s->queue) {
+    st = to_device(s, op);
+    free(op);
+  } else {
+    push(s, op);
+  }
   pthread_mutex_unlock(&s->lock);
   return st;
 }
@@ -214,6 +374,12 @@ tsr_status_t tsr_stream_submit_event(struct tsr_stream* s, tsr_op_kind_t kind, s
   tsr_object_ref(&e->obj);
   if (s->capture) {
     st = record(s, op);
+  } else if (s->queue) {
+    /* A wait for an event never recorded is a no-op, as in CUDA. */
+    if (kind == TSR_OP_RECORD || tsr_event_latest(e)) st = to_device(s, op);
+    pthread_mutex_unlock(&s->lock);
+    tsr_op_dispose(op);
+    return st;
   } else {
     op->u.event.seq = kind == TSR_OP_RECORD ? tsr_event_issue(e) : tsr_event_latest(e);
     if (kind == TSR_OP_WAIT && op->u.event.seq == 0) {  /* never recorded: nothing to wait for */
@@ -265,6 +431,12 @@ static tsr_status_t take_error(struct tsr_stream* s) {
 }
 
 tsr_status_t tsr_stream_wait(struct tsr_stream* s) {
+  if (s->queue) {
+    struct tsr_context* ctx = s->obj.context;
+    tsr_status_t st = ctx->backend->queue_wait(ctx->backend_state, s->queue);
+    write_timings(s, st);
+    return st;
+  }
   pthread_mutex_lock(&s->lock);
   uint64_t target = s->queued;
   while (s->completed < target) pthread_cond_wait(&s->idle, &s->lock);
@@ -294,10 +466,17 @@ tsr_status_t tsrStreamQuery(tsr_stream_t s) {
   tsr_status_t st = tsr_stream_acquire(s, NULL, __func__);
   if (st) return st;
   pthread_mutex_lock(&s->lock);
+  bool device = s->queue && !s->capture;
   if (s->capture) st = refuse_capturing(__func__);
+  else if (device) st = TSR_SUCCESS;
   else if (s->completed < s->queued) st = TSR_ERROR_NOT_READY;
   else st = take_error(s);
   pthread_mutex_unlock(&s->lock);
+  if (device) {
+    struct tsr_context* ctx = s->obj.context;
+    st = ctx->backend->queue_query(ctx->backend_state, s->queue);
+    if (st != TSR_ERROR_NOT_READY) write_timings(s, st);
+  }
   tsr_object_unref(&s->obj);
   return st;
 }

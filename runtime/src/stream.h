@@ -1,9 +1,14 @@
 /* stream.h — streams and the operations they queue (or record into a graph while capturing).
  *
- * Each stream has an executor thread that runs its queue in order; the submitting thread returns at once.
- * An operation in a queue holds what it needs: a launch its argument values and its kernel (so the module
- * waits for it), an event operation a reference to its event, a graph replay a reference to the executable
- * graph and its kernels. */
+ * On a backend without device queues (the CPU), each stream has an executor thread that runs its queue in
+ * order; the submitting thread returns at once. An operation in a queue holds what it needs: a launch its
+ * argument values and its kernel (so the module waits for it), an event operation a reference to its event,
+ * a graph replay a reference to the executable graph and its kernels.
+ *
+ * On a backend with device queues (CUDA, backend.h), a stream is one of the device's queues: the submitting
+ * thread hands each operation to the device under the stream's lock (so that operations from several
+ * threads keep one order) and returns; the device keeps the argument values, and unloading a module waits
+ * for the device (code_unload). There is no executor thread. */
 #ifndef TESSERA_SRC_STREAM_H_
 #define TESSERA_SRC_STREAM_H_
 
@@ -61,7 +66,9 @@ struct tsr_stream {
   char message[1024];
   bool stopping;
   struct tsr_graph* capture;   /* the graph being recorded, or NULL */
-  pthread_t thread;
+  pthread_t thread;            /* without a device queue */
+  void* queue;                 /* the backend's queue, or NULL */
+  struct tsr_timing *timings, *timings_tail;  /* device queue, metrics log open: work being timed */
 };
 
 /* A live stream of `context` (a reference taken), or an error naming `function`. */
@@ -76,6 +83,14 @@ tsr_status_t tsr_stream_submit_copy(struct tsr_stream* stream, struct tsr_contex
 tsr_status_t tsr_stream_submit_event(struct tsr_stream* stream, tsr_op_kind_t kind, struct tsr_event* event);
 /* Queues a graph replay op made by graph.c (refused while capturing). Takes the op on success. */
 tsr_status_t tsr_stream_submit_graph(struct tsr_stream* stream, tsr_op_t* op);
+
+/* Hands one operation to a device queue (backend.h): a stream's, or a graph recorder's. The operation's
+ * launch values may be the caller's: the device takes them now. */
+tsr_status_t tsr_op_enqueue(struct tsr_context* context, const tsr_op_t* op, void* queue);
+
+/* Replays a device graph on a stream with a device queue (refused while it captures); event records of the
+ * graph are numbered as tsr_graph_number does. */
+tsr_status_t tsr_stream_launch_device_graph(struct tsr_stream* stream, struct tsr_graph_exec* exec);
 
 /* Runs one operation in the calling thread. With `poisoned`, a launch or copy is skipped (an earlier failure
  * of its stream is pending); records and waits always run, so that nobody waits forever. */

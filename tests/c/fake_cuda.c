@@ -1,0 +1,353 @@
+/* fake_cuda.c — a stand-in for libcuda.so.1 with the entry points libtessera's CUDA backend loads, so that
+ * the backend's logic (streams as CUstreams, events, asynchronous copies, graph capture and replay, pinned
+ * memory, errors of queued work) is tested on machines without a GPU. Installed as libcuda.so.1 in a
+ * directory on LD_LIBRARY_PATH (tests/c/test_cuda_fake.py).
+ *
+ * What it does instead of a GPU: device memory is host memory; work runs when it is queued (so streams are
+ * trivially in order), except on a capturing stream, where it is recorded into the graph; the one kernel it
+ * runs is `saxpy` (y = a * x + y, the test image's PTX record; other kernels do nothing). It writes one line per call that queues or
+ * waits for work to $FAKE_CUDA_LOG ("cuLaunchKernel s3"), which is what the tests read.
+ *
+ * A kernel given a pointer in [2^40, 2^41) (no host mapping is there) faults as on a GPU: its launch succeeds,
+ * the next call that waits for work fails with CUDA_ERROR_ILLEGAL_ADDRESS, and so does every call after. Built with -DFAKE_CUDA_NO_GRAPHS it lacks the
+ * graph entry points, as a driver older than CUDA 11.4 does. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+
+enum { OK = 0, INVALID_VALUE = 1, NOT_READY = 600, ILLEGAL_ADDRESS = 700, NOT_FOUND = 500 };
+#define PER_THREAD ((struct CUstream_st*)0x2)
+
+typedef struct op {
+  int kind;  /* KERNEL, COPY, RECORD, WAIT */
+  int saxpy;  /* a kernel that runs */
+  unsigned threads;
+  float a;
+  const float* x;
+  float* y;
+  int64_t n;
+  void* dst;
+  const void* src;
+  size_t bytes;
+  struct CUevent_st* event;
+} op_t;
+enum { KERNEL, COPY, RECORD, WAIT };
+
+struct CUstream_st {
+  int id;
+  int capturing;
+  op_t* ops;  /* while capturing */
+  size_t count, capacity;
+};
+struct CUevent_st {
+  double time;
+};
+struct CUgraph_st {
+  op_t* ops;
+  size_t count;
+};
+struct CUgraphExec_st {
+  op_t* ops;
+  size_t count;
+};
+struct CUfunc_st {
+  int unused;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int next_stream = 1, faulted, sticky;
+static struct CUfunc_st saxpy_function, other_function;
+static int context_token;
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void log_call(const char* call, struct CUstream_st* s) {
+  const char* path = getenv("FAKE_CUDA_LOG");
+  if (!path) return;
+  FILE* f = fopen(path, "a");
+  if (!f) return;
+  if (s == PER_THREAD || !s) fprintf(f, "%s ptds\n", call);
+  else fprintf(f, "%s s%d%s\n", call, s->id, s->capturing ? " capturing" : "");
+  fclose(f);
+}
+
+/* ---- running work ------------------------------------------------------------------------------------ */
+
+static void run(const op_t* op) {
+  switch (op->kind) {
+    case KERNEL: {
+      uintptr_t x = (uintptr_t)op->x, y = (uintptr_t)op->y;
+      if (!op->saxpy) return;
+      if (x >> 40 == 1 || y >> 40 == 1) {
+        faulted = 1;
+        return;
+      }
+      for (int64_t i = 0; i < op->n && i < (int64_t)op->threads; i++) op->y[i] = op->a * op->x[i] + op->y[i];
+      break;
+    }
+    case COPY: memmove(op->dst, op->src, op->bytes); break;
+    case RECORD: op->event->time = now(); break;
+    case WAIT: break;  /* everything before has run already */
+  }
+}
+
+/* Runs `op` now, or records it into the stream's capture. */
+static CUresult submit(struct CUstream_st* s, const op_t* op) {
+  if (sticky) return sticky;
+  if (s && s != PER_THREAD && s->capturing) {
+    if (s->count == s->capacity) {
+      s->capacity = s->capacity ? 2 * s->capacity : 16;
+      s->ops = realloc(s->ops, s->capacity * sizeof *s->ops);
+    }
+    s->ops[s->count++] = *op;
+    return OK;
+  }
+  run(op);
+  return OK;
+}
+
+/* A call that waits for work: where a kernel's fault shows first. */
+static CUresult waited(void) {
+  if (faulted) sticky = ILLEGAL_ADDRESS;
+  return sticky;
+}
+
+/* ---- the driver API ---------------------------------------------------------------------------------- */
+
+CUresult cuInit(unsigned flags) { return flags ? INVALID_VALUE : OK; }
+CUresult cuDriverGetVersion(int* v) { *v = 12040; return OK; }
+CUresult cuGetErrorName(CUresult e, const char** name) {
+  *name = e == OK ? "CUDA_SUCCESS" : e == NOT_READY ? "CUDA_ERROR_NOT_READY"
+        : e == ILLEGAL_ADDRESS ? "CUDA_ERROR_ILLEGAL_ADDRESS" : "CUDA_ERROR_INVALID_VALUE";
+  return OK;
+}
+CUresult cuGetErrorString(CUresult e, const char** text) {
+  *text = e == ILLEGAL_ADDRESS ? "an illegal memory access was encountered" : "fake driver error";
+  return OK;
+}
+CUresult cuDeviceGetCount(int* n) { *n = 1; return OK; }
+CUresult cuDeviceGet(int* d, int ordinal) { *d = ordinal; return ordinal ? INVALID_VALUE : OK; }
+CUresult cuDeviceGetName(char* name, int length, int d) {
+  (void)d;
+  snprintf(name, (size_t)length, "Fake GPU");
+  return OK;
+}
+CUresult cuDeviceGetAttribute(int* v, int attribute, int d) {
+  (void)d;
+  switch (attribute) {
+    case 1: *v = 1024; break;                /* threads per block */
+    case 2: case 3: *v = 1024; break;        /* block x, y */
+    case 4: *v = 64; break;                  /* block z */
+    case 5: *v = 2147483647; break;          /* grid x */
+    case 6: case 7: *v = 65535; break;       /* grid y, z */
+    case 10: *v = 32; break;                 /* warp */
+    case 16: *v = 4; break;                  /* SMs */
+    case 75: *v = 9; break;                  /* compute capability 9.0: runs the test image's sm_90a */
+    case 76: *v = 0; break;
+    case 97: *v = 232448; break;             /* shared memory per block, opted in */
+    default: *v = 0;
+  }
+  return OK;
+}
+CUresult cuDeviceTotalMem_v2(size_t* bytes, int d) { (void)d; *bytes = (size_t)1 << 30; return OK; }
+CUresult cuDevicePrimaryCtxRetain(void** ctx, int d) { (void)d; *ctx = &context_token; return OK; }
+CUresult cuDevicePrimaryCtxRelease_v2(int d) { (void)d; return OK; }
+CUresult cuCtxPushCurrent_v2(void* ctx) { return ctx == &context_token ? OK : INVALID_VALUE; }
+CUresult cuCtxPopCurrent_v2(void** ctx) { *ctx = &context_token; return OK; }
+CUresult cuCtxSynchronize(void) { log_call("cuCtxSynchronize", NULL); return waited(); }
+CUresult cuCtxGetStreamPriorityRange(int* least, int* greatest) { *least = 0; *greatest = -5; return OK; }
+
+CUresult cuModuleLoadDataEx(void** module, const void* image, unsigned n, int* options, void** values) {
+  (void)n, (void)options, (void)values;
+  *module = (void*)image;  /* never read */
+  return OK;
+}
+CUresult cuModuleUnload(void* module) { (void)module; return OK; }
+CUresult cuModuleGetFunction(struct CUfunc_st** f, void* module, const char* name) {
+  (void)module;
+  *f = strcmp(name, "saxpy") == 0 ? &saxpy_function : &other_function;
+  return OK;
+}
+CUresult cuFuncSetAttribute(struct CUfunc_st* f, int attribute, int value) { (void)f, (void)attribute, (void)value; return OK; }
+
+CUresult cuLaunchKernel(struct CUfunc_st* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                        unsigned bz, unsigned smem, struct CUstream_st* s, void** params, void** extra) {
+  (void)f, (void)smem, (void)extra;
+  pthread_mutex_lock(&lock);
+  log_call("cuLaunchKernel", s);
+  op_t op = {.kind = KERNEL, .saxpy = f == &saxpy_function, .threads = gx * gy * gz * bx * by * bz};
+  if (op.saxpy) {  /* the values are taken now, as the driver does */
+    memcpy(&op.a, params[0], sizeof op.a);
+    memcpy(&op.x, params[1], sizeof op.x);
+    memcpy(&op.y, params[2], sizeof op.y);
+    memcpy(&op.n, params[3], sizeof op.n);
+  }
+  CUresult r = submit(s, &op);
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+CUresult cuStreamCreateWithPriority(struct CUstream_st** s, unsigned flags, int priority) {
+  pthread_mutex_lock(&lock);
+  *s = calloc(1, sizeof **s);
+  (*s)->id = next_stream++;
+  const char* path = getenv("FAKE_CUDA_LOG");
+  FILE* f = path ? fopen(path, "a") : NULL;
+  if (f) {
+    fprintf(f, "cuStreamCreateWithPriority s%d flags=%u priority=%d\n", (*s)->id, flags, priority);
+    fclose(f);
+  }
+  pthread_mutex_unlock(&lock);
+  return OK;
+}
+CUresult cuStreamDestroy_v2(struct CUstream_st* s) {
+  log_call("cuStreamDestroy", s);
+  free(s->ops);
+  free(s);
+  return OK;
+}
+CUresult cuStreamSynchronize(struct CUstream_st* s) { log_call("cuStreamSynchronize", s); return waited(); }
+CUresult cuStreamQuery(struct CUstream_st* s) { log_call("cuStreamQuery", s); return waited(); }
+CUresult cuStreamWaitEvent(struct CUstream_st* s, struct CUevent_st* e, unsigned flags) {
+  pthread_mutex_lock(&lock);
+  log_call(flags ? "cuStreamWaitEvent external" : "cuStreamWaitEvent", s);
+  CUresult r = submit(s, &(op_t){.kind = WAIT, .event = e});
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+CUresult cuEventCreate(struct CUevent_st** e, unsigned flags) { (void)flags; *e = calloc(1, sizeof **e); return OK; }
+CUresult cuEventDestroy_v2(struct CUevent_st* e) { free(e); return OK; }
+static CUresult record(struct CUevent_st* e, struct CUstream_st* s, const char* call) {
+  pthread_mutex_lock(&lock);
+  log_call(call, s);
+  CUresult r = submit(s, &(op_t){.kind = RECORD, .event = e});
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+CUresult cuEventRecord(struct CUevent_st* e, struct CUstream_st* s) { return record(e, s, "cuEventRecord"); }
+CUresult cuEventQuery(struct CUevent_st* e) { (void)e; return waited(); }
+CUresult cuEventSynchronize(struct CUevent_st* e) { (void)e; log_call("cuEventSynchronize", NULL); return waited(); }
+CUresult cuEventElapsedTime(float* ms, struct CUevent_st* a, struct CUevent_st* b) {
+  *ms = (float)((b->time - a->time) * 1e3);
+  return sticky;
+}
+
+static CUresult copy(struct CUstream_st* s, void* dst, const void* src, size_t bytes, const char* call) {
+  pthread_mutex_lock(&lock);
+  log_call(call, s);
+  CUresult r = submit(s, &(op_t){.kind = COPY, .dst = dst, .src = src, .bytes = bytes});
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr sp, size_t n, struct CUstream_st* s) {
+  return copy(s, (void*)(uintptr_t)d, (const void*)(uintptr_t)sp, n, "cuMemcpyAsync");
+}
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void* sp, size_t n, struct CUstream_st* s) {
+  return copy(s, (void*)(uintptr_t)d, sp, n, "cuMemcpyHtoDAsync");
+}
+CUresult cuMemcpyDtoHAsync_v2(void* d, CUdeviceptr sp, size_t n, struct CUstream_st* s) {
+  return copy(s, d, (const void*)(uintptr_t)sp, n, "cuMemcpyDtoHAsync");
+}
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr sp, size_t n, struct CUstream_st* s) {
+  return copy(s, (void*)(uintptr_t)d, (const void*)(uintptr_t)sp, n, "cuMemcpyDtoDAsync");
+}
+/* The synchronous copies: the backend no longer uses them (NULL-stream copies go to the per-thread stream),
+ * but it still loads them. */
+CUresult cuMemcpy(CUdeviceptr d, CUdeviceptr sp, size_t n) { return cuMemcpyAsync(d, sp, n, NULL); }
+CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void* sp, size_t n) { return cuMemcpyHtoDAsync_v2(d, sp, n, NULL); }
+CUresult cuMemcpyDtoH_v2(void* d, CUdeviceptr sp, size_t n) { return cuMemcpyDtoHAsync_v2(d, sp, n, NULL); }
+CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr sp, size_t n) { return cuMemcpyDtoDAsync_v2(d, sp, n, NULL); }
+
+CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t bytes) {
+  void* m = NULL;
+  if (posix_memalign(&m, 256, bytes ? bytes : 1)) return 2;
+  *p = (CUdeviceptr)(uintptr_t)m;
+  return sticky;
+}
+CUresult cuMemFree_v2(CUdeviceptr p) { free((void*)(uintptr_t)p); return OK; }
+CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned flags) {
+  log_call(flags == 3 ? "cuMemHostAlloc portable+devicemap" : "cuMemHostAlloc", NULL);
+  return posix_memalign(p, 4096, bytes) ? 2 : OK;
+}
+CUresult cuMemFreeHost(void* p) { log_call("cuMemFreeHost", NULL); free(p); return OK; }
+CUresult cuMemHostRegister_v2(void* p, size_t bytes, unsigned flags) {
+  (void)p, (void)bytes;
+  log_call(flags == 3 ? "cuMemHostRegister portable+devicemap" : "cuMemHostRegister", NULL);
+  return OK;
+}
+CUresult cuMemHostUnregister(void* p) { (void)p; log_call("cuMemHostUnregister", NULL); return OK; }
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* d, void* p, unsigned flags) {
+  (void)flags;
+  *d = (CUdeviceptr)(uintptr_t)p;  /* unified addressing: the same address */
+  return OK;
+}
+
+#ifndef FAKE_CUDA_NO_GRAPHS
+CUresult cuEventRecordWithFlags(struct CUevent_st* e, struct CUstream_st* s, unsigned flags) {
+  return record(e, s, flags ? "cuEventRecordWithFlags external" : "cuEventRecordWithFlags");
+}
+CUresult cuStreamBeginCapture_v2(struct CUstream_st* s, int mode) {
+  s->capturing = 1;
+  const char* path = getenv("FAKE_CUDA_LOG");
+  FILE* f = path ? fopen(path, "a") : NULL;
+  if (f) {
+    fprintf(f, "cuStreamBeginCapture s%d mode=%d\n", s->id, mode);
+    fclose(f);
+  }
+  return sticky;
+}
+CUresult cuStreamEndCapture(struct CUstream_st* s, struct CUgraph_st** g) {
+  log_call("cuStreamEndCapture", s);
+  *g = calloc(1, sizeof **g);
+  (*g)->ops = s->ops;
+  (*g)->count = s->count;
+  s->ops = NULL;
+  s->count = s->capacity = 0;
+  s->capturing = 0;
+  return sticky;
+}
+CUresult cuGraphInstantiateWithFlags(struct CUgraphExec_st** exec, struct CUgraph_st* g, unsigned long long flags) {
+  (void)flags;
+  *exec = calloc(1, sizeof **exec);
+  (*exec)->ops = malloc((g->count + 1) * sizeof *g->ops);
+  memcpy((*exec)->ops, g->ops, g->count * sizeof *g->ops);
+  (*exec)->count = g->count;
+  const char* path = getenv("FAKE_CUDA_LOG");
+  FILE* f = path ? fopen(path, "a") : NULL;
+  if (f) {
+    fprintf(f, "cuGraphInstantiate nodes=%zu\n", g->count);
+    fclose(f);
+  }
+  return OK;
+}
+CUresult cuGraphLaunch(struct CUgraphExec_st* exec, struct CUstream_st* s) {
+  pthread_mutex_lock(&lock);
+  log_call("cuGraphLaunch", s);
+  CUresult r = sticky;
+  for (size_t i = 0; i < exec->count && !r; i++) r = submit(s, &exec->ops[i]);
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+CUresult cuGraphExecDestroy(struct CUgraphExec_st* exec) {
+  free(exec->ops);
+  free(exec);
+  return OK;
+}
+CUresult cuGraphDestroy(struct CUgraph_st* g) {
+  free(g->ops);
+  free(g);
+  return OK;
+}
+#endif

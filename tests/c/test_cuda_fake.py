@@ -1,0 +1,125 @@
+"""The CUDA backend's logic without a GPU: host_cuda_streams.c against tests/c/fake_cuda.c installed as
+libcuda.so.1. What the fake driver logs shows how the backend drives CUDA: each Tessera stream a CUstream of
+its own, launches and copies handed over without a synchronize each, events recorded in streams, graphs
+captured once and replayed by cuGraphLaunch, pinned memory from the driver, a kernel's fault reported by the
+next synchronize. (tests/gpu/test_cuda_async.py runs the same host on a GPU.)"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from hostutil import HERE, run
+
+
+@pytest.fixture(scope="session")
+def fake_driver(cc, tmp_path_factory):
+    """fake_driver(graphs=True) -> a directory holding a fake libcuda.so.1."""
+    made = {}
+
+    def build(graphs=True):
+        if graphs not in made:
+            out = tmp_path_factory.mktemp("fake_cuda")
+            flags = [] if graphs else ["-DFAKE_CUDA_NO_GRAPHS"]
+            run([cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", *flags, HERE / "fake_cuda.c", "-pthread",
+                 "-o", out / "libcuda.so.1"])
+            made[graphs] = out
+        return made[graphs]
+
+    return build
+
+
+def run_host(build_host, test_image, driver_dir, tmp_path, *args, env=None):
+    log = tmp_path / "cuda.log"
+    environ = dict(os.environ, LD_LIBRARY_PATH=str(driver_dir), FAKE_CUDA_LOG=str(log), **(env or {}))
+    environ.pop("TESSERA_BACKEND", None)
+    p = subprocess.run([str(build_host("host_cuda_streams.c")), str(test_image), *args], capture_output=True,
+                       text=True, timeout=300, env=environ)
+    failed = [line for line in p.stdout.splitlines() if line.startswith("FAIL")]
+    assert p.returncode == 0 and not failed and p.stdout.rstrip().endswith("0 failed"), p.stdout + p.stderr
+    phases, name = {}, None
+    for line in log.read_text().splitlines():
+        if line.startswith("## "):
+            name = line[3:]
+            phases[name] = []
+        elif name:
+            phases[name].append(line)
+    return p.stdout, phases
+
+
+def calls(lines, name):
+    return [line for line in lines if line.split()[0] == name]
+
+
+def test_streams_events_copies_and_graphs_drive_cuda_asynchronously(build_host, test_image, fake_driver, tmp_path):
+    stdout, phases = run_host(build_host, test_image, fake_driver(), tmp_path)
+
+    two = phases["two streams"]
+    streams = {line.split()[1] for line in calls(two, "cuLaunchKernel")}
+    assert len(streams) == 2 and "ptds" not in streams  # each Tessera stream is a CUstream of its own
+    assert len(calls(two, "cuLaunchKernel")) == 128
+    assert len(calls(two, "cuEventRecord")) == 16 and len(calls(two, "cuStreamWaitEvent")) == 16
+    # no synchronize between launches; the streams are waited for by tsrSynchronize and when destroyed (the
+    # NULL stream's copies wait on the per-thread stream)
+    launches = [i for i, line in enumerate(two) if line.startswith("cuLaunchKernel")]
+    assert not [line for line in two[launches[0]:launches[-1]] if "Synchronize" in line]
+    waits = [line.split()[1] for line in calls(two, "cuStreamSynchronize")]
+    assert sorted(w for w in waits if w != "ptds") == sorted(list(streams) * 2)
+
+    copies = phases["async copies"]
+    assert calls(copies, "cuMemHostAlloc") == ["cuMemHostAlloc portable+devicemap ptds"] * 2
+    assert calls(copies, "cuMemHostRegister") == ["cuMemHostRegister portable+devicemap ptds"]
+    stream = calls(copies, "cuLaunchKernel")[0].split()[1]
+    assert [line.split()[0] for line in copies if line.endswith(f" {stream}")][:6] == [
+        "cuEventRecord", "cuMemcpyHtoDAsync", "cuMemcpyHtoDAsync", "cuLaunchKernel", "cuMemcpyDtoHAsync",
+        "cuMemcpyAsync"]
+    assert "cuEventSynchronize ptds" in copies and calls(copies, "cuMemHostUnregister")
+
+    graphs = phases["graphs"]
+    capture = re.search(r"cuStreamBeginCapture (s\d+) mode=2", "\n".join(graphs)).group(1)  # relaxed mode
+    captured = [line for line in graphs if line.endswith(f"{capture} capturing") and "EndCapture" not in line]
+    assert [line.split()[0] for line in captured] == ["cuLaunchKernel"] * 4 + ["cuMemcpyDtoDAsync",
+                                                                              "cuEventRecordWithFlags"]
+    assert "cuEventRecordWithFlags external" in captured[-1]  # an event node, not a capture-internal event
+    assert "cuGraphInstantiate nodes=6" in graphs
+    assert len(calls(graphs, "cuGraphLaunch")) == 101  # 100 on the stream, 1 on the NULL stream
+    assert "cuGraphLaunch ptds" in graphs
+    assert re.search(r"timing: host time to submit 400 launches: direct [\d.]+ us per launch, graph replay", stdout)
+
+    fault = phases["fault"]
+    assert calls(fault, "cuLaunchKernel") and calls(fault, "cuStreamSynchronize")
+
+
+def test_without_cuda_graphs_in_the_driver_instantiation_says_so(build_host, test_image, fake_driver, tmp_path):
+    stdout, _ = run_host(build_host, test_image, fake_driver(graphs=False), tmp_path, "no-graphs")
+    assert "lacks" in stdout and "cuEventRecordWithFlags" in stdout
+
+
+def test_stream_priority_maps_to_cuda_priorities(fake_driver, tmp_path):
+    """Higher Tessera priority runs first: CUDA's lower numbers, clamped to the device's range."""
+    pytest.importorskip("tessera._runtime")
+    log = tmp_path / "cuda.log"
+    script = ("from tessera import _runtime\n"
+              "ctx = _runtime.Context('cuda')\n"
+              "streams = [_runtime.Stream(ctx, p, 0) for p in (0, 3, 100, -2)]\n")
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), FAKE_CUDA_LOG=str(log)))
+    assert p.returncode == 0, p.stdout + p.stderr
+    created = calls(log.read_text().splitlines(), "cuStreamCreateWithPriority")
+    assert [line.split()[3] for line in created] == ["priority=0", "priority=-3", "priority=-5", "priority=0"]
+    assert all("flags=0" in line for line in created)  # blocking: ordered with the legacy default stream
+
+
+def test_metrics_of_stream_work_are_device_times_written_at_synchronize(build_host, test_image, fake_driver,
+                                                                        tmp_path):
+    metrics = tmp_path / "metrics.jsonl"
+    run_host(build_host, test_image, fake_driver(), tmp_path, env={"TESSERA_METRICS": str(metrics)})
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    kernels = [r for r in records if r["kind"] == "kernel"]
+    on_streams = [r for r in kernels if r["stream"] != 0]
+    assert len(on_streams) >= 128 + 1 + 400  # two streams, the copy phase's launch, the direct launches
+    assert all(r["name"] == "saxpy" and r["time_ms"] >= 0 for r in on_streams)
+    assert any(r["kind"] == "copy" and r["name"] == "memcpy HtoD" and r["stream"] != 0 for r in records)
+    assert [r for r in records if r["status"] == "TSR_ERROR_LAUNCH_FAILED"]  # the faulting launch's record
