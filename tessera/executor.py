@@ -4,13 +4,22 @@
     Y = prog.mlp(X, W1, b1, W2)
 
 On the CPU backend the tensors are numpy arrays, used in place. On a backend with memory of its own (a
-context passed to `load`, e.g. ``runtime._runtime.Context("opencl")`` for a spirv image) inputs are copied
-to device arrays, intermediates are device allocations (each its own: the runtime's pool reuses their
-blocks) and results are copied back.
+context passed to `load`: ``runtime.select_backend("cuda")``, ``_runtime.Context("opencl")`` for a spirv
+image) the tensors live in device memory: numpy inputs are copied in, and results copied back.
 
-Inputs are numpy arrays of the parameters' dtypes (bf16 parameters take float32 arrays, rounded to bf16);
-intermediate and result tensors are allocated per call; results come back as numpy arrays (bf16 as float32).
-A tile program's outputs are also written into the arrays passed for them.
+    prog = tessera.executor.load("model.tessera", runtime.select_backend("cuda"))
+    Y = prog.mlp(X, W1, b1, W2)                         # numpy in, numpy out
+    Yd = prog.mlp(DeviceArray.from_numpy(X), ...)       # DeviceArrays in: DeviceArrays out, no copies
+    with tessera.stream.use(s):                         # or stream=s: launches queued on s
+        Yd = prog.mlp(Xd, ...)
+
+Inputs are numpy arrays of the parameters' dtypes (bf16 parameters take float32 arrays, rounded to bf16) or
+`tessera.runtime.DeviceArray`s of the context's (bf16 as uint16 bit patterns), used in place. When any input
+is a DeviceArray the call runs in device memory (also on the CPU backend) and returns DeviceArrays (bf16 as
+bit patterns); otherwise numpy arrays (bf16 as float32). Intermediates are allocated per call, in the
+plan's buffer slots. Launches go to `stream` (default: the current one, else none: each runs at once); a
+call returning numpy arrays waits for its stream first, one returning DeviceArrays does not. A tile
+program's outputs are also written into the arrays passed for them.
 """
 
 from __future__ import annotations
@@ -47,16 +56,19 @@ class Function:
         self.module = module
         self.device = module.context.backend not in runtime._HOST_MEMORY  # tensors live in device arrays
 
-    def __call__(self, *arrays):
+    def __call__(self, *arrays, stream=None):
         p = self.plan
         if len(arrays) != len(p["args"]):
             raise TypeError(f"'{self.name}' takes {len(p['args'])} arguments ({', '.join(p['params'])}), "
                             f"got {len(arrays)}")
         env: dict[str, int] = {}
-        store: dict[str, np.ndarray] = {}
+        given_device = any(isinstance(a, runtime.DeviceArray) for a in arrays)
+        # "__device__": whether tensors are DeviceArrays; "__stream__": where launches go
+        store: dict = {"__device__": self.device or given_device, "__stream__": stream}
         for pname, vid, a in zip(p["params"], p["args"], arrays):
             spec = p["values"][vid]
-            a = np.asarray(a)
+            if not isinstance(a, runtime.DeviceArray):
+                a = np.asarray(a)
             if a.ndim != len(spec["dims"]):
                 raise ValueError(f"argument '{pname}' of '{self.name}' must have rank {len(spec['dims'])}, "
                                  f"got shape {a.shape}")
@@ -68,7 +80,7 @@ class Function:
                     if env.setdefault(d, n) != n:
                         raise ValueError(f"argument '{pname}' has {d} = {n} on axis {axis}, but an earlier "
                                          f"argument has {d} = {env[d]}")
-            store[vid] = self._placed(_to_storage(a, spec["dtype"]))
+            store[vid] = self._input(pname, a, spec["dtype"], store["__device__"])
         self._check_same_extents(env)
         for step in p["steps"]:
             if "alias" in step:
@@ -82,11 +94,42 @@ class Function:
                 store[step["alias"]] = source.reshape(shape)
                 continue
             self._launch(step, store, env)
-        outs = [_from_storage(store[v].numpy() if self.device else store[v], p["values"][v]["dtype"])
-                for v in p["results"]]
+        results = [store[v] for v in p["results"]]
+        if given_device:
+            outs = results
+        else:
+            s = stream if stream is not None else runtime._current_stream()
+            if s is not None and s.capture is not None and store["__device__"]:
+                raise ValueError(f"'{self.name}' is being captured into a graph: pass DeviceArrays, which the "
+                                 f"graph's replays write, to get its results")
+            if s is not None and s.capture is None:
+                s.synchronize()  # numpy results are read now (copies back run on the NULL stream, unordered)
+            if store["__device__"]:
+                results = [r.numpy() for r in results]
+            outs = [_from_storage(r, p["values"][v]["dtype"]) for r, v in zip(results, p["results"])]
         for index, value in zip(p.get("outputs", []), outs):  # a tile program writes its outputs in place
-            np.copyto(arrays[index], value.reshape(np.shape(arrays[index])), casting="same_kind")
+            self._write_output(arrays[index], value, stream)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _input(self, pname: str, a, dtype: str, device: bool):
+        """An argument as the plan stores it: a DeviceArray used in place, or a numpy array converted to the
+        parameter's storage (and copied to the device when the call runs there)."""
+        if isinstance(a, runtime.DeviceArray):
+            if a.context is not self.module.context:
+                raise ValueError(f"argument '{pname}' of '{self.name}' is a DeviceArray of another context")
+            if a.dtype != np.dtype(_NUMPY[dtype]):
+                raise TypeError(f"argument '{pname}' of '{self.name}' must be a DeviceArray of {dtype} "
+                                f"({np.dtype(_NUMPY[dtype])}), got {a.dtype}")
+            return a
+        x = _to_storage(a, dtype)
+        return runtime.DeviceArray.from_numpy(x, self.module.context) if device else x
+
+    def _write_output(self, target, value, stream) -> None:
+        if not isinstance(target, runtime.DeviceArray):
+            np.copyto(target, value.reshape(np.shape(target)), casting="same_kind")
+        elif value.address != target.address:  # else the kernels wrote into it already
+            from . import stream as streams
+            streams.memcpy_async(target, value.reshape(target.shape), stream=stream)
 
     def _check_same_extents(self, env: dict) -> None:
         """Extents a tile program's masked loads and stores need equal (rows of one tile.range's tensors)."""
@@ -99,9 +142,6 @@ class Function:
                 raise ValueError(f"'{self.name}': {where[a]} = {env[a]} and {where[b]} = {env[b]} must be equal "
                                  f"(rows of the same tile.range blocks)")
 
-    def _placed(self, x: np.ndarray):
-        return runtime.DeviceArray.from_numpy(x, self.module.context) if self.device else x
-
     def _tensor(self, vid: str, store: dict, env: dict) -> np.ndarray:
         if vid not in store:
             store[vid] = self._allocate(vid, store, env)
@@ -113,16 +153,17 @@ class Function:
         spec = self.plan["values"][vid]
         shape = [plans.evaluate(d, env) for d in spec["dims"]]
         dtype = np.dtype(_NUMPY[spec["dtype"]])
-        if self.device:
-            return runtime.DeviceArray(shape, dtype, self.module.context)
+        device = store["__device__"]
         if "buffer" not in spec:
-            return np.empty(shape, dtype=dtype)
+            return runtime.DeviceArray(shape, dtype, self.module.context) if device else np.empty(shape, dtype=dtype)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         slots = store.setdefault("__slots__", {})
         buf = slots.get(spec["buffer"])
         if buf is None or buf.nbytes < nbytes:
-            buf = slots[spec["buffer"]] = np.empty(max(nbytes, 64), dtype=np.uint8)
-        return buf[:nbytes].view(dtype).reshape(shape)
+            size = max(nbytes, 64)
+            buf = runtime.DeviceArray(size, np.uint8, self.module.context) if device else np.empty(size, np.uint8)
+            slots[spec["buffer"]] = buf
+        return buf.view(dtype, shape) if device else buf[:nbytes].view(dtype).reshape(shape)
 
     def _launch_args(self, step: dict, store: dict, env: dict) -> None:
         """A step whose arguments are listed in order, each a tensor with its view's shape or a scalar."""
@@ -140,22 +181,21 @@ class Function:
                 args.append(np.int64(plans.evaluate(a["i64"], local)))
         grid = tuple(plans.evaluate(g, local) for g in step["grid"])
         kernel = self.module.kernel(step["kernel"])
+        stream = store["__stream__"]
         if "batch" not in step:
-            kernel(*args, grid=grid, block=tuple(step["block"]))
+            kernel(*args, grid=grid, block=tuple(step["block"]), stream=stream)
             return
         # one launch per batch entry, on contiguous slices of the batched tensors
-        if self.device:
-            raise ValueError(f"'{self.name}': a batched GEMM step runs in host memory only (device arrays have "
-                             f"no slices yet)")
-        batched = [isinstance(a, np.ndarray) and "value" in spec and spec["shape"][:1] == [step["batch"]]
-                   for a, spec in zip(args, step["args"])]
+        batched = [isinstance(a, (np.ndarray, runtime.DeviceArray)) and "value" in spec
+                   and spec["shape"][:1] == [step["batch"]] for a, spec in zip(args, step["args"])]
         count = local[step["batch"]]
         for a, b in zip(args, batched):
             if b and a.shape[0] != count:
                 raise ValueError(f"'{self.name}': a batched matmul's operands have {a.shape[0]} and {count} "
                                  f"batch entries")
         for i in range(count):
-            kernel(*[a[i] if b else a for a, b in zip(args, batched)], grid=grid, block=tuple(step["block"]))
+            kernel(*[a[i] if b else a for a, b in zip(args, batched)], grid=grid, block=tuple(step["block"]),
+                   stream=stream)
 
     def _launch(self, step: dict, store: dict, env: dict) -> None:
         if "args" in step:
@@ -174,7 +214,8 @@ class Function:
         if R == 0 or C == 0:
             return
         scalars = [np.int64(plans.evaluate(e, local)) for e in step.get("scalars", [])]
-        self.module.kernel(step["kernel"])(*tensors, *scalars, grid=grid, block=tuple(step["block"]))
+        self.module.kernel(step["kernel"])(*tensors, *scalars, grid=grid, block=tuple(step["block"]),
+                                           stream=store["__stream__"])
 
 
 class Program:

@@ -159,14 +159,38 @@ class DeviceArray:
             self.context.copy_to_host(out, self.address)
         return out
 
+    def _at(self, offset: int, shape: tuple, dtype) -> "DeviceArray":
+        """A view of this array's memory from byte `offset`, keeping its owner alive."""
+        view = object.__new__(DeviceArray)
+        view.context, view.shape, view.dtype = self.context, tuple(int(d) for d in shape), np.dtype(dtype)
+        view.address = self.address + offset
+        view._owner = self._owner or self
+        return view
+
     def reshape(self, *shape) -> "DeviceArray":
         """The same memory seen with another shape (of as many elements)."""
         shape = tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)) else shape
         shape = np.empty(self.shape, dtype=np.bool_).reshape(shape).shape  # numpy's rules, -1 included
-        view = object.__new__(DeviceArray)
-        view.context, view.shape, view.dtype, view.address = self.context, shape, self.dtype, self.address
-        view._owner = self._owner or self
-        return view
+        return self._at(0, shape, self.dtype)
+
+    def view(self, dtype, shape) -> "DeviceArray":
+        """The first bytes of this array's memory seen as `shape` elements of `dtype` (as a numpy byte buffer's
+        ``buf[:n].view(dtype).reshape(shape)``)."""
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if nbytes > self.nbytes:
+            raise ValueError(f"a view of {nbytes} bytes does not fit in a DeviceArray of {self.nbytes}")
+        return self._at(0, shape, dtype)
+
+    def __getitem__(self, index) -> "DeviceArray":
+        """``a[i]``: entry i of the first axis, a view (the only indexing device arrays have)."""
+        if not isinstance(index, (int, np.integer)) or not self.shape:
+            raise TypeError("a DeviceArray is indexed by one int, on its first axis")
+        i = int(index) + (self.shape[0] if index < 0 else 0)
+        if not 0 <= i < self.shape[0]:
+            raise IndexError(f"index {index} is out of range for an axis of {self.shape[0]}")
+        inner = self.shape[1:]
+        return self._at(i * int(np.prod(inner, dtype=np.int64)) * self.dtype.itemsize, inner, self.dtype)
 
     def free(self) -> None:
         """Gives the memory back now; the array (and views of it) must not be used after."""

@@ -1,5 +1,5 @@
 """Fixtures of the GPU tests: skip unless libtessera's CUDA backend runs here; the tests' images; a CUDA
-context; launch-plan steps of Graph IR functions run on device arrays.
+context; modules and executor programs loaded into it.
 
 Every test here is marked `gpu` (`pytest -m "not gpu"` leaves them out; without a GPU they skip).
 """
@@ -62,3 +62,10 @@ def image_of():
 def load(cuda, image_of):
     from tessera import runtime
     return lambda name: runtime.load(image_of(name), cuda)
+
+
+@pytest.fixture(scope="session")
+def program(cuda, image_of):
+    """program(name) -> the image's Graph IR functions, run by tessera.executor on the GPU."""
+    from tessera import executor
+    return lambda name: executor.load(image_of(name), cuda)

@@ -39,6 +39,12 @@ def ids(Out: tensor[int, "N", 4]):
 def f(X: tensor[f32, "N", "D"], g: tensor[f32, "D"], b: tensor[f32, "D"]):
     return op.softmax(X), op.layernorm(X, gamma=g, beta=b), op.rmsnorm(X, gamma=g)
 """, "sm_80"),
+    "mlp_tail": ("""
+@function
+def f(X: tensor[f32, "T", "D"], b: tensor[f32, "D"], g: tensor[f32, "D"]):
+    h = op.gelu(op.bias_add(X, b))
+    return op.layernorm(h + X, gamma=g, beta=b), op.softmax(h)
+""", "sm_80"),
     "elementwise": ("""
 @function
 def f(X: tensor[f32, "N", "D"], b: tensor[f32, "D"]):

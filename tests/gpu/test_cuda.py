@@ -10,8 +10,6 @@ import textwrap
 import numpy as np
 import pytest
 
-from gpu_plan import run_plan
-
 RNG = np.random.default_rng(5)
 
 
@@ -90,10 +88,9 @@ def test_lane_and_global_warp_ids(load, cuda):
 
 
 @pytest.mark.parametrize("shape", [(1, 1), (5, 33), (64, 1000), (300, 4096)])
-def test_generated_softmax_layernorm_rmsnorm(load, cuda, shape):
-    mod = load("rows")
+def test_generated_softmax_layernorm_rmsnorm(program, shape):
     X, g, b = f32(*shape) * 3, f32(shape[-1]), f32(shape[-1])
-    sm, ln, rms = run_plan(mod, "f", X, g, b)
+    sm, ln, rms = program("rows").f(X, g, b)  # tessera.executor: numpy in, device memory, numpy out
     x = X.astype(np.float64)
     e = np.exp(x - x.max(axis=-1, keepdims=True))
     np.testing.assert_allclose(sm, e / e.sum(axis=-1, keepdims=True), rtol=1e-5, atol=2e-6)
@@ -103,11 +100,10 @@ def test_generated_softmax_layernorm_rmsnorm(load, cuda, shape):
                                rtol=1e-4, atol=2e-5)
 
 
-def test_generated_elementwise_chain(load, cuda):
+def test_generated_elementwise_chain(program):
     from math import erf
-    mod = load("elementwise")
     X, b = f32(257, 1000) * 2, f32(1000)
-    (got,) = run_plan(mod, "f", X, b)
+    got = program("elementwise").f(X, b)
     x = X.astype(np.float64)
     h = x + b
     gelu = 0.5 * h * (1 + np.vectorize(erf)(h / np.sqrt(2)))
