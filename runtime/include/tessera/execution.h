@@ -10,7 +10,8 @@
  * Errors: a call that queues work validates it first and refuses bad work with a status, as tsrLaunch does.
  * A failure while queued work runs (a debug-mode memory fault) is kept by the stream, which then skips its
  * later kernels and copies (event records still complete), until tsrStreamSynchronize, tsrStreamQuery or
- * tsrSynchronize reports the error — once — with its message.
+ * tsrSynchronize reports the error — once — with its message. On the CUDA backend a kernel's fault ends the
+ * CUDA context: the next wait reports it, and every later call too.
  *
  * Thread-safety: every function may be called from any thread, also on the same stream or event at once;
  * work given to one stream from several threads is queued in the order the calls took effect. Only
@@ -38,7 +39,8 @@ typedef struct tsr_stream_options {
 TSR_API tsr_status_t tsrStreamOptionsInitialize(tsr_stream_options_t* options);
 
 /* Creates a stream (options NULL: the defaults). On the CPU backend each stream has a thread that runs its
- * queue; its kernels' blocks run on the context's workers. */
+ * queue; its kernels' blocks run on the context's workers. On the CUDA backend it is a CUDA stream: work is
+ * handed to the driver by the calling thread, events are CUDA events, and graphs replay as CUDA graphs. */
 TSR_API tsr_status_t tsrCreateStream(tsr_context_t context, const tsr_stream_options_t* options,
                                      tsr_stream_t* out_stream);
 
