@@ -26,6 +26,7 @@ from . import _runtime  # noqa: E402
 from .abi import DIM, SCALAR, TENSOR  # noqa: E402
 from .frontend import dtypes
 from .image import read_image
+from .numerics import matrix_units
 
 Error = _runtime.Error
 
@@ -42,7 +43,7 @@ _TORCH["torch.bfloat16"] = np.dtype(np.uint16)  # bf16 travels as its bit patter
 # Backends whose device memory is host memory, so that numpy arrays are used in place.
 _HOST_MEMORY = {"cpu"}
 # The image `target` each backend runs.
-_TARGET = {"cpu": "cpu", "cuda": "ptx", "opencl": "spirv"}
+_TARGET = {"cpu": "cpu", "cuda": "ptx", "opencl": "spirv", "hip": "amdgpu", "level_zero": "spirv"}
 
 _default_lock = threading.Lock()
 _default: _runtime.Context | None = None
@@ -81,15 +82,13 @@ def capabilities(context: _runtime.Context | None = None) -> dict:
 
     `tensorcore` maps the dtypes the device multiplies in matrix units to True, `cp_async` says whether it
     copies global to shared memory asynchronously: both from the GPU's architecture, empty and False on the
-    CPU. `threads` is the number of blocks that run at once (the CPU backend's workers)."""
+    CPU (tessera/numerics/matrix_units.py). `warp_size` is the device's own: the wavefront on HIP (64 on
+    CDNA, 32 on RDNA), the subgroup size our SPIR-V kernels run with on Level Zero. `threads` is the number
+    of blocks that run at once (the CPU backend's workers; the GPU's multiprocessors or compute units)."""
     ctx = context or default_context()
     p = ctx.properties
-    tensorcore, cp_async = {}, False
-    if p["arch"].startswith("sm_"):
-        sm = int("".join(c for c in p["arch"][3:] if c.isdigit()) or 0)
-        tensorcore = {dtype: True for dtype, since in (("fp16", 70), ("bf16", 80), ("tf32", 80),
-                                                       ("fp8_e4m3", 89), ("fp8_e5m2", 89)) if sm >= since}
-        cp_async = sm >= 80
+    tensorcore = matrix_units.tensorcore_dtypes(p["arch"])
+    cp_async = p["arch"].startswith("sm_") and "bf16" in tensorcore  # cp.async came with sm_80, as bf16 did
     return {
         "backend": p["backend"], "device": p["name"], "arch": p["arch"], "tensorcore": tensorcore,
         "warp_size": p["warp_size"], "cp_async": cp_async,

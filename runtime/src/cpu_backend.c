@@ -186,7 +186,7 @@ static void code_unload(void* code) { tsr_cpu_code_unload(code); }
 static tsr_status_t mem_alloc(void* state, size_t bytes, void** out) {
   (void)state;
   *out = aligned_alloc(TSR_ALLOC_ALIGNMENT, bytes);  /* pool blocks are multiples of the alignment */
-  return *out ? TSR_SUCCESS : TSR_ERROR_OUT_OF_MEMORY;
+  return *out ? TSR_SUCCESS : tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "tsrAlloc: cannot allocate %zu bytes", bytes);
 }
 
 static void mem_free(void* state, void* ptr) {

@@ -1,0 +1,271 @@
+/* mock_hip.c — a fake libamdhip64 for testing libtessera's HIP loader (runtime/src/hip_*.c) where there is no
+ * AMD GPU: it exports the HIP entry points the loader resolves, logs each call (mock_common.h), fails on
+ * request, and keeps "device" memory on the host.
+ *
+ * It checks what a real HIP would: hipModuleLoadData takes an AMDGPU ELF code object (ELF64, e_machine
+ * EM_AMDGPU) and hipModuleGetFunction finds the kernel among its dynamic symbols. Device 0 is described by
+ * MOCK_HIP_ARCH (default "gfx942:sramecc+:xnack-") and MOCK_HIP_WARP (default 64); MOCK_HIP_DEVICES is the
+ * device count (default 1). Built with -DMOCK_HIP_ROCM5 it lacks hipGetDevicePropertiesR0600, as ROCm 5 does. */
+#include <elf.h>
+#include <stdatomic.h>
+
+#include "../../../runtime/src/hip_driver.h"
+#include "mock_common.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+static int env_int(const char* name, int fallback) {
+  const char* v = getenv(name);
+  return v && *v ? atoi(v) : fallback;
+}
+
+#define FAIL_IF_ASKED(fn)        \
+  do {                           \
+    long code_ = mock_fail(fn);  \
+    if (code_) {                 \
+      mock_log("%s -> %ld", fn, code_); \
+      return (hipError_t)code_;  \
+    }                            \
+  } while (0)
+
+static const struct {
+  int code;
+  const char* name;
+} names[] = {{0, "hipSuccess"}, {1, "hipErrorInvalidValue"}, {2, "hipErrorOutOfMemory"},
+             {3, "hipErrorNotInitialized"}, {100, "hipErrorNoDevice"}, {200, "hipErrorInvalidImage"},
+             {209, "hipErrorNoBinaryForGpu"}, {303, "hipErrorSharedObjectInitFailed"}, {500, "hipErrorNotFound"},
+             {700, "hipErrorIllegalAddress"}, {719, "hipErrorLaunchFailure"}};
+
+EXPORT const char* hipGetErrorName(hipError_t e) {
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (names[i].code == e) return names[i].name;
+  return "hipErrorUnknown";
+}
+
+EXPORT const char* hipGetErrorString(hipError_t e) {
+  (void)e;
+  return "injected by the mock driver";
+}
+
+EXPORT hipError_t hipInit(unsigned flags) {
+  FAIL_IF_ASKED("hipInit");
+  mock_log("hipInit flags=%u", flags);
+  return hipSuccess;
+}
+
+EXPORT hipError_t hipDriverGetVersion(int* v) {
+  FAIL_IF_ASKED("hipDriverGetVersion");
+  *v = 60342134;
+  return hipSuccess;
+}
+
+EXPORT hipError_t hipGetDeviceCount(int* count) {
+  FAIL_IF_ASKED("hipGetDeviceCount");
+  *count = env_int("MOCK_HIP_DEVICES", 1);
+  mock_log("hipGetDeviceCount -> %d", *count);
+  return *count ? hipSuccess : hipErrorNoDevice;  /* as HIP does: no device is an error */
+}
+
+static _Thread_local int current_device;
+
+EXPORT hipError_t hipGetDevice(int* device) {
+  FAIL_IF_ASKED("hipGetDevice");
+  *device = current_device;
+  return hipSuccess;
+}
+
+EXPORT hipError_t hipSetDevice(int device) {
+  FAIL_IF_ASKED("hipSetDevice");
+  mock_log("hipSetDevice %d", device);
+  if (device < 0 || device >= env_int("MOCK_HIP_DEVICES", 1)) return 101;
+  current_device = device;
+  return hipSuccess;
+}
+
+EXPORT hipError_t hipDeviceGetAttribute(int* value, int attribute, int device) {
+  FAIL_IF_ASKED("hipDeviceGetAttribute");
+  mock_log("hipDeviceGetAttribute attr=%d device=%d", attribute, device);
+  switch (attribute) {
+    case hipDeviceAttributeMaxBlockDimX:
+    case hipDeviceAttributeMaxBlockDimY:
+    case hipDeviceAttributeMaxBlockDimZ:
+    case hipDeviceAttributeMaxThreadsPerBlock: *value = 1024; break;
+    case hipDeviceAttributeMaxGridDimX: *value = 2147483647; break;
+    case hipDeviceAttributeMaxGridDimY:
+    case hipDeviceAttributeMaxGridDimZ: *value = 65536; break;
+    case hipDeviceAttributeMultiprocessorCount: *value = 304; break;
+    case hipDeviceAttributeMaxSharedMemoryPerBlock: *value = 65536; break;
+    case hipDeviceAttributeWarpSize: *value = env_int("MOCK_HIP_WARP", 64); break;
+    default: return 1;  /* hipErrorInvalidValue: an attribute the loader should not ask for */
+  }
+  return hipSuccess;
+}
+
+#ifndef MOCK_HIP_ROCM5
+EXPORT hipError_t hipGetDevicePropertiesR0600(void* props, int device) {
+  FAIL_IF_ASKED("hipGetDevicePropertiesR0600");
+  mock_log("hipGetDevicePropertiesR0600 device=%d", device);
+  /* Only the two fields the loader reads, where ROCm 6 puts them. */
+  const char* arch = getenv("MOCK_HIP_ARCH");
+  memset(props, 0, 1472);
+  snprintf((char*)props + TSR_HIP_PROPS_NAME, 256, "Mock AMD Instinct");
+  snprintf((char*)props + TSR_HIP_PROPS_GCN_ARCH_NAME, 256, "%s", arch && *arch ? arch : "gfx942:sramecc+:xnack-");
+  return hipSuccess;
+}
+#endif
+
+EXPORT hipError_t hipDeviceTotalMem(size_t* bytes, int device) {
+  FAIL_IF_ASKED("hipDeviceTotalMem");
+  (void)device;
+  *bytes = (size_t)192 << 30;
+  return hipSuccess;
+}
+
+/* ---- modules ---- */
+
+struct ihipModule_t {
+  const uint8_t* image;  /* the caller's: HIP's contract, the loader keeps it alive */
+};
+
+struct ihipModuleSymbol_t {
+  char name[128];
+};
+
+/* Whether the ELF image has a defined dynamic symbol `name`. */
+static int elf_has_symbol(const uint8_t* image, const char* name) {
+  const Elf64_Ehdr* eh = (const Elf64_Ehdr*)image;
+  const Elf64_Shdr* sh = (const Elf64_Shdr*)(image + eh->e_shoff);
+  for (int i = 0; i < eh->e_shnum; i++) {
+    if (sh[i].sh_type != SHT_DYNSYM) continue;
+    const Elf64_Sym* syms = (const Elf64_Sym*)(image + sh[i].sh_offset);
+    const char* strings = (const char*)(image + sh[sh[i].sh_link].sh_offset);
+    for (size_t k = 0; k < sh[i].sh_size / sizeof *syms; k++)
+      if (syms[k].st_shndx != SHN_UNDEF && strcmp(strings + syms[k].st_name, name) == 0) return 1;
+  }
+  return 0;
+}
+
+EXPORT hipError_t hipModuleLoadData(hipModule_t* module, const void* image) {
+  FAIL_IF_ASKED("hipModuleLoadData");
+  const Elf64_Ehdr* eh = image;
+  int ok = memcmp(eh->e_ident, ELFMAG, SELFMAG) == 0 && eh->e_ident[EI_CLASS] == ELFCLASS64 &&
+           eh->e_machine == EM_AMDGPU && eh->e_type == ET_DYN;
+  mock_log("hipModuleLoadData elf=%s machine=%d", ok ? "amdgpu-dyn" : "bad", ok ? eh->e_machine : -1);
+  if (!ok) return 200;  /* hipErrorInvalidImage */
+  *module = calloc(1, sizeof **module);
+  (*module)->image = image;
+  return hipSuccess;
+}
+
+EXPORT hipError_t hipModuleUnload(hipModule_t module) {
+  mock_log("hipModuleUnload");
+  free(module);
+  return hipSuccess;
+}
+
+EXPORT hipError_t hipModuleGetFunction(hipFunction_t* f, hipModule_t module, const char* name) {
+  FAIL_IF_ASKED("hipModuleGetFunction");
+  int found = elf_has_symbol(module->image, name);
+  mock_log("hipModuleGetFunction %s found=%d", name, found);
+  if (!found) return 500;  /* hipErrorNotFound */
+  *f = calloc(1, sizeof **f);  /* leaked with the module: the mock lives as long as the process */
+  snprintf((*f)->name, sizeof (*f)->name, "%s", name);
+  return hipSuccess;
+}
+
+/* ---- streams and events ---- */
+
+struct ihipStream_t {
+  int id;
+};
+struct ihipEvent_t {
+  int id, recorded_on;
+};
+static atomic_int next_id = 1;
+
+EXPORT hipError_t hipStreamCreateWithFlags(hipStream_t* s, unsigned flags) {
+  FAIL_IF_ASKED("hipStreamCreateWithFlags");
+  *s = calloc(1, sizeof **s);
+  (*s)->id = next_id++;
+  mock_log("hipStreamCreateWithFlags flags=%u -> S%d", flags, (*s)->id);
+  return hipSuccess;
+}
+
+EXPORT hipError_t hipStreamDestroy(hipStream_t s) {
+  mock_log("hipStreamDestroy S%d", s->id);
+  free(s);
+  return hipSuccess;
+}
+
+EXPORT hipError_t hipEventCreateWithFlags(hipEvent_t* e, unsigned flags) {
+  FAIL_IF_ASKED("hipEventCreateWithFlags");
+  *e = calloc(1, sizeof **e);
+  (*e)->id = next_id++;
+  mock_log("hipEventCreateWithFlags flags=%u -> E%d", flags, (*e)->id);
+  return hipSuccess;
+}
+
+EXPORT hipError_t hipEventRecord(hipEvent_t e, hipStream_t s) {
+  FAIL_IF_ASKED("hipEventRecord");
+  e->recorded_on = s ? s->id : 0;
+  mock_log("hipEventRecord E%d S%d", e->id, e->recorded_on);
+  return hipSuccess;
+}
+
+EXPORT hipError_t hipEventSynchronize(hipEvent_t e) {
+  FAIL_IF_ASKED("hipEventSynchronize");
+  mock_log("hipEventSynchronize E%d", e->id);
+  return e->recorded_on ? hipSuccess : 1;  /* waiting on an event never recorded is the loader's bug */
+}
+
+EXPORT hipError_t hipEventDestroy(hipEvent_t e) {
+  mock_log("hipEventDestroy E%d", e->id);
+  free(e);
+  return hipSuccess;
+}
+
+/* ---- memory ---- */
+
+EXPORT hipError_t hipMalloc(void** p, size_t bytes) {
+  FAIL_IF_ASKED("hipMalloc");
+  *p = aligned_alloc(256, (bytes + 255) / 256 * 256);
+  mock_log("hipMalloc %zu", bytes);
+  return *p ? hipSuccess : 2;
+}
+
+EXPORT hipError_t hipFree(void* p) {
+  mock_log("hipFree");
+  free(p);
+  return hipSuccess;
+}
+
+EXPORT hipError_t hipMemcpy(void* dst, const void* src, size_t bytes, int kind) {
+  FAIL_IF_ASKED("hipMemcpy");
+  mock_log("hipMemcpy %zu kind=%d", bytes, kind);
+  memmove(dst, src, bytes);
+  return hipSuccess;
+}
+
+/* ---- launches ---- */
+
+EXPORT hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                        unsigned by, unsigned bz, unsigned smem, hipStream_t stream, void** params,
+                                        void** extra) {
+  FAIL_IF_ASKED("hipModuleLaunchKernel");
+  mock_log("hipModuleLaunchKernel %s grid=%u,%u,%u block=%u,%u,%u smem=%u S%d extra=%s", f->name, gx, gy, gz, bx,
+           by, bz, smem, stream ? stream->id : 0, extra ? "set" : "null");
+  if (strcmp(f->name, "saxpy") == 0) {
+    /* (a: f32, X, Y, Out: device pointers, N: i64), each params[i] pointing at the value */
+    float a;
+    float *x, *y, *out;
+    int64_t n;
+    memcpy(&a, params[0], sizeof a);
+    memcpy(&x, params[1], sizeof x);
+    memcpy(&y, params[2], sizeof y);
+    memcpy(&out, params[3], sizeof out);
+    memcpy(&n, params[4], sizeof n);
+    mock_log("  saxpy a=%g n=%lld", a, (long long)n);
+    mock_saxpy(gx * gy * gz, bx * by * bz, a, x, y, out, n);
+  }
+  return hipSuccess;
+}
