@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..mlir import ir
+from . import fp8_fallback
 
 
 @dataclass(frozen=True)
@@ -159,11 +160,14 @@ def quantize(fn, target: TargetInfo) -> list[str]:
     guide §5: equal or higher precision), and converted at loads and stores. Returns the fallbacks taken;
     they are recorded on the function (`tessera.fallbacks`) and in the kernel metadata."""
     taken: list[str] = []
+    if not target.native_dtypes >= set(fp8_fallback.BY_NAME):  # fp8 in its f16 container (fp8_fallback.py)
+        taken += fp8_fallback.legalize(fn, target.name)
     for op in _ops(fn):
         types = {str(ir.RankedTensorType(v.type).element_type) for v in list(op.operands) + list(op.results)
                  if isinstance(v.type, ir.RankedTensorType)}
         for t in sorted(types):
-            name = {"bf16": "bf16", "f16": "f16", "tf32": "tf32", "f32": "f32", "f64": "f64"}.get(t)
+            name = {"bf16": "bf16", "f16": "f16", "tf32": "tf32", "f32": "f32", "f64": "f64",
+                    "f8E4M3FN": "fp8_e4m3", "f8E5M2": "fp8_e5m2"}.get(t)
             if name is None:
                 from .kernelgen import UnsupportedOnCPU
                 raise UnsupportedOnCPU(op, f"element type {t} has no {target.name} fallback yet")

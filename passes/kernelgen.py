@@ -145,16 +145,30 @@ def elementwise(name: str, ops: list, inputs: list, outputs: list, dims: dict, b
 
 
 def _expr(op, local: dict, cdt: str, dims: dict, scalars: list) -> str:
+    if "tessera.round_to" in op.attributes:  # an fp8 result in its f16 container (fp8_fallback.py)
+        from .fp8_fallback import round_source
+        fmt = ir.StringAttr(op.attributes["tessera.round_to"]).value
+        if op.operation.name == "ttensor.cast":  # from the operand's own value: one rounding, not two
+            return "(" + round_source(_operand_expr(op, 0, local), fmt) + ")"
+        return "(" + round_source(_value_expr(op, local, cdt, dims, scalars), fmt) + ")"
+    return _value_expr(op, local, cdt, dims, scalars)
+
+
+def _operand_expr(op, i: int, local: dict) -> str:
+    v = op.operands[i]
+    if v in local:
+        return local[v]
+    from .fusion import is_scalar_constant
+    if is_scalar_constant(v):
+        return _literal(v)
+    raise UnsupportedOnCPU(op, "internal: an operand of a fused op is neither fused nor an input")
+
+
+def _value_expr(op, local: dict, cdt: str, dims: dict, scalars: list) -> str:
     name = op.operation.name
 
     def operand(i: int) -> str:
-        v = op.operands[i]
-        if v in local:
-            return local[v]
-        from .fusion import is_scalar_constant
-        if is_scalar_constant(v):
-            return _literal(v)
-        raise UnsupportedOnCPU(op, "internal: an operand of a fused op is neither fused nor an input")
+        return _operand_expr(op, i, local)
 
     if name == "ttensor.unary":
         return "(" + UNARY[ir.StringAttr(op.attributes["fn"]).value].format(x=operand(0)) + ")"

@@ -1,0 +1,140 @@
+"""fp8 on targets that do not compute it (portability guide §5, normative): e4m3 and e5m2 tensors are stored
+in f16 and computed in f32, with every fp8 value rounded exactly as fp8 would round it.
+
+Why f16, and why no scale factor: f16 holds every value of both formats exactly — e4m3 has 3 fraction bits,
+values down to 2^-9 and up to 448; e5m2 is f16 with its low 8 bits dropped (the same exponent range, 2
+fraction bits) — so storing an fp8 value in f16 loses nothing, and a "range scaling" factor would only add
+roundings. What keeps the fp8 semantics is where values become fp8: a cast to fp8 (or an elementwise op
+with an fp8 result) rounds its f32 value to the fp8 grid, ties to even, and saturates at the format's
+largest finite value (±448, ±57344), as the reference interpreter does (numerics/rounding.py). The result
+then is bit-for-bit the interpreter's, on every target that takes this fallback.
+
+The quantize phase (graph_phases.quantize) calls `legalize` after fusion, where a target's native dtypes
+lack fp8; kernelgen writes the rounding into the fused elementwise kernels with `round_source`. An fp8
+parameter of a function is taken as f32 from the caller and rounded on entry (one more elementwise kernel),
+so that the caller's values are rounded once, from their own precision, as the interpreter rounds them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..mlir import ir
+
+CONTAINER = "f16"
+
+
+@dataclass(frozen=True)
+class Fp8Format:
+    name: str           # the dtype's name: "fp8_e4m3"
+    mantissa_bits: int
+    min_exponent: int   # of the smallest normal number
+    max_exponent: int   # of the largest binade
+    max_value: float    # largest finite value: out-of-range values saturate to it
+
+
+FORMATS = {"f8E4M3FN": Fp8Format("fp8_e4m3", 3, -6, 8, 448.0),
+           "f8E5M2": Fp8Format("fp8_e5m2", 2, -14, 15, 57344.0)}
+BY_NAME = {f.name: f for f in FORMATS.values()}
+
+# Ops whose fused kernel expression can take the rounding; any other op's fp8 result is written in f32 and
+# rounded by a cast of its own.
+ELEMENTWISE = ("ttensor.cast", "ttensor.unary", "ttensor.binary", "ttensor.bias_add", "ttensor.broadcast",
+               "ttensor.dropout", "ttensor.mask_blocks")
+# Ops that move fp8 values without making new ones: their results are containers as their inputs are.
+MOVES = ("ttensor.transpose", "ttensor.reshape")
+
+
+def format_of(t: ir.Type) -> Fp8Format | None:
+    """The fp8 format of a tensor type's elements, or None."""
+    if not isinstance(t, ir.RankedTensorType):
+        return None
+    return FORMATS.get(str(t.element_type))
+
+
+def round_source(x: str, name: str) -> str:
+    """Kernel source rounding the value of expression `x` (f32 or f64) to fp8 format `name`: the spacing of
+    its binade (a chain of comparisons: exact, where log2 would not be), x / spacing rounded half to even
+    with floor (x / spacing is exact and below 2^(m+1), so t + 0.5 is exact too), times the spacing,
+    saturated. NaN stays NaN (the comparisons are false and min/max propagate it)."""
+    f = BY_NAME[name]
+    a = f"abs({x})"
+    spacing = repr(2.0 ** (f.min_exponent - f.mantissa_bits))
+    for e in range(f.min_exponent + 1, f.max_exponent + 1):
+        spacing = f"({2.0 ** (e - f.mantissa_bits)!r} if {a} >= {2.0 ** e!r} else {spacing})"
+    t = f"(({x}) / {spacing})"
+    r = f"math.floor({t} + 0.5)"
+    tie_to_odd = f"({r} - {t} == 0.5 and {r} - 2.0 * math.floor({r} * 0.5) == 1.0)"
+    rounded = f"(({r} - 1.0 if {tie_to_odd} else {r}) * {spacing})"
+    return f"min(max({rounded}, {-f.max_value!r}), {f.max_value!r})"
+
+
+def _with_element(t: ir.RankedTensorType, elem: ir.Type) -> ir.RankedTensorType:
+    return ir.RankedTensorType.get(t.shape, elem, t.encoding)
+
+
+def legalize(fn, target_name: str) -> list[str]:
+    """Rewrites `fn`'s fp8 tensors to the f16 container (see the module's docstring); returns the fallback
+    notes for the kernel metadata. Raises UnsupportedOnCPU at an op that cannot produce its fp8 result in f32
+    instead."""
+    from ..dialects import ttensor
+    from .kernelgen import UnsupportedOnCPU
+    f16, f32 = ir.F16Type.get(), ir.F32Type.get()
+    taken: dict[str, None] = {}
+
+    def note(f: Fp8Format) -> None:
+        taken[f"{f.name} stored as f16 (exact; rounded to {f.name} and saturated at ±{f.max_value:g})"] = None
+
+    block = fn.entry_block
+    ops = [op for op in block.operations if op.operation.name.startswith("ttensor.")]
+    groups = [ir.IntegerAttr(op.attributes["tessera.group"]).value for op in ops if "tessera.group" in op.attributes]
+    next_group = max(groups, default=-1) + 1
+    i32 = ir.IntegerType.get_signless(32)
+    first = next(iter(block.operations))
+    for arg in list(block.arguments):
+        f = format_of(arg.type)
+        if f is None:
+            continue
+        note(f)
+        arg.set_type(_with_element(arg.type, f32))
+        with first.location, ir.InsertionPoint(first):
+            cast = ttensor.CastOp(arg, accum=ir.TypeAttr.get(f32), result=_with_element(arg.type, f16))
+        cast.attributes["tessera.round_to"] = ir.StringAttr.get(f.name)
+        cast.attributes["tessera.group"] = ir.IntegerAttr.get(i32, next_group)
+        cast.attributes["tessera.group_kind"] = ir.StringAttr.get("elementwise")
+        next_group += 1
+        for use in list(arg.uses):
+            if use.owner != cast.operation:
+                use.owner.operands[use.operand_number] = cast.result
+    for op in ops:
+        for r in op.results:
+            f = format_of(r.type)
+            if f is None:
+                continue
+            note(f)
+            if op.operation.name in MOVES:
+                r.set_type(_with_element(r.type, f16))
+                continue
+            if op.operation.name in ELEMENTWISE:
+                r.set_type(_with_element(r.type, f16))
+                op.attributes["tessera.round_to"] = ir.StringAttr.get(f.name)
+                continue
+            # Any other kernel (GEMM, attention, a row op) writes its f32 result; a rounding cast follows.
+            r.set_type(_with_element(r.type, f32))
+            with op.location, ir.InsertionPoint.after(op):
+                cast = ttensor.CastOp(r, accum=ir.TypeAttr.get(f32), result=_with_element(r.type, f16))
+            cast.attributes["tessera.round_to"] = ir.StringAttr.get(f.name)
+            cast.attributes["tessera.group"] = ir.IntegerAttr.get(i32, next_group)
+            cast.attributes["tessera.group_kind"] = ir.StringAttr.get("elementwise")
+            next_group += 1
+            for use in list(r.uses):
+                if use.owner != cast.operation:
+                    use.owner.operands[use.operand_number] = cast.result
+            if not op.verify():
+                raise UnsupportedOnCPU(op, f"an {f.name} result of '{op.operation.name}' has no {target_name} "
+                                           f"fallback (the target computes no fp8): produce f32 and op.cast it")
+    if taken:
+        ret = list(block.operations)[-1]
+        fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
+            [a.type for a in block.arguments], [v.type for v in ret.operands]))
+    return list(taken)
