@@ -82,6 +82,18 @@ def wgmma_ss(w: Writer, acc: list[str], et: str, da: str, db: str, trans_b: int)
                         f"{{X1}}, 1, 1, 1, 0, {trans_b};", [("i64", da), ("i64", db)], ["l", "l"])
 
 
+def wgmma_ss_first(w: Writer, n: int, et: str, da: str, db: str, trans_b: int) -> list[str]:
+    """A·B into fresh accumulators (n/2 a thread): scale-d false, so no instruction has to zero them — a
+    non-wgmma definition of an accumulator inside a wgmma pipeline makes ptxas serialize it (C7513)."""
+    regs = ", ".join(f"${i}" for i in range(n // 2))
+    ty = "{" + ", ".join(["float"] * (n // 2)) + "}"
+    res = w.asm(f"{{ .reg .pred p; setp.ne.b32 p, ${n // 2 + 2}, 0; wgmma.mma_async.sync.aligned.m64n{n}k16.f32."
+                f"{et}.{et} {{{regs}}}, ${n // 2}, ${n // 2 + 1}, p, 1, 1, 0, {trans_b}; }}",
+                ",".join(["=f"] * (n // 2) + ["l", "l", "r"]), [("i64", da), ("i64", db), ("i32", "0")],
+                ret=ty, hint="acc")
+    return [w.v(f"extractvalue {ty} {res}, {i}", "d") for i in range(n // 2)]
+
+
 def wgmma_rs(w: Writer, acc: list[str], et: str, a: list[str], db: str, trans_b: int) -> list[str]:
     """acc += A·B, m64nNk16, A from four registers of packed pairs (the accumulator layout of a previous
     product), B from shared memory."""
@@ -90,13 +102,28 @@ def wgmma_rs(w: Writer, acc: list[str], et: str, a: list[str], db: str, trans_b:
                 [("i32", x) for x in a] + [("i64", db)], ["r", "r", "r", "r", "l"])
 
 
-def fence(w: Writer) -> None:
-    w.asm("wgmma.fence.sync.aligned;")
+def fence(w: Writer, floats: list[str] = (), ints: list[str] = ()) -> tuple[list[str], list[str]]:
+    """Orders register writes before the wgmmas that follow. The accumulators `floats` and A fragments
+    `ints` those wgmmas read pass through it, so that no instruction defining them (LLVM may sink a
+    rescale or a phi's copy down to its use) lands inside the wgmma pipeline (ptxas would serialize it,
+    C7513)."""
+    vals = [("float", v) for v in floats] + [("i32", v) for v in ints]
+    if not vals:
+        w.asm("wgmma.fence.sync.aligned;")
+        return [], []
+    n = len(vals)
+    ty = "{" + ", ".join(t for t, _ in vals) + "}"
+    cons = ",".join([("=f" if t == "float" else "=r") for t, _ in vals] + [str(i) for i in range(n)])
+    res = w.asm("wgmma.fence.sync.aligned;", cons, vals, ret=ty, hint="fenced")
+    out = [w.v(f"extractvalue {ty} {res}, {i}", "d") for i in range(n)]
+    return out[:len(floats)], out[len(floats):]
 
 
 def commit(w: Writer) -> None:
     w.asm("wgmma.commit_group.sync.aligned;")
 
 
-def wait_group(w: Writer, acc: list[str], pending: int) -> list[str]:
-    return tied(w, acc, f"wgmma.wait_group.sync.aligned {pending};")
+def wait_group(w: Writer, acc: list[str], pending: int, keep: list[str] = ()) -> list[str]:
+    """Waits until at most `pending` wgmma groups are in flight; `acc` comes out of the wait, and the i32
+    registers `keep` (A fragments an in-flight wgmma reads) stay allocated until it."""
+    return tied(w, acc, f"wgmma.wait_group.sync.aligned {pending};", [("i32", k) for k in keep], ["r"] * len(keep))
