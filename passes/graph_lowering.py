@@ -84,8 +84,9 @@ def _compile_source(src: str, filename: str) -> None:
             KernelBuilder(node, filename).build()
 
 
-def lower_function(fn, module: ir.Module, gemm=None, targets: str = "CPU") -> dict:
-    """Adds the kernels of `fn` to `module` and returns its plan (JSON-able)."""
+def lower_function(fn, module: ir.Module, gemm=None, targets: str = "CPU", attention=None) -> dict:
+    """Adds the kernels of `fn` to `module` and returns its plan (JSON-able). `gemm` and `attention` are a
+    backend's own lowerings of those groups, where it has them."""
     name = ir.StringAttr(fn.attributes["sym_name"]).value
     dims = graph_shapes.infer(fn)
     ids: dict = {}
@@ -137,6 +138,9 @@ def lower_function(fn, module: ir.Module, gemm=None, targets: str = "CPU") -> di
             for a in step["args"]:
                 a["value"] = record(a["value"])
             steps.append({"kernel": kname, "source": src, **step})
+            continue
+        elif kind == "attention" and attention is not None:
+            steps.extend(attention(kname, ops, dims, record, module))
             continue
         elif kind == "gemm" and gemm is not None:
             def temporary(of: str, dtype: str) -> str:

@@ -154,9 +154,10 @@ def make_kernels(mod: ir.Module, metadata: dict, backends: list) -> ir.Module:
     plans = {}
     # A backend's own GEMM kernels (the CPU's tile kernels) serve only an image for that target alone.
     gemm = getattr(backends[0], "gemm_lowering", None) if len(backends) == 1 else None
+    attention = getattr(backends[0], "attention_lowering", None) if len(backends) == 1 else None
     for fn in _functions(mod):
         plans[ir.StringAttr(fn.attributes["sym_name"]).value] = graph_lowering.lower_function(
-            fn, mod, gemm, "/".join(b.name for b in backends))
+            fn, mod, gemm, "/".join(b.name for b in backends), attention)
         fn.operation.erase()
     # The dtype fallbacks a function took are part of each of its kernels' metadata (tessera-objdump shows them).
     props = metadata.setdefault("kernel_props", {})

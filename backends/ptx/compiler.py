@@ -166,5 +166,9 @@ class PTXBackend:
         from .gemm_lowering import lower
         return lower(self.options.arch, *args)
 
+    def attention_lowering(self, *args):
+        from .attention_lowering import lower
+        return lower(self.options.arch, *args)
+
     def entry_symbol(self, kernel: str) -> str:
         return kernel  # the PTX .entry has the kernel's own name, as profilers then show it

@@ -1,10 +1,7 @@
 """GEMM fusion groups of Graph IR functions as PTX tensor-core kernels and their launch-plan steps.
 
 A group (a matmul and its epilogue: bias, one activation, a scale, a residual add — the CPU's groups, see
-backends/cpu/gemm_lowering.py) becomes one kernel of gemm_sm90.py on sm_90a. Its LLVM IR is generated whole,
-so the kernel enters the module as a bodiless ``func.func`` that carries the launch signature
-(``tessera.kernel``, the parameters' ``tessera.name``/``tessera.dims``), the IR text (``tessera.llvm_ir``)
-and the arguments it writes (``tessera.writes``); the PTX backend links the text in at its ``llir`` stage.
+backends/cpu/gemm_lowering.py) becomes one kernel of gemm_sm90.py on sm_90a, declared as generated.py says.
 Activations are the CPU epilogues' own arithmetic (backends/cpu/vmath.py), lowered to LLVM IR once per
 kernel and inlined, so both backends compute the same function.
 """
@@ -17,7 +14,7 @@ from ...passes.kernelgen import UnsupportedOnCPU, element_dtype
 from .. import llvm_compat
 from ..cpu import gemm as cpu_gemm
 from ..cpu.gemm_lowering import _epilogue
-from . import gemm_sm90
+from . import gemm_sm90, generated
 
 TENSOR_CORE_ARCHS = ("sm_90a",)
 
@@ -60,7 +57,9 @@ def lower(arch: str, kname: str, ops: list, dims: dict, record, temporary, compi
     except ValueError as e:
         raise UnsupportedOnCPU(mm, str(e)) from None
     with mm.location:
-        _declare(module, spec, params)
+        generated.declare(module, kname, params, gemm_sm90.generate(spec, _activations(spec.epilogue)), [2], {
+            "ptx.tensor_maps": spec.tensor_maps, "tile.M": str(spec.bm), "tile.N": str(spec.bn),
+            "tile.K": str(gemm_sm90.BK), "pipeline.stages": str(spec.stages), "epilogue": ",".join(spec.epilogue)})
     tiles = f"ceil(M/{spec.bm})*ceil(N/{spec.bn})"
     return [{"kernel": kname, "env": {"M": M, "K": K, "N": N}, "args": args, "block": [spec.threads, 1, 1],
              "grid": [tiles, "1", "1"], "smem": spec.smem_bytes}]
@@ -89,29 +88,6 @@ def _tile(mm) -> dict:
     if "stages" in d:
         out["stages"] = d["stages"]
     return out
-
-
-def _declare(module: ir.Module, spec: gemm_sm90.Sm90GemmSpec, params: list) -> None:
-    from ...frontend import dtypes
-    types, attrs = [], []
-    for name, dt, shape in params:
-        elem = dtypes.BY_NAME[dt].ir_type()
-        types.append(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()] * len(shape), elem) if shape else elem)
-        d = {"tessera.name": ir.StringAttr.get(name)}
-        if shape:
-            d["tessera.dims"] = ir.ArrayAttr.get([ir.StringAttr.get(x) for x in shape])
-        attrs.append(ir.DictAttr.get(d))
-    with ir.InsertionPoint(module.body):
-        fn = func.FuncOp(spec.name, ir.FunctionType.get(types, []), visibility="private")
-    fn.arg_attrs = ir.ArrayAttr.get(attrs)
-    fn.attributes["tessera.kernel"] = ir.UnitAttr.get()
-    fn.attributes["tessera.writes"] = ir.DenseI64ArrayAttr.get([2])
-    fn.attributes["tessera.llvm_ir"] = ir.StringAttr.get(gemm_sm90.generate(spec, _activations(spec.epilogue)))
-    fn.attributes["tessera.kernel_props"] = ir.DictAttr.get({
-        "ptx.tensor_maps": ir.StringAttr.get(spec.tensor_maps), "tile.M": ir.StringAttr.get(str(spec.bm)),
-        "tile.N": ir.StringAttr.get(str(spec.bn)), "tile.K": ir.StringAttr.get(str(gemm_sm90.BK)),
-        "pipeline.stages": ir.StringAttr.get(str(spec.stages)),
-        "epilogue": ir.StringAttr.get(",".join(spec.epilogue))})
 
 
 def _activations(steps: tuple) -> str:

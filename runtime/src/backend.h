@@ -22,6 +22,7 @@ typedef struct tsr_backend_launch {
   void** args;        /* one pointer per argument (docs/image-format.md, "Launch arguments") */
   size_t nargs;       /* and their descriptions: backends that set arguments one by one by size */
   const tsr_arg_info_t* arg_info;  /* (Level Zero, OpenCL) size them with tsr_arg_value_size (launch.h) */
+  const char* tensor_maps;  /* the kernel's `ptx.tensor_maps` property, or NULL (CUDA: cuda_tensor_map.h) */
   bool guarded;       /* debug mode: catch faults of the kernel instead of crashing */
 } tsr_backend_launch_t;
 

@@ -21,6 +21,7 @@
 
 #include "backend.h"
 #include "cuda_driver.h"
+#include "cuda_tensor_map.h"
 #include "errors.h"
 
 typedef struct cuda_state {
@@ -386,8 +387,9 @@ static tsr_status_t check_shape(const cuda_state_t* s, const tsr_backend_launch_
   return TSR_SUCCESS;
 }
 
-/* Queues a kernel on `stream` (context current). */
-static CUresult enqueue_kernel(const cuda_state_t* s, CUstream stream, const tsr_backend_launch_t* l) {
+/* Queues a kernel on `stream` (context current), with the parameters `params` (l->args after any tensor
+ * maps, cuda_tensor_map.h). */
+static CUresult enqueue_kernel(const cuda_state_t* s, CUstream stream, const tsr_backend_launch_t* l, void** params) {
   CUfunction f = (CUfunction)l->entry;
   CUresult r = CUDA_SUCCESS;
   /* Beyond 48 KiB a kernel must opt in to dynamic shared memory. */
@@ -395,7 +397,7 @@ static CUresult enqueue_kernel(const cuda_state_t* s, CUstream stream, const tsr
     r = s->cu->cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->smem_bytes);
   if (!r)
     r = s->cu->cuLaunchKernel(f, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
-                              l->smem_bytes, stream, l->args, NULL);
+                              l->smem_bytes, stream, params, NULL);
   return r;
 }
 
@@ -410,9 +412,15 @@ static tsr_status_t work_failed(const cuda_state_t* s, CUresult r, const char* w
 static tsr_status_t launch(void* state, const tsr_backend_launch_t* l, tsr_fault_t* fault) {
   (void)fault;  /* GPU faults come back as CUDA errors, not as caught signals */
   cuda_state_t* s = state;
+  tsr_cuda_params_t p;
   tsr_status_t st = check_shape(s, l);
-  if (st || (st = enter(s->cu, s->context, "tsrLaunch"))) return st;
-  CUresult r = enqueue_kernel(s, TSR_CU_STREAM_PER_THREAD, l);
+  if (st || (st = tsr_cuda_params_prepare(s->cu, l->tensor_maps, l, &p))) return st;
+  if ((st = enter(s->cu, s->context, "tsrLaunch"))) {
+    tsr_cuda_params_free(&p);
+    return st;
+  }
+  CUresult r = enqueue_kernel(s, TSR_CU_STREAM_PER_THREAD, l, p.params ? p.params : l->args);
+  tsr_cuda_params_free(&p);  /* cuLaunchKernel has copied the parameter values */
   if (!r) r = s->cu->cuStreamSynchronize(TSR_CU_STREAM_PER_THREAD);
   leave(s->cu);
   return r ? work_failed(s, r, "the kernel failed") : TSR_SUCCESS;
@@ -455,9 +463,15 @@ static void queue_destroy(void* state, void* queue) {
 
 static tsr_status_t queue_launch(void* state, void* queue, const tsr_backend_launch_t* l) {
   cuda_state_t* s = state;
+  tsr_cuda_params_t p;
   tsr_status_t st = check_shape(s, l);
-  if (st || (st = enter(s->cu, s->context, "tsrLaunch"))) return st;
-  CUresult r = enqueue_kernel(s, stream_of(queue), l);
+  if (st || (st = tsr_cuda_params_prepare(s->cu, l->tensor_maps, l, &p))) return st;
+  if ((st = enter(s->cu, s->context, "tsrLaunch"))) {
+    tsr_cuda_params_free(&p);
+    return st;
+  }
+  CUresult r = enqueue_kernel(s, stream_of(queue), l, p.params ? p.params : l->args);
+  tsr_cuda_params_free(&p);
   leave(s->cu);
   return r ? work_failed(s, r, "the CUDA driver refused the launch") : TSR_SUCCESS;
 }

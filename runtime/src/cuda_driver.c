@@ -124,6 +124,8 @@ static void load(void) {
   resolve_optional(lib, "cuGraphLaunch", &d.cuGraphLaunch, &d.missing_graph_entry);
   resolve_optional(lib, "cuGraphExecDestroy", &d.cuGraphExecDestroy, &d.missing_graph_entry);
   resolve_optional(lib, "cuGraphDestroy", &d.cuGraphDestroy, &d.missing_graph_entry);
+  const char* no_tma = NULL;
+  resolve_optional(lib, "cuTensorMapEncodeTiled", &d.cuTensorMapEncodeTiled, &no_tma);
   driver = d;
   loaded = &driver;  /* for tsr_cuda_describe below */
   char what[256];

@@ -7,6 +7,7 @@
 #define TESSERA_SRC_CUDA_DRIVER_H_
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef int CUresult;        /* CUDA_SUCCESS = 0 */
 typedef int CUdevice;
@@ -145,6 +146,11 @@ typedef struct tsr_cuda_driver {
   CUresult (*cuGraphExecDestroy)(CUgraphExec exec);
   CUresult (*cuGraphDestroy)(CUgraph graph);
   const char* missing_graph_entry;  /* the first graph entry point the driver lacks, or NULL */
+
+  /* TMA tensor maps (CUDA 12 and later); NULL on older drivers, which then refuse kernels that need them. */
+  CUresult (*cuTensorMapEncodeTiled)(void* map, int dtype, uint32_t rank, void* address, const uint64_t* dims,
+                                     const uint64_t* strides, const uint32_t* box, const uint32_t* element_strides,
+                                     int interleave, int swizzle, int l2_promotion, int oob_fill);
 } tsr_cuda_driver_t;
 
 /* The driver, loaded and initialized (cuInit) once per process; NULL when this machine cannot run it, with

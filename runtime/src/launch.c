@@ -256,7 +256,8 @@ static tsr_backend_launch_t backend_launch(const tsr_launch_record_t* r, bool gu
   return (tsr_backend_launch_t){.entry = k->entry, .grid = {r->grid[0], r->grid[1], r->grid[2]},
                                 .block = {r->block[0], r->block[1], r->block[2]}, .smem_bytes = r->smem_bytes,
                                 .priority = r->priority, .affinity = r->affinity, .args = r->args,
-                                .nargs = r->nargs, .arg_info = k->args, .guarded = guarded};
+                                .nargs = r->nargs, .arg_info = k->args,
+                                .tensor_maps = property(k, "ptx.tensor_maps"), .guarded = guarded};
 }
 
 tsr_status_t tsr_launch_enqueue(const tsr_launch_record_t* r, void* queue) {
