@@ -183,7 +183,7 @@ class Function:
         kernel = self.module.kernel(step["kernel"])
         stream = store["__stream__"]
         if "batch" not in step:
-            kernel(*args, grid=grid, block=tuple(step["block"]), stream=stream)
+            kernel(*args, grid=grid, block=tuple(step["block"]), smem_bytes=step.get("smem", 0), stream=stream)
             return
         # one launch per batch entry, on contiguous slices of the batched tensors
         batched = [isinstance(a, (np.ndarray, runtime.DeviceArray)) and "value" in spec
@@ -195,7 +195,7 @@ class Function:
                                  f"batch entries")
         for i in range(count):
             kernel(*[a[i] if b else a for a, b in zip(args, batched)], grid=grid, block=tuple(step["block"]),
-                   stream=stream)
+                   smem_bytes=step.get("smem", 0), stream=stream)
 
     def _launch(self, step: dict, store: dict, env: dict) -> None:
         if "args" in step:
