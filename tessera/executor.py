@@ -165,9 +165,14 @@ class Function:
             slots[spec["buffer"]] = buf
         return buf.view(dtype, shape) if device else buf[:nbytes].view(dtype).reshape(shape)
 
+    def _device_units(self) -> int:
+        if not hasattr(self, "_units"):
+            self._units = self.module.context.properties["compute_units"]
+        return self._units
+
     def _launch_args(self, step: dict, store: dict, env: dict) -> None:
         """A step whose arguments are listed in order, each a tensor with its view's shape or a scalar."""
-        local = dict(env)
+        local = dict(env, DEVICE_UNITS=self._device_units())
         for k, e in step.get("env", {}).items():  # in order: later entries may use earlier ones
             local[k] = plans.evaluate(e, local)
         args = []

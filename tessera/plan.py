@@ -19,7 +19,9 @@ needs (the Hopper kernels' stage rings). Otherwise a view says how the kernel se
 elements), "bmn" [B, R, C] and "bnm" [B, C, R]; R, C and B are the step's own extents. `scalars` are int64
 arguments after the tensors (the strides a broadcast input is indexed with).
 Extent expressions are Python arithmetic over the parameters' symbols (`"M"`, `"(M*K)//8"`, `"ceil(C/128)"`),
-evaluated by `evaluate` — which accepts only names, integers, + - * // /, ceil() and max().
+evaluated by `evaluate` — which accepts only names, integers, + - * // /, ceil(), max() and min(). The name
+DEVICE_UNITS is the device's number of multiprocessors (CPU: worker threads), which persistent kernels size
+their grids by.
 """
 
 from __future__ import annotations
@@ -74,9 +76,9 @@ def evaluate(expr: str, env: dict[str, int]) -> int:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "ceil" \
                 and len(node.args) == 1:
             return math.ceil(ev(node.args[0]))
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "max" \
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("max", "min") \
                 and len(node.args) == 2:
-            return max(ev(node.args[0]), ev(node.args[1]))
+            return (max if node.func.id == "max" else min)(ev(node.args[0]), ev(node.args[1]))
         raise PlanError(f"unsupported extent expression '{expr}'")
     try:
         tree = ast.parse(expr, mode="eval")

@@ -60,7 +60,8 @@ def lower(arch: str, kname: str, ops: list, dims: dict, record, temporary, compi
         generated.declare(module, kname, params, gemm_sm90.generate(spec, _activations(spec.epilogue)), [2], {
             "ptx.tensor_maps": spec.tensor_maps, "tile.M": str(spec.bm), "tile.N": str(spec.bn),
             "tile.K": str(gemm_sm90.BK), "pipeline.stages": str(spec.stages), "epilogue": ",".join(spec.epilogue)})
-    tiles = f"ceil(M/{spec.bm})*ceil(N/{spec.bn})"
+    # persistent: a CTA per multiprocessor at most, each striding over the tiles
+    tiles = f"min(ceil(M/{spec.bm})*ceil(N/{spec.bn}), DEVICE_UNITS)"
     return [{"kernel": kname, "env": {"M": M, "K": K, "N": N}, "args": args, "block": [spec.threads, 1, 1],
              "grid": [tiles, "1", "1"], "smem": spec.smem_bytes}]
 

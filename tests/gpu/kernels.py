@@ -50,4 +50,7 @@ def f(X: tensor[f32, "T", "D"], b: tensor[f32, "D"], g: tensor[f32, "D"]):
 def f(X: tensor[f32, "N", "D"], b: tensor[f32, "D"]):
     return op.log(op.exp(op.tanh(op.gelu(op.bias_add(X, b)) * 0.5) * 3.0) + 2.0)
 """, "sm_80"),
+    # the Hopper tensor-core kernels (backends/ptx/gemm_sm90.py, attention_sm90.py)
+    "hopper_gemm": ((REPO / "examples" / "gpu" / "gemm.py").read_text(), "sm_90a"),
+    "hopper_attention": ((REPO / "examples" / "gpu" / "attention.py").read_text(), "sm_90a"),
 }

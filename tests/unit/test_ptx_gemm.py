@@ -8,7 +8,7 @@ import pathlib
 
 import pytest
 
-from tessera import compiler, image
+from tessera import compiler, image, plan
 from tessera.backends.ptx import gemm_sm90, ptxas
 from tessera.frontend import CompileError
 from tessera.options import CompileOptions
@@ -62,6 +62,10 @@ def test_kernels_signatures_and_properties(example):
     # the plan launches three warpgroups with the kernel's dynamic shared memory
     step = example.metadata["plans"]["linear_gelu"]["steps"][0]
     assert step["block"] == [384, 1, 1] and step["smem"] == gemm_sm90.Sm90GemmSpec("x").smem_bytes
+    # persistent: no more CTAs than the device has multiprocessors, nor than tiles
+    grid = step["grid"][0]
+    assert plan.evaluate(grid, {"M": 4096, "N": 4096, "DEVICE_UNITS": 132}) == 132
+    assert plan.evaluate(grid, {"M": 256, "N": 512, "DEVICE_UNITS": 132}) == 4
 
 
 def test_small_problems_take_narrower_tiles():

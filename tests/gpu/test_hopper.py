@@ -1,0 +1,83 @@
+"""The sm_90a tensor-core kernels on an H100/H200, from Tessera source through tessera.executor and
+libtessera's CUDA backend (TMA tensor maps encoded at launch): GEMMs with fused epilogues and flash attention,
+at sizes that are not multiples of the tiles, against float64 references of the bf16-rounded inputs.
+
+Tolerances: results are rounded to bf16 (8 significant bits), so 2^-8 relative to the largest output plus the
+fp32 accumulation's error; f32 results of f16 GEMMs 1e-5 relative to the scale of the sums."""
+
+import math
+
+import numpy as np
+import pytest
+
+RNG = np.random.default_rng(7)
+
+
+@pytest.fixture(scope="module")
+def hopper(cuda):
+    from tessera import runtime
+    if not runtime.capabilities(cuda)["arch"].startswith("sm_90"):
+        pytest.skip("the sm_90a kernels need an H100/H200 (compute capability 9.0)")
+
+
+def bf16(x):
+    """x rounded to bf16 (nearest even), as float64: what the kernels see of an f32 input."""
+    from tessera.numerics.rounding import round_to
+    return round_to(np.asarray(x, np.float64), "bf16")
+
+
+def close(got, want, rel):
+    scale = np.abs(want).max() + 1e-30
+    err = np.abs(np.asarray(got, np.float64) - want).max() / scale
+    assert err <= rel, f"max error {err:.3g} of the largest |value| {scale:.3g} exceeds {rel:.3g}"
+
+
+@pytest.mark.parametrize("M, K, N", [(300, 136, 264), (1024, 1024, 1024), (129, 8, 520)])
+def test_gemm_bf16(program, hopper, M, K, N):
+    prog = program("hopper_gemm")
+    A, B = RNG.standard_normal((M, K)), RNG.standard_normal((K, N))
+    close(prog.gemm_bf16(A, B), bf16(A) @ bf16(B), 2 ** -8)
+
+
+def test_gemm_f16_with_f32_result(program, hopper):
+    prog = program("hopper_gemm")
+    A, B = (RNG.standard_normal(s).astype(np.float16) for s in ((257, 320), (320, 136)))
+    close(prog.gemm_f16_f32(A, B), A.astype(np.float64) @ B.astype(np.float64), 1e-5)
+
+
+def test_fused_epilogues(program, hopper):
+    prog = program("hopper_gemm")
+    X, W, b = RNG.standard_normal((200, 256)), RNG.standard_normal((256, 392)) / 16, RNG.standard_normal(392)
+    h = bf16(X) @ bf16(W) + bf16(b)
+    gelu = 0.5 * h * (1 + np.vectorize(math.erf)(h / math.sqrt(2)))
+    close(prog.linear_gelu(X, W, b), gelu, 2 ** -8)
+    A, B, R = RNG.standard_normal((96, 64)), RNG.standard_normal((64, 128)), RNG.standard_normal((96, 128))
+    close(prog.scaled_residual(A, B, R), 0.5 * (bf16(A) @ bf16(B)) + bf16(R), 2 ** -8)
+
+
+def test_rows_tma_cannot_read_are_refused(program, hopper):
+    """N = 100 bf16 columns are 200-byte rows: not a multiple of 16 bytes, so no TMA map describes B."""
+    prog = program("hopper_gemm")
+    with pytest.raises(Exception, match="multiple of 16 bytes"):
+        prog.gemm_bf16(RNG.standard_normal((64, 64)), RNG.standard_normal((64, 100)))
+
+
+def reference_attention(Q, K, V, scale, causal):
+    s = np.einsum("bhsd,bhtd->bhst", Q, K) * scale
+    if causal:
+        s = np.where(np.arange(s.shape[-1])[None, :] > np.arange(s.shape[-2])[:, None], -np.inf, s)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return np.einsum("bhst,bhtd->bhsd", p / p.sum(-1, keepdims=True), V)
+
+
+@pytest.mark.parametrize("name, d, scale, causal", [("attention_d128", 128, 128 ** -0.5, False),
+                                                     ("causal_d128", 128, 128 ** -0.5, True),
+                                                     ("attention_d64", 64, 0.125, False),
+                                                     ("causal_d64", 64, 0.125, True)])
+@pytest.mark.parametrize("S, T", [(200, 200), (77, 300), (300, 77), (1024, 1024)])
+def test_flash_attention(program, hopper, name, d, scale, causal, S, T):
+    prog = program("hopper_attention")
+    Q, K, V = RNG.standard_normal((2, 3, S, d)), RNG.standard_normal((2, 3, T, d)), RNG.standard_normal((2, 3, T, d))
+    want = reference_attention(bf16(Q), bf16(K), bf16(V), scale, causal)
+    # P is rounded to bf16 before its product with V (as FlashAttention does): 2^-8 of each weight
+    close(getattr(prog, name)(Q, K, V), want, 2 ** -7)
