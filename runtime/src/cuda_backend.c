@@ -523,6 +523,8 @@ static tsr_status_t event_record(void* state, void* event, void* queue) {
   if (st) return st;
   CUresult r = q && q->recording ? s->cu->cuEventRecordWithFlags((CUevent)event, q->stream, CU_EVENT_RECORD_EXTERNAL)
                                  : s->cu->cuEventRecord((CUevent)event, stream_of(queue));
+  /* On the NULL stream the record completes at once (backend.h): the GPU reaches it a moment later, so wait. */
+  if (!r && !q) r = s->cu->cuEventSynchronize((CUevent)event);
   leave(s->cu);
   return r ? work_failed(s, r, "tsrEventRecord: the CUDA driver refused the record") : TSR_SUCCESS;
 }
