@@ -84,15 +84,25 @@ class Sm90GemmSpec:
         return (self.bm + self.bn) * BK * 2
 
     @property
+    def staged_store(self) -> bool:
+        """16-bit results leave through shared memory and TMA bulk stores (f32 ones by plain stores)."""
+        return self.out_dtype != "f32"
+
+    @property
+    def staging_bytes(self) -> int:
+        return self.consumers * 2 * 64 * 64 * 2 if self.staged_store else 0  # two 64x64 boxes a warpgroup
+
+    @property
     def smem_bytes(self) -> int:
-        # the stages, 16 bytes of mbarriers per stage, and slack to align the base to the 1024-byte swizzle atom
-        return self.stages * (self.stage_bytes + 16) + 1024
+        # the stages, the store staging, 16 bytes of mbarriers per stage, and slack to align the base to the
+        # 1024-byte swizzle atom
+        return self.stages * (self.stage_bytes + 16) + self.staging_bytes + 1024
 
     @property
     def tensor_maps(self) -> str:
         """For the runtime: `operand:arg:box_inner×box_outer:swizzle` of each TMA map, in parameter order;
         the arg is the launch argument (A is 0, B is 1) whose row-major 2-D extents the map describes."""
-        return f"A:0:{BK}x{self.bm}:128;B:1:64x{BK}:128"
+        return f"A:0:{BK}x{self.bm}:128;B:1:64x{BK}:128" + (";C:2:64x64:128" if self.staged_store else "")
 
     def grid(self, m: int, n: int) -> tuple[int, int, int]:
         return (-(-m // self.bm) * -(-n // self.bn), 1, 1)
@@ -111,9 +121,9 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     nacc = spec.bn // 2
     S, BM, BN = spec.stages, spec.bm, spec.bn
     stage = spec.stage_bytes
-    params = ["ptr byval([128 x i8]) align 64 \"nvvm.grid_constant\" %tmA",
-              "ptr byval([128 x i8]) align 64 \"nvvm.grid_constant\" %tmB",
-              "ptr addrspace(1) %A", "ptr addrspace(1) %B", "ptr addrspace(1) %C"]
+    maps = ["A", "B", "C"] if spec.staged_store else ["A", "B"]
+    params = [f"ptr byval([128 x i8]) align 64 \"nvvm.grid_constant\" %tm{m}" for m in maps]
+    params += ["ptr addrspace(1) %A", "ptr addrspace(1) %B", "ptr addrspace(1) %C"]
     params += [PARAM_STEPS[s] for s in spec.epilogue if s in PARAM_STEPS]
     params += ["i64 %M", "i64 %K", "i64 %N"]  # the dimension arguments, in order of first appearance
     extra_decls = activations or "\n".join(f"declare float @tsr_act_{a}(float)"
@@ -128,7 +138,8 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     raw = w.v("ptrtoint ptr addrspace(3) @tsr_smem to i32")
     base = w.v(f"add i32 {raw}, 1023")
     base = w.v(f"and i32 {base}, -1024")
-    bars = w.v(f"add i32 {base}, {S * stage}")          # full[s] at bars + 8s, empty[s] at bars + 8(S + s)
+    staging = w.v(f"add i32 {base}, {S * stage}")
+    bars = w.v(f"add i32 {staging}, {spec.staging_bytes}")  # full[s] at bars + 8s, empty[s] at bars + 8(S + s)
     m32 = w.v("trunc i64 %M to i32")
     n32 = w.v("trunc i64 %N to i32")
     k32 = w.v("trunc i64 %K to i32")
@@ -218,7 +229,7 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     w.emit(f"{ctile} = phi i32 [{pid}, %consumer], [{ctile_next}, %CTNEXT]")
     w.emit(f"{cit} = phi i32 [0, %consumer], [{cit_out}, %CTNEXT]")
     live = w.v(f"icmp ult i32 {ctile}, {tiles}")
-    w.cbr(live, "ctile_go", "exit")
+    w.cbr(live, "ctile_go", "cfinish")
     w.label("ctile_go")
     m0, n0 = _tile_origin(w, spec, ctile, dims)
     any_k = w.v(f"icmp ugt i32 {kt_n}, 0")
@@ -263,11 +274,18 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     w.br("cdone")
     w.label("cdone")
     fin = [w.v(f"phi float [0.0, %ctile_go], [{o}, %ckdone]", "f") for o in acc]
-    _epilogue(w, spec, fin, c, t, m0, n0, m32, n32)
+    mine = w.v(f"add i32 {staging}, {w.v(f'mul i32 {c}, {spec.staging_bytes // spec.consumers}')}") \
+        if spec.staged_store else None
+    _epilogue(w, spec, fin, c, t, m0, n0, m32, n32, mine)
     w.emit(f"{cit_out} = add i32 {cit}, {kt_n}")
     w.emit(f"{ctile_next} = add i32 {ctile}, {grid}")
     ctnext = w.current
     w.br("ctile")
+    w.label("cfinish")
+    if spec.staged_store:  # the bulk stores read shared memory until they complete
+        w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.bulk.wait_group 0; }", "r",
+              [("i32", w.v(f"zext i1 {leader} to i32"))])
+    w.br("exit")
     w.label("exit")
     w.emit("ret void")
 
@@ -307,50 +325,102 @@ def _empty(w: Writer, spec: Sm90GemmSpec, bars: str, g: str) -> str:
 
 
 def _epilogue(w: Writer, spec: Sm90GemmSpec, acc: list[str], c: str, t: str, m0: str, n0: str, m32: str,
-              n32: str) -> None:
+              n32: str, staging: str | None = None) -> None:
     """Each thread holds, per 8 columns j, the pairs (acc[4j], acc[4j+1]) at row l/4 and (acc[4j+2],
-    acc[4j+3]) at row l/4 + 8 of its warp's 16 rows, at columns 8j + 2(l % 4) + {0, 1} (wgmma's D layout)."""
+    acc[4j+3]) at row l/4 + 8 of its warp's 16 rows, at columns 8j + 2(l % 4) + {0, 1} (wgmma's D layout).
+    The epilogue's steps apply to each in fp32; 16-bit results then go out through `staging` (stmatrix into
+    shared memory, one TMA bulk store per 64x64 box, which clips at the matrix edges and lets the warpgroup
+    return to its next tile while the copy drains), f32 results by predicated stores."""
     warp = w.v(f"lshr i32 {t}, 5")
     lane = w.v(f"and i32 {t}, 31")
-    row = w.v(f"shl i32 {warp}, 4")
-    q = w.v(f"lshr i32 {lane}, 2")
-    row = w.v(f"add i32 {row}, {q}")
-    cr = w.v(f"shl i32 {c}, 6")
-    row = w.v(f"add i32 {row}, {cr}")
+    row = w.v(f"add i32 {w.v(f'shl i32 {warp}, 4')}, {w.v(f'lshr i32 {lane}, 2')}")
+    row = w.v(f"add i32 {row}, {w.v(f'shl i32 {c}, 6')}")
     row0 = w.v(f"add i32 {m0}, {row}")
     row1 = w.v(f"add i32 {row0}, 8")
-    col = w.v(f"and i32 {lane}, 3")
-    col = w.v(f"shl i32 {col}, 1")
+    col = w.v(f"shl i32 {w.v(f'and i32 {lane}, 3')}, 1")
     col = w.v(f"add i32 {n0}, {col}")
-    out_t = _OUT[spec.out_dtype]
-    esize = 4 if spec.out_dtype == "f32" else 2
     alpha = "%alpha" if "scale" in spec.epilogue else None
+    vals = list(acc)
+    needs_index = any(s in ("bias", "add") for s in spec.epilogue)
+    oks = {}
     for half, r in ((0, row0), (1, row1)):
         r_ok = w.v(f"icmp ult i32 {r}, {m32}")
-        r64 = w.v(f"zext i32 {r} to i64")
-        rbase = w.v(f"mul i64 {r64}, %N")
+        rbase = w.v(f"mul i64 {w.v(f'zext i32 {r} to i64')}, %N")
         for j in range(spec.bn // 8):
             cj = w.v(f"add i32 {col}, {8 * j}")
-            c_ok = w.v(f"icmp ult i32 {cj}, {n32}")
-            ok = w.v(f"and i1 {r_ok}, {c_ok}")
             c64 = w.v(f"zext i32 {cj} to i64")
             idx = w.v(f"add i64 {rbase}, {c64}")
-            pair = [acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]]
-            pair = [_apply(w, spec, v, c64, idx, k, alpha) for k, v in enumerate(pair)]
-            okw = w.v(f"zext i1 {ok} to i32")
-            addr = w.v(f"getelementptr {out_t}, ptr addrspace(1) %C, i64 {idx}")
-            addr = w.v(f"addrspacecast ptr addrspace(1) {addr} to ptr")
-            a64 = w.v(f"ptrtoint ptr {addr} to i64")
-            if esize == 4:
-                w.asm("{ .reg .pred p; setp.ne.b32 p, $3, 0; @p st.global.v2.f32 [$0], {$1, $2}; }",
-                      "l,f,f,r", [("i64", a64), ("float", pair[0]), ("float", pair[1]), ("i32", okw)])
-            else:
-                vec = w.v(f"insertelement <2 x float> poison, float {pair[0]}, i32 0")
-                vec = w.v(f"insertelement <2 x float> {vec}, float {pair[1]}, i32 1")
-                narrow = w.v(f"fptrunc <2 x float> {vec} to <2 x {out_t}>")
-                bits = w.v(f"bitcast <2 x {out_t}> {narrow} to i32")
-                w.asm("{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.b32 [$0], $1; }", "l,r,r",
-                      [("i64", a64), ("i32", bits), ("i32", okw)])
+            if staging is None or needs_index:
+                oks[half, j] = (w.v(f"and i1 {r_ok}, {w.v(f'icmp ult i32 {cj}, {n32}')}"), idx)
+            for k in range(2):
+                i = 4 * j + 2 * half + k
+                vals[i] = _apply(w, spec, vals[i], c64, idx, k, alpha)
+    if staging is not None:
+        _store_staged(w, spec, vals, c, warp, lane, m0, n0, staging)
+        return
+    out_t = _OUT[spec.out_dtype]
+    for (half, j), (ok, idx) in oks.items():
+        a, b = vals[4 * j + 2 * half], vals[4 * j + 2 * half + 1]
+        addr = w.v(f"getelementptr {out_t}, ptr addrspace(1) %C, i64 {idx}")
+        a64 = w.v(f"ptrtoint ptr {w.v(f'addrspacecast ptr addrspace(1) {addr} to ptr')} to i64")
+        okw = w.v(f"zext i1 {ok} to i32")
+        if spec.out_dtype == "f32":
+            w.asm("{ .reg .pred p; setp.ne.b32 p, $3, 0; @p st.global.v2.f32 [$0], {$1, $2}; }",
+                  "l,f,f,r", [("i64", a64), ("float", a), ("float", b), ("i32", okw)])
+        else:
+            w.asm("{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.b32 [$0], $1; }", "l,r,r",
+                  [("i64", a64), ("i32", _pack(w, spec, a, b)), ("i32", okw)])
+
+
+def _pack(w: Writer, spec: Sm90GemmSpec, a: str, b: str) -> str:
+    ty = _OUT[spec.out_dtype]
+    vec = w.v(f"insertelement <2 x float> poison, float {a}, i32 0")
+    vec = w.v(f"insertelement <2 x float> {vec}, float {b}, i32 1")
+    return w.v(f"bitcast <2 x {ty}> {w.v(f'fptrunc <2 x float> {vec} to <2 x {ty}>')} to i32")
+
+
+def _store_staged(w: Writer, spec: Sm90GemmSpec, vals: list[str], c: str, warp: str, lane: str, m0: str,
+                  n0: str, staging: str) -> None:
+    """The warpgroup's 64 rows, up to 128 columns a pass: stmatrix writes 8x8 blocks into two 64x64 boxes laid
+    out as TMA's 128-byte swizzle expects (16-byte chunk k of row r at chunk k ^ (r % 8)); the leader then
+    issues the bulk stores. Before a pass overwrites the buffer, the previous pass's stores must have read
+    it (cp.async.bulk.wait_group.read)."""
+    bar = w.v(f"add i32 {c}, 1")  # named barrier of the warpgroup (0 is the whole CTA's)
+    t = w.v(f"or i32 {w.v(f'shl i32 {warp}, 5')}, {lane}")
+    leader = w.v(f"zext i1 {w.v(f'icmp eq i32 {t}, 0')} to i32")
+    quad = w.v(f"lshr i32 {lane}, 3")           # which of stmatrix's four 8x8 blocks this lane addresses
+    row = w.v(f"shl i32 {w.v(f'and i32 {quad}, 1')}, 3")      # its row: the block's top or bottom 8 …
+    row = w.v(f"add i32 {row}, {w.v(f'and i32 {lane}, 7')}")  # … and the lane's row in it …
+    row = w.v(f"add i32 {row}, {w.v(f'shl i32 {warp}, 4')}")  # … of the warp's 16
+    row_at = w.v(f"add i32 {staging}, {w.v(f'shl i32 {row}, 7')}")
+    r8 = w.v(f"and i32 {row}, 7")
+    upper = w.v(f"lshr i32 {quad}, 1")
+    cols = min(128, spec.bn)
+    tmC = w.v("ptrtoint ptr %tmC to i64")
+    row_c = w.v(f"add i32 {m0}, {w.v(f'shl i32 {c}, 6')}")
+    for p in range(spec.bn // cols):
+        w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.bulk.wait_group.read 0; }", "r", [("i32", leader)])
+        w.asm("bar.sync $0, 128;", "r", [("i32", bar)])
+        for g in range(0, cols // 8, 2):
+            j = p * (cols // 8) + g
+            regs = [_pack(w, spec, vals[4 * jj + 2 * h], vals[4 * jj + 2 * h + 1]) for jj in (j, j + 1) for h in (0, 1)]
+            group = w.v(f"add i32 {upper}, {g}")          # this lane's 8-column group within the pass
+            box = w.v(f"shl i32 {w.v(f'lshr i32 {group}, 3')}, 13")
+            chunk = w.v(f"xor i32 {w.v(f'and i32 {group}, 7')}, {r8}")
+            chunk = w.v(f"shl i32 {chunk}, 4")
+            addr = w.v(f"add i32 {row_at}, {box}")
+            addr = w.v(f"add i32 {addr}, {chunk}")
+            w.asm("stmatrix.sync.aligned.m8n8.x4.shared.b16 [$0], {$1, $2, $3, $4};", "r,r,r,r,r",
+                  [("i32", addr)] + [("i32", x) for x in regs])
+        w.asm("fence.proxy.async.shared::cta;")
+        w.asm("bar.sync $0, 128;", "r", [("i32", bar)])
+        for b in range(cols // 64):
+            col = w.v(f"add i32 {n0}, {p * cols + 64 * b}")
+            src = w.v(f"add i32 {staging}, {b * 8192}")
+            w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; "
+                  "@p cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$1, {$2, $3}], [$4]; }",
+                  "r,l,r,r,r", [("i32", leader), ("i64", tmC), ("i32", col), ("i32", row_c), ("i32", src)])
+        w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.bulk.commit_group; }", "r", [("i32", leader)])
 
 
 def _apply(w: Writer, spec: Sm90GemmSpec, v: str, col64: str, idx: str, k: int, alpha: str | None) -> str:

@@ -43,8 +43,11 @@ def test_spec_refuses(kw, message):
 def test_spec_geometry():
     s = gemm_sm90.Sm90GemmSpec("g", bn=256, consumers=2, stages=4)
     assert (s.bm, s.threads, s.stage_bytes) == (128, 384, 48 * 1024)
-    assert s.smem_bytes == 4 * (48 * 1024 + 16) + 1024
-    assert s.tensor_maps == "A:0:64x128:128;B:1:64x64:128"
+    # the stage ring, two 64x64 staging boxes per consumer for the bulk stores of C, mbarriers, alignment
+    assert s.smem_bytes == 4 * (48 * 1024 + 16) + 2 * 2 * 8192 + 1024
+    assert s.tensor_maps == "A:0:64x128:128;B:1:64x64:128;C:2:64x64:128"
+    f32 = gemm_sm90.Sm90GemmSpec("g", out_dtype="f32")  # f32 results are stored directly
+    assert f32.tensor_maps == "A:0:64x128:128;B:1:64x64:128" and f32.smem_bytes == 4 * (48 * 1024 + 16) + 1024
     # one CTA per tile when launched so; the kernel strides over tiles when the grid is smaller
     assert s.grid(1000, 1000) == (8 * 4, 1, 1)
 
@@ -55,7 +58,7 @@ def test_kernels_signatures_and_properties(example):
     assert [a.name for a in k.args] == ["A", "B", "C", "bias", "M", "K", "N"]
     assert [a.flags & 1 for a in k.args[:4]] == [1, 1, 0, 1]  # bit 0: never written
     assert k.props["epilogue"] == "bias,gelu"
-    assert k.props["ptx.tensor_maps"] == "A:0:64x128:128;B:1:64x64:128"
+    assert k.props["ptx.tensor_maps"] == "A:0:64x128:128;B:1:64x64:128;C:2:64x64:128"
     assert (k.props["tile.M"], k.props["pipeline.stages"]) == ("128", "4")
     assert kernels["scaled_residual__gemm0"].props["epilogue"] == "scale,add"
     assert kernels["gemm_f16_f32__gemm0"].args[2].dtype == 1  # f32

@@ -20,14 +20,15 @@ def linear_gelu(X: tensor[bf16, "T", "D"], W: tensor[bf16, "D", "F"], b: tensor[
 # KERNELS-SAME:    memref<?x?xbf16> {tessera.dims = ["M", "K"], tessera.name = "A"}
 # KERNELS-SAME:    memref<?xbf16> {tessera.dims = ["N"], tessera.name = "bias"}
 # KERNELS-SAME:    tessera.kernel
-# KERNELS-SAME:    tessera.kernel_props = {epilogue = "bias,gelu", pipeline.stages = "5", ptx.tensor_maps = "A:0:64x128:128;B:1:64x64:128", tile.K = "64", tile.M = "128", tile.N = "128"}
+# KERNELS-SAME:    tessera.kernel_props = {epilogue = "bias,gelu", pipeline.stages = "5", ptx.tensor_maps = "A:0:64x128:128;B:1:64x64:128;C:2:64x64:128", tile.K = "64", tile.M = "128", tile.N = "128"}
 # KERNELS-SAME:    tessera.llvm_ir = "
 # KERNELS-SAME:    tessera.writes = array<i64: 2>
 
-# Two tensor maps by value, then A, B, C, bias and M, K, N; 3 warpgroups.
+# Three tensor maps by value (A, B and C's for the bulk stores), then A, B, C, bias and M, K, N; 3 warpgroups.
 # PTX-LABEL: .visible .entry linear_gelu__gemm0(
 # PTX-NEXT:    .param .align 64 .b8 linear_gelu__gemm0_param_0[128],
 # PTX-NEXT:    .param .align 64 .b8 linear_gelu__gemm0_param_1[128],
+# PTX-NEXT:    .param .align 64 .b8 linear_gelu__gemm0_param_2[128],
 # PTX:       .maxntid 384
 # PTX:         mbarrier.init.shared::cta.b64
 # PTX:         fence.mbarrier_init.release.cluster;
@@ -46,10 +47,14 @@ def linear_gelu(X: tensor[bf16, "T", "D"], W: tensor[bf16, "D", "F"], b: tensor[
 # CONSUMER:         mbarrier.arrive.shared::cta.b64
 # CONSUMER:         wgmma.wait_group.sync.aligned 0;
 # The epilogue: bias (bf16, widened; LLVM may hoist its loads above the wait), GELU inlined (no calls),
-# a predicated bf16x2 store.
-# EPILOGUE:     ld.global.b16
-# EPILOGUE-NOT: call
-# EPILOGUE:     cvt.rn.bf16x2.f32
-# EPILOGUE:     @p st.global.b32
+# rounded pairs into shared memory by stmatrix, a proxy fence, then the leader's bulk stores of two boxes.
+# EPILOGUE:         ld.global.b16
+# EPILOGUE-NOT:     call
+# EPILOGUE:         @p cp.async.bulk.wait_group.read 0;
+# EPILOGUE:         cvt.rn.bf16x2.f32
+# EPILOGUE-COUNT-8: stmatrix.sync.aligned.m8n8.x4.shared.b16
+# EPILOGUE:         fence.proxy.async.shared::cta;
+# EPILOGUE-COUNT-2: cp.async.bulk.tensor.2d.global.shared::cta.bulk_group
+# EPILOGUE:         @p cp.async.bulk.commit_group;
 
 # SM80: error: matmul on the ptx target needs --arch sm_90a (its tensor-core GEMM), not sm_80
