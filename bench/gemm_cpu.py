@@ -8,6 +8,8 @@ Rows, each at M = N = K = size:
   (matmul, + bias, then the tanh-form gelu as ufuncs with out=). numpy has no erf, so both use gelu_tanh.
 - `mlp`: gelu(X·W1 + b1)·W2 with W1 size×4·size and W2 4·size×size, two Tessera kernels (the first fused)
   against numpy's matmul, bias, gelu passes and matmul.
+- `gemm … 2 B panels`: the schedule multi-buffered (stages=2: the next K chunk's B panel packed during this
+  chunk's micro-kernels) against the same schedule with one panel (packed between chunks). Peer: the latter.
 
 The two sides are timed in alternation (best of `rounds`), so that a busy machine slows both alike, with a
 pause after each turn (see best_times); both use every core (Tessera's pool: TESSERA_NUM_THREADS, OpenBLAS:
@@ -15,6 +17,7 @@ OPENBLAS_NUM_THREADS). GFLOP/s count 2·M·N·K per product.
 """
 
 import argparse
+import dataclasses
 import math
 import os
 import sys
@@ -89,6 +92,15 @@ def bench_size(n: int, rounds: int, rng) -> None:
                                  lambda: np.matmul(A, B, out=ref)], rounds)
     np.testing.assert_allclose(C, ref, rtol=1e-3, atol=1e-3 * math.sqrt(n))
     report(f"gemm {n}", t_ours, t_peer, "numpy", "GFLOP/s", flops)
+
+    if n > schedule.kc:   # more than one K chunk: a next panel to pack ahead
+        single = kernel(gemm.GemmSpec("gemm_single", schedule=dataclasses.replace(schedule, stages=1)))
+        double = kernel(gemm.GemmSpec("gemm_double", schedule=dataclasses.replace(schedule, stages=2)))
+        C1 = np.empty_like(C)
+        t_ours, t_peer = best_times([lambda: double(A, B, C, grid=grid, block=1),
+                                     lambda: single(A, B, C1, grid=grid, block=1)], rounds)
+        np.testing.assert_array_equal(C, C1)
+        report(f"gemm {n} 2 B panels", t_ours, t_peer, "1 panel", "GFLOP/s", flops)
 
     fused = kernel(gemm.GemmSpec("gemm_bias_gelu", epilogue=("bias", "gelu_tanh"), schedule=schedule))
 

@@ -2,7 +2,8 @@
 
     schedule   tiling & scheduling: launch geometry and tile sizes per op, from a cost model and hints
     vectorize  vector width and warp width (fragment shape) per op, from the target
-    memory     buffers: liveness-based reuse of intermediate tensors between kernels
+    memory     buffers: liveness-based reuse of intermediate tensors between kernels, and each matmul's
+               tile-local staging buffers with their copies (multi-buffering: `stages` rotating copies)
     (fusion)   see fusion.py
     quantize   dtype legalization: types the target cannot compute in are widened, and the fallback recorded
 
@@ -31,6 +32,8 @@ class TargetInfo:
     cores: int
     matmul_schedule: Callable[[int | None, int | None, int | None], dict] | None = None  # cost model
     decompose_attention: bool = False   # run flash_attention as GEMMs and a softmax (passes/decompose.py)
+    # A matmul schedule's tile-local staging buffers: name -> (shape, copies) (the memory phase records them)
+    staging_buffers: Callable[[dict], dict] | None = None
 
     def matches(self, key: str, value: str) -> bool:
         """Whether an `op.specialize(when={key: value})` condition holds for this target."""
@@ -116,10 +119,21 @@ def vectorize(fn, target: TargetInfo) -> None:
 
 # -- memory -----------------------------------------------------------------------------------------------
 
-def memory(fn) -> int:
+def memory(fn, target: "TargetInfo | None" = None) -> int:
     """Assigns every op result a buffer slot, reusing slots whose value is dead (linear scan in program
     order; a value lives from its op to its last use; results returned live to the end). Returns the
-    number of slots. Fusion may later keep some values in registers: their slots are then never allocated."""
+    number of slots. Fusion may later keep some values in registers: their slots are then never allocated.
+
+    Each matmul also gets its tile-local staging buffers (`tessera.tile_buffers`, from the target's GEMM
+    for its schedule): per buffer its shape and how many copies rotate — `stages` copies of what is staged
+    ahead of the compute, the multi-buffering the schedule chose; the kernel allocates exactly these."""
+    if target is not None and target.staging_buffers is not None:
+        for op in _ops(fn):
+            if op.operation.name == "ttensor.matmul" and "tessera.schedule" in op.attributes:
+                plan = target.staging_buffers(_ints(ir.DictAttr(op.attributes["tessera.schedule"])))
+                op.attributes["tessera.tile_buffers"] = ir.DictAttr.get({
+                    name: ir.DictAttr.get({"shape": ir.DenseI64ArrayAttr.get(shape), "copies": _i64(copies)})
+                    for name, (shape, copies) in plan.items()})
     ops = list(fn.entry_block.operations)
     position = {id(op): i for i, op in enumerate(ops)}
     last_use: dict = {}

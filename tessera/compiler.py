@@ -98,7 +98,10 @@ def _planning_target(backends: list):
     group), a wider one would not exist. So one image's kernels serve warps of 32 and wavefronts of 64."""
     import dataclasses
     first = backends[0].target_info()
-    return dataclasses.replace(first, warp_size=min(b.target_info().warp_size for b in backends))
+    # A backend's own GEMM kernels, whose staging buffers the memory phase plans, serve a one-target image only.
+    staging = first.staging_buffers if len(backends) == 1 else None
+    return dataclasses.replace(first, warp_size=min(b.target_info().warp_size for b in backends),
+                               staging_buffers=staging)
 
 
 def make_ttir(source: str, filename: str, metadata: dict, options: CompileOptions) -> ir.Module:
@@ -131,9 +134,9 @@ def make_vectorize(mod: ir.Module, metadata: dict, target) -> ir.Module:
     return mod
 
 
-def make_memory(mod: ir.Module, metadata: dict) -> ir.Module:
+def make_memory(mod: ir.Module, metadata: dict, target=None) -> ir.Module:
     for fn in _functions(mod):
-        graph_phases.memory(fn)
+        graph_phases.memory(fn, target)
     return mod
 
 
@@ -293,7 +296,7 @@ def compile_module(module: ir.Module, options: CompileOptions | None = None, met
     shared = [("canonical", make_canonical),
               ("schedule", lambda m, md: make_schedule(m, md, target, dict(options.hints))),
               ("vectorize", lambda m, md: make_vectorize(m, md, target)),
-              ("memory", make_memory),
+              ("memory", lambda m, md: make_memory(m, md, target)),
               ("fusion", make_fusion),
               ("quantize", lambda m, md: make_quantize(m, md, target)),
               ("kernels", lambda m, md: make_kernels(m, md, backends))]

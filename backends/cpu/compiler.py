@@ -104,9 +104,10 @@ class CPUBackend:
     def target_info(self):
         from ...passes.graph_phases import TargetInfo
         host = target.host(self.options.cpu)
-        from .gemm_lowering import matmul_schedule
+        from .gemm_lowering import matmul_schedule, staging_buffers
         return TargetInfo("cpu", target.vector_bits(host), self.options.warp_size, frozenset({"f32", "f64"}),
-                          os.cpu_count() or 1, matmul_schedule, decompose_attention=True)
+                          os.cpu_count() or 1, matmul_schedule, decompose_attention=True,
+                          staging_buffers=staging_buffers)
 
     @staticmethod
     def gemm_lowering(*args):

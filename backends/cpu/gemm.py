@@ -20,6 +20,13 @@ runtime running blocks in parallel on its thread pool. The loop nest is the BLIS
                 not the first chunk: acc += C tile
                 C tile = epilogue(acc) on the last chunk, else acc
 
+With `stages` ≥ 2 the packed B panel is multi-buffered: `stages` panels rotate, chunk k0 computes from
+panel (k0/KC) mod stages while the panel `stages`-1 chunks ahead is packed into another one — its copies
+interleaved with the micro-kernel, one vector per unrolled trip (a load of B, a store into the panel), so the
+out-of-order core runs them between FMAs that do not depend on them. A CPU has no copy engine to run ahead
+(a GPU's cp.async/TMA): overlapping copies with compute means putting them in the compute's instruction
+stream. What the micro-kernels do not reach (the partial strip, a remainder) is packed after the chunk.
+
 Packing zero-pads the edge strips, so the micro-kernel always runs a full MR×NR tile; only the C tile's
 loads and stores are masked at the matrix edges. Inputs narrower than f32 (f16, bf16) are widened while
 packing: the micro-kernel and the epilogue are always f32.
@@ -50,6 +57,7 @@ _ACTIVATIONS = {
 }
 EPILOGUE_STEPS = ("scale", "bias", *_ACTIVATIONS, "add")
 INPUT_DTYPES = ("f32", "f16", "bf16")
+PANEL_PAD = 16   # f32 elements between the strips of a packed B panel (see _Body)
 
 
 @dataclass(frozen=True)
@@ -66,9 +74,10 @@ class Schedule:
     vector_width: int    # f32 lanes per vector register
     fma: bool = True     # the target has fused multiply-add (else multiply then add)
     k_unroll: int = 4    # micro-kernel iterations per loop trip
+    stages: int = 1      # packed B panels in rotation (2: the next chunk's is packed during this one's compute)
 
     def __post_init__(self):
-        for name in ("mb", "nc", "mc", "kc", "mr", "nr", "vector_width", "k_unroll"):
+        for name in ("mb", "nc", "mc", "kc", "mr", "nr", "vector_width", "k_unroll", "stages"):
             if getattr(self, name) < 1:
                 raise ValueError(f"schedule: {name} must be positive, got {getattr(self, name)}")
         if self.nr % self.vector_width:
@@ -216,6 +225,9 @@ def choose_schedule(M: int, N: int, K: int, target: HostTarget | None = None,
             if best is None or cost < best[0]:
                 best = (cost, mb, nc, mc)
     _, mb, nc, mc = best
+    # One B panel: packing the next one during the micro-kernels (stages=2) measured no faster on Zen 3 —
+    # packing streams B at the core's memory bandwidth either way (docs/performance.md) — so the model
+    # leaves multi-buffering to programs that ask for it (hints, a tile program's shared buffers).
     return Schedule(mb=mb, nc=nc, mc=mc, kc=kc, mr=isa.mr, nr=isa.nr, vector_width=isa.vector_width,
                     fma=isa.fma, k_unroll=unroll)
 
@@ -297,7 +309,7 @@ def build_gemm(module: ir.Module, spec: GemmSpec) -> func.FuncOp:
     fn.attributes["tessera.gemm"] = ir.DictAttr.get({
         "block": ir.DenseI64ArrayAttr.get([s.mb, s.nc]), "cache_blocks": ir.DenseI64ArrayAttr.get([s.mc, s.kc]),
         "micro_tile": ir.DenseI64ArrayAttr.get([s.mr, s.nr]),
-        "vector_width": ir.IntegerAttr.get(i64, s.vector_width),
+        "vector_width": ir.IntegerAttr.get(i64, s.vector_width), "stages": ir.IntegerAttr.get(i64, s.stages),
         "epilogue": ir.ArrayAttr.get([ir.StringAttr.get(st[0]) for st in spec.epilogue])})
     attrs = []
     for name, _, dims in params:
@@ -325,6 +337,12 @@ class _Body:
         self.vw = self.s.vector_width
         self.vtype = ir.VectorType.get([self.vw], _f32())
         self.in_elem = _elem_type(spec.dtype)
+        # Multi-buffered, the strips of a packed B panel are a cache line more than NR·KC floats apart: at
+        # NR·KC·4 bytes (a power of two) the same row of every strip maps to one L1 set, and a burst packing
+        # a row across the strips would evict the micro-panel the micro-kernel is reading. (Packed between
+        # chunks, the padding measured 1-2% slower: it is left out.)
+        self.strip_stride = self.s.nr * self.s.kc + (PANEL_PAD if self.s.stages > 1 else 0)
+        self.panel_size = self.s.nc // self.s.nr * self.strip_stride
 
     # -- the block ----------------------------------------------------------------------------------------
     def emit(self) -> None:
@@ -348,10 +366,18 @@ class _Body:
         # Scratch on the heap: workers have 8 MiB stacks, and these are hundreds of KiB.
         # 64-byte alignment: every packed vector load then stays within one cache line.
         packed_a = memref.AllocOp(ir.MemRefType.get([s.mc * s.kc], _f32()), [], [], alignment=64).result
-        packed_b = memref.AllocOp(ir.MemRefType.get([s.nc * s.kc], _f32()), [], [], alignment=64).result
+        packed_b = memref.AllocOp(ir.MemRefType.get([s.stages * self.panel_size], _f32()), [], [],
+                                  alignment=64).result
         if "scale" in (st[0] for st in self.spec.epilogue):
             self.alpha = vector.BroadcastOp(self.vtype, self.p["alpha"]).result
         chunks = arith.MaxSIOp(arith.CeilDivSIOp(self.K, _idx(s.kc)).result, _idx(1)).result
+        panel = lambda chunk: _mul(arith.RemSIOp(_idx(chunk), _idx(s.stages)).result, self.panel_size)  # noqa: E731
+        k_of = lambda chunk: _min(s.kc, _sub(self.K, _mul(chunk, s.kc)))  # noqa: E731
+        for c in range(s.stages - 1):   # the panels packed before the first chunk runs
+            ahead = scf.IfOp(_lt(c, chunks))
+            with ir.InsertionPoint(ahead.then_block):
+                self._pack_b(packed_b, panel(c), j0, nc, _mul(c, s.kc), k_of(c))
+                scf.YieldOp([])
         kloop = _loop(0, chunks)
         with ir.InsertionPoint(kloop.body):
             kb = kloop.induction_variable
@@ -359,23 +385,36 @@ class _Body:
             kc = _min(s.kc, _sub(self.K, k0))
             first = arith.CmpIOp(arith.CmpIPredicate.eq, kb, _idx(0)).result
             last = arith.CmpIOp(arith.CmpIPredicate.eq, kb, _sub(chunks, 1)).result
-            # One packed B panel serves every A block of the block: B is packed mb/MC times less often.
-            self._pack_b(packed_b, j0, nc, k0, kc)
-            aloop = _loop(0, arith.CeilDivSIOp(mb, _idx(s.mc)).result)
+            job = None
+            if s.stages == 1:
+                # One packed B panel serves every A block of the block: B is packed mb/MC times less often.
+                self._pack_b(packed_b, _idx(0), j0, nc, k0, kc)
+            else:
+                ahead = _add(kb, s.stages - 1)
+                has_next = _lt(ahead, chunks)
+                rows = arith.SelectOp(has_next, k_of(ahead), _idx(0)).result
+                tiles = _mul(arith.CeilDivSIOp(mb, _idx(s.mr)).result, arith.CeilDivSIOp(nc, _idx(s.nr)).result)
+                job = _PanelCopy(self, packed_b, panel(ahead), j0, nc, _mul(ahead, s.kc), rows, tiles)
+            state = job.start() if job else []
+            b_base = panel(kb)
+            aloop = _loop(0, arith.CeilDivSIOp(mb, _idx(s.mc)).result, 1, state)
             with ir.InsertionPoint(aloop.body):
                 ia = _add(i0, _mul(aloop.induction_variable, s.mc))
                 mc = _min(s.mc, _sub(_add(i0, mb), ia))
                 self._pack_a(packed_a, ia, mc, k0, kc)
-                jloop = _loop(0, arith.CeilDivSIOp(nc, _idx(s.nr)).result)
+                jloop = _loop(0, arith.CeilDivSIOp(nc, _idx(s.nr)).result, 1, list(aloop.inner_iter_args))
                 with ir.InsertionPoint(jloop.body):
                     jt = jloop.induction_variable
-                    iloop = _loop(0, arith.CeilDivSIOp(mc, _idx(s.mr)).result)
+                    iloop = _loop(0, arith.CeilDivSIOp(mc, _idx(s.mr)).result, 1, list(jloop.inner_iter_args))
                     with ir.InsertionPoint(iloop.body):
                         it = iloop.induction_variable
-                        self._tile(packed_a, packed_b, it, jt, ia, j0, mc, nc, kc, first, last)
-                        scf.YieldOp([])
-                    scf.YieldOp([])
-                scf.YieldOp([])
+                        out = self._tile(packed_a, packed_b, b_base, it, jt, ia, j0, mc, nc, kc, first, last,
+                                         job, list(iloop.inner_iter_args))
+                        scf.YieldOp(out)
+                    scf.YieldOp(list(iloop.results))
+                scf.YieldOp(list(jloop.results))
+            if job:
+                job.finish(list(aloop.results))
             scf.YieldOp([])
         memref.DeallocOp(packed_a)
         memref.DeallocOp(packed_b)
@@ -414,39 +453,48 @@ class _Body:
                 scf.YieldOp([])
             scf.YieldOp([])
 
-    def _pack_b(self, packed, j0, nc, k0, kc) -> None:
-        """B[k0:k0+kc, j0:j0+nc] → NR-column strips, strip[k][c] at strip·NR·KC + k·NR + c; columns past nc are 0.
+    def _pack_b(self, packed, base, j0, nc, k0, kc) -> None:
+        """B[k0:k0+kc, j0:j0+nc] → NR-column strips from `base`, strip[k][c] at base + strip·NR·KC + k·NR + c;
+        columns past nc are 0.
 
         Row by row: each row of the panel is one contiguous read that the hardware prefetcher streams. Strip
         by strip would read NR floats per row of B, a page apart for large N: a TLB and cache miss each.
         """
-        s, B = self.s, self.p["B"]
-        in_vec = ir.VectorType.get([self.vw], self.in_elem)
+        s = self.s
         full_strips = arith.DivSIOp(nc, _idx(s.nr)).result
-        cols = _sub(nc, _mul(full_strips, s.nr))        # of the partial strip at the right edge
-        masks = [self._mask(_sub(cols, c)) for c in range(0, s.nr, self.vw)]
         kl = _loop(0, kc)
         with ir.InsertionPoint(kl.body):
             k = kl.induction_variable
-            row = _add(k0, k)
             sl = _loop(0, full_strips)
             with ir.InsertionPoint(sl.body):
                 strip = sl.induction_variable
-                col0 = _add(j0, _mul(strip, s.nr))
-                dst = _add(_mul(strip, s.nr * s.kc), _mul(k, s.nr))
+                col0 = _mul(strip, s.nr)
+                dst = _add(base, _add(_mul(strip, self.strip_stride), _mul(k, s.nr)))
                 for c in range(0, s.nr, self.vw):
-                    v = self._widen(vector.LoadOp(in_vec, B, [row, _add(col0, c)]).result)
-                    vector.StoreOp(v, packed, [_add(dst, c)], alignment=self.vw * 4)
+                    self._copy_b_vector(packed, _add(dst, c), _add(k0, k), _add(j0, _add(col0, c)))
                 scf.YieldOp([])
-            # The partial strip: masked loads, zeros past the matrix.
-            tail = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.sgt, cols, _idx(0)).result)
-            with ir.InsertionPoint(tail.then_block):
-                col0 = _add(j0, _mul(full_strips, s.nr))
-                dst = _add(_mul(full_strips, s.nr * s.kc), _mul(k, s.nr))
-                for i, c in enumerate(range(0, s.nr, self.vw)):
-                    v = vector.MaskedLoadOp(in_vec, B, [row, _add(col0, c)], masks[i], _zeros(in_vec)).result
-                    vector.StoreOp(self._widen(v), packed, [_add(dst, c)], alignment=self.vw * 4)
-                scf.YieldOp([])
+            self._pack_b_tail(packed, base, j0, nc, k0, k)
+            scf.YieldOp([])
+
+    def _copy_b_vector(self, packed, dst, row, col) -> None:
+        """B[row, col:col+VW] (inside a full strip), widened, to packed[dst:dst+VW]."""
+        v = vector.LoadOp(ir.VectorType.get([self.vw], self.in_elem), self.p["B"], [row, col]).result
+        vector.StoreOp(self._widen(v), packed, [dst], alignment=self.vw * 4)
+
+    def _pack_b_tail(self, packed, base, j0, nc, k0, k) -> None:
+        """Row k of the partial strip at the right edge: masked loads, zeros past the matrix."""
+        s = self.s
+        in_vec = ir.VectorType.get([self.vw], self.in_elem)
+        full_strips = arith.DivSIOp(nc, _idx(s.nr)).result
+        cols = _sub(nc, _mul(full_strips, s.nr))
+        tail = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.sgt, cols, _idx(0)).result)
+        with ir.InsertionPoint(tail.then_block):
+            col0 = _add(j0, _mul(full_strips, s.nr))
+            dst = _add(base, _add(_mul(full_strips, self.strip_stride), _mul(k, s.nr)))
+            for c in range(0, s.nr, self.vw):
+                v = vector.MaskedLoadOp(in_vec, self.p["B"], [_add(k0, k), _add(col0, c)], self._mask(_sub(cols, c)),
+                                        _zeros(in_vec)).result
+                vector.StoreOp(self._widen(v), packed, [_add(dst, c)], alignment=self.vw * 4)
             scf.YieldOp([])
 
     def _mask(self, n) -> ir.Value:
@@ -454,7 +502,8 @@ class _Body:
         return vector.CreateMaskOp(ir.VectorType.get([self.vw], ir.IntegerType.get_signless(1)), [n]).result
 
     # -- one micro-tile -----------------------------------------------------------------------------------
-    def _tile(self, packed_a, packed_b, it, jt, i0, j0, mc, nc, kc, first, last) -> None:
+    def _tile(self, packed_a, packed_b, b_base, it, jt, i0, j0, mc, nc, kc, first, last, job=None,
+              state=()) -> list:
         s, C = self.s, self.p["C"]
         i = _add(i0, _mul(it, s.mr))
         j = _add(j0, _mul(jt, s.nr))
@@ -463,9 +512,11 @@ class _Body:
         full = arith.AndIOp(arith.CmpIOp(arith.CmpIPredicate.sge, rows, _idx(s.mr)).result,
                             arith.CmpIOp(arith.CmpIPredicate.sge, cols, _idx(s.nr)).result).result
         self._prefetch_c(i, j)
+        # A burst of the next panel's copies first: their loads are in flight while the FMAs below run.
+        state = job.burst(list(state)) if job else list(state)
         n_acc = s.mr * (s.nr // self.vw)
         acc = self._micro_kernel([_zeros(self.vtype)] * n_acc, packed_a, packed_b, _mul(it, s.mr * s.kc),
-                                 _mul(jt, s.nr * s.kc), kc)
+                                 _add(b_base, _mul(jt, self.strip_stride)), kc)
 
         def store(t, with_epilogue):
             # Chunks after the first add the partial sums in C, after the k loop: the prefetch had its time.
@@ -487,6 +538,7 @@ class _Body:
                 scf.YieldOp([])
         else:
             self._edge_split(full, i, j, rows, cols, lambda t: store(t, False))
+        return state
 
     def _prefetch_c(self, i, j) -> None:
         """Asks for the C tile's lines (for writing) while the micro-kernel runs: rows of C are far apart,
@@ -562,6 +614,87 @@ class _Body:
         return out
 
 
+class _PanelCopy:
+    """Packing of a B panel spread over a chunk's micro-tiles, a burst before each of the chunk's `tiles`
+    micro-kernels, enough that the bursts cover the panel. A unit is one strip's NR columns of one row (a
+    cache line of B into one of the panel); units go in row-major order of B, so consecutive bursts read
+    consecutive addresses, which the hardware prefetcher streams. The state is (row, strip); rows ≥ `rows`
+    mean done. A burst covers at most the rest of one row and part of the next; `finish` packs what the
+    bursts did not reach, and the partial strip."""
+
+    def __init__(self, body: "_Body", packed, base, j0, nc, k0, rows, tiles):
+        self.b, self.packed, self.base, self.j0, self.nc, self.k0, self.rows = body, packed, base, j0, nc, k0, rows
+        self.per_row = arith.DivSIOp(nc, _idx(body.s.nr)).result   # full strips
+        self.count = arith.CeilDivSIOp(_mul(rows, self.per_row), arith.MaxSIOp(tiles, _idx(1)).result).result
+        # Each unit copied asks for the line of the unit one burst later: by the time that burst runs (a
+        # micro-kernel later) its lines are in L1, so no burst waits for memory with FMAs queued behind it.
+        self.ahead = _min(self.count, self.per_row)
+        self.last_row = _sub(memref.DimOp(body.p["B"], _idx(0)).result, 1)
+
+    def start(self) -> list:
+        # no full strip (nc < NR): nothing for the bursts to copy
+        none = arith.CmpIOp(arith.CmpIPredicate.eq, self.per_row, _idx(0)).result
+        return [arith.SelectOp(none, self.rows, _idx(0)).result, _idx(0)]
+
+    def burst(self, state: list) -> list:
+        left = self.count
+        for _ in range(2):
+            state, done = self._segment(state, left)
+            left = _sub(left, done)
+        return state
+
+    def _segment(self, state: list, most) -> tuple[list, ir.Value]:
+        """Up to `most` units from (row, strip) to the end of that row; the new state and the count done."""
+        row, strip = state
+        n = arith.SelectOp(_lt(row, self.rows), _min(most, _sub(self.per_row, strip)), _idx(0)).result
+        loop = _loop(strip, _add(strip, n))
+        with ir.InsertionPoint(loop.body):
+            self._unit(row, loop.induction_variable, prefetch=True)
+            scf.YieldOp([])
+        end = _add(strip, n)
+        wrap = arith.CmpIOp(arith.CmpIPredicate.eq, end, self.per_row).result
+        return [arith.SelectOp(wrap, _add(row, 1), row).result, arith.SelectOp(wrap, _idx(0), end).result], n
+
+    def _unit(self, row, strip, prefetch=False) -> None:
+        s = self.b.s
+        if prefetch:
+            later = _add(strip, self.ahead)
+            wrap = arith.CmpIOp(arith.CmpIPredicate.sge, later, self.per_row).result
+            r = _min(_add(_add(self.k0, row), arith.SelectOp(wrap, _idx(1), _idx(0)).result), self.last_row)
+            c0 = _add(self.j0, _mul(arith.SelectOp(wrap, _sub(later, self.per_row), later).result, s.nr))
+            later_strip = arith.SelectOp(wrap, _sub(later, self.per_row), later).result
+            later_row = _min(_add(row, arith.SelectOp(wrap, _idx(1), _idx(0)).result), _sub(self.b.s.kc, 1))
+            d0 = _add(self.base, _add(_mul(later_strip, self.b.strip_stride), _mul(later_row, s.nr)))
+            for line in range(0, s.nr, max(1, 64 // 4)):   # every cache line of the unit
+                memref.PrefetchOp(self.b.p["B"], [r, _add(c0, line)], False, 3, True)
+                memref.PrefetchOp(self.packed, [_add(d0, line)], True, 3, True)
+        dst = _add(self.base, _add(_mul(strip, self.b.strip_stride), _mul(row, s.nr)))
+        col = _add(self.j0, _mul(strip, s.nr))
+        for c in range(0, s.nr, self.b.vw):
+            self.b._copy_b_vector(self.packed, _add(dst, c), _add(self.k0, row), _add(col, c))
+
+    def finish(self, state: list) -> None:
+        row, strip = state
+        rest_of_row = scf.IfOp(_lt(row, self.rows))
+        with ir.InsertionPoint(rest_of_row.then_block):
+            sl = _loop(strip, self.per_row)
+            with ir.InsertionPoint(sl.body):
+                self._unit(row, sl.induction_variable)
+                scf.YieldOp([])
+            scf.YieldOp([])
+        rl = _loop(_min(_add(row, 1), self.rows), self.rows)
+        with ir.InsertionPoint(rl.body):
+            sl = _loop(0, self.per_row)
+            with ir.InsertionPoint(sl.body):
+                self._unit(rl.induction_variable, sl.induction_variable)
+                scf.YieldOp([])
+            scf.YieldOp([])
+        tl = _loop(0, self.rows)
+        with ir.InsertionPoint(tl.body):
+            self.b._pack_b_tail(self.packed, self.base, self.j0, self.nc, self.k0, tl.induction_variable)
+            scf.YieldOp([])
+
+
 class _TileAccess:
     """Loads and stores of one MR×NR tile of an M×N matrix at (i, j): plain vectors for a whole tile
     (rows, cols None), masked ones for a partial tile with `rows`×`cols` elements inside the matrix."""
@@ -628,5 +761,6 @@ def image_metadata(spec: GemmSpec) -> dict:
     """Kernel properties for the image: what a host needs to size the grid (see gemm_grid)."""
     s = spec.schedule
     props = {"block": f"{s.mb}x{s.nc}", "cache_blocks": f"{s.mc}x{s.kc}", "micro_tile": f"{s.mr}x{s.nr}",
+             "b_panels": str(s.stages),
              "epilogue": ",".join(st[0] for st in spec.epilogue)}
     return {"kernel_props": {spec.name: props}}

@@ -110,12 +110,12 @@ def matmul_schedule(m: int | None, n: int | None, k: int | None) -> dict:
     """The cost model's blocking for an m×n×k product (None: known only at run time; a mid-size problem
     stands in) — what the schedule phase records on each matmul."""
     s = gemm.choose_schedule(m or _NOMINAL, n or _NOMINAL, k or _NOMINAL)
-    return {"MB": s.mb, "NC": s.nc, "MC": s.mc, "KC": s.kc, "MR": s.mr, "NR": s.nr}
+    return {"MB": s.mb, "NC": s.nc, "MC": s.mc, "KC": s.kc, "MR": s.mr, "NR": s.nr, "stages": s.stages}
 
 
-def _schedule(op) -> gemm.Schedule:
-    """The schedule phase's decision (cost model, or the function's hints) as a GEMM schedule."""
-    d = {na.name: ir.IntegerAttr(na.attr).value for na in ir.DictAttr(op.attributes["tessera.schedule"])}
+def fitted_schedule(d: dict) -> gemm.Schedule:
+    """A schedule phase's decision (cost model, the function's hints, a tile program's blocking) as a GEMM
+    schedule the host's register tile can run: blocks rounded to whole micro-tiles."""
     model = gemm.choose_schedule(_NOMINAL, _NOMINAL, _NOMINAL)
 
     def fit(v, step):
@@ -123,4 +123,35 @@ def _schedule(op) -> gemm.Schedule:
     mc = fit(d.get("MC", model.mc), model.mr)
     return gemm.Schedule(mb=max(fit(d.get("MB", model.mb), model.mr), mc), nc=fit(d.get("NC", model.nc), model.nr),
                          mc=mc, kc=max(model.k_unroll, d.get("KC", model.kc)), mr=model.mr, nr=model.nr,
-                         vector_width=model.vector_width, fma=model.fma, k_unroll=model.k_unroll)
+                         vector_width=model.vector_width, fma=model.fma, k_unroll=model.k_unroll,
+                         stages=max(1, d.get("stages", 1)))
+
+
+def staging_buffers(d: dict) -> dict:
+    """The tile-local buffers a GEMM of schedule `d` stages its operands in, for the memory phase: name ->
+    (shape in f32 elements, copies). The packed A block is refilled per MC rows and used at once: one copy;
+    the packed B panel has `stages` copies in rotation (gemm.py: the next chunk's is packed during this one's
+    micro-kernels)."""
+    s = fitted_schedule(d)
+    return {"a_block": ([s.mc, s.kc], 1), "b_panel": ([s.kc, s.nc], s.stages)}
+
+
+def _schedule(op) -> gemm.Schedule:
+    """The GEMM schedule of a matmul: the schedule phase's blocking, with the staging buffers the memory
+    phase planned (`tessera.tile_buffers`: their shapes and copies are what the kernel allocates)."""
+    import dataclasses
+    d = {na.name: ir.IntegerAttr(na.attr).value for na in ir.DictAttr(op.attributes["tessera.schedule"])}
+    s = fitted_schedule(d)
+    if "tessera.tile_buffers" not in op.attributes:
+        return s
+    planned = ir.DictAttr(op.attributes["tessera.tile_buffers"])
+
+    def buffer(name):
+        b = ir.DictAttr(planned[name])
+        return list(ir.DenseI64ArrayAttr(b["shape"])), ir.IntegerAttr(b["copies"]).value
+    (mc, kc), _ = buffer("a_block")
+    (_, nc), copies = buffer("b_panel")
+    try:
+        return dataclasses.replace(s, mc=mc, kc=kc, nc=nc, mb=max(s.mb, mc), stages=copies)
+    except ValueError as e:
+        raise UnsupportedOnCPU(op, f"tessera.tile_buffers cannot be run: {e}") from None

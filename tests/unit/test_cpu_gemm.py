@@ -100,6 +100,21 @@ def test_gemm_small_blocks(M, N, K):
     check_gemm(run(spec, A, B), A, B)
 
 
+@pytest.mark.parametrize("stages", [2, 3])
+@pytest.mark.parametrize("M, N, K", SHAPES + [(37, 71, 29), (30, 32, 8), (31, 33, 17), (12, 16, 4), (50, 15, 33),
+                                     (6, 160, 64), (7, 9, 0)])
+def test_gemm_multi_buffered_b_panel(stages, M, N, K):
+    """The next chunks' B panels packed into rotating copies during the micro-kernels: shapes with one chunk,
+    several, a short last one, no full NR strip (N < NR: only the finishing pass packs), empty K, and blocks
+    with too few micro-kernel trips to pack a panel (the rest is packed after the chunk)."""
+    import dataclasses
+    spec = gemm.GemmSpec("mm", schedule=dataclasses.replace(SMALL, stages=stages))
+    A, B = f32(M, K), f32(K, N)
+    check_gemm(run(spec, A, B), A, B)
+
+
+
+
 # Register tiles of the other ISAs, compiled for this host (wider vectors are split by LLVM): the generated
 # loops are the same whatever the tile, so their numerics are checked here.
 @pytest.mark.parametrize("schedule", [
