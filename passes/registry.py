@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..mlir import passmanager
-from . import cpu_vector_math, gpu_math, simt_to_gpu, simt_to_warps, tod_rewrites
+from . import cpu_vector_math, gpu_math, simt_to_gpu, simt_to_warps, tile_mma, tod_rewrites
 from .to_llvm import CPU_TO_LLVM
 
 
@@ -36,6 +36,10 @@ def _simt_to_gpu(op, warp_size: int = 32) -> None:
     simt_to_gpu.run(op, warp_size)
 
 
+def _tile_mma(op, wave: int = 64, matrix: str = "") -> None:
+    tile_mma.run(op, tile_mma.Target(wave, matrix))
+
+
 PASSES: dict[str, PassInfo] = {
     "tessera-simt-to-warps": PassInfo(
         "tessera-simt-to-warps", "SIMT kernels to per-block functions running each warp as one vector (CPU)",
@@ -46,6 +50,9 @@ PASSES: dict[str, PassInfo] = {
     "tessera-simt-to-gpu": PassInfo(
         "tessera-simt-to-gpu", "SIMT kernels to gpu.func kernels taking their launch signature (NVIDIA, AMD)",
         _simt_to_gpu, {"warp-size": int}),
+    "tessera-tile-mma": PassInfo(
+        "tessera-tile-mma", "warp fragments (fill, ldmatrix, mma, store_fragment) as MFMA (matrix=mfma) or "
+        "vector FMAs on waves of `wave` lanes (AMD, SPIR-V)", _tile_mma, {"wave": int, "matrix": str}),
     "tessera-gpu-math": PassInfo(
         "tessera-gpu-math", "math ops as arithmetic and PTX-native intrinsics, without libdevice (NVIDIA)",
         gpu_math.run, {}),

@@ -2,8 +2,9 @@
 
     gpu     SIMT kernels become gpu.func kernels with the launch ABI (passes/simt_to_gpu.py), for the
             architecture's wavefront: 64 lanes on CDNA (gfx9), 32 on RDNA (gfx11)
-    rocdl   math as arithmetic and intrinsics (passes/gpu_math.py), block and grid extents from the dispatch
-            packet, then the upstream conversions
+    rocdl   math as arithmetic and intrinsics (passes/gpu_math.py), warp fragments as MFMA on CDNA and
+            vector FMAs on RDNA (passes/tile_mma.py), block and grid extents from the dispatch packet, then
+            the upstream conversions
     llir    the kernels' LLVM IR, read by llvmlite's LLVM and optimized for the AMDGPU target
     obj     an AMDGPU ELF relocatable object from llvmlite
     hsaco   the code object HIP loads: the object linked as a shared ELF by ld.lld (link.py)
@@ -20,7 +21,7 @@ from dataclasses import dataclass, fields
 import llvmlite.binding as llvm
 
 from ...mlir import arith, ir, llvm as llvm_d, passmanager, translate_module_to_llvmir
-from ...passes import gpu_math, simt_to_gpu
+from ...passes import gpu_math, simt_to_gpu, tile_mma
 from .. import llvm_compat
 from ..cpu.target import init_llvm
 from ..lowered import check_fully_lowered
@@ -114,6 +115,8 @@ MAX_BLOCK = 1024
 
 def make_rocdl(mod: ir.Module, metadata: dict, options: AMDGPUOptions) -> ir.Module:
     gpu_math.run(mod)
+    # after gpu_math, whose f32-only math table would refuse the FMA path's vector fma (upstream lowers it)
+    tile_mma.run(mod.operation, tile_mma.target_for_amdgpu(options.arch, options.warp_size))
     _dispatch_queries(mod)
     for fn in _functions(mod):
         fn.attributes["rocdl.flat_work_group_size"] = ir.StringAttr.get(f"1,{MAX_BLOCK}")

@@ -19,8 +19,8 @@ import hashlib
 import struct
 from dataclasses import dataclass, fields
 
-from ...mlir import arith, gpu, ir, passmanager
-from ...passes import simt_to_gpu
+from ...mlir import arith, gpu, ir, memref, passmanager
+from ...passes import simt_to_gpu, tile_mma
 from . import spirv_val
 
 SUBGROUP = 32
@@ -90,7 +90,32 @@ def _shuffle_down_as_index(mod: ir.Module) -> None:
         op.operation.erase()
 
 
+def _workgroup_memory(mod: ir.Module) -> None:
+    """A kernel's workgroup attributions (shared memory) as `memref.alloc`s in the Workgroup storage class at
+    its entry, which the memref conversion makes module-scope Workgroup variables (OpenCL `__local`); the
+    upstream conversion of the attributions themselves crashes in this MLIR."""
+    workgroup = ir.Attribute.parse("#spirv.storage_class<Workgroup>")
+    for fn in _kernels(mod):
+        count = ir.IntegerAttr(fn.attributes["workgroup_attributions"]).value \
+            if "workgroup_attributions" in fn.attributes else 0
+        if not count:
+            continue
+        block = fn.regions[0].blocks[0]
+        first = len(block.arguments) - count
+        for i in range(first, len(block.arguments)):
+            arg = block.arguments[i]
+            t = ir.MemRefType(arg.type)
+            with fn.location, ir.InsertionPoint(block.operations[0]):
+                alloc = memref.AllocOp(ir.MemRefType.get(t.shape, t.element_type, t.layout, workgroup), [], [])
+            arg.replace_all_uses_with(alloc.result)
+        for i in reversed(range(first, len(block.arguments))):
+            block.erase_argument(i)
+        fn.attributes["workgroup_attributions"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)
+
+
 def make_spirv(mod: ir.Module, metadata: dict, options: SPIRVOptions) -> ir.Module:
+    tile_mma.run(mod.operation, tile_mma.Target(SUBGROUP))  # warp fragments as vector FMAs (no DPAS declared)
+    _workgroup_memory(mod)
     _shuffle_down_as_index(mod)
     passmanager.PassManager.parse(f"builtin.module({PREPARE})").run(mod.operation)
     for gm in mod.body.operations:

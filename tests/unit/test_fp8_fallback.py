@@ -14,7 +14,6 @@ import pytest
 
 from tessera import compiler, executor, tessera_frontend_compile
 from tessera.backends.amdgpu import link
-from tessera.frontend import CompileError
 from tessera.image import read_image
 from tessera.numerics import matrix_units
 from tessera.options import CompileOptions

@@ -1,0 +1,316 @@
+"""``tessera-tile-mma``: Tile IR's warp-level matrix ops — ``ttile.fill``, ``ttile.ldmatrix``, ``ttile.mma``,
+``ttile.store_fragment`` — in the kernels of a GPU module, as matrix-core instructions where the target has
+them and as vector FMAs where it does not (portability guide §4.1).
+
+A fragment is held by the lanes of one wave (W lanes); each lane keeps its share as scalars, in the order of
+the layout below, and the ops become per-lane loads, stores and arithmetic at lane-dependent indices
+(``gpu.lane_id``). Two layouts:
+
+**MFMA** (AMD CDNA: gfx90a, gfx942, gfx950; W = 64; f16 or bf16 inputs, f32 accumulator; instruction
+shapes 32x32x8 and 16x16x16): the registers of ``v_mfma_f32_{32x32x8,16x16x16}{f16,bf16_1k}``, as AMD's
+matrix instruction calculator gives them. With l the lane and r the register:
+
+    A (m x k):  row = l % m,                        col = 4 (l / m) + r          r < 4
+    B (k x n):  row = 4 (l / n) + r,                col = l % n                  r < 4
+    D (m x n):  32x32: row = 8 (r / 4) + 4 (l / 32) + r % 4,  col = l % 32      r < 16
+                16x16: row = 4 (l / 16) + r,        col = l % 16                 r < 4
+
+A fragment larger than the instruction is a grid of instruction tiles (tile-major, then register), and a
+``ttile.mma`` issues one MFMA per (row tile, column tile, k tile) — ``llvm.amdgcn.mfma.*`` through
+``llvm.call_intrinsic``.
+
+**FMA** (every other target: RDNA, SPIR-V without a declared matrix extension, any other dtype or shape):
+for a product with an M x N accumulator and W lanes (N divides W, G = W / N lanes per column), lane l owns
+column j = l % N of rows v G + l / N (v < M / G) of the accumulator and of A, and column j of B. The
+product is K steps of FMAs on vectors of up to 4 accumulator elements (``math.fma`` on ``vector<4xf32>``:
+vector FMAs in SPIR-V and LLVM), inputs widened to f32 first. Every element of A is loaded by each lane of
+its row group: simple, not fast — the matrix-core paths are the fast ones.
+
+Fragments must be used within one block, by these ops only (a loop-carried accumulator is refused at its
+op: carry it through memory). A fragment's layout is the one its ``ttile.mma`` uses, so an ``a``/``b`` fragment must feed
+``ttile.mma`` ops of one instruction shape and accumulator width.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..mlir import arith, gpu, ir, llvm, memref, vector
+
+MFMA_ARCHS = ("gfx90a", "gfx942", "gfx950")
+# (input dtype, m, n, k) -> (intrinsic, accumulator registers per lane)
+MFMA = {("f16", 32, 32, 8): ("llvm.amdgcn.mfma.f32.32x32x8f16", 16),
+        ("f16", 16, 16, 16): ("llvm.amdgcn.mfma.f32.16x16x16f16", 4),
+        ("bf16", 32, 32, 8): ("llvm.amdgcn.mfma.f32.32x32x8bf16.1k", 16),
+        ("bf16", 16, 16, 16): ("llvm.amdgcn.mfma.f32.16x16x16bf16.1k", 4)}
+FMA_WIDTH = 4   # accumulator elements per vector FMA
+FRAGMENT_OPS = ("ttile.fill", "ttile.ldmatrix", "ttile.mma", "ttile.store_fragment")
+
+
+class TileMmaError(Exception):
+    """A fragment program the lowering cannot take, reported at its op."""
+
+    def __init__(self, op, message: str):
+        super().__init__(message)
+        self.location = op.location
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Target:
+    wave: int          # lanes of a wave / subgroup
+    matrix: str = ""   # "mfma" where the target has AMD matrix cores, "" for FMAs
+
+
+def target_for_amdgpu(arch: str, wave: int) -> Target:
+    return Target(wave, "mfma" if arch in MFMA_ARCHS else "")
+
+
+# -- fragments ----------------------------------------------------------------------------------------------
+
+def _frag_type(t) -> tuple[int, int, str, str]:
+    from ..dialects.ttile_tile import FragmentType
+    f = FragmentType(t) if not isinstance(t, FragmentType) else t
+    rows, cols = (ir.IntegerAttr(a).value for a in ir.ArrayAttr(f.shape))
+    elem = str(ir.TypeAttr(f.elem).value)
+    return rows, cols, elem, ir.StringAttr(f.role).value
+
+
+@dataclass
+class Plan:
+    """How one fragment value is laid out: `kind` "mfma" or "fma", the instruction (m, n, k) and the
+    accumulator width it is used with."""
+    kind: str
+    instr: tuple[int, int, int]
+    acc_cols: int
+
+
+class _Emitter:
+    """Index arithmetic on the lane id, emitted at the current insertion point."""
+
+    def const(self, v: int) -> ir.Value:
+        return arith.ConstantOp.create_index(v).result
+
+    def lane(self) -> ir.Value:
+        return gpu.LaneIdOp(results=[ir.IndexType.get()]).result
+
+    @staticmethod
+    def add(a, b):
+        return arith.AddIOp(a, b).result
+
+    def mul(self, a, k: int):
+        return a if k == 1 else arith.MulIOp(a, self.const(k)).result
+
+    def div(self, a, k: int):
+        return a if k == 1 else arith.DivUIOp(a, self.const(k)).result
+
+    def rem(self, a, k: int):
+        return arith.RemUIOp(a, self.const(k)).result
+
+    def plus(self, a, k: int):
+        return a if k == 0 else self.add(a, self.const(k))
+
+
+def _positions(plan: Plan, role: str, rows: int, cols: int, lane, e: _Emitter, wave: int) -> list:
+    """(row, col) index values of each element a lane holds of a rows x cols fragment of `role`."""
+    m, n, k = plan.instr
+    out = []
+    if plan.kind == "mfma":
+        if role == "acc":
+            for ti in range(rows // m):
+                for tj in range(cols // n):
+                    for r in range(m * n // wave):
+                        if m == 32:
+                            row = e.plus(e.mul(e.div(lane, 32), 4), ti * m + 8 * (r // 4) + r % 4)
+                        else:
+                            row = e.plus(e.mul(e.div(lane, 16), 4), ti * m + r)
+                        out.append((row, e.plus(e.rem(lane, n), tj * n)))
+        elif role == "a":
+            for ti in range(rows // m):
+                for tk in range(cols // k):
+                    for r in range(4):
+                        out.append((e.plus(e.rem(lane, m), ti * m), e.plus(e.mul(e.div(lane, m), 4), tk * k + r)))
+        else:
+            for tk in range(rows // k):
+                for tj in range(cols // n):
+                    for r in range(4):
+                        out.append((e.plus(e.mul(e.div(lane, n), 4), tk * k + r), e.plus(e.rem(lane, n), tj * n)))
+        return out
+    # FMA: G lanes per column; lane l: column l % N, rows v G + l / N
+    g = wave // plan.acc_cols
+    col, row0 = e.rem(lane, plan.acc_cols), e.div(lane, plan.acc_cols)
+    if role == "acc":
+        return [(e.plus(row0, v * g), col) for v in range(rows // g)]
+    if role == "a":
+        return [(e.plus(row0, v * g), e.const(kk)) for v in range(rows // g) for kk in range(cols)]
+    return [(e.const(kk), col) for kk in range(rows)]
+
+
+def _plan_mma(op, target: Target) -> Plan:
+    """The layout of a ttile.mma's fragments on `target`."""
+    ar, ak, aelem, _ = _frag_type(op.operands[0].type)
+    _, bn, _, _ = _frag_type(op.operands[1].type)
+    instr = tuple(ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["shape"]))
+    if target.matrix == "mfma" and (aelem, *instr) in MFMA and target.wave == 64:
+        return Plan("mfma", instr, bn)
+    if bn > target.wave or target.wave % bn or ar % (target.wave // bn):
+        raise TileMmaError(op, f"an {ar}x{bn} accumulator has no FMA layout on {target.wave} lanes: its columns "
+                               f"must divide the wave and its rows be a multiple of {target.wave} / columns")
+    return Plan("fma", instr, bn)
+
+
+def _plans(block, target: Target) -> dict:
+    """The layout of every fragment value of the block, from the ttile.mma ops that use it."""
+    plans: dict = {}
+
+    def agree(value, plan: Plan, op):
+        old = plans.get(value)
+        if old is not None and old != plan:
+            raise TileMmaError(op, "a fragment feeds ttile.mma ops of different shapes; load it once for each")
+        plans[value] = plan
+
+    mmas = [op for op in block.operations if op.operation.name == "ttile.mma"]
+    for op in mmas:
+        plan = _plan_mma(op, target)
+        for v in list(op.operands) + [op.results[0]]:
+            agree(v, plan, op)
+    for op in block.operations:
+        if op.operation.name == "ttile.fill" and op.results[0] not in plans:
+            raise TileMmaError(op, "a ttile.fill whose fragment feeds no ttile.mma has no layout here")
+    return plans
+
+
+def _check_block_local(op, block) -> None:
+    for r in op.results:
+        for use in r.uses:
+            owner = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+            if owner.block != block or owner.name not in FRAGMENT_OPS:
+                raise TileMmaError(op, f"a fragment may be used only by ttile.mma and ttile.store_fragment in the "
+                                       f"block that makes it, not by '{owner.name}' (a loop-carried accumulator, "
+                                       f"say): carry it through memory instead")
+
+
+def _call(name: str, result: ir.Type, args: list) -> ir.Value:
+    return llvm.CallIntrinsicOp(result, name, args, [], []).results[0]
+
+
+def _vector(values: list, elem: ir.Type) -> ir.Value:
+    return vector.FromElementsOp(ir.VectorType.get([len(values)], elem), values).result
+
+
+def _elements(vec: ir.Value, count: int) -> list:
+    return [vector.ExtractOp(vec, [], [i]).result for i in range(count)]
+
+
+def _mfma(a: list, b: list, c: list, plan: Plan, shapes) -> list:
+    (ar, ak, aelem), (kb, bn), (cr, cc) = shapes
+    m, n, k = plan.instr
+    intrinsic, regs = MFMA[(aelem, m, n, k)]
+    f32 = ir.F32Type.get()
+    i32 = ir.IntegerType.get_signless(32)
+    in_elem = ir.F16Type.get() if aelem == "f16" else ir.IntegerType.get_signless(16)
+    zero = arith.ConstantOp(i32, 0).result
+    out = list(c)
+    ktiles = ak // k
+    for ti in range(cr // m):
+        for tj in range(cc // n):
+            base = (ti * (cc // n) + tj) * regs
+            acc = _vector(out[base:base + regs], f32)
+            for tk in range(ktiles):
+                av = a[(ti * ktiles + tk) * 4:(ti * ktiles + tk) * 4 + 4]
+                bv = b[(tk * (bn // n) + tj) * 4:(tk * (bn // n) + tj) * 4 + 4]
+                if aelem == "bf16":  # the 1k MFMAs take bf16 as i16 bit patterns
+                    av = [arith.BitcastOp(in_elem, x).result for x in av]
+                    bv = [arith.BitcastOp(in_elem, x).result for x in bv]
+                acc = _call(intrinsic, ir.VectorType.get([regs], f32),
+                            [_vector(av, in_elem), _vector(bv, in_elem), acc, zero, zero, zero])
+            out[base:base + regs] = _elements(acc, regs)
+    return out
+
+
+def _fma(a: list, b: list, c: list, k_steps: int) -> list:
+    from ..mlir import math
+    f32 = ir.F32Type.get()
+
+    def wide(x):
+        return x if x.type == f32 else arith.ExtFOp(f32, x).result
+
+    out = list(c)
+    rows = len(c)
+    for start in range(0, rows, FMA_WIDTH):
+        width = min(FMA_WIDTH, rows - start)
+        acc = _vector(out[start:start + width], f32)
+        for kk in range(k_steps):
+            av = _vector([wide(a[v * k_steps + kk]) for v in range(start, start + width)], f32)
+            bv = vector.BroadcastOp(ir.VectorType.get([width], f32), wide(b[kk])).result
+            acc = math.FmaOp(av, bv, acc).result
+        out[start:start + width] = _elements(acc, width)
+    return out
+
+
+def _lower_block(block, target: Target) -> None:
+    ops = [op for op in block.operations if op.operation.name in FRAGMENT_OPS]
+    if not ops:
+        return
+    for op in ops:
+        _check_block_local(op, block)
+    plans = _plans(block, target)
+    held: dict = {}   # fragment value -> its lane's scalars
+    e = _Emitter()
+    for op in ops:
+        name = op.operation.name
+        with op.location, ir.InsertionPoint(op):
+            lane = e.lane()
+            if name == "ttile.fill":
+                rows, cols, _, role = _frag_type(op.results[0].type)
+                plan = plans[op.results[0]]
+                count = len(_positions(plan, role, rows, cols, lane, e, target.wave))
+                held[op.results[0]] = [op.operands[0]] * count
+            elif name == "ttile.ldmatrix":
+                rows, cols, _, role = _frag_type(op.results[0].type)
+                if op.results[0] not in plans:
+                    raise TileMmaError(op, "a fragment loaded by ttile.ldmatrix feeds no ttile.mma")
+                src, *idx = op.operands
+                lead, r0, c0 = list(idx[:-2]), idx[-2], idx[-1]
+                transposed = "transpose" in op.attributes
+                vals = []
+                for row, col in _positions(plans[op.results[0]], role, rows, cols, lane, e, target.wave):
+                    i, j = (col, row) if transposed else (row, col)
+                    vals.append(memref.LoadOp(src, lead + [e.add(r0, i), e.add(c0, j)]).result)
+                held[op.results[0]] = vals
+            elif name == "ttile.mma":
+                a, b, c = (held[v] for v in op.operands)
+                plan = plans[op.results[0]]
+                ar, ak, aelem, _ = _frag_type(op.operands[0].type)
+                kb, bn, _, _ = _frag_type(op.operands[1].type)
+                cr, cc, _, _ = _frag_type(op.operands[2].type)
+                if plan.kind == "mfma":
+                    held[op.results[0]] = _mfma(a, b, c, plan, ((ar, ak, aelem), (kb, bn), (cr, cc)))
+                else:
+                    held[op.results[0]] = _fma(a, b, c, ak)
+            else:  # store_fragment
+                value, dest, *idx = op.operands
+                rows, cols, _, role = _frag_type(value.type)
+                lead, r0, c0 = list(idx[:-2]), idx[-2], idx[-1]
+                for x, (row, col) in zip(held[value], _positions(plans[value], role, rows, cols, lane, e,
+                                                                 target.wave)):
+                    memref.StoreOp(x, dest, lead + [e.add(r0, row), e.add(c0, col)])
+    for op in reversed(ops):
+        op.operation.erase()
+
+
+def run(module_op, target: Target) -> None:
+    """Lowers the fragment ops of every block of `module_op` (a module or a function)."""
+    blocks = []
+
+    def visit(op):
+        for region in op.regions:
+            for block in region.blocks:
+                if any(o.operation.name in FRAGMENT_OPS for o in block.operations):
+                    blocks.append(block)
+                for inner in block.operations:
+                    visit(inner.operation)
+
+    visit(module_op)
+    for block in blocks:
+        _lower_block(block, target)
