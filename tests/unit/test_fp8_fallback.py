@@ -18,6 +18,8 @@ from tessera.image import read_image
 from tessera.numerics import matrix_units
 from tessera.options import CompileOptions
 
+from test_opencl import opencl  # noqa: F401  (the fixture: skips, or fails in CI, without OpenCL)
+
 RNG = np.random.default_rng(7)
 
 SRC = """
@@ -173,3 +175,16 @@ def f(Q: tensor[f32, "S", 64], K: tensor[f32, "S", 64], V: tensor[f32, "S", 64],
 def test_which_architectures_compute_fp8():
     assert [a for a in ("sm_80", "sm_89", "sm_90a", "gfx90a", "gfx942", "gfx950", "gfx1100", "x86_64",
                         "spirv1.3") if matrix_units.has_fp8(a)] == ["sm_89", "sm_90a", "gfx942", "gfx950"]
+
+
+def test_the_spirv_fallback_runs_through_opencl(opencl):  # noqa: F811
+    """The same fallback in SPIR-V, run on the OpenCL backend (Intel's CPU runtime in CI): casts and fp8
+    parameters bit-exact against the interpreter."""
+    image = compiler.compile_source(SRC, "fp8.py", CompileOptions(target="spirv")).image
+    mod, ref = executor.load(image, opencl), tessera_frontend_compile(SRC, {"filename": "fp8.py"})
+    x = edge_values()
+    for name, args in (("quantize", (x,)), ("fp8_params", (x, x[::-1].copy()))):
+        got, want = mod.function(name)(*args), ref.interpret(name, *args)
+        got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(g, np.float32), np.asarray(w, np.float32))

@@ -25,6 +25,8 @@ from tessera.dialects import make_context
 from tessera.mlir import ir
 from tessera.passes import tile_mma
 
+from test_opencl import opencl  # noqa: F401  (the fixture: skips, or fails in CI, without OpenCL)
+
 RNG = np.random.default_rng(3)
 
 
@@ -237,3 +239,31 @@ def test_spirv_fragments_are_vector_fmas_and_valid():
     # 32 rows x 16 columns on 32 lanes: 16 accumulator elements per lane, 4 FMAs of 4 per k, 16 k steps
     assert len(re.findall(r"OpExtInst %v4float %\w+ fma", text)) == 4 * 16
     assert len(re.findall(r"OpVariable %_ptr_Workgroup_\w+ Workgroup", text)) == 2
+
+
+def test_spirv_fragments_run_through_opencl(opencl):  # noqa: F811
+    """The FMA lowering's SPIR-V, run on the OpenCL backend (Intel's CPU runtime in CI): one subgroup
+    multiplies a 32x16 by a 16x16 f16 tile from workgroup memory."""
+    from tessera import runtime
+    from tessera.frontend.dtypes import BY_NAME
+    from tessera.image.format import ArgRecord, KernelRecord
+    from tessera.image.writer import write_image
+    from tessera.abi import TENSOR
+    m, n, k = 32, 16, 16
+    with make_context(), ir.Location.unknown():
+        o, md = spirv.SPIRVOptions(), {}
+        mod = spirv.make_spirv(ir.Module.parse(kernel("f16", m, n, k, (16, 16, 16), wave=32, spirv_abi=True,
+                                                      copy_in=True)), md, o)
+        spv = spirv.make_spv(mod, md, o)
+    args = [ArgRecord("A", TENSOR, BY_NAME["f16"].code, [m, k], flags=1),
+            ArgRecord("B", TENSOR, BY_NAME["f16"].code, [k, n], flags=1),
+            ArgRecord("C", TENSOR, BY_NAME["f32"].code, [m, n])]
+    record = KernelRecord("tile", "tile", "spirv", md["arch"], spirv.SPIRVBackend.code_section, args, warp_size=32)
+    mod = runtime.load(write_image([record], {spirv.SPIRVBackend.code_section: spv}), opencl)
+    a = RNG.standard_normal((m, k)).astype(np.float16)
+    b = RNG.standard_normal((k, n)).astype(np.float16)
+    A, B = runtime.DeviceArray.from_numpy(a, opencl), runtime.DeviceArray.from_numpy(b, opencl)
+    C = runtime.DeviceArray((m, n), np.float32, opencl)
+    mod.tile(A, B, C, grid=1, block=32)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(C.numpy(), want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
