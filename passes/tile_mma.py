@@ -15,16 +15,22 @@ matrix instruction calculator gives them. With l the lane and r the register:
     D (m x n):  32x32: row = 8 (r / 4) + 4 (l / 32) + r % 4,  col = l % 32      r < 16
                 16x16: row = 4 (l / 16) + r,        col = l % 16                 r < 4
 
-A fragment larger than the instruction is a grid of instruction tiles (tile-major, then register), and a
-``ttile.mma`` issues one MFMA per (row tile, column tile, k tile) — ``llvm.amdgcn.mfma.*`` through
-``llvm.call_intrinsic``.
+**WMMA** (AMD RDNA 3: gfx11xx; W = 32; f16 or bf16, 16x16x16): ``v_wmma_f32_16x16x16_{f16,bf16}``, whose
+A and B are replicated in the two half-waves:
 
-**FMA** (every other target: RDNA, SPIR-V without a declared matrix extension, any other dtype or shape):
+    A (16 x 16): row = l % 16, col = r    B: row = r, col = l % 16    r < 16
+    D (16 x 16): row = 2 r + l / 16,      col = l % 16                r < 8
+
+A fragment larger than the instruction is a grid of instruction tiles (tile-major, then register), and a
+``ttile.mma`` issues one instruction per (row tile, column tile, k tile) — ``llvm.amdgcn.mfma.*`` or
+``llvm.amdgcn.wmma.*`` through ``llvm.call_intrinsic``.
+
+**FMA** (every other target: SPIR-V without a declared matrix extension, any other dtype or shape):
 for a product with an M x N accumulator and W lanes (N divides W, G = W / N lanes per column), lane l owns
 column j = l % N of rows v G + l / N (v < M / G) of the accumulator and of A, and column j of B. The
 product is K steps of FMAs on vectors of up to 4 accumulator elements (``math.fma`` on ``vector<4xf32>``:
 vector FMAs in SPIR-V and LLVM), inputs widened to f32 first. Every element of A is loaded by each lane of
-its row group: simple, not fast — the matrix-core paths are the fast ones.
+its row group: simple, not fast — the matrix-unit paths are the fast ones.
 
 Fragments must be used within one block, by these ops only (a loop-carried accumulator is refused at its
 op: carry it through memory). A fragment's layout is the one its ``ttile.mma`` uses, so an ``a``/``b`` fragment must feed
@@ -38,11 +44,56 @@ from dataclasses import dataclass
 from ..mlir import arith, gpu, ir, llvm, memref, vector
 
 MFMA_ARCHS = ("gfx90a", "gfx942", "gfx950")
-# (input dtype, m, n, k) -> (intrinsic, accumulator registers per lane)
-MFMA = {("f16", 32, 32, 8): ("llvm.amdgcn.mfma.f32.32x32x8f16", 16),
-        ("f16", 16, 16, 16): ("llvm.amdgcn.mfma.f32.16x16x16f16", 4),
-        ("bf16", 32, 32, 8): ("llvm.amdgcn.mfma.f32.32x32x8bf16.1k", 16),
-        ("bf16", 16, 16, 16): ("llvm.amdgcn.mfma.f32.16x16x16bf16.1k", 4)}
+
+
+@dataclass(frozen=True)
+class Instr:
+    """One matrix-core instruction: its intrinsic, the wave it runs on, registers per lane of A, B and D, and
+    where element (row, col) of each operand's tile sits: `place_x(e, lane, r)` -> (row, col) of register r."""
+    intrinsic: str
+    wave: int
+    a_regs: int
+    b_regs: int
+    d_regs: int
+    place_a: object
+    place_b: object
+    place_d: object
+    mfma: bool   # the MFMA form, with cbsz/abid/blgp operands; WMMA takes A, B and C only
+
+
+def _mfma_instr(name: str, m: int) -> Instr:
+    """v_mfma_f32_{32x32x8,16x16x16}: A[i][k] in lane i + m (k / 4), register k % 4; B[k][j] in lane
+    j + n (k / 4); D[i][j] in lane j + 32 ((i / 4) % 2), register i % 4 + 4 (i / 8) for 32x32, lane
+    j + 16 (i / 4), register i % 4 for 16x16."""
+    if m == 32:
+        def place_d(e, lane, r):
+            return e.plus(e.mul(e.div(lane, 32), 4), 8 * (r // 4) + r % 4), e.rem(lane, 32)
+    else:
+        def place_d(e, lane, r):
+            return e.plus(e.mul(e.div(lane, 16), 4), r), e.rem(lane, 16)
+    return Instr(name, 64, 4, 4, m * m // 64,
+                 lambda e, lane, r: (e.rem(lane, m), e.plus(e.mul(e.div(lane, m), 4), r)),
+                 lambda e, lane, r: (e.plus(e.mul(e.div(lane, m), 4), r), e.rem(lane, m)), place_d, True)
+
+
+def _wmma_instr(name: str) -> Instr:
+    """v_wmma_f32_16x16x16 (RDNA 3, wave32): lanes l and l + 16 both hold row l % 16 of A and column l % 16 of
+    B, all 16 k; D[i][j] in lane j + 16 (i % 2), register i / 2."""
+    return Instr(name, 32, 16, 16, 8,
+                 lambda e, lane, r: (e.rem(lane, 16), e.const(r)),
+                 lambda e, lane, r: (e.const(r), e.rem(lane, 16)),
+                 lambda e, lane, r: (e.plus(e.div(lane, 16), 2 * r), e.rem(lane, 16)), False)
+
+
+# (matrix unit, input dtype, m, n, k) -> the instruction
+INSTRUCTIONS = {
+    ("mfma", "f16", 32, 32, 8): _mfma_instr("llvm.amdgcn.mfma.f32.32x32x8f16", 32),
+    ("mfma", "f16", 16, 16, 16): _mfma_instr("llvm.amdgcn.mfma.f32.16x16x16f16", 16),
+    ("mfma", "bf16", 32, 32, 8): _mfma_instr("llvm.amdgcn.mfma.f32.32x32x8bf16.1k", 32),
+    ("mfma", "bf16", 16, 16, 16): _mfma_instr("llvm.amdgcn.mfma.f32.16x16x16bf16.1k", 16),
+    ("wmma", "f16", 16, 16, 16): _wmma_instr("llvm.amdgcn.wmma.f32.16x16x16.f16"),
+    ("wmma", "bf16", 16, 16, 16): _wmma_instr("llvm.amdgcn.wmma.f32.16x16x16.bf16"),
+}
 FMA_WIDTH = 4   # accumulator elements per vector FMA
 FRAGMENT_OPS = ("ttile.fill", "ttile.ldmatrix", "ttile.mma", "ttile.store_fragment")
 
@@ -59,11 +110,11 @@ class TileMmaError(Exception):
 @dataclass(frozen=True)
 class Target:
     wave: int          # lanes of a wave / subgroup
-    matrix: str = ""   # "mfma" where the target has AMD matrix cores, "" for FMAs
+    matrix: str = ""   # "mfma" (AMD CDNA), "wmma" (AMD RDNA 3), "" for FMAs
 
 
 def target_for_amdgpu(arch: str, wave: int) -> Target:
-    return Target(wave, "mfma" if arch in MFMA_ARCHS else "")
+    return Target(wave, "mfma" if arch in MFMA_ARCHS else "wmma" if arch.startswith("gfx11") else "")
 
 
 # -- fragments ----------------------------------------------------------------------------------------------
@@ -78,9 +129,9 @@ def _frag_type(t) -> tuple[int, int, str, str]:
 
 @dataclass
 class Plan:
-    """How one fragment value is laid out: `kind` "mfma" or "fma", the instruction (m, n, k) and the
-    accumulator width it is used with."""
-    kind: str
+    """How one fragment value is laid out: by the matrix instruction `unit` (None: FMAs), the instruction
+    shape (m, n, k) and the accumulator width it is used with."""
+    unit: Instr | None
     instr: tuple[int, int, int]
     acc_cols: int
 
@@ -114,27 +165,16 @@ class _Emitter:
 def _positions(plan: Plan, role: str, rows: int, cols: int, lane, e: _Emitter, wave: int) -> list:
     """(row, col) index values of each element a lane holds of a rows x cols fragment of `role`."""
     m, n, k = plan.instr
-    out = []
-    if plan.kind == "mfma":
-        if role == "acc":
-            for ti in range(rows // m):
-                for tj in range(cols // n):
-                    for r in range(m * n // wave):
-                        if m == 32:
-                            row = e.plus(e.mul(e.div(lane, 32), 4), ti * m + 8 * (r // 4) + r % 4)
-                        else:
-                            row = e.plus(e.mul(e.div(lane, 16), 4), ti * m + r)
-                        out.append((row, e.plus(e.rem(lane, n), tj * n)))
-        elif role == "a":
-            for ti in range(rows // m):
-                for tk in range(cols // k):
-                    for r in range(4):
-                        out.append((e.plus(e.rem(lane, m), ti * m), e.plus(e.mul(e.div(lane, m), 4), tk * k + r)))
-        else:
-            for tk in range(rows // k):
-                for tj in range(cols // n):
-                    for r in range(4):
-                        out.append((e.plus(e.mul(e.div(lane, n), 4), tk * k + r), e.plus(e.rem(lane, n), tj * n)))
+    u = plan.unit
+    if u is not None:  # a grid of instruction tiles, tile-major, then register
+        tile, place, regs = {"acc": ((m, n), u.place_d, u.d_regs), "a": ((m, k), u.place_a, u.a_regs),
+                             "b": ((k, n), u.place_b, u.b_regs)}[role]
+        out = []
+        for ti in range(rows // tile[0]):
+            for tj in range(cols // tile[1]):
+                for r in range(regs):
+                    row, col = place(e, lane, r)
+                    out.append((e.plus(row, ti * tile[0]), e.plus(col, tj * tile[1])))
         return out
     # FMA: G lanes per column; lane l: column l % N, rows v G + l / N
     g = wave // plan.acc_cols
@@ -151,12 +191,13 @@ def _plan_mma(op, target: Target) -> Plan:
     ar, ak, aelem, _ = _frag_type(op.operands[0].type)
     _, bn, _, _ = _frag_type(op.operands[1].type)
     instr = tuple(ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["shape"]))
-    if target.matrix == "mfma" and (aelem, *instr) in MFMA and target.wave == 64:
-        return Plan("mfma", instr, bn)
+    unit = INSTRUCTIONS.get((target.matrix, aelem, *instr))
+    if unit is not None and unit.wave == target.wave:
+        return Plan(unit, instr, bn)
     if bn > target.wave or target.wave % bn or ar % (target.wave // bn):
         raise TileMmaError(op, f"an {ar}x{bn} accumulator has no FMA layout on {target.wave} lanes: its columns "
                                f"must divide the wave and its rows be a multiple of {target.wave} / columns")
-    return Plan("fma", instr, bn)
+    return Plan(None, instr, bn)
 
 
 def _plans(block, target: Target) -> dict:
@@ -202,29 +243,29 @@ def _elements(vec: ir.Value, count: int) -> list:
     return [vector.ExtractOp(vec, [], [i]).result for i in range(count)]
 
 
-def _mfma(a: list, b: list, c: list, plan: Plan, shapes) -> list:
+def _matrix_unit(a: list, b: list, c: list, plan: Plan, shapes) -> list:
+    """The product as one instruction per (row tile, column tile, k tile)."""
     (ar, ak, aelem), (kb, bn), (cr, cc) = shapes
     m, n, k = plan.instr
-    intrinsic, regs = MFMA[(aelem, m, n, k)]
+    u = plan.unit
     f32 = ir.F32Type.get()
-    i32 = ir.IntegerType.get_signless(32)
     in_elem = ir.F16Type.get() if aelem == "f16" else ir.IntegerType.get_signless(16)
-    zero = arith.ConstantOp(i32, 0).result
+    extra = [arith.ConstantOp(ir.IntegerType.get_signless(32), 0).result] * 3 if u.mfma else []
     out = list(c)
-    ktiles = ak // k
+    ktiles, ntiles = ak // k, bn // n
     for ti in range(cr // m):
         for tj in range(cc // n):
-            base = (ti * (cc // n) + tj) * regs
-            acc = _vector(out[base:base + regs], f32)
+            base = (ti * ntiles + tj) * u.d_regs
+            acc = _vector(out[base:base + u.d_regs], f32)
             for tk in range(ktiles):
-                av = a[(ti * ktiles + tk) * 4:(ti * ktiles + tk) * 4 + 4]
-                bv = b[(tk * (bn // n) + tj) * 4:(tk * (bn // n) + tj) * 4 + 4]
-                if aelem == "bf16":  # the 1k MFMAs take bf16 as i16 bit patterns
+                av = a[(ti * ktiles + tk) * u.a_regs:(ti * ktiles + tk + 1) * u.a_regs]
+                bv = b[(tk * ntiles + tj) * u.b_regs:(tk * ntiles + tj + 1) * u.b_regs]
+                if aelem == "bf16":  # the bf16 forms take bf16 as i16 bit patterns
                     av = [arith.BitcastOp(in_elem, x).result for x in av]
                     bv = [arith.BitcastOp(in_elem, x).result for x in bv]
-                acc = _call(intrinsic, ir.VectorType.get([regs], f32),
-                            [_vector(av, in_elem), _vector(bv, in_elem), acc, zero, zero, zero])
-            out[base:base + regs] = _elements(acc, regs)
+                acc = _call(u.intrinsic, ir.VectorType.get([u.d_regs], f32),
+                            [_vector(av, in_elem), _vector(bv, in_elem), acc, *extra])
+            out[base:base + u.d_regs] = _elements(acc, u.d_regs)
     return out
 
 
@@ -284,8 +325,8 @@ def _lower_block(block, target: Target) -> None:
                 ar, ak, aelem, _ = _frag_type(op.operands[0].type)
                 kb, bn, _, _ = _frag_type(op.operands[1].type)
                 cr, cc, _, _ = _frag_type(op.operands[2].type)
-                if plan.kind == "mfma":
-                    held[op.results[0]] = _mfma(a, b, c, plan, ((ar, ak, aelem), (kb, bn), (cr, cc)))
+                if plan.unit is not None:
+                    held[op.results[0]] = _matrix_unit(a, b, c, plan, ((ar, ak, aelem), (kb, bn), (cr, cc)))
                 else:
                     held[op.results[0]] = _fma(a, b, c, ak)
             else:  # store_fragment

@@ -2,9 +2,9 @@
 
     gpu     SIMT kernels become gpu.func kernels with the launch ABI (passes/simt_to_gpu.py), for the
             architecture's wavefront: 64 lanes on CDNA (gfx9), 32 on RDNA (gfx11)
-    rocdl   math as arithmetic and intrinsics (passes/gpu_math.py), warp fragments as MFMA on CDNA and
-            vector FMAs on RDNA (passes/tile_mma.py), block and grid extents from the dispatch packet, then
-            the upstream conversions
+    rocdl   math as arithmetic and intrinsics (passes/gpu_math.py), warp fragments as MFMA on CDNA and WMMA
+            on RDNA 3 (vector FMAs for other shapes; passes/tile_mma.py), block and grid extents from the
+            dispatch packet, then the upstream conversions
     llir    the kernels' LLVM IR, read by llvmlite's LLVM and optimized for the AMDGPU target
     obj     an AMDGPU ELF relocatable object from llvmlite
     hsaco   the code object HIP loads: the object linked as a shared ELF by ld.lld (link.py)

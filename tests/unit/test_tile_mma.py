@@ -3,9 +3,10 @@
 No AMD or Intel GPU is here, so:
 - the lowered IR is executed by a small lock-step simulator of one wave (below), whose MFMA model places
   matrix elements in lanes and registers as AMD's matrix instruction calculator states them
-  (element -> lane, register; the lowering computes the inverse), and the result is compared with numpy;
+  (element -> lane, register; the lowering computes the inverse), its WMMA model as AMD's RDNA 3 ISA
+  guide lays the operands out, and the result is compared with numpy;
 - the AMDGPU kernels are linked into HSACO code objects whose metadata note and disassembly are checked
-  (v_mfma on gfx90a/gfx942, FMAs and no v_mfma on gfx1100);
+  (v_mfma on gfx90a/gfx942, v_wmma on gfx1100, FMAs where neither has the shape);
 - the SPIR-V kernels pass spirv-val, and spirv-dis shows the vector FMAs and the Workgroup variables.
 """
 
@@ -81,6 +82,22 @@ module attributes {{gpu.container_module}} {{
 
 # -- a one-wave simulator of the lowered IR ------------------------------------------------------------------
 
+def wmma_model(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """One v_wmma_f32_16x16x16 over a wave of 32 lanes (RDNA 3): A[i][k] in lanes i and i + 16, register k;
+    B[k][j] in lanes j and j + 16, register k; D[i][j] in lane j + 16 (i % 2), register i / 2. Both
+    half-waves must hold the same A and B."""
+    assert np.array_equal(a[:16], a[16:]) and np.array_equal(b[:16], b[16:]), "A/B not replicated"
+    A = np.array([[a[i, k] for k in range(16)] for i in range(16)], np.float64)
+    B = np.array([[b[j, k] for j in range(16)] for k in range(16)], np.float64)
+    Cm = np.array([[c[j + 16 * (i % 2), i // 2] for j in range(16)] for i in range(16)], np.float64)
+    D = (A @ B + Cm).astype(np.float32)
+    out = np.zeros_like(c, dtype=np.float32)
+    for i in range(16):
+        for j in range(16):
+            out[j + 16 * (i % 2), i // 2] = D[i, j]
+    return out
+
+
 def mfma_model(name: str, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """One MFMA over a wave of 64 lanes. Element placement per AMD's matrix instruction calculator:
     A[i][k] in lane i + m (k // 4), register k % 4; B[k][j] in lane j + n (k // 4), register k % 4;
@@ -155,7 +172,8 @@ def simulate(func, memories: dict, wave: int) -> None:
             env[res] = val(op.operands[0]).astype(np.float32)
         elif name == "llvm.call_intrinsic":
             a, b, c = (val(o) for o in op.operands[:3])
-            env[res] = mfma_model(str(op.attributes["intrin"]), a, b, c)
+            name = str(op.attributes["intrin"])
+            env[res] = wmma_model(a, b, c) if "wmma" in name else mfma_model(name, a, b, c)
         elif name == "gpu.return":
             break
         else:
@@ -175,6 +193,9 @@ def bf16(x: np.ndarray) -> np.ndarray:
     ("f16", 64, 32, 16, (32, 32, 8), tile_mma.Target(32)),     # RDNA, SPIR-V: FMAs on 32 lanes
     ("bf16", 16, 16, 16, (16, 16, 16), tile_mma.Target(64)),   # FMAs, 4 lanes per column
     ("f16", 32, 8, 24, (16, 8, 8), tile_mma.Target(64, "mfma")),  # no such MFMA: FMAs
+    ("f16", 16, 16, 16, (16, 16, 16), tile_mma.Target(32, "wmma")),
+    ("bf16", 32, 48, 32, (16, 16, 16), tile_mma.Target(32, "wmma")),
+    ("f16", 32, 32, 8, (32, 32, 8), tile_mma.Target(32, "wmma")),  # no such WMMA: FMAs
 ])
 def test_the_lowered_fragments_compute_the_product(elem, m, n, k, instr, target):
     with make_context(), ir.Location.unknown():
@@ -182,7 +203,8 @@ def test_the_lowered_fragments_compute_the_product(elem, m, n, k, instr, target)
         tile_mma.run(mod.operation, target)
         func = mod.body.operations[0].regions[0].blocks[0].operations[0]
         names = {op.operation.name for op in func.regions[0].blocks[0].operations}
-        assert ("llvm.call_intrinsic" in names) == (target.matrix == "mfma" and (elem, *instr) in tile_mma.MFMA)
+        unit = tile_mma.INSTRUCTIONS.get((target.matrix, elem, *instr))
+        assert ("llvm.call_intrinsic" in names) == (unit is not None and unit.wave == target.wave)
         assert not names & set(tile_mma.FRAGMENT_OPS)
         args = func.regions[0].blocks[0].arguments
         a = RNG.standard_normal((m, k)).astype(np.float32)
@@ -219,11 +241,13 @@ def test_cdna_code_objects_issue_mfma(arch, mnemonic):
 
 
 @pytest.mark.skipif(link.find() is None, reason="no ld.lld >= 16 (pip install ziglang)")
-def test_rdna_has_no_mfma_and_uses_fmas():
-    code, asm = _hsaco("gfx1100", kernel("f16", 64, 32, 16, (32, 32, 8), wave=32, copy_in=True))
+def test_rdna3_issues_wmma_and_fmas_where_it_has_none():
+    code, asm = _hsaco("gfx1100", kernel("f16", 32, 32, 16, (16, 16, 16), wave=32, copy_in=True))
     (k,) = code_object_metadata(code)["amdhsa.kernels"]
     assert k[".wavefront_size"] == 32
-    assert "v_mfma" not in asm and re.search(r"\bv_(pk_)?fma\w*", asm)
+    assert len(re.findall(r"\bv_wmma_f32_16x16x16_f16\b", asm)) == 2 * 2 * 1 and "v_mfma" not in asm
+    asm = _hsaco("gfx1100", kernel("f16", 64, 32, 16, (32, 32, 8), wave=32, copy_in=True))[1]  # no 32x32 WMMA
+    assert "v_wmma" not in asm and "v_mfma" not in asm and re.search(r"\bv_(pk_)?fma\w*", asm)
 
 
 def test_spirv_fragments_are_vector_fmas_and_valid():

@@ -1,6 +1,7 @@
 // Warp fragments (ttile.fill/ldmatrix/mma/store_fragment) as MFMA on AMD CDNA and as vector FMAs elsewhere.
 // RUN: tessera-opt %s --pass-pipeline='builtin.module(tessera-tile-mma{wave=64 matrix=mfma},canonicalize,cse)' | FileCheck %s --check-prefix=MFMA
 // RUN: tessera-opt %s --pass-pipeline='builtin.module(tessera-tile-mma{wave=32},canonicalize,cse)' | FileCheck %s --check-prefix=FMA
+// RUN: tessera-opt %s --pass-pipeline='builtin.module(tessera-tile-mma{wave=32 matrix=wmma},canonicalize,cse)' | FileCheck %s --check-prefix=WMMA
 
 module attributes {gpu.container_module} {
   gpu.module @tessera_kernels {
@@ -37,6 +38,13 @@ module attributes {gpu.container_module} {
     // MFMA-LABEL: gpu.func @bf16_16x16x16(
     // MFMA:         arith.bitcast %{{.+}} : bf16 to i16
     // MFMA:         llvm.call_intrinsic "llvm.amdgcn.mfma.f32.16x16x16bf16.1k"({{.*}}) : (vector<4xi16>, vector<4xi16>, vector<4xf32>, i32, i32, i32) -> vector<4xf32>
+    // RDNA 3: one WMMA, A and B replicated in the two half-waves, 8 f32 per lane; the 32x32x8 product above
+    // has no WMMA and stays FMAs.
+    // WMMA-LABEL: gpu.func @f16_32x32x8(
+    // WMMA-NOT:     llvm.call_intrinsic
+    // WMMA:         math.fma
+    // WMMA-LABEL: gpu.func @bf16_16x16x16(
+    // WMMA:         llvm.call_intrinsic "llvm.amdgcn.wmma.f32.16x16x16.bf16"({{.*}}) : (vector<16xi16>, vector<16xi16>, vector<8xf32>) -> vector<8xf32>
     // FMA-LABEL:  gpu.func @bf16_16x16x16(
     // FMA:          arith.extf %{{.+}} : bf16 to f32
     // FMA:          math.fma
