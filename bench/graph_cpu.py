@@ -1,5 +1,6 @@
 """Graph IR functions on the CPU against numpy, in the same process: a gelu/bias/scale chain over 2^24
-elements, softmax and layernorm over rows, and an MLP (matmul + bias + gelu fused, then matmul).
+elements, softmax and layernorm over rows, an MLP (matmul + bias + gelu fused, then matmul), and attention
+(`op.flash_attention`, plain and causal, and softmax + dropout + V written out: one fused kernel each).
 
     python bench/graph_cpu.py
 
@@ -33,6 +34,19 @@ def softmax(X: tensor[f32, "R", "C"]):
 @function
 def layernorm(X: tensor[f32, "R", "C"], g: tensor[f32, "C"], b: tensor[f32, "C"]):
     return op.layernorm(X, gamma=g, beta=b)
+
+@function
+def attention(Q: tensor[f32, "B", "S", 64], K: tensor[f32, "B", "S", 64], V: tensor[f32, "B", "S", 64]):
+    return op.flash_attention(Q, K, V)
+
+@function
+def causal(Q: tensor[f32, "B", "S", 64], K: tensor[f32, "B", "S", 64], V: tensor[f32, "B", "S", 64]):
+    return op.flash_attention(Q, K, V, causal=True)
+
+@function
+def dropped(Q: tensor[f32, "B", "S", 64], K: tensor[f32, "B", "S", 64], V: tensor[f32, "B", "S", 64]):
+    P = op.dropout(op.softmax(Q @ op.transpose(K, perm=(0, 2, 1)) * 0.125), p=0.1, seed=5)
+    return P @ V
 """
 
 
@@ -55,6 +69,37 @@ def np_layernorm(X, g, b):
     m = X.mean(axis=-1, keepdims=True)
     v = X.var(axis=-1, keepdims=True)
     return (X - m) / np.sqrt(v + 1e-5) * g + b
+
+
+def np_attention(Q, K, V, causal=False, keep=None):
+    """softmax(Q Kᵀ / 8) V as a numpy user writes it; `keep` a dropout mask of probability 0.1."""
+    s = Q @ K.transpose(0, 2, 1) * np.float32(0.125)
+    if causal:
+        s[:, np.triu(np.ones(s.shape[1:], bool), 1)] = -np.inf
+    e = np.exp(s - s.max(-1, keepdims=True))
+    p = e / e.sum(-1, keepdims=True)
+    if keep is not None:
+        p = np.where(keep, p / np.float32(0.9), np.float32(0.0))
+    return p @ V
+
+
+def bench_attention(prog, rng) -> None:
+    """8 heads of 512 queries and keys, head dimension 64. numpy's dropout peer draws its mask with numpy's
+    generator each call, as a numpy user would; the check uses Tessera's Philox mask."""
+    from tessera.numerics.philox import uniforms
+    B, S, D = 8, 512, 64
+    Q, K, V = (rng.standard_normal((B, S, D), dtype=np.float32) for _ in range(3))
+    flops = 4 * B * S * S * D / 1e9
+    for name, causal in (("attention", False), ("causal", True)):
+        fn = getattr(prog, name)
+        np.testing.assert_allclose(fn(Q, K, V), np_attention(Q, K, V, causal), rtol=1e-4, atol=1e-5)
+        report(f"{name} {B}x{S}x{S}x{D}", best_time(lambda: fn(Q, K, V), 5),
+               best_time(lambda: np_attention(Q, K, V, causal), 5), "numpy", "GFLOP/s", flops)
+    keep = uniforms(B * S * S, 5, 0).reshape(B, S, S) >= 0.1
+    np.testing.assert_allclose(prog.dropped(Q, K, V), np_attention(Q, K, V, keep=keep), rtol=1e-4, atol=1e-5)
+    report(f"softmax+dropout+V {B}x{S}x{S}x{D}", best_time(lambda: prog.dropped(Q, K, V), 5),
+           best_time(lambda: np_attention(Q, K, V, keep=rng.random((B, S, S), dtype=np.float32) >= 0.1), 5),
+           "numpy", "GFLOP/s", flops)
 
 
 def main() -> None:
@@ -82,6 +127,7 @@ def main() -> None:
     np.testing.assert_allclose(prog.layernorm(Xs, g, bb), np_layernorm(Xs, g, bb), rtol=1e-4, atol=1e-4)
     report("layernorm rows 8192x1024", best_time(lambda: prog.layernorm(Xs, g, bb), 5),
            best_time(lambda: np_layernorm(Xs, g, bb), 5), "numpy", "GB/s", 8 * Xs.size / 1e9)
+    bench_attention(prog, rng)
 
 
 if __name__ == "__main__":

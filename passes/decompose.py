@@ -1,9 +1,10 @@
 """Decompositions of Graph IR ops a target runs as several kernels.
 
-`flash_attention` on the CPU: the scores of each batch entry fit in cache-sized pieces for the shapes a CPU
-serves, so it runs as ``softmax(Q Kᵀ · scale) V`` — two GEMMs (the packed, multi-threaded ones) and a row
-softmax (masked for `causal`, top-left aligned: query i sees keys 0..i) — with f32 scores and
-probabilities rounded to V's type for the second product, as FlashAttention does.
+`flash_attention` on the CPU: rewritten as ``softmax(Q Kᵀ · scale) V`` (the softmax masked for `causal`,
+top-left aligned: query i sees keys 0..i), with f32 scores and probabilities rounded to V's type for the
+second product, as FlashAttention does. In f32 the fusion phase groups the chain back into one attention
+kernel (backends/cpu/attention.py) that never writes the probabilities; in other types it runs as two GEMMs
+(the packed, multi-threaded ones) and a row softmax.
 """
 
 from __future__ import annotations

@@ -7,7 +7,12 @@ Groups (recorded as ``tessera.group = N`` and ``tessera.group_kind`` on each op)
   other user — one pass over memory instead of one per op;
 - ``row``: softmax, layernorm, rmsnorm, and reductions over trailing axes — one warp per row; a dropout of
   a softmax joins it (attention's softmax + dropout, before the product with V);
-- ``layout`` (transpose), ``view`` (reshape: no kernel, the buffer is reinterpreted), ``attention``;
+- ``attention``: `matmul(Q, Kᵀ) → [· scale] → softmax → [dropout] → matmul(·, V)`, each value used only by
+  the next (an `op.flash_attention` the schedule phase decomposed, or the ops written out), on a target with
+  a fused attention kernel: one kernel computes the scores, softmax, dropout and the product with V of a
+  block of query rows without writing the probabilities (backends/cpu/attention.py); an undecomposed
+  `flash_attention` is a group of its own;
+- ``layout`` (transpose), ``view`` (reshape: no kernel, the buffer is reinterpreted);
 - ``blocks``: a masked tile load (rows padded to whole blocks) or store (only the rows inside written);
   a masked tile (`ttensor.mask_blocks`) is elementwise.
 0-d constants are not grouped: kernels inline them.
@@ -78,16 +83,74 @@ def _epilogue_step(op, acc: ir.Value, dims: dict) -> bool:
     return False
 
 
-def run(fn) -> int:
-    """Annotates the ops of one function; returns the number of groups."""
+def _only_user(v: ir.Value):
+    users = [u.owner for u in v.uses]
+    return users[0] if len(users) == 1 else None
+
+
+def _f32(*values) -> bool:
+    return all(str(ir.RankedTensorType(v.type).element_type) == "f32" for v in values)
+
+
+def attention_chains(fn, dims: dict) -> list[list]:
+    """The ops of each `matmul(Q, Kᵀ) → [· scalar] → softmax(last axis) → [dropout] → matmul(·, V)` of `fn`
+    whose values each feed only the next op, in f32 with Q, Kᵀ and V of equal batch extents."""
+    chains = []
+    for op in fn.entry_block.operations:
+        if op.operation.name != "ttensor.matmul":
+            continue
+        chain, v = [op], op.results[0]
+        nxt = _only_user(v)
+        if nxt is not None and nxt.operation.name == "ttensor.binary" and ir.StringAttr(nxt.attributes["fn"]).value \
+                == "mul" and any(is_scalar_constant(o) for o in nxt.operands) and nxt.results[0].type == v.type:
+            chain.append(nxt)
+            v = nxt.results[0]
+            nxt = _only_user(v)
+        rank = ir.RankedTensorType(v.type).rank
+        if nxt is None or nxt.operation.name != "ttensor.softmax" or \
+                ir.IntegerAttr(nxt.attributes["axis"]).value % rank != rank - 1:
+            continue
+        chain.append(nxt)
+        v = nxt.results[0]
+        nxt = _only_user(v)
+        if nxt is not None and nxt.operation.name == "ttensor.dropout":
+            chain.append(nxt)
+            v = nxt.results[0]
+            nxt = _only_user(v)
+        if nxt is None or nxt.operation.name != "ttensor.matmul" or nxt.operands[0] != v:
+            continue
+        chain.append(nxt)
+        q, kt, val = op.operands[0], op.operands[1], nxt.operands[1]
+        if not _f32(q, kt, val, op.results[0], nxt.results[0]):
+            continue
+        if not (len(dims[q]) == len(dims[kt]) == len(dims[val]) and dims[q][:-2] == dims[kt][:-2] == dims[val][:-2]):
+            continue
+        chains.append(chain)
+    return chains
+
+
+def run(fn, fused_attention: bool = False) -> int:
+    """Annotates the ops of one function; returns the number of groups. `fused_attention`: the target has
+    a kernel for attention groups."""
     from .graph_shapes import infer
     dims = infer(fn)      # symbolic extents: an epilogue operand must match the accumulator's exactly
     group_of: dict = {}   # result value -> (group id, kind)
     next_id = 0
     i32 = ir.IntegerType.get_signless(32)
+    fused: dict = {}      # op -> its attention group
+    for chain in (attention_chains(fn, dims) if fused_attention else []):
+        for op in chain:
+            fused[op.operation] = (next_id, "attention")
+        next_id += 1
     for op in fn.entry_block.operations:
         kind = kind_of(op)
         if kind is None or (op.operation.name == "ttensor.constant"):
+            continue
+        if op.operation in fused:
+            group = fused[op.operation]
+            op.attributes["tessera.group"] = ir.IntegerAttr.get(i32, group[0])
+            op.attributes["tessera.group_kind"] = ir.StringAttr.get(group[1])
+            group_of[op.results[0]] = group
             continue
         joined = None
         if kind == "elementwise":

@@ -34,6 +34,7 @@ class TargetInfo:
     decompose_attention: bool = False   # run flash_attention as GEMMs and a softmax (passes/decompose.py)
     # A matmul schedule's tile-local staging buffers: name -> (shape, copies) (the memory phase records them)
     staging_buffers: Callable[[dict], dict] | None = None
+    fused_attention: bool = False       # a kernel for attention groups (passes/fusion.py)
 
     def matches(self, key: str, value: str) -> bool:
         """Whether an `op.specialize(when={key: value})` condition holds for this target."""

@@ -290,40 +290,9 @@ class _Warp:
         self.map[op.result] = V(acc, True)
 
     def op_ttile_philox_uniform(self, op, mask, entry) -> None:
-        """Philox-4x32-10 on (lanes of) 32-bit words; the keys of every round are compile-time constants."""
         c = self.get(op.operands[0])
         seed = ir.IntegerAttr(op.attributes["seed"]).value
-        i32, i64 = ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64)
-        shape = [self.W] if c.varying else None
-
-        def ty(t):
-            return ir.VectorType.get(shape, t) if shape else t
-
-        def const(t, v):
-            attr = ir.IntegerAttr.get(t, v)
-            if shape:
-                return arith.ConstantOp(ty(t), ir.DenseElementsAttr.get_splat(ty(t), attr)).result
-            return arith.ConstantOp(t, attr).result
-
-        wide = arith.IndexCastUIOp(ty(i64), c.value).result
-        c0 = arith.TruncIOp(ty(i32), wide).result
-        c1 = arith.TruncIOp(ty(i32), arith.ShRUIOp(wide, const(i64, 32)).result).result
-        c2 = c3 = const(i32, 0)
-        k0, k1 = seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF
-        m0, m1 = const(i32, 0xD2511F53 - 2 ** 32), const(i32, 0xCD9E8D57 - 2 ** 32)
-        for _ in range(10):
-            p0 = arith.MulUIExtendedOp(c0, m0)
-            p1 = arith.MulUIExtendedOp(c2, m1)
-            key0, key1 = const(i32, _signed32(k0)), const(i32, _signed32(k1))
-            c0, c1, c2, c3 = (arith.XOrIOp(arith.XOrIOp(p1.results[1], c1).result, key0).result, p1.results[0],
-                              arith.XOrIOp(arith.XOrIOp(p0.results[1], c3).result, key1).result, p0.results[0])
-            k0, k1 = (k0 + 0x9E3779B9) & 0xFFFFFFFF, (k1 + 0xBB67AE85) & 0xFFFFFFFF
-        top = arith.ShRUIOp(c0, const(i32, 8)).result
-        f32 = ir.F32Type.get()
-        u = arith.UIToFPOp(ty(f32), top).result
-        scale = arith.ConstantOp(ty(f32), ir.DenseElementsAttr.get_splat(ty(f32), ir.FloatAttr.get(f32, 2.0 ** -24))
-                                 if shape else ir.FloatAttr.get(f32, 2.0 ** -24)).result
-        self.map[op.result] = V(arith.MulFOp(u, scale).result, c.varying)
+        self.map[op.result] = V(philox_uniform(c.value, seed), c.varying)
 
     # -- memory ---------------------------------------------------------------------------------------
     def op_memref_dim(self, op, mask, entry) -> None:
@@ -503,6 +472,42 @@ class _Warp:
             else:
                 for r in op.results:
                     env[r] = any(ins)
+
+
+def philox_uniform(counter: ir.Value, seed: int) -> ir.Value:
+    """The dropout generator's uniform in [0, 1) for `counter` (index, or a vector of them: lane by lane):
+    Philox-4x32-10 keyed by `seed`, the round keys compile-time constants (tessera/numerics/philox.py)."""
+    i32, i64 = ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64)
+    shape = list(counter.type.shape) if isinstance(counter.type, ir.VectorType) else None
+
+    def ty(t):
+        return ir.VectorType.get(shape, t) if shape else t
+
+    def const(t, v):
+        attr = ir.IntegerAttr.get(t, v)
+        if shape:
+            return arith.ConstantOp(ty(t), ir.DenseElementsAttr.get_splat(ty(t), attr)).result
+        return arith.ConstantOp(t, attr).result
+
+    wide = arith.IndexCastUIOp(ty(i64), counter).result
+    c0 = arith.TruncIOp(ty(i32), wide).result
+    c1 = arith.TruncIOp(ty(i32), arith.ShRUIOp(wide, const(i64, 32)).result).result
+    c2 = c3 = const(i32, 0)
+    k0, k1 = seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF
+    m0, m1 = const(i32, 0xD2511F53 - 2 ** 32), const(i32, 0xCD9E8D57 - 2 ** 32)
+    for _ in range(10):
+        p0 = arith.MulUIExtendedOp(c0, m0)
+        p1 = arith.MulUIExtendedOp(c2, m1)
+        key0, key1 = const(i32, _signed32(k0)), const(i32, _signed32(k1))
+        c0, c1, c2, c3 = (arith.XOrIOp(arith.XOrIOp(p1.results[1], c1).result, key0).result, p1.results[0],
+                          arith.XOrIOp(arith.XOrIOp(p0.results[1], c3).result, key1).result, p0.results[0])
+        k0, k1 = (k0 + 0x9E3779B9) & 0xFFFFFFFF, (k1 + 0xBB67AE85) & 0xFFFFFFFF
+    top = arith.ShRUIOp(c0, const(i32, 8)).result
+    f32 = ir.F32Type.get()
+    u = arith.UIToFPOp(ty(f32), top).result
+    scale = arith.ConstantOp(ty(f32), ir.DenseElementsAttr.get_splat(ty(f32), ir.FloatAttr.get(f32, 2.0 ** -24))
+                             if shape else ir.FloatAttr.get(f32, 2.0 ** -24)).result
+    return arith.MulFOp(u, scale).result
 
 
 def _signed32(v: int) -> int:

@@ -98,10 +98,12 @@ def _planning_target(backends: list):
     group), a wider one would not exist. So one image's kernels serve warps of 32 and wavefronts of 64."""
     import dataclasses
     first = backends[0].target_info()
-    # A backend's own GEMM kernels, whose staging buffers the memory phase plans, serve a one-target image only.
-    staging = first.staging_buffers if len(backends) == 1 else None
+    # A backend's own GEMM and attention kernels (the memory phase plans the GEMM's staging buffers, the
+    # fusion phase groups attention chains for the other) serve a one-target image only.
+    alone = len(backends) == 1
     return dataclasses.replace(first, warp_size=min(b.target_info().warp_size for b in backends),
-                               staging_buffers=staging)
+                               staging_buffers=first.staging_buffers if alone else None,
+                               fused_attention=first.fused_attention and alone)
 
 
 def make_ttir(source: str, filename: str, metadata: dict, options: CompileOptions) -> ir.Module:
@@ -140,9 +142,9 @@ def make_memory(mod: ir.Module, metadata: dict, target=None) -> ir.Module:
     return mod
 
 
-def make_fusion(mod: ir.Module, metadata: dict) -> ir.Module:
+def make_fusion(mod: ir.Module, metadata: dict, target=None) -> ir.Module:
     for fn in _functions(mod):
-        fusion.run(fn)
+        fusion.run(fn, fused_attention=bool(target and target.fused_attention))
     return mod
 
 
@@ -297,7 +299,7 @@ def compile_module(module: ir.Module, options: CompileOptions | None = None, met
               ("schedule", lambda m, md: make_schedule(m, md, target, dict(options.hints))),
               ("vectorize", lambda m, md: make_vectorize(m, md, target)),
               ("memory", lambda m, md: make_memory(m, md, target)),
-              ("fusion", make_fusion),
+              ("fusion", lambda m, md: make_fusion(m, md, target)),
               ("quantize", lambda m, md: make_quantize(m, md, target)),
               ("kernels", lambda m, md: make_kernels(m, md, backends))]
     shared_names = ["ttir"] + [n for n, _ in shared]

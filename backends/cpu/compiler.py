@@ -107,11 +107,16 @@ class CPUBackend:
         from .gemm_lowering import matmul_schedule, staging_buffers
         return TargetInfo("cpu", target.vector_bits(host), self.options.warp_size, frozenset({"f32", "f64"}),
                           os.cpu_count() or 1, matmul_schedule, decompose_attention=True,
-                          staging_buffers=staging_buffers)
+                          staging_buffers=staging_buffers, fused_attention=True)
 
     @staticmethod
     def gemm_lowering(*args):
         from .gemm_lowering import lower
+        return lower(*args)
+
+    @staticmethod
+    def attention_lowering(*args):
+        from .attention import lower
         return lower(*args)
 
     def entry_symbol(self, kernel: str) -> str:

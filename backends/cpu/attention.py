@@ -1,0 +1,341 @@
+"""Fused attention for the CPU backend: O = dropout(softmax(scale · Q·Kᵀ [causal])) · V without writing P.
+
+The fusion phase groups `matmul(Q, Kᵀ) → [· scale] → softmax → [dropout] → matmul(·, V)` (an
+`op.flash_attention` after passes/decompose.py, or the same ops written out); this generator writes the
+group's kernel directly in the per-block form of gemm.py (docs/image-format.md)::
+
+    func.func @name(%Q: memref<?x?x?xf32>, %KT, %V, %O, %bid_x, …, %gdim_z: index)
+        attributes {tessera.kernel, tessera.tile_kernel}
+
+with Q [B, Sq, D], KT [B, D, Sk] (K transposed: its rows are contiguous along the keys), V [B, Sk, Dv],
+O [B, Sq, Dv]. Block (bid_x, bid_y) computes the BQ query rows from bid_x·BQ of batch entry bid_y, in three
+passes over a BQ×Sk scratch of scores that stays in cache:
+
+    scores   S = scale · Q·Kᵀ, BQ×NR register tiles (MR×NR as the GEMM micro-kernel, K's rows as its panel);
+             causal: only the keys up to the block's last row, and -inf past each row's own
+    softmax  per row: the maximum, exp(s - max) and their sum, then p = e / sum — and dropout, the same
+             Philox-4x32-10 stream as the interpreter (counter = linear index of (b, i, j) in P + offset):
+             p / (1 - p_drop) where u ≥ p_drop, else 0; causal rows are 0 past their last key
+    output   O = P·V in BQ×NR register tiles over Dv, P broadcast from the scratch, V's rows as the panel
+
+P is never written to memory: its BQ rows live in the scratch (BQ·Sk floats, L1/L2) for the time of one
+block. The three passes read Q, K and V once per block of rows — the work of the two GEMMs, minus their
+packing, plus one pass of exp over the scores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...mlir import arith, func, ir, memref, scf, vector
+from ...passes.simt_to_warps import philox_uniform
+from . import vmath
+from .gemm import LAUNCH_ARGS, _add, _idx, _loop, _lt, _min, _mul, _sub, _zeros, vector_isa
+from .target import host
+
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    """One fused attention kernel; `rows` (BQ) and `cols` (NR) default to the host's GEMM register tile."""
+
+    name: str
+    scale: float = 1.0
+    causal: bool = False
+    dropout: tuple | None = None   # (p, seed, offset)
+    rows: int | None = None
+    cols: int | None = None
+    vector_width: int | None = None
+
+    def __post_init__(self):
+        if not self.name.isidentifier():
+            raise ValueError(f"attention kernel name '{self.name}' is not an identifier")
+        if self.dropout is not None and not 0.0 <= self.dropout[0] < 1.0:
+            raise ValueError(f"dropout probability must be in [0, 1), got {self.dropout[0]}")
+        tile = vector_isa(host())
+        for field, value in (("rows", tile.mr), ("cols", tile.nr), ("vector_width", tile.vector_width)):
+            if getattr(self, field) is None:
+                object.__setattr__(self, field, value)
+        if self.cols % self.vector_width:
+            raise ValueError(f"cols={self.cols} must be a multiple of vector_width={self.vector_width}")
+
+
+def attention_grid(spec: AttentionSpec, batch: int, sq: int) -> tuple[int, int, int]:
+    return max(1, -(-sq // spec.rows)), max(1, batch), 1
+
+
+def build_attention(module: ir.Module, spec: AttentionSpec) -> func.FuncOp:
+    """Appends the kernel `spec` to `module` (in the module's context, under a location) and returns it."""
+    f32 = ir.F32Type.get()
+    t3 = ir.MemRefType.get([ir.ShapedType.get_dynamic_size()] * 3, f32)
+    params = [("Q", ("B", "SQ", "D")), ("KT", ("B", "D", "SK")), ("V", ("B", "SK", "DV")), ("O", ("B", "SQ", "DV"))]
+    index = ir.IndexType.get()
+    ftype = ir.FunctionType.get([t3] * len(params) + [index] * len(LAUNCH_ARGS), [])
+    with ir.InsertionPoint(module.body):
+        fn = func.FuncOp(spec.name, ftype)
+    fn.attributes["tessera.kernel"] = ir.UnitAttr.get()
+    fn.attributes["tessera.tile_kernel"] = ir.UnitAttr.get()
+    i64 = ir.IntegerType.get_signless(64)
+    props = {"rows": ir.IntegerAttr.get(i64, spec.rows), "cols": ir.IntegerAttr.get(i64, spec.cols),
+             "scale": ir.FloatAttr.get(f32, spec.scale), "causal": ir.BoolAttr.get(spec.causal)}
+    if spec.dropout is not None:
+        props["dropout"] = ir.FloatAttr.get(f32, spec.dropout[0])
+    fn.attributes["tessera.attention"] = ir.DictAttr.get(props)
+    attrs = [ir.DictAttr.get({"tessera.name": ir.StringAttr.get(n),
+                              "tessera.dims": ir.ArrayAttr.get([ir.StringAttr.get(d) for d in dims])})
+             for n, dims in params]
+    fn.arg_attrs = ir.ArrayAttr.get(attrs + [ir.DictAttr.get({})] * len(LAUNCH_ARGS))
+    entry = fn.add_entry_block()
+    args = list(entry.arguments)
+    with ir.InsertionPoint(entry):
+        _Body(spec, dict(zip([p[0] for p in params], args)), dict(zip(LAUNCH_ARGS, args[len(params):]))).emit()
+        func.ReturnOp([])
+    return fn
+
+
+class _Body:
+    def __init__(self, spec: AttentionSpec, p: dict, launch: dict):
+        self.spec, self.p, self.launch = spec, p, launch
+        self.vw = spec.vector_width
+        self.vtype = ir.VectorType.get([self.vw], ir.F32Type.get())
+        self.mtype = ir.VectorType.get([self.vw], ir.IntegerType.get_signless(1))
+
+    def emit(self) -> None:
+        p = self.p
+        self.B = memref.DimOp(p["Q"], _idx(0)).result
+        self.SQ = memref.DimOp(p["Q"], _idx(1)).result
+        self.D = memref.DimOp(p["Q"], _idx(2)).result
+        self.SK = memref.DimOp(p["KT"], _idx(2)).result
+        self.DV = memref.DimOp(p["V"], _idx(2)).result
+        i0 = _mul(self.launch["bid_x"], self.spec.rows)
+        b = self.launch["bid_y"]
+        inside = arith.AndIOp(_lt(i0, self.SQ), _lt(b, self.B)).result
+        guard = scf.IfOp(inside)
+        with ir.InsertionPoint(guard.then_block):
+            self._block(b, i0)
+            scf.YieldOp([])
+
+    def _block(self, b, i0) -> None:
+        spec = self.spec
+        rows = _min(spec.rows, _sub(self.SQ, i0))
+        # Keys any row of the block sees: causal rows i see keys j <= i (top-left aligned).
+        keys = _min(self.SK, _add(i0, rows)) if spec.causal else self.SK
+        # Scratch rows padded to whole vectors, on the heap (workers' stacks are 8 MiB; Sk is unbounded).
+        self.ld = _mul(arith.CeilDivSIOp(self.SK, _idx(self.vw)).result, self.vw)
+        size = _mul(self.ld, spec.rows)
+        scratch = memref.AllocOp(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], ir.F32Type.get()),
+                                 [size], [], alignment=64).result
+        self._scores(scratch, b, i0, keys)
+        self._softmax(scratch, b, i0, rows, keys)
+        self._output(scratch, b, i0, rows, keys)
+        memref.DeallocOp(scratch)
+
+    # -- helpers ------------------------------------------------------------------------------------------
+    def _mask(self, n) -> ir.Value:
+        return vector.CreateMaskOp(self.mtype, [n]).result   # lanes below n (clamped to [0, VW]) are on
+
+    def _splat(self, x: float) -> ir.Value:
+        f32 = ir.F32Type.get()
+        return arith.ConstantOp(self.vtype, ir.DenseElementsAttr.get_splat(self.vtype, ir.FloatAttr.get(f32, x))).result
+
+    def _lanes(self) -> ir.Value:
+        """[0, 1, …, VW-1] as indices."""
+        i64 = ir.VectorType.get([self.vw], ir.IntegerType.get_signless(64))
+        lanes = arith.ConstantOp(i64, ir.DenseElementsAttr.get(np.arange(self.vw, dtype=np.int64), type=i64)).result
+        return arith.IndexCastOp(ir.VectorType.get([self.vw], ir.IndexType.get()), lanes).result
+
+    def _row(self, i0, r):
+        """Query row r of the block, clamped into Q (the last block's missing rows repeat its last row)."""
+        return _min(_add(i0, r), _sub(self.SQ, 1))
+
+    def _tiles(self, extent, body) -> None:
+        """body(j0, count, full) over [0, extent) in steps of NR; `full` says count == NR."""
+        nr = self.spec.cols
+        loop = _loop(0, arith.CeilDivSIOp(extent, _idx(nr)).result)
+        with ir.InsertionPoint(loop.body):
+            j0 = _mul(loop.induction_variable, nr)
+            count = _min(nr, _sub(extent, j0))
+            full = arith.CmpIOp(arith.CmpIPredicate.eq, count, _idx(nr)).result
+            branch = scf.IfOp(full, has_else=True)
+            with ir.InsertionPoint(branch.then_block):
+                body(j0, count, True)
+                scf.YieldOp([])
+            with ir.InsertionPoint(branch.else_block):
+                body(j0, count, False)
+                scf.YieldOp([])
+            scf.YieldOp([])
+
+    def _load(self, m, idx, count, c, full: bool) -> ir.Value:
+        if full:
+            return vector.LoadOp(self.vtype, m, idx).result
+        return vector.MaskedLoadOp(self.vtype, m, idx, self._mask(_sub(count, c)), _zeros(self.vtype)).result
+
+    def _store(self, v, m, idx, count, c, full: bool) -> None:
+        if full:
+            vector.StoreOp(v, m, idx)
+        else:
+            vector.MaskedStoreOp(m, idx, self._mask(_sub(count, c)), v)
+
+    def _tile_product(self, k_extent, a_of, b_of) -> list:
+        """acc[r][c] = Σ_k a_of(r, k) · b_of(k)[c] for k < k_extent: MR broadcast values and NR/VW vectors
+        a step, as the GEMM micro-kernel."""
+        spec = self.spec
+        n = spec.rows * (spec.cols // self.vw)
+        loop = _loop(0, k_extent, 1, [_zeros(self.vtype)] * n)
+        with ir.InsertionPoint(loop.body):
+            k = loop.induction_variable
+            acc = list(loop.inner_iter_args)
+            bs = b_of(k)
+            out = []
+            for r in range(spec.rows):
+                a = vector.BroadcastOp(self.vtype, a_of(r, k)).result
+                for c, bv in enumerate(bs):
+                    out.append(vector.FMAOp(a, bv, acc[r * len(bs) + c]).result)
+            scf.YieldOp(out)
+        return list(loop.results)
+
+    # -- pass 1: scores -----------------------------------------------------------------------------------
+    def _scores(self, S, b, i0, keys) -> None:
+        spec, vw = self.spec, self.vw
+        q_rows = [self._row(i0, r) for r in range(spec.rows)]
+        scale = self._splat(spec.scale)
+        lanes = self._lanes()
+
+        def tile(j0, count, full):
+            def kt(d):
+                return [self._load(self.p["KT"], [b, d, _add(j0, c)], count, c, full) for c in range(0, spec.cols, vw)]
+            acc = self._tile_product(self.D, lambda r, d: memref.LoadOp(self.p["Q"], [b, q_rows[r], d]).result, kt)
+            per = spec.cols // vw
+            for r in range(spec.rows):
+                for c in range(per):
+                    s = arith.MulFOp(acc[r * per + c], scale).result
+                    if spec.causal:   # keys past row i0 + r: -inf, so exp gives 0
+                        j = arith.AddIOp(vector.BroadcastOp(lanes.type, _add(j0, c * vw)).result, lanes).result
+                        later = arith.CmpIOp(arith.CmpIPredicate.sgt, j, vector.BroadcastOp(
+                            lanes.type, _add(i0, r)).result).result
+                        s = arith.SelectOp(later, self._splat(float("-inf")), s).result
+                    self._store(s, S, [_add(_mul(r, self.ld), _add(j0, c * vw))], count, c * vw, full)
+
+        self._tiles(keys, tile)
+
+    # -- pass 2: softmax and dropout, row by row -------------------------------------------------------------
+    def _softmax(self, S, b, i0, rows, keys) -> None:
+        spec, vw = self.spec, self.vw
+        loop = _loop(0, rows)
+        with ir.InsertionPoint(loop.body):
+            r = loop.induction_variable
+            i = _add(i0, r)
+            base = _mul(r, self.ld)
+            mine = _min(_add(i, 1), keys) if spec.causal else keys   # keys row i sees
+
+            def over(extent, init, step):
+                """step(j, mask, carried) over [0, extent) in vectors, the last one masked."""
+                vl = _loop(0, arith.CeilDivSIOp(extent, _idx(vw)).result, 1, init)
+                with ir.InsertionPoint(vl.body):
+                    j = _mul(vl.induction_variable, vw)
+                    scf.YieldOp(step(j, self._mask(_sub(extent, j)), list(vl.inner_iter_args)))
+                return list(vl.results)
+
+            def load(j, mask, fill):
+                return vector.MaskedLoadOp(self.vtype, S, [_add(base, j)], mask, fill).result
+
+            ninf = self._splat(float("-inf"))
+            (mv,) = over(mine, [ninf], lambda j, m, c: [arith.MaximumFOp(c[0], load(j, m, ninf)).result])
+            top = vector.ReductionOp(ir.F32Type.get(), vector.CombiningKind.MAXIMUMF, mv).result
+            top_v = vector.BroadcastOp(self.vtype, top).result
+
+            def expo(j, m, c):
+                e = vmath.exp(arith.SubFOp(load(j, m, ninf), top_v).result)   # masked lanes: exp(-inf) = 0
+                vector.MaskedStoreOp(S, [_add(base, j)], m, e)
+                return [arith.AddFOp(c[0], e).result]
+            (sv,) = over(mine, [_zeros(self.vtype)], expo)
+            total = vector.ReductionOp(ir.F32Type.get(), vector.CombiningKind.ADD, sv).result
+            inv = vector.BroadcastOp(self.vtype, arith.DivFOp(
+                arith.ConstantOp(ir.F32Type.get(), ir.FloatAttr.get(ir.F32Type.get(), 1.0)).result, total).result).result
+            lanes = self._lanes()
+            it = lanes.type
+
+            def prob(j, m, c):
+                jv = arith.AddIOp(vector.BroadcastOp(it, j).result, lanes).result
+                p = arith.MulFOp(load(j, m, self._splat(0.0)), inv).result
+                if spec.dropout is not None:
+                    p = self._dropout(p, b, i, jv)
+                if spec.causal:   # keys past this row but within the block's: 0 for the output pass
+                    seen = arith.CmpIOp(arith.CmpIPredicate.slt, jv, vector.BroadcastOp(it, mine).result).result
+                    p = arith.SelectOp(seen, p, self._splat(0.0)).result
+                vector.MaskedStoreOp(S, [_add(base, j)], m, p)
+                return []
+            over(keys, [], prob)
+            scf.YieldOp([])
+
+    def _dropout(self, p, b, i, jv):
+        """The interpreter's mask: u(counter) ≥ p_drop keeps p / (1 - p_drop), counter = ((b·Sq + i)·Sk + j)
+        + offset, the element's linear index in P."""
+        drop, seed, offset = self.spec.dropout
+        row = _add(_mul(_add(_mul(b, self.SQ), i), self.SK), offset)
+        counter = arith.AddIOp(vector.BroadcastOp(jv.type, row).result, jv).result
+        u = philox_uniform(counter, seed)
+        keep = arith.CmpFOp(arith.CmpFPredicate.OGE, u, self._splat(drop)).result
+        kept = arith.DivFOp(p, self._splat(1.0 - drop)).result
+        return arith.SelectOp(keep, kept, self._splat(0.0)).result
+
+    # -- pass 3: the output -----------------------------------------------------------------------------
+    def _output(self, S, b, i0, rows, keys) -> None:
+        spec, vw = self.spec, self.vw
+        per = spec.cols // vw
+
+        def tile(d0, count, full):
+            def v(j):
+                return [self._load(self.p["V"], [b, j, _add(d0, c)], count, c, full) for c in range(0, spec.cols, vw)]
+            acc = self._tile_product(keys, lambda r, j: memref.LoadOp(S, [_add(_mul(r, self.ld), j)]).result, v)
+            for r in range(spec.rows):
+                there = scf.IfOp(_lt(r, rows))
+                with ir.InsertionPoint(there.then_block):
+                    for c in range(per):
+                        self._store(acc[r * per + c], self.p["O"], [b, _add(i0, r), _add(d0, c * vw)], count, c * vw,
+                                    full)
+                    scf.YieldOp([])
+
+        self._tiles(self.DV, tile)
+
+
+def compile_attention(spec: AttentionSpec, options=None) -> bytes:
+    """A `.tessera` image holding the kernel `spec` (for benchmarks and tests of the generator alone)."""
+    from ...compiler import CompileOptions, compile_module
+    from ...dialects import make_context
+    options = options or CompileOptions()
+    with make_context(), ir.Location.unknown():
+        module = ir.Module.create()
+        build_attention(module, spec)
+        return compile_module(module, options).image
+
+
+# -- a fusion group as a plan step ----------------------------------------------------------------------------
+
+def lower(kname: str, ops: list, dims: dict, record, module) -> list[dict]:
+    """The plan step of an attention group (passes/fusion.py: matmul, [scale], softmax, [dropout], matmul);
+    its kernel is added to `module`. `record(value)` names a value of the function."""
+    from ...passes import fusion
+    qk, pv = ops[0], ops[-1]
+    scale, causal, drop = 1.0, False, None
+    for op in ops[1:-1]:
+        name = op.operation.name
+        if name == "ttensor.binary":
+            other = next(o for o in op.operands if fusion.is_scalar_constant(o))
+            scale = ir.FloatAttr(other.owner.attributes["value"]).value
+        elif name == "ttensor.softmax":
+            causal = "tessera.causal" in op.attributes
+        elif name == "ttensor.dropout":
+            drop = (ir.FloatAttr(op.attributes["p"]).value, ir.IntegerAttr(op.attributes["seed"]).value,
+                    ir.IntegerAttr(op.attributes["offset"]).value)
+    spec = AttentionSpec(kname, scale=scale, causal=causal, dropout=drop)
+    with qk.location:
+        build_attention(module, spec)
+    from ...passes.graph_shapes import product
+    q, kt, v = qk.operands[0], qk.operands[1], pv.operands[1]
+    dq = dims[q]
+    env = {"B": product(dq[:-2]), "SQ": dq[-2], "D": dq[-1], "SK": dims[kt][-1], "DV": dims[v][-1]}
+    args = [(q, ["B", "SQ", "D"]), (kt, ["B", "D", "SK"]), (v, ["B", "SK", "DV"]), (pv.results[0], ["B", "SQ", "DV"])]
+    return [{"kernel": kname, "env": env, "args": [{"value": record(x), "shape": s} for x, s in args],
+             "block": [1, 1, 1], "grid": [f"ceil(SQ/{spec.rows})", "B", "1"]}]

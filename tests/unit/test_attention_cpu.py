@@ -1,0 +1,115 @@
+"""Fused attention on the CPU (passes/fusion.py's attention groups, backends/cpu/attention.py), against the
+reference interpreter and numpy. Tolerances: 2e-6 absolute on outputs of magnitude ~1 (f32 scores and
+probabilities, the kernel's exp within 1e-7 relative, sums in another order than float64's); dropout masks
+exactly (the same Philox stream)."""
+
+import numpy as np
+import pytest
+
+from tessera import compiler, executor, runtime, tessera_frontend_compile
+from tessera.backends.cpu import attention
+from tessera.numerics.philox import uniforms
+
+RNG = np.random.default_rng(23)
+
+
+def randn(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def reference(Q, K, V, scale, causal=False, dropout=None):
+    s = np.matmul(Q.astype(np.float64), np.swapaxes(K, -1, -2)) * scale
+    if causal:
+        sq, sk = s.shape[-2:]
+        s = np.where(np.arange(sk)[None, :] > np.arange(sq)[:, None], -np.inf, s)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    if dropout is not None:
+        rate, seed, offset = dropout
+        u = uniforms(p.size, seed, offset).reshape(p.shape)
+        p = np.where(u >= rate, p / (1 - rate), 0.0)
+    return p @ V
+
+
+def compiled(src):
+    result = compiler.compile_source(src, "attn.py")
+    return executor.load(result.image), result.metadata["plans"], tessera_frontend_compile(src, {"filename": "attn.py"})
+
+
+FLASH = """
+@function
+def attn(Q: tensor[f32, "B", "H", "S", 40], K: tensor[f32, "B", "H", "T", 40], V: tensor[f32, "B", "H", "T", 24]):
+    return op.flash_attention(Q, K, V, causal={causal}, scale=0.2)
+"""
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("S, T", [(37, 45), (45, 37), (1, 1), (64, 64)])
+def test_flash_attention_runs_as_one_fused_kernel(causal, S, T):
+    prog, plans, module = compiled(FLASH.format(causal=causal))
+    # K's transpose (the kernel reads Kᵀ's contiguous rows), then one kernel: no score or probability tensor
+    assert [s["kernel"] for s in plans["attn"]["steps"]] == ["attn__layout1", "attn__attention0"]
+    Q, K, V = randn(2, 3, S, 40), randn(2, 3, T, 40), randn(2, 3, T, 24)
+    got = prog.attn(Q, K, V)
+    np.testing.assert_allclose(got, module.interpret("attn", Q, K, V), rtol=0, atol=2e-6)
+    np.testing.assert_allclose(got, reference(Q, K, V, 0.2, causal), rtol=0, atol=2e-6)
+
+
+DROPPED = """
+@function
+def attn(Q: tensor[f32, "S", 16], K: tensor[f32, "T", 16], V: tensor[f32, "T", "E"]):
+    P = op.dropout(op.softmax(Q @ K.T * 0.25), p=0.5, seed=2024, offset=11)
+    return P @ V
+"""
+
+
+def test_softmax_dropout_and_v_fuse_with_the_interpreters_mask():
+    """With V the identity, the output is P itself: every dropped element must be the interpreter's."""
+    prog, plans, module = compiled(DROPPED)
+    assert [s["kernel"] for s in plans["attn"]["steps"]] == ["attn__layout1", "attn__attention0"]
+    Q, K = randn(29, 16), randn(53, 16)
+    V = np.eye(53, dtype=np.float32)
+    got, want = prog.attn(Q, K, V), module.interpret("attn", Q, K, V)
+    assert np.array_equal(got == 0, want == 0) and 0.4 < np.mean(want == 0) < 0.6
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-6)
+    V = randn(53, 9)
+    np.testing.assert_allclose(prog.attn(Q, K, V), reference(Q, K, V, 0.25, dropout=(0.5, 2024, 11)), rtol=0,
+                               atol=4e-6)
+
+
+def test_a_chain_whose_probabilities_are_used_elsewhere_is_not_fused():
+    src = """
+@function
+def attn(Q: tensor[f32, "S", 16], K: tensor[f32, "T", 16], V: tensor[f32, "T", 8]):
+    P = op.softmax(Q @ K.T)
+    return P @ V, P
+"""
+    prog, plans, module = compiled(src)
+    assert not any("attention" in s["kernel"] for s in plans["attn"]["steps"])
+    Q, K, V = randn(10, 16), randn(12, 16), randn(12, 8)
+    for got, want in zip(prog.attn(Q, K, V), module.interpret("attn", Q, K, V)):
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-6)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dropout", [None, (0.3, 7, 5)])
+def test_generator_over_edge_shapes(causal, dropout):
+    """Block rows, key tiles and Dv tiles that are partial, D and Dv not multiples of the vector width, one
+    key, more queries than keys and fewer."""
+    spec = attention.AttentionSpec("att", scale=0.3, causal=causal, dropout=dropout)
+    kernel = runtime.load(attention.compile_attention(spec)).att
+    for B, SQ, SK, D, DV in [(2, 37, 53, 24, 20), (1, 1, 1, 3, 1), (3, 5, 90, 7, 33), (1, 77, 13, 64, 16)]:
+        Q, K, V = randn(B, SQ, D), randn(B, SK, D), randn(B, SK, DV)
+        O = np.full((B, SQ, DV), np.nan, np.float32)
+        kernel(Q, np.ascontiguousarray(np.swapaxes(K, 1, 2)), V, O, grid=attention.attention_grid(spec, B, SQ),
+               block=1)
+        np.testing.assert_allclose(O, reference(Q, K, V, 0.3, causal, dropout), rtol=0, atol=4e-6)
+
+
+def test_spec_refusals():
+    with pytest.raises(ValueError, match="not an identifier"):
+        attention.AttentionSpec("a-b")
+    with pytest.raises(ValueError, match=r"dropout probability must be in \[0, 1\)"):
+        attention.AttentionSpec("a", dropout=(1.0, 1, 0))
+    with pytest.raises(ValueError, match="multiple of vector_width"):
+        attention.AttentionSpec("a", cols=12, vector_width=8)
