@@ -33,13 +33,15 @@ from . import runtime
 from .image import read_image
 from .numerics.rounding import round_to
 
-_NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": np.uint16}
+_NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": np.uint16, "tf32": np.float32}
 
 
 def _to_storage(x: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "bf16":  # bf16 is the top half of an f32: round to nearest even, keep the high 16 bits
         r = round_to(np.asarray(x, np.float64), "bf16").astype(np.float32)
         return np.ascontiguousarray((r.view(np.uint32) >> 16).astype(np.uint16))
+    if dtype == "tf32":  # an f32 whose low 13 fraction bits are zero: round to nearest even
+        return np.ascontiguousarray(round_to(np.asarray(x, np.float64), "tf32").astype(np.float32))
     return np.ascontiguousarray(x, dtype=_NUMPY[dtype])
 
 
@@ -184,6 +186,10 @@ class Function:
                 args.append(np.float32(a["f32"]))
             else:
                 args.append(np.int64(plans.evaluate(a["i64"], local)))
+        for expr, m, why in step.get("multiple_of", []):
+            if plans.evaluate(expr, local) % m:
+                raise ValueError(f"'{self.name}': {expr} = {plans.evaluate(expr, local)} is not a multiple of {m}, "
+                                 f"which kernel '{step['kernel']}' needs ({why})")
         grid = tuple(plans.evaluate(g, local) for g in step["grid"])
         kernel = self.module.kernel(step["kernel"])
         stream = store["__stream__"]

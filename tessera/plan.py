@@ -15,9 +15,11 @@ An image stores the plans of its functions as JSON in its `.tessera.plan` sectio
 Steps that list "args" give each tensor's "shape" (expressions over the step's "env") and scalars as
 {"f32": value} or {"i64": expr}; with "batch": NAME the step runs once per batch entry, on the [i] slices of
 the tensors whose shape starts with NAME; "smem": BYTES is the dynamic shared memory each block of the step
-needs (the Hopper kernels' stage rings). Otherwise a view says how the kernel sees a tensor: "matrix" [R, C], "cols" [C], "rows" [R], "scalar" (all its
-elements), "bmn" [B, R, C] and "bnm" [B, C, R]; R, C and B are the step's own extents. `scalars` are int64
-arguments after the tensors (the strides a broadcast input is indexed with).
+needs (the Hopper kernels' stage rings); "multiple_of": [[expr, m, reason], …] are extents the kernel needs
+to be multiples of m (checked before the launch, the reason in the error). Otherwise a view says how the
+kernel sees a tensor: "matrix" [R, C], "cols" [C], "rows" [R], "scalar" (all its elements), "bmn" [B, R, C]
+and "bnm" [B, C, R]; R, C and B are the step's own extents. `scalars` are int64 arguments after the tensors
+(the strides a broadcast input is indexed with).
 Extent expressions are Python arithmetic over the parameters' symbols (`"M"`, `"(M*K)//8"`, `"ceil(C/128)"`),
 evaluated by `evaluate` — which accepts only names, integers, + - * // /, ceil(), max() and min(). The name
 DEVICE_UNITS is the device's number of multiprocessors (CPU: worker threads), which persistent kernels size

@@ -30,9 +30,10 @@ from .numerics import matrix_units
 
 Error = _runtime.Error
 
-# numpy has no bf16: bf16 tensors are passed as uint16 arrays of their bit patterns (tessera.executor converts).
-_NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": np.uint16, "i8": np.int8,
-          "i16": np.int16, "i32": np.int32, "i64": np.int64, "bool": np.bool_, "index": np.int64}
+# numpy has no bf16: bf16 tensors are passed as uint16 arrays of their bit patterns (tessera.executor converts);
+# tf32 tensors are float32 arrays of tf32 values.
+_NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": np.uint16, "tf32": np.float32,
+          "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "bool": np.bool_, "index": np.int64}
 _PACK = {"f32": "<f", "f64": "<d", "i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q", "bool": "<?",
          "index": "<q"}
 

@@ -11,6 +11,7 @@ as the CPU backend's are (backends/cpu/compiler.py); `tessera.compiler` runs the
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass, fields
 
@@ -156,11 +157,13 @@ class PTXBackend:
 
     def target_info(self):
         from ...passes.graph_phases import TargetInfo
-        from .gemm_lowering import matmul_schedule
+        from .gemm_lowering import matmul_schedule, matmul_schedule_sm80
         # 128 bits: one 16-byte access per thread; the SM count (132 on an H100 SXM) is a placeholder, as
         # the compiler does not know the device. sm_80 and later compute in bf16 and f16 (tensor cores, cvt).
-        native = {"f32", "f64"} | ({"f16", "bf16"} if _sm(self.options.arch) >= 80 else set())
-        return TargetInfo("ptx", 128, simt_to_gpu.WARP_SIZE, frozenset(native), 132, matmul_schedule)
+        arch = self.options.arch
+        native = {"f32", "f64"} | ({"f16", "bf16"} if _sm(arch) >= 80 else set())
+        schedule = matmul_schedule if arch == "sm_90a" else functools.partial(matmul_schedule_sm80, arch)
+        return TargetInfo("ptx", 128, simt_to_gpu.WARP_SIZE, frozenset(native), 132, schedule)
 
     def gemm_lowering(self, *args):
         from .gemm_lowering import lower

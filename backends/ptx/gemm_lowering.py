@@ -1,9 +1,11 @@
 """GEMM fusion groups of Graph IR functions as PTX tensor-core kernels and their launch-plan steps.
 
 A group (a matmul and its epilogue: bias, one activation, a scale, a residual add — the CPU's groups, see
-backends/cpu/gemm_lowering.py) becomes one kernel of gemm_sm90.py on sm_90a, declared as generated.py says.
-Activations are the CPU epilogues' own arithmetic (backends/cpu/vmath.py), lowered to LLVM IR once per
-kernel and inlined, so both backends compute the same function.
+backends/cpu/gemm_lowering.py) becomes one kernel, declared as generated.py says: on sm_90a the wgmma/TMA
+kernel of gemm_sm90.py for bf16/f16 operands; on sm_80 … sm_90, and for tf32 operands on sm_90a, the
+mma.sync/cp.async kernel of gemm_sm80.py. Activations are the CPU epilogues' own arithmetic
+(backends/cpu/vmath.py), lowered to LLVM IR once per kernel and inlined, so both backends compute the same
+function.
 """
 
 from __future__ import annotations
@@ -14,31 +16,54 @@ from ...passes.kernelgen import UnsupportedOnCPU, element_dtype
 from .. import llvm_compat
 from ..cpu import gemm as cpu_gemm
 from ..cpu.gemm_lowering import _epilogue
-from . import gemm_sm90, generated
+from . import ampere, gemm_sm80, gemm_sm90, generated
 
-TENSOR_CORE_ARCHS = ("sm_90a",)
+TENSOR_CORE_ARCHS = gemm_sm80.ARCHS
 
 
 def lower(arch: str, kname: str, ops: list, dims: dict, record, temporary, compile_source, module) -> list[dict]:
     """The plan steps of one GEMM group on `arch` (its kernel is added to `module`)."""
     mm = ops[0]
     if arch not in TENSOR_CORE_ARCHS:
-        raise UnsupportedOnCPU(mm, f"matmul on the ptx target needs --arch {' or '.join(TENSOR_CORE_ARCHS)} "
-                                   f"(its tensor-core GEMM), not {arch}")
+        raise UnsupportedOnCPU(mm, f"matmul on the ptx target needs a tensor-core architecture (--arch "
+                                   f"{', '.join(TENSOR_CORE_ARCHS)}), not {arch}")
     a, b = mm.operands[0], mm.operands[1]
-    da, db = dims[a], dims[b]
-    if len(db) > 2:
+    if len(dims[b]) > 2:
         raise UnsupportedOnCPU(mm, "the ptx GEMM multiplies by a 2-D rhs only (yet); batch axes of the lhs "
                                    "fold into its rows")
     out = ops[-1].results[0]
     dt, out_dt = element_dtype(a), element_dtype(out)
-    if dt not in ("bf16", "f16") or element_dtype(b) != dt:
-        raise UnsupportedOnCPU(mm, f"the ptx tensor-core GEMM takes bf16 or f16 operands of one dtype, not "
-                                   f"{dt} @ {element_dtype(b)}")
+    if dt not in ampere.MMA or element_dtype(b) != dt:
+        hint = " (declare them tf32 to multiply f32 data on tensor cores)" if dt == "f32" else ""
+        raise UnsupportedOnCPU(mm, f"the ptx tensor-core GEMMs take bf16, f16 or tf32 operands of one dtype, "
+                                   f"not {dt} @ {element_dtype(b)}{hint}")
+    if arch != "sm_90a" or dt == "tf32":
+        return _lower_sm80(arch, kname, ops, dims, record, module)
+    names, env, params, args, operand_dtypes = _signature(ops, dims, record)
+    try:
+        spec = gemm_sm90.Sm90GemmSpec(kname, dtype=dt, out_dtype=out_dt, epilogue=names, **_tile(mm),
+                                      **operand_dtypes)
+    except ValueError as e:
+        raise UnsupportedOnCPU(mm, str(e)) from None
+    with mm.location:
+        generated.declare(module, kname, params, gemm_sm90.generate(spec, _activations(spec.epilogue)), [2], {
+            "ptx.tensor_maps": spec.tensor_maps, "tile.M": str(spec.bm), "tile.N": str(spec.bn),
+            "tile.K": str(gemm_sm90.BK), "pipeline.stages": str(spec.stages), "epilogue": ",".join(spec.epilogue)})
+    # persistent: a CTA per multiprocessor at most, each striding over the tiles
+    tiles = f"min(ceil(M/{spec.bm})*ceil(N/{spec.bn}), DEVICE_UNITS)"
+    return [{"kernel": kname, "env": env, "args": args, "block": [spec.threads, 1, 1],
+             "grid": [tiles, "1", "1"], "smem": spec.smem_bytes}]
+
+
+def _signature(ops: list, dims: dict, record) -> tuple:
+    """(epilogue step names, the step's env, the kernel's parameters, the step's arguments, the bias and
+    residual dtypes) of a GEMM group: A, B, C, then the epilogue's operands in step order, then M, K, N."""
+    mm = ops[0]
+    a, b, out = mm.operands[0], mm.operands[1], ops[-1].results[0]
+    dt, da, db = element_dtype(a), dims[a], dims[b]
     steps, extras = _epilogue(ops)
-    names = tuple(s[0] for s in steps)
-    M, K, N = graph_shapes.product(da[:-1]), da[-1], db[-1]
-    params = [("A", dt, ("M", "K")), ("B", dt, ("K", "N")), ("C", out_dt, ("M", "N"))]
+    env = {"M": graph_shapes.product(da[:-1]), "K": da[-1], "N": db[-1]}
+    params = [("A", dt, ("M", "K")), ("B", dt, ("K", "N")), ("C", element_dtype(out), ("M", "N"))]
     args = [{"value": record(a), "shape": ["M", "K"]}, {"value": record(b), "shape": ["K", "N"]},
             {"value": record(out), "shape": ["M", "N"]}]
     operand_dtypes = {}
@@ -51,19 +76,37 @@ def lower(arch: str, kname: str, ops: list, dims: dict, record, temporary, compi
         operand_dtypes[f"{role}_dtype"] = element_dtype(v)
         params.append((role, element_dtype(v), shape))
         args.append({"value": record(v), "shape": list(shape)})
+    return tuple(s[0] for s in steps), env, params, args, operand_dtypes
+
+
+def _lower_sm80(arch: str, kname: str, ops: list, dims: dict, record, module) -> list[dict]:
+    """The group as gemm_sm80's kernel: one CTA per tile. Its copies move 16-byte chunks of A's and B's
+    rows, so K and N must be multiples of a chunk's elements: refused here when static, checked by the
+    plan (`multiple_of`) at the launch when not."""
+    mm = ops[0]
+    names, env, params, args, operand_dtypes = _signature(ops, dims, record)
+    dt, out_dt = params[0][1], params[2][1]
+    # sm_90a runs this kernel for tf32 only; the schedule phase chose for the wgmma kernel then
+    tile = _tile_sm80(mm) if arch != "sm_90a" else {}
     try:
-        spec = gemm_sm90.Sm90GemmSpec(kname, dtype=dt, out_dtype=out_dt, epilogue=names, **_tile(mm),
-                                      **operand_dtypes)
+        spec = gemm_sm80.Sm80GemmSpec(kname, dtype=dt, out_dtype=out_dt, epilogue=names, arch=arch,
+                                      **{**_default_sm80(arch), **tile}, **operand_dtypes)
     except ValueError as e:
         raise UnsupportedOnCPU(mm, str(e)) from None
+    why = f"the sm_80 GEMM copies {dt} rows of A [M, K] and B [K, N] in 16-byte chunks"
+    for d in ("K", "N"):
+        v = env[d]
+        if (isinstance(v, int) or str(v).isdigit()) and int(v) % spec.chunk:
+            raise UnsupportedOnCPU(mm, f"{d} = {v} is not a multiple of {spec.chunk}: {why}")
+    mma, t = ampere.MMA[dt]
     with mm.location:
-        generated.declare(module, kname, params, gemm_sm90.generate(spec, _activations(spec.epilogue)), [2], {
-            "ptx.tensor_maps": spec.tensor_maps, "tile.M": str(spec.bm), "tile.N": str(spec.bn),
-            "tile.K": str(gemm_sm90.BK), "pipeline.stages": str(spec.stages), "epilogue": ",".join(spec.epilogue)})
-    # persistent: a CTA per multiprocessor at most, each striding over the tiles
-    tiles = f"min(ceil(M/{spec.bm})*ceil(N/{spec.bn}), DEVICE_UNITS)"
-    return [{"kernel": kname, "env": {"M": M, "K": K, "N": N}, "args": args, "block": [spec.threads, 1, 1],
-             "grid": [tiles, "1", "1"], "smem": spec.smem_bytes}]
+        generated.declare(module, kname, params, gemm_sm80.generate(spec, _activations(spec.epilogue)), [2], {
+            "tile.M": str(spec.bm), "tile.N": str(spec.bn), "tile.K": str(spec.bk),
+            "pipeline.stages": str(spec.stages), "epilogue": ",".join(spec.epilogue),
+            "ptx.mma": f"mma.sync.aligned.{mma}.row.col.f32.{t}.{t}.f32"})
+    return [{"kernel": kname, "env": env, "args": args, "block": [spec.threads, 1, 1],
+             "grid": [f"ceil(M/{spec.bm})*ceil(N/{spec.bn})", "1", "1"], "smem": spec.smem_bytes,
+             "multiple_of": [["K", spec.chunk, why], ["N", spec.chunk, why]]}]
 
 
 def matmul_schedule(m: int | None, n: int | None, k: int | None) -> dict:
@@ -72,6 +115,28 @@ def matmul_schedule(m: int | None, n: int | None, k: int | None) -> dict:
     128×256 fill 192 KiB of the 227 KiB of shared memory; 128×128 tiles afford six."""
     tiles = -(-(m or 4096) // 128) * -(-(n or 4096) // 256)
     return {"MB": 128, "NC": 128, "stages": 6} if tiles < 132 else {"MB": 128, "NC": 256, "stages": 4}
+
+
+def matmul_schedule_sm80(arch: str, m: int | None, n: int | None, k: int | None) -> dict:
+    """The sm_80 kernel's cost model: 128×128 tiles of 8 warps; a problem with fewer such tiles than an
+    A100 has SMs (108) takes 64×128 tiles, twice as many CTAs. Four stages (64 KiB) let two CTAs share an
+    SM of sm_80/sm_87/sm_90; sm_86 and sm_89 have 100 KiB an SM, where three stages (48 KiB) do."""
+    stages = 3 if arch in ("sm_86", "sm_89") else 4
+    tiles = -(-(m or 4096) // 128) * -(-(n or 4096) // 128)
+    return {"MB": 64 if tiles < 108 else 128, "NC": 128, "stages": stages}
+
+
+def _default_sm80(arch: str) -> dict:
+    s = matmul_schedule_sm80(arch, None, None, None)
+    return {"bm": s["MB"], "bn": s["NC"], "stages": s["stages"]}
+
+
+def _tile_sm80(mm) -> dict:
+    """The schedule phase's blocking (cost model or hints) as the sm_80 kernel's; Sm80GemmSpec checks it."""
+    if "tessera.schedule" not in mm.attributes:
+        return {}
+    d = {na.name: ir.IntegerAttr(na.attr).value for na in ir.DictAttr(mm.attributes["tessera.schedule"])}
+    return {key: d[name] for name, key in (("MB", "bm"), ("NC", "bn"), ("stages", "stages")) if name in d}
 
 
 def _tile(mm) -> dict:
