@@ -21,11 +21,11 @@ runtime running blocks in parallel on its thread pool. The loop nest is the BLIS
                 C tile = epilogue(acc) on the last chunk, else acc
 
 With `stages` ≥ 2 the packed B panel is multi-buffered: `stages` panels rotate, chunk k0 computes from
-panel (k0/KC) mod stages while the panel `stages`-1 chunks ahead is packed into another one — its copies
-interleaved with the micro-kernel, one vector per unrolled trip (a load of B, a store into the panel), so the
-out-of-order core runs them between FMAs that do not depend on them. A CPU has no copy engine to run ahead
-(a GPU's cp.async/TMA): overlapping copies with compute means putting them in the compute's instruction
-stream. What the micro-kernels do not reach (the partial strip, a remainder) is packed after the chunk.
+panel (k0/KC) mod stages while the panel `stages`-1 chunks ahead is packed into another one, in bursts
+before each micro-kernel (`_PanelCopy`), each burst prefetching the lines of the next. A CPU has no copy
+engine to run ahead (a GPU's cp.async/TMA): overlapping copies with compute means putting them in the
+compute's instruction stream. What the bursts do not reach (the partial strip, a remainder) is packed after
+the chunk. On Zen 3 this measured no faster than one panel (docs/performance.md); `choose_schedule` keeps 1.
 
 Packing zero-pads the edge strips, so the micro-kernel always runs a full MR×NR tile; only the C tile's
 loads and stores are masked at the matrix edges. Inputs narrower than f32 (f16, bf16) are widened while
