@@ -104,7 +104,7 @@ def test_stream_priority_maps_to_cuda_priorities(fake_driver, tmp_path):
     script = ("from tessera import _runtime\n"
               "ctx = _runtime.Context('cuda')\n"
               "streams = [_runtime.Stream(ctx, p, 0) for p in (0, 3, 100, -2)]\n")
-    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path,
                        env=dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), FAKE_CUDA_LOG=str(log)))
     assert p.returncode == 0, p.stdout + p.stderr
     created = calls(log.read_text().splitlines(), "cuStreamCreateWithPriority")
@@ -123,3 +123,24 @@ def test_metrics_of_stream_work_are_device_times_written_at_synchronize(build_ho
     assert all(r["name"] == "saxpy" and r["time_ms"] >= 0 for r in on_streams)
     assert any(r["kind"] == "copy" and r["name"] == "memcpy HtoD" and r["stream"] != 0 for r in records)
     assert [r for r in records if r["status"] == "TSR_ERROR_LAUNCH_FAILED"]  # the faulting launch's record
+
+
+def test_tensor_maps_are_encoded_at_launch_and_passed_first(build_host, test_image, fake_driver, tmp_path):
+    """A kernel whose ptx.tensor_maps property names two operands gets two maps before its arguments: A [300,
+    136] bf16 as a 2-D map (innermost extent first, 272-byte rows), Q [6, 77, 64] as a 3-D one; tensors TMA
+    cannot describe and malformed properties are refused before the driver is asked to launch."""
+    log = tmp_path / "cuda.log"
+    environ = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), FAKE_CUDA_LOG=str(log))
+    environ.pop("TESSERA_BACKEND", None)
+    p = subprocess.run([str(build_host("host_tensor_maps.c")), str(test_image)], capture_output=True, text=True,
+                       timeout=120, env=environ)
+    assert p.returncode == 0 and p.stdout.rstrip().endswith("0 failed"), p.stdout + p.stderr
+    lines = log.read_text().splitlines()
+    encoded = calls(lines, "cuTensorMapEncodeTiled")
+    assert encoded[:2] == ["cuTensorMapEncodeTiled dtype=9 rank=2 dims=136x300 strides=272 box=64x128 swizzle=3",
+                           "cuTensorMapEncodeTiled dtype=9 rank=3 dims=64x77x6 strides=128x9856 box=64x128x1 "
+                           "swizzle=3"]
+    launches = calls(lines, "cuLaunchKernel")
+    assert len(launches) == 1  # the refused launches never reached the driver
+    params = calls(lines, "params:")
+    assert len(params) == 1 and params[0].startswith("params: map rank 2, map rank 3, then A at 0x")

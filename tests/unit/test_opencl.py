@@ -210,7 +210,8 @@ def test_tessera_backend_selects_opencl_for_python_and_c_hosts(opencl, tmp_path)
         print(runtime.default_context().backend, runtime.select_backend("spirv").backend)
         """)
     env = dict(os.environ, TESSERA_BACKEND="opencl")
-    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120,
+                       cwd=tmp_path)  # not the checkout, whose tessera/ would shadow the installed package
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["opencl", "opencl"]
 
@@ -226,7 +227,8 @@ def test_no_driver_is_a_clear_status_not_a_crash(tmp_path):
         print(runtime.backends())
         """)
     env = dict(os.environ, TESSERA_OPENCL_LIBRARY=str(tmp_path / "libOpenCL-missing.so"))
-    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120,
+                       cwd=tmp_path)  # not the checkout, whose tessera/ would shadow the installed package
     assert p.returncode == 0, p.stderr
     assert "TSR_ERROR_UNSUPPORTED" in p.stdout and "the OpenCL ICD loader could not be loaded" in p.stdout
     assert "['cpu']" in p.stdout or "'cpu'" in p.stdout
@@ -244,7 +246,8 @@ def test_no_platform_is_a_clear_status(tmp_path):
     empty = tmp_path / "vendors"
     empty.mkdir()
     env = dict(os.environ, OCL_ICD_VENDORS=str(empty))
-    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120,
+                       cwd=tmp_path)  # not the checkout, whose tessera/ would shadow the installed package
     assert p.returncode == 0, p.stderr
     if "could not be loaded" in p.stdout:
         pytest.skip("no OpenCL ICD loader here")
