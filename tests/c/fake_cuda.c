@@ -179,6 +179,31 @@ CUresult cuModuleGetFunction(struct CUfunc_st** f, void* module, const char* nam
   *f = strcmp(name, "saxpy") == 0 ? &saxpy_function : &other_function;
   return OK;
 }
+/* Logs what it was asked to describe and writes "TMAP" and the rank into the map, so a test can see the maps
+ * reach the kernel's first parameters. */
+CUresult cuTensorMapEncodeTiled(void* map, int dtype, unsigned rank, void* address, const uint64_t* dims,
+                                const uint64_t* strides, const unsigned* box, const unsigned* element_strides,
+                                int interleave, int swizzle, int l2, int oob) {
+  (void)address, (void)element_strides, (void)interleave, (void)l2, (void)oob;
+  if ((uintptr_t)map % 64) return INVALID_VALUE;
+  const char* path = getenv("FAKE_CUDA_LOG");
+  FILE* f = path ? fopen(path, "a") : NULL;
+  if (f) {
+    fprintf(f, "cuTensorMapEncodeTiled dtype=%d rank=%u dims=", dtype, rank);
+    for (unsigned i = 0; i < rank; i++) fprintf(f, "%s%llu", i ? "x" : "", (unsigned long long)dims[i]);
+    fprintf(f, " strides=");
+    for (unsigned i = 0; i + 1 < rank; i++) fprintf(f, "%s%llu", i ? "x" : "", (unsigned long long)strides[i]);
+    fprintf(f, " box=");
+    for (unsigned i = 0; i < rank; i++) fprintf(f, "%s%u", i ? "x" : "", box[i]);
+    fprintf(f, " swizzle=%d\n", swizzle);
+    fclose(f);
+  }
+  memset(map, 0, 128);
+  memcpy(map, "TMAP", 4);
+  ((unsigned char*)map)[4] = (unsigned char)rank;
+  return OK;
+}
+
 CUresult cuFuncSetAttribute(struct CUfunc_st* f, int attribute, int value) { (void)f, (void)attribute, (void)value; return OK; }
 
 CUresult cuLaunchKernel(struct CUfunc_st* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
@@ -186,6 +211,15 @@ CUresult cuLaunchKernel(struct CUfunc_st* f, unsigned gx, unsigned gy, unsigned 
   (void)f, (void)smem, (void)extra;
   pthread_mutex_lock(&lock);
   log_call("cuLaunchKernel", s);
+  if (params && params[0] && memcmp(params[0], "TMAP", 4) == 0) {  /* a kernel given tensor maps: which ranks */
+    const char* path = getenv("FAKE_CUDA_LOG");
+    FILE* lf = path ? fopen(path, "a") : NULL;
+    if (lf) {
+      fprintf(lf, "params: map rank %d, map rank %d, then A at %p\n", ((unsigned char*)params[0])[4],
+              ((unsigned char*)params[1])[4], *(void**)params[2]);
+      fclose(lf);
+    }
+  }
   op_t op = {.kind = KERNEL, .saxpy = f == &saxpy_function, .threads = gx * gy * gz * bx * by * bz};
   if (op.saxpy) {  /* the values are taken now, as the driver does */
     memcpy(&op.a, params[0], sizeof op.a);

@@ -7,7 +7,7 @@ import argparse
 import struct
 
 SCALAR, TENSOR, DIMENSION = 0, 1, 2
-F32, I32, I64, INDEX = 1, 7, 8, 17
+F32, BF16, I32, I64, INDEX = 1, 4, 7, 8, 17
 SIMT = 1
 READ_ONLY = 1
 
@@ -38,6 +38,18 @@ def test_kernels():
         dict(name="saxpy", entry="saxpy", target="ptx", arch="sm_90a", section=".tessera.code.ptx", args=saxpy_args),
         dict(name="gpu_only", entry="gpu_only", target="ptx", arch="sm_90a", section=".tessera.code.ptx", args=[]),
     ]
+
+
+def tma_kernels():
+    """PTX records of kernels that read their operands with TMA, for which the runtime encodes a map per
+    ptx.tensor_maps entry: A [M, K] bf16 and Q [B, S, 64] bf16, as the sm_90a GEMM and attention read them."""
+    args = [("A", TENSOR, BF16, [-3, -4], READ_ONLY), ("Q", TENSOR, BF16, [-5, -6, 64], READ_ONLY),
+            ("M", DIMENSION, INDEX, []), ("K", DIMENSION, INDEX, []), ("B", DIMENSION, INDEX, []),
+            ("S", DIMENSION, INDEX, [])]
+    ptx = dict(target="ptx", arch="sm_90a", section=".tessera.code.ptx", args=args)
+    return [dict(ptx, name="tma_kernel", entry="tma_kernel",
+                 props={"ptx.tensor_maps": "A:0:64x128:128;Q:1:64x128x1:128"}),
+            dict(ptx, name="tma_malformed", entry="tma_malformed", props={"ptx.tensor_maps": "A:0:64by128:128"})]
 
 
 class StringTable:

@@ -125,14 +125,26 @@ def test_metrics_of_stream_work_are_device_times_written_at_synchronize(build_ho
     assert [r for r in records if r["status"] == "TSR_ERROR_LAUNCH_FAILED"]  # the faulting launch's record
 
 
-def test_tensor_maps_are_encoded_at_launch_and_passed_first(build_host, test_image, fake_driver, tmp_path):
+@pytest.fixture(scope="session")
+def tma_image(cc, runtime_prefix, tmp_path_factory):
+    """An image of make_image.tma_kernels() (a CPU section too: images carry kernels_cpu.so's code)."""
+    import make_image
+    out = tmp_path_factory.mktemp("tma_image")
+    so = out / "kernels_cpu.so"
+    run([cc, "-shared", "-fPIC", "-O2", f"-I{runtime_prefix / 'include'}", HERE / "kernels_cpu.c", "-o", so])
+    image = out / "tma.tessera"
+    image.write_bytes(make_image.build(so.read_bytes(), make_image.tma_kernels()))
+    return image
+
+
+def test_tensor_maps_are_encoded_at_launch_and_passed_first(build_host, tma_image, fake_driver, tmp_path):
     """A kernel whose ptx.tensor_maps property names two operands gets two maps before its arguments: A [300,
     136] bf16 as a 2-D map (innermost extent first, 272-byte rows), Q [6, 77, 64] as a 3-D one; tensors TMA
     cannot describe and malformed properties are refused before the driver is asked to launch."""
     log = tmp_path / "cuda.log"
     environ = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), FAKE_CUDA_LOG=str(log))
     environ.pop("TESSERA_BACKEND", None)
-    p = subprocess.run([str(build_host("host_tensor_maps.c")), str(test_image)], capture_output=True, text=True,
+    p = subprocess.run([str(build_host("host_tensor_maps.c")), str(tma_image)], capture_output=True, text=True,
                        timeout=120, env=environ)
     assert p.returncode == 0 and p.stdout.rstrip().endswith("0 failed"), p.stdout + p.stderr
     lines = log.read_text().splitlines()
