@@ -40,5 +40,17 @@ tsr_status_t tsr_cpu_check_shared_object(const uint8_t* b, size_t size, const ch
   uint64_t phoff = rd64(b + 32), phnum = rd16(b + 56), phentsize = rd16(b + 54);
   if (phentsize != sizeof(Elf64_Phdr) || phnum == 0 || phoff > size || phnum * phentsize > size - phoff)
     return tsr_fail(TSR_ERROR_BAD_IMAGE, "bad image: section '%s' has a malformed program header table", section);
+  /* The dynamic loader maps each segment's file bytes from the object: bytes past its end would fault (SIGBUS)
+   * the first time they are touched, inside dlopen. A section cut short (a damaged size in the image's section
+   * header) must be refused here. */
+  for (uint64_t i = 0; i < phnum; i++) {
+    const uint8_t* ph = b + phoff + i * phentsize;
+    uint32_t type = (uint32_t)(ph[0] | ph[1] << 8 | ph[2] << 16 | (uint32_t)ph[3] << 24);
+    uint64_t offset = rd64(ph + 8), filesz = rd64(ph + 32), memsz = rd64(ph + 40);
+    if (type == PT_LOAD && (offset > size || filesz > size - offset || filesz > memsz))
+      return tsr_fail(TSR_ERROR_BAD_IMAGE, "bad image: section '%s' (%zu bytes) is shorter than its segment %llu "
+                      "([%llu, +%llu) of the file)", section, size, (unsigned long long)i, (unsigned long long)offset,
+                      (unsigned long long)filesz);
+  }
   return TSR_SUCCESS;
 }

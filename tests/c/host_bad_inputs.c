@@ -129,6 +129,9 @@ static const patch_t patches[] = {
     {"meta offset 0 (over the ELF header)", SHDR_OF, META, 24, 8, 0, BAD},
     {"meta size past the end", SHDR_OF, META, 32, 8, 1 << 20, BAD},
     {"code size 2^63", SHDR_OF, CODE, 32, 8, 1ull << 63, BAD},
+    /* a size that ends the code inside its segments: dlopen would map bytes past the end and fault (SIGBUS),
+     * found by the random changes below when the test image's layout moved */
+    {"code cut short of its segments", SHDR_OF, CODE, 32, 8, 4096, BAD},
     {"meta offset + size wraps", SHDR_OF, META, 32, 8, ~0ull, BAD},
     {"section name offset out of range", SHDR_OF, META, 0, 4, 0xfffffff, BAD},
     {"strtab not SHT_STRTAB", SHDR_OF, ".tessera.strtab", 4, 4, 1, BAD},
