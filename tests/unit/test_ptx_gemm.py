@@ -102,3 +102,10 @@ def test_refusals_are_located(source, arch, message):
     with pytest.raises(CompileError, match=message) as e:
         _compile("@function\n" + source, arch, "user.py")
     assert e.value.filename == "user.py" and e.value.line == 3
+
+
+@pytest.mark.parametrize("n, tile_n, stages", [(1024, 128, 6), (2048, 256, 4), (3072, 128, 6), (4096, 256, 4),
+                                               (None, 256, 4)])
+def test_cost_model_weighs_tile_width_against_the_last_wave(n, tile_n, stages):
+    from tessera.backends.ptx.gemm_lowering import matmul_schedule
+    assert matmul_schedule(n, n, n) == {"MB": 128, "NC": tile_n, "stages": stages}
