@@ -37,6 +37,8 @@ def _simt_to_gpu(op, warp_size: int = 32) -> None:
 
 
 def _tile_mma(op, wave: int = 64, matrix: str = "") -> None:
+    if matrix not in ("", "mfma", "wmma", "coopmat"):
+        raise ValueError(f"tessera-tile-mma: unknown matrix unit '{matrix}' (mfma, wmma, coopmat, or none: FMAs)")
     tile_mma.run(op, tile_mma.Target(wave, matrix))
 
 
@@ -51,8 +53,9 @@ PASSES: dict[str, PassInfo] = {
         "tessera-simt-to-gpu", "SIMT kernels to gpu.func kernels taking their launch signature (NVIDIA, AMD)",
         _simt_to_gpu, {"warp-size": int}),
     "tessera-tile-mma": PassInfo(
-        "tessera-tile-mma", "warp fragments (fill, ldmatrix, mma, store_fragment) as MFMA (matrix=mfma) or "
-        "vector FMAs on waves of `wave` lanes (AMD, SPIR-V)", _tile_mma, {"wave": int, "matrix": str}),
+        "tessera-tile-mma", "warp fragments (fill, ldmatrix, mma, store_fragment) as MFMA/WMMA (matrix=mfma, "
+        "wmma), cooperative matrices (matrix=coopmat) or vector FMAs on waves of `wave` lanes (AMD, SPIR-V)",
+        _tile_mma, {"wave": int, "matrix": str}),
     "tessera-gpu-math": PassInfo(
         "tessera-gpu-math", "math ops as arithmetic and PTX-native intrinsics, without libdevice (NVIDIA)",
         gpu_math.run, {}),

@@ -25,6 +25,19 @@ A fragment larger than the instruction is a grid of instruction tiles (tile-majo
 ``ttile.mma`` issues one instruction per (row tile, column tile, k tile) — ``llvm.amdgcn.mfma.*`` or
 ``llvm.amdgcn.wmma.*`` through ``llvm.call_intrinsic``.
 
+**Cooperative matrices** (SPIR-V where the device is declared to have them, ``matrix=coopmat``: Intel
+Xe-HPC's DPAS through ``SPV_KHR_cooperative_matrix``; f16 or bf16 inputs, f32 accumulator, instruction
+8x16x16 on subgroups of 32): no lane layout at all. A fragment is a grid of subgroup-scope matrices
+(``!gpu.mma_matrix``, tile-major) that the driver distributes over the lanes; ``ttile.ldmatrix``,
+``ttile.mma``, ``ttile.fill`` and ``ttile.store_fragment`` become ``gpu.subgroup_mma_load_matrix`` (one per
+tile, row-major, or column-major for a ``transpose`` load), ``gpu.subgroup_mma_compute``,
+``gpu.subgroup_mma_constant_matrix`` and ``gpu.subgroup_mma_store_matrix``, which the upstream conversion
+makes ``OpCooperativeMatrixLoadKHR``/``MulAddKHR``/``StoreKHR``. The gpu dialect has no bf16 matrices (nor
+loads from bf16 memrefs), so a bf16 tile is loaded as an f16 matrix from the bf16 memory seen as f16
+through ``builtin.unrealized_conversion_cast``: a placeholder the SPIR-V backend resolves (a matrix loaded
+through a bf16 pointer is a bf16 one). Only accumulators are filled or stored there, from and to memory
+with a static row stride.
+
 **FMA** (every other target: SPIR-V without a declared matrix extension, any other dtype or shape):
 for a product with an M x N accumulator and W lanes (N divides W, G = W / N lanes per column), lane l owns
 column j = l % N of rows v G + l / N (v < M / G) of the accumulator and of A, and column j of B. The
@@ -41,7 +54,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..mlir import arith, gpu, ir, llvm, memref, vector
+from ..mlir import arith, builtin, gpu, ir, llvm, memref, vector
 
 MFMA_ARCHS = ("gfx90a", "gfx942", "gfx950")
 
@@ -94,6 +107,9 @@ INSTRUCTIONS = {
     ("wmma", "f16", 16, 16, 16): _wmma_instr("llvm.amdgcn.wmma.f32.16x16x16.f16"),
     ("wmma", "bf16", 16, 16, 16): _wmma_instr("llvm.amdgcn.wmma.f32.16x16x16.bf16"),
 }
+# (input dtype, m, n, k) of the cooperative-matrix products (matrix=coopmat): Intel's joint-matrix
+# combination for Xe-HPC on subgroups of 32 (IGC takes 8x16x16 there; 16x16x16 only on subgroups of 16)
+COOPMAT_SHAPES = {("f16", 8, 16, 16), ("bf16", 8, 16, 16)}
 FMA_WIDTH = 4   # accumulator elements per vector FMA
 FRAGMENT_OPS = ("ttile.fill", "ttile.ldmatrix", "ttile.mma", "ttile.store_fragment")
 
@@ -110,7 +126,7 @@ class TileMmaError(Exception):
 @dataclass(frozen=True)
 class Target:
     wave: int          # lanes of a wave / subgroup
-    matrix: str = ""   # "mfma" (AMD CDNA), "wmma" (AMD RDNA 3), "" for FMAs
+    matrix: str = ""   # "mfma" (AMD CDNA), "wmma" (AMD RDNA 3), "coopmat" (SPIR-V, declared), "" for FMAs
 
 
 def target_for_amdgpu(arch: str, wave: int) -> Target:
@@ -134,6 +150,7 @@ class Plan:
     unit: Instr | None
     instr: tuple[int, int, int]
     acc_cols: int
+    coop: bool = False   # cooperative matrices (held as gpu.mma_matrix tiles, not per-lane scalars)
 
 
 class _Emitter:
@@ -191,6 +208,8 @@ def _plan_mma(op, target: Target) -> Plan:
     ar, ak, aelem, _ = _frag_type(op.operands[0].type)
     _, bn, _, _ = _frag_type(op.operands[1].type)
     instr = tuple(ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["shape"]))
+    if target.matrix == "coopmat" and (aelem, *instr) in COOPMAT_SHAPES:
+        return Plan(None, instr, bn, coop=True)
     unit = INSTRUCTIONS.get((target.matrix, aelem, *instr))
     if unit is not None and unit.wave == target.wave:
         return Plan(unit, instr, bn)
@@ -289,33 +308,149 @@ def _fma(a: list, b: list, c: list, k_steps: int) -> list:
     return out
 
 
-def _lower_block(block, target: Target) -> None:
+# -- cooperative matrices (SPIR-V) ---------------------------------------------------------------------------
+
+_USE = {"a": "AOp", "b": "BOp", "acc": "COp"}
+
+
+def _coop_tile(plan: Plan, role: str) -> tuple[int, int]:
+    m, n, k = plan.instr
+    return {"a": (m, k), "b": (k, n), "acc": (m, n)}[role]
+
+
+def _coop_type(plan: Plan, role: str, elem: str) -> ir.Type:
+    rows, cols = _coop_tile(plan, role)
+    carried = "f16" if elem == "bf16" else elem   # a placeholder for bf16 (module doc)
+    return ir.Type.parse(f'!gpu.mma_matrix<{rows}x{cols}x{carried}, "{_USE[role]}">')
+
+
+def _row_stride(op, mem: ir.Value, what: str) -> int:
+    """The static distance between rows of `mem`, which a cooperative-matrix load or store takes as a
+    constant."""
+    from ..dialects import tmem
+    steps, _ = tmem.strides(ir.MemRefType(mem.type))
+    if steps[-1] != 1 or steps[-2] is None:
+        raise TileMmaError(op, f"a cooperative-matrix {what} needs memory with contiguous rows and a static row "
+                               f"stride, got {mem.type}")
+    return steps[-2]
+
+
+def _coop_fill(op, plan: Plan, rows: int, cols: int, role: str) -> list:
+    if role != "acc":
+        raise TileMmaError(op, f"fills a fragment of role '{role}': on the cooperative-matrix path only "
+                               f"accumulators are filled (load A and B with ttile.ldmatrix)")
+    tr, tc = _coop_tile(plan, role)
+    value = gpu.SubgroupMmaConstantMatrixOp(_coop_type(plan, role, "f32"), op.operands[0]).result
+    return [value] * ((rows // tr) * (cols // tc))
+
+
+def _coop_load(op, plan: Plan, rows: int, cols: int, elem: str, role: str, e: _Emitter) -> list:
+    src, *idx = op.operands
+    lead, r0, c0 = list(idx[:-2]), idx[-2], idx[-1]
+    transposed = "transpose" in op.attributes
+    stride = _row_stride(op, src, "load")
+    tr, tc = _coop_tile(plan, role)
+    t = _coop_type(plan, role, elem)
+    if elem == "bf16":   # the placeholder of the module doc
+        mt = ir.MemRefType(src.type)
+        f16_view = ir.MemRefType.get(mt.shape, ir.F16Type.get(), mt.layout, mt.memory_space)
+        src = builtin.UnrealizedConversionCastOp([f16_view], [src]).results[0]
+    out = []
+    for ti in range(rows // tr):
+        for tj in range(cols // tc):
+            # element (i, j) of a transposed fragment is source[r0 + j, c0 + i]: each tile is a column-major
+            # matrix at the same row stride, starting at its first column's row
+            dr, dc = (tj * tc, ti * tr) if transposed else (ti * tr, tj * tc)
+            out.append(gpu.SubgroupMmaLoadMatrixOp(t, src, lead + [e.plus(r0, dr), e.plus(c0, dc)], stride,
+                                                   transpose=transposed or None).result)
+    return out
+
+
+def _coop_mma(a: list, b: list, c: list, plan: Plan, shapes) -> list:
+    """One subgroup matrix multiply-add per (row tile, column tile, k tile), k tiles in ascending order."""
+    (ar, ak), bn = shapes
+    m, n, k = plan.instr
+    ktiles, ntiles = ak // k, bn // n
+    out = list(c)
+    for ti in range(ar // m):
+        for tj in range(ntiles):
+            acc = out[ti * ntiles + tj]
+            for tk in range(ktiles):
+                acc = gpu.SubgroupMmaComputeOp(a[ti * ktiles + tk], b[tk * ntiles + tj], acc,
+                                               results=[acc.type]).result
+            out[ti * ntiles + tj] = acc
+    return out
+
+
+def _coop_store(op, plan: Plan, held: list, rows: int, cols: int, role: str, e: _Emitter) -> None:
+    if role != "acc":
+        raise TileMmaError(op, f"stores a fragment of role '{role}': on the cooperative-matrix path only "
+                               f"accumulators are stored")
+    value, dest, *idx = op.operands
+    lead, r0, c0 = list(idx[:-2]), idx[-2], idx[-1]
+    stride = _row_stride(op, dest, "store")
+    tr, tc = _coop_tile(plan, role)
+    for ti in range(rows // tr):
+        for tj in range(cols // tc):
+            gpu.SubgroupMmaStoreMatrixOp(held[ti * (cols // tc) + tj], dest,
+                                         lead + [e.plus(r0, ti * tr), e.plus(c0, tj * tc)], stride)
+
+
+# -- the pass -------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Lowered:
+    """How one ttile.mma was done: its instruction shape, input dtype, and "mfma", "wmma", "cooperative
+    matrix" or "vector FMAs"."""
+    shape: tuple[int, int, int]
+    dtype: str
+    how: str
+
+    def __str__(self) -> str:
+        return f"{'x'.join(map(str, self.shape))} {self.dtype}: {self.how}"
+
+
+def _describe(plan: Plan, elem: str) -> Lowered:
+    how = "cooperative matrix" if plan.coop else "vector FMAs" if plan.unit is None else \
+        plan.unit.intrinsic.split(".")[2]
+    return Lowered(plan.instr, elem, how)
+
+
+def _lower_block(block, target: Target) -> list[Lowered]:
+    """Lowers the block's fragment ops; returns how each ttile.mma was done (`_describe`)."""
     ops = [op for op in block.operations if op.operation.name in FRAGMENT_OPS]
     if not ops:
-        return
+        return []
     for op in ops:
         _check_block_local(op, block)
     plans = _plans(block, target)
-    held: dict = {}   # fragment value -> its lane's scalars
+    held: dict = {}   # fragment value -> its lane's scalars, or its tiles (cooperative matrices)
+    done = []
     e = _Emitter()
     for op in ops:
         name = op.operation.name
         with op.location, ir.InsertionPoint(op):
-            lane = e.lane()
             if name == "ttile.fill":
                 rows, cols, _, role = _frag_type(op.results[0].type)
                 plan = plans[op.results[0]]
-                count = len(_positions(plan, role, rows, cols, lane, e, target.wave))
-                held[op.results[0]] = [op.operands[0]] * count
+                if plan.coop:
+                    held[op.results[0]] = _coop_fill(op, plan, rows, cols, role)
+                else:
+                    count = len(_positions(plan, role, rows, cols, e.lane(), e, target.wave))
+                    held[op.results[0]] = [op.operands[0]] * count
             elif name == "ttile.ldmatrix":
-                rows, cols, _, role = _frag_type(op.results[0].type)
+                rows, cols, elem, role = _frag_type(op.results[0].type)
                 if op.results[0] not in plans:
                     raise TileMmaError(op, "a fragment loaded by ttile.ldmatrix feeds no ttile.mma")
+                plan = plans[op.results[0]]
+                if plan.coop:
+                    held[op.results[0]] = _coop_load(op, plan, rows, cols, elem, role, e)
+                    continue
                 src, *idx = op.operands
                 lead, r0, c0 = list(idx[:-2]), idx[-2], idx[-1]
                 transposed = "transpose" in op.attributes
                 vals = []
-                for row, col in _positions(plans[op.results[0]], role, rows, cols, lane, e, target.wave):
+                for row, col in _positions(plan, role, rows, cols, e.lane(), e, target.wave):
                     i, j = (col, row) if transposed else (row, col)
                     vals.append(memref.LoadOp(src, lead + [e.add(r0, i), e.add(c0, j)]).result)
                 held[op.results[0]] = vals
@@ -325,23 +460,38 @@ def _lower_block(block, target: Target) -> None:
                 ar, ak, aelem, _ = _frag_type(op.operands[0].type)
                 kb, bn, _, _ = _frag_type(op.operands[1].type)
                 cr, cc, _, _ = _frag_type(op.operands[2].type)
-                if plan.unit is not None:
+                if plan.coop:
+                    held[op.results[0]] = _coop_mma(a, b, c, plan, ((ar, ak), bn))
+                elif plan.unit is not None:
                     held[op.results[0]] = _matrix_unit(a, b, c, plan, ((ar, ak, aelem), (kb, bn), (cr, cc)))
                 else:
                     held[op.results[0]] = _fma(a, b, c, ak)
+                done.append(_describe(plan, aelem))
             else:  # store_fragment
                 value, dest, *idx = op.operands
                 rows, cols, _, role = _frag_type(value.type)
+                if plans[value].coop:
+                    _coop_store(op, plans[value], held[value], rows, cols, role, e)
+                    continue
                 lead, r0, c0 = list(idx[:-2]), idx[-2], idx[-1]
-                for x, (row, col) in zip(held[value], _positions(plans[value], role, rows, cols, lane, e,
+                for x, (row, col) in zip(held[value], _positions(plans[value], role, rows, cols, e.lane(), e,
                                                                  target.wave)):
                     memref.StoreOp(x, dest, lead + [e.add(r0, row), e.add(c0, col)])
     for op in reversed(ops):
         op.operation.erase()
+    return done
 
 
-def run(module_op, target: Target) -> None:
-    """Lowers the fragment ops of every block of `module_op` (a module or a function)."""
+def _function_name(block) -> str:
+    op = block.owner.operation
+    while op is not None and op.name not in ("gpu.func", "func.func", "llvm.func"):
+        op = op.parent.operation if op.parent is not None else None
+    return ir.StringAttr(op.attributes["sym_name"]).value if op is not None else ""
+
+
+def run(module_op, target: Target) -> dict[str, list[Lowered]]:
+    """Lowers the fragment ops of every block of `module_op` (a module or a function). Returns, per function,
+    how each of its ttile.mma ops was done."""
     blocks = []
 
     def visit(op):
@@ -353,5 +503,9 @@ def run(module_op, target: Target) -> None:
                     visit(inner.operation)
 
     visit(module_op)
+    done: dict[str, list[Lowered]] = {}
     for block in blocks:
-        _lower_block(block, target)
+        lowered = _lower_block(block, target)
+        if lowered:
+            done.setdefault(_function_name(block), []).extend(lowered)
+    return done

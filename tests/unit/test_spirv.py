@@ -86,6 +86,22 @@ module attributes {tessera.plans = "", tessera.signatures = ""} {
     assert 'user.py":7:3' in str(info.value.location)
 
 
+def test_a_declared_device_is_recorded_and_leaves_other_kernels_alone():
+    """`--arch xe-hpc` goes to the spirv target and is recorded on every kernel of its section; kernels
+    with no matrix products compile exactly as for no declared device. Unknown xe-* names are refused."""
+    from tessera.frontend import CompileError
+    path = REPO / "examples" / "saxpy.py"
+    plain = compiler.compile_source(path.read_text(), str(path), CompileOptions(target="spirv"))
+    declared = compiler.compile_source(path.read_text(), str(path), CompileOptions(target="cpu,spirv", arch="xe-hpc"))
+    img = image.read_image(declared.image)
+    records = [k for k in img.kernels if k.target == "spirv"]
+    assert records and all((k.arch, k.props.get("spirv.arch")) == ("spirv1.3", "xe-hpc") for k in records)
+    assert all("spirv.arch" not in k.props for k in img.kernels if k.target == "cpu")
+    assert spv_of(declared) == spv_of(plain)
+    with pytest.raises(CompileError, match=r"unknown spirv architecture 'xe-lpg' \(known: xe-hpc"):
+        compiler.compile_source(path.read_text(), str(path), CompileOptions(target="spirv", arch="xe-lpg"))
+
+
 ALL = "cpu,ptx,amdgpu,spirv"
 
 
