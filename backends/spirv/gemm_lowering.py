@@ -1,6 +1,7 @@
 """GEMM fusion groups of Graph IR functions as SPIR-V kernels: a SIMT kernel generated as Tessera source,
-one work-item per element of C, its K loop in f32 vector FMAs' stead (there is no DPAS/joint-matrix path
-yet; the driver vectorizes the work-items).
+one work-item per element of C, its K loop in f32 vector FMAs' stead (the driver vectorizes the
+work-items). These kernels do not use cooperative matrices even with `--arch xe-hpc`: only tile.mma
+fragments do (passes/tile_mma.py), and no Graph IR GEMM is lowered to fragments yet.
 
 A group is a matmul and its epilogue (bias along the last axis, one activation, a scale by a constant, a
 residual add: the CPU's groups, backends/cpu/gemm_lowering.py), applied in the program's order in f32
