@@ -27,3 +27,10 @@ def linear_gelu(X: tensor[bf16, "T", "D"], W: tensor[bf16, "D", "F"], b: tensor[
 @function
 def scaled_residual(A: tensor[bf16, "M", "K"], B: tensor[bf16, "K", "N"], R: tensor[bf16, "M", "N"]) -> tensor[bf16, "M", "N"]:
     return op.matmul(A, B) * 0.5 + R
+
+
+# A transformer MLP block: two GEMMs, the first with its bias and GELU fused, the second with its bias.
+@function
+def mlp(X: tensor[bf16, "T", "D"], W1: tensor[bf16, "D", "F"], b1: tensor[bf16, "F"], W2: tensor[bf16, "F", "D"],
+        b2: tensor[bf16, "D"]) -> tensor[bf16, "T", "D"]:
+    return op.bias_add(op.matmul(op.gelu(op.bias_add(op.matmul(X, W1), b1)), W2), b2)

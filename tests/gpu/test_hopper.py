@@ -55,6 +55,16 @@ def test_fused_epilogues(program, hopper):
     close(prog.scaled_residual(A, B, R), 0.5 * (bf16(A) @ bf16(B)) + bf16(R), 2 ** -8)
 
 
+def test_mlp_block(program, hopper):
+    """Two GEMM kernels in one plan: gelu(X·W1 + b1) rounded to bf16 between them, then ·W2 + b2."""
+    prog = program("hopper_gemm")
+    X, W1, W2 = RNG.standard_normal((300, 256)), RNG.standard_normal((256, 1024)) / 16, RNG.standard_normal((1024, 256)) / 32
+    b1, b2 = RNG.standard_normal(1024), RNG.standard_normal(256)
+    h = bf16(X) @ bf16(W1) + bf16(b1)
+    h = bf16(0.5 * h * (1 + np.vectorize(math.erf)(h / math.sqrt(2))))
+    close(prog.mlp(X, W1, b1, W2, b2), h @ bf16(W2) + bf16(b2), 2 ** -7)
+
+
 def test_rows_tma_cannot_read_are_refused(program, hopper):
     """N = 100 bf16 columns are 200-byte rows: not a multiple of 16 bytes, so no TMA map describes B."""
     prog = program("hopper_gemm")
