@@ -16,7 +16,7 @@ from ...passes.kernelgen import UnsupportedOnCPU, element_dtype
 from .. import llvm_compat
 from ..cpu import gemm as cpu_gemm
 from ..cpu.gemm_lowering import _epilogue
-from . import ampere, gemm_sm80, gemm_sm90, generated
+from . import ampere, gemm_common, gemm_sm80, gemm_sm90, generated
 
 TENSOR_CORE_ARCHS = gemm_sm80.ARCHS
 
@@ -168,7 +168,7 @@ def _tile(mm) -> dict:
 
 def _activations(steps: tuple) -> str:
     """LLVM IR definitions of the activations among `steps`, from the CPU epilogues' arithmetic."""
-    names = [s for s in steps if s in gemm_sm90.ACTIVATIONS]
+    names = [s for s in steps if s in gemm_common.ACTIVATIONS]
     if not names:
         return ""
     f32 = ir.F32Type.get()

@@ -34,13 +34,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import ampere as am
-from .gemm_sm90 import ACTIVATIONS, EPILOGUE_STEPS, PARAM_STEPS, _apply, _pack, _tile_origin
+from . import gemm_common as gc
 from .nvvm_text import Writer, module
 
 ROW_BYTES = 64           # of a stage's A rows: 4 chunks of 16 bytes
 WM, WN = 32, 64          # a warp's block of C
 _SIZE = {"bf16": 2, "f16": 2, "tf32": 4}
-_OUT = {"bf16": "bfloat", "f16": "half", "f32": "float"}
 # Dynamic shared memory a block may opt into (CUDA's per-architecture limits)
 SMEM_PER_BLOCK = {"sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_87": 163 * 1024, "sm_89": 99 * 1024,
                   "sm_90": 227 * 1024, "sm_90a": 227 * 1024}
@@ -67,19 +66,9 @@ class Sm80GemmSpec:
     def __post_init__(self):
         if self.dtype not in _SIZE:
             raise ValueError(f"the sm_80 GEMM takes bf16, f16 or tf32 operands, not {self.dtype}")
-        if self.out_dtype not in _OUT:
-            raise ValueError(f"the sm_80 GEMM writes bf16, f16 or f32, not {self.out_dtype}")
-        if self.bias_dtype not in _OUT or self.residual_dtype not in _OUT:
-            raise ValueError(f"the sm_80 GEMM epilogue reads bf16, f16 or f32 operands, not "
-                             f"{self.bias_dtype}/{self.residual_dtype}")
+        gc.check("sm_80", self)
         if self.arch not in SMEM_PER_BLOCK:
             raise ValueError(f"the sm_80 GEMM targets {', '.join(ARCHS)}, not {self.arch}")
-        params = [s for s in self.epilogue if s in PARAM_STEPS]
-        if len(params) != len(set(params)):
-            raise ValueError(f"epilogue steps with a parameter may appear once each, got {self.epilogue}")
-        for s in self.epilogue:
-            if s not in EPILOGUE_STEPS:
-                raise ValueError(f"unknown epilogue step '{s}' (steps: {', '.join(EPILOGUE_STEPS)})")
         if (self.bm, self.bn) not in TILES or not 2 <= self.stages <= 8 or self.group_m < 1:
             raise ValueError(f"unsupported sm_80 GEMM tile: {self.bm}x{self.bn}, {self.stages} stages "
                              f"({', '.join(f'{m}x{n}' for m, n in TILES)}; 2 to 8 stages)")
@@ -132,15 +121,10 @@ def generate(spec: Sm80GemmSpec, activations: str = "") -> str:
     step order (alpha, bias, residual), M, K, N. One CTA per tile: launch `spec.grid(M, N)`."""
     w = Writer()
     S, BM, BN, BK = spec.stages, spec.bm, spec.bn, spec.bk
-    params = ["ptr addrspace(1) %A", "ptr addrspace(1) %B", "ptr addrspace(1) %C"]
-    params += [PARAM_STEPS[s] for s in spec.epilogue if s in PARAM_STEPS]
-    params += ["i64 %M", "i64 %K", "i64 %N"]
-    extra_decls = activations or "\n".join(f"declare float @tsr_act_{a}(float)"
-                                           for a in ACTIVATIONS if a in spec.epilogue)
+    params = gc.params(spec)
 
     w.label("entry")
-    if "add" in spec.epilogue:
-        w.emit("%MN = mul i64 %M, %N")
+    gc.prologue(w, spec)
     tid = w.sreg("tid.x")
     smem = w.v("ptrtoint ptr addrspace(3) @tsr_smem to i32")
     m32 = w.v("trunc i64 %M to i32")
@@ -149,7 +133,7 @@ def generate(spec: Sm80GemmSpec, activations: str = "") -> str:
     kt_n = w.v(f"udiv i32 {w.v(f'add i32 {k32}, {BK - 1}')}, {BK}")
     num_m = w.v(f"udiv i32 {w.v(f'add i32 {m32}, {BM - 1}')}, {BM}")
     num_n = w.v(f"udiv i32 {w.v(f'add i32 {n32}, {BN - 1}')}, {BN}")
-    m0, n0 = _tile_origin(w, spec, w.sreg("ctaid.x"), (num_m, num_n))
+    m0, n0 = gc.tile_origin(w, spec, w.sreg("ctaid.x"), (num_m, num_n))
     copies = _copy_plan(w, spec, tid, m0, n0, m32, n32)
 
     # prologue: tiles 0 … S-2 into stages 0 … S-2, a group each (empty past the last tile)
@@ -198,7 +182,7 @@ def generate(spec: Sm80GemmSpec, activations: str = "") -> str:
     kernel = (f"@tsr_smem = external addrspace(3) global [0 x i8], align 128\n"
               f"define ptx_kernel void @{spec.name}({', '.join(params)}) "
               f"\"nvvm.maxntid\"=\"{spec.threads}\" \"nvvm.minctasm\"=\"{spec.min_blocks}\" {{\n{body}\n}}\n")
-    return module(kernel, extra_decls)
+    return module(kernel, gc.declarations(spec, activations))
 
 
 def _i(w: Writer, op: str, a, b) -> str:
@@ -367,7 +351,7 @@ def _epilogue(w: Writer, spec: Sm80GemmSpec, acc: list[str], f: _Frag, m0: str, 
     col = _i(w, "add", n0, _i(w, "add", _i(w, "shl", f.wn, 6), _i(w, "shl", _i(w, "and", f.lane, 3), 1)))
     row = _i(w, "add", m0, _i(w, "add", _i(w, "shl", f.wm, 5), g))
     alpha = "%alpha" if "scale" in spec.epilogue else None
-    out_t = _OUT[spec.out_dtype]
+    out_t = gc.OUT[spec.out_dtype]
     for mi in range(WM // 16):
         for half in range(2):
             r = w.v(f"add i32 {row}, {16 * mi + 8 * half}")
@@ -379,7 +363,7 @@ def _epilogue(w: Writer, spec: Sm80GemmSpec, acc: list[str], f: _Frag, m0: str, 
                 idx = w.v(f"add i64 {rbase}, {c64}")
                 ok = w.v(f"and i1 {r_ok}, {w.v(f'icmp ult i32 {cj}, {n32}')}")  # N is even: the pair is inside
                 i = 4 * (8 * mi + j) + 2 * half
-                x, y = (_apply(w, spec, acc[i + k], c64, idx, k, alpha) for k in range(2))
+                x, y = (gc.apply(w, spec, acc[i + k], c64, idx, k, alpha) for k in range(2))
                 at = w.v(f"getelementptr {out_t}, ptr addrspace(1) %C, i64 {idx}")
                 addr = w.v(f"ptrtoint ptr addrspace(1) {at} to i64")
                 okw = w.v(f"zext i1 {ok} to i32")
@@ -388,4 +372,4 @@ def _epilogue(w: Writer, spec: Sm80GemmSpec, acc: list[str], f: _Frag, m0: str, 
                           "l,f,f,r", [("i64", addr), ("float", x), ("float", y), ("i32", okw)])
                 else:
                     w.asm("{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.b32 [$0], $1; }", "l,r,r",
-                          [("i64", addr), ("i32", _pack(w, spec, x, y)), ("i32", okw)])
+                          [("i64", addr), ("i32", gc.pack(w, spec, x, y)), ("i32", okw)])

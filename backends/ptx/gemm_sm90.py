@@ -25,17 +25,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import gemm_common as gc
 from . import hopper as hp
 from .nvvm_text import Writer, module
 
 BK = 64                  # one 128-byte swizzle row of a 16-bit type
 _ELEM = {"bf16": ("bf16", "bfloat"), "f16": ("f16", "half")}
-_OUT = {"bf16": "bfloat", "f16": "half", "f32": "float"}
-# Steps with a parameter add it after C, in step order (the CPU GEMM's convention, backends/cpu/gemm.py);
-# an activation `f` calls `float @tsr_act_f(float)`, which the caller links in (gemm_lowering.py).
-PARAM_STEPS = {"scale": "float %alpha", "bias": "ptr addrspace(1) %bias", "add": "ptr addrspace(1) %residual"}
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
-EPILOGUE_STEPS = (*PARAM_STEPS, *ACTIVATIONS)
 
 
 @dataclass(frozen=True)
@@ -54,19 +49,10 @@ class Sm90GemmSpec:
     def __post_init__(self):
         if self.dtype not in _ELEM:
             raise ValueError(f"the sm_90a GEMM takes bf16 or f16 operands, not {self.dtype}")
-        if self.out_dtype not in _OUT:
-            raise ValueError(f"the sm_90a GEMM writes bf16, f16 or f32, not {self.out_dtype}")
-        if self.bias_dtype not in _OUT or self.residual_dtype not in _OUT:
-            raise ValueError(f"the sm_90a GEMM epilogue reads bf16, f16 or f32 operands, not "
-                             f"{self.bias_dtype}/{self.residual_dtype}")
-        if len([s for s in self.epilogue if s in PARAM_STEPS]) != len({s for s in self.epilogue if s in PARAM_STEPS}):
-            raise ValueError(f"epilogue steps with a parameter may appear once each, got {self.epilogue}")
+        gc.check("sm_90a", self)
         if self.bn not in (64, 128, 256) or self.consumers not in (1, 2) or not 2 <= self.stages <= 8:
             raise ValueError(f"unsupported sm_90a GEMM tile: BN={self.bn}, consumers={self.consumers}, "
                              f"stages={self.stages}")
-        for s in self.epilogue:
-            if s not in EPILOGUE_STEPS:
-                raise ValueError(f"unknown epilogue step '{s}' (steps: {', '.join(EPILOGUE_STEPS)})")
         if self.smem_bytes > 227 * 1024:
             raise ValueError(f"{self.stages} stages of a {self.bm}x{self.bn} tile need {self.smem_bytes} bytes "
                              "of shared memory; sm_90 has 227 KiB a block")
@@ -123,15 +109,10 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     stage = spec.stage_bytes
     maps = ["A", "B", "C"] if spec.staged_store else ["A", "B"]
     params = [f"ptr byval([128 x i8]) align 64 \"nvvm.grid_constant\" %tm{m}" for m in maps]
-    params += ["ptr addrspace(1) %A", "ptr addrspace(1) %B", "ptr addrspace(1) %C"]
-    params += [PARAM_STEPS[s] for s in spec.epilogue if s in PARAM_STEPS]
-    params += ["i64 %M", "i64 %K", "i64 %N"]  # the dimension arguments, in order of first appearance
-    extra_decls = activations or "\n".join(f"declare float @tsr_act_{a}(float)"
-                                           for a in ACTIVATIONS if a in spec.epilogue)
+    params += gc.params(spec)
 
     w.label("entry")
-    if "add" in spec.epilogue:
-        w.emit("%MN = mul i64 %M, %N")
+    gc.prologue(w, spec)
     tid = w.sreg("tid.x")
     pid = w.sreg("ctaid.x")
     grid = w.sreg("nctaid.x")
@@ -183,7 +164,7 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     live = w.v(f"icmp ult i32 {tile}, {tiles}")
     w.cbr(live, "ptile_go", "exit")
     w.label("ptile_go")
-    m0, n0 = _tile_origin(w, spec, tile, dims)
+    m0, n0 = gc.tile_origin(w, spec, tile, dims)
     any_k = w.v(f"icmp ugt i32 {kt_n}, 0")
     w.cbr(any_k, "pk", "ptnext")
     w.label("pk")
@@ -231,7 +212,7 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     live = w.v(f"icmp ult i32 {ctile}, {tiles}")
     w.cbr(live, "ctile_go", "cfinish")
     w.label("ctile_go")
-    m0, n0 = _tile_origin(w, spec, ctile, dims)
+    m0, n0 = gc.tile_origin(w, spec, ctile, dims)
     any_k = w.v(f"icmp ugt i32 {kt_n}, 0")
     w.cbr(any_k, "ck", "cdone")
     w.label("ck")
@@ -295,25 +276,7 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     kernel = (f"@tsr_smem = external addrspace(3) global [0 x i8], align 1024\n"
               f"define ptx_kernel void @{spec.name}({', '.join(params)}) "
               f"\"nvvm.maxntid\"=\"{spec.threads}\" \"nvvm.minctasm\"=\"1\" {{\n{body}\n}}\n")
-    return module(kernel, extra_decls)
-
-
-def _tile_origin(w: Writer, spec: Sm90GemmSpec, tile: str, dims: tuple[str, str]) -> tuple[str, str]:
-    """(m0, n0) of tile number `tile`, numbered down groups of `group_m` tile rows so that consecutive tiles
-    share B's columns in L2."""
-    num_m, num_n = dims
-    gm = spec.group_m
-    in_group = w.v(f"mul i32 {num_n}, {gm}")
-    group = w.v(f"udiv i32 {tile}, {in_group}")
-    first_m = w.v(f"mul i32 {group}, {gm}")
-    left = w.v(f"sub i32 {num_m}, {first_m}")
-    small = w.v(f"icmp ult i32 {left}, {gm}")
-    gsz = w.v(f"select i1 {small}, i32 {left}, i32 {gm}")
-    r = w.v(f"urem i32 {tile}, {in_group}")
-    pm = w.v(f"urem i32 {r}, {gsz}")
-    pm = w.v(f"add i32 {first_m}, {pm}")
-    pn = w.v(f"udiv i32 {r}, {gsz}")
-    return w.v(f"mul i32 {pm}, {spec.bm}"), w.v(f"mul i32 {pn}, {spec.bn}")
+    return module(kernel, gc.declarations(spec, activations))
 
 
 def _empty(w: Writer, spec: Sm90GemmSpec, bars: str, g: str) -> str:
@@ -354,11 +317,11 @@ def _epilogue(w: Writer, spec: Sm90GemmSpec, acc: list[str], c: str, t: str, m0:
                 oks[half, j] = (w.v(f"and i1 {r_ok}, {w.v(f'icmp ult i32 {cj}, {n32}')}"), idx)
             for k in range(2):
                 i = 4 * j + 2 * half + k
-                vals[i] = _apply(w, spec, vals[i], c64, idx, k, alpha)
+                vals[i] = gc.apply(w, spec, vals[i], c64, idx, k, alpha)
     if staging is not None:
         _store_staged(w, spec, vals, c, warp, lane, m0, n0, staging)
         return
-    out_t = _OUT[spec.out_dtype]
+    out_t = gc.OUT[spec.out_dtype]
     for (half, j), (ok, idx) in oks.items():
         a, b = vals[4 * j + 2 * half], vals[4 * j + 2 * half + 1]
         addr = w.v(f"getelementptr {out_t}, ptr addrspace(1) %C, i64 {idx}")
@@ -369,14 +332,7 @@ def _epilogue(w: Writer, spec: Sm90GemmSpec, acc: list[str], c: str, t: str, m0:
                   "l,f,f,r", [("i64", a64), ("float", a), ("float", b), ("i32", okw)])
         else:
             w.asm("{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.b32 [$0], $1; }", "l,r,r",
-                  [("i64", a64), ("i32", _pack(w, spec, a, b)), ("i32", okw)])
-
-
-def _pack(w: Writer, spec: Sm90GemmSpec, a: str, b: str) -> str:
-    ty = _OUT[spec.out_dtype]
-    vec = w.v(f"insertelement <2 x float> poison, float {a}, i32 0")
-    vec = w.v(f"insertelement <2 x float> {vec}, float {b}, i32 1")
-    return w.v(f"bitcast <2 x {ty}> {w.v(f'fptrunc <2 x float> {vec} to <2 x {ty}>')} to i32")
+                  [("i64", a64), ("i32", gc.pack(w, spec, a, b)), ("i32", okw)])
 
 
 def _store_staged(w: Writer, spec: Sm90GemmSpec, vals: list[str], c: str, warp: str, lane: str, m0: str,
@@ -403,7 +359,7 @@ def _store_staged(w: Writer, spec: Sm90GemmSpec, vals: list[str], c: str, warp: 
         w.asm("bar.sync $0, 128;", "r", [("i32", bar)])
         for g in range(0, cols // 8, 2):
             j = p * (cols // 8) + g
-            regs = [_pack(w, spec, vals[4 * jj + 2 * h], vals[4 * jj + 2 * h + 1]) for jj in (j, j + 1) for h in (0, 1)]
+            regs = [gc.pack(w, spec, vals[4 * jj + 2 * h], vals[4 * jj + 2 * h + 1]) for jj in (j, j + 1) for h in (0, 1)]
             group = w.v(f"add i32 {upper}, {g}")          # this lane's 8-column group within the pass
             box = w.v(f"shl i32 {w.v(f'lshr i32 {group}, 3')}, 13")
             chunk = w.v(f"xor i32 {w.v(f'and i32 {group}, 7')}, {r8}")
@@ -421,26 +377,3 @@ def _store_staged(w: Writer, spec: Sm90GemmSpec, vals: list[str], c: str, warp: 
                   "@p cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$1, {$2, $3}], [$4]; }",
                   "r,l,r,r,r", [("i32", leader), ("i64", tmC), ("i32", col), ("i32", row_c), ("i32", src)])
         w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.bulk.commit_group; }", "r", [("i32", leader)])
-
-
-def _apply(w: Writer, spec: Sm90GemmSpec, v: str, col64: str, idx: str, k: int, alpha: str | None) -> str:
-    """The epilogue steps, in order, on one fp32 value at column col64 + k (flat index idx + k)."""
-    for step in spec.epilogue:
-        if step == "scale":
-            v = w.v(f"fmul float {v}, {alpha}")
-        elif step in ACTIVATIONS:
-            v = w.v(f"call float @tsr_act_{step}(float {v})")
-        elif step in ("bias", "add"):
-            ptr, i, dt = ("%bias", col64, spec.bias_dtype) if step == "bias" else \
-                ("%residual", idx, spec.residual_dtype)
-            i = w.v(f"add i64 {i}, {k}")
-            # a masked-off lane's address may be out of range: clamp it to element 0 rather than load there
-            ok = w.v(f"icmp ult i64 {i}, " + ("%N" if step == "bias" else "%MN"))
-            i = w.v(f"select i1 {ok}, i64 {i}, i64 0")
-            ty = _OUT[dt]
-            p = w.v(f"getelementptr {ty}, ptr addrspace(1) {ptr}, i64 {i}")
-            x = w.v(f"load {ty}, ptr addrspace(1) {p}")
-            if ty != "float":
-                x = w.v(f"fpext {ty} {x} to float")
-            v = w.v(f"fadd float {v}, {x}")
-    return v
