@@ -108,20 +108,9 @@ def generate(spec: Sm90AttentionSpec) -> str:
         fewer = w.v(f"icmp ult i32 {need}, {nkv}")
         nkv = w.v(f"select i1 {fewer}, i32 {need}, i32 {nkv}")
 
-    first = w.v(f"icmp eq i32 {tid}, 0")
-    w.cbr(first, "init", "roles")
-    w.label("init")
-    hp.mbar_init(w, bars, 1)
-    for s in range(S):
-        hp.mbar_init(w, w.v(f"add i32 {bars}, {8 + 8 * s}"), 1)
-        hp.mbar_init(w, w.v(f"add i32 {bars}, {8 + 8 * (S + s)}"), 2)
-    w.asm("fence.mbarrier_init.release.cluster;")
-    w.br("roles")
-    w.label("roles")
-    w.asm("bar.sync 0;")
-    wg = w.v(f"lshr i32 {tid}, 7")
-    producer = w.v(f"icmp eq i32 {wg}, 0")
-    w.cbr(producer, "producer", "consumer")
+    barriers = [(bars, 1)] + [(w.v(f"add i32 {bars}, {8 + 8 * s}"), 1) for s in range(S)] \
+        + [(w.v(f"add i32 {bars}, {8 + 8 * (S + s)}"), 2) for s in range(S)]  # Q, full[s], empty[s]
+    first, wg = hp.split_roles(w, tid, barriers)
 
     # -- producer ----------------------------------------------------------------------------------------
     w.label("producer")

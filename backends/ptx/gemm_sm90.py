@@ -133,21 +133,8 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     tiles = w.v(f"mul i32 {num_m}, {num_n}")
     dims = (num_m, num_n)
 
-    first = w.v(f"icmp eq i32 {tid}, 0")
-    w.cbr(first, "init", "roles")
-    w.label("init")
-    for s in range(S):
-        full = w.v(f"add i32 {bars}, {8 * s}")
-        empty = w.v(f"add i32 {bars}, {8 * (S + s)}")
-        hp.mbar_init(w, full, 1)
-        hp.mbar_init(w, empty, spec.consumers)
-    w.asm("fence.mbarrier_init.release.cluster;")
-    w.br("roles")
-    w.label("roles")
-    w.asm("bar.sync 0;")
-    wg = w.v(f"lshr i32 {tid}, 7")
-    producer = w.v(f"icmp eq i32 {wg}, 0")
-    w.cbr(producer, "producer", "consumer")
+    _, wg = hp.split_roles(w, tid, [(w.v(f"add i32 {bars}, {8 * s}"), 1) for s in range(S)]
+                           + [(w.v(f"add i32 {bars}, {8 * (S + s)}"), spec.consumers) for s in range(S)])
 
     # -- producer: one thread fills the stages, tile after tile ----------------------------------------
     w.label("producer")

@@ -30,6 +30,24 @@ def mbar_init(w: Writer, bar: str, count: int) -> None:
     w.asm(f"mbarrier.init.shared::cta.b64 [$0], {count};", "r", [("i32", bar)])
 
 
+def split_roles(w: Writer, tid: str, barriers: list[tuple[str, int]]) -> tuple[str, str]:
+    """Thread 0 initializes the mbarriers (address, arrival count) and makes them visible, the CTA waits for
+    it, then warpgroup 0 branches to the block `producer` and the others to `consumer`, where each role gives
+    or takes registers (setmaxnreg). Returns (tid == 0, the warpgroup's index)."""
+    first = w.v(f"icmp eq i32 {tid}, 0")
+    w.cbr(first, "init", "roles")
+    w.label("init")
+    for bar, count in barriers:
+        mbar_init(w, bar, count)
+    w.asm("fence.mbarrier_init.release.cluster;")
+    w.br("roles")
+    w.label("roles")
+    w.asm("bar.sync 0;")
+    wg = w.v(f"lshr i32 {tid}, 7")
+    w.cbr(w.v(f"icmp eq i32 {wg}, 0"), "producer", "consumer")
+    return first, wg
+
+
 def mbar_wait(w: Writer, bar: str, parity: str) -> None:
     """Spins until the phase of `bar` with `parity` has completed."""
     head, done = w.fresh_label("wait"), w.fresh_label("waited")

@@ -1,0 +1,68 @@
+"""The sm_90a flash-attention kernel without a GPU: what Graph IR flash_attention lowers to on ptx, the
+metadata the runtime needs (3-D tensor maps), ptxas's view, and located refusals.
+
+Running it needs an H100/H200: tests/gpu/test_hopper.py."""
+
+import pathlib
+
+import pytest
+
+from tessera import compiler, image
+from tessera.backends.ptx import attention_sm90, ptxas
+from tessera.frontend import CompileError
+from tessera.options import CompileOptions
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "gpu" / "attention.py"
+
+
+@pytest.fixture(scope="module")
+def example():
+    return compiler.compile_source(EXAMPLE.read_text(), str(EXAMPLE), CompileOptions(target="ptx", arch="sm_90a"))
+
+
+@pytest.mark.parametrize("kw, message", [({"head_dim": 96}, "head dimension 64 or 128"),
+                                         ({"dtype": "f32"}, "bf16 or f16"),
+                                         ({"scale": -1.0}, "positive scale"),
+                                         ({"stages": 5}, "do not fit")])
+def test_spec_refuses(kw, message):
+    with pytest.raises(ValueError, match=message):
+        attention_sm90.Sm90AttentionSpec("a", **kw)
+
+
+def test_spec_geometry():
+    s = attention_sm90.Sm90AttentionSpec("a", head_dim=128, causal=True, scale=0.1)
+    assert s.tensor_maps == "Q:0:64x128x1:128;K:1:64x128x1:128;V:2:64x128x1:128"
+    assert s.smem_bytes == 2 * 16384 + 2 * 65536 + 8 * 5 + 1024  # Q, two K/V stages, mbarriers, alignment
+    # causal: query i attends keys 0..i; 3 queries and 2 keys give 1 + 2 + 2 pairs
+    assert s.flops(1, 3, 2) == 4.0 * 5 * 128
+
+
+def test_kernels_and_plans(example):
+    kernels = {k.name: k for k in image.read_image(example.image).kernels}
+    k = kernels["causal_d128__attention0"]
+    assert [a.name for a in k.args] == ["Q", "K", "V", "O", "BH", "SQ", "SK"]
+    assert k.props["attention.causal"] == "true" and k.props["tile.K"] == "128"
+    assert kernels["attention_d64__attention0"].props["ptx.tensor_maps"].count(":64x128x1:128") == 3
+    step = example.metadata["plans"]["causal_d128"]["steps"][0]
+    assert step["grid"] == ["ceil(SQ/128)", "BH", "1"] and step["block"] == [384, 1, 1]
+    assert step["env"] == {"BH": "B*H", "SQ": "S", "SK": "T"}
+
+
+@pytest.mark.skipif(ptxas.find() is None, reason="ptxas is not installed")
+def test_ptxas_assembles_without_spills(example):
+    for k in image.read_image(example.image).kernels:
+        assert "ptx.spill_bytes" not in k.props, k.name
+
+
+@pytest.mark.parametrize("body, arch, message", [
+    ("Q: tensor[bf16, 'S', 64], K: tensor[bf16, 'T', 64], V: tensor[bf16, 'T', 64]", "sm_80", "needs --arch sm_90a"),
+    ("Q: tensor[bf16, 'S', 'D'], K: tensor[bf16, 'T', 'D'], V: tensor[bf16, 'T', 'D']", "sm_90a",
+     "one static head dimension"),
+    ("Q: tensor[bf16, 'S', 32], K: tensor[bf16, 'T', 32], V: tensor[bf16, 'T', 32]", "sm_90a", "64 or 128"),
+])
+def test_refusals_are_located(body, arch, message):
+    src = f"@function\ndef f({body}):\n    return op.flash_attention(Q, K, V, scale=0.125)\n"
+    with pytest.raises(CompileError, match=message) as e:
+        compiler.compile_source(src, "user.py", CompileOptions(target="ptx", arch=arch))
+    assert e.value.filename == "user.py" and e.value.line == 3
