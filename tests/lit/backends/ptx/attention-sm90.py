@@ -1,0 +1,51 @@
+# Graph IR flash attention on sm_90a becomes the warp-specialized attention kernel (backends/ptx/attention_sm90.py),
+# declared at the kernels stage and linked in as LLVM IR at llir.
+# RUN: tessera-cc %s --target ptx --arch sm_90a --compile-to=kernels | FileCheck %s --check-prefix=KERNELS
+# RUN: tessera-cc %s --target ptx --arch sm_90a --compile-to=ptx > %t.ptx
+# RUN: FileCheck %s --check-prefix=PTX < %t.ptx
+# RUN: FileCheck %s --check-prefix=PRODUCER < %t.ptx
+# RUN: FileCheck %s --check-prefix=CONSUMER < %t.ptx
+# RUN: FileCheck %s --check-prefix=SOFTMAX < %t.ptx
+
+from tessera import function, op, tensor, bf16
+
+
+@function
+def causal(Q: tensor[bf16, "B", "H", "S", 128], K: tensor[bf16, "B", "H", "T", 128],
+           V: tensor[bf16, "B", "H", "T", 128]) -> tensor[bf16, "B", "H", "S", 128]:
+    return op.flash_attention(Q, K, V, causal=True, scale=0.08838834764831845)
+
+# Batch and heads fold into BH; the head dimension stays static.
+# KERNELS-LABEL: func.func private @causal__attention0(
+# KERNELS-SAME:    memref<?x?x?xbf16> {tessera.dims = ["BH", "SQ", 128], tessera.name = "Q"}
+# KERNELS-SAME:    memref<?x?x?xbf16> {tessera.dims = ["BH", "SQ", 128], tessera.name = "O"}
+# KERNELS-SAME:    attention.causal = "true"
+# KERNELS-SAME:    ptx.tensor_maps = "Q:0:64x128x1:128;K:1:64x128x1:128;V:2:64x128x1:128"
+# KERNELS-SAME:    tessera.writes = array<i64: 3>
+
+# Three tensor maps by value, then Q, K, V, O and BH, SQ, SK.
+# PTX-LABEL: .visible .entry causal__attention0(
+# PTX-NEXT:    .param .align 64 .b8 causal__attention0_param_0[128],
+# PTX-NEXT:    .param .align 64 .b8 causal__attention0_param_1[128],
+# PTX-NEXT:    .param .align 64 .b8 causal__attention0_param_2[128],
+# PTX:       .maxntid 384
+
+# The producer loads Q's two 64-column boxes once, then K's and V's per key block (3-D boxes).
+# PRODUCER:         setmaxnreg.dec.sync.aligned.u32 24;
+# PRODUCER-COUNT-2: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+# PRODUCER:         mbarrier.try_wait.parity.shared::cta.b64
+# PRODUCER-COUNT-4: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+
+# A consumer: S = Q·Kᵀ (eight k16 steps, the first with scale-d false); then the softmax and P·V below.
+# CONSUMER:         setmaxnreg.inc.sync.aligned.u32 240;
+# CONSUMER:         setp.ne.b32 p, %r{{[0-9]+}}, 0; wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
+# CONSUMER-COUNT-7: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, %rd{{[0-9]+}}, %rd{{[0-9]+}}, 1, 1, 1, 0, 0;
+# CONSUMER:         wgmma.wait_group.sync.aligned 0;
+
+# The softmax (LLVM places its blocks in either order): row maxima across the quad, exp2, P rounded to bf16.
+# SOFTMAX-DAG: shfl.sync.bfly.b32
+# SOFTMAX-DAG: ex2.approx.f32
+# SOFTMAX-DAG: cvt.rn.bf16x2.f32
+# P·V, P's four fragment registers as the A operand (V transposed: MN-major), then the stage is released.
+# SOFTMAX-DAG: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}, %rd{{[0-9]+}}, 1, 1, 1, 1;
+# SOFTMAX-DAG: mbarrier.arrive.shared::cta.b64
