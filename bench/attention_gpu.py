@@ -12,10 +12,11 @@ back, then waits; the best of 5 interleaved rounds counts. FLOPs: 4·B·H·S²·
 import argparse
 import os
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from common import gpu_program  # noqa: E402
 EXAMPLE = os.path.join(HERE, os.pardir, "examples", "gpu", "attention.py")
 CASES = [("attention_d128", 128, False), ("causal_d128", 128, True), ("attention_d64", 64, False),
          ("causal_d64", 64, True)]
@@ -40,21 +41,10 @@ def main() -> None:
 
     import torch
     import torch.nn.functional as F
-    from tessera import image as images, plan as plans, runtime, stream
+    from tessera import plan as plans, stream
 
-    ctx = runtime.select_backend("cuda")
+    ctx, mod, functions = gpu_program(args.image, build_image)
     props = ctx.properties
-    print(f"GPU: {props['name']} ({props['arch']}, {props['compute_units']} SMs); PyTorch {torch.__version__}")
-    if args.image:
-        with open(args.image, "rb") as f:
-            data = f.read()
-    else:
-        with tempfile.TemporaryDirectory() as d:
-            build_image(os.path.join(d, "a.tessera"))
-            with open(os.path.join(d, "a.tessera"), "rb") as f:
-                data = f.read()
-    mod = runtime.load(data)
-    functions = plans.decode(images.read_image(data).section(plans.SECTION))
     B, H, S = (int(x) for x in args.shape.split(","))
     s = stream.new(context=ctx)
     for name, D, causal in CASES:

@@ -31,3 +31,24 @@ def machine() -> str:
 def report(name: str, ours: float, peer: float, peer_name: str, unit: str, amount: float) -> None:
     print(f"{name:<28} tessera {amount / ours:9.2f} {unit}   {peer_name} {amount / peer:9.2f} {unit}   "
           f"ratio {peer / ours:5.2f}x")
+
+
+def gpu_program(image_path, build_image):
+    """(CUDA context, loaded module, the image's launch plans) for a GPU benchmark: the image at `image_path`
+    (built beforehand where the compiler is), or one `build_image(path)` writes now; prints the GPU."""
+    import tempfile
+
+    import torch
+    from tessera import image as images, plan as plans, runtime
+
+    ctx = runtime.select_backend("cuda")
+    props = ctx.properties
+    print(f"GPU: {props['name']} ({props['arch']}, {props['compute_units']} SMs); PyTorch {torch.__version__}")
+    if not image_path:
+        with tempfile.TemporaryDirectory() as d:
+            build_image(os.path.join(d, "bench.tessera"))
+            return gpu_program(os.path.join(d, "bench.tessera"), None)
+    with open(image_path, "rb") as f:
+        data = f.read()
+    return ctx, runtime.load(data), plans.decode(images.read_image(data).section(plans.SECTION))
+

@@ -24,6 +24,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from common import gpu_program  # noqa: E402
 EXAMPLE = os.path.join(HERE, os.pardir, "examples", "gpu", "gemm.py")
 SOURCE = '''
 from tessera import function, op, tensor, bf16
@@ -118,21 +120,11 @@ def main() -> None:
         return compile_time()
 
     import torch
-    from tessera import image as images, plan as plans, runtime, stream
+    from tessera import plan as plans, stream
 
-    ctx = runtime.select_backend("cuda")
+    ctx, mod, functions = gpu_program(args.image, build_image)
     props = ctx.properties
-    print(f"GPU: {props['name']} ({props['arch']}, {props['compute_units']} SMs); PyTorch {torch.__version__}")
-    if args.image:
-        with open(args.image, "rb") as f:
-            data = f.read()
-    else:
-        with tempfile.TemporaryDirectory() as d:
-            build_image(os.path.join(d, "gemm.tessera"))
-            with open(os.path.join(d, "gemm.tessera"), "rb") as f:
-                data = f.read()
-    mod = runtime.load(data)
-    step = plans.decode(images.read_image(data).section(plans.SECTION))["gemm_bf16"]["steps"][0]
+    step = functions["gemm_bf16"]["steps"][0]
     kernel = mod.kernel(step["kernel"])
     triton_run, triton_kernel = triton_matmul()
     import triton
