@@ -53,6 +53,16 @@ def f(X: tensor[f32, "N", "D"], b: tensor[f32, "D"]):
     # the Hopper tensor-core kernels (backends/ptx/gemm_sm90.py, attention_sm90.py)
     "hopper_gemm": ((REPO / "examples" / "gpu" / "gemm.py").read_text(), "sm_90a"),
     "hopper_attention": ((REPO / "examples" / "gpu" / "attention.py").read_text(), "sm_90a"),
+    # fp8 GEMMs: the fp8 fallback (stored as f16, exact) into the f16 wgmma kernel
+    "hopper_fp8": ("""
+@function
+def gemm_e4m3(A: tensor[fp8_e4m3, "M", "K"], B: tensor[fp8_e4m3, "K", "N"]):
+    return op.matmul(A, B)
+
+@function
+def gemm_e5m2(A: tensor[fp8_e5m2, "M", "K"], B: tensor[fp8_e5m2, "K", "N"]):
+    return op.matmul(A, B)
+""", "sm_90a"),
     # the mma.sync/cp.async GEMM of sm_80 … sm_90 (backends/ptx/gemm_sm80.py), as PTX for sm_80 and for sm_90
     "ampere_gemm": ((REPO / "examples" / "gpu" / "gemm_ampere.py").read_text(), "sm_80"),
     "ampere_gemm_sm90": ((REPO / "examples" / "gpu" / "gemm_ampere.py").read_text(), "sm_90"),

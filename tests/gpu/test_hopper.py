@@ -65,6 +65,16 @@ def test_mlp_block(program, hopper):
     close(prog.mlp(X, W1, b1, W2, b2), h @ bf16(W2) + bf16(b2), 2 ** -7)
 
 
+@pytest.mark.parametrize("name, fmt", [("gemm_e4m3", "fp8_e4m3"), ("gemm_e5m2", "fp8_e5m2")])
+def test_fp8_gemm(program, hopper, name, fmt):
+    """fp8 operands (rounded to fp8 on entry, held as f16, which represents every fp8 value exactly) through
+    the tensor-core GEMM, accumulated and returned in f32: the products of the fp8 values, summed in fp32."""
+    from tessera.numerics.rounding import round_to
+    prog = program("hopper_fp8")
+    A, B = RNG.standard_normal((200, 264)) * 4, RNG.standard_normal((264, 136)) * 4
+    close(getattr(prog, name)(A, B), round_to(A, fmt) @ round_to(B, fmt), 1e-5)
+
+
 def test_rows_tma_cannot_read_are_refused(program, hopper):
     """N = 100 bf16 columns are 200-byte rows: not a multiple of 16 bytes, so no TMA map describes B."""
     prog = program("hopper_gemm")
