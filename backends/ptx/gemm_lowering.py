@@ -28,9 +28,9 @@ def lower(arch: str, kname: str, ops: list, dims: dict, record, temporary, compi
         raise UnsupportedOnCPU(mm, f"matmul on the ptx target needs a tensor-core architecture (--arch "
                                    f"{', '.join(TENSOR_CORE_ARCHS)}), not {arch}")
     a, b = mm.operands[0], mm.operands[1]
-    if len(dims[b]) > 2:
-        raise UnsupportedOnCPU(mm, "the ptx GEMM multiplies by a 2-D rhs only (yet); batch axes of the lhs "
-                                   "fold into its rows")
+    if len(dims[b]) > 2 and len(dims[a]) != len(dims[b]):
+        raise UnsupportedOnCPU(mm, f"the ptx GEMM multiplies batches of equal rank only (yet), not "
+                                   f"{dims[a][:-2]} by {dims[b][:-2]}")  # equal extents are checked at the launch
     out = ops[-1].results[0]
     dt, out_dt = element_dtype(a), element_dtype(out)
     if dt not in ampere.MMA or element_dtype(b) != dt:
@@ -51,21 +51,31 @@ def lower(arch: str, kname: str, ops: list, dims: dict, record, temporary, compi
             "tile.K": str(gemm_sm90.BK), "pipeline.stages": str(spec.stages), "epilogue": ",".join(spec.epilogue)})
     # persistent: a CTA per multiprocessor at most, each striding over the tiles
     tiles = f"min(ceil(M/{spec.bm})*ceil(N/{spec.bn}), DEVICE_UNITS)"
-    return [{"kernel": kname, "env": env, "args": args, "block": [spec.threads, 1, 1],
-             "grid": [tiles, "1", "1"], "smem": spec.smem_bytes}]
+    return [_batched(env, {"kernel": kname, "env": env, "args": args, "block": [spec.threads, 1, 1],
+                           "grid": [tiles, "1", "1"], "smem": spec.smem_bytes})]
+
+
+def _batched(env: dict, step: dict) -> dict:
+    return dict(step, batch="BATCH") if "BATCH" in env else step
 
 
 def _signature(ops: list, dims: dict, record) -> tuple:
     """(epilogue step names, the step's env, the kernel's parameters, the step's arguments, the bias and
-    residual dtypes) of a GEMM group: A, B, C, then the epilogue's operands in step order, then M, K, N."""
+    residual dtypes) of a GEMM group: A, B, C, then the epilogue's operands in step order, then M, K, N.
+    Batch axes of the lhs alone fold into its rows; batches of both (equal rank) make the step run once per
+    batch entry (the plan's "batch", as on the CPU)."""
     mm = ops[0]
     a, b, out = mm.operands[0], mm.operands[1], ops[-1].results[0]
     dt, da, db = element_dtype(a), dims[a], dims[b]
     steps, extras = _epilogue(ops)
-    env = {"M": graph_shapes.product(da[:-1]), "K": da[-1], "N": db[-1]}
+    batched = len(db) > 2
+    lead = ["BATCH"] if batched else []
+    env = {"M": da[-2] if batched else graph_shapes.product(da[:-1]), "K": da[-1], "N": db[-1]}
+    if batched:
+        env["BATCH"] = graph_shapes.product(da[:-2])
     params = [("A", dt, ("M", "K")), ("B", dt, ("K", "N")), ("C", element_dtype(out), ("M", "N"))]
-    args = [{"value": record(a), "shape": ["M", "K"]}, {"value": record(b), "shape": ["K", "N"]},
-            {"value": record(out), "shape": ["M", "N"]}]
+    args = [{"value": record(a), "shape": lead + ["M", "K"]}, {"value": record(b), "shape": lead + ["K", "N"]},
+            {"value": record(out), "shape": lead + ["M", "N"]}]
     operand_dtypes = {}
     for role, v in extras:
         if role == "alpha":
@@ -75,7 +85,7 @@ def _signature(ops: list, dims: dict, record) -> tuple:
         shape = ("N",) if role == "bias" else ("M", "N")
         operand_dtypes[f"{role}_dtype"] = element_dtype(v)
         params.append((role, element_dtype(v), shape))
-        args.append({"value": record(v), "shape": list(shape)})
+        args.append({"value": record(v), "shape": (lead if role != "bias" else []) + list(shape)})
     return tuple(s[0] for s in steps), env, params, args, operand_dtypes
 
 
@@ -104,9 +114,9 @@ def _lower_sm80(arch: str, kname: str, ops: list, dims: dict, record, module) ->
             "tile.M": str(spec.bm), "tile.N": str(spec.bn), "tile.K": str(spec.bk),
             "pipeline.stages": str(spec.stages), "epilogue": ",".join(spec.epilogue),
             "ptx.mma": f"mma.sync.aligned.{mma}.row.col.f32.{t}.{t}.f32"})
-    return [{"kernel": kname, "env": env, "args": args, "block": [spec.threads, 1, 1],
-             "grid": [f"ceil(M/{spec.bm})*ceil(N/{spec.bn})", "1", "1"], "smem": spec.smem_bytes,
-             "multiple_of": [["K", spec.chunk, why], ["N", spec.chunk, why]]}]
+    return [_batched(env, {"kernel": kname, "env": env, "args": args, "block": [spec.threads, 1, 1],
+                           "grid": [f"ceil(M/{spec.bm})*ceil(N/{spec.bn})", "1", "1"], "smem": spec.smem_bytes,
+                           "multiple_of": [["K", spec.chunk, why], ["N", spec.chunk, why]]})]
 
 
 # (N of the tile, stages, throughput of a busy SM relative to 128×256 tiles: measured on an H200)

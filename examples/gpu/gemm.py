@@ -34,3 +34,9 @@ def scaled_residual(A: tensor[bf16, "M", "K"], B: tensor[bf16, "K", "N"], R: ten
 def mlp(X: tensor[bf16, "T", "D"], W1: tensor[bf16, "D", "F"], b1: tensor[bf16, "F"], W2: tensor[bf16, "F", "D"],
         b2: tensor[bf16, "D"]) -> tensor[bf16, "T", "D"]:
     return op.bias_add(op.matmul(op.gelu(op.bias_add(op.matmul(X, W1), b1)), W2), b2)
+
+
+# Batched products (attention-style [B, M, K] @ [B, K, N]): one launch of the GEMM per batch entry.
+@function
+def batched(A: tensor[bf16, "B", "M", "K"], B: tensor[bf16, "B", "K", "N"]) -> tensor[bf16, "B", "M", "N"]:
+    return A @ B

@@ -75,6 +75,12 @@ def test_fp8_gemm(program, hopper, name, fmt):
     close(getattr(prog, name)(A, B), round_to(A, fmt) @ round_to(B, fmt), 1e-5)
 
 
+def test_batched_gemm(program, hopper):
+    prog = program("hopper_gemm")
+    A, B = RNG.standard_normal((3, 130, 72)), RNG.standard_normal((3, 72, 264))
+    close(prog.batched(A, B), bf16(A) @ bf16(B), 2 ** -8)
+
+
 def test_rows_tma_cannot_read_are_refused(program, hopper):
     """N = 100 bf16 columns are 200-byte rows: not a multiple of 16 bytes, so no TMA map describes B."""
     prog = program("hopper_gemm")

@@ -95,8 +95,8 @@ def test_ptxas_resources(example):
      "needs a tensor-core architecture"),
     ("def f(A: tensor[f32, 'M', 'K'], B: tensor[f32, 'K', 'N']):\n    return A @ B", "sm_90a",
      "bf16, f16 or tf32 operands"),
-    ("def f(A: tensor[bf16, 'B', 'M', 'K'], B: tensor[bf16, 'B', 'K', 'N']):\n    return A @ B", "sm_90a",
-     "2-D rhs only"),
+    ("def f(A: tensor[bf16, 'B', 'M', 'K'], B: tensor[bf16, 'C', 'B', 'K', 'N']):\n    return A @ B", "sm_90a",
+     "batches of equal rank only"),
 ])
 def test_refusals_are_located(source, arch, message):
     with pytest.raises(CompileError, match=message) as e:
@@ -109,3 +109,9 @@ def test_refusals_are_located(source, arch, message):
 def test_cost_model_weighs_tile_width_against_the_last_wave(n, tile_n, stages):
     from tessera.backends.ptx.gemm_lowering import matmul_schedule
     assert matmul_schedule(n, n, n) == {"MB": 128, "NC": tile_n, "stages": stages}
+
+
+def test_batched_products_run_per_batch_entry(example):
+    step = example.metadata["plans"]["batched"]["steps"][0]
+    assert step["batch"] == "BATCH" and step["env"]["BATCH"] == "B" and step["env"]["M"] == "M"
+    assert [a["shape"] for a in step["args"]] == [["BATCH", "M", "K"], ["BATCH", "K", "N"], ["BATCH", "M", "N"]]
