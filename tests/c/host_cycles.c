@@ -95,7 +95,9 @@ int main(int argc, char** argv) {
   char line[160];
   snprintf(line, sizeof line, "%d cycles: %d -> %d open descriptors, %d -> %d threads", cycles, fds, fds_after,
            threads, threads_after);
-  check(line, fds == fds_after && threads == threads_after);
+  /* Growth is a leak. Fewer is not: a driver probed by the first cycle (Intel's OpenCL runtime, when
+   * installed) may end a helper thread of its own while the cycles run (seen once in CI: 2 -> 1 threads). */
+  check(line, fds_after <= fds && threads_after <= threads);
   free(image);
   return finish();
 }
