@@ -143,29 +143,13 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     tmA = w.v("ptrtoint ptr %tmA to i64")
     tmB = w.v("ptrtoint ptr %tmB to i64")
     w.cbr(issues, "ptile", "exit")
-    w.label("ptile")
-    tile, it = w.fresh("tile"), w.fresh("it")
-    tile_next, it_out = w.fresh("tilen"), w.fresh("itout")
-    w.emit(f"{tile} = phi i32 [{pid}, %producer], [{tile_next}, %PTNEXT]")
-    w.emit(f"{it} = phi i32 [0, %producer], [{it_out}, %PTNEXT]")
-    live = w.v(f"icmp ult i32 {tile}, {tiles}")
-    w.cbr(live, "ptile_go", "exit")
-    w.label("ptile_go")
-    m0, n0 = gc.tile_origin(w, spec, tile, dims)
-    any_k = w.v(f"icmp ugt i32 {kt_n}, 0")
-    w.cbr(any_k, "pk", "ptnext")
+    tile, it, tile_next, it_out, m0, n0 = _tile_loop(w, spec, "p", "producer", "exit", pid, tiles, dims)
+    w.cbr(w.v(f"icmp ugt i32 {kt_n}, 0"), "pk", "ptnext")
     w.label("pk")
     kt, kt_next = w.fresh("kt"), w.fresh("ktn")
     w.emit(f"{kt} = phi i32 [0, %ptile_go], [{kt_next}, %PKLATCH]")
-    g = w.v(f"add i32 {it}, {kt}")
-    s = w.v(f"urem i32 {g}, {S}")
-    ph = w.v(f"udiv i32 {g}, {S}")
-    ph = w.v(f"and i32 {ph}, 1")
-    pe = w.v(f"xor i32 {ph}, 1")
-    s8 = w.v(f"shl i32 {s}, 3")
-    full = w.v(f"add i32 {bars}, {s8}")
-    empty = w.v(f"add i32 {full}, {8 * S}")
-    hp.mbar_wait(w, empty, pe)
+    s, ph, full = _stage(w, spec, bars, w.v(f"add i32 {it}, {kt}"))
+    hp.mbar_wait(w, w.v(f"add i32 {full}, {8 * S}"), w.v(f"xor i32 {ph}, 1"))  # its empty barrier
     hp.mbar_expect(w, full, stage)
     sa = w.v(f"mul i32 {s}, {stage}")
     sa = w.v(f"add i32 {base}, {sa}")
@@ -191,28 +175,15 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     leader = w.v(f"icmp eq i32 {t}, 0")
     a_off = w.v(f"mul i32 {c}, {64 * BK * 2}")
     w.br("ctile")
-    w.label("ctile")
-    ctile, cit = w.fresh("ctile"), w.fresh("cit")
-    ctile_next, cit_out = w.fresh("ctilen"), w.fresh("citout")
-    w.emit(f"{ctile} = phi i32 [{pid}, %consumer], [{ctile_next}, %CTNEXT]")
-    w.emit(f"{cit} = phi i32 [0, %consumer], [{cit_out}, %CTNEXT]")
-    live = w.v(f"icmp ult i32 {ctile}, {tiles}")
-    w.cbr(live, "ctile_go", "cfinish")
-    w.label("ctile_go")
-    m0, n0 = gc.tile_origin(w, spec, ctile, dims)
-    any_k = w.v(f"icmp ugt i32 {kt_n}, 0")
-    w.cbr(any_k, "ck", "cdone")
+    ctile, cit, ctile_next, cit_out, m0, n0 = _tile_loop(w, spec, "c", "consumer", "cfinish", pid, tiles, dims)
+    w.cbr(w.v(f"icmp ugt i32 {kt_n}, 0"), "ck", "cdone")
     w.label("ck")
     ck, ck_next = w.fresh("ck"), w.fresh("ckn")
     w.emit(f"{ck} = phi i32 [0, %ctile_go], [{ck_next}, %CKLATCH]")
     acc_in = [w.fresh("acc") for _ in range(nacc)]
     phis_at = len(w.lines)  # the phis go here once the values from the latch have names
     g = w.v(f"add i32 {cit}, {ck}")
-    s = w.v(f"urem i32 {g}, {S}")
-    ph = w.v(f"udiv i32 {g}, {S}")
-    ph = w.v(f"and i32 {ph}, 1")
-    s8 = w.v(f"shl i32 {s}, 3")
-    full = w.v(f"add i32 {bars}, {s8}")
+    s, ph, full = _stage(w, spec, bars, g)
     hp.mbar_wait(w, full, ph)
     sa = w.v(f"mul i32 {s}, {stage}")
     sa = w.v(f"add i32 {base}, {sa}")
@@ -264,6 +235,28 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
               f"define ptx_kernel void @{spec.name}({', '.join(params)}) "
               f"\"nvvm.maxntid\"=\"{spec.threads}\" \"nvvm.minctasm\"=\"1\" {{\n{body}\n}}\n")
     return module(kernel, gc.declarations(spec, activations))
+
+
+def _tile_loop(w: Writer, spec: Sm90GemmSpec, role: str, entry: str, done: str, pid: str, tiles: str,
+               dims: tuple[str, str]) -> tuple:
+    """The head of a role's loop over its tiles (`pid`, `pid` + grid, …; blocks `{role}tile`, `{role}tile_go`):
+    (tile, steps before it, their next values for the `{role}tnext` block to define, m0, n0). The stage ring
+    runs on across tiles, so each role counts the K steps it has taken."""
+    tile, it = w.fresh("tile"), w.fresh("it")
+    tile_next, it_out = w.fresh("tilen"), w.fresh("itout")
+    w.label(f"{role}tile")
+    w.emit(f"{tile} = phi i32 [{pid}, %{entry}], [{tile_next}, %{role.upper()}TNEXT]")
+    w.emit(f"{it} = phi i32 [0, %{entry}], [{it_out}, %{role.upper()}TNEXT]")
+    w.cbr(w.v(f"icmp ult i32 {tile}, {tiles}"), f"{role}tile_go", done)
+    w.label(f"{role}tile_go")
+    return (tile, it, tile_next, it_out, *gc.tile_origin(w, spec, tile, dims))
+
+
+def _stage(w: Writer, spec: Sm90GemmSpec, bars: str, g: str) -> tuple[str, str, str]:
+    """(stage, phase parity, `full` mbarrier) of global K step `g`."""
+    s = w.v(f"urem i32 {g}, {spec.stages}")
+    ph = w.v(f"and i32 {w.v(f'udiv i32 {g}, {spec.stages}')}, 1")
+    return s, ph, w.v(f"add i32 {bars}, {w.v(f'shl i32 {s}, 3')}")
 
 
 def _empty(w: Writer, spec: Sm90GemmSpec, bars: str, g: str) -> str:
