@@ -16,18 +16,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import gpu_program  # noqa: E402
+from common import build_example_image, gpu_program  # noqa: E402
 EXAMPLE = os.path.join(HERE, os.pardir, "examples", "gpu", "attention.py")
 CASES = [("attention_d128", 128, False), ("causal_d128", 128, True), ("attention_d64", 64, False),
          ("causal_d64", 64, True)]
-
-
-def build_image(path: str) -> None:
-    import tessera
-    with open(EXAMPLE, encoding="utf-8") as f:
-        data = tessera.compile(f.read(), EXAMPLE, target="ptx", arch="sm_90a")
-    with open(path, "wb") as f:
-        f.write(data)
 
 
 def main() -> None:
@@ -37,13 +29,13 @@ def main() -> None:
     p.add_argument("--shape", default="4,16,4096", help="B,H,S")
     args = p.parse_args()
     if args.build_image:
-        return build_image(args.build_image)
+        return build_example_image(EXAMPLE, args.build_image)
 
     import torch
     import torch.nn.functional as F
     from tessera import plan as plans, stream
 
-    ctx, mod, functions = gpu_program(args.image, build_image)
+    ctx, mod, functions = gpu_program(args.image, EXAMPLE)
     props = ctx.properties
     B, H, S = (int(x) for x in args.shape.split(","))
     s = stream.new(context=ctx)

@@ -33,9 +33,19 @@ def report(name: str, ours: float, peer: float, peer_name: str, unit: str, amoun
           f"ratio {peer / ours:5.2f}x")
 
 
-def gpu_program(image_path, build_image):
+def build_example_image(example: str, path: str) -> None:
+    """Compiles the example file for Hopper (sm_90a) into the image at `path`: where the compiler is, for a
+    GPU machine that may have only the runtime."""
+    import tessera
+    with open(example, encoding="utf-8") as f:
+        data = tessera.compile(f.read(), example, target="ptx", arch="sm_90a")
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def gpu_program(image_path, example):
     """(CUDA context, loaded module, the image's launch plans) for a GPU benchmark: the image at `image_path`
-    (built beforehand where the compiler is), or one `build_image(path)` writes now; prints the GPU."""
+    (built beforehand where the compiler is), or `example` compiled now; prints the GPU."""
     import tempfile
 
     import torch
@@ -46,8 +56,8 @@ def gpu_program(image_path, build_image):
     print(f"GPU: {props['name']} ({props['arch']}, {props['compute_units']} SMs); PyTorch {torch.__version__}")
     if not image_path:
         with tempfile.TemporaryDirectory() as d:
-            build_image(os.path.join(d, "bench.tessera"))
-            return gpu_program(os.path.join(d, "bench.tessera"), None)
+            build_example_image(example, os.path.join(d, "bench.tessera"))
+            return gpu_program(os.path.join(d, "bench.tessera"), example)
     with open(image_path, "rb") as f:
         data = f.read()
     return ctx, runtime.load(data), plans.decode(images.read_image(data).section(plans.SECTION))

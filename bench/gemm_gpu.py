@@ -25,7 +25,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import gpu_program  # noqa: E402
+from common import build_example_image, gpu_program  # noqa: E402
 EXAMPLE = os.path.join(HERE, os.pardir, "examples", "gpu", "gemm.py")
 SOURCE = '''
 from tessera import function, op, tensor, bf16
@@ -34,14 +34,6 @@ from tessera import function, op, tensor, bf16
 def gemm_bf16(A: tensor[bf16, "M", "K"], B: tensor[bf16, "K", "N"]) -> tensor[bf16, "M", "N"]:
     return op.matmul(A, B)
 '''
-
-
-def build_image(path: str) -> None:
-    import tessera
-    with open(EXAMPLE, encoding="utf-8") as f:
-        data = tessera.compile(f.read(), EXAMPLE, target="ptx", arch="sm_90a")
-    with open(path, "wb") as f:
-        f.write(data)
 
 
 def compile_time() -> None:
@@ -115,14 +107,14 @@ def main() -> None:
     p.add_argument("--sizes", default="2048,4096,8192")
     args = p.parse_args()
     if args.build_image:
-        return build_image(args.build_image)
+        return build_example_image(EXAMPLE, args.build_image)
     if args.compile_time:
         return compile_time()
 
     import torch
     from tessera import plan as plans, stream
 
-    ctx, mod, functions = gpu_program(args.image, build_image)
+    ctx, mod, functions = gpu_program(args.image, EXAMPLE)
     props = ctx.properties
     step = functions["gemm_bf16"]["steps"][0]
     kernel = mod.kernel(step["kernel"])
