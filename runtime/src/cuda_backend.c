@@ -414,9 +414,10 @@ static tsr_status_t launch(void* state, const tsr_backend_launch_t* l, tsr_fault
   cuda_state_t* s = state;
   tsr_cuda_params_t p;
   tsr_status_t st = check_shape(s, l);
-  if (st || (st = tsr_cuda_params_prepare(s->cu, l->tensor_maps, l, &p))) return st;
-  if ((st = enter(s->cu, s->context, "tsrLaunch"))) {
-    tsr_cuda_params_free(&p);
+  if (st || (st = enter(s->cu, s->context, "tsrLaunch"))) return st;
+  /* the driver encodes tensor maps in the current context (CUDA_ERROR_INVALID_CONTEXT without one) */
+  if ((st = tsr_cuda_params_prepare(s->cu, l->tensor_maps, l, &p))) {
+    leave(s->cu);
     return st;
   }
   CUresult r = enqueue_kernel(s, TSR_CU_STREAM_PER_THREAD, l, p.params ? p.params : l->args);
@@ -465,9 +466,10 @@ static tsr_status_t queue_launch(void* state, void* queue, const tsr_backend_lau
   cuda_state_t* s = state;
   tsr_cuda_params_t p;
   tsr_status_t st = check_shape(s, l);
-  if (st || (st = tsr_cuda_params_prepare(s->cu, l->tensor_maps, l, &p))) return st;
-  if ((st = enter(s->cu, s->context, "tsrLaunch"))) {
-    tsr_cuda_params_free(&p);
+  if (st || (st = enter(s->cu, s->context, "tsrLaunch"))) return st;
+  /* the driver encodes tensor maps in the current context (CUDA_ERROR_INVALID_CONTEXT without one) */
+  if ((st = tsr_cuda_params_prepare(s->cu, l->tensor_maps, l, &p))) {
+    leave(s->cu);
     return st;
   }
   CUresult r = enqueue_kernel(s, stream_of(queue), l, p.params ? p.params : l->args);

@@ -22,7 +22,7 @@
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
 
-enum { OK = 0, INVALID_VALUE = 1, NOT_READY = 600, ILLEGAL_ADDRESS = 700, NOT_FOUND = 500 };
+enum { OK = 0, INVALID_VALUE = 1, INVALID_CONTEXT = 201, NOT_READY = 600, ILLEGAL_ADDRESS = 700, NOT_FOUND = 500 };
 #define PER_THREAD ((struct CUstream_st*)0x2)
 
 typedef struct op {
@@ -129,7 +129,8 @@ CUresult cuInit(unsigned flags) { return flags ? INVALID_VALUE : OK; }
 CUresult cuDriverGetVersion(int* v) { *v = 12040; return OK; }
 CUresult cuGetErrorName(CUresult e, const char** name) {
   *name = e == OK ? "CUDA_SUCCESS" : e == NOT_READY ? "CUDA_ERROR_NOT_READY"
-        : e == ILLEGAL_ADDRESS ? "CUDA_ERROR_ILLEGAL_ADDRESS" : "CUDA_ERROR_INVALID_VALUE";
+        : e == ILLEGAL_ADDRESS ? "CUDA_ERROR_ILLEGAL_ADDRESS" : e == INVALID_CONTEXT ? "CUDA_ERROR_INVALID_CONTEXT"
+        : "CUDA_ERROR_INVALID_VALUE";
   return OK;
 }
 CUresult cuGetErrorString(CUresult e, const char** text) {
@@ -163,8 +164,19 @@ CUresult cuDeviceGetAttribute(int* v, int attribute, int d) {
 CUresult cuDeviceTotalMem_v2(size_t* bytes, int d) { (void)d; *bytes = (size_t)1 << 30; return OK; }
 CUresult cuDevicePrimaryCtxRetain(void** ctx, int d) { (void)d; *ctx = &context_token; return OK; }
 CUresult cuDevicePrimaryCtxRelease_v2(int d) { (void)d; return OK; }
-CUresult cuCtxPushCurrent_v2(void* ctx) { return ctx == &context_token ? OK : INVALID_VALUE; }
-CUresult cuCtxPopCurrent_v2(void** ctx) { *ctx = &context_token; return OK; }
+/* How many times the context is pushed on this thread: the driver encodes tensor maps only in a current one. */
+static _Thread_local int current_depth;
+CUresult cuCtxPushCurrent_v2(void* ctx) {
+  if (ctx != &context_token) return INVALID_VALUE;
+  current_depth++;
+  return OK;
+}
+CUresult cuCtxPopCurrent_v2(void** ctx) {
+  if (!current_depth) return INVALID_CONTEXT;
+  current_depth--;
+  *ctx = &context_token;
+  return OK;
+}
 CUresult cuCtxSynchronize(void) { log_call("cuCtxSynchronize", NULL); return waited(); }
 CUresult cuCtxGetStreamPriorityRange(int* least, int* greatest) { *least = 0; *greatest = -5; return OK; }
 
@@ -186,6 +198,7 @@ CUresult cuTensorMapEncodeTiled(void* map, int dtype, unsigned rank, void* addre
                                 int interleave, int swizzle, int l2, int oob) {
   (void)address, (void)element_strides, (void)interleave, (void)l2, (void)oob;
   if ((uintptr_t)map % 64) return INVALID_VALUE;
+  if (!current_depth) return INVALID_CONTEXT;  /* what a real driver says (seen on an H200, driver 580) */
   const char* path = getenv("FAKE_CUDA_LOG");
   FILE* f = path ? fopen(path, "a") : NULL;
   if (f) {
