@@ -4,6 +4,7 @@ matmul, in the same process, on the same tensors.
     python bench/gemm_gpu.py [--image gemm.tessera] [--sizes 4096,8192]
     python bench/gemm_gpu.py --build-image gemm.tessera   # where the compiler is, for a GPU machine
     python bench/gemm_gpu.py --compile-time               # where the compiler is: a fresh tessera-cc
+    python bench/gemm_gpu.py --fp8 [--sizes 4096,8192]     # e4m3 GEMM against torch._scaled_mm (cuBLAS)
 
 Ours is `gemm_bf16` of examples/gpu/gemm.py (C = A @ B, bf16 in and out, fp32 accumulation), launched as its
 launch plan says (a persistent grid of at most one CTA per SM, 384 threads, the stage ring's dynamic shared
@@ -11,6 +12,11 @@ memory) on a Tessera stream, through libtessera's CUDA backend, which encodes th
 launch. The Triton peer is the matmul of Triton's tutorial (03-matrix-multiplication), autotuned over the
 tutorial's CUDA configurations. Each side runs 20 products back to back, then waits; the best of 5 such
 rounds counts, rounds of the three sides interleaved so that clock changes hit all alike.
+
+--fp8 times `gemm_fp8` (e4m3 operands, bf16 result) against torch._scaled_mm with unit scales (cuBLAS's fp8
+GEMM): the wgmma kernel alone on operands already packed to one byte ([M,K] and B as [N,K], which is also
+the layout _scaled_mm wants), and the whole plan step sequence from f16 containers (two packing kernels and
+the GEMM), which is what a Tessera function with fp8 parameters runs.
 
 --compile-time times `tessera-cc` compiling the one GEMM for sm_90a in a fresh process with the cache off;
 on the GPU machine the run prints Triton's time to compile its kernel (one configuration, fresh cache).
@@ -99,12 +105,64 @@ def triton_matmul():
     return run, kernel
 
 
+def _timed(sides: dict, rounds: int = 5, reps: int = 20) -> dict:
+    """The best seconds per call of each side's (call, wait), rounds of the sides interleaved."""
+    best = {k: float("inf") for k in sides}
+    for _ in range(rounds):
+        for name, (fn, wait) in sides.items():
+            fn(), wait()
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            wait()
+            best[name] = min(best[name], (time.perf_counter() - t0) / reps)
+    return best
+
+
+def fp8(ctx, mod, plan: dict, sizes) -> None:
+    import torch
+    from tessera import plan as plans, stream
+    *_, pa, pb, mm = plan["steps"]
+    kernels = {st["kernel"]: mod.kernel(st["kernel"]) for st in (pa, pb, mm)}
+    s = stream.new(context=ctx)
+    one = torch.ones((), device="cuda")
+    for n in sizes:
+        env = {"M": n, "N": n, "K": n, "R": n, "KP": n, "DEVICE_UNITS": ctx.properties["compute_units"]}
+        A8 = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+        Bt8 = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)   # B as [N, K]
+        A16, B16 = A8.to(torch.float16), Bt8.t().contiguous().to(torch.float16)
+        Ap, Bp = torch.empty_like(A8), torch.empty_like(Bt8)
+        C = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+
+        grids = {st["kernel"]: tuple(plans.evaluate(g, env) for g in st["grid"]) for st in (pa, pb, mm)}
+
+        def launch(st, *args):
+            kernels[st["kernel"]](*args, grid=grids[st["kernel"]], block=tuple(st["block"]),
+                                  smem_bytes=st.get("smem", 0), stream=s)
+
+        def whole():
+            launch(pa, A16, Ap), launch(pb, B16, Bp), launch(mm, Ap, Bp, C)
+        whole(), s.synchronize()
+        assert torch.equal(Ap, A8) and torch.equal(Bp, Bt8), "packing changed values"
+        sides = {"kernel": (lambda: launch(mm, A8, Bt8, C), s.synchronize), "whole": (whole, s.synchronize),
+                 "torch": (lambda: torch._scaled_mm(A8, Bt8.t(), scale_a=one, scale_b=one,
+                                                    out_dtype=torch.bfloat16), torch.cuda.synchronize)}
+        best = _timed(sides)
+        ref = torch._scaled_mm(A8, Bt8.t(), scale_a=one, scale_b=one, out_dtype=torch.float32)
+        err = ((C.float() - ref).abs().max() / ref.abs().max()).item()
+        tf = {k: 2 * n ** 3 / v / 1e12 for k, v in best.items()}
+        print(f"fp8 e4m3 {n}x{n}x{n}: tessera kernel {tf['kernel']:6.0f} TFLOP/s  with packing {tf['whole']:6.0f}  "
+              f"torch._scaled_mm {tf['torch']:6.0f}   ratio kernel {best['torch'] / best['kernel']:.3f}  "
+              f"with packing {best['torch'] / best['whole']:.3f}   (max error {err:.1e} of max |C|)")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--image", help="examples/gpu/gemm.py built beforehand with --build-image")
     p.add_argument("--build-image", metavar="PATH", help="only write the image to PATH")
     p.add_argument("--compile-time", action="store_true", help="only time tessera-cc on one GEMM")
     p.add_argument("--sizes", default="2048,4096,8192")
+    p.add_argument("--fp8", action="store_true", help="the fp8 GEMM against torch._scaled_mm")
     args = p.parse_args()
     if args.build_image:
         return build_example_image(EXAMPLE, args.build_image)
@@ -115,6 +173,8 @@ def main() -> None:
     from tessera import plan as plans, stream
 
     ctx, mod, functions = gpu_program(args.image, EXAMPLE)
+    if args.fp8:
+        return fp8(ctx, mod, functions["gemm_fp8"], [int(x) for x in args.sizes.split(",")])
     props = ctx.properties
     step = functions["gemm_bf16"]["steps"][0]
     kernel = mod.kernel(step["kernel"])
@@ -141,15 +201,7 @@ def main() -> None:
 
         sides = {"tessera": (ours, s.synchronize), "torch": (lambda: torch.matmul(A, B), torch.cuda.synchronize),
                  "triton": (lambda: triton_run(A, B, Ct), torch.cuda.synchronize)}
-        best = {k: float("inf") for k in sides}
-        for _ in range(5):
-            for name, (fn, wait) in sides.items():
-                fn(), wait()
-                t0 = time.perf_counter()
-                for _ in range(20):
-                    fn()
-                wait()
-                best[name] = min(best[name], (time.perf_counter() - t0) / 20)
+        best = _timed(sides)
         ref = torch.matmul(A, B).float()
         err = ((C.float() - ref).abs().max() / ref.abs().max()).item()
         tf = {k: 2 * n ** 3 / v / 1e12 for k, v in best.items()}

@@ -13,6 +13,10 @@ The quantize phase (graph_phases.quantize) calls `legalize` after fusion, where 
 lack fp8; kernelgen writes the rounding into the fused elementwise kernels with `round_source`. An fp8
 parameter of a function is taken as f32 from the caller and rounded on entry (one more elementwise kernel),
 so that the caller's values are rounded once, from their own precision, as the interpreter rounds them.
+
+A matmul whose operands both hold fp8 values is marked (`tessera.fp8_operands`: the two formats), so that a
+backend with fp8 tensor cores can multiply them there: the sm_90a GEMM packs the containers to one-byte
+elements and runs wgmma's fp8 kinds (backends/ptx/gemm_lowering.py), exactly, since every value is fp8.
 """
 
 from __future__ import annotations
@@ -81,6 +85,7 @@ def legalize(fn, target_name: str) -> list[str]:
     from .kernelgen import UnsupportedOnCPU
     f16, f32 = ir.F16Type.get(), ir.F32Type.get()
     taken: dict[str, None] = {}
+    holds: dict = {}  # container value -> the fp8 format of its values
 
     def note(f: Fp8Format) -> None:
         taken[f"{f.name} stored as f16 (exact; rounded to {f.name} and saturated at ±{f.max_value:g})"] = None
@@ -102,6 +107,7 @@ def legalize(fn, target_name: str) -> list[str]:
         cast.attributes["tessera.round_to"] = ir.StringAttr.get(f.name)
         cast.attributes["tessera.group"] = ir.IntegerAttr.get(i32, next_group)
         cast.attributes["tessera.group_kind"] = ir.StringAttr.get("elementwise")
+        holds[cast.result] = f.name
         next_group += 1
         for use in list(arg.uses):
             if use.owner != cast.operation:
@@ -112,12 +118,11 @@ def legalize(fn, target_name: str) -> list[str]:
             if f is None:
                 continue
             note(f)
-            if op.operation.name in MOVES:
+            if op.operation.name in MOVES + ELEMENTWISE:
                 r.set_type(_with_element(r.type, f16))
-                continue
-            if op.operation.name in ELEMENTWISE:
-                r.set_type(_with_element(r.type, f16))
-                op.attributes["tessera.round_to"] = ir.StringAttr.get(f.name)
+                holds[r] = f.name
+                if op.operation.name in ELEMENTWISE:
+                    op.attributes["tessera.round_to"] = ir.StringAttr.get(f.name)
                 continue
             # Any other kernel (GEMM, attention, a row op) writes its f32 result; a rounding cast follows.
             r.set_type(_with_element(r.type, f32))
@@ -126,6 +131,7 @@ def legalize(fn, target_name: str) -> list[str]:
             cast.attributes["tessera.round_to"] = ir.StringAttr.get(f.name)
             cast.attributes["tessera.group"] = ir.IntegerAttr.get(i32, next_group)
             cast.attributes["tessera.group_kind"] = ir.StringAttr.get("elementwise")
+            holds[cast.result] = f.name
             next_group += 1
             for use in list(r.uses):
                 if use.owner != cast.operation:
@@ -133,6 +139,10 @@ def legalize(fn, target_name: str) -> list[str]:
             if not op.verify():
                 raise UnsupportedOnCPU(op, f"an {f.name} result of '{op.operation.name}' has no {target_name} "
                                            f"fallback (the target computes no fp8): produce f32 and op.cast it")
+    for op in ops:
+        if op.operation.name == "ttensor.matmul" and all(v in holds for v in list(op.operands)[:2]):
+            op.attributes["tessera.fp8_operands"] = ir.ArrayAttr.get(
+                [ir.StringAttr.get(holds[v]) for v in list(op.operands)[:2]])
     if taken:
         ret = list(block.operations)[-1]
         fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(

@@ -143,9 +143,9 @@ def lower_function(fn, module: ir.Module, gemm=None, targets: str = "CPU", atten
             steps.extend(attention(kname, ops, dims, record, module))
             continue
         elif kind == "gemm" and gemm is not None:
-            def temporary(of: str, dtype: str) -> str:
-                tid = f"{of}_{dtype}"
-                values[tid] = {"dtype": dtype, "dims": values[of]["dims"]}
+            def temporary(of: str, dtype: str, dims: list | None = None, tag: str = "") -> str:
+                tid = f"{of}_{dtype}{tag}"
+                values[tid] = {"dtype": dtype, "dims": values[of]["dims"] if dims is None else dims}
                 return tid
 
             def build(src: str, filename: str) -> None:

@@ -33,7 +33,8 @@ from . import runtime
 from .image import read_image
 from .numerics.rounding import round_to
 
-_NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": np.uint16, "tf32": np.float32}
+_NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": np.uint16, "tf32": np.float32,
+          "fp8_e4m3": np.uint8, "fp8_e5m2": np.uint8}  # fp8 intermediates (packed GEMM operands) as their bits
 
 
 def _to_storage(x: np.ndarray, dtype: str) -> np.ndarray:

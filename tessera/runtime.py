@@ -30,16 +30,18 @@ from .numerics import matrix_units
 
 Error = _runtime.Error
 
-# numpy has no bf16: bf16 tensors are passed as uint16 arrays of their bit patterns (tessera.executor converts);
-# tf32 tensors are float32 arrays of tf32 values.
+# numpy has no bf16 or fp8: their tensors are passed as uint16 / uint8 arrays of their bit patterns
+# (tessera.executor converts bf16); tf32 tensors are float32 arrays of tf32 values.
 _NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": np.uint16, "tf32": np.float32,
+          "fp8_e4m3": np.uint8, "fp8_e5m2": np.uint8,
           "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "bool": np.bool_, "index": np.int64}
 _PACK = {"f32": "<f", "f64": "<d", "i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q", "bool": "<?",
          "index": "<q"}
 
 _TORCH = {f"torch.{name}": np.dtype(name) for name in ("float32", "float64", "float16", "int8", "int16", "int32",
                                                         "int64", "bool", "uint8")}
-_TORCH["torch.bfloat16"] = np.dtype(np.uint16)  # bf16 travels as its bit patterns, as with numpy
+_TORCH["torch.bfloat16"] = np.dtype(np.uint16)  # bf16 and fp8 travel as their bit patterns, as with numpy
+_TORCH["torch.float8_e4m3fn"] = _TORCH["torch.float8_e5m2"] = np.dtype(np.uint8)
 
 # Backends whose device memory is host memory, so that numpy arrays are used in place.
 _HOST_MEMORY = {"cpu"}

@@ -47,8 +47,9 @@ def _epilogue(ops: list) -> tuple[list, list]:
 
 def lower(kname: str, ops: list, dims: dict, record, temporary, compile_source, module) -> list[dict]:
     """The plan steps of one GEMM group (its kernels are added to `module`). `record(value)` names a value
-    of the function; `temporary(id, dtype)` makes a plan value of another dtype with the same extents;
-    `compile_source(src, filename)` builds generated kernel source into the module."""
+    of the function; `temporary(id, dtype, dims=None, tag="")` makes a plan value of another dtype with the
+    same extents (or `dims`), its name told apart by `tag`; `compile_source(src, filename)` builds generated
+    kernel source into the module."""
     mm = ops[0]
     a, b = mm.operands[0], mm.operands[1]
     da, db = dims[a], dims[b]

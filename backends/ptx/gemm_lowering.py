@@ -2,8 +2,9 @@
 
 A group (a matmul and its epilogue: bias, one activation, a scale, a residual add — the CPU's groups, see
 backends/cpu/gemm_lowering.py) becomes one kernel, declared as generated.py says: on sm_90a the wgmma/TMA
-kernel of gemm_sm90.py for bf16/f16 operands; on sm_80 … sm_90, and for tf32 operands on sm_90a, the
-mma.sync/cp.async kernel of gemm_sm80.py. Activations are the CPU epilogues' own arithmetic
+kernel of gemm_sm90.py for bf16/f16 operands, and for fp8 ones (held in f16 containers, passes/fp8_fallback.py)
+its fp8 kind after two packing steps (fp8_pack.py); on sm_80 … sm_90, and for tf32 operands on sm_90a, the
+mma.sync/cp.async kernel of gemm_sm80.py (fp8 there multiplies its f16 containers). Activations are the CPU epilogues' own arithmetic
 (backends/cpu/vmath.py), lowered to LLVM IR once per kernel and inlined, so both backends compute the same
 function.
 """
@@ -16,7 +17,7 @@ from ...passes.kernelgen import UnsupportedOnCPU, element_dtype
 from .. import llvm_compat
 from ..cpu import gemm as cpu_gemm
 from ..cpu.gemm_lowering import _epilogue
-from . import ampere, gemm_common, gemm_sm80, gemm_sm90, generated
+from . import ampere, fp8_pack, gemm_common, gemm_sm80, gemm_sm90, generated
 
 TENSOR_CORE_ARCHS = gemm_sm80.ARCHS
 
@@ -40,19 +41,58 @@ def lower(arch: str, kname: str, ops: list, dims: dict, record, temporary, compi
     if arch != "sm_90a" or dt == "tf32":
         return _lower_sm80(arch, kname, ops, dims, record, module)
     names, env, params, args, operand_dtypes = _signature(ops, dims, record)
+    fp8 = [ir.StringAttr(f).value for f in ir.ArrayAttr(mm.attributes["tessera.fp8_operands"])] \
+        if "tessera.fp8_operands" in mm.attributes else None
+    tile = _tile(mm)
+    if fp8 and tile.get("bn", 256) > gemm_sm90.FP8_BN:  # the cost model's widest tile: the fp8 kernel's is narrower
+        tile.update(bn=gemm_sm90.FP8_BN, stages=gemm_sm90.FP8_STAGES)
     try:
-        spec = gemm_sm90.Sm90GemmSpec(kname, dtype=dt, out_dtype=out_dt, epilogue=names, **_tile(mm),
-                                      **operand_dtypes)
+        spec = gemm_sm90.Sm90GemmSpec(kname, dtype=fp8[0] if fp8 else dt, b_dtype=fp8[1] if fp8 else "",
+                                      out_dtype=out_dt, epilogue=names, **tile, **operand_dtypes)
     except ValueError as e:
         raise UnsupportedOnCPU(mm, str(e)) from None
+    steps = []
+    if fp8:
+        steps = _pack_fp8(kname, mm, dims, params, args, env, temporary, module)
     with mm.location:
         generated.declare(module, kname, params, gemm_sm90.generate(spec, _activations(spec.epilogue)), [2], {
             "ptx.tensor_maps": spec.tensor_maps, "tile.M": str(spec.bm), "tile.N": str(spec.bn),
-            "tile.K": str(gemm_sm90.BK), "pipeline.stages": str(spec.stages), "epilogue": ",".join(spec.epilogue)})
+            "tile.K": str(spec.bk), "pipeline.stages": str(spec.stages), "epilogue": ",".join(spec.epilogue),
+            **({"ptx.mma": f"wgmma m64n{spec.bn}k32 {fp8[0]} x {fp8[1]}"} if fp8 else {})})
     # persistent: a CTA per multiprocessor at most, each striding over the tiles
     tiles = f"min(ceil(M/{spec.bm})*ceil(N/{spec.bn}), DEVICE_UNITS)"
-    return [_batched(env, {"kernel": kname, "env": env, "args": args, "block": [spec.threads, 1, 1],
-                           "grid": [tiles, "1", "1"], "smem": spec.smem_bytes})]
+    return steps + [_batched(env, {"kernel": kname, "env": env, "args": args, "block": [spec.threads, 1, 1],
+                                   "grid": [tiles, "1", "1"], "smem": spec.smem_bytes})]
+
+
+def _pack_fp8(kname: str, mm, dims: dict, params: list, args: list, env: dict, temporary, module) -> list[dict]:
+    """The steps packing a GEMM's fp8 operands from their f16 containers (fp8_pack.py): A to [.., KP] and B
+    transposed to [.., N, KP], one-byte elements, K padded with zeros to KP (a multiple of 16). Rewrites the
+    GEMM's `params`, `args` and `env` to read the packed operands: A (M, KP), B (N, KP)."""
+    fa, fb = (ir.StringAttr(f).value for f in ir.ArrayAttr(mm.attributes["tessera.fp8_operands"]))
+    a, b = mm.operands[0], mm.operands[1]
+    da, db = dims[a], dims[b]
+    kp = fp8_pack.padded(da[-1])
+    lead = ["BATCH"] if "BATCH" in env else []
+    pa = temporary(args[0]["value"], fa, [*da[:-1], kp])
+    pb = temporary(args[1]["value"], fb, [*db[:-2], db[-1], kp], "_t")
+    steps = []
+    for name, dt, transpose, src, dst, senv in (
+            (f"{kname}_pack_a", fa, False, args[0]["value"], pa,
+             {"R": graph_shapes.product(da[:-1]), "K": da[-1]}),
+            (f"{kname}_pack_b", fb, True, args[1]["value"], pb,
+             {"K": db[-2], "N": db[-1], **({"BATCH": env["BATCH"]} if lead else {})})):
+        senv["KP"] = fp8_pack.padded("K")
+        shapes = (("K", "N"), ("N", "KP")) if transpose else (("R", "K"), ("R", "KP"))
+        with mm.location:
+            generated.declare(module, name, [("src", "f16", shapes[0]), ("dst", dt, shapes[1])],
+                              fp8_pack.generate(name, dt, transpose), [1], {"fp8.pack": "cols" if transpose else "rows"})
+        steps.append(fp8_pack.step(name, transpose, src, dst, senv, lead if transpose else []))
+    env["KP"] = fp8_pack.padded("K")
+    params[0], params[1] = ("A", fa, ("M", "KP")), ("B", fb, ("N", "KP"))
+    args[0] = {"value": pa, "shape": lead + ["M", "KP"]}
+    args[1] = {"value": pb, "shape": lead + ["N", "KP"]}
+    return steps
 
 
 def _batched(env: dict, step: dict) -> dict:

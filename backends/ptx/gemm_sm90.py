@@ -12,7 +12,9 @@ One CTA computes a BM×BN tile of C with three roles, the structure of CUTLASS's
                     `empty` mbarrier; then applies the epilogue and stores its rows of C
 
 A is row-major [M,K] (K-major for wgmma); B row-major [K,N], which wgmma reads as its transposed (MN-major)
-form, so neither operand is copied or transposed. The TMA tensor maps come in as `__grid_constant__`
+form, so neither operand is copied or transposed. fp8 operands (e4m3, e5m2, mixed as wgmma allows) are the
+exception: wgmma reads 8-bit types K-major only, so the fp8 kernel takes B transposed, [N,K] row-major
+(gemm_lowering.py packs it so), and multiplies k32 slices of 128-element (128-byte) K steps. The TMA tensor maps come in as `__grid_constant__`
 parameters: the runtime encodes them at launch from the A and B arguments (`tensor_maps` below, recorded as
 the kernel's `ptx.tensor_maps` property). Out-of-range rows and columns of a tile are filled with zeros by
 TMA, and stores are predicated, so M, N and K need not be multiples of the tile: TMA needs only rows whose
@@ -29,14 +31,15 @@ from . import gemm_common as gc
 from . import hopper as hp
 from .nvvm_text import Writer, module
 
-BK = 64                  # one 128-byte swizzle row of a 16-bit type
-_ELEM = {"bf16": ("bf16", "bfloat"), "f16": ("f16", "half")}
+ROW = 128                # bytes of a K step: one 128-byte swizzle row (64 16-bit or 128 fp8 elements)
+_ELEM = {"bf16": "bf16", "f16": "f16", **hp.FP8}   # wgmma's operand type names
+FP8_BN, FP8_STAGES = 128, 6   # two sets of BN/2 accumulators a thread: the fp32 sum, the step's product
 
 
 @dataclass(frozen=True)
 class Sm90GemmSpec:
     name: str
-    dtype: str = "bf16"           # A and B
+    dtype: str = "bf16"           # A (and B unless b_dtype says otherwise: the fp8 kinds mix)
     out_dtype: str = "bf16"       # C; accumulation is always fp32
     bn: int = 256
     consumers: int = 2            # BM = 64 · consumers
@@ -45,17 +48,32 @@ class Sm90GemmSpec:
     epilogue: tuple = ()
     bias_dtype: str = "f32"       # of the bias and residual operands, widened to fp32 as they are read
     residual_dtype: str = "f32"
+    b_dtype: str = ""             # B's, when it differs from A's
 
     def __post_init__(self):
-        if self.dtype not in _ELEM:
-            raise ValueError(f"the sm_90a GEMM takes bf16 or f16 operands, not {self.dtype}")
+        b = self.b_dtype or self.dtype
+        if self.dtype not in _ELEM or (b != self.dtype and not (self.fp8 and b in hp.FP8)):
+            raise ValueError(f"the sm_90a GEMM takes bf16, f16 or fp8 operands (fp8 kinds may mix), not "
+                             f"{self.dtype} @ {b}")
         gc.check("sm_90a", self)
         if self.bn not in (64, 128, 256) or self.consumers not in (1, 2) or not 2 <= self.stages <= 8:
             raise ValueError(f"unsupported sm_90a GEMM tile: BN={self.bn}, consumers={self.consumers}, "
                              f"stages={self.stages}")
+        if self.fp8 and self.bn > FP8_BN:
+            raise ValueError(f"the fp8 GEMM sums each K step in fp32 beside the step's own accumulators: "
+                             f"tiles up to {FP8_BN} wide fit the registers, not {self.bn}")
         if self.smem_bytes > 227 * 1024:
             raise ValueError(f"{self.stages} stages of a {self.bm}x{self.bn} tile need {self.smem_bytes} bytes "
                              "of shared memory; sm_90 has 227 KiB a block")
+
+    @property
+    def fp8(self) -> bool:
+        return self.dtype in hp.FP8
+
+    @property
+    def bk(self) -> int:
+        """Elements of a K step."""
+        return ROW if self.fp8 else ROW // 2
 
     @property
     def bm(self) -> int:
@@ -67,7 +85,7 @@ class Sm90GemmSpec:
 
     @property
     def stage_bytes(self) -> int:
-        return (self.bm + self.bn) * BK * 2
+        return (self.bm + self.bn) * ROW
 
     @property
     def staged_store(self) -> bool:
@@ -87,8 +105,10 @@ class Sm90GemmSpec:
     @property
     def tensor_maps(self) -> str:
         """For the runtime: `operand:arg:box_inner×box_outer:swizzle` of each TMA map, in parameter order;
-        the arg is the launch argument (A is 0, B is 1) whose row-major 2-D extents the map describes."""
-        return f"A:0:{BK}x{self.bm}:128;B:1:64x{BK}:128" + (";C:2:64x64:128" if self.staged_store else "")
+        the arg is the launch argument (A is 0, B is 1) whose row-major 2-D extents the map describes. A
+        16-bit B is read in 64-column boxes, an fp8 B ([N,K]) as A is, one box of K-rows a tile."""
+        b = f"B:1:{ROW}x{self.bn}:128" if self.fp8 else f"B:1:64x{self.bk}:128"
+        return f"A:0:{self.bk}x{self.bm}:128;{b}" + (";C:2:64x64:128" if self.staged_store else "")
 
     def grid(self, m: int, n: int) -> tuple[int, int, int]:
         return (-(-m // self.bm) * -(-n // self.bn), 1, 1)
@@ -103,8 +123,7 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     lets the producer fill the next tile's stages while the consumers run the previous tile's epilogue (a
     grid of one CTA per tile is as correct). The stage ring and its phases run on across tiles."""
     w = Writer()
-    et, _ = _ELEM[spec.dtype]
-    nacc = spec.bn // 2
+    BK = spec.bk
     S, BM, BN = spec.stages, spec.bm, spec.bn
     stage = spec.stage_bytes
     maps = ["A", "B", "C"] if spec.staged_store else ["A", "B"]
@@ -155,8 +174,10 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     sa = w.v(f"add i32 {base}, {sa}")
     k0 = w.v(f"mul i32 {kt}, {BK}")
     hp.tma_load(w, sa, tmA, [k0, m0], full)
-    for j in range(BN // 64):
-        dst = w.v(f"add i32 {sa}, {BM * BK * 2 + j * 64 * BK * 2}")
+    if spec.fp8:
+        hp.tma_load(w, w.v(f"add i32 {sa}, {BM * ROW}"), tmB, [k0, n0], full)
+    for j in range(0 if spec.fp8 else BN // 64):
+        dst = w.v(f"add i32 {sa}, {BM * ROW + j * 64 * ROW}")
         hp.tma_load(w, dst, tmB, [w.v(f"add i32 {n0}, {64 * j}"), k0], full)
     w.emit(f"{kt_next} = add i32 {kt}, 1")
     more = w.v(f"icmp ult i32 {kt_next}, {kt_n}")
@@ -173,43 +194,14 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     c = w.v(f"sub i32 {wg}, 1")
     t = w.v(f"and i32 {tid}, 127")
     leader = w.v(f"icmp eq i32 {t}, 0")
-    a_off = w.v(f"mul i32 {c}, {64 * BK * 2}")
+    a_off = w.v(f"mul i32 {c}, {64 * ROW}")
     w.br("ctile")
     ctile, cit, ctile_next, cit_out, m0, n0 = _tile_loop(w, spec, "c", "consumer", "cfinish", pid, tiles, dims)
     w.cbr(w.v(f"icmp ugt i32 {kt_n}, 0"), "ck", "cdone")
-    w.label("ck")
-    ck, ck_next = w.fresh("ck"), w.fresh("ckn")
-    w.emit(f"{ck} = phi i32 [0, %ctile_go], [{ck_next}, %CKLATCH]")
-    acc_in = [w.fresh("acc") for _ in range(nacc)]
-    phis_at = len(w.lines)  # the phis go here once the values from the latch have names
-    g = w.v(f"add i32 {cit}, {ck}")
-    s, ph, full = _stage(w, spec, bars, g)
-    hp.mbar_wait(w, full, ph)
-    sa = w.v(f"mul i32 {s}, {stage}")
-    sa = w.v(f"add i32 {base}, {sa}")
-    a_base = w.v(f"add i32 {sa}, {a_off}")
-    b_base = w.v(f"add i32 {sa}, {BM * BK * 2}")
-    acc = acc_in
-    hp.fence(w)
-    for k in range(BK // 16):
-        # A: K-major rows of the consumer's 64; B: MN-major, 64-column chunks one TMA box (64·BK·2 B) apart
-        da = hp.desc(w, w.v(f"add i32 {a_base}, {32 * k}"), 16, hp.ATOM)
-        db = hp.desc(w, w.v(f"add i32 {b_base}, {16 * hp.SWIZZLE_ROW * k}"), 64 * BK * 2, hp.ATOM)
-        acc = hp.wgmma_ss(w, acc, et, da, db, trans_b=1)
-    hp.commit(w)
-    acc = hp.wait_group(w, acc, 1)
-    # the stage read one step ago is free now
-    had = w.v(f"icmp ugt i32 {ck}, 0")
-    hp.mbar_arrive_if(w, _empty(w, spec, bars, w.v(f"add i32 {g}, {S - 1}")), w.v(f"and i1 {had}, {leader}"))
-    w.emit(f"{ck_next} = add i32 {ck}, 1")
-    more = w.v(f"icmp ult i32 {ck_next}, {kt_n}")
-    cklatch = w.current
-    w.cbr(more, "ck", "ckdone")
-    w.lines[phis_at:phis_at] = [f"  {a} = phi float [0.0, %ctile_go], [{o}, %{cklatch}]"
-                                for a, o in zip(acc_in, acc)]
-    w.label("ckdone")
-    acc = hp.wait_group(w, acc, 0)
-    hp.mbar_arrive_if(w, _empty(w, spec, bars, g), leader)  # the tile's last stage
+    if spec.fp8:
+        acc = _k_loop_fp8(w, spec, kt_n, cit, bars, base, a_off, leader)
+    else:
+        acc = _k_loop(w, spec, kt_n, cit, bars, base, a_off, leader)
     w.br("cdone")
     w.label("cdone")
     fin = [w.v(f"phi float [0.0, %ctile_go], [{o}, %ckdone]", "f") for o in acc]
@@ -229,12 +221,88 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     w.emit("ret void")
 
     body = "\n".join(w.lines)
-    for key, block in (("PTNEXT", "ptnext"), ("PKLATCH", pklatch), ("CTNEXT", ctnext), ("CKLATCH", cklatch)):
+    for key, block in (("PTNEXT", "ptnext"), ("PKLATCH", pklatch), ("CTNEXT", ctnext)):
         body = body.replace(f"%{key}]", f"%{block}]")
     kernel = (f"@tsr_smem = external addrspace(3) global [0 x i8], align 1024\n"
               f"define ptx_kernel void @{spec.name}({', '.join(params)}) "
               f"\"nvvm.maxntid\"=\"{spec.threads}\" \"nvvm.minctasm\"=\"1\" {{\n{body}\n}}\n")
     return module(kernel, gc.declarations(spec, activations))
+
+
+def _k_step(w: Writer, spec: Sm90GemmSpec, bars: str, base: str, a_off: str, g: str, acc: list[str] | None) -> list[str]:
+    """Waits for global K step `g`'s stage and issues its wgmmas (into `acc`, or fresh accumulators when None)
+    as one committed group."""
+    et, bt = _ELEM[spec.dtype], _ELEM[spec.b_dtype or spec.dtype]
+    s, ph, full = _stage(w, spec, bars, g)
+    hp.mbar_wait(w, full, ph)
+    sa = w.v(f"add i32 {base}, {w.v(f'mul i32 {s}, {spec.stage_bytes}')}")
+    a_base = w.v(f"add i32 {sa}, {a_off}")
+    b_base = w.v(f"add i32 {sa}, {spec.bm * ROW}")
+    hp.fence(w)
+    for k in range(ROW // 32):
+        # each wgmma takes 32 bytes of K. A: K-major rows of the consumer's 64. B: 16-bit ones MN-major, their
+        # 64-column chunks one TMA box (64 rows of 128 bytes) apart; fp8 ones K-major as A is
+        da = hp.desc(w, w.v(f"add i32 {a_base}, {32 * k}"), 16, hp.ATOM)
+        if spec.fp8:
+            db = hp.desc(w, w.v(f"add i32 {b_base}, {32 * k}"), 16, hp.ATOM)
+        else:
+            db = hp.desc(w, w.v(f"add i32 {b_base}, {16 * hp.SWIZZLE_ROW * k}"), 64 * ROW, hp.ATOM)
+        if acc is None:
+            acc = hp.wgmma_ss_first(w, spec.bn, et, da, db, 0, bt=bt)
+        else:
+            acc = hp.wgmma_ss(w, acc, et, da, db, trans_b=0 if spec.fp8 else 1, bt=bt)
+    hp.commit(w)
+    return acc
+
+
+def _k_loop(w: Writer, spec: Sm90GemmSpec, kt_n: str, cit: str, bars: str, base: str, a_off: str,
+            leader: str) -> list[str]:
+    """A consumer's K steps of one tile (from block `ck`, entered from `ctile_go`, to block `ckdone`, which
+    holds the result): one group of wgmmas in flight, the stage before it freed."""
+    w.label("ck")
+    ck, ck_next = w.fresh("ck"), w.fresh("ckn")
+    acc_in = [w.fresh("acc") for _ in range(spec.bn // 2)]
+    at = len(w.lines)  # the phis go here once the values from the latch have names
+    g = w.v(f"add i32 {cit}, {ck}")
+    acc = hp.wait_group(w, _k_step(w, spec, bars, base, a_off, g, acc_in), 1)
+    # the stage read one step ago is free now
+    had = w.v(f"icmp ugt i32 {ck}, 0")
+    hp.mbar_arrive_if(w, _empty(w, spec, bars, w.v(f"add i32 {g}, {spec.stages - 1}")), w.v(f"and i1 {had}, {leader}"))
+    w.emit(f"{ck_next} = add i32 {ck}, 1")
+    latch = w.current
+    w.cbr(w.v(f"icmp ult i32 {ck_next}, {kt_n}"), "ck", "ckdone")
+    w.lines[at:at] = [f"  {ck} = phi i32 [0, %ctile_go], [{ck_next}, %{latch}]"] + \
+        [f"  {a} = phi float [0.0, %ctile_go], [{o}, %{latch}]" for a, o in zip(acc_in, acc)]
+    w.label("ckdone")
+    acc = hp.wait_group(w, acc, 0)
+    hp.mbar_arrive_if(w, _empty(w, spec, bars, g), leader)  # the tile's last stage
+    return acc
+
+
+def _k_loop_fp8(w: Writer, spec: Sm90GemmSpec, kt_n: str, cit: str, bars: str, base: str, a_off: str,
+                leader: str) -> list[str]:
+    """The fp8 consumer's K steps. Hopper's fp8 wgmma sums its products with fewer bits than fp32 (about 13
+    of the fraction: 2e-4 relative errors in one step, measured on an H200; DeepSeek-V3's report saw the
+    same), and so would keep summing in its accumulators: each step's product (128 elements of K) starts
+    afresh instead and is added to fp32 registers once it completes (CUTLASS's "promotion"), which frees the
+    step's stage at once. The wait leaves the tensor cores to the other consumer meanwhile; overlapping two
+    steps' products in turn measured no faster, and reading a product while another group is in flight, or
+    moving it through a phi, makes ptxas serialize every wgmma (C7514)."""
+    w.label("ck")
+    ck, ck_next = w.fresh("ck"), w.fresh("ckn")
+    acc_in = [w.fresh("acc") for _ in range(spec.bn // 2)]
+    at = len(w.lines)
+    g = w.v(f"add i32 {cit}, {ck}")
+    step = hp.wait_group(w, _k_step(w, spec, bars, base, a_off, g, None), 0)
+    acc = [w.v(f"fadd float {a}, {p}") for a, p in zip(acc_in, step)]
+    hp.mbar_arrive_if(w, _empty(w, spec, bars, g), leader)
+    w.emit(f"{ck_next} = add i32 {ck}, 1")
+    latch = w.current
+    w.cbr(w.v(f"icmp ult i32 {ck_next}, {kt_n}"), "ck", "ckdone")
+    w.lines[at:at] = [f"  {ck} = phi i32 [0, %ctile_go], [{ck_next}, %{latch}]"] + \
+        [f"  {a} = phi float [0.0, %ctile_go], [{o}, %{latch}]" for a, o in zip(acc_in, acc)]
+    w.label("ckdone")
+    return acc
 
 
 def _tile_loop(w: Writer, spec: Sm90GemmSpec, role: str, entry: str, done: str, pid: str, tiles: str,
@@ -284,7 +352,6 @@ def _epilogue(w: Writer, spec: Sm90GemmSpec, acc: list[str], c: str, t: str, m0:
     col = w.v(f"add i32 {n0}, {col}")
     alpha = "%alpha" if "scale" in spec.epilogue else None
     vals = list(acc)
-    needs_index = any(s in ("bias", "add") for s in spec.epilogue)
     oks = {}
     for half, r in ((0, row0), (1, row1)):
         r_ok = w.v(f"icmp ult i32 {r}, {m32}")
@@ -293,26 +360,30 @@ def _epilogue(w: Writer, spec: Sm90GemmSpec, acc: list[str], c: str, t: str, m0:
             cj = w.v(f"add i32 {col}, {8 * j}")
             c64 = w.v(f"zext i32 {cj} to i64")
             idx = w.v(f"add i64 {rbase}, {c64}")
-            if staging is None or needs_index:
-                oks[half, j] = (w.v(f"and i1 {r_ok}, {w.v(f'icmp ult i32 {cj}, {n32}')}"), idx)
+            if staging is None:
+                oks[half, j] = (r_ok, cj, idx)
             for k in range(2):
                 i = 4 * j + 2 * half + k
                 vals[i] = gc.apply(w, spec, vals[i], c64, idx, k, alpha)
     if staging is not None:
         _store_staged(w, spec, vals, c, warp, lane, m0, n0, staging)
         return
-    out_t = gc.OUT[spec.out_dtype]
-    for (half, j), (ok, idx) in oks.items():
+    # f32 results: a pair is one 8-byte store where N is even; where N is odd (fp8 operands allow any N) every
+    # other row's pairs are misaligned, so each value is stored alone
+    even = w.v(f"icmp eq i32 {w.v(f'and i32 {n32}, 1')}, 0")
+    for (half, j), (r_ok, cj, idx) in oks.items():
         a, b = vals[4 * j + 2 * half], vals[4 * j + 2 * half + 1]
-        addr = w.v(f"getelementptr {out_t}, ptr addrspace(1) %C, i64 {idx}")
+        addr = w.v(f"getelementptr float, ptr addrspace(1) %C, i64 {idx}")
         a64 = w.v(f"ptrtoint ptr {w.v(f'addrspacecast ptr addrspace(1) {addr} to ptr')} to i64")
-        okw = w.v(f"zext i1 {ok} to i32")
-        if spec.out_dtype == "f32":
-            w.asm("{ .reg .pred p; setp.ne.b32 p, $3, 0; @p st.global.v2.f32 [$0], {$1, $2}; }",
-                  "l,f,f,r", [("i64", a64), ("float", a), ("float", b), ("i32", okw)])
-        else:
-            w.asm("{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.b32 [$0], $1; }", "l,r,r",
-                  [("i64", a64), ("i32", gc.pack(w, spec, a, b)), ("i32", okw)])
+        first = w.v(f"and i1 {r_ok}, {w.v(f'icmp ult i32 {cj}, {n32}')}")
+        cj1 = w.v(f"add i32 {cj}, 1")
+        second = w.v(f"and i1 {r_ok}, {w.v(f'icmp ult i32 {cj1}, {n32}')}")
+        preds = [w.v(f"and i1 {first}, {even}"), w.v(f"and i1 {first}, {w.v(f'xor i1 {even}, true')}"),
+                 w.v(f"and i1 {second}, {w.v(f'xor i1 {even}, true')}")]
+        w.asm("{ .reg .pred p, q, r; setp.ne.b32 p, $3, 0; setp.ne.b32 q, $4, 0; setp.ne.b32 r, $5, 0; "
+              "@p st.global.v2.f32 [$0], {$1, $2}; @q st.global.f32 [$0], $1; @r st.global.f32 [$0+4], $2; }",
+              "l,f,f,r,r,r", [("i64", a64), ("float", a), ("float", b)]
+              + [("i32", w.v(f"zext i1 {p} to i32")) for p in preds])
 
 
 def _store_staged(w: Writer, spec: Sm90GemmSpec, vals: list[str], c: str, warp: str, lane: str, m0: str,

@@ -4,7 +4,7 @@
     python bench/gemm_gpu.py            # on the GPU: against cuBLAS (torch.matmul) and Triton
 """
 
-from tessera import function, op, tensor, bf16, f16, f32
+from tessera import function, op, tensor, bf16, f16, f32, fp8_e4m3, fp8_e5m2
 
 
 @function
@@ -40,3 +40,15 @@ def mlp(X: tensor[bf16, "T", "D"], W1: tensor[bf16, "D", "F"], b1: tensor[bf16, 
 @function
 def batched(A: tensor[bf16, "B", "M", "K"], B: tensor[bf16, "B", "K", "N"]) -> tensor[bf16, "B", "M", "N"]:
     return A @ B
+
+
+# fp8 operands on fp8 tensor cores (wgmma e4m3/e5m2, k32): the plan packs them to one-byte K-major rows first.
+@function
+def gemm_fp8(A: tensor[fp8_e4m3, "M", "K"], B: tensor[fp8_e4m3, "K", "N"]) -> tensor[bf16, "M", "N"]:
+    return op.matmul(A, B, out_dtype=bf16)
+
+
+# The kinds mix, as in a training step's backward products (e4m3 activations, e5m2 gradients).
+@function
+def gemm_e4m3_e5m2(A: tensor[fp8_e4m3, "M", "K"], B: tensor[fp8_e5m2, "K", "N"]) -> tensor[f32, "M", "N"]:
+    return op.matmul(A, B)

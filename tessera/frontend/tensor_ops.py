@@ -63,9 +63,10 @@ def matmul(b, node, args, kwargs):
     if a.rank < 2 or c.rank < 2:
         raise b.error(node, f"matmul needs operands of rank >= 2, got {b.shapes.show_shape(a.dims)} and "
                             f"{b.shapes.show_shape(c.dims)}")
-    if a.dtype != c.dtype:
+    fp8 = a.dtype.name.startswith("fp8") and c.dtype.name.startswith("fp8")  # e4m3 x e5m2 is an fp8 GEMM
+    if a.dtype != c.dtype and not fp8:
         raise b.error(node, f"matmul operands have different dtypes ({a.dtype.name}, {c.dtype.name}); "
-                            f"use op.cast")
+                            f"use op.cast (only the fp8 kinds mix)")
     b.unify(node, a.dims[-1], c.dims[-2], "matmul contracting dimensions")
     batch = b.broadcast(node, a.dims[:-2], c.dims[:-2], "matmul batch dimensions")
     acc = kwargs.get("accum")

@@ -53,7 +53,7 @@ def f(X: tensor[f32, "N", "D"], b: tensor[f32, "D"]):
     # the Hopper tensor-core kernels (backends/ptx/gemm_sm90.py, attention_sm90.py)
     "hopper_gemm": ((REPO / "examples" / "gpu" / "gemm.py").read_text(), "sm_90a"),
     "hopper_attention": ((REPO / "examples" / "gpu" / "attention.py").read_text(), "sm_90a"),
-    # fp8 GEMMs: the fp8 fallback (stored as f16, exact) into the f16 wgmma kernel
+    # fp8 GEMMs: held as f16 (exact), packed to one-byte K-major operands, multiplied by wgmma's fp8 kinds
     "hopper_fp8": ("""
 @function
 def gemm_e4m3(A: tensor[fp8_e4m3, "M", "K"], B: tensor[fp8_e4m3, "K", "N"]):
@@ -62,6 +62,14 @@ def gemm_e4m3(A: tensor[fp8_e4m3, "M", "K"], B: tensor[fp8_e4m3, "K", "N"]):
 @function
 def gemm_e5m2(A: tensor[fp8_e5m2, "M", "K"], B: tensor[fp8_e5m2, "K", "N"]):
     return op.matmul(A, B)
+
+@function
+def batched_e4m3(A: tensor[fp8_e4m3, "B", "M", "K"], B: tensor[fp8_e4m3, "B", "K", "N"]):
+    return op.matmul(A, B)
+
+@function
+def linear_gelu_e4m3(X: tensor[fp8_e4m3, "T", "D"], W: tensor[fp8_e4m3, "D", "F"], b: tensor[bf16, "F"]):
+    return op.gelu(op.bias_add(op.matmul(X, W, out_dtype=bf16), b))
 """, "sm_90a"),
     # the mma.sync/cp.async GEMM of sm_80 … sm_90 (backends/ptx/gemm_sm80.py), as PTX for sm_80 and for sm_90
     "ampere_gemm": ((REPO / "examples" / "gpu" / "gemm_ampere.py").read_text(), "sm_80"),

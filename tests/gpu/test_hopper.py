@@ -65,14 +65,46 @@ def test_mlp_block(program, hopper):
     close(prog.mlp(X, W1, b1, W2, b2), h @ bf16(W2) + bf16(b2), 2 ** -7)
 
 
+def close_fp8(got, A, B):
+    """fp8 tensor cores sum the products of a K step (128 elements) with about 13 fraction bits (2e-4 of the
+    largest |value| in one step, measured on an H200), the kernel sums the steps in fp32: each result is
+    within 2^-11 of the sum of its products' magnitudes, |A|·|B| (a wrong product is off by O(1) of it)."""
+    err = np.abs(np.asarray(got, np.float64) - A @ B)
+    bound = 2 ** -11 * (np.abs(A) @ np.abs(B)) + 1e-30
+    assert (err <= bound).all(), f"error {(err / bound).max():.3g} times the bound 2^-11 |A||B|"
+
+
 @pytest.mark.parametrize("name, fmt", [("gemm_e4m3", "fp8_e4m3"), ("gemm_e5m2", "fp8_e5m2")])
-def test_fp8_gemm(program, hopper, name, fmt):
-    """fp8 operands (rounded to fp8 on entry, held as f16, which represents every fp8 value exactly) through
-    the tensor-core GEMM, accumulated and returned in f32: the products of the fp8 values, summed in fp32."""
+@pytest.mark.parametrize("M, K, N", [(200, 264, 136), (130, 77, 45), (256, 512, 512), (128, 8192, 256)])
+def test_fp8_gemm(program, hopper, name, fmt, M, K, N):
+    """fp8 operands (rounded to fp8 on entry), packed to one-byte K-major rows (K padded to 16, any N, odd
+    ones included) and multiplied by wgmma's fp8 kind, returned in f32."""
     from tessera.numerics.rounding import round_to
     prog = program("hopper_fp8")
-    A, B = RNG.standard_normal((200, 264)) * 4, RNG.standard_normal((264, 136)) * 4
-    close(getattr(prog, name)(A, B), round_to(A, fmt) @ round_to(B, fmt), 1e-5)
+    A, B = round_to(RNG.standard_normal((M, K)) * 4, fmt), round_to(RNG.standard_normal((K, N)) * 4, fmt)
+    close_fp8(getattr(prog, name)(A, B), A, B)
+
+
+def test_fp8_gemm_kinds_mix(program, hopper):
+    from tessera.numerics.rounding import round_to
+    prog = program("hopper_gemm")
+    A, B = RNG.standard_normal((192, 320)), RNG.standard_normal((320, 264))
+    close_fp8(prog.gemm_e4m3_e5m2(A, B), round_to(A, "fp8_e4m3"), round_to(B, "fp8_e5m2"))
+    close(prog.gemm_fp8(A, B), round_to(A, "fp8_e4m3") @ round_to(B, "fp8_e4m3"), 2 ** -8)
+
+
+def test_fp8_gemm_batched_and_epilogue(program, hopper):
+    from tessera.numerics.rounding import round_to
+    prog = program("hopper_fp8")
+    A, B = (round_to(RNG.standard_normal(s), "fp8_e4m3") for s in ((3, 70, 96), (3, 96, 136)))
+    got = prog.batched_e4m3(A, B)
+    for i in range(3):
+        close_fp8(got[i], A[i], B[i])
+    # the epilogue runs on the fp32 accumulator, as the bf16 kernels' does; one rounding to bf16 at the end
+    X, W = round_to(RNG.standard_normal((150, 64)), "fp8_e4m3"), round_to(RNG.standard_normal((64, 264)) * 0.2, "fp8_e4m3")
+    b = RNG.standard_normal(264)
+    h = X @ W + bf16(b)
+    close(prog.linear_gelu_e4m3(X, W, b), 0.5 * h * (1 + np.vectorize(math.erf)(h / math.sqrt(2))), 2 ** -8)
 
 
 def test_batched_gemm(program, hopper):

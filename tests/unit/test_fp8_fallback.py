@@ -42,6 +42,10 @@ def fp8_matmul(A: tensor[f32, "M", "K"], B: tensor[f32, "K", "N"]):
     return op.cast(A, fp8_e4m3 @ accum(fp32)) @ op.cast(B, fp8_e4m3 @ accum(fp32))
 
 @function
+def fp8_mixed(A: tensor[fp8_e4m3, "M", "K"], B: tensor[fp8_e5m2, "K", "N"]):
+    return op.matmul(A, B)
+
+@function
 def fp8_out(A: tensor[f32, "M", "K"], B: tensor[f32, "K", "N"]):
     A8, B8 = op.cast(A, fp8_e4m3), op.cast(B, fp8_e4m3)
     return op.cast(op.matmul(A8, B8, out_dtype=fp8_e4m3), f32)
@@ -87,7 +91,7 @@ def test_fp8_parameters_are_rounded_once_on_entry(programs):
                                   np.asarray(ref.interpret("fp8_params", x, y), np.float32))
 
 
-@pytest.mark.parametrize("name", ["fp8_gemm", "fp8_matmul", "fp8_out"])
+@pytest.mark.parametrize("name", ["fp8_gemm", "fp8_matmul", "fp8_mixed", "fp8_out"])
 def test_fp8_gemms_accumulate_in_f32(programs, name):
     mod, ref, _ = programs
     a = RNG.standard_normal((37, 50)).astype(np.float32)

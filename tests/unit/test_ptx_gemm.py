@@ -27,7 +27,9 @@ def example():
 
 
 @pytest.mark.parametrize("kw, message", [
-    ({"dtype": "f32"}, "bf16 or f16 operands"),
+    ({"dtype": "f32"}, "bf16, f16 or fp8 operands"),
+    ({"dtype": "bf16", "b_dtype": "fp8_e4m3"}, "fp8 kinds may mix"),
+    ({"dtype": "fp8_e4m3", "bn": 256}, "tiles up to 128 wide"),
     ({"out_dtype": "i8"}, "writes bf16, f16 or f32"),
     ({"bn": 96}, "unsupported sm_90a GEMM tile"),
     ({"consumers": 3}, "unsupported sm_90a GEMM tile"),
@@ -50,6 +52,43 @@ def test_spec_geometry():
     assert f32.tensor_maps == "A:0:64x128:128;B:1:64x64:128" and f32.smem_bytes == 4 * (48 * 1024 + 16) + 1024
     # one CTA per tile when launched so; the kernel strides over tiles when the grid is smaller
     assert s.grid(1000, 1000) == (8 * 4, 1, 1)
+
+
+def test_fp8_spec_geometry():
+    """fp8 K steps are 128 elements (one 128-byte row); B is [N, K] and read in one box a stage."""
+    s = gemm_sm90.Sm90GemmSpec("g", dtype="fp8_e4m3", b_dtype="fp8_e5m2", bn=128, stages=6)
+    assert (s.bk, s.stage_bytes) == (128, 32 * 1024)
+    assert s.tensor_maps == "A:0:128x128:128;B:1:128x128:128;C:2:64x64:128"
+
+
+FP8 = """
+@function
+def f(A: tensor[fp8_e4m3, "M", "K"], B: tensor[fp8_e5m2, "K", "N"], b: tensor[bf16, "N"]) -> tensor[bf16, "M", "N"]:
+    return op.relu(op.bias_add(op.matmul(A, B, out_dtype=bf16), b))
+"""
+
+
+def test_fp8_operands_are_packed_then_multiplied_on_fp8_tensor_cores():
+    result = _compile(FP8)
+    p = result.metadata["plans"]["f"]
+    *entry, pack_a, pack_b, gemm = p["steps"]
+    assert [s["kernel"] for s in entry] == ["f__elementwise1", "f__elementwise2"]  # the rounding on entry
+    # A [M, K] f16 -> [M, KP] e4m3; B [K, N] f16 -> [N, KP] e5m2, KP = K rounded up to 16 bytes
+    assert pack_a["args"][1]["shape"] == ["R", "KP"] and pack_b["args"][1]["shape"] == ["N", "KP"]
+    assert p["values"][pack_b["args"][1]["value"]] == {"dims": ["N", "ceil((K)/16)*16"], "dtype": "fp8_e5m2"}
+    assert plan.evaluate(pack_a["env"]["KP"], {"K": 77}) == 80
+    assert [a["value"] for a in gemm["args"][:2]] == [pack_a["args"][1]["value"], pack_b["args"][1]["value"]]
+    k = {k.name: k for k in image.read_image(result.image).kernels}["f__gemm0"]
+    assert [a.name for a in k.args] == ["A", "B", "C", "bias", "M", "KP", "N"]
+    assert (k.props["ptx.mma"], k.props["tile.N"], k.props["tile.K"]) == \
+        ("wgmma m64n128k32 fp8_e4m3 x fp8_e5m2", "128", "128")
+    assert k.props["epilogue"] == "bias,relu"
+
+
+def test_fp8_on_sm80_multiplies_the_f16_containers():
+    """No fp8 kernel below sm_90a: the f16 kernel multiplies the exact containers."""
+    steps = _compile(FP8, arch="sm_80").metadata["plans"]["f"]["steps"]
+    assert not any("pack" in s["kernel"] for s in steps)
 
 
 def test_kernels_signatures_and_properties(example):
