@@ -40,7 +40,7 @@ def lower(arch: str, kname: str, ops: list, dims: dict, record, module) -> list[
               ("O", dt, ("BH", "SQ", D))]
     with op.location:
         generated.declare(module, kname, params, attention_sm90.generate(spec), [3], {
-            "ptx.tensor_maps": spec.tensor_maps, "tile.M": str(attention_sm90.BM), "tile.N": str(attention_sm90.BN),
+            "ptx.tensor_maps": spec.tensor_maps, "tile.M": str(attention_sm90.BM), "tile.N": str(spec.block_n),
             "tile.K": str(D), "pipeline.stages": str(spec.stages), "attention.causal": str(causal).lower()})
     env = {"BH": graph_shapes.product(dq[:-2]), "SQ": dq[-2], "SK": dk[-2]}
     shape = lambda s: ["BH", s, str(D)]  # noqa: E731

@@ -3,8 +3,8 @@
 Q, K, V and O are [BH, S, D] (batch and heads folded), D 64 or 128, bf16 or f16. One CTA takes 128 query
 rows of one (batch, head), with the warp roles of the GEMM (gemm_sm90.py):
 
-    warpgroup 0     the producer: one thread loads the Q tile once, then K and V tiles of 128 keys into a
-                    ring of `stages` buffers (TMA, 3-D maps, so rows past a head's end read as zeros)
+    warpgroup 0     the producer: one thread loads the Q tile once, then K and V blocks of `block_n` keys
+                    into a ring of `stages` buffers (TMA, 3-D maps, so rows past a head's end read as zeros)
     warpgroups 1, 2 the consumers, 64 query rows each; per key block:
                       S = Q·Kᵀ           wgmma, both operands from shared memory (K is K-major as stored)
                       online softmax     in registers: running row max m and sum l, exp2 with the scale and
@@ -13,6 +13,13 @@ rows of one (batch, head), with the warp roles of the GEMM (gemm_sm90.py):
                       O = O·α + P·V      P (bf16 pairs) stays in registers as wgmma's A fragments — the
                                          accumulator layout of S is the fragment layout of A — V is MN-major
                     then O / l is rounded and stored.
+
+The consumers take turns at the tensor cores (FlashAttention-3's ping-pong, `_Turns`): on its turn a
+warpgroup issues P·Vⱼ₋₁ and Sⱼ, hands the turn over, and computes the softmax of Sⱼ while the other's
+products run. exp2 is ex2.approx.ftz (a probability below 2^-126 is 0). Measured on an H200 at S = 4096
+(docs/performance.md), the default blocks per head dimension (TUNED) are the fastest tried: D = 128 with
+128-key blocks in three stages (two stages: 0.83x as fast; 176 or 192 keys fit only two), D = 64 with
+192-key blocks in three.
 
 Causal attention is top-left aligned (query i sees keys j <= i, as the interpreter and torch's `is_causal`),
 visits only the key blocks a tile needs, and runs the tiles with the most blocks first.
@@ -27,8 +34,8 @@ from . import hopper as hp
 from .nvvm_text import Writer, module
 
 BM = 128                 # query rows per CTA
-BN = 128                 # keys per block
-BOX = 64 * BN * 2        # one TMA box: 64 columns (128 bytes) of 128 rows
+TUNED = {128: {"block_n": 128, "stages": 3}, 64: {"block_n": 192, "stages": 3}}   # see the docstring
+QBOX = 64 * BM * 2       # one TMA box of Q: 64 columns (128 bytes) of its rows
 _ELEM = {"bf16": ("bf16", "bfloat"), "f16": ("f16", "half")}
 
 
@@ -39,15 +46,22 @@ class Sm90AttentionSpec:
     causal: bool = False
     scale: float = 1.0
     dtype: str = "bf16"
-    stages: int = 2
+    stages: int = 0               # of the K/V ring; 0: TUNED's for the head dimension
+    block_n: int = 0              # keys per block; 0: TUNED's
 
     def __post_init__(self):
+        for key, value in TUNED.get(self.head_dim, TUNED[128]).items():
+            if not getattr(self, key):
+                object.__setattr__(self, key, value)
         if self.dtype not in _ELEM:
             raise ValueError(f"the sm_90a attention takes bf16 or f16, not {self.dtype}")
         if self.head_dim not in (64, 128):
             raise ValueError(f"the sm_90a attention takes head dimension 64 or 128, not {self.head_dim}")
         if not self.scale > 0:
             raise ValueError(f"the sm_90a attention takes a positive scale, not {self.scale}")
+        if self.block_n % 16 or not 16 <= self.block_n <= 256:
+            raise ValueError(f"the sm_90a attention takes key blocks of 16 … 256 keys, a multiple of 16, not "
+                             f"{self.block_n}")
         if not 2 <= self.stages <= 4 or self.smem_bytes > 227 * 1024:
             raise ValueError(f"{self.stages} stages of K and V blocks do not fit sm_90's shared memory")
 
@@ -57,11 +71,16 @@ class Sm90AttentionSpec:
 
     @property
     def stage_bytes(self) -> int:
-        return 2 * self.boxes * BOX
+        return 2 * self.boxes * self.kv_box
+
+    @property
+    def kv_box(self) -> int:
+        """Bytes of one TMA box of K or V: 64 columns (128 bytes) of a block's rows."""
+        return 64 * self.block_n * 2
 
     @property
     def smem_bytes(self) -> int:
-        return self.boxes * BOX + self.stages * self.stage_bytes + 8 * (1 + 2 * self.stages) + 1024
+        return self.boxes * QBOX + self.stages * self.stage_bytes + 8 * (1 + 2 * self.stages) + 1024
 
     @property
     def threads(self) -> int:
@@ -69,7 +88,7 @@ class Sm90AttentionSpec:
 
     @property
     def tensor_maps(self) -> str:
-        return ";".join(f"{n}:{i}:64x{BM if n == 'Q' else BN}x1:128" for i, n in enumerate("QKV"))
+        return ";".join(f"{n}:{i}:64x{BM if n == 'Q' else self.block_n}x1:128" for i, n in enumerate("QKV"))
 
     def flops(self, bh: int, sq: int, sk: int) -> float:
         pairs = sum(min(i + 1, sk) for i in range(sq)) if self.causal else sq * sk
@@ -93,7 +112,8 @@ def generate(spec: Sm90AttentionSpec) -> str:
     raw = w.v("ptrtoint ptr addrspace(3) @tsr_smem to i32")
     base = w.v(f"add i32 {raw}, 1023")
     base = w.v(f"and i32 {base}, -1024")
-    kv_base = w.v(f"add i32 {base}, {nb * BOX}")
+    kv_base = w.v(f"add i32 {base}, {nb * QBOX}")
+    BN, BOX = spec.block_n, spec.kv_box
     bars = w.v(f"add i32 {kv_base}, {S * spec.stage_bytes}")   # qfull, full[S], empty[S]
     sq = w.v("trunc i64 %SQ to i32")
     sk = w.v("trunc i64 %SK to i32")
@@ -118,9 +138,9 @@ def generate(spec: Sm90AttentionSpec) -> str:
     w.cbr(first, "load_q", "exit")
     w.label("load_q")
     tm = {n: w.v(f"ptrtoint ptr %tm{n} to i64") for n in "QKV"}
-    hp.mbar_expect(w, bars, nb * BOX)
+    hp.mbar_expect(w, bars, nb * QBOX)
     for i in range(nb):
-        hp.tma_load(w, w.v(f"add i32 {base}, {i * BOX}"), tm["Q"], [str(64 * i), m0, bh], bars)
+        hp.tma_load(w, w.v(f"add i32 {base}, {i * QBOX}"), tm["Q"], [str(64 * i), m0, bh], bars)
     any_kv = w.v(f"icmp ugt i32 {nkv}, 0")
     w.cbr(any_kv, "pkv", "exit")
     w.label("pkv")
@@ -155,42 +175,74 @@ def generate(spec: Sm90AttentionSpec) -> str:
     q_rows = w.v(f"add i32 {base}, {w.v(f'mul i32 {c}, {64 * hp.SWIZZLE_ROW}')}")
     rows = (w.v(f"add i32 {m0}, {w.v(f'shl i32 {c}, 6')}"), row0, row1, col_t)  # the first is uniform
     hp.mbar_wait(w, bars, "0")
-    pre = w.current
-    w.cbr(w.v(f"icmp ugt i32 {nkv}, 0"), "ckv", "cdone")
+    w.cbr(w.v(f"icmp ugt i32 {nkv}, 0"), "cfirst", "exit")
+    # the first block: S₀ only (no P·V before it)
+    w.label("cfirst")
+    turn = _Turns(w, c)
+    turn.start()
+    k_at, _ = _kv(w, spec, kv_base, bars, "0")
+    turn.take()
+    hp.fence(w)
+    sc = _scores(w, spec, q_rows, k_at)
+    turn.give()
+    sc = hp.wait_group(w, sc, 0)
+    probs, m0_, l0_, _ = _softmax(w, spec, _mask(w, spec, sc, "0", rows, sk), ["0xFFF0000000000000"] * 2,
+                                  ["0.0"] * 2)
+    frags0 = _fragments(w, spec, probs)
+    first = w.current
+    w.cbr(w.v(f"icmp ugt i32 {nkv}, 1"), "ckv", "clast")
+    # block j: P·Vⱼ₋₁ and Sⱼ issued on the warpgroup's turn, then the softmax of Sⱼ while the other
+    # warpgroup's products run
     w.label("ckv")
     j, j_next = w.fresh("cj"), w.fresh("cjn")
-    w.emit(f"{j} = phi i32 [0, %{pre}], [{j_next}, %CLATCH]")
     o_in = [w.fresh("o") for _ in range(d // 2)]
-    m_in = [w.fresh("m") for _ in range(2)]
-    l_in = [w.fresh("l") for _ in range(2)]
+    m_in, l_in = [w.fresh("m") for _ in range(2)], [w.fresh("l") for _ in range(2)]
+    f_in = [w.fresh("p") for _ in range(spec.block_n // 4)]  # P as packed pairs
     phis_at = len(w.lines)
-    k_at, v_at = _kv(w, spec, kv_base, bars, j)
-    hp.fence(w)
-    sc = hp.wait_group(w, _scores(w, spec, q_rows, k_at), 0)
+    k_at, _ = _kv(w, spec, kv_base, bars, j)
+    _, v_prev = _kv(w, spec, kv_base, bars, w.v(f"sub i32 {j}, 1"), wait=False)
+    turn.take()
+    o, f_in_kept = hp.fence(w, o_in, f_in)
+    o = _pv(w, spec, o, f_in_kept, v_prev)
+    sc = _scores(w, spec, q_rows, k_at)
+    turn.give()
+    both = hp.wait_group(w, o + sc, 0, keep=f_in_kept)
+    o, sc = both[:len(o)], both[len(o):]
+    hp.mbar_arrive_if(w, _empty(w, bars, w.v(f"urem i32 {w.v(f'sub i32 {j}, 1')}, {S}"), S), leader)
     probs, m_new, l_new, alphas = _softmax(w, spec, _mask(w, spec, sc, j, rows, sk), m_in, l_in)
-    o = [w.v(f"fmul float {x}, {alphas[(i // 2) % 2]}") for i, x in enumerate(o_in)]
+    o = [w.v(f"fmul float {x}, {alphas[(i // 2) % 2]}") for i, x in enumerate(o)]
     frags = _fragments(w, spec, probs)
-    hp.fence(w)
-    o = hp.wait_group(w, _pv(w, spec, o, frags, v_at), 0, keep=frags)
-    hp.mbar_arrive_if(w, _empty(w, bars, w.v(f"urem i32 {j}, {S}"), S), leader)
     w.emit(f"{j_next} = add i32 {j}, 1")
     clatch = w.current
-    w.cbr(w.v(f"icmp ult i32 {j_next}, {nkv}"), "ckv", "cdone")
+    w.cbr(w.v(f"icmp ult i32 {j_next}, {nkv}"), "ckv", "clast")
     w.lines[phis_at:phis_at] = (
-        [f"  {a} = phi float [0.0, %{pre}], [{b}, %{clatch}]" for a, b in zip(o_in, o)]
-        + [f"  {a} = phi float [-inf, %{pre}], [{b}, %{clatch}]" for a, b in zip(m_in, m_new)]
-        + [f"  {a} = phi float [0.0, %{pre}], [{b}, %{clatch}]" for a, b in zip(l_in, l_new)])
-    w.label("cdone")
-    of = [w.v(f"phi float [0.0, %{pre}], [{b}, %{clatch}]") for b in o]
-    lf = [w.v(f"phi float [1.0, %{pre}], [{b}, %{clatch}]") for b in l_new]
-    _store(w, spec, of, lf, bh, row0, row1, col_t, sq)
+        [f"  {j} = phi i32 [1, %{first}], [{j_next}, %{clatch}]"]
+        + [f"  {a} = phi float [0.0, %{first}], [{b}, %{clatch}]" for a, b in zip(o_in, o)]
+        + [f"  {a} = phi float [{m}, %{first}], [{b}, %{clatch}]" for a, m, b in zip(m_in, m0_, m_new)]
+        + [f"  {a} = phi float [{x}, %{first}], [{b}, %{clatch}]" for a, x, b in zip(l_in, l0_, l_new)]
+        + [f"  {a} = phi i32 [{x}, %{first}], [{b}, %{clatch}]" for a, x, b in zip(f_in, frags0, frags)])
+    # the last block's P·V
+    w.label("clast")
+    ol = [w.v(f"phi float [0.0, %{first}], [{b}, %{clatch}]") for b in o]
+    ll = [w.v(f"phi float [{x}, %{first}], [{b}, %{clatch}]") for x, b in zip(l0_, l_new)]
+    fl = [w.v(f"phi i32 [{x}, %{first}], [{b}, %{clatch}]") for x, b in zip(frags0, frags)]
+    last = w.v(f"sub i32 {nkv}, 1")
+    _, v_last = _kv(w, spec, kv_base, bars, last, wait=False)
+    turn.take()
+    ol, fl = hp.fence(w, ol, fl)
+    ol = _pv(w, spec, ol, fl, v_last)
+    turn.give()
+    ol = hp.wait_group(w, ol, 0, keep=fl)
+    hp.mbar_arrive_if(w, _empty(w, bars, w.v(f"urem i32 {last}, {S}"), S), leader)
+    turn.finish()
+    _store(w, spec, ol, ll, bh, row0, row1, col_t, sq)
     w.br("exit")
     w.label("exit")
     w.emit("ret void")
 
-    body = "\n".join(w.lines).replace("%PLATCH]", f"%{platch}]").replace("%CLATCH]", f"%{clatch}]")
+    body = "\n".join(w.lines).replace("%PLATCH]", f"%{platch}]")
     body = body.replace("float -inf", "float 0xFFF0000000000000").replace("[-inf,", "[0xFFF0000000000000,")
-    decls = "\n".join(["declare float @llvm.maxnum.f32(float, float)", "declare float @llvm.exp2.f32(float)",
+    decls = "\n".join(["declare float @llvm.maxnum.f32(float, float)", "declare float @llvm.nvvm.ex2.approx.ftz.f(float)",
                        "declare float @llvm.fma.f32(float, float, float)",
                        "declare float @llvm.nvvm.shfl.sync.bfly.f32(i32, float, i32, i32)"])
     kernel = (f"@tsr_smem = external addrspace(3) global [0 x i8], align 1024\n"
@@ -199,13 +251,43 @@ def generate(spec: Sm90AttentionSpec) -> str:
     return module(kernel, decls)
 
 
+class _Turns:
+    """Ping-pong of the two consumer warpgroups (FlashAttention-3's schedule): each issues its products only
+    on its turn and hands the turn over at once, so one warpgroup's softmax runs while the other's products
+    keep the tensor cores busy — left alone, the two reach their products together and their softmaxes
+    together. A turn is named barrier 3 + c of both warpgroups' 256 threads: `take` waits on one's own, `give`
+    arrives on the other's. Warpgroup 1 gives first (`start`); warpgroup 0 takes one more turn at the end
+    (`finish`), so that every barrier completes."""
+
+    def __init__(self, w: Writer, c: str):
+        self.w, self.c = w, c
+        self.mine = w.v(f"add i32 {c}, 3")
+        self.other = w.v(f"sub i32 4, {c}")
+
+    def _if(self, cond: str, text: str, bar: str) -> None:
+        self.w.asm(f"{{ .reg .pred p; setp.ne.b32 p, $0, 0; @p {text} $1, 256; }}", "r,r",
+                   [("i32", self.w.v(f"zext i1 {cond} to i32")), ("i32", bar)])
+
+    def start(self) -> None:
+        self._if(self.w.v(f"icmp eq i32 {self.c}, 1"), "bar.arrive", self.other)
+
+    def take(self) -> None:
+        self.w.asm("bar.sync $0, 256;", "r", [("i32", self.mine)])
+
+    def give(self) -> None:
+        self.w.asm("bar.arrive $0, 256;", "r", [("i32", self.other)])
+
+    def finish(self) -> None:
+        self._if(self.w.v(f"icmp eq i32 {self.c}, 0"), "bar.sync", self.mine)
+
+
 def _kv(w: Writer, spec: Sm90AttentionSpec, kv_base: str, bars: str, j: str, wait: bool = True):
     """Shared addresses of K and V of key block `j`; waits for them to land unless told not to."""
     s, ph = _stage(w, j, spec.stages)
     if wait:
         hp.mbar_wait(w, _full(w, bars, s), ph)
     k_at = w.v(f"add i32 {kv_base}, {w.v(f'mul i32 {s}, {spec.stage_bytes}')}")
-    return k_at, w.v(f"add i32 {k_at}, {spec.boxes * BOX}")
+    return k_at, w.v(f"add i32 {k_at}, {spec.boxes * spec.kv_box}")
 
 
 def _scores(w: Writer, spec: Sm90AttentionSpec, q_rows: str, k_at: str) -> list[str]:
@@ -213,19 +295,18 @@ def _scores(w: Writer, spec: Sm90AttentionSpec, q_rows: str, k_at: str) -> list[
     et, _ = _ELEM[spec.dtype]
     sc = None
     for kk in range(spec.head_dim // 16):
-        off = (kk // 4) * BOX + 32 * (kk % 4)
-        da = hp.desc(w, w.v(f"add i32 {q_rows}, {off}"), 16, hp.ATOM)
-        db = hp.desc(w, w.v(f"add i32 {k_at}, {off}"), 16, hp.ATOM)
-        sc = hp.wgmma_ss_first(w, BN, et, da, db, 0) if sc is None else hp.wgmma_ss(w, sc, et, da, db, 0)
+        da = hp.desc(w, w.v(f"add i32 {q_rows}, {(kk // 4) * QBOX + 32 * (kk % 4)}"), 16, hp.ATOM)
+        db = hp.desc(w, w.v(f"add i32 {k_at}, {(kk // 4) * spec.kv_box + 32 * (kk % 4)}"), 16, hp.ATOM)
+        sc = hp.wgmma_ss_first(w, spec.block_n, et, da, db, 0) if sc is None else hp.wgmma_ss(w, sc, et, da, db, 0)
     hp.commit(w)
     return sc
 
 
 def _pv(w: Writer, spec: Sm90AttentionSpec, o: list[str], frags: list[str], v_at: str) -> list[str]:
-    """Issues O += P·V: P's fragments in registers, V MN-major (64-column boxes BOX apart)."""
+    """Issues O += P·V: P's fragments in registers, V MN-major (64-column boxes one box apart)."""
     et, _ = _ELEM[spec.dtype]
-    for kk in range(BN // 16):
-        db = hp.desc(w, w.v(f"add i32 {v_at}, {16 * hp.SWIZZLE_ROW * kk}"), BOX, hp.ATOM)
+    for kk in range(spec.block_n // 16):
+        db = hp.desc(w, w.v(f"add i32 {v_at}, {16 * hp.SWIZZLE_ROW * kk}"), spec.kv_box, hp.ATOM)
         o = hp.wgmma_rs(w, o, et, frags[4 * kk:4 * kk + 4], db, trans_b=1)
     hp.commit(w)
     return o
@@ -239,7 +320,7 @@ def _softmax(w: Writer, spec: Sm90AttentionSpec, sc: list[str], m_in: list[str],
     probs = list(sc)
     m_new, l_new, alphas = [], [], []
     for r in range(2):
-        idx = [4 * q + 2 * r + e for q in range(BN // 8) for e in range(2)]
+        idx = [4 * q + 2 * r + e for q in range(spec.block_n // 8) for e in range(2)]
         mx = _tree(w, [sc[i] for i in idx], "maxnum")
         for x in (1, 2):
             other = w.v(f"call float @llvm.nvvm.shfl.sync.bfly.f32(i32 -1, float {mx}, i32 {x}, i32 31)")
@@ -249,9 +330,9 @@ def _softmax(w: Writer, spec: Sm90AttentionSpec, sc: list[str], m_in: list[str],
         finite = w.v(f"fcmp one float {mn}, 0xFFF0000000000000")
         neg = w.v(f"fneg float {w.v(f'select i1 {finite}, float {mn}, float 0.0')}")
         for i in idx:
-            probs[i] = w.v(f"call float @llvm.exp2.f32(float "
+            probs[i] = w.v(f"call float @llvm.nvvm.ex2.approx.ftz.f(float "
                            f"{w.v(f'call float @llvm.fma.f32(float {sc[i]}, float {log2e}, float {neg})')})")
-        alpha = w.v(f"call float @llvm.exp2.f32(float {w.v(f'fadd float {m_in[r]}, {neg}')})")
+        alpha = w.v(f"call float @llvm.nvvm.ex2.approx.ftz.f(float {w.v(f'fadd float {m_in[r]}, {neg}')})")
         total = _tree(w, [probs[i] for i in idx], "fadd")
         l_new.append(w.v(f"call float @llvm.fma.f32(float {l_in[r]}, float {alpha}, float {total})"))
         m_new.append(mn)
@@ -306,6 +387,7 @@ def _mask(w: Writer, spec: Sm90AttentionSpec, sc: list[str], j: str, rows: tuple
     """-inf for keys past the end and, when causal, keys after the query — on the blocks that have any (a
     decision of the whole warpgroup, which must reach its next wgmma together)."""
     rmin, row0, row1, col_t = rows
+    BN = spec.block_n
     key0 = w.v(f"mul i32 {j}, {BN}")
     last = w.v(f"icmp ugt i32 {w.v(f'add i32 {key0}, {BN}')}, {sk}")
     if spec.causal:

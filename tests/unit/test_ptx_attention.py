@@ -24,7 +24,9 @@ def example():
 @pytest.mark.parametrize("kw, message", [({"head_dim": 96}, "head dimension 64 or 128"),
                                          ({"dtype": "f32"}, "bf16 or f16"),
                                          ({"scale": -1.0}, "positive scale"),
-                                         ({"stages": 5}, "do not fit")])
+                                         ({"stages": 5}, "do not fit"),
+                                         ({"block_n": 100}, "a multiple of 16"),
+                                         ({"block_n": 192}, "do not fit")])  # 3 stages of 192 keys at D=128
 def test_spec_refuses(kw, message):
     with pytest.raises(ValueError, match=message):
         attention_sm90.Sm90AttentionSpec("a", **kw)
@@ -33,7 +35,11 @@ def test_spec_refuses(kw, message):
 def test_spec_geometry():
     s = attention_sm90.Sm90AttentionSpec("a", head_dim=128, causal=True, scale=0.1)
     assert s.tensor_maps == "Q:0:64x128x1:128;K:1:64x128x1:128;V:2:64x128x1:128"
-    assert s.smem_bytes == 2 * 16384 + 2 * 65536 + 8 * 5 + 1024  # Q, two K/V stages, mbarriers, alignment
+    # Q, three K/V stages of 128 keys (the tuned default at D=128), mbarriers, alignment
+    assert (s.stages, s.block_n) == (3, 128)
+    assert s.smem_bytes == 2 * 16384 + 3 * 65536 + 8 * 7 + 1024
+    d64 = attention_sm90.Sm90AttentionSpec("a", head_dim=64)
+    assert (d64.stages, d64.block_n, d64.tensor_maps) == (3, 192, "Q:0:64x128x1:128;K:1:64x192x1:128;V:2:64x192x1:128")
     # causal: query i attends keys 0..i; 3 queries and 2 keys give 1 + 2 + 2 pairs
     assert s.flops(1, 3, 2) == 4.0 * 5 * 128
 
@@ -43,7 +49,8 @@ def test_kernels_and_plans(example):
     k = kernels["causal_d128__attention0"]
     assert [a.name for a in k.args] == ["Q", "K", "V", "O", "BH", "SQ", "SK"]
     assert k.props["attention.causal"] == "true" and k.props["tile.K"] == "128"
-    assert kernels["attention_d64__attention0"].props["ptx.tensor_maps"].count(":64x128x1:128") == 3
+    assert kernels["attention_d64__attention0"].props["ptx.tensor_maps"].count(":64x192x1:128") == 2
+    assert (k.props["tile.N"], k.props["pipeline.stages"]) == ("128", "3")
     step = example.metadata["plans"]["causal_d128"]["steps"][0]
     assert step["grid"] == ["ceil(SQ/128)", "BH", "1"] and step["block"] == [384, 1, 1]
     assert step["env"] == {"BH": "B*H", "SQ": "S", "SK": "T"}

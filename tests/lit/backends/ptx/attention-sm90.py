@@ -6,6 +6,7 @@
 # RUN: FileCheck %s --check-prefix=PRODUCER < %t.ptx
 # RUN: FileCheck %s --check-prefix=CONSUMER < %t.ptx
 # RUN: FileCheck %s --check-prefix=SOFTMAX < %t.ptx
+# RUN: FileCheck %s --check-prefix=TURNS < %t.ptx
 
 from tessera import function, op, tensor, bf16
 
@@ -19,7 +20,7 @@ def causal(Q: tensor[bf16, "B", "H", "S", 128], K: tensor[bf16, "B", "H", "T", 1
 # KERNELS-LABEL: func.func private @causal__attention0(
 # KERNELS-SAME:    memref<?x?x?xbf16> {tessera.dims = ["BH", "SQ", 128], tessera.name = "Q"}
 # KERNELS-SAME:    memref<?x?x?xbf16> {tessera.dims = ["BH", "SQ", 128], tessera.name = "O"}
-# KERNELS-SAME:    attention.causal = "true"
+# KERNELS-SAME:    attention.causal = "true", pipeline.stages = "3"
 # KERNELS-SAME:    ptx.tensor_maps = "Q:0:64x128x1:128;K:1:64x128x1:128;V:2:64x128x1:128"
 # KERNELS-SAME:    tessera.writes = array<i64: 3>
 
@@ -44,8 +45,17 @@ def causal(Q: tensor[bf16, "B", "H", "S", 128], K: tensor[bf16, "B", "H", "T", 1
 
 # The softmax (LLVM places its blocks in either order): row maxima across the quad, exp2, P rounded to bf16.
 # SOFTMAX-DAG: shfl.sync.bfly.b32
-# SOFTMAX-DAG: ex2.approx.f32
+# SOFTMAX-DAG: ex2.approx.ftz.f32
 # SOFTMAX-DAG: cvt.rn.bf16x2.f32
 # P·V, P's four fragment registers as the A operand (V transposed: MN-major), then the stage is released.
 # SOFTMAX-DAG: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}, %rd{{[0-9]+}}, 1, 1, 1, 1;
 # SOFTMAX-DAG: mbarrier.arrive.shared::cta.b64
+
+# The two consumers' turns at the tensor cores (named barriers 3 and 4 of their 256 threads): warpgroup 1
+# hands the first turn over; each takes its own, issues its products, gives the other's; warpgroup 0 takes
+# one more at the end so that every barrier completes.
+# TURNS:     @p bar.arrive %r{{[0-9]+}}, 256;
+# TURNS:     bar.sync %r{{[0-9]+}}, 256;
+# TURNS:     wgmma.mma_async
+# TURNS:     bar.arrive %r{{[0-9]+}}, 256;
+# TURNS:     @p bar.sync %r{{[0-9]+}}, 256;
