@@ -15,11 +15,11 @@ rows of one (batch, head), with the warp roles of the GEMM (gemm_sm90.py):
                     then O / l is rounded and stored.
 
 The consumers take turns at the tensor cores (FlashAttention-3's ping-pong, `_Turns`): on its turn a
-warpgroup issues P·Vⱼ₋₁ and Sⱼ, hands the turn over, and computes the softmax of Sⱼ while the other's
-products run. exp2 is ex2.approx.ftz (a probability below 2^-126 is 0). Measured on an H200 at S = 4096
-(docs/performance.md), the default blocks per head dimension (TUNED) are the fastest tried: D = 128 with
-128-key blocks in three stages (two stages: 0.83x as fast; 176 or 192 keys fit only two), D = 64 with
-192-key blocks in three.
+warpgroup issues Sⱼ and P·Vⱼ₋₁, hands the turn over, and computes the softmax of Sⱼ while the other's
+products and its own P·Vⱼ₋₁ run; O is rescaled once P·Vⱼ₋₁ is in. exp2 is ex2.approx.ftz (a probability
+below 2^-126 is 0). Measured on an H200 at S = 4096 (docs/performance.md), the default blocks per head
+dimension (TUNED) are the fastest tried: D = 128 with 128-key blocks in three stages (two stages: 0.83x as
+fast; 176 or 192 keys fit only two), D = 64 with 192-key blocks in three.
 
 Causal attention is top-left aligned (query i sees keys j <= i, as the interpreter and torch's `is_causal`),
 visits only the key blocks a tile needs, and runs the tiles with the most blocks first.
@@ -203,13 +203,14 @@ def generate(spec: Sm90AttentionSpec) -> str:
     _, v_prev = _kv(w, spec, kv_base, bars, w.v(f"sub i32 {j}, 1"), wait=False)
     turn.take()
     o, f_in_kept = hp.fence(w, o_in, f_in)
-    o = _pv(w, spec, o, f_in_kept, v_prev)
+    # Sⱼ first: its softmax runs while P·Vⱼ₋₁ is still in flight (FlashAttention-3's intra-warpgroup overlap)
     sc = _scores(w, spec, q_rows, k_at)
+    o = _pv(w, spec, o, f_in_kept, v_prev)
     turn.give()
-    both = hp.wait_group(w, o + sc, 0, keep=f_in_kept)
-    o, sc = both[:len(o)], both[len(o):]
-    hp.mbar_arrive_if(w, _empty(w, bars, w.v(f"urem i32 {w.v(f'sub i32 {j}, 1')}, {S}"), S), leader)
+    sc = hp.wait_group(w, sc, 1, keep=f_in_kept)
     probs, m_new, l_new, alphas = _softmax(w, spec, _mask(w, spec, sc, j, rows, sk), m_in, l_in)
+    o = hp.wait_group(w, o, 0, keep=f_in_kept)
+    hp.mbar_arrive_if(w, _empty(w, bars, w.v(f"urem i32 {w.v(f'sub i32 {j}, 1')}, {S}"), S), leader)
     o = [w.v(f"fmul float {x}, {alphas[(i // 2) % 2]}") for i, x in enumerate(o)]
     frags = _fragments(w, spec, probs)
     w.emit(f"{j_next} = add i32 {j}, 1")
