@@ -88,7 +88,8 @@ class Sm90AttentionSpec:
 
     @property
     def tensor_maps(self) -> str:
-        return ";".join(f"{n}:{i}:64x{BM if n == 'Q' else self.block_n}x1:128" for i, n in enumerate("QKV"))
+        rows = {"Q": BM, "K": self.block_n, "V": self.block_n, "O": 64}   # O leaves 64 rows a warpgroup
+        return ";".join(f"{n}:{i}:64x{rows[n]}x1:128" for i, n in enumerate("QKVO"))
 
     def flops(self, bh: int, sq: int, sk: int) -> float:
         pairs = sum(min(i + 1, sk) for i in range(sq)) if self.causal else sq * sk
@@ -101,7 +102,7 @@ def generate(spec: Sm90AttentionSpec) -> str:
     w = Writer()
     et, ety = _ELEM[spec.dtype]
     S, nb, d = spec.stages, spec.boxes, spec.head_dim
-    params = [f"ptr byval([128 x i8]) align 64 \"nvvm.grid_constant\" %tm{n}" for n in "QKV"]
+    params = [f"ptr byval([128 x i8]) align 64 \"nvvm.grid_constant\" %tm{n}" for n in "QKVO"]
     params += [f"ptr addrspace(1) %{n}" for n in ("Q", "K", "V", "O")] + ["i64 %BH", "i64 %SQ", "i64 %SK"]
 
     w.label("entry")
@@ -115,7 +116,6 @@ def generate(spec: Sm90AttentionSpec) -> str:
     kv_base = w.v(f"add i32 {base}, {nb * QBOX}")
     BN, BOX = spec.block_n, spec.kv_box
     bars = w.v(f"add i32 {kv_base}, {S * spec.stage_bytes}")   # qfull, full[S], empty[S]
-    sq = w.v("trunc i64 %SQ to i32")
     sk = w.v("trunc i64 %SK to i32")
     qb = w.v(f"sub i32 {nq}, 1") if spec.causal else bx
     if spec.causal:  # the longest rows first
@@ -236,7 +236,7 @@ def generate(spec: Sm90AttentionSpec) -> str:
     ol = hp.wait_group(w, ol, 0, keep=fl)
     hp.mbar_arrive_if(w, _empty(w, bars, w.v(f"urem i32 {last}, {S}"), S), leader)
     turn.finish()
-    _store(w, spec, ol, ll, bh, row0, row1, col_t, sq)
+    _store(w, spec, ol, ll, c, warp, lane, m0, bh, base)
     w.br("exit")
     w.label("exit")
     w.emit("ret void")
@@ -410,10 +410,13 @@ def _mask(w: Writer, spec: Sm90AttentionSpec, sc: list[str], j: str, rows: tuple
     return [w.v(f"phi float [{v}, %{before}], [{m}, %{masked}]") for v, m in zip(sc, out)]
 
 
-def _store(w: Writer, spec: Sm90AttentionSpec, o: list[str], l: list[str], bh: str, row0: str, row1: str,
-           col_t: str, sq: str) -> None:
-    """O / l, each thread's pairs of its two rows (the accumulator layout), rounded; rows past SQ are not
-    written. The row sums are first completed across the quad of lanes that shares a row."""
+def _store(w: Writer, spec: Sm90AttentionSpec, o: list[str], l: list[str], c: str, warp: str, lane: str,
+           m0: str, bh: str, base: str) -> None:
+    """O / l, rounded, out through shared memory: the warpgroup's 64 rows of the Q buffer (its last S
+    product is done, and the other warpgroup reads only its own rows) take them by stmatrix in TMA's layout,
+    then its leader stores one 64x64 box per 64 columns (rows past SQ are clipped by TMA) and waits for the
+    copies to have read shared memory before the CTA may end. The row sums are first completed across the
+    quad of lanes that shares a row."""
     _, ety = _ELEM[spec.dtype]
     inv = []
     for r in range(2):
@@ -422,19 +425,25 @@ def _store(w: Writer, spec: Sm90AttentionSpec, o: list[str], l: list[str], bh: s
             total = w.v(f"fadd float {total}, "
                         f"{w.v(f'call float @llvm.nvvm.shfl.sync.bfly.f32(i32 -1, float {total}, i32 {x}, i32 31)')}")
         inv.append(w.v(f"fdiv float 1.0, {total}"))
-    bh64 = w.v(f"zext i32 {bh} to i64")
-    for r, row in enumerate((row0, row1)):
-        ok = w.v(f"zext i1 {w.v(f'icmp ult i32 {row}, {sq}')} to i32")
-        line = w.v(f"add i64 {w.v(f'mul i64 {bh64}, %SQ')}, {w.v(f'zext i32 {row} to i64')}")
-        line = w.v(f"mul i64 {line}, {spec.head_dim}")
-        for q in range(spec.head_dim // 8):
-            a, b = o[4 * q + 2 * r], o[4 * q + 2 * r + 1]
-            vec = w.v(f"insertelement <2 x float> poison, float {w.v(f'fmul float {a}, {inv[r]}')}, i32 0")
-            vec = w.v(f"insertelement <2 x float> {vec}, float {w.v(f'fmul float {b}, {inv[r]}')}, i32 1")
-            bits = w.v(f"bitcast <2 x {ety}> {w.v(f'fptrunc <2 x float> {vec} to <2 x {ety}>')} to i32")
-            col = w.v(f"add i32 {col_t}, {8 * q}")
-            idx = w.v(f"add i64 {line}, {w.v(f'zext i32 {col} to i64')}")
-            addr = w.v(f"getelementptr {ety}, ptr addrspace(1) %O, i64 {idx}")
-            a64 = w.v(f"ptrtoint ptr {w.v(f'addrspacecast ptr addrspace(1) {addr} to ptr')} to i64")
-            w.asm("{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.b32 [$0], $1; }", "l,r,r",
-                  [("i64", a64), ("i32", bits), ("i32", ok)])
+
+    def pair(q: int, r: int) -> str:
+        vec = w.v(f"insertelement <2 x float> poison, float {w.v(f'fmul float {o[4 * q + 2 * r]}, {inv[r]}')}, i32 0")
+        vec = w.v(f"insertelement <2 x float> {vec}, float {w.v(f'fmul float {o[4 * q + 2 * r + 1]}, {inv[r]}')}, i32 1")
+        return w.v(f"bitcast <2 x {ety}> {w.v(f'fptrunc <2 x float> {vec} to <2 x {ety}>')} to i32")
+
+    staging = w.v(f"add i32 {base}, {w.v(f'shl i32 {c}, 13')}")   # 64 rows of 128 bytes into each box
+    hp.stmatrix_rows(w, [[pair(q, r) for q in (2 * g, 2 * g + 1) for r in (0, 1)]
+                         for g in range(spec.head_dim // 16)], warp, lane, staging, QBOX)
+    w.asm("fence.proxy.async.shared::cta;")
+    w.asm("bar.sync $0, 128;", "r", [("i32", w.v(f"add i32 {c}, 1"))])  # named barrier of the warpgroup
+    t = w.v(f"or i32 {w.v(f'shl i32 {warp}, 5')}, {lane}")
+    leader = w.v(f"zext i1 {w.v(f'icmp eq i32 {t}, 0')} to i32")
+    tmO = w.v("ptrtoint ptr %tmO to i64")
+    row = w.v(f"add i32 {m0}, {w.v(f'shl i32 {c}, 6')}")
+    for i in range(spec.boxes):
+        w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; "
+              "@p cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [$1, {$2, $3, $4}], [$5]; }",
+              "r,l,r,r,r,r", [("i32", leader), ("i64", tmO), ("i32", str(64 * i)), ("i32", row), ("i32", bh),
+                              ("i32", w.v(f"add i32 {staging}, {i * QBOX}"))])
+    w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.bulk.commit_group; "
+          "@p cp.async.bulk.wait_group.read 0; }", "r", [("i32", leader)])

@@ -395,30 +395,16 @@ def _store_staged(w: Writer, spec: Sm90GemmSpec, vals: list[str], c: str, warp: 
     bar = w.v(f"add i32 {c}, 1")  # named barrier of the warpgroup (0 is the whole CTA's)
     t = w.v(f"or i32 {w.v(f'shl i32 {warp}, 5')}, {lane}")
     leader = w.v(f"zext i1 {w.v(f'icmp eq i32 {t}, 0')} to i32")
-    quad = w.v(f"lshr i32 {lane}, 3")           # which of stmatrix's four 8x8 blocks this lane addresses
-    row = w.v(f"shl i32 {w.v(f'and i32 {quad}, 1')}, 3")      # its row: the block's top or bottom 8 …
-    row = w.v(f"add i32 {row}, {w.v(f'and i32 {lane}, 7')}")  # … and the lane's row in it …
-    row = w.v(f"add i32 {row}, {w.v(f'shl i32 {warp}, 4')}")  # … of the warp's 16
-    row_at = w.v(f"add i32 {staging}, {w.v(f'shl i32 {row}, 7')}")
-    r8 = w.v(f"and i32 {row}, 7")
-    upper = w.v(f"lshr i32 {quad}, 1")
     cols = min(128, spec.bn)
     tmC = w.v("ptrtoint ptr %tmC to i64")
     row_c = w.v(f"add i32 {m0}, {w.v(f'shl i32 {c}, 6')}")
     for p in range(spec.bn // cols):
         w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.bulk.wait_group.read 0; }", "r", [("i32", leader)])
         w.asm("bar.sync $0, 128;", "r", [("i32", bar)])
-        for g in range(0, cols // 8, 2):
-            j = p * (cols // 8) + g
-            regs = [gc.pack(w, spec, vals[4 * jj + 2 * h], vals[4 * jj + 2 * h + 1]) for jj in (j, j + 1) for h in (0, 1)]
-            group = w.v(f"add i32 {upper}, {g}")          # this lane's 8-column group within the pass
-            box = w.v(f"shl i32 {w.v(f'lshr i32 {group}, 3')}, 13")
-            chunk = w.v(f"xor i32 {w.v(f'and i32 {group}, 7')}, {r8}")
-            chunk = w.v(f"shl i32 {chunk}, 4")
-            addr = w.v(f"add i32 {row_at}, {box}")
-            addr = w.v(f"add i32 {addr}, {chunk}")
-            w.asm("stmatrix.sync.aligned.m8n8.x4.shared.b16 [$0], {$1, $2, $3, $4};", "r,r,r,r,r",
-                  [("i32", addr)] + [("i32", x) for x in regs])
+        first = p * (cols // 8)
+        hp.stmatrix_rows(w, [[gc.pack(w, spec, vals[4 * jj + 2 * h], vals[4 * jj + 2 * h + 1])
+                              for jj in (j, j + 1) for h in (0, 1)] for j in range(first, first + cols // 8, 2)],
+                         warp, lane, staging, 8192)
         w.asm("fence.proxy.async.shared::cta;")
         w.asm("bar.sync $0, 128;", "r", [("i32", bar)])
         for b in range(cols // 64):

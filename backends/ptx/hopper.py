@@ -161,3 +161,26 @@ def wait_group(w: Writer, acc: list[str], pending: int, keep: list[str] = ()) ->
     """Waits until at most `pending` wgmma groups are in flight; `acc` comes out of the wait, and the i32
     registers `keep` (A fragments an in-flight wgmma reads) stay allocated until it."""
     return tied(w, acc, f"wgmma.wait_group.sync.aligned {pending};", [("i32", k) for k in keep], ["r"] * len(keep))
+
+
+def stmatrix_rows(w: Writer, groups: list[list[str]], warp: str, lane: str, staging: str, box_stride: int) -> None:
+    """Writes a warpgroup's 64 rows of 16-bit results into shared memory laid out as TMA's 128-byte swizzle
+    expects (boxes of 64 columns `box_stride` bytes apart, rows of 128 bytes, 16-byte chunk k of row r at
+    chunk k ^ (r % 8)), from the accumulator layout: `groups[g]` holds a thread's four packed pairs of
+    columns 16g … 16g + 15 — (row, cols 16g + 2t), (row + 8, same), (row, cols 16g + 8 + 2t), (row + 8, same)
+    — as stmatrix's four 8x8 blocks."""
+    quad = w.v(f"lshr i32 {lane}, 3")           # which of stmatrix's four 8x8 blocks this lane addresses
+    row = w.v(f"shl i32 {w.v(f'and i32 {quad}, 1')}, 3")      # its row: the block's top or bottom 8 …
+    row = w.v(f"add i32 {row}, {w.v(f'and i32 {lane}, 7')}")  # … and the lane's row in it …
+    row = w.v(f"add i32 {row}, {w.v(f'shl i32 {warp}, 4')}")  # … of the warp's 16
+    row_at = w.v(f"add i32 {staging}, {w.v(f'shl i32 {row}, 7')}")
+    r8 = w.v(f"and i32 {row}, 7")
+    upper = w.v(f"lshr i32 {quad}, 1")
+    for g, regs in enumerate(groups):
+        group = w.v(f"add i32 {upper}, {2 * g}")            # this lane's 8-column group
+        box = w.v(f"mul i32 {w.v(f'lshr i32 {group}, 3')}, {box_stride}")
+        chunk = w.v(f"xor i32 {w.v(f'and i32 {group}, 7')}, {r8}")
+        chunk = w.v(f"shl i32 {chunk}, 4")
+        addr = w.v(f"add i32 {w.v(f'add i32 {row_at}, {box}')}, {chunk}")
+        w.asm("stmatrix.sync.aligned.m8n8.x4.shared.b16 [$0], {$1, $2, $3, $4};", "r,r,r,r,r",
+              [("i32", addr)] + [("i32", x) for x in regs])

@@ -34,12 +34,13 @@ def test_spec_refuses(kw, message):
 
 def test_spec_geometry():
     s = attention_sm90.Sm90AttentionSpec("a", head_dim=128, causal=True, scale=0.1)
-    assert s.tensor_maps == "Q:0:64x128x1:128;K:1:64x128x1:128;V:2:64x128x1:128"
+    # O leaves through shared memory and TMA bulk stores: 64 rows of a warpgroup a box
+    assert s.tensor_maps == "Q:0:64x128x1:128;K:1:64x128x1:128;V:2:64x128x1:128;O:3:64x64x1:128"
     # Q, three K/V stages of 128 keys (the tuned default at D=128), mbarriers, alignment
     assert (s.stages, s.block_n) == (3, 128)
     assert s.smem_bytes == 2 * 16384 + 3 * 65536 + 8 * 7 + 1024
     d64 = attention_sm90.Sm90AttentionSpec("a", head_dim=64)
-    assert (d64.stages, d64.block_n, d64.tensor_maps) == (3, 192, "Q:0:64x128x1:128;K:1:64x192x1:128;V:2:64x192x1:128")
+    assert (d64.stages, d64.block_n, d64.tensor_maps) == (3, 192, "Q:0:64x128x1:128;K:1:64x192x1:128;V:2:64x192x1:128;O:3:64x64x1:128")
     # causal: query i attends keys 0..i; 3 queries and 2 keys give 1 + 2 + 2 pairs
     assert s.flops(1, 3, 2) == 4.0 * 5 * 128
 

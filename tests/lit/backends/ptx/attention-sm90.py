@@ -21,14 +21,15 @@ def causal(Q: tensor[bf16, "B", "H", "S", 128], K: tensor[bf16, "B", "H", "T", 1
 # KERNELS-SAME:    memref<?x?x?xbf16> {tessera.dims = ["BH", "SQ", 128], tessera.name = "Q"}
 # KERNELS-SAME:    memref<?x?x?xbf16> {tessera.dims = ["BH", "SQ", 128], tessera.name = "O"}
 # KERNELS-SAME:    attention.causal = "true", pipeline.stages = "3"
-# KERNELS-SAME:    ptx.tensor_maps = "Q:0:64x128x1:128;K:1:64x128x1:128;V:2:64x128x1:128"
+# KERNELS-SAME:    ptx.tensor_maps = "Q:0:64x128x1:128;K:1:64x128x1:128;V:2:64x128x1:128;O:3:64x64x1:128"
 # KERNELS-SAME:    tessera.writes = array<i64: 3>
 
-# Three tensor maps by value, then Q, K, V, O and BH, SQ, SK.
+# Four tensor maps by value (Q, K, V and O's for the bulk stores), then Q, K, V, O and BH, SQ, SK.
 # PTX-LABEL: .visible .entry causal__attention0(
 # PTX-NEXT:    .param .align 64 .b8 causal__attention0_param_0[128],
 # PTX-NEXT:    .param .align 64 .b8 causal__attention0_param_1[128],
 # PTX-NEXT:    .param .align 64 .b8 causal__attention0_param_2[128],
+# PTX-NEXT:    .param .align 64 .b8 causal__attention0_param_3[128],
 # PTX:       .maxntid 384
 
 # The producer loads Q's two 64-column boxes once, then K's and V's per key block (3-D boxes).
@@ -59,3 +60,11 @@ def causal(Q: tensor[bf16, "B", "H", "S", 128], K: tensor[bf16, "B", "H", "T", 1
 # TURNS:     wgmma.mma_async
 # TURNS:     bar.arrive %r{{[0-9]+}}, 256;
 # TURNS:     @p bar.sync %r{{[0-9]+}}, 256;
+
+# O / l leaves through the warpgroup's rows of the Q buffer: stmatrix, a proxy fence, the warpgroup's named
+# barrier, then the leader's two 3-D bulk stores (64 columns each), waited for before the CTA ends.
+# TURNS-COUNT-8: stmatrix.sync.aligned.m8n8.x4.shared.b16
+# TURNS:         fence.proxy.async.shared::cta;
+# TURNS:         bar.sync %r{{[0-9]+}}, 128;
+# TURNS-COUNT-2: cp.async.bulk.tensor.3d.global.shared::cta.bulk_group
+# TURNS:         @p cp.async.bulk.commit_group; @p cp.async.bulk.wait_group.read 0;
