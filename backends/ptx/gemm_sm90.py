@@ -198,10 +198,7 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     w.br("ctile")
     ctile, cit, ctile_next, cit_out, m0, n0 = _tile_loop(w, spec, "c", "consumer", "cfinish", pid, tiles, dims)
     w.cbr(w.v(f"icmp ugt i32 {kt_n}, 0"), "ck", "cdone")
-    if spec.fp8:
-        acc = _k_loop_fp8(w, spec, kt_n, cit, bars, base, a_off, leader)
-    else:
-        acc = _k_loop(w, spec, kt_n, cit, bars, base, a_off, leader)
+    acc = _k_loop(w, spec, kt_n, cit, bars, base, a_off, leader)
     w.br("cdone")
     w.label("cdone")
     fin = [w.v(f"phi float [0.0, %ctile_go], [{o}, %ckdone]", "f") for o in acc]
@@ -258,50 +255,39 @@ def _k_step(w: Writer, spec: Sm90GemmSpec, bars: str, base: str, a_off: str, g: 
 def _k_loop(w: Writer, spec: Sm90GemmSpec, kt_n: str, cit: str, bars: str, base: str, a_off: str,
             leader: str) -> list[str]:
     """A consumer's K steps of one tile (from block `ck`, entered from `ctile_go`, to block `ckdone`, which
-    holds the result): one group of wgmmas in flight, the stage before it freed."""
+    holds the result). 16-bit operands: one group of wgmmas in flight, the stage before it freed.
+
+    fp8 operands: Hopper's fp8 wgmma sums its products with fewer bits than fp32 (about 13 of the fraction:
+    2e-4 relative errors in one step, measured on an H200; DeepSeek-V3's report saw the same), and so would
+    keep summing in its accumulators: each step's product (128 elements of K) starts afresh instead and is
+    added to fp32 registers once it completes (CUTLASS's "promotion"), which frees the step's stage at once.
+    The wait leaves the tensor cores to the other consumer meanwhile; overlapping two steps' products in
+    turn measured no faster, and reading a product while another group is in flight, or moving it through a
+    phi, makes ptxas serialize every wgmma (C7514)."""
     w.label("ck")
     ck, ck_next = w.fresh("ck"), w.fresh("ckn")
     acc_in = [w.fresh("acc") for _ in range(spec.bn // 2)]
     at = len(w.lines)  # the phis go here once the values from the latch have names
     g = w.v(f"add i32 {cit}, {ck}")
-    acc = hp.wait_group(w, _k_step(w, spec, bars, base, a_off, g, acc_in), 1)
-    # the stage read one step ago is free now
-    had = w.v(f"icmp ugt i32 {ck}, 0")
-    hp.mbar_arrive_if(w, _empty(w, spec, bars, w.v(f"add i32 {g}, {spec.stages - 1}")), w.v(f"and i1 {had}, {leader}"))
+    if spec.fp8:
+        step = hp.wait_group(w, _k_step(w, spec, bars, base, a_off, g, None), 0)
+        acc = [w.v(f"fadd float {a}, {p}") for a, p in zip(acc_in, step)]
+        hp.mbar_arrive_if(w, _empty(w, spec, bars, g), leader)
+    else:
+        acc = hp.wait_group(w, _k_step(w, spec, bars, base, a_off, g, acc_in), 1)
+        # the stage read one step ago is free now
+        had = w.v(f"icmp ugt i32 {ck}, 0")
+        hp.mbar_arrive_if(w, _empty(w, spec, bars, w.v(f"add i32 {g}, {spec.stages - 1}")),
+                          w.v(f"and i1 {had}, {leader}"))
     w.emit(f"{ck_next} = add i32 {ck}, 1")
     latch = w.current
     w.cbr(w.v(f"icmp ult i32 {ck_next}, {kt_n}"), "ck", "ckdone")
     w.lines[at:at] = [f"  {ck} = phi i32 [0, %ctile_go], [{ck_next}, %{latch}]"] + \
         [f"  {a} = phi float [0.0, %ctile_go], [{o}, %{latch}]" for a, o in zip(acc_in, acc)]
     w.label("ckdone")
-    acc = hp.wait_group(w, acc, 0)
-    hp.mbar_arrive_if(w, _empty(w, spec, bars, g), leader)  # the tile's last stage
-    return acc
-
-
-def _k_loop_fp8(w: Writer, spec: Sm90GemmSpec, kt_n: str, cit: str, bars: str, base: str, a_off: str,
-                leader: str) -> list[str]:
-    """The fp8 consumer's K steps. Hopper's fp8 wgmma sums its products with fewer bits than fp32 (about 13
-    of the fraction: 2e-4 relative errors in one step, measured on an H200; DeepSeek-V3's report saw the
-    same), and so would keep summing in its accumulators: each step's product (128 elements of K) starts
-    afresh instead and is added to fp32 registers once it completes (CUTLASS's "promotion"), which frees the
-    step's stage at once. The wait leaves the tensor cores to the other consumer meanwhile; overlapping two
-    steps' products in turn measured no faster, and reading a product while another group is in flight, or
-    moving it through a phi, makes ptxas serialize every wgmma (C7514)."""
-    w.label("ck")
-    ck, ck_next = w.fresh("ck"), w.fresh("ckn")
-    acc_in = [w.fresh("acc") for _ in range(spec.bn // 2)]
-    at = len(w.lines)
-    g = w.v(f"add i32 {cit}, {ck}")
-    step = hp.wait_group(w, _k_step(w, spec, bars, base, a_off, g, None), 0)
-    acc = [w.v(f"fadd float {a}, {p}") for a, p in zip(acc_in, step)]
-    hp.mbar_arrive_if(w, _empty(w, spec, bars, g), leader)
-    w.emit(f"{ck_next} = add i32 {ck}, 1")
-    latch = w.current
-    w.cbr(w.v(f"icmp ult i32 {ck_next}, {kt_n}"), "ck", "ckdone")
-    w.lines[at:at] = [f"  {ck} = phi i32 [0, %ctile_go], [{ck_next}, %{latch}]"] + \
-        [f"  {a} = phi float [0.0, %ctile_go], [{o}, %{latch}]" for a, o in zip(acc_in, acc)]
-    w.label("ckdone")
+    if not spec.fp8:
+        acc = hp.wait_group(w, acc, 0)
+        hp.mbar_arrive_if(w, _empty(w, spec, bars, g), leader)  # the tile's last stage
     return acc
 
 
