@@ -7,8 +7,9 @@ matmul, in the same process, on the same tensors.
     python bench/gemm_gpu.py --fp8 [--sizes 4096,8192]     # e4m3 GEMM against torch._scaled_mm (cuBLAS)
 
 Ours is `gemm_bf16` of examples/gpu/gemm.py (C = A @ B, bf16 in and out, fp32 accumulation), launched as its
-launch plan says (a persistent grid of at most one CTA per SM, 384 threads, the stage ring's dynamic shared
-memory) on a Tessera stream, through libtessera's CUDA backend, which encodes the TMA tensor maps at each
+launch plan says (the tile shape its cost model takes for the size — the plan carries 128×256 and 128×128
+kernels, its extents being symbolic — a persistent grid of at most one CTA per SM, 384 threads, the stage
+ring's dynamic shared memory) on a Tessera stream, through libtessera's CUDA backend, which encodes the TMA tensor maps at each
 launch. The Triton peer is the matmul of Triton's tutorial (03-matrix-multiplication), autotuned over the
 tutorial's CUDA configurations. Each side runs 20 products back to back, then waits; the best of 5 such
 rounds counts, rounds of the three sides interleaved so that clock changes hit all alike.
@@ -161,7 +162,7 @@ def main() -> None:
     p.add_argument("--image", help="examples/gpu/gemm.py built beforehand with --build-image")
     p.add_argument("--build-image", metavar="PATH", help="only write the image to PATH")
     p.add_argument("--compile-time", action="store_true", help="only time tessera-cc on one GEMM")
-    p.add_argument("--sizes", default="2048,4096,8192")
+    p.add_argument("--sizes", default="2048,3072,4096,8192")
     p.add_argument("--fp8", action="store_true", help="the fp8 GEMM against torch._scaled_mm")
     args = p.parse_args()
     if args.build_image:
@@ -176,8 +177,7 @@ def main() -> None:
     if args.fp8:
         return fp8(ctx, mod, functions["gemm_fp8"], [int(x) for x in args.sizes.split(",")])
     props = ctx.properties
-    step = functions["gemm_bf16"]["steps"][0]
-    kernel = mod.kernel(step["kernel"])
+    planned = functions["gemm_bf16"]["steps"][0]
     triton_run, triton_kernel = triton_matmul()
     import triton
     with tempfile.TemporaryDirectory() as cache:
@@ -194,7 +194,9 @@ def main() -> None:
         A = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
         B = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
         C, Ct = torch.empty_like(A), torch.empty_like(A)
-        grid = plans.evaluate(step["grid"][0], {"M": n, "N": n, "K": n, "DEVICE_UNITS": props["compute_units"]})
+        env = {"M": n, "N": n, "K": n, "DEVICE_UNITS": props["compute_units"]}
+        step = plans.chosen(planned, env)  # the tile shape the plan takes for this size, as the executor does
+        kernel, grid = mod.kernel(step["kernel"]), plans.evaluate(step["grid"][0], env)
 
         def ours():
             kernel(A, B, C, grid=grid, block=tuple(step["block"]), smem_bytes=step["smem"], stream=s)
@@ -205,7 +207,7 @@ def main() -> None:
         ref = torch.matmul(A, B).float()
         err = ((C.float() - ref).abs().max() / ref.abs().max()).item()
         tf = {k: 2 * n ** 3 / v / 1e12 for k, v in best.items()}
-        print(f"bf16 {n}x{n}x{n}: tessera {tf['tessera']:6.0f} TFLOP/s  torch {tf['torch']:6.0f}  triton "
+        print(f"bf16 {n}x{n}x{n} ({step['kernel']}): tessera {tf['tessera']:6.0f} TFLOP/s  torch {tf['torch']:6.0f}  triton "
               f"{tf['triton']:6.0f}   ratio vs torch {best['torch'] / best['tessera']:.3f}  vs triton "
               f"{best['triton'] / best['tessera']:.3f}   (max error {err:.1e} of max |C|)")
 

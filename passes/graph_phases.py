@@ -96,9 +96,13 @@ def schedule(fn, target: TargetInfo, overrides: dict | None = None) -> None:
             static = [None if ty.is_dynamic_dim(i) else ty.get_dim_size(i)
                       for ty, i in ((t, t.rank - 2), (t, t.rank - 1), (k_type, k_type.rank - 1))]
             s = dict(target.matmul_schedule(*static)) if target.matmul_schedule else {}
-            s.update({k: v for k, v in hints.items() if k in ("MB", "NC", "MC", "KC", "stages")})
-            s.update(_op_hints(op))  # what a tile program chose (tile.mma blocking, k-chunk staging)
-            s.update({k: v for k, v in overrides.items() if k in ("MB", "NC", "MC", "KC", "stages")})
+            chosen = {**{k: v for k, v in hints.items() if k in ("MB", "NC", "MC", "KC", "stages")},
+                      **_op_hints(op),  # what a tile program chose (tile.mma blocking, k-chunk staging)
+                      **{k: v for k, v in overrides.items() if k in ("MB", "NC", "MC", "KC", "stages")}}
+            s.update(chosen)
+            # the model's guess for extents known only at run time: a backend may choose again at launch
+            s["at_launch"] = int(target.matmul_schedule is not None and None in static[:2]
+                                 and not {"NC", "stages"} & set(chosen))
         elif name in ("ttensor.softmax", "ttensor.layernorm", "ttensor.rmsnorm", "ttensor.reduce"):
             s = {"rows_per_block": hints.get("rows_per_block", 4)}
         else:

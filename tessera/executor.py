@@ -178,6 +178,7 @@ class Function:
         local = dict(env, DEVICE_UNITS=self._device_units())
         for k, e in step.get("env", {}).items():  # in order: later entries may use earlier ones
             local[k] = plans.evaluate(e, local)
+        step = plans.chosen(step, local)
         args = []
         for a in step["args"]:
             if "value" in a:

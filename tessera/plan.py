@@ -16,7 +16,10 @@ Steps that list "args" give each tensor's "shape" (expressions over the step's "
 {"f32": value} or {"i64": expr}; with "batch": NAME the step runs once per batch entry, on the [i] slices of
 the tensors whose shape starts with NAME; "smem": BYTES is the dynamic shared memory each block of the step
 needs (the Hopper kernels' stage rings); "multiple_of": [[expr, m, reason], …] are extents the kernel needs
-to be multiples of m (checked before the launch, the reason in the error). Otherwise a view says how the
+to be multiples of m (checked before the launch, the reason in the error); "prefer": [{"when": expr,
+"kernel": K, "grid": […], "block": […], "smem": BYTES}, …] are alternative kernels for the same arguments, the
+first whose `when` is positive at the launch taking the step's place (a GEMM's other tile shape, chosen by
+the cost model once symbolic extents are known). Otherwise a view says how the
 kernel sees a tensor: "matrix" [R, C], "cols" [C], "rows" [R], "scalar" (all its elements), "bmn" [B, R, C]
 and "bnm" [B, C, R]; R, C and B are the step's own extents. `scalars` are int64 arguments after the tensors
 (the strides a broadcast input is indexed with).
@@ -52,6 +55,15 @@ def decode(data: bytes) -> dict:
     if doc.get("version") != VERSION:
         raise PlanError(f"launch plan version {doc.get('version')} is not {VERSION}")
     return doc["functions"]
+
+
+def chosen(step: dict, env: dict[str, int]) -> dict:
+    """`step` as it launches with extents `env` (DEVICE_UNITS included): its first "prefer" alternative whose
+    `when` is positive in place of its own kernel, grid, block and shared memory."""
+    for alt in step.get("prefer", []):
+        if evaluate(alt["when"], env) > 0:
+            return {**step, **{k: v for k, v in alt.items() if k != "when"}}
+    return step
 
 
 def evaluate(expr: str, env: dict[str, int]) -> int:

@@ -11,6 +11,8 @@ function.
 
 from __future__ import annotations
 
+import dataclasses
+
 from ...mlir import func, ir, passmanager, translate_module_to_llvmir
 from ...passes import graph_shapes
 from ...passes.kernelgen import UnsupportedOnCPU, element_dtype
@@ -54,15 +56,55 @@ def lower(arch: str, kname: str, ops: list, dims: dict, record, temporary, compi
     steps = []
     if fp8:
         steps = _pack_fp8(kname, mm, dims, params, args, env, temporary, module)
+    step = _declare_sm90(module, mm, spec, params, fp8)
+    other = _other_tile(spec) if not fp8 and _at_launch(mm) else None
+    if other is not None:  # symbolic M or N: the launch picks the tile shape the cost model prefers then
+        alt = _declare_sm90(module, mm, dataclasses.replace(other, name=f"{kname}_n{other.bn}"), params, fp8)
+        step["prefer"] = [dict(alt, when=_prefer_when(other, spec))]
+    return steps + [_batched(env, {"env": env, "args": args, **step})]
+
+
+def _declare_sm90(module, mm, spec: gemm_sm90.Sm90GemmSpec, params: list, fp8) -> dict:
+    """Declares `spec`'s kernel; returns what its plan step needs to launch it: a persistent grid of a CTA
+    per multiprocessor at most, each striding over the tiles."""
     with mm.location:
-        generated.declare(module, kname, params, gemm_sm90.generate(spec, _activations(spec.epilogue)), [2], {
+        generated.declare(module, spec.name, params, gemm_sm90.generate(spec, _activations(spec.epilogue)), [2], {
             "ptx.tensor_maps": spec.tensor_maps, "tile.M": str(spec.bm), "tile.N": str(spec.bn),
             "tile.K": str(spec.bk), "pipeline.stages": str(spec.stages), "epilogue": ",".join(spec.epilogue),
             **({"ptx.mma": f"wgmma m64n{spec.bn}k32 {fp8[0]} x {fp8[1]}"} if fp8 else {})})
-    # persistent: a CTA per multiprocessor at most, each striding over the tiles
-    tiles = f"min(ceil(M/{spec.bm})*ceil(N/{spec.bn}), DEVICE_UNITS)"
-    return steps + [_batched(env, {"kernel": kname, "env": env, "args": args, "block": [spec.threads, 1, 1],
-                                   "grid": [tiles, "1", "1"], "smem": spec.smem_bytes})]
+    return {"kernel": spec.name, "block": [spec.threads, 1, 1], "smem": spec.smem_bytes,
+            "grid": [f"min({_tiles(spec)}, DEVICE_UNITS)", "1", "1"]}
+
+
+def _tiles(spec) -> str:
+    return f"ceil(M/{spec.bm})*ceil(N/{spec.bn})"
+
+
+def _at_launch(mm) -> bool:
+    """Whether the schedule phase's tile is the cost model's guess for extents known only at run time."""
+    if "tessera.schedule" not in mm.attributes:
+        return False
+    d = ir.DictAttr(mm.attributes["tessera.schedule"])
+    return "at_launch" in d and ir.IntegerAttr(d["at_launch"]).value == 1
+
+
+def _other_tile(spec: gemm_sm90.Sm90GemmSpec):
+    """The cost model's other tile shape for `spec` (None when `spec`'s is not one of them)."""
+    shapes = {bn: (bn, stages) for bn, stages, _ in _SM90_TILES}
+    if spec.consumers != 2 or shapes.get(spec.bn, (0, 0))[1] != spec.stages:
+        return None
+    bn, stages = next(v for k, v in shapes.items() if k != spec.bn)
+    return dataclasses.replace(spec, bn=bn, stages=stages)
+
+
+def _prefer_when(alt, chosen) -> str:
+    """An extent expression positive when the cost model (`matmul_schedule`, with the device's own count of
+    multiprocessors) scores `alt`'s tile above `chosen`'s: rate × busy fraction of the last wave, compared
+    with both sides multiplied out so that it stays in integers."""
+    rate = {bn: round(100 * r) for bn, _, r in _SM90_TILES}
+    ta, tc = _tiles(alt), _tiles(chosen)
+    return (f"{rate[alt.bn]}*{ta}*ceil(({tc})/DEVICE_UNITS) - "
+            f"{rate[chosen.bn]}*{tc}*ceil(({ta})/DEVICE_UNITS)")
 
 
 def _pack_fp8(kname: str, mm, dims: dict, params: list, args: list, env: dict, temporary, module) -> list[dict]:

@@ -150,6 +150,57 @@ def test_cost_model_weighs_tile_width_against_the_last_wave(n, tile_n, stages):
     assert matmul_schedule(n, n, n) == {"MB": 128, "NC": tile_n, "stages": stages}
 
 
+def test_symbolic_extents_choose_the_tile_at_launch(example):
+    """gemm_bf16's extents are symbolic: its plan carries the other tile shape's kernel, taken at the launch
+    where the cost model, with the device's multiprocessor count, scores it higher."""
+    from tessera.backends.ptx.gemm_lowering import matmul_schedule
+    step = example.metadata["plans"]["gemm_bf16"]["steps"][0]
+    (alt,) = step["prefer"]
+    assert (step["kernel"], alt["kernel"]) == ("gemm_bf16__gemm0", "gemm_bf16__gemm0_n128")
+    assert alt["smem"] == gemm_sm90.Sm90GemmSpec("x", bn=128, stages=6).smem_bytes
+    assert "gemm_bf16__gemm0_n128" in {k.name for k in image.read_image(example.image).kernels}
+    for n in (512, 1024, 2048, 3072, 4096, 5000, 8192):
+        picked = 128 if plan.evaluate(alt["when"], {"M": n, "N": n, "DEVICE_UNITS": 132}) > 0 else 256
+        assert picked == matmul_schedule(n, n, n)["NC"], n
+    # fewer multiprocessors change the waves: 4096 with 128x256 tiles is 512 tiles, 4 full waves of 128
+    assert plan.evaluate(alt["when"], {"M": 4096, "N": 4096, "DEVICE_UNITS": 128}) < 0
+
+
+class _Recorder:
+    """A module whose kernels record their launches (a CPU context's memory, so numpy arrays pass)."""
+
+    def __init__(self):
+        self.launched = []
+        self.context = type("Ctx", (), {"backend": "cpu", "properties": {"compute_units": 132}})()
+
+    def kernel(self, name):
+        return lambda *args, **kw: self.launched.append((name, kw["grid"], kw["smem_bytes"]))
+
+
+def test_the_executor_launches_the_preferred_kernel(example):
+    import numpy as np
+
+    from tessera import executor
+    fn_plan = example.metadata["plans"]["gemm_bf16"]
+    module = _Recorder()
+    f = executor.Function("gemm_bf16", fn_plan, module)
+    f(np.zeros((3072, 64), np.float32), np.zeros((64, 3072), np.float32))
+    f(np.zeros((4096, 64), np.float32), np.zeros((64, 4096), np.float32))
+    alt_smem = gemm_sm90.Sm90GemmSpec("x", bn=128, stages=6).smem_bytes
+    assert module.launched == [("gemm_bf16__gemm0_n128", (132, 1, 1), alt_smem),
+                               ("gemm_bf16__gemm0", (132, 1, 1), gemm_sm90.Sm90GemmSpec("x").smem_bytes)]
+
+
+@pytest.mark.parametrize("source", [
+    "def f(A: tensor[bf16, 256, 512], B: tensor[bf16, 512, 512]):\n    return A @ B",   # static: chosen already
+    "@function(tile=(128, 256, 64))\ndef f(A: tensor[bf16, 'M', 'K'], B: tensor[bf16, 'K', 'N']):\n"
+    "    return A @ B",                                                                  # the user's tile
+])
+def test_a_tile_fixed_at_compile_time_is_not_chosen_again(source):
+    src = source if source.startswith("@") else "@function\n" + source
+    assert "prefer" not in _compile(src).metadata["plans"]["f"]["steps"][0]
+
+
 def test_batched_products_run_per_batch_entry(example):
     step = example.metadata["plans"]["batched"]["steps"][0]
     assert step["batch"] == "BATCH" and step["env"]["BATCH"] == "B" and step["env"]["M"] == "M"

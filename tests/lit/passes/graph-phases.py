@@ -44,3 +44,20 @@ from tessera import function, op, tensor
 @function
 def block(X: tensor[bf16, "T", 64], b: tensor[bf16, 64], g: tensor[bf16, 64]):
     return op.layernorm(op.gelu(op.bias_add(X, b)), gamma=g)
+
+
+# A matmul's blocking from the target's cost model; one whose M or N is known only at run time is marked
+# `at_launch` (a backend may choose again when it is known); static extents and the user's tile are final.
+# SCHED-LABEL: func.func @products(
+# SCHED:         "ttensor.matmul"{{.*}}tessera.schedule = {{{.*}}at_launch = 1 : i64
+# SCHED:         "ttensor.matmul"{{.*}}tessera.schedule = {{{.*}}at_launch = 0 : i64
+# SCHED-LABEL: func.func @hinted(
+# SCHED:         "ttensor.matmul"{{.*}}tessera.schedule = {{{.*}}at_launch = 0 : i64
+@function
+def products(A: tensor[f32, "M", 64], B: tensor[f32, 64, 64], C: tensor[f32, 64, 32]):
+    return A @ B, B @ C
+
+
+@function(tile=(64, 64, 32))
+def hinted(A: tensor[f32, "M", 64], B: tensor[f32, 64, 64]):
+    return A @ B

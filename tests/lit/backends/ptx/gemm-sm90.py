@@ -57,4 +57,15 @@ def linear_gelu(X: tensor[bf16, "T", "D"], W: tensor[bf16, "D", "F"], b: tensor[
 # EPILOGUE-COUNT-2: cp.async.bulk.tensor.2d.global.shared::cta.bulk_group
 # EPILOGUE:         @p cp.async.bulk.commit_group;
 
+# A GEMM of symbolic extents without hints: the cost model's tile for a nominal 4096 (128x256, 4 stages),
+# and the other shape (128x128, 6 stages), which the plan takes at the launch where it scores higher.
+@function
+def plain(A: tensor[bf16, "M", "K"], B: tensor[bf16, "K", "N"]) -> tensor[bf16, "M", "N"]:
+    return A @ B
+
+# KERNELS-LABEL: func.func private @plain__gemm0(
+# KERNELS-SAME:    pipeline.stages = "4"{{.*}}tile.N = "256"
+# KERNELS-LABEL: func.func private @plain__gemm0_n128(
+# KERNELS-SAME:    pipeline.stages = "6"{{.*}}tile.N = "128"
+
 # SM75: error: matmul on the ptx target needs a tensor-core architecture (--arch sm_80, {{.*}}, sm_90a), not sm_75
