@@ -387,18 +387,24 @@ static tsr_status_t check_shape(const cuda_state_t* s, const tsr_backend_launch_
   return TSR_SUCCESS;
 }
 
-/* Queues a kernel on `stream` (context current), with the parameters `params` (l->args after any tensor
- * maps, cuda_tensor_map.h). */
-static CUresult enqueue_kernel(const cuda_state_t* s, CUstream stream, const tsr_backend_launch_t* l, void** params) {
+/* Queues a kernel on `stream` (context current: the driver encodes tensor maps in the current context, and
+ * says CUDA_ERROR_INVALID_CONTEXT without one), with its parameters: l->args after any tensor maps
+ * (cuda_tensor_map.h). A status for what the maps refuse; the driver's answer to the launch in `*r`. */
+static tsr_status_t enqueue_kernel(const cuda_state_t* s, CUstream stream, const tsr_backend_launch_t* l,
+                                   CUresult* r) {
+  tsr_cuda_params_t p;
+  tsr_status_t st = tsr_cuda_params_prepare(s->cu, l->tensor_maps, l, &p);
+  if (st) return st;
   CUfunction f = (CUfunction)l->entry;
-  CUresult r = CUDA_SUCCESS;
+  *r = CUDA_SUCCESS;
   /* Beyond 48 KiB a kernel must opt in to dynamic shared memory. */
   if (l->smem_bytes > 48u << 10)
-    r = s->cu->cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->smem_bytes);
-  if (!r)
-    r = s->cu->cuLaunchKernel(f, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
-                              l->smem_bytes, stream, params, NULL);
-  return r;
+    *r = s->cu->cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->smem_bytes);
+  if (!*r)
+    *r = s->cu->cuLaunchKernel(f, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
+                               l->smem_bytes, stream, p.params ? p.params : l->args, NULL);
+  tsr_cuda_params_free(&p);  /* cuLaunchKernel has copied the parameter values */
+  return TSR_SUCCESS;
 }
 
 /* A kernel's failure, or work's on a stream, as a status with the driver's words. */
@@ -412,19 +418,13 @@ static tsr_status_t work_failed(const cuda_state_t* s, CUresult r, const char* w
 static tsr_status_t launch(void* state, const tsr_backend_launch_t* l, tsr_fault_t* fault) {
   (void)fault;  /* GPU faults come back as CUDA errors, not as caught signals */
   cuda_state_t* s = state;
-  tsr_cuda_params_t p;
+  CUresult r;
   tsr_status_t st = check_shape(s, l);
   if (st || (st = enter(s->cu, s->context, "tsrLaunch"))) return st;
-  /* the driver encodes tensor maps in the current context (CUDA_ERROR_INVALID_CONTEXT without one) */
-  if ((st = tsr_cuda_params_prepare(s->cu, l->tensor_maps, l, &p))) {
-    leave(s->cu);
-    return st;
-  }
-  CUresult r = enqueue_kernel(s, TSR_CU_STREAM_PER_THREAD, l, p.params ? p.params : l->args);
-  tsr_cuda_params_free(&p);  /* cuLaunchKernel has copied the parameter values */
-  if (!r) r = s->cu->cuStreamSynchronize(TSR_CU_STREAM_PER_THREAD);
+  st = enqueue_kernel(s, TSR_CU_STREAM_PER_THREAD, l, &r);
+  if (!st && !r) r = s->cu->cuStreamSynchronize(TSR_CU_STREAM_PER_THREAD);
   leave(s->cu);
-  return r ? work_failed(s, r, "the kernel failed") : TSR_SUCCESS;
+  return st ? st : r ? work_failed(s, r, "the kernel failed") : TSR_SUCCESS;
 }
 
 /* ---- queues ----------------------------------------------------------------------------------------- */
@@ -464,18 +464,12 @@ static void queue_destroy(void* state, void* queue) {
 
 static tsr_status_t queue_launch(void* state, void* queue, const tsr_backend_launch_t* l) {
   cuda_state_t* s = state;
-  tsr_cuda_params_t p;
+  CUresult r;
   tsr_status_t st = check_shape(s, l);
   if (st || (st = enter(s->cu, s->context, "tsrLaunch"))) return st;
-  /* the driver encodes tensor maps in the current context (CUDA_ERROR_INVALID_CONTEXT without one) */
-  if ((st = tsr_cuda_params_prepare(s->cu, l->tensor_maps, l, &p))) {
-    leave(s->cu);
-    return st;
-  }
-  CUresult r = enqueue_kernel(s, stream_of(queue), l, p.params ? p.params : l->args);
-  tsr_cuda_params_free(&p);
+  st = enqueue_kernel(s, stream_of(queue), l, &r);
   leave(s->cu);
-  return r ? work_failed(s, r, "the CUDA driver refused the launch") : TSR_SUCCESS;
+  return st ? st : r ? work_failed(s, r, "the CUDA driver refused the launch") : TSR_SUCCESS;
 }
 
 static tsr_status_t queue_wait(void* state, void* queue) {
