@@ -96,22 +96,29 @@ def legalize(fn, target_name: str) -> list[str]:
     next_group = max(groups, default=-1) + 1
     i32 = ir.IntegerType.get_signless(32)
     first = next(iter(block.operations))
+
+    def round_into_container(v, f: Fp8Format, where) -> None:
+        """An elementwise group of its own after `where` (an insertion point) rounds f32 value `v` to `f`
+        into the f16 container; every other use of `v` reads the container."""
+        nonlocal next_group
+        with where:
+            cast = ttensor.CastOp(v, accum=ir.TypeAttr.get(f32), result=_with_element(v.type, f16))
+        cast.attributes["tessera.round_to"] = ir.StringAttr.get(f.name)
+        cast.attributes["tessera.group"] = ir.IntegerAttr.get(i32, next_group)
+        cast.attributes["tessera.group_kind"] = ir.StringAttr.get("elementwise")
+        holds[cast.result] = f.name
+        next_group += 1
+        for use in list(v.uses):
+            if use.owner != cast.operation:
+                use.owner.operands[use.operand_number] = cast.result
     for arg in list(block.arguments):
         f = format_of(arg.type)
         if f is None:
             continue
         note(f)
         arg.set_type(_with_element(arg.type, f32))
-        with first.location, ir.InsertionPoint(first):
-            cast = ttensor.CastOp(arg, accum=ir.TypeAttr.get(f32), result=_with_element(arg.type, f16))
-        cast.attributes["tessera.round_to"] = ir.StringAttr.get(f.name)
-        cast.attributes["tessera.group"] = ir.IntegerAttr.get(i32, next_group)
-        cast.attributes["tessera.group_kind"] = ir.StringAttr.get("elementwise")
-        holds[cast.result] = f.name
-        next_group += 1
-        for use in list(arg.uses):
-            if use.owner != cast.operation:
-                use.owner.operands[use.operand_number] = cast.result
+        with first.location:
+            round_into_container(arg, f, ir.InsertionPoint(first))
     for op in ops:
         for r in op.results:
             f = format_of(r.type)
@@ -126,16 +133,8 @@ def legalize(fn, target_name: str) -> list[str]:
                 continue
             # Any other kernel (GEMM, attention, a row op) writes its f32 result; a rounding cast follows.
             r.set_type(_with_element(r.type, f32))
-            with op.location, ir.InsertionPoint.after(op):
-                cast = ttensor.CastOp(r, accum=ir.TypeAttr.get(f32), result=_with_element(r.type, f16))
-            cast.attributes["tessera.round_to"] = ir.StringAttr.get(f.name)
-            cast.attributes["tessera.group"] = ir.IntegerAttr.get(i32, next_group)
-            cast.attributes["tessera.group_kind"] = ir.StringAttr.get("elementwise")
-            holds[cast.result] = f.name
-            next_group += 1
-            for use in list(r.uses):
-                if use.owner != cast.operation:
-                    use.owner.operands[use.operand_number] = cast.result
+            with op.location:
+                round_into_container(r, f, ir.InsertionPoint.after(op))
             if not op.verify():
                 raise UnsupportedOnCPU(op, f"an {f.name} result of '{op.operation.name}' has no {target_name} "
                                            f"fallback (the target computes no fp8): produce f32 and op.cast it")
