@@ -102,7 +102,7 @@ def generate(spec: Sm90AttentionSpec) -> str:
     w = Writer()
     et, ety = _ELEM[spec.dtype]
     S, nb, d = spec.stages, spec.boxes, spec.head_dim
-    params = [f"ptr byval([128 x i8]) align 64 \"nvvm.grid_constant\" %tm{n}" for n in "QKVO"]
+    params = hp.tensor_map_params("QKVO")
     params += [f"ptr addrspace(1) %{n}" for n in ("Q", "K", "V", "O")] + ["i64 %BH", "i64 %SQ", "i64 %SK"]
 
     w.label("entry")
@@ -110,9 +110,7 @@ def generate(spec: Sm90AttentionSpec) -> str:
     bx = w.sreg("ctaid.x")
     bh = w.sreg("ctaid.y")
     nq = w.sreg("nctaid.x")
-    raw = w.v("ptrtoint ptr addrspace(3) @tsr_smem to i32")
-    base = w.v(f"add i32 {raw}, 1023")
-    base = w.v(f"and i32 {base}, -1024")
+    base = hp.smem_base(w)
     kv_base = w.v(f"add i32 {base}, {nb * QBOX}")
     BN, BOX = spec.block_n, spec.kv_box
     bars = w.v(f"add i32 {kv_base}, {S * spec.stage_bytes}")   # qfull, full[S], empty[S]

@@ -127,7 +127,7 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     S, BM, BN = spec.stages, spec.bm, spec.bn
     stage = spec.stage_bytes
     maps = ["A", "B", "C"] if spec.staged_store else ["A", "B"]
-    params = [f"ptr byval([128 x i8]) align 64 \"nvvm.grid_constant\" %tm{m}" for m in maps]
+    params = hp.tensor_map_params(maps)
     params += gc.params(spec)
 
     w.label("entry")
@@ -135,9 +135,7 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     tid = w.sreg("tid.x")
     pid = w.sreg("ctaid.x")
     grid = w.sreg("nctaid.x")
-    raw = w.v("ptrtoint ptr addrspace(3) @tsr_smem to i32")
-    base = w.v(f"add i32 {raw}, 1023")
-    base = w.v(f"and i32 {base}, -1024")
+    base = hp.smem_base(w)
     staging = w.v(f"add i32 {base}, {S * stage}")
     bars = w.v(f"add i32 {staging}, {spec.staging_bytes}")  # full[s] at bars + 8s, empty[s] at bars + 8(S + s)
     m32 = w.v("trunc i64 %M to i32")

@@ -14,6 +14,19 @@ SWIZZLE_ROW = 128        # bytes of one swizzled row: 64 elements of a 16-bit ty
 ATOM = 1024              # 8 swizzled rows
 
 
+def tensor_map_params(names) -> list[str]:
+    """Kernel parameters for the TMA tensor maps `names` (tm<NAME>): 128-byte CUtensorMaps passed by value
+    (`__grid_constant__`), which the runtime encodes at launch from the kernel's `ptx.tensor_maps`."""
+    return [f"ptr byval([128 x i8]) align 64 \"nvvm.grid_constant\" %tm{n}" for n in names]
+
+
+def smem_base(w: Writer) -> str:
+    """The dynamic shared memory's address rounded up to the 1024-byte swizzle atom (the kernels reserve the
+    slack)."""
+    raw = w.v("ptrtoint ptr addrspace(3) @tsr_smem to i32")
+    return w.v(f"and i32 {w.v(f'add i32 {raw}, {ATOM - 1}')}, -{ATOM}")
+
+
 def desc(w: Writer, addr: str, lbo: int, sbo: int) -> str:
     """A wgmma shared-memory matrix descriptor: start address, leading and stride byte offsets (each >> 4),
     128-byte swizzle (mode 1 in bits 62-63). K-major operands: rows of K at 128 bytes, 8-row groups `sbo`
