@@ -12,28 +12,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 SOURCES = {
     "saxpy": ((REPO / "examples" / "saxpy.py").read_text(), "sm_80"),
     "saxpy_sm90a": ((REPO / "examples" / "saxpy.py").read_text(), "sm_90a"),
-    "shuffles": ("""
-@kernel
-def shift_down(X: tensor[int, "N"], Out: tensor[int, "N"]):
-    i = launch.thread_id()
-    Out[i] = tile.warp_shuffle_down(X[i], 3)
-
-@kernel
-def butterfly_f64(X: tensor[f64, "N"], Out: tensor[f64, "N"]):
-    i = launch.thread_id()
-    v = X[i]
-    for m in [16, 8, 4, 2, 1]:
-        v += tile.warp_shuffle_xor(v, m)
-    Out[i] = v
-
-@kernel
-def ids(Out: tensor[int, "N", 4]):
-    i = launch.thread_id()
-    Out[i, 0] = tile.lane_id()
-    Out[i, 1] = tile.warp_id()
-    Out[i, 2] = launch.block_id()
-    Out[i, 3] = tile.warp_size()
-""", "sm_80"),
+    "shuffles": ((REPO / "examples" / "warp_ops.py").read_text(), "sm_80"),
     "rows": ("""
 @function
 def f(X: tensor[f32, "N", "D"], g: tensor[f32, "D"], b: tensor[f32, "D"]):

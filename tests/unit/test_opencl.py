@@ -24,28 +24,8 @@ from tessera.options import CompileOptions
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RNG = np.random.default_rng(7)
 
-SHUFFLES = """
-@kernel
-def shift_down(X: tensor[int, "N"], Out: tensor[int, "N"]):
-    i = launch.thread_id()
-    Out[i] = tile.warp_shuffle_down(X[i], 3)
-
-@kernel
-def butterfly_f64(X: tensor[f64, "N"], Out: tensor[f64, "N"]):
-    i = launch.thread_id()
-    v = X[i]
-    for m in [16, 8, 4, 2, 1]:
-        v += tile.warp_shuffle_xor(v, m)
-    Out[i] = v
-
-@kernel
-def ids(Out: tensor[int, "N", 4]):
-    i = launch.thread_id()
-    Out[i, 0] = tile.lane_id()
-    Out[i, 1] = tile.warp_id()
-    Out[i, 2] = launch.block_id()
-    Out[i, 3] = tile.warp_size()
-"""
+with open(os.path.join(REPO, "examples", "warp_ops.py"), encoding="utf-8") as _f:
+    SHUFFLES = _f.read()  # the warp operations example
 
 
 def _installed(dist: str) -> bool:
