@@ -46,7 +46,9 @@ def lower(arch: str, kname: str, ops: list, dims: dict, record, temporary, compi
     fp8 = [ir.StringAttr(f).value for f in ir.ArrayAttr(mm.attributes["tessera.fp8_operands"])] \
         if "tessera.fp8_operands" in mm.attributes else None
     tile = _tile(mm)
-    if fp8 and tile.get("bn", 256) > gemm_sm90.FP8_BN:  # the cost model's widest tile: the fp8 kernel's is narrower
+    # the fp8 kernel's second set of accumulators leaves room for 128-wide tiles only: a wider choice (the cost
+    # model's, or a hint) narrows to them
+    if fp8 and tile.get("bn", 256) > gemm_sm90.FP8_BN:
         tile.update(bn=gemm_sm90.FP8_BN, stages=gemm_sm90.FP8_STAGES)
     try:
         spec = gemm_sm90.Sm90GemmSpec(kname, dtype=fp8[0] if fp8 else dt, b_dtype=fp8[1] if fp8 else "",
@@ -55,7 +57,7 @@ def lower(arch: str, kname: str, ops: list, dims: dict, record, temporary, compi
         raise UnsupportedOnCPU(mm, str(e)) from None
     steps = []
     if fp8:
-        steps = _pack_fp8(kname, mm, dims, params, args, env, temporary, module)
+        steps = _pack_fp8(kname, mm, fp8, dims, params, args, env, temporary, module)
     step = _declare_sm90(module, mm, spec, params, fp8)
     other = _other_tile(spec) if not fp8 and _at_launch(mm) else None
     if other is not None:  # symbolic M or N: the launch picks the tile shape the cost model prefers then
@@ -90,10 +92,9 @@ def _at_launch(mm) -> bool:
 
 def _other_tile(spec: gemm_sm90.Sm90GemmSpec):
     """The cost model's other tile shape for `spec` (None when `spec`'s is not one of them)."""
-    shapes = {bn: (bn, stages) for bn, stages, _ in _SM90_TILES}
-    if spec.consumers != 2 or shapes.get(spec.bn, (0, 0))[1] != spec.stages:
+    if spec.consumers != 2 or (spec.bn, spec.stages) not in {(bn, st) for bn, st, _ in _SM90_TILES}:
         return None
-    bn, stages = next(v for k, v in shapes.items() if k != spec.bn)
+    bn, stages = next((bn, st) for bn, st, _ in _SM90_TILES if bn != spec.bn)
     return dataclasses.replace(spec, bn=bn, stages=stages)
 
 
@@ -107,11 +108,13 @@ def _prefer_when(alt, chosen) -> str:
             f"{rate[chosen.bn]}*{tc}*ceil(({ta})/DEVICE_UNITS)")
 
 
-def _pack_fp8(kname: str, mm, dims: dict, params: list, args: list, env: dict, temporary, module) -> list[dict]:
-    """The steps packing a GEMM's fp8 operands from their f16 containers (fp8_pack.py): A to [.., KP] and B
-    transposed to [.., N, KP], one-byte elements, K padded with zeros to KP (a multiple of 16). Rewrites the
-    GEMM's `params`, `args` and `env` to read the packed operands: A (M, KP), B (N, KP)."""
-    fa, fb = (ir.StringAttr(f).value for f in ir.ArrayAttr(mm.attributes["tessera.fp8_operands"]))
+def _pack_fp8(kname: str, mm, fp8: list, dims: dict, params: list, args: list, env: dict, temporary,
+              module) -> list[dict]:
+    """The steps packing a GEMM's fp8 operands (formats `fp8`: A's, B's) from their f16 containers
+    (fp8_pack.py): A to [.., KP] and B transposed to [.., N, KP], one-byte elements, K padded with zeros to KP
+    (a multiple of 16). Rewrites the GEMM's `params`, `args` and `env` to read the packed operands: A (M, KP),
+    B (N, KP)."""
+    fa, fb = fp8
     a, b = mm.operands[0], mm.operands[1]
     da, db = dims[a], dims[b]
     kp = fp8_pack.padded(da[-1])
