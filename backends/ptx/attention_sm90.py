@@ -18,7 +18,7 @@ The consumers take turns at the tensor cores (FlashAttention-3's ping-pong, `_Tu
 warpgroup issues Sⱼ and P·Vⱼ₋₁, hands the turn over, and computes the softmax of Sⱼ while the other's
 products and its own P·Vⱼ₋₁ run; O is rescaled once P·Vⱼ₋₁ is in. exp2 is ex2.approx.ftz (a probability
 below 2^-126 is 0). Measured on an H200 at S = 4096 (docs/performance.md), the default blocks per head
-dimension (TUNED) are the fastest tried: D = 128 with 128-key blocks in three stages (two stages: 0.83x as
+dimension (TUNED) are the fastest tried: D = 128 with 128-key blocks in three stages (two stages: 0.85x as
 fast; 176 or 192 keys fit only two), D = 64 with 192-key blocks in three.
 
 Causal attention is top-left aligned (query i sees keys j <= i, as the interpreter and torch's `is_causal`),
