@@ -36,23 +36,20 @@ def generate(name: str, dtype: str, transpose: bool) -> str:
     bx, by = w.sreg("ctaid.x"), w.sreg("ctaid.y")
     x = w.v(f"add i32 {w.v(f'mul i32 {bx}, {THREADS}')}, {tid}")
     x64 = w.v(f"zext i32 {x} to i64")
-    groups = w.v(f"udiv i64 %KP, {GROUP}")
     if transpose:   # x: a column n of B (a packed row), y: a group
-        n, g, rows = x64, w.v(f"zext i32 {by} to i64"), "%N"
-        w.cbr(w.v(f"icmp ult i64 {n}, %N"), "body", "exit")
+        r, g = x64, w.v(f"zext i32 {by} to i64")
+        w.cbr(w.v(f"icmp ult i64 {r}, %N"), "body", "exit")
         w.label("body")
-        head, r = "body", n
     else:           # x: a group, y: the first row; rows stride by the grid's y
         g = x64
         ny = w.v(f"zext i32 {w.sreg('nctaid.y')} to i64")
-        w.cbr(w.v(f"icmp ult i64 {g}, {groups}"), "start", "exit")
+        w.cbr(w.v(f"icmp ult i64 {g}, {w.v(f'udiv i64 %KP, {GROUP}')}"), "start", "exit")
         w.label("start")
         r0 = w.v(f"zext i32 {by} to i64")
         w.cbr(w.v(f"icmp ult i64 {r0}, %R"), "body", "exit")
         w.label("body")
         r, r_next = w.fresh("r"), w.fresh("rn")
         w.emit(f"{r} = phi i64 [{r0}, %start], [{r_next}, %body]")
-        head, rows = "body", "%R"
     k0 = w.v(f"mul i64 {g}, {GROUP}")
     halves = []
     for j in range(GROUP):
@@ -83,7 +80,7 @@ def generate(name: str, dtype: str, transpose: bool) -> str:
         w.br("exit")
     else:
         w.emit(f"{r_next} = add i64 {r}, {ny}")
-        w.cbr(w.v(f"icmp ult i64 {r_next}, {rows}"), head, "exit")
+        w.cbr(w.v(f"icmp ult i64 {r_next}, %R"), "body", "exit")
     w.label("exit")
     w.emit("ret void")
     dims = "i64 %K, i64 %N" if transpose else "i64 %R, i64 %K"
