@@ -14,34 +14,9 @@ Per-function hints (`@function(schedule={...})`, recorded as `tessera.hints`) ov
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
-
 from ..mlir import ir
+from ..targets import TargetFacts
 from . import fp8_fallback
-
-
-@dataclass(frozen=True)
-class TargetInfo:
-    """What the phases need to know of the target."""
-
-    name: str                 # "cpu"
-    vector_bits: int          # 256 for AVX2, 512 for AVX-512, 128 for NEON
-    warp_size: int            # lanes of a warp in generated SIMT kernels
-    native_dtypes: frozenset  # element types the target computes in directly
-    cores: int
-    matmul_schedule: Callable[[int | None, int | None, int | None], dict] | None = None  # cost model
-    decompose_attention: bool = False   # run flash_attention as GEMMs and a softmax (passes/decompose.py)
-    # A matmul schedule's tile-local staging buffers: name -> (shape, copies) (the memory phase records them)
-    staging_buffers: Callable[[dict], dict] | None = None
-    fused_attention: bool = False       # a kernel for attention groups (passes/fusion.py)
-
-    def matches(self, key: str, value: str) -> bool:
-        """Whether an `op.specialize(when={key: value})` condition holds for this target."""
-        aliases = {"cpu": {"cpu", "x86", "host"}, "ptx": {"ptx", "cuda", "nvidia"}}
-        if key == "backend":
-            return value in aliases.get(self.name, {self.name})
-        return False
 
 
 def _i64(v: int) -> ir.IntegerAttr:
@@ -56,7 +31,7 @@ def _ints(d: ir.DictAttr) -> dict:
     return {na.name: ir.IntegerAttr(na.attr).value for na in d if isinstance(na.attr, ir.IntegerAttr)}
 
 
-def _hints(fn, target: "TargetInfo | None" = None) -> dict:
+def _hints(fn, target: "TargetFacts | None" = None) -> dict:
     """The function's hints, then those of every `op.specialize` whose `when` matches the target."""
     out = _ints(ir.DictAttr(fn.attributes["tessera.hints"])) if "tessera.hints" in fn.attributes else {}
     if target is not None and "tessera.specialize" in fn.attributes:
@@ -81,7 +56,7 @@ def _ops(fn):
 
 # -- schedule ---------------------------------------------------------------------------------------------
 
-def schedule(fn, target: TargetInfo, overrides: dict | None = None) -> None:
+def schedule(fn, target: TargetFacts, overrides: dict | None = None) -> None:
     """Launch geometry per op: elementwise kernels cover their output as [R, C] with `block_x` threads per
     row segment; row kernels run `rows_per_block` warps per block (enough blocks to feed every core);
     matmuls take the target's cost model's blocking, overridden by the function's hints, then by what the
@@ -112,7 +87,7 @@ def schedule(fn, target: TargetInfo, overrides: dict | None = None) -> None:
 
 # -- vectorize --------------------------------------------------------------------------------------------
 
-def vectorize(fn, target: TargetInfo) -> None:
+def vectorize(fn, target: TargetFacts) -> None:
     """Vector lanes per op for its compute type, and the warp width generated kernels use."""
     hints = _hints(fn, target)
     for op in _ops(fn):
@@ -124,7 +99,7 @@ def vectorize(fn, target: TargetInfo) -> None:
 
 # -- memory -----------------------------------------------------------------------------------------------
 
-def memory(fn, target: "TargetInfo | None" = None) -> int:
+def memory(fn, target: "TargetFacts | None" = None) -> int:
     """Assigns every op result a buffer slot, reusing slots whose value is dead (linear scan in program
     order; a value lives from its op to its last use; results returned live to the end). Returns the
     number of slots. Fusion may later keep some values in registers: their slots are then never allocated.
@@ -174,7 +149,7 @@ def memory(fn, target: "TargetInfo | None" = None) -> int:
 FALLBACK = {"bf16": "f32", "f16": "f32", "tf32": "f32"}
 
 
-def quantize(fn, target: TargetInfo) -> list[str]:
+def quantize(fn, target: TargetFacts) -> list[str]:
     """Element types the target does not compute in are computed in the documented wider type (portability
     guide §5: equal or higher precision), and converted at loads and stores. Returns the fallbacks taken;
     they are recorded on the function (`tessera.fallbacks`) and in the kernel metadata."""

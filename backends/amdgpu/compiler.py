@@ -22,6 +22,7 @@ import llvmlite.binding as llvm
 
 from ...mlir import arith, ir, llvm as llvm_d, passmanager, translate_module_to_llvmir
 from ...passes import gpu_math, simt_to_gpu, tile_mma
+from ...targets import TargetFacts
 from .. import llvm_compat
 from ..cpu.target import init_llvm
 from ..lowered import check_fully_lowered
@@ -210,10 +211,9 @@ class AMDGPUBackend:
         stages["hsaco"] = lambda m, md: make_hsaco(m, md, o)
 
     def target_info(self):
-        from ...passes.graph_phases import TargetInfo
         # 128 bits: one 16-byte access per lane; the CU count (304 on an MI300X) is a placeholder, as the
         # compiler does not know the device and no phase sizes work by it yet.
-        return TargetInfo("amdgpu", 128, self.options.warp_size, frozenset({"f32", "f64"}), 304)
+        return TargetFacts("amdgpu", 128, self.options.warp_size, frozenset({"f32", "f64"}), 304)
 
     def entry_symbol(self, kernel: str) -> str:
         return kernel  # hipModuleGetFunction looks the kernel up by its own name (its descriptor is NAME.kd)

@@ -15,6 +15,7 @@ import llvmlite.binding as llvm
 from ...mlir import ir, passmanager, translate_module_to_llvmir
 from ...passes import cpu_vector_math, simt_to_warps
 from ...passes.to_llvm import CPU_TO_LLVM
+from ...targets import TargetFacts
 from .. import llvm_compat
 from ..lowered import check_fully_lowered
 from . import entry, link, support, target
@@ -102,10 +103,9 @@ class CPUBackend:
         stages["so"] = lambda m, md: make_shared_object(m, md, o)
 
     def target_info(self):
-        from ...passes.graph_phases import TargetInfo
         host = target.host(self.options.cpu)
         from .gemm_lowering import matmul_schedule, staging_buffers
-        return TargetInfo("cpu", target.vector_bits(host), self.options.warp_size, frozenset({"f32", "f64"}),
+        return TargetFacts("cpu", target.vector_bits(host), self.options.warp_size, frozenset({"f32", "f64"}),
                           os.cpu_count() or 1, matmul_schedule, decompose_attention=True,
                           staging_buffers=staging_buffers, fused_attention=True)
 

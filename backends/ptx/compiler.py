@@ -19,6 +19,7 @@ import llvmlite.binding as llvm
 
 from ...mlir import ir, passmanager, translate_module_to_llvmir
 from ...passes import gpu_math, simt_to_gpu
+from ...targets import TargetFacts
 from .. import llvm_compat
 from ..cpu.target import init_llvm
 from ..lowered import check_fully_lowered
@@ -156,14 +157,13 @@ class PTXBackend:
         stages["ptx"] = lambda m, md: make_ptx(m, md, o)
 
     def target_info(self):
-        from ...passes.graph_phases import TargetInfo
         from .gemm_lowering import matmul_schedule, matmul_schedule_sm80
         # 128 bits: one 16-byte access per thread; the SM count (132 on an H100 SXM) is a placeholder, as
         # the compiler does not know the device. sm_80 and later compute in bf16 and f16 (tensor cores, cvt).
         arch = self.options.arch
         native = {"f32", "f64"} | ({"f16", "bf16"} if _sm(arch) >= 80 else set())
         schedule = matmul_schedule if arch == "sm_90a" else functools.partial(matmul_schedule_sm80, arch)
-        return TargetInfo("ptx", 128, simt_to_gpu.WARP_SIZE, frozenset(native), 132, schedule)
+        return TargetFacts("ptx", 128, simt_to_gpu.WARP_SIZE, frozenset(native), 132, schedule)
 
     def gemm_lowering(self, *args):
         from .gemm_lowering import lower

@@ -32,6 +32,7 @@ from dataclasses import dataclass, fields
 
 from ...mlir import arith, gpu, ir, memref, passmanager, spirv
 from ...passes import simt_to_gpu, tile_mma
+from ...targets import TargetFacts
 from . import spirv_val
 
 SUBGROUP = 32
@@ -309,10 +310,9 @@ class SPIRVBackend:
         stages["spv"] = lambda m, md: make_spv(m, md, o)
 
     def target_info(self):
-        from ...passes.graph_phases import TargetInfo
         # 128 bits: one 16-byte access per work-item; the core count (Xe cores of a Max 1550: 128) is a
         # placeholder, as the compiler does not know the device and no phase sizes work by it yet.
-        return TargetInfo("spirv", 128, SUBGROUP, frozenset({"f32", "f64"}), 128)
+        return TargetFacts("spirv", 128, SUBGROUP, frozenset({"f32", "f64"}), 128)
 
     @staticmethod
     def gemm_lowering(*args):

@@ -1,0 +1,39 @@
+"""What the compiler knows of a target: the facts a backend states and the Graph IR phases plan with.
+
+A leaf: it imports nothing of Tessera's, so the passes (which plan with the facts) and the backends (which
+state them) both depend on it and on nothing of each other's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class TargetFacts:
+    """A target as the pipeline sees it. Every field that changes generated code is part of the backend's
+    hash (and so of the compile cache's key), because the backend derives the facts from its options."""
+
+    name: str                 # the backend's registered name: "cpu", "ptx", …
+    vector_bits: int          # widest vector registers: 128 for SSE/NEON, 256 for AVX2, 512 for AVX-512
+    warp_size: int            # lanes of a warp (wave, subgroup) in generated SIMT kernels
+    native_dtypes: frozenset  # element types the target computes in directly
+    cores: int                # parallel units a grid spreads over: CPU worker threads, GPU multiprocessors
+    matrix_units: frozenset = frozenset()   # element types a matrix unit multiplies (tensor cores, MFMA, AMX)
+    shared_memory: int = 0    # bytes of block-shared memory (0: none, as on the CPU)
+    cache_sizes: tuple[tuple[int, int], ...] = ()   # (level, bytes) of the data caches a schedule fits, CPU only
+    # The target's GEMM cost model: (M, N, K) with None for symbolic extents -> schedule attributes
+    matmul_schedule: Callable[[int | None, int | None, int | None], dict] | None = field(default=None,
+                                                                                        compare=False)
+    decompose_attention: bool = False   # run flash_attention as GEMMs and a softmax (passes/decompose.py)
+    # A matmul schedule's tile-local staging buffers: name -> (shape, copies) (the memory phase records them)
+    staging_buffers: Callable[[dict], dict] | None = field(default=None, compare=False)
+    fused_attention: bool = False       # a kernel for attention groups (passes/fusion.py)
+
+    def matches(self, key: str, value: str) -> bool:
+        """Whether an `op.specialize(when={key: value})` condition holds for this target."""
+        aliases = {"cpu": {"cpu", "x86", "host"}, "ptx": {"ptx", "cuda", "nvidia"}}
+        if key == "backend":
+            return value in aliases.get(self.name, {self.name})
+        return False
