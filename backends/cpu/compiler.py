@@ -106,7 +106,7 @@ class CPUBackend:
         host = target.host(self.options.cpu)
         from .gemm_lowering import matmul_schedule, staging_buffers
         return TargetFacts("cpu", target.vector_bits(host), self.options.warp_size, frozenset({"f32", "f64"}),
-                          os.cpu_count() or 1, matmul_schedule, decompose_attention=True,
+                          os.cpu_count() or 1, matmul_schedule=matmul_schedule, decompose_attention=True,
                           staging_buffers=staging_buffers, fused_attention=True)
 
     @staticmethod

@@ -163,7 +163,7 @@ class PTXBackend:
         arch = self.options.arch
         native = {"f32", "f64"} | ({"f16", "bf16"} if _sm(arch) >= 80 else set())
         schedule = matmul_schedule if arch == "sm_90a" else functools.partial(matmul_schedule_sm80, arch)
-        return TargetFacts("ptx", 128, simt_to_gpu.WARP_SIZE, frozenset(native), 132, schedule)
+        return TargetFacts("ptx", 128, simt_to_gpu.WARP_SIZE, frozenset(native), 132, matmul_schedule=schedule)
 
     def gemm_lowering(self, *args):
         from .gemm_lowering import lower
