@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .. import dtypes
 from ..mlir import ir
 
 # Unary functions as expressions of `x` (exact gelu through erf; tanh form as PyTorch's approximate="tanh").
@@ -50,7 +51,6 @@ class KernelSource:
 
 
 def element_dtype(v: ir.Value) -> str:
-    from ..frontend import dtypes
     return dtypes.of_ir_type(ir.RankedTensorType(v.type).element_type).name
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .frontend import dtypes
+from . import dtypes
 
 SCALAR, TENSOR, DIM = 0, 1, 2
 KIND_NAMES = {SCALAR: "scalar", TENSOR: "tensor", DIM: "dim"}

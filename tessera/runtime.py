@@ -24,7 +24,7 @@ opencl_icd.register()  # before libtessera first asks OpenCL for its platforms (
 
 from . import _runtime  # noqa: E402
 from .abi import DIM, SCALAR, TENSOR  # noqa: E402
-from .frontend import dtypes
+from . import dtypes
 from .image import read_image
 from .numerics import matrix_units
 

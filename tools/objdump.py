@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .. import dtypes
+
 _SHT = {1: "PROGBITS", 3: "STRTAB", 7: "NOTE"}
 
 
@@ -39,7 +41,6 @@ def kernel_yaml(k, dtype_name) -> list[str]:
 
 
 def render(img, show_ir: bool = True) -> str:
-    from ..frontend import dtypes
     out = [f"abi_version: {img.abi[0]}.{img.abi[1]}", "sections:"]
     for s in img.sections:
         out.append(f"  - {{name: {s.name}, type: {_SHT.get(s.type, s.type)}, offset: {s.offset}, size: {s.size}}}")

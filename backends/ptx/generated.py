@@ -6,16 +6,16 @@ as bodiless ``func.func`` declarations: the launch signature (``tessera.kernel``
 
 from __future__ import annotations
 
+from ... import dtypes
 from ...mlir import func, ir
 
 
 def declare(module: ir.Module, name: str, params: list, llvm_ir: str, writes: list[int], props: dict) -> None:
     """`params`: (name, dtype, shape) with shape None for a scalar, else a tuple of dimension symbols and
     static extents."""
-    from ...frontend import dtypes
     types, attrs = [], []
     for pname, dt, shape in params:
-        elem = dtypes.BY_NAME[dt].ir_type()
+        elem = ir.Type.parse(dtypes.BY_NAME[dt].mlir)
         types.append(elem if shape is None else
                      ir.MemRefType.get([ir.ShapedType.get_dynamic_size()] * len(shape), elem))
         d = {"tessera.name": ir.StringAttr.get(pname)}

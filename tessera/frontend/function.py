@@ -13,7 +13,8 @@ import ast
 import operator as py_op
 
 from ..mlir import func, ir
-from . import dtypes, hints
+from .. import dtypes
+from . import hints
 from .errors import CompileError
 from .oplib import OPS, Accum, DTypePolicy, GTensor, MeshSpec
 from .shapes import ShapeEnv, ShapeError
@@ -65,7 +66,7 @@ class FunctionBuilder:
     def tensor_type(self, dtype: dtypes.DType, dims: list) -> ir.RankedTensorType:
         shape = [d if isinstance(d, int) else ir.ShapedType.get_dynamic_size()
                  for d in (self.shapes.resolve(x) for x in dims)]
-        return ir.RankedTensorType.get(shape, dtype.ir_type())
+        return ir.RankedTensorType.get(shape, ir.Type.parse(dtype.mlir))
 
     def unify(self, node: ast.AST, a, b, what: str):
         try:
@@ -88,7 +89,7 @@ class FunctionBuilder:
             if dt.kind == "complex":  # ttensor constants are real; a scale of an operator takes a number
                 raise self.error(node, f"a Python number cannot meet a {dt.name} tensor here")
             from ..dialects import ttensor
-            et = dt.ir_type()
+            et = ir.Type.parse(dt.mlir)
             with self.loc(node):
                 attr = ir.FloatAttr.get(et, float(v)) if dt.kind == "float" else ir.IntegerAttr.get(et, int(v))
                 c = ttensor.ConstantOp(value=attr, result=ir.RankedTensorType.get([], et))
@@ -360,7 +361,7 @@ def _arg_attr(name: str, p: GTensor) -> ir.DictAttr:
             for d in p.dims]
     attrs = {"tessera.name": ir.StringAttr.get(name), "tessera.dims": ir.ArrayAttr.get(dims)}
     if p.accum is not None:
-        attrs["tessera.accum"] = ir.TypeAttr.get(p.accum.ir_type())
+        attrs["tessera.accum"] = ir.TypeAttr.get(ir.Type.parse(p.accum.mlir))
     return ir.DictAttr.get(attrs)
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ..mlir import arith, func, ir, math, memref, scf
 from ..dialects import ttile
-from . import dtypes
+from .. import dtypes
 from .errors import CompileError
 from .values import Scalar, TensorParam, Typer, assigned_names
 
@@ -114,9 +114,9 @@ class KernelBuilder(ast.NodeVisitor):
             for p in self.params:
                 if p.tensor:
                     shape = [d if isinstance(d, int) else ir.ShapedType.get_dynamic_size() for d in p.dims]
-                    arg_types.append(ir.MemRefType.get(shape, p.dtype.ir_type()))
+                    arg_types.append(ir.MemRefType.get(shape, ir.Type.parse(p.dtype.mlir)))
                 else:
-                    arg_types.append(p.dtype.ir_type())
+                    arg_types.append(ir.Type.parse(p.dtype.mlir))
         with self.loc(self.fn):
             f = func.FuncOp(self.fn.name, ir.FunctionType.get(arg_types, []))
             f.attributes["tessera.kernel"] = ir.UnitAttr.get()
@@ -171,7 +171,7 @@ class KernelBuilder(ast.NodeVisitor):
             raise self.error(node, "a declaration needs a value")
         value = self.expr(node.value)
         if isinstance(node.annotation, ast.Name) and dtypes.lookup(node.annotation.id):
-            value = self.typer.cast(value, dtypes.lookup(node.annotation.id).ir_type(), node)
+            value = self.typer.cast(value, ir.Type.parse(dtypes.lookup(node.annotation.id).mlir), node)
         self.assign(node.target, value, node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -462,8 +462,8 @@ class KernelBuilder(ast.NodeVisitor):
             return self.typer.ceil_div(args[0], args[1], node)
         if name in ("float", "int", "bool") and len(args) == 1:
             target = {"float": "f32", "int": "i32", "bool": "bool"}[name]
-            return self.typer.cast(args[0], dtypes.BY_NAME[target].ir_type(), node, explicit=True)
+            return self.typer.cast(args[0], ir.Type.parse(dtypes.BY_NAME[target].mlir), node, explicit=True)
         dt = dtypes.lookup(name)
         if dt is not None and len(args) == 1:
-            return self.typer.cast(args[0], dt.ir_type(), node, explicit=True)
+            return self.typer.cast(args[0], ir.Type.parse(dt.mlir), node, explicit=True)
         raise self.error(node, f"unknown function '{name}' in a kernel")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ..dialects import tod, ttensor
 from ..mlir import ir
 from ..numerics.rounding import epsilon
-from . import dtypes
+from .. import dtypes
 from .function import _describe
 from .oplib import DTypePolicy, GTensor, graph_op
 from .shapes import Dim, show
@@ -104,7 +104,7 @@ def _extent(b, d: Dim) -> int | None:
 
 
 def _operator_type(b, din: Dim, dout: Dim, dtype: dtypes.DType, accum: dtypes.DType) -> ir.Type:
-    return tod.operator_type(_extent(b, din), _extent(b, dout), dtype.ir_type(), accum.ir_type())
+    return tod.operator_type(_extent(b, din), _extent(b, dout), ir.Type.parse(dtype.mlir), ir.Type.parse(accum.mlir))
 
 
 def _build(b, node, op_cls, operands: list, din: Dim, dout: Dim, dtype: dtypes.DType, accum: dtypes.DType,
@@ -163,8 +163,8 @@ def _scalar(b, node, v, like: dtypes.DType, what: str) -> GTensor:
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         part = _part(like)
         with b.loc(node):
-            c = ttensor.ConstantOp(value=ir.FloatAttr.get(part.ir_type(), float(v)),
-                                   result=ir.RankedTensorType.get([], part.ir_type()))
+            c = ttensor.ConstantOp(value=ir.FloatAttr.get(ir.Type.parse(part.mlir), float(v)),
+                                   result=ir.RankedTensorType.get([], ir.Type.parse(part.mlir)))
         return GTensor(c.result, part, [])
     if isinstance(v, complex):
         raise b.error(node, f"{what}: complex constants are not supported; pass a c64 or c128 scalar parameter")
@@ -487,7 +487,7 @@ def _spectral_of(b, node, v, what: str) -> GSpectral:
 
 
 def _spectral_type(b, din: Dim, dout: Dim, rank: Dim, dtype: dtypes.DType, kind: str) -> ir.Type:
-    return tod.spectral_type(_extent(b, din), _extent(b, dout), _extent(b, rank), dtype.ir_type(), kind)
+    return tod.spectral_type(_extent(b, din), _extent(b, dout), _extent(b, rank), ir.Type.parse(dtype.mlir), kind)
 
 
 @graph_op("spectral")
@@ -564,7 +564,7 @@ def pseudoinverse(b, node, args, kwargs):
 
 def _diagnostic(b, node, op_cls, a: GOperator, dtype: dtypes.DType, **attrs) -> GTensor:
     with b.loc(node):
-        op = op_cls(a.value, **attrs, result=ir.RankedTensorType.get([], dtype.ir_type()))
+        op = op_cls(a.value, **attrs, result=ir.RankedTensorType.get([], ir.Type.parse(dtype.mlir)))
     return GTensor(op.result, dtype, [])
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..mlir import ir
-from . import dtypes
+from .. import dtypes
 
 
 @dataclass

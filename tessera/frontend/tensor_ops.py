@@ -7,7 +7,7 @@ import math
 from ..dialects import ttensor
 from ..dialects.support import create
 from ..mlir import ir
-from . import dtypes
+from .. import dtypes
 from .oplib import DTypePolicy, GTensor, graph_op
 
 
@@ -78,7 +78,7 @@ def matmul(b, node, args, kwargs):
         out = acc if a.dtype.name.startswith("fp8") else a.dtype
     dims = batch + [a.dims[-2], c.dims[-1]]
     with b.loc(node):
-        op = ttensor.MatmulOp(a.value, c.value, accum=ir.TypeAttr.get(acc.ir_type()),
+        op = ttensor.MatmulOp(a.value, c.value, accum=ir.TypeAttr.get(ir.Type.parse(acc.mlir)),
                               result=b.tensor_type(out, dims))
     return _result(b, op, out, dims)
 
@@ -315,7 +315,7 @@ def cast(b, node, args, kwargs):
     if acc.bits < policy.dtype.bits:
         raise b.error(node, f"accumulator {acc.name} is narrower than {policy.dtype.name}")
     with b.loc(node):
-        op = ttensor.CastOp(x.value, accum=ir.TypeAttr.get(acc.ir_type()),
+        op = ttensor.CastOp(x.value, accum=ir.TypeAttr.get(ir.Type.parse(acc.mlir)),
                             result=b.tensor_type(policy.dtype, x.dims))
     return _result(b, op, policy.dtype, x.dims, acc)
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from .. import dtypes
 from ..mlir import func, ir
 from .function import FunctionBuilder, _name
 from .oplib import OPS, GTensor
@@ -118,7 +119,6 @@ class TileProgramBuilder(FunctionBuilder):
 
     # -- parameters: unannotated means a 2-D f32 tensor --------------------------------------------------
     def _param_type(self, arg: ast.arg) -> GTensor:
-        from . import dtypes
         ann = arg.annotation
         self.param_names.append(arg.arg)
         dims2 = [f"{arg.arg}_0", f"{arg.arg}_1"]
@@ -358,7 +358,7 @@ class TileProgramBuilder(FunctionBuilder):
         self._same_rows(node, t, b)
         dims = [self.shapes.fresh(), b.step, t.dims[1]]
         with self.loc(node):
-            op = ttensor.LoadBlocksOp(t.value, step=_i64(b.step), other=ir.FloatAttr.get(t.dtype.ir_type(), other),
+            op = ttensor.LoadBlocksOp(t.value, step=_i64(b.step), other=ir.FloatAttr.get(ir.Type.parse(t.dtype.mlir), other),
                                       result=self.tensor_type(t.dtype, dims))
         return GTensor(op.result, t.dtype, dims, t.accum)
 
@@ -429,7 +429,7 @@ class TileProgramBuilder(FunctionBuilder):
         from ..dialects import ttensor
         with self.loc(node):
             op = ttensor.MaskBlocksOp(x.value, self.params[b.of].value, axis=_i64(axis), step=_i64(b.step),
-                                      other=ir.FloatAttr.get(x.dtype.ir_type(), other), result=x.value.type)
+                                      other=ir.FloatAttr.get(ir.Type.parse(x.dtype.mlir), other), result=x.value.type)
         return GTensor(op.result, x.dtype, x.dims, x.accum)
 
     def _stage(self, node: ast.Call, args: list, kwargs: dict):
@@ -468,7 +468,6 @@ class TileProgramBuilder(FunctionBuilder):
         if not (isinstance(a, GTensor) and isinstance(b, GTensor)):
             raise self.error(node, "tile.dot takes two tiles")
         from .oplib import DTypePolicy
-        from . import dtypes
         f32 = DTypePolicy(dtypes.BY_NAME["f32"])
         return OPS["matmul"](self, node, [a, b], {"out_dtype": f32} if a.dtype.bits < 32 else {})
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..frontend import dtypes
+from .. import dtypes
 from ..mlir import ir
 from .registry import LOCAL, SPMD
 from .values import from_user, to_user

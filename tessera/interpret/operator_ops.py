@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dialects import tod
-from ..frontend import dtypes
+from .. import dtypes
 from ..mlir import ir
 from ..numerics.rounding import epsilon, round_to
 from .registry import local

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from .. import dtypes
 from ..mlir import ir
 from ..numerics.philox import uniforms
 from .registry import local
@@ -49,7 +50,6 @@ def matmul(op, ins):
 
 
 def _accum(op):
-    from ..frontend import dtypes
     return dtypes.of_ir_type(ir.TypeAttr(op.attributes["accum"]).value)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..frontend import dtypes
+from .. import dtypes
 from ..mlir import ir
 from ..numerics.rounding import round_to
 

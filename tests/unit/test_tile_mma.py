@@ -320,7 +320,7 @@ def test_spirv_fragments_run_through_opencl(opencl):  # noqa: F811
     """The FMA lowering's SPIR-V, run on the OpenCL backend (Intel's CPU runtime in CI): one subgroup
     multiplies a 32x16 by a 16x16 f16 tile from workgroup memory."""
     from tessera import runtime
-    from tessera.frontend.dtypes import BY_NAME
+    from tessera.dtypes import BY_NAME
     from tessera.image.format import ArgRecord, KernelRecord
     from tessera.image.writer import write_image
     from tessera.abi import TENSOR
@@ -446,7 +446,7 @@ _BUILD_AND_RUN = textwrap.dedent("""
     import numpy as np
     from tessera import runtime
     from tessera.abi import TENSOR
-    from tessera.frontend.dtypes import BY_NAME
+    from tessera.dtypes import BY_NAME
     from tessera.image.format import ArgRecord, KernelRecord
     from tessera.image.writer import write_image
     from tessera.backends.spirv import compiler as spirv

@@ -1,4 +1,7 @@
-"""Element types of the language: their spellings, MLIR types, C types and image codes."""
+"""Element types of the language: their spellings, MLIR types, C types and image codes.
+
+A leaf: it imports nothing of Tessera's, and MLIR not at all (`ir.Type.parse(dt.mlir)` builds the type),
+so the runtime, the ABI and the tools read dtypes without loading the compiler."""
 
 from __future__ import annotations
 
@@ -13,10 +16,6 @@ class DType:
     code: int          # dtype code in the image metadata (docs/image-format.md)
     bits: int
     kind: str          # "float" | "complex" | "int" | "uint" | "bool" | "index"
-
-    def ir_type(self):
-        from ..mlir import ir  # MLIR loads only when IR is built
-        return ir.Type.parse(self.mlir)
 
     @property
     def nbytes(self) -> int:
