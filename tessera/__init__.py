@@ -8,8 +8,7 @@ Heavy parts (MLIR, llvmlite, the runtime) load on first use, so importing tesser
 from .language import (Function, Kernel, accum, bf16, bfloat16, c64, c128, ceil_div, dist, f16, f32, f64,
                        float16, float32, fp8_e4m3, fp8_e5m2, fp16, fp32, function, int8, int32, int64, kernel,
                        launch, op, tensor, tf32, tile)
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = ["Kernel", "Function", "ceil_div", "kernel", "function", "launch", "tensor", "tile", "op", "dist",
            "accum", "f32", "f16", "bf16", "tf32", "f64", "fp8_e4m3", "fp8_e5m2", "int8", "int32", "int64", "c64",

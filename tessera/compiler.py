@@ -18,7 +18,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable
 
-from . import __version__, abi, cache, image, plan
+from . import abi, cache, image, plan
+from .version import __version__
 from .options import CompileOptions
 from .frontend import CompileError, build_module
 from .passes import decompose, fusion, graph_lowering, graph_phases
