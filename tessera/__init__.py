@@ -5,6 +5,18 @@
 Heavy parts (MLIR, llvmlite, the runtime) load on first use, so importing tessera is cheap.
 """
 
+import importlib.util as _util
+import os as _os
+
+# dialects/, passes/, backends/ and tools/ of a source checkout become tessera.* only through an install's
+# mapping (pyproject.toml); Python run in the checkout after a non-editable install finds this tessera/
+# first, without them, and would fail deep inside.
+_checkout = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+if _util.find_spec(f"{__name__}.dialects") is None and _os.path.isdir(_os.path.join(_checkout, "dialects")):
+    raise ImportError(f"tessera is being imported from the source checkout at {_checkout}, which is not the "
+                      f"installed package: run `pip install -e .` there, or run from another directory")
+del _util, _os, _checkout
+
 from .language import (Function, Kernel, accum, bf16, bfloat16, c64, c128, ceil_div, dist, f16, f32, f64,
                        float16, float32, fp8_e4m3, fp8_e5m2, fp16, fp32, function, int8, int32, int64, kernel,
                        launch, op, tensor, tf32, tile)
