@@ -14,14 +14,17 @@ the image carries every target's code section and kernel records.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Callable
 
 from . import abi, cache, image, plan
+from .selection import backends_for
 from .version import __version__
 from .options import CompileOptions
-from .frontend import CompileError, build_module
+from .diagnostics import CompileError, LoweringError
+from .frontend import build_module
 from .passes import decompose, fusion, graph_lowering, graph_phases
 from .mlir import ir
 from .passes.registry import build_pass_manager
@@ -34,79 +37,17 @@ class CompileResult:
     artifacts: dict = field(default_factory=dict)   # stage name -> text or bytes, for stages asked to keep
 
 
-TARGETS = ("cpu", "ptx", "amdgpu", "spirv")
-
-# Which target an architecture name belongs to, by its prefix (`--arch sm_90a,gfx942,xe-hpc`); a spirv
-# architecture declares the device's matrix hardware (backends/spirv/compiler.py MATRIX_ARCHS).
-_ARCH_PREFIXES = {"sm_": "ptx", "gfx": "amdgpu", "xe-": "spirv"}
-
-
-def _archs(options: CompileOptions, names: list[str]) -> dict[str, str]:
-    """Per target, the architecture `options.arch` (one name or a comma-separated list) asks for it."""
-    out: dict[str, str] = {}
-    for a in filter(None, (a.strip() for a in options.arch.split(","))):
-        target = next((t for p, t in _ARCH_PREFIXES.items() if a.startswith(p)), None)
-        if target is None or target not in names:
-            known = ", ".join(f"{p}… for {t}" for p, t in _ARCH_PREFIXES.items())
-            raise CompileError(f"architecture '{a}' is for none of the targets {','.join(names)} ({known})")
-        if target in out:
-            raise CompileError(f"architectures '{out[target]}' and '{a}' both name the {target} target")
-        out[target] = a
-    return out
-
-
-def _backend(name: str, options: CompileOptions, arch: str | None):
-    if name == "cpu":
-        from .backends.cpu import CPUBackend
-        return CPUBackend(CPUBackend.Options(cpu=options.cpu, opt_level=options.opt_level,
-                                             warp_size=options.warp_size))
-    if name == "ptx":
-        from .backends.ptx import PTXBackend
-        if options.warp_size != 32:
-            raise CompileError(f"the ptx target has warps of 32 lanes, not {options.warp_size}")
-        backend, default = PTXBackend, "sm_80"
-    elif name == "amdgpu":
-        from .backends.amdgpu import AMDGPUBackend
-        backend, default = AMDGPUBackend, "gfx942"
-    elif name == "spirv":
-        from .backends.spirv import SPIRVBackend
-        try:
-            return SPIRVBackend(SPIRVBackend.Options(opt_level=options.opt_level, arch=arch or "",
-                                                     contraction=options.numerics != "strict"))
-        except ValueError as e:
-            raise CompileError(str(e)) from None
-    else:
-        raise CompileError(f"unknown target '{name}' (available: {', '.join(TARGETS)})")
-    try:
-        return backend(backend.Options(arch=arch or default, opt_level=options.opt_level))
-    except ValueError as e:
-        raise CompileError(str(e)) from None
-
-
-def _backends(options: CompileOptions) -> list:
-    """The backends of `options.target`, a target or a comma-separated list of them."""
-    names = [t.strip() for t in options.target.split(",")]
-    if len(set(names)) != len(names):
-        raise CompileError(f"target list '{options.target}' names a target twice")
-    unknown = [n for n in names if n not in TARGETS]
-    if unknown:
-        raise CompileError(f"unknown target '{unknown[0]}' (available: {', '.join(TARGETS)})")
-    archs = _archs(options, names)
-    return [_backend(n, options, archs.get(n)) for n in names]
-
-
 def _planning_target(backends: list):
     """What the Graph IR phases plan for: the first target, with the narrowest warp of all the targets.
 
     Generated kernels reduce a row with butterfly shuffles inside groups of `warp_size` lanes; a group
     narrower than the hardware's warp stays inside it (xor offsets below the width never leave an aligned
     group), a wider one would not exist. So one image's kernels serve warps of 32 and wavefronts of 64."""
-    import dataclasses
-    first = backends[0].target_info()
+    first = backends[0].target_facts()
     # A backend's own GEMM and attention kernels (the memory phase plans the GEMM's staging buffers, the
     # fusion phase groups attention chains for the other) serve a one-target image only.
     alone = len(backends) == 1
-    return dataclasses.replace(first, warp_size=min(b.target_info().warp_size for b in backends),
+    return dataclasses.replace(first, warp_size=min(b.target_facts().warp_size for b in backends),
                                staging_buffers=first.staging_buffers if alone else None,
                                fused_attention=first.fused_attention and alone)
 
@@ -162,12 +103,11 @@ def make_quantize(mod: ir.Module, metadata: dict, target) -> ir.Module:
 def make_kernels(mod: ir.Module, metadata: dict, backends: list) -> ir.Module:
     """Functions become kernels plus launch plans; from here on the module holds kernels only."""
     plans = {}
-    # A backend's own GEMM kernels (the CPU's tile kernels) serve only an image for that target alone.
-    gemm = getattr(backends[0], "gemm_lowering", None) if len(backends) == 1 else None
-    attention = getattr(backends[0], "attention_lowering", None) if len(backends) == 1 else None
+    # A backend's own lowerings (the CPU's tile kernels) serve only an image for that target alone.
+    lowerings = backends[0].lowerings() if len(backends) == 1 else {}
     for fn in _functions(mod):
         plans[ir.StringAttr(fn.attributes["sym_name"]).value] = graph_lowering.lower_function(
-            fn, mod, gemm, "/".join(b.name for b in backends), attention)
+            fn, mod, lowerings.get("gemm"), "/".join(b.name for b in backends), lowerings.get("attention"))
         fn.operation.erase()
     # The dtype fallbacks a function took are part of each of its kernels' metadata (tessera-objdump shows them).
     props = metadata.setdefault("kernel_props", {})
@@ -246,7 +186,7 @@ def _backend_stages(backends: list) -> list[tuple[object, list[tuple[str, Callab
 
 
 def stage_names(options: CompileOptions | None = None) -> list[str]:
-    branches = _backend_stages(_backends(options or CompileOptions()))
+    branches = _backend_stages(backends_for(options or CompileOptions()))
     return ["ttir", "canonical", *GRAPH_PHASES, *(n for _, stages in branches for n, _ in stages), "image"]
 
 
@@ -260,7 +200,7 @@ def compile_source(source: str, filename: str = "<string>", options: CompileOpti
     _check_stage(stop_after, options)
     whole = stop_after is None and on_stage is None and cache.enabled()
     if whole:
-        k = cache.key(source, filename, options)
+        k = cache.key(source, filename, options, [b.hash() for b in backends_for(options)])
         hit = cache.lookup(k)
         if hit is not None:
             return CompileResult(hit, metadata_of_image(hit, cached=True))
@@ -295,7 +235,7 @@ def compile_module(module: ir.Module, options: CompileOptions | None = None, met
     """
     options = options or CompileOptions()
     _check_stage(stop_after, options)
-    backends = _backends(options)
+    backends = backends_for(options)
     metadata = {"warp_size": options.warp_size, "target": options.target, **(metadata or {})}
     result = CompileResult(None, metadata)
     branches = _backend_stages(backends)
@@ -365,18 +305,8 @@ def _compile_errors(filename: str):
         yield
     except ir.MLIRError as e:
         raise CompileError.from_mlir(e, filename) from None
-    except Exception as e:  # a lowering that reports a located failure
-        if hasattr(e, "location") and hasattr(e, "message"):
-            raise _located(e, filename) from None
-        raise
-
-
-def _located(e, filename: str) -> CompileError:
-    import re
-    m = re.search(r'"(?P<f>[^"]*)":(?P<l>\d+):(?P<c>\d+)', str(e.location))
-    if m is None:
-        return CompileError(e.message, filename, 0, 0)
-    return CompileError(e.message, m["f"], int(m["l"]), int(m["c"]))
+    except LoweringError as e:
+        raise CompileError.from_lowering(e, filename) from None
 
 
 def _report(on_stage, result: CompileResult, name: str, artifact) -> None:

@@ -1,4 +1,7 @@
-"""Compile options: a frozen dataclass with a stable hash (part of the compile cache's key)."""
+"""Compile options: frozen dataclasses with a stable hash (part of the compile cache's key).
+
+`CompileOptions` are the user's; each backend derives its own `Options` from them (backends/contract.py),
+hashed the same way through `HashedOptions`."""
 
 from __future__ import annotations
 
@@ -8,8 +11,16 @@ from dataclasses import dataclass, field, fields
 from .numerics import profiles
 
 
+class HashedOptions:
+    """A frozen dataclass's stable hash: every field's name and value, in declaration order."""
+
+    def hash(self) -> str:
+        key = "_".join(f"{f.name}-{getattr(self, f.name)}" for f in fields(self))
+        return hashlib.sha256(key.encode()).hexdigest()
+
+
 @dataclass(frozen=True)
-class CompileOptions:
+class CompileOptions(HashedOptions):
     target: str = "cpu"
     kernels: tuple[str, ...] = ()   # compile only these (default: every @kernel and @function of the file)
     cpu: str = "native"
@@ -25,7 +36,3 @@ class CompileOptions:
         if self.numerics not in profiles.PROFILES:
             raise ValueError(f"unknown numerics profile {self.numerics!r}; the profiles are "
                              f"{', '.join(profiles.PROFILES)}")
-
-    def hash(self) -> str:
-        key = "_".join(f"{f.name}-{getattr(self, f.name)}" for f in fields(self))
-        return hashlib.sha256(key.encode()).hexdigest()

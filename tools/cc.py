@@ -107,7 +107,12 @@ def _from_cache(args, options) -> bool:
             source = f.read()
     except OSError:
         return False  # the normal path reports it
-    image = cache.lookup(cache.key(source, args.source, options))
+    from ..selection import backends_for
+    try:
+        backends = backends_for(options)
+    except Exception:  # an unknown target or architecture: the normal path reports it at its place
+        return False
+    image = cache.lookup(cache.key(source, args.source, options, [b.hash() for b in backends]))
     if image is None:
         return False
     from ..abi import signature_of_record

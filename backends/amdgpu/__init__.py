@@ -1,5 +1,8 @@
 """The AMD backend: SIMT kernels as HSACO code objects, for HIP (docs/portability.md)."""
 
-from .compiler import AMDGPUBackend
+from .. import register
+from .backend import AMDGPUBackend
+
+register(AMDGPUBackend)
 
 __all__ = ["AMDGPUBackend"]

@@ -15,45 +15,20 @@ as the other backends' are; `tessera.compiler` runs them in order.
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass, fields
-
 import llvmlite.binding as llvm
 
 from ...mlir import arith, ir, llvm as llvm_d, passmanager, translate_module_to_llvmir
 from ...passes import gpu_math, simt_to_gpu, tile_mma
-from ...targets import TargetFacts
 from .. import llvm_compat
 from ..cpu.target import init_llvm
 from ..lowered import check_fully_lowered
 from . import link
+from .backend import AMDGPUOptions
 from .metadata import code_object_metadata
 
 TRIPLE = "amdgcn-amd-amdhsa"
 
-# Architectures we emit for, with their wavefront width. CDNA (gfx9: MI200 = gfx90a, MI300 = gfx942) runs
-# waves of 64 lanes only; RDNA (gfx1100, RX 7900) runs 32 or 64 and we pick 32, its native width.
-ARCHS = {"gfx90a": 64, "gfx942": 64, "gfx1100": 32}
-
 GPU_TO_ROCDL = "convert-gpu-to-rocdl{{chipset={arch} index-bitwidth=64}}"
-
-
-@dataclass(frozen=True)
-class AMDGPUOptions:
-    arch: str = "gfx942"
-    opt_level: int = 3
-
-    def __post_init__(self):
-        if self.arch not in ARCHS:
-            raise ValueError(f"unknown AMD GPU architecture '{self.arch}' (known: {', '.join(ARCHS)})")
-
-    @property
-    def warp_size(self) -> int:
-        return ARCHS[self.arch]
-
-    def hash(self) -> str:
-        key = "_".join(f"{f.name}-{getattr(self, f.name)}" for f in fields(self))
-        return hashlib.sha256(key.encode()).hexdigest()
 
 
 def make_gpu(mod: ir.Module, metadata: dict, options: AMDGPUOptions) -> ir.Module:
@@ -192,28 +167,3 @@ def make_hsaco(obj: bytes, metadata: dict, options: AMDGPUOptions) -> bytes:
         if spills:
             metadata.setdefault("kernel_props", {}).setdefault(k[".name"], {})["amdgpu.spill_count"] = str(spills)
     return code
-
-
-class AMDGPUBackend:
-    name = "amdgpu"
-    Options = AMDGPUOptions
-    code_section = ".tessera.code.amdgpu"
-
-    def __init__(self, options: AMDGPUOptions | None = None):
-        self.options = options or AMDGPUOptions()
-
-    def add_stages(self, stages: dict) -> None:
-        o = self.options
-        stages["gpu"] = lambda m, md: make_gpu(m, md, o)
-        stages["rocdl"] = lambda m, md: make_rocdl(m, md, o)
-        stages["llir"] = lambda m, md: make_llir(m, md, o)
-        stages["obj"] = lambda m, md: make_object(m, md, o)
-        stages["hsaco"] = lambda m, md: make_hsaco(m, md, o)
-
-    def target_info(self):
-        # 128 bits: one 16-byte access per lane; the CU count (304 on an MI300X) is a placeholder, as the
-        # compiler does not know the device and no phase sizes work by it yet.
-        return TargetFacts("amdgpu", 128, self.options.warp_size, frozenset({"f32", "f64"}), 304)
-
-    def entry_symbol(self, kernel: str) -> str:
-        return kernel  # hipModuleGetFunction looks the kernel up by its own name (its descriptor is NAME.kd)

@@ -7,6 +7,7 @@ then as `ld.lld` / `ld.lld-<N>` on PATH ($TESSERA_LD_LLD names another).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -39,6 +40,18 @@ def find() -> list[str] | None:
         if path and _version([path]) >= 16:
             return [path]
     return None
+
+
+@functools.cache
+def identity() -> str:
+    """Which linker writes the code objects, for the compile cache's key."""
+    cmd = find()
+    if cmd is None:
+        return "ld.lld=none"
+    if cmd[1:2] == ["-m"]:  # ziglang's: its release is the package's
+        from importlib.metadata import version  # lazy: only for the cache key of an amdgpu compile
+        return f"ziglang {version('ziglang')}"
+    return f"{cmd[0]} LLD {_version(cmd)}"
 
 
 def hsaco(obj: bytes) -> bytes:

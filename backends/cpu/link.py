@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -23,6 +24,20 @@ def _linker() -> list[str]:
         raise LinkError("no C compiler driver (cc) and no `ziglang` package to link the CPU shared object; "
                         "install one (e.g. `pip install ziglang`)") from None
     return [sys.executable, "-m", "ziglang", "ld.lld", "-shared"]
+
+
+@functools.cache
+def identity() -> str:
+    """Which linker writes the shared object, for the compile cache's key: the file it resolves to, with its
+    size and modification time (an upgrade changes them; running it for its version would cost every
+    compile a process)."""
+    cmd = _linker()
+    if cmd[0] == sys.executable:  # ziglang's: its release is the package's
+        from importlib.metadata import version  # lazy: only when there is no cc
+        return f"ziglang {version('ziglang')}"
+    path = os.path.realpath(shutil.which(cmd[0]))
+    st = os.stat(path)
+    return f"{path} {st.st_size} {int(st.st_mtime)}"
 
 
 def shared_object(obj: bytes) -> bytes:

@@ -1,5 +1,8 @@
 """The NVIDIA backend: SIMT kernels as PTX text, run by libtessera's CUDA backend (docs/nvidia.md)."""
 
-from .compiler import PTXBackend
+from .. import register
+from .backend import PTXBackend
+
+register(PTXBackend)
 
 __all__ = ["PTXBackend"]

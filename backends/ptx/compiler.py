@@ -11,28 +11,19 @@ as the CPU backend's are (backends/cpu/compiler.py); `tessera.compiler` runs the
 
 from __future__ import annotations
 
-import functools
-import hashlib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
 from ...mlir import ir, passmanager, translate_module_to_llvmir
 from ...passes import gpu_math, simt_to_gpu
-from ...targets import TargetFacts
 from .. import llvm_compat
 from ..cpu.target import init_llvm
 from ..lowered import check_fully_lowered
 from . import ptxas
+from .backend import ARCHS, PTXOptions
 
 TRIPLE = "nvptx64-nvidia-cuda"
-
-# Architectures we emit for, with the PTX ISA version each needs. PTX is forward compatible: code for
-# sm_80 runs on every later GPU (the driver compiles it for the device); an `a` architecture (sm_90a) runs
-# only on that exact compute capability, in exchange for its own instructions (wgmma, setmaxnreg).
-ARCHS = {"sm_70": "ptx80", "sm_75": "ptx80", "sm_80": "ptx80", "sm_86": "ptx80", "sm_87": "ptx80",
-         "sm_89": "ptx80", "sm_90": "ptx80", "sm_90a": "ptx80", "sm_100": "ptx86", "sm_100a": "ptx86",
-         "sm_120": "ptx87", "sm_120a": "ptx87"}
 
 # convert-gpu-to-nvvm lowers arith, cf, memref and the gpu ops; arith-expand first, for the ceildivui of
 # warp_id (no LLVM lowering of its own). Unlike the CPU's, bf16 conversions stay: sm_80+ has cvt to bf16.
@@ -40,24 +31,6 @@ GPU_TO_NVVM = ",".join([
     "canonicalize", "cse", "expand-strided-metadata", "lower-affine", "arith-expand", "convert-scf-to-cf",
     "convert-gpu-to-nvvm{index-bitwidth=64}", "reconcile-unrealized-casts", "canonicalize", "cse",
 ])
-
-
-def _sm(arch: str) -> int:
-    return int(arch[3:].rstrip("a"))
-
-
-@dataclass(frozen=True)
-class PTXOptions:
-    arch: str = "sm_80"
-    opt_level: int = 3
-
-    def __post_init__(self):
-        if self.arch not in ARCHS:
-            raise ValueError(f"unknown NVIDIA architecture '{self.arch}' (known: {', '.join(ARCHS)})")
-
-    def hash(self) -> str:
-        key = "_".join(f"{f.name}-{getattr(self, f.name)}" for f in fields(self))
-        return hashlib.sha256(key.encode()).hexdigest()
 
 
 def make_gpu(mod: ir.Module, metadata: dict, options: PTXOptions) -> ir.Module:
@@ -139,39 +112,3 @@ def make_ptx(llir: str, metadata: dict, options: PTXOptions) -> str:
 def _ptxas_failure(e: Exception):
     from ...frontend import CompileError
     return CompileError(str(e), "<ptxas>", 0, 0)
-
-
-class PTXBackend:
-    name = "ptx"
-    Options = PTXOptions
-    code_section = ".tessera.code.ptx"
-
-    def __init__(self, options: PTXOptions | None = None):
-        self.options = options or PTXOptions()
-
-    def add_stages(self, stages: dict) -> None:
-        o = self.options
-        stages["gpu"] = lambda m, md: make_gpu(m, md, o)
-        stages["nvvm"] = lambda m, md: make_nvvm(m, md, o)
-        stages["llir"] = lambda m, md: make_llir(m, md, o)
-        stages["ptx"] = lambda m, md: make_ptx(m, md, o)
-
-    def target_info(self):
-        from .gemm_lowering import matmul_schedule, matmul_schedule_sm80
-        # 128 bits: one 16-byte access per thread; the SM count (132 on an H100 SXM) is a placeholder, as
-        # the compiler does not know the device. sm_80 and later compute in bf16 and f16 (tensor cores, cvt).
-        arch = self.options.arch
-        native = {"f32", "f64"} | ({"f16", "bf16"} if _sm(arch) >= 80 else set())
-        schedule = matmul_schedule if arch == "sm_90a" else functools.partial(matmul_schedule_sm80, arch)
-        return TargetFacts("ptx", 128, simt_to_gpu.WARP_SIZE, frozenset(native), 132, matmul_schedule=schedule)
-
-    def gemm_lowering(self, *args):
-        from .gemm_lowering import lower
-        return lower(self.options.arch, *args)
-
-    def attention_lowering(self, *args):
-        from .attention_lowering import lower
-        return lower(self.options.arch, *args)
-
-    def entry_symbol(self, kernel: str) -> str:
-        return kernel  # the PTX .entry has the kernel's own name, as profilers then show it

@@ -8,6 +8,7 @@ go into the image metadata (`regs`, `smem_bytes`). Without ptxas both stay 0 ("u
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -33,6 +34,22 @@ def find() -> str | None:
     if "TESSERA_PTXAS" in os.environ:
         return os.environ["TESSERA_PTXAS"] or None
     return shutil.which("ptxas") or shutil.which("ptxas", path="/usr/local/cuda/bin")
+
+
+
+@functools.cache
+def version(ptxas: str | None = None) -> str:
+    """Which ptxas reports the kernels' resources, for the compile cache's key: its path and release
+    ("none" where there is none). Cached: the key is computed on every compile."""
+    ptxas = ptxas or find()
+    if ptxas is None:
+        return "ptxas=none"
+    try:
+        out = subprocess.run([ptxas, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"ptxas={ptxas} ({type(e).__name__})"
+    release = next((line.strip() for line in out.splitlines() if "release" in line), out.strip())
+    return f"ptxas={ptxas} {release}"
 
 
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")

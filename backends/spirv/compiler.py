@@ -26,23 +26,17 @@ as if no device were declared.
 
 from __future__ import annotations
 
-import hashlib
 import struct
-from dataclasses import dataclass, fields
 
 from ...mlir import arith, gpu, ir, memref, passmanager, spirv
 from ...passes import simt_to_gpu, tile_mma
-from ...targets import TargetFacts
 from . import spirv_val
+from .backend import MATRIX_ARCHS, SUBGROUP, SPIRVOptions
 
-SUBGROUP = 32
 VERSION = "v1.3"   # the first with the GroupNonUniform instructions; Intel's OpenCL runtimes take 1.0–1.4
 CAPS = ["Addresses", "Int64", "Int8", "Int16", "Float16", "Float64", "Kernel", "GroupNonUniformShuffle",
         "SubgroupDispatch"]
 
-# Declared devices (`--arch`) -> the matrix kind tile_mma lowers for (its Target.matrix). xe-hpc: Intel Data
-# Center GPU Max (Ponte Vecchio), whose driver takes cooperative matrices of 8x16x16 on subgroups of 32.
-MATRIX_ARCHS = {"xe-hpc": "coopmat"}
 COOPMAT_MLIR_VERSION = "v1.6"   # what MLIR's spirv.KHR.CooperativeMatrix* ops declare they need
 # bf16 matrices need the bf16 type of SPV_KHR_bfloat16, which also makes every bf16 tensor of the module a
 # native bf16 one (converted with OpFConvert): declared only where a bf16 product is a cooperative one.
@@ -64,22 +58,6 @@ def _prepare(coop: bool = False, bf16: bool = False) -> str:
 # target environment it finds on an enclosing op as `spirv.target_env` (make_spirv copies it there).
 TO_SPIRV = ",".join(["gpu.module(convert-math-to-spirv)", "convert-gpu-to-spirv{use-64bit-index=true}",
                      "gpu.module(spirv.module(spirv-lower-abi-attrs,spirv-update-vce))"])
-
-
-@dataclass(frozen=True)
-class SPIRVOptions:
-    opt_level: int = 3   # kept for the common interface; the SPIR-V consumer (the driver) optimizes
-    contraction: bool = True  # False (numerics profile "strict"): the driver may not fuse a*b+c
-    arch: str = ""       # a declared device (MATRIX_ARCHS) whose matrix hardware may be used; "": any device
-
-    def __post_init__(self):
-        if self.arch and self.arch not in MATRIX_ARCHS:
-            raise ValueError(f"unknown spirv architecture '{self.arch}' (known: {', '.join(MATRIX_ARCHS)}; "
-                             f"none: any OpenCL or Level Zero device, no matrix extension)")
-
-    def hash(self) -> str:
-        key = "_".join(f"{f.name}-{getattr(self, f.name)}" for f in fields(self))
-        return hashlib.sha256(key.encode()).hexdigest()
 
 
 def _kernels(mod: ir.Module) -> list:
@@ -293,31 +271,3 @@ def make_spv(mod: ir.Module, metadata: dict, options: SPIRVOptions) -> bytes:
     metadata["arch"] = f"spirv{VERSION[1:]}"
     metadata["warp_size"] = SUBGROUP
     return spv
-
-
-class SPIRVBackend:
-    name = "spirv"
-    Options = SPIRVOptions
-    code_section = ".tessera.code.spirv"
-
-    def __init__(self, options: SPIRVOptions | None = None):
-        self.options = options or SPIRVOptions()
-
-    def add_stages(self, stages: dict) -> None:
-        o = self.options
-        stages["gpu"] = lambda m, md: make_gpu(m, md, o)
-        stages["spirv"] = lambda m, md: make_spirv(m, md, o)
-        stages["spv"] = lambda m, md: make_spv(m, md, o)
-
-    def target_info(self):
-        # 128 bits: one 16-byte access per work-item; the core count (Xe cores of a Max 1550: 128) is a
-        # placeholder, as the compiler does not know the device and no phase sizes work by it yet.
-        return TargetFacts("spirv", 128, SUBGROUP, frozenset({"f32", "f64"}), 128)
-
-    @staticmethod
-    def gemm_lowering(*args):
-        from .gemm_lowering import lower
-        return lower(*args)
-
-    def entry_symbol(self, kernel: str) -> str:
-        return kernel  # the OpEntryPoint's name, which clCreateKernel and zeKernelCreate look up

@@ -1,0 +1,63 @@
+"""The AMDGPU target as the driver sees it: its options, its facts, and where its stages are.
+
+Nothing here loads MLIR or LLVM (a cache hit hashes the backend without them); compiler.py holds the stages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...options import CompileOptions, HashedOptions
+from ...targets import TargetFacts
+from ..contract import Backend
+from . import link
+
+# Architectures we emit for, with their wavefront width. CDNA (gfx9: MI200 = gfx90a, MI300 = gfx942) runs
+# waves of 64 lanes only; RDNA (gfx1100, RX 7900) runs 32 or 64 and we pick 32, its native width.
+ARCHS = {"gfx90a": 64, "gfx942": 64, "gfx1100": 32}
+
+
+@dataclass(frozen=True)
+class AMDGPUOptions(HashedOptions):
+    arch: str = "gfx942"
+    opt_level: int = 3
+
+    def __post_init__(self):
+        if self.arch not in ARCHS:
+            raise ValueError(f"unknown AMD GPU architecture '{self.arch}' (known: {', '.join(ARCHS)})")
+
+    @property
+    def warp_size(self) -> int:
+        return ARCHS[self.arch]
+
+
+class AMDGPUBackend(Backend):
+    name = "amdgpu"
+    Options = AMDGPUOptions
+    code_section = ".tessera.code.amdgpu"
+    arch_prefixes = ("gfx",)
+
+    @classmethod
+    def option_values(cls, options: CompileOptions, arch: str | None) -> dict:
+        return {"arch": arch or "gfx942", "opt_level": options.opt_level}
+
+    def tool_versions(self) -> tuple[str, ...]:
+        # the linker writes the code object
+        return (link.identity(),)
+
+    def add_stages(self, stages: dict) -> None:
+        from . import compiler  # lazy: MLIR and LLVM load only when a compilation runs stages
+        o = self.options
+        stages["gpu"] = lambda m, md: compiler.make_gpu(m, md, o)
+        stages["rocdl"] = lambda m, md: compiler.make_rocdl(m, md, o)
+        stages["llir"] = lambda m, md: compiler.make_llir(m, md, o)
+        stages["obj"] = lambda m, md: compiler.make_object(m, md, o)
+        stages["hsaco"] = lambda m, md: compiler.make_hsaco(m, md, o)
+
+    def target_facts(self) -> TargetFacts:
+        # 128 bits: one 16-byte access per lane; the CU count (304 on an MI300X) is a placeholder, as the
+        # compiler does not know the device and no phase sizes work by it yet.
+        return TargetFacts("amdgpu", 128, self.options.warp_size, frozenset({"f32", "f64"}), 304)
+
+    def entry_symbol(self, kernel: str) -> str:
+        return kernel  # hipModuleGetFunction looks the kernel up by its own name (its descriptor is NAME.kd)

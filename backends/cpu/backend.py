@@ -1,0 +1,59 @@
+"""The CPU target as the driver sees it: its options, its facts, and where its stages and lowerings are.
+
+Nothing here loads MLIR or LLVM (a cache hit hashes the backend without them); compiler.py holds the stages.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ...options import CompileOptions, HashedOptions
+from ...targets import TargetFacts
+from ..contract import Backend
+from . import entry, link
+
+
+@dataclass(frozen=True)
+class CPUOptions(HashedOptions):
+    cpu: str = "native"       # an LLVM CPU name, "native" for the build machine, "generic" for any
+    opt_level: int = 3
+    warp_size: int = 32
+
+
+class CPUBackend(Backend):
+    name = "cpu"
+    Options = CPUOptions
+    code_section = ".tessera.code.cpu"
+
+    @classmethod
+    def option_values(cls, options: CompileOptions, arch: str | None) -> dict:
+        return {"cpu": options.cpu, "opt_level": options.opt_level, "warp_size": options.warp_size}
+
+    def tool_versions(self) -> tuple[str, ...]:
+        # the host linker writes the shared object
+        return (link.identity(),)
+
+    def add_stages(self, stages: dict) -> None:
+        from . import compiler  # lazy: MLIR and LLVM load only when a compilation runs stages
+        o = self.options
+        stages["warps"] = lambda m, md: compiler.make_warps(m, md, o)
+        stages["llvm"] = lambda m, md: compiler.make_llvm_dialect(m, md, o)
+        stages["llir"] = lambda m, md: compiler.make_llir(m, md, o)
+        stages["obj"] = lambda m, md: compiler.make_object(m, md, o)
+        stages["so"] = lambda m, md: compiler.make_shared_object(m, md, o)
+
+    def target_facts(self) -> TargetFacts:
+        from . import gemm_lowering, target  # lazy: LLVM (the host's features) and the MLIR-building cost model
+        host = target.host(self.options.cpu)
+        return TargetFacts("cpu", target.vector_bits(host), self.options.warp_size, frozenset({"f32", "f64"}),
+                           os.cpu_count() or 1, matmul_schedule=gemm_lowering.matmul_schedule,
+                           decompose_attention=True, staging_buffers=gemm_lowering.staging_buffers,
+                           fused_attention=True)
+
+    def lowerings(self) -> dict:
+        from . import attention, gemm_lowering  # lazy: they build MLIR
+        return {"gemm": gemm_lowering.lower, "attention": attention.lower}
+
+    def entry_symbol(self, kernel: str) -> str:
+        return entry.entry_symbol(kernel)

@@ -1,0 +1,81 @@
+"""The PTX target as the driver sees it: its options, its facts, and where its stages and lowerings are.
+
+Nothing here loads MLIR or LLVM, so a cache hit in a fresh process can hash the backend without them; the
+stages (compiler.py) and lowerings load when a compilation needs them.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from ...options import CompileOptions, HashedOptions
+from ...targets import TargetFacts
+from ..contract import Backend
+from . import ptxas
+
+# Architectures we emit for, with the PTX ISA version each needs. PTX is forward compatible: code for
+# sm_80 runs on every later GPU (the driver compiles it for the device); an `a` architecture (sm_90a) runs
+# only on that exact compute capability, in exchange for its own instructions (wgmma, setmaxnreg).
+ARCHS = {"sm_70": "ptx80", "sm_75": "ptx80", "sm_80": "ptx80", "sm_86": "ptx80", "sm_87": "ptx80",
+         "sm_89": "ptx80", "sm_90": "ptx80", "sm_90a": "ptx80", "sm_100": "ptx86", "sm_100a": "ptx86",
+         "sm_120": "ptx87", "sm_120a": "ptx87"}
+WARP_SIZE = 32
+
+
+def sm(arch: str) -> int:
+    """The compute capability of an architecture name, as a number: sm_90a -> 90."""
+    return int(arch[3:].rstrip("a"))
+
+
+@dataclass(frozen=True)
+class PTXOptions(HashedOptions):
+    arch: str = "sm_80"
+    opt_level: int = 3
+
+    def __post_init__(self):
+        if self.arch not in ARCHS:
+            raise ValueError(f"unknown NVIDIA architecture '{self.arch}' (known: {', '.join(ARCHS)})")
+
+
+class PTXBackend(Backend):
+    name = "ptx"
+    Options = PTXOptions
+    code_section = ".tessera.code.ptx"
+    arch_prefixes = ("sm_",)
+
+    @classmethod
+    def option_values(cls, options: CompileOptions, arch: str | None) -> dict:
+        if options.warp_size != WARP_SIZE:
+            raise ValueError(f"the ptx target has warps of {WARP_SIZE} lanes, not {options.warp_size}")
+        return {"arch": arch or "sm_80", "opt_level": options.opt_level}
+
+    def tool_versions(self) -> tuple[str, ...]:
+        # ptxas's report (registers, shared memory, spills) is part of each kernel's record
+        return (ptxas.version(),)
+
+    def add_stages(self, stages: dict) -> None:
+        from . import compiler  # lazy: MLIR and LLVM load only when a compilation runs stages
+        o = self.options
+        stages["gpu"] = lambda m, md: compiler.make_gpu(m, md, o)
+        stages["nvvm"] = lambda m, md: compiler.make_nvvm(m, md, o)
+        stages["llir"] = lambda m, md: compiler.make_llir(m, md, o)
+        stages["ptx"] = lambda m, md: compiler.make_ptx(m, md, o)
+
+    def target_facts(self) -> TargetFacts:
+        from . import gemm_lowering  # lazy: the cost models build MLIR
+        # 128 bits: one 16-byte access per thread; the SM count (132 on an H100 SXM) is a placeholder, as
+        # the compiler does not know the device. sm_80 and later compute in bf16 and f16 (tensor cores, cvt).
+        arch = self.options.arch
+        native = {"f32", "f64"} | ({"f16", "bf16"} if sm(arch) >= 80 else set())
+        schedule = gemm_lowering.matmul_schedule if arch == "sm_90a" else \
+            functools.partial(gemm_lowering.matmul_schedule_sm80, arch)
+        return TargetFacts("ptx", 128, WARP_SIZE, frozenset(native), 132, matmul_schedule=schedule)
+
+    def lowerings(self) -> dict:
+        from . import attention_lowering, gemm_lowering  # lazy: they build MLIR
+        return {"gemm": functools.partial(gemm_lowering.lower, self.options.arch),
+                "attention": functools.partial(attention_lowering.lower, self.options.arch)}
+
+    def entry_symbol(self, kernel: str) -> str:
+        return kernel  # the PTX .entry has the kernel's own name, as profilers then show it

@@ -1,0 +1,60 @@
+"""The SPIR-V target as the driver sees it: its options, its facts, and where its stages and lowerings are.
+
+Nothing here loads MLIR or LLVM (a cache hit hashes the backend without them); compiler.py holds the stages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...options import CompileOptions, HashedOptions
+from ...targets import TargetFacts
+from ..contract import Backend
+
+SUBGROUP = 32
+
+# Declared devices (`--arch`) -> the matrix kind tile_mma lowers for (its Target.matrix). xe-hpc: Intel Data
+# Center GPU Max (Ponte Vecchio), whose driver takes cooperative matrices of 8x16x16 on subgroups of 32.
+MATRIX_ARCHS = {"xe-hpc": "coopmat"}
+
+
+@dataclass(frozen=True)
+class SPIRVOptions(HashedOptions):
+    opt_level: int = 3   # kept for the common interface; the SPIR-V consumer (the driver) optimizes
+    contraction: bool = True  # False (numerics profile "strict"): the driver may not fuse a*b+c
+    arch: str = ""       # a declared device (MATRIX_ARCHS) whose matrix hardware may be used; "": any device
+
+    def __post_init__(self):
+        if self.arch and self.arch not in MATRIX_ARCHS:
+            raise ValueError(f"unknown spirv architecture '{self.arch}' (known: {', '.join(MATRIX_ARCHS)}; "
+                             f"none: any OpenCL or Level Zero device, no matrix extension)")
+
+
+class SPIRVBackend(Backend):
+    name = "spirv"
+    Options = SPIRVOptions
+    code_section = ".tessera.code.spirv"
+    arch_prefixes = ("xe-",)
+
+    @classmethod
+    def option_values(cls, options: CompileOptions, arch: str | None) -> dict:
+        return {"opt_level": options.opt_level, "arch": arch or "", "contraction": options.numerics != "strict"}
+
+    def add_stages(self, stages: dict) -> None:
+        from . import compiler  # lazy: MLIR and LLVM load only when a compilation runs stages
+        o = self.options
+        stages["gpu"] = lambda m, md: compiler.make_gpu(m, md, o)
+        stages["spirv"] = lambda m, md: compiler.make_spirv(m, md, o)
+        stages["spv"] = lambda m, md: compiler.make_spv(m, md, o)
+
+    def target_facts(self) -> TargetFacts:
+        # 128 bits: one 16-byte access per work-item; the core count (Xe cores of a Max 1550: 128) is a
+        # placeholder, as the compiler does not know the device and no phase sizes work by it yet.
+        return TargetFacts("spirv", 128, SUBGROUP, frozenset({"f32", "f64"}), 128)
+
+    def lowerings(self) -> dict:
+        from . import gemm_lowering  # lazy: it builds MLIR
+        return {"gemm": gemm_lowering.lower}
+
+    def entry_symbol(self, kernel: str) -> str:
+        return kernel  # the OpEntryPoint's name, which clCreateKernel and zeKernelCreate look up
