@@ -107,7 +107,7 @@ def make_kernels(mod: ir.Module, metadata: dict, backends: list) -> ir.Module:
     lowerings = backends[0].lowerings() if len(backends) == 1 else {}
     for fn in _functions(mod):
         plans[ir.StringAttr(fn.attributes["sym_name"]).value] = graph_lowering.lower_function(
-            fn, mod, lowerings.get("gemm"), "/".join(b.name for b in backends), lowerings.get("attention"))
+            fn, mod, lowerings, "/".join(b.name for b in backends))
         fn.operation.erase()
     # The dtype fallbacks a function took are part of each of its kernels' metadata (tessera-objdump shows them).
     props = metadata.setdefault("kernel_props", {})
