@@ -5,31 +5,12 @@ Nothing here loads MLIR or LLVM (a cache hit hashes the backend without them); c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
-from ...options import CompileOptions, HashedOptions
+from ...options import CompileOptions
 from ...targets import TargetFacts
 from ..contract import Backend
 from . import link
-
-# Architectures we emit for, with their wavefront width. CDNA (gfx9: MI200 = gfx90a, MI300 = gfx942) runs
-# waves of 64 lanes only; RDNA (gfx1100, RX 7900) runs 32 or 64 and we pick 32, its native width.
-ARCHS = {"gfx90a": 64, "gfx942": 64, "gfx1100": 32}
-
-
-@dataclass(frozen=True)
-class AMDGPUOptions(HashedOptions):
-    arch: str = "gfx942"
-    opt_level: int = 3
-
-    def __post_init__(self):
-        if self.arch not in ARCHS:
-            raise ValueError(f"unknown AMD GPU architecture '{self.arch}' (known: {', '.join(ARCHS)})")
-
-    @property
-    def warp_size(self) -> int:
-        return ARCHS[self.arch]
-
+from .options import AMDGPUOptions
 
 class AMDGPUBackend(Backend):
     name = "amdgpu"

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import llvmlite.binding as llvm
 
+from ...diagnostics import CompileError
 from ...mlir import arith, ir, llvm as llvm_d, passmanager, translate_module_to_llvmir
 from ...passes import gpu_math, simt_to_gpu, tile_mma
 from .. import llvm_compat
 from ..cpu.target import init_llvm
 from ..lowered import check_fully_lowered
 from . import link
-from .backend import AMDGPUOptions
+from .options import AMDGPUOptions
 from .metadata import code_object_metadata
 
 TRIPLE = "amdgcn-amd-amdhsa"
@@ -157,7 +158,6 @@ def make_hsaco(obj: bytes, metadata: dict, options: AMDGPUOptions) -> bytes:
     try:
         code = link.hsaco(obj)
     except link.LinkError as e:
-        from ...frontend import CompileError
         raise CompileError(str(e), "<ld.lld>", 0, 0) from None
     # What the code object says of each kernel goes into its record, as ptxas's report does for PTX.
     resources = metadata.setdefault("kernel_resources", {})

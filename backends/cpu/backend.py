@@ -6,19 +6,12 @@ Nothing here loads MLIR or LLVM (a cache hit hashes the backend without them); c
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
-from ...options import CompileOptions, HashedOptions
+from ...options import CompileOptions
 from ...targets import TargetFacts
 from ..contract import Backend
 from . import entry, link
-
-
-@dataclass(frozen=True)
-class CPUOptions(HashedOptions):
-    cpu: str = "native"       # an LLVM CPU name, "native" for the build machine, "generic" for any
-    opt_level: int = 3
-    warp_size: int = 32
+from .options import CPUOptions
 
 
 class CPUBackend(Backend):

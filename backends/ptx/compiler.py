@@ -15,13 +15,14 @@ from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
+from ...diagnostics import CompileError
 from ...mlir import ir, passmanager, translate_module_to_llvmir
 from ...passes import gpu_math, simt_to_gpu
 from .. import llvm_compat
 from ..cpu.target import init_llvm
 from ..lowered import check_fully_lowered
 from . import ptxas
-from .backend import ARCHS, PTXOptions
+from .options import ARCHS, PTXOptions
 
 TRIPLE = "nvptx64-nvidia-cuda"
 
@@ -110,5 +111,4 @@ def make_ptx(llir: str, metadata: dict, options: PTXOptions) -> str:
 
 
 def _ptxas_failure(e: Exception):
-    from ...frontend import CompileError
     return CompileError(str(e), "<ptxas>", 0, 0)

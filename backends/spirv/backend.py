@@ -5,30 +5,11 @@ Nothing here loads MLIR or LLVM (a cache hit hashes the backend without them); c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
-from ...options import CompileOptions, HashedOptions
+from ...options import CompileOptions
 from ...targets import TargetFacts
 from ..contract import Backend
-
-SUBGROUP = 32
-
-# Declared devices (`--arch`) -> the matrix kind tile_mma lowers for (its Target.matrix). xe-hpc: Intel Data
-# Center GPU Max (Ponte Vecchio), whose driver takes cooperative matrices of 8x16x16 on subgroups of 32.
-MATRIX_ARCHS = {"xe-hpc": "coopmat"}
-
-
-@dataclass(frozen=True)
-class SPIRVOptions(HashedOptions):
-    opt_level: int = 3   # kept for the common interface; the SPIR-V consumer (the driver) optimizes
-    contraction: bool = True  # False (numerics profile "strict"): the driver may not fuse a*b+c
-    arch: str = ""       # a declared device (MATRIX_ARCHS) whose matrix hardware may be used; "": any device
-
-    def __post_init__(self):
-        if self.arch and self.arch not in MATRIX_ARCHS:
-            raise ValueError(f"unknown spirv architecture '{self.arch}' (known: {', '.join(MATRIX_ARCHS)}; "
-                             f"none: any OpenCL or Level Zero device, no matrix extension)")
-
+from .options import SUBGROUP, SPIRVOptions
 
 class SPIRVBackend(Backend):
     name = "spirv"

@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import struct
 
+from ...diagnostics import CompileError
 from ...mlir import arith, gpu, ir, memref, passmanager, spirv
 from ...passes import simt_to_gpu, tile_mma
 from . import spirv_val
-from .backend import MATRIX_ARCHS, SUBGROUP, SPIRVOptions
+from .options import MATRIX_ARCHS, SUBGROUP, SPIRVOptions
 
 VERSION = "v1.3"   # the first with the GroupNonUniform instructions; Intel's OpenCL runtimes take 1.0–1.4
 CAPS = ["Addresses", "Int64", "Int8", "Int16", "Float16", "Float64", "Kernel", "GroupNonUniformShuffle",
@@ -266,7 +267,6 @@ def make_spv(mod: ir.Module, metadata: dict, options: SPIRVOptions) -> bytes:
         try:
             spirv_val.check(spv, tool)
         except spirv_val.SpirvValError as e:
-            from ...frontend import CompileError
             raise CompileError(str(e), "<spirv-val>", 0, 0) from None
     metadata["arch"] = f"spirv{VERSION[1:]}"
     metadata["warp_size"] = SUBGROUP

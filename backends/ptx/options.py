@@ -1,0 +1,30 @@
+"""The PTX target's options and the architectures they may name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...options import HashedOptions
+
+# Architectures we emit for, with the PTX ISA version each needs. PTX is forward compatible: code for
+# sm_80 runs on every later GPU (the driver compiles it for the device); an `a` architecture (sm_90a) runs
+# only on that exact compute capability, in exchange for its own instructions (wgmma, setmaxnreg).
+ARCHS = {"sm_70": "ptx80", "sm_75": "ptx80", "sm_80": "ptx80", "sm_86": "ptx80", "sm_87": "ptx80",
+         "sm_89": "ptx80", "sm_90": "ptx80", "sm_90a": "ptx80", "sm_100": "ptx86", "sm_100a": "ptx86",
+         "sm_120": "ptx87", "sm_120a": "ptx87"}
+WARP_SIZE = 32
+
+
+def sm(arch: str) -> int:
+    """The compute capability of an architecture name, as a number: sm_90a -> 90."""
+    return int(arch[3:].rstrip("a"))
+
+
+@dataclass(frozen=True)
+class PTXOptions(HashedOptions):
+    arch: str = "sm_80"
+    opt_level: int = 3
+
+    def __post_init__(self):
+        if self.arch not in ARCHS:
+            raise ValueError(f"unknown NVIDIA architecture '{self.arch}' (known: {', '.join(ARCHS)})")
