@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import json
 from dataclasses import dataclass, field
 from typing import Callable
@@ -26,6 +27,7 @@ from .options import CompileOptions
 from .diagnostics import CompileError, LoweringError
 from .frontend import build_module
 from .passes import decompose, fusion, graph_lowering, graph_phases
+from .dialects import make_context
 from .mlir import ir
 from .passes.registry import build_pass_manager
 
@@ -139,7 +141,6 @@ def _collect(mod: ir.Module, metadata: dict) -> None:
 
 
 def _bytecode(mod: ir.Module) -> bytes:
-    import io
     buf = io.BytesIO()
     mod.operation.write_bytecode(buf)
     return buf.getvalue()
@@ -204,7 +205,6 @@ def compile_source(source: str, filename: str = "<string>", options: CompileOpti
         hit = cache.lookup(k)
         if hit is not None:
             return CompileResult(hit, metadata_of_image(hit, cached=True))
-    from .dialects import make_context
     with make_context(), ir.Location.unknown():
         with _compile_errors(filename):
             module = make_ttir(source, filename, {}, options)
@@ -321,7 +321,6 @@ def _report(on_stage, result: CompileResult, name: str, artifact) -> None:
 def compile_ir_file(path: str, options: CompileOptions | None = None, start_after: str = "ttir",
                     **kwargs) -> CompileResult:
     """Continues a compilation from the IR a stage printed (an .mlir file)."""
-    from .dialects import make_context
     with open(path, encoding="utf-8") as f:
         text = f.read()
     with make_context(), ir.Location.unknown():
