@@ -1,12 +1,33 @@
 """The compile cache: images stored by the hash of everything that determines them.
 
-The key covers the compiler itself (the bytes of every module of the installed package, and the versions of
-MLIR and LLVM it uses), the source text and its file name (locations are part of the IR), the options, and
-— for `--cpu native` — the host CPU. Entries are written to a temporary file and renamed into place, so
-concurrent compiles of the same program never see a partial entry; the last writer wins with identical
-bytes. `TESSERA_CACHE_DIR` moves the cache (default ~/.cache/tessera); `TESSERA_CACHE=0` turns it off.
+The key (`key`) covers:
+  - the compiler itself: the bytes of every module of the package and its mapped subpackages, and the
+    versions of MLIR (torch_mlir) and LLVM (llvmlite) it uses;
+  - the source text and its file name (locations are part of the IR);
+  - the compile options (`CompileOptions.hash()`: target, kernels, cpu, arch, opt_level, warp_size, hints,
+    numerics profile);
+  - each backend's hash (backends/contract.py `Backend.hash`): its own options, which carry what it reads
+    from the machine (the CPU GEMM cost model's thread count, from TESSERA_NUM_THREADS or the core count,
+    and cache sizes), and the identity of the external tools whose output lands in the image;
+  - for `--cpu native`, the host CPU.
 
-Nothing here imports MLIR: a cache hit in a fresh `tessera-cc` process costs a hash and a file read.
+Environment variables read at compile time, and where the key covers each. The ones that name tools change
+an image only through the tool found, so the key holds that tool's identity — its path and release — as
+the backend's `tool_versions()` reports it, never the variable itself:
+  TESSERA_PTXAS        ptxas, whose registers/shared memory/spills go into the PTX kernels' records
+                       (backends/ptx/ptxas.py `version`)
+  CC                   the CPU shared object's linker driver (backends/cpu/link.py)
+  TESSERA_LD_LLD       ld.lld, which links AMDGPU code objects (backends/amdgpu/link.py `identity`)
+  TESSERA_SPIRV_VAL    not covered: spirv-val only checks a module; what it accepts is the same image
+  TESSERA_NUM_THREADS  the CPU backend's options (the GEMM blocking fits the thread count)
+  TESSERA_CACHE, TESSERA_CACHE_DIR   whether and where the cache is; never an image
+The numerics profile is no environment variable: `numerics.profile()` sets `CompileOptions.numerics`.
+
+Entries are written to a temporary file and renamed into place, so concurrent compiles of the same program
+never see a partial entry; the last writer wins with identical bytes. `TESSERA_CACHE_DIR` moves the cache
+(default ~/.cache/tessera); `TESSERA_CACHE=0` turns it off.
+
+Nothing here imports MLIR or a backend: the caller hands over the backends' hashes.
 """
 
 from __future__ import annotations
@@ -81,9 +102,13 @@ def _host() -> str:
     return "\n".join(parts)
 
 
-def key(source: str, filename: str, options) -> str:
+def key(source: str, filename: str, options, backend_hashes: list[str]) -> str:
+    """The cache key of compiling `source` (named `filename`) with `options` by backends of these hashes
+    (`[b.hash() for b in backends]`, in the order of the options' targets)."""
     h = hashlib.sha256()
-    for part in (compiler_fingerprint(), filename, options.hash(), _host() if options.cpu == "native" else ""):
+    parts = (compiler_fingerprint(), filename, options.hash(), *backend_hashes,
+             _host() if options.cpu == "native" else "")
+    for part in parts:
         h.update(part.encode())
         h.update(b"\0")
     h.update(source.encode())
