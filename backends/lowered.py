@@ -7,14 +7,8 @@ ROCm's __ocml_*) would leave code no driver links. Both are compiler bugs, repor
 
 from __future__ import annotations
 
+from ..diagnostics import LoweringError
 from ..mlir import ir
-
-
-class LoweringError(Exception):
-    def __init__(self, op, message: str):
-        self.location = op.location
-        self.message = f"internal compiler error: {message}"
-        super().__init__(self.message)
 
 
 def check_fully_lowered(mod: ir.Module, dialects: tuple[str, ...], target: str,
@@ -25,15 +19,16 @@ def check_fully_lowered(mod: ir.Module, dialects: tuple[str, ...], target: str,
         for op in mod.body.operations:
             if op.operation.name == "llvm.func" and not op.regions[0].blocks:
                 name = ir.StringAttr(op.attributes["sym_name"]).value
-                raise LoweringError(op, f"the kernels call '{name}', which the {externals_from} backend does not "
-                                        f"provide")
+                raise LoweringError(op, f"internal compiler error: the kernels call '{name}', which the "
+                                        f"{externals_from} backend does not provide")
 
     def visit(op):
         for region in op.regions:
             for block in region.blocks:
                 for inner in block.operations:
                     if not inner.operation.name.startswith(dialects):
-                        raise LoweringError(inner, f"'{inner.operation.name}' was not lowered to {target}")
+                        raise LoweringError(inner, f"internal compiler error: '{inner.operation.name}' was not "
+                                                   f"lowered to {target}")
                     visit(inner)
 
     visit(mod.operation)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..diagnostics import LoweringError
 from ..mlir import ir
 
 CONTAINER = "f16"
@@ -79,10 +80,9 @@ def _with_element(t: ir.RankedTensorType, elem: ir.Type) -> ir.RankedTensorType:
 
 def legalize(fn, target_name: str) -> list[str]:
     """Rewrites `fn`'s fp8 tensors to the f16 container (see the module's docstring); returns the fallback
-    notes for the kernel metadata. Raises UnsupportedOnCPU at an op that cannot produce its fp8 result in f32
+    notes for the kernel metadata. Raises LoweringError at an op that cannot produce its fp8 result in f32
     instead."""
     from ..dialects import ttensor
-    from .kernelgen import UnsupportedOnCPU
     f16, f32 = ir.F16Type.get(), ir.F32Type.get()
     taken: dict[str, None] = {}
     holds: dict = {}  # container value -> the fp8 format of its values
@@ -136,8 +136,8 @@ def legalize(fn, target_name: str) -> list[str]:
             with op.location:
                 round_into_container(r, f, ir.InsertionPoint.after(op))
             if not op.verify():
-                raise UnsupportedOnCPU(op, f"an {f.name} result of '{op.operation.name}' has no {target_name} "
-                                           f"fallback (the target computes no fp8): produce f32 and op.cast it")
+                raise LoweringError(op, f"an {f.name} result of '{op.operation.name}' has no {target_name} "
+                                        f"fallback (the target computes no fp8): produce f32 and op.cast it")
     for op in ops:
         if op.operation.name == "ttensor.matmul" and all(v in holds for v in list(op.operands)[:2]):
             op.attributes["tessera.fp8_operands"] = ir.ArrayAttr.get(

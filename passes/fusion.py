@@ -20,6 +20,7 @@ Groups (recorded as ``tessera.group = N`` and ``tessera.group_kind`` on each op)
 
 from __future__ import annotations
 
+from ..diagnostics import LoweringError
 from ..mlir import ir
 
 ELEMENTWISE = {"ttensor.unary", "ttensor.binary", "ttensor.bias_add", "ttensor.cast", "ttensor.broadcast",
@@ -189,13 +190,6 @@ def _step_name(op) -> str:
     return "scale" if fn == "mul" else "residual"
 
 
-class EpilogueNotFused(Exception):
-    def __init__(self, op, message: str):
-        super().__init__(message)
-        self.location = op.location
-        self.message = message
-
-
 def _check_requested_epilogue(fn) -> None:
     """`@function(epilogue=[bias, gelu])`: every matmul must end up with exactly those steps fused."""
     if "tessera.hints" not in fn.attributes or "epilogue" not in ir.DictAttr(fn.attributes["tessera.hints"]):
@@ -206,10 +200,10 @@ def _check_requested_epilogue(fn) -> None:
         if "tessera.group_kind" in op.attributes and ir.StringAttr(op.attributes["tessera.group_kind"]).value == "gemm":
             groups.setdefault(ir.IntegerAttr(op.attributes["tessera.group"]).value, []).append(op)
     if not groups:
-        raise EpilogueNotFused(fn, f"epilogue={want} was requested but the function has no matmul")
+        raise LoweringError(fn, f"epilogue={want} was requested but the function has no matmul")
     for ops in groups.values():
         got = [_step_name(op) for op in ops[1:]]
         if got != want:
-            raise EpilogueNotFused(ops[0], f"epilogue={want} was requested but this matmul's fused epilogue is "
-                                           f"{got} (the ops after it must be exactly those steps, each used only "
-                                           f"by the next)")
+            raise LoweringError(ops[0], f"epilogue={want} was requested but this matmul's fused epilogue is "
+                                        f"{got} (the ops after it must be exactly those steps, each used only "
+                                        f"by the next)")

@@ -26,14 +26,8 @@ from __future__ import annotations
 import math as _pymath
 
 from ..backends.cpu import vmath  # target-neutral arith; lives with its first user, the CPU GEMM epilogues
+from ..diagnostics import LoweringError
 from ..mlir import arith, ir, llvm
-
-
-class GpuMathError(Exception):
-    def __init__(self, op, message: str):
-        super().__init__(message)
-        self.location = op.location
-        self.message = message
 
 
 def _const(like: ir.Value, value: float) -> ir.Value:
@@ -130,8 +124,8 @@ def _lower(op) -> ir.Value:
     if isinstance(t, ir.F64Type) and name in _ANY_FLOAT:
         return _ANY_FLOAT[name](op)
     if not (isinstance(t, ir.F32Type) or narrow) or name not in {**_F32, **_ANY_FLOAT}:
-        raise GpuMathError(op, f"'{name}' on {t} has no GPU lowering yet (f32, f16 and bf16 have exp, exp2, "
-                               f"log, log2, tanh, erf, pow, sqrt, rsqrt; f64 has sqrt, rsqrt, abs, floor, ceil)")
+        raise LoweringError(op, f"'{name}' on {t} has no GPU lowering yet (f32, f16 and bf16 have exp, exp2, "
+                                f"log, log2, tanh, erf, pow, sqrt, rsqrt; f64 has sqrt, rsqrt, abs, floor, ceil)")
     if not narrow:
         return {**_F32, **_ANY_FLOAT}[name](op)
     f32 = ir.F32Type.get()

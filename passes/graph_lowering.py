@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import ast
 
+from ..diagnostics import LoweringError
 from ..mlir import ir
 from . import fusion, graph_shapes, kernelgen
-from .kernelgen import UnsupportedOnCPU
 
 
 def _attr_int(op, name: str, key: str, default: int) -> int:
@@ -154,8 +154,8 @@ def lower_function(fn, module: ir.Module, gemm=None, targets: str = "CPU", atten
             steps.extend(gemm(kname, ops, dims, record, temporary, build, module))
             continue
         else:
-            raise UnsupportedOnCPU(ops[0], f"'{ops[0].operation.name}' has no {targets} lowering yet "
-                                           f"(run it with tessera.interpret)")
+            raise LoweringError(ops[0], f"'{ops[0].operation.name}' has no {targets} lowering yet "
+                                        f"(run it with tessera.interpret)")
         with ir.InsertionPoint(module.body):
             _compile_source(ks.source, f"<tessera:{kname}>")
         out_dims = dims[ks.outputs[0]] if kind == "elementwise" else dims[ks.inputs[0]]

@@ -14,6 +14,7 @@ Per-function hints (`@function(schedule={...})`, recorded as `tessera.hints`) ov
 
 from __future__ import annotations
 
+from ..diagnostics import LoweringError
 from ..mlir import ir
 from ..targets import TargetFacts
 from . import fp8_fallback
@@ -163,8 +164,7 @@ def quantize(fn, target: TargetFacts) -> list[str]:
             name = {"bf16": "bf16", "f16": "f16", "tf32": "tf32", "f32": "f32", "f64": "f64",
                     "f8E4M3FN": "fp8_e4m3", "f8E5M2": "fp8_e5m2"}.get(t)
             if name is None:
-                from .kernelgen import UnsupportedOnCPU
-                raise UnsupportedOnCPU(op, f"element type {t} has no {target.name} fallback yet")
+                raise LoweringError(op, f"element type {t} has no {target.name} fallback yet")
             if name in target.native_dtypes:
                 continue
             wide = FALLBACK[name]

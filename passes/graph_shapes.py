@@ -7,16 +7,10 @@ MLIR types keep only `?` for an extent known at run time; the function's argumen
 
 from __future__ import annotations
 
+from ..diagnostics import LoweringError
 from ..mlir import ir
 
 Dims = list[str]
-
-
-class ShapeInferenceError(Exception):
-    def __init__(self, op, message: str):
-        super().__init__(message)
-        self.location = op.location
-        self.message = message
 
 
 def _static(t: ir.RankedTensorType) -> list[str | None]:
@@ -97,8 +91,8 @@ def _rule(op, ins: list[Dims]) -> list[Dims]:
             out = [o if o is not None else (n if n != "?" else None) for o, n in zip(out, named)]
         unknown = [i for i, d in enumerate(out) if d is None]
         if len(unknown) > 1:
-            raise ShapeInferenceError(op, "a reshape with more than one extent known only at run time cannot be "
-                                          "planned; give all but one extent")
+            raise LoweringError(op, "a reshape with more than one extent known only at run time cannot be "
+                                    "planned; give all but one extent")
         if unknown:
             known = product([d for d in out if d is not None])
             out[unknown[0]] = f"({product(ins[0])})//({known})"
@@ -121,5 +115,5 @@ def _rule(op, ins: list[Dims]) -> list[Dims]:
     if name == "ttensor.mask_blocks":
         return [ins[0]]
     if name in ("tdist.all_gather", "tdist.reduce_scatter"):
-        raise ShapeInferenceError(op, f"'{name}' needs a multi-device runtime; the CPU backend runs one device")
-    raise ShapeInferenceError(op, f"'{name}' has no kernel lowering yet (run it with tessera.interpret)")
+        raise LoweringError(op, f"'{name}' needs a multi-device runtime; the CPU backend runs one device")
+    raise LoweringError(op, f"'{name}' has no kernel lowering yet (run it with tessera.interpret)")

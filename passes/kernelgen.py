@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import dtypes
+from ..diagnostics import LoweringError
 from ..mlir import ir
 
 # Unary functions as expressions of `x` (exact gelu through erf; tanh form as PyTorch's approximate="tanh").
@@ -29,13 +30,6 @@ BINARY = {"add": "{a} + {b}", "sub": "{a} - {b}", "mul": "{a} * {b}", "div": "{a
           "min": "min({a}, {b})", "pow": "{a} ** {b}"}
 LOWEST_F32 = "-3.4028234663852886e38"
 XRC = "X[r, c]"
-
-
-class UnsupportedOnCPU(Exception):
-    def __init__(self, op, message: str):
-        super().__init__(message)
-        self.location = op.location
-        self.message = message
 
 
 @dataclass
@@ -161,7 +155,7 @@ def _operand_expr(op, i: int, local: dict) -> str:
     from .fusion import is_scalar_constant
     if is_scalar_constant(v):
         return _literal(v)
-    raise UnsupportedOnCPU(op, "internal: an operand of a fused op is neither fused nor an input")
+    raise LoweringError(op, "internal: an operand of a fused op is neither fused nor an input")
 
 
 def _value_expr(op, local: dict, cdt: str, dims: dict, scalars: list) -> str:
@@ -189,7 +183,7 @@ def _value_expr(op, local: dict, cdt: str, dims: dict, scalars: list) -> str:
     if name == "ttensor.cast":  # round to the narrow type, keep computing in the wide one
         dt = element_dtype(op.results[0])
         return f"{cdt}({dt}({operand(0)}))" if dt != cdt else operand(0)
-    raise UnsupportedOnCPU(op, f"'{name}' cannot be fused into a CPU elementwise kernel yet")
+    raise LoweringError(op, f"'{name}' cannot be fused into a CPU elementwise kernel yet")
 
 
 def float_literal(x: float) -> str:
@@ -287,7 +281,7 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: lis
     if kind == "ttensor.softmax":
         axis = ir.IntegerAttr(op.attributes["axis"]).value % len(xd)
         if axis != len(xd) - 1:
-            raise UnsupportedOnCPU(op, "the CPU backend computes softmax over the last axis only (yet)")
+            raise LoweringError(op, "the CPU backend computes softmax over the last axis only (yet)")
         params.append(f"Y: tensor[{dt_out}, \"R\", \"C\"]")
         views.append("matrix")
 
@@ -348,13 +342,13 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: lis
         extra = {}
         axes = sorted(ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["axes"]))
         if axes != list(range(len(xd) - len(axes), len(xd))):
-            raise UnsupportedOnCPU(op, "the CPU backend reduces trailing axes only (yet)")
+            raise LoweringError(op, "the CPU backend reduces trailing axes only (yet)")
         red = ir.StringAttr(op.attributes["kind"]).value
         init = {"sum": "0.0", "mean": "0.0", "prod": "1.0", "max": LOWEST_F32, "min": "3.4028234663852886e38"}[red]
         comb = {"sum": "{a} + {b}", "mean": "{a} + {b}", "prod": "{a} * {b}", "max": "max({a}, {b})",
                 "min": "min({a}, {b})"}[red]
         if dt_in.startswith(("i", "u")):
-            raise UnsupportedOnCPU(op, "integer reductions are not supported by the CPU backend yet")
+            raise LoweringError(op, "integer reductions are not supported by the CPU backend yet")
         params.append(f"Y: tensor[{dt_out}, \"R\"]")
         views.append("rows")
         result = "acc / n" if red == "mean" else "acc"
@@ -362,7 +356,7 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: lis
                   *_butterfly("acc", comb, warp), "        if lane == 0:", f"            Y[r] = {st(result)}"]
         outputs = [op.results[0]]
     else:
-        raise UnsupportedOnCPU(op, f"'{kind}' has no CPU row kernel")
+        raise LoweringError(op, f"'{kind}' has no CPU row kernel")
     src = "\n".join(["import math", "", "", "@kernel", f"def {name}({', '.join(params)}):", *head, *lines, ""])
     return KernelSource(name, src, inputs, outputs, views, block=(warp, rows_per_block, 1),
                         grid=("1", f"ceil(R/{rows_per_block})", "1"), extra=extra)
@@ -374,7 +368,7 @@ def transpose(name: str, op, dims: dict) -> KernelSource:
     rank = len(dims[x])
     perm = [ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["perm"])]
     if rank < 2 or perm != list(range(rank - 2)) + [rank - 1, rank - 2]:
-        raise UnsupportedOnCPU(op, f"the CPU backend transposes the last two axes only (yet), not {perm}")
+        raise LoweringError(op, f"the CPU backend transposes the last two axes only (yet), not {perm}")
     dt = element_dtype(x)
     src = "\n".join([
         "@kernel",

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
+from ..diagnostics import LoweringError
 from ..mlir import passmanager
 from . import cpu_vector_math, gpu_math, simt_to_gpu, simt_to_warps, tile_mma, tod_rewrites
 from .to_llvm import CPU_TO_LLVM
@@ -114,9 +115,11 @@ def build_pass_manager(pipeline: str) -> passmanager.PassManager:
         def run(op, pass_, info=info, opts=opts):
             try:
                 info.run(op, **opts)
-            except Exception as e:  # a located lowering failure becomes an MLIR diagnostic
-                loc = getattr(e, "location", None) or op.location
-                loc.emit_error(getattr(e, "message", str(e)))
+            except LoweringError as e:  # a located lowering failure becomes an MLIR diagnostic at its op
+                e.location.emit_error(e.message)
+                pass_.signal_pass_failure()
+            except Exception as e:  # any other failure of the pass, at the op it ran on
+                op.location.emit_error(str(e))
                 pass_.signal_pass_failure()
 
         pm.add(run, name=info.name, argument=info.name, description=info.summary)

@@ -34,20 +34,12 @@ The kernels move into ``gpu.module @tessera_kernels``; the module becomes a ``gp
 from __future__ import annotations
 
 from ..abi import DIM, TENSOR, signature_of
+from ..diagnostics import LoweringError
 from ..mlir import arith, builtin, func, gpu, ir, llvm, memref
 
 GPU_MODULE = "tessera_kernels"
 WARP_SIZE = 32   # NVIDIA's, the default
 ABIS = ("llvm", "flat")
-
-
-class GpuLoweringError(Exception):
-    """A kernel the GPU lowering cannot take, reported at the user's source line."""
-
-    def __init__(self, op, message: str):
-        super().__init__(message)
-        self.location = op.location
-        self.message = message
 
 
 def _i64(value: int) -> ir.Value:
@@ -119,8 +111,8 @@ class _Prologue:
                 elif name == "memref.store":
                     memref.StoreOp(op.operands[0], flat, [_linear(sizes, list(op.operands)[2:])])
                 else:
-                    raise GpuLoweringError(op, f"'{name}' on a kernel tensor has no SPIR-V lowering yet "
-                                               f"(kernel tensors are read and written by indexing)")
+                    raise LoweringError(op, f"'{name}' on a kernel tensor has no SPIR-V lowering yet "
+                                            f"(kernel tensors are read and written by indexing)")
             op.erase()
 
 
@@ -128,7 +120,7 @@ def _constant_index(v: ir.Value, user) -> int:
     owner = v.owner
     if not isinstance(owner, ir.Block) and owner.operation.name == "arith.constant":
         return ir.IntegerAttr(owner.operation.attributes["value"]).value
-    raise GpuLoweringError(user, "a tensor extent asked with a computed axis has no SPIR-V lowering")
+    raise LoweringError(user, "a tensor extent asked with a computed axis has no SPIR-V lowering")
 
 
 def _linear(sizes: list[ir.Value], indices: list[ir.Value]) -> ir.Value:
@@ -155,7 +147,7 @@ def lower_kernel(kernel: func.FuncOp, body: ir.Block, warp_size: int = WARP_SIZE
     """Moves `kernel` into the gpu.module `body` as a gpu.func kernel with the launch ABI."""
     name = ir.StringAttr(kernel.attributes["sym_name"]).value
     if "tessera.tile_kernel" in kernel.attributes:
-        raise GpuLoweringError(kernel, f"kernel '{name}' is a CPU tile kernel: it has no GPU lowering")
+        raise LoweringError(kernel, f"kernel '{name}' is a CPU tile kernel: it has no GPU lowering")
     sig = signature_of(kernel)
     old_types = list(kernel.type.inputs)
     n_params = len(old_types)
@@ -200,7 +192,7 @@ def _lower_simt_ops(fn, lowerings: dict) -> None:
         name = op.operation.name
         lower = lowerings.get(name)
         if lower is None:
-            raise GpuLoweringError(op, f"'{name}' has no GPU lowering yet")
+            raise LoweringError(op, f"'{name}' has no GPU lowering yet")
         with op.location, ir.InsertionPoint(op):
             result = lower(op)
         op.results[0].replace_all_uses_with(result)

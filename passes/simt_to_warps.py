@@ -17,16 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..diagnostics import LoweringError
 from ..mlir import arith, func, ir, memref, scf, vector
 
 LAUNCH_ARGS = ("bid_x", "bid_y", "bid_z", "bdim_x", "bdim_y", "bdim_z", "gdim_x", "gdim_y", "gdim_z")
-
-
-class WarpLoweringError(Exception):
-    def __init__(self, op, message: str):
-        super().__init__(message)
-        self.location = op.location
-        self.message = message
 
 
 @dataclass
@@ -83,7 +77,7 @@ class _Warp:
                 elif name.startswith(("arith.", "math.")):
                     self.elementwise(op)
                 else:
-                    raise WarpLoweringError(op, f"'{name}' has no CPU warp lowering")
+                    raise LoweringError(op, f"'{name}' has no CPU warp lowering")
 
     def get(self, v: ir.Value) -> V:
         return self.map[v]
@@ -180,8 +174,8 @@ class _Warp:
         name = op.operation.name
         v, idx = self.get(op.operands[0]), self.get(op.operands[1])
         if idx.varying:
-            raise WarpLoweringError(op, f"'{name}' {'offset' if 'down' in name else 'mask'} must be the same "
-                                        f"on every lane of a warp")
+            raise LoweringError(op, f"'{name}' {'offset' if 'down' in name else 'mask'} must be the same "
+                                    f"on every lane of a warp")
         if not v.varying:  # every lane holds the value already
             self.map[op.result] = v
             return
@@ -212,13 +206,13 @@ class _Warp:
 
     def op_ttile_group_sync(self, op, mask, entry) -> None:
         if _group_size(op.operands[0]) > self.W:
-            raise WarpLoweringError(op, "a group larger than a warp synchronizes only at the top level of the "
-                                        "kernel on the CPU")
+            raise LoweringError(op, "a group larger than a warp synchronizes only at the top level of the "
+                                    "kernel on the CPU")
         # a group within a warp: the warp's lanes run in lockstep, already synchronized
 
     def op_ttile_barrier(self, op, mask, entry) -> None:
-        raise WarpLoweringError(op, "a block-wide barrier inside control flow is not supported on the CPU "
-                                    "(barriers split the kernel into phases only at its top level)")
+        raise LoweringError(op, "a block-wide barrier inside control flow is not supported on the CPU "
+                                "(barriers split the kernel into phases only at its top level)")
 
     def op_ttile_thread_rank(self, op, mask, entry) -> None:
         L, size = self.launch, _group_size(op.operands[0])
@@ -272,7 +266,7 @@ class _Warp:
         v = self.get(op.operands[0])
         size = ir.IntegerAttr(op.attributes["group_size"]).value
         if size > self.W:
-            raise WarpLoweringError(op, f"group_size {size} exceeds the CPU warp of {self.W} lanes")
+            raise LoweringError(op, f"group_size {size} exceeds the CPU warp of {self.W} lanes")
         kind = ir.StringAttr(op.attributes["kind"]).value
         t = op.result.type
         if not v.varying:
@@ -402,8 +396,8 @@ class _Warp:
     def op_scf_for(self, op, mask, entry) -> None:
         lb, ub, step = (self.get(o) for o in list(op.operands)[:3])
         if lb.varying or ub.varying or step.varying:
-            raise WarpLoweringError(op, "a loop's bounds must be the same on every lane of a warp "
-                                        "(guard per-lane work with 'if' inside the loop instead)")
+            raise LoweringError(op, "a loop's bounds must be the same on every lane of a warp "
+                                    "(guard per-lane work with 'if' inside the loop instead)")
         inits = [self.get(o) for o in list(op.operands)[3:]]
         body = op.regions[0].blocks[0]
         varying = self.carried_divergence(op, [i.varying for i in inits], entry)
@@ -567,9 +561,9 @@ def _phases(kernel, width: int) -> list[list]:
         for operand in op.operands:
             owner = defined_in.get(operand)
             if owner is not None and owner is not phases[-1] and not _is_constant(operand):
-                raise WarpLoweringError(op, "a value computed before a barrier is used after it; on the CPU each "
-                                            "phase between barriers runs over all warps in turn, so keep such "
-                                            "values in memory")
+                raise LoweringError(op, "a value computed before a barrier is used after it; on the CPU each "
+                                        "phase between barriers runs over all warps in turn, so keep such "
+                                        "values in memory")
         phases[-1].append(op)
         for r in op.results:
             defined_in[r] = phases[-1]

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..diagnostics import LoweringError
 from ..mlir import arith, builtin, gpu, ir, llvm, memref, vector
 
 MFMA_ARCHS = ("gfx90a", "gfx942", "gfx950")
@@ -112,15 +113,6 @@ INSTRUCTIONS = {
 COOPMAT_SHAPES = {("f16", 8, 16, 16), ("bf16", 8, 16, 16)}
 FMA_WIDTH = 4   # accumulator elements per vector FMA
 FRAGMENT_OPS = ("ttile.fill", "ttile.ldmatrix", "ttile.mma", "ttile.store_fragment")
-
-
-class TileMmaError(Exception):
-    """A fragment program the lowering cannot take, reported at its op."""
-
-    def __init__(self, op, message: str):
-        super().__init__(message)
-        self.location = op.location
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -214,8 +206,8 @@ def _plan_mma(op, target: Target) -> Plan:
     if unit is not None and unit.wave == target.wave:
         return Plan(unit, instr, bn)
     if bn > target.wave or target.wave % bn or ar % (target.wave // bn):
-        raise TileMmaError(op, f"an {ar}x{bn} accumulator has no FMA layout on {target.wave} lanes: its columns "
-                               f"must divide the wave and its rows be a multiple of {target.wave} / columns")
+        raise LoweringError(op, f"an {ar}x{bn} accumulator has no FMA layout on {target.wave} lanes: its columns "
+                                f"must divide the wave and its rows be a multiple of {target.wave} / columns")
     return Plan(None, instr, bn)
 
 
@@ -226,7 +218,7 @@ def _plans(block, target: Target) -> dict:
     def agree(value, plan: Plan, op):
         old = plans.get(value)
         if old is not None and old != plan:
-            raise TileMmaError(op, "a fragment feeds ttile.mma ops of different shapes; load it once for each")
+            raise LoweringError(op, "a fragment feeds ttile.mma ops of different shapes; load it once for each")
         plans[value] = plan
 
     mmas = [op for op in block.operations if op.operation.name == "ttile.mma"]
@@ -236,7 +228,7 @@ def _plans(block, target: Target) -> dict:
             agree(v, plan, op)
     for op in block.operations:
         if op.operation.name == "ttile.fill" and op.results[0] not in plans:
-            raise TileMmaError(op, "a ttile.fill whose fragment feeds no ttile.mma has no layout here")
+            raise LoweringError(op, "a ttile.fill whose fragment feeds no ttile.mma has no layout here")
     return plans
 
 
@@ -245,9 +237,9 @@ def _check_block_local(op, block) -> None:
         for use in r.uses:
             owner = use.owner.operation if hasattr(use.owner, "operation") else use.owner
             if owner.block != block or owner.name not in FRAGMENT_OPS:
-                raise TileMmaError(op, f"a fragment may be used only by ttile.mma and ttile.store_fragment in the "
-                                       f"block that makes it, not by '{owner.name}' (a loop-carried accumulator, "
-                                       f"say): carry it through memory instead")
+                raise LoweringError(op, f"a fragment may be used only by ttile.mma and ttile.store_fragment in the "
+                                        f"block that makes it, not by '{owner.name}' (a loop-carried accumulator, "
+                                        f"say): carry it through memory instead")
 
 
 def _call(name: str, result: ir.Type, args: list) -> ir.Value:
@@ -330,15 +322,15 @@ def _row_stride(op, mem: ir.Value, what: str) -> int:
     from ..dialects import tmem
     steps, _ = tmem.strides(ir.MemRefType(mem.type))
     if steps[-1] != 1 or steps[-2] is None:
-        raise TileMmaError(op, f"a cooperative-matrix {what} needs memory with contiguous rows and a static row "
-                               f"stride, got {mem.type}")
+        raise LoweringError(op, f"a cooperative-matrix {what} needs memory with contiguous rows and a static row "
+                                f"stride, got {mem.type}")
     return steps[-2]
 
 
 def _coop_fill(op, plan: Plan, rows: int, cols: int, role: str) -> list:
     if role != "acc":
-        raise TileMmaError(op, f"fills a fragment of role '{role}': on the cooperative-matrix path only "
-                               f"accumulators are filled (load A and B with ttile.ldmatrix)")
+        raise LoweringError(op, f"fills a fragment of role '{role}': on the cooperative-matrix path only "
+                                f"accumulators are filled (load A and B with ttile.ldmatrix)")
     tr, tc = _coop_tile(plan, role)
     value = gpu.SubgroupMmaConstantMatrixOp(_coop_type(plan, role, "f32"), op.operands[0]).result
     return [value] * ((rows // tr) * (cols // tc))
@@ -384,8 +376,8 @@ def _coop_mma(a: list, b: list, c: list, plan: Plan, shapes) -> list:
 
 def _coop_store(op, plan: Plan, held: list, rows: int, cols: int, role: str, e: _Emitter) -> None:
     if role != "acc":
-        raise TileMmaError(op, f"stores a fragment of role '{role}': on the cooperative-matrix path only "
-                               f"accumulators are stored")
+        raise LoweringError(op, f"stores a fragment of role '{role}': on the cooperative-matrix path only "
+                                f"accumulators are stored")
     value, dest, *idx = op.operands
     lead, r0, c0 = list(idx[:-2]), idx[-2], idx[-1]
     stride = _row_stride(op, dest, "store")
@@ -441,7 +433,7 @@ def _lower_block(block, target: Target) -> list[Lowered]:
             elif name == "ttile.ldmatrix":
                 rows, cols, elem, role = _frag_type(op.results[0].type)
                 if op.results[0] not in plans:
-                    raise TileMmaError(op, "a fragment loaded by ttile.ldmatrix feeds no ttile.mma")
+                    raise LoweringError(op, "a fragment loaded by ttile.ldmatrix feeds no ttile.mma")
                 plan = plans[op.results[0]]
                 if plan.coop:
                     held[op.results[0]] = _coop_load(op, plan, rows, cols, elem, role, e)

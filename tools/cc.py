@@ -10,6 +10,8 @@ import argparse
 import os
 import sys
 
+from ..diagnostics import CompileError
+
 
 def _parse_args(argv):
     p = argparse.ArgumentParser(prog="tessera-cc", description=__doc__.splitlines()[0])
@@ -49,7 +51,6 @@ def main(argv=None) -> int:
     if plain and _from_cache(args, options):
         return 0
     from ..compiler import compile_file, compile_ir_file, stage_names
-    from ..frontend import CompileError
     try:
         if args.list_stages:
             print("\n".join(stage_names(options)))

@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..diagnostics import parse_location
+
 _EXPECT = re.compile(r"//\s*expected-(error|warning|remark)\s*(@[+-]\d+)?\s*\{\{(.*?)\}\}")
-_LINE = re.compile(r":(\d+):(\d+)")
 
 
 @dataclass
@@ -35,8 +36,8 @@ def check(text: str, diagnostics: list[tuple[str, str]], line_base: int, filenam
     expected = expectations(text)
     problems = []
     for loc, message in diagnostics:
-        m = _LINE.search(loc)
-        line = int(m.group(1)) if m else 0
+        where = parse_location(loc)
+        line = where[1] if where else 0
         match = next((e for e in expected if not e.seen and e.line == line and e.text in message), None)
         if match is None:
             problems.append(f"{filename}:{line + line_base}: unexpected error: {message}")

@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..diagnostics import CompileError
+
 
 def _ints(text: str, count: int, what: str) -> tuple[int, ...]:
     try:
@@ -48,7 +50,6 @@ def main(argv=None) -> int:
     from ..backends.cpu.target import host
     from ..compiler import CompileOptions, compile_module
     from ..dialects import make_context
-    from ..frontend import CompileError
     from ..mlir import ir
 
     try:

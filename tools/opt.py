@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..diagnostics import parse_location
+
 
 def _parse_args(argv):
     p = argparse.ArgumentParser(prog="tessera-opt", description=__doc__.splitlines()[0])
@@ -85,13 +87,12 @@ def main(argv=None) -> int:
 
 
 def _where(loc: str, filename: str, line_base: int) -> str:
-    import re
-    m = re.search(r'"(?P<f>[^"]*)":(?P<l>\d+):(?P<c>\d+)', loc)
-    if not m:
+    where = parse_location(loc)
+    if where is None:
         return filename
-    f = filename if m["f"] in ("-", "") else m["f"]
-    line = int(m["l"]) + (line_base if f == filename else 0)
-    return f"{f}:{line}:{m['c']}"
+    f, line, col = where
+    f = filename if f in ("-", "") else f
+    return f"{f}:{line + (line_base if f == filename else 0)}:{col}"
 
 
 if __name__ == "__main__":

@@ -9,10 +9,11 @@ per batch entry (the plan step's `batch`). The blocking is what the schedule pha
 
 from __future__ import annotations
 
+from ...diagnostics import LoweringError
 from ...mlir import ir
 from ...passes import fusion, graph_shapes
 from ...passes import kernelgen
-from ...passes.kernelgen import UnsupportedOnCPU, element_dtype
+from ...passes.kernelgen import element_dtype
 from . import gemm
 
 # Nominal extent for symbolic dimensions when choosing cache blocks: a mid-size problem.
@@ -40,7 +41,7 @@ def _epilogue(ops: list) -> tuple[list, list]:
                 steps.append(("add",))
                 extras.append(("residual", other))
         else:
-            raise UnsupportedOnCPU(op, f"'{name}' cannot run in a CPU GEMM epilogue")
+            raise LoweringError(op, f"'{name}' cannot run in a CPU GEMM epilogue")
         acc = op.results[0]
     return steps, extras
 
@@ -55,13 +56,13 @@ def lower(kname: str, ops: list, dims: dict, record, temporary, compile_source, 
     da, db = dims[a], dims[b]
     batched = len(db) > 2
     if batched and len(da) != len(db):
-        raise UnsupportedOnCPU(mm, "the CPU backend multiplies batches of equal rank only (yet), not "
-                                   f"{da[:-2]} by {db[:-2]}")  # equal extents are checked at the launch
+        raise LoweringError(mm, "the CPU backend multiplies batches of equal rank only (yet), not "
+                                f"{da[:-2]} by {db[:-2]}")  # equal extents are checked at the launch
     out = ops[-1].results[0]
     out_dtype = element_dtype(out)
     if element_dtype(a) not in gemm.INPUT_DTYPES or out_dtype not in ("f32", "bf16", "f16"):
-        raise UnsupportedOnCPU(mm, f"CPU GEMMs take {'/'.join(gemm.INPUT_DTYPES)} inputs and give f32, bf16 or "
-                                   f"f16 results, not {element_dtype(a)} -> {out_dtype}")
+        raise LoweringError(mm, f"CPU GEMMs take {'/'.join(gemm.INPUT_DTYPES)} inputs and give f32, bf16 or "
+                                f"f16 results, not {element_dtype(a)} -> {out_dtype}")
     steps, extras = _epilogue(ops)
     # A batched rhs runs one GEMM per batch entry; a 2-D rhs takes the lhs' batch axes as more rows.
     M = da[-2] if batched else graph_shapes.product(da[:-1])
@@ -155,4 +156,4 @@ def _schedule(op) -> gemm.Schedule:
     try:
         return dataclasses.replace(s, mc=mc, kc=kc, nc=nc, mb=max(s.mb, mc), stages=copies)
     except ValueError as e:
-        raise UnsupportedOnCPU(op, f"tessera.tile_buffers cannot be run: {e}") from None
+        raise LoweringError(op, f"tessera.tile_buffers cannot be run: {e}") from None

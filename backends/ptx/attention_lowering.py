@@ -4,37 +4,38 @@ keep their own lengths (SQ, SK); the head dimension is static."""
 
 from __future__ import annotations
 
+from ...diagnostics import LoweringError
 from ...mlir import ir
 from ...passes import graph_shapes
-from ...passes.kernelgen import UnsupportedOnCPU, element_dtype
+from ...passes.kernelgen import element_dtype
 from . import attention_sm90, generated
 
 
 def lower(arch: str, kname: str, ops: list, dims: dict, record, module) -> list[dict]:
     (op,) = ops
     if arch != "sm_90a":
-        raise UnsupportedOnCPU(op, f"flash_attention on the ptx target needs --arch sm_90a (its tensor-core "
-                                   f"kernel), not {arch}")
+        raise LoweringError(op, f"flash_attention on the ptx target needs --arch sm_90a (its tensor-core "
+                                f"kernel), not {arch}")
     q, k, v = op.operands
     out = op.results[0]
     dq, dk, dv = dims[q], dims[k], dims[v]
     dt = element_dtype(q)
     if {element_dtype(k), element_dtype(v), element_dtype(out)} != {dt}:
-        raise UnsupportedOnCPU(op, "the ptx flash attention takes Q, K, V and the result in one dtype, not "
-                                   f"{dt}, {element_dtype(k)}, {element_dtype(v)} -> {element_dtype(out)}")
+        raise LoweringError(op, "the ptx flash attention takes Q, K, V and the result in one dtype, not "
+                                f"{dt}, {element_dtype(k)}, {element_dtype(v)} -> {element_dtype(out)}")
     d = dq[-1]
     if not (isinstance(d, int) or str(d).isdigit()) or dk[-1] != d or dv[-1] != d:
-        raise UnsupportedOnCPU(op, f"the ptx flash attention needs one static head dimension for Q, K and V, "
-                                   f"not {dq[-1]}, {dk[-1]}, {dv[-1]}")
+        raise LoweringError(op, f"the ptx flash attention needs one static head dimension for Q, K and V, "
+                                f"not {dq[-1]}, {dk[-1]}, {dv[-1]}")
     if dq[:-2] != dk[:-2] or dk[:-2] != dv[:-2]:
-        raise UnsupportedOnCPU(op, "the ptx flash attention takes Q, K and V with the same batch axes "
-                                   f"({dq[:-2]}, {dk[:-2]}, {dv[:-2]}); broadcast them first")
+        raise LoweringError(op, "the ptx flash attention takes Q, K and V with the same batch axes "
+                                f"({dq[:-2]}, {dk[:-2]}, {dv[:-2]}); broadcast them first")
     causal = ir.BoolAttr(op.attributes["causal"]).value if "causal" in op.attributes else False
     scale = ir.FloatAttr(op.attributes["scale"]).value
     try:
         spec = attention_sm90.Sm90AttentionSpec(kname, head_dim=int(d), causal=causal, scale=scale, dtype=dt)
     except ValueError as e:
-        raise UnsupportedOnCPU(op, str(e)) from None
+        raise LoweringError(op, str(e)) from None
     D = int(d)
     params = [("Q", dt, ("BH", "SQ", D)), ("K", dt, ("BH", "SK", D)), ("V", dt, ("BH", "SK", D)),
               ("O", dt, ("BH", "SQ", D))]

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...diagnostics import LoweringError
 from ...mlir import func, ir, passmanager, translate_module_to_llvmir
 from ...passes import graph_shapes
-from ...passes.kernelgen import UnsupportedOnCPU, element_dtype
+from ...passes.kernelgen import element_dtype
 from .. import llvm_compat
 from ..cpu import gemm as cpu_gemm
 from ..cpu.gemm_lowering import _epilogue
@@ -28,18 +29,18 @@ def lower(arch: str, kname: str, ops: list, dims: dict, record, temporary, compi
     """The plan steps of one GEMM group on `arch` (its kernel is added to `module`)."""
     mm = ops[0]
     if arch not in TENSOR_CORE_ARCHS:
-        raise UnsupportedOnCPU(mm, f"matmul on the ptx target needs a tensor-core architecture (--arch "
-                                   f"{', '.join(TENSOR_CORE_ARCHS)}), not {arch}")
+        raise LoweringError(mm, f"matmul on the ptx target needs a tensor-core architecture (--arch "
+                                f"{', '.join(TENSOR_CORE_ARCHS)}), not {arch}")
     a, b = mm.operands[0], mm.operands[1]
     if len(dims[b]) > 2 and len(dims[a]) != len(dims[b]):
-        raise UnsupportedOnCPU(mm, f"the ptx GEMM multiplies batches of equal rank only (yet), not "
-                                   f"{dims[a][:-2]} by {dims[b][:-2]}")  # equal extents are checked at the launch
+        raise LoweringError(mm, f"the ptx GEMM multiplies batches of equal rank only (yet), not "
+                                f"{dims[a][:-2]} by {dims[b][:-2]}")  # equal extents are checked at the launch
     out = ops[-1].results[0]
     dt, out_dt = element_dtype(a), element_dtype(out)
     if dt not in ampere.MMA or element_dtype(b) != dt:
         hint = " (declare them tf32 to multiply f32 data on tensor cores)" if dt == "f32" else ""
-        raise UnsupportedOnCPU(mm, f"the ptx tensor-core GEMMs take bf16, f16 or tf32 operands of one dtype, "
-                                   f"not {dt} @ {element_dtype(b)}{hint}")
+        raise LoweringError(mm, f"the ptx tensor-core GEMMs take bf16, f16 or tf32 operands of one dtype, "
+                                f"not {dt} @ {element_dtype(b)}{hint}")
     if arch != "sm_90a" or dt == "tf32":
         return _lower_sm80(arch, kname, ops, dims, record, module)
     names, env, params, args, operand_dtypes = _signature(ops, dims, record)
@@ -54,7 +55,7 @@ def lower(arch: str, kname: str, ops: list, dims: dict, record, temporary, compi
         spec = gemm_sm90.Sm90GemmSpec(kname, dtype=fp8[0] if fp8 else dt, b_dtype=fp8[1] if fp8 else "",
                                       out_dtype=out_dt, epilogue=names, **tile, **operand_dtypes)
     except ValueError as e:
-        raise UnsupportedOnCPU(mm, str(e)) from None
+        raise LoweringError(mm, str(e)) from None
     steps = []
     if fp8:
         steps = _pack_fp8(kname, mm, fp8, dims, params, args, env, temporary, module)
@@ -187,12 +188,12 @@ def _lower_sm80(arch: str, kname: str, ops: list, dims: dict, record, module) ->
         spec = gemm_sm80.Sm80GemmSpec(kname, dtype=dt, out_dtype=out_dt, epilogue=names, arch=arch,
                                       **{**_default_sm80(arch), **tile}, **operand_dtypes)
     except ValueError as e:
-        raise UnsupportedOnCPU(mm, str(e)) from None
+        raise LoweringError(mm, str(e)) from None
     why = f"the sm_80 GEMM copies {dt} rows of A [M, K] and B [K, N] in 16-byte chunks"
     for d in ("K", "N"):
         v = env[d]
         if (isinstance(v, int) or str(v).isdigit()) and int(v) % spec.chunk:
-            raise UnsupportedOnCPU(mm, f"{d} = {v} is not a multiple of {spec.chunk}: {why}")
+            raise LoweringError(mm, f"{d} = {v} is not a multiple of {spec.chunk}: {why}")
     mma, t = ampere.MMA[dt]
     with mm.location:
         generated.declare(module, kname, params, gemm_sm80.generate(spec, _activations(spec.epilogue)), [2], {
@@ -254,7 +255,7 @@ def _tile(mm) -> dict:
         out["bn"] = d["NC"]
     if "MB" in d:
         if d["MB"] not in (64, 128):
-            raise UnsupportedOnCPU(mm, f"the ptx GEMM tiles M by 64 or 128 rows (a warpgroup each), not {d['MB']}")
+            raise LoweringError(mm, f"the ptx GEMM tiles M by 64 or 128 rows (a warpgroup each), not {d['MB']}")
         out["consumers"] = d["MB"] // 64
     if "stages" in d:
         out["stages"] = d["stages"]

@@ -36,20 +36,20 @@ def find() -> str | None:
     return shutil.which("ptxas") or shutil.which("ptxas", path="/usr/local/cuda/bin")
 
 
-
 @functools.cache
-def version(ptxas: str | None = None) -> str:
-    """Which ptxas reports the kernels' resources, for the compile cache's key: its path and release
-    ("none" where there is none). Cached: the key is computed on every compile."""
-    ptxas = ptxas or find()
-    if ptxas is None:
-        return "ptxas=none"
+def version() -> str:
+    """The release of the ptxas `find` gives, as the first line of its `--version` that names it ("none"
+    where there is no ptxas): its report goes into the image, so it is part of the compile cache's key.
+    Cached: the key is computed on every compile, and a process's environment does not change."""
+    tool = find()
+    if tool is None:
+        return "none"
     try:
-        out = subprocess.run([ptxas, "--version"], capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError) as e:
-        return f"ptxas={ptxas} ({type(e).__name__})"
-    release = next((line.strip() for line in out.splitlines() if "release" in line), out.strip())
-    return f"ptxas={ptxas} {release}"
+        return f"{tool}: {type(e).__name__}"  # check() will report it when it runs the same program
+    lines = [line.strip() for line in out.splitlines() if line.strip()]
+    return next((line for line in lines if "release" in line), lines[0] if lines else f"{tool}: no version")
 
 
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")

@@ -16,8 +16,9 @@ naive loop use.
 
 from __future__ import annotations
 
+from ...diagnostics import LoweringError
 from ...passes import graph_shapes, kernelgen
-from ...passes.kernelgen import UnsupportedOnCPU, element_dtype
+from ...passes.kernelgen import element_dtype
 from ..cpu.gemm_lowering import _epilogue
 
 BLOCK = (32, 4, 1)
@@ -70,16 +71,16 @@ def lower(kname: str, ops: list, dims: dict, record, temporary, compile_source, 
     a, b = mm.operands[0], mm.operands[1]
     da, db = dims[a], dims[b]
     if len(db) > 2:
-        raise UnsupportedOnCPU(mm, "the spirv GEMM multiplies by a 2-D rhs only (yet); batch axes of the lhs "
-                                   "fold into its rows")
+        raise LoweringError(mm, "the spirv GEMM multiplies by a 2-D rhs only (yet); batch axes of the lhs "
+                                "fold into its rows")
     out = ops[-1].results[0]
     dt, out_dt = element_dtype(a), element_dtype(out)
     if dt not in FLOATS or element_dtype(b) != dt or out_dt not in FLOATS:
-        raise UnsupportedOnCPU(mm, f"the spirv GEMM takes float operands of one dtype, not {dt} @ "
-                                   f"{element_dtype(b)} -> {out_dt}")
+        raise LoweringError(mm, f"the spirv GEMM takes float operands of one dtype, not {dt} @ "
+                                f"{element_dtype(b)} -> {out_dt}")
     steps, extras = _epilogue(ops)
     if dt == "f64":
-        raise UnsupportedOnCPU(mm, "the spirv GEMM accumulates in f32: f64 operands would lose precision")
+        raise LoweringError(mm, "the spirv GEMM accumulates in f32: f64 operands would lose precision")
     text = source(kname, dt, out_dt, steps, extras)
     compile_source(text, f"<tessera:{kname}>")
     args = [{"value": record(a), "shape": ["M", "K"]}, {"value": record(b), "shape": ["K", "N"]},

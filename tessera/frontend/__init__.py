@@ -4,9 +4,7 @@
 (a `tessera-cc` cache hit) start fast.
 """
 
-from .errors import CompileError
-
-__all__ = ["CompileError", "build_module"]
+__all__ = ["build_module"]
 
 
 def __getattr__(name):

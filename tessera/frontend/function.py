@@ -12,10 +12,10 @@ from __future__ import annotations
 import ast
 import operator as py_op
 
+from ..diagnostics import CompileError
 from ..mlir import func, ir
 from .. import dtypes
 from . import hints
-from .errors import CompileError
 from .oplib import OPS, Accum, DTypePolicy, GTensor, MeshSpec
 from .shapes import ShapeEnv, ShapeError
 

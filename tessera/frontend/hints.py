@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import ast
 
+from ..diagnostics import CompileError
 from ..mlir import ir
-from .errors import CompileError
 
 _KEYS = ("tile", "stages", "vector", "epilogue")
 

@@ -7,13 +7,10 @@
 from __future__ import annotations
 
 import io
-import re
 from dataclasses import dataclass, field
 
+from ..diagnostics import parse_location
 from ..mlir import ir
-from .errors import CompileError
-
-_LOC = re.compile(r'"(?P<f>[^"]*)":(?P<l>\d+):(?P<c>\d+)')
 
 
 @dataclass
@@ -121,10 +118,8 @@ def _walk(op):
 
 
 def _issue(loc: str, message: str, filename: str) -> Issue:
-    m = _LOC.search(loc)
-    if m is None:
-        return Issue(filename, 0, 0, message)
-    return Issue(m["f"], int(m["l"]), int(m["c"]), message)
+    where = parse_location(loc)
+    return Issue(filename, 0, 0, message) if where is None else Issue(*where, message)
 
 
-__all__ = ["ModuleIR", "Report", "Issue", "tessera_frontend_compile", "tessera_validate_shapes", "CompileError"]
+__all__ = ["ModuleIR", "Report", "Issue", "tessera_frontend_compile", "tessera_validate_shapes"]

@@ -10,10 +10,10 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from ..diagnostics import CompileError
 from ..mlir import arith, func, ir, math, memref, scf
 from ..dialects import ttile
 from .. import dtypes
-from .errors import CompileError
 from .values import Scalar, TensorParam, Typer, assigned_names
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import ast
 
+from ..diagnostics import CompileError
 from ..mlir import ir
 from . import dist_ops, operator_ops, tensor_ops  # noqa: F401 — they register the op.* builders
-from .errors import CompileError
 from .function import FunctionBuilder, module_env
 from .kernel import KernelBuilder
 from .tile_program import TileProgramBuilder, is_tile_program

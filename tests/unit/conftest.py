@@ -19,7 +19,7 @@ def build():
 def compile_error():
     """compile_error(source) -> the CompileError the compiler raises for `source`."""
     from tessera import compiler
-    from tessera.frontend import CompileError
+    from tessera.diagnostics import CompileError
 
     def _err(source: str, filename: str = "user.py"):
         with pytest.raises(CompileError) as info:

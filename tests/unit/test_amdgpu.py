@@ -12,7 +12,7 @@ import pytest
 from tessera import compiler, image
 from tessera.backends.amdgpu import link
 from tessera.backends.amdgpu.metadata import code_object_metadata
-from tessera.frontend import CompileError
+from tessera.diagnostics import CompileError
 from tessera.options import CompileOptions
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

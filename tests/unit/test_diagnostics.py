@@ -7,7 +7,7 @@ import random
 import pytest
 
 from tessera import compiler
-from tessera.frontend import CompileError
+from tessera.diagnostics import CompileError
 
 ROOT = pathlib.Path(__file__).resolve().parents[2] / "examples"
 SOURCES = sorted(ROOT.glob("*.py")) + sorted((ROOT / "graph").glob("*.py"))

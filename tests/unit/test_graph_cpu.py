@@ -110,7 +110,7 @@ def f(X: tensor[f32, "N", "D"], b: tensor[f32, "D"]):
 
 
 def test_unlowerable_ops_say_so_at_their_line():
-    from tessera.frontend import CompileError
+    from tessera.diagnostics import CompileError
     src = """
 @function
 def f(x: tensor[f32, 8]):
@@ -186,7 +186,7 @@ def f(A: tensor[f32, 2, 4, 8], B: tensor[f32, 2, 8, 3]):
 
 
 def test_batch_rank_mismatch_is_refused_at_its_line():
-    from tessera.frontend import CompileError
+    from tessera.diagnostics import CompileError
     src = """
 @function
 def f(A: tensor[f32, 3, 2, 4, 8], B: tensor[f32, 2, 8, 3]):
@@ -225,7 +225,7 @@ def test_hints_and_specializations_reach_the_schedule():
 
 
 def test_requested_epilogue_must_fuse():
-    from tessera.frontend import CompileError
+    from tessera.diagnostics import CompileError
     with pytest.raises(CompileError) as e:
         compiler.compile_source(HINTED.replace("op.gelu(op.bias_add", "op.relu(op.bias_add"), "h.py")
     assert e.value.line == 5 and "fused epilogue is ['bias', 'relu']" in e.value.message
@@ -238,7 +238,7 @@ def test_requested_epilogue_must_fuse():
     ("@function\n@op.specialize(when='cpu')", "op.specialize(when={...}, use={...})"),
 ])
 def test_bad_hints_are_located(decorator, message):
-    from tessera.frontend import CompileError
+    from tessera.diagnostics import CompileError
     src = f"{decorator}\ndef f(X: tensor[f32, 4, 4]):\n    return X\n"
     with pytest.raises(CompileError) as e:
         compiler.compile_source(src, "h.py")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tessera import tessera_frontend_compile, tessera_validate_shapes
-from tessera.frontend import CompileError
+from tessera.diagnostics import CompileError
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "graph"
 RNG = np.random.default_rng(7)

@@ -77,7 +77,7 @@ def test_restart_from_a_stage_dump(tmp_path, stage):
 
 
 def test_restart_refuses_non_mlir_stages(tmp_path):
-    from tessera.frontend import CompileError
+    from tessera.diagnostics import CompileError
     f = tmp_path / "x.mlir"
     f.write_text("module {}\n")
     with pytest.raises(CompileError, match="cannot start after 'obj'"):

@@ -129,7 +129,7 @@ def test_a_stage_of_one_target_of_several():
 
 
 def test_unknown_arch_and_bad_target_lists_are_refused():
-    from tessera.frontend import CompileError
+    from tessera.diagnostics import CompileError
     with pytest.raises(CompileError, match="unknown NVIDIA architecture 'sm_99'"):
         compile_ptx("", "e.py", arch="sm_99")
     with pytest.raises(CompileError, match="names a target twice"):
@@ -137,7 +137,7 @@ def test_unknown_arch_and_bad_target_lists_are_refused():
 
 
 def test_unsupported_math_is_refused_at_the_users_line(compile_error):
-    from tessera.frontend import CompileError
+    from tessera.diagnostics import CompileError
     src = """
 @kernel
 def k(X: tensor[float, "N"]):

@@ -9,7 +9,7 @@ import pytest
 
 from tessera import compiler, image
 from tessera.backends.ptx import attention_sm90, ptxas
-from tessera.frontend import CompileError
+from tessera.diagnostics import CompileError
 from tessera.options import CompileOptions
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import pytest
 
 from tessera import compiler, image, plan
 from tessera.backends.ptx import gemm_sm90, ptxas
-from tessera.frontend import CompileError
+from tessera.diagnostics import CompileError
 from tessera.options import CompileOptions
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from nvptx_emulator import Kernel
 from tessera import compiler, executor, image, plan
 from tessera.backends.ptx import gemm_sm80, ptxas
 from tessera.dialects import make_context
-from tessera.frontend import CompileError
+from tessera.diagnostics import CompileError
 from tessera.mlir import ir
 from tessera.numerics.rounding import round_to
 from tessera.options import CompileOptions

@@ -11,6 +11,7 @@ import pytest
 
 from tessera import compiler, image, runtime
 from tessera.backends.spirv import spirv_val
+from tessera.diagnostics import LoweringError
 from tessera.options import CompileOptions
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -80,7 +81,7 @@ module attributes {tessera.plans = "", tessera.signatures = ""} {
 }"""
     with make_context(), ir.Location.unknown():
         mod = ir.Module.parse(text)
-        with pytest.raises(simt_to_gpu.GpuLoweringError) as info:
+        with pytest.raises(LoweringError) as info:
             simt_to_gpu.run(mod, 32, abi="flat")
     assert "'memref.cast' on a kernel tensor has no SPIR-V lowering yet" in info.value.message
     assert 'user.py":7:3' in str(info.value.location)
@@ -89,7 +90,7 @@ module attributes {tessera.plans = "", tessera.signatures = ""} {
 def test_a_declared_device_is_recorded_and_leaves_other_kernels_alone():
     """`--arch xe-hpc` goes to the spirv target and is recorded on every kernel of its section; kernels
     with no matrix products compile exactly as for no declared device. Unknown xe-* names are refused."""
-    from tessera.frontend import CompileError
+    from tessera.diagnostics import CompileError
     path = REPO / "examples" / "saxpy.py"
     plain = compiler.compile_source(path.read_text(), str(path), CompileOptions(target="spirv"))
     declared = compiler.compile_source(path.read_text(), str(path), CompileOptions(target="cpu,spirv", arch="xe-hpc"))

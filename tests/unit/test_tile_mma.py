@@ -428,7 +428,7 @@ def test_a_cooperative_refusal_is_located_in_the_source():
     """A declared-but-impossible fragment program (an A fragment filled, not loaded) is refused at its op's
     line through the compiler, as every lowering failure is."""
     from tessera.compiler import _compile_errors
-    from tessera.frontend import CompileError
+    from tessera.diagnostics import CompileError
     source = kernel("f16", 8, 16, 16, (8, 16, 16), wave=32, spirv_abi=True).replace(
         '%a = "ttile.ldmatrix"(%sA, %c0, %c0) : (memref<8x16xf16, #gpu.address_space<workgroup>>, index, index)',
         '%one = arith.constant 1.0 : f16\n      %a = "ttile.fill"(%one) : (f16)')

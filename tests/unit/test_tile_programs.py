@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tessera import compiler, executor, runtime, tessera_frontend_compile
-from tessera.frontend import CompileError
+from tessera.diagnostics import CompileError
 from tessera.numerics.rounding import round_to
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "tile"
