@@ -14,6 +14,10 @@ so any op can tell where a memref lives from its type alone. The layout ops `tme
 work on tensors, before memory exists: they ask the memory-planning phase to lay out the buffer that will hold
 the value that way; the plan is written on the `tmem.alloc` it creates.
 
+The memory-planning phase of the Graph IR states its plan with two decision ops that stand right before the
+Graph IR op they are about (as `tsched.schedule` does, for the same reason): `tmem.slot`, the buffer its result
+lives in, and `tmem.stage`, a staging buffer its kernel allocates.
+
 Optional attributes (``pad``, ``swizzle``, ``fraction``) are not parameters of the Python builders
 (dialects.ext has no optional attributes): set them on the built op.
 """
@@ -25,6 +29,7 @@ from collections.abc import Sequence
 from ..mlir import ext, ir
 from .support import (Invalid, attribute, int_attribute, ints_attribute, is_power_of_two, positional_groups,
                       str_attribute, verifier)
+from .tsched import decided_op
 
 SCOPES = ("global", "shared", "private", "register")
 _SPACE_OF_SCOPE = {"global": "global", "shared": "workgroup", "private": "private", "register": "private"}
@@ -303,3 +308,42 @@ class SwizzleOp(TMem.Operation, name="swizzle", traits=[ext.Pure]):
         if elem is None:
             raise Invalid(f"element type must be an integer, a float or a vector of them, got {t.element_type}")
         _check_swizzle_rows(int_attribute(self, "bytes"), t.shape[-1], elem)
+
+
+class SlotOp(TMem.Operation, name="slot"):
+    """The intermediate buffer that the result of the Graph IR op after it lives in: `slot` (≥ 0). Values whose
+    lifetimes do not overlap share a slot; the launch plan sizes each slot for the largest value it holds."""
+
+    slot: ir.IntegerAttr
+
+    @verifier
+    def verify_invariants(self):
+        slot = int_attribute(self, "slot")
+        if slot < 0:
+            raise Invalid(f"slot must be non-negative, got {slot}")
+        decided_op(self)
+
+
+class StageOp(TMem.Operation, name="stage"):
+    """A tile-local staging buffer that the kernel of the `ttensor.matmul` after it allocates: `copies` (≥ 1)
+    rotating copies of `shape` f32 elements, named `buffer` after its role in the target's GEMM (the CPU's
+    ``a_block`` and ``b_panel``): `stages` copies of what is staged ahead of the compute, the multi-buffering
+    the schedule chose."""
+
+    buffer: ir.StringAttr
+    shape: ir.ArrayAttr
+    copies: ir.IntegerAttr
+
+    @verifier
+    def verify_invariants(self):
+        name = attribute(self, "buffer", ir.StringAttr, "a string").value
+        shape = ints_attribute(self, "shape")
+        if not shape or any(d <= 0 for d in shape):
+            raise Invalid(f"shape must be positive sizes, got {shape}")
+        copies = int_attribute(self, "copies")
+        if copies < 1:
+            raise Invalid(f"copies must be at least 1, got {copies}")
+        matmul = decided_op(self, lambda other: "buffer" in other.attributes
+                             and ir.StringAttr(other.attributes["buffer"]).value == name)
+        if matmul.operation.name != "ttensor.matmul":
+            raise Invalid(f"stages a matmul's operands, not those of '{matmul.operation.name}'")

@@ -12,6 +12,9 @@ has at most one result: the value its yield returns. (IRDL, which backs Python-d
 of a variadic group to one type, so a list of values of different types cannot be declared; one result is
 what a Graph IR op produces, and a bufferized body yields nothing.)
 
+`tsched.schedule` is the Graph IR phases' form: a decision op that stands right before the Graph IR op it
+schedules (see ScheduleOp for why it does not wrap it).
+
 Attributes that are optional, or whose names have dots (``tile.shape``), are not parameters of the Python
 builders (dialects.ext declares neither): set them on the built op, ``op.attributes["tile.shape"] = …``.
 """
@@ -31,6 +34,11 @@ EPILOGUES = ("bias", "scale", "residual", "relu", "gelu", "gelu_tanh", "silu", "
 # Each pipeline stage holds its own copy of the operand panels in shared memory; beyond 8 they never fit.
 MAX_STAGES = 8
 _REGION_OPS = ("tsched.tile", "tsched.fusion_group", "tsched.warp_specialize", "tsched.pipeline")
+# Ops that record a Graph IR phase's decisions about the Graph IR op after them (this dialect's and tmem's).
+DECISION_OPS = ("tsched.schedule", "tmem.stage", "tmem.slot")
+# The decisions of `tsched.schedule`, all sizes but `at_launch` (0 or 1) and `stages` (1..MAX_STAGES).
+SCHEDULE_KEYS = ("block_x", "rows_per_block", "MB", "NC", "KC", "MC", "MR", "NR", "stages", "at_launch",
+                 "lanes", "warp")
 
 
 class TSched(ext.Dialect, name="tsched"):
@@ -79,6 +87,24 @@ def _check_yield(block, expected: list, what: str) -> None:
     got = [v.type for v in term.operation.operands]
     if got != expected:
         raise Invalid(f"yields ({_types(got)}) but {what} ({_types(expected)})")
+
+
+def decided_op(op, same=lambda other: True):
+    """The Graph IR op that decision op `op` is about: the first op after it in its block that is not a
+    decision op. Raises Invalid when that is not a `ttensor` op, or when a decision op of `op`'s name for
+    which `same(other)` holds stands between them (an op has one decision of each kind)."""
+    ops = list(op.operation.block.operations)
+    here = next(i for i, o in enumerate(ops) if o.operation == op.operation)
+    name = op.operation.name
+    for other in ops[here + 1:]:
+        other_name = other.operation.name
+        if other_name == name and same(other):
+            raise Invalid("is given twice for one op")
+        if other_name not in DECISION_OPS:
+            if not other_name.startswith("ttensor."):
+                raise Invalid(f"must stand right before the Graph IR op it decides for, not before '{other_name}'")
+            return other
+    raise Invalid("must stand right before the Graph IR op it decides for, not end its block")
 
 
 def _types(types) -> str:
@@ -210,6 +236,38 @@ class PipelineOp(TSched.Operation, name="pipeline"):
         index = ir.IndexType.get(self.operation.context)
         block = _body(self, [index] + carried, "the index and the carried value")
         _check_yield(block, carried, "the carried value is")
+
+
+class ScheduleOp(TSched.Operation, name="schedule"):
+    """The schedule phase's launch geometry for the Graph IR op after it (other decision ops of that op,
+    DECISION_OPS, may stand between them). Each attribute is one decision, an integer:
+    - ``block_x``: threads per block of an elementwise or masked-blocks kernel, each covering a row segment;
+    - ``rows_per_block``: rows (a warp each) per block of a row kernel (softmax, norms, reductions);
+    - a matmul's blocking, in the target GEMM's terms: ``MB``×``NC`` output tile per block or task, ``KC``
+      reduction chunk, ``MC`` rows of a packed A block, ``MR``×``NR`` micro-tile, ``stages`` (1..8) copies
+      of what is staged ahead of the compute; ``at_launch`` = 1 when the tile is the cost model's guess for
+      extents known only at run time (a backend may choose again at launch);
+    - set by the vectorize phase: ``lanes`` per vector and ``warp``, the lane count of the warps generated
+      kernels shuffle within.
+
+    A decision op names no value: wrapping the op in a region (as `tsched.tile` does) would give its result
+    a new SSA value, and the Graph IR consumers (shape inference, fusion, the kernel lowering) key on the
+    op's own; an operand would add a use, and fusion decides by counting uses."""
+
+    @verifier
+    def verify_invariants(self):
+        for name in self.operation.attributes:
+            if name not in SCHEDULE_KEYS:
+                raise Invalid(f"has no decision '{name}' (it takes {', '.join(SCHEDULE_KEYS)})")
+            value = int_attribute(self, name)
+            if name == "at_launch":
+                if value not in (0, 1):
+                    raise Invalid(f"at_launch must be 0 or 1, got {value}")
+            elif name == "stages":
+                _check_stages(value, "stages")
+            elif value <= 0:
+                raise Invalid(f"{name} must be positive, got {value}")
+        decided_op(self)
 
 
 @positional_groups

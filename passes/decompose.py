@@ -13,6 +13,7 @@ from ..dialects import ttensor
 from ..dialects.support import create
 from ..mlir import ir
 from . import graph_shapes
+from .schedule_ir import graph_ops
 
 
 def _i64(v: int) -> ir.IntegerAttr:
@@ -21,7 +22,7 @@ def _i64(v: int) -> ir.IntegerAttr:
 
 def attention(fn) -> int:
     """Rewrites every flash_attention of `fn`; returns how many."""
-    targets = [op for op in fn.entry_block.operations if op.operation.name == "ttensor.flash_attention"]
+    targets = [op for op in graph_ops(fn) if op.operation.name == "ttensor.flash_attention"]
     if not targets:
         return 0
     dims = graph_shapes.infer(fn)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from ..diagnostics import LoweringError
 from ..mlir import ir
+from .schedule_ir import graph_ops
 
 ELEMENTWISE = {"ttensor.unary", "ttensor.binary", "ttensor.bias_add", "ttensor.cast", "ttensor.broadcast",
                "ttensor.dropout", "ttensor.mask_blocks"}
@@ -97,7 +98,7 @@ def attention_chains(fn, dims: dict) -> list[list]:
     """The ops of each `matmul(Q, Kᵀ) → [· scalar] → softmax(last axis) → [dropout] → matmul(·, V)` of `fn`
     whose values each feed only the next op, in f32 with Q, Kᵀ and V of equal batch extents."""
     chains = []
-    for op in fn.entry_block.operations:
+    for op in graph_ops(fn):
         if op.operation.name != "ttensor.matmul":
             continue
         chain, v = [op], op.results[0]
@@ -143,7 +144,7 @@ def run(fn, fused_attention: bool = False) -> int:
         for op in chain:
             fused[op.operation] = (next_id, "attention")
         next_id += 1
-    for op in fn.entry_block.operations:
+    for op in graph_ops(fn):
         kind = kind_of(op)
         if kind is None or (op.operation.name == "ttensor.constant"):
             continue
@@ -196,7 +197,7 @@ def _check_requested_epilogue(fn) -> None:
         return
     want = [ir.StringAttr(a).value for a in ir.ArrayAttr(ir.DictAttr(fn.attributes["tessera.hints"])["epilogue"])]
     groups: dict[int, list] = {}
-    for op in fn.entry_block.operations:
+    for op in graph_ops(fn):
         if "tessera.group_kind" in op.attributes and ir.StringAttr(op.attributes["tessera.group_kind"]).value == "gemm":
             groups.setdefault(ir.IntegerAttr(op.attributes["tessera.group"]).value, []).append(op)
     if not groups:

@@ -12,14 +12,7 @@ import ast
 
 from ..diagnostics import LoweringError
 from ..mlir import ir
-from . import fusion, graph_shapes, kernelgen
-
-
-def _attr_int(op, name: str, key: str, default: int) -> int:
-    if name not in op.attributes:
-        return default
-    d = ir.DictAttr(op.attributes[name])
-    return ir.IntegerAttr(d[key]).value if key in d else default
+from . import fusion, graph_shapes, kernelgen, schedule_ir
 
 
 def _groups(fn) -> list[tuple[int, str, list]]:
@@ -37,15 +30,11 @@ def _groups(fn) -> list[tuple[int, str, list]]:
 
 
 def _assign_buffers(fn, values: dict, steps: list, args: list, results: list, ids: dict) -> None:
-    """Intermediate tensors share storage as the memory phase planned (`tessera.buffer` slots), except where
+    """Intermediate tensors share storage as the memory phase planned (`tmem.slot`), except where
     fusion moved a kernel so that two values of one slot are alive at once: those get slots of their own.
     Arguments and results never share (the caller holds them)."""
-    planned = {}
-    for op in fn.entry_block.operations:
-        if "tessera.buffer" in op.attributes:
-            for r in op.results:
-                if r in ids:
-                    planned[ids[r]] = ir.IntegerAttr(op.attributes["tessera.buffer"]).value
+    planned = {ids[r]: schedule_ir.buffer_of(r) for op in schedule_ir.graph_ops(fn) for r in op.results
+               if r in ids and schedule_ir.buffer_of(r) is not None}
     born: dict[str, int] = {}
     dies: dict[str, int] = {}
     for i, step in enumerate(steps):
@@ -124,15 +113,15 @@ def lower_function(fn, module: ir.Module, gemm=None, targets: str = "CPU", atten
             steps.append({"alias": record(op.results[0]), "of": record(op.operands[0])})
             continue
         if kind == "elementwise":
-            block_x = _attr_int(ops[-1], "tessera.schedule", "block_x", 128)
+            block_x = schedule_ir.schedule_of(ops[-1]).get("block_x", 128)
             ks = kernelgen.elementwise(kname, ops, inputs, outputs, dims, block_x)
         elif kind == "row":
-            ks = kernelgen.row(kname, ops[0], dims, _attr_int(ops[0], "tessera.vector", "warp", 32),
-                               _attr_int(ops[0], "tessera.schedule", "rows_per_block", 4), epilogue=ops[1:])
+            ks = kernelgen.row(kname, ops[0], dims, schedule_ir.vector_of(ops[0]).get("warp", 32),
+                               schedule_ir.schedule_of(ops[0]).get("rows_per_block", 4), epilogue=ops[1:])
         elif kind == "layout":
             ks = kernelgen.transpose(kname, ops[0], dims)
         elif kind == "blocks":
-            src, step = kernelgen.blocks(kname, ops[0], dims, _attr_int(ops[0], "tessera.schedule", "block_x", 128))
+            src, step = kernelgen.blocks(kname, ops[0], dims, schedule_ir.schedule_of(ops[0]).get("block_x", 128))
             with ir.InsertionPoint(module.body):
                 _compile_source(src, f"<tessera:{kname}>")
             for a in step["args"]:

@@ -7,25 +7,26 @@
     (fusion)   see fusion.py
     quantize   dtype legalization: types the target cannot compute in are widened, and the fallback recorded
 
-Each writes discardable attributes (`tessera.schedule`, `tessera.vector`, `tessera.buffer`,
-`tessera.compute`) that the kernel lowering reads; `--dump-ir-after-all` shows them phase by phase.
+Schedule, vectorize and memory state their decisions as ops of the Schedule IR and memory dialects, each
+right before the Graph IR op it decides for: `tsched.schedule` (launch geometry; vectorize adds its lanes and
+warp width), `tmem.stage` (a matmul's staging buffers) and `tmem.slot` (the buffer a result lives in). The
+kernel lowering reads them through schedule_ir.py. Quantize records its widening as `tessera.compute`.
+`--dump-ir-after-all` shows them phase by phase.
 Per-function hints (`@function(schedule={...})`, recorded as `tessera.hints`) override the cost model.
 """
 
 from __future__ import annotations
 
 from ..diagnostics import LoweringError
+from ..dialects import tmem, tsched
 from ..mlir import ir
 from ..targets import TargetFacts
 from . import fp8_fallback
+from .schedule_ir import decision, graph_ops, schedule_of
 
 
 def _i64(v: int) -> ir.IntegerAttr:
     return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
-
-
-def _dict(d: dict) -> ir.DictAttr:
-    return ir.DictAttr.get({k: (_i64(v) if isinstance(v, int) else ir.StringAttr.get(str(v))) for k, v in d.items()})
 
 
 def _ints(d: ir.DictAttr) -> dict:
@@ -52,7 +53,21 @@ def _op_hints(op) -> dict:
 
 
 def _ops(fn):
-    return [op for op in fn.entry_block.operations if op.operation.name.startswith("ttensor.")]
+    return [op for op in graph_ops(fn) if op.operation.name.startswith("ttensor.")]
+
+
+def _schedule_op(op):
+    """`op`'s `tsched.schedule`, made right before it when it has none yet."""
+    found = decision(op, "tsched.schedule")
+    if found is None:
+        with op.location, ir.InsertionPoint(op):
+            found = tsched.ScheduleOp()
+    return found
+
+
+def _set(decision_op, values: dict) -> None:
+    for k, v in values.items():
+        decision_op.attributes[k] = _i64(v)
 
 
 # -- schedule ---------------------------------------------------------------------------------------------
@@ -83,7 +98,7 @@ def schedule(fn, target: TargetFacts, overrides: dict | None = None) -> None:
             s = {"rows_per_block": hints.get("rows_per_block", 4)}
         else:
             s = {"block_x": hints.get("block_x", 4 * target.warp_size)}
-        op.attributes["tessera.schedule"] = _dict(s)
+        _set(_schedule_op(op), s)
 
 
 # -- vectorize --------------------------------------------------------------------------------------------
@@ -95,7 +110,7 @@ def vectorize(fn, target: TargetFacts) -> None:
         t = op.results[0].type
         bits = 64 if isinstance(t, ir.RankedTensorType) and str(t.element_type) == "f64" else 32
         lanes = hints.get("vector", target.vector_bits // bits)
-        op.attributes["tessera.vector"] = _dict({"lanes": lanes, "warp": target.warp_size})
+        _set(_schedule_op(op), {"lanes": lanes, "warp": target.warp_size})
 
 
 # -- memory -----------------------------------------------------------------------------------------------
@@ -105,17 +120,19 @@ def memory(fn, target: "TargetFacts | None" = None) -> int:
     order; a value lives from its op to its last use; results returned live to the end). Returns the
     number of slots. Fusion may later keep some values in registers: their slots are then never allocated.
 
-    Each matmul also gets its tile-local staging buffers (`tessera.tile_buffers`, from the target's GEMM
-    for its schedule): per buffer its shape and how many copies rotate — `stages` copies of what is staged
-    ahead of the compute, the multi-buffering the schedule chose; the kernel allocates exactly these."""
+    Each matmul also gets its tile-local staging buffers (`tmem.stage`, from the target's GEMM for its
+    schedule): per buffer its shape and how many copies rotate — `stages` copies of what is staged ahead
+    of the compute, the multi-buffering the schedule chose; the kernel allocates exactly these. Each
+    result's slot is a `tmem.slot`."""
     if target is not None and target.staging_buffers is not None:
         for op in _ops(fn):
-            if op.operation.name == "ttensor.matmul" and "tessera.schedule" in op.attributes:
-                plan = target.staging_buffers(_ints(ir.DictAttr(op.attributes["tessera.schedule"])))
-                op.attributes["tessera.tile_buffers"] = ir.DictAttr.get({
-                    name: ir.DictAttr.get({"shape": ir.DenseI64ArrayAttr.get(shape), "copies": _i64(copies)})
-                    for name, (shape, copies) in plan.items()})
-    ops = list(fn.entry_block.operations)
+            if op.operation.name == "ttensor.matmul" and decision(op, "tsched.schedule") is not None:
+                plan = target.staging_buffers(schedule_of(op))
+                with op.location, ir.InsertionPoint(op):
+                    for name, (shape, copies) in plan.items():
+                        tmem.StageOp(buffer=ir.StringAttr.get(name),
+                                     shape=ir.ArrayAttr.get([_i64(d) for d in shape]), copies=_i64(copies))
+    ops = graph_ops(fn)
     position = {id(op): i for i, op in enumerate(ops)}
     last_use: dict = {}
     for i, op in enumerate(ops):
@@ -125,7 +142,6 @@ def memory(fn, target: "TargetFacts | None" = None) -> int:
     free: list[int] = []
     slots = 0
     live: list = []   # (end, slot)
-    i32 = ir.IntegerType.get_signless(32)
     for op in ops:
         if not op.operation.name.startswith("ttensor.") or op.operation.name == "ttensor.constant":
             continue
@@ -141,7 +157,9 @@ def memory(fn, target: "TargetFacts | None" = None) -> int:
                 slot, slots = slots, slots + 1
             end = len(ops) if r in returned else last_use.get(r, here)
             live.append((end, slot))
-            op.attributes["tessera.buffer"] = ir.IntegerAttr.get(i32, slot)
+        if op.results:  # Graph IR ops have one result
+            with op.location, ir.InsertionPoint(op):
+                tmem.SlotOp(slot=_i64(slot))
     return slots
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..diagnostics import LoweringError
 from ..mlir import ir
+from .schedule_ir import graph_ops
 
 Dims = list[str]
 
@@ -56,7 +57,7 @@ def infer(fn) -> dict:
         d = ir.DictAttr(attrs)["tessera.dims"]
         dims[arg] = [ir.StringAttr(x).value if isinstance(x, ir.StringAttr) else str(ir.IntegerAttr(x).value)
                      for x in ir.ArrayAttr(d)]
-    for op in fn.entry_block.operations:
+    for op in graph_ops(fn):
         if op.operation.name == "func.return":
             continue
         ins = [dims.get(o) for o in op.operands]

@@ -4,14 +4,14 @@ A group is a matmul and its epilogue (bias along the last axis, one activation, 
 residual add), in the order the program applies them. The lhs may carry batch axes that the rhs does not
 (`X[B, T, D] @ W[D, F]`): they fold into the GEMM's rows; operands with equal batch axes run one GEMM
 per batch entry (the plan step's `batch`). The blocking is what the schedule phase recorded
-(`tessera.schedule`: the cost model's choice for the static extents, or the function's hints).
+(`tsched.schedule`: the cost model's choice for the static extents, or the function's hints).
 """
 
 from __future__ import annotations
 
 from ...diagnostics import LoweringError
 from ...mlir import ir
-from ...passes import fusion, graph_shapes
+from ...passes import fusion, graph_shapes, schedule_ir
 from ...passes import kernelgen
 from ...passes.kernelgen import element_dtype
 from . import gemm
@@ -140,20 +140,15 @@ def staging_buffers(d: dict) -> dict:
 
 def _schedule(op) -> gemm.Schedule:
     """The GEMM schedule of a matmul: the schedule phase's blocking, with the staging buffers the memory
-    phase planned (`tessera.tile_buffers`: their shapes and copies are what the kernel allocates)."""
+    phase planned (`tmem.stage`: their shapes and copies are what the kernel allocates)."""
     import dataclasses
-    d = {na.name: ir.IntegerAttr(na.attr).value for na in ir.DictAttr(op.attributes["tessera.schedule"])}
-    s = fitted_schedule(d)
-    if "tessera.tile_buffers" not in op.attributes:
+    s = fitted_schedule(schedule_ir.schedule_of(op))
+    planned = schedule_ir.staging_of(op)
+    if planned is None:
         return s
-    planned = ir.DictAttr(op.attributes["tessera.tile_buffers"])
-
-    def buffer(name):
-        b = ir.DictAttr(planned[name])
-        return list(ir.DenseI64ArrayAttr(b["shape"])), ir.IntegerAttr(b["copies"]).value
-    (mc, kc), _ = buffer("a_block")
-    (_, nc), copies = buffer("b_panel")
+    (mc, kc), _ = planned["a_block"]
+    (_, nc), copies = planned["b_panel"]
     try:
         return dataclasses.replace(s, mc=mc, kc=kc, nc=nc, mb=max(s.mb, mc), stages=copies)
     except ValueError as e:
-        raise LoweringError(op, f"tessera.tile_buffers cannot be run: {e}") from None
+        raise LoweringError(op, f"the planned staging buffers (tmem.stage) cannot be run: {e}") from None

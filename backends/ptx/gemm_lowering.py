@@ -15,7 +15,7 @@ import dataclasses
 
 from ...diagnostics import LoweringError
 from ...mlir import func, ir, passmanager, translate_module_to_llvmir
-from ...passes import graph_shapes
+from ...passes import graph_shapes, schedule_ir
 from ...passes.kernelgen import element_dtype
 from .. import llvm_compat
 from ..cpu import gemm as cpu_gemm
@@ -85,10 +85,7 @@ def _tiles(spec) -> str:
 
 def _at_launch(mm) -> bool:
     """Whether the schedule phase's tile is the cost model's guess for extents known only at run time."""
-    if "tessera.schedule" not in mm.attributes:
-        return False
-    d = ir.DictAttr(mm.attributes["tessera.schedule"])
-    return "at_launch" in d and ir.IntegerAttr(d["at_launch"]).value == 1
+    return schedule_ir.schedule_of(mm).get("at_launch") == 1
 
 
 def _other_tile(spec: gemm_sm90.Sm90GemmSpec):
@@ -239,17 +236,13 @@ def _default_sm80(arch: str) -> dict:
 
 def _tile_sm80(mm) -> dict:
     """The schedule phase's blocking (cost model or hints) as the sm_80 kernel's; Sm80GemmSpec checks it."""
-    if "tessera.schedule" not in mm.attributes:
-        return {}
-    d = {na.name: ir.IntegerAttr(na.attr).value for na in ir.DictAttr(mm.attributes["tessera.schedule"])}
+    d = schedule_ir.schedule_of(mm)
     return {key: d[name] for name, key in (("MB", "bm"), ("NC", "bn"), ("stages", "stages")) if name in d}
 
 
 def _tile(mm) -> dict:
     """The schedule phase's blocking (cost model or hints: `tile=(M, N, K)`, `stages=`) as the kernel's."""
-    if "tessera.schedule" not in mm.attributes:
-        return {}
-    d = {na.name: ir.IntegerAttr(na.attr).value for na in ir.DictAttr(mm.attributes["tessera.schedule"])}
+    d = schedule_ir.schedule_of(mm)
     out = {}
     if "NC" in d:
         out["bn"] = d["NC"]

@@ -169,7 +169,7 @@ def f(A: tensor[f32, 200, 300], B: tensor[f32, 300, 100]):
 """
     dumps = {}
     image = compiler.compile_source(src, "prog.py", on_stage=lambda n, a: dumps.setdefault(n, a)).image
-    assert "tessera.schedule = {KC = " in dumps["schedule"] and "MR = " in dumps["schedule"]
+    assert '"tsched.schedule"() {KC = ' in dumps["schedule"] and "MR = " in dumps["schedule"]
     A, B = randn(200, 300), randn(300, 100)
     np.testing.assert_allclose(executor.load(image).f(A, B), A @ B, rtol=1e-4, atol=1e-3)
 

@@ -297,3 +297,67 @@ func.func @swizzle_tensor_short_rows(%t: tensor<64x4xbf16>) -> tensor<64x4xbf16>
   %0 = "tmem.swizzle"(%t) {bytes = 32 : i64} : (tensor<64x4xbf16>) -> tensor<64x4xbf16>
   return %0 : tensor<64x4xbf16>
 }
+
+// -----
+
+func.func @slot_negative(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'tmem.slot' slot must be non-negative, got -1}}
+  "tmem.slot"() {slot = -1} : () -> ()
+  %0 = "ttensor.unary"(%x) {fn = "relu"} : (tensor<8xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+func.func @slot_twice(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'tmem.slot' is given twice for one op}}
+  "tmem.slot"() {slot = 0} : () -> ()
+  "tmem.slot"() {slot = 1} : () -> ()
+  %0 = "ttensor.unary"(%x) {fn = "relu"} : (tensor<8xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+func.func @slot_before_return(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'tmem.slot' must stand right before the Graph IR op it decides for, not before 'func.return'}}
+  "tmem.slot"() {slot = 0} : () -> ()
+  return %x : tensor<8xf32>
+}
+
+// -----
+
+func.func @stage_empty_shape(%a: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  // expected-error @+1 {{'tmem.stage' shape must be positive sizes, got [8, 0]}}
+  "tmem.stage"() {buffer = "b_panel", copies = 1, shape = [8, 0]} : () -> ()
+  %0 = "ttensor.matmul"(%a, %a) {accum = f32} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+
+// -----
+
+func.func @stage_no_copies(%a: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  // expected-error @+1 {{'tmem.stage' copies must be at least 1, got 0}}
+  "tmem.stage"() {buffer = "b_panel", copies = 0, shape = [8, 8]} : () -> ()
+  %0 = "ttensor.matmul"(%a, %a) {accum = f32} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+
+// -----
+
+func.func @stage_same_buffer_twice(%a: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  // expected-error @+1 {{'tmem.stage' is given twice for one op}}
+  "tmem.stage"() {buffer = "b_panel", copies = 1, shape = [8, 8]} : () -> ()
+  "tmem.stage"() {buffer = "b_panel", copies = 2, shape = [8, 8]} : () -> ()
+  %0 = "ttensor.matmul"(%a, %a) {accum = f32} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+
+// -----
+
+func.func @stage_not_a_matmul(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'tmem.stage' stages a matmul's operands, not those of 'ttensor.unary'}}
+  "tmem.stage"() {buffer = "b_panel", copies = 1, shape = [8, 8]} : () -> ()
+  %0 = "ttensor.unary"(%x) {fn = "relu"} : (tensor<8xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}

@@ -269,3 +269,66 @@ func.func @pipeline_without_step(%n: index) {
   }) {stages = 2 : i64} : (index, index) -> ()
   return
 }
+
+// -----
+
+func.func @schedule_unknown_decision(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'tsched.schedule' has no decision 'threads' (it takes block_x, rows_per_block, MB, NC, KC, MC, MR, NR, stages, at_launch, lanes, warp)}}
+  "tsched.schedule"() {threads = 128} : () -> ()
+  %0 = "ttensor.unary"(%x) {fn = "relu"} : (tensor<8xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+func.func @schedule_not_an_integer(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'tsched.schedule' attribute 'block_x' must be an integer, got "128"}}
+  "tsched.schedule"() {block_x = "128"} : () -> ()
+  %0 = "ttensor.unary"(%x) {fn = "relu"} : (tensor<8xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+func.func @schedule_size_zero(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'tsched.schedule' block_x must be positive, got 0}}
+  "tsched.schedule"() {block_x = 0} : () -> ()
+  %0 = "ttensor.unary"(%x) {fn = "relu"} : (tensor<8xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+func.func @schedule_at_launch_two(%a: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  // expected-error @+1 {{'tsched.schedule' at_launch must be 0 or 1, got 2}}
+  "tsched.schedule"() {at_launch = 2} : () -> ()
+  %0 = "ttensor.matmul"(%a, %a) {accum = f32} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+
+// -----
+
+func.func @schedule_stages_nine(%a: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  // expected-error @+1 {{'tsched.schedule' stages must be between 1 and 8, got 9}}
+  "tsched.schedule"() {stages = 9} : () -> ()
+  %0 = "ttensor.matmul"(%a, %a) {accum = f32} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+
+// -----
+
+func.func @schedule_twice(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'tsched.schedule' is given twice for one op}}
+  "tsched.schedule"() {block_x = 128} : () -> ()
+  "tsched.schedule"() {block_x = 256} : () -> ()
+  %0 = "ttensor.unary"(%x) {fn = "relu"} : (tensor<8xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+func.func @schedule_before_return(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'tsched.schedule' must stand right before the Graph IR op it decides for, not before 'func.return'}}
+  "tsched.schedule"() {block_x = 128} : () -> ()
+  return %x : tensor<8xf32>
+}

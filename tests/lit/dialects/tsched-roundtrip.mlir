@@ -88,3 +88,21 @@ func.func @bufferized(%n: index, %step: index) {
   }) {tile.shape = [256]} : () -> ()
   return
 }
+
+// The Graph IR phases' form: the decisions about an op stand right before it (tmem's after tsched's).
+// CHECK-LABEL: func.func @decisions
+func.func @decisions(%a: tensor<?x64xf32>, %b: tensor<64x64xf32>) -> tensor<?x64xf32> {
+  // CHECK:      "tsched.schedule"() {KC = 64 : i64, MB = 266 : i64, NC = 64 : i64, at_launch = 1 : i64, lanes = 8 : i64, stages = 2 : i64, warp = 32 : i64} : () -> ()
+  // CHECK-NEXT: "tmem.stage"() {buffer = "b_panel", copies = 2 : i64, shape = [64, 64]} : () -> ()
+  // CHECK-NEXT: "tmem.slot"() {slot = 0 : i64} : () -> ()
+  // CHECK-NEXT: "ttensor.matmul"
+  "tsched.schedule"() {KC = 64, MB = 266, NC = 64, at_launch = 1, lanes = 8, stages = 2, warp = 32} : () -> ()
+  "tmem.stage"() {buffer = "b_panel", copies = 2, shape = [64, 64]} : () -> ()
+  "tmem.slot"() {slot = 0} : () -> ()
+  %0 = "ttensor.matmul"(%a, %b) {accum = f32} : (tensor<?x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
+  // CHECK:      "tsched.schedule"() {block_x = 128 : i64} : () -> ()
+  // CHECK-NEXT: "ttensor.unary"
+  "tsched.schedule"() {block_x = 128} : () -> ()
+  %1 = "ttensor.unary"(%0) {fn = "relu"} : (tensor<?x64xf32>) -> tensor<?x64xf32>
+  return %1 : tensor<?x64xf32>
+}

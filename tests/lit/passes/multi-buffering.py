@@ -1,6 +1,6 @@
 # Multi-buffering: the schedule phase records `stages` (a tile program's shared buffers, a function's hint,
 # else the cost model's 1 on the CPU); the memory phase turns it into `stages` rotating copies of the GEMM's
-# packed B panel (`tessera.tile_buffers`), and the CPU GEMM allocates exactly those, computing from one
+# packed B panel (`tmem.stage` ops before the matmul), and the CPU GEMM allocates exactly those, computing from one
 # panel while the bursts before its micro-kernels pack (and prefetch) the next chunk's into another.
 # Block sizes come from the host's caches: only the program's own choices are checked literally.
 # RUN: tessera-cc %s --compile-to=schedule | FileCheck %s --check-prefix=SCHED
@@ -10,9 +10,13 @@
 from tessera import function, kernel, op, tensor, tile
 
 # SCHED-LABEL: func.func @pipeline(
-# SCHED:         "ttensor.matmul"{{.*}}tessera.schedule = {KC = 128 : i64, {{.*}}stages = 2 : i64}
+# SCHED:         "tsched.schedule"() {KC = 128 : i64, {{.*}}stages = 2 : i64}
+# SCHED-NEXT:    "ttensor.matmul"
 # MEM-LABEL:   func.func @pipeline(
-# MEM:           "ttensor.matmul"{{.*}}tessera.tile_buffers = {a_block = {copies = 1 : i64, shape = array<i64: [[MC:[0-9]+]], 128>}, b_panel = {copies = 2 : i64, shape = array<i64: 128, [[NC:[0-9]+]]>}}
+# MEM:           "tmem.stage"() {buffer = "a_block", copies = 1 : i64, shape = [{{[0-9]+}}, 128]}
+# MEM-NEXT:      "tmem.stage"() {buffer = "b_panel", copies = 2 : i64, shape = [128, {{[0-9]+}}]}
+# MEM-NEXT:      "tmem.slot"
+# MEM-NEXT:      "ttensor.matmul"
 # The kernel: one A block, two B panels in one allocation (strips padded by a cache line), the panel of
 # chunk k at (k mod 2), the next chunk's source and panel lines prefetched by the bursts.
 # KERN-LABEL:  func.func @pipeline__gemm0(
@@ -37,7 +41,8 @@ def pipeline(A, B, C):
 
 # A function's hint: three panels, two packed ahead.
 # MEM-LABEL:   func.func @three(
-# MEM:           tessera.tile_buffers = {a_block = {copies = 1 : i64, {{.*}}}, b_panel = {copies = 3 : i64,
+# MEM:           "tmem.stage"() {buffer = "a_block", copies = 1 : i64
+# MEM-NEXT:      "tmem.stage"() {buffer = "b_panel", copies = 3 : i64
 @function(stages=3)
 def three(X: tensor[f32, "M", "K"], W: tensor[f32, "K", "N"]):
     return X @ W
@@ -45,7 +50,8 @@ def three(X: tensor[f32, "M", "K"], W: tensor[f32, "K", "N"]):
 
 # The cost model: one panel, packed between chunks.
 # MEM-LABEL:   func.func @single(
-# MEM:           tessera.tile_buffers = {a_block = {copies = 1 : i64, {{.*}}}, b_panel = {copies = 1 : i64,
+# MEM:           "tmem.stage"() {buffer = "a_block", copies = 1 : i64
+# MEM-NEXT:      "tmem.stage"() {buffer = "b_panel", copies = 1 : i64
 # KERN-LABEL:  func.func @single__gemm0(
 # KERN-SAME:     stages = 1 : i64
 # KERN-NOT:      memref.prefetch %arg1
