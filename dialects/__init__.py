@@ -9,6 +9,9 @@ from .tod import TOD
 from .tsched import TSched
 from .ttensor import TTensor
 from .ttile import TTile
+# The tile-level ops live in their own module, which imports TTile; importing it here registers them with
+# TTile before any context loads the dialect.
+from . import ttile_tile  # noqa: F401
 
 ALL_DIALECTS = (TTensor, TDist, TOD, TSched, TMem, TTile)
 

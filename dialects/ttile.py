@@ -115,11 +115,6 @@ class ShuffleXorOp(_ShuffleOp, name="shuffle_xor", traits=[ext.Pure]):
     result: ext.Result[typing.Any]
 
 
-# The tile-level ops live in their own module; importing it here registers them with TTile before any
-# context loads the dialect.
-from . import ttile_tile  # noqa: E402,F401
-
-
 class PhiloxUniformOp(TTile.Operation, name="philox_uniform", traits=[ext.Pure]):
     """A uniform number in [0, 1) from Philox-4x32-10: counter `counter` (its low and high 32-bit words,
     then 0, 0), key (`seed` low word, high word); the first output word's top 24 bits times 2^-24 — the

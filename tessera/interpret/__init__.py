@@ -9,6 +9,7 @@ what an exact implementation of the declared types gives. Programs with collecti
 """
 
 from . import dist_ops, operator_ops, tensor_ops  # noqa: F401 — they register the op implementations
-from .core import InterpreterError, Interpreter, run
+from .core import Interpreter, run
+from .values import InterpreterError
 
 __all__ = ["Interpreter", "InterpreterError", "run"]

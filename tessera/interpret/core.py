@@ -7,11 +7,7 @@ import numpy as np
 from .. import dtypes
 from ..mlir import ir
 from .registry import LOCAL, SPMD
-from .values import from_user, to_user
-
-
-class InterpreterError(RuntimeError):
-    """An op the interpreter cannot run, or inputs that do not fit the function; names the op's location."""
+from .values import InterpreterError, from_user, to_user
 
 
 class Interpreter:
@@ -72,4 +68,4 @@ def run(module, name: str, *args, world: int = 1):
         return Interpreter(mod, world).run(name, *args)
 
 
-__all__ = ["Interpreter", "InterpreterError", "run", "dtypes"]
+__all__ = ["Interpreter", "run", "dtypes"]

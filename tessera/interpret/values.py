@@ -8,6 +8,11 @@ from .. import dtypes
 from ..mlir import ir
 from ..numerics.rounding import round_to
 
+
+class InterpreterError(RuntimeError):
+    """An op the interpreter cannot run, or inputs that do not fit the function; names the op's location."""
+
+
 # What users get back: numpy's own type where it has one, float32 for bf16/tf32/fp8.
 _USER = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": np.float32, "tf32": np.float32,
          "fp8_e4m3": np.float32, "fp8_e5m2": np.float32, "i8": np.int8, "i16": np.int16, "i32": np.int32,
@@ -48,7 +53,6 @@ def from_user(x, t: ir.Type, what: str) -> np.ndarray:
     a = np.asarray(x)
     want = shape_of(t)
     if a.ndim != len(want) or any(w is not None and w != s for w, s in zip(want, a.shape)):
-        from .core import InterpreterError
         raise InterpreterError(f"{what} must have shape {['?' if w is None else w for w in want]}, got {list(a.shape)}")
     return cast(a, dtype_of(t))
 
