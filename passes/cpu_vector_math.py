@@ -13,7 +13,7 @@ import ctypes
 import ctypes.util
 import functools
 
-from ..mlir import func, ir, vector
+from ..mlir import arith, func, ir, vector
 
 # math op -> libm base name
 FUNCTIONS = {"math.exp": "expf", "math.log": "logf", "math.erf": "erff", "math.tanh": "tanhf",
@@ -100,5 +100,4 @@ def run(module, arch: str, features: str) -> int:
 
 
 def _zeros(t: ir.VectorType) -> ir.Value:
-    from ..mlir import arith
     return arith.ConstantOp(t, ir.DenseElementsAttr.get_splat(t, ir.FloatAttr.get(t.element_type, 0.0))).result

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..diagnostics import LoweringError
+from ..dialects import ttensor
 from ..mlir import ir
 
 CONTAINER = "f16"
@@ -82,7 +83,6 @@ def legalize(fn, target_name: str) -> list[str]:
     """Rewrites `fn`'s fp8 tensors to the f16 container (see the module's docstring); returns the fallback
     notes for the kernel metadata. Raises LoweringError at an op that cannot produce its fp8 result in f32
     instead."""
-    from ..dialects import ttensor
     f16, f32 = ir.F16Type.get(), ir.F32Type.get()
     taken: dict[str, None] = {}
     holds: dict = {}  # container value -> the fp8 format of its values

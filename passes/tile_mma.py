@@ -55,7 +55,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..diagnostics import LoweringError
-from ..mlir import arith, builtin, gpu, ir, llvm, memref, vector
+from ..dialects import tmem
+from ..dialects.ttile_tile import FragmentType
+from ..mlir import arith, builtin, gpu, ir, llvm, math, memref, vector
 
 MFMA_ARCHS = ("gfx90a", "gfx942", "gfx950")
 
@@ -128,7 +130,6 @@ def target_for_amdgpu(arch: str, wave: int) -> Target:
 # -- fragments ----------------------------------------------------------------------------------------------
 
 def _frag_type(t) -> tuple[int, int, str, str]:
-    from ..dialects.ttile_tile import FragmentType
     f = FragmentType(t) if not isinstance(t, FragmentType) else t
     rows, cols = (ir.IntegerAttr(a).value for a in ir.ArrayAttr(f.shape))
     elem = str(ir.TypeAttr(f.elem).value)
@@ -281,7 +282,6 @@ def _matrix_unit(a: list, b: list, c: list, plan: Plan, shapes) -> list:
 
 
 def _fma(a: list, b: list, c: list, k_steps: int) -> list:
-    from ..mlir import math
     f32 = ir.F32Type.get()
 
     def wide(x):
@@ -319,7 +319,6 @@ def _coop_type(plan: Plan, role: str, elem: str) -> ir.Type:
 def _row_stride(op, mem: ir.Value, what: str) -> int:
     """The static distance between rows of `mem`, which a cooperative-matrix load or store takes as a
     constant."""
-    from ..dialects import tmem
     steps, _ = tmem.strides(ir.MemRefType(mem.type))
     if steps[-1] != 1 or steps[-2] is None:
         raise LoweringError(op, f"a cooperative-matrix {what} needs memory with contiguous rows and a static row "

@@ -30,6 +30,7 @@ __all__ = ["Kernel", "Function", "ceil_div", "kernel", "function", "launch", "te
 
 def compile(source: str, filename: str = "<string>", **options):
     """Compiles `source` (Python text with @kernel functions) and returns the `.tessera` image bytes."""
+    # lazy: the compiler loads MLIR, which importing tessera must not
     from .compiler import CompileOptions, compile_source
     return compile_source(source, filename, CompileOptions(**options)).image
 

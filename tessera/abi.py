@@ -42,6 +42,7 @@ class Signature:
 def _written_args(fn) -> set[int]:
     """Indices of memref parameters some store writes to: the others are read-only. A kernel generated whole
     as LLVM IR has no body to look into and lists them (``tessera.writes``)."""
+    # lazy: the runtime and tessera-objdump read records without MLIR
     from .mlir import ir
     if "tessera.writes" in fn.attributes:
         return set(ir.DenseI64ArrayAttr(fn.attributes["tessera.writes"]))
@@ -66,6 +67,7 @@ def _written_args(fn) -> set[int]:
 
 def signature_of(fn) -> Signature:
     """The launch signature of a ``func.func`` marked ``tessera.kernel`` (before or after lowering)."""
+    # lazy: the runtime and tessera-objdump read records without MLIR
     from .mlir import ir
     name = ir.StringAttr(fn.attributes["sym_name"]).value
     arg_attrs = list(ir.ArrayAttr(fn.attributes["arg_attrs"])) if "arg_attrs" in fn.attributes else []

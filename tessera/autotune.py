@@ -18,6 +18,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import executor
+from .compiler import compile_source
+from .options import CompileOptions
+
 _KEYS = {"BM": "MB", "BN": "NC", "BK": "KC", "stages": "stages", "vector": "vector"}
 
 
@@ -31,21 +35,17 @@ class Result:
         return self.best[key]
 
 
-def _inputs(plan: dict, size: int, seed: int) -> list[np.ndarray]:
+def _inputs(plan, size: int, seed: int) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     arrays = []
-    for vid in plan["args"]:
-        spec = plan["values"][vid]
-        shape = [int(d) if d.isdigit() else size for d in spec["dims"]]
+    for vid in plan.args:
+        shape = [int(d) if d.isdigit() else size for d in plan.values[vid].dims]
         arrays.append(rng.standard_normal(shape).astype(np.float32))
     return arrays
 
 
 def search(kernel, params: dict, objective: str = "runtime", args=None, size: int = 512, repeat: int = 3,
            seed: int = 0) -> Result:
-    from . import executor
-    from .compiler import compile_source
-    from .options import CompileOptions
     if objective != "runtime":
         raise ValueError(f"objective must be 'runtime' (the only one measured), got {objective!r}")
     unknown = sorted(set(params) - set(_KEYS))

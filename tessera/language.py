@@ -52,6 +52,7 @@ class Kernel:
         """This kernel compiled for the CPU (cached): an `executor.Program` whose `.module` is the loaded
         image."""
         if self._module is None or options:
+            # lazy: the executor and the compiler load MLIR, which importing tessera must not
             from . import executor
             from .compiler import CompileOptions, compile_source
             with open(self.filename, encoding="utf-8") as f:
@@ -110,6 +111,7 @@ class Function:
     def ir(self):
         """The function's verified Graph IR (a ModuleIR)."""
         if self._ir is None:
+            # lazy: the frontend loads MLIR, which importing tessera must not
             from .frontend.interfaces import tessera_frontend_compile
             with open(self.filename, encoding="utf-8") as f:
                 source = f.read()
@@ -124,6 +126,7 @@ class Function:
 
 
 def _mesh_size(module) -> int:
+    # lazy: the frontend loads MLIR, which importing tessera must not
     from .frontend.interfaces import _walk
     from .mlir import ir
     with module.context:
@@ -143,6 +146,7 @@ def function(fn):
 class _Dist:
     @staticmethod
     def Mesh(axes, devices, shape=None):
+        # lazy: the frontend loads MLIR, which importing tessera must not
         from .frontend.function import mesh_from
         kwargs = {"axes": axes, "devices": devices}
         if shape is not None:

@@ -10,7 +10,13 @@ import argparse
 import os
 import sys
 
+from .. import cache
+from ..abi import signature_of_record
+from ..cheader import emit_header
 from ..diagnostics import CompileError
+from ..image import read_image
+from ..options import CompileOptions
+from ..selection import backends_for
 
 
 def _parse_args(argv):
@@ -44,12 +50,12 @@ def _write(path: str, artifact) -> None:
 
 def main(argv=None) -> int:
     args = _parse_args(sys.argv[1:] if argv is None else argv)
-    from ..options import CompileOptions
     options = CompileOptions(target=args.target, kernels=tuple(args.kernel), cpu=args.cpu, arch=args.arch,
                              opt_level=args.opt_level)
     plain = not (args.list_stages or args.dump_ir_after_all or args.compile_to or args.start_after)
     if plain and _from_cache(args, options):
         return 0
+    # lazy: the compiler loads MLIR and LLVM, which a cache hit does without
     from ..compiler import compile_file, compile_ir_file, stage_names
     try:
         if args.list_stages:
@@ -94,13 +100,11 @@ def main(argv=None) -> int:
 def _finish(args, image: bytes, signatures) -> None:
     _write(args.output or f"{os.path.splitext(args.source)[0]}.tessera", image)
     if args.emit_header:
-        from ..cheader import emit_header
         _write(args.emit_header, emit_header(signatures, args.source, os.path.basename(args.emit_header)))
 
 
 def _from_cache(args, options) -> bool:
     """Serves a whole compilation from the compile cache without loading MLIR or LLVM."""
-    from .. import cache
     if not cache.enabled():
         return False
     try:
@@ -108,7 +112,6 @@ def _from_cache(args, options) -> bool:
             source = f.read()
     except OSError:
         return False  # the normal path reports it
-    from ..selection import backends_for
     try:
         backends = backends_for(options)
     except Exception:  # an unknown target or architecture: the normal path reports it at its place
@@ -116,8 +119,6 @@ def _from_cache(args, options) -> bool:
     image = cache.lookup(cache.key(source, args.source, options, [b.hash() for b in backends]))
     if image is None:
         return False
-    from ..abi import signature_of_record
-    from ..image import read_image
     _finish(args, image, [signature_of_record(k) for k in read_image(image).kernels])
     return True
 

@@ -9,6 +9,7 @@ import sys
 
 def install_dirs() -> tuple[str, str]:
     """(include dir, lib dir) of the installed runtime, found next to the `_runtime` extension."""
+    # lazy: where the runtime is not installed, main() says so instead of failing to import
     from .. import _runtime
     root = os.path.dirname(os.path.abspath(_runtime.__file__))
     return os.path.join(root, "include"), os.path.join(root, "lib")
@@ -31,6 +32,7 @@ def main(argv=None) -> int:
         return 1
     out = []
     if args.version:
+        # lazy: see install_dirs
         from .. import _runtime
         out.append(".".join(map(str, _runtime.version())))
     if args.cflags:

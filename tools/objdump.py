@@ -7,6 +7,9 @@ import argparse
 import sys
 
 from .. import dtypes
+from ..abi import KIND_NAMES
+from ..image import ImageError, read_image
+from ..image.format import ARG_READONLY, FLAG_SIMT
 
 _SHT = {1: "PROGBITS", 3: "STRTAB", 7: "NOTE"}
 
@@ -16,8 +19,6 @@ def _yaml_str(s: str) -> str:
 
 
 def kernel_yaml(k, dtype_name) -> list[str]:
-    from ..abi import KIND_NAMES
-    from ..image.format import ARG_READONLY, FLAG_SIMT
     block = "any" if k.block == (0, 0, 0) else f"[{k.block[0]}, {k.block[1]}, {k.block[2]}]"
     lines = [f"  - name: {_yaml_str(k.name)}",
              f"    target: {k.target}",
@@ -48,6 +49,7 @@ def render(img, show_ir: bool = True) -> str:
     for k in img.kernels:
         out += kernel_yaml(k, lambda c: dtypes.BY_CODE[c].name if c in dtypes.BY_CODE else f"code{c}")
     if show_ir and img.ops is not None:
+        # lazy: MLIR loads only to print the Graph IR
         from ..dialects import make_context
         from ..mlir import ir
         with make_context():
@@ -62,7 +64,6 @@ def main(argv=None) -> int:
     p.add_argument("image")
     p.add_argument("--no-ir", action="store_true", help="leave out the Graph IR")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
-    from ..image import ImageError, read_image
     try:
         with open(args.image, "rb") as f:
             img = read_image(f.read())

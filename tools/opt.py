@@ -36,6 +36,7 @@ def _parse_args(argv):
 
 def main(argv=None) -> int:
     args, flags = _parse_args(sys.argv[1:] if argv is None else argv)
+    # lazy: --help and argument errors answer without loading MLIR
     from ..dialects import make_context
     from ..mlir import ir
     from ..passes.registry import PASSES, build_pass_manager

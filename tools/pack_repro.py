@@ -35,6 +35,7 @@ CAPTURE_FILES = ("image.tessera", "kernel.json", "launch.json", "log.txt")
 
 def environment() -> dict:
     """What the behavior of a launch may depend on, and its hash (over everything but the hash)."""
+    # lazy: only the environment record needs numpy's and libtessera's versions
     import numpy
     from tessera import _runtime
 

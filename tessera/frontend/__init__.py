@@ -9,6 +9,7 @@ __all__ = ["build_module"]
 
 def __getattr__(name):
     if name == "build_module":
+        # lazy: it loads MLIR (see above)
         from .module import build_module
         return build_module
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,6 +13,7 @@ import ast
 import operator as py_op
 
 from ..diagnostics import CompileError
+from ..dialects import ttensor
 from ..mlir import func, ir
 from .. import dtypes
 from . import hints
@@ -88,7 +89,6 @@ class FunctionBuilder:
             dt = like.dtype if like is not None else dtypes.BY_NAME["f32"]
             if dt.kind == "complex":  # ttensor constants are real; a scale of an operator takes a number
                 raise self.error(node, f"a Python number cannot meet a {dt.name} tensor here")
-            from ..dialects import ttensor
             et = ir.Type.parse(dt.mlir)
             with self.loc(node):
                 attr = ir.FloatAttr.get(et, float(v)) if dt.kind == "float" else ir.IntegerAttr.get(et, int(v))

@@ -10,7 +10,10 @@ import io
 from dataclasses import dataclass, field
 
 from ..diagnostics import parse_location
+from ..dialects import make_context
+from ..interpret import run
 from ..mlir import ir
+from .module import build_module
 
 
 @dataclass
@@ -45,7 +48,6 @@ class ModuleIR:
     __str__ = text
 
     def interpret(self, name: str, *args, world: int = 1):
-        from ..interpret import run
         return run(self.module, name, *args, world=world)
 
 
@@ -75,8 +77,6 @@ POLICIES = ("symbolic", "static")
 def tessera_frontend_compile(src: str, opts: dict | None = None) -> ModuleIR:
     """Compiles Python source text to verified Graph IR. `opts`: ``filename`` (for locations) and
     ``functions`` (names to keep; default all). Raises CompileError at the user's file:line:col."""
-    from ..dialects import make_context
-    from .module import build_module
     opts = dict(opts or {})
     filename = opts.pop("filename", "<string>")
     only = opts.pop("functions", None)

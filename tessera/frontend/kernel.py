@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ..diagnostics import CompileError
 from ..mlir import arith, func, ir, math, memref, scf
-from ..dialects import ttile
+from ..dialects import ttile, ttile_tile
 from .. import dtypes
 from .values import Scalar, TensorParam, Typer, assigned_names
 
@@ -392,13 +392,11 @@ class KernelBuilder(ast.NodeVisitor):
         if not (isinstance(size, ast.Constant) and type(size.value) is int and size.value > 0
                 and size.value & (size.value - 1) == 0) or len(node.args) + len(node.keywords) != 1:
             raise self.error(node, "tile.cooperative_group(size=N) takes a constant power of two")
-        from ..dialects import ttile_tile
         with self.loc(node):
             t = ttile_tile.GroupType.get(ir.IntegerAttr.get(ir.IntegerType.get_signless(64), size.value))
             return Group(ttile_tile.CooperativeGroupOp(group=t).result, size.value)
 
     def _group_method(self, node: ast.Call, group: "Group", name: str):
-        from ..dialects import ttile_tile
         self._arity(node, 0)
         with self.loc(node):
             if name == "sync":
@@ -410,7 +408,6 @@ class KernelBuilder(ast.NodeVisitor):
 
     def _reduce(self, node: ast.Call, name: str):
         """tile.warp_reduce(v, "sum"), tile.group_reduce(v, "max", size=8): every lane gets the result."""
-        from ..dialects import ttile_tile
         if len(node.args) != 2 or not (isinstance(node.args[1], ast.Constant) and node.args[1].value in
                                        ("sum", "max", "min")):
             raise self.error(node, f"tile.{name}(value, \"sum\"|\"max\"|\"min\"{', size=N' if 'group' in name else ''})")

@@ -36,9 +36,10 @@ import ast
 from dataclasses import dataclass
 
 from .. import dtypes
+from ..dialects import ttensor
 from ..mlir import func, ir
 from .function import FunctionBuilder, _name
-from .oplib import OPS, GTensor
+from .oplib import OPS, DTypePolicy, GTensor
 
 TILE_CALLS = {"dot", "mma", "mma_sync", "range", "cp_async", "load", "store", "where", "barrier", "alloc_shared",
               "softmax", "relu", "gelu", "silu", "sigmoid", "tanh", "exp", "log", "sqrt"}
@@ -157,7 +158,6 @@ class TileProgramBuilder(FunctionBuilder):
         """`v` as the new value of parameter `name`: its dtype and shape."""
         p = self.params[name]
         if v.dtype != p.dtype:
-            from .oplib import DTypePolicy
             v = OPS["cast"](self, self.fn, [v, DTypePolicy(p.dtype)], {})
         if len(v.dims) == len(p.dims):
             try:
@@ -352,7 +352,6 @@ class TileProgramBuilder(FunctionBuilder):
                                    f"block (other masks cannot be expressed yet)")
 
     def _load_blocks(self, node: ast.Call, t: GTensor, b: Blocks, mask, other: float) -> GTensor:
-        from ..dialects import ttensor
         self._block_mask(node, mask, b, oriented=False)
         self._loaded(node, b, True)
         self._same_rows(node, t, b)
@@ -396,7 +395,6 @@ class TileProgramBuilder(FunctionBuilder):
         dest = self.params[target.id]
         self._same_rows(node, dest, b)
         self.unify(node, value.dims[1], b.step, "rows of a stored block")
-        from ..dialects import ttensor
         value = self._as_dtype(value, dest, node)
         with self.loc(node):
             op = ttensor.StoreBlocksOp(value.value, dest.value, result=dest.value.type)
@@ -406,7 +404,6 @@ class TileProgramBuilder(FunctionBuilder):
     def _as_dtype(self, v: GTensor, like: GTensor, node) -> GTensor:
         if v.dtype == like.dtype:
             return v
-        from .oplib import DTypePolicy
         return OPS["cast"](self, node, [v, DTypePolicy(like.dtype)], {})
 
     def _where(self, node: ast.Call, args: list, kwargs: dict) -> GTensor:
@@ -426,7 +423,6 @@ class TileProgramBuilder(FunctionBuilder):
         b = mask.blocks
         axis = 1 if mask.along == "rows" else 2
         self.unify(node, x.dims[axis], b.step, f"the masked {mask.along} and the block step")
-        from ..dialects import ttensor
         with self.loc(node):
             op = ttensor.MaskBlocksOp(x.value, self.params[b.of].value, axis=_i64(axis), step=_i64(b.step),
                                       other=ir.FloatAttr.get(ir.Type.parse(x.dtype.mlir), other), result=x.value.type)
@@ -467,7 +463,6 @@ class TileProgramBuilder(FunctionBuilder):
             return ChunkedProduct(product)
         if not (isinstance(a, GTensor) and isinstance(b, GTensor)):
             raise self.error(node, "tile.dot takes two tiles")
-        from .oplib import DTypePolicy
         f32 = DTypePolicy(dtypes.BY_NAME["f32"])
         return OPS["matmul"](self, node, [a, b], {"out_dtype": f32} if a.dtype.bits < 32 else {})
 
