@@ -29,7 +29,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import machine, report  # noqa: E402
 
 from tessera import runtime  # noqa: E402
-from tessera.backends.cpu import gemm  # noqa: E402
+from tessera.backends.cpu import gemm, target  # noqa: E402
+from tessera.backends.cpu.gemm_schedule import choose_schedule  # noqa: E402
+from tessera.tools.kernels import compile_gemm  # noqa: E402
 
 SQRT_2_OVER_PI = np.float32(math.sqrt(2.0 / math.pi))
 
@@ -72,13 +74,18 @@ def numpy_gelu_tanh(x, tmp):
     x *= tmp
 
 
+def schedule_for(m: int, n: int, k: int):
+    """The cost model's schedule on this machine, as the compiler's CPU options default to it."""
+    return choose_schedule(m, n, k, target.host(), target.worker_threads(), target.cache_sizes())
+
+
 def kernel(spec):
-    return getattr(runtime.load(gemm.compile_gemm(spec)), spec.name)
+    return getattr(runtime.load(compile_gemm(spec)), spec.name)
 
 
 def bench_size(n: int, rounds: int, rng) -> None:
     flops = 2.0 * n ** 3 / 1e9
-    schedule = gemm.choose_schedule(n, n, n)
+    schedule = schedule_for(n, n, n)
     print(f"size {n}: schedule MB={schedule.mb} NC={schedule.nc} MC={schedule.mc} KC={schedule.kc} "
           f"micro-tile {schedule.mr}x{schedule.nr}, grid {gemm.gemm_grid(gemm.GemmSpec('g', schedule=schedule), n, n)}")
     A, B = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
@@ -120,8 +127,8 @@ def bench_mlp(n: int, rounds: int, rng) -> None:
     W1 = rng.standard_normal((n, h), dtype=np.float32) / np.float32(math.sqrt(n))
     W2 = rng.standard_normal((h, n), dtype=np.float32) / np.float32(math.sqrt(h))
     b1 = rng.standard_normal(h, dtype=np.float32)
-    up_spec = gemm.GemmSpec("mlp_up", epilogue=("bias", "gelu_tanh"), schedule=gemm.choose_schedule(n, h, n))
-    down_spec = gemm.GemmSpec("mlp_down", schedule=gemm.choose_schedule(n, n, h))
+    up_spec = gemm.GemmSpec("mlp_up", epilogue=("bias", "gelu_tanh"), schedule=schedule_for(n, h, n))
+    down_spec = gemm.GemmSpec("mlp_down", schedule=schedule_for(n, n, h))
     up, down = kernel(up_spec), kernel(down_spec)
     H, Y, Href, Yref, tmp = (np.empty(s, np.float32) for s in ((n, h), (n, n), (n, h), (n, n), (n, h)))
 

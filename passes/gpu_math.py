@@ -4,7 +4,7 @@
 have to be linked from a CUDA installation at compile time. Tessera stays self-contained instead:
 
     sqrt, fabs, floor, ceil, fma, copysign   LLVM intrinsics: sqrt.rn, abs, cvt.rmi/rpi, fma.rn (exact)
-    exp, tanh, erf                           the inline f32 approximations of backends/cpu/vmath.py
+    exp, tanh, erf                           the inline f32 approximations of passes/vmath.py
                                              (exp ≤ 1e-7, tanh ≤ 4e-7 relative; erf ≤ 5e-7 absolute)
     log                                      Cephes' logf below (≤ 2e-7 relative on normal and subnormal x)
     log2                                     log(x) / ln 2
@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import math as _pymath
 
-from ..backends.cpu import vmath  # target-neutral arith; lives with its first user, the CPU GEMM epilogues
 from ..diagnostics import LoweringError
 from ..mlir import arith, ir, llvm
+from . import vmath
 
 
 def _const(like: ir.Value, value: float) -> ir.Value:

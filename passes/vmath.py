@@ -1,4 +1,5 @@
-"""Vectorized f32 transcendental functions built from arith ops, for kernels the CPU backend generates.
+"""Vectorized f32 transcendental functions built from arith ops, target-independent: the CPU backend's
+generated kernels (their GEMM epilogues) and GPU math (gpu_math.py) inline them.
 
 The CPU pipeline sends vector math ops to glibc's libmvec (passes/cpu_vector_math.py): one call per vector,
 and a call clobbers every vector register (the SysV ABI preserves none). A GEMM epilogue holds a whole
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import math as _pymath
 
-from ...mlir import arith, ir
+from ..mlir import arith, ir
 
 # Polynomial evaluations may fuse multiply and add where the target has FMA; both spellings are accurate.
 _CONTRACT = "#arith.fastmath<contract>"

@@ -46,32 +46,30 @@ def _parse_args(argv):
 
 def main(argv=None) -> int:
     args = _parse_args(sys.argv[1:] if argv is None else argv)
-    from ..backends.cpu import gemm
-    from ..backends.cpu.target import host
-    from ..compiler import CompileOptions, compile_module
-    from ..dialects import make_context
-    from ..mlir import ir
+    # lazy: --help and argument errors answer without loading MLIR and LLVM
+    from ..backends.cpu import gemm, gemm_schedule, target
+    from ..compiler import CompileOptions
+    from .kernels import compile_built
 
+    options = CompileOptions(cpu=args.cpu, opt_level=args.opt_level)
     try:
         if args.schedule:
             mb, nc, mc, kc, mr, nr, vw = args.schedule
-            fma = gemm.vector_isa(host(args.cpu)).fma
-            schedule = gemm.Schedule(mb=mb, nc=nc, mc=mc, kc=kc, mr=mr, nr=nr, vector_width=vw, fma=fma)
+            fma = gemm_schedule.vector_isa(target.host(args.cpu)).fma
+            schedule = gemm_schedule.Schedule(mb=mb, nc=nc, mc=mc, kc=kc, mr=mr, nr=nr, vector_width=vw, fma=fma)
         else:
-            schedule = gemm.choose_schedule(*(args.shape or (1024, 1024, 1024)), target=host(args.cpu))
+            # for the worker threads and caches the CPU backend's options default to
+            schedule = gemm_schedule.choose_schedule(*(args.shape or (1024, 1024, 1024)), target.host(args.cpu),
+                                                     target.worker_threads(), target.cache_sizes())
         steps = tuple((s.strip(),) for s in args.epilogue.split(",") if s.strip())
         spec = gemm.GemmSpec(args.name, dtype=args.dtype, epilogue=steps, schedule=schedule)
     except ValueError as e:
         print(f"tessera-gemm: error: {e}", file=sys.stderr)
         return 2
-    options = CompileOptions(cpu=args.cpu, opt_level=args.opt_level)
     seen: list = []
     try:
-        with make_context(), ir.Location.unknown():
-            module = ir.Module.create()
-            gemm.build_gemm(module, spec)
-            result = compile_module(module, options, metadata=gemm.image_metadata(spec),
-                                    stop_after=args.compile_to, on_stage=lambda n, a: seen.append(a))
+        result = compile_built(lambda m: gemm.build_gemm(m, spec), options, gemm.image_metadata(spec),
+                               stop_after=args.compile_to, on_stage=lambda n, a: seen.append(a))
     except CompileError as e:
         print(e, file=sys.stderr)
         return 1

@@ -30,9 +30,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...mlir import arith, func, ir, memref, scf, vector
+from ...passes import vmath
 from ...passes.simt_to_warps import philox_uniform
-from . import vmath
-from .gemm import LAUNCH_ARGS, _add, _idx, _loop, _lt, _min, _mul, _sub, _zeros, vector_isa
+from .gemm_schedule import vector_isa
+from .irbuild import LAUNCH_ARGS, add, idx, lt, mul, scf_for, smin, sub, zeros
 from .target import host
 
 
@@ -103,14 +104,14 @@ class _Body:
 
     def emit(self) -> None:
         p = self.p
-        self.B = memref.DimOp(p["Q"], _idx(0)).result
-        self.SQ = memref.DimOp(p["Q"], _idx(1)).result
-        self.D = memref.DimOp(p["Q"], _idx(2)).result
-        self.SK = memref.DimOp(p["KT"], _idx(2)).result
-        self.DV = memref.DimOp(p["V"], _idx(2)).result
-        i0 = _mul(self.launch["bid_x"], self.spec.rows)
+        self.B = memref.DimOp(p["Q"], idx(0)).result
+        self.SQ = memref.DimOp(p["Q"], idx(1)).result
+        self.D = memref.DimOp(p["Q"], idx(2)).result
+        self.SK = memref.DimOp(p["KT"], idx(2)).result
+        self.DV = memref.DimOp(p["V"], idx(2)).result
+        i0 = mul(self.launch["bid_x"], self.spec.rows)
         b = self.launch["bid_y"]
-        inside = arith.AndIOp(_lt(i0, self.SQ), _lt(b, self.B)).result
+        inside = arith.AndIOp(lt(i0, self.SQ), lt(b, self.B)).result
         guard = scf.IfOp(inside)
         with ir.InsertionPoint(guard.then_block):
             self._block(b, i0)
@@ -118,12 +119,12 @@ class _Body:
 
     def _block(self, b, i0) -> None:
         spec = self.spec
-        rows = _min(spec.rows, _sub(self.SQ, i0))
+        rows = smin(spec.rows, sub(self.SQ, i0))
         # Keys any row of the block sees: causal rows i see keys j <= i (top-left aligned).
-        keys = _min(self.SK, _add(i0, rows)) if spec.causal else self.SK
+        keys = smin(self.SK, add(i0, rows)) if spec.causal else self.SK
         # Scratch rows padded to whole vectors, on the heap (workers' stacks are 8 MiB; Sk is unbounded).
-        self.ld = _mul(arith.CeilDivSIOp(self.SK, _idx(self.vw)).result, self.vw)
-        size = _mul(self.ld, spec.rows)
+        self.ld = mul(arith.CeilDivSIOp(self.SK, idx(self.vw)).result, self.vw)
+        size = mul(self.ld, spec.rows)
         scratch = memref.AllocOp(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], ir.F32Type.get()),
                                  [size], [], alignment=64).result
         self._scores(scratch, b, i0, keys)
@@ -147,16 +148,16 @@ class _Body:
 
     def _row(self, i0, r):
         """Query row r of the block, clamped into Q (the last block's missing rows repeat its last row)."""
-        return _min(_add(i0, r), _sub(self.SQ, 1))
+        return smin(add(i0, r), sub(self.SQ, 1))
 
     def _tiles(self, extent, body) -> None:
         """body(j0, count, full) over [0, extent) in steps of NR; `full` says count == NR."""
         nr = self.spec.cols
-        loop = _loop(0, arith.CeilDivSIOp(extent, _idx(nr)).result)
+        loop = scf_for(0, arith.CeilDivSIOp(extent, idx(nr)).result)
         with ir.InsertionPoint(loop.body):
-            j0 = _mul(loop.induction_variable, nr)
-            count = _min(nr, _sub(extent, j0))
-            full = arith.CmpIOp(arith.CmpIPredicate.eq, count, _idx(nr)).result
+            j0 = mul(loop.induction_variable, nr)
+            count = smin(nr, sub(extent, j0))
+            full = arith.CmpIOp(arith.CmpIPredicate.eq, count, idx(nr)).result
             branch = scf.IfOp(full, has_else=True)
             with ir.InsertionPoint(branch.then_block):
                 body(j0, count, True)
@@ -166,23 +167,23 @@ class _Body:
                 scf.YieldOp([])
             scf.YieldOp([])
 
-    def _load(self, m, idx, count, c, full: bool) -> ir.Value:
+    def _load(self, m, at, count, c, full: bool) -> ir.Value:
         if full:
-            return vector.LoadOp(self.vtype, m, idx).result
-        return vector.MaskedLoadOp(self.vtype, m, idx, self._mask(_sub(count, c)), _zeros(self.vtype)).result
+            return vector.LoadOp(self.vtype, m, at).result
+        return vector.MaskedLoadOp(self.vtype, m, at, self._mask(sub(count, c)), zeros(self.vtype)).result
 
-    def _store(self, v, m, idx, count, c, full: bool) -> None:
+    def _store(self, v, m, at, count, c, full: bool) -> None:
         if full:
-            vector.StoreOp(v, m, idx)
+            vector.StoreOp(v, m, at)
         else:
-            vector.MaskedStoreOp(m, idx, self._mask(_sub(count, c)), v)
+            vector.MaskedStoreOp(m, at, self._mask(sub(count, c)), v)
 
     def _tile_product(self, k_extent, a_of, b_of) -> list:
         """acc[r][c] = Σ_k a_of(r, k) · b_of(k)[c] for k < k_extent: MR broadcast values and NR/VW vectors
         a step, as the GEMM micro-kernel."""
         spec = self.spec
         n = spec.rows * (spec.cols // self.vw)
-        loop = _loop(0, k_extent, 1, [_zeros(self.vtype)] * n)
+        loop = scf_for(0, k_extent, 1, [zeros(self.vtype)] * n)
         with ir.InsertionPoint(loop.body):
             k = loop.induction_variable
             acc = list(loop.inner_iter_args)
@@ -204,41 +205,41 @@ class _Body:
 
         def tile(j0, count, full):
             def kt(d):
-                return [self._load(self.p["KT"], [b, d, _add(j0, c)], count, c, full) for c in range(0, spec.cols, vw)]
+                return [self._load(self.p["KT"], [b, d, add(j0, c)], count, c, full) for c in range(0, spec.cols, vw)]
             acc = self._tile_product(self.D, lambda r, d: memref.LoadOp(self.p["Q"], [b, q_rows[r], d]).result, kt)
             per = spec.cols // vw
             for r in range(spec.rows):
                 for c in range(per):
                     s = arith.MulFOp(acc[r * per + c], scale).result
                     if spec.causal:   # keys past row i0 + r: -inf, so exp gives 0
-                        j = arith.AddIOp(vector.BroadcastOp(lanes.type, _add(j0, c * vw)).result, lanes).result
+                        j = arith.AddIOp(vector.BroadcastOp(lanes.type, add(j0, c * vw)).result, lanes).result
                         later = arith.CmpIOp(arith.CmpIPredicate.sgt, j, vector.BroadcastOp(
-                            lanes.type, _add(i0, r)).result).result
+                            lanes.type, add(i0, r)).result).result
                         s = arith.SelectOp(later, self._splat(float("-inf")), s).result
-                    self._store(s, S, [_add(_mul(r, self.ld), _add(j0, c * vw))], count, c * vw, full)
+                    self._store(s, S, [add(mul(r, self.ld), add(j0, c * vw))], count, c * vw, full)
 
         self._tiles(keys, tile)
 
     # -- pass 2: softmax and dropout, row by row -------------------------------------------------------------
     def _softmax(self, S, b, i0, rows, keys) -> None:
         spec, vw = self.spec, self.vw
-        loop = _loop(0, rows)
+        loop = scf_for(0, rows)
         with ir.InsertionPoint(loop.body):
             r = loop.induction_variable
-            i = _add(i0, r)
-            base = _mul(r, self.ld)
-            mine = _min(_add(i, 1), keys) if spec.causal else keys   # keys row i sees
+            i = add(i0, r)
+            base = mul(r, self.ld)
+            mine = smin(add(i, 1), keys) if spec.causal else keys   # keys row i sees
 
             def over(extent, init, step):
                 """step(j, mask, carried) over [0, extent) in vectors, the last one masked."""
-                vl = _loop(0, arith.CeilDivSIOp(extent, _idx(vw)).result, 1, init)
+                vl = scf_for(0, arith.CeilDivSIOp(extent, idx(vw)).result, 1, init)
                 with ir.InsertionPoint(vl.body):
-                    j = _mul(vl.induction_variable, vw)
-                    scf.YieldOp(step(j, self._mask(_sub(extent, j)), list(vl.inner_iter_args)))
+                    j = mul(vl.induction_variable, vw)
+                    scf.YieldOp(step(j, self._mask(sub(extent, j)), list(vl.inner_iter_args)))
                 return list(vl.results)
 
             def load(j, mask, fill):
-                return vector.MaskedLoadOp(self.vtype, S, [_add(base, j)], mask, fill).result
+                return vector.MaskedLoadOp(self.vtype, S, [add(base, j)], mask, fill).result
 
             ninf = self._splat(float("-inf"))
             (mv,) = over(mine, [ninf], lambda j, m, c: [arith.MaximumFOp(c[0], load(j, m, ninf)).result])
@@ -247,9 +248,9 @@ class _Body:
 
             def expo(j, m, c):
                 e = vmath.exp(arith.SubFOp(load(j, m, ninf), top_v).result)   # masked lanes: exp(-inf) = 0
-                vector.MaskedStoreOp(S, [_add(base, j)], m, e)
+                vector.MaskedStoreOp(S, [add(base, j)], m, e)
                 return [arith.AddFOp(c[0], e).result]
-            (sv,) = over(mine, [_zeros(self.vtype)], expo)
+            (sv,) = over(mine, [zeros(self.vtype)], expo)
             total = vector.ReductionOp(ir.F32Type.get(), vector.CombiningKind.ADD, sv).result
             inv = vector.BroadcastOp(self.vtype, arith.DivFOp(
                 arith.ConstantOp(ir.F32Type.get(), ir.FloatAttr.get(ir.F32Type.get(), 1.0)).result, total).result).result
@@ -264,7 +265,7 @@ class _Body:
                 if spec.causal:   # keys past this row but within the block's: 0 for the output pass
                     seen = arith.CmpIOp(arith.CmpIPredicate.slt, jv, vector.BroadcastOp(it, mine).result).result
                     p = arith.SelectOp(seen, p, self._splat(0.0)).result
-                vector.MaskedStoreOp(S, [_add(base, j)], m, p)
+                vector.MaskedStoreOp(S, [add(base, j)], m, p)
                 return []
             over(keys, [], prob)
             scf.YieldOp([])
@@ -273,7 +274,7 @@ class _Body:
         """The interpreter's mask: u(counter) ≥ p_drop keeps p / (1 - p_drop), counter = ((b·Sq + i)·Sk + j)
         + offset, the element's linear index in P."""
         drop, seed, offset = self.spec.dropout
-        row = _add(_mul(_add(_mul(b, self.SQ), i), self.SK), offset)
+        row = add(mul(add(mul(b, self.SQ), i), self.SK), offset)
         counter = arith.AddIOp(vector.BroadcastOp(jv.type, row).result, jv).result
         u = philox_uniform(counter, seed)
         keep = arith.CmpFOp(arith.CmpFPredicate.OGE, u, self._splat(drop)).result
@@ -287,28 +288,17 @@ class _Body:
 
         def tile(d0, count, full):
             def v(j):
-                return [self._load(self.p["V"], [b, j, _add(d0, c)], count, c, full) for c in range(0, spec.cols, vw)]
-            acc = self._tile_product(keys, lambda r, j: memref.LoadOp(S, [_add(_mul(r, self.ld), j)]).result, v)
+                return [self._load(self.p["V"], [b, j, add(d0, c)], count, c, full) for c in range(0, spec.cols, vw)]
+            acc = self._tile_product(keys, lambda r, j: memref.LoadOp(S, [add(mul(r, self.ld), j)]).result, v)
             for r in range(spec.rows):
-                there = scf.IfOp(_lt(r, rows))
+                there = scf.IfOp(lt(r, rows))
                 with ir.InsertionPoint(there.then_block):
                     for c in range(per):
-                        self._store(acc[r * per + c], self.p["O"], [b, _add(i0, r), _add(d0, c * vw)], count, c * vw,
+                        self._store(acc[r * per + c], self.p["O"], [b, add(i0, r), add(d0, c * vw)], count, c * vw,
                                     full)
                     scf.YieldOp([])
 
         self._tiles(self.DV, tile)
-
-
-def compile_attention(spec: AttentionSpec, options=None) -> bytes:
-    """A `.tessera` image holding the kernel `spec` (for benchmarks and tests of the generator alone)."""
-    from ...compiler import CompileOptions, compile_module
-    from ...dialects import make_context
-    options = options or CompileOptions()
-    with make_context(), ir.Location.unknown():
-        module = ir.Module.create()
-        build_attention(module, spec)
-        return compile_module(module, options).image
 
 
 # -- a fusion group as a plan step ----------------------------------------------------------------------------

@@ -5,7 +5,8 @@ Nothing here loads MLIR or LLVM (a cache hit hashes the backend without them); c
 
 from __future__ import annotations
 
-import os
+import dataclasses
+import functools
 
 from ...options import CompileOptions
 from ...targets import TargetFacts
@@ -37,12 +38,14 @@ class CPUBackend(Backend):
         stages["so"] = lambda m, md: compiler.make_shared_object(m, md, o)
 
     def target_facts(self) -> TargetFacts:
-        from . import gemm_lowering, target  # lazy: LLVM (the host's features) and the MLIR-building cost model
-        host = target.host(self.options.cpu)
-        return TargetFacts("cpu", target.vector_bits(host), self.options.warp_size, frozenset({"f32", "f64"}),
-                           os.cpu_count() or 1, matmul_schedule=gemm_lowering.matmul_schedule,
-                           decompose_attention=True, staging_buffers=gemm_lowering.staging_buffers,
-                           fused_attention=True)
+        from . import gemm_lowering, gemm_schedule, target  # lazy: LLVM (the host's features), the cost model
+        o = self.options
+        facts = TargetFacts("cpu", target.vector_bits(target.host(o.cpu)), o.warp_size, frozenset({"f32", "f64"}),
+                            o.threads, cache_sizes=o.cache_sizes, decompose_attention=True, fused_attention=True)
+        # The register tile is the build machine's, whatever `cpu` names (gemm_lowering's lowering fits to it).
+        model = gemm_schedule.CostModel.of(facts, target.host())
+        return dataclasses.replace(facts, matmul_schedule=functools.partial(gemm_lowering.matmul_schedule, model),
+                                   staging_buffers=functools.partial(gemm_lowering.staging_buffers, model))
 
     def lowerings(self) -> dict:
         from . import attention, gemm_lowering  # lazy: they build MLIR

@@ -31,27 +31,24 @@ Packing zero-pads the edge strips, so the micro-kernel always runs a full MR×NR
 loads and stores are masked at the matrix edges. Inputs narrower than f32 (f16, bf16) are widened while
 packing: the micro-kernel and the epilogue are always f32.
 
-The register tile fits the vector ISA (`choose_schedule`): AVX2 holds 6×16 f32 in 12 ymm accumulators plus
-two B vectors and a broadcast A value (15 of 16 registers); AVX-512 14×32 in 28 of 32 zmm; NEON 8×12 in 24 of
-32 q registers.
+The blocking and the register tile are the schedule's (gemm_schedule.py, the cost model).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from ...mlir import arith, func, ir, memref, scf, vector
-from . import vmath
-from .target import HostTarget, host
-
-LAUNCH_ARGS = ("bid_x", "bid_y", "bid_z", "bdim_x", "bdim_y", "bdim_z", "gdim_x", "gdim_y", "gdim_z")
+from ...passes import vmath
+from .gemm_schedule import Schedule, ceil_div, choose_schedule
+from .irbuild import LAUNCH_ARGS, add, elem_type, f32, idx, lt, mul, scf_for, smin, sub, zeros
+from .target import cache_sizes, host, worker_threads
 
 # Epilogue steps, applied in order to the f32 accumulator before the single store. Steps with a parameter
 # add it to the kernel's signature after C, in step order: (name, dims) for tensors, (name, None) for a scalar.
 _STEP_PARAMS = {"scale": ("alpha", None), "bias": ("bias", ("N",)), "add": ("residual", ("M", "N"))}
 _ACTIVATIONS = {
-    "relu": lambda v: arith.MaximumFOp(v, _zeros(v.type)).result,
+    "relu": lambda v: arith.MaximumFOp(v, zeros(v.type)).result,
     "gelu": vmath.gelu, "gelu_tanh": vmath.gelu_tanh, "silu": vmath.silu, "sigmoid": vmath.sigmoid,
     "tanh": vmath.tanh,
 }
@@ -61,36 +58,9 @@ PANEL_PAD = 16   # f32 elements between the strips of a packed B panel (see _Bod
 
 
 @dataclass(frozen=True)
-class Schedule:
-    """How one kernel is blocked: the MB×NC tile of C per block, cache blocks MC×KC (A) and KC×NC (B), and
-    the MR×NR register micro-tile."""
-
-    mb: int              # rows of C per block (a multiple of mr); the block's A blocks share one packed B panel
-    nc: int              # columns of C per block (a multiple of nr); the packed B panel KC×NC stays in L3
-    mc: int              # rows per packed A block (a multiple of mr); MC×KC stays in L2
-    kc: int              # K per packed chunk; the B micro-panel KC×NR stays in L1
-    mr: int              # micro-tile rows: one broadcast A value each
-    nr: int              # micro-tile columns: nr / vector_width vectors
-    vector_width: int    # f32 lanes per vector register
-    fma: bool = True     # the target has fused multiply-add (else multiply then add)
-    k_unroll: int = 4    # micro-kernel iterations per loop trip
-    stages: int = 1      # packed B panels in rotation (2: the next chunk's is packed during this one's compute)
-
-    def __post_init__(self):
-        for name in ("mb", "nc", "mc", "kc", "mr", "nr", "vector_width", "k_unroll", "stages"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"schedule: {name} must be positive, got {getattr(self, name)}")
-        if self.nr % self.vector_width:
-            raise ValueError(f"schedule: nr={self.nr} must be a multiple of vector_width={self.vector_width}")
-        for name, step in (("mb", "mr"), ("mc", "mr"), ("nc", "nr")):
-            if getattr(self, name) % getattr(self, step):
-                raise ValueError(f"schedule: {name}={getattr(self, name)} must be a multiple of "
-                                 f"{step}={getattr(self, step)}")
-
-
-@dataclass(frozen=True)
 class GemmSpec:
-    """C[M,N] = epilogue(A[M,K] · B[K,N]); `schedule` None picks `choose_schedule()` for the host."""
+    """C[M,N] = epilogue(A[M,K] · B[K,N]); `schedule` None picks the cost model's for a mid-size problem on
+    this machine (its worker threads and caches as the CPU backend's options default to them)."""
 
     name: str
     dtype: str = "f32"                     # of A and B; C and the arithmetic are f32
@@ -111,7 +81,8 @@ class GemmSpec:
             raise ValueError(f"epilogue steps with a parameter may appear once each, got {with_param}")
         object.__setattr__(self, "epilogue", steps)
         if self.schedule is None:
-            object.__setattr__(self, "schedule", choose_schedule(1024, 1024, 1024))
+            object.__setattr__(self, "schedule", choose_schedule(1024, 1024, 1024, host(), worker_threads(),
+                                                                 cache_sizes()))
 
     @property
     def extra_params(self) -> list[tuple[str, tuple | None]]:
@@ -121,169 +92,7 @@ class GemmSpec:
 def gemm_grid(spec: GemmSpec, M: int, N: int) -> tuple[int, int, int]:
     """The launch grid: x over the N tiles, y over the M tiles (at least one block each way)."""
     s = spec.schedule
-    return max(1, _ceil_div(N, s.nc)), max(1, _ceil_div(M, s.mb)), 1
-
-
-# -- the schedule -------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class RegisterTile:
-    vector_width: int    # f32 lanes
-    mr: int
-    nr: int
-    fma: bool
-
-
-def vector_isa(target: HostTarget) -> RegisterTile:
-    """The register tile for `target`'s vector unit (see the module docstring for the register budgets),
-    from its LLVM feature string. A CPU named without one (`--cpu x86-64-v3`) gets the SSE tile, which
-    every x86-64 runs: give choose_schedule a HostTarget with features to tune for a named CPU."""
-    feats = set(f[1:] for f in target.features.split(",") if f.startswith("+"))
-    if target.arch == "aarch64":
-        return RegisterTile(4, 8, 12, True)
-    if "avx512f" in feats:
-        return RegisterTile(16, 14, 32, True)
-    if "avx2" in feats or "avx" in feats:
-        return RegisterTile(8, 6, 16, "fma" in feats)
-    # SSE: 16 xmm registers hold 6×8 (12 accumulators) as on AVX2, with half the lanes.
-    return RegisterTile(4, 6, 8, False)
-
-
-def cache_sizes(root: str = "/sys/devices/system/cpu/cpu0/cache") -> dict[int, int]:
-    """Data cache bytes per level as Linux reports them for cpu0, with common sizes where it does not."""
-    sizes = {1: 32 << 10, 2: 512 << 10, 3: 8 << 20}
-    try:
-        entries = [os.path.join(root, e) for e in os.listdir(root) if e.startswith("index")]
-    except OSError:
-        return sizes
-    for e in entries:
-        try:
-            with open(os.path.join(e, "type")) as f:
-                if f.read().strip() == "Instruction":
-                    continue
-            with open(os.path.join(e, "level")) as f:
-                level = int(f.read())
-            with open(os.path.join(e, "size")) as f:
-                text = f.read().strip()
-        except (OSError, ValueError):
-            continue
-        unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-        try:
-            sizes[level] = int(text.rstrip("KMG")) * unit
-        except ValueError:
-            continue
-    return sizes
-
-
-def _threads() -> int:
-    """Worker threads of the runtime's pool (runtime/src/cpu_pool.c reads the same variable)."""
-    try:
-        return max(1, int(os.environ.get("TESSERA_NUM_THREADS", "")))
-    except ValueError:
-        return os.cpu_count() or 1
-
-
-def choose_schedule(M: int, N: int, K: int, target: HostTarget | None = None,
-                    threads: int | None = None, caches: dict[int, int] | None = None) -> Schedule:
-    """A schedule for an M×N×K product: cache blocks from the cache sizes, then the tiling of C into
-    blocks that minimizes the modelled time on `threads` workers, which take blocks in turn."""
-    isa = vector_isa(target or host())
-    threads = threads or _threads()
-    caches = caches or cache_sizes()
-    f32 = 4
-    unroll = 4
-    # KC: the B micro-panel (KC×NR) takes half of L1, leaving room for the A strip and C tile lines.
-    kc_max = max(unroll, caches[1] // 2 // (isa.nr * f32) // unroll * unroll)
-    chunks = max(1, _ceil_div(K, kc_max))
-    kc = max(unroll, _round_up(_ceil_div(max(K, 1), chunks), unroll))
-    # MC: the packed A block (MC×KC) takes a third of L2, which also holds the B micro-panels and C tiles
-    # streaming through (on Zen 3 at 2048^3 a half-L2 block ran 15% slower); NC: the B panel (KC×NC) a
-    # quarter of L3.
-    mc_max = max(isa.mr, caches[2] // 3 // (kc * f32) // isa.mr * isa.mr)
-    nc_max = max(isa.nr, caches.get(3, caches[2]) // 4 // (kc * f32) // isa.nr * isa.nr)
-
-    def tiles(extent, most, step):
-        # Tile counts from the fewest that respect `most` up to a few more, for parallelism.
-        least = max(1, _ceil_div(extent, most))
-        return range(least, min(least + 4 * threads, max(1, _ceil_div(extent, step))) + 1)
-
-    def balanced(extent, count, step):
-        return _round_up(_ceil_div(max(extent, 1), count), step)
-
-    best = None
-    for tm in tiles(M, M, isa.mr):
-        mb = balanced(M, tm, isa.mr)
-        mc = balanced(mb, _ceil_div(mb, mc_max), isa.mr)
-        for tn in tiles(N, nc_max, isa.nr):
-            nc = balanced(N, tn, isa.nr)
-            # Cycles per block: its FMAs at two per cycle; packing its B panel and its A blocks, about 2.5
-            # cycles per element either way (measured on Zen 3 at 2048^3: cache misses dominate); a fixed
-            # cost to start. Blocks run in waves over the threads; blocks are not equally fast on a shared
-            # machine, so at the end the other threads wait on average half a block for the last one.
-            block = mb * nc * K / isa.vector_width / 2 + 2.5 * (nc + mb) * K + 2000
-            cost = (_ceil_div(tm * tn, threads) + 0.5 * (threads - 1) / threads) * block
-            if best is None or cost < best[0]:
-                best = (cost, mb, nc, mc)
-    _, mb, nc, mc = best
-    # One B panel: packing the next one during the micro-kernels (stages=2) measured no faster on Zen 3 —
-    # packing streams B at the core's memory bandwidth either way (docs/performance.md) — so the model
-    # leaves multi-buffering to programs that ask for it (hints, a tile program's shared buffers).
-    return Schedule(mb=mb, nc=nc, mc=mc, kc=kc, mr=isa.mr, nr=isa.nr, vector_width=isa.vector_width,
-                    fma=isa.fma, k_unroll=unroll)
-
-
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def _round_up(a: int, b: int) -> int:
-    return _ceil_div(a, b) * b
-
-
-# -- IR helpers ---------------------------------------------------------------------------------------------
-
-def _f32() -> ir.Type:
-    return ir.F32Type.get()
-
-
-def _elem_type(dtype: str) -> ir.Type:
-    return {"f32": ir.F32Type.get, "f16": ir.F16Type.get, "bf16": ir.BF16Type.get}[dtype]()
-
-
-def _zeros(t: ir.Type) -> ir.Value:
-    elem = t.element_type if isinstance(t, ir.VectorType) else t
-    zero = ir.FloatAttr.get(elem, 0.0)
-    if isinstance(t, ir.VectorType):
-        return arith.ConstantOp(t, ir.DenseElementsAttr.get_splat(t, zero)).result
-    return arith.ConstantOp(t, zero).result
-
-
-def _idx(v) -> ir.Value:
-    return arith.ConstantOp.create_index(v).result if isinstance(v, int) else v
-
-
-def _add(a, b):
-    return arith.AddIOp(_idx(a), _idx(b)).result
-
-
-def _sub(a, b):
-    return arith.SubIOp(_idx(a), _idx(b)).result
-
-
-def _mul(a, b):
-    return arith.MulIOp(_idx(a), _idx(b)).result
-
-
-def _min(a, b):
-    return arith.MinSIOp(_idx(a), _idx(b)).result
-
-
-def _lt(a, b):
-    return arith.CmpIOp(arith.CmpIPredicate.slt, _idx(a), _idx(b)).result
-
-
-def _loop(lb, ub, step=1, iter_args=()):
-    return scf.ForOp(_idx(lb), _idx(ub), _idx(step), list(iter_args))
+    return max(1, ceil_div(N, s.nc)), max(1, ceil_div(M, s.mb)), 1
 
 
 # -- the kernel ---------------------------------------------------------------------------------------------
@@ -291,14 +100,14 @@ def _loop(lb, ub, step=1, iter_args=()):
 def build_gemm(module: ir.Module, spec: GemmSpec) -> func.FuncOp:
     """Appends the kernel `spec` to `module` (in the module's context, under a location) and returns it."""
     s = spec.schedule
-    elem = _elem_type(spec.dtype)
+    elem = elem_type(spec.dtype)
     matrix = lambda t: ir.MemRefType.get([ir.ShapedType.get_dynamic_size()] * 2, t)  # noqa: E731
-    params = [("A", matrix(elem), ("M", "K")), ("B", matrix(elem), ("K", "N")), ("C", matrix(_f32()), ("M", "N"))]
+    params = [("A", matrix(elem), ("M", "K")), ("B", matrix(elem), ("K", "N")), ("C", matrix(f32()), ("M", "N"))]
     for name, dims in spec.extra_params:
         if dims is None:
-            params.append((name, _f32(), None))
+            params.append((name, f32(), None))
         else:
-            params.append((name, ir.MemRefType.get([ir.ShapedType.get_dynamic_size()] * len(dims), _f32()), dims))
+            params.append((name, ir.MemRefType.get([ir.ShapedType.get_dynamic_size()] * len(dims), f32()), dims))
     index = ir.IndexType.get()
     ftype = ir.FunctionType.get([t for _, t, _ in params] + [index] * len(LAUNCH_ARGS), [])
     with ir.InsertionPoint(module.body):
@@ -335,8 +144,8 @@ class _Body:
         self.p = params
         self.launch = launch
         self.vw = self.s.vector_width
-        self.vtype = ir.VectorType.get([self.vw], _f32())
-        self.in_elem = _elem_type(spec.dtype)
+        self.vtype = ir.VectorType.get([self.vw], f32())
+        self.in_elem = elem_type(spec.dtype)
         # Multi-buffered, the strips of a packed B panel are a cache line more than NR·KC floats apart: at
         # NR·KC·4 bytes (a power of two) the same row of every strip maps to one L1 set, and a burst packing
         # a row across the strips would evict the micro-panel the micro-kernel is reading. (Packed between
@@ -347,13 +156,13 @@ class _Body:
     # -- the block ----------------------------------------------------------------------------------------
     def emit(self) -> None:
         s, p = self.s, self.p
-        self.M = memref.DimOp(p["A"], _idx(0)).result
-        self.K = memref.DimOp(p["A"], _idx(1)).result
-        self.N = memref.DimOp(p["B"], _idx(1)).result
-        i0 = _mul(self.launch["bid_y"], s.mb)
-        j0 = _mul(self.launch["bid_x"], s.nc)
+        self.M = memref.DimOp(p["A"], idx(0)).result
+        self.K = memref.DimOp(p["A"], idx(1)).result
+        self.N = memref.DimOp(p["B"], idx(1)).result
+        i0 = mul(self.launch["bid_y"], s.mb)
+        j0 = mul(self.launch["bid_x"], s.nc)
         # A grid larger than gemm_grid's has blocks past the matrix: they do nothing.
-        inside = arith.AndIOp(_lt(i0, self.M), _lt(j0, self.N)).result
+        inside = arith.AndIOp(lt(i0, self.M), lt(j0, self.N)).result
         guard = scf.IfOp(inside)
         with ir.InsertionPoint(guard.then_block):
             self._block(i0, j0)
@@ -361,51 +170,51 @@ class _Body:
 
     def _block(self, i0, j0) -> None:
         s = self.s
-        mb = _min(s.mb, _sub(self.M, i0))
-        nc = _min(s.nc, _sub(self.N, j0))
+        mb = smin(s.mb, sub(self.M, i0))
+        nc = smin(s.nc, sub(self.N, j0))
         # Scratch on the heap: workers have 8 MiB stacks, and these are hundreds of KiB.
         # 64-byte alignment: every packed vector load then stays within one cache line.
-        packed_a = memref.AllocOp(ir.MemRefType.get([s.mc * s.kc], _f32()), [], [], alignment=64).result
-        packed_b = memref.AllocOp(ir.MemRefType.get([s.stages * self.panel_size], _f32()), [], [],
+        packed_a = memref.AllocOp(ir.MemRefType.get([s.mc * s.kc], f32()), [], [], alignment=64).result
+        packed_b = memref.AllocOp(ir.MemRefType.get([s.stages * self.panel_size], f32()), [], [],
                                   alignment=64).result
         if "scale" in (st[0] for st in self.spec.epilogue):
             self.alpha = vector.BroadcastOp(self.vtype, self.p["alpha"]).result
-        chunks = arith.MaxSIOp(arith.CeilDivSIOp(self.K, _idx(s.kc)).result, _idx(1)).result
-        panel = lambda chunk: _mul(arith.RemSIOp(_idx(chunk), _idx(s.stages)).result, self.panel_size)  # noqa: E731
-        k_of = lambda chunk: _min(s.kc, _sub(self.K, _mul(chunk, s.kc)))  # noqa: E731
+        chunks = arith.MaxSIOp(arith.CeilDivSIOp(self.K, idx(s.kc)).result, idx(1)).result
+        panel = lambda chunk: mul(arith.RemSIOp(idx(chunk), idx(s.stages)).result, self.panel_size)  # noqa: E731
+        k_of = lambda chunk: smin(s.kc, sub(self.K, mul(chunk, s.kc)))  # noqa: E731
         for c in range(s.stages - 1):   # the panels packed before the first chunk runs
-            ahead = scf.IfOp(_lt(c, chunks))
+            ahead = scf.IfOp(lt(c, chunks))
             with ir.InsertionPoint(ahead.then_block):
-                self._pack_b(packed_b, panel(c), j0, nc, _mul(c, s.kc), k_of(c))
+                self._pack_b(packed_b, panel(c), j0, nc, mul(c, s.kc), k_of(c))
                 scf.YieldOp([])
-        kloop = _loop(0, chunks)
+        kloop = scf_for(0, chunks)
         with ir.InsertionPoint(kloop.body):
             kb = kloop.induction_variable
-            k0 = _mul(kb, s.kc)
-            kc = _min(s.kc, _sub(self.K, k0))
-            first = arith.CmpIOp(arith.CmpIPredicate.eq, kb, _idx(0)).result
-            last = arith.CmpIOp(arith.CmpIPredicate.eq, kb, _sub(chunks, 1)).result
+            k0 = mul(kb, s.kc)
+            kc = smin(s.kc, sub(self.K, k0))
+            first = arith.CmpIOp(arith.CmpIPredicate.eq, kb, idx(0)).result
+            last = arith.CmpIOp(arith.CmpIPredicate.eq, kb, sub(chunks, 1)).result
             job = None
             if s.stages == 1:
                 # One packed B panel serves every A block of the block: B is packed mb/MC times less often.
-                self._pack_b(packed_b, _idx(0), j0, nc, k0, kc)
+                self._pack_b(packed_b, idx(0), j0, nc, k0, kc)
             else:
-                ahead = _add(kb, s.stages - 1)
-                has_next = _lt(ahead, chunks)
-                rows = arith.SelectOp(has_next, k_of(ahead), _idx(0)).result
-                tiles = _mul(arith.CeilDivSIOp(mb, _idx(s.mr)).result, arith.CeilDivSIOp(nc, _idx(s.nr)).result)
-                job = _PanelCopy(self, packed_b, panel(ahead), j0, nc, _mul(ahead, s.kc), rows, tiles)
+                ahead = add(kb, s.stages - 1)
+                has_next = lt(ahead, chunks)
+                rows = arith.SelectOp(has_next, k_of(ahead), idx(0)).result
+                tiles = mul(arith.CeilDivSIOp(mb, idx(s.mr)).result, arith.CeilDivSIOp(nc, idx(s.nr)).result)
+                job = _PanelCopy(self, packed_b, panel(ahead), j0, nc, mul(ahead, s.kc), rows, tiles)
             state = job.start() if job else []
             b_base = panel(kb)
-            aloop = _loop(0, arith.CeilDivSIOp(mb, _idx(s.mc)).result, 1, state)
+            aloop = scf_for(0, arith.CeilDivSIOp(mb, idx(s.mc)).result, 1, state)
             with ir.InsertionPoint(aloop.body):
-                ia = _add(i0, _mul(aloop.induction_variable, s.mc))
-                mc = _min(s.mc, _sub(_add(i0, mb), ia))
+                ia = add(i0, mul(aloop.induction_variable, s.mc))
+                mc = smin(s.mc, sub(add(i0, mb), ia))
                 self._pack_a(packed_a, ia, mc, k0, kc)
-                jloop = _loop(0, arith.CeilDivSIOp(nc, _idx(s.nr)).result, 1, list(aloop.inner_iter_args))
+                jloop = scf_for(0, arith.CeilDivSIOp(nc, idx(s.nr)).result, 1, list(aloop.inner_iter_args))
                 with ir.InsertionPoint(jloop.body):
                     jt = jloop.induction_variable
-                    iloop = _loop(0, arith.CeilDivSIOp(mc, _idx(s.mr)).result, 1, list(jloop.inner_iter_args))
+                    iloop = scf_for(0, arith.CeilDivSIOp(mc, idx(s.mr)).result, 1, list(jloop.inner_iter_args))
                     with ir.InsertionPoint(iloop.body):
                         it = iloop.induction_variable
                         out = self._tile(packed_a, packed_b, b_base, it, jt, ia, j0, mc, nc, kc, first, last,
@@ -421,35 +230,35 @@ class _Body:
 
     # -- packing ------------------------------------------------------------------------------------------
     def _widen(self, v: ir.Value) -> ir.Value:
-        if self.in_elem == _f32():
+        if self.in_elem == f32():
             return v
-        t = ir.VectorType.get(v.type.shape, _f32()) if isinstance(v.type, ir.VectorType) else _f32()
+        t = ir.VectorType.get(v.type.shape, f32()) if isinstance(v.type, ir.VectorType) else f32()
         return arith.ExtFOp(t, v).result
 
     def _pack_a(self, packed, i0, mc, k0, kc) -> None:
         """A[i0:i0+mc, k0:k0+kc] → MR-row strips, strip[k][r] at strip·MR·KC + k·MR + r; rows past mc are 0."""
         s, A = self.s, self.p["A"]
-        strips = arith.CeilDivSIOp(mc, _idx(s.mr)).result
-        loop = _loop(0, strips)
+        strips = arith.CeilDivSIOp(mc, idx(s.mr)).result
+        loop = scf_for(0, strips)
         with ir.InsertionPoint(loop.body):
             strip = loop.induction_variable
-            row0 = _add(i0, _mul(strip, s.mr))
-            rows = _sub(_add(i0, mc), row0)
+            row0 = add(i0, mul(strip, s.mr))
+            rows = sub(add(i0, mc), row0)
             # The last strip may be short: its missing rows read the strip's last row and store zero, so
             # the loop body needs no branch and every load stays inside A.
-            full = arith.CmpIOp(arith.CmpIPredicate.sge, rows, _idx(s.mr)).result
-            base = _mul(strip, s.mr * s.kc)
-            kl = _loop(0, kc)
+            full = arith.CmpIOp(arith.CmpIPredicate.sge, rows, idx(s.mr)).result
+            base = mul(strip, s.mr * s.kc)
+            kl = scf_for(0, kc)
             with ir.InsertionPoint(kl.body):
                 k = kl.induction_variable
-                col = _add(k0, k)
-                dst = _add(base, _mul(k, s.mr))
+                col = add(k0, k)
+                dst = add(base, mul(k, s.mr))
                 for r in range(s.mr):
-                    row = arith.SelectOp(full, _add(row0, r), _add(row0, _min(r, _sub(rows, 1)))).result
+                    row = arith.SelectOp(full, add(row0, r), add(row0, smin(r, sub(rows, 1)))).result
                     v = self._widen(memref.LoadOp(A, [row, col]).result)
                     if r:  # row 0 of a strip always exists
-                        v = arith.SelectOp(arith.OrIOp(full, _lt(r, rows)).result, v, _zeros(_f32())).result
-                    memref.StoreOp(v, packed, [_add(dst, r)])
+                        v = arith.SelectOp(arith.OrIOp(full, lt(r, rows)).result, v, zeros(f32())).result
+                    memref.StoreOp(v, packed, [add(dst, r)])
                 scf.YieldOp([])
             scf.YieldOp([])
 
@@ -461,17 +270,17 @@ class _Body:
         by strip would read NR floats per row of B, a page apart for large N: a TLB and cache miss each.
         """
         s = self.s
-        full_strips = arith.DivSIOp(nc, _idx(s.nr)).result
-        kl = _loop(0, kc)
+        full_strips = arith.DivSIOp(nc, idx(s.nr)).result
+        kl = scf_for(0, kc)
         with ir.InsertionPoint(kl.body):
             k = kl.induction_variable
-            sl = _loop(0, full_strips)
+            sl = scf_for(0, full_strips)
             with ir.InsertionPoint(sl.body):
                 strip = sl.induction_variable
-                col0 = _mul(strip, s.nr)
-                dst = _add(base, _add(_mul(strip, self.strip_stride), _mul(k, s.nr)))
+                col0 = mul(strip, s.nr)
+                dst = add(base, add(mul(strip, self.strip_stride), mul(k, s.nr)))
                 for c in range(0, s.nr, self.vw):
-                    self._copy_b_vector(packed, _add(dst, c), _add(k0, k), _add(j0, _add(col0, c)))
+                    self._copy_b_vector(packed, add(dst, c), add(k0, k), add(j0, add(col0, c)))
                 scf.YieldOp([])
             self._pack_b_tail(packed, base, j0, nc, k0, k)
             scf.YieldOp([])
@@ -485,16 +294,16 @@ class _Body:
         """Row k of the partial strip at the right edge: masked loads, zeros past the matrix."""
         s = self.s
         in_vec = ir.VectorType.get([self.vw], self.in_elem)
-        full_strips = arith.DivSIOp(nc, _idx(s.nr)).result
-        cols = _sub(nc, _mul(full_strips, s.nr))
-        tail = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.sgt, cols, _idx(0)).result)
+        full_strips = arith.DivSIOp(nc, idx(s.nr)).result
+        cols = sub(nc, mul(full_strips, s.nr))
+        tail = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.sgt, cols, idx(0)).result)
         with ir.InsertionPoint(tail.then_block):
-            col0 = _add(j0, _mul(full_strips, s.nr))
-            dst = _add(base, _add(_mul(full_strips, self.strip_stride), _mul(k, s.nr)))
+            col0 = add(j0, mul(full_strips, s.nr))
+            dst = add(base, add(mul(full_strips, self.strip_stride), mul(k, s.nr)))
             for c in range(0, s.nr, self.vw):
-                v = vector.MaskedLoadOp(in_vec, self.p["B"], [_add(k0, k), _add(col0, c)], self._mask(_sub(cols, c)),
-                                        _zeros(in_vec)).result
-                vector.StoreOp(self._widen(v), packed, [_add(dst, c)], alignment=self.vw * 4)
+                v = vector.MaskedLoadOp(in_vec, self.p["B"], [add(k0, k), add(col0, c)], self._mask(sub(cols, c)),
+                                        zeros(in_vec)).result
+                vector.StoreOp(self._widen(v), packed, [add(dst, c)], alignment=self.vw * 4)
             scf.YieldOp([])
 
     def _mask(self, n) -> ir.Value:
@@ -505,18 +314,18 @@ class _Body:
     def _tile(self, packed_a, packed_b, b_base, it, jt, i0, j0, mc, nc, kc, first, last, job=None,
               state=()) -> list:
         s, C = self.s, self.p["C"]
-        i = _add(i0, _mul(it, s.mr))
-        j = _add(j0, _mul(jt, s.nr))
-        rows = _sub(mc, _mul(it, s.mr))    # may exceed MR: only "fewer than MR" matters
-        cols = _sub(nc, _mul(jt, s.nr))
-        full = arith.AndIOp(arith.CmpIOp(arith.CmpIPredicate.sge, rows, _idx(s.mr)).result,
-                            arith.CmpIOp(arith.CmpIPredicate.sge, cols, _idx(s.nr)).result).result
+        i = add(i0, mul(it, s.mr))
+        j = add(j0, mul(jt, s.nr))
+        rows = sub(mc, mul(it, s.mr))    # may exceed MR: only "fewer than MR" matters
+        cols = sub(nc, mul(jt, s.nr))
+        full = arith.AndIOp(arith.CmpIOp(arith.CmpIPredicate.sge, rows, idx(s.mr)).result,
+                            arith.CmpIOp(arith.CmpIPredicate.sge, cols, idx(s.nr)).result).result
         self._prefetch_c(i, j)
         # A burst of the next panel's copies first: their loads are in flight while the FMAs below run.
         state = job.burst(list(state)) if job else list(state)
         n_acc = s.mr * (s.nr // self.vw)
-        acc = self._micro_kernel([_zeros(self.vtype)] * n_acc, packed_a, packed_b, _mul(it, s.mr * s.kc),
-                                 _add(b_base, _mul(jt, self.strip_stride)), kc)
+        acc = self._micro_kernel([zeros(self.vtype)] * n_acc, packed_a, packed_b, mul(it, s.mr * s.kc),
+                                 add(b_base, mul(jt, self.strip_stride)), kc)
 
         def store(t, with_epilogue):
             # Chunks after the first add the partial sums in C, after the k loop: the prefetch had its time.
@@ -544,12 +353,12 @@ class _Body:
         """Asks for the C tile's lines (for writing) while the micro-kernel runs: rows of C are far apart,
         so the hardware prefetcher does not bring them, and each miss would stall the tile's store."""
         s, C = self.s, self.p["C"]
-        last_row, last_col = _sub(self.M, 1), _sub(self.N, 1)
+        last_row, last_col = sub(self.M, 1), sub(self.N, 1)
         # Clamped into C: an edge tile's rows and columns may lie past it. A row of the tile may straddle
         # two cache lines, so both ends are asked for.
-        cols = [_min(j, last_col), _min(_add(j, s.nr - 1), last_col)]
+        cols = [smin(j, last_col), smin(add(j, s.nr - 1), last_col)]
         for r in range(s.mr):
-            row = _min(_add(i, r), last_row)
+            row = smin(add(i, r), last_row)
             for col in cols:
                 memref.PrefetchOp(C, [row, col], True, 3, True)
 
@@ -567,16 +376,16 @@ class _Body:
         """acc[r·NR/VW + c] += a[k][r] · b[k][c·VW:(c+1)·VW] for k < kc, `k_unroll` steps per loop trip."""
         s = self.s
         u = s.k_unroll
-        main = _sub(kc, arith.RemSIOp(kc, _idx(u)).result)
+        main = sub(kc, arith.RemSIOp(kc, idx(u)).result)
 
         def step(acc, k):
-            a_off = _add(a_base, _mul(k, s.mr))
-            b_off = _add(b_base, _mul(k, s.nr))
-            b = [vector.LoadOp(self.vtype, packed_b, [_add(b_off, c)], alignment=self.vw * 4).result
+            a_off = add(a_base, mul(k, s.mr))
+            b_off = add(b_base, mul(k, s.nr))
+            b = [vector.LoadOp(self.vtype, packed_b, [add(b_off, c)], alignment=self.vw * 4).result
                  for c in range(0, s.nr, self.vw)]
             out = []
             for r in range(s.mr):
-                a = vector.BroadcastOp(self.vtype, memref.LoadOp(packed_a, [_add(a_off, r)]).result).result
+                a = vector.BroadcastOp(self.vtype, memref.LoadOp(packed_a, [add(a_off, r)]).result).result
                 for c, bv in enumerate(b):
                     prev = acc[r * len(b) + c]
                     if s.fma:
@@ -585,13 +394,13 @@ class _Body:
                         out.append(arith.AddFOp(arith.MulFOp(a, bv).result, prev).result)
             return out
 
-        unrolled = _loop(0, main, u, acc)
+        unrolled = scf_for(0, main, u, acc)
         with ir.InsertionPoint(unrolled.body):
             cur = list(unrolled.inner_iter_args)
             for q in range(u):
-                cur = step(cur, _add(unrolled.induction_variable, q))
+                cur = step(cur, add(unrolled.induction_variable, q))
             scf.YieldOp(cur)
-        rest = _loop(main, kc, 1, list(unrolled.results))
+        rest = scf_for(main, kc, 1, list(unrolled.results))
         with ir.InsertionPoint(rest.body):
             scf.YieldOp(step(list(rest.inner_iter_args), rest.induction_variable))
         return list(rest.results)
@@ -624,72 +433,72 @@ class _PanelCopy:
 
     def __init__(self, body: "_Body", packed, base, j0, nc, k0, rows, tiles):
         self.b, self.packed, self.base, self.j0, self.nc, self.k0, self.rows = body, packed, base, j0, nc, k0, rows
-        self.per_row = arith.DivSIOp(nc, _idx(body.s.nr)).result   # full strips
-        self.count = arith.CeilDivSIOp(_mul(rows, self.per_row), arith.MaxSIOp(tiles, _idx(1)).result).result
+        self.per_row = arith.DivSIOp(nc, idx(body.s.nr)).result   # full strips
+        self.count = arith.CeilDivSIOp(mul(rows, self.per_row), arith.MaxSIOp(tiles, idx(1)).result).result
         # Each unit copied asks for the line of the unit one burst later: by the time that burst runs (a
         # micro-kernel later) its lines are in L1, so no burst waits for memory with FMAs queued behind it.
-        self.ahead = _min(self.count, self.per_row)
-        self.last_row = _sub(memref.DimOp(body.p["B"], _idx(0)).result, 1)
+        self.ahead = smin(self.count, self.per_row)
+        self.last_row = sub(memref.DimOp(body.p["B"], idx(0)).result, 1)
 
     def start(self) -> list:
         # no full strip (nc < NR): nothing for the bursts to copy
-        none = arith.CmpIOp(arith.CmpIPredicate.eq, self.per_row, _idx(0)).result
-        return [arith.SelectOp(none, self.rows, _idx(0)).result, _idx(0)]
+        none = arith.CmpIOp(arith.CmpIPredicate.eq, self.per_row, idx(0)).result
+        return [arith.SelectOp(none, self.rows, idx(0)).result, idx(0)]
 
     def burst(self, state: list) -> list:
         left = self.count
         for _ in range(2):
             state, done = self._segment(state, left)
-            left = _sub(left, done)
+            left = sub(left, done)
         return state
 
     def _segment(self, state: list, most) -> tuple[list, ir.Value]:
         """Up to `most` units from (row, strip) to the end of that row; the new state and the count done."""
         row, strip = state
-        n = arith.SelectOp(_lt(row, self.rows), _min(most, _sub(self.per_row, strip)), _idx(0)).result
-        loop = _loop(strip, _add(strip, n))
+        n = arith.SelectOp(lt(row, self.rows), smin(most, sub(self.per_row, strip)), idx(0)).result
+        loop = scf_for(strip, add(strip, n))
         with ir.InsertionPoint(loop.body):
             self._unit(row, loop.induction_variable, prefetch=True)
             scf.YieldOp([])
-        end = _add(strip, n)
+        end = add(strip, n)
         wrap = arith.CmpIOp(arith.CmpIPredicate.eq, end, self.per_row).result
-        return [arith.SelectOp(wrap, _add(row, 1), row).result, arith.SelectOp(wrap, _idx(0), end).result], n
+        return [arith.SelectOp(wrap, add(row, 1), row).result, arith.SelectOp(wrap, idx(0), end).result], n
 
     def _unit(self, row, strip, prefetch=False) -> None:
         s = self.b.s
         if prefetch:
-            later = _add(strip, self.ahead)
+            later = add(strip, self.ahead)
             wrap = arith.CmpIOp(arith.CmpIPredicate.sge, later, self.per_row).result
-            r = _min(_add(_add(self.k0, row), arith.SelectOp(wrap, _idx(1), _idx(0)).result), self.last_row)
-            c0 = _add(self.j0, _mul(arith.SelectOp(wrap, _sub(later, self.per_row), later).result, s.nr))
-            later_strip = arith.SelectOp(wrap, _sub(later, self.per_row), later).result
-            later_row = _min(_add(row, arith.SelectOp(wrap, _idx(1), _idx(0)).result), _sub(self.b.s.kc, 1))
-            d0 = _add(self.base, _add(_mul(later_strip, self.b.strip_stride), _mul(later_row, s.nr)))
+            r = smin(add(add(self.k0, row), arith.SelectOp(wrap, idx(1), idx(0)).result), self.last_row)
+            c0 = add(self.j0, mul(arith.SelectOp(wrap, sub(later, self.per_row), later).result, s.nr))
+            later_strip = arith.SelectOp(wrap, sub(later, self.per_row), later).result
+            later_row = smin(add(row, arith.SelectOp(wrap, idx(1), idx(0)).result), sub(self.b.s.kc, 1))
+            d0 = add(self.base, add(mul(later_strip, self.b.strip_stride), mul(later_row, s.nr)))
             for line in range(0, s.nr, max(1, 64 // 4)):   # every cache line of the unit
-                memref.PrefetchOp(self.b.p["B"], [r, _add(c0, line)], False, 3, True)
-                memref.PrefetchOp(self.packed, [_add(d0, line)], True, 3, True)
-        dst = _add(self.base, _add(_mul(strip, self.b.strip_stride), _mul(row, s.nr)))
-        col = _add(self.j0, _mul(strip, s.nr))
+                memref.PrefetchOp(self.b.p["B"], [r, add(c0, line)], False, 3, True)
+                memref.PrefetchOp(self.packed, [add(d0, line)], True, 3, True)
+        dst = add(self.base, add(mul(strip, self.b.strip_stride), mul(row, s.nr)))
+        col = add(self.j0, mul(strip, s.nr))
         for c in range(0, s.nr, self.b.vw):
-            self.b._copy_b_vector(self.packed, _add(dst, c), _add(self.k0, row), _add(col, c))
+            self.b._copy_b_vector(self.packed, add(dst, c), add(self.k0, row), add(col, c))
 
     def finish(self, state: list) -> None:
         row, strip = state
-        rest_of_row = scf.IfOp(_lt(row, self.rows))
+        rest_of_row = scf.IfOp(lt(row, self.rows))
         with ir.InsertionPoint(rest_of_row.then_block):
-            sl = _loop(strip, self.per_row)
+            sl = scf_for(strip, self.per_row)
             with ir.InsertionPoint(sl.body):
                 self._unit(row, sl.induction_variable)
                 scf.YieldOp([])
             scf.YieldOp([])
-        rl = _loop(_min(_add(row, 1), self.rows), self.rows)
+        rl = scf_for(smin(add(row, 1), self.rows), self.rows)
         with ir.InsertionPoint(rl.body):
-            sl = _loop(0, self.per_row)
+            sl = scf_for(0, self.per_row)
             with ir.InsertionPoint(sl.body):
                 self._unit(rl.induction_variable, sl.induction_variable)
                 scf.YieldOp([])
             scf.YieldOp([])
-        tl = _loop(0, self.rows)
+        tl = scf_for(0, self.rows)
         with ir.InsertionPoint(tl.body):
             self.b._pack_b_tail(self.packed, self.base, self.j0, self.nc, self.k0, tl.induction_variable)
             scf.YieldOp([])
@@ -708,23 +517,23 @@ class _TileAccess:
             # One mask per (row, vector): lanes inside the matrix. Rows past it get an all-off mask.
             self.masks = {}
             for c in range(0, nr, vw):
-                left = _sub(cols, c)
+                left = sub(cols, c)
                 for r in range(mr):
-                    n = left if r == 0 else arith.SelectOp(_lt(r, rows), left, _idx(0)).result
+                    n = left if r == 0 else arith.SelectOp(lt(r, rows), left, idx(0)).result
                     self.masks[r, c] = body._mask(n)
-            self.col_masks = [body._mask(_sub(cols, c)) for c in range(0, nr, vw)]
+            self.col_masks = [body._mask(sub(cols, c)) for c in range(0, nr, vw)]
 
     def _coords(self):
         s = self.b.s
         for r in range(s.mr):
             for c in range(0, s.nr, self.b.vw):
-                yield r, c, _add(self.i, r), _add(self.j, c)
+                yield r, c, add(self.i, r), add(self.j, c)
 
     def load_tile(self, m) -> list:
         vt = self.b.vtype
         if not self.edge:
             return [vector.LoadOp(vt, m, [row, col]).result for _, _, row, col in self._coords()]
-        return [vector.MaskedLoadOp(vt, m, [row, col], self.masks[r, c], _zeros(vt)).result
+        return [vector.MaskedLoadOp(vt, m, [row, col], self.masks[r, c], zeros(vt)).result
                 for r, c, row, col in self._coords()]
 
     def store_tile(self, m, values) -> None:
@@ -736,25 +545,10 @@ class _TileAccess:
 
     def load_row_vector(self, m, c) -> ir.Value:
         """The c-th vector of a length-N vector (a bias) at this tile's columns."""
-        col = _add(self.j, c * self.b.vw)
+        col = add(self.j, c * self.b.vw)
         if not self.edge:
             return vector.LoadOp(self.b.vtype, m, [col]).result
-        return vector.MaskedLoadOp(self.b.vtype, m, [col], self.col_masks[c], _zeros(self.b.vtype)).result
-
-
-# -- compiling ----------------------------------------------------------------------------------------------
-
-def compile_gemm(spec: GemmSpec, options=None) -> bytes:
-    """A `.tessera` image holding the kernel `spec`, through the normal CPU stages (`options`: a
-    tessera.compiler.CompileOptions, default for this host)."""
-    from ...compiler import CompileOptions, compile_module
-    from ...dialects import make_context
-
-    options = options or CompileOptions()
-    with make_context(), ir.Location.unknown():
-        module = ir.Module.create()
-        build_gemm(module, spec)
-        return compile_module(module, options, metadata=image_metadata(spec)).image
+        return vector.MaskedLoadOp(self.b.vtype, m, [col], self.col_masks[c], zeros(self.b.vtype)).result
 
 
 def image_metadata(spec: GemmSpec) -> dict:

@@ -15,6 +15,8 @@ from ...passes import fusion, graph_shapes, schedule_ir
 from ...passes import kernelgen
 from ...passes.kernelgen import element_dtype
 from . import gemm
+from .gemm_schedule import K_UNROLL, CostModel, Schedule, vector_isa
+from .target import HostTarget, host
 
 # Nominal extent for symbolic dimensions when choosing cache blocks: a mid-size problem.
 _NOMINAL = 1024
@@ -108,41 +110,48 @@ def lower(kname: str, ops: list, dims: dict, record, temporary, compile_source, 
     return steps
 
 
-def matmul_schedule(m: int | None, n: int | None, k: int | None) -> dict:
+def matmul_schedule(model: CostModel, m: int | None, n: int | None, k: int | None) -> dict:
     """The cost model's blocking for an m×n×k product (None: known only at run time; a mid-size problem
     stands in) — what the schedule phase records on each matmul."""
-    s = gemm.choose_schedule(m or _NOMINAL, n or _NOMINAL, k or _NOMINAL)
+    s = model.choose(m or _NOMINAL, n or _NOMINAL, k or _NOMINAL)
     return {"MB": s.mb, "NC": s.nc, "MC": s.mc, "KC": s.kc, "MR": s.mr, "NR": s.nr, "stages": s.stages}
 
 
-def fitted_schedule(d: dict) -> gemm.Schedule:
-    """A schedule phase's decision (cost model, the function's hints, a tile program's blocking) as a GEMM
-    schedule the host's register tile can run: blocks rounded to whole micro-tiles."""
-    model = gemm.choose_schedule(_NOMINAL, _NOMINAL, _NOMINAL)
+def fitted_schedule(d: dict, target: HostTarget) -> Schedule:
+    """A schedule phase's decision (the cost model's blocking, overridden by the function's hints or a tile
+    program's) as a GEMM schedule `target`'s register tile can run: blocks rounded to whole micro-tiles.
+    `d` holds matmul_schedule's blocks, as the schedule phase records them on every matmul."""
+    missing = [key for key in ("MB", "NC", "MC", "KC") if key not in d]
+    if missing:
+        raise ValueError(f"the schedule names no {', '.join(missing)}")
+    tile = vector_isa(target)
 
     def fit(v, step):
         return max(step, v // step * step)
-    mc = fit(d.get("MC", model.mc), model.mr)
-    return gemm.Schedule(mb=max(fit(d.get("MB", model.mb), model.mr), mc), nc=fit(d.get("NC", model.nc), model.nr),
-                         mc=mc, kc=max(model.k_unroll, d.get("KC", model.kc)), mr=model.mr, nr=model.nr,
-                         vector_width=model.vector_width, fma=model.fma, k_unroll=model.k_unroll,
-                         stages=max(1, d.get("stages", 1)))
+    mc = fit(d["MC"], tile.mr)
+    return Schedule(mb=max(fit(d["MB"], tile.mr), mc), nc=fit(d["NC"], tile.nr), mc=mc, kc=max(K_UNROLL, d["KC"]),
+                    mr=tile.mr, nr=tile.nr, vector_width=tile.vector_width, fma=tile.fma, k_unroll=K_UNROLL,
+                    stages=max(1, d.get("stages", 1)))
 
 
-def staging_buffers(d: dict) -> dict:
+def staging_buffers(model: CostModel, d: dict) -> dict:
     """The tile-local buffers a GEMM of schedule `d` stages its operands in, for the memory phase: name ->
     (shape in f32 elements, copies). The packed A block is refilled per MC rows and used at once: one copy;
     the packed B panel has `stages` copies in rotation (gemm.py: the next chunk's is packed during this one's
     micro-kernels)."""
-    s = fitted_schedule(d)
+    s = fitted_schedule(d, model.target)
     return {"a_block": ([s.mc, s.kc], 1), "b_panel": ([s.kc, s.nc], s.stages)}
 
 
-def _schedule(op) -> gemm.Schedule:
+def _schedule(op) -> Schedule:
     """The GEMM schedule of a matmul: the schedule phase's blocking, with the staging buffers the memory
     phase planned (`tmem.stage`: their shapes and copies are what the kernel allocates)."""
     import dataclasses
-    s = fitted_schedule(schedule_ir.schedule_of(op))
+    try:
+        # the register tile of the machine we run on, as the cost model's (CPUBackend.target_facts)
+        s = fitted_schedule(schedule_ir.schedule_of(op), host())
+    except ValueError as e:
+        raise LoweringError(op, f"the matmul's schedule (tsched.schedule) cannot be run: {e}") from None
     planned = schedule_ir.staging_of(op)
     if planned is None:
         return s

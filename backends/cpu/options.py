@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ...options import HashedOptions
+from . import target
+
+
+def _host_caches() -> tuple[tuple[int, int], ...]:
+    return tuple(sorted(target.cache_sizes().items()))
 
 
 @dataclass(frozen=True)
@@ -12,3 +17,8 @@ class CPUOptions(HashedOptions):
     cpu: str = "native"       # an LLVM CPU name, "native" for the build machine, "generic" for any
     opt_level: int = 3
     warp_size: int = 32
+    # What the GEMM cost model fits schedules to: the runtime's worker threads (TESSERA_NUM_THREADS, else
+    # one per CPU) and the data caches, (level, bytes), of the machine we run on. The environment is read
+    # here only, once per options: the schedule, and so the code, is part of the options' hash.
+    threads: int = field(default_factory=target.worker_threads)
+    cache_sizes: tuple[tuple[int, int], ...] = field(default_factory=_host_caches)

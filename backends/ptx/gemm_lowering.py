@@ -5,7 +5,7 @@ backends/cpu/gemm_lowering.py) becomes one kernel, declared as generated.py says
 kernel of gemm_sm90.py for bf16/f16 operands, and for fp8 ones (held in f16 containers, passes/fp8_fallback.py)
 its fp8 kind after two packing steps (fp8_pack.py); on sm_80 … sm_90, and for tf32 operands on sm_90a, the
 mma.sync/cp.async kernel of gemm_sm80.py (fp8 there multiplies its f16 containers). Activations are the CPU epilogues' own arithmetic
-(backends/cpu/vmath.py), lowered to LLVM IR once per kernel and inlined, so both backends compute the same
+(passes/vmath.py), lowered to LLVM IR once per kernel and inlined, so both backends compute the same
 function.
 """
 

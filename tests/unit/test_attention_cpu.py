@@ -9,6 +9,7 @@ import pytest
 from tessera import compiler, executor, runtime, tessera_frontend_compile
 from tessera.backends.cpu import attention
 from tessera.numerics.philox import uniforms
+from tessera.tools import kernels
 
 RNG = np.random.default_rng(23)
 
@@ -97,7 +98,7 @@ def test_generator_over_edge_shapes(causal, dropout):
     """Block rows, key tiles and Dv tiles that are partial, D and Dv not multiples of the vector width, one
     key, more queries than keys and fewer."""
     spec = attention.AttentionSpec("att", scale=0.3, causal=causal, dropout=dropout)
-    kernel = runtime.load(attention.compile_attention(spec)).att
+    kernel = runtime.load(kernels.compile_attention(spec)).att
     for B, SQ, SK, D, DV in [(2, 37, 53, 24, 20), (1, 1, 1, 3, 1), (3, 5, 90, 7, 33), (1, 77, 13, 64, 16)]:
         Q, K, V = randn(B, SQ, D), randn(B, SK, D), randn(B, SK, DV)
         O = np.full((B, SQ, DV), np.nan, np.float32)

@@ -5,7 +5,7 @@ Tolerances. References are computed in float64 from the same (f32, f16 or bf16) 
   · (|A|·|B|) for random data, so this is about 30 times the expected error, and far below what a skipped or
   doubled product (about (|A|·|B|) / K) would give for the shapes here.
 - Epilogues: the GEMM bound times the step's largest slope (1.2 for gelu and silu, |alpha| for scale), plus
-  the approximation error of the vector math, 1e-6 · (1 + |x|) + 2e-6 · |f(x)| (backends/cpu/vmath.py: erf
+  the approximation error of the vector math, 1e-6 · (1 + |x|) + 2e-6 · |f(x)| (passes/vmath.py: erf
   and tanh are within 5e-7 absolute, exp 1e-7 relative; gelu multiplies erf's error by x/2).
 """
 
@@ -16,23 +16,25 @@ import pytest
 
 from tessera import abi, runtime
 from tessera.backends.cpu import gemm
-from tessera.backends.cpu.target import HostTarget
+from tessera.backends.cpu.gemm_schedule import Schedule, choose_schedule, vector_isa
+from tessera.backends.cpu.target import HostTarget, cache_sizes
 from tessera.dialects import make_context
 from tessera.image import read_image
 from tessera.mlir import ir
+from tessera.tools import kernels
 
 RNG = np.random.default_rng(2024)
 
 # A small schedule: every test shape spans several blocks, A blocks (the last one partial), K chunks and
 # edge tiles of it.
-SMALL = gemm.Schedule(mb=30, nc=32, mc=12, kc=8, mr=6, nr=16, vector_width=8)
+SMALL = Schedule(mb=30, nc=32, mc=12, kc=8, mr=6, nr=16, vector_width=8)
 
 _images: dict = {}
 
 
 def load(spec: gemm.GemmSpec):
     if spec not in _images:
-        _images[spec] = runtime.load(gemm.compile_gemm(spec))
+        _images[spec] = runtime.load(kernels.compile_gemm(spec))
     return getattr(_images[spec], spec.name)
 
 
@@ -118,10 +120,10 @@ def test_gemm_multi_buffered_b_panel(stages, M, N, K):
 # Register tiles of the other ISAs, compiled for this host (wider vectors are split by LLVM): the generated
 # loops are the same whatever the tile, so their numerics are checked here.
 @pytest.mark.parametrize("schedule", [
-    gemm.Schedule(mb=28, nc=64, mc=28, kc=16, mr=14, nr=32, vector_width=16),              # AVX-512
-    gemm.Schedule(mb=32, nc=24, mc=16, kc=12, mr=8, nr=12, vector_width=4),                # NEON
-    gemm.Schedule(mb=12, nc=16, mc=12, kc=8, mr=6, nr=8, vector_width=4, fma=False),       # SSE: multiply, add
-    gemm.Schedule(mb=6, nc=16, mc=6, kc=5, mr=6, nr=16, vector_width=8, k_unroll=1),
+    Schedule(mb=28, nc=64, mc=28, kc=16, mr=14, nr=32, vector_width=16),              # AVX-512
+    Schedule(mb=32, nc=24, mc=16, kc=12, mr=8, nr=12, vector_width=4),                # NEON
+    Schedule(mb=12, nc=16, mc=12, kc=8, mr=6, nr=8, vector_width=4, fma=False),       # SSE: multiply, add
+    Schedule(mb=6, nc=16, mc=6, kc=5, mr=6, nr=16, vector_width=8, k_unroll=1),
 ], ids=["avx512", "neon", "sse", "no-unroll"])
 def test_gemm_other_register_tiles(schedule):
     spec = gemm.GemmSpec("mm", schedule=schedule)
@@ -260,7 +262,7 @@ def test_signature_and_image_properties():
     assert params == [("A", abi.TENSOR, True), ("B", abi.TENSOR, True), ("C", abi.TENSOR, False),
                       ("alpha", abi.SCALAR, False), ("bias", abi.TENSOR, True), ("residual", abi.TENSOR, True)]
     assert [a.name for a in sig.args if a.kind == abi.DIM] == ["M", "K", "N"]
-    (record,) = read_image(gemm.compile_gemm(spec)).kernels
+    (record,) = read_image(kernels.compile_gemm(spec)).kernels
     assert record.props["block"] == "30x32" and record.props["cache_blocks"] == "12x8"
     assert record.props["micro_tile"] == "6x16"
     assert record.props["epilogue"] == "scale,bias,gelu,add"
@@ -293,7 +295,7 @@ def test_spec_refusals(bad, message):
 ])
 def test_schedule_refusals(fields, message):
     with pytest.raises(ValueError, match=message):
-        gemm.Schedule(**fields)
+        Schedule(**fields)
 
 
 # -- the schedule -------------------------------------------------------------------------------------------
@@ -309,7 +311,7 @@ CACHES = {1: 32 << 10, 2: 512 << 10, 3: 32 << 20}
     (HostTarget("x86_64", "x86_64-unknown-linux-gnu", "x86-64", "+sse2"), (4, 6, 8, False)),
 ])
 def test_register_tile_per_isa(target, tile):
-    isa = gemm.vector_isa(target)
+    isa = vector_isa(target)
     assert (isa.vector_width, isa.mr, isa.nr, isa.fma) == tile
 
 
@@ -317,7 +319,7 @@ def test_register_tile_per_isa(target, tile):
                                      (97, 131, 59), (4096, 64, 4096), (64, 4096, 100)])
 @pytest.mark.parametrize("threads", [1, 2, 16])
 def test_choose_schedule_respects_caches_and_cores(M, N, K, threads):
-    s = gemm.choose_schedule(M, N, K, ZEN3, threads=threads, caches=CACHES)
+    s = choose_schedule(M, N, K, ZEN3, threads=threads, caches=CACHES)
     assert (s.mr, s.nr, s.vector_width) == (6, 16, 8)
     assert s.kc * s.nr * 4 <= CACHES[1] // 2, "the B micro-panel must fit in half of L1"
     assert s.mc * s.kc * 4 <= CACHES[2] // 3 or s.mc == s.mr, "the packed A block must fit in a third of L2"
@@ -330,7 +332,7 @@ def test_choose_schedule_respects_caches_and_cores(M, N, K, threads):
 
 
 def test_choose_schedule_splits_k_evenly():
-    s = gemm.choose_schedule(512, 512, 300, ZEN3, threads=2, caches=CACHES)
+    s = choose_schedule(512, 512, 300, ZEN3, threads=2, caches=CACHES)
     assert s.kc == 152   # two chunks of 150 (rounded up to the k unroll), not 256 + 44
 
 
@@ -343,5 +345,5 @@ def test_cache_sizes_from_sysfs(tmp_path):
         (d / "level").write_text(f"{level}\n")
         (d / "type").write_text(f"{kind}\n")
         (d / "size").write_text(f"{size}\n")
-    assert gemm.cache_sizes(str(tmp_path)) == {1: 48 << 10, 2: 2 << 20, 3: 105 << 20}
-    assert gemm.cache_sizes(str(tmp_path / "absent")) == {1: 32 << 10, 2: 512 << 10, 3: 8 << 20}
+    assert cache_sizes(str(tmp_path)) == {1: 48 << 10, 2: 2 << 20, 3: 105 << 20}
+    assert cache_sizes(str(tmp_path / "absent")) == {1: 32 << 10, 2: 512 << 10, 3: 8 << 20}
