@@ -4,7 +4,7 @@ The register tile fits the vector ISA (`vector_isa`): AVX2 holds 6×16 f32 in 12
 vectors and a broadcast A value (15 of 16 registers); AVX-512 14×32 in 28 of 32 zmm; NEON 8×12 in 24 of 32 q
 registers. The cache blocks fit the target's data caches and the tiling of C into blocks the worker threads
 that run them (`choose_schedule`): both are target facts (tessera/targets.py), which the CPU backend's
-options decide, so the schedule is the same wherever the same options compile.
+options decide (and hash); the compiler reads no environment for them.
 """
 
 from __future__ import annotations
