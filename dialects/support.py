@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 from ..mlir import ext, ir
@@ -20,18 +21,6 @@ def constant_int(value) -> int | None:
     return None
 
 
-class Diagnose:
-    """Emits a verifier error at the op's location (which the frontend set to the user's file:line:col)
-    and names the op, so a message reads ``kernel.py:7:9: error: 'ttile.thread_id' axis must be …``."""
-
-    def __init__(self, op):
-        self.op = op
-
-    def fail(self, message: str) -> bool:
-        self.op.location.emit_error(f"'{self.op.operation.name}' {message}")
-        return False
-
-
 def create(op_cls, *args, **kwargs):
     """Builds a Python-defined op. ext's builders drop attribute values that are falsy in Python, which a
     false ``BoolAttr`` is; such attributes are set after creation instead."""
@@ -43,11 +32,13 @@ def create(op_cls, *args, **kwargs):
     return op
 
 
-# -- verifiers that raise ---------------------------------------------------------------------------------
+# -- verifiers ---------------------------------------------------------------------------------------------
 # A verifier with many rules reads best as straight-line checks. Rules raise `Invalid`; `@verifier` turns
-# that into an error at the op's location. (A plain Python exception escaping a verifier would lose the
-# location, and dialects.ext runs `verify_invariants` before IRDL has checked that declared attributes exist
-# or operands have the declared types, so the readers below check presence and kind themselves.)
+# that into an error at the op's location (which the frontend set to the user's file:line:col), naming the
+# op: ``kernel.py:7:9: error: 'ttile.thread_id' axis must be …``. (A plain Python exception escaping a
+# verifier would lose the location, and dialects.ext runs `verify_invariants` before IRDL has checked that
+# declared attributes exist or operands have the declared types, so the readers below check presence and kind
+# themselves, and `declared_attributes` guards rules that read attributes directly.)
 
 class Invalid(Exception):
     """A verifier rule the op breaks; the message completes "'<op name>' …"."""
@@ -65,7 +56,8 @@ def verifier(rules):
         try:
             rules(self)
         except Invalid as e:
-            return Diagnose(self).fail(str(e))
+            self.location.emit_error(f"'{self.operation.name}' {e}")
+            return False
         return True
 
     return verify
@@ -184,30 +176,17 @@ def positional_groups(cls):
     return cls
 
 
-def guarded(verify):
-    """Wraps a Diagnose-style ``verify_invariants`` (returns False after emitting an error). IRDL checks the
-    op's shape only after our verifier, so an op missing an attribute or of the wrong kind reaches it: such
-    an op is reported as an error at its location instead of escaping as a Python exception."""
-
-    @functools.wraps(verify)
-    def check(self) -> bool:
-        if not _counts_fit(self):
-            return True
-        declared = [f.name for f in getattr(type(self), "_fields", []) if isinstance(f, ext.AttributeDef)]
-        missing = [n for n in declared if n not in self.operation.attributes]
-        if missing:
-            return Diagnose(self).fail(f"is missing its attribute{'s' if len(missing) > 1 else ''} "
-                                       f"{', '.join(repr(n) for n in missing)}")
-        try:
-            return verify(self)
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            return Diagnose(self).fail(f"has an attribute of the wrong kind ({e})")
-
-    return check
-
-
-def guard_verifiers(namespace: dict) -> None:
-    """Applies `guarded` to every op class of a dialect module that defines its own verifier."""
-    for value in list(namespace.values()):
-        if isinstance(value, type) and "verify_invariants" in vars(value):
-            value.verify_invariants = guarded(vars(value)["verify_invariants"])
+@contextlib.contextmanager
+def declared_attributes(op):
+    """Guards rules that read `op`'s declared attributes directly (``ir.StringAttr(op.kind)``): IRDL checks
+    them only after our verifier, so a missing one is reported by name here, and a read of the wrong kind
+    (MLIR's casts raise) as such, instead of escaping as a Python exception."""
+    declared = [f.name for f in getattr(type(op), "_fields", []) if isinstance(f, ext.AttributeDef)]
+    missing = [n for n in declared if n not in op.operation.attributes]
+    if missing:
+        raise Invalid(f"is missing its attribute{'s' if len(missing) > 1 else ''} "
+                      f"{', '.join(repr(n) for n in missing)}")
+    try:
+        yield
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise Invalid(f"has an attribute of the wrong kind ({e})") from None

@@ -13,7 +13,7 @@ the same order. `bucket_bytes` is the bucketizer's chunk size (0: the runtime de
 import typing
 
 from ..mlir import ext, ir
-from .support import Diagnose, guard_verifiers, int_attr
+from .support import Invalid, declared_attributes, int_attr, verifier
 from .ttensor import compatible, ranked, shape_of
 
 ALGOS = ("ring", "tree", "binary_tree", "auto")
@@ -25,42 +25,36 @@ class TDist(ext.Dialect, name="tdist"):
 
 
 class _Collective(TDist.Operation):
-    def _mesh(self, diag: Diagnose):
+    def _mesh(self) -> int:
+        """The size of the mesh axis the collective runs over."""
         axes = [ir.StringAttr(a).value for a in ir.ArrayAttr(self.attributes["mesh_axes"])]
         shape = [int_attr(a) for a in ir.ArrayAttr(self.attributes["mesh_shape"])]
         if not axes or len(axes) != len(shape):
-            diag.fail(f"mesh_axes {axes} and mesh_shape {shape} must be non-empty and of equal length")
-            return None
+            raise Invalid(f"mesh_axes {axes} and mesh_shape {shape} must be non-empty and of equal length")
         if any(n < 1 for n in shape) or len(set(axes)) != len(axes):
-            diag.fail(f"mesh axes must be distinct with positive sizes, got {dict(zip(axes, shape))}")
-            return None
+            raise Invalid(f"mesh axes must be distinct with positive sizes, got {dict(zip(axes, shape))}")
         axis = ir.StringAttr(self.attributes["axis"]).value
         if axis not in axes:
-            diag.fail(f"axis '{axis}' is not an axis of the mesh {axes}")
-            return None
-        if "algo" in self.attributes and ir.StringAttr(self.attributes["algo"]).value not in ALGOS:
-            diag.fail(f"algo must be one of {', '.join(ALGOS)}, got '{ir.StringAttr(self.attributes['algo']).value}'")
-            return None
+            raise Invalid(f"axis '{axis}' is not an axis of the mesh {axes}")
+        algo = ir.StringAttr(self.attributes["algo"]).value if "algo" in self.attributes else None
+        if algo is not None and algo not in ALGOS:
+            raise Invalid(f"algo must be one of {', '.join(ALGOS)}, got '{algo}'")
         if "bucket_bytes" in self.attributes and int_attr(self.attributes["bucket_bytes"]) < 0:
-            diag.fail("bucket_bytes must be non-negative")
-            return None
+            raise Invalid("bucket_bytes must be non-negative")
         return shape[axes.index(axis)]
 
-    def _io(self, diag: Diagnose):
+    def _io(self):
         x, r = ranked(self.operands[0]), ranked(self.results[0])
         if x is None or r is None:
-            diag.fail("operand and result must be ranked tensors")
-            return None
+            raise Invalid("operand and result must be ranked tensors")
         if x.element_type != r.element_type:
-            diag.fail(f"the element type must be kept: {x.element_type} -> {r.element_type}")
-            return None
+            raise Invalid(f"the element type must be kept: {x.element_type} -> {r.element_type}")
         return x, r
 
-    def _reduction(self, diag: Diagnose) -> bool:
+    def _reduction(self) -> None:
         op = ir.StringAttr(self.attributes["op"]).value
         if op not in REDUCTIONS:
-            return diag.fail(f"reduction must be one of {', '.join(REDUCTIONS)}, got '{op}'")
-        return True
+            raise Invalid(f"reduction must be one of {', '.join(REDUCTIONS)}, got '{op}'")
 
 
 class AllReduceOp(_Collective, name="all_reduce", traits=[ext.Pure]):
@@ -76,42 +70,33 @@ class AllReduceOp(_Collective, name="all_reduce", traits=[ext.Pure]):
     bucket_bytes: ir.IntegerAttr
     result: ext.Result[typing.Any]
 
-    def verify_invariants(self) -> bool:
-        diag = Diagnose(self)
-        if self._mesh(diag) is None or not self._reduction(diag):
-            return False
-        io = self._io(diag)
-        if io is None:
-            return False
-        if io[0] != io[1]:
-            return diag.fail(f"result type {io[1]} must equal the input type {io[0]}")
-        return True
+    @verifier
+    def verify_invariants(self):
+        with declared_attributes(self):
+            self._mesh()
+            self._reduction()
+            x, r = self._io()
+            if x != r:
+                raise Invalid(f"result type {r} must equal the input type {x}")
 
 
 class _Concatenating(_Collective):
     """all_gather and reduce_scatter change one tensor axis by the mesh axis' size."""
 
-    def _verify_axis_scaling(self, grow: bool) -> bool:
-        diag = Diagnose(self)
-        n = self._mesh(diag)
-        if n is None:
-            return False
-        io = self._io(diag)
-        if io is None:
-            return False
-        x, r = io
+    def _axis_scaling(self, grow: bool) -> None:
+        n = self._mesh()
+        x, r = self._io()
         d = int_attr(self.attributes["dim"])
         if not 0 <= d < x.rank or r.rank != x.rank:
-            return diag.fail(f"dim {d} must be an axis of the rank-{x.rank} tensor, kept in the result")
+            raise Invalid(f"dim {d} must be an axis of the rank-{x.rank} tensor, kept in the result")
         sx, sr = shape_of(x), shape_of(r)
         want = list(sx)
         if sx[d] is not None:
             if not grow and sx[d] % n:
-                return diag.fail(f"extent {sx[d]} of dim {d} is not divisible by the {n} devices of the axis")
+                raise Invalid(f"extent {sx[d]} of dim {d} is not divisible by the {n} devices of the axis")
             want[d] = sx[d] * n if grow else sx[d] // n
         if not compatible(sr, want):
-            return diag.fail(f"result shape {sr} must be {want}")
-        return True
+            raise Invalid(f"result shape {sr} must be {want}")
 
 
 class AllGatherOp(_Concatenating, name="all_gather", traits=[ext.Pure]):
@@ -124,8 +109,10 @@ class AllGatherOp(_Concatenating, name="all_gather", traits=[ext.Pure]):
     dim: ir.IntegerAttr
     result: ext.Result[typing.Any]
 
-    def verify_invariants(self) -> bool:
-        return self._verify_axis_scaling(grow=True)
+    @verifier
+    def verify_invariants(self):
+        with declared_attributes(self):
+            self._axis_scaling(grow=True)
 
 
 class ReduceScatterOp(_Concatenating, name="reduce_scatter", traits=[ext.Pure]):
@@ -141,8 +128,11 @@ class ReduceScatterOp(_Concatenating, name="reduce_scatter", traits=[ext.Pure]):
     deterministic: typing.Any  # BoolAttr
     result: ext.Result[typing.Any]
 
-    def verify_invariants(self) -> bool:
-        return self._reduction(Diagnose(self)) and self._verify_axis_scaling(grow=False)
+    @verifier
+    def verify_invariants(self):
+        with declared_attributes(self):
+            self._reduction()
+            self._axis_scaling(grow=False)
 
 
 class BroadcastOp(_Collective, name="broadcast", traits=[ext.Pure]):
@@ -155,20 +145,13 @@ class BroadcastOp(_Collective, name="broadcast", traits=[ext.Pure]):
     root: ir.IntegerAttr
     result: ext.Result[typing.Any]
 
-    def verify_invariants(self) -> bool:
-        diag = Diagnose(self)
-        n = self._mesh(diag)
-        if n is None:
-            return False
-        root = int_attr(self.root)
-        if not 0 <= root < n:
-            return diag.fail(f"root {root} is not a device of the axis (0..{n - 1})")
-        io = self._io(diag)
-        if io is None:
-            return False
-        if io[0] != io[1]:
-            return diag.fail(f"result type {io[1]} must equal the input type {io[0]}")
-        return True
-
-
-guard_verifiers(globals())
+    @verifier
+    def verify_invariants(self):
+        with declared_attributes(self):
+            n = self._mesh()
+            root = int_attr(self.root)
+            if not 0 <= root < n:
+                raise Invalid(f"root {root} is not a device of the axis (0..{n - 1})")
+            x, r = self._io()
+            if x != r:
+                raise Invalid(f"result type {r} must equal the input type {x}")

@@ -9,7 +9,7 @@ seed, and attention. Each op is pure; its verifier checks the shapes and dtypes 
 import typing
 
 from ..mlir import ext, ir
-from .support import Diagnose, guard_verifiers, int_attr
+from .support import Invalid, declared_attributes, int_attr, verifier
 
 UNARY_FNS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "neg",
              "abs", "erf", "square", "reciprocal")
@@ -77,23 +77,19 @@ def _axis(axis: int, rank: int) -> int | None:
 
 
 class _TensorOp(TTensor.Operation):
-    """Base: every operand and result must be a ranked tensor; then the op's own `rules(diag, *types)`
-    (operand types, then result types, in order) decide."""
+    """Base: every operand and result must be a ranked tensor; then the op's own `rules(*types)` (operand
+    types, then result types, in order) raise `Invalid` for what they refuse."""
 
-    def verify_invariants(self) -> bool:
-        diag = Diagnose(self)
-        ts = self._tensors(diag)
-        return ts is not None and self.rules(diag, *ts)
-
-    def _tensors(self, diag: Diagnose):
-        ts = []
-        for v in list(self.operands) + list(self.results):
-            t = ranked(v)
-            if t is None:
-                diag.fail(f"operands and results must be ranked tensors, got {v.type}")
-                return None
-            ts.append(t)
-        return ts
+    @verifier
+    def verify_invariants(self):
+        with declared_attributes(self):
+            ts = []
+            for v in list(self.operands) + list(self.results):
+                t = ranked(v)
+                if t is None:
+                    raise Invalid(f"operands and results must be ranked tensors, got {v.type}")
+                ts.append(t)
+            self.rules(*ts)
 
 
 # -- ops --------------------------------------------------------------------------------------------------
@@ -108,25 +104,24 @@ class MatmulOp(_TensorOp, name="matmul", traits=[ext.Pure]):
     accum: ir.TypeAttr
     result: ext.Result[typing.Any]
 
-    def rules(self, diag: Diagnose, *ts) -> bool:
+    def rules(self, *ts) -> None:
         a, b, c = ts
         if a.rank < 2 or b.rank < 2:
-            return diag.fail(f"operands must have rank >= 2, got {a.rank} and {b.rank}")
+            raise Invalid(f"operands must have rank >= 2, got {a.rank} and {b.rank}")
         sa, sb, sc = shape_of(a), shape_of(b), shape_of(c)
         if sa[-1] is not None and sb[-2] is not None and sa[-1] != sb[-2]:
-            return diag.fail(f"contracting dimensions must match: lhs has {sa[-1]}, rhs has {sb[-2]}")
+            raise Invalid(f"contracting dimensions must match: lhs has {sa[-1]}, rhs has {sb[-2]}")
         batch = broadcast(sa[:-2], sb[:-2])
         if batch is None:
-            return diag.fail(f"batch dimensions {sa[:-2]} and {sb[:-2]} do not broadcast")
+            raise Invalid(f"batch dimensions {sa[:-2]} and {sb[:-2]} do not broadcast")
         if not compatible(sc, batch + [sa[-2], sb[-1]]):
-            return diag.fail(f"result shape {sc} does not match {batch + [sa[-2], sb[-1]]}")
+            raise Invalid(f"result shape {sc} does not match {batch + [sa[-2], sb[-1]]}")
         acc = ir.TypeAttr(self.accum).value
         ints = [isinstance(t.element_type, ir.IntegerType) for t in (a, b)]
         if any(ints) != all(ints):
-            return diag.fail("operands must both be floating point or both integer")
+            raise Invalid("operands must both be floating point or both integer")
         if all(ints) and not isinstance(acc, ir.IntegerType) or not any(ints) and not isinstance(acc, ir.FloatType):
-            return diag.fail(f"accumulator type {acc} must be of the operands' kind (float or integer)")
-        return True
+            raise Invalid(f"accumulator type {acc} must be of the operands' kind (float or integer)")
 
 
 class UnaryOp(_TensorOp, name="unary", traits=[ext.Pure]):
@@ -136,15 +131,14 @@ class UnaryOp(_TensorOp, name="unary", traits=[ext.Pure]):
     fn: ir.StringAttr
     result: ext.Result[typing.Any]
 
-    def rules(self, diag: Diagnose, *ts) -> bool:
+    def rules(self, *ts) -> None:
         fn = _str(self.fn)
         if fn not in UNARY_FNS:
-            return diag.fail(f"unknown function '{fn}' (known: {', '.join(UNARY_FNS)})")
+            raise Invalid(f"unknown function '{fn}' (known: {', '.join(UNARY_FNS)})")
         if ts[0] != ts[1]:
-            return diag.fail(f"result type {ts[1]} must equal the operand type {ts[0]}")
+            raise Invalid(f"result type {ts[1]} must equal the operand type {ts[0]}")
         if fn not in ("neg", "abs", "relu", "square") and not _floats(ts[0]):
-            return diag.fail(f"'{fn}' needs a floating-point tensor, got {ts[0].element_type}")
-        return True
+            raise Invalid(f"'{fn}' needs a floating-point tensor, got {ts[0].element_type}")
 
 
 class BinaryOp(_TensorOp, name="binary", traits=[ext.Pure]):
@@ -155,20 +149,19 @@ class BinaryOp(_TensorOp, name="binary", traits=[ext.Pure]):
     fn: ir.StringAttr
     result: ext.Result[typing.Any]
 
-    def rules(self, diag: Diagnose, *ts) -> bool:
+    def rules(self, *ts) -> None:
         a, b, c = ts
         fn = _str(self.fn)
         if fn not in BINARY_FNS:
-            return diag.fail(f"unknown function '{fn}' (known: {', '.join(BINARY_FNS)})")
+            raise Invalid(f"unknown function '{fn}' (known: {', '.join(BINARY_FNS)})")
         if a.element_type != b.element_type or c.element_type != a.element_type:
-            return diag.fail(f"operand and result element types must match, got {a.element_type}, "
-                             f"{b.element_type} -> {c.element_type}")
+            raise Invalid(f"operand and result element types must match, got {a.element_type}, "
+                          f"{b.element_type} -> {c.element_type}")
         shape = broadcast(shape_of(a), shape_of(b))
         if shape is None:
-            return diag.fail(f"shapes {shape_of(a)} and {shape_of(b)} do not broadcast")
+            raise Invalid(f"shapes {shape_of(a)} and {shape_of(b)} do not broadcast")
         if not compatible(shape_of(c), shape):
-            return diag.fail(f"result shape {shape_of(c)} does not match the broadcast shape {shape}")
-        return True
+            raise Invalid(f"result shape {shape_of(c)} does not match the broadcast shape {shape}")
 
 
 class BiasAddOp(_TensorOp, name="bias_add", traits=[ext.Pure]):
@@ -179,18 +172,17 @@ class BiasAddOp(_TensorOp, name="bias_add", traits=[ext.Pure]):
     axis: ir.IntegerAttr
     result: ext.Result[typing.Any]
 
-    def rules(self, diag: Diagnose, *ts) -> bool:
+    def rules(self, *ts) -> None:
         x, b, r = ts
         if b.rank != 1:
-            return diag.fail(f"bias must be 1-D, got rank {b.rank}")
+            raise Invalid(f"bias must be 1-D, got rank {b.rank}")
         axis = _axis(int_attr(self.axis), x.rank)
         if axis is None:
-            return diag.fail(f"axis {int_attr(self.axis)} is out of range for rank {x.rank}")
+            raise Invalid(f"axis {int_attr(self.axis)} is out of range for rank {x.rank}")
         if not compatible([shape_of(x)[axis]], shape_of(b)):
-            return diag.fail(f"bias length {shape_of(b)[0]} must equal extent {shape_of(x)[axis]} of axis {axis}")
+            raise Invalid(f"bias length {shape_of(b)[0]} must equal extent {shape_of(x)[axis]} of axis {axis}")
         if r != x or b.element_type != x.element_type:
-            return diag.fail("bias and result must have the input's element type and the result its type")
-        return True
+            raise Invalid("bias and result must have the input's element type and the result its type")
 
 
 class SoftmaxOp(_TensorOp, name="softmax", traits=[ext.Pure]):
@@ -200,25 +192,23 @@ class SoftmaxOp(_TensorOp, name="softmax", traits=[ext.Pure]):
     axis: ir.IntegerAttr
     result: ext.Result[typing.Any]
 
-    def rules(self, diag: Diagnose, *ts) -> bool:
+    def rules(self, *ts) -> None:
         if _axis(int_attr(self.axis), ts[0].rank) is None:
-            return diag.fail(f"axis {int_attr(self.axis)} is out of range for rank {ts[0].rank}")
+            raise Invalid(f"axis {int_attr(self.axis)} is out of range for rank {ts[0].rank}")
         if ts[0] != ts[1] or not _floats(ts[0]):
-            return diag.fail("input and result must be the same floating-point tensor type")
-        return True
+            raise Invalid("input and result must be the same floating-point tensor type")
 
 
 class _NormOp(_TensorOp):
-    def rules(self, diag: Diagnose, *ts) -> bool:
+    def rules(self, *ts) -> None:
         x, r = ts[0], ts[-1]
         if x != r or not _floats(x):
-            return diag.fail("input and result must be the same floating-point tensor type")
+            raise Invalid("input and result must be the same floating-point tensor type")
         if _float(self.eps) <= 0:
-            return diag.fail(f"eps must be positive, got {_float(self.eps)}")
+            raise Invalid(f"eps must be positive, got {_float(self.eps)}")
         for p in ts[1:-1]:  # the optional scale and shift present
             if p.rank != 1 or not compatible(shape_of(p), shape_of(x)[-1:]):
-                return diag.fail(f"scale and shift must be 1-D of the last extent {shape_of(x)[-1]}, got {shape_of(p)}")
-        return True
+                raise Invalid(f"scale and shift must be 1-D of the last extent {shape_of(x)[-1]}, got {shape_of(p)}")
 
 
 class LayerNormOp(_NormOp, name="layernorm", traits=[ext.Pure]):
@@ -249,21 +239,20 @@ class ReduceOp(_TensorOp, name="reduce", traits=[ext.Pure]):
     keepdims: typing.Any  # BoolAttr (ext cannot constrain to it)
     result: ext.Result[typing.Any]
 
-    def rules(self, diag: Diagnose, *ts) -> bool:
+    def rules(self, *ts) -> None:
         x, r = ts
         kind = _str(self.kind)
         if kind not in REDUCE_KINDS:
-            return diag.fail(f"unknown reduction '{kind}' (known: {', '.join(REDUCE_KINDS)})")
+            raise Invalid(f"unknown reduction '{kind}' (known: {', '.join(REDUCE_KINDS)})")
         axes = [_axis(a, x.rank) for a in _ints(self.axes)]
         if not axes or None in axes or len(set(axes)) != len(axes):
-            return diag.fail(f"axes {_ints(self.axes)} must be distinct and within rank {x.rank}")
+            raise Invalid(f"axes {_ints(self.axes)} must be distinct and within rank {x.rank}")
         keep = ir.BoolAttr(self.keepdims).value
         shape = shape_of(x)
         want = [1 if i in axes else d for i, d in enumerate(shape)] if keep else \
             [d for i, d in enumerate(shape) if i not in axes]
         if not compatible(shape_of(r), want) or r.element_type != x.element_type:
-            return diag.fail(f"result must be tensor of shape {want} and element type {x.element_type}")
-        return True
+            raise Invalid(f"result must be tensor of shape {want} and element type {x.element_type}")
 
 
 class TransposeOp(_TensorOp, name="transpose", traits=[ext.Pure]):
@@ -271,14 +260,13 @@ class TransposeOp(_TensorOp, name="transpose", traits=[ext.Pure]):
     perm: ir.ArrayAttr
     result: ext.Result[typing.Any]
 
-    def rules(self, diag: Diagnose, *ts) -> bool:
+    def rules(self, *ts) -> None:
         x, r = ts
         perm = _ints(self.perm)
         if sorted(perm) != list(range(x.rank)):
-            return diag.fail(f"perm {perm} must be a permutation of 0..{x.rank - 1}")
+            raise Invalid(f"perm {perm} must be a permutation of 0..{x.rank - 1}")
         if not compatible(shape_of(r), [shape_of(x)[p] for p in perm]) or r.element_type != x.element_type:
-            return diag.fail(f"result shape {shape_of(r)} does not match the permuted input")
-        return True
+            raise Invalid(f"result shape {shape_of(r)} does not match the permuted input")
 
 
 class ReshapeOp(_TensorOp, name="reshape", traits=[ext.Pure]):
@@ -287,15 +275,14 @@ class ReshapeOp(_TensorOp, name="reshape", traits=[ext.Pure]):
     input: ext.Operand[typing.Any]
     result: ext.Result[typing.Any]
 
-    def rules(self, diag: Diagnose, *ts) -> bool:
+    def rules(self, *ts) -> None:
         x, r = ts
         if x.element_type != r.element_type:
-            return diag.fail("reshape keeps the element type")
+            raise Invalid("reshape keeps the element type")
         if x.has_static_shape and r.has_static_shape:
             nx, nr = _count(shape_of(x)), _count(shape_of(r))
             if nx != nr:
-                return diag.fail(f"element counts differ: {nx} vs {nr}")
-        return True
+                raise Invalid(f"element counts differ: {nx} vs {nr}")
 
 
 class BroadcastOp(_TensorOp, name="broadcast", traits=[ext.Pure]):
@@ -304,11 +291,10 @@ class BroadcastOp(_TensorOp, name="broadcast", traits=[ext.Pure]):
     input: ext.Operand[typing.Any]
     result: ext.Result[typing.Any]
 
-    def rules(self, diag: Diagnose, *ts) -> bool:
+    def rules(self, *ts) -> None:
         x, r = ts
         if r.rank < x.rank or broadcast(shape_of(x), shape_of(r)) is None or x.element_type != r.element_type:
-            return diag.fail(f"{shape_of(x)} cannot be broadcast to {shape_of(r)}")
-        return True
+            raise Invalid(f"{shape_of(x)} cannot be broadcast to {shape_of(r)}")
 
 
 class CastOp(_TensorOp, name="cast", traits=[ext.Pure]):
@@ -319,14 +305,13 @@ class CastOp(_TensorOp, name="cast", traits=[ext.Pure]):
     accum: ir.TypeAttr
     result: ext.Result[typing.Any]
 
-    def rules(self, diag: Diagnose, *ts) -> bool:
+    def rules(self, *ts) -> None:
         x, r = ts
         if not compatible(shape_of(x), shape_of(r)):
-            return diag.fail(f"cast keeps the shape: {shape_of(x)} vs {shape_of(r)}")
+            raise Invalid(f"cast keeps the shape: {shape_of(x)} vs {shape_of(r)}")
         acc = ir.TypeAttr(self.accum).value
         if _width(acc) < _width(r.element_type):
-            return diag.fail(f"accumulator {acc} must be at least as wide as the element type {r.element_type}")
-        return True
+            raise Invalid(f"accumulator {acc} must be at least as wide as the element type {r.element_type}")
 
 
 class DropoutOp(_TensorOp, name="dropout", traits=[ext.Pure]):
@@ -340,13 +325,12 @@ class DropoutOp(_TensorOp, name="dropout", traits=[ext.Pure]):
     offset: ir.IntegerAttr
     result: ext.Result[typing.Any]
 
-    def rules(self, diag: Diagnose, *ts) -> bool:
+    def rules(self, *ts) -> None:
         p = _float(self.p)
         if not 0.0 <= p < 1.0:
-            return diag.fail(f"probability p must be in [0, 1), got {p}")
+            raise Invalid(f"probability p must be in [0, 1), got {p}")
         if ts[0] != ts[1] or not _floats(ts[0]):
-            return diag.fail("input and result must be the same floating-point tensor type")
-        return True
+            raise Invalid("input and result must be the same floating-point tensor type")
 
 
 class FlashAttentionOp(_TensorOp, name="flash_attention", traits=[ext.Pure]):
@@ -360,29 +344,27 @@ class FlashAttentionOp(_TensorOp, name="flash_attention", traits=[ext.Pure]):
     scale: ir.FloatAttr
     result: ext.Result[typing.Any]
 
-    def rules(self, diag: Diagnose, *ts) -> bool:
+    def rules(self, *ts) -> None:
         q, k, v, o = ts
         if not (q.rank == k.rank == v.rank == o.rank) or q.rank < 2:
-            return diag.fail("Q, K, V and the result must have the same rank, at least 2")
+            raise Invalid("Q, K, V and the result must have the same rank, at least 2")
         sq, sk, sv = shape_of(q), shape_of(k), shape_of(v)
         if not compatible(sq[-1:], sk[-1:]):
-            return diag.fail(f"Q and K head dimensions differ: {sq[-1]} vs {sk[-1]}")
+            raise Invalid(f"Q and K head dimensions differ: {sq[-1]} vs {sk[-1]}")
         if not compatible(sk[-2:-1], sv[-2:-1]):
-            return diag.fail(f"K and V sequence lengths differ: {sk[-2]} vs {sv[-2]}")
+            raise Invalid(f"K and V sequence lengths differ: {sk[-2]} vs {sv[-2]}")
         if not compatible(shape_of(o), sq[:-1] + sv[-1:]):
-            return diag.fail(f"result shape {shape_of(o)} must be {sq[:-1] + sv[-1:]}")
+            raise Invalid(f"result shape {shape_of(o)} must be {sq[:-1] + sv[-1:]}")
         if _float(self.scale) <= 0:
-            return diag.fail(f"scale must be positive, got {_float(self.scale)}")
-        return True
+            raise Invalid(f"scale must be positive, got {_float(self.scale)}")
 
 
-def _fill_value_ok(diag: Diagnose, op, t: ir.RankedTensorType) -> bool:
+def _check_fill_value(op, t: ir.RankedTensorType) -> None:
     """`other`, the value masked-off elements take: a float attribute of the element type (±inf allowed)."""
     if not _floats(t):
-        return diag.fail(f"masked tiles are floating point, got {t.element_type}")
+        raise Invalid(f"masked tiles are floating point, got {t.element_type}")
     if ir.FloatAttr(op.attributes["other"]).type != t.element_type:
-        return diag.fail(f"other must be a {t.element_type} attribute, got {op.attributes['other']}")
-    return True
+        raise Invalid(f"other must be a {t.element_type} attribute, got {op.attributes['other']}")
 
 
 def _blocks_of(n: int | None, step: int) -> int | None:
@@ -398,19 +380,19 @@ class LoadBlocksOp(_TensorOp, name="load_blocks", traits=[ext.Pure]):
     other: ir.FloatAttr
     result: ext.Result[typing.Any]
 
-    def rules(self, diag: Diagnose, *ts) -> bool:
+    def rules(self, *ts) -> None:
         x, r = ts
         step = int_attr(self.step)
         if step < 1:
-            return diag.fail(f"step must be positive, got {step}")
+            raise Invalid(f"step must be positive, got {step}")
         if x.rank < 1:
-            return diag.fail("input must have rank >= 1")
+            raise Invalid("input must have rank >= 1")
         sx = shape_of(x)
         want = [_blocks_of(sx[0], step), step] + sx[1:]
         if not compatible(shape_of(r), want) or r.element_type != x.element_type:
-            return diag.fail(f"result shape {shape_of(r)} must be {want} (blocks, step, rest) of the input's "
-                             f"element type")
-        return _fill_value_ok(diag, self, x)
+            raise Invalid(f"result shape {shape_of(r)} must be {want} (blocks, step, rest) of the input's "
+                          f"element type")
+        _check_fill_value(self, x)
 
 
 class StoreBlocksOp(_TensorOp, name="store_blocks", traits=[ext.Pure]):
@@ -421,19 +403,18 @@ class StoreBlocksOp(_TensorOp, name="store_blocks", traits=[ext.Pure]):
     dest: ext.Operand[typing.Any]
     result: ext.Result[typing.Any]
 
-    def rules(self, diag: Diagnose, *ts) -> bool:
+    def rules(self, *ts) -> None:
         x, d, r = ts
         if x.rank < 2 or d.rank != x.rank - 1:
-            return diag.fail(f"stores blocks [B, step, ...] (rank {x.rank}) into a tensor of one rank less, "
-                             f"got rank {d.rank}")
+            raise Invalid(f"stores blocks [B, step, ...] (rank {x.rank}) into a tensor of one rank less, "
+                          f"got rank {d.rank}")
         if r != d or x.element_type != d.element_type:
-            return diag.fail("the result must have dest's type, and the blocks its element type")
+            raise Invalid("the result must have dest's type, and the blocks its element type")
         sx, sd = shape_of(x), shape_of(d)
         if not compatible(sx[2:], sd[1:]):
-            return diag.fail(f"trailing extents {sx[2:]} and {sd[1:]} differ")
+            raise Invalid(f"trailing extents {sx[2:]} and {sd[1:]} differ")
         if None not in (sx[0], sx[1], sd[0]) and _blocks_of(sd[0], sx[1]) != sx[0]:
-            return diag.fail(f"{sd[0]} rows are {_blocks_of(sd[0], sx[1])} blocks of {sx[1]}, not {sx[0]}")
-        return True
+            raise Invalid(f"{sd[0]} rows are {_blocks_of(sd[0], sx[1])} blocks of {sx[1]}, not {sx[0]}")
 
 
 class MaskBlocksOp(_TensorOp, name="mask_blocks", traits=[ext.Pure]):
@@ -448,24 +429,24 @@ class MaskBlocksOp(_TensorOp, name="mask_blocks", traits=[ext.Pure]):
     other: ir.FloatAttr
     result: ext.Result[typing.Any]
 
-    def rules(self, diag: Diagnose, *ts) -> bool:
+    def rules(self, *ts) -> None:
         x, b, r = ts
         axis, step = int_attr(self.axis), int_attr(self.step)
         if x.rank < 2 or not 1 <= axis < x.rank:
-            return diag.fail(f"axis {axis} must be an axis of a block, 1..{x.rank - 1}")
+            raise Invalid(f"axis {axis} must be an axis of a block, 1..{x.rank - 1}")
         if step < 1:
-            return diag.fail(f"step must be positive, got {step}")
+            raise Invalid(f"step must be positive, got {step}")
         sx = shape_of(x)
         if sx[axis] is not None and sx[axis] != step:
-            return diag.fail(f"the masked axis {axis} has extent {sx[axis]}, not the block step {step}")
+            raise Invalid(f"the masked axis {axis} has extent {sx[axis]}, not the block step {step}")
         if b.rank < 1:
-            return diag.fail("bounds must have rank >= 1 (its first extent bounds the rows)")
+            raise Invalid("bounds must have rank >= 1 (its first extent bounds the rows)")
         if None not in (sx[0], shape_of(b)[0]) and _blocks_of(shape_of(b)[0], step) != sx[0]:
-            return diag.fail(f"{shape_of(b)[0]} rows are {_blocks_of(shape_of(b)[0], step)} blocks of {step}, "
-                             f"not {sx[0]}")
+            raise Invalid(f"{shape_of(b)[0]} rows are {_blocks_of(shape_of(b)[0], step)} blocks of {step}, "
+                          f"not {sx[0]}")
         if r != x:
-            return diag.fail("the result must have the input's type")
-        return _fill_value_ok(diag, self, x)
+            raise Invalid("the result must have the input's type")
+        _check_fill_value(self, x)
 
 
 class ConstantOp(_TensorOp, name="constant", traits=[ext.Pure]):
@@ -474,12 +455,11 @@ class ConstantOp(_TensorOp, name="constant", traits=[ext.Pure]):
     value: typing.Any  # a FloatAttr or IntegerAttr of the element type
     result: ext.Result[typing.Any]
 
-    def rules(self, diag: Diagnose, *ts) -> bool:
+    def rules(self, *ts) -> None:
         et = ts[0].element_type
         v = self.attributes["value"]
         if not isinstance(v, (ir.FloatAttr, ir.IntegerAttr)) or v.type != et:
-            return diag.fail(f"value {v} must be a scalar attribute of the element type {et}")
-        return True
+            raise Invalid(f"value {v} must be a scalar attribute of the element type {et}")
 
 
 def _count(shape) -> int:
@@ -499,5 +479,3 @@ def _width(t: ir.Type) -> int:
 
 __all__ = [name for name in dir() if name.endswith("Op")] + ["TTensor", "UNARY_FNS", "BINARY_FNS",
                                                             "REDUCE_KINDS", "broadcast", "shape_of"]
-
-guard_verifiers(globals())

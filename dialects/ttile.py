@@ -12,7 +12,7 @@ sizes, not warps.
 import typing
 
 from ..mlir import ext, ir
-from .support import Diagnose, constant_int, int_attr
+from .support import Invalid, constant_int, int_attr, verifier
 
 
 class TTile(ext.Dialect, name="ttile"):
@@ -22,11 +22,11 @@ class TTile(ext.Dialect, name="ttile"):
 class _LaunchIndexOp(TTile.Operation):
     """Base of the index queries along one launch axis (x=0, y=1, z=2)."""
 
-    def verify_invariants(self) -> bool:
+    @verifier
+    def verify_invariants(self):
         d = int_attr(self.dim)
         if d not in (0, 1, 2):
-            return Diagnose(self).fail(f"axis must be 0 (x), 1 (y) or 2 (z), got {d}")
-        return True
+            raise Invalid(f"axis must be 0 (x), 1 (y) or 2 (z), got {d}")
 
 
 class ThreadIdOp(_LaunchIndexOp, name="thread_id", traits=[ext.Pure]):
@@ -80,18 +80,16 @@ class WarpSizeOp(TTile.Operation, name="warp_size", traits=[ext.Pure]):
 class _ShuffleOp(TTile.Operation):
     """Base of the warp shuffles: a scalar value, a warp-uniform index operand, the value's type back."""
 
-    def verify_invariants(self) -> bool:
-        diag = Diagnose(self)
+    @verifier
+    def verify_invariants(self):
         if self.value.type != self.result.type:
-            return diag.fail(f"result type {self.result.type} must equal the shuffled value's type "
-                             f"{self.value.type}")
+            raise Invalid(f"result type {self.result.type} must equal the shuffled value's type {self.value.type}")
         t = self.value.type
         if not isinstance(t, (ir.IntegerType, ir.FloatType)):
-            return diag.fail(f"shuffled value must be a scalar integer or float, got {t}")
+            raise Invalid(f"shuffled value must be a scalar integer or float, got {t}")
         k = constant_int(self.operands[1])
         if k is not None and k < 0:
-            return diag.fail(f"{self._index_name} must be non-negative, got {k}")
-        return True
+            raise Invalid(f"{self._index_name} must be non-negative, got {k}")
 
 
 class ShuffleDownOp(_ShuffleOp, name="shuffle_down", traits=[ext.Pure]):
@@ -124,8 +122,8 @@ class PhiloxUniformOp(TTile.Operation, name="philox_uniform", traits=[ext.Pure])
     seed: ir.IntegerAttr
     result: ext.Result[ir.F32Type]
 
-    def verify_invariants(self) -> bool:
+    @verifier
+    def verify_invariants(self):
         seed = ir.IntegerAttr(self.attributes["seed"])
         if ir.IntegerType(seed.type).width > 64 or seed.value < 0:
-            return Diagnose(self).fail(f"seed must be a 64-bit unsigned integer, got {seed}")
-        return True
+            raise Invalid(f"seed must be a 64-bit unsigned integer, got {seed}")
