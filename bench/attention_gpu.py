@@ -40,17 +40,17 @@ def main() -> None:
     B, H, S = (int(x) for x in args.shape.split(","))
     s = stream.new(context=ctx)
     for name, D, causal in CASES:
-        step = functions[name]["steps"][0]
-        kernel = mod.kernel(step["kernel"])
+        step = functions[name].steps[0]
+        kernel = mod.kernel(step.kernel)
         scale = D ** -0.5
         q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         o = torch.empty_like(q)
         env = {"BH": B * H, "SQ": S, "SK": S, "DEVICE_UNITS": props["compute_units"]}
-        grid = tuple(plans.evaluate(g, env) for g in step["grid"])
+        grid = tuple(plans.evaluate(g, env) for g in step.grid)
         views = [x.view(B * H, S, D) for x in (q, k, v, o)]
 
         def ours():
-            kernel(*views, grid=grid, block=tuple(step["block"]), smem_bytes=step["smem"], stream=s)
+            kernel(*views, grid=grid, block=step.block, smem_bytes=step.smem, stream=s)
 
         def sdpa():
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)

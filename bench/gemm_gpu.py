@@ -124,11 +124,11 @@ def _timed(sides: dict, rounds: int = 5, reps: int = 20) -> dict:
     return best
 
 
-def fp8(ctx, mod, plan: dict, sizes) -> None:
+def fp8(ctx, mod, plan, sizes) -> None:
     import torch
     from tessera import plan as plans, stream
-    *_, pa, pb, mm = plan["steps"]
-    kernels = {st["kernel"]: mod.kernel(st["kernel"]) for st in (pa, pb, mm)}
+    *_, pa, pb, mm = plan.steps
+    kernels = {st.kernel: mod.kernel(st.kernel) for st in (pa, pb, mm)}
     s = stream.new(context=ctx)
     one = torch.ones((), device="cuda")
     for n in sizes:
@@ -139,11 +139,10 @@ def fp8(ctx, mod, plan: dict, sizes) -> None:
         Ap, Bp = torch.empty_like(A8), torch.empty_like(Bt8)
         C = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
 
-        grids = {st["kernel"]: tuple(plans.evaluate(g, env) for g in st["grid"]) for st in (pa, pb, mm)}
+        grids = {st.kernel: tuple(plans.evaluate(g, env) for g in st.grid) for st in (pa, pb, mm)}
 
         def launch(st, *args):
-            kernels[st["kernel"]](*args, grid=grids[st["kernel"]], block=tuple(st["block"]),
-                                  smem_bytes=st.get("smem", 0), stream=s)
+            kernels[st.kernel](*args, grid=grids[st.kernel], block=st.block, smem_bytes=st.smem, stream=s)
 
         def whole():
             launch(pa, A16, Ap), launch(pb, B16, Bp), launch(mm, Ap, Bp, C)
@@ -181,7 +180,7 @@ def main() -> None:
     if args.fp8:
         return fp8(ctx, mod, functions["gemm_fp8"], [int(x) for x in args.sizes.split(",")])
     props = ctx.properties
-    planned = functions["gemm_bf16"]["steps"][0]
+    planned = functions["gemm_bf16"].steps[0]
     triton_run, triton_kernel = triton_matmul()
     import triton
     with tempfile.TemporaryDirectory() as cache:
@@ -200,10 +199,10 @@ def main() -> None:
         C, Ct = torch.empty_like(A), torch.empty_like(A)
         env = {"M": n, "N": n, "K": n, "DEVICE_UNITS": props["compute_units"]}
         step = plans.chosen(planned, env)  # the tile shape the plan takes for this size, as the executor does
-        kernel, grid = mod.kernel(step["kernel"]), plans.evaluate(step["grid"][0], env)
+        kernel, grid = mod.kernel(step.kernel), plans.evaluate(step.grid[0], env)
 
         def ours():
-            kernel(A, B, C, grid=grid, block=tuple(step["block"]), smem_bytes=step["smem"], stream=s)
+            kernel(A, B, C, grid=grid, block=step.block, smem_bytes=step.smem, stream=s)
 
         sides = {"tessera": (ours, s.synchronize), "torch": (lambda: torch.matmul(A, B), torch.cuda.synchronize),
                  "triton": (lambda: triton_run(A, B, Ct), torch.cuda.synchronize)}
@@ -211,7 +210,7 @@ def main() -> None:
         ref = torch.matmul(A, B).float()
         err = ((C.float() - ref).abs().max() / ref.abs().max()).item()
         tf = {k: 2 * n ** 3 / v / 1e12 for k, v in best.items()}
-        print(f"bf16 {n}x{n}x{n} ({step['kernel']}): tessera {tf['tessera']:6.0f} TFLOP/s  torch {tf['torch']:6.0f}  triton "
+        print(f"bf16 {n}x{n}x{n} ({step.kernel}): tessera {tf['tessera']:6.0f} TFLOP/s  torch {tf['torch']:6.0f}  triton "
               f"{tf['triton']:6.0f}   ratio vs torch {best['torch'] / best['tessera']:.3f}  vs triton "
               f"{best['triton'] / best['tessera']:.3f}   (max error {err:.1e} of max |C|)")
 

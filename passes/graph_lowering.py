@@ -8,11 +8,14 @@ generator when the backend provides one.
 
 from __future__ import annotations
 
-import ast
+import dataclasses
+from typing import Callable, Mapping
 
+from .. import plan
 from ..diagnostics import LoweringError
 from ..mlir import ir
 from . import fusion, graph_shapes, kernelgen, schedule_ir
+from .lowering_context import LoweringContext
 
 
 def _groups(fn) -> list[tuple[int, str, list]]:
@@ -38,13 +41,11 @@ def _assign_buffers(fn, values: dict, steps: list, args: list, results: list, id
     born: dict[str, int] = {}
     dies: dict[str, int] = {}
     for i, step in enumerate(steps):
-        used = [a["value"] for a in step.get("args", step.get("tensors", [])) if "value" in a]
-        used += [step[k] for k in ("alias", "of") if k in step]
-        for v in used:
+        for v in plan.uses(step):
             born.setdefault(v, i)
             dies[v] = i
     fixed = set(args) | set(results)
-    views = {step["alias"]: step["of"] for step in steps if "alias" in step}
+    views = {step.alias: step.of for step in steps if isinstance(step, plan.AliasStep)}
     for view, source in views.items():  # a view is its source's storage: both live as long as either
         while source in views:
             source = views[source]
@@ -61,37 +62,16 @@ def _assign_buffers(fn, values: dict, steps: list, args: list, results: list, id
         if any(not (span[0] > e or span[1] < b) for b, e in occupied.get(slot, [])):
             slot, next_slot = next_slot, next_slot + 1
         occupied.setdefault(slot, []).append(span)
-        values[vid]["buffer"] = slot
+        values[vid] = dataclasses.replace(values[vid], buffer=slot)
 
 
-def _compile_source(src: str, filename: str) -> None:
-    """Builds the kernel(s) of generated source at the current insertion point."""
-    from ..frontend.kernel import KernelBuilder
-    tree = ast.parse(src, filename=filename)
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef):
-            KernelBuilder(node, filename).build()
-
-
-def lower_function(fn, module: ir.Module, gemm=None, targets: str = "CPU", attention=None) -> dict:
-    """Adds the kernels of `fn` to `module` and returns its plan (JSON-able). `gemm` and `attention` are a
-    backend's own lowerings of those groups, where it has them."""
+def lower_function(fn, module: ir.Module, lowerings: Mapping[str, Callable], targets: str) -> plan.Plan:
+    """Adds the kernels of `fn` to `module` and returns its plan. `lowerings` are the backend's own lowerings
+    of fusion-group kinds ("gemm", "attention"), `lower(ctx, kname, ops) -> list[plan step]`; the other groups
+    become generated kernels. `targets` names the target(s) in messages."""
     name = ir.StringAttr(fn.attributes["sym_name"]).value
-    dims = graph_shapes.infer(fn)
-    ids: dict = {}
-
-    def vid(v) -> str:
-        if v not in ids:
-            ids[v] = f"v{len(ids)}"
-        return ids[v]
-
-    values: dict[str, dict] = {}
-
-    def record(v) -> str:
-        i = vid(v)
-        values[i] = {"dtype": kernelgen.element_dtype(v), "dims": dims[v]}
-        return i
-
+    ctx = LoweringContext(module, graph_shapes.infer(fn), targets)
+    dims, record = ctx.dims, ctx.record
     args = [record(a) for a in fn.entry_block.arguments]
     ret = list(fn.entry_block.operations)[-1]
     returned = set(ret.operands)
@@ -110,7 +90,10 @@ def lower_function(fn, module: ir.Module, gemm=None, targets: str = "CPU", atten
         kname = f"{name}__{kind}{gid}"
         if kind == "view":
             (op,) = ops
-            steps.append({"alias": record(op.results[0]), "of": record(op.operands[0])})
+            steps.append(plan.AliasStep(alias=record(op.results[0]), of=record(op.operands[0])))
+            continue
+        if kind in lowerings:
+            steps.extend(lowerings[kind](ctx, kname, ops))
             continue
         if kind == "elementwise":
             block_x = schedule_ir.schedule_of(ops[-1]).get("block_x", 128)
@@ -122,43 +105,24 @@ def lower_function(fn, module: ir.Module, gemm=None, targets: str = "CPU", atten
             ks = kernelgen.transpose(kname, ops[0], dims)
         elif kind == "blocks":
             src, step = kernelgen.blocks(kname, ops[0], dims, schedule_ir.schedule_of(ops[0]).get("block_x", 128))
-            with ir.InsertionPoint(module.body):
-                _compile_source(src, f"<tessera:{kname}>")
-            for a in step["args"]:
-                a["value"] = record(a["value"])
-            steps.append({"kernel": kname, "source": src, **step})
-            continue
-        elif kind == "attention" and attention is not None:
-            steps.extend(attention(kname, ops, dims, record, module))
-            continue
-        elif kind == "gemm" and gemm is not None:
-            def temporary(of: str, dtype: str, dims: list | None = None, tag: str = "") -> str:
-                tid = f"{of}_{dtype}{tag}"
-                values[tid] = {"dtype": dtype, "dims": values[of]["dims"] if dims is None else dims}
-                return tid
-
-            def build(src: str, filename: str) -> None:
-                with ir.InsertionPoint(module.body):
-                    _compile_source(src, filename)
-            steps.extend(gemm(kname, ops, dims, record, temporary, build, module))
+            ctx.build(src, f"<tessera:{kname}>")
+            steps.append(plan.ArgsStep(
+                kernel=kname, source=src, env=step["env"], block=tuple(step["block"]), grid=tuple(step["grid"]),
+                args=tuple(plan.TensorArg(record(a["value"]), tuple(a["shape"])) for a in step["args"])))
             continue
         else:
             raise LoweringError(ops[0], f"'{ops[0].operation.name}' has no {targets} lowering yet "
                                         f"(run it with tessera.interpret)")
-        with ir.InsertionPoint(module.body):
-            _compile_source(ks.source, f"<tessera:{kname}>")
+        ctx.build(ks.source, f"<tessera:{kname}>")
         out_dims = dims[ks.outputs[0]] if kind == "elementwise" else dims[ks.inputs[0]]
         rows, cols = _matrix(ops[0], kind, out_dims)
-        step = {"kernel": kname, "source": ks.source,
-                "tensors": [{"value": record(v), "view": view} for v, view in zip(ks.inputs + ks.outputs, ks.views)],
-                "R": rows, "C": cols, "block": list(ks.block), "grid": list(ks.grid)}
-        if kind == "layout":
-            step["B"] = graph_shapes.product(out_dims[:-2])
-        if ks.extra.get("scalars"):
-            step["scalars"] = ks.extra["scalars"]
-        steps.append(step)
+        steps.append(plan.ViewStep(
+            kernel=kname, source=ks.source, R=rows, C=cols, block=tuple(ks.block), grid=tuple(ks.grid),
+            tensors=tuple(plan.TensorView(record(v), view) for v, view in zip(ks.inputs + ks.outputs, ks.views)),
+            B=graph_shapes.product(out_dims[:-2]) if kind == "layout" else "1",
+            scalars=tuple(ks.extra.get("scalars", ()))))
     results = [record(v) for v in ret.operands]
-    _assign_buffers(fn, values, steps, args, results, ids)
+    _assign_buffers(fn, ctx.values, steps, args, results, ctx.ids)
     fallbacks = [ir.StringAttr(a).value for a in ir.ArrayAttr(fn.attributes["tessera.fallbacks"])] \
         if "tessera.fallbacks" in fn.attributes else []
     outputs = [ir.IntegerAttr(a).value for a in ir.ArrayAttr(fn.attributes["tessera.outputs"])] \
@@ -166,10 +130,10 @@ def lower_function(fn, module: ir.Module, gemm=None, targets: str = "CPU", atten
     same = [[ir.StringAttr(x).value for x in ir.ArrayAttr(pair)]
             for pair in ir.ArrayAttr(fn.attributes["tessera.same_extents"])] \
         if "tessera.same_extents" in fn.attributes else []
-    return {"args": args, "results": results, "values": values, "steps": steps, "fallbacks": fallbacks,
-            "outputs": outputs, **({"same_extents": same} if same else {}),
-            "params": [ir.StringAttr(ir.DictAttr(a)["tessera.name"]).value
-                       for a in ir.ArrayAttr(fn.attributes["arg_attrs"])]}
+    params = [ir.StringAttr(ir.DictAttr(a)["tessera.name"]).value for a in ir.ArrayAttr(fn.attributes["arg_attrs"])]
+    return plan.Plan(params=tuple(params), args=tuple(args), results=tuple(results), values=ctx.values,
+                     steps=tuple(steps), fallbacks=tuple(fallbacks), outputs=tuple(outputs),
+                     same_extents=tuple(tuple(p) for p in same))
 
 
 def _matrix(op, kind: str, d: list[str]) -> tuple[str, str]:

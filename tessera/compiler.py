@@ -114,10 +114,10 @@ def make_kernels(mod: ir.Module, metadata: dict, backends: list) -> ir.Module:
     # The dtype fallbacks a function took are part of each of its kernels' metadata (tessera-objdump shows them).
     props = metadata.setdefault("kernel_props", {})
     for p in plans.values():
-        if p["fallbacks"]:
-            for step in p["steps"]:
-                if "kernel" in step:
-                    props.setdefault(step["kernel"], {})["fallbacks"] = "; ".join(p["fallbacks"])
+        if p.fallbacks:
+            for step in p.steps:
+                if not isinstance(step, plan.AliasStep):
+                    props.setdefault(step.kernel, {})["fallbacks"] = "; ".join(p.fallbacks)
     kernels = [op for op in mod.body.operations
                if op.operation.name == "func.func" and "tessera.kernel" in op.attributes]
     signatures = [abi.to_json(abi.signature_of(k)) for k in kernels]
@@ -137,7 +137,7 @@ def _collect(mod: ir.Module, metadata: dict) -> None:
         raise CompileError("this IR carries no kernel signatures: restart from a dump of the 'kernels' stage "
                            "or a later one made by tessera-cc")
     metadata["signatures"] = [abi.from_json(d) for d in json.loads(ir.StringAttr(attrs["tessera.signatures"]).value)]
-    metadata["plans"] = plan.decode(ir.StringAttr(attrs["tessera.plans"]).value.encode())
+    metadata["plans"] = _documents(plan.decode(ir.StringAttr(attrs["tessera.plans"]).value.encode()))
 
 
 def _bytecode(mod: ir.Module) -> bytes:
@@ -166,7 +166,7 @@ def make_image(codes: list, metadata: dict) -> bytes:
         if metadata["signatures"]:  # a Graph-IR-only image carries no code
             sections[backend.code_section] = code.encode() if isinstance(code, str) else code
     if metadata.get("plans"):
-        sections[plan.SECTION] = plan.encode(metadata["plans"])
+        sections[plan.SECTION] = plan.encode({n: plan.Plan.from_json(d) for n, d in metadata["plans"].items()})
     return image.write_image(records, sections, ops=metadata["ops"])
 
 
@@ -219,7 +219,12 @@ def metadata_of_image(data: bytes, cached: bool = False) -> dict:
     img = image.read_image(data)
     section = img.section(plan.SECTION)
     return {"signatures": [abi.signature_of_record(k) for k in img.kernels],
-            "plans": plan.decode(section) if section is not None else {}, "cached": cached}
+            "plans": _documents(plan.decode(section)) if section is not None else {}, "cached": cached}
+
+
+def _documents(plans: dict) -> dict:
+    """The metadata's form of launch plans: each function's JSON document (docs/image-format.md)."""
+    return {name: p.to_json() for name, p in plans.items()}
 
 
 def compile_module(module: ir.Module, options: CompileOptions | None = None, metadata: dict | None = None,

@@ -30,6 +30,7 @@ import numpy as np
 
 from . import plan as plans
 from . import runtime
+from . import stream as streams
 from .image import read_image
 from .numerics.rounding import round_to
 
@@ -53,29 +54,31 @@ def _from_storage(x: np.ndarray, dtype: str) -> np.ndarray:
 
 
 class Function:
-    def __init__(self, name: str, plan: dict, module: runtime.Module):
+    """Function `name` of a module: its plan (a plans.Plan, or the JSON document the compile metadata holds)."""
+
+    def __init__(self, name: str, plan: plans.Plan | dict, module: runtime.Module):
         self.name = name
-        self.plan = plan
+        self.plan = plan if isinstance(plan, plans.Plan) else plans.Plan.from_json(plan)
         self.module = module
         self.device = module.context.backend not in runtime._HOST_MEMORY  # tensors live in device arrays
 
     def __call__(self, *arrays, stream=None):
         p = self.plan
-        if len(arrays) != len(p["args"]):
-            raise TypeError(f"'{self.name}' takes {len(p['args'])} arguments ({', '.join(p['params'])}), "
+        if len(arrays) != len(p.args):
+            raise TypeError(f"'{self.name}' takes {len(p.args)} arguments ({', '.join(p.params)}), "
                             f"got {len(arrays)}")
         env: dict[str, int] = {}
         given_device = any(isinstance(a, runtime.DeviceArray) for a in arrays)
         # "__device__": whether tensors are DeviceArrays; "__stream__": where launches go
         store: dict = {"__device__": self.device or given_device, "__stream__": stream}
-        for pname, vid, a in zip(p["params"], p["args"], arrays):
-            spec = p["values"][vid]
+        for pname, vid, a in zip(p.params, p.args, arrays):
+            spec = p.values[vid]
             if not isinstance(a, runtime.DeviceArray):
                 a = np.asarray(a)
-            if a.ndim != len(spec["dims"]):
-                raise ValueError(f"argument '{pname}' of '{self.name}' must have rank {len(spec['dims'])}, "
+            if a.ndim != len(spec.dims):
+                raise ValueError(f"argument '{pname}' of '{self.name}' must have rank {len(spec.dims)}, "
                                  f"got shape {a.shape}")
-            for axis, (d, n) in enumerate(zip(spec["dims"], a.shape)):
+            for axis, (d, n) in enumerate(zip(spec.dims, a.shape)):
                 if d.isdigit():
                     if int(d) != n:
                         raise ValueError(f"argument '{pname}' must have extent {d} on axis {axis}, got {n}")
@@ -83,21 +86,22 @@ class Function:
                     if env.setdefault(d, n) != n:
                         raise ValueError(f"argument '{pname}' has {d} = {n} on axis {axis}, but an earlier "
                                          f"argument has {d} = {env[d]}")
-            store[vid] = self._input(pname, a, spec["dtype"], store["__device__"])
+            store[vid] = self._input(pname, a, spec.dtype, store["__device__"])
         self._check_same_extents(env)
-        for step in p["steps"]:
-            if "alias" in step:
-                spec = p["values"][step["alias"]]
-                shape = [plans.evaluate(d, env) for d in spec["dims"]]
-                source = store[step["of"]]
+        for step in p.steps:
+            if isinstance(step, plans.AliasStep):
+                shape = [plans.evaluate(d, env) for d in p.values[step.alias].dims]
+                source = store[step.of]
                 if int(np.prod(shape)) != source.size:
                     raise ValueError(f"'{self.name}': a tensor of shape {list(source.shape)} cannot be viewed as "
                                      f"{shape} (a tile.range step must divide the extent its unmasked loads and "
                                      f"stores cover; mask them for partial tiles)")
-                store[step["alias"]] = source.reshape(shape)
-                continue
-            self._launch(step, store, env)
-        results = [store[v] for v in p["results"]]
+                store[step.alias] = source.reshape(shape)
+            elif isinstance(step, plans.ArgsStep):
+                self._launch_args(step, store, env)
+            else:
+                self._launch_views(step, store, env)
+        results = [store[v] for v in p.results]
         if given_device:
             outs = results
         else:
@@ -109,8 +113,8 @@ class Function:
                 s.synchronize()  # numpy results are read now (copies back run on the NULL stream, unordered)
             if store["__device__"]:
                 results = [r.numpy() for r in results]
-            outs = [_from_storage(r, p["values"][v]["dtype"]) for r, v in zip(results, p["results"])]
-        for index, value in zip(p.get("outputs", []), outs):  # a tile program writes its outputs in place
+            outs = [_from_storage(r, p.values[v].dtype) for r, v in zip(results, p.results)]
+        for index, value in zip(p.outputs, outs):  # a tile program writes its outputs in place
             self._write_output(arrays[index], value, stream)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -131,16 +135,15 @@ class Function:
         if not isinstance(target, runtime.DeviceArray):
             np.copyto(target, value.reshape(np.shape(target)), casting="same_kind")
         elif value.address != target.address:  # else the kernels wrote into it already
-            from . import stream as streams
             streams.memcpy_async(target, value.reshape(target.shape), stream=stream)
 
     def _check_same_extents(self, env: dict) -> None:
         """Extents a tile program's masked loads and stores need equal (rows of one tile.range's tensors)."""
         where = {}
-        for pname, vid in zip(self.plan["params"], self.plan["args"]):
-            for axis, d in enumerate(self.plan["values"][vid]["dims"]):
+        for pname, vid in zip(self.plan.params, self.plan.args):
+            for axis, d in enumerate(self.plan.values[vid].dims):
                 where.setdefault(d, f"{pname}.shape[{axis}]")
-        for a, b in self.plan.get("same_extents", []):
+        for a, b in self.plan.same_extents:
             if env[a] != env[b]:
                 raise ValueError(f"'{self.name}': {where[a]} = {env[a]} and {where[b]} = {env[b]} must be equal "
                                  f"(rows of the same tile.range blocks)")
@@ -153,19 +156,19 @@ class Function:
     def _allocate(self, vid: str, store: dict, env: dict) -> np.ndarray:
         """A new intermediate: in its planned buffer slot when it has one (the slot's storage grows to its
         largest tenant), else on its own."""
-        spec = self.plan["values"][vid]
-        shape = [plans.evaluate(d, env) for d in spec["dims"]]
-        dtype = np.dtype(_NUMPY[spec["dtype"]])
+        spec = self.plan.values[vid]
+        shape = [plans.evaluate(d, env) for d in spec.dims]
+        dtype = np.dtype(_NUMPY[spec.dtype])
         device = store["__device__"]
-        if "buffer" not in spec:
+        if spec.buffer is None:
             return runtime.DeviceArray(shape, dtype, self.module.context) if device else np.empty(shape, dtype=dtype)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         slots = store.setdefault("__slots__", {})
-        buf = slots.get(spec["buffer"])
+        buf = slots.get(spec.buffer)
         if buf is None or buf.nbytes < nbytes:
             size = max(nbytes, 64)
             buf = runtime.DeviceArray(size, np.uint8, self.module.context) if device else np.empty(size, np.uint8)
-            slots[spec["buffer"]] = buf
+            slots[spec.buffer] = buf
         return buf.view(dtype, shape) if device else buf[:nbytes].view(dtype).reshape(shape)
 
     def _device_units(self) -> int:
@@ -173,62 +176,58 @@ class Function:
             self._units = self.module.context.properties["compute_units"]
         return self._units
 
-    def _launch_args(self, step: dict, store: dict, env: dict) -> None:
+    def _launch_args(self, step: plans.ArgsStep, store: dict, env: dict) -> None:
         """A step whose arguments are listed in order, each a tensor with its view's shape or a scalar."""
         local = dict(env, DEVICE_UNITS=self._device_units())
-        for k, e in step.get("env", {}).items():  # in order: later entries may use earlier ones
+        for k, e in step.env.items():  # in order: later entries may use earlier ones
             local[k] = plans.evaluate(e, local)
         step = plans.chosen(step, local)
         args = []
-        for a in step["args"]:
-            if "value" in a:
-                shape = [plans.evaluate(d, local) for d in a["shape"]]
-                args.append(self._tensor(a["value"], store, env).reshape(shape))
-            elif "f32" in a:
-                args.append(np.float32(a["f32"]))
+        for a in step.args:
+            if isinstance(a, plans.TensorArg):
+                shape = [plans.evaluate(d, local) for d in a.shape]
+                args.append(self._tensor(a.value, store, env).reshape(shape))
+            elif isinstance(a, plans.F32Arg):
+                args.append(np.float32(a.f32))
             else:
-                args.append(np.int64(plans.evaluate(a["i64"], local)))
-        for expr, m, why in step.get("multiple_of", []):
-            if plans.evaluate(expr, local) % m:
-                raise ValueError(f"'{self.name}': {expr} = {plans.evaluate(expr, local)} is not a multiple of {m}, "
-                                 f"which kernel '{step['kernel']}' needs ({why})")
-        grid = tuple(plans.evaluate(g, local) for g in step["grid"])
-        kernel = self.module.kernel(step["kernel"])
+                args.append(np.int64(plans.evaluate(a.i64, local)))
+        for m in step.multiple_of:
+            if plans.evaluate(m.expr, local) % m.m:
+                raise ValueError(f"'{self.name}': {m.expr} = {plans.evaluate(m.expr, local)} is not a multiple of "
+                                 f"{m.m}, which kernel '{step.kernel}' needs ({m.reason})")
+        grid = tuple(plans.evaluate(g, local) for g in step.grid)
+        kernel = self.module.kernel(step.kernel)
         stream = store["__stream__"]
-        if "batch" not in step:
-            kernel(*args, grid=grid, block=tuple(step["block"]), smem_bytes=step.get("smem", 0), stream=stream)
+        if step.batch is None:
+            kernel(*args, grid=grid, block=step.block, smem_bytes=step.smem, stream=stream)
             return
         # one launch per batch entry, on contiguous slices of the batched tensors
-        batched = [isinstance(a, (np.ndarray, runtime.DeviceArray)) and "value" in spec
-                   and spec["shape"][:1] == [step["batch"]] for a, spec in zip(args, step["args"])]
-        count = local[step["batch"]]
+        batched = [isinstance(spec, plans.TensorArg) and spec.shape[:1] == (step.batch,)
+                   for spec in step.args]
+        count = local[step.batch]
         for a, b in zip(args, batched):
             if b and a.shape[0] != count:
                 raise ValueError(f"'{self.name}': a batched matmul's operands have {a.shape[0]} and {count} "
                                  f"batch entries")
         for i in range(count):
-            kernel(*[a[i] if b else a for a, b in zip(args, batched)], grid=grid, block=tuple(step["block"]),
-                   smem_bytes=step.get("smem", 0), stream=stream)
+            kernel(*[a[i] if b else a for a, b in zip(args, batched)], grid=grid, block=step.block,
+                   smem_bytes=step.smem, stream=stream)
 
-    def _launch(self, step: dict, store: dict, env: dict) -> None:
-        if "args" in step:
-            return self._launch_args(step, store, env)
-        R, C = plans.evaluate(step["R"], env), plans.evaluate(step["C"], env)
-        B = plans.evaluate(step.get("B", "1"), env)
+    def _launch_views(self, step: plans.ViewStep, store: dict, env: dict) -> None:
+        """A step whose kernel sees its tensors through views of the step's [B, R, C] extents."""
+        R, C, B = (plans.evaluate(e, env) for e in (step.R, step.C, step.B))
         local = dict(env, R=R, C=C, B=B)
         tensors = []
-        for t in step["tensors"]:
-            vid = t["value"]
-            a = self._tensor(vid, store, env)
+        for t in step.tensors:
+            a = self._tensor(t.value, store, env)
             view = {"matrix": (R, C), "cols": (C,), "rows": (R,), "scalar": (a.size,), "bmn": (B, R, C),
-                    "bnm": (B, C, R)}[t["view"]]
+                    "bnm": (B, C, R)}[t.view]
             tensors.append(a.reshape(view))
-        grid = tuple(plans.evaluate(g, local) for g in step["grid"])
+        grid = tuple(plans.evaluate(g, local) for g in step.grid)
         if R == 0 or C == 0:
             return
-        scalars = [np.int64(plans.evaluate(e, local)) for e in step.get("scalars", [])]
-        self.module.kernel(step["kernel"])(*tensors, *scalars, grid=grid, block=tuple(step["block"]),
-                                           stream=store["__stream__"])
+        scalars = [np.int64(plans.evaluate(e, local)) for e in step.scalars]
+        self.module.kernel(step.kernel)(*tensors, *scalars, grid=grid, block=step.block, stream=store["__stream__"])
 
 
 class Program:
@@ -237,7 +236,9 @@ class Program:
     def __init__(self, data: bytes, context=None):
         img = read_image(data)
         section = img.section(plans.SECTION)
-        self.functions = plans.decode(section) if section is not None else {}
+        self.plans = plans.decode(section) if section is not None else {}
+        # the plans' JSON documents, as the compile metadata's "plans" holds them
+        self.functions = {name: p.to_json() for name, p in self.plans.items()}
         self.module = runtime.load(data, context)
         self._cache: dict[str, Function] = {}
 
@@ -245,7 +246,7 @@ class Program:
         if name not in self.functions:
             raise KeyError(f"no function '{name}' in this image (functions: {', '.join(self.functions) or 'none'})")
         if name not in self._cache:
-            self._cache[name] = Function(name, self.functions[name], self.module)
+            self._cache[name] = Function(name, self.plans[name], self.module)
         return self._cache[name]
 
     def __getattr__(self, name: str) -> Function:

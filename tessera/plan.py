@@ -1,104 +1,519 @@
 """Launch plans of Graph IR functions: the kernels to run, in order, on which tensors.
 
-An image stores the plans of its functions as JSON in its `.tessera.plan` section:
-
-    {"version": 1, "functions": {NAME: {
-        "params": [parameter names], "args": [value ids], "results": [value ids],
-        "values": {ID: {"dtype": "f32", "dims": [extent expressions], ["buffer": slot]}},
-        "steps": [{"kernel": K, "tensors": [{"value": ID, "view": V}], "R": expr, "C": expr, ["B": expr,]
-                   "block": [x, y, z], "grid": [expr, expr, expr], ["scalars": [expr, …]]}
-                  | {"alias": ID, "of": ID}],
-        "fallbacks": ["bf16 computed in f32", ...],
-        "outputs": [parameter indices a tile program writes in place, in result order],
-        ["same_extents": [[symbol, symbol], …]: extents the arguments must give equal values]}}}
-
-Steps that list "args" give each tensor's "shape" (expressions over the step's "env") and scalars as
-{"f32": value} or {"i64": expr}; with "batch": NAME the step runs once per batch entry, on the [i] slices of
-the tensors whose shape starts with NAME; "smem": BYTES is the dynamic shared memory each block of the step
-needs (the Hopper kernels' stage rings); "multiple_of": [[expr, m, reason], …] are extents the kernel needs
-to be multiples of m (checked before the launch, the reason in the error); "prefer": [{"when": expr,
-"kernel": K, "grid": […], "block": […], "smem": BYTES}, …] are alternative kernels for the same arguments, the
-first whose `when` is positive at the launch taking the step's place (a GEMM's other tile shape, chosen by
-the cost model once symbolic extents are known). Otherwise a view says how the
-kernel sees a tensor: "matrix" [R, C], "cols" [C], "rows" [R], "scalar" (all its elements), "bmn" [B, R, C]
-and "bnm" [B, C, R]; R, C and B are the step's own extents. `scalars` are int64 arguments after the tensors
-(the strides a broadcast input is indexed with).
-Extent expressions are Python arithmetic over the parameters' symbols (`"M"`, `"(M*K)//8"`, `"ceil(C/128)"`),
-evaluated by `evaluate` — which accepts only names, integers, + - * // /, ceil(), max() and min(). The name
-DEVICE_UNITS is the device's number of multiprocessors (CPU: worker threads), which persistent kernels size
-their grids by.
+docs/image-format.md ("Launch plans") is the reference of the format an image's `.tessera.plan` section
+holds: every field of every step kind, the format version and the grammar of extent expressions. This module
+holds the typed plans, their one serializer (`encode`/`decode`, `Plan.to_json`/`Plan.from_json`, both
+checking every extent expression against the grammar) and the expressions' evaluator (`evaluate`).
 """
 
 from __future__ import annotations
 
-import ast
+import dataclasses
+import functools
 import json
-import math
+import re
+from dataclasses import dataclass
+from typing import Mapping, Union
 
 SECTION = ".tessera.plan"
-VERSION = 1
+VERSION = 2
+
+VIEWS = ("matrix", "cols", "rows", "scalar", "bmn", "bnm")
 
 
 class PlanError(ValueError):
     pass
 
 
-def encode(functions: dict) -> bytes:
-    return json.dumps({"version": VERSION, "functions": functions}, sort_keys=True).encode()
+# -- extent expressions ---------------------------------------------------------------------------------------
+
+_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(//|[-+*/(),]))")
+_CALLS = {"min": 2, "max": 2, "ceil": 1}
 
 
-def decode(data: bytes) -> dict:
+def _tokens(expr: str) -> list[str]:
+    out, i = [], 0
+    while i < len(expr):
+        m = _TOKEN.match(expr, i)
+        if m is None:
+            if expr[i:].strip() == "":
+                break
+            raise PlanError(f"extent expression '{expr}': unexpected '{expr[i:].strip()[0]}'")
+        out.append(m.group(m.lastindex))
+        i = m.end()
+    return out
+
+
+class _Parser:
+    """Recursive descent over the grammar of docs/image-format.md; the tree is nested tuples:
+    ("int", n) | ("name", s) | (op, a, b) for op in + - * // min max cdiv."""
+
+    def __init__(self, expr: str):
+        self.expr, self.toks, self.i = expr, _tokens(expr), 0
+
+    def fail(self, what: str):
+        at = self.toks[self.i] if self.i < len(self.toks) else "the end"
+        raise PlanError(f"extent expression '{self.expr}': expected {what}, found {at!r}"
+                        if at != "the end" else f"extent expression '{self.expr}': expected {what} at the end")
+
+    def peek(self):
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def take(self, tok: str) -> None:
+        if self.peek() != tok:
+            self.fail(f"'{tok}'")
+        self.i += 1
+
+    def whole(self):
+        tree = self.sum()
+        if self.peek() is not None:
+            self.fail("an operator")
+        return tree
+
+    def sum(self):
+        tree = self.product()
+        while self.peek() in ("+", "-"):
+            op = self.toks[self.i]
+            self.i += 1
+            tree = (op, tree, self.product())
+        return tree
+
+    def product(self):
+        tree = self.atom()
+        while self.peek() in ("*", "//"):
+            op = self.toks[self.i]
+            self.i += 1
+            tree = (op, tree, self.atom())
+        return tree
+
+    def atom(self):
+        tok = self.peek()
+        if tok is None:
+            self.fail("an extent")
+        self.i += 1
+        if tok.isdigit():
+            return ("int", int(tok))
+        if tok == "(":
+            tree = self.sum()
+            self.take(")")
+            return tree
+        if tok in _CALLS:
+            self.take("(")
+            if tok == "ceil":  # ceiling division, the one place '/' may stand: ceil(atom / atom)
+                a = self.atom()
+                self.take("/")
+                b = self.atom()
+                self.take(")")
+                return ("cdiv", a, b)
+            a = self.sum()
+            self.take(",")
+            b = self.sum()
+            self.take(")")
+            return (tok, a, b)
+        if tok[0].isalpha() or tok[0] == "_":
+            return ("name", tok)
+        self.i -= 1
+        self.fail("an extent")
+
+
+def parse(expr: str):
+    """The tree of `expr`; PlanError, naming it, where it is not in the grammar."""
+    if not isinstance(expr, str):
+        raise PlanError(f"extent expression {expr!r} is not a string")
+    return _parse(expr)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(expr: str):
+    return _Parser(expr).whole()
+
+
+def evaluate(expr: str, env: Mapping[str, int]) -> int:
+    """The value of extent expression `expr` with the extents `env`."""
+    def ev(t) -> int:
+        kind = t[0]
+        if kind == "int":
+            return t[1]
+        if kind == "name":
+            if t[1] not in env:
+                raise PlanError(f"extent '{t[1]}' is unknown (known: {', '.join(sorted(env))})")
+            return env[t[1]]
+        a, b = ev(t[1]), ev(t[2])
+        if kind == "+":
+            return a + b
+        if kind == "-":
+            return a - b
+        if kind == "*":
+            return a * b
+        if kind == "min":
+            return min(a, b)
+        if kind == "max":
+            return max(a, b)
+        if b == 0:
+            raise PlanError(f"division by zero in extent '{expr}'")
+        return a // b if kind == "//" else -(-a // b)
+    return ev(parse(expr))
+
+
+# -- typed plans ------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Value:
+    """A tensor of the function: its dtype, extents and, for an intermediate, the buffer slot it shares."""
+    dtype: str
+    dims: tuple[str, ...]
+    buffer: int | None = None
+
+
+@dataclass(frozen=True)
+class TensorView:
+    value: str
+    view: str       # one of VIEWS
+
+
+@dataclass(frozen=True)
+class ViewStep:
+    """A generated kernel over an [R, C] (or [B, R, C]) iteration space, its tensors seen through views."""
+    kernel: str
+    tensors: tuple[TensorView, ...]
+    R: str
+    C: str
+    block: tuple[int, int, int]
+    grid: tuple[str, str, str]
+    B: str = "1"
+    scalars: tuple[str, ...] = ()
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    value: str
+    shape: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class F32Arg:
+    f32: float
+
+
+@dataclass(frozen=True)
+class I64Arg:
+    i64: str
+
+
+Arg = Union[TensorArg, F32Arg, I64Arg]
+
+
+@dataclass(frozen=True)
+class MultipleOf:
+    expr: str
+    m: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """Another kernel for a step's arguments, launched in its place where `when` is positive."""
+    when: str
+    kernel: str
+    grid: tuple[str, str, str]
+    block: tuple[int, int, int]
+    smem: int = 0
+
+
+@dataclass(frozen=True)
+class ArgsStep:
+    """A kernel whose arguments are listed in order, tensors with shapes over the step's own `env`."""
+    kernel: str
+    env: Mapping[str, str]       # evaluated in order: an entry may use the entries before it
+    args: tuple[Arg, ...]
+    block: tuple[int, int, int]
+    grid: tuple[str, str, str]
+    batch: str | None = None
+    smem: int = 0
+    multiple_of: tuple[MultipleOf, ...] = ()
+    prefer: tuple[Alternative, ...] = ()
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class AliasStep:
+    """`alias` is `of`'s storage seen with its own extents (a reshape)."""
+    alias: str
+    of: str
+
+
+Step = Union[ViewStep, ArgsStep, AliasStep]
+
+
+@dataclass(frozen=True)
+class Plan:
+    params: tuple[str, ...]
+    args: tuple[str, ...]
+    results: tuple[str, ...]
+    values: Mapping[str, Value]
+    steps: tuple[Step, ...]
+    fallbacks: tuple[str, ...] = ()
+    outputs: tuple[int, ...] = ()
+    same_extents: tuple[tuple[str, str], ...] = ()
+
+    def to_json(self) -> dict:
+        """The plan's JSON document (docs/image-format.md); PlanError where an expression is outside the
+        grammar."""
+        doc = {"params": list(self.params), "args": list(self.args), "results": list(self.results),
+               "values": {k: _value_json(v) for k, v in self.values.items()},
+               "steps": [_step_json(s) for s in self.steps], "fallbacks": list(self.fallbacks),
+               "outputs": list(self.outputs)}
+        if self.same_extents:
+            doc["same_extents"] = [[_expr(a), _expr(b)] for a, b in self.same_extents]
+        return doc
+
+    @staticmethod
+    def from_json(doc) -> "Plan":
+        """The plan of a JSON document; PlanError where it is not one."""
+        r = _Fields(doc, "plan")
+        values = r.object("values")
+        plan = Plan(params=r.strings("params"), args=r.strings("args"), results=r.strings("results"),
+                    values={k: _value(v, f"value '{k}'") for k, v in values.items()},
+                    steps=tuple(_step(s, f"step {i}") for i, s in enumerate(r.list("steps"))),
+                    fallbacks=r.strings("fallbacks"), outputs=tuple(r.ints("outputs")),
+                    same_extents=tuple(_pair(p) for p in r.list("same_extents", ())))
+        r.done()
+        for vid in (*plan.args, *plan.results, *(v for s in plan.steps for v in uses(s))):
+            if vid not in plan.values:
+                raise PlanError(f"the plan uses value '{vid}', which its 'values' do not list")
+        return plan
+
+
+def uses(step: Step) -> list[str]:
+    """The ids of the values `step` reads or writes."""
+    if isinstance(step, AliasStep):
+        return [step.alias, step.of]
+    if isinstance(step, ViewStep):
+        return [t.value for t in step.tensors]
+    return [a.value for a in step.args if isinstance(a, TensorArg)]
+
+
+def chosen(step: ArgsStep, env: Mapping[str, int]) -> ArgsStep:
+    """`step` as it launches with extents `env` (DEVICE_UNITS included): its first "prefer" alternative whose
+    `when` is positive in place of its own kernel, grid, block and shared memory."""
+    for alt in step.prefer:
+        if evaluate(alt.when, env) > 0:
+            return dataclasses.replace(step, kernel=alt.kernel, grid=alt.grid, block=alt.block, smem=alt.smem)
+    return step
+
+
+def encode(plans: Mapping[str, Plan]) -> bytes:
+    """The `.tessera.plan` section of the functions' plans, by name."""
+    # member order is kept, not sorted: a step's env is evaluated in order
+    return json.dumps({"version": VERSION, "functions": {n: p.to_json() for n, p in plans.items()}}).encode()
+
+
+def decode(data: bytes) -> dict[str, Plan]:
     try:
         doc = json.loads(data.decode())
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise PlanError(f"the launch plan is not valid JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise PlanError("the launch plan is not a JSON object")
     if doc.get("version") != VERSION:
-        raise PlanError(f"launch plan version {doc.get('version')} is not {VERSION}")
-    return doc["functions"]
+        raise PlanError(f"launch plan version {doc.get('version')} is not {VERSION}, the version this "
+                        f"Tessera reads")
+    r = _Fields(doc, "the launch plan")
+    r.field("version", int)
+    functions = r.object("functions")
+    r.done()
+    return {name: Plan.from_json(p) for name, p in functions.items()}
 
 
-def chosen(step: dict, env: dict[str, int]) -> dict:
-    """`step` as it launches with extents `env` (DEVICE_UNITS included): its first "prefer" alternative whose
-    `when` is positive in place of its own kernel, grid, block and shared memory."""
-    for alt in step.get("prefer", []):
-        if evaluate(alt["when"], env) > 0:
-            return {**step, **{k: v for k, v in alt.items() if k != "when"}}
-    return step
+# -- the JSON form ------------------------------------------------------------------------------------------------
+
+def _expr(e) -> str:
+    parse(e)
+    return e
 
 
-def evaluate(expr: str, env: dict[str, int]) -> int:
-    def ev(node):
-        if isinstance(node, ast.Expression):
-            return ev(node.body)
-        if isinstance(node, ast.Constant) and type(node.value) is int:
-            return node.value
-        if isinstance(node, ast.Name):
-            if node.id not in env:
-                raise PlanError(f"extent '{node.id}' is unknown (known: {', '.join(sorted(env))})")
-            return env[node.id]
-        if isinstance(node, ast.BinOp) and type(node.op) in (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Div):
-            a, b = ev(node.left), ev(node.right)
-            if isinstance(node.op, ast.Add):
-                return a + b
-            if isinstance(node.op, ast.Sub):
-                return a - b
-            if isinstance(node.op, ast.Mult):
-                return a * b
-            if b == 0:
-                raise PlanError(f"division by zero in extent '{expr}'")
-            return a // b if isinstance(node.op, ast.FloorDiv) else a / b
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "ceil" \
-                and len(node.args) == 1:
-            return math.ceil(ev(node.args[0]))
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("max", "min") \
-                and len(node.args) == 2:
-            return (max if node.func.id == "max" else min)(ev(node.args[0]), ev(node.args[1]))
-        raise PlanError(f"unsupported extent expression '{expr}'")
-    try:
-        tree = ast.parse(expr, mode="eval")
-    except SyntaxError:
-        raise PlanError(f"malformed extent expression '{expr}'") from None
-    v = ev(tree)
-    if v != int(v):
-        raise PlanError(f"extent '{expr}' = {v} is not an integer")
-    return int(v)
+def _value_json(v: Value) -> dict:
+    doc = {"dtype": v.dtype, "dims": [_expr(d) for d in v.dims]}
+    if v.buffer is not None:
+        doc["buffer"] = v.buffer
+    return doc
+
+
+def _launch_json(block, grid) -> dict:
+    if len(block) != 3 or len(grid) != 3:
+        raise PlanError(f"a launch needs 3 block and 3 grid extents, not {list(block)} and {list(grid)}")
+    return {"block": [int(b) for b in block], "grid": [_expr(g) for g in grid]}
+
+
+def _arg_json(a: Arg) -> dict:
+    if isinstance(a, TensorArg):
+        return {"value": a.value, "shape": [_expr(d) for d in a.shape]}
+    if isinstance(a, F32Arg):
+        return {"f32": a.f32}
+    return {"i64": _expr(a.i64)}
+
+
+def _step_json(s: Step) -> dict:
+    if isinstance(s, AliasStep):
+        return {"alias": s.alias, "of": s.of}
+    doc = {"kernel": s.kernel}
+    if s.source is not None:
+        doc["source"] = s.source
+    if isinstance(s, ViewStep):
+        for t in s.tensors:
+            if t.view not in VIEWS:
+                raise PlanError(f"step '{s.kernel}': view '{t.view}' is not one of {', '.join(VIEWS)}")
+        doc.update(tensors=[{"value": t.value, "view": t.view} for t in s.tensors], R=_expr(s.R), C=_expr(s.C),
+                   **_launch_json(s.block, s.grid))
+        if s.B != "1":
+            doc["B"] = _expr(s.B)
+        if s.scalars:
+            doc["scalars"] = [_expr(e) for e in s.scalars]
+        return doc
+    doc.update(env={k: _expr(e) for k, e in s.env.items()}, args=[_arg_json(a) for a in s.args],
+               **_launch_json(s.block, s.grid))
+    if s.batch is not None:
+        doc["batch"] = s.batch
+    if s.smem:
+        doc["smem"] = s.smem
+    if s.multiple_of:
+        doc["multiple_of"] = [[_expr(m.expr), m.m, m.reason] for m in s.multiple_of]
+    if s.prefer:
+        doc["prefer"] = [{"when": _expr(a.when), "kernel": a.kernel, **_launch_json(a.block, a.grid),
+                          **({"smem": a.smem} if a.smem else {})} for a in s.prefer]
+    return doc
+
+
+class _Fields:
+    """Reads a JSON object's members by type; every failure, and every member left unread (`done`), is a
+    PlanError naming `where`."""
+
+    def __init__(self, doc, where: str):
+        if not isinstance(doc, dict):
+            raise PlanError(f"{where} is not a JSON object: {doc!r}")
+        self.doc, self.where, self.read = doc, where, set()
+
+    def field(self, key: str, kind, default=...):
+        self.read.add(key)
+        if key not in self.doc:
+            if default is ...:
+                raise PlanError(f"{self.where} has no '{key}'")
+            return default
+        v = self.doc[key]
+        if not isinstance(v, kind) or isinstance(v, bool):
+            raise PlanError(f"{self.where}: '{key}' is {v!r}, not {getattr(kind, '__name__', 'a number')}")
+        return v
+
+    def list(self, key: str, default=...) -> list:
+        return self.field(key, list, default)
+
+    def object(self, key: str) -> dict:
+        return self.field(key, dict)
+
+    def strings(self, key: str, default=...) -> tuple[str, ...]:
+        items = self.list(key, default)
+        if not all(isinstance(x, str) for x in items):
+            raise PlanError(f"{self.where}: '{key}' must hold strings, not {items!r}")
+        return tuple(items)
+
+    def ints(self, key: str, n: int | None = None) -> list[int]:
+        items = self.list(key)
+        if not all(type(x) is int for x in items) or (n is not None and len(items) != n):
+            raise PlanError(f"{self.where}: '{key}' must be {n or 'a list of'} integers, not {items!r}")
+        return items
+
+    def exprs(self, key: str, default=..., n: int | None = None) -> tuple[str, ...]:
+        items = self.strings(key, default)
+        if n is not None and len(items) != n:
+            raise PlanError(f"{self.where}: '{key}' must be {n} extent expressions, not {list(items)!r}")
+        for e in items:
+            parse(e)
+        return items
+
+    def expr(self, key: str, default=...) -> str:
+        e = self.field(key, str, default)
+        parse(e)
+        return e
+
+    def done(self) -> None:
+        unknown = sorted(set(self.doc) - self.read)
+        if unknown:
+            raise PlanError(f"{self.where} has unknown member{'s' if len(unknown) > 1 else ''} "
+                            f"{', '.join(repr(k) for k in unknown)}")
+
+
+def _value(doc, where: str) -> Value:
+    r = _Fields(doc, where)
+    v = Value(dtype=r.field("dtype", str), dims=r.exprs("dims"), buffer=r.field("buffer", int, None))
+    r.done()
+    return v
+
+
+def _pair(doc) -> tuple[str, str]:
+    if not (isinstance(doc, list) and len(doc) == 2 and all(isinstance(x, str) for x in doc)):
+        raise PlanError(f"a 'same_extents' entry must be two extent names, not {doc!r}")
+    return tuple(_expr(x) for x in doc)
+
+
+def _step(doc, where: str) -> Step:
+    r = _Fields(doc, where)
+    if isinstance(doc, dict) and "alias" in doc:
+        s = AliasStep(alias=r.field("alias", str), of=r.field("of", str))
+        r.done()
+        return s
+    kernel = r.field("kernel", str)
+    r.where = f"{where} ('{kernel}')"
+    launch = {"block": tuple(r.ints("block", 3)), "grid": r.exprs("grid", n=3), "source": r.field("source", str, None)}
+    if "args" not in doc:
+        tensors = []
+        for t in r.list("tensors"):
+            tr = _Fields(t, f"{r.where}: a tensor")
+            tensors.append(TensorView(value=tr.field("value", str), view=tr.field("view", str)))
+            tr.done()
+            if tensors[-1].view not in VIEWS:
+                raise PlanError(f"{r.where}: view '{tensors[-1].view}' is not one of {', '.join(VIEWS)}")
+        s = ViewStep(kernel=kernel, tensors=tuple(tensors), R=r.expr("R"), C=r.expr("C"), B=r.expr("B", "1"),
+                     scalars=r.exprs("scalars", ()), **launch)
+        r.done()
+        return s
+    env = r.object("env")
+    for k, e in env.items():
+        if not isinstance(e, str):
+            raise PlanError(f"{r.where}: env '{k}' is {e!r}, not an extent expression")
+        parse(e)
+    s = ArgsStep(kernel=kernel, env=env, args=tuple(_arg(a, r.where) for a in r.list("args")),
+                 batch=r.field("batch", str, None), smem=r.field("smem", int, 0),
+                 multiple_of=tuple(_multiple(m, r.where) for m in r.list("multiple_of", ())),
+                 prefer=tuple(_alternative(a, r.where) for a in r.list("prefer", ())), **launch)
+    r.done()
+    return s
+
+
+def _arg(doc, where: str) -> Arg:
+    r = _Fields(doc, f"{where}: an argument")
+    if "value" in doc:
+        a = TensorArg(value=r.field("value", str), shape=r.exprs("shape"))
+    elif "f32" in doc:
+        a = F32Arg(float(r.field("f32", (int, float))))
+    else:
+        a = I64Arg(r.expr("i64"))
+    r.done()
+    return a
+
+
+def _multiple(doc, where: str) -> MultipleOf:
+    if not (isinstance(doc, list) and len(doc) == 3 and isinstance(doc[0], str) and type(doc[1]) is int
+            and isinstance(doc[2], str)):
+        raise PlanError(f"{where}: a 'multiple_of' entry must be [expression, integer, reason], not {doc!r}")
+    return MultipleOf(_expr(doc[0]), doc[1], doc[2])
+
+
+def _alternative(doc, where: str) -> Alternative:
+    r = _Fields(doc, f"{where}: a 'prefer' alternative")
+    a = Alternative(when=r.expr("when"), kernel=r.field("kernel", str), grid=r.exprs("grid", n=3),
+                    block=tuple(r.ints("block", 3)), smem=r.field("smem", int, 0))
+    r.done()
+    return a
+
+

@@ -29,8 +29,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ... import plan
 from ...mlir import arith, func, ir, memref, scf, vector
-from ...passes import vmath
+from ...passes import fusion, vmath
+from ...passes.graph_shapes import product
 from ...passes.simt_to_warps import philox_uniform
 from .gemm_schedule import vector_isa
 from .irbuild import LAUNCH_ARGS, add, idx, lt, mul, scf_for, smin, sub, zeros
@@ -303,10 +305,9 @@ class _Body:
 
 # -- a fusion group as a plan step ----------------------------------------------------------------------------
 
-def lower(kname: str, ops: list, dims: dict, record, module) -> list[dict]:
+def lower(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     """The plan step of an attention group (passes/fusion.py: matmul, [scale], softmax, [dropout], matmul);
-    its kernel is added to `module`. `record(value)` names a value of the function."""
-    from ...passes import fusion
+    its kernel is added to the module (`ctx`: a passes.lowering_context.LoweringContext)."""
     qk, pv = ops[0], ops[-1]
     scale, causal, drop = 1.0, False, None
     for op in ops[1:-1]:
@@ -321,11 +322,11 @@ def lower(kname: str, ops: list, dims: dict, record, module) -> list[dict]:
                     ir.IntegerAttr(op.attributes["offset"]).value)
     spec = AttentionSpec(kname, scale=scale, causal=causal, dropout=drop)
     with qk.location:
-        build_attention(module, spec)
-    from ...passes.graph_shapes import product
+        build_attention(ctx.module, spec)
     q, kt, v = qk.operands[0], qk.operands[1], pv.operands[1]
+    dims = ctx.dims
     dq = dims[q]
     env = {"B": product(dq[:-2]), "SQ": dq[-2], "D": dq[-1], "SK": dims[kt][-1], "DV": dims[v][-1]}
-    args = [(q, ["B", "SQ", "D"]), (kt, ["B", "D", "SK"]), (v, ["B", "SK", "DV"]), (pv.results[0], ["B", "SQ", "DV"])]
-    return [{"kernel": kname, "env": env, "args": [{"value": record(x), "shape": s} for x, s in args],
-             "block": [1, 1, 1], "grid": [f"ceil(SQ/{spec.rows})", "B", "1"]}]
+    args = [(q, ("B", "SQ", "D")), (kt, ("B", "D", "SK")), (v, ("B", "SK", "DV")), (pv.results[0], ("B", "SQ", "DV"))]
+    return [plan.ArgsStep(kname, env=env, args=tuple(plan.TensorArg(ctx.record(x), s) for x, s in args),
+                          block=(1, 1, 1), grid=(f"ceil(SQ/{spec.rows})", "B", "1"))]

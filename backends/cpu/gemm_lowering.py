@@ -9,6 +9,7 @@ per batch entry (the plan step's `batch`). The blocking is what the schedule pha
 
 from __future__ import annotations
 
+from ... import plan
 from ...diagnostics import LoweringError
 from ...mlir import ir
 from ...passes import fusion, graph_shapes, schedule_ir
@@ -48,14 +49,12 @@ def _epilogue(ops: list) -> tuple[list, list]:
     return steps, extras
 
 
-def lower(kname: str, ops: list, dims: dict, record, temporary, compile_source, module) -> list[dict]:
-    """The plan steps of one GEMM group (its kernels are added to `module`). `record(value)` names a value
-    of the function; `temporary(id, dtype, dims=None, tag="")` makes a plan value of another dtype with the
-    same extents (or `dims`), its name told apart by `tag`; `compile_source(src, filename)` builds generated
-    kernel source into the module."""
+def lower(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
+    """The plan steps of one GEMM group; its kernels are added to the module (`ctx`: a
+    passes.lowering_context.LoweringContext)."""
     mm = ops[0]
     a, b = mm.operands[0], mm.operands[1]
-    da, db = dims[a], dims[b]
+    da, db = ctx.dims[a], ctx.dims[b]
     batched = len(db) > 2
     if batched and len(da) != len(db):
         raise LoweringError(mm, "the CPU backend multiplies batches of equal rank only (yet), not "
@@ -72,39 +71,35 @@ def lower(kname: str, ops: list, dims: dict, record, temporary, compile_source, 
     lead = ["BATCH"] if batched else []
     spec = gemm.GemmSpec(kname, dtype=element_dtype(a), epilogue=tuple(steps), schedule=_schedule(mm))
     with mm.location:
-        gemm.build_gemm(module, spec)
+        gemm.build_gemm(ctx.module, spec)
     # The GEMM accumulates and stores f32; a narrower result is rounded by a second, elementwise kernel.
-    result = record(out)
-    c = result if out_dtype == "f32" else temporary(result, "f32")
-    args = [{"value": record(a), "shape": lead + ["M", "K"]}, {"value": record(b), "shape": lead + ["K", "N"]},
-            {"value": c, "shape": lead + ["M", "N"]}]
+    result = ctx.record(out)
+    c = result if out_dtype == "f32" else ctx.temporary(result, "f32")
+    args = [plan.TensorArg(ctx.record(a), (*lead, "M", "K")), plan.TensorArg(ctx.record(b), (*lead, "K", "N")),
+            plan.TensorArg(c, (*lead, "M", "N"))]
     steps = []
 
     def convert(src: str, dst: str, src_dtype: str, dst_dtype: str, rows: str) -> None:
         cname = f"{kname}_{src_dtype}_to_{dst_dtype}_{len(steps)}"
-        compile_source(kernelgen.convert(cname, src_dtype, dst_dtype), f"<tessera:{cname}>")
-        steps.append({"kernel": cname, "env": {"M": M, "N": N, "ROWS": rows},
-                      "args": [{"value": src, "shape": ["ROWS", "N"]}, {"value": dst, "shape": ["ROWS", "N"]}],
-                      "block": [128, 1, 1], "grid": ["ceil(N/128)", "ROWS", "1"]})
+        ctx.build(kernelgen.convert(cname, src_dtype, dst_dtype), f"<tessera:{cname}>")
+        steps.append(plan.ArgsStep(cname, env={"M": M, "N": N, "ROWS": rows}, block=(128, 1, 1),
+                                   args=(plan.TensorArg(src, ("ROWS", "N")), plan.TensorArg(dst, ("ROWS", "N"))),
+                                   grid=("ceil(N/128)", "ROWS", "1")))
 
     for role, v in extras:  # in the kernel's parameter order: the epilogue's steps, in order
         if role == "alpha":
-            args.append({"f32": v})
+            args.append(plan.F32Arg(v))
             continue
-        vid, rows = record(v), ("1" if role == "bias" else graph_shapes.product(da[:-1]))
+        vid, rows = ctx.record(v), ("1" if role == "bias" else graph_shapes.product(da[:-1]))
         if element_dtype(v) != "f32":  # epilogue operands enter the f32 accumulator's arithmetic as f32
-            wide = temporary(vid, "f32")
+            wide = ctx.temporary(vid, "f32")
             convert(vid, wide, element_dtype(v), "f32", rows)
             vid = wide
-        args.append({"value": vid, "shape": ["N"] if role == "bias" else lead + ["M", "N"]})
+        args.append(plan.TensorArg(vid, ("N",) if role == "bias" else (*lead, "M", "N")))
     s = spec.schedule
-    env = {"M": M, "K": K, "N": N}
-    step = {"kernel": kname, "env": env, "args": args, "block": [1, 1, 1],
-            "grid": [f"ceil(N/{s.nc})", f"ceil(M/{s.mb})", "1"]}
-    if batched:
-        env["BATCH"] = graph_shapes.product(da[:-2])
-        step["batch"] = "BATCH"
-    steps.append(step)
+    env = {"M": M, "K": K, "N": N, **({"BATCH": graph_shapes.product(da[:-2])} if batched else {})}
+    steps.append(plan.ArgsStep(kname, env=env, args=tuple(args), block=(1, 1, 1),
+                               grid=(f"ceil(N/{s.nc})", f"ceil(M/{s.mb})", "1"), batch="BATCH" if batched else None))
     if out_dtype != "f32":
         convert(c, result, "f32", out_dtype, graph_shapes.product(da[:-1]))
     return steps

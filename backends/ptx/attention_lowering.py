@@ -4,6 +4,7 @@ keep their own lengths (SQ, SK); the head dimension is static."""
 
 from __future__ import annotations
 
+from ... import plan
 from ...diagnostics import LoweringError
 from ...mlir import ir
 from ...passes import graph_shapes
@@ -11,8 +12,11 @@ from ...passes.kernelgen import element_dtype
 from . import attention_sm90, generated
 
 
-def lower(arch: str, kname: str, ops: list, dims: dict, record, module) -> list[dict]:
+def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
+    """The plan step of a flash_attention on `arch`; its kernel is declared in the module (`ctx`: a
+    passes.lowering_context.LoweringContext)."""
     (op,) = ops
+    dims = ctx.dims
     if arch != "sm_90a":
         raise LoweringError(op, f"flash_attention on the ptx target needs --arch sm_90a (its tensor-core "
                                 f"kernel), not {arch}")
@@ -40,12 +44,11 @@ def lower(arch: str, kname: str, ops: list, dims: dict, record, module) -> list[
     params = [("Q", dt, ("BH", "SQ", D)), ("K", dt, ("BH", "SK", D)), ("V", dt, ("BH", "SK", D)),
               ("O", dt, ("BH", "SQ", D))]
     with op.location:
-        generated.declare(module, kname, params, attention_sm90.generate(spec), [3], {
+        generated.declare(ctx.module, kname, params, attention_sm90.generate(spec), [3], {
             "ptx.tensor_maps": spec.tensor_maps, "tile.M": str(attention_sm90.BM), "tile.N": str(spec.block_n),
             "tile.K": str(D), "pipeline.stages": str(spec.stages), "attention.causal": str(causal).lower()})
     env = {"BH": graph_shapes.product(dq[:-2]), "SQ": dq[-2], "SK": dk[-2]}
-    shape = lambda s: ["BH", s, str(D)]  # noqa: E731
-    return [{"kernel": kname, "env": env, "block": [spec.threads, 1, 1], "smem": spec.smem_bytes,
-             "grid": [f"ceil(SQ/{attention_sm90.BM})", "BH", "1"],
-             "args": [{"value": record(q), "shape": shape("SQ")}, {"value": record(k), "shape": shape("SK")},
-                      {"value": record(v), "shape": shape("SK")}, {"value": record(out), "shape": shape("SQ")}]}]
+    args = tuple(plan.TensorArg(ctx.record(x), ("BH", s, str(D))) for x, s in ((q, "SQ"), (k, "SK"), (v, "SK"),
+                                                                              (out, "SQ")))
+    return [plan.ArgsStep(kname, env=env, args=args, block=(spec.threads, 1, 1), smem=spec.smem_bytes,
+                          grid=(f"ceil(SQ/{attention_sm90.BM})", "BH", "1"))]

@@ -13,6 +13,7 @@ container holds only fp8 values — so the rounding mode of cvt (to nearest, sat
 
 from __future__ import annotations
 
+from ... import plan
 from .hopper import FP8
 from .nvvm_text import Writer, module
 
@@ -89,13 +90,12 @@ def generate(name: str, dtype: str, transpose: bool) -> str:
     return module(kernel)
 
 
-def step(name: str, transpose: bool, src: str, dst: str, env: dict, lead: list[str]) -> dict:
+def step(name: str, transpose: bool, src: str, dst: str, env: dict, lead: tuple[str, ...]) -> plan.ArgsStep:
     """The plan step running kernel `name` on plan values `src` → `dst`. `env` binds R (rows), K, N and KP;
-    `lead` is ["BATCH"] when the step runs once per batch entry."""
+    `lead` is ("BATCH",) when the step runs once per batch entry."""
     if transpose:
-        shapes, grid = (["K", "N"], ["N", "KP"]), [f"ceil(N/{THREADS})", f"KP//{GROUP}", "1"]
+        shapes, grid = (("K", "N"), ("N", "KP")), (f"ceil(N/{THREADS})", f"KP//{GROUP}", "1")
     else:
-        shapes, grid = (["R", "K"], ["R", "KP"]), [f"ceil(KP/{GROUP * THREADS})", "min(R, 65535)", "1"]
-    s = {"kernel": name, "env": env, "block": [THREADS, 1, 1], "grid": grid,
-         "args": [{"value": src, "shape": lead + shapes[0]}, {"value": dst, "shape": lead + shapes[1]}]}
-    return dict(s, batch="BATCH") if lead else s
+        shapes, grid = (("R", "K"), ("R", "KP")), (f"ceil(KP/{GROUP * THREADS})", "min(R, 65535)", "1")
+    return plan.ArgsStep(name, env=env, block=(THREADS, 1, 1), grid=grid, batch="BATCH" if lead else None,
+                         args=(plan.TensorArg(src, (*lead, *shapes[0])), plan.TensorArg(dst, (*lead, *shapes[1]))))

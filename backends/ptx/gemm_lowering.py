@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ... import plan
 from ...diagnostics import LoweringError
 from ...mlir import func, ir, passmanager, translate_module_to_llvmir
 from ...passes import graph_shapes, schedule_ir
@@ -25,9 +26,11 @@ from . import ampere, fp8_pack, gemm_common, gemm_sm80, gemm_sm90, generated
 TENSOR_CORE_ARCHS = gemm_sm80.ARCHS
 
 
-def lower(arch: str, kname: str, ops: list, dims: dict, record, temporary, compile_source, module) -> list[dict]:
-    """The plan steps of one GEMM group on `arch` (its kernel is added to `module`)."""
+def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
+    """The plan steps of one GEMM group on `arch`; its kernels are declared in the module (`ctx`: a
+    passes.lowering_context.LoweringContext)."""
     mm = ops[0]
+    dims = ctx.dims
     if arch not in TENSOR_CORE_ARCHS:
         raise LoweringError(mm, f"matmul on the ptx target needs a tensor-core architecture (--arch "
                                 f"{', '.join(TENSOR_CORE_ARCHS)}), not {arch}")
@@ -42,8 +45,8 @@ def lower(arch: str, kname: str, ops: list, dims: dict, record, temporary, compi
         raise LoweringError(mm, f"the ptx tensor-core GEMMs take bf16, f16 or tf32 operands of one dtype, "
                                 f"not {dt} @ {element_dtype(b)}{hint}")
     if arch != "sm_90a" or dt == "tf32":
-        return _lower_sm80(arch, kname, ops, dims, record, module)
-    names, env, params, args, operand_dtypes = _signature(ops, dims, record)
+        return _lower_sm80(arch, ctx, kname, ops)
+    names, env, params, args, operand_dtypes = _signature(ops, ctx)
     fp8 = [ir.StringAttr(f).value for f in ir.ArrayAttr(mm.attributes["tessera.fp8_operands"])] \
         if "tessera.fp8_operands" in mm.attributes else None
     tile = _tile(mm)
@@ -58,25 +61,26 @@ def lower(arch: str, kname: str, ops: list, dims: dict, record, temporary, compi
         raise LoweringError(mm, str(e)) from None
     steps = []
     if fp8:
-        steps = _pack_fp8(kname, mm, fp8, dims, params, args, env, temporary, module)
-    step = _declare_sm90(module, mm, spec, params, fp8)
+        steps = _pack_fp8(ctx, kname, mm, fp8, params, args, env)
+    launch = _declare_sm90(ctx.module, mm, spec, params, fp8)
     other = _other_tile(spec) if not fp8 and _at_launch(mm) else None
+    prefer = ()
     if other is not None:  # symbolic M or N: the launch picks the tile shape the cost model prefers then
-        alt = _declare_sm90(module, mm, dataclasses.replace(other, name=f"{kname}_n{other.bn}"), params, fp8)
-        step["prefer"] = [dict(alt, when=_prefer_when(other, spec))]
-    return steps + [_batched(env, {"env": env, "args": args, **step})]
+        alt = _declare_sm90(ctx.module, mm, dataclasses.replace(other, name=f"{kname}_n{other.bn}"), params, fp8)
+        prefer = (plan.Alternative(when=_prefer_when(other, spec), **alt),)
+    return steps + [plan.ArgsStep(env=env, args=tuple(args), batch=_batch(env), prefer=prefer, **launch)]
 
 
 def _declare_sm90(module, mm, spec: gemm_sm90.Sm90GemmSpec, params: list, fp8) -> dict:
-    """Declares `spec`'s kernel; returns what its plan step needs to launch it: a persistent grid of a CTA
-    per multiprocessor at most, each striding over the tiles."""
+    """Declares `spec`'s kernel; returns how its plan step launches it (kernel, block, smem, grid): a
+    persistent grid of a CTA per multiprocessor at most, each striding over the tiles."""
     with mm.location:
         generated.declare(module, spec.name, params, gemm_sm90.generate(spec, _activations(spec.epilogue)), [2], {
             "ptx.tensor_maps": spec.tensor_maps, "tile.M": str(spec.bm), "tile.N": str(spec.bn),
             "tile.K": str(spec.bk), "pipeline.stages": str(spec.stages), "epilogue": ",".join(spec.epilogue),
             **({"ptx.mma": f"wgmma m64n{spec.bn}k32 {fp8[0]} x {fp8[1]}"} if fp8 else {})})
-    return {"kernel": spec.name, "block": [spec.threads, 1, 1], "smem": spec.smem_bytes,
-            "grid": [f"min({_tiles(spec)}, DEVICE_UNITS)", "1", "1"]}
+    return {"kernel": spec.name, "block": (spec.threads, 1, 1), "smem": spec.smem_bytes,
+            "grid": (f"min({_tiles(spec)}, DEVICE_UNITS)", "1", "1")}
 
 
 def _tiles(spec) -> str:
@@ -106,78 +110,77 @@ def _prefer_when(alt, chosen) -> str:
             f"{rate[chosen.bn]}*{tc}*ceil(({ta})/DEVICE_UNITS)")
 
 
-def _pack_fp8(kname: str, mm, fp8: list, dims: dict, params: list, args: list, env: dict, temporary,
-              module) -> list[dict]:
+def _pack_fp8(ctx, kname: str, mm, fp8: list, params: list, args: list, env: dict) -> list[plan.ArgsStep]:
     """The steps packing a GEMM's fp8 operands (formats `fp8`: A's, B's) from their f16 containers
     (fp8_pack.py): A to [.., KP] and B transposed to [.., N, KP], one-byte elements, K padded with zeros to KP
     (a multiple of 16). Rewrites the GEMM's `params`, `args` and `env` to read the packed operands: A (M, KP),
     B (N, KP)."""
     fa, fb = fp8
     a, b = mm.operands[0], mm.operands[1]
-    da, db = dims[a], dims[b]
+    da, db = ctx.dims[a], ctx.dims[b]
     kp = fp8_pack.padded(da[-1])
-    lead = ["BATCH"] if "BATCH" in env else []
-    pa = temporary(args[0]["value"], fa, [*da[:-1], kp])
-    pb = temporary(args[1]["value"], fb, [*db[:-2], db[-1], kp], "_t")
+    lead = ("BATCH",) if "BATCH" in env else ()
+    pa = ctx.temporary(args[0].value, fa, [*da[:-1], kp])
+    pb = ctx.temporary(args[1].value, fb, [*db[:-2], db[-1], kp], "_t")
     steps = []
     for name, dt, transpose, src, dst, senv in (
-            (f"{kname}_pack_a", fa, False, args[0]["value"], pa,
+            (f"{kname}_pack_a", fa, False, args[0].value, pa,
              {"R": graph_shapes.product(da[:-1]), "K": da[-1]}),
-            (f"{kname}_pack_b", fb, True, args[1]["value"], pb,
+            (f"{kname}_pack_b", fb, True, args[1].value, pb,
              {"K": db[-2], "N": db[-1], **({"BATCH": env["BATCH"]} if lead else {})})):
         senv["KP"] = fp8_pack.padded("K")
         shapes = (("K", "N"), ("N", "KP")) if transpose else (("R", "K"), ("R", "KP"))
         with mm.location:
-            generated.declare(module, name, [("src", "f16", shapes[0]), ("dst", dt, shapes[1])],
+            generated.declare(ctx.module, name, [("src", "f16", shapes[0]), ("dst", dt, shapes[1])],
                               fp8_pack.generate(name, dt, transpose), [1], {"fp8.pack": "cols" if transpose else "rows"})
-        steps.append(fp8_pack.step(name, transpose, src, dst, senv, lead if transpose else []))
+        steps.append(fp8_pack.step(name, transpose, src, dst, senv, lead if transpose else ()))
     env["KP"] = fp8_pack.padded("K")
     params[0], params[1] = ("A", fa, ("M", "KP")), ("B", fb, ("N", "KP"))
-    args[0] = {"value": pa, "shape": lead + ["M", "KP"]}
-    args[1] = {"value": pb, "shape": lead + ["N", "KP"]}
+    args[0] = plan.TensorArg(pa, (*lead, "M", "KP"))
+    args[1] = plan.TensorArg(pb, (*lead, "N", "KP"))
     return steps
 
 
-def _batched(env: dict, step: dict) -> dict:
-    return dict(step, batch="BATCH") if "BATCH" in env else step
+def _batch(env: dict) -> str | None:
+    return "BATCH" if "BATCH" in env else None
 
 
-def _signature(ops: list, dims: dict, record) -> tuple:
+def _signature(ops: list, ctx) -> tuple:
     """(epilogue step names, the step's env, the kernel's parameters, the step's arguments, the bias and
     residual dtypes) of a GEMM group: A, B, C, then the epilogue's operands in step order, then M, K, N.
     Batch axes of the lhs alone fold into its rows; batches of both (equal rank) make the step run once per
     batch entry (the plan's "batch", as on the CPU)."""
     mm = ops[0]
     a, b, out = mm.operands[0], mm.operands[1], ops[-1].results[0]
-    dt, da, db = element_dtype(a), dims[a], dims[b]
+    dt, da, db = element_dtype(a), ctx.dims[a], ctx.dims[b]
     steps, extras = _epilogue(ops)
     batched = len(db) > 2
-    lead = ["BATCH"] if batched else []
+    lead = ("BATCH",) if batched else ()
     env = {"M": da[-2] if batched else graph_shapes.product(da[:-1]), "K": da[-1], "N": db[-1]}
     if batched:
         env["BATCH"] = graph_shapes.product(da[:-2])
     params = [("A", dt, ("M", "K")), ("B", dt, ("K", "N")), ("C", element_dtype(out), ("M", "N"))]
-    args = [{"value": record(a), "shape": lead + ["M", "K"]}, {"value": record(b), "shape": lead + ["K", "N"]},
-            {"value": record(out), "shape": lead + ["M", "N"]}]
+    args = [plan.TensorArg(ctx.record(a), (*lead, "M", "K")), plan.TensorArg(ctx.record(b), (*lead, "K", "N")),
+            plan.TensorArg(ctx.record(out), (*lead, "M", "N"))]
     operand_dtypes = {}
     for role, v in extras:
         if role == "alpha":
             params.append(("alpha", "f32", None))
-            args.append({"f32": v})
+            args.append(plan.F32Arg(v))
             continue
         shape = ("N",) if role == "bias" else ("M", "N")
         operand_dtypes[f"{role}_dtype"] = element_dtype(v)
         params.append((role, element_dtype(v), shape))
-        args.append({"value": record(v), "shape": (lead if role != "bias" else []) + list(shape)})
+        args.append(plan.TensorArg(ctx.record(v), (*(lead if role != "bias" else ()), *shape)))
     return tuple(s[0] for s in steps), env, params, args, operand_dtypes
 
 
-def _lower_sm80(arch: str, kname: str, ops: list, dims: dict, record, module) -> list[dict]:
+def _lower_sm80(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     """The group as gemm_sm80's kernel: one CTA per tile. Its copies move 16-byte chunks of A's and B's
     rows, so K and N must be multiples of a chunk's elements: refused here when static, checked by the
     plan (`multiple_of`) at the launch when not."""
     mm = ops[0]
-    names, env, params, args, operand_dtypes = _signature(ops, dims, record)
+    names, env, params, args, operand_dtypes = _signature(ops, ctx)
     dt, out_dt = params[0][1], params[2][1]
     # sm_90a runs this kernel for tf32 only; the schedule phase chose for the wgmma kernel then
     tile = _tile_sm80(mm) if arch != "sm_90a" else {}
@@ -193,13 +196,13 @@ def _lower_sm80(arch: str, kname: str, ops: list, dims: dict, record, module) ->
             raise LoweringError(mm, f"{d} = {v} is not a multiple of {spec.chunk}: {why}")
     mma, t = ampere.MMA[dt]
     with mm.location:
-        generated.declare(module, kname, params, gemm_sm80.generate(spec, _activations(spec.epilogue)), [2], {
+        generated.declare(ctx.module, kname, params, gemm_sm80.generate(spec, _activations(spec.epilogue)), [2], {
             "tile.M": str(spec.bm), "tile.N": str(spec.bn), "tile.K": str(spec.bk),
             "pipeline.stages": str(spec.stages), "epilogue": ",".join(spec.epilogue),
             "ptx.mma": f"mma.sync.aligned.{mma}.row.col.f32.{t}.{t}.f32"})
-    return [_batched(env, {"kernel": kname, "env": env, "args": args, "block": [spec.threads, 1, 1],
-                           "grid": [f"ceil(M/{spec.bm})*ceil(N/{spec.bn})", "1", "1"], "smem": spec.smem_bytes,
-                           "multiple_of": [["K", spec.chunk, why], ["N", spec.chunk, why]]})]
+    return [plan.ArgsStep(kname, env=env, args=tuple(args), block=(spec.threads, 1, 1), smem=spec.smem_bytes,
+                          grid=(f"ceil(M/{spec.bm})*ceil(N/{spec.bn})", "1", "1"), batch=_batch(env),
+                          multiple_of=(plan.MultipleOf("K", spec.chunk, why), plan.MultipleOf("N", spec.chunk, why)))]
 
 
 # (N of the tile, stages, throughput of a busy SM relative to 128×256 tiles: measured on an H200)

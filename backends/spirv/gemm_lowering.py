@@ -16,6 +16,7 @@ naive loop use.
 
 from __future__ import annotations
 
+from ... import plan
 from ...diagnostics import LoweringError
 from ...passes import graph_shapes, kernelgen
 from ...passes.kernelgen import element_dtype
@@ -65,11 +66,12 @@ def source(name: str, dtype: str, out_dtype: str, steps: list, extras: list) -> 
         f"        C[r, c] = {store}", ""])
 
 
-def lower(kname: str, ops: list, dims: dict, record, temporary, compile_source, module) -> list[dict]:
-    """The plan step of one GEMM group (its kernel is added to `module` through `compile_source`)."""
+def lower(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
+    """The plan step of one GEMM group; its kernel is added to the module (`ctx`: a
+    passes.lowering_context.LoweringContext)."""
     mm = ops[0]
     a, b = mm.operands[0], mm.operands[1]
-    da, db = dims[a], dims[b]
+    da, db = ctx.dims[a], ctx.dims[b]
     if len(db) > 2:
         raise LoweringError(mm, "the spirv GEMM multiplies by a 2-D rhs only (yet); batch axes of the lhs "
                                 "fold into its rows")
@@ -82,14 +84,14 @@ def lower(kname: str, ops: list, dims: dict, record, temporary, compile_source, 
     if dt == "f64":
         raise LoweringError(mm, "the spirv GEMM accumulates in f32: f64 operands would lose precision")
     text = source(kname, dt, out_dt, steps, extras)
-    compile_source(text, f"<tessera:{kname}>")
-    args = [{"value": record(a), "shape": ["M", "K"]}, {"value": record(b), "shape": ["K", "N"]},
-            {"value": record(out), "shape": ["M", "N"]}]
+    ctx.build(text, f"<tessera:{kname}>")
+    args = [plan.TensorArg(ctx.record(a), ("M", "K")), plan.TensorArg(ctx.record(b), ("K", "N")),
+            plan.TensorArg(ctx.record(out), ("M", "N"))]
     for role, v in extras:
         if role == "alpha":
-            args.append({"f32": v})
+            args.append(plan.F32Arg(v))
         else:
-            args.append({"value": record(v), "shape": ["N"] if role == "bias" else ["M", "N"]})
+            args.append(plan.TensorArg(ctx.record(v), ("N",) if role == "bias" else ("M", "N")))
     M, K, N = graph_shapes.product(da[:-1]), da[-1], db[-1]
-    return [{"kernel": kname, "source": text, "env": {"M": M, "K": K, "N": N}, "args": args, "block": list(BLOCK),
-             "grid": [f"ceil(N/{BLOCK[0]})", f"ceil(M/{BLOCK[1]})", "1"]}]
+    return [plan.ArgsStep(kname, source=text, env={"M": M, "K": K, "N": N}, args=tuple(args), block=BLOCK,
+                          grid=(f"ceil(N/{BLOCK[0]})", f"ceil(M/{BLOCK[1]})", "1"))]
