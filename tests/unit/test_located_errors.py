@@ -1,0 +1,25 @@
+"""tessera.diagnostics: one location format read in one place, one lowering error, both turned into a
+CompileError at the user's file:line:col."""
+
+from tessera.dialects import make_context
+from tessera.diagnostics import CompileError, LoweringError, parse_location
+from tessera.mlir import ir
+
+
+def test_parse_location_reads_mlir_locations_as_printed():
+    with make_context():
+        assert parse_location(str(ir.Location.file("k.py", 7, 9))) == ("k.py", 7, 9)
+        named = ir.Location.name("x", childLoc=ir.Location.file("k.py", 3, 1))
+        assert parse_location(str(named)) == ("k.py", 3, 1)
+        assert parse_location(str(ir.Location.unknown())) is None
+
+
+def test_a_lowering_error_is_a_compile_error_at_its_op():
+    with make_context():
+        module = ir.Module.parse('func.func @f() { return loc("user.py":12:5) }')
+        ret = module.body.operations[0].regions[0].blocks[0].operations[0]
+        for at in (ret, ret.location):  # an op or its location
+            err = CompileError.from_lowering(LoweringError(at, "has no CPU lowering"), "other.py")
+            assert str(err) == "user.py:12:5: error: has no CPU lowering"
+        unlocated = LoweringError(ir.Location.unknown(), "no place")
+        assert str(CompileError.from_lowering(unlocated, "other.py")) == "other.py:0:0: error: no place"
