@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import abc
 import hashlib
+import os
+import shutil
 from typing import Callable, ClassVar
 
 from ..options import CompileOptions
@@ -71,3 +73,15 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def entry_symbol(self, kernel: str) -> str:
         """The symbol of `kernel`'s entry point in this target's code section."""
+
+
+def tool_identity(program: str) -> str:
+    """An external tool as a backend's `tool_versions` reports it: the file `program` resolves to, with its
+    size and modification time — an upgrade changes them, and running the tool for its version would cost
+    every compile, cache hits included, a process."""
+    path = shutil.which(program)
+    if path is None:
+        return f"{program}=none"
+    path = os.path.realpath(path)
+    st = os.stat(path)
+    return f"{path} {st.st_size} {int(st.st_mtime)}"

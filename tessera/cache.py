@@ -8,8 +8,9 @@ The key (`key`) covers:
     numerics profile);
   - each backend's hash (backends/contract.py `Backend.hash`): its own options, which carry what it reads
     from the machine (the CPU GEMM cost model's thread count, from TESSERA_NUM_THREADS or the core count,
-    and cache sizes), and the identity of the external tools whose output lands in the image;
-  - for `--cpu native`, the host CPU.
+    and cache sizes), the identity of the external tools whose output lands in the image or that decide
+    whether one is made, and for the CPU the build machine (`native` code and every CPU target's GEMM
+    register tile are fitted to it).
 
 Environment variables read at compile time, and where the key covers each. The ones that name tools change
 an image only through the tool found, so the key holds that tool's identity — its path and release — as
@@ -18,7 +19,7 @@ the backend's `tool_versions()` reports it, never the variable itself:
                        (backends/ptx/ptxas.py `version`)
   CC                   the CPU shared object's linker driver (backends/cpu/link.py)
   TESSERA_LD_LLD       ld.lld, which links AMDGPU code objects (backends/amdgpu/link.py `identity`)
-  TESSERA_SPIRV_VAL    not covered: spirv-val only checks a module; what it accepts is the same image
+  TESSERA_SPIRV_VAL    spirv-val, which refuses a module it finds invalid (backends/spirv/spirv_val.py)
   TESSERA_NUM_THREADS  the CPU backend's options (the GEMM blocking fits the thread count)
   TESSERA_CACHE, TESSERA_CACHE_DIR   whether and where the cache is; never an image
 The numerics profile is no environment variable: `numerics.profile()` sets `CompileOptions.numerics`.
@@ -37,7 +38,6 @@ import hashlib
 import importlib.util
 import os
 import pathlib
-import platform
 import tempfile
 
 _PACKAGE = pathlib.Path(__file__).resolve().parent
@@ -86,28 +86,11 @@ def _installed_version(package: str) -> str:
     return infos[-1] if infos else f"{package}=unknown"
 
 
-@functools.cache
-def _host() -> str:
-    """What `--cpu native` code depends on: the machine and its CPU's model and feature flags."""
-    parts = [platform.machine()]
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith(("model name", "flags", "Features", "CPU part")):
-                    parts.append(line.strip())
-                if len(parts) >= 3:
-                    break
-    except OSError:
-        parts.append(platform.processor())
-    return "\n".join(parts)
-
-
 def key(source: str, filename: str, options, backend_hashes: list[str]) -> str:
     """The cache key of compiling `source` (named `filename`) with `options` by backends of these hashes
     (`[b.hash() for b in backends]`, in the order of the options' targets)."""
     h = hashlib.sha256()
-    parts = (compiler_fingerprint(), filename, options.hash(), *backend_hashes,
-             _host() if options.cpu == "native" else "")
+    parts = (compiler_fingerprint(), filename, options.hash(), *backend_hashes)
     for part in parts:
         h.update(part.encode())
         h.update(b"\0")

@@ -11,7 +11,7 @@ import functools
 from ...options import CompileOptions
 from ...targets import TargetFacts
 from ..contract import Backend
-from . import entry, link
+from . import entry, link, target
 from .options import CPUOptions
 
 
@@ -25,8 +25,9 @@ class CPUBackend(Backend):
         return {"cpu": options.cpu, "opt_level": options.opt_level, "warp_size": options.warp_size}
 
     def tool_versions(self) -> tuple[str, ...]:
-        # the host linker writes the shared object
-        return (link.identity(),)
+        # The host linker writes the shared object; the build machine decides `native` code and, whatever
+        # `cpu` names, the register tile the GEMM kernels are fitted to (target_facts).
+        return (link.identity(), target.host_identity())
 
     def add_stages(self, stages: dict) -> None:
         from . import compiler  # lazy: MLIR and LLVM load only when a compilation runs stages
@@ -38,7 +39,7 @@ class CPUBackend(Backend):
         stages["so"] = lambda m, md: compiler.make_shared_object(m, md, o)
 
     def target_facts(self) -> TargetFacts:
-        from . import gemm_lowering, gemm_schedule, target  # lazy: LLVM (the host's features), the cost model
+        from . import gemm_lowering, gemm_schedule  # lazy: LLVM (the host's features), the cost model
         o = self.options
         facts = TargetFacts("cpu", target.vector_bits(target.host(o.cpu)), o.warp_size, frozenset({"f32", "f64"}),
                             o.threads, cache_sizes=o.cache_sizes, decompose_attention=True, fused_attention=True)

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import tempfile
 
+from ..contract import tool_identity
+
 
 class LinkError(RuntimeError):
     pass
@@ -28,16 +30,12 @@ def _linker() -> list[str]:
 
 @functools.cache
 def identity() -> str:
-    """Which linker writes the shared object, for the compile cache's key: the file it resolves to, with its
-    size and modification time (an upgrade changes them; running it for its version would cost every
-    compile a process)."""
+    """Which linker writes the shared object, for the compile cache's key."""
     cmd = _linker()
     if cmd[0] == sys.executable:  # ziglang's: its release is the package's
         from importlib.metadata import version  # lazy: only when there is no cc
         return f"ziglang {version('ziglang')}"
-    path = os.path.realpath(shutil.which(cmd[0]))
-    st = os.stat(path)
-    return f"{path} {st.st_size} {int(st.st_mtime)}"
+    return tool_identity(cmd[0])
 
 
 def shared_object(obj: bytes) -> bytes:

@@ -86,3 +86,20 @@ def cache_sizes(root: str = "/sys/devices/system/cpu/cpu0/cache") -> dict[int, i
         except ValueError:
             continue
     return sizes
+
+
+@functools.cache
+def host_identity() -> str:
+    """The build machine as its code depends on it, for the compile cache's key: the machine and its CPU's
+    model and feature flags (read from /proc, as a cache hit cannot afford to load LLVM)."""
+    parts = [platform.machine()]
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("model name", "flags", "Features", "CPU part")):
+                    parts.append(line.strip())
+                if len(parts) >= 3:
+                    break
+    except OSError:
+        parts.append(platform.processor())
+    return "\n".join(parts)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ...options import CompileOptions
 from ...targets import TargetFacts
 from ..contract import Backend
+from . import spirv_val
 from .options import SUBGROUP, SPIRVOptions
 
 class SPIRVBackend(Backend):
@@ -20,6 +21,9 @@ class SPIRVBackend(Backend):
     @classmethod
     def option_values(cls, options: CompileOptions, arch: str | None) -> dict:
         return {"opt_level": options.opt_level, "arch": arch or "", "contraction": options.numerics != "strict"}
+
+    def tool_versions(self) -> tuple[str, ...]:
+        return (spirv_val.identity(),)
 
     def add_stages(self, stages: dict) -> None:
         from . import compiler  # lazy: MLIR and LLVM load only when a compilation runs stages

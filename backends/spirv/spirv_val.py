@@ -14,6 +14,8 @@ import subprocess
 import sys
 import tempfile
 
+from ..contract import tool_identity
+
 # The SPIR-V version the modules declare (backends/spirv/compiler.py VERSION); spirv-val's OpenCL
 # environments stop at SPIR-V 1.2 (opencl2.2), so the universal environment of that version validates.
 TARGET_ENV = "spv1.3"
@@ -35,6 +37,13 @@ def find(tool: str = "spirv-val") -> str | None:
         if os.access(candidate, os.X_OK):
             return candidate
     return shutil.which(tool)
+
+
+def identity() -> str:
+    """Which spirv-val checks the modules, for the compile cache's key: a module it would refuse must not be
+    served from an entry compiled without it (or by an older one)."""
+    tool = find()
+    return "spirv-val=none" if tool is None else tool_identity(tool)
 
 
 def check(spv: bytes, tool: str) -> None:

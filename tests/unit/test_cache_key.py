@@ -11,6 +11,7 @@ import pytest
 from tessera import cache, compiler
 from tessera.backends.amdgpu import link as amdgpu_link
 from tessera.backends.cpu import link as cpu_link
+from tessera.backends.cpu import target as cpu_target
 from tessera.backends.cpu.backend import CPUBackend
 from tessera.backends.ptx import ptxas
 from tessera.options import CompileOptions
@@ -110,11 +111,12 @@ def test_backend_tool_versions(monkeypatch):
     assert key() != before
 
 
-def test_host_cpu_for_native_only(monkeypatch):
+def test_build_machine(monkeypatch):
+    """`native` code is the build machine's, and so is the GEMM register tile of every CPU target."""
     native, generic = key(), key(CompileOptions(cpu="generic"))
-    monkeypatch.setattr(cache, "_host", lambda: "another machine")
+    monkeypatch.setattr(cpu_target, "host_identity", lambda: "another machine")
     assert key() != native
-    assert key(CompileOptions(cpu="generic")) == generic
+    assert key(CompileOptions(cpu="generic")) != generic
 
 
 def test_ptxas_version(tmp_path, monkeypatch):
@@ -160,13 +162,20 @@ def test_thread_count(monkeypatch):
     assert key() != one
 
 
-def test_what_cannot_change_an_image_keeps_the_key(tmp_path, monkeypatch):
-    """spirv-val only checks a module (what it accepts is the image compiled without it); the cache's own
-    settings, and any other variable, are no input."""
+def test_spirv_validator(tmp_path, monkeypatch):
+    """spirv-val decides whether a module is accepted: an entry compiled without it (or with another one)
+    must not stand for a compile with it."""
     options = CompileOptions(target="spirv")
-    monkeypatch.delenv("TESSERA_SPIRV_VAL", raising=False)
-    before, cpu = key(options), key()
+    monkeypatch.setenv("TESSERA_SPIRV_VAL", "")
+    before = key(options)
     monkeypatch.setenv("TESSERA_SPIRV_VAL", tool(tmp_path, "spirv-val", "SPIRV-Tools v2025.5"))
+    assert key(options) != before
+
+
+def test_what_cannot_change_an_image_keeps_the_key(tmp_path, monkeypatch):
+    """The cache's own settings, and any other variable, are no input."""
+    options = CompileOptions(target="spirv")
+    before, cpu = key(options), key()
     monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path / "elsewhere"))
     monkeypatch.setenv("TESSERA_SOMETHING_ELSE", "1")
     monkeypatch.setenv("LANG", "C" if os.environ.get("LANG") != "C" else "C.UTF-8")
