@@ -2,8 +2,8 @@
 function becomes a launch plan (tessera/plan.py) that runs those kernels on its inputs.
 
 Kernels are generated as Tessera SIMT source (kernelgen.py) and compiled by the kernel frontend into the
-same module, so every later stage treats them like kernels a user wrote. GEMM groups use the CPU GEMM
-generator when the backend provides one.
+same module, so every later stage treats them like kernels a user wrote. Group kinds the backend lowers
+itself (its `lowerings()`: GEMMs, attention) go to those, with the function's LoweringContext.
 """
 
 from __future__ import annotations

@@ -259,7 +259,8 @@ class Plan:
 
     def to_json(self) -> dict:
         """The plan's JSON document (docs/image-format.md); PlanError where an expression is outside the
-        grammar."""
+        grammar or the plan names what it does not define."""
+        _check_names(self)
         doc = {"params": list(self.params), "args": list(self.args), "results": list(self.results),
                "values": {k: _value_json(v) for k, v in self.values.items()},
                "steps": [_step_json(s) for s in self.steps], "fallbacks": list(self.fallbacks),
@@ -279,10 +280,24 @@ class Plan:
                     fallbacks=r.strings("fallbacks"), outputs=tuple(r.ints("outputs")),
                     same_extents=tuple(_pair(p) for p in r.list("same_extents", ())))
         r.done()
-        for vid in (*plan.args, *plan.results, *(v for s in plan.steps for v in uses(s))):
-            if vid not in plan.values:
-                raise PlanError(f"the plan uses value '{vid}', which its 'values' do not list")
+        _check_names(plan)
         return plan
+
+
+def _check_names(plan: Plan) -> None:
+    """Every value a plan uses is among its values, every batch extent in its step's env, and every extent of
+    `same_extents` bound by an argument."""
+    for vid in (*plan.args, *plan.results, *(v for s in plan.steps for v in uses(s))):
+        if vid not in plan.values:
+            raise PlanError(f"the plan uses value '{vid}', which its 'values' do not list")
+    for s in plan.steps:
+        if isinstance(s, ArgsStep) and s.batch is not None and s.batch not in s.env:
+            raise PlanError(f"step '{s.kernel}' runs per entry of '{s.batch}', which its env does not define")
+    bound = {d for vid in plan.args for d in plan.values[vid].dims}
+    for pair in plan.same_extents:
+        for name in pair:
+            if name not in bound:
+                raise PlanError(f"same_extents names '{name}', which no argument's extents bind")
 
 
 def uses(step: Step) -> list[str]:

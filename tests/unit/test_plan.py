@@ -72,6 +72,8 @@ def test_other_versions_are_refused_naming_both():
     (lambda d: d["values"].pop("v1"), "uses value 'v1'"),
     (lambda d: d["steps"][0]["env"].update(KP=16), "env 'KP' is 16"),
     (lambda d: d["steps"][0].update(grid=["ceil(N/128)", "R", "N/2"]), "'N/2'"),
+    (lambda d: d["steps"][3].update(batch="B"), "per entry of 'B'"),
+    (lambda d: d.update(same_extents=[["M", "Q"]]), "same_extents names 'Q'"),
 ])
 def test_malformed_documents_are_plan_errors(mutate, message):
     doc = _plan().to_json()
