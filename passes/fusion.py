@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from ..diagnostics import LoweringError
 from ..mlir import ir
+from . import graph_shapes
 from .schedule_ir import graph_ops
 
 ELEMENTWISE = {"ttensor.unary", "ttensor.binary", "ttensor.bias_add", "ttensor.cast", "ttensor.broadcast",
@@ -134,8 +135,7 @@ def attention_chains(fn, dims: dict) -> list[list]:
 def run(fn, fused_attention: bool = False) -> int:
     """Annotates the ops of one function; returns the number of groups. `fused_attention`: the target has
     a kernel for attention groups."""
-    from .graph_shapes import infer
-    dims = infer(fn)      # symbolic extents: an epilogue operand must match the accumulator's exactly
+    dims = graph_shapes.infer(fn)      # symbolic extents: an epilogue operand must match the accumulator's exactly
     group_of: dict = {}   # result value -> (group id, kind)
     next_id = 0
     i32 = ir.IntegerType.get_signless(32)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..diagnostics import LoweringError
+from ..dialects import ttile_tile
 from ..mlir import arith, func, ir, memref, scf, vector
 
 LAUNCH_ARGS = ("bid_x", "bid_y", "bid_z", "bdim_x", "bdim_y", "bdim_z", "gdim_x", "gdim_y", "gdim_z")
@@ -581,7 +582,6 @@ def _is_constant(v) -> bool:
 
 
 def _group_size(v) -> int:
-    from ..dialects import ttile_tile
     return ir.IntegerAttr(ttile_tile.GroupType(v.type).size).value
 
 
