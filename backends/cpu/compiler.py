@@ -6,31 +6,15 @@ metadata dict; `tessera.compiler` runs them in order and can stop after any of t
 
 from __future__ import annotations
 
-import hashlib
-import os
-from dataclasses import dataclass, fields
-
 import llvmlite.binding as llvm
 
 from ...mlir import ir, passmanager, translate_module_to_llvmir
 from ...passes import cpu_vector_math, simt_to_warps
 from ...passes.to_llvm import CPU_TO_LLVM
-from ...targets import TargetFacts
 from .. import llvm_compat
 from ..lowered import check_fully_lowered
 from . import entry, link, support, target
-
-
-
-@dataclass(frozen=True)
-class CPUOptions:
-    cpu: str = "native"       # an LLVM CPU name, "native" for the build machine, "generic" for any
-    opt_level: int = 3
-    warp_size: int = 32
-
-    def hash(self) -> str:
-        key = "_".join(f"{f.name}-{getattr(self, f.name)}" for f in fields(self))
-        return hashlib.sha256(key.encode()).hexdigest()
+from .options import CPUOptions
 
 
 def make_warps(mod: ir.Module, metadata: dict, options: CPUOptions) -> ir.Module:
@@ -84,40 +68,3 @@ def _target_machine(options: CPUOptions):
     t = llvm.Target.from_triple(host.triple)
     return t.create_target_machine(cpu=host.cpu, features=host.features, opt=options.opt_level,
                                    reloc="pic", codemodel="default")
-
-
-class CPUBackend:
-    name = "cpu"
-    Options = CPUOptions
-    code_section = ".tessera.code.cpu"
-
-    def __init__(self, options: CPUOptions | None = None):
-        self.options = options or CPUOptions()
-
-    def add_stages(self, stages: dict) -> None:
-        o = self.options
-        stages["warps"] = lambda m, md: make_warps(m, md, o)
-        stages["llvm"] = lambda m, md: make_llvm_dialect(m, md, o)
-        stages["llir"] = lambda m, md: make_llir(m, md, o)
-        stages["obj"] = lambda m, md: make_object(m, md, o)
-        stages["so"] = lambda m, md: make_shared_object(m, md, o)
-
-    def target_info(self):
-        host = target.host(self.options.cpu)
-        from .gemm_lowering import matmul_schedule, staging_buffers
-        return TargetFacts("cpu", target.vector_bits(host), self.options.warp_size, frozenset({"f32", "f64"}),
-                          os.cpu_count() or 1, matmul_schedule=matmul_schedule, decompose_attention=True,
-                          staging_buffers=staging_buffers, fused_attention=True)
-
-    @staticmethod
-    def gemm_lowering(*args):
-        from .gemm_lowering import lower
-        return lower(*args)
-
-    @staticmethod
-    def attention_lowering(*args):
-        from .attention import lower
-        return lower(*args)
-
-    def entry_symbol(self, kernel: str) -> str:
-        return entry.entry_symbol(kernel)
