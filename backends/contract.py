@@ -13,7 +13,9 @@ The driver never names a backend and no backend imports the driver: both meet he
 from __future__ import annotations
 
 import abc
+import functools
 import hashlib
+import importlib
 import os
 import shutil
 from typing import Callable, ClassVar
@@ -57,9 +59,19 @@ class Backend(abc.ABC):
     def tool_versions(self) -> tuple[str, ...]:
         return ()
 
-    @abc.abstractmethod
+    # The target's stages after the shared Graph IR phases, in order: (stage name, name of a function
+    # make(artifact, metadata, options) -> artifact of the package's module `stage_module`).
+    stages: ClassVar[tuple[tuple[str, str], ...]] = ()
+    stage_module: ClassVar[str] = "compiler"
+
     def add_stages(self, stages: dict[str, Callable]) -> None:
         """Appends this target's stages, in order, as name -> make(artifact, metadata) -> artifact."""
+        # Imported here, by name: the stages load MLIR and LLVM, which hashing a backend for a cache hit
+        # must not.
+        package = type(self).__module__.rpartition(".")[0]
+        module = importlib.import_module(f"{package}.{self.stage_module}")
+        for name, make in self.stages:
+            stages[name] = functools.partial(getattr(module, make), options=self.options)
 
     @abc.abstractmethod
     def target_facts(self) -> TargetFacts:

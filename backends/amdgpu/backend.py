@@ -17,6 +17,11 @@ class AMDGPUBackend(Backend):
     Options = AMDGPUOptions
     code_section = ".tessera.code.amdgpu"
     arch_prefixes = ("gfx",)
+    stages = (("gpu", "make_gpu"),
+              ("rocdl", "make_rocdl"),
+              ("llir", "make_llir"),
+              ("obj", "make_object"),
+              ("hsaco", "make_hsaco"))
 
     @classmethod
     def option_values(cls, options: CompileOptions, arch: str | None) -> dict:
@@ -25,15 +30,6 @@ class AMDGPUBackend(Backend):
     def tool_versions(self) -> tuple[str, ...]:
         # the linker writes the code object
         return (link.identity(),)
-
-    def add_stages(self, stages: dict) -> None:
-        from . import compiler  # lazy: MLIR and LLVM load only when a compilation runs stages
-        o = self.options
-        stages["gpu"] = lambda m, md: compiler.make_gpu(m, md, o)
-        stages["rocdl"] = lambda m, md: compiler.make_rocdl(m, md, o)
-        stages["llir"] = lambda m, md: compiler.make_llir(m, md, o)
-        stages["obj"] = lambda m, md: compiler.make_object(m, md, o)
-        stages["hsaco"] = lambda m, md: compiler.make_hsaco(m, md, o)
 
     def target_facts(self) -> TargetFacts:
         # 128 bits: one 16-byte access per lane; the CU count (304 on an MI300X) is a placeholder, as the

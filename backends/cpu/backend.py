@@ -19,6 +19,11 @@ class CPUBackend(Backend):
     name = "cpu"
     Options = CPUOptions
     code_section = ".tessera.code.cpu"
+    stages = (("warps", "make_warps"),
+              ("llvm", "make_llvm_dialect"),
+              ("llir", "make_llir"),
+              ("obj", "make_object"),
+              ("so", "make_shared_object"))
 
     @classmethod
     def option_values(cls, options: CompileOptions, arch: str | None) -> dict:
@@ -28,15 +33,6 @@ class CPUBackend(Backend):
         # The host linker writes the shared object; the build machine decides `native` code and, whatever
         # `cpu` names, the register tile the GEMM kernels are fitted to (target_facts).
         return (link.identity(), target.host_identity())
-
-    def add_stages(self, stages: dict) -> None:
-        from . import compiler  # lazy: MLIR and LLVM load only when a compilation runs stages
-        o = self.options
-        stages["warps"] = lambda m, md: compiler.make_warps(m, md, o)
-        stages["llvm"] = lambda m, md: compiler.make_llvm_dialect(m, md, o)
-        stages["llir"] = lambda m, md: compiler.make_llir(m, md, o)
-        stages["obj"] = lambda m, md: compiler.make_object(m, md, o)
-        stages["so"] = lambda m, md: compiler.make_shared_object(m, md, o)
 
     def target_facts(self) -> TargetFacts:
         from . import gemm_lowering, gemm_schedule  # lazy: LLVM (the host's features), the cost model

@@ -19,6 +19,7 @@ class PTXBackend(Backend):
     Options = PTXOptions
     code_section = ".tessera.code.ptx"
     arch_prefixes = ("sm_",)
+    stages = (("gpu", "make_gpu"), ("nvvm", "make_nvvm"), ("llir", "make_llir"), ("ptx", "make_ptx"))
 
     @classmethod
     def option_values(cls, options: CompileOptions, arch: str | None) -> dict:
@@ -29,14 +30,6 @@ class PTXBackend(Backend):
     def tool_versions(self) -> tuple[str, ...]:
         # ptxas's report (registers, shared memory, spills) is part of each kernel's record
         return (ptxas.version(),)
-
-    def add_stages(self, stages: dict) -> None:
-        from . import compiler  # lazy: MLIR and LLVM load only when a compilation runs stages
-        o = self.options
-        stages["gpu"] = lambda m, md: compiler.make_gpu(m, md, o)
-        stages["nvvm"] = lambda m, md: compiler.make_nvvm(m, md, o)
-        stages["llir"] = lambda m, md: compiler.make_llir(m, md, o)
-        stages["ptx"] = lambda m, md: compiler.make_ptx(m, md, o)
 
     def target_facts(self) -> TargetFacts:
         from . import gemm_lowering  # lazy: the cost models build MLIR

@@ -17,6 +17,7 @@ class SPIRVBackend(Backend):
     Options = SPIRVOptions
     code_section = ".tessera.code.spirv"
     arch_prefixes = ("xe-",)
+    stages = (("gpu", "make_gpu"), ("spirv", "make_spirv"), ("spv", "make_spv"))
 
     @classmethod
     def option_values(cls, options: CompileOptions, arch: str | None) -> dict:
@@ -24,13 +25,6 @@ class SPIRVBackend(Backend):
 
     def tool_versions(self) -> tuple[str, ...]:
         return (spirv_val.identity(),)
-
-    def add_stages(self, stages: dict) -> None:
-        from . import compiler  # lazy: MLIR and LLVM load only when a compilation runs stages
-        o = self.options
-        stages["gpu"] = lambda m, md: compiler.make_gpu(m, md, o)
-        stages["spirv"] = lambda m, md: compiler.make_spirv(m, md, o)
-        stages["spv"] = lambda m, md: compiler.make_spv(m, md, o)
 
     def target_facts(self) -> TargetFacts:
         # 128 bits: one 16-byte access per work-item; the core count (Xe cores of a Max 1550: 128) is a
