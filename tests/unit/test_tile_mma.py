@@ -29,6 +29,7 @@ from tessera.backends.amdgpu import link
 from tessera.backends.amdgpu.metadata import code_object_metadata
 from tessera.backends.spirv import compiler as spirv
 from tessera.backends.spirv import spirv_val
+from tessera.backends.spirv.backend import SPIRVBackend
 from tessera.dialects import make_context
 from tessera.mlir import ir
 from tessera.passes import tile_mma
@@ -333,8 +334,8 @@ def test_spirv_fragments_run_through_opencl(opencl):  # noqa: F811
     args = [ArgRecord("A", TENSOR, BY_NAME["f16"].code, [m, k], flags=1),
             ArgRecord("B", TENSOR, BY_NAME["f16"].code, [k, n], flags=1),
             ArgRecord("C", TENSOR, BY_NAME["f32"].code, [m, n])]
-    record = KernelRecord("tile", "tile", "spirv", md["arch"], spirv.SPIRVBackend.code_section, args, warp_size=32)
-    mod = runtime.load(write_image([record], {spirv.SPIRVBackend.code_section: spv}), opencl)
+    record = KernelRecord("tile", "tile", "spirv", md["arch"], SPIRVBackend.code_section, args, warp_size=32)
+    mod = runtime.load(write_image([record], {SPIRVBackend.code_section: spv}), opencl)
     a = RNG.standard_normal((m, k)).astype(np.float16)
     b = RNG.standard_normal((k, n)).astype(np.float16)
     A, B = runtime.DeviceArray.from_numpy(a, opencl), runtime.DeviceArray.from_numpy(b, opencl)
@@ -450,12 +451,13 @@ _BUILD_AND_RUN = textwrap.dedent("""
     from tessera.image.format import ArgRecord, KernelRecord
     from tessera.image.writer import write_image
     from tessera.backends.spirv import compiler as spirv
+    from tessera.backends.spirv.backend import SPIRVBackend
     m, n, k = 16, 32, 32
     args = [ArgRecord("A", TENSOR, BY_NAME["f16"].code, [m, k], flags=1),
             ArgRecord("B", TENSOR, BY_NAME["f16"].code, [k, n], flags=1),
             ArgRecord("C", TENSOR, BY_NAME["f32"].code, [m, n])]
-    record = KernelRecord("tile", "tile", "spirv", "spirv1.3", spirv.SPIRVBackend.code_section, args, warp_size=32)
-    image = write_image([record], {spirv.SPIRVBackend.code_section: sys.stdin.buffer.read()})
+    record = KernelRecord("tile", "tile", "spirv", "spirv1.3", SPIRVBackend.code_section, args, warp_size=32)
+    image = write_image([record], {SPIRVBackend.code_section: sys.stdin.buffer.read()})
     ctx = runtime._runtime.Context("opencl")
     try:
         mod = runtime.load(image, ctx)
