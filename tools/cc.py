@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
 from .. import cache
@@ -17,6 +18,12 @@ from ..diagnostics import CompileError
 from ..image import read_image
 from ..options import CompileOptions
 from ..selection import backends_for
+from . import overwrite
+
+# The file name extension of each stage's artifact in a --dump-ir-after-all directory (by the stage name's
+# last dotted part); other stages print MLIR.
+_DUMP_EXT = {"llir": "ll", "obj": "o", "so": "so", "ptx": "ptx", "hsaco": "hsaco", "spv": "spv", "image": "tessera"}
+_DUMP_NAME = re.compile(r"\d{2,}-[\w.]+\.(%s|mlir)" % "|".join(_DUMP_EXT.values()))
 
 
 def _parse_args(argv):
@@ -52,6 +59,10 @@ def main(argv=None) -> int:
     args = _parse_args(sys.argv[1:] if argv is None else argv)
     options = CompileOptions(target=args.target, kernels=tuple(args.kernel), cpu=args.cpu, arch=args.arch,
                              opt_level=args.opt_level)
+    problem = None if args.list_stages else _overwrites_input(args)
+    if problem:
+        print(f"tessera-cc: error: {problem}", file=sys.stderr)
+        return 1
     plain = not (args.list_stages or args.dump_ir_after_all or args.compile_to or args.start_after)
     if plain and _from_cache(args, options):
         return 0
@@ -81,9 +92,7 @@ def main(argv=None) -> int:
     if args.dump_ir_after_all:
         os.makedirs(args.dump_ir_after_all, exist_ok=True)
         for i, (name, artifact) in enumerate(stages_seen):
-            ext = {"llir": "ll", "obj": "o", "so": "so", "ptx": "ptx", "hsaco": "hsaco", "spv": "spv",
-                   "image": "tessera"}.get(
-                name.rpartition(".")[2], "mlir")
+            ext = _DUMP_EXT.get(name.rpartition(".")[2], "mlir")
             _write(os.path.join(args.dump_ir_after_all, f"{i:02d}-{name}.{ext}"), artifact)
     if args.compile_to:
         name, artifact = stages_seen[-1]
@@ -95,6 +104,30 @@ def main(argv=None) -> int:
         return 0
     _finish(args, result.image, result.metadata["signatures"])
     return 0
+
+
+def _overwrites_input(args) -> str | None:
+    """Whether an output would replace the source (or another output): a sentence saying which, else None.
+    Checked before compiling, so that a refused command writes nothing."""
+    stem = os.path.splitext(args.source)[0]
+    if args.compile_to:
+        # without -o (or with -o -) a text stage goes to standard output, a binary one to STEM.STAGE
+        binary = args.compile_to.rpartition(".")[2] in {"obj", "so", "hsaco", "spv", "image"}
+        output = args.output if args.output not in (None, "-") else f"{stem}.{args.compile_to}" if binary else "-"
+    else:
+        output = args.output or f"{stem}.tessera"
+    problem = overwrite.clash({"the source": args.source},
+                              {"-o" if args.output else "the default output": output,
+                               "--emit-header": None if args.compile_to else args.emit_header})
+    dump = args.dump_ir_after_all
+    if problem or not dump or not os.path.isdir(dump):
+        return problem
+    for name in sorted(os.listdir(dump)):
+        path = os.path.join(dump, name)
+        if _DUMP_NAME.fullmatch(name) and overwrite.same_file(path, args.source):
+            return (f"--dump-ir-after-all {dump} would overwrite {path}, which is the source ({args.source}); "
+                    f"refusing to overwrite an input")
+    return None
 
 
 def _finish(args, image: bytes, signatures) -> None:

@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from ..diagnostics import parse_location
+from . import overwrite
 
 
 def _parse_args(argv):
@@ -36,6 +37,10 @@ def _parse_args(argv):
 
 def main(argv=None) -> int:
     args, flags = _parse_args(sys.argv[1:] if argv is None else argv)
+    problem = overwrite.clash({"the input": args.input}, {"-o": args.output})
+    if problem:
+        print(f"tessera-opt: error: {problem}", file=sys.stderr)
+        return 1
     # lazy: --help and argument errors answer without loading MLIR
     from ..dialects import make_context
     from ..mlir import ir

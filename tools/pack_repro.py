@@ -30,6 +30,8 @@ import tarfile
 import time
 from pathlib import Path
 
+from . import overwrite
+
 CAPTURE_FILES = ("image.tessera", "kernel.json", "launch.json", "log.txt")
 
 
@@ -204,6 +206,16 @@ def main(argv: list[str] | None = None) -> int:
         if not log.is_file():
             parser.error(f"--log {log}: no such file")
     out = ns.output or ns.capture.with_name(ns.capture.name + ".repro.tar.gz")
+    # the archive must not replace what it bundles, nor grow inside the directory it reads
+    inputs = {f"--log {log}": str(log) for log in ns.log}
+    if ns.capture.is_dir():
+        inputs.update({f"{p.name} of the capture": str(p) for p in ns.capture.iterdir()})
+    problem = overwrite.clash(inputs, {"-o": str(out)})
+    if not problem and overwrite.inside(str(out), str(ns.capture)):
+        problem = f"-o {out} lies inside the capture directory {ns.capture}, which the archive bundles"
+    if problem:
+        print(f"tessera-pack-repro: error: {problem}", file=sys.stderr)
+        return 1
     print(pack(ns.capture, out, ns.log))
     return 0
 
