@@ -4,7 +4,7 @@
 compiles, launches them on the CPU through libtessera and checks the results against numpy.
 """
 
-from tessera import kernel, launch, tile
+from tessera import kernel, launch, tensor, tile
 
 
 @kernel

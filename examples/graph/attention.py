@@ -1,6 +1,6 @@
 """Attention written two ways: the fused op, and step by step (softmax of scaled scores)."""
 
-from tessera import function, op, tensor
+from tessera import f16, f32, function, op, tensor
 
 
 @function

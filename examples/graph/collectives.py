@@ -1,6 +1,6 @@
 """Collectives on a device mesh (spec/execution-model.md §4): run SPMD by the interpreter over 8 devices."""
 
-from tessera import dist, function, op, tensor
+from tessera import dist, f32, function, op, tensor
 
 mesh = dist.Mesh(axes=["dp"], devices=range(8))
 grid = dist.Mesh(axes=["dp", "tp"], devices=range(8), shape=(4, 2))

@@ -1,6 +1,6 @@
 """A transformer MLP block as an operator program: matmul, bias, gelu, residual, layernorm."""
 
-from tessera import function, op, tensor
+from tessera import bf16, f32, function, op, tensor
 
 
 @function

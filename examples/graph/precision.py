@@ -1,6 +1,6 @@
 """Casts with accumulation policies, fp8 GEMM, and dropout with a fixed Philox seed."""
 
-from tessera import function, op, tensor
+from tessera import accum, bf16, f32, fp8_e4m3, fp32, function, op, tensor
 
 
 @function

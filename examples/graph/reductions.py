@@ -1,6 +1,6 @@
 """Reductions, layout changes and normalizations."""
 
-from tessera import function, op, tensor
+from tessera import f32, function, op, tensor
 
 
 @function

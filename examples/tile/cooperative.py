@@ -1,6 +1,6 @@
 """Cooperative groups and warp-size-agnostic reductions (spec/execution-model.md §5, portability guide §6)."""
 
-from tessera import kernel, launch, tile
+from tessera import kernel, launch, tensor, tile
 
 
 @kernel

@@ -1,6 +1,6 @@
 """The tile kernels of spec/execution-model.md §2, §3 and §5, exactly as written there."""
 
-from tessera import kernel, tile
+from tessera import bfloat16, kernel, tensor, tile
 
 
 @kernel

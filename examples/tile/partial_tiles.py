@@ -1,7 +1,7 @@
 """Tile programs over extents that are not a multiple of the tile: masked loads pad the last block, masked
 stores write only the rows inside the output, and padded keys are masked out of a softmax with -inf."""
 
-from tessera import kernel, tile
+from tessera import bfloat16, kernel, tensor, tile
 
 
 @kernel
