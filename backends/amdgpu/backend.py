@@ -7,6 +7,7 @@ from __future__ import annotations
 
 
 from ...options import CompileOptions
+from ...numerics import matrix_units
 from ...targets import TargetFacts
 from ..contract import Backend
 from . import link
@@ -34,7 +35,10 @@ class AMDGPUBackend(Backend):
     def target_facts(self) -> TargetFacts:
         # 128 bits: one 16-byte access per lane; the CU count (304 on an MI300X) is a placeholder, as the
         # compiler does not know the device and no phase sizes work by it yet.
-        return TargetFacts("amdgpu", 128, self.options.warp_size, frozenset({"f32", "f64"}), 304)
+        arch = self.options.arch
+        return TargetFacts("amdgpu", 128, self.options.warp_size, frozenset({"f32", "f64"}), 304,
+                           matrix_units=frozenset(matrix_units.tensorcore_dtypes(arch)),
+                           shared_memory=64 << 10)   # LDS per workgroup on CDNA 2/3 and RDNA 3
 
     def entry_symbol(self, kernel: str) -> str:
         return kernel  # hipModuleGetFunction looks the kernel up by its own name (its descriptor is NAME.kd)

@@ -9,10 +9,15 @@ from __future__ import annotations
 import functools
 
 from ...options import CompileOptions
+from ...numerics import matrix_units
 from ...targets import TargetFacts
 from ..contract import Backend
 from . import ptxas
 from .options import WARP_SIZE, PTXOptions, sm
+
+# Shared memory one block may use (opted in beyond 48 KiB), by compute capability (CUDA's tables).
+SHARED_MEMORY = {70: 96 << 10, 75: 64 << 10, 80: 163 << 10, 86: 99 << 10, 87: 163 << 10, 89: 99 << 10,
+                 90: 227 << 10, 100: 227 << 10, 120: 99 << 10}
 
 class PTXBackend(Backend):
     name = "ptx"
@@ -39,7 +44,9 @@ class PTXBackend(Backend):
         native = {"f32", "f64"} | ({"f16", "bf16"} if sm(arch) >= 80 else set())
         schedule = gemm_lowering.matmul_schedule if arch == "sm_90a" else \
             functools.partial(gemm_lowering.matmul_schedule_sm80, arch)
-        return TargetFacts("ptx", 128, WARP_SIZE, frozenset(native), 132, matmul_schedule=schedule)
+        return TargetFacts("ptx", 128, WARP_SIZE, frozenset(native), 132,
+                           matrix_units=frozenset(matrix_units.tensorcore_dtypes(arch)),
+                           shared_memory=SHARED_MEMORY[sm(arch)], matmul_schedule=schedule)
 
     def lowerings(self) -> dict:
         from . import attention_lowering, gemm_lowering  # lazy: they build MLIR

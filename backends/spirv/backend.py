@@ -29,7 +29,12 @@ class SPIRVBackend(Backend):
     def target_facts(self) -> TargetFacts:
         # 128 bits: one 16-byte access per work-item; the core count (Xe cores of a Max 1550: 128) is a
         # placeholder, as the compiler does not know the device and no phase sizes work by it yet.
-        return TargetFacts("spirv", 128, SUBGROUP, frozenset({"f32", "f64"}), 128)
+        # Matrix units and shared local memory are a declared device's (--arch): otherwise what every OpenCL
+        # device guarantees, no matrix unit and 32 KiB.
+        declared = self.options.arch == "xe-hpc"
+        return TargetFacts("spirv", 128, SUBGROUP, frozenset({"f32", "f64"}), 128,
+                           matrix_units=frozenset({"fp16", "bf16"}) if declared else frozenset(),
+                           shared_memory=(128 if declared else 32) << 10)
 
     def lowerings(self) -> dict:
         from . import gemm_lowering  # lazy: it builds MLIR

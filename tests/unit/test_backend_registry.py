@@ -113,3 +113,18 @@ def test_builtin_backends_register_themselves():
     for name in backends.BUILTIN:
         cls = backends.get(name)
         assert cls.name == name and issubclass(cls, Backend)
+
+
+@pytest.mark.parametrize("target, arch, units, smem", [
+    ("cpu", "", set(), 0),
+    ("ptx", "sm_80", {"fp16", "bf16", "tf32"}, 163 << 10),
+    ("ptx", "sm_90a", {"fp16", "bf16", "tf32", "fp8_e4m3", "fp8_e5m2"}, 227 << 10),
+    ("amdgpu", "gfx1100", {"fp16", "bf16"}, 64 << 10),
+    ("spirv", "", set(), 32 << 10),
+    ("spirv", "xe-hpc", {"fp16", "bf16"}, 128 << 10),
+])
+def test_builtin_targets_state_their_facts(target, arch, units, smem):
+    (b,) = backends_for(CompileOptions(target=target, arch=arch))
+    facts = b.target_facts()
+    assert facts.name == target and set(facts.matrix_units) == units and facts.shared_memory == smem
+    assert facts.cores >= 1 and facts.warp_size in (32, 64) and {"f32", "f64"} <= facts.native_dtypes
