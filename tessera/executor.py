@@ -32,6 +32,7 @@ from . import plan as plans
 from . import runtime
 from . import stream as streams
 from .image import read_image
+from .image.format import ARG_READONLY
 from .numerics.rounding import round_to
 
 _NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": np.uint16, "tf32": np.float32,
@@ -61,6 +62,7 @@ class Function:
         self.plan = plan if isinstance(plan, plans.Plan) else plans.Plan.from_json(plan)
         self.module = module
         self.device = module.context.backend not in runtime._HOST_MEMORY  # tensors live in device arrays
+        self._written: set[int] | None = None
 
     def __call__(self, *arrays, stream=None):
         p = self.plan
@@ -71,10 +73,13 @@ class Function:
         given_device = any(isinstance(a, runtime.DeviceArray) for a in arrays)
         # "__device__": whether tensors are DeviceArrays; "__stream__": where launches go
         store: dict = {"__device__": self.device or given_device, "__stream__": stream}
-        for pname, vid, a in zip(p.params, p.args, arrays):
+        for index, (pname, vid, a) in enumerate(zip(p.params, p.args, arrays)):
             spec = p.values[vid]
             if not isinstance(a, runtime.DeviceArray):
                 a = np.asarray(a)
+                if not a.flags.writeable and index in self._written_args():
+                    raise ValueError(f"argument '{pname}' of '{self.name}' is written by the call, but the array "
+                                     f"is read-only (a view of bytes, a read-only mapping, or writeable=False)")
             if a.ndim != len(spec.dims):
                 raise ValueError(f"argument '{pname}' of '{self.name}' must have rank {len(spec.dims)}, "
                                  f"got shape {a.shape}")
@@ -117,6 +122,31 @@ class Function:
         for index, value in zip(p.outputs, outs):  # a tile program writes its outputs in place
             self._write_output(arrays[index], value, stream)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _written_args(self) -> set[int]:
+        """Indices of the arguments a call writes: a tile program's outputs, and those that a kernel's
+        argument records (the image's) say it writes, through any alias of them."""
+        if self._written is None:
+            p, of = self.plan, {}
+            written = set()
+            for step in p.steps:
+                if isinstance(step, plans.AliasStep):
+                    of[step.alias] = step.of
+                    continue
+                if isinstance(step, plans.ArgsStep):
+                    kernels = [step.kernel, *(alt.kernel for alt in step.prefer)]
+                    values = [a.value if isinstance(a, plans.TensorArg) else None for a in step.args]
+                else:
+                    kernels, values = [step.kernel], [t.value for t in step.tensors]
+                for name in set(kernels) & set(self.module.kernel_names):
+                    params = self.module.kernel(name).params
+                    written.update(v for v, a in zip(values, params) if v and not a.flags & ARG_READONLY)
+            for vid in list(written):
+                while vid in of:
+                    vid = of[vid]
+                    written.add(vid)
+            self._written = set(p.outputs) | {i for i, vid in enumerate(p.args) if vid in written}
+        return self._written
 
     def _input(self, pname: str, a, dtype: str, device: bool):
         """An argument as the plan stores it: a DeviceArray used in place, or a numpy array converted to the
@@ -178,9 +208,10 @@ class Function:
 
     def _launch_args(self, step: plans.ArgsStep, store: dict, env: dict) -> None:
         """A step whose arguments are listed in order, each a tensor with its view's shape or a scalar."""
-        local = dict(env, DEVICE_UNITS=self._device_units())
-        for k, e in step.env.items():  # in order: later entries may use earlier ones
-            local[k] = plans.evaluate(e, local)
+        # The step's extents are defined over the function's alone; only the kernel's side (grid, arguments)
+        # sees them, where they hide function extents of the same names (a function's K is not the GEMM's).
+        scope = dict(env, DEVICE_UNITS=self._device_units())
+        local = dict(scope, **{k: plans.evaluate(e, scope) for k, e in step.env.items()})
         step = plans.chosen(step, local)
         args = []
         for a in step.args:
@@ -226,7 +257,7 @@ class Function:
         grid = tuple(plans.evaluate(g, local) for g in step.grid)
         if R == 0 or C == 0:
             return
-        scalars = [np.int64(plans.evaluate(e, local)) for e in step.scalars]
+        scalars = [np.int64(plans.evaluate(e, env)) for e in step.scalars]  # over the function's extents
         self.module.kernel(step.kernel)(*tensors, *scalars, grid=grid, block=step.block, stream=store["__stream__"])
 
 

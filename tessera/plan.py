@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Mapping, Union
 
 SECTION = ".tessera.plan"
-VERSION = 2
+VERSION = 3  # 3: a step's env and a view step's scalars see the function's extents only
 
 VIEWS = ("matrix", "cols", "rows", "scalar", "bmn", "bnm")
 
@@ -225,7 +225,7 @@ class Alternative:
 class ArgsStep:
     """A kernel whose arguments are listed in order, tensors with shapes over the step's own `env`."""
     kernel: str
-    env: Mapping[str, str]       # evaluated in order: an entry may use the entries before it
+    env: Mapping[str, str]       # each over the function's extents (and DEVICE_UNITS) only
     args: tuple[Arg, ...]
     block: tuple[int, int, int]
     grid: tuple[str, str, str]
@@ -320,7 +320,6 @@ def chosen(step: ArgsStep, env: Mapping[str, int]) -> ArgsStep:
 
 def encode(plans: Mapping[str, Plan]) -> bytes:
     """The `.tessera.plan` section of the functions' plans, by name."""
-    # member order is kept, not sorted: a step's env is evaluated in order
     return json.dumps({"version": VERSION, "functions": {n: p.to_json() for n, p in plans.items()}}).encode()
 
 

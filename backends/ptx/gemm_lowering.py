@@ -128,13 +128,13 @@ def _pack_fp8(ctx, kname: str, mm, fp8: list, params: list, args: list, env: dic
              {"R": graph_shapes.product(da[:-1]), "K": da[-1]}),
             (f"{kname}_pack_b", fb, True, args[1].value, pb,
              {"K": db[-2], "N": db[-1], **({"BATCH": env["BATCH"]} if lead else {})})):
-        senv["KP"] = fp8_pack.padded("K")
+        senv["KP"] = fp8_pack.padded(senv["K"])  # env entries see the function's extents, not each other
         shapes = (("K", "N"), ("N", "KP")) if transpose else (("R", "K"), ("R", "KP"))
         with mm.location:
             generated.declare(ctx.module, name, [("src", "f16", shapes[0]), ("dst", dt, shapes[1])],
                               fp8_pack.generate(name, dt, transpose), [1], {"fp8.pack": "cols" if transpose else "rows"})
         steps.append(fp8_pack.step(name, transpose, src, dst, senv, lead if transpose else ()))
-    env["KP"] = fp8_pack.padded("K")
+    env["KP"] = fp8_pack.padded(env["K"])
     params[0], params[1] = ("A", fa, ("M", "KP")), ("B", fb, ("N", "KP"))
     args[0] = plan.TensorArg(pa, (*lead, "M", "KP"))
     args[1] = plan.TensorArg(pb, (*lead, "N", "KP"))

@@ -41,19 +41,19 @@ def test_typed_plans_round_trip_through_bytes_and_json():
 def test_the_document_omits_defaults_and_keeps_env_order():
     doc = plan.Plan.from_json(_plan().to_json()).to_json()
     gemm, ew, layout, batched, alias = doc["steps"]
-    assert list(gemm["env"]) == ["M", "K", "N", "KP"]   # evaluated in order: KP uses K
+    assert list(gemm["env"]) == ["M", "K", "N", "KP"]   # the producer's order
     assert "B" not in ew and layout["B"] == "2" and "smem" not in batched and "prefer" not in batched
     assert "buffer" not in doc["values"]["v0"] and doc["values"]["v3"]["buffer"] == 0
     assert alias == {"alias": "v4", "of": "v3"}
     assert gemm["args"][3:] == [{"f32": 0.5}, {"i64": "KP"}]
     assert gemm["multiple_of"] == [["K", 8, "16-byte rows"]]
     section = json.loads(plan.encode({"f": _plan()}))
-    assert section["version"] == plan.VERSION == 2
+    assert section["version"] == plan.VERSION == 3
 
 
 def test_other_versions_are_refused_naming_both():
-    data = json.dumps({"version": 1, "functions": {}}).encode()
-    with pytest.raises(PlanError, match=r"version 1 is not 2"):
+    data = json.dumps({"version": 2, "functions": {}}).encode()
+    with pytest.raises(PlanError, match=r"version 2 is not 3"):
         plan.decode(data)
 
 
@@ -84,8 +84,8 @@ def test_malformed_documents_are_plan_errors(mutate, message):
         plan.decode(json.dumps({"version": plan.VERSION, "functions": {"f": doc}}).encode())
 
 
-@pytest.mark.parametrize("data", [b"\xff", b"not json", b"[1]", b'{"version": 2}',
-                                  b'{"version": 2, "functions": {"f": 3}}'])
+@pytest.mark.parametrize("data", [b"\xff", b"not json", b"[1]", b'{"version": 3}',
+                                  b'{"version": 3, "functions": {"f": 3}}'])
 def test_malformed_sections_are_plan_errors(data):
     with pytest.raises(PlanError):
         plan.decode(data)
