@@ -7,7 +7,7 @@ On the CPU backend arrays are numpy arrays. On a GPU backend (``select_backend("
 ``TESSERA_BACKEND=cuda``) they live in device memory: a `DeviceArray` (``DeviceArray.from_numpy(x)``, then
 ``.numpy()``), or any array exposing ``__cuda_array_interface__`` (a PyTorch CUDA tensor, a CuPy array), used
 in place. The launcher checks each against the kernel's metadata (dtype, rank, contiguity, extents shared
-between tensors) and fills the dimension arguments from their shapes. A launch returns when the kernel is done.
+between tensors, writeable where the kernel writes it) and fills the dimension arguments from their shapes. A launch returns when the kernel is done.
 """
 
 from __future__ import annotations
@@ -26,9 +26,17 @@ from . import _runtime  # noqa: E402
 from .abi import DIM, SCALAR, TENSOR  # noqa: E402
 from . import dtypes
 from .image import read_image
+from .image.format import ARG_READONLY
 from .numerics import matrix_units
 
 Error = _runtime.Error
+
+
+def _error(status_name: str, message: str) -> Error:
+    """An `Error` as libtessera raises it: with the status (and its name) the C API would return."""
+    e = Error(message)
+    e.status, e.status_name = _runtime.STATUS[status_name], status_name
+    return e
 
 # numpy has no bf16 or fp8: their tensors are passed as uint16 / uint8 arrays of their bit patterns
 # (tessera.executor converts bf16); tf32 tensors are float32 arrays of tf32 values.
@@ -120,14 +128,30 @@ class DeviceArray:
         y = Y.numpy()                           # copy out
 
     On the CUDA backend it exposes ``__cuda_array_interface__``, so ``torch.as_tensor(Y, device="cuda")``
-    sees the same memory."""
+    sees the same memory. Views (`reshape`, `view`, indexing) share it; once it is freed (`free`, or its
+    context destroyed), every use of the array or of a view of it raises `Error` (TSR_ERROR_INVALID_VALUE)
+    rather than reaching memory that may belong to a newer allocation."""
 
     def __init__(self, shape, dtype, context: _runtime.Context | None = None):
         self.context = context or default_context()
         self.shape = tuple(int(d) for d in ((shape,) if isinstance(shape, (int, np.integer)) else shape))
         self.dtype = np.dtype(dtype)
         self._owner = None
-        self.address = self.context.alloc(self.nbytes)
+        self._offset = 0
+        self._base = 0   # the allocation's address; 0 before it succeeds (for __del__) and once freed
+        self._base = self.context.alloc(self.nbytes)
+
+    def _live_base(self) -> int:
+        owner = self._owner or self
+        if not owner._base or self.context.closed:
+            raise _error("TSR_ERROR_INVALID_VALUE", f"{self!r} is used after its memory was freed"
+                         + (" (it is a view of an array freed meanwhile)" if self._owner else ""))
+        return owner._base
+
+    @property
+    def address(self) -> int:
+        """The device address of the first element; `Error` once the memory is gone."""
+        return self._live_base() + self._offset
 
     @classmethod
     def from_numpy(cls, array, context: _runtime.Context | None = None) -> "DeviceArray":
@@ -163,10 +187,10 @@ class DeviceArray:
 
     def _at(self, offset: int, shape: tuple, dtype) -> "DeviceArray":
         """A view of this array's memory from byte `offset`, keeping its owner alive."""
+        self._live_base()  # no views of freed memory
         view = object.__new__(DeviceArray)
         view.context, view.shape, view.dtype = self.context, tuple(int(d) for d in shape), np.dtype(dtype)
-        view.address = self.address + offset
-        view._owner = self._owner or self
+        view._owner, view._offset = self._owner or self, self._offset + offset
         return view
 
     def reshape(self, *shape) -> "DeviceArray":
@@ -195,9 +219,10 @@ class DeviceArray:
         return self._at(i * int(np.prod(inner, dtype=np.int64)) * self.dtype.itemsize, inner, self.dtype)
 
     def free(self) -> None:
-        """Gives the memory back now; the array (and views of it) must not be used after."""
-        if self._owner is None and self.address:
-            address, self.address = self.address, 0
+        """Gives the memory back now; using the array or a view of it afterwards raises `Error`. Freeing a
+        view does nothing: its memory is its base array's."""
+        if self._owner is None and self._base:
+            address, self._base = self._base, 0
             if not self.context.closed:
                 self.context.free(address)
 
@@ -301,14 +326,15 @@ class Kernel:
                 slots[i] = struct.pack("<q", dims[i])
         return slots
 
-    def _array(self, where: str, dt, v) -> tuple[np.dtype, tuple, bool, int]:
-        """(dtype, shape, C-contiguous, address) of an array argument, if it lives where the kernel runs."""
+    def _array(self, where: str, dt, v) -> tuple[np.dtype, tuple, bool, int, bool]:
+        """(dtype, shape, C-contiguous, address, writeable) of an array argument, if it lives where the kernel
+        runs."""
         if isinstance(v, DeviceArray):
-            return v.dtype, v.shape, True, v.address
+            return v.dtype, v.shape, True, v.address, True
         if self.host_memory:
             if not isinstance(v, np.ndarray):
                 raise TypeError(f"{where} must be a numpy array of {dt.name}, got {type(v).__name__}")
-            return v.dtype, v.shape, v.flags.c_contiguous, v.ctypes.data
+            return v.dtype, v.shape, v.flags.c_contiguous, v.ctypes.data, v.flags.writeable
         if isinstance(v, np.ndarray):
             raise TypeError(f"{where} is a numpy array, in host memory, but '{self.name}' runs on a device: pass a "
                             f"tessera.runtime.DeviceArray (DeviceArray.from_numpy) or a CUDA tensor")
@@ -318,7 +344,7 @@ class Kernel:
             dtype = _TORCH.get(str(v.dtype))
             if dtype is None:
                 raise TypeError(f"{where} must have dtype {dt.name}, got {v.dtype}")
-            return dtype, tuple(v.shape), v.is_contiguous(), v.data_ptr()
+            return dtype, tuple(v.shape), v.is_contiguous(), v.data_ptr(), True
         cai = getattr(v, "__cuda_array_interface__", None)
         if cai is None:
             raise TypeError(f"{where} must be a DeviceArray or expose __cuda_array_interface__ (a CUDA tensor), "
@@ -327,17 +353,20 @@ class Kernel:
         strides = cai.get("strides")
         contiguous = strides is None or tuple(strides) == tuple(
             int(np.prod(shape[i + 1:], dtype=np.int64)) * dtype.itemsize for i in range(len(shape)))
-        return dtype, shape, contiguous, int(cai["data"][0])
+        return dtype, shape, contiguous, int(cai["data"][0]), not cai["data"][1]
 
     def _check_array(self, a, dt, v, dims: dict[int, int]) -> int:
         where = f"argument '{a.name}' of '{self.name}'"
-        dtype, shape, contiguous, address = self._array(where, dt, v)
+        dtype, shape, contiguous, address, writeable = self._array(where, dt, v)
         if dtype != np.dtype(_NUMPY[dt.name]):
             raise TypeError(f"{where} must have dtype {dt.name}, got {dtype}")
         if len(shape) != a.rank:
             raise ValueError(f"{where} must have rank {a.rank}, got shape {shape}")
         if not contiguous:
             raise ValueError(f"{where} must be C-contiguous (use np.ascontiguousarray, or .contiguous())")
+        if not writeable and not a.flags & ARG_READONLY:
+            raise ValueError(f"{where} is written by the kernel, but the array is read-only (a view of bytes, a "
+                             f"read-only mapping, or writeable=False): pass a writeable copy (np.array(x))")
         for axis, (d, extent) in enumerate(zip(a.dims, shape)):
             if d >= 0:
                 if extent != d:

@@ -154,13 +154,16 @@ def synchronize(context: _runtime.Context | None = None) -> None:
                 s._kept.clear()
 
 
-def _where(a):
-    """(address, bytes, is device memory) of an array argument of a copy."""
+def _where(a, written: bool):
+    """(address, bytes, is device memory) of an array argument of a copy (its destination when `written`)."""
     if isinstance(a, _rt.DeviceArray):
         return a.address, a.nbytes, True
     if isinstance(a, np.ndarray):
         if not a.flags.c_contiguous:
             raise ValueError("copies need C-contiguous arrays (use np.ascontiguousarray)")
+        if written and not a.flags.writeable:
+            raise ValueError("the destination of a copy is a read-only array (a view of bytes, a read-only "
+                             "mapping, or writeable=False)")
         return a.ctypes.data, a.nbytes, False
     raise TypeError(f"copies take numpy arrays and tessera.runtime.DeviceArray, got {type(a).__name__}")
 
@@ -169,7 +172,7 @@ def memcpy_async(dst, src, stream: Stream | None = None) -> None:
     """Copies `src` into `dst` (numpy arrays or DeviceArrays of the same size in bytes) on `stream` (default:
     the current stream, else now). The arrays are kept alive until the copy has run."""
     s = stream if stream is not None else current()
-    (d, dbytes, ddev), (a, abytes, adev) = _where(dst), _where(src)
+    (d, dbytes, ddev), (a, abytes, adev) = _where(dst, True), _where(src, False)
     if dbytes != abytes:
         raise ValueError(f"the destination has {dbytes} bytes, the source {abytes}")
     kind = {(False, False): "host_to_host", (True, False): "host_to_device", (False, True): "device_to_host",

@@ -167,7 +167,8 @@ tsr_status_t tsr_graph_run(struct tsr_graph_exec* e, const uint64_t* seqs, bool 
   return first;
 }
 
-/* Debug mode: the memory checks of every launch node, against the allocations as they are now. */
+/* The memory checks of every launch node (launch.h), against the allocations as they are now: the memory a
+ * graph was captured with may have been freed and reallocated smaller since. */
 static tsr_status_t check_memory(struct tsr_graph_exec* e) {
   for (size_t i = 0; i < e->count; i++) {
     if (e->nodes[i].kind != TSR_OP_LAUNCH) continue;
@@ -183,7 +184,7 @@ static tsr_status_t launch_device_graph(struct tsr_graph_exec* e, struct tsr_str
   struct tsr_context* ctx = e->context;
   tsr_status_t st = tsr_graph_acquire_kernels(e);
   if (st) return st;
-  if (ctx->debug) st = check_memory(e);
+  st = check_memory(e);
   if (!st && stream) {
     st = tsr_stream_launch_device_graph(stream, e);
   } else if (!st) {
@@ -210,7 +211,7 @@ tsr_status_t tsrGraphLaunch(tsr_graph_exec_t e, tsr_stream_t stream) {
   }
   uint64_t* seqs = calloc(e->count + 1, sizeof *seqs);
   if (!seqs) st = tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "tsrGraphLaunch: out of memory");
-  else if (!(st = tsr_graph_acquire_kernels(e)) && ctx->debug && (st = check_memory(e))) tsr_graph_release_kernels(e);
+  else if (!(st = tsr_graph_acquire_kernels(e)) && (st = check_memory(e))) tsr_graph_release_kernels(e);
   if (st) {
     free(seqs);
   } else if (!stream) {

@@ -178,9 +178,8 @@ tsr_status_t tsr_launch_check_memory(const tsr_launch_record_t* r) {
     if (k->args[i].kind != TSR_ARG_TENSOR) continue;
     void* buffer;
     memcpy(&buffer, r->args[i], sizeof buffer);
-    char what[256];
-    snprintf(what, sizeof what, "tensor argument %zu ('%s') of kernel '%s'", i, k->args[i].name, k->name);
-    tsr_status_t st = tsr_memory_check_tensor(k->module->obj.context, buffer, tsr_tensor_bytes(k, i, r->args), what);
+    tsr_status_t st = tsr_memory_check_tensor(k->module->obj.context, buffer, tsr_tensor_bytes(k, i, r->args),
+                                              k->name, i, k->args[i].name);
     if (st) return st;
   }
   return TSR_SUCCESS;
@@ -314,7 +313,7 @@ static tsr_status_t submit(tsr_kernel_t kernel, const tsr_launch_desc_t* desc, b
     stream = desc->stream;
     tsr_launch_record_t record;
     st = tsr_launch_prepare(kernel, desc, explicit_block, &record);
-    if (!st && ctx->debug) st = tsr_launch_check_memory(&record);
+    if (!st) st = tsr_launch_check_memory(&record);
     if (st) {
       if (ctx->crash_dir) tsr_crash_write(&record, NULL, st, tsrGetLastErrorMessage());
     } else {

@@ -42,7 +42,8 @@ uint64_t tsr_tensor_bytes(const struct tsr_kernel* kernel, size_t index, void* c
 tsr_status_t tsr_launch_prepare(struct tsr_kernel* kernel, const tsr_launch_desc_t* desc, bool explicit_block,
                                 tsr_launch_record_t* out);
 
-/* Debug mode's memory checks of the tensor arguments: bounds against known allocations, freed memory. */
+/* The memory checks of the tensor arguments, in every mode: each tensor's extents against the known allocation
+ * it starts in (TSR_ERROR_MEMORY_FAULT naming the kernel and the tensor); in debug mode also freed memory. */
 tsr_status_t tsr_launch_check_memory(const tsr_launch_record_t* record);
 
 /* Makes `record` own copies of its argument values, so that the caller's may change. */

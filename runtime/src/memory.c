@@ -418,8 +418,8 @@ tsr_status_t tsrTrimMemory(tsr_context_t ctx) {
 
 /* ---- copies ----------------------------------------------------------------------------------------- */
 
-/* The checks of a copy's ranges against the table (memory lock held). In debug mode a side the kind leaves
- * unchecked must still fit in the allocation it starts in, if any: it must not reach a guard page. */
+/* The checks of a copy's ranges against the table (memory lock held). A side the kind leaves unchecked must
+ * still fit in the allocation it starts in, if any (in debug mode: counting its guard pages and slack). */
 static tsr_status_t check_ranges_locked(const tsr_memory_state_t* m, bool debug, void* dst, const void* src,
                                         size_t bytes, tsr_memcpy_kind_t kind, const char* function) {
   bool dst_device = kind == TSR_MEMCPY_HOST_TO_DEVICE || kind == TSR_MEMCPY_DEVICE_TO_DEVICE;
@@ -440,7 +440,7 @@ static tsr_status_t check_ranges_locked(const tsr_memory_state_t* m, bool debug,
     if (sides[i].device && !inside)
       return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: the %s range of %zu bytes is not inside one device allocation "
                       "of this context", function, sides[i].side, bytes);
-    if (debug && a && !within)
+    if (a && !within)
       return tsr_fail(TSR_ERROR_MEMORY_FAULT, "%s: the %s range of %zu bytes at offset %" PRIdPTR " leaves the %zu-byte "
                       "allocation #%" PRIu64 " at %p", function, sides[i].side, bytes,
                       (intptr_t)(sides[i].p - a->base), a->bytes, a->serial, (void*)a->base);
@@ -518,7 +518,8 @@ bool tsr_memory_lookup(struct tsr_context* ctx, const void* p, tsr_allocation_t*
   return a != NULL;
 }
 
-tsr_status_t tsr_memory_check_tensor(struct tsr_context* ctx, const void* p, uint64_t bytes, const char* what) {
+tsr_status_t tsr_memory_check_tensor(struct tsr_context* ctx, const void* p, uint64_t bytes, const char* kernel,
+                                     size_t index, const char* arg) {
   tsr_memory_state_t* m = &ctx->memory;
   pthread_mutex_lock(&m->lock);
   const tsr_allocation_t* a = owning(m, (uintptr_t)p);
@@ -526,19 +527,21 @@ tsr_status_t tsr_memory_check_tensor(struct tsr_context* ctx, const void* p, uin
   const tsr_quarantined_t* q = a ? NULL : quarantined(m, (uintptr_t)p);
   uint64_t freed = q ? q->serial : 0;
   pthread_mutex_unlock(&m->lock);
+  if (!freed && (!a || bytes == 0)) return TSR_SUCCESS;  /* memory the context does not know, or nothing accessed */
+  int64_t offset = (int64_t)((uintptr_t)p - found.base);
+  bool past = offset >= 0 && ((uint64_t)offset > found.bytes || bytes > found.bytes - (uint64_t)offset);
+  if (!freed && offset >= 0 && !past) return TSR_SUCCESS;
+  char what[256];
+  snprintf(what, sizeof what, "tensor argument %zu ('%s') of kernel '%s'", index, arg, kernel);
   if (freed)
     return tsr_fail(TSR_ERROR_MEMORY_FAULT, "%s at %p lies in allocation #%" PRIu64 ", which was freed (use after "
                     "free)", what, p, freed);
-  if (!a || bytes == 0) return TSR_SUCCESS;  /* memory the context does not know, or nothing accessed */
-  int64_t offset = (int64_t)((uintptr_t)p - found.base);
   if (offset < 0)
     return tsr_fail(TSR_ERROR_MEMORY_FAULT, "%s at %p starts %" PRId64 " bytes before the %zu-byte allocation #%" PRIu64
                     " at %p", what, p, -offset, found.bytes, found.serial, (void*)found.base);
-  if ((uint64_t)offset > found.bytes || bytes > found.bytes - (uint64_t)offset)
-    return tsr_fail(TSR_ERROR_MEMORY_FAULT, "%s needs %" PRIu64 " bytes at offset %" PRId64 " of the %zu-byte "
-                    "allocation #%" PRIu64 " at %p: %" PRIu64 " bytes past its end", what, bytes, offset, found.bytes,
-                    found.serial, (void*)found.base, (uint64_t)offset + bytes - found.bytes);
-  return TSR_SUCCESS;
+  return tsr_fail(TSR_ERROR_MEMORY_FAULT, "%s needs %" PRIu64 " bytes at offset %" PRId64 " of the %zu-byte "
+                  "allocation #%" PRIu64 " at %p: %" PRIu64 " bytes past its end", what, bytes, offset, found.bytes,
+                  found.serial, (void*)found.base, (uint64_t)offset + bytes - found.bytes);
 }
 
 tsr_status_t tsr_memory_check_canaries(struct tsr_context* ctx, const void* p, const char* what) {

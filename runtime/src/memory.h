@@ -73,9 +73,12 @@ tsr_status_t tsr_memory_enqueue_copy(struct tsr_context* context, void* queue, v
 /* "memcpy HtoD": a copy's name in trace ranges and metrics records. */
 const char* tsr_memcpy_name(tsr_memcpy_kind_t kind);
 
-/* Debug mode. `what` names the tensor in messages ("tensor argument 1 ('x') of kernel 'saxpy'"). */
-/* TSR_ERROR_MEMORY_FAULT when [p, p + bytes) lies in freed memory or starts in an allocation and runs past it. */
-tsr_status_t tsr_memory_check_tensor(struct tsr_context* context, const void* p, uint64_t bytes, const char* what);
+/* TSR_ERROR_MEMORY_FAULT when [p, p + bytes) starts in a known allocation and runs past it (every mode), or lies
+ * in freed memory (debug mode). The message names tensor argument `index` (`arg`) of kernel `kernel`; it is
+ * only formatted on failure, since every launch checks every tensor. */
+tsr_status_t tsr_memory_check_tensor(struct tsr_context* context, const void* p, uint64_t bytes, const char* kernel,
+                                     size_t index, const char* arg);
+/* Debug mode. `what` names the tensor in messages ("kernel 'saxpy' (tensor argument 1, 'x')"). */
 /* TSR_ERROR_MEMORY_FAULT when `p` lies in a guarded allocation whose canaries were overwritten. */
 tsr_status_t tsr_memory_check_canaries(struct tsr_context* context, const void* p, const char* what);
 /* Where `address` is, for a fault message: "12 bytes past the end of the 400-byte allocation #3 at 0x…". */

@@ -152,10 +152,12 @@ static void check_env(const char* image_path) {
   MUST(tsrCreateContext(&c));
   m = load_test_image(c, image_path);
   MUST(tsrAlloc(c, 100 * sizeof(float), 0, (void**)&out));
+  expect("without it, a kernel's writes past its extents are not caught", tsrLaunch(kernel(m, "overrun"), NULL, one,
+         args, 3), TSR_SUCCESS);  /* 412 bytes: inside the pool's 448-byte block, so harmless here */
   n = 101;
   extra = 0;
-  expect("without it, launches are not bounds-checked", tsrLaunch(kernel(m, "overrun"), NULL, one, args, 3),
-         TSR_SUCCESS);  /* 404 bytes: inside the pool's 448-byte block, so harmless here */
+  expect("but a launch's extents are checked against its allocations in every mode (host_bounds.c)",
+         tsrLaunch(kernel(m, "overrun"), NULL, one, args, 3), TSR_ERROR_MEMORY_FAULT);
   MUST(tsrDestroyContext(c));
 }
 

@@ -52,7 +52,7 @@ def test_launches_from_many_host_threads(build_host, test_image):
 
 
 @pytest.mark.parametrize("host", ["host_streams.c", "host_graphs.c", "host_memory.c", "host_debug.c",
-                                  "host_device.c"])
+                                  "host_device.c", "host_bounds.c"])
 def test_api_host(build_host, test_image, host):
     run_checks(build_host(host), test_image)
 

@@ -18,7 +18,7 @@ from hostutil import HERE, REPO, run
 
 RUNTIME_SOURCES = sorted((REPO / "runtime" / "src").glob("*.c"))
 HOSTS = ["host_saxpy.c", "host_bad_inputs.c", "host_streams.c", "host_graphs.c", "host_memory.c", "host_debug.c",
-         "host_device.c", "host_threads.c", "host_cycles.c"]
+         "host_device.c", "host_threads.c", "host_cycles.c", "host_bounds.c"]
 
 
 def compiler_accepts(compiler, flags, tmp_path):

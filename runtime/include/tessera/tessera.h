@@ -76,7 +76,8 @@ typedef enum tsr_status {
   TSR_ERROR_NOT_FOUND = 9,       /* no such kernel (for this runtime's backends) or property */
   TSR_ERROR_LAUNCH_FAILED = 10,  /* the backend could not run a validated launch */
   TSR_ERROR_NOT_READY = 11,      /* queried work has not finished yet (not a failure: no message is set) */
-  TSR_ERROR_MEMORY_FAULT = 12,   /* debug mode caught a bad memory access (guard page, canary, bounds, freed) */
+  TSR_ERROR_MEMORY_FAULT = 12,   /* a bad memory access refused or caught: extents past a known allocation (any
+                                  * mode); guard page, canary, freed memory (debug mode) */
 
   /* Short names from the architecture spec (§3.5). */
   TSR_EOOM = TSR_ERROR_OUT_OF_MEMORY,
@@ -277,8 +278,8 @@ TSR_API tsr_status_t tsrFree(tsr_context_t context, void* ptr);
 #define TSR_HOST_REGISTER_PINNED 0x1u  /* also lock the pages into RAM (mlock), as TSR_ALLOC_HOST_PINNED does */
 
 /* Registers host memory the caller owns (host pointer import) so that the device can use it: on the CPU
- * backend it is used in place (zero copy), and it becomes a known allocation for debug-mode bounds checks and
- * tsrPointerGetInfo. `bytes` >= 1; the range must not overlap a known allocation. Undo with
+ * backend it is used in place (zero copy), and it becomes a known allocation for the bounds checks of launches and
+ * copies and for tsrPointerGetInfo. `bytes` >= 1; the range must not overlap a known allocation. Undo with
  * tsrHostUnregister before freeing it; destroying the context unregisters it (and never frees it). */
 TSR_API tsr_status_t tsrHostRegister(tsr_context_t context, void* ptr, size_t bytes, uint32_t flags);
 TSR_API tsr_status_t tsrHostUnregister(tsr_context_t context, void* ptr);
@@ -325,11 +326,12 @@ typedef enum tsr_memcpy_kind {
   TSR_MEMCPY_HOST_TO_DEVICE = 1,
   TSR_MEMCPY_DEVICE_TO_HOST = 2,
   TSR_MEMCPY_DEVICE_TO_DEVICE = 3,
-  TSR_MEMCPY_DEFAULT = 4  /* infer from the pointers; no range check */
+  TSR_MEMCPY_DEFAULT = 4  /* infer from the pointers; no side must be device memory */
 } tsr_memcpy_kind_t;
 
 /* Copies `bytes` (ranges may overlap) and returns when done. NULL pointers are refused unless `bytes` is 0.
- * In debug mode a device side inside freed memory returns TSR_ERROR_MEMORY_FAULT. Asynchronous copies are
+ * A side that starts in a known allocation and runs past its end, whatever the kind, returns
+ * TSR_ERROR_MEMORY_FAULT; in debug mode so does a side inside freed memory. Asynchronous copies are
  * tsrMemcpyAsync (<tessera/execution.h>). */
 TSR_API tsr_status_t tsrMemcpy(tsr_context_t context, void* dst, const void* src, size_t bytes,
                                tsr_memcpy_kind_t kind);
@@ -361,8 +363,9 @@ typedef struct tsr_launch {
  * buffer, a negative dimension, a grid or block dimension of 0, a block other than the one the kernel was
  * compiled for (when its metadata fixes one), more threads per block or shared memory than the backend's
  * limits, or a stream of another context. Kernels without the SIMT flag return TSR_ERROR_UNSUPPORTED. In
- * debug mode a tensor that lies in a known allocation but whose extents (from the dimension arguments × the
- * dtype size) run past its end, or that lies in freed memory, returns TSR_ERROR_MEMORY_FAULT.
+ * every mode a tensor that starts in a known allocation (tsrAlloc, tsrHostRegister) but whose extents (the
+ * dimension arguments × the dtype size) run past its end returns TSR_ERROR_MEMORY_FAULT, naming the kernel and
+ * the tensor; in debug mode so does a tensor in freed memory. Memory the context does not know is not checked.
  *
  * On the NULL stream the launch has finished when tsrLaunch returns, and a fault caught while it ran (debug
  * mode) is its status. On a stream it is queued; faults are reported by tsrStreamSynchronize/tsrStreamQuery.
