@@ -33,6 +33,23 @@ class CompileOptions(HashedOptions):
     numerics: str = field(default_factory=profiles.current)  # "default" or "strict" (numerics/profiles.py)
 
     def __post_init__(self):
+        # Checked here, before any backend or LLVM sees them (LLVM asserts on an optimization level of 7).
+        for name in ("target", "cpu", "arch", "numerics"):
+            _expect(name, getattr(self, name), isinstance(getattr(self, name), str), "a str")
+        _expect("kernels", self.kernels, isinstance(self.kernels, tuple) and
+                all(isinstance(k, str) for k in self.kernels), "a tuple of kernel names")
+        _expect("hints", self.hints, isinstance(self.hints, tuple) and
+                all(isinstance(h, tuple) and len(h) == 2 and isinstance(h[0], str) and type(h[1]) is int
+                    for h in self.hints), "a tuple of (name, int) pairs")
+        _expect("opt_level", self.opt_level, type(self.opt_level) is int, "an int")
+        _expect("warp_size", self.warp_size, type(self.warp_size) is int, "an int")
+        if not 0 <= self.opt_level <= 3:
+            raise ValueError(f"opt_level must be 0, 1, 2 or 3, not {self.opt_level}")
         if self.numerics not in profiles.PROFILES:
             raise ValueError(f"unknown numerics profile {self.numerics!r}; the profiles are "
                              f"{', '.join(profiles.PROFILES)}")
+
+
+def _expect(name: str, value, ok: bool, what: str) -> None:
+    if not ok:
+        raise TypeError(f"compile option {name} must be {what}, not {value!r}")

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from ...options import HashedOptions
 from . import target
 
+MAX_WARP = 64
+
 
 def _host_caches() -> tuple[tuple[int, int], ...]:
     return tuple(sorted(target.cache_sizes().items()))
@@ -22,3 +24,11 @@ class CPUOptions(HashedOptions):
     # here only, once per options: the schedule, and so the code, is part of the options' hash.
     threads: int = field(default_factory=target.worker_threads)
     cache_sizes: tuple[tuple[int, int], ...] = field(default_factory=_host_caches)
+
+    def __post_init__(self):
+        target.check_cpu(self.cpu)
+        # warps run as vectors of this many lanes, and shuffles pair lanes by xor
+        if type(self.warp_size) is not int or not 1 <= self.warp_size <= MAX_WARP or \
+                self.warp_size & (self.warp_size - 1):
+            raise ValueError(f"the cpu target's warp_size must be a power of two from 1 to {MAX_WARP}, "
+                             f"not {self.warp_size!r}")

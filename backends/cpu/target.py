@@ -6,9 +6,12 @@ LLVM loads only for the instruction set: the backend hashes its options without 
 
 from __future__ import annotations
 
+import difflib
 import functools
 import os
 import platform
+import subprocess
+import sys
 from dataclasses import dataclass
 
 # The name the image metadata and the runtime use for each architecture.
@@ -30,9 +33,60 @@ def init_llvm() -> None:
     llvm.initialize_all_asmprinters()
 
 
+# Asks LLVM for the CPUs of this host's target: its `-mcpu=help` table, printed to stderr when a target machine
+# is made for the CPU "help". In a child process, as LLVM prints it once per process and straight to fd 2.
+_PROBE = """
+import llvmlite.binding as llvm
+llvm.initialize_native_target()
+llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(cpu="help")
+"""
+
+
+@functools.cache
+def known_cpus() -> tuple[str, ...]:
+    """The CPU names LLVM knows for this host's target (besides `native`). Raises ValueError where LLVM
+    cannot be asked."""
+    try:
+        p = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120,
+                           stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise ValueError(f"cannot ask LLVM which CPUs it knows ({e}); use cpu 'native' or 'generic'") from None
+    lines = p.stderr.splitlines()
+    try:
+        first = lines.index("Available CPUs for this target:") + 1
+    except ValueError:
+        raise ValueError(f"cannot ask LLVM which CPUs it knows (its probe exited {p.returncode}: "
+                         f"{p.stderr.strip()[-300:]!r}); use cpu 'native' or 'generic'") from None
+    names = []
+    for line in lines[first:]:
+        if line.startswith("Available features"):
+            break
+        if line.strip():
+            names.append(line.split()[0])
+    return tuple(names)
+
+
+def check_cpu(cpu: object) -> None:
+    """Raises TypeError or ValueError, saying which names are known, unless `cpu` is a CPU LLVM knows: an
+    unknown name reaches LLVM only as warnings and then a fatal error that ends the process."""
+    if not isinstance(cpu, str):
+        raise TypeError(f"cpu must be a CPU name (a str), not {type(cpu).__name__}")
+    if cpu in ("native", "generic"):
+        return
+    known = known_cpus()
+    if cpu not in known:
+        close = difflib.get_close_matches(cpu, known, n=3)
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise ValueError(f"unknown cpu {cpu!r} for this {platform.machine()} host{hint} "
+                         f"(known: native, {', '.join(known)})")
+
+
 @functools.cache
 def host(cpu: str | None = None) -> HostTarget:
-    """The machine we run on; `cpu` names another CPU of the same architecture (`generic` for portable code)."""
+    """The machine we run on; `cpu` names another CPU of the same architecture (`generic` for portable code).
+    Raises ValueError for a name LLVM does not know (check_cpu)."""
+    if cpu is not None:
+        check_cpu(cpu)
     import llvmlite.binding as llvm  # lazy: see the module docstring
     init_llvm()
     arch = _ARCH.get(platform.machine().lower(), platform.machine().lower())
