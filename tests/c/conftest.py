@@ -22,7 +22,7 @@ from hostutil import REPO, run  # noqa: E402
 def cc():
     path = shutil.which("cc")
     if not path:
-        pytest.skip("no C compiler: `cc` is not on PATH")
+        pytest.skip("no C compiler: `cc` is not on PATH (Debian/Ubuntu: gcc)")
     return path
 
 
@@ -42,7 +42,8 @@ def runtime_prefix(tmp_path_factory):
     if prefix:
         return prefix
     if not shutil.which("cmake"):
-        pytest.skip("libtessera is not installed (import tessera._runtime failed) and cmake is missing to build it")
+        pytest.skip("libtessera is not installed (import tessera._runtime failed) and cmake is missing to build it "
+                    "(pip install cmake)")
     root = tmp_path_factory.mktemp("libtessera")
     run(["cmake", "-S", REPO / "runtime", "-B", root / "build", f"-DCMAKE_INSTALL_PREFIX={root / 'prefix'}",
          "-DCMAKE_INSTALL_LIBDIR=lib", "-DCMAKE_BUILD_TYPE=RelWithDebInfo"])

@@ -65,13 +65,13 @@ def test_cycles_leave_no_descriptor_or_thread_behind(build_host, test_image):
 def test_header_compiles_as_cxx(build_host):
     cxx = shutil.which("c++")
     if not cxx:
-        pytest.skip("no C++ compiler: `c++` is not on PATH")
+        pytest.skip("no C++ compiler: `c++` is not on PATH (Debian/Ubuntu: g++)")
     run([build_host("host_cxx.cpp", compiler=cxx, flags=("-std=c++17", "-Wpedantic"))])
 
 
 def test_host_builds_with_pkg_config(cc, runtime_prefix, test_image, tmp_path):
     if not shutil.which("pkg-config"):
-        pytest.skip("pkg-config is not on PATH")
+        pytest.skip("pkg-config is not on PATH (Debian/Ubuntu: pkg-config)")
     env = dict(os.environ, PKG_CONFIG_PATH=str(runtime_prefix / "lib" / "pkgconfig"))
     flags = run(["pkg-config", "--cflags", "--libs", "tessera"], env=env).stdout.split()
     libdir = run(["pkg-config", "--variable=libdir", "tessera"], env=env).stdout.strip()
@@ -82,7 +82,7 @@ def test_host_builds_with_pkg_config(cc, runtime_prefix, test_image, tmp_path):
 
 def test_host_builds_with_cmake_find_package(runtime_prefix, test_image, tmp_path):
     if not shutil.which("cmake"):
-        pytest.skip("cmake is not on PATH")
+        pytest.skip("cmake is not on PATH (pip install cmake)")
     (tmp_path / "CMakeLists.txt").write_text(f"""
 cmake_minimum_required(VERSION 3.18)
 project(host C)
@@ -99,7 +99,7 @@ def test_cxx_host_with_streams_builds_with_cmake(runtime_prefix, test_image, tmp
     """A C++17 host using the C API through RAII (find_package(Tessera), CXX only): threads on their own
     streams, events between them, one graph replayed from several threads."""
     if not shutil.which("cmake") or not shutil.which("c++"):
-        pytest.skip("cmake or a C++ compiler is not on PATH")
+        pytest.skip("cmake or a C++ compiler is not on PATH (pip install cmake; Debian/Ubuntu: g++)")
     (tmp_path / "CMakeLists.txt").write_text(f"""
 cmake_minimum_required(VERSION 3.18)
 project(host_cpp CXX)

@@ -37,10 +37,11 @@ def sanitized_runtime(tmp_path_factory, name, flags):
     """libtessera built with `flags` (CMake, Debug), and a function that builds a host against it."""
     cc = shutil.which("cc")
     if not cc or not shutil.which("cmake"):
-        pytest.skip("needs `cc` and `cmake` on PATH")
+        pytest.skip("needs `cc` and `cmake` on PATH (Debian/Ubuntu: gcc; pip install cmake)")
     root = tmp_path_factory.mktemp(name)
     if not compiler_accepts(cc, flags, root):
-        pytest.skip(f"`cc` cannot build and run programs with {' '.join(flags)} (sanitizer runtime missing)")
+        pytest.skip(f"`cc` cannot build and run programs with {' '.join(flags)} (sanitizer runtime missing: "
+                    "Debian/Ubuntu gcc's libasan, libubsan)")
     build = root / "build"
     run(["cmake", "-S", REPO / "runtime", "-B", build, "-DCMAKE_BUILD_TYPE=Debug", f"-DCMAKE_C_FLAGS={' '.join(flags)}",
          "-DTESSERA_BUILD_PYTHON=OFF"])
@@ -99,7 +100,7 @@ def test_concurrent_hosts_under_thread_sanitizer(tsan_host, test_image, host):
 def test_cycles_leak_nothing_under_valgrind(build_host, test_image):
     valgrind = shutil.which("valgrind")
     if not valgrind:
-        pytest.skip("valgrind is not on PATH (the cycles also run under LeakSanitizer above)")
+        pytest.skip("valgrind is not on PATH (Debian/Ubuntu: valgrind; the cycles also run under LeakSanitizer above)")
     p = subprocess.run([valgrind, "--leak-check=full", "--errors-for-leak-kinds=definite,indirect",
                         "--error-exitcode=99", str(build_host("host_cycles.c")), str(test_image), "6"],
                        capture_output=True, text=True, timeout=600)
@@ -124,7 +125,8 @@ def fuzzer(tmp_path_factory):
                      "int LLVMFuzzerTestOneInput(const uint8_t* d, size_t n) { (void)d; (void)n; return 0; }\n")
     if subprocess.run([clang, "-fsanitize=fuzzer,address", str(probe), "-o", str(root / "probe")],
                       capture_output=True).returncode:
-        pytest.skip("clang cannot link libFuzzer here (libclang-rt / compiler-rt missing)")
+        pytest.skip("clang cannot link libFuzzer here (libclang-rt / compiler-rt missing: Debian/Ubuntu "
+                    "libclang-rt-<version>-dev)")
     common = [f"-I{REPO / 'runtime' / 'include'}", f"-I{REPO / 'runtime' / 'src'}", "-DTSR_BUILDING_LIBRARY",
               "-D_POSIX_C_SOURCE=200809L"]
 

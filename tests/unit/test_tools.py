@@ -32,7 +32,7 @@ def test_cc_writes_image_and_header(tmp_path):
 def test_header_compiles_as_c_and_cpp(tmp_path):
     cc = shutil.which("cc")
     if cc is None:
-        pytest.skip("no C compiler")
+        pytest.skip("no C compiler: `cc` is not on PATH (Debian/Ubuntu: gcc)")
     from tessera.tools.config import install_dirs
     inc, _ = install_dirs()
     header = tmp_path / "k.h"
@@ -91,7 +91,7 @@ def test_objdump_yaml(tmp_path):
 def test_readelf_agrees(tmp_path):
     readelf = shutil.which("readelf")
     if readelf is None:
-        pytest.skip("no readelf")
+        pytest.skip("no readelf (Debian/Ubuntu: binutils)")
     out = tmp_path / "s.tessera"
     assert tool("cc", EXAMPLE, "-o", str(out)).returncode == 0
     r = subprocess.run([readelf, "-S", "-n", "-W", str(out)], capture_output=True, text=True)
