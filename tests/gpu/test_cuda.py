@@ -190,7 +190,8 @@ def test_a_gpu_fault_is_a_status_and_the_host_lives(cuda, image_of, tmp_path):
             print("caught", e.status_name, e)
         print("still here")
         """)
-    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                       cwd=tmp_path)  # not the checkout, whose tessera/ would shadow the installed package
     assert p.returncode == 0, p.stdout + p.stderr
     assert "caught TSR_ERROR_LAUNCH_FAILED" in p.stdout and "CUDA_ERROR_ILLEGAL_ADDRESS" in p.stdout
     assert p.stdout.rstrip().endswith("still here")

@@ -192,7 +192,8 @@ def test_a_fault_in_queued_work_is_reported_by_synchronize(cuda, image_of, tmp_p
         except runtime.Error as e:
             print("caught", e.status_name, e)
         """)
-    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                       cwd=tmp_path)  # not the checkout, whose tessera/ would shadow the installed package
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.startswith("queued") and "caught TSR_ERROR_LAUNCH_FAILED" in p.stdout
     assert "CUDA_ERROR_ILLEGAL_ADDRESS" in p.stdout
