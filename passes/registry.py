@@ -25,8 +25,14 @@ class PassInfo:
     pipeline: str = ""                # an upstream textual pipeline this name stands for
 
 
-def _simt_to_warps(op, warp_size: int = 32) -> None:
-    simt_to_warps.run(op, warp_size)
+def _flag(value: str) -> bool:
+    if value not in ("true", "false", "1", "0"):
+        raise ValueError(f"expected true or false, not '{value}'")
+    return value in ("true", "1")
+
+
+def _simt_to_warps(op, warp_size: int = 32, bounds_checks: bool = False) -> None:
+    simt_to_warps.run(op, warp_size, bounds_checks)
 
 
 def _cpu_vector_math(op, arch: str = "x86_64", features: str = "+avx2") -> None:
@@ -46,7 +52,7 @@ def _tile_mma(op, wave: int = 64, matrix: str = "") -> None:
 PASSES: dict[str, PassInfo] = {
     "tessera-simt-to-warps": PassInfo(
         "tessera-simt-to-warps", "SIMT kernels to per-block functions running each warp as one vector (CPU)",
-        _simt_to_warps, {"warp-size": int}),
+        _simt_to_warps, {"warp-size": int, "bounds-checks": _flag}),
     "tessera-cpu-vector-math": PassInfo(
         "tessera-cpu-vector-math", "f32 math on vectors as calls to glibc's libmvec variants (CPU)",
         _cpu_vector_math, {"arch": str, "features": str}),

@@ -6,6 +6,13 @@ can differ between the lanes of a warp ("varying") becomes a ``vector<W x T>``; 
 predicated: both sides run under a lane mask, memory operations are masked, and ``scf.if`` results become
 selects. Varying indices of the form ``uniform + lane`` become contiguous masked loads and stores.
 
+With bounds checks on (the default; CompileOptions.bounds_checks), every access that bounds_facts cannot prove
+within its tensor's extents is checked: an active lane outside them does not access memory, and the block
+records its report (the first failing access's tensor and source line, docs/image-format.md) in the slot the
+runtime passes, then stops at its next warp; the launch fails with TSR_ERROR_MEMORY_FAULT. The per-block
+function then takes that slot, a ``memref<1xindex>``, after the launch indices. Without checks the lowering
+is exactly the unchecked one.
+
 Warps are formed along x: a warp covers up to W consecutive threads of one row of the block (the last warp of
 a row is partial when block_x is not a multiple of W). The rewritten kernel is::
 
@@ -17,9 +24,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..diagnostics import LoweringError
+import numpy as np
+
+from ..diagnostics import LoweringError, parse_location
 from ..dialects import ttile_tile
 from ..mlir import arith, func, ir, memref, scf, vector
+from . import bounds_facts
 
 LAUNCH_ARGS = ("bid_x", "bid_y", "bid_z", "bdim_x", "bdim_y", "bdim_z", "gdim_x", "gdim_y", "gdim_z")
 
@@ -34,14 +44,70 @@ class V:
     lane_base: ir.Value | None = None
 
 
+class _Checks:
+    """A kernel's run-time bounds checks: the facts that spare them, the block's report slot, the reports."""
+
+    def __init__(self, kernel, slot: ir.Value):
+        self.facts = bounds_facts.Facts(kernel)
+        self.kernel = kernel.sym_name.value
+        self.module_body = kernel.operation.parent.regions[0].blocks[0]
+        self.slot = slot  # memref<1xindex>: the address of the block's first report, 0 while there is none
+        self.reports: dict[str, str] = {}  # report text -> its global's symbol
+        self.used = False  # whether the phase being lowered checks an access
+
+    def needed(self, mem: ir.Value, indices: list[ir.Value]) -> bool:
+        """Whether an access of (the kernel's) `mem` at `indices` needs a check."""
+        if self.facts.in_bounds(mem, indices):
+            return False
+        self.used = True
+        return True
+
+    def report(self, op, mem: ir.Value) -> None:
+        """Emits: the block's report becomes this access's, unless it has one already."""
+        zero = arith.ConstantOp.create_index(0).result
+        first = arith.CmpIOp(arith.CmpIPredicate.eq, memref.LoadOp(self.slot, [zero]).result, zero).result
+        record = scf.IfOp(first)
+        with ir.InsertionPoint(record.then_block):
+            text = self._text(op, mem)
+            data = text.encode() + b"\0"
+            t = ir.MemRefType.get([len(data)], ir.IntegerType.get_signless(8))
+            g = memref.GetGlobalOp(t, self._global(text, data, t)).result
+            memref.StoreOp(memref.ExtractAlignedPointerAsIndexOp(g).result, self.slot, [zero])
+            scf.YieldOp([])
+
+    def report_if(self, cond: ir.Value, op, mem: ir.Value) -> None:
+        failed = scf.IfOp(cond)
+        with ir.InsertionPoint(failed.then_block):
+            self.report(op, mem)
+            scf.YieldOp([])
+
+    def _text(self, op, mem: ir.Value) -> str:
+        where = parse_location(str(op.location))
+        at = f" at {where[0]}:{where[1]}" if where else ""
+        return f"tensor '{self.facts.tensor_name(mem)}' accessed outside its extents{at}"
+
+    def _global(self, text: str, data: bytes, t: ir.MemRefType) -> str:
+        if text not in self.reports:
+            name = f"__tessera_oob_{self.kernel}_{len(self.reports)}"
+            value = ir.DenseElementsAttr.get(np.frombuffer(data, dtype=np.int8),
+                                             type=ir.RankedTensorType.get([len(data)], t.element_type))
+            with ir.InsertionPoint.at_block_begin(self.module_body):
+                memref.GlobalOp(name, ir.TypeAttr.get(t), sym_visibility="private", initial_value=value,
+                                constant=True)
+            self.reports[text] = name
+        return self.reports[text]
+
+
 class _Warp:
     """The rewriting of one kernel body for one warp."""
 
-    def __init__(self, width: int, launch: dict[str, ir.Value], warp: dict[str, ir.Value]):
+    def __init__(self, width: int, launch: dict[str, ir.Value], warp: dict[str, ir.Value],
+                 checks: _Checks | None = None):
         self.W = width
         self.launch = launch
         self.warp = warp  # z, y, xw (uniform) and lane (the iota vector)
         self.map: dict[ir.Value, V] = {}
+        self.checks = checks
 
     # -- vector helpers -------------------------------------------------------------------------------
     def vtype(self, t: ir.Type) -> ir.VectorType:
@@ -326,10 +392,20 @@ class _Warp:
     def op_memref_load(self, op, mask, entry) -> None:
         base = self.get(op.operands[0]).value
         idx = [self.get(i) for i in list(op.operands)[1:]]
+        checked = self._checked(op.operands[0], list(op.operands)[1:])
         kind, mem, where = self._access(base, idx)
         et = ir.MemRefType(base.type).element_type
         if kind == "scalar" and entry:  # lane 0 of every warp is active at the entry: the load is safe
-            self.map[op.result] = V(memref.LoadOp(mem, where).result, False)
+            if not checked:
+                self.map[op.result] = V(memref.LoadOp(mem, where).result, False)
+                return
+            ok = scf.IfOp(self._in_bounds(base, idx)[0], [et], has_else=True)
+            with ir.InsertionPoint(ok.then_block):
+                scf.YieldOp([memref.LoadOp(mem, where).result])
+            with ir.InsertionPoint(ok.else_block):
+                self.checks.report(op, op.operands[0])
+                scf.YieldOp([_zero(et)])
+            self.map[op.result] = V(ok.results[0], False)
             return
         vt = self.vtype(et)
         zero = vector.BroadcastOp(vt, _zero(et)).result
@@ -337,38 +413,104 @@ class _Warp:
             mem, lin = self._flat(mem, [V(w, False) for w in where])
             kind, where = "gather", self.vec(lin)
         if kind == "contiguous":
-            full = scf.IfOp(self.all_lanes(mask), [vt], has_else=True)
+            full = scf.IfOp(self._full(mask, base, idx, checked and op.operands[-1]), [vt], has_else=True)
             with ir.InsertionPoint(full.then_block):
                 scf.YieldOp([vector.LoadOp(vt, mem, where).result])
             with ir.InsertionPoint(full.else_block):
-                scf.YieldOp([vector.MaskedLoadOp(vt, mem, where, mask, zero).result])
+                m = self._lanes_ok(op, op.operands[0], base, idx, mask) if checked else mask
+                scf.YieldOp([vector.MaskedLoadOp(vt, mem, where, m, zero).result])
             self.map[op.result] = V(full.results[0], True)
             return
         z = self.index_const(0)
-        self.map[op.result] = V(vector.GatherOp(vt, mem, [z], where, mask, zero).result, True)
+        m = self._lanes_ok(op, op.operands[0], base, idx, mask) if checked else mask
+        self.map[op.result] = V(vector.GatherOp(vt, mem, [z], where, m, zero).result, True)
 
     def op_memref_store(self, op, mask, entry) -> None:
         val = self.get(op.operands[0])
         base = self.get(op.operands[1]).value
         idx = [self.get(i) for i in list(op.operands)[2:]]
+        checked = self._checked(op.operands[1], list(op.operands)[2:])
         kind, mem, where = self._access(base, idx)
         if kind == "scalar" and entry and not val.varying:
-            memref.StoreOp(val.value, mem, where)
+            if not checked:
+                memref.StoreOp(val.value, mem, where)
+                return
+            ok = scf.IfOp(self._in_bounds(base, idx)[0], [], has_else=True)
+            with ir.InsertionPoint(ok.then_block):
+                memref.StoreOp(val.value, mem, where)
+                scf.YieldOp([])
+            with ir.InsertionPoint(ok.else_block):
+                self.checks.report(op, op.operands[1])
+                scf.YieldOp([])
             return
         if kind == "scalar":
             mem, lin = self._flat(mem, [V(w, False) for w in where])
             kind, where = "gather", self.vec(lin)
         if kind == "contiguous":
             v = self.vec(val)
-            full = scf.IfOp(self.all_lanes(mask), [], has_else=True)
+            full = scf.IfOp(self._full(mask, base, idx, checked and op.operands[-1]), [], has_else=True)
             with ir.InsertionPoint(full.then_block):
                 vector.StoreOp(v, mem, where)
                 scf.YieldOp([])
             with ir.InsertionPoint(full.else_block):
-                vector.MaskedStoreOp(mem, where, mask, v)
+                m = self._lanes_ok(op, op.operands[1], base, idx, mask) if checked else mask
+                vector.MaskedStoreOp(mem, where, m, v)
                 scf.YieldOp([])
             return
-        vector.ScatterOp(None, mem, [self.index_const(0)], where, mask, self.vec(val))
+        m = self._lanes_ok(op, op.operands[1], base, idx, mask) if checked else mask
+        vector.ScatterOp(None, mem, [self.index_const(0)], where, m, self.vec(val))
+
+    # -- bounds checks --------------------------------------------------------------------------------
+    def _checked(self, mem: ir.Value, indices: list[ir.Value]) -> bool:
+        return self.checks is not None and self.checks.needed(mem, indices)
+
+    def _ult(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return arith.CmpIOp(arith.CmpIPredicate.ult, a, b).result
+
+    def _in_bounds(self, base: ir.Value, idx: list[V]) -> tuple[ir.Value | None, ir.Value | None]:
+        """index < extent for every dimension, unsigned so that a negative index fails too: the conjunction
+        over the uniform indices (a scalar) and over the varying ones (per lane); None where there are none."""
+        uniform = lanes = None
+        for k, i in enumerate(idx):
+            extent = memref.DimOp(base, self.index_const(k)).result
+            if i.varying:
+                c = self._ult(i.value, vector.BroadcastOp(i.value.type, extent).result)
+                lanes = c if lanes is None else arith.AndIOp(lanes, c).result
+            else:
+                c = self._ult(i.value, extent)
+                uniform = c if uniform is None else arith.AndIOp(uniform, c).result
+        return uniform, lanes
+
+    def _full(self, mask: ir.Value, base: ir.Value, idx: list[V], checked) -> ir.Value:
+        """A contiguous access's fast path: every lane active and, when `checked` (the access's original last
+        index), every lane in bounds: scalar compares of the last lane's index, and of the first's unless it
+        is provably non-negative (then the last, below 2^63 + W, does not wrap)."""
+        full = self.all_lanes(mask)
+        if not checked:
+            return full
+        last = len(idx) - 1
+        extent = memref.DimOp(base, self.index_const(last)).result
+        first_lane = idx[last].lane_base
+        ok = self._ult(arith.AddIOp(first_lane, self.index_const(self.W - 1)).result, extent)
+        if not self.checks.facts.nonneg(checked):
+            ok = arith.AndIOp(self._ult(first_lane, extent), ok).result
+        uniform, _ = self._in_bounds(base, idx[:last])
+        if uniform is not None:
+            ok = arith.AndIOp(ok, uniform).result
+        return arith.AndIOp(full, ok).result
+
+    def _lanes_ok(self, op, mem: ir.Value, base: ir.Value, idx: list[V], mask: ir.Value) -> ir.Value:
+        """The active lanes whose access is in bounds; reports when some other active lane's is not."""
+        uniform, lanes = self._in_bounds(base, idx)
+        ok = lanes
+        if uniform is not None:
+            u = vector.BroadcastOp(mask.type, uniform).result
+            ok = u if ok is None else arith.AndIOp(ok, u).result
+        safe = arith.AndIOp(mask, ok).result
+        outside = vector.ReductionOp(ir.IntegerType.get_signless(1), vector.CombiningKind.OR,
+                                     arith.XOrIOp(mask, safe).result).result  # active and not in bounds
+        self.checks.report_if(outside, op, mem)
+        return safe
 
     # -- control flow ---------------------------------------------------------------------------------
     def op_scf_if(self, op, mask, entry) -> None:
@@ -378,12 +520,16 @@ class _Warp:
         then_mask = arith.AndIOp(mask, cv).result
         else_mask = arith.AndIOp(mask, arith.XOrIOp(cv, true_v).result).result
         yields = []
-        for region, m in ((op.regions[0], then_mask), (op.regions[1], else_mask)):
+        for then, region, m in ((True, op.regions[0], then_mask), (False, op.regions[1], else_mask)):
             if not region.blocks:
                 yields.append([])
                 continue
             blk = region.blocks[0]
+            facts = self.checks.facts if self.checks else None
+            assumed = facts.assume(op.operands[0]) if facts and then else 0
             self.run(blk, m, entry=False)
+            if facts:
+                facts.forget(assumed)
             term = blk.operations[len(blk.operations) - 1]
             yields.append([self.get(v) for v in term.operands])
         for i, r in enumerate(op.results):
@@ -408,7 +554,11 @@ class _Warp:
             self.map[body.arguments[0]] = V(loop.induction_variable, False)
             for old, new, v in zip(list(body.arguments)[1:], loop.inner_iter_args, varying):
                 self.map[old] = V(new, v)
+            facts, bounds = self.checks.facts if self.checks else None, bounds_facts.loop_bounds(op)
+            assumed = facts.assume_below(*bounds) if facts and bounds else 0
             self.run(body, mask, entry)  # the bounds are uniform: the loop runs under its parent's mask
+            if facts:
+                facts.forget(assumed)
             term = body.operations[len(body.operations) - 1]
             scf.YieldOp([self.vec(self.get(v)) if vary else self.get(v).value
                          for v, vary in zip(term.operands, varying)])
@@ -515,11 +665,12 @@ def _zero(t: ir.Type) -> ir.Value:
     return arith.ConstantOp(t, ir.IntegerAttr.get(t, 0)).result
 
 
-def lower_kernel(kernel: func.FuncOp, width: int) -> func.FuncOp:
+def lower_kernel(kernel: func.FuncOp, width: int, bounds_checks: bool = False) -> func.FuncOp:
     """Replaces `kernel` with its per-block form; returns the new function."""
     index = ir.IndexType.get()
     old_t = kernel.type
-    new_t = ir.FunctionType.get(list(old_t.inputs) + [index] * len(LAUNCH_ARGS), [])
+    slot = [ir.MemRefType.get([1], index, loc=kernel.location)] if bounds_checks else []
+    new_t = ir.FunctionType.get(list(old_t.inputs) + [index] * len(LAUNCH_ARGS) + slot, [])
     with kernel.location, ir.InsertionPoint(kernel):
         new = func.FuncOp(kernel.sym_name.value, new_t)
     for name in kernel.attributes:
@@ -528,18 +679,19 @@ def lower_kernel(kernel: func.FuncOp, width: int) -> func.FuncOp:
     new.attributes["tessera.warp_size"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), width)
     if "arg_attrs" in kernel.attributes:
         old_attrs = list(ir.ArrayAttr(kernel.attributes["arg_attrs"]))
-        new.arg_attrs = ir.ArrayAttr.get(old_attrs + [ir.DictAttr.get({})] * len(LAUNCH_ARGS))
+        new.arg_attrs = ir.ArrayAttr.get(old_attrs + [ir.DictAttr.get({})] * (len(LAUNCH_ARGS) + len(slot)))
     with kernel.location:
         entry = new.add_entry_block()
     n_params = len(old_t.inputs)
     launch = dict(zip(LAUNCH_ARGS, list(entry.arguments)[n_params:]))
+    checks = _Checks(kernel, entry.arguments[len(entry.arguments) - 1]) if bounds_checks else None
     phases = _phases(kernel, width)
     with kernel.location, ir.InsertionPoint(entry):
         c0, c1 = arith.ConstantOp.create_index(0).result, arith.ConstantOp.create_index(1).result
         cw = arith.ConstantOp.create_index(width).result
         xwarps = arith.CeilDivUIOp(launch["bdim_x"], cw).result
     for phase in phases:
-        _emit_phase(kernel, entry, phase, launch, width, n_params, c0, c1, cw, xwarps)
+        _emit_phase(kernel, entry, phase, launch, width, n_params, c0, c1, cw, xwarps, checks)
     with kernel.location, ir.InsertionPoint(entry):
         func.ReturnOp([])
     kernel.operation.erase()
@@ -585,7 +737,7 @@ def _group_size(v) -> int:
     return ir.IntegerAttr(ttile_tile.GroupType(v.type).size).value
 
 
-def _emit_phase(kernel, entry, phase, launch, width, n_params, c0, c1, cw, xwarps) -> None:
+def _emit_phase(kernel, entry, phase, launch, width, n_params, c0, c1, cw, xwarps, checks) -> None:
     index = ir.IndexType.get()
     with kernel.location, ir.InsertionPoint(entry):
         loop_z = scf.ForOp(c0, launch["bdim_z"], c1)
@@ -598,24 +750,40 @@ def _emit_phase(kernel, entry, phase, launch, width, n_params, c0, c1, cw, xwarp
                     lane = vector.StepOp(vt).result
                     warp = {"z": loop_z.induction_variable, "y": loop_y.induction_variable,
                             "xw": loop_x.induction_variable, "lane": lane}
-                    w = _Warp(width, launch, warp)
+                    w = _Warp(width, launch, warp, checks)
                     for old, newarg in zip(kernel.arguments, list(entry.arguments)[:n_params]):
                         w.map[old] = V(newarg, False)
                     local_x = arith.AddIOp(vector.BroadcastOp(vt, arith.MulIOp(loop_x.induction_variable, cw).result).result,
                                            lane).result
                     active = arith.CmpIOp(arith.CmpIPredicate.ult, local_x,
                                           vector.BroadcastOp(vt, launch["bdim_x"]).result).result
+                    if checks:
+                        checks.used = False
                     w.run(phase, active, entry=True)
+                    if checks and checks.used:
+                        _unless_reported(loop_x.body, checks.slot, c0)
                     scf.YieldOp([])
                 scf.YieldOp([])
             scf.YieldOp([])
 
 
-def run(module, width: int = 32) -> None:
+def _unless_reported(body: ir.Block, slot: ir.Value, c0: ir.Value) -> None:
+    """Moves the warp's work (`body`'s ops so far) under ``if slot[0] == 0``: a block stops at its next warp
+    once a check has failed."""
+    work = list(body.operations)
+    clear = arith.CmpIOp(arith.CmpIPredicate.eq, memref.LoadOp(slot, [c0]).result, c0).result
+    guard = scf.IfOp(clear)
+    with ir.InsertionPoint(guard.then_block):
+        end = scf.YieldOp([])
+    for op in work:
+        op.operation.move_before(end)
+
+
+def run(module, width: int = 32, bounds_checks: bool = False) -> None:
     """Lowers every `tessera.kernel` function of `module` (an ``ir.Module`` or its operation) in place.
     Tile kernels (``tessera.tile_kernel``, e.g. backends/cpu/gemm.py's) are already in per-block form."""
     body = module.body if isinstance(module, ir.Module) else module.regions[0].blocks[0]
     kernels = [op for op in body.operations if op.operation.name == "func.func"
                and "tessera.kernel" in op.attributes and "tessera.tile_kernel" not in op.attributes]
     for k in kernels:
-        lower_kernel(k, width)
+        lower_kernel(k, width, bounds_checks)

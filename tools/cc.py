@@ -39,6 +39,8 @@ def _parse_args(argv):
                    help="GPU architecture(s), comma-separated, each for its target: sm_80 (ptx's default; runs "
                         "on every later GPU), sm_90a, …; gfx942 (amdgpu's default, MI300), gfx90a, gfx1100; "
                         "xe-hpc (spirv: declares Intel Xe-HPC's matrix hardware; default: none)")
+    p.add_argument("--no-bounds-checks", dest="bounds_checks", action="store_false",
+                   help="cpu target: omit the run-time checks of tensor accesses not provably in bounds")
     p.add_argument("-O", dest="opt_level", type=int, default=3, choices=[0, 1, 2, 3], help="optimization level")
     p.add_argument("--emit-header", metavar="H", help="also write a C header with a typed launcher per kernel")
     p.add_argument("--dump-ir-after-all", metavar="DIR", help="write every stage's IR into DIR")
@@ -58,7 +60,7 @@ def _write(path: str, artifact) -> None:
 def main(argv=None) -> int:
     args = _parse_args(sys.argv[1:] if argv is None else argv)
     options = CompileOptions(target=args.target, kernels=tuple(args.kernel), cpu=args.cpu, arch=args.arch,
-                             opt_level=args.opt_level)
+                             opt_level=args.opt_level, bounds_checks=args.bounds_checks)
     problem = None if args.list_stages else _overwrites_input(args)
     if problem:
         print(f"tessera-cc: error: {problem}", file=sys.stderr)

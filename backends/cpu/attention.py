@@ -21,6 +21,10 @@ passes over a BQ×Sk scratch of scores that stays in cache:
 P is never written to memory: its BQ rows live in the scratch (BQ·Sk floats, L1/L2) for the time of one
 block. The three passes read Q, K and V once per block of rows — the work of the two GEMMs, minus their
 packing, plus one pass of exp over the scores.
+
+No bounds checks, for gemm.py's reason: Q, KT, V and O share their extents by name (B, SQ, D, SK, DV: one
+dimension argument each), every index is a block's origin plus an offset its loop bounds by them, and a block
+past Sq or B (a larger grid than `attention_grid`'s) does nothing: `_Body.emit` guards it.
 """
 
 from __future__ import annotations

@@ -27,7 +27,8 @@ class CPUBackend(Backend):
 
     @classmethod
     def option_values(cls, options: CompileOptions, arch: str | None) -> dict:
-        return {"cpu": options.cpu, "opt_level": options.opt_level, "warp_size": options.warp_size}
+        return {"cpu": options.cpu, "opt_level": options.opt_level, "warp_size": options.warp_size,
+                "bounds_checks": options.bounds_checks}
 
     def tool_versions(self) -> tuple[str, ...]:
         # The host linker writes the shared object; the build machine decides `native` code and, whatever

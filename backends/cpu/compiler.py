@@ -18,7 +18,7 @@ from .options import CPUOptions
 
 
 def make_warps(mod: ir.Module, metadata: dict, options: CPUOptions) -> ir.Module:
-    simt_to_warps.run(mod, options.warp_size)
+    simt_to_warps.run(mod, options.warp_size, options.bounds_checks)
     passmanager.PassManager.parse("builtin.module(canonicalize,cse)").run(mod.operation)
     return mod
 
@@ -34,8 +34,10 @@ def make_llir(mod: ir.Module, metadata: dict, options: CPUOptions) -> str:
     host = target.host(options.cpu)
     check_fully_lowered(mod, ("llvm.",), "LLVM")
     text = llvm_compat.downgrade(str(translate_module_to_llvmir(mod.operation)))
-    wrappers = "".join(entry.entry_ir(sig, sig.name) for sig in metadata["signatures"])
     lmod = llvm.parse_assembly(text)
+    # A kernel lowered with bounds checks takes one more argument, its report slot: the body says which.
+    wrappers = "".join(entry.entry_ir(sig, sig.name, entry.takes_report_slot(
+        sig, len(list(lmod.get_function(sig.name).arguments)))) for sig in metadata["signatures"])
     lmod.link_in(llvm.parse_assembly(wrappers))
     if "bfloat" in text:
         lmod.link_in(llvm.parse_assembly(support.SUPPORT_IR))

@@ -3,7 +3,9 @@
 ``void <entry>(void **args, const tsr_cpu_block_ctx_t *ctx)`` (docs/image-format.md) unpacks the launch
 arguments, builds a memref descriptor per tensor from its pointer and dimension arguments, and calls the
 lowered per-block function, whose signature the MLIR calling convention fixes: a scalar is one value; a
-rank-r memref is (allocated ptr, aligned ptr, offset, r sizes, r strides); then the nine launch indices.
+rank-r memref is (allocated ptr, aligned ptr, offset, r sizes, r strides); then the nine launch indices;
+then, for a kernel lowered with bounds checks (passes/simt_to_warps.py), its report slot: ``ctx->fault``
+as a ``memref<1xindex>``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,21 @@ def entry_symbol(kernel: str) -> str:
     return f"tsr_cpu_{kernel}"
 
 
-def entry_ir(sig: Signature, body_symbol: str) -> str:
+# The report slot's parameters in the MLIR calling convention: a rank-1 memref.
+_REPORT_SLOT_PARAMS = 5
+_CTX_FAULT_OFFSET = 40  # bytes: tsr_cpu_block_ctx_t.fault
+
+
+def takes_report_slot(sig: Signature, body_params: int) -> bool:
+    """Whether the lowered per-block function of `sig`, with `body_params` parameters, takes a report slot."""
+    return body_params == _body_params(sig) + _REPORT_SLOT_PARAMS
+
+
+def _body_params(sig: Signature) -> int:
+    return sum(1 if a.kind == SCALAR else 3 + 2 * a.rank for a in sig.args if a.kind != DIM) + 9
+
+
+def entry_ir(sig: Signature, body_symbol: str, report_slot: bool = False) -> str:
     lines = [f"define void @{entry_symbol(sig.name)}(ptr noalias nocapture readonly %args, "
              f"ptr noalias nocapture readonly %ctx) {{", "entry:"]
     slot: dict[int, str] = {}
@@ -51,6 +67,10 @@ def entry_ir(sig: Signature, body_symbol: str) -> str:
             lines += [f"  {n}.p = getelementptr inbounds i32, ptr %ctx, i64 {base + axis}",
                       f"  {n}.u = load i32, ptr {n}.p", f"  {n} = zext i32 {n}.u to i64"]
             call_args.append(f"i64 {n}")
+    if report_slot:
+        lines += [f"  %fault.pp = getelementptr inbounds i8, ptr %ctx, i64 {_CTX_FAULT_OFFSET}",
+                  "  %fault = load ptr, ptr %fault.pp"]
+        call_args += ["ptr %fault", "ptr %fault", "i64 0", "i64 1", "i64 1"]
     lines += [f"  call void @{body_symbol}({', '.join(call_args)})", "  ret void", "}"]
     decl = f"declare void @{body_symbol}({', '.join(a.split(' ')[0] for a in call_args)})"
     return decl + "\n\n" + "\n".join(lines) + "\n"

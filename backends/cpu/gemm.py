@@ -32,6 +32,12 @@ loads and stores are masked at the matrix edges. Inputs narrower than f32 (f16, 
 packing: the micro-kernel and the epilogue are always f32.
 
 The blocking and the register tile are the schedule's (gemm_schedule.py, the cost model).
+
+No bounds checks (simt_to_warps checks SIMT kernels' accesses; this kernel never goes through it): every
+index is a tile origin plus an offset that its loop bounds by the extents M, N, K read from A and B, and C and
+the epilogue tensors share those extents by name (one dimension argument each, so the entry builds every
+descriptor from the same values, and the runtime checks the buffers against them at launch). A block past
+the matrix (a grid larger than `gemm_grid`'s) does nothing: `_Body.emit` guards it.
 """
 
 from __future__ import annotations

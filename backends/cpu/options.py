@@ -19,6 +19,7 @@ class CPUOptions(HashedOptions):
     cpu: str = "native"       # an LLVM CPU name, "native" for the build machine, "generic" for any
     opt_level: int = 3
     warp_size: int = 32
+    bounds_checks: bool = True  # check the accesses simt_to_warps cannot prove in bounds
     # What the GEMM cost model fits schedules to: the runtime's worker threads (TESSERA_NUM_THREADS, else
     # one per CPU) and the data caches, (level, bytes), of the machine we run on. The environment is read
     # here only, once per options: the schedule, and so the code, is part of the options' hash.

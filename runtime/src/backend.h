@@ -26,11 +26,12 @@ typedef struct tsr_backend_launch {
   bool guarded;       /* debug mode: catch faults of the kernel instead of crashing */
 } tsr_backend_launch_t;
 
-/* A fault caught in a guarded launch. */
+/* A fault caught in a guarded launch, or a failed bounds check of generated code. */
 typedef struct tsr_fault {
-  uintptr_t address;  /* the address accessed */
-  uint32_t block[3];  /* the block that faulted */
-  int signal;         /* SIGSEGV, SIGBUS */
+  uintptr_t address;   /* the address accessed */
+  uint32_t block[3];   /* the block that faulted */
+  int signal;          /* SIGSEGV, SIGBUS; 0 for a bounds check */
+  const char* report;  /* a bounds check's text (tsr_cpu_block_ctx_t.fault), in the kernel's image; else NULL */
 } tsr_fault_t;
 
 typedef struct tsr_backend {

@@ -215,21 +215,21 @@ typedef struct grid_job {
 /* Block i of the grid, x fastest. */
 static void run_block(void* arg, uint64_t i) {
   grid_job_t* g = arg;
+  const char* report = NULL;
   tsr_cpu_block_ctx_t ctx = {
       .grid = {g->grid[0], g->grid[1], g->grid[2]},
       .block = {g->block[0], g->block[1], g->block[2]},
       .block_id = {(uint32_t)(i % g->grid[0]), (uint32_t)(i / g->grid[0] % g->grid[1]),
                    (uint32_t)(i / g->grid[0] / g->grid[1])},
-      .reserved = 0};
-  if (!g->guarded) {
-    g->entry(g->args, &ctx);
-    return;
-  }
-  uintptr_t address;
-  int signal;
-  if (tsr_cpu_run_guarded(g->entry, g->args, &ctx, &address, &signal)) return;
+      .reserved = 0,
+      .fault = &report};
+  uintptr_t address = 0;
+  int signal = 0;
+  if (!g->guarded) g->entry(g->args, &ctx);
+  else if (!tsr_cpu_run_guarded(g->entry, g->args, &ctx, &address, &signal)) report = NULL;  /* the signal's */
+  if (!report && !signal) return;
   if (!atomic_flag_test_and_set(&g->faulted))
-    g->fault = (tsr_fault_t){address, {ctx.block_id[0], ctx.block_id[1], ctx.block_id[2]}, signal};
+    g->fault = (tsr_fault_t){address, {ctx.block_id[0], ctx.block_id[1], ctx.block_id[2]}, signal, report};
   tsr_cpu_job_cancel(&g->job);
 }
 

@@ -174,13 +174,20 @@ tsr_status_t tsr_launch_prepare(struct tsr_kernel* k, const tsr_launch_desc_t* d
 
 tsr_status_t tsr_launch_check_memory(const tsr_launch_record_t* r) {
   const struct tsr_kernel* k = r->kernel;
+  enum { BATCH = 16 };  /* tensors checked under one lock */
+  tsr_tensor_span_t spans[BATCH];
+  size_t n = 0;
   for (size_t i = 0; i < k->arg_count; i++) {
-    if (k->args[i].kind != TSR_ARG_TENSOR) continue;
-    void* buffer;
-    memcpy(&buffer, r->args[i], sizeof buffer);
-    tsr_status_t st = tsr_memory_check_tensor(k->module->obj.context, buffer, tsr_tensor_bytes(k, i, r->args),
-                                              k->name, i, k->args[i].name);
-    if (st) return st;
+    if (k->args[i].kind == TSR_ARG_TENSOR) {
+      void* buffer;
+      memcpy(&buffer, r->args[i], sizeof buffer);
+      spans[n++] = (tsr_tensor_span_t){buffer, tsr_tensor_bytes(k, i, r->args), i, k->args[i].name};
+    }
+    if (n == BATCH || (n && i + 1 == k->arg_count)) {
+      tsr_status_t st = tsr_memory_check_tensors(k->module->obj.context, spans, n, k->name);
+      if (st) return st;
+      n = 0;
+    }
   }
   return TSR_SUCCESS;
 }
@@ -243,6 +250,9 @@ static tsr_status_t check_canaries(const tsr_launch_record_t* r) {
 }
 
 static tsr_status_t report_fault(const tsr_launch_record_t* r, const tsr_fault_t* f) {
+  if (f->report)  /* bounded: the text is the kernel's own */
+    return tsr_fail(TSR_ERROR_MEMORY_FAULT, "kernel '%s' block (%u, %u, %u): %.400s", r->kernel->name, f->block[0],
+                    f->block[1], f->block[2], f->report);
   char where[256];
   tsr_memory_describe(r->kernel->module->obj.context, f->address, where, sizeof where);
   return tsr_fail(TSR_ERROR_MEMORY_FAULT, "kernel '%s' block (%u, %u, %u) faulted (%s) at address %p: %s",
@@ -277,7 +287,7 @@ tsr_status_t tsr_launch_run(const tsr_launch_record_t* r) {
   bool traced = tsr_trace_push((tsr_trace_phase_t)r->phase, k->name);
   double t0 = tsr_metrics_on() ? tsr_seconds() : 0;
   tsr_backend_launch_t bl = backend_launch(r, ctx->debug);
-  tsr_fault_t fault;
+  tsr_fault_t fault = {0};
   tsr_status_t st = ctx->backend->launch(ctx->backend_state, &bl, &fault);
   if (st == TSR_ERROR_MEMORY_FAULT) st = report_fault(r, &fault);
   else if (!st && ctx->debug) st = check_canaries(r);

@@ -306,11 +306,29 @@ class KernelBuilder(ast.NodeVisitor):
         return result
 
     def expr_BoolOp(self, node: ast.BoolOp):
-        values = [self.typer.condition(self.expr(v), v) for v in node.values]
-        acc = values[0]
-        for v in values[1:]:
-            acc = self.typer.logical(node.op, acc, v, node)
+        acc = self.typer.condition(self.expr(node.values[0]), node.values[0])
+        for v in node.values[1:]:
+            if _reads_memory(v):
+                acc = self._short_circuit(node, acc, v)
+            else:
+                acc = self.typer.logical(node.op, acc, self.typer.condition(self.expr(v), v), node)
         return acc
+
+    def _short_circuit(self, node: ast.BoolOp, acc: Scalar, operand: ast.expr) -> Scalar:
+        """`acc and operand` (`or`) evaluating `operand` only when `acc` does not decide, as Python does: it
+        reads memory, which `acc` may guard (`i < X.shape[0] and X[i] > 0`)."""
+        is_and = isinstance(node.op, ast.And)
+        i1 = ir.IntegerType.get_signless(1)
+        with self.loc(node):
+            if_op = scf.IfOp(acc.value, [i1], has_else=True)
+        decides, evaluates = (if_op.else_block, if_op.then_block) if is_and else (if_op.then_block, if_op.else_block)
+        with ir.InsertionPoint(evaluates):
+            v = self.typer.condition(self.expr(operand), operand)
+            with self.loc(node):
+                scf.YieldOp([v.value])
+        with ir.InsertionPoint(decides), self.loc(node):
+            scf.YieldOp([arith.ConstantOp(i1, int(not is_and)).result])
+        return Scalar(if_op.results[0])
 
     def expr_IfExp(self, node: ast.IfExp):
         cond = self.typer.condition(self.expr(node.test), node.test)
@@ -464,3 +482,8 @@ class KernelBuilder(ast.NodeVisitor):
         if dt is not None and len(args) == 1:
             return self.typer.cast(args[0], ir.Type.parse(dt.mlir), node, explicit=True)
         raise self.error(node, f"unknown function '{name}' in a kernel")
+
+def _reads_memory(node: ast.AST) -> bool:
+    """Whether evaluating `node` indexes a tensor (`.shape[k]` reads no memory)."""
+    return any(isinstance(n, ast.Subscript) and not (isinstance(n.value, ast.Attribute) and n.value.attr == "shape")
+               for n in ast.walk(node))

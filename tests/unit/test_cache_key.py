@@ -36,6 +36,7 @@ OPTION_CHANGES = {
     "warp_size": ({}, 16),
     "hints": ({}, (("MB", 64),)),
     "numerics": ({}, "strict"),
+    "bounds_checks": ({}, False),
 }
 
 

@@ -12,12 +12,16 @@
 extern "C" {
 #endif
 
-/* What the runtime passes to each call of an entry: one call per block. 40 bytes. */
+/* What the runtime passes to each call of an entry: one call per block. 48 bytes. */
 typedef struct tsr_cpu_block_ctx {
   uint32_t grid[3];      /* blocks in the grid */
   uint32_t block[3];     /* threads in a block */
   uint32_t block_id[3];  /* this block */
   uint32_t reserved;     /* 0 */
+  /* Where the block reports a failed bounds check: *fault is NULL on entry; a block that finds an access
+   * outside its tensor skips it, stores a NUL-terminated text in its own image naming the tensor and the
+   * source line, and returns. The launch then fails with TSR_ERROR_MEMORY_FAULT quoting that text. */
+  const char** fault;
 } tsr_cpu_block_ctx_t;
 
 /* An entry: `args` is the launch's argument array (one pointer per argument, docs/image-format.md "Launch
