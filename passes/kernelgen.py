@@ -100,8 +100,21 @@ def _general_index(k: int, ind: list, out_dims: list, scalars: list) -> str:
     return " + ".join(terms) or "0"
 
 
+def _bias_dims(ops: list, dims: dict) -> dict:
+    """The shapes the biases of `ops` broadcast as: added along axis a of a rank-r tensor, a bias [B] is
+    [B, 1 × (r-1-a)] (numpy's right alignment would add it along the last axis)."""
+    out = {}
+    for op in ops:
+        if op.operation.name == "ttensor.bias_add":
+            rank = len(dims[op.operands[0]])
+            axis = ir.IntegerAttr(op.attributes["axis"]).value % rank
+            out[op.operands[1]] = [*dims[op.operands[1]], *["1"] * (rank - 1 - axis)]
+    return out
+
+
 def elementwise(name: str, ops: list, inputs: list, outputs: list, dims: dict, block_x: int) -> KernelSource:
     out_dims = dims[outputs[0]]
+    dims = {**dims, **_bias_dims(ops, dims)}
     cdt = compute_dtype(element_dtype(outputs[0]))
     params, views, loads, scalars = [], [], [], []
     local: dict = {}

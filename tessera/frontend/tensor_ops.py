@@ -30,6 +30,22 @@ def _check_kwargs(b, node, kwargs: dict, allowed: tuple) -> None:
                             + (f" (accepted: {', '.join(allowed)})" if allowed else ""))
 
 
+def _options(b, node, args, kwargs, n: int, positional: tuple, keywords: tuple, what: str) -> dict:
+    """The arguments after `what`'s `n` tensors, by name, bound as numpy's functions bind them: `positional`
+    in order (op.sum(x, 1), op.softmax(x, -1)), any of `keywords` by keyword; too many arguments, or one
+    given both ways, is a mistake at `node`."""
+    _check_kwargs(b, node, kwargs, keywords)
+    extra = args[n:]
+    if len(extra) > len(positional):
+        more = f" and {', '.join(positional)}" if positional else ""
+        raise b.error(node, f"{what} takes {n} tensor argument(s){more}, got {len(args)} positional arguments")
+    given = dict(zip(positional, extra))
+    twice = sorted(set(given) & set(kwargs))
+    if twice:
+        raise b.error(node, f"{what} got {', '.join(twice)} both by position and by keyword")
+    return {**given, **kwargs}
+
+
 def _tensors(b, node, args, n: int, what: str) -> list[GTensor]:
     if len(args) != n:
         raise b.error(node, f"{what} takes {n} tensor argument(s), got {len(args)}")
@@ -134,9 +150,9 @@ for _fn, _names in (("add", ("add",)), ("sub", ("sub",)), ("mul", ("mul",)), ("d
 @graph_op("bias_add", "bias")
 def bias_add(b, node, args, kwargs):
     """op.bias_add(x, bias, axis=-1)."""
-    _check_kwargs(b, node, kwargs, ("axis",))
-    x, bias = _tensors(b, node, args, 2, "op.bias_add")
-    axis = _axis(b, node, kwargs.get("axis", -1), x.rank, "op.bias_add")
+    given = _options(b, node, args, kwargs, 2, ("axis",), ("axis",), "op.bias_add")
+    x, bias = _tensors(b, node, args[:2], 2, "op.bias_add")
+    axis = _axis(b, node, given.get("axis", -1), x.rank, "op.bias_add")
     if bias.rank != 1:
         raise b.error(node, f"bias must be 1-D, got shape {b.shapes.show_shape(bias.dims)}")
     b.unify(node, x.dims[axis], bias.dims[0], "bias length and the biased axis")
@@ -152,9 +168,9 @@ def bias_add(b, node, args, kwargs):
 @graph_op("softmax")
 def softmax(b, node, args, kwargs):
     """op.softmax(x, axis=-1): stable (max-subtracted) softmax."""
-    _check_kwargs(b, node, kwargs, ("axis",))
-    (x,) = _tensors(b, node, args, 1, "op.softmax")
-    axis = _axis(b, node, kwargs.get("axis", -1), x.rank, "op.softmax")
+    given = _options(b, node, args, kwargs, 1, ("axis",), ("axis",), "op.softmax")
+    (x,) = _tensors(b, node, args[:1], 1, "op.softmax")
+    axis = _axis(b, node, given.get("axis", -1), x.rank, "op.softmax")
     if x.dtype.kind != "float":
         raise b.error(node, "op.softmax needs a floating-point tensor")
     with b.loc(node):
@@ -203,12 +219,13 @@ def rmsnorm(b, node, args, kwargs):
 
 def _reduction(kind: str):
     def build(b, node, args, kwargs):
-        _check_kwargs(b, node, kwargs, ("axis", "keepdims"))
-        (x,) = _tensors(b, node, args, 1, f"op.{kind}")
-        axis = kwargs.get("axis", args[1] if len(args) > 1 else None)
+        # numpy's positional order is (a, axis, dtype, out, keepdims): keepdims only by keyword
+        given = _options(b, node, args, kwargs, 1, ("axis",), ("axis", "keepdims"), f"op.{kind}")
+        (x,) = _tensors(b, node, args[:1], 1, f"op.{kind}")
+        axis = given.get("axis")
         axes = list(range(x.rank)) if axis is None else list(axis) if isinstance(axis, (tuple, list)) else [axis]
         axes = sorted({_axis(b, node, a, x.rank, f"op.{kind}") for a in axes})
-        keep = bool(kwargs.get("keepdims", False))
+        keep = bool(given.get("keepdims", False))
         dims = [1 if i in axes else d for i, d in enumerate(x.dims)] if keep else \
             [d for i, d in enumerate(x.dims) if i not in axes]
         with b.loc(node):
@@ -227,13 +244,19 @@ for _kind in ttensor.REDUCE_KINDS:
 
 @graph_op("transpose")
 def transpose(b, node, args, kwargs):
-    """op.transpose(x, perm=None): numpy's transpose (all axes reversed by default, as `x.T`)."""
-    _check_kwargs(b, node, kwargs, ("perm",))
+    """op.transpose(x, perm=None): numpy's transpose (all axes reversed by default, as `x.T`); numpy's name
+    `axes=` for `perm` too."""
+    given = _options(b, node, args, kwargs, 1, ("perm",), ("perm", "axes"), "op.transpose")
     x = args[0] if args else None
     if not isinstance(x, GTensor):
         raise b.error(node, "op.transpose takes a tensor")
-    perm = kwargs.get("perm", args[1] if len(args) > 1 else None)
-    perm = list(reversed(range(x.rank))) if perm is None else list(perm)
+    if "perm" in given and "axes" in given:
+        raise b.error(node, "op.transpose got both perm= and axes= (one name for the same argument)")
+    perm = given.get("perm", given.get("axes"))
+    if perm is not None and not isinstance(perm, (tuple, list)):
+        raise b.error(node, f"op.transpose's axes are a tuple of axis numbers, not {perm!r}")
+    perm = list(reversed(range(x.rank))) if perm is None else \
+        [_axis(b, node, p, x.rank, "op.transpose") for p in perm]  # negative axes count from the end
     if sorted(perm) != list(range(x.rank)):
         raise b.error(node, f"perm {perm} is not a permutation of the {x.rank} axes")
     dims = [x.dims[p] for p in perm]

@@ -136,13 +136,19 @@ class Typer:
         if not a.typed and not b.typed:
             a = self.materialize(a, node)
         if not a.typed:
-            a = self.cast(a, b.value.type, node)
+            a = self.cast(a, self._literal_type(a, b.value.type), node)
         if not b.typed:
-            b = self.cast(b, a.value.type, node)
+            b = self.cast(b, self._literal_type(b, a.value.type), node)
         ta, tb = a.value.type, b.value.type
         if ta == tb:
             return a, b
         return self.cast(a, self._join(ta, tb), node), self.cast(b, self._join(ta, tb), node)
+
+    @staticmethod
+    def _literal_type(lit: Scalar, other: ir.Type) -> ir.Type:
+        """The type a literal takes beside a value of type `other`: that type, except that a float literal
+        beside an integer or index is a float (f32), as `i * 0.5` is a float in Python."""
+        return ir.F32Type.get() if isinstance(lit.py, float) and not _is_float(other) else other
 
     @staticmethod
     def _join(ta: ir.Type, tb: ir.Type) -> ir.Type:

@@ -28,6 +28,11 @@ class Interpreter:
     def run(self, name: str, *args):
         fn = self.function(name)
         params = list(fn.entry_block.arguments)
+        if any(isinstance(p.type, ir.MemRefType) for p in params):
+            raise InterpreterError(f"'{name}' is a SIMT kernel (@kernel): the interpreter runs Graph IR (@function "
+                                   f"and tile programs), not thread-level code; compile it and launch it "
+                                   f"(tessera.runtime.load(tessera.compile(source)).kernel('{name}')), which the "
+                                   f"CPU backend runs on any machine")
         if len(args) != len(params):
             raise InterpreterError(f"'{name}' takes {len(params)} arguments, got {len(args)}")
         env: dict = {}
@@ -42,6 +47,7 @@ class Interpreter:
             if name_ == "func.return":
                 outs = [[to_user(v, o.type) for v in env[o]] for o in op.operands]
                 outs = [o[0] if self.world == 1 else o for o in outs]
+                _write_outputs(fn, args, outs, self.world)
                 return outs[0] if len(outs) == 1 else tuple(outs)
             ins = [env[o] for o in op.operands]
             try:
@@ -59,6 +65,18 @@ class Interpreter:
             for r, vals in zip(op.results, outs):
                 env[r] = vals
         raise InterpreterError(f"'{name}' has no return")
+
+
+def _write_outputs(fn, args: tuple, outs: list, world: int) -> None:
+    """A tile program's results written into the arrays passed for its outputs, as the executor does."""
+    if "tessera.outputs" not in fn.attributes:
+        return
+    for index, value in zip((ir.IntegerAttr(a).value for a in ir.ArrayAttr(fn.attributes["tessera.outputs"])), outs):
+        targets = args[index] if isinstance(args[index], list) else [args[index]]
+        values = value if world > 1 else [value]
+        for target, v in zip(targets, values):
+            if isinstance(target, np.ndarray):
+                np.copyto(target, np.reshape(v, target.shape), casting="same_kind")
 
 
 def run(module, name: str, *args, world: int = 1):
