@@ -174,13 +174,20 @@ tsr_status_t tsr_launch_prepare(struct tsr_kernel* k, const tsr_launch_desc_t* d
 
 tsr_status_t tsr_launch_check_memory(const tsr_launch_record_t* r) {
   const struct tsr_kernel* k = r->kernel;
+  enum { BATCH = 16 };  /* tensors checked under one lock */
+  tsr_tensor_span_t spans[BATCH];
+  size_t n = 0;
   for (size_t i = 0; i < k->arg_count; i++) {
-    if (k->args[i].kind != TSR_ARG_TENSOR) continue;
-    void* buffer;
-    memcpy(&buffer, r->args[i], sizeof buffer);
-    tsr_status_t st = tsr_memory_check_tensor(k->module->obj.context, buffer, tsr_tensor_bytes(k, i, r->args),
-                                              k->name, i, k->args[i].name);
-    if (st) return st;
+    if (k->args[i].kind == TSR_ARG_TENSOR) {
+      void* buffer;
+      memcpy(&buffer, r->args[i], sizeof buffer);
+      spans[n++] = (tsr_tensor_span_t){buffer, tsr_tensor_bytes(k, i, r->args), i, k->args[i].name};
+    }
+    if (n == BATCH || (n && i + 1 == k->arg_count)) {
+      tsr_status_t st = tsr_memory_check_tensors(k->module->obj.context, spans, n, k->name);
+      if (st) return st;
+      n = 0;
+    }
   }
   return TSR_SUCCESS;
 }

@@ -518,21 +518,36 @@ bool tsr_memory_lookup(struct tsr_context* ctx, const void* p, tsr_allocation_t*
   return a != NULL;
 }
 
-tsr_status_t tsr_memory_check_tensor(struct tsr_context* ctx, const void* p, uint64_t bytes, const char* kernel,
-                                     size_t index, const char* arg) {
+/* Whether a span is refused (memory lock held); `found` and `freed` say why. */
+static bool span_refused(const tsr_memory_state_t* m, const tsr_tensor_span_t* s, tsr_allocation_t* found,
+                         uint64_t* freed) {
+  const tsr_allocation_t* a = owning(m, (uintptr_t)s->p);
+  const tsr_quarantined_t* q = a || !m->freed_count ? NULL : quarantined(m, (uintptr_t)s->p);
+  *freed = q ? q->serial : 0;
+  if (*freed) return true;
+  if (!a || s->bytes == 0) return false;  /* memory the context does not know, or nothing accessed */
+  uint64_t offset = (uintptr_t)s->p - a->base;  /* "negative" (huge) before a guarded allocation's data */
+  if ((uintptr_t)s->p >= a->base && offset <= a->bytes && s->bytes <= a->bytes - offset) return false;
+  *found = *a;
+  return true;
+}
+
+tsr_status_t tsr_memory_check_tensors(struct tsr_context* ctx, const tsr_tensor_span_t* spans, size_t count,
+                                      const char* kernel) {
   tsr_memory_state_t* m = &ctx->memory;
+  tsr_allocation_t found = {0};
+  uint64_t freed = 0;
+  const tsr_tensor_span_t* s = NULL;
   pthread_mutex_lock(&m->lock);
-  const tsr_allocation_t* a = owning(m, (uintptr_t)p);
-  tsr_allocation_t found = a ? *a : (tsr_allocation_t){0};
-  const tsr_quarantined_t* q = a ? NULL : quarantined(m, (uintptr_t)p);
-  uint64_t freed = q ? q->serial : 0;
+  for (size_t i = 0; i < count && !s; i++)
+    if (span_refused(m, &spans[i], &found, &freed)) s = &spans[i];
   pthread_mutex_unlock(&m->lock);
-  if (!freed && (!a || bytes == 0)) return TSR_SUCCESS;  /* memory the context does not know, or nothing accessed */
+  if (!s) return TSR_SUCCESS;
+  const void* p = s->p;
+  uint64_t bytes = s->bytes;
   int64_t offset = (int64_t)((uintptr_t)p - found.base);
-  bool past = offset >= 0 && ((uint64_t)offset > found.bytes || bytes > found.bytes - (uint64_t)offset);
-  if (!freed && offset >= 0 && !past) return TSR_SUCCESS;
   char what[256];
-  snprintf(what, sizeof what, "tensor argument %zu ('%s') of kernel '%s'", index, arg, kernel);
+  snprintf(what, sizeof what, "tensor argument %zu ('%s') of kernel '%s'", s->index, s->name, kernel);
   if (freed)
     return tsr_fail(TSR_ERROR_MEMORY_FAULT, "%s at %p lies in allocation #%" PRIu64 ", which was freed (use after "
                     "free)", what, p, freed);

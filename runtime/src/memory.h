@@ -73,11 +73,19 @@ tsr_status_t tsr_memory_enqueue_copy(struct tsr_context* context, void* queue, v
 /* "memcpy HtoD": a copy's name in trace ranges and metrics records. */
 const char* tsr_memcpy_name(tsr_memcpy_kind_t kind);
 
-/* TSR_ERROR_MEMORY_FAULT when [p, p + bytes) starts in a known allocation and runs past it (every mode), or lies
- * in freed memory (debug mode). The message names tensor argument `index` (`arg`) of kernel `kernel`; it is
- * only formatted on failure, since every launch checks every tensor. */
-tsr_status_t tsr_memory_check_tensor(struct tsr_context* context, const void* p, uint64_t bytes, const char* kernel,
-                                     size_t index, const char* arg);
+/* One tensor argument of a launch: where it starts, the bytes its extents span, and its name for messages. */
+typedef struct tsr_tensor_span {
+  const void* p;
+  uint64_t bytes;
+  size_t index;
+  const char* name;
+} tsr_tensor_span_t;
+
+/* TSR_ERROR_MEMORY_FAULT for the first span that starts in a known allocation and runs past it (every mode), or
+ * lies in freed memory (debug mode), naming it and kernel `kernel`. Every launch checks its tensors here: one
+ * lock for all of them, and a message formatted only on failure. */
+tsr_status_t tsr_memory_check_tensors(struct tsr_context* context, const tsr_tensor_span_t* spans, size_t count,
+                                      const char* kernel);
 /* Debug mode. `what` names the tensor in messages ("kernel 'saxpy' (tensor argument 1, 'x')"). */
 /* TSR_ERROR_MEMORY_FAULT when `p` lies in a guarded allocation whose canaries were overwritten. */
 tsr_status_t tsr_memory_check_canaries(struct tsr_context* context, const void* p, const char* what);
