@@ -61,7 +61,7 @@ def compute_dtype(dt: str) -> str:
 def _literal(v: ir.Value) -> str:
     attr = v.owner.attributes["value"]
     x = ir.FloatAttr(attr).value if isinstance(attr, ir.FloatAttr) else ir.IntegerAttr(attr).value
-    return repr(float(x))
+    return float_literal(x)
 
 
 def _view(v: ir.Value, out_dims: list, dims: dict) -> str:
@@ -203,9 +203,9 @@ def _value_expr(op, local: dict, cdt: str, dims: dict, scalars: list) -> str:
 
 
 def float_literal(x: float) -> str:
-    """`x` as kernel source (infinities through math.inf)."""
+    """`x` as kernel source (infinities and NaN through math.inf and math.nan)."""
     if x != x:
-        raise ValueError("NaN has no literal in kernel source")
+        return "math.nan"
     if x in (float("inf"), float("-inf")):
         return "math.inf" if x > 0 else "(-math.inf)"
     return repr(float(x))
@@ -324,7 +324,7 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: lis
         outputs = [(epilogue[-1] if epilogue else op).results[0]]
     elif kind in ("ttensor.layernorm", "ttensor.rmsnorm"):
         extra = {}
-        eps = repr(ir.FloatAttr(op.attributes["eps"]).value)
+        eps = float_literal(ir.FloatAttr(op.attributes["eps"]).value)
         sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
         scale_shift = []
         pos = 1

@@ -43,21 +43,21 @@ class CompileError(Exception):
 
     @classmethod
     def at(cls, node: ast.AST, filename: str, message: str) -> CompileError:
-        return cls(message, filename, getattr(node, "lineno", 0), getattr(node, "col_offset", -1) + 1)
+        return cls(message, filename, getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1)
 
     @classmethod
     def located(cls, message: str, location, filename: str) -> CompileError:
         """`message` at the file location `location` (an MLIR location) holds, else at the start of
-        `filename`."""
+        `filename` (line 1, column 1: editors jump to a position, and 0 is none)."""
         where = parse_location(str(location))
-        return cls(message, filename, 0, 0) if where is None else cls(message, *where)
+        return cls(message, filename, 1, 1) if where is None else cls(message, *where)
 
     @classmethod
     def from_mlir(cls, err, filename: str) -> CompileError:
         """The first diagnostic of an ``ir.MLIRError``, at the source location MLIR carried for it."""
         diags = list(getattr(err, "error_diagnostics", []) or [])
         if not diags:
-            return cls(str(err), filename, 0, 0)
+            return cls(str(err), filename, 1, 1)
         d = diags[0]
         notes = "".join(f"\n  note: {n.message}" for n in getattr(d, "notes", []))
         return cls.located(d.message + notes, d.location, filename)

@@ -10,6 +10,7 @@ mistake is reported at the user's file:line:col.
 from __future__ import annotations
 
 import ast
+import math
 import operator as py_op
 
 from ..diagnostics import CompileError
@@ -17,8 +18,9 @@ from ..dialects import ttensor
 from ..mlir import func, ir
 from .. import dtypes
 from . import hints
+from .attrs import INT64_MAX, INT64_MIN, UINT64_MAX
 from .oplib import OPS, Accum, DTypePolicy, GTensor, MeshSpec
-from .shapes import ShapeEnv, ShapeError
+from .shapes import DIM_RULE, ShapeEnv, ShapeError, annotated
 
 _PY_BINOPS = {ast.Add: py_op.add, ast.Sub: py_op.sub, ast.Mult: py_op.mul, ast.Div: py_op.truediv,
               ast.FloorDiv: py_op.floordiv, ast.Mod: py_op.mod, ast.Pow: py_op.pow, ast.BitXor: py_op.xor,
@@ -90,6 +92,10 @@ class FunctionBuilder:
             if dt.kind == "complex":  # ttensor constants are real; a scale of an operator takes a number
                 raise self.error(node, f"a Python number cannot meet a {dt.name} tensor here")
             et = ir.Type.parse(dt.mlir)
+            # as C reads a constant, signed or unsigned (MLIR's attributes hold at most 64 bits)
+            if dt.kind != "float" and not ((isinstance(v, int) or math.isfinite(v))
+                                           and -2 ** (dt.bits - 1) <= int(v) < 2 ** min(dt.bits, 63)):
+                raise self.error(node, f"{_describe(v)} does not fit in a {dt.name} tensor")
             with self.loc(node):
                 attr = ir.FloatAttr.get(et, float(v)) if dt.kind == "float" else ir.IntegerAttr.get(et, int(v))
                 c = ttensor.ConstantOp(value=attr, result=ir.RankedTensorType.get([], et))
@@ -140,15 +146,13 @@ class FunctionBuilder:
             raise self.error(arg, f"parameter '{arg.arg}' needs a type, e.g. tensor[f32, \"M\", \"N\"]")
         if isinstance(ann, ast.Subscript) and _name(ann.value) == "tensor":
             items = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
-            policy = dtype_of_annotation(items[0], self.filename)
+            policy = dtype_of_annotation(items[0] if items else ann, self.filename)
             dims = []
             for d in items[1:]:
-                if isinstance(d, ast.Constant) and isinstance(d.value, str) and d.value.isidentifier():
-                    dims.append(d.value)
-                elif isinstance(d, ast.Constant) and type(d.value) is int and d.value > 0:
-                    dims.append(d.value)
-                else:
-                    raise self.error(d, "a tensor dimension is a symbol name (\"N\") or a positive int")
+                dim = annotated(d)
+                if dim is None:
+                    raise self.error(d, DIM_RULE)
+                dims.append(dim)
             return GTensor(None, policy.dtype, dims, policy.accum)
         policy = dtype_of_annotation(ann, self.filename)  # a scalar: a 0-d tensor
         return GTensor(None, policy.dtype, [], policy.accum)
@@ -179,6 +183,8 @@ class FunctionBuilder:
                 raise self.error(s, "a function returns its result tensor(s)")
             v = self.expr(s.value)
             vals = list(v) if isinstance(v, tuple) else [v]
+            if not vals:
+                raise self.error(s.value, "a function returns at least one tensor")
             self.results = [self.as_tensor(x, s.value) for x in vals]
             with self.loc(s):
                 func.ReturnOp([r.value for r in self.results])
@@ -217,7 +223,12 @@ class FunctionBuilder:
         m = getattr(self, "expr_" + type(node).__name__, None)
         if m is None:
             raise self.error(node, f"'{type(node).__name__}' expressions are not supported in a function")
-        return m(node)
+        v = m(node)
+        # Compile-time integers are 64-bit (signed, or unsigned as a seed is): every use of one fits MLIR's
+        # attributes and the runtime's extents, so a larger one is a mistake where it is written.
+        if type(v) is int and not INT64_MIN <= v <= UINT64_MAX:
+            raise self.error(node, f"integer {_short(v)} does not fit in 64 bits")
+        return v
 
     def expr_Constant(self, node: ast.Constant):
         return node.value
@@ -295,7 +306,13 @@ class FunctionBuilder:
                 raise self.error(node, "comparisons of tensors are not supported in a function")
             cmp = {ast.Eq: py_op.eq, ast.NotEq: py_op.ne, ast.Lt: py_op.lt, ast.LtE: py_op.le, ast.Gt: py_op.gt,
                    ast.GtE: py_op.ge}.get(type(op))
-            if cmp is None or not cmp(left, right):
+            if cmp is None:
+                raise self.error(node, f"comparison '{ast.unparse(node)}' is not supported in a function")
+            try:
+                holds = cmp(left, right)
+            except TypeError:
+                raise self.error(node, f"cannot compare {_describe(left)} with {_describe(right)}") from None
+            if not holds:
                 return False
             left = right
         return True
@@ -327,7 +344,11 @@ class FunctionBuilder:
             if f.id == "accum" and len(args) == 1 and isinstance(args[0], DTypePolicy):
                 return Accum(args[0].dtype)
             if f.id in ("len", "int", "float", "min", "max", "abs") and not any(isinstance(a, GTensor) for a in args):
-                return {"len": len, "int": int, "float": float, "min": min, "max": max, "abs": abs}[f.id](*args)
+                try:
+                    return {"len": len, "int": int, "float": float, "min": min, "max": max, "abs": abs}[f.id](
+                        *args, **kwargs)
+                except (TypeError, ValueError, OverflowError) as e:
+                    raise self.error(node, f"{f.id}(): {e}") from None
         raise self.error(node, f"unknown function '{ast.unparse(f)}' in a Tessera function")
 
     def mesh(self, node: ast.Call, args, kwargs) -> MeshSpec:
@@ -347,6 +368,8 @@ def mesh_from(args, kwargs, error) -> MeshSpec:
         if len(axes) != 1:
             raise error("a mesh with several axes needs shape=(…) giving each axis' size")
         shape = (n,)
+    if not isinstance(shape, (tuple, list)) or not all(type(s) is int and 0 < s <= INT64_MAX for s in shape):
+        raise error(f"dist.Mesh's shape= is a tuple of positive axis sizes, got {_describe(shape)}")
     shape = tuple(shape)
     size = 1
     for s in shape:
@@ -368,6 +391,11 @@ def _arg_attr(name: str, p: GTensor) -> ir.DictAttr:
 def _program_value(v) -> bool:
     """A value the program computes that is not a tensor — an operator of the algebra (operator_ops.py)."""
     return isinstance(getattr(v, "value", None), ir.Value) and not isinstance(v, GTensor)
+
+
+def _short(v: int) -> str:
+    """An integer as a reader can take it in (Python refuses to print the largest in decimal)."""
+    return str(v) if v.bit_length() <= 80 else f"of {v.bit_length()} bits"
 
 
 def _describe(v) -> str:

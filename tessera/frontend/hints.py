@@ -27,7 +27,13 @@ def _literal(node: ast.expr, filename: str):
     if isinstance(node, (ast.List, ast.Tuple)):
         return [_literal(e, filename) for e in node.elts]
     if isinstance(node, ast.Dict):
-        return {_literal(k, filename): _literal(v, filename) for k, v in zip(node.keys, node.values)}
+        out = {}
+        for k, v in zip(node.keys, node.values):
+            key = _literal(k, filename) if k is not None else None
+            if not isinstance(key, (str, int)):  # `{**x}` has no key; a list or a dict is no key
+                raise CompileError.at(v if k is None else k, filename, "a hint's keys are names or numbers")
+            out[key] = _literal(v, filename)
+        return out
     if isinstance(node, ast.Constant):
         return node.value
     raise CompileError.at(node, filename, f"a hint is a literal, not '{ast.unparse(node)}'")

@@ -14,6 +14,8 @@ from ..diagnostics import CompileError
 from ..mlir import arith, func, ir, math, memref, scf
 from ..dialects import ttile, ttile_tile
 from .. import dtypes
+from . import shapes
+from .attrs import INT64_MAX, UINT64_MAX, i64, u64
 from .values import Scalar, TensorParam, Typer, assigned_names
 
 
@@ -44,7 +46,7 @@ _MATH_UNARY = {
     "rsqrt": math.RsqrtOp, "tanh": math.TanhOp, "sin": math.SinOp, "cos": math.CosOp, "erf": math.ErfOp,
     "floor": math.FloorOp, "ceil": math.CeilOp, "fabs": math.AbsFOp,
 }
-_MATH_CONSTANTS = {"inf": float("inf"), "pi": 3.141592653589793, "e": 2.718281828459045}
+_MATH_CONSTANTS = {"inf": float("inf"), "nan": float("nan"), "pi": 3.141592653589793, "e": 2.718281828459045}
 
 
 def parse_params(fn: ast.FunctionDef, filename: str) -> list[KernelParam]:
@@ -72,18 +74,15 @@ def _param_from_annotation(a: ast.arg, filename: str) -> KernelParam:
         return KernelParam(a.arg, dt, False)
     if isinstance(ann, ast.Subscript) and isinstance(ann.value, ast.Name) and ann.value.id == "tensor":
         items = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
-        head = items[0]
+        head = items[0] if items else ann
         if not isinstance(head, ast.Name) or dtypes.lookup(head.id) is None:
             raise CompileError.at(head, filename, "tensor[...] starts with an element type, e.g. tensor[float, \"N\"]")
         dims: list = []
-        for k, d in enumerate(items[1:]):
-            if isinstance(d, ast.Constant) and isinstance(d.value, str) and d.value.isidentifier():
-                dims.append(d.value)
-            elif isinstance(d, ast.Constant) and isinstance(d.value, int) and not isinstance(d.value, bool) \
-                    and d.value > 0:
-                dims.append(d.value)
-            else:
-                raise CompileError.at(d, filename, "a tensor dimension is a symbol name (\"N\") or a positive int")
+        for d in items[1:]:
+            dim = shapes.annotated(d)
+            if dim is None:
+                raise CompileError.at(d, filename, shapes.DIM_RULE)
+            dims.append(dim)
         if not dims:
             dims = [f"{a.arg}.shape[0]"]
         return KernelParam(a.arg, dtypes.lookup(head.id), True, dims)
@@ -191,7 +190,7 @@ class KernelBuilder(ast.NodeVisitor):
                 return
             if isinstance(old, Scalar) and old.typed:
                 value = self.typer.cast(value, old.value.type, node)
-            self.vars[target.id] = value if isinstance(value, Scalar) else Scalar.literal(value)
+            self.vars[target.id] = self.typer.scalar(value, node)
             return
         if isinstance(target, ast.Subscript):
             t = self.expr(target.value)
@@ -234,7 +233,7 @@ class KernelBuilder(ast.NodeVisitor):
         it = node.iter
         if isinstance(it, (ast.List, ast.Tuple)):  # a literal list is unrolled: its items stay constants
             for item in it.elts:
-                self.vars[node.target.id] = Scalar.literal(self.expr(item))
+                self.vars[node.target.id] = self.typer.scalar(self.expr(item), item)
                 self.visit_body(node.body)
             return
         if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range":
@@ -407,11 +406,11 @@ class KernelBuilder(ast.NodeVisitor):
     def _cooperative_group(self, node: ast.Call):
         kw = {k.arg: k.value for k in node.keywords}
         size = kw.get("size", node.args[0] if node.args else None)
-        if not (isinstance(size, ast.Constant) and type(size.value) is int and size.value > 0
+        if not (isinstance(size, ast.Constant) and type(size.value) is int and 0 < size.value <= INT64_MAX
                 and size.value & (size.value - 1) == 0) or len(node.args) + len(node.keywords) != 1:
             raise self.error(node, "tile.cooperative_group(size=N) takes a constant power of two")
         with self.loc(node):
-            t = ttile_tile.GroupType.get(ir.IntegerAttr.get(ir.IntegerType.get_signless(64), size.value))
+            t = ttile_tile.GroupType.get(i64(size.value))
             return Group(ttile_tile.CooperativeGroupOp(group=t).result, size.value)
 
     def _group_method(self, node: ast.Call, group: "Group", name: str):
@@ -437,21 +436,21 @@ class KernelBuilder(ast.NodeVisitor):
                     raise self.error(node, "tile.warp_reduce takes no keyword arguments")
                 return Scalar(ttile_tile.WarpReduceOp(v.value, kind=kind, result=v.value.type).result)
             size = {k.arg: k.value for k in node.keywords}.get("size")
-            if not (isinstance(size, ast.Constant) and type(size.value) is int) or len(node.keywords) != 1:
+            if not (isinstance(size, ast.Constant) and type(size.value) is int and 0 < size.value <= INT64_MAX) \
+                    or len(node.keywords) != 1:
                 raise self.error(node, "tile.group_reduce needs a constant size=N")
-            return Scalar(ttile_tile.GroupReduceOp(v.value, kind=kind, group_size=ir.IntegerAttr.get(
-                ir.IntegerType.get_signless(64), size.value), result=v.value.type).result)
+            return Scalar(ttile_tile.GroupReduceOp(v.value, kind=kind, group_size=i64(size.value),
+                                                   result=v.value.type).result)
 
     def _philox(self, node: ast.Call):
         """tile.philox_uniform(counter, seed=S): the dropout generator's uniform for `counter`."""
         seed = {k.arg: k.value for k in node.keywords}.get("seed")
         if len(node.args) != 1 or not (isinstance(seed, ast.Constant) and type(seed.value) is int
-                                       and 0 <= seed.value < 2 ** 64):
+                                       and 0 <= seed.value <= UINT64_MAX):
             raise self.error(node, "tile.philox_uniform(counter, seed=S) takes a constant 64-bit seed")
         counter = self.typer.cast(self.expr(node.args[0]), ir.IndexType.get(), node)
         with self.loc(node):
-            return Scalar(ttile.PhiloxUniformOp(counter.value, seed=ir.IntegerAttr.get(
-                ir.IntegerType.get_unsigned(64), seed.value), result=ir.F32Type.get()).result)
+            return Scalar(ttile.PhiloxUniformOp(counter.value, seed=u64(seed.value), result=ir.F32Type.get()).result)
 
     def _arity(self, node: ast.Call, n: int) -> None:
         if len(node.args) != n or node.keywords:
@@ -482,6 +481,7 @@ class KernelBuilder(ast.NodeVisitor):
         if dt is not None and len(args) == 1:
             return self.typer.cast(args[0], ir.Type.parse(dt.mlir), node, explicit=True)
         raise self.error(node, f"unknown function '{name}' in a kernel")
+
 
 def _reads_memory(node: ast.AST) -> bool:
     """Whether evaluating `node` indexes a tensor (`.shape[k]` reads no memory)."""

@@ -27,7 +27,11 @@ def parse_source(source: str, filename: str) -> ast.Module:
     try:
         return ast.parse(source, filename=filename)
     except SyntaxError as e:
-        raise CompileError(e.msg, filename, e.lineno or 0, e.offset or 0) from None
+        line, col = e.lineno, e.offset
+        if line is None and "\0" in source:  # Python names no place for a NUL byte: it is where the first one is
+            before = source[:source.index("\0")]
+            line, col = before.count("\n") + 1, len(before) - before.rfind("\n")
+        raise CompileError(e.msg, filename, max(line or 1, 1), max(col or 1, 1)) from None
 
 
 def tessera_defs(tree: ast.Module) -> list[ast.FunctionDef]:

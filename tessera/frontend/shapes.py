@@ -9,9 +9,23 @@ reported at the user's line.
 
 from __future__ import annotations
 
+import ast
 import itertools
 
 Dim = int | str
+MAX_EXTENT = 2 ** 63 - 1  # extents are signed 64-bit integers in MLIR's shapes and in the runtime
+DIM_RULE = "a tensor dimension is a symbol name (\"N\", in ASCII) or a positive int (at most 2**63 - 1)"
+
+
+def annotated(node: ast.expr) -> Dim | None:
+    """The extent a tensor annotation writes at `node` (a symbol name "N" or a positive int), else None."""
+    # ASCII: a symbol is a name in launch plans' extent expressions and in C headers too
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier() \
+            and node.value.isascii():
+        return node.value
+    if isinstance(node, ast.Constant) and type(node.value) is int and 0 < node.value <= MAX_EXTENT:
+        return node.value
+    return None
 
 
 class ShapeError(Exception):

@@ -8,11 +8,8 @@ from ..dialects import ttensor
 from ..dialects.support import create
 from ..mlir import ir
 from .. import dtypes
+from .attrs import INT64_MAX, i64 as _i64, u64
 from .oplib import DTypePolicy, GTensor, graph_op
-
-
-def _i64(v: int) -> ir.IntegerAttr:
-    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
 
 
 def _f32(v: float) -> ir.FloatAttr:
@@ -85,8 +82,11 @@ def matmul(b, node, args, kwargs):
                             f"use op.cast (only the fp8 kinds mix)")
     b.unify(node, a.dims[-1], c.dims[-2], "matmul contracting dimensions")
     batch = b.broadcast(node, a.dims[:-2], c.dims[:-2], "matmul batch dimensions")
+    for key in ("accum", "out_dtype"):
+        if kwargs.get(key) is not None and not isinstance(kwargs[key], DTypePolicy):
+            raise b.error(node, f"op.matmul's {key}= is a dtype (e.g. f32), not a {type(kwargs[key]).__name__}")
     acc = kwargs.get("accum")
-    acc = acc.dtype if isinstance(acc, DTypePolicy) else (a.accum or c.accum or _default_accum(a.dtype))
+    acc = acc.dtype if acc is not None else (a.accum or c.accum or _default_accum(a.dtype))
     out = kwargs.get("out_dtype")
     if out is not None:
         out = out.dtype
@@ -224,6 +224,8 @@ def _reduction(kind: str):
         (x,) = _tensors(b, node, args[:1], 1, f"op.{kind}")
         axis = given.get("axis")
         axes = list(range(x.rank)) if axis is None else list(axis) if isinstance(axis, (tuple, list)) else [axis]
+        if not axes:  # numpy's meaning: a reduction over no axis leaves every element as it is
+            return x
         axes = sorted({_axis(b, node, a, x.rank, f"op.{kind}") for a in axes})
         keep = bool(given.get("keepdims", False))
         dims = [1 if i in axes else d for i, d in enumerate(x.dims)] if keep else \
@@ -270,8 +272,9 @@ def _target_shape(b, node, x: GTensor, shape, what: str) -> list:
     if not isinstance(shape, (tuple, list)):
         raise b.error(node, f"{what}: the shape must be a tuple of extents")
     for d in shape:
-        if not (isinstance(d, str) or (isinstance(d, int) and (d > 0 or d == -1))):
-            raise b.error(node, f"{what}: extent {d!r} must be a positive int, a symbol or -1")
+        if not ((isinstance(d, str) and d.isidentifier() and d.isascii())
+                or (type(d) is int and (0 < d <= INT64_MAX or d == -1))):
+            raise b.error(node, f"{what}: extent {d!r} must be a positive int, an ASCII symbol name or -1")
     return list(shape)
 
 
@@ -358,12 +361,12 @@ def dropout(b, node, args, kwargs):
         raise b.error(node, f"dropout probability p must be in [0, 1), got {p!r}")
     if not isinstance(seed, int) or not 0 <= seed < 2 ** 64:
         raise b.error(node, "dropout needs a fixed integer seed=… (0 <= seed < 2**64), for reproducibility")
-    if not isinstance(offset, int) or offset < 0:
+    if not isinstance(offset, int) or not 0 <= offset <= INT64_MAX:
         raise b.error(node, "dropout offset must be a non-negative integer")
     if x.dtype.kind != "float":
         raise b.error(node, "op.dropout needs a floating-point tensor")
     with b.loc(node):
-        op = ttensor.DropoutOp(x.value, p=_f32(p), seed=ir.IntegerAttr.get(ir.IntegerType.get_unsigned(64), seed),
+        op = ttensor.DropoutOp(x.value, p=_f32(p), seed=u64(seed),
                                offset=_i64(offset), result=x.value.type)
     return _result(b, op, x.dtype, x.dims, x.accum)
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from .. import dtypes
 from ..dialects import ttensor
 from ..mlir import func, ir
+from .attrs import INT64_MAX, i64 as _i64
 from .function import FunctionBuilder, _name
 from .oplib import OPS, DTypePolicy, GTensor
 
@@ -223,8 +224,14 @@ class TileProgramBuilder(FunctionBuilder):
         return super().stmt(s)
 
     def _mma_loop(self, s: ast.For, call: ast.Call) -> None:
-        a, b, c = (self.expr(x) for x in call.args[:3])
+        if len(call.args) != 3:
+            raise self.error(call, "tile.mma(A, B, C, BM=…, BN=…, BK=…) takes three tiles")
+        a, b, c = (self.expr(x) for x in call.args)
         blocking = {k.arg: self.expr(k.value) for k in call.keywords}
+        for key, v in blocking.items():
+            if key not in ("BM", "BN", "BK") or type(v) is not int or not 0 < v <= INT64_MAX:
+                raise self.error(call, f"tile.mma's blocking is BM=, BN=, BK=, each a positive integer; "
+                                       f"got {key}={v!r}")
         body = [x for x in s.body if not (isinstance(x, ast.Pass))]
         if len(body) != 1 or not (isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Call)
                                   and _name(body[0].value.func) == "mma_sync"):
@@ -243,7 +250,7 @@ class TileProgramBuilder(FunctionBuilder):
         if not isinstance(of, ast.Name) or of.id not in self.params:
             raise self.error(of, "tile.range iterates over a tensor parameter's blocks")
         axis, step = kw.get("axis", 0), kw.get("step")
-        if axis != 0 or not isinstance(step, int) or step < 1:
+        if axis != 0 or type(step) is not int or not 1 <= step <= INT64_MAX:
             raise self.error(call, "tile.range(T, axis=0, step=S) with a positive constant S (blocks of rows)")
         self.env[s.target.id] = Blocks(of.id, axis, step)
         self.block(s.body)
@@ -468,11 +475,10 @@ class TileProgramBuilder(FunctionBuilder):
 
     def _hint(self, t: GTensor, hints: dict) -> None:
         """Staging choices the program made, recorded for the schedule phase."""
-        i64 = ir.IntegerType.get_signless(64)
         op = t.value.owner
         old = {na.name: na.attr for na in ir.DictAttr(op.attributes["tessera.hints"])} \
             if "tessera.hints" in op.attributes else {}
-        old.update({k: ir.IntegerAttr.get(i64, v) for k, v in hints.items() if isinstance(v, int)})
+        old.update({k: _i64(v) for k, v in hints.items() if isinstance(v, int)})
         op.attributes["tessera.hints"] = ir.DictAttr.get(old)
 
     def expr_IfExp(self, node: ast.IfExp):
@@ -518,7 +524,3 @@ def _mask_index(node: ast.expr) -> str:
         else:
             out.append("?")
     return "(" + ", ".join(out) + ")"
-
-
-def _i64(v: int) -> ir.IntegerAttr:
-    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)

@@ -22,10 +22,6 @@ class Scalar:
     def typed(self) -> bool:
         return self.value is not None
 
-    @staticmethod
-    def literal(v) -> "Scalar":
-        return v if isinstance(v, Scalar) else Scalar(None, v)
-
 
 @dataclass
 class TensorParam:
@@ -83,8 +79,17 @@ class Typer:
         self.b = builder
 
     # -- conversion -----------------------------------------------------------------------------------
+    def scalar(self, v, node: ast.AST) -> Scalar:
+        """`v` as a Scalar (typed, or a literal not yet typed); a tensor or a group is a mistake at `node`."""
+        if isinstance(v, Scalar):
+            return v
+        if isinstance(v, (bool, int, float)):
+            return Scalar(None, v)
+        what = f"tensor '{v.name}'" if isinstance(v, TensorParam) else f"a {type(v).__name__.lower()}"
+        raise self.b.error(node, f"{what} used where a number is expected")
+
     def materialize(self, v, node: ast.AST, like: ir.Type | None = None) -> Scalar:
-        v = Scalar.literal(v) if not isinstance(v, Scalar) else v
+        v = self.scalar(v, node)
         if v.typed:
             return v
         if like is None:
@@ -95,11 +100,15 @@ class Typer:
                 return Scalar(arith.ConstantOp(like, ir.FloatAttr.get(like, float(v.py))).result)
             if isinstance(v.py, float):
                 raise self.b.error(node, f"float literal {v.py} used where {like} is expected")
+            bits = 64 if _is_index(like) else _int_width(like)
+            # signed or unsigned, as C reads a constant; MLIR's attributes hold at most 64 bits
+            if not -2 ** (bits - 1) <= v.py < 2 ** min(bits, 63) and not (bits == 1 and v.py in (0, 1)):
+                raise self.b.error(node, f"integer {v.py} does not fit in {like}")
             return Scalar(arith.ConstantOp(like, ir.IntegerAttr.get(like, int(v.py))).result)
 
     def cast(self, v, to: ir.Type, node: ast.AST, explicit: bool = False) -> Scalar:
         """Converts to `to`. Implicitly only widening and int->float; `explicit` (int(x), float(x)) allows all."""
-        v = Scalar.literal(v) if not isinstance(v, Scalar) else v
+        v = self.scalar(v, node)
         if not v.typed:
             if explicit and isinstance(v.py, float) and not _is_float(to):
                 v = Scalar(None, int(v.py))
@@ -131,8 +140,7 @@ class Typer:
             return Scalar(arith.TruncIOp(to, v.value).result)
 
     def unify(self, a, b, node: ast.AST) -> tuple[Scalar, Scalar]:
-        a = Scalar.literal(a) if not isinstance(a, Scalar) else a
-        b = Scalar.literal(b) if not isinstance(b, Scalar) else b
+        a, b = self.scalar(a, node), self.scalar(b, node)
         if not a.typed and not b.typed:
             a = self.materialize(a, node)
         if not a.typed:
@@ -161,13 +169,13 @@ class Typer:
         return ta if _int_width(ta) >= _int_width(tb) else tb
 
     def to_float(self, v, node: ast.AST) -> Scalar:
-        v = Scalar.literal(v) if not isinstance(v, Scalar) else v
+        v = self.scalar(v, node)
         if v.typed and _is_float(v.value.type):
             return v
         return self.cast(v, ir.F32Type.get(), node)
 
     def condition(self, v, node: ast.AST) -> Scalar:
-        v = Scalar.literal(v) if not isinstance(v, Scalar) else v
+        v = self.scalar(v, node)
         if not v.typed:
             return self.materialize(Scalar(None, bool(v.py)), node)
         t = v.value.type
@@ -211,6 +219,7 @@ class Typer:
         if isinstance(v, (int, float, bool)):
             return {ast.USub: lambda x: -x, ast.UAdd: lambda x: x, ast.Not: lambda x: not x,
                     ast.Invert: lambda x: ~x}[type(op)](v)
+        v = self.scalar(v, node)
         if isinstance(op, ast.UAdd):
             return v
         if isinstance(op, ast.Not):

@@ -22,4 +22,4 @@ def test_a_lowering_error_is_a_compile_error_at_its_op():
             err = CompileError.from_lowering(LoweringError(at, "has no CPU lowering"), "other.py")
             assert str(err) == "user.py:12:5: error: has no CPU lowering"
         unlocated = LoweringError(ir.Location.unknown(), "no place")
-        assert str(CompileError.from_lowering(unlocated, "other.py")) == "other.py:0:0: error: no place"
+        assert str(CompileError.from_lowering(unlocated, "other.py")) == "other.py:1:1: error: no place"
