@@ -128,7 +128,9 @@ TSR_API tsr_status_t tsrGraphInstantiate(tsr_graph_t graph, tsr_graph_exec_t* ou
 /* Replays the executable graph on `stream` (NULL: runs it now, in the calling thread). The operations run in
  * recorded order with the recorded argument values; events recorded by the graph are moved as by
  * tsrEventRecord at the time of this call. A failure stops the replay's kernels and copies and is reported as
- * for any work on that stream. TSR_ERROR_INVALID_HANDLE when a kernel's module has been unloaded. */
+ * for any work on that stream. TSR_ERROR_INVALID_HANDLE when a kernel's module has been unloaded;
+ * TSR_ERROR_MEMORY_FAULT, before anything runs, when a launch's tensor no longer fits the known allocation it
+ * starts in (memory freed and allocated or registered again, smaller, since the capture; as tsrLaunch checks). */
 TSR_API tsr_status_t tsrGraphLaunch(tsr_graph_exec_t exec, tsr_stream_t stream);
 
 TSR_API tsr_status_t tsrDestroyGraph(tsr_graph_t graph);   /* = tsrReleaseGraph */
