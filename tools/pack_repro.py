@@ -95,6 +95,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dump", help="write the memory regions after the replay into this directory")
     ns = parser.parse_args()
+    if ns.dump and os.path.isdir(ns.dump) and os.path.samefile(ns.dump, HERE):
+        print("replay.py: error: --dump would overwrite the captured memory: give another directory")
+        return 2
     launch = json.load(open(os.path.join(HERE, "launch.json")))
     recorded = json.load(open(os.path.join(HERE, "env.json")))
     now = environment()

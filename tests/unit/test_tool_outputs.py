@@ -109,3 +109,13 @@ def test_same_file():
     assert overwrite.same_file("/no/such/a", "/no/such/./a")
     assert not overwrite.same_file("/no/such/a", "/no/such/b")
     assert overwrite.clash({"in": "x"}, {"-o": "-", "h": None}) is None
+
+
+def test_replay_refuses_to_dump_over_its_bundle(tmp_path):
+    (tmp_path / "replay.py").write_text(pack_repro.replay_script())
+    (tmp_path / "region0.bin").write_bytes(b"captured")
+    before = snapshot(tmp_path)
+    for dump in (".", str(tmp_path)):
+        r = subprocess.run([sys.executable, "replay.py", "--dump", dump], cwd=tmp_path, capture_output=True, text=True)
+        assert r.returncode == 2 and "--dump would overwrite the captured memory" in r.stdout, r.stdout + r.stderr
+    assert snapshot(tmp_path) == before
