@@ -19,6 +19,11 @@ class HashedOptions:
         return hashlib.sha256(key.encode()).hexdigest()
 
 
+# Schedule hints (`@function(tile=, stages=, vector=)`, `CompileOptions.hints`) and their ranges: beyond
+# them a hint only buys compile time and memory (each stage is unrolled; a tile is a buffer).
+HINT_LIMITS = {"MB": 4096, "NC": 4096, "MC": 4096, "KC": 4096, "stages": 16, "vector": 64}
+
+
 @dataclass(frozen=True)
 class CompileOptions(HashedOptions):
     target: str = "cpu"
@@ -46,6 +51,11 @@ class CompileOptions(HashedOptions):
                     for h in self.hints), "a tuple of (name, int) pairs")
         _expect("opt_level", self.opt_level, type(self.opt_level) is int, "an int")
         _expect("warp_size", self.warp_size, type(self.warp_size) is int, "an int")
+        _expect("bounds_checks", self.bounds_checks, isinstance(self.bounds_checks, bool), "a bool")
+        for name, value in self.hints:
+            if name not in HINT_LIMITS or not 1 <= value <= HINT_LIMITS[name]:
+                raise ValueError(f"hint {name}={value} is out of range (hints: "
+                                 f"{', '.join(f'{k} 1-{v}' for k, v in HINT_LIMITS.items())})")
         if not 0 <= self.opt_level <= 3:
             raise ValueError(f"opt_level must be 0, 1, 2 or 3, not {self.opt_level}")
         if self.numerics not in profiles.PROFILES:

@@ -17,14 +17,11 @@ from ..diagnostics import CompileError
 from ..dialects import ttensor
 from ..mlir import func, ir
 from .. import dtypes
-from . import hints
+from . import consts, hints
 from .attrs import INT64_MAX, INT64_MIN, UINT64_MAX
 from .oplib import OPS, Accum, DTypePolicy, GTensor, MeshSpec
 from .shapes import DIM_RULE, ShapeEnv, ShapeError, annotated
 
-_PY_BINOPS = {ast.Add: py_op.add, ast.Sub: py_op.sub, ast.Mult: py_op.mul, ast.Div: py_op.truediv,
-              ast.FloorDiv: py_op.floordiv, ast.Mod: py_op.mod, ast.Pow: py_op.pow, ast.BitXor: py_op.xor,
-              ast.BitAnd: py_op.and_, ast.BitOr: py_op.or_, ast.LShift: py_op.lshift, ast.RShift: py_op.rshift}
 _TENSOR_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow"}
 
 
@@ -58,6 +55,7 @@ class FunctionBuilder:
         self.env: dict[str, object] = dict(module_env)
         self.shapes = ShapeEnv()
         self.results: list[GTensor] | None = None
+        self.unrolled = 0   # loop iterations unrolled so far (consts.MAX_UNROLLED)
 
     # -- services for op builders ---------------------------------------------------------------------
     def error(self, node: ast.AST, message: str) -> CompileError:
@@ -214,6 +212,13 @@ class FunctionBuilder:
         it = self.expr(s.iter)
         if not isinstance(it, (range, tuple, list)) or s.orelse:
             raise self.error(s.iter, "a function loop must iterate over constants (e.g. range(4)); it is unrolled")
+        try:
+            self.unrolled += len(it)
+        except OverflowError:
+            self.unrolled = consts.MAX_UNROLLED + 1
+        if self.unrolled > consts.MAX_UNROLLED:
+            raise self.error(s.iter, f"a function unrolls its loops: at most {consts.MAX_UNROLLED} iterations "
+                                     f"in all, and this loop goes past that")
         for item in it:
             self.assign(s.target, item)
             self.block(s.body)
@@ -291,10 +296,12 @@ class FunctionBuilder:
             if name is None:
                 raise self.error(node, f"operator '{ast.unparse(node)}' is not defined on tensors")
             return OPS[name](self, node, [a, b], {})
-        if type(op) in _PY_BINOPS and not isinstance(a, (str, DTypePolicy)):
+        if type(op) in consts.BINOPS and not isinstance(a, (str, DTypePolicy)):
             try:
-                return _PY_BINOPS[type(op)](a, b)
-            except Exception as e:  # noqa: BLE001 — any Python failure of a constant expression
+                return consts.binop(op, a, b)
+            except consts.FoldError as e:
+                raise self.error(node, str(e)) from None
+            except Exception as e:  # noqa: BLE001 — any other Python failure of a constant expression
                 raise self.error(node, f"cannot evaluate constant expression: {e}") from None
         raise self.error(node, f"operator '{ast.unparse(node)}' is not defined on {_describe(a)}")
 
@@ -343,6 +350,9 @@ class FunctionBuilder:
                     raise self.error(node, str(e)) from None
             if f.id == "accum" and len(args) == 1 and isinstance(args[0], DTypePolicy):
                 return Accum(args[0].dtype)
+            if f.id in ("min", "max") and any(consts.too_long(a) for a in args):
+                raise self.error(node, f"{f.id}(): the argument has more than {consts.MAX_ITEMS} items, more than "
+                                       f"a constant may scan")
             if f.id in ("len", "int", "float", "min", "max", "abs") and not any(isinstance(a, GTensor) for a in args):
                 try:
                     return {"len": len, "int": int, "float": float, "min": min, "max": max, "abs": abs}[f.id](
@@ -412,11 +422,18 @@ def module_env(tree: ast.Module, filename: str) -> dict:
     """Module-level constants a function may use: `mesh = dist.Mesh(...)`, numbers, strings, tuples.
 
     Only assignments the frontend can evaluate without running code count; anything else is ignored (the
-    file is a normal Python module too)."""
+    file is a normal Python module too). Only the names some function of the file reads, and the names those
+    are computed from, are evaluated: the rest of the module is no business of the compiler's."""
     env: dict = {}
     probe = FunctionBuilder(ast.FunctionDef(name="<module>", args=None, body=[], decorator_list=[]), filename, env)
-    for s in tree.body:
-        if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)):
+    assigns = [s for s in tree.body
+               if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)]
+    used = _names_read(f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    for s in reversed(assigns):
+        if s.targets[0].id in used:
+            used |= _names_read([s.value])
+    for s in assigns:
+        if s.targets[0].id not in used:
             continue
         if any(isinstance(n, ast.Attribute) and _name(n.value) == "op" for n in ast.walk(s.value)):
             continue  # tensor ops need a function to live in
@@ -426,3 +443,7 @@ def module_env(tree: ast.Module, filename: str) -> dict:
             continue
         probe.env = env
     return env
+
+
+def _names_read(nodes) -> set[str]:
+    return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name)}

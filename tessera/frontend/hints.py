@@ -16,6 +16,7 @@ import ast
 
 from ..diagnostics import CompileError
 from ..mlir import ir
+from ..options import HINT_LIMITS
 
 _KEYS = ("tile", "stages", "vector", "epilogue")
 
@@ -42,9 +43,15 @@ def _literal(node: ast.expr, filename: str):
 def _tile(value, node, filename) -> dict:
     if isinstance(value, dict):
         value = [value.get(k) for k in ("M", "N", "K")]
-    if not (isinstance(value, list) and len(value) == 3 and all(isinstance(v, int) and v > 0 for v in value)):
-        raise CompileError.at(node, filename, "tile= takes three positive sizes (M, N, K) or {M:, N:, K:}")
+    most = min(HINT_LIMITS[k] for k in ("MB", "NC", "KC"))
+    if not (isinstance(value, list) and len(value) == 3 and all(_int_in(v, most) for v in value)):
+        raise CompileError.at(node, filename, f"tile= takes three positive sizes (M, N, K) or {{M:, N:, K:}}, "
+                                              f"each at most {most}")
     return {"MB": value[0], "NC": value[1], "KC": value[2]}
+
+
+def _int_in(v, most: int) -> bool:
+    return type(v) is int and 1 <= v <= most
 
 
 def _normalize(pairs: dict, nodes: dict, filename: str) -> dict:
@@ -53,9 +60,15 @@ def _normalize(pairs: dict, nodes: dict, filename: str) -> dict:
         node = nodes[key]
         if key in ("tile", "tile_sizes"):
             out.update(_tile(value, node, filename))
-        elif key in ("stages", "vector"):
-            if not isinstance(value, int) or value < 1:
-                raise CompileError.at(node, filename, f"{key}= takes a positive integer")
+        elif key == "stages":
+            if not _int_in(value, HINT_LIMITS[key]):
+                raise CompileError.at(node, filename, f"stages= takes a positive integer up to {HINT_LIMITS[key]}, "
+                                                      f"not {_short(value)}")
+            out[key] = value
+        elif key == "vector":   # lanes of a vector register
+            if not _int_in(value, HINT_LIMITS[key]) or value & (value - 1):
+                raise CompileError.at(node, filename, f"vector= takes a positive integer, a power of two up to "
+                                                      f"{HINT_LIMITS[key]}, not {_short(value)}")
             out[key] = value
         elif key == "epilogue":
             if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
@@ -64,6 +77,10 @@ def _normalize(pairs: dict, nodes: dict, filename: str) -> dict:
         else:
             raise CompileError.at(node, filename, f"unknown hint '{key}' (hints: tile, stages, vector, epilogue)")
     return out
+
+
+def _short(v) -> str:
+    return repr(v) if len(repr(v)) <= 40 else repr(v)[:40] + "…"
 
 
 def read(fn: ast.FunctionDef, filename: str) -> tuple[dict, list]:

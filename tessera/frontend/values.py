@@ -11,6 +11,7 @@ import ast
 from dataclasses import dataclass
 
 from ..mlir import arith, ir, math
+from . import consts
 
 
 @dataclass
@@ -278,14 +279,10 @@ class Typer:
 
 
 def _fold(op: ast.operator, a, b, builder, node):
-    import operator as o
-    table = {ast.Add: o.add, ast.Sub: o.sub, ast.Mult: o.mul, ast.Div: o.truediv, ast.FloorDiv: o.floordiv,
-             ast.Mod: o.mod, ast.Pow: o.pow, ast.BitAnd: o.and_, ast.BitOr: o.or_, ast.BitXor: o.xor,
-             ast.LShift: o.lshift, ast.RShift: o.rshift}
     try:
-        return table[type(op)](a, b)
-    except (ZeroDivisionError, TypeError, KeyError) as e:
-        raise builder.error(node, f"cannot evaluate constant expression: {e}") from None
+        return consts.binop(op, a, b)
+    except consts.FoldError as e:
+        raise builder.error(node, str(e)) from None
 
 
 def _op_symbol(op) -> str:
