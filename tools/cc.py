@@ -14,11 +14,11 @@ import sys
 from .. import cache
 from ..abi import signature_of_record
 from ..cheader import emit_header
-from ..diagnostics import CompileError
 from ..image import read_image
 from ..options import CompileOptions
 from ..selection import backends_for
 from . import overwrite
+from .errors import ToolError, check_writable, read_text, tool_main
 
 # The file name extension of each stage's artifact in a --dump-ir-after-all directory (by the stage name's
 # last dotted part); other stages print MLIR.
@@ -57,6 +57,7 @@ def _write(path: str, artifact) -> None:
         f.write(artifact)
 
 
+@tool_main("tessera-cc")
 def main(argv=None) -> int:
     args = _parse_args(sys.argv[1:] if argv is None else argv)
     options = CompileOptions(target=args.target, kernels=tuple(args.kernel), cpu=args.cpu, arch=args.arch,
@@ -65,31 +66,30 @@ def main(argv=None) -> int:
     if problem:
         print(f"tessera-cc: error: {problem}", file=sys.stderr)
         return 1
+    if not args.list_stages:
+        read_text(args.source)
+        _check_outputs(args)
     plain = not (args.list_stages or args.dump_ir_after_all or args.compile_to or args.start_after)
     if plain and _from_cache(args, options):
         return 0
     # lazy: the compiler loads MLIR and LLVM, which a cache hit does without
     from ..compiler import compile_file, compile_ir_file, stage_names
-    try:
-        if args.list_stages:
-            print("\n".join(stage_names(options)))
-            return 0
-        stages_seen: list[tuple[str, object]] = []
+    if args.list_stages:
+        print("\n".join(stage_names(options)))
+        return 0
+    for flag, stage in (("--from", args.start_after), ("--compile-to", args.compile_to)):
+        if stage is not None and stage not in stage_names(options):
+            raise ToolError(f"{flag} {stage}: no such stage (stages: {', '.join(stage_names(options))})")
+    stages_seen: list[tuple[str, object]] = []
 
-        def on_stage(name, artifact):
-            stages_seen.append((name, artifact))
+    def on_stage(name, artifact):
+        stages_seen.append((name, artifact))
 
-        want_stages = args.dump_ir_after_all or args.compile_to
-        compile_ = compile_ir_file if args.start_after else compile_file
-        extra = {"start_after": args.start_after} if args.start_after else {}
-        result = compile_(args.source, options, stop_after=args.compile_to,
-                          on_stage=on_stage if want_stages else None, **extra)
-    except CompileError as e:
-        print(e, file=sys.stderr)
-        return 1
-    except FileNotFoundError as e:
-        print(f"tessera-cc: error: {e.strerror}: {e.filename}", file=sys.stderr)
-        return 1
+    want_stages = args.dump_ir_after_all or args.compile_to
+    compile_ = compile_ir_file if args.start_after else compile_file
+    extra = {"start_after": args.start_after} if args.start_after else {}
+    result = compile_(args.source, options, stop_after=args.compile_to,
+                      on_stage=on_stage if want_stages else None, **extra)
     stem = os.path.splitext(args.source)[0]
     if args.dump_ir_after_all:
         os.makedirs(args.dump_ir_after_all, exist_ok=True)
@@ -106,6 +106,20 @@ def main(argv=None) -> int:
         return 0
     _finish(args, result.image, result.metadata["signatures"])
     return 0
+
+
+def _check_outputs(args) -> None:
+    """Every output can be written: said before compiling, not after the whole compilation."""
+    stem = os.path.splitext(args.source)[0]
+    if args.compile_to:
+        if args.output not in (None, "-"):
+            check_writable(args.output, "-o")
+    else:
+        check_writable(args.output or f"{stem}.tessera", "-o" if args.output else "the output")
+        if args.emit_header:
+            check_writable(args.emit_header, "--emit-header")
+    if args.dump_ir_after_all:
+        check_writable(args.dump_ir_after_all, "--dump-ir-after-all", directory=True)
 
 
 def _overwrites_input(args) -> str | None:

@@ -6,6 +6,8 @@ import argparse
 import os
 import sys
 
+from .errors import ToolError, tool_main
+
 
 def install_dirs() -> tuple[str, str]:
     """(include dir, lib dir) of the installed runtime, found next to the `_runtime` extension."""
@@ -15,6 +17,7 @@ def install_dirs() -> tuple[str, str]:
     return os.path.join(root, "include"), os.path.join(root, "lib")
 
 
+@tool_main("tessera-config")
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="tessera-config", description=__doc__)
     p.add_argument("--cflags", action="store_true", help="compiler flags (-I…)")
@@ -28,8 +31,7 @@ def main(argv=None) -> int:
     try:
         inc, lib = install_dirs()
     except ImportError as e:
-        print(f"tessera-config: error: the runtime is not installed ({e})", file=sys.stderr)
-        return 1
+        raise ToolError(f"the runtime is not installed ({e})") from None
     out = []
     if args.version:
         # lazy: see install_dirs

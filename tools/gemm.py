@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..diagnostics import CompileError
+from .errors import ToolError, check_writable, tool_main
 
 
 def _ints(text: str, count: int, what: str) -> tuple[int, ...]:
@@ -44,6 +44,7 @@ def _parse_args(argv):
     return p.parse_args(argv)
 
 
+@tool_main("tessera-gemm")
 def main(argv=None) -> int:
     args = _parse_args(sys.argv[1:] if argv is None else argv)
     # lazy: --help and argument errors answer without loading MLIR and LLVM
@@ -64,15 +65,12 @@ def main(argv=None) -> int:
         steps = tuple((s.strip(),) for s in args.epilogue.split(",") if s.strip())
         spec = gemm.GemmSpec(args.name, dtype=args.dtype, epilogue=steps, schedule=schedule)
     except ValueError as e:
-        print(f"tessera-gemm: error: {e}", file=sys.stderr)
-        return 2
+        raise ToolError(str(e)) from None
+    if args.output not in (None, "-"):
+        check_writable(args.output, "-o")
     seen: list = []
-    try:
-        result = compile_built(lambda m: gemm.build_gemm(m, spec), options, gemm.image_metadata(spec),
-                               stop_after=args.compile_to, on_stage=lambda n, a: seen.append(a))
-    except CompileError as e:
-        print(e, file=sys.stderr)
-        return 1
+    result = compile_built(lambda m: gemm.build_gemm(m, spec), options, gemm.image_metadata(spec),
+                           stop_after=args.compile_to, on_stage=lambda n, a: seen.append(a))
     artifact = seen[-1] if args.compile_to else result.image
     out = args.output or ("-" if isinstance(artifact, str) else f"{args.name}.{args.compile_to or 'tessera'}")
     if out == "-":

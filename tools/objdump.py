@@ -10,6 +10,7 @@ from .. import dtypes
 from ..abi import KIND_NAMES
 from ..image import ImageError, read_image
 from ..image.format import ARG_READONLY, FLAG_SIMT
+from .errors import ToolError, tool_main
 
 _SHT = {1: "PROGBITS", 3: "STRTAB", 7: "NOTE"}
 
@@ -59,17 +60,18 @@ def render(img, show_ir: bool = True) -> str:
     return "\n".join(out) + "\n"
 
 
+@tool_main("tessera-objdump")
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="tessera-objdump", description=__doc__.splitlines()[0])
     p.add_argument("image")
     p.add_argument("--no-ir", action="store_true", help="leave out the Graph IR")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    with open(args.image, "rb") as f:
+        data = f.read()
     try:
-        with open(args.image, "rb") as f:
-            img = read_image(f.read())
-    except (OSError, ImageError) as e:
-        print(f"tessera-objdump: error: {args.image}: {e}", file=sys.stderr)
-        return 1
+        img = read_image(data)
+    except ImageError as e:
+        raise ToolError(f"{args.image}: {e}") from None
     sys.stdout.write(render(img, not args.no_ir))
     return 0
 

@@ -12,6 +12,7 @@ import sys
 
 from ..diagnostics import parse_location
 from . import overwrite
+from .errors import ToolError, check_writable, read_text, tool_main
 
 
 def _parse_args(argv):
@@ -35,12 +36,15 @@ def _parse_args(argv):
     return args, flags
 
 
+@tool_main("tessera-opt")
 def main(argv=None) -> int:
     args, flags = _parse_args(sys.argv[1:] if argv is None else argv)
     problem = overwrite.clash({"the input": args.input}, {"-o": args.output})
     if problem:
-        print(f"tessera-opt: error: {problem}", file=sys.stderr)
-        return 1
+        raise ToolError(problem)
+    text = sys.stdin.read() if args.input == "-" else read_text(args.input)
+    if args.output != "-":
+        check_writable(args.output, "-o")
     # lazy: --help and argument errors answer without loading MLIR
     from ..dialects import make_context
     from ..mlir import ir
@@ -52,7 +56,6 @@ def main(argv=None) -> int:
             print(f"  --{info.name}: {info.summary}")
         return 0
     filename = "<stdin>" if args.input == "-" else args.input
-    text = sys.stdin.read() if args.input == "-" else open(args.input, encoding="utf-8").read()
     chunks = text.split("// -----") if args.split_input_file else [text]
     pipeline = args.pass_pipeline or ",".join(flags)
     outputs, failed, line_base = [], False, 0
@@ -67,9 +70,8 @@ def main(argv=None) -> int:
             except ir.MLIRError as e:
                 errors = [(str(d.location), d.message) for d in e.error_diagnostics]
                 module = None
-            except ValueError as e:
-                print(f"tessera-opt: {e}", file=sys.stderr)
-                return 2
+            except ValueError as e:  # a pipeline that does not parse (its first line says where)
+                raise ToolError(str(e).strip().splitlines()[0]) from None
             if args.verify_diagnostics:
                 problems = diagnostics.check(chunk, errors, line_base, filename)
                 for pr in problems:

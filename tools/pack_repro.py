@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from . import overwrite
+from .errors import ToolError, check_writable, tool_main
 
 CAPTURE_FILES = ("image.tessera", "kernel.json", "launch.json", "log.txt")
 
@@ -199,6 +200,7 @@ def pack(capture: Path, out: Path, logs: list[Path]) -> Path:
     return out
 
 
+@tool_main("tessera-pack-repro")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tessera-pack-repro", description=__doc__.splitlines()[0])
     parser.add_argument("capture", type=Path, help="a crash capture directory (under $TESSERA_CRASH_DIR)")
@@ -217,8 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     if not problem and overwrite.inside(str(out), str(ns.capture)):
         problem = f"-o {out} lies inside the capture directory {ns.capture}, which the archive bundles"
     if problem:
-        print(f"tessera-pack-repro: error: {problem}", file=sys.stderr)
-        return 1
+        raise ToolError(problem)
+    if not ns.capture.is_dir():
+        raise ToolError(f"{ns.capture}: not a crash capture directory")
+    check_writable(str(out), "-o")
     print(pack(ns.capture, out, ns.log))
     return 0
 
