@@ -18,6 +18,44 @@ def best_time(fn, repeat: int = 20, warmup: int = 3) -> float:
     return best
 
 
+def best_times(fns, rounds: int, budget: float = 0.2, settle: float = 0.3) -> list[float]:
+    """Best time per call of each function, calling them in turn each round (repeated to ~budget s).
+
+    After each turn the machine gets `settle` seconds: OpenBLAS's threads spin for about 0.1 s after a call
+    (its THREAD_TIMEOUT, 2^28 cycles) and would take a core from whatever is timed next; on two cores that
+    cost the side timed after numpy up to a third of its speed.
+    """
+    for fn in fns:
+        fn()
+    reps = []
+    for fn in fns:
+        t0 = time.perf_counter()
+        fn()
+        reps.append(max(1, int(budget / max(time.perf_counter() - t0, 1e-6))))
+    best = [float("inf")] * len(fns)
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            for _ in range(reps[i]):
+                fn()
+            best[i] = min(best[i], (time.perf_counter() - t0) / reps[i])
+            time.sleep(settle)
+    return best
+
+
+def report_checks(name: str, checked, unchecked, rounds: int = 10) -> float:
+    """Times a row compiled with bounds checks against the same row compiled without (alternating, so that a
+    busy machine slows both alike; half the rounds in each order, as the first of a pair can be favoured) and
+    prints the cost; returns checked / unchecked time."""
+    first = best_times([checked, unchecked], rounds // 2 + 1, settle=0.05)
+    second = best_times([unchecked, checked], rounds // 2 + 1, settle=0.05)
+    t_checked, t_unchecked = min(first[0], second[1]), min(first[1], second[0])
+    ratio = t_checked / t_unchecked
+    print(f"{name:<28} checked {t_checked * 1e3:9.3f} ms   unchecked {t_unchecked * 1e3:9.3f} ms   "
+          f"checked/unchecked {ratio:5.3f} ({(ratio - 1) * 100:+.1f}%)")
+    return ratio
+
+
 def machine() -> str:
     cpu = platform.processor() or platform.machine()
     try:

@@ -1,6 +1,6 @@
 """fp32 GEMM on the CPU: Tessera's packed GEMM kernels against numpy (OpenBLAS), in the same process.
 
-    python bench/gemm_cpu.py [--sizes 512,1024,2048] [--rounds 10]
+    python bench/gemm_cpu.py [--sizes 512,1024,2048] [--rounds 10] [--bounds-checks]
 
 Rows, each at M = N = K = size:
 - `gemm`: C = A·B. Peer: np.matmul(A, B, out=C) into a preallocated C.
@@ -21,44 +21,19 @@ import dataclasses
 import math
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import machine, report  # noqa: E402
+from common import best_times, machine, report, report_checks  # noqa: E402
 
 from tessera import runtime  # noqa: E402
 from tessera.backends.cpu import gemm, target  # noqa: E402
 from tessera.backends.cpu.gemm_schedule import choose_schedule  # noqa: E402
+from tessera.options import CompileOptions  # noqa: E402
 from tessera.tools.kernels import compile_gemm  # noqa: E402
 
 SQRT_2_OVER_PI = np.float32(math.sqrt(2.0 / math.pi))
-
-
-def best_times(fns, rounds: int, budget: float = 0.2, settle: float = 0.3) -> list[float]:
-    """Best time per call of each function, calling them in turn each round (repeated to ~budget s).
-
-    After each turn the machine gets `settle` seconds: OpenBLAS's threads spin for about 0.1 s after a call
-    (its THREAD_TIMEOUT, 2^28 cycles) and would take a core from whatever is timed next; on two cores that
-    cost the side timed after numpy up to a third of its speed.
-    """
-    for fn in fns:
-        fn()
-    reps = []
-    for fn in fns:
-        t0 = time.perf_counter()
-        fn()
-        reps.append(max(1, int(budget / max(time.perf_counter() - t0, 1e-6))))
-    best = [float("inf")] * len(fns)
-    for _ in range(rounds):
-        for i, fn in enumerate(fns):
-            t0 = time.perf_counter()
-            for _ in range(reps[i]):
-                fn()
-            best[i] = min(best[i], (time.perf_counter() - t0) / reps[i])
-            time.sleep(settle)
-    return best
 
 
 def numpy_gelu_tanh(x, tmp):
@@ -79,8 +54,22 @@ def schedule_for(m: int, n: int, k: int):
     return choose_schedule(m, n, k, target.host(), target.worker_threads(), target.cache_sizes())
 
 
-def kernel(spec):
-    return getattr(runtime.load(compile_gemm(spec)), spec.name)
+def kernel(spec, options: CompileOptions | None = None):
+    return getattr(runtime.load(compile_gemm(spec, options)), spec.name)
+
+
+def bench_checks(n: int, rounds: int, rng) -> None:
+    """Each kernel of the rows at size n compiled with bounds checks (the default) and without."""
+    A, B = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+    bias = rng.standard_normal(n, dtype=np.float32)
+    C = np.empty((n, n), np.float32)
+    schedule = schedule_for(n, n, n)
+    for spec, extra in ((gemm.GemmSpec("gemm", schedule=schedule), ()),
+                        (gemm.GemmSpec("gemm_bias_gelu", epilogue=("bias", "gelu_tanh"), schedule=schedule), (bias,))):
+        grid = gemm.gemm_grid(spec, n, n)
+        checked, unchecked = kernel(spec), kernel(spec, CompileOptions(bounds_checks=False))
+        report_checks(f"{spec.name} {n}", lambda: checked(A, B, C, *extra, grid=grid, block=1),
+                      lambda: unchecked(A, B, C, *extra, grid=grid, block=1), rounds)
 
 
 def bench_size(n: int, rounds: int, rng) -> None:
@@ -152,12 +141,18 @@ def main() -> None:
     p.add_argument("--sizes", default="512,1024,2048", help="comma-separated M = N = K")
     p.add_argument("--mlp", default="512", help="comma-separated MLP sizes (tokens = model width); '' for none")
     p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--bounds-checks", action="store_true",
+                   help="time each GEMM kernel with bounds checks against --no-bounds-checks instead of numpy")
     args = p.parse_args()
     threads = os.environ.get("TESSERA_NUM_THREADS", str(os.cpu_count()))
     # Other work on the machine slows both sides, unequally: the load average says how busy it was.
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}; Tessera threads: {threads}, "
           f"OpenBLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS', 'default')}")
     rng = np.random.default_rng(0)
+    if args.bounds_checks:
+        for n in (int(s) for s in args.sizes.split(",") if s):
+            bench_checks(n, args.rounds, rng)
+        return
     for n in (int(s) for s in args.sizes.split(",") if s):
         bench_size(n, args.rounds, rng)
     for n in (int(s) for s in args.mlp.split(",") if s):

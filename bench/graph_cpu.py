@@ -2,19 +2,23 @@
 elements, softmax and layernorm over rows, an MLP (matmul + bias + gelu fused, then matmul), and attention
 (`op.flash_attention`, plain and causal, and softmax + dropout + V written out: one fused kernel each).
 
-    python bench/graph_cpu.py
+    python bench/graph_cpu.py [--bounds-checks]
+
+--bounds-checks times every row compiled with bounds checks (the default) against the program compiled with
+--no-bounds-checks instead of numpy, in alternation.
 
 numpy's peers are written the way a numpy user would (vectorized, temporaries allowed); the exact gelu
 needs erf, which numpy lacks, so its peer uses the tanh form (cheaper than exact) — a conservative peer.
 """
 
+import argparse
 import os
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import best_time, machine, report  # noqa: E402
+from common import best_time, machine, report, report_checks  # noqa: E402
 
 from tessera import compiler, executor  # noqa: E402
 
@@ -102,8 +106,33 @@ def bench_attention(prog, rng) -> None:
            "numpy", "GFLOP/s", flops)
 
 
+def checks_cost(rng) -> None:
+    """Each row's program with bounds checks against the same program compiled without."""
+    checked = executor.load(compiler.compile_source(SRC, "bench_graph.py").image)
+    unchecked = executor.load(compiler.compile_source(SRC, "bench_graph.py",
+                                                      compiler.CompileOptions(bounds_checks=False)).image)
+    X, b = rng.standard_normal((4096, 4096), dtype=np.float32), rng.standard_normal(4096, dtype=np.float32)
+    Xm, W1 = rng.standard_normal((512, 512), dtype=np.float32), rng.standard_normal((512, 2048), dtype=np.float32)
+    b1, W2 = rng.standard_normal(2048, dtype=np.float32), rng.standard_normal((2048, 512), dtype=np.float32)
+    Xs = rng.standard_normal((8192, 1024), dtype=np.float32)
+    g, bb = rng.standard_normal(1024, dtype=np.float32), rng.standard_normal(1024, dtype=np.float32)
+    Q, K, V = (rng.standard_normal((8, 512, 64), dtype=np.float32) for _ in range(3))
+    rows = (("gelu(x+b)*0.5, 2^24", "chain", (X, b)), ("mlp 512x512x2048", "mlp", (Xm, W1, b1, W2)),
+            ("softmax rows 8192x1024", "softmax", (Xs,)), ("layernorm rows 8192x1024", "layernorm", (Xs, g, bb)),
+            ("attention 8x512x512x64", "attention", (Q, K, V)), ("causal 8x512x512x64", "causal", (Q, K, V)),
+            ("softmax+dropout+V 8x512", "dropped", (Q, K, V)))
+    for name, fn, args in rows:
+        report_checks(name, lambda: getattr(checked, fn)(*args), lambda: getattr(unchecked, fn)(*args))
+
+
 def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--bounds-checks", action="store_true", help="checked against --no-bounds-checks")
+    args = p.parse_args()
     print(f"machine: {machine()}")
+    if args.bounds_checks:
+        checks_cost(np.random.default_rng(0))
+        return
     prog = executor.load(compiler.compile_source(SRC, "bench_graph.py").image)
     rng = np.random.default_rng(0)
     R, C = 4096, 4096   # 2^24 elements
