@@ -31,7 +31,6 @@ import numpy as np
 from . import plan as plans
 from . import runtime
 from . import stream as streams
-from .image import read_image
 from .image.format import ARG_READONLY
 from .numerics.rounding import round_to
 
@@ -265,12 +264,14 @@ class Program:
     """The functions of an image, by name."""
 
     def __init__(self, data: bytes, context=None):
-        img = read_image(data)
-        section = img.section(plans.SECTION)
-        self.plans = plans.decode(section) if section is not None else {}
+        self.module = runtime.load(data, context)
+        section = self.module.image.section(plans.SECTION)
+        try:
+            self.plans = plans.decode(section) if section is not None else {}
+        except (ValueError, KeyError, TypeError) as e:  # PlanError, and the JSON of another format
+            raise runtime.bad_image("launch plans", e) from None
         # the plans' JSON documents, as the compile metadata's "plans" holds them
         self.functions = {name: p.to_json() for name, p in self.plans.items()}
-        self.module = runtime.load(data, context)
         self._cache: dict[str, Function] = {}
 
     def function(self, name: str) -> Function:

@@ -12,6 +12,7 @@ between tensors, writeable where the kernel writes it) and fills the dimension a
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 import threading
@@ -25,7 +26,7 @@ opencl_icd.register()  # before libtessera first asks OpenCL for its platforms (
 from . import _runtime  # noqa: E402
 from .abi import DIM, SCALAR, TENSOR  # noqa: E402
 from . import dtypes
-from .image import read_image
+from .image import ImageError, read_image
 from .image.format import ARG_READONLY
 from .numerics import matrix_units
 
@@ -247,6 +248,19 @@ def version() -> tuple[int, int, int]:
     return tuple(_runtime.version())
 
 
+def read_metadata(data: bytes):
+    """The image's tables as the Python layer reads them: whatever it cannot read is an `Error` with
+    TSR_ERROR_BAD_IMAGE, as the C loader reports what it cannot."""
+    try:
+        return read_image(data)
+    except (ImageError, KeyError, ValueError) as e:  # ValueError: UnicodeDecodeError too
+        raise bad_image("metadata", e) from None
+
+
+def bad_image(what: str, e: Exception) -> Error:
+    return _error("TSR_ERROR_BAD_IMAGE", f"the image's {what} cannot be read: {e}")
+
+
 def load(image, context: _runtime.Context | None = None) -> "Module":
     """A Module from an image path or its bytes."""
     if isinstance(image, (str, os.PathLike)):
@@ -259,7 +273,7 @@ class Module:
     def __init__(self, data: bytes, context: _runtime.Context):
         self._native = context.load_module(data)   # the C loader validates the image first
         self.context = context
-        self.image = read_image(data)
+        self.image = read_metadata(data)
         self._kernels: dict[str, Kernel] = {}
 
     @property
@@ -270,8 +284,11 @@ class Module:
         if name not in self._kernels:
             native = self._native.kernel(name)
             target = _TARGET.get(self.context.backend)
-            record = next(k for k in self.image.kernels if k.name == name and k.entry and
-                          len(k.args) == native.arg_count and (target is None or k.target == target))
+            record = next((k for k in self.image.kernels if k.name == name and k.entry and
+                           len(k.args) == native.arg_count and (target is None or k.target == target)), None)
+            if record is None:
+                raise _error("TSR_ERROR_BAD_IMAGE", f"the image's metadata has no record of kernel '{name}' "
+                                                    f"for the {self.context.backend} backend")
             self._kernels[name] = Kernel(native, record, self.context.backend in _HOST_MEMORY)
         return self._kernels[name]
 
@@ -282,6 +299,31 @@ class Module:
             return self.kernel(name)
         except Error as e:
             raise AttributeError(str(e)) from None
+
+
+def _scalar_slot(where: str, dt, v) -> bytes:
+    """A scalar argument's slot: a TypeError for a value of another kind (no silent truncation of a float to an
+    integer), a ValueError for one outside the type's range."""
+    kinds = {"bool": (bool, np.bool_), "int": (int, np.integer), "index": (int, np.integer),
+             "float": (int, float, np.integer, np.floating)}.get(dt.kind)
+    if kinds is None or dt.name not in _PACK:
+        raise TypeError(f"{where} is a {dt.name} scalar, which this launcher cannot pass")
+    if not isinstance(v, kinds) or (dt.kind != "bool" and isinstance(v, (bool, np.bool_))):
+        raise TypeError(f"{where} is a {dt.name} scalar, got {type(v).__name__} {v!r:.40}")
+    if dt.kind in ("int", "index"):
+        lo, hi = -2 ** (dt.bits - 1), 2 ** (dt.bits - 1) - 1
+        if not lo <= int(v) <= hi:
+            raise ValueError(f"{where} is a {dt.name} scalar, and {v} is outside [{lo}, {hi}]")
+    elif dt.kind == "float":
+        try:
+            x = float(v)
+        except OverflowError:  # an int beyond every float
+            x = math.inf
+        if abs(x) > float(np.finfo(_NUMPY[dt.name]).max) and (math.isfinite(x) or isinstance(v, int)):
+            shown = f"{x:.6g}" if math.isfinite(x) else "an integer this large"
+            raise ValueError(f"{where} is a {dt.name} scalar, and {shown} is beyond its largest finite value")
+        v = x
+    return struct.pack(_PACK[dt.name], v)
 
 
 def _dim3(v, what: str) -> tuple[int, int, int]:
@@ -316,9 +358,7 @@ class Kernel:
         for i, (a, v) in enumerate(zip(self.record.args, args)):
             dt = dtypes.BY_CODE[a.dtype]
             if a.kind == SCALAR:
-                if isinstance(v, np.ndarray):
-                    raise TypeError(f"argument '{a.name}' of '{self.name}' is a {dt.name} scalar, got an array")
-                slots[i] = struct.pack(_PACK[dt.name], v)
+                slots[i] = _scalar_slot(f"argument '{a.name}' of '{self.name}'", dt, v)
             elif a.kind == TENSOR:
                 slots[i] = struct.pack("<Q", self._check_array(a, dt, v, dims))
         for i, a in enumerate(self.record.args):

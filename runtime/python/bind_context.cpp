@@ -113,15 +113,15 @@ class Module {
     return Kernel(state_, k, name);
   }
 
-  std::vector<std::string> kernel_names() const {
+  py::list kernel_names() const {
     tsr_module_t m = state_->live();
     size_t n;
     check(tsrModuleGetKernelCount(m, &n));
-    std::vector<std::string> names;
+    py::list names;
     for (size_t i = 0; i < n; i++) {
       const char* name;
       check(tsrModuleGetKernelName(m, i, &name));
-      names.emplace_back(name);
+      names.append(text(name));
     }
     return names;
   }

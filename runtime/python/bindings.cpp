@@ -14,8 +14,14 @@ namespace {
 PyObject* error_type;  // tessera._runtime.Error, created at import
 }
 
+py::str text(const std::string& s) {
+  PyObject* str = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
+  if (str == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(str);
+}
+
 [[noreturn]] void raise_error(tsr_status_t status, const std::string& message) {
-  py::object exc = py::reinterpret_borrow<py::object>(error_type)(message);
+  py::object exc = py::reinterpret_borrow<py::object>(error_type)(text(message));
   exc.attr("status") = static_cast<int>(status);
   exc.attr("status_name") = tsrGetStatusName(status);
   PyErr_SetObject(error_type, exc.ptr());

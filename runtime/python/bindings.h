@@ -22,6 +22,10 @@ namespace py = pybind11;
 
 [[noreturn]] void raise_error(tsr_status_t status, const std::string& message);
 
+// Text from an image (kernel names, messages quoting them) as str: bytes that are not UTF-8 are replaced, since
+// the C loader checks names for termination, not for their encoding.
+py::str text(const std::string& s);
+
 // Call right after the failing tsr* call, on the same thread: the message is thread-local.
 void check(tsr_status_t status);
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from .. import dtypes
+from ..abi import KIND_NAMES
+
 from .format import (ARG_RECORD, CODE_PREFIX, DIM_ENTRY, KERNEL_RECORD, META_HEADER, NOTE_NAME,
                      NT_TESSERA_ABI_VERSION, PROP_ENTRY, SEC_META, SEC_NOTE, SEC_OPS, SEC_STRTAB, ArgRecord,
                      ImageError, KernelRecord)
@@ -117,6 +120,9 @@ def _kernels(meta: bytes, strtab: bytes) -> list[KernelRecord]:
         name, kind, dtype, rank, dfirst, flags = _unpack(ARG_RECORD, meta, a_off + i * asize, "argument")
         if dfirst + rank > nd:
             raise ImageError(f"argument {i} names dimensions past the dimension table")
+        # what the C loader leaves to its callers, checked here so that no reader of a record meets it later
+        if kind not in KIND_NAMES or dtype not in dtypes.BY_CODE:
+            raise ImageError(f"argument {i} has an unknown kind ({kind}) or dtype code ({dtype})")
         args.append(ArgRecord(_cstr(strtab, name), kind, dtype, dims[dfirst:dfirst + rank], flags))
     kernels = []
     for i in range(nk):
