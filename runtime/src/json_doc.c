@@ -265,7 +265,7 @@ static tsr_status_t read_container(reader_t* r, tsr_json_t* node, bool object) {
     const tsr_json_t* dup = duplicate_key(r, node, &oom);
     if (oom) return out_of_memory(r);
     if (dup)
-      return tsr_fail(TSR_ERROR_BAD_IMAGE, "%s: an object before byte %zu has the member '%.80s' twice", r->what,
+      return tsr_fail(TSR_ERROR_BAD_IMAGE, "%s: the object ending at byte %zu has the member '%.80s' twice", r->what,
                       (size_t)(r->p - r->begin), dup->key);
   }
   return TSR_SUCCESS;

@@ -1,7 +1,7 @@
 """Robustness, measured (docs/robustness.md): the C hosts under AddressSanitizer + UndefinedBehaviorSanitizer
 (with LeakSanitizer) and under ThreadSanitizer, create/load/launch/destroy cycles under valgrind, and bounded
-libFuzzer runs over the image loader and the launch API. Each part skips, saying why, where its tool is
-missing; .ci/run installs clang so that CI runs the fuzzers.
+libFuzzer runs over the image loader, the launch API and the launch-plan reader. Each part skips, saying why,
+where its tool is missing; .ci/run installs clang so that CI runs the fuzzers.
 
 TESSERA_FUZZ_SECONDS (default 20) sets each fuzzer's run; the longer runs recorded in docs/robustness.md used
 the same targets."""
@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from hostutil import HERE, REPO, run
+import plan_corpus
 
 RUNTIME_SOURCES = sorted((REPO / "runtime" / "src").glob("*.c"))
 HOSTS = ["host_saxpy.c", "host_bad_inputs.c", "host_streams.c", "host_graphs.c", "host_memory.c", "host_debug.c",
@@ -179,3 +180,13 @@ def test_fuzz_the_launch_api(fuzzer, test_image, tmp_path):
     shutil.copytree(HERE / "fuzz" / "regressions", corpus)  # inputs that once found bugs, run first
     (corpus / "seed").write_bytes(bytes(range(256)))
     assert fuzz(exe, corpus, tmp_path, {"TESSERA_FUZZ_IMAGE": str(test_image)}) > 100
+
+
+def test_fuzz_the_plan_reader(fuzzer, tmp_path):
+    exe = fuzzer("fuzz_plan", defines=["-DTSR_FUZZ_INERT"])
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name, target in [("examples/graph/mlp.py", "cpu"), ("examples/gpu/attention.py", "sm_90a")]:
+        section = plan_corpus.compile_plan((name, (REPO / name).read_text(), target))
+        (corpus / f"{name.replace('/', '_')}.{target}").write_bytes(section)
+    assert fuzz(exe, corpus, tmp_path) > 100
