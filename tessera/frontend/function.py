@@ -183,6 +183,10 @@ class FunctionBuilder:
             vals = list(v) if isinstance(v, tuple) else [v]
             if not vals:
                 raise self.error(s.value, "a function returns at least one tensor")
+            for x in vals:
+                if isinstance(x, (int, float)):  # a constant result is computed from no input: no kernel makes it
+                    raise self.error(s.value, f"a function returns tensors computed from its parameters, not "
+                                              f"{_describe(x)}")
             self.results = [self.as_tensor(x, s.value) for x in vals]
             with self.loc(s):
                 func.ReturnOp([r.value for r in self.results])

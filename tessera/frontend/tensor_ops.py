@@ -179,6 +179,8 @@ def softmax(b, node, args, kwargs):
 
 
 def _norm_params(b, node, x: GTensor, kwargs, names) -> list:
+    if x.rank < 1:
+        raise b.error(node, "a normalization is over the last axis: a 0-d tensor has none")
     params = []
     for n in names:
         p = kwargs.get(n)
@@ -261,6 +263,8 @@ def transpose(b, node, args, kwargs):
         [_axis(b, node, p, x.rank, "op.transpose") for p in perm]  # negative axes count from the end
     if sorted(perm) != list(range(x.rank)):
         raise b.error(node, f"perm {perm} is not a permutation of the {x.rank} axes")
+    if not perm:  # a 0-d tensor is its own transpose
+        return x
     dims = [x.dims[p] for p in perm]
     with b.loc(node):
         op = ttensor.TransposeOp(x.value, perm=ir.ArrayAttr.get([_i64(p) for p in perm]),

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from .. import dtypes
 from ..dialects import ttensor
 from ..mlir import func, ir
+from ..options import HINT_LIMITS
 from .attrs import INT64_MAX, i64 as _i64
 from .function import FunctionBuilder, _name
 from .oplib import OPS, DTypePolicy, GTensor
@@ -228,10 +229,11 @@ class TileProgramBuilder(FunctionBuilder):
             raise self.error(call, "tile.mma(A, B, C, BM=…, BN=…, BK=…) takes three tiles")
         a, b, c = (self.expr(x) for x in call.args)
         blocking = {k.arg: self.expr(k.value) for k in call.keywords}
+        hint = {"BM": "MB", "BN": "NC", "BK": "KC"}  # the schedule hints they become, with their ranges
         for key, v in blocking.items():
-            if key not in ("BM", "BN", "BK") or type(v) is not int or not 0 < v <= INT64_MAX:
-                raise self.error(call, f"tile.mma's blocking is BM=, BN=, BK=, each a positive integer; "
-                                       f"got {key}={v!r}")
+            if key not in hint or type(v) is not int or not 0 < v <= HINT_LIMITS[hint[key]]:
+                raise self.error(call, f"tile.mma's blocking is BM=, BN=, BK=, each a positive integer up to "
+                                       f"{HINT_LIMITS['MB']}; got {key}={v!r}")
         body = [x for x in s.body if not (isinstance(x, ast.Pass))]
         if len(body) != 1 or not (isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Call)
                                   and _name(body[0].value.func) == "mma_sync"):

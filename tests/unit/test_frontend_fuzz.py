@@ -379,6 +379,16 @@ FOUND = {
         _K + "@function\ndef f(X: tensor[f32, 'N']):\n    return []\n", 4, "at least one tensor"),
     "a constant that overflows bf16 (inf in the generated kernel)": (
         _K + "@function\ndef f(X: tensor[bf16, 'N']):\n    return op.gelu(X) + 1e300\n", None, ""),
+    "rmsnorm of a 0-d tensor": (
+        _K + "@function\ndef f(X: tensor[bf16], g: tensor[bf16, 'D']):\n    return op.rmsnorm(X, gamma=g)\n", 4,
+        "0-d tensor"),
+    "the transpose of a 0-d tensor": (
+        _K + "@function\ndef f(K: tensor[f32], X: tensor[f32, 'N']):\n    return X * K.T\n", None, ""),
+    "tile.mma blocking past the schedule's range": (
+        _K + "@kernel\ndef k(A, B, C):\n    for m, n, k in tile.mma(A, B, C, BK=9223372036854775807):\n"
+             "        tile.mma_sync(m, n, k)\n", 4, "up to 4096"),
+    "a function returning a number": (
+        _K + "@function\ndef f(X: tensor[f32, 'N']):\n    return 2 ** 2\n", 4, "not int 4"),
     "a NUL byte": (_K + "@kernel\ndef k(Out: tensor[f32]):\n    Out[0] = \0 1.0\n", 4, "null bytes"),
     "a syntax error Python places at column 0": (_K + "@kernel\ndef k(Out):\n    if 1:\n", 4, "indented block"),
 }
