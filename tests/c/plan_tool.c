@@ -33,7 +33,7 @@ static char* slurp(const char* path, size_t* size) {
 }
 
 static void one_line(const char* message) {
-  for (const char* p = message; *p; p++) putchar(*p == '\n' ? ' ' : *p);
+  for (const char* p = message; *p; p++) putchar(*p == '\n' || *p == '\r' ? ' ' : *p);
   putchar('\n');
 }
 
