@@ -12,7 +12,8 @@ then is bit-for-bit the interpreter's, on every target that takes this fallback.
 The quantize phase (graph_phases.quantize) calls `legalize` after fusion, where a target's native dtypes
 lack fp8; kernelgen writes the rounding into the fused elementwise kernels with `round_source`. An fp8
 parameter of a function is taken as f32 from the caller and rounded on entry (one more elementwise kernel),
-so that the caller's values are rounded once, from their own precision, as the interpreter rounds them.
+so that the caller's values are rounded once, from their own precision, as the interpreter rounds them; the
+argument keeps its declared dtype (`tessera.declared`), which the launch plan records for the executor.
 
 A matmul whose operands both hold fp8 values is marked (`tessera.fp8_operands`: the two formats), so that a
 backend with fp8 tensor cores can multiply them there: the sm_90a GEMM packs the containers to one-byte
@@ -28,6 +29,7 @@ from ..dialects import ttensor
 from ..mlir import ir
 
 CONTAINER = "f16"
+DECLARED = "tessera.declared"  # the arg attribute holding an fp8 parameter's own dtype, once it is taken as f32
 
 
 @dataclass(frozen=True)
@@ -111,12 +113,16 @@ def legalize(fn, target_name: str) -> list[str]:
         for use in list(v.uses):
             if use.owner != cast.operation:
                 use.owner.operands[use.operand_number] = cast.result
+    arg_attrs = [ir.DictAttr(a) for a in ir.ArrayAttr(fn.attributes["arg_attrs"])]
     for arg in list(block.arguments):
         f = format_of(arg.type)
         if f is None:
             continue
         note(f)
         arg.set_type(_with_element(arg.type, f32))
+        # the caller still passes what the parameter declares (the executor checks it): keep its dtype
+        attrs = {na.name: na.attr for na in arg_attrs[arg.arg_number]}
+        arg_attrs[arg.arg_number] = ir.DictAttr.get({**attrs, DECLARED: ir.StringAttr.get(f.name)})
         with first.location:
             round_into_container(arg, f, ir.InsertionPoint(first))
     for op in ops:
@@ -142,6 +148,7 @@ def legalize(fn, target_name: str) -> list[str]:
         if op.operation.name == "ttensor.matmul" and all(v in holds for v in list(op.operands)[:2]):
             op.attributes["tessera.fp8_operands"] = ir.ArrayAttr.get(
                 [ir.StringAttr.get(holds[v]) for v in list(op.operands)[:2]])
+    fn.attributes["arg_attrs"] = ir.ArrayAttr.get(arg_attrs)
     if taken:
         ret = list(block.operations)[-1]
         fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(

@@ -14,7 +14,7 @@ from typing import Callable, Mapping
 from .. import plan
 from ..diagnostics import LoweringError
 from ..mlir import ir
-from . import fusion, graph_shapes, kernelgen, schedule_ir
+from . import fp8_fallback, fusion, graph_shapes, kernelgen, schedule_ir
 from .lowering_context import LoweringContext
 
 
@@ -130,7 +130,12 @@ def lower_function(fn, module: ir.Module, lowerings: Mapping[str, Callable], tar
     same = [[ir.StringAttr(x).value for x in ir.ArrayAttr(pair)]
             for pair in ir.ArrayAttr(fn.attributes["tessera.same_extents"])] \
         if "tessera.same_extents" in fn.attributes else []
-    params = [ir.StringAttr(ir.DictAttr(a)["tessera.name"]).value for a in ir.ArrayAttr(fn.attributes["arg_attrs"])]
+    arg_attrs = [ir.DictAttr(a) for a in ir.ArrayAttr(fn.attributes["arg_attrs"])]
+    params = [ir.StringAttr(a["tessera.name"]).value for a in arg_attrs]
+    for vid, attrs in zip(args, arg_attrs):  # an argument the quantize phase stores as another dtype
+        if fp8_fallback.DECLARED in attrs:
+            declared = ir.StringAttr(attrs[fp8_fallback.DECLARED]).value
+            ctx.values[vid] = dataclasses.replace(ctx.values[vid], declared=declared)
     return plan.Plan(params=tuple(params), args=tuple(args), results=tuple(results), values=ctx.values,
                      steps=tuple(steps), fallbacks=tuple(fallbacks), outputs=tuple(outputs),
                      same_extents=tuple(tuple(p) for p in same))

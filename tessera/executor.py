@@ -13,8 +13,12 @@ image) the tensors live in device memory: numpy inputs are copied in, and result
     with tessera.stream.use(s):                         # or stream=s: launches queued on s
         Yd = prog.mlp(Xd, ...)
 
-Inputs are numpy arrays of the parameters' dtypes (bf16 parameters take float32 arrays, rounded to bf16) or
-`tessera.runtime.DeviceArray`s of the context's (bf16 as uint16 bit patterns), used in place. When any input
+An input has exactly the dtype its parameter declares; nothing is converted implicitly (docs/runtime.md,
+"Argument dtypes"). It is a numpy array of that dtype (f32: float32, f64: float64, f16: float16, i32: int32,
+...); for bf16, tf32 and fp8, which numpy lacks, a float32 array of values, rounded as the type rounds (bf16
+also takes its bit patterns, as uint16); or a `tessera.runtime.DeviceArray` holding what the plan stores (bf16
+as uint16 bit patterns; fp8, which every target takes as f32 values, as float32), used in place. Any other is a
+TypeError naming function, argument and both dtypes; the arrays for a tile program's outputs too. When any input
 is a DeviceArray the call runs in device memory (also on the CPU backend) and returns DeviceArrays (bf16 as
 bit patterns); otherwise numpy arrays (bf16 as float32). Intermediates are allocated per call, in the
 plan's buffer slots. Launches go to `stream` (default: the current one, else none: each runs at once); a
@@ -34,17 +38,37 @@ from . import stream as streams
 from .image.format import ARG_READONLY
 from .numerics.rounding import round_to
 
-_NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": np.uint16, "tf32": np.float32,
-          "fp8_e4m3": np.uint8, "fp8_e5m2": np.uint8}  # fp8 intermediates (packed GEMM operands) as their bits
+_NUMPY = runtime._NUMPY  # a plan value's storage (bf16 and fp8 intermediates as their bit patterns)
+# numpy has no dtype for these: a call takes float32 arrays of their values, rounded as the type rounds
+_VALUES_AS_F32 = ("bf16", "tf32", "fp8_e4m3", "fp8_e5m2")
+
+
+def _accepted(declared: str, storage: str) -> tuple[np.dtype, ...]:
+    """The numpy dtypes a call takes for a parameter that declares `declared` and that the plan stores as
+    `storage`: the declared dtype's own, or for one numpy lacks float32 values, and its bit patterns too where
+    the plan stores them (bf16 as uint16)."""
+    if declared not in _VALUES_AS_F32:
+        return (np.dtype(_NUMPY[declared]),)
+    bits = np.dtype(_NUMPY[declared])
+    return (np.dtype(np.float32),) + ((bits,) if storage == declared and bits != np.float32 else ())
+
+
+def _takes(declared: str, storage: str) -> str:
+    """What `_accepted` takes, in words."""
+    if declared not in _VALUES_AS_F32:
+        return runtime.storage_spelling(declared)
+    bits = _accepted(declared, storage)[1:]
+    return "float32 values" + (f" or {runtime.storage_spelling(declared)}" if bits else "")
 
 
 def _to_storage(x: np.ndarray, dtype: str) -> np.ndarray:
-    if dtype == "bf16":  # bf16 is the top half of an f32: round to nearest even, keep the high 16 bits
-        r = round_to(np.asarray(x, np.float64), "bf16").astype(np.float32)
+    """An accepted array (`_accepted`) as the plan stores dtype `dtype`."""
+    if dtype == "bf16" and x.dtype == np.float32:  # the top half of an f32: round to nearest even, keep it
+        r = round_to(x.astype(np.float64), "bf16").astype(np.float32)
         return np.ascontiguousarray((r.view(np.uint32) >> 16).astype(np.uint16))
     if dtype == "tf32":  # an f32 whose low 13 fraction bits are zero: round to nearest even
-        return np.ascontiguousarray(round_to(np.asarray(x, np.float64), "tf32").astype(np.float32))
-    return np.ascontiguousarray(x, dtype=_NUMPY[dtype])
+        return np.ascontiguousarray(round_to(x.astype(np.float64), "tf32").astype(np.float32))
+    return np.ascontiguousarray(x)
 
 
 def _from_storage(x: np.ndarray, dtype: str) -> np.ndarray:
@@ -74,6 +98,7 @@ class Function:
         store: dict = {"__device__": self.device or given_device, "__stream__": stream}
         for index, (pname, vid, a) in enumerate(zip(p.params, p.args, arrays)):
             spec = p.values[vid]
+            self._check_dtype(pname, a, spec)
             if not isinstance(a, runtime.DeviceArray):
                 a = np.asarray(a)
                 if not a.flags.writeable and index in self._written_args():
@@ -118,8 +143,8 @@ class Function:
             if store["__device__"]:
                 results = [r.numpy() for r in results]
             outs = [_from_storage(r, p.values[v].dtype) for r, v in zip(results, p.results)]
-        for index, value in zip(p.outputs, outs):  # a tile program writes its outputs in place
-            self._write_output(arrays[index], value, stream)
+        for index, vid, raw in zip(p.outputs, p.results, results):  # a tile program writes its outputs in place
+            self._write_output(arrays[index], raw, p.values[vid].dtype, stream)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _written_args(self) -> set[int]:
@@ -147,24 +172,47 @@ class Function:
             self._written = set(p.outputs) | {i for i, vid in enumerate(p.args) if vid in written}
         return self._written
 
+    def _check_dtype(self, pname: str, a, spec: plans.Value) -> None:
+        """The rule of docs/runtime.md ("Argument dtypes"): an argument has the dtype its parameter declares,
+        and nothing is converted implicitly; a DeviceArray holds what the plan stores, as it is used in place."""
+        where = f"argument '{pname}' of '{self.name}'"
+        declared = spec.declared or spec.dtype
+        if isinstance(a, runtime.DeviceArray):
+            storage = np.dtype(_NUMPY[spec.dtype])
+            if a.dtype != storage:
+                held = f"{storage.name} bit patterns" if spec.dtype in runtime.BIT_PATTERNS else \
+                    f"{storage.name} values, as this target stores them" if declared != spec.dtype else storage.name
+                takes = f"a DeviceArray of {declared} ({held})"
+                raise runtime.dtype_error(where, declared, f"a DeviceArray of {a.dtype}", takes)
+            return
+        if not isinstance(a, (np.ndarray, np.generic)):
+            raise TypeError(f"{where} must be a numpy array or a tessera.runtime.DeviceArray, "
+                            f"got {type(a).__name__}")
+        if a.dtype not in _accepted(declared, spec.dtype):
+            raise runtime.dtype_error(where, declared, a.dtype, _takes(declared, spec.dtype))
+
     def _input(self, pname: str, a, dtype: str, device: bool):
         """An argument as the plan stores it: a DeviceArray used in place, or a numpy array converted to the
         parameter's storage (and copied to the device when the call runs there)."""
         if isinstance(a, runtime.DeviceArray):
             if a.context is not self.module.context:
                 raise ValueError(f"argument '{pname}' of '{self.name}' is a DeviceArray of another context")
-            if a.dtype != np.dtype(_NUMPY[dtype]):
-                raise TypeError(f"argument '{pname}' of '{self.name}' must be a DeviceArray of {dtype} "
-                                f"({np.dtype(_NUMPY[dtype])}), got {a.dtype}")
             return a
         x = _to_storage(a, dtype)
         return runtime.DeviceArray.from_numpy(x, self.module.context) if device else x
 
-    def _write_output(self, target, value, stream) -> None:
-        if not isinstance(target, runtime.DeviceArray):
-            np.copyto(target, value.reshape(np.shape(target)), casting="same_kind")
-        elif value.address != target.address:  # else the kernels wrote into it already
-            streams.memcpy_async(target, value.reshape(target.shape), stream=stream)
+    def _write_output(self, target, raw, dtype: str, stream) -> None:
+        """A result, stored as `dtype` in `raw`, into the array passed for it, which has a dtype its parameter
+        takes (`_check_dtype`): bf16 bit patterns into uint16, bf16 values into float32, an fp8 container's
+        f16 values into float32; never a conversion that loses anything."""
+        if isinstance(target, runtime.DeviceArray):
+            if raw.address != target.address:  # else the kernels wrote into it already
+                streams.memcpy_async(target, raw.reshape(target.shape), stream=stream)
+            return
+        if isinstance(raw, runtime.DeviceArray):  # a call given DeviceArrays too returns DeviceArrays
+            raw = raw.numpy()
+        source = raw if raw.dtype == target.dtype else _from_storage(raw, dtype)
+        np.copyto(target, source.reshape(target.shape), casting="safe")
 
     def _check_same_extents(self, env: dict) -> None:
         """Extents a tile program's masked loads and stores need equal (rows of one tile.range's tensors)."""

@@ -159,10 +159,13 @@ def evaluate(expr: str, env: Mapping[str, int]) -> int:
 
 @dataclass(frozen=True)
 class Value:
-    """A tensor of the function: its dtype, extents and, for an intermediate, the buffer slot it shares."""
+    """A tensor of the function: its dtype, extents and, for an intermediate, the buffer slot it shares. An
+    argument stored as another dtype than its parameter declares (an fp8 parameter is taken as f32) has the
+    declared one in `declared`, which says what a caller may pass."""
     dtype: str
     dims: tuple[str, ...]
     buffer: int | None = None
+    declared: str | None = None
 
 
 @dataclass(frozen=True)
@@ -285,14 +288,17 @@ class Plan:
 
 
 def _check_names(plan: Plan) -> None:
-    """Every value a plan uses is among its values, every batch extent in its step's env, and every extent of
-    `same_extents` bound by an argument."""
+    """Every value a plan uses is among its values, every batch extent in its step's env, every extent of
+    `same_extents` bound by an argument, and only arguments have a declared dtype."""
     for vid in (*plan.args, *plan.results, *(v for s in plan.steps for v in uses(s))):
         if vid not in plan.values:
             raise PlanError(f"the plan uses value '{vid}', which its 'values' do not list")
     for s in plan.steps:
         if isinstance(s, ArgsStep) and s.batch is not None and s.batch not in s.env:
             raise PlanError(f"step '{s.kernel}' runs per entry of '{s.batch}', which its env does not define")
+    for vid, v in plan.values.items():
+        if v.declared is not None and vid not in plan.args:
+            raise PlanError(f"value '{vid}' has a 'declared' dtype, which only an argument has")
     bound = {d for vid in plan.args for d in plan.values[vid].dims}
     for pair in plan.same_extents:
         for name in pair:
@@ -351,6 +357,8 @@ def _value_json(v: Value) -> dict:
     doc = {"dtype": v.dtype, "dims": [_expr(d) for d in v.dims]}
     if v.buffer is not None:
         doc["buffer"] = v.buffer
+    if v.declared is not None:
+        doc["declared"] = v.declared
     return doc
 
 
@@ -459,7 +467,8 @@ class _Fields:
 
 def _value(doc, where: str) -> Value:
     r = _Fields(doc, where)
-    v = Value(dtype=r.field("dtype", str), dims=r.exprs("dims"), buffer=r.field("buffer", int, None))
+    v = Value(dtype=r.field("dtype", str), dims=r.exprs("dims"), buffer=r.field("buffer", int, None),
+              declared=r.field("declared", str, None))
     r.done()
     return v
 

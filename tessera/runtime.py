@@ -8,6 +8,10 @@ On the CPU backend arrays are numpy arrays. On a GPU backend (``select_backend("
 ``.numpy()``), or any array exposing ``__cuda_array_interface__`` (a PyTorch CUDA tensor, a CuPy array), used
 in place. The launcher checks each against the kernel's metadata (dtype, rank, contiguity, extents shared
 between tensors, writeable where the kernel writes it) and fills the dimension arguments from their shapes. A launch returns when the kernel is done.
+
+An array must have exactly the dtype its parameter declares (f32 a float32 array, i32 an int32 one; bf16 and
+fp8, which numpy lacks, their bit patterns as uint16 and uint8; tf32 a float32 array): nothing is converted,
+and any other is a TypeError naming kernel, argument and both dtypes (docs/runtime.md, "Argument dtypes").
 """
 
 from __future__ import annotations
@@ -39,11 +43,28 @@ def _error(status_name: str, message: str) -> Error:
     e.status, e.status_name = _runtime.STATUS[status_name], status_name
     return e
 
-# numpy has no bf16 or fp8: their tensors are passed as uint16 / uint8 arrays of their bit patterns
-# (tessera.executor converts bf16); tf32 tensors are float32 arrays of tf32 values.
+# numpy has no bf16 or fp8: their tensors are passed as uint16 / uint8 arrays of their bit patterns; tf32
+# tensors are float32 arrays of tf32 values. Every other dtype is numpy's own, and nothing is converted.
 _NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": np.uint16, "tf32": np.float32,
           "fp8_e4m3": np.uint8, "fp8_e5m2": np.uint8,
           "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "bool": np.bool_, "index": np.int64}
+# numpy has no dtype for these: a launch (and a DeviceArray) takes their bit patterns; tf32 is a float32
+BIT_PATTERNS = ("bf16", "fp8_e4m3", "fp8_e5m2")
+
+
+def storage_spelling(dtype: str) -> str:
+    """How a launch takes a tensor of `dtype`, for messages: 'a float32 array', 'bf16 bit patterns as uint16'."""
+    numpy_name = np.dtype(_NUMPY[dtype]).name
+    return f"{dtype} bit patterns as {numpy_name}" if dtype in BIT_PATTERNS else f"a {numpy_name} array"
+
+
+def dtype_error(where: str, declared: str, given, takes: str) -> TypeError:
+    """The one form of a refused array dtype, the launcher's and the executor's: no dtype is converted
+    implicitly, so the message says what is taken."""
+    return TypeError(f"{where} must have dtype {declared}, got {given}: pass {takes}; no dtype is converted "
+                     f"implicitly")
+
+
 _PACK = {"f32": "<f", "f64": "<d", "i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q", "bool": "<?",
          "index": "<q"}
 
@@ -174,7 +195,10 @@ class DeviceArray:
         return int(np.prod(self.shape, dtype=np.int64))
 
     def copy_from(self, array) -> None:
-        array = np.ascontiguousarray(array, dtype=self.dtype)
+        array = np.ascontiguousarray(array)
+        if array.dtype != self.dtype:
+            raise TypeError(f"cannot copy an array of {array.dtype} into a DeviceArray of {self.dtype}; no dtype "
+                            f"is converted implicitly")
         if array.shape != self.shape:
             raise ValueError(f"cannot copy an array of shape {array.shape} into a DeviceArray of shape {self.shape}")
         if self.nbytes:
@@ -383,7 +407,7 @@ class Kernel:
             # launches; its tensors say the same things directly.
             dtype = _TORCH.get(str(v.dtype))
             if dtype is None:
-                raise TypeError(f"{where} must have dtype {dt.name}, got {v.dtype}")
+                raise dtype_error(where, dt.name, v.dtype, storage_spelling(dt.name))
             return dtype, tuple(v.shape), v.is_contiguous(), v.data_ptr(), True
         cai = getattr(v, "__cuda_array_interface__", None)
         if cai is None:
@@ -399,7 +423,7 @@ class Kernel:
         where = f"argument '{a.name}' of '{self.name}'"
         dtype, shape, contiguous, address, writeable = self._array(where, dt, v)
         if dtype != np.dtype(_NUMPY[dt.name]):
-            raise TypeError(f"{where} must have dtype {dt.name}, got {dtype}")
+            raise dtype_error(where, dt.name, dtype, storage_spelling(dt.name))
         if len(shape) != a.rank:
             raise ValueError(f"{where} must have rank {a.rank}, got shape {shape}")
         if not contiguous:

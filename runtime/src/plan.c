@@ -247,10 +247,11 @@ static tsr_status_t value_refs(reader_t* r, const tsr_json_t* obj, const char* k
 }
 
 static tsr_status_t read_value(reader_t* r, const tsr_json_t* doc, const char* where, tsr_plan_value_t* v) {
-  static const char* const known[] = {"dtype", "dims", "buffer", NULL};
+  static const char* const known[] = {"dtype", "dims", "buffer", "declared", NULL};
   TRY(object(doc, where));
   TRY(members_known(doc, where, known));
   TRY(string_member(r, doc, "dtype", true, where, &v->dtype));
+  TRY(string_member(r, doc, "declared", false, where, &v->declared));
   TRY(expr_list(r, doc, "dims", true, 0, where, &v->rank, &v->dims));
   v->has_buffer = tsr_json_member(doc, "buffer") != NULL;
   return int_member(doc, "buffer", false, 0, where, &v->buffer);
@@ -442,6 +443,12 @@ static tsr_status_t read_function(reader_t* r, const tsr_json_t* doc, tsr_plan_f
   TRY(string_list(r, doc, "params", where, &f->param_count, &f->params));
   TRY(value_refs(r, doc, "args", where, &f->arg_count, &f->args));
   TRY(value_refs(r, doc, "results", where, &f->result_count, &f->results));
+  bool* is_arg;  /* only an argument has a declared dtype */
+  ALLOC(r, is_arg, f->value_count);
+  for (i = 0; i < f->arg_count; i++) is_arg[f->args[i]] = true;
+  for (i = 0; i < f->value_count; i++)
+    if (f->values[i].declared && !is_arg[i])
+      return bad(where, "value '%.80s' has a 'declared' dtype, which only an argument has", f->values[i].id);
   TRY(list_member(doc, "steps", true, 0, where, &list));
   f->step_count = list->count;
   ALLOC(r, f->steps, f->step_count);
@@ -709,6 +716,10 @@ static void write_function(FILE* out, const tsr_plan_function_t* f) {
     fputs(", \"dims\": ", out);
     write_exprs(out, v->dims, v->rank);
     if (v->has_buffer) fprintf(out, ", \"buffer\": %lld", (long long)v->buffer);
+    if (v->declared) {
+      fputs(", \"declared\": ", out);
+      tsr_json_string(out, v->declared);
+    }
     fputc('}', out);
   }
   fputs("}, \"steps\": [", out);

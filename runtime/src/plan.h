@@ -40,6 +40,7 @@ typedef struct tsr_plan_value {
   tsr_expr_t* dims;    /* [rank] */
   bool has_buffer;
   int64_t buffer;      /* the storage slot an intermediate shares */
+  const char* declared; /* an argument stored as another dtype: the one its parameter declares; else NULL */
 } tsr_plan_value_t;
 
 typedef struct tsr_plan_launch {

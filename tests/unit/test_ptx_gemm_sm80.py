@@ -215,7 +215,7 @@ def close(got, want, rel):
 @pytest.mark.parametrize("M, K, N", [(70, 40, 72), (129, 72, 136)])
 def test_emulated_bf16(emulated, M, K, N):
     fn, module = emulated
-    A, B = RNG.standard_normal((M, K)), RNG.standard_normal((K, N))
+    A, B = RNG.standard_normal((M, K)).astype(np.float32), RNG.standard_normal((K, N)).astype(np.float32)
     close(fn("gemm_bf16")(A, B), rounded(A, "bf16") @ rounded(B, "bf16"), 2 ** -8)
     assert module.kernels["gemm_bf16__gemm0"].conflicts == {"ldmatrix": 0, "ld.shared": 0, "cp.async": 0}
 
@@ -229,17 +229,18 @@ def test_emulated_f16_to_f32(emulated):
 def test_emulated_tf32(emulated):
     """f32 inputs are rounded to tf32 by the executor; products of tf32 values are exact, sums in fp32."""
     fn, module = emulated
-    A, B = RNG.standard_normal((45, 36)), RNG.standard_normal((36, 132))
+    A, B = RNG.standard_normal((45, 36)).astype(np.float32), RNG.standard_normal((36, 132)).astype(np.float32)
     close(fn("gemm_tf32")(A, B), rounded(A, "tf32") @ rounded(B, "tf32"), 1e-6)
     assert module.kernels["gemm_tf32__gemm0"].conflicts == {"ldmatrix": 0, "ld.shared": 0, "cp.async": 0}
 
 
 def test_emulated_fused_epilogues(emulated):
     fn, _ = emulated
-    X, W, b = RNG.standard_normal((50, 64)), RNG.standard_normal((64, 136)) / 8, RNG.standard_normal(136)
+    X, W, b = (x.astype(np.float32) for x in (RNG.standard_normal((50, 64)), RNG.standard_normal((64, 136)) / 8,
+                                             RNG.standard_normal(136)))
     h = rounded(X, "bf16") @ rounded(W, "bf16") + rounded(b, "bf16")
     close(fn("linear_gelu")(X, W, b), 0.5 * h * (1 + np.vectorize(math.erf)(h / math.sqrt(2))), 2 ** -8)
-    A, B, R = RNG.standard_normal((40, 48)), RNG.standard_normal((48, 24)), RNG.standard_normal((40, 24))
+    A, B, R = (RNG.standard_normal(s).astype(np.float32) for s in ((40, 48), (48, 24), (40, 24)))
     close(fn("scaled_residual")(A, B, R), 0.5 * (rounded(A, "bf16") @ rounded(B, "bf16")) + rounded(R, "bf16"),
           2 ** -8)
 
@@ -258,7 +259,7 @@ def test_plan_refuses_unaligned_extents_before_launching(emulated):
     before = module.launches
     with pytest.raises(ValueError, match=r"K = 100 is not a multiple of 8, which kernel 'gemm_bf16__gemm0' needs "
                                          r"\(the sm_80 GEMM copies bf16 rows"):
-        fn("gemm_bf16")(np.ones((16, 100)), np.ones((100, 16)))
+        fn("gemm_bf16")(np.ones((16, 100), np.float32), np.ones((100, 16), np.float32))
     with pytest.raises(ValueError, match="N = 6 is not a multiple of 4"):
-        fn("gemm_tf32")(np.ones((16, 8)), np.ones((8, 6)))
+        fn("gemm_tf32")(np.ones((16, 8), np.float32), np.ones((8, 6), np.float32))
     assert module.launches == before
