@@ -374,8 +374,11 @@ def mesh_from(args, kwargs, error) -> MeshSpec:
     devices = kwargs.get("devices", args[1] if len(args) > 1 else None)
     if not isinstance(axes, (list, tuple)) or not axes or not all(isinstance(a, str) for a in axes):
         raise error("dist.Mesh needs axes=[names]")
-    n = len(devices) if isinstance(devices, (range, list, tuple)) else devices
-    if not isinstance(n, int) or n < 1:
+    try:
+        n = len(devices) if isinstance(devices, (range, list, tuple)) else devices
+    except OverflowError:  # a range longer than sys.maxsize
+        n = None
+    if not isinstance(n, int) or not 1 <= n <= INT64_MAX:
         raise error("dist.Mesh needs devices=range(N) or a device count")
     shape = kwargs.get("shape")
     if shape is None:

@@ -372,6 +372,9 @@ FOUND = {
         _K + "mesh = dist.Mesh(axes=['a', 'b'], devices=range(8), shape=(4, None))\n@function\n"
              "def f(X: tensor[f32, 'N']):\n    m = dist.Mesh(axes=['a', 'b'], devices=range(8), shape=(4, None))\n"
              "    return X\n", 5, "shape= is a tuple of positive axis sizes"),
+    "a mesh of range(2**63) devices": (
+        _K + "@function\ndef f(X: tensor[f32, 'N']):\n    m = dist.Mesh(axes=['a'], devices=range(2 ** 63))\n"
+             "    return X\n", 4, "device count"),
     "fp8_e4m3 >= accum(fp32)": (
         _K + "@function\ndef f(X: tensor[f32, 'N']):\n    c = fp8_e4m3 >= accum(fp32)\n    return X\n", 4,
         "cannot compare"),
