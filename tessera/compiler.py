@@ -312,6 +312,9 @@ def _compile_errors(filename: str):
         raise CompileError.from_mlir(e, filename) from None
     except LoweringError as e:
         raise CompileError.from_lowering(e, filename) from None
+    except RecursionError:  # Python's parser and the IR walkers recurse once per level of nesting
+        raise CompileError("the program is nested too deeply to compile (split the expression)", filename, 1, 1) \
+            from None
 
 
 def _report(on_stage, result: CompileResult, name: str, artifact) -> None:
