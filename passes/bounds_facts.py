@@ -11,6 +11,7 @@ tensor declared with the same dimension name; static extents compare by value.
 
 from __future__ import annotations
 
+from ..diagnostics import parse_location
 from ..mlir import ir
 
 # Ops whose index results are never negative (launch geometry, extents).
@@ -48,6 +49,12 @@ class Facts:
     def tensor_name(self, mem: ir.Value) -> str:
         attrs = self._arg_attrs(mem)
         return ir.StringAttr(attrs["tessera.name"]).value if "tessera.name" in attrs else "a local buffer"
+
+    def report(self, op, mem: ir.Value) -> str:
+        """What a failed check of `op`'s access of `mem` reports (after the kernel's name and block)."""
+        where = parse_location(str(op.location))
+        at = f" at {where[0]}:{where[1]}" if where else ""
+        return f"tensor '{self.tensor_name(mem)}' accessed outside its extents{at}"
 
     def _arg_attrs(self, mem: ir.Value) -> ir.DictAttr | dict:
         """The kernel argument attributes of `mem`, empty when it is no argument (a local buffer)."""

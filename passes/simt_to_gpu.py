@@ -28,7 +28,9 @@ extents (static, or dimension arguments) with row-major strides, in one of two w
              through loads, stores and dims (the frontend and kernelgen write nothing else); any other use
              is refused at its line.
 
-The kernels move into ``gpu.module @tessera_kernels``; the module becomes a ``gpu.container_module``.
+The kernels move into ``gpu.module @tessera_kernels``; the module becomes a ``gpu.container_module``. With
+``bounds_checks`` (the "llvm" abi), the tensor accesses not proven in bounds are guarded and a failure is
+recorded for the runtime first (gpu_bounds_checks.py); without, the lowering is exactly the unchecked one.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from __future__ import annotations
 from ..abi import DIM, TENSOR, signature_of
 from ..diagnostics import LoweringError
 from ..mlir import arith, builtin, func, gpu, ir, llvm, memref
+from . import gpu_bounds_checks
 
 GPU_MODULE = "tessera_kernels"
 WARP_SIZE = 32   # NVIDIA's, the default
@@ -265,23 +268,33 @@ def _lowerings(warp_size: int) -> dict:
     }
 
 
-def run(module, warp_size: int = WARP_SIZE, abi: str = "llvm") -> None:
+def run(module, warp_size: int = WARP_SIZE, abi: str = "llvm", bounds_checks: bool = False) -> None:
     """Moves every `tessera.kernel` function of `module` (an ``ir.Module`` or its operation) into a new
-    ``gpu.module @tessera_kernels``, lowered as the module docstring says, for warps of `warp_size` lanes."""
+    ``gpu.module @tessera_kernels``, lowered as the module docstring says, for warps of `warp_size` lanes.
+    With `bounds_checks`, the accesses not proven in bounds are checked first (gpu_bounds_checks.py), and the
+    gpu.module exists, with the fault record, even without a SIMT kernel."""
     if warp_size not in (16, 32, 64):
         raise ValueError(f"GPU warps have 16, 32 or 64 lanes, not {warp_size}")
     if abi not in ABIS:
         raise ValueError(f"unknown kernel abi '{abi}' (known: {', '.join(ABIS)})")
+    if bounds_checks and abi != "llvm":
+        raise ValueError(f"bounds checks have no lowering for the '{abi}' kernel abi")
     op = module.operation if isinstance(module, ir.Module) else module
     body = op.regions[0].blocks[0]
     # Kernels generated whole as LLVM IR (backends/ptx/gemm_lowering.py) stay where they are for the backend.
     kernels = [k for k in body.operations if k.operation.name == "func.func" and "tessera.kernel" in k.attributes
                and "tessera.llvm_ir" not in k.attributes]
-    if not kernels:
+    if not kernels and not bounds_checks:
         return
     op.attributes["gpu.container_module"] = ir.UnitAttr.get()
     with op.location, ir.InsertionPoint(body):
         gm = gpu.GPUModuleOp(GPU_MODULE)
     gm_body = gm.regions[0].blocks.append()
+    sites = gpu_bounds_checks.Sites()
     for k in kernels:
+        if bounds_checks:
+            gpu_bounds_checks.guard(k, sites)
         lower_kernel(k, gm_body, warp_size, abi)
+    if bounds_checks:
+        with op.location:
+            sites.emit(gm_body)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..diagnostics import LoweringError, parse_location
+from ..diagnostics import LoweringError
 from ..dialects import ttile_tile
 from ..mlir import arith, func, ir, memref, scf, vector
 from . import bounds_facts
@@ -68,7 +68,7 @@ class _Checks:
         first = arith.CmpIOp(arith.CmpIPredicate.eq, memref.LoadOp(self.slot, [zero]).result, zero).result
         record = scf.IfOp(first)
         with ir.InsertionPoint(record.then_block):
-            text = self._text(op, mem)
+            text = self.facts.report(op, mem)
             data = text.encode() + b"\0"
             t = ir.MemRefType.get([len(data)], ir.IntegerType.get_signless(8))
             g = memref.GetGlobalOp(t, self._global(text, data, t)).result
@@ -80,11 +80,6 @@ class _Checks:
         with ir.InsertionPoint(failed.then_block):
             self.report(op, mem)
             scf.YieldOp([])
-
-    def _text(self, op, mem: ir.Value) -> str:
-        where = parse_location(str(op.location))
-        at = f" at {where[0]}:{where[1]}" if where else ""
-        return f"tensor '{self.facts.tensor_name(mem)}' accessed outside its extents{at}"
 
     def _global(self, text: str, data: bytes, t: ir.MemRefType) -> str:
         if text not in self.reports:

@@ -6,6 +6,7 @@ hashed the same way through `HashedOptions`."""
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, field, fields
 
 from .numerics import profiles
@@ -24,6 +25,11 @@ class HashedOptions:
 HINT_LIMITS = {"MB": 4096, "NC": 4096, "MC": 4096, "KC": 4096, "stages": 16, "vector": 64}
 
 
+def debug_from_env() -> bool:
+    """Whether TESSERA_DEBUG asks for debug mode: any value but "" and "0", as the runtime reads it."""
+    return os.environ.get("TESSERA_DEBUG", "") not in ("", "0")
+
+
 @dataclass(frozen=True)
 class CompileOptions(HashedOptions):
     target: str = "cpu"
@@ -37,6 +43,10 @@ class CompileOptions(HashedOptions):
     # CPU: check at run time the tensor accesses the compiler cannot prove in bounds (a failing one makes the
     # launch return TSR_ERROR_MEMORY_FAULT naming kernel, tensor and line); False omits the checks.
     bounds_checks: bool = True
+    # ptx: guard the tensor accesses the compiler cannot prove in bounds, and record the first failure for the
+    # runtime (TSR_ERROR_MEMORY_FAULT naming kernel, tensor and line); debug mode (TESSERA_DEBUG=1) refuses
+    # GPU code compiled without them. Default: on where TESSERA_DEBUG is set when the options are made.
+    gpu_bounds_checks: bool = field(default_factory=debug_from_env)
     hints: tuple[tuple[str, int], ...] = ()   # schedule hints over every function's own (autotuning)
     numerics: str = field(default_factory=profiles.current)  # "default" or "strict" (numerics/profiles.py)
 
@@ -52,6 +62,7 @@ class CompileOptions(HashedOptions):
         _expect("opt_level", self.opt_level, type(self.opt_level) is int, "an int")
         _expect("warp_size", self.warp_size, type(self.warp_size) is int, "an int")
         _expect("bounds_checks", self.bounds_checks, isinstance(self.bounds_checks, bool), "a bool")
+        _expect("gpu_bounds_checks", self.gpu_bounds_checks, isinstance(self.gpu_bounds_checks, bool), "a bool")
         for name, value in self.hints:
             if name not in HINT_LIMITS or not 1 <= value <= HINT_LIMITS[name]:
                 raise ValueError(f"hint {name}={value} is out of range (hints: "

@@ -41,6 +41,9 @@ def _parse_args(argv):
                         "xe-hpc (spirv: declares Intel Xe-HPC's matrix hardware; default: none)")
     p.add_argument("--no-bounds-checks", dest="bounds_checks", action="store_false",
                    help="cpu target: omit the run-time checks of tensor accesses not provably in bounds")
+    p.add_argument("--gpu-bounds-checks", action=argparse.BooleanOptionalAction, default=None,
+                   help="ptx target: check at run time the tensor accesses not provably in bounds (what debug "
+                        "mode, TESSERA_DEBUG=1, needs; default: on where TESSERA_DEBUG is set)")
     p.add_argument("-O", dest="opt_level", type=int, default=3, choices=[0, 1, 2, 3], help="optimization level")
     p.add_argument("--emit-header", metavar="H", help="also write a C header with a typed launcher per kernel")
     p.add_argument("--dump-ir-after-all", metavar="DIR", help="write every stage's IR into DIR")
@@ -61,7 +64,8 @@ def _write(path: str, artifact) -> None:
 def main(argv=None) -> int:
     args = _parse_args(sys.argv[1:] if argv is None else argv)
     options = CompileOptions(target=args.target, kernels=tuple(args.kernel), cpu=args.cpu, arch=args.arch,
-                             opt_level=args.opt_level, bounds_checks=args.bounds_checks)
+                             opt_level=args.opt_level, bounds_checks=args.bounds_checks,
+                             **({} if args.gpu_bounds_checks is None else {"gpu_bounds_checks": args.gpu_bounds_checks}))
     problem = None if args.list_stages else _overwrites_input(args)
     if problem:
         print(f"tessera-cc: error: {problem}", file=sys.stderr)

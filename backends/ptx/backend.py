@@ -30,7 +30,7 @@ class PTXBackend(Backend):
     def option_values(cls, options: CompileOptions, arch: str | None) -> dict:
         if options.warp_size != WARP_SIZE:
             raise ValueError(f"the ptx target has warps of {WARP_SIZE} lanes, not {options.warp_size}")
-        return {"arch": arch or "sm_80", "opt_level": options.opt_level}
+        return {"arch": arch or "sm_80", "opt_level": options.opt_level, "bounds_checks": options.gpu_bounds_checks}
 
     def tool_versions(self) -> tuple[str, ...]:
         # ptxas's report (registers, shared memory, spills) is part of each kernel's record

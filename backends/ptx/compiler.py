@@ -1,6 +1,7 @@
 """The PTX backend's stages: Tile IR → gpu dialect → NVVM (LLVM dialect) → LLVM IR → PTX text.
 
-    gpu    SIMT kernels become gpu.func kernels with the launch ABI (passes/simt_to_gpu.py)
+    gpu    SIMT kernels become gpu.func kernels with the launch ABI (passes/simt_to_gpu.py), their accesses
+           not proven in bounds checked with PTXOptions.bounds_checks (passes/gpu_bounds_checks.py)
     nvvm   math as arithmetic and PTX-native intrinsics (passes/gpu_math.py), then the upstream conversions
     llir   the kernels' LLVM IR, read by llvmlite's LLVM and optimized for the NVPTX target
     ptx    PTX text from llvmlite's NVPTX backend, assembled by ptxas where it is installed (ptxas.py)
@@ -35,7 +36,7 @@ GPU_TO_NVVM = ",".join([
 
 
 def make_gpu(mod: ir.Module, metadata: dict, options: PTXOptions) -> ir.Module:
-    simt_to_gpu.run(mod)
+    simt_to_gpu.run(mod, bounds_checks=options.bounds_checks)
     passmanager.PassManager.parse("builtin.module(canonicalize,cse)").run(mod.operation)
     return mod
 

@@ -24,6 +24,7 @@ def sm(arch: str) -> int:
 class PTXOptions(HashedOptions):
     arch: str = "sm_80"
     opt_level: int = 3
+    bounds_checks: bool = False  # guard the accesses not proven in bounds (passes/gpu_bounds_checks.py)
 
     def __post_init__(self):
         if self.arch not in ARCHS:

@@ -14,13 +14,19 @@
  *
  * Every CUresult becomes a status with the driver's own name and description of the error. An error that
  * ends the CUDA context (an illegal address, a trap) also ends every later call of the process on this
- * GPU: the driver's messages then say so, and libtessera keeps reporting them rather than aborting. */
+ * GPU: the driver's messages then say so, and libtessera keeps reporting them rather than aborting.
+ *
+ * Modules compiled with bounds checks skip an access outside its tensor and record it (cuda_fault.h): each
+ * wait for work (a launch on the NULL stream, a stream's or event's synchronize, a replay's) then reads the
+ * records and fails with TSR_ERROR_MEMORY_FAULT naming kernel, block, tensor and line, in the words of the
+ * CPU's checks, and the context stays usable. Debug mode refuses PTX compiled without them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
 #include "cuda_driver.h"
+#include "cuda_fault.h"
 #include "cuda_tensor_map.h"
 #include "errors.h"
 
@@ -34,6 +40,8 @@ typedef struct cuda_state {
   int least_priority, greatest_priority;  /* CUDA stream priorities: lower numbers run first */
   size_t total_memory;
   char name[128];
+  bool debug;                /* debug mode: only code compiled with bounds checks loads */
+  tsr_cuda_checks_t checks;  /* the loaded modules compiled with them */
 } cuda_state_t;
 
 /* A queue: a Tessera stream, or a graph being recorded. */
@@ -46,6 +54,8 @@ typedef struct cuda_code {
   const tsr_cuda_driver_t* cu;
   CUcontext context;
   CUmodule module;
+  cuda_state_t* state;
+  tsr_cuda_checked_t* checked;  /* its fault record, when compiled with bounds checks */
 } cuda_code_t;
 
 /* ---- errors ----------------------------------------------------------------------------------------- */
@@ -116,12 +126,14 @@ static tsr_status_t attribute(cuda_state_t* s, int which, int* out) {
 }
 
 static tsr_status_t create(const tsr_context_options_t* options, void** out_state) {
-  (void)options;  /* worker threads are a CPU notion; debug mode's guard pages need host memory */
+  /* worker threads are a CPU notion; debug mode's guard pages need host memory, its checks checked code */
   const char* why = unavailable();
   if (why) return tsr_fail(TSR_ERROR_UNSUPPORTED, "the CUDA backend is not available: %s", why);
   cuda_state_t* s = calloc(1, sizeof *s);
   if (!s) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory creating a context");
   s->cu = tsr_cuda_driver(NULL);
+  s->debug = options->flags & TSR_CONTEXT_DEBUG;
+  tsr_cuda_checks_init(&s->checks);
   CUresult r = s->cu->cuDeviceGet(&s->device, 0);
   if (!r) r = s->cu->cuDevicePrimaryCtxRetain(&s->context, s->device);
   if (r) {
@@ -162,6 +174,7 @@ static tsr_status_t create(const tsr_context_options_t* options, void** out_stat
 static void destroy(void* state) {
   cuda_state_t* s = state;
   s->cu->cuDevicePrimaryCtxRelease(s->device);
+  pthread_mutex_destroy(&s->checks.lock);
   free(s);
 }
 
@@ -220,8 +233,21 @@ static tsr_status_t code_load(void* state, const uint8_t* bytes, size_t size, co
     return st;
   }
   CUresult r = s->cu->cuModuleLoadDataEx(&code->module, ptx, 2, options, values);
+  if (!r && !(st = tsr_cuda_checked_find(s->cu, code->module, section, &code->checked)) && !code->checked &&
+      s->debug)
+    st = tsr_fail(TSR_ERROR_UNSUPPORTED, "debug mode (TESSERA_DEBUG) checks every tensor access, and the PTX of "
+                  "section %s was compiled without bounds checks: compile it with TESSERA_DEBUG=1 set, "
+                  "tessera-cc --gpu-bounds-checks or CompileOptions(gpu_bounds_checks=True)", section);
+  if (!r && st) {
+    s->cu->cuModuleUnload(code->module);
+    free(code->checked);
+  }
   leave(s->cu);
   free(ptx);
+  if (!r && st) {
+    free(code);
+    return st;
+  }
   if (r) {
     free(code);
     char why[256];
@@ -233,6 +259,8 @@ static tsr_status_t code_load(void* state, const uint8_t* bytes, size_t size, co
   }
   code->cu = s->cu;
   code->context = s->context;
+  code->state = s;
+  if (code->checked) tsr_cuda_checks_add(&s->checks, code->checked);
   *out = code;
   return TSR_SUCCESS;
 }
@@ -256,6 +284,7 @@ static void code_unload(void* code_ptr) {
     code->cu->cuModuleUnload(code->module);
     leave(code->cu);
   }
+  if (code->checked) tsr_cuda_checks_remove(&code->state->checks, code->checked);
   free(code);
 }
 
@@ -415,16 +444,36 @@ static tsr_status_t work_failed(const cuda_state_t* s, CUresult r, const char* w
                   sticky(r) ? "; the CUDA context cannot be used again in this process" : "");
 }
 
+/* After waiting for work (context current): a failed bounds check of a checked module, as a status. */
+static tsr_status_t check_failed(cuda_state_t* s, const char* what) {
+  tsr_cuda_failure_t f;
+  if (!tsr_cuda_checks_poll(&s->checks, s->cu, &f)) return TSR_SUCCESS;
+  return tsr_fail(TSR_ERROR_MEMORY_FAULT, "%s: kernel '%s' block (%u, %u, %u): %s", what, f.kernel, f.block[0],
+                  f.block[1], f.block[2], f.report);
+}
+
+/* The launch's own report of a failed check, for launch.c to quote after the kernel's name (fault.report). */
+static _Thread_local char launch_report[600];
+
 static tsr_status_t launch(void* state, const tsr_backend_launch_t* l, tsr_fault_t* fault) {
-  (void)fault;  /* GPU faults come back as CUDA errors, not as caught signals */
+  /* A GPU's faults come back as CUDA errors, not as caught signals; failed bounds checks as fault.report. */
   cuda_state_t* s = state;
   CUresult r;
+  tsr_cuda_failure_t f;
   tsr_status_t st = check_shape(s, l);
   if (st || (st = enter(s->cu, s->context, "tsrLaunch"))) return st;
   st = enqueue_kernel(s, TSR_CU_STREAM_PER_THREAD, l, &r);
   if (!st && !r) r = s->cu->cuStreamSynchronize(TSR_CU_STREAM_PER_THREAD);
+  bool failed = !st && !r && tsr_cuda_checks_poll(&s->checks, s->cu, &f);
   leave(s->cu);
-  return st ? st : r ? work_failed(s, r, "the kernel failed") : TSR_SUCCESS;
+  if (st) return st;
+  if (r) return work_failed(s, r, "the kernel failed");
+  if (!failed) return TSR_SUCCESS;
+  *fault = (tsr_fault_t){.block = {f.block[0], f.block[1], f.block[2]}, .report = launch_report};
+  if (f.function == (CUfunction)l->entry) snprintf(launch_report, sizeof launch_report, "%s", f.report);
+  else  /* a kernel of another stream failed first, and its check is the one recorded */
+    snprintf(launch_report, sizeof launch_report, "%s, in kernel '%s' running on another stream", f.report, f.kernel);
+  return TSR_ERROR_MEMORY_FAULT;
 }
 
 /* ---- queues ----------------------------------------------------------------------------------------- */
@@ -477,8 +526,9 @@ static tsr_status_t queue_wait(void* state, void* queue) {
   tsr_status_t st = enter(s->cu, s->context, "tsrStreamSynchronize");
   if (st) return st;
   CUresult r = s->cu->cuStreamSynchronize(stream_of(queue));
+  if (!r) st = check_failed(s, "a kernel queued on the stream failed a bounds check");
   leave(s->cu);
-  return r ? work_failed(s, r, "a kernel or copy queued on the stream failed") : TSR_SUCCESS;
+  return r ? work_failed(s, r, "a kernel or copy queued on the stream failed") : st;
 }
 
 static tsr_status_t queue_query(void* state, void* queue) {
@@ -486,9 +536,10 @@ static tsr_status_t queue_query(void* state, void* queue) {
   tsr_status_t st = enter(s->cu, s->context, "tsrStreamQuery");
   if (st) return st;
   CUresult r = s->cu->cuStreamQuery(stream_of(queue));
+  if (!r) st = check_failed(s, "a kernel queued on the stream failed a bounds check");
   leave(s->cu);
   if (r == CUDA_ERROR_NOT_READY) return TSR_ERROR_NOT_READY;
-  return r ? work_failed(s, r, "a kernel or copy queued on the stream failed") : TSR_SUCCESS;
+  return r ? work_failed(s, r, "a kernel or copy queued on the stream failed") : st;
 }
 
 /* ---- events ----------------------------------------------------------------------------------------- */
@@ -553,8 +604,9 @@ static tsr_status_t event_synchronize(void* state, void* event) {
   tsr_status_t st = enter(s->cu, s->context, "tsrEventSynchronize");
   if (st) return st;
   CUresult r = s->cu->cuEventSynchronize((CUevent)event);
+  if (!r) st = check_failed(s, "tsrEventSynchronize: a kernel before the event failed a bounds check");
   leave(s->cu);
-  return r ? work_failed(s, r, "tsrEventSynchronize: the work before the event failed") : TSR_SUCCESS;
+  return r ? work_failed(s, r, "tsrEventSynchronize: the work before the event failed") : st;
 }
 
 static tsr_status_t event_elapsed(void* state, void* start, void* end, float* out_ms) {
@@ -633,8 +685,9 @@ static tsr_status_t graph_launch(void* state, void* exec, void* queue) {
     return work_failed(s, r, "tsrGraphLaunch: the CUDA driver refused the replay");
   }
   if (!queue) r = s->cu->cuStreamSynchronize(TSR_CU_STREAM_PER_THREAD);
+  if (!queue && !r) st = check_failed(s, "a kernel of the graph failed a bounds check");
   leave(s->cu);
-  return r ? work_failed(s, r, "a kernel or copy of the graph failed") : TSR_SUCCESS;
+  return r ? work_failed(s, r, "a kernel or copy of the graph failed") : st;
 }
 
 static void graph_destroy(void* state, void* exec) {

@@ -78,6 +78,7 @@ static void load(void) {
   RESOLVE(cuModuleLoadDataEx, "cuModuleLoadDataEx");
   RESOLVE(cuModuleUnload, "cuModuleUnload");
   RESOLVE(cuModuleGetFunction, "cuModuleGetFunction");
+  RESOLVE(cuModuleGetGlobal, "cuModuleGetGlobal_v2");
   RESOLVE(cuFuncSetAttribute, "cuFuncSetAttribute");
   RESOLVE(cuLaunchKernel, "cuLaunchKernel");
   RESOLVE(cuStreamSynchronize, "cuStreamSynchronize");

@@ -102,6 +102,7 @@ typedef struct tsr_cuda_driver {
                                  void** values);
   CUresult (*cuModuleUnload)(CUmodule module);
   CUresult (*cuModuleGetFunction)(CUfunction* function, CUmodule module, const char* name);
+  CUresult (*cuModuleGetGlobal)(CUdeviceptr* address, size_t* bytes, CUmodule module, const char* name);
   CUresult (*cuFuncSetAttribute)(CUfunction function, int attribute, int value);
   CUresult (*cuLaunchKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                              unsigned bz, unsigned shared_bytes, CUstream stream, void** params, void** extra);

@@ -9,7 +9,11 @@
  * waits for work to $FAKE_CUDA_LOG ("cuLaunchKernel s3"), which is what the tests read.
  *
  * A kernel given a pointer in [2^40, 2^41) (no host mapping is there) faults as on a GPU: its launch succeeds,
- * the next call that waits for work fails with CUDA_ERROR_ILLEGAL_ADDRESS, and so does every call after. Built with -DFAKE_CUDA_NO_GRAPHS it lacks the
+ * the next call that waits for work fails with CUDA_ERROR_ILLEGAL_ADDRESS, and so does every call after.
+ * A module compiled with bounds checks (its PTX defines `__tessera_fault[16]` and `__tessera_fault_sites`,
+ * passes/gpu_bounds_checks.py) has both globals, read by cuModuleGetGlobal; its kernels whose names end in
+ * `_oob` fail the first check of their own when they run, as the compiled code would: the record, if still
+ * clear, becomes (1 + site, block (grid x - 1, 0, 0)). Built with -DFAKE_CUDA_NO_GRAPHS it lacks the
  * graph entry points, as a driver older than CUDA 11.4 does. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -28,6 +32,8 @@ enum { OK = 0, INVALID_VALUE = 1, INVALID_CONTEXT = 201, NOT_READY = 600, ILLEGA
 typedef struct op {
   int kind;  /* KERNEL, COPY, RECORD, WAIT */
   int saxpy;  /* a kernel that runs */
+  struct CUfunc_st* oob;  /* a kernel that fails a bounds check */
+  unsigned grid_x;
   unsigned threads;
   float a;
   const float* x;
@@ -58,8 +64,18 @@ struct CUgraphExec_st {
   size_t count;
 };
 struct CUfunc_st {
-  int unused;
+  struct module* module;  /* of an `_oob` kernel */
+  uint32_t site;
 };
+/* A loaded module: the globals of bounds checks, when compiled with them. */
+struct module {
+  uint32_t* record;
+  unsigned char* sites;
+  size_t sites_bytes;
+};
+enum { MAX_OOB_KERNELS = 64 };
+static struct CUfunc_st oob_functions[MAX_OOB_KERNELS];
+static int oob_count;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int next_stream = 1, faulted, sticky;
@@ -88,6 +104,10 @@ static void run(const op_t* op) {
   switch (op->kind) {
     case KERNEL: {
       uintptr_t x = (uintptr_t)op->x, y = (uintptr_t)op->y;
+      if (op->oob && !op->oob->module->record[0]) {
+        uint32_t* record = op->oob->module->record;
+        record[0] = op->oob->site + 1, record[1] = op->grid_x - 1, record[2] = record[3] = 0;
+      }
       if (!op->saxpy) return;
       if (x >> 40 == 1 || y >> 40 == 1) {
         faulted = 1;
@@ -180,14 +200,68 @@ CUresult cuCtxPopCurrent_v2(void** ctx) {
 CUresult cuCtxSynchronize(void) { log_call("cuCtxSynchronize", NULL); return waited(); }
 CUresult cuCtxGetStreamPriorityRange(int* least, int* greatest) { *least = 0; *greatest = -5; return OK; }
 
+/* The initializer `= {b, b, …}` of the PTX array `name` (zero-filled to its declared size). */
+static unsigned char* ptx_array(const char* ptx, const char* name, size_t* bytes) {
+  const char* at = strstr(ptx, name);
+  if (!at) return NULL;
+  *bytes = strtoul(at + strlen(name), NULL, 10);
+  unsigned char* data = calloc(*bytes ? *bytes : 1, 1);
+  const char *p = strstr(at, "= {"), *end = strchr(at, ';');
+  if (p > end) p = NULL;  /* an all-zero array has no initializer */
+  for (size_t i = 0; p && i < *bytes && *p != '}'; i++) {
+    char* end;
+    data[i] = (unsigned char)strtoul(p + (i ? 1 : 3), &end, 10);
+    p = end;
+  }
+  return data;
+}
+
 CUresult cuModuleLoadDataEx(void** module, const void* image, unsigned n, int* options, void** values) {
   (void)n, (void)options, (void)values;
-  *module = (void*)image;  /* never read */
+  struct module* m = calloc(1, sizeof *m);
+  if (strstr(image, "__tessera_fault[16]")) {
+    m->record = calloc(4, sizeof *m->record);
+    m->sites = ptx_array(image, "__tessera_fault_sites[", &m->sites_bytes);
+  }
+  *module = m;
   return OK;
 }
-CUresult cuModuleUnload(void* module) { (void)module; return OK; }
+CUresult cuModuleUnload(void* module) {
+  struct module* m = module;
+  free(m->record);
+  free(m->sites);
+  free(m);
+  return OK;
+}
+CUresult cuModuleGetGlobal_v2(CUdeviceptr* p, size_t* bytes, void* module, const char* name) {
+  struct module* m = module;
+  if (m->record && strcmp(name, "__tessera_fault") == 0) *p = (uintptr_t)m->record, *bytes = 16;
+  else if (m->sites && strcmp(name, "__tessera_fault_sites") == 0) *p = (uintptr_t)m->sites, *bytes = m->sites_bytes;
+  else return NOT_FOUND;
+  return OK;
+}
+/* The first site of kernel `name` in the module's table (kernel name, report; …). */
+static uint32_t first_site(const struct module* m, const char* name) {
+  uint32_t site = 0;
+  for (size_t at = 0; at < m->sites_bytes; site++) {
+    const char* kernel = (const char*)m->sites + at;
+    at += strlen(kernel) + 1;
+    if (strcmp(kernel, name) == 0) return site;
+    at += strlen((const char*)m->sites + at) + 1;
+  }
+  return site;
+}
 CUresult cuModuleGetFunction(struct CUfunc_st** f, void* module, const char* name) {
-  (void)module;
+  struct module* m = module;
+  size_t n = strlen(name);
+  if (m->record && n > 4 && strcmp(name + n - 4, "_oob") == 0 && oob_count < MAX_OOB_KERNELS) {
+    uint32_t site = first_site(m, name);
+    for (int i = 0; i < oob_count; i++)  /* one handle per kernel, as the driver gives */
+      if (oob_functions[i].module == m && oob_functions[i].site == site) return *f = &oob_functions[i], OK;
+    *f = &oob_functions[oob_count++];
+    **f = (struct CUfunc_st){m, site};
+    return OK;
+  }
   *f = strcmp(name, "saxpy") == 0 ? &saxpy_function : &other_function;
   return OK;
 }
@@ -233,7 +307,8 @@ CUresult cuLaunchKernel(struct CUfunc_st* f, unsigned gx, unsigned gy, unsigned 
       fclose(lf);
     }
   }
-  op_t op = {.kind = KERNEL, .saxpy = f == &saxpy_function, .threads = gx * gy * gz * bx * by * bz};
+  op_t op = {.kind = KERNEL, .saxpy = f == &saxpy_function, .threads = gx * gy * gz * bx * by * bz,
+             .oob = f->module ? f : NULL, .grid_x = gx};
   if (op.saxpy) {  /* the values are taken now, as the driver does */
     memcpy(&op.a, params[0], sizeof op.a);
     memcpy(&op.x, params[1], sizeof op.x);

@@ -156,3 +156,86 @@ def test_tensor_maps_are_encoded_at_launch_and_passed_first(build_host, tma_imag
     assert len(launches) == 1  # the refused launches never reached the driver
     params = calls(lines, "params:")
     assert len(params) == 1 and params[0].startswith("params: map rank 2, map rank 3, then A at 0x")
+
+
+# A kernel that reads one past the end of X (tests/gpu/test_gpu_bounds_checks.py runs it on a GPU). The fake
+# driver makes a kernel whose name ends in _oob fail its first check, as the compiled code would.
+OOB_SOURCE = '''
+from tessera import kernel, launch, tensor, f32
+
+@kernel
+def shift(X: tensor[f32, "N"], Out: tensor[f32, "N"]):
+    i = launch.thread_id()
+    if i + 1 < X.shape[0]:
+        Out[i] = X[i + 1]
+
+@kernel
+def shift_oob(X: tensor[f32, "N"], Out: tensor[f32, "N"]):
+    i = launch.thread_id()
+    if i < X.shape[0]:
+        Out[i] = X[i + 1]
+'''
+
+OOB_HOST = '''
+import sys
+import numpy as np
+from tessera import _runtime, runtime, stream as streams
+checked, unchecked = (open(p, "rb").read() for p in sys.argv[1:3])
+ctx = _runtime.Context("cuda")
+if sys.argv[3] == "debug":
+    try:
+        runtime.load(unchecked, ctx)
+    except runtime.Error as e:
+        print("REFUSED", e.status_name, e)
+mod = runtime.load(checked, ctx)
+X, Out = (runtime.DeviceArray.from_numpy(np.zeros(96, np.float32), ctx) for _ in range(2))
+for name in ("shift_oob", "shift", "shift_oob"):
+    try:
+        getattr(mod, name)(X, Out, grid=3, block=32)
+        print(name, "OK")
+    except runtime.Error as e:
+        print(name, e.status_name, e)
+stream = streams.Stream(context=ctx)
+mod.shift_oob(X, Out, grid=3, block=32, stream=stream)
+try:
+    stream.synchronize()
+    print("stream OK")
+except runtime.Error as e:
+    print("stream", e.status_name, e)
+mod.shift(X, Out, grid=3, block=32, stream=stream)
+stream.synchronize()
+print("stream then OK")
+'''
+
+
+@pytest.mark.parametrize("mode", ["normal", "debug"])
+def test_failed_bounds_checks_are_read_back_from_the_module(fake_driver, tmp_path, mode):
+    """A module compiled with gpu_bounds_checks has a fault record the runtime reads after each wait: a launch
+    on the NULL stream, or a stream's synchronize, fails with TSR_ERROR_MEMORY_FAULT naming kernel, block,
+    tensor and line; the record is cleared, so the next launch succeeds. Debug mode refuses unchecked PTX."""
+    pytest.importorskip("tessera._runtime")
+    compiler = pytest.importorskip("tessera.compiler")
+    from tessera.options import CompileOptions
+    paths = []
+    for checks in (True, False):
+        result = compiler.compile_source(OOB_SOURCE, "oob.py", CompileOptions(target="ptx", gpu_bounds_checks=checks))
+        paths.append(tmp_path / f"oob-{checks}.tessera")
+        paths[-1].write_bytes(result.image)
+    log = tmp_path / "cuda.log"
+    env = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), FAKE_CUDA_LOG=str(log))
+    env.pop("TESSERA_DEBUG", None)
+    if mode == "debug":
+        env["TESSERA_DEBUG"] = "1"
+    p = subprocess.run([sys.executable, "-c", OOB_HOST, *map(str, paths), mode], capture_output=True, text=True,
+                       timeout=120, cwd=tmp_path, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    report = "kernel 'shift_oob' block (2, 0, 0): tensor 'X' accessed outside its extents at oob.py:14"
+    if mode == "debug":
+        refusal = lines.pop(0)
+        assert refusal.startswith("REFUSED TSR_ERROR_UNSUPPORTED") and "compiled without bounds checks" in refusal
+        assert "--gpu-bounds-checks" in refusal
+    assert lines[0] == f"shift_oob TSR_ERROR_MEMORY_FAULT {report}", p.stdout
+    assert lines[1] == "shift OK" and lines[2] == lines[0]
+    assert lines[3] == f"stream TSR_ERROR_MEMORY_FAULT a kernel queued on the stream failed a bounds check: {report}"
+    assert lines[4] == "stream then OK"

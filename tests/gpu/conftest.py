@@ -14,7 +14,7 @@ import pytest
 import tessera  # noqa: F401
 
 sys.path.insert(0, os.path.dirname(__file__))
-from kernels import SOURCES  # noqa: E402
+from kernels import OPTIONS, SOURCES  # noqa: E402
 
 
 def pytest_collection_modifyitems(items):
@@ -55,7 +55,7 @@ def image_of():
                 except ImportError as e:
                     pytest.skip(f"no compiler here ({e}) and no TESSERA_GPU_IMAGES with prebuilt images")
                 source, arch = SOURCES[name]
-                options = CompileOptions(target="ptx", arch=arch)
+                options = CompileOptions(target="ptx", arch=arch, **OPTIONS.get(name, {}))
                 cache[name] = compiler.compile_source(source, f"{name}.py", options).image
         return cache[name]
 

@@ -53,4 +53,23 @@ def linear_gelu_e4m3(X: tensor[fp8_e4m3, "T", "D"], W: tensor[fp8_e4m3, "D", "F"
     # the mma.sync/cp.async GEMM of sm_80 … sm_90 (backends/ptx/gemm_sm80.py), as PTX for sm_80 and for sm_90
     "ampere_gemm": ((REPO / "examples" / "gpu" / "gemm_ampere.py").read_text(), "sm_80"),
     "ampere_gemm_sm90": ((REPO / "examples" / "gpu" / "gemm_ampere.py").read_text(), "sm_90"),
+    # compiled with bounds checks (OPTIONS): saxpy as in "saxpy", and kernels that write one past the end
+    "bounds_checked": ((REPO / "examples" / "saxpy.py").read_text() + """
+
+@kernel
+def shift_right(X: tensor[float, "N"], Out: tensor[float, "N"]):
+    i = launch.thread_id()
+    if i < X.shape[0]:
+        Out[i + 1] = X[i]
+
+
+@kernel
+def shift_right_guarded(X: tensor[float, "N"], Out: tensor[float, "N"]):
+    i = launch.thread_id()
+    if i + 1 < Out.shape[0]:
+        Out[i + 1] = X[i]
+""", "sm_80"),
 }
+
+# Compile options beyond target and arch, by program.
+OPTIONS = {"bounds_checked": {"gpu_bounds_checks": True}}

@@ -37,6 +37,7 @@ OPTION_CHANGES = {
     "hints": ({}, (("MB", 64),)),
     "numerics": ({}, "strict"),
     "bounds_checks": ({}, False),
+    "gpu_bounds_checks": ({"target": "ptx", "gpu_bounds_checks": False}, True),
 }
 
 
