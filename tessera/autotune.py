@@ -40,7 +40,7 @@ def _inputs(plan, size: int, seed: int) -> list[np.ndarray]:
     arrays = []
     for vid in plan.args:
         shape = [int(d) if d.isdigit() else size for d in plan.values[vid].dims]
-        arrays.append(rng.standard_normal(shape).astype(np.float32))
+        arrays.append(rng.standard_normal(shape).astype(executor.numpy_dtype(plan.values[vid])))
     return arrays
 
 

@@ -53,6 +53,12 @@ def _accepted(declared: str, storage: str) -> tuple[np.dtype, ...]:
     return (np.dtype(np.float32),) + ((bits,) if storage == declared and bits != np.float32 else ())
 
 
+def numpy_dtype(arg: plans.Value) -> np.dtype:
+    """The numpy dtype of a numpy array a call takes for plan argument `arg` (float32 values for bf16, tf32 and
+    fp8)."""
+    return _accepted(arg.declared or arg.dtype, arg.dtype)[0]
+
+
 def _takes(declared: str, storage: str) -> str:
     """What `_accepted` takes, in words."""
     if declared not in _VALUES_AS_F32:

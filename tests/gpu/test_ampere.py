@@ -16,6 +16,12 @@ import pytest
 RNG = np.random.default_rng(8)
 
 
+def randn(*shape, scale=1.0):
+    """Standard normal float32 values (times `scale`): the functions take float32 arrays of values for their
+    bf16 and tf32 parameters (docs/runtime.md, "Argument dtypes")."""
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
 @pytest.fixture(scope="module", params=["ampere_gemm", "ampere_gemm_sm90"])
 def prog(request, cuda, program):
     from tessera import runtime
@@ -40,7 +46,7 @@ def close(got, want, rel):
 
 @pytest.mark.parametrize("M, K, N", [(300, 136, 264), (1024, 1024, 1024), (129, 8, 520), (1, 16, 8), (77, 2056, 72)])
 def test_gemm_bf16(prog, M, K, N):
-    A, B = RNG.standard_normal((M, K)), RNG.standard_normal((K, N))
+    A, B = randn(M, K), randn(K, N)
     close(prog.gemm_bf16(A, B), rounded(A, "bf16") @ rounded(B, "bf16"), 2 ** -8)
 
 
@@ -51,15 +57,15 @@ def test_gemm_f16_with_f32_result(prog):
 
 @pytest.mark.parametrize("M, K, N", [(77, 100, 36), (513, 260, 1028), (128, 4, 128)])
 def test_gemm_tf32(prog, M, K, N):
-    A, B = RNG.standard_normal((M, K)), RNG.standard_normal((K, N))
+    A, B = randn(M, K), randn(K, N)
     close(prog.gemm_tf32(A, B), rounded(A, "tf32") @ rounded(B, "tf32"), 1e-5)
 
 
 def test_fused_epilogues(prog):
-    X, W, b = RNG.standard_normal((200, 256)), RNG.standard_normal((256, 392)) / 16, RNG.standard_normal(392)
+    X, W, b = randn(200, 256), randn(256, 392, scale=1 / 16), randn(392)
     h = rounded(X, "bf16") @ rounded(W, "bf16") + rounded(b, "bf16")
     close(prog.linear_gelu(X, W, b), 0.5 * h * (1 + np.vectorize(math.erf)(h / math.sqrt(2))), 2 ** -8)
-    A, B, R = RNG.standard_normal((96, 72)), RNG.standard_normal((72, 136)), RNG.standard_normal((96, 136))
+    A, B, R = randn(96, 72), randn(72, 136), randn(96, 136)
     close(prog.scaled_residual(A, B, R), 0.5 * (rounded(A, "bf16") @ rounded(B, "bf16")) + rounded(R, "bf16"),
           2 ** -8)
 
@@ -67,6 +73,6 @@ def test_fused_epilogues(prog):
 def test_unaligned_rows_are_refused(prog):
     """K = 100 bf16 elements are 200-byte rows: not whole 16-byte chunks, which the kernel's copies move."""
     with pytest.raises(ValueError, match="K = 100 is not a multiple of 8"):
-        prog.gemm_bf16(RNG.standard_normal((64, 100)), RNG.standard_normal((100, 64)))
+        prog.gemm_bf16(randn(64, 100), randn(100, 64))
     with pytest.raises(ValueError, match="N = 30 is not a multiple of 4"):
-        prog.gemm_tf32(RNG.standard_normal((64, 32)), RNG.standard_normal((32, 30)))
+        prog.gemm_tf32(randn(64, 32), randn(32, 30))

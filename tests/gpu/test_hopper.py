@@ -13,6 +13,12 @@ import pytest
 RNG = np.random.default_rng(7)
 
 
+def randn(*shape, scale=1.0):
+    """Standard normal float32 values (times `scale`): the functions take float32 arrays of values for their
+    f32, bf16 and fp8 parameters (docs/runtime.md, "Argument dtypes")."""
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
 @pytest.fixture(scope="module")
 def hopper(cuda):
     from tessera import runtime
@@ -35,7 +41,7 @@ def close(got, want, rel):
 @pytest.mark.parametrize("M, K, N", [(300, 136, 264), (1024, 1024, 1024), (129, 8, 520)])
 def test_gemm_bf16(program, hopper, M, K, N):
     prog = program("hopper_gemm")
-    A, B = RNG.standard_normal((M, K)), RNG.standard_normal((K, N))
+    A, B = randn(M, K), randn(K, N)
     close(prog.gemm_bf16(A, B), bf16(A) @ bf16(B), 2 ** -8)
 
 
@@ -47,19 +53,19 @@ def test_gemm_f16_with_f32_result(program, hopper):
 
 def test_fused_epilogues(program, hopper):
     prog = program("hopper_gemm")
-    X, W, b = RNG.standard_normal((200, 256)), RNG.standard_normal((256, 392)) / 16, RNG.standard_normal(392)
+    X, W, b = randn(200, 256), randn(256, 392, scale=1 / 16), randn(392)
     h = bf16(X) @ bf16(W) + bf16(b)
     gelu = 0.5 * h * (1 + np.vectorize(math.erf)(h / math.sqrt(2)))
     close(prog.linear_gelu(X, W, b), gelu, 2 ** -8)
-    A, B, R = RNG.standard_normal((96, 64)), RNG.standard_normal((64, 128)), RNG.standard_normal((96, 128))
+    A, B, R = randn(96, 64), randn(64, 128), randn(96, 128)
     close(prog.scaled_residual(A, B, R), 0.5 * (bf16(A) @ bf16(B)) + bf16(R), 2 ** -8)
 
 
 def test_mlp_block(program, hopper):
     """Two GEMM kernels in one plan: gelu(X·W1 + b1) rounded to bf16 between them, then ·W2 + b2."""
     prog = program("hopper_gemm")
-    X, W1, W2 = RNG.standard_normal((300, 256)), RNG.standard_normal((256, 1024)) / 16, RNG.standard_normal((1024, 256)) / 32
-    b1, b2 = RNG.standard_normal(1024), RNG.standard_normal(256)
+    X, W1, W2 = randn(300, 256), randn(256, 1024, scale=1 / 16), randn(1024, 256, scale=1 / 32)
+    b1, b2 = randn(1024), randn(256)
     h = bf16(X) @ bf16(W1) + bf16(b1)
     h = bf16(0.5 * h * (1 + np.vectorize(math.erf)(h / math.sqrt(2))))
     close(prog.mlp(X, W1, b1, W2, b2), h @ bf16(W2) + bf16(b2), 2 ** -7)
@@ -82,13 +88,13 @@ def test_fp8_gemm(program, hopper, name, fmt, M, K, N):
     from tessera.numerics.rounding import round_to
     prog = program("hopper_fp8")
     A, B = round_to(RNG.standard_normal((M, K)) * 4, fmt), round_to(RNG.standard_normal((K, N)) * 4, fmt)
-    close_fp8(getattr(prog, name)(A, B), A, B)
+    close_fp8(getattr(prog, name)(A.astype(np.float32), B.astype(np.float32)), A, B)  # fp8 values, exact
 
 
 def test_fp8_gemm_kinds_mix(program, hopper):
     from tessera.numerics.rounding import round_to
     prog = program("hopper_gemm")
-    A, B = RNG.standard_normal((192, 320)), RNG.standard_normal((320, 264))
+    A, B = randn(192, 320), randn(320, 264)
     close_fp8(prog.gemm_e4m3_e5m2(A, B), round_to(A, "fp8_e4m3"), round_to(B, "fp8_e5m2"))
     close(prog.gemm_fp8(A, B), round_to(A, "fp8_e4m3") @ round_to(B, "fp8_e4m3"), 2 ** -8)
 
@@ -97,19 +103,20 @@ def test_fp8_gemm_batched_and_epilogue(program, hopper):
     from tessera.numerics.rounding import round_to
     prog = program("hopper_fp8")
     A, B = (round_to(RNG.standard_normal(s), "fp8_e4m3") for s in ((3, 70, 96), (3, 96, 136)))
-    got = prog.batched_e4m3(A, B)
+    got = prog.batched_e4m3(A.astype(np.float32), B.astype(np.float32))  # fp8 values, exact
     for i in range(3):
         close_fp8(got[i], A[i], B[i])
     # the epilogue runs on the fp32 accumulator, as the bf16 kernels' does; one rounding to bf16 at the end
     X, W = round_to(RNG.standard_normal((150, 64)), "fp8_e4m3"), round_to(RNG.standard_normal((64, 264)) * 0.2, "fp8_e4m3")
-    b = RNG.standard_normal(264)
+    b = randn(264)
     h = X @ W + bf16(b)
-    close(prog.linear_gelu_e4m3(X, W, b), 0.5 * h * (1 + np.vectorize(math.erf)(h / math.sqrt(2))), 2 ** -8)
+    got = prog.linear_gelu_e4m3(X.astype(np.float32), W.astype(np.float32), b)  # fp8 values, exact
+    close(got, 0.5 * h * (1 + np.vectorize(math.erf)(h / math.sqrt(2))), 2 ** -8)
 
 
 def test_batched_gemm(program, hopper):
     prog = program("hopper_gemm")
-    A, B = RNG.standard_normal((3, 130, 72)), RNG.standard_normal((3, 72, 264))
+    A, B = randn(3, 130, 72), randn(3, 72, 264)
     close(prog.batched(A, B), bf16(A) @ bf16(B), 2 ** -8)
 
 
@@ -117,7 +124,7 @@ def test_rows_tma_cannot_read_are_refused(program, hopper):
     """N = 100 bf16 columns are 200-byte rows: not a multiple of 16 bytes, so no TMA map describes B."""
     prog = program("hopper_gemm")
     with pytest.raises(Exception, match="multiple of 16 bytes"):
-        prog.gemm_bf16(RNG.standard_normal((64, 64)), RNG.standard_normal((64, 100)))
+        prog.gemm_bf16(randn(64, 64), randn(64, 100))
 
 
 def reference_attention(Q, K, V, scale, causal):
@@ -135,7 +142,7 @@ def reference_attention(Q, K, V, scale, causal):
 @pytest.mark.parametrize("S, T", [(200, 200), (77, 300), (300, 77), (1024, 1024)])
 def test_flash_attention(program, hopper, name, d, scale, causal, S, T):
     prog = program("hopper_attention")
-    Q, K, V = RNG.standard_normal((2, 3, S, d)), RNG.standard_normal((2, 3, T, d)), RNG.standard_normal((2, 3, T, d))
+    Q, K, V = randn(2, 3, S, d), randn(2, 3, T, d), randn(2, 3, T, d)
     want = reference_attention(bf16(Q), bf16(K), bf16(V), scale, causal)
     # P is rounded to bf16 before its product with V (as FlashAttention does): 2^-8 of each weight
     close(getattr(prog, name)(Q, K, V), want, 2 ** -7)
