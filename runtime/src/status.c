@@ -91,7 +91,7 @@ const char* tsrGetErrorString(tsr_status_t status) {
     case TSR_ERROR_NOT_FOUND: return "not found";
     case TSR_ERROR_LAUNCH_FAILED: return "kernel launch failed";
     case TSR_ERROR_NOT_READY: return "work still pending";
-    case TSR_ERROR_MEMORY_FAULT: return "bad memory access caught by debug mode";
+    case TSR_ERROR_MEMORY_FAULT: return "out-of-bounds memory access refused or caught";
   }
   return "unknown status code";
 }
