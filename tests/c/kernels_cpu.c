@@ -1,6 +1,6 @@
 /* kernels_cpu.c — hand-written CPU kernels implementing the entry ABI, packed into the test image by
  * make_image.py: an independent producer of images for the runtime's tests. Build: cc -shared -fPIC
- * -I runtime/include. */
+ * -nostartfiles -I runtime/include (a CPU code section has no initializers or finalizers: cpu_elf.c). */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <stdint.h>
 #include <time.h>

@@ -131,7 +131,8 @@ def tma_image(cc, runtime_prefix, tmp_path_factory):
     import make_image
     out = tmp_path_factory.mktemp("tma_image")
     so = out / "kernels_cpu.so"
-    run([cc, "-shared", "-fPIC", "-O2", f"-I{runtime_prefix / 'include'}", HERE / "kernels_cpu.c", "-o", so])
+    run([cc, "-shared", "-fPIC", "-nostartfiles", "-O2", f"-I{runtime_prefix / 'include'}", HERE / "kernels_cpu.c",
+         "-o", so])
     image = out / "tma.tessera"
     image.write_bytes(make_image.build(so.read_bytes(), make_image.tma_kernels()))
     return image

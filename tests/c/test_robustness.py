@@ -109,6 +109,37 @@ def test_cycles_leak_nothing_under_valgrind(build_host, test_image):
     assert "definitely lost: 0 bytes" in p.stderr or "All heap blocks were freed" in p.stderr, p.stderr[-3000:]
 
 
+# ---- the code section, through the system's loader ------------------------------------------------------------
+
+SAXPY = """
+@kernel
+def saxpy(a: float, X: tensor[float], Y: tensor[float], Out: tensor[float]):
+    i = launch.thread_id()
+    if i < X.shape[0]:
+        Out[i] = a * X[i] + Y[i]
+"""
+
+
+@pytest.fixture(scope="module")
+def compiled_image(tmp_path_factory):
+    import tessera  # lazy: the compiler loads MLIR, which the C-only tests here do not need
+    path = tmp_path_factory.mktemp("compiled") / "saxpy.tessera"
+    path.write_bytes(tessera.compile(SAXPY, "saxpy.py"))
+    return path
+
+
+@pytest.mark.parametrize("which", ["test", "compiled"])
+def test_damaged_code_sections_never_crash_the_loader(build_host, test_image, compiled_image, which):
+    """A one-byte change in the shared object's program headers once crashed tsrLoadModule (SIGSEGV in dlopen,
+    or ld.so's assertion ending the process): every structure the loader trusts is swept and mutated, and each
+    result loaded with the real dlopen."""
+    image = test_image if which == "test" else compiled_image
+    p = subprocess.run([str(build_host("host_code_mutations.c")), str(image), "100000"], capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 0 and "no crash" in p.stdout, f"exit {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    print(p.stdout)
+
+
 # ---- libFuzzer --------------------------------------------------------------------------------------------------
 
 FUZZ_FLAGS = ["-g", "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=undefined"]
@@ -171,6 +202,16 @@ def test_fuzz_the_image_loader(fuzzer, test_image, tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     shutil.copy(test_image, corpus / "test.tessera")
+    assert fuzz(exe, corpus, tmp_path) > 100
+
+
+def test_fuzz_the_code_checks(fuzzer, test_image, compiled_image, tmp_path):
+    from tessera.image.reader import read_image  # lazy: as compiled_image
+    exe = fuzzer("fuzz_code", defines=["-DTSR_FUZZ_INERT"])
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for image in (test_image, compiled_image):
+        (corpus / image.stem).write_bytes(read_image(image.read_bytes()).section(".tessera.code.cpu"))
     assert fuzz(exe, corpus, tmp_path) > 100
 
 
