@@ -140,6 +140,55 @@ def test_damaged_code_sections_never_crash_the_loader(build_host, test_image, co
     print(p.stdout)
 
 
+LOAD_IN_A_CHILD = """
+import sys
+from tessera import _runtime as rt
+try:
+    rt.Context().load_module(open(sys.argv[1], "rb").read())
+    print("loaded")
+except rt.Error as e:
+    print(e.status_name, e)
+"""
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("dynamic p_vaddr", "dynamic section outside its loadable segments"),
+    ("load p_memsz larger", "larger in memory than in the file"),
+    ("load p_memsz smaller", "shorter than its segment"),
+    ("gnu.hash bloom size", "malformed GNU hash table header"),
+    ("gnu.hash buckets", "GNU hash"),
+])
+def test_the_issues_damaged_objects_are_refused(compiled_image, tmp_path, damage, message):
+    """Issue 13's examples, each once a crash (SIGSEGV in dlopen, or ld.so's assertion and exit 127)."""
+    import struct
+    import sys
+    from tessera.image.reader import read_image  # lazy: as compiled_image
+    image = bytearray(compiled_image.read_bytes())
+    so = read_image(bytes(image)).section(".tessera.code.cpu")
+    base = bytes(image).find(so)
+    phoff, phnum = struct.unpack_from("<Q", so, 32)[0], struct.unpack_from("<H", so, 56)[0]
+    headers = [base + phoff + 56 * i for i in range(phnum)]
+    dynamic = next(h for h in headers if struct.unpack_from("<I", image, h)[0] == 2)
+    load = next(h for h in headers if struct.unpack_from("<I", image, h)[0] == 1)
+    gnu_hash = base + so.find(struct.pack("<QQ", 0x6ffffef5, 0)[:8])  # the tag; its value is the table's address
+    gnu_hash = base + struct.unpack_from("<Q", image, gnu_hash + 8)[0]  # (the first segment maps offset 0 at 0)
+    if damage == "dynamic p_vaddr":
+        struct.pack_into("<Q", image, dynamic + 16, struct.unpack_from("<Q", image, dynamic + 16)[0] + 0x100000)
+    elif damage == "load p_memsz larger":
+        struct.pack_into("<Q", image, load + 40, 0x100000)
+    elif damage == "load p_memsz smaller":
+        struct.pack_into("<Q", image, load + 40, 8)
+    elif damage == "gnu.hash bloom size":
+        struct.pack_into("<I", image, gnu_hash + 8, 3)
+    else:
+        struct.pack_into("<I", image, gnu_hash, 0)
+    path = tmp_path / "damaged.tessera"
+    path.write_bytes(image)
+    p = subprocess.run([sys.executable, "-c", LOAD_IN_A_CHILD, str(path)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout.startswith("TSR_ERROR_BAD_IMAGE") and message in p.stdout, \
+        f"exit {p.returncode}: {p.stdout}{p.stderr[-2000:]}"
+
+
 # ---- libFuzzer --------------------------------------------------------------------------------------------------
 
 FUZZ_FLAGS = ["-g", "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=undefined"]
