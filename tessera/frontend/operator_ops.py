@@ -19,6 +19,7 @@ from ..dialects import tod, ttensor
 from ..mlir import ir
 from ..numerics.rounding import epsilon
 from .. import dtypes
+from .attrs import INT64_MAX
 from .function import _describe
 from .oplib import DTypePolicy, GTensor, graph_op
 from .shapes import Dim, show
@@ -136,6 +137,8 @@ def _size(b, node, v, what: str) -> int:
         return r
     if type(v) is not int or v < 1:
         raise b.error(node, f"{what} must be a positive int, got {v!r}")
+    if v > INT64_MAX:
+        raise b.error(node, f"{what} must be at most 2^63 - 1, got {v}")
     return v
 
 
