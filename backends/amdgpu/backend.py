@@ -26,7 +26,7 @@ class AMDGPUBackend(Backend):
 
     @classmethod
     def option_values(cls, options: CompileOptions, arch: str | None) -> dict:
-        return {"arch": arch or "gfx942", "opt_level": options.opt_level}
+        return {"arch": arch or "gfx942", "opt_level": options.opt_level, "bounds_checks": options.gpu_bounds_checks}
 
     def tool_versions(self) -> tuple[str, ...]:
         # the linker writes the code object

@@ -1,7 +1,8 @@
 """The AMDGPU backend's stages: Tile IR → gpu dialect → ROCDL (LLVM dialect) → LLVM IR → object → HSACO.
 
     gpu     SIMT kernels become gpu.func kernels with the launch ABI (passes/simt_to_gpu.py), for the
-            architecture's wavefront: 64 lanes on CDNA (gfx9), 32 on RDNA (gfx11)
+            architecture's wavefront: 64 lanes on CDNA (gfx9), 32 on RDNA (gfx11); with
+            AMDGPUOptions.bounds_checks, accesses not proven in bounds are checked (passes/gpu_bounds_checks.py)
     rocdl   math as arithmetic and intrinsics (passes/gpu_math.py), warp fragments as MFMA on CDNA and WMMA
             on RDNA 3 (vector FMAs for other shapes; passes/tile_mma.py), block and grid extents from the
             dispatch packet, then the upstream conversions
@@ -33,7 +34,7 @@ GPU_TO_ROCDL = "convert-gpu-to-rocdl{{chipset={arch} index-bitwidth=64}}"
 
 
 def make_gpu(mod: ir.Module, metadata: dict, options: AMDGPUOptions) -> ir.Module:
-    simt_to_gpu.run(mod, options.warp_size)
+    simt_to_gpu.run(mod, options.warp_size, bounds_checks=options.bounds_checks)
     passmanager.PassManager.parse("builtin.module(canonicalize,cse)").run(mod.operation)
     metadata["warp_size"] = options.warp_size
     return mod

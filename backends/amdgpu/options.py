@@ -15,6 +15,7 @@ ARCHS = {"gfx90a": 64, "gfx942": 64, "gfx1100": 32}
 class AMDGPUOptions(HashedOptions):
     arch: str = "gfx942"
     opt_level: int = 3
+    bounds_checks: bool = False  # guard the accesses not proven in bounds (passes/gpu_bounds_checks.py)
 
     def __post_init__(self):
         if self.arch not in ARCHS:

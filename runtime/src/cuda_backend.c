@@ -30,6 +30,7 @@
 #include "cuda_fault.h"
 #include "cuda_tensor_map.h"
 #include "errors.h"
+#include "gpu_fault.h"
 
 typedef struct cuda_state {
   const tsr_cuda_driver_t* cu;
@@ -453,25 +454,6 @@ static tsr_status_t check_failed(cuda_state_t* s, const char* what) {
                   f.block[1], f.block[2], f.report);
 }
 
-/* The launch's own report of a failed check, for launch.c to quote after the kernel's name (fault.report): one
- * buffer per thread, on the heap. Not a _Thread_local array: a library that is dlopen()ed takes its TLS from
- * the process's small surplus of static TLS, which libraries loaded later (PyTorch's libgomp) need. */
-enum { LAUNCH_REPORT_SIZE = 600 };
-static pthread_key_t report_key;
-static pthread_once_t report_once = PTHREAD_ONCE_INIT;
-
-static void make_report_key(void) { pthread_key_create(&report_key, free); }
-
-static char* launch_report(void) {
-  pthread_once(&report_once, make_report_key);
-  char* buf = pthread_getspecific(report_key);
-  if (!buf && (buf = malloc(LAUNCH_REPORT_SIZE)) && pthread_setspecific(report_key, buf)) {
-    free(buf);
-    buf = NULL;
-  }
-  return buf;
-}
-
 static tsr_status_t launch(void* state, const tsr_backend_launch_t* l, tsr_fault_t* fault) {
   /* A GPU's faults come back as CUDA errors, not as caught signals; failed bounds checks as fault.report. */
   cuda_state_t* s = state;
@@ -486,13 +468,7 @@ static tsr_status_t launch(void* state, const tsr_backend_launch_t* l, tsr_fault
   if (st) return st;
   if (r) return work_failed(s, r, "the kernel failed");
   if (!failed) return TSR_SUCCESS;
-  char* report = launch_report();
-  if (!report) return tsr_fail(TSR_ERROR_MEMORY_FAULT, "kernel '%s': %s", f.kernel, f.report);
-  *fault = (tsr_fault_t){.block = {f.block[0], f.block[1], f.block[2]}, .report = report};
-  if (f.function == (CUfunction)l->entry) snprintf(report, LAUNCH_REPORT_SIZE, "%s", f.report);
-  else  /* a kernel of another stream failed first, and its check is the one recorded */
-    snprintf(report, LAUNCH_REPORT_SIZE, "%s, in kernel '%s' running on another stream", f.report, f.kernel);
-  return TSR_ERROR_MEMORY_FAULT;
+  return tsr_gpu_fault_of_launch(f.function == (CUfunction)l->entry, f.kernel, f.report, f.block, fault);
 }
 
 /* ---- queues ----------------------------------------------------------------------------------------- */

@@ -6,12 +6,12 @@
 #include <string.h>
 
 #include "errors.h"
+#include "gpu_fault.h"
 
-enum { RECORD_BYTES = 16, MAX_SITES_BYTES = 1 << 24 };
 enum { CUDA_ERROR_NOT_FOUND = 500 };
 
-static const char RECORD[] = "__tessera_fault";
-static const char SITES[] = "__tessera_fault_sites";
+static const char RECORD[] = TSR_GPU_FAULT_RECORD;
+static const char SITES[] = TSR_GPU_FAULT_SITES;
 
 tsr_status_t tsr_cuda_checked_find(const tsr_cuda_driver_t* cu, CUmodule module, const char* section,
                                    tsr_cuda_checked_t** out) {
@@ -21,7 +21,7 @@ tsr_status_t tsr_cuda_checked_find(const tsr_cuda_driver_t* cu, CUmodule module,
   CUresult r = cu->cuModuleGetGlobal(&record, &record_bytes, module, RECORD);
   if (r == CUDA_ERROR_NOT_FOUND) return TSR_SUCCESS;
   if (!r) r = cu->cuModuleGetGlobal(&sites, &sites_bytes, module, SITES);
-  if (r || record_bytes != RECORD_BYTES || !sites_bytes || sites_bytes > MAX_SITES_BYTES)
+  if (r || !tsr_gpu_fault_sizes_ok(record_bytes, sites_bytes))
     return tsr_fail(TSR_ERROR_BAD_IMAGE, "section %s: the bounds checks' globals %s (%zu bytes) and %s (%zu bytes) "
                     "are not what the compiler writes (16 bytes; 1 byte to 16 MiB)", section, RECORD, record_bytes,
                     SITES, sites_bytes);
@@ -62,33 +62,15 @@ static CUresult read_device(const tsr_cuda_driver_t* cu, void* dst, CUdeviceptr 
   return r ? r : cu->cuStreamSynchronize(TSR_CU_STREAM_PER_THREAD);
 }
 
-/* String `index` of the module's site table into `out`; false if the table has no such string. */
-static bool site_string(const char* table, size_t bytes, size_t index, char* out, size_t n) {
-  size_t at = 0;
-  for (size_t i = 0; i < index && at < bytes; i++) {
-    const char* end = memchr(table + at, 0, bytes - at);
-    if (!end) return false;
-    at = (size_t)(end - table) + 1;
-  }
-  const char* end = at < bytes ? memchr(table + at, 0, bytes - at) : NULL;
-  if (!end) return false;
-  snprintf(out, n, "%.*s", (int)(end - (table + at)), table + at);
-  return true;
-}
-
 static void describe(const tsr_cuda_driver_t* cu, const tsr_cuda_checked_t* m, uint32_t site,
                      tsr_cuda_failure_t* out) {
   char* table = malloc(m->sites_bytes);
-  bool found = table && !read_device(cu, table, m->sites, m->sites_bytes) &&
-               site_string(table, m->sites_bytes, 2 * (size_t)site, out->kernel, sizeof out->kernel) &&
-               site_string(table, m->sites_bytes, 2 * (size_t)site + 1, out->report, sizeof out->report);
+  bool read = table && !read_device(cu, table, m->sites, m->sites_bytes);
+  bool found = tsr_gpu_fault_site(read ? table : NULL, m->sites_bytes, site, out->kernel, sizeof out->kernel,
+                                  out->report, sizeof out->report);
   free(table);
   out->function = NULL;
   if (found && cu->cuModuleGetFunction(&out->function, m->module, out->kernel)) out->function = NULL;
-  if (!found) {
-    snprintf(out->kernel, sizeof out->kernel, "?");
-    snprintf(out->report, sizeof out->report, "bounds check %u failed (the module's table does not name it)", site);
-  }
 }
 
 bool tsr_cuda_checks_poll(tsr_cuda_checks_t* checks, const tsr_cuda_driver_t* cu, tsr_cuda_failure_t* out) {

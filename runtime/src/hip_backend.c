@@ -14,7 +14,13 @@
  *
  * Every hipError_t becomes a status with HIP's own name and description of the error (gpu_status.h for the
  * numbering). A kernel's memory fault usually makes ROCm's runtime end the process (its default handler
- * aborts after printing "Memory access fault by GPU"): libtessera cannot report that one. */
+ * aborts after printing "Memory access fault by GPU"): libtessera cannot report that one.
+ *
+ * Code objects compiled with bounds checks (gpu_fault.h) skip an access outside its tensor and record it in
+ * their `__tessera_fault` (found with hipModuleGetGlobal): after each launch the records of the context's
+ * checked modules are read, and a set one is cleared and fails the launch with TSR_ERROR_MEMORY_FAULT
+ * naming kernel, block, tensor and line, as the CPU's checks do. Debug mode (TESSERA_DEBUG) refuses code
+ * objects compiled without them, which could still fault past a tensor. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +28,7 @@
 
 #include "backend.h"
 #include "errors.h"
+#include "gpu_fault.h"
 #include "gpu_status.h"
 #include "hip_driver.h"
 
@@ -38,14 +45,19 @@ typedef struct hip_state {
   int max_threads, max_smem, warp_size, compute_units;
   size_t total_memory;
   char name[128], arch[64];  /* arch: the gcnArchName's processor ("gfx942" of "gfx942:sramecc+:xnack-") */
-  pthread_mutex_t lock;      /* guards `idle` */
+  bool debug;                /* debug mode: only code compiled with bounds checks loads */
+  pthread_mutex_t lock;      /* guards `idle` and `checked` */
   hip_lane_t* idle;
+  struct hip_code* checked;  /* the loaded modules compiled with bounds checks */
 } hip_state_t;
 
 typedef struct hip_code {
   hip_state_t* state;
   hipModule_t module;
   void* image;  /* our copy of the code object: the section is the caller's buffer, which may go */
+  void *record, *sites;  /* the fault record and site table of a module compiled with bounds checks, else NULL */
+  size_t sites_bytes;
+  struct hip_code *prev, *next;  /* in state->checked */
 } hip_code_t;
 
 /* ---- errors ----------------------------------------------------------------------------------------- */
@@ -99,12 +111,13 @@ static tsr_status_t attribute(hip_state_t* s, int which, int* out) {
 }
 
 static tsr_status_t create(const tsr_context_options_t* options, void** out_state) {
-  (void)options;  /* worker threads are a CPU notion; debug mode's guard pages need host memory */
+  /* worker threads are a CPU notion; debug mode's guard pages need host memory, its checks checked code */
   const char* why = unavailable();
   if (why) return tsr_fail(TSR_ERROR_UNSUPPORTED, "the HIP backend is not available: %s", why);
   hip_state_t* s = calloc(1, sizeof *s);
   if (!s) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory creating a context");
   s->hip = tsr_hip_driver(NULL);
+  s->debug = options->flags & TSR_CONTEXT_DEBUG;
   s->device = 0;
   const tsr_hip_device0_t* d0 = tsr_hip_device0();
   snprintf(s->name, sizeof s->name, "%s", d0->name);
@@ -181,6 +194,27 @@ static tsr_status_t properties(void* state, tsr_device_properties_t* p) {
 
 /* ---- code ------------------------------------------------------------------------------------------- */
 
+/* The module's fault record, when it was compiled with bounds checks (device current). */
+static tsr_status_t find_checks(hip_state_t* s, hip_code_t* code, const char* section) {
+  size_t record_bytes = 0, sites_bytes = 0;
+  hipError_t r = s->hip->hipModuleGetGlobal(&code->record, &record_bytes, code->module, TSR_GPU_FAULT_RECORD);
+  if (r == hipErrorNotFound) {
+    code->record = NULL;
+    return s->debug ? tsr_fail(TSR_ERROR_UNSUPPORTED, "debug mode (TESSERA_DEBUG) checks every tensor access, and "
+                               "the code object of section %s was compiled without bounds checks: compile it with "
+                               "TESSERA_DEBUG=1 set, tessera-cc --gpu-bounds-checks or "
+                               "CompileOptions(gpu_bounds_checks=True)", section)
+                    : TSR_SUCCESS;
+  }
+  if (!r) r = s->hip->hipModuleGetGlobal(&code->sites, &sites_bytes, code->module, TSR_GPU_FAULT_SITES);
+  if (r || !tsr_gpu_fault_sizes_ok(record_bytes, sites_bytes))
+    return tsr_fail(TSR_ERROR_BAD_IMAGE, "section %s: the bounds checks' globals %s (%zu bytes) and %s (%zu bytes) "
+                    "are not what the compiler writes (16 bytes; 1 byte to 16 MiB)", section, TSR_GPU_FAULT_RECORD,
+                    record_bytes, TSR_GPU_FAULT_SITES, sites_bytes);
+  code->sites_bytes = sites_bytes;
+  return TSR_SUCCESS;
+}
+
 static tsr_status_t code_load(void* state, const uint8_t* bytes, size_t size, const char* section, void** out) {
   hip_state_t* s = state;
   hip_code_t* code = calloc(1, sizeof *code);
@@ -199,7 +233,13 @@ static tsr_status_t code_load(void* state, const uint8_t* bytes, size_t size, co
     return st;
   }
   hipError_t r = s->hip->hipModuleLoadData(&code->module, image);
+  if (!r && (st = find_checks(s, code, section))) s->hip->hipModuleUnload(code->module);
   leave(s, previous);
+  if (st) {
+    free(code);
+    free(image);
+    return st;
+  }
   if (r) {
     free(code);
     free(image);
@@ -210,6 +250,13 @@ static tsr_status_t code_load(void* state, const uint8_t* bytes, size_t size, co
   }
   code->state = s;
   code->image = image;
+  if (code->record) {
+    pthread_mutex_lock(&s->lock);
+    code->next = s->checked;
+    if (code->next) code->next->prev = code;
+    s->checked = code;
+    pthread_mutex_unlock(&s->lock);
+  }
   *out = code;
   return TSR_SUCCESS;
 }
@@ -228,6 +275,14 @@ static bool code_entry(void* code_ptr, const char* symbol, const void** out) {
 
 static void code_unload(void* code_ptr) {
   hip_code_t* code = code_ptr;
+  hip_state_t* s = code->state;
+  if (code->record) {
+    pthread_mutex_lock(&s->lock);
+    if (code->prev) code->prev->next = code->next;
+    else s->checked = code->next;
+    if (code->next) code->next->prev = code->prev;
+    pthread_mutex_unlock(&s->lock);
+  }
   int previous;
   if (!enter(code->state, &previous, "unloading a module")) {
     code->state->hip->hipModuleUnload(code->module);
@@ -322,8 +377,38 @@ static void give_lane(hip_state_t* s, hip_lane_t* lane) {
   pthread_mutex_unlock(&s->lock);
 }
 
+/* A failed bounds check, as read back from a checked module's record. */
+typedef struct hip_failure {
+  hipFunction_t function;  /* the kernel, NULL if the module does not name it */
+  uint32_t block[3];
+  char kernel[128], report[400];
+} hip_failure_t;
+
+/* After a launch has finished (device current): whether a checked module recorded a failure, then cleared. */
+static bool poll_checks(hip_state_t* s, hip_failure_t* out) {
+  bool failed = false;
+  pthread_mutex_lock(&s->lock);
+  for (hip_code_t* c = s->checked; c && !failed; c = c->next) {
+    uint32_t record[4];
+    if (s->hip->hipMemcpy(record, c->record, sizeof record, hipMemcpyDeviceToHost) || !record[0]) continue;
+    static const uint32_t clear[4];
+    s->hip->hipMemcpy(c->record, clear, sizeof clear, hipMemcpyHostToDevice);
+    memcpy(out->block, record + 1, sizeof out->block);
+    char* table = malloc(c->sites_bytes);
+    bool read = table && !s->hip->hipMemcpy(table, c->sites, c->sites_bytes, hipMemcpyDeviceToHost);
+    bool found = tsr_gpu_fault_site(read ? table : NULL, c->sites_bytes, record[0] - 1, out->kernel,
+                                    sizeof out->kernel, out->report, sizeof out->report);
+    free(table);
+    if (!found || s->hip->hipModuleGetFunction(&out->function, c->module, out->kernel)) out->function = NULL;
+    failed = true;
+  }
+  pthread_mutex_unlock(&s->lock);
+  return failed;
+}
+
 static tsr_status_t launch(void* state, const tsr_backend_launch_t* l, tsr_fault_t* fault) {
-  (void)fault;  /* GPU faults come back as HIP errors (or end the process), not as caught signals */
+  /* GPU faults come back as HIP errors (or end the process), not as caught signals; failed bounds checks as
+   * fault.report */
   hip_state_t* s = state;
   for (int i = 0; i < 3; i++) {
     if (l->block[i] > (uint32_t)s->max_block[i] || l->grid[i] > (uint32_t)s->max_grid[i])
@@ -347,7 +432,11 @@ static tsr_status_t launch(void* state, const tsr_backend_launch_t* l, tsr_fault
   if (!r && (r = s->hip->hipEventRecord(lane->done, lane->stream))) step = "hipEventRecord";
   if (!r && (r = s->hip->hipEventSynchronize(lane->done))) step = "hipEventSynchronize";
   give_lane(s, lane);
+  hip_failure_t f;
+  bool failed = !r && poll_checks(s, &f);
   leave(s, previous);
+  if (failed) return tsr_gpu_fault_of_launch(f.function == (hipFunction_t)l->entry, f.kernel, f.report, f.block,
+                                             fault);
   if (!r) return TSR_SUCCESS;
   char why[256];
   tsr_hip_describe(r, why, sizeof why);

@@ -62,6 +62,7 @@ static void load(void) {
   RESOLVE(hipMalloc, "hipMalloc");
   RESOLVE(hipFree, "hipFree");
   RESOLVE(hipMemcpy, "hipMemcpy");
+  RESOLVE(hipModuleGetGlobal, "hipModuleGetGlobal");
 #undef RESOLVE
   driver = d;
   loaded = &driver;  /* for tsr_hip_describe below */

@@ -18,7 +18,7 @@ typedef struct ihipModuleSymbol_t* hipFunction_t;
 typedef struct ihipStream_t* hipStream_t;
 typedef struct ihipEvent_t* hipEvent_t;
 
-enum { hipSuccess = 0, hipErrorNoDevice = 100 };
+enum { hipSuccess = 0, hipErrorNoDevice = 100, hipErrorNotFound = 500 };
 
 /* hipDeviceAttribute_t values (ROCm 6) */
 enum {
@@ -58,6 +58,7 @@ typedef struct tsr_hip_driver {
   hipError_t (*hipModuleLoadData)(hipModule_t* module, const void* image);
   hipError_t (*hipModuleUnload)(hipModule_t module);
   hipError_t (*hipModuleGetFunction)(hipFunction_t* function, hipModule_t module, const char* name);
+  hipError_t (*hipModuleGetGlobal)(void** address, size_t* bytes, hipModule_t module, const char* name);
   hipError_t (*hipModuleLaunchKernel)(hipFunction_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                       unsigned by, unsigned bz, unsigned shared_bytes, hipStream_t stream,
                                       void** params, void** extra);

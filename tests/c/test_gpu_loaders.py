@@ -249,6 +249,93 @@ def test_hip_errors_become_statuses_with_the_runtimes_words(mocks, image):
         assert got[fail][0] == status and words in got[fail][1], (fail, got[fail])
 
 
+# ---- bounds checks (passes/gpu_bounds_checks.py) through the mock ---------------------------------------
+
+# Two unproven accesses, the sites 0 and 1 of the module's table.
+SHIFT = """
+@kernel
+def shift(X: tensor[float, "N"], Out: tensor[float, "N"]):
+    i = launch.thread_id()
+    if i < X.shape[0]:
+        Out[i + 1] = X[i]
+
+@kernel
+def stretch(X: tensor[float, "N"], Out: tensor[float, "N"]):
+    i = launch.thread_id()
+    if i < X.shape[0]:
+        Out[2 * i] = X[i]
+"""
+SHIFT_LINE = SHIFT.splitlines().index("        Out[i + 1] = X[i]") + 1
+
+# Runs in the child: shift launched with the driver's fault injection as argv[3] asks, then without.
+CHECKED_RUN = """
+import json, os, sys
+import numpy as np
+from tessera import runtime
+ctx = runtime._runtime.Context(sys.argv[1])
+out = {}
+try:
+    mod = runtime.load(open(sys.argv[2], "rb").read(), ctx)
+except runtime.Error as e:
+    print(json.dumps({"load": [e.status_name, str(e)]}))
+    raise SystemExit
+X, Out = (runtime.DeviceArray.from_numpy(np.ones(64, np.float32), ctx) for _ in range(2))
+for name, fault in (("faulted", sys.argv[3]), ("after", "")):
+    os.environ[sys.argv[4]] = fault
+    try:
+        mod.shift(X, Out, grid=1, block=64)
+        out[name] = None
+    except runtime.Error as e:
+        out[name] = [e.status_name, str(e)]
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def checked_image(tmp_path_factory):
+    from tessera import compiler
+    from tessera.backends.amdgpu import link
+    from tessera.options import CompileOptions
+    if link.find() is None:
+        pytest.skip("no ld.lld >= 16 to link the HSACO (pip install ziglang)")
+    path = tmp_path_factory.mktemp("image") / "shift.tessera"
+    options = CompileOptions(target="amdgpu,spirv", gpu_bounds_checks=True)
+    path.write_bytes(compiler.compile_source(SHIFT, "k.py", options).image)
+    return path
+
+
+def test_hip_reads_back_a_failed_bounds_check(mocks, checked_image, tmp_path):
+    """The record's site 0 is shift's Out[i + 1]; the launch fails naming kernel, block, tensor and line, the
+    record is cleared (the next launch succeeds), and the loader found the record with hipModuleGetGlobal."""
+    log = tmp_path / "hip.log"
+    got = child(CHECKED_RUN, "hip", checked_image, "0,3", "MOCK_HIP_FAULT", TESSERA_HIP_LIBRARY=mocks["hip"],
+                MOCK_LOG=log)
+    assert got["faulted"][0] == "TSR_ERROR_MEMORY_FAULT", got
+    assert (f"kernel 'shift' block (3, 0, 0): tensor 'Out' accessed outside its extents at "
+            f"k.py:{SHIFT_LINE}") in got["faulted"][1], got
+    assert got["after"] is None
+    lines = log_of(log)
+    assert "hipModuleGetGlobal __tessera_fault found=1" in lines
+    assert "hipModuleGetGlobal __tessera_fault_sites found=1" in lines
+
+
+def test_hip_names_a_failure_of_another_kernel(mocks, checked_image):
+    got = child(CHECKED_RUN, "hip", checked_image, "1,0", "MOCK_HIP_FAULT", TESSERA_HIP_LIBRARY=mocks["hip"])
+    assert got["faulted"][0] == "TSR_ERROR_MEMORY_FAULT"
+    assert (f"tensor 'Out' accessed outside its extents at k.py:{SHIFT_LINE + 6}, in kernel 'stretch' running on "
+            f"another stream") in got["faulted"][1], got
+
+
+def test_hip_debug_mode_refuses_unchecked_code_objects(mocks, image, checked_image):
+    unchecked = child(CHECKED_RUN, "hip", image, "", "MOCK_HIP_FAULT", TESSERA_HIP_LIBRARY=mocks["hip"],
+                      TESSERA_DEBUG=1)
+    assert unchecked["load"][0] == "TSR_ERROR_UNSUPPORTED"
+    assert "compiled without bounds checks" in unchecked["load"][1] and "--gpu-bounds-checks" in unchecked["load"][1]
+    checked = child(CHECKED_RUN, "hip", checked_image, "", "MOCK_HIP_FAULT", TESSERA_HIP_LIBRARY=mocks["hip"],
+                    TESSERA_DEBUG=1)
+    assert checked == {"faulted": None, "after": None}
+
+
 # ---- Level Zero through the mock -----------------------------------------------------------------------
 
 def test_level_zero_runs_saxpy_through_the_mock_driver(mocks, image, tmp_path):

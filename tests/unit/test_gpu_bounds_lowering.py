@@ -82,6 +82,24 @@ def test_checked_kernels_assemble(arch):
         assert "__tessera_fault" in ptx(source, arch)
 
 
+def amdgpu_symbols(checks: bool) -> dict[str, int]:
+    """The HSACO's dynamic data symbols (name: size), which hipModuleGetGlobal finds."""
+    from elftools.elf.elffile import ELFFile  # lazy: only these tests read ELF symbols
+    from tessera.backends.amdgpu import link
+    if link.find() is None:
+        pytest.skip("no ld.lld >= 16 to link the HSACO (pip install ziglang)")
+    result = compiler.compile_source(SOURCE, "k.py", CompileOptions(target="amdgpu", gpu_bounds_checks=checks))
+    elf = ELFFile(__import__("io").BytesIO(image.read_image(result.image).section(".tessera.code.amdgpu")))
+    return {s.name: s["st_size"] for s in elf.get_section_by_name(".dynsym").iter_symbols()
+            if s["st_info"]["type"] == "STT_OBJECT" and not s.name.endswith(".kd")}
+
+
+def test_amdgpu_code_objects_export_the_record():
+    assert amdgpu_symbols(True) == {"__tessera_fault": 16, "__tessera_fault_sites": len(
+        b"".join(k.encode() + b"\0" + r.encode() + b"\0" for k, r in sites(ptx())))}
+    assert amdgpu_symbols(False) == {}
+
+
 def test_the_option_defaults_to_debug_mode_and_is_part_of_the_key(monkeypatch):
     monkeypatch.delenv("TESSERA_DEBUG", raising=False)
     assert CompileOptions().gpu_bounds_checks is False

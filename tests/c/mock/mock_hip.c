@@ -5,7 +5,11 @@
  * It checks what a real HIP would: hipModuleLoadData takes an AMDGPU ELF code object (ELF64, e_machine
  * EM_AMDGPU) and hipModuleGetFunction finds the kernel among its dynamic symbols. Device 0 is described by
  * MOCK_HIP_ARCH (default "gfx942:sramecc+:xnack-") and MOCK_HIP_WARP (default 64); MOCK_HIP_DEVICES is the
- * device count (default 1). Built with -DMOCK_HIP_ROCM5 it lacks hipGetDevicePropertiesR0600, as ROCm 5 does. */
+ * device count (default 1). Built with -DMOCK_HIP_ROCM5 it lacks hipGetDevicePropertiesR0600, as ROCm 5 does.
+ *
+ * hipModuleGetGlobal gives a module's global as a copy of its bytes in the ELF (zero where the file has none),
+ * kept with the module. MOCK_HIP_FAULT="SITE,BLOCK" makes each launch of a module with a `__tessera_fault`
+ * record a failed bounds check there, as the compiler's checks would (passes/gpu_bounds_checks.py). */
 #include <elf.h>
 #include <stdatomic.h>
 
@@ -123,16 +127,25 @@ EXPORT hipError_t hipDeviceTotalMem(size_t* bytes, int device) {
 
 /* ---- modules ---- */
 
-struct ihipModule_t {
-  const uint8_t* image;  /* the caller's: HIP's contract, the loader keeps it alive */
-};
+enum { MOCK_GLOBALS = 8, MOCK_FUNCTIONS = 16 };
 
 struct ihipModuleSymbol_t {
   char name[128];
+  hipModule_t module;
 };
 
-/* Whether the ELF image has a defined dynamic symbol `name`. */
-static int elf_has_symbol(const uint8_t* image, const char* name) {
+struct ihipModule_t {
+  const uint8_t* image;  /* the caller's: HIP's contract, the loader keeps it alive */
+  struct {
+    char name[64];
+    void* bytes;
+    size_t size;
+  } globals[MOCK_GLOBALS];
+  struct ihipModuleSymbol_t* functions[MOCK_FUNCTIONS];  /* as HIP, one function object per name */
+};
+
+/* The ELF image's defined dynamic symbol `name`, or NULL. */
+static const Elf64_Sym* elf_symbol(const uint8_t* image, const char* name) {
   const Elf64_Ehdr* eh = (const Elf64_Ehdr*)image;
   const Elf64_Shdr* sh = (const Elf64_Shdr*)(image + eh->e_shoff);
   for (int i = 0; i < eh->e_shnum; i++) {
@@ -140,9 +153,49 @@ static int elf_has_symbol(const uint8_t* image, const char* name) {
     const Elf64_Sym* syms = (const Elf64_Sym*)(image + sh[i].sh_offset);
     const char* strings = (const char*)(image + sh[sh[i].sh_link].sh_offset);
     for (size_t k = 0; k < sh[i].sh_size / sizeof *syms; k++)
-      if (syms[k].st_shndx != SHN_UNDEF && strcmp(strings + syms[k].st_name, name) == 0) return 1;
+      if (syms[k].st_shndx != SHN_UNDEF && strcmp(strings + syms[k].st_name, name) == 0) return &syms[k];
   }
-  return 0;
+  return NULL;
+}
+
+static int elf_has_symbol(const uint8_t* image, const char* name) { return elf_symbol(image, name) != NULL; }
+
+EXPORT hipError_t hipModuleGetGlobal(void** address, size_t* bytes, hipModule_t module, const char* name) {
+  FAIL_IF_ASKED("hipModuleGetGlobal");
+  const Elf64_Sym* sym = elf_symbol(module->image, name);
+  mock_log("hipModuleGetGlobal %s found=%d", name, sym != NULL);
+  if (!sym || ELF64_ST_TYPE(sym->st_info) != STT_OBJECT) return 500;  /* hipErrorNotFound */
+  int slot = 0;
+  while (slot < MOCK_GLOBALS && module->globals[slot].bytes && strcmp(module->globals[slot].name, name)) slot++;
+  if (slot == MOCK_GLOBALS) return 2;
+  if (!module->globals[slot].bytes) {
+    const Elf64_Ehdr* eh = (const Elf64_Ehdr*)module->image;
+    const Elf64_Shdr* section = (const Elf64_Shdr*)(module->image + eh->e_shoff) + sym->st_shndx;
+    uint8_t* copy = calloc(1, sym->st_size ? sym->st_size : 1);
+    if (section->sh_type != SHT_NOBITS)
+      memcpy(copy, module->image + section->sh_offset + (sym->st_value - section->sh_addr), sym->st_size);
+    snprintf(module->globals[slot].name, sizeof module->globals[slot].name, "%s", name);
+    module->globals[slot].bytes = copy;
+    module->globals[slot].size = sym->st_size;
+  }
+  *address = module->globals[slot].bytes;
+  *bytes = module->globals[slot].size;
+  return hipSuccess;
+}
+
+/* A failed bounds check of a launch, where MOCK_HIP_FAULT asks for one and the module has a record. */
+static void inject_fault(hipModule_t module) {
+  const char* fault = getenv("MOCK_HIP_FAULT");
+  unsigned site, block;
+  if (!fault || sscanf(fault, "%u,%u", &site, &block) != 2) return;
+  for (int i = 0; i < MOCK_GLOBALS && module->globals[i].bytes; i++)
+    if (strcmp(module->globals[i].name, "__tessera_fault") == 0) {
+      uint32_t* record = module->globals[i].bytes;
+      if (!record[0]) {
+        record[0] = site + 1;
+        record[1] = block;
+      }
+    }
 }
 
 EXPORT hipError_t hipModuleLoadData(hipModule_t* module, const void* image) {
@@ -159,6 +212,8 @@ EXPORT hipError_t hipModuleLoadData(hipModule_t* module, const void* image) {
 
 EXPORT hipError_t hipModuleUnload(hipModule_t module) {
   mock_log("hipModuleUnload");
+  for (int i = 0; i < MOCK_GLOBALS; i++) free(module->globals[i].bytes);
+  for (int i = 0; i < MOCK_FUNCTIONS; i++) free(module->functions[i]);
   free(module);
   return hipSuccess;
 }
@@ -168,8 +223,15 @@ EXPORT hipError_t hipModuleGetFunction(hipFunction_t* f, hipModule_t module, con
   int found = elf_has_symbol(module->image, name);
   mock_log("hipModuleGetFunction %s found=%d", name, found);
   if (!found) return 500;  /* hipErrorNotFound */
-  *f = calloc(1, sizeof **f);  /* leaked with the module: the mock lives as long as the process */
-  snprintf((*f)->name, sizeof (*f)->name, "%s", name);
+  int slot = 0;
+  while (slot < MOCK_FUNCTIONS && module->functions[slot] && strcmp(module->functions[slot]->name, name)) slot++;
+  if (slot == MOCK_FUNCTIONS) return 2;
+  if (!module->functions[slot]) {
+    module->functions[slot] = calloc(1, sizeof **f);
+    snprintf(module->functions[slot]->name, sizeof module->functions[slot]->name, "%s", name);
+    module->functions[slot]->module = module;
+  }
+  *f = module->functions[slot];
   return hipSuccess;
 }
 
@@ -267,5 +329,6 @@ EXPORT hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned gx, unsigned g
     mock_log("  saxpy a=%g n=%lld", a, (long long)n);
     mock_saxpy(gx * gy * gz, bx * by * bz, a, x, y, out, n);
   }
+  inject_fault(f->module);
   return hipSuccess;
 }
