@@ -36,6 +36,12 @@ bool tsr_gpu_fault_site(const char* table, size_t bytes, uint32_t site, char* ke
   return false;
 }
 
+tsr_status_t tsr_gpu_fault_spirv_unchecked(const char* section) {
+  return tsr_fail(TSR_ERROR_UNSUPPORTED, "debug mode (TESSERA_DEBUG) checks every tensor access, and the SPIR-V of "
+                  "section %s has no bounds checks (the spirv target cannot compile them yet: docs/robustness.md, "
+                  "\"Out-of-bounds accesses in generated GPU code\"): run it without TESSERA_DEBUG", section);
+}
+
 /* The launch's own report, for launch.c to quote after the kernel's name (fault.report): one buffer per
  * thread, on the heap. Not a _Thread_local array: a library that is dlopen()ed takes its TLS from the
  * process's small surplus of static TLS, which libraries loaded later (PyTorch's libgomp) need. */

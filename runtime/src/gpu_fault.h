@@ -28,6 +28,10 @@ bool tsr_gpu_fault_sizes_ok(size_t record_bytes, size_t sites_bytes);
 bool tsr_gpu_fault_site(const char* table, size_t bytes, uint32_t site, char* kernel, size_t kernel_size,
                         char* report, size_t report_size);
 
+/* What debug mode (TESSERA_DEBUG) says of a SPIR-V section (OpenCL, Level Zero): the "flat" kernel abi has
+ * no lowering of the fault record yet, so no SPIR-V is checked and debug mode loads none. TSR_ERROR_UNSUPPORTED. */
+tsr_status_t tsr_gpu_fault_spirv_unchecked(const char* section);
+
 /* A launch's failed check as its result: `fault` (block, report) filled for launch.c, which names the launched
  * kernel; `own` says whether the recorded failure is that kernel's, else the report names `kernel`, which ran
  * on another stream. Returns TSR_ERROR_MEMORY_FAULT. */

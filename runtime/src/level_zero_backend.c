@@ -24,6 +24,7 @@
 
 #include "backend.h"
 #include "errors.h"
+#include "gpu_fault.h"
 #include "launch.h"
 #include "level_zero_driver.h"
 
@@ -37,6 +38,7 @@ typedef struct ze_lane {
 
 typedef struct ze_state {
   const tsr_ze_driver_api_t* ze;
+  bool debug;  /* debug mode: only checked code loads, which SPIR-V cannot be yet (gpu_fault.h) */
   const tsr_ze_gpu_t* gpu;
   tsr_ze_context_t context;
   uint32_t ordinal;  /* the compute queue group */
@@ -153,13 +155,14 @@ static tsr_status_t total_memory(ze_state_t* s) {
 }
 
 static tsr_status_t create(const tsr_context_options_t* options, void** out_state) {
-  (void)options;
+  /* worker threads are a CPU notion; debug mode's guard pages need host memory, its checks checked code */
   const char* why = unavailable();
   if (why) return tsr_fail(TSR_ERROR_UNSUPPORTED, "the Level Zero backend is not available: %s", why);
   ze_state_t* s = calloc(1, sizeof *s);
   if (!s) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory creating a context");
   s->ze = tsr_ze_driver(NULL);
   s->gpu = tsr_ze_gpu();
+  s->debug = options->flags & TSR_CONTEXT_DEBUG;
   s->warp_size = has_subgroup(s->gpu, KERNEL_SUBGROUP) ? KERNEL_SUBGROUP : 0;
   tsr_status_t st = compute_ordinal(s);
   if (!st) st = total_memory(s);
@@ -240,6 +243,7 @@ static tsr_status_t properties(void* state, tsr_device_properties_t* out) {
 
 static tsr_status_t code_load(void* state, const uint8_t* bytes, size_t size, const char* section, void** out) {
   ze_state_t* s = state;
+  if (s->debug) return tsr_gpu_fault_spirv_unchecked(section);
   ze_code_t* code = calloc(1, sizeof *code);
   if (!code) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory loading section %s", section);
   tsr_ze_module_desc_t desc = {.stype = TSR_ZE_STYPE_MODULE_DESC, .format = TSR_ZE_MODULE_FORMAT_IL_SPIRV,

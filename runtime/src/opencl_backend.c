@@ -21,11 +21,13 @@
 
 #include "backend.h"
 #include "errors.h"
+#include "gpu_fault.h"
 #include "launch.h"
 #include "opencl_driver.h"
 
 typedef struct opencl_state {
   const tsr_opencl_driver_t* cl;
+  bool debug;  /* debug mode: only checked code loads, which SPIR-V cannot be yet (gpu_fault.h) */
   const tsr_opencl_device_t* dev;
   cl_context context;
   cl_command_queue queue;
@@ -92,7 +94,7 @@ static bool runs_arch(const char* arch) {
 }
 
 static tsr_status_t create(const tsr_context_options_t* options, void** out_state) {
-  (void)options;  /* worker threads are a CPU notion; debug mode's guard pages need host memory */
+  /* worker threads are a CPU notion; debug mode's guard pages need host memory, its checks checked code */
   const char* why;
   const tsr_opencl_device_t* dev;
   const tsr_opencl_driver_t* cl = tsr_opencl_driver(&dev, &why);
@@ -101,6 +103,7 @@ static tsr_status_t create(const tsr_context_options_t* options, void** out_stat
   if (!s) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory creating a context");
   s->cl = cl;
   s->dev = dev;
+  s->debug = options->flags & TSR_CONTEXT_DEBUG;
   cl_int r = CL_SUCCESS;
   s->context = cl->clCreateContext(NULL, 1, &dev->device, NULL, NULL, &r);
   if (r == CL_SUCCESS) s->queue = cl->clCreateCommandQueueWithProperties(s->context, dev->device, NULL, &r);
@@ -163,6 +166,7 @@ static tsr_status_t properties(void* state, tsr_device_properties_t* p) {
 static tsr_status_t code_load(void* state, const uint8_t* bytes, size_t size, const char* section, void** out) {
   opencl_state_t* s = state;
   const tsr_opencl_driver_t* cl = s->cl;
+  if (s->debug) return tsr_gpu_fault_spirv_unchecked(section);
   opencl_code_t* code = calloc(1, sizeof *code);
   if (!code) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory loading section %s", section);
   char name[64];

@@ -299,7 +299,7 @@ def checked_image(tmp_path_factory):
     if link.find() is None:
         pytest.skip("no ld.lld >= 16 to link the HSACO (pip install ziglang)")
     path = tmp_path_factory.mktemp("image") / "shift.tessera"
-    options = CompileOptions(target="amdgpu,spirv", gpu_bounds_checks=True)
+    options = CompileOptions(target="amdgpu", gpu_bounds_checks=True)
     path.write_bytes(compiler.compile_source(SHIFT, "k.py", options).image)
     return path
 
@@ -334,6 +334,14 @@ def test_hip_debug_mode_refuses_unchecked_code_objects(mocks, image, checked_ima
     checked = child(CHECKED_RUN, "hip", checked_image, "", "MOCK_HIP_FAULT", TESSERA_HIP_LIBRARY=mocks["hip"],
                     TESSERA_DEBUG=1)
     assert checked == {"faulted": None, "after": None}
+
+
+def test_level_zero_debug_mode_refuses_spirv_which_has_no_checks_yet(mocks, image):
+    code = OPEN.replace("print(json.dumps({\"backend\": ctx.backend}))",
+                        "ctx.load_module(open(sys.argv[2], 'rb').read()).kernel('saxpy')")
+    got = child(code, "level_zero", image, TESSERA_LEVEL_ZERO_LIBRARY=mocks["level_zero"], TESSERA_DEBUG=1)
+    assert got["status"] == "TSR_ERROR_UNSUPPORTED"
+    assert "the SPIR-V of section .tessera.code.spirv has no bounds checks" in got["message"], got
 
 
 # ---- Level Zero through the mock -----------------------------------------------------------------------

@@ -9,6 +9,7 @@ import pytest
 
 from tessera import compiler, image
 from tessera.backends.ptx import ptxas
+from tessera.diagnostics import CompileError
 from tessera.backends.ptx.backend import PTXBackend
 from tessera.mlir import ir
 from tessera.options import CompileOptions
@@ -122,6 +123,11 @@ def test_tessera_cc_flag(tmp_path, monkeypatch):
         out = tmp_path / "k.tessera"
         assert cc.main([str(src), "--target", "ptx", flag, "-o", str(out)]) == 0
         assert ("__tessera_fault" in image.read_image(out.read_bytes()).section(".tessera.code.ptx").decode()) == checked
+
+
+def test_the_spirv_target_refuses_checks_naming_the_opt_out():
+    with pytest.raises(CompileError, match="spirv target cannot compile GPU bounds checks yet.*--no-gpu-bounds-checks"):
+        compiler.compile_source(SOURCE, "k.py", CompileOptions(target="spirv", gpu_bounds_checks=True))
 
 
 def test_the_flat_abi_has_no_lowering_of_the_record():
