@@ -31,10 +31,17 @@ def sources(tmp_path):
     ("loop1", ["symbolic links"]),
     ("latin1.py", ["latin1.py:1:", "not UTF-8"]),
     ("missing.py", ["missing.py", "No such file"]),
-    ("deep.py", ["nested too deeply"]),
 ])
 def test_cc_unreadable_sources(sources, source, words):
     one_error_line(tool("cc", str(sources / source), "-o", str(sources / "out.tessera")), "tessera-cc", *words)
+
+
+def test_cc_too_deep_a_source_is_an_error_at_the_file(sources):
+    """The compiler itself refuses it (as tessera.compile does), so the error is located at the file."""
+    r = tool("cc", str(sources / "deep.py"), "-o", str(sources / "out.tessera"))
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"{sources / 'deep.py'}:1:1: error: ") and "nested too deeply" in lines[0]
 
 
 @pytest.mark.parametrize("args, words", [
