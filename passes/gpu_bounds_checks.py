@@ -15,20 +15,29 @@ Two globals of the module carry it, found by name with cuModuleGetGlobal:
                            report ("tensor 'Out' accessed outside its extents at file.py:12", the CPU's words)
 
 A module compiled with checks always has both (a kernel may need none), which is how the runtime tells a
-checked image from an unchecked one. The lowering is target-independent MLIR (scf, memref, arith, gpu) for
-the "llvm" kernel abi; SPIR-V's "flat" abi has no lowering of the record's atomic (docs/robustness.md).
+checked image from an unchecked one. The lowering is target-independent MLIR (scf, memref, arith, gpu).
+
+SPIR-V's "flat" abi has no program-scope record (MLIR's SPIR-V conversion has no memref.global, nor the
+compare-and-swap above), so there every kernel of a checked module takes the record as a hidden trailing
+argument, a ``!spirv.ptr<i32, CrossWorkgroup>`` to FLAT_RECORD_WORDS words the runtime allocates and zeroes: [0..3] as above,
+[4] the claim, set by an atomic OR (spirv.AtomicOr, built here: the conversion lowers no atomics of
+CrossWorkgroup memrefs), whose first setter then stores [0..3] with plain stores
+(the runtime reads them after the launch). The site table travels in the SPIR-V as OpStrings
+(backends/spirv/compiler.py, docs/image-format.md).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..mlir import arith, gpu, ir, memref, scf
+from ..mlir import arith, builtin, gpu, ir, memref, scf, spirv
 from . import bounds_facts
 
 RECORD = "__tessera_fault"
 SITES = "__tessera_fault_sites"
 _GLOBAL_MEMORY = 1  # the memory space of the globals: NVVM's (and ROCDL's) global address space
+FLAT_RECORD_WORDS = 5  # the "flat" abi's hidden argument: the record and its claim word
+HIDDEN = "tessera.fault_record"  # marks the placeholders of the hidden argument (hidden_records)
 
 
 def _record_type() -> ir.MemRefType:
@@ -65,15 +74,38 @@ class Sites:
                                                                    type=ir.RankedTensorType.get([len(data)], i8)))
 
 
-def guard(kernel, sites: Sites) -> None:
+def flat_record_type() -> ir.Type:
+    return ir.Type.parse("!spirv.ptr<i32, CrossWorkgroup>")
+
+
+def hidden_records(fn) -> list:
+    """The placeholders of the hidden record argument that `guard(abi="flat")` left in `fn`, for the caller to
+    replace by the argument (builtin.unrealized_conversion_cast without operands)."""
+    found = []
+
+    def visit(op):
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    if inner.operation.name == "builtin.unrealized_conversion_cast" and not inner.operands \
+                            and HIDDEN in inner.attributes:
+                        found.append(inner)
+                    visit(inner)
+
+    visit(fn.operation)
+    return found
+
+
+def guard(kernel, sites: Sites, abi: str = "llvm") -> None:
     """Guards the accesses of `kernel` (a func.func with the frontend's argument attributes) not proven in
-    bounds; the reports go to `sites`."""
+    bounds; the reports go to `sites`, the failures to the module's record ("llvm") or to a placeholder of
+    the hidden argument ("flat", see hidden_records)."""
     facts = bounds_facts.Facts(kernel)
     name = ir.StringAttr(kernel.attributes["sym_name"]).value
     unproven: list[tuple[object, str]] = []
     _find(kernel.regions[0].blocks[0], facts, unproven)
     for op, report in unproven:
-        _guard(op, sites.number(name, report))
+        _guard(op, sites.number(name, report), abi)
 
 
 def _access(op) -> tuple[ir.Value, list[ir.Value]]:
@@ -110,7 +142,7 @@ def _find_region(region, facts, out) -> None:
         _find(block, facts, out)
 
 
-def _guard(op, site: int) -> None:
+def _guard(op, site: int, abi: str) -> None:
     """Moves the access `op` under ``if in bounds``; the other side reports `site` (and a load gives 0)."""
     mem, indices = _access(op)
     load = op.operation.name == "memref.load"
@@ -127,7 +159,7 @@ def _guard(op, site: int) -> None:
         with ir.InsertionPoint(branch.then_block):
             end = scf.YieldOp(list(op.results))
         with ir.InsertionPoint(branch.else_block):
-            _report(site)
+            (_report if abi == "llvm" else _report_flat)(site)
             scf.YieldOp([_zero(results[0])] if load else [])
     op.operation.move_before(end)
 
@@ -150,6 +182,32 @@ def _report(site: int) -> None:
             block_id = arith.IndexCastOp(i32, gpu.BlockIdOp(d).result).result
             memref.StoreOp(block_id, record, [arith.ConstantOp.create_index(1 + k).result])
         scf.YieldOp([])
+
+
+def _report_flat(site: int) -> None:
+    """`_report` through the hidden argument, in SPIR-V's own ops (the conversion lowers no atomic of
+    CrossWorkgroup memrefs): claimed by an atomic OR of its last word, then filled by plain stores."""
+    i32 = ir.IntegerType.get_signless(32)
+    placeholder = builtin.UnrealizedConversionCastOp([flat_record_type()], [])
+    placeholder.attributes[HIDDEN] = ir.UnitAttr.get()
+    record = placeholder.result
+
+    def word(k: int) -> ir.Value:
+        return spirv.PtrAccessChainOp(record.type, record, _i32(k), []).result
+
+    old = spirv.AtomicOrOp(word(FLAT_RECORD_WORDS - 1), ir.Attribute.parse("#spirv.scope<Device>"),
+                           ir.Attribute.parse("#spirv.memory_semantics<None>"), _i32(1)).result
+    first = arith.CmpIOp(arith.CmpIPredicate.eq, old, _i32(0)).result
+    record_block = scf.IfOp(first)
+    with ir.InsertionPoint(record_block.then_block):
+        spirv.StoreOp(word(0), _i32(site + 1))
+        for k, d in enumerate((gpu.Dimension.x, gpu.Dimension.y, gpu.Dimension.z)):
+            spirv.StoreOp(word(1 + k), arith.IndexCastOp(i32, gpu.BlockIdOp(d).result).result)
+        scf.YieldOp([])
+
+
+def _i32(value: int) -> ir.Value:
+    return arith.ConstantOp(ir.IntegerType.get_signless(32), value).result
 
 
 def _zero(t: ir.Type) -> ir.Value:

@@ -29,8 +29,9 @@ extents (static, or dimension arguments) with row-major strides, in one of two w
              is refused at its line.
 
 The kernels move into ``gpu.module @tessera_kernels``; the module becomes a ``gpu.container_module``. With
-``bounds_checks`` (the "llvm" abi), the tensor accesses not proven in bounds are guarded and a failure is
-recorded for the runtime first (gpu_bounds_checks.py); without, the lowering is exactly the unchecked one.
+``bounds_checks``, the tensor accesses not proven in bounds are guarded and a failure is recorded for the
+runtime first (gpu_bounds_checks.py; the "flat" abi gives every kernel a hidden trailing argument, the
+record); without, the lowering is exactly the unchecked one.
 """
 
 from __future__ import annotations
@@ -146,8 +147,10 @@ def _param_type(a, old: ir.Type, abi: str) -> ir.Type:
     return old
 
 
-def lower_kernel(kernel: func.FuncOp, body: ir.Block, warp_size: int = WARP_SIZE, abi: str = "llvm") -> None:
-    """Moves `kernel` into the gpu.module `body` as a gpu.func kernel with the launch ABI."""
+def lower_kernel(kernel: func.FuncOp, body: ir.Block, warp_size: int = WARP_SIZE, abi: str = "llvm",
+                 hidden_record: bool = False) -> None:
+    """Moves `kernel` into the gpu.module `body` as a gpu.func kernel with the launch ABI (and, with
+    `hidden_record`, the fault record as a trailing parameter: gpu_bounds_checks.py)."""
     name = ir.StringAttr(kernel.attributes["sym_name"]).value
     if "tessera.tile_kernel" in kernel.attributes:
         raise LoweringError(kernel, f"kernel '{name}' is a CPU tile kernel: it has no GPU lowering")
@@ -155,6 +158,8 @@ def lower_kernel(kernel: func.FuncOp, body: ir.Block, warp_size: int = WARP_SIZE
     old_types = list(kernel.type.inputs)
     n_params = len(old_types)
     types = [_param_type(a, old_types[i] if i < n_params else None, abi) for i, a in enumerate(sig.args)]
+    if hidden_record:
+        types.append(gpu_bounds_checks.flat_record_type())
     loc = kernel.location
     with loc, ir.InsertionPoint(body):
         new = gpu.GPUFuncOp(ir.TypeAttr.get(ir.FunctionType.get(types, [])), sym_name=name, kernel=True)
@@ -176,6 +181,10 @@ def lower_kernel(kernel: func.FuncOp, body: ir.Block, warp_size: int = WARP_SIZE
         else:
             op.operation.move_before(ret)
     kernel.operation.erase()
+    if hidden_record:
+        for placeholder in gpu_bounds_checks.hidden_records(new):
+            placeholder.result.replace_all_uses_with(entry.arguments[-1])
+            placeholder.operation.erase()
     _lower_simt_ops(new, _lowerings(warp_size))
 
 
@@ -268,33 +277,34 @@ def _lowerings(warp_size: int) -> dict:
     }
 
 
-def run(module, warp_size: int = WARP_SIZE, abi: str = "llvm", bounds_checks: bool = False) -> None:
+def run(module, warp_size: int = WARP_SIZE, abi: str = "llvm",
+        bounds_checks: bool = False) -> gpu_bounds_checks.Sites:
     """Moves every `tessera.kernel` function of `module` (an ``ir.Module`` or its operation) into a new
     ``gpu.module @tessera_kernels``, lowered as the module docstring says, for warps of `warp_size` lanes.
     With `bounds_checks`, the accesses not proven in bounds are checked first (gpu_bounds_checks.py), and the
-    gpu.module exists, with the fault record, even without a SIMT kernel."""
+    gpu.module exists, with the fault record, even without a SIMT kernel ("llvm"; the "flat" abi's site table
+    is the backend's to write). Returns the sites (none without checks)."""
     if warp_size not in (16, 32, 64):
         raise ValueError(f"GPU warps have 16, 32 or 64 lanes, not {warp_size}")
     if abi not in ABIS:
         raise ValueError(f"unknown kernel abi '{abi}' (known: {', '.join(ABIS)})")
-    if bounds_checks and abi != "llvm":
-        raise ValueError(f"bounds checks have no lowering for the '{abi}' kernel abi")
     op = module.operation if isinstance(module, ir.Module) else module
     body = op.regions[0].blocks[0]
     # Kernels generated whole as LLVM IR (backends/ptx/gemm_lowering.py) stay where they are for the backend.
     kernels = [k for k in body.operations if k.operation.name == "func.func" and "tessera.kernel" in k.attributes
                and "tessera.llvm_ir" not in k.attributes]
+    sites = gpu_bounds_checks.Sites()
     if not kernels and not bounds_checks:
-        return
+        return sites
     op.attributes["gpu.container_module"] = ir.UnitAttr.get()
     with op.location, ir.InsertionPoint(body):
         gm = gpu.GPUModuleOp(GPU_MODULE)
     gm_body = gm.regions[0].blocks.append()
-    sites = gpu_bounds_checks.Sites()
     for k in kernels:
         if bounds_checks:
-            gpu_bounds_checks.guard(k, sites)
-        lower_kernel(k, gm_body, warp_size, abi)
-    if bounds_checks:
+            gpu_bounds_checks.guard(k, sites, abi)
+        lower_kernel(k, gm_body, warp_size, abi, hidden_record=bounds_checks and abi == "flat")
+    if bounds_checks and abi == "llvm":
         with op.location:
             sites.emit(gm_body)
+    return sites

@@ -43,10 +43,10 @@ class CompileOptions(HashedOptions):
     # CPU: check at run time the tensor accesses the compiler cannot prove in bounds (a failing one makes the
     # launch return TSR_ERROR_MEMORY_FAULT naming kernel, tensor and line); False omits the checks.
     bounds_checks: bool = True
-    # ptx, amdgpu: guard the tensor accesses the compiler cannot prove in bounds, and record the first failure for
-    # the runtime (TSR_ERROR_MEMORY_FAULT naming kernel, tensor and line); debug mode (TESSERA_DEBUG=1) refuses
-    # GPU code compiled without them; spirv refuses them (not lowered yet: docs/robustness.md). Default: on where
-    # TESSERA_DEBUG is set when the options are made.
+    # ptx, amdgpu, spirv: guard the tensor accesses the compiler cannot prove in bounds, and record the first
+    # failure for the runtime (TSR_ERROR_MEMORY_FAULT naming kernel, tensor and line); debug mode
+    # (TESSERA_DEBUG=1) refuses GPU code compiled without them. Default: on where TESSERA_DEBUG is set when the
+    # options are made.
     gpu_bounds_checks: bool = field(default_factory=debug_from_env)
     hints: tuple[tuple[str, int], ...] = ()   # schedule hints over every function's own (autotuning)
     numerics: str = field(default_factory=profiles.current)  # "default" or "strict" (numerics/profiles.py)

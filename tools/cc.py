@@ -42,7 +42,7 @@ def _parse_args(argv):
     p.add_argument("--no-bounds-checks", dest="bounds_checks", action="store_false",
                    help="cpu target: omit the run-time checks of tensor accesses not provably in bounds")
     p.add_argument("--gpu-bounds-checks", action=argparse.BooleanOptionalAction, default=None,
-                   help="ptx and amdgpu targets (spirv refuses it): check at run time the tensor accesses not "
+                   help="ptx, amdgpu and spirv targets: check at run time the tensor accesses not "
                         "provably in bounds (what debug mode, TESSERA_DEBUG=1, needs; default: on where "
                         "TESSERA_DEBUG is set)")
     p.add_argument("-O", dest="opt_level", type=int, default=3, choices=[0, 1, 2, 3], help="optimization level")

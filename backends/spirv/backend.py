@@ -21,13 +21,8 @@ class SPIRVBackend(Backend):
 
     @classmethod
     def option_values(cls, options: CompileOptions, arch: str | None) -> dict:
-        if options.gpu_bounds_checks:
-            # the "flat" kernel abi has no lowering of the fault record (passes/gpu_bounds_checks.py)
-            raise ValueError("the spirv target cannot compile GPU bounds checks yet (docs/robustness.md, "
-                             "'Out-of-bounds accesses in generated GPU code'); debug mode (TESSERA_DEBUG) turns "
-                             "them on: compile with gpu_bounds_checks=False (tessera-cc --no-gpu-bounds-checks) "
-                             "and run the SPIR-V outside debug mode")
-        return {"opt_level": options.opt_level, "arch": arch or "", "contraction": options.numerics != "strict"}
+        return {"opt_level": options.opt_level, "arch": arch or "", "contraction": options.numerics != "strict",
+                "bounds_checks": options.gpu_bounds_checks}
 
     def tool_versions(self) -> tuple[str, ...]:
         return (spirv_val.identity(),)

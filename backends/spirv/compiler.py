@@ -67,7 +67,9 @@ def _kernels(mod: ir.Module) -> list:
 
 
 def make_gpu(mod: ir.Module, metadata: dict, options: SPIRVOptions) -> ir.Module:
-    simt_to_gpu.run(mod, SUBGROUP, abi="flat")
+    sites = simt_to_gpu.run(mod, SUBGROUP, abi="flat", bounds_checks=options.bounds_checks)
+    if options.bounds_checks:
+        metadata["fault_sites"] = sites.entries   # for make_spv (fault_sites)
     passmanager.PassManager.parse("builtin.module(canonicalize,cse)").run(mod.operation)
     for fn in _kernels(mod):
         fn.attributes["spirv.entry_point_abi"] = ir.Attribute.parse(
@@ -231,14 +233,14 @@ def _declared_version(spv: bytes) -> bytes:
     return struct.pack(f"<{len(words)}I", *words)
 
 
-OP_ENTRY_POINT, OP_EXECUTION_MODE, OP_EXECUTION_MODE_ID = 15, 16, 331
+OP_STRING, OP_ENTRY_POINT, OP_EXECUTION_MODE, OP_EXECUTION_MODE_ID = 7, 15, 16, 331
 CONTRACTION_OFF = 31
+FAULT_SITES = "__tessera_fault_sites"   # the OpString that starts the site table (fault_sites)
 
 
-def contraction_off(spv: bytes) -> bytes:
-    """The module with `OpExecutionMode %k ContractionOff` for every entry point, after the execution modes
-    it has (the logical layout's place for them): OpenCL drivers otherwise fuse multiplies and adds."""
-    words = list(struct.unpack(f"<{len(spv) // 4}I", spv))
+def _after_execution_modes(words: list[int]) -> tuple[list[int], int]:
+    """The entry points' ids, and where the instructions after the execution modes start (the logical
+    layout's place for more execution modes, and for the debug instructions' OpStrings)."""
     entries, end, i = [], 5, 5   # after the 5-word header
     while i < len(words):
         count, opcode = words[i] >> 16, words[i] & 0xFFFF
@@ -249,8 +251,39 @@ def contraction_off(spv: bytes) -> bytes:
         if opcode in (OP_ENTRY_POINT, OP_EXECUTION_MODE, OP_EXECUTION_MODE_ID):
             end = i + count
         i += count
+    return entries, end
+
+
+def contraction_off(spv: bytes) -> bytes:
+    """The module with `OpExecutionMode %k ContractionOff` for every entry point, after the execution modes
+    it has (the logical layout's place for them): OpenCL drivers otherwise fuse multiplies and adds."""
+    words = list(struct.unpack(f"<{len(spv) // 4}I", spv))
+    entries, end = _after_execution_modes(words)
     modes = [w for e in entries for w in ((3 << 16) | OP_EXECUTION_MODE, e, CONTRACTION_OFF)]
     out = words[:end] + modes + words[end:]
+    return struct.pack(f"<{len(out)}I", *out)
+
+
+def _op_string(result_id: int, text: str) -> list[int]:
+    literal = text.encode() + b"\0"
+    literal += b"\0" * (-len(literal) % 4)
+    words = [result_id, *struct.unpack(f"<{len(literal) // 4}I", literal)]
+    if len(words) >= 0xFFFF:
+        raise ValueError(f"a bounds-check report too long for an OpString: {text[:80]}...")
+    return [((len(words) + 1) << 16) | OP_STRING, *words]
+
+
+def fault_sites(spv: bytes, sites: list[tuple[str, str]]) -> bytes:
+    """The module with its bounds checks' site table (passes/gpu_bounds_checks.py, the "flat" abi) as
+    OpStrings, first among the debug instructions: FAULT_SITES, then each site's kernel and report
+    (docs/image-format.md). The marker alone says the module's kernels take the hidden record argument."""
+    words = list(struct.unpack(f"<{len(spv) // 4}I", spv))
+    _, end = _after_execution_modes(words)
+    texts = [FAULT_SITES] + [t for site in sites for t in site]
+    bound = words[3]
+    strings = [w for k, text in enumerate(texts) for w in _op_string(bound + k, text)]
+    words[3] = bound + len(texts)
+    out = words[:end] + strings + words[end:]
     return struct.pack(f"<{len(out)}I", *out)
 
 
@@ -262,6 +295,8 @@ def make_spv(mod: ir.Module, metadata: dict, options: SPIRVOptions) -> bytes:
         spv = contraction_off(spv)
     if options.arch:
         spv = _declared_version(spv)
+    if options.bounds_checks:
+        spv = fault_sites(spv, metadata.pop("fault_sites"))
     tool = spirv_val.find()
     if tool:
         try:

@@ -18,6 +18,7 @@ class SPIRVOptions(HashedOptions):
     opt_level: int = 3   # kept for the common interface; the SPIR-V consumer (the driver) optimizes
     contraction: bool = True  # False (numerics profile "strict"): the driver may not fuse a*b+c
     arch: str = ""       # a declared device (MATRIX_ARCHS) whose matrix hardware may be used; "": any device
+    bounds_checks: bool = False  # guard the accesses not proven in bounds (passes/gpu_bounds_checks.py)
 
     def __post_init__(self):
         if self.arch and self.arch not in MATRIX_ARCHS:

@@ -36,10 +36,55 @@ bool tsr_gpu_fault_site(const char* table, size_t bytes, uint32_t site, char* ke
   return false;
 }
 
+enum { SPIRV_MAGIC = 0x07230203, SPIRV_HEADER_WORDS = 5, OP_STRING = 7 };
+
+static uint32_t word_at(const uint8_t* spv, size_t i) {
+  uint32_t w;
+  memcpy(&w, spv + 4 * i, 4);
+  return w;
+}
+
+bool tsr_gpu_fault_spirv_sites(const uint8_t* spv, size_t size, char** table, size_t* bytes) {
+  *table = NULL;
+  *bytes = 0;
+  size_t n = size / 4, i = SPIRV_HEADER_WORDS;
+  if (n < SPIRV_HEADER_WORDS || word_at(spv, 0) != SPIRV_MAGIC) return false;
+  bool checked = false;
+  while (i < n) {
+    uint32_t w = word_at(spv, i), count = w >> 16;
+    if (count == 0 || count > n - i) break;
+    if ((w & 0xFFFF) != OP_STRING || count < 3) {
+      if (checked) break;  /* the table's strings are consecutive */
+      i += count;
+      continue;
+    }
+    const char* text = (const char*)(spv + 4 * (i + 2));
+    size_t len = strnlen(text, 4 * (size_t)(count - 2));
+    if (!checked) {
+      checked = len == sizeof TSR_GPU_FAULT_SITES - 1 && !memcmp(text, TSR_GPU_FAULT_SITES, len);
+    } else {
+      char* grown = realloc(*table, *bytes + len + 1);
+      if (!grown) {
+        free(*table);
+        *table = NULL;
+        *bytes = 1;
+        return false;
+      }
+      memcpy(grown + *bytes, text, len);
+      grown[*bytes + len] = 0;
+      *table = grown;
+      *bytes += len + 1;
+    }
+    i += count;
+  }
+  return checked;
+}
+
 tsr_status_t tsr_gpu_fault_spirv_unchecked(const char* section) {
   return tsr_fail(TSR_ERROR_UNSUPPORTED, "debug mode (TESSERA_DEBUG) checks every tensor access, and the SPIR-V of "
-                  "section %s has no bounds checks (the spirv target cannot compile them yet: docs/robustness.md, "
-                  "\"Out-of-bounds accesses in generated GPU code\"): run it without TESSERA_DEBUG", section);
+                  "section %s was compiled without bounds checks: recompile it with gpu_bounds_checks=True "
+                  "(tessera-cc --gpu-bounds-checks; the default under TESSERA_DEBUG), or run it without "
+                  "TESSERA_DEBUG", section);
 }
 
 /* The launch's own report, for launch.c to quote after the kernel's name (fault.report): one buffer per

@@ -28,8 +28,18 @@ bool tsr_gpu_fault_sizes_ok(size_t record_bytes, size_t sites_bytes);
 bool tsr_gpu_fault_site(const char* table, size_t bytes, uint32_t site, char* kernel, size_t kernel_size,
                         char* report, size_t report_size);
 
-/* What debug mode (TESSERA_DEBUG) says of a SPIR-V section (OpenCL, Level Zero): the "flat" kernel abi has
- * no lowering of the fault record yet, so no SPIR-V is checked and debug mode loads none. TSR_ERROR_UNSUPPORTED. */
+/* SPIR-V (OpenCL, Level Zero; the "flat" kernel abi): every kernel of a checked module takes the record as a
+ * hidden trailing argument, a buffer of TSR_GPU_FAULT_SPIRV_BYTES the runtime zeroes before the launch: the
+ * record above, then the claim word the kernel's atomic OR sets. The site table is in the module as OpStrings
+ * (docs/image-format.md): TSR_GPU_FAULT_SITES, then each site's kernel and report. */
+enum { TSR_GPU_FAULT_SPIRV_BYTES = 20 };
+
+/* The site table of the SPIR-V `spv` (`size` bytes) into *table (malloc'ed, *bytes long, NULL and 0 when it
+ * has no site), if the module was compiled with checks; false for unchecked SPIR-V (or out of memory,
+ * *table then NULL and *bytes 1). */
+bool tsr_gpu_fault_spirv_sites(const uint8_t* spv, size_t size, char** table, size_t* bytes);
+
+/* What debug mode (TESSERA_DEBUG) says of a SPIR-V section compiled without checks. TSR_ERROR_UNSUPPORTED. */
 tsr_status_t tsr_gpu_fault_spirv_unchecked(const char* section);
 
 /* A launch's failed check as its result: `fault` (block, report) filled for launch.c, which names the launched

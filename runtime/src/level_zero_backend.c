@@ -38,7 +38,7 @@ typedef struct ze_lane {
 
 typedef struct ze_state {
   const tsr_ze_driver_api_t* ze;
-  bool debug;  /* debug mode: only checked code loads, which SPIR-V cannot be yet (gpu_fault.h) */
+  bool debug;  /* debug mode: only checked code loads (gpu_fault.h) */
   const tsr_ze_gpu_t* gpu;
   tsr_ze_context_t context;
   uint32_t ordinal;  /* the compute queue group */
@@ -52,12 +52,16 @@ typedef struct ze_state {
 typedef struct ze_entry {
   tsr_ze_kernel_t kernel;
   pthread_mutex_t lock;  /* arguments and group size are the kernel object's state */
+  const struct ze_code* code;
   struct ze_entry* next;
 } ze_entry_t;
 
 typedef struct ze_code {
   ze_state_t* state;
   tsr_ze_module_t module;
+  bool checked;        /* compiled with bounds checks: its kernels take the fault record last (gpu_fault.h) */
+  char* sites;         /* its site table */
+  size_t sites_bytes;
   pthread_mutex_t lock;  /* guards `entries` */
   ze_entry_t* entries;
 } ze_code_t;
@@ -243,9 +247,19 @@ static tsr_status_t properties(void* state, tsr_device_properties_t* out) {
 
 static tsr_status_t code_load(void* state, const uint8_t* bytes, size_t size, const char* section, void** out) {
   ze_state_t* s = state;
-  if (s->debug) return tsr_gpu_fault_spirv_unchecked(section);
+  char* sites;
+  size_t sites_bytes;
+  bool checked = tsr_gpu_fault_spirv_sites(bytes, size, &sites, &sites_bytes);
+  if (!checked && sites_bytes) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory loading section %s", section);
+  if (s->debug && !checked) return tsr_gpu_fault_spirv_unchecked(section);
   ze_code_t* code = calloc(1, sizeof *code);
-  if (!code) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory loading section %s", section);
+  if (!code) {
+    free(sites);
+    return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory loading section %s", section);
+  }
+  code->checked = checked;
+  code->sites = sites;
+  code->sites_bytes = sites_bytes;
   tsr_ze_module_desc_t desc = {.stype = TSR_ZE_STYPE_MODULE_DESC, .format = TSR_ZE_MODULE_FORMAT_IL_SPIRV,
                                .inputSize = size, .pInputModule = bytes, .pBuildFlags = ""};
   tsr_ze_build_log_t log = NULL;
@@ -257,6 +271,7 @@ static tsr_status_t code_load(void* state, const uint8_t* bytes, size_t size, co
     *out = code;
     return TSR_SUCCESS;
   }
+  free(code->sites);
   free(code);
   char text[2048] = "";
   size_t n = 0;
@@ -279,6 +294,7 @@ static bool code_entry(void* code_ptr, const char* symbol, const void** out) {
     free(e);
     return false;
   }
+  e->code = code;
   pthread_mutex_init(&e->lock, NULL);
   pthread_mutex_lock(&code->lock);
   e->next = code->entries;
@@ -299,6 +315,7 @@ static void code_unload(void* code_ptr) {
   }
   code->state->ze->zeModuleDestroy(code->module);
   pthread_mutex_destroy(&code->lock);
+  free(code->sites);
   free(code);
 }
 
@@ -421,8 +438,32 @@ static tsr_status_t copy(void* state, void* dst, const void* src, size_t bytes, 
 
 /* ---- launches --------------------------------------------------------------------------------------- */
 
+/* The fault record of a checked kernel's launch, after it: TSR_ERROR_MEMORY_FAULT naming its failed check. */
+static tsr_status_t fault_of(ze_state_t* s, const ze_entry_t* e, const uint32_t* record_dev, tsr_fault_t* fault) {
+  uint32_t record[TSR_GPU_FAULT_SPIRV_BYTES / 4];
+  tsr_status_t st = copy(s, record, record_dev, sizeof record, TSR_MEMCPY_DEVICE_TO_HOST);
+  if (st) return st;
+  if (!record[0]) return TSR_SUCCESS;
+  char kernel[128], report[400];
+  tsr_gpu_fault_site(e->code->sites, e->code->sites_bytes, record[0] - 1, kernel, sizeof kernel, report,
+                     sizeof report);
+  return tsr_gpu_fault_of_launch(true, kernel, report, &record[1], fault);
+}
+
+/* A launch of a checked kernel: its own zeroed fault record, so that concurrent launches keep theirs apart. */
+static tsr_status_t fault_record(ze_state_t* s, uint32_t** out) {
+  static const uint32_t zero[TSR_GPU_FAULT_SPIRV_BYTES / 4];
+  *out = NULL;
+  tsr_status_t st = mem_alloc(s, sizeof zero, (void**)out);
+  if (!st) st = copy(s, *out, zero, sizeof zero, TSR_MEMCPY_HOST_TO_DEVICE);
+  if (st && *out) {
+    mem_free(s, *out);
+    *out = NULL;
+  }
+  return st;
+}
+
 static tsr_status_t launch(void* state, const tsr_backend_launch_t* l, tsr_fault_t* fault) {
-  (void)fault;  /* GPU faults come back as results (device lost), not as caught signals */
   ze_state_t* s = state;
   ze_entry_t* e = (ze_entry_t*)l->entry;
   const tsr_ze_compute_properties_t* c = &s->gpu->compute;
@@ -438,9 +479,15 @@ static tsr_status_t launch(void* state, const tsr_backend_launch_t* l, tsr_fault
                        * `local` pointer argument, which our kernels do not take */
     return tsr_fail(TSR_ERROR_UNSUPPORTED, "the Level Zero backend takes no dynamic shared memory (%u bytes asked)",
                     l->smem_bytes);
-  ze_lane_t* lane;
-  tsr_status_t st = lane_take(s, &lane);
+  uint32_t* record = NULL;
+  tsr_status_t st = e->code->checked ? fault_record(s, &record) : TSR_SUCCESS;
   if (st) return st;
+  ze_lane_t* lane;
+  st = lane_take(s, &lane);
+  if (st) {
+    if (record) mem_free(s, record);
+    return st;
+  }
   tsr_ze_group_count_t groups = {l->grid[0], l->grid[1], l->grid[2]};
   char what[96] = "zeKernelSetGroupSize";
   pthread_mutex_lock(&e->lock);
@@ -448,18 +495,25 @@ static tsr_status_t launch(void* state, const tsr_backend_launch_t* l, tsr_fault
   for (size_t i = 0; !r && i < l->nargs; i++)
     if ((r = s->ze->zeKernelSetArgumentValue(e->kernel, (uint32_t)i, tsr_arg_value_size(&l->arg_info[i]), l->args[i])))
       snprintf(what, sizeof what, "zeKernelSetArgumentValue of argument %zu ('%s')", i, l->arg_info[i].name);
+  if (!r && record && (r = s->ze->zeKernelSetArgumentValue(e->kernel, (uint32_t)l->nargs, sizeof record, &record)))
+    snprintf(what, sizeof what, "zeKernelSetArgumentValue of the fault record");
   if (!r && (r = s->ze->zeCommandListAppendLaunchKernel(lane->list, e->kernel, &groups, lane->done, 0, NULL)))
     snprintf(what, sizeof what, "zeCommandListAppendLaunchKernel");
   pthread_mutex_unlock(&e->lock);
   if (r) {
     s->ze->zeCommandListReset(lane->list);
     lane_give(s, lane);
+    if (record) mem_free(s, record);
     char full[512];
     snprintf(full, sizeof full, "the kernel could not be launched on %s (%s)", s->gpu->props.name, what);
     return ze_fail(r, TSR_ERROR_LAUNCH_FAILED, full);
   }
   st = lane_run(s, lane, "the kernel failed");
   lane_give(s, lane);
+  if (record) {
+    if (!st) st = fault_of(s, e, record, fault);
+    mem_free(s, record);
+  }
   return st;
 }
 

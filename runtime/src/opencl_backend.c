@@ -27,7 +27,7 @@
 
 typedef struct opencl_state {
   const tsr_opencl_driver_t* cl;
-  bool debug;  /* debug mode: only checked code loads, which SPIR-V cannot be yet (gpu_fault.h) */
+  bool debug;  /* debug mode: only checked code loads (gpu_fault.h) */
   const tsr_opencl_device_t* dev;
   cl_context context;
   cl_command_queue queue;
@@ -38,12 +38,16 @@ typedef struct opencl_kernel {
   pthread_mutex_t lock;  /* clSetKernelArg … clEnqueueNDRangeKernel */
   size_t max_work_group; /* CL_KERNEL_WORK_GROUP_SIZE: this kernel's limit, at most the device's */
   char name[128];
+  const struct opencl_code* code;
   struct opencl_kernel* next;
 } opencl_kernel_t;
 
 typedef struct opencl_code {
   opencl_state_t* state;
   cl_program program;
+  bool checked;        /* compiled with bounds checks: its kernels take the fault record last (gpu_fault.h) */
+  char* sites;         /* its site table */
+  size_t sites_bytes;
   pthread_mutex_t lock;  /* the list of kernels */
   opencl_kernel_t* kernels;
 } opencl_code_t;
@@ -166,13 +170,24 @@ static tsr_status_t properties(void* state, tsr_device_properties_t* p) {
 static tsr_status_t code_load(void* state, const uint8_t* bytes, size_t size, const char* section, void** out) {
   opencl_state_t* s = state;
   const tsr_opencl_driver_t* cl = s->cl;
-  if (s->debug) return tsr_gpu_fault_spirv_unchecked(section);
+  char* sites;
+  size_t sites_bytes;
+  bool checked = tsr_gpu_fault_spirv_sites(bytes, size, &sites, &sites_bytes);
+  if (!checked && sites_bytes) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory loading section %s", section);
+  if (s->debug && !checked) return tsr_gpu_fault_spirv_unchecked(section);
   opencl_code_t* code = calloc(1, sizeof *code);
-  if (!code) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory loading section %s", section);
+  if (!code) {
+    free(sites);
+    return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory loading section %s", section);
+  }
+  code->checked = checked;
+  code->sites = sites;
+  code->sites_bytes = sites_bytes;
   char name[64];
   cl_int r = CL_SUCCESS;
   code->program = cl->clCreateProgramWithIL(s->context, bytes, size, &r);
   if (r != CL_SUCCESS) {
+    free(sites);
     free(code);
     return tsr_fail(status_of(r, TSR_ERROR_BAD_IMAGE), "OpenCL refused the SPIR-V of section %s for '%s': %s",
                     section, s->dev->name, tsr_opencl_error_name(r, name, sizeof name));
@@ -185,6 +200,7 @@ static tsr_status_t code_load(void* state, const uint8_t* bytes, size_t size, co
       log[0] = 0;
     log[sizeof log - 1] = 0;
     cl->clReleaseProgram(code->program);
+    free(code->sites);
     free(code);
     return tsr_fail(status_of(r, TSR_ERROR_BAD_IMAGE), "OpenCL could not build the SPIR-V of section %s for '%s': "
                     "%s%s%s", section, s->dev->name, tsr_opencl_error_name(r, name, sizeof name),
@@ -212,6 +228,7 @@ static bool code_entry(void* code_ptr, const char* symbol, const void** out) {
     return false;
   }
   snprintf(k->name, sizeof k->name, "%s", symbol);
+  k->code = code;
   pthread_mutex_init(&k->lock, NULL);
   pthread_mutex_lock(&code->lock);
   k->next = code->kernels;
@@ -232,6 +249,7 @@ static void code_unload(void* code_ptr) {
   }
   cl->clReleaseProgram(code->program);
   pthread_mutex_destroy(&code->lock);
+  free(code->sites);
   free(code);
 }
 
@@ -286,8 +304,20 @@ static cl_int set_arg(const tsr_opencl_driver_t* cl, cl_kernel k, const tsr_back
   return cl->clSetKernelArg(k, (cl_uint)i, tsr_arg_value_size(a), l->args[i]);
 }
 
+/* The fault record of a checked kernel's launch, after it: TSR_ERROR_MEMORY_FAULT naming its failed check. */
+static tsr_status_t fault_of(opencl_state_t* s, const opencl_kernel_t* k, const uint32_t* record_dev,
+                             tsr_fault_t* fault) {
+  uint32_t record[TSR_GPU_FAULT_SPIRV_BYTES / 4];
+  tsr_status_t st = copy(s, record, record_dev, sizeof record, TSR_MEMCPY_DEVICE_TO_HOST);
+  if (st) return st;
+  if (!record[0]) return TSR_SUCCESS;
+  char kernel[128], report[400];
+  tsr_gpu_fault_site(k->code->sites, k->code->sites_bytes, record[0] - 1, kernel, sizeof kernel, report,
+                     sizeof report);
+  return tsr_gpu_fault_of_launch(true, kernel, report, &record[1], fault);
+}
+
 static tsr_status_t launch(void* state, const tsr_backend_launch_t* l, tsr_fault_t* fault) {
-  (void)fault;  /* a kernel's fault is the driver's to report, not a caught signal */
   opencl_state_t* s = state;
   const tsr_opencl_driver_t* cl = s->cl;
   opencl_kernel_t* k = (opencl_kernel_t*)l->entry;
@@ -306,6 +336,17 @@ static tsr_status_t launch(void* state, const tsr_backend_launch_t* l, tsr_fault
   if (local[0] * local[1] * local[2] > k->max_work_group)
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "kernel '%s': a block of %zu threads exceeds the kernel's work-group "
                     "limit of %zu on '%s'", k->name, local[0] * local[1] * local[2], k->max_work_group, s->dev->name);
+  /* a checked kernel's fault record: one per launch, so that concurrent launches keep theirs apart */
+  uint32_t* record = NULL;
+  if (k->code->checked) {
+    static const uint32_t zero[TSR_GPU_FAULT_SPIRV_BYTES / 4];
+    tsr_status_t st = mem_alloc(s, sizeof zero, (void**)&record);
+    if (!st) st = copy(s, record, zero, sizeof zero, TSR_MEMCPY_HOST_TO_DEVICE);
+    if (st) {
+      if (record) mem_free(s, record);
+      return st;
+    }
+  }
   cl_event done = NULL;
   cl_int r = CL_SUCCESS;
   char what[192];
@@ -315,12 +356,19 @@ static tsr_status_t launch(void* state, const tsr_backend_launch_t* l, tsr_fault
     if (r != CL_SUCCESS)
       snprintf(what, sizeof what, "kernel '%s': setting argument %zu ('%s')", k->name, i, l->arg_info[i].name);
   }
+  if (r == CL_SUCCESS && record) {
+    r = cl->clSetKernelArgSVMPointer(k->kernel, (cl_uint)l->nargs, record);
+    if (r != CL_SUCCESS) snprintf(what, sizeof what, "kernel '%s': setting its fault record", k->name);
+  }
   if (r == CL_SUCCESS) {
     r = cl->clEnqueueNDRangeKernel(s->queue, k->kernel, 3, NULL, global, local, 0, NULL, &done);
     if (r != CL_SUCCESS) snprintf(what, sizeof what, "kernel '%s': clEnqueueNDRangeKernel", k->name);
   }
   pthread_mutex_unlock(&k->lock);
-  if (r != CL_SUCCESS) return cl_fail(r, TSR_ERROR_LAUNCH_FAILED, what);
+  if (r != CL_SUCCESS) {
+    if (record) mem_free(s, record);
+    return cl_fail(r, TSR_ERROR_LAUNCH_FAILED, what);
+  }
   r = cl->clWaitForEvents(1, &done);
   cl_int status = CL_SUCCESS;
   if (r != CL_SUCCESS &&
@@ -328,7 +376,12 @@ static tsr_status_t launch(void* state, const tsr_backend_launch_t* l, tsr_fault
       status < 0)
     r = status;  /* the command's own error, rather than "an event in the wait list failed" */
   cl->clReleaseEvent(done);
-  if (r == CL_SUCCESS) return TSR_SUCCESS;
+  if (r == CL_SUCCESS) {
+    tsr_status_t st = record ? fault_of(s, k, record, fault) : TSR_SUCCESS;
+    if (record) mem_free(s, record);
+    return st;
+  }
+  if (record) mem_free(s, record);
   char name[64];
   return tsr_fail(TSR_ERROR_LAUNCH_FAILED, "kernel '%s' failed on '%s': %s", k->name, s->dev->name,
                   tsr_opencl_error_name(r, name, sizeof name));

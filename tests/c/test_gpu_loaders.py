@@ -336,12 +336,60 @@ def test_hip_debug_mode_refuses_unchecked_code_objects(mocks, image, checked_ima
     assert checked == {"faulted": None, "after": None}
 
 
-def test_level_zero_debug_mode_refuses_spirv_which_has_no_checks_yet(mocks, image):
+# Runs in the child: the checked SPIR-V's shift over a view of the first 64 floats of 72, twice.
+ZE_CHECKED_RUN = """
+import json, sys
+import numpy as np
+from tessera import runtime
+ctx = runtime._runtime.Context("level_zero")
+mod = runtime.load(open(sys.argv[1], "rb").read(), ctx)
+X = runtime.DeviceArray.from_numpy(np.arange(64, dtype=np.float32), ctx)
+whole = runtime.DeviceArray.from_numpy(np.full(72, -7.0, np.float32), ctx)
+out = {"launches": []}
+for _ in range(2):
+    try:
+        mod.shift(X, whole.view(np.float32, (64,)), grid=2, block=32)
+        out["launches"].append(None)
+    except runtime.Error as e:
+        out["launches"].append([e.status_name, str(e)])
+out["memory"] = whole.numpy().tolist()
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def checked_spirv(tmp_path_factory):
+    from tessera import compiler
+    from tessera.options import CompileOptions
+    path = tmp_path_factory.mktemp("image") / "shift_spirv.tessera"
+    path.write_bytes(compiler.compile_source(SHIFT, "k.py", CompileOptions(target="spirv", gpu_bounds_checks=True)).image)
+    return path
+
+
+def test_level_zero_reports_a_failed_check_of_spirv_through_its_hidden_record(mocks, checked_spirv, tmp_path):
+    """The record is the kernel's last argument (set after N), zeroed per launch: each launch reports its own
+    failure, naming kernel, block, tensor and line; the write past the end did not happen."""
+    log = tmp_path / "ze.log"
+    got = child(ZE_CHECKED_RUN, checked_spirv, TESSERA_LEVEL_ZERO_LIBRARY=mocks["level_zero"], MOCK_LOG=log)
+    for launch in got["launches"]:
+        assert launch[0] == "TSR_ERROR_MEMORY_FAULT", got
+        assert (f"kernel 'shift' block (1, 0, 0): tensor 'Out' accessed outside its extents at k.py:{SHIFT_LINE}"
+                in launch[1]), launch
+    assert got["memory"] == [-7.0] + [float(i) for i in range(63)] + [-7.0] * 8
+    assert any("zeKernelSetArgumentValue shift 3 size=8" in line for line in log_of(log))
+
+
+@pytest.mark.parametrize("checks", [False, True])
+def test_level_zero_debug_mode_loads_only_checked_spirv(mocks, image, checked_spirv, checks):
     code = OPEN.replace("print(json.dumps({\"backend\": ctx.backend}))",
-                        "ctx.load_module(open(sys.argv[2], 'rb').read()).kernel('saxpy')")
-    got = child(code, "level_zero", image, TESSERA_LEVEL_ZERO_LIBRARY=mocks["level_zero"], TESSERA_DEBUG=1)
-    assert got["status"] == "TSR_ERROR_UNSUPPORTED"
-    assert "the SPIR-V of section .tessera.code.spirv has no bounds checks" in got["message"], got
+                        "ctx.load_module(open(sys.argv[2], 'rb').read()).kernel(sys.argv[3]); print('{}')")
+    got = child(code, "level_zero", checked_spirv if checks else image, "shift" if checks else "saxpy",
+                TESSERA_LEVEL_ZERO_LIBRARY=mocks["level_zero"], TESSERA_DEBUG=1)
+    if checks:
+        assert got == {}, got
+    else:
+        assert got["status"] == "TSR_ERROR_UNSUPPORTED"
+        assert "the SPIR-V of section .tessera.code.spirv was compiled without bounds checks" in got["message"], got
 
 
 # ---- Level Zero through the mock -----------------------------------------------------------------------

@@ -4,16 +4,15 @@ The read-back runs against a fake driver in tests/c/test_cuda_fake.py, and on a 
 tests/gpu/test_gpu_bounds_checks.py."""
 
 import re
+import subprocess
 
 import pytest
 
 from tessera import compiler, image
 from tessera.backends.ptx import ptxas
-from tessera.diagnostics import CompileError
 from tessera.backends.ptx.backend import PTXBackend
-from tessera.mlir import ir
+from tessera.backends.spirv import spirv_val
 from tessera.options import CompileOptions
-from tessera.passes import simt_to_gpu
 from tessera.tools import cc
 
 SOURCE = """
@@ -125,13 +124,15 @@ def test_tessera_cc_flag(tmp_path, monkeypatch):
         assert ("__tessera_fault" in image.read_image(out.read_bytes()).section(".tessera.code.ptx").decode()) == checked
 
 
-def test_the_spirv_target_refuses_checks_naming_the_opt_out():
-    with pytest.raises(CompileError, match="spirv target cannot compile GPU bounds checks yet.*--no-gpu-bounds-checks"):
-        compiler.compile_source(SOURCE, "k.py", CompileOptions(target="spirv", gpu_bounds_checks=True))
-
-
-def test_the_flat_abi_has_no_lowering_of_the_record():
-    with ir.Context(), ir.Location.unknown():
-        module = ir.Module.create()
-        with pytest.raises(ValueError, match="'flat' kernel abi"):
-            simt_to_gpu.run(module, abi="flat", bounds_checks=True)
+def test_checked_spirv_passes_spirv_val_with_the_record_as_a_hidden_last_parameter():
+    """The "flat" abi: every kernel takes the record last (a CrossWorkgroup u32 pointer), claimed by an
+    OpAtomicOr; the compile runs spirv-val. The site table is tests/unit/test_opencl_bounds_checks.py's."""
+    if spirv_val.find() is None:
+        pytest.skip("no spirv-val here (pip install the test extra)")
+    spv = image.read_image(compiler.compile_source(
+        SOURCE, "k.py", CompileOptions(target="spirv", gpu_bounds_checks=True)).image).section(".tessera.code.spirv")
+    text = subprocess.run([spirv_val.find("spirv-dis"), "-"], input=spv, capture_output=True, check=True).stdout.decode()
+    assert 'OpString "__tessera_fault_sites"' in text and "OpAtomicOr" in text
+    for kernel in ("saxpy", "rows", "shift"):
+        params = re.search(rf"%{kernel} = OpFunction %void None (%\w+)", text).group(1)
+        assert re.search(rf"{params} = OpTypeFunction .* %_ptr_CrossWorkgroup_uint\n", text), kernel

@@ -466,6 +466,30 @@ static void run(const command_t* c) {
     mock_log("  saxpy a=%g n=%lld", alpha, (long long)n);
     mock_saxpy(c->groups.groupCountX * c->groups.groupCountY * c->groups.groupCountZ,
                a->group[0] * a->group[1] * a->group[2], alpha, x, y, out, n);
+  } else if (strcmp(c->kernel, "shift") == 0) {
+    /* test_gpu_loaders.py's SHIFT compiled with bounds checks: (X, Out: __global float*, N: i64, the fault
+     * record: __global u32*), Out[i + 1] = X[i] for i < N; the write past the end is site 0, as the compiled
+     * check records it (passes/gpu_bounds_checks.py, "flat" abi) */
+    const args_t* a = &c->args;
+    if (a->size[0] != 8 || a->size[1] != 8 || a->size[2] != 8 || a->size[3] != 8) {
+      mock_log("  shift: argument sizes %zu,%zu,%zu,%zu", a->size[0], a->size[1], a->size[2], a->size[3]);
+      return;
+    }
+    float *x, *out;
+    int64_t n;
+    uint32_t* record;
+    memcpy(&x, a->value[0], 8);
+    memcpy(&out, a->value[1], 8);
+    memcpy(&n, a->value[2], 8);
+    memcpy(&record, a->value[3], 8);
+    for (int64_t i = 0; i < n; i++) {
+      if (i + 1 < n) {
+        out[i + 1] = x[i];
+      } else if (!record[4]++) {
+        record[0] = 1;
+        record[1] = (uint32_t)(i / a->group[0]);
+      }
+    }
   }
   if (c->signal) c->signal->signalled = true;
 }
