@@ -116,3 +116,11 @@ tsr_status_t tsr_gpu_fault_of_launch(bool own, const char* kernel, const char* r
     snprintf(buf, LAUNCH_REPORT_SIZE, "%s, in kernel '%s' running on another stream", report, kernel);
   return TSR_ERROR_MEMORY_FAULT;
 }
+
+tsr_status_t tsr_gpu_fault_of_record(const uint32_t record[4], const char* sites, size_t sites_bytes,
+                                     tsr_fault_t* fault) {
+  if (!record[0]) return TSR_SUCCESS;
+  char kernel[128], report[400];
+  tsr_gpu_fault_site(sites, sites_bytes, record[0] - 1, kernel, sizeof kernel, report, sizeof report);
+  return tsr_gpu_fault_of_launch(true, kernel, report, &record[1], fault);
+}

@@ -48,4 +48,9 @@ tsr_status_t tsr_gpu_fault_spirv_unchecked(const char* section);
 tsr_status_t tsr_gpu_fault_of_launch(bool own, const char* kernel, const char* report, const uint32_t block[3],
                                      tsr_fault_t* fault);
 
+/* A SPIR-V launch's own record, read back after it (`record`: 1 + the failed site, then the block), against
+ * its module's site table: TSR_SUCCESS where no check failed, else as tsr_gpu_fault_of_launch. */
+tsr_status_t tsr_gpu_fault_of_record(const uint32_t record[4], const char* sites, size_t sites_bytes,
+                                     tsr_fault_t* fault);
+
 #endif  /* TESSERA_SRC_GPU_FAULT_H_ */

@@ -442,12 +442,7 @@ static tsr_status_t copy(void* state, void* dst, const void* src, size_t bytes, 
 static tsr_status_t fault_of(ze_state_t* s, const ze_entry_t* e, const uint32_t* record_dev, tsr_fault_t* fault) {
   uint32_t record[TSR_GPU_FAULT_SPIRV_BYTES / 4];
   tsr_status_t st = copy(s, record, record_dev, sizeof record, TSR_MEMCPY_DEVICE_TO_HOST);
-  if (st) return st;
-  if (!record[0]) return TSR_SUCCESS;
-  char kernel[128], report[400];
-  tsr_gpu_fault_site(e->code->sites, e->code->sites_bytes, record[0] - 1, kernel, sizeof kernel, report,
-                     sizeof report);
-  return tsr_gpu_fault_of_launch(true, kernel, report, &record[1], fault);
+  return st ? st : tsr_gpu_fault_of_record(record, e->code->sites, e->code->sites_bytes, fault);
 }
 
 /* A launch of a checked kernel: its own zeroed fault record, so that concurrent launches keep theirs apart. */

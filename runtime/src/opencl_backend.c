@@ -309,12 +309,7 @@ static tsr_status_t fault_of(opencl_state_t* s, const opencl_kernel_t* k, const 
                              tsr_fault_t* fault) {
   uint32_t record[TSR_GPU_FAULT_SPIRV_BYTES / 4];
   tsr_status_t st = copy(s, record, record_dev, sizeof record, TSR_MEMCPY_DEVICE_TO_HOST);
-  if (st) return st;
-  if (!record[0]) return TSR_SUCCESS;
-  char kernel[128], report[400];
-  tsr_gpu_fault_site(k->code->sites, k->code->sites_bytes, record[0] - 1, kernel, sizeof kernel, report,
-                     sizeof report);
-  return tsr_gpu_fault_of_launch(true, kernel, report, &record[1], fault);
+  return st ? st : tsr_gpu_fault_of_record(record, k->code->sites, k->code->sites_bytes, fault);
 }
 
 static tsr_status_t launch(void* state, const tsr_backend_launch_t* l, tsr_fault_t* fault) {
