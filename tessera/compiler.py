@@ -59,8 +59,10 @@ def make_ttir(source: str, filename: str, metadata: dict, options: CompileOption
 
 
 def make_canonical(mod: ir.Module, metadata: dict) -> ir.Module:
-    # cse first, so that equal constructions are one value when the operator algebra's laws look for them
-    build_pass_manager("builtin.module(cse,tessera-tod-canonicalize,canonicalize,cse)").run(mod.operation)
+    # calls between functions inlined first, so that every later phase sees one body per function; cse next,
+    # so that equal constructions are one value when the operator algebra's laws look for them
+    build_pass_manager("builtin.module(tessera-inline-functions,cse,tessera-tod-canonicalize,canonicalize,cse)"
+                       ).run(mod.operation)
     metadata["ops"] = _bytecode(mod)
     return mod
 

@@ -56,6 +56,7 @@ class FunctionBuilder:
         self.shapes = ShapeEnv()
         self.results: list[GTensor] | None = None
         self.unrolled = 0   # loop iterations unrolled so far (consts.MAX_UNROLLED)
+        self.functions: ModuleFunctions | None = None   # the file's other @functions, which a call may name
 
     # -- services for op builders ---------------------------------------------------------------------
     def error(self, node: ast.AST, message: str) -> CompileError:
@@ -363,10 +364,133 @@ class FunctionBuilder:
                         *args, **kwargs)
                 except (TypeError, ValueError, OverflowError) as e:
                     raise self.error(node, f"{f.id}(): {e}") from None
+        if isinstance(f, ast.Name) and self.functions is not None and f.id in self.functions.kinds:
+            return self.call_function(node, f.id, args, kwargs)
         raise self.error(node, f"unknown function '{ast.unparse(f)}' in a Tessera function")
+
+    def call_function(self, node: ast.Call, name: str, args: list, kwargs: dict):
+        """`inner(X, W)`: a `func.call` of another @function of the file, type-checked against its signature.
+
+        The callee's extent names are its own: each is bound to the caller's extent it meets (two
+        parameters that share a name must get equal extents), and its results' extents follow. An operand
+        whose type is more static than the callee's parameter is `tensor.cast` to it, and a result back to
+        what the caller knows; the inlining pass (passes/inline_functions.py) removes both."""
+        sig = self.functions.signature(node, name, self.fn.name)
+        params = sig.params
+        if len(args) > len(params):
+            raise self.error(node, f"'{name}' takes {len(params)} argument(s), got {len(args) + len(kwargs)}")
+        given = list(args) + [None] * (len(params) - len(args))
+        for k, v in kwargs.items():
+            idx = next((i for i, (pn, _) in enumerate(params) if pn == k), None)
+            if idx is None:
+                raise self.error(node, f"'{name}' has no parameter '{k}'")
+            if given[idx] is not None:
+                raise self.error(node, f"'{name}': parameter '{k}' is given twice")
+            given[idx] = v
+        missing = [pn for (pn, _), v in zip(params, given) if v is None]
+        if missing:
+            raise self.error(node, f"'{name}' takes {len(params)} argument(s): missing {', '.join(missing)}")
+        binding: dict[str, object] = {}
+        operands = []
+        for i, ((pn, p), a) in enumerate(zip(params, given)):
+            where = f"argument {i + 1} ('{pn}') of '{name}'"
+            if isinstance(a, (int, float)) and not isinstance(a, bool) and not p.dims:
+                a = self.as_tensor(a, node, like=p)
+            if not isinstance(a, GTensor):
+                raise self.error(node, f"{where} is a tensor of {p.dtype.name}, got {_describe(a)}")
+            if a.dtype != p.dtype:
+                raise self.error(node, f"{where} is a tensor of {p.dtype.name}, got a tensor of {a.dtype.name}")
+            if len(a.dims) != len(p.dims):
+                raise self.error(node, f"{where} has rank {len(p.dims)} ({_show_dims(p.dims)}), got rank "
+                                       f"{len(a.dims)} ({self.shapes.show_shape(a.dims)})")
+            for axis, (pd, ad) in enumerate(zip(p.dims, a.dims)):
+                what = f"{where}, axis {axis} ('{pd}' in '{name}')" if isinstance(pd, str) else \
+                    f"{where}, axis {axis}"
+                if isinstance(pd, str) and pd not in binding:
+                    binding[pd] = self.shapes.resolve(ad)
+                else:
+                    self.unify(node, binding[pd] if isinstance(pd, str) else pd, ad, what)
+            want = sig.arg_types[i]
+            value = a.value
+            if value.type != want:
+                with self.loc(node):
+                    value = ir.Operation.create("tensor.cast", results=[want], operands=[value]).result
+            operands.append(value)
+        with self.loc(node):
+            call = func.CallOp(sig.result_types, name, operands)
+        fresh: dict[str, object] = {}
+        out = []
+        for r, (dt, dims, accum) in zip(call.results, sig.results):
+            ds = [d if isinstance(d, int) else binding[d] if d in binding else
+                  fresh.setdefault(d, self.shapes.fresh()) for d in dims]
+            value = r
+            have = self.tensor_type(dt, ds)
+            if have != r.type:
+                with self.loc(node):
+                    value = ir.Operation.create("tensor.cast", results=[have], operands=[r]).result
+            out.append(GTensor(value, dt, ds, accum))
+        return out[0] if len(out) == 1 else tuple(out)
 
     def mesh(self, node: ast.Call, args, kwargs) -> MeshSpec:
         return mesh_from(args, kwargs, lambda msg: self.error(node, msg))
+
+
+class Signature:
+    """What a call of a built @function needs: its parameters (name, dtype, extents in its own names), the
+    MLIR types of its arguments and results, and its results' (dtype, extents, accumulation policy)."""
+
+    def __init__(self, builder: FunctionBuilder, f: func.FuncOp, params: list):
+        fty = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
+        self.params = params
+        self.arg_types = list(fty.inputs)
+        self.result_types = list(fty.results)
+        self.results = [(r.dtype, [builder.shapes.resolve(d) for d in r.dims], r.accum) for r in builder.results]
+
+
+class ModuleFunctions:
+    """The @functions (and, to name them in errors, @kernels) of one file, built once each, on first call
+    when a function calls one defined below it. A call of a function being built is recursion, refused."""
+
+    def __init__(self, defs: list[ast.FunctionDef], kinds: dict[str, str], filename: str, env: dict,
+                 body: ir.Block):
+        self.defs = {d.name: d for d in defs}
+        self.kinds = kinds
+        self.filename = filename
+        self.env = env
+        self.body = body
+        self.built: dict[str, Signature] = {}
+        self.building: list[str] = []
+
+    def build(self, name: str) -> Signature:
+        if name in self.built:
+            return self.built[name]
+        d = self.defs[name]
+        b = FunctionBuilder(d, self.filename, self.env)
+        b.functions = self
+        self.building.append(name)
+        try:
+            with ir.InsertionPoint(self.body):
+                params = b._params()
+                f = b.build()
+        finally:
+            self.building.pop()
+        self.built[name] = Signature(b, f, params)
+        return self.built[name]
+
+    def signature(self, node: ast.AST, name: str, caller: str) -> Signature:
+        if self.kinds.get(name) != "function":
+            raise CompileError.at(node, self.filename, f"'{name}' is a @kernel: a @function calls other "
+                                                       f"@functions only (kernels are launched by the host)")
+        if name in self.building:
+            chain = self.building[self.building.index(name):] + [name]
+            raise CompileError.at(node, self.filename, f"'{caller}' calls '{name}' recursively "
+                                                       f"({' -> '.join(chain)}): a function call is inlined, "
+                                                       f"so recursion is not supported")
+        return self.build(name)
+
+
+def _show_dims(dims: list) -> str:
+    return "[" + ", ".join(repr(d) if isinstance(d, str) else str(d) for d in dims) + "]"
 
 
 def mesh_from(args, kwargs, error) -> MeshSpec:

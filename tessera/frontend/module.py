@@ -8,7 +8,7 @@ import ast
 from ..diagnostics import CompileError
 from ..mlir import ir
 from . import dist_ops, operator_ops, tensor_ops  # noqa: F401 — they register the op.* builders
-from .function import FunctionBuilder, module_env
+from .function import ModuleFunctions, module_env
 from .kernel import KernelBuilder
 from .tile_program import TileProgramBuilder, is_tile_program
 
@@ -42,7 +42,7 @@ def tessera_defs(tree: ast.Module) -> list[ast.FunctionDef]:
 def build_module(source: str, filename: str, only: list[str] | None = None) -> ir.Module:
     """Emits the module for `source` into the current MLIR context (with Tessera's dialects loaded)."""
     tree = parse_source(source, filename)
-    defs = tessera_defs(tree)
+    defs = every = tessera_defs(tree)
     if only:
         missing = sorted(set(only) - {d.name for d in defs})
         if missing:
@@ -58,6 +58,9 @@ def build_module(source: str, filename: str, only: list[str] | None = None) -> i
     with ir.Location.file(filename, 1, 1):
         module = ir.Module.create()
     env = module_env(tree, filename)
+    # every @function of the file may be called, `only` or not (a callee is built when first called)
+    functions = ModuleFunctions([d for d in every if _decorator(d) == "function"],
+                                {d.name: _decorator(d) for d in every}, filename, env, module.body)
     with ir.InsertionPoint(module.body):
         for d in defs:
             if _decorator(d) == "kernel" and is_tile_program(d):
@@ -65,7 +68,7 @@ def build_module(source: str, filename: str, only: list[str] | None = None) -> i
             elif _decorator(d) == "kernel":
                 KernelBuilder(d, filename).build()
             else:
-                FunctionBuilder(d, filename, env).build()
+                functions.build(d.name)
     try:
         module.operation.verify()
     except ir.MLIRError as e:

@@ -35,23 +35,38 @@ class Interpreter:
                                    f"CPU backend runs on any machine")
         if len(args) != len(params):
             raise InterpreterError(f"'{name}' takes {len(params)} arguments, got {len(args)}")
-        env: dict = {}
+        ins = []
         for i, (p, a) in enumerate(zip(params, args)):
             per_device = a if isinstance(a, list) else [a] * self.world
             if len(per_device) != self.world:
                 raise InterpreterError(f"argument {i} has {len(per_device)} per-device values for a world of "
                                        f"{self.world}")
-            env[p] = [from_user(x, p.type, f"argument {i} of '{name}'") for x in per_device]
+            ins.append([from_user(x, p.type, f"argument {i} of '{name}'") for x in per_device])
+        results, types = self._body(fn, ins, [name])
+        outs = [[to_user(v, t) for v in vals] for vals, t in zip(results, types)]
+        outs = [o[0] if self.world == 1 else o for o in outs]
+        _write_outputs(fn, args, outs, self.world)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _body(self, fn, ins: list, stack: list):
+        """Runs `fn` on per-device values; returns its results' per-device values and their types. A
+        `func.call` runs its callee the same way (the frontend writes calls between @functions so)."""
+        env: dict = dict(zip(fn.entry_block.arguments, ins))
         for op in fn.entry_block.operations:
             name_ = op.operation.name
             if name_ == "func.return":
-                outs = [[to_user(v, o.type) for v in env[o]] for o in op.operands]
-                outs = [o[0] if self.world == 1 else o for o in outs]
-                _write_outputs(fn, args, outs, self.world)
-                return outs[0] if len(outs) == 1 else tuple(outs)
+                return [env[o] for o in op.operands], [o.type for o in op.operands]
             ins = [env[o] for o in op.operands]
             try:
-                if name_ in SPMD:
+                if name_ == "func.call":
+                    callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+                    if callee in stack:
+                        raise InterpreterError(f"{op.location}: '{callee}' calls itself "
+                                               f"({' -> '.join(stack + [callee])})")
+                    outs, _ = self._body(self.function(callee), ins, stack + [callee])
+                elif name_ == "tensor.cast":   # a type made more or less precise: the same values
+                    outs = [ins[0]]
+                elif name_ in SPMD:
                     outs = SPMD[name_](op, ins)
                 elif name_ in LOCAL:
                     per = [LOCAL[name_](op, [i[d] for i in ins]) for d in range(self.world)]
@@ -64,7 +79,7 @@ class Interpreter:
                 raise InterpreterError(f"{op.location}: '{name_}' failed: {e}") from None
             for r, vals in zip(op.results, outs):
                 env[r] = vals
-        raise InterpreterError(f"'{name}' has no return")
+        raise InterpreterError(f"'{stack[-1]}' has no return")
 
 
 def _write_outputs(fn, args: tuple, outs: list, world: int) -> None:
