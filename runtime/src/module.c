@@ -115,12 +115,14 @@ static tsr_status_t build(struct tsr_context* ctx, struct tsr_module* m, const t
                     kernel->name, tsr_image_str(img, ik->entry), tsr_image_str(img, ik->section));
   }
   free(loaded_from);
-  return st ? st : check_unique_names(m);
+  if (!st) st = check_unique_names(m);
+  return st ? st : tsr_module_load_functions(m, img);
 }
 
 /* Frees the module and what build() made. It must no longer be registered (or never have been). */
 static void destroy(struct tsr_context* ctx, struct tsr_module* m) {
   for (size_t i = 0; i < m->code_count; i++) ctx->backend->code_unload(m->code[i]);
+  tsr_module_free_functions(m);
   free(m->code);
   free(m->foreign);
   free(m->kernels);
@@ -140,9 +142,13 @@ static tsr_status_t publish(struct tsr_context* ctx, struct tsr_module* m) {
   size_t added = 0;
   tsr_status_t st = TSR_SUCCESS;
   while (!st && added < m->kernel_count) st = tsr_handle_add_locked(&m->kernels[added++]);
+  size_t functions = 0;
+  while (!st && functions < m->function_count) st = tsr_handle_add_locked(&m->functions[functions++]);
   if (st) {
     for (size_t i = 0; i < added; i++) tsr_handle_remove_locked(&m->kernels[i]);
     for (size_t i = 0; i < m->kernel_count; i++) m->kernels[i].magic = 0;
+    for (size_t i = 0; i < functions; i++) tsr_handle_remove_locked(&m->functions[i]);
+    for (size_t i = 0; i < m->function_count; i++) m->functions[i].magic = 0;
   }
   tsr_handles_unlock();
   if (!st && (st = tsr_object_publish(ctx, &m->obj, TSR_MAGIC_MODULE, "tsrLoadModule"))) {
@@ -196,6 +202,10 @@ void tsr_module_retire_kernels_locked(struct tsr_module* m) {
   for (size_t i = 0; i < m->kernel_count; i++) {
     tsr_handle_remove_locked(&m->kernels[i]);
     m->kernels[i].magic = 0;
+  }
+  for (size_t i = 0; i < m->function_count; i++) {
+    tsr_handle_remove_locked(&m->functions[i]);
+    m->functions[i].magic = 0;
   }
 }
 

@@ -67,12 +67,30 @@ struct tsr_module {
   size_t foreign_count;
   void** code;  /* one loaded object per distinct code section (the backend's) */
   size_t code_count;
+  struct tsr_plan* plan;              /* the parsed `.tessera.plan` section, or NULL when the image has none */
+  struct tsr_function* functions;     /* one per plan function, in the plan's arena */
+  size_t function_count;
 
   /* Launches running or queued on kernels of this module; unloading waits for them. */
   pthread_mutex_t busy_lock;
   pthread_cond_t idle;
   unsigned busy;
 };
+
+/* An `@function` of a module (function.c): its plan and signature. Lives in the module's plan arena. */
+struct tsr_function {
+  uint32_t magic;  /* TSR_MAGIC_FUNCTION while its module is loaded */
+  struct tsr_module* module;
+  const struct tsr_plan_function* plan;
+  tsr_function_signature_t signature;
+  uint32_t slot_count;  /* buffer slots its intermediates share */
+};
+
+/* Reads the image's `.tessera.plan` section, if any, into m->plan and m->functions (TSR_ERROR_BAD_IMAGE naming
+ * the function and member of a malformed one); tsr_module_free_functions releases them. */
+struct tsr_image;
+tsr_status_t tsr_module_load_functions(struct tsr_module* m, const struct tsr_image* img);
+void tsr_module_free_functions(struct tsr_module* m);
 
 /* The ABI draft's memory handle: owns one device allocation. */
 struct tsr_memory {

@@ -31,6 +31,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tessera/dlpack.h"
+
 #if defined(_WIN32)
 #define TSR_API
 #elif defined(TSR_BUILDING_LIBRARY)
@@ -399,6 +401,72 @@ TSR_API tsr_status_t tsrLaunchDescInitialize(tsr_launch_desc_t* desc);
 /* Launches as tsrLaunch does, from a descriptor. Hints are advisory: priority orders the work the CPU
  * workers pick next; affinity restricts which workers run the blocks (ignored when it names no worker). */
 TSR_API tsr_status_t tsrLaunchTile(tsr_kernel_t kernel, const tsr_launch_desc_t* desc);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Functions: whole compiled programs (docs/c-api.md, "Functions")
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* A function is an `@function` of the image: its launch plan (the `.tessera.plan` section), run by
+ * tsrFunctionCall. It lives as long as its module and needs no release. */
+typedef struct tsr_function* tsr_function_t;
+
+/* Looks a function up by name (not NULL). TSR_ERROR_NOT_FOUND when the module has no function of that name;
+ * the message names it and lists the module's functions. tsrLoadModule has already read and checked the
+ * plans: a module whose plan section is malformed does not load (TSR_ERROR_BAD_IMAGE). */
+TSR_API tsr_status_t tsrModuleGetFunction(tsr_module_t module, const char* name, tsr_function_t* out_function);
+
+/* Number of functions of the module, and the name of function `index` (0 <= index < count; the string lives
+ * as long as the module). */
+TSR_API tsr_status_t tsrModuleGetFunctionCount(tsr_module_t module, size_t* out_count);
+TSR_API tsr_status_t tsrModuleGetFunctionName(tsr_module_t module, size_t index, const char** out_name);
+
+/* One tensor of a function's signature. Strings and arrays live as long as the module. */
+typedef struct tsr_tensor_spec {
+  const char* name;        /* the parameter's name; for a result, "result0", "result1", ... */
+  const char* dtype_name;  /* as the plan stores it: "f32", "bf16", "i64", ... */
+  DLDataType dtype;        /* the DLTensor dtype a call takes for it (bf16: kDLBfloat 16; fp8: kDLUInt 8) */
+  uint32_t rank;
+  const int64_t* extents;  /* [rank]: >= 0 a fixed extent; -1 an extent given by `dims` */
+  const char* const* dims; /* [rank]: each extent as the plan writes it: "256", "T", "ceil(T/2)" */
+} tsr_tensor_spec_t;
+
+/* A function's signature: its inputs in parameter order and its outputs in result order. */
+typedef struct tsr_function_signature {
+  const char* name;
+  size_t input_count, output_count;
+  const tsr_tensor_spec_t* inputs;   /* [input_count] */
+  const tsr_tensor_spec_t* outputs;  /* [output_count] */
+} tsr_function_signature_t;
+
+/* Fills `out_signature`; its arrays and strings live as long as the module. */
+TSR_API tsr_status_t tsrFunctionGetSignature(tsr_function_t function, tsr_function_signature_t* out_signature);
+
+/* Runs a function: its plan's kernels, in order, on `stream` (NULL: the synchronous default stream).
+ * `inputs` holds `n_in` pointers to tensors, one per parameter; `outputs` `n_out`, one per result, whose memory the
+ * caller provides and the call fills. Each has exactly the dtype (tsr_tensor_spec_t.dtype) and rank of its
+ * signature entry; extents named by a symbol ("T") are bound by the first input that has them and must agree
+ * everywhere else, the outputs' included. Tensors live in memory the context's kernels can address
+ * (DLPack device kDLCPU on the CPU backend) and are compact row-major in this version (strides NULL or
+ * those of a compact row-major tensor; byte_offset added to data). Inputs are used in place, not copied:
+ * a kernel the plan lets write an input writes it (a tile program's outputs are also written into the inputs
+ * passed for them, as tessera.executor does). Intermediates come from the context's pool
+ * (tsrAlloc) and are freed before the call returns; on a stream, the call therefore waits for the stream.
+ *
+ * Everything about the arguments is checked before any kernel runs. Errors, each with a message naming the
+ * function and the argument: TSR_ERROR_INVALID_HANDLE (function, or a stream of no context);
+ * TSR_ERROR_INVALID_VALUE for a NULL `inputs`/`outputs` array with a count above 0, a NULL tensor or data
+ * pointer, n_in or n_out other than the signature's, a wrong rank, dtype (lanes other than 1 included) or
+ * extent, an extent bound twice differently, a non-compact tensor, a device other than the context's, a
+ * stream of another context, and at run time an extent expression that fails (a division by zero, a
+ * result outside int64), a value the plan views with another number of elements, an extent not a multiple
+ * of what a kernel needs (naming the kernel and the reason), or a scalar out of its type's range;
+ * TSR_ERROR_NOT_FOUND when a step's kernel has no code this runtime can run; TSR_ERROR_UNSUPPORTED on a
+ * backend other than "cpu" in this version and on a stream that is capturing a graph;
+ * TSR_ERROR_OUT_OF_MEMORY; and whatever tsrLaunch returns for a step, with the step named. After a failure
+ * at run time, outputs may be partly written. Thread safety: concurrent calls of one function are allowed
+ * (each has its own intermediates). */
+TSR_API tsr_status_t tsrFunctionCall(tsr_function_t function, tsr_stream_t stream, const DLTensor* const* inputs,
+                                     size_t n_in, const DLTensor* const* outputs, size_t n_out);
 
 #ifdef __cplusplus
 }  /* extern "C" */

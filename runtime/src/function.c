@@ -1,0 +1,820 @@
+/* function.c — the plan executor: a module's `@function`s (its `.tessera.plan` section, read by plan.c when the
+ * module loads), their signatures, and tsrFunctionCall, which binds extents from the inputs' shapes, evaluates
+ * each step's extents, allocates intermediates from the context's pool and launches the steps' kernels in
+ * order through tsrLaunch, as tessera/executor.py does. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "handles.h"
+#include "image.h"
+#include "objects.h"
+#include "plan.h"
+#include "stream.h"
+
+/* ---- dtypes ------------------------------------------------------------------------------------------ */
+
+typedef struct dtype_row {
+  const char* name;
+  DLDataType dl;
+  size_t size;
+} dtype_row_t;
+
+/* How a plan value of each dtype is stored (tessera.runtime._NUMPY): the DLTensor dtype a call takes. */
+static const dtype_row_t dtypes[] = {
+    {"f32", {kDLFloat, 32, 1}, 4},   {"f64", {kDLFloat, 64, 1}, 8},   {"f16", {kDLFloat, 16, 1}, 2},
+    {"bf16", {kDLBfloat, 16, 1}, 2}, {"tf32", {kDLFloat, 32, 1}, 4},  {"fp8_e4m3", {kDLUInt, 8, 1}, 1},
+    {"fp8_e5m2", {kDLUInt, 8, 1}, 1}, {"i8", {kDLInt, 8, 1}, 1},      {"i16", {kDLInt, 16, 1}, 2},
+    {"i32", {kDLInt, 32, 1}, 4},     {"i64", {kDLInt, 64, 1}, 8},     {"bool", {kDLBool, 8, 1}, 1},
+    {"index", {kDLInt, 64, 1}, 8},
+};
+
+static const dtype_row_t* dtype_of(const char* name) {
+  for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
+    if (strcmp(dtypes[i].name, name) == 0) return &dtypes[i];
+  return NULL;
+}
+
+static void dl_spelling(DLDataType t, char* buf, size_t size) {
+  static const char* const codes[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
+  const char* code = t.code < sizeof codes / sizeof *codes ? codes[t.code] : "code";
+  if (t.lanes == 1)
+    snprintf(buf, size, "%s%u", code, (unsigned)t.bits);
+  else
+    snprintf(buf, size, "%s%ux%u", code, (unsigned)t.bits, (unsigned)t.lanes);
+}
+
+/* ---- building the functions of a module (at load) ------------------------------------------------------ */
+
+static const tsr_image_section_t* plan_section(const tsr_image_t* img) {
+  for (uint16_t i = 0; i < img->section_count; i++)
+    if (img->sections[i].name && strcmp(img->sections[i].name, ".tessera.plan") == 0) return &img->sections[i];
+  return NULL;
+}
+
+static tsr_status_t oom(void) { return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory loading a module's plans"); }
+
+static tsr_status_t fill_spec(tsr_plan_t* plan, const tsr_plan_function_t* f, uint32_t vid, const char* name,
+                              tsr_tensor_spec_t* spec) {
+  const tsr_plan_value_t* v = &f->values[vid];
+  const dtype_row_t* d = dtype_of(v->dtype);
+  if (!d)
+    return tsr_fail(TSR_ERROR_BAD_IMAGE, "bad image: launch plan: function '%s': '%s' has dtype '%s', which this "
+                    "runtime cannot hold", f->name, name, v->dtype);
+  int64_t* extents = tsr_arena_array(&plan->arena, v->rank + 1, sizeof *extents);
+  const char** dims = tsr_arena_array(&plan->arena, v->rank + 1, sizeof *dims);
+  if (!extents || !dims) return oom();
+  for (uint32_t r = 0; r < v->rank; r++) {
+    const tsr_expr_t* e = &v->dims[r];
+    extents[r] = e->op_count == 1 && e->ops[0].op == TSR_EXPR_INT ? e->ops[0].value : -1;
+    dims[r] = e->text;
+  }
+  *spec = (tsr_tensor_spec_t){name, v->dtype, d->dl, v->rank, extents, dims};
+  return TSR_SUCCESS;
+}
+
+tsr_status_t tsr_module_load_functions(struct tsr_module* m, const tsr_image_t* img) {
+  const tsr_image_section_t* s = plan_section(img);
+  if (!s) return TSR_SUCCESS;
+  tsr_plan_t* plan;
+  tsr_status_t st = tsr_plan_read(s->data ? (const void*)s->data : "", (size_t)s->size, &plan);
+  if (st) {
+    char message[1024];
+    snprintf(message, sizeof message, "%s", tsrGetLastErrorMessage());
+    return tsr_fail(st, "%s%s", st == TSR_ERROR_BAD_IMAGE ? "bad image: " : "", message);
+  }
+  m->plan = plan;
+  m->functions = tsr_arena_array(&plan->arena, plan->function_count + 1, sizeof *m->functions);
+  if (!m->functions) return oom();
+  for (uint32_t i = 0; i < plan->function_count; i++) {
+    const tsr_plan_function_t* f = &plan->functions[i];
+    struct tsr_function* fn = &m->functions[i];
+    tsr_tensor_spec_t* specs = tsr_arena_array(&plan->arena, (size_t)f->arg_count + f->result_count + 1, sizeof *specs);
+    if (!specs) return oom();
+    for (uint32_t a = 0; a < f->arg_count; a++)
+      if ((st = fill_spec(plan, f, f->args[a], a < f->param_count ? f->params[a] : f->values[f->args[a]].id,
+                          &specs[a])))
+        return st;
+    for (uint32_t r = 0; r < f->result_count; r++) {
+      char name[32];
+      snprintf(name, sizeof name, "result%u", r);
+      char* copy = tsr_arena_strndup(&plan->arena, name, strlen(name));
+      if (!copy) return oom();
+      if ((st = fill_spec(plan, f, f->results[r], copy, &specs[f->arg_count + r]))) return st;
+    }
+    int64_t slots = 0;
+    for (uint32_t v = 0; v < f->value_count; v++)
+      if (f->values[v].has_buffer) {
+        if (f->values[v].buffer < 0 || f->values[v].buffer >= (int64_t)f->value_count)
+          return tsr_fail(TSR_ERROR_BAD_IMAGE, "bad image: launch plan: function '%s': value '%s' has buffer slot "
+                          "%" PRId64 ", outside [0, %u)", f->name, f->values[v].id, f->values[v].buffer,
+                          f->value_count);
+        if (f->values[v].buffer + 1 > slots) slots = f->values[v].buffer + 1;
+      }
+    *fn = (struct tsr_function){.magic = TSR_MAGIC_FUNCTION, .module = m, .plan = f,
+                                .signature = {f->name, f->arg_count, f->result_count, specs, specs + f->arg_count},
+                                .slot_count = (uint32_t)slots};
+  }
+  m->function_count = plan->function_count;
+  return TSR_SUCCESS;
+}
+
+void tsr_module_free_functions(struct tsr_module* m) {
+  if (m->plan) tsr_plan_free(m->plan);
+  m->plan = NULL;
+  m->functions = NULL;
+  m->function_count = 0;
+}
+
+/* ---- lookup ------------------------------------------------------------------------------------------ */
+
+tsr_status_t tsrModuleGetFunction(tsr_module_t m, const char* name, tsr_function_t* out_function) {
+  if (!tsr_handle_is_live(m, TSR_MAGIC_MODULE)) return tsr_fail_handle(__func__, "module");
+  if (!out_function) return tsr_fail_null_output(__func__);
+  if (!name) return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrModuleGetFunction: the function name is NULL");
+  char names[512];
+  size_t len = 0;
+  names[0] = 0;
+  for (size_t i = 0; i < m->function_count; i++) {
+    if (strcmp(m->functions[i].plan->name, name) == 0) {
+      *out_function = &m->functions[i];
+      return TSR_SUCCESS;
+    }
+    if (len < sizeof names) {
+      int n = snprintf(names + len, sizeof names - len, "%s'%s'", i ? ", " : "", m->functions[i].plan->name);
+      if (n > 0) len += (size_t)n;
+    }
+  }
+  return tsr_fail(TSR_ERROR_NOT_FOUND, "no function named '%s' in the module (functions: %s)", name,
+                  m->function_count ? names : "none: the image has no launch plans");
+}
+
+tsr_status_t tsrModuleGetFunctionCount(tsr_module_t m, size_t* out_count) {
+  if (!tsr_handle_is_live(m, TSR_MAGIC_MODULE)) return tsr_fail_handle(__func__, "module");
+  if (!out_count) return tsr_fail_null_output(__func__);
+  *out_count = m->function_count;
+  return TSR_SUCCESS;
+}
+
+tsr_status_t tsrModuleGetFunctionName(tsr_module_t m, size_t index, const char** out_name) {
+  if (!tsr_handle_is_live(m, TSR_MAGIC_MODULE)) return tsr_fail_handle(__func__, "module");
+  if (!out_name) return tsr_fail_null_output(__func__);
+  if (index >= m->function_count)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrModuleGetFunctionName: index %zu, but the module has %zu functions",
+                    index, m->function_count);
+  *out_name = m->functions[index].plan->name;
+  return TSR_SUCCESS;
+}
+
+tsr_status_t tsrFunctionGetSignature(tsr_function_t fn, tsr_function_signature_t* out_signature) {
+  if (!tsr_handle_is_live(fn, TSR_MAGIC_FUNCTION)) return tsr_fail_handle(__func__, "function");
+  if (!out_signature) return tsr_fail_null_output(__func__);
+  *out_signature = fn->signature;
+  return TSR_SUCCESS;
+}
+
+/* ---- a call ------------------------------------------------------------------------------------------ */
+
+#define MAX_RANK 8
+
+typedef struct value_state {
+  void* ptr;            /* NULL until bound or allocated */
+  uint64_t elements;    /* what the storage holds */
+} value_state_t;
+
+typedef struct call {
+  struct tsr_function* fn;
+  const tsr_plan_function_t* f;
+  const tsr_plan_t* plan;
+  struct tsr_context* ctx;
+  tsr_stream_t stream;
+  int64_t* env;         /* the function's extents, by symbol */
+  uint8_t* bound;
+  int64_t* local;       /* a step's extents */
+  uint8_t* local_bound;
+  value_state_t* values;
+  void** slots;         /* buffer slot storage */
+  void** owned;         /* allocations to free */
+  size_t owned_count;
+  uint64_t* slot_bytes;
+  int64_t device_units;
+} call_t;
+
+static tsr_status_t eval(call_t* c, const tsr_expr_t* e, bool local, int64_t* out, const char* what) {
+  tsr_extents_t x = {&c->plan->symbols, local ? c->local : c->env, local ? c->local_bound : c->bound};
+  tsr_status_t st = tsr_expr_eval(e, &x, out);
+  if (st) {
+    char message[768];
+    snprintf(message, sizeof message, "%s", tsrGetLastErrorMessage());
+    return tsr_fail(st, "function '%s': %s: %s", c->f->name, what, message);
+  }
+  return TSR_SUCCESS;
+}
+
+static void set_symbol(const tsr_plan_t* plan, int64_t* values, uint8_t* bound, const char* name, int64_t v) {
+  int64_t sym = tsr_symbols_find(&plan->symbols, name);
+  if (sym < 0) return;
+  values[sym] = v;
+  bound[sym] = 1;
+}
+
+static uint64_t value_elements(call_t* c, uint32_t vid, int64_t* shape, tsr_status_t* st) {
+  const tsr_plan_value_t* v = &c->f->values[vid];
+  uint64_t n = 1;
+  *st = TSR_SUCCESS;
+  for (uint32_t r = 0; r < v->rank; r++) {
+    char what[160];
+    snprintf(what, sizeof what, "extent %u of value '%s'", r, v->id);
+    int64_t d;
+    if ((*st = eval(c, &v->dims[r], false, &d, what))) return 0;
+    if (d < 0) {
+      *st = tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s is %" PRId64 ", below 0", c->f->name, what, d);
+      return 0;
+    }
+    if (shape && r < MAX_RANK) shape[r] = d;
+    if (__builtin_mul_overflow(n, (uint64_t)d, &n)) {
+      *st = tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': value '%s' has more elements than memory holds",
+                     c->f->name, v->id);
+      return 0;
+    }
+  }
+  return n;
+}
+
+static tsr_status_t alloc(call_t* c, uint64_t bytes, void** out) {
+  if (bytes > SIZE_MAX) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "function '%s': an intermediate of %" PRIu64
+                                        " bytes", c->f->name, bytes);
+  tsr_status_t st = tsrAlloc(c->ctx, (size_t)bytes, TSR_ALLOC_DEFAULT, out);
+  if (st) return st;
+  c->owned[c->owned_count++] = *out;
+  return TSR_SUCCESS;
+}
+
+/* The storage of value `vid`, allocating an intermediate in its buffer slot (sized for its largest tenant)
+ * or on its own. */
+static tsr_status_t tensor(call_t* c, uint32_t vid, value_state_t** out) {
+  value_state_t* s = &c->values[vid];
+  if (!s->ptr) {
+    const tsr_plan_value_t* v = &c->f->values[vid];
+    tsr_status_t st;
+    uint64_t n = value_elements(c, vid, NULL, &st);
+    if (st) return st;
+    const dtype_row_t* d = dtype_of(v->dtype);
+    uint64_t bytes = n * d->size;
+    if (!v->has_buffer) {
+      if ((st = alloc(c, bytes, &s->ptr))) return st;
+    } else {
+      if (!c->slots[v->buffer]) {
+        uint64_t most = 64;  /* the largest tenant of the slot */
+        for (uint32_t o = 0; o < c->f->value_count; o++) {
+          const tsr_plan_value_t* w = &c->f->values[o];
+          if (!w->has_buffer || w->buffer != v->buffer) continue;
+          uint64_t wn = value_elements(c, o, NULL, &st);
+          if (st) return st;
+          uint64_t wb = wn * dtype_of(w->dtype)->size;
+          if (wb > most) most = wb;
+        }
+        if ((st = alloc(c, most, &c->slots[v->buffer]))) return st;
+      }
+      s->ptr = c->slots[v->buffer];
+    }
+    s->elements = n;
+  }
+  *out = s;
+  return TSR_SUCCESS;
+}
+
+static struct tsr_kernel* find_kernel(call_t* c, const char* name, size_t step) {
+  tsr_kernel_t k;
+  if (tsrGetKernel(c->fn->module, name, &k) == TSR_SUCCESS) return k;
+  char message[768];
+  snprintf(message, sizeof message, "%s", tsrGetLastErrorMessage());
+  tsr_fail(TSR_ERROR_NOT_FOUND, "function '%s': step %zu: %s", c->f->name, step, message);
+  return NULL;
+}
+
+/* The packed arguments of one launch. */
+typedef struct packing {
+  struct tsr_kernel* kernel;
+  size_t next;          /* the next non-dimension argument */
+  uint64_t values[64];
+  void* args[64];
+  void* pointers[64];
+  uint8_t dim_set[64];
+} packing_t;
+
+static tsr_status_t pack_begin(call_t* c, packing_t* p, struct tsr_kernel* k, size_t step) {
+  memset(p, 0, sizeof *p);
+  p->kernel = k;
+  if (k->arg_count > 64)
+    return tsr_fail(TSR_ERROR_UNSUPPORTED, "function '%s': step %zu: kernel '%s' takes %zu arguments, more than the "
+                    "executor packs (64)", c->f->name, step, k->name, k->arg_count);
+  for (size_t i = 0; i < k->arg_count; i++) p->args[i] = &p->values[i];
+  return TSR_SUCCESS;
+}
+
+/* The next parameter (not a dimension argument) of the kernel, or a refusal. */
+static tsr_status_t pack_next(call_t* c, packing_t* p, size_t step, size_t* index) {
+  struct tsr_kernel* k = p->kernel;
+  while (p->next < k->arg_count && k->args[p->next].kind == TSR_ARG_DIMENSION) p->next++;
+  if (p->next >= k->arg_count)
+    return tsr_fail(TSR_ERROR_BAD_IMAGE, "function '%s': step %zu passes kernel '%s' more arguments than it takes",
+                    c->f->name, step, k->name);
+  *index = p->next++;
+  return TSR_SUCCESS;
+}
+
+static tsr_status_t pack_tensor(call_t* c, packing_t* p, size_t step, void* ptr, const int64_t* shape, uint32_t rank) {
+  size_t i;
+  tsr_status_t st = pack_next(c, p, step, &i);
+  if (st) return st;
+  const tsr_arg_info_t* a = &p->kernel->args[i];
+  if (a->kind != TSR_ARG_TENSOR || a->rank != rank)
+    return tsr_fail(TSR_ERROR_BAD_IMAGE, "function '%s': step %zu passes a rank-%u tensor as argument '%s' of "
+                    "kernel '%s', which takes %s%u", c->f->name, step, rank, a->name, p->kernel->name,
+                    a->kind == TSR_ARG_TENSOR ? "rank " : "a scalar; rank ", a->rank);
+  for (uint32_t r = 0; r < rank; r++) {
+    int64_t d = a->dims[r];
+    if (d >= 0) {
+      if (d != shape[r])
+        return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': step %zu: argument '%s' of kernel '%s' must have "
+                        "extent %" PRId64 " on axis %u, got %" PRId64, c->f->name, step, a->name, p->kernel->name,
+                        d, r, shape[r]);
+      continue;
+    }
+    size_t slot = (size_t)(-d - 1);
+    if (p->dim_set[slot] && (int64_t)p->values[slot] != shape[r])
+      return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': step %zu: argument '%s' of kernel '%s' has %s = %"
+                      PRId64 " on axis %u, but an earlier argument has %s = %" PRId64, c->f->name, step, a->name,
+                      p->kernel->name, p->kernel->args[slot].name, shape[r], r, p->kernel->args[slot].name,
+                      (int64_t)p->values[slot]);
+    p->values[slot] = (uint64_t)shape[r];
+    p->dim_set[slot] = 1;
+  }
+  p->pointers[i] = ptr;
+  p->args[i] = &p->pointers[i];
+  return TSR_SUCCESS;
+}
+
+static tsr_status_t pack_scalar(call_t* c, packing_t* p, size_t step, bool is_float, double f, int64_t n) {
+  size_t i;
+  tsr_status_t st = pack_next(c, p, step, &i);
+  if (st) return st;
+  const tsr_arg_info_t* a = &p->kernel->args[i];
+  const char* name = a->name;
+  if (a->kind != TSR_ARG_SCALAR)
+    return tsr_fail(TSR_ERROR_BAD_IMAGE, "function '%s': step %zu passes a scalar as argument '%s' of kernel '%s', "
+                    "a tensor", c->f->name, step, name, p->kernel->name);
+  void* slot = &p->values[i];
+  int64_t lo = 0, hi = 0;
+  switch (a->dtype) {
+    case 1: case 16: {  /* f32, tf32 */
+      float x = is_float ? (float)f : (float)n;
+      memcpy(slot, &x, sizeof x);
+      return TSR_SUCCESS;
+    }
+    case 2: {
+      double x = is_float ? f : (double)n;
+      memcpy(slot, &x, sizeof x);
+      return TSR_SUCCESS;
+    }
+    case 5: lo = INT8_MIN, hi = INT8_MAX; break;
+    case 6: lo = INT16_MIN, hi = INT16_MAX; break;
+    case 7: lo = INT32_MIN, hi = INT32_MAX; break;
+    case 8: case 17: lo = INT64_MIN, hi = INT64_MAX; break;
+    default:
+      return tsr_fail(TSR_ERROR_UNSUPPORTED, "function '%s': step %zu: argument '%s' of kernel '%s' is a scalar of "
+                      "dtype code %u, which the executor cannot pass", c->f->name, step, name, p->kernel->name,
+                      (unsigned)a->dtype);
+  }
+  if (is_float)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': step %zu: argument '%s' of kernel '%s' is an integer "
+                    "scalar, and the plan passes the float %g", c->f->name, step, name, p->kernel->name, f);
+  if (n < lo || n > hi)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': step %zu: argument '%s' of kernel '%s' is a %zu-byte "
+                    "integer, and %" PRId64 " is outside [%" PRId64 ", %" PRId64 "]", c->f->name, step, name,
+                    p->kernel->name, tsr_dtype_size(a->dtype), n, lo, hi);
+  switch (a->dtype) {
+    case 5: { int8_t x = (int8_t)n; memcpy(slot, &x, 1); break; }
+    case 6: { int16_t x = (int16_t)n; memcpy(slot, &x, 2); break; }
+    case 7: { int32_t x = (int32_t)n; memcpy(slot, &x, 4); break; }
+    default: memcpy(slot, &n, 8); break;
+  }
+  return TSR_SUCCESS;
+}
+
+static tsr_status_t launch(call_t* c, packing_t* p, size_t step, const int64_t grid[3], const int64_t block[3],
+                           int64_t smem) {
+  struct tsr_kernel* k = p->kernel;
+  size_t i;
+  for (i = p->next; i < k->arg_count && k->args[i].kind == TSR_ARG_DIMENSION; i++) {}
+  if (i < k->arg_count)
+    return tsr_fail(TSR_ERROR_BAD_IMAGE, "function '%s': step %zu passes kernel '%s' %zu arguments; it takes more "
+                    "('%s' is missing)", c->f->name, step, k->name, p->next, k->args[i].name);
+  for (i = 0; i < k->arg_count; i++)
+    if (k->args[i].kind == TSR_ARG_DIMENSION && !p->dim_set[i])
+      return tsr_fail(TSR_ERROR_BAD_IMAGE, "function '%s': step %zu: no tensor of kernel '%s' gives its extent '%s'",
+                      c->f->name, step, k->name, k->args[i].name);
+  tsr_launch_t l;
+  uint32_t* g[3] = {&l.grid_x, &l.grid_y, &l.grid_z};
+  uint32_t* b[3] = {&l.block_x, &l.block_y, &l.block_z};
+  for (int d = 0; d < 3; d++) {
+    if (grid[d] < 0 || grid[d] > UINT32_MAX || block[d] < 0 || block[d] > UINT32_MAX)
+      return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': step %zu (kernel '%s'): grid (%" PRId64 ", %" PRId64
+                      ", %" PRId64 ") or block is outside [0, 2^32)", c->f->name, step, k->name, grid[0], grid[1],
+                      grid[2]);
+    *g[d] = (uint32_t)grid[d];
+    *b[d] = (uint32_t)block[d];
+  }
+  if (smem < 0 || smem > UINT32_MAX)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': step %zu: shared memory %" PRId64 " is outside [0, 2^32)",
+                    c->f->name, step, smem);
+  l.smem_bytes = (uint32_t)smem;
+  tsr_status_t st = tsrLaunch(k, c->stream, l, p->args, k->arg_count);
+  if (st) {
+    char message[768];
+    snprintf(message, sizeof message, "%s", tsrGetLastErrorMessage());
+    return tsr_fail(st, "function '%s': step %zu (kernel '%s'): %s", c->f->name, step, k->name, message);
+  }
+  return TSR_SUCCESS;
+}
+
+static tsr_status_t run_view(call_t* c, const tsr_plan_step_t* s, size_t step) {
+  int64_t R, C, B;
+  tsr_status_t st;
+  if ((st = eval(c, &s->R, false, &R, "R")) || (st = eval(c, &s->C, false, &C, "C")) ||
+      (st = eval(c, &s->B, false, &B, "B")))
+    return st;
+  const tsr_plan_t* plan = c->plan;
+  memcpy(c->local, c->env, plan->symbols.count * sizeof *c->local);
+  memcpy(c->local_bound, c->bound, plan->symbols.count);
+  set_symbol(plan, c->local, c->local_bound, "R", R);
+  set_symbol(plan, c->local, c->local_bound, "C", C);
+  set_symbol(plan, c->local, c->local_bound, "B", B);
+  struct tsr_kernel* k = find_kernel(c, s->kernel, step);
+  if (!k) return TSR_ERROR_NOT_FOUND;
+  packing_t p;
+  if ((st = pack_begin(c, &p, k, step))) return st;
+  for (uint32_t t = 0; t < s->tensor_count; t++) {
+    value_state_t* v;
+    if ((st = tensor(c, s->tensors[t].value, &v))) return st;
+    int64_t shape[3];
+    uint32_t rank;
+    switch (s->tensors[t].view) {
+      case TSR_PLAN_VIEW_MATRIX: shape[0] = R, shape[1] = C, rank = 2; break;
+      case TSR_PLAN_VIEW_COLS: shape[0] = C, rank = 1; break;
+      case TSR_PLAN_VIEW_ROWS: shape[0] = R, rank = 1; break;
+      case TSR_PLAN_VIEW_SCALAR: shape[0] = (int64_t)v->elements, rank = 1; break;
+      case TSR_PLAN_VIEW_BMN: shape[0] = B, shape[1] = R, shape[2] = C, rank = 3; break;
+      default: shape[0] = B, shape[1] = C, shape[2] = R, rank = 3; break;
+    }
+    uint64_t n = 1;
+    for (uint32_t r = 0; r < rank; r++) n = shape[r] < 0 ? UINT64_MAX : n * (uint64_t)shape[r];
+    if (n != v->elements)
+      return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': step %zu (kernel '%s'): value '%s' has %" PRIu64
+                      " elements and cannot be viewed as %s of %" PRIu64, c->f->name, step, k->name,
+                      c->f->values[s->tensors[t].value].id, v->elements, tsr_plan_view_names[s->tensors[t].view], n);
+    if ((st = pack_tensor(c, &p, step, v->ptr, shape, rank))) return st;
+  }
+  int64_t grid[3];
+  for (int d = 0; d < 3; d++)
+    if ((st = eval(c, &s->launch.grid[d], true, &grid[d], "grid"))) return st;
+  if (R == 0 || C == 0) return TSR_SUCCESS;
+  for (uint32_t i = 0; i < s->scalar_count; i++) {
+    int64_t x;
+    if ((st = eval(c, &s->scalars[i], false, &x, "a scalar")) || (st = pack_scalar(c, &p, step, false, 0, x)))
+      return st;
+  }
+  return launch(c, &p, step, grid, s->launch.block, 0);
+}
+
+static tsr_status_t run_args(call_t* c, const tsr_plan_step_t* s, size_t step) {
+  const tsr_plan_t* plan = c->plan;
+  uint32_t n = plan->symbols.count;
+  /* The step's extents are defined over the function's (and DEVICE_UNITS); the kernel's side sees them. */
+  memcpy(c->local, c->env, n * sizeof *c->local);
+  memcpy(c->local_bound, c->bound, n);
+  set_symbol(plan, c->local, c->local_bound, "DEVICE_UNITS", c->device_units);
+  /* each env entry is evaluated over that scope, before any of them lands in `local` */
+  int64_t* saved = malloc((n + 1) * sizeof *saved);
+  uint8_t* saved_bound = malloc(n + 1);
+  if (!saved || !saved_bound) {
+    free(saved);
+    free(saved_bound);
+    return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "function '%s': out of memory", c->f->name);
+  }
+  memcpy(saved, c->local, n * sizeof *saved);
+  memcpy(saved_bound, c->local_bound, n);
+  tsr_status_t st = TSR_SUCCESS;
+  for (uint32_t i = 0; i < s->env_count && !st; i++) {
+    tsr_extents_t x = {&plan->symbols, saved, saved_bound};
+    int64_t v;
+    st = tsr_expr_eval(&s->env[i].expr, &x, &v);
+    if (st) {
+      char message[768];
+      snprintf(message, sizeof message, "%s", tsrGetLastErrorMessage());
+      st = tsr_fail(st, "function '%s': step %zu: extent '%s': %s", c->f->name, step, s->env[i].name, message);
+      break;
+    }
+    c->local[s->env[i].symbol] = v;
+    c->local_bound[s->env[i].symbol] = 1;
+  }
+  free(saved);
+  free(saved_bound);
+  if (st) return st;
+
+  const char* kname = s->kernel;
+  const int64_t* block = s->launch.block;
+  const tsr_expr_t* grid_e = s->launch.grid;
+  int64_t smem = s->smem;
+  for (uint32_t a = 0; a < s->prefer_count; a++) {
+    int64_t when;
+    if ((st = eval(c, &s->prefer[a].when, true, &when, "a 'prefer' condition"))) return st;
+    if (when > 0) {
+      kname = s->prefer[a].kernel;
+      block = s->prefer[a].launch.block;
+      grid_e = s->prefer[a].launch.grid;
+      smem = s->prefer[a].smem;
+      break;
+    }
+  }
+  struct tsr_kernel* k = find_kernel(c, kname, step);
+  if (!k) return TSR_ERROR_NOT_FOUND;
+
+  /* the arguments: tensors with their shapes, scalars */
+  typedef struct { void* ptr; int64_t shape[MAX_RANK]; uint32_t rank; bool batched; uint64_t row_bytes; } targ_t;
+  targ_t* targs = calloc(s->arg_count + 1, sizeof *targs);
+  if (!targs) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "function '%s': out of memory", c->f->name);
+  const char* batch_name = s->batch >= 0 ? s->env[s->batch].name : NULL;
+  for (uint32_t i = 0; i < s->arg_count && !st; i++) {
+    const tsr_plan_arg_t* a = &s->args[i];
+    if (a->kind != TSR_PLAN_ARG_TENSOR) continue;
+    if (a->rank > MAX_RANK) {
+      st = tsr_fail(TSR_ERROR_UNSUPPORTED, "function '%s': step %zu: a tensor of rank %u (at most %d)", c->f->name,
+                    step, a->rank, MAX_RANK);
+      break;
+    }
+    value_state_t* v;
+    if ((st = tensor(c, a->value, &v))) break;
+    uint64_t elems = 1;
+    for (uint32_t r = 0; r < a->rank && !st; r++) {
+      st = eval(c, &a->shape[r], true, &targs[i].shape[r], "a tensor's shape");
+      if (!st) elems = targs[i].shape[r] < 0 ? UINT64_MAX : elems * (uint64_t)targs[i].shape[r];
+    }
+    if (st) break;
+    if (elems != v->elements) {
+      st = tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': step %zu (kernel '%s'): value '%s' has %" PRIu64
+                    " elements and cannot be viewed with %" PRIu64, c->f->name, step, k->name,
+                    c->f->values[a->value].id, v->elements, elems);
+      break;
+    }
+    targs[i].ptr = v->ptr;
+    targs[i].rank = a->rank;
+    targs[i].batched = batch_name && a->rank >= 1 && strcmp(a->shape[0].text, batch_name) == 0;
+    targs[i].row_bytes = (targs[i].shape[0] ? elems / (uint64_t)targs[i].shape[0] : 0) *
+                         dtype_of(c->f->values[a->value].dtype)->size;
+  }
+  for (uint32_t m = 0; m < s->multiple_count && !st; m++) {
+    int64_t x;
+    if ((st = eval(c, &s->multiple_of[m].expr, true, &x, "a multiple_of check"))) break;
+    if (x % s->multiple_of[m].m)
+      st = tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s = %" PRId64 " is not a multiple of %" PRId64
+                    ", which kernel '%s' needs (%s)", c->f->name, s->multiple_of[m].expr.text, x, s->multiple_of[m].m,
+                    kname, s->multiple_of[m].reason ? s->multiple_of[m].reason : "");
+  }
+  int64_t grid[3];
+  for (int d = 0; d < 3 && !st; d++) st = eval(c, &grid_e[d], true, &grid[d], "grid");
+  int64_t count = 1;
+  if (!st && batch_name) {
+    count = c->local[s->env[s->batch].symbol];
+    for (uint32_t i = 0; i < s->arg_count && !st; i++)
+      if (targs[i].batched && targs[i].shape[0] != count)
+        st = tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': a batched matmul's operands have %" PRId64 " and %"
+                      PRId64 " batch entries", c->f->name, targs[i].shape[0], count);
+  }
+  for (int64_t b = 0; b < count && !st; b++) {
+    packing_t p;
+    if ((st = pack_begin(c, &p, k, step))) break;
+    for (uint32_t i = 0; i < s->arg_count && !st; i++) {
+      const tsr_plan_arg_t* a = &s->args[i];
+      if (a->kind == TSR_PLAN_ARG_TENSOR) {
+        bool sliced = batch_name && targs[i].batched;
+        char* ptr = (char*)targs[i].ptr + (sliced ? (uint64_t)b * targs[i].row_bytes : 0);
+        st = pack_tensor(c, &p, step, ptr, targs[i].shape + (sliced ? 1 : 0), targs[i].rank - (sliced ? 1 : 0));
+      } else if (a->kind == TSR_PLAN_ARG_F32) {
+        st = pack_scalar(c, &p, step, true, a->f32, 0);
+      } else {
+        int64_t x;
+        if (!(st = eval(c, &a->i64, true, &x, "a scalar argument"))) st = pack_scalar(c, &p, step, false, 0, x);
+      }
+    }
+    if (!st) st = launch(c, &p, step, grid, block, smem);
+  }
+  free(targs);
+  return st;
+}
+
+static tsr_status_t run_alias(call_t* c, const tsr_plan_step_t* s) {
+  value_state_t* source;
+  tsr_status_t st = tensor(c, s->of, &source);
+  if (st) return st;
+  uint64_t n = value_elements(c, s->alias, NULL, &st);
+  if (st) return st;
+  if (n != source->elements)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': value '%s' of %" PRIu64 " elements cannot be viewed as "
+                    "value '%s' of %" PRIu64 " (a tile.range step must divide the extent its unmasked loads and "
+                    "stores cover; mask them for partial tiles)", c->f->name, c->f->values[s->of].id,
+                    source->elements, c->f->values[s->alias].id, n);
+  c->values[s->alias] = *source;
+  return TSR_SUCCESS;
+}
+
+/* Checks one DLTensor against its signature entry, binding symbolic extents. */
+static tsr_status_t check_tensor(call_t* c, const DLTensor* t, const tsr_tensor_spec_t* spec, uint32_t vid,
+                                 const char* role, bool bind) {
+  const char* fname = c->f->name;
+  if (!t) return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' is NULL", fname, role, spec->name);
+  if (!t->data)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' has NULL data", fname, role, spec->name);
+  if (t->device.device_type != kDLCPU && t->device.device_type != kDLCUDAHost &&
+      t->device.device_type != kDLROCMHost)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' is on DLPack device type %d, but the context's "
+                    "backend (cpu) runs on host memory (kDLCPU)", fname, role, spec->name, (int)t->device.device_type);
+  if (t->dtype.code != spec->dtype.code || t->dtype.bits != spec->dtype.bits || t->dtype.lanes != 1) {
+    char got[32], want[32];
+    dl_spelling(t->dtype, got, sizeof got);
+    dl_spelling(spec->dtype, want, sizeof want);
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' must have dtype %s (DLPack %s), got %s; no "
+                    "dtype is converted implicitly", fname, role, spec->name, spec->dtype_name, want, got);
+  }
+  if (t->ndim < 0 || (uint32_t)t->ndim != spec->rank)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' must have rank %u, got %d", fname, role,
+                    spec->name, spec->rank, (int)t->ndim);
+  if (spec->rank && !t->shape)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' has a NULL shape", fname, role, spec->name);
+  if (t->strides) {
+    int64_t expect = 1;
+    for (int r = t->ndim - 1; r >= 0; r--) {
+      if (t->shape[r] != 1 && t->strides[r] != expect)
+        return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' is not compact row-major (stride %" PRId64
+                        " on axis %d, %" PRId64 " expected); this version takes contiguous tensors only: copy it "
+                        "first", fname, role, spec->name, t->strides[r], r, expect);
+      expect *= t->shape[r];
+    }
+  }
+  const tsr_plan_value_t* v = &c->f->values[vid];
+  for (uint32_t r = 0; r < spec->rank; r++) {
+    int64_t n = t->shape[r];
+    if (n < 0)
+      return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' has extent %" PRId64 " on axis %u", fname,
+                      role, spec->name, n, r);
+    const tsr_expr_t* e = &v->dims[r];
+    if (e->op_count == 1 && e->ops[0].op == TSR_EXPR_INT) {
+      if (e->ops[0].value != n)
+        return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' must have extent %" PRId64 " on axis %u, "
+                        "got %" PRId64, fname, role, spec->name, e->ops[0].value, r, n);
+    } else if (e->op_count == 1 && e->ops[0].op == TSR_EXPR_NAME) {
+      int64_t sym = e->ops[0].value;
+      if (!c->bound[sym] && bind) {
+        c->env[sym] = n;
+        c->bound[sym] = 1;
+      } else if (c->bound[sym] && c->env[sym] != n) {
+        return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' has extent %s = %" PRId64 " on axis %u, "
+                        "but an earlier argument has %s = %" PRId64, fname, role, spec->name, e->text, n, r, e->text,
+                        c->env[sym]);
+      }
+    }
+    if (!bind) {  /* an output: its extents are those the plan computes */
+      int64_t want;
+      char what[96];
+      snprintf(what, sizeof what, "extent %u of %s '%s'", r, role, spec->name);
+      tsr_status_t st = eval(c, e, false, &want, what);
+      if (st) return st;
+      if (want != n)
+        return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' must have extent %" PRId64 " (%s) on axis "
+                        "%u, got %" PRId64, fname, role, spec->name, want, e->text, r, n);
+    }
+  }
+  return TSR_SUCCESS;
+}
+
+static void* data_of(const DLTensor* t) { return (char*)t->data + t->byte_offset; }
+
+static tsr_status_t call(call_t* c, const DLTensor* const* inputs, const DLTensor* const* outputs) {
+  const tsr_plan_function_t* f = c->f;
+  const tsr_function_signature_t* sig = &c->fn->signature;
+  tsr_status_t st;
+  for (uint32_t a = 0; a < f->arg_count; a++)
+    if ((st = check_tensor(c, inputs[a], &sig->inputs[a], f->args[a], "argument", true))) return st;
+  for (uint32_t i = 0; i < f->same_count; i++) {
+    int64_t x, y;
+    if ((st = eval(c, &f->same_extents[i][0], false, &x, "same_extents")) ||
+        (st = eval(c, &f->same_extents[i][1], false, &y, "same_extents")))
+      return st;
+    if (x != y)
+      return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s = %" PRId64 " and %s = %" PRId64 " must be equal "
+                      "(rows of the same tile.range blocks)", f->name, f->same_extents[i][0].text, x,
+                      f->same_extents[i][1].text, y);
+  }
+  for (uint32_t r = 0; r < f->result_count; r++)
+    if ((st = check_tensor(c, outputs[r], &sig->outputs[r], f->results[r], "output", false))) return st;
+  for (uint32_t a = 0; a < f->arg_count; a++) {
+    value_state_t* v = &c->values[f->args[a]];
+    v->ptr = data_of(inputs[a]);
+    v->elements = 1;
+    for (int32_t r = 0; r < inputs[a]->ndim; r++) v->elements *= (uint64_t)inputs[a]->shape[r];
+  }
+  for (uint32_t i = 0; i < f->step_count; i++) {
+    const tsr_plan_step_t* s = &f->steps[i];
+    st = s->kind == TSR_PLAN_STEP_ALIAS ? run_alias(c, s) : s->kind == TSR_PLAN_STEP_ARGS ? run_args(c, s, i)
+                                                                                              : run_view(c, s, i);
+    if (st) return st;
+  }
+  /* the results into the outputs; a tile program's outputs also into the inputs passed for them */
+  bool synced = false;
+  for (uint32_t r = 0; r < f->result_count; r++) {
+    value_state_t* v;
+    if ((st = tensor(c, f->results[r], &v))) return st;
+    size_t bytes = (size_t)v->elements * dtype_of(f->values[f->results[r]].dtype)->size;
+    const DLTensor* targets[2] = {outputs[r], r < f->output_count && f->outputs[r] >= 0 &&
+                                              (uint64_t)f->outputs[r] < f->arg_count ? inputs[f->outputs[r]] : NULL};
+    for (int t = 0; t < 2; t++) {
+      if (!targets[t] || data_of(targets[t]) == v->ptr || !bytes) continue;
+      if (!synced && c->stream) {
+        if ((st = tsrStreamSynchronize(c->stream))) return st;
+        synced = true;
+      }
+      memmove(data_of(targets[t]), v->ptr, bytes);
+    }
+  }
+  return TSR_SUCCESS;
+}
+
+tsr_status_t tsrFunctionCall(tsr_function_t fn, tsr_stream_t stream, const DLTensor* const* inputs, size_t n_in,
+                             const DLTensor* const* outputs, size_t n_out) {
+  if (!tsr_handle_is_live(fn, TSR_MAGIC_FUNCTION)) return tsr_fail_handle(__func__, "function");
+  const tsr_plan_function_t* f = fn->plan;
+  if (n_in != f->arg_count)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s' takes %u arguments, got %zu", f->name, f->arg_count, n_in);
+  if (n_out != f->result_count)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s' has %u results, got %zu outputs", f->name,
+                    f->result_count, n_out);
+  if (n_in && !inputs)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': the inputs array is NULL", f->name);
+  if (n_out && !outputs)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': the outputs array is NULL", f->name);
+  struct tsr_module* m = fn->module;
+  struct tsr_context* ctx = m->obj.context;
+  if (strcmp(ctx->backend->target, "cpu") != 0)
+    return tsr_fail(TSR_ERROR_UNSUPPORTED, "function '%s': tsrFunctionCall runs on the CPU backend only in this "
+                    "version (the context's backend runs '%s' code)", f->name, ctx->backend->target);
+  if (stream) {
+    tsr_status_t st = tsr_stream_acquire(stream, ctx, __func__);
+    if (st) return st;
+    pthread_mutex_lock(&stream->lock);
+    bool capturing = stream->capture != NULL;
+    pthread_mutex_unlock(&stream->lock);
+    tsr_object_unref(&stream->obj);
+    if (capturing)
+      return tsr_fail(TSR_ERROR_UNSUPPORTED, "function '%s': the stream is capturing a graph, which tsrFunctionCall "
+                      "does not record in this version", f->name);
+  }
+  const tsr_plan_t* plan = m->plan;
+  uint32_t nsym = plan->symbols.count;
+  call_t c = {.fn = fn, .f = f, .plan = plan, .ctx = ctx, .stream = stream};
+  size_t owned_max = (size_t)f->value_count + fn->slot_count + 1;
+  c.env = calloc(nsym + 1, sizeof *c.env);
+  c.bound = calloc(nsym + 1, 1);
+  c.local = calloc(nsym + 1, sizeof *c.local);
+  c.local_bound = calloc(nsym + 1, 1);
+  c.values = calloc(f->value_count + 1, sizeof *c.values);
+  c.slots = calloc(fn->slot_count + 1, sizeof *c.slots);
+  c.owned = calloc(owned_max, sizeof *c.owned);
+  tsr_status_t st;
+  if (!c.env || !c.bound || !c.local || !c.local_bound || !c.values || !c.slots || !c.owned) {
+    st = tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "function '%s': out of memory", f->name);
+  } else {
+    tsr_device_properties_t props;
+    c.device_units = ctx->backend->properties(ctx->backend_state, &props) ? 1 : props.compute_units;
+    st = call(&c, inputs, outputs);
+  }
+  if (c.owned_count) {
+    if (stream) {
+      tsr_status_t sync = tsrStreamSynchronize(stream);
+      if (!st) st = sync;
+    }
+    for (size_t i = 0; i < c.owned_count; i++) tsrFree(ctx, c.owned[i]);
+  }
+  free(c.env);
+  free(c.bound);
+  free(c.local);
+  free(c.local_bound);
+  free(c.values);
+  free(c.slots);
+  free(c.owned);
+  return st;
+}

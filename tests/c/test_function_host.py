@@ -1,0 +1,103 @@
+"""A C host runs whole `@function`s of compiled images through tsrFunctionCall (DLPack tensors in and out, on the
+CPU backend) and its outputs equal tessera.executor's on the same inputs bit for bit; bad calls return their
+status with a message naming the function and argument, and a malformed plan refuses the module."""
+import re
+import subprocess
+
+import numpy as np
+import pytest
+
+from hostutil import REPO, run
+
+RNG = np.random.default_rng(14)
+
+BATCH_ALIAS = """
+@function
+def bmm(A: tensor[f32, 2, 4, 8], B: tensor[f32, 2, 8, 3]):
+    return op.softmax(op.reshape(op.relu(A @ B), (8, 3)))
+"""
+
+
+@pytest.fixture(scope="module")
+def compiler():
+    try:
+        from tessera import compiler as c
+        return c
+    except ImportError as e:
+        pytest.skip(f"the compiler is not importable: {e}")
+
+
+def call_from_c(build_host, image, name, inputs, out_shapes, tmp_path, bad=False):
+    """Runs `name` of `image` in the C host on `inputs` (arrays as the plan stores them); returns its output
+    files' bytes and the host's stdout."""
+    lines = [f"in {x.ndim} {' '.join(map(str, x.shape))}" for x in inputs]
+    lines += [f"out {len(s)} {' '.join(map(str, s))}" for s in out_shapes]
+    (tmp_path / "shapes.txt").write_text("\n".join(lines) + "\n")
+    for i, x in enumerate(inputs):
+        (tmp_path / f"in{i}.bin").write_bytes(np.ascontiguousarray(x).tobytes())
+    path = tmp_path / "image.tessera"
+    path.write_bytes(image)
+    p = subprocess.run([str(build_host("host_function.c")), str(path), name, str(tmp_path)] + (["--bad"] if bad else []),
+                       capture_output=True, text=True, timeout=300)
+    failed = [line for line in p.stdout.splitlines() if line.startswith("FAIL")]
+    assert p.returncode == 0 and not failed and p.stdout.rstrip().endswith("0 failed"), p.stdout + p.stderr
+    return [(tmp_path / f"out{i}.bin").read_bytes() for i in range(len(out_shapes))], p.stdout
+
+
+def bf16_bits(x):
+    """float32 values rounded to bf16 (as tessera.executor takes them), as their uint16 bit patterns."""
+    from tessera.executor import _to_storage
+    return _to_storage(x.astype(np.float32), "bf16")
+
+
+def test_mlp_block_from_c_equals_the_python_executor(build_host, compiler, tmp_path):
+    from tessera import executor
+    source = REPO / "examples" / "graph" / "mlp.py"
+    image = compiler.compile_source(source.read_text(), str(source)).image
+    prog = executor.load(image)
+    T = 13
+    X = bf16_bits(RNG.standard_normal((T, 256)))
+    W1 = bf16_bits(RNG.standard_normal((256, 1024)) * 0.05)
+    b1 = bf16_bits(RNG.standard_normal(1024))
+    W2 = bf16_bits(RNG.standard_normal((1024, 256)) * 0.05)
+    b2 = bf16_bits(RNG.standard_normal(256))
+    gamma = bf16_bits(RNG.standard_normal(256))
+    ins = [X, W1, b1, W2, b2, gamma]
+    want = prog.function("mlp_block")(*ins)  # bf16 bit patterns in: float32 values out
+    got, out = call_from_c(build_host, image, "mlp_block", ins, [(T, 256)], tmp_path, bad=True)
+    assert "functions: mlp_block swiglu" in out and "in X: bf16[T, 256] (DLPack code 4, 16 bits)" in out
+    np.testing.assert_array_equal(np.frombuffer(got[0], np.uint16).reshape(T, 256), bf16_bits(want))
+
+    Xs = RNG.standard_normal((5, 24)).astype(np.float32)
+    Wg, Wu = RNG.standard_normal((24, 40)).astype(np.float32), RNG.standard_normal((24, 40)).astype(np.float32)
+    Wd = RNG.standard_normal((40, 24)).astype(np.float32)
+    want = prog.function("swiglu")(Xs, Wg, Wu, Wd)
+    got, _ = call_from_c(build_host, image, "swiglu", [Xs, Wg, Wu, Wd], [(5, 24)], tmp_path)
+    assert got[0] == want.tobytes()
+
+
+def test_batch_and_alias_steps_from_c(build_host, compiler, tmp_path):
+    from tessera import executor
+    r = compiler.compile_source(BATCH_ALIAS, "bmm.py")
+    steps = r.metadata["plans"]["bmm"]["steps"]
+    assert any("batch" in s for s in steps) and any("alias" in s for s in steps)
+    prog = executor.load(r.image)
+    A = RNG.standard_normal((2, 4, 8)).astype(np.float32)
+    B = RNG.standard_normal((2, 8, 3)).astype(np.float32)
+    want = prog.bmm(A, B)
+    got, _ = call_from_c(build_host, r.image, "bmm", [A, B], [(8, 3)], tmp_path, bad=True)
+    assert got[0] == want.tobytes()
+
+
+def test_a_malformed_plan_refuses_the_module(build_host, compiler, tmp_path):
+    r = compiler.compile_source(BATCH_ALIAS, "bmm.py")
+    # the first step's kernel name becomes a number, padded with blanks to the same length: still JSON
+    m = re.search(rb'"kernel": "[^"]*"', r.image)
+    bad = r.image[:m.start()] + b'"kernel": 1'.ljust(m.end() - m.start()) + r.image[m.end():]
+    path = tmp_path / "bad.tessera"
+    path.write_bytes(bad)
+    (tmp_path / "shapes.txt").write_text("")
+    p = subprocess.run([str(build_host("host_function.c")), str(path), "bmm", str(tmp_path)], capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 2 and "TSR_ERROR_BAD_IMAGE" in p.stdout, p.stdout + p.stderr
+    assert "bad image: launch plan: function 'bmm'" in p.stdout, p.stdout
