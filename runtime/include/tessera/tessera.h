@@ -3,7 +3,8 @@
  *
  * Plain C11; usable from C++ (extern "C"). This header includes the rest of the API: <tessera/device.h>
  * (backends, properties, limits), <tessera/execution.h> (streams, events, graphs), <tessera/telemetry.h>
- * (metrics, trace ranges, crash capture) and <tessera/abi_draft.h> (the ABI draft's names). The reference page
+ * (metrics, trace ranges, crash capture), <tessera/abi_draft.h> (the ABI draft's names) and <tessera/dlpack.h>
+ * (DLPack's DLTensor, which function calls take). The reference page
  * is docs/c-api.md; the image format and the launch-argument convention are in docs/image-format.md.
  *
  * Conventions shared by every function of the API:
@@ -179,8 +180,9 @@ TSR_API tsr_status_t tsrSynchronize(tsr_context_t context);
  * caller may free `image` as soon as this returns.
  * Kernels whose target/arch the context's backend does not run (e.g. `ptx` on the CPU backend, `aarch64`
  * code on an x86-64 host) are skipped; the module still loads.
- * Errors: TSR_ERROR_BAD_IMAGE (malformed image, or CPU code that cannot be loaded, e.g. a missing entry
- * symbol), TSR_ERROR_ABI_MISMATCH (see TSR_ABI_MAJOR), TSR_ERROR_OUT_OF_MEMORY, TSR_ERROR_INVALID_VALUE
+ * The `.tessera.plan` section, when present, is read too (its functions: tsrModuleGetFunction).
+ * Errors: TSR_ERROR_BAD_IMAGE (malformed image, a malformed, truncated or other-version launch plan, named by
+ * function, step and member, or CPU code that cannot be loaded, e.g. a missing entry symbol), TSR_ERROR_ABI_MISMATCH (see TSR_ABI_MAJOR), TSR_ERROR_OUT_OF_MEMORY, TSR_ERROR_INVALID_VALUE
  * (NULL image). */
 TSR_API tsr_status_t tsrLoadModule(tsr_context_t context, const void* image, size_t image_size,
                                    tsr_module_t* out_module);
