@@ -667,6 +667,20 @@ static tsr_status_t check_tensor(call_t* c, const DLTensor* t, const tsr_tensor_
     }
   }
   const tsr_plan_value_t* v = &c->f->values[vid];
+  /* a buffer the context knows (tsrAlloc, tsrHostRegister) must hold what the descriptor says */
+  uint64_t bytes = dtype_of(spec->dtype_name)->size;
+  for (uint32_t r = 0; r < spec->rank; r++)
+    if (t->shape[r] < 0 || __builtin_mul_overflow(bytes, (uint64_t)t->shape[r], &bytes)) bytes = UINT64_MAX;
+  tsr_pointer_info_t info;
+  const char* start = (const char*)t->data + t->byte_offset;
+  if (bytes != UINT64_MAX && tsrPointerGetInfo(c->ctx, start, &info) == TSR_SUCCESS &&
+      info.kind != TSR_MEMORY_UNKNOWN) {
+    uint64_t room = (uint64_t)((const char*)info.base + info.bytes - start);
+    if (bytes > room)
+      return tsr_fail(TSR_ERROR_MEMORY_FAULT, "function '%s': %s '%s' needs %" PRIu64 " bytes, but its buffer lies "
+                      "in an allocation of %zu bytes that ends %" PRIu64 " bytes after its start", fname, role,
+                      spec->name, bytes, info.bytes, room);
+  }
   for (uint32_t r = 0; r < spec->rank; r++) {
     int64_t n = t->shape[r];
     if (n < 0)

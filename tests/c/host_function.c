@@ -6,7 +6,8 @@
  * DIR/shapes.txt has one line per tensor, inputs first: "in|out NDIM D0 D1 ...". Inputs are read from
  * DIR/in<i>.bin (raw, as the signature's dtype stores them), outputs written to DIR/out<i>.bin. With --bad, the
  * host also checks that bad calls (unknown function, wrong count, rank, dtype, extent, NULL pointers,
- * non-contiguous strides) return their status with a message naming the function and argument. */
+ * non-contiguous strides, a buffer shorter than its shape) return their status with a message naming the
+ * function and argument. */
 #include "check.h"
 
 #define MAX_TENSORS 32
@@ -24,7 +25,7 @@ static void print_spec(const char* role, const tsr_tensor_spec_t* s) {
   printf("] (DLPack code %u, %u bits)\n", (unsigned)s->dtype.code, (unsigned)s->dtype.bits);
 }
 
-static void bad_inputs(tsr_module_t module, tsr_function_t fn, const tsr_function_signature_t* sig, host_tensor_t* ins,
+static void bad_inputs(tsr_context_t ctx, tsr_module_t module, tsr_function_t fn, const tsr_function_signature_t* sig, host_tensor_t* ins,
                        host_tensor_t* outs) {
   const DLTensor* in[MAX_TENSORS];
   const DLTensor* out[MAX_TENSORS];
@@ -86,6 +87,14 @@ static void bad_inputs(tsr_module_t module, tsr_function_t fn, const tsr_functio
   t.strides = strides;
   expect_msg("non-contiguous", tsrFunctionCall(fn, NULL, in, sig->input_count, out, sig->output_count),
              TSR_ERROR_INVALID_VALUE, "contiguous");
+  /* a buffer the context knows, shorter than the descriptor says */
+  t = ins[0].t;
+  void* small;
+  MUST(tsrAlloc(ctx, 4, TSR_ALLOC_DEFAULT, &small));
+  t.data = small;
+  expect_msg("a buffer shorter than its shape", tsrFunctionCall(fn, NULL, in, sig->input_count, out,
+                                                                 sig->output_count), TSR_ERROR_MEMORY_FAULT, name0);
+  MUST(tsrFree(ctx, small));
   in[0] = &ins[0].t;
   DLTensor o = outs[0].t;
   int64_t oshape[8];
@@ -172,7 +181,7 @@ int main(int argc, char** argv) {
   }
   fclose(shapes);
 
-  if (argc > 4 && strcmp(argv[4], "--bad") == 0) bad_inputs(module, fn, &sig, ins, outs);
+  if (argc > 4 && strcmp(argv[4], "--bad") == 0) bad_inputs(ctx, module, fn, &sig, ins, outs);
 
   /* twice: once on the NULL stream, once on a stream (the call waits for it); the second's outputs are kept */
   expect("call on the NULL stream", tsrFunctionCall(fn, NULL, in, sig.input_count, out, sig.output_count),

@@ -101,3 +101,16 @@ def test_a_malformed_plan_refuses_the_module(build_host, compiler, tmp_path):
                        text=True, timeout=300)
     assert p.returncode == 2 and "TSR_ERROR_BAD_IMAGE" in p.stdout, p.stdout + p.stderr
     assert "bad image: launch plan: function 'bmm'" in p.stdout, p.stdout
+
+
+def test_a_truncated_plan_refuses_the_module(build_host, compiler, tmp_path):
+    from tessera.image import read_image
+    r = compiler.compile_source(BATCH_ALIAS, "bmm.py")
+    (section,) = [s for s in read_image(r.image).sections if s.name == ".tessera.plan"]
+    end = section.offset + section.size
+    bad = r.image[:end - 40] + b" " * 40 + r.image[end:]  # the document stops 40 bytes early
+    path = tmp_path / "bad.tessera"
+    path.write_bytes(bad)
+    p = subprocess.run([str(build_host("host_function.c")), str(path), "bmm", str(tmp_path)], capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 2 and "TSR_ERROR_BAD_IMAGE: bad image: launch plan" in p.stdout, p.stdout + p.stderr

@@ -464,6 +464,8 @@ TSR_API tsr_status_t tsrFunctionGetSignature(tsr_function_t function, tsr_functi
  * of what a kernel needs (naming the kernel and the reason), or a scalar out of its type's range;
  * TSR_ERROR_NOT_FOUND when a step's kernel has no code this runtime can run; TSR_ERROR_UNSUPPORTED on a
  * backend other than "cpu" in this version and on a stream that is capturing a graph;
+ * TSR_ERROR_MEMORY_FAULT for a tensor whose data lies in an allocation the context knows (tsrAlloc,
+ * tsrHostRegister) that is shorter than its shape says (memory the context does not know cannot be checked);
  * TSR_ERROR_OUT_OF_MEMORY; and whatever tsrLaunch returns for a step, with the step named. After a failure
  * at run time, outputs may be partly written. Thread safety: concurrent calls of one function are allowed
  * (each has its own intermediates). */
