@@ -114,3 +114,74 @@ def test_a_truncated_plan_refuses_the_module(build_host, compiler, tmp_path):
     p = subprocess.run([str(build_host("host_function.c")), str(path), "bmm", str(tmp_path)], capture_output=True,
                        text=True, timeout=300)
     assert p.returncode == 2 and "TSR_ERROR_BAD_IMAGE: bad image: launch plan" in p.stdout, p.stdout + p.stderr
+
+
+def _example_functions():
+    """(example, function) of every `@function` program of examples/ (compiled in the test: the CPU target)."""
+    out = []
+    for path in sorted((REPO / "examples").rglob("*.py")):
+        text = path.read_text()
+        if "@function" in text:
+            out += [(str(path.relative_to(REPO)), name) for name in re.findall(r"@function[^\n]*\n(?:@[^\n]*\n)*def (\w+)", text)]
+    return out
+
+
+_IMAGES: dict = {}
+
+
+def _inputs(fn, extent):
+    """Random inputs for a plan function, every symbolic extent `extent`, as its parameters take them."""
+    from tessera import plan as plans
+    from tessera.executor import numpy_dtype
+    arrays = []
+    for vid in fn.plan.args:
+        spec = fn.plan.values[vid]
+        shape = [int(d) if d.isdigit() else plans.evaluate(d, {}) if not any(c.isalpha() for c in d) else extent
+                 for d in spec.dims]
+        dt = numpy_dtype(spec)
+        if dt.kind == "f":
+            x = RNG.standard_normal(shape).astype(dt) * 0.5
+            arrays.append(bf16_bits(x) if spec.dtype == "bf16" else x)
+        elif dt.kind in "iu":
+            arrays.append(RNG.integers(0, 7, shape).astype(dt))
+        else:
+            return None
+    return arrays
+
+
+@pytest.mark.parametrize("example,name", _example_functions())
+def test_every_example_function_from_c_equals_the_python_executor(build_host, compiler, tmp_path, example, name):
+    """Each `@function` of examples/, on the CPU, from C and from Python on the same inputs: the same bits
+    (tile programs' outputs, same_extents, batch and alias steps included)."""
+    from tessera import executor
+    if example not in _IMAGES:
+        source = REPO / example
+        try:
+            _IMAGES[example] = compiler.compile_source(source.read_text(), str(source)).image
+        except Exception as e:  # noqa: BLE001 — a program the CPU target refuses is not this test's subject
+            _IMAGES[example] = e
+    image = _IMAGES[example]
+    if isinstance(image, Exception):
+        pytest.skip(f"{example} does not compile for the CPU: {image}")
+    prog = executor.load(image)
+    if name not in prog.functions:
+        pytest.skip(f"{name} has no plan")
+    fn = prog.function(name)
+    for extent in (32, 64, 128):
+        ins = _inputs(fn, extent)
+        if ins is None:
+            pytest.skip(f"{name} takes a dtype this test does not generate")
+        kept = [x.copy() for x in ins]  # a tile program writes its outputs into its inputs
+        try:
+            want = fn(*ins)
+            break
+        except (ValueError, TypeError):
+            continue
+    else:
+        pytest.skip(f"{name}: no extent of 32, 64, 128 suits it")
+    want = want if isinstance(want, tuple) else (want,)
+    stored = [bf16_bits(w) if fn.plan.values[v].dtype == "bf16" else np.asarray(w)
+              for w, v in zip(want, fn.plan.results)]
+    got, _ = call_from_c(build_host, image, name, kept, [w.shape for w in stored], tmp_path)
+    for g, w in zip(got, stored):
+        assert g == np.ascontiguousarray(w).tobytes()
