@@ -143,8 +143,9 @@ def _collect(mod: ir.Module, metadata: dict) -> None:
 
 
 def _bytecode(mod: ir.Module) -> bytes:
+    """The Graph IR's bytecode, at the pinned version the image's IR version note records."""
     buf = io.BytesIO()
-    mod.operation.write_bytecode(buf)
+    mod.operation.write_bytecode(buf, desired_version=image.format.BYTECODE_VERSION)
     return buf.getvalue()
 
 
@@ -219,7 +220,7 @@ def compile_source(source: str, filename: str = "<string>", options: CompileOpti
 def metadata_of_image(data: bytes, cached: bool = False) -> dict:
     """What a compilation's metadata says that its image records too (kernel signatures, launch plans)."""
     img = image.read_image(data)
-    section = img.section(plan.SECTION)
+    section = img.plan
     return {"signatures": [abi.signature_of_record(k) for k in img.kernels],
             "plans": _documents(plan.decode(section)) if section is not None else {}, "cached": cached}
 

@@ -319,10 +319,10 @@ class Program:
 
     def __init__(self, data: bytes, context=None):
         self.module = runtime.load(data, context)
-        section = self.module.image.section(plans.SECTION)
         try:
+            section = self.module.image.plan  # ImageError where the versions rule refuses it
             self.plans = plans.decode(section) if section is not None else {}
-        except (ValueError, KeyError, TypeError) as e:  # PlanError, and the JSON of another format
+        except (ValueError, KeyError, TypeError) as e:  # ImageError, PlanError, and the JSON of another format
             raise runtime.bad_image("launch plans", e) from None
         # the plans' JSON documents, as the compile metadata's "plans" holds them
         self.functions = {name: p.to_json() for name, p in self.plans.items()}

@@ -1,5 +1,6 @@
 """tessera-objdump: shows what a `.tessera` image holds — ABI version, sections, kernel metadata (as YAML, the
-form of spec/system-architecture.md §11.2) and the module's Graph IR."""
+form of spec/system-architecture.md §11.2), the IR and plan versions it records (and what of it this release
+refuses by docs/image-format.md's rule) and the module's Graph IR."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import sys
 from .. import dtypes
 from ..abi import KIND_NAMES
 from ..image import ImageError, read_image
-from ..image.format import ARG_READONLY, FLAG_SIMT
+from .. import plan
+from ..image.format import (ARG_READONLY, BYTECODE_VERSION, FLAG_SIMT, IR_MAJOR, IR_MINOR, Versions, ir_refusal,
+                            plan_refusal)
 from .errors import ToolError, tool_main
 
 _SHT = {1: "PROGBITS", 3: "STRTAB", 7: "NOTE"}
@@ -49,7 +52,17 @@ def render(img, show_ir: bool = True) -> str:
     out.append("kernels:")
     for k in img.kernels:
         out += kernel_yaml(k, lambda c: dtypes.BY_CODE[c].name if c in dtypes.BY_CODE else f"code{c}")
-    if show_ir and img.ops is not None:
+    v = img.versions
+    if v == Versions.NONE:
+        out.append("versions: none  # made before images recorded them: IR and plan version 0")
+    else:
+        out.append(f"versions: {{ir: {v.ir[0]}.{v.ir[1]}, bytecode: {v.bytecode}, plan: {v.plan}}}")
+    # what this release does with the image's Graph IR and plans (docs/image-format.md, "Versions")
+    out.append(f"reader: {{ir: {IR_MAJOR}.{IR_MINOR}, bytecode: {BYTECODE_VERSION}, plan: {plan.VERSION}}}")
+    for what, why in (("graph_ir", ir_refusal(v)), ("plan", plan_refusal(v, plan.VERSION))):
+        if why:
+            out.append(f"refused_{what}: {_yaml_str(why)}")
+    if show_ir and img.ops is not None and not ir_refusal(v):
         # lazy: MLIR loads only to print the Graph IR
         from ..dialects import make_context
         from ..mlir import ir

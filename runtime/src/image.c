@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "errors.h"
+#include "plan.h"
 
 #define BAD(...) tsr_fail(TSR_ERROR_BAD_IMAGE, "bad image: " __VA_ARGS__)
 
@@ -21,6 +22,7 @@ enum {
   META_KERNEL_SIZE = 64,  /* minimum record sizes of table layout 1.0; larger records are from newer minors */
   META_ARG_SIZE = 16,
   NT_TESSERA_ABI_VERSION = 1,
+  NT_TESSERA_IR_VERSION = 2,  /* ir major, ir minor, bytecode version, plan version: u32 each */
   DTYPE_MAX = 17,
 };
 
@@ -183,6 +185,16 @@ static tsr_status_t parse_abi_note(const tsr_image_section_t* note, tsr_image_t*
       return BAD(".note.tessera: note at offset %llu runs past the section", (unsigned long long)off);
     const uint8_t* name = p + 12;
     const uint8_t* desc = name + align4(namesz);
+    if (namesz == 8 && memcmp(name, "Tessera", 8) == 0 && type == NT_TESSERA_IR_VERSION) {
+      if (img->has_versions) return BAD(".note.tessera holds more than one IR version note");
+      if (descsz != 16)
+        return BAD("IR version note has a %llu-byte descriptor, expected 16", (unsigned long long)descsz);
+      img->ir_major = rd32(desc);
+      img->ir_minor = rd32(desc + 4);
+      img->bytecode_version = rd32(desc + 8);
+      img->plan_version = rd32(desc + 12);
+      img->has_versions = true;
+    }
     if (namesz == 8 && memcmp(name, "Tessera", 8) == 0 && type == NT_TESSERA_ABI_VERSION) {
       if (found) return BAD(".note.tessera holds more than one ABI version note");
       if (descsz != 8)
@@ -194,6 +206,16 @@ static tsr_status_t parse_abi_note(const tsr_image_section_t* note, tsr_image_t*
     off += total;
   }
   if (!found) return BAD(".note.tessera has no 'Tessera' ABI version note");
+  return TSR_SUCCESS;
+}
+
+tsr_status_t tsr_image_check_plan_version(const tsr_image_t* img) {
+  if (!img->has_versions)
+    return BAD("the image records no plan version (it was made before images recorded one, version 0); this "
+               "runtime reads launch plans of version %d: recompile it from its source", TSR_PLAN_VERSION);
+  if (img->plan_version != TSR_PLAN_VERSION)
+    return BAD("the image's launch plans are version %u; this runtime reads version %d only: recompile it from "
+               "its source with this release", img->plan_version, TSR_PLAN_VERSION);
   return TSR_SUCCESS;
 }
 

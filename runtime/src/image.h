@@ -7,6 +7,7 @@
 #ifndef TESSERA_SRC_IMAGE_H_
 #define TESSERA_SRC_IMAGE_H_
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,10 @@ typedef struct tsr_image_prop {
 
 typedef struct tsr_image {
   uint32_t abi_major, abi_minor;
+  /* The IR version note (docs/image-format.md, "Versions"): what `.tessera.ops` and `.tessera.plan` are;
+   * has_versions false and all 0 for an image made before the note existed (version 0). */
+  bool has_versions;
+  uint32_t ir_major, ir_minor, bytecode_version, plan_version;
   uint16_t section_count;
   tsr_image_section_t* sections;
   const char* strtab;  /* the .tessera.strtab section */
@@ -65,6 +70,11 @@ const tsr_image_section_t* tsr_image_find_section(const tsr_image_t* image, cons
 static inline const char* tsr_image_str(const tsr_image_t* image, uint32_t offset) {
   return image->strtab + offset;
 }
+
+/* Whether this runtime reads the image's `.tessera.plan` by the compatibility rule (docs/image-format.md,
+ * "Versions": the recorded plan version equals TSR_PLAN_VERSION). TSR_SUCCESS, or TSR_ERROR_BAD_IMAGE with a
+ * message naming both versions (or that the image records none); a reader of the plan section calls it first. */
+tsr_status_t tsr_image_check_plan_version(const tsr_image_t* image);
 
 void tsr_image_release(tsr_image_t* image);
 

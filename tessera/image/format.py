@@ -10,6 +10,15 @@ META_MAJOR, META_MINOR = 1, 0
 
 NOTE_NAME = b"Tessera\0"
 NT_TESSERA_ABI_VERSION = 1
+NT_TESSERA_IR_VERSION = 2   # the versions of .tessera.ops and .tessera.plan (docs/image-format.md)
+
+# The Graph IR's version: our dialects' (major, minor), and the MLIR bytecode version `.tessera.ops` is written
+# at (pinned: the compiler asks MLIR for exactly this one). A change to the dialects that an older reader would
+# misread or fail to parse (an op, attribute or type removed or changed) bumps the major; one it would only fail
+# to parse where the new thing is used (an op or attribute added) bumps the minor. The compatibility rule is
+# `ir_refusal` below and docs/image-format.md's "Versions".
+IR_MAJOR, IR_MINOR = 1, 0
+BYTECODE_VERSION = 6   # MLIR's bytecode version 6 (native properties), the newest the torch-mlir wheel writes
 
 SEC_NOTE = ".note.tessera"
 SEC_META = ".tessera.meta"
@@ -27,8 +36,50 @@ FLAG_SIMT = 1
 ARG_READONLY = 1
 
 
+IR_VERSION_DESC = struct.Struct("<IIII")          # ir major, ir minor, bytecode version, plan version
+
+
 class ImageError(ValueError):
     """A malformed image, or one this reader cannot read."""
+
+
+@dataclass(frozen=True)
+class Versions:
+    """What an image's IR version note records; `Versions.NONE` (all 0) for an image made before it existed."""
+    ir: tuple[int, int]
+    bytecode: int
+    plan: int
+
+    def __str__(self) -> str:
+        return f"IR {self.ir[0]}.{self.ir[1]} (bytecode {self.bytecode}), plan {self.plan}"
+
+
+Versions.NONE = Versions((0, 0), 0, 0)
+
+
+def ir_refusal(v: Versions) -> str | None:
+    """Why this reader refuses the Graph IR of an image recording `v`, or None: it reads the same IR major at
+    its own minor or an older one, written at its bytecode version or an older one."""
+    if v == Versions.NONE:
+        return ("the image records no IR version (it was made before images recorded one, IR version 0); "
+                f"this reader reads IR {IR_MAJOR}.0 to {IR_MAJOR}.{IR_MINOR}: recompile it from its source")
+    if v.ir[0] != IR_MAJOR or v.ir[1] > IR_MINOR or v.bytecode > BYTECODE_VERSION:
+        return (f"the image's Graph IR is version {v.ir[0]}.{v.ir[1]} (bytecode {v.bytecode}); this reader reads "
+                f"IR {IR_MAJOR}.0 to {IR_MAJOR}.{IR_MINOR} (bytecode {BYTECODE_VERSION} or older): "
+                "recompile it from its source with this release")
+    return None
+
+
+def plan_refusal(v: Versions, plan_version: int) -> str | None:
+    """Why a reader of launch plans of `plan_version` refuses the plans of an image recording `v`, or None: it
+    reads its own version only (tessera.plan.VERSION)."""
+    if v == Versions.NONE:
+        return ("the image records no plan version (it was made before images recorded one, version 0); "
+                f"this reader reads launch plans of version {plan_version}: recompile it from its source")
+    if v.plan != plan_version:
+        return (f"the image's launch plans are version {v.plan}; this reader reads version {plan_version} only: "
+                "recompile it from its source with this release")
+    return None
 
 
 @dataclass

@@ -5,12 +5,12 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from .. import dtypes
+from .. import dtypes, plan
 from ..abi import KIND_NAMES
 
-from .format import (ARG_RECORD, CODE_PREFIX, DIM_ENTRY, KERNEL_RECORD, META_HEADER, NOTE_NAME,
-                     NT_TESSERA_ABI_VERSION, PROP_ENTRY, SEC_META, SEC_NOTE, SEC_OPS, SEC_STRTAB, ArgRecord,
-                     ImageError, KernelRecord)
+from .format import (ARG_RECORD, CODE_PREFIX, DIM_ENTRY, IR_VERSION_DESC, KERNEL_RECORD, META_HEADER, NOTE_NAME,
+                     NT_TESSERA_ABI_VERSION, NT_TESSERA_IR_VERSION, PROP_ENTRY, SEC_META, SEC_NOTE, SEC_OPS,
+                     SEC_STRTAB, ArgRecord, ImageError, KernelRecord, Versions, ir_refusal, plan_refusal)
 
 _EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
 _SHDR = struct.Struct("<IIQQQQIIQQ")
@@ -30,6 +30,7 @@ class Image:
     abi: tuple[int, int]
     sections: list[Section]
     kernels: list[KernelRecord]
+    versions: Versions = Versions.NONE   # the IR version note's record; NONE where the image has none
 
     def section(self, name: str) -> bytes | None:
         for s in self.sections:
@@ -39,7 +40,26 @@ class Image:
 
     @property
     def ops(self) -> bytes | None:
+        """The `.tessera.ops` section as it is, unchecked (`graph_ir` checks its version)."""
         return self.section(SEC_OPS)
+
+    @property
+    def graph_ir(self) -> bytes | None:
+        """The Graph IR's bytecode, None where the image has none; ImageError, naming the image's version and
+        this reader's, where the compatibility rule refuses it (format.ir_refusal)."""
+        data = self.section(SEC_OPS)
+        if data is not None and (why := ir_refusal(self.versions)):
+            raise ImageError(f"{SEC_OPS}: {why}")
+        return data
+
+    @property
+    def plan(self) -> bytes | None:
+        """The launch plans' document, None where the image has none; ImageError, naming both versions, where
+        the compatibility rule refuses it (format.plan_refusal)."""
+        data = self.section(plan.SECTION)
+        if data is not None and (why := plan_refusal(self.versions, plan.VERSION)):
+            raise ImageError(f"{plan.SECTION}: {why}")
+        return data
 
     @property
     def targets(self) -> list[str]:
@@ -88,18 +108,38 @@ def read_image(data: bytes) -> Image:
     for required in (SEC_NOTE, SEC_META, SEC_STRTAB):
         if required not in by_name:
             raise ImageError(f"required section {required} is missing")
-    abi = _abi_note(by_name[SEC_NOTE])
+    abi, versions = _notes(by_name[SEC_NOTE])
     kernels = _kernels(by_name[SEC_META], by_name[SEC_STRTAB])
-    return Image(abi, sections, kernels)
+    return Image(abi, sections, kernels, versions)
 
 
-def _abi_note(note: bytes) -> tuple[int, int]:
-    namesz, descsz, typ = _unpack(struct.Struct("<III"), note, 0, "ABI note")
-    name = note[12:12 + namesz]
-    desc_off = 12 + ((namesz + 3) & ~3)
-    if name != NOTE_NAME or typ != NT_TESSERA_ABI_VERSION or descsz != 8:
+def _notes(note: bytes) -> tuple[tuple[int, int], Versions]:
+    """The ABI version note (required) and the IR version note (optional) of `.note.tessera`; notes of other
+    names or types are skipped."""
+    abi = versions = None
+    off = 0
+    while off < len(note):
+        namesz, descsz, typ = _unpack(struct.Struct("<III"), note, off, "note header")
+        desc_off = off + 12 + ((namesz + 3) & ~3)
+        end = desc_off + ((descsz + 3) & ~3)
+        if end > len(note):
+            raise ImageError(f"{SEC_NOTE}: the note at offset {off} runs past the section")
+        if note[off + 12:off + 12 + namesz] == NOTE_NAME and typ in (NT_TESSERA_ABI_VERSION, NT_TESSERA_IR_VERSION):
+            what = "ABI version" if typ == NT_TESSERA_ABI_VERSION else "IR version"
+            size = 8 if typ == NT_TESSERA_ABI_VERSION else IR_VERSION_DESC.size
+            if descsz != size:
+                raise ImageError(f"the {what} note has a {descsz}-byte descriptor, expected {size}")
+            if (abi if typ == NT_TESSERA_ABI_VERSION else versions) is not None:
+                raise ImageError(f"{SEC_NOTE} holds more than one {what} note")
+            if typ == NT_TESSERA_ABI_VERSION:
+                abi = struct.unpack_from("<II", note, desc_off)
+            else:
+                ir_major, ir_minor, bytecode, plan_version = IR_VERSION_DESC.unpack_from(note, desc_off)
+                versions = Versions((ir_major, ir_minor), bytecode, plan_version)
+        off = end
+    if abi is None:
         raise ImageError("the ABI note is not a Tessera ABI version note")
-    return _unpack(struct.Struct("<II"), note, desc_off, "ABI version")
+    return abi, versions or Versions.NONE
 
 
 def _kernels(meta: bytes, strtab: bytes) -> list[KernelRecord]:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import struct
 
-from .format import (ABI_MAJOR, ABI_MINOR, ARG_RECORD, DIM_ENTRY, KERNEL_RECORD, META_HEADER, META_MAJOR,
-                     META_MINOR, NOTE_NAME, NT_TESSERA_ABI_VERSION, PROP_ENTRY, SEC_META, SEC_NOTE, SEC_OPS,
-                     SEC_STRTAB, KernelRecord)
+from .. import plan
+from .format import (ABI_MAJOR, ABI_MINOR, ARG_RECORD, BYTECODE_VERSION, DIM_ENTRY, IR_MAJOR, IR_MINOR,
+                     IR_VERSION_DESC, KERNEL_RECORD, META_HEADER, META_MAJOR, META_MINOR, NOTE_NAME,
+                     NT_TESSERA_ABI_VERSION, NT_TESSERA_IR_VERSION, PROP_ENTRY, SEC_META, SEC_NOTE, SEC_OPS,
+                     SEC_STRTAB, KernelRecord, Versions)
+
+CURRENT_VERSIONS = Versions((IR_MAJOR, IR_MINOR), BYTECODE_VERSION, plan.VERSION)
 
 _SHT_PROGBITS, _SHT_STRTAB, _SHT_NOTE = 1, 3, 7
 _EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
@@ -42,16 +46,22 @@ def _meta(kernels: list[KernelRecord], strtab: StringTable) -> bytes:
     return header + b"".join(krecs + arecs + drecs + precs)
 
 
-def _note(major: int, minor: int) -> bytes:
-    return struct.pack("<III", len(NOTE_NAME), 8, NT_TESSERA_ABI_VERSION) + NOTE_NAME + struct.pack("<II", major, minor)
+def _note(major: int, minor: int, versions: Versions | None = None) -> bytes:
+    out = struct.pack("<III", len(NOTE_NAME), 8, NT_TESSERA_ABI_VERSION) + NOTE_NAME + struct.pack("<II", major, minor)
+    if versions is not None:
+        out += (struct.pack("<III", len(NOTE_NAME), IR_VERSION_DESC.size, NT_TESSERA_IR_VERSION) + NOTE_NAME +
+                IR_VERSION_DESC.pack(*versions.ir, versions.bytecode, versions.plan))
+    return out
 
 
 def write_image(kernels: list[KernelRecord], code: dict[str, bytes], ops: bytes | None = None,
-                abi: tuple[int, int] = (ABI_MAJOR, ABI_MINOR)) -> bytes:
-    """The image bytes. `code` maps section names (``.tessera.code.cpu`` …) to their contents."""
+                abi: tuple[int, int] = (ABI_MAJOR, ABI_MINOR),
+                versions: Versions | None = CURRENT_VERSIONS) -> bytes:
+    """The image bytes. `code` maps section names (``.tessera.code.cpu`` …) to their contents. `versions` is
+    what the IR version note records (None: no note, as images made before it)."""
     strtab = StringTable()
     meta = _meta(kernels, strtab)
-    sections: list[tuple[str, int, bytes, int]] = [(SEC_NOTE, _SHT_NOTE, _note(*abi), 4),
+    sections: list[tuple[str, int, bytes, int]] = [(SEC_NOTE, _SHT_NOTE, _note(*abi, versions), 4),
                                                    (SEC_META, _SHT_PROGBITS, meta, 16)]
     if ops is not None:
         sections.append((SEC_OPS, _SHT_PROGBITS, ops, 16))

@@ -1,0 +1,37 @@
+"""Rebuilds the version fixtures of tests/data (README.md there): `python tests/data/make_fixtures.py`.
+
+Only a release that changes what the fixtures promise rebuilds them (docs/image-format.md, "Versions"): the
+fixtures are the images an older release built, which every later release loads and runs or refuses by the
+rule. The compile cache is bypassed, and the CPU code is built for x86-64-v3 (AVX2, FMA: AMD Zen 3 and Intel
+Xeons from Haswell on), not for the building machine."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import sys
+
+os.environ["TESSERA_CACHE"] = "0"
+
+from tessera import compiler  # noqa: E402
+from tessera.options import CompileOptions  # noqa: E402
+
+HERE = pathlib.Path(__file__).resolve().parent
+CPU = "x86-64-v3"
+FIXTURES = {  # image: (source, options)
+    "saxpy.cpu.tessera": ("kernels.py", dict(target="cpu", cpu=CPU)),
+    "saxpy.cpu-ptx.tessera": ("kernels.py", dict(target="cpu,ptx", cpu=CPU, arch="sm_80")),
+    "function.cpu.tessera": ("small_function.py", dict(target="cpu", cpu=CPU)),
+}
+
+
+def main() -> int:
+    for name, (source, options) in FIXTURES.items():
+        result = compiler.compile_file(str(HERE / source), CompileOptions(**options))
+        (HERE / name).write_bytes(result.image)
+        print(f"{name}: {len(result.image)} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
