@@ -80,6 +80,12 @@ static tsr_status_t fill_spec(tsr_plan_t* plan, const tsr_plan_function_t* f, ui
 tsr_status_t tsr_module_load_functions(struct tsr_module* m, const tsr_image_t* img) {
   const tsr_image_section_t* s = plan_section(img);
   if (!s) return TSR_SUCCESS;
+  /* Plans of another version are refused by the versioning rule (docs/image-format.md, "Versions"): the
+   * module still loads for its kernels, and looking a function up says why there is none. */
+  if (tsr_image_check_plan_version(img)) {
+    m->plans_refused = strdup(tsrGetLastErrorMessage());
+    return m->plans_refused ? TSR_SUCCESS : oom();
+  }
   tsr_plan_t* plan;
   tsr_status_t st = tsr_plan_read(s->data ? (const void*)s->data : "", (size_t)s->size, &plan);
   if (st) {
@@ -125,6 +131,8 @@ tsr_status_t tsr_module_load_functions(struct tsr_module* m, const tsr_image_t* 
 
 void tsr_module_free_functions(struct tsr_module* m) {
   if (m->plan) tsr_plan_free(m->plan);
+  free(m->plans_refused);
+  m->plans_refused = NULL;
   m->plan = NULL;
   m->functions = NULL;
   m->function_count = 0;
@@ -149,6 +157,9 @@ tsr_status_t tsrModuleGetFunction(tsr_module_t m, const char* name, tsr_function
       if (n > 0) len += (size_t)n;
     }
   }
+  if (m->plans_refused)
+    return tsr_fail(TSR_ERROR_BAD_IMAGE, "no function named '%s': the image's launch plans were refused: %s", name,
+                    m->plans_refused);
   return tsr_fail(TSR_ERROR_NOT_FOUND, "no function named '%s' in the module (functions: %s)", name,
                   m->function_count ? names : "none: the image has no launch plans");
 }

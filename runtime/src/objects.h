@@ -70,6 +70,7 @@ struct tsr_module {
   struct tsr_plan* plan;              /* the parsed `.tessera.plan` section, or NULL when the image has none */
   struct tsr_function* functions;     /* one per plan function, in the plan's arena */
   size_t function_count;
+  char* plans_refused;  /* why the image's plans were not read (an older or newer plan version), else NULL */
 
   /* Launches running or queued on kernels of this module; unloading waits for them. */
   pthread_mutex_t busy_lock;

@@ -116,6 +116,26 @@ def test_a_truncated_plan_refuses_the_module(build_host, compiler, tmp_path):
     assert p.returncode == 2 and "TSR_ERROR_BAD_IMAGE: bad image: launch plan" in p.stdout, p.stdout + p.stderr
 
 
+def test_plans_of_another_version_leave_the_kernels_and_say_why(build_host, compiler, tmp_path):
+    """The versioning rule (docs/image-format.md, "Versions"): the module loads for its kernels; looking up a
+    function is TSR_ERROR_BAD_IMAGE naming both plan versions."""
+    import struct
+    from tessera.image import read_image
+    from tessera.image.format import NOTE_NAME, NT_TESSERA_IR_VERSION
+    r = compiler.compile_source(BATCH_ALIAS, "bmm.py")
+    note = next(s for s in read_image(r.image).sections if s.name == ".note.tessera")
+    header = struct.pack("<III", len(NOTE_NAME), 16, NT_TESSERA_IR_VERSION) + NOTE_NAME
+    at = note.offset + note.data.index(header) + len(header)
+    bad = bytearray(r.image)
+    struct.pack_into("<I", bad, at + 12, 99)   # the plan version, the note's fourth word
+    path = tmp_path / "v99.tessera"
+    path.write_bytes(bytes(bad))
+    p = subprocess.run([str(build_host("host_function.c")), str(path), "bmm", str(tmp_path)], capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 2 and "functions:\n" in p.stdout, p.stdout + p.stderr   # loaded, no functions
+    assert "TSR_ERROR_BAD_IMAGE" in p.stdout and "launch plans are version 99" in p.stdout, p.stdout
+
+
 def _example_functions():
     """(example, function) of every `@function` program of examples/ (compiled in the test: the CPU target)."""
     out = []

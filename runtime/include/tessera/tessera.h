@@ -414,7 +414,9 @@ typedef struct tsr_function* tsr_function_t;
 
 /* Looks a function up by name (not NULL). TSR_ERROR_NOT_FOUND when the module has no function of that name;
  * the message names it and lists the module's functions. tsrLoadModule has already read and checked the
- * plans: a module whose plan section is malformed does not load (TSR_ERROR_BAD_IMAGE). */
+ * plans: a module whose plan section is malformed does not load (TSR_ERROR_BAD_IMAGE). A module whose image
+ * records another plan version (docs/image-format.md, "Versions") loads for its kernels and has no functions:
+ * this returns TSR_ERROR_BAD_IMAGE naming both versions. */
 TSR_API tsr_status_t tsrModuleGetFunction(tsr_module_t module, const char* name, tsr_function_t* out_function);
 
 /* Number of functions of the module, and the name of function `index` (0 <= index < count; the string lives
