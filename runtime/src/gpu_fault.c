@@ -80,7 +80,11 @@ bool tsr_gpu_fault_spirv_sites(const uint8_t* spv, size_t size, char** table, si
   return checked;
 }
 
-tsr_status_t tsr_gpu_fault_spirv_unchecked(const char* section) {
+tsr_status_t tsr_gpu_fault_spirv_load(const uint8_t* spv, size_t size, const char* section, bool debug,
+                                      bool* checked, char** sites, size_t* sites_bytes) {
+  *checked = tsr_gpu_fault_spirv_sites(spv, size, sites, sites_bytes);
+  if (!*checked && *sites_bytes) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory loading section %s", section);
+  if (*checked || !debug) return TSR_SUCCESS;
   return tsr_fail(TSR_ERROR_UNSUPPORTED, "debug mode (TESSERA_DEBUG) checks every tensor access, and the SPIR-V of "
                   "section %s was compiled without bounds checks: recompile it with gpu_bounds_checks=True "
                   "(tessera-cc --gpu-bounds-checks; the default under TESSERA_DEBUG), or run it without "

@@ -39,8 +39,11 @@ enum { TSR_GPU_FAULT_SPIRV_BYTES = 20 };
  * *table then NULL and *bytes 1). */
 bool tsr_gpu_fault_spirv_sites(const uint8_t* spv, size_t size, char** table, size_t* bytes);
 
-/* What debug mode (TESSERA_DEBUG) says of a SPIR-V section compiled without checks. TSR_ERROR_UNSUPPORTED. */
-tsr_status_t tsr_gpu_fault_spirv_unchecked(const char* section);
+/* The fault sites of a SPIR-V section about to load (tsr_gpu_fault_spirv_sites: *checked, and *sites owned by
+ * the caller), refusing it in debug mode (TESSERA_DEBUG) when it was compiled without checks
+ * (TSR_ERROR_UNSUPPORTED, saying how to recompile). TSR_ERROR_OUT_OF_MEMORY when the table cannot be copied. */
+tsr_status_t tsr_gpu_fault_spirv_load(const uint8_t* spv, size_t size, const char* section, bool debug,
+                                      bool* checked, char** sites, size_t* sites_bytes);
 
 /* A launch's failed check as its result: `fault` (block, report) filled for launch.c, which names the launched
  * kernel; `own` says whether the recorded failure is that kernel's, else the report names `kernel`, which ran

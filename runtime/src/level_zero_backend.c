@@ -247,11 +247,11 @@ static tsr_status_t properties(void* state, tsr_device_properties_t* out) {
 
 static tsr_status_t code_load(void* state, const uint8_t* bytes, size_t size, const char* section, void** out) {
   ze_state_t* s = state;
+  bool checked;
   char* sites;
   size_t sites_bytes;
-  bool checked = tsr_gpu_fault_spirv_sites(bytes, size, &sites, &sites_bytes);
-  if (!checked && sites_bytes) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory loading section %s", section);
-  if (s->debug && !checked) return tsr_gpu_fault_spirv_unchecked(section);
+  tsr_status_t st = tsr_gpu_fault_spirv_load(bytes, size, section, s->debug, &checked, &sites, &sites_bytes);
+  if (st) return st;
   ze_code_t* code = calloc(1, sizeof *code);
   if (!code) {
     free(sites);
