@@ -213,6 +213,7 @@ typedef struct call {
   size_t owned_count;
   uint64_t* slot_bytes;
   int64_t device_units;
+  bool shapes_only;     /* tsrFunctionGetResultShapes: the inputs' data may be NULL */
 } call_t;
 
 static tsr_status_t eval(call_t* c, const tsr_expr_t* e, bool local, int64_t* out, const char* what) {
@@ -649,7 +650,7 @@ static tsr_status_t check_tensor(call_t* c, const DLTensor* t, const tsr_tensor_
                                  const char* role, bool bind) {
   const char* fname = c->f->name;
   if (!t) return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' is NULL", fname, role, spec->name);
-  if (!t->data)
+  if (!t->data && !c->shapes_only)
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' has NULL data", fname, role, spec->name);
   if (t->device.device_type != kDLCPU && t->device.device_type != kDLCUDAHost &&
       t->device.device_type != kDLROCMHost)
@@ -684,7 +685,7 @@ static tsr_status_t check_tensor(call_t* c, const DLTensor* t, const tsr_tensor_
     if (t->shape[r] < 0 || __builtin_mul_overflow(bytes, (uint64_t)t->shape[r], &bytes)) bytes = UINT64_MAX;
   tsr_pointer_info_t info;
   const char* start = (const char*)t->data + t->byte_offset;
-  if (bytes != UINT64_MAX && tsrPointerGetInfo(c->ctx, start, &info) == TSR_SUCCESS &&
+  if (t->data && bytes != UINT64_MAX && tsrPointerGetInfo(c->ctx, start, &info) == TSR_SUCCESS &&
       info.kind != TSR_MEMORY_UNKNOWN) {
     uint64_t room = (uint64_t)((const char*)info.base + info.bytes - start);
     if (bytes > room)
@@ -729,7 +730,9 @@ static tsr_status_t check_tensor(call_t* c, const DLTensor* t, const tsr_tensor_
 
 static void* data_of(const DLTensor* t) { return (char*)t->data + t->byte_offset; }
 
-static tsr_status_t call(call_t* c, const DLTensor* const* inputs, const DLTensor* const* outputs) {
+/* Checks the inputs against the signature, binding the function's extents from their shapes, and the plan's
+ * same_extents over them: what tsrFunctionCall and tsrFunctionGetResultShapes both check first. */
+static tsr_status_t bind_inputs(call_t* c, const DLTensor* const* inputs) {
   const tsr_plan_function_t* f = c->f;
   const tsr_function_signature_t* sig = &c->fn->signature;
   tsr_status_t st;
@@ -745,6 +748,14 @@ static tsr_status_t call(call_t* c, const DLTensor* const* inputs, const DLTenso
                       "(rows of the same tile.range blocks)", f->name, f->same_extents[i][0].text, x,
                       f->same_extents[i][1].text, y);
   }
+  return TSR_SUCCESS;
+}
+
+static tsr_status_t call(call_t* c, const DLTensor* const* inputs, const DLTensor* const* outputs) {
+  const tsr_plan_function_t* f = c->f;
+  const tsr_function_signature_t* sig = &c->fn->signature;
+  tsr_status_t st = bind_inputs(c, inputs);
+  if (st) return st;
   for (uint32_t r = 0; r < f->result_count; r++)
     if ((st = check_tensor(c, outputs[r], &sig->outputs[r], f->results[r], "output", false))) return st;
   for (uint32_t a = 0; a < f->arg_count; a++) {
@@ -779,17 +790,77 @@ static tsr_status_t call(call_t* c, const DLTensor* const* inputs, const DLTenso
   return TSR_SUCCESS;
 }
 
+/* The state of one call of `fn` on the context's backend: its extents and values, nothing bound yet. */
+static tsr_status_t call_open(call_t* c, struct tsr_function* fn, size_t n_in, const DLTensor* const* inputs) {
+  const tsr_plan_function_t* f = fn->plan;
+  struct tsr_module* m = fn->module;
+  *c = (call_t){.fn = fn, .f = f, .plan = m->plan, .ctx = m->obj.context};
+  if (n_in != f->arg_count)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s' takes %u arguments, got %zu", f->name, f->arg_count, n_in);
+  if (n_in && !inputs)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': the inputs array is NULL", f->name);
+  uint32_t nsym = c->plan->symbols.count;
+  c->env = calloc(nsym + 1, sizeof *c->env);
+  c->bound = calloc(nsym + 1, 1);
+  c->local = calloc(nsym + 1, sizeof *c->local);
+  c->local_bound = calloc(nsym + 1, 1);
+  c->values = calloc(f->value_count + 1, sizeof *c->values);
+  c->slots = calloc(fn->slot_count + 1, sizeof *c->slots);
+  c->owned = calloc((size_t)f->value_count + fn->slot_count + 1, sizeof *c->owned);
+  if (!c->env || !c->bound || !c->local || !c->local_bound || !c->values || !c->slots || !c->owned)
+    return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "function '%s': out of memory", f->name);
+  return TSR_SUCCESS;
+}
+
+static void call_close(call_t* c) {
+  free(c->env);
+  free(c->bound);
+  free(c->local);
+  free(c->local_bound);
+  free(c->values);
+  free(c->slots);
+  free(c->owned);
+}
+
+tsr_status_t tsrFunctionGetResultShapes(tsr_function_t fn, const DLTensor* const* inputs, size_t n_in,
+                                        int64_t* out_dims, size_t n_dims) {
+  if (!tsr_handle_is_live(fn, TSR_MAGIC_FUNCTION)) return tsr_fail_handle(__func__, "function");
+  const tsr_plan_function_t* f = fn->plan;
+  size_t total = 0;
+  for (uint32_t r = 0; r < f->result_count; r++) total += f->values[f->results[r]].rank;
+  if (n_dims != total)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrFunctionGetResultShapes: function '%s': its results have %zu "
+                    "extents in all, got room for %zu", f->name, total, n_dims);
+  if (n_dims && !out_dims) return tsr_fail_null_output(__func__);
+  call_t c;
+  tsr_status_t st = call_open(&c, fn, n_in, inputs);
+  c.shapes_only = true;
+  if (!st) st = bind_inputs(&c, inputs);
+  size_t at = 0;
+  for (uint32_t r = 0; r < f->result_count && !st; r++) {
+    const tsr_plan_value_t* v = &f->values[f->results[r]];
+    for (uint32_t d = 0; d < v->rank && !st; d++) {
+      char what[64];
+      snprintf(what, sizeof what, "extent %u of result%u", d, r);
+      int64_t x;
+      if ((st = eval(&c, &v->dims[d], false, &x, what))) break;
+      if (x < 0)
+        st = tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s is %" PRId64 ", below 0", f->name, what, x);
+      else
+        out_dims[at++] = x;
+    }
+  }
+  call_close(&c);
+  return st;
+}
+
 tsr_status_t tsrFunctionCall(tsr_function_t fn, tsr_stream_t stream, const DLTensor* const* inputs, size_t n_in,
                              const DLTensor* const* outputs, size_t n_out) {
   if (!tsr_handle_is_live(fn, TSR_MAGIC_FUNCTION)) return tsr_fail_handle(__func__, "function");
   const tsr_plan_function_t* f = fn->plan;
-  if (n_in != f->arg_count)
-    return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s' takes %u arguments, got %zu", f->name, f->arg_count, n_in);
   if (n_out != f->result_count)
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s' has %u results, got %zu outputs", f->name,
                     f->result_count, n_out);
-  if (n_in && !inputs)
-    return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': the inputs array is NULL", f->name);
   if (n_out && !outputs)
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': the outputs array is NULL", f->name);
   struct tsr_module* m = fn->module;
@@ -808,21 +879,10 @@ tsr_status_t tsrFunctionCall(tsr_function_t fn, tsr_stream_t stream, const DLTen
       return tsr_fail(TSR_ERROR_UNSUPPORTED, "function '%s': the stream is capturing a graph, which tsrFunctionCall "
                       "does not record in this version", f->name);
   }
-  const tsr_plan_t* plan = m->plan;
-  uint32_t nsym = plan->symbols.count;
-  call_t c = {.fn = fn, .f = f, .plan = plan, .ctx = ctx, .stream = stream};
-  size_t owned_max = (size_t)f->value_count + fn->slot_count + 1;
-  c.env = calloc(nsym + 1, sizeof *c.env);
-  c.bound = calloc(nsym + 1, 1);
-  c.local = calloc(nsym + 1, sizeof *c.local);
-  c.local_bound = calloc(nsym + 1, 1);
-  c.values = calloc(f->value_count + 1, sizeof *c.values);
-  c.slots = calloc(fn->slot_count + 1, sizeof *c.slots);
-  c.owned = calloc(owned_max, sizeof *c.owned);
-  tsr_status_t st;
-  if (!c.env || !c.bound || !c.local || !c.local_bound || !c.values || !c.slots || !c.owned) {
-    st = tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "function '%s': out of memory", f->name);
-  } else {
+  call_t c;
+  tsr_status_t st = call_open(&c, fn, n_in, inputs);
+  c.stream = stream;
+  if (!st) {
     tsr_device_properties_t props;
     c.device_units = ctx->backend->properties(ctx->backend_state, &props) ? 1 : props.compute_units;
     st = call(&c, inputs, outputs);
@@ -834,12 +894,6 @@ tsr_status_t tsrFunctionCall(tsr_function_t fn, tsr_stream_t stream, const DLTen
     }
     for (size_t i = 0; i < c.owned_count; i++) tsrFree(ctx, c.owned[i]);
   }
-  free(c.env);
-  free(c.bound);
-  free(c.local);
-  free(c.local_bound);
-  free(c.values);
-  free(c.slots);
-  free(c.owned);
+  call_close(&c);
   return st;
 }

@@ -7,7 +7,7 @@
  * DIR/in<i>.bin (raw, as the signature's dtype stores them), outputs written to DIR/out<i>.bin. With --bad, the
  * host also checks that bad calls (unknown function, wrong count, rank, dtype, extent, NULL pointers,
  * non-contiguous strides, a buffer shorter than its shape) return their status with a message naming the
- * function and argument. */
+ * function and argument. Every run also checks tsrFunctionGetResultShapes against the outputs' extents. */
 #include "check.h"
 
 #define MAX_TENSORS 32
@@ -65,6 +65,24 @@ static void bad_inputs(tsr_context_t ctx, tsr_module_t module, tsr_function_t fn
   t.dtype.code = t.dtype.code == kDLInt ? kDLFloat : kDLInt;
   expect_msg("wrong dtype", tsrFunctionCall(fn, NULL, in, sig->input_count, out, sig->output_count),
              TSR_ERROR_INVALID_VALUE, "dtype");
+  /* tsrFunctionGetResultShapes checks inputs as tsrFunctionCall does: the same status and message */
+  char call_message[1024];
+  snprintf(call_message, sizeof call_message, "%s", tsrGetLastErrorMessage());
+  int64_t dims[MAX_TENSORS * 8];
+  size_t total = 0;
+  for (size_t i = 0; i < sig->output_count; i++) total += sig->outputs[i].rank;
+  expect("result shapes of a wrong dtype", tsrFunctionGetResultShapes(fn, in, sig->input_count, dims, total),
+         TSR_ERROR_INVALID_VALUE);
+  check("result shapes say what the call says", strcmp(call_message, tsrGetLastErrorMessage()) == 0);
+  t = ins[0].t;
+  expect_msg("result shapes with too few dims", tsrFunctionGetResultShapes(fn, in, sig->input_count, dims, total - 1),
+             TSR_ERROR_INVALID_VALUE, "extents");
+  expect("result shapes into NULL", tsrFunctionGetResultShapes(fn, in, sig->input_count, NULL, total),
+         TSR_ERROR_INVALID_VALUE);
+  expect_msg("result shapes of too few inputs", tsrFunctionGetResultShapes(fn, in, sig->input_count - 1, dims, total),
+             TSR_ERROR_INVALID_VALUE, "arguments");
+  expect("result shapes of NULL", tsrFunctionGetResultShapes(NULL, in, sig->input_count, dims, total),
+         TSR_ERROR_INVALID_HANDLE);
   t = ins[0].t;
   t.dtype.lanes = 2;
   expect_msg("vector lanes", tsrFunctionCall(fn, NULL, in, sig->input_count, out, sig->output_count),
@@ -182,6 +200,23 @@ int main(int argc, char** argv) {
   fclose(shapes);
 
   if (argc > 4 && strcmp(argv[4], "--bad") == 0) bad_inputs(ctx, module, fn, &sig, ins, outs);
+
+  /* the outputs' extents from the inputs' descriptors alone (their data NULL) */
+  static DLTensor bare[MAX_TENSORS];
+  const DLTensor* bare_in[MAX_TENSORS];
+  for (size_t i = 0; i < sig.input_count; i++) {
+    bare[i] = ins[i].t;
+    bare[i].data = NULL;
+    bare_in[i] = &bare[i];
+  }
+  int64_t dims[MAX_TENSORS * 8];
+  size_t total = 0;
+  for (size_t i = 0; i < sig.output_count; i++) total += sig.outputs[i].rank;
+  expect("result shapes", tsrFunctionGetResultShapes(fn, bare_in, sig.input_count, dims, total), TSR_SUCCESS);
+  bool same = true;
+  for (size_t i = 0, at = 0; i < sig.output_count; i++)
+    for (uint32_t r = 0; r < sig.outputs[i].rank; r++) same = same && dims[at++] == outs[i].shape[r];
+  check("result shapes are the outputs' extents", same);
 
   /* twice: once on the NULL stream, once on a stream (the call waits for it); the second's outputs are kept */
   expect("call on the NULL stream", tsrFunctionCall(fn, NULL, in, sig.input_count, out, sig.output_count),

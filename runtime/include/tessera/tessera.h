@@ -474,6 +474,18 @@ TSR_API tsr_status_t tsrFunctionGetSignature(tsr_function_t function, tsr_functi
 TSR_API tsr_status_t tsrFunctionCall(tsr_function_t function, tsr_stream_t stream, const DLTensor* const* inputs,
                                      size_t n_in, const DLTensor* const* outputs, size_t n_out);
 
+/* The extents of the results a call with these inputs produces, for sizing its outputs: `out_dims` receives
+ * result 0's extents, then result 1's, ...; `n_dims` must equal the sum of the results' ranks (the signature's
+ * outputs[i].rank). The inputs are checked exactly as tsrFunctionCall checks them, with the same statuses and
+ * messages, except that their data may be NULL (nothing is read, nothing runs). Errors:
+ * TSR_ERROR_INVALID_HANDLE (function); TSR_ERROR_INVALID_VALUE for an `n_dims` other than the results' total
+ * rank (the message gives both), a NULL `out_dims` with `n_dims` above 0, whatever tsrFunctionCall says of
+ * the inputs, and a result extent whose expression fails or is below 0; TSR_ERROR_MEMORY_FAULT for input data
+ * in a known allocation shorter than its shape; TSR_ERROR_OUT_OF_MEMORY. On failure `out_dims` may be partly
+ * written. Thread safety: any thread. */
+TSR_API tsr_status_t tsrFunctionGetResultShapes(tsr_function_t function, const DLTensor* const* inputs, size_t n_in,
+                                                int64_t* out_dims, size_t n_dims);
+
 #ifdef __cplusplus
 }  /* extern "C" */
 #endif
