@@ -148,6 +148,19 @@ def test_mlp_block_runs_as_two_fused_gemms_and_a_row_kernel():
     np.testing.assert_allclose(cpu, ref, rtol=1e-4, atol=1e-4)
 
 
+def test_transformer_block_equals_the_interpreter():
+    """examples/graph/transformer_block.py compiled: within one bf16 ulp (2^-7 relative) of the interpreter,
+    since both round the GEMMs' operands to bf16 but may round a few differently."""
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[2] / "examples" / "graph" / "transformer_block.py"
+    S = 37
+    args = [randn(S, 64), 1 + 0.1 * randn(64), *(0.125 * randn(64, 64) for _ in range(4)), 1 + 0.1 * randn(64),
+            0.125 * randn(64, 256), 0.1 * randn(256), 0.0625 * randn(256, 64), 0.1 * randn(64)]
+    cpu, ref = both(path.read_text(), "transformer_block", *args)
+    assert cpu.shape == (S, 64) and cpu.dtype == np.float32
+    np.testing.assert_allclose(cpu, ref, rtol=2**-7, atol=2e-2)
+
+
 @pytest.mark.parametrize("epilogue", ["", "* 0.5", "+ R", "- 1.0"])
 def test_gemm_epilogues_and_batched_lhs(epilogue):
     src = f"""

@@ -34,7 +34,7 @@ def layernorm(x, gamma, eps):
     return (x - m) / np.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + eps) * gamma
 
 
-@pytest.mark.parametrize("name", ["mlp", "attention", "reductions", "precision", "collectives"])
+@pytest.mark.parametrize("name", ["mlp", "attention", "reductions", "precision", "collectives", "transformer_block"])
 def test_examples_verify(name):
     m = load(name)
     assert m.functions and tessera_validate_shapes(m).ok
@@ -74,6 +74,32 @@ def test_attention_fused_matches_unfused():
     s = Q[0, 0] @ K[0, 0].T * 0.125
     p = np.exp(s - s.max(-1, keepdims=True))
     np.testing.assert_allclose(U, (p / p.sum(-1, keepdims=True)) @ V[0, 0], rtol=1e-5, atol=1e-5)
+
+
+def bf16(x):
+    """float values rounded to bf16 (nearest even), as float64."""
+    b = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16 << 16).astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def test_transformer_block():
+    """The pre-norm block against numpy in float64, rounding where the program casts to bf16 (the GEMMs'
+    operands, the attention's output): 1e-2, a few bf16 ulps of the layers' inputs."""
+    m = load("transformer_block")
+    S = 19
+    X, ln1, ln2 = randn(S, 64), 1 + randn(64, scale=0.1), 1 + randn(64, scale=0.1)
+    Wq, Wk, Wv, Wo = (randn(64, 64, scale=0.125) for _ in range(4))
+    W1, b1, W2, b2 = randn(64, 256, scale=0.125), randn(256, scale=0.1), randn(256, 64, scale=0.0625), randn(64)
+    Y = m.interpret("transformer_block", X, ln1, Wq, Wk, Wv, Wo, ln2, W1, b1, W2, b2)
+    Wq, Wk, Wv, Wo, W1, W2 = map(bf16, (Wq, Wk, Wv, Wo, W1, W2))
+    H = bf16(layernorm(X.astype(np.float64), ln1, 1e-5))
+    q, k, v = bf16(H @ Wq), bf16(H @ Wk), bf16(H @ Wv)
+    s = np.where(np.triu(np.ones((S, S), bool), 1), -np.inf, q @ k.T / 8)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    X1 = X + bf16((p / p.sum(-1, keepdims=True)) @ v) @ Wo
+    M = gelu(bf16(layernorm(X1, ln2, 1e-5)) @ W1 + b1)
+    assert Y.shape == (S, 64) and Y.dtype == np.float32
+    np.testing.assert_allclose(Y, X1 + bf16(M) @ W2 + b2, rtol=1e-2, atol=1e-2)
 
 
 def test_reductions_and_layout():
