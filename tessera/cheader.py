@@ -1,12 +1,18 @@
-"""`tessera-cc --emit-header`: a C header with a typed launch wrapper per kernel.
+"""`tessera-cc --emit-header`: a C header with a typed launch wrapper per kernel and a call wrapper per
+`@function`.
 
-The wrapper takes each parameter with its C type and each dimension argument as ``int64_t``, builds the
+The kernel wrapper takes each parameter with its C type and each dimension argument as ``int64_t``, builds the
 ``void* args[]`` array of docs/image-format.md and calls ``tsrLaunch``, so a C host cannot get the argument
 order, count or types wrong without the C compiler saying so.
 
+The function wrapper takes one ``const DLTensor*`` per parameter and per result, in the plan's order, builds
+the arrays ``tsrFunctionCall`` takes and calls it: the count and order of tensors are what the C compiler can
+check; dtypes, ranks and extents are data of the DLTensors, which tsrFunctionCall checks (naming the function
+and argument), so the wrapper repeats none of it and documents each tensor's dtype and extents in a comment.
+
 Everything from the user or the image that lands in the header is made inert C: names become identifiers
 (distinct, none a C keyword or a name of the wrapper's own), the source path and the signatures are escaped
-into their comments (`c_comment`), kernel names into string literals (`c_string`).
+into their comments (`c_comment`), kernel and function names into string literals (`c_string`).
 """
 
 from __future__ import annotations
@@ -14,12 +20,14 @@ from __future__ import annotations
 import re
 
 from .abi import DIM, SCALAR, Signature
+from .plan import Plan
 
-# C's keywords, and the names the wrapper itself declares: a parameter called so gets a trailing "_"
-_TAKEN = frozenset("""auto break case char const continue default do double else enum extern float for goto if
+# C's keywords (C11 and C++ both), and the names a wrapper itself declares: a parameter called so gets a trailing "_"
+_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern float for goto if
     inline int long register restrict return short signed sizeof static struct switch typedef union unsigned void
-    volatile while bool true false alignas alignof static_assert thread_local typeof NULL
-    kernel stream launch args""".split())
+    volatile while bool true false alignas alignof static_assert thread_local typeof NULL""".split())
+_TAKEN = _KEYWORDS | {"kernel", "stream", "launch", "args"}
+_TAKEN_BY_FUNCTION_WRAPPER = _KEYWORDS | {"fn", "stream", "inputs", "outputs"}
 
 
 def c_identifier(name: str) -> str:
@@ -80,12 +88,89 @@ def _describe(sig: Signature) -> str:
     return f"{sig.name}({', '.join(parts)})"
 
 
-def emit_header(signatures: list[Signature], source: str, guard_hint: str) -> str:
+def _function_idents(plans: dict[str, Plan], signatures: list[Signature]) -> dict[str, str]:
+    """Each function's identifier in the names it declares (tessera_<id>, tessera_<id>_lookup,
+    TESSERA_<ID>_NAME, ...): distinct, also as the macros' upper case, and none equal to a kernel wrapper's."""
+    taken = {n.lower() for sig in signatures for n in (f"{c_identifier(sig.name)}_launch",
+                                                         f"{c_identifier(sig.name)}_kernel_name",
+                                                         f"{c_identifier(sig.name)}_nargs")}
+    out = {}
+    for name in plans:
+        ident = c_identifier(name)
+        while {n.lower() for n in _function_names(ident)} & taken:
+            ident += "_"
+        taken |= {n.lower() for n in _function_names(ident)}
+        out[name] = ident
+    return out
+
+
+def _function_names(ident: str) -> tuple[str, ...]:
+    return (f"tessera_{ident}", f"tessera_{ident}_lookup", f"TESSERA_{ident.upper()}_NAME",
+            f"TESSERA_{ident.upper()}_NUM_INPUTS", f"TESSERA_{ident.upper()}_NUM_OUTPUTS")
+
+
+def _tensor_names(p: Plan) -> tuple[list[str], list[str]]:
+    """The names tsrFunctionGetSignature gives the function's inputs (the parameters', else the value ids)
+    and outputs ("result0", ...)."""
+    ins = [p.params[i] if i < len(p.params) else vid for i, vid in enumerate(p.args)]
+    return ins, [f"result{r}" for r in range(len(p.results))]
+
+
+def _spec(p: Plan, vid: str) -> str:
+    v = p.values[vid]
+    declared = f" (declared {v.declared})" if v.declared and v.declared != v.dtype else ""
+    return f"{v.dtype}[{', '.join(v.dims)}]{declared}"
+
+
+def _function_wrapper(name: str, p: Plan, ident: str) -> list[str]:
+    ins, outs = _tensor_names(p)
+    c_names: list[str] = []
+    for n in ins + outs:
+        c = c_identifier(n)
+        while c in _TAKEN_BY_FUNCTION_WRAPPER or c in c_names:
+            c += "_"
+        c_names.append(c)
+    c_in, c_out = c_names[:len(ins)], c_names[len(ins):]
+    symbols = sorted({tok for vid in (*p.args, *p.results) for d in p.values[vid].dims
+                      for tok in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", d) if tok not in ("min", "max", "ceil")})
+    doc = [f"@function {name}: tsrFunctionCall with its tensors in this order (docs/c-api.md, \"Functions\")."]
+    doc += [f"  in  {n}: {_spec(p, vid)}" for n, vid in zip(ins, p.args)]
+    # a tile program's result r is also written into the input outputs[r] names (as tsrFunctionCall does)
+    into = {r: ins[k] for r, k in enumerate(p.outputs) if 0 <= k < len(ins)}
+    doc += [f"  out {n}: {_spec(p, vid)}" + (f", also written into {into[r]}" if r in into else "")
+            for r, (n, vid) in enumerate(zip(outs, p.results))]
+    if symbols:
+        doc.append(f"Symbolic extents ({', '.join(symbols)}) are bound by the first input that has them and must "
+                   f"agree everywhere else, the outputs' included.")
+    upper = ident.upper()
+    params = ["tsr_function_t fn", "tsr_stream_t stream"] + [f"const DLTensor* {n}" for n in c_names]
+    body = []
+    for arr, names in (("inputs", c_in), ("outputs", c_out)):
+        if names:
+            body.append(f"  const DLTensor* {arr}[{len(names)}] = {{{', '.join(names)}}};")
+    call_in = "inputs" if c_in else "NULL"
+    call_out = "outputs" if c_out else "NULL"
+    lines = ["/*"] + [f" * {c_comment(d)}" for d in doc] + [" */",
+             f"#define TESSERA_{upper}_NAME {c_string(name)}",
+             f"#define TESSERA_{upper}_NUM_INPUTS {len(ins)}",
+             f"#define TESSERA_{upper}_NUM_OUTPUTS {len(outs)}",
+             f"static inline tsr_status_t tessera_{ident}_lookup(tsr_module_t module, tsr_function_t* out_function) {{",
+             f"  return tsrModuleGetFunction(module, TESSERA_{upper}_NAME, out_function);", "}",
+             f"static inline tsr_status_t tessera_{ident}(" + ", ".join(params) + ") {"]
+    lines += body
+    lines += [f"  return tsrFunctionCall(fn, stream, {call_in}, {len(ins)}, {call_out}, {len(outs)});", "}", ""]
+    return lines
+
+
+def emit_header(signatures: list[Signature], source: str, guard_hint: str,
+                plans: dict[str, Plan] | None = None) -> str:
+    """The header of an image's kernels (`signatures`) and functions (`plans`, by name)."""
+    plans = plans or {}
     guard = "TESSERA_GEN_" + c_identifier(guard_hint).upper() + "_H"
     lines = [f"/* Generated by tessera-cc from {c_comment(source)}. Do not edit. */", f"#ifndef {guard}",
              f"#define {guard}",
-             "", "#include <stdbool.h>", "#include <stdint.h>", "#include <tessera/tessera.h>", "",
-             "#ifdef __cplusplus", 'extern "C" {', "#endif", ""]
+             "", "#include <stdbool.h>", "#include <stdint.h>", "#include <tessera/tessera.h>",
+             "", "#ifdef __cplusplus", 'extern "C" {', "#endif", ""]
     for sig in signatures:
         ident = c_identifier(sig.name)
         names = _c_names(sig)
@@ -97,5 +182,7 @@ def emit_header(signatures: list[Signature], source: str, guard_hint: str) -> st
                   "    " + ", ".join(_c_params(sig, names)) + ") {",
                   f"  void* args[{len(sig.args)}] = {{" + ", ".join(f"(void*)&{n}" for n in names) + "};",
                   f"  return tsrLaunch(kernel, stream, launch, args, {len(sig.args)});", "}", ""]
+    for name, ident in _function_idents(plans, signatures).items():
+        lines += _function_wrapper(name, plans[name], ident)
     lines += ["#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {guard} */", ""]
     return "\n".join(lines)

@@ -11,7 +11,7 @@ import os
 import re
 import sys
 
-from .. import cache
+from .. import cache, plan
 from ..abi import signature_of_record
 from ..cheader import emit_header
 from ..image import read_image
@@ -46,7 +46,7 @@ def _parse_args(argv):
                         "provably in bounds (what debug mode, TESSERA_DEBUG=1, needs; default: on where "
                         "TESSERA_DEBUG is set)")
     p.add_argument("-O", dest="opt_level", type=int, default=3, choices=[0, 1, 2, 3], help="optimization level")
-    p.add_argument("--emit-header", metavar="H", help="also write a C header with a typed launcher per kernel")
+    p.add_argument("--emit-header", metavar="H", help="also write a C header with a typed launcher per kernel and a call wrapper per @function")
     p.add_argument("--dump-ir-after-all", metavar="DIR", help="write every stage's IR into DIR")
     p.add_argument("--compile-to", metavar="STAGE", help="stop after STAGE and write its output to -o")
     p.add_argument("--from", dest="start_after", metavar="STAGE",
@@ -154,7 +154,10 @@ def _overwrites_input(args) -> str | None:
 def _finish(args, image: bytes, signatures) -> None:
     _write(args.output or f"{os.path.splitext(args.source)[0]}.tessera", image)
     if args.emit_header:
-        _write(args.emit_header, emit_header(signatures, args.source, os.path.basename(args.emit_header)))
+        # the functions' wrappers come from the image's plans, whether compiled now or served from the cache
+        section = read_image(image).plan
+        plans = plan.decode(section) if section is not None else {}
+        _write(args.emit_header, emit_header(signatures, args.source, os.path.basename(args.emit_header), plans))
 
 
 def _from_cache(args, options) -> bool:

@@ -3,6 +3,7 @@ in a comment, the signatures in comments, kernel names in string literals, param
 identifiers that are no C keyword and no name of the wrapper's own. Checked by a C compiler."""
 
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -87,3 +88,52 @@ def test_escaped_text_is_the_same_text_to_c(tmp_path):
     out = subprocess.run([str(tmp_path / "strings")], capture_output=True, check=True).stdout
     # a string with a NUL ends there for C: compare each up to its first NUL
     assert out.split(b"\0")[:-1] == [t.encode().split(b"\0")[0] for t in texts]
+
+
+def _plan(params, results=1, dims=("T", "4")):
+    """A launch plan of `params` f32 tensors and `results` results (no steps: the header reads no steps)."""
+    from tessera.plan import Plan, Value
+    args = tuple(f"v{i}" for i in range(len(params)))
+    res = tuple(f"r{i}" for i in range(results))
+    return Plan(params=tuple(params), args=args, results=res,
+                values={v: Value("f32", tuple(dims)) for v in args + res}, steps=())
+
+
+HOSTILE_FUNCTIONS = {"x*/\n#error injected\n/* ??/": ["fn", "x*/ #error", "x*\\/ #error"],
+                     "caf\u00e9": ["stream", "inputs", "outputs", "int"], "caf\u00e8": ["a"],
+                     "Mix": ["X"], "mix": ["X"], "Mix_lookup": ["X"], "noargs": []}
+
+
+@needs_cc
+@pytest.mark.parametrize("lang", ["c11", "c++17"])
+def test_function_wrappers_of_hostile_names_compile_and_keep_the_names(tmp_path, lang):
+    """Functions whose names hold comment ends, newlines, trigraphs and non-ASCII letters, or map to one C
+    identifier (café, cafè), or to one macro (Mix, mix), or to another's lookup (Mix_lookup); parameters named
+    as C keywords or the wrapper's own names, or as one identifier: the header compiles without warnings as
+    C11 and C++17, every wrapper is declared, and each TESSERA_*_NAME holds its function's UTF-8 bytes."""
+    plans = {name: _plan(params) for name, params in HOSTILE_FUNCTIONS.items()}
+    h = emit_header([], "hostile.py", "h.h", plans)
+    (tmp_path / "h.h").write_text(h)
+    names = re.findall(r"#define (TESSERA_\w+_NAME) ", h)
+    wrappers = re.findall(r"static inline tsr_status_t (tessera_\w+)\(tsr_function_t fn", h)
+    lookups = re.findall(r"static inline tsr_status_t (tessera_\w+_lookup)\(", h)
+    assert len(set(names)) == len(set(wrappers)) == len(set(lookups)) == len(plans), h
+    assert len({n.lower() for n in names}) == len(plans)
+    use = ["#include <stdio.h>", '#include "h.h"', "int main(void) {"]
+    use += [f'  fputs({n}, stdout); putchar(0); (void)&{w}; (void)&{lk};' for n, w, lk in zip(names, wrappers, lookups)]
+    use += ["  return 0;", "}", ""]
+    (tmp_path / "use.c").write_text("\n".join(use))
+    from tessera.tools.config import install_dirs
+    inc, lib = install_dirs()
+    compiler = [CC, "-std=c11"] if lang == "c11" else [shutil.which("c++") or pytest.skip("no C++ compiler"),
+                                                        "-x", "c++", "-std=c++17"]
+    r = subprocess.run([*compiler, "-Wall", "-Wextra", "-Werror", "-trigraphs", f"-I{inc}", f"-I{tmp_path}",
+                        str(tmp_path / "use.c"), f"-L{lib}", f"-Wl,-rpath,{lib}", "-ltessera",
+                        "-o", str(tmp_path / "use")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr + h
+    out = subprocess.run([str(tmp_path / "use")], capture_output=True, check=True).stdout
+    assert out.split(b"\0")[:-1] == [n.encode() for n in plans]
+    assert not [line for line in h.splitlines() if line.lstrip().startswith("#error")]
+    assert ("const DLTensor* fn_, const DLTensor* x_error, const DLTensor* x_error_, const DLTensor* result0" in h)
+    assert "const DLTensor* stream_, const DLTensor* inputs_, const DLTensor* outputs_, const DLTensor* int_," in h
+    assert "return tsrFunctionCall(fn, stream, NULL, 0, outputs, 1);" in h

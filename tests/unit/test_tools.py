@@ -48,6 +48,37 @@ def test_header_compiles_as_c_and_cpp(tmp_path):
         assert r.returncode == 0, r.stderr
 
 
+@pytest.mark.parametrize("example,function,tensors", [("mlp", "mlp_block", 7), ("mlp", "swiglu", 5),
+                                                      ("transformer_block", "transformer_block", 12)])
+@pytest.mark.parametrize("std", ["c11", "c++17"])
+def test_function_wrappers_compile_as_c11_and_cpp17(tmp_path, example, function, tensors, std):
+    """The header of an image of @functions: its call wrapper and lookup, used as a host uses them, compile
+    with -Wall -Wextra -Werror as C11 and as C++17."""
+    compiler = shutil.which("cc" if std == "c11" else "c++")
+    if compiler is None:
+        pytest.skip(f"no {'C' if std == 'c11' else 'C++'} compiler (Debian/Ubuntu: gcc, g++)")
+    from tessera.tools.config import install_dirs
+    inc, _ = install_dirs()
+    header = tmp_path / "h.h"
+    r = tool("cc", os.path.join(ROOT, "examples", "graph", f"{example}.py"), "-o", str(tmp_path / "x.tessera"),
+             "--emit-header", str(header))
+    assert r.returncode == 0, r.stderr
+    upper = function.upper()
+    args = ", ".join(["&t"] * tensors)
+    (tmp_path / "use.c").write_text(f"""#include "h.h"
+int use(tsr_module_t module, tsr_stream_t stream, DLTensor t);
+int use(tsr_module_t module, tsr_stream_t stream, DLTensor t) {{
+  tsr_function_t fn;
+  if (tessera_{function}_lookup(module, &fn) != TSR_SUCCESS) return 1;
+  return (int)tessera_{function}(fn, stream, {args}) + TESSERA_{upper}_NUM_INPUTS + TESSERA_{upper}_NUM_OUTPUTS;
+}}
+""")
+    lang = ["-std=c11"] if std == "c11" else ["-x", "c++", "-std=c++17"]
+    r = subprocess.run([compiler, *lang, "-Wall", "-Wextra", "-Werror", "-c", f"-I{inc}", str(tmp_path / "use.c"),
+                        "-o", str(tmp_path / "use.o")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr + header.read_text()
+
+
 def test_cc_reports_errors_and_writes_nothing(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("@kernel\ndef k(X, Out):\n    Out[0] = nope\n")
