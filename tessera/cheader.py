@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import re
 
-from .abi import DIM, SCALAR, Signature
+from . import plan as plans_
+from .abi import DIM, SCALAR, Signature, signature_of_record
+from .image import read_image
 from .plan import Plan
 
 # C's keywords (C11 and C++ both), and the names a wrapper itself declares: a parameter called so gets a trailing "_"
@@ -186,3 +188,12 @@ def emit_header(signatures: list[Signature], source: str, guard_hint: str,
         lines += _function_wrapper(name, plans[name], ident)
     lines += ["#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {guard} */", ""]
     return "\n".join(lines)
+
+
+def image_header(image: bytes, source: str, guard_hint: str) -> str:
+    """The header of a `.tessera` image: its kernels' launchers and its functions' call wrappers, from what the
+    image records (so a host's header needs no compiler, only the image it runs)."""
+    img = read_image(image)
+    section = img.plan
+    return emit_header([signature_of_record(k) for k in img.kernels], source, guard_hint,
+                       plans_.decode(section) if section is not None else {})

@@ -11,10 +11,8 @@ import os
 import re
 import sys
 
-from .. import cache, plan
-from ..abi import signature_of_record
-from ..cheader import emit_header
-from ..image import read_image
+from .. import cache
+from ..cheader import image_header
 from ..options import CompileOptions
 from ..selection import backends_for
 from . import overwrite
@@ -109,7 +107,7 @@ def main(argv=None) -> int:
         else:
             _write(out if out != "-" else f"{stem}.{name}", artifact)
         return 0
-    _finish(args, result.image, result.metadata["signatures"])
+    _finish(args, result.image)
     return 0
 
 
@@ -151,13 +149,11 @@ def _overwrites_input(args) -> str | None:
     return None
 
 
-def _finish(args, image: bytes, signatures) -> None:
+def _finish(args, image: bytes) -> None:
     _write(args.output or f"{os.path.splitext(args.source)[0]}.tessera", image)
     if args.emit_header:
-        # the functions' wrappers come from the image's plans, whether compiled now or served from the cache
-        section = read_image(image).plan
-        plans = plan.decode(section) if section is not None else {}
-        _write(args.emit_header, emit_header(signatures, args.source, os.path.basename(args.emit_header), plans))
+        # from the image, whether compiled now or served from the cache: its kernels' and its functions' records
+        _write(args.emit_header, image_header(image, args.source, os.path.basename(args.emit_header)))
 
 
 def _from_cache(args, options) -> bool:
@@ -176,7 +172,7 @@ def _from_cache(args, options) -> bool:
     image = cache.lookup(cache.key(source, args.source, options, [b.hash() for b in backends]))
     if image is None:
         return False
-    _finish(args, image, [signature_of_record(k) for k in read_image(image).kernels])
+    _finish(args, image)
     return True
 
 if __name__ == "__main__":
