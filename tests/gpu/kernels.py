@@ -50,6 +50,10 @@ def batched_e4m3(A: tensor[fp8_e4m3, "B", "M", "K"], B: tensor[fp8_e4m3, "B", "K
 def linear_gelu_e4m3(X: tensor[fp8_e4m3, "T", "D"], W: tensor[fp8_e4m3, "D", "F"], b: tensor[bf16, "F"]):
     return op.gelu(op.bias_add(op.matmul(X, W, out_dtype=bf16), b))
 """, "sm_90a"),
+    # whole programs for tests/c/host_programs.c (test_program_hosts.py): mlp.py's mlp_block alone (OPTIONS; its
+    # swiglu multiplies f32, which the ptx GEMMs refuse) and the transformer block (flash attention: sm_90a)
+    "graph_mlp": ((REPO / "examples" / "graph" / "mlp.py").read_text(), "sm_80"),
+    "transformer_block": ((REPO / "examples" / "graph" / "transformer_block.py").read_text(), "sm_90a"),
     # the mma.sync/cp.async GEMM of sm_80 … sm_90 (backends/ptx/gemm_sm80.py), as PTX for sm_80 and for sm_90
     "ampere_gemm": ((REPO / "examples" / "gpu" / "gemm_ampere.py").read_text(), "sm_80"),
     "ampere_gemm_sm90": ((REPO / "examples" / "gpu" / "gemm_ampere.py").read_text(), "sm_90"),
@@ -72,4 +76,4 @@ def shift_right_guarded(X: tensor[float, "N"], Out: tensor[float, "N"]):
 }
 
 # Compile options beyond target and arch, by program.
-OPTIONS = {"bounds_checked": {"gpu_bounds_checks": True}}
+OPTIONS = {"bounds_checked": {"gpu_bounds_checks": True}, "graph_mlp": {"kernels": ("mlp_block",)}}
