@@ -4,7 +4,7 @@
  *
  *   host_programs BACKEND MLP_IMAGE BLOCK_IMAGE DIR NAME=EXTENT...
  *
- * BACKEND names the context's backend ("cpu", "cuda"). The headers mlp.h and transformer_block.h are the ones
+ * BACKEND names the context's backend: "cpu" or "cuda". The headers mlp.h and transformer_block.h are the ones
  * tessera-cc (or tessera.cheader.image_header) wrote for the two images. For each function F, mlp_block of
  * MLP_IMAGE and transformer_block of BLOCK_IMAGE, the host reads input i from DIR/F.in<i>.bin
  * (raw, as the signature's dtype stores it; its shape is the signature's, each symbolic extent bound by
@@ -174,13 +174,19 @@ int main(int argc, char** argv) {
   }
   argc_ = argc;
   argv_ = argv;
+  /* the DLPack device of the context's memory (the shared contract of the backends' device types) */
+  DLDevice device = {kDLCPU, 0};
+  if (strcmp(argv[1], "cuda") == 0 || strcmp(argv[1], "ptx") == 0) {
+    device.device_type = kDLCUDA;
+  } else if (strcmp(argv[1], "cpu") != 0) {
+    fprintf(stderr, "%s: BACKEND is cpu or cuda, not '%s'\n", argv[0], argv[1]);
+    return 2;
+  }
   tsr_context_options_t options;
   MUST(tsrContextOptionsInitialize(&options));
   options.backend = argv[1];
   tsr_context_t ctx;
   MUST(tsrCreateContextWithOptions(&options, &ctx));
-  /* the DLPack device of the context's memory (the shared contract of the backends' device types) */
-  DLDevice device = {strcmp(argv[1], "cpu") == 0 ? kDLCPU : kDLCUDA, 0};
   tsr_module_t mlp = load(ctx, argv[2]), block = load(ctx, argv[3]);
 
   static program_t programs[2];
