@@ -357,6 +357,11 @@ def _dim3(v, what: str) -> tuple[int, int, int]:
     return tuple(int(x) for x in t) + (1,) * (3 - len(t))
 
 
+# What the launcher's fast path recognizes arguments by (Kernel._fast_plan).
+_FAST_REFS = {"DeviceArray": DeviceArray, "integer": np.integer, "floating": np.floating, "bool_": np.bool_,
+              "torch_dtypes": _TORCH}
+
+
 class Kernel:
     def __init__(self, native, record, host_memory: bool = True):
         self._native = native
@@ -364,6 +369,22 @@ class Kernel:
         self.name = record.name
         self.params = [a for a in record.args if a.kind != DIM]
         self.host_memory = host_memory   # numpy arrays are used in place (else device arrays are)
+        native.prepare(self._fast_plan(), host_memory, _FAST_REFS)
+
+    def _fast_plan(self) -> list[tuple]:
+        """The checks of `pack` laid out for the extension's fast path (runtime/python/launch_plan.h), one
+        tuple per argument slot: (kind, the numpy dtype a tensor must have, the struct code a scalar is packed
+        with, the scalar's kind, its bits, the tensor's dims, read-only). The fast path takes exactly what
+        `pack` takes; for anything else it declines and `pack` judges, with its messages."""
+        plan = []
+        for a in self.record.args:
+            dt = dtypes.BY_CODE[a.dtype]
+            takes = dt.kind in ("bool", "int", "index", "float") and dt.name in _PACK
+            plan.append((a.kind, np.dtype(_NUMPY[dt.name]) if a.kind == TENSOR and dt.name in _NUMPY else None,
+                         _PACK[dt.name][1] if a.kind == SCALAR and takes else "",
+                         {"bool": "b", "int": "i", "index": "i", "float": "f"}.get(dt.kind, ""), dt.bits,
+                         tuple(a.dims), bool(a.flags & ARG_READONLY)))
+        return plan
 
     def __getitem__(self, launch_config):
         """``kernel[grid, block](*args)`` or ``kernel[grid, block, stream](*args)``."""
@@ -449,8 +470,12 @@ class Kernel:
         tessera.stream.use and tessera.graph.capture, else none) queues the launch and returns at once; with
         no stream it runs now. `flops` and `nbytes` (the launch's work) give the metrics log its GFLOP/s and
         GB/s (tessera.telemetry)."""
-        slots = self.pack(args)
         s = stream if stream is not None else _current_stream()
+        if self._native.call(args, grid, block, smem_bytes, None if s is None else s.native, flops, nbytes):
+            if s is not None:
+                s.keep(*args)
+            return
+        slots = self.pack(args)
         self._native.launch(_dim3(grid, "grid"), _dim3(block, "block"), smem_bytes, slots,
                             None if s is None else s.native, float(flops or 0), float(nbytes or 0))
         if s is not None:  # queued or recorded: the arrays must outlive the launch

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "launch_plan.h"
 
 namespace tsr_py {
 
@@ -83,6 +84,35 @@ class Kernel {
     released([&] { return tsrLaunchTile(handle_, &d); });  // `slots` keeps the values alive meanwhile
   }
 
+  // Kernel.__call__'s checks, laid out once (launch_plan.h).
+  void prepare(const py::sequence& records, bool host_memory, const py::dict& refs) {
+    plan_ = make_launch_plan(records, host_memory, refs);
+  }
+
+  // Launches as `launch` does, from the call's own arguments, where the plan accepts them all; false, having
+  // done nothing, where it does not (Kernel.__call__ then packs and checks them in Python).
+  bool call(py::handle args, py::handle grid, py::handle block, py::handle smem_bytes, const py::object& stream,
+            py::handle flops, py::handle bytes) const {
+    LaunchValues v;
+    if (!plan_ || !read_launch(*plan_, args.ptr(), grid.ptr(), block.ptr(), smem_bytes.ptr(), flops.ptr(),
+                               bytes.ptr(), &v))
+      return false;
+    module_->live();
+    tsr_launch_desc_t d;
+    check(tsrLaunchDescInitialize(&d));
+    for (int i = 0; i < 3; i++) d.grid[i] = v.grid[i], d.block[i] = v.block[i];
+    d.smem_bytes = v.smem_bytes;
+    d.stream = stream_of(stream);
+    d.flops = v.flops;
+    d.bytes = v.bytes;
+    d.args = v.args;
+    d.nargs = v.nargs;
+    if (!v.block[0] || !v.block[1] || !v.block[2])
+      raise_error(TSR_ERROR_INVALID_VALUE, "kernel '" + name_ + "': block dimensions must be >= 1");
+    released([&] { return tsrLaunchTile(handle_, &d); });
+    return true;
+  }
+
  private:
   // A short slot would make the kernel read past the bytes object. Counts are left to tsrLaunch to judge.
   void check_slot_sizes(const std::vector<py::bytes>& slots) const {
@@ -101,6 +131,7 @@ class Kernel {
   std::shared_ptr<ModuleState> module_;
   tsr_kernel_t handle_;
   std::string name_;
+  std::shared_ptr<LaunchPlan> plan_;  // shared by the copies of this Kernel
 };
 
 class Module {
@@ -303,7 +334,13 @@ void bind_context(py::module_& m) {
            "Launches the kernel on `stream` (None: the synchronous default stream: returns when it is done). "
            "`args` holds one bytes object per argument slot: the raw value (scalar in its dtype, tensor as its "
            "8-byte address, dimension as int64); the values are copied before this returns. `flops`/`bytes`: "
-           "the launch's work, for the metrics log. Releases the GIL.");
+           "the launch's work, for the metrics log. Releases the GIL.")
+      .def("prepare", &Kernel::prepare, py::arg("records"), py::arg("host_memory"), py::arg("refs"),
+           "Lays out the checks of `call` (tessera.runtime.Kernel._fast_plan).")
+      .def("call", &Kernel::call,
+           "call(args, grid, block, smem_bytes, stream, flops, bytes): launches as tessera.runtime.Kernel does "
+           "where the prepared checks accept every argument, and returns True; returns False, having done "
+           "nothing, where they do not. Releases the GIL while the kernel runs.");
 
   py::class_<Module>(m, "Module", "A loaded image; keeps its context alive.")
       .def("kernel", &Module::kernel, py::arg("name"))
