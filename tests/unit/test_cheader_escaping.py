@@ -137,3 +137,16 @@ def test_function_wrappers_of_hostile_names_compile_and_keep_the_names(tmp_path,
     assert ("const DLTensor* fn_, const DLTensor* x_error, const DLTensor* x_error_, const DLTensor* result0" in h)
     assert "const DLTensor* stream_, const DLTensor* inputs_, const DLTensor* outputs_, const DLTensor* int_," in h
     assert "return tsrFunctionCall(fn, stream, NULL, 0, outputs, 1);" in h
+
+
+def test_function_comments_say_declared_dtypes_and_outputs_written_into_inputs():
+    """An argument stored as another dtype than declared (fp8 taken as f32) says both; a tile program's result
+    says which input it is also written into (plan `outputs`); extents of expressions list their symbols."""
+    from tessera.plan import Plan, Value
+    p = Plan(params=("A", "Out"), args=("v0", "v1"), results=("v2",),
+             values={"v0": Value("f32", ("M", "K"), declared="fp8_e4m3"), "v1": Value("f32", ("ceil(M/2)",)),
+                     "v2": Value("f32", ("ceil(M/2)",))}, steps=(), outputs=(1,))
+    h = emit_header([], "t.py", "t.h", {"tile": p})
+    assert " *   in  A: f32[M, K] (declared fp8_e4m3)\n *   in  Out: f32[ceil(M/2)]\n" in h
+    assert " *   out result0: f32[ceil(M/2)], also written into Out\n" in h
+    assert " * Symbolic extents (K, M) are bound" in h
