@@ -12,6 +12,7 @@
 #include "errors.h"
 #include "handles.h"
 #include "image.h"
+#include "memory.h"
 #include "objects.h"
 #include "plan.h"
 #include "stream.h"
@@ -192,6 +193,22 @@ tsr_status_t tsrFunctionGetSignature(tsr_function_t fn, tsr_function_signature_t
 
 #define MAX_RANK 8
 
+/* The DLPack device types of the memory each backend's kernels address (docs/c-api.md, "Functions"). */
+typedef struct device_row {
+  const char* backend;  /* tsr_backend_t.name */
+  DLDeviceType types[3];
+  size_t count;
+  const char* names;
+} device_row_t;
+
+static const device_row_t device_rows[] = {
+    {"cpu", {kDLCPU, kDLCUDAHost, kDLROCMHost}, 3, "kDLCPU, kDLCUDAHost or kDLROCMHost"},
+    {"cuda", {kDLCUDA, kDLCUDAManaged}, 2, "kDLCUDA or kDLCUDAManaged"},
+    {"hip", {kDLROCM}, 1, "kDLROCM"},
+    {"level_zero", {kDLOneAPI}, 1, "kDLOneAPI"},
+    {"opencl", {kDLOpenCL}, 1, "kDLOpenCL"},
+};
+
 typedef struct value_state {
   void* ptr;            /* NULL until bound or allocated */
   uint64_t elements;    /* what the storage holds */
@@ -202,6 +219,7 @@ typedef struct call {
   const tsr_plan_function_t* f;
   const tsr_plan_t* plan;
   struct tsr_context* ctx;
+  const device_row_t* devices;  /* what the context's backend addresses */
   tsr_stream_t stream;
   int64_t* env;         /* the function's extents, by symbol */
   uint8_t* bound;
@@ -214,6 +232,7 @@ typedef struct call {
   uint64_t* slot_bytes;
   int64_t device_units;
   bool shapes_only;     /* tsrFunctionGetResultShapes: the inputs' data may be NULL */
+  int depth;            /* how many call steps deep this call runs */
 } call_t;
 
 static tsr_status_t eval(call_t* c, const tsr_expr_t* e, bool local, int64_t* out, const char* what) {
@@ -630,6 +649,73 @@ static tsr_status_t run_args(call_t* c, const tsr_plan_step_t* s, size_t step) {
   return st;
 }
 
+/* Call steps nest at most this deep: a plan's calls form no cycle when the compiler writes them, but a linked
+ * or hand-made one may, and each level holds its own extents and values. */
+#define MAX_CALL_DEPTH 64
+
+static tsr_status_t call_open(call_t* c, struct tsr_function* fn, size_t n_in, const DLTensor* const* inputs);
+static void call_close(call_t* c);
+static tsr_status_t call(call_t* c, const DLTensor* const* inputs, const DLTensor* const* outputs);
+static tsr_status_t release_owned(call_t* c, tsr_status_t st);
+
+/* A call step: function `s->call` of the same module runs on the caller's values as a nested call, its
+ * results written into values the caller allocates. */
+static tsr_status_t run_call(call_t* c, const tsr_plan_step_t* s, size_t step) {
+  struct tsr_module* m = c->fn->module;
+  struct tsr_function* callee = NULL;
+  for (size_t i = 0; i < m->function_count && !callee; i++)
+    if (strcmp(m->functions[i].plan->name, s->call) == 0) callee = &m->functions[i];
+  if (!callee)
+    return tsr_fail(TSR_ERROR_NOT_FOUND, "function '%s': step %zu calls '%s', an imported function this image does "
+                    "not define: link it with tessera-link against the image that exports it (tessera-link "
+                    "this.tessera that.tessera -o linked.tessera)", c->f->name, step, s->call);
+  if (c->depth + 1 >= MAX_CALL_DEPTH)
+    return tsr_fail(TSR_ERROR_UNSUPPORTED, "function '%s': step %zu calls '%s' %d calls deep, more than the %d this "
+                    "runtime nests (do the plan's calls form a cycle?)", c->f->name, step, s->call, c->depth + 1,
+                    MAX_CALL_DEPTH);
+  uint32_t n = s->call_arg_count + s->call_result_count;
+  DLTensor* t = calloc(n + 1, sizeof *t);
+  const DLTensor** ptrs = calloc(n + 1, sizeof *ptrs);
+  int64_t* shapes = calloc((size_t)n * MAX_RANK + 1, sizeof *shapes);
+  tsr_status_t st = t && ptrs && shapes ? TSR_SUCCESS
+                                        : tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "function '%s': out of memory", c->f->name);
+  for (uint32_t i = 0; i < n && !st; i++) {
+    uint32_t vid = i < s->call_arg_count ? s->call_args[i] : s->call_results[i - s->call_arg_count];
+    const tsr_plan_value_t* v = &c->f->values[vid];
+    value_state_t* state;
+    if (v->rank > MAX_RANK) {
+      st = tsr_fail(TSR_ERROR_UNSUPPORTED, "function '%s': step %zu: a tensor of rank %u (at most %d)", c->f->name,
+                    step, v->rank, MAX_RANK);
+      break;
+    }
+    if ((st = tensor(c, vid, &state))) break;
+    value_elements(c, vid, shapes + (size_t)i * MAX_RANK, &st);
+    if (st) break;
+    t[i] = (DLTensor){.data = state->ptr, .device = {c->devices->types[0], 0}, .ndim = (int32_t)v->rank,
+                      .dtype = dtype_of(v->dtype)->dl, .shape = shapes + (size_t)i * MAX_RANK};
+    ptrs[i] = &t[i];
+  }
+  if (!st) {
+    call_t inner;
+    st = call_open(&inner, callee, s->call_arg_count, ptrs);
+    inner.stream = c->stream;
+    inner.device_units = c->device_units;
+    inner.depth = c->depth + 1;
+    if (!st) st = call(&inner, ptrs, ptrs + s->call_arg_count);
+    st = release_owned(&inner, st);
+    call_close(&inner);
+    if (st) {
+      char message[1024];
+      snprintf(message, sizeof message, "%s", tsrGetLastErrorMessage());
+      st = tsr_fail(st, "function '%s': step %zu (call of '%s'): %s", c->f->name, step, s->call, message);
+    }
+  }
+  free(t);
+  free(ptrs);
+  free(shapes);
+  return st;
+}
+
 static tsr_status_t run_alias(call_t* c, const tsr_plan_step_t* s) {
   value_state_t* source;
   tsr_status_t st = tensor(c, s->of, &source);
@@ -652,10 +738,15 @@ static tsr_status_t check_tensor(call_t* c, const DLTensor* t, const tsr_tensor_
   if (!t) return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' is NULL", fname, role, spec->name);
   if (!t->data && !c->shapes_only)
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' has NULL data", fname, role, spec->name);
-  if (t->device.device_type != kDLCPU && t->device.device_type != kDLCUDAHost &&
-      t->device.device_type != kDLROCMHost)
+  bool addressed = false;
+  for (size_t i = 0; i < c->devices->count; i++) addressed = addressed || t->device.device_type == c->devices->types[i];
+  if (!addressed)
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' is on DLPack device type %d, but the context's "
-                    "backend (cpu) runs on host memory (kDLCPU)", fname, role, spec->name, (int)t->device.device_type);
+                    "backend (%s) takes %s", fname, role, spec->name, (int)t->device.device_type,
+                    c->devices->backend, c->devices->names);
+  if (t->device.device_id != 0)  /* a context drives its backend's device 0 */
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' is on device %d, but the context's device is 0",
+                    fname, role, spec->name, (int)t->device.device_id);
   if (t->dtype.code != spec->dtype.code || t->dtype.bits != spec->dtype.bits || t->dtype.lanes != 1) {
     char got[32], want[32];
     dl_spelling(t->dtype, got, sizeof got);
@@ -675,7 +766,8 @@ static tsr_status_t check_tensor(call_t* c, const DLTensor* t, const tsr_tensor_
         return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' is not compact row-major (stride %" PRId64
                         " on axis %d, %" PRId64 " expected); this version takes contiguous tensors only: copy it "
                         "first", fname, role, spec->name, t->strides[r], r, expect);
-      expect *= t->shape[r];
+      /* extents whose product overflows describe no tensor; the check of their extents below refuses them */
+      if (__builtin_mul_overflow(expect, t->shape[r], &expect)) break;
     }
   }
   const tsr_plan_value_t* v = &c->f->values[vid];
@@ -684,8 +776,9 @@ static tsr_status_t check_tensor(call_t* c, const DLTensor* t, const tsr_tensor_
   for (uint32_t r = 0; r < spec->rank; r++)
     if (t->shape[r] < 0 || __builtin_mul_overflow(bytes, (uint64_t)t->shape[r], &bytes)) bytes = UINT64_MAX;
   tsr_pointer_info_t info;
-  const char* start = (const char*)t->data + t->byte_offset;
-  if (t->data && bytes != UINT64_MAX && tsrPointerGetInfo(c->ctx, start, &info) == TSR_SUCCESS &&
+  /* no arithmetic on a NULL data pointer (tsrFunctionGetResultShapes takes one): undefined behaviour in C */
+  const char* start = t->data ? (const char*)t->data + t->byte_offset : NULL;
+  if (start && bytes != UINT64_MAX && tsrPointerGetInfo(c->ctx, start, &info) == TSR_SUCCESS &&
       info.kind != TSR_MEMORY_UNKNOWN) {
     uint64_t room = (uint64_t)((const char*)info.base + info.bytes - start);
     if (bytes > room)
@@ -709,7 +802,7 @@ static tsr_status_t check_tensor(call_t* c, const DLTensor* t, const tsr_tensor_
         c->env[sym] = n;
         c->bound[sym] = 1;
       } else if (c->bound[sym] && c->env[sym] != n) {
-        return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' has extent %s = %" PRId64 " on axis %u, "
+        return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' has %s = %" PRId64 " on axis %u, "
                         "but an earlier argument has %s = %" PRId64, fname, role, spec->name, e->text, n, r, e->text,
                         c->env[sym]);
       }
@@ -730,6 +823,39 @@ static tsr_status_t check_tensor(call_t* c, const DLTensor* t, const tsr_tensor_
 
 static void* data_of(const DLTensor* t) { return (char*)t->data + t->byte_offset; }
 
+/* How a copy between two buffers of the context's device is named: device memory is host memory on the CPU. */
+static tsr_memcpy_kind_t device_kind(const call_t* c) {
+  return c->ctx->backend->host_memory ? TSR_MEMCPY_HOST_TO_HOST : TSR_MEMCPY_DEVICE_TO_DEVICE;
+}
+
+/* A copy ordered after the call's launches: queued on its stream (recorded while it captures), else done at
+ * once. Through the runtime's copy operations but not tsrMemcpyAsync's checks, which refuse device memory
+ * the context did not allocate (another library's, passed by DLPack): the tensors' ranges were checked
+ * against the allocations the context knows already. */
+static tsr_status_t device_copy(call_t* c, void* dst, const void* src, size_t bytes, tsr_memcpy_kind_t kind) {
+  tsr_status_t st = c->stream ? tsr_stream_submit_copy(c->stream, c->ctx, dst, src, bytes, kind)
+                              : tsr_memory_copy(c->ctx, dst, src, bytes, kind, "tsrFunctionCall");
+  if (st) {
+    char message[768];
+    snprintf(message, sizeof message, "%s", tsrGetLastErrorMessage());
+    return tsr_fail(st, "function '%s': copying %zu bytes: %s", c->f->name, bytes, message);
+  }
+  return TSR_SUCCESS;
+}
+
+/* Where an extent of the function comes from, for messages: "K.shape[0]", the first argument axis that has it
+ * (as tessera.executor said it), else the plan's spelling. */
+static void extent_source(const call_t* c, const tsr_expr_t* e, char* buf, size_t size) {
+  const tsr_function_signature_t* sig = &c->fn->signature;
+  for (size_t a = 0; a < sig->input_count; a++)
+    for (uint32_t r = 0; r < sig->inputs[a].rank; r++)
+      if (strcmp(sig->inputs[a].dims[r], e->text) == 0) {
+        snprintf(buf, size, "%s.shape[%u]", sig->inputs[a].name, r);
+        return;
+      }
+  snprintf(buf, size, "%s", e->text);
+}
+
 /* Checks the inputs against the signature, binding the function's extents from their shapes, and the plan's
  * same_extents over them: what tsrFunctionCall and tsrFunctionGetResultShapes both check first. */
 static tsr_status_t bind_inputs(call_t* c, const DLTensor* const* inputs) {
@@ -743,10 +869,13 @@ static tsr_status_t bind_inputs(call_t* c, const DLTensor* const* inputs) {
     if ((st = eval(c, &f->same_extents[i][0], false, &x, "same_extents")) ||
         (st = eval(c, &f->same_extents[i][1], false, &y, "same_extents")))
       return st;
-    if (x != y)
+    if (x != y) {
+      char a[128], b[128];
+      extent_source(c, &f->same_extents[i][0], a, sizeof a);
+      extent_source(c, &f->same_extents[i][1], b, sizeof b);
       return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s = %" PRId64 " and %s = %" PRId64 " must be equal "
-                      "(rows of the same tile.range blocks)", f->name, f->same_extents[i][0].text, x,
-                      f->same_extents[i][1].text, y);
+                      "(rows of the same tile.range blocks)", f->name, a, x, b, y);
+    }
   }
   return TSR_SUCCESS;
 }
@@ -766,12 +895,13 @@ static tsr_status_t call(call_t* c, const DLTensor* const* inputs, const DLTenso
   }
   for (uint32_t i = 0; i < f->step_count; i++) {
     const tsr_plan_step_t* s = &f->steps[i];
-    st = s->kind == TSR_PLAN_STEP_ALIAS ? run_alias(c, s) : s->kind == TSR_PLAN_STEP_ARGS ? run_args(c, s, i)
-                                                                                              : run_view(c, s, i);
+    st = s->kind == TSR_PLAN_STEP_ALIAS ? run_alias(c, s)
+         : s->kind == TSR_PLAN_STEP_CALL ? run_call(c, s, i)
+         : s->kind == TSR_PLAN_STEP_ARGS ? run_args(c, s, i)
+                                         : run_view(c, s, i);
     if (st) return st;
   }
   /* the results into the outputs; a tile program's outputs also into the inputs passed for them */
-  bool synced = false;
   for (uint32_t r = 0; r < f->result_count; r++) {
     value_state_t* v;
     if ((st = tensor(c, f->results[r], &v))) return st;
@@ -780,11 +910,7 @@ static tsr_status_t call(call_t* c, const DLTensor* const* inputs, const DLTenso
                                               (uint64_t)f->outputs[r] < f->arg_count ? inputs[f->outputs[r]] : NULL};
     for (int t = 0; t < 2; t++) {
       if (!targets[t] || data_of(targets[t]) == v->ptr || !bytes) continue;
-      if (!synced && c->stream) {
-        if ((st = tsrStreamSynchronize(c->stream))) return st;
-        synced = true;
-      }
-      memmove(data_of(targets[t]), v->ptr, bytes);
+      if ((st = device_copy(c, data_of(targets[t]), v->ptr, bytes, device_kind(c)))) return st;
     }
   }
   return TSR_SUCCESS;
@@ -795,6 +921,11 @@ static tsr_status_t call_open(call_t* c, struct tsr_function* fn, size_t n_in, c
   const tsr_plan_function_t* f = fn->plan;
   struct tsr_module* m = fn->module;
   *c = (call_t){.fn = fn, .f = f, .plan = m->plan, .ctx = m->obj.context};
+  for (size_t i = 0; i < sizeof device_rows / sizeof *device_rows; i++)
+    if (strcmp(device_rows[i].backend, c->ctx->backend->name) == 0) c->devices = &device_rows[i];
+  if (!c->devices)
+    return tsr_fail(TSR_ERROR_UNSUPPORTED, "function '%s': the context's backend '%s' has no DLPack device type "
+                    "this version knows", f->name, c->ctx->backend->name);
   if (n_in != f->arg_count)
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s' takes %u arguments, got %zu", f->name, f->arg_count, n_in);
   if (n_in && !inputs)
@@ -810,6 +941,19 @@ static tsr_status_t call_open(call_t* c, struct tsr_function* fn, size_t n_in, c
   if (!c->env || !c->bound || !c->local || !c->local_bound || !c->values || !c->slots || !c->owned)
     return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "function '%s': out of memory", f->name);
   return TSR_SUCCESS;
+}
+
+/* Frees a call's intermediates once its launches are done (its stream synchronized first); returns `st`, or
+ * the synchronization's failure where `st` is success. */
+static tsr_status_t release_owned(call_t* c, tsr_status_t st) {
+  if (!c->owned_count) return st;
+  if (c->stream) {
+    tsr_status_t sync = tsrStreamSynchronize(c->stream);
+    if (!st) st = sync;
+  }
+  for (size_t i = 0; i < c->owned_count; i++) tsrFree(c->ctx, c->owned[i]);
+  c->owned_count = 0;
+  return st;
 }
 
 static void call_close(call_t* c) {
@@ -863,21 +1007,19 @@ tsr_status_t tsrFunctionCall(tsr_function_t fn, tsr_stream_t stream, const DLTen
                     f->result_count, n_out);
   if (n_out && !outputs)
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': the outputs array is NULL", f->name);
-  struct tsr_module* m = fn->module;
-  struct tsr_context* ctx = m->obj.context;
-  if (strcmp(ctx->backend->target, "cpu") != 0)
-    return tsr_fail(TSR_ERROR_UNSUPPORTED, "function '%s': tsrFunctionCall runs on the CPU backend only in this "
-                    "version (the context's backend runs '%s' code)", f->name, ctx->backend->target);
+  struct tsr_context* ctx = fn->module->obj.context;
+  /* the stream is held for the call: its copies are submitted to it directly */
   if (stream) {
     tsr_status_t st = tsr_stream_acquire(stream, ctx, __func__);
     if (st) return st;
     pthread_mutex_lock(&stream->lock);
     bool capturing = stream->capture != NULL;
     pthread_mutex_unlock(&stream->lock);
-    tsr_object_unref(&stream->obj);
-    if (capturing)
+    if (capturing) {
+      tsr_object_unref(&stream->obj);
       return tsr_fail(TSR_ERROR_UNSUPPORTED, "function '%s': the stream is capturing a graph, which tsrFunctionCall "
                       "does not record in this version", f->name);
+    }
   }
   call_t c;
   tsr_status_t st = call_open(&c, fn, n_in, inputs);
@@ -887,13 +1029,8 @@ tsr_status_t tsrFunctionCall(tsr_function_t fn, tsr_stream_t stream, const DLTen
     c.device_units = ctx->backend->properties(ctx->backend_state, &props) ? 1 : props.compute_units;
     st = call(&c, inputs, outputs);
   }
-  if (c.owned_count) {
-    if (stream) {
-      tsr_status_t sync = tsrStreamSynchronize(stream);
-      if (!st) st = sync;
-    }
-    for (size_t i = 0; i < c.owned_count; i++) tsrFree(ctx, c.owned[i]);
-  }
+  st = release_owned(&c, st);
   call_close(&c);
+  if (stream) tsr_object_unref(&stream->obj);
   return st;
 }

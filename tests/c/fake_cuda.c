@@ -4,8 +4,9 @@
  * directory on LD_LIBRARY_PATH (tests/c/test_cuda_fake.py).
  *
  * What it does instead of a GPU: device memory is host memory; work runs when it is queued (so streams are
- * trivially in order), except on a capturing stream, where it is recorded into the graph; the one kernel it
- * runs is `saxpy` (y = a * x + y, the test image's PTX record; other kernels do nothing). It writes one line per call that queues or
+ * trivially in order), except on a capturing stream, where it is recorded into the graph; the kernels it
+ * runs are `saxpy` (y = a * x + y, the test image's PTX record) and `fill_fixed` (out = value, the CPU test
+ * kernel's arguments; tests/c/test_function_device.py's plans use it); other kernels do nothing. It writes one line per call that queues or
  * waits for work to $FAKE_CUDA_LOG ("cuLaunchKernel s3"), which is what the tests read.
  *
  * A kernel given a pointer in [2^40, 2^41) (no host mapping is there) faults as on a GPU: its launch succeeds,
@@ -32,6 +33,7 @@ enum { OK = 0, INVALID_VALUE = 1, INVALID_CONTEXT = 201, NOT_READY = 600, ILLEGA
 typedef struct op {
   int kind;  /* KERNEL, COPY, RECORD, WAIT */
   int saxpy;  /* a kernel that runs */
+  int fill;   /* fill_fixed: y[i] = a for i < n */
   struct CUfunc_st* oob;  /* a kernel that fails a bounds check */
   unsigned grid_x;
   unsigned threads;
@@ -79,7 +81,7 @@ static int oob_count;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int next_stream = 1, faulted, sticky;
-static struct CUfunc_st saxpy_function, other_function;
+static struct CUfunc_st saxpy_function, fill_function, other_function;
 static int context_token;
 
 static double now(void) {
@@ -108,6 +110,8 @@ static void run(const op_t* op) {
         uint32_t* record = op->oob->module->record;
         record[0] = op->oob->site + 1, record[1] = op->grid_x - 1, record[2] = record[3] = 0;
       }
+      if (op->fill)
+        for (int64_t i = 0; i < op->n && i < (int64_t)op->threads; i++) op->y[i] = op->a;
       if (!op->saxpy) return;
       if (x >> 40 == 1 || y >> 40 == 1) {
         faulted = 1;
@@ -262,7 +266,8 @@ CUresult cuModuleGetFunction(struct CUfunc_st** f, void* module, const char* nam
     **f = (struct CUfunc_st){m, site};
     return OK;
   }
-  *f = strcmp(name, "saxpy") == 0 ? &saxpy_function : &other_function;
+  *f = strcmp(name, "saxpy") == 0 ? &saxpy_function : strcmp(name, "fill_fixed") == 0 ? &fill_function
+                                                                                       : &other_function;
   return OK;
 }
 /* Logs what it was asked to describe and writes "TMAP" and the rank into the map, so a test can see the maps
@@ -309,6 +314,12 @@ CUresult cuLaunchKernel(struct CUfunc_st* f, unsigned gx, unsigned gy, unsigned 
   }
   op_t op = {.kind = KERNEL, .saxpy = f == &saxpy_function, .threads = gx * gy * gz * bx * by * bz,
              .oob = f->module ? f : NULL, .grid_x = gx};
+  if (f == &fill_function) {  /* fill_fixed(out, value, N) */
+    op.fill = 1;
+    memcpy(&op.y, params[0], sizeof op.y);
+    memcpy(&op.a, params[1], sizeof op.a);
+    memcpy(&op.n, params[2], sizeof op.n);
+  }
   if (op.saxpy) {  /* the values are taken now, as the driver does */
     memcpy(&op.a, params[0], sizeof op.a);
     memcpy(&op.x, params[1], sizeof op.x);

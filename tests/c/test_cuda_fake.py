@@ -240,3 +240,45 @@ def test_failed_bounds_checks_are_read_back_from_the_module(fake_driver, tmp_pat
     assert lines[1] == "shift OK" and lines[2] == lines[0]
     assert lines[3] == f"stream TSR_ERROR_MEMORY_FAULT a kernel queued on the stream failed a bounds check: {report}"
     assert lines[4] == "stream then OK"
+
+
+# ---- tsrFunctionCall on the CUDA backend ----------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def axpy_image(test_image, tmp_path_factory):
+    """The standard test image with function_images.INPLACE_AXPY's plan and a PTX fill_fixed record."""
+    import function_images
+    path = tmp_path_factory.mktemp("axpy") / "axpy.tessera"
+    path.write_bytes(function_images.with_plan(test_image.read_bytes(), function_images.INPLACE_AXPY,
+                                               [function_images.PTX_FILL]))
+    return path
+
+
+def run_function_host(build_host, image, backend, coefficients, tmp_path, driver_dir=None, args=()):
+    log = tmp_path / "cuda.log"
+    environ = dict(os.environ, FAKE_CUDA_LOG=str(log))
+    if driver_dir:
+        environ["LD_LIBRARY_PATH"] = str(driver_dir)
+    environ.pop("TESSERA_BACKEND", None)
+    p = subprocess.run([str(build_host("host_function_device.c")), str(image), backend,
+                        *map(str, coefficients), *args], capture_output=True, text=True, timeout=300, env=environ)
+    failed = [line for line in p.stdout.splitlines() if line.startswith("FAIL")]
+    assert p.returncode == 0 and not failed and p.stdout.rstrip().endswith("0 failed"), p.stdout + p.stderr
+    return p.stdout, log.read_text().splitlines() if log.exists() else []
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cuda"])
+def test_a_function_runs_on_device_memory(build_host, axpy_image, fake_driver, tmp_path, backend):
+    """tsrFunctionCall on the CPU and (fake) CUDA backends: the same plan, tensors in tsrAlloc memory of the
+    context's DLPack device type, the same bits; on CUDA the launches and the result's copy go to the call's
+    stream (cuMemcpyDtoDAsync), in order."""
+    import function_images
+    _, lines = run_function_host(build_host, axpy_image, backend, function_images.INPLACE_AXPY_COEFFICIENTS,
+                                 tmp_path, fake_driver() if backend == "cuda" else None)
+    if backend == "cuda":
+        launches = calls(lines, "cuLaunchKernel")
+        assert len(launches) == 6  # 3 steps, twice
+        stream = launches[-1].split()[1]
+        assert stream != "ptds" and launches[3:] == [f"cuLaunchKernel {stream}"] * 3
+        on_stream = [line.split()[0] for line in lines if line.endswith(f" {stream}")]
+        assert on_stream[:4] == ["cuLaunchKernel"] * 3 + ["cuMemcpyDtoDAsync"], lines

@@ -499,3 +499,26 @@ def test_our_level_zero_declarations_match_ze_api_h(cc, tmp_path):
     exe = tmp_path / "layout"
     run([cc, "-std=c11", "-Wall", "-Werror", f"-I{RUNTIME_SRC}", MOCK / "ze_layout_check.c", "-o", exe])
     run([exe])
+
+
+# ---- tsrFunctionCall through the mocks ------------------------------------------------------------------
+
+@pytest.mark.parametrize("backend,variable", [("hip", "TESSERA_HIP_LIBRARY"),
+                                              ("level_zero", "TESSERA_LEVEL_ZERO_LIBRARY")])
+def test_a_function_runs_through_the_mock_driver(build_host, mocks, image, tmp_path, backend, variable):
+    """tsrFunctionCall from C on HIP (kDLROCM) and Level Zero (kDLOneAPI) tensors: a plan of two compiled saxpy
+    launches through an intermediate (function_images.OUT_OF_PLACE_AXPY), the result copied into the output
+    on the call's stream; host_function_device.c checks the bits, the device checks and the freed
+    intermediates."""
+    import function_images
+    path = tmp_path / "axpy.tessera"
+    path.write_bytes(function_images.with_plan(image.read_bytes(), function_images.OUT_OF_PLACE_AXPY))
+    log = tmp_path / "driver.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MOCK_", "TESSERA_"))}
+    env.update({variable: str(mocks[backend]), "MOCK_LOG": str(log)})
+    p = subprocess.run([str(build_host("host_function_device.c")), str(path), backend,
+                        *map(str, function_images.OUT_OF_PLACE_AXPY_COEFFICIENTS)], capture_output=True, text=True,
+                       timeout=300, env=env)
+    failed = [line for line in p.stdout.splitlines() if line.startswith("FAIL")]
+    assert p.returncode == 0 and not failed and p.stdout.rstrip().endswith("0 failed"), p.stdout + p.stderr
+    assert sum("saxpy a=2" in line for line in log_of(log)) == 2  # once per call

@@ -449,23 +449,30 @@ TSR_API tsr_status_t tsrFunctionGetSignature(tsr_function_t function, tsr_functi
  * `inputs` holds `n_in` pointers to tensors, one per parameter; `outputs` `n_out`, one per result, whose memory the
  * caller provides and the call fills. Each has exactly the dtype (tsr_tensor_spec_t.dtype) and rank of its
  * signature entry; extents named by a symbol ("T") are bound by the first input that has them and must agree
- * everywhere else, the outputs' included. Tensors live in memory the context's kernels can address
- * (DLPack device kDLCPU on the CPU backend) and are compact row-major in this version (strides NULL or
- * those of a compact row-major tensor; byte_offset added to data). Inputs are used in place, not copied:
+ * everywhere else, the outputs' included. Tensors live in memory the context's kernels address, on the DLPack
+ * device type of its backend and device_id 0 (the device a context drives): cpu kDLCPU, kDLCUDAHost or
+ * kDLROCMHost; cuda kDLCUDA or kDLCUDAManaged; hip kDLROCM; level_zero kDLOneAPI; opencl kDLOpenCL. They
+ * are compact row-major in this version (strides NULL or those of a compact row-major tensor; byte_offset
+ * added to data). Inputs are used in place, not copied:
  * a kernel the plan lets write an input writes it (a tile program's outputs are also written into the inputs
- * passed for them, as tessera.executor does). Intermediates come from the context's pool
- * (tsrAlloc) and are freed before the call returns; on a stream, the call therefore waits for the stream.
+ * passed for them, as tessera.executor does). Launches go to `stream` through tsrLaunch; results are copied
+ * into the outputs with the runtime's device-to-device copy on the same stream (host-to-host on the CPU),
+ * ordered after the launches. Intermediates come from the context's pool (tsrAlloc) and are freed (tsrFree)
+ * before the call returns; on a stream, the call therefore waits for the stream when it has intermediates
+ * (the pool is not stream-ordered: a block freed earlier could be handed to other work while queued kernels
+ * still use it).
  *
  * Everything about the arguments is checked before any kernel runs. Errors, each with a message naming the
  * function and the argument: TSR_ERROR_INVALID_HANDLE (function, or a stream of no context);
  * TSR_ERROR_INVALID_VALUE for a NULL `inputs`/`outputs` array with a count above 0, a NULL tensor or data
  * pointer, n_in or n_out other than the signature's, a wrong rank, dtype (lanes other than 1 included) or
- * extent, an extent bound twice differently, a non-compact tensor, a device other than the context's, a
+ * extent, an extent bound twice differently, a non-compact tensor, a DLPack device type other than the
+ * backend's or a device_id other than 0 (the message names both), a
  * stream of another context, and at run time an extent expression that fails (a division by zero, a
  * result outside int64), a value the plan views with another number of elements, an extent not a multiple
  * of what a kernel needs (naming the kernel and the reason), or a scalar out of its type's range;
  * TSR_ERROR_NOT_FOUND when a step's kernel has no code this runtime can run; TSR_ERROR_UNSUPPORTED on a
- * backend other than "cpu" in this version and on a stream that is capturing a graph;
+ * stream that is capturing a graph;
  * TSR_ERROR_MEMORY_FAULT for a tensor whose data lies in an allocation the context knows (tsrAlloc,
  * tsrHostRegister) that is shorter than its shape says (memory the context does not know cannot be checked);
  * TSR_ERROR_OUT_OF_MEMORY; and whatever tsrLaunch returns for a step, with the step named. After a failure

@@ -1,0 +1,109 @@
+/* host_function_device.c — tsrFunctionCall on any backend, with tensors in the context's device memory
+ * (tsrAlloc, filled with tsrMemcpy): function `axpy` of IMAGE (tests/c/test_function_device.py writes its
+ * plan), whose result is A * x + B * y + C elementwise over N elements.
+ *
+ *   host_function_device IMAGE BACKEND A B C
+ *
+ * The host checks the result bit for bit (x holds integers and y quarters, so every value is exact in f32)
+ * after a call on the NULL stream and one on a stream; tsrFunctionGetResultShapes; that tensors on another
+ * DLPack device type or device id are refused naming the argument; that the call's intermediates are freed. */
+#include "check.h"
+
+#define N 100
+
+static DLDeviceType device_type_of(const char* backend) {
+  if (strcmp(backend, "cuda") == 0) return kDLCUDA;
+  if (strcmp(backend, "hip") == 0) return kDLROCM;
+  if (strcmp(backend, "level_zero") == 0) return kDLOneAPI;
+  if (strcmp(backend, "opencl") == 0) return kDLOpenCL;
+  return kDLCPU;
+}
+
+static float hx[N], hy[N], want[N];
+static int64_t shape[1] = {N};
+
+/* Copies the device result back and compares it with `want`. */
+static void check_result(const char* what, tsr_context_t ctx, void* dout) {
+  float got[N];
+  MUST(tsrMemcpy(ctx, got, dout, sizeof got, TSR_MEMCPY_DEVICE_TO_HOST));
+  int bad = -1;
+  for (int i = 0; i < N && bad < 0; i++)
+    if (memcmp(&got[i], &want[i], sizeof got[i]) != 0) bad = i;
+  if (bad >= 0) printf("     element %d: %g, %g expected\n", bad, got[bad], want[bad]);
+  check(what, bad < 0);
+}
+
+int main(int argc, char** argv) {
+  if (argc != 6) {
+    fprintf(stderr, "usage: %s IMAGE BACKEND A B C\n", argv[0]);
+    return 2;
+  }
+  float A = strtof(argv[3], NULL), B = strtof(argv[4], NULL), C = strtof(argv[5], NULL);
+  for (int i = 0; i < N; i++) {
+    hx[i] = (float)(i - 40);
+    hy[i] = 0.25f * (float)(i % 17) - 1.0f;
+    want[i] = A * hx[i] + B * hy[i] + C;
+  }
+  tsr_context_options_t options;
+  MUST(tsrContextOptionsInitialize(&options));
+  options.backend = argv[2];
+  tsr_context_t ctx;
+  MUST(tsrCreateContextWithOptions(&options, &ctx));
+  tsr_module_t module = load_test_image(ctx, argv[1]);
+  tsr_function_t fn;
+  MUST(tsrModuleGetFunction(module, "axpy", &fn));
+
+  void *dx, *dy, *dout;
+  MUST(tsrAlloc(ctx, sizeof hx, TSR_ALLOC_DEFAULT, &dx));
+  MUST(tsrAlloc(ctx, sizeof hy, TSR_ALLOC_DEFAULT, &dy));
+  MUST(tsrAlloc(ctx, sizeof want, TSR_ALLOC_DEFAULT, &dout));
+  MUST(tsrMemcpy(ctx, dx, hx, sizeof hx, TSR_MEMCPY_HOST_TO_DEVICE));
+  MUST(tsrMemcpy(ctx, dy, hy, sizeof hy, TSR_MEMCPY_HOST_TO_DEVICE));
+  DLDevice device = {device_type_of(argv[2]), 0};
+  DLDataType f32 = {kDLFloat, 32, 1};
+  DLTensor x = {dx, device, 1, f32, shape, NULL, 0}, y = {dy, device, 1, f32, shape, NULL, 0};
+  DLTensor out = {dout, device, 1, f32, shape, NULL, 0};
+  const DLTensor* in[2] = {&x, &y};
+  const DLTensor* outs[1] = {&out};
+
+  int64_t dims[1] = {0};
+  DLTensor bare_x = x, bare_y = y;
+  bare_x.data = bare_y.data = NULL;
+  const DLTensor* bare[2] = {&bare_x, &bare_y};
+  expect("result shapes", tsrFunctionGetResultShapes(fn, bare, 2, dims, 1), TSR_SUCCESS);
+  check("the result has N elements", dims[0] == N);
+
+  expect("call on the NULL stream", tsrFunctionCall(fn, NULL, in, 2, outs, 1), TSR_SUCCESS);
+  check_result("the NULL stream's result", ctx, dout);
+  static const float zeros[N];
+  MUST(tsrMemcpy(ctx, dout, zeros, sizeof zeros, TSR_MEMCPY_HOST_TO_DEVICE));
+  tsr_stream_t stream;
+  MUST(tsrCreateStream(ctx, NULL, &stream));
+  expect("call on a stream", tsrFunctionCall(fn, stream, in, 2, outs, 1), TSR_SUCCESS);
+  MUST(tsrStreamSynchronize(stream));
+  check_result("the stream's result", ctx, dout);
+
+  /* memory of another device type, or of another device */
+  DLTensor other = y;
+  in[1] = &other;
+  other.device.device_type = device.device_type == kDLCPU ? kDLCUDA : kDLCPU;
+  expect_msg("another device type", tsrFunctionCall(fn, stream, in, 2, outs, 1), TSR_ERROR_INVALID_VALUE,
+             "argument 'y' is on DLPack device type");
+  other = y;
+  other.device.device_id = 1;
+  expect_msg("another device", tsrFunctionCall(fn, stream, in, 2, outs, 1), TSR_ERROR_INVALID_VALUE,
+             "argument 'y' is on device 1");
+  in[1] = &y;
+
+  tsr_memory_stats_t stats;
+  MUST(tsrGetMemoryStats(ctx, &stats));
+  check("the intermediates are freed", stats.allocations == 3);
+  MUST(tsrDestroyStream(stream));
+  MUST(tsrFree(ctx, dx));
+  MUST(tsrFree(ctx, dy));
+  MUST(tsrFree(ctx, dout));
+  MUST(tsrUnloadModule(module));
+  MUST(tsrDestroyContext(ctx));
+  printf("%d failed\n", failures);
+  return failures;
+}
