@@ -1,7 +1,8 @@
 /* host_function.c — runs an `@function` of an image from C: tsrModuleGetFunction, tsrFunctionGetSignature and
- * tsrFunctionCall with DLPack tensors, on the CPU backend.
+ * tsrFunctionCall with DLPack tensors, on the CPU backend or, with --backend, another one (the tensors then
+ * live in the context's device memory: tsrAlloc, filled and read back with tsrMemcpy).
  *
- *   host_function IMAGE FUNCTION DIR [--bad]
+ *   host_function IMAGE FUNCTION DIR [--bad] [--backend NAME]
  *
  * DIR/shapes.txt has one line per tensor, inputs first: "in|out NDIM D0 D1 ...". Inputs are read from
  * DIR/in<i>.bin (raw, as the signature's dtype stores them), outputs written to DIR/out<i>.bin. With --bad, the
@@ -15,9 +16,19 @@
 typedef struct host_tensor {
   DLTensor t;
   int64_t shape[8];
-  void* data;
+  void* data;    /* host memory */
+  void* device;  /* with --backend: the tensor's memory (t.data), else NULL */
   size_t bytes;
 } host_tensor_t;
+
+/* The DLPack device type of a backend's memory. */
+static DLDeviceType device_type_of(const char* backend) {
+  if (strcmp(backend, "cuda") == 0) return kDLCUDA;
+  if (strcmp(backend, "hip") == 0) return kDLROCM;
+  if (strcmp(backend, "level_zero") == 0) return kDLOneAPI;
+  if (strcmp(backend, "opencl") == 0) return kDLOpenCL;
+  return kDLCPU;
+}
 
 static void print_spec(const char* role, const tsr_tensor_spec_t* s) {
   printf("%s %s: %s[", role, s->name, s->dtype_name);
@@ -88,7 +99,7 @@ static void bad_inputs(tsr_context_t ctx, tsr_module_t module, tsr_function_t fn
   expect_msg("vector lanes", tsrFunctionCall(fn, NULL, in, sig->input_count, out, sig->output_count),
              TSR_ERROR_INVALID_VALUE, "dtype");
   t = ins[0].t;
-  t.device.device_type = kDLCUDA;
+  t.device.device_type = t.device.device_type == kDLCPU ? kDLCUDA : kDLCPU;
   expect_msg("another device", tsrFunctionCall(fn, NULL, in, sig->input_count, out, sig->output_count),
              TSR_ERROR_INVALID_VALUE, "device");
   /* a fixed extent off by one, or a symbolic one bound differently by two arguments */
@@ -127,14 +138,24 @@ static void bad_inputs(tsr_context_t ctx, tsr_module_t module, tsr_function_t fn
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: %s IMAGE FUNCTION DIR [--bad]\n", argv[0]);
+    fprintf(stderr, "usage: %s IMAGE FUNCTION DIR [--bad] [--backend NAME]\n", argv[0]);
     return 2;
+  }
+  bool bad = false;
+  const char* backend = "cpu";
+  for (int i = 4; i < argc; i++) {
+    if (strcmp(argv[i], "--bad") == 0) bad = true;
+    else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc) backend = argv[++i];
+    else return 2;
   }
   size_t size;
   void* image = read_file(argv[1], &size);
   tsr_context_t ctx;
   tsr_module_t module;
-  MUST(tsrCreateContext(&ctx));
+  tsr_context_options_t options;
+  MUST(tsrContextOptionsInitialize(&options));
+  options.backend = backend;
+  MUST(tsrCreateContextWithOptions(&options, &ctx));
   MUST(tsrLoadModule(ctx, image, size, &module));
   free(image);
   size_t count;
@@ -191,7 +212,12 @@ int main(int argc, char** argv) {
     } else {
       h->data = calloc(h->bytes ? h->bytes : 1, 1);
     }
-    h->t = (DLTensor){h->data, {kDLCPU, 0}, ndim, spec->dtype, h->shape, NULL, 0};
+    h->t = (DLTensor){h->data, {device_type_of(backend), 0}, ndim, spec->dtype, h->shape, NULL, 0};
+    if (strcmp(backend, "cpu") != 0) {
+      MUST(tsrAlloc(ctx, h->bytes ? h->bytes : 1, TSR_ALLOC_DEFAULT, &h->device));
+      if (is_in) MUST(tsrMemcpy(ctx, h->device, h->data, h->bytes, TSR_MEMCPY_HOST_TO_DEVICE));
+      h->t.data = h->device;
+    }
     if (is_in)
       in[i] = &h->t;
     else
@@ -199,7 +225,7 @@ int main(int argc, char** argv) {
   }
   fclose(shapes);
 
-  if (argc > 4 && strcmp(argv[4], "--bad") == 0) bad_inputs(ctx, module, fn, &sig, ins, outs);
+  if (bad) bad_inputs(ctx, module, fn, &sig, ins, outs);
 
   /* the outputs' extents from the inputs' descriptors alone (their data NULL) */
   static DLTensor bare[MAX_TENSORS];
@@ -226,6 +252,12 @@ int main(int argc, char** argv) {
   expect("call on a stream", tsrFunctionCall(fn, stream, in, sig.input_count, out, sig.output_count), TSR_SUCCESS);
   MUST(tsrStreamSynchronize(stream));
   MUST(tsrDestroyStream(stream));
+  for (size_t k = 0; k < sig.input_count + sig.output_count; k++) {
+    host_tensor_t* h = k < sig.input_count ? &ins[k] : &outs[k - sig.input_count];
+    if (!h->device) continue;
+    if (k >= sig.input_count) MUST(tsrMemcpy(ctx, h->data, h->device, h->bytes, TSR_MEMCPY_DEVICE_TO_HOST));
+    MUST(tsrFree(ctx, h->device));
+  }
   for (size_t i = 0; i < sig.output_count; i++) {
     snprintf(path, sizeof path, "%s/out%zu.bin", argv[3], i);
     FILE* f = fopen(path, "wb");

@@ -16,3 +16,20 @@ def run(cmd, **kw):
     if p.returncode != 0:
         pytest.fail(f"{' '.join(map(str, cmd))} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
     return p
+
+
+def run_host_function(exe, image, name, inputs, out_shapes, tmp_path, args=()):
+    """Runs function `name` of `image` (bytes) in host_function.c (`exe`) on `inputs` (numpy arrays as the plan
+    stores them) with extra `args` (--bad, --backend NAME); returns its output files' bytes and its stdout."""
+    import numpy as np  # lazy: the other helpers need no numpy
+    lines = [f"in {x.ndim} {' '.join(map(str, x.shape))}" for x in inputs]
+    lines += [f"out {len(s)} {' '.join(map(str, s))}" for s in out_shapes]
+    (tmp_path / "shapes.txt").write_text("\n".join(lines) + "\n")
+    for i, x in enumerate(inputs):
+        (tmp_path / f"in{i}.bin").write_bytes(np.ascontiguousarray(x).tobytes())
+    path = tmp_path / "image.tessera"
+    path.write_bytes(image)
+    p = subprocess.run([str(exe), str(path), name, str(tmp_path), *args], capture_output=True, text=True, timeout=300)
+    failed = [line for line in p.stdout.splitlines() if line.startswith("FAIL")]
+    assert p.returncode == 0 and not failed and p.stdout.rstrip().endswith("0 failed"), p.stdout + p.stderr
+    return [(tmp_path / f"out{i}.bin").read_bytes() for i in range(len(out_shapes))], p.stdout

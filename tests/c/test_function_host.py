@@ -7,7 +7,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from hostutil import REPO, run
+from hostutil import REPO, run, run_host_function
 
 RNG = np.random.default_rng(14)
 
@@ -30,18 +30,8 @@ def compiler():
 def call_from_c(build_host, image, name, inputs, out_shapes, tmp_path, bad=False):
     """Runs `name` of `image` in the C host on `inputs` (arrays as the plan stores them); returns its output
     files' bytes and the host's stdout."""
-    lines = [f"in {x.ndim} {' '.join(map(str, x.shape))}" for x in inputs]
-    lines += [f"out {len(s)} {' '.join(map(str, s))}" for s in out_shapes]
-    (tmp_path / "shapes.txt").write_text("\n".join(lines) + "\n")
-    for i, x in enumerate(inputs):
-        (tmp_path / f"in{i}.bin").write_bytes(np.ascontiguousarray(x).tobytes())
-    path = tmp_path / "image.tessera"
-    path.write_bytes(image)
-    p = subprocess.run([str(build_host("host_function.c")), str(path), name, str(tmp_path)] + (["--bad"] if bad else []),
-                       capture_output=True, text=True, timeout=300)
-    failed = [line for line in p.stdout.splitlines() if line.startswith("FAIL")]
-    assert p.returncode == 0 and not failed and p.stdout.rstrip().endswith("0 failed"), p.stdout + p.stderr
-    return [(tmp_path / f"out{i}.bin").read_bytes() for i in range(len(out_shapes))], p.stdout
+    return run_host_function(build_host("host_function.c"), image, name, inputs, out_shapes, tmp_path,
+                             ["--bad"] if bad else [])
 
 
 def bf16_bits(x):
