@@ -59,8 +59,10 @@ def kind_of(op) -> str | None:
         return "row"
     if name == "ttensor.transpose":
         return "layout"
-    if name == "ttensor.reshape":
+    if name in ("ttensor.reshape", "tensor.cast"):   # a cast around an imported call changes no data
         return "view"
+    if name == "func.call":   # a call of an imported function (same-file calls are inlined): a call step
+        return "call"
     if name == "ttensor.flash_attention":
         return "attention"
     if name in ("ttensor.load_blocks", "ttensor.store_blocks"):

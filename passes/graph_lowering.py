@@ -92,6 +92,12 @@ def lower_function(fn, module: ir.Module, lowerings: Mapping[str, Callable], tar
             (op,) = ops
             steps.append(plan.AliasStep(alias=record(op.results[0]), of=record(op.operands[0])))
             continue
+        if kind == "call":
+            (op,) = ops
+            steps.append(plan.CallStep(call=ir.FlatSymbolRefAttr(op.attributes["callee"]).value,
+                                       args=tuple(record(o) for o in op.operands),
+                                       results=tuple(record(r) for r in op.results)))
+            continue
         if kind in lowerings:
             steps.extend(lowerings[kind](ctx, kname, ops))
             continue

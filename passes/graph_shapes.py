@@ -7,6 +7,8 @@ MLIR types keep only `?` for an extent known at run time; the function's argumen
 
 from __future__ import annotations
 
+import json
+
 from ..diagnostics import LoweringError
 from ..mlir import ir
 from .schedule_ir import graph_ops
@@ -69,6 +71,10 @@ def infer(fn) -> dict:
 def _rule(op, ins: list[Dims]) -> list[Dims]:
     name = op.operation.name
     t = op.results[0].type if op.results else None
+    if name == "tensor.cast":   # the frontend's cast to and from an imported function's types: same extents
+        return [ins[0]]
+    if name == "func.call":
+        return _call_dims(op, ins)
     if name in ("ttensor.unary", "ttensor.softmax", "ttensor.layernorm", "ttensor.rmsnorm", "ttensor.dropout",
                 "ttensor.cast", "ttensor.bias_add", "tdist.all_reduce", "tdist.broadcast"):
         return [ins[0]]
@@ -118,3 +124,30 @@ def _rule(op, ins: list[Dims]) -> list[Dims]:
     if name in ("tdist.all_gather", "tdist.reduce_scatter"):
         raise LoweringError(op, f"'{name}' needs a multi-device runtime; the CPU backend runs one device")
     raise LoweringError(op, f"'{name}' has no kernel lowering yet (run it with tessera.interpret)")
+
+
+def _call_dims(call, ins: list[Dims]) -> list[Dims]:
+    """The extents of a call's results: the callee's declared result extents (its `tessera.signature`), its
+    parameter extent names bound to the caller's arguments'."""
+    callee = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
+    module = call.operation.parent
+    while module is not None and module.name != "builtin.module":
+        module = module.parent
+    decl = next((op for op in module.regions[0].blocks[0].operations if op.operation.name == "func.func"
+                 and ir.StringAttr(op.attributes["sym_name"]).value == callee), None) if module else None
+    if decl is None or "tessera.signature" not in decl.attributes:
+        raise LoweringError(call, f"a call of '{callee}', which is not an imported function, was not inlined")
+    sig = json.loads(ir.StringAttr(decl.attributes["tessera.signature"]).value)
+    binding: dict[str, str] = {}
+    for p, dims in zip(sig["params"], ins):
+        for d, have in zip(p["dims"], dims):
+            if not d.isdigit():
+                binding.setdefault(d, have)
+    out = []
+    for r in sig["results"]:
+        if any(d not in binding and not d.isdigit() for d in r["dims"]):
+            raise LoweringError(call, f"'{callee}' returns a tensor whose extents its parameters do not determine "
+                                      f"({', '.join(r['dims'])}): an imported function's result extents are its "
+                                      f"parameters' extents or constants")
+        out.append([d if d.isdigit() else binding[d] for d in r["dims"]])
+    return out

@@ -26,6 +26,7 @@ from .version import __version__
 from .options import CompileOptions
 from .diagnostics import CompileError, LoweringError
 from .frontend import build_module
+from .frontend.module import imported_sources
 from .passes import decompose, fusion, graph_lowering, graph_phases
 from .dialects import make_context
 from .mlir import ir
@@ -55,7 +56,7 @@ def _planning_target(backends: list):
 
 
 def make_ttir(source: str, filename: str, metadata: dict, options: CompileOptions) -> ir.Module:
-    return build_module(source, filename, list(options.kernels) or None)
+    return build_module(source, filename, list(options.kernels) or None, options.include)
 
 
 def make_canonical(mod: ir.Module, metadata: dict) -> ir.Module:
@@ -64,7 +65,24 @@ def make_canonical(mod: ir.Module, metadata: dict) -> ir.Module:
     build_pass_manager("builtin.module(tessera-inline-functions,cse,tessera-tod-canonicalize,canonicalize,cse)"
                        ).run(mod.operation)
     metadata["ops"] = _bytecode(mod)
+    # the module's symbols, kept on it so that a compilation restarting from a later stage's dump has them
+    mod.operation.attributes["tessera.symbols"] = ir.StringAttr.get(json.dumps(_symbols(mod)))
     return mod
+
+
+def _symbols(mod: ir.Module) -> dict:
+    """The exported functions and the imported ones (their declarations), with their signatures."""
+    exports, imports = {}, {}
+    for op in mod.body.operations:
+        if op.operation.name != "func.func":
+            continue
+        name = ir.StringAttr(op.attributes["sym_name"]).value
+        if "tessera.export" in op.attributes:
+            exports[name] = json.loads(ir.StringAttr(op.attributes["tessera.export"]).value)
+        if "tessera.import" in op.attributes:
+            imports[name] = {"module": ir.StringAttr(op.attributes["tessera.import"]).value,
+                             "signature": json.loads(ir.StringAttr(op.attributes["tessera.signature"]).value)}
+    return {"exports": exports, "imports": imports}
 
 
 def _functions(mod: ir.Module) -> list:
@@ -113,12 +131,15 @@ def make_kernels(mod: ir.Module, metadata: dict, backends: list) -> ir.Module:
         plans[ir.StringAttr(fn.attributes["sym_name"]).value] = graph_lowering.lower_function(
             fn, mod, lowerings, "/".join(b.name for b in backends))
         fn.operation.erase()
+    for op in list(mod.body.operations):   # imported functions' declarations: their calls are plan call steps
+        if op.operation.name == "func.func" and "tessera.import" in op.attributes:
+            op.operation.erase()
     # The dtype fallbacks a function took are part of each of its kernels' metadata (tessera-objdump shows them).
     props = metadata.setdefault("kernel_props", {})
     for p in plans.values():
         if p.fallbacks:
             for step in p.steps:
-                if not isinstance(step, plan.AliasStep):
+                if not isinstance(step, (plan.AliasStep, plan.CallStep)):
                     props.setdefault(step.kernel, {})["fallbacks"] = "; ".join(p.fallbacks)
     kernels = [op for op in mod.body.operations
                if op.operation.name == "func.func" and "tessera.kernel" in op.attributes]
@@ -140,6 +161,8 @@ def _collect(mod: ir.Module, metadata: dict) -> None:
                            "or a later one made by tessera-cc")
     metadata["signatures"] = [abi.from_json(d) for d in json.loads(ir.StringAttr(attrs["tessera.signatures"]).value)]
     metadata["plans"] = _documents(plan.decode(ir.StringAttr(attrs["tessera.plans"]).value.encode()))
+    if "tessera.symbols" in attrs:
+        metadata["symbols"] = json.loads(ir.StringAttr(attrs["tessera.symbols"]).value)
 
 
 def _bytecode(mod: ir.Module) -> bytes:
@@ -168,8 +191,15 @@ def make_image(codes: list, metadata: dict) -> bytes:
                 warp_size=md["warp_size"], props=props, **md.get("kernel_resources", {}).get(sig.name, {})))
         if metadata["signatures"]:  # a Graph-IR-only image carries no code
             sections[backend.code_section] = code.encode() if isinstance(code, str) else code
-    if metadata.get("plans"):
-        sections[plan.SECTION] = plan.encode({n: plan.Plan.from_json(d) for n, d in metadata["plans"].items()})
+    plans = {n: plan.Plan.from_json(d) for n, d in metadata.get("plans", {}).items()}
+    if plans:
+        sections[plan.SECTION] = plan.encode(plans)
+    symbols = metadata.get("symbols", {})
+    if symbols.get("exports") or symbols.get("imports"):
+        relocations = [image.symbols.Relocation(f, i, callee) for f, i, callee in plan.calls(plans)
+                       if callee in symbols["imports"]]
+        sections[image.symbols.SECTION] = image.symbols.Symbols(symbols["exports"], symbols["imports"],
+                                                                relocations).encode()
     return image.write_image(records, sections, ops=metadata["ops"])
 
 
@@ -204,7 +234,9 @@ def compile_source(source: str, filename: str = "<string>", options: CompileOpti
     _check_stage(stop_after, options)
     whole = stop_after is None and on_stage is None and cache.enabled()
     if whole:
-        k = cache.key(source, filename, options, [b.hash() for b in backends_for(options)])
+        # what the source imports is compiled against too
+        imported = "".join(f"\0{p}\0{t}" for p, t in imported_sources(source, filename, options.include))
+        k = cache.key(source + imported, filename, options, [b.hash() for b in backends_for(options)])
         hit = cache.lookup(k)
         if hit is not None:
             return CompileResult(hit, metadata_of_image(hit, cached=True))

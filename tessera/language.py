@@ -115,7 +115,9 @@ class Function:
             from .frontend.interfaces import tessera_frontend_compile
             with open(self.filename, encoding="utf-8") as f:
                 source = f.read()
-            self._ir = tessera_frontend_compile(source, {"filename": self.filename, "functions": [self.name]})
+            # imported functions built from their sources, which the interpreter runs
+            self._ir = tessera_frontend_compile(source, {"filename": self.filename, "functions": [self.name],
+                                                         "define_imports": True})
         return self._ir
 
     def interpret(self, *args, world: int | None = None):
@@ -139,7 +141,11 @@ def _mesh_size(module) -> int:
     return 1
 
 
-def function(fn):
+def function(fn=None, **options):
+    """`@function`, or `@function(export=True, tile=…)`: the options are the compiler's (read from the source:
+    `export` makes the function a symbol other files import, the rest are schedule hints)."""
+    if fn is None:
+        return Function
     return Function(fn)
 
 

@@ -34,6 +34,7 @@ def debug_from_env() -> bool:
 class CompileOptions(HashedOptions):
     target: str = "cpu"
     kernels: tuple[str, ...] = ()   # compile only these (default: every @kernel and @function of the file)
+    include: tuple[str, ...] = ()   # directories imported modules are found in, after the importing file's own
     cpu: str = "native"
     arch: str = ""                  # GPU architectures, comma-separated, each for the target its prefix
                                     # names: sm_* for ptx (default sm_80), gfx* for amdgpu (default gfx942),
@@ -57,6 +58,8 @@ class CompileOptions(HashedOptions):
             _expect(name, getattr(self, name), isinstance(getattr(self, name), str), "a str")
         _expect("kernels", self.kernels, isinstance(self.kernels, tuple) and
                 all(isinstance(k, str) for k in self.kernels), "a tuple of kernel names")
+        _expect("include", self.include, isinstance(self.include, tuple) and
+                all(isinstance(k, str) for k in self.include), "a tuple of directories")
         _expect("hints", self.hints, isinstance(self.hints, tuple) and
                 all(isinstance(h, tuple) and len(h) == 2 and isinstance(h[0], str) and type(h[1]) is int
                     for h in self.hints), "a tuple of (name, int) pairs")

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Mapping, Union
 
 SECTION = ".tessera.plan"
-VERSION = 3  # 3: a step's env and a view step's scalars see the function's extents only
+VERSION = 4  # 4: call steps (a function calling a function of the same document, or an import)
+READS = (3, 4)  # the versions `decode` reads: a version-3 document is a version-4 one without call steps
 
 VIEWS = ("matrix", "cols", "rows", "scalar", "bmn", "bnm")
 
@@ -246,7 +247,17 @@ class AliasStep:
     of: str
 
 
-Step = Union[ViewStep, ArgsStep, AliasStep]
+@dataclass(frozen=True)
+class CallStep:
+    """Runs function `call` of the same plan document with `args` as its arguments and `results` as its
+    results (the caller allocates them; the callee writes them). A name the document does not hold is an
+    unresolved import, which `tessera-link` resolves."""
+    call: str
+    args: tuple[str, ...]
+    results: tuple[str, ...]
+
+
+Step = Union[ViewStep, ArgsStep, AliasStep, CallStep]
 
 
 @dataclass(frozen=True)
@@ -310,6 +321,8 @@ def uses(step: Step) -> list[str]:
     """The ids of the values `step` reads or writes."""
     if isinstance(step, AliasStep):
         return [step.alias, step.of]
+    if isinstance(step, CallStep):
+        return [*step.args, *step.results]
     if isinstance(step, ViewStep):
         return [t.value for t in step.tensors]
     return [a.value for a in step.args if isinstance(a, TensorArg)]
@@ -336,14 +349,23 @@ def decode(data: bytes) -> dict[str, Plan]:
         raise PlanError(f"the launch plan is not valid JSON: {e}") from None
     if not isinstance(doc, dict):
         raise PlanError("the launch plan is not a JSON object")
-    if doc.get("version") != VERSION:
-        raise PlanError(f"launch plan version {doc.get('version')} is not {VERSION}, the version this "
-                        f"Tessera reads")
+    if doc.get("version") not in READS:
+        raise PlanError(f"launch plan version {doc.get('version')} is not one of {' and '.join(map(str, READS))}, "
+                        f"the versions this Tessera reads")
+    old = doc["version"] < 4
     r = _Fields(doc, "the launch plan")
     r.field("version", int)
     functions = r.object("functions")
     r.done()
-    return {name: Plan.from_json(p) for name, p in functions.items()}
+    plans = {name: Plan.from_json(p) for name, p in functions.items()}
+    if old and any(isinstance(s, CallStep) for p in plans.values() for s in p.steps):
+        raise PlanError(f"launch plan version {doc['version']} has call steps, which version 4 introduced")
+    return plans
+
+
+def calls(plans: Mapping[str, Plan]) -> list[tuple[str, int, str]]:
+    """(caller, step index, callee) of every call step of `plans`, in order."""
+    return [(name, i, s.call) for name, p in plans.items() for i, s in enumerate(p.steps) if isinstance(s, CallStep)]
 
 
 # -- the JSON form ------------------------------------------------------------------------------------------------
@@ -379,6 +401,8 @@ def _arg_json(a: Arg) -> dict:
 def _step_json(s: Step) -> dict:
     if isinstance(s, AliasStep):
         return {"alias": s.alias, "of": s.of}
+    if isinstance(s, CallStep):
+        return {"call": s.call, "args": list(s.args), "results": list(s.results)}
     doc = {"kernel": s.kernel}
     if s.source is not None:
         doc["source"] = s.source
@@ -483,6 +507,10 @@ def _step(doc, where: str) -> Step:
     r = _Fields(doc, where)
     if isinstance(doc, dict) and "alias" in doc:
         s = AliasStep(alias=r.field("alias", str), of=r.field("of", str))
+        r.done()
+        return s
+    if isinstance(doc, dict) and "call" in doc:
+        s = CallStep(call=r.field("call", str), args=r.strings("args"), results=r.strings("results"))
         r.done()
         return s
     kernel = r.field("kernel", str)

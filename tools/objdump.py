@@ -59,7 +59,7 @@ def render(img, show_ir: bool = True) -> str:
         out.append(f"versions: {{ir: {v.ir[0]}.{v.ir[1]}, bytecode: {v.bytecode}, plan: {v.plan}}}")
     # what this release does with the image's Graph IR and plans (docs/image-format.md, "Versions")
     out.append(f"reader: {{ir: {IR_MAJOR}.{IR_MINOR}, bytecode: {BYTECODE_VERSION}, plan: {plan.VERSION}}}")
-    for what, why in (("graph_ir", ir_refusal(v)), ("plan", plan_refusal(v, plan.VERSION))):
+    for what, why in (("graph_ir", ir_refusal(v)), ("plan", plan_refusal(v, plan.READS))):
         if why:
             out.append(f"refused_{what}: {_yaml_str(why)}")
     if show_ir and img.ops is not None and not ir_refusal(v):

@@ -212,10 +212,11 @@ static tsr_status_t parse_abi_note(const tsr_image_section_t* note, tsr_image_t*
 tsr_status_t tsr_image_check_plan_version(const tsr_image_t* img) {
   if (!img->has_versions)
     return BAD("the image records no plan version (it was made before images recorded one, version 0); this "
-               "runtime reads launch plans of version %d: recompile it from its source", TSR_PLAN_VERSION);
-  if (img->plan_version != TSR_PLAN_VERSION)
-    return BAD("the image's launch plans are version %u; this runtime reads version %d only: recompile it from "
-               "its source with this release", img->plan_version, TSR_PLAN_VERSION);
+               "runtime reads launch plans of version %d or version %d: recompile it from its source",
+               TSR_PLAN_VERSION_MIN, TSR_PLAN_VERSION);
+  if (img->plan_version < TSR_PLAN_VERSION_MIN || img->plan_version > TSR_PLAN_VERSION)
+    return BAD("the image's launch plans are version %u; this runtime reads version %d or version %d: recompile "
+               "it from its source with this release", img->plan_version, TSR_PLAN_VERSION_MIN, TSR_PLAN_VERSION);
   return TSR_SUCCESS;
 }
 

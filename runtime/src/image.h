@@ -72,7 +72,7 @@ static inline const char* tsr_image_str(const tsr_image_t* image, uint32_t offse
 }
 
 /* Whether this runtime reads the image's `.tessera.plan` by the compatibility rule (docs/image-format.md,
- * "Versions": the recorded plan version equals TSR_PLAN_VERSION). TSR_SUCCESS, or TSR_ERROR_BAD_IMAGE with a
+ * "Versions": the recorded plan version is TSR_PLAN_VERSION_MIN to TSR_PLAN_VERSION). TSR_SUCCESS, or TSR_ERROR_BAD_IMAGE with a
  * message naming both versions (or that the image records none); a reader of the plan section calls it first. */
 tsr_status_t tsr_image_check_plan_version(const tsr_image_t* image);
 

@@ -21,6 +21,7 @@ typedef struct reader {
   tsr_arena_t* arena;  /* the plan's */
   const tsr_plan_function_t* fn;  /* the function being read, for value lookups */
   uint32_t* by_id;     /* fn's value indices sorted by id */
+  int version;         /* the document's */
 } reader_t;
 
 static tsr_status_t bad(const char* where, const char* format, ...) __attribute__((format(printf, 2, 3)));
@@ -404,6 +405,17 @@ static tsr_status_t read_step(reader_t* r, const tsr_json_t* doc, const char* at
     TRY(value_ref(r, doc, "alias", at, &s->alias));
     return value_ref(r, doc, "of", at, &s->of);
   }
+  if (tsr_json_member(doc, "call")) {
+    static const char* const known[] = {"call", "args", "results", NULL};
+    TRY(members_known(doc, at, known));
+    s->kind = TSR_PLAN_STEP_CALL;
+    TRY(string_member(r, doc, "call", true, at, &s->call));
+    if (r->version < 4) return bad(at, "a call step, which version 4 introduced, in a plan of version %d", r->version);
+    char where[WHERE];
+    place(where, "%s (call of '%.80s')", at, s->call);
+    TRY(value_refs(r, doc, "args", where, &s->call_arg_count, &s->call_args));
+    return value_refs(r, doc, "results", where, &s->call_result_count, &s->call_results);
+  }
   TRY(string_member(r, doc, "kernel", true, at, &s->kernel));
   char where[WHERE];
   place(where, "%s ('%.80s')", at, s->kernel);
@@ -504,11 +516,13 @@ tsr_status_t tsr_plan_read(const void* data, size_t size, tsr_plan_t** out) {
   const tsr_json_t* version = doc->kind == TSR_JSON_OBJECT ? tsr_json_member(doc, "version") : NULL;
   const tsr_json_t* functions;
   if (doc->kind != TSR_JSON_OBJECT) s = bad("", "the document is %s, not a JSON object", tsr_json_kind_name(doc->kind));
-  else if (!version || version->kind != TSR_JSON_INT || version->i != TSR_PLAN_VERSION) {
+  else if (!version || version->kind != TSR_JSON_INT || version->i < TSR_PLAN_VERSION_MIN ||
+           version->i > TSR_PLAN_VERSION) {
     char found[32] = "none";
     if (version && version->kind == TSR_JSON_INT) snprintf(found, sizeof found, "%lld", (long long)version->i);
     else if (version) snprintf(found, sizeof found, "%s", tsr_json_kind_name(version->kind));
-    s = bad("", "version %s is not %d, the version this runtime reads", found, TSR_PLAN_VERSION);
+    s = bad("", "version %s is not one of %d to %d, the versions this runtime reads", found, TSR_PLAN_VERSION_MIN,
+            TSR_PLAN_VERSION);
   } else if (!(s = members_known(doc, "the document", known))) {
     s = member(doc, "functions", TSR_JSON_OBJECT, true, "the document", &functions);
   }
@@ -516,7 +530,7 @@ tsr_status_t tsr_plan_read(const void* data, size_t size, tsr_plan_t** out) {
   if (!s && !plan) s = oom();
   if (!s) {
     tsr_symbols_init(&plan->symbols, &plan->arena);
-    reader_t r = {plan, &plan->arena, NULL, NULL};
+    reader_t r = {plan, &plan->arena, NULL, NULL, (int)version->i};
     plan->function_count = functions->count;
     plan->functions = tsr_arena_array(&plan->arena, plan->function_count, sizeof *plan->functions);
     if (!plan->functions) s = oom();
@@ -581,7 +595,26 @@ static void write_float(FILE* out, double v) {
   if (!strpbrk(text, ".e")) fputs(".0", out);
 }
 
+static void write_ids(FILE* out, const tsr_plan_function_t* f, const uint32_t* ids, uint32_t n) {
+  fputc('[', out);
+  for (uint32_t i = 0; i < n; i++) {
+    if (i) fputs(", ", out);
+    tsr_json_string(out, f->values[ids[i]].id);
+  }
+  fputc(']', out);
+}
+
 static void write_step(FILE* out, const tsr_plan_function_t* f, const tsr_plan_step_t* s) {
+  if (s->kind == TSR_PLAN_STEP_CALL) {
+    fputs("{\"call\": ", out);
+    tsr_json_string(out, s->call);
+    fputs(", \"args\": ", out);
+    write_ids(out, f, s->call_args, s->call_arg_count);
+    fputs(", \"results\": ", out);
+    write_ids(out, f, s->call_results, s->call_result_count);
+    fputc('}', out);
+    return;
+  }
   if (s->kind == TSR_PLAN_STEP_ALIAS) {
     fputs("{\"alias\": ", out);
     tsr_json_string(out, f->values[s->alias].id);
@@ -686,15 +719,6 @@ static void write_strings(FILE* out, const char* const* s, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) {
     if (i) fputs(", ", out);
     tsr_json_string(out, s[i]);
-  }
-  fputc(']', out);
-}
-
-static void write_ids(FILE* out, const tsr_plan_function_t* f, const uint32_t* ids, uint32_t n) {
-  fputc('[', out);
-  for (uint32_t i = 0; i < n; i++) {
-    if (i) fputs(", ", out);
-    tsr_json_string(out, f->values[ids[i]].id);
   }
   fputc(']', out);
 }

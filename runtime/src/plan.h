@@ -18,8 +18,10 @@
 #include "extent.h"
 #include "tessera/tessera.h"
 
-/* The format version this runtime reads; tessera.plan.VERSION writes it. */
-#define TSR_PLAN_VERSION 3
+/* The format version tessera.plan.VERSION writes; this runtime reads TSR_PLAN_VERSION_MIN to TSR_PLAN_VERSION
+ * (tessera.plan.READS): version 3 is version 4 without call steps. */
+#define TSR_PLAN_VERSION 4
+#define TSR_PLAN_VERSION_MIN 3
 
 typedef enum tsr_plan_view {
   TSR_PLAN_VIEW_MATRIX,  /* [R, C] */
@@ -84,7 +86,12 @@ typedef struct tsr_plan_alternative {
   int64_t smem;
 } tsr_plan_alternative_t;
 
-typedef enum tsr_plan_step_kind { TSR_PLAN_STEP_VIEW, TSR_PLAN_STEP_ARGS, TSR_PLAN_STEP_ALIAS } tsr_plan_step_kind_t;
+typedef enum tsr_plan_step_kind {
+  TSR_PLAN_STEP_VIEW,
+  TSR_PLAN_STEP_ARGS,
+  TSR_PLAN_STEP_ALIAS,
+  TSR_PLAN_STEP_CALL,
+} tsr_plan_step_kind_t;
 
 typedef struct tsr_plan_step {
   tsr_plan_step_kind_t kind;
@@ -111,6 +118,11 @@ typedef struct tsr_plan_step {
   tsr_plan_alternative_t* prefer;
   /* ALIAS: value `alias` is the storage of value `of` */
   uint32_t alias, of;
+  /* CALL: function `call` of the same document (or, where the document has none, an unresolved import) runs
+   * with values `call_args` as its arguments and `call_results` as its results */
+  const char* call;
+  uint32_t call_arg_count, call_result_count;
+  uint32_t *call_args, *call_results;
 } tsr_plan_step_t;
 
 typedef struct tsr_plan_function {

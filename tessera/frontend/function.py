@@ -364,7 +364,8 @@ class FunctionBuilder:
                         *args, **kwargs)
                 except (TypeError, ValueError, OverflowError) as e:
                     raise self.error(node, f"{f.id}(): {e}") from None
-        if isinstance(f, ast.Name) and self.functions is not None and f.id in self.functions.kinds:
+        if isinstance(f, ast.Name) and self.functions is not None and (
+                f.id in self.functions.kinds or (self.functions.imports is not None and f.id in self.functions.imports)):
             return self.call_function(node, f.id, args, kwargs)
         raise self.error(node, f"unknown function '{ast.unparse(f)}' in a Tessera function")
 
@@ -417,7 +418,7 @@ class FunctionBuilder:
                     value = ir.Operation.create("tensor.cast", results=[want], operands=[value]).result
             operands.append(value)
         with self.loc(node):
-            call = func.CallOp(sig.result_types, name, operands)
+            call = func.CallOp(sig.result_types, sig.symbol, operands)
         fresh: dict[str, object] = {}
         out = []
         for r, (dt, dims, accum) in zip(call.results, sig.results):
@@ -445,6 +446,7 @@ class Signature:
         self.arg_types = list(fty.inputs)
         self.result_types = list(fty.results)
         self.results = [(r.dtype, [builder.shapes.resolve(d) for d in r.dims], r.accum) for r in builder.results]
+        self.symbol = builder.fn.name   # what a `func.call` names
 
 
 class ModuleFunctions:
@@ -460,6 +462,9 @@ class ModuleFunctions:
         self.body = body
         self.built: dict[str, Signature] = {}
         self.building: list[str] = []
+        self.imports = None        # the file's imported functions (module.FileImports), which a call may name
+        self.exported: set[str] = set()
+        self.scratch = None        # an imported file's: the block its functions are built into to declare them
 
     def build(self, name: str) -> Signature:
         if name in self.built:
@@ -478,6 +483,8 @@ class ModuleFunctions:
         return self.built[name]
 
     def signature(self, node: ast.AST, name: str, caller: str) -> Signature:
+        if name not in self.kinds and self.imports is not None and name in self.imports:
+            return self.imports.signature(node, name)
         if self.kinds.get(name) != "function":
             raise CompileError.at(node, self.filename, f"'{name}' is a @kernel: a @function calls other "
                                                        f"@functions only (kernels are launched by the host)")

@@ -93,6 +93,8 @@ def read(fn: ast.FunctionDef, filename: str) -> tuple[dict, list]:
         name = d.func.attr if isinstance(d.func, ast.Attribute) else getattr(d.func, "id", None)
         kw = {k.arg: k.value for k in d.keywords if k.arg}
         if name in ("function", "kernel"):
+            if name == "function":
+                kw.pop("export", None)   # not a hint: the module's symbol table (module.exported checks it)
             hints.update(_normalize({k: _literal(v, filename) for k, v in kw.items()}, kw, filename))
         elif name == "specialize":
             when, use = kw.get("when"), kw.get("use")

@@ -76,15 +76,19 @@ POLICIES = ("symbolic", "static")
 
 def tessera_frontend_compile(src: str, opts: dict | None = None) -> ModuleIR:
     """Compiles Python source text to verified Graph IR. `opts`: ``filename`` (for locations) and
-    ``functions`` (names to keep; default all). Raises CompileError at the user's file:line:col."""
+    ``functions`` (names to keep; default all), ``include`` (directories to find imported modules in, after
+    the file's own) and ``define_imports`` (build imported functions whole, for the interpreter, rather than
+    declare them). Raises CompileError at the user's file:line:col."""
     opts = dict(opts or {})
     filename = opts.pop("filename", "<string>")
     only = opts.pop("functions", None)
+    include = tuple(opts.pop("include", ()))
+    define = bool(opts.pop("define_imports", False))
     if opts:
         raise TypeError(f"unknown frontend option(s): {', '.join(sorted(opts))}")
     ctx = make_context()
     with ctx, ir.Location.unknown():
-        module = build_module(src, filename, list(only) if only else None)
+        module = build_module(src, filename, list(only) if only else None, include, define)
     return ModuleIR(module, ctx, filename)
 
 

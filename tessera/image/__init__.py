@@ -1,5 +1,6 @@
 """The `.tessera` ELF image: writer and reader (format: docs/image-format.md)."""
 
+from . import symbols
 from .format import ABI_MAJOR, ABI_MINOR, ImageError, KernelRecord, Versions
 from .reader import Image, read_image
 from .writer import write_image

@@ -70,14 +70,16 @@ def ir_refusal(v: Versions) -> str | None:
     return None
 
 
-def plan_refusal(v: Versions, plan_version: int) -> str | None:
-    """Why a reader of launch plans of `plan_version` refuses the plans of an image recording `v`, or None: it
-    reads its own version only (tessera.plan.VERSION)."""
+def plan_refusal(v: Versions, reads) -> str | None:
+    """Why a reader of launch plans of the versions `reads` (an int or a tuple: tessera.plan.READS) refuses the
+    plans of an image recording `v`, or None."""
+    reads = (reads,) if isinstance(reads, int) else tuple(reads)
+    shown = " or ".join(f"version {r}" for r in reads) + (" only" if len(reads) == 1 else "")
     if v == Versions.NONE:
         return ("the image records no plan version (it was made before images recorded one, version 0); "
-                f"this reader reads launch plans of version {plan_version}: recompile it from its source")
-    if v.plan != plan_version:
-        return (f"the image's launch plans are version {v.plan}; this reader reads version {plan_version} only: "
+                f"this reader reads launch plans of {shown}: recompile it from its source")
+    if v.plan not in reads:
+        return (f"the image's launch plans are version {v.plan}; this reader reads {shown}: "
                 "recompile it from its source with this release")
     return None
 

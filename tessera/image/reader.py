@@ -57,7 +57,7 @@ class Image:
         """The launch plans' document, None where the image has none; ImageError, naming both versions, where
         the compatibility rule refuses it (format.plan_refusal)."""
         data = self.section(plan.SECTION)
-        if data is not None and (why := plan_refusal(self.versions, plan.VERSION)):
+        if data is not None and (why := plan_refusal(self.versions, plan.READS)):
             raise ImageError(f"{plan.SECTION}: {why}")
         return data
 

@@ -221,10 +221,17 @@ GEMM = {"kernel": "k_gemm", "env": {"M": "M", "N": "N"}, "args": [{"value": "v0"
         "block": [128, 1, 1], "grid": ["ceil(M/128)", "N", "1"]}
 ADD = {"kernel": "k_add", "tensors": [{"value": "v0", "view": "matrix"}, {"value": "v1", "view": "matrix"}],
        "R": "M", "C": "N", "block": [256, 1, 1], "grid": ["ceil(C/256)", "R", "1"]}
+CALL = {"call": "inner", "args": ["v0"], "results": ["v1"]}
 
 MALFORMED = [
-    (b'{"version": 2, "functions": {}}', f"version 2 is not {plan.VERSION}, the version this runtime reads"),
-    (b'{"functions": {}}', f"version none is not {plan.VERSION}"),
+    (b'{"version": 2, "functions": {}}', f"version 2 is not one of 3 to {plan.VERSION}, the versions this runtime "
+                                         f"reads"),
+    (b'{"functions": {}}', f"version none is not one of 3 to {plan.VERSION}"),
+    (document([CALL]).replace(b'"version": 4', b'"version": 3'),
+     "function 'mlp': step 0: a call step, which version 4 introduced, in a plan of version 3"),
+    (document([{**CALL, "args": ["v9"]}]), "step 0 (call of 'inner'): uses value 'v9'"),
+    (document([{**CALL, "kernel": "k"}]), "function 'mlp': step 0: has unknown member 'kernel'"),
+    (document([{**CALL, "results": "v1"}]), "step 0 (call of 'inner'): 'results' is a string, not a list"),
     (document([ADD])[:-7], "the document is truncated"),
     (b"", "the document is truncated"),
     (b"[1, 2]", "the document is a list, not a JSON object"),
@@ -252,6 +259,13 @@ MALFORMED = [
     (b'{"version": 3, "functions": {"f": "\xff"}}', "invalid UTF-8 in a string"),
     (b"[" * 100 + b"]" * 100, "nesting deeper than 64 levels"),
 ]
+
+
+def test_call_steps_read_in_c_as_python_decodes_them(tool, tmp_path):
+    section = document([CALL, {"alias": "v1", "of": "v0"}])
+    (status, doc), = batch(tool, tmp_path, [section])
+    assert status == "OK" and canonical(doc) == canonical(python_reading(section)[1])
+    assert doc["functions"]["mlp"]["steps"][0] == CALL
 
 
 @pytest.mark.parametrize("section, message", MALFORMED, ids=[m[:40] for _, m in MALFORMED])

@@ -48,13 +48,47 @@ def test_the_document_omits_defaults_and_keeps_env_order():
     assert gemm["args"][3:] == [{"f32": 0.5}, {"i64": "KP"}]
     assert gemm["multiple_of"] == [["K", 8, "16-byte rows"]]
     section = json.loads(plan.encode({"f": _plan()}))
-    assert section["version"] == plan.VERSION == 3
+    assert section["version"] == plan.VERSION == 4
 
 
 def test_other_versions_are_refused_naming_both():
     data = json.dumps({"version": 2, "functions": {}}).encode()
-    with pytest.raises(PlanError, match=r"version 2 is not 3"):
+    with pytest.raises(PlanError, match=r"version 2 is not one of 3 and 4"):
         plan.decode(data)
+
+
+def _caller() -> Plan:
+    return Plan(params=("X",), args=("v0",), results=("v1",),
+                values={"v0": Value("f32", ("M", "K")), "v1": Value("f32", ("M", "N"))},
+                steps=(plan.CallStep(call="mlp", args=("v0",), results=("v1",)),))
+
+
+def test_call_steps_round_trip_and_are_listed():
+    doc = _caller().to_json()
+    assert doc["steps"] == [{"call": "mlp", "args": ["v0"], "results": ["v1"]}]
+    plans = plan.decode(plan.encode({"g": _caller(), "f": _plan()}))
+    assert plans["g"] == _caller() and plan.calls(plans) == [("g", 0, "mlp")]
+
+
+def test_version_3_documents_are_read_without_call_steps():
+    v3 = {"version": 3, "functions": {"f": _plan().to_json()}}
+    assert plan.decode(json.dumps(v3).encode())["f"] == Plan.from_json(_plan().to_json())
+    v3["functions"]["g"] = _caller().to_json()
+    with pytest.raises(PlanError, match="version 3 has call steps"):
+        plan.decode(json.dumps(v3).encode())
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda s: s.pop("results"), "has no 'results'"),
+    (lambda s: s.update(args="v0"), "'args' is 'v0', not list"),
+    (lambda s: s.update(args=["v9"]), "uses value 'v9'"),
+    (lambda s: s.update(kernel="k"), "unknown member 'kernel'"),
+])
+def test_malformed_call_steps_are_plan_errors(mutate, message):
+    doc = _caller().to_json()
+    mutate(doc["steps"][0])
+    with pytest.raises(PlanError, match=message):
+        Plan.from_json(doc)
 
 
 @pytest.mark.parametrize("mutate, message", [
