@@ -1,6 +1,7 @@
 """tessera-objdump: shows what a `.tessera` image holds — ABI version, sections, kernel metadata (as YAML, the
 form of spec/system-architecture.md §11.2), the IR and plan versions it records (and what of it this release
-refuses by docs/image-format.md's rule) and the module's Graph IR."""
+refuses by docs/image-format.md's rule), its symbols and relocations (`.tessera.rel`) and the module's Graph
+IR."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 
 from .. import dtypes
 from ..abi import KIND_NAMES
-from ..image import ImageError, read_image
+from ..image import ImageError, read_image, symbols
 from .. import plan
 from ..image.format import (ARG_READONLY, BYTECODE_VERSION, FLAG_SIMT, IR_MAJOR, IR_MINOR, Versions, ir_refusal,
                             plan_refusal)
@@ -45,6 +46,23 @@ def kernel_yaml(k, dtype_name) -> list[str]:
     return lines
 
 
+def symbols_yaml(section: bytes) -> list[str]:
+    """The image's symbol table and relocations (`.tessera.rel`), or why they cannot be read."""
+    try:
+        syms = symbols.Symbols.decode(section)
+    except ImageError as e:
+        return [f"symbols_refused: {_yaml_str(str(e))}"]
+    out = ["symbols:"]
+    out += [f"  - {{name: {_yaml_str(n)}, bind: export, signature: {_yaml_str(symbols.show_signature(sig))}}}"
+            for n, sig in syms.exports.items()]
+    out += [f"  - {{name: {_yaml_str(n)}, bind: import, module: {_yaml_str(imp['module'])}, "
+            f"signature: {_yaml_str(symbols.show_signature(imp['signature']))}}}" for n, imp in syms.imports.items()]
+    out.append("relocations:" + ("" if syms.relocations else " []"))
+    out += [f"  - {{function: {_yaml_str(r.function)}, step: {r.step}, kind: call, symbol: {_yaml_str(r.symbol)}}}"
+            for r in syms.relocations]
+    return out
+
+
 def render(img, show_ir: bool = True) -> str:
     out = [f"abi_version: {img.abi[0]}.{img.abi[1]}", "sections:"]
     for s in img.sections:
@@ -62,6 +80,9 @@ def render(img, show_ir: bool = True) -> str:
     for what, why in (("graph_ir", ir_refusal(v)), ("plan", plan_refusal(v, plan.READS))):
         if why:
             out.append(f"refused_{what}: {_yaml_str(why)}")
+    rel = img.section(symbols.SECTION)
+    if rel is not None:
+        out += symbols_yaml(rel)
     if show_ir and img.ops is not None and not ir_refusal(v):
         # lazy: MLIR loads only to print the Graph IR
         from ..dialects import make_context
