@@ -26,7 +26,7 @@ from .version import __version__
 from .options import CompileOptions
 from .diagnostics import CompileError, LoweringError
 from .frontend import build_module
-from .frontend.module import imported_sources
+from .frontend.sources import keyed_source
 from .passes import decompose, fusion, graph_lowering, graph_phases
 from .dialects import make_context
 from .mlir import ir
@@ -234,9 +234,8 @@ def compile_source(source: str, filename: str = "<string>", options: CompileOpti
     _check_stage(stop_after, options)
     whole = stop_after is None and on_stage is None and cache.enabled()
     if whole:
-        # what the source imports is compiled against too
-        imported = "".join(f"\0{p}\0{t}" for p, t in imported_sources(source, filename, options.include))
-        k = cache.key(source + imported, filename, options, [b.hash() for b in backends_for(options)])
+        k = cache.key(keyed_source(source, filename, options.include), filename, options,
+                      [b.hash() for b in backends_for(options)])
         hit = cache.lookup(k)
         if hit is not None:
             return CompileResult(hit, metadata_of_image(hit, cached=True))

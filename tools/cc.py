@@ -13,6 +13,7 @@ import sys
 
 from .. import cache
 from ..cheader import image_header
+from ..frontend.sources import keyed_source
 from ..options import CompileOptions
 from ..selection import backends_for
 from . import overwrite
@@ -32,6 +33,8 @@ def _parse_args(argv):
                    help="code target: cpu (default), ptx, amdgpu, spirv, or a comma-separated list "
                         "(cpu,ptx,amdgpu,spirv) for one image")
     p.add_argument("--kernel", action="append", default=[], help="compile only this kernel (repeatable)")
+    p.add_argument("-I", dest="include", action="append", default=[], metavar="DIR",
+                   help="find imported modules in DIR too, after the source's own directory (repeatable)")
     p.add_argument("--cpu", default="native", help="LLVM CPU name for the cpu target: native (default), generic, …")
     p.add_argument("--arch", default="",
                    help="GPU architecture(s), comma-separated, each for its target: sm_80 (ptx's default; runs "
@@ -62,7 +65,7 @@ def _write(path: str, artifact) -> None:
 @tool_main("tessera-cc")
 def main(argv=None) -> int:
     args = _parse_args(sys.argv[1:] if argv is None else argv)
-    options = CompileOptions(target=args.target, kernels=tuple(args.kernel), cpu=args.cpu, arch=args.arch,
+    options = CompileOptions(target=args.target, kernels=tuple(args.kernel), include=tuple(args.include), cpu=args.cpu, arch=args.arch,
                              opt_level=args.opt_level, bounds_checks=args.bounds_checks,
                              **({} if args.gpu_bounds_checks is None else {"gpu_bounds_checks": args.gpu_bounds_checks}))
     problem = None if args.list_stages else _overwrites_input(args)
@@ -169,7 +172,8 @@ def _from_cache(args, options) -> bool:
         backends = backends_for(options)
     except Exception:  # an unknown target or architecture: the normal path reports it at its place
         return False
-    image = cache.lookup(cache.key(source, args.source, options, [b.hash() for b in backends]))
+    image = cache.lookup(cache.key(keyed_source(source, args.source, options.include), args.source, options,
+                                   [b.hash() for b in backends]))
     if image is None:
         return False
     _finish(args, image)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "errors.h"
+#include "graph.h"
 #include "handles.h"
 #include "image.h"
 #include "memory.h"
@@ -258,12 +259,16 @@ static uint64_t value_elements(call_t* c, uint32_t vid, int64_t* shape, tsr_stat
   uint64_t n = 1;
   *st = TSR_SUCCESS;
   for (uint32_t r = 0; r < v->rank; r++) {
-    char what[160];
-    snprintf(what, sizeof what, "extent %u of value '%s'", r, v->id);
+    /* the extent's name is formatted only for a message: this runs for every value on every call */
+    tsr_extents_t x = {&c->plan->symbols, c->env, c->bound};
     int64_t d;
-    if ((*st = eval(c, &v->dims[r], false, &d, what))) return 0;
-    if (d < 0) {
-      *st = tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s is %" PRId64 ", below 0", c->f->name, what, d);
+    tsr_status_t failed = tsr_expr_eval(&v->dims[r], &x, &d);
+    if (failed || d < 0) {
+      char what[160];
+      snprintf(what, sizeof what, "extent %u of value '%s'", r, v->id);
+      *st = failed ? eval(c, &v->dims[r], false, &d, what)
+                   : tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s is %" PRId64 ", below 0", c->f->name,
+                              what, d);
       return 0;
     }
     if (shape && r < MAX_RANK) shape[r] = d;
@@ -809,10 +814,12 @@ static tsr_status_t check_tensor(call_t* c, const DLTensor* t, const tsr_tensor_
     }
     if (!bind) {  /* an output: its extents are those the plan computes */
       int64_t want;
-      char what[96];
-      snprintf(what, sizeof what, "extent %u of %s '%s'", r, role, spec->name);
-      tsr_status_t st = eval(c, e, false, &want, what);
-      if (st) return st;
+      tsr_extents_t x = {&c->plan->symbols, c->env, c->bound};
+      if (tsr_expr_eval(e, &x, &want)) {  /* the extent's name is formatted only for the message */
+        char what[96];
+        snprintf(what, sizeof what, "extent %u of %s '%s'", r, role, spec->name);
+        return eval(c, e, false, &want, what);
+      }
       if (want != n)
         return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' must have extent %" PRId64 " (%s) on axis "
                         "%u, got %" PRId64, fname, role, spec->name, want, e->text, r, n);
@@ -944,9 +951,22 @@ static tsr_status_t call_open(call_t* c, struct tsr_function* fn, size_t n_in, c
 }
 
 /* Frees a call's intermediates once its launches are done (its stream synchronized first); returns `st`, or
- * the synchronization's failure where `st` is success. */
+ * the synchronization's failure where `st` is success. On a stream capturing a graph the launches and copies
+ * were recorded, not run: the intermediates go to the graph, which frees them with the last of it and its
+ * executable instances (after a failure too: the graph may hold launches that use them). */
 static tsr_status_t release_owned(call_t* c, tsr_status_t st) {
   if (!c->owned_count) return st;
+  if (c->stream) {
+    pthread_mutex_lock(&c->stream->lock);
+    tsr_status_t kept = c->stream->capture ? tsr_graph_keep(c->stream->capture, c->ctx, c->owned, c->owned_count)
+                                           : TSR_ERROR_NOT_READY;
+    pthread_mutex_unlock(&c->stream->lock);
+    if (kept == TSR_SUCCESS) {
+      c->owned_count = 0;
+      return st;
+    }
+    if (kept == TSR_ERROR_OUT_OF_MEMORY) return st ? st : kept;  /* left allocated: a replay may use them */
+  }
   if (c->stream) {
     tsr_status_t sync = tsrStreamSynchronize(c->stream);
     if (!st) st = sync;
@@ -1012,21 +1032,19 @@ tsr_status_t tsrFunctionCall(tsr_function_t fn, tsr_stream_t stream, const DLTen
   if (stream) {
     tsr_status_t st = tsr_stream_acquire(stream, ctx, __func__);
     if (st) return st;
-    pthread_mutex_lock(&stream->lock);
-    bool capturing = stream->capture != NULL;
-    pthread_mutex_unlock(&stream->lock);
-    if (capturing) {
-      tsr_object_unref(&stream->obj);
-      return tsr_fail(TSR_ERROR_UNSUPPORTED, "function '%s': the stream is capturing a graph, which tsrFunctionCall "
-                      "does not record in this version", f->name);
-    }
   }
   call_t c;
   tsr_status_t st = call_open(&c, fn, n_in, inputs);
   c.stream = stream;
   if (!st) {
-    tsr_device_properties_t props;
-    c.device_units = ctx->backend->properties(ctx->backend_state, &props) ? 1 : props.compute_units;
+    /* Read on the first call only: the device does not change, and a CPU's properties come from /proc/cpuinfo,
+     * which cost every call ~10 us. Calls racing to read it store the same value. */
+    c.device_units = __atomic_load_n(&fn->device_units, __ATOMIC_RELAXED);
+    if (!c.device_units) {
+      tsr_device_properties_t props;
+      c.device_units = ctx->backend->properties(ctx->backend_state, &props) ? 1 : props.compute_units;
+      __atomic_store_n(&fn->device_units, c.device_units, __ATOMIC_RELAXED);
+    }
     st = call(&c, inputs, outputs);
   }
   st = release_owned(&c, st);

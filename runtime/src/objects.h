@@ -85,6 +85,7 @@ struct tsr_function {
   const struct tsr_plan_function* plan;
   tsr_function_signature_t signature;
   uint32_t slot_count;  /* buffer slots its intermediates share */
+  int64_t device_units; /* the device's compute units (a plan's DEVICE_UNITS); 0 until the first call */
 };
 
 /* Reads the image's `.tessera.plan` section, if any, into m->plan and m->functions (TSR_ERROR_BAD_IMAGE naming

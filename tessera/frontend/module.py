@@ -20,6 +20,7 @@ from ..diagnostics import CompileError
 from ..mlir import func, ir
 from . import dist_ops, operator_ops, tensor_ops  # noqa: F401 — they register the op.* builders
 from .function import ModuleFunctions, Signature, module_env
+from .sources import find_module, import_nodes
 from .kernel import KernelBuilder
 from .tile_program import TileProgramBuilder, is_tile_program
 
@@ -60,48 +61,6 @@ def exported(fn: ast.FunctionDef, filename: str) -> bool:
                         raise CompileError.at(k.value, filename, "export= takes True or False")
                     return k.value.value
     return False
-
-
-def import_nodes(tree: ast.Module) -> dict[str, tuple[ast.ImportFrom, str]]:
-    """Local name -> (its `from M import name [as local]` statement, name), for the file's top-level imports."""
-    out = {}
-    for s in tree.body:
-        if isinstance(s, ast.ImportFrom) and s.level == 0 and s.module:
-            for a in s.names:
-                if a.name != "*":
-                    out[a.asname or a.name] = (s, a.name)
-    return out
-
-
-def find_module(module: str, filename: str, include: tuple[str, ...]) -> str | None:
-    """The source file of `module` beside `filename` or in the include paths, in that order; None if none."""
-    rel = module.replace(".", os.sep) + ".py"
-    dirs = ([] if filename.startswith("<") else [os.path.dirname(os.path.abspath(filename))]) + list(include)
-    for d in dirs:
-        path = os.path.join(d, rel)
-        if os.path.isfile(path):
-            return path
-    return None
-
-
-def imported_sources(source: str, filename: str, include: tuple[str, ...]) -> list[tuple[str, str]]:
-    """(path, text) of every source file `source` imports from, transitively: what a compilation of it reads
-    besides `source` (the compile cache keys on them)."""
-    out: dict[str, str] = {}
-    todo = [(source, filename)]
-    while todo:
-        text, name = todo.pop()
-        try:
-            tree = ast.parse(text)
-        except SyntaxError:
-            continue
-        for stmt, _ in import_nodes(tree).values():
-            path = find_module(stmt.module, name, include)
-            if path is not None and path not in out:
-                with open(path, encoding="utf-8") as f:
-                    out[path] = f.read()
-                todo.append((out[path], path))
-    return sorted(out.items())
 
 
 def signature_json(sig: Signature) -> dict:

@@ -137,3 +137,25 @@ def test_an_import_cycle_is_refused(tmp_path):
                                    "def g(X: tensor[f32, 'N']):\n    return f(X)\n")
     with pytest.raises(CompileError, match="cycle|recursively"):
         compiler.compile_file(str(tmp_path / "a.py"))
+
+
+def test_the_compile_cache_keys_on_the_imported_sources(files, tmp_path, monkeypatch):
+    monkeypatch.setenv("TESSERA_CACHE", "1")
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path / "cache"))
+    first = compiler.compile_file(str(files / "model.py"))
+    assert not first.metadata.get("cached") and compiler.compile_file(str(files / "model.py")).metadata["cached"]
+    (files / "blocks.py").write_text(BLOCKS.replace('W: tensor[f32, "K", "N"]', 'W: tensor[f32, "K", 64]'))
+    with pytest.raises(CompileError, match="argument 2 \\('W'\\) of 'mlp_block', axis 1"):
+        compiler.compile_file(str(files / "model.py"))
+
+
+def test_tessera_cc_takes_include_paths(tmp_path, capsys):
+    from tessera.tools import cc
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "blocks.py").write_text(BLOCKS)
+    (tmp_path / "model.py").write_text(MODEL)
+    assert cc.main([str(tmp_path / "model.py"), "-o", str(tmp_path / "m.tessera")]) == 1
+    assert "model.py:3:1: error: cannot import 'mlp_block'" in capsys.readouterr().err
+    assert cc.main([str(tmp_path / "model.py"), "-I", str(lib), "-o", str(tmp_path / "m.tessera")]) == 0
+    assert symbols.SECTION in [s.name for s in read_image((tmp_path / "m.tessera").read_bytes()).sections]
