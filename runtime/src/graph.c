@@ -12,6 +12,7 @@
 
 #include "errors.h"
 #include "event.h"
+#include "memory.h"
 #include "objects.h"
 
 /* ---- nodes ------------------------------------------------------------------------------------------ */
@@ -48,7 +49,38 @@ tsr_status_t tsr_graph_append(struct tsr_graph* g, tsr_op_t* node) {
   return TSR_SUCCESS;
 }
 
+/* ---- memory the graph owns --------------------------------------------------------------------------- */
+
+tsr_status_t tsr_graph_keep(struct tsr_graph* g, struct tsr_context* ctx, void* const* ptrs, size_t count) {
+  tsr_graph_memory_t* m = g->memory;
+  if (!m) {
+    if (!(m = calloc(1, sizeof *m))) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory recording into a graph");
+    atomic_init(&m->refs, 1);
+    m->context = ctx;
+    g->memory = m;
+  }
+  if (m->count + count > m->capacity) {
+    size_t capacity = 2 * (m->count + count);
+    void** grown = realloc(m->ptrs, capacity * sizeof *grown);
+    if (!grown) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory recording into a graph");
+    m->ptrs = grown;
+    m->capacity = capacity;
+  }
+  memcpy(m->ptrs + m->count, ptrs, count * sizeof *ptrs);
+  m->count += count;
+  return TSR_SUCCESS;
+}
+
+static void memory_unref(tsr_graph_memory_t* m) {
+  if (!m || atomic_fetch_sub(&m->refs, 1) != 1) return;
+  /* the context is live: it destroys its graphs and executable graphs before its memory */
+  for (size_t i = 0; i < m->count; i++) tsr_memory_free(m->context, m->ptrs[i], "tsrDestroyGraph");
+  free(m->ptrs);
+  free(m);
+}
+
 void tsr_graph_free(struct tsr_graph* g) {
+  memory_unref(g->memory);
   for (size_t i = 0; i < g->count; i++) clear_node(&g->nodes[i]);
   free(g->nodes);
   free(g);
@@ -56,6 +88,7 @@ void tsr_graph_free(struct tsr_graph* g) {
 
 void tsr_graph_exec_free(struct tsr_graph_exec* e) {
   if (e->device) e->context->backend->graph_destroy(e->context->backend_state, e->device);
+  memory_unref(e->memory);
   for (size_t i = 0; i < e->count; i++) clear_node(&e->nodes[i]);
   free(e->nodes);
   free(e->kernels);
@@ -118,6 +151,7 @@ tsr_status_t tsrGraphInstantiate(tsr_graph_t g, tsr_graph_exec_t* out_exec) {
     st = tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "tsrGraphInstantiate: out of memory");
   } else {
     e->context = g->obj.context;
+    if ((e->memory = g->memory)) atomic_fetch_add(&e->memory->refs, 1);
     while (e->count < g->count && !(st = clone_node(&g->nodes[e->count], &e->nodes[e->count]))) e->count++;
     if (!st && !(st = collect_kernels(e))) {
       if (e->context->backend->graph_begin) st = build_device_graph(e);

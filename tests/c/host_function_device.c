@@ -6,10 +6,18 @@
  *
  * The host checks the result bit for bit (x holds integers and y quarters, so every value is exact in f32)
  * after a call on the NULL stream and one on a stream; tsrFunctionGetResultShapes; that tensors on another
- * DLPack device type or device id are refused naming the argument; that the call's intermediates are freed. */
+ * DLPack device type or device id are refused naming the argument; a call captured into a graph, replayed by
+ * two executable instances with new inputs written into the same buffers, its intermediates held by the graph
+ * until the last instance goes; that every intermediate is freed. */
 #include "check.h"
 
 #define N 100
+
+static size_t allocations(tsr_context_t ctx) {
+  tsr_memory_stats_t stats;
+  MUST(tsrGetMemoryStats(ctx, &stats));
+  return stats.allocations;
+}
 
 static DLDeviceType device_type_of(const char* backend) {
   if (strcmp(backend, "cuda") == 0) return kDLCUDA;
@@ -19,7 +27,18 @@ static DLDeviceType device_type_of(const char* backend) {
   return kDLCPU;
 }
 
-static float hx[N], hy[N], want[N];
+static float hx[N], hy[N], want[N], A, B, C;
+
+/* New inputs (round r), copied into the device buffers, and what the function gives for them. */
+static void set_inputs(tsr_context_t ctx, void* dx, void* dy, int r) {
+  for (int i = 0; i < N; i++) {
+    hx[i] = (float)(i - 40 + 7 * r);
+    hy[i] = 0.25f * (float)((i + r) % 17) - 1.0f;
+    want[i] = A * hx[i] + B * hy[i] + C;
+  }
+  MUST(tsrMemcpy(ctx, dx, hx, sizeof hx, TSR_MEMCPY_HOST_TO_DEVICE));
+  MUST(tsrMemcpy(ctx, dy, hy, sizeof hy, TSR_MEMCPY_HOST_TO_DEVICE));
+}
 static int64_t shape[1] = {N};
 
 /* Copies the device result back and compares it with `want`. */
@@ -38,12 +57,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: %s IMAGE BACKEND A B C\n", argv[0]);
     return 2;
   }
-  float A = strtof(argv[3], NULL), B = strtof(argv[4], NULL), C = strtof(argv[5], NULL);
-  for (int i = 0; i < N; i++) {
-    hx[i] = (float)(i - 40);
-    hy[i] = 0.25f * (float)(i % 17) - 1.0f;
-    want[i] = A * hx[i] + B * hy[i] + C;
-  }
+  A = strtof(argv[3], NULL), B = strtof(argv[4], NULL), C = strtof(argv[5], NULL);
   tsr_context_options_t options;
   MUST(tsrContextOptionsInitialize(&options));
   options.backend = argv[2];
@@ -57,8 +71,7 @@ int main(int argc, char** argv) {
   MUST(tsrAlloc(ctx, sizeof hx, TSR_ALLOC_DEFAULT, &dx));
   MUST(tsrAlloc(ctx, sizeof hy, TSR_ALLOC_DEFAULT, &dy));
   MUST(tsrAlloc(ctx, sizeof want, TSR_ALLOC_DEFAULT, &dout));
-  MUST(tsrMemcpy(ctx, dx, hx, sizeof hx, TSR_MEMCPY_HOST_TO_DEVICE));
-  MUST(tsrMemcpy(ctx, dy, hy, sizeof hy, TSR_MEMCPY_HOST_TO_DEVICE));
+  set_inputs(ctx, dx, dy, 0);
   DLDevice device = {device_type_of(argv[2]), 0};
   DLDataType f32 = {kDLFloat, 32, 1};
   DLTensor x = {dx, device, 1, f32, shape, NULL, 0}, y = {dy, device, 1, f32, shape, NULL, 0};
@@ -95,9 +108,37 @@ int main(int argc, char** argv) {
              "argument 'y' is on device 1");
   in[1] = &y;
 
-  tsr_memory_stats_t stats;
-  MUST(tsrGetMemoryStats(ctx, &stats));
-  check("the intermediates are freed", stats.allocations == 3);
+  check("the intermediates are freed", allocations(ctx) == 3);
+
+  /* captured: the launches and copies of one call, replayed whole by tsrGraphLaunch */
+  tsr_graph_t graph;
+  tsr_graph_exec_t execs[2];
+  MUST(tsrStreamBeginCapture(stream));
+  expect("call while capturing", tsrFunctionCall(fn, stream, in, 2, outs, 1), TSR_SUCCESS);
+  MUST(tsrStreamEndCapture(stream, &graph));
+  size_t nodes;
+  MUST(tsrGraphGetNodeCount(graph, &nodes));
+  printf("     %zu nodes\n", nodes);
+  check("the graph holds the call's launches and copy", nodes >= 2);
+  check("the graph holds the intermediates", allocations(ctx) > 3);
+  MUST(tsrGraphInstantiate(graph, &execs[0]));
+  MUST(tsrGraphInstantiate(graph, &execs[1]));
+  MUST(tsrDestroyGraph(graph));
+  check("the instances hold them", allocations(ctx) > 3);
+  for (int r = 1; r <= 3; r++) {
+    set_inputs(ctx, dx, dy, r);
+    MUST(tsrMemcpy(ctx, dout, zeros, sizeof zeros, TSR_MEMCPY_HOST_TO_DEVICE));
+    expect("replay", tsrGraphLaunch(execs[r % 2], stream), TSR_SUCCESS);
+    MUST(tsrStreamSynchronize(stream));
+    check_result("a replay's result", ctx, dout);
+  }
+  MUST(tsrDestroyGraphExec(execs[0]));
+  set_inputs(ctx, dx, dy, 4);
+  expect("replay on the NULL stream after the other instance went",
+         tsrGraphLaunch(execs[1], NULL), TSR_SUCCESS);
+  check_result("its result", ctx, dout);
+  MUST(tsrDestroyGraphExec(execs[1]));
+  check("the last instance freed the intermediates", allocations(ctx) == 3);
   MUST(tsrDestroyStream(stream));
   MUST(tsrFree(ctx, dx));
   MUST(tsrFree(ctx, dy));

@@ -271,14 +271,15 @@ def run_function_host(build_host, image, backend, coefficients, tmp_path, driver
 def test_a_function_runs_on_device_memory(build_host, axpy_image, fake_driver, tmp_path, backend):
     """tsrFunctionCall on the CPU and (fake) CUDA backends: the same plan, tensors in tsrAlloc memory of the
     context's DLPack device type, the same bits; on CUDA the launches and the result's copy go to the call's
-    stream (cuMemcpyDtoDAsync), in order."""
+    stream (cuMemcpyDtoDAsync), in order; a call captured on a stream replays as one cuGraphLaunch."""
     import function_images
     _, lines = run_function_host(build_host, axpy_image, backend, function_images.INPLACE_AXPY_COEFFICIENTS,
                                  tmp_path, fake_driver() if backend == "cuda" else None)
     if backend == "cuda":
         launches = calls(lines, "cuLaunchKernel")
-        assert len(launches) == 6  # 3 steps, twice
-        stream = launches[-1].split()[1]
-        assert stream != "ptds" and launches[3:] == [f"cuLaunchKernel {stream}"] * 3
+        stream = launches[3].split()[1]  # 3 steps on the NULL stream, then on the stream
+        assert stream != "ptds" and launches[:6] == ["cuLaunchKernel ptds"] * 3 + [f"cuLaunchKernel {stream}"] * 3
         on_stream = [line.split()[0] for line in lines if line.endswith(f" {stream}")]
         assert on_stream[:4] == ["cuLaunchKernel"] * 3 + ["cuMemcpyDtoDAsync"], lines
+        # the captured call: two instances, each a device graph of its 3 launches and copy, replayed 4 times
+        assert len(launches) == 6 + 2 * 3 and len(calls(lines, "cuGraphLaunch")) == 4, lines

@@ -508,8 +508,8 @@ def test_our_level_zero_declarations_match_ze_api_h(cc, tmp_path):
 def test_a_function_runs_through_the_mock_driver(build_host, mocks, image, tmp_path, backend, variable):
     """tsrFunctionCall from C on HIP (kDLROCM) and Level Zero (kDLOneAPI) tensors: a plan of two compiled saxpy
     launches through an intermediate (function_images.OUT_OF_PLACE_AXPY), the result copied into the output
-    on the call's stream; host_function_device.c checks the bits, the device checks and the freed
-    intermediates."""
+    on the call's stream, and replays of a captured call; host_function_device.c checks the bits, the device
+    checks and the freed intermediates."""
     import function_images
     path = tmp_path / "axpy.tessera"
     path.write_bytes(function_images.with_plan(image.read_bytes(), function_images.OUT_OF_PLACE_AXPY))
@@ -521,4 +521,4 @@ def test_a_function_runs_through_the_mock_driver(build_host, mocks, image, tmp_p
                        timeout=300, env=env)
     failed = [line for line in p.stdout.splitlines() if line.startswith("FAIL")]
     assert p.returncode == 0 and not failed and p.stdout.rstrip().endswith("0 failed"), p.stdout + p.stderr
-    assert sum("saxpy a=2" in line for line in log_of(log)) == 2  # once per call
+    assert sum("saxpy a=2" in line for line in log_of(log)) == 2 + 4  # once per call and per graph replay

@@ -84,6 +84,17 @@ def test_hosts_under_address_and_undefined_behavior_sanitizers(asan_host, test_i
                                                         "runtime error:"])
 
 
+def test_function_calls_and_their_graphs_under_address_and_undefined_behavior_sanitizers(asan_host, test_image,
+                                                                                         tmp_path):
+    """tsrFunctionCall on the CPU backend, on streams and captured into graphs whose instances replay it and
+    free its intermediates with the last of them (host_function_device.c): nothing leaks or overruns."""
+    import function_images
+    image = tmp_path / "axpy.tessera"
+    image.write_bytes(function_images.with_plan(test_image.read_bytes(), function_images.INPLACE_AXPY))
+    run_clean(asan_host("host_function_device.c"), [image, "cpu", *function_images.INPLACE_AXPY_COEFFICIENTS],
+              ASAN_ENV, ["ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"])
+
+
 # ---- ThreadSanitizer --------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -460,7 +460,11 @@ TSR_API tsr_status_t tsrFunctionGetSignature(tsr_function_t function, tsr_functi
  * ordered after the launches. Intermediates come from the context's pool (tsrAlloc) and are freed (tsrFree)
  * before the call returns; on a stream, the call therefore waits for the stream when it has intermediates
  * (the pool is not stream-ordered: a block freed earlier could be handed to other work while queued kernels
- * still use it).
+ * still use it). On a stream capturing a graph (tsrStreamBeginCapture) the call's launches and copies are
+ * recorded, not run, and nothing waits: one tsrGraphLaunch of an instance replays the whole call on the
+ * tensors' memory as captured (write new inputs into the same buffers between replays); the intermediates
+ * then belong to the graph and are freed (tsrFree) when the graph and every executable graph instantiated
+ * from it are destroyed, which must wait until their replays are done.
  *
  * Everything about the arguments is checked before any kernel runs. Errors, each with a message naming the
  * function and the argument: TSR_ERROR_INVALID_HANDLE (function, or a stream of no context);
@@ -471,8 +475,10 @@ TSR_API tsr_status_t tsrFunctionGetSignature(tsr_function_t function, tsr_functi
  * stream of another context, and at run time an extent expression that fails (a division by zero, a
  * result outside int64), a value the plan views with another number of elements, an extent not a multiple
  * of what a kernel needs (naming the kernel and the reason), or a scalar out of its type's range;
- * TSR_ERROR_NOT_FOUND when a step's kernel has no code this runtime can run; TSR_ERROR_UNSUPPORTED on a
- * stream that is capturing a graph;
+ * TSR_ERROR_NOT_FOUND when a step's kernel has no code this runtime can run, or when a call step calls a
+ * function the module does not define (an import of an image not linked: the message names the caller, the step,
+ * the import and says to link it with tessera-link); TSR_ERROR_UNSUPPORTED for call steps nested more than 64
+ * deep (a cycle of calls in a hand-made or linked plan);
  * TSR_ERROR_MEMORY_FAULT for a tensor whose data lies in an allocation the context knows (tsrAlloc,
  * tsrHostRegister) that is shorter than its shape says (memory the context does not know cannot be checked);
  * TSR_ERROR_OUT_OF_MEMORY; and whatever tsrLaunch returns for a step, with the step named. After a failure
