@@ -1,4 +1,5 @@
-"""Runs Graph IR functions from an image: the plan's kernels, in order, through libtessera.
+"""Runs Graph IR functions from an image through libtessera's plan executor (tsrFunctionCall, the one executor,
+which a C host calls too): this module is its binding.
 
     prog = tessera.executor.load("model.tessera")
     Y = prog.mlp(X, W1, b1, W2)
@@ -18,12 +19,15 @@ An input has exactly the dtype its parameter declares; nothing is converted impl
 ...); for bf16, tf32 and fp8, which numpy lacks, a float32 array of values, rounded as the type rounds (bf16
 also takes its bit patterns, as uint16); or a `tessera.runtime.DeviceArray` holding what the plan stores (bf16
 as uint16 bit patterns; fp8, which every target takes as f32 values, as float32), used in place. Any other is a
-TypeError naming function, argument and both dtypes; the arrays for a tile program's outputs too. When any input
-is a DeviceArray the call runs in device memory (also on the CPU backend) and returns DeviceArrays (bf16 as
-bit patterns); otherwise numpy arrays (bf16 as float32). Intermediates are allocated per call, in the
-plan's buffer slots. Launches go to `stream` (default: the current one, else none: each runs at once); a
-call returning numpy arrays waits for its stream first, one returning DeviceArrays does not. A tile
-program's outputs are also written into the arrays passed for them.
+TypeError naming function, argument and both dtypes; the arrays for a tile program's outputs too. Any other
+DLPack tensor (a torch tensor, a JAX array) is taken zero-copy as `tessera.runtime.from_dlpack` takes it: host
+memory as a numpy array, device memory of the context's backend as a DeviceArray. When any input is a
+DeviceArray the call runs in device memory (also on the CPU backend) and returns DeviceArrays (bf16 as bit
+patterns); otherwise numpy arrays (bf16 as float32). A wrong rank, extent or count of arguments is a ValueError
+(tessera._runtime.ArgumentError, libtessera's message, naming function and argument). Intermediates come from
+the context's pool, per call. Launches go to `stream` (default: the current one, else none: each runs at once);
+a call returning numpy arrays waits for its stream first, one returning DeviceArrays does not. A tile program's
+outputs are also written into the arrays passed for them.
 """
 
 from __future__ import annotations
@@ -84,73 +88,59 @@ def _from_storage(x: np.ndarray, dtype: str) -> np.ndarray:
 
 
 class Function:
-    """Function `name` of a module: its plan (a plans.Plan, or the JSON document the compile metadata holds)."""
+    """Function `name` of a module: its plan (a plans.Plan, or the JSON document the compile metadata holds), run
+    by libtessera's plan executor (tsrFunctionCall). Python adds what C does not: numpy arrays and DLPack
+    tensors as arguments, the dtype rules above, the results' allocation, copies to and from device memory,
+    streams, and keeping arrays alive for queued work."""
 
     def __init__(self, name: str, plan: plans.Plan | dict, module: runtime.Module):
         self.name = name
         self.plan = plan if isinstance(plan, plans.Plan) else plans.Plan.from_json(plan)
         self.module = module
         self.device = module.context.backend not in runtime._HOST_MEMORY  # tensors live in device arrays
+        self._native = module._native.function(name)
         self._written: set[int] | None = None
+        # result i is the tensor a tile program writes into argument j: the call writes it in place there
+        self._in_place = {r: i for r, (i, vid) in enumerate(zip(self.plan.outputs, self.plan.results))
+                          if self.plan.args[i] == vid}
 
     def __call__(self, *arrays, stream=None):
-        p = self.plan
+        p, ctx = self.plan, self.module.context
         if len(arrays) != len(p.args):
             raise TypeError(f"'{self.name}' takes {len(p.args)} arguments ({', '.join(p.params)}), "
                             f"got {len(arrays)}")
-        env: dict[str, int] = {}
+        arrays = [a if isinstance(a, (np.ndarray, runtime.DeviceArray)) or not hasattr(a, "__dlpack__")
+                  else runtime.from_dlpack(a, ctx) for a in arrays]  # zero-copy: numpy arrays or DeviceArrays
         given_device = any(isinstance(a, runtime.DeviceArray) for a in arrays)
-        # "__device__": whether tensors are DeviceArrays; "__stream__": where launches go
-        store: dict = {"__device__": self.device or given_device, "__stream__": stream}
-        for index, (pname, vid, a) in enumerate(zip(p.params, p.args, arrays)):
-            spec = p.values[vid]
-            self._check_dtype(pname, a, spec)
-            if not isinstance(a, runtime.DeviceArray):
-                a = np.asarray(a)
-                if not a.flags.writeable and index in self._written_args():
-                    raise ValueError(f"argument '{pname}' of '{self.name}' is written by the call, but the array "
-                                     f"is read-only (a view of bytes, a read-only mapping, or writeable=False)")
-            if a.ndim != len(spec.dims):
-                raise ValueError(f"argument '{pname}' of '{self.name}' must have rank {len(spec.dims)}, "
-                                 f"got shape {a.shape}")
-            for axis, (d, n) in enumerate(zip(spec.dims, a.shape)):
-                if d.isdigit():
-                    if int(d) != n:
-                        raise ValueError(f"argument '{pname}' must have extent {d} on axis {axis}, got {n}")
-                elif d.isidentifier():
-                    if env.setdefault(d, n) != n:
-                        raise ValueError(f"argument '{pname}' has {d} = {n} on axis {axis}, but an earlier "
-                                         f"argument has {d} = {env[d]}")
-            store[vid] = self._input(pname, a, spec.dtype, store["__device__"])
-        self._check_same_extents(env)
-        for step in p.steps:
-            if isinstance(step, plans.AliasStep):
-                shape = [plans.evaluate(d, env) for d in p.values[step.alias].dims]
-                source = store[step.of]
-                if int(np.prod(shape)) != source.size:
-                    raise ValueError(f"'{self.name}': a tensor of shape {list(source.shape)} cannot be viewed as "
-                                     f"{shape} (a tile.range step must divide the extent its unmasked loads and "
-                                     f"stores cover; mask them for partial tiles)")
-                store[step.alias] = source.reshape(shape)
-            elif isinstance(step, plans.ArgsStep):
-                self._launch_args(step, store, env)
-            else:
-                self._launch_views(step, store, env)
-        results = [store[v] for v in p.results]
+        device = self.device or given_device
+        s = stream if stream is not None else runtime._current_stream()
+        if s is not None and s.capture is not None and device and not given_device:
+            raise ValueError(f"'{self.name}' is being captured into a graph: pass DeviceArrays, which the "
+                             f"graph's replays write, to get its results")
+        inputs = [self._input(index, pname, a, p.values[vid], device)
+                  for index, (pname, vid, a) in enumerate(zip(p.params, p.args, arrays))]
+        native_in = [_native(x) for x in inputs]
+        results = []
+        for r, (vid, shape) in enumerate(zip(p.results, self._native.result_shapes(native_in))):
+            if r in self._in_place:
+                results.append(inputs[self._in_place[r]])
+                continue
+            dtype = np.dtype(_NUMPY[p.values[vid].dtype])
+            results.append(runtime.DeviceArray(shape, dtype, ctx) if device else np.empty(shape, dtype))
+        self._native.call(native_in, [_native(x) for x in results], None if s is None else s.native)
+        if s is not None:  # queued or recorded: the arrays must outlive the work
+            s.keep(*inputs, *results)
         if given_device:
             outs = results
         else:
-            s = stream if stream is not None else runtime._current_stream()
-            if s is not None and s.capture is not None and store["__device__"]:
-                raise ValueError(f"'{self.name}' is being captured into a graph: pass DeviceArrays, which the "
-                                 f"graph's replays write, to get its results")
             if s is not None and s.capture is None:
                 s.synchronize()  # numpy results are read now (copies back run on the NULL stream, unordered)
-            if store["__device__"]:
+            if device:
                 results = [r.numpy() for r in results]
             outs = [_from_storage(r, p.values[v].dtype) for r, v in zip(results, p.results)]
         for index, vid, raw in zip(p.outputs, p.results, results):  # a tile program writes its outputs in place
-            self._write_output(arrays[index], raw, p.values[vid].dtype, stream)
+            if raw is not arrays[index]:  # else the call wrote the array passed
+                self._write_output(arrays[index], raw, p.values[vid].dtype, stream)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _written_args(self) -> set[int]:
@@ -197,14 +187,20 @@ class Function:
         if a.dtype not in _accepted(declared, spec.dtype):
             raise runtime.dtype_error(where, declared, a.dtype, _takes(declared, spec.dtype))
 
-    def _input(self, pname: str, a, dtype: str, device: bool):
+    def _input(self, index: int, pname: str, a, spec: plans.Value, device: bool):
         """An argument as the plan stores it: a DeviceArray used in place, or a numpy array converted to the
-        parameter's storage (and copied to the device when the call runs there)."""
+        parameter's storage (a copy only where its dtype or layout differs; copied to the device when the call
+        runs there)."""
+        self._check_dtype(pname, a, spec)
         if isinstance(a, runtime.DeviceArray):
             if a.context is not self.module.context:
                 raise ValueError(f"argument '{pname}' of '{self.name}' is a DeviceArray of another context")
             return a
-        x = _to_storage(a, dtype)
+        a = np.asarray(a)
+        if not a.flags.writeable and index in self._written_args():
+            raise ValueError(f"argument '{pname}' of '{self.name}' is written by the call, but the array "
+                             f"is read-only (a view of bytes, a read-only mapping, or writeable=False)")
+        x = _to_storage(a, spec.dtype)
         return runtime.DeviceArray.from_numpy(x, self.module.context) if device else x
 
     def _write_output(self, target, raw, dtype: str, stream) -> None:
@@ -220,98 +216,10 @@ class Function:
         source = raw if raw.dtype == target.dtype else _from_storage(raw, dtype)
         np.copyto(target, source.reshape(target.shape), casting="safe")
 
-    def _check_same_extents(self, env: dict) -> None:
-        """Extents a tile program's masked loads and stores need equal (rows of one tile.range's tensors)."""
-        where = {}
-        for pname, vid in zip(self.plan.params, self.plan.args):
-            for axis, d in enumerate(self.plan.values[vid].dims):
-                where.setdefault(d, f"{pname}.shape[{axis}]")
-        for a, b in self.plan.same_extents:
-            if env[a] != env[b]:
-                raise ValueError(f"'{self.name}': {where[a]} = {env[a]} and {where[b]} = {env[b]} must be equal "
-                                 f"(rows of the same tile.range blocks)")
 
-    def _tensor(self, vid: str, store: dict, env: dict) -> np.ndarray:
-        if vid not in store:
-            store[vid] = self._allocate(vid, store, env)
-        return store[vid]
-
-    def _allocate(self, vid: str, store: dict, env: dict) -> np.ndarray:
-        """A new intermediate: in its planned buffer slot when it has one (the slot's storage grows to its
-        largest tenant), else on its own."""
-        spec = self.plan.values[vid]
-        shape = [plans.evaluate(d, env) for d in spec.dims]
-        dtype = np.dtype(_NUMPY[spec.dtype])
-        device = store["__device__"]
-        if spec.buffer is None:
-            return runtime.DeviceArray(shape, dtype, self.module.context) if device else np.empty(shape, dtype=dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        slots = store.setdefault("__slots__", {})
-        buf = slots.get(spec.buffer)
-        if buf is None or buf.nbytes < nbytes:
-            size = max(nbytes, 64)
-            buf = runtime.DeviceArray(size, np.uint8, self.module.context) if device else np.empty(size, np.uint8)
-            slots[spec.buffer] = buf
-        return buf.view(dtype, shape) if device else buf[:nbytes].view(dtype).reshape(shape)
-
-    def _device_units(self) -> int:
-        if not hasattr(self, "_units"):
-            self._units = self.module.context.properties["compute_units"]
-        return self._units
-
-    def _launch_args(self, step: plans.ArgsStep, store: dict, env: dict) -> None:
-        """A step whose arguments are listed in order, each a tensor with its view's shape or a scalar."""
-        # The step's extents are defined over the function's alone; only the kernel's side (grid, arguments)
-        # sees them, where they hide function extents of the same names (a function's K is not the GEMM's).
-        scope = dict(env, DEVICE_UNITS=self._device_units())
-        local = dict(scope, **{k: plans.evaluate(e, scope) for k, e in step.env.items()})
-        step = plans.chosen(step, local)
-        args = []
-        for a in step.args:
-            if isinstance(a, plans.TensorArg):
-                shape = [plans.evaluate(d, local) for d in a.shape]
-                args.append(self._tensor(a.value, store, env).reshape(shape))
-            elif isinstance(a, plans.F32Arg):
-                args.append(np.float32(a.f32))
-            else:
-                args.append(np.int64(plans.evaluate(a.i64, local)))
-        for m in step.multiple_of:
-            if plans.evaluate(m.expr, local) % m.m:
-                raise ValueError(f"'{self.name}': {m.expr} = {plans.evaluate(m.expr, local)} is not a multiple of "
-                                 f"{m.m}, which kernel '{step.kernel}' needs ({m.reason})")
-        grid = tuple(plans.evaluate(g, local) for g in step.grid)
-        kernel = self.module.kernel(step.kernel)
-        stream = store["__stream__"]
-        if step.batch is None:
-            kernel(*args, grid=grid, block=step.block, smem_bytes=step.smem, stream=stream)
-            return
-        # one launch per batch entry, on contiguous slices of the batched tensors
-        batched = [isinstance(spec, plans.TensorArg) and spec.shape[:1] == (step.batch,)
-                   for spec in step.args]
-        count = local[step.batch]
-        for a, b in zip(args, batched):
-            if b and a.shape[0] != count:
-                raise ValueError(f"'{self.name}': a batched matmul's operands have {a.shape[0]} and {count} "
-                                 f"batch entries")
-        for i in range(count):
-            kernel(*[a[i] if b else a for a, b in zip(args, batched)], grid=grid, block=step.block,
-                   smem_bytes=step.smem, stream=stream)
-
-    def _launch_views(self, step: plans.ViewStep, store: dict, env: dict) -> None:
-        """A step whose kernel sees its tensors through views of the step's [B, R, C] extents."""
-        R, C, B = (plans.evaluate(e, env) for e in (step.R, step.C, step.B))
-        local = dict(env, R=R, C=C, B=B)
-        tensors = []
-        for t in step.tensors:
-            a = self._tensor(t.value, store, env)
-            view = {"matrix": (R, C), "cols": (C,), "rows": (R,), "scalar": (a.size,), "bmn": (B, R, C),
-                    "bnm": (B, C, R)}[t.view]
-            tensors.append(a.reshape(view))
-        grid = tuple(plans.evaluate(g, local) for g in step.grid)
-        if R == 0 or C == 0:
-            return
-        scalars = [np.int64(plans.evaluate(e, env)) for e in step.scalars]  # over the function's extents
-        self.module.kernel(step.kernel)(*tensors, *scalars, grid=grid, block=step.block, stream=store["__stream__"])
+def _native(x):
+    """A tensor as tessera._runtime.Function takes it: a numpy array, or (address, shape) of a DeviceArray."""
+    return x if isinstance(x, np.ndarray) else (x.address, x.shape)
 
 
 class Program:

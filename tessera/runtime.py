@@ -163,6 +163,16 @@ class DeviceArray:
         self._base = 0   # the allocation's address; 0 before it succeeds (for __del__) and once freed
         self._base = self.context.alloc(self.nbytes)
 
+    _foreign = None   # a DLPack producer's tensor (_runtime.DLPackTensor) whose memory this array is
+
+    @classmethod
+    def _of_dlpack(cls, tensor, dtype, context: _runtime.Context) -> "DeviceArray":
+        """An array of a DLPack producer's device memory, keeping the producer's tensor until it goes."""
+        out = object.__new__(cls)
+        out.context, out.shape, out.dtype = context, tuple(tensor.shape), np.dtype(dtype)
+        out._owner, out._offset, out._base, out._foreign = None, 0, tensor.address, tensor
+        return out
+
     def _live_base(self) -> int:
         owner = self._owner or self
         if not owner._base or self.context.closed:
@@ -245,11 +255,37 @@ class DeviceArray:
 
     def free(self) -> None:
         """Gives the memory back now; using the array or a view of it afterwards raises `Error`. Freeing a
-        view does nothing: its memory is its base array's."""
+        view does nothing: its memory is its base array's. An array of another library's memory
+        (`from_dlpack`) hands it back to that library (the producer's DLPack deleter)."""
         if self._owner is None and self._base:
             address, self._base = self._base, 0
-            if not self.context.closed:
+            if self._foreign is not None:
+                self._foreign.release()
+            elif not self.context.closed:
                 self.context.free(address)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule of this array's memory, for `torch.from_dlpack`, `jax.dlpack.from_dlpack`,
+        `np.from_dlpack` (the Python array API's protocol). Zero-copy: the capsule keeps this array alive until
+        the consumer is done. Work queued on the context's streams is waited for first, unless `stream` is -1
+        (the consumer asks for no synchronization). A DLPack 1.0 versioned capsule when `max_version` >= (1, 0).
+        bf16 and fp8 arrays hold bit patterns and are exported as uint16 and uint8."""
+        device = self.__dlpack_device__()
+        if dl_device is not None and tuple(dl_device) != device:
+            raise BufferError(f"__dlpack__: this DeviceArray is on DLPack device {device}, not {tuple(dl_device)}; "
+                              f"it is not copied across devices")
+        if copy:
+            raise BufferError("__dlpack__: a DeviceArray is exported in place, never copied (copy=True)")
+        address = self.address  # an Error for freed memory, before anything is exported
+        if stream != -1:
+            self.context.synchronize()
+        versioned = max_version is not None and tuple(max_version) >= (1, 0)
+        return _runtime.dlpack_capsule(self, address, self.shape, self.dtype, device[0], device[1], versioned)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """(DLPack device type, device id) of this array's memory: kDLCPU on the CPU backend, kDLCUDA on CUDA,
+        kDLROCM on HIP, kDLOneAPI on Level Zero, kDLOpenCL on OpenCL; the context's device, 0."""
+        return _DLPACK_DEVICE[self.context.backend], 0
 
     def __del__(self):
         try:
@@ -266,6 +302,60 @@ class DeviceArray:
 
     def __repr__(self) -> str:
         return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, backend={self.context.backend})"
+
+
+# DLPack device types (dlpack.h's DLDeviceType): of each backend's memory, and of host memory
+_DL = _runtime.DLPACK_DEVICE
+_DLPACK_DEVICE = {"cpu": _DL["cpu"], "cuda": _DL["cuda"], "hip": _DL["rocm"], "level_zero": _DL["oneapi"],
+                  "opencl": _DL["opencl"]}
+# device memory a backend's kernels address besides its own kind: CUDA managed memory
+_DLPACK_ALSO = {"cuda": (_DL["cuda_managed"],)}
+_DLPACK_HOST = (_DL["cpu"], _DL["cuda_host"], _DL["rocm_host"])
+_DLPACK_NAMES = {v: f"kDL{k.title().replace('_', '')}" for k, v in _DL.items()}
+# DLPack dtypes (code, bits) as numpy dtypes; bf16 as its bit patterns (uint16), as launches take it
+_DL_DTYPES = {(2, 16): np.float16, (2, 32): np.float32, (2, 64): np.float64, (0, 8): np.int8, (0, 16): np.int16,
+              (0, 32): np.int32, (0, 64): np.int64, (1, 8): np.uint8, (1, 16): np.uint16, (1, 32): np.uint32,
+              (1, 64): np.uint64, (6, 8): np.bool_, (4, 16): np.uint16, (5, 64): np.complex64,
+              (5, 128): np.complex128}
+
+
+def from_dlpack(x, context: _runtime.Context | None = None):
+    """Any DLPack producer (a numpy array, a torch tensor, a JAX array, a CuPy array, a DeviceArray) as a tessera
+    array, zero-copy: host memory as a numpy array (its strides kept), device memory of the context's backend
+    (default: the default context) as a DeviceArray that keeps the producer's tensor alive and hands it back
+    (the producer's deleter) when it goes. bf16 tensors come as their bit patterns (uint16). Memory of another
+    device is a ValueError saying where it is and what the context takes; a strided device tensor is refused
+    (DeviceArrays are compact: copy it first, e.g. `.contiguous()`)."""
+    ctx = context or default_context()
+    device_type, device_id = (int(v) for v in x.__dlpack_device__())
+    host = device_type in _DLPACK_HOST
+    if not host:
+        mine = (_DLPACK_DEVICE.get(ctx.backend),) + _DLPACK_ALSO.get(ctx.backend, ())
+        if device_type not in mine or device_id != 0:
+            where = f"{_DLPACK_NAMES.get(device_type, f'DLPack device type {device_type}')} device {device_id}"
+            raise ValueError(f"from_dlpack: the tensor is in {where} memory, but the {ctx.backend} context's kernels "
+                             f"take host memory or {_DLPACK_NAMES[mine[0]]} device 0 memory: move it there first")
+    try:
+        capsule = x.__dlpack__(max_version=(1, 0))
+    except TypeError:  # a producer older than DLPack 1.0's keyword
+        capsule = x.__dlpack__()
+    tensor = _runtime.DLPackTensor(capsule)
+    code, bits, lanes = tensor.dtype
+    dtype = _DL_DTYPES.get((code, bits))
+    if dtype is None or lanes != 1:
+        tensor.release()
+        raise TypeError(f"from_dlpack: DLPack dtype (code {code}, {bits} bits, {lanes} lanes) has no tessera "
+                        f"storage dtype")
+    if host:
+        return tensor.numpy(np.dtype(dtype))
+    shape, strides = tensor.shape, tensor.strides
+    compact = [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
+    if strides is not None and any(n > 1 and s != c for n, s, c in zip(shape, strides, compact)):
+        tensor.release()
+        raise ValueError(f"from_dlpack: a device tensor of shape {tuple(shape)} with strides {tuple(strides)} (in "
+                         f"elements) is not compact row-major, which a DeviceArray is: copy it first "
+                         f"(.contiguous(), jnp.copy)")
+    return DeviceArray._of_dlpack(tensor, dtype, ctx)
 
 
 def version() -> tuple[int, int, int]:

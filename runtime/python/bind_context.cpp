@@ -144,6 +144,9 @@ class Module {
     return Kernel(state_, k, name);
   }
 
+  py::object function(const std::string& name) const { return make_function(state_, name); }
+  py::list function_names() const { return tsr_py::function_names(state_); }
+
   py::list kernel_names() const {
     tsr_module_t m = state_->live();
     size_t n;
@@ -344,7 +347,10 @@ void bind_context(py::module_& m) {
 
   py::class_<Module>(m, "Module", "A loaded image; keeps its context alive.")
       .def("kernel", &Module::kernel, py::arg("name"))
-      .def("kernel_names", &Module::kernel_names, "Names of the kernels this runtime can run.");
+      .def("kernel_names", &Module::kernel_names, "Names of the kernels this runtime can run.")
+      .def("function", &Module::function, py::arg("name"),
+           "Function `name` (tsrModuleGetFunction): a Function, run by libtessera's plan executor.")
+      .def("function_names", &Module::function_names, "Names of the module's functions.");
 
   py::class_<Context>(m, "Context", "A libtessera context: owns modules, memory, streams, events and graphs.")
       .def(py::init<const std::string&, bool, unsigned>(), py::arg("backend") = "", py::arg("debug") = false,

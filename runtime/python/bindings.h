@@ -96,8 +96,13 @@ inline tsr_stream_t stream_of(const py::object& stream) {
   return stream.is_none() ? nullptr : stream.cast<const Stream&>().live();
 }
 
+// Function `name` of a module (a tessera._runtime.Function), and the module's function names (bind_function.cpp).
+py::object make_function(std::shared_ptr<ModuleState> module, const std::string& name);
+py::list function_names(const std::shared_ptr<ModuleState>& module);
+
 void bind_context(py::module_& m);
 void bind_execution(py::module_& m);
+void bind_function(py::module_& m);
 void bind_telemetry(py::module_& m);
 
 }  // namespace tsr_py
