@@ -1,0 +1,60 @@
+"""The fixed cost of one kernel call from Python on the CPU backend: tessera.runtime.Kernel.__call__ (its C++
+fast path, runtime/python/launch_plan.cpp) against the Python launcher it replaced (Kernel.pack, then the
+packed slots through _runtime.Kernel.launch), and torch.add on CPU tensors where torch is installed, in the
+same process.
+
+    python bench/launch_cpu.py
+
+A 1-element saxpy (examples/saxpy.py; grid 1, block 32), so that the time is the launch's: best of 7 rounds of
+20,000 calls after a warm-up.
+"""
+
+import os
+import sys
+import tempfile
+import timeit
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import machine  # noqa: E402
+
+EXAMPLE = os.path.join(os.path.dirname(__file__), os.pardir, "examples", "saxpy.py")
+
+
+def per_call(fn, number: int = 20000) -> float:
+    for _ in range(1000):
+        fn()
+    return min(timeit.repeat(fn, number=number, repeat=7)) / number
+
+
+def main() -> None:
+    import tessera
+    from tessera import runtime
+    print(f"machine: {machine()}")
+    with open(EXAMPLE, encoding="utf-8") as f:
+        image = tessera.compile(f.read(), EXAMPLE, target="cpu")
+    mod = runtime.load(image)
+    k = mod.saxpy
+    a = 1.5
+    x = np.ones(1, np.float32)
+    o = np.empty_like(x)
+
+    def python_launcher():  # what Kernel.__call__ did before the fast path
+        k._native.launch(runtime._dim3(1, "grid"), runtime._dim3(32, "block"), 0, k.pack((a, x, x, o)), None,
+                         0.0, 0.0)
+
+    rows = [("tessera Kernel.__call__", per_call(lambda: k(a, x, x, o, grid=1, block=32))),
+            ("Python launcher (pack + launch)", per_call(python_launcher))]
+    try:
+        import torch
+        tx, to = torch.ones(1), torch.empty(1)
+        rows.append(("torch.add(out=), CPU tensors", per_call(lambda: torch.add(tx, tx, alpha=a, out=to))))
+    except ImportError:
+        pass
+    for name, t in rows:
+        print(f"one call, n=1: {name:<34} {t * 1e6:7.2f} us   /tessera {t / rows[0][1]:6.2f}")
+
+
+if __name__ == "__main__":
+    main()
