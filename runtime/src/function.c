@@ -709,7 +709,7 @@ static tsr_status_t run_call(call_t* c, const tsr_plan_step_t* s, size_t step) {
     if (!st) st = call(&inner, ptrs, ptrs + s->call_arg_count);
     st = release_owned(&inner, st);
     call_close(&inner);
-    if (st) {
+    if (st && c->depth == 0) {  /* the outermost call names its step; nested ones keep the innermost message */
       char message[1024];
       snprintf(message, sizeof message, "%s", tsrGetLastErrorMessage());
       st = tsr_fail(st, "function '%s': step %zu (call of '%s'): %s", c->f->name, step, s->call, message);

@@ -2,6 +2,7 @@
  * exported, and checks that the unlinked image refuses the call naming the caller, the import and tessera-link.
  *
  *   host_link LINKED FUNCTION DIR UNLINKED IMPORT
+ *   host_link --cycle IMAGE FUNCTION
  *
  * DIR holds the file protocol of host_function.c (tests/c/hostutil.py, run_host_function): shapes.txt with one
  * line per tensor, inputs first ("in|out NDIM D0 D1 ..."), inputs in DIR/in<i>.bin; outputs are written to
@@ -25,7 +26,30 @@ static tsr_module_t load(tsr_context_t ctx, const char* path) {
   return module;
 }
 
+/* host_link --cycle IMAGE FUNCTION: FUNCTION (one f32 [1] argument and result) calls itself through call
+ * steps, which the executor refuses at its depth limit instead of exhausting the stack. */
+static int cycle(const char* path, const char* name) {
+  tsr_context_t ctx;
+  MUST(tsrCreateContext(&ctx));
+  tsr_module_t module = load(ctx, path);
+  tsr_function_t fn;
+  MUST(tsrModuleGetFunction(module, name, &fn));
+  float x = 1, y = 0;
+  int64_t shape[1] = {1};
+  DLTensor in = {&x, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, shape, NULL, 0}, out = in;
+  out.data = &y;
+  const DLTensor* ins[1] = {&in};
+  const DLTensor* outs[1] = {&out};
+  expect_msg("a cycle of calls stops at the depth limit", tsrFunctionCall(fn, NULL, ins, 1, outs, 1),
+             TSR_ERROR_UNSUPPORTED, "calls deep");
+  tsrUnloadModule(module);
+  tsrDestroyContext(ctx);
+  printf("%d failed\n", failures);
+  return failures;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 4 && strcmp(argv[1], "--cycle") == 0) return cycle(argv[2], argv[3]);
   if (argc != 6) {
     fprintf(stderr, "usage: %s LINKED FUNCTION DIR UNLINKED IMPORT\n", argv[0]);
     return 2;

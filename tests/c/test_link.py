@@ -155,3 +155,17 @@ def test_abi_and_target_mismatches_are_refused(images):
     with pytest.raises(ToolError, match=r"target mismatch: model.tessera is for cpu \(.*\), blocks.tessera for "
                                         r"ptx \(sm_90a\)"):
         tool.link([a, b])
+
+
+def test_a_cycle_of_call_steps_stops_at_the_depth_limit(build_host, tmp_path):
+    from hostutil import run
+    from tessera import plan
+    from tessera.image import write_image
+    v = {"v0": plan.Value("f32", ("1",)), "v1": plan.Value("f32", ("1",))}
+    ping = plan.Plan(params=("x",), args=("v0",), results=("v1",), values=v,
+                     steps=(plan.CallStep("pong", ("v0",), ("v1",)),))
+    pong = dataclasses.replace(ping, steps=(plan.CallStep("ping", ("v0",), ("v1",)),))
+    path = tmp_path / "cycle.tessera"
+    path.write_bytes(write_image([], {plan.SECTION: plan.encode({"ping": ping, "pong": pong})}))
+    out = run([build_host("host_link.c"), "--cycle", path, "ping"]).stdout
+    assert "ok   a cycle of calls stops at the depth limit" in out and "function 'ping': step 0 (call of 'pong'): function 'pong': step 0 calls" in out
