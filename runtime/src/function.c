@@ -884,6 +884,20 @@ static tsr_status_t bind_inputs(call_t* c, const DLTensor* const* inputs) {
                       "(rows of the same tile.range blocks)", f->name, a, x, b, y);
     }
   }
+  /* A tile program's result is also written into the argument passed for it (call()): that argument must have
+   * the result's size, which the plan's extents alone do not ensure (a broadcast result, max(A_0, C_0), is
+   * larger than an argument C that broadcasts). Copying a larger result into it would overrun its buffer. */
+  for (uint32_t r = 0; r < f->result_count && r < f->output_count; r++) {
+    if (f->outputs[r] < 0 || (uint64_t)f->outputs[r] >= f->arg_count) continue;
+    uint32_t a = (uint32_t)f->outputs[r];
+    uint64_t want = value_elements(c, f->results[r], NULL, &st), have = 1;
+    if (st) return st;
+    for (int32_t d = 0; d < inputs[a]->ndim; d++) have *= (uint64_t)inputs[a]->shape[d];
+    if (have != want)
+      return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': argument '%s' has %" PRIu64 " elements, but result %u, "
+                      "which the tile program also writes into it, has %" PRIu64 ": their extents must agree",
+                      f->name, sig->inputs[a].name, have, r, want);
+  }
   return TSR_SUCCESS;
 }
 

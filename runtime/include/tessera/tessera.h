@@ -472,7 +472,8 @@ TSR_API tsr_status_t tsrFunctionGetSignature(tsr_function_t function, tsr_functi
  * pointer, n_in or n_out other than the signature's, a wrong rank, dtype (lanes other than 1 included) or
  * extent, an extent bound twice differently, a non-compact tensor, a DLPack device type other than the
  * backend's or a device_id other than 0 (the message names both), a
- * stream of another context, and at run time an extent expression that fails (a division by zero, a
+ * stream of another context, an input that a tile program also writes a result into whose number of elements
+ * differs from that result's (a broadcasting C of C += A @ B), and at run time an extent expression that fails (a division by zero, a
  * result outside int64), a value the plan views with another number of elements, an extent not a multiple
  * of what a kernel needs (naming the kernel and the reason), or a scalar out of its type's range;
  * TSR_ERROR_NOT_FOUND when a step's kernel has no code this runtime can run, or when a call step calls a
