@@ -1,5 +1,6 @@
 """Linking images (issue 14, item 4): two source files, one exporting a function the other calls, compiled
-separately, linked with tessera-link and run from C (tests/c/host_link.c) against the interpreter and numpy;
+separately, linked with tessera-link and run from C (tests/c/host_link.c) and Python (tessera.executor, a
+binding over the same C executor) against the interpreter and numpy;
 each refusal of tessera-link names the symbol and both images; tessera-objdump shows symbols and relocations."""
 import dataclasses
 
@@ -88,6 +89,12 @@ def test_linked_images_run_from_c_as_the_interpreter_and_numpy(build_host, image
         .interpret("model", X, W1, b1, W2)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got, numpy_model(X, W1, b1, W2), rtol=1e-4, atol=1e-6)
+    # from Python, through the same executor (tessera.executor binds tsrFunctionCall): bit for bit
+    from tessera import executor, runtime
+    np.testing.assert_array_equal(executor.load(out.read_bytes()).function("model")(X, W1, b1, W2), got)
+    with pytest.raises(runtime.Error, match="function 'model': step 3 calls 'mlp_block', an imported function this "
+                                            "image does not define: link it with tessera-link"):
+        executor.load((images / "model.tessera").read_bytes()).function("model")(X, W1, b1, W2)
     # the renamed helper of the second image runs its own kernel
     (tmp_path / "h").mkdir()
     got, _ = run_host_function(build_host("host_function.c"), out.read_bytes(), "helper__1", [X], [(5, 16)],
