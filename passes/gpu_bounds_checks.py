@@ -11,7 +11,7 @@ Two globals of the module carry it, found by name with cuModuleGetGlobal:
 
     __tessera_fault        u32[4] in global memory, zero: [0] 1 + the site of the first failed check (set by
                            an atomic compare-and-swap from 0, so the first one stays), [1..3] its block
-    __tessera_fault_sites  constant bytes: two NUL-terminated strings per site, the kernel's name and the
+    __tessera_fault_sites  constant bytes: two NUL-terminated strings per site, the kernel's entry symbol and the
                            report ("tensor 'Out' accessed outside its extents at file.py:12", the CPU's words)
 
 A module compiled with checks always has both (a kernel may need none), which is how the runtime tells a
@@ -48,12 +48,14 @@ def _record_type() -> ir.MemRefType:
 class Sites:
     """The reports of a module's checks, numbered in the order the kernels need them."""
 
-    def __init__(self):
-        self.entries: list[tuple[str, str]] = []  # (kernel, report)
+    def __init__(self, entry_symbol=None):
+        # the kernel's entry symbol, as the runtime looks the failed kernel up by it (cuModuleGetFunction)
+        self._symbol = entry_symbol or (lambda kernel: kernel)
+        self.entries: list[tuple[str, str]] = []  # (kernel entry symbol, report)
         self._numbers: dict[tuple[str, str], int] = {}
 
     def number(self, kernel: str, report: str) -> int:
-        key = (kernel, report)
+        key = (self._symbol(kernel), report)
         if key not in self._numbers:
             self._numbers[key] = len(self.entries)
             self.entries.append(key)

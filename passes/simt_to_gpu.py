@@ -278,12 +278,13 @@ def _lowerings(warp_size: int) -> dict:
 
 
 def run(module, warp_size: int = WARP_SIZE, abi: str = "llvm",
-        bounds_checks: bool = False) -> gpu_bounds_checks.Sites:
+        bounds_checks: bool = False, entry_symbol=None) -> gpu_bounds_checks.Sites:
     """Moves every `tessera.kernel` function of `module` (an ``ir.Module`` or its operation) into a new
     ``gpu.module @tessera_kernels``, lowered as the module docstring says, for warps of `warp_size` lanes.
     With `bounds_checks`, the accesses not proven in bounds are checked first (gpu_bounds_checks.py), and the
     gpu.module exists, with the fault record, even without a SIMT kernel ("llvm"; the "flat" abi's site table
-    is the backend's to write). Returns the sites (none without checks)."""
+    is the backend's to write). The site table names each kernel by its `entry_symbol(name)` (default: the
+    name), the symbol the runtime looks the failed kernel up by. Returns the sites (none without checks)."""
     if warp_size not in (16, 32, 64):
         raise ValueError(f"GPU warps have 16, 32 or 64 lanes, not {warp_size}")
     if abi not in ABIS:
@@ -293,7 +294,7 @@ def run(module, warp_size: int = WARP_SIZE, abi: str = "llvm",
     # Kernels generated whole as LLVM IR (backends/ptx/gemm_lowering.py) stay where they are for the backend.
     kernels = [k for k in body.operations if k.operation.name == "func.func" and "tessera.kernel" in k.attributes
                and "tessera.llvm_ir" not in k.attributes]
-    sites = gpu_bounds_checks.Sites()
+    sites = gpu_bounds_checks.Sites(entry_symbol)
     if not kernels and not bounds_checks:
         return sites
     op.attributes["gpu.container_module"] = ir.UnitAttr.get()

@@ -90,12 +90,28 @@ def _describe(sig: Signature) -> str:
     return f"{sig.name}({', '.join(parts)})"
 
 
-def _function_idents(plans: dict[str, Plan], signatures: list[Signature]) -> dict[str, str]:
+def _kernel_idents(signatures: list[Signature]) -> dict[str, str]:
+    """Each kernel's identifier in the names it declares (<id>_launch, <ID>_KERNEL_NAME, <ID>_NARGS): distinct,
+    also as the macros' upper case, where kernels' names are not (`café` and `cafè` both become `caf`)."""
+    taken: set[str] = set()
+    out = {}
+    for sig in signatures:
+        ident = c_identifier(sig.name)
+        while {n.lower() for n in _kernel_names(ident)} & taken:
+            ident += "_"
+        taken |= {n.lower() for n in _kernel_names(ident)}
+        out[sig.name] = ident
+    return out
+
+
+def _kernel_names(ident: str) -> tuple[str, ...]:
+    return f"{ident}_launch", f"{ident}_kernel_name", f"{ident}_nargs"
+
+
+def _function_idents(plans: dict[str, Plan], kernel_idents: dict[str, str]) -> dict[str, str]:
     """Each function's identifier in the names it declares (tessera_<id>, tessera_<id>_lookup,
     TESSERA_<ID>_NAME, ...): distinct, also as the macros' upper case, and none equal to a kernel wrapper's."""
-    taken = {n.lower() for sig in signatures for n in (f"{c_identifier(sig.name)}_launch",
-                                                         f"{c_identifier(sig.name)}_kernel_name",
-                                                         f"{c_identifier(sig.name)}_nargs")}
+    taken = {n.lower() for ident in kernel_idents.values() for n in _kernel_names(ident)}
     out = {}
     for name in plans:
         ident = c_identifier(name)
@@ -173,8 +189,11 @@ def emit_header(signatures: list[Signature], source: str, guard_hint: str,
              f"#define {guard}",
              "", "#include <stdbool.h>", "#include <stdint.h>", "#include <tessera/tessera.h>",
              "", "#ifdef __cplusplus", 'extern "C" {', "#endif", ""]
+    # an image of several targets records each kernel once per target, with one launch signature: one launcher
+    signatures = list({sig.name: sig for sig in reversed(signatures)}.values())[::-1]
+    kernel_idents = _kernel_idents(signatures)
     for sig in signatures:
-        ident = c_identifier(sig.name)
+        ident = kernel_idents[sig.name]
         names = _c_names(sig)
         lines += [f"/* {c_comment(_describe(sig))} */",
                   f"#define {ident.upper()}_KERNEL_NAME {c_string(sig.name)}",
@@ -184,7 +203,7 @@ def emit_header(signatures: list[Signature], source: str, guard_hint: str,
                   "    " + ", ".join(_c_params(sig, names)) + ") {",
                   f"  void* args[{len(sig.args)}] = {{" + ", ".join(f"(void*)&{n}" for n in names) + "};",
                   f"  return tsrLaunch(kernel, stream, launch, args, {len(sig.args)});", "}", ""]
-    for name, ident in _function_idents(plans, signatures).items():
+    for name, ident in _function_idents(plans, kernel_idents).items():
         lines += _function_wrapper(name, plans[name], ident)
     lines += ["#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {guard} */", ""]
     return "\n".join(lines)

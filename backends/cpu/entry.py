@@ -11,6 +11,7 @@ as a ``memref<1xindex>``.
 from __future__ import annotations
 
 from ...abi import DIM, SCALAR, TENSOR, Signature
+from ..symbol_names import llvm_global
 
 _LLVM_SCALAR = {"f32": "float", "f64": "double", "f16": "half", "bf16": "bfloat", "i8": "i8", "i16": "i16",
                 "i32": "i32", "i64": "i64", "index": "i64", "bool": "i1"}
@@ -35,7 +36,7 @@ def _body_params(sig: Signature) -> int:
 
 
 def entry_ir(sig: Signature, body_symbol: str, report_slot: bool = False) -> str:
-    lines = [f"define void @{entry_symbol(sig.name)}(ptr noalias nocapture readonly %args, "
+    lines = [f"define void @{llvm_global(entry_symbol(sig.name))}(ptr noalias nocapture readonly %args, "
              f"ptr noalias nocapture readonly %ctx) {{", "entry:"]
     slot: dict[int, str] = {}
     for i, a in enumerate(sig.args):
@@ -71,6 +72,6 @@ def entry_ir(sig: Signature, body_symbol: str, report_slot: bool = False) -> str
         lines += [f"  %fault.pp = getelementptr inbounds i8, ptr %ctx, i64 {_CTX_FAULT_OFFSET}",
                   "  %fault = load ptr, ptr %fault.pp"]
         call_args += ["ptr %fault", "ptr %fault", "i64 0", "i64 1", "i64 1"]
-    lines += [f"  call void @{body_symbol}({', '.join(call_args)})", "  ret void", "}"]
-    decl = f"declare void @{body_symbol}({', '.join(a.split(' ')[0] for a in call_args)})"
+    lines += [f"  call void @{llvm_global(body_symbol)}({', '.join(call_args)})", "  ret void", "}"]
+    decl = f"declare void @{llvm_global(body_symbol)}({', '.join(a.split(' ')[0] for a in call_args)})"
     return decl + "\n\n" + "\n".join(lines) + "\n"

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..symbol_names import llvm_global
 from . import hopper as hp
 from .nvvm_text import Writer, module
 
@@ -245,7 +246,7 @@ def generate(spec: Sm90AttentionSpec) -> str:
                        "declare float @llvm.fma.f32(float, float, float)",
                        "declare float @llvm.nvvm.shfl.sync.bfly.f32(i32, float, i32, i32)"])
     kernel = (f"@tsr_smem = external addrspace(3) global [0 x i8], align 1024\n"
-              f"define ptx_kernel void @{spec.name}({', '.join(params)}) "
+              f"define ptx_kernel void @{llvm_global(spec.name)}({', '.join(params)}) "
               f"\"nvvm.maxntid\"=\"{spec.threads}\" \"nvvm.minctasm\"=\"1\" {{\n{body}\n}}\n")
     return module(kernel, decls)
 

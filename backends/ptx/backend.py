@@ -12,6 +12,7 @@ from ...options import CompileOptions
 from ...numerics import matrix_units
 from ...targets import TargetFacts
 from ..contract import Backend
+from ..symbol_names import ptx_identifier
 from . import ptxas
 from .options import WARP_SIZE, PTXOptions, sm
 
@@ -54,4 +55,5 @@ class PTXBackend(Backend):
                 "attention": functools.partial(attention_lowering.lower, self.options.arch)}
 
     def entry_symbol(self, kernel: str) -> str:
-        return kernel  # the PTX .entry has the kernel's own name, as profilers then show it
+        # the PTX .entry has the kernel's own name, as profilers then show it, unless PTX cannot spell it
+        return ptx_identifier(kernel)

@@ -22,6 +22,7 @@ from ...passes import gpu_math, simt_to_gpu
 from .. import llvm_compat
 from ..cpu.target import init_llvm
 from ..lowered import check_fully_lowered
+from ..symbol_names import ptx_identifier
 from . import ptxas
 from .options import ARCHS, PTXOptions
 
@@ -36,7 +37,7 @@ GPU_TO_NVVM = ",".join([
 
 
 def make_gpu(mod: ir.Module, metadata: dict, options: PTXOptions) -> ir.Module:
-    simt_to_gpu.run(mod, bounds_checks=options.bounds_checks)
+    simt_to_gpu.run(mod, bounds_checks=options.bounds_checks, entry_symbol=ptx_identifier)
     passmanager.PassManager.parse("builtin.module(canonicalize,cse)").run(mod.operation)
     return mod
 
@@ -85,6 +86,9 @@ def make_llir(mod: ir.Module, metadata: dict, options: PTXOptions) -> str:
         props = ir.DictAttr(fn.attributes["tessera.kernel_props"]) if "tessera.kernel_props" in fn.attributes else []
         metadata.setdefault("kernel_props", {}).setdefault(name, {}).update(
             {na.name: ir.StringAttr(na.attr).value for na in props})
+    for sig in metadata["signatures"]:  # NVPTX codegen aborts on a name PTX cannot spell: give it its entry's
+        if ptx_identifier(sig.name) != sig.name:
+            lmod.get_function(sig.name).name = ptx_identifier(sig.name)
     lmod.verify()
     pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=options.opt_level))
     pb.getModulePassManager().run(lmod, pb)
@@ -103,7 +107,9 @@ def make_ptx(llir: str, metadata: dict, options: PTXOptions) -> str:
         except ptxas.PtxasError as e:
             raise _ptxas_failure(e) from None
         resources = metadata.setdefault("kernel_resources", {})
-        for name, r in found.items():
+        kernel_of = {ptx_identifier(sig.name): sig.name for sig in metadata["signatures"]}
+        for entry, r in found.items():
+            name = kernel_of.get(entry, entry)
             resources[name] = {"regs": r.regs, "smem_bytes": r.smem_bytes}
             if r.spill_bytes or r.stack_bytes:
                 metadata.setdefault("kernel_props", {}).setdefault(name, {}).update(

@@ -14,6 +14,7 @@ container holds only fp8 values — so the rounding mode of cvt (to nearest, sat
 from __future__ import annotations
 
 from ... import plan
+from ..symbol_names import llvm_global
 from .hopper import FP8
 from .nvvm_text import Writer, module
 
@@ -85,7 +86,8 @@ def generate(name: str, dtype: str, transpose: bool) -> str:
     w.label("exit")
     w.emit("ret void")
     dims = "i64 %K, i64 %N" if transpose else "i64 %R, i64 %K"
-    kernel = (f"define ptx_kernel void @{name}(ptr addrspace(1) %src, ptr addrspace(1) %dst, {dims}, i64 %KP) "
+    kernel = (f"define ptx_kernel void @{llvm_global(name)}(ptr addrspace(1) %src, ptr addrspace(1) %dst, {dims}, "
+              f"i64 %KP) "
               f"\"nvvm.maxntid\"=\"{THREADS}\" {{\n" + "\n".join(w.lines) + "\n}\n")
     return module(kernel)
 

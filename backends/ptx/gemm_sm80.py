@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..symbol_names import llvm_global
 from . import ampere as am
 from . import gemm_common as gc
 from .nvvm_text import Writer, module
@@ -180,7 +181,7 @@ def generate(spec: Sm80GemmSpec, activations: str = "") -> str:
 
     body = "\n".join(w.lines).replace("%KLATCH]", f"%{klatch}]")
     kernel = (f"@tsr_smem = external addrspace(3) global [0 x i8], align 128\n"
-              f"define ptx_kernel void @{spec.name}({', '.join(params)}) "
+              f"define ptx_kernel void @{llvm_global(spec.name)}({', '.join(params)}) "
               f"\"nvvm.maxntid\"=\"{spec.threads}\" \"nvvm.minctasm\"=\"{spec.min_blocks}\" {{\n{body}\n}}\n")
     return module(kernel, gc.declarations(spec, activations))
 

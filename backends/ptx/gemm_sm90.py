@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..symbol_names import llvm_global
 from . import gemm_common as gc
 from . import hopper as hp
 from .nvvm_text import Writer, module
@@ -219,7 +220,7 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     for key, block in (("PTNEXT", "ptnext"), ("PKLATCH", pklatch), ("CTNEXT", ctnext)):
         body = body.replace(f"%{key}]", f"%{block}]")
     kernel = (f"@tsr_smem = external addrspace(3) global [0 x i8], align 1024\n"
-              f"define ptx_kernel void @{spec.name}({', '.join(params)}) "
+              f"define ptx_kernel void @{llvm_global(spec.name)}({', '.join(params)}) "
               f"\"nvvm.maxntid\"=\"{spec.threads}\" \"nvvm.minctasm\"=\"1\" {{\n{body}\n}}\n")
     return module(kernel, gc.declarations(spec, activations))
 
