@@ -73,7 +73,31 @@ def shift_right_guarded(X: tensor[float, "N"], Out: tensor[float, "N"]):
     if i + 1 < Out.shape[0]:
         Out[i + 1] = X[i]
 """, "sm_80"),
+    # names PTX cannot spell (mangled .entry, backends/symbol_names.py), with bounds checks (OPTIONS)
+    "unicode_names": ("""
+from tessera import kernel, launch, tensor, function, op
+
+
+@kernel
+def café(a: float, X: tensor[float], Y: tensor[float], Out: tensor[float]):
+    i = launch.thread_id()
+    if i < X.shape[0]:
+        Out[i] = a * X[i] + Y[i]
+
+
+@kernel
+def décalé(X: tensor[float, "N"], Out: tensor[float, "N"]):
+    i = launch.thread_id()
+    if i < X.shape[0]:
+        Out[i + 1] = X[i]
+
+
+@function
+def 数据(A: tensor[f32, "M"], B: tensor[f32, "M"]):
+    return op.relu(A) * B + 1.0
+""", "sm_80"),
 }
 
 # Compile options beyond target and arch, by program.
-OPTIONS = {"bounds_checked": {"gpu_bounds_checks": True}, "graph_mlp": {"kernels": ("mlp_block",)}}
+OPTIONS = {"bounds_checked": {"gpu_bounds_checks": True}, "graph_mlp": {"kernels": ("mlp_block",)},
+           "unicode_names": {"gpu_bounds_checks": True}}
