@@ -42,7 +42,11 @@ class Input:
 
 def _read(path: str) -> Input:
     with open(path, "rb") as f:
-        data = f.read()
+        return _read_bytes(path, f.read())
+
+
+def _read_bytes(path: str, data: bytes) -> Input:
+    """The input of image `data`, named `path` in messages."""
     try:
         img = read_image(data)
         doc = img.plan

@@ -1,4 +1,4 @@
-"""Rebuilds the version fixtures of tests/data (README.md there): `python tests/data/make_fixtures.py`.
+"""Rebuilds the version fixtures of tests/data (README.md there): `python tests/data/make_fixtures.py [NAME...]`.
 
 Only a release that changes what the fixtures promise rebuilds them (docs/image-format.md, "Versions"): the
 fixtures are the images an older release built, which every later release loads and runs or refuses by the
@@ -23,15 +23,28 @@ FIXTURES = {  # image: (source, options)
     "saxpy.cpu-ptx.tessera": ("kernels.py", dict(target="cpu,ptx", cpu=CPU, arch="sm_80")),
     "function.cpu.tessera": ("small_function.py", dict(target="cpu", cpu=CPU)),
 }
+# Plan format 4 (call steps), .tessera.rel: two modules compiled apart and linked by tessera-link.
+LINKED = {"linked.cpu.tessera": (("module_caller.py", "module_callee.py"), dict(target="cpu", cpu=CPU))}
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    """Rebuilds the fixtures named in `argv` (all of them without names)."""
+    from tessera.tools import link
     for name, (source, options) in FIXTURES.items():
+        if argv and name not in argv:
+            continue
         result = compiler.compile_file(str(HERE / source), CompileOptions(**options))
         (HERE / name).write_bytes(result.image)
         print(f"{name}: {len(result.image)} bytes")
+    for name, (sources, options) in LINKED.items():
+        if argv and name not in argv:
+            continue
+        inputs = [link._read_bytes(src, compiler.compile_file(str(HERE / src), CompileOptions(**options)).image)
+                  for src in sources]
+        (HERE / name).write_bytes(link.link(inputs))
+        print(f"{name}: {(HERE / name).stat().st_size} bytes")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
