@@ -166,29 +166,54 @@ def test_symbolic_extents_choose_the_tile_at_launch(example):
     assert plan.evaluate(alt["when"], {"M": 4096, "N": 4096, "DEVICE_UNITS": 128}) < 0
 
 
-class _Recorder:
-    """A module whose kernels record their launches (a CPU context's memory, so numpy arrays pass)."""
+PREFERRED_HOST = """
+import sys
+import numpy as np
+from tessera import _runtime, executor, telemetry
+prog = executor.load(open(sys.argv[1], "rb").read(), _runtime.Context("cuda"))
+telemetry.enable(sys.argv[2])
+for n in (768, 1024):
+    prog.gemm_bf16(np.zeros((n, 64), np.float32), np.zeros((64, n), np.float32))
+telemetry.disable()
+"""
 
-    def __init__(self):
-        self.launched = []
-        self.context = type("Ctx", (), {"backend": "cpu", "properties": {"compute_units": 132}})()
 
-    def kernel(self, name):
-        return lambda *args, **kw: self.launched.append((name, kw["grid"], kw["smem_bytes"]))
+def test_the_executor_launches_the_preferred_kernel(example, tmp_path):
+    """libtessera's executor, under tessera.executor, takes the `prefer` alternative its `when` scores higher with
+    the device's multiprocessor count: on CUDA, here tests/c/fake_cuda.c (4 SMs) installed as libcuda.so.1,
+    whose launches the metrics log records."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
 
-
-def test_the_executor_launches_the_preferred_kernel(example):
-    import numpy as np
-
-    from tessera import executor
-    fn_plan = example.metadata["plans"]["gemm_bf16"]
-    module = _Recorder()
-    f = executor.Function("gemm_bf16", fn_plan, module)
-    f(np.zeros((3072, 64), np.float32), np.zeros((64, 3072), np.float32))
-    f(np.zeros((4096, 64), np.float32), np.zeros((64, 4096), np.float32))
-    alt_smem = gemm_sm90.Sm90GemmSpec("x", bn=128, stages=6).smem_bytes
-    assert module.launched == [("gemm_bf16__gemm0_n128", (132, 1, 1), alt_smem),
-                               ("gemm_bf16__gemm0", (132, 1, 1), gemm_sm90.Sm90GemmSpec("x").smem_bytes)]
+    cc = shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler to build the fake CUDA driver")
+    fake = Path(__file__).parents[1] / "c" / "fake_cuda.c"
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", str(fake), "-pthread", "-o", str(tmp_path / "libcuda.so.1")],
+                   check=True)
+    (tmp_path / "gemm.tessera").write_bytes(example.image)
+    metrics = tmp_path / "metrics.jsonl"
+    p = subprocess.run([sys.executable, "-c", PREFERRED_HOST, str(tmp_path / "gemm.tessera"), str(metrics)],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, LD_LIBRARY_PATH=str(tmp_path), FAKE_CUDA_LOG=str(tmp_path / "cuda.log")))
+    assert p.returncode == 0, p.stdout + p.stderr
+    launched = [(r["name"], tuple(r["grid"])) for r in map(json.loads, metrics.read_text().splitlines())
+                if r["kind"] == "kernel"]
+    step = example.metadata["plans"]["gemm_bf16"]["steps"][0]
+    (alt,) = step["prefer"]
+    want = []
+    for n in (768, 1024):  # with 4 SMs, 768 scores the 128-wide tile higher, 1024 the 256-wide one
+        env = {"M": n, "N": n, "K": 64, "DEVICE_UNITS": 4}
+        chosen = alt if plan.evaluate(alt["when"], env) > 0 else step
+        local = dict(env, **{k: plan.evaluate(e, env) for k, e in step["env"].items()})
+        grid = tuple(plan.evaluate(g, local) for g in chosen.get("grid", step["grid"]))
+        want.append((chosen["kernel"], grid + (1,) * (3 - len(grid))))
+    assert launched == want
+    assert [k for k, _ in want] == ["gemm_bf16__gemm0_n128", "gemm_bf16__gemm0"]  # both alternatives run
 
 
 @pytest.mark.parametrize("source", [
