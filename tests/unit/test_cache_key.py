@@ -30,6 +30,7 @@ def copy(X: tensor[float], Y: tensor[float]):
 OPTION_CHANGES = {
     "target": ({}, "ptx"),
     "kernels": ({}, ("copy",)),
+    "include": ({}, ("/usr/include/lib",)),
     "cpu": ({}, "generic"),
     "arch": ({"target": "ptx"}, "sm_90a"),
     "opt_level": ({}, 1),
