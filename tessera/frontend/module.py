@@ -158,9 +158,6 @@ class FileImports:
         self.imports.declared[name] = (path, sig)
         return sig
 
-    def symbol(self, local_name: str) -> str:
-        return self.nodes[local_name][1]
-
 
 def _declare(body: ir.Block, name: str, module: str, sig: Signature, node: ast.AST, filename: str) -> None:
     """The bodiless `func.func private @name` a call of an imported function calls."""
