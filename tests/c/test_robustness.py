@@ -1,6 +1,7 @@
 """Robustness, measured (docs/robustness.md): the C hosts under AddressSanitizer + UndefinedBehaviorSanitizer
 (with LeakSanitizer) and under ThreadSanitizer, create/load/launch/destroy cycles under valgrind, and bounded
-libFuzzer runs over the image loader, the launch API and the launch-plan reader. Each part skips, saying why,
+libFuzzer runs over the image loader (with launch plans and their functions), the launch API, the
+launch-plan reader and function calls (tsrFunctionCall). Each part skips, saying why,
 where its tool is missing; .ci/run installs clang so that CI runs the fuzzers.
 
 TESSERA_FUZZ_SECONDS (default 20) sets each fuzzer's run; the longer runs recorded in docs/robustness.md used
@@ -231,9 +232,12 @@ def fuzzer(tmp_path_factory):
     with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
         runtime_objects = list(pool.map(compile_object, [s for s in RUNTIME_SOURCES if s.name != "cpu_code.c"]))
 
-    def build(target, extra_sources=(), defines=()):
+    def build(target, extra_sources=(), defines=(), real_code=False):
+        """real_code: the real CPU code loader (cpu_code.c, dlopen) in place of the double, for targets that
+        load only trusted images."""
         exe = root / target
-        objects = [compile_object(HERE / "fuzz" / "cpu_code_double.c", defines),
+        loader = REPO / "runtime" / "src" / "cpu_code.c" if real_code else HERE / "fuzz" / "cpu_code_double.c"
+        objects = [compile_object(loader, defines),
                    *(compile_object(s) for s in extra_sources), compile_object(HERE / "fuzz" / f"{target}.c")]
         run([clang, *FUZZ_FLAGS, *runtime_objects, *objects, "-o", exe, "-lm", "-ldl", "-pthread"])
         return exe
@@ -257,12 +261,49 @@ def fuzz(exe, corpus, tmp_path, env=None):
     return runs
 
 
-def test_fuzz_the_image_loader(fuzzer, test_image, tmp_path):
+# Compiled images with launch plans, for the image fuzzer's corpus (loader and plan reader fuzzed together) and
+# the function-call fuzzer: among them every plan step kind the CPU target produces (views of every kind,
+# batch, alias, same_extents).
+PLAN_PROGRAMS = ["examples/graph/mlp.py", "examples/graph/reductions.py", "examples/tile/partial_tiles.py"]
+BATCH_ALIAS = """
+@function
+def bmm(A: tensor[f32, 2, 4, 8], B: tensor[f32, 2, 8, 3]):
+    return op.softmax(op.reshape(op.relu(A @ B), (8, 3)))
+"""
+
+
+@pytest.fixture(scope="module")
+def plan_images(tmp_path_factory):
+    from tessera.compiler import compile_source  # lazy: as compiled_image
+    root = tmp_path_factory.mktemp("plan-images")
+    sources = [(name, (REPO / name).read_text()) for name in PLAN_PROGRAMS] + [("bmm.py", BATCH_ALIAS)]
+    paths = []
+    for name, source in sources:
+        path = root / (name.replace("/", "_") + ".tessera")
+        path.write_bytes(compile_source(source, name).image)
+        paths.append(path)
+    return paths
+
+
+def test_fuzz_the_image_loader(fuzzer, test_image, plan_images, tmp_path):
     exe = fuzzer("fuzz_image", defines=["-DTSR_FUZZ_INERT"])
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     shutil.copy(test_image, corpus / "test.tessera")
+    for path in plan_images:
+        shutil.copy(path, corpus / path.name)
     assert fuzz(exe, corpus, tmp_path) > 100
+
+
+def test_fuzz_function_calls(fuzzer, plan_images, tmp_path):
+    """tsrFunctionCall with fuzzed DLTensors on compiled images whose kernels really run."""
+    exe = fuzzer("fuzz_function", real_code=True)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(len(plan_images) * 4):  # a well-formed call of each function at small extents
+        (corpus / f"seed{i}").write_bytes(bytes([i] + [8 + i % 8] * 8 + [0] * 64))
+    env = {"TESSERA_FUZZ_IMAGES": ":".join(map(str, plan_images))}
+    assert fuzz(exe, corpus, tmp_path, env) > 100
 
 
 def test_fuzz_the_code_checks(fuzzer, test_image, compiled_image, tmp_path):

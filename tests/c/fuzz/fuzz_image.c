@@ -2,9 +2,13 @@
  *
  * Each input is an image. A loaded one is introspected in full (kernels, arguments, attributes, properties)
  * and each kernel is launched with arguments built from its own metadata, on the NULL stream and on a stream,
- * so that the validation of launches runs on whatever the fuzzer made of the metadata. Entries are inert
- * (cpu_code_double.c). A crash, a sanitizer report or a leak is a bug; refusals are the expected outcome. */
+ * so that the validation of launches runs on whatever the fuzzer made of the metadata. A module's launch plans
+ * (read at load: tsr_module_load_functions) are looked up, described and called with tensors built from their
+ * own (fuzzed) signatures, so that the plan reader and the executor run on whatever the fuzzer made of the
+ * plans. Entries are inert (cpu_code_double.c). A crash, a sanitizer report or a leak is a bug; refusals are the
+ * expected outcome, and a function's refusal names it. */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "tessera/tessera.h"
@@ -21,6 +25,16 @@ int LLVMFuzzerInitialize(int* argc, char*** argv) {
   o.flags = TSR_CONTEXT_DEBUG;
   if (tsrCreateContextWithOptions(&o, &ctx) || tsrCreateStream(ctx, NULL, &stream)) __builtin_trap();
   return 0;
+}
+
+/* A function's refusal names it: "function 'NAME'". */
+static void check_named(tsr_status_t st, const char* name) {
+  char want[256];
+  snprintf(want, sizeof want, "function '%s'", name);
+  if (st && !strstr(tsrGetLastErrorMessage(), want)) {
+    fprintf(stderr, "fuzz_image: status %d without the function's name: %s\n", (int)st, tsrGetLastErrorMessage());
+    __builtin_trap();
+  }
 }
 
 static void exercise(tsr_kernel_t k, uint64_t seed) {
@@ -61,6 +75,41 @@ static void exercise(tsr_kernel_t k, uint64_t seed) {
   tsrStreamSynchronize(stream);
 }
 
+/* Calls `fn` with tensors its signature describes, symbolic extents `extent`, buffers from tsrAlloc. */
+static void call(tsr_function_t fn, int64_t extent) {
+  tsr_function_signature_t sig;
+  if (tsrFunctionGetSignature(fn, &sig)) __builtin_trap();  /* a loaded function describes itself */
+  if (sig.input_count + sig.output_count > 32) return;
+  DLTensor tensors[32];
+  const DLTensor* ptrs[32];
+  int64_t shapes[32][8];
+  void* buffers[32] = {0};
+  size_t n = sig.input_count + sig.output_count, n_dims = 0;
+  for (size_t i = 0; i < n; i++) {
+    const tsr_tensor_spec_t* s = i < sig.input_count ? &sig.inputs[i] : &sig.outputs[i - sig.input_count];
+    if (i >= sig.input_count) n_dims += s->rank;
+    if (s->rank > 8) goto done;
+    uint64_t bytes = (s->dtype.bits + 7u) / 8u;
+    for (uint32_t r = 0; r < s->rank; r++) {
+      shapes[i][r] = s->extents[r] >= 0 ? s->extents[r] : extent;
+      bytes = shapes[i][r] > (1 << 20) || bytes > (1 << 20) ? 1u << 22 : bytes * (uint64_t)shapes[i][r];
+    }
+    if (bytes > (1 << 20)) bytes = 64;  /* too large to allocate here: refused as shorter than its shape */
+    if (tsrAlloc(ctx, bytes ? bytes : 1, TSR_ALLOC_DEFAULT, &buffers[i])) __builtin_trap();
+    memset(buffers[i], 0, bytes);
+    tensors[i] = (DLTensor){buffers[i], {kDLCPU, 0}, (int32_t)s->rank, s->dtype, shapes[i], NULL, 0};
+    ptrs[i] = &tensors[i];
+  }
+  int64_t dims[256];
+  if (n_dims <= 256) check_named(tsrFunctionGetResultShapes(fn, ptrs, sig.input_count, dims, n_dims), sig.name);
+  check_named(tsrFunctionCall(fn, NULL, ptrs, sig.input_count, ptrs + sig.input_count, sig.output_count), sig.name);
+  check_named(tsrFunctionCall(fn, stream, ptrs, sig.input_count, ptrs + sig.input_count, sig.output_count), sig.name);
+  tsrStreamSynchronize(stream);
+done:
+  for (size_t i = 0; i < n; i++)
+    if (buffers[i] && tsrFree(ctx, buffers[i])) __builtin_trap();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tsr_module_t m;
   if (tsrLoadModule(ctx, data, size, &m) != TSR_SUCCESS) return 0;
@@ -74,6 +123,16 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   tsr_kernel_t k;
   tsrGetKernel(m, "gpu_only", &k);  /* the not-found message lists foreign targets */
+  size_t functions = 0;
+  if (tsrModuleGetFunctionCount(m, &functions)) __builtin_trap();
+  for (size_t i = 0; i < functions && i < 8; i++) {
+    const char* name;
+    tsr_function_t fn;
+    if (tsrModuleGetFunctionName(m, i, &name) || tsrModuleGetFunction(m, name, &fn)) __builtin_trap();
+    call(fn, (int64_t)((size * 7 + i) % 40));
+  }
+  tsr_function_t none;
+  tsrModuleGetFunction(m, "no_such_function", &none);  /* the not-found message lists the module's functions */
   if (tsrUnloadModule(m)) __builtin_trap();
   return 0;
 }
