@@ -1,7 +1,7 @@
 """The fixed cost of one kernel call from Python on the CPU backend: tessera.runtime.Kernel.__call__ (its C++
 fast path, runtime/python/launch_plan.cpp) against the Python launcher it replaced (Kernel.pack, then the
 packed slots through _runtime.Kernel.launch), and torch.add on CPU tensors where torch is installed, in the
-same process.
+same process; and tsrLaunch alone from C (bench/launch_c.c, built here against libtessera), the floor.
 
     python bench/launch_cpu.py
 
@@ -10,6 +10,7 @@ A 1-element saxpy (examples/saxpy.py; grid 1, block 32), so that the time is the
 """
 
 import os
+import subprocess
 import sys
 import tempfile
 import timeit
@@ -52,6 +53,17 @@ def main() -> None:
         rows.append(("torch.add(out=), CPU tensors", per_call(lambda: torch.add(tx, tx, alpha=a, out=to))))
     except ImportError:
         pass
+    with tempfile.TemporaryDirectory() as d:
+        exe, path = os.path.join(d, "launch_c"), os.path.join(d, "saxpy.tessera")
+        with open(path, "wb") as f:
+            f.write(image)
+        flags = subprocess.run(["tessera-config", "--cflags", "--libs"], check=True, capture_output=True,
+                               text=True).stdout.split()
+        subprocess.run([os.environ.get("CC", "cc"), "-O2", "-std=c11", os.path.join(os.path.dirname(__file__),
+                        "launch_c.c"), "-o", exe, *flags], check=True)
+        env = dict(os.environ, TESSERA_BACKEND="cpu")
+        out = subprocess.run([exe, path], check=True, capture_output=True, text=True, env=env).stdout.split()
+        rows.append(("tsrLaunch alone, from C", float(out[1]) * 1e-6))
     for name, t in rows:
         print(f"one call, n=1: {name:<34} {t * 1e6:7.2f} us   /tessera {t / rows[0][1]:6.2f}")
 

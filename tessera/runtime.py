@@ -80,12 +80,18 @@ _TARGET = {"cpu": "cpu", "cuda": "ptx", "opencl": "spirv", "hip": "amdgpu", "lev
 
 _default_lock = threading.Lock()
 _default: _runtime.Context | None = None
-_local = threading.local()   # .streams: the stack of streams made current (tessera.stream.use, graph.capture)
+class _Local(threading.local):
+    # the stack of streams made current (tessera.stream.use, graph.capture); None in a thread that has made
+    # none current: a class default, as a missing attribute costs every launch an AttributeError (~1 us)
+    streams: list | None = None
+
+
+_local = _Local()
 
 
 def _current_stream():
     """The stream launches go to when they name none: the innermost `stream.use` or `graph.capture`."""
-    streams = getattr(_local, "streams", None)
+    streams = _local.streams
     return streams[-1] if streams else None
 _default_backend = ""   # "" : $TESSERA_BACKEND, else cpu
 
