@@ -178,28 +178,14 @@ telemetry.disable()
 """
 
 
-def test_the_executor_launches_the_preferred_kernel(example, tmp_path):
+def test_the_executor_launches_the_preferred_kernel(example, fake_cuda, tmp_path):
     """libtessera's executor, under tessera.executor, takes the `prefer` alternative its `when` scores higher with
-    the device's multiprocessor count: on CUDA, here tests/c/fake_cuda.c (4 SMs) installed as libcuda.so.1,
-    whose launches the metrics log records."""
+    the device's multiprocessor count: on the fake CUDA driver (4 SMs), whose launches the metrics log records."""
     import json
-    import os
-    import shutil
-    import subprocess
-    import sys
-    from pathlib import Path
 
-    cc = shutil.which("cc")
-    if cc is None:
-        pytest.skip("no C compiler to build the fake CUDA driver")
-    fake = Path(__file__).parents[1] / "c" / "fake_cuda.c"
-    subprocess.run([cc, "-shared", "-fPIC", "-O1", str(fake), "-pthread", "-o", str(tmp_path / "libcuda.so.1")],
-                   check=True)
     (tmp_path / "gemm.tessera").write_bytes(example.image)
     metrics = tmp_path / "metrics.jsonl"
-    p = subprocess.run([sys.executable, "-c", PREFERRED_HOST, str(tmp_path / "gemm.tessera"), str(metrics)],
-                       capture_output=True, text=True, timeout=300,
-                       env=dict(os.environ, LD_LIBRARY_PATH=str(tmp_path), FAKE_CUDA_LOG=str(tmp_path / "cuda.log")))
+    p = fake_cuda(PREFERRED_HOST, tmp_path / "gemm.tessera", metrics)
     assert p.returncode == 0, p.stdout + p.stderr
     launched = [(r["name"], tuple(r["grid"])) for r in map(json.loads, metrics.read_text().splitlines())
                 if r["kind"] == "kernel"]

@@ -1,13 +1,15 @@
 """The sm_80 … sm_90 tensor-core GEMM (backends/ptx/gemm_sm80.py: mma.sync, cp.async stages, ldmatrix) without
 a GPU: what the generator accepts, what Graph IR matmuls lower to on each architecture, ptxas's view of the
-kernels, located refusals — and its numerics, by running the generated kernels through tessera.executor's
-plans on nvptx_emulator.py (a model of the PTX it uses; float64 references, tolerances as the GPU tests').
+kernels, located refusals — and its numerics, by running the generated kernels as their launch plans say on
+nvptx_emulator.py (a model of the PTX it uses; float64 references, tolerances as the GPU tests'); the plans'
+multiple_of checks by libtessera's executor on the fake CUDA driver.
 
 Running it on a GPU: tests/gpu/test_ampere.py.
 """
 
 import math
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -173,33 +175,47 @@ def test_bad_tile_hints_are_located():
 # -- numerics on the emulator -----------------------------------------------------------------------------
 
 class _Emulated:
-    """Stands in for a runtime Module on host memory: each launch runs the GEMM kernel's LLVM IR on the
-    emulator (C, argument 2, is first filled with NaN bytes, so an element the kernel misses shows)."""
-
-    class context:
-        backend = "cpu"
-        properties = {"compute_units": 4}
+    """The GEMM kernels' LLVM IR on the emulator. libtessera's executor cannot launch them (they are no code of
+    any backend), so `run` launches a one-step GEMM plan here: the arguments in the plan's storage (the executor's
+    own conversion, executor._to_storage), the step's extents, kernel, grid and arguments from the plan (C,
+    argument 2, is first filled with NaN bytes, so an element the kernel misses shows)."""
 
     def __init__(self, irs: dict):
         self.kernels = {name: Kernel(text) for name, text in irs.items()}
-        self.launches = 0
 
-    def kernel(self, name):
-        k = self.kernels[name]
-
-        def launch(*args, grid, block, smem_bytes, stream=None):
-            self.launches += 1
-            args[2].view(np.uint8)[...] = 0xFF
-            (M, K), N = args[0].shape, args[1].shape[1]   # the extents after the arguments, as the runtime adds them
-            k.launch([*args, np.int64(M), np.int64(K), np.int64(N)], grid, block, smem_bytes)
-        return launch
+    def run(self, doc: dict, *arrays):
+        p = plan.Plan.from_json(doc)
+        (step,) = p.steps
+        env, store = {}, {}
+        for vid, a in zip(p.args, arrays):
+            env.update({d: n for d, n in zip(p.values[vid].dims, a.shape) if not d.isdigit()})
+            store[vid] = executor._to_storage(a, p.values[vid].dtype)
+        scope = dict(env, DEVICE_UNITS=4)
+        local = dict(scope, **{k: plan.evaluate(e, scope) for k, e in step.env.items()})
+        step = plan.chosen(step, local)
+        args = []
+        for a in step.args:
+            if not isinstance(a, plan.TensorArg):
+                args.append(np.float32(a.f32) if isinstance(a, plan.F32Arg) else np.int64(plan.evaluate(a.i64, local)))
+                continue
+            v = p.values[a.value]
+            if a.value not in store:
+                store[a.value] = np.empty([plan.evaluate(d, env) for d in v.dims], executor._NUMPY[v.dtype])
+            args.append(store[a.value].reshape([plan.evaluate(d, local) for d in a.shape]))
+        args[2].view(np.uint8)[...] = 0xFF
+        (M, K), N = args[0].shape, args[1].shape[1]   # the extents after the arguments, as the runtime adds them
+        grid = [plan.evaluate(g, local) for g in step.grid]
+        self.kernels[step.kernel].launch([*args, np.int64(M), np.int64(K), np.int64(N)], grid, step.block,
+                                         step.smem)
+        (result,) = p.results
+        return executor._from_storage(store[result], p.values[result].dtype)
 
 
 @pytest.fixture(scope="module")
 def emulated(sm80):
     result, irs = sm80
     module = _Emulated(irs)
-    return lambda name: executor.Function(name, result.metadata["plans"][name], module), module
+    return lambda name: lambda *arrays: module.run(result.metadata["plans"][name], *arrays), module
 
 
 def rounded(x, dt):
@@ -254,12 +270,30 @@ def test_emulated_small_tiles(emulated):
     assert module.kernels["small_tiles__gemm0"].conflicts == {"ldmatrix": 0, "ld.shared": 0, "cp.async": 0}
 
 
-def test_plan_refuses_unaligned_extents_before_launching(emulated):
-    fn, module = emulated
-    before = module.launches
-    with pytest.raises(ValueError, match=r"K = 100 is not a multiple of 8, which kernel 'gemm_bf16__gemm0' needs "
-                                         r"\(the sm_80 GEMM copies bf16 rows"):
-        fn("gemm_bf16")(np.ones((16, 100), np.float32), np.ones((100, 16), np.float32))
-    with pytest.raises(ValueError, match="N = 6 is not a multiple of 4"):
-        fn("gemm_tf32")(np.ones((16, 8), np.float32), np.ones((8, 6), np.float32))
-    assert module.launches == before
+UNALIGNED_HOST = """
+import sys
+import numpy as np
+from tessera import _runtime, executor, telemetry
+prog = executor.load(open(sys.argv[1], "rb").read(), _runtime.Context("cuda"))
+telemetry.enable(sys.argv[2])
+for name, shapes in (("gemm_bf16", ((16, 100), (100, 16))), ("gemm_tf32", ((16, 8), (8, 6)))):
+    try:
+        getattr(prog, name)(*(np.ones(s, np.float32) for s in shapes))
+    except ValueError as e:
+        print(e)
+telemetry.disable()
+print(sum(r["kind"] == "kernel" for r in telemetry.load(sys.argv[2])), "launches")
+"""
+
+
+def test_plan_refuses_unaligned_extents_before_launching(sm80, fake_cuda, tmp_path):
+    """libtessera's executor checks a step's multiple_of before launching (on the fake CUDA driver)."""
+    result, _ = sm80
+    (tmp_path / "sm80.tessera").write_bytes(result.image)
+    p = fake_cuda(UNALIGNED_HOST, tmp_path / "sm80.tessera", tmp_path / "metrics.jsonl")
+    assert p.returncode == 0, p.stdout + p.stderr
+    bf16, tf32, launches = p.stdout.splitlines()
+    assert re.search(r"K = 100 is not a multiple of 8, which kernel 'gemm_bf16__gemm0' needs "
+                     r"\(the sm_80 GEMM copies bf16 rows", bf16), bf16
+    assert "N = 6 is not a multiple of 4" in tf32, tf32
+    assert launches == "0 launches"
