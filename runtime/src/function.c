@@ -194,6 +194,16 @@ tsr_status_t tsrFunctionGetSignature(tsr_function_t fn, tsr_function_signature_t
 
 #define MAX_RANK 8
 
+/* A DLTensor's layout: whether its strides are the compact row-major ones (or it has no element), and the
+ * element offsets from element 0 that it reaches, [lo, hi] (lo <= 0 <= hi). */
+typedef struct layout {
+  bool compact, empty;
+  int64_t lo, hi;
+} layout_t;
+
+static bool layout_of(const DLTensor* t, layout_t* l);
+static bool overlaps(const DLTensor* t, const layout_t* l);
+
 /* The DLPack device types of the memory each backend's kernels address (docs/c-api.md, "Functions"). */
 typedef struct device_row {
   const char* backend;  /* tsr_backend_t.name */
@@ -764,38 +774,37 @@ static tsr_status_t check_tensor(call_t* c, const DLTensor* t, const tsr_tensor_
                     spec->name, spec->rank, (int)t->ndim);
   if (spec->rank && !t->shape)
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' has a NULL shape", fname, role, spec->name);
-  if (t->strides) {
-    int64_t expect = 1;
-    for (int r = t->ndim - 1; r >= 0; r--) {
-      if (t->shape[r] != 1 && t->strides[r] != expect)
-        return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' is not compact row-major (stride %" PRId64
-                        " on axis %d, %" PRId64 " expected); this version takes contiguous tensors only: copy it "
-                        "first", fname, role, spec->name, t->strides[r], r, expect);
-      /* extents whose product overflows describe no tensor; the check of their extents below refuses them */
-      if (__builtin_mul_overflow(expect, t->shape[r], &expect)) break;
-    }
-  }
-  const tsr_plan_value_t* v = &c->f->values[vid];
-  /* a buffer the context knows (tsrAlloc, tsrHostRegister) must hold what the descriptor says */
-  uint64_t bytes = dtype_of(spec->dtype_name)->size;
   for (uint32_t r = 0; r < spec->rank; r++)
-    if (t->shape[r] < 0 || __builtin_mul_overflow(bytes, (uint64_t)t->shape[r], &bytes)) bytes = UINT64_MAX;
+    if (t->shape[r] < 0)
+      return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' has extent %" PRId64 " on axis %u", fname,
+                      role, spec->name, t->shape[r], r);
+  layout_t l;
+  if (!layout_of(t, &l))
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' has extents and strides that span more than "
+                    "int64 elements", fname, role, spec->name);
+  if (!l.compact && t->ndim > MAX_RANK)
+    return tsr_fail(TSR_ERROR_UNSUPPORTED, "function '%s': %s '%s' is strided and of rank %d: strided tensors of "
+                    "rank at most %d are copied", fname, role, spec->name, (int)t->ndim, MAX_RANK);
+  if (!bind && overlaps(t, &l))
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' has strides under which elements share memory "
+                    "(a zero stride broadcasts): only inputs may, an output is written", fname, role, spec->name);
+  const tsr_plan_value_t* v = &c->f->values[vid];
+  /* a buffer the context knows (tsrAlloc, tsrHostRegister) must hold every element the descriptor reaches */
+  uint64_t size = dtype_of(spec->dtype_name)->size, bytes;
   tsr_pointer_info_t info;
   /* no arithmetic on a NULL data pointer (tsrFunctionGetResultShapes takes one): undefined behaviour in C */
-  const char* start = t->data ? (const char*)t->data + t->byte_offset : NULL;
-  if (start && bytes != UINT64_MAX && tsrPointerGetInfo(c->ctx, start, &info) == TSR_SUCCESS &&
-      info.kind != TSR_MEMORY_UNKNOWN) {
-    uint64_t room = (uint64_t)((const char*)info.base + info.bytes - start);
-    if (bytes > room)
-      return tsr_fail(TSR_ERROR_MEMORY_FAULT, "function '%s': %s '%s' needs %" PRIu64 " bytes, but its buffer lies "
-                      "in an allocation of %zu bytes that ends %" PRIu64 " bytes after its start", fname, role,
-                      spec->name, bytes, info.bytes, room);
+  uintptr_t start = t->data ? (uintptr_t)t->data + t->byte_offset : 0;
+  uintptr_t first = start - (uintptr_t)(-l.lo) * size;  /* the lowest element's address */
+  if (start && !l.empty && !__builtin_mul_overflow((uint64_t)(l.hi - l.lo) + 1, size, &bytes) &&
+      tsrPointerGetInfo(c->ctx, (const void*)start, &info) == TSR_SUCCESS && info.kind != TSR_MEMORY_UNKNOWN) {
+    uintptr_t base = (uintptr_t)info.base;
+    if (first < base || first - base > info.bytes || bytes > info.bytes - (first - base))
+      return tsr_fail(TSR_ERROR_MEMORY_FAULT, "function '%s': %s '%s' reaches %" PRIu64 " bytes from %" PRIdPTR
+                      " bytes after the start of its allocation of %zu bytes, past its %s", fname, role, spec->name,
+                      bytes, (intptr_t)(first - base), info.bytes, first < base ? "start" : "end");
   }
   for (uint32_t r = 0; r < spec->rank; r++) {
     int64_t n = t->shape[r];
-    if (n < 0)
-      return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' has extent %" PRId64 " on axis %u", fname,
-                      role, spec->name, n, r);
     const tsr_expr_t* e = &v->dims[r];
     if (e->op_count == 1 && e->ops[0].op == TSR_EXPR_INT) {
       if (e->ops[0].value != n)
@@ -839,6 +848,110 @@ static tsr_memcpy_kind_t device_kind(const call_t* c) {
  * once. Through the runtime's copy operations but not tsrMemcpyAsync's checks, which refuse device memory
  * the context did not allocate (another library's, passed by DLPack): the tensors' ranges were checked
  * against the allocations the context knows already. */
+static tsr_status_t device_copy(call_t* c, void* dst, const void* src, size_t bytes, tsr_memcpy_kind_t kind);
+
+/* ---- strided tensors ----------------------------------------------------------------------------------
+ * No kernel takes strides in this version: a strided input is gathered into a compact intermediate before the
+ * first step, a result scattered into a strided output (or into a strided input a tile program writes) after
+ * the last. Host memory is copied directly; device memory through host staging copies of the tensor's span
+ * with the runtime's synchronous copies (a generic path: no backend has a strided copy). Either way the host
+ * reads or writes the memory, so a call on a stream first waits for it. */
+
+static int64_t stride_of(const DLTensor* t, int r, int64_t compact) { return t->strides ? t->strides[r] : compact; }
+
+static bool layout_of(const DLTensor* t, layout_t* l) {
+  *l = (layout_t){.compact = true};
+  int64_t expect = 1;
+  for (int r = t->ndim - 1; r >= 0; r--) {
+    int64_t n = t->shape[r], stride = stride_of(t, r, expect), reach;
+    if (n == 0) l->empty = true;
+    if (n != 1 && stride != expect) l->compact = false;
+    if (n > 0 && (__builtin_mul_overflow(n - 1, stride, &reach) ||
+                  __builtin_add_overflow(reach < 0 ? l->lo : l->hi, reach, reach < 0 ? &l->lo : &l->hi)))
+      return false;
+    if (__builtin_mul_overflow(expect, n, &expect)) return false;
+  }
+  if (l->empty) l->compact = true;  /* no element: nothing to copy */
+  return true;
+}
+
+/* Whether two elements of `t` may share memory: axes sorted by stride, each must step over all the elements
+ * of the smaller ones (sufficient, as numpy's check; some exotic interleavings are refused too). */
+static bool overlaps(const DLTensor* t, const layout_t* l) {
+  if (l->compact) return false;
+  int order[MAX_RANK], count = 0;
+  for (int r = 0; r < t->ndim; r++)
+    if (t->shape[r] > 1) order[count++] = r;
+  for (int i = 1; i < count; i++)  /* insertion sort by |stride| */
+    for (int j = i; j > 0 && llabs(t->strides[order[j]]) < llabs(t->strides[order[j - 1]]); j--) {
+      int x = order[j];
+      order[j] = order[j - 1];
+      order[j - 1] = x;
+    }
+  int64_t need = 1;
+  for (int i = 0; i < count; i++) {
+    int64_t stride = llabs(t->strides[order[i]]);
+    if (stride < need) return true;
+    need = stride * t->shape[order[i]];  /* within the span layout_of checked */
+  }
+  return false;
+}
+
+/* Copies between strided tensor `t` (its element 0 at host address `origin`) and compact row-major `packed`:
+ * the innermost axes that are compact in both go as one run. */
+static void strided_copy(const DLTensor* t, char* origin, char* packed, size_t size, bool gather) {
+  int inner = t->ndim;
+  int64_t run = 1, outer = 1, index[MAX_RANK] = {0};
+  while (inner > 0 && (t->shape[inner - 1] == 1 || t->strides[inner - 1] == run)) run *= t->shape[--inner];
+  for (int r = 0; r < inner; r++) outer *= t->shape[r];
+  size_t run_bytes = (size_t)run * size;
+  for (int64_t k = 0; k < outer; k++, packed += run_bytes) {
+    int64_t offset = 0;
+    for (int r = 0; r < inner; r++) offset += index[r] * t->strides[r];
+    char* p = origin + offset * (int64_t)size;
+    if (gather) memcpy(packed, p, run_bytes);
+    else memcpy(p, packed, run_bytes);
+    for (int r = inner - 1; r >= 0 && ++index[r] == t->shape[r]; r--) index[r] = 0;
+  }
+}
+
+/* Waits for the call's stream: the host is about to read or write memory its queued work may use. */
+static tsr_status_t host_wait(call_t* c) { return c->stream ? tsrStreamSynchronize(c->stream) : TSR_SUCCESS; }
+
+/* Gathers (`gather`) strided `t` into compact `packed` (an intermediate of `bytes`), or scatters it back. */
+static tsr_status_t strided_transfer(call_t* c, const DLTensor* t, void* packed, uint64_t bytes, bool gather) {
+  layout_t l;
+  layout_of(t, &l);  /* checked with the tensor */
+  size_t size = (t->dtype.bits + 7) / 8;
+  tsr_status_t st = host_wait(c);
+  if (st) return st;
+  if (c->ctx->backend->host_memory) {
+    strided_copy(t, data_of(t), packed, size, gather);
+    return TSR_SUCCESS;
+  }
+  size_t span = (size_t)(l.hi - l.lo + 1) * size;
+  void* first = (void*)((uintptr_t)data_of(t) - (uintptr_t)(-l.lo) * size);
+  char* stage = malloc(span);
+  char* compact = malloc(bytes ? bytes : 1);
+  if (!stage || !compact) {
+    st = tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "function '%s': out of memory staging a strided tensor", c->f->name);
+  } else if (gather) {
+    if (!(st = tsr_memory_copy(c->ctx, stage, first, span, TSR_MEMCPY_DEVICE_TO_HOST, "tsrFunctionCall"))) {
+      strided_copy(t, stage + (size_t)(-l.lo) * size, compact, size, true);
+      st = tsr_memory_copy(c->ctx, packed, compact, bytes, TSR_MEMCPY_HOST_TO_DEVICE, "tsrFunctionCall");
+    }
+  } else {  /* the span is read whole so that the elements between the tensor's keep their values */
+    if (!(st = tsr_memory_copy(c->ctx, compact, packed, bytes, TSR_MEMCPY_DEVICE_TO_HOST, "tsrFunctionCall")) &&
+        !(st = tsr_memory_copy(c->ctx, stage, first, span, TSR_MEMCPY_DEVICE_TO_HOST, "tsrFunctionCall"))) {
+      strided_copy(t, stage + (size_t)(-l.lo) * size, compact, size, false);
+      st = tsr_memory_copy(c->ctx, first, stage, span, TSR_MEMCPY_HOST_TO_DEVICE, "tsrFunctionCall");
+    }
+  }
+  free(stage);
+  free(compact);
+  return st;
+}
+
 static tsr_status_t device_copy(call_t* c, void* dst, const void* src, size_t bytes, tsr_memcpy_kind_t kind) {
   tsr_status_t st = c->stream ? tsr_stream_submit_copy(c->stream, c->ctx, dst, src, bytes, kind)
                               : tsr_memory_copy(c->ctx, dst, src, bytes, kind, "tsrFunctionCall");
@@ -908,11 +1021,38 @@ static tsr_status_t call(call_t* c, const DLTensor* const* inputs, const DLTenso
   if (st) return st;
   for (uint32_t r = 0; r < f->result_count; r++)
     if ((st = check_tensor(c, outputs[r], &sig->outputs[r], f->results[r], "output", false))) return st;
+  /* strided tensors: an input a tile program writes must not share memory between its elements either; none
+   * is copied while a graph is captured (the host copies would run now, not in the replays) */
+  bool strided = false;
+  for (uint32_t k = 0; k < f->arg_count + f->result_count; k++) {
+    const DLTensor* t = k < f->arg_count ? inputs[k] : outputs[k - f->arg_count];
+    layout_t l;
+    layout_of(t, &l);
+    strided = strided || !l.compact;
+    for (uint32_t r = 0; k < f->arg_count && r < f->output_count; r++)
+      if (f->outputs[r] == (int64_t)k && overlaps(t, &l))
+        return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': argument '%s' has strides under which elements "
+                        "share memory (a zero stride broadcasts), but the tile program writes result %u into it",
+                        f->name, sig->inputs[k].name, r);
+  }
+  if (strided && c->stream) {
+    pthread_mutex_lock(&c->stream->lock);
+    bool capturing = c->stream->capture != NULL;
+    pthread_mutex_unlock(&c->stream->lock);
+    if (capturing)
+      return tsr_fail(TSR_ERROR_UNSUPPORTED, "function '%s': a strided tensor is copied by the host, which a graph "
+                      "capture cannot record: pass compact tensors to a captured call", f->name);
+  }
   for (uint32_t a = 0; a < f->arg_count; a++) {
     value_state_t* v = &c->values[f->args[a]];
     v->ptr = data_of(inputs[a]);
     v->elements = 1;
     for (int32_t r = 0; r < inputs[a]->ndim; r++) v->elements *= (uint64_t)inputs[a]->shape[r];
+    layout_t l;
+    layout_of(inputs[a], &l);
+    if (l.compact) continue;
+    uint64_t bytes = v->elements * dtype_of(f->values[f->args[a]].dtype)->size;
+    if ((st = alloc(c, bytes, &v->ptr)) || (st = strided_transfer(c, inputs[a], v->ptr, bytes, true))) return st;
   }
   for (uint32_t i = 0; i < f->step_count; i++) {
     const tsr_plan_step_t* s = &f->steps[i];
@@ -931,7 +1071,11 @@ static tsr_status_t call(call_t* c, const DLTensor* const* inputs, const DLTenso
                                               (uint64_t)f->outputs[r] < f->arg_count ? inputs[f->outputs[r]] : NULL};
     for (int t = 0; t < 2; t++) {
       if (!targets[t] || data_of(targets[t]) == v->ptr || !bytes) continue;
-      if ((st = device_copy(c, data_of(targets[t]), v->ptr, bytes, device_kind(c)))) return st;
+      layout_t l;
+      layout_of(targets[t], &l);
+      st = l.compact ? device_copy(c, data_of(targets[t]), v->ptr, bytes, device_kind(c))
+                     : strided_transfer(c, targets[t], v->ptr, bytes, false);
+      if (st) return st;
     }
   }
   return TSR_SUCCESS;

@@ -7,8 +7,12 @@
  * DIR/shapes.txt has one line per tensor, inputs first: "in|out NDIM D0 D1 ...". Inputs are read from
  * DIR/in<i>.bin (raw, as the signature's dtype stores them), outputs written to DIR/out<i>.bin. With --bad, the
  * host also checks that bad calls (unknown function, wrong count, rank, dtype, extent, NULL pointers,
- * non-contiguous strides, a buffer shorter than its shape) return their status with a message naming the
- * function and argument. Every run also checks tsrFunctionGetResultShapes against the outputs' extents. */
+ * an output whose strides overlap, a buffer shorter than its shape or its strides reach) return their status
+ * with a message naming the function and argument. With --strided (CPU), the host runs the function on strided
+ * views of the same values, as numpy makes them (transposed, every other element with an offset, axis 0
+ * reversed; inputs broadcast along axis 0 by a zero stride), and checks that outputs and inputs end bit for
+ * bit as the compact call leaves them. Every run also checks tsrFunctionGetResultShapes against the outputs'
+ * extents. */
 #include "check.h"
 
 #define MAX_TENSORS 32
@@ -28,6 +32,130 @@ static DLDeviceType device_type_of(const char* backend) {
   if (strcmp(backend, "level_zero") == 0) return kDLOneAPI;
   if (strcmp(backend, "opencl") == 0) return kDLOpenCL;
   return kDLCPU;
+}
+
+/* ---- strided views (--strided) ---------------------------------------------------------------------------- */
+
+enum { TRANSPOSED, SLICED, REVERSED, BROADCAST, LAYOUTS };
+static const char* const layout_names[LAYOUTS] = {"transposed", "every other element", "axis 0 reversed",
+                                                  "inputs broadcast along axis 0"};
+
+/* A strided view of a tensor of `h`'s shape, laid out as `layout` says in a new buffer (*buffer, to free). */
+typedef struct view {
+  DLTensor t;
+  int64_t strides[8];
+  char* buffer;
+} view_t;
+
+static void view_make(view_t* v, const host_tensor_t* h, int layout) {
+  int nd = h->t.ndim;
+  size_t size = h->t.dtype.bits / 8;
+  int64_t elements = 1, compact[8], stride = 1;
+  for (int r = nd - 1; r >= 0; r--) compact[r] = stride, stride *= h->shape[r];
+  elements = stride;
+  v->t = h->t;
+  v->t.strides = v->strides;
+  int64_t span = elements, first = 0;  /* buffer elements; element 0's index in it */
+  if (layout == TRANSPOSED) {         /* numpy: a.T.copy().T, column-major storage */
+    stride = 1;
+    for (int r = 0; r < nd; r++) v->strides[r] = stride, stride *= h->shape[r];
+  } else if (layout == SLICED) {      /* numpy: b[..., 1::2] of b with twice the last axis, plus one */
+    stride = 1;
+    for (int r = nd - 1; r >= 0; r--) v->strides[r] = (r == nd - 1 ? 2 : 1) * stride, stride *= (r == nd - 1 ? 2 * h->shape[r] + 1 : h->shape[r]);
+    span = stride, first = nd ? 1 : 0;
+  } else if (layout == REVERSED) {    /* numpy: b[::-1] */
+    memcpy(v->strides, compact, sizeof(int64_t) * (size_t)nd);
+    if (nd) v->strides[0] = -compact[0], first = (h->shape[0] - 1) * compact[0];
+  } else {                            /* numpy: np.broadcast_to(b[:1], shape) */
+    memcpy(v->strides, compact, sizeof(int64_t) * (size_t)nd);
+    if (nd) v->strides[0] = 0, span = h->shape[0] ? elements / h->shape[0] : 0;
+  }
+  v->buffer = calloc((size_t)(span ? span : 1), size);
+  v->t.data = v->buffer;
+  v->t.byte_offset = (uint64_t)first * size;  /* element 0, through byte_offset as DLPack allows */
+}
+
+/* The element offsets of row-major element k in the view. */
+static int64_t view_offset(const view_t* v, int64_t k) {
+  int64_t offset = 0;
+  for (int r = v->t.ndim - 1; r >= 0; r--) {
+    offset += (k % v->t.shape[r]) * v->strides[r];
+    k /= v->t.shape[r];
+  }
+  return offset;
+}
+
+/* Copies compact `data` into the view (`in`) or out of it. */
+static void view_copy(view_t* v, char* data, bool in) {
+  size_t size = v->t.dtype.bits / 8;
+  int64_t elements = 1;
+  for (int r = 0; r < v->t.ndim; r++) elements *= v->t.shape[r];
+  char* origin = v->buffer + v->t.byte_offset;
+  for (int64_t k = 0; k < elements; k++) {
+    char* p = origin + view_offset(v, k) * (int64_t)size;
+    if (in) memcpy(p, data + k * (int64_t)size, size);
+    else memcpy(data + k * (int64_t)size, p, size);
+  }
+}
+
+/* Each layout: the function on views of `pristine` inputs (broadcast: their slices 0) against the compact call
+ * on the same values; the outputs and the inputs (a tile program writes some) must end alike. */
+static void strided_calls(tsr_context_t ctx, tsr_function_t fn, const tsr_function_signature_t* sig,
+                          host_tensor_t* ins, host_tensor_t* outs, char** pristine) {
+  tsr_stream_t stream;
+  MUST(tsrCreateStream(ctx, NULL, &stream));
+  size_t n_in = sig->input_count, n_out = sig->output_count;
+  for (int layout = 0; layout < LAYOUTS; layout++) {
+    static view_t vin[MAX_TENSORS], vout[MAX_TENSORS];
+    static char *want_in[MAX_TENSORS], *want_out[MAX_TENSORS];
+    const DLTensor *in[MAX_TENSORS], *out[MAX_TENSORS];
+    /* the compact call on the values the views will hold */
+    for (size_t i = 0; i < n_in; i++) {
+      memcpy(ins[i].data, pristine[i], ins[i].bytes);
+      if (layout == BROADCAST && ins[i].t.ndim && ins[i].shape[0]) {
+        size_t slice = ins[i].bytes / (size_t)ins[i].shape[0];
+        for (int64_t j = 1; j < ins[i].shape[0]; j++) memcpy((char*)ins[i].data + j * (int64_t)slice, ins[i].data, slice);
+      }
+      in[i] = &ins[i].t;
+    }
+    for (size_t i = 0; i < n_out; i++) memset(outs[i].data, 0, outs[i].bytes), out[i] = &outs[i].t;
+    for (size_t i = 0; i < n_in; i++) {
+      view_make(&vin[i], &ins[i], layout);
+      view_copy(&vin[i], ins[i].data, true);
+      in[i] = &vin[i].t;
+    }
+    const DLTensor* compact_in[MAX_TENSORS];
+    for (size_t i = 0; i < n_in; i++) compact_in[i] = &ins[i].t;
+    MUST(tsrFunctionCall(fn, NULL, compact_in, n_in, out, n_out));
+    for (size_t i = 0; i < n_in; i++) want_in[i] = malloc(ins[i].bytes + 1), memcpy(want_in[i], ins[i].data, ins[i].bytes);
+    for (size_t i = 0; i < n_out; i++) {
+      want_out[i] = malloc(outs[i].bytes + 1), memcpy(want_out[i], outs[i].data, outs[i].bytes);
+      view_make(&vout[i], &outs[i], layout == BROADCAST ? SLICED : layout);
+      out[i] = &vout[i].t;
+    }
+    char what[160];
+    snprintf(what, sizeof what, "a call on views: %s", layout_names[layout]);
+    tsr_status_t st = tsrFunctionCall(fn, stream, in, n_in, out, n_out);
+    if (layout == BROADCAST && st == TSR_ERROR_INVALID_VALUE)  /* refused where a tile program writes the input */
+      expect_msg(what, st, TSR_ERROR_INVALID_VALUE, "but the tile program writes result");
+    else
+      expect(what, st, TSR_SUCCESS);
+    MUST(tsrStreamSynchronize(stream));
+    bool same = true;
+    for (size_t i = 0; i < n_out; i++) {
+      view_copy(&vout[i], outs[i].data, false);
+      same = same && memcmp(outs[i].data, want_out[i], outs[i].bytes) == 0;
+    }
+    for (size_t i = 0; i < n_in && layout != BROADCAST; i++) {
+      view_copy(&vin[i], ins[i].data, false);
+      same = same && memcmp(ins[i].data, want_in[i], ins[i].bytes) == 0;
+    }
+    snprintf(what, sizeof what, "%s: the same bits as the compact call", layout_names[layout]);
+    if (!st) check(what, same);
+    for (size_t i = 0; i < n_in; i++) free(vin[i].buffer), free(want_in[i]);
+    for (size_t i = 0; i < n_out; i++) free(vout[i].buffer), free(want_out[i]);
+  }
+  MUST(tsrDestroyStream(stream));
 }
 
 static void print_spec(const char* role, const tsr_tensor_spec_t* s) {
@@ -111,11 +239,28 @@ static void bad_inputs(tsr_context_t ctx, tsr_module_t module, tsr_function_t fn
   expect_msg("wrong extent", tsrFunctionCall(fn, NULL, in, sig->input_count, out, sig->output_count),
              TSR_ERROR_INVALID_VALUE, "extent");
   t = ins[0].t;
-  int64_t strides[8];
-  for (int r = 0; r < t.ndim; r++) strides[r] = 1;  /* not row-major */
+  int64_t strides[8] = {0};  /* every element the same */
+  DLTensor o0 = outs[0].t;
+  o0.strides = strides;
+  out[0] = &o0;
+  expect_msg("an output broadcast by zero strides", tsrFunctionCall(fn, NULL, in, sig->input_count, out,
+                                                                     sig->output_count),
+             TSR_ERROR_INVALID_VALUE, "share memory");
+  out[0] = &outs[0].t;
+  /* a view of axis 0 reversed whose data pointer is the start of its allocation: it reaches before it */
+  void* exact;
+  MUST(tsrAlloc(ctx, ins[0].bytes, TSR_ALLOC_DEFAULT, &exact));
+  t = ins[0].t;
+  t.data = exact;
+  int64_t stride = 1;
+  for (int r = t.ndim - 1; r >= 0; r--) strides[r] = stride, stride *= t.shape[r];
+  strides[0] = -strides[0];
   t.strides = strides;
-  expect_msg("non-contiguous", tsrFunctionCall(fn, NULL, in, sig->input_count, out, sig->output_count),
-             TSR_ERROR_INVALID_VALUE, "contiguous");
+  if (t.ndim && t.shape[0] > 1)
+    expect_msg("a reversed view reaching before its allocation", tsrFunctionCall(fn, NULL, in, sig->input_count, out,
+                                                                                 sig->output_count),
+               TSR_ERROR_MEMORY_FAULT, "past its start");
+  MUST(tsrFree(ctx, exact));
   /* a buffer the context knows, shorter than the descriptor says */
   t = ins[0].t;
   void* small;
@@ -141,13 +286,15 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: %s IMAGE FUNCTION DIR [--bad] [--backend NAME]\n", argv[0]);
     return 2;
   }
-  bool bad = false;
+  bool bad = false, strided = false;
   const char* backend = "cpu";
   for (int i = 4; i < argc; i++) {
     if (strcmp(argv[i], "--bad") == 0) bad = true;
+    else if (strcmp(argv[i], "--strided") == 0) strided = true;
     else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc) backend = argv[++i];
     else return 2;
   }
+  if (strided && strcmp(backend, "cpu") != 0) return 2;  /* the views are host memory */
   size_t size;
   void* image = read_file(argv[1], &size);
   tsr_context_t ctx;
@@ -225,6 +372,11 @@ int main(int argc, char** argv) {
   }
   fclose(shapes);
 
+  static char* pristine[MAX_TENSORS];  /* the inputs before any call writes them */
+  for (size_t i = 0; i < sig.input_count; i++) {
+    pristine[i] = malloc(ins[i].bytes + 1);
+    memcpy(pristine[i], ins[i].data, ins[i].bytes);
+  }
   if (bad) bad_inputs(ctx, module, fn, &sig, ins, outs);
 
   /* the outputs' extents from the inputs' descriptors alone (their data NULL) */
@@ -264,6 +416,8 @@ int main(int argc, char** argv) {
     if (!f || fwrite(outs[i].data, 1, outs[i].bytes, f) != outs[i].bytes) return 2;
     fclose(f);
   }
+  if (strided) strided_calls(ctx, fn, &sig, ins, outs, pristine);
+  for (size_t i = 0; i < sig.input_count; i++) free(pristine[i]);
   tsr_memory_stats_t stats;
   MUST(tsrGetMemoryStats(ctx, &stats));
   check("intermediates are freed", stats.allocations == 0);

@@ -8,7 +8,8 @@
  * after a call on the NULL stream and one on a stream; tsrFunctionGetResultShapes; that tensors on another
  * DLPack device type or device id are refused naming the argument; a call captured into a graph, replayed by
  * two executable instances with new inputs written into the same buffers, its intermediates held by the graph
- * until the last instance goes; that every intermediate is freed. */
+ * until the last instance goes; strided views (reversed, every other element) in device memory, refused while
+ * capturing; that every intermediate is freed. */
 #include "check.h"
 
 #define N 100
@@ -139,6 +140,44 @@ int main(int argc, char** argv) {
   check_result("its result", ctx, dout);
   MUST(tsrDestroyGraphExec(execs[1]));
   check("the last instance freed the intermediates", allocations(ctx) == 3);
+
+  /* strided views in device memory (copied through host staging): x reversed, its data at its last element
+   * (numpy x[::-1]); y and the output every other element after the first (b[1::2] of a buffer of 2N + 1) */
+  set_inputs(ctx, dx, dy, 5);
+  float rev[N], sparse_y[2 * N + 1], sparse_out[2 * N + 1];
+  for (int i = 0; i < N; i++) rev[i] = hx[N - 1 - i];
+  for (int i = 0; i < 2 * N + 1; i++) sparse_y[i] = i % 2 ? hy[i / 2] : -7.0f, sparse_out[i] = -7.0f;
+  void *rx, *sy, *sout;
+  MUST(tsrAlloc(ctx, sizeof rev, TSR_ALLOC_DEFAULT, &rx));
+  MUST(tsrAlloc(ctx, sizeof sparse_y, TSR_ALLOC_DEFAULT, &sy));
+  MUST(tsrAlloc(ctx, sizeof sparse_out, TSR_ALLOC_DEFAULT, &sout));
+  MUST(tsrMemcpy(ctx, rx, rev, sizeof rev, TSR_MEMCPY_HOST_TO_DEVICE));
+  MUST(tsrMemcpy(ctx, sy, sparse_y, sizeof sparse_y, TSR_MEMCPY_HOST_TO_DEVICE));
+  MUST(tsrMemcpy(ctx, sout, sparse_out, sizeof sparse_out, TSR_MEMCPY_HOST_TO_DEVICE));
+  int64_t backwards[1] = {-1}, every_other[1] = {2};
+  DLTensor vx = {rx, device, 1, f32, shape, backwards, (N - 1) * sizeof(float)};
+  DLTensor vy = {sy, device, 1, f32, shape, every_other, sizeof(float)};
+  DLTensor vout = {sout, device, 1, f32, shape, every_other, sizeof(float)};
+  const DLTensor* views[2] = {&vx, &vy};
+  const DLTensor* view_out[1] = {&vout};
+  expect("a call on strided views", tsrFunctionCall(fn, stream, views, 2, view_out, 1), TSR_SUCCESS);
+  MUST(tsrStreamSynchronize(stream));
+  MUST(tsrMemcpy(ctx, sparse_out, sout, sizeof sparse_out, TSR_MEMCPY_DEVICE_TO_HOST));
+  bool same = true;
+  for (int i = 0; i < 2 * N + 1; i++) {
+    float expected = i % 2 ? want[i / 2] : -7.0f;  /* the elements between the view's are left alone */
+    same = same && memcmp(&sparse_out[i], &expected, sizeof expected) == 0;
+  }
+  check("the views' result, bit for bit, and nothing between its elements", same);
+  check("the staging intermediates are freed", allocations(ctx) == 6);
+  MUST(tsrStreamBeginCapture(stream));
+  expect_msg("strided views while capturing", tsrFunctionCall(fn, stream, views, 2, view_out, 1),
+             TSR_ERROR_UNSUPPORTED, "capture");
+  MUST(tsrStreamEndCapture(stream, &graph));
+  MUST(tsrDestroyGraph(graph));
+  MUST(tsrFree(ctx, rx));
+  MUST(tsrFree(ctx, sy));
+  MUST(tsrFree(ctx, sout));
   MUST(tsrDestroyStream(stream));
   MUST(tsrFree(ctx, dx));
   MUST(tsrFree(ctx, dy));

@@ -29,9 +29,10 @@ def compiler():
 
 def call_from_c(build_host, image, name, inputs, out_shapes, tmp_path, bad=False):
     """Runs `name` of `image` in the C host on `inputs` (arrays as the plan stores them); returns its output
-    files' bytes and the host's stdout."""
+    files' bytes and the host's stdout. The host also runs it on strided views of the inputs and outputs
+    (--strided: transposed, sliced, reversed, broadcast) and checks them against its compact call bit for bit."""
     return run_host_function(build_host("host_function.c"), image, name, inputs, out_shapes, tmp_path,
-                             ["--bad"] if bad else [])
+                             ["--strided"] + (["--bad"] if bad else []))
 
 
 def bf16_bits(x):
