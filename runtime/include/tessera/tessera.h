@@ -451,9 +451,14 @@ TSR_API tsr_status_t tsrFunctionGetSignature(tsr_function_t function, tsr_functi
  * signature entry; extents named by a symbol ("T") are bound by the first input that has them and must agree
  * everywhere else, the outputs' included. Tensors live in memory the context's kernels address, on the DLPack
  * device type of its backend and device_id 0 (the device a context drives): cpu kDLCPU, kDLCUDAHost or
- * kDLROCMHost; cuda kDLCUDA or kDLCUDAManaged; hip kDLROCM; level_zero kDLOneAPI; opencl kDLOpenCL. They
- * are compact row-major in this version (strides NULL or those of a compact row-major tensor; byte_offset
- * added to data). Inputs are used in place, not copied:
+ * kDLROCMHost; cuda kDLCUDA or kDLCUDAManaged; hip kDLROCM; level_zero kDLOneAPI; opencl kDLOpenCL.
+ * byte_offset is added to data. Strides may be NULL or compact row-major (used in place) or any others
+ * (transposed, sliced, negative; zero for inputs: a broadcast); no kernel takes strides in this version, so
+ * every non-compact tensor is copied: an input gathered into a compact intermediate before the first step, a
+ * result scattered into an output (or an input a tile program writes) after the last, by the host (on device
+ * backends through host staging copies of the span the tensor reaches, written back whole). A call with a
+ * strided tensor on a stream therefore waits for the stream first, and is refused on a capturing stream.
+ * Compact inputs are used in place, not copied:
  * a kernel the plan lets write an input writes it (a tile program's outputs are also written into the inputs
  * passed for them, as tessera.executor does). Launches go to `stream` through tsrLaunch; results are copied
  * into the outputs with the runtime's device-to-device copy on the same stream (host-to-host on the CPU),
@@ -470,8 +475,9 @@ TSR_API tsr_status_t tsrFunctionGetSignature(tsr_function_t function, tsr_functi
  * function and the argument: TSR_ERROR_INVALID_HANDLE (function, or a stream of no context);
  * TSR_ERROR_INVALID_VALUE for a NULL `inputs`/`outputs` array with a count above 0, a NULL tensor or data
  * pointer, n_in or n_out other than the signature's, a wrong rank, dtype (lanes other than 1 included) or
- * extent, an extent bound twice differently, a non-compact tensor, a DLPack device type other than the
- * backend's or a device_id other than 0 (the message names both), a
+ * extent, an extent bound twice differently, an output (or an input a tile program writes) whose
+ * elements share memory (zero or interleaved strides), a DLPack device type other than the backend's or a
+ * device_id other than 0 (the message names both), extents and strides spanning more than int64 elements, a
  * stream of another context, an input that a tile program also writes a result into whose number of elements
  * differs from that result's (a broadcasting C of C += A @ B), and at run time an extent expression that fails (a division by zero, a
  * result outside int64), a value the plan views with another number of elements, an extent not a multiple
@@ -479,9 +485,11 @@ TSR_API tsr_status_t tsrFunctionGetSignature(tsr_function_t function, tsr_functi
  * TSR_ERROR_NOT_FOUND when a step's kernel has no code this runtime can run, or when a call step calls a
  * function the module does not define (an import of an image not linked: the message names the caller, the step,
  * the import and says to link it with tessera-link); TSR_ERROR_UNSUPPORTED for call steps nested more than 64
- * deep (a cycle of calls in a hand-made or linked plan);
+ * deep (a cycle of calls in a hand-made or linked plan), and for a strided tensor on a capturing stream or of
+ * rank above 8;
  * TSR_ERROR_MEMORY_FAULT for a tensor whose data lies in an allocation the context knows (tsrAlloc,
- * tsrHostRegister) that is shorter than its shape says (memory the context does not know cannot be checked);
+ * tsrHostRegister) that does not hold every element its shape and strides reach (memory the context does
+ * not know cannot be checked);
  * TSR_ERROR_OUT_OF_MEMORY; and whatever tsrLaunch returns for a step, with the step named. After a failure
  * at run time, outputs may be partly written. Thread safety: concurrent calls of one function are allowed
  * (each has its own intermediates). */
