@@ -295,7 +295,11 @@ static tsr_status_t alloc(call_t* c, uint64_t bytes, void** out) {
   if (bytes > SIZE_MAX) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "function '%s': an intermediate of %" PRIu64
                                         " bytes", c->f->name, bytes);
   tsr_status_t st = tsrAlloc(c->ctx, (size_t)bytes, TSR_ALLOC_DEFAULT, out);
-  if (st) return st;
+  if (st) {  /* the allocator's message names no function */
+    char message[768];
+    snprintf(message, sizeof message, "%s", tsrGetLastErrorMessage());
+    return tsr_fail(st, "function '%s': an intermediate of %" PRIu64 " bytes: %s", c->f->name, bytes, message);
+  }
   c->owned[c->owned_count++] = *out;
   return TSR_SUCCESS;
 }
@@ -310,7 +314,8 @@ static tsr_status_t tensor(call_t* c, uint32_t vid, value_state_t** out) {
     uint64_t n = value_elements(c, vid, NULL, &st);
     if (st) return st;
     const dtype_row_t* d = dtype_of(v->dtype);
-    uint64_t bytes = n * d->size;
+    uint64_t bytes;  /* a size past uint64 (extents near int64's limit) cannot be allocated: tsrAlloc says so */
+    if (__builtin_mul_overflow(n, (uint64_t)d->size, &bytes)) bytes = UINT64_MAX;
     if (!v->has_buffer) {
       if ((st = alloc(c, bytes, &s->ptr))) return st;
     } else {
@@ -321,7 +326,8 @@ static tsr_status_t tensor(call_t* c, uint32_t vid, value_state_t** out) {
           if (!w->has_buffer || w->buffer != v->buffer) continue;
           uint64_t wn = value_elements(c, o, NULL, &st);
           if (st) return st;
-          uint64_t wb = wn * dtype_of(w->dtype)->size;
+          uint64_t wb;
+          if (__builtin_mul_overflow(wn, (uint64_t)dtype_of(w->dtype)->size, &wb)) wb = UINT64_MAX;
           if (wb > most) most = wb;
         }
         if ((st = alloc(c, most, &c->slots[v->buffer]))) return st;

@@ -288,3 +288,22 @@ def test_malformed_and_truncated_plans_from_python():
     end = section.offset + section.size
     with pytest.raises(Exception, match="launch plan: .*truncated"):
         executor.load(image[:end - 40] + b" " * 40 + image[end:])
+
+
+def test_extents_near_int64s_limit_are_refused_naming_the_function(build_host, tmp_path):
+    """swiglu with its hidden extent H = 2^63 - 1 and 64-byte buffers: its intermediates' sizes overflow uint64.
+    Found by fuzz_function: the size wrapped, the allocator refused it with a message naming no function, and
+    an argument whose byte size overflowed went unchecked against its allocation."""
+    image = compiled("examples/graph/mlp.py")
+    H = 2**63 - 1
+    (tmp_path / "image.tessera").write_bytes(image)
+    for i in range(4):
+        (tmp_path / f"in{i}.bin").write_bytes(bytes(4))
+    (tmp_path / "shapes.txt").write_text(f"in 2 1 1\nin 2 1 {H} [64]\nin 2 1 {H} [64]\nin 2 {H} 1 [64]\nout 2 1 1\n")
+    p = subprocess.run([str(build_host("host_function_call.c")), str(tmp_path / "image.tessera"), "swiglu",
+                        str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and p.stdout.rstrip().endswith("0 failed"), p.stdout + p.stderr
+    for what in ("shapes", "call"):
+        line = next(x for x in p.stdout.splitlines() if x.startswith(what + ": "))
+        assert not line.startswith(f"{what}: TSR_SUCCESS") and f"{what}: TSR_ERROR" in line, line
+        assert ": function 'swiglu': " in line, line
