@@ -795,20 +795,6 @@ static tsr_status_t check_tensor(call_t* c, const DLTensor* t, const tsr_tensor_
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' has strides under which elements share memory "
                     "(a zero stride broadcasts): only inputs may, an output is written", fname, role, spec->name);
   const tsr_plan_value_t* v = &c->f->values[vid];
-  /* a buffer the context knows (tsrAlloc, tsrHostRegister) must hold every element the descriptor reaches */
-  uint64_t size = dtype_of(spec->dtype_name)->size, bytes;
-  tsr_pointer_info_t info;
-  /* no arithmetic on a NULL data pointer (tsrFunctionGetResultShapes takes one): undefined behaviour in C */
-  uintptr_t start = t->data ? (uintptr_t)t->data + t->byte_offset : 0;
-  uintptr_t first = start - (uintptr_t)(-l.lo) * size;  /* the lowest element's address */
-  if (start && !l.empty && !__builtin_mul_overflow((uint64_t)(l.hi - l.lo) + 1, size, &bytes) &&
-      tsrPointerGetInfo(c->ctx, (const void*)start, &info) == TSR_SUCCESS && info.kind != TSR_MEMORY_UNKNOWN) {
-    uintptr_t base = (uintptr_t)info.base;
-    if (first < base || first - base > info.bytes || bytes > info.bytes - (first - base))
-      return tsr_fail(TSR_ERROR_MEMORY_FAULT, "function '%s': %s '%s' reaches %" PRIu64 " bytes from %" PRIdPTR
-                      " bytes after the start of its allocation of %zu bytes, past its %s", fname, role, spec->name,
-                      bytes, (intptr_t)(first - base), info.bytes, first < base ? "start" : "end");
-  }
   for (uint32_t r = 0; r < spec->rank; r++) {
     int64_t n = t->shape[r];
     const tsr_expr_t* e = &v->dims[r];
@@ -839,6 +825,31 @@ static tsr_status_t check_tensor(call_t* c, const DLTensor* t, const tsr_tensor_
         return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s '%s' must have extent %" PRId64 " (%s) on axis "
                         "%u, got %" PRId64, fname, role, spec->name, want, e->text, r, n);
     }
+  }
+  return TSR_SUCCESS;
+}
+
+/* A buffer the context knows (tsrAlloc, tsrHostRegister) must hold every element a checked tensor's descriptor
+ * reaches. Run after the extents of every tensor are checked: their refusal says more than the overrun a wrong
+ * extent causes. */
+static tsr_status_t check_reach(call_t* c, const DLTensor* t, const tsr_tensor_spec_t* spec, const char* role) {
+  const char* fname = c->f->name;
+  layout_t l;
+  layout_of(t, &l);
+  uint64_t size = dtype_of(spec->dtype_name)->size, bytes;
+  tsr_pointer_info_t info;
+  /* no arithmetic on a NULL data pointer (tsrFunctionGetResultShapes takes one): undefined behaviour in C */
+  uintptr_t start = t->data ? (uintptr_t)t->data + t->byte_offset : 0;
+  uintptr_t first = start - (uintptr_t)(-l.lo) * size;  /* the lowest element's address */
+  if (start && !l.empty && tsrPointerGetInfo(c->ctx, (const void*)start, &info) == TSR_SUCCESS &&
+      info.kind != TSR_MEMORY_UNKNOWN) {
+    /* a span of more bytes than uint64 holds reaches past every allocation: refused too, not left unchecked */
+    if (__builtin_mul_overflow((uint64_t)(l.hi - l.lo) + 1, size, &bytes)) bytes = UINT64_MAX;
+    uintptr_t base = (uintptr_t)info.base;
+    if (first < base || first - base > info.bytes || bytes > info.bytes - (first - base))
+      return tsr_fail(TSR_ERROR_MEMORY_FAULT, "function '%s': %s '%s' reaches %" PRIu64 " bytes from %" PRIdPTR
+                      " bytes after the start of its allocation of %zu bytes, past its %s", fname, role, spec->name,
+                      bytes, (intptr_t)(first - base), info.bytes, first < base ? "start" : "end");
   }
   return TSR_SUCCESS;
 }
@@ -1017,6 +1028,8 @@ static tsr_status_t bind_inputs(call_t* c, const DLTensor* const* inputs) {
                       "which the tile program also writes into it, has %" PRIu64 ": their extents must agree",
                       f->name, sig->inputs[a].name, have, r, want);
   }
+  for (uint32_t a = 0; a < f->arg_count; a++)
+    if ((st = check_reach(c, inputs[a], &sig->inputs[a], "argument"))) return st;
   return TSR_SUCCESS;
 }
 
@@ -1027,6 +1040,8 @@ static tsr_status_t call(call_t* c, const DLTensor* const* inputs, const DLTenso
   if (st) return st;
   for (uint32_t r = 0; r < f->result_count; r++)
     if ((st = check_tensor(c, outputs[r], &sig->outputs[r], f->results[r], "output", false))) return st;
+  for (uint32_t r = 0; r < f->result_count; r++)
+    if ((st = check_reach(c, outputs[r], &sig->outputs[r], "output"))) return st;
   /* strided tensors: an input a tile program writes must not share memory between its elements either; none
    * is copied while a graph is captured (the host copies would run now, not in the replays) */
   bool strided = false;

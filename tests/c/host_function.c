@@ -236,8 +236,9 @@ static void bad_inputs(tsr_context_t ctx, tsr_module_t module, tsr_function_t fn
   memcpy(shape, t.shape, sizeof(int64_t) * (size_t)t.ndim);
   t.shape = shape;
   shape[t.ndim - 1] += 1;
+  /* a fixed extent says "must have extent", a symbolic one bound by this argument "but an earlier argument has" */
   expect_msg("wrong extent", tsrFunctionCall(fn, NULL, in, sig->input_count, out, sig->output_count),
-             TSR_ERROR_INVALID_VALUE, "extent");
+             TSR_ERROR_INVALID_VALUE, "on axis");
   t = ins[0].t;
   int64_t strides[8] = {0};  /* every element the same */
   DLTensor o0 = outs[0].t;
