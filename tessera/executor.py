@@ -71,14 +71,15 @@ def _takes(declared: str, storage: str) -> str:
     return "float32 values" + (f" or {runtime.storage_spelling(declared)}" if bits else "")
 
 
-def _to_storage(x: np.ndarray, dtype: str) -> np.ndarray:
-    """An accepted array (`_accepted`) as the plan stores dtype `dtype`."""
+def _to_storage(x: np.ndarray, dtype: str, compact: bool = True) -> np.ndarray:
+    """An accepted array (`_accepted`) as the plan stores dtype `dtype`; `compact`: C-contiguous (else an array
+    of the stored dtype keeps its strides, which libtessera's executor takes)."""
     if dtype == "bf16" and x.dtype == np.float32:  # the top half of an f32: round to nearest even, keep it
         r = round_to(x.astype(np.float64), "bf16").astype(np.float32)
         return np.ascontiguousarray((r.view(np.uint32) >> 16).astype(np.uint16))
     if dtype == "tf32":  # an f32 whose low 13 fraction bits are zero: round to nearest even
         return np.ascontiguousarray(round_to(x.astype(np.float64), "tf32").astype(np.float32))
-    return np.ascontiguousarray(x)
+    return np.ascontiguousarray(x) if compact else x
 
 
 def _from_storage(x: np.ndarray, dtype: str) -> np.ndarray:
@@ -117,7 +118,9 @@ class Function:
         if s is not None and s.capture is not None and device and not given_device:
             raise ValueError(f"'{self.name}' is being captured into a graph: pass DeviceArrays, which the "
                              f"graph's replays write, to get its results")
-        inputs = [self._input(index, pname, a, p.values[vid], device)
+        # libtessera gathers a strided tensor itself, but cannot record that in a graph: a capture gets copies
+        capturing = s is not None and s.capture is not None
+        inputs = [self._input(index, pname, a, p.values[vid], device, capturing)
                   for index, (pname, vid, a) in enumerate(zip(p.params, p.args, arrays))]
         native_in = [_native(x) for x in inputs]
         results = []
@@ -187,10 +190,10 @@ class Function:
         if a.dtype not in _accepted(declared, spec.dtype):
             raise runtime.dtype_error(where, declared, a.dtype, _takes(declared, spec.dtype))
 
-    def _input(self, index: int, pname: str, a, spec: plans.Value, device: bool):
+    def _input(self, index: int, pname: str, a, spec: plans.Value, device: bool, compact: bool):
         """An argument as the plan stores it: a DeviceArray used in place, or a numpy array converted to the
-        parameter's storage (a copy only where its dtype or layout differs; copied to the device when the call
-        runs there)."""
+        parameter's storage (a copy only where its dtype differs, or, with `compact`, its layout; copied to the
+        device when the call runs there)."""
         self._check_dtype(pname, a, spec)
         if isinstance(a, runtime.DeviceArray):
             if a.context is not self.module.context:
@@ -200,7 +203,7 @@ class Function:
         if not a.flags.writeable and index in self._written_args():
             raise ValueError(f"argument '{pname}' of '{self.name}' is written by the call, but the array "
                              f"is read-only (a view of bytes, a read-only mapping, or writeable=False)")
-        x = _to_storage(a, spec.dtype)
+        x = _to_storage(a, spec.dtype, compact)
         return runtime.DeviceArray.from_numpy(x, self.module.context) if device else x
 
     def _write_output(self, target, raw, dtype: str, stream) -> None:

@@ -737,17 +737,23 @@ static tsr_status_t run_call(call_t* c, const tsr_plan_step_t* s, size_t step) {
   return st;
 }
 
-static tsr_status_t run_alias(call_t* c, const tsr_plan_step_t* s) {
-  value_state_t* source;
-  tsr_status_t st = tensor(c, s->of, &source);
-  if (st) return st;
+/* Whether alias step `s` views a value of `elements` elements as one of as many. */
+static tsr_status_t check_alias(call_t* c, const tsr_plan_step_t* s, uint64_t elements) {
+  tsr_status_t st;
   uint64_t n = value_elements(c, s->alias, NULL, &st);
   if (st) return st;
-  if (n != source->elements)
+  if (n != elements)
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': value '%s' of %" PRIu64 " elements cannot be viewed as "
                     "value '%s' of %" PRIu64 " (a tile.range step must divide the extent its unmasked loads and "
                     "stores cover; mask them for partial tiles)", c->f->name, c->f->values[s->of].id,
-                    source->elements, c->f->values[s->alias].id, n);
+                    elements, c->f->values[s->alias].id, n);
+  return TSR_SUCCESS;
+}
+
+static tsr_status_t run_alias(call_t* c, const tsr_plan_step_t* s) {
+  value_state_t* source;
+  tsr_status_t st = tensor(c, s->of, &source);
+  if (st || (st = check_alias(c, s, source->elements))) return st;
   c->values[s->alias] = *source;
   return TSR_SUCCESS;
 }
@@ -1012,6 +1018,17 @@ static tsr_status_t bind_inputs(call_t* c, const DLTensor* const* inputs) {
       extent_source(c, &f->same_extents[i][1], b, sizeof b);
       return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s = %" PRId64 " and %s = %" PRId64 " must be equal "
                       "(rows of the same tile.range blocks)", f->name, a, x, b, y);
+    }
+  }
+  /* An alias of an argument that does not cover it (an unmasked tile.range step that does not divide the
+   * extent) would fail at run time: said first, as it is the cause of the size mismatch checked below too. */
+  for (uint32_t i = 0; i < f->step_count; i++) {
+    const tsr_plan_step_t* s = &f->steps[i];
+    for (uint32_t a = 0; s->kind == TSR_PLAN_STEP_ALIAS && a < f->arg_count; a++) {
+      if (f->args[a] != s->of) continue;
+      uint64_t have = 1;
+      for (int32_t d = 0; d < inputs[a]->ndim; d++) have *= (uint64_t)inputs[a]->shape[d];
+      if ((st = check_alias(c, s, have))) return st;
     }
   }
   /* A tile program's result is also written into the argument passed for it (call()): that argument must have
