@@ -175,3 +175,42 @@ def test_torch_round_trip():
     del d
     gc.collect()
     assert u.tolist() == [0, 1, 2, 3, 4, -1]  # torch's tensor keeps the DeviceArray's memory
+
+
+CUDA_HOST = """
+import numpy as np
+from tessera import _runtime, compiler, executor, runtime
+ctx = _runtime.Context("cuda")
+d = runtime.DeviceArray.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3), ctx)
+print(d.__dlpack_device__())
+v = runtime.from_dlpack(d, ctx)
+print(type(v).__name__, v.address == d.address, v.shape, v.numpy().tolist())
+try:
+    runtime.from_dlpack(d, _runtime.Context("cpu"))
+except ValueError as e:
+    print(e)
+try:
+    np.from_dlpack(d)
+except (BufferError, RuntimeError, ValueError) as e:
+    print("numpy refuses")
+src = "@function\\ndef f(X: tensor[f32, 'N', 3]):\\n    return op.relu(X)\\n"
+prog = executor.load(compiler.compile_source(src, "f.py", compiler.CompileOptions(target="ptx", arch="sm_80")).image,
+                     ctx)
+y = prog.f(v)
+print(type(y).__name__, y.shape)
+"""
+
+
+def test_cuda_device_arrays_through_dlpack(fake_cuda):
+    """The CUDA backend's device memory (tests/c/fake_cuda.c's: kernels do not run) as kDLCUDA, through
+    from_dlpack and into an executor call that stays in device memory."""
+    p = fake_cuda(CUDA_HOST)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.splitlines() == [
+        f"({DLPACK_DEVICE['cuda']}, 0)",
+        "DeviceArray True (2, 3) [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]",
+        "from_dlpack: the tensor is in kDLCuda device 0 memory, but the cpu context's kernels take host memory or "
+        "kDLCpu device 0 memory: move it there first",
+        "numpy refuses",
+        "DeviceArray (2, 3)",
+    ]
