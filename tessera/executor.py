@@ -104,6 +104,15 @@ class Function:
         # result i is the tensor a tile program writes into argument j: the call writes it in place there
         self._in_place = {r: i for r, (i, vid) in enumerate(zip(self.plan.outputs, self.plan.results))
                           if self.plan.args[i] == vid}
+        # per argument: the numpy dtype used as it is (no conversion: tf32 is always rounded), for the common
+        # call's quick path; the checks and conversions of _input for everything else
+        self._plain = []
+        for vid in self.plan.args:
+            spec = self.plan.values[vid]
+            stored = np.dtype(_NUMPY[spec.dtype])
+            plain = spec.dtype != "tf32" and stored in _accepted(spec.declared or spec.dtype, spec.dtype)
+            self._plain.append(stored if plain else None)
+        self._results = [np.dtype(_NUMPY[self.plan.values[vid].dtype]) for vid in self.plan.results]
 
     def __call__(self, *arrays, stream=None):
         p, ctx = self.plan, self.module.context
@@ -120,16 +129,20 @@ class Function:
                              f"graph's replays write, to get its results")
         # libtessera gathers a strided tensor itself, but cannot record that in a graph: a capture gets copies
         capturing = s is not None and s.capture is not None
-        inputs = [self._input(index, pname, a, p.values[vid], device, capturing)
-                  for index, (pname, vid, a) in enumerate(zip(p.params, p.args, arrays))]
+        inputs = []
+        for index, a in enumerate(arrays):
+            if type(a) is np.ndarray and a.dtype == self._plain[index] and not device and a.flags.writeable and \
+                    not (capturing and not a.flags.c_contiguous):
+                inputs.append(a)  # used as it is: what _input would decide, without its checks' cost
+            else:
+                inputs.append(self._input(index, p.params[index], a, p.values[p.args[index]], device, capturing))
         native_in = [_native(x) for x in inputs]
         results = []
-        for r, (vid, shape) in enumerate(zip(p.results, self._native.result_shapes(native_in))):
+        for r, (dtype, shape) in enumerate(zip(self._results, self._native.result_shapes(native_in))):
             if r in self._in_place:
                 results.append(inputs[self._in_place[r]])
-                continue
-            dtype = np.dtype(_NUMPY[p.values[vid].dtype])
-            results.append(runtime.DeviceArray(shape, dtype, ctx) if device else np.empty(shape, dtype))
+            else:
+                results.append(runtime.DeviceArray(shape, dtype, ctx) if device else np.empty(shape, dtype))
         self._native.call(native_in, [_native(x) for x in results], None if s is None else s.native)
         if s is not None:  # queued or recorded: the arrays must outlive the work
             s.keep(*inputs, *results)
