@@ -79,6 +79,52 @@ static tsr_status_t fill_spec(tsr_plan_t* plan, const tsr_plan_function_t* f, ui
   return TSR_SUCCESS;
 }
 
+static struct tsr_kernel* kernel_named(struct tsr_module* m, const char* name) {
+  for (size_t i = 0; i < m->kernel_count; i++)
+    if (strcmp(m->kernels[i].name, name) == 0) return &m->kernels[i];
+  return NULL;
+}
+
+/* What a call of `fn` would otherwise look up or count on every call: its steps' kernels, each buffer slot's
+ * tenants (sizing a slot visits only them), each value's element size. */
+static tsr_status_t resolve(tsr_plan_t* plan, struct tsr_module* m, struct tsr_function* fn) {
+  const tsr_plan_function_t* f = fn->plan;
+  size_t kernel_count = 0;
+  for (uint32_t s = 0; s < f->step_count; s++) kernel_count += 1 + f->steps[s].prefer_count;
+  fn->kernels = tsr_arena_array(&plan->arena, kernel_count + 1, sizeof *fn->kernels);
+  fn->kernel_at = tsr_arena_array(&plan->arena, f->step_count + 1, sizeof *fn->kernel_at);
+  fn->callees = tsr_arena_array(&plan->arena, f->step_count + 1, sizeof *fn->callees);
+  fn->slot_first = tsr_arena_array(&plan->arena, (size_t)fn->slot_count + 2, sizeof *fn->slot_first);
+  fn->slot_values = tsr_arena_array(&plan->arena, (size_t)f->value_count + 1, sizeof *fn->slot_values);
+  fn->value_size = tsr_arena_array(&plan->arena, (size_t)f->value_count + 1, sizeof *fn->value_size);
+  if (!fn->kernels || !fn->kernel_at || !fn->callees || !fn->slot_first || !fn->slot_values || !fn->value_size)
+    return oom();
+  size_t at = 0;
+  for (uint32_t s = 0; s < f->step_count; s++) {
+    const tsr_plan_step_t* step = &f->steps[s];
+    fn->kernel_at[s] = (uint32_t)at;
+    fn->kernels[at++] = step->kernel ? kernel_named(m, step->kernel) : NULL;
+    for (uint32_t a = 0; a < step->prefer_count; a++) fn->kernels[at++] = kernel_named(m, step->prefer[a].kernel);
+  }
+  for (uint32_t v = 0; v < f->value_count; v++) {  /* counting sort of the values by slot */
+    const dtype_row_t* d = dtype_of(f->values[v].dtype);
+    if (!d)  /* an intermediate's: fill_spec checked the arguments' and results' */
+      return tsr_fail(TSR_ERROR_BAD_IMAGE, "bad image: launch plan: function '%s': '%s' has dtype '%s', which this "
+                      "runtime cannot hold", f->name, f->values[v].id, f->values[v].dtype);
+    fn->value_size[v] = (uint8_t)d->size;
+    if (f->values[v].has_buffer) fn->slot_first[f->values[v].buffer + 1]++;
+  }
+  for (uint32_t b = 0; b < fn->slot_count; b++) fn->slot_first[b + 1] += fn->slot_first[b];
+  uint32_t* fill = tsr_arena_array(&plan->arena, (size_t)fn->slot_count + 1, sizeof *fill);
+  if (!fill) return oom();
+  for (uint32_t v = 0; v < f->value_count; v++)
+    if (f->values[v].has_buffer) {
+      uint32_t b = (uint32_t)f->values[v].buffer;
+      fn->slot_values[fn->slot_first[b] + fill[b]++] = v;
+    }
+  return TSR_SUCCESS;
+}
+
 tsr_status_t tsr_module_load_functions(struct tsr_module* m, const tsr_image_t* img) {
   const tsr_image_section_t* s = plan_section(img);
   if (!s) return TSR_SUCCESS;
@@ -126,8 +172,15 @@ tsr_status_t tsr_module_load_functions(struct tsr_module* m, const tsr_image_t* 
     *fn = (struct tsr_function){.magic = TSR_MAGIC_FUNCTION, .module = m, .plan = f,
                                 .signature = {f->name, f->arg_count, f->result_count, specs, specs + f->arg_count},
                                 .slot_count = (uint32_t)slots};
+    if ((st = resolve(plan, m, fn))) return st;
   }
   m->function_count = plan->function_count;
+  for (uint32_t i = 0; i < plan->function_count; i++) {  /* callees, now that every function exists */
+    const tsr_plan_function_t* f = &plan->functions[i];
+    for (uint32_t s = 0; s < f->step_count; s++)
+      for (uint32_t j = 0; f->steps[s].kind == TSR_PLAN_STEP_CALL && j < plan->function_count; j++)
+        if (strcmp(plan->functions[j].name, f->steps[s].call) == 0) m->functions[i].callees[s] = &m->functions[j];
+  }
   return TSR_SUCCESS;
 }
 
@@ -847,7 +900,9 @@ static tsr_status_t check_reach(call_t* c, const DLTensor* t, const tsr_tensor_s
   /* no arithmetic on a NULL data pointer (tsrFunctionGetResultShapes takes one): undefined behaviour in C */
   uintptr_t start = t->data ? (uintptr_t)t->data + t->byte_offset : 0;
   uintptr_t first = start - (uintptr_t)(-l.lo) * size;  /* the lowest element's address */
-  if (start && !l.empty && tsrPointerGetInfo(c->ctx, (const void*)start, &info) == TSR_SUCCESS &&
+  /* looked up by `data`, the allocation's pointer: `start` may lie past its end (byte_offset), where debug mode's
+   * slack and guard pages belong to no allocation */
+  if (start && !l.empty && tsrPointerGetInfo(c->ctx, t->data, &info) == TSR_SUCCESS &&
       info.kind != TSR_MEMORY_UNKNOWN) {
     /* a span of more bytes than uint64 holds reaches past every allocation: refused too, not left unchecked */
     if (__builtin_mul_overflow((uint64_t)(l.hi - l.lo) + 1, size, &bytes)) bytes = UINT64_MAX;
@@ -1165,7 +1220,11 @@ static tsr_status_t release_owned(call_t* c, tsr_status_t st) {
   }
   if (c->stream) {
     tsr_status_t sync = tsrStreamSynchronize(c->stream);
-    if (!st) st = sync;
+    if (!st && sync) {  /* a queued launch or copy failed: the stream's message names no function */
+      char message[768];
+      snprintf(message, sizeof message, "%s", tsrGetLastErrorMessage());
+      st = tsr_fail(sync, "function '%s': %s", c->f->name, message);
+    }
   }
   for (size_t i = 0; i < c->owned_count; i++) tsrFree(c->ctx, c->owned[i]);
   c->owned_count = 0;

@@ -4,8 +4,8 @@
  *
  *   host_function_call IMAGE FUNCTION DIR
  *
- * DIR/shapes.txt has one line per tensor, inputs first: "in|out NDIM D0 D1 ... [BYTES]" (BYTES: the buffer's
- * size when it must differ from the shape's). Inputs are read from DIR/in<i>.bin (raw; a short file fills the
+ * DIR/shapes.txt has one line per tensor, inputs first: "in|out NDIM D0 D1 ... [BYTES] +OFFSET" (both
+ * optional; BYTES: the buffer's size when it must differ from the shape's; OFFSET: the DLTensor's byte_offset). Inputs are read from DIR/in<i>.bin (raw; a short file fills the
  * start of the buffer), outputs are written to DIR/out<i>.bin after a successful call. Prints
  * "shapes: STATUS: MESSAGE" and "call: STATUS: MESSAGE" (STATUS TSR_SUCCESS with an empty message on success). */
 #include "check.h"
@@ -67,8 +67,9 @@ int main(int argc, char** argv) {
       elems *= (size_t)d;
     }
     bytes[k] = elems * spec->dtype.bits / 8;
-    long long given;
+    long long given, offset = 0;
     if (fscanf(shapes, " [%lld]", &given) == 1) bytes[k] = (size_t)given;
+    if (fscanf(shapes, " +%lld", &offset) != 1) offset = 0;
     void* data;
     MUST(tsrAlloc(ctx, bytes[k] ? bytes[k] : 1, TSR_ALLOC_DEFAULT, &data));
     memset(data, 0, bytes[k]);
@@ -79,7 +80,7 @@ int main(int argc, char** argv) {
       memcpy(data, in, got < bytes[k] ? got : bytes[k]);
       free(in);
     }
-    tensors[k] = (DLTensor){data, {kDLCPU, 0}, ndim, spec->dtype, extents[k], NULL, 0};
+    tensors[k] = (DLTensor){data, {kDLCPU, 0}, ndim, spec->dtype, extents[k], NULL, (uint64_t)offset};
     ptrs[k] = &tensors[k];
   }
   fclose(shapes);

@@ -72,12 +72,14 @@ def step_kinds(fn_plan: dict) -> set[str]:
     return kinds
 
 
-def call_c(build_host, image, name, inputs, out_shapes, tmp_path, sizes=None):
+def call_c(build_host, image, name, inputs, out_shapes, tmp_path, sizes=None, offsets=None):
     """One call in host_function_call.c, every tensor in tsrAlloc memory (`sizes`: buffer bytes by tensor
-    index where they differ from the shape's). Returns ({"shapes"|"call"|...: (status, message)}, outputs)."""
+    index where they differ from the shape's; `offsets`: byte_offset by tensor index). Returns
+    ({"shapes"|"call"|...: (status, message)}, outputs)."""
     lines = [f"in {x.ndim} {' '.join(map(str, x.shape))}" for x in inputs]
     lines += [f"out {len(s)} {' '.join(map(str, s))}" for s in out_shapes]
     lines = [line + (f" [{sizes[i]}]" if sizes and i in sizes else "") for i, line in enumerate(lines)]
+    lines = [line + (f" +{offsets[i]}" if offsets and i in offsets else "") for i, line in enumerate(lines)]
     (tmp_path / "shapes.txt").write_text("\n".join(lines) + "\n")
     for i, x in enumerate(inputs):
         (tmp_path / f"in{i}.bin").write_bytes(np.ascontiguousarray(x).tobytes())
@@ -307,3 +309,18 @@ def test_extents_near_int64s_limit_are_refused_naming_the_function(build_host, t
         line = next(x for x in p.stdout.splitlines() if x.startswith(what + ": "))
         assert not line.startswith(f"{what}: TSR_SUCCESS") and f"{what}: TSR_ERROR" in line, line
         assert ": function 'swiglu': " in line, line
+
+
+@pytest.mark.parametrize("which", ["output", "input"])
+def test_a_byte_offset_past_the_allocation_is_refused_naming_the_tensor(build_host, tmp_path, which):
+    """A tensor whose byte_offset puts it past its allocation's end (its start in debug slack or beyond). Found
+    by fuzz_function: a rank-0 output of stats at offset 14 of a 4-byte allocation passed the size check (its
+    start was looked up, and belongs to no allocation), and the copy of the result failed on the stream with a
+    message naming no function."""
+    X = f32(2, 8, 16)
+    outs = [(), (2, 8), (2, 8, 16), (32, 8)]
+    tensor, name = (1, "output 'result0'") if which == "output" else (0, "argument 'X'")
+    said, _ = call_c(build_host, compiled("examples/graph/reductions.py"), "stats", [X], outs, tmp_path,
+                     offsets={tensor: X.nbytes + 12 if which == "input" else 14})
+    status, message = said["call"]
+    assert status == "TSR_ERROR_MEMORY_FAULT" and message.startswith(f"function 'stats': {name} "), said
