@@ -254,8 +254,9 @@ struct Tensors {
         for (ssize_t r = 0; r < a.ndim(); r++) {
           t.shape[r] = a.shape(r);
           if (a.strides(r) % a.itemsize())
-            throw py::value_error(std::string("function '") + fname + "': " + role + " " + std::to_string(i) +
-                                  "'s strides are not a multiple of its item size");
+            throw py::value_error(std::string("function '") + fname + "': " + role + " '" +
+                                  (i < n_specs ? specs[i].name : std::to_string(i).c_str()) +
+                                  "' has strides that are not a multiple of its item size");
           t.strides[r] = a.strides(r) / a.itemsize();
         }
         at += 2 * static_cast<size_t>(a.ndim());

@@ -120,3 +120,11 @@ def test_device_arrays_from_dlpack_run_in_place(opencl):  # noqa: F811
     for g, w in zip(got, want):
         assert isinstance(g, runtime.DeviceArray)
         np.testing.assert_array_equal(g.numpy(), w)
+
+
+def test_strides_of_no_whole_element_are_refused(mlp):
+    """A field of a structured array: strides libtessera cannot express in elements."""
+    X = np.zeros(4 * 32, dtype=[("x", np.float32), ("pad", np.int8)])["x"].reshape(4, 32)
+    with pytest.raises(ValueError, match="function 'f': argument 'X' has strides that are not a multiple of its "
+                                         "item size"):
+        mlp.f(X, randn(32, 48), randn(4, 48))
