@@ -6,9 +6,10 @@
 
 import os
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from kernels import OPTIONS, SOURCES  # noqa: E402
+from kernels import LINKED, OPTIONS, SOURCES, build_linked  # noqa: E402
 
 from tessera import compiler  # noqa: E402
 from tessera.options import CompileOptions  # noqa: E402
@@ -22,6 +23,13 @@ def main(out: str) -> None:
         with open(os.path.join(out, f"{name}.tessera"), "wb") as f:
             f.write(result.image)
         print(f"{name}.tessera ({arch})")
+    for name in LINKED:
+        for target in ("ptx", "cpu"):
+            with tempfile.TemporaryDirectory() as work:
+                image = build_linked(name, target, work)
+            with open(os.path.join(out, f"{name}.{target}.tessera"), "wb") as f:
+                f.write(image)
+            print(f"{name}.{target}.tessera (linked)")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import pytest
 import tessera  # noqa: F401
 
 sys.path.insert(0, os.path.dirname(__file__))
-from kernels import OPTIONS, SOURCES  # noqa: E402
+from kernels import OPTIONS, SOURCES, build_linked  # noqa: E402
 
 
 def pytest_collection_modifyitems(items):
@@ -58,6 +58,29 @@ def image_of():
                 options = CompileOptions(target="ptx", arch=arch, **OPTIONS.get(name, {}))
                 cache[name] = compiler.compile_source(source, f"{name}.py", options).image
         return cache[name]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def linked_image_of(tmp_path_factory):
+    """linked_image_of(name, target) -> the image of kernels.LINKED[name] linked for target "ptx" or "cpu":
+    compiled and linked here, or prebuilt by build_images.py."""
+    cache: dict = {}
+
+    def get(name: str, target: str) -> bytes:
+        key = (name, target)
+        if key not in cache:
+            prebuilt = os.environ.get("TESSERA_GPU_IMAGES")
+            if prebuilt:
+                with open(os.path.join(prebuilt, f"{name}.{target}.tessera"), "rb") as f:
+                    cache[key] = f.read()
+            else:
+                try:
+                    cache[key] = build_linked(name, target, tmp_path_factory.mktemp(f"{name}_{target}"))
+                except ImportError as e:
+                    pytest.skip(f"no compiler here ({e}) and no TESSERA_GPU_IMAGES with prebuilt images")
+        return cache[key]
 
     return get
 

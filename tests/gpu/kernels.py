@@ -101,3 +101,49 @@ def 数据(A: tensor[f32, "M"], B: tensor[f32, "M"]):
 # Compile options beyond target and arch, by program.
 OPTIONS = {"bounds_checked": {"gpu_bounds_checks": True}, "graph_mlp": {"kernels": ("mlp_block",)},
            "unicode_names": {"gpu_bounds_checks": True}}
+
+# Programs of several modules, linked by tessera-link: {name: {module: source}}, the first module calling an
+# export of the others. Built per target (ptx at LINKED_ARCH, and cpu for the comparison on the host).
+LINKED = {
+    "linked_head": {
+        "model": """
+from tessera import f32, function, op, tensor
+from blocks import norm_gate
+
+
+@function(export=True)
+def head(X: tensor[f32, "R", "C"], g: tensor[f32, "C"]):
+    return op.relu(norm_gate(X + 1.0, g)) * 2.0
+""",
+        "blocks": """
+from tessera import f32, function, op, tensor
+
+
+@function(export=True)
+def norm_gate(X: tensor[f32, "R", "C"], g: tensor[f32, "C"]):
+    return op.layernorm(X) * g
+""",
+    },
+}
+LINKED_ARCH = "sm_80"
+
+
+def build_linked(name: str, target: str, workdir) -> bytes:
+    """The linked image of LINKED[name] for `target` ("ptx" or "cpu"): each module compiled apart, then linked
+    (needs the compiler)."""
+    import pathlib
+
+    from tessera import compiler
+    from tessera.options import CompileOptions
+    from tessera.tools import link
+
+    workdir = pathlib.Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    for module, source in LINKED[name].items():
+        (workdir / f"{module}.py").write_text(source)
+    # the cpu image may run on another machine than the one building it (the GPU machine): a baseline x86-64
+    options = CompileOptions(target="ptx", arch=LINKED_ARCH) if target == "ptx" else CompileOptions(cpu="x86-64-v2")
+    inputs = [link._read_bytes(f"{module}.tessera",
+                               compiler.compile_file(str(workdir / f"{module}.py"), options).image)
+              for module in LINKED[name]]
+    return link.link(inputs)
