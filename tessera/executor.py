@@ -26,9 +26,9 @@ DeviceArray the call runs in device memory (also on the CPU backend) and returns
 patterns); otherwise numpy arrays (bf16 as float32). A wrong rank, extent or count of arguments is a ValueError
 (tessera._runtime.ArgumentError, libtessera's message, naming function and argument). Intermediates come from
 the context's pool, per call. Launches go to `stream` (default: the current one, else none: each runs at once);
-a call returning numpy arrays waits for its stream first, one returning DeviceArrays does not (but libtessera
-waits for the stream to free a call's intermediates, where the plan has any). A tile program's outputs are also
-written into the arrays passed for them.
+a call returning numpy arrays waits for its stream first, one returning DeviceArrays does not (libtessera
+releases its intermediates in stream order). A tile program's outputs are also written into the arrays passed
+for them.
 """
 
 from __future__ import annotations

@@ -48,6 +48,7 @@ tsr_status_t tsrCreateContextWithOptions(const tsr_context_options_t* options, t
   ctx->crash_dir = tsr_crash_dir_from_env();
   pthread_mutex_init(&ctx->lock, NULL);
   tsr_memory_init(ctx);
+  tsr_deferred_init(ctx);
   if (!(st = backend->create(&o, &ctx->backend_state)) &&
       !(st = backend->limit(ctx->backend_state, TSR_LIMIT_MAX_THREADS_PER_BLOCK, &max_threads)) &&
       !(st = backend->limit(ctx->backend_state, TSR_LIMIT_MAX_SHARED_BYTES_PER_BLOCK, &max_smem))) {
@@ -59,6 +60,7 @@ tsr_status_t tsrCreateContextWithOptions(const tsr_context_options_t* options, t
   }
   if (st) {
     if (ctx->backend_state) backend->destroy(ctx->backend_state);
+    tsr_deferred_teardown(ctx);
     tsr_memory_teardown(ctx);
     free(ctx->crash_dir);
     pthread_mutex_destroy(&ctx->lock);
@@ -101,6 +103,7 @@ void tsr_context_free(struct tsr_context* ctx) {
   static const uint32_t order[] = {TSR_MAGIC_STREAM, TSR_MAGIC_GRAPH_EXEC, TSR_MAGIC_GRAPH, TSR_MAGIC_EVENT,
                                    TSR_MAGIC_MEMORY, TSR_MAGIC_MODULE};
   for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) destroy_all(ctx, order[i]);
+  tsr_deferred_teardown(ctx);  /* the streams freed their pending groups; their device events go here */
   tsr_memory_teardown(ctx);  /* gives device memory back through the backend: before the backend goes */
   ctx->backend->destroy(ctx->backend_state);
   pthread_mutex_destroy(&ctx->lock);
@@ -158,6 +161,7 @@ tsr_status_t tsrSynchronize(tsr_context_t ctx) {
     tsr_object_unref(&streams[i]->obj);
   }
   free(streams);
+  if (!first) tsr_deferred_poll(ctx);  /* the memory released after the work just waited for */
   return first ? tsr_fail(first, "%s", message) : TSR_SUCCESS;
 }
 

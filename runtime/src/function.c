@@ -5,12 +5,13 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "deferred.h"
 #include "errors.h"
-#include "graph.h"
 #include "handles.h"
 #include "image.h"
 #include "memory.h"
@@ -289,14 +290,21 @@ typedef struct call {
   uint8_t* bound;
   int64_t* local;       /* a step's extents */
   uint8_t* local_bound;
+  int64_t* saved;       /* run_args: the scope a step's extents are evaluated over */
+  uint8_t* saved_bound;
   value_state_t* values;
   void** slots;         /* buffer slot storage */
   void** owned;         /* allocations to free */
+  size_t* owned_bytes;  /* their sizes, as allocated */
   size_t owned_count;
-  uint64_t* slot_bytes;
   int64_t device_units;
   bool shapes_only;     /* tsrFunctionGetResultShapes: the inputs' data may be NULL */
+  bool reuse;           /* may take blocks released after earlier work of its stream (deferred.h) */
   int depth;            /* how many call steps deep this call runs */
+  void* heap;           /* the arrays above when `scratch` is too small for them, else NULL */
+  /* The arrays above, carved per call: on the caller's stack, so that a call allocates nothing for them
+   * and calls of one function from several threads share nothing. 2 KiB hold a plan of ~60 values. */
+  _Alignas(8) unsigned char scratch[2048];
 } call_t;
 
 static tsr_status_t eval(call_t* c, const tsr_expr_t* e, bool local, int64_t* out, const char* what) {
@@ -347,13 +355,16 @@ static uint64_t value_elements(call_t* c, uint32_t vid, int64_t* shape, tsr_stat
 static tsr_status_t alloc(call_t* c, uint64_t bytes, void** out) {
   if (bytes > SIZE_MAX) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "function '%s': an intermediate of %" PRIu64
                                         " bytes", c->f->name, bytes);
-  tsr_status_t st = tsrAlloc(c->ctx, (size_t)bytes, TSR_ALLOC_DEFAULT, out);
-  if (st) {  /* the allocator's message names no function */
-    char message[768];
-    snprintf(message, sizeof message, "%s", tsrGetLastErrorMessage());
-    return tsr_fail(st, "function '%s': an intermediate of %" PRIu64 " bytes: %s", c->f->name, bytes, message);
+  if (!c->reuse || !tsr_deferred_take(c->ctx, c->stream, (size_t)bytes, out)) {
+    tsr_status_t st = tsrAlloc(c->ctx, (size_t)bytes, TSR_ALLOC_DEFAULT, out);
+    if (st) {  /* the allocator's message names no function */
+      char message[768];
+      snprintf(message, sizeof message, "%s", tsrGetLastErrorMessage());
+      return tsr_fail(st, "function '%s': an intermediate of %" PRIu64 " bytes: %s", c->f->name, bytes, message);
+    }
   }
-  c->owned[c->owned_count++] = *out;
+  c->owned[c->owned_count] = *out;
+  c->owned_bytes[c->owned_count++] = (size_t)bytes;
   return TSR_SUCCESS;
 }
 
@@ -366,21 +377,20 @@ static tsr_status_t tensor(call_t* c, uint32_t vid, value_state_t** out) {
     tsr_status_t st;
     uint64_t n = value_elements(c, vid, NULL, &st);
     if (st) return st;
-    const dtype_row_t* d = dtype_of(v->dtype);
     uint64_t bytes;  /* a size past uint64 (extents near int64's limit) cannot be allocated: tsrAlloc says so */
-    if (__builtin_mul_overflow(n, (uint64_t)d->size, &bytes)) bytes = UINT64_MAX;
+    if (__builtin_mul_overflow(n, (uint64_t)c->fn->value_size[vid], &bytes)) bytes = UINT64_MAX;
     if (!v->has_buffer) {
       if ((st = alloc(c, bytes, &s->ptr))) return st;
     } else {
       if (!c->slots[v->buffer]) {
         uint64_t most = 64;  /* the largest tenant of the slot */
-        for (uint32_t o = 0; o < c->f->value_count; o++) {
-          const tsr_plan_value_t* w = &c->f->values[o];
-          if (!w->has_buffer || w->buffer != v->buffer) continue;
+        const struct tsr_function* fn = c->fn;
+        for (uint32_t t = fn->slot_first[v->buffer]; t < fn->slot_first[v->buffer + 1]; t++) {
+          uint32_t o = fn->slot_values[t];
           uint64_t wn = value_elements(c, o, NULL, &st);
           if (st) return st;
           uint64_t wb;
-          if (__builtin_mul_overflow(wn, (uint64_t)dtype_of(w->dtype)->size, &wb)) wb = UINT64_MAX;
+          if (__builtin_mul_overflow(wn, (uint64_t)fn->value_size[o], &wb)) wb = UINT64_MAX;
           if (wb > most) most = wb;
         }
         if ((st = alloc(c, most, &c->slots[v->buffer]))) return st;
@@ -393,7 +403,11 @@ static tsr_status_t tensor(call_t* c, uint32_t vid, value_state_t** out) {
   return TSR_SUCCESS;
 }
 
-static struct tsr_kernel* find_kernel(call_t* c, const char* name, size_t step) {
+/* Kernel `which` of step `step` (0: the step's own, 1 + a: its prefer a's), resolved at load; `name` for the
+ * message when the module has none of that name. */
+static struct tsr_kernel* find_kernel(call_t* c, const char* name, size_t step, uint32_t which) {
+  struct tsr_kernel* resolved = c->fn->kernels[c->fn->kernel_at[step] + which];
+  if (resolved) return resolved;
   tsr_kernel_t k;
   if (tsrGetKernel(c->fn->module, name, &k) == TSR_SUCCESS) return k;
   char message[768];
@@ -560,7 +574,7 @@ static tsr_status_t run_view(call_t* c, const tsr_plan_step_t* s, size_t step) {
   set_symbol(plan, c->local, c->local_bound, "R", R);
   set_symbol(plan, c->local, c->local_bound, "C", C);
   set_symbol(plan, c->local, c->local_bound, "B", B);
-  struct tsr_kernel* k = find_kernel(c, s->kernel, step);
+  struct tsr_kernel* k = find_kernel(c, s->kernel, step, 0);
   if (!k) return TSR_ERROR_NOT_FOUND;
   packing_t p;
   if ((st = pack_begin(c, &p, k, step))) return st;
@@ -605,13 +619,8 @@ static tsr_status_t run_args(call_t* c, const tsr_plan_step_t* s, size_t step) {
   memcpy(c->local_bound, c->bound, n);
   set_symbol(plan, c->local, c->local_bound, "DEVICE_UNITS", c->device_units);
   /* each env entry is evaluated over that scope, before any of them lands in `local` */
-  int64_t* saved = malloc((n + 1) * sizeof *saved);
-  uint8_t* saved_bound = malloc(n + 1);
-  if (!saved || !saved_bound) {
-    free(saved);
-    free(saved_bound);
-    return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "function '%s': out of memory", c->f->name);
-  }
+  int64_t* saved = c->saved;
+  uint8_t* saved_bound = c->saved_bound;
   memcpy(saved, c->local, n * sizeof *saved);
   memcpy(saved_bound, c->local_bound, n);
   tsr_status_t st = TSR_SUCCESS;
@@ -628,11 +637,10 @@ static tsr_status_t run_args(call_t* c, const tsr_plan_step_t* s, size_t step) {
     c->local[s->env[i].symbol] = v;
     c->local_bound[s->env[i].symbol] = 1;
   }
-  free(saved);
-  free(saved_bound);
   if (st) return st;
 
   const char* kname = s->kernel;
+  uint32_t which = 0;
   const int64_t* block = s->launch.block;
   const tsr_expr_t* grid_e = s->launch.grid;
   int64_t smem = s->smem;
@@ -641,19 +649,22 @@ static tsr_status_t run_args(call_t* c, const tsr_plan_step_t* s, size_t step) {
     if ((st = eval(c, &s->prefer[a].when, true, &when, "a 'prefer' condition"))) return st;
     if (when > 0) {
       kname = s->prefer[a].kernel;
+      which = 1 + a;
       block = s->prefer[a].launch.block;
       grid_e = s->prefer[a].launch.grid;
       smem = s->prefer[a].smem;
       break;
     }
   }
-  struct tsr_kernel* k = find_kernel(c, kname, step);
+  struct tsr_kernel* k = find_kernel(c, kname, step, which);
   if (!k) return TSR_ERROR_NOT_FOUND;
 
   /* the arguments: tensors with their shapes, scalars */
   typedef struct { void* ptr; int64_t shape[MAX_RANK]; uint32_t rank; bool batched; uint64_t row_bytes; } targ_t;
-  targ_t* targs = calloc(s->arg_count + 1, sizeof *targs);
+  targ_t few[16];  /* most steps pass fewer arguments: no allocation then */
+  targ_t* targs = s->arg_count <= 16 ? few : malloc(s->arg_count * sizeof *targs);
   if (!targs) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "function '%s': out of memory", c->f->name);
+  memset(targs, 0, s->arg_count * sizeof *targs);
   const char* batch_name = s->batch >= 0 ? s->env[s->batch].name : NULL;
   for (uint32_t i = 0; i < s->arg_count && !st; i++) {
     const tsr_plan_arg_t* a = &s->args[i];
@@ -719,7 +730,7 @@ static tsr_status_t run_args(call_t* c, const tsr_plan_step_t* s, size_t step) {
     }
     if (!st) st = launch(c, &p, step, grid, block, smem);
   }
-  free(targs);
+  if (targs != few) free(targs);
   return st;
 }
 
@@ -735,10 +746,7 @@ static tsr_status_t release_owned(call_t* c, tsr_status_t st);
 /* A call step: function `s->call` of the same module runs on the caller's values as a nested call, its
  * results written into values the caller allocates. */
 static tsr_status_t run_call(call_t* c, const tsr_plan_step_t* s, size_t step) {
-  struct tsr_module* m = c->fn->module;
-  struct tsr_function* callee = NULL;
-  for (size_t i = 0; i < m->function_count && !callee; i++)
-    if (strcmp(m->functions[i].plan->name, s->call) == 0) callee = &m->functions[i];
+  struct tsr_function* callee = c->fn->callees[step];
   if (!callee)
     return tsr_fail(TSR_ERROR_NOT_FOUND, "function '%s': step %zu calls '%s', an imported function this image does "
                     "not define: link it with tessera-link against the image that exports it (tessera-link "
@@ -748,9 +756,14 @@ static tsr_status_t run_call(call_t* c, const tsr_plan_step_t* s, size_t step) {
                     "runtime nests (do the plan's calls form a cycle?)", c->f->name, step, s->call, c->depth + 1,
                     MAX_CALL_DEPTH);
   uint32_t n = s->call_arg_count + s->call_result_count;
-  DLTensor* t = calloc(n + 1, sizeof *t);
-  const DLTensor** ptrs = calloc(n + 1, sizeof *ptrs);
-  int64_t* shapes = calloc((size_t)n * MAX_RANK + 1, sizeof *shapes);
+  enum { FEW = 8 };  /* most calls pass fewer tensors: no allocation then */
+  DLTensor few_t[FEW];
+  const DLTensor* few_ptrs[FEW];
+  int64_t few_shapes[FEW * MAX_RANK];
+  bool few = n <= FEW;
+  DLTensor* t = few ? few_t : malloc(n * sizeof *t);
+  const DLTensor** ptrs = few ? few_ptrs : malloc(n * sizeof *ptrs);
+  int64_t* shapes = few ? few_shapes : malloc((size_t)n * MAX_RANK * sizeof *shapes);
   tsr_status_t st = t && ptrs && shapes ? TSR_SUCCESS
                                         : tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "function '%s': out of memory", c->f->name);
   for (uint32_t i = 0; i < n && !st; i++) {
@@ -773,6 +786,7 @@ static tsr_status_t run_call(call_t* c, const tsr_plan_step_t* s, size_t step) {
     call_t inner;
     st = call_open(&inner, callee, s->call_arg_count, ptrs);
     inner.stream = c->stream;
+    inner.reuse = c->reuse;
     inner.device_units = c->device_units;
     inner.depth = c->depth + 1;
     if (!st) st = call(&inner, ptrs, ptrs + s->call_arg_count);
@@ -784,9 +798,11 @@ static tsr_status_t run_call(call_t* c, const tsr_plan_step_t* s, size_t step) {
       st = tsr_fail(st, "function '%s': step %zu (call of '%s'): %s", c->f->name, step, s->call, message);
     }
   }
-  free(t);
-  free(ptrs);
-  free(shapes);
+  if (!few) {
+    free(t);
+    free(ptrs);
+    free(shapes);
+  }
   return st;
 }
 
@@ -1178,7 +1194,11 @@ static tsr_status_t call(call_t* c, const DLTensor* const* inputs, const DLTenso
 static tsr_status_t call_open(call_t* c, struct tsr_function* fn, size_t n_in, const DLTensor* const* inputs) {
   const tsr_plan_function_t* f = fn->plan;
   struct tsr_module* m = fn->module;
-  *c = (call_t){.fn = fn, .f = f, .plan = m->plan, .ctx = m->obj.context};
+  memset(c, 0, offsetof(call_t, scratch));  /* not the scratch: 2 KiB cleared per call for nothing */
+  c->fn = fn;
+  c->f = f;
+  c->plan = m->plan;
+  c->ctx = m->obj.context;
   for (size_t i = 0; i < sizeof device_rows / sizeof *device_rows; i++)
     if (strcmp(device_rows[i].backend, c->ctx->backend->name) == 0) c->devices = &device_rows[i];
   if (!c->devices)
@@ -1188,58 +1208,53 @@ static tsr_status_t call_open(call_t* c, struct tsr_function* fn, size_t n_in, c
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s' takes %u arguments, got %zu", f->name, f->arg_count, n_in);
   if (n_in && !inputs)
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': the inputs array is NULL", f->name);
-  uint32_t nsym = c->plan->symbols.count;
-  c->env = calloc(nsym + 1, sizeof *c->env);
-  c->bound = calloc(nsym + 1, 1);
-  c->local = calloc(nsym + 1, sizeof *c->local);
-  c->local_bound = calloc(nsym + 1, 1);
-  c->values = calloc(f->value_count + 1, sizeof *c->values);
-  c->slots = calloc(fn->slot_count + 1, sizeof *c->slots);
-  c->owned = calloc((size_t)f->value_count + fn->slot_count + 1, sizeof *c->owned);
-  if (!c->env || !c->bound || !c->local || !c->local_bound || !c->values || !c->slots || !c->owned)
+  /* every array rounded up to 8 bytes, so that the next one is aligned */
+  size_t nsym = c->plan->symbols.count + 1, owned = (size_t)f->value_count + fn->slot_count + 1;
+  size_t words = nsym, bytes8 = (nsym + 7) / 8 * 8;
+  size_t sizes[] = {words * 8, bytes8, words * 8, bytes8, words * 8, bytes8,
+                    ((size_t)f->value_count + 1) * sizeof *c->values, ((size_t)fn->slot_count + 1) * sizeof *c->slots,
+                    owned * sizeof *c->owned, owned * sizeof *c->owned_bytes};
+  size_t total = 0;
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) total += sizes[i];
+  unsigned char* p = c->scratch;
+  if (total > sizeof c->scratch && !(p = c->heap = malloc(total)))
     return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "function '%s': out of memory", f->name);
+  void** arrays[] = {(void**)&c->env, (void**)&c->bound, (void**)&c->local, (void**)&c->local_bound,
+                     (void**)&c->saved, (void**)&c->saved_bound, (void**)&c->values, (void**)&c->slots,
+                     (void**)&c->owned, (void**)&c->owned_bytes};
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    *arrays[i] = p;
+    p += sizes[i];
+  }
+  /* unbound extents, no value's storage yet, empty slots; the rest is written before it is read */
+  memset(c->env, 0, sizes[0] + sizes[1]);
+  memset(c->values, 0, sizes[6] + sizes[7]);
   return TSR_SUCCESS;
 }
 
-/* Frees a call's intermediates once its launches are done (its stream synchronized first); returns `st`, or
- * the synchronization's failure where `st` is success. On a stream capturing a graph the launches and copies
- * were recorded, not run: the intermediates go to the graph, which frees them with the last of it and its
- * executable instances (after a failure too: the graph may hold launches that use them). */
+/* Releases a call's intermediates; returns `st`, or the release's failure where `st` is success. On the NULL
+ * stream the work is done: freed now. On a stream they go back to the pool once the work queued so far has
+ * finished, without waiting for it (deferred.h; after a failure too: some of the call's work may be queued).
+ * On a stream capturing a graph the launches and copies were recorded, not run: the intermediates go to the
+ * graph, which frees them with the last of it and its executable instances. */
 static tsr_status_t release_owned(call_t* c, tsr_status_t st) {
   if (!c->owned_count) return st;
-  if (c->stream) {
-    pthread_mutex_lock(&c->stream->lock);
-    tsr_status_t kept = c->stream->capture ? tsr_graph_keep(c->stream->capture, c->ctx, c->owned, c->owned_count)
-                                           : TSR_ERROR_NOT_READY;
-    pthread_mutex_unlock(&c->stream->lock);
-    if (kept == TSR_SUCCESS) {
-      c->owned_count = 0;
-      return st;
-    }
-    if (kept == TSR_ERROR_OUT_OF_MEMORY) return st ? st : kept;  /* left allocated: a replay may use them */
-  }
-  if (c->stream) {
-    tsr_status_t sync = tsrStreamSynchronize(c->stream);
-    if (!st && sync) {  /* a queued launch or copy failed: the stream's message names no function */
-      char message[768];
-      snprintf(message, sizeof message, "%s", tsrGetLastErrorMessage());
-      st = tsr_fail(sync, "function '%s': %s", c->f->name, message);
-    }
-  }
-  for (size_t i = 0; i < c->owned_count; i++) tsrFree(c->ctx, c->owned[i]);
+  tsr_status_t released = TSR_SUCCESS;
+  if (c->stream)
+    released = tsr_deferred_release(c->ctx, c->stream, c->owned, c->owned_bytes, c->owned_count);
+  else
+    for (size_t i = 0; i < c->owned_count; i++) tsrFree(c->ctx, c->owned[i]);
   c->owned_count = 0;
+  if (!st && released) {  /* e.g. a queued launch or copy failed, found waiting without a marker: the stream's
+                           * message names no function */
+    char message[768];
+    snprintf(message, sizeof message, "%s", tsrGetLastErrorMessage());
+    st = tsr_fail(released, "function '%s': %s", c->f->name, message);
+  }
   return st;
 }
 
-static void call_close(call_t* c) {
-  free(c->env);
-  free(c->bound);
-  free(c->local);
-  free(c->local_bound);
-  free(c->values);
-  free(c->slots);
-  free(c->owned);
-}
+static void call_close(call_t* c) { free(c->heap); }
 
 tsr_status_t tsrFunctionGetResultShapes(tsr_function_t fn, const DLTensor* const* inputs, size_t n_in,
                                         int64_t* out_dims, size_t n_dims) {
@@ -1288,9 +1303,16 @@ tsr_status_t tsrFunctionCall(tsr_function_t fn, tsr_stream_t stream, const DLTen
     tsr_status_t st = tsr_stream_acquire(stream, ctx, __func__);
     if (st) return st;
   }
+  tsr_deferred_poll(ctx);  /* intermediates of earlier calls whose work finished go back to the pool */
   call_t c;
   tsr_status_t st = call_open(&c, fn, n_in, inputs);
   c.stream = stream;
+  if (!st && stream) {
+    /* Read once: a capture that begins on the stream while a call on it runs is a race of the caller's. */
+    pthread_mutex_lock(&stream->lock);
+    c.reuse = stream->capture == NULL;
+    pthread_mutex_unlock(&stream->lock);
+  }
   if (!st) {
     /* Read on the first call only: the device does not change, and a CPU's properties come from /proc/cpuinfo,
      * which cost every call ~10 us. Calls racing to read it store the same value. */

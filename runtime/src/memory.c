@@ -165,6 +165,14 @@ static tsr_status_t pool_block(struct tsr_context* ctx, size_t block, void** out
   bool cached = tsr_pool_take(&m->pool, block, out);
   pthread_mutex_unlock(&m->lock);
   if (cached) return TSR_SUCCESS;
+  /* blocks released after stream work that has finished since: cheaper than the backend's allocation */
+  if (atomic_load_explicit(&ctx->deferred.count, memory_order_relaxed)) {
+    tsr_deferred_poll(ctx);
+    pthread_mutex_lock(&m->lock);
+    cached = tsr_pool_take(&m->pool, block, out);
+    pthread_mutex_unlock(&m->lock);
+    if (cached) return TSR_SUCCESS;
+  }
   if (ctx->backend->mem_alloc(ctx->backend_state, block, out) == TSR_SUCCESS) return TSR_SUCCESS;
   tsrTrimMemory(ctx);
   return ctx->backend->mem_alloc(ctx->backend_state, block, out);
@@ -409,6 +417,7 @@ tsr_status_t tsrGetMemoryStats(tsr_context_t ctx, tsr_memory_stats_t* out) {
 tsr_status_t tsrTrimMemory(tsr_context_t ctx) {
   tsr_status_t st = tsr_check_context(ctx, __func__);
   if (st) return st;
+  tsr_deferred_poll(ctx);  /* finished work's released memory is cached memory too */
   tsr_memory_state_t* m = &ctx->memory;
   pthread_mutex_lock(&m->lock);
   tsr_pool_drain(&m->pool, backend_free, ctx);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "deferred.h"
 #include "handles.h"
 #include "memory.h"
 #include "object.h"
@@ -26,6 +27,7 @@ struct tsr_context {
   char* crash_dir;         /* $TESSERA_CRASH_DIR when the context was created (crash.h), or NULL */
   uint32_t max_block_threads, max_smem_bytes;  /* the backend's limits, read once */
   tsr_memory_state_t memory;
+  tsr_deferred_state_t deferred;  /* memory released after work queued on a stream (deferred.h) */
   _Atomic uint64_t next_stream_id;  /* stream ids start at 1; 0 is the NULL stream */
 };
 
@@ -86,6 +88,13 @@ struct tsr_function {
   tsr_function_signature_t signature;
   uint32_t slot_count;  /* buffer slots its intermediates share */
   int64_t device_units; /* the device's compute units (a plan's DEVICE_UNITS); 0 until the first call */
+  /* Resolved at load, so that a call looks nothing up by name (NULL where the name is not found: the call
+   * then fails with tsrGetKernel's or the unresolved import's message) */
+  struct tsr_kernel** kernels;       /* step i's kernel at kernels[kernel_at[i]], its prefer a's at + 1 + a */
+  uint32_t* kernel_at;
+  struct tsr_function** callees;     /* a call step's callee */
+  uint32_t *slot_first, *slot_values;  /* slot b's tenants: slot_values[slot_first[b] .. slot_first[b + 1]) */
+  uint8_t* value_size;               /* bytes of an element of each value */
 };
 
 /* Reads the image's `.tessera.plan` section, if any, into m->plan and m->functions (TSR_ERROR_BAD_IMAGE naming

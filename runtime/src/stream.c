@@ -268,6 +268,7 @@ void tsr_stream_free(struct tsr_stream* s) {
     pthread_mutex_unlock(&s->lock);
     pthread_join(s->thread, NULL);
   }
+  tsr_deferred_stream_done(s->obj.context, s);  /* its work is done: what was released after it is free */
   if (s->capture) tsr_graph_free(s->capture);
   pthread_cond_destroy(&s->idle);
   pthread_cond_destroy(&s->work);
@@ -457,6 +458,7 @@ tsr_status_t tsrStreamSynchronize(tsr_stream_t s) {
   bool capturing = s->capture != NULL;
   pthread_mutex_unlock(&s->lock);
   st = capturing ? refuse_capturing(__func__) : tsr_stream_wait(s);
+  if (!st && !capturing) tsr_deferred_poll(s->obj.context);  /* the memory released after the work just waited for */
   tsr_object_unref(&s->obj);
   return st;
 }

@@ -53,6 +53,18 @@ def calls(lines, name):
     return [line for line in lines if line.split()[0] == name]
 
 
+def split_log(lines):
+    """A driver log split at the host's "## NAME" marks: {"": lines before the first, NAME: lines after it}."""
+    phases, name = {"": []}, ""
+    for line in lines:
+        if line.startswith("## "):
+            name = line[3:]
+            phases[name] = []
+        else:
+            phases[name].append(line)
+    return phases
+
+
 def test_streams_events_copies_and_graphs_drive_cuda_asynchronously(build_host, test_image, fake_driver, tmp_path):
     stdout, phases = run_host(build_host, test_image, fake_driver(), tmp_path)
 
@@ -271,11 +283,15 @@ def run_function_host(build_host, image, backend, coefficients, tmp_path, driver
 def test_a_function_runs_on_device_memory(build_host, axpy_image, fake_driver, tmp_path, backend):
     """tsrFunctionCall on the CPU and (fake) CUDA backends: the same plan, tensors in tsrAlloc memory of the
     context's DLPack device type, the same bits; on CUDA the launches and the result's copy go to the call's
-    stream (cuMemcpyDtoDAsync), in order; a call captured on a stream replays as one cuGraphLaunch."""
+    stream (cuMemcpyDtoDAsync), in order, and the call returns without a synchronize (an event recorded after
+    its work marks when its intermediates are free); a call captured on a stream replays as one
+    cuGraphLaunch."""
     import function_images
-    _, lines = run_function_host(build_host, axpy_image, backend, function_images.INPLACE_AXPY_COEFFICIENTS,
-                                 tmp_path, fake_driver() if backend == "cuda" else None)
+    _, log = run_function_host(build_host, axpy_image, backend, function_images.INPLACE_AXPY_COEFFICIENTS,
+                               tmp_path, fake_driver() if backend == "cuda" else None)
     if backend == "cuda":
+        phases = split_log(log)
+        lines = phases[""] + phases["threads done"]  # the host's other calls
         launches = calls(lines, "cuLaunchKernel")
         stream = launches[3].split()[1]  # 3 steps on the NULL stream, then on the stream
         assert stream != "ptds" and launches[:6] == ["cuLaunchKernel ptds"] * 3 + [f"cuLaunchKernel {stream}"] * 3
@@ -284,3 +300,13 @@ def test_a_function_runs_on_device_memory(build_host, axpy_image, fake_driver, t
         # the captured call: two instances, each a device graph of its 3 launches and copy, replayed 4 times;
         # then a call on strided views
         assert len(launches) == 6 + 2 * 3 + 3 and len(calls(lines, "cuGraphLaunch")) == 4, lines
+        # 21 calls on the stream without a wait: each call's work, then the event its intermediates are
+        # released after; the stream is waited for once, by the host
+        queued = [line.split()[0] for line in phases["calls without waiting"]]
+        assert queued == (["cuLaunchKernel"] * 3 + ["cuMemcpyDtoDAsync", "cuEventRecord"]) * 21, queued
+        assert calls(phases["calls returned"], "cuStreamSynchronize") == [f"cuStreamSynchronize {stream}"]
+        # two threads' 200 calls each, on a stream each, then on one, and a call on the second stream before
+        # it is destroyed: the workers' waits and the destroy's only
+        threads = phases["threads"]
+        waits = [line for line in threads if "Synchronize" in line and not line.endswith(" ptds")]
+        assert len(calls(threads, "cuLaunchKernel")) == 2 * 2 * 200 * 3 + 3 and len(waits) == 4 + 1, waits

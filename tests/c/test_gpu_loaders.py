@@ -521,4 +521,6 @@ def test_a_function_runs_through_the_mock_driver(build_host, mocks, image, tmp_p
                        timeout=300, env=env)
     failed = [line for line in p.stdout.splitlines() if line.startswith("FAIL")]
     assert p.returncode == 0 and not failed and p.stdout.rstrip().endswith("0 failed"), p.stdout + p.stderr
-    assert sum("saxpy a=2" in line for line in log_of(log)) == 2 + 4 + 1  # per call, graph replay, strided call
+    # one per call: on the NULL stream and a stream, 21 not waited for, two threads' 2 x 200, one on a second
+    # stream, the last; per graph replay (4); the strided call
+    assert sum("saxpy a=2" in line for line in log_of(log)) == 2 + 21 + 2 * 2 * 200 + 1 + 1 + 4 + 1

@@ -108,6 +108,16 @@ def test_concurrent_hosts_under_thread_sanitizer(tsan_host, test_image, host):
     run_clean(tsan_host(host), [test_image], {"TSAN_OPTIONS": "halt_on_error=1"}, ["WARNING: ThreadSanitizer"])
 
 
+def test_function_calls_from_two_threads_under_thread_sanitizer(tsan_host, test_image, tmp_path):
+    """Two threads calling one function at once, on a stream each and on one stream, their intermediates
+    released after their streams' work and reused by later calls (host_function_device.c): no data race."""
+    import function_images
+    image = tmp_path / "axpy.tessera"
+    image.write_bytes(function_images.with_plan(test_image.read_bytes(), function_images.INPLACE_AXPY))
+    run_clean(tsan_host("host_function_device.c"), [image, "cpu", *function_images.INPLACE_AXPY_COEFFICIENTS],
+              {"TSAN_OPTIONS": "halt_on_error=1"}, ["WARNING: ThreadSanitizer"])
+
+
 # ---- valgrind ---------------------------------------------------------------------------------------------------
 
 def test_cycles_leak_nothing_under_valgrind(build_host, test_image):

@@ -462,10 +462,15 @@ TSR_API tsr_status_t tsrFunctionGetSignature(tsr_function_t function, tsr_functi
  * a kernel the plan lets write an input writes it (a tile program's outputs are also written into the inputs
  * passed for them, as tessera.executor does). Launches go to `stream` through tsrLaunch; results are copied
  * into the outputs with the runtime's device-to-device copy on the same stream (host-to-host on the CPU),
- * ordered after the launches. Intermediates come from the context's pool (tsrAlloc) and are freed (tsrFree)
- * before the call returns; on a stream, the call therefore waits for the stream when it has intermediates
- * (the pool is not stream-ordered: a block freed earlier could be handed to other work while queued kernels
- * still use it). On a stream capturing a graph (tsrStreamBeginCapture) the call's launches and copies are
+ * ordered after the launches. Intermediates come from the context's pool (tsrAlloc). On the NULL stream they
+ * are freed before the call returns. On a stream the call does not wait (unless a tensor is strided): they
+ * are released in stream order, once the work queued on the stream up to the call's last operation has
+ * finished (a marker taken then: an event on device queues), and back in the pool when a later call, a
+ * tsrAlloc that needs a new block, tsrStreamSynchronize, tsrSynchronize or tsrTrimMemory finds that marker
+ * passed, or when the stream is destroyed; a later call on the same stream may reuse one before that, as its
+ * work runs after the work that used it (a stream runs in order). Failures of the queued work are then
+ * reported by the stream's next wait, as for tsrLaunch; where no marker can be had (out of memory, the
+ * device refusing an event) the call waits for the stream and returns its error. On a stream capturing a graph (tsrStreamBeginCapture) the call's launches and copies are
  * recorded, not run, and nothing waits: one tsrGraphLaunch of an instance replays the whole call on the
  * tensors' memory as captured (write new inputs into the same buffers between replays); the intermediates
  * then belong to the graph and are freed (tsrFree) when the graph and every executable graph instantiated
@@ -491,8 +496,9 @@ TSR_API tsr_status_t tsrFunctionGetSignature(tsr_function_t function, tsr_functi
  * tsrHostRegister) that does not hold every element its shape and strides reach (memory the context does
  * not know cannot be checked);
  * TSR_ERROR_OUT_OF_MEMORY; and whatever tsrLaunch returns for a step, with the step named. After a failure
- * at run time, outputs may be partly written. Thread safety: concurrent calls of one function are allowed
- * (each has its own intermediates). */
+ * at run time, outputs may be partly written. Thread safety: concurrent calls of one function are allowed,
+ * on one stream or several (each has its own intermediates; the context's list of released ones is locked).
+ * A capture begun on the stream while a call on it runs is the caller's race. */
 TSR_API tsr_status_t tsrFunctionCall(tsr_function_t function, tsr_stream_t stream, const DLTensor* const* inputs,
                                      size_t n_in, const DLTensor* const* outputs, size_t n_out);
 
