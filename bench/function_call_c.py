@@ -8,7 +8,9 @@ program (function_call_c.c, built here with the C compiler against libtessera vi
 of 30 rounds of 100 calls after a warm-up, one tsrFunctionCall and the plan's launches issued directly with
 tsrLaunch on buffers of its own (the launches are read from the plan here, as the executor resolves them).
 Overhead per call = call time - direct launches' time: what the executor adds (argument checks, extent
-evaluation, intermediates from the pool).
+evaluation, intermediates from the pool). Then both on a stream, 100 queued back to back and one synchronize
+per round (per call: what a call that does not wait for its stream costs while the stream's thread runs the
+kernels).
 """
 
 import os
@@ -115,7 +117,7 @@ def main() -> None:
         if run.returncode:
             raise SystemExit(f"function_call_c failed: {run.stderr}")
         line = run.stdout.split()
-    n, call, direct = int(line[1]), float(line[3]), float(line[5])
+    n, call, direct, stream_call, stream_direct = int(line[1]), *map(float, line[3:10:2])
     prog = executor.load(image)
     rng = np.random.default_rng(0)
     X, W = (rng.standard_normal((16, 16), dtype=np.float32) * 0.1 for _ in range(2))
@@ -124,6 +126,8 @@ def main() -> None:
     print(f"{n}-step @function, CPU backend, one call from C:")
     print(f"  tsrFunctionCall {call:8.2f} us   direct tsrLaunch x{n} {direct:8.2f} us   "
           f"overhead {call - direct:6.2f} us per call (target <= 5 us)   call/direct {call / direct:5.3f}")
+    print(f"  on a stream, 100 queued then one synchronize: tsrFunctionCall {stream_call:8.2f} us   "
+          f"direct tsrLaunch x{n} {stream_direct:8.2f} us   call/direct {stream_call / stream_direct:5.3f}")
     print(f"  Python executor call (tessera.executor) {py:8.2f} us   Python/C {py / call:5.2f}x")
 
 
