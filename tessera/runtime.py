@@ -170,13 +170,16 @@ class DeviceArray:
         self._base = self.context.alloc(self.nbytes)
 
     _foreign = None   # a DLPack producer's tensor (_runtime.DLPackTensor) whose memory this array is
+    _registration = None  # its range registered with the context (_DeviceRegistration), while the array lives
 
     @classmethod
     def _of_dlpack(cls, tensor, dtype, context: _runtime.Context) -> "DeviceArray":
-        """An array of a DLPack producer's device memory, keeping the producer's tensor until it goes."""
+        """An array of a DLPack producer's device memory, keeping the producer's tensor until it goes, its range
+        known to the context (tsrDeviceRegister) so that the runtime's copies (`numpy`, `copy_from`) accept it."""
         out = object.__new__(cls)
         out.context, out.shape, out.dtype = context, tuple(tensor.shape), np.dtype(dtype)
         out._owner, out._offset, out._base, out._foreign = None, 0, tensor.address, tensor
+        out._registration = _DeviceRegistration.cover(context, out._base, out.nbytes)
         return out
 
     def _live_base(self) -> int:
@@ -266,7 +269,13 @@ class DeviceArray:
         if self._owner is None and self._base:
             address, self._base = self._base, 0
             if self._foreign is not None:
-                self._foreign.release()
+                # unregistered first: once the producer frees the memory, a new allocation may take its addresses
+                registration, self._registration = self._registration, None
+                try:
+                    if registration is not None:
+                        registration.release()
+                finally:
+                    self._foreign.release()
             elif not self.context.closed:
                 self.context.free(address)
 
@@ -308,6 +317,50 @@ class DeviceArray:
 
     def __repr__(self) -> str:
         return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, backend={self.context.backend})"
+
+
+class _DeviceRegistration:
+    """Another library's device memory registered with a context (tsrDeviceRegister), shared by the `from_dlpack`
+    arrays that lie inside it and unregistered when the last of them goes. Sharing is sound: two arrays alive at
+    once whose memory overlaps lie in one allocation of their producer, which each keeps alive whole."""
+
+    _lock = threading.RLock()  # reentrant: a DeviceArray's __del__ (a release) may run in a collection under it
+    _live: dict = {}  # (id(context), base) -> registration; the registration keeps its context (and so its id)
+
+    def __init__(self, context: _runtime.Context, base: int):
+        self.context, self.base, self.users = context, base, 1
+
+    @classmethod
+    def cover(cls, context: _runtime.Context, address: int, nbytes: int) -> "_DeviceRegistration | None":
+        """A registration holding [address, address + nbytes): an existing one of ours, else a new one. None
+        when none is needed (an empty array; memory the context allocated or another registration covers) or
+        possible (the range overlaps known memory without lying inside it: it stays unknown, usable by
+        launches and function calls, refused by copies, as without registration)."""
+        if not nbytes:
+            return None
+        with cls._lock:
+            info = context.pointer_info(address)
+            if info["kind"] != "unknown":
+                inside = address + nbytes <= info["base"] + info["bytes"]
+                shared = cls._live.get((id(context), info["base"])) if inside else None
+                if shared is not None:
+                    shared.users += 1
+                return shared
+            try:
+                context.device_register(address, nbytes)
+            except Error:  # overlaps a known range further on
+                return None
+            registration = cls._live[(id(context), address)] = cls(context, address)
+            return registration
+
+    def release(self) -> None:
+        with self._lock:
+            self.users -= 1
+            if self.users:
+                return
+            del self._live[(id(self.context), self.base)]
+            if not self.context.closed:  # a destroyed context forgot it already
+                self.context.device_unregister(self.base)
 
 
 # DLPack device types (dlpack.h's DLDeviceType): of each backend's memory, and of host memory
@@ -356,7 +409,8 @@ def from_dlpack(x, context: _runtime.Context | None = None):
         return tensor.numpy(np.dtype(dtype))
     shape, strides = tensor.shape, tensor.strides
     compact = [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
-    if strides is not None and any(n > 1 and s != c for n, s, c in zip(shape, strides, compact)):
+    # an empty tensor's strides are anything (torch and numpy give (0, 0) for shape (0, 3)): it reaches nothing
+    if strides is not None and 0 not in shape and any(n > 1 and s != c for n, s, c in zip(shape, strides, compact)):
         tensor.release()
         raise ValueError(f"from_dlpack: a device tensor of shape {tuple(shape)} with strides {tuple(strides)} (in "
                          f"elements) is not compact row-major, which a DeviceArray is: copy it first "

@@ -239,12 +239,20 @@ class Context {
     check(tsrHostUnregister(state_->live(), reinterpret_cast<void*>(address)));
   }
 
+  void device_register(uintptr_t address, size_t bytes) const {
+    check(tsrDeviceRegister(state_->live(), reinterpret_cast<void*>(address), bytes, TSR_DEVICE_REGISTER_DEFAULT));
+  }
+
+  void device_unregister(uintptr_t address) const {
+    check(tsrDeviceUnregister(state_->live(), reinterpret_cast<void*>(address)));
+  }
+
   py::dict pointer_info(uintptr_t address) const {
-    static const char* const kinds[] = {"unknown", "device", "pinned", "registered"};
+    static const char* const kinds[] = {"unknown", "device", "pinned", "registered", "device_registered"};
     tsr_pointer_info_t info;
     check(tsrPointerGetInfo(state_->live(), reinterpret_cast<const void*>(address), &info));
     py::dict d;
-    d["kind"] = kinds[info.kind < 4 ? info.kind : 0];
+    d["kind"] = kinds[info.kind < sizeof kinds / sizeof *kinds ? info.kind : 0];
     d["base"] = reinterpret_cast<uintptr_t>(info.base);
     d["bytes"] = info.bytes;
     return d;
@@ -370,8 +378,12 @@ void bind_context(py::module_& m) {
       .def("free", &Context::free, py::arg("address"))
       .def("host_register", &Context::host_register, py::arg("address"), py::arg("bytes"), py::arg("pinned") = false)
       .def("host_unregister", &Context::host_unregister, py::arg("address"))
+      .def("device_register", &Context::device_register, py::arg("address"), py::arg("bytes"),
+           "tsrDeviceRegister: another library's device memory becomes known to the context (copies accept it).")
+      .def("device_unregister", &Context::device_unregister, py::arg("address"))
       .def("pointer_info", &Context::pointer_info, py::arg("address"),
-           "What the context knows of an address: kind ('device', 'pinned', 'registered', 'unknown'), base, bytes.")
+           "What the context knows of an address: kind ('device', 'pinned', 'registered', 'device_registered', "
+           "'unknown'), base, bytes.")
       .def("copy_to_device", &Context::copy_to_device, py::arg("dst"), py::arg("src"),
            "Copies a C-contiguous host buffer to device memory at `dst`. Releases the GIL.")
       .def("copy_to_host", &Context::copy_to_host, py::arg("dst"), py::arg("src"),

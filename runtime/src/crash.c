@@ -211,8 +211,8 @@ static void hex(FILE* f, const unsigned char* p, size_t n) {
 }
 
 static const char* memory_name(uint32_t kind) {
-  static const char* const names[] = {"host", "device", "pinned", "registered"};
-  return kind < 4 ? names[kind] : "host";
+  static const char* const names[] = {"host", "device", "pinned", "registered", "device registered"};
+  return kind < sizeof names / sizeof *names ? names[kind] : "host";
 }
 
 static void write_launch_json(const char* dir, const tsr_launch_record_t* r, tsr_crash_snapshot_t* s,

@@ -2,8 +2,10 @@
  *
  * The table is sorted by base address, so that free can refuse foreign pointers, copies can check that a
  * device range lies inside one allocation, and debug mode can find the allocation a tensor or a faulting
- * address lies in — each a bisection. Device allocations come from the pool (mem_pool.h) or, in debug mode,
- * are guarded mappings (guarded.h) whose frees go to a bounded quarantine of revoked pages. */
+ * address lies in — each a bisection. Registered memory (the caller's host memory, or another library's
+ * device memory) is in the table too, so that copies and launches check it like the runtime's own. Device
+ * allocations come from the pool (mem_pool.h) or, in debug mode, are guarded mappings (guarded.h) whose frees
+ * go to a bounded quarantine of revoked pages. */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <errno.h>
 #include <inttypes.h>
@@ -283,13 +285,14 @@ tsr_status_t tsr_memory_free(struct tsr_context* ctx, void* ptr, const char* fun
     const tsr_quarantined_t* q = ptr && !a ? quarantined(m, (uintptr_t)ptr) : NULL;
     uint64_t serial = q ? q->serial : 0;
     bool registered = a && a->origin == TSR_ORIGIN_REGISTERED;
+    bool device = registered && a->kind == TSR_MEMORY_DEVICE_REGISTERED;
     pthread_mutex_unlock(&m->lock);
     if (serial)
       return tsr_fail(TSR_ERROR_MEMORY_FAULT, "%s: %p lies in allocation #%" PRIu64 ", which was already freed "
                       "(double free)", function, ptr, serial);
     if (registered)
-      return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: %p is registered host memory: use tsrHostUnregister", function,
-                      ptr);
+      return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: %p is registered %s memory: use %s", function, ptr,
+                      device ? "device" : "host", device ? "tsrDeviceUnregister" : "tsrHostUnregister");
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: %p was not allocated by tsrAlloc on this context (or was "
                     "already freed)", function, ptr);
   }
@@ -352,7 +355,7 @@ tsr_status_t tsrHostUnregister(tsr_context_t ctx, void* ptr) {
   tsr_memory_state_t* m = &ctx->memory;
   pthread_mutex_lock(&m->lock);
   tsr_allocation_t* a = ptr ? holding(m, (uintptr_t)ptr) : NULL;
-  bool found = a && a->base == (uintptr_t)ptr && a->origin == TSR_ORIGIN_REGISTERED;
+  bool found = a && a->base == (uintptr_t)ptr && a->kind == TSR_MEMORY_HOST_REGISTERED;
   if (found) {
     tsr_allocation_t gone = *a;
     erase(m, a);
@@ -362,6 +365,45 @@ tsr_status_t tsrHostUnregister(tsr_context_t ctx, void* ptr) {
   if (!found)
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrHostUnregister: %p is not the start of memory registered with "
                     "tsrHostRegister on this context", ptr);
+  return TSR_SUCCESS;
+}
+
+/* ---- foreign device memory ---------------------------------------------------------------------------- */
+
+tsr_status_t tsrDeviceRegister(tsr_context_t ctx, void* ptr, size_t bytes, uint32_t flags) {
+  tsr_status_t st = tsr_check_context(ctx, __func__);
+  if (st) return st;
+  if (flags != TSR_DEVICE_REGISTER_DEFAULT)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrDeviceRegister: unknown flags 0x%x", flags);
+  if (!ptr || !bytes || (uintptr_t)ptr > UINTPTR_MAX - bytes)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrDeviceRegister: [%p, +%zu) is not a memory range", ptr, bytes);
+  /* Bookkeeping only (the memory is the caller's, and already the device's): the check and the insert under one
+   * lock, so that of two threads registering overlapping ranges one fails. */
+  tsr_memory_state_t* m = &ctx->memory;
+  pthread_mutex_lock(&m->lock);
+  bool clash = overlaps(m, (uintptr_t)ptr, bytes);
+  if (!clash)
+    st = insert(m, (tsr_allocation_t){.base = (uintptr_t)ptr, .bytes = bytes, .kind = TSR_MEMORY_DEVICE_REGISTERED,
+                                      .origin = TSR_ORIGIN_REGISTERED});
+  pthread_mutex_unlock(&m->lock);
+  if (clash)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrDeviceRegister: [%p, +%zu) overlaps memory the context already "
+                    "knows", ptr, bytes);
+  return st ? tsr_fail(st, "tsrDeviceRegister: out of memory") : TSR_SUCCESS;
+}
+
+tsr_status_t tsrDeviceUnregister(tsr_context_t ctx, void* ptr) {
+  tsr_status_t st = tsr_check_context(ctx, __func__);
+  if (st) return st;
+  tsr_memory_state_t* m = &ctx->memory;
+  pthread_mutex_lock(&m->lock);
+  tsr_allocation_t* a = ptr ? holding(m, (uintptr_t)ptr) : NULL;
+  bool found = a && a->base == (uintptr_t)ptr && a->kind == TSR_MEMORY_DEVICE_REGISTERED;
+  if (found) erase(m, a);  /* nothing to release: the runtime neither pinned nor mapped it */
+  pthread_mutex_unlock(&m->lock);
+  if (!found)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrDeviceUnregister: %p is not the start of memory registered with "
+                    "tsrDeviceRegister on this context", ptr);
   return TSR_SUCCESS;
 }
 
@@ -439,7 +481,7 @@ static tsr_status_t check_ranges_locked(const tsr_memory_state_t* m, bool debug,
     const tsr_allocation_t* a = debug ? owning(m, sides[i].p) : holding(m, sides[i].p);
     bool within = a && sides[i].p >= a->base && sides[i].p - a->base <= a->bytes &&
                   bytes <= a->bytes - (sides[i].p - a->base);
-    bool inside = within && a->kind == TSR_MEMORY_DEVICE;
+    bool inside = within && (a->kind == TSR_MEMORY_DEVICE || a->kind == TSR_MEMORY_DEVICE_REGISTERED);
     /* Debug mode: either side touching freed memory, at either end, is a use after free. */
     const tsr_quarantined_t* q = quarantined(m, sides[i].p);
     if (!q) q = quarantined(m, sides[i].p + bytes - 1);
@@ -448,7 +490,8 @@ static tsr_status_t check_ranges_locked(const tsr_memory_state_t* m, bool debug,
                       "freed (use after free)", function, sides[i].side, (void*)sides[i].p, q->serial);
     if (sides[i].device && !inside)
       return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: the %s range of %zu bytes is not inside one device allocation "
-                      "of this context", function, sides[i].side, bytes);
+                      "of this context (tsrAlloc; another library's device memory needs tsrDeviceRegister)", function,
+                      sides[i].side, bytes);
     if (a && !within)
       return tsr_fail(TSR_ERROR_MEMORY_FAULT, "%s: the %s range of %zu bytes at offset %" PRIdPTR " leaves the %zu-byte "
                       "allocation #%" PRIu64 " at %p", function, sides[i].side, bytes,

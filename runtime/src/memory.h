@@ -1,5 +1,5 @@
-/* memory.h — a context's memory: the table of allocations it knows (device, pinned host, registered host),
- * the device pool, and debug mode's guarded allocations and quarantine of freed ones. */
+/* memory.h — a context's memory: the table of allocations it knows (device, pinned host, registered host and
+ * device), the device pool, and debug mode's guarded allocations and quarantine of freed ones. */
 #ifndef TESSERA_SRC_MEMORY_H_
 #define TESSERA_SRC_MEMORY_H_
 
@@ -15,7 +15,7 @@ typedef enum tsr_origin {
   TSR_ORIGIN_POOL = 0,        /* a pool block from the backend */
   TSR_ORIGIN_GUARDED = 1,     /* debug mode: a mapping with guard pages (guarded.h) */
   TSR_ORIGIN_PINNED = 2,      /* an mlock()ed mapping */
-  TSR_ORIGIN_REGISTERED = 3   /* the caller's memory */
+  TSR_ORIGIN_REGISTERED = 3   /* the caller's memory (kind: host or device registered) */
 } tsr_origin_t;
 
 typedef struct tsr_allocation {

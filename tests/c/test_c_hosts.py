@@ -57,6 +57,11 @@ def test_api_host(build_host, test_image, host):
     run_checks(build_host(host), test_image)
 
 
+def test_foreign_device_memory_registers_on_the_cpu(build_host, test_image):
+    """tsrDeviceRegister on the CPU backend (host_device_register.c): copies, launches' extents, refusals."""
+    run_checks(build_host("host_device_register.c"), "cpu", test_image)
+
+
 def test_cycles_leave_no_descriptor_or_thread_behind(build_host, test_image):
     p = run_checks(build_host("host_cycles.c"), test_image, 10)
     assert "10 cycles:" in p.stdout

@@ -310,3 +310,18 @@ def test_a_function_runs_on_device_memory(build_host, axpy_image, fake_driver, t
         threads = phases["threads"]
         waits = [line for line in threads if "Synchronize" in line and not line.endswith(" ptds")]
         assert len(calls(threads, "cuLaunchKernel")) == 2 * 2 * 200 * 3 + 3 and len(waits) == 4 + 1, waits
+
+
+def test_memory_of_the_driver_registers_as_device_memory(build_host, fake_driver, tmp_path):
+    """tsrDeviceRegister on the CUDA backend (host_device_register.c): memory from the driver's own cuMemAlloc,
+    as another library's, taken by the runtime's copies once registered, and refused again after; the copies
+    are the driver's device copies (cuMemcpy*), not host memcpy."""
+    log = tmp_path / "cuda.log"
+    environ = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), FAKE_CUDA_LOG=str(log))
+    environ.pop("TESSERA_BACKEND", None)
+    p = subprocess.run([str(build_host("host_device_register.c")), "cuda"], capture_output=True, text=True,
+                       timeout=300, env=environ)
+    failed = [line for line in p.stdout.splitlines() if line.startswith("FAIL")]
+    assert p.returncode == 0 and not failed and p.stdout.rstrip().endswith("0 failed"), p.stdout + p.stderr
+    names = {line.split()[0] for line in log.read_text().splitlines()}
+    assert {"cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync"} <= names, sorted(names)

@@ -4,6 +4,7 @@ numpy's own DLPack and, where it is installed, torch's (CPU) are the other side 
 does the same with CUDA tensors and JAX arrays."""
 
 import gc
+import re
 import sys
 
 import numpy as np
@@ -213,4 +214,84 @@ def test_cuda_device_arrays_through_dlpack(fake_cuda):
         "kDLCpu device 0 memory: move it there first",
         "numpy refuses",
         "DeviceArray (2, 3)",
+    ]
+
+
+FOREIGN_CUDA_HOST = """
+import gc
+import sys
+import weakref
+import numpy as np
+from tessera import _runtime, runtime
+from tessera._runtime import DLPACK_DEVICE
+
+class Producer:  # another library's CUDA memory; the fake driver's device memory is host memory
+    def __init__(self, array):
+        self.array = array
+    def __dlpack_device__(self):
+        return (DLPACK_DEVICE["cuda"], 0)
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+ctx = _runtime.Context("cuda")
+x = np.arange(6, dtype=np.float32).reshape(2, 3)
+base, before = x.ctypes.data, sys.getrefcount(x)
+try:
+    ctx.copy_to_host(np.empty(6, np.float32), base)
+except runtime.Error as e:
+    print(e)
+d = runtime.from_dlpack(Producer(x), ctx)
+info = ctx.pointer_info(base + 8)
+print(info["kind"], info["base"] == base, info["bytes"], ctx.memory_stats()["registered_bytes"])
+print(d.numpy().tolist())
+d.copy_from(np.full((2, 3), 7, np.float32))
+print(x.tolist())
+row = d[1]
+again = runtime.from_dlpack(Producer(x[1]), ctx)  # inside d's range: shares its registration
+print(again.numpy().tolist(), ctx.memory_stats()["registered_bytes"])
+try:
+    ctx.free(base)
+except runtime.Error as e:
+    print(e)
+del d, again
+gc.collect()
+print(ctx.pointer_info(base)["kind"], row.numpy().tolist())  # the view keeps the range registered
+del row
+gc.collect()
+print(ctx.pointer_info(base)["kind"], ctx.memory_stats()["registered_bytes"], sys.getrefcount(x) == before)
+y = np.ones(4, np.float32)
+ybase = y.ctypes.data
+seen = []
+weakref.finalize(y, lambda: seen.append(ctx.pointer_info(ybase)["kind"]))  # runs in the producer's deleter
+e = runtime.from_dlpack(Producer(y), ctx)
+del y
+print(ctx.pointer_info(ybase)["kind"])
+e.free()
+print(seen)
+empty = runtime.from_dlpack(Producer(np.zeros((0, 3), np.float32)), ctx)
+print(empty.numpy().shape, ctx.memory_stats()["registered_bytes"])
+"""
+
+
+def test_foreign_cuda_memory_is_registered_while_its_arrays_live(fake_cuda):
+    """A from_dlpack DeviceArray of another library's CUDA memory (a producer's, under tests/c/fake_cuda.c)
+    registers its range with the context (tsrDeviceRegister), so that numpy() and copy_from, the runtime's
+    copies, accept it; arrays inside a registered range share it; it is unregistered when the last array or
+    view goes, before the producer's deleter runs; empty arrays need none."""
+    p = fake_cuda(FOREIGN_CUDA_HOST)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    assert re.fullmatch(r"tsrFree: 0x[0-9a-f]+ is registered device memory: use tsrDeviceUnregister", lines[5])
+    assert lines[:5] + lines[6:] == [
+        "tsrMemcpyAsync: the source range of 24 bytes is not inside one device allocation of this context (tsrAlloc; "
+        "another library's device memory needs tsrDeviceRegister)",
+        "device_registered True 24 24",
+        "[[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]",
+        "[[7.0, 7.0, 7.0], [7.0, 7.0, 7.0]]",
+        "[7.0, 7.0, 7.0] 24",
+        "device_registered [7.0, 7.0, 7.0]",
+        "unknown 0 True",
+        "device_registered",
+        "['unknown']",
+        "(0, 3) 0",
     ]

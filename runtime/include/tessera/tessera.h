@@ -272,7 +272,7 @@ TSR_API tsr_status_t tsrKernelGetProperty(tsr_kernel_t kernel, const char* key, 
 TSR_API tsr_status_t tsrAlloc(tsr_context_t context, size_t bytes, uint32_t flags, void** out_ptr);
 
 /* Frees a pointer returned by tsrAlloc on the same context (any flags). Any other pointer (including one
- * already freed) returns TSR_ERROR_INVALID_VALUE and changes nothing; in debug mode a pointer freed earlier
+ * already freed, and registered memory: tsrHostUnregister, tsrDeviceUnregister) returns TSR_ERROR_INVALID_VALUE and changes nothing; in debug mode a pointer freed earlier
  * returns TSR_ERROR_MEMORY_FAULT, and so does an allocation whose canaries were overwritten (it is freed
  * all the same). Does not wait for queued work that uses the memory: synchronize first. */
 TSR_API tsr_status_t tsrFree(tsr_context_t context, void* ptr);
@@ -286,7 +286,38 @@ TSR_API tsr_status_t tsrFree(tsr_context_t context, void* ptr);
  * copies and for tsrPointerGetInfo. `bytes` >= 1; the range must not overlap a known allocation. Undo with
  * tsrHostUnregister before freeing it; destroying the context unregisters it (and never frees it). */
 TSR_API tsr_status_t tsrHostRegister(tsr_context_t context, void* ptr, size_t bytes, uint32_t flags);
+/* `ptr` must be the start of a range registered by tsrHostRegister (not tsrDeviceRegister): else
+ * TSR_ERROR_INVALID_VALUE, changing nothing. */
 TSR_API tsr_status_t tsrHostUnregister(tsr_context_t context, void* ptr);
+
+/* Flags of tsrDeviceRegister. */
+#define TSR_DEVICE_REGISTER_DEFAULT 0u
+
+/* Registers device memory the caller owns but the context did not allocate (another library's: a DLPack
+ * tensor of torch, JAX or CuPy, memory from the driver's own allocator) so that the runtime treats it as
+ * device memory: copies of every kind accept it as a device side and bounds-check it as they do tsrAlloc
+ * memory, launches' extent checks apply to it, tsrPointerGetInfo reports TSR_MEMORY_DEVICE_REGISTERED, and
+ * tsrGetMemoryStats counts it in registered_bytes. The memory is neither copied, pinned nor freed by the
+ * runtime: the caller keeps it allocated until tsrDeviceUnregister, or until the context is destroyed (which
+ * forgets it). The runtime cannot verify that the range is memory of the context's device: the caller
+ * promises it. On the CPU backend device memory is host memory, so any host memory may be registered so;
+ * it is then device memory to the runtime's copies (tsrHostRegister instead makes it host memory).
+ * Memory the context does not know needs no registration to be a launch's or a function call's tensor
+ * (it is then not bounds-checked); only tsrMemcpy and tsrMemcpyAsync require it on a device side.
+ * Fails with TSR_ERROR_INVALID_VALUE, changing nothing, for: a NULL `ptr`, `bytes` 0, a range that wraps
+ * around the address space, unknown flags, or a range that overlaps memory the context already knows
+ * (tsrAlloc, tsrHostRegister, tsrDeviceRegister; register the whole foreign allocation once instead of
+ * overlapping parts of it). Thread-safe, like tsrAlloc: of two threads registering overlapping ranges
+ * at once, one fails. */
+TSR_API tsr_status_t tsrDeviceRegister(tsr_context_t context, void* ptr, size_t bytes, uint32_t flags);
+
+/* Forgets device memory registered with tsrDeviceRegister on this context; `ptr` must be the registered
+ * range's start. The memory stays the caller's (unregister before freeing it: the runtime must not check a
+ * later allocation of the same addresses against a stale range). Queued work that uses the memory is not
+ * waited for (it still runs: registration is bookkeeping only). TSR_ERROR_INVALID_VALUE, changing nothing,
+ * for any other pointer: NULL, an interior pointer, a pointer already unregistered, memory from tsrAlloc or
+ * tsrHostRegister (each has its own release). */
+TSR_API tsr_status_t tsrDeviceUnregister(tsr_context_t context, void* ptr);
 
 /* The device address of registered or pinned host memory (export of a host pointer to kernels). On the CPU
  * backend it is the same address. TSR_ERROR_INVALID_VALUE for memory the context does not know as host
@@ -298,7 +329,8 @@ typedef enum tsr_memory_kind {
   TSR_MEMORY_UNKNOWN = 0,          /* not inside any allocation of this context */
   TSR_MEMORY_DEVICE = 1,           /* tsrAlloc(TSR_ALLOC_DEFAULT) */
   TSR_MEMORY_HOST_PINNED = 2,      /* tsrAlloc(TSR_ALLOC_HOST_PINNED) */
-  TSR_MEMORY_HOST_REGISTERED = 3   /* tsrHostRegister */
+  TSR_MEMORY_HOST_REGISTERED = 3,  /* tsrHostRegister */
+  TSR_MEMORY_DEVICE_REGISTERED = 4 /* tsrDeviceRegister */
 } tsr_memory_kind_t;
 
 typedef struct tsr_pointer_info {
@@ -316,7 +348,7 @@ typedef struct tsr_memory_stats {
   size_t bytes_reserved;  /* memory held for device allocations: in use (rounded to pool blocks) + cached */
   size_t bytes_cached;    /* freed device blocks kept by the pool */
   size_t peak_bytes_in_use;
-  size_t registered_bytes;  /* tsrHostRegister */
+  size_t registered_bytes;  /* tsrHostRegister and tsrDeviceRegister (not in allocations or bytes_in_use) */
 } tsr_memory_stats_t;
 
 TSR_API tsr_status_t tsrGetMemoryStats(tsr_context_t context, tsr_memory_stats_t* out_stats);
@@ -324,7 +356,8 @@ TSR_API tsr_status_t tsrGetMemoryStats(tsr_context_t context, tsr_memory_stats_t
 /* Returns the pool's cached blocks to the system. Also done by itself when an allocation would fail. */
 TSR_API tsr_status_t tsrTrimMemory(tsr_context_t context);
 
-/* Direction of a copy. A "device" side must lie inside one device allocation of the context. */
+/* Direction of a copy. A "device" side must lie inside one device allocation of the context (tsrAlloc with
+ * TSR_ALLOC_DEFAULT, or tsrDeviceRegister). */
 typedef enum tsr_memcpy_kind {
   TSR_MEMCPY_HOST_TO_HOST = 0,
   TSR_MEMCPY_HOST_TO_DEVICE = 1,
@@ -367,9 +400,9 @@ typedef struct tsr_launch {
  * buffer, a negative dimension, a grid or block dimension of 0, a block other than the one the kernel was
  * compiled for (when its metadata fixes one), more threads per block or shared memory than the backend's
  * limits, or a stream of another context. Kernels without the SIMT flag return TSR_ERROR_UNSUPPORTED. In
- * every mode a tensor that starts in a known allocation (tsrAlloc, tsrHostRegister) but whose extents (the
- * dimension arguments × the dtype size) run past its end returns TSR_ERROR_MEMORY_FAULT, naming the kernel and
- * the tensor; in debug mode so does a tensor in freed memory. Memory the context does not know is not checked.
+ * every mode a tensor that starts in a known allocation (tsrAlloc, tsrHostRegister, tsrDeviceRegister) but
+ * whose extents (the dimension arguments × the dtype size) run past its end returns TSR_ERROR_MEMORY_FAULT,
+ * naming the kernel and the tensor; in debug mode so does a tensor in freed memory. Memory the context does not know is not checked.
  *
  * On the NULL stream the launch has finished when tsrLaunch returns, and a fault caught while it ran (debug
  * mode) is its status. On a stream it is queued; faults are reported by tsrStreamSynchronize/tsrStreamQuery.
@@ -493,7 +526,7 @@ TSR_API tsr_status_t tsrFunctionGetSignature(tsr_function_t function, tsr_functi
  * deep (a cycle of calls in a hand-made or linked plan), and for a strided tensor on a capturing stream or of
  * rank above 8;
  * TSR_ERROR_MEMORY_FAULT for a tensor whose data lies in an allocation the context knows (tsrAlloc,
- * tsrHostRegister) that does not hold every element its shape and strides reach (memory the context does
+ * tsrHostRegister, tsrDeviceRegister) that does not hold every element its shape and strides reach (memory the context does
  * not know cannot be checked);
  * TSR_ERROR_OUT_OF_MEMORY; and whatever tsrLaunch returns for a step, with the step named. After a failure
  * at run time, outputs may be partly written. Thread safety: concurrent calls of one function are allowed,
