@@ -97,8 +97,15 @@ class Imports:
         if path in self.loading:
             chain = " -> ".join(os.path.basename(p) for p in self.loading[self.loading.index(path):] + [path])
             raise CompileError.at(node, filename, f"imports form a cycle ({chain})")
-        with open(path, encoding="utf-8") as f:
-            source = f.read()
+        try:
+            with open(path, encoding="utf-8") as f:
+                source = f.read()
+        except UnicodeDecodeError as e:
+            raise CompileError.at(node, filename, f"cannot import from {os.path.basename(path)}: it is not UTF-8 text "
+                                                  f"(byte {e.start}: {e.reason})") from None
+        except OSError as e:
+            raise CompileError.at(node, filename, f"cannot import from {os.path.basename(path)}: "
+                                                  f"{e.strerror or e}") from None
         tree = parse_source(source, path)
         every = tessera_defs(tree)
         kinds = {d.name: _decorator(d) for d in every}

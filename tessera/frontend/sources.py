@@ -36,15 +36,20 @@ def imported_sources(source: str, filename: str, include: tuple[str, ...]) -> li
     todo = [(source, filename)]
     while todo:
         text, name = todo.pop()
+        # A text the parser refuses (a syntax error, NUL bytes, nesting past Python's recursion limit) or a file
+        # that cannot be read fails the compile, at its location, in the frontend; nothing is cached for it.
         try:
             tree = ast.parse(text)
-        except SyntaxError:
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
         for stmt, _ in import_nodes(tree).values():
             path = find_module(stmt.module, name, include)
             if path is not None and path not in out:
-                with open(path, encoding="utf-8") as f:
-                    out[path] = f.read()
+                try:
+                    with open(path, encoding="utf-8") as f:
+                        out[path] = f.read()
+                except (OSError, UnicodeDecodeError):
+                    continue
                 todo.append((out[path], path))
     return sorted(out.items())
 

@@ -130,6 +130,20 @@ def test_mistakes_are_located(tmp_path, blocks, model, where, message):
     assert (e.value.line, e.value.col) == where, str(e.value)
 
 
+@pytest.mark.parametrize("blocks, message", [
+    ((BLOCKS + "# \xff\n").encode("latin-1"), "cannot import from blocks.py: it is not UTF-8 text"),
+    (BLOCKS.replace("def double", "def double(").encode(), "blocks.py:"),
+    (BLOCKS.encode() + b"x = 1" + b" + 1" * 400_000 + b"\n", "nested too deeply"),
+])
+def test_an_imported_file_the_parser_refuses_is_a_located_error(tmp_path, blocks, message):
+    """Regression: the compile cache's key reads the imported files first (frontend/sources.py), and a file it
+    could not parse or decode stopped the compile there with a traceback instead of the frontend's error."""
+    (tmp_path / "blocks.py").write_bytes(blocks)
+    (tmp_path / "model.py").write_text(MODEL)
+    with pytest.raises(CompileError, match=message):
+        compiler.compile_file(str(tmp_path / "model.py"))
+
+
 def test_an_import_cycle_is_refused(tmp_path):
     (tmp_path / "a.py").write_text("from b import g\n\n@function(export=True)\n"
                                    "def f(X: tensor[f32, 'N']):\n    return g(X)\n")
