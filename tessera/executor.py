@@ -21,9 +21,12 @@ also takes its bit patterns, as uint16); or a `tessera.runtime.DeviceArray` hold
 as uint16 bit patterns; fp8, which every target takes as f32 values, as float32), used in place. Any other is a
 TypeError naming function, argument and both dtypes; the arrays for a tile program's outputs too. Any other
 DLPack tensor (a torch tensor, a JAX array) is taken zero-copy as `tessera.runtime.from_dlpack` takes it: host
-memory as a numpy array, device memory of the context's backend as a DeviceArray. When any input is a
-DeviceArray the call runs in device memory (also on the CPU backend) and returns DeviceArrays (bf16 as bit
-patterns); otherwise numpy arrays (bf16 as float32). A wrong rank, extent or count of arguments is a ValueError
+memory as a numpy array, device memory of the context's backend as a DeviceArray; a strided device tensor (a
+torch CUDA `.t()` or slice, a column-major JAX array), which from_dlpack refuses as DeviceArrays are compact,
+goes to libtessera as it is, with its shape and strides (libtessera gathers it and scatters a tile program's
+output back; not in a graph capture), its producer's tensor kept for the call and its stream's queued work.
+When any input is in device memory the call runs there (also on the CPU backend) and returns DeviceArrays (bf16
+as bit patterns); otherwise numpy arrays (bf16 as float32). A wrong rank, extent or count of arguments is a ValueError
 (tessera._runtime.ArgumentError, libtessera's message, naming function and argument). Intermediates come from
 the context's pool, per call. Launches go to `stream` (default: the current one, else none: each runs at once);
 a call returning numpy arrays waits for its stream first, one returning DeviceArrays does not (libtessera
@@ -43,6 +46,7 @@ from . import stream as streams
 from .image.format import ARG_READONLY
 from .numerics.rounding import round_to
 
+_DEVICE = (runtime.DeviceArray, runtime._StridedDevice)  # tensors in device memory, used in place
 _NUMPY = runtime._NUMPY  # a plan value's storage (bf16 and fp8 intermediates as their bit patterns)
 # numpy has no dtype for these: a call takes float32 arrays of their values, rounded as the type rounds
 _VALUES_AS_F32 = ("bf16", "tf32", "fp8_e4m3", "fp8_e5m2")
@@ -120,9 +124,10 @@ class Function:
         if len(arrays) != len(p.args):
             raise TypeError(f"'{self.name}' takes {len(p.args)} arguments ({', '.join(p.params)}), "
                             f"got {len(arrays)}")
+        # zero-copy: numpy arrays, DeviceArrays, or strided device tensors (_StridedDevice), which no DeviceArray is
         arrays = [a if isinstance(a, (np.ndarray, runtime.DeviceArray)) or not hasattr(a, "__dlpack__")
-                  else runtime.from_dlpack(a, ctx) for a in arrays]  # zero-copy: numpy arrays or DeviceArrays
-        given_device = any(isinstance(a, runtime.DeviceArray) for a in arrays)
+                  else runtime._dlpack_argument(a, ctx) for a in arrays]
+        given_device = any(isinstance(a, _DEVICE) for a in arrays)
         device = self.device or given_device
         s = stream if stream is not None else runtime._current_stream()
         if s is not None and s.capture is not None and device and not given_device:
@@ -147,8 +152,8 @@ class Function:
         self._native.call(native_in, [_native(x) for x in results], None if s is None else s.native)
         if s is not None:  # queued or recorded: the arrays must outlive the work
             s.keep(*inputs, *results)
-        if given_device:
-            outs = results
+        if given_device:  # a strided device tensor (a tile program's output written in place) as it was passed
+            outs = [r.producer if isinstance(r, runtime._StridedDevice) else r for r in results]
         else:
             if s is not None and s.capture is None:
                 s.synchronize()  # numpy results are read now (copies back run on the NULL stream, unordered)
@@ -156,7 +161,7 @@ class Function:
                 results = [r.numpy() for r in results]
             outs = [_from_storage(r, p.values[v].dtype) for r, v in zip(results, p.results)]
         for index, vid, raw in zip(p.outputs, p.results, results):  # a tile program writes its outputs in place
-            if raw is not arrays[index]:  # else the call wrote the array passed
+            if inputs[index] is not arrays[index]:  # else libtessera wrote the array passed, as it was passed
                 self._write_output(arrays[index], raw, p.values[vid].dtype, stream)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -190,13 +195,14 @@ class Function:
         and nothing is converted implicitly; a DeviceArray holds what the plan stores, as it is used in place."""
         where = f"argument '{pname}' of '{self.name}'"
         declared = spec.declared or spec.dtype
-        if isinstance(a, runtime.DeviceArray):
+        if isinstance(a, _DEVICE):
             storage = np.dtype(_NUMPY[spec.dtype])
             if a.dtype != storage:
                 held = f"{storage.name} bit patterns" if spec.dtype in runtime.BIT_PATTERNS else \
                     f"{storage.name} values, as this target stores them" if declared != spec.dtype else storage.name
-                takes = f"a DeviceArray of {declared} ({held})"
-                raise runtime.dtype_error(where, declared, f"a DeviceArray of {a.dtype}", takes)
+                kind = "a DeviceArray" if isinstance(a, runtime.DeviceArray) else "a device tensor"
+                takes = f"{kind} of {declared} ({held})"
+                raise runtime.dtype_error(where, declared, f"{kind} of {a.dtype}", takes)
             return
         if not isinstance(a, (np.ndarray, np.generic)):
             raise TypeError(f"{where} must be a numpy array or a tessera.runtime.DeviceArray, "
@@ -209,6 +215,8 @@ class Function:
         parameter's storage (a copy only where its dtype differs, or, with `compact`, its layout; copied to the
         device when the call runs there)."""
         self._check_dtype(pname, a, spec)
+        if isinstance(a, runtime._StridedDevice):  # of this context (taken with it), used in place
+            return a
         if isinstance(a, runtime.DeviceArray):
             if a.context is not self.module.context:
                 raise ValueError(f"argument '{pname}' of '{self.name}' is a DeviceArray of another context")
@@ -235,8 +243,11 @@ class Function:
 
 
 def _native(x):
-    """A tensor as tessera._runtime.Function takes it: a numpy array, or (address, shape) of a DeviceArray."""
-    return x if isinstance(x, np.ndarray) else (x.address, x.shape)
+    """A tensor as tessera._runtime.Function takes it: a numpy array, (address, shape) of a DeviceArray, or
+    (address, shape, strides) of a strided device tensor."""
+    if isinstance(x, np.ndarray):
+        return x
+    return (x.address, x.shape, x.strides) if isinstance(x, runtime._StridedDevice) else (x.address, x.shape)
 
 
 class Program:

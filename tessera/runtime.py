@@ -378,14 +378,9 @@ _DL_DTYPES = {(2, 16): np.float16, (2, 32): np.float32, (2, 64): np.float64, (0,
               (5, 128): np.complex128}
 
 
-def from_dlpack(x, context: _runtime.Context | None = None):
-    """Any DLPack producer (a numpy array, a torch tensor, a JAX array, a CuPy array, a DeviceArray) as a tessera
-    array, zero-copy: host memory as a numpy array (its strides kept), device memory of the context's backend
-    (default: the default context) as a DeviceArray that keeps the producer's tensor alive and hands it back
-    (the producer's deleter) when it goes. bf16 tensors come as their bit patterns (uint16). Memory of another
-    device is a ValueError saying where it is and what the context takes; a strided device tensor is refused
-    (DeviceArrays are compact: copy it first, e.g. `.contiguous()`)."""
-    ctx = context or default_context()
+def _take_dlpack(x, ctx: _runtime.Context):
+    """(the producer's tensor, its numpy dtype, whether it is in host memory); refuses memory of another device
+    and dtypes tessera has no storage for."""
     device_type, device_id = (int(v) for v in x.__dlpack_device__())
     host = device_type in _DLPACK_HOST
     if not host:
@@ -405,17 +400,75 @@ def from_dlpack(x, context: _runtime.Context | None = None):
         tensor.release()
         raise TypeError(f"from_dlpack: DLPack dtype (code {code}, {bits} bits, {lanes} lanes) has no tessera "
                         f"storage dtype")
-    if host:
-        return tensor.numpy(np.dtype(dtype))
+    return tensor, np.dtype(dtype), host
+
+
+def _strided(tensor) -> bool:
+    """Whether a DLPack tensor is not compact row-major. An empty tensor's strides are anything (torch and numpy
+    give (0, 0) for shape (0, 3)): it reaches nothing, and counts as compact; so do axes of extent 1."""
     shape, strides = tensor.shape, tensor.strides
     compact = [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
-    # an empty tensor's strides are anything (torch and numpy give (0, 0) for shape (0, 3)): it reaches nothing
-    if strides is not None and 0 not in shape and any(n > 1 and s != c for n, s, c in zip(shape, strides, compact)):
+    return strides is not None and 0 not in shape and any(n > 1 and s != c for n, s, c in zip(shape, strides, compact))
+
+
+def from_dlpack(x, context: _runtime.Context | None = None):
+    """Any DLPack producer (a numpy array, a torch tensor, a JAX array, a CuPy array, a DeviceArray) as a tessera
+    array, zero-copy: host memory as a numpy array (its strides kept), device memory of the context's backend
+    (default: the default context) as a DeviceArray that keeps the producer's tensor alive and hands it back
+    (the producer's deleter) when it goes. bf16 tensors come as their bit patterns (uint16). Memory of another
+    device is a ValueError saying where it is and what the context takes; a strided device tensor is refused
+    (DeviceArrays are compact: copy it first, e.g. `.contiguous()`; executor calls take it as it is)."""
+    ctx = context or default_context()
+    tensor, dtype, host = _take_dlpack(x, ctx)
+    if host:
+        return tensor.numpy(dtype)
+    if _strided(tensor):
+        shape, strides = tuple(tensor.shape), tuple(tensor.strides)
         tensor.release()
-        raise ValueError(f"from_dlpack: a device tensor of shape {tuple(shape)} with strides {tuple(strides)} (in "
+        raise ValueError(f"from_dlpack: a device tensor of shape {shape} with strides {strides} (in "
                          f"elements) is not compact row-major, which a DeviceArray is: copy it first "
-                         f"(.contiguous(), jnp.copy)")
+                         f"(.contiguous(), jnp.copy), or pass it to an executor call, which takes it as it is")
     return DeviceArray._of_dlpack(tensor, dtype, ctx)
+
+
+class _StridedDevice:
+    """A strided DLPack tensor in a context's device memory (a transposed or sliced torch CUDA tensor), as an
+    executor call takes it: zero-copy, its shape and strides passed to libtessera, which gathers it before the
+    call's steps and scatters a tile program's output back (docs/c-api.md "Functions"). Not a DeviceArray, which
+    is compact. Keeps the producer's tensor, and the span its strides reach registered with the context
+    (tsrDeviceRegister: libtessera's staging copies accept only memory the context knows), until it goes:
+    unregistered first, then the producer's deleter."""
+
+    _tensor = _registration = None  # for __del__ after a failed __init__
+
+    def __init__(self, producer, tensor, dtype: np.dtype, context: _runtime.Context):
+        self.producer, self.context, self.dtype = producer, context, dtype
+        self.shape, self.strides, self.address = tuple(tensor.shape), tuple(tensor.strides), tensor.address
+        self._tensor = tensor
+        low = sum(min(0, (n - 1) * s) for n, s in zip(self.shape, self.strides))  # in elements from address
+        high = sum(max(0, (n - 1) * s) for n, s in zip(self.shape, self.strides))
+        size = dtype.itemsize
+        self._registration = _DeviceRegistration.cover(context, self.address + low * size, (high - low + 1) * size)
+
+    def __del__(self):
+        registration, self._registration = self._registration, None
+        try:
+            if registration is not None:
+                registration.release()
+        finally:
+            if self._tensor is not None:
+                self._tensor.release()
+
+
+def _dlpack_argument(x, context: _runtime.Context):
+    """A DLPack producer as an executor call takes it: as `from_dlpack` does, except that a strided device tensor
+    comes as a _StridedDevice instead of being refused."""
+    tensor, dtype, host = _take_dlpack(x, context)
+    if host:
+        return tensor.numpy(dtype)
+    if _strided(tensor):
+        return _StridedDevice(x, tensor, dtype, context)
+    return DeviceArray._of_dlpack(tensor, dtype, context)
 
 
 def version() -> tuple[int, int, int]:

@@ -145,19 +145,11 @@ class Module {
   }
 
   py::object function(const std::string& name) const { return make_function(state_, name); }
-  py::list function_names() const { return tsr_py::function_names(state_); }
-
+  py::list function_names() const {
+    return module_names(state_->live(), tsrModuleGetFunctionCount, tsrModuleGetFunctionName);
+  }
   py::list kernel_names() const {
-    tsr_module_t m = state_->live();
-    size_t n;
-    check(tsrModuleGetKernelCount(m, &n));
-    py::list names;
-    for (size_t i = 0; i < n; i++) {
-      const char* name;
-      check(tsrModuleGetKernelName(m, i, &name));
-      names.append(text(name));
-    }
-    return names;
+    return module_names(state_->live(), tsrModuleGetKernelCount, tsrModuleGetKernelName);
   }
 
  private:

@@ -213,8 +213,9 @@ py::dict spec_dict(const tsr_tensor_spec_t& s) {
   return d;
 }
 
-// DLTensors for a call: each argument is a numpy array (host memory: kDLCPU) or an (address, shape) tuple
-// (memory the context allocated: its backend's device type). Their dtype is the signature's: the caller has
+// DLTensors for a call: each argument is a numpy array (host memory: kDLCPU), an (address, shape) tuple (compact
+// memory of the context's backend: its device type) or an (address, shape, strides) tuple (strides in elements:
+// a producer's strided device tensor, which libtessera gathers and scatters). Their dtype is the signature's: the caller has
 // checked that the array holds what the plan stores (tessera.executor's dtype rules, which take bf16 as uint16).
 struct Tensors {
   std::vector<DLTensor> tensors;
@@ -225,16 +226,31 @@ struct Tensors {
           const char* fname, const char* role, bool shapes_only) {
     size_t n = args.size();
     std::vector<py::object> arrays(n);  // null for a device tensor
-    std::vector<std::pair<uintptr_t, std::vector<int64_t>>> device_tensors(n);
+    struct DeviceTensor {
+      uintptr_t address;
+      std::vector<int64_t> shape, strides;  // no strides: compact
+    };
+    std::vector<DeviceTensor> device_tensors(n);
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
       py::object item = args[i];
       if (py::isinstance<py::array>(item)) {
         arrays[i] = item;
         total += 2 * static_cast<size_t>(py::reinterpret_borrow<py::array>(item).ndim());
+      } else if (py::len(item) == 3) {
+        auto [address, shape, strides] =
+            item.cast<std::tuple<uintptr_t, std::vector<int64_t>, std::vector<int64_t>>>();
+        if (strides.size() != shape.size())
+          throw py::value_error(std::string("function '") + fname + "': " + role + " '" +
+                                (i < n_specs ? specs[i].name : std::to_string(i).c_str()) + "' has " +
+                                std::to_string(strides.size()) + " strides for " + std::to_string(shape.size()) +
+                                " axes");
+        device_tensors[i] = {address, std::move(shape), std::move(strides)};
+        total += 2 * device_tensors[i].shape.size();
       } else {
-        device_tensors[i] = item.cast<std::pair<uintptr_t, std::vector<int64_t>>>();
-        total += 2 * device_tensors[i].second.size();
+        auto [address, shape] = item.cast<std::pair<uintptr_t, std::vector<int64_t>>>();
+        device_tensors[i] = {address, std::move(shape), {}};
+        total += 2 * device_tensors[i].shape.size();
       }
     }
     tensors.resize(n);
@@ -261,11 +277,15 @@ struct Tensors {
         }
         at += 2 * static_cast<size_t>(a.ndim());
       } else {
-        const auto& [address, shape] = device_tensors[i];
+        const auto& [address, shape, strides] = device_tensors[i];
         t.data = shapes_only ? nullptr : reinterpret_cast<void*>(address);
         t.device = {device, 0};
         t.ndim = static_cast<int32_t>(shape.size());
         std::copy(shape.begin(), shape.end(), t.shape);
+        if (!strides.empty()) {
+          t.strides = &extents[at + shape.size()];
+          std::copy(strides.begin(), strides.end(), t.strides);
+        }
         at += 2 * shape.size();
       }
     }
@@ -342,19 +362,6 @@ py::object make_function(std::shared_ptr<ModuleState> module, const std::string&
   return py::cast(Function(std::move(module), name));
 }
 
-py::list function_names(const std::shared_ptr<ModuleState>& module) {
-  tsr_module_t m = module->live();
-  size_t n;
-  check(tsrModuleGetFunctionCount(m, &n));
-  py::list names;
-  for (size_t i = 0; i < n; i++) {
-    const char* name;
-    check(tsrModuleGetFunctionName(m, i, &name));
-    names.append(text(name));
-  }
-  return names;
-}
-
 void bind_function(py::module_& m) {
   py::object error = m.attr("Error");
   argument_error = PyErr_NewExceptionWithDoc(
@@ -370,10 +377,11 @@ void bind_function(py::module_& m) {
                              "extents (-1: symbolic) and dims (the plan's spelling).")
       .def("result_shapes", &Function::result_shapes, py::arg("inputs"),
            "tsrFunctionGetResultShapes: each result's extents for these inputs (numpy arrays, or (address, shape) "
-           "of the context's memory; their data is not read).")
+           "or (address, shape, strides) of device memory; their data is not read).")
       .def("call", &Function::call, py::arg("inputs"), py::arg("outputs"), py::arg("stream") = py::none(),
            "tsrFunctionCall: inputs and outputs are numpy arrays (host memory) or (address, shape) tuples of the "
-           "context's memory, holding what the plan stores; the caller keeps them alive until the stream ran "
+           "context's memory (compact), or (address, shape, strides) tuples (strides in elements), holding what "
+           "the plan stores; the caller keeps them alive until the stream ran "
            "the call. Releases the GIL.");
 
   py::class_<DLPackTensor>(m, "DLPackTensor",

@@ -98,7 +98,20 @@ inline tsr_stream_t stream_of(const py::object& stream) {
 
 // Function `name` of a module (a tessera._runtime.Function), and the module's function names (bind_function.cpp).
 py::object make_function(std::shared_ptr<ModuleState> module, const std::string& name);
-py::list function_names(const std::shared_ptr<ModuleState>& module);
+
+// The names of a module's kernels or functions, through the C API's count and index -> name pair.
+inline py::list module_names(tsr_module_t m, tsr_status_t (*count)(tsr_module_t, size_t*),
+                             tsr_status_t (*name_at)(tsr_module_t, size_t, const char**)) {
+  size_t n;
+  check(count(m, &n));
+  py::list names;
+  for (size_t i = 0; i < n; i++) {
+    const char* name;
+    check(name_at(m, i, &name));
+    names.append(text(name));
+  }
+  return names;
+}
 
 void bind_context(py::module_& m);
 void bind_execution(py::module_& m);

@@ -325,3 +325,70 @@ def test_memory_of_the_driver_registers_as_device_memory(build_host, fake_driver
     assert p.returncode == 0 and not failed and p.stdout.rstrip().endswith("0 failed"), p.stdout + p.stderr
     names = {line.split()[0] for line in log.read_text().splitlines()}
     assert {"cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync"} <= names, sorted(names)
+
+
+STRIDED_DLPACK = """
+import gc
+import sys
+import numpy as np
+from tessera import _runtime, executor
+from tessera._runtime import DLPACK_DEVICE
+
+class Producer:  # another library's CUDA tensor; the fake driver's device memory is host memory
+    def __init__(self, array):
+        self.array = array
+    def __dlpack_device__(self):
+        return (DLPACK_DEVICE["cuda"], 0)
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+ctx = _runtime.Context("cuda")
+prog = executor.load(sys.argv[1], ctx)
+rng = np.random.default_rng(5)
+x, y = rng.standard_normal(80).astype(np.float32), rng.standard_normal(40).astype(np.float32)
+xs, ys = x[1::2], y[::-1]  # sliced with an offset, reversed: negative strides
+compact = prog.axpy(Producer(xs.copy()), Producer(ys.copy()))
+strided = prog.axpy(Producer(xs), Producer(ys))
+print(type(strided).__name__, np.array_equal(strided.numpy(), compact.numpy()),
+      np.array_equal(compact.numpy(), ys + (2 * xs + 1)))  # fill 1, saxpy 2x, saxpy y: in that order
+# a tile program's output passed strided (reversed, every other element): written through its strides, the
+# elements between untouched, and returned as the result
+buf = np.full(81, -7, np.float32)
+out = buf[79::-2]
+result = prog.axpy_into(Producer(xs), Producer(ys), Producer(out))
+print(np.array_equal(out, compact.numpy()), bool((buf[::2] == -7).all()), np.array_equal(result.numpy(), out))
+try:
+    prog.axpy(Producer(x.astype(np.float64)[1::2]), Producer(ys))
+except TypeError as e:
+    print(e)
+before = sys.getrefcount(x)
+prog.axpy(Producer(xs), Producer(ys))
+gc.collect()
+print(ctx.memory_stats()["registered_bytes"], sys.getrefcount(x) == before)
+"""
+
+
+def test_strided_device_dlpack_tensors_are_executor_arguments(axpy_image, fake_driver, tmp_path):
+    """Strided producers' CUDA tensors (sliced, reversed) and a strided tile-program output go to an executor
+    call as they are (no DeviceArray: those are compact), their strides passed to libtessera, which gathers
+    and scatters them: the compact call's bits; their spans are registered with the context during the call
+    (libtessera's staging copies need it) and released, with the producer's tensor, after."""
+    import function_images
+    doc = json.loads(json.dumps(function_images.INPLACE_AXPY))
+    into = dict(doc["functions"]["axpy"], params=["x", "y", "out"], args=["v0", "v1", "v3"], outputs=[2])
+    into["values"] = dict(into["values"], v3=into["values"]["v0"])
+    doc["functions"]["axpy_into"] = into
+    image = tmp_path / "axpy.tessera"
+    image.write_bytes(function_images.with_plan(axpy_image.read_bytes(), doc))
+    environ = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), FAKE_CUDA_LOG=str(tmp_path / "cuda.log"))
+    environ.pop("TESSERA_BACKEND", None)
+    p = subprocess.run([sys.executable, "-c", STRIDED_DLPACK, str(image)], capture_output=True, text=True,
+                       timeout=300, env=environ)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.splitlines() == [
+        "DeviceArray True True",
+        "True True True",
+        "argument 'x' of 'axpy' must have dtype f32, got a device tensor of float64: pass a device tensor of f32 "
+        "(float32); no dtype is converted implicitly",
+        "0 True",
+    ]

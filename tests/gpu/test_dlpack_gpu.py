@@ -100,3 +100,77 @@ def test_jax_gpu_arrays_round_trip(cuda, program, jax_gpu):
     got = program("rows").f(*(jax.device_put(v, gpu) for v in (X, g, b)))
     for w, r in zip(want, got):
         np.testing.assert_array_equal(np.asarray(jax.dlpack.from_dlpack(r)), w)
+
+
+def test_executor_takes_strided_torch_cuda_views(cuda, program, torch_cuda):
+    """Transposed and sliced torch CUDA views go to an executor call as they are (not DeviceArrays, which are
+    compact; libtessera gathers them): the compact call's bits, and numpy's; on a stream, the call keeps the
+    producers' tensors alive for its queued work."""
+    from tessera import runtime, stream
+    torch = torch_cuda
+    X, g, b = f32(64, 33) * 3, f32(128), f32(64)
+    Xt = torch.from_numpy(X).cuda().t()  # (33, 64), strides (1, 33)
+    gs = torch.from_numpy(g).cuda()[1::2]  # sliced with an offset, stride 2
+    bd = torch.from_numpy(b).cuda()
+    assert not Xt.is_contiguous() and not gs.is_contiguous()
+    want = program("rows").f(X.T, g[1::2], b)  # numpy in, numpy out
+    compact = program("rows").f(Xt.contiguous(), gs.contiguous(), bd)
+    strided = program("rows").f(Xt, gs, bd)
+    for w, c, s in zip(want, compact, strided):
+        assert isinstance(s, runtime.DeviceArray)
+        np.testing.assert_array_equal(s.numpy(), c.numpy())
+        np.testing.assert_array_equal(c.numpy(), w)
+    del compact, strided
+    gc.collect()
+    registered = cuda.memory_stats()["registered_bytes"]  # of bd, and of nothing of the calls'
+    s = stream.Stream(context=cuda)
+    queued = program("rows").f(torch.from_numpy(X).cuda().t(), torch.from_numpy(g).cuda()[1::2], bd, stream=s)
+    gc.collect()  # the views exist only in the call's keep-alive now
+    s.synchronize()  # which lets them go: their ranges are unregistered
+    gc.collect()
+    for w, q in zip(want, queued):
+        np.testing.assert_array_equal(q.numpy(), w)
+    assert cuda.memory_stats()["registered_bytes"] == registered
+
+
+def column_major(jax, x, gpu):
+    """`x` on the GPU laid out column-major (jax.experimental.layout), which JAX exports through DLPack with
+    strides; skips where this JAX cannot make or export one."""
+    from jax.sharding import SingleDeviceSharding
+
+    from tessera import _runtime
+    try:
+        from jax.experimental.layout import Format, Layout  # JAX 0.6+: Format(Layout(major_to_minor), sharding)
+        spec = Format(Layout(major_to_minor=(1, 0)), SingleDeviceSharding(gpu))
+    except ImportError:
+        try:  # earlier: Layout(DeviceLocalLayout(major_to_minor), sharding)
+            from jax.experimental.layout import DeviceLocalLayout, Layout
+            spec = Layout(DeviceLocalLayout(major_to_minor=(1, 0)), SingleDeviceSharding(gpu))
+        except ImportError as e:
+            pytest.skip(f"this JAX has no array layouts: {e}")
+    try:
+        a = jax.device_put(x, spec)
+        tensor = _runtime.DLPackTensor(a.__dlpack__())
+    except (ValueError, TypeError, RuntimeError, NotImplementedError, BufferError) as e:
+        pytest.skip(f"this JAX cannot make or export a column-major GPU array: {e}")
+    strides = tensor.strides
+    tensor.release()
+    if strides != [1, x.shape[0]]:
+        pytest.skip(f"this JAX exports the column-major array with strides {strides}")
+    return a
+
+
+def test_executor_takes_a_strided_jax_array(cuda, program, jax_gpu):
+    """A column-major JAX GPU array (DLPack strides (1, rows)) through an executor call: the bits of the same
+    values row-major."""
+    from tessera import runtime
+    jax, gpu = jax_gpu
+    X, g, b = f32(40, 32), f32(32), f32(32)
+    Xc = column_major(jax, X, gpu)
+    gd, bd = jax.device_put(g, gpu), jax.device_put(b, gpu)
+    with pytest.raises(ValueError, match="is not compact row-major"):
+        runtime.from_dlpack(Xc, cuda)
+    compact = program("rows").f(jax.device_put(X, gpu), gd, bd)
+    strided = program("rows").f(Xc, gd, bd)
+    for c, s in zip(compact, strided):
+        np.testing.assert_array_equal(s.numpy(), c.numpy())
