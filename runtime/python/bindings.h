@@ -96,7 +96,7 @@ inline tsr_stream_t stream_of(const py::object& stream) {
   return stream.is_none() ? nullptr : stream.cast<const Stream&>().live();
 }
 
-// Function `name` of a module (a tessera._runtime.Function), and the module's function names (bind_function.cpp).
+// Function `name` of a module: a tessera._runtime.Function (bind_function.cpp).
 py::object make_function(std::shared_ptr<ModuleState> module, const std::string& name);
 
 // The names of a module's kernels or functions, through the C API's count and index -> name pair.
