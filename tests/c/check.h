@@ -61,7 +61,32 @@ static inline void* read_file(const char* path, size_t* size) {
   return data;
 }
 
-/* Loads the test image (argv[1]) into `ctx`. */
+/* The DLPack device type of a backend's memory. */
+static inline DLDeviceType device_type_of(const char* backend) {
+  if (strcmp(backend, "cuda") == 0) return kDLCUDA;
+  if (strcmp(backend, "hip") == 0) return kDLROCM;
+  if (strcmp(backend, "level_zero") == 0) return kDLOneAPI;
+  if (strcmp(backend, "opencl") == 0) return kDLOpenCL;
+  return kDLCPU;
+}
+
+/* One line of a host's shapes file, "ROLE NDIM D0 D1 ...": the extents into `shape` (8 at most) and their
+ * product into `elems`; the rank, or -1 where the line is not one. */
+static inline int read_shape(FILE* f, int64_t shape[8], size_t* elems) {
+  char role[8];
+  int ndim;
+  if (fscanf(f, "%7s %d", role, &ndim) != 2 || ndim < 0 || ndim > 8) return -1;
+  *elems = 1;
+  for (int r = 0; r < ndim; r++) {
+    long long d;
+    if (fscanf(f, "%lld", &d) != 1) return -1;
+    shape[r] = d;
+    *elems *= (size_t)d;
+  }
+  return ndim;
+}
+
+/* Loads the image at `path` into `ctx` (the test image: argv[1]). */
 static inline tsr_module_t load_test_image(tsr_context_t ctx, const char* path) {
   size_t size;
   void* image = read_file(path, &size);

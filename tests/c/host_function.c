@@ -25,15 +25,6 @@ typedef struct host_tensor {
   size_t bytes;
 } host_tensor_t;
 
-/* The DLPack device type of a backend's memory. */
-static DLDeviceType device_type_of(const char* backend) {
-  if (strcmp(backend, "cuda") == 0) return kDLCUDA;
-  if (strcmp(backend, "hip") == 0) return kDLROCM;
-  if (strcmp(backend, "level_zero") == 0) return kDLOneAPI;
-  if (strcmp(backend, "opencl") == 0) return kDLOpenCL;
-  return kDLCPU;
-}
-
 /* ---- strided views (--strided) ---------------------------------------------------------------------------- */
 
 enum { TRANSPOSED, SLICED, REVERSED, BROADCAST, LAYOUTS };
@@ -338,16 +329,9 @@ int main(int argc, char** argv) {
     size_t i = is_in ? k : k - sig.input_count;
     host_tensor_t* h = is_in ? &ins[i] : &outs[i];
     const tsr_tensor_spec_t* spec = is_in ? &sig.inputs[i] : &sig.outputs[i];
-    char role[8];
-    int ndim;
-    if (fscanf(shapes, "%7s %d", role, &ndim) != 2 || ndim < 0 || ndim > 8) return 2;
-    size_t elems = 1;
-    for (int r = 0; r < ndim; r++) {
-      long long d;
-      if (fscanf(shapes, "%lld", &d) != 1) return 2;
-      h->shape[r] = d;
-      elems *= (size_t)d;
-    }
+    size_t elems;
+    int ndim = read_shape(shapes, h->shape, &elems);
+    if (ndim < 0) return 2;
     h->bytes = elems * spec->dtype.bits / 8;
     if (is_in) {
       snprintf(path, sizeof path, "%s/in%zu.bin", argv[3], i);

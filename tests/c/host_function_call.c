@@ -56,16 +56,9 @@ int main(int argc, char** argv) {
   size_t n = sig.input_count + sig.output_count;
   for (size_t k = 0; k < n; k++) {
     const tsr_tensor_spec_t* spec = k < sig.input_count ? &sig.inputs[k] : &sig.outputs[k - sig.input_count];
-    char role[8];
-    int ndim;
-    if (fscanf(shapes, "%7s %d", role, &ndim) != 2 || ndim < 0 || ndim > 8) return 2;
-    size_t elems = 1;
-    for (int r = 0; r < ndim; r++) {
-      long long d;
-      if (fscanf(shapes, "%lld", &d) != 1) return 2;
-      extents[k][r] = d;
-      elems *= (size_t)d;
-    }
+    size_t elems;
+    int ndim = read_shape(shapes, extents[k], &elems);
+    if (ndim < 0) return 2;
     bytes[k] = elems * spec->dtype.bits / 8;
     long long given, offset = 0;
     if (fscanf(shapes, " [%lld]", &given) == 1) bytes[k] = (size_t)given;

@@ -26,14 +26,6 @@ static size_t allocations(tsr_context_t ctx) {
   return stats.allocations;
 }
 
-static DLDeviceType device_type_of(const char* backend) {
-  if (strcmp(backend, "cuda") == 0) return kDLCUDA;
-  if (strcmp(backend, "hip") == 0) return kDLROCM;
-  if (strcmp(backend, "level_zero") == 0) return kDLOneAPI;
-  if (strcmp(backend, "opencl") == 0) return kDLOpenCL;
-  return kDLCPU;
-}
-
 static float hx[N], hy[N], want[N], A, B, C;
 
 /* New inputs (round r), copied into the device buffers, and what the function gives for them. */

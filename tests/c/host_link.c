@@ -17,21 +17,12 @@ typedef struct host_tensor {
   size_t bytes;
 } host_tensor_t;
 
-static tsr_module_t load(tsr_context_t ctx, const char* path) {
-  size_t size;
-  void* image = read_file(path, &size);
-  tsr_module_t module;
-  MUST(tsrLoadModule(ctx, image, size, &module));
-  free(image);
-  return module;
-}
-
 /* host_link --cycle IMAGE FUNCTION: FUNCTION (one f32 [1] argument and result) calls itself through call
  * steps, which the executor refuses at its depth limit instead of exhausting the stack. */
 static int cycle(const char* path, const char* name) {
   tsr_context_t ctx;
   MUST(tsrCreateContext(&ctx));
-  tsr_module_t module = load(ctx, path);
+  tsr_module_t module = load_test_image(ctx, path);
   tsr_function_t fn;
   MUST(tsrModuleGetFunction(module, name, &fn));
   float x = 1, y = 0;
@@ -56,7 +47,7 @@ int main(int argc, char** argv) {
   }
   tsr_context_t ctx;
   MUST(tsrCreateContext(&ctx));
-  tsr_module_t linked = load(ctx, argv[1]), unlinked = load(ctx, argv[4]);
+  tsr_module_t linked = load_test_image(ctx, argv[1]), unlinked = load_test_image(ctx, argv[4]);
   tsr_function_t fn, alone;
   MUST(tsrModuleGetFunction(linked, argv[2], &fn));
   MUST(tsrModuleGetFunction(unlinked, argv[2], &alone));
@@ -74,16 +65,9 @@ int main(int argc, char** argv) {
   static host_tensor_t h[MAX_TENSORS];
   const DLTensor* t[MAX_TENSORS];
   for (size_t k = 0; k < sig.input_count + sig.output_count; k++) {
-    char role[8];
-    int ndim;
-    if (fscanf(shapes, "%7s %d", role, &ndim) != 2 || ndim < 0 || ndim > 8) return 2;
-    size_t elems = 1;
-    for (int r = 0; r < ndim; r++) {
-      long long d;
-      if (fscanf(shapes, "%lld", &d) != 1) return 2;
-      h[k].shape[r] = d;
-      elems *= (size_t)d;
-    }
+    size_t elems;
+    int ndim = read_shape(shapes, h[k].shape, &elems);
+    if (ndim < 0) return 2;
     h[k].bytes = elems * sizeof(float);
     void* data;
     if (k < sig.input_count) {

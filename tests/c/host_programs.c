@@ -158,15 +158,6 @@ static void release(tsr_context_t ctx, program_t* p) {
   }
 }
 
-static tsr_module_t load(tsr_context_t ctx, const char* path) {
-  size_t size;
-  void* image = read_file(path, &size);
-  tsr_module_t module;
-  MUST(tsrLoadModule(ctx, image, size, &module));
-  free(image);
-  return module;
-}
-
 int main(int argc, char** argv) {
   if (argc < 5) {
     fprintf(stderr, "usage: %s BACKEND MLP_IMAGE BLOCK_IMAGE DIR NAME=EXTENT...\n", argv[0]);
@@ -187,7 +178,7 @@ int main(int argc, char** argv) {
   options.backend = argv[1];
   tsr_context_t ctx;
   MUST(tsrCreateContextWithOptions(&options, &ctx));
-  tsr_module_t mlp = load(ctx, argv[2]), block = load(ctx, argv[3]);
+  tsr_module_t mlp = load_test_image(ctx, argv[2]), block = load_test_image(ctx, argv[3]);
 
   static program_t programs[2];
   MUST(tessera_mlp_block_lookup(mlp, &programs[0].fn));

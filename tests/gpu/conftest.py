@@ -37,52 +37,47 @@ def cuda():
         pytest.skip(str(e))
 
 
+def _images(build):
+    """A getter of image bytes by file name: read from $TESSERA_GPU_IMAGES (prebuilt by build_images.py), else
+    `build()` here (skipping the test where the compiler is missing), each once."""
+    cache: dict = {}
+
+    def get(filename: str, *args) -> bytes:
+        if filename not in cache:
+            prebuilt = os.environ.get("TESSERA_GPU_IMAGES")
+            if prebuilt:
+                with open(os.path.join(prebuilt, filename), "rb") as f:
+                    cache[filename] = f.read()
+            else:
+                try:
+                    cache[filename] = build(*args)
+                except ImportError as e:
+                    pytest.skip(f"no compiler here ({e}) and no TESSERA_GPU_IMAGES with prebuilt images")
+        return cache[filename]
+
+    return get
+
+
 @pytest.fixture(scope="session")
 def image_of():
     """image_of(name) -> the image bytes of kernels.SOURCES[name]: compiled here, or prebuilt."""
-    cache: dict = {}
+    def build(name: str) -> bytes:
+        from tessera import compiler
+        from tessera.options import CompileOptions
+        source, arch = SOURCES[name]
+        options = CompileOptions(target="ptx", arch=arch, **OPTIONS.get(name, {}))
+        return compiler.compile_source(source, f"{name}.py", options).image
 
-    def get(name: str) -> bytes:
-        if name not in cache:
-            prebuilt = os.environ.get("TESSERA_GPU_IMAGES")
-            if prebuilt:
-                with open(os.path.join(prebuilt, f"{name}.tessera"), "rb") as f:
-                    cache[name] = f.read()
-            else:
-                try:
-                    from tessera import compiler
-                    from tessera.options import CompileOptions
-                except ImportError as e:
-                    pytest.skip(f"no compiler here ({e}) and no TESSERA_GPU_IMAGES with prebuilt images")
-                source, arch = SOURCES[name]
-                options = CompileOptions(target="ptx", arch=arch, **OPTIONS.get(name, {}))
-                cache[name] = compiler.compile_source(source, f"{name}.py", options).image
-        return cache[name]
-
-    return get
+    get = _images(build)
+    return lambda name: get(f"{name}.tessera", name)
 
 
 @pytest.fixture(scope="session")
 def linked_image_of(tmp_path_factory):
     """linked_image_of(name, target) -> the image of kernels.LINKED[name] linked for target "ptx" or "cpu":
     compiled and linked here, or prebuilt by build_images.py."""
-    cache: dict = {}
-
-    def get(name: str, target: str) -> bytes:
-        key = (name, target)
-        if key not in cache:
-            prebuilt = os.environ.get("TESSERA_GPU_IMAGES")
-            if prebuilt:
-                with open(os.path.join(prebuilt, f"{name}.{target}.tessera"), "rb") as f:
-                    cache[key] = f.read()
-            else:
-                try:
-                    cache[key] = build_linked(name, target, tmp_path_factory.mktemp(f"{name}_{target}"))
-                except ImportError as e:
-                    pytest.skip(f"no compiler here ({e}) and no TESSERA_GPU_IMAGES with prebuilt images")
-        return cache[key]
-
-    return get
+    get = _images(lambda name, target: build_linked(name, target, tmp_path_factory.mktemp(f"{name}_{target}")))
+    return lambda name, target: get(f"{name}.{target}.tessera", name, target)
 
 
 @pytest.fixture(scope="session")

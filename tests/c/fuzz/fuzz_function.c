@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_input.h"
 #include "tessera/tessera.h"
 
 enum { MAX_MODULES = 8, MAX_TENSORS = 16, MAX_RANK = 8, MAX_BYTES = 1 << 22 };
@@ -74,17 +75,6 @@ int LLVMFuzzerInitialize(int* argc, char*** argv) {
     exit(2);
   }
   return 0;
-}
-
-typedef struct input {
-  const uint8_t* p;
-  size_t n;
-} input_t;
-
-static uint8_t u8(input_t* in) {
-  if (!in->n) return 0;
-  in->n--;
-  return *in->p++;
 }
 
 /* Extents a symbol takes: mostly small ones that kernels run quickly, some that break a tile's divisibility,

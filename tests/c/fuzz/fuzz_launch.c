@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_input.h"
 #include "tessera/tessera.h"
 
 enum { STEPS = 64, SLOTS = 4, BUFFERS = 8, HOST_BYTES = 1 << 16 };
@@ -42,23 +43,6 @@ int LLVMFuzzerInitialize(int* argc, char*** argv) {
   if (!image || fread(image, 1, image_size, f) != image_size) exit(2);
   fclose(f);
   return 0;
-}
-
-typedef struct input {
-  const uint8_t* p;
-  size_t n;
-} input_t;
-
-static uint8_t u8(input_t* in) {
-  if (!in->n) return 0;
-  in->n--;
-  return *in->p++;
-}
-static uint16_t u16(input_t* in) { return (uint16_t)(u8(in) | u8(in) << 8); }
-static uint64_t u64(input_t* in) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v = v << 8 | u8(in);
-  return v;
 }
 
 typedef struct buffer {
