@@ -12,7 +12,7 @@ from typing import Callable
 
 from ..diagnostics import LoweringError
 from ..mlir import passmanager
-from . import cpu_vector_math, gpu_math, inline_functions, simt_to_gpu, simt_to_warps, tile_mma, tod_rewrites
+from . import autodiff, cpu_vector_math, gpu_math, inline_functions, simt_to_gpu, simt_to_warps, tile_mma, tod_rewrites
 from .to_llvm import CPU_TO_LLVM
 
 
@@ -69,6 +69,9 @@ PASSES: dict[str, PassInfo] = {
     "tessera-tod-canonicalize": PassInfo(
         "tessera-tod-canonicalize", "the operator algebra's rewrite laws (adjoint, compose, fft, projector …)",
         tod_rewrites.run, {}),
+    "tessera-autodiff": PassInfo(
+        "tessera-autodiff", "the bodies of declared derivatives (`g = grad(f)`, vjp, jvp) from their primal's ops "
+        "and each op's differentiation rule (before tessera-inline-functions)", autodiff.run, {}),
     "tessera-inline-functions": PassInfo(
         "tessera-inline-functions", "calls of one @function by another replaced by the callee's body, callees "
         "first (the first pass of the canonical stage)", inline_functions.run, {}),

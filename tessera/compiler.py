@@ -60,9 +60,11 @@ def make_ttir(source: str, filename: str, metadata: dict, options: CompileOption
 
 
 def make_canonical(mod: ir.Module, metadata: dict) -> ir.Module:
-    # calls between functions inlined first, so that every later phase sees one body per function; cse next,
-    # so that equal constructions are one value when the operator algebra's laws look for them
-    build_pass_manager("builtin.module(tessera-inline-functions,cse,tessera-tod-canonicalize,canonicalize,cse)"
+    # derivatives' bodies written first (their calls are inlined like any other's); calls between functions
+    # inlined next, so that every later phase sees one body per function; cse next, so that equal
+    # constructions are one value when the operator algebra's laws look for them
+    build_pass_manager("builtin.module(tessera-autodiff,tessera-inline-functions,cse,tessera-tod-canonicalize,"
+                       "canonicalize,cse)"
                        ).run(mod.operation)
     metadata["ops"] = _bytecode(mod)
     # the module's symbols, kept on it so that a compilation restarting from a later stage's dump has them

@@ -127,6 +127,55 @@ class Function:
     __call__ = interpret
 
 
+class Derivative(Function):
+    """`tessera.grad(f)`, `value_and_grad`, `vjp`, `jvp` of a `@function`, called from Python: the derivative
+    built into f's module (frontend/derivatives.py, passes/autodiff.py) and run by the interpreter. In a
+    source file, `g = grad(f, argnums=…)` at the top level makes the same derivative a function named `g`
+    that other functions call and images export."""
+
+    def __init__(self, kind: str, primal: Function, argnums):
+        if not isinstance(primal, Function) or isinstance(primal, Derivative):
+            raise TypeError(f"{kind}() takes a @function (higher-order derivatives are not supported yet)")
+        self.fn = primal.fn
+        self.primal, self.kind = primal, kind
+        self.argnums = None if argnums is None else (argnums,) if isinstance(argnums, int) else tuple(argnums)
+        self.name = f"{kind}_of_{primal.name}"
+        self.filename = primal.filename
+        self.__doc__ = f"{kind} of {primal.name}"
+        self._ir = None
+
+    def ir(self):
+        if self._ir is None:
+            # lazy: the frontend loads MLIR, which importing tessera must not
+            from .frontend.interfaces import tessera_frontend_compile
+            with open(self.filename, encoding="utf-8") as f:
+                source = f.read()
+            self._ir = tessera_frontend_compile(source, {
+                "filename": self.filename, "functions": [self.name], "define_imports": True,
+                "derivatives": [(self.name, self.kind, self.primal.name, self.argnums)]})
+        return self._ir
+
+
+def grad(f: Function, argnums=0) -> Derivative:
+    """d f / d (parameters `argnums`) of a `@function` returning one 0-d float tensor."""
+    return Derivative("grad", f, argnums)
+
+
+def value_and_grad(f: Function, argnums=0) -> Derivative:
+    """(f(*params), *grad(f, argnums)(*params))."""
+    return Derivative("value_and_grad", f, argnums)
+
+
+def vjp(f: Function, argnums=None) -> Derivative:
+    """(*params, *cotangents of f's results) -> (*f's results, *cotangents of params[argnums]); all by default."""
+    return Derivative("vjp", f, argnums)
+
+
+def jvp(f: Function, argnums=None) -> Derivative:
+    """(*params, *tangents of params[argnums]) -> (*f's results, *tangents of f's results); all by default."""
+    return Derivative("jvp", f, argnums)
+
+
 def _mesh_size(module) -> int:
     # lazy: the frontend loads MLIR, which importing tessera must not
     from .frontend.interfaces import _walk

@@ -17,7 +17,7 @@ from ..diagnostics import CompileError
 from ..dialects import ttensor
 from ..mlir import func, ir
 from .. import dtypes
-from . import consts, hints
+from . import consts, derivatives, hints
 from .attrs import INT64_MAX, INT64_MIN, UINT64_MAX
 from .oplib import OPS, Accum, DTypePolicy, GTensor, MeshSpec
 from .shapes import DIM_RULE, ShapeEnv, ShapeError, annotated
@@ -465,10 +465,13 @@ class ModuleFunctions:
         self.imports = None        # the file's imported functions (module.FileImports), which a call may name
         self.exported: set[str] = set()
         self.scratch = None        # an imported file's: the block its functions are built into to declare them
+        self.derived: dict = {}    # name -> derivatives.Request: `g = grad(f)`, declared for passes/autodiff.py
 
     def build(self, name: str) -> Signature:
         if name in self.built:
             return self.built[name]
+        if name in self.derived:
+            return self._derive(self.derived[name])
         d = self.defs[name]
         b = FunctionBuilder(d, self.filename, self.env)
         b.functions = self
@@ -481,6 +484,24 @@ class ModuleFunctions:
             self.building.pop()
         self.built[name] = Signature(b, f, params)
         return self.built[name]
+
+    def _derive(self, req) -> Signature:
+        """`req.name = grad(req.of, …)`: the primal built first, then the derivative declared."""
+        if req.of not in self.defs and req.of not in self.derived:
+            what = "a @kernel" if req.of in self.kinds else "not a @function of this file"
+            raise CompileError.at(req.node, self.filename, f"{req.kind}() of '{req.of}': it is {what}")
+        if req.of in self.derived:
+            raise CompileError.at(req.node, self.filename, f"{req.kind}() of '{req.of}', itself a derivative: "
+                                                           f"higher-order derivatives are not supported yet")
+        primal = self.signature(req.node, req.of, req.name)
+        params, arg_types, results, result_types, argnums = derivatives.signature(req, primal, self.filename)
+        with ir.InsertionPoint(self.body):
+            derivatives.declare(req, argnums, params, arg_types, result_types, _arg_attr, self.filename)
+        sig = Signature.__new__(Signature)
+        sig.params, sig.arg_types, sig.result_types = params, arg_types, result_types
+        sig.results, sig.symbol = results, req.name
+        self.built[req.name] = sig
+        return sig
 
     def signature(self, node: ast.AST, name: str, caller: str) -> Signature:
         if name not in self.kinds and self.imports is not None and name in self.imports:

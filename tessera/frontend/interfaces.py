@@ -78,17 +78,19 @@ def tessera_frontend_compile(src: str, opts: dict | None = None) -> ModuleIR:
     """Compiles Python source text to verified Graph IR. `opts`: ``filename`` (for locations) and
     ``functions`` (names to keep; default all), ``include`` (directories to find imported modules in, after
     the file's own) and ``define_imports`` (build imported functions whole, for the interpreter, rather than
-    declare them). Raises CompileError at the user's file:line:col."""
+    declare them) and ``derivatives`` ((name, kind, of, argnums) tuples: derivatives added to the file's own,
+    see frontend/derivatives.py). Raises CompileError at the user's file:line:col."""
     opts = dict(opts or {})
     filename = opts.pop("filename", "<string>")
     only = opts.pop("functions", None)
     include = tuple(opts.pop("include", ()))
     define = bool(opts.pop("define_imports", False))
+    derived = tuple(opts.pop("derivatives", ()))
     if opts:
         raise TypeError(f"unknown frontend option(s): {', '.join(sorted(opts))}")
     ctx = make_context()
     with ctx, ir.Location.unknown():
-        module = build_module(src, filename, list(only) if only else None, include, define)
+        module = build_module(src, filename, list(only) if only else None, include, define, derived)
     return ModuleIR(module, ctx, filename)
 
 

@@ -18,7 +18,7 @@ import os
 
 from ..diagnostics import CompileError
 from ..mlir import func, ir
-from . import dist_ops, operator_ops, tensor_ops  # noqa: F401 — they register the op.* builders
+from . import derivatives, dist_ops, operator_ops, tensor_ops  # noqa: F401 — they register the op.* builders
 from .function import ModuleFunctions, Signature, module_env
 from .sources import find_module, import_nodes
 from .kernel import KernelBuilder
@@ -175,17 +175,26 @@ def _declare(body: ir.Block, name: str, module: str, sig: Signature, node: ast.A
 
 
 def build_module(source: str, filename: str, only: list[str] | None = None, include: tuple[str, ...] = (),
-                 define_imports: bool = False) -> ir.Module:
+                 define_imports: bool = False, derived: tuple = ()) -> ir.Module:
     """Emits the module for `source` into the current MLIR context (with Tessera's dialects loaded). Imported
-    functions are declared (`define_imports` False, to compile) or built whole (True, to interpret)."""
+    functions are declared (`define_imports` False, to compile) or built whole (True, to interpret).
+    `derived` adds derivatives to the file's own `g = grad(f)` ones: (name, kind, of, argnums) tuples
+    (tessera.grad(f) called from Python)."""
     tree = parse_source(source, filename)
     defs = every = tessera_defs(tree)
+    requests = derivatives.requests(tree, filename) + [
+        derivatives.Request(n, k, of, tuple(a) if a is not None else None, tree) for n, k, of, a in derived]
+    names = {d.name for d in defs}
+    for r in requests:
+        if r.name in names:
+            raise CompileError.at(r.node, filename, f"'{r.name}' is defined twice")
+        names.add(r.name)
     if only:
-        missing = sorted(set(only) - {d.name for d in defs})
+        missing = sorted(set(only) - names)
         if missing:
             raise CompileError(f"no @kernel or @function named {', '.join(missing)} in this file", filename, 1, 1)
         defs = [d for d in defs if d.name in only]
-    if not defs:
+    if not defs and not (only and any(r.name in only for r in requests)):
         raise CompileError("no @kernel or @function in this file", filename, 1, 1)
     seen: dict[str, ast.FunctionDef] = {}
     for d in defs:
@@ -196,8 +205,10 @@ def build_module(source: str, filename: str, only: list[str] | None = None, incl
         module = ir.Module.create()
     env = module_env(tree, filename)
     # every @function of the file may be called, `only` or not (a callee is built when first called)
-    functions = ModuleFunctions([d for d in every if _decorator(d) == "function"],
-                                {d.name: _decorator(d) for d in every}, filename, env, module.body)
+    kinds = {d.name: _decorator(d) for d in every} | {r.name: "function" for r in requests}
+    functions = ModuleFunctions([d for d in every if _decorator(d) == "function"], kinds, filename, env,
+                                module.body)
+    functions.derived = {r.name: r for r in requests}
     functions.imports = Imports(include, define_imports, module.body).of(tree, filename, set(functions.kinds))
     with ir.InsertionPoint(module.body):
         for d in defs:
@@ -210,6 +221,9 @@ def build_module(source: str, filename: str, only: list[str] | None = None, incl
                 if exported(d, filename):
                     f = _func(module.body, d.name)
                     f.attributes["tessera.export"] = ir.StringAttr.get(json.dumps(signature_json(sig)))
+        for r in requests:
+            if not only or r.name in only:
+                functions.build(r.name)
     try:
         module.operation.verify()
     except ir.MLIRError as e:

@@ -95,10 +95,27 @@ def _write_outputs(fn, args: tuple, outs: list, world: int) -> None:
 
 
 def run(module, name: str, *args, world: int = 1):
-    """Runs function `name` of `module` (an ``ir.Module`` or a ``ModuleIR``) on numpy arrays."""
+    """Runs function `name` of `module` (an ``ir.Module`` or a ``ModuleIR``) on numpy arrays. Derivatives the
+    frontend declared (`g = grad(f)`) get their bodies first, from the pass the compiler runs."""
     mod = getattr(module, "module", module)
     with mod.context:
+        derive(mod)
         return Interpreter(mod, world).run(name, *args)
+
+
+def derive(mod: ir.Module) -> None:
+    """Writes the bodies of `mod`'s declared derivatives (passes/autodiff.py), in place, once; an op without a
+    rule is a CompileError at its line, as the compiler reports it."""
+    if not any("tessera.derivative" in op.attributes and not op.regions[0].blocks for op in mod.body.operations
+               if op.operation.name == "func.func"):
+        return
+    # lazy: the passes load only for a module with derivatives (the interpreter is above them)
+    from ..diagnostics import CompileError, LoweringError
+    from ..passes import autodiff
+    try:
+        autodiff.run(mod.operation)
+    except LoweringError as e:
+        raise CompileError.from_lowering(e, "<unknown>") from None
 
 
 __all__ = ["Interpreter", "run", "dtypes"]

@@ -1,0 +1,598 @@
+"""Derivatives of `@function`s as a transformation of the Graph IR (``tessera-autodiff``).
+
+The frontend declares each derivative (`g = grad(loss, argnums=(1, 2))`, tessera/frontend/derivatives.py) as
+a body-less ``func.func private @g`` with a ``tessera.derivative`` attribute naming its kind, its primal and
+the parameters it differentiates. This pass writes its body, in Graph IR, so that a derivative is a function
+like any other from here on: calls of it are inlined, it fuses, is planned, compiled and interpreted.
+
+The body is the primal's ops copied (calls of other @functions inlined on the way, layernorm and rmsnorm
+expanded into the primitives they are defined by) followed by
+  - reverse mode (grad, value_and_grad, vjp): the ops in reverse order, each op's cotangent rule (`_VJP`)
+    turning its results' cotangents into its operands', summed where a value has several uses;
+  - forward mode (jvp): the ops in order, each op's tangent rule (`_JVP`) turning its operands' tangents
+    into its results'.
+Every residual the backward ops read is a value of the forward copy: everything is saved, nothing is
+recomputed (checkpointing is not implemented yet). An op without a rule on the path from the
+differentiated parameters to the results is an error at the op's own line (its location is the user's),
+naming it.
+
+A rule is one small function of the op and the emitter (`_Emit`), whose helpers build ttensor ops at the
+op's location. Zero cotangents and tangents are None and never built, except where a result needs one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from ..diagnostics import LoweringError
+from ..dialects import ttensor
+from ..dialects.support import create
+from ..mlir import ir
+
+def _name(op) -> str:
+    return ir.StringAttr(op.attributes["sym_name"]).value
+
+
+def _shape(t) -> list:
+    return ttensor.shape_of(ir.RankedTensorType(t))
+
+
+def _type(shape: list, element) -> ir.RankedTensorType:
+    return ir.RankedTensorType.get([ir.ShapedType.get_dynamic_size() if d is None else d for d in shape], element)
+
+
+def _elt(v):
+    return ir.RankedTensorType(v.type).element_type
+
+
+def _is_float(v) -> bool:
+    return isinstance(_elt(v), ir.FloatType)
+
+
+def _str(op, attr: str) -> str:
+    return ir.StringAttr(op.attributes[attr]).value
+
+
+def _int(op, attr: str) -> int:
+    return ir.IntegerAttr(op.attributes[attr]).value
+
+
+def _i64(v: int) -> ir.IntegerAttr:
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
+
+
+def _largest(element) -> float:
+    """The largest finite value of a float type: `_Emit.step` scales by it so that every nonzero normal
+    number saturates to ±1."""
+    width = ir.FloatType(element).width
+    return {16: 65504.0 if str(element) == "f16" else 3.3895313892515355e38, 32: 3.4028234663852886e38,
+            64: 1.7976931348623157e308}.get(width, 448.0)
+
+
+def what(op) -> str:
+    """An op as the user wrote it: `op.tanh` for a `ttensor.unary {fn = "tanh"}`."""
+    name = op.operation.name
+    if name in ("ttensor.unary", "ttensor.binary"):
+        return f"op.{_str(op, 'fn')}"
+    if name == "ttensor.reduce":
+        return f"op.{_str(op, 'kind')}"
+    return "op." + name.split(".", 1)[1] if name.startswith("ttensor.") else f"'{name}'"
+
+
+class _Emit:
+    """Builds ttensor ops at the end of the derivative's body, at the location of the op being differentiated
+    (set by the walk), so that the derivative's ops point at the user's line of the op they come from."""
+
+    def __init__(self):
+        self.loc = None
+
+    def _at(self, build):
+        with self.loc:
+            return build()
+
+    def const(self, value: float, like) -> ir.Value:
+        et = _elt(like)
+        return self._at(lambda: ttensor.ConstantOp(value=ir.FloatAttr.get(et, float(value)),
+                                                   result=_type([], et)).result)
+
+    def bin(self, fn: str, a, b, result_type=None) -> ir.Value:
+        if result_type is None:
+            result_type = _type(ttensor.broadcast(_shape(a.type), _shape(b.type)), _elt(a))
+        return self._at(lambda: ttensor.BinaryOp(a, b, fn=ir.StringAttr.get(fn), result=result_type).result)
+
+    def add(self, a, b, t=None):
+        return self.bin("add", a, b, t)
+
+    def sub(self, a, b, t=None):
+        return self.bin("sub", a, b, t)
+
+    def mul(self, a, b, t=None):
+        return self.bin("mul", a, b, t)
+
+    def div(self, a, b, t=None):
+        return self.bin("div", a, b, t)
+
+    def scale(self, x, c: float):
+        return self.mul(x, self.const(c, x), x.type)
+
+    def shift(self, x, c: float):
+        return self.add(x, self.const(c, x), x.type)
+
+    def un(self, fn: str, x) -> ir.Value:
+        return self._at(lambda: ttensor.UnaryOp(x, fn=ir.StringAttr.get(fn), result=x.type).result)
+
+    def zeros_like(self, v) -> ir.Value:
+        # v * 0 has v's type whatever its extents (there is no shape-polymorphic fill op)
+        return self.scale(v, 0.0)
+
+    def step(self, x) -> ir.Value:
+        """1 where x > 0, else 0 (so relu'(0) = 0, as JAX has it): min(max(x * largest, 0), 1), exact for
+        every x but positive subnormals below 1/largest, which flush to 0 on the CPU anyway."""
+        big = self.mul(x, self.const(_largest(_elt(x)), x), x.type)
+        return self.bin("min", self.bin("max", big, self.const(0.0, x), x.type), self.const(1.0, x), x.type)
+
+    def reduce(self, kind: str, x, axes: list, keepdims: bool, result_type=None) -> ir.Value:
+        shape = _shape(x.type)
+        if result_type is None:
+            kept = [1 if i in axes else d for i, d in enumerate(shape)] if keepdims else \
+                [d for i, d in enumerate(shape) if i not in axes]
+            result_type = _type(kept, _elt(x))
+        rank = len(shape)
+        if sorted(axes) != list(range(rank - len(axes), rank)):
+            # the reduced axes moved last first: backends reduce trailing axes (the CPU's only those), and
+            # a backward pass reduces leading ones (a bias's gradient sums over the rows)
+            rest = [i for i in range(rank) if i not in axes]
+            x = self.transpose(x, rest + sorted(axes))
+            flat = self.reduce(kind, x, list(range(len(rest), rank)), False,
+                               None if keepdims else result_type)
+            return self.reshape(flat, result_type) if keepdims else flat
+        return self._at(lambda: create(ttensor.ReduceOp, x, kind=ir.StringAttr.get(kind),
+                                       axes=ir.ArrayAttr.get([_i64(a) for a in axes]),
+                                       keepdims=ir.BoolAttr.get(keepdims), result=result_type).result)
+
+    def sum_to(self, x, target) -> ir.Value:
+        """x summed over the axes along which a value of type `target` was broadcast to x's shape."""
+        if x.type == target:
+            return x
+        xs, ts = _shape(x.type), _shape(ir.RankedTensorType(target))
+        lead = len(xs) - len(ts)
+        if lead:
+            x = self.reduce("sum", x, list(range(lead)), False, target if len(ts) == 0 else None)
+        xs = _shape(x.type)
+        ones = [i for i, (a, b) in enumerate(zip(xs, ts)) if b == 1 and a != 1]
+        if ones:
+            x = self.reduce("sum", x, ones, True, target)
+        return x
+
+    def broadcast_like(self, x, like) -> ir.Value:
+        # x (extents of 1 where `like` has more) stretched to like's type: numpy broadcasting does it at any
+        # extent, static or not, where ttensor.broadcast needs them static
+        return self.add(self.zeros_like(like), x, like.type)
+
+    def matmul(self, a, b, accum) -> ir.Value:
+        sa, sb = _shape(a.type), _shape(b.type)
+        shape = ttensor.broadcast(sa[:-2], sb[:-2]) + [sa[-2], sb[-1]]
+        return self._at(lambda: ttensor.MatmulOp(a, b, accum=accum, result=_type(shape, _elt(a))).result)
+
+    def transpose(self, x, perm: list) -> ir.Value:
+        shape = _shape(x.type)
+        return self._at(lambda: ttensor.TransposeOp(x, perm=ir.ArrayAttr.get([_i64(p) for p in perm]),
+                                                    result=_type([shape[p] for p in perm], _elt(x))).result)
+
+    def swap_last(self, x) -> ir.Value:
+        r = len(_shape(x.type))
+        return self.transpose(x, list(range(r - 2)) + [r - 1, r - 2])
+
+    def reshape(self, x, t) -> ir.Value:
+        return self._at(lambda: ttensor.ReshapeOp(x, result=t).result)
+
+    def keepdims(self, ct, op) -> ir.Value:
+        """A reduction's cotangent with its reduced axes back, as extent 1."""
+        if ir.BoolAttr(op.attributes["keepdims"]).value or not _shape(ct.type):
+            return ct   # a 0-d cotangent broadcasts as it is
+        axes = _axes(op)
+        xs = _shape(op.operands[0].type)
+        return self.reshape(ct, _type([1 if i in axes else d for i, d in enumerate(xs)], _elt(ct)))
+
+
+def _axes(op) -> list:
+    rank = len(_shape(op.operands[0].type))
+    return sorted(ir.IntegerAttr(a).value % rank for a in ir.ArrayAttr(op.attributes["axes"]))
+
+
+# -- elementwise derivatives: f'(x) given the operand x and the result y --------------------------------
+
+def _d_gelu(e, x, y):
+    # d/dx x Φ(x) = Φ(x) + x φ(x)
+    cdf = e.scale(e.shift(e.un("erf", e.scale(x, 1 / math.sqrt(2))), 1.0), 0.5)
+    pdf = e.scale(e.un("exp", e.scale(e.un("square", x), -0.5)), 1 / math.sqrt(2 * math.pi))
+    return e.add(cdf, e.mul(x, pdf))
+
+
+def _d_gelu_tanh(e, x, y):
+    # y = x/2 (1 + tanh u), u = c (x + k x³): y' = (1 + t)/2 + x/2 (1 - t²) c (1 + 3 k x²)
+    c, k = math.sqrt(2 / math.pi), 0.044715
+    x2 = e.un("square", x)
+    t = e.un("tanh", e.scale(e.mul(x, e.shift(e.scale(x2, k), 1.0)), c))
+    du = e.scale(e.shift(e.scale(x2, 3 * k), 1.0), c)
+    sech2 = e.sub(e.const(1.0, x), e.un("square", t), x.type)
+    return e.add(e.scale(e.shift(t, 1.0), 0.5), e.mul(e.scale(x, 0.5), e.mul(sech2, du)))
+
+
+def _d_silu(e, x, y):
+    s = e.un("sigmoid", x)
+    return e.mul(s, e.shift(e.mul(x, e.sub(e.const(1.0, x), s, x.type)), 1.0))
+
+
+def _d_sign(e, x, y):
+    # abs'(x): -1, 0 or 1 (0 at 0)
+    return e.sub(e.step(x), e.step(e.un("neg", x)))
+
+
+_UNARY = {
+    "relu": lambda e, x, y: e.step(x),
+    "gelu": _d_gelu,
+    "gelu_tanh": _d_gelu_tanh,
+    "silu": _d_silu,
+    "sigmoid": lambda e, x, y: e.mul(y, e.sub(e.const(1.0, y), y, y.type)),
+    "tanh": lambda e, x, y: e.sub(e.const(1.0, y), e.un("square", y), y.type),
+    "exp": lambda e, x, y: y,
+    "log": lambda e, x, y: e.un("reciprocal", x),
+    "sqrt": lambda e, x, y: e.scale(e.un("reciprocal", y), 0.5),
+    "rsqrt": lambda e, x, y: e.scale(e.mul(y, e.un("square", y)), -0.5),
+    "neg": None,
+    "abs": _d_sign,
+    "erf": lambda e, x, y: e.scale(e.un("exp", e.un("neg", e.un("square", x))), 2 / math.sqrt(math.pi)),
+    "square": lambda e, x, y: e.scale(x, 2.0),
+    "reciprocal": lambda e, x, y: e.un("neg", e.un("square", y)),
+}
+
+
+def _unary_linear(e, op, d):
+    """d * f'(x): the cotangent and the tangent rule of an elementwise function are the same product."""
+    fn = _str(op, "fn")
+    x, y = op.operands[0], op.results[0]
+    if fn == "neg":
+        return e.un("neg", d)
+    return e.mul(d, _UNARY[fn](e, x, y), y.type)
+
+
+# -- binary: the partial derivatives (∂c/∂a, ∂c/∂b), each None where it is 1 -----------------------------
+
+def _partials(e, op, want):
+    """Built only for the operands `want` names (the active ones): pow's ∂/∂b takes log(a), which a
+    constant exponent must not pay for, nor turn into NaN for a negative base."""
+    a, b, c = op.operands[0], op.operands[1], op.results[0]
+    fn = _str(op, "fn")
+    if fn == "add":
+        return None, None
+    if fn == "sub":
+        return None, -1.0
+    if fn == "mul":
+        return b, a
+    if fn == "div":
+        inv = e.un("reciprocal", b)
+        return inv, e.un("neg", e.mul(c, inv, c.type)) if want[1] else None
+    if fn == "pow":   # a^b: b a^(b-1), and log(a) a^b
+        return (e.mul(b, e.div(c, a, c.type), c.type) if want[0] else None,
+                e.mul(e.un("log", a), c, c.type) if want[1] else None)
+    if fn in ("max", "min"):   # the operand chosen gets it all; ties go to b, as to one side only
+        sel = e.step(e.sub(a, b, c.type) if fn == "max" else e.sub(b, a, c.type))
+        return sel, e.sub(e.const(1.0, sel), sel, sel.type)
+    raise AssertionError(fn)
+
+
+def _times(e, d, partial, t):
+    if partial is None:
+        return d
+    if isinstance(partial, float):
+        return e.un("neg", d) if partial == -1.0 else e.scale(d, partial)
+    return e.mul(d, partial, t)
+
+
+def _vjp_binary(e, op, cts, want):
+    (ct,) = cts
+    pa, pb = _partials(e, op, want)
+    return [e.sum_to(_times(e, ct, p, ct.type), v.type) if w else None
+            for v, p, w in zip(op.operands, (pa, pb), want)]
+
+
+def _jvp_binary(e, op, ts):
+    ta, tb = ts
+    pa, pb = _partials(e, op, (ta is not None, tb is not None))
+    c = op.results[0]
+    terms = [_times(e, t, p, c.type) for t, p in ((ta, pa), (tb, pb)) if t is not None]
+    out = terms[0] if len(terms) == 1 else e.add(terms[0], terms[1], c.type)
+    return [e.broadcast_like(out, c) if out.type != c.type else out]
+
+
+def _vjp_matmul(e, op, cts, want):
+    (ct,) = cts
+    a, b = op.operands
+    accum = op.attributes["accum"]
+    return [e.sum_to(e.matmul(ct, e.swap_last(b), accum), a.type) if want[0] else None,
+            e.sum_to(e.matmul(e.swap_last(a), ct, accum), b.type) if want[1] else None]
+
+
+def _jvp_matmul(e, op, ts):
+    ta, tb = ts
+    a, b = op.operands
+    accum = op.attributes["accum"]
+    terms = ([e.matmul(ta, b, accum)] if ta is not None else []) + ([e.matmul(a, tb, accum)] if tb is not None else [])
+    return [terms[0] if len(terms) == 1 else e.add(terms[0], terms[1], op.results[0].type)]
+
+
+def _bias_axis(op) -> int:
+    return _int(op, "axis") % len(_shape(op.operands[0].type))
+
+
+def _vjp_bias_add(e, op, cts, want):
+    (ct,) = cts
+    axis, rank = _bias_axis(op), len(_shape(ct.type))
+    return [ct, e.reduce("sum", ct, [i for i in range(rank) if i != axis], False, op.operands[1].type)
+            if want[1] else None]
+
+
+def _jvp_bias_add(e, op, ts):
+    tx, tb = ts
+    if tb is None:
+        return [tx]
+    base = tx if tx is not None else e.zeros_like(op.results[0])
+    return [e._at(lambda: ttensor.BiasAddOp(base, tb, axis=op.attributes["axis"], result=base.type).result)]
+
+
+def _vjp_transpose(e, op, cts):
+    perm = [ir.IntegerAttr(p).value for p in ir.ArrayAttr(op.attributes["perm"])]
+    inverse = sorted(range(len(perm)), key=perm.__getitem__)
+    return [e.transpose(cts[0], inverse)]
+
+
+def _jvp_transpose(e, op, ts):
+    return [e.transpose(ts[0], [ir.IntegerAttr(p).value for p in ir.ArrayAttr(op.attributes["perm"])])]
+
+
+def _vjp_reduce(e, op, cts):
+    x = op.operands[0]
+    ct = e.keepdims(cts[0], op)
+    if _str(op, "kind") == "mean":
+        ct = e.div(ct, _count(e, op), ct.type)
+    return [e.broadcast_like(ct, x)]
+
+
+def _jvp_reduce(e, op, ts):
+    return [e.reduce(_str(op, "kind"), ts[0], _axes(op), ir.BoolAttr(op.attributes["keepdims"]).value,
+                     op.results[0].type)]
+
+
+def _count(e, op):
+    """How many elements a mean reduces: a constant, or counted at run time where an extent is dynamic."""
+    x = op.operands[0]
+    shape = _shape(x.type)
+    sizes = [shape[a] for a in _axes(op)]
+    if None not in sizes:
+        return e.const(float(math.prod(sizes)), x)
+    return e.reduce("sum", e.shift(e.zeros_like(x), 1.0), _axes(op), False, _type([], _elt(x)))
+
+
+def _softmax_linear(e, op, d):
+    # J = diag(y) - y yᵀ along the axis is symmetric: the cotangent and the tangent rule are one
+    y = op.results[0]
+    axis = _int(op, "axis") % len(_shape(y.type))
+    inner = e.reduce("sum", e.mul(d, y, y.type), [axis], True)
+    return e.mul(y, e.sub(d, inner, y.type), y.type)
+
+
+# op name -> rule(emitter, op, its results' cotangents, which operands are active) -> cotangent per operand
+# (None: not active, or zero); a one-operand op is only reached with its operand active
+_VJP = {
+    "ttensor.unary": lambda e, op, cts, want: [_unary_linear(e, op, cts[0])],
+    "ttensor.binary": _vjp_binary,
+    "ttensor.matmul": _vjp_matmul,
+    "ttensor.bias_add": _vjp_bias_add,
+    "ttensor.transpose": lambda e, op, cts, want: _vjp_transpose(e, op, cts),
+    "ttensor.reshape": lambda e, op, cts, want: [e.reshape(cts[0], op.operands[0].type)],
+    "ttensor.broadcast": lambda e, op, cts, want: [e.sum_to(cts[0], op.operands[0].type)],
+    "ttensor.reduce": lambda e, op, cts, want: _vjp_reduce(e, op, cts),
+    "ttensor.softmax": lambda e, op, cts, want: [_softmax_linear(e, op, cts[0])],
+    "tensor.cast": lambda e, op, cts, want: [e._at(lambda: ir.Operation.create(
+        "tensor.cast", results=[op.operands[0].type], operands=[cts[0]]).result)],
+}
+
+_JVP = {
+    "ttensor.unary": lambda e, op, ts: [_unary_linear(e, op, ts[0])],
+    "ttensor.binary": _jvp_binary,
+    "ttensor.matmul": _jvp_matmul,
+    "ttensor.bias_add": _jvp_bias_add,
+    "ttensor.transpose": _jvp_transpose,
+    "ttensor.reshape": lambda e, op, ts: [e.reshape(ts[0], op.results[0].type)],
+    "ttensor.broadcast": lambda e, op, ts: [e.broadcast_like(ts[0], op.results[0])],
+    "ttensor.reduce": _jvp_reduce,
+    "ttensor.softmax": lambda e, op, ts: [_softmax_linear(e, op, ts[0])],
+    "tensor.cast": lambda e, op, ts: [e._at(lambda: ir.Operation.create(
+        "tensor.cast", results=[op.results[0].type], operands=[ts[0]]).result)],
+}
+
+# Reductions with a rule; max, min and prod are refused by name.
+_REDUCE_KINDS = ("sum", "mean")
+
+
+# -- expansions: ops differentiated through their definition ---------------------------------------------
+
+def _normalize(e, op, x, centered: bool):
+    eps = ir.FloatAttr(op.attributes["eps"]).value
+    last = len(_shape(x.type)) - 1
+    if centered:
+        x = e.sub(x, e.reduce("mean", x, [last], True), x.type)
+    var = e.reduce("mean", e.un("square", x), [last], True)
+    return e.mul(x, e.un("rsqrt", e.shift(var, eps)), x.type)
+
+
+def _expand_layernorm(e, op, ins):
+    gamma, beta = _mapped_params(op, ins)
+    y = _normalize(e, op, ins[0], True)
+    y = e.mul(y, gamma, y.type) if gamma is not None else y
+    return [e.add(y, beta, y.type) if beta is not None else y]
+
+
+def _expand_rmsnorm(e, op, ins):
+    (gamma,) = _mapped_params(op, ins)
+    y = _normalize(e, op, ins[0], False)
+    return [e.mul(y, gamma, y.type) if gamma is not None else y]
+
+
+def _mapped_params(op, ins) -> list:
+    """The optional scale and shift, as values of the derivative's body (`ins` are the mapped operands)."""
+    sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+    out, pos = [], 1
+    for n in sizes[1:]:
+        out.append(ins[pos] if n else None)
+        pos += n
+    return out
+
+
+_EXPAND = {"ttensor.layernorm": _expand_layernorm, "ttensor.rmsnorm": _expand_rmsnorm}
+
+
+# -- the transformation -----------------------------------------------------------------------------------
+
+def _has_rule(op, table) -> bool:
+    name = op.operation.name
+    if name == "ttensor.reduce":
+        return _str(op, "kind") in _REDUCE_KINDS
+    return name in table
+
+
+def _refuse(op, derived: str, mode: str):
+    return LoweringError(op, f"{what(op)} has no {mode} differentiation rule yet (needed by '{derived}'); "
+                             f"differentiable ops: matmul, elementwise ops, bias_add, transpose, reshape, "
+                             f"broadcast_to, sum, mean, softmax, layernorm, rmsnorm")
+
+
+class _Copier:
+    """The primal's body copied into the derivative's: calls of @functions inlined, expansions applied."""
+
+    def __init__(self, functions: dict, emit: _Emit, derived: str):
+        self.functions, self.e, self.derived = functions, emit, derived
+
+    def copy(self, fn, mapping: dict, stack: tuple) -> list:
+        for op in fn.regions[0].blocks[0].operations:
+            name = op.operation.name
+            ins = [mapping[o] for o in op.operands]
+            if name == "func.return":
+                return ins
+            if name == "func.call":
+                callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+                target = self.functions.get(callee)
+                if target is None or not target.regions[0].blocks or callee in stack:
+                    raise LoweringError(op, f"'{self.derived}' differentiates through a call of '{callee}', "
+                                            f"which has no body to differentiate (an imported function, or a "
+                                            f"derivative: higher-order derivatives are not supported yet)")
+                outs = self.copy(target, dict(zip(target.regions[0].blocks[0].arguments, ins)), stack + (callee,))
+            elif name in _EXPAND:
+                self.e.loc = op.location
+                outs = _EXPAND[name](self.e, op, ins)
+            else:
+                attrs = {a: op.attributes[a] for a in op.attributes}
+                outs = list(ir.Operation.create(name, results=[r.type for r in op.results], operands=ins,
+                                                attributes=attrs, loc=op.location).results)
+            for r, v in zip(op.results, outs):
+                mapping[r] = v
+        raise LoweringError(fn, f"'{_name(fn)}' has no return")
+
+
+def _accumulate(e, table: dict, value, d) -> None:
+    if d is None or not _is_float(value):
+        return
+    have = table.get(value)
+    table[value] = d if have is None else e.add(have, d, value.type)
+
+
+def _active(ops: list, inputs: list) -> set:
+    """The values that depend on the differentiated parameters: only they get cotangents, so an op off
+    that path (a dropout of a constant input, an exponent) needs no rule."""
+    active = set(inputs)
+    for op in ops:
+        if any(v in active for v in op.operands):
+            active.update(r for r in op.results if _is_float(r))
+    return active
+
+
+def _reverse(e, ops: list, cts: dict, active: set, derived: str) -> None:
+    for op in reversed(ops):
+        outs = [cts.get(r) for r in op.results]
+        want = [v in active for v in op.operands]
+        if all(d is None for d in outs) or not any(want):
+            continue
+        if not _has_rule(op, _VJP):
+            raise _refuse(op, derived, "reverse-mode")
+        e.loc = op.location
+        for value, d, w in zip(op.operands, _VJP[op.operation.name](e, op, outs, want), want):
+            if w:
+                _accumulate(e, cts, value, d)
+
+
+def _forward(e, ops: list, ts: dict, derived: str) -> None:
+    for op in ops:
+        ins = [ts.get(v) for v in op.operands]
+        if all(t is None for t in ins):
+            continue
+        if not _has_rule(op, _JVP):
+            raise _refuse(op, derived, "forward-mode")
+        e.loc = op.location
+        for r, t in zip(op.results, _JVP[op.operation.name](e, op, ins)):
+            if t is not None and _is_float(r):
+                ts[r] = t
+
+
+def _or_zeros(e, d, like):
+    """A derivative the walk never reached (a result independent of the input) is zero."""
+    return e.zeros_like(like) if d is None else d
+
+
+def derive(fn, functions: dict) -> None:
+    """Writes the body of the declared derivative `fn` (a body-less func.func with `tessera.derivative`)."""
+    spec = json.loads(ir.StringAttr(fn.attributes["tessera.derivative"]).value)
+    kind, argnums, derived = spec["kind"], spec["argnums"], _name(fn)
+    primal = functions.get(spec["of"])
+    if primal is None or not primal.regions[0].blocks:
+        raise LoweringError(fn, f"'{derived}' differentiates '{spec['of']}', which has no body here")
+    arg_types = list(ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value).inputs)
+    with fn.location:
+        block = fn.regions[0].blocks.append(*arg_types)
+    n = len(primal.regions[0].blocks[0].arguments)
+    params, extra = list(block.arguments)[:n], list(block.arguments)[n:]
+    e = _Emit()
+    with fn.location, ir.InsertionPoint(block):   # the location: types built outside any op's want one
+        results = _Copier(functions, e, derived).copy(primal, dict(zip(primal.regions[0].blocks[0].arguments,
+                                                                       params)), (spec["of"],))
+        ops = list(block.operations)
+        e.loc = fn.location
+        if kind == "jvp":
+            ts = {params[i]: t for i, t in zip(argnums, extra)}
+            _forward(e, ops, ts, derived)
+            out = results + [_or_zeros(e, ts.get(r), r) for r in results if _is_float(r)]
+        else:
+            if kind == "vjp":
+                seeds = extra
+            else:   # grad: d loss / d loss = 1 (the loss is 0-d: the frontend checked)
+                seeds = [e.const(1.0, results[0])]
+            cts: dict = {}
+            for r, s in zip(results, seeds):
+                _accumulate(e, cts, r, s)
+            _reverse(e, ops, cts, _active(ops, [params[i] for i in argnums]), derived)
+            e.loc = fn.location
+            grads = [_or_zeros(e, cts.get(params[i]), params[i]) for i in argnums]
+            out = (results if kind in ("vjp", "value_and_grad") else []) + grads
+        with fn.location:
+            ir.Operation.create("func.return", operands=out)
+    del fn.attributes["sym_visibility"]
+
+
+def run(module) -> None:
+    """Writes the body of every declared derivative of `module` (an Operation); one with a body is done."""
+    body = module.regions[0].blocks[0]
+    functions = {_name(op): op for op in body.operations if op.operation.name == "func.func"}
+    for fn in functions.values():
+        if "tessera.derivative" in fn.attributes and not fn.regions[0].blocks:
+            derive(fn, functions)
