@@ -365,6 +365,56 @@ def _jvp_reduce(e, op, ts):
                      op.results[0].type)]
 
 
+def _extreme_mask(e, op, x, m):
+    """1 where x attains its reduction's max (min), else 0: with m (the result, its reduced axes back as 1)
+    never below (above) x, m - x (x - m) is 0 exactly at the ties and positive elsewhere."""
+    gap = e.sub(m, x, x.type) if _str(op, "kind") == "max" else e.sub(x, m, x.type)
+    return e.sub(e.const(1.0, x), e.step(gap), x.type)
+
+
+def _vjp_extreme(e, op, cts):
+    # The subgradient convention: tied extremes split the cotangent equally (each gets ct / ties), so that
+    # the rule is symmetric in the tied elements and agrees with the jvp below, which averages them.
+    x = op.operands[0]
+    mask = _extreme_mask(e, op, x, e.keepdims(op.results[0], op))
+    ties = e.reduce("sum", mask, _axes(op), True)
+    return [e.mul(e.div(e.keepdims(cts[0], op), ties), mask, x.type)]
+
+
+def _jvp_extreme(e, op, ts):
+    x, y = op.operands[0], op.results[0]
+    mask = _extreme_mask(e, op, x, e.keepdims(y, op))
+    keep = ir.BoolAttr(op.attributes["keepdims"]).value
+    total = e.reduce("sum", e.mul(ts[0], mask, x.type), _axes(op), keep, y.type)
+    return [e.div(total, e.reduce("sum", mask, _axes(op), keep, y.type), y.type)]
+
+
+def _vjp_reduce_any(e, op, cts):
+    return _vjp_extreme(e, op, cts) if _str(op, "kind") in ("max", "min") else _vjp_reduce(e, op, cts)
+
+
+def _jvp_reduce_any(e, op, ts):
+    return _jvp_extreme(e, op, ts) if _str(op, "kind") in ("max", "min") else _jvp_reduce(e, op, ts)
+
+
+def _cast(e, v, to):
+    """v converted to the tensor type `to`, accumulating as the frontend's op.cast does by default (the
+    element type itself from 32 bits up, f32 below)."""
+    element = ir.RankedTensorType(to).element_type
+    if not isinstance(element, ir.FloatType):
+        return None   # a tangent of an integer result is no tangent
+    acc = element if ir.FloatType(element).width >= 32 else ir.F32Type.get()
+    return e._at(lambda: ttensor.CastOp(v, accum=ir.TypeAttr.get(acc), result=to).result)
+
+
+def _dropout(e, op, d):
+    """Dropout is linear in its input: the cotangent (tangent) goes through the same mask and 1/(1-p) scale.
+    The mask is a function of the seed, the offset and each element's linear index only (Philox, the same
+    on every backend), so the same attributes on a tensor of the same shape replay the forward's stream."""
+    return e._at(lambda: ttensor.DropoutOp(d, p=op.attributes["p"], seed=op.attributes["seed"],
+                                           offset=op.attributes["offset"], result=d.type).result)
+
+
 def _count(e, op):
     """How many elements a mean reduces: a constant, or counted at run time where an extent is dynamic."""
     x = op.operands[0]
@@ -393,8 +443,11 @@ _VJP = {
     "ttensor.transpose": lambda e, op, cts, want: _vjp_transpose(e, op, cts),
     "ttensor.reshape": lambda e, op, cts, want: [e.reshape(cts[0], op.operands[0].type)],
     "ttensor.broadcast": lambda e, op, cts, want: [e.sum_to(cts[0], op.operands[0].type)],
-    "ttensor.reduce": lambda e, op, cts, want: _vjp_reduce(e, op, cts),
+    "ttensor.reduce": lambda e, op, cts, want: _vjp_reduce_any(e, op, cts),
     "ttensor.softmax": lambda e, op, cts, want: [_softmax_linear(e, op, cts[0])],
+    # a dtype conversion's cotangent is converted back to the operand's dtype (f32 from a bf16 GEMM operand)
+    "ttensor.cast": lambda e, op, cts, want: [_cast(e, cts[0], op.operands[0].type)],
+    "ttensor.dropout": lambda e, op, cts, want: [_dropout(e, op, cts[0])],
     "tensor.cast": lambda e, op, cts, want: [e._at(lambda: ir.Operation.create(
         "tensor.cast", results=[op.operands[0].type], operands=[cts[0]]).result)],
 }
@@ -407,14 +460,16 @@ _JVP = {
     "ttensor.transpose": _jvp_transpose,
     "ttensor.reshape": lambda e, op, ts: [e.reshape(ts[0], op.results[0].type)],
     "ttensor.broadcast": lambda e, op, ts: [e.broadcast_like(ts[0], op.results[0])],
-    "ttensor.reduce": _jvp_reduce,
+    "ttensor.reduce": _jvp_reduce_any,
     "ttensor.softmax": lambda e, op, ts: [_softmax_linear(e, op, ts[0])],
+    "ttensor.cast": lambda e, op, ts: [_cast(e, ts[0], op.results[0].type)],
+    "ttensor.dropout": lambda e, op, ts: [_dropout(e, op, ts[0])],
     "tensor.cast": lambda e, op, ts: [e._at(lambda: ir.Operation.create(
         "tensor.cast", results=[op.results[0].type], operands=[ts[0]]).result)],
 }
 
-# Reductions with a rule; max, min and prod are refused by name.
-_REDUCE_KINDS = ("sum", "mean")
+# Reductions with a rule; prod is refused by name.
+_REDUCE_KINDS = ("sum", "mean", "max", "min")
 
 
 # -- expansions: ops differentiated through their definition ---------------------------------------------
@@ -466,7 +521,7 @@ def _has_rule(op, table) -> bool:
 def _refuse(op, derived: str, mode: str):
     return LoweringError(op, f"{what(op)} has no {mode} differentiation rule yet (needed by '{derived}'); "
                              f"differentiable ops: matmul, elementwise ops, bias_add, transpose, reshape, "
-                             f"broadcast_to, sum, mean, softmax, layernorm, rmsnorm")
+                             f"broadcast_to, sum, mean, max, min, softmax, layernorm, rmsnorm, cast, dropout")
 
 
 class _Copier:
