@@ -39,6 +39,27 @@ def is_scalar_constant(v: ir.Value) -> bool:
             and ir.RankedTensorType(v.type).rank == 0)
 
 
+# Group kinds whose kernels write a 0-d constant operand in as a literal (kernelgen's elementwise kernels, a
+# GEMM's scale, attention's softmax scale) instead of loading it.
+INLINES_CONSTANTS = {"elementwise", "gemm", "attention"}
+
+
+def constant_in_memory(op) -> bool:
+    """Must the ttensor.constant `op` be written to storage by a kernel of its own? Only its consumers that
+    inline 0-d constants can do without: a view (reshape) aliases the constant's storage, a call passes it,
+    a return hands it out, a row or layout kernel loads it, and a shaped constant is loaded by every kernel.
+    Left out, its storage is read but never written (garbage: uninitialized memory)."""
+    v = op.results[0]
+    if ir.RankedTensorType(v.type).rank != 0:
+        return True
+    for use in v.uses:
+        owner = use.owner
+        owner = getattr(owner, "operation", owner)
+        if owner.name == "func.return" or kind_of(owner) not in INLINES_CONSTANTS:
+            return True
+    return False
+
+
 def data_operands(op) -> list:
     """The operands whose elements `op` reads."""
     skip = EXTENT_ONLY.get(op.operation.name)
@@ -148,7 +169,15 @@ def run(fn, fused_attention: bool = False) -> int:
         next_id += 1
     for op in graph_ops(fn):
         kind = kind_of(op)
-        if kind is None or (op.operation.name == "ttensor.constant"):
+        if op.operation.name == "ttensor.constant":
+            if constant_in_memory(op):
+                # an elementwise kernel of its own that writes the value; kept out of group_of so that
+                # no consumer joins it (those that inline it keep doing so)
+                op.attributes["tessera.group"] = ir.IntegerAttr.get(i32, next_id)
+                op.attributes["tessera.group_kind"] = ir.StringAttr.get("elementwise")
+                next_id += 1
+            continue
+        if kind is None:
             continue
         if op.operation in fused:
             group = fused[op.operation]

@@ -188,6 +188,8 @@ def _value_expr(op, local: dict, cdt: str, dims: dict, scalars: list) -> str:
         return f"({operand(0)} + {operand(1)})"
     if name == "ttensor.broadcast":
         return operand(0)
+    if name == "ttensor.constant":  # a constant read from storage is written by a kernel (fusion.constant_in_memory)
+        return _literal(op.results[0])
     if name == "ttensor.dropout":  # the interpreter's Philox stream: counter = row-major index + offset
         p = ir.FloatAttr(op.attributes["p"]).value
         seed = ir.IntegerAttr(op.attributes["seed"]).value

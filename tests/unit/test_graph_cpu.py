@@ -326,3 +326,56 @@ def attn(S: tensor[f32, "Q", "T"], V: tensor[f32, "T", 32]):
     assert [s["kernel"] for s in r.metadata["plans"]["attn"]["steps"]] == ["attn__row0", "attn__gemm1"]
     cpu, ref = both(src, "attn", randn(40, 70), randn(70, 32))
     np.testing.assert_allclose(cpu, ref, rtol=1e-5, atol=1e-5)
+
+
+# A 0-d constant that reaches storage: grad's seed 1.0 returned as it is (dident), and aliased by reshapes
+# (the seed's VJP through each reshape is a reshape of it, a view). No kernel wrote such a constant before:
+# the steps read uninitialized memory (values like -2041 or 1e31).
+CONSTANT_VIEWS = """
+from tessera import grad
+
+@function
+def ident(s: tensor[f32]):
+    return s
+
+@function
+def views(s: tensor[f32], X: tensor[f32, 6, 5]):
+    return op.sum(op.reshape(op.reshape(s, (1, 1)) * X, (30,))) + op.reshape(op.reshape(s, (1,)), ())
+
+dident = grad(ident)
+dviews = grad(views, argnums=(0, 1))
+"""
+
+
+def test_constants_read_through_views_and_returns_are_written():
+    s, X = np.float32(3.0).reshape(()), randn(6, 5)
+    for name, args in (("dident", (s,)), ("dviews", (s, X))):
+        cpu, ref = both(CONSTANT_VIEWS, name, *args)
+        cpu, ref = (cpu, ref) if isinstance(cpu, tuple) else ((cpu,), (ref,))
+        for c, r in zip(cpu, ref):
+            np.testing.assert_allclose(c, r, rtol=1e-5)
+    assert float(both(CONSTANT_VIEWS, "dident", s)[0]) == 1.0
+
+
+@pytest.mark.parametrize("target", ["cpu", "ptx"])
+def test_every_value_a_plan_reads_is_written_first(target):
+    """The plans of both targets (graph_lowering is shared): each value a step reads is an argument or was
+    written by an earlier kernel or call (an alias is its source's storage)."""
+    from tessera.options import CompileOptions
+    plans = compiler.compile_source(CONSTANT_VIEWS, "prog.py", CompileOptions(target=target),
+                                    stop_after="kernels").metadata["plans"]
+    for name in ("dident", "dviews"):
+        p = plans[name]
+        written = set(p["args"])
+        for step in p["steps"]:
+            if "alias" in step:
+                assert step["of"] in written, (name, step)
+                written.add(step["alias"])
+            elif "call" in step:
+                assert set(step["args"]) <= written
+                written |= set(step["results"])
+            else:
+                *reads, out = [t["value"] for t in step["tensors"]]   # generated kernels: inputs, then outputs
+                assert set(reads) <= written, (name, step["kernel"], reads)
+                written.add(out)
+        assert set(p["results"]) <= written
