@@ -65,7 +65,11 @@ def _result(b, op, dtype: dtypes.DType, dims: list, accum=None) -> GTensor:
 # -- matmul -----------------------------------------------------------------------------------------------
 
 def _default_accum(dt: dtypes.DType) -> dtypes.DType:
-    return dtypes.BY_NAME["i32" if dt.kind == "int" else "f32"]
+    # f64 accumulates in f64 (language.md): an f32 sum would silently drop to f32 precision. Narrower floats
+    # (f32, f16, bf16, fp8) accumulate in f32, integers in i32. A target without an f64 GEMM refuses it.
+    if dt.kind == "int":
+        return dtypes.BY_NAME["i32"]
+    return dtypes.BY_NAME["f64" if dt.name == "f64" else "f32"]
 
 
 @graph_op("matmul", "batch_matmul")

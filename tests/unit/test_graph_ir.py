@@ -126,6 +126,29 @@ def test_fp8_gemm_rounds_inputs_and_accumulates_in_f32():
     assert np.abs(C - A @ B).max() > 1e-3  # fp8 inputs really were rounded
 
 
+def test_f64_matmul_accumulates_in_f64():
+    """`X @ W` of f64 tensors with no policy sums in f64 (language.md); the CPU and ptx GEMMs have no f64
+    kind and refuse it at the user's line rather than lose precision. K = 4096 products of size ~1: f64 sums
+    stay within ~1e-12 of numpy, an f32 accumulator is off by ~1e-5."""
+    src = """
+@function
+def mm(X: tensor[f64, 8, 4096], W: tensor[f64, 4096, 8]):
+    return X @ W
+"""
+    m = tessera_frontend_compile(src, {"filename": "mm.py"})
+    assert "accum = f64" in str(m.module)
+    rng = np.random.default_rng(5)
+    X, W = rng.standard_normal((8, 4096)), rng.standard_normal((4096, 8))
+    out = m.interpret("mm", X, W)
+    assert out.dtype == np.float64
+    np.testing.assert_allclose(out, X @ W, rtol=0, atol=1e-10)
+    from tessera import compiler
+    from tessera.options import CompileOptions
+    for target in ("cpu", "ptx"):
+        with pytest.raises(CompileError, match=r"mm\.py:4:12: .*f64"):
+            compiler.compile_source(src, "mm.py", CompileOptions(target=target), stop_after="kernels")
+
+
 def test_bf16_rounding_is_nearest_even():
     m = load("precision")
     x = np.array([1.0, 1 + 2 ** -8, 1 + 3 * 2 ** -8, -3.14159, 65504.0], np.float32)
