@@ -170,10 +170,20 @@ class _Emit:
         # extent, static or not, where ttensor.broadcast needs them static
         return self.add(self.zeros_like(like), x, like.type)
 
-    def matmul(self, a, b, accum) -> ir.Value:
+    def matmul(self, a, b, accum, element=None) -> ir.Value:
+        """a @ b, its result of `element` (a's by default). Operands of two dtypes (a cotangent of an
+        `out_dtype=f32` GEMM times a bf16 operand) are multiplied in the narrower one's: a's converted to b's
+        dtype when b is the narrower, as autocast's backward GEMMs do, so that a backward GEMM runs on the
+        same tensor cores as its forward (the ptx GEMMs take operands of one dtype)."""
+        if _elt(a) != _elt(b):
+            if ir.FloatType(_elt(a)).width > ir.FloatType(_elt(b)).width:
+                a = _cast(self, a, _type(_shape(a.type), _elt(b)))
+            else:
+                b = _cast(self, b, _type(_shape(b.type), _elt(a)))
         sa, sb = _shape(a.type), _shape(b.type)
         shape = ttensor.broadcast(sa[:-2], sb[:-2]) + [sa[-2], sb[-1]]
-        return self._at(lambda: ttensor.MatmulOp(a, b, accum=accum, result=_type(shape, _elt(a))).result)
+        result = _type(shape, element or _elt(a))
+        return self._at(lambda: ttensor.MatmulOp(a, b, accum=accum, result=result).result)
 
     def transpose(self, x, perm: list) -> ir.Value:
         shape = _shape(x.type)
@@ -311,15 +321,18 @@ def _vjp_matmul(e, op, cts, want):
     (ct,) = cts
     a, b = op.operands
     accum = op.attributes["accum"]
-    return [e.sum_to(e.matmul(ct, e.swap_last(b), accum), a.type) if want[0] else None,
-            e.sum_to(e.matmul(e.swap_last(a), ct, accum), b.type) if want[1] else None]
+    # each cotangent in its operand's dtype (a bf16 operand's is bf16, cast back by the cast that made it)
+    return [e.sum_to(e.matmul(ct, e.swap_last(b), accum, _elt(a)), a.type) if want[0] else None,
+            e.sum_to(e.matmul(e.swap_last(a), ct, accum, _elt(b)), b.type) if want[1] else None]
 
 
 def _jvp_matmul(e, op, ts):
     ta, tb = ts
     a, b = op.operands
     accum = op.attributes["accum"]
-    terms = ([e.matmul(ta, b, accum)] if ta is not None else []) + ([e.matmul(a, tb, accum)] if tb is not None else [])
+    out = _elt(op.results[0])
+    terms = ([e.matmul(ta, b, accum, out)] if ta is not None else []) + \
+        ([e.matmul(a, tb, accum, out)] if tb is not None else [])
     return [terms[0] if len(terms) == 1 else e.add(terms[0], terms[1], op.results[0].type)]
 
 

@@ -9,6 +9,52 @@ import pathlib
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
+AUTODIFF_F32 = """
+from tessera import f32, function, grad, op, tensor
+
+@function
+def loss(X: tensor[f32, 64, 32], P: tensor[f32, 64, 32], g: tensor[f32, 32], b: tensor[f32, 32],
+         V: tensor[f32, 64, 32]):
+    A = op.softmax(X) + op.layernorm(X, gamma=g, beta=b) + op.rmsnorm(X, gamma=g) + op.gelu(op.bias_add(X, b))
+    B = op.log(P) / P + op.exp(X * 0.5) * op.sqrt(P) + op.sigmoid(op.reshape(X.T, (64, 32)))
+    C = op.sum(X, axis=1, keepdims=True) * op.rsqrt(P) + op.gelu(X, approximate="tanh") - op.relu(-X) + op.silu(X)
+    D = op.max(X, axis=1, keepdims=True) * op.mean(X.T, axis=1) + op.softmax(X.T).T * X
+    return op.mean(op.tanh(A + B + C + D) * V)
+
+dloss = grad(loss, argnums=(0, 1, 2, 3))
+"""
+
+AUTODIFF_BF16 = """
+from tessera import bf16, f32, function, grad, op, tensor
+
+@function
+def loss(X: tensor[f32, 64, 64], W: tensor[f32, 64, 128], b: tensor[f32, 128], V: tensor[f32, 64, 128]):
+    H = op.gelu(op.bias_add(op.matmul(op.cast(X, bf16), op.cast(W, bf16), out_dtype=f32), b))
+    return op.mean(op.tanh(H) * V)
+
+dloss = grad(loss, argnums=(0, 1, 2))
+"""
+
+AUTODIFF_MLP = """
+from tessera import bf16, f32, function, grad, op, tensor
+
+@function
+def loss(X: tensor[f32, 64, 32], Y: tensor[f32, 64, 16], W1: tensor[f32, 32, 64], b1: tensor[f32, 64],
+         W2: tensor[f32, 64, 16], b2: tensor[f32, 16]):
+    H = op.gelu(op.bias_add(op.matmul(op.cast(X, bf16), op.cast(W1, bf16), out_dtype=f32), b1))
+    E = op.bias_add(op.matmul(op.cast(H, bf16), op.cast(W2, bf16), out_dtype=f32), b2) - Y
+    return op.mean(E * E)
+
+dloss = grad(loss, argnums=(2, 3, 4, 5))
+
+@function
+def step(X: tensor[f32, 64, 32], Y: tensor[f32, 64, 16], W1: tensor[f32, 32, 64], b1: tensor[f32, 64],
+         W2: tensor[f32, 64, 16], b2: tensor[f32, 16]):
+    gW1, gb1, gW2, gb2 = dloss(X, Y, W1, b1, W2, b2)
+    lr = 0.1
+    return loss(X, Y, W1, b1, W2, b2), W1 - lr * gW1, b1 - lr * gb1, W2 - lr * gW2, b2 - lr * gb2
+"""
+
 SOURCES = {
     "saxpy": ((REPO / "examples" / "saxpy.py").read_text(), "sm_80"),
     "saxpy_sm90a": ((REPO / "examples" / "saxpy.py").read_text(), "sm_90a"),
@@ -50,6 +96,14 @@ def batched_e4m3(A: tensor[fp8_e4m3, "B", "M", "K"], B: tensor[fp8_e4m3, "B", "K
 def linear_gelu_e4m3(X: tensor[fp8_e4m3, "T", "D"], W: tensor[fp8_e4m3, "D", "F"], b: tensor[bf16, "F"]):
     return op.gelu(op.bias_add(op.matmul(X, W, out_dtype=bf16), b))
 """, "sm_90a"),
+    # derivatives (passes/autodiff.py) on the GPU, tests/gpu/test_autodiff_gpu.py: f32 rows, reductions and
+    # elementwise ops on sm_80 (not dropout: the ptx backend has no Philox lowering, forward or backward), bf16
+    # GEMM operands (f32 master values cast to bf16, out_dtype f32) on mma.sync (sm_80) and wgmma (sm_90a), and
+    # an MLP training step as one @function
+    "autodiff_f32": (AUTODIFF_F32, "sm_80"),
+    "autodiff_bf16": (AUTODIFF_BF16, "sm_80"),
+    "autodiff_bf16_sm90a": (AUTODIFF_BF16, "sm_90a"),
+    "autodiff_mlp": (AUTODIFF_MLP, "sm_80"),
     # whole programs for tests/c/host_programs.c (test_program_hosts.py): mlp.py's mlp_block alone (OPTIONS; its
     # swiglu multiplies f32, which the ptx GEMMs refuse) and the transformer block (flash attention: sm_90a)
     "graph_mlp": ((REPO / "examples" / "graph" / "mlp.py").read_text(), "sm_80"),
