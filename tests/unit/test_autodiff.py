@@ -24,8 +24,8 @@ CASES = {
     "sqrt": "op.sqrt(P)", "rsqrt": "op.rsqrt(P)", "abs": "op.abs(X)", "erf": "op.erf(X)",
     "square": "op.square(X)", "reciprocal": "op.reciprocal(P)", "maximum": "op.maximum(X, Y)",
     "minimum": "op.minimum(X, Y)", "broadcast_mul": "X * r", "bias_add": "op.bias_add(X, r)",
-    "bias_add_rows": "op.bias_add(op.transpose(X), r, axis=0)", "matmul": "op.matmul(X, W, accum=f64)",
-    "batch_matmul": "op.matmul(op.reshape(X, (3, 4, 1)), op.reshape(r, (1, 4)), accum=f64)", "transpose": "X.T",
+    "bias_add_rows": "op.bias_add(op.transpose(X), r, axis=0)", "matmul": "op.matmul(X, W)",
+    "batch_matmul": "op.matmul(op.reshape(X, (3, 4, 1)), op.reshape(r, (1, 4)))", "transpose": "X.T",
     "reshape": "op.reshape(X, (2, 6))", "broadcast_to": "op.broadcast_to(r, (3, 4)) * X",
     "sum": "op.sum(X, 1)", "sum_all": "op.sum(X * Y)", "sum_keepdims": "op.sum(X, axis=0, keepdims=True) * Y",
     "mean": "op.mean(X, 0)", "mean_keepdims": "op.mean(X, axis=1, keepdims=True) * Y",
@@ -35,10 +35,8 @@ CASES = {
     "max_all": "op.max(X * Y)", "max_keepdims": "op.max(X, axis=1, keepdims=True) * Y",
     "min_keepdims_axis0": "op.min(X, axis=0, keepdims=True) * Y",
     "dropout": "op.tanh(op.dropout(X * Y, 0.3, 7, offset=5))",
-    "cast": "op.cast(op.square(op.cast(X, f32)), f64) * Y", "mlp": "op.matmul(op.tanh(op.bias_add(X, r)), W, accum=f64)",
+    "cast": "op.cast(op.square(op.cast(X, f32)), f64) * Y", "mlp": "op.matmul(op.tanh(op.bias_add(X, r)), W)",
 }
-# (`X @ W` of f64 tensors accumulates in f32 today, against language.md's "f64 in f64": the accumulator is
-# named, so that finite differences measure the derivative, not f32 rounding)
 PARAMS = ('X: tensor[f64, 3, 4], Y: tensor[f64, 3, 4], P: tensor[f64, 3, 4], Q: tensor[f64, 3, 4], '
           'W: tensor[f64, 4, 5], r: tensor[f64, 4]')
 
