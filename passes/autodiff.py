@@ -29,6 +29,7 @@ from ..diagnostics import LoweringError
 from ..dialects import ttensor
 from ..dialects.support import create
 from ..mlir import ir
+from . import graph_shapes
 
 def _name(op) -> str:
     return ir.StringAttr(op.attributes["sym_name"]).value
@@ -86,6 +87,36 @@ class _Emit:
 
     def __init__(self):
         self.loc = None
+        self.known: dict = {}   # value -> its extents as the launch plan names them (graph_shapes), or None
+
+    def dims(self, v) -> list | None:
+        """v's extents in the derivative's symbols (`"M"`, `"(M*N)//(4)"`, digits), from its parameters'
+        `tessera.dims` through graph_shapes' rules; None where they cannot tell. A reshape whose result has
+        extents known only at run time names them by these (`tessera.result_dims`), as the frontend's do."""
+        stack = [v]
+        while stack:
+            w = stack[-1]
+            if w in self.known:
+                stack.pop()
+                continue
+            owner = w.owner
+            if isinstance(owner, ir.Block):
+                self.known[w] = None
+                continue
+            pending = [o for o in owner.operands if o not in self.known]
+            if pending:
+                stack.extend(pending)
+                continue
+            ins = [self.known[o] for o in owner.operands]
+            outs = [None] * len(owner.results)
+            if all(d is not None for d in ins):
+                try:
+                    outs = graph_shapes._rule(owner, ins)
+                except (LoweringError, IndexError, KeyError, ValueError):
+                    pass
+            for r, d in zip(owner.results, outs):
+                self.known[r] = d
+        return self.known[v]
 
     def _at(self, build):
         with self.loc:
@@ -143,10 +174,12 @@ class _Emit:
             # the reduced axes moved last first: backends reduce trailing axes (the CPU's only those), and
             # a backward pass reduces leading ones (a bias's gradient sums over the rows)
             rest = [i for i in range(rank) if i not in axes]
+            names = self.dims(x)
             x = self.transpose(x, rest + sorted(axes))
             flat = self.reduce(kind, x, list(range(len(rest), rank)), False,
                                None if keepdims else result_type)
-            return self.reshape(flat, result_type) if keepdims else flat
+            return self.reshape(flat, result_type, names and ["1" if i in axes else d for i, d in
+                                                              enumerate(names)]) if keepdims else flat
         return self._at(lambda: create(ttensor.ReduceOp, x, kind=ir.StringAttr.get(kind),
                                        axes=ir.ArrayAttr.get([_i64(a) for a in axes]),
                                        keepdims=ir.BoolAttr.get(keepdims), result=result_type).result)
@@ -194,16 +227,43 @@ class _Emit:
         r = len(_shape(x.type))
         return self.transpose(x, list(range(r - 2)) + [r - 1, r - 2])
 
-    def reshape(self, x, t) -> ir.Value:
-        return self._at(lambda: ttensor.ReshapeOp(x, result=t).result)
+    def reshape(self, x, t, dims: list | None = None) -> ir.Value:
+        """x reshaped to type t; `dims` (the result's extents as `dims` names them) name those t leaves
+        `?`, so that a reshape with several extents known only at run time can be run and planned."""
+        r = self._at(lambda: ttensor.ReshapeOp(x, result=t).result)
+        t = ir.RankedTensorType(t)
+        named = ["?" if dims is None or dims[i] is None or "?" in dims[i] else dims[i] for i in range(t.rank)]
+        named = [str(t.get_dim_size(i)) if not t.is_dynamic_dim(i) else n for i, n in enumerate(named)]
+        if any(t.is_dynamic_dim(i) and n != "?" for i, n in enumerate(named)):
+            r.owner.attributes["tessera.result_dims"] = ir.ArrayAttr.get([ir.StringAttr.get(n) for n in named])
+        return r
+
+    def reshape_like(self, x, like) -> ir.Value:
+        """x reshaped to the type and run-time extents of `like`."""
+        return self.reshape(x, like.type, self.dims(like))
 
     def keepdims(self, ct, op) -> ir.Value:
         """A reduction's cotangent with its reduced axes back, as extent 1."""
         if ir.BoolAttr(op.attributes["keepdims"]).value or not _shape(ct.type):
             return ct   # a 0-d cotangent broadcasts as it is
         axes = _axes(op)
-        xs = _shape(op.operands[0].type)
-        return self.reshape(ct, _type([1 if i in axes else d for i, d in enumerate(xs)], _elt(ct)))
+        x = op.operands[0]
+        xs, names = _shape(x.type), self.dims(x)
+        return self.reshape(ct, _type([1 if i in axes else d for i, d in enumerate(xs)], _elt(ct)),
+                            names and ["1" if i in axes else d for i, d in enumerate(names)])
+
+
+def _arg_dims(fn) -> dict:
+    """Block argument -> its `tessera.dims` names (a static extent as its digits)."""
+    out = {}
+    if "arg_attrs" not in fn.attributes:
+        return out
+    for arg, attrs in zip(fn.regions[0].blocks[0].arguments, ir.ArrayAttr(fn.attributes["arg_attrs"])):
+        d = ir.DictAttr(attrs)
+        if "tessera.dims" in d:
+            out[arg] = [ir.StringAttr(x).value if isinstance(x, ir.StringAttr) else str(ir.IntegerAttr(x).value)
+                        for x in ir.ArrayAttr(d["tessera.dims"])]
+    return out
 
 
 def _axes(op) -> list:
@@ -454,7 +514,7 @@ _VJP = {
     "ttensor.matmul": _vjp_matmul,
     "ttensor.bias_add": _vjp_bias_add,
     "ttensor.transpose": lambda e, op, cts, want: _vjp_transpose(e, op, cts),
-    "ttensor.reshape": lambda e, op, cts, want: [e.reshape(cts[0], op.operands[0].type)],
+    "ttensor.reshape": lambda e, op, cts, want: [e.reshape_like(cts[0], op.operands[0])],
     "ttensor.broadcast": lambda e, op, cts, want: [e.sum_to(cts[0], op.operands[0].type)],
     "ttensor.reduce": lambda e, op, cts, want: _vjp_reduce_any(e, op, cts),
     "ttensor.softmax": lambda e, op, cts, want: [_softmax_linear(e, op, cts[0])],
@@ -471,7 +531,7 @@ _JVP = {
     "ttensor.matmul": _jvp_matmul,
     "ttensor.bias_add": _jvp_bias_add,
     "ttensor.transpose": _jvp_transpose,
-    "ttensor.reshape": lambda e, op, ts: [e.reshape(ts[0], op.results[0].type)],
+    "ttensor.reshape": lambda e, op, ts: [e.reshape_like(ts[0], op.results[0])],
     "ttensor.broadcast": lambda e, op, ts: [e.broadcast_like(ts[0], op.results[0])],
     "ttensor.reduce": _jvp_reduce_any,
     "ttensor.softmax": lambda e, op, ts: [_softmax_linear(e, op, ts[0])],
@@ -544,6 +604,13 @@ class _Copier:
         self.functions, self.e, self.derived = functions, emit, derived
 
     def copy(self, fn, mapping: dict, stack: tuple) -> list:
+        # `fn`'s extent symbols -> their extents in the derivative's: a reshape's `tessera.result_dims`
+        # renamed by it, as passes/inline_functions.py renames an inlined one
+        rename: dict = {}
+        for arg, names in _arg_dims(fn).items():
+            for n, d in zip(names, self.e.dims(mapping[arg]) or []):
+                if n.isidentifier() and d is not None and "?" not in d:
+                    rename.setdefault(n, d)
         for op in fn.regions[0].blocks[0].operations:
             name = op.operation.name
             ins = [mapping[o] for o in op.operands]
@@ -562,6 +629,9 @@ class _Copier:
                 outs = _EXPAND[name](self.e, op, ins)
             else:
                 attrs = {a: op.attributes[a] for a in op.attributes}
+                if "tessera.result_dims" in attrs:
+                    attrs["tessera.result_dims"] = ir.ArrayAttr.get([ir.StringAttr.get(graph_shapes.rename(
+                        ir.StringAttr(a).value, rename)) for a in ir.ArrayAttr(attrs["tessera.result_dims"])])
                 outs = list(ir.Operation.create(name, results=[r.type for r in op.results], operands=ins,
                                                 attributes=attrs, loc=op.location).results)
             for r, v in zip(op.results, outs):
@@ -631,6 +701,8 @@ def derive(fn, functions: dict) -> None:
     n = len(primal.regions[0].blocks[0].arguments)
     params, extra = list(block.arguments)[:n], list(block.arguments)[n:]
     e = _Emit()
+    e.known.update((block.arguments[i], d) for i, d in enumerate(
+        _arg_dims(fn).get(a) for a in fn.regions[0].blocks[0].arguments))
     with fn.location, ir.InsertionPoint(block):   # the location: types built outside any op's want one
         results = _Copier(functions, e, derived).copy(primal, dict(zip(primal.regions[0].blocks[0].arguments,
                                                                        params)), (spec["of"],))

@@ -8,6 +8,7 @@ MLIR types keep only `?` for an extent known at run time; the function's argumen
 from __future__ import annotations
 
 import json
+import re
 
 from ..diagnostics import LoweringError
 from ..mlir import ir
@@ -45,6 +46,30 @@ def _broadcast(a: Dims, b: Dims) -> Dims:
         y = b[len(b) - 1 - i] if i < len(b) else "1"
         out.append(y if x == "1" else x if y in ("1", x) else f"max({x}, {y})")
     return list(reversed(out))
+
+
+_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+
+
+def rename(expr: str, names: dict) -> str:
+    """Extent expression `expr` (a reshape's `tessera.result_dims` entry: a symbol, digits, an expression over
+    symbols or `?`) with its symbols renamed by `names` (symbol -> a name, digits or an expression); `?`
+    where one of them has no new name."""
+    if expr == "?" or expr.isdigit():
+        return expr
+    missing = []
+
+    def sub(m):
+        word = m.group(0)
+        if word in ("max", "min", "ceil"):
+            return word
+        if word not in names:
+            missing.append(word)
+            return word
+        new = names[word]
+        return new if new.isidentifier() or new.isdigit() else f"({new})"
+    out = _SYMBOL.sub(sub, expr)
+    return "?" if missing else out
 
 
 def _ints(attr) -> list[int]:

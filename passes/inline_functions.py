@@ -150,7 +150,7 @@ def _inline(call, callee, known: dict) -> None:
         if "tessera.result_dims" in new.attributes:
             named = [ir.StringAttr(a).value for a in ir.ArrayAttr(new.attributes["tessera.result_dims"])]
             new.attributes["tessera.result_dims"] = ir.ArrayAttr.get(
-                [ir.StringAttr.get(rename.get(n, "?" if n != "?" and not n.isdigit() else n)) for n in named])
+                [ir.StringAttr.get(graph_shapes.rename(n, rename)) for n in named])
     if results is None:
         raise LoweringError(call, f"'{_name(callee)}' has no return")
     for r, value in zip(call.results, results):

@@ -7,6 +7,7 @@ import numpy as np
 from .. import dtypes
 from ..mlir import ir
 from .registry import LOCAL, SPMD
+from .tensor_ops import reshape
 from .values import InterpreterError, from_user, to_user
 
 
@@ -52,6 +53,7 @@ class Interpreter:
         """Runs `fn` on per-device values; returns its results' per-device values and their types. A
         `func.call` runs its callee the same way (the frontend writes calls between @functions so)."""
         env: dict = dict(zip(fn.entry_block.arguments, ins))
+        symbols = _symbols(fn, ins, self.world)
         for op in fn.entry_block.operations:
             name_ = op.operation.name
             if name_ == "func.return":
@@ -66,6 +68,8 @@ class Interpreter:
                     outs, _ = self._body(self.function(callee), ins, stack + [callee])
                 elif name_ == "tensor.cast":   # a type made more or less precise: the same values
                     outs = [ins[0]]
+                elif name_ == "ttensor.reshape":   # its named extents bound to this call's arguments'
+                    outs = [[reshape(op, ins[0][d], symbols[d]) for d in range(self.world)]]
                 elif name_ in SPMD:
                     outs = SPMD[name_](op, ins)
                 elif name_ in LOCAL:
@@ -80,6 +84,25 @@ class Interpreter:
             for r, vals in zip(op.results, outs):
                 env[r] = vals
         raise InterpreterError(f"'{stack[-1]}' has no return")
+
+
+def _symbols(fn, ins: list, world: int) -> list:
+    """Per device, the extent symbols of `fn`'s parameters (their `tessera.dims`) -> the extents of the
+    arguments passed: what a reshape's `tessera.result_dims` are evaluated with."""
+    out = [{} for _ in range(world)]
+    if "arg_attrs" not in fn.attributes:
+        return out
+    for vals, attrs in zip(ins, ir.ArrayAttr(fn.attributes["arg_attrs"])):
+        d = ir.DictAttr(attrs)
+        if "tessera.dims" not in d:
+            continue
+        for i, x in enumerate(ir.ArrayAttr(d["tessera.dims"])):
+            if isinstance(x, ir.StringAttr) and ir.StringAttr(x).value.isidentifier():
+                for k in range(world):
+                    shape = np.shape(vals[k])
+                    if i < len(shape):
+                        out[k].setdefault(ir.StringAttr(x).value, shape[i])
+    return out
 
 
 def _write_outputs(fn, args: tuple, outs: list, world: int) -> None:

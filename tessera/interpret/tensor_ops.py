@@ -9,6 +9,7 @@ import numpy as np
 from .. import dtypes
 from ..mlir import ir
 from ..numerics.philox import uniforms
+from ..plan import PlanError, evaluate
 from .registry import local
 from .values import cast, dtype_of, result
 
@@ -157,13 +158,25 @@ def transpose(op, ins):
     return [np.transpose(ins[0], perm)]
 
 
-@local("ttensor.reshape")
-def reshape(op, ins):
+def reshape(op, x, symbols: dict) -> np.ndarray:
+    """`x` reshaped to the op's result type: an extent the type leaves `?` is the one its
+    `tessera.result_dims` names (an expression over the function's extent symbols, `symbols` their values
+    in this call), else inferred, which one `?` at most can be."""
     t = ir.RankedTensorType(op.results[0].type)
-    shape = [-1 if t.is_dynamic_dim(i) else t.get_dim_size(i) for i in range(t.rank)]
+    named = [ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["tessera.result_dims"])] \
+        if "tessera.result_dims" in op.attributes else ["?"] * t.rank
+    shape = []
+    for i in range(t.rank):
+        if not t.is_dynamic_dim(i):
+            shape.append(t.get_dim_size(i))
+            continue
+        try:
+            shape.append(evaluate(named[i], symbols) if named[i] != "?" else -1)
+        except PlanError:   # a symbol this call does not bind: inferred
+            shape.append(-1)
     if shape.count(-1) > 1:
         raise ValueError(f"cannot reshape to {t}: more than one extent is only known at run time")
-    return [np.reshape(ins[0], shape)]
+    return np.reshape(x, shape)
 
 
 @local("ttensor.broadcast")
