@@ -253,19 +253,6 @@ class _Emit:
                             names and ["1" if i in axes else d for i, d in enumerate(names)])
 
 
-def _arg_dims(fn) -> dict:
-    """Block argument -> its `tessera.dims` names (a static extent as its digits)."""
-    out = {}
-    if "arg_attrs" not in fn.attributes:
-        return out
-    for arg, attrs in zip(fn.regions[0].blocks[0].arguments, ir.ArrayAttr(fn.attributes["arg_attrs"])):
-        d = ir.DictAttr(attrs)
-        if "tessera.dims" in d:
-            out[arg] = [ir.StringAttr(x).value if isinstance(x, ir.StringAttr) else str(ir.IntegerAttr(x).value)
-                        for x in ir.ArrayAttr(d["tessera.dims"])]
-    return out
-
-
 def _axes(op) -> list:
     rank = len(_shape(op.operands[0].type))
     return sorted(ir.IntegerAttr(a).value % rank for a in ir.ArrayAttr(op.attributes["axes"]))
@@ -607,7 +594,7 @@ class _Copier:
         # `fn`'s extent symbols -> their extents in the derivative's: a reshape's `tessera.result_dims`
         # renamed by it, as passes/inline_functions.py renames an inlined one
         rename: dict = {}
-        for arg, names in _arg_dims(fn).items():
+        for arg, names in graph_shapes.arg_dims(fn).items():
             for n, d in zip(names, self.e.dims(mapping[arg]) or []):
                 if n.isidentifier() and d is not None and "?" not in d:
                     rename.setdefault(n, d)
@@ -702,7 +689,7 @@ def derive(fn, functions: dict) -> None:
     params, extra = list(block.arguments)[:n], list(block.arguments)[n:]
     e = _Emit()
     e.known.update((block.arguments[i], d) for i, d in enumerate(
-        _arg_dims(fn).get(a) for a in fn.regions[0].blocks[0].arguments))
+        graph_shapes.arg_dims(fn).get(a) for a in fn.regions[0].blocks[0].arguments))
     with fn.location, ir.InsertionPoint(block):   # the location: types built outside any op's want one
         results = _Copier(functions, e, derived).copy(primal, dict(zip(primal.regions[0].blocks[0].arguments,
                                                                        params)), (spec["of"],))

@@ -176,3 +176,16 @@ def _call_dims(call, ins: list[Dims]) -> list[Dims]:
                                       f"parameters' extents or constants")
         out.append([d if d.isdigit() else binding[d] for d in r["dims"]])
     return out
+
+
+def arg_dims(fn) -> dict:
+    """Block argument -> its `tessera.dims` names (strings; a static extent as its digits)."""
+    out = {}
+    if "arg_attrs" not in fn.attributes:
+        return out
+    for arg, attrs in zip(fn.regions[0].blocks[0].arguments, ir.ArrayAttr(fn.attributes["arg_attrs"])):
+        d = ir.DictAttr(attrs)
+        if "tessera.dims" in d:
+            out[arg] = [ir.StringAttr(x).value if isinstance(x, ir.StringAttr) else str(ir.IntegerAttr(x).value)
+                        for x in ir.ArrayAttr(d["tessera.dims"])]
+    return out

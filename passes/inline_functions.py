@@ -38,19 +38,6 @@ def _calls(fn) -> list:
     return [op for op in fn.regions[0].blocks[0].operations if op.operation.name == "func.call"]
 
 
-def _arg_dims(fn) -> dict:
-    """Block argument -> its `tessera.dims` names (strings; a static extent as its digits)."""
-    out = {}
-    if "arg_attrs" not in fn.attributes:
-        return out
-    for arg, attrs in zip(fn.regions[0].blocks[0].arguments, ir.ArrayAttr(fn.attributes["arg_attrs"])):
-        d = ir.DictAttr(attrs)
-        if "tessera.dims" in d:
-            out[arg] = [ir.StringAttr(x).value if isinstance(x, ir.StringAttr) else str(ir.IntegerAttr(x).value)
-                        for x in ir.ArrayAttr(d["tessera.dims"])]
-    return out
-
-
 def run(module) -> None:
     """Inlines every call of a `tessera.function` in every `tessera.function` of `module` (an Operation)."""
     functions = _functions(module)
@@ -65,7 +52,7 @@ def run(module) -> None:
                                                  f"recursion cannot be inlined")
         active.append(name)
         fn = functions[name]
-        known = _arg_dims(fn)   # caller value -> its extents in the caller's names, where known
+        known = graph_shapes.arg_dims(fn)   # caller value -> its extents in the caller's names, where known
         for call in _calls(fn):
             callee = _callee(call)
             if callee in functions:
@@ -117,7 +104,7 @@ def _inline(call, callee, known: dict) -> None:
         callee_dims = {}
     mapping: dict = {}
     rename: dict[str, str] = {}   # callee extent symbol -> the caller's name or digits for it
-    for arg, names, operand in zip(body.arguments, _arg_dims(callee).values() or [[]] * len(body.arguments),
+    for arg, names, operand in zip(body.arguments, graph_shapes.arg_dims(callee).values() or [[]] * len(body.arguments),
                                    call.operands):
         src = _source(operand)
         mapping[arg] = src
