@@ -70,6 +70,16 @@ static inline DLDeviceType device_type_of(const char* backend) {
   return kDLCPU;
 }
 
+/* The shapes file of a host's file protocol (tests/c/hostutil.py, run_host_function) in directory `dir`, or
+ * NULL (the reason printed). */
+static inline FILE* open_shapes(const char* dir) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/shapes.txt", dir);
+  FILE* f = fopen(path, "r");
+  if (!f) perror(path);
+  return f;
+}
+
 /* One line of a host's shapes file, "ROLE NDIM D0 D1 ...": the extents into `shape` (8 at most) and their
  * product into `elems`; the rank, or -1 where the line is not one. */
 static inline int read_shape(FILE* f, int64_t shape[8], size_t* elems) {

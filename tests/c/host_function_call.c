@@ -43,12 +43,8 @@ int main(int argc, char** argv) {
   if (sig.input_count > MAX_TENSORS || sig.output_count > MAX_TENSORS) return 2;
 
   char path[4096];
-  snprintf(path, sizeof path, "%s/shapes.txt", argv[3]);
-  FILE* shapes = fopen(path, "r");
-  if (!shapes) {
-    perror(path);
-    return 2;
-  }
+  FILE* shapes = open_shapes(argv[3]);
+  if (!shapes) return 2;
   static DLTensor tensors[2 * MAX_TENSORS];
   static int64_t extents[2 * MAX_TENSORS][8];
   static size_t bytes[2 * MAX_TENSORS];

@@ -59,8 +59,7 @@ int main(int argc, char** argv) {
   if (sig.input_count + sig.output_count > MAX_TENSORS) return 2;
 
   char path[4096];
-  snprintf(path, sizeof path, "%s/shapes.txt", argv[3]);
-  FILE* shapes = fopen(path, "r");
+  FILE* shapes = open_shapes(argv[3]);
   if (!shapes) return 2;
   static host_tensor_t h[MAX_TENSORS];
   const DLTensor* t[MAX_TENSORS];
