@@ -185,18 +185,29 @@ class BiasAddOp(_TensorOp, name="bias_add", traits=[ext.Pure]):
             raise Invalid("bias and result must have the input's element type and the result its type")
 
 
-class SoftmaxOp(_TensorOp, name="softmax", traits=[ext.Pure]):
+class _AlongAxisOp(_TensorOp):
+    def rules(self, *ts) -> None:
+        if _axis(int_attr(self.axis), ts[0].rank) is None:
+            raise Invalid(f"axis {int_attr(self.axis)} is out of range for rank {ts[0].rank}")
+        if ts[0] != ts[1] or not _floats(ts[0]):
+            raise Invalid("input and result must be the same floating-point tensor type")
+
+
+class SoftmaxOp(_AlongAxisOp, name="softmax", traits=[ext.Pure]):
     """Softmax along `axis`, computed stably (the row maximum is subtracted before exponentiation)."""
 
     input: ext.Operand[typing.Any]
     axis: ir.IntegerAttr
     result: ext.Result[typing.Any]
 
-    def rules(self, *ts) -> None:
-        if _axis(int_attr(self.axis), ts[0].rank) is None:
-            raise Invalid(f"axis {int_attr(self.axis)} is out of range for rank {ts[0].rank}")
-        if ts[0] != ts[1] or not _floats(ts[0]):
-            raise Invalid("input and result must be the same floating-point tensor type")
+
+class LogSoftmaxOp(_AlongAxisOp, name="log_softmax", traits=[ext.Pure]):
+    """``x - max - log(sum(exp(x - max)))`` along `axis`: the log of softmax without forming it, so that
+    rows whose probabilities underflow keep finite logs (a cross-entropy's input)."""
+
+    input: ext.Operand[typing.Any]
+    axis: ir.IntegerAttr
+    result: ext.Result[typing.Any]
 
 
 class _NormOp(_TensorOp):
@@ -359,6 +370,88 @@ class FlashAttentionOp(_TensorOp, name="flash_attention", traits=[ext.Pure]):
             raise Invalid(f"scale must be positive, got {_float(self.scale)}")
 
 
+ATTENTION_WRT = ("q", "k", "v")
+
+
+def _check_attention_qk(q, k, scale: float) -> None:
+    """What attention_lse and attention_grad ask of Q [..., SQ, D] and K [..., SK, D]: one rank of at least 2,
+    floating elements of one type, equal batch extents and head dimensions, a positive scale."""
+    if q.rank != k.rank or q.rank < 2:
+        raise Invalid(f"Q and K must have the same rank, at least 2, got {q.rank} and {k.rank}")
+    if not _floats(q, k) or q.element_type != k.element_type:
+        raise Invalid(f"Q and K must be floating point of one element type, got {q.element_type} and "
+                      f"{k.element_type}")
+    sq, sk = shape_of(q), shape_of(k)
+    if not compatible(sq[:-2], sk[:-2]):
+        raise Invalid(f"Q and K batch extents differ: {sq[:-2]} vs {sk[:-2]}")
+    if not compatible(sq[-1:], sk[-1:]):
+        raise Invalid(f"Q and K head dimensions differ: {sq[-1]} vs {sk[-1]}")
+    if scale <= 0:
+        raise Invalid(f"scale must be positive, got {scale}")
+
+
+def _check_row_stat(what: str, t, q) -> None:
+    """`t` is one f32 value per query row of Q: [..., SQ]."""
+    want = shape_of(q)[:-1]
+    if not compatible(shape_of(t), want) or not isinstance(t.element_type, ir.F32Type):
+        raise Invalid(f"{what} must be an f32 tensor of shape {want} (one value per query row), got {t}")
+
+
+class AttentionLseOp(_TensorOp, name="attention_lse", traits=[ext.Pure]):
+    """The natural-log log-sum-exp of each row of ``scale · Q Kᵀ`` (keys j > i masked out for `causal`,
+    top-left aligned as flash_attention's): f32 [..., SQ]. The residual attention's backward needs: with it,
+    ``P = exp(scale · Q Kᵀ − lse)`` is recomputed block by block (attention_grad), never stored."""
+
+    q: ext.Operand[typing.Any]
+    k: ext.Operand[typing.Any]
+    causal: typing.Any  # BoolAttr (ext cannot constrain to it)
+    scale: ir.FloatAttr
+    result: ext.Result[typing.Any]
+
+    def rules(self, *ts) -> None:
+        q, k, r = ts
+        _check_attention_qk(q, k, _float(self.scale))
+        _check_row_stat("the result", r, q)
+
+
+class AttentionGradOp(_TensorOp, name="attention_grad", traits=[ext.Pure]):
+    """One gradient of flash_attention, `wrt` "q", "k" or "v", in that operand's type. With
+    ``P = exp(scale · Q Kᵀ − lse)`` (masked for `causal`), ``dP = dO Vᵀ`` and ``dS = P ∘ (dP − delta)``:
+    dV = Pᵀ dO, dQ = scale · dS K, dK = scale · dSᵀ Q, accumulated in f32. `lse` is attention_lse's result,
+    `delta` the f32 row sums of dO ∘ O, both [..., SQ]."""
+
+    q: ext.Operand[typing.Any]
+    k: ext.Operand[typing.Any]
+    v: ext.Operand[typing.Any]
+    do: ext.Operand[typing.Any]
+    lse: ext.Operand[typing.Any]
+    delta: ext.Operand[typing.Any]
+    causal: typing.Any  # BoolAttr (ext cannot constrain to it)
+    scale: ir.FloatAttr
+    wrt: ir.StringAttr
+    result: ext.Result[typing.Any]
+
+    def rules(self, *ts) -> None:
+        q, k, v, do, lse, delta, r = ts
+        wrt = _str(self.wrt)
+        if wrt not in ATTENTION_WRT:
+            raise Invalid(f"wrt must be one of {', '.join(ATTENTION_WRT)}, got '{wrt}'")
+        _check_attention_qk(q, k, _float(self.scale))
+        if v.rank != q.rank or not _floats(v, do):
+            raise Invalid(f"V and dO must be floating point of Q's rank {q.rank}, got {v} and {do}")
+        sk, sv = shape_of(k), shape_of(v)
+        if not compatible(sv[:-2], sk[:-2]) or not compatible(sk[-2:-1], sv[-2:-1]):
+            raise Invalid(f"V {sv} must have K's batch extents and sequence length {sk[:-1]}")
+        want = shape_of(q)[:-1] + sv[-1:]
+        if do.rank != q.rank or not compatible(shape_of(do), want):
+            raise Invalid(f"dO must have the attention output's shape {want}, got {shape_of(do)}")
+        _check_row_stat("lse", lse, q)
+        _check_row_stat("delta", delta, q)
+        of = {"q": q, "k": k, "v": v}[wrt]
+        if r.element_type != of.element_type or not compatible(shape_of(r), shape_of(of)):
+            raise Invalid(f"the result must have the type of {wrt.upper()} ({of}), got {r}")
+
+
 def _check_fill_value(op, t: ir.RankedTensorType) -> None:
     """`other`, the value masked-off elements take: a float attribute of the element type (±inf allowed)."""
     if not _floats(t):
@@ -478,4 +571,5 @@ def _width(t: ir.Type) -> int:
 
 
 __all__ = [name for name in dir() if name.endswith("Op")] + ["TTensor", "UNARY_FNS", "BINARY_FNS",
-                                                            "REDUCE_KINDS", "broadcast", "shape_of"]
+                                                            "REDUCE_KINDS", "ATTENTION_WRT", "broadcast",
+                                                            "shape_of"]

@@ -161,6 +161,22 @@ func.func @softmax_type(%a: tensor<4x3xi32>) {
 
 // -----
 
+func.func @log_softmax_axis(%a: tensor<4x3xf32>) {
+  // expected-error @+1 {{'ttensor.log_softmax' axis -3 is out of range for rank 2}}
+  %r = "ttensor.log_softmax"(%a) {axis = -3 : i64} : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @log_softmax_type(%a: tensor<4x3xf32>) {
+  // expected-error @+1 {{'ttensor.log_softmax' input and result must be the same floating-point tensor type}}
+  %r = "ttensor.log_softmax"(%a) {axis = 1 : i64} : (tensor<4x3xf32>) -> tensor<4x3xf64>
+  return
+}
+
+// -----
+
 func.func @norm_type(%a: tensor<4x3xf32>) {
   // expected-error @+1 {{'ttensor.layernorm' input and result must be the same floating-point tensor type}}
   %r = "ttensor.layernorm"(%a) {eps = 1.0e-5 : f32, operandSegmentSizes = array<i32: 1, 0, 0>} : (tensor<4x3xf32>) -> tensor<4x3xf16>
@@ -461,5 +477,141 @@ func.func @mask_blocks_count(%a: tensor<2x8x4xf32>, %n: tensor<30xf32>) {
 func.func @mask_blocks_result(%a: tensor<2x8x4xf32>, %n: tensor<16xf32>) {
   // expected-error @+1 {{'ttensor.mask_blocks' the result must have the input's type}}
   %r = "ttensor.mask_blocks"(%a, %n) {axis = 1 : i64, step = 8 : i64, other = 0.0 : f32} : (tensor<2x8x4xf32>, tensor<16xf32>) -> tensor<2x8x4xf16>
+  return
+}
+
+// -----
+
+func.func @lse_rank(%q: tensor<8x64xf32>, %k: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{'ttensor.attention_lse' Q and K must have the same rank, at least 2, got 2 and 3}}
+  %r = "ttensor.attention_lse"(%q, %k) {causal = true, scale = 0.125 : f32} : (tensor<8x64xf32>, tensor<2x8x64xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @lse_dtype(%q: tensor<8x64xf32>, %k: tensor<8x64xbf16>) {
+  // expected-error @+1 {{'ttensor.attention_lse' Q and K must be floating point of one element type, got f32 and bf16}}
+  %r = "ttensor.attention_lse"(%q, %k) {causal = true, scale = 0.125 : f32} : (tensor<8x64xf32>, tensor<8x64xbf16>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @lse_batch(%q: tensor<2x8x64xf32>, %k: tensor<4x8x64xf32>) {
+  // expected-error @+1 {{'ttensor.attention_lse' Q and K batch extents differ: [2] vs [4]}}
+  %r = "ttensor.attention_lse"(%q, %k) {causal = true, scale = 0.125 : f32} : (tensor<2x8x64xf32>, tensor<4x8x64xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @lse_head(%q: tensor<8x64xf32>, %k: tensor<8x32xf32>) {
+  // expected-error @+1 {{'ttensor.attention_lse' Q and K head dimensions differ: 64 vs 32}}
+  %r = "ttensor.attention_lse"(%q, %k) {causal = true, scale = 0.125 : f32} : (tensor<8x64xf32>, tensor<8x32xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @lse_scale(%q: tensor<8x64xf32>, %k: tensor<16x64xf32>) {
+  // expected-error @+1 {{'ttensor.attention_lse' scale must be positive, got 0.0}}
+  %r = "ttensor.attention_lse"(%q, %k) {causal = true, scale = 0.0 : f32} : (tensor<8x64xf32>, tensor<16x64xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @lse_result(%q: tensor<8x64xbf16>, %k: tensor<16x64xbf16>) {
+  // expected-error @+1 {{'ttensor.attention_lse' the result must be an f32 tensor of shape [8] (one value per query row), got tensor<8xbf16>}}
+  %r = "ttensor.attention_lse"(%q, %k) {causal = true, scale = 0.125 : f32} : (tensor<8x64xbf16>, tensor<16x64xbf16>) -> tensor<8xbf16>
+  return
+}
+
+// -----
+
+func.func @lse_result_shape(%q: tensor<8x64xf32>, %k: tensor<16x64xf32>) {
+  // expected-error @+1 {{'ttensor.attention_lse' the result must be an f32 tensor of shape [8] (one value per query row), got tensor<16xf32>}}
+  %r = "ttensor.attention_lse"(%q, %k) {causal = true, scale = 0.125 : f32} : (tensor<8x64xf32>, tensor<16x64xf32>) -> tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @grad_wrt(%q: tensor<8x64xf32>, %k: tensor<16x64xf32>, %v: tensor<16x32xf32>, %do: tensor<8x32xf32>, %lse: tensor<8xf32>, %delta: tensor<8xf32>) {
+  // expected-error @+1 {{'ttensor.attention_grad' wrt must be one of q, k, v, got 'o'}}
+  %r = "ttensor.attention_grad"(%q, %k, %v, %do, %lse, %delta) {causal = false, scale = 0.125 : f32, wrt = "o"} : (tensor<8x64xf32>, tensor<16x64xf32>, tensor<16x32xf32>, tensor<8x32xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<8x64xf32>
+  return
+}
+
+// -----
+
+func.func @grad_qk(%q: tensor<8x64xf32>, %k: tensor<16x32xf32>, %v: tensor<16x32xf32>, %do: tensor<8x32xf32>, %lse: tensor<8xf32>, %delta: tensor<8xf32>) {
+  // expected-error @+1 {{'ttensor.attention_grad' Q and K head dimensions differ: 64 vs 32}}
+  %r = "ttensor.attention_grad"(%q, %k, %v, %do, %lse, %delta) {causal = false, scale = 0.125 : f32, wrt = "q"} : (tensor<8x64xf32>, tensor<16x32xf32>, tensor<16x32xf32>, tensor<8x32xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<8x64xf32>
+  return
+}
+
+// -----
+
+func.func @grad_scale(%q: tensor<8x64xf32>, %k: tensor<16x64xf32>, %v: tensor<16x32xf32>, %do: tensor<8x32xf32>, %lse: tensor<8xf32>, %delta: tensor<8xf32>) {
+  // expected-error @+1 {{'ttensor.attention_grad' scale must be positive, got -0.5}}
+  %r = "ttensor.attention_grad"(%q, %k, %v, %do, %lse, %delta) {causal = false, scale = -0.5 : f32, wrt = "k"} : (tensor<8x64xf32>, tensor<16x64xf32>, tensor<16x32xf32>, tensor<8x32xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<16x64xf32>
+  return
+}
+
+// -----
+
+func.func @grad_v_kind(%q: tensor<8x64xf32>, %k: tensor<16x64xf32>, %v: tensor<16x32xi32>, %do: tensor<8x32xf32>, %lse: tensor<8xf32>, %delta: tensor<8xf32>) {
+  // expected-error @+1 {{'ttensor.attention_grad' V and dO must be floating point of Q's rank 2, got tensor<16x32xi32> and tensor<8x32xf32>}}
+  %r = "ttensor.attention_grad"(%q, %k, %v, %do, %lse, %delta) {causal = false, scale = 0.125 : f32, wrt = "q"} : (tensor<8x64xf32>, tensor<16x64xf32>, tensor<16x32xi32>, tensor<8x32xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<8x64xf32>
+  return
+}
+
+// -----
+
+func.func @grad_v_seq(%q: tensor<8x64xf32>, %k: tensor<16x64xf32>, %v: tensor<12x32xf32>, %do: tensor<8x32xf32>, %lse: tensor<8xf32>, %delta: tensor<8xf32>) {
+  // expected-error @+1 {{'ttensor.attention_grad' V [12, 32] must have K's batch extents and sequence length [16]}}
+  %r = "ttensor.attention_grad"(%q, %k, %v, %do, %lse, %delta) {causal = false, scale = 0.125 : f32, wrt = "q"} : (tensor<8x64xf32>, tensor<16x64xf32>, tensor<12x32xf32>, tensor<8x32xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<8x64xf32>
+  return
+}
+
+// -----
+
+func.func @grad_do(%q: tensor<8x64xf32>, %k: tensor<16x64xf32>, %v: tensor<16x32xf32>, %do: tensor<8x64xf32>, %lse: tensor<8xf32>, %delta: tensor<8xf32>) {
+  // expected-error @+1 {{'ttensor.attention_grad' dO must have the attention output's shape [8, 32], got [8, 64]}}
+  %r = "ttensor.attention_grad"(%q, %k, %v, %do, %lse, %delta) {causal = false, scale = 0.125 : f32, wrt = "q"} : (tensor<8x64xf32>, tensor<16x64xf32>, tensor<16x32xf32>, tensor<8x64xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<8x64xf32>
+  return
+}
+
+// -----
+
+func.func @grad_lse(%q: tensor<8x64xf32>, %k: tensor<16x64xf32>, %v: tensor<16x32xf32>, %do: tensor<8x32xf32>, %lse: tensor<16xf32>, %delta: tensor<8xf32>) {
+  // expected-error @+1 {{'ttensor.attention_grad' lse must be an f32 tensor of shape [8] (one value per query row), got tensor<16xf32>}}
+  %r = "ttensor.attention_grad"(%q, %k, %v, %do, %lse, %delta) {causal = false, scale = 0.125 : f32, wrt = "q"} : (tensor<8x64xf32>, tensor<16x64xf32>, tensor<16x32xf32>, tensor<8x32xf32>, tensor<16xf32>, tensor<8xf32>) -> tensor<8x64xf32>
+  return
+}
+
+// -----
+
+func.func @grad_delta(%q: tensor<8x64xf32>, %k: tensor<16x64xf32>, %v: tensor<16x32xf32>, %do: tensor<8x32xf32>, %lse: tensor<8xf32>, %delta: tensor<8xf16>) {
+  // expected-error @+1 {{'ttensor.attention_grad' delta must be an f32 tensor of shape [8] (one value per query row), got tensor<8xf16>}}
+  %r = "ttensor.attention_grad"(%q, %k, %v, %do, %lse, %delta) {causal = false, scale = 0.125 : f32, wrt = "q"} : (tensor<8x64xf32>, tensor<16x64xf32>, tensor<16x32xf32>, tensor<8x32xf32>, tensor<8xf32>, tensor<8xf16>) -> tensor<8x64xf32>
+  return
+}
+
+// -----
+
+func.func @grad_result(%q: tensor<8x64xf32>, %k: tensor<16x64xf32>, %v: tensor<16x32xf32>, %do: tensor<8x32xf32>, %lse: tensor<8xf32>, %delta: tensor<8xf32>) {
+  // expected-error @+1 {{'ttensor.attention_grad' the result must have the type of K (tensor<16x64xf32>), got tensor<8x64xf32>}}
+  %r = "ttensor.attention_grad"(%q, %k, %v, %do, %lse, %delta) {causal = true, scale = 0.125 : f32, wrt = "k"} : (tensor<8x64xf32>, tensor<16x64xf32>, tensor<16x32xf32>, tensor<8x32xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<8x64xf32>
+  return
+}
+
+// -----
+
+func.func @grad_result_dtype(%q: tensor<8x64xf32>, %k: tensor<16x64xf32>, %v: tensor<16x32xf32>, %do: tensor<8x32xf32>, %lse: tensor<8xf32>, %delta: tensor<8xf32>) {
+  // expected-error @+1 {{'ttensor.attention_grad' the result must have the type of V (tensor<16x32xf32>), got tensor<16x32xbf16>}}
+  %r = "ttensor.attention_grad"(%q, %k, %v, %do, %lse, %delta) {causal = true, scale = 0.125 : f32, wrt = "v"} : (tensor<8x64xf32>, tensor<16x64xf32>, tensor<16x32xf32>, tensor<8x32xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<16x32xbf16>
   return
 }

@@ -28,8 +28,10 @@ func.func @elementwise_and_norms(%x: tensor<4x128xf32>, %g: tensor<128xf32>) -> 
   %y = "ttensor.binary"(%x, %two) {fn = "mul"} : (tensor<4x128xf32>, tensor<f32>) -> tensor<4x128xf32>
   // CHECK: "ttensor.softmax"(%{{.+}}) {axis = 1 : i64}
   %s = "ttensor.softmax"(%y) {axis = 1 : i64} : (tensor<4x128xf32>) -> tensor<4x128xf32>
+  // CHECK: "ttensor.log_softmax"(%{{.+}}) {axis = -1 : i64}
+  %ls = "ttensor.log_softmax"(%s) {axis = -1 : i64} : (tensor<4x128xf32>) -> tensor<4x128xf32>
   // CHECK: "ttensor.layernorm"(%{{.+}}, %{{.+}}) {eps = 9.99999974E-6 : f32, operandSegmentSizes = array<i32: 1, 1, 0>}
-  %l = "ttensor.layernorm"(%s, %g) {eps = 1.0e-5 : f32, operandSegmentSizes = array<i32: 1, 1, 0>} : (tensor<4x128xf32>, tensor<128xf32>) -> tensor<4x128xf32>
+  %l = "ttensor.layernorm"(%ls, %g) {eps = 1.0e-5 : f32, operandSegmentSizes = array<i32: 1, 1, 0>} : (tensor<4x128xf32>, tensor<128xf32>) -> tensor<4x128xf32>
   // CHECK: "ttensor.rmsnorm"(%{{.+}}) {eps = 9.99999997E-7 : f32, operandSegmentSizes = array<i32: 1, 0>}
   %r = "ttensor.rmsnorm"(%l) {eps = 1.0e-6 : f32, operandSegmentSizes = array<i32: 1, 0>} : (tensor<4x128xf32>) -> tensor<4x128xf32>
   // CHECK: "ttensor.dropout"(%{{.+}}) {offset = 0 : i64, p = 1.000000e-01 : f32, seed = 42 : ui64}
@@ -57,6 +59,19 @@ func.func @attention(%q: tensor<2x8x128x64xbf16>, %k: tensor<2x8x256x64xbf16>, %
   // CHECK: "ttensor.flash_attention"(%{{.+}}, %{{.+}}, %{{.+}}) {causal = true, scale = 1.250000e-01 : f32}
   %o = "ttensor.flash_attention"(%q, %k, %v) {causal = true, scale = 0.125 : f32} : (tensor<2x8x128x64xbf16>, tensor<2x8x256x64xbf16>, tensor<2x8x256x64xbf16>) -> tensor<2x8x128x64xbf16>
   return %o : tensor<2x8x128x64xbf16>
+}
+
+// CHECK-LABEL: func.func @attention_backward
+func.func @attention_backward(%q: tensor<2x?x64xbf16>, %k: tensor<2x256x64xbf16>, %v: tensor<2x256x32xbf16>, %do: tensor<2x?x32xbf16>, %delta: tensor<2x?xf32>) -> (tensor<2x?xf32>, tensor<2x?x64xbf16>, tensor<2x256x64xbf16>, tensor<2x256x32xbf16>) {
+  // CHECK: %[[LSE:.+]] = "ttensor.attention_lse"(%{{.+}}, %{{.+}}) {causal = false, scale = 1.250000e-01 : f32} : (tensor<2x?x64xbf16>, tensor<2x256x64xbf16>) -> tensor<2x?xf32>
+  %lse = "ttensor.attention_lse"(%q, %k) {causal = false, scale = 0.125 : f32} : (tensor<2x?x64xbf16>, tensor<2x256x64xbf16>) -> tensor<2x?xf32>
+  // CHECK: "ttensor.attention_grad"(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[LSE]], %{{.+}}) {causal = false, scale = 1.250000e-01 : f32, wrt = "q"} : {{.+}} -> tensor<2x?x64xbf16>
+  %dq = "ttensor.attention_grad"(%q, %k, %v, %do, %lse, %delta) {causal = false, scale = 0.125 : f32, wrt = "q"} : (tensor<2x?x64xbf16>, tensor<2x256x64xbf16>, tensor<2x256x32xbf16>, tensor<2x?x32xbf16>, tensor<2x?xf32>, tensor<2x?xf32>) -> tensor<2x?x64xbf16>
+  // CHECK: "ttensor.attention_grad"({{.+}}) {causal = true, scale = 1.250000e-01 : f32, wrt = "k"} : {{.+}} -> tensor<2x256x64xbf16>
+  %dk = "ttensor.attention_grad"(%q, %k, %v, %do, %lse, %delta) {causal = true, scale = 0.125 : f32, wrt = "k"} : (tensor<2x?x64xbf16>, tensor<2x256x64xbf16>, tensor<2x256x32xbf16>, tensor<2x?x32xbf16>, tensor<2x?xf32>, tensor<2x?xf32>) -> tensor<2x256x64xbf16>
+  // CHECK: "ttensor.attention_grad"({{.+}}) {causal = false, scale = 1.250000e-01 : f32, wrt = "v"} : {{.+}} -> tensor<2x256x32xbf16>
+  %dv = "ttensor.attention_grad"(%q, %k, %v, %do, %lse, %delta) {causal = false, scale = 0.125 : f32, wrt = "v"} : (tensor<2x?x64xbf16>, tensor<2x256x64xbf16>, tensor<2x256x32xbf16>, tensor<2x?x32xbf16>, tensor<2x?xf32>, tensor<2x?xf32>) -> tensor<2x256x32xbf16>
+  return %lse, %dq, %dk, %dv : tensor<2x?xf32>, tensor<2x?x64xbf16>, tensor<2x256x64xbf16>, tensor<2x256x32xbf16>
 }
 
 // CHECK-LABEL: func.func @fp8_policy
