@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..backends.cpu import attention, gemm
+from ..backends.cpu import attention, attention_bwd, gemm
 from ..compiler import CompileOptions, CompileResult, compile_module
 from ..dialects import make_context
 from ..mlir import ir
@@ -31,3 +31,8 @@ def compile_gemm(spec: gemm.GemmSpec, options: CompileOptions | None = None) -> 
 def compile_attention(spec: attention.AttentionSpec, options: CompileOptions | None = None) -> bytes:
     """An image holding the fused attention kernel `spec`."""
     return compile_built(lambda m: attention.build_attention(m, spec), options).image
+
+
+def compile_attention_bwd(spec: attention_bwd.AttentionBwdSpec, options: CompileOptions | None = None) -> bytes:
+    """An image holding the fused attention backward kernel `spec`."""
+    return compile_built(lambda m: attention_bwd.build_attention_bwd(m, spec), options).image

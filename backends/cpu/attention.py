@@ -34,7 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ... import plan
-from ...mlir import arith, func, ir, memref, scf, vector
+from ...diagnostics import LoweringError
+from ...mlir import arith, func, ir, math, memref, scf, vector
 from ...passes import fusion, vmath
 from ...passes.graph_shapes import product
 from ...passes.simt_to_warps import philox_uniform
@@ -51,6 +52,7 @@ class AttentionSpec:
     scale: float = 1.0
     causal: bool = False
     dropout: tuple | None = None   # (p, seed, offset)
+    lse: bool = False              # also write each row's log-sum-exp of the scaled scores (for the backward)
     rows: int | None = None
     cols: int | None = None
     vector_width: int | None = None
@@ -75,10 +77,12 @@ def attention_grid(spec: AttentionSpec, batch: int, sq: int) -> tuple[int, int, 
 def build_attention(module: ir.Module, spec: AttentionSpec) -> func.FuncOp:
     """Appends the kernel `spec` to `module` (in the module's context, under a location) and returns it."""
     f32 = ir.F32Type.get()
-    t3 = ir.MemRefType.get([ir.ShapedType.get_dynamic_size()] * 3, f32)
     params = [("Q", ("B", "SQ", "D")), ("KT", ("B", "D", "SK")), ("V", ("B", "SK", "DV")), ("O", ("B", "SQ", "DV"))]
+    if spec.lse:
+        params.append(("LSE", ("B", "SQ")))
     index = ir.IndexType.get()
-    ftype = ir.FunctionType.get([t3] * len(params) + [index] * len(LAUNCH_ARGS), [])
+    ftype = ir.FunctionType.get([ir.MemRefType.get([ir.ShapedType.get_dynamic_size()] * len(dims), f32)
+                                 for _, dims in params] + [index] * len(LAUNCH_ARGS), [])
     with ir.InsertionPoint(module.body):
         fn = func.FuncOp(spec.name, ftype)
     fn.attributes["tessera.kernel"] = ir.UnitAttr.get()
@@ -88,6 +92,8 @@ def build_attention(module: ir.Module, spec: AttentionSpec) -> func.FuncOp:
              "scale": ir.FloatAttr.get(f32, spec.scale), "causal": ir.BoolAttr.get(spec.causal)}
     if spec.dropout is not None:
         props["dropout"] = ir.FloatAttr.get(f32, spec.dropout[0])
+    if spec.lse:
+        props["lse"] = ir.UnitAttr.get()
     fn.attributes["tessera.attention"] = ir.DictAttr.get(props)
     attrs = [ir.DictAttr.get({"tessera.name": ir.StringAttr.get(n),
                               "tessera.dims": ir.ArrayAttr.get([ir.StringAttr.get(d) for d in dims])})
@@ -101,44 +107,17 @@ def build_attention(module: ir.Module, spec: AttentionSpec) -> func.FuncOp:
     return fn
 
 
-class _Body:
-    def __init__(self, spec: AttentionSpec, p: dict, launch: dict):
+class TileKernel:
+    """What the per-block attention kernels (this module's forward, attention_bwd.py's backward) share: masks,
+    constants, NR-wide column tiles and the GEMM micro-kernel's MR×NR register-tile product. `spec` has
+    `rows` (MR), `cols` (NR) and `vector_width`."""
+
+    def __init__(self, spec, p: dict, launch: dict):
         self.spec, self.p, self.launch = spec, p, launch
         self.vw = spec.vector_width
         self.vtype = ir.VectorType.get([self.vw], ir.F32Type.get())
         self.mtype = ir.VectorType.get([self.vw], ir.IntegerType.get_signless(1))
 
-    def emit(self) -> None:
-        p = self.p
-        self.B = memref.DimOp(p["Q"], idx(0)).result
-        self.SQ = memref.DimOp(p["Q"], idx(1)).result
-        self.D = memref.DimOp(p["Q"], idx(2)).result
-        self.SK = memref.DimOp(p["KT"], idx(2)).result
-        self.DV = memref.DimOp(p["V"], idx(2)).result
-        i0 = mul(self.launch["bid_x"], self.spec.rows)
-        b = self.launch["bid_y"]
-        inside = arith.AndIOp(lt(i0, self.SQ), lt(b, self.B)).result
-        guard = scf.IfOp(inside)
-        with ir.InsertionPoint(guard.then_block):
-            self._block(b, i0)
-            scf.YieldOp([])
-
-    def _block(self, b, i0) -> None:
-        spec = self.spec
-        rows = smin(spec.rows, sub(self.SQ, i0))
-        # Keys any row of the block sees: causal rows i see keys j <= i (top-left aligned).
-        keys = smin(self.SK, add(i0, rows)) if spec.causal else self.SK
-        # Scratch rows padded to whole vectors, on the heap (workers' stacks are 8 MiB; Sk is unbounded).
-        self.ld = mul(arith.CeilDivSIOp(self.SK, idx(self.vw)).result, self.vw)
-        size = mul(self.ld, spec.rows)
-        scratch = memref.AllocOp(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], ir.F32Type.get()),
-                                 [size], [], alignment=64).result
-        self._scores(scratch, b, i0, keys)
-        self._softmax(scratch, b, i0, rows, keys)
-        self._output(scratch, b, i0, rows, keys)
-        memref.DeallocOp(scratch)
-
-    # -- helpers ------------------------------------------------------------------------------------------
     def _mask(self, n) -> ir.Value:
         return vector.CreateMaskOp(self.mtype, [n]).result   # lanes below n (clamped to [0, VW]) are on
 
@@ -184,12 +163,12 @@ class _Body:
         else:
             vector.MaskedStoreOp(m, at, self._mask(sub(count, c)), v)
 
-    def _tile_product(self, k_extent, a_of, b_of) -> list:
-        """acc[r][c] = Σ_k a_of(r, k) · b_of(k)[c] for k < k_extent: MR broadcast values and NR/VW vectors
-        a step, as the GEMM micro-kernel."""
+    def _tile_product(self, k_extent, a_of, b_of, k_start=0) -> list:
+        """acc[r][c] = Σ_k a_of(r, k) · b_of(k)[c] for k_start ≤ k < k_extent: MR broadcast values and NR/VW
+        vectors a step, as the GEMM micro-kernel."""
         spec = self.spec
         n = spec.rows * (spec.cols // self.vw)
-        loop = scf_for(0, k_extent, 1, [zeros(self.vtype)] * n)
+        loop = scf_for(k_start, k_extent, 1, [zeros(self.vtype)] * n)
         with ir.InsertionPoint(loop.body):
             k = loop.induction_variable
             acc = list(loop.inner_iter_args)
@@ -201,6 +180,38 @@ class _Body:
                     out.append(vector.FMAOp(a, bv, acc[r * len(bs) + c]).result)
             scf.YieldOp(out)
         return list(loop.results)
+
+
+class _Body(TileKernel):
+    def emit(self) -> None:
+        p = self.p
+        self.B = memref.DimOp(p["Q"], idx(0)).result
+        self.SQ = memref.DimOp(p["Q"], idx(1)).result
+        self.D = memref.DimOp(p["Q"], idx(2)).result
+        self.SK = memref.DimOp(p["KT"], idx(2)).result
+        self.DV = memref.DimOp(p["V"], idx(2)).result
+        i0 = mul(self.launch["bid_x"], self.spec.rows)
+        b = self.launch["bid_y"]
+        inside = arith.AndIOp(lt(i0, self.SQ), lt(b, self.B)).result
+        guard = scf.IfOp(inside)
+        with ir.InsertionPoint(guard.then_block):
+            self._block(b, i0)
+            scf.YieldOp([])
+
+    def _block(self, b, i0) -> None:
+        spec = self.spec
+        rows = smin(spec.rows, sub(self.SQ, i0))
+        # Keys any row of the block sees: causal rows i see keys j <= i (top-left aligned).
+        keys = smin(self.SK, add(i0, rows)) if spec.causal else self.SK
+        # Scratch rows padded to whole vectors, on the heap (workers' stacks are 8 MiB; Sk is unbounded).
+        self.ld = mul(arith.CeilDivSIOp(self.SK, idx(self.vw)).result, self.vw)
+        size = mul(self.ld, spec.rows)
+        scratch = memref.AllocOp(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], ir.F32Type.get()),
+                                 [size], [], alignment=64).result
+        self._scores(scratch, b, i0, keys)
+        self._softmax(scratch, b, i0, rows, keys)
+        self._output(scratch, b, i0, rows, keys)
+        memref.DeallocOp(scratch)
 
     # -- pass 1: scores -----------------------------------------------------------------------------------
     def _scores(self, S, b, i0, keys) -> None:
@@ -258,6 +269,8 @@ class _Body:
                 return [arith.AddFOp(c[0], e).result]
             (sv,) = over(mine, [zeros(self.vtype)], expo)
             total = vector.ReductionOp(ir.F32Type.get(), vector.CombiningKind.ADD, sv).result
+            if spec.lse:   # the scores are scaled already: lse = max + log Σ exp(s - max)
+                memref.StoreOp(arith.AddFOp(top, math.LogOp(total).result).result, self.p["LSE"], [b, i])
             inv = vector.BroadcastOp(self.vtype, arith.DivFOp(
                 arith.ConstantOp(ir.F32Type.get(), ir.FloatAttr.get(ir.F32Type.get(), 1.0)).result, total).result).result
             lanes = self._lanes()
@@ -310,11 +323,14 @@ class _Body:
 # -- a fusion group as a plan step ----------------------------------------------------------------------------
 
 def lower(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
-    """The plan step of an attention group (passes/fusion.py: matmul, [scale], softmax, [dropout], matmul);
-    its kernel is added to the module (`ctx`: a passes.lowering_context.LoweringContext)."""
-    qk, pv = ops[0], ops[-1]
+    """The plan step of an attention group (passes/fusion.py: matmul, [scale], softmax, [dropout], matmul,
+    and the `attention_lse` of the same Q, K, causal and scale when the backward needs it); its kernel is
+    added to the module (`ctx`: a passes.lowering_context.LoweringContext)."""
+    chain = [op for op in ops if op.operation.name != "ttensor.attention_lse"]
+    lse = [op for op in ops if op.operation.name == "ttensor.attention_lse"]
+    qk, pv = chain[0], chain[-1]
     scale, causal, drop = 1.0, False, None
-    for op in ops[1:-1]:
+    for op in chain[1:-1]:
         name = op.operation.name
         if name == "ttensor.binary":
             other = next(o for o in op.operands if fusion.is_scalar_constant(o))
@@ -324,7 +340,11 @@ def lower(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
         elif name == "ttensor.dropout":
             drop = (ir.FloatAttr(op.attributes["p"]).value, ir.IntegerAttr(op.attributes["seed"]).value,
                     ir.IntegerAttr(op.attributes["offset"]).value)
-    spec = AttentionSpec(kname, scale=scale, causal=causal, dropout=drop)
+    for op in lse:   # the fusion phase pairs them; a mismatch would write another softmax's statistics
+        if ir.BoolAttr(op.attributes["causal"]).value != causal or \
+                not np.isclose(ir.FloatAttr(op.attributes["scale"]).value, scale, rtol=1e-6, atol=0):
+            raise LoweringError(op, "attention_lse was grouped with an attention of another causal or scale")
+    spec = AttentionSpec(kname, scale=scale, causal=causal, dropout=drop, lse=bool(lse))
     with qk.location:
         build_attention(ctx.module, spec)
     q, kt, v = qk.operands[0], qk.operands[1], pv.operands[1]
@@ -332,5 +352,6 @@ def lower(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     dq = dims[q]
     env = {"B": product(dq[:-2]), "SQ": dq[-2], "D": dq[-1], "SK": dims[kt][-1], "DV": dims[v][-1]}
     args = [(q, ("B", "SQ", "D")), (kt, ("B", "D", "SK")), (v, ("B", "SK", "DV")), (pv.results[0], ("B", "SQ", "DV"))]
+    args += [(op.results[0], ("B", "SQ")) for op in lse]
     return [plan.ArgsStep(kname, env=env, args=tuple(plan.TensorArg(ctx.record(x), s) for x, s in args),
                           block=(1, 1, 1), grid=(f"ceil(SQ/{spec.rows})", "B", "1"))]
