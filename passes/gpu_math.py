@@ -12,6 +12,11 @@ have to be linked from a CUDA installation at compile time. Tessera stays self-c
     rsqrt                                    1 / sqrt(x), both correctly rounded
     powf                                     exp(y · log|x|), with C's signs for negative x and integral y
     absi                                     max(x, -x)
+    arith.mului_extended on i32 (Philox)     with `mulhi` (PTX: llvm.nvvm.mulhi.ui, mul.hi.u32): the low word
+                                             as a 32-bit multiply, the high word by the intrinsic. Left to
+                                             the upstream lowering, the product is an i64 multiply that
+                                             LLVM's instcombine spreads over the whole Philox round, so
+                                             every multiply becomes a 64-bit one (several instructions).
 
 f16 and bf16 operands are computed in f32 and rounded back. Anything else — f64 transcendentals, sin, cos —
 is refused at the user's line rather than left for codegen, where an op with no PTX instruction would abort
@@ -136,8 +141,19 @@ def _lower(op) -> ir.Value:
     return arith.TruncFOp(t, result).result
 
 
-def run(module) -> None:
-    """Rewrites every math op under `module` (an ``ir.Module`` or any operation) as the docstring says."""
+def _mul_extended(op, mulhi: str) -> list[ir.Value]:
+    a, b = op.operands
+    return [arith.MulIOp(a, b).result, llvm.CallIntrinsicOp(a.type, mulhi, [a, b], [], []).result]
+
+
+def _is_i32(t: ir.Type) -> bool:
+    return isinstance(t, ir.IntegerType) and ir.IntegerType(t).width == 32
+
+
+def run(module, mulhi: str | None = None) -> None:
+    """Rewrites every math op under `module` (an ``ir.Module`` or any operation) as the docstring says, and,
+    given `mulhi` (the name of the target's intrinsic for the high word of an unsigned 32-bit product), every
+    scalar i32 arith.mului_extended."""
     op = module.operation if isinstance(module, ir.Module) else module
     todo = []
 
@@ -145,13 +161,16 @@ def run(module) -> None:
         for region in o.regions:
             for block in region.blocks:
                 for inner in block.operations:
-                    if inner.operation.name.startswith("math."):
+                    name = inner.operation.name
+                    if name.startswith("math.") or (mulhi and name == "arith.mului_extended"
+                                                    and _is_i32(inner.operands[0].type)):
                         todo.append(inner)
                     visit(inner)
 
     visit(op)
     for m in todo:
         with m.location, ir.InsertionPoint(m):
-            result = _lower(m)
-        m.results[0].replace_all_uses_with(result)
+            results = _mul_extended(m, mulhi) if m.operation.name == "arith.mului_extended" else [_lower(m)]
+        for old, new in zip(m.results, results):
+            old.replace_all_uses_with(new)
         m.operation.erase()

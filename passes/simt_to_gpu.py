@@ -40,6 +40,7 @@ from ..abi import DIM, TENSOR, signature_of
 from ..diagnostics import LoweringError
 from ..mlir import arith, builtin, func, gpu, ir, llvm, memref
 from . import gpu_bounds_checks
+from .simt_to_warps import philox_uniform
 
 GPU_MODULE = "tessera_kernels"
 WARP_SIZE = 32   # NVIDIA's, the default
@@ -274,6 +275,8 @@ def _lowerings(warp_size: int) -> dict:
         "ttile.warp_id": lambda op: _warp_id(op, warp_size),
         "ttile.shuffle_down": _shuffle(gpu.ShuffleMode.DOWN, warp_size),
         "ttile.shuffle_xor": _shuffle(gpu.ShuffleMode.XOR, warp_size),
+        # dropout's uniform: the CPU's Philox arithmetic on scalars, so every target draws the same bits
+        "ttile.philox_uniform": lambda op: philox_uniform(op.operands[0], ir.IntegerAttr(op.attributes["seed"]).value),
     }
 
 

@@ -43,7 +43,7 @@ def make_gpu(mod: ir.Module, metadata: dict, options: PTXOptions) -> ir.Module:
 
 
 def make_nvvm(mod: ir.Module, metadata: dict, options: PTXOptions) -> ir.Module:
-    gpu_math.run(mod)
+    gpu_math.run(mod, mulhi="llvm.nvvm.mulhi.ui")   # Philox's high words as mul.hi.u32
     passmanager.PassManager.parse(f"builtin.module(gpu.module({GPU_TO_NVVM}))").run(mod.operation)
     return mod
 

@@ -107,6 +107,22 @@ def _shuffle_down_as_index(mod: ir.Module) -> None:
         op.operation.erase()
 
 
+def _mul_extended_as_i64(mod: ir.Module) -> None:
+    """arith.mului_extended (Philox's 32×32 → 64-bit products, passes/simt_to_warps.py) as one Int64 OpIMul
+    of the zero-extended words, then its low and high halves: the conversion would make it OpUMulExtended,
+    which Intel's OpenCL CPU runtime turns into a call of a built-in it does not define
+    (`__spirv_UMulExtendedii`), so the kernel fails to load."""
+    for op in _walk(mod.operation, "arith.mului_extended", []):
+        a, b = op.operands
+        wide_t = ir.IntegerType.get_signless(2 * ir.IntegerType(a.type).width)
+        with op.location, ir.InsertionPoint(op):
+            wide = arith.MulIOp(arith.ExtUIOp(wide_t, a).result, arith.ExtUIOp(wide_t, b).result).result
+            high = arith.ShRUIOp(wide, arith.ConstantOp(wide_t, ir.IntegerType(a.type).width).result).result
+            op.results[0].replace_all_uses_with(arith.TruncIOp(a.type, wide).result)
+            op.results[1].replace_all_uses_with(arith.TruncIOp(a.type, high).result)
+        op.operation.erase()
+
+
 def _workgroup_memory(mod: ir.Module) -> None:
     """A kernel's workgroup attributions (shared memory) as `memref.alloc`s in the Workgroup storage class at
     its entry, which the memref conversion makes module-scope Workgroup variables (OpenCL `__local`); the
@@ -152,6 +168,7 @@ def make_spirv(mod: ir.Module, metadata: dict, options: SPIRVOptions) -> ir.Modu
     _bf16_matrix_sources(mod)
     _workgroup_memory(mod)
     _shuffle_down_as_index(mod)
+    _mul_extended_as_i64(mod)
     _run(mod, _prepare(coop, bf16), verify=not bf16)
     for gm in mod.body.operations:
         if gm.operation.name == "gpu.module":

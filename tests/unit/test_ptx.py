@@ -49,6 +49,12 @@ def f(X: tensor[f32, "B", "M", "N"]):
 def f(X: tensor[bf16, "N", "D"], Y: tensor[f16, "N", "D"]):
     return op.gelu(X) + 1.0, op.softmax(Y)
 """,
+    "dropout": """
+@function
+def f(X: tensor[f32, "N", "D"], Y: tensor[bf16, "N", "D"]):
+    return (op.dropout(X * 2.0, 0.3, 0x0123456789ABCDEF, offset=4294967290) - X, op.dropout(op.softmax(X), 0.1, 7),
+            op.dropout(Y, 0.5, 3))
+""",
 }
 
 needs_ptxas = pytest.mark.skipif(ptxas.find() is None,
