@@ -29,7 +29,7 @@ from ..diagnostics import LoweringError
 from ..dialects import ttensor
 from ..dialects.support import create
 from ..mlir import ir
-from . import graph_shapes
+from . import autodiff_attention, graph_shapes
 
 def _name(op) -> str:
     return ir.StringAttr(op.attributes["sym_name"]).value
@@ -508,6 +508,7 @@ _VJP = {
     # a dtype conversion's cotangent is converted back to the operand's dtype (f32 from a bf16 GEMM operand)
     "ttensor.cast": lambda e, op, cts, want: [_cast(e, cts[0], op.operands[0].type)],
     "ttensor.dropout": lambda e, op, cts, want: [_dropout(e, op, cts[0])],
+    "ttensor.flash_attention": autodiff_attention.vjp,
     "tensor.cast": lambda e, op, cts, want: [e._at(lambda: ir.Operation.create(
         "tensor.cast", results=[op.operands[0].type], operands=[cts[0]]).result)],
 }
@@ -524,6 +525,7 @@ _JVP = {
     "ttensor.softmax": lambda e, op, ts: [_softmax_linear(e, op, ts[0])],
     "ttensor.cast": lambda e, op, ts: [_cast(e, ts[0], op.results[0].type)],
     "ttensor.dropout": lambda e, op, ts: [_dropout(e, op, ts[0])],
+    "ttensor.flash_attention": autodiff_attention.jvp,
     "tensor.cast": lambda e, op, ts: [e._at(lambda: ir.Operation.create(
         "tensor.cast", results=[op.results[0].type], operands=[ts[0]]).result)],
 }
@@ -581,7 +583,8 @@ def _has_rule(op, table) -> bool:
 def _refuse(op, derived: str, mode: str):
     return LoweringError(op, f"{what(op)} has no {mode} differentiation rule yet (needed by '{derived}'); "
                              f"differentiable ops: matmul, elementwise ops, bias_add, transpose, reshape, "
-                             f"broadcast_to, sum, mean, max, min, softmax, layernorm, rmsnorm, cast, dropout")
+                             f"broadcast_to, sum, mean, max, min, softmax, layernorm, rmsnorm, cast, dropout, "
+                             f"flash_attention")
 
 
 class _Copier:

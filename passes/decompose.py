@@ -5,6 +5,13 @@ top-left aligned: query i sees keys 0..i), with f32 scores and probabilities rou
 second product, as FlashAttention does. In f32 the fusion phase groups the chain back into one attention
 kernel (backends/cpu/attention.py) that never writes the probabilities; in other types it runs as two GEMMs
 (the packed, multi-threaded ones) and a row softmax.
+
+`attention_lse` and `attention_grad` (attention's backward, passes/autodiff_attention.py) on a target without
+fused kernels for them (`TargetFacts.fused_attention_backward` lacks Q's dtype): the fallback. The gradients
+recompute the probabilities P = softmax(scale · Q Kᵀ) as the forward's decomposition does and take
+dV = Pᵀ dO, dS = P ∘ (dO Vᵀ − delta), dQ = scale · dS K, dK = scale · dSᵀ Q as GEMMs and elementwise ops: the
+S×S matrices P, dO Vᵀ and dS are materialised. The gradients of one attention (same operands) share one P
+and one dS. With P recomputed the lse is unused and goes; one that something else reads is rewritten too.
 """
 
 from __future__ import annotations
@@ -15,9 +22,82 @@ from ..mlir import ir
 from . import graph_shapes
 from .schedule_ir import graph_ops
 
+# The largest finite f32: probabilities times it are >= 1 wherever they are normal numbers (the keys a
+# causal row sees), 0 where masked.
+_F32_MAX = 3.4028234663852886e38
+# Below every score: a masked key's stand-in in the row maximum.
+_MASKED = -1e30
+
 
 def _i64(v: int) -> ir.IntegerAttr:
     return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
+
+
+def _shape(t) -> list[int]:
+    t = ir.RankedTensorType(t)
+    return [t.get_dim_size(i) if not t.is_dynamic_dim(i) else ir.ShapedType.get_dynamic_size()
+            for i in range(t.rank)]
+
+
+def _elt(v):
+    return ir.RankedTensorType(v.type).element_type
+
+
+def _swap_last(x) -> ir.Value:
+    s = _shape(x.type)
+    rank = len(s)
+    perm = list(range(rank - 2)) + [rank - 1, rank - 2]
+    return ttensor.TransposeOp(x, perm=ir.ArrayAttr.get([_i64(p) for p in perm]),
+                               result=ir.RankedTensorType.get([s[p] for p in perm], _elt(x))).result
+
+
+def _to(x, element) -> ir.Value:
+    """x converted to `element` (no op when it has it), accumulating in f32 as attention does."""
+    if _elt(x) == element:
+        return x
+    acc = element if isinstance(element, ir.FloatType) and ir.FloatType(element).width >= 32 else ir.F32Type.get()
+    return create(ttensor.CastOp, x, accum=ir.TypeAttr.get(acc),
+                  result=ir.RankedTensorType.get(_shape(x.type), element)).result
+
+
+def _const(value: float, element) -> ir.Value:
+    return ttensor.ConstantOp(value=ir.FloatAttr.get(element, value), result=ir.RankedTensorType.get([], element)
+                              ).result
+
+
+def _bin(fn: str, a, b) -> ir.Value:
+    return ttensor.BinaryOp(a, b, fn=ir.StringAttr.get(fn), result=a.type).result
+
+
+def _matmul(a, b, result_element) -> ir.Value:
+    sa, sb = _shape(a.type), _shape(b.type)
+    return ttensor.MatmulOp(a, b, accum=ir.TypeAttr.get(ir.F32Type.get()) if ir.FloatType(result_element).width
+                            < 64 else ir.TypeAttr.get(result_element),
+                            result=ir.RankedTensorType.get(sa[:-1] + sb[-1:], result_element)).result
+
+
+def _reduce(kind: str, x, keepdims: bool) -> ir.Value:
+    s = _shape(x.type)
+    rank = len(s)
+    return create(ttensor.ReduceOp, x, kind=ir.StringAttr.get(kind), axes=ir.ArrayAttr.get([_i64(rank - 1)]),
+                  keepdims=ir.BoolAttr.get(keepdims),
+                  result=ir.RankedTensorType.get(s[:-1] + [1] if keepdims else s[:-1], _elt(x))).result
+
+
+def probabilities(q, k, causal: bool, scale: float, rows: str, element) -> tuple[ir.Value, ir.Value]:
+    """(scale · Q Kᵀ, softmax of it masked for `causal`), in `element`, at the current insertion point and
+    location. `rows` names the query count SQ (a symbol or digits): the kernels' causal softmax takes each
+    row's query index as the row's number modulo SQ."""
+    scores = _matmul(q, _swap_last(k), element)
+    scaled = _bin("mul", scores, _const(scale, element))
+    soft = ttensor.SoftmaxOp(scaled, axis=_i64(len(_shape(scores.type)) - 1), result=scores.type)
+    if causal:
+        soft.attributes["tessera.causal"] = ir.StringAttr.get(rows)
+    return scaled, soft.result
+
+
+def _attrs(op) -> tuple[bool, float]:
+    return ir.BoolAttr(op.attributes["causal"]).value, ir.FloatAttr(op.attributes["scale"]).value
 
 
 def attention(fn) -> int:
@@ -33,31 +113,87 @@ def attention(fn) -> int:
 
 def _rewrite(op, dims: dict) -> None:
     q, k, v = op.operands[0], op.operands[1], op.operands[2]
-    qt, kt_, vt = (ir.RankedTensorType(x.type) for x in (q, k, v))
-    rank = qt.rank
     f32 = ir.F32Type.get()
-
-    def shape(t):
-        return [t.get_dim_size(i) if not t.is_dynamic_dim(i) else ir.ShapedType.get_dynamic_size()
-                for i in range(t.rank)]
-
-    qs, ks = shape(qt), shape(kt_)
-    perm = list(range(rank - 2)) + [rank - 1, rank - 2]
     with op.location, ir.InsertionPoint(op):
-        k_t = ttensor.TransposeOp(k, perm=ir.ArrayAttr.get([_i64(p) for p in perm]),
-                                  result=ir.RankedTensorType.get([ks[p] for p in perm], kt_.element_type)).result
-        scores_t = ir.RankedTensorType.get(qs[:-1] + [ks[-2]], f32)
-        scores = ttensor.MatmulOp(q, k_t, accum=ir.TypeAttr.get(f32), result=scores_t).result
-        scale = ttensor.ConstantOp(value=ir.FloatAttr.get(f32, ir.FloatAttr(op.attributes["scale"]).value),
-                                   result=ir.RankedTensorType.get([], f32)).result
-        scaled = ttensor.BinaryOp(scores, scale, fn=ir.StringAttr.get("mul"), result=scores_t).result
-        soft = ttensor.SoftmaxOp(scaled, axis=_i64(rank - 1), result=scores_t)
-        if ir.BoolAttr(op.attributes["causal"]).value:
-            soft.attributes["tessera.causal"] = ir.StringAttr.get(dims[q][-2])  # the query count, per row
-        probs = soft.result
-        if vt.element_type != f32:
-            probs = create(ttensor.CastOp, probs, accum=ir.TypeAttr.get(f32),
-                           result=ir.RankedTensorType.get(shape(scores_t), vt.element_type)).result
+        _, probs = probabilities(q, k, *_attrs(op), dims[q][-2], f32)
+        probs = _to(probs, _elt(v))
         out = ttensor.MatmulOp(probs, v, accum=ir.TypeAttr.get(f32), result=op.results[0].type).result
+    op.results[0].replace_all_uses_with(out)
+    op.operation.erase()
+
+
+def attention_backward(fn, fused: frozenset) -> int:
+    """The fallback: rewrites `fn`'s attention_grad and attention_lse ops whose Q's element type is not in
+    `fused` (the dtypes the target has fused kernels for); returns how many ops it rewrote."""
+    ops = [op for op in graph_ops(fn) if op.operation.name in ("ttensor.attention_grad", "ttensor.attention_lse")
+           and str(_elt(op.operands[0])) not in fused]
+    if not ops:
+        return 0
+    dims = graph_shapes.infer(fn)
+    grads: dict = {}   # (operands, causal, scale) -> the attention_grad ops of one attention
+    lses = []
+    for op in ops:
+        if op.operation.name == "ttensor.attention_grad":
+            grads.setdefault((tuple(op.operands), *_attrs(op)), []).append(op)
+        else:
+            lses.append(op)
+    for group in grads.values():
+        _rewrite_grads(group, dims)
+    for op in lses:   # after the gradients, which read them
+        _rewrite_lse(op, dims)
+    return len(ops)
+
+
+def _rewrite_grads(group: list, dims: dict) -> None:
+    first = group[0]
+    q, k, v, do, lse, delta = first.operands
+    causal, scale = _attrs(first)
+    f32 = ir.F32Type.get()
+    with first.location, ir.InsertionPoint(first):
+        _, p = probabilities(q, k, causal, scale, dims[q][-2], f32)
+        ds = None
+        for op in group:
+            wrt = ir.StringAttr(op.attributes["wrt"]).value
+            out_t = op.results[0].type
+            if wrt == "v":   # dV = Pᵀ dO, P rounded to dO's type as the forward rounds it to V's
+                out = ttensor.MatmulOp(_swap_last(_to(p, _elt(do))), do, accum=ir.TypeAttr.get(f32),
+                                       result=out_t).result
+            else:
+                if ds is None:   # scale · P ∘ (dO Vᵀ − delta), delta broadcast along the keys
+                    dp = _matmul(_to(do, _elt(v)), _swap_last(v), f32)
+                    rows = _shape(delta.type) + [1]
+                    col = ttensor.ReshapeOp(delta, result=ir.RankedTensorType.get(rows, f32)).result
+                    if any(d == ir.ShapedType.get_dynamic_size() for d in rows):
+                        col.owner.attributes["tessera.result_dims"] = ir.ArrayAttr.get(
+                            [ir.StringAttr.get(d) for d in dims[delta] + ["1"]])
+                    ds = _bin("mul", _bin("mul", p, ttensor.BinaryOp(dp, col, fn=ir.StringAttr.get("sub"),
+                                                                     result=dp.type).result), _const(scale, f32))
+                if wrt == "q":   # dQ = dS K
+                    out = ttensor.MatmulOp(_to(ds, _elt(k)), k, accum=ir.TypeAttr.get(f32), result=out_t).result
+                else:            # dK = dSᵀ Q
+                    out = ttensor.MatmulOp(_swap_last(_to(ds, _elt(q))), q, accum=ir.TypeAttr.get(f32),
+                                           result=out_t).result
+            op.results[0].replace_all_uses_with(out)
+    for op in group:
+        op.operation.erase()
+
+
+def _rewrite_lse(op, dims: dict) -> None:
+    if not any(True for _ in op.results[0].uses):
+        op.operation.erase()   # the gradients' fallback recomputes P: nothing reads it
+        return
+    q, k = op.operands
+    f32 = ir.F32Type.get()
+    with op.location, ir.InsertionPoint(op):
+        # lse = m − log(max P), m the row's largest score among the keys it sees (P = exp(s − lse), so
+        # max P = exp(m − lse) >= 1/SK: its log is exact where a sum of exps of masked rows is not expressible)
+        s, p = probabilities(q, k, *_attrs(op), dims[q][-2], f32)
+        seen = _bin("min", _bin("mul", p, _const(_F32_MAX, f32)), _const(1.0, f32))   # 1 seen, 0 masked
+        masked = _bin("add", _bin("mul", s, seen),
+                      _bin("mul", _bin("sub", seen, _const(1.0, f32)), _const(-_MASKED, f32)))
+        m = _reduce("max", masked, False)
+        big = ttensor.UnaryOp(_reduce("max", p, False), fn=ir.StringAttr.get("log"),
+                              result=ir.RankedTensorType.get(_shape(m.type), f32)).result
+        out = _bin("sub", m, big)
     op.results[0].replace_all_uses_with(out)
     op.operation.erase()

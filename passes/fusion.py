@@ -11,7 +11,13 @@ Groups (recorded as ``tessera.group = N`` and ``tessera.group_kind`` on each op)
   the next (an `op.flash_attention` the schedule phase decomposed, or the ops written out), on a target with
   a fused attention kernel: one kernel computes the scores, softmax, dropout and the product with V of a
   block of query rows without writing the probabilities (backends/cpu/attention.py); an undecomposed
-  `flash_attention` is a group of its own;
+  `flash_attention` is a group of its own. The `attention_lse` of attention's backward joins the group of
+  the forward of the same Q, K, causal and scale (one kernel writes O and the row log-sum-exps), or is a
+  group of its own where no forward matches;
+- ``attention_bwd``: the `attention_grad` ops of one attention (identical operands, causal and scale): one
+  kernel computes the gradients present, recomputing the probabilities block by block. attention_lse and
+  attention_grad reach this phase only on targets with kernels for them (`TargetFacts.
+  fused_attention_backward`); elsewhere passes/decompose.py has rewritten them into GEMMs;
 - ``layout`` (transpose), ``view`` (reshape: no kernel, the buffer is reinterpreted);
 - ``blocks``: a masked tile load (rows padded to whole blocks) or store (only the rows inside written);
   a masked tile (`ttensor.mask_blocks`) is elementwise.
@@ -84,8 +90,10 @@ def kind_of(op) -> str | None:
         return "view"
     if name == "func.call":   # a call of an imported function (same-file calls are inlined): a call step
         return "call"
-    if name == "ttensor.flash_attention":
+    if name in ("ttensor.flash_attention", "ttensor.attention_lse"):
         return "attention"
+    if name == "ttensor.attention_grad":
+        return "attention_bwd"
     if name in ("ttensor.load_blocks", "ttensor.store_blocks"):
         return "blocks"
     return None
@@ -155,6 +163,66 @@ def attention_chains(fn, dims: dict) -> list[list]:
     return chains
 
 
+def _forward_key(chain: list):
+    """(Q, K, causal, scale) of a fused attention chain: the key the attention_lse of the same attention
+    has; None where its first product is not Q times the transpose of a K."""
+    q, kt = chain[0].operands
+    perm = [ir.IntegerAttr(p).value for p in ir.ArrayAttr(kt.owner.attributes["perm"])] \
+        if isinstance(kt.owner, ir.OpView) and kt.owner.operation.name == "ttensor.transpose" else []
+    rank = len(perm)
+    if perm != list(range(rank - 2)) + [rank - 1, rank - 2]:
+        return None
+    scale, causal = 1.0, False
+    for op in chain[1:-1]:
+        if op.operation.name == "ttensor.binary":
+            c = next(o for o in op.operands if is_scalar_constant(o))
+            scale = ir.FloatAttr(c.owner.attributes["value"]).value
+        elif op.operation.name == "ttensor.softmax":
+            causal = "tessera.causal" in op.attributes
+    return q, kt.owner.operands[0], causal, scale
+
+
+def _attention_key(op) -> tuple:
+    return (ir.BoolAttr(op.attributes["causal"]).value, ir.FloatAttr(op.attributes["scale"]).value)
+
+
+def _attention_backward(fn, fused: dict, next_id: int) -> int:
+    """Groups attention's backward ops (passes/autodiff_attention.py) into `fused`: each attention_lse with
+    its forward (an undecomposed flash_attention, or a fused chain, of the same Q, K, causal and scale), the
+    attention_grad ops of identical operands and attributes together; returns the next group id."""
+    forwards: dict = {}   # (Q, K, causal, scale) -> the forward's group, or the flash_attention op
+    chains: dict = {}
+    for op, group in fused.items():
+        chains.setdefault(group, []).append(op.opview)
+    for group, ops in chains.items():
+        key = _forward_key(ops)
+        if key is not None:
+            forwards.setdefault(key, group)
+    ops = list(graph_ops(fn))
+    for op in ops:
+        if op.operation.name == "ttensor.flash_attention":
+            forwards.setdefault((op.operands[0], op.operands[1], *_attention_key(op)), op)
+    grads: dict = {}
+    for op in ops:
+        name = op.operation.name
+        if name == "ttensor.attention_lse":
+            key = (op.operands[0], op.operands[1], *_attention_key(op))
+            group = forwards.get(key)
+            if not isinstance(group, tuple):   # a flash_attention's group (with it), or one of its own
+                forwards[key] = (next_id, "attention")
+                next_id += 1
+                if group is not None:
+                    fused[group.operation] = forwards[key]
+            fused[op.operation] = forwards[key]
+        elif name == "ttensor.attention_grad":
+            key = (tuple(op.operands), *_attention_key(op))
+            if key not in grads:
+                grads[key] = (next_id, "attention_bwd")
+                next_id += 1
+            fused[op.operation] = grads[key]
+    return next_id
+
+
 def run(fn, fused_attention: bool = False) -> int:
     """Annotates the ops of one function; returns the number of groups. `fused_attention`: the target has
     a kernel for attention groups."""
@@ -167,6 +235,7 @@ def run(fn, fused_attention: bool = False) -> int:
         for op in chain:
             fused[op.operation] = (next_id, "attention")
         next_id += 1
+    next_id = _attention_backward(fn, fused, next_id)
     for op in graph_ops(fn):
         kind = kind_of(op)
         if op.operation.name == "ttensor.constant":

@@ -139,6 +139,10 @@ def _rule(op, ins: list[Dims]) -> list[Dims]:
         return [out]
     if name == "ttensor.flash_attention":
         return [ins[0][:-1] + ins[2][-1:]]
+    if name == "ttensor.attention_lse":   # one value per query row
+        return [ins[0][:-1]]
+    if name == "ttensor.attention_grad":  # the extents of the operand it differentiates
+        return [ins["qkv".index(ir.StringAttr(op.attributes["wrt"]).value)]]
     if name == "ttensor.load_blocks":
         step = ir.IntegerAttr(op.attributes["step"]).value
         return [[blocks(ins[0][0], step), str(step)] + ins[0][1:]]

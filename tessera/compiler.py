@@ -52,7 +52,8 @@ def _planning_target(backends: list):
     alone = len(backends) == 1
     return dataclasses.replace(first, warp_size=min(b.target_facts().warp_size for b in backends),
                                staging_buffers=first.staging_buffers if alone else None,
-                               fused_attention=first.fused_attention and alone)
+                               fused_attention=first.fused_attention and alone,
+                               fused_attention_backward=first.fused_attention_backward if alone else frozenset())
 
 
 def make_ttir(source: str, filename: str, metadata: dict, options: CompileOptions) -> ir.Module:
@@ -94,6 +95,7 @@ def _functions(mod: ir.Module) -> list:
 
 def make_schedule(mod: ir.Module, metadata: dict, target, overrides: dict | None = None) -> ir.Module:
     for fn in _functions(mod):
+        decompose.attention_backward(fn, target.fused_attention_backward)
         if target.decompose_attention:
             decompose.attention(fn)
         graph_phases.schedule(fn, target, overrides or {})

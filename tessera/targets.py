@@ -30,6 +30,10 @@ class TargetFacts:
     # A matmul schedule's tile-local staging buffers: name -> (shape, copies) (the memory phase records them)
     staging_buffers: Callable[[dict], dict] | None = field(default=None, compare=False)
     fused_attention: bool = False       # a kernel for attention groups (passes/fusion.py)
+    # Element types of Q for which the target has fused kernels for attention's backward: attention_lse
+    # written by the forward's kernel (its "attention" group) and attention_grad's "attention_bwd" groups.
+    # Others take the fallback (passes/decompose.py: GEMMs, the S×S probabilities materialised).
+    fused_attention_backward: frozenset = frozenset()
 
     def matches(self, key: str, value: str) -> bool:
         """Whether an `op.specialize(when={key: value})` condition holds for this target."""

@@ -105,6 +105,10 @@ def bias_add(op, ins):
 def softmax(op, ins):
     x = ins[0]
     axis = _attr_int(op, "axis")
+    if "tessera.causal" in op.attributes:
+        # attention's scores decomposed (passes/decompose.py) or differentiated (passes/autodiff_attention.py):
+        # query i (axis -2) sees keys j <= i of the last axis, top-left aligned as flash_attention's
+        x = _causal(x)
     with np.errstate(all="ignore"):
         e = np.exp(x - np.max(x, axis=axis, keepdims=True))
         return [result(op, e / np.sum(e, axis=axis, keepdims=True))]
@@ -204,17 +208,53 @@ def dropout(op, ins):
     return [result(op, np.where(keep, x / (1.0 - p), 0.0))]
 
 
+def _causal(s: np.ndarray) -> np.ndarray:
+    """Scores [..., SQ, SK] with keys j > i masked (-inf) for query i: top-left aligned, as torch's is_causal."""
+    sq, sk = s.shape[-2], s.shape[-1]
+    return np.where(np.arange(sk)[None, :] > np.arange(sq)[:, None], -np.inf, s)
+
+
+def _scores(op, q, k) -> np.ndarray:
+    """scale · Q Kᵀ of an attention op, masked for `causal`."""
+    s = np.matmul(q, np.swapaxes(k, -1, -2)) * _attr_float(op, "scale")
+    return _causal(s) if _attr_bool(op, "causal") else s
+
+
+def _lse(s: np.ndarray) -> np.ndarray:
+    """The log-sum-exp of each row of `s` (a row's largest score is finite: key 0 is never masked)."""
+    m = s.max(axis=-1, keepdims=True)
+    return (m + np.log(np.exp(s - m).sum(axis=-1, keepdims=True)))[..., 0]
+
+
 @local("ttensor.flash_attention")
 def flash_attention(op, ins):
     q, k, v = ins
-    s = np.matmul(q, np.swapaxes(k, -1, -2)) * _attr_float(op, "scale")
-    if _attr_bool(op, "causal"):  # query i sees keys j <= i (top-left aligned, as torch's is_causal)
-        sq, sk = s.shape[-2], s.shape[-1]
-        s = np.where(np.arange(sk)[None, :] > np.arange(sq)[:, None], -np.inf, s)
+    s = _scores(op, q, k)
     s = s - s.max(axis=-1, keepdims=True)
     p = np.exp(s)
     p /= p.sum(axis=-1, keepdims=True)
     return [result(op, np.matmul(p, v))]
+
+
+@local("ttensor.attention_lse")
+def attention_lse(op, ins):
+    q, k = ins
+    return [result(op, _lse(_scores(op, q, k)))]
+
+
+@local("ttensor.attention_grad")
+def attention_grad(op, ins):
+    # The contract's math (dialects/ttensor.py), in float64 and rounded once to the result's type: the
+    # probabilities from the lse operand, exp(-inf) = 0 where masked
+    q, k, v, do, lse, delta = ins
+    scale = _attr_float(op, "scale")
+    p = np.exp(_scores(op, q, k) - lse[..., None])
+    wrt = _attr_str(op, "wrt")
+    if wrt == "v":
+        return [result(op, np.matmul(np.swapaxes(p, -1, -2), do))]
+    ds = p * (np.matmul(do, np.swapaxes(v, -1, -2)) - delta[..., None])
+    out = np.matmul(ds, k) if wrt == "q" else np.matmul(np.swapaxes(ds, -1, -2), q)
+    return [result(op, scale * out)]
 
 
 @local("ttensor.load_blocks")

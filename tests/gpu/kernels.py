@@ -55,6 +55,33 @@ def step(X: tensor[f32, 64, 32], Y: tensor[f32, 64, 16], W1: tensor[f32, 32, 64]
     return loss(X, Y, W1, b1, W2, b2), W1 - lr * gW1, b1 - lr * gb1, W2 - lr * gW2, b2 - lr * gb2
 """
 
+# dropout's Philox stream: a seed past 2^63 (its high key word's top bit set) and counters crossing 2^32 (the
+# counter's high word); an elementwise group, a softmax's row group, the replay in vjp and grad
+DROPOUT_SEED, DROPOUT_OFFSET = 0xF123456789ABCDEF, 2 ** 32 - 100
+AUTODIFF_DROPOUT = f"""
+from tessera import f32, function, grad, op, tensor, vjp
+
+@function
+def drop(X: tensor[f32, "A", "B", "C"]):
+    return op.dropout(X * 2.0, 0.3, {DROPOUT_SEED}, offset={DROPOUT_OFFSET}) - 1.0
+
+@function
+def probs(X: tensor[f32, "R", "C"]):
+    return op.dropout(op.softmax(X), 0.1, 7)
+
+vjp_drop = vjp(drop)
+
+@function
+def loss(X: tensor[f32, 64, 48], V: tensor[f32, 64, 48]):
+    return op.mean(op.tanh(op.dropout(X * 2.0, 0.25, 11, offset=5)) * V)
+
+dloss = grad(loss)
+"""
+
+# flash attention's derivatives on sm_90a (tests/gpu/test_attention_bwd_gpu.py): the forward kernel writing the
+# LSE and the backward kernels (backends/ptx/attention_bwd_sm90.py): dK and dV together, dQ, and one of dK or dV
+ATTENTION_BWD = (REPO / "examples" / "gpu" / "attention_backward.py").read_text()
+
 SOURCES = {
     "saxpy": ((REPO / "examples" / "saxpy.py").read_text(), "sm_80"),
     "saxpy_sm90a": ((REPO / "examples" / "saxpy.py").read_text(), "sm_90a"),
@@ -78,6 +105,7 @@ def f(X: tensor[f32, "N", "D"], b: tensor[f32, "D"]):
     # the Hopper tensor-core kernels (backends/ptx/gemm_sm90.py, attention_sm90.py)
     "hopper_gemm": ((REPO / "examples" / "gpu" / "gemm.py").read_text(), "sm_90a"),
     "hopper_attention": ((REPO / "examples" / "gpu" / "attention.py").read_text(), "sm_90a"),
+    "hopper_attention_bwd": (ATTENTION_BWD, "sm_90a"),
     # fp8 GEMMs: held as f16 (exact), packed to one-byte K-major operands, multiplied by wgmma's fp8 kinds
     "hopper_fp8": ("""
 @function
@@ -97,10 +125,11 @@ def linear_gelu_e4m3(X: tensor[fp8_e4m3, "T", "D"], W: tensor[fp8_e4m3, "D", "F"
     return op.gelu(op.bias_add(op.matmul(X, W, out_dtype=bf16), b))
 """, "sm_90a"),
     # derivatives (passes/autodiff.py) on the GPU, tests/gpu/test_autodiff_gpu.py: f32 rows, reductions and
-    # elementwise ops on sm_80 (not dropout: the ptx backend has no Philox lowering, forward or backward), bf16
-    # GEMM operands (f32 master values cast to bf16, out_dtype f32) on mma.sync (sm_80) and wgmma (sm_90a), and
-    # an MLP training step as one @function
+    # elementwise ops on sm_80, dropout and its replay (Philox, as in the interpreter), bf16 GEMM operands (f32
+    # master values cast to bf16, out_dtype f32) on mma.sync (sm_80) and wgmma (sm_90a), and an MLP training
+    # step as one @function
     "autodiff_f32": (AUTODIFF_F32, "sm_80"),
+    "autodiff_dropout": (AUTODIFF_DROPOUT, "sm_80"),
     "autodiff_bf16": (AUTODIFF_BF16, "sm_80"),
     "autodiff_bf16_sm90a": (AUTODIFF_BF16, "sm_90a"),
     "autodiff_mlp": (AUTODIFF_MLP, "sm_80"),

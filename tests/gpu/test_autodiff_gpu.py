@@ -1,7 +1,8 @@
 """Derivatives (passes/autodiff.py) compiled for the GPU, against torch.autograd on the same GPU.
 
 The programs are kernels.py's autodiff_*: prebuilt by build_images.py for a GPU machine without the compiler,
-where the references are torch's (autograd) and numpy's, written here. `test_references_match_the_compiler`
+where the references are torch's (autograd) and numpy's, written here (dropout's masks: the interpreter's
+Philox generator, tessera/numerics/philox.py, which needs only numpy). `test_references_match_the_compiler`
 ties those references to the compiler: where it is installed, the same references on the CPU agree with the
 compiled CPU images of the same programs (it needs no GPU, and skips without the compiler).
 """
@@ -13,7 +14,10 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from kernels import AUTODIFF_BF16, AUTODIFF_F32, AUTODIFF_MLP  # noqa: E402
+from kernels import (AUTODIFF_BF16, AUTODIFF_DROPOUT, AUTODIFF_F32, AUTODIFF_MLP, DROPOUT_OFFSET,  # noqa: E402
+                     DROPOUT_SEED)
+
+from tessera.numerics.philox import uniforms  # noqa: E402  (the interpreter's generator: numpy only)
 
 torch = pytest.importorskip("torch")
 
@@ -172,3 +176,66 @@ def test_references_match_the_compiler():
     interp = tessera_frontend_compile(AUTODIFF_MLP, {"filename": "mlp.py"})
     np.testing.assert_allclose(_train(lambda *a: interp.interpret("step", *a), X, Y, params, STEPS), want,
                                rtol=MLP_RTOL)
+
+
+# AUTODIFF_DROPOUT's references. The masks are the interpreter's own generator (tessera/numerics/philox.py);
+# x·2 / (1 - p) and the cotangent's replay are exact f32 operations (one correctly rounded division: PTX's
+# div.rn.f32, numpy's f32 division), so those results must equal the references bit for bit.
+def _dropout_inputs():
+    rng = np.random.default_rng(17)
+    X, D = rng.standard_normal((2, 3, 37, 129)).astype(np.float32)
+    S = rng.standard_normal((45, 300)).astype(np.float32)
+    L, V = rng.standard_normal((2, 64, 48)).astype(np.float32)
+    return X, D, S, L, V
+
+
+def _kept(shape, p, seed, offset=0):
+    return uniforms(int(np.prod(shape)), seed, offset).reshape(shape) >= p
+
+
+def _dropout_references(X, D, S, L, V):
+    """drop(X), vjp_drop(X, D)'s cotangent, probs(S) (in f64), dloss(L, V) (in f64)."""
+    keep = _kept(X.shape, 0.3, DROPOUT_SEED, DROPOUT_OFFSET)
+    drop = np.where(keep, X * np.float32(2) / np.float32(0.7), np.float32(0)) - np.float32(1)
+    ct = np.where(keep, D / np.float32(0.7), np.float32(0)) * np.float32(2)
+    e = np.exp(S - S.max(-1, keepdims=True).astype(np.float64))
+    probs = np.where(_kept(S.shape, 0.1, 7), e / e.sum(-1, keepdims=True) / 0.9, 0.0)
+    m = np.where(_kept(L.shape, 0.25, 11, 5), 2.0 / 0.75, 0.0)
+    dloss = V * (1 - np.tanh(L * m) ** 2) * m / L.size
+    return drop, ct, probs, dloss
+
+
+def _check_dropout(run):
+    """`run(name, *args)`: AUTODIFF_DROPOUT's functions against the references, masks and exact results bit
+    for bit; the softmax and the gradient (exp, tanh: a few ulps of f32) within 1e-5 relative."""
+    X, D, S, L, V = _dropout_inputs()
+    drop, ct, probs, dloss = _dropout_references(X, D, S, L, V)
+    np.testing.assert_array_equal(np.asarray(run("drop", X)), drop)
+    y, got_ct = run("vjp_drop", X, D)
+    np.testing.assert_array_equal(np.asarray(y), drop)
+    np.testing.assert_array_equal(np.asarray(got_ct), ct)
+    got = np.asarray(run("probs", S))
+    np.testing.assert_array_equal(got == 0, probs == 0)
+    np.testing.assert_allclose(got, probs, rtol=1e-5)
+    got = np.asarray(run("dloss", L, V))
+    dropped = ~_kept(L.shape, 0.25, 11, 5)
+    assert np.all(got[dropped] == 0)
+    np.testing.assert_allclose(got, dloss, rtol=1e-5, atol=1e-6 * np.abs(dloss).max())
+
+
+def test_dropout_and_its_gradient_on_the_gpu_draw_the_interpreters_mask(program):
+    prog = program("autodiff_dropout")
+    _check_dropout(lambda name, *args: getattr(prog, name)(*args))
+
+
+def test_dropout_references_match_the_interpreter_and_the_cpu():
+    """Where the compiler is: the dropout references above against the interpreter and the CPU image, at the
+    same tolerances (the interpreter is the oracle whose masks the GPU must reproduce)."""
+    try:
+        from tessera import compiler, executor, tessera_frontend_compile
+        cpu = executor.load(compiler.compile_source(AUTODIFF_DROPOUT, "dropout.py").image)
+    except ImportError as e:
+        pytest.skip(f"no compiler here: {e}")
+    interp = tessera_frontend_compile(AUTODIFF_DROPOUT, {"filename": "dropout.py"})
+    _check_dropout(interp.interpret)
+    _check_dropout(lambda name, *args: getattr(cpu, name)(*args))

@@ -5,6 +5,9 @@ lowered by passes/simt_to_gpu.py) as the PTX and AMDGPU ones, so this is their n
 the results must equal the interpreter's bit for bit (f32: the mask, and x / (1 - p) correctly rounded on
 both sides), and the gradient through dropout must drop exactly the interpreter's elements."""
 
+import importlib.util
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -14,27 +17,11 @@ from tessera.options import CompileOptions
 
 from test_opencl import opencl  # noqa: F401  (the fixture: skips, or fails in CI, without OpenCL)
 
-# A seed past 2^63 (its high key word's top bit set) and counters crossing 2^32 (the high counter word).
-SEED, OFFSET = 0xF123456789ABCDEF, 2 ** 32 - 100
-SOURCE = f"""
-from tessera import f32, function, grad, op, tensor, vjp
-
-@function
-def drop(X: tensor[f32, "A", "B", "C"]):
-    return op.dropout(X * 2.0, 0.3, {SEED}, offset={OFFSET}) - 1.0
-
-@function
-def probs(X: tensor[f32, "R", "C"]):
-    return op.dropout(op.softmax(X), 0.1, 7)
-
-vjp_drop = vjp(drop)
-
-@function
-def loss(X: tensor[f32, 64, 48], V: tensor[f32, 64, 48]):
-    return op.mean(op.tanh(op.dropout(X * 2.0, 0.25, 11, offset=5)) * V)
-
-dloss = grad(loss)
-"""
+# the GPU tests' dropout program (tests/gpu/kernels.py): the same source, here on OpenCL
+_spec = importlib.util.spec_from_file_location("gpu_kernels", pathlib.Path(__file__).parents[1] / "gpu" / "kernels.py")
+gpu_kernels = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gpu_kernels)
+SOURCE, SEED, OFFSET = gpu_kernels.AUTODIFF_DROPOUT, gpu_kernels.DROPOUT_SEED, gpu_kernels.DROPOUT_OFFSET
 
 
 @pytest.fixture(scope="module")
