@@ -645,6 +645,91 @@ class PseudoinverseOp(_TodOp, name="pseudoinverse", traits=[ext.Pure]):
             self._expect(a.dout, a.din, a.elem)
 
 
+# -- derivatives ------------------------------------------------------------------------------------------
+# Written by the autodiff pass (passes/autodiff_operators.py), where the derivative of an operator is its
+# dense matrix, a tensor<Dout x Din>: these ops carry what the algebra's other ops cannot express.
+
+class MatrixOp(_TodOp, name="matrix", traits=[ext.Pure]):
+    """The dense Dout×Din matrix of an operator, a tensor of its entry type."""
+
+    input: ext.Operand[OperatorType]
+    result: ext.Result[typing.Any]
+
+    @verifier
+    def verify_invariants(self):
+        a = self._operand(0)
+        self._expect_tensor([a.dout, a.din], a.elem)
+
+
+def _direction(op, what: str, dims: list[Extent], elem: ir.Type) -> None:
+    t = _tensor(op.operands[1], what, 2)
+    if not all(same(a, b) for a, b in zip(_dims(t), dims)) or t.element_type != elem:
+        shape = "x".join(show(d) for d in dims)
+        raise Invalid(f"{what} must be a tensor<{shape}x{elem}> (the operand's matrix shape), got {t}")
+
+
+class ExpmDerivativeOp(_TodOp, name="expm_derivative", traits=[ext.Pure]):
+    """The Fréchet derivative of the exponential at `input` in the direction `direction` (an n×n tensor):
+    L(A, E) = ∫₀¹ exp(sA) E exp((1−s)A) ds, the n×n tensor by which exp(A + tE) moves at t = 0."""
+
+    input: ext.Operand[OperatorType]
+    direction: ext.Operand[typing.Any]
+    result: ext.Result[typing.Any]
+
+    @verifier
+    def verify_invariants(self):
+        a = self._operand(0, "input")
+        self._square(a)
+        if is_complex(a.elem):
+            raise Invalid(f"needs a real operator, got entries of {a.elem}")
+        _direction(self, "direction", [a.dout, a.din], a.elem)
+        self._expect_tensor([a.dout, a.din], a.elem)
+
+
+SPECTRAL_FUNCTIONS = ("reconstruct", "pseudoinverse")
+
+
+class SpectralDerivativeOp(_TodOp, name="spectral_derivative", traits=[ext.Pure]):
+    """The derivative Df(A)[D] (an m×n tensor, A and the direction D m×n) of the spectral function f that a
+    factorization of `kind` (svd, or eigh of a self-adjoint A), cut to its first `rank` terms (0: all of
+    them), stands for under `function`: f(A) = U g(S) V* with g(s) = s ("reconstruct") or g(s) = 1/s where
+    |s| > rcond · max |S| and 0 elsewhere ("pseudoinverse", whose value is f(A)*; rcond is 0 for
+    "reconstruct"). D f(A) is self-adjoint, so the op is both the tangent and the cotangent map. Real
+    operators only. The interpreter fails where a kept and a dropped term have equal |S| (within its
+    tolerance): f is not differentiable there."""
+
+    input: ext.Operand[OperatorType]
+    direction: ext.Operand[typing.Any]
+    kind: ir.StringAttr
+    rank: ir.IntegerAttr
+    function: ir.StringAttr
+    rcond: ir.FloatAttr
+    result: ext.Result[typing.Any]
+
+    @verifier
+    def verify_invariants(self):
+        a = self._operand(0, "input")
+        if is_complex(a.elem):
+            raise Invalid(f"needs a real operator, got entries of {a.elem}")
+        kind = attribute(self, "kind", ir.StringAttr, "a string").value
+        if kind not in ("svd", "eigh"):
+            raise Invalid(f"kind must be svd or eigh, got '{kind}'")
+        if kind == "eigh":
+            self._square(a)
+        rank = int_attribute(self, "rank")
+        full = None if a.din is None or a.dout is None else min(a.din, a.dout)
+        if rank < 0 or full is not None and rank > full:
+            raise Invalid(f"rank must be in [0, {show(full)}] (0: every term), got {rank}")
+        function = attribute(self, "function", ir.StringAttr, "a string").value
+        if function not in SPECTRAL_FUNCTIONS:
+            raise Invalid(f"function must be one of {', '.join(SPECTRAL_FUNCTIONS)}, got '{function}'")
+        rcond = attribute(self, "rcond", ir.FloatAttr, "a float").value
+        if not 0.0 <= rcond < 1.0 or function == "reconstruct" and rcond != 0.0:
+            raise Invalid(f"rcond must be in [0, 1) for pseudoinverse and 0 for reconstruct, got {rcond}")
+        _direction(self, "direction", [a.dout, a.din], a.elem)
+        self._expect_tensor([a.dout, a.din], a.elem)
+
+
 # -- diagnostics ------------------------------------------------------------------------------------------
 
 class NormOp(_TodOp, name="norm", traits=[ext.Pure]):
@@ -752,6 +837,7 @@ def unitary(value, depth: int = _DEPTH) -> bool:
 
 
 __all__ = [name for name in dir() if name.endswith("Op") and not name.startswith("_")] + [
-    "TOD", "OperatorType", "SpectralType", "OperatorSig", "SpectralSig", "SPECTRAL_KINDS", "DYNAMIC",
+    "TOD", "OperatorType", "SpectralType", "OperatorSig", "SpectralSig", "SPECTRAL_KINDS", "SPECTRAL_FUNCTIONS",
+    "DYNAMIC",
     "operator_type", "spectral_type", "operator_sig", "spectral_sig", "component", "complex_of", "is_complex",
     "join", "same", "show", "self_adjoint", "unitary"]

@@ -29,7 +29,7 @@ from ..diagnostics import LoweringError
 from ..dialects import ttensor
 from ..dialects.support import create
 from ..mlir import ir
-from . import autodiff_attention, graph_shapes
+from . import autodiff_attention, autodiff_operators, graph_shapes
 
 def _name(op) -> str:
     return ir.StringAttr(op.attributes["sym_name"]).value
@@ -48,6 +48,8 @@ def _elt(v):
 
 
 def _is_float(v) -> bool:
+    if not isinstance(v.type, ir.RankedTensorType):   # an operator or a factorization (autodiff_operators.py)
+        return autodiff_operators.differentiable(v)
     return isinstance(_elt(v), ir.FloatType)
 
 
@@ -78,7 +80,7 @@ def what(op) -> str:
         return f"op.{_str(op, 'fn')}"
     if name == "ttensor.reduce":
         return f"op.{_str(op, 'kind')}"
-    return "op." + name.split(".", 1)[1] if name.startswith("ttensor.") else f"'{name}'"
+    return "op." + name.split(".", 1)[1] if name.startswith(("ttensor.", "tod.")) else f"'{name}'"
 
 
 class _Emit:
@@ -529,6 +531,8 @@ _JVP = {
     "tensor.cast": lambda e, op, ts: [e._at(lambda: ir.Operation.create(
         "tensor.cast", results=[op.results[0].type], operands=[ts[0]]).result)],
 }
+_VJP.update(autodiff_operators.VJP)   # the operator algebra's rules
+_JVP.update(autodiff_operators.JVP)
 
 # Reductions with a rule; prod is refused by name.
 _REDUCE_KINDS = ("sum", "mean", "max", "min")
@@ -584,7 +588,8 @@ def _refuse(op, derived: str, mode: str):
     return LoweringError(op, f"{what(op)} has no {mode} differentiation rule yet (needed by '{derived}'); "
                              f"differentiable ops: matmul, elementwise ops, bias_add, transpose, reshape, "
                              f"broadcast_to, sum, mean, max, min, softmax, layernorm, rmsnorm, cast, dropout, "
-                             f"flash_attention")
+                             f"flash_attention, and the operator algebra's ops but conv1d, direct_sum (forward mode "
+                             f"only), norm and spectral_radius")
 
 
 class _Copier:
@@ -633,7 +638,12 @@ def _accumulate(e, table: dict, value, d) -> None:
     if d is None or not _is_float(value):
         return
     have = table.get(value)
-    table[value] = d if have is None else e.add(have, d, value.type)
+    if have is None:
+        table[value] = d
+    elif isinstance(value.type, ir.RankedTensorType):
+        table[value] = e.add(have, d, value.type)
+    else:   # an operator's (a matrix) or a factorization's
+        table[value] = autodiff_operators.accumulate(e, have, d)
 
 
 def _active(ops: list, inputs: list) -> set:

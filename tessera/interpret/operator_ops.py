@@ -351,6 +351,94 @@ def pseudoinverse(op, ins):
     return [_operator(op, (s.V * _inverted(s.S, rcond)) @ s.U.conj().T)]
 
 
+# -- derivatives (passes/autodiff_operators.py) -----------------------------------------------------------
+
+@local("tod.matrix")
+def matrix(op, ins):
+    return [_tensor(op, ins[0])]
+
+
+@local("tod.expm_derivative")
+def expm_derivative(op, ins):
+    # exp([[A, E], [0, A]]) = [[exp A, L(A, E)], [0, exp A]] (Mathias, SIAM J. Matrix Anal. Appl. 17(3), 1996)
+    a, d = ins
+    n = a.shape[0]
+    block = np.zeros((2 * n, 2 * n), dtype=np.result_type(a, d))
+    block[:n, :n] = block[n:, n:] = a
+    block[:n, n:] = d
+    return [_tensor(op, expm(block)[:n, n:])]
+
+
+def spectral_function_derivative(a: np.ndarray, d: np.ndarray, kind: str, rank: int, function: str,
+                                 rcond: float, elem: ir.Type) -> np.ndarray:
+    """Df(A)[D] for the spectral function f(A) = U g(S) V* of `SpectralDerivativeOp` (dialects/tod.py).
+
+    Daleckii–Krein for eigh: Df(A)[D] = U (Γ ∘ U*sym(D)U) U* with Γ_ij = (g_i − g_j)/(s_i − s_j), g'(s_i) on
+    ties. For the svd, through the symmetric embedding [[0, A], [A*, 0]] (eigenvalues ±s_i, and 0 for the
+    non-square rest): with X = U*DV, Df(A)[D] = U (Γ⁺ ∘ sym X + Γ⁻ ∘ skew X) V* + (I − UU*) D V h V*
+    + U h U* D (I − VV*), Γ± = (g_i ∓ g_j)/(s_i ∓ s_j), h = g(s)/s — Townsend's (2016) svd derivative with
+    its non-square terms, for any such g. The divided differences are written in closed form for each pair
+    of kept (k) or dropped (d) terms — 1 (reconstruct) or ∓1/(s_i s_j) (pseudoinverse) for k-k, 0 for d-d —
+    so that repeated values among the kept terms, or among the dropped ones, need no division: f depends on
+    each such group's subspace only, never on its basis. Only a kept and a dropped term of equal |s| leave f
+    without a derivative (a perturbation swaps which one is kept): that fails, naming the two terms."""
+    if kind == "svd":
+        u, s, vh = np.linalg.svd(a, full_matrices=False)
+        v = vh.T
+    else:
+        _check_self_adjoint(a, elem)
+        s, u = np.linalg.eigh((a + a.T) / 2)
+        order = _eigen_order(s)
+        s, u = s[order], u[:, order]
+        v = u
+    r = s.shape[0]
+    kept = np.arange(r) < (rank or r)
+    mag = np.abs(s)
+    if function == "pseudoinverse":
+        kept &= mag > rcond * (mag[kept].max() if kept.any() else 0.0)
+    dropped = ~kept
+    tol = _promise_tolerance(elem, float(mag.max()) if r else 0.0)
+    if kept.any() and dropped.any():
+        i, j = int(np.flatnonzero(kept)[np.argmin(mag[kept])]), int(np.flatnonzero(dropped)[np.argmax(mag[dropped])])
+        if mag[i] - mag[j] <= tol:
+            what = "singular values" if kind == "svd" else "eigenvalue magnitudes"
+            raise ValueError(f"the derivative of {function} of the {kind} cut to {int(kept.sum())} terms is "
+                             f"undefined: {what} #{i + 1} (kept, {s[i]:.17g}) and #{j + 1} (dropped, {s[j]:.17g}) "
+                             f"are equal within {tol:.3g}, so a perturbation can swap them (a degenerate "
+                             f"spectrum at the cut); repeated values on one side of the cut are fine")
+    inverse = function == "pseudoinverse"
+    safe = np.where(kept, s, 1.0)
+    g = np.where(kept, 1.0 / safe if inverse else s, 0.0)
+    kk = np.outer(kept, kept)
+    mixed = np.outer(kept, dropped) | np.outer(dropped, kept)
+
+    def divided(sign: float, both_kept: np.ndarray) -> np.ndarray:
+        gap = s[:, None] - sign * s[None, :]
+        out = np.where(kk, both_kept, 0.0)
+        return np.where(mixed, (g[:, None] - sign * g[None, :]) / np.where(mixed, gap, 1.0), out)
+
+    inv_pair = 1.0 / np.outer(safe, safe)
+    minus = divided(1.0, -inv_pair if inverse else np.ones((r, r)))
+    if kind == "eigh":
+        sym = (d + d.T) / 2
+        return u @ (minus * (u.T @ sym @ u)) @ u.T
+    plus = divided(-1.0, inv_pair if inverse else np.ones((r, r)))
+    x = u.T @ d @ v
+    h = np.where(kept, inv_pair.diagonal() if inverse else 1.0, 0.0)
+    core = u @ (minus * (x + x.T) / 2 + plus * (x - x.T) / 2) @ v.T
+    return core + (d @ v - u @ x) * h @ v.T + u * h @ (u.T @ d - x @ v.T)
+
+
+@local("tod.spectral_derivative")
+def spectral_derivative(op, ins):
+    a, d = ins
+    attr = op.attributes
+    return [_tensor(op, spectral_function_derivative(
+        a, d, ir.StringAttr(attr["kind"]).value, ir.IntegerAttr(attr["rank"]).value,
+        ir.StringAttr(attr["function"]).value, ir.FloatAttr(attr["rcond"]).value,
+        tod.operator_sig(op.operands[0].type).elem))]
+
+
 # -- diagnostics ------------------------------------------------------------------------------------------
 
 @local("tod.norm")

@@ -422,3 +422,107 @@ func.func @pseudoinverse_without_rcond(%a: !tod.operator<4, 2, f32, f32>) {
   %0 = "tod.pseudoinverse"(%a) : (!tod.operator<4, 2, f32, f32>) -> !tod.operator<2, 4, f32, f32>
   return
 }
+
+// -----
+
+func.func @matrix_shape(%a: !tod.operator<4, 8, f32, f32>) {
+  // expected-error @+1 {{'tod.matrix' result must be a tensor<8x4xf32>, got tensor<4x8xf32>}}
+  %0 = "tod.matrix"(%a) : (!tod.operator<4, 8, f32, f32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @expm_derivative_not_square(%a: !tod.operator<4, 8, f32, f32>, %d: tensor<8x4xf32>) {
+  // expected-error @+1 {{'tod.expm_derivative' needs a square operator: the operator maps 4 -> 8}}
+  %0 = "tod.expm_derivative"(%a, %d) : (!tod.operator<4, 8, f32, f32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @expm_derivative_complex(%a: !tod.operator<4, 4, complex<f32>, f32>, %d: tensor<4x4xcomplex<f32>>) {
+  // expected-error @+1 {{'tod.expm_derivative' needs a real operator, got entries of complex<f32>}}
+  %0 = "tod.expm_derivative"(%a, %d) : (!tod.operator<4, 4, complex<f32>, f32>, tensor<4x4xcomplex<f32>>) -> tensor<4x4xcomplex<f32>>
+  return
+}
+
+// -----
+
+func.func @expm_derivative_direction(%a: !tod.operator<4, 4, f32, f32>, %d: tensor<4x4xf64>) {
+  // expected-error @+1 {{'tod.expm_derivative' direction must be a tensor<4x4xf32> (the operand's matrix shape), got tensor<4x4xf64>}}
+  %0 = "tod.expm_derivative"(%a, %d) : (!tod.operator<4, 4, f32, f32>, tensor<4x4xf64>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @expm_derivative_result(%a: !tod.operator<4, 4, f32, f32>, %d: tensor<4x4xf32>) {
+  // expected-error @+1 {{'tod.expm_derivative' result must be a tensor<4x4xf32>, got tensor<4x4xf64>}}
+  %0 = "tod.expm_derivative"(%a, %d) : (!tod.operator<4, 4, f32, f32>, tensor<4x4xf32>) -> tensor<4x4xf64>
+  return
+}
+
+// -----
+
+func.func @spectral_derivative_complex(%a: !tod.operator<4, 4, complex<f32>, f32>, %d: tensor<4x4xcomplex<f32>>) {
+  // expected-error @+1 {{'tod.spectral_derivative' needs a real operator, got entries of complex<f32>}}
+  %0 = "tod.spectral_derivative"(%a, %d) {kind = "svd", rank = 0 : i64, function = "reconstruct", rcond = 0.0 : f64} : (!tod.operator<4, 4, complex<f32>, f32>, tensor<4x4xcomplex<f32>>) -> tensor<4x4xcomplex<f32>>
+  return
+}
+
+// -----
+
+func.func @spectral_derivative_kind(%a: !tod.operator<4, 4, f32, f32>, %d: tensor<4x4xf32>) {
+  // expected-error @+1 {{'tod.spectral_derivative' kind must be svd or eigh, got 'eig'}}
+  %0 = "tod.spectral_derivative"(%a, %d) {kind = "eig", rank = 0 : i64, function = "reconstruct", rcond = 0.0 : f64} : (!tod.operator<4, 4, f32, f32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @spectral_derivative_eigh_square(%a: !tod.operator<4, 8, f32, f32>, %d: tensor<8x4xf32>) {
+  // expected-error @+1 {{'tod.spectral_derivative' needs a square operator: the operator maps 4 -> 8}}
+  %0 = "tod.spectral_derivative"(%a, %d) {kind = "eigh", rank = 0 : i64, function = "reconstruct", rcond = 0.0 : f64} : (!tod.operator<4, 8, f32, f32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @spectral_derivative_rank(%a: !tod.operator<4, 8, f32, f32>, %d: tensor<8x4xf32>) {
+  // expected-error @+1 {{'tod.spectral_derivative' rank must be in [0, 4] (0: every term), got 5}}
+  %0 = "tod.spectral_derivative"(%a, %d) {kind = "svd", rank = 5 : i64, function = "reconstruct", rcond = 0.0 : f64} : (!tod.operator<4, 8, f32, f32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @spectral_derivative_function(%a: !tod.operator<4, 8, f32, f32>, %d: tensor<8x4xf32>) {
+  // expected-error @+1 {{'tod.spectral_derivative' function must be one of reconstruct, pseudoinverse, got 'expm'}}
+  %0 = "tod.spectral_derivative"(%a, %d) {kind = "svd", rank = 0 : i64, function = "expm", rcond = 0.0 : f64} : (!tod.operator<4, 8, f32, f32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @spectral_derivative_rcond(%a: !tod.operator<4, 8, f32, f32>, %d: tensor<8x4xf32>) {
+  // expected-error @+1 {{'tod.spectral_derivative' rcond must be in [0, 1) for pseudoinverse and 0 for reconstruct, got 0.001}}
+  %0 = "tod.spectral_derivative"(%a, %d) {kind = "svd", rank = 0 : i64, function = "reconstruct", rcond = 1.0e-3 : f64} : (!tod.operator<4, 8, f32, f32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @spectral_derivative_direction(%a: !tod.operator<4, 8, f32, f32>, %d: tensor<4x8xf32>) {
+  // expected-error @+1 {{'tod.spectral_derivative' direction must be a tensor<8x4xf32> (the operand's matrix shape), got tensor<4x8xf32>}}
+  %0 = "tod.spectral_derivative"(%a, %d) {kind = "svd", rank = 2 : i64, function = "pseudoinverse", rcond = 0.0 : f64} : (!tod.operator<4, 8, f32, f32>, tensor<4x8xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @spectral_derivative_result(%a: !tod.operator<4, 8, f32, f32>, %d: tensor<8x4xf32>) {
+  // expected-error @+1 {{'tod.spectral_derivative' result must be a tensor<8x4xf32>, got tensor<4x8xf32>}}
+  %0 = "tod.spectral_derivative"(%a, %d) {kind = "svd", rank = 2 : i64, function = "pseudoinverse", rcond = 0.0 : f64} : (!tod.operator<4, 8, f32, f32>, tensor<8x4xf32>) -> tensor<4x8xf32>
+  return
+}
