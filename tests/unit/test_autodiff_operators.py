@@ -233,3 +233,24 @@ g = vjp(f)
         m.interpret("g", np.eye(4), np.ones(4), np.ones(8), out)
     assert (e.value.filename, e.value.line, e.value.col) == ("refuse.py", *line_col), e.value
     assert message in e.value.message, e.value.message
+
+
+SYMBOLIC = '''
+@function
+def f(A: tensor[f64, "M", "N"], d: tensor[f64, "N"], x: tensor[f64, "N"]):
+    B = op.dense(A) @ op.diag(d)
+    low = op.reconstruct(op.truncate(op.spectral(B, kind="svd"), 2)) @ x
+    return low + B @ (op.pseudoinverse(B) @ (B @ (op.expm(op.adjoint(B) @ B) @ x)))
+
+vjp_f = vjp(f)
+jvp_f = jvp(f)
+'''
+
+
+@pytest.mark.parametrize("m, n", [(5, 3), (4, 4), (3, 6)])
+def test_operators_of_extents_known_at_run_time(m, n):
+    """The rules build their matrices and outer products at the operators' run-time extents (one derivative
+    for every M, N): finite differences and duality as above."""
+    rng = np.random.default_rng(m * 10 + n)
+    mod = _derivatives(SYMBOLIC, "symbolic.py")
+    _check_fd(mod, "f", [rng.standard_normal((m, n)) * 0.5, rng.standard_normal(n), rng.standard_normal(n)], rng)
