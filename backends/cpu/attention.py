@@ -328,6 +328,9 @@ def lower(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     added to the module (`ctx`: a passes.lowering_context.LoweringContext)."""
     chain = [op for op in ops if op.operation.name != "ttensor.attention_lse"]
     lse = [op for op in ops if op.operation.name == "ttensor.attention_lse"]
+    if not chain:   # the kernel writes lse beside O: it reads Kᵀ, which only the forward's chain has
+        raise LoweringError(lse[0], "attention_lse has no cpu kernel of its own: it runs in the kernel of the "
+                                    "f32 attention of the same Q, K, causal and scale (none was fused here)")
     qk, pv = chain[0], chain[-1]
     scale, causal, drop = 1.0, False, None
     for op in chain[1:-1]:

@@ -39,15 +39,16 @@ class CPUBackend(Backend):
         from . import gemm_lowering, gemm_schedule  # lazy: LLVM (the host's features), the cost model
         o = self.options
         facts = TargetFacts("cpu", target.vector_bits(target.host(o.cpu)), o.warp_size, frozenset({"f32", "f64"}),
-                            o.threads, cache_sizes=o.cache_sizes, decompose_attention=True, fused_attention=True)
+                            o.threads, cache_sizes=o.cache_sizes, decompose_attention=True, fused_attention=True,
+                            fused_attention_backward=frozenset({"f32"}))
         # The register tile is the build machine's, whatever `cpu` names (gemm_lowering's lowering fits to it).
         model = gemm_schedule.CostModel.of(facts, target.host())
         return dataclasses.replace(facts, matmul_schedule=functools.partial(gemm_lowering.matmul_schedule, model),
                                    staging_buffers=functools.partial(gemm_lowering.staging_buffers, model))
 
     def lowerings(self) -> dict:
-        from . import attention, gemm_lowering  # lazy: they build MLIR
-        return {"gemm": gemm_lowering.lower, "attention": attention.lower}
+        from . import attention, attention_bwd, gemm_lowering  # lazy: they build MLIR
+        return {"gemm": gemm_lowering.lower, "attention": attention.lower, "attention_bwd": attention_bwd.lower}
 
     def entry_symbol(self, kernel: str) -> str:
         return entry.entry_symbol(kernel)

@@ -5,10 +5,12 @@ Tolerances: the gradients within 1e-5 of the largest reference magnitude (f32 pr
 sequence, the kernel's exp within 1e-7 relative; measured about 1e-6); lse within 4e-6 absolute (values of
 magnitude ~1-5)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
-from tessera import runtime
+from tessera import compiler, executor, runtime, tessera_frontend_compile
 from tessera.backends.cpu import attention, attention_bwd
 from tessera.tools import kernels
 
@@ -103,3 +105,69 @@ def test_spec_refusals():
         attention_bwd.AttentionBwdSpec("a", wrt=())
     with pytest.raises(ValueError, match="multiple of vector_width"):
         attention_bwd.AttentionBwdSpec("a", cols=12, vector_width=8)
+
+
+GRAD = '''
+from tessera import f32, function, grad, op, tensor
+
+@function
+def loss(Q: tensor[f32, "B", "H", "S", 40], K: tensor[f32, "B", "H", "T", 40], V: tensor[f32, "B", "H", "T", 24],
+         W: tensor[f32, "B", "H", "S", 24]):
+    return op.sum(op.flash_attention(Q, K, V, causal={causal}, scale=0.2) * W)
+
+dloss = grad(loss, argnums=(0, 1, 2))
+dq = grad(loss, argnums=0)
+'''
+
+
+def compiled(src, monkeypatch=None, fused=True):
+    """(program, plans, interpreter module); `fused=False` compiles with the CPU's fused backward kernels
+    withheld from the fusion phase (the GEMM fallback)."""
+    if not fused:
+        from tessera.backends.cpu.backend import CPUBackend
+        facts = CPUBackend.target_facts
+        monkeypatch.setattr(CPUBackend, "target_facts",
+                            lambda self: dataclasses.replace(facts(self), fused_attention_backward=frozenset()))
+        monkeypatch.setenv("TESSERA_CACHE", "0")   # the cache's key does not see the patched facts
+    result = compiler.compile_source(src, "attn.py")
+    return executor.load(result.image), result.metadata["plans"], tessera_frontend_compile(src, {"filename": "attn.py"})
+
+
+def squares(plan) -> list:
+    """The plan's values with both a query extent S and a key extent T: S×T matrices."""
+    return [v["dims"] for v in plan["values"].values() if "S" in v["dims"] and "T" in v["dims"]]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_gradients_of_flash_attention_run_fused_without_the_score_matrix(causal):
+    """grad through op.flash_attention compiled for the CPU: the forward's kernel writes lse, one backward
+    kernel computes dQ, dK and dV, and no plan value is S×T. Against the interpreter at rtol 1e-4 (atol 1e-5 of
+    the largest gradient): f32 both, summed in other orders (measured about 7e-7 of the largest)."""
+    prog, plans, module = compiled(GRAD.format(causal=causal))
+    kinds = [s["kernel"].split("__")[1].rstrip("0123456789") for s in plans["dloss"]["steps"]]
+    assert kinds.count("attention") == 1 and kinds.count("attention_bwd") == 1 and "gemm" not in kinds
+    assert squares(plans["dloss"]) == [] and squares(plans["dq"]) == []
+    rng = np.random.default_rng(5)
+    # key counts above and below the query count (non-causal), sizes off the register tile
+    for S, T in ([(37, 37), (45, 45)] if causal else [(37, 45), (45, 37), (1, 1)]):
+        args = [rng.standard_normal(shape).astype(np.float32)
+                for shape in [(2, 3, S, 40), (2, 3, T, 40), (2, 3, T, 24), (2, 3, S, 24)]]
+        want = module.interpret("dloss", *args)
+        # one key: dQ and dK are 0 up to rounding, so the scale is the largest of the three gradients
+        atol = 1e-5 * max(np.abs(w).max() for w in want)
+        for g, w in zip(prog.dloss(*args), want):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=atol)
+        np.testing.assert_allclose(prog.dq(*args), want[0], rtol=1e-4, atol=atol)
+
+
+def test_the_gemm_fallback_materialises_the_score_matrix(monkeypatch):
+    """Without the fused kernels (what targets lacking them run) the same gradients take GEMMs over S×T
+    probabilities: what the test above checks is absent."""
+    prog, plans, module = compiled(GRAD.format(causal=True), monkeypatch, fused=False)
+    assert squares(plans["dloss"])
+    assert not any("attention_bwd" in s.get("kernel", "") for s in plans["dloss"]["steps"])
+    rng = np.random.default_rng(6)
+    args = [rng.standard_normal(shape).astype(np.float32)
+            for shape in [(1, 2, 19, 40), (1, 2, 19, 40), (1, 2, 19, 24), (1, 2, 19, 24)]]
+    for g, w in zip(prog.dloss(*args), module.interpret("dloss", *args)):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5 * np.abs(w).max())
