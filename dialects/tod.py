@@ -686,6 +686,53 @@ class ExpmDerivativeOp(_TodOp, name="expm_derivative", traits=[ext.Pure]):
         self._expect_tensor([a.dout, a.din], a.elem)
 
 
+class Conv1dCotangentOp(_TodOp, name="conv1d_cotangent", traits=[ext.Pure]):
+    """The cotangent of conv1d's kernel h (length m) from the cotangent C (n×n) of its circulant matrix:
+    the sums along C's cyclic diagonals, h̄[t] = Σ_i C[i, (i − t) mod n] for t < m. The result has h's type."""
+
+    cotangent: ext.Operand[typing.Any]
+    kernel: ext.Operand[typing.Any]
+    result: ext.Result[typing.Any]
+
+    @verifier
+    def verify_invariants(self):
+        h = _tensor(self.kernel, "kernel", 1)
+        c = _tensor(self.cotangent, "cotangent", 2)
+        n, n2 = _dims(c)
+        (m,) = _dims(h)
+        if not same(n, n2) or c.element_type != h.element_type:
+            raise Invalid(f"cotangent must be a square matrix of the kernel's entries {h.element_type}, got {c}")
+        if n is not None and n2 is not None and m is not None and m > min(n, n2):
+            raise Invalid(f"kernel of length {m} is longer than the signal length {min(n, n2)}")
+        self._expect_tensor([m], h.element_type)
+
+
+class DirectSumCotangentOp(_TodOp, name="direct_sum_cotangent", traits=[ext.Pure]):
+    """The cotangent of one operand (`part` 0: lhs, 1: rhs) of lhs ⊕ rhs from the cotangent C of its matrix:
+    C's diagonal block of that operand's extents. lhs and rhs are the sum's operands (for their extents)."""
+
+    cotangent: ext.Operand[typing.Any]
+    lhs: ext.Operand[OperatorType]
+    rhs: ext.Operand[OperatorType]
+    part: ir.IntegerAttr
+    result: ext.Result[typing.Any]
+
+    @verifier
+    def verify_invariants(self):
+        a, b = self._operand(1, "lhs"), self._operand(2, "rhs")
+        c = _tensor(self.cotangent, "cotangent", 2)
+        elem = _joined(a.elem, b.elem, "operands")
+        want = [_sum([a.dout, b.dout]), _sum([a.din, b.din])]
+        if not all(same(x, y) for x, y in zip(_dims(c), want)) or c.element_type != elem:
+            raise Invalid(f"cotangent must be a tensor<{show(want[0])}x{show(want[1])}x{elem}> (the sum's "
+                          f"matrix shape), got {c}")
+        part = int_attribute(self, "part")
+        if part not in (0, 1):
+            raise Invalid(f"part must be 0 (lhs) or 1 (rhs), got {part}")
+        p = (a, b)[part]
+        self._expect_tensor([p.dout, p.din], elem)
+
+
 SPECTRAL_FUNCTIONS = ("reconstruct", "pseudoinverse")
 
 

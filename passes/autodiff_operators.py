@@ -4,7 +4,9 @@ The derivative of an operator value — its tangent in forward mode, its cotange
 dense Dout×Din matrix, a tensor of the operator's entry type: it sums with ttensor ops like any tensor's,
 and pairs with the operator by the Frobenius product ⟨C, A⟩ = Σ C_ij A_ij. The rules build it with the
 algebra's own ops: `tod.apply` of the primal operators (and of `tod.dense` of derivative matrices),
-`tod.adjoint`, and `tod.matrix` where an operator's matrix itself is needed, e.g. d(A∘B) = dA·B + A·dB.
+`tod.adjoint`, and `tod.matrix` where an operator's matrix itself is needed, e.g. d(A∘B) = dA·B + A·dB;
+conv1d's kernel and direct_sum's operands take their cotangents from the matrix's by ops of their own
+(`tod.conv1d_cotangent`: the sums along the cyclic diagonals; `tod.direct_sum_cotangent`: a diagonal block).
 
 A factorization (`op.spectral`) is seen only through op.reconstruct and op.pseudoinverse, both functions of
 the operator that do not depend on the basis chosen inside a group of repeated values. So its derivative is
@@ -17,8 +19,7 @@ equal |S| fail at run time, naming them.
 
 Complex operators (fft, ifft, eig factorizations, a complex scale) are refused where they meet a
 differentiated value: autodiff differentiates real values only. Without a rule, and so refused at their
-line: op.conv1d's kernel and op.direct_sum's operands in reverse mode (their cotangents are slices of a
-matrix, which the op set has no op for), op.norm, op.spectral_radius.
+line: op.norm, op.spectral_radius.
 """
 
 from __future__ import annotations
@@ -188,6 +189,18 @@ def _vjp_kronecker(e, op, cts, want):
     else:
         out.append(None)
     return out
+
+
+def _vjp_conv1d(e, op, cts, want):
+    h = op.operands[0]
+    return [_build(e, tod.Conv1dCotangentOp, [cts[0], h], h.type)]
+
+
+def _vjp_direct_sum(e, op, cts, want):
+    a, b = op.operands
+    return [_build(e, tod.DirectSumCotangentOp, [cts[0], a, b], _matrix_type(_sig(v)),
+                   part=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), i)) if w else None
+            for i, (v, w) in enumerate(zip((a, b), want))]
 
 
 def _jvp_binary_constructor(e, op, ts):
@@ -463,9 +476,11 @@ def _jvp_pseudoinverse(e, op, ts):
 VJP = {
     "tod.dense": lambda e, op, cts, want: [cts[0]],
     "tod.diag": _vjp_diag,
+    "tod.conv1d": _vjp_conv1d,
     "tod.projector": _vjp_projector,
     "tod.kronecker": _vjp_kronecker,
     "tod.tensor": _vjp_kronecker,
+    "tod.direct_sum": _vjp_direct_sum,
     "tod.compose": _vjp_compose,
     "tod.adjoint": lambda e, op, cts, want: [e.swap_last(cts[0])],
     "tod.plus": _vjp_plus,

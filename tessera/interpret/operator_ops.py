@@ -369,6 +369,21 @@ def expm_derivative(op, ins):
     return [_tensor(op, expm(block)[:n, n:])]
 
 
+@local("tod.conv1d_cotangent")
+def conv1d_cotangent(op, ins):
+    c, h = ins
+    n, i = c.shape[0], np.arange(c.shape[0])
+    return [_tensor(op, np.array([c[i, (i - t) % n].sum() for t in range(h.shape[0])]))]
+
+
+@local("tod.direct_sum_cotangent")
+def direct_sum_cotangent(op, ins):
+    c, a, b = ins
+    if ir.IntegerAttr(op.attributes["part"]).value == 0:
+        return [_tensor(op, c[:a.shape[0], :a.shape[1]])]
+    return [_tensor(op, c[a.shape[0]:, a.shape[1]:])]
+
+
 def spectral_function_derivative(a: np.ndarray, d: np.ndarray, kind: str, rank: int, function: str,
                                  rcond: float, elem: ir.Type) -> np.ndarray:
     """Df(A)[D] for the spectral function f(A) = U g(S) V* of `SpectralDerivativeOp` (dialects/tod.py).

@@ -526,3 +526,51 @@ func.func @spectral_derivative_result(%a: !tod.operator<4, 8, f32, f32>, %d: ten
   %0 = "tod.spectral_derivative"(%a, %d) {kind = "svd", rank = 2 : i64, function = "pseudoinverse", rcond = 0.0 : f64} : (!tod.operator<4, 8, f32, f32>, tensor<8x4xf32>) -> tensor<4x8xf32>
   return
 }
+
+// -----
+
+func.func @conv1d_cotangent_not_square(%c: tensor<6x5xf32>, %h: tensor<3xf32>) {
+  // expected-error @+1 {{'tod.conv1d_cotangent' cotangent must be a square matrix of the kernel's entries f32, got tensor<6x5xf32>}}
+  %0 = "tod.conv1d_cotangent"(%c, %h) : (tensor<6x5xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @conv1d_cotangent_long_kernel(%c: tensor<2x2xf32>, %h: tensor<3xf32>) {
+  // expected-error @+1 {{'tod.conv1d_cotangent' kernel of length 3 is longer than the signal length 2}}
+  %0 = "tod.conv1d_cotangent"(%c, %h) : (tensor<2x2xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @conv1d_cotangent_result(%c: tensor<6x6xf32>, %h: tensor<3xf32>) {
+  // expected-error @+1 {{'tod.conv1d_cotangent' result must be a tensor<3xf32>, got tensor<6xf32>}}
+  %0 = "tod.conv1d_cotangent"(%c, %h) : (tensor<6x6xf32>, tensor<3xf32>) -> tensor<6xf32>
+  return
+}
+
+// -----
+
+func.func @direct_sum_cotangent_shape(%c: tensor<6x6xf32>, %a: !tod.operator<3, 2, f32, f32>, %b: !tod.operator<4, 4, f32, f32>) {
+  // expected-error @+1 {{'tod.direct_sum_cotangent' cotangent must be a tensor<6x7xf32> (the sum's matrix shape), got tensor<6x6xf32>}}
+  %0 = "tod.direct_sum_cotangent"(%c, %a, %b) {part = 0 : i64} : (tensor<6x6xf32>, !tod.operator<3, 2, f32, f32>, !tod.operator<4, 4, f32, f32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @direct_sum_cotangent_part(%c: tensor<6x7xf32>, %a: !tod.operator<3, 2, f32, f32>, %b: !tod.operator<4, 4, f32, f32>) {
+  // expected-error @+1 {{'tod.direct_sum_cotangent' part must be 0 (lhs) or 1 (rhs), got 2}}
+  %0 = "tod.direct_sum_cotangent"(%c, %a, %b) {part = 2 : i64} : (tensor<6x7xf32>, !tod.operator<3, 2, f32, f32>, !tod.operator<4, 4, f32, f32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @direct_sum_cotangent_result(%c: tensor<6x7xf32>, %a: !tod.operator<3, 2, f32, f32>, %b: !tod.operator<4, 4, f32, f32>) {
+  // expected-error @+1 {{'tod.direct_sum_cotangent' result must be a tensor<4x4xf32>, got tensor<2x3xf32>}}
+  %0 = "tod.direct_sum_cotangent"(%c, %a, %b) {part = 1 : i64} : (tensor<6x7xf32>, !tod.operator<3, 2, f32, f32>, !tod.operator<4, 4, f32, f32>) -> tensor<2x3xf32>
+  return
+}

@@ -118,12 +118,17 @@ func.func @diagnostics(%a: !tod.operator<8, 8, complex<f32>, f32>) -> (tensor<f3
 // The ops the autodiff pass writes (passes/autodiff_operators.py).
 // CHECK-LABEL: func.func @derivatives
 func.func @derivatives(%a: !tod.operator<8, 4, f64, f64>, %b: !tod.operator<4, 4, f64, f64>, %d: tensor<4x8xf64>,
-                       %e: tensor<4x4xf64>) -> (tensor<4x8xf64>, tensor<4x4xf64>, tensor<4x8xf64>) {
+                       %e: tensor<4x4xf64>, %h: tensor<3xf64>, %t: tensor<8x12xf64>)
+    -> (tensor<4x8xf64>, tensor<4x4xf64>, tensor<4x8xf64>, tensor<3xf64>, tensor<4x4xf64>) {
   // CHECK: "tod.matrix"(%{{.+}}) : (!tod.operator<8 : i64, 4 : i64, f64, f64>) -> tensor<4x8xf64>
   %m = "tod.matrix"(%a) : (!tod.operator<8, 4, f64, f64>) -> tensor<4x8xf64>
   // CHECK: "tod.expm_derivative"(%{{.+}}, %{{.+}}) : (!tod.operator<4 : i64, 4 : i64, f64, f64>, tensor<4x4xf64>) -> tensor<4x4xf64>
   %x = "tod.expm_derivative"(%b, %e) : (!tod.operator<4, 4, f64, f64>, tensor<4x4xf64>) -> tensor<4x4xf64>
   // CHECK: "tod.spectral_derivative"(%{{.+}}, %{{.+}}) {function = "pseudoinverse", kind = "svd", rank = 2 : i64, rcond = 1.000000e-03 : f64} : (!tod.operator<8 : i64, 4 : i64, f64, f64>, tensor<4x8xf64>) -> tensor<4x8xf64>
   %s = "tod.spectral_derivative"(%a, %d) {kind = "svd", rank = 2 : i64, function = "pseudoinverse", rcond = 1.0e-3 : f64} : (!tod.operator<8, 4, f64, f64>, tensor<4x8xf64>) -> tensor<4x8xf64>
-  return %m, %x, %s : tensor<4x8xf64>, tensor<4x4xf64>, tensor<4x8xf64>
+  // CHECK: "tod.conv1d_cotangent"(%{{.+}}, %{{.+}}) : (tensor<4x4xf64>, tensor<3xf64>) -> tensor<3xf64>
+  %c = "tod.conv1d_cotangent"(%e, %h) : (tensor<4x4xf64>, tensor<3xf64>) -> tensor<3xf64>
+  // CHECK: "tod.direct_sum_cotangent"(%{{.+}}, %{{.+}}, %{{.+}}) {part = 1 : i64} : (tensor<8x12xf64>, !tod.operator<8 : i64, 4 : i64, f64, f64>, !tod.operator<4 : i64, 4 : i64, f64, f64>) -> tensor<4x4xf64>
+  %ds = "tod.direct_sum_cotangent"(%t, %a, %b) {part = 1 : i64} : (tensor<8x12xf64>, !tod.operator<8, 4, f64, f64>, !tod.operator<4, 4, f64, f64>) -> tensor<4x4xf64>
+  return %m, %x, %s, %c, %ds : tensor<4x8xf64>, tensor<4x4xf64>, tensor<4x8xf64>, tensor<3xf64>, tensor<4x4xf64>
 }
