@@ -276,7 +276,8 @@ def _lowerings(warp_size: int) -> dict:
         "ttile.shuffle_down": _shuffle(gpu.ShuffleMode.DOWN, warp_size),
         "ttile.shuffle_xor": _shuffle(gpu.ShuffleMode.XOR, warp_size),
         # dropout's uniform: the CPU's Philox arithmetic on scalars, so every target draws the same bits
-        "ttile.philox_uniform": lambda op: philox_uniform(op.operands[0], ir.IntegerAttr(op.attributes["seed"]).value),
+        "ttile.philox_uniform": lambda op: philox_uniform(op.operands[0],
+                                                          ir.IntegerAttr(op.attributes["seed"]).value),
     }
 
 

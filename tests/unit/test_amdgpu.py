@@ -24,7 +24,7 @@ GRAPH = """
 def f(X: tensor[f32, "N", "D"], g: tensor[f32, "D"], b: tensor[f32, "D"], Y: tensor[bf16, "N", "D"]):
     return (op.softmax(X), op.layernorm(X, gamma=g, beta=b), op.sum(X, axis=-1), op.max(X, axis=-1),
             op.gelu(X) + op.exp(X) * b + op.log(op.abs(X) + 1.0) + op.tanh(X) ** 2.0,
-            op.transpose(X, perm=(1, 0)), op.gelu(Y) + 1.0)
+            op.transpose(X, perm=(1, 0)), op.gelu(Y) + 1.0, op.dropout(op.softmax(X), 0.1, 7), op.dropout(X, 0.3, 5))
 """
 
 needs_lld = pytest.mark.skipif(link.find() is None, reason="no ld.lld >= 16 (pip install ziglang)")
