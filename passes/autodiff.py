@@ -588,7 +588,7 @@ def _refuse(op, derived: str, mode: str):
     return LoweringError(op, f"{what(op)} has no {mode} differentiation rule yet (needed by '{derived}'); "
                              f"differentiable ops: matmul, elementwise ops, bias_add, transpose, reshape, "
                              f"broadcast_to, sum, mean, max, min, softmax, layernorm, rmsnorm, cast, dropout, "
-                             f"flash_attention, and the operator algebra's ops but norm and spectral_radius")
+                             f"flash_attention, and the operator algebra's ops but spectral_radius")
 
 
 class _Copier:

@@ -18,8 +18,9 @@ values on one side of a truncation or of the pseudoinverse's cut are exact; a ke
 equal |S| fail at run time, naming them.
 
 Complex operators (fft, ifft, eig factorizations, a complex scale) are refused where they meet a
-differentiated value: autodiff differentiates real values only. Without a rule, and so refused at their
-line: op.norm, op.spectral_radius.
+differentiated value: autodiff differentiates real values only. op.spectral_radius has no rule (the
+derivative of a general operator's largest |eigenvalue| is complex in general) and is refused at its line.
+op.norm's rules go through the svd cut to one term (`_top_pair`).
 """
 
 from __future__ import annotations
@@ -472,6 +473,30 @@ def _jvp_pseudoinverse(e, op, ts):
     return [e.swap_last(d)]
 
 
+def _top_pair(e, op):
+    """u₁v₁ᵀ = f(A) / σ₁ for f(A) = σ₁u₁v₁ᵀ, the svd cut to 1 term: the norm's gradient. As dσ₁ = ⟨u₁v₁ᵀ,
+    Df(A)[E]⟩ (u₁v₁ᵀ has a constant Frobenius norm, so its own change is orthogonal to it), the rules go
+    through tod.spectral_derivative of that cut, which fails at a tie σ₁ = σ₂, where the norm has a kink."""
+    a = op.operands[0]
+    s = _sig(a)
+    full = None if s.din is None or s.dout is None else min(s.din, s.dout)
+    spec = _build(e, tod.SpectralOp, [a], tod.spectral_type(s.din, s.dout, full, s.elem, "svd"))
+    top = _build(e, tod.TruncateOp, [spec], tod.spectral_type(s.din, s.dout, 1, s.elem, "svd"),
+                 k=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1))
+    t = _matrix_type(s)
+    return e.div(_matrix(e, _build(e, tod.ReconstructOp, [top], a.type)), op.results[0], t)
+
+
+def _vjp_norm(e, op, cts, want):
+    a = op.operands[0]
+    g = _top_pair(e, op)
+    return [_derivative(e, a, e.mul(g, cts[0], g.type), "svd", 1, "reconstruct", 0.0)]
+
+
+def _jvp_norm(e, op, ts):
+    return [_frobenius(e, _top_pair(e, op), _derivative(e, op.operands[0], ts[0], "svd", 1, "reconstruct", 0.0))]
+
+
 # op name -> rule, as passes/autodiff.py's _VJP and _JVP tables take them
 VJP = {
     "tod.dense": lambda e, op, cts, want: [cts[0]],
@@ -496,6 +521,7 @@ VJP = {
     "tod.truncate": lambda e, op, cts, want: [cts[0]],   # each use already names its rank
     "tod.reconstruct": _vjp_reconstruct,
     "tod.pseudoinverse": _vjp_pseudoinverse,
+    "tod.norm": _vjp_norm,
 }
 
 JVP = {
@@ -521,4 +547,5 @@ JVP = {
     "tod.truncate": lambda e, op, ts: [ts[0]],   # the rank is read from each use's operand type
     "tod.reconstruct": _jvp_reconstruct,
     "tod.pseudoinverse": _jvp_pseudoinverse,
+    "tod.norm": _jvp_norm,
 }

@@ -5,8 +5,8 @@ Groups (recorded as ``tessera.group = N`` and ``tessera.group_kind`` on each op)
   unary function, a scalar scale, a residual of the output's shape), applied before the single store;
 - ``elementwise``: a chain of elementwise ops over one output shape, whose intermediate values have no
   other user — one pass over memory instead of one per op;
-- ``row``: softmax, layernorm, rmsnorm, and reductions over trailing axes — one warp per row; a dropout of
-  a softmax joins it (attention's softmax + dropout, before the product with V);
+- ``row``: softmax, log_softmax, layernorm, rmsnorm, and reductions over trailing axes — one warp per row; a
+  dropout of a softmax joins it (attention's softmax + dropout, before the product with V);
 - ``attention``: `matmul(Q, Kᵀ) → [· scale] → softmax → [dropout] → matmul(·, V)`, each value used only by
   the next (an `op.flash_attention` the schedule phase decomposed, or the ops written out), on a target with
   a fused attention kernel: one kernel computes the scores, softmax, dropout and the product with V of a
@@ -35,7 +35,7 @@ ELEMENTWISE = {"ttensor.unary", "ttensor.binary", "ttensor.bias_add", "ttensor.c
                "ttensor.dropout", "ttensor.mask_blocks"}
 # Operands an op reads only for their extents: no kernel loads them, the plan passes the extent.
 EXTENT_ONLY = {"ttensor.store_blocks": 1, "ttensor.mask_blocks": 1}
-ROW = {"ttensor.softmax", "ttensor.layernorm", "ttensor.rmsnorm", "ttensor.reduce"}
+ROW = {"ttensor.softmax", "ttensor.log_softmax", "ttensor.layernorm", "ttensor.rmsnorm", "ttensor.reduce"}
 EPILOGUE_UNARY = {"relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh"}
 
 

@@ -21,7 +21,7 @@ from ..diagnostics import LoweringError
 from ..dialects import tmem, tsched
 from ..mlir import ir
 from ..targets import TargetFacts
-from . import fp8_fallback
+from . import fp8_fallback, fusion
 from .schedule_ir import decision, graph_ops, schedule_of
 
 
@@ -94,7 +94,7 @@ def schedule(fn, target: TargetFacts, overrides: dict | None = None) -> None:
             # the model's guess for extents known only at run time: a backend may choose again at launch
             s["at_launch"] = int(target.matmul_schedule is not None and None in static[:2]
                                  and not {"NC", "stages"} & set(chosen))
-        elif name in ("ttensor.softmax", "ttensor.layernorm", "ttensor.rmsnorm", "ttensor.reduce"):
+        elif name in fusion.ROW:
             s = {"rows_per_block": hints.get("rows_per_block", 4)}
         else:
             s = {"block_x": hints.get("block_x", 4 * target.warp_size)}

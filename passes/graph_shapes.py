@@ -100,8 +100,8 @@ def _rule(op, ins: list[Dims]) -> list[Dims]:
         return [ins[0]]
     if name == "func.call":
         return _call_dims(op, ins)
-    if name in ("ttensor.unary", "ttensor.softmax", "ttensor.layernorm", "ttensor.rmsnorm", "ttensor.dropout",
-                "ttensor.cast", "ttensor.bias_add", "tdist.all_reduce", "tdist.broadcast"):
+    if name in ("ttensor.unary", "ttensor.softmax", "ttensor.log_softmax", "ttensor.layernorm", "ttensor.rmsnorm",
+                "ttensor.dropout", "ttensor.cast", "ttensor.bias_add", "tdist.all_reduce", "tdist.broadcast"):
         return [ins[0]]
     if name == "ttensor.binary":
         return [_broadcast(ins[0], ins[1])]
@@ -127,7 +127,7 @@ def _rule(op, ins: list[Dims]) -> list[Dims]:
                                     "planned; give all but one extent")
         if unknown:
             known = product([d for d in out if d is not None])
-            out[unknown[0]] = f"({product(ins[0])})//({known})"
+            out[unknown[0]] = product(ins[0]) if known == "1" else f"({product(ins[0])})//({known})"
         return [out]
     if name == "ttensor.broadcast":
         out = _static(t)

@@ -35,6 +35,7 @@ UNARY = {
 BINARY = {"add": "{a} + {b}", "sub": "{a} - {b}", "mul": "{a} * {b}", "div": "{a} / {b}", "max": "max({a}, {b})",
           "min": "min({a}, {b})", "pow": "{a} ** {b}"}
 LOWEST_F32 = "-3.4028234663852886e38"
+LOWEST_F64 = "-1.7976931348623157e308"
 XRC = "X[r, c]"
 
 
@@ -294,10 +295,10 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: lis
     head = [f"    W = {warp}", "    lane = launch.local_id(0)", "    r = launch.thread_id(1)",
             "    if r < X.shape[0]:", "        n = X.shape[1]"]
     lines: list[str] = []
-    if kind == "ttensor.softmax":
+    if kind in ("ttensor.softmax", "ttensor.log_softmax"):
         axis = ir.IntegerAttr(op.attributes["axis"]).value % len(xd)
         if axis != len(xd) - 1:
-            raise LoweringError(op, "the CPU backend computes softmax over the last axis only (yet)")
+            raise LoweringError(op, f"generated kernels compute {kind[8:]} over the last axis only (yet)")
         params.append(f"Y: tensor[{dt_out}, \"R\", \"C\"]")
         views.append("matrix")
 
@@ -306,23 +307,26 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: lis
                 value = _dropout_of(e, value)
             return value
 
-        if "tessera.causal" in op.attributes:
+        extra, causal = {}, "tessera.causal" in op.attributes
+        seen = (lambda body: [body]) if not causal else (lambda body: ["if c <= lim:", f"    {body}"])
+        if causal:
             # scores of queries × keys: query r % SQ sees keys 0..r % SQ (top-left aligned); the rest is 0
             params.append("SQ: int64")
             extra = {"scalars": [ir.StringAttr(op.attributes["tessera.causal"]).value]}
             head.append("        lim = r % SQ")
-            lines += [f"        m = {LOWEST_F32}", *_row_loop(["if c <= lim:", f"    m = max(m, {ld(XRC)})"]),
-                      *_butterfly("m", "max({a}, {b})", warp),
-                      "        s = 0.0", *_row_loop(["if c <= lim:", f"    s += math.exp({ld(XRC)} - m)"]),
-                      *_butterfly("s", "{a} + {b}", warp), "        inv = 1.0 / s",
-                      *_row_loop([f"Y[r, c] = {st(drop(f'math.exp({ld(XRC)} - m) * inv'))} if c <= lim else 0.0"])]
+        # a bare literal is an f32 variable: an f64 row keeps its maximum and sum in f64
+        lowest, zero = (LOWEST_F32, "0.0") if cdt == "f32" else (f"f64({LOWEST_F64})", "f64(0.0)")
+        lines += [f"        m = {lowest}", *_row_loop(seen(f"m = max(m, {ld(XRC)})")),
+                  *_butterfly("m", "max({a}, {b})", warp),
+                  f"        s = {zero}", *_row_loop(seen(f"s += math.exp({ld(XRC)} - m)")),
+                  *_butterfly("s", "{a} + {b}", warp)]
+        if kind == "ttensor.log_softmax":
+            # x - (m + log s): the row's log-sum-exp shifted by its maximum, so exp never overflows and the
+            # largest element adds exp(0) = 1 (s >= 1, its log finite); no exp of the result, no division
+            lines += ["        lse = m + math.log(s)", *_row_loop([f"Y[r, c] = {st(f'{ld(XRC)} - lse')}"])]
         else:
-            extra = {}
-            lines += [f"        m = {LOWEST_F32}", *_row_loop([f"m = max(m, {ld(XRC)})"]),
-                      *_butterfly("m", "max({a}, {b})", warp),
-                      "        s = 0.0", *_row_loop([f"s += math.exp({ld(XRC)} - m)"]),
-                      *_butterfly("s", "{a} + {b}", warp), "        inv = 1.0 / s",
-                      *_row_loop([f"Y[r, c] = {st(drop(f'math.exp({ld(XRC)} - m) * inv'))}"])]
+            y = st(drop(f"math.exp({ld(XRC)} - m) * inv")) + (" if c <= lim else 0.0" if causal else "")
+            lines += ["        inv = 1.0 / s", *_row_loop([f"Y[r, c] = {y}"])]
         outputs = [(epilogue[-1] if epilogue else op).results[0]]
     elif kind in ("ttensor.layernorm", "ttensor.rmsnorm"):
         extra = {}

@@ -1078,6 +1078,20 @@ static tsr_status_t bind_inputs(call_t* c, const DLTensor* const* inputs) {
   tsr_status_t st;
   for (uint32_t a = 0; a < f->arg_count; a++)
     if ((st = check_tensor(c, inputs[a], &sig->inputs[a], f->args[a], "argument", true))) return st;
+  /* An argument's extent given by an expression of the others' (a vjp's cotangent of a reshaped result,
+   * (M*N*3)//(1)) binds nothing: it is checked once every name is bound. */
+  for (uint32_t a = 0; a < f->arg_count; a++) {
+    const tsr_plan_value_t* v = &f->values[f->args[a]];
+    for (uint32_t r = 0; r < v->rank; r++) {
+      const tsr_expr_t* e = &v->dims[r];
+      int64_t want;
+      if (e->op_count == 1) continue;  /* an integer or a name: checked above */
+      if ((st = eval(c, e, false, &want, "an argument's extent"))) return st;
+      if (want != inputs[a]->shape[r])
+        return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': argument '%s' must have extent %" PRId64 " (%s) on "
+                        "axis %u, got %" PRId64, f->name, sig->inputs[a].name, want, e->text, r, inputs[a]->shape[r]);
+    }
+  }
   for (uint32_t i = 0; i < f->same_count; i++) {
     int64_t x, y;
     if ((st = eval(c, &f->same_extents[i][0], false, &x, "same_extents")) ||

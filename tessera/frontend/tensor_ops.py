@@ -169,17 +169,24 @@ def bias_add(b, node, args, kwargs):
 
 # -- normalizations and softmax ---------------------------------------------------------------------------
 
-@graph_op("softmax")
-def softmax(b, node, args, kwargs):
-    """op.softmax(x, axis=-1): stable (max-subtracted) softmax."""
-    given = _options(b, node, args, kwargs, 1, ("axis",), ("axis",), "op.softmax")
-    (x,) = _tensors(b, node, args[:1], 1, "op.softmax")
-    axis = _axis(b, node, given.get("axis", -1), x.rank, "op.softmax")
-    if x.dtype.kind != "float":
-        raise b.error(node, "op.softmax needs a floating-point tensor")
-    with b.loc(node):
-        op = ttensor.SoftmaxOp(x.value, axis=_i64(axis), result=x.value.type)
-    return _result(b, op, x.dtype, x.dims, x.accum)
+def _along_axis(name: str, op_class):
+    def build(b, node, args, kwargs):
+        what = f"op.{name}"
+        given = _options(b, node, args, kwargs, 1, ("axis",), ("axis",), what)
+        (x,) = _tensors(b, node, args[:1], 1, what)
+        axis = _axis(b, node, given.get("axis", -1), x.rank, what)
+        if x.dtype.kind != "float":
+            raise b.error(node, f"{what} needs a floating-point tensor")
+        with b.loc(node):
+            op = op_class(x.value, axis=_i64(axis), result=x.value.type)
+        return _result(b, op, x.dtype, x.dims, x.accum)
+    return build
+
+
+# op.softmax(x, axis=-1): stable (max-subtracted) softmax.
+graph_op("softmax")(_along_axis("softmax", ttensor.SoftmaxOp))
+# op.log_softmax(x, axis=-1): x - max - log(sum(exp(x - max))), one row kernel like softmax's.
+graph_op("log_softmax")(_along_axis("log_softmax", ttensor.LogSoftmaxOp))
 
 
 def _norm_params(b, node, x: GTensor, kwargs, names) -> list:

@@ -417,10 +417,10 @@ def spectral_function_derivative(a: np.ndarray, d: np.ndarray, kind: str, rank: 
         i, j = int(np.flatnonzero(kept)[np.argmin(mag[kept])]), int(np.flatnonzero(dropped)[np.argmax(mag[dropped])])
         if mag[i] - mag[j] <= tol:
             what = "singular values" if kind == "svd" else "eigenvalue magnitudes"
-            raise ValueError(f"the derivative of {function} of the {kind} cut to {int(kept.sum())} terms is "
-                             f"undefined: {what} #{i + 1} (kept, {s[i]:.17g}) and #{j + 1} (dropped, {s[j]:.17g}) "
-                             f"are equal within {tol:.3g}, so a perturbation can swap them (a degenerate "
-                             f"spectrum at the cut); repeated values on one side of the cut are fine")
+            raise ValueError(f"no derivative here: {what} #{i + 1} (kept, {s[i]:.17g}) and #{j + 1} (dropped, "
+                             f"{s[j]:.17g}) of the {kind} are equal within {tol:.3g}, so a perturbation can swap "
+                             f"them (a degenerate spectrum at the cut of {function} to {int(kept.sum())} "
+                             f"term(s)); repeated values on one side of the cut are fine")
     inverse = function == "pseudoinverse"
     safe = np.where(kept, s, 1.0)
     g = np.where(kept, 1.0 / safe if inverse else s, 0.0)

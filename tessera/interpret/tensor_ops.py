@@ -114,6 +114,15 @@ def softmax(op, ins):
         return [result(op, e / np.sum(e, axis=axis, keepdims=True))]
 
 
+@local("ttensor.log_softmax")
+def log_softmax(op, ins):
+    x = ins[0]
+    axis = _attr_int(op, "axis")
+    with np.errstate(all="ignore"):
+        shifted = x - np.max(x, axis=axis, keepdims=True)
+        return [result(op, shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True)))]
+
+
 def _params(op, ins):
     """The optional scale/shift operands, by their segment sizes."""
     sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))

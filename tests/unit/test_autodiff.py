@@ -30,6 +30,9 @@ CASES = {
     "sum": "op.sum(X, 1)", "sum_all": "op.sum(X * Y)", "sum_keepdims": "op.sum(X, axis=0, keepdims=True) * Y",
     "mean": "op.mean(X, 0)", "mean_keepdims": "op.mean(X, axis=1, keepdims=True) * Y",
     "softmax": "op.softmax(X)", "softmax_axis0": "op.softmax(X, 0)",
+    "log_softmax": "op.log_softmax(X)", "log_softmax_axis0": "op.log_softmax(X * Y, 0)",
+    "prod": "op.prod(X, 1)", "prod_all": "op.prod(X * P)",
+    "prod_keepdims_axis0": "op.prod(X, axis=0, keepdims=True) * Y",
     "layernorm": "op.layernorm(X, gamma=r, beta=r * r)", "layernorm_plain": "op.layernorm(X)",
     "rmsnorm": "op.rmsnorm(X, gamma=r)", "max": "op.max(X, 1)", "min_axis0": "op.min(X, 0)",
     "max_all": "op.max(X * Y)", "max_keepdims": "op.max(X, axis=1, keepdims=True) * Y",
@@ -225,25 +228,36 @@ def f(x: tensor[f64, 5], w: tensor[f64, 5]):
 
 
 def test_op_without_rule_is_refused_at_its_line():
-    src = '''from tessera import f32, function, grad, op, tensor
+    """A collective has no rule (docs/language.md): refused at the op's file:line:col, named as the user wrote
+    it, in both modes, with the differentiable ops listed."""
+    src = '''from tessera import dist, f32, function, grad, jvp, op, tensor
+
+mesh = dist.Mesh(axes=["dp"], devices=range(1))
 
 @function
 def f(X: tensor[f32, 4, 8], W: tensor[f32, 8, 8]):
     H = X @ W
-    return op.sum(op.prod(H, 1))
+    return op.sum(op.all_reduce(H, mesh=mesh))
 
 g = grad(f, argnums=1)
+t = jvp(f, argnums=1)
 '''
-    m = tessera_frontend_compile(src, {"filename": "prod.py"})
+    m = tessera_frontend_compile(src, {"filename": "coll.py"})
     with pytest.raises(CompileError) as e:
         m.interpret("g", np.ones((4, 8), np.float32), np.ones((8, 8), np.float32))
-    assert (e.value.filename, e.value.line, e.value.col) == ("prod.py", 6, 19)
-    assert "op.prod has no reverse-mode differentiation rule" in e.value.message and "'g'" in e.value.message
+    assert (e.value.filename, e.value.line, e.value.col) == ("coll.py", 8, 19)
+    assert e.value.message.startswith("op.all_reduce has no reverse-mode differentiation rule yet (needed by 'g'); "
+                                      "differentiable ops: ")
+    assert "prod, softmax, log_softmax," in e.value.message
     with pytest.raises(CompileError) as e:
-        compiler.compile_source(src, "prod.py")
-    assert (e.value.filename, e.value.line, e.value.col) == ("prod.py", 6, 19)
+        m.interpret("t", *[np.ones((4, 8), np.float32)] + [np.ones((8, 8), np.float32)] * 2)
+    assert (e.value.filename, e.value.line, e.value.col) == ("coll.py", 8, 19)
+    assert e.value.message.startswith("op.all_reduce has no forward-mode differentiation rule yet (needed by 't')")
+    with pytest.raises(CompileError) as e:
+        compiler.compile_source(src, "coll.py")
+    assert (e.value.filename, e.value.line, e.value.col) == ("coll.py", 8, 19)
     # off the path from the differentiated parameter, an op needs no rule
-    ok = src.replace("op.prod(H, 1)", "H * op.prod(X, 1, keepdims=True) @ W")
+    ok = src.replace("op.all_reduce(H, mesh=mesh)", "H * op.all_reduce(X, mesh=mesh) @ W")
     assert tessera_frontend_compile(ok, {"filename": "ok.py"}).interpret(
         "g", np.ones((4, 8), np.float32), np.ones((8, 8), np.float32)).shape == (8, 8)
 
@@ -337,18 +351,15 @@ def test_reshaping_rules_with_two_symbolic_extents_compiled(symbolic_module):
     """The same derivatives compiled for the CPU, one image run at two sizes, against the interpreter (rtol
     1e-5: the CPU's vectorized tanh and exp differ from numpy's by up to ~2e-7 relative here; a wrong reshape
     is off by O(1))."""
-    # vjp_flat's cotangent parameter has a fresh extent ('?1', the frontend's name for flat's M*N*3) that no
-    # launch plan can name: a limitation of derivative signatures, not of the rules; dloss covers flat's rule
-    prog = executor.load(compiler.compile_source(SYMBOLIC.replace("vjp_flat = vjp(flat)\n", ""),
-                                                 "symbolic.py").image)
+    prog = executor.load(compiler.compile_source(SYMBOLIC, "symbolic.py").image)
     for m, n in [(2, 5), (4, 3)]:
         rng = np.random.default_rng(m * 10 + n)
         xs = [rng.standard_normal((m, n, 3)), rng.standard_normal((m, 3, n))]
         calls = {"dloss": xs}
         for name in SYMBOLIC_CASES:
             y = np.asarray(symbolic_module.interpret(name, *xs))
-            if name != "flat":   # vjp_flat's cotangent parameter has a fresh extent ('?1') no plan can name
-                calls[f"vjp_{name}"] = xs + [rng.standard_normal(y.shape)]
+            # vjp_flat's cotangent has flat's fresh extent (the frontend's '?1'): declared M*N*3 by the pass
+            calls[f"vjp_{name}"] = xs + [rng.standard_normal(y.shape)]
             calls[f"jvp_{name}"] = xs + [rng.standard_normal(x.shape) for x in xs]
         for fn, args in calls.items():
             want = symbolic_module.interpret(fn, *args)

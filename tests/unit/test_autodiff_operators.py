@@ -34,6 +34,7 @@ CASES = {
     "pinv_truncate": "op.pseudoinverse(op.truncate(op.spectral(op.dense(R)), 2)) @ w",
     "eigh_truncate": "op.reconstruct(op.truncate(op.spectral(op.sym(op.dense(A)), kind='eigh'), 2)) @ x",
     "pinv_eigh": "op.pseudoinverse(op.spectral(op.sym(op.dense(A)), kind='eigh')) @ x",
+    "norm": "op.norm(op.dense(R) @ op.diag(y)) * x + op.norm(op.dense(A)) * (op.dense(B) @ x)",
     # one factorization, two uses (examples/graph/spectral.py's denoising)
     "denoise": "op.pseudoinverse(op.truncate(op.spectral(op.dense(R)), 2)) @ "
                "(op.reconstruct(op.truncate(op.spectral(op.dense(R)), 2)) @ y)",
@@ -208,7 +209,6 @@ def test_conv1d_direct_sum_and_projector():
 
 
 @pytest.mark.parametrize("body, line_col, message", [
-    ("return op.norm(op.dense(A)) * y", (5, 12), "op.norm has no reverse-mode differentiation rule"),
     ("return op.spectral_radius(op.dense(A)) * x", (5, 12),
      "op.spectral_radius has no reverse-mode differentiation rule"),
     ("return op.reconstruct(op.spectral(op.dense(A), kind='eig')) @ x", (5, 27),
@@ -251,3 +251,24 @@ def test_operators_of_extents_known_at_run_time(m, n):
     rng = np.random.default_rng(m * 10 + n)
     mod = _derivatives(SYMBOLIC, "symbolic.py")
     _check_fd(mod, "f", [rng.standard_normal((m, n)) * 0.5, rng.standard_normal(n), rng.standard_normal(n)], rng)
+
+
+def test_the_norm_at_a_tie_of_its_top_singular_values_fails_at_its_line():
+    """op.norm is σ₁: at σ₁ = σ₂ it has a kink, and its rules (through the svd cut to one term) fail there,
+    in both modes, at the op.norm line."""
+    m = _derivatives('''
+@function
+def n(R: tensor[f64, 5, 3]):
+    return op.norm(op.dense(R)) * R
+
+vjp_n = vjp(n)
+jvp_n = jvp(n)
+''', "norm.py")
+    rng = np.random.default_rng(5)
+    R = _orthonormal(rng, 5, 3) @ np.diag([3.0, 3.0, 1.0]) @ _orthonormal(rng, 3, 3).T
+    for call in (lambda: m.interpret("vjp_n", R, np.ones((5, 3))), lambda: m.interpret("jvp_n", R, np.ones((5, 3)))):
+        with pytest.raises(InterpreterError) as e:
+            call()
+        message = str(e.value)
+        assert 'norm.py":5:12' in message and "singular values #1 (kept, " in message, message
+        assert "#2 (dropped, " in message and "cut of reconstruct to 1 term(s)" in message, message
