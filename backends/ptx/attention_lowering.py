@@ -1,6 +1,8 @@
-"""Attention groups of Graph IR functions (``ttensor.flash_attention``) as the sm_90a flash-attention kernel
-(attention_sm90.py) and its launch-plan step. The batch axes fold into one (BH); queries, keys and values
-keep their own lengths (SQ, SK); the head dimension is static."""
+"""Attention groups of Graph IR functions as the sm_90a flash-attention kernels and their launch-plan steps:
+``ttensor.flash_attention`` (with the ``attention_lse`` of the same Q, K when autodiff asked for it) as the
+forward kernel (attention_sm90.py), and an "attention_bwd" group (the ``attention_grad`` ops of one
+attention) as the backward kernels (attention_bwd_sm90.py). The batch axes fold into one (BH); queries, keys
+and values keep their own lengths (SQ, SK); the head dimension is static."""
 
 from __future__ import annotations
 
@@ -9,46 +11,105 @@ from ...diagnostics import LoweringError
 from ...mlir import ir
 from ...passes import graph_shapes
 from ...passes.kernelgen import element_dtype
-from . import attention_sm90, generated
+from . import attention_bwd_sm90, attention_sm90, generated
+
+
+def _attrs(op) -> tuple[bool, float]:
+    causal = ir.BoolAttr(op.attributes["causal"]).value if "causal" in op.attributes else False
+    return causal, ir.FloatAttr(op.attributes["scale"]).value
+
+
+def _check(arch: str, op, what: str, dims: dict, q, k, v, others=()) -> tuple[str, int]:
+    """(dtype, head dimension) of Q, K, V (and the tensors `others`, in their dtype and Q's shape), or a
+    located refusal."""
+    if arch != "sm_90a":
+        raise LoweringError(op, f"{what} on the ptx target needs --arch sm_90a (its tensor-core kernel), not {arch}")
+    dq, dk, dv = dims[q], dims[k], dims[v]
+    dt = element_dtype(q)
+    if {element_dtype(x) for x in (k, v, *others)} != {dt}:
+        raise LoweringError(op, f"the ptx {what} takes Q, K, V and {'the result' if len(others) == 1 else 'dO'} in "
+                                f"one dtype, not {dt}, {element_dtype(k)}, {element_dtype(v)}, "
+                                f"{', '.join(element_dtype(x) for x in others)}")
+    d = dq[-1]
+    if not (isinstance(d, int) or str(d).isdigit()) or dk[-1] != d or dv[-1] != d:
+        raise LoweringError(op, f"the ptx {what} needs one static head dimension for Q, K and V, "
+                                f"not {dq[-1]}, {dk[-1]}, {dv[-1]}")
+    if dq[:-2] != dk[:-2] or dk[:-2] != dv[:-2]:
+        raise LoweringError(op, f"the ptx {what} takes Q, K and V with the same batch axes "
+                                f"({dq[:-2]}, {dk[:-2]}, {dv[:-2]}); broadcast them first")
+    return dt, int(d)
 
 
 def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
-    """The plan step of a flash_attention on `arch`; its kernel is declared in the module (`ctx`: a
+    """The plan step of a flash_attention, with an attention_lse of the same Q, K, causal and scale in its
+    group written by the same kernel; the kernel is declared in the module (`ctx`: a
     passes.lowering_context.LoweringContext)."""
-    (op,) = ops
+    attn = [op for op in ops if op.operation.name == "ttensor.flash_attention"]
+    lse = [op for op in ops if op.operation.name == "ttensor.attention_lse"]
+    if not attn:   # autodiff's rule emits the lse beside the forward, whose O delta needs: not seen alone
+        raise LoweringError(lse[0], "the ptx target computes attention_lse only with the flash_attention of "
+                                    "the same Q and K (its kernel writes both)")
+    (op,) = attn
     dims = ctx.dims
-    if arch != "sm_90a":
-        raise LoweringError(op, f"flash_attention on the ptx target needs --arch sm_90a (its tensor-core "
-                                f"kernel), not {arch}")
     q, k, v = op.operands
     out = op.results[0]
-    dq, dk, dv = dims[q], dims[k], dims[v]
-    dt = element_dtype(q)
-    if {element_dtype(k), element_dtype(v), element_dtype(out)} != {dt}:
-        raise LoweringError(op, "the ptx flash attention takes Q, K, V and the result in one dtype, not "
-                                f"{dt}, {element_dtype(k)}, {element_dtype(v)} -> {element_dtype(out)}")
-    d = dq[-1]
-    if not (isinstance(d, int) or str(d).isdigit()) or dk[-1] != d or dv[-1] != d:
-        raise LoweringError(op, f"the ptx flash attention needs one static head dimension for Q, K and V, "
-                                f"not {dq[-1]}, {dk[-1]}, {dv[-1]}")
-    if dq[:-2] != dk[:-2] or dk[:-2] != dv[:-2]:
-        raise LoweringError(op, "the ptx flash attention takes Q, K and V with the same batch axes "
-                                f"({dq[:-2]}, {dk[:-2]}, {dv[:-2]}); broadcast them first")
-    causal = ir.BoolAttr(op.attributes["causal"]).value if "causal" in op.attributes else False
-    scale = ir.FloatAttr(op.attributes["scale"]).value
+    dt, D = _check(arch, op, "flash attention", dims, q, k, v, (out,))
+    causal, scale = _attrs(op)
     try:
-        spec = attention_sm90.Sm90AttentionSpec(kname, head_dim=int(d), causal=causal, scale=scale, dtype=dt)
+        spec = attention_sm90.Sm90AttentionSpec(kname, head_dim=D, causal=causal, scale=scale, dtype=dt,
+                                                lse=bool(lse))
     except ValueError as e:
         raise LoweringError(op, str(e)) from None
-    D = int(d)
+    dq = dims[q]
     params = [("Q", dt, ("BH", "SQ", D)), ("K", dt, ("BH", "SK", D)), ("V", dt, ("BH", "SK", D)),
-              ("O", dt, ("BH", "SQ", D))]
+              ("O", dt, ("BH", "SQ", D))] + ([("LSE", "f32", ("BH", "SQ"))] if lse else [])
     with op.location:
-        generated.declare(ctx.module, kname, params, attention_sm90.generate(spec), [3], {
+        generated.declare(ctx.module, kname, params, attention_sm90.generate(spec), [3, 4] if lse else [3], {
             "ptx.tensor_maps": spec.tensor_maps, "tile.M": str(attention_sm90.BM), "tile.N": str(spec.block_n),
             "tile.K": str(D), "pipeline.stages": str(spec.stages), "attention.causal": str(causal).lower()})
-    env = {"BH": graph_shapes.product(dq[:-2]), "SQ": dq[-2], "SK": dk[-2]}
+    env = {"BH": graph_shapes.product(dq[:-2]), "SQ": dq[-2], "SK": dims[k][-2]}
     args = tuple(plan.TensorArg(ctx.record(x), ("BH", s, str(D))) for x, s in ((q, "SQ"), (k, "SK"), (v, "SK"),
                                                                               (out, "SQ")))
+    args += tuple(plan.TensorArg(ctx.record(x.results[0]), ("BH", "SQ")) for x in lse[:1])
     return [plan.ArgsStep(kname, env=env, args=args, block=(spec.threads, 1, 1), smem=spec.smem_bytes,
                           grid=(f"ceil(SQ/{attention_sm90.BM})", "BH", "1"))]
+
+
+def lower_bwd(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
+    """The plan steps of an "attention_bwd" group: the attention_grad ops of one attention (identical
+    operands, causal and scale), one per wanted gradient. dK and dV come from one kernel (or the one of them
+    wanted), dQ from another (kname + "_dq")."""
+    dims = ctx.dims
+    op = ops[0]
+    q, k, v, do, lse, delta = op.operands
+    dt, D = _check(arch, op, "attention backward", dims, q, k, v, (do,))
+    causal, scale = _attrs(op)
+    wrt = {ir.StringAttr(x.attributes["wrt"]).value: x.results[0] for x in ops}
+    dq = dims[q]
+    env = {"BH": graph_shapes.product(dq[:-2]), "SQ": dq[-2], "SK": dims[k][-2]}
+    rows = {"Q": "SQ", "K": "SK", "V": "SK", "dO": "SQ", "dQ": "SQ", "dK": "SK", "dV": "SK"}
+    values = {"Q": q, "K": k, "V": v, "dO": do, "LSE": lse, "Delta": delta, "dQ": wrt.get("q"), "dK": wrt.get("k"),
+              "dV": wrt.get("v")}
+    kinds = [kind for kind, want in (("dkdv", "k" in wrt and "v" in wrt), ("dk", "k" in wrt and "v" not in wrt),
+                                     ("dv", "v" in wrt and "k" not in wrt), ("dq", "q" in wrt)) if want]
+    steps = []
+    for kind in kinds:
+        name = kname if kind != "dq" or len(kinds) == 1 else f"{kname}_dq"
+        try:
+            spec = attention_bwd_sm90.Sm90AttentionBwdSpec(name, kind, head_dim=D, causal=causal, scale=scale,
+                                                           dtype=dt)
+        except ValueError as e:
+            raise LoweringError(op, str(e)) from None
+        params = [(n, "f32", ("BH", "SQ")) if n in ("LSE", "Delta") else (n, dt, ("BH", rows[n], D))
+                  for n in spec.params]
+        with op.location:
+            generated.declare(ctx.module, name, params, attention_bwd_sm90.generate(spec),
+                              list(range(6, len(spec.params))), {
+                                  "ptx.tensor_maps": spec.tensor_maps, "tile.M": str(attention_bwd_sm90.BM),
+                                  "tile.N": str(spec.block_n), "tile.K": str(D), "pipeline.stages": str(spec.stages),
+                                  "attention.causal": str(causal).lower(), "attention.backward": kind})
+        args = tuple(plan.TensorArg(ctx.record(values[n]), ("BH", "SQ") if n in ("LSE", "Delta")
+                                    else ("BH", rows[n], str(D))) for n in spec.params)
+        steps.append(plan.ArgsStep(name, env=env, args=args, block=(spec.threads, 1, 1), smem=spec.smem_bytes,
+                                   grid=(f"ceil({'SQ' if kind == 'dq' else 'SK'}/{attention_bwd_sm90.BM})", "BH", "1")))
+    return steps

@@ -49,6 +49,7 @@ class Sm90AttentionSpec:
     dtype: str = "bf16"
     stages: int = 0               # of the K/V ring; 0: TUNED's for the head dimension
     block_n: int = 0              # keys per block; 0: TUNED's
+    lse: bool = False             # also store each query row's log-sum-exp (the backward's residual)
 
     def __post_init__(self):
         for key, value in TUNED.get(self.head_dim, TUNED[128]).items():
@@ -99,12 +100,14 @@ class Sm90AttentionSpec:
 
 def generate(spec: Sm90AttentionSpec) -> str:
     """The kernel as NVPTX LLVM IR text. Parameters: the Q, K, V tensor maps, then the launch arguments
-    Q, K, V, O ([BH, SQ, D], [BH, SK, D] twice, [BH, SQ, D]) and the extents BH, SQ, SK."""
+    Q, K, V, O ([BH, SQ, D], [BH, SK, D] twice, [BH, SQ, D]), with `spec.lse` LSE (f32 [BH, SQ]: the natural
+    log of each row's sum of exp(scale · q·k)), and the extents BH, SQ, SK."""
     w = Writer()
     et, ety = _ELEM[spec.dtype]
     S, nb, d = spec.stages, spec.boxes, spec.head_dim
     params = hp.tensor_map_params("QKVO")
-    params += [f"ptr addrspace(1) %{n}" for n in ("Q", "K", "V", "O")] + ["i64 %BH", "i64 %SQ", "i64 %SK"]
+    params += [f"ptr addrspace(1) %{n}" for n in ("Q", "K", "V", "O") + (("LSE",) if spec.lse else ())]
+    params += ["i64 %BH", "i64 %SQ", "i64 %SK"]
 
     w.label("entry")
     tid = w.sreg("tid.x")
@@ -225,6 +228,7 @@ def generate(spec: Sm90AttentionSpec) -> str:
     w.label("clast")
     ol = [w.v(f"phi float [0.0, %{first}], [{b}, %{clatch}]") for b in o]
     ll = [w.v(f"phi float [{x}, %{first}], [{b}, %{clatch}]") for x, b in zip(l0_, l_new)]
+    ml = [w.v(f"phi float [{x}, %{first}], [{b}, %{clatch}]") for x, b in zip(m0_, m_new)]
     fl = [w.v(f"phi i32 [{x}, %{first}], [{b}, %{clatch}]") for x, b in zip(frags0, frags)]
     last = w.v(f"sub i32 {nkv}, 1")
     _, v_last = _kv(w, spec, kv_base, bars, last, wait=False)
@@ -235,7 +239,9 @@ def generate(spec: Sm90AttentionSpec) -> str:
     ol = hp.wait_group(w, ol, 0, keep=fl)
     hp.mbar_arrive_if(w, _empty(w, bars, w.v(f"urem i32 {last}, {S}"), S), leader)
     turn.finish()
-    _store(w, spec, ol, ll, c, warp, lane, m0, bh, base)
+    inv = _store(w, spec, ol, ll, c, warp, lane, m0, bh, base)
+    if spec.lse:
+        _store_lse(w, ml, inv, (row0, row1), lane, bh)
     w.br("exit")
     w.label("exit")
     w.emit("ret void")
@@ -410,13 +416,10 @@ def _mask(w: Writer, spec: Sm90AttentionSpec, sc: list[str], j: str, rows: tuple
 
 
 def _store(w: Writer, spec: Sm90AttentionSpec, o: list[str], l: list[str], c: str, warp: str, lane: str,
-           m0: str, bh: str, base: str) -> None:
-    """O / l, rounded, out through shared memory: the warpgroup's 64 rows of the Q buffer (its last S
-    product is done, and the other warpgroup reads only its own rows) take them by stmatrix in TMA's layout,
-    then its leader stores one 64x64 box per 64 columns (rows past SQ are clipped by TMA) and waits for the
-    copies to have read shared memory before the CTA may end. The row sums are first completed across the
-    quad of lanes that shares a row."""
-    _, ety = _ELEM[spec.dtype]
+           m0: str, bh: str, base: str) -> list[str]:
+    """O / l, rounded, out through shared memory (`store_rows`) by way of the warpgroup's 64 rows of the Q
+    buffer (its last S product is done, and the other warpgroup reads only its own rows). The row sums are
+    first completed across the quad of lanes that shares a row; returns their reciprocals."""
     inv = []
     for r in range(2):
         total = l[r]
@@ -424,25 +427,57 @@ def _store(w: Writer, spec: Sm90AttentionSpec, o: list[str], l: list[str], c: st
             total = w.v(f"fadd float {total}, "
                         f"{w.v(f'call float @llvm.nvvm.shfl.sync.bfly.f32(i32 -1, float {total}, i32 {x}, i32 31)')}")
         inv.append(w.v(f"fdiv float 1.0, {total}"))
+    scaled = [w.v(f"fmul float {x}, {inv[(i // 2) % 2]}") for i, x in enumerate(o)]
+    store_rows(w, spec, scaled, c, warp, lane, w.v(f"add i32 {m0}, {w.v(f'shl i32 {c}, 6')}"), bh,
+               w.v(f"add i32 {base}, {w.v(f'shl i32 {c}, 13')}"), "O")
+    return inv
+
+
+def _store_lse(w: Writer, m: list[str], inv: list[str], rows: tuple[str, str], lane: str, bh: str) -> None:
+    """LSE[bh, row] = ln Σ exp(scale · s) = (m + log2 l) · ln 2, m being the running maximum in log2 units;
+    the first lane of each quad stores its two rows, those before SQ."""
+    ln2 = _f(math.log(2.0))
+    quad0 = w.v(f"icmp eq i32 {w.v(f'and i32 {lane}, 3')}, 0")
+    sq = w.v("trunc i64 %SQ to i32")
+    for r in range(2):
+        lg = w.asm("lg2.approx.f32 $0, $1;", "=f,f", [("float", inv[r])], ret="float")   # log2(1 / l)
+        val = w.v(f"fmul float {w.v(f'fsub float {m[r]}, {lg}')}, {ln2}")
+        ok = w.v(f"and i1 {quad0}, {w.v(f'icmp ult i32 {rows[r]}, {sq}')}")
+        put, done = w.fresh_label("lse"), w.fresh_label("lsed")
+        w.cbr(ok, put, done)
+        w.label(put)
+        at = w.v(f"mul i64 {w.v(f'zext i32 {bh} to i64')}, %SQ")
+        at = w.v(f"add i64 {at}, {w.v(f'zext i32 {rows[r]} to i64')}")
+        w.emit(f"store float {val}, ptr addrspace(1) {w.v(f'getelementptr float, ptr addrspace(1) %LSE, i64 {at}')}")
+        w.br(done)
+        w.label(done)
+
+
+def store_rows(w: Writer, spec, vals: list[str], c: str, warp: str, lane: str, row: str, bh: str,
+               staging: str, tmap: str) -> None:
+    """A warpgroup's 64 rows × D of f32 accumulators `vals`, rounded to the spec's dtype, out to rows `row` …
+    of the tensor with map `tmap`: into `staging` (64-row slices of 64-column boxes QBOX apart, which no
+    one else reads now) by stmatrix in TMA's layout, then its leader stores one 64x64 box per 64 columns
+    (rows past the end are clipped by TMA) and waits for the copies to have read shared memory before the
+    CTA may end (or the staging be reused)."""
+    _, ety = _ELEM[spec.dtype]
 
     def pair(q: int, r: int) -> str:
-        vec = w.v(f"insertelement <2 x float> poison, float {w.v(f'fmul float {o[4 * q + 2 * r]}, {inv[r]}')}, i32 0")
-        vec = w.v(f"insertelement <2 x float> {vec}, float {w.v(f'fmul float {o[4 * q + 2 * r + 1]}, {inv[r]}')}, i32 1")
+        vec = w.v(f"insertelement <2 x float> poison, float {vals[4 * q + 2 * r]}, i32 0")
+        vec = w.v(f"insertelement <2 x float> {vec}, float {vals[4 * q + 2 * r + 1]}, i32 1")
         return w.v(f"bitcast <2 x {ety}> {w.v(f'fptrunc <2 x float> {vec} to <2 x {ety}>')} to i32")
 
-    staging = w.v(f"add i32 {base}, {w.v(f'shl i32 {c}, 13')}")   # 64 rows of 128 bytes into each box
     hp.stmatrix_rows(w, [[pair(q, r) for q in (2 * g, 2 * g + 1) for r in (0, 1)]
                          for g in range(spec.head_dim // 16)], warp, lane, staging, QBOX)
     w.asm("fence.proxy.async.shared::cta;")
     w.asm("bar.sync $0, 128;", "r", [("i32", w.v(f"add i32 {c}, 1"))])  # named barrier of the warpgroup
     t = w.v(f"or i32 {w.v(f'shl i32 {warp}, 5')}, {lane}")
     leader = w.v(f"zext i1 {w.v(f'icmp eq i32 {t}, 0')} to i32")
-    tmO = w.v("ptrtoint ptr %tmO to i64")
-    row = w.v(f"add i32 {m0}, {w.v(f'shl i32 {c}, 6')}")
-    for i in range(spec.boxes):
+    tm = w.v(f"ptrtoint ptr %tm{tmap} to i64")
+    for i in range(spec.head_dim // 64):
         w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; "
               "@p cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [$1, {$2, $3, $4}], [$5]; }",
-              "r,l,r,r,r,r", [("i32", leader), ("i64", tmO), ("i32", str(64 * i)), ("i32", row), ("i32", bh),
+              "r,l,r,r,r,r", [("i32", leader), ("i64", tm), ("i32", str(64 * i)), ("i32", row), ("i32", bh),
                               ("i32", w.v(f"add i32 {staging}, {i * QBOX}"))])
     w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.bulk.commit_group; "
           "@p cp.async.bulk.wait_group.read 0; }", "r", [("i32", leader)])

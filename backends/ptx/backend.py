@@ -45,14 +45,17 @@ class PTXBackend(Backend):
         native = {"f32", "f64"} | ({"f16", "bf16"} if sm(arch) >= 80 else set())
         schedule = gemm_lowering.matmul_schedule if arch == "sm_90a" else \
             functools.partial(gemm_lowering.matmul_schedule_sm80, arch)
+        # sm_90a has flash attention's backward kernels (attention_bwd_sm90.py) for bf16 and f16
         return TargetFacts("ptx", 128, WARP_SIZE, frozenset(native), 132,
                            matrix_units=frozenset(matrix_units.tensorcore_dtypes(arch)),
-                           shared_memory=SHARED_MEMORY[sm(arch)], matmul_schedule=schedule)
+                           shared_memory=SHARED_MEMORY[sm(arch)], matmul_schedule=schedule,
+                           fused_attention_backward=frozenset({"bf16", "f16"}) if arch == "sm_90a" else frozenset())
 
     def lowerings(self) -> dict:
         from . import attention_lowering, gemm_lowering  # lazy: they build MLIR
         return {"gemm": functools.partial(gemm_lowering.lower, self.options.arch),
-                "attention": functools.partial(attention_lowering.lower, self.options.arch)}
+                "attention": functools.partial(attention_lowering.lower, self.options.arch),
+                "attention_bwd": functools.partial(attention_lowering.lower_bwd, self.options.arch)}
 
     def entry_symbol(self, kernel: str) -> str:
         # the PTX .entry has the kernel's own name, as profilers then show it, unless PTX cannot spell it

@@ -17,7 +17,7 @@
 #include "backend.h"
 #include "cuda_driver.h"
 
-enum { TSR_CUDA_MAX_TENSOR_MAPS = 4 };
+enum { TSR_CUDA_MAX_TENSOR_MAPS = 8 };   /* the attention backward's dK and dV kernel has 6 */
 
 typedef struct tsr_cuda_tensor_map {
   alignas(64) uint8_t bytes[128];  /* CUtensorMap */

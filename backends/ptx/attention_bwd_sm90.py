@@ -1,0 +1,319 @@
+"""Hopper flash attention (backward): dQ, dK and dV of O = softmax(scale · Q·Kᵀ [causal mask]) · V on sm_90a
+tensor cores, never holding the S×S matrix outside registers.
+
+Inputs as the forward's (Q [BH, SQ, D], K and V [BH, SK, D], dO [BH, SQ, D], bf16 or f16, D 64 or 128) and
+the f32 row statistics LSE (the forward's natural-log log-sum-exp of each query row) and Delta = rowsum(dO ∘ O),
+both [BH, SQ]. With P = exp(scale · Q·Kᵀ − lse), dP = dO·Vᵀ and dS = P ∘ (dP − delta):
+dV = Pᵀ·dO, dK = scale · dSᵀ·Q, dQ = scale · dS·K, accumulated in f32.
+
+Two kernels (FlashAttention-2's variant with a separate dQ pass: no f32 scratch, no atomics), each shaped as
+the forward (attention_sm90.py): a CTA holds 128 rows of one side in shared memory (the "rows", 64 per
+consumer warpgroup) and streams blocks of `block_n` rows of the other side through a TMA ring filled by a
+producer warpgroup:
+
+    dkdv   rows: K and V (128 keys);      streamed: Q and dO blocks (queries), with their LSE and Delta
+           Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (wgmma, shared operands), Pᵀ = exp2(Sᵀ·c − lse·log2 e),
+           dSᵀ = Pᵀ ∘ (dPᵀ − delta), then dV += Pᵀ·dO and dK += dSᵀ·Q with Pᵀ and dSᵀ from registers as
+           wgmma's A fragments (the accumulator layout of a product is the fragment layout of A)
+    dq     rows: Q and dO (128 queries);  streamed: K and V blocks (keys)
+           S = Q·Kᵀ, dP = dO·Vᵀ, P and dS as above with the row's lse and delta, dQ += dS·K
+
+so the backward multiplies seven S×S×D products where a fused one (dQ by atomics) multiplies five. Causal
+attention skips the blocks that are wholly masked (dkdv: query blocks before the key block; dq: key blocks
+after the query block) and masks the diagonal ones; keys or queries past the end are masked too (TMA reads
+them as zeros). The result rows leave through shared memory and TMA stores, as the forward's O.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..symbol_names import llvm_global
+from . import attention_sm90 as fwd
+from . import hopper as hp
+from .nvvm_text import Writer, module
+
+BM = fwd.BM              # rows a CTA holds
+# the kernels and the results each writes: dkdv (or one of its results alone, when only that is wanted) and dq
+RESULTS = {"dkdv": ("dK", "dV"), "dk": ("dK",), "dv": ("dV",), "dq": ("dQ",)}
+# rows of a streamed block by (kernel, head dimension, causal): measured on an H100 at S = 4096
+# (docs/performance.md); dkdv at D = 128 spills with 64 (two 64-row f32 accumulators of 128 columns)
+TUNED = {("dkdv", 128, False): 48, ("dkdv", 128, True): 32, ("dkdv", 64, False): 96, ("dkdv", 64, True): 64,
+         ("dq", 128, False): 128, ("dq", 128, True): 128, ("dq", 64, False): 128, ("dq", 64, True): 128}
+
+
+@dataclass(frozen=True)
+class Sm90AttentionBwdSpec:
+    name: str
+    kind: str                     # a key of RESULTS
+    head_dim: int = 128
+    causal: bool = False
+    scale: float = 1.0
+    dtype: str = "bf16"
+    stages: int = 2               # of the ring of streamed blocks
+    block_n: int = 0              # rows of the streamed side per block; 0: TUNED's
+
+    def __post_init__(self):
+        if self.kind not in RESULTS:
+            raise ValueError(f"the sm_90a attention backward has kernels {', '.join(RESULTS)}, not {self.kind}")
+        if not self.block_n:
+            key = ("dq" if self.kind == "dq" else "dkdv", self.head_dim, self.causal)
+            object.__setattr__(self, "block_n", TUNED.get(key, 64))
+        if self.dtype not in fwd._ELEM:
+            raise ValueError(f"the sm_90a attention backward takes bf16 or f16, not {self.dtype}")
+        if self.head_dim not in (64, 128):
+            raise ValueError(f"the sm_90a attention backward takes head dimension 64 or 128, not {self.head_dim}")
+        if not self.scale > 0:
+            raise ValueError(f"the sm_90a attention backward takes a positive scale, not {self.scale}")
+        if self.block_n % 16 or not 16 <= self.block_n <= 128:
+            raise ValueError(f"the sm_90a attention backward takes blocks of 16 … 128 rows, a multiple of 16, "
+                             f"not {self.block_n}")
+        if not 2 <= self.stages <= 4 or self.smem_bytes > 227 * 1024:
+            raise ValueError(f"{self.stages} stages of {self.block_n}-row blocks do not fit sm_90's shared memory")
+
+    @property
+    def boxes(self) -> int:
+        return self.head_dim // 64
+
+    @property
+    def kv_box(self) -> int:
+        """Bytes of one TMA box of a streamed block: 64 columns (128 bytes) of its rows."""
+        return 64 * self.block_n * 2
+
+    @property
+    def stage_bytes(self) -> int:
+        return 2 * self.boxes * self.kv_box
+
+    @property
+    def smem_bytes(self) -> int:
+        return 2 * self.boxes * fwd.QBOX + self.stages * self.stage_bytes + 8 * (1 + 2 * self.stages) + 1024
+
+    @property
+    def threads(self) -> int:
+        return 384
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        """The launch arguments' names, in order (then BH, SQ, SK)."""
+        return ("Q", "K", "V", "dO", "LSE", "Delta") + RESULTS[self.kind]
+
+    @property
+    def tensor_maps(self) -> str:
+        held = ("Q", "dO") if self.kind == "dq" else ("K", "V")
+        rows = {n: BM if n in held else self.block_n for n in ("Q", "K", "V", "dO")}
+        rows.update({n: 64 for n in self.params[6:]})        # results leave 64 rows a warpgroup
+        return ";".join(f"{n}:{i}:64x{rows[n]}x1:128" for i, n in enumerate(self.params) if n in rows)
+
+    def flops(self, bh: int, sq: int, sk: int) -> float:
+        """The FLOPs of this kernel's products (S×S×D each): dkdv four, dk and dq three, dv two."""
+        pairs = sum(min(i + 1, sk) for i in range(sq)) if self.causal else sq * sk
+        return 2.0 * {"dkdv": 4, "dk": 3, "dv": 2, "dq": 3}[self.kind] * bh * pairs * self.head_dim
+
+
+def generate(spec: Sm90AttentionBwdSpec) -> str:
+    """The kernel as NVPTX LLVM IR text. Parameters: the tensor maps of `spec.tensor_maps`, then the launch
+    arguments `spec.params` and the extents BH, SQ, SK. Grid: (ceil(SQ/128) for dq, else ceil(SK/128), BH)."""
+    w = Writer()
+    dkdv = spec.kind != "dq"                                 # K and V are the held rows
+    want_dk, want_dv = "dK" in spec.params, "dV" in spec.params
+    S, nb, d, BN, BOX = spec.stages, spec.boxes, spec.head_dim, spec.block_n, spec.kv_box
+    maps = [m.split(":")[0] for m in spec.tensor_maps.split(";")]
+    params = hp.tensor_map_params(maps)
+    params += [f"ptr addrspace(1) %{n}" for n in spec.params] + ["i64 %BH", "i64 %SQ", "i64 %SK"]
+    rows_map, cols_map = (("K", "V"), ("Q", "dO")) if dkdv else (("Q", "dO"), ("K", "V"))
+
+    w.label("entry")
+    tid = w.sreg("tid.x")
+    bx = w.sreg("ctaid.x")
+    bh = w.sreg("ctaid.y")
+    nx = w.sreg("nctaid.x")
+    base = hp.smem_base(w)                                   # rows: A1 (nb boxes), A2 (nb boxes)
+    ring = w.v(f"add i32 {base}, {2 * nb * fwd.QBOX}")
+    bars = w.v(f"add i32 {ring}, {S * spec.stage_bytes}")     # rows full, full[S], empty[S]
+    sq = w.v("trunc i64 %SQ to i32")
+    sk = w.v("trunc i64 %SK to i32")
+    if spec.causal and not dkdv:  # the query tiles with the most key blocks first
+        bx = w.v(f"sub i32 {w.v(f'sub i32 {nx}, 1')}, {bx}")
+    r0 = w.v(f"mul i32 {bx}, {BM}")                          # the CTA's first row
+    # the streamed blocks j0 … j0 + n - 1
+    n_all = w.v(f"udiv i32 {w.v(f'add i32 {sq if dkdv else sk}, {BN - 1}')}, {BN}")
+    j0 = "0"
+    if spec.causal and dkdv:     # queries before the first key see none of these keys
+        j0 = w.v(f"udiv i32 {r0}, {BN}")
+        j0 = w.v(f"select i1 {w.v(f'icmp ult i32 {j0}, {n_all}')}, i32 {j0}, i32 {n_all}")
+    elif spec.causal:            # keys after the last query are seen by none of these queries
+        need = w.v(f"udiv i32 {w.v(f'add i32 {r0}, {BM + BN - 1}')}, {BN}")
+        n_all = w.v(f"select i1 {w.v(f'icmp ult i32 {need}, {n_all}')}, i32 {need}, i32 {n_all}")
+    n = w.v(f"sub i32 {n_all}, {j0}")
+
+    barriers = [(bars, 1)] + [(w.v(f"add i32 {bars}, {8 + 8 * s}"), 1) for s in range(S)] \
+        + [(w.v(f"add i32 {bars}, {8 + 8 * (S + s)}"), 2) for s in range(S)]
+    first, wg = hp.split_roles(w, tid, barriers)
+
+    # -- producer: the rows once, then the streamed blocks -------------------------------------------------
+    w.label("producer")
+    w.asm("setmaxnreg.dec.sync.aligned.u32 24;")
+    w.cbr(first, "load_rows", "exit")
+    w.label("load_rows")
+    tm = {m: w.v(f"ptrtoint ptr %tm{m} to i64") for m in rows_map + cols_map}
+    hp.mbar_expect(w, bars, 2 * nb * fwd.QBOX)
+    for a, m in enumerate(rows_map):
+        for i in range(nb):
+            hp.tma_load(w, w.v(f"add i32 {base}, {(a * nb + i) * fwd.QBOX}"), tm[m], [str(64 * i), r0, bh], bars)
+    w.cbr(w.v(f"icmp ugt i32 {n}, 0"), "pload", "exit")
+    w.label("pload")
+    i, i_next = w.fresh("i"), w.fresh("in")
+    w.emit(f"{i} = phi i32 [0, %load_rows], [{i_next}, %PLATCH]")
+    s, ph = fwd._stage(w, i, S)
+    full, empty = fwd._full(w, bars, s), fwd._empty(w, bars, s, S)
+    hp.mbar_wait(w, empty, w.v(f"xor i32 {ph}, 1"))
+    hp.mbar_expect(w, full, spec.stage_bytes)
+    at = w.v(f"add i32 {ring}, {w.v(f'mul i32 {s}, {spec.stage_bytes}')}")
+    row = w.v(f"mul i32 {w.v(f'add i32 {j0}, {i}')}, {BN}")
+    for a, m in enumerate(cols_map):
+        for b in range(nb):
+            hp.tma_load(w, w.v(f"add i32 {at}, {(a * nb + b) * BOX}"), tm[m], [str(64 * b), row, bh], full)
+    w.emit(f"{i_next} = add i32 {i}, 1")
+    platch = w.current
+    w.cbr(w.v(f"icmp ult i32 {i_next}, {n}"), "pload", "exit")
+
+    # -- consumers -----------------------------------------------------------------------------------------
+    w.label("consumer")
+    w.asm("setmaxnreg.inc.sync.aligned.u32 240;")
+    c = w.v(f"sub i32 {wg}, 1")
+    t = w.v(f"and i32 {tid}, 127")
+    leader = w.v(f"icmp eq i32 {t}, 0")
+    warp = w.v(f"lshr i32 {t}, 5")
+    lane = w.v(f"and i32 {t}, 31")
+    wrow = w.v(f"add i32 {r0}, {w.v(f'shl i32 {c}, 6')}")     # the warpgroup's first row
+    row0 = w.v(f"add i32 {w.v(f'shl i32 {warp}, 4')}, {w.v(f'lshr i32 {lane}, 2')}")
+    row0 = w.v(f"add i32 {wrow}, {row0}")
+    row1 = w.v(f"add i32 {row0}, 8")
+    col_t = w.v(f"shl i32 {w.v(f'and i32 {lane}, 3')}, 1")
+    a1 = w.v(f"add i32 {base}, {w.v(f'mul i32 {c}, {64 * hp.SWIZZLE_ROW}')}")
+    a2 = w.v(f"add i32 {a1}, {nb * fwd.QBOX}")
+    bhq = w.v(f"mul i64 {w.v(f'zext i32 {bh} to i64')}, %SQ")
+    log2e = fwd._f(math.log2(math.e))
+    if not dkdv:  # the rows' own statistics, once
+        stats = [_stat(w, bhq, r, sq, log2e) for r in (row0, row1)]
+    hp.mbar_wait(w, bars, "0")
+    acc_n = d // 2
+    w.br("cloop0")
+    w.label("cloop0")
+    w.cbr(w.v(f"icmp ugt i32 {n}, 0"), "cloop", "cdone")
+    w.label("cloop")
+    i, i_next = w.fresh("ci"), w.fresh("cin")
+    outs_in = [[w.fresh("o") for _ in range(acc_n)] for _ in range(2 if want_dk and want_dv else 1)]
+    phis_at = len(w.lines)
+    s, ph = fwd._stage(w, i, S)
+    hp.mbar_wait(w, fwd._full(w, bars, s), ph)
+    b1 = w.v(f"add i32 {ring}, {w.v(f'mul i32 {s}, {spec.stage_bytes}')}")
+    b2 = w.v(f"add i32 {b1}, {nb * BOX}")
+    hp.fence(w)
+    sc = fwd._scores(w, spec, a1, b1)
+    need_ds = not dkdv or want_dk                             # dV alone needs no dP
+    if need_ds:
+        dp = fwd._scores(w, spec, a2, b2)
+        sc = hp.wait_group(w, sc, 1)
+        dp = hp.wait_group(w, dp, 0)
+    else:
+        sc = hp.wait_group(w, sc, 0)
+    j = w.v(f"add i32 {j0}, {i}")
+    if dkdv:
+        q0 = w.v(f"mul i32 {j}, {BN}")
+        cols = [w.v(f"add i32 {q0}, {w.v(f'add i32 {col_t}, {8 * g + e}')}") for g in range(BN // 8) for e in (0, 1)]
+        col_stats = [_stat(w, bhq, x, sq, log2e) for x in cols]
+        stat = lambda k: col_stats[2 * (k // 4) + k % 2]      # noqa: E731  (accumulator k's column)
+    else:
+        stat = lambda k: stats[(k // 2) % 2]                  # noqa: E731  (accumulator k's row)
+    probs, ds = [], []
+    for k in range(len(sc)):
+        lse2, delta = stat(k)
+        p = w.v(f"call float @llvm.nvvm.ex2.approx.ftz.f(float "
+                f"{w.v(f'call float @llvm.fma.f32(float {sc[k]}, float {fwd._f(spec.scale * math.log2(math.e))}, float {lse2})')})")
+        probs.append(p)
+    probs = _mask(w, spec, probs, j, (wrow, row0, row1, col_t), sq, sk)
+    for k, p in enumerate(probs if need_ds else ()):
+        ds.append(w.v(f"fmul float {p}, {w.v(f'fsub float {dp[k]}, {stat(k)[1]}')}"))
+    fp = fwd._fragments(w, spec, probs) if want_dv else []
+    fds = fwd._fragments(w, spec, ds)
+    flat, frags = hp.fence(w, [x for o in outs_in for x in o], fp + fds)
+    fp, fds = frags[:len(fp)], frags[len(fp):]
+    # dV += Pᵀ·dO, dK += dSᵀ·Q, dQ += dS·K: the streamed blocks read MN-major
+    outs = [flat[acc_n * i:acc_n * (i + 1)] for i in range(len(outs_in))]
+    if want_dv:
+        outs[0] = fwd._pv(w, spec, outs[0], fp, b2)
+    if want_dk or not dkdv:
+        outs[-1] = fwd._pv(w, spec, outs[-1], fds, b1)
+    outs = [hp.wait_group(w, o, 0, keep=frags) for o in outs]
+    hp.mbar_arrive_if(w, fwd._empty(w, bars, s, S), leader)
+    w.emit(f"{i_next} = add i32 {i}, 1")
+    clatch = w.current
+    w.cbr(w.v(f"icmp ult i32 {i_next}, {n}"), "cloop", "cdone")
+    w.lines[phis_at:phis_at] = [f"  {i} = phi i32 [0, %cloop0], [{i_next}, %{clatch}]"] + [
+        f"  {a} = phi float [0.0, %cloop0], [{b}, %{clatch}]" for o_in, o in zip(outs_in, outs)
+        for a, b in zip(o_in, o)]
+    w.label("cdone")
+    final = [[w.v(f"phi float [0.0, %cloop0], [{b}, %{clatch}]") for b in o] for o in outs]
+    scale = fwd._f(spec.scale)
+    # staged in the warpgroup's own held rows, which its last products have read
+    if want_dv:
+        fwd.store_rows(w, spec, final[0], c, warp, lane, wrow, bh, a2, "dV")
+    if want_dk or not dkdv:
+        fwd.store_rows(w, spec, [w.v(f"fmul float {x}, {scale}") for x in final[-1]], c, warp, lane, wrow, bh,
+                       a1, "dK" if dkdv else "dQ")
+    w.br("exit")
+    w.label("exit")
+    w.emit("ret void")
+
+    body = "\n".join(w.lines).replace("%PLATCH]", f"%{platch}]")
+    decls = "\n".join(["declare float @llvm.nvvm.ex2.approx.ftz.f(float)",
+                       "declare float @llvm.fma.f32(float, float, float)"])
+    kernel = (f"@tsr_smem = external addrspace(3) global [0 x i8], align 1024\n"
+              f"define ptx_kernel void @{llvm_global(spec.name)}({', '.join(params)}) "
+              f"\"nvvm.maxntid\"=\"{spec.threads}\" \"nvvm.minctasm\"=\"1\" {{\n{body}\n}}\n")
+    return module(kernel, decls)
+
+
+def _stat(w: Writer, bhq: str, q: str, sq: str, log2e: str) -> tuple[str, str]:
+    """(−lse·log2 e, delta) of query `q` of this head, the last query's for those past the end (whose
+    probabilities are masked or multiply zero rows)."""
+    last = w.v(f"sub i32 {sq}, 1")
+    q = w.v(f"select i1 {w.v(f'icmp ult i32 {q}, {sq}')}, i32 {q}, i32 {last}")
+    at = w.v(f"add i64 {bhq}, {w.v(f'zext i32 {q} to i64')}")
+    lse = w.v(f"load float, ptr addrspace(1) {w.v(f'getelementptr float, ptr addrspace(1) %LSE, i64 {at}')}, align 4")
+    delta = w.v(f"load float, ptr addrspace(1) {w.v(f'getelementptr float, ptr addrspace(1) %Delta, i64 {at}')}, align 4")
+    return w.v(f"fmul float {lse}, {fwd._f(-math.log2(math.e))}"), delta
+
+
+def _mask(w: Writer, spec: Sm90AttentionBwdSpec, probs: list[str], j: str, rows: tuple, sq: str, sk: str) -> list[str]:
+    """0 for pairs past the ends (the streamed side's: the held side's rows are never stored) and, when
+    causal, for keys after the query — on the blocks that have any (a decision of the whole warpgroup, which
+    must reach its next wgmma together). In dkdv the rows are keys and the columns queries; in dq the
+    reverse."""
+    wrow, row0, row1, col_t = rows
+    BN = spec.block_n
+    dkdv = spec.kind != "dq"
+    c0 = w.v(f"mul i32 {j}, {BN}")
+    end = sq if dkdv else sk
+    some = w.v(f"icmp ugt i32 {w.v(f'add i32 {c0}, {BN}')}, {end}")
+    if spec.causal:   # dkdv: some query column before the last key row; dq: some key column after the first query row
+        diag = (w.v(f"icmp ult i32 {c0}, {w.v(f'add i32 {wrow}, 63')}") if dkdv
+                else w.v(f"icmp ugt i32 {w.v(f'add i32 {c0}, {BN - 1}')}, {wrow}"))
+        some = w.v(f"or i1 {some}, {diag}")
+    before, masked, after = w.current, w.fresh_label("mask"), w.fresh_label("masked")
+    w.cbr(some, masked, after)
+    w.label(masked)
+    out = []
+    for k, p in enumerate(probs):
+        g, r, e = k // 4, (k // 2) % 2, k % 2
+        col = w.v(f"add i32 {c0}, {w.v(f'add i32 {col_t}, {8 * g + e}')}")
+        bad = w.v(f"icmp uge i32 {col}, {end}")
+        if spec.causal:
+            row = row1 if r else row0
+            bad = w.v(f"or i1 {bad}, {w.v(f'icmp ugt i32 {row}, {col}' if dkdv else f'icmp ugt i32 {col}, {row}')}")
+        out.append(w.v(f"select i1 {bad}, float 0.0, float {p}"))
+    w.br(after)
+    w.label(after)
+    return [w.v(f"phi float [{p}, %{before}], [{m}, %{masked}]") for p, m in zip(probs, out)]

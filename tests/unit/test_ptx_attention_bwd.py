@@ -1,0 +1,108 @@
+"""The sm_90a flash-attention backward without a GPU: the forward kernel's LSE option, what the vjp of
+flash_attention lowers to on ptx (the attention group with its attention_lse; the attention_bwd group as the
+dK/dV and dQ kernels, or dK or dV alone), the metadata the runtime needs (six 3-D tensor maps), ptxas's view
+(assembles, no spills) and located refusals.
+
+Running them needs an H100/H200: tests/gpu/test_attention_bwd_gpu.py."""
+
+import pathlib
+
+import pytest
+
+from tessera import compiler, image
+from tessera.backends.ptx import attention_bwd_sm90 as bwd, attention_sm90, ptxas
+from tessera.diagnostics import CompileError
+from tessera.options import CompileOptions
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "gpu" / "attention_backward.py"
+needs_ptxas = pytest.mark.skipif(ptxas.find() is None, reason="ptxas (CUDA's PTX assembler) is not installed")
+
+
+@pytest.fixture(scope="module")
+def example():
+    return compiler.compile_source(EXAMPLE.read_text(), str(EXAMPLE), CompileOptions(target="ptx", arch="sm_90a"))
+
+
+@pytest.mark.parametrize("kw, message", [({"kind": "dx"}, "kernels dkdv, dk, dv, dq"),
+                                         ({"head_dim": 96}, "head dimension 64 or 128"),
+                                         ({"dtype": "f32"}, "bf16 or f16"),
+                                         ({"scale": 0.0}, "positive scale"),
+                                         ({"block_n": 40}, "a multiple of 16"),
+                                         ({"block_n": 256}, "16 … 128 rows"),
+                                         ({"kind": "dq", "block_n": 128, "stages": 3}, "do not fit")])
+def test_spec_refuses(kw, message):
+    with pytest.raises(ValueError, match=message):
+        bwd.Sm90AttentionBwdSpec("a", **{"kind": "dkdv", **kw})
+
+
+def test_spec_geometry():
+    s = bwd.Sm90AttentionBwdSpec("a", "dkdv", head_dim=128, scale=0.1)
+    # K and V are held (128 rows), Q and dO stream in blocks of TUNED's 48 queries; dK, dV leave 64 rows a box
+    assert s.block_n == 48 and s.params == ("Q", "K", "V", "dO", "LSE", "Delta", "dK", "dV")
+    assert s.tensor_maps == ("Q:0:64x48x1:128;K:1:64x128x1:128;V:2:64x128x1:128;dO:3:64x48x1:128;"
+                             "dK:6:64x64x1:128;dV:7:64x64x1:128")
+    assert s.smem_bytes == 2 * 2 * 16384 + 2 * 2 * 2 * 64 * 48 * 2 + 8 * 5 + 1024
+    q = bwd.Sm90AttentionBwdSpec("a", "dq", head_dim=64, causal=True)
+    assert q.tensor_maps == "Q:0:64x128x1:128;K:1:64x128x1:128;V:2:64x128x1:128;dO:3:64x128x1:128;dQ:6:64x64x1:128"
+    assert bwd.Sm90AttentionBwdSpec("a", "dv").params[6:] == ("dV",)
+    # 3 queries and 2 keys: 6 pairs, 5 when causal; dkdv multiplies four products of them, dq three
+    assert s.flops(1, 3, 2) == 8 * 6 * 128 and q.flops(1, 3, 2) == 6 * 5 * 64
+
+
+@needs_ptxas
+@pytest.mark.parametrize("kind", list(bwd.RESULTS))
+@pytest.mark.parametrize("d, causal, dtype", [(128, False, "bf16"), (128, True, "bf16"), (64, False, "f16"),
+                                              (64, True, "bf16")])
+def test_kernels_assemble_without_spills(kind, d, causal, dtype):
+    """Every kernel at its tuned blocks through LLVM and ptxas for sm_90a (the image path does the same)."""
+    from tessera.backends.ptx import compiler as ptx_compiler
+    from tessera.backends.ptx.options import PTXOptions
+    spec = bwd.Sm90AttentionBwdSpec("k", kind, head_dim=d, causal=causal, scale=0.125, dtype=dtype)
+    meta = {"signatures": []}
+    ptx_compiler.make_ptx(bwd.generate(spec), meta, PTXOptions(arch="sm_90a"))
+    assert "kernel_props" not in meta, meta.get("kernel_props")   # no stack frame, no spills
+
+
+def test_forward_writes_the_lse():
+    plain = attention_sm90.generate(attention_sm90.Sm90AttentionSpec("a", head_dim=64))
+    text = attention_sm90.generate(attention_sm90.Sm90AttentionSpec("a", head_dim=64, lse=True))
+    assert "%LSE" not in plain and "ptr addrspace(1) %LSE, i64 %BH" in text
+    assert text.count("lg2.approx.f32") == 2 and text.count("store float") == 2   # the thread's two rows
+
+
+def test_kernels_and_plans(example):
+    kernels = {k.name: k for k in image.read_image(example.image).kernels}
+    fwd = kernels["vjp_causal_d128__attention0"]
+    assert [a.name for a in fwd.args] == ["Q", "K", "V", "O", "LSE", "BH", "SQ", "SK"]
+    assert [a.name for a in kernels["causal_d128__attention0"].args] == ["Q", "K", "V", "O", "BH", "SQ", "SK"]
+    kv, q = kernels["vjp_causal_d128__attention_bwd1"], kernels["vjp_causal_d128__attention_bwd1_dq"]
+    assert [a.name for a in kv.args] == ["Q", "K", "V", "dO", "LSE", "Delta", "dK", "dV", "BH", "SQ", "SK"]
+    assert (kv.props["attention.backward"], kv.props["attention.causal"], kv.props["tile.N"]) == ("dkdv", "true", "32")
+    assert [a.name for a in q.args][6:] == ["dQ", "BH", "SQ", "SK"] and q.props["tile.N"] == "128"
+    assert kernels["vjp_v_d64__attention_bwd1"].props["attention.backward"] == "dv"
+    assert "vjp_v_d64__attention_bwd1_dq" not in kernels
+    assert kernels["vjp_qk_causal_d128__attention_bwd1"].props["attention.backward"] == "dk"
+    steps = [s for s in example.metadata["plans"]["vjp_causal_d128"]["steps"] if "kernel" in s]
+    by_kernel = {s["kernel"]: s for s in steps}
+    assert by_kernel["vjp_causal_d128__attention_bwd1"]["grid"] == ["ceil(SK/128)", "BH", "1"]
+    assert by_kernel["vjp_causal_d128__attention_bwd1_dq"]["grid"] == ["ceil(SQ/128)", "BH", "1"]
+    assert by_kernel["vjp_causal_d128__attention_bwd1"]["env"] == {"BH": "B*H", "SQ": "S", "SK": "T"}
+    # the forward's LSE feeds both backward kernels
+    lse = by_kernel["vjp_causal_d128__attention0"]["args"][4]["value"]
+    assert by_kernel["vjp_causal_d128__attention_bwd1"]["args"][4]["value"] == lse
+    assert by_kernel["vjp_causal_d128__attention_bwd1_dq"]["args"][4]["value"] == lse
+
+
+@needs_ptxas
+def test_images_kernels_assemble_without_spills(example):
+    for k in image.read_image(example.image).kernels:
+        assert "ptx.spill_bytes" not in k.props, k.name
+
+
+def test_refusals_are_located():
+    src = ("from tessera import vjp\n@function\ndef f(Q: tensor[bf16, 'S', 'D'], K: tensor[bf16, 'T', 'D'], "
+           "V: tensor[bf16, 'T', 'D']):\n    return op.flash_attention(Q, K, V, scale=0.125)\ng = vjp(f)\n")
+    with pytest.raises(CompileError, match="one static head dimension") as e:
+        compiler.compile_source(src, "user.py", CompileOptions(target="ptx", arch="sm_90a"))
+    assert e.value.filename == "user.py" and e.value.line == 4
