@@ -74,19 +74,34 @@ def attention_grid(spec: AttentionSpec, batch: int, sq: int) -> tuple[int, int, 
     return max(1, -(-sq // spec.rows)), max(1, batch), 1
 
 
+def declare_kernel(module: ir.Module, name: str, params: list, attr: str, props: dict) -> tuple:
+    """Appends an empty per-block f32 tile kernel `name` to `module` and opens its entry block: one memref
+    parameter per (name, dims) of `params` (rank len(dims), named and dimensioned for the launch plan), then
+    the launch arguments; `props` become its attribute `attr`. Returns (the function, {name: memref},
+    {launch arg: index}) for the body, which the caller emits into its entry block, ending with func.return."""
+    f32 = ir.F32Type.get()
+    index = ir.IndexType.get()
+    ftype = ir.FunctionType.get([ir.MemRefType.get([ir.ShapedType.get_dynamic_size()] * len(dims), f32)
+                                 for _, dims in params] + [index] * len(LAUNCH_ARGS), [])
+    with ir.InsertionPoint(module.body):
+        fn = func.FuncOp(name, ftype)
+    fn.attributes["tessera.kernel"] = ir.UnitAttr.get()
+    fn.attributes["tessera.tile_kernel"] = ir.UnitAttr.get()
+    fn.attributes[attr] = ir.DictAttr.get(props)
+    attrs = [ir.DictAttr.get({"tessera.name": ir.StringAttr.get(n),
+                              "tessera.dims": ir.ArrayAttr.get([ir.StringAttr.get(d) for d in dims])})
+             for n, dims in params]
+    fn.arg_attrs = ir.ArrayAttr.get(attrs + [ir.DictAttr.get({})] * len(LAUNCH_ARGS))
+    args = list(fn.add_entry_block().arguments)
+    return fn, dict(zip([p[0] for p in params], args)), dict(zip(LAUNCH_ARGS, args[len(params):]))
+
+
 def build_attention(module: ir.Module, spec: AttentionSpec) -> func.FuncOp:
     """Appends the kernel `spec` to `module` (in the module's context, under a location) and returns it."""
     f32 = ir.F32Type.get()
     params = [("Q", ("B", "SQ", "D")), ("KT", ("B", "D", "SK")), ("V", ("B", "SK", "DV")), ("O", ("B", "SQ", "DV"))]
     if spec.lse:
         params.append(("LSE", ("B", "SQ")))
-    index = ir.IndexType.get()
-    ftype = ir.FunctionType.get([ir.MemRefType.get([ir.ShapedType.get_dynamic_size()] * len(dims), f32)
-                                 for _, dims in params] + [index] * len(LAUNCH_ARGS), [])
-    with ir.InsertionPoint(module.body):
-        fn = func.FuncOp(spec.name, ftype)
-    fn.attributes["tessera.kernel"] = ir.UnitAttr.get()
-    fn.attributes["tessera.tile_kernel"] = ir.UnitAttr.get()
     i64 = ir.IntegerType.get_signless(64)
     props = {"rows": ir.IntegerAttr.get(i64, spec.rows), "cols": ir.IntegerAttr.get(i64, spec.cols),
              "scale": ir.FloatAttr.get(f32, spec.scale), "causal": ir.BoolAttr.get(spec.causal)}
@@ -94,15 +109,9 @@ def build_attention(module: ir.Module, spec: AttentionSpec) -> func.FuncOp:
         props["dropout"] = ir.FloatAttr.get(f32, spec.dropout[0])
     if spec.lse:
         props["lse"] = ir.UnitAttr.get()
-    fn.attributes["tessera.attention"] = ir.DictAttr.get(props)
-    attrs = [ir.DictAttr.get({"tessera.name": ir.StringAttr.get(n),
-                              "tessera.dims": ir.ArrayAttr.get([ir.StringAttr.get(d) for d in dims])})
-             for n, dims in params]
-    fn.arg_attrs = ir.ArrayAttr.get(attrs + [ir.DictAttr.get({})] * len(LAUNCH_ARGS))
-    entry = fn.add_entry_block()
-    args = list(entry.arguments)
-    with ir.InsertionPoint(entry):
-        _Body(spec, dict(zip([p[0] for p in params], args)), dict(zip(LAUNCH_ARGS, args[len(params):]))).emit()
+    fn, tensors, launch = declare_kernel(module, spec.name, params, "tessera.attention", props)
+    with ir.InsertionPoint(fn.entry_block):
+        _Body(spec, tensors, launch).emit()
         func.ReturnOp([])
     return fn
 

@@ -42,9 +42,9 @@ from ...mlir import arith, func, ir, memref, scf, vector
 from ...passes import vmath
 from ...passes.graph_shapes import product
 from ...passes.kernelgen import element_dtype
-from .attention import TileKernel
+from .attention import TileKernel, declare_kernel
 from .gemm_schedule import vector_isa
-from .irbuild import LAUNCH_ARGS, add, idx, lt, mul, scf_for, smin, sub, zeros
+from .irbuild import add, idx, lt, mul, scf_for, smin, sub, zeros
 from .target import host
 
 WRT = ("q", "k", "v")
@@ -91,29 +91,13 @@ def _params(spec: AttentionBwdSpec) -> list:
 
 def build_attention_bwd(module: ir.Module, spec: AttentionBwdSpec) -> func.FuncOp:
     """Appends the kernel `spec` to `module` (in the module's context, under a location) and returns it."""
-    f32 = ir.F32Type.get()
-    params = _params(spec)
-    index = ir.IndexType.get()
-    ftype = ir.FunctionType.get([ir.MemRefType.get([ir.ShapedType.get_dynamic_size()] * len(dims), f32)
-                                 for _, dims in params] + [index] * len(LAUNCH_ARGS), [])
-    with ir.InsertionPoint(module.body):
-        fn = func.FuncOp(spec.name, ftype)
-    fn.attributes["tessera.kernel"] = ir.UnitAttr.get()
-    fn.attributes["tessera.tile_kernel"] = ir.UnitAttr.get()
     i64 = ir.IntegerType.get_signless(64)
-    fn.attributes["tessera.attention_bwd"] = ir.DictAttr.get({
-        "rows": ir.IntegerAttr.get(i64, spec.rows), "cols": ir.IntegerAttr.get(i64, spec.cols),
-        "scale": ir.FloatAttr.get(f32, spec.scale), "causal": ir.BoolAttr.get(spec.causal),
-        "wrt": ir.ArrayAttr.get([ir.StringAttr.get(w) for w in spec.wrt])})
-    attrs = [ir.DictAttr.get({"tessera.name": ir.StringAttr.get(n),
-                              "tessera.dims": ir.ArrayAttr.get([ir.StringAttr.get(d) for d in dims])})
-             for n, dims in params]
-    fn.arg_attrs = ir.ArrayAttr.get(attrs + [ir.DictAttr.get({})] * len(LAUNCH_ARGS))
-    entry = fn.add_entry_block()
-    args = list(entry.arguments)
-    with ir.InsertionPoint(entry):
-        _Backward(spec, dict(zip([p[0] for p in params], args)),
-                  dict(zip(LAUNCH_ARGS, args[len(params):]))).emit()
+    props = {"rows": ir.IntegerAttr.get(i64, spec.rows), "cols": ir.IntegerAttr.get(i64, spec.cols),
+             "scale": ir.FloatAttr.get(ir.F32Type.get(), spec.scale), "causal": ir.BoolAttr.get(spec.causal),
+             "wrt": ir.ArrayAttr.get([ir.StringAttr.get(w) for w in spec.wrt])}
+    fn, tensors, launch = declare_kernel(module, spec.name, _params(spec), "tessera.attention_bwd", props)
+    with ir.InsertionPoint(fn.entry_block):
+        _Backward(spec, tensors, launch).emit()
         func.ReturnOp([])
     return fn
 
