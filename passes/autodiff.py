@@ -80,7 +80,7 @@ def what(op) -> str:
         return f"op.{_str(op, 'fn')}"
     if name == "ttensor.reduce":
         return f"op.{_str(op, 'kind')}"
-    return "op." + name.split(".", 1)[1] if name.startswith(("ttensor.", "tod.")) else f"'{name}'"
+    return "op." + name.split(".", 1)[1] if name.startswith(("ttensor.", "tdist.", "tod.")) else f"'{name}'"
 
 
 class _Emit:
@@ -452,11 +452,19 @@ def _jvp_extreme(e, op, ts):
 
 
 def _vjp_reduce_any(e, op, cts):
-    return _vjp_extreme(e, op, cts) if _str(op, "kind") in ("max", "min") else _vjp_reduce(e, op, cts)
+    kind = _str(op, "kind")
+    if kind == "prod":
+        return [e.mul(e.keepdims(cts[0], op), _prod_others(e, op), op.operands[0].type)]
+    return _vjp_extreme(e, op, cts) if kind in ("max", "min") else _vjp_reduce(e, op, cts)
 
 
 def _jvp_reduce_any(e, op, ts):
-    return _jvp_extreme(e, op, ts) if _str(op, "kind") in ("max", "min") else _jvp_reduce(e, op, ts)
+    kind = _str(op, "kind")
+    if kind == "prod":
+        y = op.results[0]
+        return [e.reduce("sum", e.mul(ts[0], _prod_others(e, op), ts[0].type), _axes(op),
+                         ir.BoolAttr(op.attributes["keepdims"]).value, y.type)]
+    return _jvp_extreme(e, op, ts) if kind in ("max", "min") else _jvp_reduce(e, op, ts)
 
 
 def _cast(e, v, to):
@@ -495,6 +503,36 @@ def _softmax_linear(e, op, d):
     return e.mul(y, e.sub(d, inner, y.type), y.type)
 
 
+def _log_softmax_vjp(e, op, ct):
+    # y = x - logsumexp(x) along the axis, J = I - softmax(x) 1ᵀ: dx = dy - exp(y) Σ dy
+    y = op.results[0]
+    axis = _int(op, "axis") % len(_shape(y.type))
+    return e.sub(ct, e.mul(e.un("exp", y), e.reduce("sum", ct, [axis], True), y.type), y.type)
+
+
+def _log_softmax_jvp(e, op, t):
+    # J u = u - Σ softmax(x) u, the sum broadcast back along the axis
+    y = op.results[0]
+    axis = _int(op, "axis") % len(_shape(y.type))
+    return e.sub(t, e.reduce("sum", e.mul(e.un("exp", y), t, y.type), [axis], True), y.type)
+
+
+def _prod_others(e, op):
+    """For each element x_i, the product of the other elements of its reduced slice, without dividing by
+    zero: with z the slice's zeros (1 there) and p the product of its nonzero elements (x + z: zeros as 1),
+    it is p / x_i in a slice without a zero, p at a slice's only zero and 0 beside it, and 0 everywhere in a
+    slice of two zeros or more — the exact products, the zeros counted instead of divided by."""
+    x = op.operands[0]
+    axes = _axes(op)
+    z = e.sub(e.const(1.0, x), e.step(e.un("abs", x)), x.type)
+    nonzero = e.add(x, z, x.type)
+    p = e.reduce("prod", nonzero, axes, True)
+    zeros = e.reduce("sum", z, axes, True)
+    none = e.sub(e.const(1.0, zeros), e.step(zeros), zeros.type)
+    one = e.sub(e.step(zeros), e.step(e.shift(zeros, -1.0)), zeros.type)
+    return e.mul(p, e.add(e.div(none, nonzero), e.mul(one, z)), x.type)
+
+
 # op name -> rule(emitter, op, its results' cotangents, which operands are active) -> cotangent per operand
 # (None: not active, or zero); a one-operand op is only reached with its operand active
 _VJP = {
@@ -507,6 +545,7 @@ _VJP = {
     "ttensor.broadcast": lambda e, op, cts, want: [e.sum_to(cts[0], op.operands[0].type)],
     "ttensor.reduce": lambda e, op, cts, want: _vjp_reduce_any(e, op, cts),
     "ttensor.softmax": lambda e, op, cts, want: [_softmax_linear(e, op, cts[0])],
+    "ttensor.log_softmax": lambda e, op, cts, want: [_log_softmax_vjp(e, op, cts[0])],
     # a dtype conversion's cotangent is converted back to the operand's dtype (f32 from a bf16 GEMM operand)
     "ttensor.cast": lambda e, op, cts, want: [_cast(e, cts[0], op.operands[0].type)],
     "ttensor.dropout": lambda e, op, cts, want: [_dropout(e, op, cts[0])],
@@ -525,6 +564,7 @@ _JVP = {
     "ttensor.broadcast": lambda e, op, ts: [e.broadcast_like(ts[0], op.results[0])],
     "ttensor.reduce": _jvp_reduce_any,
     "ttensor.softmax": lambda e, op, ts: [_softmax_linear(e, op, ts[0])],
+    "ttensor.log_softmax": lambda e, op, ts: [_log_softmax_jvp(e, op, ts[0])],
     "ttensor.cast": lambda e, op, ts: [_cast(e, ts[0], op.results[0].type)],
     "ttensor.dropout": lambda e, op, ts: [_dropout(e, op, ts[0])],
     "ttensor.flash_attention": autodiff_attention.jvp,
@@ -533,9 +573,6 @@ _JVP = {
 }
 _VJP.update(autodiff_operators.VJP)   # the operator algebra's rules
 _JVP.update(autodiff_operators.JVP)
-
-# Reductions with a rule; prod is refused by name.
-_REDUCE_KINDS = ("sum", "mean", "max", "min")
 
 
 # -- expansions: ops differentiated through their definition ---------------------------------------------
@@ -578,17 +615,14 @@ _EXPAND = {"ttensor.layernorm": _expand_layernorm, "ttensor.rmsnorm": _expand_rm
 # -- the transformation -----------------------------------------------------------------------------------
 
 def _has_rule(op, table) -> bool:
-    name = op.operation.name
-    if name == "ttensor.reduce":
-        return _str(op, "kind") in _REDUCE_KINDS
-    return name in table
+    return op.operation.name in table
 
 
 def _refuse(op, derived: str, mode: str):
     return LoweringError(op, f"{what(op)} has no {mode} differentiation rule yet (needed by '{derived}'); "
                              f"differentiable ops: matmul, elementwise ops, bias_add, transpose, reshape, "
-                             f"broadcast_to, sum, mean, max, min, softmax, layernorm, rmsnorm, cast, dropout, "
-                             f"flash_attention, and the operator algebra's ops but spectral_radius")
+                             f"broadcast_to, sum, mean, max, min, prod, softmax, log_softmax, layernorm, rmsnorm, "
+                             f"cast, dropout, flash_attention, and the operator algebra's ops but spectral_radius")
 
 
 class _Copier:
@@ -687,6 +721,27 @@ def _or_zeros(e, d, like):
     return e.zeros_like(like) if d is None else d
 
 
+def _name_cotangent_extents(fn, e, cotangents: list, results: list) -> None:
+    """A vjp's cotangent parameter has its result's extents. Where the frontend could not name one (a fresh
+    `?k`: `op.reshape(X, (-1,))` of X [M, N, 3] is M*N*3 to graph_shapes, not to the frontend's unifier), it
+    is declared here as the result's extent over the parameters' symbols, so that a launch plan can size it
+    and the runtime check the argument against it."""
+    attrs = list(ir.ArrayAttr(fn.attributes["arg_attrs"]))
+    first = len(attrs) - len(cotangents)
+    for k, (ct, r) in enumerate(zip(cotangents, results)):
+        have, want = e.dims(ct), e.dims(r)
+        if have is None or want is None or not any(h.startswith("?") for h in have):
+            continue
+        dims = [w if h.startswith("?") and w is not None and "?" not in w else h for h, w in zip(have, want)]
+        e.known[ct] = dims
+        d = ir.DictAttr(attrs[first + k])
+        named = {a.name: a.attr for a in d}
+        named["tessera.dims"] = ir.ArrayAttr.get([ir.IntegerAttr.get(ir.IntegerType.get_signless(64), int(x))
+                                                  if x.isdigit() else ir.StringAttr.get(x) for x in dims])
+        attrs[first + k] = ir.DictAttr.get(named)
+    fn.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
+
+
 def derive(fn, functions: dict) -> None:
     """Writes the body of the declared derivative `fn` (a body-less func.func with `tessera.derivative`)."""
     spec = json.loads(ir.StringAttr(fn.attributes["tessera.derivative"]).value)
@@ -714,6 +769,7 @@ def derive(fn, functions: dict) -> None:
         else:
             if kind == "vjp":
                 seeds = extra
+                _name_cotangent_extents(fn, e, extra, results)
             else:   # grad: d loss / d loss = 1 (the loss is 0-d: the frontend checked)
                 seeds = [e.const(1.0, results[0])]
             cts: dict = {}
