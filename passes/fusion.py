@@ -231,6 +231,9 @@ def run(fn, fused_attention: bool = False) -> int:
     next_id = 0
     i32 = ir.IntegerType.get_signless(32)
     fused: dict = {}      # op -> its attention group
+    # gemm group id -> its epilogue steps that take an operand (bias, scale, residual): the GEMM kernels have
+    # one slot each, so a second residual add (a backward's summed cotangents) starts a group of its own
+    with_operand: dict = {}
     for chain in (attention_chains(fn, dims) if fused_attention else []):
         for op in chain:
             fused[op.operation] = (next_id, "attention")
@@ -267,8 +270,11 @@ def run(fn, fused_attention: bool = False) -> int:
                     continue
                 if g[1] == "elementwise" and op.results[0].type == o.type and dims.get(op.results[0]) == dims.get(o):
                     joined = g
-                elif g[1] == "gemm" and _epilogue_step(op, o, dims):
+                elif g[1] == "gemm" and _epilogue_step(op, o, dims) and \
+                        _step_name(op) not in with_operand.setdefault(g[0], set()):
                     joined = g
+                    if _step_name(op) in ("bias", "scale", "residual"):
+                        with_operand[g[0]].add(_step_name(op))
                 if joined:
                     break
         if joined is None:
