@@ -18,14 +18,15 @@ tile wide), each in four passes over two SQ×NR strips that stay in cache:
              its keys and are skipped), MR×NR register tiles: S = Q·K_jᵀ over D (K_jᵀ packed once per key
              block), P = exp(scale·S − lse) (0 past Sk and, causal, past each row's own key), dP = dO·V_jᵀ over
              E (V_jᵀ packed), dS = scale · P ∘ (dP − delta); P and dS go to the strips
-    dV_j     = Pᵀ·dO: MR keys × NR columns of E a tile, summed over the rows, written once
+    dV_j     = Pᵀ·dO, computed as dV_jᵀ: MR columns of E × the block's NR keys a register tile (the strip's
+             rows are its vectors), summed over the rows, written once, transposed through a tile buffer
     dK_j     = dSᵀ·Q, the same over D
     dQ      += dS·K_j: MR rows × NR columns of D a tile, added to the block's dQ rows
 
 A block owns its batch entry's dQ rows, so the accumulation over key blocks has no race and the sum is in one
 fixed order (deterministic); the parallelism is the batch × heads extent (grid (1, B)). The work is the five
 products of the backward (S and dP recomputed once), packing aside; nothing S×S is written: the strips hold
-SQ×NR floats each.
+SQ×NR floats each (and one MR×NR tile buffer).
 
 No bounds checks, for gemm.py's reason: the tensors share their extents by name (B, SQ, SK, D, E), every
 index is a block's origin plus an offset its loop bounds by them (rows past the last are clamped to it and
@@ -129,7 +130,8 @@ class _Backward(TileKernel):
         kt = self._alloc(mul(self.D, nr))
         strip = mul(self.SQ, nr)
         P = self._alloc(strip)
-        bufs = [kt, P]
+        tile = self._alloc(idx(spec.rows * nr))   # one register tile, for dV and dK's transposed stores
+        bufs = [kt, P, tile]
         if self.ds:
             vt, dS = self._alloc(mul(self.E, nr)), self._alloc(strip)
             bufs += [vt, dS]
@@ -153,9 +155,9 @@ class _Backward(TileKernel):
                 self._pack(vt, self.p["V"], self.E, b, j0)
             self._strips(b, j0, first, kt, P, *((vt, dS) if self.ds else (None, None)))
             if "v" in wrt:
-                self._key_grad(P, self.p["dO"], self.p["dV"], self.E, b, j0, cnt, first)
+                self._key_grad(P, self.p["dO"], self.p["dV"], self.E, b, j0, cnt, first, tile)
             if "k" in wrt:
-                self._key_grad(dS, self.p["Q"], self.p["dK"], self.D, b, j0, cnt, first)
+                self._key_grad(dS, self.p["Q"], self.p["dK"], self.D, b, j0, cnt, first, tile)
             if "q" in wrt:
                 self._query_grad(dS, b, j0, cnt, first)
             scf.YieldOp([])
@@ -230,30 +232,36 @@ class _Backward(TileKernel):
 
         self._row_tiles(first, body)
 
-    def _key_grad(self, strip, rhs, out, width, b, j0, cnt, first) -> None:
-        """out[b, j0 + c, :] = Σ_i strip[i, c] · rhs[b, i, :] over the rows i ≥ first, MR keys a step (dV from
-        P and dO, dK from dS and Q)."""
-        spec, vw, nr = self.spec, self.vw, self.spec.cols
-        mr = spec.rows
-        loop = scf_for(0, arith.CeilDivSIOp(cnt, idx(mr)).result)
+    def _key_grad(self, strip, lhs, out, width, b, j0, cnt, first, tile) -> None:
+        """out[b, j0 + c, x] = Σ_i lhs[b, i, x] · strip[i, c] over the rows i ≥ first (dV from dO and P, dK
+        from Q and dS), as outᵀ: MR columns x of lhs a step against the key block's NR keys, the strip's rows
+        as the vector operand (the GEMM micro-kernel's shape: every lane of the register tile used, where MR
+        keys a step would leave part of the last tile idle). Each MR×NR tile goes through `tile` to be
+        written transposed."""
+        spec, vw, nr, mr = self.spec, self.vw, self.spec.cols, self.spec.rows
+        last = sub(width, 1)
+        loop = scf_for(0, arith.CeilDivSIOp(width, idx(mr)).result)
         with ir.InsertionPoint(loop.body):
-            c0 = mul(loop.induction_variable, mr)
-            cols = [smin(add(c0, r), sub(cnt, 1)) for r in range(mr)]
-
-            def tile(e0, count, full):
-                acc = self._tile_product(
-                    self.SQ, lambda r, i: memref.LoadOp(strip, [add(mul(i, nr), cols[r])]).result,
-                    lambda i: [self._load(rhs, [b, i, add(e0, c)], count, c, full) for c in range(0, nr, vw)],
-                    k_start=first)
-                per = nr // vw
-                for r in range(mr):
-                    there = scf.IfOp(lt(add(c0, r), cnt))
-                    with ir.InsertionPoint(there.then_block):
-                        for c in range(per):
-                            self._store(acc[r * per + c], out, [b, add(j0, add(c0, r)), add(e0, c * vw)], count,
-                                        c * vw, full)
-                        scf.YieldOp([])
-            self._tiles(width, tile)
+            x0 = mul(loop.induction_variable, mr)
+            xs = [smin(add(x0, r), last) for r in range(mr)]
+            acc = self._tile_product(
+                self.SQ, lambda r, i: memref.LoadOp(lhs, [b, i, xs[r]]).result,
+                lambda i: [vector.LoadOp(self.vtype, strip, [add(mul(i, nr), c)]).result for c in range(0, nr, vw)],
+                k_start=first)
+            per = nr // vw
+            for r in range(mr):
+                for c in range(per):
+                    vector.StoreOp(acc[r * per + c], tile, [idx(r * nr + c * vw)])
+            keys = scf_for(0, cnt)
+            with ir.InsertionPoint(keys.body):
+                c = keys.induction_variable
+                rows = scf_for(0, smin(mr, sub(width, x0)))
+                with ir.InsertionPoint(rows.body):
+                    r = rows.induction_variable
+                    memref.StoreOp(memref.LoadOp(tile, [add(mul(r, nr), c)]).result, out,
+                                   [b, add(j0, c), add(x0, r)])
+                    scf.YieldOp([])
+                scf.YieldOp([])
             scf.YieldOp([])
 
     def _query_grad(self, dS, b, j0, cnt, first) -> None:
