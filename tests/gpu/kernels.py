@@ -58,6 +58,21 @@ def step(X: tensor[f32, 64, 32], Y: tensor[f32, 64, 16], W1: tensor[f32, 32, 64]
 # dropout's Philox stream: a seed past 2^63 (its high key word's top bit set) and counters crossing 2^32 (the
 # counter's high word); an elementwise group, a softmax's row group, the replay in vjp and grad
 DROPOUT_SEED, DROPOUT_OFFSET = 0xF123456789ABCDEF, 2 ** 32 - 100
+AUTODIFF_XENT = """
+from tessera import f32, function, grad, op, tensor, vjp
+
+@function
+def xent(Z: tensor[f32, "B", "C"], onehot: tensor[f32, "B", "C"]):
+    return -op.mean(op.sum(onehot * op.log_softmax(Z), axis=-1))
+
+@function
+def rows(Z: tensor[f32, "B", "C"]):
+    return op.log_softmax(Z), op.prod(Z, axis=-1)
+
+dxent = grad(xent)
+vjp_rows = vjp(rows)
+"""
+
 AUTODIFF_DROPOUT = f"""
 from tessera import f32, function, grad, op, tensor, vjp
 
@@ -133,6 +148,8 @@ def linear_gelu_e4m3(X: tensor[fp8_e4m3, "T", "D"], W: tensor[fp8_e4m3, "D", "F"
     "autodiff_bf16": (AUTODIFF_BF16, "sm_80"),
     "autodiff_bf16_sm90a": (AUTODIFF_BF16, "sm_90a"),
     "autodiff_mlp": (AUTODIFF_MLP, "sm_80"),
+    # log_softmax's row kernel, a cross-entropy's gradient and prod's at zeros (test_log_softmax_gpu.py)
+    "autodiff_xent": (AUTODIFF_XENT, "sm_80"),
     # whole programs for tests/c/host_programs.c (test_program_hosts.py): mlp.py's mlp_block alone (OPTIONS; its
     # swiglu multiplies f32, which the ptx GEMMs refuse) and the transformer block (flash attention: sm_90a)
     "graph_mlp": ((REPO / "examples" / "graph" / "mlp.py").read_text(), "sm_80"),
