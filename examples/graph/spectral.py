@@ -1,6 +1,7 @@
-"""The operator algebra (spec Part IX): FFT convolution, spectral denoising, and heat flow by expm."""
+"""The operator algebra (spec Part IX): FFT convolution, spectral denoising, heat flow by expm, and the
+gradient of a measurement of that flow."""
 
-from tessera import f64, function, op, tensor
+from tessera import f64, function, grad, op, tensor
 
 
 @function
@@ -26,3 +27,13 @@ def heat_flow(L: tensor[f64, 16, 16], u0: tensor[f64, 16]):
     """Diffusion for time 0.5 on a graph with Laplacian L: exp(−0.5 L) u0, and the decay rate's bound."""
     G = op.dense(L)
     return op.expm(-0.5 * G) @ u0, op.spectral_radius(G)
+
+
+@function
+def heat_at(L: tensor[f64, 16, 16], u0: tensor[f64, 16], w: tensor[f64, 16]):
+    """The heat the weights w read after time 0.5. Its gradient in the Laplacian and the initial state
+    (heat_sensitivity) goes through the exponential's Fréchet derivative (docs/operators.md, "Derivatives")."""
+    return op.sum(w * (op.expm(-0.5 * op.dense(L)) @ u0))
+
+
+heat_sensitivity = grad(heat_at, argnums=(0, 1))
