@@ -291,3 +291,18 @@ def test_the_spectral_examples_heat_sensitivity():
     h = 1e-6
     fd = (m.interpret("heat_at", L + h * E, u0, w) - m.interpret("heat_at", L - h * E, u0, w)) / (2 * h)
     assert float(np.sum(dL * E)) == pytest.approx(float(fd), rel=1e-6)
+
+
+def test_kronecker_of_run_time_extents_is_refused_in_reverse_mode():
+    m = _derivatives('''
+@function
+def f(A: tensor[f64, "N", "N"], x: tensor[f64, "M"]):
+    return op.kronecker(op.dense(A), op.dense(A)) @ x
+
+g = vjp(f)
+''', "kron.py")
+    with pytest.raises(CompileError) as e:
+        m.interpret("g", np.eye(2), np.ones(4), np.ones(4))
+    assert (e.value.filename, e.value.line, e.value.col) == ("kron.py", 5, 12), e.value
+    assert "op.kronecker of operators with extents known only at run time has no reverse-mode rule" in \
+        e.value.message, e.value.message
