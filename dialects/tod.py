@@ -733,6 +733,23 @@ class DirectSumCotangentOp(_TodOp, name="direct_sum_cotangent", traits=[ext.Pure
         self._expect_tensor([p.dout, p.din], elem)
 
 
+class SpectralRadiusGradientOp(_TodOp, name="spectral_radius_gradient", traits=[ext.Pure]):
+    """The gradient G (n×n) of the spectral radius ρ(A) = max |λ| of a real square operator: dρ = ⟨G, dA⟩.
+    The interpreter fails where ρ has no derivative (ρ = 0, eigenvalues of the largest magnitude other than
+    one real or one conjugate pair, a defective one)."""
+
+    input: ext.Operand[OperatorType]
+    result: ext.Result[typing.Any]
+
+    @verifier
+    def verify_invariants(self):
+        a = self._operand(0)
+        self._square(a)
+        if is_complex(a.elem):
+            raise Invalid(f"needs a real operator, got entries of {a.elem}")
+        self._expect_tensor([a.dout, a.din], a.elem)
+
+
 SPECTRAL_FUNCTIONS = ("reconstruct", "pseudoinverse")
 
 

@@ -622,7 +622,7 @@ def _refuse(op, derived: str, mode: str):
     return LoweringError(op, f"{what(op)} has no {mode} differentiation rule yet (needed by '{derived}'); "
                              f"differentiable ops: matmul, elementwise ops, bias_add, transpose, reshape, "
                              f"broadcast_to, sum, mean, max, min, prod, softmax, log_softmax, layernorm, rmsnorm, "
-                             f"cast, dropout, flash_attention, and the operator algebra's ops but spectral_radius")
+                             f"cast, dropout, flash_attention, and the operator algebra's ops (real operators)")
 
 
 class _Copier:

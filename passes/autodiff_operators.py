@@ -18,9 +18,10 @@ values on one side of a truncation or of the pseudoinverse's cut are exact; a ke
 equal |S| fail at run time, naming them.
 
 Complex operators (fft, ifft, eig factorizations, a complex scale) are refused where they meet a
-differentiated value: autodiff differentiates real values only. op.spectral_radius has no rule (the
-derivative of a general operator's largest |eigenvalue| is complex in general) and is refused at its line.
-op.norm's rules go through the svd cut to one term (`_top_pair`).
+differentiated value: autodiff differentiates real values only. op.norm's rules go through the svd cut to
+one term (`_top_pair`); op.spectral_radius's read its gradient off `tod.spectral_radius_gradient`
+(Re(conj(λ)/|λ| · y xᵀ) of the eigenvalue λ of largest magnitude, x and y* its right and left eigenvectors),
+which fails where ρ has no derivative (a tie of magnitudes but a conjugate pair, ρ = 0, a defective λ).
 """
 
 from __future__ import annotations
@@ -497,6 +498,11 @@ def _jvp_norm(e, op, ts):
     return [_frobenius(e, _top_pair(e, op), _derivative(e, op.operands[0], ts[0], "svd", 1, "reconstruct", 0.0))]
 
 
+def _radius_gradient(e, op):
+    a = op.operands[0]
+    return _build(e, tod.SpectralRadiusGradientOp, [a], _matrix_type(_sig(a)))
+
+
 # op name -> rule, as passes/autodiff.py's _VJP and _JVP tables take them
 VJP = {
     "tod.dense": lambda e, op, cts, want: [cts[0]],
@@ -522,6 +528,8 @@ VJP = {
     "tod.reconstruct": _vjp_reconstruct,
     "tod.pseudoinverse": _vjp_pseudoinverse,
     "tod.norm": _vjp_norm,
+    "tod.spectral_radius": lambda e, op, cts, want: [e.mul(_radius_gradient(e, op), cts[0],
+                                                           _matrix_type(_sig(op.operands[0])))],
 }
 
 JVP = {
@@ -548,4 +556,5 @@ JVP = {
     "tod.reconstruct": _jvp_reconstruct,
     "tod.pseudoinverse": _jvp_pseudoinverse,
     "tod.norm": _jvp_norm,
+    "tod.spectral_radius": lambda e, op, ts: [_frobenius(e, _radius_gradient(e, op), ts[0])],
 }

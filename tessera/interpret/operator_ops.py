@@ -384,6 +384,33 @@ def direct_sum_cotangent(op, ins):
     return [_tensor(op, c[a.shape[0]:, a.shape[1]:])]
 
 
+@local("tod.spectral_radius_gradient")
+def spectral_radius_gradient(op, ins):
+    # dλᵢ = yᵢ* dA xᵢ (x right, y* = row i of X⁻¹ the left eigenvectors), so dρ = Re(conj(λ)/|λ| · yᵢ* dA xᵢ); a
+    # conjugate pair gives the same gradient from either member
+    a = ins[0]
+    elem = tod.operator_sig(op.operands[0].type).elem
+    w, x = np.linalg.eig(a)
+    mag = np.abs(w)
+    rho = float(mag.max())
+    tol = _promise_tolerance(elem, rho)
+    top = np.flatnonzero(mag >= rho - tol)
+    i = int(top[0])
+    pair = len(top) == 2 and abs(w[top[1]] - np.conj(w[i])) <= tol and abs(w[i].imag) > tol
+    if rho <= tol or not (len(top) == 1 or pair):
+        raise ValueError(f"the spectral radius {rho:.17g} has no derivative here: it is the magnitude of "
+                         f"{len(top)} eigenvalue(s) ({', '.join(f'{complex(v):.6g}' for v in w[top])}) within "
+                         f"{tol:.3g}, not of one real eigenvalue or one conjugate pair" if rho > tol else
+                         f"the spectral radius is 0 (within {tol:.3g}), a kink: it has no derivative here")
+    cond = np.linalg.cond(x)
+    if cond * np.sqrt(np.finfo(np.float64).eps) >= 1.0:
+        raise ValueError(f"the eigenvalue {complex(w[i]):.6g} of largest magnitude is defective (its eigenvectors "
+                         f"are nearly dependent, condition {cond:.3g}): the spectral radius has no derivative here")
+    y = np.linalg.inv(x)[i, :]
+    g = np.real(np.conj(w[i]) / abs(w[i]) * np.outer(y, x[:, i]))
+    return [_tensor(op, g)]
+
+
 def spectral_function_derivative(a: np.ndarray, d: np.ndarray, kind: str, rank: int, function: str,
                                  rcond: float, elem: ir.Type) -> np.ndarray:
     """Df(A)[D] for the spectral function f(A) = U g(S) V* of `SpectralDerivativeOp` (dialects/tod.py).

@@ -36,6 +36,7 @@ CASES = {
     "eigh_truncate": "op.reconstruct(op.truncate(op.spectral(op.sym(op.dense(A)), kind='eigh'), 2)) @ x",
     "pinv_eigh": "op.pseudoinverse(op.spectral(op.sym(op.dense(A)), kind='eigh')) @ x",
     "norm": "op.norm(op.dense(R) @ op.diag(y)) * x + op.norm(op.dense(A)) * (op.dense(B) @ x)",
+    "spectral_radius": "op.spectral_radius(op.dense(A)) * x + op.spectral_radius(op.dense(B) @ op.dense(B)) * x",
     # one factorization, two uses (examples/graph/spectral.py's denoising)
     "denoise": "op.pseudoinverse(op.truncate(op.spectral(op.dense(R)), 2)) @ "
                "(op.reconstruct(op.truncate(op.spectral(op.dense(R)), 2)) @ y)",
@@ -210,8 +211,6 @@ def test_conv1d_direct_sum_and_projector():
 
 
 @pytest.mark.parametrize("body, line_col, message", [
-    ("return op.spectral_radius(op.dense(A)) * x", (5, 12),
-     "op.spectral_radius has no reverse-mode differentiation rule"),
     ("return op.reconstruct(op.spectral(op.dense(A), kind='eig')) @ x", (5, 27),
      "op.spectral builds a complex operator (complex<f64>) from a differentiated value"),
     ("return (op.fft(4, dtype=f64) @ op.dense(A)) @ x", (5, 13),
@@ -306,3 +305,29 @@ g = vjp(f)
     assert (e.value.filename, e.value.line, e.value.col) == ("kron.py", 5, 12), e.value
     assert "op.kronecker of operators with extents known only at run time has no reverse-mode rule" in \
         e.value.message, e.value.message
+
+
+RADIUS = '''
+@function
+def rho(A: tensor[f64, 3, 3]):
+    return op.spectral_radius(op.dense(A))
+
+grad_rho = grad(rho)
+'''
+
+
+def test_spectral_radius_of_a_conjugate_pair_and_its_kinks():
+    """A dominant conjugate pair (a rotation-like block) has a derivative (finite differences, rtol 1e-6);
+    eigenvalues 2 and -2, and the zero operator, are kinks of ρ: the gradient fails at the op's line."""
+    m = _derivatives(RADIUS, "radius.py")
+    rng = np.random.default_rng(9)
+    q = _orthonormal(rng, 3, 3)
+    A = q @ np.array([[1.0, -2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 0.5]]) @ q.T   # λ = 1 ± 2i, 0.5
+    E, h = rng.standard_normal((3, 3)), 1e-6
+    fd = (m.interpret("rho", A + h * E) - m.interpret("rho", A - h * E)) / (2 * h)
+    assert float(np.sum(m.interpret("grad_rho", A) * E)) == pytest.approx(float(fd), rel=1e-6)
+    for bad, why in ((q @ np.diag([2.0, -2.0, 1.0]) @ q.T, "magnitude of 2 eigenvalue(s)"),
+                     (np.zeros((3, 3)), "the spectral radius is 0")):
+        with pytest.raises(InterpreterError) as e:
+            m.interpret("grad_rho", bad)
+        assert 'radius.py":5:12' in str(e.value) and why in str(e.value), str(e.value)

@@ -574,3 +574,27 @@ func.func @direct_sum_cotangent_result(%c: tensor<6x7xf32>, %a: !tod.operator<3,
   %0 = "tod.direct_sum_cotangent"(%c, %a, %b) {part = 1 : i64} : (tensor<6x7xf32>, !tod.operator<3, 2, f32, f32>, !tod.operator<4, 4, f32, f32>) -> tensor<2x3xf32>
   return
 }
+
+// -----
+
+func.func @spectral_radius_gradient_not_square(%a: !tod.operator<4, 8, f32, f32>) {
+  // expected-error @+1 {{'tod.spectral_radius_gradient' needs a square operator: the operator maps 4 -> 8}}
+  %0 = "tod.spectral_radius_gradient"(%a) : (!tod.operator<4, 8, f32, f32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @spectral_radius_gradient_complex(%a: !tod.operator<4, 4, complex<f32>, f32>) {
+  // expected-error @+1 {{'tod.spectral_radius_gradient' needs a real operator, got entries of complex<f32>}}
+  %0 = "tod.spectral_radius_gradient"(%a) : (!tod.operator<4, 4, complex<f32>, f32>) -> tensor<4x4xcomplex<f32>>
+  return
+}
+
+// -----
+
+func.func @spectral_radius_gradient_result(%a: !tod.operator<4, 4, f32, f32>) {
+  // expected-error @+1 {{'tod.spectral_radius_gradient' result must be a tensor<4x4xf32>, got tensor<4x4xf64>}}
+  %0 = "tod.spectral_radius_gradient"(%a) : (!tod.operator<4, 4, f32, f32>) -> tensor<4x4xf64>
+  return
+}

@@ -119,7 +119,7 @@ func.func @diagnostics(%a: !tod.operator<8, 8, complex<f32>, f32>) -> (tensor<f3
 // CHECK-LABEL: func.func @derivatives
 func.func @derivatives(%a: !tod.operator<8, 4, f64, f64>, %b: !tod.operator<4, 4, f64, f64>, %d: tensor<4x8xf64>,
                        %e: tensor<4x4xf64>, %h: tensor<3xf64>, %t: tensor<8x12xf64>)
-    -> (tensor<4x8xf64>, tensor<4x4xf64>, tensor<4x8xf64>, tensor<3xf64>, tensor<4x4xf64>) {
+    -> (tensor<4x8xf64>, tensor<4x4xf64>, tensor<4x8xf64>, tensor<3xf64>, tensor<4x4xf64>, tensor<4x4xf64>) {
   // CHECK: "tod.matrix"(%{{.+}}) : (!tod.operator<8 : i64, 4 : i64, f64, f64>) -> tensor<4x8xf64>
   %m = "tod.matrix"(%a) : (!tod.operator<8, 4, f64, f64>) -> tensor<4x8xf64>
   // CHECK: "tod.expm_derivative"(%{{.+}}, %{{.+}}) : (!tod.operator<4 : i64, 4 : i64, f64, f64>, tensor<4x4xf64>) -> tensor<4x4xf64>
@@ -130,5 +130,8 @@ func.func @derivatives(%a: !tod.operator<8, 4, f64, f64>, %b: !tod.operator<4, 4
   %c = "tod.conv1d_cotangent"(%e, %h) : (tensor<4x4xf64>, tensor<3xf64>) -> tensor<3xf64>
   // CHECK: "tod.direct_sum_cotangent"(%{{.+}}, %{{.+}}, %{{.+}}) {part = 1 : i64} : (tensor<8x12xf64>, !tod.operator<8 : i64, 4 : i64, f64, f64>, !tod.operator<4 : i64, 4 : i64, f64, f64>) -> tensor<4x4xf64>
   %ds = "tod.direct_sum_cotangent"(%t, %a, %b) {part = 1 : i64} : (tensor<8x12xf64>, !tod.operator<8, 4, f64, f64>, !tod.operator<4, 4, f64, f64>) -> tensor<4x4xf64>
-  return %m, %x, %s, %c, %ds : tensor<4x8xf64>, tensor<4x4xf64>, tensor<4x8xf64>, tensor<3xf64>, tensor<4x4xf64>
+  // CHECK: "tod.spectral_radius_gradient"(%{{.+}}) : (!tod.operator<4 : i64, 4 : i64, f64, f64>) -> tensor<4x4xf64>
+  %rg = "tod.spectral_radius_gradient"(%b) : (!tod.operator<4, 4, f64, f64>) -> tensor<4x4xf64>
+  return %m, %x, %s, %c, %ds, %rg : tensor<4x8xf64>, tensor<4x4xf64>, tensor<4x8xf64>, tensor<3xf64>, tensor<4x4xf64>,
+      tensor<4x4xf64>
 }
