@@ -37,61 +37,34 @@ from .nvvm_text import Writer, module
 BM = fwd.BM              # rows a CTA holds
 # the kernels and the results each writes: dkdv (or one of its results alone, when only that is wanted) and dq
 RESULTS = {"dkdv": ("dK", "dV"), "dk": ("dK",), "dv": ("dV",), "dq": ("dQ",)}
-# rows of a streamed block by (kernel, head dimension, causal): measured on an H100 at S = 4096
-# (docs/performance.md); dkdv at D = 128 spills with 64 (two 64-row f32 accumulators of 128 columns)
-TUNED = {("dkdv", 128, False): 48, ("dkdv", 128, True): 32, ("dkdv", 64, False): 96, ("dkdv", 64, True): 64,
-         ("dq", 128, False): 128, ("dq", 128, True): 128, ("dq", 64, False): 128, ("dq", 64, True): 128}
+# (rows of a streamed block, stages) by (kernel, head dimension, causal): the fastest tried on an H100 and an
+# H200 at S = 4096 (docs/performance.md; others within 5 %); dkdv at D = 128 spills with 64-row blocks (two
+# 64-row f32 accumulators of 128 columns besides Sᵀ and dPᵀ)
+TUNED = {("dkdv", 128, False): (48, 3), ("dkdv", 128, True): (32, 2), ("dkdv", 64, False): (96, 2),
+         ("dkdv", 64, True): (64, 2), ("dq", 128, False): (128, 2), ("dq", 128, True): (128, 2),
+         ("dq", 64, False): (128, 2), ("dq", 64, True): (128, 2)}
 
 
 @dataclass(frozen=True)
-class Sm90AttentionBwdSpec:
+class Sm90AttentionBwdSpec(fwd.Blocks):
     name: str
     kind: str                     # a key of RESULTS
     head_dim: int = 128
     causal: bool = False
     scale: float = 1.0
     dtype: str = "bf16"
-    stages: int = 2               # of the ring of streamed blocks
+    stages: int = 0               # of the ring of streamed blocks; 0: TUNED's
     block_n: int = 0              # rows of the streamed side per block; 0: TUNED's
+    held = 2                      # two tiles of 128 rows: K and V, or Q and dO
 
     def __post_init__(self):
         if self.kind not in RESULTS:
             raise ValueError(f"the sm_90a attention backward has kernels {', '.join(RESULTS)}, not {self.kind}")
-        if not self.block_n:
-            key = ("dq" if self.kind == "dq" else "dkdv", self.head_dim, self.causal)
-            object.__setattr__(self, "block_n", TUNED.get(key, 64))
-        if self.dtype not in fwd._ELEM:
-            raise ValueError(f"the sm_90a attention backward takes bf16 or f16, not {self.dtype}")
-        if self.head_dim not in (64, 128):
-            raise ValueError(f"the sm_90a attention backward takes head dimension 64 or 128, not {self.head_dim}")
-        if not self.scale > 0:
-            raise ValueError(f"the sm_90a attention backward takes a positive scale, not {self.scale}")
-        if self.block_n % 16 or not 16 <= self.block_n <= 128:
-            raise ValueError(f"the sm_90a attention backward takes blocks of 16 … 128 rows, a multiple of 16, "
-                             f"not {self.block_n}")
-        if not 2 <= self.stages <= 4 or self.smem_bytes > 227 * 1024:
-            raise ValueError(f"{self.stages} stages of {self.block_n}-row blocks do not fit sm_90's shared memory")
-
-    @property
-    def boxes(self) -> int:
-        return self.head_dim // 64
-
-    @property
-    def kv_box(self) -> int:
-        """Bytes of one TMA box of a streamed block: 64 columns (128 bytes) of its rows."""
-        return 64 * self.block_n * 2
-
-    @property
-    def stage_bytes(self) -> int:
-        return 2 * self.boxes * self.kv_box
-
-    @property
-    def smem_bytes(self) -> int:
-        return 2 * self.boxes * fwd.QBOX + self.stages * self.stage_bytes + 8 * (1 + 2 * self.stages) + 1024
-
-    @property
-    def threads(self) -> int:
-        return 384
+        tuned = TUNED.get(("dq" if self.kind == "dq" else "dkdv", self.head_dim, self.causal), (64, 2))
+        for key, value in zip(("block_n", "stages"), tuned):
+            if not getattr(self, key):
+                object.__setattr__(self, key, value)
+        self.check("attention backward", "rows", 128)
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -201,32 +174,42 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
     acc_n = d // 2
     w.br("cloop0")
     w.label("cloop0")
+    # dkdv's two warpgroups take turns at the tensor cores (the forward's ping-pong: one's exponentials and
+    # dS while the other's products run): 3-10 % faster on an H200; dq's were 5-12 % slower with turns
+    turn = fwd._Turns(w, c) if dkdv else None
+    if turn:
+        turn.start()
     w.cbr(w.v(f"icmp ugt i32 {n}, 0"), "cloop", "cdone")
     w.label("cloop")
     i, i_next = w.fresh("ci"), w.fresh("cin")
     outs_in = [[w.fresh("o") for _ in range(acc_n)] for _ in range(2 if want_dk and want_dv else 1)]
     phis_at = len(w.lines)
-    s, ph = fwd._stage(w, i, S)
-    hp.mbar_wait(w, fwd._full(w, bars, s), ph)
-    b1 = w.v(f"add i32 {ring}, {w.v(f'mul i32 {s}, {spec.stage_bytes}')}")
-    b2 = w.v(f"add i32 {b1}, {nb * BOX}")
-    hp.fence(w)
-    sc = fwd._scores(w, spec, a1, b1)
-    need_ds = not dkdv or want_dk                             # dV alone needs no dP
-    if need_ds:
-        dp = fwd._scores(w, spec, a2, b2)
-        sc = hp.wait_group(w, sc, 1)
-        dp = hp.wait_group(w, dp, 0)
-    else:
-        sc = hp.wait_group(w, sc, 0)
     j = w.v(f"add i32 {j0}, {i}")
-    if dkdv:
+    if dkdv:     # the block's queries' statistics, loaded before the waits (asm that LLVM will not move loads past)
         q0 = w.v(f"mul i32 {j}, {BN}")
         cols = [w.v(f"add i32 {q0}, {w.v(f'add i32 {col_t}, {8 * g + e}')}") for g in range(BN // 8) for e in (0, 1)]
         col_stats = [_stat(w, bhq, x, sq, log2e) for x in cols]
         stat = lambda k: col_stats[2 * (k // 4) + k % 2]      # noqa: E731  (accumulator k's column)
     else:
         stat = lambda k: stats[(k // 2) % 2]                  # noqa: E731  (accumulator k's row)
+    s, ph = fwd._stage(w, i, S)
+    hp.mbar_wait(w, fwd._full(w, bars, s), ph)
+    b1 = w.v(f"add i32 {ring}, {w.v(f'mul i32 {s}, {spec.stage_bytes}')}")
+    b2 = w.v(f"add i32 {b1}, {nb * BOX}")
+    if turn:
+        turn.take()
+    hp.fence(w)
+    sc = fwd._scores(w, spec, a1, b1)
+    need_ds = not dkdv or want_dk                             # dV alone needs no dP
+    if need_ds:
+        dp = fwd._scores(w, spec, a2, b2)
+    if turn:
+        turn.give()
+    if need_ds:
+        sc = hp.wait_group(w, sc, 1)
+        dp = hp.wait_group(w, dp, 0)
+    else:
+        sc = hp.wait_group(w, sc, 0)
     probs, ds = [], []
     for k in range(len(sc)):
         lse2, delta = stat(k)
@@ -238,6 +221,8 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
         ds.append(w.v(f"fmul float {p}, {w.v(f'fsub float {dp[k]}, {stat(k)[1]}')}"))
     fp = fwd._fragments(w, spec, probs) if want_dv else []
     fds = fwd._fragments(w, spec, ds)
+    if turn:
+        turn.take()
     flat, frags = hp.fence(w, [x for o in outs_in for x in o], fp + fds)
     fp, fds = frags[:len(fp)], frags[len(fp):]
     # dV += Pᵀ·dO, dK += dSᵀ·Q, dQ += dS·K: the streamed blocks read MN-major
@@ -246,6 +231,8 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
         outs[0] = fwd._pv(w, spec, outs[0], fp, b2)
     if want_dk or not dkdv:
         outs[-1] = fwd._pv(w, spec, outs[-1], fds, b1)
+    if turn:
+        turn.give()
     outs = [hp.wait_group(w, o, 0, keep=frags) for o in outs]
     hp.mbar_arrive_if(w, fwd._empty(w, bars, s, S), leader)
     w.emit(f"{i_next} = add i32 {i}, 1")
@@ -256,6 +243,8 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
         for a, b in zip(o_in, o)]
     w.label("cdone")
     final = [[w.v(f"phi float [0.0, %cloop0], [{b}, %{clatch}]") for b in o] for o in outs]
+    if turn:
+        turn.finish()
     scale = fwd._f(spec.scale)
     # staged in the warpgroup's own held rows, which its last products have read
     if want_dv:

@@ -40,8 +40,49 @@ QBOX = 64 * BM * 2       # one TMA box of Q: 64 columns (128 bytes) of its rows
 _ELEM = {"bf16": ("bf16", "bfloat"), "f16": ("f16", "half")}
 
 
+class Blocks:
+    """What the forward and backward kernel specs share: a CTA of a producer and two consumer warpgroups holds
+    `held` tiles of BM rows (64-column TMA boxes of QBOX bytes) and streams two tensors' blocks of `block_n`
+    rows through a ring of `stages`; its checks of dtype, head dimension, scale and sizes."""
+    held = 1
+
+    def check(self, what: str, rows: str, most: int) -> None:
+        if self.dtype not in _ELEM:
+            raise ValueError(f"the sm_90a {what} takes bf16 or f16, not {self.dtype}")
+        if self.head_dim not in (64, 128):
+            raise ValueError(f"the sm_90a {what} takes head dimension 64 or 128, not {self.head_dim}")
+        if not self.scale > 0:
+            raise ValueError(f"the sm_90a {what} takes a positive scale, not {self.scale}")
+        if self.block_n % 16 or not 16 <= self.block_n <= most:
+            raise ValueError(f"the sm_90a {what} takes blocks of 16 … {most} {rows}, a multiple of 16, not "
+                             f"{self.block_n}")
+        if not 2 <= self.stages <= 4 or self.smem_bytes > 227 * 1024:
+            raise ValueError(f"{self.stages} stages of {self.block_n}-row blocks do not fit sm_90's shared memory")
+
+    @property
+    def boxes(self) -> int:
+        return self.head_dim // 64
+
+    @property
+    def stage_bytes(self) -> int:
+        return 2 * self.boxes * self.kv_box
+
+    @property
+    def kv_box(self) -> int:
+        """Bytes of one TMA box of a streamed block (K or V here): 64 columns (128 bytes) of its rows."""
+        return 64 * self.block_n * 2
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.held * self.boxes * QBOX + self.stages * self.stage_bytes + 8 * (1 + 2 * self.stages) + 1024
+
+    @property
+    def threads(self) -> int:
+        return 384
+
+
 @dataclass(frozen=True)
-class Sm90AttentionSpec:
+class Sm90AttentionSpec(Blocks):
     name: str
     head_dim: int = 128
     causal: bool = False
@@ -55,38 +96,7 @@ class Sm90AttentionSpec:
         for key, value in TUNED.get(self.head_dim, TUNED[128]).items():
             if not getattr(self, key):
                 object.__setattr__(self, key, value)
-        if self.dtype not in _ELEM:
-            raise ValueError(f"the sm_90a attention takes bf16 or f16, not {self.dtype}")
-        if self.head_dim not in (64, 128):
-            raise ValueError(f"the sm_90a attention takes head dimension 64 or 128, not {self.head_dim}")
-        if not self.scale > 0:
-            raise ValueError(f"the sm_90a attention takes a positive scale, not {self.scale}")
-        if self.block_n % 16 or not 16 <= self.block_n <= 256:
-            raise ValueError(f"the sm_90a attention takes key blocks of 16 … 256 keys, a multiple of 16, not "
-                             f"{self.block_n}")
-        if not 2 <= self.stages <= 4 or self.smem_bytes > 227 * 1024:
-            raise ValueError(f"{self.stages} stages of K and V blocks do not fit sm_90's shared memory")
-
-    @property
-    def boxes(self) -> int:
-        return self.head_dim // 64
-
-    @property
-    def stage_bytes(self) -> int:
-        return 2 * self.boxes * self.kv_box
-
-    @property
-    def kv_box(self) -> int:
-        """Bytes of one TMA box of K or V: 64 columns (128 bytes) of a block's rows."""
-        return 64 * self.block_n * 2
-
-    @property
-    def smem_bytes(self) -> int:
-        return self.boxes * QBOX + self.stages * self.stage_bytes + 8 * (1 + 2 * self.stages) + 1024
-
-    @property
-    def threads(self) -> int:
-        return 384
+        self.check("attention", "keys", 256)
 
     @property
     def tensor_maps(self) -> str:

@@ -38,11 +38,12 @@ def test_spec_refuses(kw, message):
 
 def test_spec_geometry():
     s = bwd.Sm90AttentionBwdSpec("a", "dkdv", head_dim=128, scale=0.1)
-    # K and V are held (128 rows), Q and dO stream in blocks of TUNED's 48 queries; dK, dV leave 64 rows a box
-    assert s.block_n == 48 and s.params == ("Q", "K", "V", "dO", "LSE", "Delta", "dK", "dV")
+    # K and V are held (128 rows), Q and dO stream in blocks of TUNED's 48 queries, three stages; dK, dV leave
+    # 64 rows a box
+    assert (s.block_n, s.stages) == (48, 3) and s.params == ("Q", "K", "V", "dO", "LSE", "Delta", "dK", "dV")
     assert s.tensor_maps == ("Q:0:64x48x1:128;K:1:64x128x1:128;V:2:64x128x1:128;dO:3:64x48x1:128;"
                              "dK:6:64x64x1:128;dV:7:64x64x1:128")
-    assert s.smem_bytes == 2 * 2 * 16384 + 2 * 2 * 2 * 64 * 48 * 2 + 8 * 5 + 1024
+    assert s.smem_bytes == 2 * 2 * 16384 + 3 * 2 * 2 * 64 * 48 * 2 + 8 * 7 + 1024
     q = bwd.Sm90AttentionBwdSpec("a", "dq", head_dim=64, causal=True)
     assert q.tensor_maps == "Q:0:64x128x1:128;K:1:64x128x1:128;V:2:64x128x1:128;dO:3:64x128x1:128;dQ:6:64x64x1:128"
     assert bwd.Sm90AttentionBwdSpec("a", "dv").params[6:] == ("dV",)
@@ -55,12 +56,20 @@ def test_spec_geometry():
 @pytest.mark.parametrize("d, causal, dtype", [(128, False, "bf16"), (128, True, "bf16"), (64, False, "f16"),
                                               (64, True, "bf16")])
 def test_kernels_assemble_without_spills(kind, d, causal, dtype):
-    """Every kernel at its tuned blocks through LLVM and ptxas for sm_90a (the image path does the same)."""
+    """Every kernel at its tuned blocks through LLVM's optimizer and ptxas for sm_90a, as the compiler's llir
+    and ptx stages take it."""
+    import llvmlite.binding as llvm
     from tessera.backends.ptx import compiler as ptx_compiler
     from tessera.backends.ptx.options import PTXOptions
+    options = PTXOptions(arch="sm_90a")
     spec = bwd.Sm90AttentionBwdSpec("k", kind, head_dim=d, causal=causal, scale=0.125, dtype=dtype)
+    tm = ptx_compiler._target_machine(options)
+    mod = llvm.parse_assembly(bwd.generate(spec))
+    mod.data_layout = str(tm.target_data)
+    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=options.opt_level))
+    pb.getModulePassManager().run(mod, pb)
     meta = {"signatures": []}
-    ptx_compiler.make_ptx(bwd.generate(spec), meta, PTXOptions(arch="sm_90a"))
+    ptx_compiler.make_ptx(str(mod), meta, options)
     assert "kernel_props" not in meta, meta.get("kernel_props")   # no stack frame, no spills
 
 
