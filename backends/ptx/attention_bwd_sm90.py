@@ -211,11 +211,10 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
     else:
         sc = hp.wait_group(w, sc, 0)
     probs, ds = [], []
+    c2 = fwd._f(spec.scale * math.log2(math.e))
     for k in range(len(sc)):
-        lse2, delta = stat(k)
-        p = w.v(f"call float @llvm.nvvm.ex2.approx.ftz.f(float "
-                f"{w.v(f'call float @llvm.fma.f32(float {sc[k]}, float {fwd._f(spec.scale * math.log2(math.e))}, float {lse2})')})")
-        probs.append(p)
+        x = w.v(f"call float @llvm.fma.f32(float {sc[k]}, float {c2}, float {stat(k)[0]})")
+        probs.append(w.v(f"call float @llvm.nvvm.ex2.approx.ftz.f(float {x})"))
     probs = _mask(w, spec, probs, j, (wrow, row0, row1, col_t), sq, sk)
     for k, p in enumerate(probs if need_ds else ()):
         ds.append(w.v(f"fmul float {p}, {w.v(f'fsub float {dp[k]}, {stat(k)[1]}')}"))
@@ -271,8 +270,8 @@ def _stat(w: Writer, bhq: str, q: str, sq: str, log2e: str) -> tuple[str, str]:
     last = w.v(f"sub i32 {sq}, 1")
     q = w.v(f"select i1 {w.v(f'icmp ult i32 {q}, {sq}')}, i32 {q}, i32 {last}")
     at = w.v(f"add i64 {bhq}, {w.v(f'zext i32 {q} to i64')}")
-    lse = w.v(f"load float, ptr addrspace(1) {w.v(f'getelementptr float, ptr addrspace(1) %LSE, i64 {at}')}, align 4")
-    delta = w.v(f"load float, ptr addrspace(1) {w.v(f'getelementptr float, ptr addrspace(1) %Delta, i64 {at}')}, align 4")
+    lse, delta = (w.v(f"load float, ptr addrspace(1) {w.v(f'getelementptr float, ptr addrspace(1) %{n}, i64 {at}')}, "
+                      f"align 4") for n in ("LSE", "Delta"))
     return w.v(f"fmul float {lse}, {fwd._f(-math.log2(math.e))}"), delta
 
 
