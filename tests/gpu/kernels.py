@@ -97,6 +97,21 @@ dloss = grad(loss)
 # LSE and the backward kernels (backends/ptx/attention_bwd_sm90.py): dK and dV together, dQ, and one of dK or dV
 ATTENTION_BWD = (REPO / "examples" / "gpu" / "attention_backward.py").read_text()
 
+
+def _bf16_gemms(source: str) -> str:
+    """examples/graph/train_mlp.py with its two products multiplying bf16 (the f32 master values cast, f32
+    results), as the ptx GEMMs take no f32 operands; the rest of the program as written."""
+    for f32_form, bf16_form in (("from tessera import f32,", "from tessera import bf16, f32,"),
+                                ("X @ W1", "op.matmul(op.cast(X, bf16), op.cast(W1, bf16), out_dtype=f32)"),
+                                ("H @ W2", "op.matmul(op.cast(H, bf16), op.cast(W2, bf16), out_dtype=f32)")):
+        if source.count(f32_form) != 1:
+            raise ValueError(f"train_mlp.py changed: '{f32_form}' is not there once; update _bf16_gemms")
+        source = source.replace(f32_form, bf16_form)
+    return source
+
+
+TRAIN_MLP_BF16 = _bf16_gemms((REPO / "examples" / "graph" / "train_mlp.py").read_text())
+
 SOURCES = {
     "saxpy": ((REPO / "examples" / "saxpy.py").read_text(), "sm_80"),
     "saxpy_sm90a": ((REPO / "examples" / "saxpy.py").read_text(), "sm_90a"),
@@ -148,6 +163,10 @@ def linear_gelu_e4m3(X: tensor[fp8_e4m3, "T", "D"], W: tensor[fp8_e4m3, "D", "F"
     "autodiff_bf16": (AUTODIFF_BF16, "sm_80"),
     "autodiff_bf16_sm90a": (AUTODIFF_BF16, "sm_90a"),
     "autodiff_mlp": (AUTODIFF_MLP, "sm_80"),
+    # the training loops of examples/graph (tests/gpu/test_training_gpu.py) on wgmma: train_mlp.py's SGD and
+    # Adam steps with bf16 GEMMs, train_transformer.py as written (its GEMMs are bf16 already)
+    "train_mlp_sm90a": (TRAIN_MLP_BF16, "sm_90a"),
+    "train_transformer_sm90a": ((REPO / "examples" / "graph" / "train_transformer.py").read_text(), "sm_90a"),
     # log_softmax's row kernel, a cross-entropy's gradient and prod's at zeros (test_log_softmax_gpu.py)
     "autodiff_xent": (AUTODIFF_XENT, "sm_80"),
     # whole programs for tests/c/host_programs.c (test_program_hosts.py): mlp.py's mlp_block alone (OPTIONS; its
