@@ -368,3 +368,7 @@ def test_reshaping_rules_with_two_symbolic_extents_compiled(symbolic_module):
             for w, c in zip(want, got):
                 assert w.shape == c.shape, (fn, w.shape, c.shape)
                 np.testing.assert_allclose(c, w, rtol=1e-5, atol=1e-7, err_msg=f"{fn} at M={m}, N={n}")
+        # the cotangent's extent is an expression of X's: checked once the call binds M and N
+        with pytest.raises(ValueError, match=rf"argument 'd_out0' must have extent {m * n * 3} \(M\*N\*3\) on "
+                                             rf"axis 0, got 5"):
+            prog.function("vjp_flat")(*xs, np.ones(5))

@@ -156,13 +156,7 @@ def cols(X: tensor[f64, 3, 4]):
 def whole(X: tensor[f64, 3, 4]):
     return op.prod(X)
 
-vjp_rows = vjp(rows)
-jvp_rows = jvp(rows)
-vjp_cols = vjp(cols)
-jvp_cols = jvp(cols)
-vjp_whole = vjp(whole)
-jvp_whole = jvp(whole)
-'''
+''' + "".join(f"vjp_{n} = vjp({n})\njvp_{n} = jvp({n})\n" for n in ("rows", "cols", "whole"))
 # what the CPU compiles: a reduction of the last axis (generated row kernels reduce trailing axes)
 PROD32 = '''
 from tessera import f32, function, op, tensor, vjp
