@@ -11,10 +11,10 @@ expanded into the primitives they are defined by) followed by
     turning its results' cotangents into its operands', summed where a value has several uses;
   - forward mode (jvp): the ops in order, each op's tangent rule (`_JVP`) turning its operands' tangents
     into its results'.
-Every residual the backward ops read is a value of the forward copy: everything is saved, nothing is
-recomputed (checkpointing is not implemented yet). An op without a rule on the path from the
-differentiated parameters to the results is an error at the op's own line (its location is the user's),
-naming it.
+Every residual the backward ops read is a value of the forward copy, saved, except inside the calls of
+`@function(checkpoint=True)`s, whose values the backward recomputes (the memory policy: autodiff_policy.py).
+An op without a rule on the path from the differentiated parameters to the results is an error at the op's
+own line (its location is the user's), naming it.
 
 A rule is one small function of the op and the emitter (`_Emit`), whose helpers build ttensor ops at the
 op's location. Zero cotangents and tangents are None and never built, except where a result needs one.
@@ -29,7 +29,7 @@ from ..diagnostics import LoweringError
 from ..dialects import ttensor
 from ..dialects.support import create
 from ..mlir import ir
-from . import autodiff_attention, autodiff_operators, graph_shapes
+from . import autodiff_attention, autodiff_operators, autodiff_policy, graph_shapes
 
 def _name(op) -> str:
     return ir.StringAttr(op.attributes["sym_name"]).value
@@ -630,6 +630,7 @@ class _Copier:
 
     def __init__(self, functions: dict, emit: _Emit, derived: str):
         self.functions, self.e, self.derived = functions, emit, derived
+        self.recompute = autodiff_policy.Recompute()   # the inlined calls of checkpointed functions
 
     def copy(self, fn, mapping: dict, stack: tuple) -> list:
         # `fn`'s extent symbols -> their extents in the derivative's: a reshape's `tessera.result_dims`
@@ -651,7 +652,11 @@ class _Copier:
                     raise LoweringError(op, f"'{self.derived}' differentiates through a call of '{callee}', "
                                             f"which has no body to differentiate (an imported function, or a "
                                             f"derivative: higher-order derivatives are not supported yet)")
+                block = ir.InsertionPoint.current.block
+                start = len(block.operations)
                 outs = self.copy(target, dict(zip(target.regions[0].blocks[0].arguments, ins)), stack + (callee,))
+                if "tessera.checkpoint" in target.attributes:
+                    self.recompute.mark(list(block.operations)[start:])
             elif name in _EXPAND:
                 self.e.loc = op.location
                 outs = _EXPAND[name](self.e, op, ins)
@@ -689,7 +694,7 @@ def _active(ops: list, inputs: list) -> set:
     return active
 
 
-def _reverse(e, ops: list, cts: dict, active: set, derived: str) -> None:
+def _reverse(e, ops: list, cts: dict, active: set, derived: str, recompute) -> None:
     for op in reversed(ops):
         outs = [cts.get(r) for r in op.results]
         want = [v in active for v in op.operands]
@@ -698,7 +703,8 @@ def _reverse(e, ops: list, cts: dict, active: set, derived: str) -> None:
         if not _has_rule(op, _VJP):
             raise _refuse(op, derived, "reverse-mode")
         e.loc = op.location
-        for value, d, w in zip(op.operands, _VJP[op.operation.name](e, op, outs, want), want):
+        # the rule reads the op's operands and results as the policy has them: saved, or recomputed here
+        for value, d, w in zip(op.operands, _VJP[op.operation.name](e, recompute.op(op), outs, want), want):
             if w:
                 _accumulate(e, cts, value, d)
 
@@ -758,8 +764,8 @@ def derive(fn, functions: dict) -> None:
     e.known.update((block.arguments[i], d) for i, d in enumerate(
         graph_shapes.arg_dims(fn).get(a) for a in fn.regions[0].blocks[0].arguments))
     with fn.location, ir.InsertionPoint(block):   # the location: types built outside any op's want one
-        results = _Copier(functions, e, derived).copy(primal, dict(zip(primal.regions[0].blocks[0].arguments,
-                                                                       params)), (spec["of"],))
+        copier = _Copier(functions, e, derived)
+        results = copier.copy(primal, dict(zip(primal.regions[0].blocks[0].arguments, params)), (spec["of"],))
         ops = list(block.operations)
         e.loc = fn.location
         if kind == "jvp":
@@ -775,7 +781,8 @@ def derive(fn, functions: dict) -> None:
             cts: dict = {}
             for r, s in zip(results, seeds):
                 _accumulate(e, cts, r, s)
-            _reverse(e, ops, cts, _active(ops, [params[i] for i in argnums]), derived)
+            _reverse(e, ops, cts, _active(ops, [params[i] for i in argnums]), derived, copier.recompute)
+            copier.recompute.erase_unread()
             e.loc = fn.location
             grads = [_or_zeros(e, cts.get(params[i]), params[i]) for i in argnums]
             out = (results if kind in ("vjp", "value_and_grad") else []) + grads

@@ -239,6 +239,9 @@ def run(fn, fused_attention: bool = False) -> int:
             fused[op.operation] = (next_id, "attention")
         next_id += 1
     next_id = _attention_backward(fn, fused, next_id)
+    members: dict = {}    # group id -> its ops so far
+    # each Graph IR op by its result (Operation objects hash by identity, and the bindings make several)
+    position = {op.results[0]: i for i, op in enumerate(graph_ops(fn)) if len(op.results) == 1}
     for op in graph_ops(fn):
         kind = kind_of(op)
         if op.operation.name == "ttensor.constant":
@@ -261,7 +264,10 @@ def run(fn, fused_attention: bool = False) -> int:
         if kind == "elementwise":
             for o in data_operands(op):
                 g = group_of.get(o)
-                if g is None or _uses(o) != 1 or g[1] not in ("elementwise", "gemm", "row"):
+                if g is None or g[1] not in ("elementwise", "gemm", "row"):
+                    continue
+                if not (_joins_before_outside_users(op, members.get(g[0], []), position) if g[1] == "elementwise"
+                        else _uses(o) == 1):
                     continue
                 if g[1] == "row":  # softmax + dropout: the mask is applied as the probabilities are written
                     if op.operation.name == "ttensor.dropout" and o.owner.operation.name == "ttensor.softmax":
@@ -277,14 +283,60 @@ def run(fn, fused_attention: bool = False) -> int:
                         with_operand[g[0]].add(_step_name(op))
                 if joined:
                     break
+        if joined is None and kind == "elementwise":
+            joined = _sibling(op, members, group_of, position, dims)
+        if joined is not None and joined[1] == "elementwise":
+            # the groups of its other operands merged in: a sum or product of two terms built apart (a
+            # cotangent times gelu'(x)) is one kernel, where the check allows the two as one group
+            for o in data_operands(op):
+                g = group_of.get(o)
+                if g is not None and g != joined and g[1] == "elementwise" and o.type == op.results[0].type and \
+                        dims.get(o) == dims.get(op.results[0]) and \
+                        _joins_before_outside_users(op, members[joined[0]] + members[g[0]], position):
+                    for m in members.pop(g[0]):
+                        m.attributes["tessera.group"] = ir.IntegerAttr.get(i32, joined[0])
+                        group_of[m.results[0]] = joined
+                        members[joined[0]].append(m)
         if joined is None:
             joined = (next_id, kind)
             next_id += 1
         op.attributes["tessera.group"] = ir.IntegerAttr.get(i32, joined[0])
         op.attributes["tessera.group_kind"] = ir.StringAttr.get(joined[1])
         group_of[op.results[0]] = joined
+        members.setdefault(joined[0], []).append(op)
     _check_requested_epilogue(fn)
     return next_id
+
+
+def _joins_before_outside_users(op, members: list, position: dict) -> bool:
+    """May elementwise `op` join the elementwise group of `members`? A group is a DAG, not only a chain: a
+    value with several users (a backward's saved activation, read by each term of gelu's derivative) is
+    computed once and its users fuse with it, the kernel writing every member value used outside it. But
+    the group runs where its last op stands, so no op outside it may read a member's value before `op`
+    (it would read it unwritten, and `op` could depend on it)."""
+    here = position[op.results[0]]
+    inside = {m.results[0] for m in members} | {op.results[0]}
+    for m in members:
+        for use in m.results[0].uses:
+            r = use.owner.results[0] if len(use.owner.results) == 1 else None   # a return: after all
+            if r not in inside and position.get(r, here + 1) < here:
+                return False
+    return True
+
+
+def _sibling(op, members: dict, group_of: dict, position: dict, dims: dict):
+    """An elementwise group of `op`'s output shape that already reads one of `op`'s operands, for `op` to
+    join: the terms of a derivative read the same saved value (gelu's input: erf(x/√2) and exp(-x²/2)), and
+    one kernel loads it once instead of one kernel per term writing its partial result."""
+    for o in data_operands(op):
+        for use in o.uses:
+            g = group_of.get(use.owner.results[0]) if len(use.owner.results) == 1 else None
+            if g is None or g[1] != "elementwise" or use.owner.results[0].type != op.results[0].type or \
+                    dims.get(use.owner.results[0]) != dims.get(op.results[0]):
+                continue
+            if _joins_before_outside_users(op, members.get(g[0], []), position):
+                return g
+    return None
 
 
 def _step_name(op) -> str:

@@ -34,7 +34,10 @@ def _groups(fn) -> list[tuple[int, str, list]]:
 
 def _assign_buffers(fn, values: dict, steps: list, args: list, results: list, ids: dict) -> None:
     """Intermediate tensors share storage as the memory phase planned (`tmem.slot`), except where
-    fusion moved a kernel so that two values of one slot are alive at once: those get slots of their own.
+    fusion moved a kernel so that two values of one slot are alive at once, or where the planned slot went
+    to a value fusion kept in registers: then a value takes a slot free during its life, one whose tenants
+    have its dtype and extents first (the runtime sizes a slot for its largest tenant), a new slot only
+    when none is free, so that the plan has as many slots as values its kernels keep alive at once.
     Arguments and results never share (the caller holds them)."""
     planned = {ids[r]: schedule_ir.buffer_of(r) for op in schedule_ir.graph_ops(fn) for r in op.results
                if r in ids and schedule_ir.buffer_of(r) is not None}
@@ -54,14 +57,26 @@ def _assign_buffers(fn, values: dict, steps: list, args: list, results: list, id
         dies[source] = max(dies.get(source, 0), dies.get(view, 0))
     fixed |= set(views)  # views never allocate
     occupied: dict[int, list[tuple[int, int]]] = {}
+    shapes: dict[int, set] = {}   # slot -> its tenants' (dtype, dims)
     next_slot = max(planned.values(), default=-1) + 1
     for vid in sorted(planned, key=lambda v: born.get(v, 0)):
         if vid in fixed or vid not in born or vid not in values:
             continue
-        slot, span = planned[vid], (born[vid], dies[vid])
-        if any(not (span[0] > e or span[1] < b) for b, e in occupied.get(slot, [])):
+        span, shape = (born[vid], dies[vid]), (values[vid].dtype, values[vid].dims)
+        free = [s for s in sorted(occupied) if all(span[0] > e or span[1] < b for b, e in occupied[s])]
+        same = [s for s in free if shapes[s] == {shape}]
+        if same:
+            slot = planned[vid] if planned[vid] in same else same[0]
+        elif planned[vid] in free:
+            slot = planned[vid]
+        elif free:
+            slot = free[0]
+        elif planned[vid] not in occupied:
+            slot = planned[vid]
+        else:
             slot, next_slot = next_slot, next_slot + 1
         occupied.setdefault(slot, []).append(span)
+        shapes.setdefault(slot, set()).add(shape)
         values[vid] = dataclasses.replace(values[vid], buffer=slot)
 
 

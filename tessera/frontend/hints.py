@@ -8,6 +8,10 @@ Hints become the function's `tessera.hints` (MB, NC, KC for the tile M, N, K; st
 specializations become `tessera.specialize`, and the schedule phase applies those whose `when` matches the
 target it compiles for. `epilogue=[…]` asks that the matmul's epilogue fuse exactly those steps: the fusion
 phase reports an error at the function when it cannot.
+
+`@function(checkpoint=True)` is no schedule hint but a memory policy for derivatives: the function's
+`tessera.checkpoint`. A derivative that differentiates through a call of it saves only the call's operands
+and results for its backward and recomputes the values inside the call there (passes/autodiff_policy.py).
 """
 
 from __future__ import annotations
@@ -95,6 +99,7 @@ def read(fn: ast.FunctionDef, filename: str) -> tuple[dict, list]:
         if name in ("function", "kernel"):
             if name == "function":
                 kw.pop("export", None)   # not a hint: the module's symbol table (module.exported checks it)
+                kw.pop("checkpoint", None)   # not a hint: a derivative's memory policy (`checkpoint` below)
             hints.update(_normalize({k: _literal(v, filename) for k, v in kw.items()}, kw, filename))
         elif name == "specialize":
             when, use = kw.get("when"), kw.get("use")
@@ -114,7 +119,21 @@ def _attr(d: dict) -> ir.DictAttr:
                             ir.StringAttr.get(str(v)) for k, v in d.items()})
 
 
+def checkpoint(fn: ast.FunctionDef, filename: str) -> bool:
+    """Whether `@function(checkpoint=True)` asks derivatives to recompute the function's values."""
+    for d in fn.decorator_list:
+        name = getattr(d.func, "attr", getattr(d.func, "id", None)) if isinstance(d, ast.Call) else None
+        for k in d.keywords if name == "function" else ():
+            if k.arg == "checkpoint":
+                if not (isinstance(k.value, ast.Constant) and type(k.value.value) is bool):
+                    raise CompileError.at(k.value, filename, "checkpoint= takes True or False")
+                return k.value.value
+    return False
+
+
 def attach(f, fn: ast.FunctionDef, filename: str) -> None:
+    if checkpoint(fn, filename):
+        f.attributes["tessera.checkpoint"] = ir.UnitAttr.get()
     hints, specs = read(fn, filename)
     if hints:
         f.attributes["tessera.hints"] = _attr(hints)
