@@ -92,9 +92,9 @@ TRANSFORMER_RTOL = 1e-3
 
 def test_transformer_loss_falls_identically_interpreted_and_compiled(transformer):
     interpreted, image = transformer
-    X, Y, mask, params = train_transformer.problem(seq=16)
-    li, _ = train_transformer.train(lambda *a: interpreted.interpret("sgd_step", *a), X, Y, mask, params, STEPS)
-    lc, _ = train_transformer.train(image.function("sgd_step"), X, Y, mask, params, STEPS)
+    X, Y, params = train_transformer.problem(seq=16)
+    li, _ = train_transformer.train(lambda *a: interpreted.interpret("sgd_step", *a), X, Y, params, STEPS)
+    lc, _ = train_transformer.train(image.function("sgd_step"), X, Y, params, STEPS)
     assert li[-1] < 0.75 * li[0]
     assert all(b < a for a, b in zip(lc, lc[1:]))
     np.testing.assert_allclose(lc, li, rtol=TRANSFORMER_RTOL)
