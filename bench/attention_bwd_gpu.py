@@ -3,11 +3,14 @@ scaled_dot_product_attention backward, in the same process, on the same tensors.
 
     python bench/attention_bwd_gpu.py [--image attention_bwd.tessera] [--shape 4,16,4096]
     python bench/attention_bwd_gpu.py --build-image attention_bwd.tessera   # where the compiler is
+    TESSERA_ATTENTION_FUSED_DQ=1 python bench/attention_bwd_gpu.py --build-image fused.tessera   # dQ by atomics
 
 Ours are the vjp functions of examples/gpu/attention_backward.py (bf16 [B, H, S, D], D = 128 and 64, causal
 and not; causal_d64 is f16): their launch plans' backward steps (dK and dV, then dQ) launched on a Tessera
-stream through libtessera, with LSE from the plan's own forward step and delta = rowsum(dO·O) computed once
-beforehand (the plan computes it with small elementwise and row kernels: timed apart, "delta"). The peer is
+stream through libtessera (an image built with TESSERA_ATTENTION_FUSED_DQ=1 adds dQ by atomics into an f32
+accumulator inside the dK/dV kernel instead, zeroed before and rounded after by two small kernels), with LSE
+from the plan's own forward step and delta = rowsum(dO·O) computed once beforehand (the plan computes it with
+small elementwise and row kernels: timed apart, "delta"). The peer is
 torch.autograd.grad of SDPA's output, which runs its backward kernels with their own preprocessing. Each side
 runs 10 calls back to back, then waits; the best of 5 interleaved rounds counts. FLOPs: 2.5 times the
 forward's 4·B·H·S²·D (half of it when causal), as FlashAttention counts the backward.
@@ -56,6 +59,7 @@ def main() -> None:
         v3 = {n: x.view(B * H, S, D) for n, x in (("Q", q), ("K", k), ("V", v), ("dO", do), ("O", o), ("dQ", dq),
                                                   ("dK", dk), ("dV", dv))}
         v3["LSE"] = lse
+        v3["dQacc"] = torch.empty(B * H, S, D, device="cuda")
 
         def launch(step, names):
             kernel = mod.kernel(step.kernel)
@@ -67,8 +71,11 @@ def main() -> None:
         s.synchronize()
         delta = (do.float() * o.float()).sum(-1).view(B * H, S)
         v3["Delta"] = delta
-        launches = [launch(st, ("Q", "K", "V", "dO", "LSE", "Delta") + (("dQ",) if st.kernel.endswith("_dq")
-                                                                        else ("dK", "dV"))) for st in bwd]
+        fused = any(st.kernel.endswith("_dq_zero") for st in bwd)
+        rows = ("Q", "K", "V", "dO", "LSE", "Delta")
+        names = {"_dq_zero": ("dQacc",), "_dq_cast": ("dQacc", "dQ"), "_dq": rows + ("dQ",)}
+        launches = [launch(st, next((v for k, v in names.items() if st.kernel.endswith(k)),
+                                    rows + ("dK", "dV") + (("dQacc",) if fused else ()))) for st in bwd]
 
         def ours():
             for f in launches:

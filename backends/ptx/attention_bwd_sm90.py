@@ -6,8 +6,8 @@ the f32 row statistics LSE (the forward's natural-log log-sum-exp of each query 
 both [BH, SQ]. With P = exp(scale · Q·Kᵀ − lse), dP = dO·Vᵀ and dS = P ∘ (dP − delta):
 dV = Pᵀ·dO, dK = scale · dSᵀ·Q, dQ = scale · dS·K, accumulated in f32.
 
-Two kernels (FlashAttention-2's variant with a separate dQ pass: no f32 scratch, no atomics), each shaped as
-the forward (attention_sm90.py): a CTA holds 128 rows of one side in shared memory (the "rows", 64 per
+Two kernels by default (FlashAttention-2's variant with a separate dQ pass: no f32 scratch, no atomics),
+shaped as the forward (attention_sm90.py): a CTA holds 128 rows of one side in shared memory (the "rows", 64 per
 consumer warpgroup) and streams blocks of `block_n` rows of the other side through a TMA ring filled by a
 producer warpgroup:
 
@@ -18,7 +18,13 @@ producer warpgroup:
     dq     rows: Q and dO (128 queries);  streamed: K and V blocks (keys)
            S = Q·Kᵀ, dP = dO·Vᵀ, P and dS as above with the row's lse and delta, dQ += dS·K
 
-so the backward multiplies seven S×S×D products where a fused one (dQ by atomics) multiplies five. Causal
+    dkdvdq dkdv, and dQ too (opt-in: attention_lowering.lower_bwd): each warpgroup stages its 64 keys of dSᵀ
+           in a shared tile (two, alternating by block), both meet at a named barrier, then each multiplies
+           dQᵀ = Kᵀ·dSᵀ over the 128 keys (`_dq_product`) and adds it by red.global.add.f32 into dQacc
+           (f32 [BH, SQ, D], zeroed before and rounded to dQ after by `generate_acc`'s kernels)
+
+so dkdv and dq multiply seven S×S×D products, dkdvdq five; dkdvdq is nonetheless slower on an H100
+(docs/performance.md), and its atomics add in a varying order. Causal
 attention skips the blocks that are wholly masked (dkdv: query blocks before the key block; dq: key blocks
 after the query block) and masks the diagonal ones; keys or queries past the end are masked too (TMA reads
 them as zeros). The result rows leave through shared memory and TMA stores, as the forward's O.
@@ -36,13 +42,16 @@ from .nvvm_text import Writer, module
 
 BM = fwd.BM              # rows a CTA holds
 # the kernels and the results each writes: dkdv (or one of its results alone, when only that is wanted) and dq
-RESULTS = {"dkdv": ("dK", "dV"), "dk": ("dK",), "dv": ("dV",), "dq": ("dQ",)}
+RESULTS = {"dkdv": ("dK", "dV"), "dk": ("dK",), "dv": ("dV",), "dq": ("dQ",), "dkdvdq": ("dK", "dV", "dQacc")}
 # (rows of a streamed block, stages) by (kernel, head dimension, causal): the fastest tried on an H100 and an
 # H200 at S = 4096 (docs/performance.md; others within 5 %); dkdv at D = 128 spills with 64-row blocks (two
 # 64-row f32 accumulators of 128 columns besides Sᵀ and dPᵀ)
 TUNED = {("dkdv", 128, False): (48, 3), ("dkdv", 128, True): (32, 2), ("dkdv", 64, False): (96, 2),
          ("dkdv", 64, True): (64, 2), ("dq", 128, False): (128, 2), ("dq", 128, True): (128, 2),
-         ("dq", 64, False): (128, 2), ("dq", 64, True): (128, 2)}
+         ("dq", 64, False): (128, 2), ("dq", 64, True): (128, 2),
+         ("dkdvdq", 128, False): (32, 3), ("dkdvdq", 128, True): (32, 3), ("dkdvdq", 64, False): (64, 3),
+         ("dkdvdq", 64, True): (64, 3)}
+DS_BOX = BM * hp.SWIZZLE_ROW   # one 64-column box of the CTA's dSᵀ tile (dkdvdq): 128 key rows of 128 bytes
 
 
 @dataclass(frozen=True)
@@ -60,11 +69,25 @@ class Sm90AttentionBwdSpec(fwd.Blocks):
     def __post_init__(self):
         if self.kind not in RESULTS:
             raise ValueError(f"the sm_90a attention backward has kernels {', '.join(RESULTS)}, not {self.kind}")
-        tuned = TUNED.get(("dq" if self.kind == "dq" else "dkdv", self.head_dim, self.causal), (64, 2))
+        tuned = TUNED.get(({"dq": "dq", "dkdvdq": "dkdvdq"}.get(self.kind, "dkdv"), self.head_dim, self.causal),
+                          (64, 2))
         for key, value in zip(("block_n", "stages"), tuned):
             if not getattr(self, key):
                 object.__setattr__(self, key, value)
         self.check("attention backward", "rows", 128)
+        if self.kind == "dkdvdq" and self.head_dim == 64 and self.block_n not in (64, 128):
+            # each warpgroup takes half of the block's queries for dQ, within one 64-column box of dSᵀ
+            raise ValueError(f"the sm_90a attention backward with dQ in the dK/dV kernel takes blocks of 64 or 128 "
+                             f"queries at head dimension 64, not {self.block_n}")
+
+    @property
+    def ds_bytes(self) -> int:
+        """Shared memory for dSᵀ (dkdvdq): two tiles (the block's and the next's) of 128 keys × block_n."""
+        return 2 * -(-self.block_n // 64) * DS_BOX if self.kind == "dkdvdq" else 0
+
+    @property
+    def smem_bytes(self) -> int:
+        return super().smem_bytes + self.ds_bytes
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -75,13 +98,13 @@ class Sm90AttentionBwdSpec(fwd.Blocks):
     def tensor_maps(self) -> str:
         held = ("Q", "dO") if self.kind == "dq" else ("K", "V")
         rows = {n: BM if n in held else self.block_n for n in ("Q", "K", "V", "dO")}
-        rows.update({n: 64 for n in self.params[6:]})        # results leave 64 rows a warpgroup
+        rows.update({n: 64 for n in self.params[6:8]})       # results leave 64 rows a warpgroup (dQacc: atomics)
         return ";".join(f"{n}:{i}:64x{rows[n]}x1:128" for i, n in enumerate(self.params) if n in rows)
 
     def flops(self, bh: int, sq: int, sk: int) -> float:
-        """The FLOPs of this kernel's products (S×S×D each): dkdv four, dk and dq three, dv two."""
+        """The FLOPs of this kernel's products (S×S×D each): dkdvdq five, dkdv four, dk and dq three, dv two."""
         pairs = sum(min(i + 1, sk) for i in range(sq)) if self.causal else sq * sk
-        return 2.0 * {"dkdv": 4, "dk": 3, "dv": 2, "dq": 3}[self.kind] * bh * pairs * self.head_dim
+        return 2.0 * {"dkdv": 4, "dk": 3, "dv": 2, "dq": 3, "dkdvdq": 5}[self.kind] * bh * pairs * self.head_dim
 
 
 def generate(spec: Sm90AttentionBwdSpec) -> str:
@@ -89,6 +112,7 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
     arguments `spec.params` and the extents BH, SQ, SK. Grid: (ceil(SQ/128) for dq, else ceil(SK/128), BH)."""
     w = Writer()
     dkdv = spec.kind != "dq"                                 # K and V are the held rows
+    fused = spec.kind == "dkdvdq"                            # dQ too, by atomics
     want_dk, want_dv = "dK" in spec.params, "dV" in spec.params
     S, nb, d, BN, BOX = spec.stages, spec.boxes, spec.head_dim, spec.block_n, spec.kv_box
     maps = [m.split(":")[0] for m in spec.tensor_maps.split(";")]
@@ -103,7 +127,8 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
     nx = w.sreg("nctaid.x")
     base = hp.smem_base(w)                                   # rows: A1 (nb boxes), A2 (nb boxes)
     ring = w.v(f"add i32 {base}, {2 * nb * fwd.QBOX}")
-    bars = w.v(f"add i32 {ring}, {S * spec.stage_bytes}")     # rows full, full[S], empty[S]
+    ds_tiles = w.v(f"add i32 {ring}, {S * spec.stage_bytes}")  # dkdvdq: dSᵀ, two tiles
+    bars = w.v(f"add i32 {ds_tiles}, {spec.ds_bytes}")        # rows full, full[S], empty[S]
     sq = w.v("trunc i64 %SQ to i32")
     sk = w.v("trunc i64 %SK to i32")
     if spec.causal and not dkdv:  # the query tiles with the most key blocks first
@@ -220,6 +245,13 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
         ds.append(w.v(f"fmul float {p}, {w.v(f'fsub float {dp[k]}, {stat(k)[1]}')}"))
     fp = fwd._fragments(w, spec, probs) if want_dv else []
     fds = fwd._fragments(w, spec, ds)
+    if fused:   # the warpgroup's 64 keys of dSᵀ into the block's tile (the other tile may still be read)
+        odd = w.v(f"and i32 {i}, 1")
+        ds_at = w.v(f"add i32 {ds_tiles}, {w.v(f'mul i32 {odd}, {spec.ds_bytes // 2}')}")
+        hp.stmatrix_rows(w, [fds[4 * g:4 * g + 4] for g in range(BN // 16)], warp, lane,
+                         w.v(f"add i32 {ds_at}, {w.v(f'mul i32 {c}, {64 * hp.SWIZZLE_ROW}')}"), DS_BOX)
+        w.asm("fence.proxy.async.shared::cta;")   # generic-proxy writes, read by wgmma (the async proxy)
+        w.asm("bar.sync 5, 256;")                  # both warpgroups' halves are in
     if turn:
         turn.take()
     flat, frags = hp.fence(w, [x for o in outs_in for x in o], fp + fds)
@@ -230,10 +262,14 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
         outs[0] = fwd._pv(w, spec, outs[0], fp, b2)
     if want_dk or not dkdv:
         outs[-1] = fwd._pv(w, spec, outs[-1], fds, b1)
+    if fused:
+        dq = _dq_product(w, spec, base, ds_at, c)
     if turn:
         turn.give()
     outs = [hp.wait_group(w, o, 0, keep=frags) for o in outs]
     hp.mbar_arrive_if(w, fwd._empty(w, bars, s, S), leader)
+    if fused:
+        _add_dq(w, spec, hp.wait_group(w, dq, 0), j, c, warp, lane, col_t, bhq, sq)
     w.emit(f"{i_next} = add i32 {i}, 1")
     clatch = w.current
     w.cbr(w.v(f"icmp ult i32 {i_next}, {n}"), "cloop", "cdone")
@@ -244,6 +280,8 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
     final = [[w.v(f"phi float [0.0, %cloop0], [{b}, %{clatch}]") for b in o] for o in outs]
     if turn:
         turn.finish()
+    if fused:   # the other warpgroup's last dQ product reads this one's K rows, about to stage dK
+        w.asm("bar.sync 5, 256;")
     scale = fwd._f(spec.scale)
     # staged in the warpgroup's own held rows, which its last products have read
     if want_dv:
@@ -262,6 +300,56 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
               f"define ptx_kernel void @{llvm_global(spec.name)}({', '.join(params)}) "
               f"\"nvvm.maxntid\"=\"{spec.threads}\" \"nvvm.minctasm\"=\"1\" {{\n{body}\n}}\n")
     return module(kernel, decls)
+
+
+def _dq_product(w: Writer, spec: Sm90AttentionBwdSpec, base: str, ds_at: str, c: str) -> list[str]:
+    """Issues the block's dQᵀ = Kᵀ·dSᵀ over the CTA's 128 keys (unscaled), this warpgroup's part: at D = 128
+    head dimensions 64c … 64c + 63 (M) of every query of the block, at D = 64 every head dimension (M) of
+    queries c·block_n/2 … (N). Kᵀ is the held K read MN-major (head dimensions contiguous), dSᵀ the tile
+    (queries contiguous) MN-major too."""
+    et, _ = fwd._ELEM[spec.dtype]
+    if spec.head_dim == 128:
+        a_at, b_at, n = w.v(f"add i32 {base}, {w.v(f'mul i32 {c}, {fwd.QBOX}')}"), ds_at, spec.block_n
+    else:        # half the block's queries: 32 columns (64 bytes into the box) or a box of 64
+        half = spec.block_n // 2
+        a_at, b_at, n = base, w.v(f"add i32 {ds_at}, {w.v(f'mul i32 {c}, {DS_BOX if half == 64 else 2 * half}')}"), half
+    acc = None
+    for kk in range(BM // 16):
+        da = hp.desc(w, w.v(f"add i32 {a_at}, {16 * hp.SWIZZLE_ROW * kk}"), fwd.QBOX, hp.ATOM)
+        db = hp.desc(w, w.v(f"add i32 {b_at}, {16 * hp.SWIZZLE_ROW * kk}"), DS_BOX, hp.ATOM)
+        acc = (hp.wgmma_ss_first(w, n, et, da, db, 1, trans_a=1) if acc is None
+               else hp.wgmma_ss(w, acc, et, da, db, 1, trans_a=1))
+    hp.commit(w)
+    return acc
+
+
+def _add_dq(w: Writer, spec: Sm90AttentionBwdSpec, dq: list[str], j: str, c: str, warp: str, lane: str,
+            col_t: str, bhq: str, sq: str) -> None:
+    """dQacc[bh, q, d] += the thread's elements of dQᵀ (rows d, columns q; `_dq_product`'s split), queries past
+    the end left out: red.global.add.f32, each warp instruction eight consecutive d (32 bytes) of four
+    queries."""
+    d = spec.head_dim
+    m = w.v(f"add i32 {w.v(f'shl i32 {warp}, 4')}, {w.v(f'lshr i32 {lane}, 2')}")
+    q0 = w.v(f"mul i32 {j}, {spec.block_n}")
+    if d == 128:
+        m = w.v(f"add i32 {m}, {w.v(f'shl i32 {c}, 6')}")
+    else:
+        q0 = w.v(f"add i32 {q0}, {w.v(f'mul i32 {c}, {spec.block_n // 2}')}")
+    q0 = w.v(f"add i32 {q0}, {col_t}")
+    # one pointer (that of the thread's first element) and constant offsets in the instructions: a pointer
+    # an element would keep dozens of 64-bit registers live (ptxas spilled)
+    qw, mw = w.v(f"zext i32 {q0} to i64"), w.v(f"zext i32 {m} to i64")
+    row = w.v(f"add i64 {bhq}, {qw}")
+    at = w.v(f"add i64 {w.v(f'mul i64 {row}, {d}')}, {mw}")
+    ptr = w.v(f"getelementptr float, ptr addrspace(1) %dQacc, i64 {at}")
+    ptr = w.v(f"ptrtoint ptr addrspace(1) {ptr} to i64")
+    left = w.v(f"sub i32 {sq}, {q0}")                        # the queries from q0 on that exist
+    for k, x in enumerate(dq):
+        g, r, e = k // 4, (k // 2) % 2, k % 2
+        ok = w.v(f"zext i1 {w.v(f'icmp sgt i32 {left}, {8 * g + e}')} to i32")
+        off = 4 * ((8 * g + e) * d + 8 * r)
+        w.asm(f"{{ .reg .pred p; setp.ne.b32 p, $2, 0; @p red.global.add.f32 [$0+{off}], $1; }}", "l,f,r",
+              [("i64", ptr), ("float", x), ("i32", ok)])
 
 
 def _stat(w: Writer, bhq: str, q: str, sq: str, log2e: str) -> tuple[str, str]:
@@ -305,3 +393,39 @@ def _mask(w: Writer, spec: Sm90AttentionBwdSpec, probs: list[str], j: str, rows:
     w.br(after)
     w.label(after)
     return [w.v(f"phi float [{p}, %{before}], [{m}, %{masked}]") for p, m in zip(probs, out)]
+
+
+def generate_acc(name: str, head_dim: int, op: str, dtype: str = "bf16", scale: float = 1.0) -> str:
+    """dkdvdq's companions over dQacc (f32 [BH, SQ, D]): `op` "zero" fills it with zeros before the kernel
+    adds into it; "cast" writes dQ = scale · dQacc in `dtype` after. 256 threads a CTA, four elements each (one
+    16-byte access); grid (ceil(SQ / rows), BH) with rows = 1024 / D. Parameters: dQacc (and dQ), BH, SQ."""
+    w = Writer()
+    per_row = head_dim // 4
+    rows = 1024 // head_dim
+    w.label("entry")
+    tid, bx, bh = w.sreg("tid.x"), w.sreg("ctaid.x"), w.sreg("ctaid.y")
+    row = w.v(f"add i32 {w.v(f'mul i32 {bx}, {rows}')}, {w.v(f'udiv i32 {tid}, {per_row}')}")
+    w.cbr(w.v(f"icmp ult i32 {row}, {w.v('trunc i64 %SQ to i32')}"), "body", "exit")
+    w.label("body")
+    bhw, roww = w.v(f"zext i32 {bh} to i64"), w.v(f"zext i32 {row} to i64")
+    row = w.v(f"add i64 {w.v(f'mul i64 {bhw}, %SQ')}, {roww}")
+    col = w.v(f"zext i32 {w.v(f'urem i32 {tid}, {per_row}')} to i64")
+    at = w.v(f"add i64 {w.v(f'mul i64 {row}, {per_row}')}, {col}")   # in 4-element units
+    acc = w.v(f"getelementptr <4 x float>, ptr addrspace(1) %dQacc, i64 {at}")
+    if op == "zero":
+        w.emit(f"store <4 x float> zeroinitializer, ptr addrspace(1) {acc}, align 16")
+        params = "ptr addrspace(1) %dQacc"
+    else:
+        _, ety = fwd._ELEM[dtype]
+        x = w.v(f"load <4 x float>, ptr addrspace(1) {acc}, align 16")
+        s = fwd._f(scale)
+        x = w.v(f"fmul <4 x float> {x}, <float {s}, float {s}, float {s}, float {s}>")
+        w.emit(f"store <4 x {ety}> {w.v(f'fptrunc <4 x float> {x} to <4 x {ety}>')}, ptr addrspace(1) "
+               f"{w.v(f'getelementptr <4 x {ety}>, ptr addrspace(1) %dQ, i64 {at}')}, align 8")
+        params = "ptr addrspace(1) %dQacc, ptr addrspace(1) %dQ"
+    w.br("exit")
+    w.label("exit")
+    w.emit("ret void")
+    body = "\n".join(w.lines)
+    return module(f"define ptx_kernel void @{llvm_global(name)}({params}, i64 %BH, i64 %SQ) "
+                  f"\"nvvm.maxntid\"=\"256\" {{\n{body}\n}}\n")

@@ -75,10 +75,14 @@ def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
                           grid=(f"ceil(SQ/{attention_sm90.BM})", "BH", "1"))]
 
 
-def lower_bwd(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
+def lower_bwd(arch: str, atomics: bool, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     """The plan steps of an "attention_bwd" group: the attention_grad ops of one attention (identical
     operands, causal and scale), one per wanted gradient. dK and dV come from one kernel (or the one of them
-    wanted), dQ from another (kname + "_dq")."""
+    wanted), dQ from another (kname + "_dq") — except when all three are wanted and `atomics` allows
+    (PTXOptions.atomics: TESSERA_ATTENTION_FUSED_DQ=1, never under the "strict" numerics profile): then the
+    dK/dV kernel adds dQ's partial products into an f32 accumulator (a plan intermediate) by atomics (kernel
+    "dkdvdq", five S×S×D products instead of seven), which kname + "_dq_zero" zeroes first and
+    kname + "_dq_cast" rounds to dQ after; the atomics' order varies from run to run, so dQ's bits may."""
     dims = ctx.dims
     op = ops[0]
     q, k, v, do, lse, delta = op.operands
@@ -93,6 +97,11 @@ def lower_bwd(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     kinds = [kind for kind, want in (("dkdv", "k" in wrt and "v" in wrt), ("dk", "k" in wrt and "v" not in wrt),
                                      ("dv", "v" in wrt and "k" not in wrt), ("dq", "q" in wrt)) if want]
     steps = []
+    if kinds == ["dkdv", "dq"] and atomics:
+        kinds = ["dkdvdq"]
+        rows["dQacc"] = "SQ"
+        values["dQacc"] = ctx.temporary(ctx.record(wrt["q"]), "f32")
+        steps.append(_acc_step(ctx, op, f"{kname}_dq_zero", D, dt, scale, env, values))
     for kind in kinds:
         name = kname if kind != "dq" or len(kinds) == 1 else f"{kname}_dq"
         try:
@@ -100,7 +109,8 @@ def lower_bwd(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
                                                            dtype=dt)
         except ValueError as e:
             raise LoweringError(op, str(e)) from None
-        params = [(n, "f32", ("BH", "SQ")) if n in ("LSE", "Delta") else (n, dt, ("BH", rows[n], D))
+        params = [(n, "f32", ("BH", "SQ")) if n in ("LSE", "Delta") else (n, "f32" if n == "dQacc" else dt,
+                                                                             ("BH", rows[n], D))
                   for n in spec.params]
         with op.location:
             generated.declare(ctx.module, name, params, attention_bwd_sm90.generate(spec),
@@ -108,8 +118,27 @@ def lower_bwd(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
                                   "ptx.tensor_maps": spec.tensor_maps, "tile.M": str(attention_bwd_sm90.BM),
                                   "tile.N": str(spec.block_n), "tile.K": str(D), "pipeline.stages": str(spec.stages),
                                   "attention.causal": str(causal).lower(), "attention.backward": kind})
-        args = tuple(plan.TensorArg(ctx.record(values[n]), ("BH", "SQ") if n in ("LSE", "Delta")
+        args = tuple(plan.TensorArg(values[n] if n == "dQacc" else ctx.record(values[n]),
+                                    ("BH", "SQ") if n in ("LSE", "Delta")
                                     else ("BH", rows[n], str(D))) for n in spec.params)
         steps.append(plan.ArgsStep(name, env=env, args=args, block=(spec.threads, 1, 1), smem=spec.smem_bytes,
                                    grid=(f"ceil({'SQ' if kind == 'dq' else 'SK'}/{attention_bwd_sm90.BM})", "BH", "1")))
+    if "dQacc" in values:
+        steps.append(_acc_step(ctx, op, f"{kname}_dq_cast", D, dt, scale, env, values))
     return steps
+
+
+def _acc_step(ctx, op, name: str, D: int, dt: str, scale: float, env: dict, values: dict) -> plan.ArgsStep:
+    """The step zeroing dQacc (a name ending "_zero") or writing dQ = scale · dQacc (attention_bwd_sm90.
+    generate_acc), with its kernel declared."""
+    op_kind = "zero" if name.endswith("_zero") else "cast"
+    names = ("dQacc",) if op_kind == "zero" else ("dQacc", "dQ")
+    params = [(n, "f32" if n == "dQacc" else dt, ("BH", "SQ", D)) for n in names]
+    with op.location:
+        generated.declare(ctx.module, name, params,
+                          attention_bwd_sm90.generate_acc(name, D, op_kind, dt, scale), [len(names) - 1],
+                          {"attention.backward": f"dq_{op_kind}"})
+    args = tuple(plan.TensorArg(ctx.record(values["dQ"]) if n == "dQ" else values[n], ("BH", "SQ", str(D)))
+                 for n in names)
+    return plan.ArgsStep(name, env={k: env[k] for k in ("BH", "SQ")}, args=args, block=(256, 1, 1),
+                         grid=(f"ceil(SQ/{1024 // D})", "BH", "1"))

@@ -7,6 +7,7 @@ stages (compiler.py) and lowerings load when a compilation needs them.
 from __future__ import annotations
 
 import functools
+import os
 
 from ...options import CompileOptions
 from ...numerics import matrix_units
@@ -31,7 +32,8 @@ class PTXBackend(Backend):
     def option_values(cls, options: CompileOptions, arch: str | None) -> dict:
         if options.warp_size != WARP_SIZE:
             raise ValueError(f"the ptx target has warps of {WARP_SIZE} lanes, not {options.warp_size}")
-        return {"arch": arch or "sm_80", "opt_level": options.opt_level, "bounds_checks": options.gpu_bounds_checks}
+        return {"arch": arch or "sm_80", "opt_level": options.opt_level, "bounds_checks": options.gpu_bounds_checks,
+                "atomics": options.numerics != "strict" and os.environ.get("TESSERA_ATTENTION_FUSED_DQ") == "1"}
 
     def tool_versions(self) -> tuple[str, ...]:
         # ptxas's report (registers, shared memory, spills) is part of each kernel's record
@@ -55,7 +57,8 @@ class PTXBackend(Backend):
         from . import attention_lowering, gemm_lowering  # lazy: they build MLIR
         return {"gemm": functools.partial(gemm_lowering.lower, self.options.arch),
                 "attention": functools.partial(attention_lowering.lower, self.options.arch),
-                "attention_bwd": functools.partial(attention_lowering.lower_bwd, self.options.arch)}
+                "attention_bwd": functools.partial(attention_lowering.lower_bwd, self.options.arch,
+                                                   self.options.atomics)}
 
     def entry_symbol(self, kernel: str) -> str:
         # the PTX .entry has the kernel's own name, as profilers then show it, unless PTX cannot spell it

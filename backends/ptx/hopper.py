@@ -110,29 +110,31 @@ def tied(w: Writer, acc: list[str], text: str, extra: list[tuple[str, str]] = ()
 FP8 = {"fp8_e4m3": "e4m3", "fp8_e5m2": "e5m2"}   # wgmma's names of the 8-bit operand types
 
 
-def _mma(n: int, et: str, bt: str | None, trans_b: int) -> tuple[str, str]:
+def _mma(n: int, et: str, bt: str | None, trans_b: int, trans_a: int = 0) -> tuple[str, str]:
     """(instruction, its immediates after scale-d) of an m64nN wgmma on shared-memory operands of types `et`
-    (A) and `bt` (B, `et` when None). 16-bit types multiply k16 slices and read B K- or MN-major
-    (`trans_b`); fp8 types multiply k32 slices, both operands K-major only (the ISA has no transpose for
-    them, so `trans_b` must be 0)."""
+    (A) and `bt` (B, `et` when None). 16-bit types multiply k16 slices and read A and B K- or MN-major
+    (`trans_a`, `trans_b`); fp8 types multiply k32 slices, both operands K-major only (the ISA has no
+    transpose for them, so both must be 0)."""
     bt = bt or et
     if et in FP8.values():
-        if trans_b:
+        if trans_b or trans_a:
             raise ValueError("wgmma reads fp8 operands K-major only")
         return f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.{et}.{bt}", "1, 1"
-    return f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{et}.{bt}", f"1, 1, 0, {trans_b}"
+    return f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{et}.{bt}", f"1, 1, {trans_a}, {trans_b}"
 
 
-def wgmma_ss(w: Writer, acc: list[str], et: str, da: str, db: str, trans_b: int, bt: str | None = None) -> list[str]:
-    """acc += A·B, m64nNk16 (k32 for fp8), both operands from shared memory (A K-major)."""
-    op, imm = _mma(2 * len(acc), et, bt, trans_b)
+def wgmma_ss(w: Writer, acc: list[str], et: str, da: str, db: str, trans_b: int, bt: str | None = None,
+             trans_a: int = 0) -> list[str]:
+    """acc += A·B, m64nNk16 (k32 for fp8), both operands from shared memory (A K-major unless `trans_a`)."""
+    op, imm = _mma(2 * len(acc), et, bt, trans_b, trans_a)
     return tied(w, acc, f"{op} {{ACC}}, {{X0}}, {{X1}}, 1, {imm};", [("i64", da), ("i64", db)], ["l", "l"])
 
 
-def wgmma_ss_first(w: Writer, n: int, et: str, da: str, db: str, trans_b: int, bt: str | None = None) -> list[str]:
+def wgmma_ss_first(w: Writer, n: int, et: str, da: str, db: str, trans_b: int, bt: str | None = None,
+                   trans_a: int = 0) -> list[str]:
     """A·B into fresh accumulators (n/2 a thread): scale-d false, so no instruction has to zero them — a
     non-wgmma definition of an accumulator inside a wgmma pipeline makes ptxas serialize it (C7513)."""
-    op, imm = _mma(n, et, bt, trans_b)
+    op, imm = _mma(n, et, bt, trans_b, trans_a)
     regs = ", ".join(f"${i}" for i in range(n // 2))
     ty = "{" + ", ".join(["float"] * (n // 2)) + "}"
     res = w.asm(f"{{ .reg .pred p; setp.ne.b32 p, ${n // 2 + 2}, 0; {op} {{{regs}}}, ${n // 2}, ${n // 2 + 1}, p, "

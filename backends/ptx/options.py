@@ -25,6 +25,10 @@ class PTXOptions(HashedOptions):
     arch: str = "sm_80"
     opt_level: int = 3
     bounds_checks: bool = False  # guard the accesses not proven in bounds (passes/gpu_bounds_checks.py)
+    # the sm_90a attention backward may add dQ by f32 atomics inside its dK/dV kernel (their order varies from
+    # run to run). Off unless TESSERA_ATTENTION_FUSED_DQ=1 (and never under the "strict" numerics profile):
+    # on an H100 that kernel is slower than dQ in a kernel of its own (docs/performance.md)
+    atomics: bool = False
 
     def __post_init__(self):
         if self.arch not in ARCHS:

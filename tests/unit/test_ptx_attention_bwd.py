@@ -24,13 +24,27 @@ def example():
     return compiler.compile_source(EXAMPLE.read_text(), str(EXAMPLE), CompileOptions(target="ptx", arch="sm_90a"))
 
 
+def _compile_fused(numerics: str = "default"):
+    """The example with TESSERA_ATTENTION_FUSED_DQ=1 (the dK/dV kernel adding dQ by atomics), under `numerics`."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TESSERA_ATTENTION_FUSED_DQ", "1")
+        return compiler.compile_source(EXAMPLE.read_text(), str(EXAMPLE),
+                                       CompileOptions(target="ptx", arch="sm_90a", numerics=numerics))
+
+
+@pytest.fixture(scope="module")
+def fused_example():
+    return _compile_fused()
+
+
 @pytest.mark.parametrize("kw, message", [({"kind": "dx"}, "kernels dkdv, dk, dv, dq"),
                                          ({"head_dim": 96}, "head dimension 64 or 128"),
                                          ({"dtype": "f32"}, "bf16 or f16"),
                                          ({"scale": 0.0}, "positive scale"),
                                          ({"block_n": 40}, "a multiple of 16"),
                                          ({"block_n": 256}, "16 … 128 rows"),
-                                         ({"kind": "dq", "block_n": 128, "stages": 3}, "do not fit")])
+                                         ({"kind": "dq", "block_n": 128, "stages": 3}, "do not fit"),
+                                         ({"kind": "dkdvdq", "head_dim": 64, "block_n": 96}, "64 or 128 queries")])
 def test_spec_refuses(kw, message):
     with pytest.raises(ValueError, match=message):
         bwd.Sm90AttentionBwdSpec("a", **{"kind": "dkdv", **kw})
@@ -103,9 +117,43 @@ def test_kernels_and_plans(example):
     assert by_kernel["vjp_causal_d128__attention_bwd1_dq"]["args"][4]["value"] == lse
 
 
+def test_fused_dq_plan(fused_example):
+    """With TESSERA_ATTENTION_FUSED_DQ=1, dQ, dK and dV come from one kernel adding dQ into an f32 accumulator
+    (an intermediate of the plan), zeroed before and rounded to dQ after; dQ, dK or dV wanted alone keep their
+    kernels. The "strict" numerics profile keeps dQ's own kernel (no atomics)."""
+    example = fused_example
+    kernels = {k.name: k for k in image.read_image(example.image).kernels}
+    name = "vjp_causal_d128__attention_bwd1"
+    kv = kernels[name]
+    assert [a.name for a in kv.args] == ["Q", "K", "V", "dO", "LSE", "Delta", "dK", "dV", "dQacc", "BH", "SQ", "SK"]
+    assert (kv.props["attention.backward"], kv.props["tile.N"]) == ("dkdvdq", "32")
+    assert "ptx.tensor_maps" in kv.props and "dQacc" not in kv.props["ptx.tensor_maps"]
+    assert f"{name}_dq" not in kernels
+    assert [a.name for a in kernels[f"{name}_dq_cast"].args] == ["dQacc", "dQ", "BH", "SQ"]
+    assert kernels["vjp_v_d64__attention_bwd1"].props["attention.backward"] == "dv"
+    doc = example.metadata["plans"]["vjp_causal_d128"]
+    steps = [s for s in doc["steps"] if s.get("kernel", "").startswith(name)]
+    assert [s["kernel"] for s in steps] == [f"{name}_dq_zero", name, f"{name}_dq_cast"]
+    acc = steps[0]["args"][0]["value"]
+    assert steps[1]["args"][8]["value"] == acc == steps[2]["args"][0]["value"]
+    assert doc["values"][acc]["dtype"] == "f32" and acc not in doc["results"] and acc not in doc["params"]
+    assert doc["values"][acc]["dims"] == doc["values"][steps[2]["args"][1]["value"]]["dims"]   # dQ's
+    assert steps[0]["grid"] == ["ceil(SQ/8)", "BH", "1"] and steps[0]["env"] == {"BH": "B*H", "SQ": "S"}
+    strict = {k.name for k in image.read_image(_compile_fused("strict").image).kernels}
+    assert f"{name}_dq" in strict and f"{name}_dq_zero" not in strict
+
+
+def test_accumulator_kernels():
+    zero = bwd.generate_acc("z", 64, "zero")
+    cast = bwd.generate_acc("c", 128, "cast", "f16", 0.125)
+    assert "store <4 x float> zeroinitializer" in zero and "%dQ," not in zero
+    assert "fptrunc <4 x float>" in cast and "to <4 x half>" in cast and "0x3FC0000000000000" in cast
+
+
 @needs_ptxas
-def test_images_kernels_assemble_without_spills(example):
-    for k in image.read_image(example.image).kernels:
+@pytest.mark.parametrize("fixture", ["example", "fused_example"])
+def test_images_kernels_assemble_without_spills(fixture, request):
+    for k in image.read_image(request.getfixturevalue(fixture).image).kernels:
         assert "ptx.spill_bytes" not in k.props, k.name
 
 
