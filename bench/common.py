@@ -71,6 +71,17 @@ def report(name: str, ours: float, peer: float, peer_name: str, unit: str, amoun
           f"ratio {peer / ours:5.2f}x")
 
 
+def torch_sgd(value, params, lr: float):
+    """PyTorch eager's SGD step after its forward: value.backward(), then p -= lr·p.grad for each leaf tensor of
+    `params`; returns the loss and the updated parameters, detached."""
+    import torch  # lazy: only the benchmarks with a PyTorch peer need it
+    value.backward()
+    with torch.no_grad():
+        for p in params:
+            p -= lr * p.grad
+    return (value.detach(), *(p.detach() for p in params))
+
+
 def build_example_image(example: str, path: str) -> None:
     """Compiles the example file for Hopper (sm_90a) into the image at `path`: where the compiler is, for a
     GPU machine that may have only the runtime."""

@@ -20,7 +20,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import best_times, machine  # noqa: E402
+from common import best_times, machine, torch_sgd  # noqa: E402
 
 from tessera import compiler, executor  # noqa: E402
 
@@ -77,12 +77,7 @@ def torch_step():
         X, Y = torch.from_numpy(X), torch.from_numpy(Y)
         W1, b1, W2, b2 = (torch.from_numpy(p).requires_grad_() for p in params)
         E = torch.nn.functional.gelu(X @ W1 + b1) @ W2 + b2 - Y
-        value = (E * E).mean()
-        value.backward()
-        with torch.no_grad():
-            for p in (W1, b1, W2, b2):
-                p -= LR * p.grad
-        return value.detach(), W1.detach(), b1.detach(), W2.detach(), b2.detach()
+        return torch_sgd((E * E).mean(), (W1, b1, W2, b2), LR)
     return run
 
 

@@ -28,6 +28,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from common import machine, torch_sgd  # noqa: E402
 
 PROGRAM = """
 from tessera import bf16, f32, function, op, tensor, value_and_grad
@@ -74,12 +75,7 @@ def torch_step(X, Y, W1, b1, W2, b2):
     W1, b1, W2, b2 = (p.detach().clone().requires_grad_() for p in (W1, b1, W2, b2))
     H = torch.nn.functional.gelu((X @ W1).float() + b1)
     E = (H.to(torch.bfloat16) @ W2).float() + b2 - Y
-    value = (E * E).mean()
-    value.backward()
-    with torch.no_grad():
-        for p in (W1, b1, W2, b2):
-            p -= LR * p.grad
-    return value.detach(), W1.detach(), b1.detach(), W2.detach(), b2.detach()
+    return torch_sgd((E * E).mean(), (W1, b1, W2, b2), LR)
 
 
 def as_torch(x, like):
@@ -123,7 +119,6 @@ def main() -> None:
 
     T, D, F = (int(x) for x in (args.shape or ("256,128,512" if args.cpu else "8192,4096,16384")).split(","))
     if args.cpu:
-        from common import machine
         print(f"CPU: {machine()}; PyTorch {torch.__version__}")
         prog, device, ctx = executor.load(compile_program("cpu")), "cpu", None
     else:
