@@ -51,13 +51,10 @@ def _kind(call: ast.expr) -> str | None:
 def requests(tree: ast.Module, filename: str) -> list[Request]:
     """The derivatives a file defines: top-level `name = grad(f, argnums=…)` (also `tessera.grad`, `ts.vjp`)."""
     out = []
-    for s in tree.body:
-        if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)):
-            continue
-        kind = _kind(s.value)
+    for target, call in _assignments(tree, filename):
+        kind = _kind(call)
         if kind is None:
             continue
-        call = s.value
         if len(call.args) != 1 or not isinstance(call.args[0], ast.Name):
             raise CompileError.at(call, filename, f"{kind}(f, argnums=…) takes the name of a @function of this file")
         argnums = None
@@ -72,8 +69,30 @@ def requests(tree: ast.Module, filename: str) -> list[Request]:
             argnums = (v,) if type(v) is int else tuple(v) if isinstance(v, tuple) else None
             if argnums is None or not argnums or not all(type(i) is int for i in argnums):
                 raise CompileError.at(k.value, filename, "argnums is an int or a non-empty tuple of ints")
-        out.append(Request(s.targets[0].id, kind, call.args[0].id, argnums, call))
+        out.append(Request(target, kind, call.args[0].id, argnums, call))
     return out
+
+
+def _assignments(tree: ast.Module, filename: str):
+    """(name, value) of each top-level `name = value` and of each pair of `a, b = x, y`. A derivative call
+    in any other top-level assignment (`a, b = grad(f)`, `g: T = grad(f)`, `h = [grad(f)]`) is an error at
+    the call: the frontend would otherwise leave it undeclared, and the name undefined, without a word."""
+    for s in tree.body:
+        pairs = []
+        if isinstance(s, ast.Assign) and len(s.targets) == 1:
+            t = s.targets[0]
+            if isinstance(t, ast.Name):
+                pairs = [(t.id, s.value)]
+            elif isinstance(t, ast.Tuple) and isinstance(s.value, ast.Tuple) and len(t.elts) == len(s.value.elts) \
+                    and all(isinstance(e, ast.Name) for e in t.elts):
+                pairs = [(e.id, v) for e, v in zip(t.elts, s.value.elts)]
+        yield from pairs
+        if isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and s.value is not None:
+            declared = {id(v) for _, v in pairs}
+            call = next((n for n in ast.walk(s.value) if _kind(n) is not None and id(n) not in declared), None)
+            if call is not None:
+                raise CompileError.at(call, filename, f"declare a derivative as `name = {_kind(call)}(f, …)` (or "
+                                                      f"`a, b = grad(f), vjp(g)`) at the top level of the file")
 
 
 def signature(req: Request, primal, filename: str):

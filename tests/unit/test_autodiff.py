@@ -284,6 +284,40 @@ def f(X: tensor[f32, 4, 8], W: tensor[f32, 8, 8]):
     assert e.value.line == 7 and e.value.message == message
 
 
+def test_tuple_assignment_declares_each_derivative():
+    src = '''from tessera import f64, function, jvp, op, tensor, vjp
+
+@function
+def f(X: tensor[f64, 2, 3]):
+    return op.tanh(X)
+
+a, b = vjp(f), jvp(f)
+'''
+    m = tessera_frontend_compile(src, {"filename": "pair.py"})
+    X, V = np.linspace(-1, 1, 6).reshape(2, 3), np.full((2, 3), 2.0)
+    _, ct = m.interpret("a", X, V)
+    _, t = m.interpret("b", X, V)
+    np.testing.assert_allclose(ct, 2 * (1 - np.tanh(X) ** 2), rtol=1e-12)
+    np.testing.assert_allclose(t, ct, rtol=1e-12)
+
+
+@pytest.mark.parametrize("line, col", [("a, b = vjp(f)", 8), ("a: object = grad(f)", 13),
+                                       ("a = [vjp(f), jvp(f)]", 6), ("a, b = vjp(f), 3, jvp(f)", 8)])
+def test_other_assignments_of_derivatives_are_errors(line, col):
+    src = f'''from tessera import f32, function, grad, jvp, op, tensor, vjp
+
+@function
+def f(X: tensor[f32, 4, 8], W: tensor[f32, 8, 8]):
+    return X @ W
+
+{line}
+'''
+    with pytest.raises(CompileError) as e:
+        tessera_frontend_compile(src, {"filename": "req.py"})
+    assert (e.value.filename, e.value.line, e.value.col) == ("req.py", 7, col)
+    assert e.value.message.startswith("declare a derivative as `name = ")
+
+
 SYMBOLIC = '''
 from tessera import f64, function, grad, jvp, op, tensor, vjp
 
