@@ -6,9 +6,10 @@ the f32 row statistics LSE (the forward's natural-log log-sum-exp of each query 
 both [BH, SQ]. With P = exp(scale · Q·Kᵀ − lse), dP = dO·Vᵀ and dS = P ∘ (dP − delta):
 dV = Pᵀ·dO, dK = scale · dSᵀ·Q, dQ = scale · dS·K, accumulated in f32.
 
-Two kernels by default (FlashAttention-2's variant with a separate dQ pass: no f32 scratch, no atomics),
-shaped as the forward (attention_sm90.py): a CTA holds 128 rows of one side in shared memory (the "rows", 64 per
-consumer warpgroup) and streams blocks of `block_n` rows of the other side through a TMA ring filled by a
+Two kernels at D = 128 and under the "strict" numerics profile (FlashAttention-2's variant with a separate dQ
+pass: no f32 scratch, a fixed order of additions), or one (dkdvdq) at D = 64 by default; shaped as the
+forward (attention_sm90.py): a CTA holds 128 rows of one side in shared memory (the "rows", 64 per consumer
+warpgroup) and streams blocks of `block_n` rows of the other side through a TMA ring filled by a
 producer warpgroup:
 
     dkdv   rows: K and V (128 keys);      streamed: Q and dO blocks (queries), with their LSE and Delta
@@ -18,13 +19,15 @@ producer warpgroup:
     dq     rows: Q and dO (128 queries);  streamed: K and V blocks (keys)
            S = Q·Kᵀ, dP = dO·Vᵀ, P and dS as above with the row's lse and delta, dQ += dS·K
 
-    dkdvdq dkdv, and dQ too (opt-in: attention_lowering.lower_bwd): each warpgroup stages its 64 keys of dSᵀ
-           in a shared tile (two, alternating by block), both meet at a named barrier, then each multiplies
-           dQᵀ = Kᵀ·dSᵀ over the 128 keys (`_dq_product`) and adds it by red.global.add.f32 into dQacc
-           (f32 [BH, SQ, D], zeroed before and rounded to dQ after by `generate_acc`'s kernels)
+    dkdvdq dkdv, and dQ too (attention_lowering.lower_bwd: by default at D = 64, FUSED_DQ_HEAD_DIMS): each
+           warpgroup stages its 64 keys of dSᵀ in a shared tile (two, alternating by block), both meet at a
+           named barrier, then each multiplies dQᵀ = Kᵀ·dSᵀ over the 128 keys (`_dq_product`), writes it to
+           a shared buffer and its leader adds that into dQacc (f32 [BH, SQ, D], zeroed before and rounded to
+           dQ after by `generate_acc`'s kernels) by TMA bulk tensor reductions (`_add_dq`, FlashAttention-3's
+           way)
 
-so dkdv and dq multiply seven S×S×D products, dkdvdq five; dkdvdq is nonetheless slower on an H100
-(docs/performance.md), and its atomics add in a varying order. Causal
+so dkdv and dq multiply seven S×S×D products, dkdvdq five; dkdvdq's reductions add in a varying order, and
+on an H100 it is faster at D = 64 only (docs/performance.md). Causal
 attention skips the blocks that are wholly masked (dkdv: query blocks before the key block; dq: key blocks
 after the query block) and masks the diagonal ones; keys or queries past the end are masked too (TMA reads
 them as zeros). The result rows leave through shared memory and TMA stores, as the forward's O.
@@ -51,6 +54,9 @@ TUNED = {("dkdv", 128, False): (48, 3), ("dkdv", 128, True): (32, 2), ("dkdv", 6
          ("dq", 64, False): (128, 2), ("dq", 64, True): (128, 2),
          ("dkdvdq", 128, False): (32, 3), ("dkdvdq", 128, True): (32, 3), ("dkdvdq", 64, False): (64, 3),
          ("dkdvdq", 64, True): (64, 3)}
+# where dkdvdq (with its _dq_zero and _dq_cast) beat dkdv and dq on an H100 at S = 4096 (docs/performance.md:
+# D = 64 by 8-11 %; D = 128 causal even, not causal 10 % slower), so PTXOptions.fused_dq "faster" takes it
+FUSED_DQ_HEAD_DIMS = (64,)
 DS_BOX = BM * hp.SWIZZLE_ROW   # one 64-column box of the CTA's dSᵀ tile (dkdvdq): 128 key rows of 128 bytes
 
 
@@ -86,8 +92,20 @@ class Sm90AttentionBwdSpec(fwd.Blocks):
         return 2 * -(-self.block_n // 64) * DS_BOX if self.kind == "dkdvdq" else 0
 
     @property
+    def dq_rows(self) -> int:
+        """Queries of a warpgroup's part of a block's dQ (dkdvdq): all of the block's at D = 128 (where the
+        warpgroups split the head dimension), half of them at D = 64 (where they split the queries)."""
+        return self.block_n if self.head_dim == 128 else self.block_n // 2
+
+    @property
+    def dq_bytes(self) -> int:
+        """Shared memory for dQ's f32 partial sums (dkdvdq): a buffer a warpgroup of dq_rows × 64 head
+        dimensions."""
+        return 2 * self.dq_rows * 64 * 4 if self.kind == "dkdvdq" else 0
+
+    @property
     def smem_bytes(self) -> int:
-        return super().smem_bytes + self.ds_bytes
+        return super().smem_bytes + self.ds_bytes + self.dq_bytes
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -98,8 +116,11 @@ class Sm90AttentionBwdSpec(fwd.Blocks):
     def tensor_maps(self) -> str:
         held = ("Q", "dO") if self.kind == "dq" else ("K", "V")
         rows = {n: BM if n in held else self.block_n for n in ("Q", "K", "V", "dO")}
-        rows.update({n: 64 for n in self.params[6:8]})       # results leave 64 rows a warpgroup (dQacc: atomics)
-        return ";".join(f"{n}:{i}:64x{rows[n]}x1:128" for i, n in enumerate(self.params) if n in rows)
+        rows.update({n: 64 for n in self.params[6:8]})       # results leave 64 rows a warpgroup
+        maps = [f"{n}:{i}:64x{rows[n]}x1:128" for i, n in enumerate(self.params) if n in rows]
+        if self.kind == "dkdvdq":   # f32 boxes of 32 columns (128 bytes) added by the bulk tensor reduction
+            maps.append(f"dQacc:8:32x{self.dq_rows}x1:128")
+        return ";".join(maps)
 
     def flops(self, bh: int, sq: int, sk: int) -> float:
         """The FLOPs of this kernel's products (S×S×D each): dkdvdq five, dkdv four, dk and dq three, dv two."""
@@ -112,7 +133,7 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
     arguments `spec.params` and the extents BH, SQ, SK. Grid: (ceil(SQ/128) for dq, else ceil(SK/128), BH)."""
     w = Writer()
     dkdv = spec.kind != "dq"                                 # K and V are the held rows
-    fused = spec.kind == "dkdvdq"                            # dQ too, by atomics
+    fused = spec.kind == "dkdvdq"                            # dQ too, by bulk reductions
     want_dk, want_dv = "dK" in spec.params, "dV" in spec.params
     S, nb, d, BN, BOX = spec.stages, spec.boxes, spec.head_dim, spec.block_n, spec.kv_box
     maps = [m.split(":")[0] for m in spec.tensor_maps.split(";")]
@@ -128,7 +149,8 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
     base = hp.smem_base(w)                                   # rows: A1 (nb boxes), A2 (nb boxes)
     ring = w.v(f"add i32 {base}, {2 * nb * fwd.QBOX}")
     ds_tiles = w.v(f"add i32 {ring}, {S * spec.stage_bytes}")  # dkdvdq: dSᵀ, two tiles
-    bars = w.v(f"add i32 {ds_tiles}, {spec.ds_bytes}")        # rows full, full[S], empty[S]
+    dq_bufs = w.v(f"add i32 {ds_tiles}, {spec.ds_bytes}")     # dkdvdq: dQ's partial sums, a buffer a warpgroup
+    bars = w.v(f"add i32 {dq_bufs}, {spec.dq_bytes}")         # rows full, full[S], empty[S]
     sq = w.v("trunc i64 %SQ to i32")
     sk = w.v("trunc i64 %SK to i32")
     if spec.causal and not dkdv:  # the query tiles with the most key blocks first
@@ -251,7 +273,11 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
         hp.stmatrix_rows(w, [fds[4 * g:4 * g + 4] for g in range(BN // 16)], warp, lane,
                          w.v(f"add i32 {ds_at}, {w.v(f'mul i32 {c}, {64 * hp.SWIZZLE_ROW}')}"), DS_BOX)
         w.asm("fence.proxy.async.shared::cta;")   # generic-proxy writes, read by wgmma (the async proxy)
-        w.asm("bar.sync 5, 256;")                  # both warpgroups' halves are in
+        # both warpgroups' halves are in; and (its leader having waited) the warpgroup's last bulk reduction
+        # of dQ has read its buffer, which _add_dq writes next
+        w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.bulk.wait_group.read 0; }", "r",
+              [("i32", w.v(f"zext i1 {leader} to i32"))])
+        w.asm("bar.sync 5, 256;")
     if turn:
         turn.take()
     flat, frags = hp.fence(w, [x for o in outs_in for x in o], fp + fds)
@@ -269,7 +295,7 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
     outs = [hp.wait_group(w, o, 0, keep=frags) for o in outs]
     hp.mbar_arrive_if(w, fwd._empty(w, bars, s, S), leader)
     if fused:
-        _add_dq(w, spec, hp.wait_group(w, dq, 0), j, c, warp, lane, col_t, bhq, sq)
+        _add_dq(w, spec, hp.wait_group(w, dq, 0), j, c, warp, lane, col_t, bh, dq_bufs, leader)
     w.emit(f"{i_next} = add i32 {i}, 1")
     clatch = w.current
     w.cbr(w.v(f"icmp ult i32 {i_next}, {n}"), "cloop", "cdone")
@@ -324,32 +350,50 @@ def _dq_product(w: Writer, spec: Sm90AttentionBwdSpec, base: str, ds_at: str, c:
 
 
 def _add_dq(w: Writer, spec: Sm90AttentionBwdSpec, dq: list[str], j: str, c: str, warp: str, lane: str,
-            col_t: str, bhq: str, sq: str) -> None:
-    """dQacc[bh, q, d] += the thread's elements of dQᵀ (rows d, columns q; `_dq_product`'s split), queries past
-    the end left out: red.global.add.f32, each warp instruction eight consecutive d (32 bytes) of four
-    queries."""
-    d = spec.head_dim
-    m = w.v(f"add i32 {w.v(f'shl i32 {warp}, 4')}, {w.v(f'lshr i32 {lane}, 2')}")
-    q0 = w.v(f"mul i32 {j}, {spec.block_n}")
-    if d == 128:
-        m = w.v(f"add i32 {m}, {w.v(f'shl i32 {c}, 6')}")
-    else:
-        q0 = w.v(f"add i32 {q0}, {w.v(f'mul i32 {c}, {spec.block_n // 2}')}")
-    q0 = w.v(f"add i32 {q0}, {col_t}")
-    # one pointer (that of the thread's first element) and constant offsets in the instructions: a pointer
-    # an element would keep dozens of 64-bit registers live (ptxas spilled)
-    qw, mw = w.v(f"zext i32 {q0} to i64"), w.v(f"zext i32 {m} to i64")
-    row = w.v(f"add i64 {bhq}, {qw}")
-    at = w.v(f"add i64 {w.v(f'mul i64 {row}, {d}')}, {mw}")
-    ptr = w.v(f"getelementptr float, ptr addrspace(1) %dQacc, i64 {at}")
-    ptr = w.v(f"ptrtoint ptr addrspace(1) {ptr} to i64")
-    left = w.v(f"sub i32 {sq}, {q0}")                        # the queries from q0 on that exist
+            col_t: str, bh: str, dq_bufs: str, leader: str) -> None:
+    """dQacc[bh, q, d] += the warpgroup's part of block j's dQᵀ (rows d, columns q; `_dq_product`'s split) as
+    FlashAttention-3 adds dQ: the threads write it to a shared buffer in the layout of two TMA boxes (32 head
+    dimensions × dq_rows queries, f32, 128-byte swizzle: the 16-byte chunk k of row q at k ^ (q % 8), so that
+    a warp's 32 scalar stores hit 32 banks), meet at the warpgroup's named barrier, and its leader adds both
+    boxes to global memory by bulk tensor reductions (cp.reduce.async.bulk.tensor .add: one instruction per
+    box instead of a red.global per element; TMA skips queries past the end). The buffer is free again once
+    the reductions have read it: the leader waits for that before the next block's 256-thread barrier."""
+    rows = spec.dq_rows
+    box_bytes = rows * hp.SWIZZLE_ROW
+    buf = w.v(f"add i32 {dq_bufs}, {w.v(f'mul i32 {c}, {2 * box_bytes}')}")
+    # element k: head dimension m = 16·warp + lane/4 + 8r (box m / 32 = warp / 2), query col_t + 8g + e; its
+    # chunk (m % 32) / 4 = 4·(warp % 2) + lane/16 + 2r, swizzled by q % 8 = col_t + e
+    odd_warp = w.v(f"and i32 {warp}, 1")
+    sub = w.v(f"or i32 {w.v(f'shl i32 {odd_warp}, 2')}, {w.v(f'lshr i32 {lane}, 4')}")
+    chunk = w.v(f"xor i32 {sub}, {col_t}")
+    box = w.v(f"lshr i32 {warp}, 1")
+    t = w.v(f"add i32 {buf}, {w.v(f'mul i32 {box}, {box_bytes}')}")
+    t = w.v(f"add i32 {t}, {w.v(f'shl i32 {col_t}, 7')}")
+    word = w.v(f"and i32 {w.v(f'lshr i32 {lane}, 2')}, 3")                          # m % 4
+    t = w.v(f"add i32 {t}, {w.v(f'shl i32 {word}, 2')}")
+    at = {}
+    for r in (0, 1):
+        for e in (0, 1):
+            swizzled = w.v(f"xor i32 {chunk}, {2 * r + e}")
+            at[(r, e)] = w.v(f"add i32 {t}, {w.v(f'shl i32 {swizzled}, 4')}")
     for k, x in enumerate(dq):
         g, r, e = k // 4, (k // 2) % 2, k % 2
-        ok = w.v(f"zext i1 {w.v(f'icmp sgt i32 {left}, {8 * g + e}')} to i32")
-        off = 4 * ((8 * g + e) * d + 8 * r)
-        w.asm(f"{{ .reg .pred p; setp.ne.b32 p, $2, 0; @p red.global.add.f32 [$0+{off}], $1; }}", "l,f,r",
-              [("i64", ptr), ("float", x), ("i32", ok)])
+        w.asm(f"st.shared.f32 [$0+{(8 * g + e) * hp.SWIZZLE_ROW}], $1;", "r,f", [("i32", at[(r, e)]), ("float", x)])
+    w.asm("fence.proxy.async.shared::cta;")   # generic-proxy writes, read by the bulk reduction
+    lead = w.v(f"zext i1 {leader} to i32")
+    w.asm("bar.sync $0, 128;", "r", [("i32", w.v(f"add i32 {c}, 1"))])   # the warpgroup's named barrier
+    q0 = w.v(f"mul i32 {j}, {spec.block_n}")
+    if spec.head_dim == 128:
+        d0 = w.v(f"shl i32 {c}, 6")
+    else:
+        d0, q0 = "0", w.v(f"add i32 {q0}, {w.v(f'mul i32 {c}, {rows}')}")
+    tm = w.v("ptrtoint ptr %tmdQacc to i64")
+    for b in (0, 1):
+        w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; "
+              "@p cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [$1, {$2, $3, $4}], [$5]; }",
+              "r,l,r,r,r,r", [("i32", lead), ("i64", tm), ("i32", w.v(f"add i32 {d0}, {32 * b}")), ("i32", q0),
+                              ("i32", bh), ("i32", w.v(f"add i32 {buf}, {b * box_bytes}"))])
+    w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.bulk.commit_group; }", "r", [("i32", lead)])
 
 
 def _stat(w: Writer, bhq: str, q: str, sq: str, log2e: str) -> tuple[str, str]:

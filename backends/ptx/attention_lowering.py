@@ -75,14 +75,14 @@ def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
                           grid=(f"ceil(SQ/{attention_sm90.BM})", "BH", "1"))]
 
 
-def lower_bwd(arch: str, atomics: bool, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
+def lower_bwd(arch: str, fused_dq: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     """The plan steps of an "attention_bwd" group: the attention_grad ops of one attention (identical
     operands, causal and scale), one per wanted gradient. dK and dV come from one kernel (or the one of them
-    wanted), dQ from another (kname + "_dq") — except when all three are wanted and `atomics` allows
-    (PTXOptions.atomics: TESSERA_ATTENTION_FUSED_DQ=1, never under the "strict" numerics profile): then the
-    dK/dV kernel adds dQ's partial products into an f32 accumulator (a plan intermediate) by atomics (kernel
-    "dkdvdq", five S×S×D products instead of seven), which kname + "_dq_zero" zeroes first and
-    kname + "_dq_cast" rounds to dQ after; the atomics' order varies from run to run, so dQ's bits may."""
+    wanted), dQ from another (kname + "_dq") — except when all three are wanted and `fused_dq`
+    (PTXOptions.fused_dq) is "always", or "faster" at a head dimension of attention_bwd_sm90.FUSED_DQ_HEAD_DIMS:
+    then the dK/dV kernel adds dQ's partial products into an f32 accumulator (a plan intermediate) by bulk
+    reductions (kernel "dkdvdq", five S×S×D products instead of seven), which kname + "_dq_zero" zeroes first
+    and kname + "_dq_cast" rounds to dQ after; the reductions' order varies from run to run, so dQ's bits may."""
     dims = ctx.dims
     op = ops[0]
     q, k, v, do, lse, delta = op.operands
@@ -97,7 +97,8 @@ def lower_bwd(arch: str, atomics: bool, ctx, kname: str, ops: list) -> list[plan
     kinds = [kind for kind, want in (("dkdv", "k" in wrt and "v" in wrt), ("dk", "k" in wrt and "v" not in wrt),
                                      ("dv", "v" in wrt and "k" not in wrt), ("dq", "q" in wrt)) if want]
     steps = []
-    if kinds == ["dkdv", "dq"] and atomics:
+    if kinds == ["dkdv", "dq"] and (fused_dq == "always" or
+                                    fused_dq == "faster" and D in attention_bwd_sm90.FUSED_DQ_HEAD_DIMS):
         kinds = ["dkdvdq"]
         rows["dQacc"] = "SQ"
         values["dQacc"] = ctx.temporary(ctx.record(wrt["q"]), "f32")

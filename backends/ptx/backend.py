@@ -33,7 +33,8 @@ class PTXBackend(Backend):
         if options.warp_size != WARP_SIZE:
             raise ValueError(f"the ptx target has warps of {WARP_SIZE} lanes, not {options.warp_size}")
         return {"arch": arch or "sm_80", "opt_level": options.opt_level, "bounds_checks": options.gpu_bounds_checks,
-                "atomics": options.numerics != "strict" and os.environ.get("TESSERA_ATTENTION_FUSED_DQ") == "1"}
+                "fused_dq": "never" if options.numerics == "strict" else
+                {"0": "never", "1": "always"}.get(os.environ.get("TESSERA_ATTENTION_FUSED_DQ", ""), "faster")}
 
     def tool_versions(self) -> tuple[str, ...]:
         # ptxas's report (registers, shared memory, spills) is part of each kernel's record
@@ -58,7 +59,7 @@ class PTXBackend(Backend):
         return {"gemm": functools.partial(gemm_lowering.lower, self.options.arch),
                 "attention": functools.partial(attention_lowering.lower, self.options.arch),
                 "attention_bwd": functools.partial(attention_lowering.lower_bwd, self.options.arch,
-                                                   self.options.atomics)}
+                                                   self.options.fused_dq)}
 
     def entry_symbol(self, kernel: str) -> str:
         # the PTX .entry has the kernel's own name, as profilers then show it, unless PTX cannot spell it

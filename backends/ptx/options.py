@@ -25,10 +25,11 @@ class PTXOptions(HashedOptions):
     arch: str = "sm_80"
     opt_level: int = 3
     bounds_checks: bool = False  # guard the accesses not proven in bounds (passes/gpu_bounds_checks.py)
-    # the sm_90a attention backward may add dQ by f32 atomics inside its dK/dV kernel (their order varies from
-    # run to run). Off unless TESSERA_ATTENTION_FUSED_DQ=1 (and never under the "strict" numerics profile):
-    # on an H100 that kernel is slower than dQ in a kernel of its own (docs/performance.md)
-    atomics: bool = False
+    # whether the sm_90a attention backward adds dQ inside its dK/dV kernel by f32 bulk reductions (whose order
+    # varies from run to run): "never" (the "strict" numerics profile, TESSERA_ATTENTION_FUSED_DQ=0), "faster"
+    # (the default: at the head dimensions where that measured faster than dQ in a kernel of its own,
+    # attention_bwd_sm90.FUSED_DQ_HEAD_DIMS; docs/performance.md) or "always" (TESSERA_ATTENTION_FUSED_DQ=1)
+    fused_dq: str = "never"
 
     def __post_init__(self):
         if self.arch not in ARCHS:

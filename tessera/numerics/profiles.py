@@ -12,10 +12,10 @@
 
 In both profiles the generated kernels reduce in a fixed order — each reduction's tree (a subgroup's
 butterfly, a GEMM's ascending K loop) is part of the kernel, never decided by scheduling, and no kernel
-uses atomics (except, in `default` only, the sm_90a attention backward's dQ when
-TESSERA_ATTENTION_FUSED_DQ=1 asks for it: backends/ptx/options.py) — so a program gives the same bits on
-every run on one backend. Across backends the results of `strict` programs agree within the tolerances
-docs/portability.md ("Golden tests") documents.
+uses atomics (except, in `default` only, the sm_90a attention backward's dQ, added by bulk reductions at
+head dimension 64, or at every one with TESSERA_ATTENTION_FUSED_DQ=1, never with =0:
+backends/ptx/options.py) — so a program gives the same bits on every run on one backend. Across backends
+the results of `strict` programs agree within the tolerances docs/portability.md ("Golden tests") documents.
 """
 
 from __future__ import annotations
