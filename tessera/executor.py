@@ -81,10 +81,10 @@ def _to_storage(x: np.ndarray, dtype: str, compact: bool = True) -> np.ndarray:
     of the stored dtype keeps its strides, which libtessera's executor takes)."""
     if dtype == "bf16" and x.dtype == np.float32:  # the top half of an f32: round to nearest even, keep it
         r = round_to(x.astype(np.float64), "bf16").astype(np.float32)
-        return np.ascontiguousarray((r.view(np.uint32) >> 16).astype(np.uint16))
+        return runtime.compact((r.view(np.uint32) >> 16).astype(np.uint16))
     if dtype == "tf32":  # an f32 whose low 13 fraction bits are zero: round to nearest even
-        return np.ascontiguousarray(round_to(x.astype(np.float64), "tf32").astype(np.float32))
-    return np.ascontiguousarray(x) if compact else x
+        return runtime.compact(round_to(x.astype(np.float64), "tf32").astype(np.float32))
+    return runtime.compact(x) if compact else x
 
 
 def _from_storage(x: np.ndarray, dtype: str) -> np.ndarray:

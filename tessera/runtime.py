@@ -52,6 +52,12 @@ _NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": np.ui
 BIT_PATTERNS = ("bf16", "fp8_e4m3", "fp8_e5m2")
 
 
+def compact(array) -> np.ndarray:
+    """`array` as a C-contiguous ndarray of the same shape: np.ascontiguousarray would make a 0-d array (a
+    scalar parameter) 1-d."""
+    return np.asarray(array, order="C")
+
+
 def storage_spelling(dtype: str) -> str:
     """How a launch takes a tensor of `dtype`, for messages: 'a float32 array', 'bf16 bit patterns as uint16'."""
     numpy_name = np.dtype(_NUMPY[dtype]).name
@@ -196,7 +202,7 @@ class DeviceArray:
 
     @classmethod
     def from_numpy(cls, array, context: _runtime.Context | None = None) -> "DeviceArray":
-        array = np.ascontiguousarray(array)
+        array = compact(array)
         out = cls(array.shape, array.dtype, context)
         out.copy_from(array)
         return out
@@ -214,7 +220,7 @@ class DeviceArray:
         return int(np.prod(self.shape, dtype=np.int64))
 
     def copy_from(self, array) -> None:
-        array = np.ascontiguousarray(array)
+        array = compact(array)
         if array.dtype != self.dtype:
             raise TypeError(f"cannot copy an array of {array.dtype} into a DeviceArray of {self.dtype}; no dtype "
                             f"is converted implicitly")

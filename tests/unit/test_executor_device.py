@@ -59,6 +59,17 @@ def test_numpy_and_device_arrays_mixed_run_in_device_memory(mlp):
         np.testing.assert_array_equal(g.numpy(), w)
 
 
+def test_a_numpy_scalar_beside_device_arrays_stays_0d():
+    """Regression: a scalar parameter (a learning rate) given as np.float32 beside DeviceArrays was copied to
+    the device 1-d (np.ascontiguousarray makes 0-d arrays 1-d), and the call refused it: 'must have rank 0'."""
+    prog = executor.load(compiler.compile_source(
+        "@function\ndef f(X: tensor[f32, \"M\"], lr: f32):\n    return X * lr\n", "scalar.py").image)
+    X = randn(9)
+    got = prog.f(device(X, prog), np.float32(0.5))
+    np.testing.assert_array_equal(got.numpy(), X * np.float32(0.5))
+    assert runtime.DeviceArray.from_numpy(np.float32(2.0), prog.module.context).shape == ()
+
+
 def test_batched_steps_launch_on_device_array_slices():
     prog = executor.load(compiler.compile_source(BATCHED, "prog.py").image)
     assert any("batch" in s for s in prog.functions["f"]["steps"])
