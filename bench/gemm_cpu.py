@@ -8,6 +8,9 @@ Rows, each at M = N = K = size:
   (matmul, + bias, then the tanh-form gelu as ufuncs with out=). numpy has no erf, so both use gelu_tanh.
 - `mlp`: gelu(X·W1 + b1)·W2 with W1 size×4·size and W2 4·size×size, two Tessera kernels (the first fused)
   against numpy's matmul, bias, gelu passes and matmul.
+- `gemm Aᵀ·B`, `gemm A·Bᵀ`: an operand stored transposed, read in place while packing (GemmSpec trans_a /
+  trans_b, what a matmul's backward runs: passes/fold_transposes.py). Peer: np.matmul of the transposed view
+  (OpenBLAS reads it in place too).
 - `gemm … 2 B panels`: the schedule multi-buffered (stages=2: the next K chunk's B panel packed during this
   chunk's micro-kernels) against the same schedule with one panel (packed between chunks). Peer: the latter.
 
@@ -88,6 +91,16 @@ def bench_size(n: int, rounds: int, rng) -> None:
                                  lambda: np.matmul(A, B, out=ref)], rounds)
     np.testing.assert_allclose(C, ref, rtol=1e-3, atol=1e-3 * math.sqrt(n))
     report(f"gemm {n}", t_ours, t_peer, "numpy", "GFLOP/s", flops)
+
+    for label, trans_a, trans_b in (("Aᵀ·B", True, False), ("A·Bᵀ", False, True)):
+        spec = gemm.GemmSpec("gemm_t", schedule=schedule, trans_a=trans_a, trans_b=trans_b)
+        mt = kernel(spec)
+        At, Bt = (np.ascontiguousarray(A.T) if trans_a else A), (np.ascontiguousarray(B.T) if trans_b else B)
+        a_view, b_view = (At.T if trans_a else A), (Bt.T if trans_b else B)
+        t_ours, t_peer = best_times([lambda: mt(At, Bt, C, grid=grid, block=1),
+                                     lambda: np.matmul(a_view, b_view, out=ref)], rounds)
+        np.testing.assert_allclose(C, ref, rtol=1e-3, atol=1e-3 * math.sqrt(n))
+        report(f"gemm {label} {n}", t_ours, t_peer, "numpy", "GFLOP/s", flops)
 
     if n > schedule.kc:   # more than one K chunk: a next panel to pack ahead
         single = kernel(gemm.GemmSpec("gemm_single", schedule=dataclasses.replace(schedule, stages=1)))

@@ -94,10 +94,28 @@ class _TensorOp(TTensor.Operation):
 
 # -- ops --------------------------------------------------------------------------------------------------
 
+TRANSPOSE_A, TRANSPOSE_B = "tessera.transpose_a", "tessera.transpose_b"
+
+
+def matmul_transposes(op) -> tuple[bool, bool]:
+    """Whether a ttensor.matmul reads its lhs, rhs transposed (passes/fold_transposes.py sets the unit
+    attributes `tessera.transpose_a` / `tessera.transpose_b`): the operand is stored with its last two axes
+    swapped, and the product uses it as if a `ttensor.transpose` had swapped them back."""
+    attrs = op.operation.attributes
+    return TRANSPOSE_A in attrs, TRANSPOSE_B in attrs
+
+
+def as_read(shape: list, transposed: bool) -> list:
+    """The extents of a matmul operand as the product reads it, from those it is stored with."""
+    return shape[:-2] + [shape[-1], shape[-2]] if transposed else shape
+
+
 class MatmulOp(_TensorOp, name="matmul", traits=[ext.Pure]):
     """``C = A @ B`` over the last two axes, with numpy broadcasting of leading (batch) axes. `accum` names the
     accumulation type (default f32 for floating inputs, i32 for integer ones); the result's element type may
-    be narrower than the accumulator."""
+    be narrower than the accumulator. The unit attributes `tessera.transpose_a` / `tessera.transpose_b` say
+    an operand is stored transposed (last two axes swapped): ``C = Aᵀ @ B`` etc. (the schedule stage folds a
+    `ttensor.transpose` into its matmul so that the GEMM reads the operand in place, without a copy)."""
 
     lhs: ext.Operand[typing.Any]
     rhs: ext.Operand[typing.Any]
@@ -108,7 +126,11 @@ class MatmulOp(_TensorOp, name="matmul", traits=[ext.Pure]):
         a, b, c = ts
         if a.rank < 2 or b.rank < 2:
             raise Invalid(f"operands must have rank >= 2, got {a.rank} and {b.rank}")
-        sa, sb, sc = shape_of(a), shape_of(b), shape_of(c)
+        for name in (TRANSPOSE_A, TRANSPOSE_B):
+            if name in self.operation.attributes and not isinstance(self.operation.attributes[name], ir.UnitAttr):
+                raise Invalid(f"attribute '{name}' must be a unit attribute, got {self.operation.attributes[name]}")
+        ta, tb = matmul_transposes(self)
+        sa, sb, sc = as_read(shape_of(a), ta), as_read(shape_of(b), tb), shape_of(c)
         if sa[-1] is not None and sb[-2] is not None and sa[-1] != sb[-2]:
             raise Invalid(f"contracting dimensions must match: lhs has {sa[-1]}, rhs has {sb[-2]}")
         batch = broadcast(sa[:-2], sb[:-2])

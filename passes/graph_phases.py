@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from ..diagnostics import LoweringError
 from ..dialects import tmem, tsched
+from ..dialects.ttensor import matmul_transposes
 from ..mlir import ir
 from ..targets import TargetFacts
 from . import fp8_fallback, fusion
@@ -84,8 +85,9 @@ def schedule(fn, target: TargetFacts, overrides: dict | None = None) -> None:
         if name == "ttensor.matmul":
             t = ir.RankedTensorType(op.results[0].type)
             k_type = ir.RankedTensorType(op.operands[0].type)
+            k_axis = k_type.rank - (2 if matmul_transposes(op)[0] else 1)   # Aᵀ stored: K is its rows
             static = [None if ty.is_dynamic_dim(i) else ty.get_dim_size(i)
-                      for ty, i in ((t, t.rank - 2), (t, t.rank - 1), (k_type, k_type.rank - 1))]
+                      for ty, i in ((t, t.rank - 2), (t, t.rank - 1), (k_type, k_axis))]
             s = dict(target.matmul_schedule(*static)) if target.matmul_schedule else {}
             chosen = {**{k: v for k, v in hints.items() if k in ("MB", "NC", "MC", "KC", "stages")},
                       **_op_hints(op),  # what a tile program chose (tile.mma blocking, k-chunk staging)

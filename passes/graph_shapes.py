@@ -11,6 +11,7 @@ import json
 import re
 
 from ..diagnostics import LoweringError
+from ..dialects.ttensor import as_read, matmul_transposes
 from ..mlir import ir
 from .schedule_ir import graph_ops
 
@@ -106,7 +107,7 @@ def _rule(op, ins: list[Dims]) -> list[Dims]:
     if name == "ttensor.binary":
         return [_broadcast(ins[0], ins[1])]
     if name == "ttensor.matmul":
-        a, b = ins
+        a, b = (as_read(d, t) for d, t in zip(ins, matmul_transposes(op)))
         return [_broadcast(a[:-2], b[:-2]) + [a[-2], b[-1]]]
     if name == "ttensor.constant":
         return [[d for d in _static(t)]]

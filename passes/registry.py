@@ -12,7 +12,7 @@ from typing import Callable
 
 from ..diagnostics import LoweringError
 from ..mlir import passmanager
-from . import autodiff, cpu_vector_math, gpu_math, inline_functions, simt_to_gpu, simt_to_warps, tile_mma, tod_rewrites
+from . import autodiff, cpu_vector_math, fold_transposes, gpu_math, inline_functions, simt_to_gpu, simt_to_warps, tile_mma, tod_rewrites
 from .to_llvm import CPU_TO_LLVM
 
 
@@ -41,6 +41,12 @@ def _cpu_vector_math(op, arch: str = "x86_64", features: str = "+avx2") -> None:
 
 def _simt_to_gpu(op, warp_size: int = 32) -> None:
     simt_to_gpu.run(op, warp_size)
+
+
+def _fold_transposes(op, dtypes: str = "", fused_attention: bool = False) -> None:
+    for fn in op.regions[0].blocks[0].operations:
+        if fn.operation.name == "func.func" and len(fn.regions[0].blocks):
+            fold_transposes.run(fn, frozenset(dtypes.split(",")) if dtypes else None, fused_attention)
 
 
 def _tile_mma(op, wave: int = 64, matrix: str = "") -> None:
@@ -75,6 +81,10 @@ PASSES: dict[str, PassInfo] = {
     "tessera-inline-functions": PassInfo(
         "tessera-inline-functions", "calls of one @function by another replaced by the callee's body, callees "
         "first (the first pass of the canonical stage)", inline_functions.run, {}),
+    "tessera-fold-transposes": PassInfo(
+        "tessera-fold-transposes", "a transpose of a matmul operand's last two axes folded into the matmul "
+        "(tessera.transpose_a/_b: the GEMM reads it in place; the schedule stage, on targets whose GEMMs can); "
+        "dtypes=f32,bf16 limits it to those operand types", _fold_transposes, {"dtypes": str, "fused-attention": _flag}),
     "tessera-cpu-to-llvm": PassInfo(
         "tessera-cpu-to-llvm", "warp-vectorized kernels to the LLVM dialect (upstream conversions, in order)",
         None, {}, CPU_TO_LLVM),

@@ -27,7 +27,7 @@ from .options import CompileOptions
 from .diagnostics import CompileError, LoweringError
 from .frontend import build_module
 from .frontend.sources import keyed_source
-from .passes import decompose, fusion, graph_lowering, graph_phases
+from .passes import decompose, fold_transposes, fusion, graph_lowering, graph_phases
 from .dialects import make_context
 from .mlir import ir
 from .passes.registry import build_pass_manager
@@ -98,6 +98,8 @@ def make_schedule(mod: ir.Module, metadata: dict, target, overrides: dict | None
         decompose.attention_backward(fn, target.fused_attention_backward)
         if target.decompose_attention:
             decompose.attention(fn)
+        if target.gemm_transposes:
+            fold_transposes.run(fn, target.gemm_transposes, target.fused_attention)
         graph_phases.schedule(fn, target, overrides or {})
     return mod
 

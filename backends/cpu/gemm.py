@@ -31,6 +31,11 @@ Packing zero-pads the edge strips, so the micro-kernel always runs a full MR×NR
 loads and stores are masked at the matrix edges. Inputs narrower than f32 (f16, bf16) are widened while
 packing: the micro-kernel and the epilogue are always f32.
 
+An operand may be stored transposed (`trans_a`: A given as Aᵀ[K, M]; `trans_b`: B as Bᵀ[N, K]; the Graph
+IR's `tessera.transpose_a/_b`): packing reads it in that layout, so the transpose costs no copy kernel, and
+the packed strips and the micro-kernel are the same. Aᵀ is read along its rows (a strip's MR values of one
+k are adjacent); Bᵀ strip by strip, each of the strip's NR rows of Bᵀ streaming along k, as A is packed.
+
 The blocking and the register tile are the schedule's (gemm_schedule.py, the cost model).
 
 No bounds checks (simt_to_warps checks SIMT kernels' accesses; this kernel never goes through it): every
@@ -72,6 +77,8 @@ class GemmSpec:
     dtype: str = "f32"                     # of A and B; C and the arithmetic are f32
     epilogue: tuple = ()                   # steps such as ("bias",), ("gelu",), applied in order
     schedule: Schedule | None = None
+    trans_a: bool = False                  # A is stored as Aᵀ[K, M]
+    trans_b: bool = False                  # B is stored as Bᵀ[N, K]
 
     def __post_init__(self):
         if not self.name.isidentifier():
@@ -101,6 +108,16 @@ def gemm_grid(spec: GemmSpec, M: int, N: int) -> tuple[int, int, int]:
     return max(1, ceil_div(N, s.nc)), max(1, ceil_div(M, s.mb)), 1
 
 
+def operand_dims(spec: GemmSpec) -> tuple[tuple, tuple]:
+    """The dimension names of A and B as stored: (M, K) and (K, N), each swapped where it is transposed."""
+    return ("K", "M") if spec.trans_a else ("M", "K"), ("N", "K") if spec.trans_b else ("K", "N")
+
+
+def _transposed(spec: GemmSpec) -> str:
+    """The operands stored transposed, as recorded on the kernel: "", "A", "B" or "A,B"."""
+    return ",".join(x for x, t in (("A", spec.trans_a), ("B", spec.trans_b)) if t)
+
+
 # -- the kernel ---------------------------------------------------------------------------------------------
 
 def build_gemm(module: ir.Module, spec: GemmSpec) -> func.FuncOp:
@@ -108,7 +125,8 @@ def build_gemm(module: ir.Module, spec: GemmSpec) -> func.FuncOp:
     s = spec.schedule
     elem = elem_type(spec.dtype)
     matrix = lambda t: ir.MemRefType.get([ir.ShapedType.get_dynamic_size()] * 2, t)  # noqa: E731
-    params = [("A", matrix(elem), ("M", "K")), ("B", matrix(elem), ("K", "N")), ("C", matrix(f32()), ("M", "N"))]
+    params = [("A", matrix(elem), operand_dims(spec)[0]), ("B", matrix(elem), operand_dims(spec)[1]),
+              ("C", matrix(f32()), ("M", "N"))]
     for name, dims in spec.extra_params:
         if dims is None:
             params.append((name, f32(), None))
@@ -125,7 +143,8 @@ def build_gemm(module: ir.Module, spec: GemmSpec) -> func.FuncOp:
         "block": ir.DenseI64ArrayAttr.get([s.mb, s.nc]), "cache_blocks": ir.DenseI64ArrayAttr.get([s.mc, s.kc]),
         "micro_tile": ir.DenseI64ArrayAttr.get([s.mr, s.nr]),
         "vector_width": ir.IntegerAttr.get(i64, s.vector_width), "stages": ir.IntegerAttr.get(i64, s.stages),
-        "epilogue": ir.ArrayAttr.get([ir.StringAttr.get(st[0]) for st in spec.epilogue])})
+        "epilogue": ir.ArrayAttr.get([ir.StringAttr.get(st[0]) for st in spec.epilogue]),
+        **({"transposed": ir.StringAttr.get(_transposed(spec))} if _transposed(spec) else {})})
     attrs = []
     for name, _, dims in params:
         d = {"tessera.name": ir.StringAttr.get(name)}
@@ -162,9 +181,10 @@ class _Body:
     # -- the block ----------------------------------------------------------------------------------------
     def emit(self) -> None:
         s, p = self.s, self.p
-        self.M = memref.DimOp(p["A"], idx(0)).result
-        self.K = memref.DimOp(p["A"], idx(1)).result
-        self.N = memref.DimOp(p["B"], idx(1)).result
+        ta, tb = self.spec.trans_a, self.spec.trans_b
+        self.M = memref.DimOp(p["A"], idx(1 if ta else 0)).result
+        self.K = memref.DimOp(p["A"], idx(0 if ta else 1)).result
+        self.N = memref.DimOp(p["B"], idx(0 if tb else 1)).result
         i0 = mul(self.launch["bid_y"], s.mb)
         j0 = mul(self.launch["bid_x"], s.nc)
         # A grid larger than gemm_grid's has blocks past the matrix: they do nothing.
@@ -204,6 +224,14 @@ class _Body:
             if s.stages == 1:
                 # One packed B panel serves every A block of the block: B is packed mb/MC times less often.
                 self._pack_b(packed_b, idx(0), j0, nc, k0, kc)
+            elif self.spec.trans_b:
+                # Bᵀ is packed strip by strip, not in the row-major units _PanelCopy spreads over the
+                # micro-kernels: the panel `stages`-1 chunks ahead is packed whole, before this chunk's.
+                ahead = add(kb, s.stages - 1)
+                later = scf.IfOp(lt(ahead, chunks))
+                with ir.InsertionPoint(later.then_block):
+                    self._pack_b(packed_b, panel(ahead), j0, nc, mul(ahead, s.kc), k_of(ahead))
+                    scf.YieldOp([])
             else:
                 ahead = add(kb, s.stages - 1)
                 has_next = lt(ahead, chunks)
@@ -243,25 +271,31 @@ class _Body:
 
     def _pack_a(self, packed, i0, mc, k0, kc) -> None:
         """A[i0:i0+mc, k0:k0+kc] → MR-row strips, strip[k][r] at strip·MR·KC + k·MR + r; rows past mc are 0."""
-        s, A = self.s, self.p["A"]
-        strips = arith.CeilDivSIOp(mc, idx(s.mr)).result
+        self._pack_strips(self.p["A"], self.spec.trans_a, packed, idx(0), self.s.mr, self.s.mr * self.s.kc,
+                          i0, mc, k0, kc)
+
+    def _pack_strips(self, src, k_major: bool, packed, base, width: int, stride: int, i0, n, k0, kc) -> None:
+        """Rows i0:i0+n (of A, or columns of B) over k0:k0+kc → `width`-wide strips from `base`, `stride`
+        apart: strip[k][r] at base + strip·stride + k·width + r; entries past n are 0. `src` is indexed
+        [row, k] (A, Bᵀ), or [k, row] when `k_major` (Aᵀ)."""
+        strips = arith.CeilDivSIOp(n, idx(width)).result
         loop = scf_for(0, strips)
         with ir.InsertionPoint(loop.body):
             strip = loop.induction_variable
-            row0 = add(i0, mul(strip, s.mr))
-            rows = sub(add(i0, mc), row0)
+            row0 = add(i0, mul(strip, width))
+            rows = sub(add(i0, n), row0)
             # The last strip may be short: its missing rows read the strip's last row and store zero, so
-            # the loop body needs no branch and every load stays inside A.
-            full = arith.CmpIOp(arith.CmpIPredicate.sge, rows, idx(s.mr)).result
-            base = mul(strip, s.mr * s.kc)
+            # the loop body needs no branch and every load stays inside the operand.
+            full = arith.CmpIOp(arith.CmpIPredicate.sge, rows, idx(width)).result
+            first = add(base, mul(strip, stride))
             kl = scf_for(0, kc)
             with ir.InsertionPoint(kl.body):
                 k = kl.induction_variable
                 col = add(k0, k)
-                dst = add(base, mul(k, s.mr))
-                for r in range(s.mr):
+                dst = add(first, mul(k, width))
+                for r in range(width):
                     row = arith.SelectOp(full, add(row0, r), add(row0, smin(r, sub(rows, 1)))).result
-                    v = self._widen(memref.LoadOp(A, [row, col]).result)
+                    v = self._widen(memref.LoadOp(src, [col, row] if k_major else [row, col]).result)
                     if r:  # row 0 of a strip always exists
                         v = arith.SelectOp(arith.OrIOp(full, lt(r, rows)).result, v, zeros(f32())).result
                     memref.StoreOp(v, packed, [add(dst, r)])
@@ -274,8 +308,12 @@ class _Body:
 
         Row by row: each row of the panel is one contiguous read that the hardware prefetcher streams. Strip
         by strip would read NR floats per row of B, a page apart for large N: a TLB and cache miss each.
+        Bᵀ stored: strip by strip, each of a strip's NR rows of Bᵀ read along k (the layout A has).
         """
         s = self.s
+        if self.spec.trans_b:
+            self._pack_strips(self.p["B"], False, packed, base, s.nr, self.strip_stride, j0, nc, k0, kc)
+            return
         full_strips = arith.DivSIOp(nc, idx(s.nr)).result
         kl = scf_for(0, kc)
         with ir.InsertionPoint(kl.body):
@@ -562,5 +600,6 @@ def image_metadata(spec: GemmSpec) -> dict:
     s = spec.schedule
     props = {"block": f"{s.mb}x{s.nc}", "cache_blocks": f"{s.mc}x{s.kc}", "micro_tile": f"{s.mr}x{s.nr}",
              "b_panels": str(s.stages),
-             "epilogue": ",".join(st[0] for st in spec.epilogue)}
+             "epilogue": ",".join(st[0] for st in spec.epilogue),
+             **({"transposed": _transposed(spec)} if _transposed(spec) else {})}
     return {"kernel_props": {spec.name: props}}

@@ -3,7 +3,8 @@
 A group is a matmul and its epilogue (bias along the last axis, one activation, a scale by a constant, a
 residual add), in the order the program applies them. The lhs may carry batch axes that the rhs does not
 (`X[B, T, D] @ W[D, F]`): they fold into the GEMM's rows; operands with equal batch axes run one GEMM
-per batch entry (the plan step's `batch`). The blocking is what the schedule phase recorded
+per batch entry (the plan step's `batch`). An operand the matmul reads transposed (`tessera.transpose_a/_b`,
+passes/fold_transposes.py) is passed as stored, and the kernel packs it from that layout. The blocking is what the schedule phase recorded
 (`tsched.schedule`: the cost model's choice for the static extents, or the function's hints).
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from ... import plan
 from ...diagnostics import LoweringError
+from ...dialects.ttensor import as_read, matmul_transposes
 from ...mlir import ir
 from ...passes import fusion, graph_shapes, schedule_ir
 from ...passes import kernelgen
@@ -54,8 +56,11 @@ def lower(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     passes.lowering_context.LoweringContext)."""
     mm = ops[0]
     a, b = mm.operands[0], mm.operands[1]
-    da, db = ctx.dims[a], ctx.dims[b]
+    trans_a, trans_b = matmul_transposes(mm)
+    da, db = (as_read(ctx.dims[v], t) for v, t in ((a, trans_a), (b, trans_b)))  # as the product reads them
     batched = len(db) > 2
+    if trans_a and len(da) > 2 and not batched:   # fold_transposes leaves these unfolded
+        raise LoweringError(mm, "a transposed lhs cannot take batch axes the rhs lacks into the GEMM's rows")
     if batched and len(da) != len(db):
         raise LoweringError(mm, "the CPU backend multiplies batches of equal rank only (yet), not "
                                 f"{da[:-2]} by {db[:-2]}")  # equal extents are checked at the launch
@@ -69,13 +74,15 @@ def lower(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     M = da[-2] if batched else graph_shapes.product(da[:-1])
     K, N = da[-1], db[-1]
     lead = ["BATCH"] if batched else []
-    spec = gemm.GemmSpec(kname, dtype=element_dtype(a), epilogue=tuple(steps), schedule=_schedule(mm))
+    spec = gemm.GemmSpec(kname, dtype=element_dtype(a), epilogue=tuple(steps), schedule=_schedule(mm),
+                         trans_a=trans_a, trans_b=trans_b)
     with mm.location:
         gemm.build_gemm(ctx.module, spec)
     # The GEMM accumulates and stores f32; a narrower result is rounded by a second, elementwise kernel.
     result = ctx.record(out)
     c = result if out_dtype == "f32" else ctx.temporary(result, "f32")
-    args = [plan.TensorArg(ctx.record(a), (*lead, "M", "K")), plan.TensorArg(ctx.record(b), (*lead, "K", "N")),
+    a_dims, b_dims = gemm.operand_dims(spec)
+    args = [plan.TensorArg(ctx.record(a), (*lead, *a_dims)), plan.TensorArg(ctx.record(b), (*lead, *b_dims)),
             plan.TensorArg(c, (*lead, "M", "N"))]
     steps = []
 

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from .. import dtypes
+from ..dialects.ttensor import matmul_transposes
 from ..mlir import ir
 from ..numerics.philox import uniforms
 from ..plan import PlanError, evaluate
@@ -42,7 +43,8 @@ def constant(op, ins):
 
 @local("ttensor.matmul")
 def matmul(op, ins):
-    a, b = ins
+    # an operand stored transposed (the schedule stage's folded transposes) is read as its transpose
+    a, b = (np.swapaxes(x, -1, -2) if t else x for x, t in zip(ins, matmul_transposes(op)))
     # exact products and sums (float64 carries the significand of every product of <=24-bit inputs), then
     # one rounding to the accumulator and one to the result type
     acc = np.matmul(a.astype(np.float64), b.astype(np.float64))

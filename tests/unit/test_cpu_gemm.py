@@ -117,6 +117,39 @@ def test_gemm_multi_buffered_b_panel(stages, M, N, K):
 
 
 
+def run_transposed(spec, A, B):
+    """C = A·B with A, B passed as stored: Aᵀ (a contiguous copy) where spec.trans_a, Bᵀ where spec.trans_b."""
+    At = np.ascontiguousarray(A.T) if spec.trans_a else A
+    Bt = np.ascontiguousarray(B.T) if spec.trans_b else B
+    M, N = A.shape[0], B.shape[1]
+    C = np.full((M, N), np.nan, dtype=np.float32)
+    load(spec)(At, Bt, C, grid=gemm.gemm_grid(spec, M, N), block=1)
+    return C
+
+
+LAYOUTS = [(False, False), (True, False), (False, True), (True, True)]
+
+
+@pytest.mark.parametrize("trans_a, trans_b", LAYOUTS, ids=["nn", "tn", "nt", "tt"])
+@pytest.mark.parametrize("stages", [1, 2])
+@pytest.mark.parametrize("M, N, K", SHAPES + [(37, 71, 29), (30, 32, 8), (31, 33, 9), (6, 160, 64), (7, 9, 0)])
+def test_gemm_transposed_operands(trans_a, trans_b, stages, M, N, K):
+    """Aᵀ and Bᵀ read in place while packing, at shapes that leave partial strips, blocks and chunks (and
+    with the next B panel packed ahead, which for Bᵀ is packed whole)."""
+    import dataclasses
+    spec = gemm.GemmSpec("mm", schedule=dataclasses.replace(SMALL, stages=stages), trans_a=trans_a, trans_b=trans_b)
+    A, B = f32(M, K), f32(K, N)
+    check_gemm(run_transposed(spec, A, B), A, B)
+
+
+@pytest.mark.parametrize("trans_a, trans_b", LAYOUTS[1:], ids=["tn", "nt", "tt"])
+def test_gemm_transposed_default_schedule_bf16(trans_a, trans_b):
+    """The cost model's blocking, and bf16 operands widened as they are read transposed."""
+    spec = gemm.GemmSpec("mmt", dtype="bf16", trans_a=trans_a, trans_b=trans_b)
+    A, B = to_bf16_bits(f32(300, 129)), to_bf16_bits(f32(129, 257))
+    check_gemm(run_transposed(spec, A, B), from_bf16_bits(A), from_bf16_bits(B))
+
+
 # Register tiles of the other ISAs, compiled for this host (wider vectors are split by LLVM): the generated
 # loops are the same whatever the tile, so their numerics are checked here.
 @pytest.mark.parametrize("schedule", [

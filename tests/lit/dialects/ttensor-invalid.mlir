@@ -41,6 +41,30 @@ func.func @matmul_result(%a: tensor<4x8xf32>, %b: tensor<8x2xf32>) {
 
 // -----
 
+func.func @matmul_transpose_attr(%a: tensor<8x4xf32>, %b: tensor<8x2xf32>) {
+  // expected-error @+1 {{'ttensor.matmul' attribute 'tessera.transpose_a' must be a unit attribute, got true}}
+  %r = "ttensor.matmul"(%a, %b) {accum = f32, tessera.transpose_a = true} : (tensor<8x4xf32>, tensor<8x2xf32>) -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_transposed_contracting(%a: tensor<4x8xf32>, %b: tensor<8x2xf32>) {
+  // expected-error @+1 {{'ttensor.matmul' contracting dimensions must match: lhs has 4, rhs has 8}}
+  %r = "ttensor.matmul"(%a, %b) {accum = f32, tessera.transpose_a} : (tensor<4x8xf32>, tensor<8x2xf32>) -> tensor<8x2xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_transposed_result(%a: tensor<4x8xf32>, %b: tensor<2x8xf32>) {
+  // expected-error @+1 {{'ttensor.matmul' result shape [4, 8] does not match [4, 2]}}
+  %r = "ttensor.matmul"(%a, %b) {accum = f32, tessera.transpose_b} : (tensor<4x8xf32>, tensor<2x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
 func.func @matmul_kinds(%a: tensor<4x8xf32>, %b: tensor<8x2xi8>) {
   // expected-error @+1 {{'ttensor.matmul' operands must both be floating point or both integer}}
   %r = "ttensor.matmul"(%a, %b) {accum = f32} : (tensor<4x8xf32>, tensor<8x2xi8>) -> tensor<4x2xf32>

@@ -20,6 +20,13 @@ func.func @batched(%a: tensor<8x1x16x64xf16>, %b: tensor<4x64x16xf16>) -> tensor
   return %c : tensor<8x4x16x16xf32>
 }
 
+// CHECK-LABEL: func.func @transposed_operands
+func.func @transposed_operands(%a: tensor<3x64x16xf32>, %b: tensor<3x8x64xf32>) -> tensor<3x16x8xf32> {
+  // CHECK: "ttensor.matmul"(%{{.+}}, %{{.+}}) {accum = f32, tessera.transpose_a, tessera.transpose_b} : (tensor<3x64x16xf32>, tensor<3x8x64xf32>) -> tensor<3x16x8xf32>
+  %c = "ttensor.matmul"(%a, %b) {accum = f32, tessera.transpose_a, tessera.transpose_b} : (tensor<3x64x16xf32>, tensor<3x8x64xf32>) -> tensor<3x16x8xf32>
+  return %c : tensor<3x16x8xf32>
+}
+
 // CHECK-LABEL: func.func @elementwise_and_norms
 func.func @elementwise_and_norms(%x: tensor<4x128xf32>, %g: tensor<128xf32>) -> tensor<4x128xf32> {
   // CHECK: %[[TWO:.+]] = "ttensor.constant"() {value = 2.000000e+00 : f32} : () -> tensor<f32>

@@ -33,17 +33,19 @@ g = vjp(attn)
 # CANON-NEXT:    return %[[O]], %[[DQ]], %[[DK]], %[[DV]]
 
 # The fallback: the forward's decomposition, delta, then P recomputed (the causal softmax of scale·QKᵀ),
-# dP = dO·Vᵀ, dS = P ∘ (dP − delta) · scale, and dQ = dS·K, dK = dSᵀ·Q, dV = Pᵀ·dO in bf16 operands.
+# dP = dO·Vᵀ, dS = P ∘ (dP − delta) · scale, and dQ = dS·K, dK = dSᵀ·Q, dV = Pᵀ·dO in bf16 operands; the
+# CPU's GEMMs read Kᵀ, Vᵀ, dSᵀ and Pᵀ in place (passes/fold_transposes.py: tessera.transpose_a/_b).
 # SCHED-LABEL: func.func @g(
 # SCHED-NOT:     attention_lse
 # SCHED:         "ttensor.reduce"({{.+}}) {axes = [2], keepdims = false, kind = "sum"}
-# SCHED:         "ttensor.matmul"({{.+}}) {accum = f32} : (tensor<2x?x64xbf16>, tensor<2x64x?xbf16>) -> tensor<2x?x?xf32>
+# SCHED:         "ttensor.matmul"({{.+}}) {accum = f32, tessera.transpose_b} : (tensor<2x?x64xbf16>, tensor<2x?x64xbf16>) -> tensor<2x?x?xf32>
 # SCHED:         %[[P:.+]] = "ttensor.softmax"({{.+}}) {axis = 2 : i64, tessera.causal = "S"} : (tensor<2x?x?xf32>) -> tensor<2x?x?xf32>
-# SCHED:         %[[DP:.+]] = "ttensor.matmul"({{.+}}) {accum = f32} : (tensor<2x?x32xbf16>, tensor<2x32x?xbf16>) -> tensor<2x?x?xf32>
+# SCHED:         %[[DP:.+]] = "ttensor.matmul"({{.+}}) {accum = f32, tessera.transpose_b} : (tensor<2x?x32xbf16>, tensor<2x?x32xbf16>) -> tensor<2x?x?xf32>
 # SCHED:         %[[D:.+]] = "ttensor.reshape"({{.+}}) {tessera.result_dims = ["2", "S", "1"]} : (tensor<2x?xf32>) -> tensor<2x?x1xf32>
 # SCHED:         %[[SUB:.+]] = "ttensor.binary"(%[[DP]], %[[D]]) {fn = "sub"}
 # SCHED:         %[[PS:.+]] = "ttensor.binary"(%[[P]], %[[SUB]]) {fn = "mul"}
 # SCHED:         "ttensor.matmul"({{.+}}) {accum = f32} : (tensor<2x?x?xbf16>, tensor<2x?x64xbf16>) -> tensor<2x?x64xbf16>
-# SCHED:         "ttensor.matmul"({{.+}}) {accum = f32} : (tensor<2x?x?xbf16>, tensor<2x?x64xbf16>) -> tensor<2x?x64xbf16>
-# SCHED:         "ttensor.matmul"({{.+}}) {accum = f32} : (tensor<2x?x?xbf16>, tensor<2x?x32xbf16>) -> tensor<2x?x32xbf16>
+# SCHED:         "ttensor.matmul"({{.+}}) {accum = f32, tessera.transpose_a} : (tensor<2x?x?xbf16>, tensor<2x?x64xbf16>) -> tensor<2x?x64xbf16>
+# SCHED:         "ttensor.matmul"({{.+}}) {accum = f32, tessera.transpose_a} : (tensor<2x?x?xbf16>, tensor<2x?x32xbf16>) -> tensor<2x?x32xbf16>
+# SCHED-NOT:     ttensor.transpose
 # SCHED-NOT:     attention_grad

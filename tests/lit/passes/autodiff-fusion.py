@@ -2,7 +2,7 @@
 # g: the backward of gelu(X·W + b) fuses as a forward does. The forward GEMM keeps its bias epilogue; gelu's
 # derivative (erf and exp terms of the saved X·W + b, a value with several users), the cotangent and their
 # product are one elementwise group (a DAG: its terms read the same saved value); the bias gradient is a
-# transpose and a row reduction; dW one GEMM.
+# transpose and a row reduction; dW one GEMM reading X transposed in place (tessera.transpose_a).
 # dd: block is @function(checkpoint=True): the derivative keeps each call's operands and results and
 # recomputes X·W + b (copies marked tessera.recompute, which cse leaves apart) right before the backward of
 # each block, the last block's first; the forward's own X·W + b then has one user, the forward's gelu.
@@ -46,7 +46,7 @@ dd = grad(deep, argnums=(1, 2, 3, 4))
 # FUSE-NOT:     "elementwise"
 # FUSE:         "ttensor.transpose"(%[[DZ]]) {perm = [1, 0], tessera.group = {{[0-9]+}} : i32, tessera.group_kind = "layout"}
 # FUSE:         "ttensor.reduce"(%{{.+}}) {axes = [1], keepdims = false, kind = "sum", tessera.group = {{[0-9]+}} : i32, tessera.group_kind = "row"}
-# FUSE:         "ttensor.matmul"(%{{.+}}, %[[DZ]]) {accum = f32, tessera.group = {{[0-9]+}} : i32, tessera.group_kind = "gemm"}
+# FUSE:         "ttensor.matmul"(%arg0, %[[DZ]]) {accum = f32, tessera.group = {{[0-9]+}} : i32, tessera.group_kind = "gemm", tessera.transpose_a}
 # FUSE-NOT:     "elementwise"
 # FUSE:         return
 

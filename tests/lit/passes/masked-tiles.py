@@ -35,14 +35,14 @@ from tessera import kernel, tile
 # KERN:           %[[Z:.+]] = arith.constant 0.000000e+00 : f32
 # KERN:           memref.store %[[Z]], %arg1
 # Padded keys: column (row // 32)·32 + col of the scores past Q's extent becomes -inf.
-# KERN-LABEL: func.func @attention__elementwise4(
+# KERN-LABEL: func.func @attention__elementwise3(
 # KERN-SAME:    tessera.name = "m0_rows"
 # KERN:         arith.floordivsi
 # KERN:         %[[KEEP:.+]] = arith.cmpi slt
 # KERN:         %[[NINF:.+]] = arith.constant 0xFF800000 : f32
 # KERN:         arith.select %[[KEEP]], %{{.+}}, %[[NINF]] : f32
 # The masked store: a kernel over O's own rows.
-# KERN-LABEL: func.func @attention__blocks8(
+# KERN-LABEL: func.func @attention__blocks7(
 # KERN-SAME:    tessera.dims = ["XR", "D"]
 # KERN-SAME:    tessera.dims = ["YR", "D"]
 
@@ -50,7 +50,7 @@ from tessera import kernel, tile
 # WARPS-LABEL: func.func @attention__blocks0(
 # WARPS:         vector.maskedload %arg0
 # WARPS:         vector.maskedstore %arg1
-# WARPS-LABEL: func.func @attention__blocks8(
+# WARPS-LABEL: func.func @attention__blocks7(
 # WARPS:         vector.maskedload %arg0
 # WARPS:         vector.maskedstore %arg1
 @kernel
