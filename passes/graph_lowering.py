@@ -119,6 +119,10 @@ def lower_function(fn, module: ir.Module, lowerings: Mapping[str, Callable], tar
         if kind == "elementwise":
             block_x = schedule_ir.schedule_of(ops[-1]).get("block_x", 128)
             ks = kernelgen.elementwise(kname, ops, inputs, outputs, dims, block_x)
+        elif kind == "row" and _splits(ops[0], dims):
+            steps.extend(_split_reduce(ctx, kname, ops[0], schedule_ir.vector_of(ops[0]).get("warp", 32),
+                                       schedule_ir.schedule_of(ops[0]).get("rows_per_block", 4)))
+            continue
         elif kind == "row":
             ks = kernelgen.row(kname, ops[0], dims, schedule_ir.vector_of(ops[0]).get("warp", 32),
                                schedule_ir.schedule_of(ops[0]).get("rows_per_block", 4), epilogue=ops[1:])
@@ -160,6 +164,41 @@ def lower_function(fn, module: ir.Module, lowerings: Mapping[str, Callable], tar
     return plan.Plan(params=tuple(params), args=tuple(args), results=tuple(results), values=ctx.values,
                      steps=tuple(steps), fallbacks=tuple(fallbacks), outputs=tuple(outputs),
                      same_extents=tuple(tuple(p) for p in same))
+
+
+def _splits(op, dims: dict) -> bool:
+    """Does reduction `op` run as two kernels (kernelgen.SPLIT_CHUNK): a float reduction over trailing axes
+    whose rows may split into more than one chunk — always where its extents are symbolic."""
+    if op.operation.name != "ttensor.reduce" or kernelgen.element_dtype(op.operands[0]) not in ("f64", "f32", "f16", "bf16"):
+        return False
+    d, axes = dims[op.operands[0]], kernelgen.reduced_axes(op)
+    if axes != list(range(len(d) - len(axes), len(d))):
+        return False
+    try:
+        return plan.evaluate(kernelgen.split_chunks(*_matrix(op, "row", d)), {}) > 1
+    except plan.PlanError:   # a symbolic extent: the split is chosen when the extents are known
+        return True
+
+
+def _split_reduce(ctx: LoweringContext, kname: str, op, warp: int, rows_per_block: int) -> list:
+    """The two view steps of a split reduction: chunks of each row to partials in a temporary [R, P], then
+    each row of partials to the result."""
+    rows, cols = _matrix(op, "row", ctx.dims[op.operands[0]])
+    chunks = kernelgen.split_chunks(rows, cols)
+    part, finish, cdt = kernelgen.split_reduce(kname, op, warp)
+    ctx.build(part, f"<tessera:{kname}_part>")
+    ctx.build(finish, f"<tessera:{kname}>")
+    x, y = ctx.record(op.operands[0]), ctx.record(op.results[0])
+    partials = ctx.temporary(y, cdt, [rows, chunks], tag="_partials")
+    is_mean = ir.StringAttr(op.attributes["kind"]).value == "mean"
+    return [plan.ViewStep(kernel=f"{kname}_part", source=part, R=rows, C=cols, block=(warp, rows_per_block, 1),
+                          grid=("1", f"ceil((R*{kernelgen.split_chunks('R', 'C')})/{rows_per_block})", "1"),
+                          tensors=(plan.TensorView(x, "matrix"), plan.TensorView(partials, "scalar")),
+                          scalars=(chunks,)),
+            plan.ViewStep(kernel=kname, source=finish, R=rows, C=chunks, block=(warp, rows_per_block, 1),
+                          grid=("1", f"ceil(R/{rows_per_block})", "1"),
+                          tensors=(plan.TensorView(partials, "matrix"), plan.TensorView(y, "rows")),
+                          scalars=(cols,) if is_mean else ())]
 
 
 def _matrix(op, kind: str, d: list[str]) -> tuple[str, str]:

@@ -37,6 +37,11 @@ BINARY = {"add": "{a} + {b}", "sub": "{a} - {b}", "mul": "{a} * {b}", "div": "{a
 LOWEST_F32 = "-3.4028234663852886e38"
 LOWEST_F64 = "-1.7976931348623157e308"
 XRC = "X[r, c]"
+# a reduction's identity (the accumulator's start) and its combination of two partial results
+REDUCE_INIT = {"sum": "0.0", "mean": "0.0", "prod": "1.0", "max": LOWEST_F32, "min": "3.4028234663852886e38"}
+REDUCE_COMBINE = {"sum": "{a} + {b}", "mean": "{a} + {b}", "prod": "{a} * {b}", "max": "max({a}, {b})",
+                  "min": "min({a}, {b})"}
+
 
 
 @dataclass
@@ -49,6 +54,14 @@ class KernelSource:
     block: tuple
     grid: tuple             # dims expressions in R and C ("R", "C") or plan symbols
     extra: dict = field(default_factory=dict)
+
+
+def reduce_init(red: str, cdt: str) -> str:
+    """The accumulator's start of reduction `red` computed in `cdt`: a bare literal is an f32 variable, so an
+    f64 reduction starts from an f64 one (else it would accumulate, and compare, in f32)."""
+    if cdt == "f32":
+        return REDUCE_INIT[red]
+    return f"f64({ {'max': LOWEST_F64, 'min': LOWEST_F64[1:]}.get(red, REDUCE_INIT[red])})"
 
 
 def element_dtype(v: ir.Value) -> str:
@@ -364,9 +377,7 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: lis
         if axes != list(range(len(xd) - len(axes), len(xd))):
             raise LoweringError(op, "the CPU backend reduces trailing axes only (yet)")
         red = ir.StringAttr(op.attributes["kind"]).value
-        init = {"sum": "0.0", "mean": "0.0", "prod": "1.0", "max": LOWEST_F32, "min": "3.4028234663852886e38"}[red]
-        comb = {"sum": "{a} + {b}", "mean": "{a} + {b}", "prod": "{a} * {b}", "max": "max({a}, {b})",
-                "min": "min({a}, {b})"}[red]
+        init, comb = reduce_init(red, cdt), REDUCE_COMBINE[red]
         if dt_in.startswith(("i", "u")):
             raise LoweringError(op, "integer reductions are not supported by the CPU backend yet")
         params.append(f"Y: tensor[{dt_out}, \"R\"]")
@@ -380,6 +391,62 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: lis
     src = "\n".join(["import math", "", "", "@kernel", f"def {name}({', '.join(params)}):", *head, *lines, ""])
     return KernelSource(name, src, inputs, outputs, views, block=(warp, rows_per_block, 1),
                         grid=("1", f"ceil(R/{rows_per_block})", "1"), extra=extra)
+
+
+# A reduction over trailing axes whose rows are few and long (a loss's mean over a whole tensor: one row)
+# would run one warp per row, one core of the device for all of it. Its rows split into chunks instead: a
+# first kernel reduces each chunk with one warp into a partial result, a second reduces each row's partials
+# and finishes (mean's division, the store's rounding). Chunks hold at least SPLIT_CHUNK elements, and rows ×
+# chunks stay at most SPLIT_CHUNKS (enough warps to fill an H100's 132 SMs, or blocks for every CPU core),
+# so many short rows keep one chunk each. The split depends on the extents only, never on the device, and
+# every partial is combined in a fixed order (no atomics): the same inputs give the same bits everywhere.
+SPLIT_CHUNK = 4096
+SPLIT_CHUNKS = 8192
+
+
+def split_chunks(rows: str, cols: str) -> str:
+    """The extent expression of how many chunks each of `rows` rows of `cols` elements splits into (0 when
+    the rows are empty: then neither kernel launches, as a one-kernel reduction of empty rows)."""
+    return f"min(ceil(({cols})/{SPLIT_CHUNK}), max({SPLIT_CHUNKS} // ({rows}), 1))"
+
+
+def split_reduce(name: str, op, warp: int) -> tuple[str, str, str]:
+    """The two kernels of a split reduction over trailing axes (see SPLIT_CHUNK), and the partials' dtype.
+    The first, `{name}_part(X [R, C], T [R·P] flat, P)`, reduces chunk p of row r (its columns
+    [p·L, min((p+1)·L, C)), L = ceil(C/P) rounded up to whole warps, so each chunk's loads stay aligned)
+    into T[r·P + p] with one warp; the second, `{name}(T [R, P], Y [R], count)`, reduces each row of
+    partials with one warp and divides a mean by `count`, the row's element count."""
+    x, y = op.operands[0], op.results[0]
+    dt_in, dt_out = element_dtype(x), element_dtype(y)
+    cdt = compute_dtype(dt_in)
+    red = ir.StringAttr(op.attributes["kind"]).value
+    init, comb = reduce_init(red, cdt), REDUCE_COMBINE[red]
+    ld = (lambda e: f"{cdt}({e})") if dt_in != cdt else (lambda e: e)
+
+    part = ["import math", "", "", "@kernel",
+            f"def {name}_part(X: tensor[{dt_in}, \"R\", \"C\"], T: tensor[{cdt}, \"S\"], P: int64):",
+            f"    W = {warp}", "    lane = launch.local_id(0)", "    q = launch.thread_id(1)",
+            "    if q < X.shape[0] * P:", "        r = q // P", "        n = X.shape[1]",
+            "        L = ((n + P - 1) // P + W - 1) // W * W", "        lo = (q % P) * L", "        hi = min(lo + L, n)",
+            f"        acc = {init}", "        for c0 in range(lo, hi, W):", "            c = c0 + lane",
+            "            if c < hi:", f"                acc = {comb.format(a='acc', b=ld(XRC))}",
+            *_butterfly("acc", comb, warp), "        if lane == 0:", "            T[q] = acc", ""]
+    result = f"acc / {cdt}(count)" if red == "mean" else "acc"
+    result = f"{dt_out}({result})" if dt_out != cdt else result
+    finish = ["import math", "", "", "@kernel",
+              f"def {name}(T: tensor[{cdt}, \"R\", \"C\"], Y: tensor[{dt_out}, \"R\"]"
+              f"{', count: int64' if red == 'mean' else ''}):",
+              f"    W = {warp}", "    lane = launch.local_id(0)", "    r = launch.thread_id(1)",
+              "    if r < T.shape[0]:", "        n = T.shape[1]", f"        acc = {init}",
+              *_row_loop([f"acc = {comb.format(a='acc', b='T[r, c]')}"]), *_butterfly("acc", comb, warp),
+              "        if lane == 0:", f"            Y[r] = {result}", ""]
+    return "\n".join(part), "\n".join(finish), cdt
+
+
+def reduced_axes(op) -> list[int]:
+    """A ttensor.reduce's axes, sorted, each in [0, rank)."""
+    rank = ir.RankedTensorType(op.operands[0].type).rank
+    return sorted(ir.IntegerAttr(a).value % rank for a in ir.ArrayAttr(op.attributes["axes"]))
 
 
 def transpose(name: str, op, dims: dict) -> KernelSource:

@@ -112,6 +112,22 @@ def _bf16_gemms(source: str) -> str:
 
 TRAIN_MLP_BF16 = _bf16_gemms((REPO / "examples" / "graph" / "train_mlp.py").read_text())
 
+SPLIT_REDUCE = """
+from tessera import bf16, f32, function, op, tensor
+
+@function
+def loss(E: tensor[f32, "T", "D"]):
+    return op.mean(E * E)
+
+@function
+def whole(X: tensor[f32, "N", "D"], P: tensor[f32, "N", "D"]):
+    return op.sum(X), op.max(X), op.min(X), op.prod(P)
+
+@function
+def rows(X: tensor[bf16, "N", "D"]):
+    return op.sum(X, axis=-1), op.mean(X, axis=-1)
+"""
+
 SOURCES = {
     "saxpy": ((REPO / "examples" / "saxpy.py").read_text(), "sm_80"),
     "saxpy_sm90a": ((REPO / "examples" / "saxpy.py").read_text(), "sm_90a"),
@@ -169,6 +185,8 @@ def linear_gelu_e4m3(X: tensor[fp8_e4m3, "T", "D"], W: tensor[fp8_e4m3, "D", "F"
     "train_transformer_sm90a": ((REPO / "examples" / "graph" / "train_transformer.py").read_text(), "sm_90a"),
     # log_softmax's row kernel, a cross-entropy's gradient and prod's at zeros (test_log_softmax_gpu.py)
     "autodiff_xent": (AUTODIFF_XENT, "sm_80"),
+    # reductions of few, long rows split into chunks (kernelgen.SPLIT_CHUNK; test_split_reduce_gpu.py)
+    "split_reduce": (SPLIT_REDUCE, "sm_90a"),
     # whole programs for tests/c/host_programs.c (test_program_hosts.py): mlp.py's mlp_block alone (OPTIONS; its
     # swiglu multiplies f32, which the ptx GEMMs refuse) and the transformer block (flash attention: sm_90a)
     "graph_mlp": ((REPO / "examples" / "graph" / "mlp.py").read_text(), "sm_80"),
