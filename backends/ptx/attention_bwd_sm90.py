@@ -141,12 +141,7 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
     params += [f"ptr addrspace(1) %{n}" for n in spec.params] + ["i64 %BH", "i64 %SQ", "i64 %SK"]
     rows_map, cols_map = (("K", "V"), ("Q", "dO")) if dkdv else (("Q", "dO"), ("K", "V"))
 
-    w.label("entry")
-    tid = w.sreg("tid.x")
-    bx = w.sreg("ctaid.x")
-    bh = w.sreg("ctaid.y")
-    nx = w.sreg("nctaid.x")
-    base = hp.smem_base(w)                                   # rows: A1 (nb boxes), A2 (nb boxes)
+    tid, bx, bh, nx, base = fwd.entry(w)                     # base: rows A1 (nb boxes), A2 (nb boxes)
     ring = w.v(f"add i32 {base}, {2 * nb * fwd.QBOX}")
     ds_tiles = w.v(f"add i32 {ring}, {S * spec.stage_bytes}")  # dkdvdq: dSᵀ, two tiles
     dq_bufs = w.v(f"add i32 {ds_tiles}, {spec.ds_bytes}")     # dkdvdq: dQ's partial sums, a buffer a warpgroup
@@ -167,13 +162,7 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
         n_all = w.v(f"select i1 {w.v(f'icmp ult i32 {need}, {n_all}')}, i32 {need}, i32 {n_all}")
     n = w.v(f"sub i32 {n_all}, {j0}")
 
-    barriers = [(bars, 1)] + [(w.v(f"add i32 {bars}, {8 + 8 * s}"), 1) for s in range(S)] \
-        + [(w.v(f"add i32 {bars}, {8 + 8 * (S + s)}"), 2) for s in range(S)]
-    first, wg = hp.split_roles(w, tid, barriers)
-
-    # -- producer: the rows once, then the streamed blocks -------------------------------------------------
-    w.label("producer")
-    w.asm("setmaxnreg.dec.sync.aligned.u32 24;")
+    first, wg = fwd.producer(w, tid, bars, S)   # the producer: the rows once, then the streamed blocks
     w.cbr(first, "load_rows", "exit")
     w.label("load_rows")
     tm = {m: w.v(f"ptrtoint ptr %tm{m} to i64") for m in rows_map + cols_map}
@@ -199,13 +188,7 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
     w.cbr(w.v(f"icmp ult i32 {i_next}, {n}"), "pload", "exit")
 
     # -- consumers -----------------------------------------------------------------------------------------
-    w.label("consumer")
-    w.asm("setmaxnreg.inc.sync.aligned.u32 240;")
-    c = w.v(f"sub i32 {wg}, 1")
-    t = w.v(f"and i32 {tid}, 127")
-    leader = w.v(f"icmp eq i32 {t}, 0")
-    warp = w.v(f"lshr i32 {t}, 5")
-    lane = w.v(f"and i32 {t}, 31")
+    c, t, leader, warp, lane = fwd.consumer(w, wg, tid)
     wrow = w.v(f"add i32 {r0}, {w.v(f'shl i32 {c}, 6')}")     # the warpgroup's first row
     row0 = w.v(f"add i32 {w.v(f'shl i32 {warp}, 4')}, {w.v(f'lshr i32 {lane}, 2')}")
     row0 = w.v(f"add i32 {wrow}, {row0}")

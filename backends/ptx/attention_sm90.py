@@ -119,12 +119,7 @@ def generate(spec: Sm90AttentionSpec) -> str:
     params += [f"ptr addrspace(1) %{n}" for n in ("Q", "K", "V", "O") + (("LSE",) if spec.lse else ())]
     params += ["i64 %BH", "i64 %SQ", "i64 %SK"]
 
-    w.label("entry")
-    tid = w.sreg("tid.x")
-    bx = w.sreg("ctaid.x")
-    bh = w.sreg("ctaid.y")
-    nq = w.sreg("nctaid.x")
-    base = hp.smem_base(w)
+    tid, bx, bh, nq, base = entry(w)
     kv_base = w.v(f"add i32 {base}, {nb * QBOX}")
     BN, BOX = spec.block_n, spec.kv_box
     bars = w.v(f"add i32 {kv_base}, {S * spec.stage_bytes}")   # qfull, full[S], empty[S]
@@ -140,13 +135,8 @@ def generate(spec: Sm90AttentionSpec) -> str:
         fewer = w.v(f"icmp ult i32 {need}, {nkv}")
         nkv = w.v(f"select i1 {fewer}, i32 {need}, i32 {nkv}")
 
-    barriers = [(bars, 1)] + [(w.v(f"add i32 {bars}, {8 + 8 * s}"), 1) for s in range(S)] \
-        + [(w.v(f"add i32 {bars}, {8 + 8 * (S + s)}"), 2) for s in range(S)]  # Q, full[s], empty[s]
-    first, wg = hp.split_roles(w, tid, barriers)
-
-    # -- producer ----------------------------------------------------------------------------------------
-    w.label("producer")
-    w.asm("setmaxnreg.dec.sync.aligned.u32 24;")
+    # -- producer (barriers: Q, full[s], empty[s]) -------------------------------------------------------
+    first, wg = producer(w, tid, bars, S)
     w.cbr(first, "load_q", "exit")
     w.label("load_q")
     tm = {n: w.v(f"ptrtoint ptr %tm{n} to i64") for n in "QKV"}
@@ -172,13 +162,7 @@ def generate(spec: Sm90AttentionSpec) -> str:
     w.cbr(w.v(f"icmp ult i32 {j_next}, {nkv}"), "pkv", "exit")
 
     # -- consumers ---------------------------------------------------------------------------------------
-    w.label("consumer")
-    w.asm("setmaxnreg.inc.sync.aligned.u32 240;")
-    c = w.v(f"sub i32 {wg}, 1")
-    t = w.v(f"and i32 {tid}, 127")
-    leader = w.v(f"icmp eq i32 {t}, 0")
-    warp = w.v(f"lshr i32 {t}, 5")
-    lane = w.v(f"and i32 {t}, 31")
+    c, t, leader, warp, lane = consumer(w, wg, tid)
     row0 = w.v(f"add i32 {w.v(f'shl i32 {warp}, 4')}, {w.v(f'lshr i32 {lane}, 2')}")
     row0 = w.v(f"add i32 {row0}, {w.v(f'shl i32 {c}, 6')}")
     row0 = w.v(f"add i32 {m0}, {row0}")
@@ -372,6 +356,34 @@ def _f(x: float) -> str:
     """An f32 constant as LLVM IR writes it (the double with the same value, in hex)."""
     import struct
     return "0x%016X" % struct.unpack("<Q", struct.pack("<d", struct.unpack("<f", struct.pack("<f", x))[0]))[0]
+
+
+def entry(w: Writer) -> tuple[str, str, str, str, str]:
+    """Opens the kernel (also attention_bwd_sm90's): (tid.x, ctaid.x, ctaid.y, nctaid.x, shared memory base)."""
+    w.label("entry")
+    return w.sreg("tid.x"), w.sreg("ctaid.x"), w.sreg("ctaid.y"), w.sreg("nctaid.x"), hp.smem_base(w)
+
+
+def producer(w: Writer, tid: str, bars: str, stages: int) -> tuple[str, str]:
+    """Initialises the mbarriers at `bars` (the held rows' one, then full[stages] and empty[stages]), splits the
+    roles and opens the producer's block, its registers given up: (tid == 0, the warpgroup's index)."""
+    barriers = [(bars, 1)] + [(w.v(f"add i32 {bars}, {8 + 8 * s}"), 1) for s in range(stages)] \
+        + [(w.v(f"add i32 {bars}, {8 + 8 * (stages + s)}"), 2) for s in range(stages)]
+    first, wg = hp.split_roles(w, tid, barriers)
+    w.label("producer")
+    w.asm("setmaxnreg.dec.sync.aligned.u32 24;")
+    return first, wg
+
+
+def consumer(w: Writer, wg: str, tid: str) -> tuple[str, str, str, str, str]:
+    """Opens the consumers' block, registers taken: (consumer warpgroup c, thread in it, whether it leads,
+    warp in it, lane)."""
+    w.label("consumer")
+    w.asm("setmaxnreg.inc.sync.aligned.u32 240;")
+    c = w.v(f"sub i32 {wg}, 1")
+    t = w.v(f"and i32 {tid}, 127")
+    leader = w.v(f"icmp eq i32 {t}, 0")
+    return c, t, leader, w.v(f"lshr i32 {t}, 5"), w.v(f"and i32 {t}, 31")
 
 
 def _stage(w: Writer, j: str, stages: int) -> tuple[str, str]:
