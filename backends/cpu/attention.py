@@ -62,12 +62,18 @@ class AttentionSpec:
             raise ValueError(f"attention kernel name '{self.name}' is not an identifier")
         if self.dropout is not None and not 0.0 <= self.dropout[0] < 1.0:
             raise ValueError(f"dropout probability must be in [0, 1), got {self.dropout[0]}")
-        tile = vector_isa(host())
-        for field, value in (("rows", tile.mr), ("cols", tile.nr), ("vector_width", tile.vector_width)):
-            if getattr(self, field) is None:
-                object.__setattr__(self, field, value)
-        if self.cols % self.vector_width:
-            raise ValueError(f"cols={self.cols} must be a multiple of vector_width={self.vector_width}")
+        default_tile(self)
+
+
+def default_tile(spec) -> None:
+    """Fills a kernel spec's unset `rows`, `cols` and `vector_width` from the host's GEMM register tile (also
+    attention_bwd's) and checks that `cols` is whole vectors."""
+    tile = vector_isa(host())
+    for field, value in (("rows", tile.mr), ("cols", tile.nr), ("vector_width", tile.vector_width)):
+        if getattr(spec, field) is None:
+            object.__setattr__(spec, field, value)
+    if spec.cols % spec.vector_width:
+        raise ValueError(f"cols={spec.cols} must be a multiple of vector_width={spec.vector_width}")
 
 
 def attention_grid(spec: AttentionSpec, batch: int, sq: int) -> tuple[int, int, int]:

@@ -43,10 +43,8 @@ from ...mlir import arith, func, ir, memref, scf, vector
 from ...passes import vmath
 from ...passes.graph_shapes import product
 from ...passes.kernelgen import element_dtype
-from .attention import TileKernel, declare_kernel
-from .gemm_schedule import vector_isa
+from .attention import TileKernel, declare_kernel, default_tile
 from .irbuild import add, idx, lt, mul, scf_for, smin, sub, zeros
-from .target import host
 
 WRT = ("q", "k", "v")
 
@@ -70,12 +68,7 @@ class AttentionBwdSpec:
         if not self.wrt or any(w not in WRT for w in self.wrt) or len(set(self.wrt)) != len(self.wrt):
             raise ValueError(f"wrt must name distinct ones of q, k, v, got {self.wrt}")
         object.__setattr__(self, "wrt", tuple(w for w in WRT if w in self.wrt))   # the parameters' order
-        tile = vector_isa(host())
-        for field, value in (("rows", tile.mr), ("cols", tile.nr), ("vector_width", tile.vector_width)):
-            if getattr(self, field) is None:
-                object.__setattr__(self, field, value)
-        if self.cols % self.vector_width:
-            raise ValueError(f"cols={self.cols} must be a multiple of vector_width={self.vector_width}")
+        default_tile(self)
 
 
 def attention_bwd_grid(spec: AttentionBwdSpec, batch: int) -> tuple[int, int, int]:
