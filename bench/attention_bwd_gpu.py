@@ -17,36 +17,26 @@ runs 10 calls back to back, then waits; the best of 5 interleaved rounds counts.
 forward's 4·B·H·S²·D (half of it when causal), as FlashAttention counts the backward.
 """
 
-import argparse
 import os
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import build_example_image, gpu_program  # noqa: E402
+from common import attention_setup, interleaved_best, launcher  # noqa: E402
 EXAMPLE = os.path.join(HERE, os.pardir, "examples", "gpu", "attention_backward.py")
 CASES = [("vjp_attn_d128", 128, False), ("vjp_causal_d128", 128, True), ("vjp_attn_d64", 64, False),
          ("vjp_causal_d64", 64, True)]
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--image", help="examples/gpu/attention_backward.py built beforehand with --build-image")
-    p.add_argument("--build-image", metavar="PATH", help="only write the image to PATH")
-    p.add_argument("--shape", default="4,16,4096", help="B,H,S")
-    args = p.parse_args()
-    if args.build_image:
-        return build_example_image(EXAMPLE, args.build_image)
+    setup = attention_setup(__doc__, EXAMPLE)
+    if setup is None:
+        return
+    mod, functions, s, (B, H, S), env = setup
 
     import torch
     import torch.nn.functional as F
-    from tessera import plan as plans, stream
 
-    ctx, mod, functions = gpu_program(args.image, EXAMPLE)
-    props = ctx.properties
-    B, H, S = (int(x) for x in args.shape.split(","))
-    s = stream.new(context=ctx)
     for name, D, causal in CASES:
         dtype = torch.float16 if name == "vjp_causal_d64" else torch.bfloat16
         steps = functions[name].steps
@@ -56,17 +46,13 @@ def main() -> None:
         q, k, v, do = (torch.randn(B, H, S, D, device="cuda", dtype=dtype) for _ in range(4))
         o, dq, dk, dv = (torch.empty_like(q) for _ in range(4))
         lse = torch.empty(B * H, S, device="cuda")
-        env = {"BH": B * H, "SQ": S, "SK": S, "DEVICE_UNITS": props["compute_units"]}
         v3 = {n: x.view(B * H, S, D) for n, x in (("Q", q), ("K", k), ("V", v), ("dO", do), ("O", o), ("dQ", dq),
                                                   ("dK", dk), ("dV", dv))}
         v3["LSE"] = lse
         v3["dQacc"] = torch.empty(B * H, S, D, device="cuda")
 
         def launch(step, names):
-            kernel = mod.kernel(step.kernel)
-            grid = tuple(plans.evaluate(g, env) for g in step.grid)
-            views = [v3[n] for n in names]
-            return lambda: kernel(*views, grid=grid, block=step.block, smem_bytes=step.smem, stream=s)
+            return launcher(mod, step, env, [v3[n] for n in names], s)
 
         launch(fwd, ("Q", "K", "V", "O", "LSE"))()
         s.synchronize()
@@ -93,15 +79,7 @@ def main() -> None:
 
         sides = {"tessera": (ours, s.synchronize), "sdpa": (sdpa, torch.cuda.synchronize),
                  "delta": (rowsum, torch.cuda.synchronize)}
-        best = {n: float("inf") for n in sides}
-        for _ in range(5):
-            for n, (fn, wait) in sides.items():
-                fn(), wait()
-                t0 = time.perf_counter()
-                for _ in range(10):
-                    fn()
-                wait()
-                best[n] = min(best[n], (time.perf_counter() - t0) / 10)
+        best = interleaved_best(sides)
         ours(), s.synchronize()
         err = max(((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
                   for a, b in zip((dq, dk, dv), sdpa()))

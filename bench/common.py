@@ -1,4 +1,5 @@
-"""Timing helpers shared by the benchmarks: best-of-N wall time after a warm-up, and the ratio line."""
+"""Helpers shared by the benchmarks: best-of-N wall time after a warm-up, the ratio line, and the GPU
+benchmarks' set-up (context, image, launches) and interleaved timing."""
 
 from __future__ import annotations
 
@@ -97,12 +98,9 @@ def gpu_program(image_path, example):
     (built beforehand where the compiler is), or `example` compiled now; prints the GPU."""
     import tempfile
 
-    import torch
     from tessera import image as images, plan as plans, runtime
 
-    ctx = runtime.select_backend("cuda")
-    props = ctx.properties
-    print(f"GPU: {props['name']} ({props['arch']}, {props['compute_units']} SMs); PyTorch {torch.__version__}")
+    ctx = cuda_context()
     if not image_path:
         with tempfile.TemporaryDirectory() as d:
             build_example_image(example, os.path.join(d, "bench.tessera"))
@@ -111,3 +109,61 @@ def gpu_program(image_path, example):
         data = f.read()
     return ctx, runtime.load(data), plans.decode(images.read_image(data).section(plans.SECTION))
 
+
+
+def cuda_context():
+    """The CUDA context of a GPU benchmark; prints the GPU and PyTorch's version."""
+    import torch
+    from tessera import runtime
+
+    ctx = runtime.select_backend("cuda")
+    props = ctx.properties
+    print(f"GPU: {props['name']} ({props['arch']}, {props['compute_units']} SMs); PyTorch {torch.__version__}")
+    return ctx
+
+
+def attention_setup(doc: str, example: str):
+    """The start of the attention benchmarks on a GPU: their command line (--image, --build-image, --shape
+    B,H,S), then `example`'s program and a Tessera stream. None under --build-image (the image written), else
+    (module, launch plans, stream, (B, H, S), the extents of the plans' grids)."""
+    import argparse
+
+    from tessera import stream
+
+    name = os.path.relpath(example, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--image", help=f"{name} built beforehand with --build-image")
+    p.add_argument("--build-image", metavar="PATH", help="only write the image to PATH")
+    p.add_argument("--shape", default="4,16,4096", help="B,H,S")
+    args = p.parse_args()
+    if args.build_image:
+        return build_example_image(example, args.build_image)
+    ctx, mod, functions = gpu_program(args.image, example)
+    B, H, S = (int(x) for x in args.shape.split(","))
+    env = {"BH": B * H, "SQ": S, "SK": S, "DEVICE_UNITS": ctx.properties["compute_units"]}
+    return mod, functions, stream.new(context=ctx), (B, H, S), env
+
+
+def launcher(mod, step, env, views, s):
+    """A call that launches the kernel of a launch plan's step on the arrays `views`, on stream `s`, its grid
+    evaluated at the extents `env`."""
+    from tessera import plan as plans
+
+    kernel = mod.kernel(step.kernel)
+    grid = tuple(plans.evaluate(g, env) for g in step.grid)
+    return lambda: kernel(*views, grid=grid, block=step.block, smem_bytes=step.smem, stream=s)
+
+
+def interleaved_best(sides, rounds: int = 5, calls: int = 10) -> dict:
+    """Best time per call of each side {name: (call, wait)} on an asynchronous device: each round, each side
+    once (warm, waited for), then `calls` calls back to back and one wait; the best of `rounds` rounds."""
+    best = {n: float("inf") for n in sides}
+    for _ in range(rounds):
+        for n, (fn, wait) in sides.items():
+            fn(), wait()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            wait()
+            best[n] = min(best[n], (time.perf_counter() - t0) / calls)
+    return best

@@ -24,11 +24,10 @@ the check that the reference and the comparison are right, where there is no GPU
 import argparse
 import os
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import machine, torch_sgd  # noqa: E402
+from common import cuda_context, interleaved_best, machine, torch_sgd  # noqa: E402
 
 PROGRAM = """
 from tessera import bf16, f32, function, op, tensor, value_and_grad
@@ -115,16 +114,14 @@ def main() -> None:
         return
 
     import torch
-    from tessera import executor, runtime, stream
+    from tessera import executor, stream
 
     T, D, F = (int(x) for x in (args.shape or ("256,128,512" if args.cpu else "8192,4096,16384")).split(","))
     if args.cpu:
         print(f"CPU: {machine()}; PyTorch {torch.__version__}")
         prog, device, ctx = executor.load(compile_program("cpu")), "cpu", None
     else:
-        ctx = runtime.select_backend("cuda")
-        props = ctx.properties
-        print(f"GPU: {props['name']} ({props['arch']}, {props['compute_units']} SMs); PyTorch {torch.__version__}")
+        ctx = cuda_context()
         if args.image:
             with open(args.image, "rb") as f:
                 data = f.read()
@@ -160,15 +157,7 @@ def main() -> None:
 
     sides = {"tessera": (ours, wait),
              "torch eager": (theirs, torch.cuda.synchronize if device == "cuda" else (lambda: None))}
-    best = {n: float("inf") for n in sides}
-    for _ in range(5):
-        for n, (fn, sync) in sides.items():
-            fn(), sync()
-            t0 = time.perf_counter()
-            for _ in range(10):
-                fn()
-            sync()
-            best[n] = min(best[n], (time.perf_counter() - t0) / 10)
+    best = interleaved_best(sides)
     flops = 10.0 * T * D * F
     unit, scale = ("TFLOP/s", 1e12) if device == "cuda" else ("GFLOP/s", 1e9)
     print(f"tessera      {best['tessera'] * 1e3:9.3f} ms/step  {flops / best['tessera'] / scale:8.1f} {unit}")
