@@ -156,8 +156,9 @@ class _Emit:
         return self._at(lambda: ttensor.UnaryOp(x, fn=ir.StringAttr.get(fn), result=x.type).result)
 
     def zeros_like(self, v) -> ir.Value:
-        # v * 0 has v's type whatever its extents (there is no shape-polymorphic fill op)
-        return self.scale(v, 0.0)
+        # a 0 broadcast to v's type and run-time extents: v's values are not read (v * 0 would keep v
+        # computed, and is NaN where v is infinite)
+        return self.broadcast_like(self.const(0.0, v), v)
 
     def step(self, x) -> ir.Value:
         """1 where x > 0, else 0 (so relu'(0) = 0, as JAX has it): min(max(x * largest, 0), 1), exact for
@@ -171,17 +172,8 @@ class _Emit:
             kept = [1 if i in axes else d for i, d in enumerate(shape)] if keepdims else \
                 [d for i, d in enumerate(shape) if i not in axes]
             result_type = _type(kept, _elt(x))
-        rank = len(shape)
-        if sorted(axes) != list(range(rank - len(axes), rank)):
-            # the reduced axes moved last first: backends reduce trailing axes (the CPU's only those), and
-            # a backward pass reduces leading ones (a bias's gradient sums over the rows)
-            rest = [i for i in range(rank) if i not in axes]
-            names = self.dims(x)
-            x = self.transpose(x, rest + sorted(axes))
-            flat = self.reduce(kind, x, list(range(len(rest), rank)), False,
-                               None if keepdims else result_type)
-            return self.reshape(flat, result_type, names and ["1" if i in axes else d for i, d in
-                                                              enumerate(names)]) if keepdims else flat
+        # any axes, in place: a bias's gradient sums over leading ones, which kernels reduce without moving
+        # them last (kernelgen._strided_reduce)
         return self._at(lambda: create(ttensor.ReduceOp, x, kind=ir.StringAttr.get(kind),
                                        axes=ir.ArrayAttr.get([_i64(a) for a in axes]),
                                        keepdims=ir.BoolAttr.get(keepdims), result=result_type).result)
@@ -201,9 +193,11 @@ class _Emit:
         return x
 
     def broadcast_like(self, x, like) -> ir.Value:
-        # x (extents of 1 where `like` has more) stretched to like's type: numpy broadcasting does it at any
-        # extent, static or not, where ttensor.broadcast needs them static
-        return self.add(self.zeros_like(like), x, like.type)
+        """x (extents of 1 where `like` has more) stretched to like's type and run-time extents. It reads
+        only like's extents, never its values: a value computed only to be broadcast over (the last layer's
+        forward under a loss's sum) is left unread, and the canonical stage's cleanup removes it."""
+        return self._name_extents(self._at(lambda: ttensor.BroadcastOp(x, result=like.type).result),
+                                  self.dims(like))
 
     def matmul(self, a, b, accum, element=None) -> ir.Value:
         """a @ b, its result of `element` (a's by default). Operands of two dtypes (a cotangent of an
@@ -232,8 +226,12 @@ class _Emit:
     def reshape(self, x, t, dims: list | None = None) -> ir.Value:
         """x reshaped to type t; `dims` (the result's extents as `dims` names them) name those t leaves
         `?`, so that a reshape with several extents known only at run time can be run and planned."""
-        r = self._at(lambda: ttensor.ReshapeOp(x, result=t).result)
-        t = ir.RankedTensorType(t)
+        return self._name_extents(self._at(lambda: ttensor.ReshapeOp(x, result=t).result), dims)
+
+    @staticmethod
+    def _name_extents(r, dims: list | None) -> ir.Value:
+        """Result r of a reshape or broadcast with the extents its type leaves `?` named by `dims`."""
+        t = ir.RankedTensorType(r.type)
         named = ["?" if dims is None or dims[i] is None or "?" in dims[i] else dims[i] for i in range(t.rank)]
         named = [str(t.get_dim_size(i)) if not t.is_dynamic_dim(i) else n for i, n in enumerate(named)]
         if any(t.is_dynamic_dim(i) and n != "?" for i, n in enumerate(named)):

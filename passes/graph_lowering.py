@@ -203,9 +203,10 @@ def _split_reduce(ctx: LoweringContext, kname: str, op, warp: int, rows_per_bloc
 
 def _matrix(op, kind: str, d: list[str]) -> tuple[str, str]:
     """The [R, C] view of a group's iteration space."""
-    if kind == "row" and op.operation.name == "ttensor.reduce":
-        k = len(list(ir.ArrayAttr(op.attributes["axes"])))
-        return graph_shapes.product(d[:len(d) - k]), graph_shapes.product(d[len(d) - k:])
+    if kind == "row" and op.operation.name == "ttensor.reduce":   # R: the kept extents, C: the reduced
+        axes = kernelgen.reduced_axes(op)
+        return (graph_shapes.product([x for i, x in enumerate(d) if i not in axes]),
+                graph_shapes.product([x for i, x in enumerate(d) if i in axes]))
     if not d:
         return "1", "1"
     if kind == "layout":

@@ -118,10 +118,7 @@ def _rule(op, ins: list[Dims]) -> list[Dims]:
     if name == "ttensor.transpose":
         return [[ins[0][p] for p in _ints(op.attributes["perm"])]]
     if name == "ttensor.reshape":
-        out = _static(t)
-        if "tessera.result_dims" in op.attributes:  # extents the frontend knew by name
-            named = [ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["tessera.result_dims"])]
-            out = [o if o is not None else (n if n != "?" else None) for o, n in zip(out, named)]
+        out = _named(op, _static(t))
         unknown = [i for i, d in enumerate(out) if d is None]
         if len(unknown) > 1:
             raise LoweringError(op, "a reshape with more than one extent known only at run time cannot be "
@@ -131,7 +128,7 @@ def _rule(op, ins: list[Dims]) -> list[Dims]:
             out[unknown[0]] = product(ins[0]) if known == "1" else f"({product(ins[0])})//({known})"
         return [out]
     if name == "ttensor.broadcast":
-        out = _static(t)
+        out = _named(op, _static(t))
         x = ins[0]
         for i, d in enumerate(out):
             j = i - (len(out) - len(x))
@@ -154,6 +151,15 @@ def _rule(op, ins: list[Dims]) -> list[Dims]:
     if name in ("tdist.all_gather", "tdist.reduce_scatter"):
         raise LoweringError(op, f"'{name}' needs a multi-device runtime; the CPU backend runs one device")
     raise LoweringError(op, f"'{name}' has no kernel lowering yet (run it with tessera.interpret)")
+
+
+def _named(op, out: list) -> list:
+    """A reshape's or broadcast's result extents `out` (None: known only at run time) with those its
+    `tessera.result_dims` names (the frontend's names, or a derivative's: passes/autodiff.py) filled in."""
+    if "tessera.result_dims" not in op.attributes:
+        return out
+    named = [ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["tessera.result_dims"])]
+    return [o if o is not None else (n if n != "?" else None) for o, n in zip(out, named)]
 
 
 def _call_dims(call, ins: list[Dims]) -> list[Dims]:

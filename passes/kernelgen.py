@@ -10,7 +10,8 @@ legalization the quantization phase records.
 
 Elementwise groups see their output as a matrix [R, C] (C the last extent): each input is a full [R, C]
 tensor, a vector along the columns (a bias), a vector along the rows, or a scalar. Row groups run one warp
-per row of [R, C] and reduce with butterfly shuffles.
+per row of [R, C] and reduce with butterfly shuffles; a reduction over other than trailing axes runs one
+thread per kept element, looping over the reduced ones where they lie (no transposed copy first).
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ XRC = "X[r, c]"
 REDUCE_INIT = {"sum": "0.0", "mean": "0.0", "prod": "1.0", "max": LOWEST_F32, "min": "3.4028234663852886e38"}
 REDUCE_COMBINE = {"sum": "{a} + {b}", "mean": "{a} + {b}", "prod": "{a} * {b}", "max": "max({a}, {b})",
                   "min": "min({a}, {b})"}
-
 
 
 @dataclass
@@ -373,13 +373,13 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: lis
         outputs = [op.results[0]]
     elif kind == "ttensor.reduce":
         extra = {}
-        axes = sorted(ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["axes"]))
-        if axes != list(range(len(xd) - len(axes), len(xd))):
-            raise LoweringError(op, "the CPU backend reduces trailing axes only (yet)")
+        axes = reduced_axes(op)
         red = ir.StringAttr(op.attributes["kind"]).value
         init, comb = reduce_init(red, cdt), REDUCE_COMBINE[red]
         if dt_in.startswith(("i", "u")):
             raise LoweringError(op, "integer reductions are not supported by the CPU backend yet")
+        if axes != list(range(len(xd) - len(axes), len(xd))):
+            return _strided_reduce(name, op, xd, axes, init, comb, red == "mean", (ld, st), warp * rows_per_block)
         params.append(f"Y: tensor[{dt_out}, \"R\"]")
         views.append("rows")
         result = "acc / n" if red == "mean" else "acc"
@@ -447,6 +447,47 @@ def reduced_axes(op) -> list[int]:
     """A ttensor.reduce's axes, sorted, each in [0, rank)."""
     rank = ir.RankedTensorType(op.operands[0].type).rank
     return sorted(ir.IntegerAttr(a).value % rank for a in ir.ArrayAttr(op.attributes["axes"]))
+
+
+def _strided_reduce(name: str, op, xd: list, axes: list, init: str, comb: str, mean: bool, conv: tuple,
+                    block_x: int) -> KernelSource:
+    """A reduction over axes that are not all trailing (a bias's gradient sums a cotangent over its rows),
+    without moving them last: one thread per kept element, looping over the reduced ones in place. Adjacent
+    axes merge into runs, kept or reduced; consecutive threads take consecutive elements of the last kept
+    run, so a column reduction ([R, C] over R) reads rows of X contiguously across threads (vector lanes on
+    the CPU, a coalesced warp on GPUs). X and Y are passed flat, the runs' extents and strides as scalars."""
+    ld, st = conv
+    x, y = op.operands[0], op.results[0]
+    runs: list = []   # [reduced?, [extents]]
+    for i, d in enumerate(xd):
+        if runs and runs[-1][0] == (i in axes):
+            runs[-1][1].append(d)
+        else:
+            runs.append([i in axes, [d]])
+    scalars, kept, loops = [], [], []
+    for k, (is_reduced, ds) in enumerate(runs):
+        scalars += [(f"e{k}", product(ds)), (f"st{k}", product([d for _, rest in runs[k + 1:] for d in rest]))]
+        (loops if is_reduced else kept).append(k)
+    lines = ["    o = launch.thread_id(0)", "    if o < Y.shape[0]:", "        q = o", "        base = 0"]
+    for n, k in enumerate(reversed(kept)):   # the output index, last kept run fastest
+        last = n == len(kept) - 1
+        lines += [f"        base += {'q' if last else f'(q % e{k})'} * st{k}"] + ([] if last else [f"        q = q // e{k}"])
+    lines.append(f"        acc = {init}")
+    indent = "        "
+    for k in loops:
+        lines.append(f"{indent}for i{k} in range(e{k}):")
+        indent += "    "
+    at = " + ".join(["base"] + [f"i{k} * st{k}" for k in loops])
+    lines.append(f"{indent}acc = {comb.format(a='acc', b=ld(f'X[{at}]'))}")
+    if mean:
+        scalars.append(("count", product([d for k in loops for d in runs[k][1]])))
+        lines.append(f"        acc = acc / {compute_dtype(element_dtype(x))}(count)")
+    lines.append(f"        Y[o] = {st('acc')}")
+    params = [f"X: tensor[{element_dtype(x)}, \"S0\"]", f"Y: tensor[{element_dtype(y)}, \"S1\"]",
+              *[f"{n}: int64" for n, _ in scalars]]
+    src = "\n".join(["import math", "", "", "@kernel", f"def {name}({', '.join(params)}):", *lines, ""])
+    return KernelSource(name, src, [x], [y], ["scalar", "scalar"], block=(block_x, 1, 1),
+                        grid=(f"ceil(R/{block_x})", "1", "1"), extra={"scalars": [e for _, e in scalars]})
 
 
 def transpose(name: str, op, dims: dict) -> KernelSource:

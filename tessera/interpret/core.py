@@ -7,7 +7,7 @@ import numpy as np
 from .. import dtypes
 from ..mlir import ir
 from .registry import LOCAL, SPMD
-from .tensor_ops import reshape
+from .tensor_ops import broadcast, reshape
 from .values import InterpreterError, from_user, to_user
 
 
@@ -70,6 +70,8 @@ class Interpreter:
                     outs = [ins[0]]
                 elif name_ == "ttensor.reshape":   # its named extents bound to this call's arguments'
                     outs = [[reshape(op, ins[0][d], symbols[d]) for d in range(self.world)]]
+                elif name_ == "ttensor.broadcast":   # likewise
+                    outs = [[broadcast(op, ins[0][d], symbols[d]) for d in range(self.world)]]
                 elif name_ in SPMD:
                     outs = SPMD[name_](op, ins)
                 elif name_ in LOCAL:

@@ -194,15 +194,23 @@ def reshape(op, x, symbols: dict) -> np.ndarray:
     return np.reshape(x, shape)
 
 
-@local("ttensor.broadcast")
-def broadcast(op, ins):
+def broadcast(op, x, symbols: dict) -> np.ndarray:
+    """`x` broadcast to the op's result type: an extent the type leaves `?` is the one its
+    `tessera.result_dims` names (a derivative's broadcast of a cotangent to its primal's run-time extents),
+    else x's own."""
     t = ir.RankedTensorType(op.results[0].type)
-    x = ins[0]
+    named = [ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["tessera.result_dims"])] \
+        if "tessera.result_dims" in op.attributes else ["?"] * t.rank
     shape = []
     for i in range(t.rank):
         j = i - (t.rank - x.ndim)
-        shape.append(t.get_dim_size(i) if not t.is_dynamic_dim(i) else (x.shape[j] if j >= 0 else 1))
-    return [np.broadcast_to(x, shape).copy()]
+        if not t.is_dynamic_dim(i):
+            shape.append(t.get_dim_size(i))
+        elif named[i] != "?":
+            shape.append(evaluate(named[i], symbols))
+        else:
+            shape.append(x.shape[j] if j >= 0 else 1)
+    return np.broadcast_to(x, shape).copy()
 
 
 @local("ttensor.cast")

@@ -14,6 +14,8 @@ import pytest
 import tessera
 from tessera import compiler, executor, tessera_frontend_compile
 from tessera.diagnostics import CompileError
+from tessera.dialects import make_context
+from tessera.mlir import ir
 
 # name -> the body of `def name(X, Y, P, Q, W, r):` (X, Y: any values [3, 4]; P, Q: positive [3, 4]; W [4, 5];
 # r [4]). Values stay away from the kinks of relu, abs, max and min (see _inputs).
@@ -152,6 +154,46 @@ def test_compiled_gradients_match_the_interpreter():
     # derivative's copy of the forward is evaluated as its own function, its f64 round trip included)
     np.testing.assert_allclose(m.interpret("both", X, P, g, b, V, W)[0], m.interpret("loss", X, P, g, b, V, W),
                                rtol=1e-7, atol=1e-8)
+
+
+UNREAD = '''
+from tessera import f32, function, grad, op, tensor
+
+@function
+def total(X: tensor[f32, "M", "K"], W: tensor[f32, "K", "N"]):
+    return op.sum(X @ W)
+
+@function
+def squashed(X: tensor[f32, "M", "K"], W: tensor[f32, "K", "N"]):
+    return op.sum(op.tanh(X @ W))
+
+d_total = grad(total, argnums=1)
+d_squashed = grad(squashed, argnums=1)
+'''
+
+
+def test_broadcast_cotangents_leave_the_forward_unread():
+    """A sum's cotangent is broadcast over its operand's run-time extents without reading the operand's values:
+    d sum(X @ W) / dW = Xᵀ · ones keeps no copy of the forward product (one matmul, not two), and neither
+    derivative multiplies anything by 0. Compiled (CPU, symbolic extents) against the interpreter, f32."""
+    result = compiler.compile_source(UNREAD, "unread.py", stop_after="canonical")
+    with make_context():
+        mod = ir.Module.parse(result.metadata["ops"])
+        fns = {ir.StringAttr(f.attributes["sym_name"]).value: f for f in mod.body.operations
+               if f.operation.name == "func.func"}
+        ops = {k: [op for op in f.regions[0].blocks[0].operations] for k, f in fns.items()}
+        assert [op.operation.name for op in ops["d_total"]].count("ttensor.matmul") == 1
+        for name in ("d_total", "d_squashed"):
+            zeros = [str(op) for op in ops[name] if op.operation.name == "ttensor.constant"
+                     and ir.FloatAttr(op.attributes["value"]).value == 0.0]
+            assert not zeros, zeros
+    m = tessera_frontend_compile(UNREAD, {"filename": "unread.py"})
+    prog = executor.load(compiler.compile_source(UNREAD, "unread.py").image)
+    rng = np.random.default_rng(5)
+    X, W = rng.standard_normal((6, 5)).astype(np.float32), rng.standard_normal((5, 7)).astype(np.float32)
+    np.testing.assert_allclose(m.interpret("d_total", X, W), np.repeat(X.sum(0)[:, None], 7, 1), rtol=1e-6)
+    for name in ("d_total", "d_squashed"):
+        np.testing.assert_allclose(prog.function(name)(X, W), m.interpret(name, X, W), rtol=1e-4, atol=1e-5)
 
 
 MLP = '''

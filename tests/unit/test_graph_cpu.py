@@ -379,3 +379,39 @@ def test_every_value_a_plan_reads_is_written_first(target):
                 assert set(reads) <= written, (name, step["kernel"], reads)
                 written.add(out)
         assert set(p["results"]) <= written
+
+
+AXES = [(0,), (1,), (0, 1), (0,), (1,), (2,), (0, 1), (1, 2), (0, 2), (0, 1, 2)]
+
+
+@pytest.mark.parametrize("kind", ["sum", "mean", "max", "prod"])
+@pytest.mark.parametrize("axes", range(len(AXES)), ids=[f"{'3d' if i > 2 else '2d'}-{AXES[i]}" for i in range(10)])
+def test_reductions_over_any_axes_without_a_transpose(kind, axes):
+    """Every axis combination of a 2-D and a 3-D tensor, symbolic extents, against numpy in f64: a sum or mean
+    within the recursive-summation bound n·eps32·Σ|x| (n the count reduced), max exactly, prod (factors near 1)
+    to rtol 1e-5. An axis set that is not trailing reduces in place, one thread per
+    kept element (kernelgen._strided_reduce): the plan has no layout (transpose) step."""
+    three = axes > 2
+    axes = AXES[axes]
+    shape = (5, 67, 130) if three else (67, 130)
+    dims = '"A", "B", "C"' if three else '"B", "C"'
+    src = f"""
+@function
+def f(X: tensor[f32, {dims}]):
+    return op.{kind}(X, axis={axes})
+"""
+    X = RNG.uniform(0.9, 1.1, shape).astype(np.float32) if kind == "prod" else randn(*shape)
+    result = compiler.compile_source(src, "prog.py")
+    steps = [s["kernel"] for s in result.metadata["plans"]["f"]["steps"]]
+    # one kernel, or a reduction over trailing axes split into chunks (symbolic extents): partials, finish
+    assert steps in ([steps[-1]], [f"{steps[-1]}_part", steps[-1]]) and "layout" not in steps[-1], steps
+    cpu = executor.load(result.image).function("f")(X)
+    want = getattr(np, kind)(X.astype(np.float64), axis=axes)
+    assert cpu.shape == want.shape and cpu.dtype == np.float32
+    if kind in ("sum", "mean"):
+        n = X.size // want.size
+        bound = n * np.finfo(np.float32).eps * np.sum(np.abs(X.astype(np.float64)), axis=axes)
+        assert np.all(np.abs(cpu - want) <= (bound / n if kind == "mean" else bound))
+    else:
+        np.testing.assert_allclose(cpu, want, rtol=1e-5 if kind == "prod" else 0)
+
