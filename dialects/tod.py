@@ -220,6 +220,10 @@ class _TodOp(TOD.Operation):
         if not sig.square:
             raise Invalid(f"needs a square operator: {what} maps {show(sig.din)} -> {show(sig.dout)}")
 
+    def _real(self, sig: OperatorSig) -> None:
+        if is_complex(sig.elem):
+            raise Invalid(f"needs a real operator, got entries of {sig.elem}")
+
     def _static(self, sig: OperatorSig) -> None:
         if sig.din is None or sig.dout is None:
             raise Invalid(f"needs static extents, got {show(sig.din)} -> {show(sig.dout)}")
@@ -680,8 +684,7 @@ class ExpmDerivativeOp(_TodOp, name="expm_derivative", traits=[ext.Pure]):
     def verify_invariants(self):
         a = self._operand(0, "input")
         self._square(a)
-        if is_complex(a.elem):
-            raise Invalid(f"needs a real operator, got entries of {a.elem}")
+        self._real(a)
         _direction(self, "direction", [a.dout, a.din], a.elem)
         self._expect_tensor([a.dout, a.din], a.elem)
 
@@ -745,8 +748,7 @@ class SpectralRadiusGradientOp(_TodOp, name="spectral_radius_gradient", traits=[
     def verify_invariants(self):
         a = self._operand(0)
         self._square(a)
-        if is_complex(a.elem):
-            raise Invalid(f"needs a real operator, got entries of {a.elem}")
+        self._real(a)
         self._expect_tensor([a.dout, a.din], a.elem)
 
 
@@ -773,8 +775,7 @@ class SpectralDerivativeOp(_TodOp, name="spectral_derivative", traits=[ext.Pure]
     @verifier
     def verify_invariants(self):
         a = self._operand(0, "input")
-        if is_complex(a.elem):
-            raise Invalid(f"needs a real operator, got entries of {a.elem}")
+        self._real(a)
         kind = attribute(self, "kind", ir.StringAttr, "a string").value
         if kind not in ("svd", "eigh"):
             raise Invalid(f"kind must be svd or eigh, got '{kind}'")
