@@ -41,7 +41,7 @@ class PTXBackend(Backend):
         return (ptxas.version(),)
 
     def target_facts(self) -> TargetFacts:
-        from . import gemm_lowering  # lazy: the cost models build MLIR
+        from . import gemm_lowering, gemm_sm90  # lazy: the cost models build MLIR
         # 128 bits: one 16-byte access per thread; the SM count (132 on an H100 SXM) is a placeholder, as
         # the compiler does not know the device. sm_80 and later compute in bf16 and f16 (tensor cores, cvt).
         arch = self.options.arch
@@ -52,7 +52,8 @@ class PTXBackend(Backend):
         return TargetFacts("ptx", 128, WARP_SIZE, frozenset(native), 132,
                            matrix_units=frozenset(matrix_units.tensorcore_dtypes(arch)),
                            shared_memory=SHARED_MEMORY[sm(arch)], matmul_schedule=schedule,
-                           fused_attention_backward=frozenset({"bf16", "f16"}) if arch == "sm_90a" else frozenset())
+                           fused_attention_backward=frozenset({"bf16", "f16"}) if arch == "sm_90a" else frozenset(),
+                           gemm_transposes=frozenset(gemm_sm90.TRANSPOSABLE) if arch == "sm_90a" else frozenset())
 
     def lowerings(self) -> dict:
         from . import attention_lowering, gemm_lowering  # lazy: they build MLIR

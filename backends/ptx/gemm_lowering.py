@@ -6,7 +6,9 @@ kernel of gemm_sm90.py for bf16/f16 operands, and for fp8 ones (held in f16 cont
 its fp8 kind after two packing steps (fp8_pack.py); on sm_80 … sm_90, and for tf32 operands on sm_90a, the
 mma.sync/cp.async kernel of gemm_sm80.py (fp8 there multiplies its f16 containers). Activations are the CPU epilogues' own arithmetic
 (passes/vmath.py), lowered to LLVM IR once per kernel and inlined, so both backends compute the same
-function.
+function. On sm_90a a 16-bit operand the matmul reads transposed (`tessera.transpose_a/_b`: passes/
+fold_transposes.py, for the dtypes the target's facts name) is passed as stored and loaded so
+(gemm_sm90.py); the other kernels take operands as `op.matmul` lays them out only.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import dataclasses
 
 from ... import plan
 from ...diagnostics import LoweringError
+from ...dialects.ttensor import as_read, matmul_transposes
 from ...mlir import func, ir, passmanager, translate_module_to_llvmir
 from ...passes import graph_shapes, schedule_ir
 from ...passes.kernelgen import element_dtype
@@ -35,6 +38,11 @@ def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
         raise LoweringError(mm, f"matmul on the ptx target needs a tensor-core architecture (--arch "
                                 f"{', '.join(TENSOR_CORE_ARCHS)}), not {arch}")
     a, b = mm.operands[0], mm.operands[1]
+    transposed = matmul_transposes(mm)
+    if any(transposed) and (arch != "sm_90a" or element_dtype(a) not in gemm_sm90.TRANSPOSABLE or
+                            "tessera.fp8_operands" in mm.attributes):
+        raise LoweringError(mm, f"the {arch} GEMM for {element_dtype(a)} operands reads them as op.matmul lays "
+                                "them out only, not transposed (tessera.transpose_a/_b)")
     if len(dims[b]) > 2 and len(dims[a]) != len(dims[b]):
         raise LoweringError(mm, f"the ptx GEMM multiplies batches of equal rank only (yet), not "
                                 f"{dims[a][:-2]} by {dims[b][:-2]}")  # equal extents are checked at the launch
@@ -56,7 +64,8 @@ def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
         tile.update(bn=gemm_sm90.FP8_BN, stages=gemm_sm90.FP8_STAGES)
     try:
         spec = gemm_sm90.Sm90GemmSpec(kname, dtype=fp8[0] if fp8 else dt, b_dtype=fp8[1] if fp8 else "",
-                                      out_dtype=out_dt, epilogue=names, **tile, **operand_dtypes)
+                                      out_dtype=out_dt, epilogue=names, **tile, **operand_dtypes,
+                                      trans_a=transposed[0], trans_b=transposed[1])
     except ValueError as e:
         raise LoweringError(mm, str(e)) from None
     steps = []
@@ -152,15 +161,18 @@ def _signature(ops: list, ctx) -> tuple:
     batch entry (the plan's "batch", as on the CPU)."""
     mm = ops[0]
     a, b, out = mm.operands[0], mm.operands[1], ops[-1].results[0]
-    dt, da, db = element_dtype(a), ctx.dims[a], ctx.dims[b]
+    trans_a, trans_b = matmul_transposes(mm)
+    dt, da, db = element_dtype(a), as_read(ctx.dims[a], trans_a), as_read(ctx.dims[b], trans_b)
     steps, extras = _epilogue(ops)
     batched = len(db) > 2
     lead = ("BATCH",) if batched else ()
     env = {"M": da[-2] if batched else graph_shapes.product(da[:-1]), "K": da[-1], "N": db[-1]}
     if batched:
         env["BATCH"] = graph_shapes.product(da[:-2])
-    params = [("A", dt, ("M", "K")), ("B", dt, ("K", "N")), ("C", element_dtype(out), ("M", "N"))]
-    args = [plan.TensorArg(ctx.record(a), (*lead, "M", "K")), plan.TensorArg(ctx.record(b), (*lead, "K", "N")),
+    # as stored: a transposed operand's extents swapped
+    a_dims, b_dims = ("K", "M") if trans_a else ("M", "K"), ("N", "K") if trans_b else ("K", "N")
+    params = [("A", dt, a_dims), ("B", dt, b_dims), ("C", element_dtype(out), ("M", "N"))]
+    args = [plan.TensorArg(ctx.record(a), (*lead, *a_dims)), plan.TensorArg(ctx.record(b), (*lead, *b_dims)),
             plan.TensorArg(ctx.record(out), (*lead, "M", "N"))]
     operand_dtypes = {}
     for role, v in extras:

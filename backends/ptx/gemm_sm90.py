@@ -12,7 +12,10 @@ One CTA computes a BM×BN tile of C with three roles, the structure of CUTLASS's
                     `empty` mbarrier; then applies the epilogue and stores its rows of C
 
 A is row-major [M,K] (K-major for wgmma); B row-major [K,N], which wgmma reads as its transposed (MN-major)
-form, so neither operand is copied or transposed. fp8 operands (e4m3, e5m2, mixed as wgmma allows) are the
+form, so neither operand is copied or transposed. A 16-bit operand stored transposed (`trans_a`: Aᵀ as
+[K,M]; `trans_b`: Bᵀ as [N,K]; the Graph IR's `tessera.transpose_a/_b`) is loaded as stored and read in the
+other major order: Aᵀ in 64-column boxes MN-major (wgmma's transpose-A bit), as B is; Bᵀ in one box of
+K-rows K-major, as A is. fp8 operands (e4m3, e5m2, mixed as wgmma allows) are the
 exception: wgmma reads 8-bit types K-major only, so the fp8 kernel takes B transposed, [N,K] row-major
 (gemm_lowering.py packs it so), and multiplies k32 slices of 128-element (128-byte) K steps. The TMA tensor maps come in as `__grid_constant__`
 parameters: the runtime encodes them at launch from the A and B arguments (`tensor_maps` below, recorded as
@@ -34,6 +37,7 @@ from .nvvm_text import Writer, module
 
 ROW = 128                # bytes of a K step: one 128-byte swizzle row (64 16-bit or 128 fp8 elements)
 _ELEM = {"bf16": "bf16", "f16": "f16", **hp.FP8}   # wgmma's operand type names
+TRANSPOSABLE = ("bf16", "f16")   # operand dtypes whose kernel reads a stored Aᵀ or Bᵀ (wgmma's transpose bits)
 FP8_BN, FP8_STAGES = 128, 6   # two sets of BN/2 accumulators a thread: the fp32 sum, the step's product
 
 
@@ -50,6 +54,8 @@ class Sm90GemmSpec:
     bias_dtype: str = "f32"       # of the bias and residual operands, widened to fp32 as they are read
     residual_dtype: str = "f32"
     b_dtype: str = ""             # B's, when it differs from A's
+    trans_a: bool = False         # A stored as Aᵀ [K,M] (16-bit operands)
+    trans_b: bool = False         # B stored as Bᵀ [N,K] (16-bit operands)
 
     def __post_init__(self):
         b = self.b_dtype or self.dtype
@@ -57,6 +63,8 @@ class Sm90GemmSpec:
             raise ValueError(f"the sm_90a GEMM takes bf16, f16 or fp8 operands (fp8 kinds may mix), not "
                              f"{self.dtype} @ {b}")
         gc.check("sm_90a", self)
+        if self.fp8 and (self.trans_a or self.trans_b):
+            raise ValueError("the fp8 GEMM reads its packed operands (A [M,K], B [N,K]) only, not transposed ones")
         if self.bn not in (64, 128, 256) or self.consumers not in (1, 2) or not 2 <= self.stages <= 8:
             raise ValueError(f"unsupported sm_90a GEMM tile: BN={self.bn}, consumers={self.consumers}, "
                              f"stages={self.stages}")
@@ -70,6 +78,11 @@ class Sm90GemmSpec:
     @property
     def fp8(self) -> bool:
         return self.dtype in hp.FP8
+
+    @property
+    def b_k_major(self) -> bool:
+        """B in shared memory K-major (rows of K, as A is): fp8 operands (packed [N,K]) and a stored Bᵀ."""
+        return self.fp8 or self.trans_b
 
     @property
     def bk(self) -> int:
@@ -107,9 +120,11 @@ class Sm90GemmSpec:
     def tensor_maps(self) -> str:
         """For the runtime: `operand:arg:box_inner×box_outer:swizzle` of each TMA map, in parameter order;
         the arg is the launch argument (A is 0, B is 1) whose row-major 2-D extents the map describes. A
-        16-bit B is read in 64-column boxes, an fp8 B ([N,K]) as A is, one box of K-rows a tile."""
-        b = f"B:1:{ROW}x{self.bn}:128" if self.fp8 else f"B:1:64x{self.bk}:128"
-        return f"A:0:{self.bk}x{self.bm}:128;{b}" + (";C:2:64x64:128" if self.staged_store else "")
+        16-bit B is read in 64-column boxes, an fp8 B ([N,K]) or a stored Bᵀ as A is, one box of K-rows a
+        tile; a stored Aᵀ [K,M] as a 16-bit B is."""
+        a = f"A:0:64x{self.bk}:128" if self.trans_a else f"A:0:{self.bk}x{self.bm}:128"
+        b = f"B:1:{self.bk}x{self.bn}:128" if self.b_k_major else f"B:1:64x{self.bk}:128"
+        return f"{a};{b}" + (";C:2:64x64:128" if self.staged_store else "")
 
     def grid(self, m: int, n: int) -> tuple[int, int, int]:
         return (-(-m // self.bm) * -(-n // self.bn), 1, 1)
@@ -172,10 +187,14 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     sa = w.v(f"mul i32 {s}, {stage}")
     sa = w.v(f"add i32 {base}, {sa}")
     k0 = w.v(f"mul i32 {kt}, {BK}")
-    hp.tma_load(w, sa, tmA, [k0, m0], full)
-    if spec.fp8:
+    if spec.trans_a:   # 64 columns of Aᵀ (M) a box, 64·ROW bytes apart: consumer c's rows are box c
+        for j in range(BM // 64):
+            hp.tma_load(w, w.v(f"add i32 {sa}, {j * 64 * ROW}"), tmA, [w.v(f"add i32 {m0}, {64 * j}"), k0], full)
+    else:
+        hp.tma_load(w, sa, tmA, [k0, m0], full)
+    if spec.b_k_major:
         hp.tma_load(w, w.v(f"add i32 {sa}, {BM * ROW}"), tmB, [k0, n0], full)
-    for j in range(0 if spec.fp8 else BN // 64):
+    for j in range(0 if spec.b_k_major else BN // 64):
         dst = w.v(f"add i32 {sa}, {BM * ROW + j * 64 * ROW}")
         hp.tma_load(w, dst, tmB, [w.v(f"add i32 {n0}, {64 * j}"), k0], full)
     w.emit(f"{kt_next} = add i32 {kt}, 1")
@@ -236,17 +255,22 @@ def _k_step(w: Writer, spec: Sm90GemmSpec, bars: str, base: str, a_off: str, g: 
     b_base = w.v(f"add i32 {sa}, {spec.bm * ROW}")
     hp.fence(w)
     for k in range(ROW // 32):
-        # each wgmma takes 32 bytes of K. A: K-major rows of the consumer's 64. B: 16-bit ones MN-major, their
-        # 64-column chunks one TMA box (64 rows of 128 bytes) apart; fp8 ones K-major as A is
-        da = hp.desc(w, w.v(f"add i32 {a_base}, {32 * k}"), 16, hp.ATOM)
-        if spec.fp8:
+        # each wgmma takes 32 bytes of K. A: K-major rows of the consumer's 64 (a stored Aᵀ: MN-major, the
+        # consumer's box of 64 columns, 16 K-rows a wgmma). B: 16-bit ones MN-major, their 64-column chunks
+        # one TMA box (64 rows of 128 bytes) apart; fp8 ones and a stored Bᵀ K-major as A is
+        if spec.trans_a:
+            da = hp.desc(w, w.v(f"add i32 {a_base}, {16 * hp.SWIZZLE_ROW * k}"), 64 * ROW, hp.ATOM)
+        else:
+            da = hp.desc(w, w.v(f"add i32 {a_base}, {32 * k}"), 16, hp.ATOM)
+        if spec.b_k_major:
             db = hp.desc(w, w.v(f"add i32 {b_base}, {32 * k}"), 16, hp.ATOM)
         else:
             db = hp.desc(w, w.v(f"add i32 {b_base}, {16 * hp.SWIZZLE_ROW * k}"), 64 * ROW, hp.ATOM)
         if acc is None:
             acc = hp.wgmma_ss_first(w, spec.bn, et, da, db, 0, bt=bt)
         else:
-            acc = hp.wgmma_ss(w, acc, et, da, db, trans_b=0 if spec.fp8 else 1, bt=bt)
+            acc = hp.wgmma_ss(w, acc, et, da, db, trans_b=0 if spec.b_k_major else 1, bt=bt,
+                              trans_a=int(spec.trans_a))
     hp.commit(w)
     return acc
 

@@ -128,6 +128,35 @@ def rows(X: tensor[bf16, "N", "D"]):
     return op.sum(X, axis=-1), op.mean(X, axis=-1)
 """
 
+# GEMMs reading a stored transpose in place (tessera.transpose_a/_b: test_transposed_gemm_gpu.py)
+TRANSPOSED_GEMM = """
+from tessera import bf16, f16, f32, function, op, tensor
+
+@function
+def nn(A: tensor[bf16, "M", "K"], B: tensor[bf16, "K", "N"]):
+    return A @ B
+
+@function
+def tn(A: tensor[bf16, "K", "M"], B: tensor[bf16, "K", "N"]):
+    return op.transpose(A, (1, 0)) @ B
+
+@function
+def nt(A: tensor[bf16, "M", "K"], B: tensor[bf16, "N", "K"]):
+    return A @ op.transpose(B, (1, 0))
+
+@function
+def tt(A: tensor[bf16, "K", "M"], B: tensor[bf16, "N", "K"]):
+    return op.transpose(A, (1, 0)) @ op.transpose(B, (1, 0))
+
+@function
+def batched_tt(A: tensor[f16, "B", "K", "M"], B: tensor[f16, "B", "N", "K"]):
+    return op.matmul(op.transpose(A, (0, 2, 1)), op.transpose(B, (0, 2, 1)), out_dtype=f32)
+
+@function
+def tn_bias_gelu(A: tensor[bf16, "K", "M"], B: tensor[bf16, "K", "N"], b: tensor[bf16, "N"]):
+    return op.gelu(op.bias_add(op.transpose(A, (1, 0)) @ B, b))
+"""
+
 SOURCES = {
     "saxpy": ((REPO / "examples" / "saxpy.py").read_text(), "sm_80"),
     "saxpy_sm90a": ((REPO / "examples" / "saxpy.py").read_text(), "sm_90a"),
@@ -152,6 +181,7 @@ def f(X: tensor[f32, "N", "D"], b: tensor[f32, "D"]):
     "hopper_gemm": ((REPO / "examples" / "gpu" / "gemm.py").read_text(), "sm_90a"),
     "hopper_attention": ((REPO / "examples" / "gpu" / "attention.py").read_text(), "sm_90a"),
     "hopper_attention_bwd": (ATTENTION_BWD, "sm_90a"),
+    "hopper_gemm_transposed": (TRANSPOSED_GEMM, "sm_90a"),
     # fp8 GEMMs: held as f16 (exact), packed to one-byte K-major operands, multiplied by wgmma's fp8 kinds
     "hopper_fp8": ("""
 @function

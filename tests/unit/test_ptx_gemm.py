@@ -216,3 +216,57 @@ def test_batched_products_run_per_batch_entry(example):
     step = example.metadata["plans"]["batched"]["steps"][0]
     assert step["batch"] == "BATCH" and step["env"]["BATCH"] == "B" and step["env"]["M"] == "M"
     assert [a["shape"] for a in step["args"]] == [["BATCH", "M", "K"], ["BATCH", "K", "N"], ["BATCH", "M", "N"]]
+
+
+TRANSPOSED = """
+from tessera import bf16, f16, f32, function, op, tensor
+
+@function
+def tn(A: tensor[bf16, "K", "M"], B: tensor[bf16, "K", "N"]):
+    return op.transpose(A, (1, 0)) @ B
+
+@function
+def nt(A: tensor[bf16, "M", "K"], B: tensor[bf16, "N", "K"]):
+    return A @ op.transpose(B, (1, 0))
+
+@function
+def tt(A: tensor[f16, "B", "K", "M"], B: tensor[f16, "B", "N", "K"]):
+    return op.matmul(op.transpose(A, (0, 2, 1)), op.transpose(B, (0, 2, 1)), out_dtype=f32)
+"""
+
+
+def test_transposed_operands_are_loaded_as_stored():
+    """sm_90a: one GEMM step per product (no layout kernel), the operands passed as stored ([K, M] for Aᵀ,
+    [N, K] for Bᵀ), the tensor maps' boxes for those layouts (Aᵀ in 64-column boxes of 64 K-rows, as a 16-bit B
+    is; Bᵀ in one box of 64 K-elements by BN rows, as A is), and ptxas's report: no spills, 168 registers."""
+    result = _compile(TRANSPOSED)
+    shapes = {f: [[a["shape"] for a in s["args"] if "shape" in a] for s in p["steps"]]
+              for f, p in result.metadata["plans"].items()}
+    assert shapes == {"tn": [[["K", "M"], ["K", "N"], ["M", "N"]]], "nt": [[["M", "K"], ["N", "K"], ["M", "N"]]],
+                      "tt": [[["BATCH", "K", "M"], ["BATCH", "N", "K"], ["BATCH", "M", "N"]]]}
+    kernels = {k.name: k for k in image.read_image(result.image).kernels}
+    assert kernels["tn__gemm0"].props["ptx.tensor_maps"] == "A:0:64x64:128;B:1:64x64:128;C:2:64x64:128"
+    assert kernels["nt__gemm0"].props["ptx.tensor_maps"] == "A:0:64x128:128;B:1:64x256:128;C:2:64x64:128"
+    assert kernels["tt__gemm0"].props["ptx.tensor_maps"] == "A:0:64x64:128;B:1:64x256:128"
+    if ptxas.find() is not None:
+        assert all(k.regs == 168 and "ptx.spill_bytes" not in k.props for k in kernels.values())
+
+
+@pytest.mark.parametrize("trans_a, trans_b, bits", [(False, False, "0, 1"), (True, False, "1, 1"),
+                                                     (False, True, "0, 0"), (True, True, "1, 0")])
+def test_wgmma_transpose_bits_follow_the_layouts(trans_a, trans_b, bits):
+    """wgmma's transpose bits (imm-trans-a, imm-trans-b): A K-major unless stored transposed; a 16-bit B
+    [K, N] MN-major (bit 1) unless stored transposed ([N, K]: K-major)."""
+    import re
+    ptx = gemm_sm90.generate(gemm_sm90.Sm90GemmSpec("g", trans_a=trans_a, trans_b=trans_b))
+    # the instruction's last operands: imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b
+    assert {", ".join(t) for t in re.findall(r"1, 1, ([01]), ([01]);", ptx)} == {bits}
+
+
+def test_transposes_stay_layout_kernels_where_the_gemm_cannot_read_them():
+    """sm_80's mma.sync kernel reads operands as op.matmul lays them out: the transposes stay kernels; an fp8
+    spec refuses transposed operands."""
+    steps = _compile(TRANSPOSED, arch="sm_80").metadata["plans"]["tn"]["steps"]
+    assert len(steps) == 2 and "layout" in steps[0]["kernel"]
+    with pytest.raises(ValueError, match="not transposed ones"):
+        gemm_sm90.Sm90GemmSpec("g", dtype="fp8_e4m3", bn=128, stages=6, trans_a=True)
