@@ -29,10 +29,7 @@ CASES = [("vjp_attn_d128", 128, False), ("vjp_causal_d128", 128, True), ("vjp_at
 
 
 def main() -> None:
-    setup = attention_setup(__doc__, EXAMPLE)
-    if setup is None:
-        return
-    mod, functions, s, (B, H, S), env = setup
+    mod, functions, s, (B, H, S), env = attention_setup(__doc__, EXAMPLE)
 
     import torch
     import torch.nn.functional as F

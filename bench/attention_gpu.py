@@ -21,10 +21,7 @@ CASES = [("attention_d128", 128, False), ("causal_d128", 128, True), ("attention
 
 
 def main() -> None:
-    setup = attention_setup(__doc__, EXAMPLE)
-    if setup is None:
-        return
-    mod, functions, s, (B, H, S), env = setup
+    mod, functions, s, (B, H, S), env = attention_setup(__doc__, EXAMPLE)
 
     import torch
     import torch.nn.functional as F

@@ -124,8 +124,8 @@ def cuda_context():
 
 def attention_setup(doc: str, example: str):
     """The start of the attention benchmarks on a GPU: their command line (--image, --build-image, --shape
-    B,H,S), then `example`'s program and a Tessera stream. None under --build-image (the image written), else
-    (module, launch plans, stream, (B, H, S), the extents of the plans' grids)."""
+    B,H,S), then `example`'s program and a Tessera stream: (module, launch plans, stream, (B, H, S), the extents
+    of the plans' grids). Under --build-image it writes the image and exits, as argparse does for --help."""
     import argparse
 
     from tessera import stream
@@ -137,7 +137,8 @@ def attention_setup(doc: str, example: str):
     p.add_argument("--shape", default="4,16,4096", help="B,H,S")
     args = p.parse_args()
     if args.build_image:
-        return build_example_image(example, args.build_image)
+        build_example_image(example, args.build_image)
+        raise SystemExit(0)
     ctx, mod, functions = gpu_program(args.image, example)
     B, H, S = (int(x) for x in args.shape.split(","))
     env = {"BH": B * H, "SQ": S, "SK": S, "DEVICE_UNITS": ctx.properties["compute_units"]}

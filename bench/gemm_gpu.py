@@ -32,7 +32,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import build_example_image, gpu_program  # noqa: E402
+from common import build_example_image, gpu_program, interleaved_best  # noqa: E402
 EXAMPLE = os.path.join(HERE, os.pardir, "examples", "gpu", "gemm.py")
 SOURCE = '''
 from tessera import function, op, tensor, bf16
@@ -110,20 +110,6 @@ def triton_matmul():
     return run, kernel
 
 
-def _timed(sides: dict, rounds: int = 5, reps: int = 20) -> dict:
-    """The best seconds per call of each side's (call, wait), rounds of the sides interleaved."""
-    best = {k: float("inf") for k in sides}
-    for _ in range(rounds):
-        for name, (fn, wait) in sides.items():
-            fn(), wait()
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                fn()
-            wait()
-            best[name] = min(best[name], (time.perf_counter() - t0) / reps)
-    return best
-
-
 def fp8(ctx, mod, plan, sizes) -> None:
     import torch
     from tessera import plan as plans, stream
@@ -151,7 +137,7 @@ def fp8(ctx, mod, plan, sizes) -> None:
         sides = {"kernel": (lambda: launch(mm, A8, Bt8, C), s.synchronize), "whole": (whole, s.synchronize),
                  "torch": (lambda: torch._scaled_mm(A8, Bt8.t(), scale_a=one, scale_b=one,
                                                     out_dtype=torch.bfloat16), torch.cuda.synchronize)}
-        best = _timed(sides)
+        best = interleaved_best(sides, calls=20)
         ref = torch._scaled_mm(A8, Bt8.t(), scale_a=one, scale_b=one, out_dtype=torch.float32)
         err = ((C.float() - ref).abs().max() / ref.abs().max()).item()
         tf = {k: 2 * n ** 3 / v / 1e12 for k, v in best.items()}
@@ -206,7 +192,7 @@ def main() -> None:
 
         sides = {"tessera": (ours, s.synchronize), "torch": (lambda: torch.matmul(A, B), torch.cuda.synchronize),
                  "triton": (lambda: triton_run(A, B, Ct), torch.cuda.synchronize)}
-        best = _timed(sides)
+        best = interleaved_best(sides, calls=20)
         ref = torch.matmul(A, B).float()
         err = ((C.float() - ref).abs().max() / ref.abs().max()).item()
         tf = {k: 2 * n ** 3 / v / 1e12 for k, v in best.items()}
