@@ -15,6 +15,8 @@ from tessera import tessera_frontend_compile
 from tessera.diagnostics import CompileError
 from tessera.interpret import InterpreterError
 
+from derivative_checks import check_vjp_jvp
+
 # name -> the body of `def name(A, B, R, Q, P, d, x, y, w, X, z)` (A, B [4, 4]; R [5, 3]; Q, P [2, 2];
 # d, x [4]; y [3]; w [5]; X [4, 2]; z a scalar, away from A's spectrum: see _inputs)
 CASES = {
@@ -80,21 +82,8 @@ def _derivatives(src: str, filename: str):
 
 
 def _check_fd(m, name: str, xs: list, rng, h: float = 1e-6, rtol: float = 1e-6):
-    """vjp against central differences of <v, f> along random directions u, and jvp against vjp (duality)."""
-    us = [rng.standard_normal(np.shape(x)) for x in xs]
-    y = np.asarray(m.interpret(name, *xs))
-    v = rng.standard_normal(y.shape)
-    out = m.interpret(f"vjp_{name}", *xs, v)
-    np.testing.assert_allclose(out[0], y, rtol=1e-12)
-    cts = out[1:]
-    assert [np.shape(c) for c in cts] == [np.shape(x) for x in xs]
-    vjp_u = sum(float(np.sum(c * u)) for c, u in zip(cts, us))
-    fd = float(np.sum(v * (m.interpret(name, *[x + h * u for x, u in zip(xs, us)])
-                           - m.interpret(name, *[x - h * u for x, u in zip(xs, us)])))) / (2 * h)
-    assert vjp_u == pytest.approx(fd, rel=rtol, abs=1e-8)
-    jv = m.interpret(f"jvp_{name}", *xs, *us)
-    np.testing.assert_allclose(jv[0], y, rtol=1e-12)
-    assert float(np.sum(v * jv[1])) == pytest.approx(vjp_u, rel=1e-10, abs=1e-12)
+    """vjp against central differences (rtol, absolute 1e-8) and jvp against vjp (duality, rtol 1e-10)."""
+    check_vjp_jvp(m, name, xs, rng, h, rtol, 1e-10, fd_atol=1e-8)
 
 
 SPECTRA = '''
