@@ -17,6 +17,8 @@ from tessera.diagnostics import CompileError
 from tessera.dialects import make_context
 from tessera.mlir import ir
 
+from derivative_checks import check_vjp_jvp
+
 # name -> the body of `def name(X, Y, P, Q, W, r):` (X, Y: any values [3, 4]; P, Q: positive [3, 4]; W [4, 5];
 # r [4]). Values stay away from the kinks of relu, abs, max and min (see _inputs).
 CASES = {
@@ -80,22 +82,7 @@ def test_vjp_matches_finite_differences_and_jvp(ops_module, name):
     h, fd_rtol, dual_rtol = F32_ROUNDED.get(name, (1e-5, 1e-6, 1e-10))
     # hash() of a str is salted per process: crc32 keeps each case's inputs the same from run to run
     rng = np.random.default_rng(zlib.crc32(name.encode()))
-    xs = _inputs(rng)
-    us = [rng.standard_normal(x.shape) for x in xs]
-    y = np.asarray(ops_module.interpret(name, *xs))
-    v = rng.standard_normal(y.shape)
-    out = ops_module.interpret(f"vjp_{name}", *xs, v)
-    np.testing.assert_allclose(out[0], y, rtol=1e-12)
-    cts = out[1:]
-    assert [c.shape for c in cts] == [x.shape for x in xs]
-    vjp_u = sum(float(np.sum(c * u)) for c, u in zip(cts, us))
-    plus = ops_module.interpret(name, *[x + h * u for x, u in zip(xs, us)])
-    minus = ops_module.interpret(name, *[x - h * u for x, u in zip(xs, us)])
-    fd = float(np.sum(v * (plus - minus))) / (2 * h)
-    assert vjp_u == pytest.approx(fd, rel=fd_rtol, abs=1e-8)
-    jv = ops_module.interpret(f"jvp_{name}", *xs, *us)
-    np.testing.assert_allclose(jv[0], y, rtol=1e-12)
-    assert float(np.sum(v * jv[1])) == pytest.approx(vjp_u, rel=dual_rtol, abs=1e-12)
+    check_vjp_jvp(ops_module, name, _inputs(rng), rng, h, fd_rtol, dual_rtol, fd_atol=1e-8)
 
 
 def test_max_and_min_split_ties_equally(ops_module):
@@ -304,6 +291,17 @@ t = jvp(f, argnums=1)
         "g", np.ones((4, 8), np.float32), np.ones((8, 8), np.float32)).shape == (8, 8)
 
 
+# a file declaring a derivative of f on its line 7, `line`
+REQUEST = '''from tessera import f32, function, grad, jvp, op, tensor, vjp
+
+@function
+def f(X: tensor[f32, 4, 8], W: tensor[f32, 8, 8]):
+    return X @ W
+
+{line}
+'''
+
+
 @pytest.mark.parametrize("line, message", [
     ("g = grad(f)", "grad needs a function returning one scalar (0-d) floating tensor; 'f' returns "
                     "tensor[f32, 4, 8] (use vjp for other results)"),
@@ -313,14 +311,7 @@ t = jvp(f, argnums=1)
     ("g = jvp(f, argnums=1, has_aux=True)", "jvp() takes argnums= only, not has_aux"),
 ])
 def test_requests_are_checked_where_written(line, message):
-    src = f'''from tessera import f32, function, grad, jvp, op, tensor, vjp
-
-@function
-def f(X: tensor[f32, 4, 8], W: tensor[f32, 8, 8]):
-    return X @ W
-
-{line}
-'''
+    src = REQUEST.format(line=line)
     with pytest.raises(CompileError) as e:
         tessera_frontend_compile(src, {"filename": "req.py"})
     assert e.value.line == 7 and e.value.message == message
@@ -346,14 +337,7 @@ a, b = vjp(f), jvp(f)
 @pytest.mark.parametrize("line, col", [("a, b = vjp(f)", 8), ("a: object = grad(f)", 13),
                                        ("a = [vjp(f), jvp(f)]", 6), ("a, b = vjp(f), 3, jvp(f)", 8)])
 def test_other_assignments_of_derivatives_are_errors(line, col):
-    src = f'''from tessera import f32, function, grad, jvp, op, tensor, vjp
-
-@function
-def f(X: tensor[f32, 4, 8], W: tensor[f32, 8, 8]):
-    return X @ W
-
-{line}
-'''
+    src = REQUEST.format(line=line)
     with pytest.raises(CompileError) as e:
         tessera_frontend_compile(src, {"filename": "req.py"})
     assert (e.value.filename, e.value.line, e.value.col) == ("req.py", 7, col)
