@@ -1,5 +1,6 @@
-"""The check the autodiff tests share (test_autodiff*.py): a function's vjp against central finite differences
-and its jvp against the vjp by duality, <v, J u> = <Jᵀ v, u>, through the interpreter."""
+"""What the autodiff tests share (test_autodiff*.py): their programs' form (derivative_source), and the check of
+a function's vjp against central finite differences and of its jvp against the vjp by duality,
+<v, J u> = <Jᵀ v, u>, through the interpreter (check_vjp_jvp)."""
 
 import numpy as np
 import pytest
@@ -29,3 +30,13 @@ def check_vjp_jvp(m, name: str, xs: list, rng, h: float, fd_rtol: float, dual_rt
     assert jvp_v == pytest.approx(vjp_u, rel=dual_rtol, abs=1e-12), \
         f"{name}: <v, jvp(u)> {jvp_v} vs <vjp(v), u> {vjp_u}"
     return fd, jvp_v
+
+
+def derivative_source(imports: str, functions) -> str:
+    """A file of @functions, each with vjp_<name> and jvp_<name> declared: the line `imports`, then one for each
+    (name, its parameters, the expression it returns) of `functions`."""
+    lines = [imports, ""]
+    for name, params, body in functions:
+        lines += ["@function", f"def {name}({params}):", f"    return {body}", "",
+                  f"vjp_{name} = vjp({name})", f"jvp_{name} = jvp({name})", ""]
+    return "\n".join(lines)

@@ -17,7 +17,7 @@ from tessera.diagnostics import CompileError
 from tessera.dialects import make_context
 from tessera.mlir import ir
 
-from derivative_checks import check_vjp_jvp
+from derivative_checks import check_vjp_jvp, derivative_source
 
 # name -> the body of `def name(X, Y, P, Q, W, r):` (X, Y: any values [3, 4]; P, Q: positive [3, 4]; W [4, 5];
 # r [4]). Values stay away from the kinks of relu, abs, max and min (see _inputs).
@@ -48,17 +48,11 @@ PARAMS = ('X: tensor[f64, 3, 4], Y: tensor[f64, 3, 4], P: tensor[f64, 3, 4], Q: 
           'W: tensor[f64, 4, 5], r: tensor[f64, 4]')
 
 
-def _source() -> str:
-    lines = ["from tessera import f32, f64, function, jvp, op, tensor, vjp", ""]
-    for name, body in CASES.items():
-        lines += ["@function", f"def {name}({PARAMS}):", f"    return {body}", "",
-                  f"vjp_{name} = vjp({name})", f"jvp_{name} = jvp({name})", ""]
-    return "\n".join(lines)
-
-
 @pytest.fixture(scope="module")
 def ops_module():
-    return tessera_frontend_compile(_source(), {"filename": "ops.py"})
+    src = derivative_source("from tessera import f32, f64, function, jvp, op, tensor, vjp",
+                            ((name, PARAMS, body) for name, body in CASES.items()))
+    return tessera_frontend_compile(src, {"filename": "ops.py"})
 
 
 def _inputs(rng):

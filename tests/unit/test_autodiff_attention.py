@@ -15,7 +15,7 @@ from tessera import compiler, executor, tessera_frontend_compile
 from tessera.mlir import ir
 from tessera.passes import autodiff, decompose, fusion
 
-from derivative_checks import check_vjp_jvp
+from derivative_checks import check_vjp_jvp, derivative_source
 
 # name -> (source of the function, shapes of Q, K, V): batch and head axes, S_q != S_k where not causal
 CASES = {
@@ -33,14 +33,11 @@ def _tensor(shape) -> str:
     return "tensor[f64, " + ", ".join(map(str, shape)) + "]"
 
 
-def _source(dtype: str = "f64") -> str:
-    lines = [f"from tessera import {dtype}, function, grad, jvp, op, tensor, vjp", ""]
-    for name, (body, shapes) in CASES.items():
-        params = ", ".join(f"{n}: {_tensor(s).replace('f64', dtype)}" for n, s in zip("QKV", shapes))
-        lines += ["@function", f"def {name}({params}):", f"    return {body}", "",
-                  f"vjp_{name} = vjp({name})", f"jvp_{name} = jvp({name})", ""]
-    lines += ["vjp_plain_k = vjp(plain, argnums=(1,))", ""]
-    return "\n".join(lines)
+def _source() -> str:
+    functions = ((name, ", ".join(f"{n}: {_tensor(s)}" for n, s in zip("QKV", shapes)), body)
+                 for name, (body, shapes) in CASES.items())
+    return derivative_source("from tessera import f64, function, grad, jvp, op, tensor, vjp", functions) \
+        + "\nvjp_plain_k = vjp(plain, argnums=(1,))\n"
 
 
 @pytest.fixture(scope="module")

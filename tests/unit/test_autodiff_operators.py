@@ -15,7 +15,7 @@ from tessera import tessera_frontend_compile
 from tessera.diagnostics import CompileError
 from tessera.interpret import InterpreterError
 
-from derivative_checks import check_vjp_jvp
+from derivative_checks import check_vjp_jvp, derivative_source
 
 # name -> the body of `def name(A, B, R, Q, P, d, x, y, w, X, z)` (A, B [4, 4]; R [5, 3]; Q, P [2, 2];
 # d, x [4]; y [3]; w [5]; X [4, 2]; z a scalar, away from A's spectrum: see _inputs)
@@ -48,17 +48,11 @@ PARAMS = ("A: tensor[f64, 4, 4], B: tensor[f64, 4, 4], R: tensor[f64, 5, 3], Q: 
           "X: tensor[f64, 4, 2], z: tensor[f64]")
 
 
-def _source(cases: dict) -> str:
-    lines = ["from tessera import f64, function, jvp, op, tensor, vjp", ""]
-    for name, body in cases.items():
-        lines += ["@function", f"def {name}({PARAMS}):", f"    return {body}", "",
-                  f"vjp_{name} = vjp({name})", f"jvp_{name} = jvp({name})", ""]
-    return "\n".join(lines)
-
-
 @pytest.fixture(scope="module")
 def ops_module():
-    return tessera_frontend_compile(_source(CASES), {"filename": "operators.py"})
+    src = derivative_source("from tessera import f64, function, jvp, op, tensor, vjp",
+                            ((name, PARAMS, body) for name, body in CASES.items()))
+    return tessera_frontend_compile(src, {"filename": "operators.py"})
 
 
 def _inputs(rng):
