@@ -405,21 +405,11 @@ def _mask(w: Writer, spec: Sm90AttentionBwdSpec, probs: list[str], j: str, rows:
         diag = (w.v(f"icmp ult i32 {c0}, {w.v(f'add i32 {wrow}, 63')}") if dkdv
                 else w.v(f"icmp ugt i32 {w.v(f'add i32 {c0}, {BN - 1}')}, {wrow}"))
         some = w.v(f"or i1 {some}, {diag}")
-    before, masked, after = w.current, w.fresh_label("mask"), w.fresh_label("masked")
-    w.cbr(some, masked, after)
-    w.label(masked)
-    out = []
-    for k, p in enumerate(probs):
-        g, r, e = k // 4, (k // 2) % 2, k % 2
-        col = w.v(f"add i32 {c0}, {w.v(f'add i32 {col_t}, {8 * g + e}')}")
-        bad = w.v(f"icmp uge i32 {col}, {end}")
-        if spec.causal:
-            row = row1 if r else row0
-            bad = w.v(f"or i1 {bad}, {w.v(f'icmp ugt i32 {row}, {col}' if dkdv else f'icmp ugt i32 {col}, {row}')}")
-        out.append(w.v(f"select i1 {bad}, float 0.0, float {p}"))
-    w.br(after)
-    w.label(after)
-    return [w.v(f"phi float [{p}, %{before}], [{m}, %{masked}]") for p, m in zip(probs, out)]
+
+    def unseen(col: str, r: int) -> str:   # dkdv: the query (column) before the key (row); dq: the reverse
+        row = row1 if r else row0
+        return w.v(f"icmp ugt i32 {row}, {col}" if dkdv else f"icmp ugt i32 {col}, {row}")
+    return fwd.masked(w, probs, some, c0, col_t, end, "0.0", unseen if spec.causal else None)
 
 
 def generate_acc(name: str, head_dim: int, op: str, dtype: str = "bf16", scale: float = 1.0) -> str:

@@ -421,20 +421,28 @@ def _mask(w: Writer, spec: Sm90AttentionSpec, sc: list[str], j: str, rows: tuple
     if spec.causal:
         diag = w.v(f"icmp ugt i32 {w.v(f'add i32 {key0}, {BN - 1}')}, {rmin}")
         last = w.v(f"or i1 {last}, {diag}")
-    before, masked, after = w.current, w.fresh_label("mask"), w.fresh_label("masked")
-    w.cbr(last, masked, after)
-    w.label(masked)
+    after_row = (lambda col, r: w.v(f"icmp ugt i32 {col}, {row1 if r else row0}")) if spec.causal else None
+    return masked(w, sc, last, key0, col_t, sk, "0xFFF0000000000000", after_row)
+
+
+def masked(w: Writer, vals: list[str], some: str, c0: str, col_t: str, end: str, fill: str, bad=None) -> list[str]:
+    """`vals`, a wgmma accumulator's fragment (element i in column c0 + col_t + 8·(i // 4) + i % 2 and the
+    thread's row (i // 2) % 2), with `fill` where the column is `end` or past it or `bad`(column, row) holds
+    (an i1), computed on a branch that only the blocks with `some` (uniform across the warpgroup) take."""
+    before, block, after = w.current, w.fresh_label("mask"), w.fresh_label("masked")
+    w.cbr(some, block, after)
+    w.label(block)
     out = []
-    for i, v in enumerate(sc):
-        q, r, e = i // 4, (i // 2) % 2, i % 2
-        col = w.v(f"add i32 {key0}, {w.v(f'add i32 {col_t}, {8 * q + e}')}")
-        bad = w.v(f"icmp uge i32 {col}, {sk}")
-        if spec.causal:
-            bad = w.v(f"or i1 {bad}, {w.v(f'icmp ugt i32 {col}, {row1 if r else row0}')}")
-        out.append(w.v(f"select i1 {bad}, float 0xFFF0000000000000, float {v}"))
+    for i, v in enumerate(vals):
+        g, r, e = i // 4, (i // 2) % 2, i % 2
+        col = w.v(f"add i32 {c0}, {w.v(f'add i32 {col_t}, {8 * g + e}')}")
+        past = w.v(f"icmp uge i32 {col}, {end}")
+        if bad is not None:
+            past = w.v(f"or i1 {past}, {bad(col, r)}")
+        out.append(w.v(f"select i1 {past}, float {fill}, float {v}"))
     w.br(after)
     w.label(after)
-    return [w.v(f"phi float [{v}, %{before}], [{m}, %{masked}]") for v, m in zip(sc, out)]
+    return [w.v(f"phi float [{v}, %{before}], [{m}, %{block}]") for v, m in zip(vals, out)]
 
 
 def _store(w: Writer, spec: Sm90AttentionSpec, o: list[str], l: list[str], c: str, warp: str, lane: str,
