@@ -293,14 +293,28 @@ class _Body:
                 k = kl.induction_variable
                 col = add(k0, k)
                 dst = add(first, mul(k, width))
-                for r in range(width):
+                if k_major:
+                    # a strip's values of one k are adjacent in Aᵀ: a vector at a time (masked: MR need not be
+                    # a multiple of the vector width; lanes past the operand load nothing and store zero)
+                    self._copy_row(src, [col, row0], packed, dst, width, rows)
+                for r in range(0 if k_major else width):
                     row = arith.SelectOp(full, add(row0, r), add(row0, smin(r, sub(rows, 1)))).result
-                    v = self._widen(memref.LoadOp(src, [col, row] if k_major else [row, col]).result)
+                    v = self._widen(memref.LoadOp(src, [row, col]).result)
                     if r:  # row 0 of a strip always exists
                         v = arith.SelectOp(arith.OrIOp(full, lt(r, rows)).result, v, zeros(f32())).result
                     memref.StoreOp(v, packed, [add(dst, r)])
                 scf.YieldOp([])
             scf.YieldOp([])
+
+    def _copy_row(self, src, at: list, packed, dst, width: int, valid) -> None:
+        """src[at[0], at[1]:at[1]+width] (the first `valid` of them; zeros after) widened to packed[dst:dst+width],
+        in vectors of up to VW lanes."""
+        in_vec = ir.VectorType.get([self.vw], self.in_elem)
+        for c in range(0, width, self.vw):
+            lanes = min(self.vw, width - c)
+            v = vector.MaskedLoadOp(in_vec, src, [at[0], add(at[1], c)], self._mask(smin(sub(valid, c), lanes)),
+                                    zeros(in_vec)).result
+            vector.MaskedStoreOp(packed, [add(dst, c)], self._mask(idx(lanes)), self._widen(v))
 
     def _pack_b(self, packed, base, j0, nc, k0, kc) -> None:
         """B[k0:k0+kc, j0:j0+nc] → NR-column strips from `base`, strip[k][c] at base + strip·NR·KC + k·NR + c;

@@ -152,17 +152,30 @@ def test_gemm_transposed_default_schedule_bf16(trans_a, trans_b):
 
 # Register tiles of the other ISAs, compiled for this host (wider vectors are split by LLVM): the generated
 # loops are the same whatever the tile, so their numerics are checked here.
-@pytest.mark.parametrize("schedule", [
+OTHER_TILES = pytest.mark.parametrize("schedule", [
     Schedule(mb=28, nc=64, mc=28, kc=16, mr=14, nr=32, vector_width=16),              # AVX-512
     Schedule(mb=32, nc=24, mc=16, kc=12, mr=8, nr=12, vector_width=4),                # NEON
     Schedule(mb=12, nc=16, mc=12, kc=8, mr=6, nr=8, vector_width=4, fma=False),       # SSE: multiply, add
     Schedule(mb=6, nc=16, mc=6, kc=5, mr=6, nr=16, vector_width=8, k_unroll=1),
 ], ids=["avx512", "neon", "sse", "no-unroll"])
+
+
+@OTHER_TILES
 def test_gemm_other_register_tiles(schedule):
     spec = gemm.GemmSpec("mm", schedule=schedule)
     for M, N, K in [(1, 1, 1), (45, 70, 37), (29, 100, 16)]:
         A, B = f32(M, K), f32(K, N)
         check_gemm(run(spec, A, B), A, B)
+
+
+@OTHER_TILES
+def test_gemm_transposed_other_register_tiles(schedule):
+    """Aᵀ's strips are copied a vector at a time: MR wider than a vector (NEON's 8 of 4 lanes), narrower
+    (AVX-512's 14 of 16), and not a multiple (SSE's 6 of 4)."""
+    spec = gemm.GemmSpec("mmt", schedule=schedule, trans_a=True, trans_b=True)
+    for M, N, K in [(1, 1, 1), (45, 70, 37), (29, 100, 16)]:
+        A, B = f32(M, K), f32(K, N)
+        check_gemm(run_transposed(spec, A, B), A, B)
 
 
 def test_gemm_f16_inputs_are_widened_while_packing():
