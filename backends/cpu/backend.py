@@ -47,8 +47,11 @@ class CPUBackend(Backend):
                                    staging_buffers=functools.partial(gemm_lowering.staging_buffers, model))
 
     def lowerings(self) -> dict:
-        from . import attention, attention_bwd, gemm_lowering  # lazy: they build MLIR
-        return {"gemm": gemm_lowering.lower, "attention": attention.lower, "attention_bwd": attention_bwd.lower}
+        from . import attention, attention_bwd, gemm_lowering, gemm_schedule  # lazy: they build MLIR
+        # GEMMs of extents known only at run time get blockings to choose from at launch: the cost model's
+        model = gemm_schedule.CostModel.of(self.target_facts(), target.host())
+        return {"gemm": functools.partial(gemm_lowering.lower, model=model), "attention": attention.lower,
+                "attention_bwd": attention_bwd.lower}
 
     def entry_symbol(self, kernel: str) -> str:
         return entry.entry_symbol(kernel)

@@ -10,6 +10,8 @@ passes/fold_transposes.py) is passed as stored, and the kernel packs it from tha
 
 from __future__ import annotations
 
+import dataclasses
+
 from ... import plan
 from ...diagnostics import LoweringError
 from ...dialects.ttensor import as_read, matmul_transposes
@@ -51,9 +53,10 @@ def _epilogue(ops: list) -> tuple[list, list]:
     return steps, extras
 
 
-def lower(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
+def lower(ctx, kname: str, ops: list, model: CostModel | None = None) -> list[plan.ArgsStep]:
     """The plan steps of one GEMM group; its kernels are added to the module (`ctx`: a
-    passes.lowering_context.LoweringContext)."""
+    passes.lowering_context.LoweringContext). `model`, the target's cost model, gives a GEMM whose M or N is
+    known only at run time other blockings to choose from at launch (_launch_alternatives)."""
     mm = ops[0]
     a, b = mm.operands[0], mm.operands[1]
     trans_a, trans_b = matmul_transposes(mm)
@@ -105,11 +108,45 @@ def lower(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
         args.append(plan.TensorArg(vid, ("N",) if role == "bias" else (*lead, "M", "N")))
     s = spec.schedule
     env = {"M": M, "K": K, "N": N, **({"BATCH": graph_shapes.product(da[:-2])} if batched else {})}
-    steps.append(plan.ArgsStep(kname, env=env, args=tuple(args), block=(1, 1, 1),
-                               grid=(f"ceil(N/{s.nc})", f"ceil(M/{s.mb})", "1"), batch="BATCH" if batched else None))
+    prefer = _launch_alternatives(ctx, mm, spec, (M, N, K), model) if model is not None and not batched else ()
+    steps.append(plan.ArgsStep(kname, env=env, args=tuple(args), block=(1, 1, 1), grid=_grid(s),
+                               batch="BATCH" if batched else None, prefer=prefer))
     if out_dtype != "f32":
         convert(c, result, "f32", out_dtype, graph_shapes.product(da[:-1]))
     return steps
+
+
+def _grid(s: Schedule) -> tuple[str, str, str]:
+    return (f"ceil(N/{s.nc})", f"ceil(M/{s.mb})", "1")
+
+
+# Nominal extent standing in for a symbolic M or N in the blocking a launch may prefer: half of _NOMINAL.
+# (256 gave 266×128 blocks here, 8 of them at 512×512×2048: 10–13 ms against 8.8–9.6 ms for 512's 518×256,
+# the fixed-size choice at those extents; 2 cores, load 2.4–2.6.)
+_SMALL = 512
+
+
+def _launch_alternatives(ctx, mm, spec, extents: tuple, model: CostModel) -> tuple[plan.Alternative, ...]:
+    """Where M or N is known only at run time (the schedule phase's `at_launch`), the blocking chosen for a
+    nominal 1024-sized problem can be one block at small extents (MB=518 rows, NC=512 columns: a 512×512
+    product ran on one thread). A second kernel, blocked as the cost model chooses for 512 in place of the
+    symbolic extents, is preferred at launch wherever it keeps more threads busy (blocks, up to
+    DEVICE_UNITS) than the default. One alternative, not a ladder of them: each is a whole GEMM kernel to
+    compile (~1.5 s here)."""
+    if schedule_ir.schedule_of(mm).get("at_launch") != 1 or model.threads < 2:
+        return ()
+    m, n, k = (int(e) if e.isdigit() else None for e in extents)
+    s = fitted_schedule(matmul_schedule(model, m or _SMALL, n or _SMALL, k), model.target)
+    if (s.mb, s.nc) == (spec.schedule.mb, spec.schedule.nc):
+        return ()
+    name = f"{spec.name}_{s.mb}x{s.nc}"
+    with mm.location:
+        gemm.build_gemm(ctx.module, dataclasses.replace(spec, name=name, schedule=s))
+
+    def busy(s: Schedule) -> str:
+        return f"min(DEVICE_UNITS, ceil(N/{s.nc})*ceil(M/{s.mb}))"
+    return (plan.Alternative(when=f"{busy(s)} - {busy(spec.schedule)}", kernel=name, grid=_grid(s),
+                             block=(1, 1, 1)),)
 
 
 def matmul_schedule(model: CostModel, m: int | None, n: int | None, k: int | None) -> dict:
@@ -148,7 +185,6 @@ def staging_buffers(model: CostModel, d: dict) -> dict:
 def _schedule(op) -> Schedule:
     """The GEMM schedule of a matmul: the schedule phase's blocking, with the staging buffers the memory
     phase planned (`tmem.stage`: their shapes and copies are what the kernel allocates)."""
-    import dataclasses
     try:
         # the register tile of the machine we run on, as the cost model's (CPUBackend.target_facts)
         s = fitted_schedule(schedule_ir.schedule_of(op), host())

@@ -415,3 +415,34 @@ def f(X: tensor[f32, {dims}]):
     else:
         np.testing.assert_allclose(cpu, want, rtol=1e-5 if kind == "prod" else 0)
 
+
+def test_symbolic_gemm_splits_over_the_threads_at_launch(tmp_path):
+    """M, N, K known only at run time: the schedule is the cost model's for a nominal 1024-sized product
+    (MB=518 rows, NC=512 columns here), one block at 512×512. The plan step prefers a second kernel, blocked
+    for 512-sized extents, wherever it keeps more threads busy: at 512×512×2048 the launch (TESSERA_METRICS'
+    record of it) runs that kernel on two blocks or more. Against numpy in
+    f64: K=2048 products of normals, within 1e-4 relative to the result's scale (f32 accumulation)."""
+    from tessera import telemetry
+    from tessera.backends.cpu.target import worker_threads
+    if worker_threads() < 2:
+        pytest.skip("one worker thread: nothing to split over")
+    src = """
+@function
+def f(A: tensor[f32, "M", "K"], B: tensor[f32, "K", "N"]):
+    return A @ B
+"""
+    result = compiler.compile_source(src, "prog.py")
+    (step,) = result.metadata["plans"]["f"]["steps"]
+    (alt,) = step["prefer"]
+    A, B = randn(512, 2048), randn(2048, 512)
+    log = tmp_path / "metrics.jsonl"
+    telemetry.enable(str(log))
+    try:
+        C = executor.load(result.image).function("f")(A, B)
+    finally:
+        telemetry.disable()
+    (launch,) = [r for r in telemetry.load(str(log)) if r.get("kind") == "kernel"]
+    assert launch["name"].endswith(alt["kernel"]) and launch["name"] != step["kernel"], launch
+    assert launch["grid"][0] * launch["grid"][1] >= 2, launch
+    want = A.astype(np.float64) @ B.astype(np.float64)
+    np.testing.assert_allclose(C, want, atol=1e-4 * np.abs(want).max())
