@@ -218,21 +218,17 @@ def test_batched_products_run_per_batch_entry(example):
     assert [a["shape"] for a in step["args"]] == [["BATCH", "M", "K"], ["BATCH", "K", "N"], ["BATCH", "M", "N"]]
 
 
-TRANSPOSED = """
-from tessera import bf16, f16, f32, function, op, tensor
+def _gpu_program(name: str) -> str:
+    """The source of a program the GPU tests run (tests/gpu/kernels.py), compiled here without a GPU."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gpu_kernels", REPO / "tests" / "gpu" / "kernels.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.SOURCES[name][0]
 
-@function
-def tn(A: tensor[bf16, "K", "M"], B: tensor[bf16, "K", "N"]):
-    return op.transpose(A, (1, 0)) @ B
 
-@function
-def nt(A: tensor[bf16, "M", "K"], B: tensor[bf16, "N", "K"]):
-    return A @ op.transpose(B, (1, 0))
-
-@function
-def tt(A: tensor[f16, "B", "K", "M"], B: tensor[f16, "B", "N", "K"]):
-    return op.matmul(op.transpose(A, (0, 2, 1)), op.transpose(B, (0, 2, 1)), out_dtype=f32)
-"""
+# tn, nt, tt (bf16), batched_tt (f16 -> f32), tn_bias_gelu: tests/gpu/test_transposed_gemm_gpu.py runs them
+TRANSPOSED = _gpu_program("hopper_gemm_transposed")
 
 
 def test_transposed_operands_are_loaded_as_stored():
@@ -242,12 +238,15 @@ def test_transposed_operands_are_loaded_as_stored():
     result = _compile(TRANSPOSED)
     shapes = {f: [[a["shape"] for a in s["args"] if "shape" in a] for s in p["steps"]]
               for f, p in result.metadata["plans"].items()}
-    assert shapes == {"tn": [[["K", "M"], ["K", "N"], ["M", "N"]]], "nt": [[["M", "K"], ["N", "K"], ["M", "N"]]],
-                      "tt": [[["BATCH", "K", "M"], ["BATCH", "N", "K"], ["BATCH", "M", "N"]]]}
+    assert {f: shapes[f] for f in ("nn", "tn", "nt", "tt", "batched_tt")} == {
+        "nn": [[["M", "K"], ["K", "N"], ["M", "N"]]], "tn": [[["K", "M"], ["K", "N"], ["M", "N"]]],
+        "nt": [[["M", "K"], ["N", "K"], ["M", "N"]]], "tt": [[["K", "M"], ["N", "K"], ["M", "N"]]],
+        "batched_tt": [[["BATCH", "K", "M"], ["BATCH", "N", "K"], ["BATCH", "M", "N"]]]}
+    assert shapes["tn_bias_gelu"] == [[["K", "M"], ["K", "N"], ["M", "N"], ["N"]]]
     kernels = {k.name: k for k in image.read_image(result.image).kernels}
     assert kernels["tn__gemm0"].props["ptx.tensor_maps"] == "A:0:64x64:128;B:1:64x64:128;C:2:64x64:128"
     assert kernels["nt__gemm0"].props["ptx.tensor_maps"] == "A:0:64x128:128;B:1:64x256:128;C:2:64x64:128"
-    assert kernels["tt__gemm0"].props["ptx.tensor_maps"] == "A:0:64x64:128;B:1:64x256:128"
+    assert kernels["batched_tt__gemm0"].props["ptx.tensor_maps"] == "A:0:64x64:128;B:1:64x256:128"
     if ptxas.find() is not None:
         assert all(k.regs == 168 and "ptx.spill_bytes" not in k.props for k in kernels.values())
 
