@@ -128,6 +128,16 @@ def rows(X: tensor[bf16, "N", "D"]):
     return op.sum(X, axis=-1), op.mean(X, axis=-1)
 """
 
+# reductions over axes that are not all trailing, in place (kernelgen._strided_reduce: a bias's gradient;
+# test_strided_reduce_gpu.py)
+STRIDED_REDUCE = """
+from tessera import f32, function, op, tensor
+
+@function
+def leading(X: tensor[f32, "A", "B", "C"]):
+    return op.sum(X, axis=0), op.mean(X, axis=(0, 1)), op.max(X, axis=(0, 2)), op.min(X, axis=1)
+"""
+
 # GEMMs reading a stored transpose in place (tessera.transpose_a/_b: test_transposed_gemm_gpu.py)
 TRANSPOSED_GEMM = """
 from tessera import bf16, f16, f32, function, op, tensor
@@ -217,6 +227,7 @@ def linear_gelu_e4m3(X: tensor[fp8_e4m3, "T", "D"], W: tensor[fp8_e4m3, "D", "F"
     "autodiff_xent": (AUTODIFF_XENT, "sm_80"),
     # reductions of few, long rows split into chunks (kernelgen.SPLIT_CHUNK; test_split_reduce_gpu.py)
     "split_reduce": (SPLIT_REDUCE, "sm_90a"),
+    "strided_reduce": (STRIDED_REDUCE, "sm_80"),
     # whole programs for tests/c/host_programs.c (test_program_hosts.py): mlp.py's mlp_block alone (OPTIONS; its
     # swiglu multiplies f32, which the ptx GEMMs refuse) and the transformer block (flash attention: sm_90a)
     "graph_mlp": ((REPO / "examples" / "graph" / "mlp.py").read_text(), "sm_80"),
