@@ -29,11 +29,13 @@ def check(kernel: str, spec) -> None:
             raise ValueError(f"unknown epilogue step '{s}' (steps: {', '.join(EPILOGUE_STEPS)})")
 
 
-def params(spec) -> list[str]:
+def params(spec, trans_a: bool = False) -> list[str]:
     """The launch arguments as kernel parameters: A, B, C, the epilogue's parameters in step order, then the
-    dimension arguments in order of first appearance (M, K, N)."""
+    dimension arguments in order of first appearance in the tensor arguments (tessera/abi.py): M, K, N, or
+    K, M, N where A is stored transposed as [K, M] (`trans_a`)."""
+    dims = ["i64 %K", "i64 %M"] if trans_a else ["i64 %M", "i64 %K"]
     return (["ptr addrspace(1) %A", "ptr addrspace(1) %B", "ptr addrspace(1) %C"]
-            + [PARAM_STEPS[s] for s in spec.epilogue if s in PARAM_STEPS] + ["i64 %M", "i64 %K", "i64 %N"])
+            + [PARAM_STEPS[s] for s in spec.epilogue if s in PARAM_STEPS] + dims + ["i64 %N"])
 
 
 def declarations(spec, activations: str) -> str:

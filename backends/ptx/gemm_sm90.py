@@ -133,7 +133,8 @@ class Sm90GemmSpec:
 def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     """The kernel as NVPTX LLVM IR text, with `activations` (the definitions of its epilogue's
     ``@tsr_act_*`` functions; declarations when empty). Parameters: the A and B tensor maps, then the launch
-    arguments A, B, C, the epilogue's parameters in step order (alpha, bias, residual), M, K, N.
+    arguments A, B, C, the epilogue's parameters in step order (alpha, bias, residual), M, K, N (K, M, N where A
+    is stored transposed: the dimension arguments come in order of first appearance, tessera/abi.py).
 
     The kernel is persistent: CTA p computes tiles p, p + grid, p + 2·grid, …, so a grid of one CTA per SM
     lets the producer fill the next tile's stages while the consumers run the previous tile's epilogue (a
@@ -144,7 +145,7 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     stage = spec.stage_bytes
     maps = ["A", "B", "C"] if spec.staged_store else ["A", "B"]
     params = hp.tensor_map_params(maps)
-    params += gc.params(spec)
+    params += gc.params(spec, spec.trans_a)
 
     w.label("entry")
     gc.prologue(w, spec)

@@ -249,6 +249,15 @@ def test_transposed_operands_are_loaded_as_stored():
     assert kernels["batched_tt__gemm0"].props["ptx.tensor_maps"] == "A:0:64x64:128;B:1:64x256:128"
     if ptxas.find() is not None:
         assert all(k.regs == 168 and "ptx.spill_bytes" not in k.props for k in kernels.values())
+    # the launch passes the dimension arguments in order of first appearance in the tensor arguments (K first
+    # where A is stored [K, M]), and the kernel must declare them so: with M, K, N it read M as K (on an H100,
+    # rows past min(M, K) and K steps past it went missing)
+    import re
+    for name, k in kernels.items():
+        want = ["K", "M", "N"] if name.startswith(("tn", "tt", "batched_tt")) else ["M", "K", "N"]
+        assert [a.name for a in k.args if a.kind == 2] == want, name
+        ir = gemm_sm90.generate(gemm_sm90.Sm90GemmSpec("g", trans_a=want[0] == "K"))
+        assert re.findall(r"i64 %([MKN])\b", ir.split("{", 1)[0].split("define ", 1)[1]) == want
 
 
 @pytest.mark.parametrize("trans_a, trans_b, bits", [(False, False, "0, 1"), (True, False, "1, 1"),
