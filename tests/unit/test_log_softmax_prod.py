@@ -6,13 +6,13 @@ test_autodiff.py (CASES); here: the forward's numerics, the compiled kernels, th
 closed form softmax − onehot, and prod's gradient where the input has zeros.
 """
 
-import ml_dtypes
 import numpy as np
 import pytest
 
 from tessera import compiler, executor, image, tessera_frontend_compile
 from tessera.backends.ptx import ptxas
 from tessera.options import CompileOptions
+from tessera.numerics.rounding import round_to
 
 from test_opencl import opencl  # noqa: F401  (the fixture: skips, or fails in CI, without OpenCL)
 
@@ -79,7 +79,7 @@ def test_cpu_row_kernel_matches_the_interpreter(forward):
         np.testing.assert_allclose(got, want, rtol=0, atol=2e-6 * (1 + np.abs(want).max()))
         np.testing.assert_allclose(prog.function("rows64")(x.astype(np.float64)), _reference(x), rtol=1e-12,
                                    atol=1e-12)
-        xb = x.astype(ml_dtypes.bfloat16).astype(np.float32)   # bf16 values, passed as f32 (docs/runtime.md)
+        xb = round_to(x, "bf16").astype(np.float32)   # bf16 values, passed as f32 (docs/runtime.md)
         np.testing.assert_allclose(np.asarray(prog.function("narrow")(xb), np.float32), _reference(xb),
                                    rtol=1e-2, atol=1e-2)
 

@@ -7,13 +7,13 @@ Tolerances: a sum or mean within the recursive-summation bound n·eps32·Σ|x| (
 chunked order only tightens it), max and min exactly, prod within n·eps32 relative; bf16 results one bf16
 ulp (2^-7 relative) of the f32 reduction, rounded once at the store."""
 
-import ml_dtypes
 import numpy as np
 import pytest
 
 from tessera import compiler, executor, image, plan
 from tessera.backends.ptx import ptxas
 from tessera.options import CompileOptions
+from tessera.numerics.rounding import round_to
 from tessera.passes import kernelgen
 
 RNG = np.random.default_rng(15)
@@ -108,9 +108,9 @@ def f(E: tensor[bf16, "T", "D"]):
     result = compiled(src)
     assert kernels(result)[-2:] == ["f__row1_part", "f__row1"]
     # the CPU stores bf16 as f32 (rounded): bf16 values are passed as float32
-    E = RNG.standard_normal((64, 3001)).astype(ml_dtypes.bfloat16).astype(np.float32)
+    E = round_to(RNG.standard_normal((64, 3001)), "bf16").astype(np.float32)
     got = np.float64(executor.load(result.image).function("f")(E))
-    sq = (E * E).astype(ml_dtypes.bfloat16).astype(np.float64)
+    sq = round_to(E * E, "bf16")
     assert abs(got - sq.mean()) <= 2 ** -7 * sq.mean()
 
 
