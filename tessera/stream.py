@@ -14,6 +14,12 @@ have run them (a `synchronize` or a `query` that returns True).
 
 Errors of queued work (a debug-mode memory fault) are raised by the stream's next `synchronize` or `query`,
 once; meanwhile the stream skips its later launches and copies.
+
+Waits take a limit: `s.synchronize(timeout=0.5)`, `event.synchronize(timeout=…)`, `stream.synchronize(ctx,
+timeout=…)` (seconds) raise `Error` with status_name "TSR_ERROR_TIMEOUT" when the work is still running then
+(a kernel that never ends is reported, and the program lives on); the work keeps running, and the arrays it
+uses stay kept. Without a limit, the context's watchdog applies ($TESSERA_WAIT_TIMEOUT_MS or
+`_runtime.Context(wait_timeout_ms=…)`), if any.
 """
 
 from __future__ import annotations
@@ -54,12 +60,10 @@ class Stream:
         else:
             self._kept.extend(objects)
 
-    def synchronize(self) -> None:
-        """Waits for everything queued; raises the error the stream kept, if any."""
-        try:
-            self.native.synchronize()
-        finally:
-            self._kept.clear()
+    def synchronize(self, timeout: float | None = None) -> None:
+        """Waits for everything queued, for at most `timeout` seconds if given; raises the error the stream
+        kept, if any, or TSR_ERROR_TIMEOUT (the work still running keeps its arrays)."""
+        _finished(self.native.synchronize, timeout, [self])
 
     def query(self) -> bool:
         """True when everything queued has run (raising a kept error), False while work is pending."""
@@ -101,8 +105,9 @@ class Event:
     def query(self) -> bool:
         return self.native.query()
 
-    def synchronize(self) -> None:
-        self.native.synchronize()
+    def synchronize(self, timeout: float | None = None) -> None:
+        """Waits for its most recent record, for at most `timeout` seconds if given (TSR_ERROR_TIMEOUT)."""
+        self.native.synchronize(_milliseconds(timeout))
 
     def elapsed_ms(self, end: "Event") -> float:
         """Milliseconds from this event's completion to `end`'s."""
@@ -143,14 +148,33 @@ def use(s: Stream):
         _pop(s)
 
 
-def synchronize(context: _runtime.Context | None = None) -> None:
-    """Waits for every stream of `context` (default: the default context); raises the first error one kept."""
+def synchronize(context: _runtime.Context | None = None, timeout: float | None = None) -> None:
+    """Waits for every stream of `context` (default: the default context), for at most `timeout` seconds if
+    given; raises the first error one kept, or TSR_ERROR_TIMEOUT."""
     ctx = context or _rt.default_context()
+    _finished(ctx.synchronize, timeout, [s for s in list(_streams) if s.context is ctx])
+
+
+def _milliseconds(timeout: float | None) -> int | None:
+    if timeout is None:
+        return None
+    if not timeout >= 0:
+        raise ValueError(f"a timeout is a number of seconds >= 0, got {timeout!r}")
+    return min(int(-(-timeout * 1000 // 1)), 2**32 - 1)  # rounded up: never shorter than asked
+
+
+def _finished(wait, timeout: float | None, streams: list) -> None:
+    """Runs wait(timeout in ms), then drops what `streams` keep for their queued work, which has run, unless the
+    wait timed out: the work is still running then."""
+    timed_out = False
     try:
-        ctx.synchronize()
+        wait(_milliseconds(timeout))
+    except Error as e:
+        timed_out = e.status_name == "TSR_ERROR_TIMEOUT"
+        raise
     finally:
-        for s in list(_streams):
-            if s.context is ctx:
+        if not timed_out:
+            for s in streams:
                 s._kept.clear()
 
 

@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include <array>
+#include <optional>
 #include <vector>
 
 #include "bindings.h"
@@ -159,12 +160,15 @@ class Module {
 class Context {
  public:
   // `backend`: "cpu", "cuda", …; empty: $TESSERA_BACKEND, else "cpu". `threads`: CPU workers, 0: the default.
-  Context(const std::string& backend, bool debug, unsigned threads) : state_(std::make_shared<ContextState>()) {
+  // `wait_timeout_ms`: the watchdog of waits that name no limit; 0: $TESSERA_WAIT_TIMEOUT_MS, else none.
+  Context(const std::string& backend, bool debug, unsigned threads, uint32_t wait_timeout_ms)
+      : state_(std::make_shared<ContextState>()) {
     tsr_context_options_t options;
     check(tsrContextOptionsInitialize(&options));
     if (!backend.empty()) options.backend = backend.c_str();
     if (debug) options.flags |= TSR_CONTEXT_DEBUG;
     options.worker_threads = threads;
+    options.wait_timeout_ms = wait_timeout_ms;
     check(tsrCreateContextWithOptions(&options, &state_->handle));
     const char* name;
     check(tsrContextGetBackend(state_->handle, &name));
@@ -284,9 +288,10 @@ class Context {
     return Module(module);
   }
 
-  void synchronize() const {
+  // No limit: tsrSynchronize (the watchdog's, if any); else tsrSynchronizeTimeout.
+  void synchronize(std::optional<uint32_t> timeout_ms) const {
     tsr_context_t ctx = state_->live();
-    released([&] { return tsrSynchronize(ctx); });
+    released([&] { return timeout_ms ? tsrSynchronizeTimeout(ctx, *timeout_ms) : tsrSynchronize(ctx); });
   }
 
   // Destroys the context now; what was created through it stops working. Closing twice is harmless.
@@ -353,11 +358,12 @@ void bind_context(py::module_& m) {
       .def("function_names", &Module::function_names, "Names of the module's functions.");
 
   py::class_<Context>(m, "Context", "A libtessera context: owns modules, memory, streams, events and graphs.")
-      .def(py::init<const std::string&, bool, unsigned>(), py::arg("backend") = "", py::arg("debug") = false,
-           py::arg("threads") = 0u,
+      .def(py::init<const std::string&, bool, unsigned, uint32_t>(), py::arg("backend") = "",
+           py::arg("debug") = false, py::arg("threads") = 0u, py::arg("wait_timeout_ms") = 0u,
            "A context on `backend` ('cpu', 'cuda'; default: $TESSERA_BACKEND, else 'cpu'); `debug`: debug mode "
            "(also on with $TESSERA_DEBUG=1); `threads`: CPU worker threads (0: $TESSERA_NUM_THREADS, else one "
-           "per CPU).")
+           "per CPU); `wait_timeout_ms`: the watchdog, the limit of waits given none, which then raise "
+           "TSR_ERROR_TIMEOUT (0: $TESSERA_WAIT_TIMEOUT_MS, else no limit).")
       .def_property_readonly("backend", &Context::backend, "The backend's name: 'cpu', 'cuda', …")
       .def_property_readonly("debug", &Context::debug, "Whether debug mode is on.")
       .def_property_readonly("properties", &Context::properties,
@@ -385,7 +391,9 @@ void bind_context(py::module_& m) {
            py::arg("kind") = static_cast<int>(TSR_MEMCPY_DEFAULT), py::arg("stream") = py::none(),
            "tsrMemcpyAsync between addresses (stream None: synchronous). Releases the GIL.")
       .def("load_module", &Context::load_module, py::arg("data"), "Loads a .tessera image from bytes.")
-      .def("synchronize", &Context::synchronize, "Waits for every stream; raises the first error they kept.")
+      .def("synchronize", &Context::synchronize, py::arg("timeout_ms") = py::none(),
+           "Waits for every stream, for at most `timeout_ms` if given (TSR_ERROR_TIMEOUT); raises the first error "
+           "they kept.")
       .def("close", &Context::close, "Destroys the context and everything created through it.")
       .def_property_readonly("closed", &Context::closed)
       .def("__enter__", [](py::object self) { return self; })

@@ -2,6 +2,10 @@
 // tessera.stream and tessera.graph build the user-facing API (keeping arrays alive for queued work) on these.
 #include "bindings.h"
 
+#include <pybind11/stl.h>  // std::optional arguments: None or a value
+
+#include <optional>
+
 namespace tsr_py {
 
 namespace {
@@ -60,9 +64,9 @@ class Event {
     return true;
   }
 
-  void synchronize() const {
+  void synchronize(std::optional<uint32_t> timeout_ms) const {
     tsr_event_t e = state_->live();
-    released([&] { return tsrEventSynchronize(e); });
+    released([&] { return timeout_ms ? tsrEventSynchronizeTimeout(e, *timeout_ms) : tsrEventSynchronize(e); });
   }
 
   float elapsed_ms(const Event& end) const {
@@ -94,10 +98,12 @@ void bind_execution(py::module_& m) {
            py::arg("affinity") = 0,
            "A stream of `context`. Hints: `priority` (higher first when streams compete for the workers), "
            "`affinity` (bit i allows CPU worker i; 0: any).")
-      .def("synchronize", [](const Stream& s) {
+      .def("synchronize", [](const Stream& s, std::optional<uint32_t> timeout_ms) {
         tsr_stream_t h = s.live();
-        released([&] { return tsrStreamSynchronize(h); });
-      }, "Waits for the queued work; raises the error it kept, if any (reported once).")
+        released([&] { return timeout_ms ? tsrStreamSynchronizeTimeout(h, *timeout_ms) : tsrStreamSynchronize(h); });
+      }, py::arg("timeout_ms") = py::none(),
+      "Waits for the queued work, for at most `timeout_ms` if given (else the context's watchdog, if any): "
+      "TSR_ERROR_TIMEOUT leaves the work running. Raises the error it kept, if any (reported once).")
       .def("query", [](const Stream& s) {
         tsr_status_t st = tsrStreamQuery(s.live());
         if (st == TSR_ERROR_NOT_READY) return false;
@@ -124,7 +130,8 @@ void bind_execution(py::module_& m) {
       .def("record", &Event::record, py::arg("stream") = py::none(),
            "Records the event at the end of `stream`'s queue (None: completes now).")
       .def("query", &Event::query, "True when its most recent record has completed.")
-      .def("synchronize", &Event::synchronize, "Waits for its most recent record.")
+      .def("synchronize", &Event::synchronize, py::arg("timeout_ms") = py::none(),
+           "Waits for its most recent record, for at most `timeout_ms` if given (TSR_ERROR_TIMEOUT).")
       .def("elapsed_ms", &Event::elapsed_ms, py::arg("end"), "Milliseconds from this event's completion to end's.");
 
   py::class_<Graph>(m, "Graph", "A recorded sequence of stream work (tsrStreamEndCapture).")

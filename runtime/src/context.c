@@ -9,6 +9,7 @@
 #include "metrics.h"
 #include "objects.h"
 #include "stream.h"
+#include "wait.h"
 
 tsr_status_t tsr_check_context(tsr_context_t ctx, const char* function) {
   return tsr_handle_is_live(ctx, TSR_MAGIC_CONTEXT) ? TSR_SUCCESS : tsr_fail_handle(function, "context");
@@ -35,8 +36,9 @@ tsr_status_t tsrCreateContextWithOptions(const tsr_context_options_t* options, t
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "tsrCreateContext: unknown flags 0x%x", o.flags);
   if (debug_from_env()) o.flags |= TSR_CONTEXT_DEBUG;
   const tsr_backend_t* backend;
-  tsr_status_t st = tsr_backend_find(o.backend, &backend);
-  if (st || (st = tsr_metrics_open_from_env())) return st;
+  uint32_t watchdog_ms;
+  tsr_status_t st = tsr_watchdog_from_env(o.wait_timeout_ms, &watchdog_ms);
+  if (st || (st = tsr_backend_find(o.backend, &backend)) || (st = tsr_metrics_open_from_env())) return st;
   int64_t max_threads, max_smem;
 
   struct tsr_context* ctx = calloc(1, sizeof *ctx);
@@ -45,6 +47,7 @@ tsr_status_t tsrCreateContextWithOptions(const tsr_context_options_t* options, t
   ctx->objects.next = ctx->objects.prev = &ctx->objects;
   ctx->backend = backend;
   ctx->debug = o.flags & TSR_CONTEXT_DEBUG;
+  ctx->wait_timeout_ms = watchdog_ms;
   ctx->crash_dir = tsr_crash_dir_from_env();
   pthread_mutex_init(&ctx->lock, NULL);
   tsr_memory_init(ctx);
@@ -129,13 +132,15 @@ tsr_status_t tsrReleaseContext(tsr_context_t ctx) {
   return tsr_object_release(ctx, TSR_MAGIC_CONTEXT, __func__, "context");
 }
 
-tsr_status_t tsrSynchronize(tsr_context_t ctx) {
+/* tsrSynchronize within `limit` (NULL: the context's watchdog), one deadline for all its streams. */
+static tsr_status_t wait_for_streams(tsr_context_t ctx, const tsr_wait_limit_t* limit, const char* function) {
   /* Take a reference to every stream under the locks, then wait for each without them. */
   tsr_handles_lock();
   if (!tsr_handle_is_live_locked(ctx, TSR_MAGIC_CONTEXT)) {
     tsr_handles_unlock();
-    return tsr_fail_handle(__func__, "context");
+    return tsr_fail_handle(function, "context");
   }
+  tsr_wait_limit_t within = limit ? *limit : tsr_wait_watchdog(ctx);
   size_t count = 0;
   pthread_mutex_lock(&ctx->lock);
   for (tsr_object_t* o = ctx->objects.next; o != &ctx->objects; o = o->next) count += o->type == TSR_MAGIC_STREAM;
@@ -148,12 +153,12 @@ tsr_status_t tsrSynchronize(tsr_context_t ctx) {
     }
   pthread_mutex_unlock(&ctx->lock);
   tsr_handles_unlock();
-  if (!streams) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "tsrSynchronize: out of memory");
+  if (!streams) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "%s: out of memory", function);
 
   tsr_status_t first = TSR_SUCCESS;
   char message[1024] = "";
   for (size_t i = 0; i < n; i++) {
-    tsr_status_t st = tsr_stream_wait(streams[i]);
+    tsr_status_t st = tsr_stream_wait_within(streams[i], &within, function);
     if (st && !first) {
       first = st;
       strncpy(message, tsrGetLastErrorMessage(), sizeof message - 1);
@@ -163,6 +168,15 @@ tsr_status_t tsrSynchronize(tsr_context_t ctx) {
   free(streams);
   if (!first) tsr_deferred_poll(ctx);  /* the memory released after the work just waited for */
   return first ? tsr_fail(first, "%s", message) : TSR_SUCCESS;
+}
+
+tsr_status_t tsrSynchronize(tsr_context_t ctx) {
+  return wait_for_streams(ctx, NULL, __func__);
+}
+
+tsr_status_t tsrSynchronizeTimeout(tsr_context_t ctx, uint32_t timeout_ms) {
+  tsr_wait_limit_t limit = tsr_wait_within(timeout_ms);
+  return wait_for_streams(ctx, &limit, __func__);
 }
 
 tsr_status_t tsrContextIsDebug(tsr_context_t ctx, int* out_debug) {

@@ -7,6 +7,7 @@
 #include "metrics.h"
 #include "objects.h"
 #include "stream.h"
+#include "wait.h"
 
 tsr_status_t tsrCreateEvent(tsr_context_t ctx, tsr_event_t* out_event) {
   tsr_status_t st = tsr_check_context(ctx, __func__);
@@ -15,7 +16,7 @@ tsr_status_t tsrCreateEvent(tsr_context_t ctx, tsr_event_t* out_event) {
   struct tsr_event* e = calloc(1, sizeof *e);
   if (!e) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "tsrCreateEvent: out of memory");
   pthread_mutex_init(&e->lock, NULL);
-  pthread_cond_init(&e->completed_cond, NULL);
+  tsr_cond_init_monotonic(&e->completed_cond);  /* timed waits: tsrEventSynchronizeTimeout */
   e->obj.context = ctx;  /* for tsr_event_free, should publishing fail */
   if ((ctx->backend->event_create && (st = ctx->backend->event_create(ctx->backend_state, &e->device))) ||
       (st = tsr_object_publish(ctx, &e->obj, TSR_MAGIC_EVENT, __func__))) {
@@ -70,10 +71,17 @@ void tsr_event_complete(struct tsr_event* e, uint64_t seq) {
   pthread_mutex_unlock(&e->lock);
 }
 
-void tsr_event_wait(struct tsr_event* e, uint64_t seq) {
+bool tsr_event_wait_within(struct tsr_event* e, uint64_t seq, const tsr_wait_limit_t* limit) {
   pthread_mutex_lock(&e->lock);
-  while (e->completed < seq) pthread_cond_wait(&e->completed_cond, &e->lock);
+  bool in_time = true;
+  while (e->completed < seq && in_time) in_time = tsr_cond_wait_within(&e->completed_cond, &e->lock, limit);
+  bool done = e->completed >= seq;
   pthread_mutex_unlock(&e->lock);
+  return done;
+}
+
+void tsr_event_wait(struct tsr_event* e, uint64_t seq) {
+  tsr_event_wait_within(e, seq, &(tsr_wait_limit_t){.limited = false});
 }
 
 /* The event's backend and its state (events of a backend with device queues). */
@@ -99,15 +107,37 @@ tsr_status_t tsrEventRecord(tsr_event_t e, tsr_stream_t stream) {
   return st;
 }
 
+static tsr_status_t query_device_event(void* event) {
+  struct tsr_event* e = event;
+  void* state;
+  return backend_of(e, &state)->event_query(state, e->device);
+}
+
+/* The calling thread waits for the event's newest record within `limit` (NULL: the context's watchdog). A
+ * device event is polled (cuEventQuery …) when there is a limit, then finished as without one: `synchronize`
+ * (tsrEventSynchronize, which reads the bounds checks' records) or the NULL stream's event_wait. */
+static tsr_status_t host_wait(struct tsr_event* e, const tsr_wait_limit_t* limit, bool synchronize,
+                              const char* function) {
+  tsr_wait_limit_t within = limit ? *limit : tsr_wait_watchdog(e->obj.context);
+  void* state;
+  const tsr_backend_t* b = backend_of(e, &state);
+  tsr_status_t st = TSR_SUCCESS;
+  if (e->device) {
+    if (within.limited) st = tsr_poll_within(query_device_event, e, &within);
+    if (st == TSR_ERROR_NOT_READY) return tsr_fail_timeout(function, "the work before the event", &within);
+    if (st) return st;
+    return synchronize ? b->event_synchronize(state, e->device) : b->event_wait(state, NULL, e->device);
+  }
+  if (!tsr_event_wait_within(e, tsr_event_latest(e), &within))
+    return tsr_fail_timeout(function, "the work before the event", &within);
+  return TSR_SUCCESS;
+}
+
 tsr_status_t tsrStreamWaitEvent(tsr_stream_t stream, tsr_event_t e) {
   tsr_status_t st = tsr_object_retain(e, TSR_MAGIC_EVENT, __func__, "event");
   if (st) return st;
-  void* state;
-  const tsr_backend_t* b = backend_of(e, &state);
-  if (!stream && e->device) {
-    if (tsr_event_latest(e)) st = b->event_wait(state, NULL, e->device);
-  } else if (!stream) {
-    tsr_event_wait(e, tsr_event_latest(e));
+  if (!stream) {
+    if (!e->device || tsr_event_latest(e)) st = host_wait(e, NULL, false, __func__);
   } else if (!(st = tsr_stream_acquire(stream, e->obj.context, __func__))) {
     st = tsr_stream_submit_event(stream, TSR_OP_WAIT, e);
     tsr_object_unref(&stream->obj);
@@ -120,8 +150,7 @@ tsr_status_t tsrEventQuery(tsr_event_t e) {
   tsr_status_t st = tsr_object_retain(e, TSR_MAGIC_EVENT, __func__, "event");
   if (st) return st;
   if (e->device) {
-    void* state;
-    st = backend_of(e, &state)->event_query(state, e->device);
+    st = query_device_event(e);
     tsr_object_unref(&e->obj);
     return st;
   }
@@ -135,9 +164,16 @@ tsr_status_t tsrEventQuery(tsr_event_t e) {
 tsr_status_t tsrEventSynchronize(tsr_event_t e) {
   tsr_status_t st = tsr_object_retain(e, TSR_MAGIC_EVENT, __func__, "event");
   if (st) return st;
-  void* state;
-  if (e->device) st = backend_of(e, &state)->event_synchronize(state, e->device);
-  else tsr_event_wait(e, tsr_event_latest(e));
+  st = host_wait(e, NULL, true, __func__);
+  tsr_object_unref(&e->obj);
+  return st;
+}
+
+tsr_status_t tsrEventSynchronizeTimeout(tsr_event_t e, uint32_t timeout_ms) {
+  tsr_wait_limit_t limit = tsr_wait_within(timeout_ms);
+  tsr_status_t st = tsr_object_retain(e, TSR_MAGIC_EVENT, __func__, "event");
+  if (st) return st;
+  st = host_wait(e, &limit, true, __func__);
   tsr_object_unref(&e->obj);
   return st;
 }

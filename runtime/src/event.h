@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "handles.h"
+#include "wait.h"
 
 struct tsr_event {
   tsr_object_t obj;
@@ -26,6 +27,8 @@ uint64_t tsr_event_issue(struct tsr_event* event);   /* a new record's sequence 
 uint64_t tsr_event_latest(struct tsr_event* event);  /* the newest issued, 0 if never recorded */
 void tsr_event_complete(struct tsr_event* event, uint64_t seq);
 void tsr_event_wait(struct tsr_event* event, uint64_t seq);  /* until record `seq` or a newer one completed */
+/* The same within `limit`; false when the deadline passed first. */
+bool tsr_event_wait_within(struct tsr_event* event, uint64_t seq, const tsr_wait_limit_t* limit);
 
 /* A live event of `context` (a reference taken), or an error naming `function`. */
 tsr_status_t tsr_event_acquire(struct tsr_event* event, struct tsr_context* context, const char* function);

@@ -29,6 +29,7 @@ struct tsr_context {
   tsr_memory_state_t memory;
   tsr_deferred_state_t deferred;  /* memory released after work queued on a stream (deferred.h) */
   _Atomic uint64_t next_stream_id;  /* stream ids start at 1; 0 is the NULL stream */
+  uint32_t wait_timeout_ms;  /* the watchdog: the limit of waits that name none; 0: none (wait.h) */
 };
 
 /* A metadata property of a kernel; strings point into its module's strtab. */

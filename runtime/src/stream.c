@@ -14,6 +14,7 @@
 #include "graph.h"
 #include "metrics.h"
 #include "objects.h"
+#include "wait.h"
 
 /* ---- running operations ----------------------------------------------------------------------------- */
 
@@ -226,7 +227,7 @@ tsr_status_t tsrCreateStream(tsr_context_t ctx, const tsr_stream_options_t* opti
   s->obj.context = ctx;  /* for tsr_stream_free, should publishing fail */
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->work, NULL);
-  pthread_cond_init(&s->idle, NULL);
+  tsr_cond_init_monotonic(&s->idle);  /* timed waits: tsr_stream_wait_within */
   if (ctx->backend->queue_create) {
     st = ctx->backend->queue_create(ctx->backend_state, s->priority, &s->queue);
   } else {
@@ -431,36 +432,61 @@ static tsr_status_t take_error(struct tsr_stream* s) {
   return st;
 }
 
-tsr_status_t tsr_stream_wait(struct tsr_stream* s) {
+static tsr_status_t query_queue(void* stream) {
+  struct tsr_stream* s = stream;
+  struct tsr_context* ctx = s->obj.context;
+  return ctx->backend->queue_query(ctx->backend_state, s->queue);
+}
+
+tsr_status_t tsr_stream_wait_within(struct tsr_stream* s, const tsr_wait_limit_t* limit, const char* function) {
   if (s->queue) {
+    /* With a limit, the device is polled (cuStreamQuery …) rather than blocked on: its blocking synchronize
+     * would not return while a kernel spins. */
     struct tsr_context* ctx = s->obj.context;
-    tsr_status_t st = ctx->backend->queue_wait(ctx->backend_state, s->queue);
+    tsr_status_t st = limit->limited ? tsr_poll_within(query_queue, s, limit)
+                                     : ctx->backend->queue_wait(ctx->backend_state, s->queue);
+    if (st == TSR_ERROR_NOT_READY) return tsr_fail_timeout(function, "the stream's work", limit);
     write_timings(s, st);
     return st;
   }
   pthread_mutex_lock(&s->lock);
   uint64_t target = s->queued;
-  while (s->completed < target) pthread_cond_wait(&s->idle, &s->lock);
-  tsr_status_t st = take_error(s);
+  bool in_time = true;
+  while (s->completed < target && in_time) in_time = tsr_cond_wait_within(&s->idle, &s->lock, limit);
+  bool done = s->completed >= target;
+  tsr_status_t st = done ? take_error(s) : TSR_SUCCESS;  /* a late error stays kept for the next wait */
   pthread_mutex_unlock(&s->lock);
-  return st;
+  return done ? st : tsr_fail_timeout(function, "the stream's work", limit);
+}
+
+tsr_status_t tsr_stream_wait(struct tsr_stream* s) {
+  return tsr_stream_wait_within(s, &(tsr_wait_limit_t){.limited = false}, "tsrStreamSynchronize");
 }
 
 static tsr_status_t refuse_capturing(const char* function) {
   return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: the stream is capturing (end the capture first)", function);
 }
 
-tsr_status_t tsrStreamSynchronize(tsr_stream_t s) {
+/* tsrStreamSynchronize within `limit` (NULL: the context's watchdog). */
+static tsr_status_t synchronize(tsr_stream_t s, const tsr_wait_limit_t* limit, const char* function) {
   if (!s) return TSR_SUCCESS;  /* the NULL stream never has pending work */
-  tsr_status_t st = tsr_stream_acquire(s, NULL, __func__);
+  tsr_status_t st = tsr_stream_acquire(s, NULL, function);
   if (st) return st;
+  tsr_wait_limit_t within = limit ? *limit : tsr_wait_watchdog(s->obj.context);
   pthread_mutex_lock(&s->lock);
   bool capturing = s->capture != NULL;
   pthread_mutex_unlock(&s->lock);
-  st = capturing ? refuse_capturing(__func__) : tsr_stream_wait(s);
+  st = capturing ? refuse_capturing(function) : tsr_stream_wait_within(s, &within, function);
   if (!st && !capturing) tsr_deferred_poll(s->obj.context);  /* the memory released after the work just waited for */
   tsr_object_unref(&s->obj);
   return st;
+}
+
+tsr_status_t tsrStreamSynchronize(tsr_stream_t s) { return synchronize(s, NULL, __func__); }
+
+tsr_status_t tsrStreamSynchronizeTimeout(tsr_stream_t s, uint32_t timeout_ms) {
+  tsr_wait_limit_t limit = tsr_wait_within(timeout_ms);
+  return synchronize(s, &limit, __func__);
 }
 
 tsr_status_t tsrStreamQuery(tsr_stream_t s) {

@@ -18,6 +18,7 @@
 
 #include "handles.h"
 #include "launch.h"
+#include "wait.h"
 
 typedef enum tsr_op_kind {
   TSR_OP_LAUNCH,  /* u.launch */
@@ -100,6 +101,9 @@ void tsr_op_dispose(tsr_op_t* op);
 
 /* Waits for the work queued so far; returns the pending error (and forgets it), setting its message. */
 tsr_status_t tsr_stream_wait(struct tsr_stream* stream);
+/* The same within `limit`: TSR_ERROR_TIMEOUT (a message naming `function`) when the work is still pending at
+ * its deadline; the work and a pending error stay queued for a later wait. */
+tsr_status_t tsr_stream_wait_within(struct tsr_stream* stream, const tsr_wait_limit_t* limit, const char* function);
 
 void tsr_stream_free(struct tsr_stream* stream);  /* finishes the queue, stops the thread */
 

@@ -15,7 +15,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import make_image  # noqa: E402
-from hostutil import REPO, run  # noqa: E402
+from hostutil import HERE, REPO, run  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -77,3 +77,20 @@ def test_image(cc, runtime_prefix, tmp_path_factory):
     image = out / "test.tessera"
     image.write_bytes(make_image.build(so.read_bytes()))
     return image
+
+
+@pytest.fixture(scope="session")
+def fake_driver(cc, tmp_path_factory):
+    """fake_driver(graphs=True) -> a directory holding a fake libcuda.so.1."""
+    made = {}
+
+    def build(graphs=True):
+        if graphs not in made:
+            out = tmp_path_factory.mktemp("fake_cuda")
+            flags = [] if graphs else ["-DFAKE_CUDA_NO_GRAPHS"]
+            run([cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", *flags, HERE / "fake_cuda.c", "-pthread",
+                 "-o", out / "libcuda.so.1"])
+            made[graphs] = out
+        return made[graphs]
+
+    return build

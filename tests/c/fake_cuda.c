@@ -15,7 +15,14 @@
  * passes/gpu_bounds_checks.py) has both globals, read by cuModuleGetGlobal; its kernels whose names end in
  * `_oob` fail the first check of their own when they run, as the compiled code would: the record, if still
  * clear, becomes (1 + site, block (grid x - 1, 0, 0)). Built with -DFAKE_CUDA_NO_GRAPHS it lacks the
- * graph entry points, as a driver older than CUDA 11.4 does. */
+ * graph entry points, as a driver older than CUDA 11.4 does.
+ *
+ * `spin_until(flag, seen, F)` is a kernel that never ends until the host sets flag[0] (device memory is host
+ * memory): its stream, and events recorded on it after the kernel, stay busy — cuStreamQuery and cuEventQuery
+ * say CUDA_ERROR_NOT_READY — until a query or synchronize finds the flag set, and then sets seen[0] = 1, as the
+ * CPU test kernel of that name does. A synchronize that blocks on a busy stream or event logs "… blocked" and
+ * waits for the flag (up to 10 s, then the kernel gives up with seen[0] = -1), so a test sees whether the
+ * runtime blocked in the driver or polled it. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdint.h>
@@ -48,14 +55,22 @@ typedef struct op {
 } op_t;
 enum { KERNEL, COPY, RECORD, WAIT };
 
+/* A spinning kernel a stream or event waits for: busy until *flag != 0 (then *seen = 1). */
+typedef struct spin {
+  volatile int32_t* flag;
+  int32_t* seen;
+} spin_t;
+
 struct CUstream_st {
   int id;
   int capturing;
+  spin_t spin;
   op_t* ops;  /* while capturing */
   size_t count, capacity;
 };
 struct CUevent_st {
   double time;
+  spin_t spin;  /* recorded after a spinning kernel */
 };
 struct CUgraph_st {
   op_t* ops;
@@ -81,7 +96,7 @@ static int oob_count;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int next_stream = 1, faulted, sticky;
-static struct CUfunc_st saxpy_function, fill_function, other_function;
+static struct CUfunc_st saxpy_function, fill_function, spin_function, other_function;
 static int context_token;
 
 static double now(void) {
@@ -101,6 +116,28 @@ static void log_call(const char* call, struct CUstream_st* s) {
 }
 
 /* ---- running work ------------------------------------------------------------------------------------ */
+
+/* Whether a spinning kernel still runs; once its flag is set, it ends (seen = 1) and is forgotten. */
+static int spinning(spin_t* spin) {
+  if (!spin->flag) return 0;
+  if (!__atomic_load_n(spin->flag, __ATOMIC_ACQUIRE)) return 1;
+  *spin->seen = 1;
+  spin->flag = NULL;
+  return 0;
+}
+
+/* A blocking synchronize on a spinning kernel: logged, then waits for the flag (up to 10 s). */
+static void block_on(spin_t* spin, const char* call) {
+  if (!spinning(spin)) return;
+  char line[128];
+  snprintf(line, sizeof line, "%s blocked", call);
+  log_call(line, NULL);
+  for (int i = 0; i < 100000 && spinning(spin); i++) nanosleep(&(struct timespec){0, 100000}, NULL);
+  if (spin->flag) {
+    *spin->seen = -1;
+    spin->flag = NULL;
+  }
+}
 
 static void run(const op_t* op) {
   switch (op->kind) {
@@ -266,8 +303,10 @@ CUresult cuModuleGetFunction(struct CUfunc_st** f, void* module, const char* nam
     **f = (struct CUfunc_st){m, site};
     return OK;
   }
-  *f = strcmp(name, "saxpy") == 0 ? &saxpy_function : strcmp(name, "fill_fixed") == 0 ? &fill_function
-                                                                                       : &other_function;
+  *f = strcmp(name, "saxpy") == 0        ? &saxpy_function
+       : strcmp(name, "fill_fixed") == 0 ? &fill_function
+       : strcmp(name, "spin_until") == 0 ? &spin_function
+                                         : &other_function;
   return OK;
 }
 /* Logs what it was asked to describe and writes "TMAP" and the rank into the map, so a test can see the maps
@@ -314,6 +353,10 @@ CUresult cuLaunchKernel(struct CUfunc_st* f, unsigned gx, unsigned gy, unsigned 
   }
   op_t op = {.kind = KERNEL, .saxpy = f == &saxpy_function, .threads = gx * gy * gz * bx * by * bz,
              .oob = f->module ? f : NULL, .grid_x = gx};
+  if (f == &spin_function && s && s != PER_THREAD && !s->capturing) {  /* spin_until(flag, seen, F) */
+    memcpy((void*)&s->spin.flag, params[0], sizeof s->spin.flag);
+    memcpy(&s->spin.seen, params[1], sizeof s->spin.seen);
+  }
   if (f == &fill_function) {  /* fill_fixed(out, value, N) */
     op.fill = 1;
     memcpy(&op.y, params[0], sizeof op.y);
@@ -350,8 +393,16 @@ CUresult cuStreamDestroy_v2(struct CUstream_st* s) {
   free(s);
   return OK;
 }
-CUresult cuStreamSynchronize(struct CUstream_st* s) { log_call("cuStreamSynchronize", s); return waited(); }
-CUresult cuStreamQuery(struct CUstream_st* s) { log_call("cuStreamQuery", s); return waited(); }
+CUresult cuStreamSynchronize(struct CUstream_st* s) {
+  log_call("cuStreamSynchronize", s);
+  if (s && s != PER_THREAD) block_on(&s->spin, "cuStreamSynchronize");
+  return waited();
+}
+CUresult cuStreamQuery(struct CUstream_st* s) {
+  log_call("cuStreamQuery", s);
+  if (s && s != PER_THREAD && spinning(&s->spin)) return NOT_READY;
+  return waited();
+}
 CUresult cuStreamWaitEvent(struct CUstream_st* s, struct CUevent_st* e, unsigned flags) {
   pthread_mutex_lock(&lock);
   log_call(flags ? "cuStreamWaitEvent external" : "cuStreamWaitEvent", s);
@@ -366,12 +417,17 @@ static CUresult record(struct CUevent_st* e, struct CUstream_st* s, const char* 
   pthread_mutex_lock(&lock);
   log_call(call, s);
   CUresult r = submit(s, &(op_t){.kind = RECORD, .event = e});
+  e->spin = s && s != PER_THREAD && !s->capturing ? s->spin : (spin_t){0};
   pthread_mutex_unlock(&lock);
   return r;
 }
 CUresult cuEventRecord(struct CUevent_st* e, struct CUstream_st* s) { return record(e, s, "cuEventRecord"); }
-CUresult cuEventQuery(struct CUevent_st* e) { (void)e; return waited(); }
-CUresult cuEventSynchronize(struct CUevent_st* e) { (void)e; log_call("cuEventSynchronize", NULL); return waited(); }
+CUresult cuEventQuery(struct CUevent_st* e) { return spinning(&e->spin) ? NOT_READY : waited(); }
+CUresult cuEventSynchronize(struct CUevent_st* e) {
+  log_call("cuEventSynchronize", NULL);
+  block_on(&e->spin, "cuEventSynchronize");
+  return waited();
+}
 CUresult cuEventElapsedTime(float* ms, struct CUevent_st* a, struct CUevent_st* b) {
   *ms = (float)((b->time - a->time) * 1e3);
   return sticky;

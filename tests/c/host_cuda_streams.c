@@ -11,30 +11,12 @@
  * When $FAKE_CUDA_LOG is set, each phase writes a "## phase" line to it, so the test can read the driver
  * calls of each phase. */
 #define _POSIX_C_SOURCE 200809L
-#include <time.h>
-
-#include "check.h"
+#include "phases.h"
 
 static tsr_context_t ctx;
 static tsr_kernel_t saxpy;
 static size_t nargs;
 static int tensors;  /* 2: (a, x, y, dims); 3: (a, x, y, out, dims) */
-
-static void phase(const char* name) {
-  printf("## %s\n", name);
-  const char* path = getenv("FAKE_CUDA_LOG");
-  FILE* f = path ? fopen(path, "a") : NULL;
-  if (f) {
-    fprintf(f, "## %s\n", name);
-    fclose(f);
-  }
-}
-
-static double seconds(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* y = a * x + y for n elements, on `s`. */
 static tsr_status_t axpy(tsr_stream_t s, float a, float* x, float* y, int64_t n) {

@@ -37,6 +37,9 @@ def test_kernels():
     return records + [
         dict(name="saxpy", entry="saxpy", target="ptx", arch="sm_90a", section=".tessera.code.ptx", args=saxpy_args),
         dict(name="gpu_only", entry="gpu_only", target="ptx", arch="sm_90a", section=".tessera.code.ptx", args=[]),
+        # a kernel that never ends until the host sets its flag: fake_cuda.c's stream that never completes
+        dict(name="spin_until", entry="spin_until", target="ptx", arch="sm_90a", section=".tessera.code.ptx",
+             args=[("flag", TENSOR, I32, [-3]), ("seen", TENSOR, I32, [-3]), ("F", DIMENSION, INDEX, [])]),
     ]
 
 

@@ -14,23 +14,6 @@ import pytest
 from hostutil import HERE, run
 
 
-@pytest.fixture(scope="session")
-def fake_driver(cc, tmp_path_factory):
-    """fake_driver(graphs=True) -> a directory holding a fake libcuda.so.1."""
-    made = {}
-
-    def build(graphs=True):
-        if graphs not in made:
-            out = tmp_path_factory.mktemp("fake_cuda")
-            flags = [] if graphs else ["-DFAKE_CUDA_NO_GRAPHS"]
-            run([cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", *flags, HERE / "fake_cuda.c", "-pthread",
-                 "-o", out / "libcuda.so.1"])
-            made[graphs] = out
-        return made[graphs]
-
-    return build
-
-
 def run_host(build_host, test_image, driver_dir, tmp_path, *args, env=None):
     log = tmp_path / "cuda.log"
     environ = dict(os.environ, LD_LIBRARY_PATH=str(driver_dir), FAKE_CUDA_LOG=str(log), **(env or {}))

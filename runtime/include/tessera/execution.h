@@ -51,16 +51,30 @@ TSR_API tsr_status_t tsrRetainStream(tsr_stream_t stream);
 TSR_API tsr_status_t tsrReleaseStream(tsr_stream_t stream);
 
 /* Waits until everything queued on the stream has run; returns the stream's kept error, if any (and forgets
- * it). NULL stream: TSR_SUCCESS at once. A capturing stream returns TSR_ERROR_INVALID_VALUE. */
+ * it). NULL stream: TSR_SUCCESS at once. A capturing stream returns TSR_ERROR_INVALID_VALUE. Limited by the
+ * context's watchdog when it has one (tsr_context_options_t.wait_timeout_ms, $TESSERA_WAIT_TIMEOUT_MS):
+ * then TSR_ERROR_TIMEOUT as tsrStreamSynchronizeTimeout returns it. */
 TSR_API tsr_status_t tsrStreamSynchronize(tsr_stream_t stream);
+
+/* tsrStreamSynchronize for at most `timeout_ms` milliseconds (0: only looks): TSR_ERROR_TIMEOUT, with a message,
+ * when the work is still pending then. On a device backend the calling thread polls the device's query
+ * (cuStreamQuery, hipStreamQuery) against the deadline instead of blocking in its synchronize, so a kernel
+ * that never ends (a spin, a deadlock between streams or ranks) is reported instead of hanging the host. After
+ * a timeout nothing is cancelled: the work stays queued or running (a spinning kernel keeps its stream, and on
+ * a GPU its SMs, busy), a kept error stays kept, the stream and the context stay usable for other work, and a
+ * later wait or query reports the work when it ends. Destroying the stream, unloading the module of a running
+ * kernel or destroying the context waits for that work without a limit (a thread or a GPU kernel cannot be
+ * stopped safely). Thread safety: as tsrStreamSynchronize. */
+TSR_API tsr_status_t tsrStreamSynchronizeTimeout(tsr_stream_t stream, uint32_t timeout_ms);
 
 /* TSR_SUCCESS when everything queued has run (or the kept error, reported once), TSR_ERROR_NOT_READY while
  * work is pending. Does not wait. */
 TSR_API tsr_status_t tsrStreamQuery(tsr_stream_t stream);
 
 /* Makes later work on `stream` wait until the event's most recent record (as of this call) has completed.
- * Waiting for an event never recorded is a no-op. NULL stream: waits here, in the calling thread. The event
- * may belong to another stream of the same context. */
+ * Waiting for an event never recorded is a no-op. NULL stream: waits here, in the calling thread, limited by
+ * the context's watchdog as tsrEventSynchronize is. The event may belong to another stream of the same
+ * context. */
 TSR_API tsr_status_t tsrStreamWaitEvent(tsr_stream_t stream, tsr_event_t event);
 
 /* Copies as tsrMemcpy does (same checks), queued on `stream`; NULL stream: synchronous. The memory must stay
@@ -88,8 +102,14 @@ TSR_API tsr_status_t tsrEventRecord(tsr_event_t event, tsr_stream_t stream);
  * TSR_ERROR_NOT_READY otherwise. */
 TSR_API tsr_status_t tsrEventQuery(tsr_event_t event);
 
-/* Waits until the most recent record (as of this call) has completed. */
+/* Waits until the most recent record (as of this call) has completed. Limited by the context's watchdog when it
+ * has one (see tsrStreamSynchronize). */
 TSR_API tsr_status_t tsrEventSynchronize(tsr_event_t event);
+
+/* tsrEventSynchronize for at most `timeout_ms` milliseconds (0: only looks): TSR_ERROR_TIMEOUT, with a message,
+ * when the record has not completed then; device events are polled (cuEventQuery, hipEventQuery). The work
+ * before the record is left as tsrStreamSynchronizeTimeout leaves it. Thread safety: any thread. */
+TSR_API tsr_status_t tsrEventSynchronizeTimeout(tsr_event_t event, uint32_t timeout_ms);
 
 /* Milliseconds between the completions of two events' most recent records (monotonic clock; negative when
  * `end` completed first). TSR_ERROR_NOT_READY while either is pending, TSR_ERROR_INVALID_VALUE when either

@@ -2,9 +2,10 @@
  * tessera.h — the C API of libtessera, the runtime that loads `.tessera` images and launches their kernels.
  *
  * Plain C11; usable from C++ (extern "C"). This header includes the rest of the API: <tessera/device.h>
- * (backends, properties, limits), <tessera/execution.h> (streams, events, graphs), <tessera/telemetry.h>
- * (metrics, trace ranges, crash capture), <tessera/abi_draft.h> (the ABI draft's names) and <tessera/dlpack.h>
- * (DLPack's DLTensor, which function calls take). The reference page
+ * (backends, properties, limits), <tessera/execution.h> (streams, events, graphs), <tessera/comm.h>
+ * (communicators: collectives between processes over MPI or NCCL), <tessera/telemetry.h> (metrics, trace
+ * ranges, crash capture), <tessera/abi_draft.h> (the ABI draft's names) and <tessera/dlpack.h> (DLPack's
+ * DLTensor, which function calls take). The reference page
  * is docs/c-api.md; the image format and the launch-argument convention are in docs/image-format.md.
  *
  * Conventions shared by every function of the API:
@@ -141,13 +142,18 @@ typedef struct tsr_context_options {
   const char* backend;      /* backend name (<tessera/device.h>); NULL: $TESSERA_BACKEND if set, else "cpu" */
   uint32_t flags;           /* TSR_CONTEXT_*; $TESSERA_DEBUG=1 adds TSR_CONTEXT_DEBUG */
   uint32_t worker_threads;  /* CPU worker threads; 0: $TESSERA_NUM_THREADS if set, else one per online CPU */
+  uint32_t wait_timeout_ms; /* the watchdog: the limit of waits that name none (tsrStreamSynchronize,
+                             * tsrEventSynchronize, tsrStreamWaitEvent on the NULL stream, tsrSynchronize),
+                             * which then return TSR_ERROR_TIMEOUT (docs/c-api.md, "Timeouts"); 0:
+                             * $TESSERA_WAIT_TIMEOUT_MS if set, else none */
 } tsr_context_options_t;
 
-/* Sets the defaults: no backend named, no flags, 0 worker threads (decided by the environment). */
+/* Sets the defaults: no backend named, no flags, 0 worker threads and no watchdog (decided by the environment). */
 TSR_API tsr_status_t tsrContextOptionsInitialize(tsr_context_options_t* options);
 
 /* Creates a context with the given options (NULL: the defaults). An unknown or unavailable backend returns
- * TSR_ERROR_UNSUPPORTED with a message listing the available ones; unknown flags TSR_ERROR_INVALID_VALUE.
+ * TSR_ERROR_UNSUPPORTED with a message listing the available ones; unknown flags, or a $TESSERA_WAIT_TIMEOUT_MS
+ * that is not a number of milliseconds, TSR_ERROR_INVALID_VALUE.
  * Worker threads start lazily with the first launch. When $TESSERA_METRICS names a file and no metrics log is
  * open yet, it is opened here (<tessera/telemetry.h>); failing to open it fails the creation. */
 TSR_API tsr_status_t tsrCreateContextWithOptions(const tsr_context_options_t* options, tsr_context_t* out_context);
@@ -169,8 +175,14 @@ TSR_API tsr_status_t tsrReleaseContext(tsr_context_t context);
 TSR_API tsr_status_t tsrContextIsDebug(tsr_context_t context, int* out_debug);
 
 /* Waits until all work submitted to the context's streams has finished. Returns the first error that an
- * operation on one of its streams reported since that stream last reported (see tsrStreamSynchronize). */
+ * operation on one of its streams reported since that stream last reported (see tsrStreamSynchronize).
+ * Limited by the context's watchdog (wait_timeout_ms) when it has one: TSR_ERROR_TIMEOUT then. */
 TSR_API tsr_status_t tsrSynchronize(tsr_context_t context);
+
+/* tsrSynchronize for at most `timeout_ms` milliseconds over all the streams (0: only looks): TSR_ERROR_TIMEOUT
+ * when some work is still pending then (tsrStreamSynchronizeTimeout says what state it is left in); the
+ * streams that finished in time have reported their errors. Thread safety: any thread. */
+TSR_API tsr_status_t tsrSynchronizeTimeout(tsr_context_t context, uint32_t timeout_ms);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Modules and kernels
@@ -535,6 +547,35 @@ TSR_API tsr_status_t tsrFunctionGetSignature(tsr_function_t function, tsr_functi
 TSR_API tsr_status_t tsrFunctionCall(tsr_function_t function, tsr_stream_t stream, const DLTensor* const* inputs,
                                      size_t n_in, const DLTensor* const* outputs, size_t n_out);
 
+/* What a call may be given besides its tensors. Fill it with tsrFunctionCallOptionsInitialize first. */
+typedef struct tsr_function_call_options {
+  /* The communicator (a tsr_comm_t, <tessera/comm.h>) the plan's collective steps run on (NULL: none; a
+   * collective step then fails). Its rank r is the mesh's device r, coordinates row-major over the mesh's
+   * shape, and its size must be the mesh's device count; a step over one axis of a larger mesh runs on a
+   * communicator split from it (tsrCommSplit) for the call. */
+  struct tsr_comm* comm;
+} tsr_function_call_options_t;
+
+/* Sets the defaults: no communicator. TSR_ERROR_INVALID_VALUE for NULL. Thread safety: any thread. */
+TSR_API tsr_status_t tsrFunctionCallOptionsInitialize(tsr_function_call_options_t* options);
+
+/* tsrFunctionCall with `options` (NULL: the defaults), through which the call's collective steps get their
+ * communicator (docs/c-api.md, "Collective steps"). Every rank of the communicator calls the function with
+ * its own tensors (its shards of sharded parameters), in the same order as the others. A collective step
+ * runs as the communicator's operation on the call's stream; a deterministic one (the plan's
+ * `deterministic`) gathers every rank's tensor and combines them on the host in the interpreter's tree order,
+ * bit-identical to tessera.interpret, whatever the communicator's own flags. Besides tsrFunctionCall's
+ * statuses: TSR_ERROR_INVALID_VALUE for a collective step with no communicator, or one whose size is not
+ * the mesh's device count (the message names function, step, collective and mesh axis); the communicator's
+ * statuses (comm.h: TSR_ERROR_TIMEOUT, TSR_ERROR_LAUNCH_FAILED for a peer error, ...) with the step named;
+ * TSR_ERROR_UNSUPPORTED for a deterministic reduction of a dtype the host cannot combine (fp8, tf32, f16) or
+ * a call with collectives over more than 8 distinct mesh axes. Thread safety: as tsrFunctionCall; calls
+ * sharing a communicator must not run at once (comm.h). */
+TSR_API tsr_status_t tsrFunctionCallWithOptions(tsr_function_t function, tsr_stream_t stream,
+                                                const DLTensor* const* inputs, size_t n_in,
+                                                const DLTensor* const* outputs, size_t n_out,
+                                                const tsr_function_call_options_t* options);
+
 /* The extents of the results a call with these inputs produces, for sizing its outputs: `out_dims` receives
  * result 0's extents, then result 1's, ...; `n_dims` must equal the sum of the results' ranks (the signature's
  * outputs[i].rank). The inputs are checked exactly as tsrFunctionCall checks them, with the same statuses and
@@ -553,6 +594,7 @@ TSR_API tsr_status_t tsrFunctionGetResultShapes(tsr_function_t function, const D
 
 #include "tessera/device.h"
 #include "tessera/execution.h"
+#include "tessera/comm.h"
 #include "tessera/telemetry.h"
 #include "tessera/abi_draft.h"
 
