@@ -3,13 +3,13 @@ scaled_dot_product_attention backward, in the same process, on the same tensors.
 
     python bench/attention_bwd_gpu.py [--image attention_bwd.tessera] [--shape 4,16,4096]
     python bench/attention_bwd_gpu.py --build-image attention_bwd.tessera   # where the compiler is
-    TESSERA_ATTENTION_FUSED_DQ=1 python bench/attention_bwd_gpu.py --build-image fused.tessera   # dQ fused at D=128 too
+    TESSERA_ATTENTION_FUSED_DQ=0 python bench/attention_bwd_gpu.py --build-image apart.tessera   # dQ's own kernel
 
 Ours are the vjp functions of examples/gpu/attention_backward.py (bf16 [B, H, S, D], D = 128 and 64, causal
 and not; causal_d64 is f16): their launch plans' backward steps (dK and dV, then dQ) launched on a Tessera
-stream through libtessera (at D=64, or at every D in an image built with TESSERA_ATTENTION_FUSED_DQ=1, the
-dK/dV kernel adds dQ by bulk reductions into an f32 accumulator instead, zeroed before and rounded after by
-two small kernels), with LSE
+stream through libtessera (by default the dK/dV kernel adds dQ by bulk reductions into an f32 accumulator,
+zeroed before and rounded after by two small kernels; in an image built with TESSERA_ATTENTION_FUSED_DQ=0 dQ
+has a kernel of its own), with LSE
 from the plan's own forward step and delta = rowsum(dO·O) computed once beforehand (the plan computes it with
 small elementwise and row kernels: timed apart, "delta"). The peer is
 torch.autograd.grad of SDPA's output, which runs its backward kernels with their own preprocessing. Each side

@@ -7,7 +7,7 @@ both [BH, SQ]. With P = exp(scale · Q·Kᵀ − lse), dP = dO·Vᵀ and dS = P 
 dV = Pᵀ·dO, dK = scale · dSᵀ·Q, dQ = scale · dS·K, accumulated in f32.
 
 Two kernels at D = 128 and under the "strict" numerics profile (FlashAttention-2's variant with a separate dQ
-pass: no f32 scratch, a fixed order of additions), or one (dkdvdq) at D = 64 by default; shaped as the
+pass: no f32 scratch, a fixed order of additions), or one (dkdvdq) by default; shaped as the
 forward (attention_sm90.py): a CTA holds 128 rows of one side in shared memory (the "rows", 64 per consumer
 warpgroup) and streams blocks of `block_n` rows of the other side through a TMA ring filled by a
 producer warpgroup:
@@ -19,7 +19,7 @@ producer warpgroup:
     dq     rows: Q and dO (128 queries);  streamed: K and V blocks (keys)
            S = Q·Kᵀ, dP = dO·Vᵀ, P and dS as above with the row's lse and delta, dQ += dS·K
 
-    dkdvdq dkdv, and dQ too (attention_lowering.lower_bwd: by default at D = 64, FUSED_DQ_HEAD_DIMS): each
+    dkdvdq dkdv, and dQ too (attention_lowering.lower_bwd: by default, FUSED_DQ_HEAD_DIMS): each
            warpgroup stages its 64 keys of dSᵀ in a shared tile (two, alternating by block), both meet at a
            named barrier, then each multiplies dQᵀ = Kᵀ·dSᵀ over the 128 keys (`_dq_product`), writes it to
            a shared buffer and its leader adds that into dQacc (f32 [BH, SQ, D], zeroed before and rounded to
@@ -27,7 +27,8 @@ producer warpgroup:
            way)
 
 so dkdv and dq multiply seven S×S×D products, dkdvdq five; dkdvdq's reductions add in a varying order, and
-on an H100 it is faster at D = 64 only (docs/performance.md). Causal
+on an H100 it is the faster at D = 64 and 128 (docs/performance.md). dkdvdq keeps the streamed block's
+statistics in shared memory (FlashAttention-3's way; dkdv and dq hold them in registers). Causal
 attention skips the blocks that are wholly masked (dkdv: query blocks before the key block; dq: key blocks
 after the query block) and masks the diagonal ones; keys or queries past the end are masked too (TMA reads
 them as zeros). The result rows leave through shared memory and TMA stores, as the forward's O.
@@ -48,15 +49,16 @@ BM = fwd.BM              # rows a CTA holds
 RESULTS = {"dkdv": ("dK", "dV"), "dk": ("dK",), "dv": ("dV",), "dq": ("dQ",), "dkdvdq": ("dK", "dV", "dQacc")}
 # (rows of a streamed block, stages) by (kernel, head dimension, causal): the fastest tried on an H100 and an
 # H200 at S = 4096 (docs/performance.md; others within 5 %); dkdv at D = 128 spills with 64-row blocks (two
-# 64-row f32 accumulators of 128 columns besides Sᵀ and dPᵀ)
+# 64-row f32 accumulators of 128 columns besides Sᵀ and dPᵀ, and the columns' statistics), dkdvdq does not
+# (its statistics in shared memory)
 TUNED = {("dkdv", 128, False): (48, 3), ("dkdv", 128, True): (32, 2), ("dkdv", 64, False): (96, 2),
          ("dkdv", 64, True): (64, 2), ("dq", 128, False): (128, 2), ("dq", 128, True): (128, 2),
          ("dq", 64, False): (128, 2), ("dq", 64, True): (128, 2),
-         ("dkdvdq", 128, False): (32, 3), ("dkdvdq", 128, True): (32, 3), ("dkdvdq", 64, False): (64, 3),
+         ("dkdvdq", 128, False): (64, 3), ("dkdvdq", 128, True): (64, 3), ("dkdvdq", 64, False): (64, 3),
          ("dkdvdq", 64, True): (64, 3)}
 # where dkdvdq (with its _dq_zero and _dq_cast) beat dkdv and dq on an H100 at S = 4096 (docs/performance.md:
-# D = 64 by 8-11 %; D = 128 causal even, not causal 10 % slower), so PTXOptions.fused_dq "faster" takes it
-FUSED_DQ_HEAD_DIMS = (64,)
+# D = 64 by 7-9 %, D = 128 by 23-40 % with 64-query blocks), so PTXOptions.fused_dq "faster" takes it
+FUSED_DQ_HEAD_DIMS = (64, 128)
 DS_BOX = BM * hp.SWIZZLE_ROW   # one 64-column box of the CTA's dSᵀ tile (dkdvdq): 128 key rows of 128 bytes
 
 
@@ -104,8 +106,16 @@ class Sm90AttentionBwdSpec(fwd.Blocks):
         return 2 * self.dq_rows * 64 * 4 if self.kind == "dkdvdq" else 0
 
     @property
+    def stat_bytes(self) -> int:
+        """Shared memory for the streamed block's statistics (dkdvdq): a copy a warpgroup of its −lse·log2 e
+        and delta, 2·block_n floats rounded up to the warpgroup's 128 threads (each loads one or two). Held
+        in registers instead, the 2·block_n / 8 columns a thread multiplies were what made 64-query blocks
+        spill at D = 128; FlashAttention-3 keeps them in shared memory too."""
+        return 2 * 128 * -(-2 * self.block_n // 128) * 4 if self.kind == "dkdvdq" else 0
+
+    @property
     def smem_bytes(self) -> int:
-        return super().smem_bytes + self.ds_bytes + self.dq_bytes
+        return super().smem_bytes + self.ds_bytes + self.dq_bytes + self.stat_bytes
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -145,7 +155,8 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
     ring = w.v(f"add i32 {base}, {2 * nb * fwd.QBOX}")
     ds_tiles = w.v(f"add i32 {ring}, {S * spec.stage_bytes}")  # dkdvdq: dSᵀ, two tiles
     dq_bufs = w.v(f"add i32 {ds_tiles}, {spec.ds_bytes}")     # dkdvdq: dQ's partial sums, a buffer a warpgroup
-    bars = w.v(f"add i32 {dq_bufs}, {spec.dq_bytes}")         # rows full, full[S], empty[S]
+    stat_bufs = w.v(f"add i32 {dq_bufs}, {spec.dq_bytes}")    # dkdvdq: the block's statistics, a copy a warpgroup
+    bars = w.v(f"add i32 {stat_bufs}, {spec.stat_bytes}")     # rows full, full[S], empty[S]
     sq = w.v("trunc i64 %SQ to i32")
     sk = w.v("trunc i64 %SK to i32")
     if spec.causal and not dkdv:  # the query tiles with the most key blocks first
@@ -215,13 +226,21 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
     outs_in = [[w.fresh("o") for _ in range(acc_n)] for _ in range(2 if want_dk and want_dv else 1)]
     phis_at = len(w.lines)
     j = w.v(f"add i32 {j0}, {i}")
-    if dkdv:     # the block's queries' statistics, loaded before the waits (asm that LLVM will not move loads past)
+    if fused:    # this thread's share of the block's statistics, loaded before the waits, staged after the issue
+        q0 = w.v(f"mul i32 {j}, {BN}")
+        stats_at = w.v(f"add i32 {stat_bufs}, {w.v(f'mul i32 {c}, {spec.stat_bytes // 2}')}")
+        staged = _load_stats(w, spec, bhq, q0, t, sq)
+    elif dkdv:   # the block's queries' statistics, loaded before the waits (asm that LLVM will not move loads past)
         q0 = w.v(f"mul i32 {j}, {BN}")
         cols = [w.v(f"add i32 {q0}, {w.v(f'add i32 {col_t}, {8 * g + e}')}") for g in range(BN // 8) for e in (0, 1)]
-        col_stats = [_stat(w, bhq, x, sq, log2e) for x in cols]
-        stat = lambda k: col_stats[2 * (k // 4) + k % 2]      # noqa: E731  (accumulator k's column)
+        lses, deltas = zip(*[_stat(w, bhq, x, sq, log2e) for x in cols])
     else:
-        stat = lambda k: stats[(k // 2) % 2]                  # noqa: E731  (accumulator k's row)
+        lses, deltas = zip(*stats)
+    # accumulator k's column (dkdv: a query) or row (dq: a query) among the thread's statistics
+    at = (lambda k: 2 * (k // 4) + k % 2) if dkdv else (lambda k: (k // 2) % 2)   # noqa: E731
+    # the held rows' addresses made opaque in each turn: LLVM would hoist the products' shared-memory
+    # descriptors of them out of the loop, two registers each held throughout (spills at D = 128)
+    h1, h2, hbase = (w.asm("mov.b32 $0, $1;", "=r,r", [("i32", x)], ret="i32", hint="held") for x in (a1, a2, base))
     s, ph = fwd._stage(w, i, S)
     hp.mbar_wait(w, fwd._full(w, bars, s), ph)
     b1 = w.v(f"add i32 {ring}, {w.v(f'mul i32 {s}, {spec.stage_bytes}')}")
@@ -229,25 +248,34 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
     if turn:
         turn.take()
     hp.fence(w)
-    sc = fwd._scores(w, spec, a1, b1)
+    sc = fwd._scores(w, spec, h1, b1)
     need_ds = not dkdv or want_dk                             # dV alone needs no dP
     if need_ds:
-        dp = fwd._scores(w, spec, a2, b2)
+        dp = fwd._scores(w, spec, h2, b2)
     if turn:
         turn.give()
-    if need_ds:
-        sc = hp.wait_group(w, sc, 1)
-        dp = hp.wait_group(w, dp, 0)
-    else:
-        sc = hp.wait_group(w, sc, 0)
+    if fused:    # while the products run; the warpgroup's previous reads of the copy ended before _add_dq's barrier
+        for idx, x in staged:
+            w.asm("st.shared.f32 [$0], $1;", "r,f", [("i32", w.v(f"add i32 {stats_at}, {w.v(f'shl i32 {idx}, 2')}")),
+                                                      ("float", x)])
+        w.asm("bar.sync $0, 128;", "r", [("i32", w.v(f"add i32 {c}, 1"))])   # the warpgroup's named barrier
+    # P while dP's product may still run, then dS: the statistics come in (dkdvdq: from shared memory) as
+    # they are needed, which keeps fewer registers live at once
+    sc = hp.wait_group(w, sc, 1 if need_ds else 0)
+    if fused:
+        lses = _read_stats(w, stats_at, col_t, 0, BN)
     probs, ds = [], []
     c2 = fwd._f(spec.scale * math.log2(math.e))
     for k in range(len(sc)):
-        x = w.v(f"call float @llvm.fma.f32(float {sc[k]}, float {c2}, float {stat(k)[0]})")
+        x = w.v(f"call float @llvm.fma.f32(float {sc[k]}, float {c2}, float {lses[at(k)]})")
         probs.append(w.v(f"call float @llvm.nvvm.ex2.approx.ftz.f(float {x})"))
     probs = _mask(w, spec, probs, j, (wrow, row0, row1, col_t), sq, sk)
+    if need_ds:
+        dp = hp.wait_group(w, dp, 0)
+        if fused:
+            deltas = _read_stats(w, stats_at, col_t, BN, BN)
     for k, p in enumerate(probs if need_ds else ()):
-        ds.append(w.v(f"fmul float {p}, {w.v(f'fsub float {dp[k]}, {stat(k)[1]}')}"))
+        ds.append(w.v(f"fmul float {p}, {w.v(f'fsub float {dp[k]}, {deltas[at(k)]}')}"))
     fp = fwd._fragments(w, spec, probs) if want_dv else []
     fds = fwd._fragments(w, spec, ds)
     if fused:   # the warpgroup's 64 keys of dSᵀ into the block's tile (the other tile may still be read)
@@ -272,7 +300,7 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
     if want_dk or not dkdv:
         outs[-1] = fwd._pv(w, spec, outs[-1], fds, b1)
     if fused:
-        dq = _dq_product(w, spec, base, ds_at, c)
+        dq = _dq_product(w, spec, hbase, ds_at, c)
     if turn:
         turn.give()
     outs = [hp.wait_group(w, o, 0, keep=frags) for o in outs]
@@ -379,15 +407,52 @@ def _add_dq(w: Writer, spec: Sm90AttentionBwdSpec, dq: list[str], j: str, c: str
     w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.bulk.commit_group; }", "r", [("i32", lead)])
 
 
-def _stat(w: Writer, bhq: str, q: str, sq: str, log2e: str) -> tuple[str, str]:
-    """(−lse·log2 e, delta) of query `q` of this head, the last query's for those past the end (whose
+def _stat_at(w: Writer, bhq: str, q: str, sq: str) -> str:
+    """The index of query `q`'s statistics in this head's row, the last query's for those past the end (whose
     probabilities are masked or multiply zero rows)."""
     last = w.v(f"sub i32 {sq}, 1")
     q = w.v(f"select i1 {w.v(f'icmp ult i32 {q}, {sq}')}, i32 {q}, i32 {last}")
-    at = w.v(f"add i64 {bhq}, {w.v(f'zext i32 {q} to i64')}")
+    return w.v(f"add i64 {bhq}, {w.v(f'zext i32 {q} to i64')}")
+
+
+def _stat(w: Writer, bhq: str, q: str, sq: str, log2e: str) -> tuple[str, str]:
+    """(−lse·log2 e, delta) of query `q` of this head (`_stat_at`)."""
+    at = _stat_at(w, bhq, q, sq)
     lse, delta = (w.v(f"load float, ptr addrspace(1) {w.v(f'getelementptr float, ptr addrspace(1) %{n}, i64 {at}')}, "
                       f"align 4") for n in ("LSE", "Delta"))
     return w.v(f"fmul float {lse}, {fwd._f(-math.log2(math.e))}"), delta
+
+
+def _load_stats(w: Writer, spec: Sm90AttentionBwdSpec, bhq: str, q0: str, t: str, sq: str) -> list[tuple[str, str]]:
+    """The warpgroup's thread `t`'s share of the statistics of the block of queries from q0 (dkdvdq): slots t,
+    t + 128, … of its copy, slot i < block_n holding −lse·log2 e of query q0 + i, then block_n deltas; slots
+    past 2·block_n are loaded as the last query's and never read. [(slot, value)]."""
+    bn = spec.block_n
+    out = []
+    for r in range(-(-2 * bn // 128)):
+        slot = t if r == 0 else w.v(f"add i32 {t}, {128 * r}")
+        is_delta = w.v(f"icmp uge i32 {slot}, {bn}")
+        back = w.v(f"sub i32 {slot}, {bn}")
+        q = w.v(f"add i32 {q0}, {w.v(f'select i1 {is_delta}, i32 {back}, i32 {slot}')}")
+        src = w.v(f"select i1 {is_delta}, ptr addrspace(1) %Delta, ptr addrspace(1) %LSE")
+        at = w.v(f"getelementptr float, ptr addrspace(1) {src}, i64 {_stat_at(w, bhq, q, sq)}")
+        x = w.v(f"load float, ptr addrspace(1) {at}, align 4")
+        lse = w.v(f"fmul float {x}, {fwd._f(-math.log2(math.e))}")
+        out.append((slot, w.v(f"select i1 {is_delta}, float {x}, float {lse}")))
+    return out
+
+
+def _read_stats(w: Writer, stats_at: str, col_t: str, first: int, bn: int) -> list[str]:
+    """A thread's columns' values (col_t + 8g + e, g < bn / 8, e < 2, in that order) from slots first … of the
+    warpgroup's copy of the block's statistics (`_load_stats`), two adjacent columns a load."""
+    col = w.v(f"add i32 {col_t}, {first}")
+    at = w.v(f"add i32 {stats_at}, {w.v(f'shl i32 {col}, 2')}")
+    out = []
+    for g in range(bn // 8):
+        pair = w.asm(f"ld.shared.v2.f32 {{$0, $1}}, [$2+{32 * g}];", "=f,=f,r", [("i32", at)], ret="{float, float}",
+                     hint="st")
+        out += [w.v(f"extractvalue {{float, float}} {pair}, {e}") for e in (0, 1)]
+    return out
 
 
 def _mask(w: Writer, spec: Sm90AttentionBwdSpec, probs: list[str], j: str, rows: tuple, sq: str, sk: str) -> list[str]:

@@ -1,6 +1,7 @@
 """Flash attention's derivatives on NVIDIA Hopper (compile with --target ptx --arch sm_90a): the vjp of each
 attention runs the forward kernel writing O and each query row's log-sum-exp, the row sums dO·O, and the
-backward kernels (dK and dV in one, dQ in another; dK or dV alone when only one is asked for), which never
+backward kernels (dK and dV in one that also adds dQ into an f32 accumulator, or dQ in a kernel of its own
+under the "strict" numerics profile; dK or dV alone when only one is asked for), which never
 hold the S×S probabilities in memory. [B, H, S, D], D 64 or 128, bf16 (causal_d64: f16).
 
     tessera-cc examples/gpu/attention_backward.py --target ptx --arch sm_90a -o attention_bwd.tessera

@@ -1,7 +1,7 @@
 """Flash attention's derivatives on sm_90a (kernels.py's hopper_attention_bwd): the vjp of flash_attention
 runs the forward kernel writing each query row's LSE, then the backward kernels (backends/ptx/
-attention_bwd_sm90.py: dK and dV in one, dQ in another, or dK or dV alone), against torch.autograd of the
-same attention in float64 on the inputs rounded to the programs' dtypes.
+attention_bwd_sm90.py: dK and dV in one that adds dQ into an f32 accumulator, or dK or dV alone), against
+torch.autograd of the same attention in float64 on the inputs rounded to the programs' dtypes.
 
 Tolerances, relative to each result's largest |value|: the results are rounded to bf16 or f16, and the kernels
 round P and dS to the operand dtype before their products (as FlashAttention does), so 2^-8 per product term;

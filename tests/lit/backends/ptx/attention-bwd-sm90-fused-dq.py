@@ -1,8 +1,9 @@
 # The vjp of flash attention on sm_90a with TESSERA_ATTENTION_FUSED_DQ=1: the attention_grad ops'
 # attention_bwd group becomes one kernel computing dK, dV and adding dQ into an f32 accumulator by bulk
 # tensor reductions, between a kernel zeroing the accumulator and one rounding it to dQ
-# (backends/ptx/attention_bwd_sm90.py). Without the variable this happens at D = 64 only; with it at 0, or
-# under the "strict" numerics profile, dQ has a kernel of its own (attention-bwd-sm90.py).
+# (backends/ptx/attention_bwd_sm90.py). Without the variable this happens too (at D = 64 and 128,
+# FUSED_DQ_HEAD_DIMS); with it at 0, or under the "strict" numerics profile, dQ has a kernel of its own
+# (attention-bwd-sm90.py).
 # RUN: env TESSERA_ATTENTION_FUSED_DQ=1 tessera-cc %s --target ptx --arch sm_90a --compile-to=kernels | FileCheck %s --check-prefix=KERNELS
 # RUN: env TESSERA_ATTENTION_FUSED_DQ=1 tessera-cc %s --target ptx --arch sm_90a --compile-to=ptx > %t.ptx
 # RUN: FileCheck %s --check-prefix=PTX < %t.ptx
@@ -28,15 +29,15 @@ dcausal = vjp(causal)
 # KERNELS-SAME:    memref<?x?x?xf32> {tessera.dims = ["BH", "SQ", 128], tessera.name = "dQacc"}
 # KERNELS-SAME:    attention.backward = "dq_zero"
 # KERNELS-SAME:    tessera.writes = array<i64: 0>
-# dK, dV and dQ from one kernel: K and V held (128 rows), Q and dO streamed in 32-query blocks; dQacc has
-# a seventh tensor map (f32 boxes of 32 head dimensions × 32 queries) for the bulk reductions.
+# dK, dV and dQ from one kernel: K and V held (128 rows), Q and dO streamed in 64-query blocks; dQacc has
+# a seventh tensor map (f32 boxes of 32 head dimensions × 64 queries) for the bulk reductions.
 # KERNELS-LABEL: func.func private @dcausal__attention_bwd1(
 # KERNELS-SAME:    {tessera.dims = ["BH", "SQ", 128], tessera.name = "dO"}
 # KERNELS-SAME:    {tessera.dims = ["BH", "SQ"], tessera.name = "LSE"}, memref<?x?xf32> {tessera.dims = ["BH", "SQ"], tessera.name = "Delta"}
 # KERNELS-SAME:    {tessera.dims = ["BH", "SK", 128], tessera.name = "dK"}, memref<?x?x?xbf16> {tessera.dims = ["BH", "SK", 128], tessera.name = "dV"}
 # KERNELS-SAME:    memref<?x?x?xf32> {tessera.dims = ["BH", "SQ", 128], tessera.name = "dQacc"}
 # KERNELS-SAME:    attention.backward = "dkdvdq", attention.causal = "true"
-# KERNELS-SAME:    ptx.tensor_maps = "Q:0:64x32x1:128;K:1:64x128x1:128;V:2:64x128x1:128;dO:3:64x32x1:128;dK:6:64x64x1:128;dV:7:64x64x1:128;dQacc:8:32x32x1:128"
+# KERNELS-SAME:    ptx.tensor_maps = "Q:0:64x64x1:128;K:1:64x128x1:128;V:2:64x128x1:128;dO:3:64x64x1:128;dK:6:64x64x1:128;dV:7:64x64x1:128;dQacc:8:32x64x1:128"
 # KERNELS-SAME:    tessera.writes = array<i64: 6, 7, 8>
 # dQ = scale · dQacc, rounded to bf16.
 # KERNELS-LABEL: func.func private @dcausal__attention_bwd1_dq_cast(
@@ -49,12 +50,13 @@ dcausal = vjp(causal)
 # PTX:       lg2.approx.f32
 # PTX:       st.global.b32
 # The dK/dV kernel: seven tensor maps by value; the producer loads K's and V's boxes, then Q's and dO's per
-# block; a consumer multiplies Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (m64n32, shared operands, the first k16 step with
+# block; a consumer multiplies Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (m64n64, shared operands, the first k16 step with
 # scale-d false), exponentiates, then dV += Pᵀ·dO and dK += dSᵀ·Q with Pᵀ and dSᵀ as register fragments (dO
 # and Q MN-major) and dQᵀ = Kᵀ·dSᵀ with both operands from shared memory, both MN-major (dSᵀ staged there
 # by stmatrix, both warpgroups' halves in before a 256-thread barrier), writes dQᵀ to shared memory and adds
 # it into dQacc by bulk tensor reductions, releases the stage, and stores dV and dK by TMA (LLVM places the
-# blocks in either order).
+# blocks in either order). The block's statistics are read from the warpgroup's copy in shared memory, two
+# columns a load.
 # PTX-LABEL: .visible .entry dcausal__attention_bwd1_dq_zero(
 # PTX:       st.global.v4.b32 [%rd{{[0-9]+}}], {0f00000000, 0f00000000, 0f00000000, 0f00000000};
 # PTX-LABEL: .visible .entry dcausal__attention_bwd1(
@@ -63,15 +65,16 @@ dcausal = vjp(causal)
 # PTX-DAG:   setmaxnreg.dec.sync.aligned.u32 24;
 # PTX-DAG:   cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 # PTX-DAG:   setmaxnreg.inc.sync.aligned.u32 240;
-# PTX-DAG:   setp.ne.b32 p, %r{{[0-9]+}}, 0; wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16
+# PTX-DAG:   setp.ne.b32 p, %r{{[0-9]+}}, 0; wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 # PTX-DAG:   ex2.approx.ftz.f32
 # PTX-DAG:   wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}, %rd{{[0-9]+}}, 1, 1, 1, 1;
 # PTX-DAG:   mbarrier.arrive.shared::cta.b64
 # PTX-DAG:   cp.async.bulk.tensor.3d.global.shared::cta.bulk_group
 # PTX-DAG:   stmatrix.sync.aligned.m8n8.x4.shared.b16
 # PTX-DAG:   bar.sync 5, 256;
-# PTX-DAG:   wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {{.*}}, %rd{{[0-9]+}}, %rd{{[0-9]+}}, 1, 1, 1, 1, 1;
+# PTX-DAG:   wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, %rd{{[0-9]+}}, %rd{{[0-9]+}}, 1, 1, 1, 1, 1;
 # PTX-DAG:   st.shared.f32 [%r{{[0-9]+}}+{{[0-9]+}}]
+# PTX-DAG:   ld.shared.v2.f32 {%r{{[0-9]+}}, %r{{[0-9]+}}}, [%r{{[0-9]+}}+32];
 # PTX-DAG:   cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group
 # PTX-DAG:   cp.async.bulk.wait_group.read 0;
 # The accumulator's kernels: 16-byte zero stores; 16-byte loads, 8-byte bf16 stores.

@@ -1,8 +1,10 @@
 # The vjp of flash attention on sm_90a: the forward kernel also writes each query row's LSE (its group holds the
 # attention_lse), and the attention_grad ops' attention_bwd group becomes the dK/dV kernel and the dQ kernel
-# (backends/ptx/attention_bwd_sm90.py), declared at the kernels stage and linked in as LLVM IR at llir.
-# RUN: tessera-cc %s --target ptx --arch sm_90a --compile-to=kernels | FileCheck %s --check-prefix=KERNELS
-# RUN: tessera-cc %s --target ptx --arch sm_90a --compile-to=ptx > %t.ptx
+# (backends/ptx/attention_bwd_sm90.py), declared at the kernels stage and linked in as LLVM IR at llir —
+# with TESSERA_ATTENTION_FUSED_DQ=0 (or the "strict" numerics profile); by default dQ is added inside the
+# dK/dV kernel (attention-bwd-sm90-fused-dq.py).
+# RUN: env TESSERA_ATTENTION_FUSED_DQ=0 tessera-cc %s --target ptx --arch sm_90a --compile-to=kernels | FileCheck %s --check-prefix=KERNELS
+# RUN: env TESSERA_ATTENTION_FUSED_DQ=0 tessera-cc %s --target ptx --arch sm_90a --compile-to=ptx > %t.ptx
 # RUN: FileCheck %s --check-prefix=PTX < %t.ptx
 
 from tessera import bf16, function, op, tensor, vjp
