@@ -2,7 +2,9 @@
 
 Groups (recorded as ``tessera.group = N`` and ``tessera.group_kind`` on each op):
 - ``gemm``: a matmul and the elementwise epilogue that consumes it alone (bias along the last axis, one
-  unary function, a scalar scale, a residual of the output's shape), applied before the single store;
+  unary function, a scalar scale, a residual of the output's shape; where the target lists them in
+  `gemm_epilogue`, a scale by a 0-d tensor and a subtraction from a tensor: `W − lr·(Xᵀ·dZ)`, an SGD update),
+  applied before the single store;
 - ``elementwise``: a chain of elementwise ops over one output shape, whose intermediate values have no
   other user — one pass over memory instead of one per op;
 - ``row``: softmax, log_softmax, layernorm, rmsnorm, and reductions over trailing axes — one warp per row; a
@@ -99,8 +101,9 @@ def kind_of(op) -> str | None:
     return None
 
 
-def _epilogue_step(op, acc: ir.Value, dims: dict) -> bool:
-    """Can `op` (consuming the gemm accumulator value `acc`) run in the gemm's epilogue?"""
+def _epilogue_step(op, acc: ir.Value, dims: dict, extra: frozenset = frozenset()) -> bool:
+    """Can `op` (consuming the gemm accumulator value `acc`) run in the gemm's epilogue? `extra`: the
+    target's further steps (TargetFacts.gemm_epilogue)."""
     name = op.operation.name
     same_shape = op.results[0].type == acc.type and dims.get(op.results[0]) == dims.get(acc)
     if name == "ttensor.bias_add":
@@ -113,6 +116,11 @@ def _epilogue_step(op, acc: ir.Value, dims: dict) -> bool:
         other = op.operands[1] if op.operands[0] == acc else op.operands[0]
         if fn == "mul" and is_scalar_constant(other):
             return True
+        if fn == "mul" and "scale_by" in extra and other != acc and _f32(other) and \
+                ir.RankedTensorType(other.type).rank == 0:
+            return True
+        if fn == "sub" and "sub_from" in extra and op.operands[1] == acc and other != acc:
+            return other.type == acc.type and dims.get(other) == dims.get(acc)
         return fn == "add" and other.type == acc.type and dims.get(other) == dims.get(acc)
     return False
 
@@ -223,9 +231,9 @@ def _attention_backward(fn, fused: dict, next_id: int) -> int:
     return next_id
 
 
-def run(fn, fused_attention: bool = False) -> int:
+def run(fn, fused_attention: bool = False, gemm_epilogue: frozenset = frozenset()) -> int:
     """Annotates the ops of one function; returns the number of groups. `fused_attention`: the target has
-    a kernel for attention groups."""
+    a kernel for attention groups; `gemm_epilogue`: its GEMMs' further epilogue steps (TargetFacts)."""
     dims = graph_shapes.infer(fn)      # symbolic extents: an epilogue operand must match the accumulator's exactly
     group_of: dict = {}   # result value -> (group id, kind)
     next_id = 0
@@ -276,10 +284,10 @@ def run(fn, fused_attention: bool = False) -> int:
                     continue
                 if g[1] == "elementwise" and op.results[0].type == o.type and dims.get(op.results[0]) == dims.get(o):
                     joined = g
-                elif g[1] == "gemm" and _epilogue_step(op, o, dims) and \
+                elif g[1] == "gemm" and _epilogue_step(op, o, dims, gemm_epilogue) and \
                         _step_name(op) not in with_operand.setdefault(g[0], set()):
                     joined = g
-                    if _step_name(op) in ("bias", "scale", "residual"):
+                    if _step_name(op) in ("bias", "scale", "scale_by", "residual", "sub_from"):
                         with_operand[g[0]].add(_step_name(op))
                 if joined:
                     break
@@ -346,7 +354,9 @@ def _step_name(op) -> str:
     if name == "ttensor.unary":
         return ir.StringAttr(op.attributes["fn"]).value
     fn = ir.StringAttr(op.attributes["fn"]).value
-    return "scale" if fn == "mul" else "residual"
+    if fn == "mul":
+        return "scale" if any(is_scalar_constant(o) for o in op.operands) else "scale_by"
+    return "sub_from" if fn == "sub" else "residual"
 
 
 def _check_requested_epilogue(fn) -> None:

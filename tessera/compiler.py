@@ -53,6 +53,7 @@ def _planning_target(backends: list):
     return dataclasses.replace(first, warp_size=min(b.target_facts().warp_size for b in backends),
                                staging_buffers=first.staging_buffers if alone else None,
                                fused_attention=first.fused_attention and alone,
+                               gemm_epilogue=first.gemm_epilogue if alone else frozenset(),
                                fused_attention_backward=first.fused_attention_backward if alone else frozenset())
 
 
@@ -118,7 +119,8 @@ def make_memory(mod: ir.Module, metadata: dict, target=None) -> ir.Module:
 
 def make_fusion(mod: ir.Module, metadata: dict, target=None) -> ir.Module:
     for fn in _functions(mod):
-        fusion.run(fn, fused_attention=bool(target and target.fused_attention))
+        fusion.run(fn, fused_attention=bool(target and target.fused_attention),
+                   gemm_epilogue=target.gemm_epilogue if target else frozenset())
     return mod
 
 

@@ -38,6 +38,11 @@ class TargetFacts:
     # fold_transposes.py folds the transposes of their matmul operands into the matmul:
     # `tessera.transpose_a` / `tessera.transpose_b`).
     gemm_transposes: frozenset = frozenset()
+    # GEMM epilogue steps the target's GEMM kernels take beyond bias, the activations, a constant scale and a
+    # residual add (passes/fusion.py joins those ops to a GEMM only where listed): "scale_by" (times a 0-d
+    # tensor read at run time) and "sub_from" (a tensor minus the product): an SGD update W − lr·g in the GEMM
+    # that computes g.
+    gemm_epilogue: frozenset = frozenset()
 
     def matches(self, key: str, value: str) -> bool:
         """Whether an `op.specialize(when={key: value})` condition holds for this target."""

@@ -57,13 +57,17 @@ from .target import cache_sizes, host, worker_threads
 
 # Epilogue steps, applied in order to the f32 accumulator before the single store. Steps with a parameter
 # add it to the kernel's signature after C, in step order: (name, dims) for tensors, (name, None) for a scalar.
-_STEP_PARAMS = {"scale": ("alpha", None), "bias": ("bias", ("N",)), "add": ("residual", ("M", "N"))}
+# "scale_by" multiplies by a one-element f32 tensor read at run time (a 0-d learning rate, passed as [1] like
+# generated kernels take 0-d tensors); "sub_from" is minuend − acc: the two make W − lr·(A·B), an SGD update
+# fused into the GEMM that computes the gradient.
+_STEP_PARAMS = {"scale": ("alpha", None), "scale_by": ("factor", ("ONE",)), "bias": ("bias", ("N",)),
+                "add": ("residual", ("M", "N")), "sub_from": ("minuend", ("M", "N"))}
 _ACTIVATIONS = {
     "relu": lambda v: arith.MaximumFOp(v, zeros(v.type)).result,
     "gelu": vmath.gelu, "gelu_tanh": vmath.gelu_tanh, "silu": vmath.silu, "sigmoid": vmath.sigmoid,
     "tanh": vmath.tanh,
 }
-EPILOGUE_STEPS = ("scale", "bias", *_ACTIVATIONS, "add")
+EPILOGUE_STEPS = ("scale", "scale_by", "bias", *_ACTIVATIONS, "add", "sub_from")
 INPUT_DTYPES = ("f32", "f16", "bf16")
 PANEL_PAD = 16   # f32 elements between the strips of a packed B panel (see _Body)
 
@@ -205,6 +209,8 @@ class _Body:
                                   alignment=64).result
         if "scale" in (st[0] for st in self.spec.epilogue):
             self.alpha = vector.BroadcastOp(self.vtype, self.p["alpha"]).result
+        if "scale_by" in (st[0] for st in self.spec.epilogue):
+            self.factor = vector.BroadcastOp(self.vtype, memref.LoadOp(self.p["factor"], [idx(0)]).result).result
         chunks = arith.MaxSIOp(arith.CeilDivSIOp(self.K, idx(s.kc)).result, idx(1)).result
         panel = lambda chunk: mul(arith.RemSIOp(idx(chunk), idx(s.stages)).result, self.panel_size)  # noqa: E731
         k_of = lambda chunk: smin(s.kc, sub(self.K, mul(chunk, s.kc)))  # noqa: E731
@@ -473,9 +479,14 @@ class _Body:
             elif step == "bias":
                 bias = [t.load_row_vector(self.p["bias"], c) for c in range(per_row)]
                 out = [arith.AddFOp(v, bias[n % per_row]).result for n, v in enumerate(out)]
+            elif step == "scale_by":
+                out = [arith.MulFOp(v, self.factor).result for v in out]
             elif step == "add":
                 res = t.load_tile(self.p["residual"])
                 out = [arith.AddFOp(v, rv).result for v, rv in zip(out, res)]
+            elif step == "sub_from":
+                minuend = t.load_tile(self.p["minuend"])
+                out = [arith.SubFOp(m, v).result for v, m in zip(out, minuend)]
             else:
                 out = [_ACTIVATIONS[step](v) for v in out]
         return out

@@ -1,7 +1,7 @@
 """GEMM fusion groups of Graph IR functions as CPU GEMM kernels (gemm.py) and their launch-plan steps.
 
-A group is a matmul and its epilogue (bias along the last axis, one activation, a scale by a constant, a
-residual add), in the order the program applies them. The lhs may carry batch axes that the rhs does not
+A group is a matmul and its epilogue (bias along the last axis, one activation, a scale by a constant or by
+a 0-d tensor, a residual add, a subtraction from a tensor), in the order the program applies them. The lhs may carry batch axes that the rhs does not
 (`X[B, T, D] @ W[D, F]`): they fold into the GEMM's rows; operands with equal batch axes run one GEMM
 per batch entry (the plan step's `batch`). An operand the matmul reads transposed (`tessera.transpose_a/_b`,
 passes/fold_transposes.py) is passed as stored, and the kernel packs it from that layout. The blocking is what the schedule phase recorded
@@ -40,10 +40,17 @@ def _epilogue(ops: list) -> tuple[list, list]:
             steps.append((ir.StringAttr(op.attributes["fn"]).value,))
         elif name == "ttensor.binary":
             other = op.operands[1] if op.operands[0] == acc else op.operands[0]
+            fn = ir.StringAttr(op.attributes["fn"]).value
             if fusion.is_scalar_constant(other):
                 attr = other.owner.attributes["value"]
                 steps.append(("scale",))
                 extras.append(("alpha", ir.FloatAttr(attr).value))
+            elif fn == "mul":   # by a 0-d tensor (fusion's "scale_by")
+                steps.append(("scale_by",))
+                extras.append(("factor", other))
+            elif fn == "sub":   # other − acc (fusion's "sub_from")
+                steps.append(("sub_from",))
+                extras.append(("minuend", other))
             else:
                 steps.append(("add",))
                 extras.append(("residual", other))
@@ -100,6 +107,9 @@ def lower(ctx, kname: str, ops: list, model: CostModel | None = None) -> list[pl
         if role == "alpha":
             args.append(plan.F32Arg(v))
             continue
+        if role == "factor":   # 0-d f32 (fusion checks) as [1], one value for every batch entry
+            args.append(plan.TensorArg(ctx.record(v), ("ONE",)))
+            continue
         vid, rows = ctx.record(v), ("1" if role == "bias" else graph_shapes.product(da[:-1]))
         if element_dtype(v) != "f32":  # epilogue operands enter the f32 accumulator's arithmetic as f32
             wide = ctx.temporary(vid, "f32")
@@ -107,7 +117,8 @@ def lower(ctx, kname: str, ops: list, model: CostModel | None = None) -> list[pl
             vid = wide
         args.append(plan.TensorArg(vid, ("N",) if role == "bias" else (*lead, "M", "N")))
     s = spec.schedule
-    env = {"M": M, "K": K, "N": N, **({"BATCH": graph_shapes.product(da[:-2])} if batched else {})}
+    env = {"M": M, "K": K, "N": N, **({"BATCH": graph_shapes.product(da[:-2])} if batched else {}),
+           **({"ONE": "1"} if any(role == "factor" for role, _ in extras) else {})}
     prefer = _launch_alternatives(ctx, mm, spec, (M, N, K), model) if model is not None and not batched else ()
     steps.append(plan.ArgsStep(kname, env=env, args=tuple(args), block=(1, 1, 1), grid=_grid(s),
                                batch="BATCH" if batched else None, prefer=prefer))

@@ -284,6 +284,17 @@ def test_scale_add_chain():
     check_gemm((C - R) / alpha, A, B)
 
 
+def test_sgd_update_epilogue():
+    """scale_by then sub_from: W − lr·(A·B), lr a one-element tensor read at run time, W the minuend;
+    several K chunks (SMALL's KC is 8), so only the last chunk's store applies them."""
+    spec = gemm.GemmSpec("mm_sgd", epilogue=("scale_by", "sub_from"), schedule=SMALL)
+    A, B, W = f32(31, 37), f32(37, 45), f32(31, 45)
+    lr = np.array([0.25], np.float32)
+    C = run(spec, A, B, lr, W)
+    err = np.abs(C - (W - 0.25 * (A.astype(np.float64) @ B.astype(np.float64))))
+    assert np.all(err <= 0.25 * gemm_bound(A, B) + 1e-6 * np.abs(W))
+
+
 def test_long_chain_in_step_order():
     """scale, bias, relu, then add: relu sees the biased product, the residual comes after it."""
     spec = gemm.GemmSpec("mm_chain", epilogue=("scale", "bias", "relu", "add"), schedule=SMALL)
