@@ -92,6 +92,8 @@ def kind_of(op) -> str | None:
         return "view"
     if name == "func.call":   # a call of an imported function (same-file calls are inlined): a call step
         return "call"
+    if name.startswith("tdist."):   # a collective: a plan step of its own, run by the communicator
+        return "collective"
     if name in ("ttensor.flash_attention", "ttensor.attention_lse"):
         return "attention"
     if name == "ttensor.attention_grad":

@@ -113,6 +113,10 @@ def lower_function(fn, module: ir.Module, lowerings: Mapping[str, Callable], tar
                                        args=tuple(record(o) for o in op.operands),
                                        results=tuple(record(r) for r in op.results)))
             continue
+        if kind == "collective":
+            (op,) = ops
+            steps.append(_collective(op, record))
+            continue
         if kind in lowerings:
             steps.extend(lowerings[kind](ctx, kname, ops))
             continue
@@ -164,6 +168,23 @@ def lower_function(fn, module: ir.Module, lowerings: Mapping[str, Callable], tar
     return plan.Plan(params=tuple(params), args=tuple(args), results=tuple(results), values=ctx.values,
                      steps=tuple(steps), fallbacks=tuple(fallbacks), outputs=tuple(outputs),
                      same_extents=tuple(tuple(p) for p in same))
+
+
+def _collective(op, record) -> plan.CollectiveStep:
+    """The plan step of a tdist op: the same for every target, run by the communicator the call is given."""
+    a = op.attributes
+    kind = op.operation.name.split(".", 1)[1]
+    has = plan.COLLECTIVES[kind]
+    return plan.CollectiveStep(
+        collective=kind, input=record(op.operands[0]), output=record(op.results[0]),
+        mesh_axes=tuple(ir.StringAttr(x).value for x in ir.ArrayAttr(a["mesh_axes"])),
+        mesh_shape=tuple(ir.IntegerAttr(x).value for x in ir.ArrayAttr(a["mesh_shape"])),
+        axis=ir.StringAttr(a["axis"]).value,
+        reduce=ir.StringAttr(a["op"]).value if "reduce" in has else None,
+        dim=ir.IntegerAttr(a["dim"]).value if "dim" in has else None,
+        root=ir.IntegerAttr(a["root"]).value if "root" in has else None,
+        deterministic=ir.BoolAttr(a["deterministic"]).value if "reduce" in has else False,
+        algo=ir.StringAttr(a["algo"]).value if "reduce" in has else "auto")
 
 
 def _splits(op, dims: dict) -> bool:

@@ -148,9 +148,23 @@ def _rule(op, ins: list[Dims]) -> list[Dims]:
         return [ins[1]]
     if name == "ttensor.mask_blocks":
         return [ins[0]]
-    if name in ("tdist.all_gather", "tdist.reduce_scatter"):
-        raise LoweringError(op, f"'{name}' needs a multi-device runtime; the CPU backend runs one device")
+    if name in ("tdist.all_gather", "tdist.reduce_scatter"):   # dim grows or shrinks by the axis' size
+        d = ir.IntegerAttr(op.attributes["dim"]).value
+        n = str(collective_size(op))
+        out = list(ins[0])
+        x = out[d]
+        if name == "tdist.all_gather":
+            out[d] = str(int(x) * int(n)) if x.isdigit() else product([x, n])
+        else:
+            out[d] = str(int(x) // int(n)) if x.isdigit() else f"({x})//{n}"
+        return [out]
     raise LoweringError(op, f"'{name}' has no kernel lowering yet (run it with tessera.interpret)")
+
+
+def collective_size(op) -> int:
+    """The size of the mesh axis a tdist op runs over."""
+    axes = [ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["mesh_axes"])]
+    return _ints(op.attributes["mesh_shape"])[axes.index(ir.StringAttr(op.attributes["axis"]).value)]
 
 
 def _named(op, out: list) -> list:

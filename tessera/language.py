@@ -211,6 +211,13 @@ class _Dist:
             return ValueError(msg)
         return mesh_from([], kwargs, error)
 
+    @staticmethod
+    def shard(tensor_type, mesh=None, axis=None, dim=0):
+        """`X: dist.shard(tensor[f32, 256, 1024], mesh, axis="tp", dim=1)` in a @function's signature: the
+        compiler reads the annotation from the source (docs/language.md, "Sharded parameters"); evaluated by
+        Python, it is the tensor type."""
+        return tensor_type
+
 
 dist = _Dist()
 

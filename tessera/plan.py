@@ -16,10 +16,15 @@ from dataclasses import dataclass
 from typing import Mapping, Union
 
 SECTION = ".tessera.plan"
-VERSION = 4  # 4: call steps (a function calling a function of the same document, or an import)
-READS = (3, 4)  # the versions `decode` reads: a version-3 document is a version-4 one without call steps
+VERSION = 5  # 4: call steps (a function calling a function of the same document, or an import); 5: collectives
+READS = (3, 4, 5)  # the versions `decode` reads: each version only adds a step kind to the one before
 
 VIEWS = ("matrix", "cols", "rows", "scalar", "bmn", "bnm")
+# collective steps (tdist ops): what each one reads besides its tensors
+COLLECTIVES = {"all_reduce": ("reduce",), "reduce_scatter": ("reduce", "dim"), "all_gather": ("dim",),
+               "broadcast": ("root",)}
+REDUCTIONS = ("sum", "max", "min", "mean", "prod")
+ALGOS = ("ring", "tree", "binary_tree", "auto")
 
 
 class PlanError(ValueError):
@@ -257,7 +262,27 @@ class CallStep:
     results: tuple[str, ...]
 
 
-Step = Union[ViewStep, ArgsStep, AliasStep, CallStep]
+@dataclass(frozen=True)
+class CollectiveStep:
+    """A tdist collective from value `input` to value `output` among the ranks that differ only in their
+    coordinate along mesh axis `axis` (rank r's coordinates: r unravelled row-major over `mesh_shape`).
+    `reduce` (all_reduce, reduce_scatter), `dim` (all_gather, reduce_scatter: the tensor axis that grows or
+    shrinks by the axis' size) and `root` (broadcast: an index along the axis) are set where the collective
+    has them; `deterministic` fixes a reduction's order to the interpreter's tree."""
+    collective: str
+    input: str
+    output: str
+    mesh_axes: tuple[str, ...]
+    mesh_shape: tuple[int, ...]
+    axis: str
+    reduce: str | None = None
+    dim: int | None = None
+    root: int | None = None
+    deterministic: bool = False
+    algo: str = "auto"
+
+
+Step = Union[ViewStep, ArgsStep, AliasStep, CallStep, CollectiveStep]
 
 
 @dataclass(frozen=True)
@@ -299,14 +324,24 @@ class Plan:
 
 
 def _check_names(plan: Plan) -> None:
-    """Every value a plan uses is among its values, every batch extent in its step's env, every extent of
-    `same_extents` bound by an argument, and only arguments have a declared dtype."""
+    """Every value a plan uses is among its values, every batch extent in its step's env, a collective's
+    tensors of one dtype and rank (its dim an axis of them), every extent of `same_extents` bound by an
+    argument, and only arguments have a declared dtype."""
     for vid in (*plan.args, *plan.results, *(v for s in plan.steps for v in uses(s))):
         if vid not in plan.values:
             raise PlanError(f"the plan uses value '{vid}', which its 'values' do not list")
     for s in plan.steps:
         if isinstance(s, ArgsStep) and s.batch is not None and s.batch not in s.env:
             raise PlanError(f"step '{s.kernel}' runs per entry of '{s.batch}', which its env does not define")
+    for s in plan.steps:
+        if isinstance(s, CollectiveStep):
+            x, y = plan.values[s.input], plan.values[s.output]
+            if x.dtype != y.dtype or len(x.dims) != len(y.dims):
+                raise PlanError(f"collective step ({s.collective}) from '{s.input}' to '{s.output}': the dtype "
+                                f"and rank must be kept ({x.dtype}{list(x.dims)} -> {y.dtype}{list(y.dims)})")
+            if s.dim is not None and s.dim >= len(x.dims):
+                raise PlanError(f"collective step ({s.collective}): dim {s.dim} is not an axis of the rank-"
+                                f"{len(x.dims)} tensor '{s.input}'")
     for vid, v in plan.values.items():
         if v.declared is not None and vid not in plan.args:
             raise PlanError(f"value '{vid}' has a 'declared' dtype, which only an argument has")
@@ -323,6 +358,8 @@ def uses(step: Step) -> list[str]:
         return [step.alias, step.of]
     if isinstance(step, CallStep):
         return [*step.args, *step.results]
+    if isinstance(step, CollectiveStep):
+        return [step.input, step.output]
     if isinstance(step, ViewStep):
         return [t.value for t in step.tensors]
     return [a.value for a in step.args if isinstance(a, TensorArg)]
@@ -350,16 +387,16 @@ def decode(data: bytes) -> dict[str, Plan]:
     if not isinstance(doc, dict):
         raise PlanError("the launch plan is not a JSON object")
     if doc.get("version") not in READS:
-        raise PlanError(f"launch plan version {doc.get('version')} is not one of {' and '.join(map(str, READS))}, "
-                        f"the versions this Tessera reads")
-    old = doc["version"] < 4
+        raise PlanError(f"launch plan version {doc.get('version')} is not one of "
+                        f"{', '.join(map(str, READS[:-1]))} and {READS[-1]}, the versions this Tessera reads")
     r = _Fields(doc, "the launch plan")
     r.field("version", int)
     functions = r.object("functions")
     r.done()
     plans = {name: Plan.from_json(p) for name, p in functions.items()}
-    if old and any(isinstance(s, CallStep) for p in plans.values() for s in p.steps):
-        raise PlanError(f"launch plan version {doc['version']} has call steps, which version 4 introduced")
+    for kind, what, since in ((CallStep, "call steps", 4), (CollectiveStep, "collective steps", 5)):
+        if doc["version"] < since and any(isinstance(s, kind) for p in plans.values() for s in p.steps):
+            raise PlanError(f"launch plan version {doc['version']} has {what}, which version {since} introduced")
     return plans
 
 
@@ -403,6 +440,15 @@ def _step_json(s: Step) -> dict:
         return {"alias": s.alias, "of": s.of}
     if isinstance(s, CallStep):
         return {"call": s.call, "args": list(s.args), "results": list(s.results)}
+    if isinstance(s, CollectiveStep):
+        _check_collective(s)
+        doc = {"collective": s.collective, "input": s.input, "output": s.output, "mesh_axes": list(s.mesh_axes),
+               "mesh_shape": list(s.mesh_shape), "axis": s.axis}
+        for key in COLLECTIVES[s.collective]:
+            doc[key] = getattr(s, key)
+        if "reduce" in COLLECTIVES[s.collective]:
+            doc.update(deterministic=s.deterministic, algo=s.algo)
+        return doc
     doc = {"kernel": s.kernel}
     if s.source is not None:
         doc["source"] = s.source
@@ -447,7 +493,7 @@ class _Fields:
                 raise PlanError(f"{self.where} has no '{key}'")
             return default
         v = self.doc[key]
-        if not isinstance(v, kind) or isinstance(v, bool):
+        if not isinstance(v, kind) or (isinstance(v, bool) and kind is not bool):
             raise PlanError(f"{self.where}: '{key}' is {v!r}, not {getattr(kind, '__name__', 'a number')}")
         return v
 
@@ -513,6 +559,8 @@ def _step(doc, where: str) -> Step:
         s = CallStep(call=r.field("call", str), args=r.strings("args"), results=r.strings("results"))
         r.done()
         return s
+    if isinstance(doc, dict) and "collective" in doc:
+        return _collective(r, where)
     kernel = r.field("kernel", str)
     r.where = f"{where} ('{kernel}')"
     launch = {"block": tuple(r.ints("block", 3)), "grid": r.exprs("grid", n=3), "source": r.field("source", str, None)}
@@ -539,6 +587,49 @@ def _step(doc, where: str) -> Step:
                  prefer=tuple(_alternative(a, r.where) for a in r.list("prefer", ())), **launch)
     r.done()
     return s
+
+
+def _collective(r: _Fields, where: str) -> CollectiveStep:
+    kind = r.field("collective", str)
+    if kind not in COLLECTIVES:
+        raise PlanError(f"{where}: collective '{kind}' is not one of {', '.join(COLLECTIVES)}")
+    r.where = f"{where} ({kind})"
+    has = COLLECTIVES[kind]
+    axes, shape = r.strings("mesh_axes"), tuple(r.ints("mesh_shape"))
+    s = CollectiveStep(collective=kind, input=r.field("input", str), output=r.field("output", str),
+                       mesh_axes=axes, mesh_shape=shape, axis=r.field("axis", str),
+                       reduce=r.field("reduce", str) if "reduce" in has else None,
+                       dim=r.field("dim", int) if "dim" in has else None,
+                       root=r.field("root", int) if "root" in has else None,
+                       deterministic=r.field("deterministic", bool) if "reduce" in has else False,
+                       algo=r.field("algo", str) if "reduce" in has else "auto")
+    r.done()
+    _check_collective(s, r.where)
+    return s
+
+
+def _check_collective(s: CollectiveStep, where: str | None = None) -> None:
+    """The rules of a collective step (docs/image-format.md), naming `where` (the step's place)."""
+    where = where or f"collective step ({s.collective})"
+    if s.collective not in COLLECTIVES:
+        raise PlanError(f"{where}: collective '{s.collective}' is not one of {', '.join(COLLECTIVES)}")
+    if not s.mesh_axes or len(s.mesh_axes) != len(s.mesh_shape) or len(set(s.mesh_axes)) != len(s.mesh_axes):
+        raise PlanError(f"{where}: mesh_axes {list(s.mesh_axes)} must be distinct names, one per mesh_shape "
+                        f"entry {list(s.mesh_shape)}")
+    if any(type(n) is not int or n < 1 for n in s.mesh_shape):
+        raise PlanError(f"{where}: mesh_shape {list(s.mesh_shape)} must hold positive sizes")
+    if s.axis not in s.mesh_axes:
+        raise PlanError(f"{where}: axis '{s.axis}' is not one of the mesh's {list(s.mesh_axes)}")
+    n = s.mesh_shape[s.mesh_axes.index(s.axis)]
+    if "reduce" in COLLECTIVES[s.collective]:
+        if s.reduce not in REDUCTIONS:
+            raise PlanError(f"{where}: reduce '{s.reduce}' is not one of {', '.join(REDUCTIONS)}")
+        if s.algo not in ALGOS:
+            raise PlanError(f"{where}: algo '{s.algo}' is not one of {', '.join(ALGOS)}")
+    if "dim" in COLLECTIVES[s.collective] and (type(s.dim) is not int or s.dim < 0):
+        raise PlanError(f"{where}: dim {s.dim!r} must be a tensor axis (an integer >= 0)")
+    if "root" in COLLECTIVES[s.collective] and (type(s.root) is not int or not 0 <= s.root < n):
+        raise PlanError(f"{where}: root {s.root!r} is not an index along axis '{s.axis}' (0..{n - 1})")
 
 
 def _arg(doc, where: str) -> Arg:

@@ -819,6 +819,14 @@ static tsr_status_t check_alias(call_t* c, const tsr_plan_step_t* s, uint64_t el
   return TSR_SUCCESS;
 }
 
+/* A collective step: run by the communicator the call was given, among the ranks of its mesh axis. This
+ * runtime has no communicator to give it yet. */
+static tsr_status_t run_collective(call_t* c, const tsr_plan_step_t* s, size_t step) {
+  return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': step %zu is a collective (%s over mesh axis '%s'), which "
+                  "runs only with a communicator, and the call has none", c->f->name, step,
+                  tsr_plan_collective_names[s->collective], s->mesh_axes[s->axis]);
+}
+
 static tsr_status_t run_alias(call_t* c, const tsr_plan_step_t* s) {
   value_state_t* source;
   tsr_status_t st = tensor(c, s->of, &source);
@@ -1181,6 +1189,7 @@ static tsr_status_t call(call_t* c, const DLTensor* const* inputs, const DLTenso
     const tsr_plan_step_t* s = &f->steps[i];
     st = s->kind == TSR_PLAN_STEP_ALIAS ? run_alias(c, s)
          : s->kind == TSR_PLAN_STEP_CALL ? run_call(c, s, i)
+         : s->kind == TSR_PLAN_STEP_COLLECTIVE ? run_collective(c, s, i)
          : s->kind == TSR_PLAN_STEP_ARGS ? run_args(c, s, i)
                                          : run_view(c, s, i);
     if (st) return st;

@@ -13,6 +13,9 @@
 #include "json_doc.h"
 
 const char* const tsr_plan_view_names[6] = {"matrix", "cols", "rows", "scalar", "bmn", "bnm"};
+const char* const tsr_plan_collective_names[4] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
+const char* const tsr_plan_reduce_names[5] = {"sum", "max", "min", "mean", "prod"};
+const char* const tsr_plan_algo_names[4] = {"ring", "tree", "binary_tree", "auto"};
 
 enum { WHERE = 256 };
 
@@ -396,6 +399,93 @@ static tsr_status_t read_args_step(reader_t* r, const tsr_json_t* doc, const cha
   return TSR_SUCCESS;
 }
 
+/* The index of `name` among `n` names; -1 if none. */
+static int name_index(const char* name, const char* const* names, int n) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(name, names[i]) == 0) return i;
+  return -1;
+}
+
+static tsr_status_t named_member(reader_t* r, const tsr_json_t* doc, const char* key, const char* const* names, int n,
+                                 const char* where, int* out) {
+  const char* name;
+  TRY(string_member(r, doc, key, true, where, &name));
+  if ((*out = name_index(name, names, n)) >= 0) return TSR_SUCCESS;
+  char list[160] = "";
+  for (int i = 0; i < n; i++) snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", names[i]);
+  return bad(where, "%s '%.80s' is not one of %s", key, name, list);
+}
+
+/* A collective step (version 5), checked as tessera.plan._check_collective and _check_names check it. */
+static tsr_status_t read_collective(reader_t* r, const tsr_json_t* doc, const char* at, tsr_plan_step_t* s) {
+  s->kind = TSR_PLAN_STEP_COLLECTIVE;
+  int kind;
+  TRY(named_member(r, doc, "collective", tsr_plan_collective_names, 4, at, &kind));
+  s->collective = (tsr_plan_collective_t)kind;
+  char where[WHERE];
+  place(where, "%s (%s)", at, tsr_plan_collective_names[kind]);
+  if (r->version < 5) return bad(where, "a collective step, which version 5 introduced, in a plan of version %d",
+                                 r->version);
+  bool reduces = s->collective == TSR_PLAN_ALL_REDUCE || s->collective == TSR_PLAN_REDUCE_SCATTER;
+  bool has_dim = s->collective == TSR_PLAN_REDUCE_SCATTER || s->collective == TSR_PLAN_ALL_GATHER;
+  bool has_root = s->collective == TSR_PLAN_BROADCAST;
+  static const char* const known[] = {"collective", "input", "output", "mesh_axes", "mesh_shape", "axis", NULL};
+  static const char* const known_reducing[] = {"collective", "input", "output", "mesh_axes", "mesh_shape", "axis",
+                                               "reduce", "dim", "deterministic", "algo", NULL};
+  static const char* const known_gather[] = {"collective", "input", "output", "mesh_axes", "mesh_shape", "axis",
+                                             "dim", NULL};
+  static const char* const known_broadcast[] = {"collective", "input", "output", "mesh_axes", "mesh_shape", "axis",
+                                                "root", NULL};
+  const char* const* k = reduces ? known_reducing : has_dim ? known_gather : has_root ? known_broadcast : known;
+  TRY(members_known(doc, where, k));
+  if (s->collective == TSR_PLAN_ALL_REDUCE && tsr_json_member(doc, "dim"))
+    return bad(where, "has unknown member 'dim'");
+  TRY(value_ref(r, doc, "input", where, &s->input));
+  TRY(value_ref(r, doc, "output", where, &s->output));
+  TRY(string_list(r, doc, "mesh_axes", where, &s->mesh_rank, &s->mesh_axes));
+  const tsr_json_t* shape;
+  TRY(list_member(doc, "mesh_shape", true, 0, where, &shape));
+  if (!s->mesh_rank || shape->count != s->mesh_rank)
+    return bad(where, "mesh_axes and mesh_shape must name the same number of axes, at least one (%u and %u)",
+               s->mesh_rank, shape->count);
+  ALLOC(r, s->mesh_shape, s->mesh_rank);
+  uint32_t i = 0;
+  for (const tsr_json_t* n = shape->first; n; n = n->next, i++) {
+    if (n->kind != TSR_JSON_INT || n->i < 1) return bad(where, "mesh_shape must hold positive sizes, item %u is not one", i);
+    s->mesh_shape[i] = n->i;
+    for (uint32_t j = 0; j < i; j++)
+      if (strcmp(s->mesh_axes[i], s->mesh_axes[j]) == 0)
+        return bad(where, "mesh axis '%.80s' is named twice", s->mesh_axes[i]);
+  }
+  const char* axis;
+  TRY(string_member(r, doc, "axis", true, where, &axis));
+  int a = name_index(axis, s->mesh_axes, (int)s->mesh_rank);
+  if (a < 0) return bad(where, "axis '%.80s' is not an axis of the mesh", axis);
+  s->axis = (uint32_t)a;
+  if (reduces) {
+    int reduce, algo;
+    TRY(named_member(r, doc, "reduce", tsr_plan_reduce_names, 5, where, &reduce));
+    TRY(named_member(r, doc, "algo", tsr_plan_algo_names, 4, where, &algo));
+    s->reduce = (tsr_plan_reduce_t)reduce;
+    s->algo = (uint32_t)algo;
+    const tsr_json_t* det = tsr_json_member(doc, "deterministic");
+    if (!det || (det->kind != TSR_JSON_TRUE && det->kind != TSR_JSON_FALSE))
+      return bad(where, "'deterministic' must be true or false");
+    s->deterministic = det->kind == TSR_JSON_TRUE;
+  }
+  TRY(int_member(doc, "dim", has_dim, 0, where, &s->dim));
+  TRY(int_member(doc, "root", has_root, 0, where, &s->root));
+  const tsr_plan_value_t *x = &r->fn->values[s->input], *y = &r->fn->values[s->output];
+  if (strcmp(x->dtype, y->dtype) != 0 || x->rank != y->rank)
+    return bad(where, "from '%.80s' to '%.80s': the dtype and rank must be kept", x->id, y->id);
+  if (has_dim && (s->dim < 0 || s->dim >= x->rank))
+    return bad(where, "dim %lld is not an axis of the rank-%u tensor '%.80s'", (long long)s->dim, x->rank, x->id);
+  if (has_root && (s->root < 0 || s->root >= s->mesh_shape[s->axis]))
+    return bad(where, "root %lld is not an index along axis '%.80s' (0..%lld)", (long long)s->root, axis,
+               (long long)s->mesh_shape[s->axis] - 1);
+  return TSR_SUCCESS;
+}
+
 static tsr_status_t read_step(reader_t* r, const tsr_json_t* doc, const char* at, tsr_plan_step_t* s) {
   TRY(object(doc, at));
   if (tsr_json_member(doc, "alias")) {
@@ -416,6 +506,7 @@ static tsr_status_t read_step(reader_t* r, const tsr_json_t* doc, const char* at
     TRY(value_refs(r, doc, "args", where, &s->call_arg_count, &s->call_args));
     return value_refs(r, doc, "results", where, &s->call_result_count, &s->call_results);
   }
+  if (tsr_json_member(doc, "collective")) return read_collective(r, doc, at, s);
   TRY(string_member(r, doc, "kernel", true, at, &s->kernel));
   char where[WHERE];
   place(where, "%s ('%.80s')", at, s->kernel);
@@ -604,7 +695,36 @@ static void write_ids(FILE* out, const tsr_plan_function_t* f, const uint32_t* i
   fputc(']', out);
 }
 
+static void write_collective(FILE* out, const tsr_plan_function_t* f, const tsr_plan_step_t* s) {
+  fprintf(out, "{\"collective\": \"%s\", \"input\": ", tsr_plan_collective_names[s->collective]);
+  tsr_json_string(out, f->values[s->input].id);
+  fputs(", \"output\": ", out);
+  tsr_json_string(out, f->values[s->output].id);
+  fputs(", \"mesh_axes\": [", out);
+  for (uint32_t i = 0; i < s->mesh_rank; i++) {
+    if (i) fputs(", ", out);
+    tsr_json_string(out, s->mesh_axes[i]);
+  }
+  fputs("], \"mesh_shape\": [", out);
+  for (uint32_t i = 0; i < s->mesh_rank; i++) fprintf(out, "%s%lld", i ? ", " : "", (long long)s->mesh_shape[i]);
+  fputs("], \"axis\": ", out);
+  tsr_json_string(out, s->mesh_axes[s->axis]);
+  bool reduces = s->collective == TSR_PLAN_ALL_REDUCE || s->collective == TSR_PLAN_REDUCE_SCATTER;
+  if (reduces) fprintf(out, ", \"reduce\": \"%s\"", tsr_plan_reduce_names[s->reduce]);
+  if (s->collective == TSR_PLAN_REDUCE_SCATTER || s->collective == TSR_PLAN_ALL_GATHER)
+    fprintf(out, ", \"dim\": %lld", (long long)s->dim);
+  if (s->collective == TSR_PLAN_BROADCAST) fprintf(out, ", \"root\": %lld", (long long)s->root);
+  if (reduces)
+    fprintf(out, ", \"deterministic\": %s, \"algo\": \"%s\"", s->deterministic ? "true" : "false",
+            tsr_plan_algo_names[s->algo]);
+  fputc('}', out);
+}
+
 static void write_step(FILE* out, const tsr_plan_function_t* f, const tsr_plan_step_t* s) {
+  if (s->kind == TSR_PLAN_STEP_COLLECTIVE) {
+    write_collective(out, f, s);
+    return;
+  }
   if (s->kind == TSR_PLAN_STEP_CALL) {
     fputs("{\"call\": ", out);
     tsr_json_string(out, s->call);

@@ -19,8 +19,8 @@
 #include "tessera/tessera.h"
 
 /* The format version tessera.plan.VERSION writes; this runtime reads TSR_PLAN_VERSION_MIN to TSR_PLAN_VERSION
- * (tessera.plan.READS): version 3 is version 4 without call steps. */
-#define TSR_PLAN_VERSION 4
+ * (tessera.plan.READS): version 3 is version 4 without call steps, 4 is 5 without collective steps. */
+#define TSR_PLAN_VERSION 5
 #define TSR_PLAN_VERSION_MIN 3
 
 typedef enum tsr_plan_view {
@@ -91,7 +91,28 @@ typedef enum tsr_plan_step_kind {
   TSR_PLAN_STEP_ARGS,
   TSR_PLAN_STEP_ALIAS,
   TSR_PLAN_STEP_CALL,
+  TSR_PLAN_STEP_COLLECTIVE,
 } tsr_plan_step_kind_t;
+
+/* A collective step's operation and reduction, in the order of their names below (tessera.plan.COLLECTIVES,
+ * REDUCTIONS, ALGOS). */
+typedef enum tsr_plan_collective {
+  TSR_PLAN_ALL_REDUCE,
+  TSR_PLAN_REDUCE_SCATTER,
+  TSR_PLAN_ALL_GATHER,
+  TSR_PLAN_BROADCAST,
+} tsr_plan_collective_t;
+extern const char* const tsr_plan_collective_names[4];
+
+typedef enum tsr_plan_reduce {
+  TSR_PLAN_REDUCE_SUM,
+  TSR_PLAN_REDUCE_MAX,
+  TSR_PLAN_REDUCE_MIN,
+  TSR_PLAN_REDUCE_MEAN,
+  TSR_PLAN_REDUCE_PROD,
+} tsr_plan_reduce_t;
+extern const char* const tsr_plan_reduce_names[5];
+extern const char* const tsr_plan_algo_names[4];  /* ring, tree, binary_tree, auto */
 
 typedef struct tsr_plan_step {
   tsr_plan_step_kind_t kind;
@@ -123,6 +144,21 @@ typedef struct tsr_plan_step {
   const char* call;
   uint32_t call_arg_count, call_result_count;
   uint32_t *call_args, *call_results;
+  /* COLLECTIVE: `collective` from value `input` to value `output` among the ranks whose coordinates over the
+   * mesh (rank r unravelled row-major over `mesh_shape`) differ only along mesh axis `axis` (an index into
+   * `mesh_axes`); `reduce` for all_reduce and reduce_scatter, `dim` (a tensor axis, below both values' rank)
+   * for reduce_scatter and all_gather, `root` (an index along the axis) for broadcast, else 0; `deterministic`
+   * and `algo` (an index into tsr_plan_algo_names) for the reductions. */
+  tsr_plan_collective_t collective;
+  uint32_t input, output;
+  uint32_t mesh_rank;
+  const char** mesh_axes;
+  int64_t* mesh_shape;
+  uint32_t axis;
+  tsr_plan_reduce_t reduce;
+  int64_t dim, root;
+  bool deterministic;
+  uint32_t algo;
 } tsr_plan_step_t;
 
 typedef struct tsr_plan_function {

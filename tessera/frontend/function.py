@@ -57,6 +57,7 @@ class FunctionBuilder:
         self.results: list[GTensor] | None = None
         self.unrolled = 0   # loop iterations unrolled so far (consts.MAX_UNROLLED)
         self.functions: ModuleFunctions | None = None   # the file's other @functions, which a call may name
+        self.shards: dict[str, tuple[MeshSpec, str, int]] = {}   # parameter -> its dist.shard (mesh, axis, dim)
 
     # -- services for op builders ---------------------------------------------------------------------
     def error(self, node: ast.AST, message: str) -> CompileError:
@@ -110,7 +111,7 @@ class FunctionBuilder:
             arg_types = [self.tensor_type(p.dtype, p.dims) for _, p in params]
             f = func.FuncOp(self.fn.name, ir.FunctionType.get(arg_types, []))
             f.attributes["tessera.function"] = ir.UnitAttr.get()
-            f.arg_attrs = ir.ArrayAttr.get([_arg_attr(n, p) for n, p in params])
+            f.arg_attrs = ir.ArrayAttr.get([_arg_attr(n, p, self.shards.get(n)) for n, p in params])
             hints.attach(f, self.fn, self.filename)
             entry = f.add_entry_block()
         for (name, p), arg in zip(params, entry.arguments):
@@ -143,6 +144,9 @@ class FunctionBuilder:
         ann = arg.annotation
         if ann is None:
             raise self.error(arg, f"parameter '{arg.arg}' needs a type, e.g. tensor[f32, \"M\", \"N\"]")
+        if isinstance(ann, ast.Call) and isinstance(ann.func, ast.Attribute) and _name(ann.func.value) == "dist" \
+                and ann.func.attr == "shard":
+            return self._sharded(arg, ann)
         if isinstance(ann, ast.Subscript) and _name(ann.value) == "tensor":
             items = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
             policy = dtype_of_annotation(items[0] if items else ann, self.filename)
@@ -155,6 +159,44 @@ class FunctionBuilder:
             return GTensor(None, policy.dtype, dims, policy.accum)
         policy = dtype_of_annotation(ann, self.filename)  # a scalar: a 0-d tensor
         return GTensor(None, policy.dtype, [], policy.accum)
+
+    def _sharded(self, arg: ast.arg, ann: ast.Call) -> GTensor:
+        """`dist.shard(tensor[f32, 256, 1024], mesh, axis="tp", dim=1)`: the tensor written is the whole one;
+        each device's parameter is its slice along `dim`, slice i on the devices whose coordinate along `axis`
+        is i (so the body, and each rank's plan, sees the slice's extents)."""
+        if not ann.args or any(k.arg is None for k in ann.keywords):
+            raise self.error(ann, "dist.shard(tensor[...], mesh, axis=..., dim=...) takes the tensor type first")
+        kwargs = {k.arg: self.expr(k.value) for k in ann.keywords}
+        args = [self.expr(a) for a in ann.args[1:]]
+        unknown = sorted(set(kwargs) - {"mesh", "axis", "dim"})
+        if unknown or len(args) > 1 or (args and "mesh" in kwargs):
+            raise self.error(ann, "dist.shard takes the tensor type, the mesh, and axis= and dim= by keyword"
+                             + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
+        mesh = args[0] if args else kwargs.get("mesh")
+        if not isinstance(mesh, MeshSpec):
+            raise self.error(ann, "dist.shard needs a mesh: dist.shard(tensor[...], mesh, axis=..., dim=...)")
+        axis = kwargs.get("axis", mesh.axes[0])
+        if axis not in mesh.axes:
+            raise self.error(ann, f"axis {axis!r} is not an axis of the mesh {list(mesh.axes)}")
+        inner = ast.arg(arg=arg.arg, annotation=ann.args[0])
+        ast.copy_location(inner, ann.args[0])
+        t = self._param_type(inner)
+        dim = kwargs.get("dim", 0)
+        if type(dim) is not int or not -len(t.dims) <= dim < max(len(t.dims), 1) or not t.dims:
+            raise self.error(ann, f"dim {dim!r} is not an axis of the rank-{len(t.dims)} tensor")
+        dim %= len(t.dims)
+        n = mesh.shape[mesh.axes.index(axis)]
+        extent = t.dims[dim]
+        if not isinstance(extent, int):
+            raise self.error(ann, f"the sharded extent {extent!r} must be a constant (divisible by the {n} "
+                                  f"devices of axis {axis!r}), so that every device's slice is the same")
+        if extent % n:
+            raise self.error(ann, f"extent {extent} of dim {dim} is not divisible by the {n} devices of axis "
+                                  f"{axis!r}")
+        self.shards[arg.arg] = (mesh, axis, dim)
+        dims = list(t.dims)
+        dims[dim] = extent // n
+        return GTensor(None, t.dtype, dims, t.accum)
 
     # -- statements -----------------------------------------------------------------------------------
     def block(self, stmts: list[ast.stmt]) -> None:
@@ -548,10 +590,16 @@ def mesh_from(args, kwargs, error) -> MeshSpec:
     return MeshSpec(tuple(axes), shape)
 
 
-def _arg_attr(name: str, p: GTensor) -> ir.DictAttr:
-    dims = [ir.StringAttr.get(d) if isinstance(d, str) else ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d)
-            for d in p.dims]
+def _arg_attr(name: str, p: GTensor, shard: tuple | None = None) -> ir.DictAttr:
+    i64 = ir.IntegerType.get_signless(64)
+    dims = [ir.StringAttr.get(d) if isinstance(d, str) else ir.IntegerAttr.get(i64, d) for d in p.dims]
     attrs = {"tessera.name": ir.StringAttr.get(name), "tessera.dims": ir.ArrayAttr.get(dims)}
+    if shard is not None:   # dist.shard: the interpreter splits a whole tensor passed for it
+        mesh, axis, dim = shard
+        attrs["tessera.shard"] = ir.DictAttr.get({
+            "mesh_axes": ir.ArrayAttr.get([ir.StringAttr.get(a) for a in mesh.axes]),
+            "mesh_shape": ir.ArrayAttr.get([ir.IntegerAttr.get(i64, n) for n in mesh.shape]),
+            "axis": ir.StringAttr.get(axis), "dim": ir.IntegerAttr.get(i64, dim)})
     if p.accum is not None:
         attrs["tessera.accum"] = ir.TypeAttr.get(ir.Type.parse(p.accum.mlir))
     return ir.DictAttr.get(attrs)

@@ -37,8 +37,14 @@ class Interpreter:
         if len(args) != len(params):
             raise InterpreterError(f"'{name}' takes {len(params)} arguments, got {len(args)}")
         ins = []
+        attrs = list(ir.ArrayAttr(fn.attributes["arg_attrs"])) if "arg_attrs" in fn.attributes else []
         for i, (p, a) in enumerate(zip(params, args)):
-            per_device = a if isinstance(a, list) else [a] * self.world
+            shard = ir.DictAttr(attrs[i]) if i < len(attrs) else None
+            if shard is not None and "tessera.shard" in shard and not isinstance(a, list):
+                per_device = _split(ir.DictAttr(shard["tessera.shard"]), np.asarray(a), self.world,
+                                    f"argument {i} of '{name}'")
+            else:
+                per_device = a if isinstance(a, list) else [a] * self.world
             if len(per_device) != self.world:
                 raise InterpreterError(f"argument {i} has {len(per_device)} per-device values for a world of "
                                        f"{self.world}")
@@ -86,6 +92,22 @@ class Interpreter:
             for r, vals in zip(op.results, outs):
                 env[r] = vals
         raise InterpreterError(f"'{stack[-1]}' has no return")
+
+
+def _split(shard: ir.DictAttr, whole: np.ndarray, world: int, what: str) -> list:
+    """A whole tensor passed for a `dist.shard` parameter, as each device's slice: slice i along the shard's
+    dim on the devices whose coordinate along its mesh axis is i."""
+    axes = [ir.StringAttr(a).value for a in ir.ArrayAttr(shard["mesh_axes"])]
+    shape = [ir.IntegerAttr(a).value for a in ir.ArrayAttr(shard["mesh_shape"])]
+    axis, dim = axes.index(ir.StringAttr(shard["axis"]).value), ir.IntegerAttr(shard["dim"]).value
+    if int(np.prod(shape)) != world:
+        raise InterpreterError(f"{what} is sharded over a mesh of {int(np.prod(shape))} devices but the "
+                               f"interpreter runs {world}")
+    if whole.ndim <= dim or whole.shape[dim] % shape[axis]:
+        raise InterpreterError(f"{what}: a whole tensor of shape {list(whole.shape)} cannot be split in "
+                               f"{shape[axis]} along dim {dim}")
+    parts = np.split(whole, shape[axis], axis=dim)
+    return [parts[np.unravel_index(d, shape)[axis]] for d in range(world)]
 
 
 def _symbols(fn, ins: list, world: int) -> list:

@@ -222,12 +222,35 @@ GEMM = {"kernel": "k_gemm", "env": {"M": "M", "N": "N"}, "args": [{"value": "v0"
 ADD = {"kernel": "k_add", "tensors": [{"value": "v0", "view": "matrix"}, {"value": "v1", "view": "matrix"}],
        "R": "M", "C": "N", "block": [256, 1, 1], "grid": ["ceil(C/256)", "R", "1"]}
 CALL = {"call": "inner", "args": ["v0"], "results": ["v1"]}
+MESH = {"mesh_axes": ["dp", "tp"], "mesh_shape": [2, 3]}
+ALL_REDUCE = {"collective": "all_reduce", "input": "v0", "output": "v1", **MESH, "axis": "tp", "reduce": "mean",
+              "deterministic": True, "algo": "binary_tree"}
+GATHER = {"collective": "all_gather", "input": "v0", "output": "v1", **MESH, "axis": "dp", "dim": 1}
 
 MALFORMED = [
     (b'{"version": 2, "functions": {}}', f"version 2 is not one of 3 to {plan.VERSION}, the versions this runtime "
                                          f"reads"),
     (b'{"functions": {}}', f"version none is not one of 3 to {plan.VERSION}"),
-    (document([CALL]).replace(b'"version": 4', b'"version": 3'),
+    (document([ALL_REDUCE]).replace(f'"version": {plan.VERSION}'.encode(), b'"version": 4'),
+     "function 'mlp': step 0 (all_reduce): a collective step, which version 5 introduced, in a plan of version 4"),
+    (document([{**ALL_REDUCE, "collective": "all_to_some"}]),
+     "step 0: collective 'all_to_some' is not one of all_reduce, reduce_scatter, all_gather, broadcast"),
+    (document([{**ALL_REDUCE, "axis": "pp"}]), "step 0 (all_reduce): axis 'pp' is not an axis of the mesh"),
+    (document([{**ALL_REDUCE, "mesh_shape": [2]}]), "mesh_axes and mesh_shape must name the same number of axes"),
+    (document([{**ALL_REDUCE, "mesh_shape": [2, 0]}]), "mesh_shape must hold positive sizes, item 1"),
+    (document([{**ALL_REDUCE, "mesh_axes": ["tp", "tp"]}]), "mesh axis 'tp' is named twice"),
+    (document([{**ALL_REDUCE, "reduce": "xor"}]), "reduce 'xor' is not one of sum, max, min, mean, prod"),
+    (document([{**ALL_REDUCE, "algo": "fast"}]), "algo 'fast' is not one of ring, tree, binary_tree, auto"),
+    (document([{**ALL_REDUCE, "deterministic": 1}]), "'deterministic' must be true or false"),
+    (document([{**ALL_REDUCE, "dim": 0}]), "step 0 (all_reduce): has unknown member 'dim'"),
+    (document([{**ALL_REDUCE, "output": "v9"}]), "step 0 (all_reduce): uses value 'v9'"),
+    (document([{**GATHER, "dim": 2}]), "step 0 (all_gather): dim 2 is not an axis of the rank-2 tensor 'v0'"),
+    (document([{**GATHER, "reduce": "sum"}]), "step 0 (all_gather): has unknown member 'reduce'"),
+    (document([{k: v for k, v in GATHER.items() if k != "dim"}]), "step 0 (all_gather): has no 'dim'"),
+    (document([{**GATHER, "collective": "broadcast", "dim": None}]), "step 0 (broadcast): has unknown member 'dim'"),
+    (document([{**{k: v for k, v in GATHER.items() if k != "dim"}, "collective": "broadcast", "root": 2}]),
+     "step 0 (broadcast): root 2 is not an index along axis 'dp' (0..1)"),
+    (document([CALL]).replace(f'"version": {plan.VERSION}'.encode(), b'"version": 3'),
      "function 'mlp': step 0: a call step, which version 4 introduced, in a plan of version 3"),
     (document([{**CALL, "args": ["v9"]}]), "step 0 (call of 'inner'): uses value 'v9'"),
     (document([{**CALL, "kernel": "k"}]), "function 'mlp': step 0: has unknown member 'kernel'"),
@@ -266,6 +289,15 @@ def test_call_steps_read_in_c_as_python_decodes_them(tool, tmp_path):
     (status, doc), = batch(tool, tmp_path, [section])
     assert status == "OK" and canonical(doc) == canonical(python_reading(section)[1])
     assert doc["functions"]["mlp"]["steps"][0] == CALL
+
+
+def test_collective_steps_read_in_c_as_python_decodes_them(tool, tmp_path):
+    broadcast = {**{k: v for k, v in GATHER.items() if k != "dim"}, "collective": "broadcast", "root": 1}
+    scatter = {**ALL_REDUCE, "collective": "reduce_scatter", "dim": 0, "reduce": "max", "deterministic": False}
+    section = document([ALL_REDUCE, GATHER, broadcast, scatter])
+    (status, doc), = batch(tool, tmp_path, [section])
+    assert status == "OK" and canonical(doc) == canonical(python_reading(section)[1])
+    assert doc["functions"]["mlp"]["steps"] == [ALL_REDUCE, GATHER, broadcast, scatter]
 
 
 @pytest.mark.parametrize("section, message", MALFORMED, ids=[m[:40] for _, m in MALFORMED])
