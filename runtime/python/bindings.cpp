@@ -1,7 +1,8 @@
 // bindings.cpp — tessera._runtime: the pybind11 module over libtessera that tessera/runtime.py, stream.py,
 // graph.py, executor.py and telemetry.py stand on. This file: errors, statuses, versions, backends; the classes
 // are in bind_context.cpp (contexts, modules, kernels), bind_execution.cpp (streams, events, graphs),
-// bind_function.cpp (functions, DLPack) and bind_telemetry.cpp (metrics, trace ranges). bindings.h says how
+// bind_function.cpp (functions, DLPack), bind_telemetry.cpp (metrics, trace ranges) and bind_comm.cpp
+// (communicators). bindings.h says how
 // ownership and errors work.
 #include <pybind11/stl.h>
 
@@ -83,4 +84,5 @@ PYBIND11_MODULE(_runtime, m) {
   bind_execution(m);
   bind_function(m);
   bind_telemetry(m);
+  bind_comm(m);
 }

@@ -117,6 +117,7 @@ void bind_context(py::module_& m);
 void bind_execution(py::module_& m);
 void bind_function(py::module_& m);
 void bind_telemetry(py::module_& m);
+void bind_comm(py::module_& m);
 
 }  // namespace tsr_py
 

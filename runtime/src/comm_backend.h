@@ -100,6 +100,11 @@ typedef struct tsr_comm_transport {
 
 /* The transports comm.c knows (the NCCL one: comm_nccl.c). */
 extern const tsr_comm_transport_t tsr_comm_transport_mpi;
+extern const tsr_comm_transport_t tsr_comm_transport_nccl;
+
+/* Destroys a communicator (object.c, on its last release or its context's destruction). */
+struct tsr_comm;
+void tsr_comm_free(struct tsr_comm* comm);
 
 /* ---- helpers comm.c provides to transports --------------------------------------------------------- */
 

@@ -21,6 +21,7 @@
 #define TSR_MAGIC_GRAPH_EXEC 0x58454754u  /* "TGEX" */
 #define TSR_MAGIC_MEMORY 0x4d454d54u      /* "TMEM" */
 #define TSR_MAGIC_FUNCTION 0x4e554654u    /* "TFUN" */
+#define TSR_MAGIC_COMM 0x4d4f4354u        /* "TCOM" */
 
 /* The header of a reference-counted handle. */
 typedef struct tsr_object {

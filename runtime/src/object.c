@@ -5,6 +5,7 @@
  * after the lock is released, because it may wait (a stream finishes its queue, a module its launches). */
 #include "object.h"
 
+#include "comm_backend.h"
 #include "errors.h"
 #include "event.h"
 #include "graph.h"
@@ -54,6 +55,7 @@ void tsr_object_destroy(tsr_object_t* obj) {
     case TSR_MAGIC_GRAPH: tsr_graph_free((struct tsr_graph*)obj); break;
     case TSR_MAGIC_GRAPH_EXEC: tsr_graph_exec_free((struct tsr_graph_exec*)obj); break;
     case TSR_MAGIC_MEMORY: tsr_memory_handle_free((struct tsr_memory*)obj); break;
+    case TSR_MAGIC_COMM: tsr_comm_free((struct tsr_comm*)obj); break;
   }
 }
 

@@ -1,0 +1,200 @@
+"""Communicators: collectives and point-to-point transfers between the processes of a job, through libtessera's
+C API (<tessera/comm.h>, docs/c-api.md "Communicators") over MPI (CPU contexts, host memory) or NCCL (CUDA
+contexts, device memory). Start the processes with ``tessera-run -n N script.py`` or ``mpiexec``
+(docs/launching.md), then in each::
+
+    from tessera import comm
+    c = comm.Communicator.from_env()             # rank and size from the launcher
+    y = c.all_reduce(np.arange(4, dtype=np.float32))   # the sum over the ranks, on every rank
+
+Buffers are numpy arrays (C-contiguous; outputs writable) on CPU contexts, or `DeviceArray`s of the
+communicator's context. bf16 data is passed as uint16 arrays of its bits with ``dtype="bf16"``. Results come
+back in `out` when given, else in a new array. Failures raise `tessera.runtime.Error` with the status
+(`status_name`: TSR_ERROR_TIMEOUT when a peer died or stopped, ...) and libtessera's message.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _runtime
+from .runtime import DeviceArray, default_context
+
+BACKENDS = {"auto": 0, "mpi": 1, "nccl": 2}
+OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
+DETERMINISTIC = 0x1  # TSR_COMM_DETERMINISTIC
+# numpy dtypes -> the dtype codes of docs/image-format.md (tsr_dtype_t)
+_CODES = {np.dtype(np.float32): 1, np.dtype(np.float64): 2, np.dtype(np.float16): 3, np.dtype(np.int8): 5,
+          np.dtype(np.int16): 6, np.dtype(np.int32): 7, np.dtype(np.int64): 8, np.dtype(np.uint8): 9,
+          np.dtype(np.uint16): 10, np.dtype(np.uint32): 11, np.dtype(np.uint64): 12, np.dtype(np.bool_): 13,
+          np.dtype(np.complex64): 18, np.dtype(np.complex128): 19}
+BF16 = 4
+
+
+def _options(backend: str, deterministic: bool, timeout: float | None) -> tuple[int, int, int]:
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown communicator backend {backend!r}; expected one of {sorted(BACKENDS)}")
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    ms = 0 if timeout is None else max(1, int(round(timeout * 1000)))
+    return BACKENDS[backend], DETERMINISTIC if deterministic else 0, ms
+
+
+def unique_id(backend: str = "auto", context: _runtime.Context | None = None) -> bytes:
+    """A new id for `Communicator.create` (tsrCommGetUniqueId): make it on one rank, give it to all."""
+    b, _, _ = _options(backend, False, None)
+    return _runtime.comm_unique_id(context or default_context(), b)
+
+
+class _Buffer:
+    """An array as the C API takes it: its address, element count and dtype code (keeping it alive)."""
+
+    def __init__(self, x, dtype: str | None, what: str, writable: bool):
+        self.array = x
+        if isinstance(x, DeviceArray):
+            self.address, self.count, npdtype = x.address, x.size, x.dtype
+        elif isinstance(x, np.ndarray):
+            if not x.flags.c_contiguous:
+                raise ValueError(f"the {what} array must be C-contiguous (np.ascontiguousarray makes one)")
+            if writable and not x.flags.writeable:
+                raise ValueError(f"the {what} array is read-only")
+            self.address, self.count, npdtype = x.ctypes.data, x.size, x.dtype
+        else:
+            raise TypeError(f"the {what} buffer must be a numpy array or a DeviceArray, got {type(x).__name__}")
+        if dtype == "bf16":
+            if npdtype != np.uint16:
+                raise TypeError(f"bf16 data is passed as uint16 arrays of its bits; the {what} array is {npdtype}")
+            self.code = BF16
+        elif dtype is not None:
+            raise ValueError(f"dtype may only be 'bf16' (others follow the array's dtype), got {dtype!r}")
+        elif npdtype in _CODES:
+            self.code = _CODES[npdtype]
+        else:
+            raise TypeError(f"the {what} array's dtype {npdtype} cannot be communicated")
+
+
+class Communicator:
+    """A communicator (tsr_comm_t): `size` ranks, this process being `rank`. Collective methods must be
+    called by every rank in the same order. `stream` (a tessera.stream.Stream, or None: synchronous) orders the
+    operation after the stream's earlier work."""
+
+    def __init__(self, handle, context):
+        self._c = handle
+        self.context = context
+
+    @classmethod
+    def from_env(cls, backend: str = "auto", deterministic: bool = False, timeout: float | None = None,
+                 context: _runtime.Context | None = None) -> "Communicator":
+        """The job's communicator from the launcher's environment (tsrCommCreateFromEnv): under mpiexec MPI's
+        world; otherwise RANK, WORLD_SIZE and TESSERA_RENDEZVOUS (or MASTER_ADDR/MASTER_PORT). `timeout`
+        bounds every wait, in seconds (None: $TESSERA_COMM_TIMEOUT_MS, else 300)."""
+        ctx = context or default_context()
+        return cls(_runtime.Comm.from_env(ctx, *_options(backend, deterministic, timeout)), ctx)
+
+    @classmethod
+    def create(cls, world: int, rank: int, uid: bytes, backend: str = "auto", deterministic: bool = False,
+               timeout: float | None = None, context: _runtime.Context | None = None) -> "Communicator":
+        """Rank `rank` of `world` with an id from `unique_id` shared by the caller (tsrCommCreate)."""
+        ctx = context or default_context()
+        return cls(_runtime.Comm.create(ctx, world, rank, uid, *_options(backend, deterministic, timeout)), ctx)
+
+    @property
+    def rank(self) -> int:
+        return self._c.rank
+
+    @property
+    def size(self) -> int:
+        return self._c.size
+
+    @property
+    def backend(self) -> str:
+        return {v: k for k, v in BACKENDS.items()}[self._c.backend]
+
+    def split(self, color: int, key: int | None = None) -> "Communicator | None":
+        """Ranks of equal `color` (>= 0) form a new communicator, ordered by `key` (default: this rank); None
+        for a negative color."""
+        sub = self._c.split(color, self.rank if key is None else key)
+        return None if sub is None else Communicator(sub, self.context)
+
+    def _out(self, out, like, shape):
+        if out is None:
+            if isinstance(like, DeviceArray):
+                return DeviceArray(shape, like.dtype, like.context)
+            return np.empty(shape, like.dtype)
+        return out
+
+    def all_reduce(self, x, op: str = "sum", out=None, dtype: str | None = None, stream=None):
+        """The elementwise reduction of `x` over the ranks (`op`: sum, prod, max, min, avg), in `out` (may be
+        `x` itself) or a new array."""
+        out = self._out(out, x, getattr(x, "shape", ()))
+        s, r = _Buffer(x, dtype, "send", False), _Buffer(out, dtype, "out", True)
+        self._c.all_reduce(s.address, r.address, s.count, s.code, _op(op), _native(stream))
+        return out
+
+    def reduce_scatter(self, x, op: str = "sum", out=None, dtype: str | None = None, stream=None):
+        """The reduction of `x` (flattened; its size a multiple of the ranks), of which rank r keeps the r-th
+        of `size` equal parts: a 1-d array."""
+        out = self._out(out, x, (int(np.prod(x.shape)) // self.size,))
+        s, r = _Buffer(x, dtype, "send", False), _Buffer(out, dtype, "out", True)
+        self._c.reduce_scatter(s.address, r.address, s.count, s.code, _op(op), _native(stream))
+        return out
+
+    def all_gather(self, x, out=None, dtype: str | None = None, stream=None):
+        """Every rank's `x`, stacked along a new first axis of length `size`."""
+        out = self._out(out, x, (self.size, *x.shape))
+        s, r = _Buffer(x, dtype, "send", False), _Buffer(out, dtype, "out", True)
+        self._c.all_gather(s.address, r.address, s.count, s.code, _native(stream))
+        return out
+
+    def all_to_all(self, x, out=None, dtype: str | None = None, stream=None):
+        """`x` (flattened; its size a multiple of the ranks) cut into `size` blocks, block j going to rank j;
+        the result's block j came from rank j."""
+        out = self._out(out, x, x.shape)
+        s, r = _Buffer(x, dtype, "send", False), _Buffer(out, dtype, "out", True)
+        self._c.all_to_all(s.address, r.address, s.count, s.code, _native(stream))
+        return out
+
+    def broadcast(self, x, root: int = 0, out=None, dtype: str | None = None, stream=None):
+        """Rank `root`'s `x` on every rank (`x` is read on root only; elsewhere it gives the shape and dtype)."""
+        out = self._out(out, x, x.shape)
+        s, r = _Buffer(x, dtype, "send", False), _Buffer(out, dtype, "out", True)
+        self._c.broadcast(s.address, r.address, r.count, r.code, root, _native(stream))
+        return out
+
+    def send(self, x, peer: int, dtype: str | None = None, stream=None) -> None:
+        b = _Buffer(x, dtype, "send", False)
+        self._c.send(b.address, b.count, b.code, peer, _native(stream))
+
+    def recv(self, out, peer: int, dtype: str | None = None, stream=None):
+        """Fills `out` with what `peer` sends (as many elements, of its dtype)."""
+        b = _Buffer(out, dtype, "out", True)
+        self._c.recv(b.address, b.count, b.code, peer, _native(stream))
+        return out
+
+    def check(self) -> None:
+        """Raises the communicator's asynchronous error (tsrCommGetAsyncError), if any."""
+        self._c.async_error()
+
+    def abort(self) -> None:
+        """Breaks the communicator now (tsrCommAbort): waiting operations raise TSR_ERROR_LAUNCH_FAILED."""
+        self._c.abort()
+
+    def close(self) -> None:
+        self._c.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _native(stream):
+    """The _runtime.Stream of a tessera.stream.Stream (its `native`), or None: the synchronous default."""
+    return getattr(stream, "native", stream)
+
+
+def _op(op: str) -> int:
+    if op not in OPS:
+        raise ValueError(f"unknown reduction {op!r}; expected one of {sorted(OPS)}")
+    return OPS[op]
