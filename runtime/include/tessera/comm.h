@@ -27,16 +27,17 @@
  *    bounded by the communicator's timeout. When it expires the operation returns TSR_ERROR_TIMEOUT naming
  *    the operation and, where the transport can tell, the peers not heard from; a transport that detects a
  *    dead peer returns TSR_ERROR_LAUNCH_FAILED ("peer error") naming it. Either way the communicator is
- *    then broken: the transfer may be half done on any rank, so every later operation on it (and on
- *    communicators split from it) returns the same status at once; destroy it. Other communicators and
- *    the context stay usable.
+ *    then broken: the transfer may be half done on any rank, so every later operation on it (and on every
+ *    communicator split from the same one) returns the same status at once; destroy it. Other communicators
+ *    and the context stay usable. MPI: the abandoned transfer may still write its receive buffer later.
  *  - Statuses common to every operation below: TSR_ERROR_INVALID_HANDLE (comm, or a stream of no context),
  *    TSR_ERROR_INVALID_VALUE (a NULL buffer with count > 0, a dtype or op the call does not take, a root or
  *    peer outside [0, size), a count that does not divide as the call requires, a stream of another
  *    context), TSR_ERROR_MEMORY_FAULT (above), TSR_ERROR_UNSUPPORTED (a dtype or op this backend cannot
  *    combine, e.g. avg of integers; a capturing stream), TSR_ERROR_TIMEOUT and TSR_ERROR_LAUNCH_FAILED
- *    (above; also a transport's own failure, with its message), the stream's kept error when waiting for
- *    its earlier work fails (MPI backend; nothing is sent then).
+ *    (above; also a transport's own failure, with its message), TSR_ERROR_OUT_OF_MEMORY (a deterministic
+ *    reduction's gather buffer). MPI only: TSR_ERROR_UNSUPPORTED for a transfer of more than INT_MAX bytes
+ *    (MPI's int counts; split it). docs/c-api.md, "Communicators", has the table.
  *
  * Thread safety: every function may be called from any thread. Operations on one communicator must not be
  * issued by several threads at once (the order of collectives must be the same on every rank, which only
