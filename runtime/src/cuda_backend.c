@@ -314,6 +314,8 @@ static void mem_free(void* state, void* ptr) {
 /* The stream of a queue; NULL: the calling thread's per-thread default stream. */
 static CUstream stream_of(void* queue) { return queue ? ((cuda_queue_t*)queue)->stream : TSR_CU_STREAM_PER_THREAD; }
 
+CUstream tsr_cuda_queue_stream(void* queue) { return stream_of(queue); }
+
 /* Queues a copy on `stream` (context current). Unified addressing tells host from device memory for the
  * kinds that do not say. */
 static CUresult enqueue_copy(const tsr_cuda_driver_t* cu, CUstream stream, void* dst, const void* src,

@@ -161,6 +161,10 @@ const tsr_cuda_driver_t* tsr_cuda_driver(const char** why);
 /* Compute capability of GPU 0 as 10 * major + minor (90 for an H100), read when the driver was loaded. */
 int tsr_cuda_device0_cc(void);
 
+/* The CUstream of a CUDA backend's queue (backend.h), for libraries that enqueue on it (NCCL,
+ * comm_nccl.c); NULL queue: the calling thread's per-thread default stream, the NULL stream's. */
+CUstream tsr_cuda_queue_stream(void* queue);
+
 /* "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)": the driver's own words. */
 void tsr_cuda_describe(CUresult r, char* out, size_t size);
 

@@ -126,6 +126,14 @@ static int spinning(spin_t* spin) {
   return 0;
 }
 
+/* For fake_nccl.c: a kernel of another library that spins on `s` until *flag != 0 (NCCL's, waiting for a
+ * peer that never comes, until ncclCommAbort ends it). */
+void fake_cuda_spin(struct CUstream_st* s, volatile int32_t* flag, int32_t* seen) {
+  pthread_mutex_lock(&lock);
+  if (s && s != PER_THREAD) s->spin = (spin_t){flag, seen};
+  pthread_mutex_unlock(&lock);
+}
+
 /* A blocking synchronize on a spinning kernel: logged, then waits for the flag (up to 10 s). */
 static void block_on(spin_t* spin, const char* call) {
   if (!spinning(spin)) return;

@@ -1,0 +1,184 @@
+/* fake_nccl.c — a stand-in for libnccl.so.2 with the entry points comm_nccl.c loads, so that the NCCL transport's
+ * logic is tested without GPUs (tests/c/test_comm_nccl_fake.py, with tests/c/fake_cuda.c as the driver). It
+ * writes one line per call to $FAKE_NCCL_LOG, with what NCCL would see: ranks, the unique id, the config,
+ * $NCCL_NVLS_ENABLE at initialization, each operation's count, datatype and op codes and its CUstream (the
+ * fake driver's "s3", or "ptds"). Communicators are non-blocking, as comm_nccl.c asks.
+ *
+ * Data: every operation completes at once as if the other ranks gave zeros (all_reduce and broadcast copy
+ * send to recv, all_gather puts send at this rank's block and zeros elsewhere, reduce_scatter takes this
+ * rank's block; send and recv move nothing); the tests read the log, the GPU test checks the numbers. $FAKE_NCCL_HANG makes a peer go missing: "init" (initialization stays
+ * in progress), "op" (an operation stays in progress at enqueue), "gpu" (the enqueue succeeds, and the stream
+ * stays busy — fake_cuda_spin — until ncclCommAbort ends the kernel), "async" (ncclCommGetAsyncError reports
+ * ncclRemoteError once an operation was enqueued). */
+#define _GNU_SOURCE /* RTLD_NOLOAD */
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int ncclResult_t;
+enum { ok = 0, invalid_argument = 4, remote_error = 6, in_progress = 7 };
+typedef struct {
+  char internal[128];
+} ncclUniqueId;
+typedef struct {  /* the fields of ncclConfig_t the fake reads */
+  size_t size;
+  unsigned magic, version;
+  int blocking;
+} config_prefix_t;
+
+struct ncclComm {
+  int nranks, rank;
+  int pending;  /* a hang mode keeps its last call in progress */
+  int enqueued;
+};
+
+/* NCCL's kernels spinning on a stream (mode "gpu"): they end when the communicator is aborted. */
+static int32_t kernels_stop, kernels_seen;
+static int ids;
+
+static int hang(const char* mode) {
+  const char* h = getenv("FAKE_NCCL_HANG");
+  return h && strcmp(h, mode) == 0;
+}
+
+static void say(const char* format, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char* format, ...) {
+  const char* path = getenv("FAKE_NCCL_LOG");
+  FILE* f = path ? fopen(path, "a") : NULL;
+  if (!f) return;
+  va_list ap;
+  va_start(ap, format);
+  vfprintf(f, format, ap);
+  va_end(ap);
+  fputc('\n', f);
+  fclose(f);
+}
+
+/* The fake driver's name of a stream: its id is the first field of its struct. */
+static const char* stream_name(const void* stream, char* out, size_t size) {
+  if (!stream || (uintptr_t)stream == 2) snprintf(out, size, "ptds");
+  else snprintf(out, size, "s%d", *(const int*)stream);
+  return out;
+}
+
+static size_t type_bytes(int type) { return type == 8 || type == 4 || type == 5 ? 8 : type == 6 || type == 9 ? 2
+                                            : type == 2 || type == 3 || type == 7 ? 4 : 1; }
+
+/* An operation enqueued on `stream`: in progress in mode "op"; in mode "gpu" a kernel spinning there. */
+static ncclResult_t enqueued(struct ncclComm* c, void* stream) {
+  c->enqueued++;
+  if (hang("op")) {
+    c->pending = 1;
+    return in_progress;
+  }
+  if (hang("gpu")) {
+    void (*spin)(void*, volatile int32_t*, int32_t*);
+    void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);  /* loaded, RTLD_LOCAL, by libtessera */
+    void* f = driver ? dlsym(driver, "fake_cuda_spin") : NULL;
+    memcpy(&spin, &f, sizeof f);
+    if (spin) spin(stream, &kernels_stop, &kernels_seen);
+  }
+  return ok;
+}
+
+ncclResult_t ncclGetVersion(int* v) { *v = 22703; return ok; }
+const char* ncclGetErrorString(ncclResult_t r) {
+  return r == remote_error ? "remote process exited or there was a network error" : "fake NCCL error";
+}
+const char* ncclGetLastError(struct ncclComm* c) { (void)c; return "fake NCCL's last error"; }
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+  memset(id, 0, sizeof *id);
+  snprintf(id->internal, sizeof id->internal, "fake-nccl-id-%d", ++ids);
+  say("ncclGetUniqueId");
+  return ok;
+}
+
+ncclResult_t ncclCommInitRankConfig(struct ncclComm** comm, int nranks, ncclUniqueId id, int rank,
+                                    config_prefix_t* config) {
+  const char* nvls = getenv("NCCL_NVLS_ENABLE");
+  say("ncclCommInitRankConfig nranks=%d rank=%d id=%.20s magic=%#x version=%u blocking=%d NCCL_NVLS_ENABLE=%s",
+      nranks, rank, id.internal, config->magic, config->version, config->blocking, nvls ? nvls : "unset");
+  if (rank < 0 || rank >= nranks) return invalid_argument;
+  *comm = calloc(1, sizeof **comm);
+  (*comm)->nranks = nranks;
+  (*comm)->rank = rank;
+  (*comm)->pending = hang("init");
+  return in_progress;
+}
+
+ncclResult_t ncclCommSplit(struct ncclComm* comm, int color, int key, struct ncclComm** out, config_prefix_t* c) {
+  say("ncclCommSplit color=%d key=%d blocking=%d", color, key, c->blocking);
+  *out = NULL;
+  if (color >= 0) {
+    *out = calloc(1, sizeof **out);
+    (*out)->nranks = 1;  /* this rank alone in its color: the fake knows no other process */
+  }
+  (void)comm;
+  return in_progress;
+}
+
+ncclResult_t ncclCommGetAsyncError(struct ncclComm* c, ncclResult_t* state) {
+  *state = c->pending ? in_progress : hang("async") && c->enqueued ? remote_error : ok;
+  return ok;
+}
+
+ncclResult_t ncclCommAbort(struct ncclComm* c) {
+  say("ncclCommAbort rank=%d", c->rank);
+  __atomic_store_n(&kernels_stop, 1, __ATOMIC_RELEASE);
+  free(c);
+  return ok;
+}
+ncclResult_t ncclCommDestroy(struct ncclComm* c) {
+  say("ncclCommDestroy rank=%d", c->rank);
+  free(c);
+  return ok;
+}
+ncclResult_t ncclCommCount(struct ncclComm* c, int* n) { *n = c->nranks; return ok; }
+ncclResult_t ncclCommUserRank(struct ncclComm* c, int* r) { *r = c->rank; return ok; }
+
+ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, int type, int op, struct ncclComm* c,
+                           void* stream) {
+  char s[16];
+  say("ncclAllReduce count=%zu type=%d op=%d %s", count, type, op, stream_name(stream, s, sizeof s));
+  memmove(recv, send, count * type_bytes(type));
+  return enqueued(c, stream);
+}
+ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, int type, int op, struct ncclComm* c,
+                               void* stream) {
+  char s[16];
+  say("ncclReduceScatter count=%zu type=%d op=%d %s", count, type, op, stream_name(stream, s, sizeof s));
+  memmove(recv, (const char*)send + (size_t)c->rank * count * type_bytes(type), count * type_bytes(type));
+  return enqueued(c, stream);
+}
+ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, int type, struct ncclComm* c, void* stream) {
+  char s[16];
+  say("ncclAllGather count=%zu type=%d %s", count, type, stream_name(stream, s, sizeof s));
+  memset(recv, 0, (size_t)c->nranks * count * type_bytes(type));  /* the other ranks contribute zeros */
+  memmove((char*)recv + (size_t)c->rank * count * type_bytes(type), send, count * type_bytes(type));
+  return enqueued(c, stream);
+}
+ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, int type, int root, struct ncclComm* c,
+                           void* stream) {
+  char s[16];
+  say("ncclBroadcast count=%zu type=%d root=%d %s", count, type, root, stream_name(stream, s, sizeof s));
+  if (c->rank == root) memmove(recv, send, count * type_bytes(type));
+  return enqueued(c, stream);
+}
+ncclResult_t ncclSend(const void* buf, size_t count, int type, int peer, struct ncclComm* c, void* stream) {
+  char s[16];
+  (void)buf;
+  say("ncclSend count=%zu type=%d peer=%d %s", count, type, peer, stream_name(stream, s, sizeof s));
+  return enqueued(c, stream);
+}
+ncclResult_t ncclRecv(void* buf, size_t count, int type, int peer, struct ncclComm* c, void* stream) {
+  char s[16];
+  (void)buf;
+  say("ncclRecv count=%zu type=%d peer=%d %s", count, type, peer, stream_name(stream, s, sizeof s));
+  return enqueued(c, stream);
+}
+ncclResult_t ncclGroupStart(void) { say("ncclGroupStart"); return ok; }
+ncclResult_t ncclGroupEnd(void) { say("ncclGroupEnd"); return ok; }

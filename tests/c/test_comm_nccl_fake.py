@@ -1,0 +1,86 @@
+"""The NCCL transport of communicators (runtime/src/comm_nccl.c) without GPUs: host_comm_nccl.c on
+tests/c/fake_nccl.c (as $TESSERA_NCCL_LIBRARY) and tests/c/fake_cuda.c (as libcuda.so.1). The fake NCCL's log
+shows what NCCL is asked: a non-blocking communicator from ncclGetUniqueId's id, NCCL_NVLS_ENABLE=0 in its
+environment (unless the user set it), each operation with NCCL's datatype and op codes on the Tessera stream's
+CUstream; a peer that never comes yields TSR_ERROR_TIMEOUT or a peer error and ncclCommAbort, never a hang.
+tests/gpu/test_nccl_gpu.py runs the real thing on two GPUs."""
+import os
+import subprocess
+
+import pytest
+
+from hostutil import HERE, run
+
+# NCCL's codes (nccl.h): datatypes int8 0, uint8 1, int32 2, int64 4, float16 6, float32 7, float64 8,
+# bfloat16 9; ops sum 0, prod 1, max 2, min 3, avg 4.
+F32, F64, F16, BF16, I32, I64, U8 = 7, 8, 6, 9, 2, 4, 1
+
+
+@pytest.fixture(scope="module")
+def fake_nccl(cc, tmp_path_factory):
+    out = tmp_path_factory.mktemp("fake_nccl") / "libnccl.so.2"
+    run([cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", HERE / "fake_nccl.c", "-ldl", "-o", out])
+    return out
+
+
+def run_host(build_host, fake_driver, fake_nccl, tmp_path, mode, **env):
+    log = tmp_path / "nccl.log"
+    environ = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), TESSERA_NCCL_LIBRARY=str(fake_nccl),
+                   FAKE_NCCL_LOG=str(log), FAKE_CUDA_LOG=str(tmp_path / "cuda.log"), **env)
+    for name in ("TESSERA_BACKEND", "NCCL_NVLS_ENABLE", "FAKE_NCCL_HANG", "TESSERA_COMM_BACKEND",
+                 "TESSERA_COMM_TIMEOUT_MS", "TESSERA_WAIT_TIMEOUT_MS"):
+        if name not in env:
+            environ.pop(name, None)
+    p = subprocess.run([str(build_host("host_comm_nccl.c")), mode], capture_output=True, text=True, timeout=120,
+                       env=environ)
+    failed = [line for line in p.stdout.splitlines() if line.startswith("FAIL")]
+    assert p.returncode == 0 and not failed and p.stdout.rstrip().endswith("0 failed"), p.stdout + p.stderr
+    return log.read_text().splitlines()
+
+
+def test_every_operation_reaches_nccl_on_the_stream(build_host, fake_driver, fake_nccl, tmp_path):
+    lines = run_host(build_host, fake_driver, fake_nccl, tmp_path, "ops")
+    init = [line for line in lines if line.startswith("ncclCommInitRankConfig")]
+    assert init == [f"ncclCommInitRankConfig nranks=2 rank=1 id=fake-nccl-id-{n} magic=0xcafebeef version=21700 "
+                    "blocking=0 NCCL_NVLS_ENABLE=0" for n in (1, 2)]  # the second: the deterministic one
+    assert lines[0] == "ncclGetUniqueId"
+    reduces = [line for line in lines if line.startswith("ncclAllReduce")]
+    stream = reduces[0].split()[-1]
+    assert stream.startswith("s")  # the Tessera stream's own CUstream
+    want = []
+    for op in range(5):
+        want += [f"ncclAllReduce count=8 type={t} op={op} {stream}" for t in (F32, F64, F16, BF16)]
+        if op != 4:
+            want += [f"ncclAllReduce count=8 type={t} op={op} {stream}" for t in (I32, I64)]
+    assert reduces[:len(want)] == want
+    assert reduces[len(want):] == ["ncclAllReduce count=8 type=7 op=0 ptds"]  # the NULL stream's
+    others = lines[lines.index(reduces[len(want) - 1]) + 1:]
+    assert others[:11] == [
+        f"ncclReduceScatter count=4 type={BF16} op=0 {stream}",
+        f"ncclAllGather count=8 type={F32} {stream}",
+        "ncclGroupStart",  # all_to_all: a send and a receive per peer, 4 elements each
+        f"ncclSend count=4 type={I64} peer=0 {stream}", f"ncclRecv count=4 type={I64} peer=0 {stream}",
+        f"ncclSend count=4 type={I64} peer=1 {stream}", f"ncclRecv count=4 type={I64} peer=1 {stream}",
+        "ncclGroupEnd",
+        f"ncclBroadcast count=8 type={F64} root=0 {stream}",
+        f"ncclSend count=8 type={U8} peer=0 {stream}",  # fp8, which NCCL 2.17 lacks, moves as bytes
+        f"ncclRecv count=8 type={U8} peer=0 {stream}",
+    ]
+    # deterministic: NCCL gathers every rank's buffer on the stream, the host combines in the tree's order
+    assert f"ncclAllGather count=8 type={F32} {stream}" in lines[lines.index(others[10]) + 1:]
+    assert "ncclCommSplit color=3 key=7 blocking=0" in lines and "ncclCommSplit color=-1 key=0 blocking=0" in lines
+    assert lines[-1] == "ncclCommDestroy rank=1" and not [line for line in lines if "Abort" in line]
+
+
+def test_the_user_s_nvls_setting_is_kept(build_host, fake_driver, fake_nccl, tmp_path):
+    lines = run_host(build_host, fake_driver, fake_nccl, tmp_path, "ops", NCCL_NVLS_ENABLE="1")
+    assert {line.split()[-1] for line in lines if line.startswith("ncclCommInitRankConfig")} == {"NCCL_NVLS_ENABLE=1"}
+
+
+@pytest.mark.parametrize("mode", ["init", "op", "gpu", "async"])
+def test_a_missing_peer_is_a_status_and_an_abort(build_host, fake_driver, fake_nccl, tmp_path, mode):
+    """A peer that never joins (init), an operation that never completes at enqueue (op) or on the GPU (gpu,
+    found by the communicator's monitor at the deadline), NCCL's asynchronous error (async): each returns a
+    status, and NCCL's communicator is aborted, not destroyed (which could wait for the peer)."""
+    lines = run_host(build_host, fake_driver, fake_nccl, tmp_path, mode, FAKE_NCCL_HANG=mode)
+    assert "ncclCommAbort rank=0" in lines and not [line for line in lines if "Destroy" in line], lines

@@ -1,0 +1,70 @@
+"""Communicators over NCCL on two GPUs (runtime/src/comm_nccl.c): two processes, one GPU each
+(CUDA_VISIBLE_DEVICES), every collective with every dtype and op it takes, on a Tessera stream and on the NULL
+stream, checked against numpy; and a rank that dies: the survivor gets a status within the communicator's
+timeout, never a hang. The workers call libtessera's C API through ctypes (<tessera/comm.h>), so this tests the
+C API itself. Needs two GPUs and NCCL (the nvidia-nccl-cu13 wheel, or $TESSERA_NCCL_LIBRARY); skips otherwise.
+tests/c/test_comm_nccl_fake.py checks the calls NCCL gets without GPUs."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+WORKER = Path(__file__).with_name("nccl_worker.py")
+
+
+def gpu_count():
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(line.startswith("GPU ") for line in out.splitlines())
+
+
+def run_ranks(tmp_path, scenario, world=2, timeout=300):
+    """Starts `world` workers, rank r on GPU r; returns each one's (return code, results)."""
+    procs = []
+    for rank in range(world):
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(rank))
+        env.pop("TESSERA_BACKEND", None)
+        procs.append(subprocess.Popen([sys.executable, str(WORKER), scenario, str(world), str(rank), str(tmp_path)],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=timeout)
+        lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        results.append((p.returncode, lines, err))
+    return results
+
+
+@pytest.fixture(scope="module")
+def two_gpus(cuda, tmp_path_factory):
+    if gpu_count() < 2:
+        pytest.skip("needs 2 GPUs")
+    probe = run_ranks(tmp_path_factory.mktemp("probe"), "probe", world=1, timeout=120)[0]
+    assert probe[0] == 0 and probe[1], probe[2]
+    if not probe[1][0]["ok"]:
+        pytest.skip(f"NCCL is not usable here: {probe[1][0]['why']}")
+
+
+def test_every_collective_matches_numpy(two_gpus, tmp_path):
+    results = run_ranks(tmp_path, "collectives")
+    for rank, (code, lines, err) in enumerate(results):
+        assert code == 0, f"rank {rank}: {err}"
+        bad = [line for line in lines if not line["ok"]]
+        assert lines and not bad, f"rank {rank}: {bad}"
+    assert len(results[0][1]) > 40  # every dtype and op ran
+
+
+def test_a_dead_rank_is_a_status_not_a_hang(two_gpus, tmp_path):
+    """Rank 1 exits after the communicator is made; rank 0's all_reduce is queued, and within the 3 s timeout the
+    communicator's monitor aborts NCCL: the stream finishes and the communicator reports TSR_ERROR_TIMEOUT."""
+    (code0, lines0, err0), (code1, _, _) = run_ranks(tmp_path, "dead-peer", timeout=120)
+    assert code0 == 0, err0
+    assert code1 == 0
+    report = {line["what"]: line for line in lines0}
+    assert report["stream"]["status"] in ("TSR_SUCCESS", "TSR_ERROR_LAUNCH_FAILED"), report
+    assert report["async_error"]["status"] in ("TSR_ERROR_TIMEOUT", "TSR_ERROR_LAUNCH_FAILED"), report
+    assert report["async_error"]["seconds"] < 30, report
