@@ -106,14 +106,18 @@ def collectives(c, out: dict) -> None:
 
 
 def dead_peer(c, out: dict, mode: str) -> None:
-    """The last rank exits or stops; the others' next collective must come back with a status in time."""
+    """The last rank exits or stops; the others' next collective must come back with a status in time (or at
+    once when another thread aborts the communicator meanwhile)."""
     from tessera import runtime  # lazy: see collectives
 
     if c.rank == c.size - 1:
         if mode == "exit":
             os._exit(7)
-        time.sleep(25)
+        time.sleep(12)  # past the survivors' 3 s timeout
         os._exit(0)
+    if mode == "abort":  # another thread gives up on the communicator while the collective waits
+        import threading  # lazy: only this scenario has a second thread
+        threading.Timer(0.5, c.abort).start()
     start = time.monotonic()
     try:
         c.all_reduce(np.ones(K, np.float32))
@@ -128,6 +132,11 @@ def dead_peer(c, out: dict, mode: str) -> None:
     except runtime.Error as e:
         out["again"] = np.array(e.status_name)
     out["again_seconds"] = np.array(time.monotonic() - start)
+    try:
+        c.check()
+        out["async"] = np.array("TSR_SUCCESS")
+    except runtime.Error as e:
+        out["async"] = np.array(e.status_name)
 
 
 def main() -> int:
@@ -139,7 +148,7 @@ def main() -> int:
     out: dict = {"size": np.array(c.size)}
     if scenario == "collectives":
         collectives(c, out)
-    elif scenario in ("dead_exit", "dead_stop"):
+    elif scenario in ("dead_exit", "dead_stop", "dead_abort"):
         dead_peer(c, out, scenario.split("_")[1])
     else:
         raise SystemExit(f"unknown scenario {scenario}")

@@ -189,8 +189,27 @@ def test_a_dead_or_stopped_rank_yields_a_status_not_a_hang(mode, tmp_path):
         assert float(got["seconds"]) < 3 + 10, "the survivors waited far past the communicator's 3 s timeout"
         assert str(got["again"]) == str(got["status"])  # broken: the next operation fails at once
         assert float(got["again_seconds"]) < 1
+        assert str(got["async"]) == str(got["status"])  # tsrCommGetAsyncError keeps it
     if mode == "stop":
         assert "within the communicator's timeout" in str(ranks[0]["message"])
+
+
+def test_an_abort_ends_a_waiting_collective_at_once(tmp_path):
+    ranks = launch(2, "dead_abort", tmp_path, "-disable-auto-cleanup")
+    assert len(ranks) == 1, ranks[0]["_output"] if ranks else "rank 0 wrote no results"
+    (got,) = ranks
+    assert str(got["status"]) == "TSR_ERROR_LAUNCH_FAILED" and "aborted" in str(got["message"]), got["_output"]
+    assert float(got["seconds"]) < 2.5  # the abort after 0.5 s, well before the 3 s timeout
+    assert str(got["again"]) == str(got["async"]) == "TSR_ERROR_LAUNCH_FAILED"
+
+
+def test_a_missing_mpi_library_is_named():
+    p = subprocess.run([sys.executable, "-c", "from tessera import comm, runtime\ntry:\n    comm.unique_id('mpi')\n"
+                        "except runtime.Error as e:\n    print(e.status_name, e)\n"],
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, TESSERA_MPI_LIBRARY="/nonexistent/libmpi.so.12"))
+    assert p.stdout.startswith("TSR_ERROR_UNSUPPORTED"), p.stdout + p.stderr
+    assert "TESSERA_MPI_LIBRARY=/nonexistent/libmpi.so.12" in p.stdout and "pip install mpich" in p.stdout
 
 
 def _tessera_run(*args, timeout=120):
