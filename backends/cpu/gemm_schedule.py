@@ -75,8 +75,11 @@ def choose_schedule(M: int, N: int, K: int, target: HostTarget, threads: int, ca
     isa = vector_isa(target)
     f32 = 4
     unroll = K_UNROLL
-    # KC: the B micro-panel (KC×NR) takes half of L1, leaving room for the A strip and C tile lines.
-    kc_max = max(unroll, caches[1] // 2 // (isa.nr * f32) // unroll * unroll)
+    # KC: the B micro-panel (KC×NR) takes two thirds of L1, leaving room for the A strip and C tile lines.
+    # Fewer K chunks mean fewer passes adding partial sums into C and fewer tile starts: on a 48 KiB-L1 Xeon
+    # (AVX-512) KC 256 (2/3) ran 2-10% faster than 172 (1/2) at 512×2048×512, plain and transposed; on Zen 3
+    # (32 KiB) 256 (1/2), 384 and 512 had measured the same (docs/performance.md).
+    kc_max = max(unroll, caches[1] * 2 // 3 // (isa.nr * f32) // unroll * unroll)
     chunks = max(1, ceil_div(K, kc_max))
     kc = max(unroll, round_up(ceil_div(max(K, 1), chunks), unroll))
     # MC: the packed A block (MC×KC) takes a third of L2, which also holds the B micro-panels and C tiles

@@ -378,7 +378,7 @@ def test_register_tile_per_isa(target, tile):
 def test_choose_schedule_respects_caches_and_cores(M, N, K, threads):
     s = choose_schedule(M, N, K, ZEN3, threads=threads, caches=CACHES)
     assert (s.mr, s.nr, s.vector_width) == (6, 16, 8)
-    assert s.kc * s.nr * 4 <= CACHES[1] // 2, "the B micro-panel must fit in half of L1"
+    assert s.kc * s.nr * 4 <= CACHES[1] * 2 // 3, "the B micro-panel must fit in two thirds of L1"
     assert s.mc * s.kc * 4 <= CACHES[2] // 3 or s.mc == s.mr, "the packed A block must fit in a third of L2"
     gx, gy, _ = gemm.gemm_grid(gemm.GemmSpec("mm", schedule=s), M, N)
     if M * N >= 512 * 512:
@@ -389,8 +389,8 @@ def test_choose_schedule_respects_caches_and_cores(M, N, K, threads):
 
 
 def test_choose_schedule_splits_k_evenly():
-    s = choose_schedule(512, 512, 300, ZEN3, threads=2, caches=CACHES)
-    assert s.kc == 152   # two chunks of 150 (rounded up to the k unroll), not 256 + 44
+    s = choose_schedule(512, 512, 500, ZEN3, threads=2, caches=CACHES)
+    assert s.kc == 252   # two chunks of 250 (rounded up to the k unroll), not 340 + 160
 
 
 def test_cache_sizes_from_sysfs(tmp_path):
