@@ -48,6 +48,7 @@ tsr_status_t tsrCreateContextWithOptions(const tsr_context_options_t* options, t
   ctx->backend = backend;
   ctx->debug = o.flags & TSR_CONTEXT_DEBUG;
   ctx->wait_timeout_ms = watchdog_ms;
+  o.wait_timeout_ms = watchdog_ms;  /* backends that wait for NULL-stream work themselves (CUDA) honour it too */
   ctx->crash_dir = tsr_crash_dir_from_env();
   pthread_mutex_init(&ctx->lock, NULL);
   tsr_memory_init(ctx);

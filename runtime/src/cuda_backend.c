@@ -31,6 +31,7 @@
 #include "cuda_tensor_map.h"
 #include "errors.h"
 #include "gpu_fault.h"
+#include "wait.h"
 
 typedef struct cuda_state {
   const tsr_cuda_driver_t* cu;
@@ -43,6 +44,7 @@ typedef struct cuda_state {
   size_t total_memory;
   char name[128];
   bool debug;                /* debug mode: only code compiled with bounds checks loads */
+  uint32_t wait_timeout_ms;  /* the context's watchdog (wait.h): NULL-stream work is polled to it; 0: none */
   tsr_cuda_checks_t checks;  /* the loaded modules compiled with them */
 } cuda_state_t;
 
@@ -135,6 +137,7 @@ static tsr_status_t create(const tsr_context_options_t* options, void** out_stat
   if (!s) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of memory creating a context");
   s->cu = tsr_cuda_driver(NULL);
   s->debug = options->flags & TSR_CONTEXT_DEBUG;
+  s->wait_timeout_ms = options->wait_timeout_ms;
   tsr_cuda_checks_init(&s->checks);
   CUresult r = s->cu->cuDeviceGet(&s->device, 0);
   if (!r) r = s->cu->cuDevicePrimaryCtxRetain(&s->context, s->device);
@@ -316,6 +319,33 @@ static CUstream stream_of(void* queue) { return queue ? ((cuda_queue_t*)queue)->
 
 CUstream tsr_cuda_queue_stream(void* queue) { return stream_of(queue); }
 
+typedef struct ptds_query {
+  const tsr_cuda_driver_t* cu;
+  CUresult result;
+} ptds_query_t;
+
+static tsr_status_t query_ptds(void* arg) {
+  ptds_query_t* q = arg;
+  q->result = q->cu->cuStreamQuery(TSR_CU_STREAM_PER_THREAD);
+  return q->result == CUDA_ERROR_NOT_READY ? TSR_ERROR_NOT_READY : TSR_SUCCESS;
+}
+
+/* Waits for the calling thread's per-thread stream, the NULL stream's work (context current), its outcome in
+ * `*r`: blocking, or under the context's watchdog by polling cuStreamQuery, TSR_ERROR_TIMEOUT (naming
+ * `function` and `what`) past it, the work left running. */
+static tsr_status_t finish_ptds(const cuda_state_t* s, const char* function, const char* what, CUresult* r) {
+  if (!s->wait_timeout_ms) {
+    *r = s->cu->cuStreamSynchronize(TSR_CU_STREAM_PER_THREAD);
+    return TSR_SUCCESS;
+  }
+  tsr_wait_limit_t limit = tsr_wait_within(s->wait_timeout_ms);
+  limit.watchdog = true;
+  ptds_query_t q = {.cu = s->cu};
+  if (tsr_poll_within(query_ptds, &q, &limit) == TSR_ERROR_NOT_READY) return tsr_fail_timeout(function, what, &limit);
+  *r = q.result;
+  return TSR_SUCCESS;
+}
+
 /* Queues a copy on `stream` (context current). Unified addressing tells host from device memory for the
  * kinds that do not say. */
 static CUresult enqueue_copy(const tsr_cuda_driver_t* cu, CUstream stream, void* dst, const void* src,
@@ -340,8 +370,9 @@ static tsr_status_t copy(void* state, void* dst, const void* src, size_t bytes, 
   /* On the per-thread stream, not the legacy default one: a copy on the NULL stream does not wait for work
    * queued on Tessera streams (no implicit barrier), as on every backend. */
   CUresult r = enqueue_copy(s->cu, TSR_CU_STREAM_PER_THREAD, dst, src, bytes, kind);
-  if (!r) r = s->cu->cuStreamSynchronize(TSR_CU_STREAM_PER_THREAD);
+  if (!r) st = finish_ptds(s, "tsrMemcpy", "the copy on the NULL stream", &r);
   leave(s->cu);
+  if (st) return st;
   return r ? cuda_fail(r, TSR_ERROR_INVALID_VALUE, "tsrMemcpy") : TSR_SUCCESS;
 }
 
@@ -464,7 +495,7 @@ static tsr_status_t launch(void* state, const tsr_backend_launch_t* l, tsr_fault
   tsr_status_t st = check_shape(s, l);
   if (st || (st = enter(s->cu, s->context, "tsrLaunch"))) return st;
   st = enqueue_kernel(s, TSR_CU_STREAM_PER_THREAD, l, &r);
-  if (!st && !r) r = s->cu->cuStreamSynchronize(TSR_CU_STREAM_PER_THREAD);
+  if (!st && !r) st = finish_ptds(s, "tsrLaunch", "the kernel on the NULL stream", &r);
   bool failed = !st && !r && tsr_cuda_checks_poll(&s->checks, s->cu, &f);
   leave(s->cu);
   if (st) return st;
@@ -681,7 +712,11 @@ static tsr_status_t graph_launch(void* state, void* exec, void* queue) {
     leave(s->cu);
     return work_failed(s, r, "tsrGraphLaunch: the CUDA driver refused the replay");
   }
-  if (!queue) r = s->cu->cuStreamSynchronize(TSR_CU_STREAM_PER_THREAD);
+  if (!queue) st = finish_ptds(s, "tsrGraphLaunch", "the graph's work on the NULL stream", &r);
+  if (st) {
+    leave(s->cu);
+    return st;
+  }
   if (!queue && !r) st = check_failed(s, "a kernel of the graph failed a bounds check");
   leave(s->cu);
   return r ? work_failed(s, r, "a kernel or copy of the graph failed") : st;

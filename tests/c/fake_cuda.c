@@ -97,6 +97,7 @@ static int oob_count;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int next_stream = 1, faulted, sticky;
 static struct CUfunc_st saxpy_function, fill_function, spin_function, other_function;
+static spin_t ptds_spin;  /* a spinning kernel on the per-thread streams (one for all threads: enough here) */
 static int context_token;
 
 static double now(void) {
@@ -361,9 +362,10 @@ CUresult cuLaunchKernel(struct CUfunc_st* f, unsigned gx, unsigned gy, unsigned 
   }
   op_t op = {.kind = KERNEL, .saxpy = f == &saxpy_function, .threads = gx * gy * gz * bx * by * bz,
              .oob = f->module ? f : NULL, .grid_x = gx};
-  if (f == &spin_function && s && s != PER_THREAD && !s->capturing) {  /* spin_until(flag, seen, F) */
-    memcpy((void*)&s->spin.flag, params[0], sizeof s->spin.flag);
-    memcpy(&s->spin.seen, params[1], sizeof s->spin.seen);
+  if (f == &spin_function && (!s || s == PER_THREAD || !s->capturing)) {  /* spin_until(flag, seen, F) */
+    spin_t* spin = !s || s == PER_THREAD ? &ptds_spin : &s->spin;
+    memcpy((void*)&spin->flag, params[0], sizeof spin->flag);
+    memcpy(&spin->seen, params[1], sizeof spin->seen);
   }
   if (f == &fill_function) {  /* fill_fixed(out, value, N) */
     op.fill = 1;
@@ -403,12 +405,12 @@ CUresult cuStreamDestroy_v2(struct CUstream_st* s) {
 }
 CUresult cuStreamSynchronize(struct CUstream_st* s) {
   log_call("cuStreamSynchronize", s);
-  if (s && s != PER_THREAD) block_on(&s->spin, "cuStreamSynchronize");
+  block_on(s && s != PER_THREAD ? &s->spin : &ptds_spin, "cuStreamSynchronize");
   return waited();
 }
 CUresult cuStreamQuery(struct CUstream_st* s) {
   log_call("cuStreamQuery", s);
-  if (s && s != PER_THREAD && spinning(&s->spin)) return NOT_READY;
+  if (spinning(s && s != PER_THREAD ? &s->spin : &ptds_spin)) return NOT_READY;
   return waited();
 }
 CUresult cuStreamWaitEvent(struct CUstream_st* s, struct CUevent_st* e, unsigned flags) {

@@ -128,6 +128,17 @@ static void the_watchdog_limits_waits_that_name_none(const char* image, const ch
   t0 = seconds();
   expect("an explicit limit overrides the watchdog", tsrStreamSynchronizeTimeout(s, 400), TSR_ERROR_TIMEOUT);
   took("tsrStreamSynchronizeTimeout(s, 400)", t0, 400);
+  if (strcmp(backend, "cuda") == 0) {  /* the CPU runs a NULL-stream kernel in this thread: nothing can stop it */
+    int32_t *flag2 = alloc_i32(w.ctx), *seen2 = alloc_i32(w.ctx), *copied = alloc_i32(w.ctx);
+    t0 = seconds();
+    expect_msg("a spinning kernel on the NULL stream", spin_until(w.mod, NULL, flag2, seen2), TSR_ERROR_TIMEOUT,
+               "tsrLaunch: the kernel on the NULL stream did not finish within 150 ms");
+    took("tsrLaunch on the NULL stream", t0, 150);
+    __atomic_store_n(flag2, 1, __ATOMIC_RELEASE);
+    expect("the NULL stream's next work waits for it, then runs", tsrMemcpy(w.ctx, copied, flag2, 4,
+           TSR_MEMCPY_DEVICE_TO_DEVICE), TSR_SUCCESS);
+    check("the kernel ended on its flag", *seen2 == 1);
+  }
 
   phase("watchdog released");
   __atomic_store_n(w.flag, 1, __ATOMIC_RELEASE);

@@ -31,6 +31,8 @@ def test_timeouts_on_cuda_poll_the_driver(build_host, test_image, fake_driver, t
         assert not [line for line in lines if "blocked" in line or "Synchronize" in line], lines
         stream = next(line.split()[1] for line in lines if line.startswith("cuLaunchKernel"))
         assert lines.count(f"cuStreamQuery {stream}") > 5, lines  # polled, not asked once
+    # under the watchdog, NULL-stream work is polled too: the spinning kernel there times out
+    assert phases["watchdog"].count("cuStreamQuery ptds") > 5
     # once the flag is set, the same waits succeed (the plain ones block in the driver again)
     assert "cuStreamSynchronize blocked" not in "\n".join(phases["watchdog released"])
 

@@ -417,7 +417,9 @@ typedef struct tsr_launch {
  * naming the kernel and the tensor; in debug mode so does a tensor in freed memory. Memory the context does not know is not checked.
  *
  * On the NULL stream the launch has finished when tsrLaunch returns, and a fault caught while it ran (debug
- * mode) is its status. On a stream it is queued; faults are reported by tsrStreamSynchronize/tsrStreamQuery.
+ * mode) is its status; on the CUDA backend the context's watchdog (wait_timeout_ms) bounds that wait:
+ * TSR_ERROR_TIMEOUT, the kernel left running (docs/c-api.md, "Timeouts"). On a stream it is queued; faults are
+ * reported by tsrStreamSynchronize/tsrStreamQuery.
  * CPU backend: blocks run in any order on the context's worker threads, and on the launching thread too when
  * its stack has at least 4 MiB and the launch has no affinity hint; launches on different streams, or from
  * different threads, may run at the same time. */
