@@ -28,7 +28,8 @@ producer warpgroup:
 
 so dkdv and dq multiply seven S×S×D products, dkdvdq five; dkdvdq's reductions add in a varying order, and
 on an H100 it is the faster at D = 64 and 128 (docs/performance.md). dkdvdq keeps the streamed block's
-statistics in shared memory (FlashAttention-3's way; dkdv and dq hold them in registers). Causal
+statistics in shared memory (FlashAttention-3's way; dkdv and dq hold them in registers) and, with
+128-query blocks (D = 64), computes dS from P rounded to the dtype (`rounded_p`). Causal
 attention skips the blocks that are wholly masked (dkdv: query blocks before the key block; dq: key blocks
 after the query block) and masks the diagonal ones; keys or queries past the end are masked too (TMA reads
 them as zeros). The result rows leave through shared memory and TMA stores, as the forward's O.
@@ -54,10 +55,11 @@ RESULTS = {"dkdv": ("dK", "dV"), "dk": ("dK",), "dv": ("dV",), "dq": ("dQ",), "d
 TUNED = {("dkdv", 128, False): (48, 3), ("dkdv", 128, True): (32, 2), ("dkdv", 64, False): (96, 2),
          ("dkdv", 64, True): (64, 2), ("dq", 128, False): (128, 2), ("dq", 128, True): (128, 2),
          ("dq", 64, False): (128, 2), ("dq", 64, True): (128, 2),
-         ("dkdvdq", 128, False): (64, 3), ("dkdvdq", 128, True): (64, 3), ("dkdvdq", 64, False): (64, 3),
-         ("dkdvdq", 64, True): (64, 3)}
+         ("dkdvdq", 128, False): (64, 3), ("dkdvdq", 128, True): (64, 3), ("dkdvdq", 64, False): (128, 2),
+         ("dkdvdq", 64, True): (128, 2)}
 # where dkdvdq (with its _dq_zero and _dq_cast) beat dkdv and dq on an H100 at S = 4096 (docs/performance.md:
-# D = 64 by 7-9 %, D = 128 by 23-40 % with 64-query blocks), so PTXOptions.fused_dq "faster" takes it
+# D = 64 by 7-9 % with 64-query blocks, more with 128; D = 128 by 23-40 % with 64-query blocks), so
+# PTXOptions.fused_dq "faster" takes it
 FUSED_DQ_HEAD_DIMS = (64, 128)
 DS_BOX = BM * hp.SWIZZLE_ROW   # one 64-column box of the CTA's dSᵀ tile (dkdvdq): 128 key rows of 128 bytes
 
@@ -104,6 +106,14 @@ class Sm90AttentionBwdSpec(fwd.Blocks):
         """Shared memory for dQ's f32 partial sums (dkdvdq): a buffer a warpgroup of dq_rows × 64 head
         dimensions."""
         return 2 * self.dq_rows * 64 * 4 if self.kind == "dkdvdq" else 0
+
+    @property
+    def rounded_p(self) -> bool:
+        """Whether dS is computed from P rounded to the operand dtype (its A fragment for dV, made before dP's
+        wait) rather than from P in f32: dkdvdq with 128-query blocks, which otherwise hold P's f32 registers
+        beside dP's and spill (232 bytes at D = 64); with 64-query blocks at D = 128 it ran 6 % slower on an
+        H100 (docs/performance.md). dS is rounded to the dtype for its products anyway."""
+        return self.kind == "dkdvdq" and self.block_n == 128
 
     @property
     def stat_bytes(self) -> int:
@@ -270,13 +280,20 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
         x = w.v(f"call float @llvm.fma.f32(float {sc[k]}, float {c2}, float {lses[at(k)]})")
         probs.append(w.v(f"call float @llvm.nvvm.ex2.approx.ftz.f(float {x})"))
     probs = _mask(w, spec, probs, j, (wrow, row0, row1, col_t), sq, sk)
+    if spec.rounded_p:   # P's f32 registers free before dP's wait
+        fp = fwd._fragments(w, spec, probs)
+        _, ety = fwd._ELEM[spec.dtype]
+        pairs = [w.v(f"bitcast i32 {x} to <2 x {ety}>") for x in fp]
+        probs = [w.v(f"fpext {ety} {w.v(f'extractelement <2 x {ety}> {pairs[k // 2]}, i32 {k % 2}')} to float")
+                 for k in range(len(probs))]
     if need_ds:
         dp = hp.wait_group(w, dp, 0)
         if fused:
             deltas = _read_stats(w, stats_at, col_t, BN, BN)
     for k, p in enumerate(probs if need_ds else ()):
         ds.append(w.v(f"fmul float {p}, {w.v(f'fsub float {dp[k]}, {deltas[at(k)]}')}"))
-    fp = fwd._fragments(w, spec, probs) if want_dv else []
+    if not spec.rounded_p:
+        fp = fwd._fragments(w, spec, probs) if want_dv else []
     fds = fwd._fragments(w, spec, ds)
     if fused:   # the warpgroup's 64 keys of dSᵀ into the block's tile (the other tile may still be read)
         odd = w.v(f"and i32 {i}, 1")

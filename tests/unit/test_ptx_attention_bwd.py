@@ -67,9 +67,14 @@ def test_spec_geometry():
     # dkdvdq adds two dSᵀ tiles (128 keys × 64 queries, 16-bit), a dQ buffer a warpgroup (f32, 32 of the
     # block's 64 queries × 64 head dimensions at D = 64, where the warpgroups split the queries) and a copy a
     # warpgroup of the block's statistics (64 −lse·log2 e and 64 deltas, f32)
-    f = bwd.Sm90AttentionBwdSpec("a", "dkdvdq", head_dim=64)
+    f = bwd.Sm90AttentionBwdSpec("a", "dkdvdq", head_dim=64, block_n=64, stages=3)
     assert (f.block_n, f.dq_rows) == (64, 32) and f.tensor_maps.endswith(";dQacc:8:32x32x1:128")
     assert f.smem_bytes == 2 * 16384 + 3 * 2 * 64 * 64 * 2 + 2 * 16384 + 2 * 32 * 64 * 4 + 2 * 128 * 4 + 8 * 7 + 1024
+    # tuned at D = 64: blocks of 128 queries (64 a warpgroup's dQ), two stages, dS from P rounded to bf16 (P's
+    # f32 registers would spill); at D = 128 P stays f32 beside 64-query blocks
+    t = bwd.Sm90AttentionBwdSpec("a", "dkdvdq", head_dim=64)
+    assert (t.block_n, t.stages, t.dq_rows, t.rounded_p) == (128, 2, 64, True)
+    assert not bwd.Sm90AttentionBwdSpec("a", "dkdvdq", head_dim=128).rounded_p
     # 3 queries and 2 keys: 6 pairs, 5 when causal; dkdv multiplies four products of them, dq three
     assert s.flops(1, 3, 2) == 8 * 6 * 128 and q.flops(1, 3, 2) == 6 * 5 * 64
 
