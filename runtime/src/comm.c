@@ -42,6 +42,10 @@ struct tsr_comm {
   uint32_t flags;       /* TSR_COMM_* */
   uint64_t timeout_ms;  /* resolved: never 0 */
   tsr_comm_fault_t* fault;
+  /* The deterministic reductions' gather buffer, kept between calls: a fresh one of size × count elements
+   * costs its page faults every time. Operations on one communicator are never concurrent (comm.h). */
+  void* scratch;
+  size_t scratch_bytes;
 };
 
 #define WHAT "communicator"  /* what handle errors call it */
@@ -102,53 +106,65 @@ static uint16_t f32_to_bf16(float f) {
   return (uint16_t)(u >> 16);
 }
 
-/* max/min as numpy's maximum/minimum: a NaN on either side wins. */
-#define COMBINE_FLOAT(T, a, b, op)                                           \
-  ((op) == TSR_REDUCE_PROD  ? (T)((a) * (b))                                 \
-   : (op) == TSR_REDUCE_MAX ? (isnan(a) || isnan(b) ? (T)NAN : (a) > (b) ? (a) : (b)) \
-   : (op) == TSR_REDUCE_MIN ? (isnan(a) || isnan(b) ? (T)NAN : (a) < (b) ? (a) : (b)) \
-                            : (T)((a) + (b)))
+/* a[i] = a[i] ∘ b[i] for i < count, the op chosen once outside the loops so that each loop vectorizes. LOAD and
+ * STORE convert to and from the type T combined in; SUM and PROD are expressions of p and q. max/min as
+ * numpy's maximum/minimum: a NaN on either side wins (p + q is then that NaN; ISNAN is 0 for integers). */
+#define COMBINE_LOOPS(T, LOAD, STORE, ISNAN, SUM, PROD)                                               \
+  switch (op) {                                                                                       \
+    case TSR_REDUCE_PROD:                                                                             \
+      for (size_t i = 0; i < count; i++) { T p = LOAD(a[i]), q = LOAD(b[i]); a[i] = STORE(PROD); }    \
+      break;                                                                                          \
+    case TSR_REDUCE_MAX:                                                                              \
+      for (size_t i = 0; i < count; i++) {                                                            \
+        T p = LOAD(a[i]), q = LOAD(b[i]);                                                             \
+        a[i] = STORE(ISNAN(p) || ISNAN(q) ? p + q : p > q ? p : q);                                   \
+      }                                                                                               \
+      break;                                                                                          \
+    case TSR_REDUCE_MIN:                                                                              \
+      for (size_t i = 0; i < count; i++) {                                                            \
+        T p = LOAD(a[i]), q = LOAD(b[i]);                                                             \
+        a[i] = STORE(ISNAN(p) || ISNAN(q) ? p + q : p < q ? p : q);                                   \
+      }                                                                                               \
+      break;                                                                                          \
+    default: /* SUM, and AVG's sum */                                                                 \
+      for (size_t i = 0; i < count; i++) { T p = LOAD(a[i]), q = LOAD(b[i]); a[i] = STORE(SUM); }     \
+  }
 
-/* Integers wrap, as the interpreter's do: combine in the unsigned type. */
-#define COMBINE_INT(T, U, a, b, op)                                    \
-  ((op) == TSR_REDUCE_PROD  ? (T)((U)(a) * (U)(b))                     \
-   : (op) == TSR_REDUCE_MAX ? ((a) > (b) ? (a) : (b))                  \
-   : (op) == TSR_REDUCE_MIN ? ((a) < (b) ? (a) : (b))                  \
-                            : (T)((U)(a) + (U)(b)))
+#define SAME(x) (x)
+#define NEVER_NAN(x) 0
 
 void tsr_comm_combine(tsr_dtype_t dtype, tsr_reduce_op_t op, void* acc, const void* x, size_t count) {
   switch (dtype) {
     case TSR_DTYPE_F32: {
       float* a = acc;
       const float* b = x;
-      for (size_t i = 0; i < count; i++) a[i] = COMBINE_FLOAT(float, a[i], b[i], op);
+      COMBINE_LOOPS(float, SAME, SAME, isnan, p + q, p * q)
       break;
     }
     case TSR_DTYPE_F64: {
       double* a = acc;
       const double* b = x;
-      for (size_t i = 0; i < count; i++) a[i] = COMBINE_FLOAT(double, a[i], b[i], op);
+      COMBINE_LOOPS(double, SAME, SAME, isnan, p + q, p * q)
       break;
     }
     case TSR_DTYPE_BF16: {  /* in f32, which holds a bf16 sum or product exactly enough to round once */
       uint16_t* a = acc;
       const uint16_t* b = x;
-      for (size_t i = 0; i < count; i++) {
-        float p = bf16_to_f32(a[i]), q = bf16_to_f32(b[i]);
-        a[i] = f32_to_bf16(COMBINE_FLOAT(float, p, q, op));
-      }
+      COMBINE_LOOPS(float, bf16_to_f32, f32_to_bf16, isnan, p + q, p * q)
       break;
     }
-    case TSR_DTYPE_I32: {
+    case TSR_DTYPE_I32: {  /* integers wrap, as the interpreter's do: combined in the unsigned type */
       int32_t* a = acc;
       const int32_t* b = x;
-      for (size_t i = 0; i < count; i++) a[i] = COMBINE_INT(int32_t, uint32_t, a[i], b[i], op);
+      COMBINE_LOOPS(int32_t, SAME, SAME, NEVER_NAN, (int32_t)((uint32_t)p + (uint32_t)q),
+                    (int32_t)((uint32_t)p * (uint32_t)q))
       break;
     }
     case TSR_DTYPE_I64: {
       int64_t* a = acc;
       const int64_t* b = x;
-      for (size_t i = 0; i < count; i++) a[i] = COMBINE_INT(int64_t, uint64_t, a[i], b[i], op);
+      COMBINE_LOOPS(int64_t, SAME, SAME, NEVER_NAN, (int64_t)((uint64_t)p + (uint64_t)q),
+                    (int64_t)((uint64_t)p * (uint64_t)q))
       break;
     }
     default: break;  /* comm.c admits only tsr_comm_host_reducible pairs */
@@ -315,6 +331,7 @@ void tsr_comm_free(struct tsr_comm* c) {
   if (broken) c->transport->abort(c->state);
   c->transport->destroy(c->state, broken);
   fault_unref(c->fault);
+  free(c->scratch);
   free(c);
 }
 
@@ -716,12 +733,16 @@ static tsr_status_t tree_all_reduce(op_ctx_t* o, const void* send, void* out, si
   size_t block = count * tsr_comm_dtype_size(dtype);
   if (block > SIZE_MAX / (size_t)c->size)
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: %d × %zu bytes overflow size_t", o->call.function, c->size, block);
-  void* gathered = malloc(block * (size_t)c->size);
-  if (!gathered) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "%s: out of memory for the %d ranks' buffers (%zu bytes)",
-                                 o->call.function, c->size, block * (size_t)c->size);
-  tsr_status_t st = c->transport->all_gather(c->state, send, gathered, count, dtype, &o->call);
-  if (!st) tsr_comm_tree_reduce(dtype, op, gathered, c->size, count, out);
-  free(gathered);
+  size_t bytes = block * (size_t)c->size;
+  if (c->scratch_bytes < bytes) {
+    void* grown = realloc(c->scratch, bytes);
+    if (!grown) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "%s: out of memory for the %d ranks' buffers (%zu bytes)",
+                                o->call.function, c->size, bytes);
+    c->scratch = grown;
+    c->scratch_bytes = bytes;
+  }
+  tsr_status_t st = c->transport->all_gather(c->state, send, c->scratch, count, dtype, &o->call);
+  if (!st) tsr_comm_tree_reduce(dtype, op, c->scratch, c->size, count, out);
   return st;
 }
 

@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,7 +198,8 @@ typedef struct mpi_state {
 static tsr_status_t wait_request(const mpi_state_t* s, MPI_Request* req, bool cancellable, const tsr_comm_call_t* call,
                                  const char* what) {
   long sleep_ns = 0;
-  for (unsigned polls = 0;; polls++) {
+  uint64_t started = tsr_comm_now_ns();
+  for (;;) {
     int flag = 0;
     lock_calls();
     int rc = M.Test(req, &flag, MPI_STATUS_IGNORE);
@@ -219,9 +221,13 @@ static tsr_status_t wait_request(const mpi_state_t* s, MPI_Request* req, bool ca
                       "timeout: a peer died, stopped, or is not making the same call", call->function, what, s->rank,
                       s->size);
     }
-    /* MPI progresses only inside its calls: poll often at first, then back off to spare the CPU. */
-    if (polls > 64) {
-      sleep_ns = sleep_ns ? (sleep_ns < 200000 ? sleep_ns * 2 : sleep_ns) : 1000;
+    /* MPI moves data only inside its calls (a large transfer takes one step per poll), so for the first
+     * 100 ms it is polled back to back, yielding the core to ranks that share it; a wait longer than that
+     * is a peer that is late, polled with growing sleeps (up to 1 ms) to spare the CPU. */
+    if (tsr_comm_now_ns() - started < 100000000u) {
+      sched_yield();
+    } else {
+      sleep_ns = sleep_ns ? (sleep_ns < 1000000 ? sleep_ns * 2 : sleep_ns) : 10000;
       nanosleep(&(struct timespec){.tv_nsec = sleep_ns}, NULL);
     }
   }
