@@ -271,3 +271,36 @@ def test_from_env_without_a_launcher_says_what_is_missing(monkeypatch):
     assert "RANK=5 is not an integer in [0, 1]" in str(e.value)
     with pytest.raises(ValueError, match="unknown communicator backend"):
         comm.Communicator.from_env(backend="gloo")
+
+
+def test_the_rendezvous_reaches_every_rank_and_mpi_then_asks_for_its_launcher(tmp_path):
+    _mpiexec()
+    script = tmp_path / "rendezvous.py"
+    # spawned ranks (no MPI launcher): rank 0 serves the id over TCP, rank 1 reads it; MPI's world is 1 rank
+    script.write_text("import os\nfrom tessera import comm, runtime\ntry:\n"
+                      "    comm.Communicator.from_env(backend='mpi', timeout=30)\n    said = 'created'\n"
+                      "except runtime.Error as e:\n    said = f'{e.status_name} {e}'\n"
+                      f"open(f'{tmp_path}/out{{os.environ[\"RANK\"]}}', 'w').write(said)\n")
+    p, _ = _tessera_run("-n", "2", "--backend", "nccl", str(script))
+    assert p.returncode == 0, p.stdout + p.stderr
+    for r in range(2):
+        said = (tmp_path / f"out{r}").read_text()
+        assert said.startswith("TSR_ERROR_INVALID_VALUE"), said
+        assert f"asked for rank {r} of 2, but MPI_COMM_WORLD makes this process rank 0 of 1" in said
+        assert "start the job with an MPI launcher" in said
+
+
+def test_a_rendezvous_nobody_serves_times_out(monkeypatch):
+    _mpiexec()
+    from tessera import comm, runtime
+    from tessera.tools.run import _free_port
+    for var in ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MPI_LOCALRANKID"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("TESSERA_RENDEZVOUS", f"127.0.0.1:{_free_port()}")
+    start = time.monotonic()
+    with pytest.raises(runtime.Error) as e:
+        comm.Communicator.from_env(backend="mpi", timeout=1)
+    assert e.value.status_name == "TSR_ERROR_TIMEOUT" and "no rank 0 answered" in str(e.value)
+    assert time.monotonic() - start < 10
