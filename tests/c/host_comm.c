@@ -138,6 +138,19 @@ int main(void) {
          TSR_ERROR_INVALID_VALUE);
   expect("create with rank >= world", tsrCommCreate(ctx, NULL, 2, 2, &(tsr_comm_unique_id_t){{0}}, &half),
          TSR_ERROR_INVALID_VALUE);
+  MUST(tsrStreamBeginCapture(stream));
+  expect_msg("a capturing stream", tsrCommAllReduce(comm, x, y, N, TSR_DTYPE_F32, TSR_REDUCE_SUM, stream),
+             TSR_ERROR_UNSUPPORTED, "capturing");
+  tsr_graph_t graph;
+  MUST(tsrStreamEndCapture(stream, &graph));
+  MUST(tsrDestroyGraph(graph));
+  tsr_context_t other;
+  tsr_stream_t foreign;
+  MUST(tsrCreateContext(&other));
+  MUST(tsrCreateStream(other, NULL, &foreign));
+  expect_msg("a stream of another context", tsrCommAllReduce(comm, x, y, N, TSR_DTYPE_F32, TSR_REDUCE_SUM, foreign),
+             TSR_ERROR_INVALID_VALUE, "another context");
+  MUST(tsrDestroyContext(other));
   expect("a count of 0 is a no-op", tsrCommAllReduce(comm, NULL, NULL, 0, TSR_DTYPE_F32, TSR_REDUCE_SUM, NULL),
          TSR_SUCCESS);
   /* the refusals broke nothing: a last collective still agrees */
