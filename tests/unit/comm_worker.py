@@ -63,9 +63,15 @@ def collectives(c, out: dict) -> None:
     y = x.copy()
     c.all_reduce(y, "max", out=y)
     out["inplace_max"] = y
-    s = Stream()
-    d = runtime.DeviceArray((K,), np.float32)
-    d.copy_from(x)
+    # the stream first copies 4 x 64 MiB, then writes the buffer: a collective that did not wait for the
+    # stream's earlier work would read it before it holds x
+    s, ctx = Stream(), runtime.default_context()
+    big, big2 = (runtime.DeviceArray((1 << 24,), np.float32) for _ in range(2))
+    src, d = runtime.DeviceArray.from_numpy(x), runtime.DeviceArray.from_numpy(np.zeros(K, np.float32))
+    device_to_device = 3  # TSR_MEMCPY_DEVICE_TO_DEVICE
+    for _ in range(4):
+        ctx.memcpy(big2.address, big.address, big.nbytes, device_to_device, s.native)
+    ctx.memcpy(d.address, src.address, d.nbytes, device_to_device, s.native)
     c.all_reduce(d, "sum", out=d, stream=s)
     s.synchronize()
     out["stream_sum"] = d.numpy()
