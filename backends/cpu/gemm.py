@@ -303,7 +303,12 @@ class _Body:
                     # a strip's values of one k are adjacent in Aᵀ: a vector at a time (masked: MR need not be
                     # a multiple of the vector width; lanes past the operand load nothing and store zero)
                     self._copy_row(src, [col, row0], packed, dst, width, rows)
-                for r in range(0 if k_major else width):
+                elif self.vw >= 16:
+                    # AVX-512 (the one 16-lane tile, vector_isa): a masked gather per vector, measured 4% faster
+                    # than the scalar copy below on an Emerald Rapids Xeon at 512×2048×512, with Bᵀ, and at
+                    # 512×512×2048 (one thread, CPU time); the AVX2 targets (Zen 3) keep the scalar copy.
+                    self._gather_column(src, row0, col, packed, dst, width, rows)
+                for r in range(0 if k_major or self.vw >= 16 else width):
                     row = arith.SelectOp(full, add(row0, r), add(row0, smin(r, sub(rows, 1)))).result
                     v = self._widen(memref.LoadOp(src, [row, col]).result)
                     if r:  # row 0 of a strip always exists
@@ -311,6 +316,22 @@ class _Body:
                     memref.StoreOp(v, packed, [add(dst, r)])
                 scf.YieldOp([])
             scf.YieldOp([])
+
+    def _gather_column(self, src, row0, col, packed, dst, width: int, valid) -> None:
+        """src[row0:row0+width, col] (the first `valid` rows; zeros after) widened to packed[dst:dst+width], a
+        vector at a time: one masked gather of values a row apart. (Scalar loads and stores, which LLVM
+        vectorizes along k into scatters, took 6.6% of a 512×2048×512 kernel on an AVX-512 Xeon.)"""
+        index = ir.IndexType.get()
+        in_vec = ir.VectorType.get([self.vw], self.in_elem)
+        row_step = vector.BroadcastOp(ir.VectorType.get([self.vw], index), memref.DimOp(src, idx(1)).result).result
+        lanes_at = arith.ConstantOp(ir.VectorType.get([self.vw], index), ir.Attribute.parse(
+            f"dense<[{', '.join(map(str, range(self.vw)))}]> : vector<{self.vw}xindex>")).result
+        offsets = arith.MulIOp(lanes_at, row_step).result   # src is row-major and contiguous: rows K apart
+        for c in range(0, width, self.vw):
+            lanes = min(self.vw, width - c)
+            v = vector.GatherOp(in_vec, src, [add(row0, c), col], offsets,
+                                self._mask(smin(sub(valid, c), lanes)), zeros(in_vec)).result
+            vector.MaskedStoreOp(packed, [add(dst, c)], self._mask(idx(lanes)), self._widen(v))
 
     def _copy_row(self, src, at: list, packed, dst, width: int, valid) -> None:
         """src[at[0], at[1]:at[1]+width] (the first `valid` of them; zeros after) widened to packed[dst:dst+width],
