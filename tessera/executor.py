@@ -119,8 +119,13 @@ class Function:
             self._plain.append(stored if plain else None)
         self._results = [np.dtype(_NUMPY[self.plan.values[vid].dtype]) for vid in self.plan.results]
 
-    def __call__(self, *arrays, stream=None):
+    def __call__(self, *arrays, stream=None, comm=None):
+        """`comm` (a tessera.comm.Communicator) runs the plan's collective steps: every rank calls with its own
+        tensors (docs/language.md, "Compiled collectives")."""
         p, ctx = self.plan, self.module.context
+        native_comm = getattr(getattr(comm, "_c", None), "address", None) if comm is not None else 0
+        if native_comm is None:
+            raise TypeError(f"'{self.name}': comm= takes a tessera.comm.Communicator, not {type(comm).__name__}")
         if len(arrays) != len(p.args):
             raise TypeError(f"'{self.name}' takes {len(p.args)} arguments ({', '.join(p.params)}), "
                             f"got {len(arrays)}")
@@ -149,7 +154,8 @@ class Function:
                 results.append(inputs[self._in_place[r]])
             else:
                 results.append(runtime.DeviceArray(shape, dtype, ctx) if device else np.empty(shape, dtype))
-        self._native.call(native_in, [_native(x) for x in results], None if s is None else s.native)
+        self._native.call(native_in, [_native(x) for x in results], None if s is None else s.native,
+                          native_comm)
         if s is not None:  # queued or recorded: the arrays must outlive the work
             s.keep(*inputs, *results)
         if given_device:  # a strided device tensor (a tile program's output written in place) as it was passed

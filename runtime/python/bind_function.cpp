@@ -332,18 +332,22 @@ class Function {
     return out;
   }
 
-  // tsrFunctionCall; the caller keeps the arrays alive until the call's work on `stream` has run.
-  void call(const py::sequence& inputs, const py::sequence& outputs, const py::object& stream) const {
+  // tsrFunctionCallWithOptions, `comm` the tsr_comm_t (0: none) of the plan's collective steps; the caller
+  // keeps the arrays (and the communicator) alive until the call's work on `stream` has run.
+  void call(const py::sequence& inputs, const py::sequence& outputs, const py::object& stream, uintptr_t comm) const {
     module_->live();
     Tensors in(inputs, signature_.inputs, signature_.input_count, device_, signature_.name, "argument", false);
     Tensors out(outputs, signature_.outputs, signature_.output_count, device_, signature_.name, "output", false);
     tsr_stream_t s = stream_of(stream);
+    tsr_function_call_options_t options;
+    tsrFunctionCallOptionsInitialize(&options);
+    options.comm = reinterpret_cast<tsr_comm_t>(comm);
     tsr_status_t status;
     std::string message;
     {
       py::gil_scoped_release release;
-      status = tsrFunctionCall(handle_, s, in.pointers.data(), in.pointers.size(), out.pointers.data(),
-                               out.pointers.size());
+      status = tsrFunctionCallWithOptions(handle_, s, in.pointers.data(), in.pointers.size(), out.pointers.data(),
+                                          out.pointers.size(), &options);
       if (status) message = tsrGetLastErrorMessage();
     }
     if (status) raise_call_error(status, message.empty() ? tsrGetErrorString(status) : message);
@@ -379,7 +383,8 @@ void bind_function(py::module_& m) {
            "tsrFunctionGetResultShapes: each result's extents for these inputs (numpy arrays, or (address, shape) "
            "or (address, shape, strides) of device memory; their data is not read).")
       .def("call", &Function::call, py::arg("inputs"), py::arg("outputs"), py::arg("stream") = py::none(),
-           "tsrFunctionCall: inputs and outputs are numpy arrays (host memory) or (address, shape) tuples of the "
+           py::arg("comm") = 0,
+           "tsrFunctionCallWithOptions (comm: a Comm's address, 0 for none): inputs and outputs are numpy arrays (host memory) or (address, shape) tuples of the "
            "context's memory (compact), or (address, shape, strides) tuples (strides in elements), holding what "
            "the plan stores; the caller keeps them alive until the stream ran "
            "the call. Releases the GIL.");

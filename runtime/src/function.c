@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm_backend.h"
 #include "deferred.h"
 #include "errors.h"
 #include "handles.h"
@@ -25,15 +26,18 @@ typedef struct dtype_row {
   const char* name;
   DLDataType dl;
   size_t size;
+  tsr_dtype_t comm;  /* what a communicator moves it as (collective steps) */
 } dtype_row_t;
 
 /* How a plan value of each dtype is stored (tessera.runtime._NUMPY): the DLTensor dtype a call takes. */
 static const dtype_row_t dtypes[] = {
-    {"f32", {kDLFloat, 32, 1}, 4},   {"f64", {kDLFloat, 64, 1}, 8},   {"f16", {kDLFloat, 16, 1}, 2},
-    {"bf16", {kDLBfloat, 16, 1}, 2}, {"tf32", {kDLFloat, 32, 1}, 4},  {"fp8_e4m3", {kDLUInt, 8, 1}, 1},
-    {"fp8_e5m2", {kDLUInt, 8, 1}, 1}, {"i8", {kDLInt, 8, 1}, 1},      {"i16", {kDLInt, 16, 1}, 2},
-    {"i32", {kDLInt, 32, 1}, 4},     {"i64", {kDLInt, 64, 1}, 8},     {"bool", {kDLBool, 8, 1}, 1},
-    {"index", {kDLInt, 64, 1}, 8},
+    {"f32", {kDLFloat, 32, 1}, 4, TSR_DTYPE_F32},       {"f64", {kDLFloat, 64, 1}, 8, TSR_DTYPE_F64},
+    {"f16", {kDLFloat, 16, 1}, 2, TSR_DTYPE_F16},       {"bf16", {kDLBfloat, 16, 1}, 2, TSR_DTYPE_BF16},
+    {"tf32", {kDLFloat, 32, 1}, 4, TSR_DTYPE_TF32},     {"fp8_e4m3", {kDLUInt, 8, 1}, 1, TSR_DTYPE_FP8_E4M3},
+    {"fp8_e5m2", {kDLUInt, 8, 1}, 1, TSR_DTYPE_FP8_E5M2}, {"i8", {kDLInt, 8, 1}, 1, TSR_DTYPE_I8},
+    {"i16", {kDLInt, 16, 1}, 2, TSR_DTYPE_I16},         {"i32", {kDLInt, 32, 1}, 4, TSR_DTYPE_I32},
+    {"i64", {kDLInt, 64, 1}, 8, TSR_DTYPE_I64},         {"bool", {kDLBool, 8, 1}, 1, TSR_DTYPE_BOOL},
+    {"index", {kDLInt, 64, 1}, 8, TSR_DTYPE_INDEX},
 };
 
 static const dtype_row_t* dtype_of(const char* name) {
@@ -301,6 +305,11 @@ typedef struct call {
   bool shapes_only;     /* tsrFunctionGetResultShapes: the inputs' data may be NULL */
   bool reuse;           /* may take blocks released after earlier work of its stream (deferred.h) */
   int depth;            /* how many call steps deep this call runs */
+  tsr_comm_t comm;      /* what collective steps run on (tsrFunctionCallWithOptions), or NULL */
+  /* The communicators of the mesh axes this call's collective steps ran over, split from `comm` once per call
+   * and axis (released when the call ends): step `like` names the mesh and axis. */
+  struct { const tsr_plan_step_t* like; tsr_comm_t comm; } groups[8];
+  uint32_t group_count;
   void* heap;           /* the arrays above when `scratch` is too small for them, else NULL */
   /* The arrays above, carved per call: on the caller's stack, so that a call allocates nothing for them
    * and calls of one function from several threads share nothing. 2 KiB hold a plan of ~60 values. */
@@ -742,6 +751,7 @@ static tsr_status_t call_open(call_t* c, struct tsr_function* fn, size_t n_in, c
 static void call_close(call_t* c);
 static tsr_status_t call(call_t* c, const DLTensor* const* inputs, const DLTensor* const* outputs);
 static tsr_status_t release_owned(call_t* c, tsr_status_t st);
+static void release_groups(call_t* c);
 
 /* A call step: function `s->call` of the same module runs on the caller's values as a nested call, its
  * results written into values the caller allocates. */
@@ -789,7 +799,9 @@ static tsr_status_t run_call(call_t* c, const tsr_plan_step_t* s, size_t step) {
     inner.reuse = c->reuse;
     inner.device_units = c->device_units;
     inner.depth = c->depth + 1;
+    inner.comm = c->comm;
     if (!st) st = call(&inner, ptrs, ptrs + s->call_arg_count);
+    release_groups(&inner);
     st = release_owned(&inner, st);
     call_close(&inner);
     if (st && c->depth == 0) {  /* the outermost call names its step; nested ones keep the innermost message */
@@ -819,12 +831,220 @@ static tsr_status_t check_alias(call_t* c, const tsr_plan_step_t* s, uint64_t el
   return TSR_SUCCESS;
 }
 
-/* A collective step: run by the communicator the call was given, among the ranks of its mesh axis. This
- * runtime has no communicator to give it yet. */
+static tsr_status_t host_wait(call_t* c);
+static tsr_memcpy_kind_t device_kind(const call_t* c);
+static tsr_status_t device_copy(call_t* c, void* dst, const void* src, size_t bytes, tsr_memcpy_kind_t kind);
+
+/* ---- collective steps ----------------------------------------------------------------------------------
+ * A tdist op, run by the communicator the call was given (docs/image-format.md, "Collective step"): rank r of
+ * it is the mesh's device r (row-major coordinates), and a step runs among the ranks whose coordinates differ
+ * only along its axis. */
+
+static bool same_axis(const tsr_plan_step_t* a, const tsr_plan_step_t* b) {
+  if (a->mesh_rank != b->mesh_rank || a->axis != b->axis) return false;
+  for (uint32_t i = 0; i < a->mesh_rank; i++)
+    if (a->mesh_shape[i] != b->mesh_shape[i]) return false;
+  return true;
+}
+
+static tsr_status_t step_fail(call_t* c, const tsr_plan_step_t* s, size_t step, tsr_status_t st) {
+  char message[768];
+  snprintf(message, sizeof message, "%s", tsrGetLastErrorMessage());
+  return tsr_fail(st, "function '%s': step %zu (%s over mesh axis '%s'): %s", c->f->name, step,
+                  tsr_plan_collective_names[s->collective], s->mesh_axes[s->axis], message);
+}
+
+/* The communicator of step `s`'s ranks and this rank's index among them: the call's own where the axis spans
+ * the mesh, NULL where it has one device (the step is a copy), else split from the call's (MPI_Comm_split's
+ * rule: color the coordinates off the axis, key the coordinate on it). */
+static tsr_status_t group(call_t* c, const tsr_plan_step_t* s, size_t step, tsr_comm_t* out, int* index) {
+  int rank, size;
+  tsr_status_t st;
+  if ((st = tsrCommGetRank(c->comm, &rank)) || (st = tsrCommGetSize(c->comm, &size))) return step_fail(c, s, step, st);
+  int64_t devices = 1, color = 0, key = 0, rest = rank;
+  for (uint32_t i = 0; i < s->mesh_rank; i++) devices *= s->mesh_shape[i];
+  if (devices != size)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': step %zu (%s over mesh axis '%s'): the mesh has %" PRId64
+                    " devices, the communicator %d ranks: they must be equal", c->f->name, step,
+                    tsr_plan_collective_names[s->collective], s->mesh_axes[s->axis], devices, size);
+  for (uint32_t i = s->mesh_rank; i-- > 0;) {  /* row-major: the last axis varies fastest */
+    int64_t coord = rest % s->mesh_shape[i], stride = 1;
+    rest /= s->mesh_shape[i];
+    if (i == s->axis) {
+      key = coord;
+      continue;
+    }
+    for (uint32_t j = i + 1; j < s->mesh_rank; j++) stride *= j == s->axis ? 1 : s->mesh_shape[j];
+    color += coord * stride;
+  }
+  *index = (int)key;
+  int64_t n = s->mesh_shape[s->axis];
+  *out = n == size ? c->comm : NULL;
+  if (n == 1 || n == size) return TSR_SUCCESS;
+  for (uint32_t g = 0; g < c->group_count; g++)
+    if (same_axis(c->groups[g].like, s)) return *out = c->groups[g].comm, TSR_SUCCESS;
+  if (c->group_count == sizeof c->groups / sizeof *c->groups)
+    return tsr_fail(TSR_ERROR_UNSUPPORTED, "function '%s': step %zu: collectives over more than %zu different mesh "
+                    "axes in one call", c->f->name, step, sizeof c->groups / sizeof *c->groups);
+  if ((st = tsrCommSplit(c->comm, (int)color, (int)key, out))) return step_fail(c, s, step, st);
+  c->groups[c->group_count].like = s;
+  c->groups[c->group_count++].comm = *out;
+  return TSR_SUCCESS;
+}
+
+static void release_groups(call_t* c) {
+  for (uint32_t g = 0; g < c->group_count; g++) tsrReleaseComm(c->groups[g].comm);
+  c->group_count = 0;
+}
+
+/* A temporary of a collective step: freed by the step, after its stream has done the work on it. */
+static tsr_status_t scratch(call_t* c, size_t bytes, void** out) {
+  tsr_status_t st = tsrAlloc(c->ctx, bytes ? bytes : 1, TSR_ALLOC_DEFAULT, out);
+  if (st) {
+    char message[768];
+    snprintf(message, sizeof message, "%s", tsrGetLastErrorMessage());
+    return tsr_fail(st, "function '%s': a collective's temporary of %zu bytes: %s", c->f->name, bytes, message);
+  }
+  return TSR_SUCCESS;
+}
+
+/* A communicator's failure, with the function and step named before its message. */
+static tsr_status_t comm_status(call_t* c, const tsr_plan_step_t* s, size_t step, tsr_status_t st) {
+  return st ? step_fail(c, s, step, st) : TSR_SUCCESS;
+}
+
+/* `count` elements of `src` combined over the `n` ranks of `g` into `dst` in the interpreter's tree order
+ * (tessera/interpret/dist_ops.py), whatever the communicator's own order: all ranks' buffers gathered, then
+ * combined on the host (device memory staged through it). */
+static tsr_status_t tree_reduce(call_t* c, const tsr_plan_step_t* s, size_t step, tsr_comm_t g, int n,
+                                const void* src, void* dst, size_t count, tsr_dtype_t dt, tsr_reduce_op_t op,
+                                size_t esize, void** temp) {
+  if (!tsr_comm_host_reducible(dt, op))
+    return tsr_fail(TSR_ERROR_UNSUPPORTED, "function '%s': step %zu: a deterministic %s of %s, which the host "
+                    "cannot combine in tree order", c->f->name, step, tsr_plan_reduce_names[s->reduce],
+                    c->f->values[s->input].dtype);
+  size_t bytes = count * esize * (size_t)n;
+  tsr_status_t st = scratch(c, bytes, temp);
+  if (st || (st = comm_status(c, s, step, tsrCommAllGather(g, src, *temp, count, dt, c->stream))) ||
+      (st = host_wait(c)))
+    return st;
+  if (c->ctx->backend->host_memory) {
+    tsr_comm_tree_reduce(dt, op, *temp, n, count, dst);
+    return TSR_SUCCESS;
+  }
+  unsigned char* host = malloc(bytes + count * esize);
+  if (!host) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "out of host memory staging a deterministic reduction");
+  if (!(st = device_copy(c, host, *temp, bytes, TSR_MEMCPY_DEVICE_TO_HOST)) && !(st = host_wait(c))) {
+    tsr_comm_tree_reduce(dt, op, host, n, count, host + bytes);
+    if (!(st = device_copy(c, dst, host + bytes, count * esize, TSR_MEMCPY_HOST_TO_DEVICE))) st = host_wait(c);
+  }
+  free(host);
+  return st;
+}
+
+/* Copies `blocks` blocks of `inner` elements between [outer, n, inner] and [n, outer, inner] layouts: the
+ * ranks' parts of a gather or scatter along a dim with extents before it. */
+static tsr_status_t regroup(call_t* c, char* dst, const char* src, int64_t outer, int n, size_t inner_bytes,
+                            bool to_ranks_first) {
+  tsr_status_t st = TSR_SUCCESS;
+  for (int64_t o = 0; o < outer && !st; o++)
+    for (int r = 0; r < n && !st; r++) {
+      size_t ranks_first = ((size_t)r * (size_t)outer + (size_t)o) * inner_bytes;
+      size_t outer_first = ((size_t)o * (size_t)n + (size_t)r) * inner_bytes;
+      st = to_ranks_first ? device_copy(c, dst + ranks_first, src + outer_first, inner_bytes, device_kind(c))
+                          : device_copy(c, dst + outer_first, src + ranks_first, inner_bytes, device_kind(c));
+    }
+  return st;
+}
+
 static tsr_status_t run_collective(call_t* c, const tsr_plan_step_t* s, size_t step) {
-  return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': step %zu is a collective (%s over mesh axis '%s'), which "
-                  "runs only with a communicator, and the call has none", c->f->name, step,
-                  tsr_plan_collective_names[s->collective], s->mesh_axes[s->axis]);
+  if (!c->comm)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': step %zu is a collective (%s over mesh axis '%s'), which "
+                    "runs only with a communicator, and the call has none (tsrFunctionCallWithOptions, or comm= "
+                    "in Python)", c->f->name, step, tsr_plan_collective_names[s->collective], s->mesh_axes[s->axis]);
+  tsr_comm_t g;
+  int index;
+  tsr_status_t st = group(c, s, step, &g, &index);
+  if (st) return st;
+  int n = (int)s->mesh_shape[s->axis];
+  value_state_t *x, *y;
+  int64_t shape[MAX_RANK];
+  const tsr_plan_value_t* xv = &c->f->values[s->input];
+  if (xv->rank > MAX_RANK)
+    return tsr_fail(TSR_ERROR_UNSUPPORTED, "function '%s': step %zu: a tensor of rank %u (at most %d)", c->f->name,
+                    step, xv->rank, MAX_RANK);
+  if ((st = tensor(c, s->input, &x)) || (st = tensor(c, s->output, &y))) return st;
+  value_elements(c, s->input, shape, &st);
+  if (st) return st;
+  const dtype_row_t* d = dtype_of(xv->dtype);
+  size_t esize = d->size;
+  uint64_t ex = x->elements, ey = y->elements;
+  int64_t outer = 1;  /* the input's extents before `dim` */
+  for (int64_t i = 0; i < s->dim && (s->collective == TSR_PLAN_ALL_GATHER || s->collective == TSR_PLAN_REDUCE_SCATTER);
+       i++)
+    outer *= shape[i];
+  bool gathers = s->collective == TSR_PLAN_ALL_GATHER, scatters = s->collective == TSR_PLAN_REDUCE_SCATTER;
+  uint64_t want = gathers ? ex * (uint64_t)n : scatters ? ex / (uint64_t)n : ex;
+  if (want != ey || (scatters && ex % (uint64_t)n))
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': step %zu (%s over %d ranks): value '%s' has %" PRIu64
+                    " elements and value '%s' %" PRIu64 ", which the collective cannot map", c->f->name, step,
+                    tsr_plan_collective_names[s->collective], n, xv->id, ex, c->f->values[s->output].id, ey);
+  static const tsr_reduce_op_t ops[] = {TSR_REDUCE_SUM, TSR_REDUCE_MAX, TSR_REDUCE_MIN, TSR_REDUCE_AVG,
+                                        TSR_REDUCE_PROD};
+  tsr_reduce_op_t op = ops[s->reduce];
+  if (n == 1 || ex == 0)  /* one device: every collective is the identity (a mean of one value is exact) */
+    return ex ? device_copy(c, y->ptr, x->ptr, ex * esize, device_kind(c)) : TSR_SUCCESS;
+  /* the interpreter's tree order: deterministic, or asked for by algo tree / binary_tree (as the interpreter
+   * reads them) */
+  bool tree = s->deterministic || strcmp(tsr_plan_algo_names[s->algo], "tree") == 0 ||
+              strcmp(tsr_plan_algo_names[s->algo], "binary_tree") == 0;
+  void *temp = NULL, *whole = NULL;
+  switch (s->collective) {
+    case TSR_PLAN_ALL_REDUCE:
+      st = tree ? tree_reduce(c, s, step, g, n, x->ptr, y->ptr, ex, d->comm, op, esize, &temp)
+                            : comm_status(c, s, step, tsrCommAllReduce(g, x->ptr, y->ptr, ex, d->comm, op, c->stream));
+      break;
+    case TSR_PLAN_BROADCAST:
+      st = comm_status(c, s, step, tsrCommBroadcast(g, x->ptr, y->ptr, ex, d->comm, (int)s->root, c->stream));
+      break;
+    case TSR_PLAN_ALL_GATHER:
+      if (outer == 1) {
+        st = comm_status(c, s, step, tsrCommAllGather(g, x->ptr, y->ptr, ex, d->comm, c->stream));
+      } else if (!(st = scratch(c, ey * esize, &temp)) &&
+                 !(st = comm_status(c, s, step, tsrCommAllGather(g, x->ptr, temp, ex, d->comm, c->stream)))) {
+        st = regroup(c, y->ptr, temp, outer, n, ex / (uint64_t)outer * esize, false);
+      }
+      break;
+    case TSR_PLAN_REDUCE_SCATTER: {
+      const void* src = x->ptr;
+      if (outer > 1) {
+        if (!(st = scratch(c, ex * esize, &whole)))
+          st = regroup(c, whole, x->ptr, outer, n, ey / (uint64_t)outer * esize, true);
+        src = whole;
+      }
+      if (st) break;
+      if (!tree) {
+        st = comm_status(c, s, step, tsrCommReduceScatter(g, src, y->ptr, ex, d->comm, op, c->stream));
+        break;
+      }
+      void* reduced;  /* the whole reduction in tree order, of which this rank keeps part `index` */
+      if (!(st = scratch(c, ex * esize, &reduced))) {
+        st = tree_reduce(c, s, step, g, n, src, reduced, ex, d->comm, op, esize, &temp);
+        if (!st) st = device_copy(c, y->ptr, (char*)reduced + (size_t)index * ey * esize, ey * esize, device_kind(c));
+        tsr_status_t waited = host_wait(c);  /* `reduced` is freed once the copy out of it is done */
+        if (!st) st = waited;
+        tsrFree(c->ctx, reduced);
+      }
+      break;
+    }
+  }
+  if (temp || whole) {  /* freed once the stream has done with them */
+    tsr_status_t waited = host_wait(c);
+    if (!st) st = waited;
+    if (temp) tsrFree(c->ctx, temp);
+    if (whole) tsrFree(c->ctx, whole);
+  }
+  return st;
 }
 
 static tsr_status_t run_alias(call_t* c, const tsr_plan_step_t* s) {
@@ -1311,8 +1531,20 @@ tsr_status_t tsrFunctionGetResultShapes(tsr_function_t fn, const DLTensor* const
   return st;
 }
 
+tsr_status_t tsrFunctionCallOptionsInitialize(tsr_function_call_options_t* options) {
+  if (!options) return tsr_fail_null_output(__func__);
+  *options = (tsr_function_call_options_t){0};
+  return TSR_SUCCESS;
+}
+
 tsr_status_t tsrFunctionCall(tsr_function_t fn, tsr_stream_t stream, const DLTensor* const* inputs, size_t n_in,
                              const DLTensor* const* outputs, size_t n_out) {
+  return tsrFunctionCallWithOptions(fn, stream, inputs, n_in, outputs, n_out, NULL);
+}
+
+tsr_status_t tsrFunctionCallWithOptions(tsr_function_t fn, tsr_stream_t stream, const DLTensor* const* inputs,
+                                        size_t n_in, const DLTensor* const* outputs, size_t n_out,
+                                        const tsr_function_call_options_t* options) {
   if (!tsr_handle_is_live(fn, TSR_MAGIC_FUNCTION)) return tsr_fail_handle(__func__, "function");
   const tsr_plan_function_t* f = fn->plan;
   if (n_out != f->result_count)
@@ -1330,6 +1562,7 @@ tsr_status_t tsrFunctionCall(tsr_function_t fn, tsr_stream_t stream, const DLTen
   call_t c;
   tsr_status_t st = call_open(&c, fn, n_in, inputs);
   c.stream = stream;
+  c.comm = options ? options->comm : NULL;
   if (!st && stream) {
     /* Read once: a capture that begins on the stream while a call on it runs is a race of the caller's. */
     pthread_mutex_lock(&stream->lock);
@@ -1347,6 +1580,7 @@ tsr_status_t tsrFunctionCall(tsr_function_t fn, tsr_stream_t stream, const DLTen
     }
     st = call(&c, inputs, outputs);
   }
+  release_groups(&c);
   st = release_owned(&c, st);
   call_close(&c);
   if (stream) tsr_object_unref(&stream->obj);

@@ -338,10 +338,10 @@ def test_fuzz_the_plan_reader(fuzzer, tmp_path):
     exe = fuzzer("fuzz_plan", defines=["-DTSR_FUZZ_INERT"])
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    # between them: views of every kind, batch, alias, same_extents, prefer and smem
+    # between them: views of every kind, batch, alias, same_extents, prefer and smem, and collective steps
     for name, target in [("examples/graph/mlp.py", "cpu"), ("examples/gpu/attention.py", "sm_90a"),
                          ("examples/gpu/gemm.py", "sm_90a"), ("examples/graph/reductions.py", "cpu"),
-                         ("examples/tile/partial_tiles.py", "cpu")]:
+                         ("examples/tile/partial_tiles.py", "cpu"), ("examples/graph/collectives.py", "cpu")]:
         section = plan_corpus.compile_plan((name, (REPO / name).read_text(), target))
         (corpus / f"{name.replace('/', '_')}.{target}").write_bytes(section)
     assert fuzz(exe, corpus, tmp_path) > 100

@@ -55,6 +55,8 @@ def test_a_call_with_collectives_and_no_communicator_says_so():
     with pytest.raises(ValueError, match=r"function 'f': step 1 is a collective \(all_reduce over mesh axis 'tp'\), "
                                          r"which runs only with a communicator"):
         prog.f(np.ones((6, 4), np.float32))
+    with pytest.raises(TypeError, match="comm= takes a tessera.comm.Communicator, not int"):
+        prog.f(np.ones((6, 4), np.float32), comm=3)
 
 
 def _collective_plan(**step) -> Plan:

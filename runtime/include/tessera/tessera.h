@@ -564,9 +564,9 @@ TSR_API tsr_status_t tsrFunctionCallOptionsInitialize(tsr_function_call_options_
 /* tsrFunctionCall with `options` (NULL: the defaults), through which the call's collective steps get their
  * communicator (docs/c-api.md, "Collective steps"). Every rank of the communicator calls the function with
  * its own tensors (its shards of sharded parameters), in the same order as the others. A collective step
- * runs as the communicator's operation on the call's stream; a deterministic one (the plan's
- * `deterministic`) gathers every rank's tensor and combines them on the host in the interpreter's tree order,
- * bit-identical to tessera.interpret, whatever the communicator's own flags. Besides tsrFunctionCall's
+ * runs as the communicator's operation on the call's stream; a reduction in tree order (the plan's
+ * `deterministic`, or algo tree / binary_tree) gathers every rank's tensor and combines them on the host in the
+ * interpreter's order, bit-identical to tessera.interpret, whatever the communicator's own flags. Besides tsrFunctionCall's
  * statuses: TSR_ERROR_INVALID_VALUE for a collective step with no communicator, or one whose size is not
  * the mesh's device count (the message names function, step, collective and mesh axis); the communicator's
  * statuses (comm.h: TSR_ERROR_TIMEOUT, TSR_ERROR_LAUNCH_FAILED for a peer error, ...) with the step named;
