@@ -42,6 +42,11 @@ def _args(dtype):
     return {"dtype": "bf16"} if dtype == "bf16" else {}
 
 
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
 def collectives(c, out: dict) -> None:
     from tessera import comm, runtime  # lazy: imported by the rank, after mpiexec started it
     from tessera.stream import Stream  # lazy: as above
@@ -106,6 +111,17 @@ def collectives(c, out: dict) -> None:
             statuses[name] = "TSR_SUCCESS"
         except runtime.Error as e:
             statuses[name] = e.status_name
+    for name, call in [  # refused in Python, before the C API
+        ("strided", lambda: c.all_reduce(np.ones((4, 4), np.float32)[:, 0])),
+        ("bf16_of_f32", lambda: c.all_reduce(np.ones(4, np.float32), dtype="bf16")),
+        ("unknown_op", lambda: c.all_reduce(np.ones(4, np.float32), "mean")),
+        ("read_only_out", lambda: c.all_reduce(np.ones(4, np.float32), out=_read_only(np.zeros(4, np.float32)))),
+    ]:
+        try:
+            call()
+            statuses[name] = "accepted"
+        except (TypeError, ValueError) as e:
+            statuses[name] = f"{type(e).__name__}: {e}"
     for name, status in statuses.items():
         out[f"status_{name}"] = np.array(status)
     out["after"] = c.all_reduce(np.ones(3, np.float32))

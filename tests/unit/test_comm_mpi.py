@@ -128,6 +128,10 @@ def test_bad_arguments_return_statuses(collectives):
         assert str(got["status_bad_root"]) == "TSR_ERROR_INVALID_VALUE"
         assert str(got["status_self_send"]) == "TSR_ERROR_INVALID_VALUE"
         assert str(got["status_bad_peer"]) == "TSR_ERROR_INVALID_VALUE"
+        assert str(got["status_strided"]).startswith("ValueError: the send array must be C-contiguous")
+        assert str(got["status_bf16_of_f32"]).startswith("TypeError: bf16 data is passed as uint16 arrays")
+        assert str(got["status_unknown_op"]).startswith("ValueError: unknown reduction 'mean'")
+        assert str(got["status_read_only_out"]) == "ValueError: the out array is read-only"
         np.testing.assert_array_equal(got["after"], np.full(3, len(ranks), np.float32))
 
 
