@@ -129,6 +129,7 @@ class FunctionBuilder:
             self.block(self.fn.body)
         if self.results is None:
             raise self.error(self.fn, f"function '{self.fn.name}' must return its result tensor(s)")
+        self._result_shards(f)
         return self.finish(f, arg_types, self.results)
 
     def _params(self):
@@ -144,8 +145,7 @@ class FunctionBuilder:
         ann = arg.annotation
         if ann is None:
             raise self.error(arg, f"parameter '{arg.arg}' needs a type, e.g. tensor[f32, \"M\", \"N\"]")
-        if isinstance(ann, ast.Call) and isinstance(ann.func, ast.Attribute) and _name(ann.func.value) == "dist" \
-                and ann.func.attr == "shard":
+        if _is_shard(ann):
             return self._sharded(arg, ann)
         if isinstance(ann, ast.Subscript) and _name(ann.value) == "tensor":
             items = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
@@ -164,6 +164,12 @@ class FunctionBuilder:
         """`dist.shard(tensor[f32, 256, 1024], mesh, axis="tp", dim=1)`: the tensor written is the whole one;
         each device's parameter is its slice along `dim`, slice i on the devices whose coordinate along `axis`
         is i (so the body, and each rank's plan, sees the slice's extents)."""
+        t, shard = self._shard_of(ann, arg.arg)
+        self.shards[arg.arg] = shard
+        return t
+
+    def _shard_of(self, ann: ast.Call, name: str) -> tuple[GTensor, tuple[MeshSpec, str, int]]:
+        """A `dist.shard(...)` annotation's slice type and (mesh, axis, dim)."""
         if not ann.args or any(k.arg is None for k in ann.keywords):
             raise self.error(ann, "dist.shard(tensor[...], mesh, axis=..., dim=...) takes the tensor type first")
         kwargs = {k.arg: self.expr(k.value) for k in ann.keywords}
@@ -178,7 +184,7 @@ class FunctionBuilder:
         axis = kwargs.get("axis", mesh.axes[0])
         if axis not in mesh.axes:
             raise self.error(ann, f"axis {axis!r} is not an axis of the mesh {list(mesh.axes)}")
-        inner = ast.arg(arg=arg.arg, annotation=ann.args[0])
+        inner = ast.arg(arg=name, annotation=ann.args[0])
         ast.copy_location(inner, ann.args[0])
         t = self._param_type(inner)
         dim = kwargs.get("dim", 0)
@@ -193,10 +199,35 @@ class FunctionBuilder:
         if extent % n:
             raise self.error(ann, f"extent {extent} of dim {dim} is not divisible by the {n} devices of axis "
                                   f"{axis!r}")
-        self.shards[arg.arg] = (mesh, axis, dim)
         dims = list(t.dims)
         dims[dim] = extent // n
-        return GTensor(None, t.dtype, dims, t.accum)
+        return GTensor(None, t.dtype, dims, t.accum), (mesh, axis, dim)
+
+    def _result_shards(self, f: func.FuncOp) -> None:
+        """`-> dist.shard(tensor[...], mesh, axis=, dim=)` (or a tuple of annotations, one a result): each
+        device returns its slice of the whole tensor written, which the result must be (its dtype, rank and
+        constant extents; a located error otherwise); recorded as the result's tessera.shard. Other return
+        annotations are not read."""
+        ann = self.fn.returns
+        anns = ann.elts if isinstance(ann, ast.Tuple) else [ann]
+        if ann is None or not any(_is_shard(a) for a in anns):
+            return
+        if len(anns) != len(self.results):
+            raise self.error(ann, f"the return annotation names {len(anns)} results, the function returns "
+                                  f"{len(self.results)}")
+        attrs = []
+        for i, (a, r) in enumerate(zip(anns, self.results)):
+            if not _is_shard(a):
+                attrs.append(ir.DictAttr.get({}))
+                continue
+            t, shard = self._shard_of(a, f"result {i}")
+            have = [self.shapes.resolve(d) for d in r.dims]
+            if t.dtype != r.dtype or len(t.dims) != len(have) or any(
+                    isinstance(w, int) and isinstance(h, int) and w != h for w, h in zip(t.dims, have)):
+                raise self.error(a, f"result {i} is {r.dtype.name}{_show_dims(have)} on each device, not the slice "
+                                    f"{t.dtype.name}{_show_dims(t.dims)} its annotation says")
+            attrs.append(_arg_attr(f"result{i}", t, shard))
+        f.attributes["res_attrs"] = ir.ArrayAttr.get(attrs)
 
     # -- statements -----------------------------------------------------------------------------------
     def block(self, stmts: list[ast.stmt]) -> None:
@@ -557,6 +588,11 @@ class ModuleFunctions:
                                                        f"({' -> '.join(chain)}): a function call is inlined, "
                                                        f"so recursion is not supported")
         return self.build(name)
+
+
+def _is_shard(node: ast.expr) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _name(node.func.value) == "dist" \
+        and node.func.attr == "shard"
 
 
 def _show_dims(dims: list) -> str:

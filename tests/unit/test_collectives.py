@@ -160,3 +160,35 @@ def test_bad_shardings_are_located_errors(compile_error, annotation, message):
     e = compile_error(source)
     assert message in e.message and (e.filename, e.line) == ("user.py", 8), e
     assert e.col == source.splitlines()[7].index("dist.shard") + 1
+
+
+RESULT = '''
+from tessera import dist, f32, function, op, tensor
+
+mesh = dist.Mesh(axes=["tp"], devices=range(2))
+
+
+@function
+def f(X: tensor[f32, 4, 8],
+      W: dist.shard(tensor[f32, 8, 6], mesh, dim=1)) -> dist.shard(tensor[f32, 4, 6], mesh, dim=1):
+    return X @ W
+'''
+
+
+def test_a_sharded_result_is_checked_and_recorded():
+    from tessera import tessera_frontend_compile
+    text = tessera_frontend_compile(RESULT, {"filename": "r.py"}).text()
+    assert '-> (tensor<4x3xf32> {tessera.dims = [4, 3], tessera.name = "result0", tessera.shard = {axis = "tp", ' \
+        'dim = 1 : i64' in text, text
+    assert _plan_of(RESULT, "cpu")["values"]["v2"]["dims"] == ["4", "3"]
+
+
+@pytest.mark.parametrize("annotation, message", [
+    ("dist.shard(tensor[f32, 4, 6], mesh, dim=0)", "result 0 is f32[4, 3] on each device, not the slice f32[2, 6]"),
+    ("dist.shard(tensor[f32, 4, 5], mesh, dim=1)", "extent 5 of dim 1 is not divisible by the 2 devices"),
+    ("(dist.shard(tensor[f32, 4, 6], mesh, dim=1), tensor[f32, 4, 3])", "names 2 results, the function returns 1"),
+])
+def test_bad_sharded_results_are_located_errors(compile_error, annotation, message):
+    source = RESULT.replace("dist.shard(tensor[f32, 4, 6], mesh, dim=1):", annotation + ":")
+    e = compile_error(source)
+    assert message in e.message and e.line == 9, e
