@@ -2,7 +2,8 @@
 
 Reverse mode: the forward's copy gains one `attention_lse` beside it (the row log-sum-exp of scale·Q Kᵀ, the
 only residual the backward needs besides Q, K, V and O); ``delta = rowsum(dO ∘ O)`` in f32 is a cast, a mul
-and a sum (they fuse); then one `attention_grad` per wanted operand. Targets with fused kernels run the lse
+and a sum (an elementwise and a row kernel, or, on targets whose backward kernels compute delta, joined to
+the gradients' group by `join_delta`); then one `attention_grad` per wanted operand. Targets with fused kernels run the lse
 in the forward's kernel and the gradients in one backward kernel that recomputes P block by block, never
 writing the S×S matrix; elsewhere passes/decompose.py rewrites them into GEMMs (the fallback).
 
@@ -15,7 +16,8 @@ from __future__ import annotations
 from ..dialects import ttensor
 from ..dialects.support import create
 from ..mlir import ir
-from . import decompose
+from . import decompose, graph_shapes
+from .schedule_ir import graph_ops
 
 
 def _elt(v):
@@ -58,6 +60,65 @@ def vjp(e, op, cts, want):
     return [e._at(lambda x=x, w=w: create(ttensor.AttentionGradOp, q, k, v, do, lse, delta, causal=causal, scale=scale,
                                           wrt=ir.StringAttr.get(w), result=x.type).result)
             if wanted else None for x, w, wanted in zip((q, k, v), ttensor.ATTENTION_WRT, want)]
+
+
+def _group(op):
+    return ir.IntegerAttr(op.attributes["tessera.group"]).value if "tessera.group" in op.attributes else None
+
+
+def _delta_chain(grad, dims: dict, dtypes: frozenset) -> list | None:
+    """The ops computing attention_grad `grad`'s delta as `vjp` writes it — rowsum over the last axis of
+    cast(A, f32) · cast(B, f32), A and B in Q's dtype and dO's extents (dO and O) — each value read by
+    the next alone and delta by attention_grad ops of `grad`'s group alone; None where it is not so."""
+    q, delta, do = grad.operands[0], grad.operands[5], grad.operands[3]
+    if str(_elt(q)) not in dtypes or not isinstance(delta.owner, ir.OpView):
+        return None
+    red = delta.owner
+    if red.operation.name != "ttensor.reduce" or ir.StringAttr(red.attributes["kind"]).value != "sum" or \
+            ir.BoolAttr(red.attributes["keepdims"]).value:
+        return None
+    rank = ir.RankedTensorType(red.operands[0].type).rank
+    if [ir.IntegerAttr(a).value for a in ir.ArrayAttr(red.attributes["axes"])] not in ([rank - 1], [-1]):
+        return None
+    users = [getattr(u.owner, "operation", u.owner).opview for u in delta.uses]
+    if any(u.operation.name != "ttensor.attention_grad" or _group(u) != _group(grad) for u in users):
+        return None
+    mul = red.operands[0].owner
+    if not isinstance(mul, ir.OpView) or mul.operation.name != "ttensor.binary" or \
+            ir.StringAttr(mul.attributes["fn"]).value != "mul" or len(list(mul.results[0].uses)) != 1:
+        return None
+    casts = [x.owner for x in mul.operands]
+    for c in casts:
+        if not isinstance(c, ir.OpView) or c.operation.name != "ttensor.cast" or len(list(c.results[0].uses)) != 1 \
+                or _elt(c.results[0]) != ir.F32Type.get() or _elt(c.operands[0]) != _elt(q) \
+                or dims.get(c.operands[0]) != dims.get(do):
+            return None
+    return casts + [mul, red]
+
+
+def join_delta(fn, dtypes: frozenset) -> None:
+    """Joins each delta of `vjp` (`_delta_chain`) to the "attention_bwd" group of its attention_grad ops, on
+    targets whose backward kernels compute it (TargetFacts.attention_delta: one kernel reading dO and O once
+    instead of an elementwise kernel and a row reduction). Only where the fusion phase gave those ops groups of
+    their own (a cast of dO shared with other work keeps its kernel, and delta then its three)."""
+    ops = graph_ops(fn)
+    members: dict = {}
+    for op in ops:
+        if _group(op) is not None:
+            members.setdefault(_group(op), []).append(op.results[0])
+    dims = graph_shapes.infer(fn)
+    for grad in ops:
+        if grad.operation.name != "ttensor.attention_grad" or _group(grad) is None:
+            continue
+        chain = _delta_chain(grad, dims, dtypes)
+        if chain is None or _group(chain[-1]) == _group(grad):
+            continue
+        mine = {op.results[0] for op in chain}
+        if any(not set(members.get(_group(op), [])) <= mine for op in chain):
+            continue
+        for op in chain:
+            op.attributes["tessera.group"] = grad.attributes["tessera.group"]
+            op.attributes["tessera.group_kind"] = grad.attributes["tessera.group_kind"]
 
 
 def jvp(e, op, ts):

@@ -27,7 +27,7 @@ from .options import CompileOptions
 from .diagnostics import CompileError, LoweringError
 from .frontend import build_module
 from .frontend.sources import keyed_source
-from .passes import decompose, fold_transposes, fusion, graph_lowering, graph_phases
+from .passes import autodiff_attention, decompose, fold_transposes, fusion, graph_lowering, graph_phases
 from .dialects import make_context
 from .mlir import ir
 from .passes.registry import build_pass_manager
@@ -54,7 +54,8 @@ def _planning_target(backends: list):
                                staging_buffers=first.staging_buffers if alone else None,
                                fused_attention=first.fused_attention and alone,
                                gemm_epilogue=first.gemm_epilogue if alone else frozenset(),
-                               fused_attention_backward=first.fused_attention_backward if alone else frozenset())
+                               fused_attention_backward=first.fused_attention_backward if alone else frozenset(),
+                               attention_delta=first.attention_delta if alone else frozenset())
 
 
 def make_ttir(source: str, filename: str, metadata: dict, options: CompileOptions) -> ir.Module:
@@ -121,6 +122,8 @@ def make_fusion(mod: ir.Module, metadata: dict, target=None) -> ir.Module:
     for fn in _functions(mod):
         fusion.run(fn, fused_attention=bool(target and target.fused_attention),
                    gemm_epilogue=target.gemm_epilogue if target else frozenset())
+        if target and target.attention_delta:
+            autodiff_attention.join_delta(fn, target.attention_delta)
     return mod
 
 

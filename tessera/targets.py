@@ -34,6 +34,10 @@ class TargetFacts:
     # written by the forward's kernel (its "attention" group) and attention_grad's "attention_bwd" groups.
     # Others take the fallback (passes/decompose.py: GEMMs, the S×S probabilities materialised).
     fused_attention_backward: frozenset = frozenset()
+    # Element types of Q whose "attention_bwd" groups compute delta = rowsum(dO∘O) themselves (one
+    # preprocessing kernel reading dO and O once): the fusion phase joins the vjp's casts, product and row
+    # sum (passes/autodiff_attention.py) to the group instead of giving them kernels of their own.
+    attention_delta: frozenset = frozenset()
     # Element types of the operands whose GEMMs read an operand stored transposed in place (passes/
     # fold_transposes.py folds the transposes of their matmul operands into the matmul:
     # `tessera.transpose_a` / `tessera.transpose_b`).

@@ -22,9 +22,9 @@ producer warpgroup:
     dkdvdq dkdv, and dQ too (attention_lowering.lower_bwd: by default, FUSED_DQ_HEAD_DIMS): each
            warpgroup stages its 64 keys of dSᵀ in a shared tile (two, alternating by block), both meet at a
            named barrier, then each multiplies dQᵀ = Kᵀ·dSᵀ over the 128 keys (`_dq_product`), writes it to
-           a shared buffer and its leader adds that into dQacc (f32 [BH, SQ, D], zeroed before and rounded to
-           dQ after by `generate_acc`'s kernels) by TMA bulk tensor reductions (`_add_dq`, FlashAttention-3's
-           way)
+           a shared buffer and its leader adds that into dQacc (f32 [BH, SQ, D], zeroed before by
+           `generate_pre`'s kernel, which also computes Delta, and rounded to dQ after by `generate_acc`'s)
+           by TMA bulk tensor reductions (`_add_dq`, FlashAttention-3's way)
 
 so dkdv and dq multiply seven S×S×D products, dkdvdq five; dkdvdq's reductions add in a varying order, and
 on an H100 it is the faster at D = 64 and 128 (docs/performance.md). dkdvdq keeps the streamed block's
@@ -494,9 +494,65 @@ def _mask(w: Writer, spec: Sm90AttentionBwdSpec, probs: list[str], j: str, rows:
     return fwd.masked(w, probs, some, c0, col_t, end, "0.0", unseen if spec.causal else None)
 
 
+def generate_pre(name: str, head_dim: int, dtype: str = "bf16", zero: bool = False) -> str:
+    """The backward's preprocessing (FlashAttention-2/3's): Delta = rowsum(dO ∘ O) in f32 (each row's
+    D / 8 threads read 8 elements of each, 16 bytes, once, and add their sums by butterfly shuffles), and
+    with `zero` dQacc's rows filled with zeros (dkdvdq adds into them), so that one kernel replaces the
+    elementwise and row kernels of delta and dkdvdq's zeroing kernel. 256 threads a CTA, rows = 2048 / D a CTA;
+    grid (ceil(SQ / rows), BH). Parameters: O, dO, Delta (and dQacc), BH, SQ."""
+    w = Writer()
+    per_row = head_dim // 8
+    rows = 2048 // head_dim
+    _, ety = fwd._ELEM[dtype]
+    w.label("entry")
+    tid, bx, bh = w.sreg("tid.x"), w.sreg("ctaid.x"), w.sreg("ctaid.y")
+    sq = w.v("trunc i64 %SQ to i32")
+    row = w.v(f"add i32 {w.v(f'mul i32 {bx}, {rows}')}, {w.v(f'udiv i32 {tid}, {per_row}')}")
+    inside = w.v(f"icmp ult i32 {row}, {sq}")
+    # a row past the end reads the last row (every lane of a warp takes part in the shuffles), writes nothing
+    read = w.v(f"select i1 {inside}, i32 {row}, i32 {w.v(f'sub i32 {sq}, 1')}")
+    bhw, readw = w.v(f"zext i32 {bh} to i64"), w.v(f"zext i32 {read} to i64")
+    at_row = w.v(f"add i64 {w.v(f'mul i64 {bhw}, %SQ')}, {readw}")
+    col = w.v(f"urem i32 {tid}, {per_row}")
+    at = w.v(f"add i64 {w.v(f'mul i64 {at_row}, {per_row}')}, {w.v(f'zext i32 {col} to i64')}")   # 8-element units
+    x, y = (w.v(f"load <8 x {ety}>, ptr addrspace(1) {w.v(f'getelementptr <8 x {ety}>, ptr addrspace(1) %{n}, i64 {at}')}"
+                ", align 16") for n in ("O", "dO"))
+    x, y = (w.v(f"fpext <8 x {ety}> {a} to <8 x float>") for a in (x, y))
+    prod = w.v(f"fmul <8 x float> {x}, {y}")
+    total = w.v(f"extractelement <8 x float> {prod}, i32 0")
+    for i in range(1, 8):
+        total = w.v(f"fadd float {total}, {w.v(f'extractelement <8 x float> {prod}, i32 {i}')}")
+    m = per_row // 2
+    while m:
+        other = w.v(f"call float @llvm.nvvm.shfl.sync.bfly.f32(i32 -1, float {total}, i32 {m}, i32 31)")
+        total = w.v(f"fadd float {total}, {other}")
+        m //= 2
+    w.cbr(inside, "body", "exit")
+    w.label("body")
+    if zero:   # this thread's 8 columns of the row, in f32: two 16-byte stores
+        acc = w.v(f"getelementptr <4 x float>, ptr addrspace(1) %dQacc, i64 {w.v(f'mul i64 {at}, 2')}")
+        w.emit(f"store <4 x float> zeroinitializer, ptr addrspace(1) {acc}, align 16")
+        w.emit(f"store <4 x float> zeroinitializer, ptr addrspace(1) "
+               f"{w.v(f'getelementptr <4 x float>, ptr addrspace(1) {acc}, i64 1')}, align 16")
+    w.cbr(w.v(f"icmp eq i32 {col}, 0"), "first", "exit")
+    w.label("first")
+    out = w.v(f"getelementptr float, ptr addrspace(1) %Delta, i64 {at_row}")
+    w.emit(f"store float {total}, ptr addrspace(1) {out}, align 4")
+    w.br("exit")
+    w.label("exit")
+    w.emit("ret void")
+    body = "\n".join(w.lines)
+    params = "ptr addrspace(1) %O, ptr addrspace(1) %dO, ptr addrspace(1) %Delta" + \
+        (", ptr addrspace(1) %dQacc" if zero else "")
+    return module(f"define ptx_kernel void @{llvm_global(name)}({params}, i64 %BH, i64 %SQ) "
+                  f"\"nvvm.maxntid\"=\"256\" {{\n{body}\n}}\n",
+                  "declare float @llvm.nvvm.shfl.sync.bfly.f32(i32, float, i32, i32)")
+
+
 def generate_acc(name: str, head_dim: int, op: str, dtype: str = "bf16", scale: float = 1.0) -> str:
     """dkdvdq's companions over dQacc (f32 [BH, SQ, D]): `op` "zero" fills it with zeros before the kernel
-    adds into it; "cast" writes dQ = scale · dQacc in `dtype` after. 256 threads a CTA, four elements each (one
+    adds into it (where delta is computed outside the group, else generate_pre zeroes it); "cast" writes
+    dQ = scale · dQacc in `dtype` after. 256 threads a CTA, four elements each (one
     16-byte access); grid (ceil(SQ / rows), BH) with rows = 1024 / D. Parameters: dQacc (and dQ), BH, SQ."""
     w = Writer()
     per_row = head_dim // 4

@@ -82,13 +82,20 @@ def lower_bwd(arch: str, fused_dq: str, ctx, kname: str, ops: list) -> list[plan
     (PTXOptions.fused_dq) is "always", or "faster" at a head dimension of attention_bwd_sm90.FUSED_DQ_HEAD_DIMS:
     then the dK/dV kernel adds dQ's partial products into an f32 accumulator (a plan intermediate) by bulk
     reductions (kernel "dkdvdq", five S×S×D products instead of seven), which kname + "_dq_zero" zeroes first
-    and kname + "_dq_cast" rounds to dQ after; the reductions' order varies from run to run, so dQ's bits may."""
+    and kname + "_dq_cast" rounds to dQ after; the reductions' order varies from run to run, so dQ's bits may.
+    Where the group holds delta's ops too (TargetFacts.attention_delta: passes/autodiff_attention.join_delta),
+    kname + "_pre" computes delta from dO and O first, and zeroes the accumulator in the same pass."""
     dims = ctx.dims
-    op = ops[0]
+    grads = [x for x in ops if x.operation.name == "ttensor.attention_grad"]
+    op = grads[0]
     q, k, v, do, lse, delta = op.operands
     dt, D = _check(arch, op, "attention backward", dims, q, k, v, (do,))
     causal, scale = _attrs(op)
-    wrt = {ir.StringAttr(x.attributes["wrt"]).value: x.results[0] for x in ops}
+    wrt = {ir.StringAttr(x.attributes["wrt"]).value: x.results[0] for x in grads}
+    # delta = rowsum(cast(A) · cast(B)) of the group (A, B: dO and O), else delta is an input of the group
+    red = next((x for x in ops if x.operation.name == "ttensor.reduce"), None)
+    factors = [c.owner.operands[0] for c in red.operands[0].owner.operands] if red is not None else []
+    factors = [x for x in factors if x != do] + [x for x in factors if x == do]   # the kernel's (O, dO)
     dq = dims[q]
     env = {"BH": graph_shapes.product(dq[:-2]), "SQ": dq[-2], "SK": dims[k][-2]}
     rows = {"Q": "SQ", "K": "SK", "V": "SK", "dO": "SQ", "dQ": "SQ", "dK": "SK", "dV": "SK"}
@@ -102,7 +109,10 @@ def lower_bwd(arch: str, fused_dq: str, ctx, kname: str, ops: list) -> list[plan
         kinds = ["dkdvdq"]
         rows["dQacc"] = "SQ"
         values["dQacc"] = ctx.temporary(ctx.record(wrt["q"]), "f32")
-        steps.append(_acc_step(ctx, op, f"{kname}_dq_zero", D, dt, scale, env, values))
+        if not factors:
+            steps.append(_acc_step(ctx, op, f"{kname}_dq_zero", D, dt, scale, env, values))
+    if factors:
+        steps.append(_pre_step(ctx, op, f"{kname}_pre", D, dt, env, values, factors))
     for kind in kinds:
         name = kname if kind != "dq" or len(kinds) == 1 else f"{kname}_dq"
         try:
@@ -127,6 +137,23 @@ def lower_bwd(arch: str, fused_dq: str, ctx, kname: str, ops: list) -> list[plan
     if "dQacc" in values:
         steps.append(_acc_step(ctx, op, f"{kname}_dq_cast", D, dt, scale, env, values))
     return steps
+
+
+def _pre_step(ctx, op, name: str, D: int, dt: str, env: dict, values: dict, factors: list) -> plan.ArgsStep:
+    """The step writing Delta = rowsum(A ∘ B) of `factors` (dO and O) and, where the plan has dQacc, zeroing
+    it (attention_bwd_sm90.generate_pre), with its kernel declared."""
+    zero = "dQacc" in values
+    params = [("O", dt, ("BH", "SQ", D)), ("dO", dt, ("BH", "SQ", D)), ("Delta", "f32", ("BH", "SQ"))] + \
+        ([("dQacc", "f32", ("BH", "SQ", D))] if zero else [])
+    with op.location:
+        generated.declare(ctx.module, name, params, attention_bwd_sm90.generate_pre(name, D, dt, zero),
+                          list(range(2, len(params))), {"attention.backward": "pre"})
+    args = (plan.TensorArg(ctx.record(factors[0]), ("BH", "SQ", str(D))),
+            plan.TensorArg(ctx.record(factors[1]), ("BH", "SQ", str(D))),
+            plan.TensorArg(ctx.record(values["Delta"]), ("BH", "SQ"))) + \
+        ((plan.TensorArg(values["dQacc"], ("BH", "SQ", str(D))),) if zero else ())
+    return plan.ArgsStep(name, env={k: env[k] for k in ("BH", "SQ")}, args=args, block=(256, 1, 1),
+                         grid=(f"ceil(SQ/{2048 // D})", "BH", "1"))
 
 
 def _acc_step(ctx, op, name: str, D: int, dt: str, scale: float, env: dict, values: dict) -> plan.ArgsStep:

@@ -53,6 +53,7 @@ class PTXBackend(Backend):
                            matrix_units=frozenset(matrix_units.tensorcore_dtypes(arch)),
                            shared_memory=SHARED_MEMORY[sm(arch)], matmul_schedule=schedule,
                            fused_attention_backward=frozenset({"bf16", "f16"}) if arch == "sm_90a" else frozenset(),
+                           attention_delta=frozenset({"bf16", "f16"}) if arch == "sm_90a" else frozenset(),
                            gemm_transposes=frozenset(gemm_sm90.TRANSPOSABLE) if arch == "sm_90a" else frozenset())
 
     def lowerings(self) -> dict:

@@ -149,19 +149,58 @@ def test_fused_dq_plan(fused_example):
     assert kernels["vjp_v_d64__attention_bwd1"].props["attention.backward"] == "dv"
     doc = example.metadata["plans"]["vjp_causal_d128"]
     steps = [s for s in doc["steps"] if s.get("kernel", "").startswith(name)]
-    assert [s["kernel"] for s in steps] == [f"{name}_dq_zero", name, f"{name}_dq_cast"]
-    acc = steps[0]["args"][0]["value"]
+    # the preprocessing kernel zeroes the accumulator as it computes delta (test_delta_in_the_backward_group)
+    assert [s["kernel"] for s in steps] == [f"{name}_pre", name, f"{name}_dq_cast"]
+    acc = steps[0]["args"][3]["value"]
     assert steps[1]["args"][8]["value"] == acc == steps[2]["args"][0]["value"]
     assert doc["values"][acc]["dtype"] == "f32" and acc not in doc["results"] and acc not in doc["params"]
     assert doc["values"][acc]["dims"] == doc["values"][steps[2]["args"][1]["value"]]["dims"]   # dQ's
-    assert steps[0]["grid"] == ["ceil(SQ/8)", "BH", "1"] and steps[0]["env"] == {"BH": "B*H", "SQ": "S"}
-    strict = {k.name for k in image.read_image(_compile_fused("strict").image).kernels}
+    assert steps[2]["grid"] == ["ceil(SQ/8)", "BH", "1"] and steps[2]["env"] == {"BH": "B*H", "SQ": "S"}
+    strict = {k.name: k for k in image.read_image(_compile_fused("strict").image).kernels}
     assert f"{name}_dq" in strict and f"{name}_dq_zero" not in strict
+    assert [a.name for a in strict[f"{name}_pre"].args] == ["O", "dO", "Delta", "BH", "SQ"]
     d64 = "vjp_attn_d64__attention_bwd1"
     assert f"{d64}_dq" in {k.name for k in image.read_image(_compile_fused(env="0").image).kernels}
     default = {k.name: k for k in image.read_image(_compile_fused(env="").image).kernels}
     assert default[d64].props["attention.backward"] == "dkdvdq" and f"{d64}_dq_cast" in default
     assert default[name].props["attention.backward"] == "dkdvdq" and f"{name}_dq" not in default
+
+
+def test_delta_in_the_backward_group(fused_example):
+    """delta = rowsum(dO ∘ O) of the vjp (a cast of each, a product, a row sum) joins the attention_bwd group:
+    one preprocessing kernel reads the forward's O and the cotangent dO and writes the Delta the dK/dV kernel
+    reads (and zeroes dQ's accumulator), so no elementwise or row kernel is left in the plan."""
+    doc = fused_example.metadata["plans"]["vjp_attn_d64"]
+    kernels = {k.name: k for k in image.read_image(fused_example.image).kernels}
+    by_kernel = {s["kernel"]: s for s in doc["steps"] if "kernel" in s}
+    assert sorted(by_kernel) == ["vjp_attn_d64__attention0", "vjp_attn_d64__attention_bwd1",
+                                 "vjp_attn_d64__attention_bwd1_dq_cast", "vjp_attn_d64__attention_bwd1_pre"]
+    pre, kv = by_kernel["vjp_attn_d64__attention_bwd1_pre"], by_kernel["vjp_attn_d64__attention_bwd1"]
+    assert [a.name for a in kernels["vjp_attn_d64__attention_bwd1_pre"].args] == ["O", "dO", "Delta", "dQacc",
+                                                                                  "BH", "SQ"]
+    assert pre["args"][0]["value"] == by_kernel["vjp_attn_d64__attention0"]["args"][3]["value"]   # O
+    assert pre["args"][1]["value"] == kv["args"][3]["value"]                                       # dO
+    assert pre["args"][2]["value"] == kv["args"][5]["value"]                                       # Delta
+    assert pre["grid"] == ["ceil(SQ/32)", "BH", "1"]
+
+
+def test_preprocessing_kernel():
+    d128 = bwd.generate_pre("p", 128, "f16", zero=True)
+    d64 = bwd.generate_pre("p", 64)
+    # 16 (8) threads a row: four (three) butterfly steps; 16-byte loads of each operand
+    assert d128.count("call float @llvm.nvvm.shfl.sync.bfly.f32(") == 4 and "load <8 x half>" in d128
+    assert d64.count("call float @llvm.nvvm.shfl.sync.bfly.f32(") == 3 and "load <8 x bfloat>" in d64
+    assert d128.count("store <4 x float> zeroinitializer") == 2 and "%dQacc" not in d64
+
+
+@needs_ptxas
+@pytest.mark.parametrize("d", [64, 128])
+def test_preprocessing_kernel_assembles(d):
+    from tessera.backends.ptx import compiler as ptx_compiler
+    from tessera.backends.ptx.options import PTXOptions
+    meta = {"signatures": []}
+    ptx = ptx_compiler.make_ptx(bwd.generate_pre("p", d, zero=True), meta, PTXOptions(arch="sm_90a"))
+    assert "shfl.sync.bfly.b32" in ptx and "kernel_props" not in meta
 
 
 def test_accumulator_kernels():

@@ -1,6 +1,7 @@
 # The vjp of flash attention on sm_90a with TESSERA_ATTENTION_FUSED_DQ=1: the attention_grad ops'
 # attention_bwd group becomes one kernel computing dK, dV and adding dQ into an f32 accumulator by bulk
-# tensor reductions, between a kernel zeroing the accumulator and one rounding it to dQ
+# tensor reductions, between the preprocessing kernel (delta = rowsum(dO ∘ O), the vjp's cast, product and
+# row sum joined to the group; it also zeroes the accumulator) and one rounding it to dQ
 # (backends/ptx/attention_bwd_sm90.py). Without the variable this happens too (at D = 64 and 128,
 # FUSED_DQ_HEAD_DIMS); with it at 0, or under the "strict" numerics profile, dQ has a kernel of its own
 # (attention-bwd-sm90.py).
@@ -24,11 +25,15 @@ dcausal = vjp(causal)
 # KERNELS-SAME:    memref<?x?x?xbf16> {tessera.dims = ["BH", "SQ", 128], tessera.name = "O"}
 # KERNELS-SAME:    memref<?x?xf32> {tessera.dims = ["BH", "SQ"], tessera.name = "LSE"}
 # KERNELS-SAME:    tessera.writes = array<i64: 3, 4>
-# The accumulator, an f32 intermediate of Q's extents, zeroed first.
-# KERNELS-LABEL: func.func private @dcausal__attention_bwd1_dq_zero(
-# KERNELS-SAME:    memref<?x?x?xf32> {tessera.dims = ["BH", "SQ", 128], tessera.name = "dQacc"}
-# KERNELS-SAME:    attention.backward = "dq_zero"
-# KERNELS-SAME:    tessera.writes = array<i64: 0>
+# delta from O and dO, and the accumulator (an f32 intermediate of Q's extents) zeroed, by one kernel first;
+# no elementwise or row kernel computes delta.
+# KERNELS-NOT:   func.func private @dcausal__elementwise
+# KERNELS-NOT:   func.func private @dcausal__row
+# KERNELS-LABEL: func.func private @dcausal__attention_bwd1_pre(
+# KERNELS-SAME:    memref<?x?x?xbf16> {tessera.dims = ["BH", "SQ", 128], tessera.name = "O"}, memref<?x?x?xbf16> {tessera.dims = ["BH", "SQ", 128], tessera.name = "dO"}
+# KERNELS-SAME:    memref<?x?xf32> {tessera.dims = ["BH", "SQ"], tessera.name = "Delta"}, memref<?x?x?xf32> {tessera.dims = ["BH", "SQ", 128], tessera.name = "dQacc"}
+# KERNELS-SAME:    attention.backward = "pre"
+# KERNELS-SAME:    tessera.writes = array<i64: 2, 3>
 # dK, dV and dQ from one kernel: K and V held (128 rows), Q and dO streamed in 64-query blocks; dQacc has
 # a seventh tensor map (f32 boxes of 32 head dimensions × 64 queries) for the bulk reductions.
 # KERNELS-LABEL: func.func private @dcausal__attention_bwd1(
@@ -57,7 +62,12 @@ dcausal = vjp(causal)
 # it into dQacc by bulk tensor reductions, releases the stage, and stores dV and dK by TMA (LLVM places the
 # blocks in either order). The block's statistics are read from the warpgroup's copy in shared memory, two
 # columns a load.
-# PTX-LABEL: .visible .entry dcausal__attention_bwd1_dq_zero(
+# The preprocessing kernel: 16-byte loads of O and dO (eight bf16 each), the row's 16 threads' sums added by
+# four butterfly shuffles, 16-byte zero stores of the accumulator.
+# PTX-LABEL: .visible .entry dcausal__attention_bwd1_pre(
+# PTX:       ld.global.v4.b32
+# PTX:       ld.global.v4.b32
+# PTX-COUNT-4: shfl.sync.bfly.b32
 # PTX:       st.global.v4.b32 [%rd{{[0-9]+}}], {0f00000000, 0f00000000, 0f00000000, 0f00000000};
 # PTX-LABEL: .visible .entry dcausal__attention_bwd1(
 # PTX-COUNT-7: .param .align 64 .b8 dcausal__attention_bwd1_param_{{[0-9]}}[128],
