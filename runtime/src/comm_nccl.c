@@ -2,9 +2,10 @@
  * operations queued on the Tessera stream's CUstream.
  *
  * NCCL is dlopen()ed, so libtessera builds and loads without it: $TESSERA_NCCL_LIBRARY (a path or soname),
- * else the nvidia-nccl-cu13 wheel's site-packages/nvidia/nccl/lib/libnccl.so.2 beside the installed package
- * (two levels above tessera/lib/libtessera.so), else the system's libnccl.so.2. The types and constants below
- * are nccl.h's stable ABI (NCCL 2.17 and later; ncclCommSplit from 2.18).
+ * else a libnccl.so.2 the process has loaded already (PyTorch's, once torch is imported: one NCCL in the
+ * process, whichever wheel brought it), else the nvidia-nccl wheel's site-packages/nvidia/nccl/lib/libnccl.so.2
+ * beside the installed package (two levels above tessera/lib/libtessera.so), else the system's libnccl.so.2.
+ * The types and constants below are nccl.h's stable ABI (NCCL 2.17 and later; ncclCommSplit from 2.18).
  *
  * NVLink multicast (NVLS) stays off: NCCL_NVLS_ENABLE=0 is put in the environment before the first
  * communicator starts, unless the user set the variable (then theirs is NCCL's).
@@ -107,7 +108,13 @@ static void load(void) {
   char wheel[PATH_MAX + 48];
   wheel_candidate(wheel, sizeof wheel);
   const char* candidates[] = {"libnccl.so.2", NULL, NULL};
-  if (wheel[0] && access(wheel, R_OK) == 0) candidates[0] = wheel, candidates[1] = "libnccl.so.2";
+  /* dlopen of the soname returns a copy already loaded (matched by DT_SONAME) wherever it came from, so a
+   * PyTorch imported first shares its NCCL instead of a second copy (maybe another version) joining it. */
+  void* loaded = dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD);
+  if (loaded)
+    dlclose(loaded);
+  else if (wheel[0] && access(wheel, R_OK) == 0)
+    candidates[0] = wheel, candidates[1] = "libnccl.so.2";
   tsr_driver_library_t lib;
   char why[768];
   if (!tsr_driver_open(&lib, "TESSERA_NCCL_LIBRARY", candidates, "NCCL (libnccl.so.2)", why, sizeof why)) {

@@ -6,6 +6,7 @@ CUstream; a peer that never comes yields TSR_ERROR_TIMEOUT or a peer error and n
 tests/gpu/test_nccl_gpu.py runs the real thing on two GPUs."""
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -84,3 +85,52 @@ def test_a_missing_peer_is_a_status_and_an_abort(build_host, fake_driver, fake_n
     status, and NCCL's communicator is aborted, not destroyed (which could wait for the peer)."""
     lines = run_host(build_host, fake_driver, fake_nccl, tmp_path, mode, FAKE_NCCL_HANG=mode)
     assert "ncclCommAbort rank=0" in lines and not [line for line in lines if "Destroy" in line], lines
+
+
+LOOKUP = r"""
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])  # libtessera in a site-packages/tessera/lib of its own
+if len(sys.argv) > 2:
+    ctypes.CDLL(sys.argv[2])  # an NCCL the process loaded first, as `import torch` loads PyTorch's
+
+class ContextOptions(ctypes.Structure):
+    _fields_ = [("backend", ctypes.c_char_p), ("flags", ctypes.c_uint32), ("worker_threads", ctypes.c_uint32),
+                ("wait_timeout_ms", ctypes.c_uint32)]
+
+class CommOptions(ctypes.Structure):
+    _fields_ = [("backend", ctypes.c_uint32), ("flags", ctypes.c_uint32), ("timeout_ms", ctypes.c_uint64)]
+
+lib.tsrGetLastErrorMessage.restype = ctypes.c_char_p
+o, ctx = ContextOptions(), ctypes.c_void_p()
+lib.tsrContextOptionsInitialize(ctypes.byref(o))
+o.backend = b"cuda"
+c, uid = CommOptions(), (ctypes.c_ubyte * 128)()
+lib.tsrCommOptionsInitialize(ctypes.byref(c))
+c.backend = 2  # TSR_COMM_BACKEND_NCCL
+st = lib.tsrCreateContextWithOptions(ctypes.byref(o), ctypes.byref(ctx)) or \
+    lib.tsrCommGetUniqueId(ctx, ctypes.byref(c), uid)
+assert st == 0, lib.tsrGetLastErrorMessage()
+with open("/proc/self/maps") as f:
+    print("\n".join(sorted({line.split()[-1] for line in f if "libnccl" in line})))
+"""
+
+
+@pytest.mark.parametrize("preloaded", [False, True])
+def test_nccl_lookup_prefers_a_loaded_copy_then_the_wheel(cc, runtime_prefix, fake_driver, tmp_path, preloaded):
+    """Without $TESSERA_NCCL_LIBRARY: a libnccl.so.2 the process has loaded (PyTorch's, once torch is imported)
+    is the one used, not a second copy; else the nvidia-nccl wheel's beside the installed package
+    (site-packages/nvidia/nccl/lib, two levels above tessera/lib/libtessera.so)."""
+    site = tmp_path / "site-packages"
+    (site / "tessera" / "lib").mkdir(parents=True)
+    libtessera = site / "tessera" / "lib" / "libtessera.so"
+    libtessera.write_bytes((runtime_prefix / "lib" / "libtessera.so").read_bytes())
+    wheel, loaded = site / "nvidia" / "nccl" / "lib" / "libnccl.so.2", tmp_path / "torch_lib" / "libnccl.so.2"
+    for out in (wheel, loaded):
+        out.parent.mkdir(parents=True)
+        run([cc, "-shared", "-fPIC", "-O1", HERE / "fake_nccl.c", "-ldl", "-Wl,-soname,libnccl.so.2", "-o", out])
+    env = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), FAKE_NCCL_LOG=str(tmp_path / "nccl.log"),
+               FAKE_CUDA_LOG=str(tmp_path / "cuda.log"))
+    env.pop("TESSERA_NCCL_LIBRARY", None)
+    p = run([sys.executable, "-c", LOOKUP, libtessera, *([loaded] if preloaded else [])], env=env, timeout=120)
+    assert p.stdout.split() == [str(loaded if preloaded else wheel)], p.stdout + p.stderr
+    assert (tmp_path / "nccl.log").read_text().splitlines() == ["ncclGetUniqueId"]

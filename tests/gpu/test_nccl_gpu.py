@@ -2,8 +2,10 @@
 (CUDA_VISIBLE_DEVICES), every collective with every dtype and op it takes, on a Tessera stream and on the NULL
 stream, checked against numpy; and a rank that dies: the survivor gets a status within the communicator's
 timeout, never a hang. The workers call libtessera's C API through ctypes (<tessera/comm.h>), so this tests the
-C API itself. Needs two GPUs and NCCL (the nvidia-nccl-cu13 wheel, or $TESSERA_NCCL_LIBRARY); skips otherwise.
+C API itself. Needs two GPUs and NCCL ($TESSERA_NCCL_LIBRARY, else an nvidia-nccl-cu12/cu13 wheel's
+nvidia/nccl/lib/libnccl.so.2 on sys.path, e.g. the one PyTorch depends on, else the system's); skips otherwise.
 tests/c/test_comm_nccl_fake.py checks the calls NCCL gets without GPUs."""
+import importlib.util
 import json
 import os
 import subprocess
@@ -15,20 +17,43 @@ import pytest
 WORKER = Path(__file__).with_name("nccl_worker.py")
 
 
-def gpu_count():
+def visible_gpus():
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them: the variable's list (those that exist)
+    if set, else every GPU nvidia-smi lists, by index."""
     try:
         out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(line.startswith("GPU ") for line in out.splitlines())
+        return []
+    count = sum(line.startswith("GPU ") for line in out.splitlines())
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return [str(i) for i in range(count)]
+    return [d.strip() for d in visible.split(",") if d.strip()][:count]
+
+
+def nccl_library():
+    """$TESSERA_NCCL_LIBRARY, else a wheel's libnccl.so.2 on sys.path where libtessera's own lookup (the wheel
+    beside the installed tessera package, then the system's) could miss it: tessera installed apart from the
+    packages PyTorch brought; None: leave it to libtessera."""
+    if os.environ.get("TESSERA_NCCL_LIBRARY"):
+        return os.environ["TESSERA_NCCL_LIBRARY"]
+    wheel = Path("nvidia", "nccl", "lib", "libnccl.so.2")
+    package = Path(importlib.util.find_spec("tessera._runtime").origin).parent  # where lib/libtessera.so is
+    if (package.parent / wheel).exists():
+        return None
+    found = [Path(p) / wheel for p in sys.path if p and (Path(p) / wheel).exists()]
+    return str(found[0]) if found else None
 
 
 def run_ranks(tmp_path, scenario, world=2, timeout=300):
-    """Starts `world` workers, rank r on GPU r; returns each one's (return code, results)."""
+    """Starts `world` workers, rank r on the r-th visible GPU; returns each one's (return code, results)."""
     procs = []
-    for rank in range(world):
-        env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(rank))
+    library = nccl_library()
+    for rank, gpu in enumerate(visible_gpus()[:world]):
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpu)
         env.pop("TESSERA_BACKEND", None)
+        if library:
+            env["TESSERA_NCCL_LIBRARY"] = library
         procs.append(subprocess.Popen([sys.executable, str(WORKER), scenario, str(world), str(rank), str(tmp_path)],
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
     results = []
@@ -41,7 +66,7 @@ def run_ranks(tmp_path, scenario, world=2, timeout=300):
 
 @pytest.fixture(scope="module")
 def two_gpus(cuda, tmp_path_factory):
-    if gpu_count() < 2:
+    if len(visible_gpus()) < 2:
         pytest.skip("needs 2 GPUs")
     probe = run_ranks(tmp_path_factory.mktemp("probe"), "probe", world=1, timeout=120)[0]
     assert probe[0] == 0 and probe[1], probe[2]
