@@ -31,6 +31,7 @@ from __future__ import annotations
 from ..diagnostics import LoweringError
 from ..mlir import ir
 from . import graph_shapes
+from . import schedule_ir
 from .schedule_ir import graph_ops
 
 ELEMENTWISE = {"ttensor.unary", "ttensor.binary", "ttensor.bias_add", "ttensor.cast", "ttensor.broadcast",
@@ -276,17 +277,19 @@ def run(fn, fused_attention: bool = False, gemm_epilogue: frozenset = frozenset(
                 g = group_of.get(o)
                 if g is None or g[1] not in ("elementwise", "gemm", "row"):
                     continue
-                if not (_joins_before_outside_users(op, members.get(g[0], []), position) if g[1] == "elementwise"
-                        else _uses(o) == 1):
+                if g[1] == "elementwise":   # the extents first: a hoist moves `op`
+                    if _same_space(op.results[0], o, dims) and _joins_or_hoists(op, members.get(g[0], []), position):
+                        joined = g
+                        break
+                    continue
+                if _uses(o) != 1:
                     continue
                 if g[1] == "row":  # softmax + dropout: the mask is applied as the probabilities are written
                     if op.operation.name == "ttensor.dropout" and o.owner.operation.name == "ttensor.softmax":
                         joined = g
                         break
                     continue
-                if g[1] == "elementwise" and op.results[0].type == o.type and dims.get(op.results[0]) == dims.get(o):
-                    joined = g
-                elif g[1] == "gemm" and _epilogue_step(op, o, dims, gemm_epilogue) and \
+                if g[1] == "gemm" and _epilogue_step(op, o, dims, gemm_epilogue) and \
                         _step_name(op) not in with_operand.setdefault(g[0], set()):
                     joined = g
                     if _step_name(op) in ("bias", "scale", "scale_by", "residual", "sub_from"):
@@ -300,8 +303,7 @@ def run(fn, fused_attention: bool = False, gemm_epilogue: frozenset = frozenset(
             # cotangent times gelu'(x)) is one kernel, where the check allows the two as one group
             for o in data_operands(op):
                 g = group_of.get(o)
-                if g is not None and g != joined and g[1] == "elementwise" and o.type == op.results[0].type and \
-                        dims.get(o) == dims.get(op.results[0]) and \
+                if g is not None and g != joined and g[1] == "elementwise" and _same_space(o, op.results[0], dims) and \
                         _joins_before_outside_users(op, members[joined[0]] + members[g[0]], position):
                     for m in members.pop(g[0]):
                         m.attributes["tessera.group"] = ir.IntegerAttr.get(i32, joined[0])
@@ -334,6 +336,29 @@ def _joins_before_outside_users(op, members: list, position: dict) -> bool:
     return True
 
 
+def _joins_or_hoists(op, members: list, position: dict) -> bool:
+    """`_joins_before_outside_users`, or else moves `op` (with its decision ops) up to right before the first
+    outside reader of a member's value where all of `op`'s operands exist there: a cast of the cotangent that
+    a bias's gradient reduces first (dZ to bf16 for the next GEMM) joins the kernel that computes dZ, which
+    then writes both, instead of reading dZ back in a kernel of its own."""
+    if _joins_before_outside_users(op, members, position):
+        return True
+    here = position[op.results[0]]
+    inside = {m.results[0] for m in members}
+    readers = [use.owner for m in members for use in m.results[0].uses
+               if len(use.owner.results) == 1 and use.owner.results[0] not in inside]
+    first = min(readers, key=lambda u: position.get(u.results[0], here), default=None)
+    at = position.get(first.results[0], here) if first is not None else here
+    if at >= here or any(position.get(o, -1) >= at for o in op.operands):
+        return False
+    target = (schedule_ir.decisions(first) or [first])[0]
+    for d in schedule_ir.decisions(op):
+        d.operation.move_before(target)
+    op.operation.move_before(target)
+    position[op.results[0]] = at - 0.5
+    return True
+
+
 def _sibling(op, members: dict, group_of: dict, position: dict, dims: dict):
     """An elementwise group of `op`'s output shape that already reads one of `op`'s operands, for `op` to
     join: the terms of a derivative read the same saved value (gelu's input: erf(x/√2) and exp(-x²/2)), and
@@ -347,6 +372,17 @@ def _sibling(op, members: dict, group_of: dict, position: dict, dims: dict):
             if _joins_before_outside_users(op, members.get(g[0], []), position):
                 return g
     return None
+
+
+def _same_space(a: ir.Value, b: ir.Value, dims: dict) -> bool:
+    """Do `a` and `b` span one iteration space that one elementwise kernel computes both in: equal extents,
+    and element types that compute in the same type (kernelgen.compute_dtype; a bf16 rounding of an f32 value
+    is a store's conversion, where an f64 value would compute in f64)?"""
+    ta, tb = ir.RankedTensorType(a.type), ir.RankedTensorType(b.type)
+    if ta.shape != tb.shape or dims.get(a) != dims.get(b):
+        return False
+    floats = {"f16", "bf16", "f32"}
+    return ta.element_type == tb.element_type or {str(ta.element_type), str(tb.element_type)} <= floats
 
 
 def _step_name(op) -> str:

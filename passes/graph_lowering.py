@@ -127,6 +127,10 @@ def lower_function(fn, module: ir.Module, lowerings: Mapping[str, Callable], tar
             steps.extend(_split_reduce(ctx, kname, ops[0], schedule_ir.vector_of(ops[0]).get("warp", 32),
                                        schedule_ir.schedule_of(ops[0]).get("rows_per_block", 4)))
             continue
+        elif kind == "row" and _splits_columns(ops[0], dims):
+            steps.extend(_split_strided(ctx, kname, ops[0], schedule_ir.vector_of(ops[0]).get("warp", 32) *
+                                        schedule_ir.schedule_of(ops[0]).get("rows_per_block", 4)))
+            continue
         elif kind == "row":
             ks = kernelgen.row(kname, ops[0], dims, schedule_ir.vector_of(ops[0]).get("warp", 32),
                                schedule_ir.schedule_of(ops[0]).get("rows_per_block", 4), epilogue=ops[1:])
@@ -199,6 +203,41 @@ def _splits(op, dims: dict) -> bool:
         return plan.evaluate(kernelgen.split_chunks(*_matrix(op, "row", d)), {}) > 1
     except plan.PlanError:   # a symbolic extent: the split is chosen when the extents are known
         return True
+
+
+def _splits_columns(op, dims: dict) -> bool:
+    """Does reduction `op`, over axes not all trailing, run as two kernels (kernelgen.STRIDED_CHUNK): a float
+    reduction whose outermost reduced run may split into more than one chunk — always where symbolic."""
+    if op.operation.name != "ttensor.reduce" or kernelgen.element_dtype(op.operands[0]) not in ("f64", "f32", "f16", "bf16"):
+        return False
+    d, axes = dims[op.operands[0]], kernelgen.reduced_axes(op)
+    if axes == list(range(len(d) - len(axes), len(d))):
+        return False
+    rows, _ = _matrix(op, "row", d)
+    first = [d[a] for a in axes[:next((i for i in range(1, len(axes)) if axes[i] != axes[i - 1] + 1), len(axes))]]
+    try:
+        return plan.evaluate(kernelgen.strided_chunks(rows, graph_shapes.product(first)), {}) > 1
+    except plan.PlanError:   # a symbolic extent: the split is chosen when the extents are known
+        return True
+
+
+def _split_strided(ctx: LoweringContext, kname: str, op, block_x: int) -> list:
+    """The two view steps of a split reduction over leading axes: chunks of the outermost reduced run to
+    partials in a temporary [P, K], then each column of partials to the result."""
+    rows, cols = _matrix(op, "row", ctx.dims[op.operands[0]])
+    part, finish, cdt, chunks = kernelgen.strided_reduce_split(kname, op, ctx.dims, block_x)
+    ctx.build(part.source, f"<tessera:{kname}_part>")
+    ctx.build(finish, f"<tessera:{kname}>")
+    x, y = ctx.record(op.operands[0]), ctx.record(op.results[0])
+    partials = ctx.temporary(y, cdt, [chunks, rows], tag="_partials")
+    is_mean = ir.StringAttr(op.attributes["kind"]).value == "mean"
+    return [plan.ViewStep(kernel=part.name, source=part.source, R=rows, C=chunks, block=part.block, grid=part.grid,
+                          tensors=(plan.TensorView(x, "scalar"), plan.TensorView(partials, "scalar")),
+                          scalars=tuple(part.extra["scalars"])),
+            plan.ViewStep(kernel=kname, source=finish, R=rows, C=cols, block=(block_x, 1, 1),
+                          grid=(f"ceil(R/{block_x})", "1", "1"),
+                          tensors=(plan.TensorView(partials, "scalar"), plan.TensorView(y, "scalar")),
+                          scalars=(chunks, cols) if is_mean else (chunks,))]
 
 
 def _split_reduce(ctx: LoweringContext, kname: str, op, warp: int, rows_per_block: int) -> list:

@@ -16,6 +16,7 @@ thread per kept element, looping over the reduced ones where they lie (no transp
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from .. import dtypes
@@ -126,6 +127,18 @@ def _bias_dims(ops: list, dims: dict) -> dict:
     return out
 
 
+# Threads of an elementwise kernel's block: block_x along a row, as many rows as make this many. One row per
+# block ([128, 1, 1]) made a [8192, 16384] kernel a million blocks, and on an H100 such kernels ran at the
+# rate the device starts blocks (about 0.6 ns a block: 1.2 TB/s for an f32-to-bf16 gelu, 0.8 TB/s for a
+# fill), far under its memory bandwidth; four rows of threads per block, each thread ELEMENTWISE_ROWS rows,
+# cut the blocks sixteenfold.
+ELEMENTWISE_THREADS = 512
+# Rows of its column each thread of an elementwise kernel computes. One element a thread kept one load in
+# flight per thread: 2048 threads × 4 bytes per H100 SM, about half the bytes in flight its memory needs
+# at full bandwidth (an f32-to-bf16 gelu ran at 1.6 TB/s of ~3); four rows' loads issue back to back.
+ELEMENTWISE_ROWS = 4
+
+
 def elementwise(name: str, ops: list, inputs: list, outputs: list, dims: dict, block_x: int) -> KernelSource:
     out_dims = dims[outputs[0]]
     dims = {**dims, **_bias_dims(ops, dims)}
@@ -158,16 +171,36 @@ def elementwise(name: str, ops: list, inputs: list, outputs: list, dims: dict, b
         value = local[v] if dt == cdt else f"{dt}({local[v]})"
         stores.append(f"        O{k}[row, col] = {value}")
     params += [f"{n}: int64" for n, _ in scalars]
+    # each thread computes ELEMENTWISE_ROWS rows of its column: every row's loads first (a load past the last
+    # row reads the last row instead, a valid address), then each row's arithmetic and its guarded stores
+    # (a dropout's kernel, 17 multiplies of Philox an element, is bound by its arithmetic: one row a thread)
+    V = 1 if any(op.operation.name == "ttensor.dropout" for op in ops) else ELEMENTWISE_ROWS
+    per_row = {f"a{k}" for k, line in enumerate(loads) if re.search(r"\brow\b", line)} | \
+        {f"t{n}" for n in range(len(body))}
+
+    def at(line: str, j: int) -> str:
+        return re.sub(r"\b(row|a\d+|t\d+)\b", lambda m: f"{m[1]}_{j}" if m[1] == "row" or m[1] in per_row
+                      else m[1], line)
+    lines = [line for line in loads if not re.search(r"\brow\b", line)]
+    lines += [f"        row_{j} = min(row0 + {j}, O0.shape[0] - 1)" for j in range(V)]
+    lines += [at(line, j) for j in range(V) for line in loads if re.search(r"\brow\b", line)]
+    for j in range(V):
+        lines += [at(line, j) for line in body]
+        if j:
+            lines.append(f"        if row0 + {j} < O0.shape[0]:")
+        lines += [("    " if j else "") + at(line, j) for line in stores]
     src = "\n".join([
         "import math", "", "",
         "@kernel",
         f"def {name}({', '.join(params)}):",
         "    col = launch.thread_id(0)",
-        "    row = launch.thread_id(1)",
-        "    if col < O0.shape[1] and row < O0.shape[0]:",
-        *loads, *body, *stores, ""])
-    return KernelSource(name, src, inputs, outputs, views, block=(block_x, 1, 1),
-                        grid=(f"ceil(C/{block_x})", "R", "1"), extra={"scalars": [e for _, e in scalars]})
+        f"    row0 = launch.thread_id(1) * {V}",
+        "    if col < O0.shape[1] and row0 < O0.shape[0]:",
+        *lines, ""])
+    rows = max(1, ELEMENTWISE_THREADS // block_x)
+    return KernelSource(name, src, inputs, outputs, views, block=(block_x, rows, 1),
+                        grid=(f"ceil(C/{block_x})", f"ceil(R/{rows * V})", "1"),
+                        extra={"scalars": [e for _, e in scalars]})
 
 
 def _expr(op, local: dict, cdt: str, dims: dict, scalars: list) -> str:
@@ -443,6 +476,48 @@ def split_reduce(name: str, op, warp: int) -> tuple[str, str, str]:
     return "\n".join(part), "\n".join(finish), cdt
 
 
+# A reduction over leading axes (a bias's gradient: [T, F] summed over T) runs one thread per kept element;
+# with few of them (F = 16384 is 128 blocks of 128 threads on an H100's 132 SMs, each thread looping over
+# 8192 rows) the device idles. Its outermost reduced run then splits into P chunks: a first kernel sums chunk
+# p of each kept element into a partial T[p, K] (K·P threads), a second sums each column of T in order. P
+# keeps chunks at least STRIDED_CHUNK rows long and K·P at most STRIDED_THREADS (two full waves of an H100's
+# 132 SMs × 2048 threads, or enough for every CPU core); like SPLIT_CHUNK, extents alone decide it and the
+# partials are combined in a fixed order (no atomics).
+STRIDED_CHUNK = 64
+STRIDED_THREADS = 1 << 19
+
+
+def strided_chunks(kept: str, extent: str) -> str:
+    """The extent expression of how many chunks the reduced run of `extent` splits into, for `kept` kept
+    elements (at least 1: an empty run still writes the reduction's identity)."""
+    return f"max(min(ceil(({extent})/{STRIDED_CHUNK}), {STRIDED_THREADS} // max({kept}, 1)), 1)"
+
+
+def strided_reduce_split(name: str, op, dims: dict, block_x: int) -> tuple[KernelSource, str, str, str]:
+    """The two kernels of a split reduction over not-only-trailing axes (see STRIDED_CHUNK): the first
+    (`_strided_reduce(split=True)`, `{name}_part(X flat, T flat, runs..., K, P)`, launched over [R, C] =
+    [K, P]: a grid's expression sees R and C in place of plan symbols of those names) and the source of the
+    second, `{name}(T flat, Y flat, P[, count])`, which sums T[0..P, o] for each kept element o, divides a
+    mean by its element count and rounds once at the store; with the partials' dtype and P's expression."""
+    x, y = op.operands[0], op.results[0]
+    xd, axes = dims[x], reduced_axes(op)
+    red = ir.StringAttr(op.attributes["kind"]).value
+    dt_in, dt_out = element_dtype(x), element_dtype(y)
+    cdt = compute_dtype(dt_in)
+    init, comb = reduce_init(red, cdt), REDUCE_COMBINE[red]
+    part = _strided_reduce(name, op, xd, axes, init, comb, False, ((lambda e: f"{cdt}({e})") if dt_in != cdt
+                                                                    else (lambda e: e), None), block_x, split=True)
+    result = f"acc / {cdt}(count)" if red == "mean" else "acc"
+    result = f"{dt_out}({result})" if dt_out != cdt else result
+    finish = ["import math", "", "", "@kernel",
+              f"def {name}(T: tensor[{cdt}, \"S0\"], Y: tensor[{dt_out}, \"S1\"], P: int64"
+              f"{', count: int64' if red == 'mean' else ''}):",
+              "    o = launch.thread_id(0)", "    if o < Y.shape[0]:", "        K = Y.shape[0]", f"        acc = {init}",
+              "        for p in range(P):", f"            acc = {comb.format(a='acc', b='T[p * K + o]')}",
+              f"        Y[o] = {result}", ""]
+    return part, "\n".join(finish), cdt, part.extra["scalars"][-1]
+
+
 def reduced_axes(op) -> list[int]:
     """A ttensor.reduce's axes, sorted, each in [0, rank)."""
     rank = ir.RankedTensorType(op.operands[0].type).rank
@@ -450,12 +525,13 @@ def reduced_axes(op) -> list[int]:
 
 
 def _strided_reduce(name: str, op, xd: list, axes: list, init: str, comb: str, mean: bool, conv: tuple,
-                    block_x: int) -> KernelSource:
+                    block_x: int, split: bool = False) -> KernelSource:
     """A reduction over axes that are not all trailing (a bias's gradient sums a cotangent over its rows),
     without moving them last: one thread per kept element, looping over the reduced ones in place. Adjacent
     axes merge into runs, kept or reduced; consecutive threads take consecutive elements of the last kept
     run, so a column reduction ([R, C] over R) reads rows of X contiguously across threads (vector lanes on
-    the CPU, a coalesced warp on GPUs). X and Y are passed flat, the runs' extents and strides as scalars."""
+    the CPU, a coalesced warp on GPUs). X and Y are passed flat, the runs' extents and strides as scalars.
+    `split`: the first kernel of a split reduction instead (strided_reduce_split), `{name}_part`."""
     ld, st = conv
     x, y = op.operands[0], op.results[0]
     runs: list = []   # [reduced?, [extents]]
@@ -468,17 +544,34 @@ def _strided_reduce(name: str, op, xd: list, axes: list, init: str, comb: str, m
     for k, (is_reduced, ds) in enumerate(runs):
         scalars += [(f"e{k}", product(ds)), (f"st{k}", product([d for _, rest in runs[k + 1:] for d in rest]))]
         (loops if is_reduced else kept).append(k)
-    lines = ["    o = launch.thread_id(0)", "    if o < Y.shape[0]:", "        q = o", "        base = 0"]
+    if split:   # thread (o, p): chunk p of the outermost reduced run, into T[p·K + o]
+        scalars += [("K", product([d for k in kept for d in runs[k][1]])),
+                    ("P", strided_chunks(product([d for k in kept for d in runs[k][1]]), product(runs[loops[0]][1])))]
+        lines = ["    o = launch.thread_id(0)", "    p = launch.thread_id(1)", "    if o < K and p < P:", "        q = o",
+                 "        base = 0"]
+    else:
+        lines = ["    o = launch.thread_id(0)", "    if o < Y.shape[0]:", "        q = o", "        base = 0"]
     for n, k in enumerate(reversed(kept)):   # the output index, last kept run fastest
         last = n == len(kept) - 1
         lines += [f"        base += {'q' if last else f'(q % e{k})'} * st{k}"] + ([] if last else [f"        q = q // e{k}"])
     lines.append(f"        acc = {init}")
+    if split:
+        k0 = loops[0]
+        lines += [f"        L = (e{k0} + P - 1) // P", "        lo = p * L", f"        hi = min(lo + L, e{k0})"]
     indent = "        "
     for k in loops:
-        lines.append(f"{indent}for i{k} in range(e{k}):")
+        lines.append(f"{indent}for i{k} in range({'lo, hi' if split and k == loops[0] else f'e{k}'}):")
         indent += "    "
     at = " + ".join(["base"] + [f"i{k} * st{k}" for k in loops])
     lines.append(f"{indent}acc = {comb.format(a='acc', b=ld(f'X[{at}]'))}")
+    if split:
+        cdt = compute_dtype(element_dtype(x))
+        lines.append("        T[p * K + o] = acc")
+        params = [f"X: tensor[{element_dtype(x)}, \"S0\"]", f"T: tensor[{cdt}, \"S1\"]",
+                  *[f"{n}: int64" for n, _ in scalars]]
+        src = "\n".join(["import math", "", "", "@kernel", f"def {name}_part({', '.join(params)}):", *lines, ""])
+        return KernelSource(f"{name}_part", src, [x], [], ["scalar", "scalar"], block=(block_x, 1, 1),
+                            grid=(f"ceil(R/{block_x})", "C", "1"), extra={"scalars": [e for _, e in scalars]})
     if mean:
         scalars.append(("count", product([d for k in loops for d in runs[k][1]])))
         lines.append(f"        acc = acc / {compute_dtype(element_dtype(x))}(count)")
