@@ -150,7 +150,7 @@ def make_kernels(mod: ir.Module, metadata: dict, backends: list) -> ir.Module:
     for p in plans.values():
         if p.fallbacks:
             for step in p.steps:
-                if not isinstance(step, (plan.AliasStep, plan.CallStep)):
+                if not isinstance(step, (plan.AliasStep, plan.CallStep, plan.CollectiveStep)):
                     props.setdefault(step.kernel, {})["fallbacks"] = "; ".join(p.fallbacks)
     kernels = [op for op in mod.body.operations
                if op.operation.name == "func.func" and "tessera.kernel" in op.attributes]

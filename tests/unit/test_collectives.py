@@ -116,6 +116,14 @@ def test_a_collective_keeps_dtype_and_rank():
         Plan.from_json(doc)
 
 
+def test_a_function_with_a_dtype_fallback_and_a_collective_compiles():
+    """The fallback ("f16 computed in f32" on the CPU) is recorded on the function's kernels, not on its
+    collective steps, which have none."""
+    source = SOURCE.replace("f32, \"M\", \"N\"", "f16, \"M\", \"N\"").replace("import dist,", "import dist, f16,")
+    image = read_image(tessera.compile(source, target="cpu"))
+    assert [k.props.get("fallbacks") for k in image.kernels] == ["f16 computed in f32"]
+
+
 # ---- sharded parameters -------------------------------------------------------------------------------------
 
 SHARDED = '''
