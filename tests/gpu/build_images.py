@@ -10,6 +10,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
 from kernels import LINKED, OPTIONS, SOURCES, build_linked  # noqa: E402
+import collectives_gpu  # noqa: E402
 
 from tessera import compiler  # noqa: E402
 from tessera.options import CompileOptions  # noqa: E402
@@ -30,6 +31,7 @@ def main(out: str) -> None:
             with open(os.path.join(out, f"{name}.{target}.tessera"), "wb") as f:
                 f.write(image)
             print(f"{name}.{target}.tessera (linked)")
+    collectives_gpu.build(out)   # test_collectives_gpu's images and the interpreter's values
 
 
 if __name__ == "__main__":

@@ -144,20 +144,30 @@ def main(image: str, out: str) -> None:
 
     c = comm.Communicator.from_env(backend="mpi", timeout=60)
     prog = executor.load(open(image, "rb").read())
-    results = {}
-    for name in FUNCTIONS + ("mlp", "mlp_partial"):
+
+    def args_of(name):
         args = inputs(c.rank, name)
         if name.startswith("mlp"):
             args = [args[0], shard(args[1], c.size, c.rank, 1), shard(args[2], c.size, c.rank, 0)]
+        return args
+
+    np.savez(f"{out}/rank{c.rank}.npz", **call_all(prog, c, FUNCTIONS + ("mlp", "mlp_partial"), args_of))
+
+
+def call_all(prog, c, names, args_of) -> dict:
+    """Each function of `names` called with args_of(name) and communicator `c` (a failure's message under
+    "error:<name>"), and under "no_comm" what a call of ar_sum without one raises (also collectives_gpu's)."""
+    results = {}
+    for name in names:
         try:
-            results[name] = getattr(prog, name)(*args, comm=c)
+            results[name] = getattr(prog, name)(*args_of(name), comm=c)
         except Exception as e:  # noqa: BLE001 — the test reports it
             results[f"error:{name}"] = np.array(f"{type(e).__name__}: {e}")
     try:
-        prog.ar_sum(*inputs(c.rank, "ar_sum"))
+        prog.ar_sum(*args_of("ar_sum"))
     except ValueError as e:
         results["no_comm"] = np.array(str(e))
-    np.savez(f"{out}/rank{c.rank}.npz", **results)
+    return results
 
 
 if __name__ == "__main__":
