@@ -310,29 +310,27 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
         turn.take()
     flat, frags = hp.fence(w, [x for o in outs_in for x in o], fp + fds)
     fp, fds = frags[:len(fp)], frags[len(fp):]
-    # dV += Pᵀ·dO, dK += dSᵀ·Q, dQ += dS·K: the streamed blocks read MN-major. At D = 128 dkdvdq issues dQ's
-    # product first and adds it into dQacc (shared-memory stores, barrier, bulk reductions) while dV's and
-    # dK's run (7-9 % faster on an H100); at D = 64 that was 1 % slower, so dQ's product comes last and is
-    # added once the block's stage is released (docs/performance.md)
+    # dV += Pᵀ·dO, dK += dSᵀ·Q, dQ += dS·K: the streamed blocks read MN-major. dkdvdq adds dQ into dQacc
+    # (shared-memory stores, barrier, bulk reductions) while dK's product still runs: its product is issued
+    # first at D = 128 (dV's runs too), second at D = 64 (after dV's), each the faster on an H100 (D = 128
+    # 7-9 %, D = 64 4-5 % over waiting for all three; docs/performance.md)
     dq_first = fused and spec.head_dim == 128
     if dq_first:
         dq = _dq_product(w, spec, hbase, ds_at, c)
     outs = [flat[acc_n * i:acc_n * (i + 1)] for i in range(len(outs_in))]
     if want_dv:
         outs[0] = fwd._pv(w, spec, outs[0], fp, b2)
-    if want_dk or not dkdv:
-        outs[-1] = fwd._pv(w, spec, outs[-1], fds, b1)
     if fused and not dq_first:
         dq = _dq_product(w, spec, hbase, ds_at, c)
+    if want_dk or not dkdv:
+        outs[-1] = fwd._pv(w, spec, outs[-1], fds, b1)
     if turn:
         turn.give()
-    if dq_first:
-        _add_dq(w, spec, hp.wait_group(w, dq, len(outs), keep=frags), j, c, warp, lane, col_t, bh, dq_bufs,
-                leader)
+    if fused:   # the products issued after dQ's stay in flight
+        _add_dq(w, spec, hp.wait_group(w, dq, 2 if dq_first else 1, keep=frags), j, c, warp, lane, col_t, bh,
+                dq_bufs, leader)
     outs = [hp.wait_group(w, o, 0, keep=frags) for o in outs]
     hp.mbar_arrive_if(w, fwd._empty(w, bars, s, S), leader)
-    if fused and not dq_first:
-        _add_dq(w, spec, hp.wait_group(w, dq, 0), j, c, warp, lane, col_t, bh, dq_bufs, leader)
     w.emit(f"{i_next} = add i32 {i}, 1")
     clatch = w.current
     w.cbr(w.v(f"icmp ult i32 {i_next}, {n}"), "cloop", "cdone")
