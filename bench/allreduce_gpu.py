@@ -60,7 +60,7 @@ def parse_args():
 
 def fail(message: str) -> None:
     rank = os.environ.get("RANK", "?")
-    print(f"allreduce_gpu.py (rank {rank}): {message}", file=sys.stderr, flush=True)
+    print(f"{os.path.basename(sys.argv[0])} (rank {rank}): {message}", file=sys.stderr, flush=True)
     raise SystemExit(2)
 
 

@@ -1,0 +1,207 @@
+"""A tensor-parallel MLP across GPUs, weak scaling (issue 16): Y = all_reduce(gelu(X·W1) · W2) in bf16, W1
+column-sharded and W2 row-sharded over the ranks (dist.shard), one all_reduce of the [T, D] partial products,
+against torch's equivalent (the same matmuls, gelu and torch.distributed's all_reduce over NCCL) in the same
+processes, on the same tensors. One process per GPU:
+
+    python bench/tp_mlp_gpu.py --build-image tp_images             # where the compiler is: one image per N
+    tessera-run -n 2 --backend nccl bench/tp_mlp_gpu.py --image tp_images
+    tessera-run -n 2 bench/tp_mlp_gpu.py --cpu                     # the same on the CPU through MPI, small
+
+Weak scaling: every rank holds an [D, F] column block of W1 and an [F, D] row block of W2 whatever the number
+of GPUs N (the whole hidden width is F·N), so each GPU's GEMM work, 4·T·D·F flops, is the same at every N, and
+only the all_reduce grows. In one launch of N ranks both steps are timed: the 1-GPU step (each rank alone, on
+its GPU, with a communicator of itself: the image for a mesh of one device, whose all_reduce is a copy; torch's
+without an all_reduce) and the N-GPU step; efficiency = t1 / tN, for each side. Each step's result is checked
+against torch's once (within 2^-5 of its largest: bf16 partials, summed in bf16 by either side's NCCL).
+
+Method: each side's step is called --iters times back to back between two device synchronizations, after a
+barrier; a round's time is the slowest rank's; the best of --rounds rounds counts, the sides alternating. Rank
+r drives GPU LOCAL_RANK (CUDA_VISIBLE_DEVICES narrowed before CUDA starts) and NCCL_NVLS_ENABLE=0 (set on
+import of allreduce_gpu, before either side starts NCCL).
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from allreduce_gpu import fail, free_port, launched  # noqa: E402  (sets NCCL_NVLS_ENABLE=0)
+from common import machine  # noqa: E402
+from train_step_gpu import as_torch  # noqa: E402
+
+
+def program(world: int, f_shard: int) -> str:
+    """The MLP over a mesh of `world` devices, each holding `f_shard` of the hidden units (T, D symbolic)."""
+    return f'''
+from tessera import bf16, dist, f32, function, op, tensor
+
+mesh = dist.Mesh(axes=["tp"], devices=range({world}))
+
+
+@function
+def tp_mlp(X: tensor[bf16, "T", "D"], W1: dist.shard(tensor[bf16, "D", {f_shard * world}], mesh, axis="tp", dim=1),
+           W2: dist.shard(tensor[bf16, {f_shard * world}, "D"], mesh, axis="tp", dim=0)):
+    H = op.cast(op.gelu(op.matmul(X, W1, out_dtype=f32)), bf16)
+    return op.all_reduce(op.matmul(H, W2), mesh=mesh)
+'''
+
+
+def compile_image(world: int, f_shard: int, cpu: bool) -> bytes:
+    import tessera  # lazy: the compiler is needed only where the image is built
+    if cpu:
+        return tessera.compile(program(world, f_shard), "tp_mlp_gpu.py")
+    return tessera.compile(program(world, f_shard), "tp_mlp_gpu.py", target="ptx", arch="sm_90a")
+
+
+def image_file(folder: str, world: int, f_shard: int) -> str:
+    return os.path.join(folder, f"tp_mlp.n{world}.f{f_shard}.tessera")
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--image", metavar="DIR", help="the sm_90a images built beforehand with --build-image DIR")
+    p.add_argument("--build-image", metavar="DIR", help="only write the sm_90a images (one per N of --worlds)")
+    p.add_argument("--worlds", default="1,2,4,8", help="with --build-image: the N to build for (default 1,2,4,8)")
+    p.add_argument("--shape", help="T,D,F: tokens, width, hidden units per GPU (default 8192,4096,8192; with "
+                                   "--cpu 128,64,128)")
+    p.add_argument("--cpu", action="store_true", help="CPU images through MPI (tessera-run -n N without --backend)")
+    p.add_argument("--iters", type=int, default=10, help="timed steps per round (default 10)")
+    p.add_argument("--rounds", type=int, default=5, help="timings per side, alternating; the best counts")
+    args = p.parse_args()
+    args.T, args.D, args.F = (int(x) for x in (args.shape or ("128,64,128" if args.cpu else "8192,4096,8192"))
+                              .split(","))
+    if min(args.iters, args.rounds) < 1:
+        p.error("--iters and --rounds must be at least 1")
+    return args
+
+
+def main() -> int:
+    args = parse_args()
+    if args.build_image:
+        os.makedirs(args.build_image, exist_ok=True)
+        for n in (int(w) for w in args.worlds.split(",")):
+            path = image_file(args.build_image, n, args.F)
+            with open(path, "wb") as f:
+                f.write(compile_image(n, args.F, cpu=False))
+            print(path)
+        return 0
+    if not args.cpu:
+        launched()   # before CUDA starts: this rank's GPU only
+    try:
+        import torch  # lazy: before Tessera looks for a libnccl, so both use PyTorch's
+        import torch.distributed as dist
+        import torch.nn.functional as tf
+    except ImportError as e:
+        fail(f"PyTorch is needed for the torch peer: {e}")
+    from tessera import comm, executor, runtime, stream  # lazy: after the GPU is chosen
+
+    if args.cpu:
+        ctx, device, backend = None, "cpu", "mpi"
+    else:
+        if not torch.cuda.is_available():
+            fail(f"PyTorch sees no GPU (CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']})")
+        ctx, device, backend = runtime.select_backend("cuda"), "cuda", "nccl"
+        torch.cuda.set_device(0)
+    world_comm = comm.Communicator.from_env(backend=backend, timeout=300, context=ctx)
+    rank, world = world_comm.rank, world_comm.size
+    # N=1: each rank alone, on a communicator of itself
+    comms = {1: world_comm.split(color=rank) if world > 1 else world_comm, world: world_comm}
+    programs = {}
+    for n in comms:
+        if args.image:
+            path = image_file(args.image, n, args.F)
+            if not os.path.exists(path):
+                fail(f"no {path}: build it with --build-image {args.image} --worlds {n} (and the same --shape F)")
+            data = open(path, "rb").read()
+        else:
+            data = compile_image(n, args.F, args.cpu)
+        programs[n] = executor.load(data, ctx).function("tp_mlp")
+    # torch's store on a port rank 0 picks and sends over Tessera's communicator (TESSERA_RENDEZVOUS's port served
+    # Tessera's ids and may still be held)
+    port = np.array([free_port() if rank == 0 else 0], np.int64)
+    port = world_comm.broadcast(port if args.cpu else runtime.DeviceArray.from_numpy(port, ctx))
+    port = int((port if args.cpu else port.numpy())[0])
+    host = os.environ.get("TESSERA_RENDEZVOUS", "127.0.0.1:0").rsplit(":", 1)[0]
+    dist.init_process_group("gloo" if args.cpu else "nccl", init_method=f"tcp://{host}:{port}", rank=rank,
+                            world_size=world)
+
+    T, D, F = args.T, args.D, args.F
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(T, D, generator=g).to(torch.bfloat16)   # the same on every rank
+    g.manual_seed(1 + rank)                                  # this rank's blocks of W1 and W2
+    W1 = (torch.randn(D, F, generator=g) / D ** 0.5).to(torch.bfloat16)
+    W2 = (torch.randn(F, D, generator=g) / (F * world) ** 0.5).to(torch.bfloat16)
+    X, W1, W2 = (t.to(device) for t in (X, W1, W2))
+    if args.cpu:   # the executor takes numpy on the CPU: bf16 as float32 values
+        ours_args, s = [t.float().numpy() for t in (X, W1, W2)], None
+        sync = (lambda: None)
+    else:
+        ours_args, s = (X, W1, W2), stream.new(context=ctx)
+        sync = s.synchronize
+        torch.cuda.synchronize()
+    torch_sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+    def theirs(n: int):
+        Y = tf.gelu(X @ W1) @ W2
+        if n > 1:
+            dist.all_reduce(Y)
+        return Y
+
+    def slowest(t: float) -> float:
+        x = torch.tensor([t], dtype=torch.float64, device=device)
+        dist.all_reduce(x, op=dist.ReduceOp.MAX)
+        return x.item()
+
+    def timed(call, wait) -> float:
+        call(), wait()
+        dist.barrier(**({"device_ids": [0]} if device == "cuda" else {}))   # start together
+        t0 = time.perf_counter()
+        for _ in range(args.iters):
+            call()
+        wait()
+        return slowest((time.perf_counter() - t0) / args.iters)
+
+    flops = 4.0 * T * D * F
+    unit, scale = ("TFLOP/s", 1e12) if device == "cuda" else ("GFLOP/s", 1e9)
+    if rank == 0:
+        where = f"one {ctx.properties['name']} each, PyTorch {torch.__version__}, NCCL_NVLS_ENABLE=0" if ctx \
+            else f"CPU: {machine()}, PyTorch {torch.__version__} (gloo), Tessera over MPI"
+        print(f"tensor-parallel MLP, weak scaling: T={T} D={D}, F={F} hidden units per GPU (F*N in all), bf16; "
+              f"{world} rank(s), {where}")
+        print(f"best of {args.rounds} rounds of {args.iters} steps, the slowest rank's time; per-GPU {unit} count "
+              f"4*T*D*F")
+        print(f"{'N':>3} {'side':<8} {'ms/step':>9} {unit + '/GPU':>12} {'eff t1/tN':>10} {'torch/ours':>11}")
+    best = {}
+    for n, run in programs.items():
+        ours_once = run(*ours_args, comm=comms[n], stream=s)
+        sync()
+        want = theirs(n)
+        got, want = as_torch(ours_once, want).float(), want.float()
+        err = (got - want).abs().max().item()
+        if not err <= 2 ** -5 * want.abs().max().item():
+            fail(f"N={n}: the result differs from torch's by {err} (largest {want.abs().max().item()})")
+        sides = {"tessera": (lambda n=n, run=run: run(*ours_args, comm=comms[n], stream=s), sync),
+                 "torch": (lambda n=n: theirs(n), torch_sync)}
+        times = {k: float("inf") for k in sides}
+        for _ in range(args.rounds):
+            for name, (call, wait) in sides.items():
+                times[name] = min(times[name], timed(call, wait))
+        best[n] = times
+    if rank == 0:
+        for n, times in best.items():
+            for name, sec in times.items():
+                eff = f"{best[1][name] / sec:10.3f}"
+                ratio = f"{times['torch'] / sec:10.3f}x" if name == "tessera" else ""
+                print(f"{n:>3} {name:<8} {sec * 1e3:9.3f} {flops / sec / scale:12.1f} {eff} {ratio:>11}", flush=True)
+    dist.destroy_process_group()
+    for c in {id(c): c for c in comms.values()}.values():
+        c.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
