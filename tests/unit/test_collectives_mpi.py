@@ -8,7 +8,6 @@ interpreter's tree (deterministic=True, or algo="tree"/"binary_tree"), within ro
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,22 +21,14 @@ from tessera import tessera_frontend_compile
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import collectives_worker as W  # noqa: E402
+from mpi_jobs import child_env, mpiexec_or_skip  # noqa: E402
 
 GUARD = 300  # seconds the job may take before the test fails instead of hanging
 EXACT = ("ar_sum", "ar_max", "ar_min", "ar_mean", "ar_prod", "ar_bf16", "ar_tree", "gather0", "gather1",
          "scatter0", "scatter1", "bcast", "grid_axes")
 
 
-def _mpiexec() -> str:
-    from tessera.tools.errors import ToolError
-    from tessera.tools.run import mpiexec
-    try:
-        exe = mpiexec()
-        from tessera import comm
-        comm.unique_id("mpi")  # loads libmpi.so.12
-    except (ToolError, Exception) as e:  # noqa: BLE001 — whatever stops MPI from loading is the skip's reason
-        pytest.skip(f"MPI cannot be used here: {e}")
-    return exe
+_mpiexec = mpiexec_or_skip  # test_data_parallel_mpi.py imports it by this name
 
 
 @pytest.fixture(scope="module", params=[2, 3, 4])
@@ -46,9 +37,8 @@ def job(request, tmp_path_factory):
     out = tmp_path_factory.mktemp(f"ranks{n}")
     image = out / "collectives.tessera"
     image.write_bytes(tessera.compile(W.source(n), target="cpu"))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
     p = subprocess.run([_mpiexec(), "-n", str(n), sys.executable, str(HERE / "collectives_worker.py"), str(image),
-                        str(out)], capture_output=True, text=True, timeout=GUARD, env=env)
+                        str(out)], capture_output=True, text=True, timeout=GUARD, env=child_env(), cwd=out)
     ranks = [dict(np.load(out / f"rank{r}.npz")) for r in range(n) if (out / f"rank{r}.npz").exists()]
     assert p.returncode == 0 and len(ranks) == n, p.stdout + p.stderr
     return n, ranks, tessera_frontend_compile(W.source(n), {"filename": "collectives.py"})

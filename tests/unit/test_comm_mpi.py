@@ -8,7 +8,6 @@ tessera-run's exit status and clean-up. Each run has its own wall-clock guard (s
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -17,36 +16,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tessera.tools.errors import ToolError
-from tessera.tools.run import mpiexec
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import comm_worker as W  # noqa: E402
+from mpi_jobs import child_env, mpiexec_or_skip as _mpiexec  # noqa: E402
 
 GUARD = 240  # seconds a whole job may take before the test fails instead of hanging
 
 
-def _mpiexec() -> str:
-    try:
-        exe = mpiexec()
-    except ToolError as e:
-        pytest.skip(f"MPI cannot be found: {e}")
-    try:
-        from tessera import runtime
-        runtime.default_context()
-        from tessera import comm
-        comm.unique_id("mpi")  # loads libmpi.so.12 (tsrCommGetUniqueId asks the transport)
-    except Exception as e:  # noqa: BLE001 — whatever stops MPI from loading is the skip's reason
-        pytest.skip(f"MPI cannot be loaded: {e}")
-    return exe
-
-
 def launch(n: int, scenario: str, tmp_path: Path, *extra: str) -> list[dict]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
     start = time.monotonic()
     p = subprocess.run([_mpiexec(), *extra, "-n", str(n), sys.executable, str(HERE / "comm_worker.py"), scenario,
-                        str(tmp_path)], capture_output=True, text=True, timeout=GUARD, env=env)
+                        str(tmp_path)], capture_output=True, text=True, timeout=GUARD, env=child_env(), cwd=tmp_path)
     ranks = [dict(np.load(tmp_path / f"rank{r}.npz")) for r in range(n) if (tmp_path / f"rank{r}.npz").exists()]
     for r in ranks:
         r["_wall"] = time.monotonic() - start
@@ -210,8 +192,8 @@ def test_an_abort_ends_a_waiting_collective_at_once(tmp_path):
 def test_a_missing_mpi_library_is_named():
     p = subprocess.run([sys.executable, "-c", "from tessera import comm, runtime\ntry:\n    comm.unique_id('mpi')\n"
                         "except runtime.Error as e:\n    print(e.status_name, e)\n"],
-                       capture_output=True, text=True, timeout=120,
-                       env=dict(os.environ, TESSERA_MPI_LIBRARY="/nonexistent/libmpi.so.12"))
+                       capture_output=True, text=True, timeout=120, cwd=HERE,
+                       env=child_env(TESSERA_MPI_LIBRARY="/nonexistent/libmpi.so.12"))
     assert p.stdout.startswith("TSR_ERROR_UNSUPPORTED"), p.stdout + p.stderr
     assert "TESSERA_MPI_LIBRARY=/nonexistent/libmpi.so.12" in p.stdout and "pip install mpich" in p.stdout
 
@@ -219,7 +201,7 @@ def test_a_missing_mpi_library_is_named():
 def _tessera_run(*args, timeout=120):
     start = time.monotonic()
     p = subprocess.run([sys.executable, "-m", "tessera.tools.run", *args], capture_output=True, text=True,
-                       timeout=timeout)
+                       timeout=timeout, env=child_env(), cwd=HERE)
     return p, time.monotonic() - start
 
 
