@@ -12,7 +12,7 @@ from typing import Callable
 
 from ..diagnostics import LoweringError
 from ..mlir import passmanager
-from . import autodiff, cpu_vector_math, fold_transposes, gpu_math, inline_functions, simt_to_gpu, simt_to_warps, tile_mma, tod_rewrites
+from . import autodiff, bucketize, cpu_vector_math, fold_transposes, gpu_math, inline_functions, simt_to_gpu, simt_to_warps, tile_mma, tod_rewrites
 from .to_llvm import CPU_TO_LLVM
 
 
@@ -81,6 +81,11 @@ PASSES: dict[str, PassInfo] = {
     "tessera-inline-functions": PassInfo(
         "tessera-inline-functions", "calls of one @function by another replaced by the callee's body, callees "
         "first (the first pass of the canonical stage)", inline_functions.run, {}),
+    "tessera-bucketize": PassInfo(
+        "tessera-bucketize", "a function's all_reduces grouped into buckets of bucket-bytes (default 25 MiB) in "
+        "the order their tensors are produced, each bucket moved to right after its last tensor's producer "
+        "(tessera.bucket), so that gradient all_reduces overlap the rest of the backward",
+        bucketize.run, {"bucket-bytes": int}),
     "tessera-fold-transposes": PassInfo(
         "tessera-fold-transposes", "a transpose of a matmul operand's last two axes folded into the matmul "
         "(tessera.transpose_a/_b: the GEMM reads it in place; the schedule stage, on targets whose GEMMs can); "

@@ -65,9 +65,10 @@ def make_ttir(source: str, filename: str, metadata: dict, options: CompileOption
 def make_canonical(mod: ir.Module, metadata: dict) -> ir.Module:
     # derivatives' bodies written first (their calls are inlined like any other's); calls between functions
     # inlined next, so that every later phase sees one body per function; cse next, so that equal
-    # constructions are one value when the operator algebra's laws look for them
+    # constructions are one value when the operator algebra's laws look for them; all_reduces bucketed last,
+    # on the body every later phase keeps the order of
     build_pass_manager("builtin.module(tessera-autodiff,tessera-inline-functions,cse,tessera-tod-canonicalize,"
-                       "canonicalize,cse)"
+                       "canonicalize,cse,tessera-bucketize)"
                        ).run(mod.operation)
     metadata["ops"] = _bytecode(mod)
     # the module's symbols, kept on it so that a compilation restarting from a later stage's dump has them

@@ -1047,6 +1047,85 @@ static tsr_status_t run_collective(call_t* c, const tsr_plan_step_t* s, size_t s
   return st;
 }
 
+/* ---- gradient buckets ------------------------------------------------------------------------------------
+ * tessera-bucketize (passes/bucketize.py) places each bucket's all_reduces one after another, right after the
+ * kernel producing the bucket's last tensor. A run of consecutive all_reduce steps that agree in mesh, axis,
+ * reduction, order (deterministic, algo) and dtype, none reading another's result, is one collective: the
+ * inputs packed into one temporary, one all_reduce over it in place, the results unpacked — one message per
+ * bucket instead of one per tensor. Every element is combined with the same elements in the same order as by
+ * the steps one by one, so the result is the same to the bit. */
+
+static bool bucket_mate(const call_t* c, const tsr_plan_step_t* first, uint32_t from, uint32_t to) {
+  const tsr_plan_step_t* b = &c->f->steps[to];
+  if (b->kind != TSR_PLAN_STEP_COLLECTIVE || b->collective != TSR_PLAN_ALL_REDUCE || !same_axis(first, b) ||
+      b->reduce != first->reduce || b->deterministic != first->deterministic || b->algo != first->algo ||
+      strcmp(c->f->values[b->input].dtype, c->f->values[first->input].dtype) != 0)
+    return false;
+  for (uint32_t k = from; k < to; k++)
+    if (c->f->steps[k].output == b->input) return false;
+  return true;
+}
+
+/* The end of the run of all_reduce steps starting at step `i` (an all_reduce): its last step + 1. */
+static uint32_t bucket_end(const call_t* c, uint32_t i) {
+  uint32_t k = i + 1;
+  while (k < c->f->step_count && bucket_mate(c, &c->f->steps[i], i, k)) k++;
+  return k;
+}
+
+/* Steps [first, end) as one all_reduce over a packed temporary (the section's comment). */
+static tsr_status_t run_bucket(call_t* c, uint32_t first, uint32_t end) {
+  const tsr_plan_step_t* s = &c->f->steps[first];
+  if (!c->comm || end - first == 1) return run_collective(c, s, first);
+  tsr_comm_t g;
+  int index;
+  tsr_status_t st = group(c, s, first, &g, &index);
+  if (st) return st;
+  int n = (int)s->mesh_shape[s->axis];
+  const dtype_row_t* d = dtype_of(c->f->values[s->input].dtype);
+  uint64_t total = 0;
+  for (uint32_t k = first; k < end; k++) {
+    value_state_t *x, *y;
+    if ((st = tensor(c, c->f->steps[k].input, &x)) || (st = tensor(c, c->f->steps[k].output, &y))) return st;
+    if (x->elements != y->elements)
+      return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': step %u (all_reduce over %d ranks): value '%s' has "
+                      "%" PRIu64 " elements and value '%s' %" PRIu64 ", which the collective cannot map",
+                      c->f->name, k, n, c->f->values[c->f->steps[k].input].id, x->elements,
+                      c->f->values[c->f->steps[k].output].id, y->elements);
+    total += x->elements;
+  }
+  if (n == 1 || total == 0) {  /* one device: each all_reduce is a copy */
+    for (uint32_t k = first; k < end && !st; k++) st = run_collective(c, &c->f->steps[k], k);
+    return st;
+  }
+  static const tsr_reduce_op_t ops[] = {TSR_REDUCE_SUM, TSR_REDUCE_MAX, TSR_REDUCE_MIN, TSR_REDUCE_AVG,
+                                        TSR_REDUCE_PROD};
+  bool tree = s->deterministic || strcmp(tsr_plan_algo_names[s->algo], "tree") == 0 ||
+              strcmp(tsr_plan_algo_names[s->algo], "binary_tree") == 0;
+  void *packed = NULL, *temp = NULL;
+  if ((st = scratch(c, total * d->size, &packed))) return st;
+  uint64_t at = 0;
+  for (uint32_t k = first; k < end && !st; k++) {
+    value_state_t* x = &c->values[c->f->steps[k].input];
+    st = device_copy(c, (char*)packed + at * d->size, x->ptr, x->elements * d->size, device_kind(c));
+    at += x->elements;
+  }
+  if (!st)
+    st = tree ? tree_reduce(c, s, first, g, n, packed, packed, total, d->comm, ops[s->reduce], d->size, &temp)
+              : comm_status(c, s, first, tsrCommAllReduce(g, packed, packed, total, d->comm, ops[s->reduce], c->stream));
+  at = 0;
+  for (uint32_t k = first; k < end && !st; k++) {
+    value_state_t* y = &c->values[c->f->steps[k].output];
+    st = device_copy(c, y->ptr, (char*)packed + at * d->size, y->elements * d->size, device_kind(c));
+    at += y->elements;
+  }
+  tsr_status_t waited = host_wait(c);  /* the temporaries are freed once the stream has done with them */
+  if (!st) st = waited;
+  tsrFree(c->ctx, packed);
+  if (temp) tsrFree(c->ctx, temp);
+  return st;
+}
+
 static tsr_status_t run_alias(call_t* c, const tsr_plan_step_t* s) {
   value_state_t* source;
   tsr_status_t st = tensor(c, s->of, &source);
@@ -1405,9 +1484,12 @@ static tsr_status_t call(call_t* c, const DLTensor* const* inputs, const DLTenso
     uint64_t bytes = v->elements * dtype_of(f->values[f->args[a]].dtype)->size;
     if ((st = alloc(c, bytes, &v->ptr)) || (st = strided_transfer(c, inputs[a], v->ptr, bytes, true))) return st;
   }
-  for (uint32_t i = 0; i < f->step_count; i++) {
+  for (uint32_t i = 0, next; i < f->step_count; i = next) {
     const tsr_plan_step_t* s = &f->steps[i];
-    st = s->kind == TSR_PLAN_STEP_ALIAS ? run_alias(c, s)
+    bool reduces = s->kind == TSR_PLAN_STEP_COLLECTIVE && s->collective == TSR_PLAN_ALL_REDUCE;
+    next = reduces ? bucket_end(c, i) : i + 1;
+    st = reduces ? run_bucket(c, i, next)
+         : s->kind == TSR_PLAN_STEP_ALIAS ? run_alias(c, s)
          : s->kind == TSR_PLAN_STEP_CALL ? run_call(c, s, i)
          : s->kind == TSR_PLAN_STEP_COLLECTIVE ? run_collective(c, s, i)
          : s->kind == TSR_PLAN_STEP_ARGS ? run_args(c, s, i)

@@ -1,0 +1,118 @@
+"""One rank of the data-parallel training tests (test_data_parallel_mpi.py starts it under mpiexec): loads the
+image the test compiled, runs one SGD step on this rank's shard of the batch with the job's communicator
+(the step all_reduces its gradients in buckets), and writes what it got to OUT/rank<r>.npz (a failure's
+message under "error:<function>").
+
+    python data_parallel_worker.py IMAGE OUT
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+T, D, F = 12, 8, 16   # the whole batch's rows (a multiple of 2 and 3), model width, hidden width
+LR = 0.5
+
+
+def source(world: int) -> str:
+    """The step three ways: `step` (the default 25 MiB buckets: one bucket), `step_small` (buckets of 600
+    bytes: the bias gradient, W2's and b1's close the first, W1's is the second), and `step_whole` (no
+    collective: one process on the whole batch). `grads` is the step's backward alone and `reduced` its
+    gradients after the bucketed all_reduce, to compare with the interpreter's tree (mean1, mean2) of the ranks'
+    gradients."""
+    head = f'''
+from tessera import dist, f32, function, op, tensor, value_and_grad
+
+mesh = dist.Mesh(axes=["dp"], devices=range({world}))
+
+
+@function
+def loss(X: tensor[f32, "T", {D}], Y: tensor[f32, "T", {D}], W1: tensor[f32, {D}, {F}], b1: tensor[f32, {F}],
+         W2: tensor[f32, {F}, {D}], b2: tensor[f32, {D}]):
+    H = op.gelu(op.bias_add(X @ W1, b1))
+    E = op.bias_add(H @ W2, b2) - Y
+    return op.mean(E * E)
+
+
+loss_and_grads = value_and_grad(loss, argnums=(2, 3, 4, 5))
+
+
+@function
+def step_whole(X: tensor[f32, "T", {D}], Y: tensor[f32, "T", {D}], W1: tensor[f32, {D}, {F}],
+               b1: tensor[f32, {F}], W2: tensor[f32, {F}, {D}], b2: tensor[f32, {D}], lr: f32):
+    value, gW1, gb1, gW2, gb2 = loss_and_grads(X, Y, W1, b1, W2, b2)
+    return value, W1 - lr * gW1, b1 - lr * gb1, W2 - lr * gW2, b2 - lr * gb2
+
+
+@function
+def grads(X: tensor[f32, "T", {D}], Y: tensor[f32, "T", {D}], W1: tensor[f32, {D}, {F}], b1: tensor[f32, {F}],
+          W2: tensor[f32, {F}, {D}], b2: tensor[f32, {D}]):
+    value, gW1, gb1, gW2, gb2 = loss_and_grads(X, Y, W1, b1, W2, b2)
+    return gW1, gb1, gW2, gb2
+
+
+@function
+def mean2(G: tensor[f32, "R", "C"]):
+    return op.all_reduce(G, mesh=mesh, op="mean", deterministic=True)
+
+
+@function
+def mean1(G: tensor[f32, "C"]):
+    return op.all_reduce(G, mesh=mesh, op="mean", deterministic=True)
+'''
+    step = '''
+
+@function
+def {name}(X: tensor[f32, "T", {D}], Y: tensor[f32, "T", {D}], W1: tensor[f32, {D}, {F}], b1: tensor[f32, {F}],
+        W2: tensor[f32, {F}, {D}], b2: tensor[f32, {D}], lr: f32):
+    value, gW1, gb1, gW2, gb2 = loss_and_grads(X, Y, W1, b1, W2, b2)
+    gW1 = op.all_reduce(gW1, mesh=mesh, op="mean", deterministic=True{bucket})
+    gb1 = op.all_reduce(gb1, mesh=mesh, op="mean", deterministic=True{bucket})
+    gW2 = op.all_reduce(gW2, mesh=mesh, op="mean", deterministic=True{bucket})
+    gb2 = op.all_reduce(gb2, mesh=mesh, op="mean", deterministic=True{bucket})
+    return {ret}
+'''
+    return head + "".join(step.format(name=n, D=D, F=F, bucket=b, ret=r) for n, b, r in (
+        ("step", "", "value, W1 - lr * gW1, b1 - lr * gb1, W2 - lr * gW2, b2 - lr * gb2"),
+        ("step_small", ", bucket=600", "value, W1 - lr * gW1, b1 - lr * gb1, W2 - lr * gW2, b2 - lr * gb2"),
+        ("reduced", "", "gW1, gb1, gW2, gb2")))
+
+
+def whole() -> list[np.ndarray]:
+    """The whole batch (X, Y) and the weights (W1, b1, W2, b2), the same on every rank."""
+    rng = np.random.default_rng(5)
+    return [rng.standard_normal((T, D)).astype(np.float32), rng.standard_normal((T, D)).astype(np.float32),
+            (rng.standard_normal((D, F)) / 3).astype(np.float32), (rng.standard_normal(F) / 3).astype(np.float32),
+            (rng.standard_normal((F, D)) / 4).astype(np.float32), (rng.standard_normal(D) / 4).astype(np.float32)]
+
+
+def batch(world: int, rank: int) -> list[np.ndarray]:
+    """Rank `rank`'s arguments: its rows of X and Y, the whole weights."""
+    X, Y, *weights = whole()
+    return [np.split(X, world)[rank], np.split(Y, world)[rank], *weights]
+
+
+def main(image: str, out: str) -> None:
+    from tessera import comm, executor  # lazy: imported by the rank, after mpiexec started it
+
+    c = comm.Communicator.from_env(backend="mpi", timeout=60)
+    prog = executor.load(open(image, "rb").read())
+    args = batch(c.size, c.rank)
+    lr = np.float32(LR)
+    results = {}
+    for name, call in (("step", lambda: prog.step(*args, lr, comm=c)),
+                       ("step_small", lambda: prog.step_small(*args, lr, comm=c)),
+                       ("grads", lambda: prog.grads(*args)),
+                       ("reduced", lambda: prog.reduced(*args, lr, comm=c))):
+        try:
+            for i, a in enumerate(call()):
+                results[f"{name}{i}"] = np.asarray(a)
+        except Exception as e:  # noqa: BLE001 — the test reports it
+            results[f"error:{name}"] = np.array(f"{type(e).__name__}: {e}")
+    np.savez(f"{out}/rank{c.rank}.npz", **results)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
