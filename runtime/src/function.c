@@ -310,6 +310,11 @@ typedef struct call {
    * and axis (released when the call ends): step `like` names the mesh and axis. */
   struct { const tsr_plan_step_t* like; tsr_comm_t comm; } groups[8];
   uint32_t group_count;
+  /* Gradient buckets in flight on `comm_stream` (a second stream of the call, created by its first bucket):
+   * steps [first, end) of the plan, whose outputs `stream` may touch once it waited for `done`. */
+  tsr_stream_t comm_stream;
+  struct { tsr_event_t done; uint32_t first, end; } pending[8];
+  uint32_t pending_count;
   void* heap;           /* the arrays above when `scratch` is too small for them, else NULL */
   /* The arrays above, carved per call: on the caller's stack, so that a call allocates nothing for them
    * and calls of one function from several threads share nothing. 2 KiB hold a plan of ~60 values. */
@@ -751,7 +756,7 @@ static tsr_status_t call_open(call_t* c, struct tsr_function* fn, size_t n_in, c
 static void call_close(call_t* c);
 static tsr_status_t call(call_t* c, const DLTensor* const* inputs, const DLTensor* const* outputs);
 static tsr_status_t release_owned(call_t* c, tsr_status_t st);
-static void release_groups(call_t* c);
+static tsr_status_t release_groups(call_t* c, tsr_status_t st);
 
 /* A call step: function `s->call` of the same module runs on the caller's values as a nested call, its
  * results written into values the caller allocates. */
@@ -801,7 +806,7 @@ static tsr_status_t run_call(call_t* c, const tsr_plan_step_t* s, size_t step) {
     inner.depth = c->depth + 1;
     inner.comm = c->comm;
     if (!st) st = call(&inner, ptrs, ptrs + s->call_arg_count);
-    release_groups(&inner);
+    st = release_groups(&inner, st);
     st = release_owned(&inner, st);
     call_close(&inner);
     if (st && c->depth == 0) {  /* the outermost call names its step; nested ones keep the innermost message */
@@ -892,9 +897,21 @@ static tsr_status_t group(call_t* c, const tsr_plan_step_t* s, size_t step, tsr_
   return TSR_SUCCESS;
 }
 
-static void release_groups(call_t* c) {
+static tsr_status_t settle(call_t* c, uint32_t which);
+
+/* The end of a call's collectives: its stream waits for the buckets still in flight (its intermediates go
+ * back to the pool in its order), the communication stream and the split communicators are released.
+ * Returns `st`, or the first failure of these where `st` is success. */
+static tsr_status_t release_groups(call_t* c, tsr_status_t st) {
+  while (c->pending_count) {
+    tsr_status_t settled = settle(c, 0);
+    if (!st) st = settled;
+  }
+  if (c->comm_stream) tsrReleaseStream(c->comm_stream);  /* finishes its work first */
+  c->comm_stream = NULL;
   for (uint32_t g = 0; g < c->group_count; g++) tsrReleaseComm(c->groups[g].comm);
   c->group_count = 0;
+  return st;
 }
 
 /* A temporary of a collective step: freed by the step, after its stream has done the work on it. */
@@ -1073,6 +1090,96 @@ static uint32_t bucket_end(const call_t* c, uint32_t i) {
   return k;
 }
 
+/* Whether values `a` and `b` share storage: one value, or tenants of one buffer slot (a slot's next tenant may
+ * be written while the communication stream still writes a result nobody reads). */
+static bool shares(const call_t* c, uint32_t a, uint32_t b) {
+  const tsr_plan_value_t *va = &c->f->values[a], *vb = &c->f->values[b];
+  return a == b || (va->has_buffer && vb->has_buffer && va->buffer == vb->buffer);
+}
+
+/* Whether step `s` reads or writes storage of value `vid`. */
+static bool touches(const call_t* c, const tsr_plan_step_t* s, uint32_t vid) {
+  switch (s->kind) {
+    case TSR_PLAN_STEP_VIEW:
+      for (uint32_t k = 0; k < s->tensor_count; k++)
+        if (shares(c, s->tensors[k].value, vid)) return true;
+      return false;
+    case TSR_PLAN_STEP_ARGS:
+      for (uint32_t k = 0; k < s->arg_count; k++)
+        if (s->args[k].kind == TSR_PLAN_ARG_TENSOR && shares(c, s->args[k].value, vid)) return true;
+      return false;
+    case TSR_PLAN_STEP_CALL:
+      for (uint32_t k = 0; k < s->call_arg_count; k++)
+        if (shares(c, s->call_args[k], vid)) return true;
+      for (uint32_t k = 0; k < s->call_result_count; k++)
+        if (shares(c, s->call_results[k], vid)) return true;
+      return false;
+    case TSR_PLAN_STEP_ALIAS:
+      return shares(c, s->alias, vid) || shares(c, s->of, vid);
+    default:
+      return shares(c, s->input, vid) || shares(c, s->output, vid);
+  }
+}
+
+/* The call's stream waits for pending bucket `which` (its results are then ordered before what follows). */
+static tsr_status_t settle(call_t* c, uint32_t which) {
+  tsr_event_t done = c->pending[which].done;
+  tsr_status_t st = tsrStreamWaitEvent(c->stream, done);
+  tsrReleaseEvent(done);
+  c->pending[which] = c->pending[--c->pending_count];
+  return st;
+}
+
+/* Before step `step`: the call's stream waits for the buckets whose results it touches. */
+static tsr_status_t settle_for(call_t* c, uint32_t step) {
+  tsr_status_t st = TSR_SUCCESS;
+  for (uint32_t p = c->pending_count; p-- > 0 && !st;) {
+    bool needed = false;
+    for (uint32_t k = c->pending[p].first; k < c->pending[p].end && !needed; k++)
+      needed = touches(c, &c->f->steps[step], c->f->steps[k].output);
+    if (needed) st = settle(c, p);
+  }
+  return st;
+}
+
+/* A packed bucket's all_reduce and unpacking on the communication stream, after an event of the call's stream
+ * (the packing copies queued there), its completion an event the call's stream waits for before the first
+ * step touching a result (settle_for) or at the call's end. `packed` is an intermediate of the call: released
+ * in the call's stream order, after that wait. */
+static tsr_status_t run_overlapped(call_t* c, uint32_t first, uint32_t end, tsr_comm_t g, void* packed,
+                                   uint64_t total, const dtype_row_t* d, tsr_reduce_op_t op) {
+  const tsr_plan_step_t* s = &c->f->steps[first];
+  tsr_status_t st = TSR_SUCCESS;
+  if (c->pending_count == sizeof c->pending / sizeof *c->pending && (st = settle(c, 0))) return st;
+  if (!c->comm_stream && (st = tsrCreateStream(c->ctx, NULL, &c->comm_stream))) return step_fail(c, s, first, st);
+  tsr_event_t ready = NULL, done = NULL;
+  if ((st = tsrCreateEvent(c->ctx, &ready)) || (st = tsrEventRecord(ready, c->stream)) ||
+      (st = tsrStreamWaitEvent(c->comm_stream, ready))) {
+    if (ready) tsrReleaseEvent(ready);
+    return step_fail(c, s, first, st);
+  }
+  tsrReleaseEvent(ready);  /* the queued wait holds it */
+  if ((st = comm_status(c, s, first, tsrCommAllReduce(g, packed, packed, total, d->comm, op, c->comm_stream))))
+    return st;
+  uint64_t at = 0;
+  for (uint32_t k = first; k < end && !st; k++) {
+    value_state_t* y = &c->values[c->f->steps[k].output];
+    st = tsrMemcpyAsync(c->ctx, y->ptr, (char*)packed + at * d->size, y->elements * d->size, device_kind(c),
+                        c->comm_stream);
+    at += y->elements;
+  }
+  if (st || (st = tsrCreateEvent(c->ctx, &done)) || (st = tsrEventRecord(done, c->comm_stream))) {
+    if (done) tsrReleaseEvent(done);
+    /* the call's stream must not run ahead of the queued work before its intermediates go back */
+    tsrStreamSynchronize(c->comm_stream);
+    return step_fail(c, s, first, st);
+  }
+  c->pending[c->pending_count].done = done;
+  c->pending[c->pending_count].first = first;
+  c->pending[c->pending_count++].end = end;
+  return TSR_SUCCESS;
+}
+
 /* Steps [first, end) as one all_reduce over a packed temporary (the section's comment). */
 static tsr_status_t run_bucket(call_t* c, uint32_t first, uint32_t end) {
   const tsr_plan_step_t* s = &c->f->steps[first];
@@ -1102,14 +1209,19 @@ static tsr_status_t run_bucket(call_t* c, uint32_t first, uint32_t end) {
                                         TSR_REDUCE_PROD};
   bool tree = s->deterministic || strcmp(tsr_plan_algo_names[s->algo], "tree") == 0 ||
               strcmp(tsr_plan_algo_names[s->algo], "binary_tree") == 0;
+  /* On a stream (not capturing) a bucket the communicator reduces runs on the communication stream, after the
+   * packing copies on the call's stream, so that the kernels after it overlap it; the tree order combines on
+   * the host, waiting for the call's stream, and stays on it. */
+  bool overlap = c->stream && c->reuse && !tree;
   void *packed = NULL, *temp = NULL;
-  if ((st = scratch(c, total * d->size, &packed))) return st;
+  if ((st = overlap ? alloc(c, total * d->size, &packed) : scratch(c, total * d->size, &packed))) return st;
   uint64_t at = 0;
   for (uint32_t k = first; k < end && !st; k++) {
     value_state_t* x = &c->values[c->f->steps[k].input];
     st = device_copy(c, (char*)packed + at * d->size, x->ptr, x->elements * d->size, device_kind(c));
     at += x->elements;
   }
+  if (overlap) return st ? st : run_overlapped(c, first, end, g, packed, total, d, ops[s->reduce]);
   if (!st)
     st = tree ? tree_reduce(c, s, first, g, n, packed, packed, total, d->comm, ops[s->reduce], d->size, &temp)
               : comm_status(c, s, first, tsrCommAllReduce(g, packed, packed, total, d->comm, ops[s->reduce], c->stream));
@@ -1488,6 +1600,7 @@ static tsr_status_t call(call_t* c, const DLTensor* const* inputs, const DLTenso
     const tsr_plan_step_t* s = &f->steps[i];
     bool reduces = s->kind == TSR_PLAN_STEP_COLLECTIVE && s->collective == TSR_PLAN_ALL_REDUCE;
     next = reduces ? bucket_end(c, i) : i + 1;
+    if (c->pending_count && (st = settle_for(c, i))) return st;
     st = reduces ? run_bucket(c, i, next)
          : s->kind == TSR_PLAN_STEP_ALIAS ? run_alias(c, s)
          : s->kind == TSR_PLAN_STEP_CALL ? run_call(c, s, i)
@@ -1496,6 +1609,8 @@ static tsr_status_t call(call_t* c, const DLTensor* const* inputs, const DLTenso
                                          : run_view(c, s, i);
     if (st) return st;
   }
+  while (c->pending_count)  /* the results are copied out on the call's stream */
+    if ((st = settle(c, 0))) return st;
   /* the results into the outputs; a tile program's outputs also into the inputs passed for them */
   for (uint32_t r = 0; r < f->result_count; r++) {
     value_state_t* v;
@@ -1534,7 +1649,8 @@ static tsr_status_t call_open(call_t* c, struct tsr_function* fn, size_t n_in, c
   if (n_in && !inputs)
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': the inputs array is NULL", f->name);
   /* every array rounded up to 8 bytes, so that the next one is aligned */
-  size_t nsym = c->plan->symbols.count + 1, owned = (size_t)f->value_count + fn->slot_count + 1;
+  /* the intermediates: values, slots, and a gradient bucket's packed temporary per step at most */
+  size_t nsym = c->plan->symbols.count + 1, owned = (size_t)f->value_count + fn->slot_count + f->step_count + 1;
   size_t words = nsym, bytes8 = (nsym + 7) / 8 * 8;
   size_t sizes[] = {words * 8, bytes8, words * 8, bytes8, words * 8, bytes8,
                     ((size_t)f->value_count + 1) * sizeof *c->values, ((size_t)fn->slot_count + 1) * sizeof *c->slots,
@@ -1662,7 +1778,7 @@ tsr_status_t tsrFunctionCallWithOptions(tsr_function_t fn, tsr_stream_t stream, 
     }
     st = call(&c, inputs, outputs);
   }
-  release_groups(&c);
+  st = release_groups(&c, st);
   st = release_owned(&c, st);
   call_close(&c);
   if (stream) tsr_object_unref(&stream->obj);

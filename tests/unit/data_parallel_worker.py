@@ -17,9 +17,10 @@ LR = 0.5
 
 
 def source(world: int) -> str:
-    """The step three ways: `step` (the default 25 MiB buckets: one bucket), `step_small` (buckets of 600
-    bytes: the bias gradient, W2's and b1's close the first, W1's is the second), and `step_whole` (no
-    collective: one process on the whole batch). `grads` is the step's backward alone and `reduced` its
+    """The step four ways: `step` (the default 25 MiB buckets: one bucket), `step_small` (buckets of 600
+    bytes: the bias gradient, W2's and b1's close the first, W1's is the second), `step_ring` (600-byte buckets
+    that MPI reduces in its own order: on a stream they run on the call's communication stream), and
+    `step_whole` (no collective: one process on the whole batch). `grads` is the step's backward alone and `reduced` its
     gradients after the bucketed all_reduce, to compare with the interpreter's tree (mean1, mean2) of the ranks'
     gradients."""
     head = f'''
@@ -68,16 +69,20 @@ def mean1(G: tensor[f32, "C"]):
 def {name}(X: tensor[f32, "T", {D}], Y: tensor[f32, "T", {D}], W1: tensor[f32, {D}, {F}], b1: tensor[f32, {F}],
         W2: tensor[f32, {F}, {D}], b2: tensor[f32, {D}], lr: f32):
     value, gW1, gb1, gW2, gb2 = loss_and_grads(X, Y, W1, b1, W2, b2)
-    gW1 = op.all_reduce(gW1, mesh=mesh, op="mean", deterministic=True{bucket})
-    gb1 = op.all_reduce(gb1, mesh=mesh, op="mean", deterministic=True{bucket})
-    gW2 = op.all_reduce(gW2, mesh=mesh, op="mean", deterministic=True{bucket})
-    gb2 = op.all_reduce(gb2, mesh=mesh, op="mean", deterministic=True{bucket})
+    gW1 = op.all_reduce(gW1, mesh=mesh, op="mean"{bucket})
+    gb1 = op.all_reduce(gb1, mesh=mesh, op="mean"{bucket})
+    gW2 = op.all_reduce(gW2, mesh=mesh, op="mean"{bucket})
+    gb2 = op.all_reduce(gb2, mesh=mesh, op="mean"{bucket})
     return {ret}
 '''
     return head + "".join(step.format(name=n, D=D, F=F, bucket=b, ret=r) for n, b, r in (
-        ("step", "", "value, W1 - lr * gW1, b1 - lr * gb1, W2 - lr * gW2, b2 - lr * gb2"),
-        ("step_small", ", bucket=600", "value, W1 - lr * gW1, b1 - lr * gb1, W2 - lr * gW2, b2 - lr * gb2"),
-        ("reduced", "", "gW1, gb1, gW2, gb2")))
+        ("step", ", deterministic=True", UPDATE),
+        ("step_small", ", deterministic=True, bucket=600", UPDATE),
+        ("step_ring", ", algo=\"ring\", bucket=600", UPDATE),
+        ("reduced", ", deterministic=True", "gW1, gb1, gW2, gb2")))
+
+
+UPDATE = "value, W1 - lr * gW1, b1 - lr * gb1, W2 - lr * gW2, b2 - lr * gb2"
 
 
 def whole() -> list[np.ndarray]:
@@ -95,15 +100,19 @@ def batch(world: int, rank: int) -> list[np.ndarray]:
 
 
 def main(image: str, out: str) -> None:
-    from tessera import comm, executor  # lazy: imported by the rank, after mpiexec started it
+    from tessera import comm, executor, stream  # lazy: imported by the rank, after mpiexec started it
 
     c = comm.Communicator.from_env(backend="mpi", timeout=60)
     prog = executor.load(open(image, "rb").read())
     args = batch(c.size, c.rank)
     lr = np.float32(LR)
+    s = stream.new()
     results = {}
     for name, call in (("step", lambda: prog.step(*args, lr, comm=c)),
                        ("step_small", lambda: prog.step_small(*args, lr, comm=c)),
+                       ("step_stream", lambda: prog.step(*args, lr, comm=c, stream=s)),
+                       ("step_ring", lambda: prog.step_ring(*args, lr, comm=c)),
+                       ("step_ring_stream", lambda: prog.step_ring(*args, lr, comm=c, stream=s)),
                        ("grads", lambda: prog.grads(*args)),
                        ("reduced", lambda: prog.reduced(*args, lr, comm=c))):
         try:

@@ -2,8 +2,9 @@
 gradients of the rank's shard of the batch, all_reduces their mean over the mesh's data axis — bucketed by
 tessera-bucketize — and updates the weights. Each rank's updated weights are one process's step on the whole
 batch within f32 rounding; the reduced gradients are, bit for bit, the interpreter's tree of the ranks' own
-compiled gradients; and buckets of 600 bytes (two buckets) give the same bits as one bucket of the default
-25 MiB."""
+compiled gradients; buckets of 600 bytes (two buckets) give the same bits as one bucket of the default
+25 MiB; and on a stream, where buckets MPI reduces run on the call's communication stream, the step gives
+the bits it gives on the NULL stream."""
 
 from __future__ import annotations
 
@@ -43,12 +44,13 @@ def job(request, tmp_path_factory):
     return n, ranks, image
 
 
-def test_the_step_updates_the_weights_as_one_process_on_the_whole_batch(job):
+@pytest.mark.parametrize("step", ["step", "step_stream", "step_ring", "step_ring_stream"])
+def test_the_step_updates_the_weights_as_one_process_on_the_whole_batch(job, step):
     n, ranks, image = job
     whole = executor.load(image).step_whole(*W.whole(), np.float32(W.LR))
     for got in ranks:
         for i, name in enumerate(WEIGHTS, start=1):
-            np.testing.assert_allclose(got[f"step{i}"], whole[i], rtol=2e-6, atol=2e-7, err_msg=name)
+            np.testing.assert_allclose(got[f"{step}{i}"], whole[i], rtol=2e-6, atol=2e-7, err_msg=name)
         # each rank's loss is its own shard's; their mean is the whole batch's
     np.testing.assert_allclose(np.mean([got["step0"] for got in ranks]), whole[0], rtol=1e-5)
 
@@ -64,11 +66,13 @@ def test_the_reduced_gradients_are_the_interpreters_tree_of_the_ranks_gradients(
             assert np.array_equal(got[f"reduced{i}"].view(np.uint32), want.view(np.uint32)), (name, r)
 
 
-def test_buckets_do_not_change_the_bits(job):
+@pytest.mark.parametrize("a, b", [("step", "step_small"), ("step", "step_stream"),
+                                  ("step_ring", "step_ring_stream")])
+def test_buckets_and_streams_do_not_change_the_bits(job, a, b):
     _, ranks, _ = job
     for got in ranks:
         for i in range(5):
-            assert np.array_equal(got[f"step{i}"].view(np.uint32), got[f"step_small{i}"].view(np.uint32)), i
+            assert np.array_equal(got[f"{a}{i}"].view(np.uint32), got[f"{b}{i}"].view(np.uint32)), i
 
 
 def test_the_steps_buckets(job):
@@ -82,5 +86,6 @@ def test_the_steps_buckets(job):
         build_pass_manager("builtin.module(tessera-autodiff,tessera-inline-functions,cse)").run(module.module.operation)
         fns = {str(op.attributes["sym_name"]).strip('"'): op for op in module.module.body.operations}
         sizes = {name: [[bucketize._size(m.operands[0]) for m in b] for b in bucketize.buckets(fns[name])]
-                 for name in ("step", "step_small")}
-    assert sizes == {"step": [[32, 512, 64, 512]], "step_small": [[32, 512, 64], [512]]}
+                 for name in ("step", "step_small", "step_ring")}
+    assert sizes == {"step": [[32, 512, 64, 512]], "step_small": [[32, 512, 64], [512]],
+                     "step_ring": [[32, 512, 64], [512]]}
