@@ -277,6 +277,12 @@ def _d_gelu_tanh(e, x, y):
     return e.add(e.scale(e.shift(t, 1.0), 0.5), e.mul(e.scale(x, 0.5), e.mul(sech2, du)))
 
 
+# The derivatives a target's GEMM epilogue may compute from the activation's operand (TargetFacts.gemm_epilogue
+# "gelu_grad", "gelu_tanh_grad"): passes/fusion.py matches these formulas' ops to fuse dH ∘ gelu'(Z) into the
+# GEMM that computes dH.
+GELU_DERIVATIVES = {"gelu": _d_gelu, "gelu_tanh": _d_gelu_tanh}
+
+
 def _d_silu(e, x, y):
     s = e.un("sigmoid", x)
     return e.mul(s, e.shift(e.mul(x, e.sub(e.const(1.0, x), s, x.type)), 1.0))

@@ -3,8 +3,10 @@
 Groups (recorded as ``tessera.group = N`` and ``tessera.group_kind`` on each op):
 - ``gemm``: a matmul and the elementwise epilogue that consumes it alone (bias along the last axis, one
   unary function, a scalar scale, a residual of the output's shape; where the target lists them in
-  `gemm_epilogue`, a scale by a 0-d tensor and a subtraction from a tensor: `W − lr·(Xᵀ·dZ)`, an SGD update),
-  applied before the single store;
+  `gemm_epilogue`, a scale by a 0-d tensor and a subtraction from a tensor: `W − lr·(Xᵀ·dZ)`, an SGD update;
+  and a product with the GELU's derivative at a tensor Z, `dH ∘ gelu'(Z)`, whose formula's ops — autodiff's,
+  read only by that product — join the group: the epilogue computes gelu'(Z) from Z), applied before the single
+  store;
 - ``elementwise``: a chain of elementwise ops over one output shape, whose intermediate values have no
   other user — one pass over memory instead of one per op;
 - ``row``: softmax, log_softmax, layernorm, rmsnorm, and reductions over trailing axes — one warp per row; a
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 from ..diagnostics import LoweringError
 from ..mlir import ir
-from . import graph_shapes
+from . import autodiff, graph_shapes
 from . import schedule_ir
 from .schedule_ir import graph_ops
 
@@ -126,6 +128,91 @@ def _epilogue_step(op, acc: ir.Value, dims: dict, extra: frozenset = frozenset()
             return other.type == acc.type and dims.get(other) == dims.get(acc)
         return fn == "add" and other.type == acc.type and dims.get(other) == dims.get(acc)
     return False
+
+
+class _Formula:
+    """autodiff's emitter interface writing a formula as a tree instead of ops: ("x",) the operand,
+    ("const", c), ("binary", fn, a, b), ("unary", fn, a)."""
+
+    def const(self, value, like):
+        return ("const", value)
+
+    def bin(self, fn, a, b, result_type=None):
+        return ("binary", fn, a, b)
+
+    def add(self, a, b, t=None):
+        return self.bin("add", a, b)
+
+    def sub(self, a, b, t=None):
+        return self.bin("sub", a, b)
+
+    def mul(self, a, b, t=None):
+        return self.bin("mul", a, b)
+
+    def scale(self, x, c):
+        return self.mul(x, self.const(c, x))
+
+    def shift(self, x, c):
+        return self.add(x, self.const(c, x))
+
+    def un(self, fn, x):
+        return ("unary", fn, x)
+
+
+class _Operand(tuple):
+    """The formula's operand, ("x",); formulas read its `type` (for their results' types)."""
+    type = None
+
+
+def _matches(v: ir.Value, tree: tuple, bound: dict, ops: list) -> bool:
+    """Is `v` computed as `tree` says (the operand bound to one value throughout)? `ops` gets its ops."""
+    if tree[0] == "x":
+        return bound.setdefault("x", v) == v
+    owner = v.owner
+    if not isinstance(owner, ir.OpView):   # a block argument
+        return False
+    if tree[0] == "const":
+        return is_scalar_constant(v) and \
+            abs(ir.FloatAttr(owner.attributes["value"]).value - tree[1]) <= 1e-6 * abs(tree[1])
+    if owner.operation.name != f"ttensor.{tree[0]}" or ir.StringAttr(owner.attributes["fn"]).value != tree[1] or \
+            len(owner.operands) != len(tree) - 2:
+        return False
+    if not all(_matches(o, t, bound, ops) for o, t in zip(owner.operands, tree[2:])):
+        return False
+    ops.append(owner)
+    return True
+
+
+def gelu_derivative(v: ir.Value):
+    """(GEMM epilogue step, Z, the ops computing it) where `v` is autodiff's gelu'(Z) or gelu_tanh'(Z), the
+    ops each once; None otherwise."""
+    for fn, formula in autodiff.GELU_DERIVATIVES.items():
+        bound, ops = {}, []
+        if _matches(v, formula(_Formula(), _Operand(("x",)), None), bound, ops):
+            return f"{fn}_grad", bound["x"], list({op.results[0]: op for op in ops}.values())
+    return None
+
+
+def _derivative_step(op, acc: ir.Value, dims: dict, extra: frozenset):
+    """gelu_derivative's match where `op` is acc ∘ gelu'(Z) and the target's GEMM epilogue computes it: Z of
+    the accumulator's f32 type and extents, and the formula's values read by nothing but its ops and `op`
+    (they are not written)."""
+    if op.operation.name != "ttensor.binary" or ir.StringAttr(op.attributes["fn"]).value != "mul":
+        return None
+    other = op.operands[1] if op.operands[0] == acc else op.operands[0]
+    found = None if other == acc else gelu_derivative(other)
+    if found is None or found[0] not in extra:
+        return None
+    z, inner = found[1], found[2]
+    if z.type != acc.type or dims.get(z) != dims.get(acc) or not _f32(z) or op.results[0].type != acc.type:
+        return None
+    inside = {m.results[0] for m in inner} | {op.results[0]}
+    for m in inner:
+        for use in m.results[0].uses:
+            owner = getattr(use.owner, "operation", use.owner)
+            if len(owner.results) != 1 or owner.results[0] not in inside:
+                return None
+    return found
 
 
 def _only_user(v: ir.Value):
@@ -294,6 +381,16 @@ def run(fn, fused_attention: bool = False, gemm_epilogue: frozenset = frozenset(
                     joined = g
                     if _step_name(op) in ("bias", "scale", "scale_by", "residual", "sub_from"):
                         with_operand[g[0]].add(_step_name(op))
+                elif g[1] == "gemm" and (found := _derivative_step(op, o, dims, gemm_epilogue)) and \
+                        found[0] not in with_operand.setdefault(g[0], set()):
+                    joined = g
+                    with_operand[g[0]].add(found[0])
+                    for m in found[2]:   # the formula's ops leave their groups: the epilogue computes it
+                        old = group_of[m.results[0]]
+                        members[old[0]] = [x for x in members[old[0]] if x.results[0] != m.results[0]]
+                        m.attributes["tessera.group"] = ir.IntegerAttr.get(i32, g[0])
+                        m.attributes["tessera.group_kind"] = ir.StringAttr.get("gemm")
+                        group_of[m.results[0]] = g
                 if joined:
                     break
         if joined is None and kind == "elementwise":
@@ -393,7 +490,10 @@ def _step_name(op) -> str:
         return ir.StringAttr(op.attributes["fn"]).value
     fn = ir.StringAttr(op.attributes["fn"]).value
     if fn == "mul":
-        return "scale" if any(is_scalar_constant(o) for o in op.operands) else "scale_by"
+        if any(is_scalar_constant(o) for o in op.operands):
+            return "scale"
+        found = next(filter(None, map(gelu_derivative, op.operands)), None)
+        return found[0] if found else "scale_by"
     return "sub_from" if fn == "sub" else "residual"
 
 

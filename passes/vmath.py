@@ -155,3 +155,24 @@ def gelu_tanh(x):
     inner = arith.MulFOp(add(x, mul(x3, _const(x, 0.044715))), _const(x, _pymath.sqrt(2.0 / _pymath.pi))).result
     t = tanh(inner)
     return arith.MulFOp(arith.MulFOp(x, _const(x, 0.5)).result, arith.AddFOp(t, _const(x, 1.0)).result).result
+
+
+def gelu_grad(x):
+    """gelu'(x) = Φ(x) + x·φ(x), autodiff's formula for the exact GELU (passes/autodiff.py _d_gelu)."""
+    cdf = arith.MulFOp(arith.AddFOp(erf(arith.MulFOp(x, _const(x, _pymath.sqrt(0.5))).result),
+                                    _const(x, 1.0)).result, _const(x, 0.5)).result
+    pdf = arith.MulFOp(exp(arith.MulFOp(arith.MulFOp(x, x).result, _const(x, -0.5)).result),
+                       _const(x, 1.0 / _pymath.sqrt(2.0 * _pymath.pi))).result
+    return add(cdf, arith.MulFOp(x, pdf).result)
+
+
+def gelu_tanh_grad(x):
+    """gelu_tanh'(x) = (1 + t)/2 + x/2·(1 − t²)·c·(1 + 3k·x²), t = tanh(c·(x + k·x³)), c = √(2/π), k = 0.044715:
+    autodiff's formula (passes/autodiff.py _d_gelu_tanh)."""
+    c, k = _pymath.sqrt(2.0 / _pymath.pi), 0.044715
+    x2 = arith.MulFOp(x, x).result
+    t = tanh(arith.MulFOp(arith.MulFOp(x, add(mul(x2, _const(x, k)), _const(x, 1.0))).result, _const(x, c)).result)
+    du = arith.MulFOp(add(mul(x2, _const(x, 3 * k)), _const(x, 1.0)), _const(x, c)).result
+    sech2 = sub(_const(x, 1.0), arith.MulFOp(t, t).result)
+    half = arith.MulFOp(arith.AddFOp(t, _const(x, 1.0)).result, _const(x, 0.5)).result
+    return add(half, arith.MulFOp(arith.MulFOp(x, _const(x, 0.5)).result, arith.MulFOp(sech2, du).result).result)

@@ -45,7 +45,8 @@ class TargetFacts:
     # GEMM epilogue steps the target's GEMM kernels take beyond bias, the activations, a constant scale and a
     # residual add (passes/fusion.py joins those ops to a GEMM only where listed): "scale_by" (times a 0-d
     # tensor read at run time) and "sub_from" (a tensor minus the product): an SGD update W − lr·g in the GEMM
-    # that computes g.
+    # that computes g; "gelu_grad" and "gelu_tanh_grad" (the product times the GELU's derivative at a tensor
+    # Z): a backward's dZ = dH ∘ gelu'(Z) in the GEMM that computes dH.
     gemm_epilogue: frozenset = frozenset()
 
     def matches(self, key: str, value: str) -> bool:

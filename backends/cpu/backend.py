@@ -41,7 +41,7 @@ class CPUBackend(Backend):
         facts = TargetFacts("cpu", target.vector_bits(target.host(o.cpu)), o.warp_size, frozenset({"f32", "f64"}),
                             o.threads, cache_sizes=o.cache_sizes, decompose_attention=True, fused_attention=True,
                             fused_attention_backward=frozenset({"f32"}), gemm_transposes=frozenset({"f32", "bf16", "f16"}),
-                            gemm_epilogue=frozenset({"scale_by", "sub_from"}))
+                            gemm_epilogue=frozenset({"scale_by", "sub_from", "gelu_grad", "gelu_tanh_grad"}))
         # The register tile is the build machine's, whatever `cpu` names (gemm_lowering's lowering fits to it).
         model = gemm_schedule.CostModel.of(facts, target.host())
         return dataclasses.replace(facts, matmul_schedule=functools.partial(gemm_lowering.matmul_schedule, model),

@@ -59,15 +59,19 @@ from .target import cache_sizes, host, worker_threads
 # add it to the kernel's signature after C, in step order: (name, dims) for tensors, (name, None) for a scalar.
 # "scale_by" multiplies by a one-element f32 tensor read at run time (a 0-d learning rate, passed as [1] like
 # generated kernels take 0-d tensors); "sub_from" is minuend − acc: the two make W − lr·(A·B), an SGD update
-# fused into the GEMM that computes the gradient.
+# fused into the GEMM that computes the gradient. "gelu_grad" and "gelu_tanh_grad" multiply by the GELU's
+# derivative at a tensor Z of C's extents: dZ = (dH·W2ᵀ) ∘ gelu'(Z), a backward's cotangent through the GELU,
+# without a pass that reads dH and Z back.
 _STEP_PARAMS = {"scale": ("alpha", None), "scale_by": ("factor", ("ONE",)), "bias": ("bias", ("N",)),
-                "add": ("residual", ("M", "N")), "sub_from": ("minuend", ("M", "N"))}
+                "add": ("residual", ("M", "N")), "sub_from": ("minuend", ("M", "N")),
+                "gelu_grad": ("z", ("M", "N")), "gelu_tanh_grad": ("z_tanh", ("M", "N"))}
 _ACTIVATIONS = {
     "relu": lambda v: arith.MaximumFOp(v, zeros(v.type)).result,
     "gelu": vmath.gelu, "gelu_tanh": vmath.gelu_tanh, "silu": vmath.silu, "sigmoid": vmath.sigmoid,
     "tanh": vmath.tanh,
 }
-EPILOGUE_STEPS = ("scale", "scale_by", "bias", *_ACTIVATIONS, "add", "sub_from")
+_DERIVATIVES = {"gelu_grad": vmath.gelu_grad, "gelu_tanh_grad": vmath.gelu_tanh_grad}
+EPILOGUE_STEPS = ("scale", "scale_by", "bias", *_ACTIVATIONS, "add", "sub_from", *_DERIVATIVES)
 INPUT_DTYPES = ("f32", "f16", "bf16")
 PANEL_PAD = 16   # f32 elements between the strips of a packed B panel (see _Body)
 
@@ -508,6 +512,9 @@ class _Body:
             elif step == "sub_from":
                 minuend = t.load_tile(self.p["minuend"])
                 out = [arith.SubFOp(m, v).result for v, m in zip(out, minuend)]
+            elif step in _DERIVATIVES:
+                z = t.load_tile(self.p[_STEP_PARAMS[step][0]])
+                out = [arith.MulFOp(v, _DERIVATIVES[step](zv)).result for v, zv in zip(out, z)]
             else:
                 out = [_ACTIVATIONS[step](v) for v in out]
         return out

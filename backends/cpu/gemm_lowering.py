@@ -1,7 +1,7 @@
 """GEMM fusion groups of Graph IR functions as CPU GEMM kernels (gemm.py) and their launch-plan steps.
 
 A group is a matmul and its epilogue (bias along the last axis, one activation, a scale by a constant or by
-a 0-d tensor, a residual add, a subtraction from a tensor), in the order the program applies them. The lhs may carry batch axes that the rhs does not
+a 0-d tensor, a residual add, a subtraction from a tensor, a product with gelu'(Z)), in the order the program applies them. The lhs may carry batch axes that the rhs does not
 (`X[B, T, D] @ W[D, F]`): they fold into the GEMM's rows; operands with equal batch axes run one GEMM
 per batch entry (the plan step's `batch`). An operand the matmul reads transposed (`tessera.transpose_a/_b`,
 passes/fold_transposes.py) is passed as stored, and the kernel packs it from that layout. The blocking is what the schedule phase recorded
@@ -27,6 +27,18 @@ from .target import HostTarget, host
 _NOMINAL = 1024
 
 
+def _without_derivatives(ops: list) -> list:
+    """The group's ops less those computing a gelu'(Z) that a product with the accumulator reads (fusion
+    joined them): the epilogue step computes it from Z."""
+    inner = set()
+    for op in ops:
+        if op.operation.name == "ttensor.binary":
+            for o in op.operands:
+                found = fusion.gelu_derivative(o)
+                inner |= {m.results[0] for m in found[2]} if found else set()
+    return [op for op in ops if op.results[0] not in inner]
+
+
 def _epilogue(ops: list) -> tuple[list, list]:
     """(steps, extra operands in step order) of the ops after the matmul."""
     steps, extras = [], []
@@ -45,6 +57,9 @@ def _epilogue(ops: list) -> tuple[list, list]:
                 attr = other.owner.attributes["value"]
                 steps.append(("scale",))
                 extras.append(("alpha", ir.FloatAttr(attr).value))
+            elif fn == "mul" and (found := fusion.gelu_derivative(other)):   # acc ∘ gelu'(Z)
+                steps.append((found[0],))
+                extras.append(("z", found[1]))
             elif fn == "mul":   # by a 0-d tensor (fusion's "scale_by")
                 steps.append(("scale_by",))
                 extras.append(("factor", other))
@@ -64,6 +79,7 @@ def lower(ctx, kname: str, ops: list, model: CostModel | None = None) -> list[pl
     """The plan steps of one GEMM group; its kernels are added to the module (`ctx`: a
     passes.lowering_context.LoweringContext). `model`, the target's cost model, gives a GEMM whose M or N is
     known only at run time other blockings to choose from at launch (_launch_alternatives)."""
+    ops = _without_derivatives(ops)
     mm = ops[0]
     a, b = mm.operands[0], mm.operands[1]
     trans_a, trans_b = matmul_transposes(mm)

@@ -295,6 +295,28 @@ def test_sgd_update_epilogue():
     assert np.all(err <= 0.25 * gemm_bound(A, B) + 1e-6 * np.abs(W))
 
 
+@pytest.mark.parametrize("step", ["gelu_grad", "gelu_tanh_grad"])
+def test_gelu_derivative_epilogue(step):
+    """(A·B) ∘ gelu'(Z), the cotangent through a GELU, against f64 numpy of the derivative's closed form
+    (erf and tanh forms); several K chunks, edge tiles, Z over the range where gelu' bends (|Z| ≤ 5)."""
+    spec = gemm.GemmSpec(f"mm_{step}", epilogue=(step,), schedule=SMALL)
+    A, B = f32(31, 37), f32(37, 45)
+    Z = np.linspace(-5.0, 5.0, 31 * 45, dtype=np.float32).reshape(31, 45)
+    z = Z.astype(np.float64)
+    if step == "gelu_grad":
+        d = 0.5 * (1.0 + _erf(z / math.sqrt(2.0))) + z * np.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
+    else:
+        c, k = math.sqrt(2.0 / math.pi), 0.044715
+        t = np.tanh(c * (z + k * z ** 3))
+        d = 0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * c * (1.0 + 3.0 * k * z * z)
+    dh = A.astype(np.float64) @ B.astype(np.float64)
+    C = run(spec, A, B, Z)
+    # |gelu'| ≤ 1.13: the product's error scaled by it, plus the vector math's (erf/tanh 5e-7, exp 1e-7)
+    # times |dH|·(1 + |Z|)
+    err = np.abs(C - dh * d)
+    assert np.all(err <= 1.13 * gemm_bound(A, B) + 2e-6 * np.abs(dh) * (1.0 + np.abs(z))), err.max()
+
+
 def test_long_chain_in_step_order():
     """scale, bias, relu, then add: relu sees the biased product, the residual comes after it."""
     spec = gemm.GemmSpec("mm_chain", epilogue=("scale", "bias", "relu", "add"), schedule=SMALL)
