@@ -171,8 +171,12 @@ def main() -> int:
                 if name != "torch.distributed":
                     x.copy_from(host)
                 call(), sync()
-                got = t.view(torch.int16).cpu().numpy().view(np.uint16) if name == "torch.distributed" \
-                    else x.numpy()
+                if name != "torch.distributed":
+                    got = x.numpy()
+                elif dtype == "bf16":  # numpy has no bf16: its bits, as `want` holds them
+                    got = t.view(torch.int16).cpu().numpy().view(np.uint16)
+                else:
+                    got = t.cpu().numpy()
                 check(got, want, f"{name} {dtype} {mib} MiB", rank)
             best = {name: float("inf") for name in sides}
             for _ in range(args.rounds):

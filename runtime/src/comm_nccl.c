@@ -17,8 +17,17 @@
  * a CUDA event recorded after it is watched by the communicator's monitor thread, which aborts the
  * communicator when the event has not completed by the operation's deadline (a peer died or stopped) or when
  * ncclCommGetAsyncError reports an error; ncclCommAbort ends NCCL's kernels, so the stream moves on, and the
- * fault is reported by the next operation or tsrCommGetAsyncError. On the NULL stream an operation has
- * finished when it returns (the per-thread stream is polled to the deadline). */
+ * fault is reported by the next operation or tsrCommGetAsyncError. A call's own return value is not trusted to
+ * mean done: ncclCommSplit returns ncclSuccess while the split still runs on NCCL's thread, and any call on a
+ * communicator whose state (ncclCommGetAsyncError) is still ncclInProgress fails with "Attempt to use
+ * communicator before the previous operation returned ncclSuccess"; so initialization and split poll the
+ * state of every communicator they touch until it is ncclSuccess, whatever they returned.
+ *
+ * The NULL stream is never handed to NCCL: it would be CUDA's per-thread stream (cuda_backend.c), and a
+ * non-blocking communicator launches its kernels from a thread of its own, whose per-thread stream that
+ * handle then names (NVIDIA/nccl#1976): the caller would read the buffers before the kernels ran. A
+ * NULL-stream operation runs on a stream of the communicator's, after the calling thread's per-thread stream's
+ * work, and has finished when it returns (that stream is polled to the deadline). */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <limits.h>
@@ -176,6 +185,7 @@ typedef struct nccl_state {
   bool stopping;
   bool monitoring;             /* the monitor thread was started */
   pthread_t monitor;
+  CUstream own;                /* NULL-stream operations run here (created at the first) */
 } nccl_state_t;
 
 static tsr_status_t nccl_fail(ncclResult_t r, ncclComm_t comm, const char* function, const char* what) {
@@ -355,6 +365,7 @@ static void destroy(void* state, bool broken) {
   if (s->monitoring) pthread_join(s->monitor, NULL);
   bool entered = !enter(s, "tsrReleaseComm");
   for (size_t i = 0; i < s->count; i++) s->cu->cuEventDestroy(s->inflight[i].done);
+  if (s->own && entered) s->cu->cuStreamDestroy(s->own);
   /* Broken: peers may be gone, and ncclCommDestroy could wait for them. */
   if (s->comm && broken) N.CommAbort(s->comm);
   else if (s->comm) N.CommDestroy(s->comm);
@@ -381,7 +392,7 @@ static tsr_status_t create(const tsr_comm_init_t* init, const tsr_comm_call_t* c
   pthread_mutex_lock(&s->lock);
   ncclResult_t r = N.CommInitRankConfig(&comm, init->world, id, init->rank, &config);
   if (r != ncclSuccess && r != ncclInProgress) st = nccl_fail(r, NULL, call->function, "ncclCommInitRankConfig");
-  else st = settle(s, &comm, r, call, "ncclCommInitRankConfig");
+  else st = settle(s, &comm, ncclInProgress, call, "ncclCommInitRankConfig");  /* done once its state says so */
   if (st && comm) N.CommAbort(comm);
   pthread_mutex_unlock(&s->lock);
   leave(s);
@@ -416,13 +427,21 @@ static tsr_status_t split(void* state, int color, int key, const tsr_comm_call_t
     st = tsr_fail(TSR_ERROR_LAUNCH_FAILED, "%s: the communicator was aborted", call->function);
   } else {
     ncclResult_t r = N.CommSplit(s->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &comm, &config);
-    /* The split's progress shows on the parent and on the new communicator. */
-    if (r == ncclSuccess || r == ncclInProgress) st = settle(s, &s->comm, r, call, "ncclCommSplit");
+    /* The split's progress shows on the parent, and NCCL writes `comm` from its thread once the new one exists
+     * (NULL until then); then the new one settles in turn. */
+    if (r == ncclSuccess || r == ncclInProgress) st = settle(s, &s->comm, ncclInProgress, call, "ncclCommSplit");
     else st = nccl_fail(r, s->comm, call->function, "ncclCommSplit");
-    if (!st && comm) {
-      r = ncclInProgress;
-      st = settle(s, &comm, r, call, "ncclCommSplit");
+    for (long ns = 1000; !st && color >= 0 && !__atomic_load_n(&comm, __ATOMIC_ACQUIRE);) {
+      if (tsr_comm_now_ns() >= call->deadline_ns) {
+        abort_locked(s);
+        st = tsr_fail(TSR_ERROR_TIMEOUT, "%s: ncclCommSplit gave no communicator before the communicator's "
+                      "timeout; NCCL's communicator was aborted (ncclCommAbort)", call->function);
+      }
+      pthread_mutex_unlock(&s->lock);
+      pause_ns(&ns);
+      pthread_mutex_lock(&s->lock);
     }
+    if (!st && comm) st = settle(s, &comm, ncclInProgress, call, "ncclCommSplit");
   }
   if (!st && comm && (N.CommCount(comm, out_size) || N.CommUserRank(comm, out_rank)))
     st = tsr_fail(TSR_ERROR_LAUNCH_FAILED, "%s: NCCL cannot say the new communicator's rank and size", call->function);
@@ -521,8 +540,8 @@ static ncclResult_t issue(const nccl_op_t* o, ncclComm_t comm, CUstream stream) 
   return r ? r : g;
 }
 
-/* Waits for `stream`'s work (the NULL stream's: an operation has finished when it returns), polling against
- * the deadline; past it the communicator is aborted. Context current. */
+/* Waits for `stream`'s work (a NULL-stream operation has finished when it returns), polling against the
+ * deadline; past it the communicator is aborted. Context current. */
 static tsr_status_t finish_now(nccl_state_t* s, CUstream stream, const tsr_comm_call_t* call, const char* what) {
   long ns = 1000;
   for (;;) {
@@ -547,19 +566,38 @@ static tsr_status_t finish_now(nccl_state_t* s, CUstream stream, const tsr_comm_
   }
 }
 
-/* Runs one operation: enqueued on the call's stream and handed to the monitor, or on the NULL stream waited
- * for. */
+/* The stream of a NULL-stream operation (state locked, context current): the communicator's own, made to wait
+ * for the work the calling thread queued on its per-thread stream. */
+static tsr_status_t own_stream(nccl_state_t* s, const tsr_comm_call_t* call, CUstream* out) {
+  CUresult r = s->own ? CUDA_SUCCESS : s->cu->cuStreamCreateWithPriority(&s->own, CU_STREAM_DEFAULT, 0);
+  CUevent before = NULL;
+  if (!r) r = s->cu->cuEventCreate(&before, CU_EVENT_DEFAULT);
+  if (!r) r = s->cu->cuEventRecord(before, TSR_CU_STREAM_PER_THREAD);
+  if (!r) r = s->cu->cuStreamWaitEvent(s->own, before, 0);
+  if (before) s->cu->cuEventDestroy(before);  /* the wait keeps what it needs */
+  if (r) {
+    char why[256];
+    tsr_cuda_describe(r, why, sizeof why);
+    return tsr_fail(TSR_ERROR_LAUNCH_FAILED, "%s: the communicator's stream for the NULL stream: %s", call->function,
+                    why);
+  }
+  *out = s->own;
+  return TSR_SUCCESS;
+}
+
+/* Runs one operation: enqueued on the call's stream and handed to the monitor, or for the NULL stream run on
+ * the communicator's own and waited for. */
 static tsr_status_t run(void* state, const nccl_op_t* o, const tsr_comm_call_t* call, const char* what) {
   nccl_state_t* s = state;
   tsr_status_t st = enter(s, call->function);
   if (st) return st;
-  CUstream stream = tsr_cuda_queue_stream(call->queue);
+  CUstream stream = call->queue ? tsr_cuda_queue_stream(call->queue) : NULL;
   pthread_mutex_lock(&s->lock);
   if (s->fault) {
     st = tsr_fail(s->fault, "%s", s->fault_message);
   } else if (!s->comm) {
     st = tsr_fail(TSR_ERROR_LAUNCH_FAILED, "%s: the communicator was aborted", call->function);
-  } else {
+  } else if (call->queue || !(st = own_stream(s, call, &stream))) {
     ncclResult_t r = issue(o, s->comm, stream);
     st = r == ncclSuccess || r == ncclInProgress ? settle(s, &s->comm, r, call, what)
                                                  : nccl_fail(r, s->comm, call->function, what);
@@ -622,7 +660,8 @@ static tsr_status_t tree_reduce(nccl_state_t* s, const void* send, void* recv, s
   /* On the call's stream, after the work that wrote `send`; then waited for, as the host combines next. */
   nccl_op_t o = describe(ALL_GATHER, send, (void*)(uintptr_t)scratch, total, dtype, 0);
   const char* what = "ncclAllGather (of the deterministic reduction)";
-  if (!(st = run(s, &o, call, what)) && !(st = finish_now(s, tsr_cuda_queue_stream(call->queue), call, what)) &&
+  if (!(st = run(s, &o, call, what)) &&  /* on the NULL stream run has waited */
+      !(st = call->queue ? finish_now(s, tsr_cuda_queue_stream(call->queue), call, what) : TSR_SUCCESS) &&
       (r = s->cu->cuMemcpyDtoH(host, scratch, bytes)))
     st = tsr_fail(TSR_ERROR_LAUNCH_FAILED, "%s: copying the gathered buffers to the host failed", call->function);
   if (!st) {

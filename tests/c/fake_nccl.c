@@ -2,7 +2,13 @@
  * logic is tested without GPUs (tests/c/test_comm_nccl_fake.py, with tests/c/fake_cuda.c as the driver). It
  * writes one line per call to $FAKE_NCCL_LOG, with what NCCL would see: ranks, the unique id, the config,
  * $NCCL_NVLS_ENABLE at initialization, each operation's count, datatype and op codes and its CUstream (the
- * fake driver's "s3", or "ptds"). Communicators are non-blocking, as comm_nccl.c asks.
+ * fake driver's "s3", or "ptds"). Communicators are non-blocking, as comm_nccl.c asks, and behave as NCCL's
+ * do: after ncclCommInitRankConfig and ncclCommSplit (which returns ncclSuccess, as NCCL 2.18-2.2x's does) the
+ * communicator's state stays ncclInProgress for a few ncclCommGetAsyncError polls, a split writes the new
+ * communicator only when it completes, and a call on a communicator still in progress fails with NCCL's
+ * "Attempt to use communicator before the previous operation returned ncclSuccess". An operation on the
+ * per-thread stream ("ptds") runs on NCCL's own thread's per-thread stream, not the caller's
+ * (NVIDIA/nccl#1976): its data is not there when the caller looks, so the fake moves none.
  *
  * Data: every operation completes at once as if the other ranks gave zeros (all_reduce and broadcast copy
  * send to recv, all_gather puts send at this rank's block and zeros elsewhere, reduce_scatter takes this
@@ -33,7 +39,12 @@ struct ncclComm {
   int nranks, rank;
   int pending;  /* a hang mode keeps its last call in progress */
   int enqueued;
+  int busy;     /* ncclCommGetAsyncError polls left before the last init or split completes */
+  struct ncclComm *child, **child_out;  /* a split's new communicator, written to *child_out on completion */
 };
+
+#define POLLS 3  /* how many polls an initialization or a split stays in progress */
+static const char* last_error = "";
 
 /* NCCL's kernels spinning on a stream (mode "gpu"): they end when the communicator is aborted. */
 static int32_t kernels_stop, kernels_seen;
@@ -67,6 +78,10 @@ static const char* stream_name(const void* stream, char* out, size_t size) {
 static size_t type_bytes(int type) { return type == 8 || type == 4 || type == 5 ? 8 : type == 6 || type == 9 ? 2
                                             : type == 2 || type == 3 || type == 7 ? 4 : 1; }
 
+/* Whether an operation on `stream` lands where the caller looks: not on the per-thread stream, which names
+ * NCCL's own thread's stream when NCCL launches there. */
+static int lands(const void* stream) { return (uintptr_t)stream != 2; }
+
 /* An operation enqueued on `stream`: in progress in mode "op"; in mode "gpu" a kernel spinning there. */
 static ncclResult_t enqueued(struct ncclComm* c, void* stream) {
   c->enqueued++;
@@ -88,7 +103,18 @@ ncclResult_t ncclGetVersion(int* v) { *v = 22703; return ok; }
 const char* ncclGetErrorString(ncclResult_t r) {
   return r == remote_error ? "remote process exited or there was a network error" : "fake NCCL error";
 }
-const char* ncclGetLastError(struct ncclComm* c) { (void)c; return "fake NCCL's last error"; }
+const char* ncclGetLastError(struct ncclComm* c) {
+  (void)c;
+  return *last_error ? last_error : "fake NCCL's last error";
+}
+
+/* NCCL's ncclCommEnsureReady: a call before the previous one completed. */
+static int not_ready(struct ncclComm* c) {
+  if (!c->busy && !c->pending) return 0;
+  last_error = "Attempt to use communicator before the previous operation returned ncclSuccess";
+  say("refused: %s", last_error);
+  return 1;
+}
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   memset(id, 0, sizeof *id);
@@ -107,28 +133,37 @@ ncclResult_t ncclCommInitRankConfig(struct ncclComm** comm, int nranks, ncclUniq
   (*comm)->nranks = nranks;
   (*comm)->rank = rank;
   (*comm)->pending = hang("init");
+  (*comm)->busy = POLLS;
   return in_progress;
 }
 
 ncclResult_t ncclCommSplit(struct ncclComm* comm, int color, int key, struct ncclComm** out, config_prefix_t* c) {
   say("ncclCommSplit color=%d key=%d blocking=%d", color, key, c->blocking);
-  *out = NULL;
+  if (not_ready(comm)) return invalid_argument;
+  *out = NULL;  /* until the split completes */
   if (color >= 0) {
-    *out = calloc(1, sizeof **out);
-    (*out)->nranks = 1;  /* this rank alone in its color: the fake knows no other process */
+    comm->child = calloc(1, sizeof *comm->child);
+    comm->child->nranks = 1;  /* this rank alone in its color: the fake knows no other process */
+    comm->child->busy = POLLS;
+    comm->child_out = out;
   }
-  (void)comm;
-  return in_progress;
+  comm->busy = POLLS;
+  return ok;
 }
 
 ncclResult_t ncclCommGetAsyncError(struct ncclComm* c, ncclResult_t* state) {
-  *state = c->pending ? in_progress : hang("async") && c->enqueued ? remote_error : ok;
+  if (c->busy && !--c->busy && c->child_out) {
+    *c->child_out = c->child;
+    c->child_out = NULL;
+  }
+  *state = c->pending || c->busy ? in_progress : hang("async") && c->enqueued ? remote_error : ok;
   return ok;
 }
 
 ncclResult_t ncclCommAbort(struct ncclComm* c) {
   say("ncclCommAbort rank=%d", c->rank);
   __atomic_store_n(&kernels_stop, 1, __ATOMIC_RELEASE);
+  if (c->child_out) free(c->child);  /* a split that never completed */
   free(c);
   return ok;
 }
@@ -144,19 +179,24 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, int type,
                            void* stream) {
   char s[16];
   say("ncclAllReduce count=%zu type=%d op=%d %s", count, type, op, stream_name(stream, s, sizeof s));
-  memmove(recv, send, count * type_bytes(type));
+  if (not_ready(c)) return invalid_argument;
+  if (lands(stream)) memmove(recv, send, count * type_bytes(type));
   return enqueued(c, stream);
 }
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, int type, int op, struct ncclComm* c,
                                void* stream) {
   char s[16];
   say("ncclReduceScatter count=%zu type=%d op=%d %s", count, type, op, stream_name(stream, s, sizeof s));
-  memmove(recv, (const char*)send + (size_t)c->rank * count * type_bytes(type), count * type_bytes(type));
+  if (not_ready(c)) return invalid_argument;
+  if (lands(stream))
+    memmove(recv, (const char*)send + (size_t)c->rank * count * type_bytes(type), count * type_bytes(type));
   return enqueued(c, stream);
 }
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, int type, struct ncclComm* c, void* stream) {
   char s[16];
   say("ncclAllGather count=%zu type=%d %s", count, type, stream_name(stream, s, sizeof s));
+  if (not_ready(c)) return invalid_argument;
+  if (!lands(stream)) return enqueued(c, stream);
   memset(recv, 0, (size_t)c->nranks * count * type_bytes(type));  /* the other ranks contribute zeros */
   memmove((char*)recv + (size_t)c->rank * count * type_bytes(type), send, count * type_bytes(type));
   return enqueued(c, stream);
@@ -165,19 +205,22 @@ ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, int type,
                            void* stream) {
   char s[16];
   say("ncclBroadcast count=%zu type=%d root=%d %s", count, type, root, stream_name(stream, s, sizeof s));
-  if (c->rank == root) memmove(recv, send, count * type_bytes(type));
+  if (not_ready(c)) return invalid_argument;
+  if (c->rank == root && lands(stream)) memmove(recv, send, count * type_bytes(type));
   return enqueued(c, stream);
 }
 ncclResult_t ncclSend(const void* buf, size_t count, int type, int peer, struct ncclComm* c, void* stream) {
   char s[16];
   (void)buf;
   say("ncclSend count=%zu type=%d peer=%d %s", count, type, peer, stream_name(stream, s, sizeof s));
+  if (not_ready(c)) return invalid_argument;
   return enqueued(c, stream);
 }
 ncclResult_t ncclRecv(void* buf, size_t count, int type, int peer, struct ncclComm* c, void* stream) {
   char s[16];
   (void)buf;
   say("ncclRecv count=%zu type=%d peer=%d %s", count, type, peer, stream_name(stream, s, sizeof s));
+  if (not_ready(c)) return invalid_argument;
   return enqueued(c, stream);
 }
 ncclResult_t ncclGroupStart(void) { say("ncclGroupStart"); return ok; }

@@ -96,6 +96,12 @@ static void every_operation(void) {
   int sub_size = 0;
   if (sub) MUST(tsrCommGetSize(sub, &sub_size));
   check("the new communicator's size is NCCL's", sub_size == 1);
+  /* NCCL refuses a call on either before the split completed ("Attempt to use communicator before ..."). */
+  expect("the parent, right after the split", tsrCommAllReduce(comm, send, recv, N, TSR_DTYPE_F32, TSR_REDUCE_SUM,
+                                                               s), TSR_SUCCESS);
+  if (sub)
+    expect("the new one, right after the split", tsrCommAllReduce(sub, send, recv, N, TSR_DTYPE_F32, TSR_REDUCE_SUM,
+                                                                  s), TSR_SUCCESS);
   expect("tsrCommSplit with no color", tsrCommSplit(comm, -1, 0, &none), TSR_SUCCESS);
   check("no color: no communicator", none == NULL);
   if (sub) MUST(tsrReleaseComm(sub));
