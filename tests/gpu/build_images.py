@@ -11,6 +11,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(__file__))
 from kernels import LINKED, OPTIONS, SOURCES, build_linked  # noqa: E402
 import collectives_gpu  # noqa: E402
+import data_parallel_gpu  # noqa: E402
 
 from tessera import compiler  # noqa: E402
 from tessera.options import CompileOptions  # noqa: E402
@@ -32,6 +33,7 @@ def main(out: str) -> None:
                 f.write(image)
             print(f"{name}.{target}.tessera (linked)")
     collectives_gpu.build(out)   # test_collectives_gpu's images and the interpreter's values
+    data_parallel_gpu.build(out)  # test_data_parallel_gpu's and bench/data_parallel_gpu.py's images
 
 
 if __name__ == "__main__":

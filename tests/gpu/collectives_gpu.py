@@ -90,7 +90,8 @@ def build(out: str) -> None:
     print(EXPECTED)
 
 
-def main(image: str, out: str) -> None:
+def start_rank(image: str):
+    """This rank's CUDA context, NCCL communicator and loaded image (a rank tessera-run started)."""
     # Tessera's CUDA context drives GPU 0 of the process: this rank's GPU must be the only one it sees, before
     # CUDA starts (tessera-run leaves CUDA_VISIBLE_DEVICES as it was).
     local = int(os.environ["LOCAL_RANK"])
@@ -100,7 +101,11 @@ def main(image: str, out: str) -> None:
 
     ctx = runtime.select_backend("cuda")
     c = comm.Communicator.from_env(backend="nccl", timeout=120, context=ctx)
-    prog = executor.load(Path(image).read_bytes(), ctx)
+    return ctx, c, executor.load(Path(image).read_bytes(), ctx)
+
+
+def main(image: str, out: str) -> None:
+    ctx, c, prog = start_rank(image)
     np.savez(os.path.join(out, f"rank{c.rank}.npz"), **W.call_all(prog, c, NAMES, lambda name: args(c.rank, name)))
     c.close()
 

@@ -99,13 +99,14 @@ ATTENTION_BWD = (REPO / "examples" / "gpu" / "attention_backward.py").read_text(
 
 
 def _bf16_gemms(source: str) -> str:
-    """examples/graph/train_mlp.py with its two products multiplying bf16 (the f32 master values cast, f32
-    results), as the ptx GEMMs take no f32 operands; the rest of the program as written."""
+    """examples/graph/train_mlp.py (or tests/unit/data_parallel_worker.py's program) with its two products
+    multiplying bf16 (the f32 master values cast, f32 results), as the ptx GEMMs take no f32 operands; the rest
+    of the program as written."""
     for f32_form, bf16_form in (("from tessera import f32,", "from tessera import bf16, f32,"),
                                 ("X @ W1", "op.matmul(op.cast(X, bf16), op.cast(W1, bf16), out_dtype=f32)"),
                                 ("H @ W2", "op.matmul(op.cast(H, bf16), op.cast(W2, bf16), out_dtype=f32)")):
         if source.count(f32_form) != 1:
-            raise ValueError(f"train_mlp.py changed: '{f32_form}' is not there once; update _bf16_gemms")
+            raise ValueError(f"the program changed: '{f32_form}' is not there once; update _bf16_gemms")
         source = source.replace(f32_form, bf16_form)
     return source
 

@@ -38,18 +38,18 @@ def expected():
         pytest.skip(f"no compiler here ({e}) and no TESSERA_GPU_IMAGES with prebuilt images")
 
 
-@pytest.fixture(scope="module", params=G.ARCHS)
-def ranks(request, two_gpus, tmp_path_factory):  # noqa: F811
-    arch = request.param
-    out = tmp_path_factory.mktemp(arch)
+def job(worker, out: Path, arch: str) -> list[dict]:
+    """Runs module `worker` (collectives_gpu, data_parallel_gpu: its source(), image_name(arch), WORLD, and a
+    main(IMAGE, OUT) writing OUT/rank<r>.npz) on WORLD ranks that tessera-run starts with --backend nccl, on its
+    image for `arch` ($TESSERA_GPU_IMAGES's, else compiled here, else a skip); returns each rank's results."""
     prebuilt = os.environ.get("TESSERA_GPU_IMAGES")
     if prebuilt:
-        image = Path(prebuilt) / G.image_name(arch)
+        image = Path(prebuilt) / worker.image_name(arch)
     else:
-        image = out / G.image_name(arch)
+        image = out / worker.image_name(arch)
         try:
             import tessera
-            image.write_bytes(tessera.compile(G.source(), "collectives_gpu.py", target="ptx", arch=arch))
+            image.write_bytes(tessera.compile(worker.source(), Path(worker.__file__).name, target="ptx", arch=arch))
         except ImportError as e:
             pytest.skip(f"no compiler here ({e}) and no TESSERA_GPU_IMAGES with prebuilt images")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
@@ -57,12 +57,16 @@ def ranks(request, two_gpus, tmp_path_factory):  # noqa: F811
     library = nccl_library()
     if library:
         env["TESSERA_NCCL_LIBRARY"] = library
-    p = subprocess.run([sys.executable, "-m", "tessera.tools.run", "-n", str(G.WORLD), "--backend", "nccl",
-                        str(HERE / "collectives_gpu.py"), str(image), str(out)], capture_output=True, text=True,
-                       timeout=GUARD, env=env)
-    got = [dict(np.load(out / f"rank{r}.npz")) for r in range(G.WORLD) if (out / f"rank{r}.npz").exists()]
-    assert p.returncode == 0 and len(got) == G.WORLD, p.stdout + p.stderr
+    p = subprocess.run([sys.executable, "-m", "tessera.tools.run", "-n", str(worker.WORLD), "--backend", "nccl",
+                        worker.__file__, str(image), str(out)], capture_output=True, text=True, timeout=GUARD, env=env)
+    got = [dict(np.load(out / f"rank{r}.npz")) for r in range(worker.WORLD) if (out / f"rank{r}.npz").exists()]
+    assert p.returncode == 0 and len(got) == worker.WORLD, p.stdout + p.stderr
     return got
+
+
+@pytest.fixture(scope="module", params=G.ARCHS)
+def ranks(request, two_gpus, tmp_path_factory):  # noqa: F811
+    return job(G, tmp_path_factory.mktemp(request.param), request.param)
 
 
 def _no_error(got, name):

@@ -16,22 +16,19 @@ T, D, F = 12, 8, 16   # the whole batch's rows (a multiple of 2 and 3), model wi
 LR = 0.5
 
 
-def source(world: int) -> str:
-    """The step four ways: `step` (the default 25 MiB buckets: one bucket), `step_small` (buckets of 600
-    bytes: the bias gradient, W2's and b1's close the first, W1's is the second), `step_ring` (600-byte buckets
-    that MPI reduces in its own order: on a stream they run on the call's communication stream), and
-    `step_whole` (no collective: one process on the whole batch). `grads` is the step's backward alone and `reduced` its
-    gradients after the bucketed all_reduce, to compare with the interpreter's tree (mean1, mean2) of the ranks'
-    gradients."""
-    head = f'''
-from tessera import dist, f32, function, op, tensor, value_and_grad
+def program(world: int, d: int, f: int) -> str:
+    """The program's common part at model width `d`, hidden width `f`, over a mesh of `world` devices: the
+    loss, its value_and_grad, `step_whole` (no collective: one process on the whole batch) and `grads` (the
+    backward alone). tests/gpu/data_parallel_gpu.py runs it on GPUs."""
+    return f'''
+from tessera import f32, dist, function, op, tensor, value_and_grad
 
 mesh = dist.Mesh(axes=["dp"], devices=range({world}))
 
 
 @function
-def loss(X: tensor[f32, "T", {D}], Y: tensor[f32, "T", {D}], W1: tensor[f32, {D}, {F}], b1: tensor[f32, {F}],
-         W2: tensor[f32, {F}, {D}], b2: tensor[f32, {D}]):
+def loss(X: tensor[f32, "T", {d}], Y: tensor[f32, "T", {d}], W1: tensor[f32, {d}, {f}], b1: tensor[f32, {f}],
+         W2: tensor[f32, {f}, {d}], b2: tensor[f32, {d}]):
     H = op.gelu(op.bias_add(X @ W1, b1))
     E = op.bias_add(H @ W2, b2) - Y
     return op.mean(E * E)
@@ -41,18 +38,46 @@ loss_and_grads = value_and_grad(loss, argnums=(2, 3, 4, 5))
 
 
 @function
-def step_whole(X: tensor[f32, "T", {D}], Y: tensor[f32, "T", {D}], W1: tensor[f32, {D}, {F}],
-               b1: tensor[f32, {F}], W2: tensor[f32, {F}, {D}], b2: tensor[f32, {D}], lr: f32):
+def step_whole(X: tensor[f32, "T", {d}], Y: tensor[f32, "T", {d}], W1: tensor[f32, {d}, {f}],
+               b1: tensor[f32, {f}], W2: tensor[f32, {f}, {d}], b2: tensor[f32, {d}], lr: f32):
     value, gW1, gb1, gW2, gb2 = loss_and_grads(X, Y, W1, b1, W2, b2)
     return value, W1 - lr * gW1, b1 - lr * gb1, W2 - lr * gW2, b2 - lr * gb2
 
 
 @function
-def grads(X: tensor[f32, "T", {D}], Y: tensor[f32, "T", {D}], W1: tensor[f32, {D}, {F}], b1: tensor[f32, {F}],
-          W2: tensor[f32, {F}, {D}], b2: tensor[f32, {D}]):
+def grads(X: tensor[f32, "T", {d}], Y: tensor[f32, "T", {d}], W1: tensor[f32, {d}, {f}], b1: tensor[f32, {f}],
+          W2: tensor[f32, {f}, {d}], b2: tensor[f32, {d}]):
     value, gW1, gb1, gW2, gb2 = loss_and_grads(X, Y, W1, b1, W2, b2)
     return gW1, gb1, gW2, gb2
+'''
 
+
+def step(name: str, d: int, f: int, how: str, returns: str = "update") -> str:
+    """A data-parallel step `name`: the gradients, a mean all_reduce of each over the mesh (`how`: the
+    all_reduce's further arguments), and the SGD update (or, `returns="gradients"`, the reduced gradients)."""
+    ret = "value, W1 - lr * gW1, b1 - lr * gb1, W2 - lr * gW2, b2 - lr * gb2" if returns == "update" else \
+        "gW1, gb1, gW2, gb2"
+    return f'''
+
+@function
+def {name}(X: tensor[f32, "T", {d}], Y: tensor[f32, "T", {d}], W1: tensor[f32, {d}, {f}], b1: tensor[f32, {f}],
+        W2: tensor[f32, {f}, {d}], b2: tensor[f32, {d}], lr: f32):
+    value, gW1, gb1, gW2, gb2 = loss_and_grads(X, Y, W1, b1, W2, b2)
+    gW1 = op.all_reduce(gW1, mesh=mesh, op="mean"{how})
+    gb1 = op.all_reduce(gb1, mesh=mesh, op="mean"{how})
+    gW2 = op.all_reduce(gW2, mesh=mesh, op="mean"{how})
+    gb2 = op.all_reduce(gb2, mesh=mesh, op="mean"{how})
+    return {ret}
+'''
+
+
+def source(world: int) -> str:
+    """The common part and the step four ways: `step` (the default 25 MiB buckets: one bucket), `step_small`
+    (buckets of 600 bytes: the bias gradient, W2's and b1's close the first, W1's is the second), `step_ring`
+    (600-byte buckets that MPI reduces in its own order: on a stream they run on the call's communication
+    stream), and `reduced` (the gradients after the bucketed all_reduce, to compare with the interpreter's tree,
+    mean1 and mean2, of the ranks' gradients)."""
+    return program(world, D, F) + '''
 
 @function
 def mean2(G: tensor[f32, "R", "C"]):
@@ -62,27 +87,9 @@ def mean2(G: tensor[f32, "R", "C"]):
 @function
 def mean1(G: tensor[f32, "C"]):
     return op.all_reduce(G, mesh=mesh, op="mean", deterministic=True)
-'''
-    step = '''
-
-@function
-def {name}(X: tensor[f32, "T", {D}], Y: tensor[f32, "T", {D}], W1: tensor[f32, {D}, {F}], b1: tensor[f32, {F}],
-        W2: tensor[f32, {F}, {D}], b2: tensor[f32, {D}], lr: f32):
-    value, gW1, gb1, gW2, gb2 = loss_and_grads(X, Y, W1, b1, W2, b2)
-    gW1 = op.all_reduce(gW1, mesh=mesh, op="mean"{bucket})
-    gb1 = op.all_reduce(gb1, mesh=mesh, op="mean"{bucket})
-    gW2 = op.all_reduce(gW2, mesh=mesh, op="mean"{bucket})
-    gb2 = op.all_reduce(gb2, mesh=mesh, op="mean"{bucket})
-    return {ret}
-'''
-    return head + "".join(step.format(name=n, D=D, F=F, bucket=b, ret=r) for n, b, r in (
-        ("step", ", deterministic=True", UPDATE),
-        ("step_small", ", deterministic=True, bucket=600", UPDATE),
-        ("step_ring", ", algo=\"ring\", bucket=600", UPDATE),
-        ("reduced", ", deterministic=True", "gW1, gb1, gW2, gb2")))
-
-
-UPDATE = "value, W1 - lr * gW1, b1 - lr * gb1, W2 - lr * gW2, b2 - lr * gb2"
+''' + step("step", D, F, ", deterministic=True") + step("step_small", D, F, ", deterministic=True, bucket=600") + \
+        step("step_ring", D, F, ', algo="ring", bucket=600') + \
+        step("reduced", D, F, ", deterministic=True", returns="gradients")
 
 
 def whole() -> list[np.ndarray]:
