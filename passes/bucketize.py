@@ -6,8 +6,8 @@ canonical stage's last, ``tessera-bucketize`` in tessera-opt) makes them overlap
 reducer does: the all_reduces whose operand another op of the body produces are taken in the order their
 operands are produced (the backward produces the last layer's gradients first: DDP's reverse parameter
 order), and consecutive ones that agree in mesh, axis, reduction, algorithm, determinism and element type
-fill a bucket until it holds `bucket_bytes` (25 MiB by default, DDP's ``bucket_cap_mb``; an op's own
-``bucket=`` overrides it for the bucket it opens). Each bucket's all_reduces move to right after the op that
+fill a bucket until it holds `bucket_bytes` (25 MiB by default, DDP's ``bucket_cap_mb``; the compile option
+``bucket_bytes`` sets it, and an op's own ``bucket=`` overrides it for the bucket it opens). Each bucket's all_reduces move to right after the op that
 produces the bucket's last tensor, so they start while the rest of the backward still runs, and carry
 ``tessera.bucket`` (the bucket's index in issue order), which the launch plan keeps (docs/image-format.md).
 
@@ -19,9 +19,9 @@ also closes before a tensor whose arrival would move it past a reader of an earl
 from __future__ import annotations
 
 from ..mlir import ir
+from ..options import DEFAULT_BUCKET_BYTES
 from .schedule_ir import graph_ops
 
-DEFAULT_BUCKET_BYTES = 25 * 2**20
 BUCKET = "tessera.bucket"
 
 _BYTES = {"f64": 8, "f32": 4, "i64": 8, "i32": 4, "bf16": 2, "f16": 2, "i16": 2, "i8": 1, "i1": 1}

@@ -22,6 +22,8 @@ class HashedOptions:
 
 # Schedule hints (`@function(tile=, stages=, vector=)`, `CompileOptions.hints`) and their ranges: beyond
 # them a hint only buys compile time and memory (each stage is unrolled; a tile is a buffer).
+# PyTorch DDP's bucket_cap_mb: gradients are all-reduced in buckets of this many bytes unless told otherwise
+DEFAULT_BUCKET_BYTES = 25 * 2**20
 HINT_LIMITS = {"MB": 4096, "NC": 4096, "MC": 4096, "KC": 4096, "stages": 16, "vector": 64}
 
 
@@ -51,6 +53,9 @@ class CompileOptions(HashedOptions):
     gpu_bounds_checks: bool = field(default_factory=debug_from_env)
     hints: tuple[tuple[str, int], ...] = ()   # schedule hints over every function's own (autotuning)
     numerics: str = field(default_factory=profiles.current)  # "default" or "strict" (numerics/profiles.py)
+    # data parallelism: the gradient bucketizer's threshold (passes/bucketize.py, docs/language.md "Data
+    # parallelism"), in bytes; op.all_reduce(bucket=) sets its own bucket's
+    bucket_bytes: int = DEFAULT_BUCKET_BYTES
 
     def __post_init__(self):
         # Checked here, before any backend or LLVM sees them (LLVM asserts on an optimization level of 7).
@@ -67,6 +72,9 @@ class CompileOptions(HashedOptions):
         _expect("warp_size", self.warp_size, type(self.warp_size) is int, "an int")
         _expect("bounds_checks", self.bounds_checks, isinstance(self.bounds_checks, bool), "a bool")
         _expect("gpu_bounds_checks", self.gpu_bounds_checks, isinstance(self.gpu_bounds_checks, bool), "a bool")
+        _expect("bucket_bytes", self.bucket_bytes, type(self.bucket_bytes) is int, "an int")
+        if self.bucket_bytes < 1:
+            raise ValueError(f"bucket_bytes must be positive, not {self.bucket_bytes}")
         for name, value in self.hints:
             if name not in HINT_LIMITS or not 1 <= value <= HINT_LIMITS[name]:
                 raise ValueError(f"hint {name}={value} is out of range (hints: "

@@ -14,7 +14,7 @@ import sys
 from .. import cache
 from ..cheader import image_header
 from ..frontend.sources import keyed_source
-from ..options import CompileOptions
+from ..options import DEFAULT_BUCKET_BYTES, CompileOptions
 from ..selection import backends_for
 from . import overwrite
 from .errors import ToolError, check_writable, read_text, tool_main
@@ -46,6 +46,9 @@ def _parse_args(argv):
                    help="ptx, amdgpu and spirv targets: check at run time the tensor accesses not "
                         "provably in bounds (what debug mode, TESSERA_DEBUG=1, needs; default: on where "
                         "TESSERA_DEBUG is set)")
+    p.add_argument("--bucket-bytes", type=int, default=DEFAULT_BUCKET_BYTES, metavar="N",
+                   help="data parallelism: all-reduce gradients in buckets of N bytes (default 25 MiB; "
+                        "op.all_reduce(bucket=) sets its own bucket's)")
     p.add_argument("-O", dest="opt_level", type=int, default=3, choices=[0, 1, 2, 3], help="optimization level")
     p.add_argument("--emit-header", metavar="H", help="also write a C header with a typed launcher per kernel and a call wrapper per @function")
     p.add_argument("--dump-ir-after-all", metavar="DIR", help="write every stage's IR into DIR")
@@ -66,7 +69,7 @@ def _write(path: str, artifact) -> None:
 def main(argv=None) -> int:
     args = _parse_args(sys.argv[1:] if argv is None else argv)
     options = CompileOptions(target=args.target, kernels=tuple(args.kernel), include=tuple(args.include), cpu=args.cpu, arch=args.arch,
-                             opt_level=args.opt_level, bounds_checks=args.bounds_checks,
+                             opt_level=args.opt_level, bounds_checks=args.bounds_checks, bucket_bytes=args.bucket_bytes,
                              **({} if args.gpu_bounds_checks is None else {"gpu_bounds_checks": args.gpu_bounds_checks}))
     problem = None if args.list_stages else _overwrites_input(args)
     if problem:

@@ -39,6 +39,7 @@ OPTION_CHANGES = {
     "numerics": ({}, "strict"),
     "bounds_checks": ({}, False),
     "gpu_bounds_checks": ({"target": "ptx", "gpu_bounds_checks": False}, True),
+    "bucket_bytes": ({}, 1 << 20),
 }
 
 

@@ -82,3 +82,9 @@ def test_bad_option_values_are_refused_by_name(options, error, message):
 def test_the_cpu_warp_is_a_power_of_two_up_to_64(warp):
     with pytest.raises(CompileError, match=f"warp_size must be a power of two from 1 to 64, not {warp}"):
         tessera.compile(SAXPY, warp_size=warp)
+
+
+@pytest.mark.parametrize("value, error", [(0, ValueError), (-1, ValueError), (1.5, TypeError), ("25MB", TypeError)])
+def test_the_bucket_threshold_is_a_positive_byte_count(value, error):
+    with pytest.raises(error, match="bucket_bytes"):
+        CompileOptions(bucket_bytes=value)
