@@ -32,6 +32,7 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,9 +215,24 @@ static void leave(const nccl_state_t* s) {
   s->cu->cuCtxPopCurrent(&popped);
 }
 
-static void pause_ns(long* ns) {
-  nanosleep(&(struct timespec){0, *ns}, NULL);
-  if (*ns < 1000000) *ns *= 2;
+/* A poll's pause. For its first YIELD_NS a wait yields the core instead of sleeping: Linux lengthens any sleep
+ * to its 50 µs timer slack, and an enqueue on a non-blocking communicator completes in a few µs, so sleeping
+ * from the first poll added tens of µs to every call. Then sleeps growing to 1 ms. */
+#define YIELD_NS 200000
+typedef struct backoff {
+  uint64_t start;
+  long ns;
+} backoff_t;
+
+static backoff_t backoff(void) { return (backoff_t){.start = tsr_comm_now_ns(), .ns = 1000}; }
+
+static void pause_ns(backoff_t* b) {
+  if (tsr_comm_now_ns() - b->start < YIELD_NS) {
+    sched_yield();
+    return;
+  }
+  nanosleep(&(struct timespec){0, b->ns}, NULL);
+  if (b->ns < 1000000) b->ns *= 2;
 }
 
 /* After a call on a non-blocking communicator that returned `r` (state locked, context current): polls
@@ -224,7 +240,7 @@ static void pause_ns(long* ns) {
  * communicator is aborted (TSR_ERROR_LAUNCH_FAILED). `*comm` is the communicator polled (a split's new one). */
 static tsr_status_t settle(nccl_state_t* s, ncclComm_t* comm, ncclResult_t r, const tsr_comm_call_t* call,
                            const char* what) {
-  long ns = 1000;
+  backoff_t ns = backoff();
   while (r == ncclInProgress) {
     if (call->aborted && atomic_load(call->aborted)) {
       if (*comm != s->comm) N.CommAbort(*comm), *comm = NULL;
@@ -431,7 +447,7 @@ static tsr_status_t split(void* state, int color, int key, const tsr_comm_call_t
      * (NULL until then); then the new one settles in turn. */
     if (r == ncclSuccess || r == ncclInProgress) st = settle(s, &s->comm, ncclInProgress, call, "ncclCommSplit");
     else st = nccl_fail(r, s->comm, call->function, "ncclCommSplit");
-    for (long ns = 1000; !st && color >= 0 && !__atomic_load_n(&comm, __ATOMIC_ACQUIRE);) {
+    for (backoff_t ns = backoff(); !st && color >= 0 && !__atomic_load_n(&comm, __ATOMIC_ACQUIRE);) {
       if (tsr_comm_now_ns() >= call->deadline_ns) {
         abort_locked(s);
         st = tsr_fail(TSR_ERROR_TIMEOUT, "%s: ncclCommSplit gave no communicator before the communicator's "
@@ -543,7 +559,7 @@ static ncclResult_t issue(const nccl_op_t* o, ncclComm_t comm, CUstream stream) 
 /* Waits for `stream`'s work (a NULL-stream operation has finished when it returns), polling against the
  * deadline; past it the communicator is aborted. Context current. */
 static tsr_status_t finish_now(nccl_state_t* s, CUstream stream, const tsr_comm_call_t* call, const char* what) {
-  long ns = 1000;
+  backoff_t ns = backoff();
   for (;;) {
     CUresult r = s->cu->cuStreamQuery(stream);
     if (r == CUDA_SUCCESS) return TSR_SUCCESS;
