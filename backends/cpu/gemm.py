@@ -409,7 +409,15 @@ class _Body:
         cols = sub(nc, mul(jt, s.nr))
         full = arith.AndIOp(arith.CmpIOp(arith.CmpIPredicate.sge, rows, idx(s.mr)).result,
                             arith.CmpIOp(arith.CmpIPredicate.sge, cols, idx(s.nr)).result).result
-        self._prefetch_c(i, j)
+        self._prefetch(C, i, j, True)
+        # The epilogue's operands of C's extents (Z of gelu', a minuend) likewise, read on the last chunk only.
+        operands = [self.p[name] for name, dims in self.spec.extra_params if dims == ("M", "N")]
+        if operands:
+            ahead = scf.IfOp(last)
+            with ir.InsertionPoint(ahead.then_block):
+                for m in operands:
+                    self._prefetch(m, i, j, False)
+                scf.YieldOp([])
         # A burst of the next panel's copies first: their loads are in flight while the FMAs below run.
         state = job.burst(list(state)) if job else list(state)
         n_acc = s.mr * (s.nr // self.vw)
@@ -424,7 +432,24 @@ class _Body:
             with ir.InsertionPoint(partial.else_block):
                 scf.YieldOp([arith.AddFOp(a, c).result for a, c in zip(acc, t.load_tile(C))])
             out = list(partial.results)
-            t.store_tile(C, self._epilogue(t, out) if with_epilogue else out)
+            if not with_epilogue:
+                t.store_tile(C, out)
+                return
+            if any(st[0] in _DERIVATIVES for st in self.spec.epilogue) and not t.edge:
+                # A long step (gelu': erf, exp and some 40 constants) over the whole tile unrolled spills the
+                # registers: the tile is stored, then read back a row at a time in a loop.
+                t.store_tile(C, out)
+                rows = scf_for(0, s.mr)
+                with ir.InsertionPoint(rows.body):
+                    row = _TileAccess(self, add(i, rows.induction_variable), j, None, None)
+                    for n in range(s.nr // self.vw):
+                        row.store_vector(C, n, self._epilogue(row, n, row.load_vector(C, n)))
+                    scf.YieldOp([])
+                return
+            # The epilogue one vector at a time, each stored before the next: a vector register freed per
+            # store, so a long step does not spill the tile's accumulators.
+            for n, v in enumerate(out):
+                t.store_vector(C, n, self._epilogue(t, n, v))
 
         if self.spec.epilogue:
             branch = scf.IfOp(last, has_else=True)
@@ -438,10 +463,11 @@ class _Body:
             self._edge_split(full, i, j, rows, cols, lambda t: store(t, False))
         return state
 
-    def _prefetch_c(self, i, j) -> None:
-        """Asks for the C tile's lines (for writing) while the micro-kernel runs: rows of C are far apart,
-        so the hardware prefetcher does not bring them, and each miss would stall the tile's store."""
-        s, C = self.s, self.p["C"]
+    def _prefetch(self, C, i, j, write: bool) -> None:
+        """Asks for the lines of an M×N matrix's tile (C's for writing) while the micro-kernel runs: its rows
+        are far apart, so the hardware prefetcher does not bring them, and each miss would stall the tile's
+        epilogue or store."""
+        s = self.s
         last_row, last_col = sub(self.M, 1), sub(self.N, 1)
         # Clamped into C: an edge tile's rows and columns may lie past it. A row of the tile may straddle
         # two cache lines, so both ends are asked for.
@@ -449,7 +475,7 @@ class _Body:
         for r in range(s.mr):
             row = smin(add(i, r), last_row)
             for col in cols:
-                memref.PrefetchOp(C, [row, col], True, 3, True)
+                memref.PrefetchOp(C, [row, col], write, 3, True)
 
     def _edge_split(self, full, i, j, rows, cols, body) -> None:
         """`body(tile_access)` twice: plain vector accesses for a whole tile, masked ones at the matrix edge."""
@@ -495,29 +521,24 @@ class _Body:
         return list(rest.results)
 
     # -- the epilogue -------------------------------------------------------------------------------------
-    def _epilogue(self, t: "_TileAccess", acc: list) -> list:
-        per_row = self.s.nr // self.vw
-        out = list(acc)
+    def _epilogue(self, t: "_TileAccess", n: int, v) -> ir.Value:
+        """The epilogue of the tile's n-th accumulator vector `v`."""
         for (step,) in self.spec.epilogue:
             if step == "scale":
-                out = [arith.MulFOp(v, self.alpha).result for v in out]
+                v = arith.MulFOp(v, self.alpha).result
             elif step == "bias":
-                bias = [t.load_row_vector(self.p["bias"], c) for c in range(per_row)]
-                out = [arith.AddFOp(v, bias[n % per_row]).result for n, v in enumerate(out)]
+                v = arith.AddFOp(v, t.load_row_vector(self.p["bias"], n % (self.s.nr // self.vw))).result
             elif step == "scale_by":
-                out = [arith.MulFOp(v, self.factor).result for v in out]
+                v = arith.MulFOp(v, self.factor).result
             elif step == "add":
-                res = t.load_tile(self.p["residual"])
-                out = [arith.AddFOp(v, rv).result for v, rv in zip(out, res)]
+                v = arith.AddFOp(v, t.load_vector(self.p["residual"], n)).result
             elif step == "sub_from":
-                minuend = t.load_tile(self.p["minuend"])
-                out = [arith.SubFOp(m, v).result for v, m in zip(out, minuend)]
+                v = arith.SubFOp(t.load_vector(self.p["minuend"], n), v).result
             elif step in _DERIVATIVES:
-                z = t.load_tile(self.p[_STEP_PARAMS[step][0]])
-                out = [arith.MulFOp(v, _DERIVATIVES[step](zv)).result for v, zv in zip(out, z)]
+                v = arith.MulFOp(v, _DERIVATIVES[step](t.load_vector(self.p[_STEP_PARAMS[step][0]], n))).result
             else:
-                out = [_ACTIVATIONS[step](v) for v in out]
-        return out
+                v = _ACTIVATIONS[step](v)
+        return v
 
 
 class _PanelCopy:
@@ -620,25 +641,33 @@ class _TileAccess:
                     self.masks[r, c] = body._mask(n)
             self.col_masks = [body._mask(sub(cols, c)) for c in range(0, nr, vw)]
 
-    def _coords(self):
-        s = self.b.s
-        for r in range(s.mr):
-            for c in range(0, s.nr, self.b.vw):
-                yield r, c, add(self.i, r), add(self.j, c)
+    def _at(self, n):
+        """(row in the tile, column in the tile, row, column) of the tile's n-th vector (row-major)."""
+        per_row = self.b.s.nr // self.b.vw
+        r, c = n // per_row, n % per_row * self.b.vw
+        return r, c, add(self.i, r), add(self.j, c)
+
+    def load_vector(self, m, n) -> ir.Value:
+        """The n-th vector of load_tile(m)."""
+        r, c, row, col = self._at(n)
+        if not self.edge:
+            return vector.LoadOp(self.b.vtype, m, [row, col]).result
+        return vector.MaskedLoadOp(self.b.vtype, m, [row, col], self.masks[r, c], zeros(self.b.vtype)).result
 
     def load_tile(self, m) -> list:
-        vt = self.b.vtype
-        if not self.edge:
-            return [vector.LoadOp(vt, m, [row, col]).result for _, _, row, col in self._coords()]
-        return [vector.MaskedLoadOp(vt, m, [row, col], self.masks[r, c], zeros(vt)).result
-                for r, c, row, col in self._coords()]
+        return [self.load_vector(m, n) for n in range(self.b.s.mr * (self.b.s.nr // self.b.vw))]
+
+    def store_vector(self, m, n, v) -> None:
+        """Stores the n-th vector of store_tile(m, …)."""
+        r, c, row, col = self._at(n)
+        if self.edge:
+            vector.MaskedStoreOp(m, [row, col], self.masks[r, c], v)
+        else:
+            vector.StoreOp(v, m, [row, col])
 
     def store_tile(self, m, values) -> None:
-        for (r, c, row, col), v in zip(self._coords(), values):
-            if self.edge:
-                vector.MaskedStoreOp(m, [row, col], self.masks[r, c], v)
-            else:
-                vector.StoreOp(v, m, [row, col])
+        for n, v in enumerate(values):
+            self.store_vector(m, n, v)
 
     def load_row_vector(self, m, c) -> ir.Value:
         """The c-th vector of a length-N vector (a bias) at this tile's columns."""
