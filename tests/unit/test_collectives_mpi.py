@@ -28,17 +28,14 @@ EXACT = ("ar_sum", "ar_max", "ar_min", "ar_mean", "ar_prod", "ar_bf16", "ar_tree
          "scatter0", "scatter1", "bcast", "grid_axes")
 
 
-_mpiexec = mpiexec_or_skip  # test_data_parallel_mpi.py imports it by this name
-
-
 @pytest.fixture(scope="module", params=[2, 3, 4])
 def job(request, tmp_path_factory):
     n = request.param
     out = tmp_path_factory.mktemp(f"ranks{n}")
     image = out / "collectives.tessera"
     image.write_bytes(tessera.compile(W.source(n), target="cpu"))
-    p = subprocess.run([_mpiexec(), "-n", str(n), sys.executable, str(HERE / "collectives_worker.py"), str(image),
-                        str(out)], capture_output=True, text=True, timeout=GUARD, env=child_env(), cwd=out)
+    p = subprocess.run([mpiexec_or_skip(), "-n", str(n), sys.executable, str(HERE / "collectives_worker.py"),
+                        str(image), str(out)], capture_output=True, text=True, timeout=GUARD, env=child_env(), cwd=out)
     ranks = [dict(np.load(out / f"rank{r}.npz")) for r in range(n) if (out / f"rank{r}.npz").exists()]
     assert p.returncode == 0 and len(ranks) == n, p.stdout + p.stderr
     return n, ranks, tessera_frontend_compile(W.source(n), {"filename": "collectives.py"})

@@ -8,7 +8,6 @@ the bits it gives on the NULL stream."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +21,8 @@ from tessera import executor, tessera_frontend_compile
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import data_parallel_worker as W  # noqa: E402
-from test_collectives_mpi import GUARD, _mpiexec  # noqa: E402
+from mpi_jobs import child_env, mpiexec_or_skip  # noqa: E402
+from test_collectives_mpi import GUARD  # noqa: E402
 
 WEIGHTS = ("W1", "b1", "W2", "b2")
 
@@ -33,9 +33,9 @@ def job(request, tmp_path_factory):
     out = tmp_path_factory.mktemp(f"dp{n}")
     image = tessera.compile(W.source(n), target="cpu")
     (out / "dp.tessera").write_bytes(image)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
-    p = subprocess.run([_mpiexec(), "-n", str(n), sys.executable, str(HERE / "data_parallel_worker.py"),
-                        str(out / "dp.tessera"), str(out)], capture_output=True, text=True, timeout=GUARD, env=env)
+    p = subprocess.run([mpiexec_or_skip(), "-n", str(n), sys.executable, str(HERE / "data_parallel_worker.py"),
+                        str(out / "dp.tessera"), str(out)], capture_output=True, text=True, timeout=GUARD,
+                       env=child_env(), cwd=out)
     ranks = [dict(np.load(out / f"rank{r}.npz")) for r in range(n) if (out / f"rank{r}.npz").exists()]
     assert p.returncode == 0 and len(ranks) == n, p.stdout + p.stderr
     for got in ranks:
