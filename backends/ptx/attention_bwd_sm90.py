@@ -22,9 +22,9 @@ producer warpgroup:
     dkdvdq dkdv, and dQ too (attention_lowering.lower_bwd: by default, FUSED_DQ_HEAD_DIMS): each
            warpgroup stages its 64 keys of dSᵀ in a shared tile (two, alternating by block), both meet at a
            named barrier, then each multiplies dQᵀ = Kᵀ·dSᵀ over the 128 keys (`_dq_product`), writes it to
-           a shared buffer and its leader adds that into dQacc (f32 [BH, SQ, D], zeroed before by
-           `generate_pre`'s kernel, which also computes Delta, and rounded to dQ after by `generate_acc`'s)
-           by TMA bulk tensor reductions (`_add_dq`, FlashAttention-3's way)
+           a shared buffer (`_add_dq`) and a warp of the producer warpgroup adds that into dQacc (f32
+           [BH, SQ, D], zeroed before by `generate_pre`'s kernel, which also computes Delta, and rounded to dQ
+           after by `generate_acc`'s) by TMA bulk tensor reductions (`_dq_warp`, FlashAttention-3's way)
 
 so dkdv and dq multiply seven S×S×D products, dkdvdq five; dkdvdq's reductions add in a varying order, and
 on an H100 it is the faster at D = 64 and 128 (docs/performance.md). dkdvdq keeps the streamed block's
@@ -61,6 +61,8 @@ TUNED = {("dkdv", 128, False): (48, 3), ("dkdv", 128, True): (32, 2), ("dkdv", 6
 # D = 64 by 7-9 % with 64-query blocks, more with 128; D = 128 by 23-40 % with 64-query blocks), so
 # PTXOptions.fused_dq "faster" takes it
 FUSED_DQ_HEAD_DIMS = (64, 128)
+# dkdvdq's named barriers, one a consumer warpgroup: its dQ buffer written, and read by the reductions (`_dq_warp`)
+DQ_FULL, DQ_FREE = 6, 8
 DS_BOX = BM * hp.SWIZZLE_ROW   # one 64-column box of the CTA's dSᵀ tile (dkdvdq): 128 key rows of 128 bytes
 
 
@@ -184,7 +186,9 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
     n = w.v(f"sub i32 {n_all}, {j0}")
 
     first, wg = fwd.producer(w, tid, bars, S)   # the producer: the rows once, then the streamed blocks
-    w.cbr(first, "load_rows", "exit")
+    w.cbr(first, "load_rows", "dq_warp0" if fused else "exit")
+    if fused:
+        _dq_warp(w, spec, tid, j0, n, bh, dq_bufs)
     w.label("load_rows")
     tm = {m: w.v(f"ptrtoint ptr %tm{m} to i64") for m in rows_map + cols_map}
     hp.mbar_expect(w, bars, 2 * nb * fwd.QBOX)
@@ -301,11 +305,7 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
         hp.stmatrix_rows(w, [fds[4 * g:4 * g + 4] for g in range(BN // 16)], warp, lane,
                          w.v(f"add i32 {ds_at}, {w.v(f'mul i32 {c}, {64 * hp.SWIZZLE_ROW}')}"), DS_BOX)
         w.asm("fence.proxy.async.shared::cta;")   # generic-proxy writes, read by wgmma (the async proxy)
-        # both warpgroups' halves are in; and (its leader having waited) the warpgroup's last bulk reduction
-        # of dQ has read its buffer, which _add_dq writes next
-        w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.bulk.wait_group.read 0; }", "r",
-              [("i32", w.v(f"zext i1 {leader} to i32"))])
-        w.asm("bar.sync 5, 256;")
+        w.asm("bar.sync 5, 256;")   # both warpgroups' halves are in
     if turn:
         turn.take()
     flat, frags = hp.fence(w, [x for o in outs_in for x in o], fp + fds)
@@ -327,8 +327,8 @@ def generate(spec: Sm90AttentionBwdSpec) -> str:
     if turn:
         turn.give()
     if fused:   # the products issued after dQ's stay in flight
-        _add_dq(w, spec, hp.wait_group(w, dq, 2 if dq_first else 1, keep=frags), j, c, warp, lane, col_t, bh,
-                dq_bufs, leader)
+        _add_dq(w, spec, hp.wait_group(w, dq, 2 if dq_first else 1, keep=frags), i, c, warp, lane, col_t,
+                dq_bufs)
     outs = [hp.wait_group(w, o, 0, keep=frags) for o in outs]
     hp.mbar_arrive_if(w, fwd._empty(w, bars, s, S), leader)
     w.emit(f"{i_next} = add i32 {i}, 1")
@@ -384,15 +384,63 @@ def _dq_product(w: Writer, spec: Sm90AttentionBwdSpec, base: str, ds_at: str, c:
     return acc
 
 
-def _add_dq(w: Writer, spec: Sm90AttentionBwdSpec, dq: list[str], j: str, c: str, warp: str, lane: str,
-            col_t: str, bh: str, dq_bufs: str, leader: str) -> None:
-    """dQacc[bh, q, d] += the warpgroup's part of block j's dQᵀ (rows d, columns q; `_dq_product`'s split) as
-    FlashAttention-3 adds dQ: the threads write it to a shared buffer in the layout of two TMA boxes (32 head
-    dimensions × dq_rows queries, f32, 128-byte swizzle: the 16-byte chunk k of row q at k ^ (q % 8), so that
-    a warp's 32 scalar stores hit 32 banks), meet at the warpgroup's named barrier, and its leader adds both
-    boxes to global memory by bulk tensor reductions (cp.reduce.async.bulk.tensor .add: one instruction per
-    box instead of a red.global per element; TMA skips queries past the end). The buffer is free again once
-    the reductions have read it: the leader waits for that before the next block's 256-thread barrier."""
+def _dq_warp(w: Writer, spec: Sm90AttentionBwdSpec, tid: str, j0: str, n: str, bh: str, dq_bufs: str) -> None:
+    """dkdvdq's producer warpgroup's second warp (FlashAttention-3's way), from block `dq_warp0`: for each streamed block, for
+    each consumer warpgroup c, waits at named barrier DQ_FULL + c until c has written its dQ buffer, and its
+    first lane adds the buffer into dQacc (`_reduce_dq`); once those reductions have read the buffers, the
+    warp arrives at DQ_FREE + c, where c waits before writing the next block's (none waits after the
+    last)."""
+    w.label("dq_warp0")
+    w.cbr(w.v(f"icmp eq i32 {w.v(f'lshr i32 {tid}, 5')}, 1"), "dq_warp", "exit")
+    w.label("dq_warp")
+    lead = w.v(f"zext i1 {w.v(f'icmp eq i32 {tid}, 32')} to i32")
+    w.cbr(w.v(f"icmp ugt i32 {n}, 0"), "dq_wloop", "exit")
+    w.label("dq_wloop")
+    i, i_next = w.fresh("wi"), w.fresh("win")
+    w.emit(f"{i} = phi i32 [0, %dq_warp], [{i_next}, %dq_wloop]")
+    j = w.v(f"add i32 {j0}, {i}")
+    for c in (0, 1):
+        w.asm(f"bar.sync {DQ_FULL + c}, 160;")
+        _reduce_dq(w, spec, j, str(c), bh, dq_bufs, lead)
+    w.emit(f"{i_next} = add i32 {i}, 1")
+    more = w.v(f"icmp ult i32 {i_next}, {n}")
+    more32 = w.v(f"zext i1 {more} to i32")
+    for c in (0, 1):   # c's reductions (the older group first) have read its buffer
+        w.asm(f"{{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.bulk.wait_group.read {1 - c}; }}", "r",
+              [("i32", lead)])
+        w.asm(f"{{ .reg .pred p; setp.ne.b32 p, $0, 0; @p bar.arrive {DQ_FREE + c}, 160; }}", "r", [("i32", more32)])
+    w.cbr(more, "dq_wloop", "exit")
+
+
+def _reduce_dq(w: Writer, spec: Sm90AttentionBwdSpec, j: str, c: str, bh: str, dq_bufs: str, lead: str) -> None:
+    """Where `lead` (i32) is not 0: dQacc += consumer warpgroup c's buffer of block j (`_add_dq`), two TMA boxes
+    by bulk tensor reductions (cp.reduce.async.bulk.tensor .add: one instruction per box instead of a
+    red.global per element; TMA skips queries past the end), committed as one bulk group."""
+    rows = spec.dq_rows
+    box_bytes = rows * hp.SWIZZLE_ROW
+    buf = w.v(f"add i32 {dq_bufs}, {w.v(f'mul i32 {c}, {2 * box_bytes}')}")
+    q0 = w.v(f"mul i32 {j}, {spec.block_n}")
+    if spec.head_dim == 128:
+        d0 = w.v(f"shl i32 {c}, 6")
+    else:
+        d0, q0 = "0", w.v(f"add i32 {q0}, {w.v(f'mul i32 {c}, {rows}')}")
+    tm = w.v("ptrtoint ptr %tmdQacc to i64")
+    for b in (0, 1):
+        w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; "
+              "@p cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [$1, {$2, $3, $4}], [$5]; }",
+              "r,l,r,r,r,r", [("i32", lead), ("i64", tm), ("i32", w.v(f"add i32 {d0}, {32 * b}")), ("i32", q0),
+                              ("i32", bh), ("i32", w.v(f"add i32 {buf}, {b * box_bytes}"))])
+    w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.bulk.commit_group; }", "r", [("i32", lead)])
+
+
+def _add_dq(w: Writer, spec: Sm90AttentionBwdSpec, dq: list[str], i: str, c: str, warp: str, lane: str,
+            col_t: str, dq_bufs: str) -> None:
+    """Hands the warpgroup's part of the `i`-th streamed block's dQᵀ (rows d, columns q; `_dq_product`'s
+    split) to the dQ warp, which adds it into dQacc, as FlashAttention-3 does: from the second block on the
+    threads wait at DQ_FREE + c until the warp's reductions of the previous block have read the buffer, write
+    it in the layout of two TMA boxes (32 head dimensions × dq_rows queries, f32, 128-byte swizzle: the
+    16-byte chunk k of row q at k ^ (q % 8), so that a warp's 32 scalar stores hit 32 banks) and arrive at
+    DQ_FULL + c without waiting (`_dq_warp` issues the reductions and waits for their reads)."""
     rows = spec.dq_rows
     box_bytes = rows * hp.SWIZZLE_ROW
     buf = w.v(f"add i32 {dq_bufs}, {w.v(f'mul i32 {c}, {2 * box_bytes}')}")
@@ -411,24 +459,14 @@ def _add_dq(w: Writer, spec: Sm90AttentionBwdSpec, dq: list[str], j: str, c: str
         for e in (0, 1):
             swizzled = w.v(f"xor i32 {chunk}, {2 * r + e}")
             at[(r, e)] = w.v(f"add i32 {t}, {w.v(f'shl i32 {swizzled}, 4')}")
+    # the dQ warp's reductions of the previous block have read the buffer
+    w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p bar.sync $1, 160; }", "r,r",
+          [("i32", w.v(f"zext i1 {w.v(f'icmp ne i32 {i}, 0')} to i32")), ("i32", w.v(f"add i32 {c}, {DQ_FREE}"))])
     for k, x in enumerate(dq):
         g, r, e = k // 4, (k // 2) % 2, k % 2
         w.asm(f"st.shared.f32 [$0+{(8 * g + e) * hp.SWIZZLE_ROW}], $1;", "r,f", [("i32", at[(r, e)]), ("float", x)])
     w.asm("fence.proxy.async.shared::cta;")   # generic-proxy writes, read by the bulk reduction
-    lead = w.v(f"zext i1 {leader} to i32")
-    w.asm("bar.sync $0, 128;", "r", [("i32", w.v(f"add i32 {c}, 1"))])   # the warpgroup's named barrier
-    q0 = w.v(f"mul i32 {j}, {spec.block_n}")
-    if spec.head_dim == 128:
-        d0 = w.v(f"shl i32 {c}, 6")
-    else:
-        d0, q0 = "0", w.v(f"add i32 {q0}, {w.v(f'mul i32 {c}, {rows}')}")
-    tm = w.v("ptrtoint ptr %tmdQacc to i64")
-    for b in (0, 1):
-        w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; "
-              "@p cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [$1, {$2, $3, $4}], [$5]; }",
-              "r,l,r,r,r,r", [("i32", lead), ("i64", tm), ("i32", w.v(f"add i32 {d0}, {32 * b}")), ("i32", q0),
-                              ("i32", bh), ("i32", w.v(f"add i32 {buf}, {b * box_bytes}"))])
-    w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.bulk.commit_group; }", "r", [("i32", lead)])
+    w.asm("bar.arrive $0, 160;", "r", [("i32", w.v(f"add i32 {c}, {DQ_FULL}"))])
 
 
 def _stat_at(w: Writer, bhq: str, q: str, sq: str) -> str:

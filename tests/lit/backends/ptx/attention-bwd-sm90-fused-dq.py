@@ -58,8 +58,10 @@ dcausal = vjp(causal)
 # block; a consumer multiplies Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (m64n64, shared operands, the first k16 step with
 # scale-d false), exponentiates, then dV += Pᵀ·dO and dK += dSᵀ·Q with Pᵀ and dSᵀ as register fragments (dO
 # and Q MN-major) and dQᵀ = Kᵀ·dSᵀ with both operands from shared memory, both MN-major (dSᵀ staged there
-# by stmatrix, both warpgroups' halves in before a 256-thread barrier), writes dQᵀ to shared memory and adds
-# it into dQacc by bulk tensor reductions, releases the stage, and stores dV and dK by TMA (LLVM places the
+# by stmatrix, both warpgroups' halves in before a 256-thread barrier), writes dQᵀ to shared memory (once the
+# dQ warp has freed it: named barrier 8 + c) and arrives at named barrier 6 + c, where the producer
+# warpgroup's dQ warp waits, adds it into dQacc by bulk tensor reductions and frees the buffer once they
+# have read it (FlashAttention-3's way); the consumer releases the stage, and stores dV and dK by TMA (LLVM places the
 # blocks in either order). The block's statistics are read from the warpgroup's copy in shared memory, two
 # columns a load.
 # The preprocessing kernel: 16-byte loads of O and dO (eight bf16 each), the row's 16 threads' sums added by
@@ -87,6 +89,13 @@ dcausal = vjp(causal)
 # PTX-DAG:   ld.shared.v2.f32 {%r{{[0-9]+}}, %r{{[0-9]+}}}, [%r{{[0-9]+}}+32];
 # PTX-DAG:   cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group
 # PTX-DAG:   cp.async.bulk.wait_group.read 0;
+# PTX-DAG:   @p bar.sync %r{{[0-9]+}}, 160;
+# PTX-DAG:   bar.arrive %r{{[0-9]+}}, 160;
+# PTX-DAG:   bar.sync 6, 160;
+# PTX-DAG:   bar.sync 7, 160;
+# PTX-DAG:   cp.async.bulk.wait_group.read 1;
+# PTX-DAG:   @p bar.arrive 8, 160;
+# PTX-DAG:   @p bar.arrive 9, 160;
 # The accumulator's kernels: 16-byte zero stores; 16-byte loads, 8-byte bf16 stores.
 # PTX-LABEL: .visible .entry dcausal__attention_bwd1_dq_cast(
 # PTX:       ld.global.v4.b32
