@@ -7,9 +7,12 @@ contexts, device memory). Start the processes with ``tessera-run -n N script.py`
     c = comm.Communicator.from_env()             # rank and size from the launcher
     y = c.all_reduce(np.arange(4, dtype=np.float32))   # the sum over the ranks, on every rank
 
-Buffers are numpy arrays (C-contiguous; outputs writable) on CPU contexts, or `DeviceArray`s of the
-communicator's context. bf16 data is passed as uint16 arrays of its bits with ``dtype="bf16"``. Results come
-back in `out` when given, else in a new array. Failures raise `tessera.runtime.Error` with the status
+Buffers are numpy arrays (C-contiguous; outputs writable) or `DeviceArray`s of the communicator's context.
+NCCL queues its transfers on the GPU, which cannot address host memory (libtessera refuses a host pointer,
+TSR_ERROR_INVALID_VALUE): numpy arrays given to an NCCL communicator are staged through DeviceArrays of its
+context — copied in, the operation, its stream waited for, copied out — so such a call returns when it is done,
+as on MPI; pass DeviceArrays to keep the data on the device and the call asynchronous. bf16 data is passed as
+uint16 arrays of its bits with ``dtype="bf16"``. Results come back in `out` when given, else in a new array. Failures raise `tessera.runtime.Error` with the status
 (`status_name`: TSR_ERROR_TIMEOUT when a peer died or stopped, ...) and libtessera's message.
 """
 
@@ -29,6 +32,8 @@ _CODES = {np.dtype(np.float32): 1, np.dtype(np.float64): 2, np.dtype(np.float16)
           np.dtype(np.uint16): 10, np.dtype(np.uint32): 11, np.dtype(np.uint64): 12, np.dtype(np.bool_): 13,
           np.dtype(np.complex64): 18, np.dtype(np.complex128): 19}
 BF16 = 4
+# The backends whose transport queues on the device (comm_backend.h's TSR_COMM_TRANSPORT_DEVICE_QUEUE).
+_DEVICE_QUEUE = {"nccl"}
 
 
 def _options(backend: str, deterministic: bool, timeout: float | None) -> tuple[int, int, int]:
@@ -47,10 +52,12 @@ def unique_id(backend: str = "auto", context: _runtime.Context | None = None) ->
 
 
 class _Buffer:
-    """An array as the C API takes it: its address, element count and dtype code (keeping it alive)."""
+    """An array as the C API takes it: its address, element count and dtype code (keeping it alive). With
+    `stage` (a context), a numpy array is staged through a DeviceArray of it: an input copied in now, an output
+    copied back by `finish`."""
 
-    def __init__(self, x, dtype: str | None, what: str, writable: bool):
-        self.array = x
+    def __init__(self, x, dtype: str | None, what: str, writable: bool, stage: _runtime.Context | None = None):
+        self.array, self.staged = x, None
         if isinstance(x, DeviceArray):
             self.address, self.count, npdtype = x.address, x.size, x.dtype
         elif isinstance(x, np.ndarray):
@@ -71,6 +78,17 @@ class _Buffer:
             self.code = _CODES[npdtype]
         else:
             raise TypeError(f"the {what} array's dtype {npdtype} cannot be communicated")
+        if stage is not None and isinstance(x, np.ndarray):
+            # outputs are not copied in: every operation writes the whole of its output
+            self.staged = DeviceArray(x.shape, x.dtype, stage)
+            if not writable:
+                self.staged.copy_from(x)
+            self.address = self.staged.address
+
+    def finish(self) -> None:
+        """After the operation (its stream waited for): a staged output's data back in the numpy array."""
+        if self.staged is not None and self.staged.nbytes:
+            self.staged.context.copy_to_host(self.array, self.staged.address)
 
 
 class Communicator:
@@ -123,53 +141,74 @@ class Communicator:
             return np.empty(shape, like.dtype)
         return out
 
+    def _stage(self) -> _runtime.Context | None:
+        """The context numpy arrays are staged through: the communicator's, where its backend queues on the
+        device (whose transfers would fault on host memory); None where it takes host memory."""
+        return self.context if self.backend in _DEVICE_QUEUE else None
+
+    def _buffers(self, x, out, dtype) -> tuple[_Buffer, _Buffer]:
+        stage = self._stage()
+        return _Buffer(x, dtype, "send", False, stage), _Buffer(out, dtype, "out", True, stage)
+
+    def _done(self, stream, *buffers: _Buffer):
+        """The last buffer's array (the result), once staged outputs are back: the operation is waited for
+        first (on a stream it is only queued), as the staging arrays are freed when this returns."""
+        if any(b.staged is not None for b in buffers):
+            native = _native(stream)
+            if native is not None:
+                native.synchronize(None)
+            for b in buffers:
+                b.finish()
+        return buffers[-1].array
+
     def all_reduce(self, x, op: str = "sum", out=None, dtype: str | None = None, stream=None):
         """The elementwise reduction of `x` over the ranks (`op`: sum, prod, max, min, avg), in `out` (may be
         `x` itself) or a new array."""
         out = self._out(out, x, getattr(x, "shape", ()))
-        s, r = _Buffer(x, dtype, "send", False), _Buffer(out, dtype, "out", True)
+        s, r = self._buffers(x, out, dtype)
         self._c.all_reduce(s.address, r.address, s.count, s.code, _op(op), _native(stream))
-        return out
+        return self._done(stream, s, r)
 
     def reduce_scatter(self, x, op: str = "sum", out=None, dtype: str | None = None, stream=None):
         """The reduction of `x` (flattened; its size a multiple of the ranks), of which rank r keeps the r-th
         of `size` equal parts: a 1-d array."""
         out = self._out(out, x, (int(np.prod(x.shape)) // self.size,))
-        s, r = _Buffer(x, dtype, "send", False), _Buffer(out, dtype, "out", True)
+        s, r = self._buffers(x, out, dtype)
         self._c.reduce_scatter(s.address, r.address, s.count, s.code, _op(op), _native(stream))
-        return out
+        return self._done(stream, s, r)
 
     def all_gather(self, x, out=None, dtype: str | None = None, stream=None):
         """Every rank's `x`, stacked along a new first axis of length `size`."""
         out = self._out(out, x, (self.size, *x.shape))
-        s, r = _Buffer(x, dtype, "send", False), _Buffer(out, dtype, "out", True)
+        s, r = self._buffers(x, out, dtype)
         self._c.all_gather(s.address, r.address, s.count, s.code, _native(stream))
-        return out
+        return self._done(stream, s, r)
 
     def all_to_all(self, x, out=None, dtype: str | None = None, stream=None):
         """`x` (flattened; its size a multiple of the ranks) cut into `size` blocks, block j going to rank j;
         the result's block j came from rank j."""
         out = self._out(out, x, x.shape)
-        s, r = _Buffer(x, dtype, "send", False), _Buffer(out, dtype, "out", True)
+        s, r = self._buffers(x, out, dtype)
         self._c.all_to_all(s.address, r.address, s.count, s.code, _native(stream))
-        return out
+        return self._done(stream, s, r)
 
     def broadcast(self, x, root: int = 0, out=None, dtype: str | None = None, stream=None):
         """Rank `root`'s `x` on every rank (`x` is read on root only; elsewhere it gives the shape and dtype)."""
         out = self._out(out, x, x.shape)
-        s, r = _Buffer(x, dtype, "send", False), _Buffer(out, dtype, "out", True)
+        s, r = self._buffers(x, out, dtype)
         self._c.broadcast(s.address, r.address, r.count, r.code, root, _native(stream))
-        return out
+        return self._done(stream, s, r)
 
     def send(self, x, peer: int, dtype: str | None = None, stream=None) -> None:
-        b = _Buffer(x, dtype, "send", False)
+        b = _Buffer(x, dtype, "send", False, self._stage())
         self._c.send(b.address, b.count, b.code, peer, _native(stream))
+        self._done(stream, b)
 
     def recv(self, out, peer: int, dtype: str | None = None, stream=None):
         """Fills `out` with what `peer` sends (as many elements, of its dtype)."""
-        b = _Buffer(out, dtype, "out", True)
+        b = _Buffer(out, dtype, "out", True, self._stage())
         self._c.recv(b.address, b.count, b.code, peer, _native(stream))
-        return out
+        return self._done(stream, b)
 
     def check(self) -> None:
         """Raises the communicator's asynchronous error (tsrCommGetAsyncError), if any."""

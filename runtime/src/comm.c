@@ -691,8 +691,10 @@ static tsr_status_t check_reduction(const struct tsr_comm* c, tsr_dtype_t dtype,
   return TSR_SUCCESS;
 }
 
-/* A buffer of `count` elements: not NULL (unless count is 0) and inside the allocation it starts in. */
-static tsr_status_t check_buffer(struct tsr_context* ctx, const void* p, size_t count, tsr_dtype_t dtype,
+/* A buffer of `count` elements: not NULL (unless count is 0), inside the allocation it starts in, and for a
+ * transport that queues on the device, device memory of the context: the GPU faults on any other address
+ * (a host array handed to ncclAllGather did), and a fault kills the whole context, not just this call. */
+static tsr_status_t check_buffer(const struct tsr_comm* c, const void* p, size_t count, tsr_dtype_t dtype,
                                  const char* what, const char* function) {
   if (count == 0) return TSR_SUCCESS;
   if (!p) return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: the %s buffer is NULL", function, what);
@@ -701,7 +703,14 @@ static tsr_status_t check_buffer(struct tsr_context* ctx, const void* p, size_t 
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: %zu elements of %s overflow size_t", function, count,
                     dtype_name(dtype));
   tsr_allocation_t a;
-  if (tsr_memory_lookup(ctx, p, &a) && (uintptr_t)p - a.base + bytes > a.bytes)
+  bool known = tsr_memory_lookup(c->obj.context, p, &a);
+  if ((c->transport->flags & TSR_COMM_TRANSPORT_DEVICE_QUEUE) &&
+      !(known && (a.kind == TSR_MEMORY_DEVICE || a.kind == TSR_MEMORY_DEVICE_REGISTERED)))
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: %s (%p) must be device memory of the communicator's context "
+                    "(tsrAlloc, or tsrDeviceRegister for another library's): the %s backend queues the transfer on "
+                    "the GPU, which would fault on %s", function, what, p, c->transport->name,
+                    known ? "pinned or registered host memory" : "memory the context does not know");
+  if (known && (uintptr_t)p - a.base + bytes > a.bytes)
     return tsr_fail(TSR_ERROR_MEMORY_FAULT, "%s: the %s buffer (%zu bytes) runs %zu bytes past the end of its "
                     "allocation #%llu of %zu bytes", function, what, bytes, (size_t)((uintptr_t)p - a.base + bytes -
                     a.bytes), (unsigned long long)a.serial, a.bytes);
@@ -751,9 +760,8 @@ tsr_status_t tsrCommAllReduce(tsr_comm_t c, const void* send, void* recv, size_t
   op_ctx_t o;
   tsr_status_t st = op_begin(c, stream, __func__, &o);
   if (st) return st;
-  struct tsr_context* ctx = c->obj.context;
-  if ((st = check_reduction(c, dtype, op, __func__)) || (st = check_buffer(ctx, send, count, dtype, "send", __func__)) ||
-      (st = check_buffer(ctx, recv, count, dtype, "recv", __func__)) || (st = op_order(&o)) || count == 0)
+  if ((st = check_reduction(c, dtype, op, __func__)) || (st = check_buffer(c, send, count, dtype, "send", __func__)) ||
+      (st = check_buffer(c, recv, count, dtype, "recv", __func__)) || (st = op_order(&o)) || count == 0)
     return op_end(&o, st, false);
   if (host_tree(c)) st = tree_all_reduce(&o, send, recv, count, dtype, op);
   else st = c->transport->all_reduce(c->state, send, recv, count, dtype, op, c->flags & TSR_COMM_DETERMINISTIC,
@@ -766,10 +774,9 @@ tsr_status_t tsrCommReduceScatter(tsr_comm_t c, const void* send, void* recv, si
   op_ctx_t o;
   tsr_status_t st = op_begin(c, stream, __func__, &o);
   if (st) return st;
-  struct tsr_context* ctx = c->obj.context;
   if ((st = check_reduction(c, dtype, op, __func__)) || (st = check_divisible(c, count, __func__)) ||
-      (st = check_buffer(ctx, send, count, dtype, "send", __func__)) ||
-      (st = check_buffer(ctx, recv, count / (size_t)c->size, dtype, "recv", __func__)) || (st = op_order(&o)) ||
+      (st = check_buffer(c, send, count, dtype, "send", __func__)) ||
+      (st = check_buffer(c, recv, count / (size_t)c->size, dtype, "recv", __func__)) || (st = op_order(&o)) ||
       count == 0)
     return op_end(&o, st, false);
   size_t part = count / (size_t)c->size;
@@ -797,10 +804,9 @@ tsr_status_t tsrCommAllGather(tsr_comm_t c, const void* send, void* recv, size_t
   op_ctx_t o;
   tsr_status_t st = op_begin(c, stream, __func__, &o);
   if (st) return st;
-  struct tsr_context* ctx = c->obj.context;
   size_t total = count * (size_t)c->size;
-  if ((st = check_dtype(dtype, __func__)) || (st = check_buffer(ctx, send, count, dtype, "send", __func__)) ||
-      (st = check_buffer(ctx, recv, total, dtype, "recv", __func__)) || (st = op_order(&o)) || count == 0)
+  if ((st = check_dtype(dtype, __func__)) || (st = check_buffer(c, send, count, dtype, "send", __func__)) ||
+      (st = check_buffer(c, recv, total, dtype, "recv", __func__)) || (st = op_order(&o)) || count == 0)
     return op_end(&o, st, false);
   return op_end(&o, c->transport->all_gather(c->state, send, recv, count, dtype, &o.call), true);
 }
@@ -810,10 +816,9 @@ tsr_status_t tsrCommAllToAll(tsr_comm_t c, const void* send, void* recv, size_t 
   op_ctx_t o;
   tsr_status_t st = op_begin(c, stream, __func__, &o);
   if (st) return st;
-  struct tsr_context* ctx = c->obj.context;
   if ((st = check_dtype(dtype, __func__)) || (st = check_divisible(c, count, __func__)) ||
-      (st = check_buffer(ctx, send, count, dtype, "send", __func__)) ||
-      (st = check_buffer(ctx, recv, count, dtype, "recv", __func__)))
+      (st = check_buffer(c, send, count, dtype, "send", __func__)) ||
+      (st = check_buffer(c, recv, count, dtype, "recv", __func__)))
     return op_end(&o, st, false);
   size_t bytes = count * tsr_comm_dtype_size(dtype);
   if (count && (const unsigned char*)send < (unsigned char*)recv + bytes &&
@@ -828,10 +833,9 @@ tsr_status_t tsrCommBroadcast(tsr_comm_t c, const void* send, void* recv, size_t
   op_ctx_t o;
   tsr_status_t st = op_begin(c, stream, __func__, &o);
   if (st) return st;
-  struct tsr_context* ctx = c->obj.context;
   if ((st = check_dtype(dtype, __func__)) || (st = check_rank(c, root, "root", __func__)) ||
-      (c->rank == root && (st = check_buffer(ctx, send, count, dtype, "send", __func__))) ||
-      (st = check_buffer(ctx, recv, count, dtype, "recv", __func__)) || (st = op_order(&o)) || count == 0)
+      (c->rank == root && (st = check_buffer(c, send, count, dtype, "send", __func__))) ||
+      (st = check_buffer(c, recv, count, dtype, "recv", __func__)) || (st = op_order(&o)) || count == 0)
     return op_end(&o, st, false);
   return op_end(&o, c->transport->broadcast(c->state, send, recv, count, dtype, root, &o.call), true);
 }
@@ -846,7 +850,7 @@ static tsr_status_t p2p(tsr_comm_t c, void* buf, size_t count, tsr_dtype_t dtype
     return op_end(&o, st, false);
   if (peer == c->rank)
     return op_end(&o, tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: peer %d is this rank", function, peer), false);
-  if ((st = check_buffer(c->obj.context, buf, count, dtype, sending ? "send" : "recv", function)) ||
+  if ((st = check_buffer(c, buf, count, dtype, "buf", function)) ||
       (st = op_order(&o)) || count == 0)
     return op_end(&o, st, false);
   st = sending ? c->transport->send(c->state, buf, count, dtype, peer, &o.call)

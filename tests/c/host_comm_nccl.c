@@ -2,8 +2,8 @@
  * calls NCCL sees (read from $FAKE_NCCL_LOG by tests/c/test_comm_nccl_fake.py), and the statuses of a peer
  * that never comes.
  *
- *   host_comm_nccl MODE     MODE: ops (every operation, dtype and op), or the $FAKE_NCCL_HANG mode the test
- *                           set: init, op, gpu, async */
+ *   host_comm_nccl MODE     MODE: ops (every operation, dtype and op), host (host buffers refused), or the
+ *                           $FAKE_NCCL_HANG mode the test set: init, op, gpu, async */
 #define _POSIX_C_SOURCE 200809L
 #include "phases.h"
 
@@ -111,6 +111,37 @@ static void every_operation(void) {
   MUST(tsrReleaseComm(comm));
 }
 
+/* NCCL queues on the GPU, which faults on a host address and loses the context with it: such buffers are
+ * refused before NCCL is called; device memory another library allocated, once registered, is taken. */
+static void host_buffers(void) {
+  phase("host buffers");
+  tsr_comm_t comm = create(2, 1, TSR_SUCCESS);
+  enum { N = 8 };
+  float *dev = device_alloc(2 * N * 4), *host = calloc(2 * N, 4), *known = calloc(2 * N, 4);
+  float* foreign = calloc(2 * N, 4);  /* the fake driver's device memory is host memory */
+  MUST(tsrHostRegister(ctx, known, 2 * N * 4, 0));
+  MUST(tsrDeviceRegister(ctx, foreign, 2 * N * 4, TSR_DEVICE_REGISTER_DEFAULT));
+  expect_msg("a host send buffer", tsrCommAllGather(comm, host, dev, N, TSR_DTYPE_F32, NULL), TSR_ERROR_INVALID_VALUE,
+             "send (");
+  expect_msg("a host recv buffer", tsrCommAllGather(comm, dev, host, N, TSR_DTYPE_F32, NULL),
+             TSR_ERROR_INVALID_VALUE, "recv (");
+  expect_msg("it must be device memory", tsrCommAllReduce(comm, dev, host, N, TSR_DTYPE_F32, TSR_REDUCE_SUM, NULL),
+             TSR_ERROR_INVALID_VALUE, "must be device memory of the communicator's context");
+  expect_msg("registered host memory", tsrCommBroadcast(comm, known, known, N, TSR_DTYPE_F32, 1, NULL),
+             TSR_ERROR_INVALID_VALUE, "registered host memory");
+  expect_msg("a host buffer to send", tsrCommSend(comm, host, N, TSR_DTYPE_F32, 0, NULL), TSR_ERROR_INVALID_VALUE,
+             "buf (");
+  expect("the communicator is not broken by them", tsrCommGetAsyncError(comm), TSR_SUCCESS);
+  expect("registered device memory is taken", tsrCommAllGather(comm, foreign, dev, N, TSR_DTYPE_F32, NULL),
+         TSR_SUCCESS);
+  MUST(tsrDeviceUnregister(ctx, foreign));
+  MUST(tsrHostUnregister(ctx, known));
+  free(host);
+  free(known);
+  free(foreign);
+  MUST(tsrReleaseComm(comm));
+}
+
 static void a_peer_never_comes(const char* mode) {
   phase(mode);
   if (strcmp(mode, "init") == 0) {
@@ -154,7 +185,7 @@ static void a_peer_never_comes(const char* mode) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    fprintf(stderr, "usage: %s ops|init|op|gpu|async\n", argv[0]);
+    fprintf(stderr, "usage: %s ops|host|init|op|gpu|async\n", argv[0]);
     return 2;
   }
   tsr_context_options_t o;
@@ -162,6 +193,7 @@ int main(int argc, char** argv) {
   o.backend = "cuda";
   MUST(tsrCreateContextWithOptions(&o, &ctx));
   if (strcmp(argv[1], "ops") == 0) every_operation();
+  else if (strcmp(argv[1], "host") == 0) host_buffers();
   else a_peer_never_comes(argv[1]);
   MUST(tsrDestroyContext(ctx));
   printf("%d failed\n", failures);

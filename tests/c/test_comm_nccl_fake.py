@@ -79,6 +79,53 @@ def test_every_operation_reaches_nccl_on_the_stream(build_host, fake_driver, fak
     assert lines[-1] == "ncclCommDestroy rank=1" and not [line for line in lines if "Abort" in line]
 
 
+def test_a_host_buffer_is_refused_before_nccl(build_host, fake_driver, fake_nccl, tmp_path):
+    """A host pointer given to an NCCL communicator is TSR_ERROR_INVALID_VALUE naming the argument, and NCCL is
+    never asked (on a GPU it faults, which loses the context); tsrDeviceRegister'ed memory goes through."""
+    lines = run_host(build_host, fake_driver, fake_nccl, tmp_path, "host")
+    ops = [line for line in lines if line.split()[0] in ("ncclAllGather", "ncclAllReduce", "ncclBroadcast",
+                                                         "ncclSend", "ncclGroupStart")]
+    assert len(ops) == 1 and ops[0].startswith("ncclAllGather count=8 type=7 "), lines
+
+
+STAGED = r"""
+import numpy as np
+from tessera import comm, runtime, stream
+ctx = runtime.select_backend("cuda")
+c = comm.Communicator.create(2, 1, comm.unique_id("nccl", ctx), backend="nccl", timeout=5, context=ctx)
+x = np.arange(1, 9, dtype=np.float32)
+gathered = c.all_gather(x)  # the fake's other rank contributes zeros
+assert gathered.shape == (2, 8) and (gathered[0] == 0).all() and (gathered[1] == x).all(), gathered
+s = stream.new(context=ctx)
+every = np.full(16, -1, np.float32)
+assert c.all_gather(x, every, stream=s) is every and (every == gathered.ravel()).all(), every
+y = x.copy()
+assert c.all_reduce(y, out=y, stream=s) is y and (y == x).all(), y  # the fake's sum is this rank's values
+assert (c.reduce_scatter(x) == x[4:]).all()
+assert (c.broadcast(x, root=1) == x).all()
+on_device = runtime.DeviceArray.from_numpy(x, ctx)
+assert (c.all_gather(on_device, stream=s).numpy() == 0).sum() == 8  # DeviceArrays as they were: not staged
+s.synchronize()
+c.close()
+print("ok")
+"""
+
+
+def test_numpy_arrays_are_staged_through_device_memory(fake_driver, fake_nccl, tmp_path):
+    """tessera.comm on NCCL copies numpy arrays into DeviceArrays of the context and results back (libtessera
+    refuses host pointers there), on the NULL stream and on a stream, in place too."""
+    log = tmp_path / "nccl.log"
+    env = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), TESSERA_NCCL_LIBRARY=str(fake_nccl),
+               FAKE_NCCL_LOG=str(log), FAKE_CUDA_LOG=str(tmp_path / "cuda.log"))
+    for name in ("TESSERA_BACKEND", "TESSERA_COMM_BACKEND", "FAKE_NCCL_HANG"):
+        env.pop(name, None)
+    p = subprocess.run([sys.executable, "-c", STAGED], capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0 and p.stdout.split() == ["ok"], p.stdout + p.stderr
+    ops = [line.split()[0] for line in log.read_text().splitlines() if line.startswith("nccl") and "count=" in line]
+    assert ops == ["ncclAllGather", "ncclAllGather", "ncclAllReduce", "ncclReduceScatter", "ncclBroadcast",
+                   "ncclAllGather"], ops
+
+
 def test_the_user_s_nvls_setting_is_kept(build_host, fake_driver, fake_nccl, tmp_path):
     lines = run_host(build_host, fake_driver, fake_nccl, tmp_path, "ops", NCCL_NVLS_ENABLE="1")
     assert {line.split()[-1] for line in lines if line.startswith("ncclCommInitRankConfig")} == {"NCCL_NVLS_ENABLE=1"}

@@ -12,7 +12,11 @@
  *    kernels address (CPU contexts: host memory; CUDA contexts: device memory), e.g. from tsrAlloc or
  *    tsrHostRegister/tsrDeviceRegister, or memory the context does not know (not bounds-checked). A buffer
  *    that starts in a known allocation and runs past its end returns TSR_ERROR_MEMORY_FAULT before anything
- *    is sent. `count` is in elements of `dtype`; a count of 0 is a no-op (no peer is waited for).
+ *    is sent. NCCL, which queues on the GPU (a host address would fault there and lose the context), takes
+ *    only device memory of the communicator's context — tsrAlloc'd, or another library's registered with
+ *    tsrDeviceRegister (DLPack imports are) — and refuses any other buffer (host memory, pinned or
+ *    registered host memory, unknown memory, another context's) with TSR_ERROR_INVALID_VALUE naming the
+ *    argument (send, recv, buf) before NCCL is called. `count` is in elements of `dtype`; a count of 0 is a no-op (no peer is waited for).
  *  - Collective calls (every function marked "collective") must be made by every rank of the communicator,
  *    in the same order, with matching counts, dtypes, ops and roots; a mismatch is not detected and its
  *    result is undefined (it may time out).
@@ -31,7 +35,8 @@
  *    communicator split from the same one) returns the same status at once; destroy it. Other communicators
  *    and the context stay usable. MPI: the abandoned transfer may still write its receive buffer later.
  *  - Statuses common to every operation below: TSR_ERROR_INVALID_HANDLE (comm, or a stream of no context),
- *    TSR_ERROR_INVALID_VALUE (a NULL buffer with count > 0, a dtype or op the call does not take, a root or
+ *    TSR_ERROR_INVALID_VALUE (a NULL buffer with count > 0, on NCCL a buffer not device memory of the
+ *    context (above), a dtype or op the call does not take, a root or
  *    peer outside [0, size), a count that does not divide as the call requires, a stream of another
  *    context), TSR_ERROR_MEMORY_FAULT (above), TSR_ERROR_UNSUPPORTED (a dtype or op this backend cannot
  *    combine, e.g. avg of integers; a capturing stream), TSR_ERROR_TIMEOUT and TSR_ERROR_LAUNCH_FAILED
