@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Mapping, Union
 
 SECTION = ".tessera.plan"
-VERSION = 5  # 4: call steps (a function calling a function of the same document, or an import); 5: collectives
-READS = (3, 4, 5)  # the versions `decode` reads: each version only adds a step kind to the one before
+VERSION = 6  # 4: call steps (a function calling a function of the same document, or an import); 5: collectives;
+#             6: alias steps with an offset (a row range of a tensor: pipelined collectives' chunks)
+READS = (3, 4, 5, 6)  # the versions `decode` reads: each version only adds a step kind (or member) to the one before
 
 VIEWS = ("matrix", "cols", "rows", "scalar", "bmn", "bnm")
 # collective steps (tdist ops): what each one reads besides its tensors
@@ -247,9 +248,11 @@ class ArgsStep:
 
 @dataclass(frozen=True)
 class AliasStep:
-    """`alias` is `of`'s storage seen with its own extents (a reshape)."""
+    """`alias` is `of`'s storage seen with its own extents: a reshape, or with an `offset` (an extent
+    expression counting elements of `of`'s dtype) a part of it from that element on."""
     alias: str
     of: str
+    offset: str = "0"
 
 
 @dataclass(frozen=True)
@@ -325,7 +328,7 @@ class Plan:
 
 def _check_names(plan: Plan) -> None:
     """Every value a plan uses is among its values, every batch extent in its step's env, a collective's
-    tensors of one dtype and rank (its dim an axis of them), every extent of `same_extents` bound by an
+    tensors of one dtype and rank (its dim an axis of them), an alias of its storage's dtype, every extent of `same_extents` bound by an
     argument, and only arguments have a declared dtype."""
     for vid in (*plan.args, *plan.results, *(v for s in plan.steps for v in uses(s))):
         if vid not in plan.values:
@@ -342,6 +345,9 @@ def _check_names(plan: Plan) -> None:
             if s.dim is not None and s.dim >= len(x.dims):
                 raise PlanError(f"collective step ({s.collective}): dim {s.dim} is not an axis of the rank-"
                                 f"{len(x.dims)} tensor '{s.input}'")
+        if isinstance(s, AliasStep) and plan.values[s.alias].dtype != plan.values[s.of].dtype:
+            raise PlanError(f"alias step '{s.alias}' of '{s.of}': an alias has its storage's dtype "
+                            f"({plan.values[s.alias].dtype} is not {plan.values[s.of].dtype})")
     for vid, v in plan.values.items():
         if v.declared is not None and vid not in plan.args:
             raise PlanError(f"value '{vid}' has a 'declared' dtype, which only an argument has")
@@ -394,8 +400,10 @@ def decode(data: bytes) -> dict[str, Plan]:
     functions = r.object("functions")
     r.done()
     plans = {name: Plan.from_json(p) for name, p in functions.items()}
-    for kind, what, since in ((CallStep, "call steps", 4), (CollectiveStep, "collective steps", 5)):
-        if doc["version"] < since and any(isinstance(s, kind) for p in plans.values() for s in p.steps):
+    for has, what, since in ((lambda s: isinstance(s, CallStep), "call steps", 4),
+                             (lambda s: isinstance(s, CollectiveStep), "collective steps", 5),
+                             (lambda s: isinstance(s, AliasStep) and s.offset != "0", "alias steps with an offset", 6)):
+        if doc["version"] < since and any(has(s) for p in plans.values() for s in p.steps):
             raise PlanError(f"launch plan version {doc['version']} has {what}, which version {since} introduced")
     return plans
 
@@ -437,7 +445,7 @@ def _arg_json(a: Arg) -> dict:
 
 def _step_json(s: Step) -> dict:
     if isinstance(s, AliasStep):
-        return {"alias": s.alias, "of": s.of}
+        return {"alias": s.alias, "of": s.of, **({"offset": _expr(s.offset)} if s.offset != "0" else {})}
     if isinstance(s, CallStep):
         return {"call": s.call, "args": list(s.args), "results": list(s.results)}
     if isinstance(s, CollectiveStep):
@@ -552,7 +560,7 @@ def _pair(doc) -> tuple[str, str]:
 def _step(doc, where: str) -> Step:
     r = _Fields(doc, where)
     if isinstance(doc, dict) and "alias" in doc:
-        s = AliasStep(alias=r.field("alias", str), of=r.field("of", str))
+        s = AliasStep(alias=r.field("alias", str), of=r.field("of", str), offset=r.expr("offset", "0"))
         r.done()
         return s
     if isinstance(doc, dict) and "call" in doc:

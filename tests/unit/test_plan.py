@@ -48,12 +48,12 @@ def test_the_document_omits_defaults_and_keeps_env_order():
     assert gemm["args"][3:] == [{"f32": 0.5}, {"i64": "KP"}]
     assert gemm["multiple_of"] == [["K", 8, "16-byte rows"]]
     section = json.loads(plan.encode({"f": _plan()}))
-    assert section["version"] == plan.VERSION == 5
+    assert section["version"] == plan.VERSION == 6
 
 
 def test_other_versions_are_refused_naming_both():
     data = json.dumps({"version": 2, "functions": {}}).encode()
-    with pytest.raises(PlanError, match=r"version 2 is not one of 3, 4 and 5"):
+    with pytest.raises(PlanError, match=r"version 2 is not one of 3, 4, 5 and 6"):
         plan.decode(data)
 
 
@@ -76,6 +76,41 @@ def test_version_3_documents_are_read_without_call_steps():
     v3["functions"]["g"] = _caller().to_json()
     with pytest.raises(PlanError, match="version 3 has call steps"):
         plan.decode(json.dumps(v3).encode())
+
+
+def _chunks() -> Plan:
+    """Two row chunks of v0 [M, 8]: rows [0, 128) and [128, M), as a pipelined collective's chunks are."""
+    return Plan(params=("X",), args=("v0",), results=("v0",),
+                values={"v0": Value("f32", ("M", "8")), "v1": Value("f32", ("min(128, M)", "8")),
+                        "v2": Value("f32", ("M - min(128, M)", "8"))},
+                steps=(AliasStep("v1", "v0"), AliasStep("v2", "v0", offset="min(128, M)*8")))
+
+
+def test_alias_offsets_round_trip_and_are_written_only_where_not_zero():
+    doc = _chunks().to_json()
+    assert doc["steps"] == [{"alias": "v1", "of": "v0"}, {"alias": "v2", "of": "v0", "offset": "min(128, M)*8"}]
+    assert plan.decode(plan.encode({"f": _chunks()})) == {"f": _chunks()}
+    assert Plan.from_json(dict(doc, steps=[{"alias": "v1", "of": "v0", "offset": "0"}])).steps[0].offset == "0"
+
+
+def test_version_5_documents_are_read_without_alias_offsets():
+    v5 = {"version": 5, "functions": {"f": _plan().to_json()}}
+    assert plan.decode(json.dumps(v5).encode())["f"] == Plan.from_json(_plan().to_json())
+    v5["functions"]["g"] = _chunks().to_json()
+    with pytest.raises(PlanError, match="version 5 has alias steps with an offset, which version 6 introduced"):
+        plan.decode(json.dumps(v5).encode())
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d["steps"][1].update(offset="M*"), "extent expression 'M\\*'"),
+    (lambda d: d["steps"][1].update(offset=8), "'offset' is 8, not str"),
+    (lambda d: d["values"]["v2"].update(dtype="bf16"), "an alias has its storage's dtype \\(bf16 is not f32\\)"),
+])
+def test_malformed_alias_offsets_are_plan_errors(mutate, message):
+    doc = _chunks().to_json()
+    mutate(doc)
+    with pytest.raises(PlanError, match=message):
+        Plan.from_json(doc)
 
 
 @pytest.mark.parametrize("mutate, message", [
