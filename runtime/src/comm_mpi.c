@@ -233,22 +233,6 @@ static tsr_status_t wait_request(const mpi_state_t* s, MPI_Request* req, bool ca
   }
 }
 
-/* Starts a non-blocking call (`rc` its result) and waits for it. */
-static tsr_status_t finish(const mpi_state_t* s, int rc, MPI_Request* req, bool cancellable,
-                           const tsr_comm_call_t* call, const char* what) {
-  if (rc != MPI_SUCCESS) return mpi_fail(rc, call, what);
-  return wait_request(s, req, cancellable, call, what);
-}
-
-/* MPI counts are ints: bigger transfers are refused rather than split, in this version. */
-static tsr_status_t int_count(size_t n, const tsr_comm_call_t* call, int* out) {
-  if (n > INT_MAX)
-    return tsr_fail(TSR_ERROR_UNSUPPORTED, "%s: %zu units exceed MPI's int count (%d); split the transfer",
-                    call->function, n, INT_MAX);
-  *out = (int)n;
-  return TSR_SUCCESS;
-}
-
 static MPI_Datatype native_type(tsr_dtype_t dtype) {
   switch (dtype) {
     case TSR_DTYPE_F32: return MPI_FLOAT;
@@ -266,6 +250,51 @@ static MPI_Op native_op(tsr_reduce_op_t op) {
     case TSR_REDUCE_MIN: return MPI_MIN;
     default: return MPI_SUM;  /* SUM, and AVG's sum */
   }
+}
+
+/* One non-blocking MPI call, as every transfer is made: started under the call lock, then its request polled
+ * (wait_request). */
+typedef enum { IALLREDUCE, IREDUCE_SCATTER, IALLGATHER, IALLTOALL, IBCAST, ISEND, IRECV, COMM_IDUP } mpi_kind_t;
+
+static const char* const kind_names[] = {"MPI_Iallreduce", "MPI_Ireduce_scatter_block", "MPI_Iallgather",
+                                         "MPI_Ialltoall",  "MPI_Ibcast",                "MPI_Isend",
+                                         "MPI_Irecv",      "MPI_Comm_idup"};
+
+typedef struct mpi_op {
+  mpi_kind_t kind;
+  const void* send;
+  void* recv;         /* COMM_IDUP: the new MPI_Comm */
+  size_t count;       /* units of `type` per rank (each pair for all_to_all) */
+  MPI_Datatype type;
+  MPI_Op op;          /* reductions */
+  int peer;           /* the root of a broadcast, the peer of a send or receive */
+  const char* what;   /* for messages; NULL: the MPI function's name */
+} mpi_op_t;
+
+/* Runs `o` on `s`'s communicator to completion (wait_request). MPI counts are ints: a bigger transfer is
+ * refused rather than split, in this version. */
+static tsr_status_t run(const mpi_state_t* s, const mpi_op_t* o, const tsr_comm_call_t* call) {
+  const char* what = o->what ? o->what : kind_names[o->kind];
+  if (o->count > INT_MAX)
+    return tsr_fail(TSR_ERROR_UNSUPPORTED, "%s: %zu units exceed MPI's int count (%d); split the transfer",
+                    call->function, o->count, INT_MAX);
+  int n = (int)o->count, rc = MPI_SUCCESS;
+  MPI_Request req = MPI_REQUEST_NULL;
+  lock_calls();
+  switch (o->kind) {
+    case IALLREDUCE: rc = M.Iallreduce(o->send, o->recv, n, o->type, o->op, s->comm, &req); break;
+    case IREDUCE_SCATTER: rc = M.Ireduce_scatter_block(o->send, o->recv, n, o->type, o->op, s->comm, &req); break;
+    case IALLGATHER: rc = M.Iallgather(o->send, n, o->type, o->recv, n, o->type, s->comm, &req); break;
+    case IALLTOALL: rc = M.Ialltoall(o->send, n, o->type, o->recv, n, o->type, s->comm, &req); break;
+    case IBCAST: rc = M.Ibcast(o->recv, n, o->type, o->peer, s->comm, &req); break;
+    case ISEND: rc = M.Isend(o->send, n, o->type, o->peer, P2P_TAG, s->comm, &req); break;
+    case IRECV: rc = M.Irecv(o->recv, n, o->type, o->peer, P2P_TAG, s->comm, &req); break;
+    case COMM_IDUP: rc = M.Comm_idup(s->comm, (MPI_Comm*)o->recv, &req); break;
+  }
+  unlock_calls();
+  if (rc != MPI_SUCCESS) return mpi_fail(rc, call, what);
+  /* a send or receive not matched yet can be cancelled: nothing arrives later */
+  return wait_request(s, &req, o->kind == ISEND || o->kind == IRECV, call, what);
 }
 
 /* ---- the transport's entries ----------------------------------------------------------------------- */
@@ -297,25 +326,23 @@ static tsr_status_t unique_id(struct tsr_context* ctx, tsr_comm_unique_id_t* out
   return TSR_SUCCESS;
 }
 
-/* A communicator of its own over `parent`'s ranks, duplicated without a blocking call. */
-static tsr_status_t duplicate(const mpi_state_t* parent, const tsr_comm_call_t* call, mpi_state_t** out) {
+/* The state of a new communicator `comm` (MPI_Comm_idup's or MPI_Comm_split's), errors returned, not fatal. */
+static tsr_status_t adopt(MPI_Comm comm, const tsr_comm_call_t* call, void** out_state, int* out_rank,
+                          int* out_size) {
   mpi_state_t* s = calloc(1, sizeof *s);
-  if (!s) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "%s: out of memory", call->function);
-  MPI_Request req = MPI_REQUEST_NULL;
   lock_calls();
-  int rc = M.Comm_idup(parent->comm, &s->comm, &req);
-  unlock_calls();
-  tsr_status_t st = finish(parent, rc, &req, false, call, "MPI_Comm_idup");
-  if (st) {
-    free(s);
-    return st;
+  if (!s) M.Comm_free(&comm);
+  else {
+    s->comm = comm;
+    M.Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    M.Comm_rank(comm, &s->rank);
+    M.Comm_size(comm, &s->size);
   }
-  lock_calls();
-  M.Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
-  M.Comm_rank(s->comm, &s->rank);
-  M.Comm_size(s->comm, &s->size);
   unlock_calls();
-  *out = s;
+  if (!s) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "%s: out of memory", call->function);
+  *out_state = s;
+  *out_rank = s->rank;
+  *out_size = s->size;
   return TSR_SUCCESS;
 }
 
@@ -333,12 +360,10 @@ static tsr_status_t create(const tsr_comm_init_t* init, const tsr_comm_call_t* c
                     "%d of %d: start the job with an MPI launcher of that size (mpiexec -n %d, tessera-run -n %d "
                     "--backend mpi)", call->function, init->rank, init->world, world.rank, world.size, init->world,
                     init->world);
-  mpi_state_t* s = NULL;
-  if ((st = duplicate(&world, call, &s))) return st;
-  *out_state = s;
-  *out_rank = s->rank;
-  *out_size = s->size;
-  return TSR_SUCCESS;
+  /* A communicator of its own over the world's ranks, duplicated without a blocking call. */
+  MPI_Comm dup = MPI_COMM_NULL;
+  if ((st = run(&world, &(mpi_op_t){.kind = COMM_IDUP, .recv = &dup}, call))) return st;
+  return adopt(dup, call, out_state, out_rank, out_size);
 }
 
 static tsr_status_t split(void* state, int color, int key, const tsr_comm_call_t* call, void** out_state,
@@ -349,169 +374,103 @@ static tsr_status_t split(void* state, int color, int key, const tsr_comm_call_t
   int mine[2] = {color, key};
   int* all = malloc(sizeof mine * (size_t)s->size);
   if (!all) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "%s: out of memory", call->function);
-  MPI_Request req = MPI_REQUEST_NULL;
-  lock_calls();
-  int rc = M.Iallgather(mine, 2, MPI_INT, all, 2, MPI_INT, s->comm, &req);
-  unlock_calls();
-  tsr_status_t st = finish(s, rc, &req, false, call, "MPI_Iallgather (split)");
+  tsr_status_t st = run(s, &(mpi_op_t){.kind = IALLGATHER, .send = mine, .recv = all, .count = 2, .type = MPI_INT,
+                                       .what = "MPI_Iallgather (split)"}, call);
   free(all);
   if (st) return st;
   MPI_Comm sub = MPI_COMM_NULL;
   lock_calls();
-  rc = M.Comm_split(s->comm, color < 0 ? MPI_UNDEFINED : color, key, &sub);
+  int rc = M.Comm_split(s->comm, color < 0 ? MPI_UNDEFINED : color, key, &sub);
   unlock_calls();
   if (rc != MPI_SUCCESS) return mpi_fail(rc, call, "MPI_Comm_split");
   if (sub == MPI_COMM_NULL) {
     *out_state = NULL;
     return TSR_SUCCESS;
   }
-  mpi_state_t* n = calloc(1, sizeof *n);
-  if (!n) {
-    lock_calls();
-    M.Comm_free(&sub);
-    unlock_calls();
-    return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "%s: out of memory", call->function);
-  }
-  n->comm = sub;
-  lock_calls();
-  M.Comm_set_errhandler(sub, MPI_ERRORS_RETURN);
-  M.Comm_rank(sub, &n->rank);
-  M.Comm_size(sub, &n->size);
-  unlock_calls();
-  *out_state = n;
-  *out_rank = n->rank;
-  *out_size = n->size;
-  return TSR_SUCCESS;
+  return adopt(sub, call, out_state, out_rank, out_size);
+}
+
+/* Moves `count` elements of `dtype` per rank as bytes (no reduction: the type does not matter to MPI). */
+static tsr_status_t move_bytes(const mpi_state_t* s, mpi_kind_t kind, const void* send, void* recv, size_t count,
+                               tsr_dtype_t dtype, int peer, const tsr_comm_call_t* call) {
+  return run(s, &(mpi_op_t){.kind = kind, .send = send, .recv = recv, .count = count * tsr_comm_dtype_size(dtype),
+                            .type = MPI_BYTE, .peer = peer}, call);
 }
 
 static tsr_status_t all_gather(void* state, const void* send, void* recv, size_t count, tsr_dtype_t dtype,
                                const tsr_comm_call_t* call) {
   mpi_state_t* s = state;
   size_t bytes = count * tsr_comm_dtype_size(dtype);
-  int n = 0;
-  tsr_status_t st = int_count(bytes, call, &n);
-  if (st) return st;
   const void* from = (const unsigned char*)recv + (size_t)s->rank * bytes == send ? MPI_IN_PLACE : send;
-  MPI_Request req = MPI_REQUEST_NULL;
-  lock_calls();
-  int rc = M.Iallgather(from, n, MPI_BYTE, recv, n, MPI_BYTE, s->comm, &req);
-  unlock_calls();
-  return finish(s, rc, &req, false, call, "MPI_Iallgather");
+  return move_bytes(s, IALLGATHER, from, recv, count, dtype, 0, call);
 }
 
-/* A reduction MPI cannot do itself (BF16): every rank's buffer gathered, combined in rank order. */
-static tsr_status_t gathered_reduce(mpi_state_t* s, const void* send, void* out, size_t count, tsr_dtype_t dtype,
-                                    tsr_reduce_op_t op, const tsr_comm_call_t* call) {
-  size_t block = count * tsr_comm_dtype_size(dtype);
+/* A reduction MPI cannot do itself (BF16): every rank's `total` elements gathered and combined in rank order;
+ * elements [first, first + count) of the result go to `out` (all_reduce: all; reduce_scatter: this rank's). */
+static tsr_status_t gathered_reduce(mpi_state_t* s, const void* send, void* out, size_t total, size_t first,
+                                    size_t count, tsr_dtype_t dtype, tsr_reduce_op_t op, const tsr_comm_call_t* call) {
+  size_t elem = tsr_comm_dtype_size(dtype), block = total * elem;
   unsigned char* all = malloc(block * (size_t)s->size);
   if (!all) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "%s: out of memory (%zu bytes)", call->function,
                             block * (size_t)s->size);
-  tsr_status_t st = all_gather(s, send, all, count, dtype, call);
+  tsr_status_t st = all_gather(s, send, all, total, dtype, call);
   if (!st) {
-    for (int r = 1; r < s->size; r++) tsr_comm_combine(dtype, op, all, all + (size_t)r * block, count);
-    if (op == TSR_REDUCE_AVG) tsr_comm_scale(dtype, all, count, s->size);
-    memcpy(out, all, block);
+    unsigned char* acc = all + first * elem;
+    for (int r = 1; r < s->size; r++) tsr_comm_combine(dtype, op, acc, acc + (size_t)r * block, count);
+    memcpy(out, acc, count * elem);
   }
   free(all);
+  return st;
+}
+
+/* all_reduce (`count` elements) and reduce_scatter (`count` of each rank's count * size): MPI's own reduction
+ * where it has the type, else gathered_reduce; AVG sums, then divides by the size. */
+static tsr_status_t reduce(mpi_state_t* s, mpi_kind_t kind, const void* send, void* recv, size_t count,
+                           tsr_dtype_t dtype, tsr_reduce_op_t op, const tsr_comm_call_t* call) {
+  MPI_Datatype type = native_type(dtype);
+  bool scatter = kind == IREDUCE_SCATTER;
+  tsr_status_t st =
+      type ? run(s, &(mpi_op_t){.kind = kind, .send = !scatter && send == recv ? MPI_IN_PLACE : send, .recv = recv,
+                                .count = count, .type = type, .op = native_op(op)}, call)
+           : gathered_reduce(s, send, recv, scatter ? count * (size_t)s->size : count,
+                             scatter ? count * (size_t)s->rank : 0, count, dtype, op, call);
+  if (!st && op == TSR_REDUCE_AVG) tsr_comm_scale(dtype, recv, count, s->size);
   return st;
 }
 
 static tsr_status_t all_reduce(void* state, const void* send, void* recv, size_t count, tsr_dtype_t dtype,
                                tsr_reduce_op_t op, bool deterministic, const tsr_comm_call_t* call) {
   (void)deterministic;  /* comm.c reduces deterministically itself: no TSR_COMM_TRANSPORT_DETERMINISTIC */
-  mpi_state_t* s = state;
-  MPI_Datatype type = native_type(dtype);
-  if (!type) return gathered_reduce(s, send, recv, count, dtype, op, call);
-  int n = 0;
-  tsr_status_t st = int_count(count, call, &n);
-  if (st) return st;
-  MPI_Request req = MPI_REQUEST_NULL;
-  lock_calls();
-  int rc = M.Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, n, type, native_op(op), s->comm, &req);
-  unlock_calls();
-  if ((st = finish(s, rc, &req, false, call, "MPI_Iallreduce"))) return st;
-  if (op == TSR_REDUCE_AVG) tsr_comm_scale(dtype, recv, count, s->size);
-  return TSR_SUCCESS;
+  return reduce(state, IALLREDUCE, send, recv, count, dtype, op, call);
 }
 
 static tsr_status_t reduce_scatter(void* state, const void* send, void* recv, size_t count, tsr_dtype_t dtype,
                                    tsr_reduce_op_t op, bool deterministic, const tsr_comm_call_t* call) {
   (void)deterministic;
-  mpi_state_t* s = state;
-  MPI_Datatype type = native_type(dtype);
-  size_t elem = tsr_comm_dtype_size(dtype);
-  if (!type) {
-    size_t total = count * (size_t)s->size;
-    unsigned char* whole = malloc(total * elem);
-    if (!whole) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "%s: out of memory (%zu bytes)", call->function, total * elem);
-    tsr_status_t st = gathered_reduce(s, send, whole, total, dtype, op, call);
-    if (!st) memcpy(recv, whole + (size_t)s->rank * count * elem, count * elem);
-    free(whole);
-    return st;
-  }
-  int n = 0;
-  tsr_status_t st = int_count(count, call, &n);
-  if (st) return st;
-  MPI_Request req = MPI_REQUEST_NULL;
-  lock_calls();
-  int rc = M.Ireduce_scatter_block(send, recv, n, type, native_op(op), s->comm, &req);
-  unlock_calls();
-  if ((st = finish(s, rc, &req, false, call, "MPI_Ireduce_scatter_block"))) return st;
-  if (op == TSR_REDUCE_AVG) tsr_comm_scale(dtype, recv, count, s->size);
-  return TSR_SUCCESS;
+  return reduce(state, IREDUCE_SCATTER, send, recv, count, dtype, op, call);
 }
 
 static tsr_status_t all_to_all(void* state, const void* send, void* recv, size_t count, tsr_dtype_t dtype,
                                const tsr_comm_call_t* call) {
-  mpi_state_t* s = state;
-  int n = 0;
-  tsr_status_t st = int_count(count * tsr_comm_dtype_size(dtype), call, &n);
-  if (st) return st;
-  MPI_Request req = MPI_REQUEST_NULL;
-  lock_calls();
-  int rc = M.Ialltoall(send, n, MPI_BYTE, recv, n, MPI_BYTE, s->comm, &req);
-  unlock_calls();
-  return finish(s, rc, &req, false, call, "MPI_Ialltoall");
+  return move_bytes(state, IALLTOALL, send, recv, count, dtype, 0, call);
 }
 
 static tsr_status_t broadcast(void* state, const void* send, void* recv, size_t count, tsr_dtype_t dtype, int root,
                               const tsr_comm_call_t* call) {
   mpi_state_t* s = state;
-  size_t bytes = count * tsr_comm_dtype_size(dtype);
-  int n = 0;
-  tsr_status_t st = int_count(bytes, call, &n);
-  if (st) return st;
-  if (s->rank == root && send != recv) memmove(recv, send, bytes);
-  MPI_Request req = MPI_REQUEST_NULL;
-  lock_calls();
-  int rc = M.Ibcast(recv, n, MPI_BYTE, root, s->comm, &req);
-  unlock_calls();
-  return finish(s, rc, &req, false, call, "MPI_Ibcast");
+  if (s->rank == root && send != recv) memmove(recv, send, count * tsr_comm_dtype_size(dtype));
+  return move_bytes(s, IBCAST, NULL, recv, count, dtype, root, call);
 }
 
-/* Send or receive: matched by the tag and the order of messages between the two ranks. */
-static tsr_status_t p2p(void* state, void* buf, size_t count, tsr_dtype_t dtype, int peer, bool sending,
-                        const tsr_comm_call_t* call) {
-  mpi_state_t* s = state;
-  int n = 0;
-  tsr_status_t st = int_count(count * tsr_comm_dtype_size(dtype), call, &n);
-  if (st) return st;
-  MPI_Request req = MPI_REQUEST_NULL;
-  lock_calls();
-  int rc = sending ? M.Isend(buf, n, MPI_BYTE, peer, P2P_TAG, s->comm, &req)
-                   : M.Irecv(buf, n, MPI_BYTE, peer, P2P_TAG, s->comm, &req);
-  unlock_calls();
-  return finish(s, rc, &req, true, call, sending ? "MPI_Isend" : "MPI_Irecv");
-}
-
+/* Send and receive: matched by the tag and the order of messages between the two ranks. */
 static tsr_status_t send_to(void* state, const void* buf, size_t count, tsr_dtype_t dtype, int peer,
                             const tsr_comm_call_t* call) {
-  return p2p(state, (void*)buf, count, dtype, peer, true, call);
+  return move_bytes(state, ISEND, buf, NULL, count, dtype, peer, call);
 }
 
 static tsr_status_t recv_from(void* state, void* buf, size_t count, tsr_dtype_t dtype, int peer,
                               const tsr_comm_call_t* call) {
-  return p2p(state, buf, count, dtype, peer, false, call);
+  return move_bytes(state, IRECV, NULL, buf, count, dtype, peer, call);
 }
 
 static void abort_state(void* state) {
