@@ -106,6 +106,20 @@ static inline tsr_module_t load_test_image(tsr_context_t ctx, const char* path) 
   return m;
 }
 
+/* The communicator of the MPI job this host runs in (host_comm.c, host_collective_steps.c under mpiexec), with a
+ * timeout generous for a loaded machine; this process's rank and the job's size into *rank, *size. */
+static inline tsr_comm_t mpi_comm_from_env(tsr_context_t ctx, int* rank, int* size) {
+  tsr_comm_options_t o;
+  MUST(tsrCommOptionsInitialize(&o));
+  o.backend = TSR_COMM_BACKEND_MPI;
+  o.timeout_ms = 60000;
+  tsr_comm_t comm;
+  MUST(tsrCommCreateFromEnv(ctx, &o, &comm));
+  MUST(tsrCommGetRank(comm, rank));
+  MUST(tsrCommGetSize(comm, size));
+  return comm;
+}
+
 static inline tsr_kernel_t kernel(tsr_module_t m, const char* name) {
   tsr_kernel_t k;
   MUST(tsrGetKernel(m, name, &k));

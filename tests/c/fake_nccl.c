@@ -175,27 +175,35 @@ ncclResult_t ncclCommDestroy(struct ncclComm* c) {
 ncclResult_t ncclCommCount(struct ncclComm* c, int* n) { *n = c->nranks; return ok; }
 ncclResult_t ncclCommUserRank(struct ncclComm* c, int* r) { *r = c->rank; return ok; }
 
+/* The start of every operation: its log line (the stream's name appended), then whether NCCL refuses it (a
+ * communicator still in progress). */
+static int refused(struct ncclComm* c, const void* stream, const char* format, ...)
+    __attribute__((format(printf, 3, 4)));
+static int refused(struct ncclComm* c, const void* stream, const char* format, ...) {
+  char line[256], s[16];
+  va_list ap;
+  va_start(ap, format);
+  vsnprintf(line, sizeof line, format, ap);
+  va_end(ap);
+  say("%s %s", line, stream_name(stream, s, sizeof s));
+  return not_ready(c);
+}
+
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, int type, int op, struct ncclComm* c,
                            void* stream) {
-  char s[16];
-  say("ncclAllReduce count=%zu type=%d op=%d %s", count, type, op, stream_name(stream, s, sizeof s));
-  if (not_ready(c)) return invalid_argument;
+  if (refused(c, stream, "ncclAllReduce count=%zu type=%d op=%d", count, type, op)) return invalid_argument;
   if (lands(stream)) memmove(recv, send, count * type_bytes(type));
   return enqueued(c, stream);
 }
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, int type, int op, struct ncclComm* c,
                                void* stream) {
-  char s[16];
-  say("ncclReduceScatter count=%zu type=%d op=%d %s", count, type, op, stream_name(stream, s, sizeof s));
-  if (not_ready(c)) return invalid_argument;
+  if (refused(c, stream, "ncclReduceScatter count=%zu type=%d op=%d", count, type, op)) return invalid_argument;
   if (lands(stream))
     memmove(recv, (const char*)send + (size_t)c->rank * count * type_bytes(type), count * type_bytes(type));
   return enqueued(c, stream);
 }
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, int type, struct ncclComm* c, void* stream) {
-  char s[16];
-  say("ncclAllGather count=%zu type=%d %s", count, type, stream_name(stream, s, sizeof s));
-  if (not_ready(c)) return invalid_argument;
+  if (refused(c, stream, "ncclAllGather count=%zu type=%d", count, type)) return invalid_argument;
   if (!lands(stream)) return enqueued(c, stream);
   memset(recv, 0, (size_t)c->nranks * count * type_bytes(type));  /* the other ranks contribute zeros */
   memmove((char*)recv + (size_t)c->rank * count * type_bytes(type), send, count * type_bytes(type));
@@ -203,24 +211,19 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, int type,
 }
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, int type, int root, struct ncclComm* c,
                            void* stream) {
-  char s[16];
-  say("ncclBroadcast count=%zu type=%d root=%d %s", count, type, root, stream_name(stream, s, sizeof s));
-  if (not_ready(c)) return invalid_argument;
+  if (refused(c, stream, "ncclBroadcast count=%zu type=%d root=%d", count, type, root)) return invalid_argument;
   if (c->rank == root && lands(stream)) memmove(recv, send, count * type_bytes(type));
   return enqueued(c, stream);
 }
+/* Send and receive move nothing: the fake has no peer. */
 ncclResult_t ncclSend(const void* buf, size_t count, int type, int peer, struct ncclComm* c, void* stream) {
-  char s[16];
   (void)buf;
-  say("ncclSend count=%zu type=%d peer=%d %s", count, type, peer, stream_name(stream, s, sizeof s));
-  if (not_ready(c)) return invalid_argument;
+  if (refused(c, stream, "ncclSend count=%zu type=%d peer=%d", count, type, peer)) return invalid_argument;
   return enqueued(c, stream);
 }
 ncclResult_t ncclRecv(void* buf, size_t count, int type, int peer, struct ncclComm* c, void* stream) {
-  char s[16];
   (void)buf;
-  say("ncclRecv count=%zu type=%d peer=%d %s", count, type, peer, stream_name(stream, s, sizeof s));
-  if (not_ready(c)) return invalid_argument;
+  if (refused(c, stream, "ncclRecv count=%zu type=%d peer=%d", count, type, peer)) return invalid_argument;
   return enqueued(c, stream);
 }
 ncclResult_t ncclGroupStart(void) { say("ncclGroupStart"); return ok; }

@@ -28,18 +28,8 @@ int main(int argc, char** argv) {
   if (argc != 2) return 2;
   tsr_context_t ctx;
   MUST(tsrCreateContext(&ctx));
-  tsr_comm_options_t copts;
-  MUST(tsrCommOptionsInitialize(&copts));
-  copts.backend = TSR_COMM_BACKEND_MPI;
-  copts.timeout_ms = 60000;
-  tsr_comm_t comm;
-  MUST(tsrCommCreateFromEnv(ctx, &copts, &comm));
-  MUST(tsrCommGetRank(comm, &rank));
-  MUST(tsrCommGetSize(comm, &size));
-  size_t bytes;
-  void* image = read_file(argv[1], &bytes);
-  tsr_module_t module;
-  MUST(tsrLoadModule(ctx, image, bytes, &module));
+  tsr_comm_t comm = mpi_comm_from_env(ctx, &rank, &size);
+  tsr_module_t module = load_test_image(ctx, argv[1]);
   tsr_stream_t stream;
   MUST(tsrCreateStream(ctx, NULL, &stream));
   tsr_function_call_options_t options;
@@ -76,8 +66,6 @@ int main(int argc, char** argv) {
   MUST(tsrDestroyStream(stream));
   MUST(tsrReleaseComm(comm));
   MUST(tsrUnloadModule(module));
-  free(image);
   MUST(tsrDestroyContext(ctx));
-  printf("%d failed\n", failures);
-  return failures;
+  return finish();
 }
