@@ -6,7 +6,8 @@
 
 The exit status is the first failing rank's (a rank killed by signal S counts as 128 + S), else 0. When a rank
 fails, the others get --grace seconds to finish, then are terminated (SIGTERM, then SIGKILL 5 s later), so a
-job whose peer died never hangs the launcher. Under mpiexec, which does not stop the others itself, each rank
+job whose peer died never hangs the launcher. A script that is not there is refused (exit status 2) before any
+rank starts. Under mpiexec, which does not stop the others itself, each rank
 runs inside a small supervisor (this module with --rank-wrapper) that reports its exit status to the launcher
 over a local socket and terminates the rank when told to, or when the launcher goes away.
 """
@@ -163,6 +164,16 @@ def spawn(n: int, command: list[str], env: dict, grace: float) -> int:
                 p.wait()
 
 
+def _unrunnable(script: str) -> str | None:
+    """Why `python script` could not start (what Python runs: a file, or a directory or zip with __main__.py)."""
+    path = Path(script)
+    if path.is_file() or (path / "__main__.py").is_file():
+        return None
+    if path.is_dir():
+        return f"{script}: is a directory without __main__.py, not a script"
+    return f"{script}: no such script"
+
+
 @tool_main("tessera-run")
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="tessera-run", description=__doc__,
@@ -183,6 +194,10 @@ def main(argv=None) -> int:
         raise ToolError(f"-n must be at least 1, got {args.nproc}")
     if args.grace < 0:
         raise ToolError(f"--grace must be >= 0, got {args.grace}")
+    problem = _unrunnable(args.script)
+    if problem:  # said once here, rather than as a traceback from each of N ranks
+        print(f"tessera-run: error: {problem}", file=sys.stderr)
+        return 2
     env = dict(os.environ, TESSERA_COMM_BACKEND=args.backend)
     command = [sys.executable, args.script, *args.args]
     if args.backend == "mpi":

@@ -241,6 +241,19 @@ def test_tessera_run_spawns_ranks_with_the_rendezvous_in_their_environment(tmp_p
     assert [(tmp_path / f"out{r}").read_text() for r in range(3)] == [f"{r} 3 {r} nccl True" for r in range(3)]
 
 
+@pytest.mark.parametrize("backend", ["mpi", "nccl"])
+def test_tessera_run_refuses_a_missing_script_before_starting_ranks(backend, tmp_path):
+    for script, said in [(tmp_path / "missing.py", "no such script"),
+                         (tmp_path, "is a directory without __main__.py, not a script")]:
+        p, _ = _tessera_run("-n", "3", "--backend", backend, str(script))
+        assert p.returncode == 2, p.stdout + p.stderr
+        assert p.stderr == f"tessera-run: error: {script}: {said}\n"  # one line, not a traceback per rank
+        assert p.stdout == ""
+    (tmp_path / "__main__.py").write_text("")  # what Python runs as a directory: no refusal
+    p, _ = _tessera_run("-n", "1", "--backend", "nccl", str(tmp_path))
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
 def test_from_env_without_a_launcher_says_what_is_missing(monkeypatch):
     _mpiexec()
     from tessera import comm, runtime
