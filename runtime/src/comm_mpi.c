@@ -346,10 +346,17 @@ static tsr_status_t adopt(MPI_Comm comm, const tsr_comm_call_t* call, void** out
   return TSR_SUCCESS;
 }
 
-static tsr_status_t create(const tsr_comm_init_t* init, const tsr_comm_call_t* call, void** out_state, int* out_rank,
-                           int* out_size) {
-  tsr_status_t st = start(call->function);
+static tsr_status_t create(const tsr_comm_init_t* init, const tsr_comm_call_t* call_in, void** out_state,
+                           int* out_rank, int* out_size) {
+  uint64_t began = tsr_comm_now_ns();
+  tsr_status_t st = start(call_in->function);
   if (st) return st;
+  /* MPI_Init_thread returns only once every rank of the job has started MPI (MPICH's PMI exchange), without a
+   * limit of ours (docs/launching.md): the communicator's timeout counts from then, so that a rank that
+   * started late is not taken for a dead one by the MPI_Comm_idup below. */
+  tsr_comm_call_t late = *call_in;
+  late.deadline_ns += tsr_comm_now_ns() - began;
+  const tsr_comm_call_t* call = &late;
   mpi_state_t world = {.comm = MPI_COMM_WORLD};
   lock_calls();
   M.Comm_rank(MPI_COMM_WORLD, &world.rank);

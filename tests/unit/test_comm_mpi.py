@@ -289,17 +289,37 @@ def test_the_rendezvous_reaches_every_rank_and_mpi_then_asks_for_its_launcher(tm
         assert "start the job with an MPI launcher" in said
 
 
-def test_a_rendezvous_nobody_serves_times_out(monkeypatch):
+def _rank_1_finds_no_rank_0(monkeypatch, port: int) -> None:
+    """Rank 1 of 2, started without an MPI launcher, fetching the id from 127.0.0.1:port: TSR_ERROR_TIMEOUT
+    about its 1 s timeout later."""
     _mpiexec()
     from tessera import comm, runtime
-    from tessera.tools.run import _free_port
     for var in ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MPI_LOCALRANKID"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "1")
-    monkeypatch.setenv("TESSERA_RENDEZVOUS", f"127.0.0.1:{_free_port()}")
+    monkeypatch.setenv("TESSERA_RENDEZVOUS", f"127.0.0.1:{port}")
     start = time.monotonic()
     with pytest.raises(runtime.Error) as e:
         comm.Communicator.from_env(backend="mpi", timeout=1)
     assert e.value.status_name == "TSR_ERROR_TIMEOUT" and "no rank 0 answered" in str(e.value)
     assert time.monotonic() - start < 10
+
+
+def test_a_rendezvous_nobody_serves_times_out(monkeypatch):
+    from tessera.tools.run import _free_port
+    _rank_1_finds_no_rank_0(monkeypatch, _free_port())
+
+
+def test_mpi_counts_the_timeout_from_when_every_rank_has_started(tmp_path):
+    _mpiexec()
+    script = tmp_path / "late.py"
+    # rank 1 starts MPI 8 s after rank 0, whose MPI_Init_thread waits for it; the 3 s timeout counts from then
+    script.write_text("import os, time\nimport numpy as np\nfrom tessera import comm\n"
+                      "if os.environ['PMI_RANK'] == '1':\n    time.sleep(8)\n"
+                      "c = comm.Communicator.from_env(backend='mpi', timeout=3)\n"
+                      "total = int(c.all_reduce(np.ones(1, np.int64))[0])\n"
+                      f"open(f'{tmp_path}/out{{c.rank}}', 'w').write(str(total))\n")
+    p, _ = _tessera_run("-n", "2", str(script))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert [(tmp_path / f"out{r}").read_text() for r in range(2)] == ["2", "2"]
