@@ -9,12 +9,14 @@ itself (its `lowerings()`: GEMMs, attention) go to those, with the function's Lo
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Callable, Mapping
 
 from .. import plan
 from ..diagnostics import LoweringError
 from ..mlir import ir
-from . import fp8_fallback, fusion, graph_shapes, kernelgen, schedule_ir
+from ..dialects.ttensor import matmul_transposes
+from . import fp8_fallback, fusion, graph_shapes, kernelgen, pipeline_collectives, schedule_ir
 from .lowering_context import LoweringContext
 
 
@@ -91,6 +93,7 @@ def lower_function(fn, module: ir.Module, lowerings: Mapping[str, Callable], tar
     ret = list(fn.entry_block.operations)[-1]
     returned = set(ret.operands)
     steps = []
+    chunked = set()   # the results of all_reduces lowered with their matmul's chunks
     for gid, kind, ops in _groups(fn):
         inside = {r for op in ops for r in op.results}
         members = {op.operation for op in ops}
@@ -115,9 +118,15 @@ def lower_function(fn, module: ir.Module, lowerings: Mapping[str, Callable], tar
             continue
         if kind == "collective":
             (op,) = ops
-            steps.append(_collective(op, record))
+            if op.results[0] not in chunked:
+                steps.append(_collective(op, record))
             continue
         if kind in lowerings:
+            reduce = _chunked_reduce(ops)
+            if reduce is not None:
+                steps.extend(_lower_chunked(ctx, lowerings[kind], kname, ops[0], reduce))
+                chunked.add(reduce.results[0])
+                continue
             steps.extend(lowerings[kind](ctx, kname, ops))
             continue
         if kind == "elementwise":
@@ -189,6 +198,104 @@ def _collective(op, record) -> plan.CollectiveStep:
         root=ir.IntegerAttr(a["root"]).value if "root" in has else None,
         deterministic=ir.BoolAttr(a["deterministic"]).value if "reduce" in has else False,
         algo=ir.StringAttr(a["algo"]).value if "reduce" in has else "auto")
+
+
+def _chunked_reduce(ops: list):
+    """The all_reduce that GEMM group `ops` feeds where it is marked to run in row chunks
+    (passes/pipeline_collectives.py), else None."""
+    mm = ops[0]
+    if mm.operation.name != "ttensor.matmul" or len(ops) != 1:
+        return None
+    users = list(_users(mm.results[0]))
+    if len(users) != 1 or users[0].name != "tdist.all_reduce" or \
+            pipeline_collectives.chunks_of(users[0].opview) < 2:
+        return None
+    if matmul_transposes(mm)[0]:
+        raise LoweringError(mm, "a matmul whose lhs is read transposed cannot run in row chunks "
+                                "(tessera.chunks on its all_reduce): a row range of its lhs is not contiguous")
+    return users[0].opview
+
+
+def _lower_chunked(ctx: LoweringContext, lower: Callable, kname: str, mm, reduce) -> list:
+    """The steps of matmul `mm` and the all_reduce `reduce` of its result in k row chunks (k: its
+    tessera.chunks): the GEMM lowered once (one kernel), launched per chunk on aliases of a row range of the
+    lhs and of the all_reduce's result (docs/image-format.md, "Alias step"), each chunk's all_reduce in place
+    right after its GEMM, so that it overlaps the next chunk's GEMM. Chunks are whole multiples of the GEMMs'
+    M tile (pipeline_collectives.ROW_ALIGN) but the last, so each starts at a tile boundary; where M is small
+    the last chunks have no rows (the runtime launches nothing, and a collective of no elements does nothing).
+    The partial product is never stored apart: each chunk's GEMM writes the result's rows, reduced in place.
+    Where the backend's steps for the GEMM do not fit chunking (a tensor seen by a view step, a row extent
+    that a chunk may not keep a multiple of) the pair is lowered whole."""
+    k = pipeline_collectives.chunks_of(reduce)
+    before = set(ctx.values)
+    whole = lower(ctx, kname, [mm])
+    a, p, r = ctx.record(mm.operands[0]), ctx.record(mm.results[0]), ctx.record(reduce.results[0])
+    M = graph_shapes.product(ctx.dims[mm.operands[0]][:-1])
+    # the values whose rows are the product's rows, each with its columns: the lhs, the product (whose rows
+    # go to the result's storage) and the temporaries the backend made of its shape (a wider accumulator)
+    rows = {a: (a, ctx.dims[mm.operands[0]][-1]), p: (r, ctx.dims[mm.results[0]][-1])}
+    for vid in set(ctx.values) - before - set(rows) - {r}:
+        d = ctx.values[vid].dims
+        if len(d) >= 2 and graph_shapes.product(list(d[:-1])) == M:
+            rows[vid] = (vid, d[-1])
+    once, per_chunk = [], []
+    for s in whole:
+        touched = any(v in rows for v in plan.uses(s))
+        if touched and (not isinstance(s, plan.ArgsStep) or _row_names(s, rows, M) is None):
+            return whole + [_collective(reduce, ctx.record)]
+        (per_chunk if touched else once).append(s)
+    if p in {v for s in once for v in plan.uses(s)}:
+        return whole + [_collective(reduce, ctx.record)]
+    collective = _collective(reduce, ctx.record)
+    del ctx.values[p]   # written only through the chunks' aliases of the result
+    step = f"ceil(({M})/{pipeline_collectives.ROW_ALIGN * k})*{pipeline_collectives.ROW_ALIGN}"
+    out = list(once)
+    for i in range(k):
+        start = _fold(f"min({i}*{step}, {M})" if i else "0")
+        end = f"min({i + 1}*{step}, {M})" if i < k - 1 else M
+        n = _fold(end if start == "0" else f"{end} - {start}")
+        ids = {}
+        for vid, (of, cols) in rows.items():
+            ids[vid] = f"{of}_chunk{i}"
+            ctx.values[ids[vid]] = plan.Value(ctx.values[of].dtype, (n, cols))
+            out.append(plan.AliasStep(ids[vid], of, _fold(f"({start})*({cols})")))
+        for s in per_chunk:
+            names = _row_names(s, rows, M)
+            out.append(dataclasses.replace(
+                s, env={key: n if key in names else e for key, e in s.env.items()},
+                args=tuple(dataclasses.replace(x, value=ids[x.value])
+                           if isinstance(x, plan.TensorArg) and x.value in rows else x for x in s.args)))
+        reduced = f"{r}_chunk{i}_reduced"
+        ctx.values[reduced] = ctx.values[ids[p]]
+        out += [plan.AliasStep(reduced, r, _fold(f"({start})*({rows[p][1]})")),
+                dataclasses.replace(collective, input=ids[p], output=reduced)]
+    return out
+
+
+def _row_names(s: plan.ArgsStep, rows: dict, M: str) -> set | None:
+    """The env names of step `s` that count the rows of its tensors in `rows` (M, the product's rows), or
+    None where one of them is not M, is a batch, or sits in a multiple_of check that a chunk (a multiple of
+    the M tile but the last) may not keep."""
+    names = set()
+    for x in s.args:
+        if isinstance(x, plan.TensorArg) and x.value in rows:
+            if len(x.shape) != 2 or x.shape[1] != rows[x.value][1] and s.env.get(x.shape[1]) != rows[x.value][1]:
+                return None
+            names.add(x.shape[0])
+    if s.batch is not None or not all(s.env.get(name) == M for name in names):
+        return None
+    for m in s.multiple_of:
+        if names & set(re.findall(r"[A-Za-z_]\w*", m.expr)) and pipeline_collectives.ROW_ALIGN % m.m:
+            return None
+    return names
+
+
+def _fold(expr: str) -> str:
+    """`expr` as an integer where it names no extent."""
+    try:
+        return str(plan.evaluate(expr, {}))
+    except plan.PlanError:
+        return expr
 
 
 def _splits(op, dims: dict) -> bool:

@@ -12,7 +12,7 @@ from typing import Callable
 
 from ..diagnostics import LoweringError
 from ..mlir import passmanager
-from . import autodiff, bucketize, cpu_vector_math, fold_transposes, gpu_math, inline_functions, simt_to_gpu, simt_to_warps, tile_mma, tod_rewrites
+from . import autodiff, bucketize, cpu_vector_math, fold_transposes, gpu_math, inline_functions, pipeline_collectives, simt_to_gpu, simt_to_warps, tile_mma, tod_rewrites
 from .to_llvm import CPU_TO_LLVM
 
 
@@ -86,6 +86,10 @@ PASSES: dict[str, PassInfo] = {
         "the order their tensors are produced, each bucket moved to right after its last tensor's producer "
         "(tessera.bucket), so that gradient all_reduces overlap the rest of the backward",
         bucketize.run, {"bucket-bytes": int}),
+    "tessera-pipeline-collectives": PassInfo(
+        "tessera-pipeline-collectives", "an all_reduce of a matmul's result that nothing else reads marked to run "
+        "in `chunks` row chunks (tessera.chunks; default 1: none marked), each chunk's all_reduce overlapping the "
+        "next chunk's GEMM", pipeline_collectives.run, {"chunks": int}),
     "tessera-fold-transposes": PassInfo(
         "tessera-fold-transposes", "a transpose of a matmul operand's last two axes folded into the matmul "
         "(tessera.transpose_a/_b: the GEMM reads it in place; the schedule stage, on targets whose GEMMs can); "

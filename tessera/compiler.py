@@ -23,7 +23,7 @@ from typing import Callable
 from . import abi, cache, image, plan
 from .selection import backends_for
 from .version import __version__
-from .options import DEFAULT_BUCKET_BYTES, CompileOptions
+from .options import DEFAULT_BUCKET_BYTES, CompileOptions, collective_chunks
 from .diagnostics import CompileError, LoweringError
 from .frontend import build_module
 from .frontend.sources import keyed_source
@@ -62,13 +62,16 @@ def make_ttir(source: str, filename: str, metadata: dict, options: CompileOption
     return build_module(source, filename, list(options.kernels) or None, options.include)
 
 
-def make_canonical(mod: ir.Module, metadata: dict, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> ir.Module:
+def make_canonical(mod: ir.Module, metadata: dict, bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+                   collective_chunks: int = 1) -> ir.Module:
     # derivatives' bodies written first (their calls are inlined like any other's); calls between functions
     # inlined next, so that every later phase sees one body per function; cse next, so that equal
     # constructions are one value when the operator algebra's laws look for them; all_reduces bucketed last,
-    # on the body every later phase keeps the order of
+    # on the body every later phase keeps the order of, then those a matmul feeds marked for row chunks (a
+    # bucket of one only)
     build_pass_manager("builtin.module(tessera-autodiff,tessera-inline-functions,cse,tessera-tod-canonicalize,"
-                       f"canonicalize,cse,tessera-bucketize{{bucket-bytes={bucket_bytes}}})"
+                       f"canonicalize,cse,tessera-bucketize{{bucket-bytes={bucket_bytes}}},"
+                       f"tessera-pipeline-collectives{{chunks={collective_chunks}}})"
                        ).run(mod.operation)
     metadata["ops"] = _bytecode(mod)
     # the module's symbols, kept on it so that a compilation restarting from a later stage's dump has them
@@ -291,7 +294,7 @@ def compile_module(module: ir.Module, options: CompileOptions | None = None, met
     result = CompileResult(None, metadata)
     branches = _backend_stages(backends)
     target = _planning_target(backends)
-    shared = [("canonical", lambda m, md: make_canonical(m, md, options.bucket_bytes)),
+    shared = [("canonical", lambda m, md: make_canonical(m, md, options.bucket_bytes, collective_chunks(options))),
               ("schedule", lambda m, md: make_schedule(m, md, target, dict(options.hints))),
               ("vectorize", lambda m, md: make_vectorize(m, md, target)),
               ("memory", lambda m, md: make_memory(m, md, target)),

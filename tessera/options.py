@@ -25,6 +25,10 @@ class HashedOptions:
 # PyTorch DDP's bucket_cap_mb: gradients are all-reduced in buckets of this many bytes unless told otherwise
 DEFAULT_BUCKET_BYTES = 25 * 2**20
 HINT_LIMITS = {"MB": 4096, "NC": 4096, "MC": 4096, "KC": 4096, "stages": 16, "vector": 64}
+# tensor parallelism: the row chunks a matmul feeding an all_reduce runs in, by target (passes/
+# pipeline_collectives.py); a GPU's all_reduce runs on a communication stream beside the next chunk's GEMM,
+# a CPU's on the threads the GEMM uses (nothing would overlap): 1, the matmul whole
+DEFAULT_COLLECTIVE_CHUNKS = {"ptx": 4, "amdgpu": 4}
 
 
 def debug_from_env() -> bool:
@@ -56,6 +60,10 @@ class CompileOptions(HashedOptions):
     # data parallelism: the gradient bucketizer's threshold (passes/bucketize.py, docs/language.md "Data
     # parallelism"), in bytes; op.all_reduce(bucket=) sets its own bucket's
     bucket_bytes: int = DEFAULT_BUCKET_BYTES
+    # tensor parallelism: row chunks of a matmul feeding an all_reduce, each chunk's all_reduce overlapping
+    # the next chunk's GEMM (passes/pipeline_collectives.py, docs/language.md "Compiled collectives");
+    # 0: the target's default (DEFAULT_COLLECTIVE_CHUNKS, `collective_chunks()`), 1: whole
+    collective_chunks: int = 0
 
     def __post_init__(self):
         # Checked here, before any backend or LLVM sees them (LLVM asserts on an optimization level of 7).
@@ -75,6 +83,10 @@ class CompileOptions(HashedOptions):
         _expect("bucket_bytes", self.bucket_bytes, type(self.bucket_bytes) is int, "an int")
         if self.bucket_bytes < 1:
             raise ValueError(f"bucket_bytes must be positive, not {self.bucket_bytes}")
+        _expect("collective_chunks", self.collective_chunks, type(self.collective_chunks) is int, "an int")
+        if self.collective_chunks < 0:
+            raise ValueError(f"collective_chunks must be 0 (the target's default) or positive, not "
+                             f"{self.collective_chunks}")
         for name, value in self.hints:
             if name not in HINT_LIMITS or not 1 <= value <= HINT_LIMITS[name]:
                 raise ValueError(f"hint {name}={value} is out of range (hints: "
@@ -84,6 +96,13 @@ class CompileOptions(HashedOptions):
         if self.numerics not in profiles.PROFILES:
             raise ValueError(f"unknown numerics profile {self.numerics!r}; the profiles are "
                              f"{', '.join(profiles.PROFILES)}")
+
+
+def collective_chunks(options: CompileOptions) -> int:
+    """The chunk count `options` asks for: its own, else the target's default; a list of targets takes the
+    smallest of theirs (one plan serves them all)."""
+    return options.collective_chunks or min(DEFAULT_COLLECTIVE_CHUNKS.get(t.strip(), 1)
+                                            for t in options.target.split(","))
 
 
 def _expect(name: str, value, ok: bool, what: str) -> None:

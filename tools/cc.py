@@ -49,6 +49,10 @@ def _parse_args(argv):
     p.add_argument("--bucket-bytes", type=int, default=DEFAULT_BUCKET_BYTES, metavar="N",
                    help="data parallelism: all-reduce gradients in buckets of N bytes (default 25 MiB; "
                         "op.all_reduce(bucket=) sets its own bucket's)")
+    p.add_argument("--collective-chunks", type=int, default=0, metavar="K",
+                   help="tensor parallelism: run a matmul feeding an all_reduce in K row chunks, each chunk's "
+                        "all_reduce overlapping the next chunk's GEMM (default 0: the target's, 4 on ptx and "
+                        "amdgpu, 1 elsewhere)")
     p.add_argument("-O", dest="opt_level", type=int, default=3, choices=[0, 1, 2, 3], help="optimization level")
     p.add_argument("--emit-header", metavar="H", help="also write a C header with a typed launcher per kernel and a call wrapper per @function")
     p.add_argument("--dump-ir-after-all", metavar="DIR", help="write every stage's IR into DIR")
@@ -70,6 +74,7 @@ def main(argv=None) -> int:
     args = _parse_args(sys.argv[1:] if argv is None else argv)
     options = CompileOptions(target=args.target, kernels=tuple(args.kernel), include=tuple(args.include), cpu=args.cpu, arch=args.arch,
                              opt_level=args.opt_level, bounds_checks=args.bounds_checks, bucket_bytes=args.bucket_bytes,
+                             collective_chunks=args.collective_chunks,
                              **({} if args.gpu_bounds_checks is None else {"gpu_bounds_checks": args.gpu_bounds_checks}))
     problem = None if args.list_stages else _overwrites_input(args)
     if problem:

@@ -1,0 +1,85 @@
+"""Pipelined collectives: a matmul feeding an all_reduce runs in row chunks, each chunk's all_reduce
+overlapping the next chunk's GEMM (``tessera-pipeline-collectives`` in tessera-opt, the canonical stage's
+last pass).
+
+A tensor-parallel MLP (W1 split by columns, W2 by rows) ends in ``all_reduce(H @ W2)``: the all_reduce of the
+[T, D] partial products can start only when the whole GEMM has finished, and nothing overlaps it. Split into k
+chunks of rows (Megatron's and PyTorch async-TP's "collective matmul"), chunk i's all_reduce runs on the
+communication stream while chunk i+1's GEMM computes, and only the last chunk's all_reduce is exposed. A row
+range of the product is the GEMM of that row range of the lhs, so each chunk is the same kernel on a part of
+the lhs and of the result: nothing is recomputed, no partial product is stored apart.
+
+This pass marks each eligible all_reduce with ``tessera.chunks = k``; graph lowering (passes/graph_lowering.py)
+lowers its matmul's GEMM once and launches it per chunk on aliases at row offsets (docs/image-format.md,
+"Alias step"). Eligible: an all_reduce whose operand is a `ttensor.matmul` result that nothing else reads
+(its GEMM group then has no epilogue: the whole result goes to the all_reduce), whose lhs is stored row-major
+(not a `ttensor.transpose`, which the schedule stage would fold into the matmul: a row range of a transposed
+lhs is not contiguous) with the rhs a matrix (batch axes of the lhs alone fold into the rows; a batched
+product is not one row space), reducing in the communicator's order (a deterministic or tree-ordered one is
+left whole: chunks would change nothing there but the launches), and alone in its gradient bucket
+(passes/bucketize.py: a bucket's all_reduces already run as one, overlapping the backward). `chunks` is the
+compile option ``collective_chunks`` (tessera/options.py): 4 on GPU targets, 1 (nothing marked) on the CPU,
+whose collectives run on the threads the GEMMs would use.
+"""
+
+from __future__ import annotations
+
+from ..mlir import ir
+from .bucketize import BUCKET
+from .schedule_ir import graph_ops
+
+CHUNKS = "tessera.chunks"
+# rows of a chunk are a multiple of this: the GEMMs' M tile (128 on every target), so that each chunk starts
+# at a tile boundary and only the last one has a partial tile
+ROW_ALIGN = 128
+
+
+def eligible(op) -> bool:
+    """Whether all_reduce `op` may run as chunks of its matmul's rows (module docstring)."""
+    a = op.attributes
+    if op.operation.name != "tdist.all_reduce" or ir.BoolAttr(a["deterministic"]).value or \
+            ir.StringAttr(a["algo"]).value in ("tree", "binary_tree"):
+        return False
+    x = op.operands[0]
+    mm = x.owner
+    if isinstance(mm, ir.Block) or mm.operation.name != "ttensor.matmul" or len(list(x.uses)) != 1:
+        return False
+    lhs, rhs = mm.operands[0], mm.operands[1]
+    if ir.RankedTensorType(rhs.type).rank != 2 or ir.RankedTensorType(lhs.type).rank < 2:
+        return False
+    return isinstance(lhs.owner, ir.Block) or lhs.owner.operation.name != "ttensor.transpose"
+
+
+def mark(fn, chunks: int) -> int:
+    """Marks `fn`'s eligible all_reduces with `chunks`; returns how many."""
+    ops = graph_ops(fn)
+    buckets: dict[int, int] = {}
+    for op in ops:
+        if op.operation.name == "tdist.all_reduce" and BUCKET in op.attributes:
+            b = ir.IntegerAttr(op.attributes[BUCKET]).value
+            buckets[b] = buckets.get(b, 0) + 1
+    marked = 0
+    for op in ops:
+        if BUCKET in op.attributes and buckets[ir.IntegerAttr(op.attributes[BUCKET]).value] > 1:
+            continue
+        if eligible(op):
+            op.attributes[CHUNKS] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), chunks)
+            marked += 1
+    return marked
+
+
+def chunks_of(op) -> int:
+    """The chunk count graph lowering splits all_reduce `op` into (1: whole)."""
+    return ir.IntegerAttr(op.attributes[CHUNKS]).value if CHUNKS in op.attributes else 1
+
+
+def run(module, chunks: int = 1) -> None:
+    """Marks the eligible all_reduces of every `tessera.function` of `module` (an Operation); chunks=1 marks
+    none."""
+    if chunks < 1:
+        raise ValueError(f"tessera-pipeline-collectives: chunks must be positive, got {chunks}")
+    if chunks == 1:
+        return
+    for fn in module.regions[0].blocks[0].operations:
+        if fn.operation.name == "func.func" and "tessera.function" in fn.attributes and fn.regions[0].blocks:
+            mark(fn, chunks)

@@ -1,0 +1,107 @@
+// tessera-pipeline-collectives: an all_reduce of a matmul's result that nothing else reads is marked to run in
+// `chunks` row chunks (tessera.chunks), which graph lowering launches as one GEMM kernel per chunk of rows,
+// each chunk's all_reduce overlapping the next chunk's GEMM. Left whole: a deterministic or tree-ordered
+// reduction, a product another op also reads, a transposed lhs (a row range of it is not contiguous), a
+// batched rhs, an operand no matmul produces, and a member of a bucket of several (tessera-bucketize's: the
+// bucket already runs as one). chunks=1 (the option's default) marks none; 0 is refused.
+// RUN: tessera-opt %s --pass-pipeline='builtin.module(tessera-pipeline-collectives{chunks=4})' | FileCheck %s
+// RUN: tessera-opt %s --pass-pipeline='builtin.module(tessera-pipeline-collectives)' | FileCheck %s --check-prefix=ONE
+// RUN: not tessera-opt %s --pass-pipeline='builtin.module(tessera-pipeline-collectives{chunks=0})' 2>&1 | FileCheck %s --check-prefix=BAD
+
+// BAD: tessera-pipeline-collectives: chunks must be positive, got 0
+// ONE-NOT: tessera.chunks
+
+module {
+  // CHECK-LABEL: func.func @eligible(
+  // CHECK:         %[[P:.*]] = "ttensor.matmul"(%arg0, %arg1)
+  // CHECK-NEXT:    "tdist.all_reduce"(%[[P]]) {{.*}}tessera.chunks = 4 : i64
+  // CHECK:         %[[Q:.*]] = "ttensor.matmul"(%arg2, %arg1)
+  // CHECK-NEXT:    "tdist.all_reduce"(%[[Q]]) {{.*}}tessera.chunks = 4 : i64
+  func.func @eligible(%arg0: tensor<?x16xbf16> {tessera.dims = ["T", 16], tessera.name = "H"},
+                      %arg1: tensor<16x8xbf16> {tessera.dims = [16, 8], tessera.name = "W2"},
+                      %arg2: tensor<2x?x16xbf16> {tessera.dims = [2, "T", 16], tessera.name = "Hb"})
+      -> (tensor<?x8xbf16>, tensor<2x?x8xbf16>) attributes {tessera.function} {
+    %p = "ttensor.matmul"(%arg0, %arg1) {accum = f32} : (tensor<?x16xbf16>, tensor<16x8xbf16>) -> tensor<?x8xbf16>
+    %y = "tdist.all_reduce"(%p) {algo = "auto", axis = "tp", bucket_bytes = 0 : i64, deterministic = false, mesh_axes = ["tp"], mesh_shape = [2], op = "sum"} : (tensor<?x8xbf16>) -> tensor<?x8xbf16>
+    %q = "ttensor.matmul"(%arg2, %arg1) {accum = f32} : (tensor<2x?x16xbf16>, tensor<16x8xbf16>) -> tensor<2x?x8xbf16>
+    %z = "tdist.all_reduce"(%q) {algo = "ring", axis = "tp", bucket_bytes = 0 : i64, deterministic = false, mesh_axes = ["tp"], mesh_shape = [2], op = "sum"} : (tensor<2x?x8xbf16>) -> tensor<2x?x8xbf16>
+    return %y, %z : tensor<?x8xbf16>, tensor<2x?x8xbf16>
+  }
+
+  // CHECK-LABEL: func.func @ordered(
+  // CHECK-NOT:     tessera.chunks
+  // CHECK:         return
+  func.func @ordered(%arg0: tensor<?x16xf32> {tessera.dims = ["T", 16], tessera.name = "H"},
+                     %arg1: tensor<16x8xf32> {tessera.dims = [16, 8], tessera.name = "W2"})
+      -> (tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>) attributes {tessera.function} {
+    %p = "ttensor.matmul"(%arg0, %arg1) {accum = f32} : (tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
+    %y = "tdist.all_reduce"(%p) {algo = "auto", axis = "tp", bucket_bytes = 0 : i64, deterministic = true, mesh_axes = ["tp"], mesh_shape = [2], op = "sum"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+    %q = "ttensor.matmul"(%arg0, %arg1) {accum = f32} : (tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
+    %z = "tdist.all_reduce"(%q) {algo = "tree", axis = "tp", bucket_bytes = 0 : i64, deterministic = false, mesh_axes = ["tp"], mesh_shape = [2], op = "sum"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+    %r = "ttensor.matmul"(%arg0, %arg1) {accum = f32} : (tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
+    %w = "tdist.all_reduce"(%r) {algo = "binary_tree", axis = "tp", bucket_bytes = 0 : i64, deterministic = false, mesh_axes = ["tp"], mesh_shape = [2], op = "sum"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+    return %y, %z, %w : tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>
+  }
+
+  // CHECK-LABEL: func.func @read_twice(
+  // CHECK-NOT:     tessera.chunks
+  // CHECK:         return
+  func.func @read_twice(%arg0: tensor<?x16xf32> {tessera.dims = ["T", 16], tessera.name = "H"},
+                        %arg1: tensor<16x8xf32> {tessera.dims = [16, 8], tessera.name = "W2"})
+      -> (tensor<?x8xf32>, tensor<?x8xf32>) attributes {tessera.function} {
+    %p = "ttensor.matmul"(%arg0, %arg1) {accum = f32} : (tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
+    %y = "tdist.all_reduce"(%p) {algo = "auto", axis = "tp", bucket_bytes = 0 : i64, deterministic = false, mesh_axes = ["tp"], mesh_shape = [2], op = "sum"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+    return %y, %p : tensor<?x8xf32>, tensor<?x8xf32>
+  }
+
+  // CHECK-LABEL: func.func @transposed_lhs(
+  // CHECK-NOT:     tessera.chunks
+  // CHECK:         return
+  func.func @transposed_lhs(%arg0: tensor<16x?xf32> {tessera.dims = [16, "T"], tessera.name = "Ht"},
+                            %arg1: tensor<16x8xf32> {tessera.dims = [16, 8], tessera.name = "W2"})
+      -> tensor<?x8xf32> attributes {tessera.function} {
+    %h = "ttensor.transpose"(%arg0) {perm = [1, 0]} : (tensor<16x?xf32>) -> tensor<?x16xf32>
+    %p = "ttensor.matmul"(%h, %arg1) {accum = f32} : (tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
+    %y = "tdist.all_reduce"(%p) {algo = "auto", axis = "tp", bucket_bytes = 0 : i64, deterministic = false, mesh_axes = ["tp"], mesh_shape = [2], op = "sum"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+    return %y : tensor<?x8xf32>
+  }
+
+  // CHECK-LABEL: func.func @batched_rhs(
+  // CHECK-NOT:     tessera.chunks
+  // CHECK:         return
+  func.func @batched_rhs(%arg0: tensor<2x?x16xf32> {tessera.dims = [2, "T", 16], tessera.name = "H"},
+                         %arg1: tensor<2x16x8xf32> {tessera.dims = [2, 16, 8], tessera.name = "W2"})
+      -> tensor<2x?x8xf32> attributes {tessera.function} {
+    %p = "ttensor.matmul"(%arg0, %arg1) {accum = f32} : (tensor<2x?x16xf32>, tensor<2x16x8xf32>) -> tensor<2x?x8xf32>
+    %y = "tdist.all_reduce"(%p) {algo = "auto", axis = "tp", bucket_bytes = 0 : i64, deterministic = false, mesh_axes = ["tp"], mesh_shape = [2], op = "sum"} : (tensor<2x?x8xf32>) -> tensor<2x?x8xf32>
+    return %y : tensor<2x?x8xf32>
+  }
+
+  // CHECK-LABEL: func.func @not_a_product(
+  // CHECK-NOT:     tessera.chunks
+  // CHECK:         return
+  func.func @not_a_product(%arg0: tensor<?x8xf32> {tessera.dims = ["T", 8], tessera.name = "X"})
+      -> (tensor<?x8xf32>, tensor<?x8xf32>) attributes {tessera.function} {
+    %y = "tdist.all_reduce"(%arg0) {algo = "auto", axis = "tp", bucket_bytes = 0 : i64, deterministic = false, mesh_axes = ["tp"], mesh_shape = [2], op = "sum"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+    %e = "ttensor.unary"(%arg0) {fn = "exp"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+    %z = "tdist.all_reduce"(%e) {algo = "auto", axis = "tp", bucket_bytes = 0 : i64, deterministic = false, mesh_axes = ["tp"], mesh_shape = [2], op = "sum"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+    return %y, %z : tensor<?x8xf32>, tensor<?x8xf32>
+  }
+
+  // CHECK-LABEL: func.func @shared_bucket(
+  // CHECK:         "tdist.all_reduce"({{.*}}tessera.bucket = 0 : i64}
+  // CHECK-NEXT:    "tdist.all_reduce"({{.*}}tessera.bucket = 0 : i64}
+  // CHECK-NEXT:    %[[Q:.*]] = "ttensor.matmul"
+  // CHECK-NEXT:    "tdist.all_reduce"(%[[Q]]) {{.*}}tessera.bucket = 1 : i64, tessera.chunks = 4 : i64}
+  func.func @shared_bucket(%arg0: tensor<?x16xf32> {tessera.dims = ["T", 16], tessera.name = "H"},
+                           %arg1: tensor<16x8xf32> {tessera.dims = [16, 8], tessera.name = "W2"})
+      -> (tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>) attributes {tessera.function} {
+    %p = "ttensor.matmul"(%arg0, %arg1) {accum = f32} : (tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
+    %r = "ttensor.matmul"(%arg0, %arg1) {accum = f32} : (tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
+    %y = "tdist.all_reduce"(%p) {algo = "auto", axis = "tp", bucket_bytes = 0 : i64, deterministic = false, mesh_axes = ["tp"], mesh_shape = [2], op = "sum", tessera.bucket = 0 : i64} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+    %w = "tdist.all_reduce"(%r) {algo = "auto", axis = "tp", bucket_bytes = 0 : i64, deterministic = false, mesh_axes = ["tp"], mesh_shape = [2], op = "sum", tessera.bucket = 0 : i64} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+    %q = "ttensor.matmul"(%arg0, %arg1) {accum = f32} : (tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
+    %z = "tdist.all_reduce"(%q) {algo = "auto", axis = "tp", bucket_bytes = 0 : i64, deterministic = false, mesh_axes = ["tp"], mesh_shape = [2], op = "sum", tessera.bucket = 1 : i64} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+    return %y, %w, %z : tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>
+  }
+}
