@@ -12,7 +12,15 @@ NCCL queues its transfers on the GPU, which cannot address host memory (libtesse
 TSR_ERROR_INVALID_VALUE): numpy arrays given to an NCCL communicator are staged through DeviceArrays of its
 context — copied in, the operation, its stream waited for, copied out — so such a call returns when it is done,
 as on MPI; pass DeviceArrays to keep the data on the device and the call asynchronous. bf16 data is passed as
-uint16 arrays of its bits with ``dtype="bf16"``. Results come back in `out` when given, else in a new array. Failures raise `tessera.runtime.Error` with the status
+uint16 arrays of its bits with ``dtype="bf16"``.
+
+Inside a graph capture (``with graph.capture() as g:``, or a `stream` that captures) an operation is recorded
+as a node of the graph, not run: each launch of the graph runs it again, in order with the graph's kernels,
+copies and events, on the same arrays (the graph keeps them alive; write new data into them between
+launches). An operation naming no stream inside ``graph.capture()`` is recorded on the capture's stream. MPI
+runs a recorded operation at its place in the replay; NCCL's kernels become part of the CUDA graph. numpy
+arrays on an NCCL communicator cannot be captured (their staging copies and the wait for them are not stream
+work): pass DeviceArrays. A deterministic reduction on NCCL cannot be captured either (TSR_ERROR_UNSUPPORTED). Results come back in `out` when given, else in a new array. Failures raise `tessera.runtime.Error` with the status
 (`status_name`: TSR_ERROR_TIMEOUT when a peer died or stopped, ...) and libtessera's message.
 """
 
@@ -21,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _runtime
-from .runtime import DeviceArray, default_context
+from .runtime import DeviceArray, _current_stream, default_context
 
 BACKENDS = {"auto": 0, "mpi": 1, "nccl": 2}
 OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
@@ -146,13 +154,23 @@ class Communicator:
         device (whose transfers would fault on host memory); None where it takes host memory."""
         return self.context if self.backend in _DEVICE_QUEUE else None
 
-    def _buffers(self, x, out, dtype) -> tuple[_Buffer, _Buffer]:
+    def _buffers(self, x, out, dtype, stream) -> tuple[_Buffer, _Buffer]:
+        return self._buffer(x, dtype, "send", False, stream), self._buffer(out, dtype, "out", True, stream)
+
+    def _buffer(self, x, dtype, what: str, writable: bool, stream) -> _Buffer:
         stage = self._stage()
-        return _Buffer(x, dtype, "send", False, stage), _Buffer(out, dtype, "out", True, stage)
+        if stage is not None and isinstance(x, np.ndarray) and _capturing(stream):
+            raise ValueError(f"the {what} array is a numpy array, which the {self.backend} backend stages through "
+                             "device memory with copies and a wait that a graph capture cannot record; pass a "
+                             "DeviceArray of the communicator's context")
+        return _Buffer(x, dtype, what, writable, stage)
 
     def _done(self, stream, *buffers: _Buffer):
         """The last buffer's array (the result), once staged outputs are back: the operation is waited for
-        first (on a stream it is only queued), as the staging arrays are freed when this returns."""
+        first (on a stream it is only queued), as the staging arrays are freed when this returns. A recorded
+        operation's arrays are kept alive by the capture's graph."""
+        if _capturing(stream) and hasattr(stream, "keep"):
+            stream.keep(*(b.array for b in buffers))
         if any(b.staged is not None for b in buffers):
             native = _native(stream)
             if native is not None:
@@ -164,49 +182,56 @@ class Communicator:
     def all_reduce(self, x, op: str = "sum", out=None, dtype: str | None = None, stream=None):
         """The elementwise reduction of `x` over the ranks (`op`: sum, prod, max, min, avg), in `out` (may be
         `x` itself) or a new array."""
+        stream = _resolve(stream)
         out = self._out(out, x, getattr(x, "shape", ()))
-        s, r = self._buffers(x, out, dtype)
+        s, r = self._buffers(x, out, dtype, stream)
         self._c.all_reduce(s.address, r.address, s.count, s.code, _op(op), _native(stream))
         return self._done(stream, s, r)
 
     def reduce_scatter(self, x, op: str = "sum", out=None, dtype: str | None = None, stream=None):
         """The reduction of `x` (flattened; its size a multiple of the ranks), of which rank r keeps the r-th
         of `size` equal parts: a 1-d array."""
+        stream = _resolve(stream)
         out = self._out(out, x, (int(np.prod(x.shape)) // self.size,))
-        s, r = self._buffers(x, out, dtype)
+        s, r = self._buffers(x, out, dtype, stream)
         self._c.reduce_scatter(s.address, r.address, s.count, s.code, _op(op), _native(stream))
         return self._done(stream, s, r)
 
     def all_gather(self, x, out=None, dtype: str | None = None, stream=None):
         """Every rank's `x`, stacked along a new first axis of length `size`."""
+        stream = _resolve(stream)
         out = self._out(out, x, (self.size, *x.shape))
-        s, r = self._buffers(x, out, dtype)
+        s, r = self._buffers(x, out, dtype, stream)
         self._c.all_gather(s.address, r.address, s.count, s.code, _native(stream))
         return self._done(stream, s, r)
 
     def all_to_all(self, x, out=None, dtype: str | None = None, stream=None):
         """`x` (flattened; its size a multiple of the ranks) cut into `size` blocks, block j going to rank j;
         the result's block j came from rank j."""
+        stream = _resolve(stream)
         out = self._out(out, x, x.shape)
-        s, r = self._buffers(x, out, dtype)
+        s, r = self._buffers(x, out, dtype, stream)
         self._c.all_to_all(s.address, r.address, s.count, s.code, _native(stream))
         return self._done(stream, s, r)
 
     def broadcast(self, x, root: int = 0, out=None, dtype: str | None = None, stream=None):
         """Rank `root`'s `x` on every rank (`x` is read on root only; elsewhere it gives the shape and dtype)."""
+        stream = _resolve(stream)
         out = self._out(out, x, x.shape)
-        s, r = self._buffers(x, out, dtype)
+        s, r = self._buffers(x, out, dtype, stream)
         self._c.broadcast(s.address, r.address, r.count, r.code, root, _native(stream))
         return self._done(stream, s, r)
 
     def send(self, x, peer: int, dtype: str | None = None, stream=None) -> None:
-        b = _Buffer(x, dtype, "send", False, self._stage())
+        stream = _resolve(stream)
+        b = self._buffer(x, dtype, "send", False, stream)
         self._c.send(b.address, b.count, b.code, peer, _native(stream))
         self._done(stream, b)
 
     def recv(self, out, peer: int, dtype: str | None = None, stream=None):
         """Fills `out` with what `peer` sends (as many elements, of its dtype)."""
-        b = _Buffer(out, dtype, "out", True, self._stage())
+        stream = _resolve(stream)
+        b = self._buffer(out, dtype, "out", True, stream)
         self._c.recv(b.address, b.count, b.code, peer, _native(stream))
         return self._done(stream, b)
 
@@ -226,6 +251,22 @@ class Communicator:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _resolve(stream):
+    """`stream`, or where it is None the current stream while that one captures (inside `graph.capture()`):
+    there an operation naming no stream is recorded, as a launch is. Otherwise None stays the synchronous
+    default stream."""
+    if stream is None:
+        current = _current_stream()
+        if current is not None and _capturing(current):
+            return current
+    return stream
+
+
+def _capturing(stream) -> bool:
+    native = _native(stream)
+    return native is not None and native.capturing
 
 
 def _native(stream):

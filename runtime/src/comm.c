@@ -292,7 +292,7 @@ static tsr_status_t resolve(struct tsr_context* ctx, const tsr_comm_options_t* o
 
 static tsr_comm_call_t call_for(const char* function, uint64_t timeout_ms, const tsr_comm_fault_t* f) {
   return (tsr_comm_call_t){.function = function, .deadline_ns = tsr_comm_now_ns() + timeout_ms * 1000000u,
-                           .queue = NULL, .aborted = f ? &f->aborted : NULL};
+                           .queue = NULL, .recording = false, .aborted = f ? &f->aborted : NULL};
 }
 
 /* Publishes a communicator over a transport's new state; on failure destroys the state. */
@@ -493,6 +493,23 @@ static tsr_status_t serve_id(const char* host, const char* port, const rendezvou
   return TSR_SUCCESS;
 }
 
+/* Connects the non-blocking socket `fd` to `ai` before the deadline: a blocking connect whose SYN goes
+ * unanswered (a host that drops it, rank 0's full listen queue) waits out the kernel's retries, about two
+ * minutes, whatever the communicator's timeout. */
+static bool connect_by(int fd, const struct addrinfo* ai, uint64_t deadline_ns) {
+  if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) return true;
+  if (errno != EINPROGRESS) return false;
+  struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+  for (;;) {
+    int left = ms_left(deadline_ns);
+    if (left == 0) return false;
+    if (poll(&pfd, 1, left) > 0) break;
+  }
+  int error = 0;
+  socklen_t len = sizeof error;
+  return getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) == 0 && error == 0;
+}
+
 /* A peer: connects to rank 0 (retrying while it has not started listening) and reads the message. */
 static tsr_status_t fetch_id(const char* host, const char* port, rendezvous_msg_t* msg, uint64_t deadline_ns) {
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai;
@@ -502,8 +519,8 @@ static tsr_status_t fetch_id(const char* host, const char* port, rendezvous_msg_
                     gai_strerror(err));
   bool got = false;
   while (!got && tsr_comm_now_ns() < deadline_ns) {
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd >= 0 && connect_by(fd, ai, deadline_ns))
       got = transfer(fd, msg, sizeof *msg, false, deadline_ns) && memcmp(msg->tag, kTag, sizeof kTag) == 0;
     if (fd >= 0) close(fd);
     if (!got) nanosleep(&(struct timespec){.tv_nsec = 50 * 1000000}, NULL);
@@ -603,10 +620,14 @@ tsr_status_t tsrCommAbort(tsr_comm_t c) {
 
 /* ---- operations ------------------------------------------------------------------------------------- */
 
+/* The operations, as graph nodes record them (tsr_comm_node_t.kind). */
+enum { ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, ALL_TO_ALL, BROADCAST, SEND, RECV };
+
 /* An operation in progress: the communicator and stream held, the call's deadline set. */
 typedef struct op_ctx {
   struct tsr_comm* comm;
   struct tsr_stream* stream;
+  bool capturing;  /* the stream records a graph: the operation becomes a node of it */
   tsr_comm_call_t call;
 } op_ctx_t;
 
@@ -637,6 +658,7 @@ static tsr_status_t op_begin(tsr_comm_t c, tsr_stream_t stream, const char* func
   if (st) return st;
   o->comm = c;
   o->stream = NULL;
+  o->capturing = false;
   if ((st = fault_check(c->fault, function))) goto fail;
   o->call = call_for(function, c->timeout_ms, c->fault);
   if (stream) {
@@ -644,12 +666,14 @@ static tsr_status_t op_begin(tsr_comm_t c, tsr_stream_t stream, const char* func
     o->stream = stream;
     int capturing = 0;
     tsrStreamIsCapturing(stream, &capturing);
-    if (capturing && !(c->transport->flags & TSR_COMM_TRANSPORT_CAPTURE)) {
+    bool device = c->transport->flags & TSR_COMM_TRANSPORT_DEVICE_QUEUE;
+    if (capturing && device && !(c->transport->flags & TSR_COMM_TRANSPORT_CAPTURE)) {
       st = tsr_fail(TSR_ERROR_UNSUPPORTED, "%s: the %s backend cannot record a transfer into a capturing stream",
                     function, c->transport->name);
       goto fail;
     }
-    if (c->transport->flags & TSR_COMM_TRANSPORT_DEVICE_QUEUE) o->call.queue = stream->queue;
+    o->capturing = capturing;
+    if (device) o->call.queue = stream->queue;
   }
   return TSR_SUCCESS;
 fail:
@@ -678,8 +702,13 @@ static tsr_status_t check_dtype(tsr_dtype_t dtype, const char* function) {
   return TSR_SUCCESS;
 }
 
-static tsr_status_t check_reduction(const struct tsr_comm* c, tsr_dtype_t dtype, tsr_reduce_op_t op,
-                                    const char* function) {
+/* Whether comm.c reduces deterministically itself: through all_gather and the tree (host transports). */
+static bool host_tree(const struct tsr_comm* c) {
+  return (c->flags & TSR_COMM_DETERMINISTIC) && !(c->transport->flags & TSR_COMM_TRANSPORT_DETERMINISTIC);
+}
+
+static tsr_status_t check_reduction(const op_ctx_t* o, tsr_dtype_t dtype, tsr_reduce_op_t op, const char* function) {
+  const struct tsr_comm* c = o->comm;
   tsr_status_t st = check_dtype(dtype, function);
   if (st) return st;
   if ((unsigned)op > TSR_REDUCE_AVG)
@@ -688,6 +717,13 @@ static tsr_status_t check_reduction(const struct tsr_comm* c, tsr_dtype_t dtype,
   if (!tsr_comm_host_reducible(dtype, op) && !(device && dtype == TSR_DTYPE_F16))
     return tsr_fail(TSR_ERROR_UNSUPPORTED, "%s: the %s backend cannot reduce %s with %s", function,
                     c->transport->name, dtype_name(dtype), op_name(op));
+  /* A device transport's deterministic reduction combines on the host between two copies it waits for: no
+   * device graph can hold that. comm.c's own tree (host transports) runs at its node of the replay. */
+  if (o->capturing && device && (c->flags & TSR_COMM_DETERMINISTIC))
+    return tsr_fail(TSR_ERROR_UNSUPPORTED, "%s: the %s backend's deterministic reduction cannot be captured: it "
+                    "gathers to the host, combines there and copies back, waiting for the GPU in between, which a "
+                    "CUDA graph cannot record (capture without TSR_COMM_DETERMINISTIC, or call it uncaptured)",
+                    function, c->transport->name);
   return TSR_SUCCESS;
 }
 
@@ -730,29 +766,97 @@ static tsr_status_t check_rank(const struct tsr_comm* c, int r, const char* what
   return TSR_SUCCESS;
 }
 
-/* Whether comm.c reduces deterministically itself: through all_gather and the tree (host transports). */
-static bool host_tree(const struct tsr_comm* c) {
-  return (c->flags & TSR_COMM_DETERMINISTIC) && !(c->transport->flags & TSR_COMM_TRANSPORT_DETERMINISTIC);
+/* The elements a node's send and recv buffers hold (send: 0 where it is not read on this rank). */
+static void extents(const tsr_comm_node_t* n, size_t* send, size_t* recv) {
+  size_t size = (size_t)n->comm->size;
+  *send = *recv = n->count;
+  switch (n->kind) {
+    case REDUCE_SCATTER: *recv = n->count / size; break;
+    case ALL_GATHER: *recv = n->count * size; break;
+    case BROADCAST: if (n->peer != n->comm->rank) *send = 0; break;
+    case SEND: *recv = 0; break;
+    case RECV: *send = 0; break;
+    default: break;
+  }
+}
+
+/* The buffer checks of a node (for p2p both are `buf`: send's in send, recv's in recv). */
+static tsr_status_t check_node_buffers(const tsr_comm_node_t* n) {
+  size_t send, recv;
+  extents(n, &send, &recv);
+  bool p2p = n->kind == SEND || n->kind == RECV;
+  tsr_status_t st = check_buffer(n->comm, n->send, send, n->dtype, p2p ? "buf" : "send", n->function);
+  if (!st) st = check_buffer(n->comm, n->recv, recv, n->dtype, p2p ? "buf" : "recv", n->function);
+  return st;
 }
 
 /* The deterministic all_reduce of `count` elements into `out`, through the transport's all_gather. */
-static tsr_status_t tree_all_reduce(op_ctx_t* o, const void* send, void* out, size_t count, tsr_dtype_t dtype,
-                                    tsr_reduce_op_t op) {
-  struct tsr_comm* c = o->comm;
+static tsr_status_t tree_all_reduce(struct tsr_comm* c, const tsr_comm_call_t* call, const void* send, void* out,
+                                    size_t count, tsr_dtype_t dtype, tsr_reduce_op_t op) {
   size_t block = count * tsr_comm_dtype_size(dtype);
   if (block > SIZE_MAX / (size_t)c->size)
-    return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: %d × %zu bytes overflow size_t", o->call.function, c->size, block);
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: %d × %zu bytes overflow size_t", call->function, c->size, block);
   size_t bytes = block * (size_t)c->size;
   if (c->scratch_bytes < bytes) {
     void* grown = realloc(c->scratch, bytes);
     if (!grown) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "%s: out of memory for the %d ranks' buffers (%zu bytes)",
-                                o->call.function, c->size, bytes);
+                                call->function, c->size, bytes);
     c->scratch = grown;
     c->scratch_bytes = bytes;
   }
-  tsr_status_t st = c->transport->all_gather(c->state, send, c->scratch, count, dtype, &o->call);
+  tsr_status_t st = c->transport->all_gather(c->state, send, c->scratch, count, dtype, call);
   if (!st) tsr_comm_tree_reduce(dtype, op, c->scratch, c->size, count, out);
   return st;
+}
+
+/* Moves the bytes of a checked operation of count > 0, now (or, with call->queue, queued or recorded on it):
+ * what a direct call and a graph replay both do. `*from_transport`: a failure breaks the communicator. */
+static tsr_status_t perform(const tsr_comm_node_t* n, const tsr_comm_call_t* call, bool* from_transport) {
+  struct tsr_comm* c = n->comm;
+  const tsr_comm_transport_t* t = c->transport;
+  bool det = c->flags & TSR_COMM_DETERMINISTIC;
+  size_t size = (size_t)c->size, elem = tsr_comm_dtype_size(n->dtype);
+  *from_transport = true;
+  switch (n->kind) {
+    case ALL_REDUCE:
+      if (host_tree(c)) return tree_all_reduce(c, call, n->send, n->recv, n->count, n->dtype, n->op);
+      return t->all_reduce(c->state, n->send, n->recv, n->count, n->dtype, n->op, det, call);
+    case REDUCE_SCATTER: {
+      size_t part = n->count / size;
+      if (!host_tree(c)) return t->reduce_scatter(c->state, n->send, n->recv, part, n->dtype, n->op, det, call);
+      /* The whole reduction in tree order, of which this rank keeps its part: size × count of traffic, the
+       * documented price of a result bit-identical to the interpreter's. */
+      void* whole = malloc(n->count * elem);
+      if (!whole) {
+        *from_transport = false;
+        return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "%s: out of memory (%zu bytes)", call->function, n->count * elem);
+      }
+      tsr_status_t st = tree_all_reduce(c, call, n->send, whole, n->count, n->dtype, n->op);
+      if (!st) memcpy(n->recv, (unsigned char*)whole + (size_t)c->rank * part * elem, part * elem);
+      free(whole);
+      return st;
+    }
+    case ALL_GATHER: return t->all_gather(c->state, n->send, n->recv, n->count, n->dtype, call);
+    case ALL_TO_ALL: return t->all_to_all(c->state, n->send, n->recv, n->count / size, n->dtype, call);
+    case BROADCAST: return t->broadcast(c->state, n->send, n->recv, n->count, n->dtype, n->peer, call);
+    case SEND: return t->send(c->state, n->send, n->count, n->dtype, n->peer, call);
+    default: return t->recv(c->state, n->recv, n->count, n->dtype, n->peer, call);
+  }
+}
+
+/* The end of every checked operation: nothing for count 0; recorded as a node while the stream captures;
+ * else after the stream's earlier work (host transports), the transfer. */
+static tsr_status_t op_finish(op_ctx_t* o, int kind, const void* send, void* recv, size_t count, tsr_dtype_t dtype,
+                              tsr_reduce_op_t op, int peer) {
+  if (count == 0) return op_end(o, TSR_SUCCESS, false);
+  tsr_comm_node_t n = {.comm = o->comm, .function = o->call.function, .kind = kind, .send = send, .recv = recv,
+                       .count = count, .dtype = dtype, .op = op, .peer = peer};
+  if (o->capturing) return op_end(o, tsr_stream_record_comm(o->stream, &n), false);
+  tsr_status_t st = op_order(o);
+  if (st) return op_end(o, st, false);
+  bool from_transport;
+  st = perform(&n, &o->call, &from_transport);
+  return op_end(o, st, from_transport);
 }
 
 tsr_status_t tsrCommAllReduce(tsr_comm_t c, const void* send, void* recv, size_t count, tsr_dtype_t dtype,
@@ -760,13 +864,10 @@ tsr_status_t tsrCommAllReduce(tsr_comm_t c, const void* send, void* recv, size_t
   op_ctx_t o;
   tsr_status_t st = op_begin(c, stream, __func__, &o);
   if (st) return st;
-  if ((st = check_reduction(c, dtype, op, __func__)) || (st = check_buffer(c, send, count, dtype, "send", __func__)) ||
-      (st = check_buffer(c, recv, count, dtype, "recv", __func__)) || (st = op_order(&o)) || count == 0)
+  if ((st = check_reduction(&o, dtype, op, __func__)) || (st = check_buffer(c, send, count, dtype, "send", __func__)) ||
+      (st = check_buffer(c, recv, count, dtype, "recv", __func__)))
     return op_end(&o, st, false);
-  if (host_tree(c)) st = tree_all_reduce(&o, send, recv, count, dtype, op);
-  else st = c->transport->all_reduce(c->state, send, recv, count, dtype, op, c->flags & TSR_COMM_DETERMINISTIC,
-                                     &o.call);
-  return op_end(&o, st, true);
+  return op_finish(&o, ALL_REDUCE, send, recv, count, dtype, op, 0);
 }
 
 tsr_status_t tsrCommReduceScatter(tsr_comm_t c, const void* send, void* recv, size_t count, tsr_dtype_t dtype,
@@ -774,29 +875,11 @@ tsr_status_t tsrCommReduceScatter(tsr_comm_t c, const void* send, void* recv, si
   op_ctx_t o;
   tsr_status_t st = op_begin(c, stream, __func__, &o);
   if (st) return st;
-  if ((st = check_reduction(c, dtype, op, __func__)) || (st = check_divisible(c, count, __func__)) ||
+  if ((st = check_reduction(&o, dtype, op, __func__)) || (st = check_divisible(c, count, __func__)) ||
       (st = check_buffer(c, send, count, dtype, "send", __func__)) ||
-      (st = check_buffer(c, recv, count / (size_t)c->size, dtype, "recv", __func__)) || (st = op_order(&o)) ||
-      count == 0)
+      (st = check_buffer(c, recv, count / (size_t)c->size, dtype, "recv", __func__)))
     return op_end(&o, st, false);
-  size_t part = count / (size_t)c->size;
-  if (host_tree(c)) {
-    /* The whole reduction in tree order, of which this rank keeps its part: size × count of traffic, the
-     * documented price of a result bit-identical to the interpreter's. */
-    size_t bytes = count * tsr_comm_dtype_size(dtype);
-    void* whole = malloc(bytes);
-    if (!whole) return op_end(&o, tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "%s: out of memory (%zu bytes)", __func__, bytes),
-                              false);
-    st = tree_all_reduce(&o, send, whole, count, dtype, op);
-    if (!st)
-      memcpy(recv, (unsigned char*)whole + (size_t)c->rank * part * tsr_comm_dtype_size(dtype),
-             part * tsr_comm_dtype_size(dtype));
-    free(whole);
-  } else {
-    st = c->transport->reduce_scatter(c->state, send, recv, part, dtype, op, c->flags & TSR_COMM_DETERMINISTIC,
-                                      &o.call);
-  }
-  return op_end(&o, st, true);
+  return op_finish(&o, REDUCE_SCATTER, send, recv, count, dtype, op, 0);
 }
 
 tsr_status_t tsrCommAllGather(tsr_comm_t c, const void* send, void* recv, size_t count, tsr_dtype_t dtype,
@@ -806,9 +889,9 @@ tsr_status_t tsrCommAllGather(tsr_comm_t c, const void* send, void* recv, size_t
   if (st) return st;
   size_t total = count * (size_t)c->size;
   if ((st = check_dtype(dtype, __func__)) || (st = check_buffer(c, send, count, dtype, "send", __func__)) ||
-      (st = check_buffer(c, recv, total, dtype, "recv", __func__)) || (st = op_order(&o)) || count == 0)
+      (st = check_buffer(c, recv, total, dtype, "recv", __func__)))
     return op_end(&o, st, false);
-  return op_end(&o, c->transport->all_gather(c->state, send, recv, count, dtype, &o.call), true);
+  return op_finish(&o, ALL_GATHER, send, recv, count, dtype, TSR_REDUCE_SUM, 0);
 }
 
 tsr_status_t tsrCommAllToAll(tsr_comm_t c, const void* send, void* recv, size_t count, tsr_dtype_t dtype,
@@ -824,8 +907,7 @@ tsr_status_t tsrCommAllToAll(tsr_comm_t c, const void* send, void* recv, size_t 
   if (count && (const unsigned char*)send < (unsigned char*)recv + bytes &&
       (unsigned char*)recv < (const unsigned char*)send + bytes)
     return op_end(&o, tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: the send and recv buffers overlap", __func__), false);
-  if ((st = op_order(&o)) || count == 0) return op_end(&o, st, false);
-  return op_end(&o, c->transport->all_to_all(c->state, send, recv, count / (size_t)c->size, dtype, &o.call), true);
+  return op_finish(&o, ALL_TO_ALL, send, recv, count, dtype, TSR_REDUCE_SUM, 0);
 }
 
 tsr_status_t tsrCommBroadcast(tsr_comm_t c, const void* send, void* recv, size_t count, tsr_dtype_t dtype, int root,
@@ -835,9 +917,9 @@ tsr_status_t tsrCommBroadcast(tsr_comm_t c, const void* send, void* recv, size_t
   if (st) return st;
   if ((st = check_dtype(dtype, __func__)) || (st = check_rank(c, root, "root", __func__)) ||
       (c->rank == root && (st = check_buffer(c, send, count, dtype, "send", __func__))) ||
-      (st = check_buffer(c, recv, count, dtype, "recv", __func__)) || (st = op_order(&o)) || count == 0)
+      (st = check_buffer(c, recv, count, dtype, "recv", __func__)))
     return op_end(&o, st, false);
-  return op_end(&o, c->transport->broadcast(c->state, send, recv, count, dtype, root, &o.call), true);
+  return op_finish(&o, BROADCAST, send, recv, count, dtype, TSR_REDUCE_SUM, root);
 }
 
 /* Send and recv: one peer, not this rank. */
@@ -850,12 +932,9 @@ static tsr_status_t p2p(tsr_comm_t c, void* buf, size_t count, tsr_dtype_t dtype
     return op_end(&o, st, false);
   if (peer == c->rank)
     return op_end(&o, tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: peer %d is this rank", function, peer), false);
-  if ((st = check_buffer(c, buf, count, dtype, "buf", function)) ||
-      (st = op_order(&o)) || count == 0)
-    return op_end(&o, st, false);
-  st = sending ? c->transport->send(c->state, buf, count, dtype, peer, &o.call)
-               : c->transport->recv(c->state, buf, count, dtype, peer, &o.call);
-  return op_end(&o, st, true);
+  if ((st = check_buffer(c, buf, count, dtype, "buf", function))) return op_end(&o, st, false);
+  return op_finish(&o, sending ? SEND : RECV, sending ? buf : NULL, sending ? NULL : buf, count, dtype,
+                   TSR_REDUCE_SUM, peer);
 }
 
 tsr_status_t tsrCommSend(tsr_comm_t c, const void* buf, size_t count, tsr_dtype_t dtype, int peer,
@@ -865,6 +944,41 @@ tsr_status_t tsrCommSend(tsr_comm_t c, const void* buf, size_t count, tsr_dtype_
 
 tsr_status_t tsrCommRecv(tsr_comm_t c, void* buf, size_t count, tsr_dtype_t dtype, int peer, tsr_stream_t stream) {
   return p2p(c, buf, count, dtype, peer, stream, false, __func__);
+}
+
+/* ---- graph nodes (stream.h) ------------------------------------------------------------------------- */
+
+void tsr_comm_node_hold(const tsr_comm_node_t* n) { tsr_object_ref(&n->comm->obj); }
+void tsr_comm_node_drop(const tsr_comm_node_t* n) { tsr_object_unref(&n->comm->obj); }
+
+tsr_status_t tsr_comm_node_check(const tsr_comm_node_t* n) { return check_node_buffers(n); }
+
+tsr_status_t tsr_comm_node_watch(const tsr_comm_node_t* n, void* queue) {
+  struct tsr_comm* c = n->comm;
+  tsr_comm_call_t call = call_for(n->function, c->timeout_ms, c->fault);
+  call.queue = queue;
+  return c->transport->watch ? c->transport->watch(c->state, &call) : TSR_SUCCESS;
+}
+
+tsr_status_t tsr_comm_node_fault(const tsr_comm_node_t* n) {
+  struct tsr_comm* c = n->comm;
+  tsr_status_t st = fault_check(c->fault, n->function);
+  if (!st && c->transport->async_error && (st = c->transport->async_error(c->state))) fault_set(c->fault, st);
+  return st;
+}
+
+/* A replay (or a device graph's recording) of a node: as a direct call on a stream whose earlier work has
+ * run (the nodes before it), with a deadline of its own and the communicator's fault domain. */
+tsr_status_t tsr_comm_node_run(const tsr_comm_node_t* n, void* queue) {
+  struct tsr_comm* c = n->comm;
+  tsr_status_t st = fault_check(c->fault, n->function);
+  if (st) return st;
+  tsr_comm_call_t call = call_for(n->function, c->timeout_ms, c->fault);
+  call.queue = queue;
+  call.recording = queue != NULL;
+  bool from_transport;
+  if ((st = perform(n, &call, &from_transport)) && from_transport) fault_set(c->fault, st);
+  return st;
 }
 
 tsr_status_t tsrCommSplit(tsr_comm_t c, int color, int key, tsr_comm_t* out_comm) {

@@ -26,7 +26,11 @@ typedef struct tsr_comm_call {
   const char* function;        /* the API function, for messages ("tsrCommAllReduce") */
   uint64_t deadline_ns;        /* CLOCK_MONOTONIC time (tsr_comm_now_ns) past which a wait gives up */
   void* queue;                 /* TSR_COMM_TRANSPORT_DEVICE_QUEUE: the stream's device queue (backend.h; NULL
-                                * for the NULL stream); host transports: always NULL, the call runs now */
+                                * for the NULL stream), or a device graph's recorder (backend.h
+                                * graph_begin) when `recording`; host transports: always NULL, the call
+                                * runs now */
+  bool recording;              /* `queue` records a device graph (tsrGraphInstantiate): issue the operation
+                                * so that the graph holds it; it does not run now (no completion to watch) */
   const atomic_bool* aborted;  /* true once tsrCommAbort was called: give up at the next poll */
 } tsr_comm_call_t;
 
@@ -42,7 +46,11 @@ typedef struct tsr_comm_init {
 #define TSR_COMM_TRANSPORT_DEVICE_QUEUE 0x1u  /* operations are queued on the stream's device queue (NCCL);
                                                * else comm.c waits for the stream's earlier work and runs
                                                * the operation in the calling thread (MPI) */
-#define TSR_COMM_TRANSPORT_CAPTURE 0x2u       /* operations may be recorded into a capturing stream */
+#define TSR_COMM_TRANSPORT_CAPTURE 0x2u       /* a device-queue transport's operations may be recorded into
+                                               * a capturing stream: tsrGraphInstantiate calls the entry with
+                                               * call->recording to issue them into the device graph. Host
+                                               * transports are always captured: comm.c calls the entry at the
+                                               * node's place in each replay, in the replaying thread */
 #define TSR_COMM_TRANSPORT_DETERMINISTIC 0x4u /* all_reduce/reduce_scatter honour `deterministic` themselves;
                                                * else comm.c reduces deterministically through all_gather
                                                * and tsr_comm_tree_reduce (host memory) */
@@ -87,6 +95,12 @@ typedef struct tsr_comm_transport {
                        const tsr_comm_call_t* call);
   tsr_status_t (*recv)(void* state, void* buf, size_t count, tsr_dtype_t dtype, int peer,
                        const tsr_comm_call_t* call);
+
+  /* Transports with TSR_COMM_TRANSPORT_DEVICE_QUEUE and _CAPTURE: watches the operations a device graph's
+   * launch just queued on call->queue (never NULL here), as a queued operation is watched: past
+   * call->deadline_ns unfinished, or on the transport's asynchronous error, the communicator is aborted and
+   * async_error reports it. */
+  tsr_status_t (*watch)(void* state, const tsr_comm_call_t* call);
 
   /* Stops the transport's work on this state now without waiting for peers (ncclCommAbort); the state
    * is still destroyed afterwards. */

@@ -601,6 +601,26 @@ static tsr_status_t own_stream(nccl_state_t* s, const tsr_comm_call_t* call, CUs
   return TSR_SUCCESS;
 }
 
+/* Hands the monitor an event recorded on `stream` after the work queued there so far (state locked, context
+ * current): that work must be done by call->deadline_ns. */
+static tsr_status_t watch_locked(nccl_state_t* s, CUstream stream, const tsr_comm_call_t* call, const char* what) {
+  inflight_t f = {.deadline_ns = call->deadline_ns, .function = call->function};
+  CUresult r = s->cu->cuEventCreate(&f.done, CU_EVENT_DEFAULT);
+  if (!r && (r = s->cu->cuEventRecord(f.done, stream))) s->cu->cuEventDestroy(f.done);
+  if (!r && s->count == s->capacity) {
+    size_t capacity = s->capacity ? 2 * s->capacity : 16;
+    inflight_t* grown = realloc(s->inflight, capacity * sizeof *grown);
+    if (grown) s->inflight = grown, s->capacity = capacity;
+    else s->cu->cuEventDestroy(f.done), r = CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (r)
+    return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "%s: %s is queued, but no event to watch it could be had",
+                    call->function, what);
+  s->inflight[s->count++] = f;
+  pthread_cond_signal(&s->wake);
+  return TSR_SUCCESS;
+}
+
 /* Runs one operation: enqueued on the call's stream and handed to the monitor, or for the NULL stream run on
  * the communicator's own and waited for. */
 static tsr_status_t run(void* state, const nccl_op_t* o, const tsr_comm_call_t* call, const char* what) {
@@ -618,24 +638,9 @@ static tsr_status_t run(void* state, const nccl_op_t* o, const tsr_comm_call_t* 
     st = r == ncclSuccess || r == ncclInProgress ? settle(s, &s->comm, r, call, what)
                                                  : nccl_fail(r, s->comm, call->function, what);
   }
-  if (!st && call->queue) {
-    inflight_t f = {.deadline_ns = call->deadline_ns, .function = call->function};
-    CUresult r = s->cu->cuEventCreate(&f.done, CU_EVENT_DEFAULT);
-    if (!r && (r = s->cu->cuEventRecord(f.done, stream))) s->cu->cuEventDestroy(f.done);
-    if (!r && s->count == s->capacity) {
-      size_t capacity = s->capacity ? 2 * s->capacity : 16;
-      inflight_t* grown = realloc(s->inflight, capacity * sizeof *grown);
-      if (grown) s->inflight = grown, s->capacity = capacity;
-      else s->cu->cuEventDestroy(f.done), r = CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    if (r) {
-      st = tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "%s: %s is queued, but no event to watch it could be had",
-                    call->function, what);
-    } else {
-      s->inflight[s->count++] = f;
-      pthread_cond_signal(&s->wake);
-    }
-  }
+  /* A recorded operation runs when the graph is launched (watched then): its event would mark nothing (CUDA
+   * refuses to query an event recorded under capture), so only a queued one is watched now. */
+  if (!st && call->queue && !call->recording) st = watch_locked(s, stream, call, what);
   pthread_mutex_unlock(&s->lock);
   if (!st && !call->queue) st = finish_now(s, stream, call, what);
   leave(s);
@@ -744,6 +749,17 @@ static tsr_status_t recv(void* state, void* buf, size_t count, tsr_dtype_t dtype
   return run(state, &o, call, "ncclRecv");
 }
 
+static tsr_status_t watch(void* state, const tsr_comm_call_t* call) {
+  nccl_state_t* s = state;
+  tsr_status_t st = enter(s, call->function);
+  if (st) return st;
+  pthread_mutex_lock(&s->lock);
+  st = watch_locked(s, tsr_cuda_queue_stream(call->queue), call, "the graph's operations");
+  pthread_mutex_unlock(&s->lock);
+  leave(s);
+  return st;
+}
+
 static void abort_comm(void* state) {
   nccl_state_t* s = state;
   bool entered = !enter(s, "tsrCommAbort");
@@ -768,7 +784,7 @@ static tsr_status_t async_error(void* state) {
 const tsr_comm_transport_t tsr_comm_transport_nccl = {
     .name = "nccl",
     .backend = TSR_COMM_BACKEND_NCCL,
-    .flags = TSR_COMM_TRANSPORT_DEVICE_QUEUE | TSR_COMM_TRANSPORT_DETERMINISTIC,
+    .flags = TSR_COMM_TRANSPORT_DEVICE_QUEUE | TSR_COMM_TRANSPORT_CAPTURE | TSR_COMM_TRANSPORT_DETERMINISTIC,
     .available = available,
     .launched = NULL,
     .unique_id = unique_id,
@@ -781,6 +797,7 @@ const tsr_comm_transport_t tsr_comm_transport_nccl = {
     .broadcast = broadcast,
     .send = send,
     .recv = recv,
+    .watch = watch,
     .abort = abort_comm,
     .async_error = async_error,
     .destroy = destroy,

@@ -21,6 +21,7 @@
 static void clear_node(tsr_op_t* node) {
   if (node->kind == TSR_OP_LAUNCH) tsr_launch_free(&node->u.launch);
   else if (node->kind == TSR_OP_RECORD || node->kind == TSR_OP_WAIT) tsr_object_unref(&node->u.event.event->obj);
+  else if (node->kind == TSR_OP_COMM) tsr_comm_node_drop(&node->u.comm);
 }
 
 static tsr_status_t clone_node(const tsr_op_t* from, tsr_op_t* to) {
@@ -28,6 +29,7 @@ static tsr_status_t clone_node(const tsr_op_t* from, tsr_op_t* to) {
   to->next = NULL;
   if (from->kind == TSR_OP_LAUNCH) return tsr_launch_clone(&from->u.launch, &to->u.launch);
   if (from->kind == TSR_OP_RECORD || from->kind == TSR_OP_WAIT) tsr_object_ref(&from->u.event.event->obj);
+  if (from->kind == TSR_OP_COMM) tsr_comm_node_hold(&from->u.comm);
   return TSR_SUCCESS;
 }
 
@@ -201,26 +203,65 @@ tsr_status_t tsr_graph_run(struct tsr_graph_exec* e, const uint64_t* seqs, bool 
   return first;
 }
 
-/* The memory checks of every launch node (launch.h), against the allocations as they are now: the memory a
- * graph was captured with may have been freed and reallocated smaller since. */
+/* The memory checks of every launch node (launch.h) and communicator node, against the allocations as they
+ * are now: the memory a graph was captured with may have been freed and reallocated smaller since. */
 static tsr_status_t check_memory(struct tsr_graph_exec* e) {
   for (size_t i = 0; i < e->count; i++) {
-    if (e->nodes[i].kind != TSR_OP_LAUNCH) continue;
-    tsr_status_t st = tsr_launch_check_memory(&e->nodes[i].u.launch);
+    tsr_status_t st = TSR_SUCCESS;
+    if (e->nodes[i].kind == TSR_OP_LAUNCH) st = tsr_launch_check_memory(&e->nodes[i].u.launch);
+    else if (e->nodes[i].kind == TSR_OP_COMM) st = tsr_comm_node_check(&e->nodes[i].u.comm);
     if (st) return st;
   }
   return TSR_SUCCESS;
 }
 
+/* The communicator nodes of an exec, one per communicator (the first): watched after a launch, asked for
+ * their faults after a waited one. `queue` NULL: faults. */
+static tsr_status_t each_comm(struct tsr_graph_exec* e, void* queue) {
+  for (size_t i = 0; i < e->count; i++) {
+    if (e->nodes[i].kind != TSR_OP_COMM) continue;
+    size_t first = 0;
+    while (e->nodes[first].kind != TSR_OP_COMM || e->nodes[first].u.comm.comm != e->nodes[i].u.comm.comm) first++;
+    if (first != i) continue;
+    tsr_status_t st = queue ? tsr_comm_node_watch(&e->nodes[i].u.comm, queue) : tsr_comm_node_fault(&e->nodes[i].u.comm);
+    if (st) return st;
+  }
+  return TSR_SUCCESS;
+}
+
+static bool has_comm(const struct tsr_graph_exec* e) {
+  for (size_t i = 0; i < e->count; i++)
+    if (e->nodes[i].kind == TSR_OP_COMM) return true;
+  return false;
+}
+
+/* A launch on `stream` whose communicators watch it (their operations' kernels are in the device graph). */
+static tsr_status_t launch_watched(struct tsr_graph_exec* e, struct tsr_stream* stream) {
+  tsr_status_t st = tsr_stream_launch_device_graph(stream, e);
+  return st ? st : each_comm(e, stream->queue);
+}
+
 /* A replay of a device graph: its kernels' modules are checked (unloading one waits for the device), then
- * the device gets the whole graph in one call. */
+ * the device gets the whole graph in one call. On the NULL stream a graph with communicator operations runs
+ * on a stream of its own, waited for here: the backend's NULL-stream launch waits inside, where a dead peer
+ * would hold it past any timeout; launched on a stream the communicators watch, it ends at their timeout
+ * (they abort), and the replay reports their fault. */
 static tsr_status_t launch_device_graph(struct tsr_graph_exec* e, struct tsr_stream* stream) {
   struct tsr_context* ctx = e->context;
   tsr_status_t st = tsr_graph_acquire_kernels(e);
   if (st) return st;
   st = check_memory(e);
   if (!st && stream) {
-    st = tsr_stream_launch_device_graph(stream, e);
+    st = launch_watched(e, stream);
+  } else if (!st && has_comm(e)) {
+    tsr_stream_t own;
+    if (!(st = tsrCreateStream(ctx, NULL, &own))) {
+      st = launch_watched(e, own);
+      tsr_status_t waited = tsrStreamSynchronize(own);
+      if (!st) st = waited;
+      if (!st) st = each_comm(e, NULL);
+      tsrDestroyStream(own);
+    }
   } else if (!st) {
     st = ctx->backend->graph_launch(ctx->backend_state, e->device, NULL);
     tsr_graph_number(e, NULL);

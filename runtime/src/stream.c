@@ -28,6 +28,7 @@ tsr_status_t tsr_op_run(tsr_op_t* op, bool poisoned) {
     case TSR_OP_RECORD: tsr_event_complete(op->u.event.event, op->u.event.seq); return TSR_SUCCESS;
     case TSR_OP_WAIT: tsr_event_wait(op->u.event.event, op->u.event.seq); return TSR_SUCCESS;
     case TSR_OP_GRAPH: return tsr_graph_run(op->u.graph.exec, op->u.graph.seqs, poisoned, op->u.graph.stream);
+    case TSR_OP_COMM: return poisoned ? TSR_SUCCESS : tsr_comm_node_run(&op->u.comm, NULL);
   }
   return TSR_SUCCESS;
 }
@@ -41,6 +42,7 @@ void tsr_op_dispose(tsr_op_t* op) {
     case TSR_OP_COPY: break;
     case TSR_OP_RECORD:
     case TSR_OP_WAIT: tsr_object_unref(&op->u.event.event->obj); break;
+    case TSR_OP_COMM: tsr_comm_node_drop(&op->u.comm); break;
     case TSR_OP_GRAPH:
       tsr_graph_release_kernels(op->u.graph.exec);
       free(op->u.graph.seqs);
@@ -60,6 +62,7 @@ tsr_status_t tsr_op_enqueue(struct tsr_context* ctx, const tsr_op_t* op, void* q
       return tsr_memory_enqueue_copy(ctx, queue, op->u.copy.dst, op->u.copy.src, op->u.copy.bytes, op->u.copy.kind);
     case TSR_OP_RECORD: return b->event_record(ctx->backend_state, op->u.event.event->device, queue);
     case TSR_OP_WAIT: return b->event_wait(ctx->backend_state, queue, op->u.event.event->device);
+    case TSR_OP_COMM: return tsr_comm_node_run(&op->u.comm, queue);
     case TSR_OP_GRAPH: break;
   }
   return tsr_fail(TSR_ERROR_INVALID_VALUE, "a graph launch cannot be part of a graph");
@@ -390,6 +393,23 @@ tsr_status_t tsr_stream_submit_event(struct tsr_stream* s, tsr_op_kind_t kind, s
       return TSR_SUCCESS;
     }
     push(s, op);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return st;
+}
+
+tsr_status_t tsr_stream_record_comm(struct tsr_stream* s, const tsr_comm_node_t* node) {
+  tsr_op_t* op = malloc(sizeof *op);
+  if (!op) return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "%s: out of memory recording into a graph", node->function);
+  *op = (tsr_op_t){.kind = TSR_OP_COMM, .u.comm = *node};
+  tsr_status_t st;
+  pthread_mutex_lock(&s->lock);
+  if (s->capture) {
+    tsr_comm_node_hold(node);
+    st = record(s, op);  /* the graph takes the reference (dropped on failure) */
+  } else {
+    free(op);
+    st = tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: the stream's capture ended during the call", node->function);
   }
   pthread_mutex_unlock(&s->lock);
   return st;

@@ -25,8 +25,37 @@ typedef enum tsr_op_kind {
   TSR_OP_COPY,    /* u.copy */
   TSR_OP_RECORD,  /* u.event: complete record `seq` */
   TSR_OP_WAIT,    /* u.event: wait until record `seq` completed */
-  TSR_OP_GRAPH    /* u.graph: replay an executable graph */
+  TSR_OP_GRAPH,   /* u.graph: replay an executable graph */
+  TSR_OP_COMM     /* u.comm: a communicator's operation, only ever a graph node (comm.c records it) */
 } tsr_op_kind_t;
+
+/* A communicator operation as a graph node (<tessera/comm.h>, "Stream order"): checked when it was recorded,
+ * it holds a reference to its communicator. `kind` and the fields' meaning are comm.c's. */
+typedef struct tsr_comm_node {
+  struct tsr_comm* comm;
+  const char* function;  /* the API function that recorded it ("tsrCommAllReduce"), for messages */
+  int kind;
+  const void* send;
+  void* recv;
+  size_t count;          /* as the API function took it */
+  int dtype, op, peer;   /* tsr_dtype_t, tsr_reduce_op_t, the root or peer */
+} tsr_comm_node_t;
+
+/* comm.c's side of a node. run: the operation now; `queue` NULL runs it in the calling thread (host
+ * transports: blocking, within the communicator's timeout), else `queue` is a device graph recorder
+ * (backend.h graph_begin) the transport issues it on, so that the device graph contains it. check: its buffers
+ * against the allocations as they are now (before each replay: one may have been freed since). hold / drop:
+ * the node's reference to its communicator. */
+tsr_status_t tsr_comm_node_run(const tsr_comm_node_t* node, void* queue);
+tsr_status_t tsr_comm_node_check(const tsr_comm_node_t* node);
+/* After a device graph holding the node was launched on `queue` (not NULL): the transport watches the launch's
+ * work against the communicator's timeout, aborting the communicator past it (a dead peer would otherwise hold
+ * the device forever). fault: the communicator's failure (a watch's, the transport's asynchronous one), else
+ * TSR_SUCCESS: what a replay that was waited for reports. */
+tsr_status_t tsr_comm_node_watch(const tsr_comm_node_t* node, void* queue);
+tsr_status_t tsr_comm_node_fault(const tsr_comm_node_t* node);
+void tsr_comm_node_hold(const tsr_comm_node_t* node);
+void tsr_comm_node_drop(const tsr_comm_node_t* node);
 
 typedef struct tsr_op {
   struct tsr_op* next;
@@ -49,6 +78,7 @@ typedef struct tsr_op {
       uint64_t* seqs;   /* per node: the record's or wait's sequence number, numbered when queued */
       uint64_t stream;  /* the replaying stream's id, for telemetry */
     } graph;
+    tsr_comm_node_t comm;
   } u;
 } tsr_op_t;
 
@@ -82,6 +112,9 @@ tsr_status_t tsr_stream_submit_copy(struct tsr_stream* stream, struct tsr_contex
                                     const void* src, size_t bytes, tsr_memcpy_kind_t kind);
 /* Queues or records an event record or wait (kind TSR_OP_RECORD or TSR_OP_WAIT). */
 tsr_status_t tsr_stream_submit_event(struct tsr_stream* stream, tsr_op_kind_t kind, struct tsr_event* event);
+/* Records a checked communicator operation into the stream's capture graph, the node taking a reference to
+ * its communicator; TSR_ERROR_INVALID_VALUE naming `node->function` when the stream no longer captures. */
+tsr_status_t tsr_stream_record_comm(struct tsr_stream* stream, const tsr_comm_node_t* node);
 /* Queues a graph replay op made by graph.c (refused while capturing). Takes the op on success. */
 tsr_status_t tsr_stream_submit_graph(struct tsr_stream* stream, tsr_op_t* op);
 

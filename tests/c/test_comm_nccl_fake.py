@@ -187,3 +187,70 @@ def test_nccl_lookup_prefers_a_loaded_copy_then_the_wheel(cc, runtime_prefix, fa
     p = run([sys.executable, "-c", LOOKUP, libtessera, *([loaded] if preloaded else [])], env=env, timeout=120)
     assert p.stdout.split() == [str(loaded if preloaded else wheel)], p.stdout + p.stderr
     assert (tmp_path / "nccl.log").read_text().splitlines() == ["ncclGetUniqueId"]
+
+
+CAPTURED = r"""
+import os
+import numpy as np
+from tessera import comm, graph, runtime, stream
+ctx = runtime.select_backend("cuda")
+log = os.environ["FAKE_NCCL_LOG"]
+def ops():
+    return [line.split()[0] for line in open(log).read().splitlines() if line.startswith("nccl") and "count=" in line]
+c = comm.Communicator.create(2, 1, comm.unique_id("nccl", ctx), backend="nccl", timeout=5, context=ctx)
+x = runtime.DeviceArray.from_numpy(np.arange(1, 9, dtype=np.float32), ctx)
+y, every = runtime.DeviceArray((8,), np.float32, ctx), runtime.DeviceArray((2, 8), np.float32, ctx)
+s = stream.new(context=ctx)
+with graph.capture(s) as g:
+    c.all_reduce(x, out=y)
+    c.all_gather(x, out=every, stream=s)
+    try:
+        c.all_reduce(np.ones(8, np.float32))
+    except ValueError as e:
+        print("numpy refused:", "graph capture cannot record" in str(e))
+print("recorded", g.node_count, len(ops()))
+g.launch()
+g.launch(s)
+s.synchronize()
+print("launched", len(ops()))
+det = comm.Communicator.create(2, 1, comm.unique_id("nccl", ctx), backend="nccl", deterministic=True, timeout=5,
+                               context=ctx)
+with graph.capture(s) as g2:
+    try:
+        det.all_reduce(x, out=y)
+    except runtime.Error as e:
+        print(e.status_name, "cannot be captured" in str(e))
+    det.all_gather(x, out=every)  # the capture goes on
+print("recorded", g2.node_count)
+c.close()
+det.close()
+print("ok")
+"""
+
+
+def test_operations_captured_on_nccl_are_issued_into_the_cuda_graph(fake_driver, fake_nccl, tmp_path):
+    """On a capturing stream NCCL operations are recorded, not issued; tsrGraphInstantiate issues them on its
+    capture stream (so that NCCL's kernels are in the CUDA graph), and launches only launch the graph. Refused at
+    the call, the capture staying usable: numpy arrays (their staging is not stream work) and a deterministic
+    reduction (it combines on the host)."""
+    log, cuda_log = tmp_path / "nccl.log", tmp_path / "cuda.log"
+    env = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), TESSERA_NCCL_LIBRARY=str(fake_nccl),
+               FAKE_NCCL_LOG=str(log), FAKE_CUDA_LOG=str(cuda_log))
+    for name in ("TESSERA_BACKEND", "TESSERA_COMM_BACKEND", "FAKE_NCCL_HANG", "TESSERA_DETERMINISTIC"):
+        env.pop(name, None)
+    p = subprocess.run([sys.executable, "-c", CAPTURED], capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.splitlines() == ["numpy refused: True", "recorded 2 0", "launched 2",
+                                     "TSR_ERROR_UNSUPPORTED True", "recorded 1", "ok"], p.stdout + p.stderr
+    issued = [line for line in log.read_text().splitlines() if line.startswith("nccl") and "count=" in line]
+    assert [line.split()[0] for line in issued] == ["ncclAllReduce", "ncclAllGather"], issued
+    capture = [line.split()[1] for line in cuda_log.read_text().splitlines() if line.startswith("cuStreamBeginCapture")]
+    assert len(capture) == 1 and all(line.split()[-1] == capture[0] for line in issued), (capture, issued)
+    # each launch is watched: an event after it on its stream (the NULL stream's on a stream of its own, waited
+    # for), which the monitor holds against the timeout
+    cuda = cuda_log.read_text().splitlines()
+    launches = [i for i, line in enumerate(cuda) if line.startswith("cuGraphLaunch")]
+    assert len(launches) == 2 and all(line.startswith("cuGraphLaunch s") for line in map(cuda.__getitem__, launches))
+    for i in launches:
+        stream = cuda[i].split()[1]
+        assert f"cuEventRecord {stream}" in cuda[i + 1:i + 4], cuda[i:i + 4]

@@ -5,7 +5,8 @@ GPU 0 (the test sets CUDA_VISIBLE_DEVICES), NCCL backend.
 
 SCENARIO: probe (can NCCL start here: prints {"ok": …, "why": …}), collectives (every operation, checked
 against numpy: one JSON line each), dead-peer (rank 1 leaves after creation; rank 0 reports what its waits
-return). The ranks share the unique id through DIR/id. Each rank's inputs follow from (case, rank), so every
+return), captured and captured-dead-peer (tests/gpu/test_comm_capture_gpu.py: collectives in a CUDA graph).
+The ranks share the unique id through DIR/id. Each rank's inputs follow from (case, rank), so every
 rank computes every rank's inputs and the expected result with numpy."""
 import ctypes
 import json
@@ -248,6 +249,59 @@ def dead_peer(world, rank, directory):
     lib.tsrDestroyContext(ctx)
 
 
+def captured(world, rank, directory, dead=False):
+    """all_reduce and all_gather recorded on a capturing stream, the graph instantiated (NCCL's kernels go into
+    the CUDA graph) and launched twice, new data written into the same input between (on the stream, then on
+    the NULL stream): a JSON line per result. `dead`: after a direct all_reduce (NCCL connects its peers) and
+    the instantiation, every rank but 0 exits; rank 0's replay on the NULL stream must return a status within
+    the 3 s timeout."""
+    ctx = context()
+    dev = Device(ctx)
+    o = comm_options(timeout_ms=3000 if dead else 60000)
+    uid = shared_id(ctx, o, world, rank, directory)
+    comm, stream, graph, run = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+    must(lib.tsrCommCreate(ctx, ctypes.byref(o), world, rank, ctypes.byref(uid), ctypes.byref(comm)))
+    must(lib.tsrCreateStream(ctx, None, ctypes.byref(stream)))
+    n = 1 << 16
+    x, y = dev.put(np.zeros(n, np.float32)), dev.put(np.zeros(n, np.float32))
+    every = dev.put(np.zeros(n * world, np.float32))
+    if dead:
+        must(lib.tsrCommAllReduce(comm, x, y, ctypes.c_size_t(n), F32, SUM, stream))
+        must(lib.tsrStreamSynchronize(stream))
+    must(lib.tsrStreamBeginCapture(stream))
+    must(lib.tsrCommAllReduce(comm, x, y, ctypes.c_size_t(n), F32, SUM, stream))
+    must(lib.tsrCommAllGather(comm, x, every, ctypes.c_size_t(n), F32, stream))
+    must(lib.tsrStreamEndCapture(stream, ctypes.byref(graph)))
+    must(lib.tsrGraphInstantiate(graph, ctypes.byref(run)))
+    if dead and rank != 0:
+        os._exit(0)  # dies without a word
+    for replay in range(1 if dead else 2):
+        def data(r):
+            return (np.arange(n) % 1000 + 10 * r + 1000 * replay).astype(np.float32)  # sums exact in f32
+        host = data(rank)
+        must(lib.tsrMemcpy(ctx, x, host.ctypes.data_as(ctypes.c_void_p), ctypes.c_size_t(host.nbytes), H2D))
+        start = time.monotonic()
+        st = lib.tsrGraphLaunch(run, None if dead or replay else stream)
+        if dead:
+            print(json.dumps({"what": "replay", "status": name(st), "seconds": time.monotonic() - start,
+                              "message": lib.tsrGetLastErrorMessage().decode()}), flush=True)
+            break
+        must(st)
+        must(lib.tsrStreamSynchronize(stream))
+        want = sum(data(r).astype(np.float64) for r in range(world))
+        got = dev.get(y, n, F32)
+        print(json.dumps({"what": f"all_reduce, replay {replay}", "ok": bool(np.array_equal(got, want))}), flush=True)
+        got = dev.get(every, n * world, F32)
+        want = np.concatenate([data(r) for r in range(world)])
+        print(json.dumps({"what": f"all_gather, replay {replay}", "ok": bool(np.array_equal(got, want))}), flush=True)
+    if not dead:
+        must(lib.tsrDestroyGraphExec(run))
+        must(lib.tsrDestroyGraph(graph))
+        must(lib.tsrReleaseComm(comm))
+    lib.tsrDestroyStream(stream)
+    lib.tsrDestroyContext(ctx)
+
+
 def probe(directory):
     ctx = ctypes.c_void_p()
     o = ContextOptions()
@@ -266,5 +320,7 @@ if __name__ == "__main__":
         probe(directory)
     elif scenario == "collectives":
         collectives(world, rank, directory)
+    elif scenario in ("captured", "captured-dead-peer"):
+        captured(world, rank, directory, dead=scenario == "captured-dead-peer")
     else:
         dead_peer(world, rank, directory)

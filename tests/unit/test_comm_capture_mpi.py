@@ -1,0 +1,87 @@
+"""Communicator operations inside graph capture over MPI on the CPU (issue 16): 2 and 3 ranks started by
+mpiexec (the mpich wheel, the test extra), each running comm_capture_worker.py.
+
+A graph holding a kernel launch, all_reduce, an event record, all_gather, broadcast, a send/recv pair and a
+second launch that reads the all_reduce's result is replayed twice with new data written into the same arrays:
+every result exact against numpy, nothing run at capture. A deterministic captured all_reduce gives a direct
+call's bits. A replay whose peer died returns a status within the communicator's timeout, not a hang."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tessera import compiler
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import comm_capture_worker as W  # noqa: E402
+from mpi_jobs import child_env, mpiexec_or_skip  # noqa: E402
+from test_runtime import SRC  # noqa: E402  (its kernel `scale`: Out = s * X)
+
+GUARD = 240  # seconds a whole job may take before the test fails instead of hanging
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("image") / "scale.tsr"
+    path.write_bytes(compiler.compile_source(SRC, "kernels.py").image)
+    return path
+
+
+def launch(n: int, scenario: str, folder: Path, image: Path, *extra: str) -> list[dict]:
+    exe = mpiexec_or_skip()
+    start = time.monotonic()
+    p = subprocess.run([exe, *extra, "-n", str(n), sys.executable, str(HERE / "comm_capture_worker.py"), scenario,
+                        str(folder), str(image)], capture_output=True, text=True, timeout=GUARD, env=child_env(),
+                       cwd=folder)
+    ranks = [dict(np.load(folder / f"rank{r}.npz")) for r in range(n) if (folder / f"rank{r}.npz").exists()]
+    for r in ranks:
+        r["_wall"] = time.monotonic() - start
+        r["_output"] = p.stdout + p.stderr
+    return ranks
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_captured_collectives_replay_exactly(n, tmp_path, image):
+    ranks = launch(n, "capture", tmp_path, image)
+    assert len(ranks) == n, ranks[0]["_output"] if ranks else "no rank wrote its results"
+    root = n - 1
+    for r, got in enumerate(ranks):
+        assert int(got["nodes"]) == (8 if r < 2 else 6), r  # 2 launches, 4 collectives, a record, send + recv
+        assert not got["before"].any(), "a captured operation ran at capture"
+        assert bool(got["event_done"])
+        for replay in range(W.REPLAYS):
+            xs = [2 * W.data(q, replay) for q in range(n)]       # A = 2X on every rank
+            total = np.sum(xs, axis=0, dtype=np.float32)
+            np.testing.assert_array_equal(got[f"S{replay}"], total, err_msg=f"rank {r} replay {replay}")
+            np.testing.assert_array_equal(got[f"Y{replay}"], 3 * total)
+            np.testing.assert_array_equal(got[f"G{replay}"], np.stack(xs))
+            np.testing.assert_array_equal(got[f"B{replay}"], -W.data(root, replay))
+            if r < 2:
+                np.testing.assert_array_equal(got[f"P{replay}"], xs[1 - r])
+
+
+def test_captured_deterministic_all_reduce_has_a_direct_calls_bits(tmp_path, image):
+    ranks = launch(3, "deterministic", tmp_path, image)
+    assert len(ranks) == 3, ranks[0]["_output"] if ranks else "no rank wrote its results"
+    for got in ranks:
+        np.testing.assert_array_equal(got["replayed"], got["direct"])
+        np.testing.assert_array_equal(got["replayed"], ranks[0]["direct"])
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_replay_with_a_dead_peer_returns_a_status(n, tmp_path, image):
+    # mpiexec must not take the survivors down with the dead rank: they have to see it themselves
+    ranks = launch(n, "dead", tmp_path, image, "-disable-auto-cleanup")
+    assert len(ranks) == n - 1, ranks[0]["_output"] if ranks else "no survivor wrote its results"
+    for got in ranks:
+        assert str(got["status"]) in ("TSR_ERROR_TIMEOUT", "TSR_ERROR_LAUNCH_FAILED"), got.get("message")
+        assert "tsrCommAllReduce" in str(got["message"])
+        assert float(got["seconds"]) < 3 + 10, float(got["seconds"])  # the 3 s timeout, not the guard
+        assert str(got["again"]) == str(got["status"])
