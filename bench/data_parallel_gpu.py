@@ -1,71 +1,148 @@
 """Overlap of a data-parallel step's gradient all-reduces with its backward (issue 16, "Overlap"), on GPUs
 through NCCL, one process per GPU:
 
-    tessera-run -n 2 --backend nccl bench/data_parallel_gpu.py [--tokens 8192] [--iters 10]
+    python bench/data_parallel_gpu.py --build-image DIR --worlds 2,4      # where the compiler is
+    tessera-run -n 4 --backend nccl bench/data_parallel_gpu.py --image DIR
 
-The program is tests/gpu/data_parallel_gpu.py's at width 4096 and hidden width 16384 (W1's and W2's gradients
-256 MiB of f32 each, 25 MiB buckets: each its own), compiled for sm_90a (here where the compiler is installed,
-else $TESSERA_GPU_IMAGES/data_parallel_gpu.bench.sm_90a.tessera from tests/gpu/build_images.py). Three
-functions of it on one Tessera stream, with DeviceArrays (no host copies), timed by events on that stream:
-`grads` (forward and backward alone), `reduce` (the step's bucketed all-reduces alone, of the gradients `grads`
-gave) and `step` (the whole step: W2's bucket runs on the call's communication stream while W1's gradient is
-computed). Without overlap a step would take about grads + reduce (+ the update's few elementwise kernels);
-the communication hidden is (grads + reduce − step) / reduce. Best of --rounds rounds of --iters calls after
---warmup; rank 0 prints the GPU and, for each rank, the three times and that fraction. Not yet run on GPUs.
+The model is an MLP of --layers layers (default 8): width D in and out, hidden width F (the first layer D×F, the
+middle ones F×F, the last F×D, each with a bias, gelu between), its products multiplying bf16 of the f32 master
+weights (f32 results); the loss is the mean squared error against Y on the rank's T rows. The step is
+value_and_grad, a mean all_reduce of every gradient over the mesh's data axis in 25 MiB buckets (DDP's
+default), SGD. The backward produces the last layer's gradients first, so each bucket can be reduced while the
+layers before it are differentiated; the first layer's gradient comes last and can only be reduced after the
+backward (nothing is left to hide it behind), hence the depth, and a first layer (D×F) smaller than the middle
+ones (F×F). A model of two layers hides at most the second layer's reduction.
+
+Three functions of the program on one Tessera stream, with DeviceArrays (no host copies), timed by events on
+that stream: `grads` (forward and backward alone), `reduce` (the step's bucketed all_reduces alone, of the
+gradients `grads` gave) and `step` (the whole step: each bucket runs on the call's communication stream while
+the backward goes on). Without overlap a step would take about grads + reduce (+ the update's elementwise
+kernels); the communication hidden is (grads + reduce − step) / reduce. Best of --rounds rounds of --iters calls
+after --warmup; rank 0 prints the GPU and, for each rank, the three times and that fraction. Images are built
+for sm_90a, one per world (the mesh's size is the program's) and shape.
 """
 
 import argparse
 import os
-import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "gpu"))
-import data_parallel_gpu as G  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from allreduce_gpu import fail, launched  # noqa: E402  (sets NCCL_NVLS_ENABLE=0)
 
-os.environ["NCCL_NVLS_ENABLE"] = "0"   # before anything starts NCCL: no NVLink multicast
+
+def program(world: int, layers: int, d: int, f: int) -> str:
+    """The model's loss, value_and_grad, and the functions grads, reduce and step over a mesh of `world`
+    devices."""
+    dims = [d] + [f] * (layers - 1) + [d]
+    weights = ", ".join(f"W{i}, b{i}" for i in range(layers))
+    grads = ", ".join(f"gW{i}, gb{i}" for i in range(layers))
+    params = ", ".join(f"W{i}: tensor[f32, {dims[i]}, {dims[i + 1]}], b{i}: tensor[f32, {dims[i + 1]}]"
+                       for i in range(layers))
+    gparams = ", ".join(f"gW{i}: tensor[f32, {dims[i]}, {dims[i + 1]}], gb{i}: tensor[f32, {dims[i + 1]}]"
+                        for i in range(layers))
+    data = f'X: tensor[f32, "T", {d}], Y: tensor[f32, "T", {d}]'
+    forward = "".join(f"    H = op.gelu(op.bias_add(op.matmul(op.cast(H, bf16), op.cast(W{i}, bf16), out_dtype=f32), "
+                      f"b{i}))\n" for i in range(layers - 1))
+    last = layers - 1
+    reduce = "".join(f'    g{w}{i} = op.all_reduce(g{w}{i}, mesh=mesh, op="mean", bucket="25MiB")\n'
+                     for i in range(layers) for w in ("W", "b"))
+    update = ", ".join(f"W{i} - lr * gW{i}, b{i} - lr * gb{i}" for i in range(layers))
+    return f'''
+from tessera import bf16, dist, f32, function, op, tensor, value_and_grad
+
+mesh = dist.Mesh(axes=["dp"], devices=range({world}))
+
+
+@function
+def loss({data}, {params}):
+    H = X
+{forward}    E = op.bias_add(op.matmul(op.cast(H, bf16), op.cast(W{last}, bf16), out_dtype=f32), b{last}) - Y
+    return op.mean(E * E)
+
+
+loss_and_grads = value_and_grad(loss, argnums={tuple(range(2, 2 + 2 * layers))})
+
+
+@function
+def grads({data}, {params}):
+    value, {grads} = loss_and_grads(X, Y, {weights})
+    return {grads}
+
+
+@function
+def reduce({gparams}):
+{reduce}    return {grads}
+
+
+@function
+def step({data}, {params}, lr: f32):
+    value, {grads} = loss_and_grads(X, Y, {weights})
+{reduce}    return value, {update}
+'''
+
+
+def image_file(folder: str, world: int, args) -> str:
+    return os.path.join(folder, f"data_parallel.n{world}.l{args.layers}.d{args.width}.f{args.hidden}.sm_90a.tessera")
 
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--tokens", type=int, default=8192, help="rows of each rank's batch (default 8192)")
+    p.add_argument("--image", metavar="DIR", help="the images built beforehand with --build-image DIR")
+    p.add_argument("--build-image", metavar="DIR", help="only write the sm_90a images (one per N of --worlds)")
+    p.add_argument("--worlds", default="2,4,8", help="with --build-image: the N to build for (default 2,4,8)")
+    p.add_argument("--layers", type=int, default=8, help="layers of the MLP (default 8)")
+    p.add_argument("--width", type=int, default=1024, help="D, the model's input and output width (default 1024)")
+    p.add_argument("--hidden", type=int, default=4096, help="F, the hidden width (default 4096)")
+    p.add_argument("--tokens", type=int, default=4096, help="T, rows of each rank's batch (default 4096)")
     p.add_argument("--warmup", type=int, default=3, help="untimed calls before each timing (default 3)")
     p.add_argument("--iters", type=int, default=10, help="timed calls per round (default 10)")
     p.add_argument("--rounds", type=int, default=3, help="rounds; the best is kept (default 3)")
     args = p.parse_args()
-    if args.tokens < 1 or min(args.iters, args.rounds) < 1 or args.warmup < 0:
-        p.error("--tokens, --iters and --rounds must be at least 1, --warmup at least 0")
+    if args.layers < 2:
+        p.error("--layers must be at least 2")
+    if min(args.width, args.hidden, args.tokens, args.iters, args.rounds) < 1 or args.warmup < 0:
+        p.error("--width, --hidden, --tokens, --iters and --rounds must be at least 1, --warmup at least 0")
     return args
 
 
-def image() -> bytes:
-    prebuilt = os.environ.get("TESSERA_GPU_IMAGES")
-    if prebuilt:
-        return (Path(prebuilt) / G.BENCH_IMAGE).read_bytes()
-    import tessera  # lazy: only where no prebuilt image is given
-    return tessera.compile(G.source(*G.BENCH, bucket="25MiB"), "data_parallel_gpu.py", target="ptx", arch="sm_90a")
+def compile_image(world: int, args) -> bytes:
+    import tessera  # lazy: the compiler, only where images are built
+    return tessera.compile(program(world, args.layers, args.width, args.hidden), "data_parallel_gpu.py",
+                           target="ptx", arch="sm_90a")
 
 
 def main() -> int:
     args = parse_args()
-    if "RANK" not in os.environ or "TESSERA_RENDEZVOUS" not in os.environ:
-        print("start it with `tessera-run -n 2 --backend nccl bench/data_parallel_gpu.py`", file=sys.stderr)
-        return 2
-    local = int(os.environ.get("LOCAL_RANK", os.environ["RANK"]))
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    os.environ["CUDA_VISIBLE_DEVICES"] = visible.split(",")[local].strip() if visible else str(local)
+    if args.build_image:
+        os.makedirs(args.build_image, exist_ok=True)
+        for n in (int(w) for w in args.worlds.split(",")):
+            path = image_file(args.build_image, n, args)
+            with open(path, "wb") as f:
+                f.write(compile_image(n, args))
+            print(path)
+        return 0
+    launched()   # before CUDA starts: this rank's GPU only
     from tessera import comm, executor, runtime, stream  # lazy: after the GPU is chosen
 
     ctx = runtime.select_backend("cuda")
     c = comm.Communicator.from_env(backend="nccl", timeout=300, context=ctx)
-    prog = executor.load(image(), ctx)
-    d, f = G.BENCH
+    if args.image:
+        path = image_file(args.image, c.size, args)
+        if not os.path.exists(path):
+            fail(f"no {path}: build it with --build-image {args.image} --worlds {c.size} and the same --layers, "
+                 f"--width, --hidden")
+        data = open(path, "rb").read()
+    else:
+        data = compile_image(c.size, args)
+    prog = executor.load(data, ctx)
+    dims = [args.width] + [args.hidden] * (args.layers - 1) + [args.width]
     rng = np.random.default_rng(c.rank)
-    host = [rng.standard_normal((args.tokens, d)), rng.standard_normal((args.tokens, d)),
-            rng.standard_normal((d, f)) / 64, rng.standard_normal(f) / 64, rng.standard_normal((f, d)) / 128,
-            rng.standard_normal(d) / 128]
+    host = [rng.standard_normal((args.tokens, args.width)), rng.standard_normal((args.tokens, args.width))]
+    for i in range(args.layers):   # scaled so that activations stay of order 1 through the layers
+        host += [rng.standard_normal((dims[i], dims[i + 1])) / np.sqrt(dims[i]), rng.standard_normal(dims[i + 1]) / 8]
     dev = [runtime.DeviceArray.from_numpy(a.astype(np.float32), ctx) for a in host]
     lr = np.float32(1e-3)
     s = stream.new(context=ctx)
@@ -89,9 +166,12 @@ def main() -> int:
     every = np.zeros(3 * c.size, np.float32)
     c.all_gather(mine, every)
     if c.rank == 0:
+        import subprocess  # lazy: rank 0 names the GPU
         gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i",
                               os.environ["CUDA_VISIBLE_DEVICES"]], capture_output=True, text=True).stdout.strip()
-        print(f"{gpu or 'GPU'} x{c.size}; T={args.tokens} rows per rank, D={d}, F={f}; ms per call, best of "
+        megabytes = sum(dims[i] * dims[i + 1] + dims[i + 1] for i in range(args.layers)) * 4 / 2 ** 20
+        print(f"{gpu or 'GPU'} x{c.size}; {args.layers}-layer MLP, T={args.tokens} rows per rank, D={args.width}, "
+              f"F={args.hidden}, {megabytes:.0f} MiB of f32 gradients in 25 MiB buckets; ms per call, best of "
               f"{args.rounds} rounds of {args.iters}")
         for r, (grads, reduce, step) in enumerate(every.reshape(c.size, 3)):
             print(f"rank {r}: grads {grads:.3f}  reduce {reduce:.3f}  step {step:.3f}  grads+reduce "

@@ -32,8 +32,8 @@ def main(out: str) -> None:
             with open(os.path.join(out, f"{name}.{target}.tessera"), "wb") as f:
                 f.write(image)
             print(f"{name}.{target}.tessera (linked)")
-    collectives_gpu.build(out)   # test_collectives_gpu's images and the interpreter's values
-    data_parallel_gpu.build(out)  # test_data_parallel_gpu's and bench/data_parallel_gpu.py's images
+    collectives_gpu.build(out)   # test_collectives_gpu's images and the interpreter's values, for 2 and 4 ranks
+    data_parallel_gpu.build(out)  # test_data_parallel_gpu's images
 
 
 if __name__ == "__main__":

@@ -3,10 +3,11 @@
 The program is test_collectives_mpi's (tests/unit/collectives_worker.py: every tdist op over a one-axis mesh and
 both axes of a two-axis one) with its tensor-parallel MLP in bf16 (the ptx GEMMs take bf16, not f32): X·W1
 column-sharded, gelu, rounded to bf16, ·W2 row-sharded, f32 partials, one deterministic all_reduce. It is
-compiled for sm_80 and for sm_90a (wgmma GEMMs). The interpreter (which needs MLIR) does not run on the GPU
-machine, so `build` writes, beside the images, what tessera.interpret gives each rank.
+compiled for each world of WORLDS (the mesh's size is the program's) and for sm_80 and sm_90a (wgmma GEMMs).
+The interpreter (which needs MLIR) does not run on the GPU machine, so `build` writes, beside the images, what
+tessera.interpret gives each rank.
 
-    python collectives_gpu.py IMAGE OUT     # one rank, started by tessera-run -n 2 --backend nccl
+    python collectives_gpu.py IMAGE OUT     # one rank, started by tessera-run -n N --backend nccl
 """
 
 from __future__ import annotations
@@ -20,11 +21,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 import collectives_worker as W  # noqa: E402
 
-WORLD = 2
+WORLDS = (2, 4)
 ARCHS = ("sm_80", "sm_90a")
-TM, DM, HM = 64, 64, 128   # the MLP's rows, width and hidden units (whole; each rank has HM / WORLD)
+TM, DM, HM = 64, 64, 256   # the MLP's rows, width and hidden units (whole; each rank has HM / world, 64 at 4)
 NAMES = W.FUNCTIONS + ("mlp", "mlp_partial")
-EXPECTED = "collectives_gpu.expected.npz"
 
 MLP = f'''
 
@@ -42,14 +42,18 @@ def mlp(X: tensor[bf16, "T", {DM}], W1: dist.shard(tensor[bf16, {DM}, {HM}], mes
 '''
 
 
-def source() -> str:
-    """collectives_worker's program for WORLD devices without its f32 MLP, and the bf16 one."""
-    collectives = W.source(WORLD).split("\n\n@function\ndef mlp(")[0]
+def source(world: int) -> str:
+    """collectives_worker's program for `world` devices without its f32 MLP, and the bf16 one."""
+    collectives = W.source(world).split("\n\n@function\ndef mlp(")[0]
     return collectives + MLP
 
 
-def image_name(arch: str) -> str:
-    return f"collectives_gpu.{arch}.tessera"
+def image_name(world: int, arch: str) -> str:
+    return f"collectives_gpu.n{world}.{arch}.tessera"
+
+
+def expected_name(world: int) -> str:
+    return f"collectives_gpu.n{world}.expected.npz"
 
 
 def mlp_inputs() -> list[np.ndarray]:
@@ -60,34 +64,37 @@ def mlp_inputs() -> list[np.ndarray]:
     return [round_to(x.astype(np.float32), "bf16").astype(np.float32) for x in whole]
 
 
-def args(rank: int, name: str) -> list[np.ndarray]:
+def args(world: int, rank: int, name: str) -> list[np.ndarray]:
     if name.startswith("mlp"):
         X, W1, W2 = mlp_inputs()
-        return [X, W.shard(W1, WORLD, rank, 1), W.shard(W2, WORLD, rank, 0)]
+        return [X, W.shard(W1, world, rank, 1), W.shard(W2, world, rank, 0)]
     return W.inputs(rank, name)
 
 
-def expected() -> dict[str, np.ndarray]:
-    """tessera.interpret's result of every collective on each rank, as "<name>:<rank>" (needs the compiler)."""
+def expected(world: int) -> dict[str, np.ndarray]:
+    """tessera.interpret's result of every collective on each of `world` ranks, as "<name>:<rank>" (needs the
+    compiler)."""
     from tessera import tessera_frontend_compile  # lazy: the compiler, where the images are built
-    module = tessera_frontend_compile(source(), {"filename": "collectives_gpu.py"})
+    module = tessera_frontend_compile(source(world), {"filename": "collectives_gpu.py"})
     out = {}
     for name in W.FUNCTIONS:
-        for rank, value in enumerate(module.interpret(name, [args(r, name)[0] for r in range(WORLD)],
-                                                      world=WORLD)):
+        for rank, value in enumerate(module.interpret(name, [args(world, r, name)[0] for r in range(world)],
+                                                      world=world)):
             out[f"{name}:{rank}"] = np.asarray(value, np.float32)
     return out
 
 
 def build(out: str) -> None:
-    """The images (one per arch) and the interpreter's values into `out` (tests/gpu/build_images.py)."""
+    """The images (one per world and arch) and the interpreter's values (one file per world) into `out`
+    (tests/gpu/build_images.py)."""
     import tessera  # lazy: the compiler, where the images are built
-    for arch in ARCHS:
-        with open(os.path.join(out, image_name(arch)), "wb") as f:
-            f.write(tessera.compile(source(), "collectives_gpu.py", target="ptx", arch=arch))
-        print(f"{image_name(arch)} ({arch})")
-    np.savez(os.path.join(out, EXPECTED), **expected())
-    print(EXPECTED)
+    for world in WORLDS:
+        for arch in ARCHS:
+            with open(os.path.join(out, image_name(world, arch)), "wb") as f:
+                f.write(tessera.compile(source(world), "collectives_gpu.py", target="ptx", arch=arch))
+            print(f"{image_name(world, arch)} ({arch})")
+        np.savez(os.path.join(out, expected_name(world)), **expected(world))
+        print(expected_name(world))
 
 
 def start_rank(image: str):
@@ -106,7 +113,8 @@ def start_rank(image: str):
 
 def main(image: str, out: str) -> None:
     ctx, c, prog = start_rank(image)
-    np.savez(os.path.join(out, f"rank{c.rank}.npz"), **W.call_all(prog, c, NAMES, lambda name: args(c.rank, name)))
+    np.savez(os.path.join(out, f"rank{c.rank}.npz"),
+             **W.call_all(prog, c, NAMES, lambda name: args(c.size, c.rank, name)))
     c.close()
 
 

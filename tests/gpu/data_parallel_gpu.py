@@ -6,10 +6,10 @@ multiplying bf16 (the f32 master weights cast, f32 results: the ptx GEMMs take n
 GEMMs tile (each rank's T rows a multiple of 64). `step` lets NCCL reduce (algo auto: on a stream its buckets
 run on the call's communication stream, overlapping the backward), `step_det` reduces in the interpreter's tree
 order (on the host), `step_whole` is one GPU's step on the whole batch, `grads` the backward alone, `reduce`
-the step's bucketed all_reduces alone. Compiled for sm_80 and sm_90a; bench/data_parallel_gpu.py times the
-same program at larger widths (`source(d, f)`, built as BENCH_IMAGE).
+the step's bucketed all_reduces alone. Compiled for each world of WORLDS (the mesh's size is the program's;
+each rank has T / world rows) and for sm_80 and sm_90a.
 
-    python data_parallel_gpu.py IMAGE OUT     # one rank, started by tessera-run -n 2 --backend nccl
+    python data_parallel_gpu.py IMAGE OUT     # one rank, started by tessera-run -n N --backend nccl
 """
 
 from __future__ import annotations
@@ -24,13 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 import data_parallel_worker as W  # noqa: E402
 from kernels import _bf16_gemms  # noqa: E402
 
-WORLD = 2
+WORLDS = (2, 4)
 ARCHS = ("sm_80", "sm_90a")
-T, D, F = 256, 128, 256   # the whole batch's rows, model width, hidden width
+T, D, F = 256, 128, 256   # the whole batch's rows (64 per rank at 4), model width, hidden width
 LR = 0.5
-
-BENCH = (4096, 16384)   # the bench's model width and hidden width
-BENCH_IMAGE = "data_parallel_gpu.bench.sm_90a.tessera"
 
 REDUCE = '''
 
@@ -41,17 +38,16 @@ def reduce(gW1: tensor[f32, {d}, {f}], gb1: tensor[f32, {f}], gW2: tensor[f32, {
 '''
 
 
-def source(d: int = D, f: int = F, bucket: str = "64KiB") -> str:
-    """The program at model width `d` and hidden width `f`, its products multiplying bf16. The test's 64 KiB
-    buckets are two: the second layer's gradients (b2's, W2's: 128.5 KiB) reduced while the first's are
-    computed."""
-    how = f', bucket="{bucket}"'
-    return _bf16_gemms(W.program(WORLD, d, f)) + REDUCE.format(d=d, f=f, how=how) + W.step("step", d, f, how) + \
-        W.step("step_det", d, f, ", deterministic=True")
+def source(world: int) -> str:
+    """The program over a mesh of `world` devices, its products multiplying bf16. Its 64 KiB buckets are two:
+    the second layer's gradients (b2's, W2's: 128.5 KiB) reduced while the first's are computed."""
+    how = ', bucket="64KiB"'
+    return _bf16_gemms(W.program(world, D, F)) + REDUCE.format(d=D, f=F, how=how) + W.step("step", D, F, how) + \
+        W.step("step_det", D, F, ", deterministic=True")
 
 
-def image_name(arch: str) -> str:
-    return f"data_parallel_gpu.{arch}.tessera"
+def image_name(world: int, arch: str) -> str:
+    return f"data_parallel_gpu.n{world}.{arch}.tessera"
 
 
 def whole() -> list[np.ndarray]:
@@ -62,28 +58,25 @@ def whole() -> list[np.ndarray]:
             (rng.standard_normal((F, D)) / 12).astype(np.float32), (rng.standard_normal(D) / 12).astype(np.float32)]
 
 
-def batch(rank: int) -> list[np.ndarray]:
+def batch(world: int, rank: int) -> list[np.ndarray]:
     X, Y, *weights = whole()
-    return [np.split(X, WORLD)[rank], np.split(Y, WORLD)[rank], *weights]
+    return [np.split(X, world)[rank], np.split(Y, world)[rank], *weights]
 
 
 def build(out: str) -> None:
-    """The test's images, one per arch, and the bench's (25 MiB buckets, DDP's default) into `out`
-    (tests/gpu/build_images.py)."""
+    """The test's images, one per world and arch, into `out` (tests/gpu/build_images.py)."""
     import tessera  # lazy: the compiler, where the images are built
-    for arch in ARCHS:
-        with open(os.path.join(out, image_name(arch)), "wb") as f:
-            f.write(tessera.compile(source(), "data_parallel_gpu.py", target="ptx", arch=arch))
-        print(f"{image_name(arch)} ({arch})")
-    with open(os.path.join(out, BENCH_IMAGE), "wb") as f:
-        f.write(tessera.compile(source(*BENCH, bucket="25MiB"), "data_parallel_gpu.py", target="ptx", arch="sm_90a"))
-    print(BENCH_IMAGE)
+    for world in WORLDS:
+        for arch in ARCHS:
+            with open(os.path.join(out, image_name(world, arch)), "wb") as f:
+                f.write(tessera.compile(source(world), "data_parallel_gpu.py", target="ptx", arch=arch))
+            print(f"{image_name(world, arch)} ({arch})")
 
 
-def run(prog, c, s, rank: int) -> dict[str, np.ndarray]:
+def run(prog, c, s, world: int, rank: int) -> dict[str, np.ndarray]:
     """Every variant's results on this rank, as "<variant><i>" (a failure's message as "error:<variant>"):
     step and step_det on stream `s` and on the NULL stream, grads, and step_whole on the whole batch."""
-    args, lr = batch(rank), np.float32(LR)
+    args, lr = batch(world, rank), np.float32(LR)
     results = {}
     for name, call in (("step_stream", lambda: prog.step(*args, lr, comm=c, stream=s)),
                        ("step", lambda: prog.step(*args, lr, comm=c)),
@@ -103,7 +96,7 @@ def main(image: str, out: str) -> None:
     from collectives_gpu import start_rank  # lazy: a rank's setup (imports the unit tests' collectives worker)
     ctx, c, prog = start_rank(image)
     from tessera import stream  # lazy: after start_rank chose the GPU
-    np.savez(os.path.join(out, f"rank{c.rank}.npz"), **run(prog, c, stream.new(context=ctx), c.rank))
+    np.savez(os.path.join(out, f"rank{c.rank}.npz"), **run(prog, c, stream.new(context=ctx), c.size, c.rank))
     c.close()
 
 

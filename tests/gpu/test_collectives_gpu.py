@@ -1,10 +1,11 @@
-"""Compiled collectives on two GPUs through NCCL (issue 16): collectives_gpu's image (every tdist op of
-test_collectives_mpi's program and a bf16 tensor-parallel MLP), for sm_80 and for sm_90a, run by two ranks that
+"""Compiled collectives on two and on four GPUs through NCCL (issue 16): collectives_gpu's image (every tdist op
+of test_collectives_mpi's program and a bf16 tensor-parallel MLP), for sm_80 and for sm_90a, run by as many
+ranks as the program's mesh has devices (test_nccl_gpu's `world`: 2, and 4 where four GPUs are visible), which
 tessera-run starts with --backend nccl, one GPU each. Each rank's results are compared with what
-tessera.interpret gives that rank (computed where the images are built: collectives_gpu.expected.npz) — bit for
-bit where the reduction is in the interpreter's tree order, within rounding where NCCL chooses it — and the
-MLP's deterministic all_reduce with the host's tree of the ranks' compiled partial products (two ranks: one f32
-addition), bit for bit; the MLP itself with numpy's unsharded one."""
+tessera.interpret gives that rank (computed where the images are built: collectives_gpu.n<world>.expected.npz)
+— bit for bit where the reduction is in the interpreter's tree order, within rounding where NCCL chooses it —
+and the MLP's deterministic all_reduce with the interpreter's tree ((p0 + p1) + (p2 + p3), in f32) of the
+ranks' compiled partial products, bit for bit; the MLP itself with numpy's unsharded one."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import collectives_gpu as G  # noqa: E402
-from test_nccl_gpu import nccl_library, two_gpus  # noqa: E402,F401  (two_gpus: a fixture; skips without 2 GPUs)
+from test_nccl_gpu import nccl, nccl_library, world  # noqa: E402,F401  (fixtures; `world` skips without its GPUs)
 
 GUARD = 300   # seconds the job may take before the test fails instead of hanging
 EXACT = ("ar_sum", "ar_max", "ar_min", "ar_mean", "ar_prod", "ar_bf16", "ar_tree", "gather0", "gather1",
@@ -28,28 +29,38 @@ EXACT = ("ar_sum", "ar_max", "ar_min", "ar_mean", "ar_prod", "ar_bf16", "ar_tree
 
 
 @pytest.fixture(scope="module")
-def expected():
+def expected(world):  # noqa: F811
     prebuilt = os.environ.get("TESSERA_GPU_IMAGES")
     if prebuilt:
-        return dict(np.load(os.path.join(prebuilt, G.EXPECTED)))
+        return dict(np.load(os.path.join(prebuilt, G.expected_name(world))))
     try:
-        return G.expected()
+        return G.expected(world)
     except ImportError as e:
         pytest.skip(f"no compiler here ({e}) and no TESSERA_GPU_IMAGES with prebuilt images")
 
 
-def job(worker, out: Path, arch: str) -> list[dict]:
-    """Runs module `worker` (collectives_gpu, data_parallel_gpu: its source(), image_name(arch), WORLD, and a
-    main(IMAGE, OUT) writing OUT/rank<r>.npz) on WORLD ranks that tessera-run starts with --backend nccl, on its
-    image for `arch` ($TESSERA_GPU_IMAGES's, else compiled here, else a skip); returns each rank's results."""
+def tree(values: list[np.ndarray]) -> np.ndarray:
+    """The interpreter's order of a deterministic sum (tessera/interpret/dist_ops.py): pairs of neighbours,
+    ((v0 + v1) + (v2 + v3)) + ..., each addition rounded to the values' dtype."""
+    while len(values) > 1:
+        values = [values[i] + values[i + 1] if i + 1 < len(values) else values[i] for i in range(0, len(values), 2)]
+    return values[0]
+
+
+def job(worker, out: Path, world: int, arch: str) -> list[dict]:
+    """Runs module `worker` (collectives_gpu, data_parallel_gpu: its source(world), image_name(world, arch), and
+    a main(IMAGE, OUT) writing OUT/rank<r>.npz) on `world` ranks that tessera-run starts with --backend nccl, on
+    its image for `world` and `arch` ($TESSERA_GPU_IMAGES's, else compiled here, else a skip); returns each
+    rank's results."""
     prebuilt = os.environ.get("TESSERA_GPU_IMAGES")
     if prebuilt:
-        image = Path(prebuilt) / worker.image_name(arch)
+        image = Path(prebuilt) / worker.image_name(world, arch)
     else:
-        image = out / worker.image_name(arch)
+        image = out / worker.image_name(world, arch)
         try:
             import tessera
-            image.write_bytes(tessera.compile(worker.source(), Path(worker.__file__).name, target="ptx", arch=arch))
+            image.write_bytes(tessera.compile(worker.source(world), Path(worker.__file__).name, target="ptx",
+                                              arch=arch))
         except ImportError as e:
             pytest.skip(f"no compiler here ({e}) and no TESSERA_GPU_IMAGES with prebuilt images")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
@@ -57,16 +68,16 @@ def job(worker, out: Path, arch: str) -> list[dict]:
     library = nccl_library()
     if library:
         env["TESSERA_NCCL_LIBRARY"] = library
-    p = subprocess.run([sys.executable, "-m", "tessera.tools.run", "-n", str(worker.WORLD), "--backend", "nccl",
+    p = subprocess.run([sys.executable, "-m", "tessera.tools.run", "-n", str(world), "--backend", "nccl",
                         worker.__file__, str(image), str(out)], capture_output=True, text=True, timeout=GUARD, env=env)
-    got = [dict(np.load(out / f"rank{r}.npz")) for r in range(worker.WORLD) if (out / f"rank{r}.npz").exists()]
-    assert p.returncode == 0 and len(got) == worker.WORLD, p.stdout + p.stderr
+    got = [dict(np.load(out / f"rank{r}.npz")) for r in range(world) if (out / f"rank{r}.npz").exists()]
+    assert p.returncode == 0 and len(got) == world, p.stdout + p.stderr
     return got
 
 
 @pytest.fixture(scope="module", params=G.ARCHS)
-def ranks(request, two_gpus, tmp_path_factory):  # noqa: F811
-    return job(G, tmp_path_factory.mktemp(request.param), request.param)
+def ranks(request, world, tmp_path_factory):  # noqa: F811
+    return job(G, tmp_path_factory.mktemp(f"n{world}.{request.param}"), world, request.param)
 
 
 def _no_error(got, name):
@@ -84,24 +95,26 @@ def test_collectives_in_tree_order_match_the_interpreter_bit_for_bit(ranks, expe
 
 @pytest.mark.parametrize("name", ["ar_ring", "scatter_ring"])
 def test_collectives_in_nccls_order_match_within_rounding(ranks, expected, name):
-    scale = np.abs(np.stack([G.args(r, name)[0] for r in range(G.WORLD)])).sum(0)
+    n = len(ranks)
+    scale = np.abs(np.stack([G.args(n, r, name)[0] for r in range(n)])).sum(0)
     for r, got in enumerate(ranks):
         _no_error(got, name)
-        rows = slice(r * G.W.T // G.WORLD, (r + 1) * G.W.T // G.WORLD) if name == "scatter_ring" else slice(None)
+        rows = slice(r * G.W.T // n, (r + 1) * G.W.T // n) if name == "scatter_ring" else slice(None)
         assert got[name].shape == expected[f"{name}:{r}"].shape
-        assert np.all(np.abs(got[name] - expected[f"{name}:{r}"]) <= G.WORLD * np.finfo(np.float32).eps
+        assert np.all(np.abs(got[name] - expected[f"{name}:{r}"]) <= n * np.finfo(np.float32).eps
                       * scale[rows]), name
 
 
 def test_the_tensor_parallel_mlp_is_the_tree_of_the_ranks_partials(ranks):
-    """Both ranks hold p0 + p1 rounded to f32 (the tree of two ranks), p_r being rank r's compiled partial
-    product (its column block of W1, row block of W2); and that is the unsharded MLP within bf16 rounding of
-    the hidden activations (gelu's last bit may round H to a neighbouring bf16)."""
+    """Every rank holds the interpreter's tree of the ranks' p_r in f32 (two ranks: p0 + p1; four: (p0 + p1) +
+    (p2 + p3)), p_r being rank r's compiled partial product (its column block of W1, row block of W2); and that
+    is the unsharded MLP within bf16 rounding of the hidden activations (gelu's last bit may round H to a
+    neighbouring bf16)."""
     from tessera.numerics.rounding import round_to
     for got in ranks:
         _no_error(got, "mlp")
         _no_error(got, "mlp_partial")
-    tree = ranks[0]["mlp_partial"] + ranks[1]["mlp_partial"]
+    partials = tree([got["mlp_partial"] for got in ranks])
     X, W1, W2 = G.mlp_inputs()
     Z = X.astype(np.float64) @ W1
     H = round_to((0.5 * Z * (1 + np.vectorize(math.erf)(Z / np.sqrt(2)))).astype(np.float32), "bf16")
@@ -109,7 +122,7 @@ def test_the_tensor_parallel_mlp_is_the_tree_of_the_ranks_partials(ranks):
     bound = 2.0 ** -7 * (np.abs(H).astype(np.float64) @ np.abs(W2)) + 1e-6
     for r, got in enumerate(ranks):
         assert got["mlp"].shape == (G.TM, G.DM)
-        assert np.array_equal(got["mlp"].view(np.uint32), tree.view(np.uint32)), r
+        assert np.array_equal(got["mlp"].view(np.uint32), partials.view(np.uint32)), r
         assert np.all(np.abs(got["mlp"] - unsharded) <= bound), (r, np.abs(got["mlp"] - unsharded).max())
 
 

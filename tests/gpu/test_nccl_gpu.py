@@ -1,9 +1,11 @@
-"""Communicators over NCCL on two GPUs (runtime/src/comm_nccl.c): two processes, one GPU each
+"""Communicators over NCCL on two and on four GPUs (runtime/src/comm_nccl.c): one process per GPU
 (CUDA_VISIBLE_DEVICES), every collective with every dtype and op it takes, on a Tessera stream and on the NULL
 stream, checked against numpy; and a rank that dies: the survivor gets a status within the communicator's
-timeout, never a hang. The workers call libtessera's C API through ctypes (<tessera/comm.h>), so this tests the
-C API itself. Needs two GPUs and NCCL ($TESSERA_NCCL_LIBRARY, else an nvidia-nccl-cu12/cu13 wheel's
-nvidia/nccl/lib/libnccl.so.2 on sys.path, e.g. the one PyTorch depends on, else the system's); skips otherwise.
+timeout, never a hang. Each test runs at every world of WORLDS that the visible GPUs allow (the `world`
+fixture, which test_collectives_gpu and test_data_parallel_gpu share). The workers call libtessera's C API
+through ctypes (<tessera/comm.h>), so this tests the C API itself. Needs two (four) GPUs and NCCL
+($TESSERA_NCCL_LIBRARY, else an nvidia-nccl-cu12/cu13 wheel's nvidia/nccl/lib/libnccl.so.2 on sys.path, e.g.
+the one PyTorch depends on, else the system's); skips otherwise.
 tests/c/test_comm_nccl_fake.py checks the calls NCCL gets without GPUs."""
 import importlib.util
 import json
@@ -15,6 +17,7 @@ from pathlib import Path
 import pytest
 
 WORKER = Path(__file__).with_name("nccl_worker.py")
+WORLDS = (2, 4)   # ranks, one GPU each: a pair, and a ring whose collectives are more than one exchange
 
 
 def visible_gpus():
@@ -65,17 +68,24 @@ def run_ranks(tmp_path, scenario, world=2, timeout=300):
 
 
 @pytest.fixture(scope="module")
-def two_gpus(cuda, tmp_path_factory):
-    if len(visible_gpus()) < 2:
-        pytest.skip("needs 2 GPUs")
+def nccl(cuda, tmp_path_factory):
+    """Skips without NCCL (a one-rank probe: a CUDA context and a unique id)."""
     probe = run_ranks(tmp_path_factory.mktemp("probe"), "probe", world=1, timeout=120)[0]
     assert probe[0] == 0 and probe[1], probe[2]
     if not probe[1][0]["ok"]:
         pytest.skip(f"NCCL is not usable here: {probe[1][0]['why']}")
 
 
-def test_every_collective_matches_numpy(two_gpus, tmp_path):
-    results = run_ranks(tmp_path, "collectives")
+@pytest.fixture(scope="module", params=WORLDS, ids=[f"{n}gpus" for n in WORLDS])
+def world(request, nccl):
+    """The number of ranks, one GPU each; skips where fewer GPUs are visible."""
+    if len(visible_gpus()) < request.param:
+        pytest.skip(f"needs {request.param} GPUs")
+    return request.param
+
+
+def test_every_collective_matches_numpy(world, tmp_path):
+    results = run_ranks(tmp_path, "collectives", world)
     for rank, (code, lines, err) in enumerate(results):
         assert code == 0, f"rank {rank}: {err}"
         bad = [line for line in lines if not line["ok"]]
@@ -83,12 +93,13 @@ def test_every_collective_matches_numpy(two_gpus, tmp_path):
     assert len(results[0][1]) > 40  # every dtype and op ran
 
 
-def test_a_dead_rank_is_a_status_not_a_hang(two_gpus, tmp_path):
-    """Rank 1 exits after the communicator is made; rank 0's all_reduce is queued, and within the 3 s timeout the
-    communicator's monitor aborts NCCL: the stream finishes and the communicator reports TSR_ERROR_TIMEOUT."""
-    (code0, lines0, err0), (code1, _, _) = run_ranks(tmp_path, "dead-peer", timeout=120)
+def test_a_dead_rank_is_a_status_not_a_hang(world, tmp_path):
+    """Every rank but 0 exits after the communicator is made; rank 0's all_reduce is queued, and within the 3 s
+    timeout the communicator's monitor aborts NCCL: the stream finishes and the communicator reports
+    TSR_ERROR_TIMEOUT."""
+    (code0, lines0, err0), *others = run_ranks(tmp_path, "dead-peer", world, timeout=120)
     assert code0 == 0, err0
-    assert code1 == 0
+    assert len(others) == world - 1 and all(code == 0 for code, _, _ in others)
     report = {line["what"]: line for line in lines0}
     assert report["stream"]["status"] in ("TSR_SUCCESS", "TSR_ERROR_LAUNCH_FAILED"), report
     assert report["async_error"]["status"] in ("TSR_ERROR_TIMEOUT", "TSR_ERROR_LAUNCH_FAILED"), report
