@@ -8,6 +8,7 @@ tessera-run's exit status and clean-up. Each run has its own wall-clock guard (s
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -309,6 +310,16 @@ def _rank_1_finds_no_rank_0(monkeypatch, port: int) -> None:
 def test_a_rendezvous_nobody_serves_times_out(monkeypatch):
     from tessera.tools.run import _free_port
     _rank_1_finds_no_rank_0(monkeypatch, _free_port())
+
+
+def test_a_rendezvous_whose_connect_goes_unanswered_times_out(monkeypatch):
+    # rank 0's listen queue is full (backlog 0, one connection queued): the kernel drops further SYNs, so a
+    # blocking connect would wait out its retries (about two minutes) whatever the timeout
+    with socket.socket() as server, socket.socket() as queued:
+        server.bind(("127.0.0.1", 0))
+        server.listen(0)
+        queued.connect(server.getsockname())
+        _rank_1_finds_no_rank_0(monkeypatch, server.getsockname()[1])
 
 
 def test_mpi_counts_the_timeout_from_when_every_rank_has_started(tmp_path):
