@@ -18,6 +18,8 @@ from .ttensor import compatible, ranked, shape_of
 
 ALGOS = ("ring", "tree", "binary_tree", "auto")
 REDUCTIONS = ("sum", "max", "min", "mean", "prod")
+# an all_reduce's row chunks (passes/pipeline_collectives.py): op.all_reduce(chunks=) or the pass sets it
+CHUNKS = "tessera.chunks"
 
 
 class TDist(ext.Dialect, name="tdist"):

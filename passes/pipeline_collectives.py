@@ -19,51 +19,65 @@ product is not one row space), reducing in the communicator's order (a determini
 left whole: chunks would change nothing there but the launches), and alone in its gradient bucket
 (passes/bucketize.py: a bucket's all_reduces already run as one, overlapping the backward). `chunks` is the
 compile option ``collective_chunks`` (tessera/options.py): 4 on GPU targets, 1 (nothing marked) on the CPU,
-whose collectives run on the threads the GEMMs would use.
+whose collectives run on the threads the GEMMs would use. An all_reduce's own ``op.all_reduce(chunks=k)``
+overrides it (1: whole); asking chunks of one that must run whole is an error at the op, saying why.
 """
 
 from __future__ import annotations
 
+from ..diagnostics import LoweringError
+from ..dialects.tdist import CHUNKS
 from ..mlir import ir
 from .bucketize import BUCKET
 from .schedule_ir import graph_ops
-
-CHUNKS = "tessera.chunks"
 # rows of a chunk are a multiple of this: the GEMMs' M tile (128 on every target), so that each chunk starts
 # at a tile boundary and only the last one has a partial tile
 ROW_ALIGN = 128
 
 
-def eligible(op) -> bool:
-    """Whether all_reduce `op` may run as chunks of its matmul's rows (module docstring)."""
+def whole_because(op, buckets: dict[int, int]) -> str | None:
+    """Why all_reduce `op` must run whole (module docstring), None where it may run in chunks of its
+    matmul's rows; `buckets`: the number of all_reduces of each gradient bucket."""
     a = op.attributes
-    if op.operation.name != "tdist.all_reduce" or ir.BoolAttr(a["deterministic"]).value or \
-            ir.StringAttr(a["algo"]).value in ("tree", "binary_tree"):
-        return False
+    if ir.BoolAttr(a["deterministic"]).value or ir.StringAttr(a["algo"]).value in ("tree", "binary_tree"):
+        return "it reduces in the interpreter's tree order (deterministic, or algo tree/binary_tree)"
+    if BUCKET in a and buckets[ir.IntegerAttr(a[BUCKET]).value] > 1:
+        return "it shares a gradient bucket with other all_reduces, which run as one"
     x = op.operands[0]
     mm = x.owner
-    if isinstance(mm, ir.Block) or mm.operation.name != "ttensor.matmul" or len(list(x.uses)) != 1:
-        return False
+    if isinstance(mm, ir.Block) or mm.operation.name != "ttensor.matmul":
+        return "no matmul produces its operand"
+    if len(list(x.uses)) != 1:
+        return "another op also reads the matmul's result"
     lhs, rhs = mm.operands[0], mm.operands[1]
     if ir.RankedTensorType(rhs.type).rank != 2 or ir.RankedTensorType(lhs.type).rank < 2:
-        return False
-    return isinstance(lhs.owner, ir.Block) or lhs.owner.operation.name != "ttensor.transpose"
+        return "the matmul's rhs is not a matrix (a batched product is not one space of rows)"
+    if not isinstance(lhs.owner, ir.Block) and lhs.owner.operation.name == "ttensor.transpose":
+        return "the matmul's lhs is a transpose (a row range of it is not contiguous)"
+    return None
 
 
 def mark(fn, chunks: int) -> int:
-    """Marks `fn`'s eligible all_reduces with `chunks`; returns how many."""
-    ops = graph_ops(fn)
+    """Marks `fn`'s eligible all_reduces with `chunks`, except those that carry their own (op.all_reduce's
+    chunks=), which must be eligible where more than 1 (a LoweringError at the op says why not); returns how
+    many run in chunks."""
+    ops = [op for op in graph_ops(fn) if op.operation.name == "tdist.all_reduce"]
     buckets: dict[int, int] = {}
     for op in ops:
-        if op.operation.name == "tdist.all_reduce" and BUCKET in op.attributes:
+        if BUCKET in op.attributes:
             b = ir.IntegerAttr(op.attributes[BUCKET]).value
             buckets[b] = buckets.get(b, 0) + 1
     marked = 0
     for op in ops:
-        if BUCKET in op.attributes and buckets[ir.IntegerAttr(op.attributes[BUCKET]).value] > 1:
+        own = CHUNKS in op.attributes
+        k = chunks_of(op) if own else chunks
+        if k == 1:
             continue
-        if eligible(op):
-            op.attributes[CHUNKS] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), chunks)
+        why = whole_because(op, buckets)
+        if why is not None and own:
+            raise LoweringError(op, f"op.all_reduce(chunks={k}) cannot run in row chunks: {why}")
+        if why is None:
+            op.attributes[CHUNKS] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), k)
             marked += 1
     return marked
 
@@ -75,11 +89,9 @@ def chunks_of(op) -> int:
 
 def run(module, chunks: int = 1) -> None:
     """Marks the eligible all_reduces of every `tessera.function` of `module` (an Operation); chunks=1 marks
-    none."""
+    none but those asking for chunks of their own."""
     if chunks < 1:
         raise ValueError(f"tessera-pipeline-collectives: chunks must be positive, got {chunks}")
-    if chunks == 1:
-        return
     for fn in module.regions[0].blocks[0].operations:
         if fn.operation.name == "func.func" and "tessera.function" in fn.attributes and fn.regions[0].blocks:
             mark(fn, chunks)

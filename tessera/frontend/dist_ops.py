@@ -52,12 +52,20 @@ def _reduction_attrs(b, node, kwargs) -> dict:
 
 @graph_op("all_reduce")
 def all_reduce(b, node, args, kwargs):
-    """op.all_reduce(X, mesh=…, axis=…, op="sum", algo="auto", deterministic=False, bucket=0)."""
-    x, _, attrs = _common(b, node, args, kwargs, "op.all_reduce", ("op", "algo", "deterministic", "bucket"))
+    """op.all_reduce(X, mesh=…, axis=…, op="sum", algo="auto", deterministic=False, bucket=0, chunks=None).
+    `chunks`: the row chunks of the matmul producing X, over the compile option collective_chunks
+    (passes/pipeline_collectives.py; 1: whole)."""
+    x, _, attrs = _common(b, node, args, kwargs, "op.all_reduce",
+                          ("op", "algo", "deterministic", "bucket", "chunks"))
     attrs.update(_reduction_attrs(b, node, kwargs))
     attrs["bucket_bytes"] = _i64(bucket_bytes(b, node, kwargs.get("bucket", 0)))
+    chunks = kwargs.get("chunks")
+    if chunks is not None and (type(chunks) is not int or chunks < 1):
+        raise b.error(node, f"chunks must be a positive int, got {chunks!r}")
     with b.loc(node):
         op = create(tdist.AllReduceOp, x.value, result=x.value.type, **attrs)
+    if chunks is not None:
+        op.attributes[tdist.CHUNKS] = _i64(chunks)
     return GTensor(op.result, x.dtype, x.dims, x.accum)
 
 

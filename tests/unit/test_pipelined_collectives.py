@@ -15,6 +15,7 @@ import pytest
 
 import tessera
 from tessera import plan
+from tessera.diagnostics import CompileError
 from tessera.backends.ptx import ptxas
 from tessera.image import read_image
 
@@ -121,3 +122,22 @@ def test_the_bench_program_on_ptx_chunks_by_default(arch):
     if ptxas.find():
         k = next(k for k in kernels if k.name in names)
         assert k.regs > 0 and "ptx.spill_bytes" not in k.props
+
+
+def test_an_all_reduces_own_chunks_override_the_option():
+    own = W.source(2).replace("mesh=mesh)", "mesh=mesh, chunks=3)")
+    p, _ = _plan(own, target="cpu")
+    assert len(_chunks(p)) == 3
+    p, _ = _plan(W.source(2).replace("mesh=mesh)", "mesh=mesh, chunks=1)"), target="cpu", collective_chunks=4)
+    assert [s.collective for s in p.steps if isinstance(s, plan.CollectiveStep)] == ["all_reduce"]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ("chunks=0", "tp.py:10:12: error: chunks must be a positive int, got 0"),
+    ("chunks=2, deterministic=True", "tp.py:10:12: error: op.all_reduce(chunks=2) cannot run in row chunks: it "
+                                     "reduces in the interpreter's tree order"),
+])
+def test_chunks_that_cannot_be_are_located_errors(kwargs, message):
+    with pytest.raises(CompileError) as e:
+        tessera.compile(W.source(2).replace("mesh=mesh)", f"mesh=mesh, {kwargs})"), "tp.py", target="cpu")
+    assert message in str(e.value)

@@ -3,13 +3,20 @@
 // each chunk's all_reduce overlapping the next chunk's GEMM. Left whole: a deterministic or tree-ordered
 // reduction, a product another op also reads, a transposed lhs (a row range of it is not contiguous), a
 // batched rhs, an operand no matmul produces, and a member of a bucket of several (tessera-bucketize's: the
-// bucket already runs as one). chunks=1 (the option's default) marks none; 0 is refused.
+// bucket already runs as one). chunks=1 (the option's default) marks none; 0 is refused. An all_reduce's own
+// tessera.chunks (op.all_reduce(chunks=)) is kept whatever the option (@own); asked of one that must run
+// whole it is an error (pipeline-collectives-invalid.mlir).
 // RUN: tessera-opt %s --pass-pipeline='builtin.module(tessera-pipeline-collectives{chunks=4})' | FileCheck %s
 // RUN: tessera-opt %s --pass-pipeline='builtin.module(tessera-pipeline-collectives)' | FileCheck %s --check-prefix=ONE
 // RUN: not tessera-opt %s --pass-pipeline='builtin.module(tessera-pipeline-collectives{chunks=0})' 2>&1 | FileCheck %s --check-prefix=BAD
 
 // BAD: tessera-pipeline-collectives: chunks must be positive, got 0
-// ONE-NOT: tessera.chunks
+// ONE-LABEL: func.func @eligible(
+// ONE-NOT:     tessera.chunks
+// ONE-LABEL: func.func @own(
+// ONE:         "tdist.all_reduce"({{.*}}tessera.chunks = 2 : i64}
+// ONE-NEXT:    "ttensor.matmul"
+// ONE-NEXT:    "tdist.all_reduce"({{.*}}tessera.chunks = 1 : i64}
 
 module {
   // CHECK-LABEL: func.func @eligible(
@@ -103,5 +110,19 @@ module {
     %q = "ttensor.matmul"(%arg0, %arg1) {accum = f32} : (tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
     %z = "tdist.all_reduce"(%q) {algo = "auto", axis = "tp", bucket_bytes = 0 : i64, deterministic = false, mesh_axes = ["tp"], mesh_shape = [2], op = "sum", tessera.bucket = 1 : i64} : (tensor<?x8xf32>) -> tensor<?x8xf32>
     return %y, %w, %z : tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>
+  }
+
+  // CHECK-LABEL: func.func @own(
+  // CHECK:         "tdist.all_reduce"({{.*}}tessera.chunks = 2 : i64}
+  // CHECK-NEXT:    "ttensor.matmul"
+  // CHECK-NEXT:    "tdist.all_reduce"({{.*}}tessera.chunks = 1 : i64}
+  func.func @own(%arg0: tensor<?x16xf32> {tessera.dims = ["T", 16], tessera.name = "H"},
+                 %arg1: tensor<16x8xf32> {tessera.dims = [16, 8], tessera.name = "W2"})
+      -> (tensor<?x8xf32>, tensor<?x8xf32>) attributes {tessera.function} {
+    %p = "ttensor.matmul"(%arg0, %arg1) {accum = f32} : (tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
+    %y = "tdist.all_reduce"(%p) {algo = "auto", axis = "tp", bucket_bytes = 0 : i64, deterministic = false, mesh_axes = ["tp"], mesh_shape = [2], op = "sum", tessera.chunks = 2 : i64} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+    %q = "ttensor.matmul"(%arg0, %arg1) {accum = f32} : (tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
+    %z = "tdist.all_reduce"(%q) {algo = "auto", axis = "tp", bucket_bytes = 0 : i64, deterministic = false, mesh_axes = ["tp"], mesh_shape = [2], op = "sum", tessera.chunks = 1 : i64} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+    return %y, %z : tensor<?x8xf32>, tensor<?x8xf32>
   }
 }
