@@ -102,8 +102,20 @@ static tsr_status_t resolve(tsr_plan_t* plan, struct tsr_module* m, struct tsr_f
   fn->slot_first = tsr_arena_array(&plan->arena, (size_t)fn->slot_count + 2, sizeof *fn->slot_first);
   fn->slot_values = tsr_arena_array(&plan->arena, (size_t)f->value_count + 1, sizeof *fn->slot_values);
   fn->value_size = tsr_arena_array(&plan->arena, (size_t)f->value_count + 1, sizeof *fn->value_size);
-  if (!fn->kernels || !fn->kernel_at || !fn->callees || !fn->slot_first || !fn->slot_values || !fn->value_size)
+  fn->value_root = tsr_arena_array(&plan->arena, (size_t)f->value_count + 1, sizeof *fn->value_root);
+  if (!fn->kernels || !fn->kernel_at || !fn->callees || !fn->slot_first || !fn->slot_values || !fn->value_size ||
+      !fn->value_root)
     return oom();
+  /* Aliases followed to the value that holds the storage, at most value_count links (a hand-made plan's alias
+   * cycle ends somewhere on it) */
+  for (uint32_t v = 0; v < f->value_count; v++) fn->value_root[v] = v;
+  for (uint32_t s = 0; s < f->step_count; s++)
+    if (f->steps[s].kind == TSR_PLAN_STEP_ALIAS) fn->value_root[f->steps[s].alias] = f->steps[s].of;
+  for (uint32_t v = 0; v < f->value_count; v++) {
+    uint32_t r = v;
+    for (uint32_t hops = 0; hops < f->value_count && fn->value_root[r] != r; hops++) r = fn->value_root[r];
+    fn->value_root[v] = r;
+  }
   size_t at = 0;
   for (uint32_t s = 0; s < f->step_count; s++) {
     const tsr_plan_step_t* step = &f->steps[s];
@@ -311,9 +323,10 @@ typedef struct call {
   struct { const tsr_plan_step_t* like; tsr_comm_t comm; } groups[8];
   uint32_t group_count;
   /* Gradient buckets in flight on `comm_stream` (a second stream of the call, created by its first bucket):
-   * steps [first, end) of the plan, whose outputs `stream` may touch once it waited for `done`. */
+   * steps [first, end) of the plan, whose outputs (and the inputs of members of `below` bytes or more, reduced
+   * directly) `stream` may touch once it waited for `done`. */
   tsr_stream_t comm_stream;
-  struct { tsr_event_t done; uint32_t first, end; } pending[8];
+  struct { tsr_event_t done; uint32_t first, end; uint64_t below; } pending[8];
   uint32_t pending_count;
   void* heap;           /* the arrays above when `scratch` is too small for them, else NULL */
   /* The arrays above, carved per call: on the caller's stack, so that a call allocates nothing for them
@@ -567,6 +580,7 @@ static tsr_status_t launch(call_t* c, packing_t* p, size_t step, const int64_t g
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': step %zu: shared memory %" PRId64 " is outside [0, 2^32)",
                     c->f->name, step, smem);
   l.smem_bytes = (uint32_t)smem;
+  if (!l.grid_x || !l.grid_y || !l.grid_z) return TSR_SUCCESS;  /* no block: a chunk of zero rows */
   tsr_status_t st = tsrLaunch(k, c->stream, l, p->args, k->arg_count);
   if (st) {
     char message[768];
@@ -1009,8 +1023,9 @@ static tsr_status_t run_collective(call_t* c, const tsr_plan_step_t* s, size_t s
   static const tsr_reduce_op_t ops[] = {TSR_REDUCE_SUM, TSR_REDUCE_MAX, TSR_REDUCE_MIN, TSR_REDUCE_AVG,
                                         TSR_REDUCE_PROD};
   tsr_reduce_op_t op = ops[s->reduce];
-  if (n == 1 || ex == 0)  /* one device: every collective is the identity (a mean of one value is exact) */
-    return ex ? device_copy(c, y->ptr, x->ptr, ex * esize, device_kind(c)) : TSR_SUCCESS;
+  /* one device: every collective is the identity (a mean of one value is exact); in place, nothing to do */
+  if (n == 1 || ex == 0)
+    return ex && x->ptr != y->ptr ? device_copy(c, y->ptr, x->ptr, ex * esize, device_kind(c)) : TSR_SUCCESS;
   /* the interpreter's tree order: deterministic, or asked for by algo tree / binary_tree (as the interpreter
    * reads them) */
   bool tree = s->deterministic || strcmp(tsr_plan_algo_names[s->algo], "tree") == 0 ||
@@ -1068,9 +1083,10 @@ static tsr_status_t run_collective(call_t* c, const tsr_plan_step_t* s, size_t s
  * tessera-bucketize (passes/bucketize.py) places each bucket's all_reduces one after another, right after the
  * kernel producing the bucket's last tensor. A run of consecutive all_reduce steps that agree in mesh, axis,
  * reduction, order (deterministic, algo) and dtype, none reading another's result, is one collective: the
- * inputs packed into one temporary, one all_reduce over it in place, the results unpacked — one message per
- * bucket instead of one per tensor. Every element is combined with the same elements in the same order as by
- * the steps one by one, so the result is the same to the bit. */
+ * small inputs packed into one temporary, one all_reduce over it in place, the results unpacked — one message
+ * per bucket instead of one per tensor — and each large one reduced from its input into its output
+ * (DIRECT_BYTES). The tree order packs every member. Every element is combined with the same elements in the
+ * same order as by the steps one by one, so the result is the same to the bit. */
 
 static bool bucket_mate(const call_t* c, const tsr_plan_step_t* first, uint32_t from, uint32_t to) {
   const tsr_plan_step_t* b = &c->f->steps[to];
@@ -1090,9 +1106,12 @@ static uint32_t bucket_end(const call_t* c, uint32_t i) {
   return k;
 }
 
-/* Whether values `a` and `b` share storage: one value, or tenants of one buffer slot (a slot's next tenant may
- * be written while the communication stream still writes a result nobody reads). */
+/* Whether values `a` and `b` share storage: one value or aliases of one (at any offset: the executor does not
+ * compare ranges), or tenants of one buffer slot (a slot's next tenant may be written while the communication
+ * stream still writes a result nobody reads, or reads an input). */
 static bool shares(const call_t* c, uint32_t a, uint32_t b) {
+  a = c->fn->value_root[a];
+  b = c->fn->value_root[b];
   const tsr_plan_value_t *va = &c->f->values[a], *vb = &c->f->values[b];
   return a == b || (va->has_buffer && vb->has_buffer && va->buffer == vb->buffer);
 }
@@ -1130,60 +1149,125 @@ static tsr_status_t settle(call_t* c, uint32_t which) {
   return st;
 }
 
-/* Before step `step`: the call's stream waits for the buckets whose results it touches. */
+/* A bucket member of at least this many bytes is all-reduced directly from its input into its output: packing
+ * and unpacking would move it through memory twice more, bandwidth the backward's kernels compete for, and a
+ * message of 1 MiB already has most of NCCL's bus bandwidth (bench/allreduce_gpu.py: the fixed cost per call,
+ * ~100 us, weighs on smaller ones), so packing saves nothing there. Smaller members are packed into one
+ * message, which pays that cost once. */
+#define DIRECT_BYTES ((uint64_t)1 << 20)
+
+static uint64_t member_bytes(const call_t* c, uint32_t k) {
+  uint32_t v = c->f->steps[k].input;
+  return c->values[v].elements * c->fn->value_size[v];
+}
+
+/* The size below which a member of bucket [first, end) (its storage bound) is packed: DIRECT_BYTES where two
+ * or more members are that small, else 0 (every member direct: packing one alone would only copy it). */
+static uint64_t packed_below(const call_t* c, uint32_t first, uint32_t end) {
+  uint32_t small = 0;
+  for (uint32_t k = first; k < end; k++) small += member_bytes(c, k) < DIRECT_BYTES;
+  return small >= 2 ? DIRECT_BYTES : 0;
+}
+
+/* Before step `step`: the call's stream waits for the buckets whose storage it touches: any member's output,
+ * and a directly reduced member's input (the communication stream reads it; a packed one's was copied on the
+ * call's stream). A value that shares storage with one (a buffer slot's other tenant, an alias) counts. */
 static tsr_status_t settle_for(call_t* c, uint32_t step) {
   tsr_status_t st = TSR_SUCCESS;
+  const tsr_plan_step_t* s = &c->f->steps[step];
   for (uint32_t p = c->pending_count; p-- > 0 && !st;) {
     bool needed = false;
     for (uint32_t k = c->pending[p].first; k < c->pending[p].end && !needed; k++)
-      needed = touches(c, &c->f->steps[step], c->f->steps[k].output);
+      needed = touches(c, s, c->f->steps[k].output) ||
+               (member_bytes(c, k) >= c->pending[p].below && touches(c, s, c->f->steps[k].input));
     if (needed) st = settle(c, p);
   }
   return st;
 }
 
-/* A packed bucket's all_reduce and unpacking on the communication stream, after an event of the call's stream
- * (the packing copies queued there), its completion an event the call's stream waits for before the first
- * step touching a result (settle_for) or at the call's end. `packed` is an intermediate of the call: released
- * in the call's stream order, after that wait. */
-static tsr_status_t run_overlapped(call_t* c, uint32_t first, uint32_t end, tsr_comm_t g, void* packed,
-                                   uint64_t total, const dtype_row_t* d, tsr_reduce_op_t op) {
+/* The call's communication stream, created by its first overlapped bucket. */
+static tsr_status_t comm_stream(call_t* c) {
+  return c->comm_stream ? TSR_SUCCESS : tsrCreateStream(c->ctx, NULL, &c->comm_stream);
+}
+
+/* Steps [first, end), a bucket the communicator reduces in its own order (not the tree's): members of
+ * packed_below bytes or more directly from input to output (in place where both are one storage), the others
+ * packed into one temporary on the call's stream, reduced in place and unpacked. With `overlap` this runs on
+ * the communication stream after an event of the call's stream (the packing copies and the inputs' producers
+ * are queued there), its completion an event the call's stream waits for before the first step touching its
+ * storage (settle_for) or at the call's end; the temporary is an intermediate of the call, released in the
+ * call's stream order after that wait. Else it runs on the call's stream. */
+static tsr_status_t run_reduced(call_t* c, uint32_t first, uint32_t end, tsr_comm_t g, const dtype_row_t* d,
+                                tsr_reduce_op_t op, bool overlap) {
   const tsr_plan_step_t* s = &c->f->steps[first];
+  uint64_t below = packed_below(c, first, end), count = 0;
+  for (uint32_t k = first; k < end; k++)
+    if (member_bytes(c, k) < below) count += c->values[c->f->steps[k].input].elements;
   tsr_status_t st = TSR_SUCCESS;
-  if (c->pending_count == sizeof c->pending / sizeof *c->pending && (st = settle(c, 0))) return st;
-  if (!c->comm_stream && (st = tsrCreateStream(c->ctx, NULL, &c->comm_stream))) return step_fail(c, s, first, st);
-  tsr_event_t ready = NULL, done = NULL;
-  if ((st = tsrCreateEvent(c->ctx, &ready)) || (st = tsrEventRecord(ready, c->stream)) ||
-      (st = tsrStreamWaitEvent(c->comm_stream, ready))) {
-    if (ready) tsrReleaseEvent(ready);
-    return step_fail(c, s, first, st);
-  }
-  tsrReleaseEvent(ready);  /* the queued wait holds it */
-  if ((st = comm_status(c, s, first, tsrCommAllReduce(g, packed, packed, total, d->comm, op, c->comm_stream))))
-    return st;
+  if (overlap && c->pending_count == sizeof c->pending / sizeof *c->pending && (st = settle(c, 0))) return st;
+  if (overlap && (st = comm_stream(c))) return step_fail(c, s, first, st);
+  tsr_stream_t on = overlap ? c->comm_stream : c->stream;
+  void* packed = NULL;
+  if (count && (st = overlap ? alloc(c, count * d->size, &packed) : scratch(c, count * d->size, &packed))) return st;
   uint64_t at = 0;
   for (uint32_t k = first; k < end && !st; k++) {
+    value_state_t* x = &c->values[c->f->steps[k].input];
+    if (member_bytes(c, k) >= below) continue;
+    st = device_copy(c, (char*)packed + at * d->size, x->ptr, x->elements * d->size, device_kind(c));
+    at += x->elements;
+  }
+  tsr_event_t ready = NULL, done = NULL;
+  if (!st && overlap &&
+      ((st = tsrCreateEvent(c->ctx, &ready)) || (st = tsrEventRecord(ready, c->stream)) ||
+       (st = tsrStreamWaitEvent(c->comm_stream, ready))))
+    st = step_fail(c, s, first, st);
+  if (ready) tsrReleaseEvent(ready);  /* the queued wait holds it */
+  for (uint32_t k = first; k < end && !st; k++) {
+    value_state_t *x = &c->values[c->f->steps[k].input], *y = &c->values[c->f->steps[k].output];
+    if (member_bytes(c, k) >= below && x->elements)
+      st = comm_status(c, &c->f->steps[k], k, tsrCommAllReduce(g, x->ptr, y->ptr, x->elements, d->comm, op, on));
+  }
+  if (!st && count) st = comm_status(c, s, first, tsrCommAllReduce(g, packed, packed, count, d->comm, op, on));
+  at = 0;
+  for (uint32_t k = first; k < end && !st; k++) {
     value_state_t* y = &c->values[c->f->steps[k].output];
-    st = tsrMemcpyAsync(c->ctx, y->ptr, (char*)packed + at * d->size, y->elements * d->size, device_kind(c),
-                        c->comm_stream);
+    if (member_bytes(c, k) >= below) continue;
+    void* from = (char*)packed + at * d->size;
+    st = overlap ? tsrMemcpyAsync(c->ctx, y->ptr, from, y->elements * d->size, device_kind(c), on)
+                 : device_copy(c, y->ptr, from, y->elements * d->size, device_kind(c));
+    if (st && overlap) st = step_fail(c, s, first, st);
     at += y->elements;
   }
-  if (st || (st = tsrCreateEvent(c->ctx, &done)) || (st = tsrEventRecord(done, c->comm_stream))) {
+  if (!overlap) {
+    tsr_status_t waited = packed ? host_wait(c) : TSR_SUCCESS;  /* freed once the stream has done with it */
+    if (packed) tsrFree(c->ctx, packed);
+    return st ? st : waited;
+  }
+  if (!st && ((st = tsrCreateEvent(c->ctx, &done)) || (st = tsrEventRecord(done, c->comm_stream)))) {
     if (done) tsrReleaseEvent(done);
-    /* the call's stream must not run ahead of the queued work before its intermediates go back */
+    st = step_fail(c, s, first, st);
+  }
+  if (st) {  /* the call's stream must not run ahead of the queued work before its intermediates go back */
     tsrStreamSynchronize(c->comm_stream);
-    return step_fail(c, s, first, st);
+    return st;
   }
   c->pending[c->pending_count].done = done;
   c->pending[c->pending_count].first = first;
-  c->pending[c->pending_count++].end = end;
+  c->pending[c->pending_count].end = end;
+  c->pending[c->pending_count++].below = below;
   return TSR_SUCCESS;
 }
 
-/* Steps [first, end) as one all_reduce over a packed temporary (the section's comment). */
+/* Steps [first, end) as one collective (the section's comment). */
 static tsr_status_t run_bucket(call_t* c, uint32_t first, uint32_t end) {
   const tsr_plan_step_t* s = &c->f->steps[first];
-  if (!c->comm || end - first == 1) return run_collective(c, s, first);
+  bool tree = s->deterministic || strcmp(tsr_plan_algo_names[s->algo], "tree") == 0 ||
+              strcmp(tsr_plan_algo_names[s->algo], "binary_tree") == 0;
+  /* On a stream (not capturing) a bucket the communicator reduces runs on the communication stream, so that
+   * the kernels after it overlap it; the tree order combines on the host, waiting for the call's stream, and
+   * stays on it. */
+  bool overlap = c->comm && c->stream && c->reuse && !tree;
+  if (!c->comm || (end - first == 1 && !overlap)) return run_collective(c, s, first);
   tsr_comm_t g;
   int index;
   tsr_status_t st = group(c, s, first, &g, &index);
@@ -1207,24 +1291,16 @@ static tsr_status_t run_bucket(call_t* c, uint32_t first, uint32_t end) {
   }
   static const tsr_reduce_op_t ops[] = {TSR_REDUCE_SUM, TSR_REDUCE_MAX, TSR_REDUCE_MIN, TSR_REDUCE_AVG,
                                         TSR_REDUCE_PROD};
-  bool tree = s->deterministic || strcmp(tsr_plan_algo_names[s->algo], "tree") == 0 ||
-              strcmp(tsr_plan_algo_names[s->algo], "binary_tree") == 0;
-  /* On a stream (not capturing) a bucket the communicator reduces runs on the communication stream, after the
-   * packing copies on the call's stream, so that the kernels after it overlap it; the tree order combines on
-   * the host, waiting for the call's stream, and stays on it. */
-  bool overlap = c->stream && c->reuse && !tree;
+  if (!tree) return run_reduced(c, first, end, g, d, ops[s->reduce], overlap);
   void *packed = NULL, *temp = NULL;
-  if ((st = overlap ? alloc(c, total * d->size, &packed) : scratch(c, total * d->size, &packed))) return st;
+  if ((st = scratch(c, total * d->size, &packed))) return st;
   uint64_t at = 0;
   for (uint32_t k = first; k < end && !st; k++) {
     value_state_t* x = &c->values[c->f->steps[k].input];
     st = device_copy(c, (char*)packed + at * d->size, x->ptr, x->elements * d->size, device_kind(c));
     at += x->elements;
   }
-  if (overlap) return st ? st : run_overlapped(c, first, end, g, packed, total, d, ops[s->reduce]);
-  if (!st)
-    st = tree ? tree_reduce(c, s, first, g, n, packed, packed, total, d->comm, ops[s->reduce], d->size, &temp)
-              : comm_status(c, s, first, tsrCommAllReduce(g, packed, packed, total, d->comm, ops[s->reduce], c->stream));
+  if (!st) st = tree_reduce(c, s, first, g, n, packed, packed, total, d->comm, ops[s->reduce], d->size, &temp);
   at = 0;
   for (uint32_t k = first; k < end && !st; k++) {
     value_state_t* y = &c->values[c->f->steps[k].output];
@@ -1238,11 +1314,26 @@ static tsr_status_t run_bucket(call_t* c, uint32_t first, uint32_t end) {
   return st;
 }
 
-static tsr_status_t run_alias(call_t* c, const tsr_plan_step_t* s) {
+/* Whether alias step `s` views part of its storage (version 6's offset) rather than all of it. */
+static bool offset_alias(const tsr_plan_step_t* s) { return strcmp(s->offset.text, "0") != 0; }
+
+static tsr_status_t run_alias(call_t* c, const tsr_plan_step_t* s, size_t step) {
   value_state_t* source;
   tsr_status_t st = tensor(c, s->of, &source);
-  if (st || (st = check_alias(c, s, source->elements))) return st;
-  c->values[s->alias] = *source;
+  if (st) return st;
+  if (!offset_alias(s)) {
+    if ((st = check_alias(c, s, source->elements))) return st;
+    c->values[s->alias] = *source;
+    return TSR_SUCCESS;
+  }
+  int64_t offset;
+  uint64_t n = value_elements(c, s->alias, NULL, &st);
+  if (st || (st = eval(c, &s->offset, false, &offset, "an alias's offset"))) return st;
+  if (offset < 0 || (uint64_t)offset > source->elements || n > source->elements - (uint64_t)offset)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': step %zu: alias '%s' of %" PRIu64 " elements at offset "
+                    "%" PRId64 " (%s) is not within value '%s' of %" PRIu64 " elements", c->f->name, step,
+                    c->f->values[s->alias].id, n, offset, s->offset.text, c->f->values[s->of].id, source->elements);
+  c->values[s->alias] = (value_state_t){(char*)source->ptr + (uint64_t)offset * c->fn->value_size[s->of], n};
   return TSR_SUCCESS;
 }
 
@@ -1528,7 +1619,7 @@ static tsr_status_t bind_inputs(call_t* c, const DLTensor* const* inputs) {
    * extent) would fail at run time: said first, as it is the cause of the size mismatch checked below too. */
   for (uint32_t i = 0; i < f->step_count; i++) {
     const tsr_plan_step_t* s = &f->steps[i];
-    for (uint32_t a = 0; s->kind == TSR_PLAN_STEP_ALIAS && a < f->arg_count; a++) {
+    for (uint32_t a = 0; s->kind == TSR_PLAN_STEP_ALIAS && !offset_alias(s) && a < f->arg_count; a++) {
       if (f->args[a] != s->of) continue;
       uint64_t have = 1;
       for (int32_t d = 0; d < inputs[a]->ndim; d++) have *= (uint64_t)inputs[a]->shape[d];
@@ -1600,9 +1691,10 @@ static tsr_status_t call(call_t* c, const DLTensor* const* inputs, const DLTenso
     const tsr_plan_step_t* s = &f->steps[i];
     bool reduces = s->kind == TSR_PLAN_STEP_COLLECTIVE && s->collective == TSR_PLAN_ALL_REDUCE;
     next = reduces ? bucket_end(c, i) : i + 1;
-    if (c->pending_count && (st = settle_for(c, i))) return st;
+    for (uint32_t k = i; k < next && c->pending_count; k++)  /* each member of a bucket reads and writes */
+      if ((st = settle_for(c, k))) return st;
     st = reduces ? run_bucket(c, i, next)
-         : s->kind == TSR_PLAN_STEP_ALIAS ? run_alias(c, s)
+         : s->kind == TSR_PLAN_STEP_ALIAS ? run_alias(c, s, i)
          : s->kind == TSR_PLAN_STEP_CALL ? run_call(c, s, i)
          : s->kind == TSR_PLAN_STEP_COLLECTIVE ? run_collective(c, s, i)
          : s->kind == TSR_PLAN_STEP_ARGS ? run_args(c, s, i)

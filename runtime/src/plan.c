@@ -489,11 +489,19 @@ static tsr_status_t read_collective(reader_t* r, const tsr_json_t* doc, const ch
 static tsr_status_t read_step(reader_t* r, const tsr_json_t* doc, const char* at, tsr_plan_step_t* s) {
   TRY(object(doc, at));
   if (tsr_json_member(doc, "alias")) {
-    static const char* const known[] = {"alias", "of", NULL};
+    static const char* const known[] = {"alias", "of", "offset", NULL};
     TRY(members_known(doc, at, known));
     s->kind = TSR_PLAN_STEP_ALIAS;
     TRY(value_ref(r, doc, "alias", at, &s->alias));
-    return value_ref(r, doc, "of", at, &s->of);
+    TRY(value_ref(r, doc, "of", at, &s->of));
+    TRY(expr_member(r, doc, "offset", "0", at, &s->offset));
+    if (strcmp(s->offset.text, "0") != 0 && r->version < 6)
+      return bad(at, "an alias step with an offset, which version 6 introduced, in a plan of version %d", r->version);
+    const tsr_plan_value_t *a = &r->fn->values[s->alias], *o = &r->fn->values[s->of];
+    if (strcmp(a->dtype, o->dtype) != 0)  /* an offset counts elements of `of`'s dtype; a view keeps it */
+      return bad(at, "alias '%.80s' of '%.80s': an alias has its storage's dtype (%s is not %s)", a->id, o->id,
+                 a->dtype, o->dtype);
+    return TSR_SUCCESS;
   }
   if (tsr_json_member(doc, "call")) {
     static const char* const known[] = {"call", "args", "results", NULL};
@@ -740,6 +748,10 @@ static void write_step(FILE* out, const tsr_plan_function_t* f, const tsr_plan_s
     tsr_json_string(out, f->values[s->alias].id);
     fputs(", \"of\": ", out);
     tsr_json_string(out, f->values[s->of].id);
+    if (strcmp(s->offset.text, "0") != 0) {  /* the default is left out, as tessera.plan writes it */
+      fputs(", \"offset\": ", out);
+      tsr_json_string(out, s->offset.text);
+    }
     fputc('}', out);
     return;
   }

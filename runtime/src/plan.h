@@ -19,8 +19,9 @@
 #include "tessera/tessera.h"
 
 /* The format version tessera.plan.VERSION writes; this runtime reads TSR_PLAN_VERSION_MIN to TSR_PLAN_VERSION
- * (tessera.plan.READS): version 3 is version 4 without call steps, 4 is 5 without collective steps. */
-#define TSR_PLAN_VERSION 5
+ * (tessera.plan.READS): version 3 is version 4 without call steps, 4 is 5 without collective steps, 5 is 6 without
+ * alias offsets. */
+#define TSR_PLAN_VERSION 6
 #define TSR_PLAN_VERSION_MIN 3
 
 typedef enum tsr_plan_view {
@@ -137,8 +138,10 @@ typedef struct tsr_plan_step {
   tsr_plan_multiple_t* multiple_of;
   uint32_t prefer_count;
   tsr_plan_alternative_t* prefer;
-  /* ALIAS: value `alias` is the storage of value `of` */
+  /* ALIAS: value `alias` is the storage of value `of` from element `offset` on (version 6; "0": all of it, a
+   * reshape); both have one dtype */
   uint32_t alias, of;
+  tsr_expr_t offset;
   /* CALL: function `call` of the same document (or, where the document has none, an unresolved import) runs
    * with values `call_args` as its arguments and `call_results` as its results */
   const char* call;

@@ -274,6 +274,13 @@ MALFORMED = [
     (document([{**ADD, "colour": "blue"}]), "step 0 ('k_add'): has unknown member 'colour'"),
     (document([{**ADD, "block": [1, 1.5, 1]}]), "'block' must be 3 integers, item 1 is a real number"),
     (document([{"alias": "v1"}]), "function 'mlp': step 0: has no 'of'"),
+    (document([{"alias": "v1", "of": "v0", "offset": "N"}]).replace(f'"version": {plan.VERSION}'.encode(),
+                                                                      b'"version": 5'),
+     "function 'mlp': step 0: an alias step with an offset, which version 6 introduced, in a plan of version 5"),
+    (document([{"alias": "v1", "of": "v0", "offset": "N+"}]),
+     "function 'mlp': step 0: 'offset': extent expression 'N+'"),
+    (document([{"alias": "v1", "of": "v0", "offset": 3}]), "function 'mlp': step 0: 'offset' is an integer"),
+    (document([{"alias": "v1", "of": "v0", "offset": "N", "stride": "2"}]), "step 0: has unknown member 'stride'"),
     (document([], same_extents=[["M", "P"]]), "same_extents names 'P', which no argument's extents bind"),
     (document([], outputs=[1, "2"]), "function 'mlp': 'outputs' must hold integers, item 1 is a string"),
     (document([{**GEMM, "smem": 2**70}]), "integer outside int64"),
@@ -289,6 +296,21 @@ def test_call_steps_read_in_c_as_python_decodes_them(tool, tmp_path):
     (status, doc), = batch(tool, tmp_path, [section])
     assert status == "OK" and canonical(doc) == canonical(python_reading(section)[1])
     assert doc["functions"]["mlp"]["steps"][0] == CALL
+
+
+def test_alias_offsets_read_in_c_as_python_decodes_them(tool, tmp_path):
+    """Version 6: an offset is read and written back; "0" (a reshape) is left out, as tessera.plan writes it;
+    an alias of another dtype than its storage's is refused by both readers."""
+    steps = [{"alias": "v1", "of": "v0", "offset": "M*(N//2)"}, {"alias": "v1", "of": "v0", "offset": "0"}]
+    section = document(steps)
+    (status, doc), = batch(tool, tmp_path, [section])
+    assert status == "OK" and canonical(doc) == canonical(python_reading(section)[1])
+    assert doc["functions"]["mlp"]["steps"] == [steps[0], {"alias": "v1", "of": "v0"}]
+    other = json.loads(section)
+    other["functions"]["mlp"]["values"]["v1"]["dtype"] = "bf16"
+    (status, message), = batch(tool, tmp_path, [json.dumps(other).encode()])
+    assert status == "ERR" and "alias 'v1' of 'v0': an alias has its storage's dtype (bf16 is not f32)" in message
+    assert python_reading(json.dumps(other).encode())[0] == "ERR"
 
 
 def test_collective_steps_read_in_c_as_python_decodes_them(tool, tmp_path):
