@@ -780,13 +780,29 @@ static void extents(const tsr_comm_node_t* n, size_t* send, size_t* recv) {
   }
 }
 
+/* The serial of the allocation `p` starts in, 0 when the context knows none. */
+static uint64_t serial_of(const struct tsr_comm* c, const void* p) {
+  tsr_allocation_t a;
+  return p && tsr_memory_lookup(c->obj.context, p, &a) ? a.serial : 0;
+}
+
+/* A recorded buffer: checked as at the call, and still in the allocation it was recorded in: one freed since
+ * (a temporary of the code that recorded it) would be written after its reuse. */
+static tsr_status_t check_recorded(const tsr_comm_node_t* n, const void* p, size_t count, uint64_t serial,
+                                   const char* what) {
+  tsr_status_t st = check_buffer(n->comm, p, count, n->dtype, what, n->function);
+  if (st || !count || !serial || serial_of(n->comm, p) == serial) return st;
+  return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s (recorded in a graph): the %s buffer's allocation #%llu was freed "
+                  "since the capture", n->function, what, (unsigned long long)serial);
+}
+
 /* The buffer checks of a node (for p2p both are `buf`: send's in send, recv's in recv). */
 static tsr_status_t check_node_buffers(const tsr_comm_node_t* n) {
   size_t send, recv;
   extents(n, &send, &recv);
   bool p2p = n->kind == SEND || n->kind == RECV;
-  tsr_status_t st = check_buffer(n->comm, n->send, send, n->dtype, p2p ? "buf" : "send", n->function);
-  if (!st) st = check_buffer(n->comm, n->recv, recv, n->dtype, p2p ? "buf" : "recv", n->function);
+  tsr_status_t st = check_recorded(n, n->send, send, n->send_serial, p2p ? "buf" : "send");
+  if (!st) st = check_recorded(n, n->recv, recv, n->recv_serial, p2p ? "buf" : "recv");
   return st;
 }
 
@@ -851,7 +867,11 @@ static tsr_status_t op_finish(op_ctx_t* o, int kind, const void* send, void* rec
   if (count == 0) return op_end(o, TSR_SUCCESS, false);
   tsr_comm_node_t n = {.comm = o->comm, .function = o->call.function, .kind = kind, .send = send, .recv = recv,
                        .count = count, .dtype = dtype, .op = op, .peer = peer};
-  if (o->capturing) return op_end(o, tsr_stream_record_comm(o->stream, &n), false);
+  if (o->capturing) {
+    n.send_serial = serial_of(o->comm, send);
+    n.recv_serial = serial_of(o->comm, recv);
+    return op_end(o, tsr_stream_record_comm(o->stream, &n), false);
+  }
   tsr_status_t st = op_order(o);
   if (st) return op_end(o, st, false);
   bool from_transport;

@@ -39,6 +39,7 @@ typedef struct tsr_comm_node {
   void* recv;
   size_t count;          /* as the API function took it */
   int dtype, op, peer;   /* tsr_dtype_t, tsr_reduce_op_t, the root or peer */
+  uint64_t send_serial, recv_serial;  /* the allocations the buffers were in when recorded (0: none known) */
 } tsr_comm_node_t;
 
 /* comm.c's side of a node. run: the operation now; `queue` NULL runs it in the calling thread (host

@@ -157,6 +157,18 @@ int main(void) {
   }
   MUST(tsrDestroyGraphExec(exec));
   MUST(tsrDestroyGraph(graph));
+  /* a buffer freed after the capture: the replay refuses before anything is sent (every rank alike) */
+  float* gone;
+  MUST(tsrAlloc(ctx, sizeof(float) * N, TSR_ALLOC_DEFAULT, (void**)&gone));
+  MUST(tsrStreamBeginCapture(stream));
+  MUST(tsrCommAllReduce(comm, x, gone, N, TSR_DTYPE_F32, TSR_REDUCE_SUM, stream));
+  MUST(tsrStreamEndCapture(stream, &graph));
+  MUST(tsrGraphInstantiate(graph, &exec));
+  MUST(tsrFree(ctx, gone));
+  expect_msg("a replay into a buffer freed since the capture", tsrGraphLaunch(exec, NULL), TSR_ERROR_INVALID_VALUE,
+             "freed since the capture");
+  MUST(tsrDestroyGraphExec(exec));
+  MUST(tsrDestroyGraph(graph));
   tsr_context_t other;
   tsr_stream_t foreign;
   MUST(tsrCreateContext(&other));

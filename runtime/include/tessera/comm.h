@@ -30,7 +30,7 @@
  *    usual (a refusal leaves the capture going) and recorded as a node of the graph, in order with its other
  *    nodes; the graph holds a reference to the communicator. Each tsrGraphLaunch runs it again on the recorded
  *    buffers (their contents then), as a collective every rank must replay alike; its buffers are checked
- *    again before each launch. MPI: the replay runs the transfer at the node, in the replaying thread,
+ *    again before each launch (an allocation freed since: TSR_ERROR_INVALID_VALUE). MPI: the replay runs the transfer at the node, in the replaying thread,
  *    blocking, under the communicator's timeout as a direct call (a failure breaks the communicator and is the
  *    replay's status). NCCL: tsrGraphInstantiate issues the operation on its CUDA capture stream, so NCCL's
  *    kernels are part of the CUDA graph; each launch is watched against the timeout (the communicator is
