@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-K = 40          # elements per rank
+K = 48          # elements per rank: a multiple of 2 and 3 (reduce_scatter, all_to_all)
 REPLAYS = 2
 BLOCK = 32
 
@@ -23,8 +23,8 @@ def data(rank: int, replay: int) -> np.ndarray:
 
 
 def capture(c, mod, out: dict) -> None:
-    """all_reduce, all_gather, broadcast and a send/recv pair captured between two launches, an event recorded
-    after the all_reduce; the graph replayed REPLAYS times, new data written into the same inputs each time."""
+    """all_reduce, all_gather, broadcast, reduce_scatter, all_to_all and a send/recv pair captured between two
+    launches, an event recorded after the all_reduce; the graph replayed REPLAYS times, new data written into the same inputs each time."""
     from tessera import graph, stream  # lazy: after the communicator, as in comm_worker.py
 
     root = c.size - 1
@@ -32,7 +32,8 @@ def capture(c, mod, out: dict) -> None:
     S, Y = np.zeros(K, np.float32), np.zeros(K, np.float32)
     G = np.zeros((c.size, K), np.float32)
     Bsrc, B = np.zeros(K, np.float32), np.zeros(K, np.float32)
-    P = np.zeros(K, np.float32)
+    P, T = np.zeros(K, np.float32), np.zeros(K, np.float32)
+    R = np.zeros(K // c.size, np.float32)
     grid = (K + BLOCK - 1) // BLOCK
     done = stream.Event()
     with graph.capture() as g:
@@ -41,6 +42,8 @@ def capture(c, mod, out: dict) -> None:
         done.record(g.stream)
         c.all_gather(A, out=G)
         c.broadcast(Bsrc, root=root, out=B)
+        c.reduce_scatter(A, out=R)
+        c.all_to_all(A, out=T)
         if c.rank == 0:                                      # ranks 0 and 1 swap A: 1 receives first
             c.send(A, 1)
             c.recv(P, 1)
@@ -50,12 +53,12 @@ def capture(c, mod, out: dict) -> None:
         mod.scale(3.0, S, Y, grid=grid, block=BLOCK)       # Y = 3S: after the all_reduce wrote S
         c.all_reduce(A[:0], out=S[:0])                      # count 0: no node
     out["nodes"] = np.array(g.node_count)
-    out["before"] = np.concatenate([S, Y, G.ravel(), B, P])  # recorded, not run: still zeros
+    out["before"] = np.concatenate([S, Y, G.ravel(), B, P, R, T])  # recorded, not run: still zeros
     for replay in range(REPLAYS):
         X[:] = data(c.rank, replay)
         Bsrc[:] = -data(c.rank, replay)
         g.launch()
-        for name, a in (("S", S), ("Y", Y), ("G", G), ("B", B), ("P", P)):
+        for name, a in (("S", S), ("Y", Y), ("G", G), ("B", B), ("P", P), ("R", R), ("T", T)):
             out[f"{name}{replay}"] = a.copy()
     out["event_done"] = np.array(done.query())
 

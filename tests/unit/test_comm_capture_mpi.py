@@ -1,8 +1,8 @@
 """Communicator operations inside graph capture over MPI on the CPU (issue 16): 2 and 3 ranks started by
 mpiexec (the mpich wheel, the test extra), each running comm_capture_worker.py.
 
-A graph holding a kernel launch, all_reduce, an event record, all_gather, broadcast, a send/recv pair and a
-second launch that reads the all_reduce's result is replayed twice with new data written into the same arrays:
+A graph holding a kernel launch, all_reduce, an event record, all_gather, broadcast, reduce_scatter,
+all_to_all, a send/recv pair and a second launch that reads the all_reduce's result is replayed twice with new data written into the same arrays:
 every result exact against numpy, nothing run at capture. A deterministic captured all_reduce gives a direct
 call's bits. A replay whose peer died returns a status within the communicator's timeout, not a hang."""
 
@@ -53,7 +53,7 @@ def test_captured_collectives_replay_exactly(n, tmp_path, image):
     assert len(ranks) == n, ranks[0]["_output"] if ranks else "no rank wrote its results"
     root = n - 1
     for r, got in enumerate(ranks):
-        assert int(got["nodes"]) == (8 if r < 2 else 6), r  # 2 launches, 4 collectives, a record, send + recv
+        assert int(got["nodes"]) == (10 if r < 2 else 8), r  # 2 launches, 6 collectives, a record, send + recv
         assert not got["before"].any(), "a captured operation ran at capture"
         assert bool(got["event_done"])
         for replay in range(W.REPLAYS):
@@ -63,6 +63,9 @@ def test_captured_collectives_replay_exactly(n, tmp_path, image):
             np.testing.assert_array_equal(got[f"Y{replay}"], 3 * total)
             np.testing.assert_array_equal(got[f"G{replay}"], np.stack(xs))
             np.testing.assert_array_equal(got[f"B{replay}"], -W.data(root, replay))
+            part = W.K // n
+            np.testing.assert_array_equal(got[f"R{replay}"], total[r * part:(r + 1) * part])
+            np.testing.assert_array_equal(got[f"T{replay}"], np.concatenate([x[r * part:(r + 1) * part] for x in xs]))
             if r < 2:
                 np.testing.assert_array_equal(got[f"P{replay}"], xs[1 - r])
 
