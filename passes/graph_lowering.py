@@ -224,8 +224,8 @@ def _lower_chunked(ctx: LoweringContext, lower: Callable, kname: str, mm, reduce
     M tile (pipeline_collectives.ROW_ALIGN) but the last, so each starts at a tile boundary; where M is small
     the last chunks have no rows (the runtime launches nothing, and a collective of no elements does nothing).
     The partial product is never stored apart: each chunk's GEMM writes the result's rows, reduced in place.
-    Where the backend's steps for the GEMM do not fit chunking (a tensor seen by a view step, a row extent
-    that a chunk may not keep a multiple of) the pair is lowered whole."""
+    Every backend's GEMM steps fit this (argument steps whose tensors' rows are one env extent); one that did
+    not would be a LoweringError here, saying how to run the pair whole."""
     k = pipeline_collectives.chunks_of(reduce)
     before = set(ctx.values)
     whole = lower(ctx, kname, [mm])
@@ -242,10 +242,11 @@ def _lower_chunked(ctx: LoweringContext, lower: Callable, kname: str, mm, reduce
     for s in whole:
         touched = any(v in rows for v in plan.uses(s))
         if touched and (not isinstance(s, plan.ArgsStep) or _row_names(s, rows, M) is None):
-            return whole + [_collective(reduce, ctx.record)]
+            raise LoweringError(mm, f"the {ctx.target} GEMM's step '{getattr(s, 'kernel', s)}' cannot run in row "
+                                    f"chunks (its tensors' rows are not one extent a chunk may set); "
+                                    f"op.all_reduce(chunks=1) or the compile option collective_chunks=1 runs "
+                                    f"it whole")
         (per_chunk if touched else once).append(s)
-    if p in {v for s in once for v in plan.uses(s)}:
-        return whole + [_collective(reduce, ctx.record)]
     collective = _collective(reduce, ctx.record)
     del ctx.values[p]   # written only through the chunks' aliases of the result
     step = f"ceil(({M})/{pipeline_collectives.ROW_ALIGN * k})*{pipeline_collectives.ROW_ALIGN}"
@@ -258,7 +259,7 @@ def _lower_chunked(ctx: LoweringContext, lower: Callable, kname: str, mm, reduce
         for vid, (of, cols) in rows.items():
             ids[vid] = f"{of}_chunk{i}"
             ctx.values[ids[vid]] = plan.Value(ctx.values[of].dtype, (n, cols))
-            out.append(plan.AliasStep(ids[vid], of, _fold(f"({start})*({cols})")))
+            out.append(plan.AliasStep(ids[vid], of, _offset(start, cols)))
         for s in per_chunk:
             names = _row_names(s, rows, M)
             out.append(dataclasses.replace(
@@ -267,7 +268,7 @@ def _lower_chunked(ctx: LoweringContext, lower: Callable, kname: str, mm, reduce
                            if isinstance(x, plan.TensorArg) and x.value in rows else x for x in s.args)))
         reduced = f"{r}_chunk{i}_reduced"
         ctx.values[reduced] = ctx.values[ids[p]]
-        out += [plan.AliasStep(reduced, r, _fold(f"({start})*({rows[p][1]})")),
+        out += [plan.AliasStep(reduced, r, _offset(start, rows[p][1])),
                 dataclasses.replace(collective, input=ids[p], output=reduced)]
     return out
 
@@ -288,6 +289,13 @@ def _row_names(s: plan.ArgsStep, rows: dict, M: str) -> set | None:
         if names & set(re.findall(r"[A-Za-z_]\w*", m.expr)) and pipeline_collectives.ROW_ALIGN % m.m:
             return None
     return names
+
+
+def _offset(start: str, cols: str) -> str:
+    """The offset of a chunk from row `start` of a tensor of `cols` columns. The first chunk's is written
+    `0*cols`, not `0`: an alias whose offset is the literal 0 is a reshape, which must see every element
+    (docs/image-format.md, "Alias step"), where a chunk sees the rows from 0 on."""
+    return f"0*{cols}" if start == "0" else _fold(f"({start})*({cols})")
 
 
 def _fold(expr: str) -> str:

@@ -8,13 +8,15 @@ row count that is not a multiple of a chunk, one of four whole chunks, and one s
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tessera
-from tessera import plan
+from tessera import plan, tessera_frontend_compile
 from tessera.diagnostics import CompileError
 from tessera.backends.ptx import ptxas
 from tessera.image import read_image
@@ -22,8 +24,10 @@ from tessera.image import read_image
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import pipelined_worker as W  # noqa: E402
+from mpi_jobs import child_env, mpiexec_or_skip  # noqa: E402
 
 sys.path.insert(0, str(HERE.parent.parent / "bench"))
+GUARD = 300  # seconds the job may take before the test fails instead of hanging
 # each row count's chunk rows (4 chunks of a multiple of 128 rows, the last what remains)
 CHUNK_ROWS = {300: [128, 128, 44, 0], 1024: [256, 256, 256, 256], 5: [5, 0, 0, 0]}
 
@@ -141,3 +145,57 @@ def test_chunks_that_cannot_be_are_located_errors(kwargs, message):
     with pytest.raises(CompileError) as e:
         tessera.compile(W.source(2).replace("mesh=mesh)", f"mesh=mesh, {kwargs})"), "tp.py", target="cpu")
     assert message in str(e.value)
+
+
+def test_a_gemm_step_that_cannot_be_chunked_is_a_located_error(monkeypatch):
+    """A backend whose GEMM steps see the lhs' rows otherwise than as one env extent (here a view step, as a
+    stand-in) cannot run in chunks: the error says how to run the pair whole."""
+    from tessera.backends.cpu import gemm_lowering
+
+    real = gemm_lowering.lower
+
+    def with_a_view(ctx, kname, ops, model=None):
+        steps = real(ctx, kname, ops, model)
+        a = steps[-1].args[0].value
+        return [plan.ViewStep(f"{kname}_look", (plan.TensorView(a, "matrix"),), R="T", C="1", block=(1, 1, 1),
+                              grid=("1", "1", "1")), *steps]
+    monkeypatch.setattr(gemm_lowering, "lower", with_a_view)
+    with pytest.raises(CompileError) as e:
+        tessera.compile(W.source(2), "tp.py", target="cpu", collective_chunks=2)
+    assert "tp.py:10:" in str(e.value) and "cannot run in row chunks" in str(e.value) and \
+        "collective_chunks=1 runs it whole" in str(e.value)
+
+
+@pytest.fixture(scope="module", params=[2, 3])
+def job(request, tmp_path_factory):
+    n = request.param
+    out = tmp_path_factory.mktemp(f"ranks{n}")
+    images = []
+    for i, chunks in enumerate((4, 1)):
+        images.append(out / f"mlp{i}.tessera")
+        images[-1].write_bytes(tessera.compile(W.source(n), target="cpu", collective_chunks=chunks))
+    p = subprocess.run([mpiexec_or_skip(), "-n", str(n), sys.executable, str(HERE / "pipelined_worker.py"), str(out),
+                        *map(str, images)], capture_output=True, text=True, timeout=GUARD, env=child_env(), cwd=out)
+    ranks = [dict(np.load(out / f"rank{r}.npz")) for r in range(n) if (out / f"rank{r}.npz").exists()]
+    assert p.returncode == 0 and len(ranks) == n, p.stdout + p.stderr
+    return n, ranks
+
+
+@pytest.mark.parametrize("rows", W.ROWS)
+def test_the_chunked_mlp_equals_the_whole_one_and_the_interpreter(job, rows):
+    """Two ranks' sums are one addition, in either order the same: bit for bit. Three ranks' are in the order
+    MPI chooses for a message's size, which a chunk's smaller messages may change: within that rounding."""
+    n, ranks = job
+    module = tessera_frontend_compile(W.source(n), {"filename": "tp.py"})
+    X, W1, W2 = W.inputs(rows)
+    interpreted = module.interpret("mlp", [X] * n, W1, W2, world=n)
+    for r, got in enumerate(ranks):
+        for i in range(2):
+            assert f"error:{i}_{rows}" not in got, got[f"error:{i}_{rows}"]
+        chunked, whole = got[f"0_{rows}"], got[f"1_{rows}"]
+        assert chunked.shape == whole.shape == (rows, W.D)
+        if n == 2:
+            assert np.array_equal(chunked.view(np.uint32), whole.view(np.uint32))
+        else:
+            np.testing.assert_allclose(chunked, whole, rtol=n * np.finfo(np.float32).eps, atol=1e-6)
+        np.testing.assert_allclose(chunked, interpreted[r], rtol=1e-5, atol=1e-6)
