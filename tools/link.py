@@ -117,7 +117,7 @@ def _unique(name: str, n: int, taken: set[str]) -> str:
 def _rename_step(step, kernels: dict[str, str], functions: dict[str, str]):
     if isinstance(step, plan.CallStep):
         return dataclasses.replace(step, call=functions.get(step.call, step.call))
-    if isinstance(step, plan.AliasStep):
+    if isinstance(step, (plan.AliasStep, plan.CollectiveStep)):   # no kernel to rename
         return step
     step = dataclasses.replace(step, kernel=kernels.get(step.kernel, step.kernel))
     if isinstance(step, plan.ArgsStep) and step.prefer:

@@ -176,3 +176,28 @@ def test_a_cycle_of_call_steps_stops_at_the_depth_limit(build_host, tmp_path):
     path.write_bytes(write_image([], {plan.SECTION: plan.encode({"ping": ping, "pong": pong})}))
     out = run([build_host("host_link.c"), "--cycle", path, "ping"]).stdout
     assert "ok   a cycle of calls stops at the depth limit" in out and "function 'ping': step 0 (call of 'pong'): function 'pong': step 0 calls" in out
+
+
+def test_images_with_collective_steps_link(images, tmp_path):
+    """Regression: tessera-link renamed every non-call, non-alias step's kernel, and a collective step has none
+    (dataclasses.replace raised TypeError). Its steps, pipelined chunks' offset aliases included, pass through."""
+    compiler = pytest.importorskip("tessera.compiler")
+    from tessera import plan
+    from tessera.image import read_image
+    (tmp_path / "tp.py").write_text('''
+from tessera import dist, f32, function, op, tensor
+
+mesh = dist.Mesh(axes=["tp"], devices=range(2))
+
+
+@function(export=True)
+def tp(X: tensor[f32, "T", 8], W: tensor[f32, 8, 4]):
+    return op.all_reduce(op.matmul(X, W), mesh=mesh, chunks=2)
+''')
+    (tmp_path / "tp.tessera").write_bytes(compiler.compile_file(str(tmp_path / "tp.py")).image)
+    out = tmp_path / "linked.tessera"
+    assert link(tmp_path / "tp.tessera", images / "blocks.tessera", "-o", out) == 0
+    before = plan.decode(read_image((tmp_path / "tp.tessera").read_bytes()).plan)["tp"]
+    after = plan.decode(read_image(out.read_bytes()).plan)["tp"]
+    assert after.steps == before.steps
+    assert sum(isinstance(s, plan.CollectiveStep) for s in after.steps) == 2
