@@ -95,8 +95,9 @@ static void destroy_all(struct tsr_context* ctx, uint32_t type) {
 void tsr_context_free(struct tsr_context* ctx) {
   /* Retire everything in one step, so that no handle of the context stays usable; free after, in an order
    * where nothing is freed while something still to be freed refers to it: streams first (their queues
-   * finish, dropping their holds), then communicators (their queued transfers have run; the memory they
-   * moved is still there), graphs (which hold events), events, memory handles, modules. */
+   * finish, dropping their holds), graphs (which hold events and communicators: a CUDA graph's NCCL kernels
+   * use their communicator), then communicators (their queued transfers have run; the memory they moved is
+   * still there), events, memory handles, modules. */
   tsr_handles_lock();
   for (tsr_object_t* o = ctx->objects.next; o != &ctx->objects; o = o->next) {
     if (o->type == TSR_MAGIC_MODULE) tsr_module_retire_kernels_locked((struct tsr_module*)o);
@@ -105,7 +106,7 @@ void tsr_context_free(struct tsr_context* ctx) {
   }
   tsr_handles_unlock();
   ctx->dying = true;
-  static const uint32_t order[] = {TSR_MAGIC_STREAM, TSR_MAGIC_COMM, TSR_MAGIC_GRAPH_EXEC, TSR_MAGIC_GRAPH,
+  static const uint32_t order[] = {TSR_MAGIC_STREAM, TSR_MAGIC_GRAPH_EXEC, TSR_MAGIC_GRAPH, TSR_MAGIC_COMM,
                                    TSR_MAGIC_EVENT, TSR_MAGIC_MEMORY, TSR_MAGIC_MODULE};
   for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) destroy_all(ctx, order[i]);
   tsr_deferred_teardown(ctx);  /* the streams freed their pending groups; their device events go here */
