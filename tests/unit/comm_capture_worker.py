@@ -2,7 +2,8 @@
 communicator operations into a graph with a kernel launch between them, replays it, and writes what it saw to
 <folder>/rank<r>.npz for the test to check against numpy.
 
-Usage: comm_capture_worker.py SCENARIO FOLDER IMAGE, IMAGE holding the kernel `scale(s, X, Out)`: Out = s * X."""
+Usage: comm_capture_worker.py SCENARIO FOLDER IMAGE, IMAGE holding the kernel `scale(s, X, Out)`: Out = s * X
+(scenario function: the function `scaled_sum(X)` = the ranks' sum of 2X, test_comm_capture_mpi's FUNCTION)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,21 @@ def capture(c, mod, out: dict) -> None:
     out["event_done"] = np.array(done.query())
 
 
+def function(c, image: str, out: dict) -> None:
+    """A compiled function whose all_reduce step (algo ring: the communicator's own) is captured with its
+    launches, replayed twice with new data written into the same input DeviceArray."""
+    from tessera import executor, graph, runtime  # lazy: see capture
+
+    prog = executor.load(open(image, "rb").read())
+    X = runtime.DeviceArray((8, 4), np.float32, runtime.default_context())
+    with graph.capture() as g:
+        y = prog.scaled_sum(X, comm=c)
+    for replay in range(REPLAYS):
+        X.copy_from(data(c.rank, replay)[:32].reshape(8, 4))
+        g.launch()
+        out[f"Y{replay}"] = y.numpy()
+
+
 def deterministic(c, out: dict) -> None:
     """A deterministic bf16 all_reduce (comm.c's host tree) captured and replayed: the same bits as a direct call."""
     from tessera import graph  # lazy: see capture
@@ -105,7 +121,7 @@ def main() -> int:
     from tessera import comm, runtime  # lazy: after argument parsing, so that a usage error costs no import
 
     scenarios = {"capture": lambda c, out: capture(c, runtime.load(image), out), "deterministic": deterministic,
-                 "dead": dead}
+                 "dead": dead, "function": lambda c, out: function(c, image, out)}
     if scenario not in scenarios:
         raise SystemExit(f"unknown scenario {scenario}")
     c = comm.Communicator.from_env(backend="mpi", timeout=3 if scenario == "dead" else 60,
