@@ -12,7 +12,9 @@ NCCL queues its transfers on the GPU, which cannot address host memory (libtesse
 TSR_ERROR_INVALID_VALUE): numpy arrays given to an NCCL communicator are staged through DeviceArrays of its
 context — copied in, the operation, its stream waited for, copied out — so such a call returns when it is done,
 as on MPI; pass DeviceArrays to keep the data on the device and the call asynchronous. bf16 data is passed as
-uint16 arrays of its bits with ``dtype="bf16"``.
+uint16 arrays of its bits with ``dtype="bf16"``. Results come back in `out` when given, else in a new array.
+Failures raise `tessera.runtime.Error` with the status (`status_name`: TSR_ERROR_TIMEOUT when a peer died or
+stopped, ...) and libtessera's message.
 
 Inside a graph capture (``with graph.capture() as g:``, or a `stream` that captures) an operation is recorded
 as a node of the graph, not run: each launch of the graph runs it again, in order with the graph's kernels,
@@ -20,8 +22,7 @@ copies and events, on the same arrays (the graph keeps them alive; write new dat
 launches). An operation naming no stream inside ``graph.capture()`` is recorded on the capture's stream. MPI
 runs a recorded operation at its place in the replay; NCCL's kernels become part of the CUDA graph. numpy
 arrays on an NCCL communicator cannot be captured (their staging copies and the wait for them are not stream
-work): pass DeviceArrays. A deterministic reduction on NCCL cannot be captured either (TSR_ERROR_UNSUPPORTED). Results come back in `out` when given, else in a new array. Failures raise `tessera.runtime.Error` with the status
-(`status_name`: TSR_ERROR_TIMEOUT when a peer died or stopped, ...) and libtessera's message.
+work): pass DeviceArrays. A deterministic reduction on NCCL cannot be captured either (TSR_ERROR_UNSUPPORTED).
 """
 
 from __future__ import annotations

@@ -223,7 +223,8 @@ static tsr_status_t each_comm(struct tsr_graph_exec* e, void* queue) {
     size_t first = 0;
     while (e->nodes[first].kind != TSR_OP_COMM || e->nodes[first].u.comm.comm != e->nodes[i].u.comm.comm) first++;
     if (first != i) continue;
-    tsr_status_t st = queue ? tsr_comm_node_watch(&e->nodes[i].u.comm, queue) : tsr_comm_node_fault(&e->nodes[i].u.comm);
+    const tsr_comm_node_t* n = &e->nodes[i].u.comm;
+    tsr_status_t st = queue ? tsr_comm_node_watch(n, queue) : tsr_comm_node_fault(n);
     if (st) return st;
   }
   return TSR_SUCCESS;

@@ -25,7 +25,8 @@ def data(rank: int, replay: int) -> np.ndarray:
 
 def capture(c, mod, out: dict) -> None:
     """all_reduce, all_gather, broadcast, reduce_scatter, all_to_all and a send/recv pair captured between two
-    launches, an event recorded after the all_reduce; the graph replayed REPLAYS times, new data written into the same inputs each time."""
+    launches, an event recorded after the all_reduce; the graph replayed REPLAYS times, new data written into
+    the same inputs each time."""
     from tessera import graph, stream  # lazy: after the communicator, as in comm_worker.py
 
     root = c.size - 1

@@ -2,9 +2,11 @@
 mpiexec (the mpich wheel, the test extra), each running comm_capture_worker.py.
 
 A graph holding a kernel launch, all_reduce, an event record, all_gather, broadcast, reduce_scatter,
-all_to_all, a send/recv pair and a second launch that reads the all_reduce's result is replayed twice with new data written into the same arrays:
-every result exact against numpy, nothing run at capture. A deterministic captured all_reduce gives a direct
-call's bits. A replay whose peer died returns a status within the communicator's timeout, not a hang."""
+all_to_all, a send/recv pair and a second launch that reads the all_reduce's result is replayed twice with new
+data written into the same arrays: every result exact against numpy, nothing run at capture. A compiled
+function's all_reduce step is captured and replayed likewise. A deterministic captured all_reduce gives a
+direct call's bits. A replay whose peer died returns a status within the communicator's timeout, not a
+hang."""
 
 from __future__ import annotations
 

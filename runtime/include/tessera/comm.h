@@ -30,13 +30,14 @@
  *    usual (a refusal leaves the capture going) and recorded as a node of the graph, in order with its other
  *    nodes; the graph holds a reference to the communicator. Each tsrGraphLaunch runs it again on the recorded
  *    buffers (their contents then), as a collective every rank must replay alike; its buffers are checked
- *    again before each launch (an allocation freed since: TSR_ERROR_INVALID_VALUE). MPI: the replay runs the transfer at the node, in the replaying thread,
- *    blocking, under the communicator's timeout as a direct call (a failure breaks the communicator and is the
- *    replay's status). NCCL: tsrGraphInstantiate issues the operation on its CUDA capture stream, so NCCL's
- *    kernels are part of the CUDA graph; each launch is watched against the timeout (the communicator is
- *    aborted past it and reports it; on the NULL stream the launch returns it). A deterministic reduction
- *    (TSR_COMM_DETERMINISTIC) on NCCL cannot be captured (it combines on the host between waits):
- *    TSR_ERROR_UNSUPPORTED. docs/c-api.md, "Communicators", "Graph capture".
+ *    again before each launch (an allocation freed since: TSR_ERROR_INVALID_VALUE). MPI: the replay runs the
+ *    transfer at the node, in the replaying thread, blocking, under the communicator's timeout as a direct
+ *    call (a failure breaks the communicator and is the replay's status). NCCL: tsrGraphInstantiate issues
+ *    the operation on its CUDA capture stream, so NCCL's kernels are part of the CUDA graph; each launch is
+ *    watched against the timeout (the communicator is aborted past it and reports it; on the NULL stream the
+ *    launch returns it). A deterministic reduction (TSR_COMM_DETERMINISTIC) on NCCL cannot be captured (it
+ *    combines on the host between waits): TSR_ERROR_UNSUPPORTED. docs/c-api.md, "Communicators", "Graph
+ *    capture".
  *  - Never a hang: every wait of an operation (for the peers, the network, the stream's earlier work) is
  *    bounded by the communicator's timeout. When it expires the operation returns TSR_ERROR_TIMEOUT naming
  *    the operation and, where the transport can tell, the peers not heard from; a transport that detects a
@@ -49,7 +50,8 @@
  *    context (above), a dtype or op the call does not take, a root or
  *    peer outside [0, size), a count that does not divide as the call requires, a stream of another
  *    context), TSR_ERROR_MEMORY_FAULT (above), TSR_ERROR_UNSUPPORTED (a dtype or op this backend cannot
- *    combine, e.g. avg of integers; on NCCL a deterministic reduction on a capturing stream), TSR_ERROR_TIMEOUT and TSR_ERROR_LAUNCH_FAILED
+ *    combine, e.g. avg of integers; on NCCL a deterministic reduction on a capturing stream),
+ *    TSR_ERROR_TIMEOUT and TSR_ERROR_LAUNCH_FAILED
  *    (above; also a transport's own failure, with its message), TSR_ERROR_OUT_OF_MEMORY (a deterministic
  *    reduction's gather buffer). MPI only: TSR_ERROR_UNSUPPORTED for a transfer of more than INT_MAX bytes
  *    (MPI's int counts; split it). docs/c-api.md, "Communicators", has the table.
