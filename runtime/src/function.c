@@ -202,6 +202,9 @@ tsr_status_t tsr_module_load_functions(struct tsr_module* m, const tsr_image_t* 
 }
 
 void tsr_module_free_functions(struct tsr_module* m) {
+  /* finishing their work; a dying context destroyed them already, with its other streams */
+  for (uint32_t i = 0; i < m->function_count && !m->obj.context->dying; i++)
+    if (m->functions[i].comm_stream) tsrReleaseStream(m->functions[i].comm_stream);
   if (m->plan) tsr_plan_free(m->plan);
   free(m->plans_refused);
   m->plans_refused = NULL;
@@ -322,7 +325,7 @@ typedef struct call {
    * and axis (released when the call ends): step `like` names the mesh and axis. */
   struct { const tsr_plan_step_t* like; tsr_comm_t comm; } groups[8];
   uint32_t group_count;
-  /* Gradient buckets in flight on `comm_stream` (a second stream of the call, created by its first bucket):
+  /* Gradient buckets in flight on `comm_stream` (the function's second stream, comm_stream()):
    * steps [first, end) of the plan, whose outputs (and the inputs of members of `below` bytes or more, reduced
    * directly) `stream` may touch once it waited for `done`. */
   tsr_stream_t comm_stream;
@@ -914,15 +917,15 @@ static tsr_status_t group(call_t* c, const tsr_plan_step_t* s, size_t step, tsr_
 static tsr_status_t settle(call_t* c, uint32_t which);
 
 /* The end of a call's collectives: its stream waits for the buckets still in flight (its intermediates go
- * back to the pool in its order), the communication stream and the split communicators are released.
+ * back to the pool in its order, and the function's communication stream is free for the next call), the
+ * split communicators are released.
  * Returns `st`, or the first failure of these where `st` is success. */
 static tsr_status_t release_groups(call_t* c, tsr_status_t st) {
   while (c->pending_count) {
     tsr_status_t settled = settle(c, 0);
     if (!st) st = settled;
   }
-  if (c->comm_stream) tsrReleaseStream(c->comm_stream);  /* finishes its work first */
-  c->comm_stream = NULL;
+  c->comm_stream = NULL;  /* the function's: kept for its next call */
   for (uint32_t g = 0; g < c->group_count; g++) tsrReleaseComm(c->groups[g].comm);
   c->group_count = 0;
   return st;
@@ -1185,9 +1188,29 @@ static tsr_status_t settle_for(call_t* c, uint32_t step) {
   return st;
 }
 
-/* The call's communication stream, created by its first overlapped bucket. */
+/* The function's communication stream: created by the first call that overlaps a collective, kept for the later
+ * ones (a stream per call cost a CUstream, or on the CPU a thread, each time); calls racing to create it keep
+ * the one published first. Concurrent calls share it: their collectives queue on it in the order they come,
+ * each call's stream waiting only for its own. Where the backend's queues honour priorities (CUDA's), it has
+ * the highest, so that the GPU schedules the collectives' kernels ahead of the next blocks of the kernels they
+ * overlap (NCCL's few blocks would otherwise wait behind a GEMM's whole grid); the CPU's streams are as before. */
 static tsr_status_t comm_stream(call_t* c) {
-  return c->comm_stream ? TSR_SUCCESS : tsrCreateStream(c->ctx, NULL, &c->comm_stream);
+  if (c->comm_stream) return TSR_SUCCESS;
+  tsr_stream_t s = __atomic_load_n(&c->fn->comm_stream, __ATOMIC_ACQUIRE);
+  if (!s) {
+    tsr_stream_options_t o;
+    tsrStreamOptionsInitialize(&o);
+    if (c->ctx->backend->queue_create) o.priority = INT32_MAX;  /* the backend clamps it to its highest */
+    tsr_status_t st = tsrCreateStream(c->ctx, &o, &s);
+    if (st) return st;
+    tsr_stream_t none = NULL;
+    if (!__atomic_compare_exchange_n(&c->fn->comm_stream, &none, s, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      tsrReleaseStream(s);
+      s = none;
+    }
+  }
+  c->comm_stream = s;
+  return TSR_SUCCESS;
 }
 
 /* Steps [first, end), a bucket the communicator reduces in its own order (not the tree's): members of

@@ -97,6 +97,9 @@ struct tsr_function {
   uint32_t *slot_first, *slot_values;  /* slot b's tenants: slot_values[slot_first[b] .. slot_first[b + 1]) */
   uint8_t* value_size;               /* bytes of an element of each value */
   uint32_t* value_root;              /* the value whose storage each value is: itself, or an alias's `of`'s root */
+  /* Where its collective steps overlap the calls' kernels: created by the first call that overlaps one, kept
+   * for the later calls (function.c, comm_stream), released with the module. */
+  tsr_stream_t comm_stream;
 };
 
 /* Reads the image's `.tessera.plan` section, if any, into m->plan and m->functions (TSR_ERROR_BAD_IMAGE naming

@@ -2,7 +2,8 @@
  * logic is tested without GPUs (tests/c/test_comm_nccl_fake.py, with tests/c/fake_cuda.c as the driver). It
  * writes one line per call to $FAKE_NCCL_LOG, with what NCCL would see: ranks, the unique id, the config,
  * $NCCL_NVLS_ENABLE at initialization, each operation's count, datatype and op codes and its CUstream (the
- * fake driver's "s3", or "ptds"). Communicators are non-blocking, as comm_nccl.c asks, and behave as NCCL's
+ * fake driver's "s3", or "ptds"; an all_reduce whose send and recv are one buffer says "inplace" before it).
+ * Communicators are non-blocking, as comm_nccl.c asks, and behave as NCCL's
  * do: after ncclCommInitRankConfig and ncclCommSplit (which returns ncclSuccess, as NCCL 2.18-2.2x's does) the
  * communicator's state stays ncclInProgress for a few ncclCommGetAsyncError polls, a split writes the new
  * communicator only when it completes, and a call on a communicator still in progress fails with NCCL's
@@ -191,7 +192,8 @@ static int refused(struct ncclComm* c, const void* stream, const char* format, .
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, int type, int op, struct ncclComm* c,
                            void* stream) {
-  if (refused(c, stream, "ncclAllReduce count=%zu type=%d op=%d", count, type, op)) return invalid_argument;
+  if (refused(c, stream, "ncclAllReduce count=%zu type=%d op=%d%s", count, type, op, send == recv ? " inplace" : ""))
+    return invalid_argument;
   if (lands(stream)) memmove(recv, send, count * type_bytes(type));
   return enqueued(c, stream);
 }

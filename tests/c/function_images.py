@@ -1,7 +1,8 @@
 """Test helper: images whose launch plans call hand-picked kernels, for running tsrFunctionCall where the
 compiler's own kernels cannot run (fake and mock drivers run saxpy-like kernels only, tests/c/fake_cuda.c,
 tests/c/mock/). The plan is written as tessera.plan documents are (docs/image-format.md, "Launch plans"), at
-version 3, which the C reader reads, and added to an existing image with its IR version note saying so."""
+the version it names (these at 3; the C reader reads 3 to 6), and added to an existing image with its IR version
+note saying so."""
 import json
 
 from tessera.image import read_image, write_image
@@ -51,5 +52,5 @@ def with_plan(image: bytes, doc: dict, kernels=()) -> bytes:
     img = read_image(image)
     code = {s.name: bytes(s.data) for s in img.sections if s.name.startswith(".tessera.code.")}
     code[".tessera.plan"] = json.dumps(doc).encode()
-    versions = Versions((IR_MAJOR, IR_MINOR), BYTECODE_VERSION, 3)
+    versions = Versions((IR_MAJOR, IR_MINOR), BYTECODE_VERSION, doc["version"])
     return write_image(list(img.kernels) + list(kernels), code, img.section(".tessera.ops"), versions=versions)

@@ -7,10 +7,8 @@ launch whose grid has a zero dimension is skipped, and the reader refuses an off
 import numpy as np
 import pytest
 
-from function_images import _step, _tensor
+from function_images import _step, _tensor, with_plan
 from tessera import _runtime, executor
-from tessera.image import read_image, write_image
-from tessera.image.format import BYTECODE_VERSION, IR_MAJOR, IR_MINOR, Versions
 
 
 def halves(offset="N//2", version=6):
@@ -28,13 +26,7 @@ def halves(offset="N//2", version=6):
 
 
 def program(test_image, doc):
-    import json
-    img = read_image(test_image.read_bytes())
-    code = {s.name: bytes(s.data) for s in img.sections if s.name.startswith(".tessera.code.")}
-    code[".tessera.plan"] = json.dumps(doc).encode()
-    versions = Versions((IR_MAJOR, IR_MINOR), BYTECODE_VERSION, doc["version"])
-    image = write_image(list(img.kernels), code, img.section(".tessera.ops"), versions=versions)
-    return executor.load(image, _runtime.Context("cpu"))
+    return executor.load(with_plan(test_image.read_bytes(), doc), _runtime.Context("cpu"))
 
 
 @pytest.mark.parametrize("n", [10, 130])

@@ -254,3 +254,135 @@ def test_operations_captured_on_nccl_are_issued_into_the_cuda_graph(fake_driver,
     for i in launches:
         stream = cuda[i].split()[1]
         assert f"cuEventRecord {stream}" in cuda[i + 1:i + 4], cuda[i:i + 4]
+
+
+def _reduce(input, output, n=2):
+    return {"collective": "all_reduce", "input": input, "output": output, "mesh_axes": ["dp"], "mesh_shape": [n],
+            "axis": "dp", "reduce": "sum", "deterministic": False, "algo": "ring"}
+
+
+def _kernel(name, args, extent):
+    return {"kernel": name, "env": {"N": extent}, "args": args, "block": [64, 1, 1],
+            "grid": ["ceil(N/64)", "1", "1"]}
+
+
+def _t(value):
+    return {"value": value, "shape": ["N"]}
+
+
+BIG = 1 << 18  # f32 elements: 1 MiB, the size from which a bucket member is reduced without packing
+# bucket: a 1 MiB member and two small ones (one bucket); then a kernel touching none of their storage, and one
+# reading a packed member's result. single: in place on two aliases of one storage at one offset (a chunk of
+# a pipelined collective), then x -> out (both >= 1 MiB: direct); a kernel on other storage, then one writing
+# the storage the in-place reduction reads and writes. alone: the same on a mesh of one device.
+OVERLAP_PLAN = {"version": 6, "functions": {
+    "bucket": {
+        "params": ["x", "s"], "args": ["x", "s"], "results": ["gx", "g1", "g2", "y"],
+        "values": {"x": {"dtype": "f32", "dims": ["N"]}, "gx": {"dtype": "f32", "dims": ["N"]},
+                   **{v: {"dtype": "f32", "dims": ["M"]} for v in ("s", "g1", "g2", "y")}},
+        "steps": [_reduce("x", "gx"), _reduce("s", "g1"), _reduce("s", "g2"),
+                  _kernel("fill_fixed", [_t("y"), {"f32": 3.0}], "M"),
+                  _kernel("saxpy", [{"f32": 1.0}, _t("g1"), _t("y")], "M")],
+        "fallbacks": [], "outputs": []},
+    **{name: {
+        "params": ["x"], "args": ["x"], "results": ["out", "t", "u"],
+        "values": {**{v: {"dtype": "f32", "dims": ["N"]} for v in ("x", "out", "t", "u")},
+                   "hi_in": {"dtype": "f32", "dims": ["N//2"]}, "hi_out": {"dtype": "f32", "dims": ["N//2"]}},
+        "steps": [_kernel("fill_fixed", [_t("t"), {"f32": 2.0}], "N"),
+                  {"alias": "hi_in", "of": "t", "offset": "N//2"}, {"alias": "hi_out", "of": "t", "offset": "N//2"},
+                  _reduce("hi_in", "hi_out", n), _reduce("x", "out", n),
+                  _kernel("fill_fixed", [_t("u"), {"f32": 1.0}], "N"),
+                  _kernel("saxpy", [{"f32": 1.0}, _t("x"), _t("t")], "N")],
+        "fallbacks": [], "outputs": []} for name, n in (("single", 2), ("alone", 1))}}}
+
+OVERLAP = r"""
+import sys
+import numpy as np
+from tessera import comm, executor, runtime, stream
+ctx = runtime.select_backend("cuda")
+prog = executor.load(sys.argv[1], ctx)
+s = stream.new(context=ctx)
+dev = lambda a: runtime.DeviceArray.from_numpy(a, ctx)
+x, small = np.arange(2 * BIG, dtype=np.float32), np.arange(8, dtype=np.float32)
+for name, size, rank in (("bucket", 2, 1), ("single", 2, 1), ("alone", 1, 0), ("bucket", 2, 1)):
+    c = comm.Communicator.create(size, rank, comm.unique_id("nccl", ctx), backend="nccl", timeout=5, context=ctx)
+    args = (dev(x[:BIG]), dev(small)) if name == "bucket" else (dev(x),)
+    s.synchronize()
+    with open(sys.argv[2], "a") as log:  # the fake driver's log: where the call's work begins
+        print("call", name, file=log)
+    out = getattr(prog, name)(*args, stream=s, comm=c)
+    s.synchronize()
+    out = [o.numpy() for o in out]
+    if name == "bucket":  # the fake's sum is this rank's values
+        ok = (out[0] == x[:BIG]).all() and (out[1] == small).all() and (out[2] == small).all() and \
+            (out[3] == 3 + small).all()
+    else:
+        ok = (out[0] == x).all() and (out[1] == 2 + x).all() and (out[2] == 1).all()
+    print(name, bool(ok), flush=True)
+    c.close()
+""".replace("BIG", str(BIG))
+
+
+def test_collective_steps_overlap_on_the_communication_stream(fake_driver, fake_nccl, test_image, tmp_path):
+    """tsrFunctionCall on a stream with an NCCL communicator (the fake driver and NCCL): every all_reduce that
+    the communicator reduces runs on the function's communication stream (created once, at the driver's
+    highest priority) — a single one (before: on the call's stream) and
+    a bucket's 1 MiB member directly from its input to its output, with no packing copy; only the two small
+    members are packed (copies in on the call's stream, out on the communication stream); two aliases of one
+    storage at one offset reduce in place; the call's stream waits for the collectives (an event) only before
+    a step that touches their storage — an output, or the input of a direct reduction through an alias of it —
+    and a kernel on other storage runs before that wait. On a mesh of one device the in-place step copies
+    nothing, x -> out one copy."""
+    import function_images
+    image = tmp_path / "overlap.tessera"
+    image.write_bytes(function_images.with_plan(test_image.read_bytes(), OVERLAP_PLAN, [function_images.PTX_FILL]))
+    log, cuda_log = tmp_path / "nccl.log", tmp_path / "cuda.log"
+    env = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), TESSERA_NCCL_LIBRARY=str(fake_nccl),
+               FAKE_NCCL_LOG=str(log), FAKE_CUDA_LOG=str(cuda_log))
+    for name in ("TESSERA_BACKEND", "TESSERA_COMM_BACKEND", "FAKE_NCCL_HANG"):
+        env.pop(name, None)
+    p = subprocess.run([sys.executable, "-c", OVERLAP, str(image), str(cuda_log)], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert p.returncode == 0 and p.stdout.split() == ["bucket", "True", "single", "True", "alone", "True",
+                                                      "bucket", "True"], p.stdout + p.stderr
+    reduces = [line for line in log.read_text().splitlines() if line.startswith("ncclAllReduce")]
+    assert len(reduces) == 6, reduces
+    side, other = reduces[0].split()[-1], reduces[2].split()[-1]  # each function's communication stream
+    bucket = [f"ncclAllReduce count={BIG} type=7 op=0 {side}",  # the large member, directly
+              f"ncclAllReduce count=16 type=7 op=0 inplace {side}"]  # the small two, packed
+    assert reduces == bucket + [f"ncclAllReduce count={BIG} type=7 op=0 inplace {other}",  # the chunk, in place
+                                f"ncclAllReduce count={2 * BIG} type=7 op=0 {other}"] + bucket  # the same again
+    lines = cuda_log.read_text().splitlines()
+    # created once per function, at the driver's highest priority (the fake's range: 0 to -5)
+    created = [line for line in lines if line.startswith("cuStreamCreateWithPriority")]
+    assert [line for line in created if line.split()[1] in (side, other)] == [
+        f"cuStreamCreateWithPriority {side} flags=0 priority=-5",
+        f"cuStreamCreateWithPriority {other} flags=0 priority=-5"], created
+    calls = {}
+    for name in ("bucket", "single", "alone"):  # each call's work up to its last launch (then its results' copies)
+        begin = lines.index(f"call {name}")
+        end = max(i for i, line in enumerate(lines) if line.startswith("cuLaunchKernel") and
+                  i < lines.index("call " + {"bucket": "single", "single": "alone", "alone": "bucket"}[name], begin))
+        calls[name] = lines[begin + 1:end + 1]
+    main = calls["bucket"][-1].split()[1]  # the call's stream
+    assert side != main
+
+    def on(name, stream):
+        return [line.split()[0] for line in calls[name] if line.endswith(f" {stream}")
+                and not line.startswith(("cuMemcpyHtoD", "cuStreamSynchronize"))]
+    # packing: the small members copied in on the call's stream, an event the communication stream waits for,
+    # the packed result copied out there, an event; the kernel on other storage, the wait, then the reader
+    assert on("bucket", main) == ["cuMemcpyDtoDAsync", "cuMemcpyDtoDAsync", "cuEventRecord", "cuLaunchKernel",
+                                       "cuStreamWaitEvent", "cuLaunchKernel"], calls["bucket"]
+    def waited(name, stream):  # what the communication stream runs, less NCCL's own events, and its last event
+        queued = on(name, stream)
+        assert queued[-1] == "cuEventRecord", calls[name]
+        return [c for c in queued if c != "cuEventRecord"]
+    assert waited("bucket", side) == ["cuStreamWaitEvent", "cuMemcpyDtoDAsync", "cuMemcpyDtoDAsync"], calls["bucket"]
+    # single: no copy on either stream before the launches; the writer of the in-place storage waits
+    assert [c for c in on("single", main) if c != "cuEventRecord"] == [
+        "cuLaunchKernel", "cuLaunchKernel", "cuStreamWaitEvent", "cuLaunchKernel"], calls["single"]
+    assert waited("single", other) == ["cuStreamWaitEvent"], calls["single"]
+    # one device: x -> out is a copy, the in-place step none; no collective, no wait
+    assert on("alone", main) == ["cuLaunchKernel", "cuMemcpyDtoDAsync", "cuLaunchKernel", "cuLaunchKernel"], \
+        calls["alone"]
