@@ -1164,13 +1164,11 @@ static uint64_t member_bytes(const call_t* c, uint32_t k) {
   return c->values[v].elements * c->fn->value_size[v];
 }
 
-/* The size below which a member of bucket [first, end) (its storage bound) is packed: DIRECT_BYTES where two
- * or more members are that small, else 0 (every member direct: packing one alone would only copy it). */
-static uint64_t packed_below(const call_t* c, uint32_t first, uint32_t end) {
-  uint32_t small = 0;
-  for (uint32_t k = first; k < end; k++) small += member_bytes(c, k) < DIRECT_BYTES;
-  return small >= 2 ? DIRECT_BYTES : 0;
-}
+/* The size below which a member of bucket [first, end) is packed: DIRECT_BYTES in a bucket of several, even for
+ * one small member (its copy frees its input at once: the memory plan may give the input's buffer slot to the
+ * next kernel, which would otherwise wait for the whole bucket, e.g. a bias gradient's slot taken by the next
+ * layer's weight gradient); 0 for one all_reduce alone, which goes directly. */
+static uint64_t packed_below(uint32_t first, uint32_t end) { return end - first > 1 ? DIRECT_BYTES : 0; }
 
 /* Before step `step`: the call's stream waits for the buckets whose storage it touches: any member's output,
  * and a directly reduced member's input (the communication stream reads it; a packed one's was copied on the
@@ -1223,7 +1221,7 @@ static tsr_status_t comm_stream(call_t* c) {
 static tsr_status_t run_reduced(call_t* c, uint32_t first, uint32_t end, tsr_comm_t g, const dtype_row_t* d,
                                 tsr_reduce_op_t op, bool overlap) {
   const tsr_plan_step_t* s = &c->f->steps[first];
-  uint64_t below = packed_below(c, first, end), count = 0;
+  uint64_t below = packed_below(first, end), count = 0;
   for (uint32_t k = first; k < end; k++)
     if (member_bytes(c, k) < below) count += c->values[c->f->steps[k].input].elements;
   tsr_status_t st = TSR_SUCCESS;

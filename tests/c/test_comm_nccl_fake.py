@@ -271,17 +271,18 @@ def _t(value):
 
 
 BIG = 1 << 18  # f32 elements: 1 MiB, the size from which a bucket member is reduced without packing
-# bucket: a 1 MiB member and two small ones (one bucket); then a kernel touching none of their storage, and one
-# reading a packed member's result. single: in place on two aliases of one storage at one offset (a chunk of
+# bucket: a 1 MiB member and a small one (one bucket); then kernels touching none of the bucket's storage but
+# the small member's input (packed: free once copied), and one reading its result. single: in place on two aliases of one storage at one offset (a chunk of
 # a pipelined collective), then x -> out (both >= 1 MiB: direct); a kernel on other storage, then one writing
 # the storage the in-place reduction reads and writes. alone: the same on a mesh of one device.
 OVERLAP_PLAN = {"version": 6, "functions": {
     "bucket": {
-        "params": ["x", "s"], "args": ["x", "s"], "results": ["gx", "g1", "g2", "y"],
+        "params": ["x", "s"], "args": ["x", "s"], "results": ["gx", "g1", "y"],
         "values": {"x": {"dtype": "f32", "dims": ["N"]}, "gx": {"dtype": "f32", "dims": ["N"]},
-                   **{v: {"dtype": "f32", "dims": ["M"]} for v in ("s", "g1", "g2", "y")}},
-        "steps": [_reduce("x", "gx"), _reduce("s", "g1"), _reduce("s", "g2"),
+                   **{v: {"dtype": "f32", "dims": ["M"]} for v in ("s", "g1", "y")}},
+        "steps": [_reduce("x", "gx"), _reduce("s", "g1"),
                   _kernel("fill_fixed", [_t("y"), {"f32": 3.0}], "M"),
+                  _kernel("fill_fixed", [_t("s"), {"f32": 5.0}], "M"),
                   _kernel("saxpy", [{"f32": 1.0}, _t("g1"), _t("y")], "M")],
         "fallbacks": [], "outputs": []},
     **{name: {
@@ -314,8 +315,7 @@ for name, size, rank in (("bucket", 2, 1), ("single", 2, 1), ("alone", 1, 0), ("
     s.synchronize()
     out = [o.numpy() for o in out]
     if name == "bucket":  # the fake's sum is this rank's values
-        ok = (out[0] == x[:BIG]).all() and (out[1] == small).all() and (out[2] == small).all() and \
-            (out[3] == 3 + small).all()
+        ok = (out[0] == x[:BIG]).all() and (out[1] == small).all() and (out[2] == 3 + small).all()
     else:
         ok = (out[0] == x).all() and (out[1] == 2 + x).all() and (out[2] == 1).all()
     print(name, bool(ok), flush=True)
@@ -327,8 +327,9 @@ def test_collective_steps_overlap_on_the_communication_stream(fake_driver, fake_
     """tsrFunctionCall on a stream with an NCCL communicator (the fake driver and NCCL): every all_reduce that
     the communicator reduces runs on the function's communication stream (created once, at the driver's
     highest priority) — a single one (before: on the call's stream) and
-    a bucket's 1 MiB member directly from its input to its output, with no packing copy; only the two small
-    members are packed (copies in on the call's stream, out on the communication stream); two aliases of one
+    a bucket's 1 MiB member directly from its input to its output, with no packing copy; only the small member
+    is packed (copied in on the call's stream, out on the communication stream), so a kernel writing its
+    input does not wait; two aliases of one
     storage at one offset reduce in place; the call's stream waits for the collectives (an event) only before
     a step that touches their storage — an output, or the input of a direct reduction through an alias of it —
     and a kernel on other storage runs before that wait. On a mesh of one device the in-place step copies
@@ -349,7 +350,7 @@ def test_collective_steps_overlap_on_the_communication_stream(fake_driver, fake_
     assert len(reduces) == 6, reduces
     side, other = reduces[0].split()[-1], reduces[2].split()[-1]  # each function's communication stream
     bucket = [f"ncclAllReduce count={BIG} type=7 op=0 {side}",  # the large member, directly
-              f"ncclAllReduce count=16 type=7 op=0 inplace {side}"]  # the small two, packed
+              f"ncclAllReduce count=8 type=7 op=0 inplace {side}"]  # the small one, packed
     assert reduces == bucket + [f"ncclAllReduce count={BIG} type=7 op=0 inplace {other}",  # the chunk, in place
                                 f"ncclAllReduce count={2 * BIG} type=7 op=0 {other}"] + bucket  # the same again
     lines = cuda_log.read_text().splitlines()
@@ -370,15 +371,16 @@ def test_collective_steps_overlap_on_the_communication_stream(fake_driver, fake_
     def on(name, stream):
         return [line.split()[0] for line in calls[name] if line.endswith(f" {stream}")
                 and not line.startswith(("cuMemcpyHtoD", "cuStreamSynchronize"))]
-    # packing: the small members copied in on the call's stream, an event the communication stream waits for,
-    # the packed result copied out there, an event; the kernel on other storage, the wait, then the reader
-    assert on("bucket", main) == ["cuMemcpyDtoDAsync", "cuMemcpyDtoDAsync", "cuEventRecord", "cuLaunchKernel",
-                                       "cuStreamWaitEvent", "cuLaunchKernel"], calls["bucket"]
+    # packing: the small member copied in on the call's stream, an event the communication stream waits for,
+    # the packed result copied out there, an event; the kernels on other storage and on the packed input (a
+    # buffer slot's next tenant, in a compiled plan), the wait, then the reader
+    assert on("bucket", main) == ["cuMemcpyDtoDAsync", "cuEventRecord", "cuLaunchKernel", "cuLaunchKernel",
+                                  "cuStreamWaitEvent", "cuLaunchKernel"], calls["bucket"]
     def waited(name, stream):  # what the communication stream runs, less NCCL's own events, and its last event
         queued = on(name, stream)
         assert queued[-1] == "cuEventRecord", calls[name]
         return [c for c in queued if c != "cuEventRecord"]
-    assert waited("bucket", side) == ["cuStreamWaitEvent", "cuMemcpyDtoDAsync", "cuMemcpyDtoDAsync"], calls["bucket"]
+    assert waited("bucket", side) == ["cuStreamWaitEvent", "cuMemcpyDtoDAsync"], calls["bucket"]
     # single: no copy on either stream before the launches; the writer of the in-place storage waits
     assert [c for c in on("single", main) if c != "cuEventRecord"] == [
         "cuLaunchKernel", "cuLaunchKernel", "cuStreamWaitEvent", "cuLaunchKernel"], calls["single"]
