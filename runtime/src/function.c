@@ -1109,14 +1109,26 @@ static uint32_t bucket_end(const call_t* c, uint32_t i) {
   return k;
 }
 
-/* Whether values `a` and `b` share storage: one value or aliases of one (at any offset: the executor does not
- * compare ranges), or tenants of one buffer slot (a slot's next tenant may be written while the communication
- * stream still writes a result nobody reads, or reads an input). */
+/* The bytes value `v` is bound to now, [*lo, *hi); false where it is not bound yet. */
+static bool bound_bytes(const call_t* c, uint32_t v, uintptr_t* lo, uintptr_t* hi) {
+  const value_state_t* s = &c->values[v];
+  *lo = (uintptr_t)s->ptr;
+  *hi = *lo + s->elements * c->fn->value_size[v];
+  return s->ptr != NULL;
+}
+
+/* Whether values `a` and `b` share storage: one value, aliases of one (resolved to their root value), or
+ * tenants of one buffer slot (a slot's next tenant may be written while the communication stream still writes
+ * a result nobody reads, or reads an input). Two different aliases of one root whose bytes are both bound (as
+ * they are once their alias steps ran) share it only where their ranges meet: a pipelined collective's row
+ * chunks of one result are disjoint, so the next chunk's GEMM runs while the last chunk is reduced. */
 static bool shares(const call_t* c, uint32_t a, uint32_t b) {
-  a = c->fn->value_root[a];
-  b = c->fn->value_root[b];
-  const tsr_plan_value_t *va = &c->f->values[a], *vb = &c->f->values[b];
-  return a == b || (va->has_buffer && vb->has_buffer && va->buffer == vb->buffer);
+  uint32_t ra = c->fn->value_root[a], rb = c->fn->value_root[b];
+  const tsr_plan_value_t *va = &c->f->values[ra], *vb = &c->f->values[rb];
+  if (ra != rb) return va->has_buffer && vb->has_buffer && va->buffer == vb->buffer;
+  uintptr_t alo, ahi, blo, bhi;
+  if (a == b || !bound_bytes(c, a, &alo, &ahi) || !bound_bytes(c, b, &blo, &bhi)) return true;
+  return alo < bhi && blo < ahi;
 }
 
 /* Whether step `s` reads or writes storage of value `vid`. */
@@ -1136,8 +1148,8 @@ static bool touches(const call_t* c, const tsr_plan_step_t* s, uint32_t vid) {
       for (uint32_t k = 0; k < s->call_result_count; k++)
         if (shares(c, s->call_results[k], vid)) return true;
       return false;
-    case TSR_PLAN_STEP_ALIAS:
-      return shares(c, s->alias, vid) || shares(c, s->of, vid);
+    case TSR_PLAN_STEP_ALIAS:  /* binds a value to storage, reading and writing none of it */
+      return false;
     default:
       return shares(c, s->input, vid) || shares(c, s->output, vid);
   }

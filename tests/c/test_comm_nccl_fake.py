@@ -294,7 +294,17 @@ OVERLAP_PLAN = {"version": 6, "functions": {
                   _reduce("hi_in", "hi_out", n), _reduce("x", "out", n),
                   _kernel("fill_fixed", [_t("u"), {"f32": 1.0}], "N"),
                   _kernel("saxpy", [{"f32": 1.0}, _t("x"), _t("t")], "N")],
-        "fallbacks": [], "outputs": []} for name, n in (("single", 2), ("alone", 1))}}}
+        "fallbacks": [], "outputs": []} for name, n in (("single", 2), ("alone", 1))},
+    "chunks": {  # two row chunks of one result, each written by a kernel and reduced in place (PIPE's plans)
+        "params": ["x"], "args": ["x"], "results": ["t"],
+        "values": {"x": {"dtype": "f32", "dims": ["N"]}, "t": {"dtype": "f32", "dims": ["N"]},
+                   **{v: {"dtype": "f32", "dims": ["N//2"]} for v in ("a_in", "a_out", "b_in", "b_out")}},
+        "steps": [{"alias": "a_in", "of": "t", "offset": "0*N"}, {"alias": "a_out", "of": "t", "offset": "0*N"},
+                  _kernel("fill_fixed", [_t("a_in"), {"f32": 2.0}], "N//2"), _reduce("a_in", "a_out"),
+                  {"alias": "b_in", "of": "t", "offset": "N//2"}, {"alias": "b_out", "of": "t", "offset": "N//2"},
+                  _kernel("fill_fixed", [_t("b_in"), {"f32": 4.0}], "N//2"), _reduce("b_in", "b_out"),
+                  _kernel("saxpy", [{"f32": 1.0}, _t("x"), _t("t")], "N")],
+        "fallbacks": [], "outputs": []}}}
 
 OVERLAP = r"""
 import sys
@@ -305,7 +315,7 @@ prog = executor.load(sys.argv[1], ctx)
 s = stream.new(context=ctx)
 dev = lambda a: runtime.DeviceArray.from_numpy(a, ctx)
 x, small = np.arange(2 * BIG, dtype=np.float32), np.arange(8, dtype=np.float32)
-for name, size, rank in (("bucket", 2, 1), ("single", 2, 1), ("alone", 1, 0), ("bucket", 2, 1)):
+for name, size, rank in (("bucket", 2, 1), ("single", 2, 1), ("alone", 1, 0), ("chunks", 2, 1), ("bucket", 2, 1)):
     c = comm.Communicator.create(size, rank, comm.unique_id("nccl", ctx), backend="nccl", timeout=5, context=ctx)
     args = (dev(x[:BIG]), dev(small)) if name == "bucket" else (dev(x),)
     s.synchronize()
@@ -313,9 +323,11 @@ for name, size, rank in (("bucket", 2, 1), ("single", 2, 1), ("alone", 1, 0), ("
         print("call", name, file=log)
     out = getattr(prog, name)(*args, stream=s, comm=c)
     s.synchronize()
-    out = [o.numpy() for o in out]
+    out = [o.numpy() for o in (out if isinstance(out, tuple) else (out,))]
     if name == "bucket":  # the fake's sum is this rank's values
         ok = (out[0] == x[:BIG]).all() and (out[1] == small).all() and (out[2] == 3 + small).all()
+    elif name == "chunks":
+        ok = (out[0] == np.repeat([2, 4], BIG) + x).all()
     else:
         ok = (out[0] == x).all() and (out[1] == 2 + x).all() and (out[2] == 1).all()
     print(name, bool(ok), flush=True)
@@ -332,7 +344,8 @@ def test_collective_steps_overlap_on_the_communication_stream(fake_driver, fake_
     input does not wait; two aliases of one
     storage at one offset reduce in place; the call's stream waits for the collectives (an event) only before
     a step that touches their storage — an output, or the input of a direct reduction through an alias of it —
-    and a kernel on other storage runs before that wait. On a mesh of one device the in-place step copies
+    and a kernel on other storage runs before that wait, as do a kernel and an all_reduce on another row chunk
+    of a storage being reduced. On a mesh of one device the in-place step copies
     nothing, x -> out one copy."""
     import function_images
     image = tmp_path / "overlap.tessera"
@@ -345,14 +358,16 @@ def test_collective_steps_overlap_on_the_communication_stream(fake_driver, fake_
     p = subprocess.run([sys.executable, "-c", OVERLAP, str(image), str(cuda_log)], capture_output=True, text=True,
                        timeout=120, env=env)
     assert p.returncode == 0 and p.stdout.split() == ["bucket", "True", "single", "True", "alone", "True",
-                                                      "bucket", "True"], p.stdout + p.stderr
+                                                      "chunks", "True", "bucket", "True"], p.stdout + p.stderr
     reduces = [line for line in log.read_text().splitlines() if line.startswith("ncclAllReduce")]
-    assert len(reduces) == 6, reduces
-    side, other = reduces[0].split()[-1], reduces[2].split()[-1]  # each function's communication stream
+    assert len(reduces) == 8, reduces
+    # each function's communication stream
+    side, other, third = reduces[0].split()[-1], reduces[2].split()[-1], reduces[4].split()[-1]
     bucket = [f"ncclAllReduce count={BIG} type=7 op=0 {side}",  # the large member, directly
               f"ncclAllReduce count=8 type=7 op=0 inplace {side}"]  # the small one, packed
     assert reduces == bucket + [f"ncclAllReduce count={BIG} type=7 op=0 inplace {other}",  # the chunk, in place
-                                f"ncclAllReduce count={2 * BIG} type=7 op=0 {other}"] + bucket  # the same again
+                                f"ncclAllReduce count={2 * BIG} type=7 op=0 {other}"] + \
+        [f"ncclAllReduce count={BIG} type=7 op=0 inplace {third}"] * 2 + bucket  # chunks; bucket again
     lines = cuda_log.read_text().splitlines()
     # created once per function, at the driver's highest priority (the fake's range: 0 to -5)
     created = [line for line in lines if line.startswith("cuStreamCreateWithPriority")]
@@ -360,11 +375,10 @@ def test_collective_steps_overlap_on_the_communication_stream(fake_driver, fake_
         f"cuStreamCreateWithPriority {side} flags=0 priority=-5",
         f"cuStreamCreateWithPriority {other} flags=0 priority=-5"], created
     calls = {}
-    for name in ("bucket", "single", "alone"):  # each call's work up to its last launch (then its results' copies)
-        begin = lines.index(f"call {name}")
-        end = max(i for i, line in enumerate(lines) if line.startswith("cuLaunchKernel") and
-                  i < lines.index("call " + {"bucket": "single", "single": "alone", "alone": "bucket"}[name], begin))
-        calls[name] = lines[begin + 1:end + 1]
+    marks = [i for i, line in enumerate(lines) if line.startswith("call ")] + [len(lines)]
+    for begin, after in zip(marks, marks[1:]):  # each call's work up to its last launch (then its results' copies)
+        end = max(i for i in range(begin, after) if lines[i].startswith("cuLaunchKernel"))
+        calls.setdefault(lines[begin].split()[1], lines[begin + 1:end + 1])
     main = calls["bucket"][-1].split()[1]  # the call's stream
     assert side != main
 
@@ -385,6 +399,10 @@ def test_collective_steps_overlap_on_the_communication_stream(fake_driver, fake_
     assert [c for c in on("single", main) if c != "cuEventRecord"] == [
         "cuLaunchKernel", "cuLaunchKernel", "cuStreamWaitEvent", "cuLaunchKernel"], calls["single"]
     assert waited("single", other) == ["cuStreamWaitEvent"], calls["single"]
+    # chunks: the second chunk's kernel and all_reduce run while the first is reduced (other rows of one
+    # storage); the kernel on the whole storage waits for both
+    assert [c for c in on("chunks", main) if c != "cuEventRecord"] == [
+        "cuLaunchKernel", "cuLaunchKernel", "cuStreamWaitEvent", "cuStreamWaitEvent", "cuLaunchKernel"], calls["chunks"]
     # one device: x -> out is a copy, the in-place step none; no collective, no wait
     assert on("alone", main) == ["cuLaunchKernel", "cuMemcpyDtoDAsync", "cuLaunchKernel", "cuLaunchKernel"], \
         calls["alone"]
