@@ -3,8 +3,8 @@ column-sharded and W2 row-sharded over the ranks (dist.shard), one all_reduce of
 against torch's equivalent (the same matmuls, gelu and torch.distributed's all_reduce over NCCL) in the same
 processes, on the same tensors. One process per GPU:
 
-    python bench/tp_mlp_gpu.py --build-image tp_images             # where the compiler is: one image per N
-    tessera-run -n 2 --backend nccl bench/tp_mlp_gpu.py --image tp_images
+    python bench/tp_mlp_gpu.py --build-image tp_images [--chunks 1,4]   # where the compiler is: per N, chunks
+    tessera-run -n 2 --backend nccl bench/tp_mlp_gpu.py --image tp_images [--chunks 1,4]
     tessera-run -n 2 bench/tp_mlp_gpu.py --cpu                     # the same on the CPU through MPI, small
 
 Weak scaling: every rank holds an [D, F] column block of W1 and an [F, D] row block of W2 whatever the number
@@ -13,6 +13,8 @@ only the all_reduce grows. In one launch of N ranks both steps are timed: the 1-
 its GPU, with a communicator of itself: the image for a mesh of one device, whose all_reduce is a copy; torch's
 without an all_reduce) and the N-GPU step; efficiency = t1 / tN, for each side. Each step's result is checked
 against torch's once (within 2^-5 of its largest: bf16 partials, summed in bf16 by either side's NCCL).
+--chunks 1,4 times two Tessera sides: the all_reduce whole after the second GEMM, and in four row chunks, each
+reduced on the communication stream while the next chunk's GEMM runs (tessera-pipeline-collectives).
 
 Method: each side's step is called --iters times back to back between two device synchronizations, after a
 barrier; a round's time is the slowest rank's; the best of --rounds rounds counts, the sides alternating. Rank
@@ -50,15 +52,17 @@ def tp_mlp(X: tensor[bf16, "T", "D"], W1: dist.shard(tensor[bf16, "D", {f_shard 
 '''
 
 
-def compile_image(world: int, f_shard: int, cpu: bool) -> bytes:
+def compile_image(world: int, f_shard: int, cpu: bool, chunks: int) -> bytes:
+    """`chunks`: the all_reduce's row chunks (collective_chunks; 0: the target's default, 4 on ptx)."""
     import tessera  # lazy: the compiler is needed only where the image is built
     if cpu:
-        return tessera.compile(program(world, f_shard), "tp_mlp_gpu.py")
-    return tessera.compile(program(world, f_shard), "tp_mlp_gpu.py", target="ptx", arch="sm_90a")
+        return tessera.compile(program(world, f_shard), "tp_mlp_gpu.py", collective_chunks=chunks)
+    return tessera.compile(program(world, f_shard), "tp_mlp_gpu.py", target="ptx", arch="sm_90a",
+                           collective_chunks=chunks)
 
 
-def image_file(folder: str, world: int, f_shard: int) -> str:
-    return os.path.join(folder, f"tp_mlp.n{world}.f{f_shard}.tessera")
+def image_file(folder: str, world: int, f_shard: int, chunks: int) -> str:
+    return os.path.join(folder, f"tp_mlp.n{world}.f{f_shard}.c{chunks}.tessera")
 
 
 def parse_args():
@@ -68,14 +72,18 @@ def parse_args():
     p.add_argument("--worlds", default="1,2,4,8", help="with --build-image: the N to build for (default 1,2,4,8)")
     p.add_argument("--shape", help="T,D,F: tokens, width, hidden units per GPU (default 8192,4096,8192; with "
                                    "--cpu 128,64,128)")
+    p.add_argument("--chunks", default="0", help="comma-separated collective_chunks to compare, each a Tessera side "
+                                                 "(0: the target's default, 4 on ptx; 1: one whole all_reduce after "
+                                                 "the GEMM); default 0")
     p.add_argument("--cpu", action="store_true", help="CPU images through MPI (tessera-run -n N without --backend)")
     p.add_argument("--iters", type=int, default=10, help="timed steps per round (default 10)")
     p.add_argument("--rounds", type=int, default=5, help="timings per side, alternating; the best counts")
     args = p.parse_args()
     args.T, args.D, args.F = (int(x) for x in (args.shape or ("128,64,128" if args.cpu else "8192,4096,8192"))
                               .split(","))
-    if min(args.iters, args.rounds) < 1:
-        p.error("--iters and --rounds must be at least 1")
+    args.chunks = [int(c) for c in args.chunks.split(",")]
+    if min(args.iters, args.rounds) < 1 or min(args.chunks) < 0:
+        p.error("--iters and --rounds must be at least 1, --chunks at least 0")
     return args
 
 
@@ -84,10 +92,11 @@ def main() -> int:
     if args.build_image:
         os.makedirs(args.build_image, exist_ok=True)
         for n in (int(w) for w in args.worlds.split(",")):
-            path = image_file(args.build_image, n, args.F)
-            with open(path, "wb") as f:
-                f.write(compile_image(n, args.F, cpu=False))
-            print(path)
+            for k in args.chunks:
+                path = image_file(args.build_image, n, args.F, k)
+                with open(path, "wb") as f:
+                    f.write(compile_image(n, args.F, False, k))
+                print(path)
         return 0
     if not args.cpu:
         launched()   # before CUDA starts: this rank's GPU only
@@ -110,16 +119,18 @@ def main() -> int:
     rank, world = world_comm.rank, world_comm.size
     # N=1: each rank alone, on a communicator of itself
     comms = {1: world_comm.split(color=rank) if world > 1 else world_comm, world: world_comm}
-    programs = {}
+    programs = {}   # (N, chunks) -> the function
     for n in comms:
-        if args.image:
-            path = image_file(args.image, n, args.F)
-            if not os.path.exists(path):
-                fail(f"no {path}: build it with --build-image {args.image} --worlds {n} (and the same --shape F)")
-            data = open(path, "rb").read()
-        else:
-            data = compile_image(n, args.F, args.cpu)
-        programs[n] = executor.load(data, ctx).function("tp_mlp")
+        for k in args.chunks:
+            if args.image:
+                path = image_file(args.image, n, args.F, k)
+                if not os.path.exists(path):
+                    fail(f"no {path}: build it with --build-image {args.image} --worlds {n} --chunks {k} (and the "
+                         f"same --shape F)")
+                data = open(path, "rb").read()
+            else:
+                data = compile_image(n, args.F, args.cpu, k)
+            programs[n, k] = executor.load(data, ctx).function("tp_mlp")
     # torch's store on a port rank 0 picks and sends over Tessera's communicator (TESSERA_RENDEZVOUS's port served
     # Tessera's ids and may still be held)
     port = np.array([free_port() if rank == 0 else 0], np.int64)
@@ -174,18 +185,21 @@ def main() -> int:
               f"{world} rank(s), {where}")
         print(f"best of {args.rounds} rounds of {args.iters} steps, the slowest rank's time; per-GPU {unit} count "
               f"4*T*D*F")
-        print(f"{'N':>3} {'side':<8} {'ms/step':>9} {unit + '/GPU':>12} {'eff t1/tN':>10} {'torch/ours':>11}")
-    best = {}
-    for n, run in programs.items():
-        ours_once = run(*ours_args, comm=comms[n], stream=s)
-        sync()
-        want = theirs(n)
-        got, want = as_torch(ours_once, want).float(), want.float()
-        err = (got - want).abs().max().item()
-        if not err <= 2 ** -5 * want.abs().max().item():
-            fail(f"N={n}: the result differs from torch's by {err} (largest {want.abs().max().item()})")
-        sides = {"tessera": (lambda n=n, run=run: run(*ours_args, comm=comms[n], stream=s), sync),
-                 "torch": (lambda n=n: theirs(n), torch_sync)}
+        print(f"{'N':>3} {'side':<12} {'ms/step':>9} {unit + '/GPU':>12} {'eff t1/tN':>10} {'torch/ours':>11}")
+    best = {}   # N -> side -> seconds per step
+    for n in comms:
+        sides = {"torch": (lambda n=n: theirs(n), torch_sync)}
+        for k in args.chunks:
+            run = programs[n, k]
+            ours_once = run(*ours_args, comm=comms[n], stream=s)
+            sync()
+            want = theirs(n)
+            got, want = as_torch(ours_once, want).float(), want.float()
+            err = (got - want).abs().max().item()
+            if not err <= 2 ** -5 * want.abs().max().item():
+                fail(f"N={n}, chunks={k}: the result differs from torch's by {err} (largest "
+                     f"{want.abs().max().item()})")
+            sides[f"tessera c={k}"] = (lambda n=n, run=run: run(*ours_args, comm=comms[n], stream=s), sync)
         times = {k: float("inf") for k in sides}
         for _ in range(args.rounds):
             for name, (call, wait) in sides.items():
@@ -195,8 +209,8 @@ def main() -> int:
         for n, times in best.items():
             for name, sec in times.items():
                 eff = f"{best[1][name] / sec:10.3f}"
-                ratio = f"{times['torch'] / sec:10.3f}x" if name == "tessera" else ""
-                print(f"{n:>3} {name:<8} {sec * 1e3:9.3f} {flops / sec / scale:12.1f} {eff} {ratio:>11}", flush=True)
+                ratio = f"{times['torch'] / sec:10.3f}x" if name != "torch" else ""
+                print(f"{n:>3} {name:<12} {sec * 1e3:9.3f} {flops / sec / scale:12.1f} {eff} {ratio:>11}", flush=True)
     dist.destroy_process_group()
     for c in {id(c): c for c in comms.values()}.values():
         c.close()
