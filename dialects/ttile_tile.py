@@ -397,3 +397,103 @@ class ThreadRankOp(TTile.Operation, name="thread_rank", traits=[ext.Pure]):
     @verifier
     def verify_invariants(self):
         _group_size(self.operation.operands[0])
+
+
+# -- atomics and fences -------------------------------------------------------------------------------------
+# Orders are C++'s (and PTX's) names; scopes say which threads the order is promised to: those of the calling
+# thread's block, of the whole device (every block of the launch, and other kernels on it), or of the system
+# (the host and other devices too) — CUDA's thread_scope_block / _device / _system, OpenCL's work_group /
+# device / all_svm_devices.
+
+ATOMIC_ORDERS = ("relaxed", "acquire", "release", "acq_rel", "seq_cst")
+ATOMIC_SCOPES = ("block", "device", "system")
+ATOMIC_KINDS = ("add", "max")
+
+
+def _atomic_element(op, mem_at: int, value_types: list, what: str) -> ir.Type:
+    """The element type of the accessed memref (operand `mem_at`), checked against the value operands, the
+    result and the indices; the memory must be global or shared (another thread can see it)."""
+    mem = op.operation.operands[mem_at].type
+    if not isinstance(mem, ir.MemRefType):
+        raise Invalid(f"accesses a memref, got {mem}")
+    mem = ir.MemRefType(mem)
+    if tmem.memory_space(mem) == "private":
+        raise Invalid(f"an atomic on private memory is shared with no other thread: {mem}")
+    indices = len(op.operation.operands) - mem_at - 1
+    if indices != mem.rank:
+        raise Invalid(f"takes one index per dimension of {mem}: {mem.rank}, got {indices}")
+    elem = mem.element_type
+    for t in value_types + [op.operation.results[0].type]:
+        if t != elem:
+            raise Invalid(f"{what} and result must have the memory's element type {elem}, got {t}")
+    return elem
+
+
+def _integer_32_or_64(t: ir.Type) -> bool:
+    return isinstance(t, ir.IntegerType) and ir.IntegerType(t).width in (32, 64)
+
+
+@positional_groups
+class AtomicRmwOp(TTile.Operation, name="atomic_rmw"):
+    """``old = mem[indices]; mem[indices] = old <kind> value`` as one indivisible step, returning `old`.
+    `kind` is add (i32, i64 wrapping; f32) or max (signed i32, i64). `order` and `scope` as for
+    `ttile.fence`; a relaxed atomic is still indivisible, it only orders nothing else."""
+
+    value: ext.Operand[typing.Any]
+    mem: ext.Operand[ir.MemRefType]
+    indices: Sequence[ext.Operand[ir.IndexType]]
+    kind: ir.StringAttr
+    order: ir.StringAttr
+    scope: ir.StringAttr
+    result: ext.Result[typing.Any]
+
+    @verifier
+    def verify_invariants(self):
+        kind = str_attribute(self, "kind", ATOMIC_KINDS)
+        str_attribute(self, "order", ATOMIC_ORDERS)
+        str_attribute(self, "scope", ATOMIC_SCOPES)
+        elem = _atomic_element(self, 1, [self.operation.operands[0].type], "value")
+        if not (_integer_32_or_64(elem) or kind == "add" and isinstance(elem, ir.F32Type)):
+            allowed = "i32, i64 or f32" if kind == "add" else "i32 or i64"
+            raise Invalid(f"atomic {kind} takes {allowed} elements, got {elem}")
+
+
+@positional_groups
+class AtomicCasOp(TTile.Operation, name="atomic_cas"):
+    """Compare and swap: ``old = mem[indices]; if old == compare: mem[indices] = value`` as one indivisible
+    step, returning `old` (the swap happened iff old == compare). i32 or i64 elements. `order` applies when
+    the swap happens; a failed compare is only a load, ordered as acquire where `order` has an acquire part
+    (acquire, acq_rel, seq_cst), relaxed otherwise."""
+
+    compare: ext.Operand[typing.Any]
+    value: ext.Operand[typing.Any]
+    mem: ext.Operand[ir.MemRefType]
+    indices: Sequence[ext.Operand[ir.IndexType]]
+    order: ir.StringAttr
+    scope: ir.StringAttr
+    result: ext.Result[typing.Any]
+
+    @verifier
+    def verify_invariants(self):
+        str_attribute(self, "order", ATOMIC_ORDERS)
+        str_attribute(self, "scope", ATOMIC_SCOPES)
+        elem = _atomic_element(self, 2, [self.operation.operands[0].type, self.operation.operands[1].type],
+                               "compare, value")
+        if not _integer_32_or_64(elem):
+            raise Invalid(f"compare-and-swap takes i32 or i64 elements, got {elem}")
+
+
+class FenceOp(TTile.Operation, name="fence"):
+    """Orders the calling thread's memory accesses before and after it, as seen by the threads of `scope`
+    (block, device, system): `order` acquire (later accesses stay after the loads before it), release
+    (earlier accesses stay before the stores after it), acq_rel (both) or seq_cst (both, plus one total order
+    of all seq_cst fences and atomics). A relaxed fence orders nothing, so it is refused."""
+
+    order: ir.StringAttr
+    scope: ir.StringAttr
+
+    @verifier
+    def verify_invariants(self):
+        if str_attribute(self, "order", ATOMIC_ORDERS) == "relaxed":
+            raise Invalid("a relaxed fence orders nothing; order must be acquire, release, acq_rel or seq_cst")
+        str_attribute(self, "scope", ATOMIC_SCOPES)

@@ -39,7 +39,7 @@ from __future__ import annotations
 from ..abi import DIM, TENSOR, signature_of
 from ..diagnostics import LoweringError
 from ..mlir import arith, builtin, func, gpu, ir, llvm, memref
-from . import gpu_bounds_checks
+from . import atomics, gpu_bounds_checks
 from .simt_to_warps import philox_uniform
 
 GPU_MODULE = "tessera_kernels"
@@ -149,7 +149,7 @@ def _param_type(a, old: ir.Type, abi: str) -> ir.Type:
 
 
 def lower_kernel(kernel: func.FuncOp, body: ir.Block, warp_size: int = WARP_SIZE, abi: str = "llvm",
-                 hidden_record: bool = False) -> None:
+                 hidden_record: bool = False, target: str = "nvptx") -> None:
     """Moves `kernel` into the gpu.module `body` as a gpu.func kernel with the launch ABI (and, with
     `hidden_record`, the fault record as a trailing parameter: gpu_bounds_checks.py)."""
     name = ir.StringAttr(kernel.attributes["sym_name"]).value
@@ -186,7 +186,7 @@ def lower_kernel(kernel: func.FuncOp, body: ir.Block, warp_size: int = WARP_SIZE
         for placeholder in gpu_bounds_checks.hidden_records(new):
             placeholder.result.replace_all_uses_with(entry.arguments[-1])
             placeholder.operation.erase()
-    _lower_simt_ops(new, _lowerings(warp_size))
+    _lower_simt_ops(new, _lowerings(warp_size, target))
 
 
 def _lower_simt_ops(fn, lowerings: dict) -> None:
@@ -208,7 +208,8 @@ def _lower_simt_ops(fn, lowerings: dict) -> None:
             raise LoweringError(op, f"'{name}' has no GPU lowering yet")
         with op.location, ir.InsertionPoint(op):
             result = lower(op)
-        op.results[0].replace_all_uses_with(result)
+        if len(op.results):
+            op.results[0].replace_all_uses_with(result)
         op.operation.erase()
 
 
@@ -263,8 +264,24 @@ def _shuffle(mode, warp_size: int):
     return lower
 
 
-def _lowerings(warp_size: int) -> dict:
+def _atomic(target: str, mem_at: int):
+    """`ttile.atomic_rmw` (mem_at 1) or `ttile.atomic_cas` (2) as one LLVM atomic on the element's pointer in
+    its own address space (passes/atomics.py), with `target`'s syncscopes."""
+    def lower(op):
+        operands = list(op.operands)
+        mem = operands[mem_at]
+        pointer = atomics.element_pointer(mem, atomics.linear_index(mem, operands[mem_at + 1:]), target)
+        if mem_at == 1:
+            return atomics.rmw(op, pointer, operands[0], target)
+        return atomics.cas(op, pointer, operands[0], operands[1], target)
+    return lower
+
+
+def _lowerings(warp_size: int, target: str = "nvptx") -> dict:
     return {
+        "ttile.atomic_rmw": _atomic(target, 1),
+        "ttile.atomic_cas": _atomic(target, 2),
+        "ttile.fence": lambda op: atomics.fence(op, target),
         "ttile.thread_id": _thread_id,
         "ttile.local_id": lambda op: gpu.ThreadIdOp(_axis(op)).result,
         "ttile.block_id": lambda op: gpu.BlockIdOp(_axis(op)).result,
@@ -282,13 +299,15 @@ def _lowerings(warp_size: int) -> dict:
 
 
 def run(module, warp_size: int = WARP_SIZE, abi: str = "llvm",
-        bounds_checks: bool = False, entry_symbol=None) -> gpu_bounds_checks.Sites:
+        bounds_checks: bool = False, entry_symbol=None, target: str = "nvptx") -> gpu_bounds_checks.Sites:
     """Moves every `tessera.kernel` function of `module` (an ``ir.Module`` or its operation) into a new
     ``gpu.module @tessera_kernels``, lowered as the module docstring says, for warps of `warp_size` lanes.
     With `bounds_checks`, the accesses not proven in bounds are checked first (gpu_bounds_checks.py), and the
     gpu.module exists, with the fault record, even without a SIMT kernel ("llvm"; the "flat" abi's site table
     is the backend's to write). The site table names each kernel by its `entry_symbol(name)` (default: the
-    name), the symbol the runtime looks the failed kernel up by. Returns the sites (none without checks)."""
+    name), the symbol the runtime looks the failed kernel up by. `target` ("nvptx", "amdgpu"; the "llvm" abi)
+    names the LLVM syncscopes atomics and fences take (passes/atomics.py). Returns the sites (none without
+    checks)."""
     if warp_size not in (16, 32, 64):
         raise ValueError(f"GPU warps have 16, 32 or 64 lanes, not {warp_size}")
     if abi not in ABIS:
@@ -308,7 +327,7 @@ def run(module, warp_size: int = WARP_SIZE, abi: str = "llvm",
     for k in kernels:
         if bounds_checks:
             gpu_bounds_checks.guard(k, sites, abi)
-        lower_kernel(k, gm_body, warp_size, abi, hidden_record=bounds_checks and abi == "flat")
+        lower_kernel(k, gm_body, warp_size, abi, hidden_record=bounds_checks and abi == "flat", target=target)
     if bounds_checks and abi == "llvm":
         with op.location:
             sites.emit(gm_body)

@@ -29,7 +29,7 @@ import numpy as np
 from ..diagnostics import LoweringError
 from ..dialects import ttile_tile
 from ..mlir import arith, func, ir, memref, scf, vector
-from . import bounds_facts
+from . import atomics, bounds_facts
 
 LAUNCH_ARGS = ("bid_x", "bid_y", "bid_z", "bdim_x", "bdim_y", "bdim_z", "gdim_x", "gdim_y", "gdim_z")
 
@@ -455,6 +455,46 @@ class _Warp:
         m = self._lanes_ok(op, op.operands[1], base, idx, mask) if checked else mask
         vector.ScatterOp(None, mem, [self.index_const(0)], where, m, self.vec(val))
 
+    # -- atomics ----------------------------------------------------------------------------------------
+    def _lane_atomics(self, op, mask, mem_at: int, emit) -> None:
+        """One scalar atomic per active lane, lanes in order (a warp's lanes updating one element see each
+        other's updates, as on a GPU): `emit(pointer, lane values)` gives the lane's old value. The result is
+        a vector of the lanes' old values (inactive lanes: zero)."""
+        operands = list(op.operands)
+        base = self.get(operands[mem_at]).value
+        idx = [self.get(i) for i in operands[mem_at + 1:]]
+        values = [self.vec(self.get(v)) for v in operands[:mem_at]]
+        checked = self._checked(operands[mem_at], operands[mem_at + 1:])
+        m = self._lanes_ok(op, operands[mem_at], base, idx, mask) if checked else mask
+        flat, lin = self._flat(base, idx)
+        lin = self.vec(lin)
+        et = ir.MemRefType(base.type).element_type
+        olds = vector.BroadcastOp(self.vtype(et), _zero(et)).result
+        loop = scf.ForOp(self.index_const(0), self.index_const(self.W), self.index_const(1), [olds])
+        with ir.InsertionPoint(loop.body):
+            lane, acc = loop.induction_variable, loop.inner_iter_args[0]
+            active = scf.IfOp(vector.ExtractOp(m, [lane], [ir.ShapedType.get_dynamic_size()]).result, [acc.type],
+                              has_else=True)
+            with ir.InsertionPoint(active.then_block):
+                def at_lane(v):
+                    return vector.ExtractOp(v, [lane], [ir.ShapedType.get_dynamic_size()]).result
+                pointer = atomics.element_pointer(flat, at_lane(lin), "cpu")
+                old = emit(pointer, [at_lane(v) for v in values])
+                scf.YieldOp([vector.InsertOp(old, acc, [lane], [ir.ShapedType.get_dynamic_size()]).result])
+            with ir.InsertionPoint(active.else_block):
+                scf.YieldOp([acc])
+            scf.YieldOp([active.results[0]])
+        self.map[op.results[0]] = V(loop.results[0], True)
+
+    def op_ttile_atomic_rmw(self, op, mask, entry) -> None:
+        self._lane_atomics(op, mask, 1, lambda p, vs: atomics.rmw(op, p, vs[0], "cpu"))
+
+    def op_ttile_atomic_cas(self, op, mask, entry) -> None:
+        self._lane_atomics(op, mask, 2, lambda p, vs: atomics.cas(op, p, vs[0], vs[1], "cpu"))
+
+    def op_ttile_fence(self, op, mask, entry) -> None:
+        atomics.fence(op, "cpu")
+
     # -- bounds checks --------------------------------------------------------------------------------
     def _checked(self, mem: ir.Value, indices: list[ir.Value]) -> bool:
         return self.checks is not None and self.checks.needed(mem, indices)
@@ -607,6 +647,8 @@ class _Warp:
                 env[op.results[0]] = name != "ttile.group_reduce" or any(ins)
             elif name == "ttile.warp_reduce":
                 env[op.results[0]] = False
+            elif name in ("ttile.atomic_rmw", "ttile.atomic_cas"):
+                env[op.results[0]] = True  # each lane's own old value
             elif name == "memref.load":
                 env[op.results[0]] = any(ins[1:]) or not entry
             else:

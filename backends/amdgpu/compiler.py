@@ -34,7 +34,7 @@ GPU_TO_ROCDL = "convert-gpu-to-rocdl{{chipset={arch} index-bitwidth=64}}"
 
 
 def make_gpu(mod: ir.Module, metadata: dict, options: AMDGPUOptions) -> ir.Module:
-    simt_to_gpu.run(mod, options.warp_size, bounds_checks=options.bounds_checks)
+    simt_to_gpu.run(mod, options.warp_size, bounds_checks=options.bounds_checks, target="amdgpu")
     passmanager.PassManager.parse("builtin.module(canonicalize,cse)").run(mod.operation)
     metadata["warp_size"] = options.warp_size
     return mod

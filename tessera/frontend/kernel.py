@@ -46,6 +46,9 @@ _MATH_UNARY = {
     "rsqrt": math.RsqrtOp, "tanh": math.TanhOp, "sin": math.SinOp, "cos": math.CosOp, "erf": math.ErfOp,
     "floor": math.FloorOp, "ceil": math.CeilOp, "fabs": math.AbsFOp,
 }
+_ATOMICS = {"atomic_add": 1, "atomic_max": 1, "atomic_cas": 2}  # value operands after the element
+_ATOMIC_DEFAULTS = {"order": "relaxed", "scope": "device"}  # CUDA's atomicAdd: relaxed, device scope
+_FENCE_DEFAULTS = {"order": "seq_cst", "scope": "device"}    # CUDA's __threadfence()
 _MATH_CONSTANTS = {"inf": float("inf"), "nan": float("nan"), "pi": 3.141592653589793, "e": 2.718281828459045}
 
 
@@ -390,6 +393,10 @@ class KernelBuilder(ast.NodeVisitor):
                 return self._reduce(node, name)
             if ns == "tile" and name == "philox_uniform":
                 return self._philox(node)
+            if ns == "tile" and name in _ATOMICS:
+                return self._atomic(node, name)
+            if ns == "tile" and name == "fence":
+                return self._fence(node)
             group = self.vars.get(ns)
             if isinstance(group, Group):
                 return self._group_method(node, group, name)
@@ -451,6 +458,58 @@ class KernelBuilder(ast.NodeVisitor):
         counter = self.typer.cast(self.expr(node.args[0]), ir.IndexType.get(), node)
         with self.loc(node):
             return Scalar(ttile.PhiloxUniformOp(counter.value, seed=u64(seed.value), result=ir.F32Type.get()).result)
+
+    def _memory_keywords(self, node: ast.Call, defaults: dict) -> dict:
+        """order= and scope= of an atomic or fence: string literals among ttile_tile's names."""
+        out = dict(defaults)
+        choices = {"order": ttile_tile.ATOMIC_ORDERS, "scope": ttile_tile.ATOMIC_SCOPES}
+        for k in node.keywords:
+            if k.arg not in choices:
+                raise self.error(k.value if k.arg else node, f"'{ast.unparse(node.func)}' takes order= and "
+                                                             f"scope= keywords, not {k.arg or '**'}")
+            if not (isinstance(k.value, ast.Constant) and k.value.value in choices[k.arg]):
+                raise self.error(k.value, f"{k.arg} must be one of {', '.join(map(repr, choices[k.arg]))}")
+            out[k.arg] = k.value.value
+        return out
+
+    def _atomic(self, node: ast.Call, name: str):
+        """tile.atomic_add(X[i], v), tile.atomic_max(X[i, j], v), tile.atomic_cas(X[i], compare, value),
+        each with optional order= and scope=: the element's old value."""
+        values = _ATOMICS[name]
+        usage = f"tile.{name}(X[index], {'compare, value' if values == 2 else 'value'}, order=..., scope=...)"
+        if len(node.args) != values + 1 or not isinstance(node.args[0], ast.Subscript):
+            raise self.error(node, f"{usage}: the first argument is the tensor element to update")
+        target = node.args[0]
+        t = self.expr(target.value)
+        if not isinstance(t, TensorParam):
+            raise self.error(target, "an atomic updates an element of a tensor parameter")
+        kw = self._memory_keywords(node, _ATOMIC_DEFAULTS)
+        elem = t.elem_type
+        kind = name[len("atomic_"):]
+        ok = isinstance(elem, ir.IntegerType) and ir.IntegerType(elem).width in (32, 64) or (
+            kind == "add" and isinstance(elem, ir.F32Type))
+        if not ok:
+            allowed = {"add": "i32, i64 or f32", "max": "i32 or i64", "cas": "i32 or i64"}[kind]
+            raise self.error(node, f"tile.{name} takes a tensor of {allowed} elements; '{t.name}' has {elem}")
+        idx = self.indices(t, target.slice)
+        operands = [self.typer.cast(self.expr(a), elem, a).value for a in node.args[1:]]
+        attrs = {k: ir.StringAttr.get(v) for k, v in kw.items()}
+        with self.loc(node):
+            if kind == "cas":
+                return Scalar(ttile_tile.AtomicCasOp(*operands, t.value, idx, result=elem, **attrs).result)
+            return Scalar(ttile_tile.AtomicRmwOp(operands[0], t.value, idx, kind=ir.StringAttr.get(kind),
+                                                 result=elem, **attrs).result)
+
+    def _fence(self, node: ast.Call):
+        """tile.fence(order="seq_cst", scope="device"): orders this thread's memory accesses."""
+        if node.args:
+            raise self.error(node, "tile.fence takes only order= and scope= keywords")
+        kw = self._memory_keywords(node, _FENCE_DEFAULTS)
+        if kw["order"] == "relaxed":
+            raise self.error(node, "a relaxed fence orders nothing; use acquire, release, acq_rel or seq_cst")
+        with self.loc(node):
+            ttile_tile.FenceOp(**{k: ir.StringAttr.get(v) for k, v in kw.items()})
+        return 0
 
     def _arity(self, node: ast.Call, n: int) -> None:
         if len(node.args) != n or node.keywords:

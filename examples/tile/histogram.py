@@ -1,0 +1,37 @@
+"""A histogram with atomics: every thread adds one to its value's bin, many threads hitting the same bins.
+
+`tile.atomic_add(H[b], 1)` is one indivisible read-modify-write, so no count is lost however the threads and
+blocks interleave (on the CPU the blocks run on several worker threads; a warp's lanes update one bin in
+turn). `python examples/tile/histogram.py` runs it on the CPU and checks the counts against numpy.
+"""
+
+import sys
+
+import numpy as np
+
+from tessera import ceil_div, kernel, launch, tensor, tile
+
+
+@kernel
+def histogram(X: tensor[int, "N"], H: tensor[int, "B"]):
+    i = launch.thread_id()
+    if i < X.shape[0]:
+        b = X[i]
+        if b >= 0 and b < H.shape[0]:   # values outside the bins are not counted
+            tile.atomic_add(H[b], 1)
+
+
+def main() -> int:
+    rng = np.random.default_rng(0)
+    n, bins = 1_000_000, 16
+    X = rng.integers(-1, bins + 1, n).astype(np.int32)
+    H = np.zeros(bins, dtype=np.int32)
+    histogram[ceil_div(n, 256), 256](X, H)
+    ref = np.bincount(X[(X >= 0) & (X < bins)], minlength=bins)
+    ok = np.array_equal(H, ref)
+    print(f"histogram  n={n}  bins={bins}  counted {int(H.sum())} of {int(ref.sum())}  {'OK' if ok else 'FAILED'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
