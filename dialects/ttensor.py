@@ -13,7 +13,11 @@ from .support import Invalid, declared_attributes, int_attr, verifier
 
 UNARY_FNS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "neg",
              "abs", "erf", "square", "reciprocal")
-BINARY_FNS = ("add", "sub", "mul", "div", "max", "min", "pow")
+BINARY_FNS = ("add", "sub", "mul", "div", "max", "min", "pow", "floordiv", "mod")
+# the functions of one kind of element only: true division and powers of floats; Python's floor division and
+# modulo (the divisor's sign) of integers (docs/language.md, "Integer tensors")
+FLOAT_ONLY = ("div", "pow")
+INT_ONLY = ("floordiv", "mod")
 REDUCE_KINDS = ("sum", "mean", "max", "min", "prod")
 
 
@@ -164,7 +168,8 @@ class UnaryOp(_TensorOp, name="unary", traits=[ext.Pure]):
 
 
 class BinaryOp(_TensorOp, name="binary", traits=[ext.Pure]):
-    """Elementwise `fn` (add, sub, mul, div, max, min, pow) with numpy broadcasting; operands share a dtype."""
+    """Elementwise `fn` (add, sub, mul, div, max, min, pow, floordiv, mod) with numpy broadcasting; operands
+    share a dtype."""
 
     lhs: ext.Operand[typing.Any]
     rhs: ext.Operand[typing.Any]
@@ -179,6 +184,9 @@ class BinaryOp(_TensorOp, name="binary", traits=[ext.Pure]):
         if a.element_type != b.element_type or c.element_type != a.element_type:
             raise Invalid(f"operand and result element types must match, got {a.element_type}, "
                           f"{b.element_type} -> {c.element_type}")
+        if fn in FLOAT_ONLY and not _floats(a) or fn in INT_ONLY and not isinstance(a.element_type, ir.IntegerType):
+            kind = "floating-point" if fn in FLOAT_ONLY else "integer"
+            raise Invalid(f"'{fn}' needs {kind} tensors, got {a.element_type}")
         shape = broadcast(shape_of(a), shape_of(b))
         if shape is None:
             raise Invalid(f"shapes {shape_of(a)} and {shape_of(b)} do not broadcast")
@@ -286,6 +294,8 @@ class ReduceOp(_TensorOp, name="reduce", traits=[ext.Pure]):
             [d for i, d in enumerate(shape) if i not in axes]
         if not compatible(shape_of(r), want) or r.element_type != x.element_type:
             raise Invalid(f"result must be tensor of shape {want} and element type {x.element_type}")
+        if kind == "mean" and not _floats(x):
+            raise Invalid(f"'mean' needs a floating-point tensor, got {x.element_type}")
 
 
 class TransposeOp(_TensorOp, name="transpose", traits=[ext.Pure]):

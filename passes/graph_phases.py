@@ -168,6 +168,7 @@ def memory(fn, target: "TargetFacts | None" = None) -> int:
 # -- quantize ---------------------------------------------------------------------------------------------
 
 FALLBACK = {"bf16": "f32", "f16": "f32", "tf32": "f32"}
+INTEGERS = ("i8", "i16", "i32", "i64")
 
 
 def quantize(fn, target: TargetFacts) -> list[str]:
@@ -183,6 +184,12 @@ def quantize(fn, target: TargetFacts) -> list[str]:
         for t in sorted(types):
             name = {"bf16": "bf16", "f16": "f16", "tf32": "tf32", "f32": "f32", "f64": "f64",
                     "f8E4M3FN": "fp8_e4m3", "f8E5M2": "fp8_e5m2"}.get(t)
+            if t in INTEGERS:  # every target computes integers in their own type (kernelgen.compute_dtype)
+                if op.operation.name == "ttensor.matmul":
+                    operand = ir.RankedTensorType(op.operands[0].type).element_type
+                    raise LoweringError(op, f"integer matmul ({operand}) has no {target.name} kernel yet; op.cast "
+                                            f"the operands to a float type")
+                continue
             if name is None:
                 raise LoweringError(op, f"element type {t} has no {target.name} fallback yet")
             if name in target.native_dtypes:

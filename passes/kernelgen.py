@@ -36,6 +36,7 @@ UNARY = {
 }
 BINARY = {"add": "{a} + {b}", "sub": "{a} - {b}", "mul": "{a} * {b}", "div": "{a} / {b}", "max": "max({a}, {b})",
           "min": "min({a}, {b})", "pow": "{a} ** {b}"}
+INTEGERS = ("i8", "i16", "i32", "i64")
 LOWEST_F32 = "-3.4028234663852886e38"
 LOWEST_F64 = "-1.7976931348623157e308"
 XRC = "X[r, c]"
@@ -59,7 +60,12 @@ class KernelSource:
 
 def reduce_init(red: str, cdt: str) -> str:
     """The accumulator's start of reduction `red` computed in `cdt`: a bare literal is an f32 variable, so an
-    f64 reduction starts from an f64 one (else it would accumulate, and compare, in f32)."""
+    f64 reduction starts from an f64 one (else it would accumulate, and compare, in f32), and an integer one
+    from a literal of its type (a bare integer is an index)."""
+    if cdt in INTEGERS:
+        bits = int(cdt[1:])
+        start = {"sum": 0, "prod": 1, "max": -2 ** (bits - 1), "min": 2 ** (bits - 1) - 1}[red]
+        return f"{cdt}({start})"
     if cdt == "f32":
         return REDUCE_INIT[red]
     return f"f64({ {'max': LOWEST_F64, 'min': LOWEST_F64[1:]}.get(red, REDUCE_INIT[red])})"
@@ -70,13 +76,46 @@ def element_dtype(v: ir.Value) -> str:
 
 
 def compute_dtype(dt: str) -> str:
+    """The type a kernel computes values of dtype `dt` in: integers their own (wrapping in it, as numpy's
+    arithmetic of the tensor's type), f64 f64, other floats f32."""
+    if dt in INTEGERS:
+        return dt
     return "f64" if dt == "f64" else "f32"
+
+
+def accumulator_dtype(dt: str) -> str:
+    """The type a reduction of `dt` accumulates in: i8 and i16 in i32 (warp shuffles move 32-bit words; the
+    sum, product, maximum and minimum wrapped to the tensor's type at the store are those of the type's own
+    wrapping arithmetic), other types their compute type."""
+    return "i32" if dt in ("i8", "i16") else compute_dtype(dt)
 
 
 def _literal(v: ir.Value) -> str:
     attr = v.owner.attributes["value"]
+    if isinstance(attr, ir.IntegerAttr) and element_dtype(v) in INTEGERS:
+        return str(ir.IntegerAttr(attr).value)
     x = ir.FloatAttr(attr).value if isinstance(attr, ir.FloatAttr) else ir.IntegerAttr(attr).value
     return float_literal(x)
+
+
+def saturate(x: str, dt: str) -> str:
+    """Float expression `x` converted to integer type `dt`: truncated toward zero (numpy's astype),
+    saturating at the type's range, NaN to 0, the same on every target (a bare conversion of a value out of
+    range is undefined in LLVM and SPIR-V)."""
+    bits = int(dt[1:])
+    edge = float_literal(2.0 ** (bits - 1))
+    return (f"({2 ** (bits - 1) - 1} if {x} >= {edge} else ({-2 ** (bits - 1)} if {x} < -{edge} else "
+            f"({dt}({x}) if {x} == {x} else {dt}(0))))")
+
+
+def floor_divide(a: str, b: str, mod: bool) -> str:
+    """Python's a // b or a % b of integer expressions, as numpy's: a zero divisor gives 0 for both, and the
+    type's minimum // -1 wraps to itself. The kernel divides by 1 in place of 0 and -1 (dividing by 0, or
+    the minimum by -1, traps on x86 and is undefined in LLVM, PTX and SPIR-V)."""
+    d = f"({b} if {b} != 0 and {b} != -1 else 1)"
+    if mod:
+        return f"({a} % {d})"
+    return f"(0 if {b} == 0 else (-({a}) if {b} == -1 else {a} // {d}))"
 
 
 def _view(v: ir.Value, out_dims: list, dims: dict) -> str:
@@ -143,11 +182,15 @@ def elementwise(name: str, ops: list, inputs: list, outputs: list, dims: dict, b
     out_dims = dims[outputs[0]]
     dims = {**dims, **_bias_dims(ops, dims)}
     cdt = compute_dtype(element_dtype(outputs[0]))
+    if cdt in INTEGERS:  # the group's floats (a cast's operand) compute in f32, or f64 where there is one
+        values = [*inputs, *outputs, *(r for op in ops for r in op.results)]
+        cdt = "f64" if any(element_dtype(v) == "f64" for v in values) else "f32"
     params, views, loads, scalars = [], [], [], []
     local: dict = {}
     for k, v in enumerate(inputs):
         view = _view(v, out_dims, dims)
         dt = element_dtype(v)
+        vdt = dt if dt in INTEGERS else cdt
         shape = {"matrix": '"R", "C"', "cols": '"C"', "rows": '"R"'}.get(view, f'"S{k}"')
         params.append(f"I{k}: tensor[{dt}, {shape}]")
         index = {"matrix": "row, col", "cols": "col", "rows": "row", "scalar": "0"}.get(view)
@@ -155,7 +198,7 @@ def elementwise(name: str, ops: list, inputs: list, outputs: list, dims: dict, b
             index = _general_index(k, dims[v], out_dims, scalars)
             view = "scalar"  # passed as all its elements, indexed through the strides above
         load = f"I{k}[{index}]"
-        loads.append(f"        a{k} = {cdt}({load})" if dt != cdt else f"        a{k} = {load}")
+        loads.append(f"        a{k} = {vdt}({load})" if dt != vdt else f"        a{k} = {load}")
         local[v] = f"a{k}"
         views.append(view)
     body = []
@@ -168,7 +211,7 @@ def elementwise(name: str, ops: list, inputs: list, outputs: list, dims: dict, b
         dt = element_dtype(v)
         params.append(f"O{k}: tensor[{dt}, \"R\", \"C\"]")
         views.append("matrix")
-        value = local[v] if dt == cdt else f"{dt}({local[v]})"
+        value = local[v] if dt in (cdt, *INTEGERS) else f"{dt}({local[v]})"
         stores.append(f"        O{k}[row, col] = {value}")
     params += [f"{n}: int64" for n, _ in scalars]
     # each thread computes ELEMENTWISE_ROWS rows of its column: every row's loads first (a load past the last
@@ -227,10 +270,15 @@ def _value_expr(op, local: dict, cdt: str, dims: dict, scalars: list) -> str:
     def operand(i: int) -> str:
         return _operand_expr(op, i, local)
 
+    integer = element_dtype(op.results[0]) in INTEGERS
     if name == "ttensor.unary":
-        return "(" + UNARY[ir.StringAttr(op.attributes["fn"]).value].format(x=operand(0)) + ")"
+        fn = ir.StringAttr(op.attributes["fn"]).value
+        return "(" + ("max({x}, 0)" if integer and fn == "relu" else UNARY[fn]).format(x=operand(0)) + ")"
     if name == "ttensor.binary":
-        return "(" + BINARY[ir.StringAttr(op.attributes["fn"]).value].format(a=operand(0), b=operand(1)) + ")"
+        fn = ir.StringAttr(op.attributes["fn"]).value
+        if fn in ("floordiv", "mod"):
+            return floor_divide(operand(0), operand(1), fn == "mod")
+        return "(" + BINARY[fn].format(a=operand(0), b=operand(1)) + ")"
     if name == "ttensor.bias_add":
         return f"({operand(0)} + {operand(1)})"
     if name == "ttensor.broadcast":
@@ -246,7 +294,12 @@ def _value_expr(op, local: dict, cdt: str, dims: dict, scalars: list) -> str:
     if name == "ttensor.mask_blocks":
         return _mask_blocks(op, operand(0), dims, scalars)
     if name == "ttensor.cast":  # round to the narrow type, keep computing in the wide one
-        dt = element_dtype(op.results[0])
+        dt, src = element_dtype(op.results[0]), element_dtype(op.operands[0])
+        if integer:  # integer to integer wraps (as numpy's astype), a float saturates (saturate())
+            return saturate(operand(0), dt) if src not in INTEGERS else f"{dt}({operand(0)})" if dt != src \
+                else operand(0)
+        if src in INTEGERS:  # one rounding of the integer to the compute type, then to the narrow one
+            return f"{cdt}({dt}({cdt}({operand(0)})))" if dt != cdt else f"{cdt}({operand(0)})"
         return f"{cdt}({dt}({operand(0)}))" if dt != cdt else operand(0)
     raise LoweringError(op, f"'{name}' cannot be fused into a CPU elementwise kernel yet")
 
@@ -332,7 +385,7 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: lis
     x = op.operands[0]
     xd = dims[x]
     dt_in, dt_out = element_dtype(x), element_dtype(op.results[0])
-    cdt = compute_dtype(dt_in)
+    cdt = accumulator_dtype(dt_in)
     ld = (lambda e: f"{cdt}({e})") if dt_in != cdt else (lambda e: e)
     st = (lambda e: f"{dt_out}({e})") if dt_out != cdt else (lambda e: e)
     params = [f"X: tensor[{dt_in}, \"R\", \"C\"]"]
@@ -409,8 +462,6 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: lis
         axes = reduced_axes(op)
         red = ir.StringAttr(op.attributes["kind"]).value
         init, comb = reduce_init(red, cdt), REDUCE_COMBINE[red]
-        if dt_in.startswith(("i", "u")):
-            raise LoweringError(op, "integer reductions are not supported by the CPU backend yet")
         if axes != list(range(len(xd) - len(axes), len(xd))):
             return _strided_reduce(name, op, xd, axes, init, comb, red == "mean", (ld, st), warp * rows_per_block)
         params.append(f"Y: tensor[{dt_out}, \"R\"]")

@@ -22,7 +22,8 @@ from .attrs import INT64_MAX, INT64_MIN, UINT64_MAX
 from .oplib import OPS, Accum, DTypePolicy, GTensor, MeshSpec
 from .shapes import DIM_RULE, ShapeEnv, ShapeError, annotated
 
-_TENSOR_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow"}
+_TENSOR_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow",
+                  ast.FloorDiv: "floordiv", ast.Mod: "mod"}
 
 
 def dtype_of_annotation(node: ast.expr, filename: str) -> DTypePolicy:
@@ -91,6 +92,9 @@ class FunctionBuilder:
             dt = like.dtype if like is not None else dtypes.BY_NAME["f32"]
             if dt.kind == "complex":  # ttensor constants are real; a scale of an operator takes a number
                 raise self.error(node, f"a Python number cannot meet a {dt.name} tensor here")
+            if isinstance(v, float) and dt.kind in ("int", "uint"):  # numpy would promote to a float: say so
+                raise self.error(node, f"the float {v!r} meets a {dt.name} tensor, and integer tensors do not "
+                                       f"promote; op.cast the tensor to a float type, or write an integer")
             et = ir.Type.parse(dt.mlir)
             # as C reads a constant, signed or unsigned (MLIR's attributes hold at most 64 bits)
             if dt.kind != "float" and not ((isinstance(v, int) or math.isfinite(v))

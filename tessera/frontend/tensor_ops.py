@@ -94,8 +94,9 @@ def matmul(b, node, args, kwargs):
     out = kwargs.get("out_dtype")
     if out is not None:
         out = out.dtype
-    else:  # fp8 results are not useful: keep the accumulator; other types round back to the inputs'
-        out = acc if a.dtype.name.startswith("fp8") else a.dtype
+    else:  # fp8 and integer results are not useful narrow: keep the accumulator (int8 x int8 -> i32, as
+        # numpy's matmul of int8 would wrap); other types round back to the inputs'
+        out = acc if a.dtype.name.startswith("fp8") or a.dtype.kind == "int" else a.dtype
     dims = batch + [a.dims[-2], c.dims[-1]]
     with b.loc(node):
         op = ttensor.MatmulOp(a.value, c.value, accum=ir.TypeAttr.get(ir.Type.parse(acc.mlir)),
@@ -139,6 +140,13 @@ def _binary(fn: str):
         x, y = (b.as_tensor(a, node, like) for a in args)
         if x.dtype != y.dtype:
             raise b.error(node, f"operands have different dtypes ({x.dtype.name}, {y.dtype.name}); use op.cast")
+        if fn in ttensor.FLOAT_ONLY and x.dtype.kind != "float":
+            hint = "; use // for floor division, or op.cast to a float type" if fn == "div" else \
+                "; op.cast to a float type first"
+            raise b.error(node, f"{_SPELLING[fn]} needs floating-point tensors, got {x.dtype.name}{hint}")
+        if fn in ttensor.INT_ONLY and x.dtype.kind != "int":
+            raise b.error(node, f"{_SPELLING[fn]} needs integer tensors, got {x.dtype.name} (Python's floor "
+                                f"division and modulo of floats are not supported yet)")
         dims = b.broadcast(node, x.dims, y.dims, f"{fn} operand shapes")
         with b.loc(node):
             op = ttensor.BinaryOp(x.value, y.value, fn=ir.StringAttr.get(fn), result=b.tensor_type(x.dtype, dims))
@@ -146,8 +154,12 @@ def _binary(fn: str):
     return build
 
 
+_SPELLING = {"div": "'/' (op.div)", "pow": "'**' (op.pow)", "floordiv": "'//' (op.floordiv)",
+             "mod": "'%' (op.mod)"}
+
 for _fn, _names in (("add", ("add",)), ("sub", ("sub",)), ("mul", ("mul",)), ("div", ("div",)),
-                    ("max", ("maximum",)), ("min", ("minimum",)), ("pow", ("pow",))):
+                    ("max", ("maximum",)), ("min", ("minimum",)), ("pow", ("pow",)),
+                    ("floordiv", ("floordiv", "floor_divide")), ("mod", ("mod", "remainder"))):
     graph_op(*_names)(_binary(_fn))
 
 
@@ -241,6 +253,8 @@ def _reduction(kind: str):
             return x
         axes = sorted({_axis(b, node, a, x.rank, f"op.{kind}") for a in axes})
         keep = bool(given.get("keepdims", False))
+        if kind == "mean" and x.dtype.kind != "float":
+            raise b.error(node, f"op.mean needs a floating-point tensor, got {x.dtype.name}; op.cast it first")
         dims = [1 if i in axes else d for i, d in enumerate(x.dims)] if keep else \
             [d for i, d in enumerate(x.dims) if i not in axes]
         with b.loc(node):

@@ -12,7 +12,7 @@ from ..mlir import ir
 from ..numerics.philox import uniforms
 from ..plan import PlanError, evaluate
 from .registry import local
-from .values import cast, dtype_of, result
+from .values import cast, result
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -45,6 +45,8 @@ def constant(op, ins):
 def matmul(op, ins):
     # an operand stored transposed (the schedule stage's folded transposes) is read as its transpose
     a, b = (np.swapaxes(x, -1, -2) if t else x for x, t in zip(ins, matmul_transposes(op)))
+    if _accum(op).kind == "int":  # exact in int64 (integers are held as int64), then wrapped to the accumulator
+        return [result(op, cast(np.matmul(a.astype(np.int64), b.astype(np.int64)), _accum(op)))]
     # exact products and sums (float64 carries the significand of every product of <=24-bit inputs), then
     # one rounding to the accumulator and one to the result type
     acc = np.matmul(a.astype(np.float64), b.astype(np.float64))
@@ -71,8 +73,10 @@ _UNARY = {
     "abs": np.abs, "erf": _erf, "square": np.square, "reciprocal": lambda x: 1.0 / x,
 }
 
+# integers are held as int64 and wrapped to their type by result(): add, sub, mul wrap as numpy's do in the
+# tensor's type; floordiv and mod are numpy's (Python's: floor, the divisor's sign; 0 for a zero divisor)
 _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maximum, "min": np.minimum,
-           "pow": np.power}
+           "pow": np.power, "div": np.divide, "floordiv": np.floor_divide, "mod": np.remainder}
 
 
 @local("ttensor.unary")
@@ -84,14 +88,8 @@ def unary(op, ins):
 @local("ttensor.binary")
 def binary(op, ins):
     a, b = ins
-    fn = _attr_str(op, "fn")
     with np.errstate(all="ignore"):
-        if fn == "div":
-            kind = dtype_of(op.results[0].type).kind
-            out = np.floor_divide(a, b) if kind == "int" else np.divide(a, b)
-        else:
-            out = _BINARY[fn](a, b)
-    return [result(op, out)]
+        return [result(op, _BINARY[_attr_str(op, "fn")](a, b))]
 
 
 @local("ttensor.bias_add")

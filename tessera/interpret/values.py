@@ -43,6 +43,15 @@ def cast(x: np.ndarray, dt: dtypes.DType) -> np.ndarray:
     if dt.kind == "bool":
         return np.asarray(x).astype(np.bool_)
     info = np.iinfo(_USER[dt.name])
+    if np.asarray(x).dtype.kind == "f":
+        # float -> integer truncates toward zero (numpy's astype), saturating at the type's range with NaN
+        # -> 0 where numpy's is undefined: what every target's conversion does (docs/language.md)
+        f = np.asarray(x, np.float64)
+        with np.errstate(invalid="ignore"):
+            t = np.trunc(np.nan_to_num(f, nan=0.0))
+            out = np.where(t >= 2.0 ** (dt.bits - 1), info.max, np.where(t < -2.0 ** (dt.bits - 1), info.min, 0))
+            inside = (t < 2.0 ** (dt.bits - 1)) & (t >= -2.0 ** (dt.bits - 1))
+            return np.where(inside, np.where(inside, t, 0).astype(np.int64), out).astype(np.int64)
     return np.asarray(x).astype(np.int64) if dt.bits == 64 else \
         ((np.asarray(x).astype(np.int64) - info.min) % (1 << dt.bits) + info.min).astype(np.int64)
 

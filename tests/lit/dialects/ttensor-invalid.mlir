@@ -113,6 +113,38 @@ func.func @binary_fn(%a: tensor<4xf32>) {
 
 // -----
 
+func.func @binary_div_int(%a: tensor<4xi32>) {
+  // expected-error @+1 {{'ttensor.binary' 'div' needs floating-point tensors, got i32}}
+  %r = "ttensor.binary"(%a, %a) {fn = "div"} : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @binary_floordiv_float(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'ttensor.binary' 'floordiv' needs integer tensors, got f32}}
+  %r = "ttensor.binary"(%a, %a) {fn = "floordiv"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @binary_mod_float(%a: tensor<4xf16>) {
+  // expected-error @+1 {{'ttensor.binary' 'mod' needs integer tensors, got f16}}
+  %r = "ttensor.binary"(%a, %a) {fn = "mod"} : (tensor<4xf16>, tensor<4xf16>) -> tensor<4xf16>
+  return
+}
+
+// -----
+
+func.func @reduce_mean_int(%a: tensor<4x3xi8>) {
+  // expected-error @+1 {{'ttensor.reduce' 'mean' needs a floating-point tensor, got i8}}
+  %r = "ttensor.reduce"(%a) {kind = "mean", axes = [1], keepdims = false} : (tensor<4x3xi8>) -> tensor<4xi8>
+  return
+}
+
+// -----
+
 func.func @binary_dtype(%a: tensor<4xf32>, %b: tensor<4xf16>) {
   // expected-error @+1 {{'ttensor.binary' operand and result element types must match}}
   %r = "ttensor.binary"(%a, %b) {fn = "add"} : (tensor<4xf32>, tensor<4xf16>) -> tensor<4xf32>

@@ -27,6 +27,18 @@ func.func @transposed_operands(%a: tensor<3x64x16xf32>, %b: tensor<3x8x64xf32>) 
   return %c : tensor<3x16x8xf32>
 }
 
+// Python's floor division and modulo of integer tensors; an integer sum stays in the tensor's type.
+// CHECK-LABEL: func.func @integer_floordiv_mod
+func.func @integer_floordiv_mod(%a: tensor<4x8xi8>, %b: tensor<8xi8>) {
+  // CHECK: "ttensor.binary"(%{{.+}}, %{{.+}}) {fn = "floordiv"} : (tensor<4x8xi8>, tensor<8xi8>) -> tensor<4x8xi8>
+  %q = "ttensor.binary"(%a, %b) {fn = "floordiv"} : (tensor<4x8xi8>, tensor<8xi8>) -> tensor<4x8xi8>
+  // CHECK: "ttensor.binary"(%{{.+}}, %{{.+}}) {fn = "mod"} : (tensor<4x8xi8>, tensor<4x8xi8>) -> tensor<4x8xi8>
+  %r = "ttensor.binary"(%q, %a) {fn = "mod"} : (tensor<4x8xi8>, tensor<4x8xi8>) -> tensor<4x8xi8>
+  // CHECK: "ttensor.reduce"(%{{.+}}) {axes = [1], keepdims = false, kind = "sum"} : (tensor<4x8xi8>) -> tensor<4xi8>
+  %s = "ttensor.reduce"(%r) {kind = "sum", axes = [1], keepdims = false} : (tensor<4x8xi8>) -> tensor<4xi8>
+  return
+}
+
 // CHECK-LABEL: func.func @elementwise_and_norms
 func.func @elementwise_and_norms(%x: tensor<4x128xf32>, %g: tensor<128xf32>) -> tensor<4x128xf32> {
   // CHECK: %[[TWO:.+]] = "ttensor.constant"() {value = 2.000000e+00 : f32} : () -> tensor<f32>
