@@ -110,9 +110,13 @@ def guard(kernel, sites: Sites, abi: str = "llvm") -> None:
         _guard(op, sites.number(name, report), abi)
 
 
+# The accesses checked, by where their memref operand is (the indices follow it).
+_ACCESSES = {"memref.load": 0, "memref.store": 1, "ttile.atomic_rmw": 1, "ttile.atomic_cas": 2}
+
+
 def _access(op) -> tuple[ir.Value, list[ir.Value]]:
-    """(memref, indices) of a memref.load or memref.store."""
-    first = 0 if op.operation.name == "memref.load" else 1
+    """(memref, indices) of a memref.load or memref.store, or of an atomic."""
+    first = _ACCESSES[op.operation.name]
     return op.operands[first], list(op.operands)[first + 1:]
 
 
@@ -120,7 +124,7 @@ def _find(block: ir.Block, facts: bounds_facts.Facts, out: list) -> None:
     """The unproven accesses of `block`, with their reports, under the facts its guards and loops give."""
     for op in block.operations:
         name = op.operation.name
-        if name in ("memref.load", "memref.store"):
+        if name in _ACCESSES:
             mem, indices = _access(op)
             if not facts.in_bounds(mem, indices):
                 out.append((op, facts.report(op, mem)))
@@ -145,9 +149,10 @@ def _find_region(region, facts, out) -> None:
 
 
 def _guard(op, site: int, abi: str) -> None:
-    """Moves the access `op` under ``if in bounds``; the other side reports `site` (and a load gives 0)."""
+    """Moves the access `op` under ``if in bounds``; the other side reports `site` (and a load or an atomic
+    gives 0)."""
     mem, indices = _access(op)
-    load = op.operation.name == "memref.load"
+    load = len(op.results) == 1
     with op.location, ir.InsertionPoint(op):
         ok = None
         for k, i in enumerate(indices):

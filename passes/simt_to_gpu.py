@@ -115,6 +115,13 @@ class _Prologue:
                     op.results[0].replace_all_uses_with(new)
                 elif name == "memref.store":
                     memref.StoreOp(op.operands[0], flat, [_linear(sizes, list(op.operands)[2:])])
+                elif name in ("ttile.atomic_rmw", "ttile.atomic_cas"):  # the same atomic at the linear offset
+                    at = use.operand_number
+                    operands = list(op.operands)
+                    new = ir.Operation.create(name, results=[op.results[0].type], attributes={
+                        a: op.attributes[a] for a in op.attributes}, operands=operands[:at] + [
+                        flat, _linear(sizes, operands[at + 1:])])
+                    op.results[0].replace_all_uses_with(new.results[0])
                 else:
                     raise LoweringError(op, f"'{name}' on a kernel tensor has no SPIR-V lowering yet "
                                             f"(kernel tensors are read and written by indexing)")
@@ -203,6 +210,8 @@ def _lower_simt_ops(fn, lowerings: dict) -> None:
     visit(fn.operation)
     for op in todo:
         name = op.operation.name
+        if name in lowerings and lowerings[name] is None:
+            continue  # the backend's own (SPIR-V's atomics: backends/spirv/atomics.py)
         lower = lowerings.get(name)
         if lower is None:
             raise LoweringError(op, f"'{name}' has no GPU lowering yet")
@@ -278,10 +287,11 @@ def _atomic(target: str, mem_at: int):
 
 
 def _lowerings(warp_size: int, target: str = "nvptx") -> dict:
+    llvm_atomics = target in atomics.SYNCSCOPES
     return {
-        "ttile.atomic_rmw": _atomic(target, 1),
-        "ttile.atomic_cas": _atomic(target, 2),
-        "ttile.fence": lambda op: atomics.fence(op, target),
+        "ttile.atomic_rmw": _atomic(target, 1) if llvm_atomics else None,
+        "ttile.atomic_cas": _atomic(target, 2) if llvm_atomics else None,
+        "ttile.fence": (lambda op: atomics.fence(op, target)) if llvm_atomics else None,
         "ttile.thread_id": _thread_id,
         "ttile.local_id": lambda op: gpu.ThreadIdOp(_axis(op)).result,
         "ttile.block_id": lambda op: gpu.BlockIdOp(_axis(op)).result,
@@ -305,9 +315,9 @@ def run(module, warp_size: int = WARP_SIZE, abi: str = "llvm",
     With `bounds_checks`, the accesses not proven in bounds are checked first (gpu_bounds_checks.py), and the
     gpu.module exists, with the fault record, even without a SIMT kernel ("llvm"; the "flat" abi's site table
     is the backend's to write). The site table names each kernel by its `entry_symbol(name)` (default: the
-    name), the symbol the runtime looks the failed kernel up by. `target` ("nvptx", "amdgpu"; the "llvm" abi)
-    names the LLVM syncscopes atomics and fences take (passes/atomics.py). Returns the sites (none without
-    checks)."""
+    name), the symbol the runtime looks the failed kernel up by. `target` ("nvptx", "amdgpu": the LLVM
+    syncscopes atomics and fences take, passes/atomics.py; "spirv": they stay ttile ops, on the flat tensor at
+    its linear offset, for the SPIR-V backend). Returns the sites (none without checks)."""
     if warp_size not in (16, 32, 64):
         raise ValueError(f"GPU warps have 16, 32 or 64 lanes, not {warp_size}")
     if abi not in ABIS:

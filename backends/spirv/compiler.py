@@ -31,7 +31,7 @@ import struct
 from ...diagnostics import CompileError
 from ...mlir import arith, gpu, ir, memref, passmanager, spirv
 from ...passes import simt_to_gpu, tile_mma
-from . import spirv_val
+from . import atomics, spirv_val
 from .options import MATRIX_ARCHS, SUBGROUP, SPIRVOptions
 
 VERSION = "v1.3"   # the first with the GroupNonUniform instructions; Intel's OpenCL runtimes take 1.0–1.4
@@ -67,7 +67,7 @@ def _kernels(mod: ir.Module) -> list:
 
 
 def make_gpu(mod: ir.Module, metadata: dict, options: SPIRVOptions) -> ir.Module:
-    sites = simt_to_gpu.run(mod, SUBGROUP, abi="flat", bounds_checks=options.bounds_checks)
+    sites = simt_to_gpu.run(mod, SUBGROUP, abi="flat", bounds_checks=options.bounds_checks, target="spirv")
     if options.bounds_checks:
         metadata["fault_sites"] = sites.entries   # for make_spv (fault_sites)
     passmanager.PassManager.parse("builtin.module(canonicalize,cse)").run(mod.operation)
@@ -173,7 +173,10 @@ def make_spirv(mod: ir.Module, metadata: dict, options: SPIRVOptions) -> ir.Modu
     for gm in mod.body.operations:
         if gm.operation.name == "gpu.module":
             gm.attributes["spirv.target_env"] = ir.ArrayAttr(gm.attributes["targets"])[0]
+    wide_atomics = atomics.run(mod)
     _run(mod, TO_SPIRV, verify=not bf16)
+    if wide_atomics:
+        atomics.declare_int64_atomics(mod)
     if coop:
         _cooperative_matrix_fixups(mod)
         _interfaces_of_version(mod)
