@@ -233,6 +233,10 @@ def linear_gelu_e4m3(X: tensor[fp8_e4m3, "T", "D"], W: tensor[fp8_e4m3, "D", "F"
     # swiglu multiplies f32, which the ptx GEMMs refuse) and the transformer block (flash attention: sm_90a)
     "graph_mlp": ((REPO / "examples" / "graph" / "mlp.py").read_text(), "sm_80"),
     "transformer_block": ((REPO / "examples" / "graph" / "transformer_block.py").read_text(), "sm_90a"),
+    # atomics and fences: the kernels of tests/unit/test_atomics.py, and the two examples (test_atomics_gpu.py)
+    "atomics": ((REPO / "tests" / "unit" / "atomic_kernels.py").read_text(), "sm_80"),
+    "histogram": ((REPO / "examples" / "tile" / "histogram.py").read_text(), "sm_80"),
+    "scatter_add": ((REPO / "examples" / "tile" / "scatter_add.py").read_text(), "sm_80"),
     # the mma.sync/cp.async GEMM of sm_80 … sm_90 (backends/ptx/gemm_sm80.py), as PTX for sm_80 and for sm_90
     "ampere_gemm": ((REPO / "examples" / "gpu" / "gemm_ampere.py").read_text(), "sm_80"),
     "ampere_gemm_sm90": ((REPO / "examples" / "gpu" / "gemm_ampere.py").read_text(), "sm_90"),

@@ -16,54 +16,7 @@ from tessera import ceil_div
 REPO = pathlib.Path(__file__).resolve().parents[2]
 RNG = np.random.default_rng(4321)
 
-KERNELS = """
-from tessera import int64, kernel, launch, tensor, tile
-
-@kernel
-def atomic_hist(X: tensor[int, "N"], H: tensor[int, "B"]):
-    i = launch.thread_id()
-    if i < X.shape[0]:
-        tile.atomic_add(H[X[i]], 1)
-
-@kernel
-def plain_hist(X: tensor[int, "N"], H: tensor[int, "B"]):
-    i = launch.thread_id()
-    if i < X.shape[0]:
-        H[X[i]] = H[X[i]] + 1
-
-@kernel
-def tickets(Counter: tensor[int64, "K"], T: tensor[int64, "N"]):
-    i = launch.thread_id()
-    if i < T.shape[0]:
-        T[i] = tile.atomic_add(Counter[0], 1, order="acq_rel", scope="device")
-        tile.fence(order="seq_cst", scope="system")
-
-@kernel
-def scatter2(V: tensor[int64, "N"], R: tensor[int, "N"], C: tensor[int, "N"], Out: tensor[int64, "P", "Q"]):
-    i = launch.thread_id()
-    if i < V.shape[0]:
-        tile.atomic_add(Out[R[i], C[i]], V[i], order="relaxed", scope="block")
-
-@kernel
-def scatter_f(V: tensor[float, "N"], I: tensor[int, "N"], Out: tensor[float, "M"]):
-    i = launch.thread_id()
-    if i < V.shape[0]:
-        tile.atomic_add(Out[I[i]], V[i])
-"""
-for _t, _name in (("int", "i32"), ("int64", "i64")):
-    KERNELS += f"""
-@kernel
-def segmax_{_name}(X: tensor[{_t}, "N"], I: tensor[int, "N"], Out: tensor[{_t}, "M"], Old: tensor[{_t}, "N"]):
-    i = launch.thread_id()
-    if i < X.shape[0]:
-        Old[i] = tile.atomic_max(Out[I[i]], X[i], order="release")
-
-@kernel
-def claim_{_name}(I: tensor[int, "N"], Slots: tensor[{_t}, "M"], Old: tensor[{_t}, "N"]):
-    i = launch.thread_id()
-    if i < I.shape[0]:
-        Old[i] = tile.atomic_cas(Slots[I[i]], 0, i + 1, order="acq_rel", scope="device")
-"""
+KERNELS = (REPO / "tests" / "unit" / "atomic_kernels.py").read_text()  # also built for CUDA: tests/gpu/kernels.py
 
 
 @pytest.fixture(scope="module")
