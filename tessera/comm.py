@@ -54,6 +54,12 @@ def _options(backend: str, deterministic: bool, timeout: float | None) -> tuple[
     return BACKENDS[backend], DETERMINISTIC if deterministic else 0, ms
 
 
+def _units(units: int) -> int:
+    if type(units) is not int or not 0 <= units <= 2 ** 31 - 1:
+        raise ValueError(f"units must be a number of compute units >= 0 (0: the default), got {units!r}")
+    return units
+
+
 def unique_id(backend: str = "auto", context: _runtime.Context | None = None) -> bytes:
     """A new id for `Communicator.create` (tsrCommGetUniqueId): make it on one rank, give it to all."""
     b, _, _ = _options(backend, False, None)
@@ -111,19 +117,24 @@ class Communicator:
 
     @classmethod
     def from_env(cls, backend: str = "auto", deterministic: bool = False, timeout: float | None = None,
-                 context: _runtime.Context | None = None) -> "Communicator":
+                 context: _runtime.Context | None = None, units: int = 0) -> "Communicator":
         """The job's communicator from the launcher's environment (tsrCommCreateFromEnv): under mpiexec MPI's
         world; otherwise RANK, WORLD_SIZE and TESSERA_RENDEZVOUS (or MASTER_ADDR/MASTER_PORT). `timeout`
-        bounds every wait, in seconds (None: $TESSERA_COMM_TIMEOUT_MS, else 300)."""
+        bounds every wait, in seconds (None: $TESSERA_COMM_TIMEOUT_MS, else 300). `units` (NCCL): the most
+        SMs one operation's kernels take, left free by a compiled function's persistent kernels while its
+        collectives run, so that the two overlap (0: $TESSERA_COMM_UNITS, else NCCL's choice; comm.h)."""
         ctx = context or default_context()
-        return cls(_runtime.Comm.from_env(ctx, *_options(backend, deterministic, timeout)), ctx)
+        return cls(_runtime.Comm.from_env(ctx, *_options(backend, deterministic, timeout), _units(units)), ctx)
 
     @classmethod
     def create(cls, world: int, rank: int, uid: bytes, backend: str = "auto", deterministic: bool = False,
-               timeout: float | None = None, context: _runtime.Context | None = None) -> "Communicator":
-        """Rank `rank` of `world` with an id from `unique_id` shared by the caller (tsrCommCreate)."""
+               timeout: float | None = None, context: _runtime.Context | None = None,
+               units: int = 0) -> "Communicator":
+        """Rank `rank` of `world` with an id from `unique_id` shared by the caller (tsrCommCreate); `units` as
+        for from_env."""
         ctx = context or default_context()
-        return cls(_runtime.Comm.create(ctx, world, rank, uid, *_options(backend, deterministic, timeout)), ctx)
+        return cls(_runtime.Comm.create(ctx, world, rank, uid, *_options(backend, deterministic, timeout),
+                                        _units(units)), ctx)
 
     @property
     def rank(self) -> int:

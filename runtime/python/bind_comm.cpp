@@ -14,12 +14,13 @@ namespace {
 
 using CommState = Owned<tsr_comm_t>;
 
-tsr_comm_options_t options_of(uint32_t backend, uint32_t flags, uint64_t timeout_ms) {
+tsr_comm_options_t options_of(uint32_t backend, uint32_t flags, uint64_t timeout_ms, uint32_t units = 0) {
   tsr_comm_options_t o;
   tsrCommOptionsInitialize(&o);
   o.backend = backend;
   o.flags = flags;
   o.timeout_ms = timeout_ms;
+  o.units = units;
   return o;
 }
 
@@ -31,7 +32,7 @@ class Comm {
   explicit Comm(std::shared_ptr<CommState> state) : state_(std::move(state)) {}
 
   static Comm create(const py::object& context, int world, int rank, const py::bytes& id, uint32_t backend,
-                     uint32_t flags, uint64_t timeout_ms) {
+                     uint32_t flags, uint64_t timeout_ms, uint32_t units) {
     std::string bytes = id;
     if (bytes.size() != TSR_COMM_UNIQUE_ID_BYTES)
       raise_error(TSR_ERROR_INVALID_VALUE, "the unique id must be " + std::to_string(TSR_COMM_UNIQUE_ID_BYTES) +
@@ -40,15 +41,16 @@ class Comm {
     memcpy(uid.bytes, bytes.data(), sizeof uid.bytes);
     auto state = std::make_shared<CommState>(context_state(context), tsrReleaseComm);
     tsr_context_t ctx = state->context->live();
-    tsr_comm_options_t o = options_of(backend, flags, timeout_ms);
+    tsr_comm_options_t o = options_of(backend, flags, timeout_ms, units);
     released([&] { return tsrCommCreate(ctx, &o, world, rank, &uid, &state->handle); });
     return Comm(state);
   }
 
-  static Comm from_env(const py::object& context, uint32_t backend, uint32_t flags, uint64_t timeout_ms) {
+  static Comm from_env(const py::object& context, uint32_t backend, uint32_t flags, uint64_t timeout_ms,
+                       uint32_t units) {
     auto state = std::make_shared<CommState>(context_state(context), tsrReleaseComm);
     tsr_context_t ctx = state->context->live();
-    tsr_comm_options_t o = options_of(backend, flags, timeout_ms);
+    tsr_comm_options_t o = options_of(backend, flags, timeout_ms, units);
     released([&] { return tsrCommCreateFromEnv(ctx, &o, &state->handle); });
     return Comm(state);
   }
@@ -150,9 +152,9 @@ void bind_comm(py::module_& m) {
 
   py::class_<Comm>(m, "Comm", "A communicator (tsr_comm_t): see tessera.comm.Communicator.")
       .def_static("create", &Comm::create, py::arg("context"), py::arg("world"), py::arg("rank"), py::arg("id"),
-                  py::arg("backend") = 0, py::arg("flags") = 0, py::arg("timeout_ms") = 0)
+                  py::arg("backend") = 0, py::arg("flags") = 0, py::arg("timeout_ms") = 0, py::arg("units") = 0)
       .def_static("from_env", &Comm::from_env, py::arg("context"), py::arg("backend") = 0, py::arg("flags") = 0,
-                  py::arg("timeout_ms") = 0)
+                  py::arg("timeout_ms") = 0, py::arg("units") = 0)
       .def_property_readonly("rank", &Comm::rank)
       .def_property_readonly("size", &Comm::size)
       .def_property_readonly("backend", &Comm::backend)

@@ -41,6 +41,7 @@ struct tsr_comm {
   int rank, size;
   uint32_t flags;       /* TSR_COMM_* */
   uint64_t timeout_ms;  /* resolved: never 0 */
+  uint32_t units;       /* resolved (comm.h); 0: no limit */
   tsr_comm_fault_t* fault;
   /* The deterministic reductions' gather buffer, kept between calls: a fresh one of size × count elements
    * costs its page faults every time. Operations on one communicator are never concurrent (comm.h). */
@@ -264,6 +265,18 @@ static tsr_status_t resolve(struct tsr_context* ctx, const tsr_comm_options_t* o
       o.timeout_ms = v;
     }
   }
+  const char* units = getenv("TESSERA_COMM_UNITS");
+  if (o.units == 0 && units && *units) {
+    char* end;
+    errno = 0;
+    unsigned long v = strtoul(units, &end, 10);
+    if (errno || *end || v == 0 || v > INT32_MAX || units[0] == '-')
+      return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: TESSERA_COMM_UNITS=%s is not a positive number of compute units",
+                      function, units);
+    o.units = (uint32_t)v;
+  }
+  if (o.units > INT32_MAX)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: units %u is more than any device has", function, o.units);
   uint32_t backend = o.backend;
   if (backend > TSR_COMM_BACKEND_NCCL)
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "%s: unknown backend %u (tsr_comm_backend_t)", function, backend);
@@ -314,6 +327,7 @@ static tsr_status_t publish(struct tsr_context* ctx, const tsr_comm_transport_t*
   c->size = size;
   c->flags = o->flags;
   c->timeout_ms = o->timeout_ms;
+  c->units = o->units;
   c->fault = f;
   tsr_status_t st = tsr_object_publish(ctx, &c->obj, TSR_MAGIC_COMM, function);
   if (st) {
@@ -322,6 +336,10 @@ static tsr_status_t publish(struct tsr_context* ctx, const tsr_comm_transport_t*
   }
   *out = c;
   return TSR_SUCCESS;
+}
+
+uint32_t tsr_comm_units(const struct tsr_comm* c) {
+  return c->transport->flags & TSR_COMM_TRANSPORT_DEVICE_QUEUE ? c->units : 0;
 }
 
 void tsr_comm_free(struct tsr_comm* c) {
@@ -348,6 +366,7 @@ static tsr_status_t create(tsr_context_t ctx, const tsr_comm_options_t* o, const
                            const tsr_comm_init_t* init_in, const char* function, tsr_comm_t* out_comm) {
   tsr_comm_init_t init = *init_in;
   init.context = ctx;
+  init.units = o->units;
   tsr_comm_call_t call = call_for(function, o->timeout_ms, NULL);
   void* state;
   int rank, size;
@@ -1014,7 +1033,8 @@ tsr_status_t tsrCommSplit(tsr_comm_t c, int color, int key, tsr_comm_t* out_comm
     *out_comm = NULL;
     return op_end(&o, TSR_SUCCESS, false);
   }
-  tsr_comm_options_t opts = {.backend = c->transport->backend, .flags = c->flags, .timeout_ms = c->timeout_ms};
+  tsr_comm_options_t opts = {.backend = c->transport->backend, .flags = c->flags, .timeout_ms = c->timeout_ms,
+                             .units = c->units};
   st = publish(c->obj.context, c->transport, state, rank, size, &opts, c->fault, __func__, out_comm);
   return op_end(&o, st, false);
 }

@@ -40,6 +40,8 @@ typedef struct tsr_comm_init {
   int world, rank;  /* -1, -1: take them from the launcher (MPI under mpiexec); else the caller's */
   int local_rank;   /* LOCAL_RANK, or -1 when unknown */
   const tsr_comm_unique_id_t* id;  /* NULL together with world -1 */
+  uint32_t units;   /* tsr_comm_options_t.units, resolved: the most compute units an operation's kernels take
+                     * (device-queue transports; split communicators keep their parent's); 0: no limit */
 } tsr_comm_init_t;
 
 /* Flags of a transport. */
@@ -119,6 +121,9 @@ extern const tsr_comm_transport_t tsr_comm_transport_nccl;
 /* Destroys a communicator (object.c, on its last release or its context's destruction). */
 struct tsr_comm;
 void tsr_comm_free(struct tsr_comm* comm);
+/* The compute units a compiled function leaves free for `comm`'s kernels while its collectives are in flight
+ * (function.c): the communicator's units on a device-queue transport, else 0. */
+uint32_t tsr_comm_units(const struct tsr_comm* comm);
 
 /* ---- helpers comm.c provides to transports --------------------------------------------------------- */
 

@@ -178,6 +178,8 @@ typedef struct nccl_state {
   CUcontext context;           /* device 0's primary context, retained: the Tessera context's */
   pthread_mutex_t lock;        /* guards everything below: NCCL calls on `comm` are made holding it */
   ncclComm_t comm;             /* NULL once aborted */
+  uint32_t units;              /* maxCTAs of its operations (tsr_comm_init_t.units; 0: NCCL's choice), kept
+                                * for its splits */
   tsr_status_t fault;          /* what the monitor found (TIMEOUT, LAUNCH_FAILED), reported once asked */
   char fault_message[512];
   inflight_t* inflight;
@@ -329,9 +331,12 @@ static tsr_status_t unique_id(struct tsr_context* ctx, tsr_comm_unique_id_t* out
   return TSR_SUCCESS;
 }
 
-static ncclConfig_t nonblocking(void) {
+/* `units`: at most that many CTAs per operation (so that a GEMM leaving them free runs beside it); 0: NCCL's
+ * choice. */
+static ncclConfig_t nonblocking(uint32_t units) {
+  int ctas = units ? (int)units : INT_MIN;
   return (ncclConfig_t){.size = sizeof(ncclConfig_t), .magic = NCCL_CONFIG_MAGIC, .version = NCCL_CONFIG_VERSION,
-                        .blocking = 0, .cgaClusterSize = INT_MIN, .minCTAs = INT_MIN, .maxCTAs = INT_MIN,
+                        .blocking = 0, .cgaClusterSize = INT_MIN, .minCTAs = INT_MIN, .maxCTAs = ctas,
                         .netName = NULL, .splitShare = INT_MIN};
 }
 
@@ -403,7 +408,8 @@ static tsr_status_t create(const tsr_comm_init_t* init, const tsr_comm_call_t* c
   }
   ncclUniqueId id;
   memcpy(id.internal, init->id->bytes, sizeof id.internal);
-  ncclConfig_t config = nonblocking();
+  s->units = init->units;
+  ncclConfig_t config = nonblocking(s->units);
   ncclComm_t comm = NULL;
   pthread_mutex_lock(&s->lock);
   ncclResult_t r = N.CommInitRankConfig(&comm, init->world, id, init->rank, &config);
@@ -436,7 +442,8 @@ static tsr_status_t split(void* state, int color, int key, const tsr_comm_call_t
     state_free(sub);
     return st;
   }
-  ncclConfig_t config = nonblocking();
+  sub->units = s->units;
+  ncclConfig_t config = nonblocking(sub->units);
   ncclComm_t comm = NULL;
   pthread_mutex_lock(&s->lock);
   if (!s->comm) {

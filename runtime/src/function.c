@@ -648,7 +648,12 @@ static tsr_status_t run_args(call_t* c, const tsr_plan_step_t* s, size_t step) {
   /* The step's extents are defined over the function's (and DEVICE_UNITS); the kernel's side sees them. */
   memcpy(c->local, c->env, n * sizeof *c->local);
   memcpy(c->local_bound, c->bound, n);
-  set_symbol(plan, c->local, c->local_bound, "DEVICE_UNITS", c->device_units);
+  /* While collectives are in flight on the communication stream, a persistent kernel (a grid over
+   * DEVICE_UNITS) leaves the communicator's units free: else it takes every unit and the transport's kernels,
+   * though queued first, wait for its end, and nothing overlaps (comm.h, units). */
+  int64_t spare = c->pending_count && c->comm ? (int64_t)tsr_comm_units(c->comm) : 0;
+  set_symbol(plan, c->local, c->local_bound, "DEVICE_UNITS",
+             spare && spare < c->device_units ? c->device_units - spare : c->device_units);
   /* each env entry is evaluated over that scope, before any of them lands in `local` */
   int64_t* saved = c->saved;
   uint8_t* saved_bound = c->saved_bound;

@@ -355,8 +355,8 @@ CUresult cuLaunchKernel(struct CUfunc_st* f, unsigned gx, unsigned gy, unsigned 
     const char* path = getenv("FAKE_CUDA_LOG");
     FILE* lf = path ? fopen(path, "a") : NULL;
     if (lf) {
-      fprintf(lf, "params: map rank %d, map rank %d, then A at %p\n", ((unsigned char*)params[0])[4],
-              ((unsigned char*)params[1])[4], *(void**)params[2]);
+      fprintf(lf, "params: map rank %d, map rank %d, then A at %p, grid %u\n", ((unsigned char*)params[0])[4],
+              ((unsigned char*)params[1])[4], *(void**)params[2], gx);
       fclose(lf);
     }
   }

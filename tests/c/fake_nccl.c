@@ -18,6 +18,7 @@
  * stays busy — fake_cuda_spin — until ncclCommAbort ends the kernel), "async" (ncclCommGetAsyncError reports
  * ncclRemoteError once an operation was enqueued). */
 #define _GNU_SOURCE /* RTLD_NOLOAD */
+#include <limits.h>
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -34,7 +35,16 @@ typedef struct {  /* the fields of ncclConfig_t the fake reads */
   size_t size;
   unsigned magic, version;
   int blocking;
+  int cgaClusterSize, minCTAs, maxCTAs;
 } config_prefix_t;
+
+/* " maxCTAs=N" where a caller limits it (INT_MIN: NCCL's default), else "" */
+static const char* ctas(const config_prefix_t* c) {
+  static char text[32];
+  if (c->maxCTAs == INT_MIN) return "";
+  snprintf(text, sizeof text, " maxCTAs=%d", c->maxCTAs);
+  return text;
+}
 
 struct ncclComm {
   int nranks, rank;
@@ -127,8 +137,9 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
 ncclResult_t ncclCommInitRankConfig(struct ncclComm** comm, int nranks, ncclUniqueId id, int rank,
                                     config_prefix_t* config) {
   const char* nvls = getenv("NCCL_NVLS_ENABLE");
-  say("ncclCommInitRankConfig nranks=%d rank=%d id=%.20s magic=%#x version=%u blocking=%d NCCL_NVLS_ENABLE=%s",
-      nranks, rank, id.internal, config->magic, config->version, config->blocking, nvls ? nvls : "unset");
+  say("ncclCommInitRankConfig nranks=%d rank=%d id=%.20s magic=%#x version=%u blocking=%d NCCL_NVLS_ENABLE=%s%s",
+      nranks, rank, id.internal, config->magic, config->version, config->blocking, nvls ? nvls : "unset",
+      ctas(config));
   if (rank < 0 || rank >= nranks) return invalid_argument;
   *comm = calloc(1, sizeof **comm);
   (*comm)->nranks = nranks;
@@ -139,7 +150,7 @@ ncclResult_t ncclCommInitRankConfig(struct ncclComm** comm, int nranks, ncclUniq
 }
 
 ncclResult_t ncclCommSplit(struct ncclComm* comm, int color, int key, struct ncclComm** out, config_prefix_t* c) {
-  say("ncclCommSplit color=%d key=%d blocking=%d", color, key, c->blocking);
+  say("ncclCommSplit color=%d key=%d blocking=%d%s", color, key, c->blocking, ctas(c));
   if (not_ready(comm)) return invalid_argument;
   *out = NULL;  /* until the split completes */
   if (color >= 0) {

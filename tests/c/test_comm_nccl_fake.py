@@ -406,3 +406,59 @@ def test_collective_steps_overlap_on_the_communication_stream(fake_driver, fake_
     # one device: x -> out is a copy, the in-place step none; no collective, no wait
     assert on("alone", main) == ["cuLaunchKernel", "cuMemcpyDtoDAsync", "cuLaunchKernel", "cuLaunchKernel"], \
         calls["alone"]
+
+
+UNITS = r"""
+import sys
+import numpy as np
+from tessera import comm, executor, runtime, stream
+ctx = runtime.select_backend("cuda")
+prog = executor.load(open(sys.argv[1], "rb").read(), ctx).function("tp")
+s = stream.new(context=ctx)
+H, W = runtime.DeviceArray((512, 256), np.uint16, ctx), runtime.DeviceArray((256, 1024), np.uint16, ctx)
+for units in (0, 2):
+    c = comm.Communicator.create(2, 1, comm.unique_id("nccl", ctx), backend="nccl", timeout=5, context=ctx,
+                                 units=units)
+    with open(sys.argv[2], "a") as log:
+        print("call", units, file=log)
+    prog(H, W, comm=c, stream=s)
+    s.synchronize()
+    c.close()
+"""
+
+TP = '''
+from tessera import bf16, dist, function, op, tensor
+
+mesh = dist.Mesh(axes=["tp"], devices=range(2))
+
+
+@function
+def tp(H: tensor[bf16, "T", 256], W: tensor[bf16, 256, 1024]):
+    return op.all_reduce(op.matmul(H, W), mesh=mesh)
+'''
+
+
+def test_units_are_left_free_for_the_collectives_in_flight(fake_driver, fake_nccl, tmp_path):
+    """Communicator units (comm.h): NCCL is created with maxCTAs = units, and a compiled function's persistent
+    GEMM launched while one of its all_reduces is in flight takes DEVICE_UNITS - units CTAs (the fake device
+    has 4 SMs): the pipelined chunks after the first (tessera-pipeline-collectives, four of 128 rows) launch 2
+    CTAs with units=2, and every chunk 4 without units (NCCL's default, nothing left free)."""
+    compiler = pytest.importorskip("tessera.compiler")
+    image = tmp_path / "tp.tessera"
+    image.write_bytes(compiler.compile_source(TP, "tp.py", compiler.CompileOptions(
+        target="ptx", arch="sm_90a", collective_chunks=4)).image)
+    log, cuda_log = tmp_path / "nccl.log", tmp_path / "cuda.log"
+    env = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), TESSERA_NCCL_LIBRARY=str(fake_nccl),
+               FAKE_NCCL_LOG=str(log), FAKE_CUDA_LOG=str(cuda_log))
+    for name in ("TESSERA_BACKEND", "TESSERA_COMM_BACKEND", "FAKE_NCCL_HANG", "TESSERA_COMM_UNITS"):
+        env.pop(name, None)
+    p = subprocess.run([sys.executable, "-c", UNITS, str(image), str(cuda_log)], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    inits = [line for line in log.read_text().splitlines() if line.startswith("ncclCommInitRankConfig")]
+    assert len(inits) == 2 and "maxCTAs" not in inits[0] and inits[1].endswith(" maxCTAs=2"), inits
+    lines = cuda_log.read_text().splitlines()
+    at = [lines.index("call 0"), lines.index("call 2"), len(lines)]
+    grids = [[int(line.rsplit(" ", 1)[1]) for line in lines[a:b] if line.startswith("params:")]
+             for a, b in zip(at, at[1:])]
+    assert grids == [[4, 4, 4, 4], [4, 2, 2, 2]], grids

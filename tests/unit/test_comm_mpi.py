@@ -334,3 +334,17 @@ def test_mpi_counts_the_timeout_from_when_every_rank_has_started(tmp_path):
     p, _ = _tessera_run("-n", "2", str(script))
     assert p.returncode == 0, p.stdout + p.stderr
     assert [(tmp_path / f"out{r}").read_text() for r in range(2)] == ["2", "2"]
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-3", "99999999999"])
+def test_a_bad_tessera_comm_units_is_refused(value, monkeypatch):
+    """$TESSERA_COMM_UNITS (comm.h, units) must be a positive count; any other value is a status naming it,
+    before a transport is asked for anything. A negative `units` argument is refused in Python."""
+    from tessera import comm
+    _mpiexec()   # the MPI library must load for the options to reach the transport's check
+    monkeypatch.setenv("TESSERA_COMM_UNITS", value)
+    with pytest.raises(Exception, match=f"TESSERA_COMM_UNITS={value} is not a positive number of compute units"):
+        comm.unique_id("mpi")
+    monkeypatch.delenv("TESSERA_COMM_UNITS")
+    with pytest.raises(ValueError, match="units must be a number of compute units >= 0"):
+        comm.Communicator.create(1, 0, comm.unique_id("mpi"), backend="mpi", units=-1)

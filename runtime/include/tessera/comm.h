@@ -111,9 +111,17 @@ typedef struct tsr_comm_options {
   uint32_t flags;       /* TSR_COMM_* */
   uint64_t timeout_ms;  /* bound on every wait of an operation, creation and split included; 0: the default,
                          * $TESSERA_COMM_TIMEOUT_MS if set, else 300000 (5 minutes) */
+  uint32_t units;       /* the most compute units (SMs) one operation's kernels occupy on a device-queue
+                         * transport (NCCL's maxCTAs; split communicators inherit it); a compiled function
+                         * called with this communicator launches its persistent kernels (grids over
+                         * DEVICE_UNITS) on that many units fewer while its collectives are in flight, so
+                         * that both run at once instead of the transport's kernels waiting for free units.
+                         * 0: $TESSERA_COMM_UNITS if set, else no limit (the transport's choice) and no units
+                         * left free. Host transports (MPI) ignore it. */
 } tsr_comm_options_t;
 
-/* Sets the defaults: backend AUTO, no flags, timeout 0 (the default). TSR_ERROR_INVALID_VALUE for NULL. */
+/* Sets the defaults: backend AUTO, no flags, timeout 0 and units 0 (the defaults). TSR_ERROR_INVALID_VALUE for
+ * NULL. */
 TSR_API tsr_status_t tsrCommOptionsInitialize(tsr_comm_options_t* options);
 
 /* ---------------------------------------------------------------------------------------------------------
