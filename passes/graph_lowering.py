@@ -292,10 +292,9 @@ def _row_names(s: plan.ArgsStep, rows: dict, M: str) -> set | None:
 
 
 def _offset(start: str, cols: str) -> str:
-    """The offset of a chunk from row `start` of a tensor of `cols` columns. The first chunk's is written
-    `0*cols`, not `0`: an alias whose offset is the literal 0 is a reshape, which must see every element
-    (docs/image-format.md, "Alias step"), where a chunk sees the rows from 0 on."""
-    return f"0*{cols}" if start == "0" else _fold(f"({start})*({cols})")
+    """The offset of a chunk from row `start` of a tensor of `cols` columns: an offset, "0" included, makes
+    the alias a window of its storage (docs/image-format.md, "Alias step"), which a chunk is."""
+    return "0" if start == "0" else _fold(f"({start})*({cols})")
 
 
 def _fold(expr: str) -> str:

@@ -248,11 +248,12 @@ class ArgsStep:
 
 @dataclass(frozen=True)
 class AliasStep:
-    """`alias` is `of`'s storage seen with its own extents: a reshape, or with an `offset` (an extent
-    expression counting elements of `of`'s dtype) a part of it from that element on."""
+    """`alias` is `of`'s storage seen with its own extents. Without an `offset` a reshape, which sees every
+    element; with one (an extent expression counting elements of `of`'s dtype, "0" included) a window of it
+    from that element on, which may see fewer."""
     alias: str
     of: str
-    offset: str = "0"
+    offset: str | None = None
 
 
 @dataclass(frozen=True)
@@ -402,7 +403,8 @@ def decode(data: bytes) -> dict[str, Plan]:
     plans = {name: Plan.from_json(p) for name, p in functions.items()}
     for has, what, since in ((lambda s: isinstance(s, CallStep), "call steps", 4),
                              (lambda s: isinstance(s, CollectiveStep), "collective steps", 5),
-                             (lambda s: isinstance(s, AliasStep) and s.offset != "0", "alias steps with an offset", 6)):
+                             (lambda s: isinstance(s, AliasStep) and s.offset is not None,
+                              "alias steps with an offset", 6)):
         if doc["version"] < since and any(has(s) for p in plans.values() for s in p.steps):
             raise PlanError(f"launch plan version {doc['version']} has {what}, which version {since} introduced")
     return plans
@@ -445,7 +447,7 @@ def _arg_json(a: Arg) -> dict:
 
 def _step_json(s: Step) -> dict:
     if isinstance(s, AliasStep):
-        return {"alias": s.alias, "of": s.of, **({"offset": _expr(s.offset)} if s.offset != "0" else {})}
+        return {"alias": s.alias, "of": s.of, **({"offset": _expr(s.offset)} if s.offset is not None else {})}
     if isinstance(s, CallStep):
         return {"call": s.call, "args": list(s.args), "results": list(s.results)}
     if isinstance(s, CollectiveStep):
@@ -531,9 +533,10 @@ class _Fields:
             parse(e)
         return items
 
-    def expr(self, key: str, default=...) -> str:
+    def expr(self, key: str, default=...) -> str | None:
         e = self.field(key, str, default)
-        parse(e)
+        if e is not None:   # an absent member's default None (an alias's offset)
+            parse(e)
         return e
 
     def done(self) -> None:
@@ -560,7 +563,7 @@ def _pair(doc) -> tuple[str, str]:
 def _step(doc, where: str) -> Step:
     r = _Fields(doc, where)
     if isinstance(doc, dict) and "alias" in doc:
-        s = AliasStep(alias=r.field("alias", str), of=r.field("of", str), offset=r.expr("offset", "0"))
+        s = AliasStep(alias=r.field("alias", str), of=r.field("of", str), offset=r.expr("offset", None))
         r.done()
         return s
     if isinstance(doc, dict) and "call" in doc:

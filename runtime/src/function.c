@@ -1352,14 +1352,12 @@ static tsr_status_t run_bucket(call_t* c, uint32_t first, uint32_t end) {
   return st;
 }
 
-/* Whether alias step `s` views part of its storage (version 6's offset) rather than all of it. */
-static bool offset_alias(const tsr_plan_step_t* s) { return strcmp(s->offset.text, "0") != 0; }
 
 static tsr_status_t run_alias(call_t* c, const tsr_plan_step_t* s, size_t step) {
   value_state_t* source;
   tsr_status_t st = tensor(c, s->of, &source);
   if (st) return st;
-  if (!offset_alias(s)) {
+  if (!s->has_offset) {  /* a reshape: sees every element */
     if ((st = check_alias(c, s, source->elements))) return st;
     c->values[s->alias] = *source;
     return TSR_SUCCESS;
@@ -1657,7 +1655,7 @@ static tsr_status_t bind_inputs(call_t* c, const DLTensor* const* inputs) {
    * extent) would fail at run time: said first, as it is the cause of the size mismatch checked below too. */
   for (uint32_t i = 0; i < f->step_count; i++) {
     const tsr_plan_step_t* s = &f->steps[i];
-    for (uint32_t a = 0; s->kind == TSR_PLAN_STEP_ALIAS && !offset_alias(s) && a < f->arg_count; a++) {
+    for (uint32_t a = 0; s->kind == TSR_PLAN_STEP_ALIAS && !s->has_offset && a < f->arg_count; a++) {
       if (f->args[a] != s->of) continue;
       uint64_t have = 1;
       for (int32_t d = 0; d < inputs[a]->ndim; d++) have *= (uint64_t)inputs[a]->shape[d];

@@ -494,8 +494,9 @@ static tsr_status_t read_step(reader_t* r, const tsr_json_t* doc, const char* at
     s->kind = TSR_PLAN_STEP_ALIAS;
     TRY(value_ref(r, doc, "alias", at, &s->alias));
     TRY(value_ref(r, doc, "of", at, &s->of));
+    s->has_offset = tsr_json_member(doc, "offset") != NULL;  /* its presence makes a window, even "0" */
     TRY(expr_member(r, doc, "offset", "0", at, &s->offset));
-    if (strcmp(s->offset.text, "0") != 0 && r->version < 6)
+    if (s->has_offset && r->version < 6)
       return bad(at, "an alias step with an offset, which version 6 introduced, in a plan of version %d", r->version);
     const tsr_plan_value_t *a = &r->fn->values[s->alias], *o = &r->fn->values[s->of];
     if (strcmp(a->dtype, o->dtype) != 0)  /* an offset counts elements of `of`'s dtype; a view keeps it */
@@ -748,7 +749,7 @@ static void write_step(FILE* out, const tsr_plan_function_t* f, const tsr_plan_s
     tsr_json_string(out, f->values[s->alias].id);
     fputs(", \"of\": ", out);
     tsr_json_string(out, f->values[s->of].id);
-    if (strcmp(s->offset.text, "0") != 0) {  /* the default is left out, as tessera.plan writes it */
+    if (s->has_offset) {  /* as read: "offset": "0" is a window of the first elements, its absence a reshape */
       fputs(", \"offset\": ", out);
       tsr_json_string(out, s->offset.text);
     }

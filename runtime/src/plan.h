@@ -138,9 +138,11 @@ typedef struct tsr_plan_step {
   tsr_plan_multiple_t* multiple_of;
   uint32_t prefer_count;
   tsr_plan_alternative_t* prefer;
-  /* ALIAS: value `alias` is the storage of value `of` from element `offset` on (version 6; "0": all of it, a
-   * reshape); both have one dtype */
+  /* ALIAS: value `alias` is the storage of value `of`: with an "offset" (has_offset, version 6) a window of it from
+   * element `offset` on with its own dims, which may see fewer elements; without one all of it, a reshape, which
+   * must see every element. Both have one dtype. */
   uint32_t alias, of;
+  bool has_offset;
   tsr_expr_t offset;
   /* CALL: function `call` of the same document (or, where the document has none, an unresolved import) runs
    * with values `call_args` as its arguments and `call_results` as its results */

@@ -299,13 +299,15 @@ def test_call_steps_read_in_c_as_python_decodes_them(tool, tmp_path):
 
 
 def test_alias_offsets_read_in_c_as_python_decodes_them(tool, tmp_path):
-    """Version 6: an offset is read and written back; "0" (a reshape) is left out, as tessera.plan writes it;
-    an alias of another dtype than its storage's is refused by both readers."""
-    steps = [{"alias": "v1", "of": "v0", "offset": "M*(N//2)"}, {"alias": "v1", "of": "v0", "offset": "0"}]
+    """Version 6: an offset is read and written back, "0" (a window of the first elements) included; an alias
+    without one (a reshape) is written without one, as tessera.plan writes it; an alias of another dtype than
+    its storage's is refused by both readers."""
+    steps = [{"alias": "v1", "of": "v0", "offset": "M*(N//2)"}, {"alias": "v1", "of": "v0", "offset": "0"},
+             {"alias": "v1", "of": "v0"}]
     section = document(steps)
     (status, doc), = batch(tool, tmp_path, [section])
     assert status == "OK" and canonical(doc) == canonical(python_reading(section)[1])
-    assert doc["functions"]["mlp"]["steps"] == [steps[0], {"alias": "v1", "of": "v0"}]
+    assert doc["functions"]["mlp"]["steps"] == steps
     other = json.loads(section)
     other["functions"]["mlp"]["values"]["v1"]["dtype"] = "bf16"
     (status, message), = batch(tool, tmp_path, [json.dumps(other).encode()])

@@ -83,14 +83,18 @@ def _chunks() -> Plan:
     return Plan(params=("X",), args=("v0",), results=("v0",),
                 values={"v0": Value("f32", ("M", "8")), "v1": Value("f32", ("min(128, M)", "8")),
                         "v2": Value("f32", ("M - min(128, M)", "8"))},
-                steps=(AliasStep("v1", "v0"), AliasStep("v2", "v0", offset="min(128, M)*8")))
+                steps=(AliasStep("v1", "v0", offset="0"), AliasStep("v2", "v0", offset="min(128, M)*8")))
 
 
-def test_alias_offsets_round_trip_and_are_written_only_where_not_zero():
+def test_alias_offsets_round_trip_and_are_written_where_present():
+    """An offset, "0" included, is a window and is written; a reshape has none (None), and none is written."""
     doc = _chunks().to_json()
-    assert doc["steps"] == [{"alias": "v1", "of": "v0"}, {"alias": "v2", "of": "v0", "offset": "min(128, M)*8"}]
+    assert doc["steps"] == [{"alias": "v1", "of": "v0", "offset": "0"},
+                            {"alias": "v2", "of": "v0", "offset": "min(128, M)*8"}]
     assert plan.decode(plan.encode({"f": _chunks()})) == {"f": _chunks()}
-    assert Plan.from_json(dict(doc, steps=[{"alias": "v1", "of": "v0", "offset": "0"}])).steps[0].offset == "0"
+    reshape = Plan.from_json(dict(doc, steps=[{"alias": "v1", "of": "v0"}]))
+    assert reshape.steps == (AliasStep("v1", "v0"),) and reshape.steps[0].offset is None
+    assert reshape.to_json()["steps"] == [{"alias": "v1", "of": "v0"}]
 
 
 def test_version_5_documents_are_read_without_alias_offsets():
