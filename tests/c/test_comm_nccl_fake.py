@@ -151,7 +151,8 @@ class ContextOptions(ctypes.Structure):
                 ("wait_timeout_ms", ctypes.c_uint32)]
 
 class CommOptions(ctypes.Structure):
-    _fields_ = [("backend", ctypes.c_uint32), ("flags", ctypes.c_uint32), ("timeout_ms", ctypes.c_uint64)]
+    _fields_ = [("backend", ctypes.c_uint32), ("flags", ctypes.c_uint32), ("timeout_ms", ctypes.c_uint64),
+                ("units", ctypes.c_uint32)]
 
 lib.tsrGetLastErrorMessage.restype = ctypes.c_char_p
 o, ctx = ContextOptions(), ctypes.c_void_p()

@@ -37,7 +37,8 @@ class ContextOptions(ctypes.Structure):
 
 
 class CommOptions(ctypes.Structure):
-    _fields_ = [("backend", ctypes.c_uint32), ("flags", ctypes.c_uint32), ("timeout_ms", ctypes.c_uint64)]
+    _fields_ = [("backend", ctypes.c_uint32), ("flags", ctypes.c_uint32), ("timeout_ms", ctypes.c_uint64),
+                ("units", ctypes.c_uint32)]
 
 
 class UniqueId(ctypes.Structure):
