@@ -45,6 +45,7 @@ from .oplib import OPS, DTypePolicy, GTensor
 
 TILE_CALLS = {"dot", "mma", "mma_sync", "range", "cp_async", "load", "store", "where", "barrier", "alloc_shared",
               "softmax", "relu", "gelu", "silu", "sigmoid", "tanh", "exp", "log", "sqrt"}
+ATOMIC_CALLS = {"atomic_add", "atomic_max", "atomic_cas", "fence"}  # SIMT only (language.md, "Atomics and fences")
 SIMT_CALLS = {"thread_id", "local_id", "block_id", "lane_id", "warp_id", "warp_shuffle_down", "warp_shuffle_xor",
               "cooperative_group", "warp_size", "warp_reduce", "group_reduce"}
 
@@ -303,6 +304,9 @@ class TileProgramBuilder(FunctionBuilder):
     def expr_Call(self, node: ast.Call):
         f = node.func
         if isinstance(f, ast.Attribute) and _name(f.value) == "tile":
+            if f.attr in ATOMIC_CALLS:  # before its arguments, whose element indexing a tile program refuses
+                raise self.error(node, f"tile.{f.attr} is a SIMT operation: a tile program has no per-thread "
+                                       f"memory updates (write a @kernel with launch.thread_id())")
             args = [self.expr(a) for a in node.args]
             kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
             return self._tile_call(node, f.attr, args, kwargs)

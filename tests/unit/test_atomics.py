@@ -183,3 +183,16 @@ def test_refusals_at_the_users_line(compile_error, line, message):
     source = KERNEL.format(line=line)
     e = compile_error(source)
     assert message in e.message and (e.filename, e.line) == ("user.py", 7), e
+
+
+def test_a_tile_program_has_no_atomics(compile_error):
+    e = compile_error("""
+        from tessera import kernel, tensor, tile
+
+        @kernel
+        def tp(A: tensor[float, "M", "N"], H: tensor[int, "B"]):
+            for b in tile.range(A, axis=0, step=32):
+                x = tile.load(A, b, mask=b.mask, other=0.0)
+                tile.atomic_add(H[0], 1)
+        """)
+    assert "tile.atomic_add is a SIMT operation" in e.message and (e.line, e.col) == (8, 9), e
