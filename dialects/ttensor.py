@@ -13,7 +13,8 @@ from .support import Invalid, declared_attributes, int_attr, verifier
 
 UNARY_FNS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "neg",
              "abs", "erf", "square", "reciprocal")
-BINARY_FNS = ("add", "sub", "mul", "div", "max", "min", "pow", "floordiv", "mod")
+COMPARE_FNS = ("lt", "le", "gt", "ge", "eq", "ne")
+BINARY_FNS = ("add", "sub", "mul", "div", "max", "min", "pow", "floordiv", "mod", *COMPARE_FNS)
 # the functions of one kind of element only: true division and powers of floats; Python's floor division and
 # modulo (the divisor's sign) of integers (docs/language.md, "Integer tensors")
 FLOAT_ONLY = ("div", "pow")
@@ -169,7 +170,8 @@ class UnaryOp(_TensorOp, name="unary", traits=[ext.Pure]):
 
 class BinaryOp(_TensorOp, name="binary", traits=[ext.Pure]):
     """Elementwise `fn` (add, sub, mul, div, max, min, pow, floordiv, mod) with numpy broadcasting; operands
-    share a dtype."""
+    share a dtype, which the result has, except that a comparison (lt, le, gt, ge, eq, ne: numpy's, NaN
+    unordered) returns a bool (i1) tensor."""
 
     lhs: ext.Operand[typing.Any]
     rhs: ext.Operand[typing.Any]
@@ -181,7 +183,11 @@ class BinaryOp(_TensorOp, name="binary", traits=[ext.Pure]):
         fn = _str(self.fn)
         if fn not in BINARY_FNS:
             raise Invalid(f"unknown function '{fn}' (known: {', '.join(BINARY_FNS)})")
-        if a.element_type != b.element_type or c.element_type != a.element_type:
+        if fn in COMPARE_FNS:
+            if a.element_type != b.element_type or c.element_type != ir.IntegerType.get_signless(1):
+                raise Invalid(f"a comparison's operand element types must match and its result be i1, got "
+                              f"{a.element_type}, {b.element_type} -> {c.element_type}")
+        elif a.element_type != b.element_type or c.element_type != a.element_type:
             raise Invalid(f"operand and result element types must match, got {a.element_type}, "
                           f"{b.element_type} -> {c.element_type}")
         if fn in FLOAT_ONLY and not _floats(a) or fn in INT_ONLY and not isinstance(a.element_type, ir.IntegerType):
@@ -192,6 +198,30 @@ class BinaryOp(_TensorOp, name="binary", traits=[ext.Pure]):
             raise Invalid(f"shapes {shape_of(a)} and {shape_of(b)} do not broadcast")
         if not compatible(shape_of(c), shape):
             raise Invalid(f"result shape {shape_of(c)} does not match the broadcast shape {shape}")
+
+
+class SelectOp(_TensorOp, name="select", traits=[ext.Pure]):
+    """numpy's where(cond, on_true, on_false): `cond` a bool (i1) tensor, the two values of one dtype, the
+    three broadcast together."""
+
+    cond: ext.Operand[typing.Any]
+    on_true: ext.Operand[typing.Any]
+    on_false: ext.Operand[typing.Any]
+    result: ext.Result[typing.Any]
+
+    def rules(self, *ts) -> None:
+        c, a, b, r = ts
+        if c.element_type != ir.IntegerType.get_signless(1):
+            raise Invalid(f"the condition must be a bool (i1) tensor, got {c.element_type}")
+        if a.element_type != b.element_type or r.element_type != a.element_type:
+            raise Invalid(f"the values' and the result's element types must match, got {a.element_type}, "
+                          f"{b.element_type} -> {r.element_type}")
+        shape = broadcast(shape_of(c), shape_of(a))
+        shape = None if shape is None else broadcast(shape, shape_of(b))
+        if shape is None:
+            raise Invalid(f"shapes {shape_of(c)}, {shape_of(a)} and {shape_of(b)} do not broadcast")
+        if not compatible(shape_of(r), shape):
+            raise Invalid(f"result shape {shape_of(r)} does not match the broadcast shape {shape}")
 
 
 class BiasAddOp(_TensorOp, name="bias_add", traits=[ext.Pure]):

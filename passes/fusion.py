@@ -37,7 +37,7 @@ from . import schedule_ir
 from .schedule_ir import graph_ops
 
 ELEMENTWISE = {"ttensor.unary", "ttensor.binary", "ttensor.bias_add", "ttensor.cast", "ttensor.broadcast",
-               "ttensor.dropout", "ttensor.mask_blocks"}
+               "ttensor.dropout", "ttensor.mask_blocks", "ttensor.select"}
 # Operands an op reads only for their extents: no kernel loads them, the plan passes the extent.
 EXTENT_ONLY = {"ttensor.store_blocks": 1, "ttensor.mask_blocks": 1}
 ROW = {"ttensor.softmax", "ttensor.log_softmax", "ttensor.layernorm", "ttensor.rmsnorm", "ttensor.reduce"}

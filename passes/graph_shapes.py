@@ -106,6 +106,8 @@ def _rule(op, ins: list[Dims]) -> list[Dims]:
         return [ins[0]]
     if name == "ttensor.binary":
         return [_broadcast(ins[0], ins[1])]
+    if name == "ttensor.select":
+        return [_broadcast(_broadcast(ins[0], ins[1]), ins[2])]
     if name == "ttensor.matmul":
         a, b = (as_read(d, t) for d, t in zip(ins, matmul_transposes(op)))
         return [_broadcast(a[:-2], b[:-2]) + [a[-2], b[-1]]]

@@ -35,8 +35,10 @@ UNARY = {
     "neg": "-{x}", "abs": "abs({x})", "erf": "math.erf({x})", "square": "{x} * {x}", "reciprocal": "1.0 / {x}",
 }
 BINARY = {"add": "{a} + {b}", "sub": "{a} - {b}", "mul": "{a} * {b}", "div": "{a} / {b}", "max": "max({a}, {b})",
-          "min": "min({a}, {b})", "pow": "{a} ** {b}"}
+          "min": "min({a}, {b})", "pow": "{a} ** {b}", "lt": "{a} < {b}", "le": "{a} <= {b}", "gt": "{a} > {b}",
+          "ge": "{a} >= {b}", "eq": "{a} == {b}", "ne": "{a} != {b}"}
 INTEGERS = ("i8", "i16", "i32", "i64")
+OWN_TYPE = (*INTEGERS, "bool")   # values a kernel keeps in their own type (a comparison's result is an i1)
 LOWEST_F32 = "-3.4028234663852886e38"
 LOWEST_F64 = "-1.7976931348623157e308"
 XRC = "X[r, c]"
@@ -81,6 +83,12 @@ def compute_dtype(dt: str) -> str:
     if dt in INTEGERS:
         return dt
     return "f64" if dt == "f64" else "f32"
+
+
+def storage(dt: str) -> str:
+    """The element type a kernel declares a tensor of `dt` with: a bool tensor (one byte an element, 0 or 1)
+    as i8, since a vector of i1 stored to memory packs eight lanes into a byte on the CPU."""
+    return "i8" if dt == "bool" else dt
 
 
 def accumulator_dtype(dt: str) -> str:
@@ -182,7 +190,7 @@ def elementwise(name: str, ops: list, inputs: list, outputs: list, dims: dict, b
     out_dims = dims[outputs[0]]
     dims = {**dims, **_bias_dims(ops, dims)}
     cdt = compute_dtype(element_dtype(outputs[0]))
-    if cdt in INTEGERS:  # the group's floats (a cast's operand) compute in f32, or f64 where there is one
+    if cdt in OWN_TYPE:  # the group's floats (a cast's operand) compute in f32, or f64 where there is one
         values = [*inputs, *outputs, *(r for op in ops for r in op.results)]
         cdt = "f64" if any(element_dtype(v) == "f64" for v in values) else "f32"
     params, views, loads, scalars = [], [], [], []
@@ -190,14 +198,14 @@ def elementwise(name: str, ops: list, inputs: list, outputs: list, dims: dict, b
     for k, v in enumerate(inputs):
         view = _view(v, out_dims, dims)
         dt = element_dtype(v)
-        vdt = dt if dt in INTEGERS else cdt
+        vdt = dt if dt in OWN_TYPE else cdt
         shape = {"matrix": '"R", "C"', "cols": '"C"', "rows": '"R"'}.get(view, f'"S{k}"')
-        params.append(f"I{k}: tensor[{dt}, {shape}]")
+        params.append(f"I{k}: tensor[{storage(dt)}, {shape}]")
         index = {"matrix": "row, col", "cols": "col", "rows": "row", "scalar": "0"}.get(view)
         if index is None:
             index = _general_index(k, dims[v], out_dims, scalars)
             view = "scalar"  # passed as all its elements, indexed through the strides above
-        load = f"I{k}[{index}]"
+        load = f"I{k}[{index}]" if dt != "bool" else f"(I{k}[{index}] != 0)"
         loads.append(f"        a{k} = {vdt}({load})" if dt != vdt else f"        a{k} = {load}")
         local[v] = f"a{k}"
         views.append(view)
@@ -209,9 +217,11 @@ def elementwise(name: str, ops: list, inputs: list, outputs: list, dims: dict, b
     stores = []
     for k, v in enumerate(outputs):
         dt = element_dtype(v)
-        params.append(f"O{k}: tensor[{dt}, \"R\", \"C\"]")
+        params.append(f"O{k}: tensor[{storage(dt)}, \"R\", \"C\"]")
         views.append("matrix")
-        value = local[v] if dt in (cdt, *INTEGERS) else f"{dt}({local[v]})"
+        value = local[v] if dt in (cdt, *OWN_TYPE) else f"{dt}({local[v]})"
+        if dt == "bool":
+            value = f"(i8(1) if {value} else i8(0))"
         stores.append(f"        O{k}[row, col] = {value}")
     params += [f"{n}: int64" for n, _ in scalars]
     # each thread computes ELEMENTWISE_ROWS rows of its column: every row's loads first (a load past the last
@@ -279,6 +289,8 @@ def _value_expr(op, local: dict, cdt: str, dims: dict, scalars: list) -> str:
         if fn in ("floordiv", "mod"):
             return floor_divide(operand(0), operand(1), fn == "mod")
         return "(" + BINARY[fn].format(a=operand(0), b=operand(1)) + ")"
+    if name == "ttensor.select":
+        return f"({operand(1)} if {operand(0)} else {operand(2)})"
     if name == "ttensor.bias_add":
         return f"({operand(0)} + {operand(1)})"
     if name == "ttensor.broadcast":
@@ -295,6 +307,11 @@ def _value_expr(op, local: dict, cdt: str, dims: dict, scalars: list) -> str:
         return _mask_blocks(op, operand(0), dims, scalars)
     if name == "ttensor.cast":  # round to the narrow type, keep computing in the wide one
         dt, src = element_dtype(op.results[0]), element_dtype(op.operands[0])
+        if dt == "bool":  # numpy's astype(bool): nonzero (NaN included)
+            return f"({operand(0)} != 0)"
+        if src == "bool":  # 1 or 0 (a signed conversion of an i1 would make true -1)
+            one, zero = (f"{dt}(1)", f"{dt}(0)") if integer else (f"{cdt}(1.0)", f"{cdt}(0.0)")
+            return f"({one} if {operand(0)} else {zero})"
         if integer:  # integer to integer wraps (as numpy's astype), a float saturates (saturate())
             return saturate(operand(0), dt) if src not in INTEGERS else f"{dt}({operand(0)})" if dt != src \
                 else operand(0)

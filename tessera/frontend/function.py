@@ -24,6 +24,8 @@ from .shapes import DIM_RULE, ShapeEnv, ShapeError, annotated
 
 _TENSOR_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow",
                   ast.FloorDiv: "floordiv", ast.Mod: "mod"}
+_TENSOR_COMPARES = {ast.Lt: "less", ast.LtE: "less_equal", ast.Gt: "greater", ast.GtE: "greater_equal",
+                    ast.Eq: "equal", ast.NotEq: "not_equal"}
 
 
 def dtype_of_annotation(node: ast.expr, filename: str) -> DTypePolicy:
@@ -392,7 +394,11 @@ class FunctionBuilder:
         for op, c in zip(node.ops, node.comparators):
             right = self.expr(c)
             if isinstance(left, GTensor) or isinstance(right, GTensor):
-                raise self.error(node, "comparisons of tensors are not supported in a function")
+                fn = _TENSOR_COMPARES.get(type(op))
+                if len(node.ops) != 1 or fn is None:  # a chain would be an `and` of bool tensors: not yet
+                    raise self.error(node, f"'{ast.unparse(node)}': a tensor comparison is one of < <= > >= == != "
+                                           f"between two operands")
+                return OPS[fn](self, node, [left, right], {})
             cmp = {ast.Eq: py_op.eq, ast.NotEq: py_op.ne, ast.Lt: py_op.lt, ast.LtE: py_op.le, ast.Gt: py_op.gt,
                    ast.GtE: py_op.ge}.get(type(op))
             if cmp is None:

@@ -148,9 +148,10 @@ def _binary(fn: str):
             raise b.error(node, f"{_SPELLING[fn]} needs integer tensors, got {x.dtype.name} (Python's floor "
                                 f"division and modulo of floats are not supported yet)")
         dims = b.broadcast(node, x.dims, y.dims, f"{fn} operand shapes")
+        out = dtypes.BY_NAME["bool"] if fn in ttensor.COMPARE_FNS else x.dtype
         with b.loc(node):
-            op = ttensor.BinaryOp(x.value, y.value, fn=ir.StringAttr.get(fn), result=b.tensor_type(x.dtype, dims))
-        return _result(b, op, x.dtype, dims, x.accum or y.accum)
+            op = ttensor.BinaryOp(x.value, y.value, fn=ir.StringAttr.get(fn), result=b.tensor_type(out, dims))
+        return _result(b, op, out, dims, None if fn in ttensor.COMPARE_FNS else x.accum or y.accum)
     return build
 
 
@@ -159,8 +160,34 @@ _SPELLING = {"div": "'/' (op.div)", "pow": "'**' (op.pow)", "floordiv": "'//' (o
 
 for _fn, _names in (("add", ("add",)), ("sub", ("sub",)), ("mul", ("mul",)), ("div", ("div",)),
                     ("max", ("maximum",)), ("min", ("minimum",)), ("pow", ("pow",)),
-                    ("floordiv", ("floordiv", "floor_divide")), ("mod", ("mod", "remainder"))):
+                    ("floordiv", ("floordiv", "floor_divide")), ("mod", ("mod", "remainder")),
+                    ("lt", ("less",)), ("le", ("less_equal",)), ("gt", ("greater",)), ("ge", ("greater_equal",)),
+                    ("eq", ("equal",)), ("ne", ("not_equal",))):
     graph_op(*_names)(_binary(_fn))
+
+
+@graph_op("where")
+def where(b, node, args, kwargs):
+    """op.where(cond, x, y): numpy's, `cond` a bool tensor (a comparison's result), x and y of one dtype (a
+    Python number takes the other's), the three broadcast."""
+    _check_kwargs(b, node, kwargs, ())
+    if len(args) != 3:
+        raise b.error(node, f"op.where takes 3 arguments (cond, x, y), got {len(args)}")
+    cond = args[0]
+    if not isinstance(cond, GTensor) or cond.dtype.name != "bool":
+        got = cond.dtype.name + " tensor" if isinstance(cond, GTensor) else type(cond).__name__
+        raise b.error(node, f"op.where's condition must be a bool tensor (a comparison such as A < B), got {got}")
+    like = next((a for a in args[1:] if isinstance(a, GTensor)), None)
+    if like is None:
+        raise b.error(node, "op.where needs x or y to be a tensor")
+    x, y = (b.as_tensor(a, node, like) for a in args[1:])
+    if x.dtype != y.dtype:
+        raise b.error(node, f"op.where's values have different dtypes ({x.dtype.name}, {y.dtype.name}); use op.cast")
+    dims = b.broadcast(node, b.broadcast(node, cond.dims, x.dims, "where operand shapes"), y.dims,
+                       "where operand shapes")
+    with b.loc(node):
+        op = ttensor.SelectOp(cond.value, x.value, y.value, result=b.tensor_type(x.dtype, dims))
+    return _result(b, op, x.dtype, dims, x.accum or y.accum)
 
 
 @graph_op("bias_add", "bias")

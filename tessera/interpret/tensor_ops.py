@@ -76,7 +76,9 @@ _UNARY = {
 # integers are held as int64 and wrapped to their type by result(): add, sub, mul wrap as numpy's do in the
 # tensor's type; floordiv and mod are numpy's (Python's: floor, the divisor's sign; 0 for a zero divisor)
 _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maximum, "min": np.minimum,
-           "pow": np.power, "div": np.divide, "floordiv": np.floor_divide, "mod": np.remainder}
+           "pow": np.power, "div": np.divide, "floordiv": np.floor_divide, "mod": np.remainder,
+           "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "eq": np.equal,
+           "ne": np.not_equal}
 
 
 @local("ttensor.unary")
@@ -90,6 +92,11 @@ def binary(op, ins):
     a, b = ins
     with np.errstate(all="ignore"):
         return [result(op, _BINARY[_attr_str(op, "fn")](a, b))]
+
+
+@local("ttensor.select")
+def select(op, ins):
+    return [result(op, np.where(*ins))]
 
 
 @local("ttensor.bias_add")

@@ -39,6 +39,8 @@ def cast(x: np.ndarray, dt: dtypes.DType) -> np.ndarray:
     if np.iscomplexobj(x):
         raise ValueError(f"complex values cannot be held by a {dt.name} tensor")
     if dt.kind == "float":
+        if dt.name == "f32" and np.asarray(x).dtype.kind in "iu":  # one rounding of an i64 (numpy's astype), not
+            return np.asarray(x).astype(np.float32).astype(np.float64)  # two through float64
         return round_to(np.asarray(x, dtype=np.float64), dt.name)
     if dt.kind == "bool":
         return np.asarray(x).astype(np.bool_)

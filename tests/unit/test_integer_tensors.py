@@ -1,4 +1,5 @@
-"""Integer tensors (i8, i16, i32, i64) in Graph IR (issue 17, item 3; docs/language.md, "Integer tensors").
+"""Integer tensors (i8, i16, i32, i64) in Graph IR (issue 17, item 3; docs/language.md, "Integer tensors"), and
+the comparisons and `op.where` that bool tensors make possible.
 
 Every op and dtype runs on the CPU image, the interpreter and numpy, compared exactly: arithmetic wraps in the
 tensor's type as numpy's does, `//` and `%` are Python's (floor, the divisor's sign; numpy's 0 for a zero
@@ -45,6 +46,12 @@ def from_float(X: tensor[f32, "N", "D"], Y: tensor[f64, "N", "D"]):
 @function
 def between(A: tensor[{dt}, "N", "D"]):
     return op.cast(A, i8), op.cast(A, i16), op.cast(A, i32), op.cast(A, i64)
+
+@function
+def compare(A: tensor[{dt}, "N", "D"], B: tensor[{dt}, "N", "D"], X: tensor[f32, "N", "D"]):
+    return (A < B, A <= B, A > B, A >= B, A == B, A != B, op.where(A < B, A, B), op.where(A > 0, A // 2, -1),
+            op.where(X > 0.5, X, 0.0), op.cast(A != 0, {dt}), op.cast(A > B, f32), op.cast(X, bool),
+            op.cast(A, bool))
 """
 
 
@@ -55,6 +62,8 @@ def operands(dt: str, shape=(7, 37)) -> tuple[np.ndarray, np.ndarray]:
     b = RNG.integers(-9, 10, shape).astype(INTS[dt])
     a.flat[:8] = [info.min, info.max, -7, 7, -7, 7, info.min, 0]
     b.flat[:8] = [-1, -1, 2, -2, -2, 2, 0, 0]
+    if dt == "i64":  # to f32 in one rounding (numpy's astype), where two through f64 would round up
+        a.flat[8] = 2 ** 62 + 2 ** 38 + 1
     return a, b
 
 
@@ -140,6 +149,19 @@ def test_casts_between_integers_wrap(programs):
     check(mod, ref, "between", [a.astype(t) for t in INTS.values()], a)
 
 
+def test_comparisons_and_where_are_numpys(programs):
+    dt, mod, ref = programs
+    a, b = operands(dt)
+    b.flat[8:40] = a.flat[8:40]   # equal elements too
+    x = RNG.standard_normal(a.shape).astype(np.float32)
+    x.flat[:3] = [np.nan, 0.5, -0.0]
+    t = INTS[dt]
+    want = [a < b, a <= b, a > b, a >= b, a == b, a != b, np.where(a < b, a, b), np.where(a > 0, a // t(2), t(-1)),
+            np.where(x > 0.5, x, np.float32(0)), (a != 0).astype(t), (a > b).astype(np.float32), x.astype(bool),
+            a.astype(bool)]
+    check(mod, ref, "compare", want, a, b, x)
+
+
 def test_integer_matmul_accumulates_in_i32_in_the_interpreter():
     """The issue's reference semantics: int8 x int8 accumulates in i32 and returns i32 (it wrapped in i8)."""
     src = """
@@ -162,6 +184,9 @@ def mm(A: tensor[i8, "M", "K"], B: tensor[i8, "K", "N"]):
     ("return op.mean(A)", "4:12: error: op.mean needs a floating-point tensor, got i32; op.cast it first"),
     ("return X // X", "4:12: error: '//' (op.floordiv) needs integer tensors, got f32"),
     ("return X % X", "4:12: error: '%' (op.mod) needs integer tensors, got f32"),
+    ("return A < A < A", "4:12: error: 'A < A < A': a tensor comparison is one of < <= > >= == != between two"),
+    ("return op.where(A, A, A)", "4:12: error: op.where's condition must be a bool tensor (a comparison such as"),
+    ("return op.where(A < 0, A, X)", "4:12: error: op.where's values have different dtypes (i32, f32); use op.cast"),
     ("return A * 0.5", "4:12: error: the float 0.5 meets a i32 tensor, and integer tensors do not promote"),
 ])
 def test_what_has_no_integer_meaning_is_refused_at_the_users_line(line, message):
@@ -203,6 +228,6 @@ def test_the_programs_run_on_the_opencl_cpu_runtime(opencl, dt):  # noqa: F811
     x = (RNG.standard_normal(a.shape) * 1e3).astype(np.float32)
     x.flat[:4] = [np.nan, 1e30, -1e30, -2.5]
     for name, args in (("arith", (a, b)), ("mixed", (a, b[0])), ("reduce", (a,)), ("to_float", (a,)),
-                       ("from_float", (x, x.astype(np.float64))), ("between", (a,))):
+                       ("from_float", (x, x.astype(np.float64))), ("between", (a,)), ("compare", (a, b, x))):
         for g, w in zip(mod.function(name)(*args), ref.interpret(name, *args), strict=True):
             np.testing.assert_array_equal(np.asarray(g), w, err_msg=name)

@@ -145,6 +145,38 @@ func.func @reduce_mean_int(%a: tensor<4x3xi8>) {
 
 // -----
 
+func.func @compare_result(%a: tensor<4xi32>) {
+  // expected-error @+1 {{'ttensor.binary' a comparison's operand element types must match and its result be i1, got i32, i32 -> i32}}
+  %r = "ttensor.binary"(%a, %a) {fn = "lt"} : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @select_cond(%a: tensor<4xi32>) {
+  // expected-error @+1 {{'ttensor.select' the condition must be a bool (i1) tensor, got i32}}
+  %r = "ttensor.select"(%a, %a, %a) : (tensor<4xi32>, tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @select_values(%c: tensor<4xi1>, %a: tensor<4xi32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{'ttensor.select' the values' and the result's element types must match, got i32, f32 -> i32}}
+  %r = "ttensor.select"(%c, %a, %b) : (tensor<4xi1>, tensor<4xi32>, tensor<4xf32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @select_broadcast(%c: tensor<3xi1>, %a: tensor<4xi32>) {
+  // expected-error @+1 {{'ttensor.select' shapes [3], [4] and [4] do not broadcast}}
+  %r = "ttensor.select"(%c, %a, %a) : (tensor<3xi1>, tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
 func.func @binary_dtype(%a: tensor<4xf32>, %b: tensor<4xf16>) {
   // expected-error @+1 {{'ttensor.binary' operand and result element types must match}}
   %r = "ttensor.binary"(%a, %b) {fn = "add"} : (tensor<4xf32>, tensor<4xf16>) -> tensor<4xf32>

@@ -27,7 +27,8 @@ func.func @transposed_operands(%a: tensor<3x64x16xf32>, %b: tensor<3x8x64xf32>) 
   return %c : tensor<3x16x8xf32>
 }
 
-// Python's floor division and modulo of integer tensors; an integer sum stays in the tensor's type.
+// Python's floor division and modulo of integer tensors; an integer sum stays in the tensor's type; a
+// comparison makes a bool (i1) tensor, which select (numpy's where) takes.
 // CHECK-LABEL: func.func @integer_floordiv_mod
 func.func @integer_floordiv_mod(%a: tensor<4x8xi8>, %b: tensor<8xi8>) {
   // CHECK: "ttensor.binary"(%{{.+}}, %{{.+}}) {fn = "floordiv"} : (tensor<4x8xi8>, tensor<8xi8>) -> tensor<4x8xi8>
@@ -36,6 +37,10 @@ func.func @integer_floordiv_mod(%a: tensor<4x8xi8>, %b: tensor<8xi8>) {
   %r = "ttensor.binary"(%q, %a) {fn = "mod"} : (tensor<4x8xi8>, tensor<4x8xi8>) -> tensor<4x8xi8>
   // CHECK: "ttensor.reduce"(%{{.+}}) {axes = [1], keepdims = false, kind = "sum"} : (tensor<4x8xi8>) -> tensor<4xi8>
   %s = "ttensor.reduce"(%r) {kind = "sum", axes = [1], keepdims = false} : (tensor<4x8xi8>) -> tensor<4xi8>
+  // CHECK: %[[LT:.+]] = "ttensor.binary"(%{{.+}}, %{{.+}}) {fn = "lt"} : (tensor<4x8xi8>, tensor<8xi8>) -> tensor<4x8xi1>
+  %lt = "ttensor.binary"(%a, %b) {fn = "lt"} : (tensor<4x8xi8>, tensor<8xi8>) -> tensor<4x8xi1>
+  // CHECK: "ttensor.select"(%[[LT]], %{{.+}}, %{{.+}}) : (tensor<4x8xi1>, tensor<4x8xi8>, tensor<8xi8>) -> tensor<4x8xi8>
+  %w = "ttensor.select"(%lt, %a, %b) : (tensor<4x8xi1>, tensor<4x8xi8>, tensor<8xi8>) -> tensor<4x8xi8>
   return
 }
 
