@@ -15,6 +15,8 @@ without an all_reduce) and the N-GPU step; efficiency = t1 / tN, for each side. 
 against torch's once (within 2^-5 of its largest: bf16 partials, summed in bf16 by either side's NCCL).
 --chunks 1,4 times two Tessera sides: the all_reduce whole after the second GEMM, and in four row chunks, each
 reduced on the communication stream while the next chunk's GEMM runs (tessera-pipeline-collectives).
+With TESSERA_COMM_UNITS=16 in the environment NCCL takes at most 16 SMs and the GEMMs launched while a chunk is
+reduced leave those free (comm.h, units): without it the persistent GEMM holds every SM and nothing overlaps.
 
 Method: each side's step is called --iters times back to back between two device synchronizations, after a
 barrier; a round's time is the slowest rank's; the best of --rounds rounds counts, the sides alternating. Rank
