@@ -319,6 +319,7 @@ typedef struct call {
   int64_t device_units;
   bool shapes_only;     /* tsrFunctionGetResultShapes: the inputs' data may be NULL */
   bool reuse;           /* may take blocks released after earlier work of its stream (deferred.h) */
+  bool capturing;       /* its stream captures a graph: work is recorded, not run, and the host may not wait */
   int depth;            /* how many call steps deep this call runs */
   tsr_comm_t comm;      /* what collective steps run on (tsrFunctionCallWithOptions), or NULL */
   /* The communicators of the mesh axes this call's collective steps ran over, split from `comm` once per call
@@ -824,6 +825,7 @@ static tsr_status_t run_call(call_t* c, const tsr_plan_step_t* s, size_t step) {
     st = call_open(&inner, callee, s->call_arg_count, ptrs);
     inner.stream = c->stream;
     inner.reuse = c->reuse;
+    inner.capturing = c->capturing;
     inner.device_units = c->device_units;
     inner.depth = c->depth + 1;
     inner.comm = c->comm;
@@ -872,6 +874,14 @@ static bool same_axis(const tsr_plan_step_t* a, const tsr_plan_step_t* b) {
   for (uint32_t i = 0; i < a->mesh_rank; i++)
     if (a->mesh_shape[i] != b->mesh_shape[i]) return false;
   return true;
+}
+
+/* Whether collective step `s` combines in the interpreter's tree order (deterministic, or algo tree /
+ * binary_tree as the interpreter reads them): tree_reduce's gather, host combine and copy back. */
+static bool tree_order(const tsr_plan_step_t* s) {
+  return (s->collective == TSR_PLAN_ALL_REDUCE || s->collective == TSR_PLAN_REDUCE_SCATTER) &&
+         (s->deterministic || strcmp(tsr_plan_algo_names[s->algo], "tree") == 0 ||
+          strcmp(tsr_plan_algo_names[s->algo], "binary_tree") == 0);
 }
 
 static tsr_status_t step_fail(call_t* c, const tsr_plan_step_t* s, size_t step, tsr_status_t st) {
@@ -936,8 +946,11 @@ static tsr_status_t release_groups(call_t* c, tsr_status_t st) {
   return st;
 }
 
-/* A temporary of a collective step: freed by the step, after its stream has done the work on it. */
+/* A temporary of a collective step: freed by the step, after its stream has done the work on it (scratch_done).
+ * While a graph is captured it is an intermediate of the call instead, which goes to the graph with the others
+ * (release_owned): its recorded copies and communicator nodes read and write it at every replay. */
 static tsr_status_t scratch(call_t* c, size_t bytes, void** out) {
+  if (c->capturing) return alloc(c, bytes ? bytes : 1, out);
   tsr_status_t st = tsrAlloc(c->ctx, bytes ? bytes : 1, TSR_ALLOC_DEFAULT, out);
   if (st) {
     char message[768];
@@ -945,6 +958,17 @@ static tsr_status_t scratch(call_t* c, size_t bytes, void** out) {
     return tsr_fail(st, "function '%s': a collective's temporary of %zu bytes: %s", c->f->name, bytes, message);
   }
   return TSR_SUCCESS;
+}
+
+/* The end of a step's temporaries `a` and `b` (scratch(), either NULL): the host waits for the stream's work on
+ * them and frees them. Under capture nothing ran, the stream refuses a host wait, and the graph keeps them.
+ * Returns `st`, or the wait's failure where `st` is success. */
+static tsr_status_t scratch_done(call_t* c, tsr_status_t st, void* a, void* b) {
+  if (c->capturing || (!a && !b)) return st;
+  tsr_status_t waited = host_wait(c);
+  if (a) tsrFree(c->ctx, a);
+  if (b) tsrFree(c->ctx, b);
+  return st ? st : waited;
 }
 
 /* A communicator's failure, with the function and step named before its message. */
@@ -1036,8 +1060,7 @@ static tsr_status_t run_collective(call_t* c, const tsr_plan_step_t* s, size_t s
     return ex && x->ptr != y->ptr ? device_copy(c, y->ptr, x->ptr, ex * esize, device_kind(c)) : TSR_SUCCESS;
   /* the interpreter's tree order: deterministic, or asked for by algo tree / binary_tree (as the interpreter
    * reads them) */
-  bool tree = s->deterministic || strcmp(tsr_plan_algo_names[s->algo], "tree") == 0 ||
-              strcmp(tsr_plan_algo_names[s->algo], "binary_tree") == 0;
+  bool tree = tree_order(s);
   void *temp = NULL, *whole = NULL;
   switch (s->collective) {
     case TSR_PLAN_ALL_REDUCE:
@@ -1071,20 +1094,12 @@ static tsr_status_t run_collective(call_t* c, const tsr_plan_step_t* s, size_t s
       if (!(st = scratch(c, ex * esize, &reduced))) {
         st = tree_reduce(c, s, step, g, n, src, reduced, ex, d->comm, op, esize, &temp);
         if (!st) st = device_copy(c, y->ptr, (char*)reduced + (size_t)index * ey * esize, ey * esize, device_kind(c));
-        tsr_status_t waited = host_wait(c);  /* `reduced` is freed once the copy out of it is done */
-        if (!st) st = waited;
-        tsrFree(c->ctx, reduced);
+        st = scratch_done(c, st, reduced, NULL);  /* freed once the copy out of it is done */
       }
       break;
     }
   }
-  if (temp || whole) {  /* freed once the stream has done with them */
-    tsr_status_t waited = host_wait(c);
-    if (!st) st = waited;
-    if (temp) tsrFree(c->ctx, temp);
-    if (whole) tsrFree(c->ctx, whole);
-  }
-  return st;
+  return scratch_done(c, st, temp, whole);
 }
 
 /* ---- gradient buckets ------------------------------------------------------------------------------------
@@ -1276,11 +1291,7 @@ static tsr_status_t run_reduced(call_t* c, uint32_t first, uint32_t end, tsr_com
     if (st && overlap) st = step_fail(c, s, first, st);
     at += y->elements;
   }
-  if (!overlap) {
-    tsr_status_t waited = packed ? host_wait(c) : TSR_SUCCESS;  /* freed once the stream has done with it */
-    if (packed) tsrFree(c->ctx, packed);
-    return st ? st : waited;
-  }
+  if (!overlap) return scratch_done(c, st, packed, NULL);
   if (!st && ((st = tsrCreateEvent(c->ctx, &done)) || (st = tsrEventRecord(done, c->comm_stream)))) {
     if (done) tsrReleaseEvent(done);
     st = step_fail(c, s, first, st);
@@ -1299,8 +1310,7 @@ static tsr_status_t run_reduced(call_t* c, uint32_t first, uint32_t end, tsr_com
 /* Steps [first, end) as one collective (the section's comment). */
 static tsr_status_t run_bucket(call_t* c, uint32_t first, uint32_t end) {
   const tsr_plan_step_t* s = &c->f->steps[first];
-  bool tree = s->deterministic || strcmp(tsr_plan_algo_names[s->algo], "tree") == 0 ||
-              strcmp(tsr_plan_algo_names[s->algo], "binary_tree") == 0;
+  bool tree = tree_order(s);
   /* On a stream (not capturing) a bucket the communicator reduces runs on the communication stream, so that
    * the kernels after it overlap it; the tree order combines on the host, waiting for the call's stream, and
    * stays on it. */
@@ -1345,11 +1355,7 @@ static tsr_status_t run_bucket(call_t* c, uint32_t first, uint32_t end) {
     st = device_copy(c, y->ptr, (char*)packed + at * d->size, y->elements * d->size, device_kind(c));
     at += y->elements;
   }
-  tsr_status_t waited = host_wait(c);  /* the temporaries are freed once the stream has done with them */
-  if (!st) st = waited;
-  tsrFree(c->ctx, packed);
-  if (temp) tsrFree(c->ctx, temp);
-  return st;
+  return scratch_done(c, st, packed, temp);
 }
 
 
@@ -1370,6 +1376,31 @@ static tsr_status_t run_alias(call_t* c, const tsr_plan_step_t* s, size_t step) 
                     "%" PRId64 " (%s) is not within value '%s' of %" PRIu64 " elements", c->f->name, step,
                     c->f->values[s->alias].id, n, offset, s->offset.text, c->f->values[s->of].id, source->elements);
   c->values[s->alias] = (value_state_t){(char*)source->ptr + (uint64_t)offset * c->fn->value_size[s->of], n};
+  return TSR_SUCCESS;
+}
+
+/* Before a call on a capturing stream records anything: TSR_ERROR_UNSUPPORTED where function `fn` (called by
+ * `top`) or a function it calls has a step that a graph cannot hold. A reduction in tree order over more than
+ * one device combines on the host between two waits of the stream (tree_reduce): the host work would run at
+ * capture, on data not yet there, not at the replays, and the capturing stream refuses the wait. (On a CPU
+ * context too: a graph has no node that runs host code, and comm.c's deterministic reduction, which is one,
+ * follows the communicator's flag, not the step's.) */
+static tsr_status_t refuse_uncapturable(const struct tsr_function* top, const struct tsr_function* fn, int depth) {
+  const tsr_plan_function_t* f = fn->plan;
+  for (uint32_t i = 0; i < f->step_count; i++) {
+    const tsr_plan_step_t* s = &f->steps[i];
+    if (s->kind == TSR_PLAN_STEP_CALL && fn->callees[i] && depth + 1 < MAX_CALL_DEPTH) {
+      tsr_status_t st = refuse_uncapturable(top, fn->callees[i], depth + 1);
+      if (st) return st;
+    }
+    if (s->kind == TSR_PLAN_STEP_COLLECTIVE && tree_order(s) && s->mesh_shape[s->axis] > 1)
+      return tsr_fail(TSR_ERROR_UNSUPPORTED, "function '%s': %s%s%sstep %u (%s over mesh axis '%s', %s) reduces "
+                      "in the interpreter's tree order, which combines on the host between waits of the stream: a "
+                      "graph capture cannot record it (call the function outside the capture, or reduce in the "
+                      "communicator's order)", top->plan->name, fn == top ? "" : "called function '",
+                      fn == top ? "" : f->name, fn == top ? "" : "': ", i, tsr_plan_collective_names[s->collective],
+                      s->mesh_axes[s->axis], s->deterministic ? "deterministic" : tsr_plan_algo_names[s->algo]);
+  }
   return TSR_SUCCESS;
 }
 
@@ -1712,6 +1743,7 @@ static tsr_status_t call(call_t* c, const DLTensor* const* inputs, const DLTenso
       return tsr_fail(TSR_ERROR_UNSUPPORTED, "function '%s': a strided tensor is copied by the host, which a graph "
                       "capture cannot record: pass compact tensors to a captured call", f->name);
   }
+  if (c->capturing && c->depth == 0 && (st = refuse_uncapturable(c->fn, c->fn, 0))) return st;
   for (uint32_t a = 0; a < f->arg_count; a++) {
     value_state_t* v = &c->values[f->args[a]];
     v->ptr = data_of(inputs[a]);
@@ -1777,7 +1809,8 @@ static tsr_status_t call_open(call_t* c, struct tsr_function* fn, size_t n_in, c
   if (n_in && !inputs)
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': the inputs array is NULL", f->name);
   /* every array rounded up to 8 bytes, so that the next one is aligned */
-  /* the intermediates: values, slots, and a gradient bucket's packed temporary per step at most */
+  /* the intermediates: values, slots, and a collective step's temporary per step at most (a gradient bucket's
+   * packed one; under capture scratch()'s, of which a step that a capture records has one at most) */
   size_t nsym = c->plan->symbols.count + 1, owned = (size_t)f->value_count + fn->slot_count + f->step_count + 1;
   size_t words = nsym, bytes8 = (nsym + 7) / 8 * 8;
   size_t sizes[] = {words * 8, bytes8, words * 8, bytes8, words * 8, bytes8,
@@ -1893,6 +1926,7 @@ tsr_status_t tsrFunctionCallWithOptions(tsr_function_t fn, tsr_stream_t stream, 
     /* Read once: a capture that begins on the stream while a call on it runs is a race of the caller's. */
     pthread_mutex_lock(&stream->lock);
     c.reuse = stream->capture == NULL;
+    c.capturing = !c.reuse;
     pthread_mutex_unlock(&stream->lock);
   }
   if (!st) {

@@ -3,7 +3,8 @@ communicator operations into a graph with a kernel launch between them, replays 
 <folder>/rank<r>.npz for the test to check against numpy.
 
 Usage: comm_capture_worker.py SCENARIO FOLDER IMAGE, IMAGE holding the kernel `scale(s, X, Out)`: Out = s * X
-(scenario function: the function `scaled_sum(X)` = the ranks' sum of 2X, test_comm_capture_mpi's FUNCTION)."""
+(scenarios function and tree: the function `scaled_sum(X)` = the ranks' sum of 2X, test_comm_capture_mpi's
+FUNCTION; bucket: its BUCKET's `step(X, W)`)."""
 
 from __future__ import annotations
 
@@ -80,6 +81,43 @@ def function(c, image: str, out: dict) -> None:
         out[f"Y{replay}"] = y.numpy()
 
 
+def bucket(c, image: str, out: dict) -> None:
+    """A compiled function with a gradient bucket of three all_reduces and an all_gather along dim 1 (whose
+    temporaries the graph keeps) captured, replayed twice with new data in the same input DeviceArrays; after
+    each replay a direct call on the same data, for the test to compare."""
+    from tessera import executor, graph, runtime  # lazy: see capture
+
+    prog = executor.load(open(image, "rb").read())
+    ctx = runtime.default_context()
+    X, W = runtime.DeviceArray((8, 4), np.float32, ctx), runtime.DeviceArray((4, 6), np.float32, ctx)
+    with graph.capture() as g:
+        results = prog.step(X, W, comm=c)
+    for replay in range(REPLAYS):
+        x, w = data(c.rank, replay)[:32].reshape(8, 4), data(c.rank, replay)[24:].reshape(4, 6)
+        X.copy_from(x)
+        W.copy_from(w)
+        g.launch()
+        direct = prog.step(x, w, comm=c)
+        for name, got, want in zip("ABCG", results, direct):
+            out[f"{name}{replay}"], out[f"direct_{name}{replay}"] = got.numpy(), np.asarray(want)
+
+
+def tree(c, image: str, out: dict) -> None:
+    """A compiled function whose all_reduce step reduces in tree order (deterministic) called on a capturing
+    stream: refused before anything is recorded."""
+    from tessera import executor, graph, runtime  # lazy: see capture
+
+    prog = executor.load(open(image, "rb").read())
+    X = runtime.DeviceArray((8, 4), np.float32, runtime.default_context())
+    with graph.capture() as g:
+        try:
+            prog.scaled_sum(X, comm=c)
+            out["status"] = np.array("TSR_SUCCESS")
+        except runtime.Error as e:
+            out["status"], out["message"] = np.array(e.status_name), np.array(str(e))
+    out["nodes"] = np.array(g.node_count)
+
+
 def deterministic(c, out: dict) -> None:
     """A deterministic bf16 all_reduce (comm.c's host tree) captured and replayed: the same bits as a direct call."""
     from tessera import graph  # lazy: see capture
@@ -122,7 +160,8 @@ def main() -> int:
     from tessera import comm, runtime  # lazy: after argument parsing, so that a usage error costs no import
 
     scenarios = {"capture": lambda c, out: capture(c, runtime.load(image), out), "deterministic": deterministic,
-                 "dead": dead, "function": lambda c, out: function(c, image, out)}
+                 "dead": dead, "function": lambda c, out: function(c, image, out),
+                 "bucket": lambda c, out: bucket(c, image, out), "tree": lambda c, out: tree(c, image, out)}
     if scenario not in scenarios:
         raise SystemExit(f"unknown scenario {scenario}")
     c = comm.Communicator.from_env(backend="mpi", timeout=3 if scenario == "dead" else 60,
