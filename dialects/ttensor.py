@@ -326,6 +326,8 @@ class ReduceOp(_TensorOp, name="reduce", traits=[ext.Pure]):
             raise Invalid(f"result must be tensor of shape {want} and element type {x.element_type}")
         if kind == "mean" and not _floats(x):
             raise Invalid(f"'mean' needs a floating-point tensor, got {x.element_type}")
+        if x.element_type == ir.IntegerType.get_signless(1):
+            raise Invalid(f"'{kind}' of a bool (i1) tensor has no numpy meaning in its own type; cast it first")
 
 
 class TransposeOp(_TensorOp, name="transpose", traits=[ext.Pure]):

@@ -94,7 +94,7 @@ class FunctionBuilder:
             dt = like.dtype if like is not None else dtypes.BY_NAME["f32"]
             if dt.kind == "complex":  # ttensor constants are real; a scale of an operator takes a number
                 raise self.error(node, f"a Python number cannot meet a {dt.name} tensor here")
-            if isinstance(v, float) and dt.kind in ("int", "uint"):  # numpy would promote to a float: say so
+            if isinstance(v, float) and dt.kind in ("int", "uint"):  # numpy would promote to a float
                 raise self.error(node, f"the float {v!r} meets a {dt.name} tensor, and integer tensors do not "
                                        f"promote; op.cast the tensor to a float type, or write an integer")
             et = ir.Type.parse(dt.mlir)

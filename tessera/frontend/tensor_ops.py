@@ -280,6 +280,8 @@ def _reduction(kind: str):
             return x
         axes = sorted({_axis(b, node, a, x.rank, f"op.{kind}") for a in axes})
         keep = bool(given.get("keepdims", False))
+        if x.dtype.kind == "bool":  # numpy counts in an integer; the bool's own arithmetic would be xor
+            raise b.error(node, f"op.{kind} of a bool tensor: op.cast it to an integer type first (numpy's sum counts)")
         if kind == "mean" and x.dtype.kind != "float":
             raise b.error(node, f"op.mean needs a floating-point tensor, got {x.dtype.name}; op.cast it first")
         dims = [1 if i in axes else d for i, d in enumerate(x.dims)] if keep else \

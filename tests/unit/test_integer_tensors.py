@@ -162,6 +162,20 @@ def test_comparisons_and_where_are_numpys(programs):
     check(mod, ref, "compare", want, a, b, x)
 
 
+def test_bool_tensors_through_layout_kernels():
+    """A bool tensor transposed and reshaped keeps one byte an element (the layout kernels copy bytes)."""
+    src = """
+@function
+def layout(A: tensor[i16, "N", "D"], B: tensor[i16, "N", "D"]):
+    T = op.transpose(A < B)
+    return T, op.reshape(A > B, [-1]), op.where(T, op.cast(op.transpose(A), f32), -2.0)
+"""
+    a, b = operands("i16", (6, 41))
+    mod = executor.load(compiler.compile_source(src, "layout.py").image)
+    check(mod, tessera_frontend_compile(src, {"filename": "layout.py"}), "layout",
+          [(a < b).T, (a > b).ravel(), np.where((a < b).T, a.T.astype(np.float32), np.float32(-2.0))], a, b)
+
+
 def test_integer_matmul_accumulates_in_i32_in_the_interpreter():
     """The issue's reference semantics: int8 x int8 accumulates in i32 and returns i32 (it wrapped in i8)."""
     src = """
@@ -187,6 +201,7 @@ def mm(A: tensor[i8, "M", "K"], B: tensor[i8, "K", "N"]):
     ("return A < A < A", "4:12: error: 'A < A < A': a tensor comparison is one of < <= > >= == != between two"),
     ("return op.where(A, A, A)", "4:12: error: op.where's condition must be a bool tensor (a comparison such as"),
     ("return op.where(A < 0, A, X)", "4:12: error: op.where's values have different dtypes (i32, f32); use op.cast"),
+    ("return op.sum(A < 0)", "4:12: error: op.sum of a bool tensor: op.cast it to an integer type first"),
     ("return A * 0.5", "4:12: error: the float 0.5 meets a i32 tensor, and integer tensors do not promote"),
 ])
 def test_what_has_no_integer_meaning_is_refused_at_the_users_line(line, message):

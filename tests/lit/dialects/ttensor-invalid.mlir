@@ -145,6 +145,14 @@ func.func @reduce_mean_int(%a: tensor<4x3xi8>) {
 
 // -----
 
+func.func @reduce_bool(%a: tensor<4x3xi1>) {
+  // expected-error @+1 {{'ttensor.reduce' 'sum' of a bool (i1) tensor has no numpy meaning in its own type; cast it first}}
+  %r = "ttensor.reduce"(%a) {kind = "sum", axes = [1], keepdims = false} : (tensor<4x3xi1>) -> tensor<4xi1>
+  return
+}
+
+// -----
+
 func.func @compare_result(%a: tensor<4xi32>) {
   // expected-error @+1 {{'ttensor.binary' a comparison's operand element types must match and its result be i1, got i32, i32 -> i32}}
   %r = "ttensor.binary"(%a, %a) {fn = "lt"} : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
