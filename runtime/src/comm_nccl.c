@@ -27,7 +27,17 @@
  * non-blocking communicator launches its kernels from a thread of its own, whose per-thread stream that
  * handle then names (NVIDIA/nccl#1976): the caller would read the buffers before the kernels ran. A
  * NULL-stream operation runs on a stream of the communicator's, after the calling thread's per-thread stream's
- * work, and has finished when it returns (that stream is polled to the deadline). */
+ * work, and has finished when it returns (that stream is polled to the deadline).
+ *
+ * TESSERA_NCCL_BLOCKING=1 (opt-in, the same on every rank): a non-blocking group launches each operation from a
+ * new thread of NCCL's (group.cc), about 100 µs of host time per operation. With the variable set, the
+ * communicator is created non-blocking as above (bounded) and split at once, every rank in one color, into a
+ * blocking communicator (ncclConfig_t.blocking = 1, the same maxCTAs) on which the operations are enqueued by the
+ * calling thread; the split is polled on the non-blocking parent, so it is bounded like initialization, and
+ * tsrCommSplit splits the parent and derives the new communicator's blocking one the same way. Peers are
+ * connected at initialization (NCCL_RUNTIME_CONNECT=0 is put in the environment unless the user set it), so an
+ * enqueue never waits for a peer; a dead or stopped peer leaves the kernels spinning, which the monitor ends by
+ * ncclCommAbort as for a non-blocking communicator. */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <limits.h>
@@ -99,6 +109,12 @@ static struct {
   ncclResult_t (*GroupEnd)(void);
 } N;
 
+/* TESSERA_NCCL_BLOCKING=1: operations run on a blocking communicator (see the file's comment). */
+static bool blocking_requested(void) {
+  const char* v = getenv("TESSERA_NCCL_BLOCKING");
+  return v && strcmp(v, "1") == 0;
+}
+
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static char load_error[1024];  /* why NCCL cannot be used; "" once loaded */
 static int nccl_version;
@@ -160,6 +176,10 @@ static void load(void) {
   /* Before any communicator exists, so NCCL reads it at its initialization; once, as setenv is not safe
    * against another thread's getenv. */
   setenv("NCCL_NVLS_ENABLE", "0", 0);
+  /* A blocking communicator's first operation would otherwise connect to its peers inside the enqueue, where a
+   * missing peer holds the caller past any deadline (the monitor cannot abort a call made under the state's
+   * lock): connected during the bounded initialization and split instead. */
+  if (blocking_requested()) setenv("NCCL_RUNTIME_CONNECT", "0", 0);
   load_error[0] = 0;
 }
 
@@ -177,7 +197,9 @@ typedef struct nccl_state {
   CUdevice device;
   CUcontext context;           /* device 0's primary context, retained: the Tessera context's */
   pthread_mutex_t lock;        /* guards everything below: NCCL calls on `comm` are made holding it */
-  ncclComm_t comm;             /* NULL once aborted */
+  ncclComm_t comm;             /* NULL once aborted; the one operations run on */
+  ncclComm_t parent;           /* blocking (TESSERA_NCCL_BLOCKING=1): the non-blocking communicator `comm` was
+                                * split from, kept for splits, whose waits it bounds; else NULL */
   uint32_t units;              /* maxCTAs of its operations (tsr_comm_init_t.units; 0: NCCL's choice), kept
                                 * for its splits */
   tsr_status_t fault;          /* what the monitor found (TIMEOUT, LAUNCH_FAILED), reported once asked */
@@ -199,9 +221,9 @@ static tsr_status_t nccl_fail(ncclResult_t r, ncclComm_t comm, const char* funct
 
 /* Aborts the communicator (state locked): NCCL's kernels end, its peers are not told. */
 static void abort_locked(nccl_state_t* s) {
-  if (!s->comm) return;
-  N.CommAbort(s->comm);
-  s->comm = NULL;
+  if (s->comm) N.CommAbort(s->comm);
+  if (s->parent) N.CommAbort(s->parent);
+  s->comm = s->parent = NULL;
 }
 
 static tsr_status_t enter(const nccl_state_t* s, const char* function) {
@@ -245,12 +267,12 @@ static tsr_status_t settle(nccl_state_t* s, ncclComm_t* comm, ncclResult_t r, co
   backoff_t ns = backoff();
   while (r == ncclInProgress) {
     if (call->aborted && atomic_load(call->aborted)) {
-      if (*comm != s->comm) N.CommAbort(*comm), *comm = NULL;
+      if (*comm != s->comm && *comm != s->parent) N.CommAbort(*comm), *comm = NULL;
       abort_locked(s);
       return tsr_fail(TSR_ERROR_LAUNCH_FAILED, "%s: the communicator was aborted during %s", call->function, what);
     }
     if (tsr_comm_now_ns() >= call->deadline_ns) {
-      if (*comm != s->comm) N.CommAbort(*comm), *comm = NULL;
+      if (*comm != s->comm && *comm != s->parent) N.CommAbort(*comm), *comm = NULL;
       abort_locked(s);
       return tsr_fail(TSR_ERROR_TIMEOUT, "%s: %s did not complete before the communicator's timeout (a peer is "
                       "missing or stopped); NCCL's communicator was aborted (ncclCommAbort)", call->function, what);
@@ -333,10 +355,10 @@ static tsr_status_t unique_id(struct tsr_context* ctx, tsr_comm_unique_id_t* out
 
 /* `units`: at most that many CTAs per operation (so that a GEMM leaving them free runs beside it); 0: NCCL's
  * choice. */
-static ncclConfig_t nonblocking(uint32_t units) {
+static ncclConfig_t config_of(uint32_t units, int blocking) {
   int ctas = units ? (int)units : INT_MIN;
   return (ncclConfig_t){.size = sizeof(ncclConfig_t), .magic = NCCL_CONFIG_MAGIC, .version = NCCL_CONFIG_VERSION,
-                        .blocking = 0, .cgaClusterSize = INT_MIN, .minCTAs = INT_MIN, .maxCTAs = ctas,
+                        .blocking = blocking, .cgaClusterSize = INT_MIN, .minCTAs = INT_MIN, .maxCTAs = ctas,
                         .netName = NULL, .splitShare = INT_MIN};
 }
 
@@ -367,14 +389,57 @@ static tsr_status_t state_new(const char* function, nccl_state_t** out) {
   return TSR_SUCCESS;
 }
 
-/* Takes a settled communicator into `s` and starts its monitor. */
-static tsr_status_t state_start(nccl_state_t* s, ncclComm_t comm, const char* function) {
-  s->comm = comm;
+/* Starts the monitor of `s`, whose communicators have settled. */
+static tsr_status_t state_start(nccl_state_t* s, const char* function) {
   int err = pthread_create(&s->monitor, NULL, monitor, s);
   if (err) return tsr_fail(TSR_ERROR_INIT_FAIL, "%s: cannot start the communicator's monitor thread (error %d)",
                            function, err);
   s->monitoring = true;
   return TSR_SUCCESS;
+}
+
+/* Splits `*from` (a non-blocking communicator of `s`, its `comm` or `parent`; state locked, context current) with
+ * `config` and waits for the new communicator, polling to the call's deadline (past it `s` is aborted). `*out`:
+ * the new one, NULL for color -1 or on failure. */
+static tsr_status_t split_locked(nccl_state_t* s, ncclComm_t* from, int color, int key, ncclConfig_t* config,
+                                 const tsr_comm_call_t* call, ncclComm_t* out) {
+  *out = NULL;
+  if (!*from) return tsr_fail(TSR_ERROR_LAUNCH_FAILED, "%s: the communicator was aborted", call->function);
+  ncclComm_t comm = NULL;
+  tsr_status_t st;
+  ncclResult_t r = N.CommSplit(*from, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &comm, config);
+  /* The split's progress shows on the parent, and NCCL writes `comm` from its thread once the new one exists
+   * (NULL until then); then the new one settles in turn. */
+  if (r == ncclSuccess || r == ncclInProgress) st = settle(s, from, ncclInProgress, call, "ncclCommSplit");
+  else st = nccl_fail(r, *from, call->function, "ncclCommSplit");
+  for (backoff_t ns = backoff(); !st && color >= 0 && !__atomic_load_n(&comm, __ATOMIC_ACQUIRE);) {
+    if (tsr_comm_now_ns() >= call->deadline_ns) {
+      abort_locked(s);
+      st = tsr_fail(TSR_ERROR_TIMEOUT, "%s: ncclCommSplit gave no communicator before the communicator's "
+                    "timeout; NCCL's communicator was aborted (ncclCommAbort)", call->function);
+    }
+    pthread_mutex_unlock(&s->lock);
+    pause_ns(&ns);
+    pthread_mutex_lock(&s->lock);
+  }
+  if (!st && comm) st = settle(s, &comm, ncclInProgress, call, "ncclCommSplit");
+  if (st && comm) N.CommAbort(comm);
+  else if (!st) *out = comm;
+  return st;
+}
+
+/* TESSERA_NCCL_BLOCKING=1 (state locked, context current): `s->comm`, non-blocking and settled, becomes `s->parent`,
+ * and operations run on a blocking split of it over the same ranks in the same order (color 0, key `rank`), with
+ * the same units. The split is polled on the non-blocking parent, so it is bounded by the deadline like
+ * initialization. */
+static tsr_status_t derive_blocking(nccl_state_t* s, int rank, const tsr_comm_call_t* call) {
+  ncclConfig_t config = config_of(s->units, 1);
+  s->parent = s->comm;
+  s->comm = NULL;
+  ncclComm_t comm;
+  tsr_status_t st = split_locked(s, &s->parent, 0, rank, &config, call, &comm);
+  s->comm = comm;
+  return st;
 }
 
 static void destroy(void* state, bool broken) {
@@ -390,6 +455,8 @@ static void destroy(void* state, bool broken) {
   /* Broken: peers may be gone, and ncclCommDestroy could wait for them. */
   if (s->comm && broken) N.CommAbort(s->comm);
   else if (s->comm) N.CommDestroy(s->comm);
+  if (s->parent && broken) N.CommAbort(s->parent);
+  else if (s->parent) N.CommDestroy(s->parent);
   if (entered) leave(s);
   state_free(s);
 }
@@ -409,16 +476,19 @@ static tsr_status_t create(const tsr_comm_init_t* init, const tsr_comm_call_t* c
   ncclUniqueId id;
   memcpy(id.internal, init->id->bytes, sizeof id.internal);
   s->units = init->units;
-  ncclConfig_t config = nonblocking(s->units);
+  ncclConfig_t config = config_of(s->units, 0);
   ncclComm_t comm = NULL;
   pthread_mutex_lock(&s->lock);
   ncclResult_t r = N.CommInitRankConfig(&comm, init->world, id, init->rank, &config);
   if (r != ncclSuccess && r != ncclInProgress) st = nccl_fail(r, NULL, call->function, "ncclCommInitRankConfig");
   else st = settle(s, &comm, ncclInProgress, call, "ncclCommInitRankConfig");  /* done once its state says so */
   if (st && comm) N.CommAbort(comm);
+  else if (!st) s->comm = comm;
+  if (!st && blocking_requested()) st = derive_blocking(s, init->rank, call);
+  if (!st) st = state_start(s, call->function);
+  if (st) abort_locked(s);
   pthread_mutex_unlock(&s->lock);
   leave(s);
-  if (!st && (st = state_start(s, comm, call->function))) N.CommAbort(comm), s->comm = NULL;
   if (st) {
     state_free(s);
     return st;
@@ -443,41 +513,31 @@ static tsr_status_t split(void* state, int color, int key, const tsr_comm_call_t
     return st;
   }
   sub->units = s->units;
-  ncclConfig_t config = nonblocking(sub->units);
+  ncclConfig_t config = config_of(sub->units, 0);
   ncclComm_t comm = NULL;
   pthread_mutex_lock(&s->lock);
-  if (!s->comm) {
-    st = tsr_fail(TSR_ERROR_LAUNCH_FAILED, "%s: the communicator was aborted", call->function);
-  } else {
-    ncclResult_t r = N.CommSplit(s->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &comm, &config);
-    /* The split's progress shows on the parent, and NCCL writes `comm` from its thread once the new one exists
-     * (NULL until then); then the new one settles in turn. */
-    if (r == ncclSuccess || r == ncclInProgress) st = settle(s, &s->comm, ncclInProgress, call, "ncclCommSplit");
-    else st = nccl_fail(r, s->comm, call->function, "ncclCommSplit");
-    for (backoff_t ns = backoff(); !st && color >= 0 && !__atomic_load_n(&comm, __ATOMIC_ACQUIRE);) {
-      if (tsr_comm_now_ns() >= call->deadline_ns) {
-        abort_locked(s);
-        st = tsr_fail(TSR_ERROR_TIMEOUT, "%s: ncclCommSplit gave no communicator before the communicator's "
-                      "timeout; NCCL's communicator was aborted (ncclCommAbort)", call->function);
-      }
-      pthread_mutex_unlock(&s->lock);
-      pause_ns(&ns);
-      pthread_mutex_lock(&s->lock);
-    }
-    if (!st && comm) st = settle(s, &comm, ncclInProgress, call, "ncclCommSplit");
-  }
+  /* From the non-blocking communicator, whose split is polled to the deadline (a blocking one's would hold the
+   * caller until NCCL returned). */
+  st = split_locked(s, s->parent ? &s->parent : &s->comm, color, key, &config, call, &comm);
   if (!st && comm && (N.CommCount(comm, out_size) || N.CommUserRank(comm, out_rank)))
     st = tsr_fail(TSR_ERROR_LAUNCH_FAILED, "%s: NCCL cannot say the new communicator's rank and size", call->function);
+  bool blocking = s->parent != NULL;
   pthread_mutex_unlock(&s->lock);
-  leave(s);
+  if (st && comm) N.CommAbort(comm);
   if (st || !comm) {  /* color -1: this rank is in no new communicator */
-    if (comm) N.CommAbort(comm);
+    leave(s);
     state_free(sub);
     if (!st) *out_state = NULL;
     return st;
   }
-  if ((st = state_start(sub, comm, call->function))) {
-    N.CommAbort(comm);
+  pthread_mutex_lock(&sub->lock);
+  sub->comm = comm;
+  if (blocking) st = derive_blocking(sub, *out_rank, call);
+  if (!st) st = state_start(sub, call->function);
+  if (st) abort_locked(sub);
+  pthread_mutex_unlock(&sub->lock);
+  leave(s);
+  if (st) {
     state_free(sub);
     return st;
   }

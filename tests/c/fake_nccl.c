@@ -3,18 +3,21 @@
  * writes one line per call to $FAKE_NCCL_LOG, with what NCCL would see: ranks, the unique id, the config,
  * $NCCL_NVLS_ENABLE at initialization, each operation's count, datatype and op codes and its CUstream (the
  * fake driver's "s3", or "ptds"; an all_reduce whose send and recv are one buffer says "inplace" before it).
- * Communicators are non-blocking, as comm_nccl.c asks, and behave as NCCL's
+ * Non-blocking communicators (comm_nccl.c's, and the parents of its blocking ones) behave as NCCL's
  * do: after ncclCommInitRankConfig and ncclCommSplit (which returns ncclSuccess, as NCCL 2.18-2.2x's does) the
  * communicator's state stays ncclInProgress for a few ncclCommGetAsyncError polls, a split writes the new
  * communicator only when it completes, and a call on a communicator still in progress fails with NCCL's
  * "Attempt to use communicator before the previous operation returned ncclSuccess". An operation on the
  * per-thread stream ("ptds") runs on NCCL's own thread's per-thread stream, not the caller's
- * (NVIDIA/nccl#1976): its data is not there when the caller looks, so the fake moves none.
+ * (NVIDIA/nccl#1976): its data is not there when the caller looks, so the fake moves none. A blocking
+ * communicator (config.blocking = 1, made only by a split: TESSERA_NCCL_BLOCKING=1) enqueues from the caller's
+ * thread: an operation returns ncclSuccess at once (mode "op" does not apply to it), and a split into it keeps
+ * the parent's ranks (comm_nccl.c splits every rank into one color to make it).
  *
  * Data: every operation completes at once as if the other ranks gave zeros (all_reduce and broadcast copy
  * send to recv, all_gather puts send at this rank's block and zeros elsewhere, reduce_scatter takes this
  * rank's block; send and recv move nothing); the tests read the log, the GPU test checks the numbers. $FAKE_NCCL_HANG makes a peer go missing: "init" (initialization stays
- * in progress), "op" (an operation stays in progress at enqueue), "gpu" (the enqueue succeeds, and the stream
+ * in progress), "split" (a split stays in progress), "op" (an operation stays in progress at enqueue), "gpu" (the enqueue succeeds, and the stream
  * stays busy — fake_cuda_spin — until ncclCommAbort ends the kernel), "async" (ncclCommGetAsyncError reports
  * ncclRemoteError once an operation was enqueued). */
 #define _GNU_SOURCE /* RTLD_NOLOAD */
@@ -50,6 +53,7 @@ struct ncclComm {
   int nranks, rank;
   int pending;  /* a hang mode keeps its last call in progress */
   int enqueued;
+  int blocking; /* config.blocking */
   int busy;     /* ncclCommGetAsyncError polls left before the last init or split completes */
   struct ncclComm *child, **child_out;  /* a split's new communicator, written to *child_out on completion */
 };
@@ -96,7 +100,7 @@ static int lands(const void* stream) { return (uintptr_t)stream != 2; }
 /* An operation enqueued on `stream`: in progress in mode "op"; in mode "gpu" a kernel spinning there. */
 static ncclResult_t enqueued(struct ncclComm* c, void* stream) {
   c->enqueued++;
-  if (hang("op")) {
+  if (hang("op") && !c->blocking) {
     c->pending = 1;
     return in_progress;
   }
@@ -150,16 +154,22 @@ ncclResult_t ncclCommInitRankConfig(struct ncclComm** comm, int nranks, ncclUniq
 }
 
 ncclResult_t ncclCommSplit(struct ncclComm* comm, int color, int key, struct ncclComm** out, config_prefix_t* c) {
-  say("ncclCommSplit color=%d key=%d blocking=%d%s", color, key, c->blocking, ctas(c));
+  const char* connect = getenv("NCCL_RUNTIME_CONNECT");
+  say("ncclCommSplit color=%d key=%d blocking=%d%s%s%s", color, key, c->blocking, ctas(c),
+      c->blocking ? " NCCL_RUNTIME_CONNECT=" : "", c->blocking ? connect ? connect : "unset" : "");
   if (not_ready(comm)) return invalid_argument;
   *out = NULL;  /* until the split completes */
   if (color >= 0) {
     comm->child = calloc(1, sizeof *comm->child);
-    comm->child->nranks = 1;  /* this rank alone in its color: the fake knows no other process */
+    /* this rank alone in its color (the fake knows no other process), but for a blocking one */
+    comm->child->nranks = c->blocking ? comm->nranks : 1;
+    comm->child->rank = c->blocking ? comm->rank : 0;
+    comm->child->blocking = c->blocking;
     comm->child->busy = POLLS;
     comm->child_out = out;
   }
   comm->busy = POLLS;
+  comm->pending = hang("split");
   return ok;
 }
 

@@ -131,13 +131,51 @@ def test_the_user_s_nvls_setting_is_kept(build_host, fake_driver, fake_nccl, tmp
     assert {line.split()[-1] for line in lines if line.startswith("ncclCommInitRankConfig")} == {"NCCL_NVLS_ENABLE=1"}
 
 
-@pytest.mark.parametrize("mode", ["init", "op", "gpu", "async"])
-def test_a_missing_peer_is_a_status_and_an_abort(build_host, fake_driver, fake_nccl, tmp_path, mode):
+@pytest.mark.parametrize("mode,blocking", [("init", ""), ("op", ""), ("gpu", ""), ("async", ""),
+                                           ("init", "1"), ("gpu", "1"), ("async", "1")])
+def test_a_missing_peer_is_a_status_and_an_abort(build_host, fake_driver, fake_nccl, tmp_path, mode, blocking):
     """A peer that never joins (init), an operation that never completes at enqueue (op) or on the GPU (gpu,
     found by the communicator's monitor at the deadline), NCCL's asynchronous error (async): each returns a
-    status, and NCCL's communicator is aborted, not destroyed (which could wait for the peer)."""
-    lines = run_host(build_host, fake_driver, fake_nccl, tmp_path, mode, FAKE_NCCL_HANG=mode)
+    status, and NCCL's communicator is aborted, not destroyed (which could wait for the peer). The same with
+    TESSERA_NCCL_BLOCKING=1 (a blocking enqueue does not stay in progress, so "op" does not apply): both the
+    blocking communicator and its non-blocking parent are aborted."""
+    env = {"TESSERA_NCCL_BLOCKING": blocking} if blocking else {}
+    lines = run_host(build_host, fake_driver, fake_nccl, tmp_path, mode, FAKE_NCCL_HANG=mode, **env)
     assert "ncclCommAbort rank=0" in lines and not [line for line in lines if "Destroy" in line], lines
+    if blocking and mode != "init":
+        assert lines.count("ncclCommAbort rank=0") == 2, lines
+
+
+def test_a_blocking_communicator_s_split_is_bounded(build_host, fake_driver, fake_nccl, tmp_path):
+    """TESSERA_NCCL_BLOCKING=1 and a peer gone between initialization and the split into the blocking
+    communicator: creation returns TSR_ERROR_TIMEOUT at the timeout (the host checks it) and the non-blocking
+    parent is aborted."""
+    lines = run_host(build_host, fake_driver, fake_nccl, tmp_path, "init", FAKE_NCCL_HANG="split",
+                     TESSERA_NCCL_BLOCKING="1")
+    assert "ncclCommSplit color=0 key=0 blocking=1 NCCL_RUNTIME_CONNECT=0" in lines, lines
+    assert "ncclCommAbort rank=0" in lines and not [line for line in lines if "Destroy" in line], lines
+
+
+def test_blocking_communicators_are_split_from_the_bounded_non_blocking_ones(build_host, fake_driver, fake_nccl,
+                                                                            tmp_path):
+    """TESSERA_NCCL_BLOCKING=1: each communicator is created non-blocking (its wait bounded by polling), then
+    split, every rank in color 0 keyed by its rank, into a blocking one with the same units, on which every
+    operation runs (no NCCL thread per operation); NCCL_RUNTIME_CONNECT=0 connects the peers during that bounded
+    split, not in an enqueue. tsrCommSplit splits the non-blocking parent, then derives the new communicator's
+    blocking one. Teardown destroys both."""
+    lines = run_host(build_host, fake_driver, fake_nccl, tmp_path, "ops", TESSERA_NCCL_BLOCKING="1",
+                     TESSERA_COMM_UNITS="3")
+    assert not [line for line in lines if line.startswith("refused") or "Abort" in line], lines
+    inits = [i for i, line in enumerate(lines) if line.startswith("ncclCommInitRankConfig")]
+    assert len(inits) == 2 and all(" blocking=0 " in lines[i] and lines[i].endswith(" maxCTAs=3") for i in inits)
+    derived = "ncclCommSplit color=0 key=1 blocking=1 maxCTAs=3 NCCL_RUNTIME_CONNECT=0"
+    assert [lines[i + 1] for i in inits] == [derived, derived]
+    user = lines.index("ncclCommSplit color=3 key=7 blocking=0 maxCTAs=3")
+    assert lines[user + 1] == "ncclCommSplit color=0 key=0 blocking=1 maxCTAs=3 NCCL_RUNTIME_CONNECT=0"
+    assert "ncclCommSplit color=-1 key=0 blocking=0 maxCTAs=3" in lines
+    reduces = [line for line in lines if line.startswith("ncclAllReduce")]
+    assert len(reduces) == 31 and reduces[0].split()[-1].startswith("s")
+    assert lines[-2:] == ["ncclCommDestroy rank=1", "ncclCommDestroy rank=1"]
 
 
 LOOKUP = r"""
