@@ -430,8 +430,10 @@ static tsr_status_t split_locked(nccl_state_t* s, ncclComm_t* from, int color, i
 
 /* TESSERA_NCCL_BLOCKING=1 (state locked, context current): `s->comm`, non-blocking and settled, becomes `s->parent`,
  * and operations run on a blocking split of it over the same ranks in the same order (color 0, key `rank`), with
- * the same units. The split is polled on the non-blocking parent, so it is bounded by the deadline like
- * initialization. */
+ * the same units. The split is bounded by the deadline like initialization: ncclCommSplit queues the child's
+ * initialization as a job of the parent's group (init.cc: ncclAsyncLaunch(..., parent)), so the group takes the
+ * parent's non-blocking mode (runs on NCCL's thread, in progress on the parent, polled here), and aborting the
+ * parent aborts that initialization too (the parent's childAbortFlag is the child's abort flag). */
 static tsr_status_t derive_blocking(nccl_state_t* s, int rank, const tsr_comm_call_t* call) {
   ncclConfig_t config = config_of(s->units, 1);
   s->parent = s->comm;
