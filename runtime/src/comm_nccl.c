@@ -10,34 +10,32 @@
  * NVLink multicast (NVLS) stays off: NCCL_NVLS_ENABLE=0 is put in the environment before the first
  * communicator starts, unless the user set the variable (then theirs is NCCL's).
  *
- * Never a hang. Communicators are non-blocking (ncclConfig_t.blocking = 0): initialization, split and each
- * enqueue return at once, and their completion is polled with ncclCommGetAsyncError against the call's
- * deadline; past it, or once tsrCommAbort was called, the communicator is aborted (ncclCommAbort) and the call
- * returns TSR_ERROR_TIMEOUT or TSR_ERROR_LAUNCH_FAILED. An operation queued on a stream runs later, on the GPU:
+ * Never a hang, and no NCCL thread per operation. Each communicator is created non-blocking
+ * (ncclConfig_t.blocking = 0): initialization and split return at once, and their completion is polled with
+ * ncclCommGetAsyncError against the call's deadline; past it, or once tsrCommAbort was called, the communicator
+ * is aborted (ncclCommAbort) and the call returns TSR_ERROR_TIMEOUT or TSR_ERROR_LAUNCH_FAILED. It is then split
+ * at once, every rank in one color in rank order, into a blocking communicator (blocking = 1, the same maxCTAs)
+ * on which the calling thread enqueues every operation: a non-blocking group launches each operation from a new
+ * thread of NCCL's (group.cc), about 100 µs of host time per operation (147 µs per 1 MiB all_reduce on 4x H200,
+ * 44 µs blocking). That split is polled on the non-blocking parent, so it is bounded like initialization, and
+ * tsrCommSplit splits the parent and derives the new communicator's blocking one the same way. Peers are
+ * connected at initialization (NCCL_RUNTIME_CONNECT=0 is put in the environment unless the user set it), so an
+ * enqueue never waits for a peer. An operation queued on a stream runs later, on the GPU:
  * a CUDA event recorded after it is watched by the communicator's monitor thread, which aborts the
  * communicator when the event has not completed by the operation's deadline (a peer died or stopped) or when
  * ncclCommGetAsyncError reports an error; ncclCommAbort ends NCCL's kernels, so the stream moves on, and the
- * fault is reported by the next operation or tsrCommGetAsyncError. A call's own return value is not trusted to
+ * fault is reported by the next operation or tsrCommGetAsyncError (a dead or stopped peer leaves the kernels
+ * spinning: the monitor's abort of both communicators ends them). A call's own return value is not trusted to
  * mean done: ncclCommSplit returns ncclSuccess while the split still runs on NCCL's thread, and any call on a
  * communicator whose state (ncclCommGetAsyncError) is still ncclInProgress fails with "Attempt to use
  * communicator before the previous operation returned ncclSuccess"; so initialization and split poll the
  * state of every communicator they touch until it is ncclSuccess, whatever they returned.
  *
- * The NULL stream is never handed to NCCL: it would be CUDA's per-thread stream (cuda_backend.c), and a
- * non-blocking communicator launches its kernels from a thread of its own, whose per-thread stream that
- * handle then names (NVIDIA/nccl#1976): the caller would read the buffers before the kernels ran. A
- * NULL-stream operation runs on a stream of the communicator's, after the calling thread's per-thread stream's
- * work, and has finished when it returns (that stream is polled to the deadline).
- *
- * TESSERA_NCCL_BLOCKING=1 (opt-in, the same on every rank): a non-blocking group launches each operation from a
- * new thread of NCCL's (group.cc), about 100 µs of host time per operation. With the variable set, the
- * communicator is created non-blocking as above (bounded) and split at once, every rank in one color, into a
- * blocking communicator (ncclConfig_t.blocking = 1, the same maxCTAs) on which the operations are enqueued by the
- * calling thread; the split is polled on the non-blocking parent, so it is bounded like initialization, and
- * tsrCommSplit splits the parent and derives the new communicator's blocking one the same way. Peers are
- * connected at initialization (NCCL_RUNTIME_CONNECT=0 is put in the environment unless the user set it), so an
- * enqueue never waits for a peer; a dead or stopped peer leaves the kernels spinning, which the monitor ends by
- * ncclCommAbort as for a non-blocking communicator. */
+ * The NULL stream is never handed to NCCL: it would be CUDA's per-thread stream (cuda_backend.c), which names
+ * the stream of whichever thread launches (a non-blocking communicator's is NCCL's own: NVIDIA/nccl#1976), and
+ * a NULL-stream call must return with the GPU done. A NULL-stream operation runs on a stream of the
+ * communicator's, after the calling thread's per-thread stream's work, and has finished when it returns (that
+ * stream is polled to the deadline). */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <limits.h>
@@ -109,12 +107,6 @@ static struct {
   ncclResult_t (*GroupEnd)(void);
 } N;
 
-/* TESSERA_NCCL_BLOCKING=1: operations run on a blocking communicator (see the file's comment). */
-static bool blocking_requested(void) {
-  const char* v = getenv("TESSERA_NCCL_BLOCKING");
-  return v && strcmp(v, "1") == 0;
-}
-
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static char load_error[1024];  /* why NCCL cannot be used; "" once loaded */
 static int nccl_version;
@@ -178,8 +170,9 @@ static void load(void) {
   setenv("NCCL_NVLS_ENABLE", "0", 0);
   /* A blocking communicator's first operation would otherwise connect to its peers inside the enqueue, where a
    * missing peer holds the caller past any deadline (the monitor cannot abort a call made under the state's
-   * lock): connected during the bounded initialization and split instead. */
-  if (blocking_requested()) setenv("NCCL_RUNTIME_CONNECT", "0", 0);
+   * lock): connected during the bounded initialization and split instead. NCCL reads it once per process, so
+   * where another library (PyTorch) started NCCL first, the user exports it. */
+  setenv("NCCL_RUNTIME_CONNECT", "0", 0);
   load_error[0] = 0;
 }
 
@@ -198,8 +191,8 @@ typedef struct nccl_state {
   CUcontext context;           /* device 0's primary context, retained: the Tessera context's */
   pthread_mutex_t lock;        /* guards everything below: NCCL calls on `comm` are made holding it */
   ncclComm_t comm;             /* NULL once aborted; the one operations run on */
-  ncclComm_t parent;           /* blocking (TESSERA_NCCL_BLOCKING=1): the non-blocking communicator `comm` was
-                                * split from, kept for splits, whose waits it bounds; else NULL */
+  ncclComm_t parent;           /* the non-blocking communicator the blocking `comm` was split from, kept for
+                                * splits, whose waits it bounds; NULL once aborted */
   uint32_t units;              /* maxCTAs of its operations (tsr_comm_init_t.units; 0: NCCL's choice), kept
                                 * for its splits */
   tsr_status_t fault;          /* what the monitor found (TIMEOUT, LAUNCH_FAILED), reported once asked */
@@ -240,7 +233,7 @@ static void leave(const nccl_state_t* s) {
 }
 
 /* A poll's pause. For its first YIELD_NS a wait yields the core instead of sleeping: Linux lengthens any sleep
- * to its 50 µs timer slack, and an enqueue on a non-blocking communicator completes in a few µs, so sleeping
+ * to its 50 µs timer slack, and a short NULL-stream operation or a split completes in a few µs, so sleeping
  * from the first poll added tens of µs to every call. Then sleeps growing to 1 ms. */
 #define YIELD_NS 200000
 typedef struct backoff {
@@ -428,7 +421,7 @@ static tsr_status_t split_locked(nccl_state_t* s, ncclComm_t* from, int color, i
   return st;
 }
 
-/* TESSERA_NCCL_BLOCKING=1 (state locked, context current): `s->comm`, non-blocking and settled, becomes `s->parent`,
+/* State locked, context current: `s->comm`, non-blocking and settled, becomes `s->parent`,
  * and operations run on a blocking split of it over the same ranks in the same order (color 0, key `rank`), with
  * the same units. The split is bounded by the deadline like initialization: ncclCommSplit queues the child's
  * initialization as a job of the parent's group (init.cc: ncclAsyncLaunch(..., parent)), so the group takes the
@@ -486,7 +479,7 @@ static tsr_status_t create(const tsr_comm_init_t* init, const tsr_comm_call_t* c
   else st = settle(s, &comm, ncclInProgress, call, "ncclCommInitRankConfig");  /* done once its state says so */
   if (st && comm) N.CommAbort(comm);
   else if (!st) s->comm = comm;
-  if (!st && blocking_requested()) st = derive_blocking(s, init->rank, call);
+  if (!st) st = derive_blocking(s, init->rank, call);
   if (!st) st = state_start(s, call->function);
   if (st) abort_locked(s);
   pthread_mutex_unlock(&s->lock);
@@ -518,12 +511,11 @@ static tsr_status_t split(void* state, int color, int key, const tsr_comm_call_t
   ncclConfig_t config = config_of(sub->units, 0);
   ncclComm_t comm = NULL;
   pthread_mutex_lock(&s->lock);
-  /* From the non-blocking communicator, whose split is polled to the deadline (a blocking one's would hold the
+  /* From the non-blocking parent, whose split is polled to the deadline (the blocking one's would hold the
    * caller until NCCL returned). */
-  st = split_locked(s, s->parent ? &s->parent : &s->comm, color, key, &config, call, &comm);
+  st = split_locked(s, &s->parent, color, key, &config, call, &comm);
   if (!st && comm && (N.CommCount(comm, out_size) || N.CommUserRank(comm, out_rank)))
     st = tsr_fail(TSR_ERROR_LAUNCH_FAILED, "%s: NCCL cannot say the new communicator's rank and size", call->function);
-  bool blocking = s->parent != NULL;
   pthread_mutex_unlock(&s->lock);
   if (st && comm) N.CommAbort(comm);
   if (st || !comm) {  /* color -1: this rank is in no new communicator */
@@ -534,7 +526,7 @@ static tsr_status_t split(void* state, int color, int key, const tsr_comm_call_t
   }
   pthread_mutex_lock(&sub->lock);
   sub->comm = comm;
-  if (blocking) st = derive_blocking(sub, *out_rank, call);
+  st = derive_blocking(sub, *out_rank, call);
   if (!st) st = state_start(sub, call->function);
   if (st) abort_locked(sub);
   pthread_mutex_unlock(&sub->lock);
@@ -703,9 +695,9 @@ static tsr_status_t run(void* state, const nccl_op_t* o, const tsr_comm_call_t* 
   } else if (!s->comm) {
     st = tsr_fail(TSR_ERROR_LAUNCH_FAILED, "%s: the communicator was aborted", call->function);
   } else if (call->queue || !(st = own_stream(s, call, &stream))) {
+    /* Blocking: the calling thread has enqueued it when NCCL returns (never ncclInProgress). */
     ncclResult_t r = issue(o, s->comm, stream);
-    st = r == ncclSuccess || r == ncclInProgress ? settle(s, &s->comm, r, call, what)
-                                                 : nccl_fail(r, s->comm, call->function, what);
+    if (r != ncclSuccess) st = nccl_fail(r, s->comm, call->function, what);
   }
   /* A recorded operation runs when the graph is launched (watched then): its event would mark nothing (CUDA
    * refuses to query an event recorded under capture), so only a queued one is watched now. */

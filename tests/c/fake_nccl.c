@@ -3,22 +3,21 @@
  * writes one line per call to $FAKE_NCCL_LOG, with what NCCL would see: ranks, the unique id, the config,
  * $NCCL_NVLS_ENABLE at initialization, each operation's count, datatype and op codes and its CUstream (the
  * fake driver's "s3", or "ptds"; an all_reduce whose send and recv are one buffer says "inplace" before it).
- * Non-blocking communicators (comm_nccl.c's, and the parents of its blocking ones) behave as NCCL's
- * do: after ncclCommInitRankConfig and ncclCommSplit (which returns ncclSuccess, as NCCL 2.18-2.2x's does) the
+ * Non-blocking communicators (comm_nccl.c creates each communicator so, then splits its blocking one from it)
+ * behave as NCCL's do: after ncclCommInitRankConfig and ncclCommSplit (which returns ncclSuccess, as NCCL 2.18-2.2x's does) the
  * communicator's state stays ncclInProgress for a few ncclCommGetAsyncError polls, a split writes the new
  * communicator only when it completes, and a call on a communicator still in progress fails with NCCL's
  * "Attempt to use communicator before the previous operation returned ncclSuccess". An operation on the
  * per-thread stream ("ptds") runs on NCCL's own thread's per-thread stream, not the caller's
  * (NVIDIA/nccl#1976): its data is not there when the caller looks, so the fake moves none. A blocking
- * communicator (config.blocking = 1, made only by a split: TESSERA_NCCL_BLOCKING=1) enqueues from the caller's
- * thread: an operation returns ncclSuccess at once (mode "op" does not apply to it), and a split into it keeps
- * the parent's ranks (comm_nccl.c splits every rank into one color to make it).
+ * communicator (config.blocking = 1, made only by a split) enqueues from the caller's thread: an operation
+ * returns ncclSuccess at once, and a split into it keeps the parent's ranks (comm_nccl.c splits every rank into
+ * one color to make it).
  *
  * Data: every operation completes at once as if the other ranks gave zeros (all_reduce and broadcast copy
  * send to recv, all_gather puts send at this rank's block and zeros elsewhere, reduce_scatter takes this
  * rank's block; send and recv move nothing); the tests read the log, the GPU test checks the numbers. $FAKE_NCCL_HANG makes a peer go missing: "init" (initialization stays
- * in progress), "split" (a split stays in progress), "op" (an operation stays in progress at enqueue), "gpu" (the enqueue succeeds, and the stream
- * stays busy — fake_cuda_spin — until ncclCommAbort ends the kernel), "async" (ncclCommGetAsyncError reports
+ * in progress), "split" (a split stays in progress), "gpu" (the enqueue succeeds, and the stream stays busy — fake_cuda_spin — until ncclCommAbort ends the kernel), "async" (ncclCommGetAsyncError reports
  * ncclRemoteError once an operation was enqueued). */
 #define _GNU_SOURCE /* RTLD_NOLOAD */
 #include <limits.h>
@@ -51,7 +50,7 @@ static const char* ctas(const config_prefix_t* c) {
 
 struct ncclComm {
   int nranks, rank;
-  int pending;  /* a hang mode keeps its last call in progress */
+  int pending;  /* a hang mode keeps its last initialization or split in progress */
   int enqueued;
   int blocking; /* config.blocking */
   int busy;     /* ncclCommGetAsyncError polls left before the last init or split completes */
@@ -97,13 +96,9 @@ static size_t type_bytes(int type) { return type == 8 || type == 4 || type == 5 
  * NCCL's own thread's stream when NCCL launches there. */
 static int lands(const void* stream) { return (uintptr_t)stream != 2; }
 
-/* An operation enqueued on `stream`: in progress in mode "op"; in mode "gpu" a kernel spinning there. */
+/* An operation enqueued on `stream`: in mode "gpu" a kernel spinning there. */
 static ncclResult_t enqueued(struct ncclComm* c, void* stream) {
   c->enqueued++;
-  if (hang("op") && !c->blocking) {
-    c->pending = 1;
-    return in_progress;
-  }
   if (hang("gpu")) {
     void (*spin)(void*, volatile int32_t*, int32_t*);
     void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);  /* loaded, RTLD_LOCAL, by libtessera */
@@ -198,7 +193,8 @@ ncclResult_t ncclCommCount(struct ncclComm* c, int* n) { *n = c->nranks; return 
 ncclResult_t ncclCommUserRank(struct ncclComm* c, int* r) { *r = c->rank; return ok; }
 
 /* The start of every operation: its log line (the stream's name appended), then whether NCCL refuses it (a
- * communicator still in progress). */
+ * communicator still in progress), or the fake does: comm_nccl.c runs every operation on a blocking
+ * communicator, as a non-blocking one would launch it from a thread of NCCL's. */
 static int refused(struct ncclComm* c, const void* stream, const char* format, ...)
     __attribute__((format(printf, 3, 4)));
 static int refused(struct ncclComm* c, const void* stream, const char* format, ...) {
@@ -208,6 +204,10 @@ static int refused(struct ncclComm* c, const void* stream, const char* format, .
   vsnprintf(line, sizeof line, format, ap);
   va_end(ap);
   say("%s %s", line, stream_name(stream, s, sizeof s));
+  if (!c->blocking) {
+    say("refused: an operation on a non-blocking communicator");
+    return 1;
+  }
   return not_ready(c);
 }
 

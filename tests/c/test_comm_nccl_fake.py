@@ -1,8 +1,9 @@
 """The NCCL transport of communicators (runtime/src/comm_nccl.c) without GPUs: host_comm_nccl.c on
 tests/c/fake_nccl.c (as $TESSERA_NCCL_LIBRARY) and tests/c/fake_cuda.c (as libcuda.so.1). The fake NCCL's log
 shows what NCCL is asked: a non-blocking communicator from ncclGetUniqueId's id, NCCL_NVLS_ENABLE=0 in its
-environment (unless the user set it), each operation with NCCL's datatype and op codes on the Tessera stream's
-CUstream; a peer that never comes yields TSR_ERROR_TIMEOUT or a peer error and ncclCommAbort, never a hang.
+environment (unless the user set it), split at once into the blocking one every operation runs on (the fake
+refuses an operation on a non-blocking one), each operation with NCCL's datatype and op codes on the Tessera
+stream's CUstream; a peer that never comes yields TSR_ERROR_TIMEOUT or a peer error and ncclCommAbort, never a hang.
 tests/gpu/test_nccl_gpu.py runs the real thing on two GPUs."""
 import os
 import subprocess
@@ -28,8 +29,8 @@ def run_host(build_host, fake_driver, fake_nccl, tmp_path, mode, **env):
     log = tmp_path / "nccl.log"
     environ = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), TESSERA_NCCL_LIBRARY=str(fake_nccl),
                    FAKE_NCCL_LOG=str(log), FAKE_CUDA_LOG=str(tmp_path / "cuda.log"), **env)
-    for name in ("TESSERA_BACKEND", "NCCL_NVLS_ENABLE", "FAKE_NCCL_HANG", "TESSERA_COMM_BACKEND",
-                 "TESSERA_COMM_TIMEOUT_MS", "TESSERA_WAIT_TIMEOUT_MS"):
+    for name in ("TESSERA_BACKEND", "NCCL_NVLS_ENABLE", "NCCL_RUNTIME_CONNECT", "FAKE_NCCL_HANG",
+                 "TESSERA_COMM_BACKEND", "TESSERA_COMM_TIMEOUT_MS", "TESSERA_WAIT_TIMEOUT_MS", "TESSERA_COMM_UNITS"):
         if name not in env:
             environ.pop(name, None)
     p = subprocess.run([str(build_host("host_comm_nccl.c")), mode], capture_output=True, text=True, timeout=120,
@@ -126,45 +127,42 @@ def test_numpy_arrays_are_staged_through_device_memory(fake_driver, fake_nccl, t
                    "ncclAllGather"], ops
 
 
-def test_the_user_s_nvls_setting_is_kept(build_host, fake_driver, fake_nccl, tmp_path):
-    lines = run_host(build_host, fake_driver, fake_nccl, tmp_path, "ops", NCCL_NVLS_ENABLE="1")
+def test_the_user_s_nccl_settings_are_kept(build_host, fake_driver, fake_nccl, tmp_path):
+    lines = run_host(build_host, fake_driver, fake_nccl, tmp_path, "ops", NCCL_NVLS_ENABLE="1",
+                     NCCL_RUNTIME_CONNECT="1")
     assert {line.split()[-1] for line in lines if line.startswith("ncclCommInitRankConfig")} == {"NCCL_NVLS_ENABLE=1"}
+    derived = [line for line in lines if line.startswith("ncclCommSplit") and " blocking=1 " in line]
+    assert derived and {line.split()[-1] for line in derived} == {"NCCL_RUNTIME_CONNECT=1"}, derived
 
 
-@pytest.mark.parametrize("mode,blocking", [("init", ""), ("op", ""), ("gpu", ""), ("async", ""),
-                                           ("init", "1"), ("gpu", "1"), ("async", "1")])
-def test_a_missing_peer_is_a_status_and_an_abort(build_host, fake_driver, fake_nccl, tmp_path, mode, blocking):
-    """A peer that never joins (init), an operation that never completes at enqueue (op) or on the GPU (gpu,
-    found by the communicator's monitor at the deadline), NCCL's asynchronous error (async): each returns a
-    status, and NCCL's communicator is aborted, not destroyed (which could wait for the peer). The same with
-    TESSERA_NCCL_BLOCKING=1 (a blocking enqueue does not stay in progress, so "op" does not apply): both the
-    blocking communicator and its non-blocking parent are aborted."""
-    env = {"TESSERA_NCCL_BLOCKING": blocking} if blocking else {}
-    lines = run_host(build_host, fake_driver, fake_nccl, tmp_path, mode, FAKE_NCCL_HANG=mode, **env)
-    assert "ncclCommAbort rank=0" in lines and not [line for line in lines if "Destroy" in line], lines
-    if blocking and mode != "init":
-        assert lines.count("ncclCommAbort rank=0") == 2, lines
+@pytest.mark.parametrize("mode", ["init", "gpu", "async"])
+def test_a_missing_peer_is_a_status_and_an_abort(build_host, fake_driver, fake_nccl, tmp_path, mode):
+    """A peer that never joins (init: TSR_ERROR_TIMEOUT at the timeout), an operation that never completes (gpu:
+    a blocking enqueue returns at once and the kernel spins, so the communicator's monitor finds it at the
+    deadline and aborts), NCCL's asynchronous error (async): each returns a status, and NCCL's communicators are
+    aborted, not destroyed (which could wait for the peer): past initialization both the blocking one and its
+    non-blocking parent."""
+    lines = run_host(build_host, fake_driver, fake_nccl, tmp_path, mode, FAKE_NCCL_HANG=mode)
+    assert not [line for line in lines if "Destroy" in line], lines
+    assert lines.count("ncclCommAbort rank=0") == (1 if mode == "init" else 2), lines
 
 
 def test_a_blocking_communicator_s_split_is_bounded(build_host, fake_driver, fake_nccl, tmp_path):
-    """TESSERA_NCCL_BLOCKING=1 and a peer gone between initialization and the split into the blocking
-    communicator: creation returns TSR_ERROR_TIMEOUT at the timeout (the host checks it) and the non-blocking
-    parent is aborted."""
-    lines = run_host(build_host, fake_driver, fake_nccl, tmp_path, "init", FAKE_NCCL_HANG="split",
-                     TESSERA_NCCL_BLOCKING="1")
+    """A peer gone between initialization and the split into the blocking communicator: creation returns
+    TSR_ERROR_TIMEOUT at the timeout (the host checks it) and the non-blocking parent is aborted."""
+    lines = run_host(build_host, fake_driver, fake_nccl, tmp_path, "init", FAKE_NCCL_HANG="split")
     assert "ncclCommSplit color=0 key=0 blocking=1 NCCL_RUNTIME_CONNECT=0" in lines, lines
     assert "ncclCommAbort rank=0" in lines and not [line for line in lines if "Destroy" in line], lines
 
 
 def test_blocking_communicators_are_split_from_the_bounded_non_blocking_ones(build_host, fake_driver, fake_nccl,
                                                                             tmp_path):
-    """TESSERA_NCCL_BLOCKING=1: each communicator is created non-blocking (its wait bounded by polling), then
+    """Each communicator is created non-blocking (its wait bounded by polling), then
     split, every rank in color 0 keyed by its rank, into a blocking one with the same units, on which every
     operation runs (no NCCL thread per operation); NCCL_RUNTIME_CONNECT=0 connects the peers during that bounded
     split, not in an enqueue. tsrCommSplit splits the non-blocking parent, then derives the new communicator's
     blocking one. Teardown destroys both."""
-    lines = run_host(build_host, fake_driver, fake_nccl, tmp_path, "ops", TESSERA_NCCL_BLOCKING="1",
-                     TESSERA_COMM_UNITS="3")
+    lines = run_host(build_host, fake_driver, fake_nccl, tmp_path, "ops", TESSERA_COMM_UNITS="3")
     assert not [line for line in lines if line.startswith("refused") or "Abort" in line], lines
     inits = [i for i, line in enumerate(lines) if line.startswith("ncclCommInitRankConfig")]
     assert len(inits) == 2 and all(" blocking=0 " in lines[i] and lines[i].endswith(" maxCTAs=3") for i in inits)

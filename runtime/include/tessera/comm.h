@@ -99,10 +99,10 @@ typedef enum tsr_comm_backend {
                                * system's libmpi.so.12 (MPICH ABI: MPICH, Intel MPI, MVAPICH); host memory */
   TSR_COMM_BACKEND_NCCL = 2   /* NCCL, dlopen()ed: $TESSERA_NCCL_LIBRARY, else the nvidia-nccl-cu13 wheel's
                                * or the system's libnccl.so.2; device memory. NVLink multicast stays off
-                               * (NCCL_NVLS_ENABLE=0 is set before NCCL starts). $TESSERA_NCCL_BLOCKING=1 (opt-in,
-                               * every rank alike): operations run on a blocking NCCL communicator split at creation
-                               * from the non-blocking one (no NCCL thread per operation), with the same bounds;
-                               * docs/c-api.md, "NCCL" */
+                               * (NCCL_NVLS_ENABLE=0 is set before NCCL starts). Operations run on a blocking
+                               * NCCL communicator split at creation from a non-blocking one, whose waits are
+                               * bounded (no NCCL thread per operation; NCCL_RUNTIME_CONNECT=0 is set unless the
+                               * user set it, so peers connect then); docs/c-api.md, "NCCL" */
 } tsr_comm_backend_t;
 
 /* Flags of tsr_comm_options_t. */
