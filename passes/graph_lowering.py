@@ -49,6 +49,14 @@ def _assign_buffers(fn, values: dict, steps: list, args: list, results: list, id
         for v in plan.uses(step):
             born.setdefault(v, i)
             dies[v] = i
+    for i, step in enumerate(steps):
+        # libtessera runs an all_reduce on the communication stream, reading its input until the first step
+        # that reads its result settles it: a kernel given the input's slot before then would wait for the
+        # whole collective (nothing of the backward would overlap a gradient bucket), so the input lives as long
+        if isinstance(step, plan.CollectiveStep) and step.collective == "all_reduce":
+            first_read = next((j for j in range(i + 1, len(steps)) if step.output in plan.uses(steps[j])),
+                              len(steps) - 1)
+            dies[step.input] = max(dies.get(step.input, i), first_read)
     fixed = set(args) | set(results)
     views = {step.alias: step.of for step in steps if isinstance(step, plan.AliasStep)}
     for view, source in views.items():  # a view is its source's storage: both live as long as either

@@ -89,3 +89,24 @@ def test_the_steps_buckets(job):
                  for name in ("step", "step_small", "step_ring")}
     assert sizes == {"step": [[32, 512, 64, 512]], "step_small": [[32, 512, 64], [512]],
                      "step_ring": [[32, 512, 64], [512]]}
+
+
+def test_no_kernel_takes_a_gradients_slot_while_its_all_reduce_runs(job):
+    """Regression (found on 4x H200: bench/data_parallel_gpu.py at T=16384 hid none of its all-reduce time): the
+    memory plan gave a bucketed gradient's buffer slot to a later backward kernel, which libtessera must order
+    after the whole collective (the communication stream still reads the slot). An all_reduce's input now
+    keeps its slot until the first step that reads the all_reduce's result."""
+    n, _, image = job
+    from tessera import plan
+    from tessera.image import read_image
+    for name, p in plan.decode(read_image(image).plan).items():
+        for i, s in enumerate(p.steps):
+            if not (isinstance(s, plan.CollectiveStep) and s.collective == "all_reduce"):
+                continue
+            slot = p.values[s.input].buffer
+            first_read = next((j for j in range(i + 1, len(p.steps)) if s.output in plan.uses(p.steps[j])), len(p.steps))
+            if slot is None:
+                continue
+            for j in range(i + 1, first_read):
+                tenants = {v for v in plan.uses(p.steps[j]) if v != s.input and p.values[v].buffer == slot}
+                assert not tenants, (name, i, j, tenants)
