@@ -22,6 +22,8 @@ FIXTURES = {  # image: (source, options)
     "saxpy.cpu.tessera": ("kernels.py", dict(target="cpu", cpu=CPU)),
     "saxpy.cpu-ptx.tessera": ("kernels.py", dict(target="cpu,ptx", cpu=CPU, arch="sm_80")),
     "function.cpu.tessera": ("small_function.py", dict(target="cpu", cpu=CPU)),
+    # Plan format 6 (alias steps with offsets) and Graph IR 1.1, made later (issues 16 and 17)
+    "pipelined.cpu.tessera": ("pipelined.py", dict(target="cpu", cpu=CPU)),
 }
 # Plan format 4 (call steps), .tessera.rel: two modules compiled apart and linked by tessera-link.
 LINKED = {"linked.cpu.tessera": (("module_caller.py", "module_callee.py"), dict(target="cpu", cpu=CPU))}

@@ -163,3 +163,26 @@ def test_version_note_round_trip_and_older_minor_rule():
     assert ir_refusal(Versions((IR_MAJOR, 0), max(BYTECODE_VERSION - 1, 0), plan.VERSION)) is None  # older loads
     assert plan_refusal(Versions((IR_MAJOR, 0), BYTECODE_VERSION, plan.VERSION), plan.VERSION) is None
     assert ir_refusal(Versions.NONE) and plan_refusal(Versions.NONE, plan.VERSION)
+
+
+def test_pipelined_fixture_of_plan_version_6_runs():
+    """pipelined.cpu.tessera (plan format 6, Graph IR 1.1): tests/data/pipelined.py's all_reduce in three row
+    chunks, each chunk's GEMM writing a window of the result (alias steps with offsets) and reduced in place,
+    run with a communicator of one rank (MPI, the test extra's mpich) against numpy, at a T the chunks split
+    unevenly (300: 128, 128, 44 rows)."""
+    import sys
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+    from mpi_jobs import mpiexec_or_skip
+    mpiexec_or_skip()
+    from tessera import comm
+    data = _bytes("pipelined.cpu.tessera")
+    assert len(data) < 1 << 17 and read_image(data).versions == Versions((1, 1), 6, 6)
+    p = plan.decode(read_image(data).plan)["tp"]
+    assert sum(isinstance(s, plan.CollectiveStep) for s in p.steps) == 3
+    assert [s.offset for s in p.steps if isinstance(s, plan.AliasStep)][:3] == ["0", "0", "0"]
+    c = comm.Communicator.create(1, 0, comm.unique_id("mpi"), backend="mpi")
+    rng = np.random.default_rng(6)
+    X, W = rng.standard_normal((300, 8), dtype=np.float32), rng.standard_normal((8, 4), dtype=np.float32)
+    got = executor.load(data).function("tp")(X, W, comm=c)
+    np.testing.assert_allclose(got, X.astype(np.float64) @ W, rtol=1e-5, atol=1e-5)
+    c.close()
