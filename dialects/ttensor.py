@@ -64,6 +64,12 @@ def _floats(*types) -> bool:
     return all(isinstance(t.element_type, ir.FloatType) for t in types)
 
 
+def _bool(t) -> bool:
+    """Is `t` (an element type) i1? Compared by width, not against a constructed type: a verifier may run with
+    no MLIR context current (a module parsed with context=)."""
+    return isinstance(t, ir.IntegerType) and ir.IntegerType(t).width == 1
+
+
 def _str(attr) -> str:
     return ir.StringAttr(attr).value
 
@@ -184,7 +190,7 @@ class BinaryOp(_TensorOp, name="binary", traits=[ext.Pure]):
         if fn not in BINARY_FNS:
             raise Invalid(f"unknown function '{fn}' (known: {', '.join(BINARY_FNS)})")
         if fn in COMPARE_FNS:
-            if a.element_type != b.element_type or c.element_type != ir.IntegerType.get_signless(1):
+            if a.element_type != b.element_type or not _bool(c.element_type):
                 raise Invalid(f"a comparison's operand element types must match and its result be i1, got "
                               f"{a.element_type}, {b.element_type} -> {c.element_type}")
         elif a.element_type != b.element_type or c.element_type != a.element_type:
@@ -211,7 +217,7 @@ class SelectOp(_TensorOp, name="select", traits=[ext.Pure]):
 
     def rules(self, *ts) -> None:
         c, a, b, r = ts
-        if c.element_type != ir.IntegerType.get_signless(1):
+        if not _bool(c.element_type):
             raise Invalid(f"the condition must be a bool (i1) tensor, got {c.element_type}")
         if a.element_type != b.element_type or r.element_type != a.element_type:
             raise Invalid(f"the values' and the result's element types must match, got {a.element_type}, "
@@ -326,7 +332,7 @@ class ReduceOp(_TensorOp, name="reduce", traits=[ext.Pure]):
             raise Invalid(f"result must be tensor of shape {want} and element type {x.element_type}")
         if kind == "mean" and not _floats(x):
             raise Invalid(f"'mean' needs a floating-point tensor, got {x.element_type}")
-        if x.element_type == ir.IntegerType.get_signless(1):
+        if _bool(x.element_type):
             raise Invalid(f"'{kind}' of a bool (i1) tensor has no numpy meaning in its own type; cast it first")
 
 

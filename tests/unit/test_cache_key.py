@@ -40,6 +40,7 @@ OPTION_CHANGES = {
     "bounds_checks": ({}, False),
     "gpu_bounds_checks": ({"target": "ptx", "gpu_bounds_checks": False}, True),
     "bucket_bytes": ({}, 1 << 20),
+    "collective_chunks": ({}, 3),
 }
 
 
