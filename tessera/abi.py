@@ -92,7 +92,10 @@ def signature_of(fn) -> Signature:
                 else:
                     dims.append(ir.IntegerAttr(d).value)
             pending.append((len(params), dims))
-            params.append(Arg(pname, TENSOR, dtypes.of_ir_type(t.element_type), (), readonly=i not in written))
+            # a u8 tensor's memref holds i8 (frontend/kernel.py storage_type); its attribute names the dtype
+            dt = dtypes.BY_NAME[ir.StringAttr(attrs["tessera.dtype"]).value] if "tessera.dtype" in attrs else \
+                dtypes.of_ir_type(t.element_type)
+            params.append(Arg(pname, TENSOR, dt, (), readonly=i not in written))
         else:
             params.append(Arg(pname, SCALAR, dtypes.of_ir_type(t)))
     n = len(params)

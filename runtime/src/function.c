@@ -37,7 +37,7 @@ static const dtype_row_t dtypes[] = {
     {"fp8_e5m2", {kDLUInt, 8, 1}, 1, TSR_DTYPE_FP8_E5M2}, {"i8", {kDLInt, 8, 1}, 1, TSR_DTYPE_I8},
     {"i16", {kDLInt, 16, 1}, 2, TSR_DTYPE_I16},         {"i32", {kDLInt, 32, 1}, 4, TSR_DTYPE_I32},
     {"i64", {kDLInt, 64, 1}, 8, TSR_DTYPE_I64},         {"bool", {kDLBool, 8, 1}, 1, TSR_DTYPE_BOOL},
-    {"index", {kDLInt, 64, 1}, 8, TSR_DTYPE_INDEX},
+    {"index", {kDLInt, 64, 1}, 8, TSR_DTYPE_INDEX},     {"u8", {kDLUInt, 8, 1}, 1, TSR_DTYPE_U8},
 };
 
 static const dtype_row_t* dtype_of(const char* name) {

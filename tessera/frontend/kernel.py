@@ -27,6 +27,20 @@ class Group:
     size: int
 
 
+# u8 has no type of its own in a kernel: MLIR's arithmetic takes signless integers and the kernel language's
+# integers are signed (its //, %, <, float() pick the signed ops). A u8 tensor is stored as bytes (i8) and an
+# element reads zero-extended into an i32, where the signed ops are the unsigned ones for 0..255; u8(x) wraps
+# x to 0..255 (mod 256, numpy's astype), and a store keeps the low byte. Image signatures still say u8
+# (the parameter's tessera.dtype attribute).
+U8_STORAGE = "i8"
+U8_VALUE = "i32"
+
+
+def storage_type(dt: dtypes.DType) -> ir.Type:
+    """The MLIR element type a kernel's tensor of `dt` is declared with."""
+    return ir.Type.parse(U8_STORAGE if dt.name == "u8" else dt.mlir)
+
+
 @dataclass
 class KernelParam:
     name: str
@@ -74,6 +88,9 @@ def _param_from_annotation(a: ast.arg, filename: str) -> KernelParam:
         dt = dtypes.lookup(ann.id)
         if dt is None:
             raise CompileError.at(ann, filename, f"unknown type '{ann.id}' for parameter '{a.arg}'")
+        if dt.name == "u8":  # a kernel computes u8 in an i32 (U8_VALUE): take the number as one
+            raise CompileError.at(ann, filename, f"parameter '{a.arg}': a u8 scalar parameter is not supported; "
+                                                 f"declare it int and wrap it with u8(...)")
         return KernelParam(a.arg, dt, False)
     if isinstance(ann, ast.Subscript) and isinstance(ann.value, ast.Name) and ann.value.id == "tensor":
         items = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
@@ -116,7 +133,7 @@ class KernelBuilder(ast.NodeVisitor):
             for p in self.params:
                 if p.tensor:
                     shape = [d if isinstance(d, int) else ir.ShapedType.get_dynamic_size() for d in p.dims]
-                    arg_types.append(ir.MemRefType.get(shape, ir.Type.parse(p.dtype.mlir)))
+                    arg_types.append(ir.MemRefType.get(shape, storage_type(p.dtype)))
                 else:
                     arg_types.append(ir.Type.parse(p.dtype.mlir))
         with self.loc(self.fn):
@@ -135,6 +152,8 @@ class KernelBuilder(ast.NodeVisitor):
     @staticmethod
     def _arg_attr(p: KernelParam) -> ir.DictAttr:
         attrs = {"tessera.name": ir.StringAttr.get(p.name)}
+        if p.tensor and p.dtype.name == "u8":  # its memref says i8 (storage_type): the signature says u8
+            attrs["tessera.dtype"] = ir.StringAttr.get("u8")
         if p.tensor:
             attrs["tessera.dims"] = ir.ArrayAttr.get(
                 [ir.StringAttr.get(d) if isinstance(d, str) else ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d)
@@ -173,7 +192,9 @@ class KernelBuilder(ast.NodeVisitor):
             raise self.error(node, "a declaration needs a value")
         value = self.expr(node.value)
         if isinstance(node.annotation, ast.Name) and dtypes.lookup(node.annotation.id):
-            value = self.typer.cast(value, ir.Type.parse(dtypes.lookup(node.annotation.id).mlir), node)
+            dt = dtypes.lookup(node.annotation.id)
+            value = self.to_u8(value, node) if dt.name == "u8" else \
+                self.typer.cast(value, ir.Type.parse(dt.mlir), node)
         self.assign(node.target, value, node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -361,7 +382,10 @@ class KernelBuilder(ast.NodeVisitor):
             raise self.error(node, "only tensor parameters can be indexed")
         idx = self.indices(t, node.slice)
         with self.loc(node):
-            return Scalar(memref.LoadOp(t.value, idx).result)
+            v = memref.LoadOp(t.value, idx).result
+            if t.param.dtype.name == "u8":  # zero-extended (U8_STORAGE)
+                return Scalar(arith.ExtUIOp(ir.Type.parse(U8_VALUE), v).result)
+            return Scalar(v)
 
     def indices(self, t: TensorParam, sl: ast.expr) -> list[ir.Value]:
         items = sl.elts if isinstance(sl, ast.Tuple) else [sl]
@@ -537,9 +561,21 @@ class KernelBuilder(ast.NodeVisitor):
             target = {"float": "f32", "int": "i32", "bool": "bool"}[name]
             return self.typer.cast(args[0], ir.Type.parse(dtypes.BY_NAME[target].mlir), node, explicit=True)
         dt = dtypes.lookup(name)
+        if dt is not None and dt.name == "u8" and len(args) == 1:
+            return self.to_u8(args[0], node)
         if dt is not None and len(args) == 1:
             return self.typer.cast(args[0], ir.Type.parse(dt.mlir), node, explicit=True)
         raise self.error(node, f"unknown function '{name}' in a kernel")
+
+
+    def to_u8(self, v, node: ast.AST) -> Scalar:
+        """u8(v): v's integer value modulo 256, as an i32 (U8_VALUE); a float truncates toward zero first
+        (undefined outside the i32 range, as int(x): generated kernels saturate before, kernelgen.saturate)."""
+        v = self.typer.scalar(v, node)
+        if not v.typed:
+            return self.typer.materialize(Scalar(None, int(v.py) % 256), node, like=ir.Type.parse(U8_VALUE))
+        wide = self.typer.cast(v, ir.Type.parse(U8_VALUE), node, explicit=True)
+        return self.typer.binop(ast.BitAnd(), wide, 255, node)
 
 
 def _reads_memory(node: ast.AST) -> bool:

@@ -16,7 +16,7 @@ class InterpreterError(RuntimeError):
 # What users get back: numpy's own type where it has one, float32 for bf16/tf32/fp8.
 _USER = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": np.float32, "tf32": np.float32,
          "fp8_e4m3": np.float32, "fp8_e5m2": np.float32, "i8": np.int8, "i16": np.int16, "i32": np.int32,
-         "i64": np.int64, "bool": np.bool_, "c64": np.complex64, "c128": np.complex128}
+         "i64": np.int64, "u8": np.uint8, "bool": np.bool_, "c64": np.complex64, "c128": np.complex128}
 # the real type of each part of a complex type
 _PARTS = {"c64": "f32", "c128": "f64"}
 
@@ -51,8 +51,10 @@ def cast(x: np.ndarray, dt: dtypes.DType) -> np.ndarray:
         f = np.asarray(x, np.float64)
         with np.errstate(invalid="ignore"):
             t = np.trunc(np.nan_to_num(f, nan=0.0))
-            out = np.where(t >= 2.0 ** (dt.bits - 1), info.max, np.where(t < -2.0 ** (dt.bits - 1), info.min, 0))
-            inside = (t < 2.0 ** (dt.bits - 1)) & (t >= -2.0 ** (dt.bits - 1))
+            # the range's edges as floats: [-2^(b-1), 2^(b-1)) signed, [0, 2^b) unsigned (u8: a negative is 0)
+            lo, hi = float(info.min), float(info.max) + 1.0
+            out = np.where(t >= hi, info.max, np.where(t < lo, info.min, 0))
+            inside = (t < hi) & (t >= lo)
             return np.where(inside, np.where(inside, t, 0).astype(np.int64), out).astype(np.int64)
     return np.asarray(x).astype(np.int64) if dt.bits == 64 else \
         ((np.asarray(x).astype(np.int64) - info.min) % (1 << dt.bits) + info.min).astype(np.int64)

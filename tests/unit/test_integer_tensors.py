@@ -248,6 +248,19 @@ def test_the_programs_run_on_the_opencl_cpu_runtime(opencl, dt):  # noqa: F811
             np.testing.assert_array_equal(np.asarray(g), w, err_msg=name)
 
 
+class DLPackOnly:
+    """An array seen only through the DLPack protocol (not as an ndarray)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, **kw):
+        return self.a.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
 def test_integer_arguments_by_dlpack_and_the_dtype_rule():
     """Integer and bool tensors cross the executor by DLPack too; an argument of another integer width is
     refused (nothing is converted implicitly), naming the parameter."""
@@ -256,17 +269,6 @@ def test_integer_arguments_by_dlpack_and_the_dtype_rule():
 def f(A: tensor[i16, "N"], B: tensor[i16, "N"]):
     return A // B, A < B
 """
-
-    class DLPackOnly:
-        def __init__(self, a):
-            self.a = a
-
-        def __dlpack__(self, **kw):
-            return self.a.__dlpack__(**kw)
-
-        def __dlpack_device__(self):
-            return self.a.__dlpack_device__()
-
     fn = executor.load(compiler.compile_source(src, "f.py").image).function("f")
     a, b = np.array([7, -7, 5], np.int16), np.array([2, 2, 0], np.int16)
     q, lt = fn(DLPackOnly(a), DLPackOnly(b))
