@@ -48,6 +48,9 @@ class TargetFacts:
     # that computes g; "gelu_grad" and "gelu_tanh_grad" (the product times the GELU's derivative at a tensor
     # Z): a backward's dZ = dH ∘ gelu'(Z) in the GEMM that computes dH.
     gemm_epilogue: frozenset = frozenset()
+    # Integer element types of matmul operands the target has a kernel for (i8 x i8 accumulating in i32);
+    # the quantize phase refuses an integer matmul of any other at the user's line.
+    integer_matmul: frozenset = frozenset()
 
     def matches(self, key: str, value: str) -> bool:
         """Whether an `op.specialize(when={key: value})` condition holds for this target."""

@@ -1,6 +1,7 @@
-"""Packing fp8 GEMM operands for the sm_90a wgmma kernel (gemm_sm90.py): fp8 values held in their f16
+"""Packing 8-bit GEMM operands for the sm_90a wgmma kernel (gemm_sm90.py): fp8 values held in their f16
 container (passes/fp8_fallback.py) become one-byte e4m3/e5m2 elements, K-major, rows padded with zeros to a
-multiple of 16 bytes (what TMA reads).
+multiple of 16 bytes (what TMA reads). int8 operands are one byte wide already: their B is copied, bytes
+unchanged, into the same transposed layout (`cols`), which is what wgmma's s8 kind reads.
 
     rows   A [R, K] f16 -> [R, KP] fp8      (already K-major)
     cols   B [K, N] f16 -> [N, KP] fp8      (transposed: wgmma reads 8-bit operands K-major only)
@@ -28,11 +29,11 @@ def padded(k) -> str:
 
 
 def generate(name: str, dtype: str, transpose: bool) -> str:
-    """Kernel `name(src f16*, dst u8*, i64 R|K, i64 K|N, i64 KP)`: `rows` (R, K) or `cols` (K, N) as the
-    module's docstring says. Grid: rows — (ceil(KP/16/128), min(R, 65535)) with rows strided by the grid's y;
-    cols — (ceil(N/128), KP/16)."""
+    """Kernel `name(src f16* (i8* for dtype "i8"), dst u8*, i64 R|K, i64 K|N, i64 KP)`: `rows` (R, K) or
+    `cols` (K, N) as the module's docstring says. Grid: rows — (ceil(KP/16/128), min(R, 65535)) with rows
+    strided by the grid's y; cols — (ceil(N/128), KP/16)."""
     w = Writer()
-    cvt = f"cvt.rn.satfinite.{FP8[dtype]}x2.f16x2 $0, $1;"
+    src_ty = "i8" if dtype == "i8" else "i16"
     w.label("entry")
     tid = w.sreg("tid.x")
     bx, by = w.sreg("ctaid.x"), w.sreg("ctaid.y")
@@ -61,17 +62,9 @@ def generate(name: str, dtype: str, transpose: bool) -> str:
         idx = w.v(f"add i64 {w.v(f'mul i64 {k}, %N')}, {r}") if transpose else \
             w.v(f"add i64 {w.v(f'mul i64 {r}, %K')}, {k}")
         idx = w.v(f"select i1 {inside}, i64 {idx}, i64 0")
-        h = w.v(f"load i16, ptr addrspace(1) {w.v(f'getelementptr i16, ptr addrspace(1) %src, i64 {idx}')}")
-        halves.append(w.v(f"select i1 {inside}, i16 {h}, i16 0"))
-    words = []
-    for j in range(0, GROUP, 4):
-        pairs = []
-        for a, b in ((halves[j], halves[j + 1]), (halves[j + 2], halves[j + 3])):
-            lo, hi = w.v(f"zext i16 {a} to i32"), w.v(f"zext i16 {b} to i32")
-            packed = w.v(f"or i32 {lo}, {w.v(f'shl i32 {hi}, 16')}")
-            # the upper half converts to the upper byte: element order stays little-endian
-            pairs.append(w.v(f"zext i16 {w.asm(cvt, '=h,r', [('i32', packed)], ret='i16')} to i32"))
-        words.append(w.v(f"or i32 {pairs[0]}, {w.v(f'shl i32 {pairs[1]}, 16')}"))
+        h = w.v(f"load {src_ty}, ptr addrspace(1) {w.v(f'getelementptr {src_ty}, ptr addrspace(1) %src, i64 {idx}')}")
+        halves.append(w.v(f"select i1 {inside}, {src_ty} {h}, {src_ty} 0"))
+    words = _bytes_to_words(w, halves) if dtype == "i8" else _convert_to_words(w, halves, dtype)
     at = w.v(f"add i64 {w.v(f'mul i64 {r}, %KP')}, {k0}")
     ptr = w.v(f"getelementptr i8, ptr addrspace(1) %dst, i64 {at}")
     vec = "poison"
@@ -90,6 +83,33 @@ def generate(name: str, dtype: str, transpose: bool) -> str:
               f"i64 %KP) "
               f"\"nvvm.maxntid\"=\"{THREADS}\" {{\n" + "\n".join(w.lines) + "\n}\n")
     return module(kernel)
+
+
+def _convert_to_words(w: Writer, halves: list[str], dtype: str) -> list[str]:
+    """Sixteen f16 containers of fp8 values as four 32-bit words of fp8 bytes, in element order."""
+    cvt = f"cvt.rn.satfinite.{FP8[dtype]}x2.f16x2 $0, $1;"
+    words = []
+    for j in range(0, GROUP, 4):
+        pairs = []
+        for a, b in ((halves[j], halves[j + 1]), (halves[j + 2], halves[j + 3])):
+            lo, hi = w.v(f"zext i16 {a} to i32"), w.v(f"zext i16 {b} to i32")
+            packed = w.v(f"or i32 {lo}, {w.v(f'shl i32 {hi}, 16')}")
+            # the upper half converts to the upper byte: element order stays little-endian
+            pairs.append(w.v(f"zext i16 {w.asm(cvt, '=h,r', [('i32', packed)], ret='i16')} to i32"))
+        words.append(w.v(f"or i32 {pairs[0]}, {w.v(f'shl i32 {pairs[1]}, 16')}"))
+    return words
+
+
+def _bytes_to_words(w: Writer, values: list[str]) -> list[str]:
+    """Sixteen bytes as four little-endian 32-bit words, in element order."""
+    words = []
+    for j in range(0, GROUP, 4):
+        word = w.v(f"zext i8 {values[j]} to i32")
+        for i in range(1, 4):
+            byte = w.v(f"zext i8 {values[j + i]} to i32")
+            word = w.v(f"or i32 {word}, {w.v(f'shl i32 {byte}, {8 * i}')}")
+        words.append(word)
+    return words
 
 
 def step(name: str, transpose: bool, src: str, dst: str, env: dict, lead: tuple[str, ...]) -> plan.ArgsStep:

@@ -3,7 +3,8 @@
 A group (a matmul and its epilogue: bias, one activation, a scale, a residual add — the CPU's groups, see
 backends/cpu/gemm_lowering.py) becomes one kernel, declared as generated.py says: on sm_90a the wgmma/TMA
 kernel of gemm_sm90.py for bf16/f16 operands, and for fp8 ones (held in f16 containers, passes/fp8_fallback.py)
-its fp8 kind after two packing steps (fp8_pack.py); on sm_80 … sm_90, and for tf32 operands on sm_90a, the
+its fp8 kind after two packing steps (fp8_pack.py), and for i8 ones (i32 results) its s8 kind after one
+copying B to [N, K]; on sm_80 … sm_90, and for tf32 operands on sm_90a, the
 mma.sync/cp.async kernel of gemm_sm80.py (fp8 there multiplies its f16 containers). Activations are the CPU epilogues' own arithmetic
 (passes/vmath.py), lowered to LLVM IR once per kernel and inlined, so both backends compute the same
 function. On sm_90a a 16-bit operand the matmul reads transposed (`tessera.transpose_a/_b`: passes/
@@ -48,6 +49,8 @@ def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
                                 f"{dims[a][:-2]} by {dims[b][:-2]}")  # equal extents are checked at the launch
     out = ops[-1].results[0]
     dt, out_dt = element_dtype(a), element_dtype(out)
+    if dt == "i8" and element_dtype(b) == dt and arch == "sm_90a":
+        return _lower_int8(ctx, kname, ops)
     if dt not in ampere.MMA or element_dtype(b) != dt:
         hint = " (declare them tf32 to multiply f32 data on tensor cores)" if dt == "f32" else ""
         raise LoweringError(mm, f"the ptx tensor-core GEMMs take bf16, f16 or tf32 operands of one dtype, "
@@ -71,13 +74,21 @@ def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     steps = []
     if fp8:
         steps = _pack_fp8(ctx, kname, mm, fp8, params, args, env)
+    return steps + [_sm90_step(ctx, mm, spec, params, env, args, fp8)]
+
+
+def _sm90_step(ctx, mm, spec: gemm_sm90.Sm90GemmSpec, params: list, env: dict, args: list, fp8,
+               multiple_of: tuple = ()) -> plan.ArgsStep:
+    """The plan step launching `spec`'s kernel, declared here with the cost model's other tile shape where
+    the extents are known only at the launch (the fp8 kernel has one tile shape)."""
     launch = _declare_sm90(ctx.module, mm, spec, params, fp8)
     other = _other_tile(spec) if not fp8 and _at_launch(mm) else None
     prefer = ()
     if other is not None:  # symbolic M or N: the launch picks the tile shape the cost model prefers then
-        alt = _declare_sm90(ctx.module, mm, dataclasses.replace(other, name=f"{kname}_n{other.bn}"), params, fp8)
+        alt = _declare_sm90(ctx.module, mm, dataclasses.replace(other, name=f"{spec.name}_n{other.bn}"), params, fp8)
         prefer = (plan.Alternative(when=_prefer_when(other, spec), **alt),)
-    return steps + [plan.ArgsStep(env=env, args=tuple(args), batch=_batch(env), prefer=prefer, **launch)]
+    return plan.ArgsStep(env=env, args=tuple(args), batch=_batch(env), prefer=prefer, multiple_of=multiple_of,
+                         **launch)
 
 
 def _declare_sm90(module, mm, spec: gemm_sm90.Sm90GemmSpec, params: list, fp8) -> dict:
@@ -87,7 +98,8 @@ def _declare_sm90(module, mm, spec: gemm_sm90.Sm90GemmSpec, params: list, fp8) -
         generated.declare(module, spec.name, params, gemm_sm90.generate(spec, _activations(spec.epilogue)), [2], {
             "ptx.tensor_maps": spec.tensor_maps, "tile.M": str(spec.bm), "tile.N": str(spec.bn),
             "tile.K": str(spec.bk), "pipeline.stages": str(spec.stages), "epilogue": ",".join(spec.epilogue),
-            **({"ptx.mma": f"wgmma m64n{spec.bn}k32 {fp8[0]} x {fp8[1]}"} if fp8 else {})})
+            **({"ptx.mma": f"wgmma m64n{spec.bn}k32 {fp8[0]} x {fp8[1]}"} if fp8 else {}),
+            **({"ptx.mma": f"wgmma m64n{spec.bn}k32 s8 x s8"} if spec.int8 else {})})
     return {"kernel": spec.name, "block": (spec.threads, 1, 1), "smem": spec.smem_bytes,
             "grid": (f"min({_tiles(spec)}, DEVICE_UNITS)", "1", "1")}
 
@@ -148,6 +160,39 @@ def _pack_fp8(ctx, kname: str, mm, fp8: list, params: list, args: list, env: dic
     args[0] = plan.TensorArg(pa, (*lead, "M", "KP"))
     args[1] = plan.TensorArg(pb, (*lead, "N", "KP"))
     return steps
+
+
+def _lower_int8(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
+    """An i8 x i8 -> i32 matmul on wgmma's s8 kind: A [M,K] read as stored, B copied transposed to [N,K]
+    (fp8_pack.py's `cols`, bytes unchanged: wgmma reads 8-bit operands K-major only). TMA reads rows of a
+    multiple of 16 bytes, so K must be a multiple of 16: refused here when static, by the plan at the launch
+    (before the copy of B, whose 16-byte stores need it too) when not."""
+    mm = ops[0]
+    names, env, params, args, _ = _signature(ops, ctx)
+    why = "the sm_90a int8 GEMM reads rows of A [M, K] and of B transposed [N, K] by TMA, in 16-byte units"
+    k = env["K"]
+    if (isinstance(k, int) or str(k).isdigit()) and int(k) % 16:
+        raise LoweringError(mm, f"K = {k} is not a multiple of 16: {why}")
+    tile = _tile(mm)
+    try:
+        spec = gemm_sm90.Sm90GemmSpec(kname, dtype="i8", out_dtype=params[2][1], epilogue=names, **tile)
+    except ValueError as e:
+        raise LoweringError(mm, str(e)) from None
+    check = (plan.MultipleOf("K", 16, why),)
+    # B [.., K, N] -> [.., N, K]: the packing kernel's KP (its row length) is K itself
+    b, lead = mm.operands[1], ("BATCH",) if "BATCH" in env else ()
+    db = ctx.dims[b]
+    packed = ctx.temporary(args[1].value, "i8", [*db[:-2], db[-1], db[-2]], "_t")
+    name = f"{kname}_pack_b"
+    with mm.location:
+        generated.declare(ctx.module, name, [("src", "i8", ("K", "N")), ("dst", "i8", ("N", "KP"))],
+                          fp8_pack.generate(name, "i8", True), [1], {"fp8.pack": "cols"})
+    senv = {"K": db[-2], "N": db[-1], "KP": db[-2], **({"BATCH": env["BATCH"]} if lead else {})}
+    pack = dataclasses.replace(fp8_pack.step(name, True, args[1].value, packed, senv, lead),
+                               multiple_of=check)
+    params[1] = ("B", "i8", ("N", "K"))
+    args[1] = plan.TensorArg(packed, (*lead, "N", "K"))
+    return [pack, _sm90_step(ctx, mm, spec, params, env, args, None, check)]
 
 
 def _batch(env: dict) -> str | None:

@@ -17,7 +17,10 @@ form, so neither operand is copied or transposed. A 16-bit operand stored transp
 other major order: Aᵀ in 64-column boxes MN-major (wgmma's transpose-A bit), as B is; Bᵀ in one box of
 K-rows K-major, as A is. fp8 operands (e4m3, e5m2, mixed as wgmma allows) are the
 exception: wgmma reads 8-bit types K-major only, so the fp8 kernel takes B transposed, [N,K] row-major
-(gemm_lowering.py packs it so), and multiplies k32 slices of 128-element (128-byte) K steps. The TMA tensor maps come in as `__grid_constant__`
+(gemm_lowering.py packs it so), and multiplies k32 slices of 128-element (128-byte) K steps. int8 operands
+(`dtype` "i8") take the same path with wgmma's s8 kind: A [M,K] read as stored (K-major already), B packed
+to [N,K] as fp8's is, the products summed exactly in s32 accumulators (no fp32 promotion is needed) and
+written as i32 by plain stores, with no epilogue. The TMA tensor maps come in as `__grid_constant__`
 parameters: the runtime encodes them at launch from the A and B arguments (`tensor_maps` below, recorded as
 the kernel's `ptx.tensor_maps` property). Out-of-range rows and columns of a tile are filled with zeros by
 TMA, and stores are predicated, so M, N and K need not be multiples of the tile: TMA needs only rows whose
@@ -36,7 +39,7 @@ from . import hopper as hp
 from .nvvm_text import Writer, module
 
 ROW = 128                # bytes of a K step: one 128-byte swizzle row (64 16-bit or 128 fp8 elements)
-_ELEM = {"bf16": "bf16", "f16": "f16", **hp.FP8}   # wgmma's operand type names
+_ELEM = {"bf16": "bf16", "f16": "f16", "i8": "s8", **hp.FP8}   # wgmma's operand type names
 TRANSPOSABLE = ("bf16", "f16")   # operand dtypes whose kernel reads a stored Aᵀ or Bᵀ (wgmma's transpose bits)
 FP8_BN, FP8_STAGES = 128, 6   # two sets of BN/2 accumulators a thread: the fp32 sum, the step's product
 
@@ -45,7 +48,7 @@ FP8_BN, FP8_STAGES = 128, 6   # two sets of BN/2 accumulators a thread: the fp32
 class Sm90GemmSpec:
     name: str
     dtype: str = "bf16"           # A (and B unless b_dtype says otherwise: the fp8 kinds mix)
-    out_dtype: str = "bf16"       # C; accumulation is always fp32
+    out_dtype: str = "bf16"       # C; accumulation is fp32 (s32 and an i32 C for i8 operands)
     bn: int = 256
     consumers: int = 2            # BM = 64 · consumers
     stages: int = 4
@@ -60,11 +63,16 @@ class Sm90GemmSpec:
     def __post_init__(self):
         b = self.b_dtype or self.dtype
         if self.dtype not in _ELEM or (b != self.dtype and not (self.fp8 and b in hp.FP8)):
-            raise ValueError(f"the sm_90a GEMM takes bf16, f16 or fp8 operands (fp8 kinds may mix), not "
-                             f"{self.dtype} @ {b}")
-        gc.check("sm_90a", self)
-        if self.fp8 and (self.trans_a or self.trans_b):
-            raise ValueError("the fp8 GEMM reads its packed operands (A [M,K], B [N,K]) only, not transposed ones")
+            raise ValueError(f"the sm_90a GEMM takes bf16, f16 or fp8 operands (fp8 kinds may mix), or i8 ones, "
+                             f"not {self.dtype} @ {b}")
+        if self.int8:
+            if self.out_dtype != "i32" or self.epilogue:
+                raise ValueError(f"the sm_90a int8 GEMM returns the i32 product alone, not {self.out_dtype} "
+                                 f"with epilogue {self.epilogue}")
+        else:
+            gc.check("sm_90a", self)
+        if self.eight_bit and (self.trans_a or self.trans_b):
+            raise ValueError("the 8-bit GEMMs read their operands as A [M,K] and B [N,K] only, not transposed ones")
         if self.bn not in (64, 128, 256) or self.consumers not in (1, 2) or not 2 <= self.stages <= 8:
             raise ValueError(f"unsupported sm_90a GEMM tile: BN={self.bn}, consumers={self.consumers}, "
                              f"stages={self.stages}")
@@ -80,14 +88,28 @@ class Sm90GemmSpec:
         return self.dtype in hp.FP8
 
     @property
+    def int8(self) -> bool:
+        return self.dtype == "i8"
+
+    @property
+    def eight_bit(self) -> bool:
+        """One-byte operands: wgmma reads them K-major only, 128 elements a K step."""
+        return self.fp8 or self.int8
+
+    @property
+    def acc_type(self) -> str:
+        """The accumulators' LLVM type."""
+        return "i32" if self.int8 else "float"
+
+    @property
     def b_k_major(self) -> bool:
-        """B in shared memory K-major (rows of K, as A is): fp8 operands (packed [N,K]) and a stored Bᵀ."""
-        return self.fp8 or self.trans_b
+        """B in shared memory K-major (rows of K, as A is): 8-bit operands (packed [N,K]) and a stored Bᵀ."""
+        return self.eight_bit or self.trans_b
 
     @property
     def bk(self) -> int:
         """Elements of a K step."""
-        return ROW if self.fp8 else ROW // 2
+        return ROW if self.eight_bit else ROW // 2
 
     @property
     def bm(self) -> int:
@@ -103,8 +125,8 @@ class Sm90GemmSpec:
 
     @property
     def staged_store(self) -> bool:
-        """16-bit results leave through shared memory and TMA bulk stores (f32 ones by plain stores)."""
-        return self.out_dtype != "f32"
+        """16-bit results leave through shared memory and TMA bulk stores (f32 and i32 ones by plain stores)."""
+        return self.out_dtype in ("bf16", "f16")
 
     @property
     def staging_bytes(self) -> int:
@@ -220,7 +242,8 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     acc = _k_loop(w, spec, kt_n, cit, bars, base, a_off, leader)
     w.br("cdone")
     w.label("cdone")
-    fin = [w.v(f"phi float [0.0, %ctile_go], [{o}, %ckdone]", "f") for o in acc]
+    zero = "0" if spec.int8 else "0.0"
+    fin = [w.v(f"phi {spec.acc_type} [{zero}, %ctile_go], [{o}, %ckdone]", "f") for o in acc]
     mine = w.v(f"add i32 {staging}, {w.v(f'mul i32 {c}, {spec.staging_bytes // spec.consumers}')}") \
         if spec.staged_store else None
     _epilogue(w, spec, fin, c, t, m0, n0, m32, n32, mine)
@@ -298,7 +321,7 @@ def _k_loop(w: Writer, spec: Sm90GemmSpec, kt_n: str, cit: str, bars: str, base:
         acc = [w.v(f"fadd float {a}, {p}") for a, p in zip(acc_in, step)]
         hp.mbar_arrive_if(w, _empty(w, spec, bars, g), leader)
     else:
-        acc = hp.wait_group(w, _k_step(w, spec, bars, base, a_off, g, acc_in), 1)
+        acc = hp.wait_group(w, _k_step(w, spec, bars, base, a_off, g, acc_in), 1, acc_type=spec.acc_type)
         # the stage read one step ago is free now
         had = w.v(f"icmp ugt i32 {ck}, 0")
         hp.mbar_arrive_if(w, _empty(w, spec, bars, w.v(f"add i32 {g}, {spec.stages - 1}")),
@@ -307,10 +330,11 @@ def _k_loop(w: Writer, spec: Sm90GemmSpec, kt_n: str, cit: str, bars: str, base:
     latch = w.current
     w.cbr(w.v(f"icmp ult i32 {ck_next}, {kt_n}"), "ck", "ckdone")
     w.lines[at:at] = [f"  {ck} = phi i32 [0, %ctile_go], [{ck_next}, %{latch}]"] + \
-        [f"  {a} = phi float [0.0, %ctile_go], [{o}, %{latch}]" for a, o in zip(acc_in, acc)]
+        [f"  {a} = phi {spec.acc_type} [{'0' if spec.int8 else '0.0'}, %ctile_go], [{o}, %{latch}]"
+         for a, o in zip(acc_in, acc)]
     w.label("ckdone")
     if not spec.fp8:
-        acc = hp.wait_group(w, acc, 0)
+        acc = hp.wait_group(w, acc, 0, acc_type=spec.acc_type)
         hp.mbar_arrive_if(w, _empty(w, spec, bars, g), leader)  # the tile's last stage
     return acc
 
@@ -378,12 +402,13 @@ def _epilogue(w: Writer, spec: Sm90GemmSpec, acc: list[str], c: str, t: str, m0:
     if staging is not None:
         _store_staged(w, spec, vals, c, warp, lane, m0, n0, staging)
         return
-    # f32 results: a pair is one 8-byte store where N is even; where N is odd (fp8 operands allow any N) every
-    # other row's pairs are misaligned, so each value is stored alone
+    # f32 and i32 results: a pair is one 8-byte store where N is even; where N is odd (8-bit operands allow any
+    # N) every other row's pairs are misaligned, so each value is stored alone
     even = w.v(f"icmp eq i32 {w.v(f'and i32 {n32}, 1')}, 0")
+    ty, st, reg = ("i32", "b32", "r") if spec.int8 else ("float", "f32", "f")
     for (half, j), (r_ok, cj, idx) in oks.items():
         a, b = vals[4 * j + 2 * half], vals[4 * j + 2 * half + 1]
-        addr = w.v(f"getelementptr float, ptr addrspace(1) %C, i64 {idx}")
+        addr = w.v(f"getelementptr {ty}, ptr addrspace(1) %C, i64 {idx}")
         a64 = w.v(f"ptrtoint ptr {w.v(f'addrspacecast ptr addrspace(1) {addr} to ptr')} to i64")
         first = w.v(f"and i1 {r_ok}, {w.v(f'icmp ult i32 {cj}, {n32}')}")
         cj1 = w.v(f"add i32 {cj}, 1")
@@ -391,8 +416,8 @@ def _epilogue(w: Writer, spec: Sm90GemmSpec, acc: list[str], c: str, t: str, m0:
         preds = [w.v(f"and i1 {first}, {even}"), w.v(f"and i1 {first}, {w.v(f'xor i1 {even}, true')}"),
                  w.v(f"and i1 {second}, {w.v(f'xor i1 {even}, true')}")]
         w.asm("{ .reg .pred p, q, r; setp.ne.b32 p, $3, 0; setp.ne.b32 q, $4, 0; setp.ne.b32 r, $5, 0; "
-              "@p st.global.v2.f32 [$0], {$1, $2}; @q st.global.f32 [$0], $1; @r st.global.f32 [$0+4], $2; }",
-              "l,f,f,r,r,r", [("i64", a64), ("float", a), ("float", b)]
+              f"@p st.global.v2.{st} [$0], {{$1, $2}}; @q st.global.{st} [$0], $1; @r st.global.{st} [$0+4], $2; }}",
+              f"l,{reg},{reg},r,r,r", [("i64", a64), (ty, a), (ty, b)]
               + [("i32", w.v(f"zext i1 {p} to i32")) for p in preds])
 
 

@@ -94,40 +94,51 @@ def tma_load(w: Writer, dst: str, tmap: str, coords: list[str], bar: str) -> Non
 
 
 def tied(w: Writer, acc: list[str], text: str, extra: list[tuple[str, str]] = (),
-         extra_constraints: list[str] = ()) -> list[str]:
-    """Inline PTX that reads and writes the fp32 accumulator registers in place (`{ACC}` in `text`; `{Xi}`
-    the extra operands); returns the new values. Tying keeps every later use after this instruction."""
+         extra_constraints: list[str] = (), acc_type: str = "float") -> list[str]:
+    """Inline PTX that reads and writes the accumulator registers in place (`{ACC}` in `text`; `{Xi}` the
+    extra operands; fp32, or s32 where `acc_type` is "i32"); returns the new values. Tying keeps every later
+    use after this instruction."""
     n = len(acc)
     text = text.replace("{ACC}", "{" + ", ".join(f"${i}" for i in range(n)) + "}")
     for j in range(len(extra)):
         text = text.replace(f"{{X{j}}}", f"${2 * n + j}")
-    ty = "{" + ", ".join(["float"] * n) + "}"
-    constraints = ",".join(["=f"] * n + [str(i) for i in range(n)] + list(extra_constraints))
-    res = w.asm(text, constraints, [("float", a) for a in acc] + list(extra), ret=ty, hint="acc")
+    ty = "{" + ", ".join([acc_type] * n) + "}"
+    constraints = ",".join([_REG[acc_type]] * n + [str(i) for i in range(n)] + list(extra_constraints))
+    res = w.asm(text, constraints, [(acc_type, a) for a in acc] + list(extra), ret=ty, hint="acc")
     return [w.v(f"extractvalue {ty} {res}, {i}", "d") for i in range(n)]
 
 
 FP8 = {"fp8_e4m3": "e4m3", "fp8_e5m2": "e5m2"}   # wgmma's names of the 8-bit operand types
+_REG = {"float": "=f", "i32": "=r"}   # the inline-asm constraint of an accumulator register
+
+
+def acc_type(et: str) -> str:
+    """The LLVM type of a wgmma accumulator for A's operand type `et`: s32 for s8, fp32 otherwise."""
+    return "i32" if et == "s8" else "float"
 
 
 def _mma(n: int, et: str, bt: str | None, trans_b: int, trans_a: int = 0) -> tuple[str, str]:
-    """(instruction, its immediates after scale-d) of an m64nN wgmma on shared-memory operands of types `et`
-    (A) and `bt` (B, `et` when None). 16-bit types multiply k16 slices and read A and B K- or MN-major
-    (`trans_a`, `trans_b`); fp8 types multiply k32 slices, both operands K-major only (the ISA has no
-    transpose for them, so both must be 0)."""
+    """(instruction, its operands after scale-d: immediates with their leading comma) of an m64nN wgmma on
+    shared-memory operands of types `et` (A) and `bt` (B, `et` when None). 16-bit types multiply k16 slices
+    and read A and B K- or MN-major (`trans_a`, `trans_b`); 8-bit types (fp8; s8, which accumulates in s32
+    and has no scale immediates) multiply k32 slices, both operands K-major only (the ISA has no transpose
+    for them, so both must be 0)."""
     bt = bt or et
-    if et in FP8.values():
+    if et in (*FP8.values(), "s8"):
         if trans_b or trans_a:
-            raise ValueError("wgmma reads fp8 operands K-major only")
-        return f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.{et}.{bt}", "1, 1"
-    return f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{et}.{bt}", f"1, 1, {trans_a}, {trans_b}"
+            raise ValueError("wgmma reads 8-bit operands K-major only")
+        if et == "s8":
+            return f"wgmma.mma_async.sync.aligned.m64n{n}k32.s32.s8.{bt}", ""
+        return f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.{et}.{bt}", ", 1, 1"
+    return f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{et}.{bt}", f", 1, 1, {trans_a}, {trans_b}"
 
 
 def wgmma_ss(w: Writer, acc: list[str], et: str, da: str, db: str, trans_b: int, bt: str | None = None,
              trans_a: int = 0) -> list[str]:
     """acc += A·B, m64nNk16 (k32 for fp8), both operands from shared memory (A K-major unless `trans_a`)."""
     op, imm = _mma(2 * len(acc), et, bt, trans_b, trans_a)
-    return tied(w, acc, f"{op} {{ACC}}, {{X0}}, {{X1}}, 1, {imm};", [("i64", da), ("i64", db)], ["l", "l"])
+    return tied(w, acc, f"{op} {{ACC}}, {{X0}}, {{X1}}, 1{imm};", [("i64", da), ("i64", db)], ["l", "l"],
+                acc_type(et))
 
 
 def wgmma_ss_first(w: Writer, n: int, et: str, da: str, db: str, trans_b: int, bt: str | None = None,
@@ -136,9 +147,10 @@ def wgmma_ss_first(w: Writer, n: int, et: str, da: str, db: str, trans_b: int, b
     non-wgmma definition of an accumulator inside a wgmma pipeline makes ptxas serialize it (C7513)."""
     op, imm = _mma(n, et, bt, trans_b, trans_a)
     regs = ", ".join(f"${i}" for i in range(n // 2))
-    ty = "{" + ", ".join(["float"] * (n // 2)) + "}"
-    res = w.asm(f"{{ .reg .pred p; setp.ne.b32 p, ${n // 2 + 2}, 0; {op} {{{regs}}}, ${n // 2}, ${n // 2 + 1}, p, "
-                f"{imm}; }}", ",".join(["=f"] * (n // 2) + ["l", "l", "r"]), [("i64", da), ("i64", db), ("i32", "0")],
+    t = acc_type(et)
+    ty = "{" + ", ".join([t] * (n // 2)) + "}"
+    res = w.asm(f"{{ .reg .pred p; setp.ne.b32 p, ${n // 2 + 2}, 0; {op} {{{regs}}}, ${n // 2}, ${n // 2 + 1}, p"
+                f"{imm}; }}", ",".join([_REG[t]] * (n // 2) + ["l", "l", "r"]), [("i64", da), ("i64", db), ("i32", "0")],
                 ret=ty, hint="acc")
     return [w.v(f"extractvalue {ty} {res}, {i}", "d") for i in range(n // 2)]
 
@@ -172,10 +184,11 @@ def commit(w: Writer) -> None:
     w.asm("wgmma.commit_group.sync.aligned;")
 
 
-def wait_group(w: Writer, acc: list[str], pending: int, keep: list[str] = ()) -> list[str]:
-    """Waits until at most `pending` wgmma groups are in flight; `acc` comes out of the wait, and the i32
-    registers `keep` (A fragments an in-flight wgmma reads) stay allocated until it."""
-    return tied(w, acc, f"wgmma.wait_group.sync.aligned {pending};", [("i32", k) for k in keep], ["r"] * len(keep))
+def wait_group(w: Writer, acc: list[str], pending: int, keep: list[str] = (), acc_type: str = "float") -> list[str]:
+    """Waits until at most `pending` wgmma groups are in flight; `acc` (of `acc_type`) comes out of the wait,
+    and the i32 registers `keep` (A fragments an in-flight wgmma reads) stay allocated until it."""
+    return tied(w, acc, f"wgmma.wait_group.sync.aligned {pending};", [("i32", k) for k in keep], ["r"] * len(keep),
+                acc_type)
 
 
 def stmatrix_rows(w: Writer, groups: list[list[str]], warp: str, lane: str, staging: str, box_stride: int) -> None:

@@ -211,6 +211,16 @@ def batched_e4m3(A: tensor[fp8_e4m3, "B", "M", "K"], B: tensor[fp8_e4m3, "B", "K
 def linear_gelu_e4m3(X: tensor[fp8_e4m3, "T", "D"], W: tensor[fp8_e4m3, "D", "F"], b: tensor[bf16, "F"]):
     return op.gelu(op.bias_add(op.matmul(X, W, out_dtype=bf16), b))
 """, "sm_90a"),
+    # int8 GEMMs (i8 x i8 -> i32): A read as stored, B copied to [N, K], multiplied by wgmma's s8 kind
+    "hopper_int8": ("""
+@function
+def mm(A: tensor[i8, "M", "K"], B: tensor[i8, "K", "N"]):
+    return A @ B
+
+@function
+def batched(A: tensor[i8, "B", "M", "K"], B: tensor[i8, "B", "K", "N"]):
+    return A @ B
+""", "sm_90a"),
     # derivatives (passes/autodiff.py) on the GPU, tests/gpu/test_autodiff_gpu.py: f32 rows, reductions and
     # elementwise ops on sm_80, dropout and its replay (Philox, as in the interpreter), bf16 GEMM operands (f32
     # master values cast to bf16, out_dtype f32) on mma.sync (sm_80) and wgmma (sm_90a), and an MLP training

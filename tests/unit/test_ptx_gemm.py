@@ -85,6 +85,55 @@ def test_fp8_operands_are_packed_then_multiplied_on_fp8_tensor_cores():
     assert k.props["epilogue"] == "bias,relu"
 
 
+def test_int8_spec_geometry():
+    """int8 K steps are 128 bytes, as fp8's; s32 accumulators allow the 256-wide tile; i32 results leave by
+    plain stores (no C map); no epilogue."""
+    s = gemm_sm90.Sm90GemmSpec("g", dtype="i8", out_dtype="i32")
+    assert (s.bk, s.stage_bytes, s.b_k_major, s.acc_type, s.staged_store) == (128, 48 * 1024, True, "i32", False)
+    assert s.tensor_maps == "A:0:128x128:128;B:1:128x256:128"
+    for kw in ({"out_dtype": "f32"}, {"out_dtype": "i32", "epilogue": ("relu",)}):
+        with pytest.raises(ValueError, match="returns the i32 product alone"):
+            gemm_sm90.Sm90GemmSpec("g", dtype="i8", **kw)
+    with pytest.raises(ValueError, match="not transposed ones"):
+        gemm_sm90.Sm90GemmSpec("g", dtype="i8", out_dtype="i32", trans_b=True)
+
+
+INT8 = """
+@function
+def f(A: tensor[i8, "M", "K"], B: tensor[i8, "K", "N"]):
+    return A @ B
+"""
+
+
+def test_int8_matmul_reads_a_as_stored_and_b_copied_k_major():
+    result = _compile(INT8)
+    p = result.metadata["plans"]["f"]
+    pack_b, gemm = p["steps"]
+    copy = pack_b["args"][1]["value"]
+    assert p["values"][copy] == {"dims": ["N", "K"], "dtype": "i8"} and pack_b["env"]["KP"] == "K"
+    assert [a["value"] for a in gemm["args"]] == [p["args"][0], copy, p["results"][0]]
+    assert p["values"][p["results"][0]]["dtype"] == "i32"
+    # both steps need K a multiple of 16 (TMA's rows, the copy's 16-byte stores), checked at the launch
+    assert [m[:2] for s in (pack_b, gemm) for m in s["multiple_of"]] == [["K", 16], ["K", 16]]
+    kernels = {k.name: k for k in image.read_image(result.image).kernels}
+    k = kernels["f__gemm0"]
+    assert [a.name for a in k.args] == ["A", "B", "C", "M", "K", "N"]
+    assert (k.props["ptx.mma"], k.props["tile.K"]) == ("wgmma m64n256k32 s8 x s8", "128")
+    assert kernels["f__gemm0_n128"].props["ptx.mma"] == "wgmma m64n128k32 s8 x s8"
+
+
+@pytest.mark.parametrize("arch, k, message", [
+    ("sm_90", '"K"', r"integer matmul \(i8\) has no ptx kernel yet"),   # wgmma is sm_90a's
+    ("sm_80", '"K"', r"integer matmul \(i8\) has no ptx kernel yet"),
+    ("sm_90a", "100", "K = 100 is not a multiple of 16"),
+])
+def test_int8_refusals_are_located(arch, k, message):
+    source = f'def f(A: tensor[i8, "M", {k}], B: tensor[i8, {k}, "N"]):\n    return A @ B'
+    with pytest.raises(CompileError, match=message) as e:
+        _compile("@function\n" + source, arch, "user.py")
+    assert e.value.filename == "user.py" and e.value.line == 3
+
+
 def test_fp8_on_sm80_multiplies_the_f16_containers():
     """No fp8 kernel below sm_90a: the f16 kernel multiplies the exact containers."""
     steps = _compile(FP8, arch="sm_80").metadata["plans"]["f"]["steps"]
