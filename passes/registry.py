@@ -12,7 +12,7 @@ from typing import Callable
 
 from ..diagnostics import LoweringError
 from ..mlir import passmanager
-from . import autodiff, bucketize, cpu_vector_math, fold_transposes, gpu_math, inline_functions, pipeline_collectives, simt_to_gpu, simt_to_warps, tile_mma, tod_rewrites
+from . import autodiff, bucketize, cpu_vector_math, fold_transposes, gpu_math, inline_functions, pipeline_collectives, simt_to_gpu, simt_to_warps, strict_math, tile_mma, tod_rewrites
 from .to_llvm import CPU_TO_LLVM
 
 
@@ -94,6 +94,10 @@ PASSES: dict[str, PassInfo] = {
         "tessera-fold-transposes", "a transpose of a matmul operand's last two axes folded into the matmul "
         "(tessera.transpose_a/_b: the GEMM reads it in place; the schedule stage, on targets whose GEMMs can); "
         "dtypes=f32,bf16 limits it to those operand types", _fold_transposes, {"dtypes": str, "fused-attention": _flag}),
+    "tessera-strict-math": PassInfo(
+        "tessera-strict-math", "the strict numerics profile's math: f32 exp, exp2, log, log2, erf, tanh, sqrt, "
+        "rsqrt, powf and division computed in f64 and rounded once to f32; fast-math flags dropped (CPU, SPIR-V)",
+        lambda op: strict_math.run(op), {}),
     "tessera-cpu-to-llvm": PassInfo(
         "tessera-cpu-to-llvm", "warp-vectorized kernels to the LLVM dialect (upstream conversions, in order)",
         None, {}, CPU_TO_LLVM),

@@ -8,6 +8,11 @@ on the target, keep the fastest.
 GEMM of the program (the schedule phase's `MB`, `NC`, `KC`). Inputs come from `args`, or are random tensors
 whose symbolic extents are `size` (default 512). Tile programs and `@function` programs are tuned on the CPU
 through their launch plans; each trial is an ordinary, cached compilation.
+
+Under a deterministic numerics profile (`numerics.profile("deterministic")` or "strict" around the search) only
+schedules that keep every reduction's order are searched: BK, the K chunk, decides where the CPU GEMM adds a
+chunk's partial sums into C (backends/cpu/gemm.py), so its result's rounding; a search over several BK values
+is refused. BM, BN, stages and vector tile and stage the output and the copies, never a reduction.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import numpy as np
 
 from . import executor
 from .compiler import compile_source
+from .numerics import profiles
 from .options import CompileOptions
 
 _KEYS = {"BM": "MB", "BN": "NC", "BK": "KC", "stages": "stages", "vector": "vector"}
@@ -51,6 +57,11 @@ def search(kernel, params: dict, objective: str = "runtime", args=None, size: in
     unknown = sorted(set(params) - set(_KEYS))
     if unknown:
         raise ValueError(f"unknown search parameter(s) {unknown} (known: {', '.join(_KEYS)})")
+    profile = profiles.current()
+    if profiles.deterministic(profile) and len(set(params.get("BK", ()))) > 1:
+        raise ValueError(f"the '{profile}' numerics profile searches only schedules that keep every reduction's "
+                         f"order, and BK (the K chunk) decides where a GEMM's partial sums are added: give one BK "
+                         f"value, not {list(params['BK'])}")
     with open(kernel.filename, encoding="utf-8") as f:
         source = f.read()
     names = list(params)

@@ -56,7 +56,8 @@ class CompileOptions(HashedOptions):
     # options are made.
     gpu_bounds_checks: bool = field(default_factory=debug_from_env)
     hints: tuple[tuple[str, int], ...] = ()   # schedule hints over every function's own (autotuning)
-    numerics: str = field(default_factory=profiles.current)  # "default" or "strict" (numerics/profiles.py)
+    # "fast" (default; "default" is read as "fast"), "deterministic" or "strict" (numerics/profiles.py)
+    numerics: str = field(default_factory=profiles.current)
     # data parallelism: the gradient bucketizer's threshold (passes/bucketize.py, docs/language.md "Data
     # parallelism"), in bytes; op.all_reduce(bucket=) sets its own bucket's
     bucket_bytes: int = DEFAULT_BUCKET_BYTES
@@ -93,9 +94,8 @@ class CompileOptions(HashedOptions):
                                  f"{', '.join(f'{k} 1-{v}' for k, v in HINT_LIMITS.items())})")
         if not 0 <= self.opt_level <= 3:
             raise ValueError(f"opt_level must be 0, 1, 2 or 3, not {self.opt_level}")
-        if self.numerics not in profiles.PROFILES:
-            raise ValueError(f"unknown numerics profile {self.numerics!r}; the profiles are "
-                             f"{', '.join(profiles.PROFILES)}")
+        # the alias resolved here, so "default" and "fast" key the compile cache alike
+        object.__setattr__(self, "numerics", profiles.canonical(self.numerics))
 
 
 def collective_chunks(options: CompileOptions) -> int:

@@ -53,6 +53,9 @@ def _parse_args(argv):
                    help="tensor parallelism: run a matmul feeding an all_reduce in K row chunks, each chunk's "
                         "all_reduce overlapping the next chunk's GEMM (default 0: the target's, 4 on ptx and "
                         "amdgpu, 1 elsewhere)")
+    p.add_argument("--profile", default=None, choices=["fast", "default", "deterministic", "strict"],
+                   help="numerics profile (docs/portability.md, \"Numerics profiles\"): fast (the default), "
+                        "deterministic or strict; a function's numerics= hint may make it stricter")
     p.add_argument("-O", dest="opt_level", type=int, default=3, choices=[0, 1, 2, 3], help="optimization level")
     p.add_argument("--emit-header", metavar="H", help="also write a C header with a typed launcher per kernel and a call wrapper per @function")
     p.add_argument("--dump-ir-after-all", metavar="DIR", help="write every stage's IR into DIR")
@@ -75,6 +78,7 @@ def main(argv=None) -> int:
     options = CompileOptions(target=args.target, kernels=tuple(args.kernel), include=tuple(args.include), cpu=args.cpu, arch=args.arch,
                              opt_level=args.opt_level, bounds_checks=args.bounds_checks, bucket_bytes=args.bucket_bytes,
                              collective_chunks=args.collective_chunks,
+                             **({} if args.profile is None else {"numerics": args.profile}),
                              **({} if args.gpu_bounds_checks is None else {"gpu_bounds_checks": args.gpu_bounds_checks}))
     problem = None if args.list_stages else _overwrites_input(args)
     if problem:

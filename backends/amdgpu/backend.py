@@ -26,7 +26,8 @@ class AMDGPUBackend(Backend):
 
     @classmethod
     def option_values(cls, options: CompileOptions, arch: str | None) -> dict:
-        return {"arch": arch or "gfx942", "opt_level": options.opt_level, "bounds_checks": options.gpu_bounds_checks}
+        return {"arch": arch or "gfx942", "opt_level": options.opt_level, "bounds_checks": options.gpu_bounds_checks,
+                "exact_math": options.numerics == "strict"}
 
     def tool_versions(self) -> tuple[str, ...]:
         # the linker writes the code object

@@ -20,7 +20,7 @@ import llvmlite.binding as llvm
 
 from ...diagnostics import CompileError
 from ...mlir import arith, ir, llvm as llvm_d, passmanager, translate_module_to_llvmir
-from ...passes import gpu_math, simt_to_gpu, tile_mma
+from ...passes import gpu_math, simt_to_gpu, strict_math, tile_mma
 from .. import llvm_compat
 from ..cpu.target import init_llvm
 from ..lowered import check_fully_lowered
@@ -92,6 +92,8 @@ MAX_BLOCK = 1024
 
 
 def make_rocdl(mod: ir.Module, metadata: dict, options: AMDGPUOptions) -> ir.Module:
+    if options.exact_math:   # before gpu_math turns exp, erf … into the approximations strict refuses
+        strict_math.refuse(mod, "amdgpu")
     gpu_math.run(mod)
     # after gpu_math, whose f32-only math table would refuse the FMA path's vector fma (upstream lowers it)
     tile_mma.run(mod.operation, tile_mma.target_for_amdgpu(options.arch, options.warp_size))

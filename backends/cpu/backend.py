@@ -28,7 +28,7 @@ class CPUBackend(Backend):
     @classmethod
     def option_values(cls, options: CompileOptions, arch: str | None) -> dict:
         return {"cpu": options.cpu, "opt_level": options.opt_level, "warp_size": options.warp_size,
-                "bounds_checks": options.bounds_checks}
+                "bounds_checks": options.bounds_checks, "exact_math": options.numerics == "strict"}
 
     def tool_versions(self) -> tuple[str, ...]:
         # The host linker writes the shared object; the build machine decides `native` code and, whatever
@@ -43,11 +43,23 @@ class CPUBackend(Backend):
                             fused_attention_backward=frozenset({"f32"}), gemm_transposes=frozenset({"f32", "bf16", "f16"}),
                             gemm_epilogue=frozenset({"scale_by", "sub_from", "gelu_grad", "gelu_tanh_grad"}))
         # The register tile is the build machine's, whatever `cpu` names (gemm_lowering's lowering fits to it).
+        if o.exact_math:
+            # strict: the SIMT GEMM (lowerings) reads no transposed operand and has no blocking to choose; no
+            # fused attention, whose kernels compute exp by an inline approximation (passes/vmath.py): it is
+            # decomposed into GEMMs and a softmax, whose exp strict_math makes exact
+            return dataclasses.replace(facts, gemm_transposes=frozenset(), gemm_epilogue=frozenset(),
+                                       fused_attention=False, fused_attention_backward=frozenset())
         model = gemm_schedule.CostModel.of(facts, target.host())
         return dataclasses.replace(facts, matmul_schedule=functools.partial(gemm_lowering.matmul_schedule, model),
                                    staging_buffers=functools.partial(gemm_lowering.staging_buffers, model))
 
     def lowerings(self) -> dict:
+        if self.options.exact_math:
+            # strict: the SPIR-V backend's GEMM kernel, k ascending with one product and one sum per step
+            # (rounded each), so the CPU and SPIR-V agree bit for bit; the blocked kernel's FMAs and K chunks
+            # round otherwise. Attention is decomposed under strict (compiler.compile_module).
+            from ..spirv import gemm_lowering as simt_gemm  # lazy: it builds MLIR
+            return {"gemm": simt_gemm.lower}
         from . import attention, attention_bwd, gemm_lowering, gemm_schedule  # lazy: they build MLIR
         # GEMMs of extents known only at run time get blockings to choose from at launch: the cost model's
         model = gemm_schedule.CostModel.of(self.target_facts(), target.host())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import llvmlite.binding as llvm
 
 from ...mlir import ir, passmanager, translate_module_to_llvmir
-from ...passes import cpu_vector_math, simt_to_warps
+from ...passes import cpu_vector_math, simt_to_warps, strict_math
 from ...passes.to_llvm import CPU_TO_LLVM
 from .. import llvm_compat
 from ..lowered import check_fully_lowered
@@ -25,6 +25,8 @@ def make_warps(mod: ir.Module, metadata: dict, options: CPUOptions) -> ir.Module
 
 def make_llvm_dialect(mod: ir.Module, metadata: dict, options: CPUOptions) -> ir.Module:
     host = target.host(options.cpu)
+    if options.exact_math:   # before libmvec's few-ulp f32 functions could take the math
+        strict_math.run(mod)
     cpu_vector_math.run(mod, host.arch, host.features)
     passmanager.PassManager.parse(f"builtin.module({CPU_TO_LLVM})").run(mod.operation)
     return mod

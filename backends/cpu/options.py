@@ -20,6 +20,9 @@ class CPUOptions(HashedOptions):
     opt_level: int = 3
     warp_size: int = 32
     bounds_checks: bool = True  # check the accesses simt_to_warps cannot prove in bounds
+    # the strict numerics profile: f32 math in f64 rounded once (passes/strict_math.py), GEMMs as the SPIR-V
+    # backend's one-product-one-sum kernel instead of the blocked FMA one (backend.py `lowerings`)
+    exact_math: bool = False
     # What the GEMM cost model fits schedules to: the runtime's worker threads (TESSERA_NUM_THREADS, else
     # one per CPU) and the data caches, (level, bytes), of the machine we run on. The environment is read
     # here only, once per options: the schedule, and so the code, is part of the options' hash.

@@ -18,7 +18,7 @@ import llvmlite.binding as llvm
 
 from ...diagnostics import CompileError
 from ...mlir import ir, passmanager, translate_module_to_llvmir
-from ...passes import gpu_math, simt_to_gpu
+from ...passes import gpu_math, simt_to_gpu, strict_math
 from .. import llvm_compat
 from ..cpu.target import init_llvm
 from ..lowered import check_fully_lowered
@@ -43,6 +43,8 @@ def make_gpu(mod: ir.Module, metadata: dict, options: PTXOptions) -> ir.Module:
 
 
 def make_nvvm(mod: ir.Module, metadata: dict, options: PTXOptions) -> ir.Module:
+    if options.exact_math:   # before gpu_math turns exp, erf … into the approximations strict refuses
+        strict_math.refuse(mod, "ptx")
     gpu_math.run(mod, mulhi="llvm.nvvm.mulhi.ui")   # Philox's high words as mul.hi.u32
     passmanager.PassManager.parse(f"builtin.module(gpu.module({GPU_TO_NVVM}))").run(mod.operation)
     return mod

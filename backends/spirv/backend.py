@@ -22,7 +22,7 @@ class SPIRVBackend(Backend):
     @classmethod
     def option_values(cls, options: CompileOptions, arch: str | None) -> dict:
         return {"opt_level": options.opt_level, "arch": arch or "", "contraction": options.numerics != "strict",
-                "bounds_checks": options.gpu_bounds_checks}
+                "exact_math": options.numerics == "strict", "bounds_checks": options.gpu_bounds_checks}
 
     def tool_versions(self) -> tuple[str, ...]:
         return (spirv_val.identity(),)

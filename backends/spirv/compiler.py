@@ -30,7 +30,7 @@ import struct
 
 from ...diagnostics import CompileError
 from ...mlir import arith, gpu, ir, memref, passmanager, spirv
-from ...passes import simt_to_gpu, tile_mma
+from ...passes import simt_to_gpu, strict_math, tile_mma
 from . import atomics, spirv_val
 from .options import MATRIX_ARCHS, SUBGROUP, SPIRVOptions
 
@@ -162,6 +162,8 @@ def _kernel_names(metadata: dict, done: dict) -> list[str]:
 
 def make_spirv(mod: ir.Module, metadata: dict, options: SPIRVOptions) -> ir.Module:
     done = tile_mma.run(mod.operation, tile_mma.Target(SUBGROUP, MATRIX_ARCHS.get(options.arch, "")))
+    if options.exact_math:   # OpenCL's f32 builtins, division and sqrt are a few ulp off; its f64 ones are not
+        strict_math.run(mod)
     _record_matrix_use(metadata, options, done)
     products = [d for how in done.values() for d in how if d.how == "cooperative matrix"]
     coop, bf16 = bool(products), any(d.dtype == "bf16" for d in products)

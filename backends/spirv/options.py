@@ -17,6 +17,7 @@ MATRIX_ARCHS = {"xe-hpc": "coopmat"}
 class SPIRVOptions(HashedOptions):
     opt_level: int = 3   # kept for the common interface; the SPIR-V consumer (the driver) optimizes
     contraction: bool = True  # False (numerics profile "strict"): the driver may not fuse a*b+c
+    exact_math: bool = False  # numerics profile "strict": f32 math in f64 rounded once (passes/strict_math.py)
     arch: str = ""       # a declared device (MATRIX_ARCHS) whose matrix hardware may be used; "": any device
     bounds_checks: bool = False  # guard the accesses not proven in bounds (passes/gpu_bounds_checks.py)
 

@@ -9,6 +9,10 @@ specializations become `tessera.specialize`, and the schedule phase applies thos
 target it compiles for. `epilogue=[…]` asks that the matmul's epilogue fuse exactly those steps: the fusion
 phase reports an error at the function when it cannot.
 
+`@function(numerics="strict")` (also on `@kernel`) is no schedule hint either but the numerics profile the
+function asks for (tessera/numerics/profiles.py): the module's `tessera.numerics`, the strictest its compiled
+functions ask for, which the compilation takes where it is stricter than the options' own.
+
 `@function(checkpoint=True)` is no schedule hint but a memory policy for derivatives: the function's
 `tessera.checkpoint`. A derivative that differentiates through a call of it saves only the call's operands
 and results for its backward and recomputes the values inside the call there (passes/autodiff_policy.py).
@@ -20,6 +24,7 @@ import ast
 
 from ..diagnostics import CompileError
 from ..mlir import ir
+from ..numerics import profiles
 from ..options import HINT_LIMITS
 
 _KEYS = ("tile", "stages", "vector", "epilogue")
@@ -97,6 +102,7 @@ def read(fn: ast.FunctionDef, filename: str) -> tuple[dict, list]:
         name = d.func.attr if isinstance(d.func, ast.Attribute) else getattr(d.func, "id", None)
         kw = {k.arg: k.value for k in d.keywords if k.arg}
         if name in ("function", "kernel"):
+            kw.pop("numerics", None)   # not a schedule hint: the compilation's profile (`numerics` below)
             if name == "function":
                 kw.pop("export", None)   # not a hint: the module's symbol table (module.exported checks it)
                 kw.pop("checkpoint", None)   # not a hint: a derivative's memory policy (`checkpoint` below)
@@ -129,6 +135,23 @@ def checkpoint(fn: ast.FunctionDef, filename: str) -> bool:
                     raise CompileError.at(k.value, filename, "checkpoint= takes True or False")
                 return k.value.value
     return False
+
+
+def numerics(fn: ast.FunctionDef, filename: str) -> str | None:
+    """The numerics profile `@function(numerics=...)` or `@kernel(numerics=...)` asks for, if any."""
+    for d in fn.decorator_list:
+        name = getattr(d.func, "attr", getattr(d.func, "id", None)) if isinstance(d, ast.Call) else None
+        for k in d.keywords if name in ("function", "kernel") else ():
+            if k.arg == "numerics":
+                value = k.value.value if isinstance(k.value, ast.Constant) else None
+                try:
+                    if not isinstance(value, str):
+                        raise ValueError(f"not {_short(ast.unparse(k.value))}; the profiles are "
+                                         f"{', '.join(profiles.PROFILES)}")
+                    return profiles.canonical(value)
+                except ValueError as e:
+                    raise CompileError.at(k.value, filename, f"numerics= takes a profile name: {e}") from None
+    return None
 
 
 def attach(f, fn: ast.FunctionDef, filename: str) -> None:

@@ -18,7 +18,9 @@ import os
 
 from ..diagnostics import CompileError
 from ..mlir import func, ir
+from ..numerics import profiles
 from . import derivatives, dist_ops, operator_ops, tensor_ops  # noqa: F401 — they register the op.* builders
+from . import hints
 from .function import ModuleFunctions, Signature, module_env
 from .sources import find_module, import_nodes
 from .kernel import KernelBuilder
@@ -224,6 +226,9 @@ def build_module(source: str, filename: str, only: list[str] | None = None, incl
         for r in requests:
             if not only or r.name in only:
                 functions.build(r.name)
+    asked = [p for p in (hints.numerics(d, filename) for d in defs) if p]
+    if asked:   # the compilation takes it where it is stricter than its options' (compiler.compile_module)
+        module.operation.attributes["tessera.numerics"] = ir.StringAttr.get(profiles.strictest(*asked))
     try:
         module.operation.verify()
     except ir.MLIRError as e:
