@@ -185,7 +185,8 @@ def quantize(fn, target: TargetFacts) -> list[str]:
             name = {"bf16": "bf16", "f16": "f16", "tf32": "tf32", "f32": "f32", "f64": "f64",
                     "f8E4M3FN": "fp8_e4m3", "f8E5M2": "fp8_e5m2"}.get(t)
             if t in INTEGERS:  # every target computes integers in their own type (kernelgen.compute_dtype)
-                operand = op.operation.name == "ttensor.matmul" and ir.RankedTensorType(op.operands[0].type).element_type
+                operand = ir.RankedTensorType(op.operands[0].type).element_type \
+                    if op.operation.name == "ttensor.matmul" else None
                 if operand and str(operand) not in target.integer_matmul:
                     raise LoweringError(op, f"integer matmul ({operand}) has no {target.name} kernel yet; op.cast "
                                             f"the operands to a float type")

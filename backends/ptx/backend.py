@@ -41,7 +41,7 @@ class PTXBackend(Backend):
         return (ptxas.version(),)
 
     def target_facts(self) -> TargetFacts:
-        from . import gemm_lowering, gemm_sm90  # lazy: the cost models build MLIR
+        from . import gemm_lowering  # lazy: the cost models build MLIR
         # 128 bits: one 16-byte access per thread; the SM count (132 on an H100 SXM) is a placeholder, as
         # the compiler does not know the device. sm_80 and later compute in bf16 and f16 (tensor cores, cvt).
         arch = self.options.arch
@@ -54,7 +54,7 @@ class PTXBackend(Backend):
                            shared_memory=SHARED_MEMORY[sm(arch)], matmul_schedule=schedule,
                            fused_attention_backward=frozenset({"bf16", "f16"}) if arch == "sm_90a" else frozenset(),
                            attention_delta=frozenset({"bf16", "f16"}) if arch == "sm_90a" else frozenset(),
-                           gemm_transposes=frozenset(gemm_sm90.TRANSPOSABLE) if arch == "sm_90a" else frozenset(),
+                           gemm_transposes=frozenset(gemm_lowering.GEMM_TRANSPOSES) if arch == "sm_90a" else frozenset(),
                            # wgmma's s8 kind (gemm_sm90.py); other architectures refuse an integer matmul
                            integer_matmul=frozenset({"i8"}) if arch == "sm_90a" else frozenset())
 

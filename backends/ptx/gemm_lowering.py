@@ -28,6 +28,9 @@ from ..cpu.gemm_lowering import _epilogue
 from . import ampere, fp8_pack, gemm_common, gemm_sm80, gemm_sm90, generated
 
 TENSOR_CORE_ARCHS = gemm_sm80.ARCHS
+# Operand dtypes whose sm_90a GEMM groups take an operand stored transposed (TargetFacts.gemm_transposes):
+# 16-bit ones are read in place (gemm_sm90.py), i8 ones through _lower_int8's K-major copies
+GEMM_TRANSPOSES = (*gemm_sm90.TRANSPOSABLE, "i8")
 
 
 def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
@@ -40,7 +43,7 @@ def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
                                 f"{', '.join(TENSOR_CORE_ARCHS)}), not {arch}")
     a, b = mm.operands[0], mm.operands[1]
     transposed = matmul_transposes(mm)
-    if any(transposed) and (arch != "sm_90a" or element_dtype(a) not in gemm_sm90.TRANSPOSABLE or
+    if any(transposed) and (arch != "sm_90a" or element_dtype(a) not in GEMM_TRANSPOSES or
                             "tessera.fp8_operands" in mm.attributes):
         raise LoweringError(mm, f"the {arch} GEMM for {element_dtype(a)} operands reads them as op.matmul lays "
                                 "them out only, not transposed (tessera.transpose_a/_b)")
@@ -163,10 +166,11 @@ def _pack_fp8(ctx, kname: str, mm, fp8: list, params: list, args: list, env: dic
 
 
 def _lower_int8(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
-    """An i8 x i8 -> i32 matmul on wgmma's s8 kind: A [M,K] read as stored, B copied transposed to [N,K]
-    (fp8_pack.py's `cols`, bytes unchanged: wgmma reads 8-bit operands K-major only). TMA reads rows of a
+    """An i8 x i8 -> i32 matmul on wgmma's s8 kind, which reads A as [M,K] and B as [N,K] (8-bit operands are
+    K-major only): A as stored and a stored Bᵀ (`tessera.transpose_b`) are read in place; B [K,N] and a
+    stored Aᵀ [K,M] are first copied transposed (fp8_pack.py's `cols`, bytes unchanged). TMA reads rows of a
     multiple of 16 bytes, so K must be a multiple of 16: refused here when static, by the plan at the launch
-    (before the copy of B, whose 16-byte stores need it too) when not."""
+    (before the copies, whose 16-byte stores need it too) when not."""
     mm = ops[0]
     names, env, params, args, _ = _signature(ops, ctx)
     why = "the sm_90a int8 GEMM reads rows of A [M, K] and of B transposed [N, K] by TMA, in 16-byte units"
@@ -179,20 +183,26 @@ def _lower_int8(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     except ValueError as e:
         raise LoweringError(mm, str(e)) from None
     check = (plan.MultipleOf("K", 16, why),)
-    # B [.., K, N] -> [.., N, K]: the packing kernel's KP (its row length) is K itself
-    b, lead = mm.operands[1], ("BATCH",) if "BATCH" in env else ()
-    db = ctx.dims[b]
-    packed = ctx.temporary(args[1].value, "i8", [*db[:-2], db[-1], db[-2]], "_t")
-    name = f"{kname}_pack_b"
-    with mm.location:
-        generated.declare(ctx.module, name, [("src", "i8", ("K", "N")), ("dst", "i8", ("N", "KP"))],
-                          fp8_pack.generate(name, "i8", True), [1], {"fp8.pack": "cols"})
-    senv = {"K": db[-2], "N": db[-1], "KP": db[-2], **({"BATCH": env["BATCH"]} if lead else {})}
-    pack = dataclasses.replace(fp8_pack.step(name, True, args[1].value, packed, senv, lead),
-                               multiple_of=check)
-    params[1] = ("B", "i8", ("N", "K"))
-    args[1] = plan.TensorArg(packed, (*lead, "N", "K"))
-    return [pack, _sm90_step(ctx, mm, spec, params, env, args, None, check)]
+    lead = ("BATCH",) if "BATCH" in env else ()
+    steps = []
+    trans_a, trans_b = matmul_transposes(mm)
+    for i, role, copy in ((0, "A", trans_a), (1, "B", not trans_b)):
+        if not copy:
+            continue
+        # stored [.., K, X] -> [.., X, K]: the copying kernel's N is X, its KP (the row length) K itself
+        d = ctx.dims[mm.operands[i]]
+        packed = ctx.temporary(args[i].value, "i8", [*d[:-2], d[-1], d[-2]], "_t")
+        name = f"{kname}_pack_{role.lower()}"
+        with mm.location:
+            generated.declare(ctx.module, name, [("src", "i8", ("K", "N")), ("dst", "i8", ("N", "KP"))],
+                              fp8_pack.generate(name, "i8", True), [1], {"fp8.pack": "cols"})
+        senv = {"K": d[-2], "N": d[-1], "KP": d[-2], **({"BATCH": env["BATCH"]} if lead else {})}
+        steps.append(dataclasses.replace(fp8_pack.step(name, True, args[i].value, packed, senv, lead),
+                                         multiple_of=check))
+        rows = "M" if role == "A" else "N"
+        params[i] = (role, "i8", (rows, "K"))
+        args[i] = plan.TensorArg(packed, (*lead, rows, "K"))
+    return steps + [_sm90_step(ctx, mm, spec, params, env, args, None, check)]
 
 
 def _batch(env: dict) -> str | None:

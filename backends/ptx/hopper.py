@@ -150,8 +150,8 @@ def wgmma_ss_first(w: Writer, n: int, et: str, da: str, db: str, trans_b: int, b
     t = acc_type(et)
     ty = "{" + ", ".join([t] * (n // 2)) + "}"
     res = w.asm(f"{{ .reg .pred p; setp.ne.b32 p, ${n // 2 + 2}, 0; {op} {{{regs}}}, ${n // 2}, ${n // 2 + 1}, p"
-                f"{imm}; }}", ",".join([_REG[t]] * (n // 2) + ["l", "l", "r"]), [("i64", da), ("i64", db), ("i32", "0")],
-                ret=ty, hint="acc")
+                f"{imm}; }}", ",".join([_REG[t]] * (n // 2) + ["l", "l", "r"]),
+                [("i64", da), ("i64", db), ("i32", "0")], ret=ty, hint="acc")
     return [w.v(f"extractvalue {ty} {res}, {i}", "d") for i in range(n // 2)]
 
 

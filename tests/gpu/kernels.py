@@ -211,11 +211,20 @@ def batched_e4m3(A: tensor[fp8_e4m3, "B", "M", "K"], B: tensor[fp8_e4m3, "B", "K
 def linear_gelu_e4m3(X: tensor[fp8_e4m3, "T", "D"], W: tensor[fp8_e4m3, "D", "F"], b: tensor[bf16, "F"]):
     return op.gelu(op.bias_add(op.matmul(X, W, out_dtype=bf16), b))
 """, "sm_90a"),
-    # int8 GEMMs (i8 x i8 -> i32): A read as stored, B copied to [N, K], multiplied by wgmma's s8 kind
+    # int8 GEMMs (i8 x i8 -> i32) on wgmma's s8 kind, which reads A [M, K] and B as [N, K]: a B [K, N] and an Aᵀ
+    # are copied so first, A and a Bᵀ read as stored
     "hopper_int8": ("""
 @function
 def mm(A: tensor[i8, "M", "K"], B: tensor[i8, "K", "N"]):
     return A @ B
+
+@function
+def nt(A: tensor[i8, "M", "K"], Bt: tensor[i8, "N", "K"]):
+    return A @ op.transpose(Bt)
+
+@function
+def tn(At: tensor[i8, "K", "M"], B: tensor[i8, "K", "N"]):
+    return op.transpose(At) @ B
 
 @function
 def batched(A: tensor[i8, "B", "M", "K"], B: tensor[i8, "B", "K", "N"]):

@@ -1,6 +1,7 @@
 """The sm_90a int8 GEMM (backends/ptx/gemm_sm90.py's s8 kind, issue 17 item 2): i8 x i8 accumulated in i32
 and returned as i32, exactly as numpy's int32 matmul does, at sizes that are not multiples of the 128x256 tile
-(any M and N, K a multiple of 16), batched, and refused at the launch where K is not a multiple of 16."""
+(any M and N, K a multiple of 16), of stored transposes, batched, and refused at the launch where K is not a
+multiple of 16."""
 
 import numpy as np
 import pytest
@@ -36,6 +37,16 @@ def test_int8_gemm_extremes(program, hopper):
     B[:, 1::2] = 127
     got = program("hopper_int8").mm(A, B)
     np.testing.assert_array_equal(got, A.astype(np.int32) @ B.astype(np.int32))
+
+
+@pytest.mark.parametrize("M, K, N", [(300, 272, 264), (129, 1024, 77)])
+def test_int8_gemm_of_stored_transposes(program, hopper, M, K, N):
+    """A @ Bᵀ reads a stored Bᵀ [N, K] in place (no copy); Aᵀ @ B copies both to K-major rows first."""
+    prog = program("hopper_int8")
+    A, B = int8(M, K), int8(K, N)
+    want = A.astype(np.int32) @ B.astype(np.int32)
+    np.testing.assert_array_equal(prog.nt(A, np.ascontiguousarray(B.T)), want)
+    np.testing.assert_array_equal(prog.tn(np.ascontiguousarray(A.T), B), want)
 
 
 def test_int8_gemm_batched(program, hopper):

@@ -122,6 +122,26 @@ def test_int8_matmul_reads_a_as_stored_and_b_copied_k_major():
     assert kernels["f__gemm0_n128"].props["ptx.mma"] == "wgmma m64n128k32 s8 x s8"
 
 
+def test_int8_operands_are_copied_k_major_only_where_not_stored_so():
+    """wgmma reads A [M, K] and B [N, K]: a stored Bᵀ is read in place, an Aᵀ copied as B [K, N] is."""
+    src = """
+@function
+def nt(A: tensor[i8, "M", "K"], Bt: tensor[i8, "N", "K"]):
+    return A @ op.transpose(Bt)
+
+@function
+def tn(At: tensor[i8, "B", "K", "M"], Bt: tensor[i8, "B", "N", "K"]):
+    return op.matmul(op.transpose(At, (0, 2, 1)), op.transpose(Bt, (0, 2, 1)))
+"""
+    plans = _compile(src).metadata["plans"]
+    (gemm,) = plans["nt"]["steps"]
+    assert [(a["value"], a["shape"]) for a in gemm["args"][:2]] == [("v0", ["M", "K"]), ("v1", ["N", "K"])]
+    copy_a, gemm = plans["tn"]["steps"]
+    assert copy_a["kernel"] == "tn__gemm0_pack_a" and copy_a["args"][0]["value"] == "v0"
+    assert [(a["value"], a["shape"]) for a in gemm["args"][:2]] == \
+        [(copy_a["args"][1]["value"], ["BATCH", "M", "K"]), ("v1", ["BATCH", "N", "K"])]
+
+
 @pytest.mark.parametrize("arch, k, message", [
     ("sm_90", '"K"', r"integer matmul \(i8\) has no ptx kernel yet"),   # wgmma is sm_90a's
     ("sm_80", '"K"', r"integer matmul \(i8\) has no ptx kernel yet"),
