@@ -123,23 +123,22 @@ def test_int8_matmul_reads_a_as_stored_and_b_copied_k_major():
 
 
 def test_int8_operands_are_copied_k_major_only_where_not_stored_so():
-    """wgmma reads A [M, K] and B [N, K]: a stored Bᵀ is read in place, an Aᵀ copied as B [K, N] is."""
-    src = """
-@function
-def nt(A: tensor[i8, "M", "K"], Bt: tensor[i8, "N", "K"]):
-    return A @ op.transpose(Bt)
-
-@function
-def tn(At: tensor[i8, "B", "K", "M"], Bt: tensor[i8, "B", "N", "K"]):
-    return op.matmul(op.transpose(At, (0, 2, 1)), op.transpose(Bt, (0, 2, 1)))
-"""
-    plans = _compile(src).metadata["plans"]
-    (gemm,) = plans["nt"]["steps"]
-    assert [(a["value"], a["shape"]) for a in gemm["args"][:2]] == [("v0", ["M", "K"]), ("v1", ["N", "K"])]
-    copy_a, gemm = plans["tn"]["steps"]
-    assert copy_a["kernel"] == "tn__gemm0_pack_a" and copy_a["args"][0]["value"] == "v0"
-    assert [(a["value"], a["shape"]) for a in gemm["args"][:2]] == \
-        [(copy_a["args"][1]["value"], ["BATCH", "M", "K"]), ("v1", ["BATCH", "N", "K"])]
+    """wgmma reads A [M, K] and B [N, K]: A and a stored Bᵀ are read in place, a row-major B and a stored Aᵀ
+    copied K-major first (the GPU tests' programs, tests/gpu/test_int8_gemm_gpu.py); ptxas: no spills."""
+    result = _compile(_gpu_program("hopper_int8"))
+    plans = result.metadata["plans"]
+    steps = {f: [(s["kernel"], [a["shape"] for a in s["args"]]) for s in p["steps"]] for f, p in plans.items()}
+    assert steps["nt"] == [("nt__gemm0", [["M", "K"], ["N", "K"], ["M", "N"]])]
+    assert steps["tn"] == [("tn__gemm0_pack_a", [["K", "N"], ["N", "KP"]]),
+                           ("tn__gemm0_pack_b", [["K", "N"], ["N", "KP"]]),
+                           ("tn__gemm0", [["M", "K"], ["N", "K"], ["M", "N"]])]
+    assert steps["batched"] == [("batched__gemm0_pack_b", [["BATCH", "K", "N"], ["BATCH", "N", "KP"]]),
+                                ("batched__gemm0", [["BATCH", "M", "K"], ["BATCH", "N", "K"], ["BATCH", "M", "N"]])]
+    # the copy of Aᵀ [K, M]: its N is M
+    assert plans["tn"]["steps"][0]["env"] == {"K": "K", "N": "M", "KP": "K"}
+    if ptxas.find():
+        k = {k.name: k for k in image.read_image(result.image).kernels}["nt__gemm0"]
+        assert k.regs == 168 and "ptx.spill_bytes" not in k.props
 
 
 @pytest.mark.parametrize("arch, k, message", [
