@@ -436,7 +436,8 @@ def _integer_32_or_64(t: ir.Type) -> bool:
 @positional_groups
 class AtomicRmwOp(TTile.Operation, name="atomic_rmw"):
     """``old = mem[indices]; mem[indices] = old <kind> value`` as one indivisible step, returning `old`.
-    `kind` is add (i32, i64 wrapping; f32) or max (signed i32, i64). `order` and `scope` as for
+    `kind` is add (i32, i64 wrapping; f32) or max (signed i32, i64; f32 as IEEE 754-2019 maximum: a NaN
+    wins, -0 < +0 where the target orders zeros, docs/language.md). `order` and `scope` as for
     `ttile.fence`; a relaxed atomic is still indivisible, it only orders nothing else."""
 
     value: ext.Operand[typing.Any]
@@ -453,8 +454,8 @@ class AtomicRmwOp(TTile.Operation, name="atomic_rmw"):
         str_attribute(self, "order", ATOMIC_ORDERS)
         str_attribute(self, "scope", ATOMIC_SCOPES)
         elem = _atomic_element(self, 1, [self.operation.operands[0].type], "value")
-        if not (_integer_32_or_64(elem) or kind == "add" and isinstance(elem, ir.F32Type)):
-            allowed = "i32, i64 or f32" if kind == "add" else "i32 or i64"
+        if not (_integer_32_or_64(elem) or isinstance(elem, ir.F32Type)):
+            allowed = "i32, i64 or f32"
             raise Invalid(f"atomic {kind} takes {allowed} elements, got {elem}")
 
 

@@ -8,9 +8,9 @@ After simt_to_gpu's "flat" abi each atomic addresses a 1-D ``memref<?xT>`` at a 
 ``OpPtrAccessChain`` on the tensor's CrossWorkgroup pointer and the atomic
 with its scope (block Workgroup, device Device, system CrossDevice) and memory semantics (the order, plus the
 memory class it orders: CrossWorkgroupMemory, or WorkgroupMemory for shared memory; a relaxed atomic is
-None). i32/i64 add and max are OpAtomicIAdd / OpAtomicSMax; f32 add, with no core SPIR-V instruction
-(SPV_EXT_shader_atomic_float_add is an extension OpenCL drivers may lack), is a compare-and-swap loop on the
-value's bits; a fence is OpMemoryBarrier.
+None). i32/i64 add and max are OpAtomicIAdd / OpAtomicSMax; f32 add and max, with no core SPIR-V instruction
+(SPV_EXT_shader_atomic_float_add / _min_max are extensions OpenCL drivers may lack), are a compare-and-swap
+loop on the value's bits (max: arith.maximumf, IEEE maximum: a NaN wins); a fence is OpMemoryBarrier.
 """
 
 from __future__ import annotations
@@ -77,10 +77,12 @@ def run(module: ir.Module) -> bool:
             if name == "ttile.atomic_cas":
                 fail = _semantics(FAILURE[order], memory)
                 result = spirv.AtomicCompareExchangeOp(pointer, scope, sem, fail, operands[1], operands[0]).result
+            elif isinstance(et, ir.F32Type):
+                combine = arith.MaximumFOp if ir.StringAttr(op.attributes["kind"]).value == "max" else arith.AddFOp
+                result = _float_rmw(pointer, storage, scope, sem, _semantics(FAILURE[order], memory), operands[0],
+                                    combine)
             elif ir.StringAttr(op.attributes["kind"]).value == "max":
                 result = spirv.AtomicSMaxOp(pointer, scope, sem, operands[0]).result
-            elif isinstance(et, ir.F32Type):
-                result = _float_add(pointer, storage, scope, sem, _semantics(FAILURE[order], memory), operands[0])
             else:
                 result = spirv.AtomicIAddOp(pointer, scope, sem, operands[0]).result
         op.results[0].replace_all_uses_with(result)
@@ -101,9 +103,10 @@ def declare_int64_atomics(module: ir.Module) -> None:
                     sm.attributes["vce_triple"] = ir.Attribute.parse(vce.replace("[", "[Int64Atomics, ", 1))
 
 
-def _float_add(pointer, storage: str, scope, sem, fail, value) -> ir.Value:
-    """`*pointer += value` (f32) as a compare-and-swap loop on the bits: read, add, swap if unchanged, else
-    retry with the value found. Returns the value the successful swap replaced."""
+def _float_rmw(pointer, storage: str, scope, sem, fail, value, combine) -> ir.Value:
+    """`*pointer = combine(*pointer, value)` (f32; `combine` an arith op class: AddFOp, MaximumFOp) as a
+    compare-and-swap loop on the bits: read, combine, swap if unchanged, else retry with the value found.
+    Returns the value the successful swap replaced."""
     i32, f32 = ir.IntegerType.get_signless(32), ir.F32Type.get()
     bits_ptr = spirv.BitcastOp(ir.Type.parse(f"!spirv.ptr<i32, {storage}>"), pointer).result
     first = spirv.AtomicLoadOp(bits_ptr, scope, fail, results=[i32]).result
@@ -111,7 +114,7 @@ def _float_add(pointer, storage: str, scope, sem, fail, value) -> ir.Value:
     before = loop.before.blocks.append(i32, i32)
     with ir.InsertionPoint(before):
         expected = before.arguments[0]
-        new = arith.BitcastOp(i32, arith.AddFOp(arith.BitcastOp(f32, expected).result, value).result).result
+        new = arith.BitcastOp(i32, combine(arith.BitcastOp(f32, expected).result, value).result).result
         found = spirv.AtomicCompareExchangeOp(bits_ptr, scope, sem, fail, new, expected).result
         retry = arith.CmpIOp(arith.CmpIPredicate.ne, found, expected).result
         scf.ConditionOp(retry, [found, expected])

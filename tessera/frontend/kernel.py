@@ -511,9 +511,9 @@ class KernelBuilder(ast.NodeVisitor):
         elem = t.elem_type
         kind = name[len("atomic_"):]
         ok = isinstance(elem, ir.IntegerType) and ir.IntegerType(elem).width in (32, 64) or (
-            kind == "add" and isinstance(elem, ir.F32Type))
+            kind in ("add", "max") and isinstance(elem, ir.F32Type))
         if not ok:
-            allowed = {"add": "i32, i64 or f32", "max": "i32 or i64", "cas": "i32 or i64"}[kind]
+            allowed = {"add": "i32, i64 or f32", "max": "i32, i64 or f32", "cas": "i32 or i64"}[kind]
             raise self.error(node, f"tile.{name} takes a tensor of {allowed} elements; '{t.name}' has {elem}")
         idx = self.indices(t, target.slice)
         operands = [self.typer.cast(self.expr(a), elem, a).value for a in node.args[1:]]

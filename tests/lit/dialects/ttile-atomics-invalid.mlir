@@ -49,9 +49,9 @@ func.func @value_type(%m: memref<?xi32>, %i: index, %v: i64) {
 
 // -----
 
-func.func @float_max(%m: memref<?xf32>, %i: index, %v: f32) {
-  // expected-error @+1 {{'ttile.atomic_rmw' atomic max takes i32 or i64 elements, got f32}}
-  %0 = "ttile.atomic_rmw"(%v, %m, %i) {kind = "max", order = "relaxed", scope = "device"} : (f32, memref<?xf32>, index) -> f32
+func.func @double_max(%m: memref<?xf64>, %i: index, %v: f64) {
+  // expected-error @+1 {{'ttile.atomic_rmw' atomic max takes i32, i64 or f32 elements, got f64}}
+  %0 = "ttile.atomic_rmw"(%v, %m, %i) {kind = "max", order = "relaxed", scope = "device"} : (f64, memref<?xf64>, index) -> f64
   return
 }
 

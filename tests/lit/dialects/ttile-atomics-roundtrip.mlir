@@ -13,3 +13,10 @@ func.func @atomics(%h: memref<?x?xi32>, %f: memref<?xf32, #gpu.address_space<wor
   "ttile.fence"() {order = "acquire", scope = "block"} : () -> ()
   return %0, %1, %2 : i32, f32, i64
 }
+
+// CHECK-LABEL: func.func @float_max
+func.func @float_max(%m: memref<?xf32>, %i: index, %x: f32) -> f32 {
+  // CHECK: "ttile.atomic_rmw"(%{{.+}}, %{{.+}}, %{{.+}}) {kind = "max", order = "seq_cst", scope = "device"} : (f32, memref<?xf32>, index) -> f32
+  %0 = "ttile.atomic_rmw"(%x, %m, %i) {kind = "max", order = "seq_cst", scope = "device"} : (f32, memref<?xf32>, index) -> f32
+  return %0 : f32
+}

@@ -11,10 +11,11 @@ def hist(X: tensor[int, "N"], H: tensor[int, "B"]):
 
 
 @kernel
-def scatter(X: tensor[float, "N"], I: tensor[int, "N"], Out: tensor[float, "M"]):
+def scatter(X: tensor[float, "N"], I: tensor[int, "N"], Out: tensor[float, "M"], Top: tensor[float, "M"]):
     i = launch.thread_id()
     if i < X.shape[0]:
         tile.atomic_add(Out[I[i]], X[i], order="acq_rel", scope="block")
+        tile.atomic_max(Top[I[i]], X[i], order="seq_cst", scope="device")
 
 
 @kernel

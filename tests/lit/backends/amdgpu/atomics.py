@@ -7,6 +7,7 @@
 # CHECK:         atomicrmw add ptr addrspace(1) %{{.+}}, i32 1 syncscope("agent") monotonic, align 4
 # CHECK-LABEL: define amdgpu_kernel void @scatter(
 # CHECK:         atomicrmw fadd ptr addrspace(1) %{{.+}}, float %{{.+}} syncscope("workgroup") acq_rel, align 4
+# CHECK:         atomicrmw fmaximum ptr addrspace(1) %{{.+}}, float %{{.+}} syncscope("agent") seq_cst, align 4
 # CHECK-LABEL: define amdgpu_kernel void @orders(
 # CHECK:         atomicrmw max ptr addrspace(1) %{{.+}}, i64 %{{.+}} release, align 8
 # CHECK-NEXT:    fence syncscope("workgroup") acquire

@@ -13,6 +13,8 @@
 # WARPS-NEXT:      llvm.atomicrmw add %[[P]], %c1_i32 monotonic : !llvm.ptr, i32
 # WARPS-LABEL: func.func @scatter(
 # WARPS:           llvm.atomicrmw fadd %{{.+}}, %{{.+}} acq_rel : !llvm.ptr, f32
+# f32 max is IEEE maximum (a NaN wins, -0 < +0): LLVM's fmaximum, which x86 expands to a cmpxchg loop.
+# WARPS:           llvm.atomicrmw fmaximum %{{.+}}, %{{.+}} seq_cst : !llvm.ptr, f32
 # WARPS-LABEL: func.func @orders(
 # WARPS:           llvm.atomicrmw max %{{.+}}, %{{.+}} release : !llvm.ptr, i64
 # WARPS:         llvm.fence acquire
@@ -24,7 +26,8 @@
 # LLIR:         atomicrmw add ptr %{{.+}}, i32 1 monotonic, align 4
 # LLIR-NOT:     syncscope
 # LLIR-LABEL: define void @tsr_cpu_scatter(
-# LLIR:         atomicrmw fadd ptr %{{.+}}, float %{{.+}} acq_rel, align 4
+# LLIR-DAG:     atomicrmw fadd ptr %{{.+}}, float %{{.+}} acq_rel, align 4
+# LLIR-DAG:     atomicrmw fmaximum ptr %{{.+}}, float %{{.+}} seq_cst, align 4
 # LLIR-LABEL: define void @tsr_cpu_orders(
 # LLIR-DAG:     cmpxchg ptr %{{.+}}, i32 0, i32 1 acquire acquire, align 4
 # LLIR-DAG:     cmpxchg ptr %{{.+}}, i32 0, i32 1 seq_cst seq_cst, align 4

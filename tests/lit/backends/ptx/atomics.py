@@ -19,6 +19,14 @@
 # PTX:         atom.relaxed.gpu.global.add.u32 %r{{[0-9]+}}, [%rd{{[0-9]+}}], %r{{[0-9]+}};
 # PTX-LABEL: .visible .entry scatter(
 # PTX:         atom.acq_rel.cta.global.add.f32 %r{{[0-9]+}}, [%rd{{[0-9]+}}], %r{{[0-9]+}};
+# f32 max (PTX has no atom.max.f32): a NaN made the canonical 0x7fc00000 (2143289344), then the bits by
+# atom.max.s32 where the sign bit is clear, by atom.min.u32 where it is set.
+# PTX:         setp.nan.f32 [[NAN:%p[0-9]+]], [[X:%r[0-9]+]], [[X]];
+# PTX:         selp.b32 [[B:%r[0-9]+]], 2143289344, [[X]], [[NAN]];
+# PTX:         setp.ge.s32 p, [[B]], 0;
+# PTX-NEXT:    fence.sc.gpu;
+# PTX-NEXT:    @p atom.acq_rel.gpu.global.max.s32 %r{{[0-9]+}}, [%rd{{[0-9]+}}], [[B]];
+# PTX-NEXT:    @!p atom.acq_rel.gpu.global.min.u32 %r{{[0-9]+}}, [%rd{{[0-9]+}}], [[B]];
 # PTX-LABEL: .visible .entry orders(
 # PTX:         atom.release.sys.global.max.s64 %rd{{[0-9]+}}, [%rd{{[0-9]+}}], %rd{{[0-9]+}};
 # PTX:         fence.acq_rel.cta;
