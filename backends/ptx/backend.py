@@ -54,7 +54,7 @@ class PTXBackend(Backend):
                            shared_memory=SHARED_MEMORY[sm(arch)], matmul_schedule=schedule,
                            fused_attention_backward=frozenset({"bf16", "f16"}) if arch == "sm_90a" else frozenset(),
                            attention_delta=frozenset({"bf16", "f16"}) if arch == "sm_90a" else frozenset(),
-                           gemm_transposes=frozenset(gemm_lowering.GEMM_TRANSPOSES) if arch == "sm_90a" else frozenset(),
+                           gemm_transposes=frozenset(gemm_lowering.GEMM_TRANSPOSES if arch == "sm_90a" else ()),
                            # wgmma's s8 kind (gemm_sm90.py); other architectures refuse an integer matmul
                            integer_matmul=frozenset({"i8"}) if arch == "sm_90a" else frozenset())
 

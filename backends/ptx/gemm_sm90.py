@@ -302,7 +302,7 @@ def _k_step(w: Writer, spec: Sm90GemmSpec, bars: str, base: str, a_off: str, g: 
 def _k_loop(w: Writer, spec: Sm90GemmSpec, kt_n: str, cit: str, bars: str, base: str, a_off: str,
             leader: str) -> list[str]:
     """A consumer's K steps of one tile (from block `ck`, entered from `ctile_go`, to block `ckdone`, which
-    holds the result). 16-bit operands: one group of wgmmas in flight, the stage before it freed.
+    holds the result). 16-bit and i8 operands: one group of wgmmas in flight, the stage before it freed.
 
     fp8 operands: Hopper's fp8 wgmma sums its products with fewer bits than fp32 (about 13 of the fraction:
     2e-4 relative errors in one step, measured on an H200; DeepSeek-V3's report saw the same), and so would
