@@ -10,7 +10,7 @@ import functools
 import os
 
 from ...options import CompileOptions
-from ...numerics import matrix_units
+from ...numerics import matrix_units, profiles
 from ...targets import TargetFacts
 from ..contract import Backend
 from ..symbol_names import ptx_identifier
@@ -33,7 +33,8 @@ class PTXBackend(Backend):
         if options.warp_size != WARP_SIZE:
             raise ValueError(f"the ptx target has warps of {WARP_SIZE} lanes, not {options.warp_size}")
         return {"arch": arch or "sm_80", "opt_level": options.opt_level, "bounds_checks": options.gpu_bounds_checks,
-                "fused_dq": "never" if options.numerics == "strict" else
+                "exact_math": options.numerics == "strict",
+                "fused_dq": "never" if profiles.deterministic(options.numerics) else
                 {"0": "never", "1": "always"}.get(os.environ.get("TESSERA_ATTENTION_FUSED_DQ", ""), "faster")}
 
     def tool_versions(self) -> tuple[str, ...]:

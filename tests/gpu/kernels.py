@@ -113,6 +113,15 @@ def _bf16_gemms(source: str) -> str:
 
 TRAIN_MLP_BF16 = _bf16_gemms((REPO / "examples" / "graph" / "train_mlp.py").read_text())
 
+# the deterministic numerics profile's program (test_determinism_gpu.py): a bf16 GEMM (wgmma), row and column
+# sums, a whole-tensor sum split over blocks, a softmax and elementwise exp and division
+DETERMINISTIC = """
+@function
+def prog(A: tensor[bf16, "M", "K"], B: tensor[bf16, "K", "N"], X: tensor[f32, "R", "D"]):
+    return (op.matmul(A, B), op.sum(X, axis=-1), op.sum(X, axis=0), op.sum(X), op.softmax(X),
+            op.exp(X) / (X * X + 1.0))
+"""
+
 SPLIT_REDUCE = """
 from tessera import bf16, f32, function, op, tensor
 
@@ -247,6 +256,10 @@ def batched(A: tensor[i8, "B", "M", "K"], B: tensor[i8, "B", "K", "N"]):
     "autodiff_xent": (AUTODIFF_XENT, "sm_80"),
     # reductions of few, long rows split into chunks (kernelgen.SPLIT_CHUNK; test_split_reduce_gpu.py)
     "split_reduce": (SPLIT_REDUCE, "sm_90a"),
+    # compiled under the deterministic numerics profile (OPTIONS): test_determinism_gpu.py; the attention
+    # backward adds dQ in a kernel of its own there, never by atomics
+    "deterministic_sm90a": (DETERMINISTIC, "sm_90a"),
+    "deterministic_attention_bwd": (ATTENTION_BWD, "sm_90a"),
     "strided_reduce": (STRIDED_REDUCE, "sm_80"),
     # whole programs for tests/c/host_programs.c (test_program_hosts.py): mlp.py's mlp_block alone (OPTIONS; its
     # swiglu multiplies f32, which the ptx GEMMs refuse) and the transformer block (flash attention: sm_90a)
@@ -302,7 +315,8 @@ def 数据(A: tensor[f32, "M"], B: tensor[f32, "M"]):
 
 # Compile options beyond target and arch, by program.
 OPTIONS = {"bounds_checked": {"gpu_bounds_checks": True}, "graph_mlp": {"kernels": ("mlp_block",)},
-           "unicode_names": {"gpu_bounds_checks": True}}
+           "unicode_names": {"gpu_bounds_checks": True}, "deterministic_sm90a": {"numerics": "deterministic"},
+           "deterministic_attention_bwd": {"numerics": "deterministic"}}
 
 # Programs of several modules, linked by tessera-link: {name: {module: source}}, the first module calling an
 # export of the others. Built per target (ptx at LINKED_ARCH, and cpu for the comparison on the host).
