@@ -12,9 +12,13 @@ from ..mlir import ext, ir
 from .support import Invalid, declared_attributes, int_attr, verifier
 
 UNARY_FNS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "neg",
-             "abs", "erf", "square", "reciprocal")
+             "abs", "erf", "square", "reciprocal", "round", "invert")
 COMPARE_FNS = ("lt", "le", "gt", "ge", "eq", "ne")
-BINARY_FNS = ("add", "sub", "mul", "div", "max", "min", "pow", "floordiv", "mod", *COMPARE_FNS)
+# numpy's bitwise_and/or/xor (of bool tensors: logical and/or/xor) and left/right_shift (docs/language.md)
+BITWISE_FNS = ("and", "or", "xor")
+SHIFT_FNS = ("shl", "shr")
+BINARY_FNS = ("add", "sub", "mul", "div", "max", "min", "pow", "floordiv", "mod", *COMPARE_FNS, *BITWISE_FNS,
+              *SHIFT_FNS)
 # the functions of one kind of element only: true division and powers of floats; Python's floor division and
 # modulo (the divisor's sign) of integers (docs/language.md, "Integer tensors")
 FLOAT_ONLY = ("div", "pow")
@@ -170,7 +174,10 @@ class UnaryOp(_TensorOp, name="unary", traits=[ext.Pure]):
             raise Invalid(f"unknown function '{fn}' (known: {', '.join(UNARY_FNS)})")
         if ts[0] != ts[1]:
             raise Invalid(f"result type {ts[1]} must equal the operand type {ts[0]}")
-        if fn not in ("neg", "abs", "relu", "square") and not _floats(ts[0]):
+        if fn == "invert":  # numpy's invert: ~x of an integer, logical not of a bool
+            if not isinstance(ts[0].element_type, ir.IntegerType):
+                raise Invalid(f"'invert' needs an integer or bool (i1) tensor, got {ts[0].element_type}")
+        elif fn not in ("neg", "abs", "relu", "square") and not _floats(ts[0]):
             raise Invalid(f"'{fn}' needs a floating-point tensor, got {ts[0].element_type}")
 
 
@@ -198,6 +205,10 @@ class BinaryOp(_TensorOp, name="binary", traits=[ext.Pure]):
                           f"{b.element_type} -> {c.element_type}")
         if fn in FLOAT_ONLY and not _floats(a) or fn in INT_ONLY and not isinstance(a.element_type, ir.IntegerType):
             kind = "floating-point" if fn in FLOAT_ONLY else "integer"
+            raise Invalid(f"'{fn}' needs {kind} tensors, got {a.element_type}")
+        if fn in BITWISE_FNS and not isinstance(a.element_type, ir.IntegerType) or fn in SHIFT_FNS and (
+                not isinstance(a.element_type, ir.IntegerType) or _bool(a.element_type)):
+            kind = "integer or bool (i1)" if fn in BITWISE_FNS else "integer (not i1)"
             raise Invalid(f"'{fn}' needs {kind} tensors, got {a.element_type}")
         shape = broadcast(shape_of(a), shape_of(b))
         if shape is None:
@@ -393,6 +404,96 @@ class CastOp(_TensorOp, name="cast", traits=[ext.Pure]):
         acc = ir.TypeAttr(self.accum).value
         if _width(acc) < _width(r.element_type):
             raise Invalid(f"accumulator {acc} must be at least as wide as the element type {r.element_type}")
+
+
+# the one-byte types a tensor is quantized to, with the largest value each holds (values saturate to it)
+QUANTIZED = {"i8": 127.0, "f8E4M3FN": 448.0, "f8E5M2": 57344.0}
+GRANULARITIES = ("tensor", "channel", "block")
+
+
+def _check_scale(op, x, s) -> None:
+    """The scale's shape for the op's granularity: per tensor a 0-d tensor, per channel one value per
+    extent of `axis` [C], per block one value per `block` elements of the last axis [..., N/block]; f32."""
+    if not isinstance(s.element_type, ir.F32Type):
+        raise Invalid(f"the scale must be an f32 tensor, got {s.element_type}")
+    g = _str(op.granularity)
+    if g not in GRANULARITIES:
+        raise Invalid(f"unknown granularity '{g}' (known: {', '.join(GRANULARITIES)})")
+    axis, block, sx = int_attr(op.axis), int_attr(op.block), shape_of(x)
+    if g == "tensor":
+        want = []
+    elif g == "channel":
+        a = _axis(axis, x.rank)
+        if a is None:
+            raise Invalid(f"axis {axis} is out of range for rank {x.rank}")
+        want = [sx[a]]
+    else:
+        if block < 1 or x.rank < 1:
+            raise Invalid(f"blocks of {block} along the last axis need a positive block and rank >= 1")
+        if sx[-1] is not None and sx[-1] % block:
+            raise Invalid(f"the last extent {sx[-1]} is not a multiple of the block {block}")
+        want = sx[:-1] + [None if sx[-1] is None else sx[-1] // block]
+    if not compatible(shape_of(s), want):
+        raise Invalid(f"a per-{g} scale must have shape {want}, got {shape_of(s)}")
+
+
+def _check_quantized(op, x, s, r, quantized) -> None:
+    """quantize's (`quantized` is the result) or dequantize's (the input) types: one side one-byte, the
+    other floating point, one shape, and the scale's rules."""
+    for t, side in ((x, "input"), (r, "result")):
+        if t is quantized and str(t.element_type) not in QUANTIZED:
+            raise Invalid(f"the {side} must be i8, f8E4M3FN or f8E5M2, got {t.element_type}")
+        if t is not quantized and not _floats(t):
+            raise Invalid(f"the {side} must be floating point, got {t.element_type}")
+    if not compatible(shape_of(x), shape_of(r)):
+        raise Invalid(f"the result must have the input's shape {shape_of(x)}, got {shape_of(r)}")
+    _check_scale(op, x, s)
+
+
+class _ScaledOp(_TensorOp):
+    """The operands and attributes quantize and dequantize share."""
+
+    input: ext.Operand[typing.Any]
+    scale: ext.Operand[typing.Any]
+    granularity: ir.StringAttr
+    axis: ir.IntegerAttr
+    block: ir.IntegerAttr
+    result: ext.Result[typing.Any]
+
+
+class QuantizeOp(_ScaledOp, name="quantize", traits=[ext.Pure]):
+    """``saturate(round_half_even(f32(x) / scale))`` in the result's one-byte type: i8 saturates to
+    [-128, 127], fp8 rounds to its grid and saturates at its largest finite value. `granularity` "tensor"
+    (a 0-d scale), "channel" (a [C] scale along `axis`) or "block" (one scale per `block` consecutive
+    elements of the last axis); `axis` and `block` are ignored where the granularity does not use them."""
+
+    def rules(self, *ts) -> None:
+        _check_quantized(self, *ts, quantized=ts[2])
+
+
+class DequantizeOp(_ScaledOp, name="dequantize", traits=[ext.Pure]):
+    """``f32(q) * scale``, rounded to the result's floating-point type; the scale as quantize's."""
+
+    def rules(self, *ts) -> None:
+        _check_quantized(self, *ts, quantized=ts[0])
+
+
+class PushOp(_TensorOp, name="push", traits=[ext.Pure]):
+    """A history kept as a value: `history` [H] shifted one place, `value` (0-d) first, the oldest entry
+    dropped — ``[value, history[0], …, history[H-2]]``. An amax history for delayed scaling
+    (op.amax_scale) is passed in and returned this way, as functional programs keep state."""
+
+    value: ext.Operand[typing.Any]
+    history: ext.Operand[typing.Any]
+    result: ext.Result[typing.Any]
+
+    def rules(self, *ts) -> None:
+        v, h, r = ts
+        if v.rank != 0 or h.rank != 1:
+            raise Invalid(f"pushes a 0-d value onto a 1-D history, got ranks {v.rank} and {h.rank}")
+        if v.element_type != h.element_type or r != h:
+            raise Invalid(f"the value, the history and the result must share the history's type {h}, got "
+                          f"{v.element_type} and {r}")
 
 
 class DropoutOp(_TensorOp, name="dropout", traits=[ext.Pure]):
@@ -641,5 +742,5 @@ def _width(t: ir.Type) -> int:
 
 
 __all__ = [name for name in dir() if name.endswith("Op")] + ["TTensor", "UNARY_FNS", "BINARY_FNS",
-                                                            "REDUCE_KINDS", "ATTENTION_WRT", "broadcast",
-                                                            "shape_of"]
+                                                            "REDUCE_KINDS", "ATTENTION_WRT", "QUANTIZED",
+                                                            "broadcast", "shape_of"]

@@ -309,6 +309,7 @@ _UNARY = {
     "erf": lambda e, x, y: e.scale(e.un("exp", e.un("neg", e.un("square", x))), 2 / math.sqrt(math.pi)),
     "square": lambda e, x, y: e.scale(x, 2.0),
     "reciprocal": lambda e, x, y: e.un("neg", e.un("square", y)),
+    "round": lambda e, x, y: e.zeros_like(y),   # a step function: 0 wherever it is differentiable
 }
 
 

@@ -12,6 +12,15 @@ recompute the probabilities P = softmax(scale · Q Kᵀ) as the forward's decomp
 dV = Pᵀ dO, dS = P ∘ (dO Vᵀ − delta), dQ = scale · dS K, dK = scale · dSᵀ Q as GEMMs and elementwise ops: the
 S×S matrices P, dO Vᵀ and dS are materialised. The gradients of one attention (same operands) share one P
 and one dS. With P recomputed the lse is unused and goes; one that something else reads is rewritten too.
+
+`quantize` and `dequantize` on every target: rewritten as the elementwise ops of their definition, so that
+the fusion phase joins them with their neighbours (a requantizing epilogue is one kernel) and every
+backend's elementwise path runs them. The scale is divided in broadcast: as is per tensor, reshaped to
+[1, .., C, .., 1] per channel, and per block both sides reshaped so that a block is a trailing axis of its own
+([..., N/B, B] against [..., N/B, 1]) and the result reshaped back (reshapes are views, no copies).
+quantize to i8 = cast(round(min(max(f32(x) / s, -128), 127))): clamped first, so the rounding (half to
+even) is exact and the cast converts an integer; to fp8 = cast(f32(x) / s), the cast rounding to the grid
+and saturating. dequantize = f32(q) * s, cast to the result type.
 """
 
 from __future__ import annotations
@@ -197,3 +206,55 @@ def _rewrite_lse(op, dims: dict) -> None:
         out = _bin("sub", m, big)
     op.results[0].replace_all_uses_with(out)
     op.operation.erase()
+
+
+def quantization(fn) -> int:
+    """Rewrites every quantize and dequantize of `fn` (see the module's docstring); returns how many."""
+    ops = [op for op in graph_ops(fn) if op.operation.name in ("ttensor.quantize", "ttensor.dequantize")]
+    dims = graph_shapes.infer(fn) if ops else {}
+    named = [(dims[op.operands[0]], dims[op.operands[1]]) for op in ops]   # before rewrites replace operands
+    for op, (xdims, sdims) in zip(ops, named):
+        with op.location, ir.InsertionPoint(op):
+            out = _quantized(op, xdims, sdims)
+        op.results[0].replace_all_uses_with(out)
+        op.operation.erase()
+    return len(ops)
+
+
+def _reshape(x, shape: list, named: list | None = None) -> ir.Value:
+    """x reshaped to `shape`; `named` gives every extent's expression (graph_shapes' dims), so that a reshape
+    with several extents known only at run time can still be planned."""
+    r = ttensor.ReshapeOp(x, result=ir.RankedTensorType.get(shape, _elt(x)))
+    if named is not None:
+        r.attributes["tessera.result_dims"] = ir.ArrayAttr.get([ir.StringAttr.get(str(d)) for d in named])
+    return r.result
+
+
+def _quantized(op, xdims: list, sdims: list) -> ir.Value:
+    """The ops of one quantize or dequantize; `xdims`, `sdims`: its operands' extents (graph_shapes)."""
+    x, s = op.operands[0], op.operands[1]
+    f32 = ir.F32Type.get()
+    granularity = ir.StringAttr(op.attributes["granularity"]).value
+    shape, rank = _shape(x.type), len(_shape(x.type))
+    if granularity == "channel":
+        axis = ir.IntegerAttr(op.attributes["axis"]).value % rank
+        if axis != rank - 1:   # a [C] scale broadcasts along the last axis as it is
+            s = _reshape(s, [_shape(s.type)[0] if i == axis else 1 for i in range(rank)])
+    elif granularity == "block":
+        block = ir.IntegerAttr(op.attributes["block"]).value
+        n = shape[-1]
+        x = _reshape(x, shape[:-1] + [n // block if n != ir.ShapedType.get_dynamic_size() else n, block],
+                     xdims[:-1] + [str(n // block) if str(xdims[-1]).isdigit() else f"({xdims[-1]})//{block}",
+                                   str(block)])
+        s = _reshape(s, _shape(s.type) + [1], sdims + ["1"])
+    t = _to(x, f32)
+    element = ir.RankedTensorType(op.results[0].type).element_type
+    if op.operation.name == "ttensor.quantize":
+        t = _bin("div", t, s)
+        if isinstance(element, ir.IntegerType):
+            t = _bin("min", _bin("max", t, _const(-128.0, f32)), _const(127.0, f32))
+            t = ttensor.UnaryOp(t, fn=ir.StringAttr.get("round"), result=t.type).result
+    else:
+        t = _bin("mul", t, s)
+    t = _to(t, element)
+    return _reshape(t, shape, xdims) if granularity == "block" else t

@@ -103,6 +103,8 @@ def kind_of(op) -> str | None:
         return "attention_bwd"
     if name in ("ttensor.load_blocks", "ttensor.store_blocks"):
         return "blocks"
+    if name == "ttensor.push":   # reads the history one place over: a kernel of its own (kernelgen.push)
+        return "push"
     return None
 
 
@@ -478,8 +480,17 @@ def _same_space(a: ir.Value, b: ir.Value, dims: dict) -> bool:
     ta, tb = ir.RankedTensorType(a.type), ir.RankedTensorType(b.type)
     if ta.shape != tb.shape or dims.get(a) != dims.get(b):
         return False
-    floats = {"f16", "bf16", "f32"}
-    return ta.element_type == tb.element_type or {str(ta.element_type), str(tb.element_type)} <= floats
+    floats = {"f16", "bf16", "f32", "f8E4M3FN", "f8E5M2"}   # fp8 computes in f32 too (fp8_fallback.py)
+    return ta.element_type == tb.element_type or {str(ta.element_type), str(tb.element_type)} <= floats \
+        or _converts(a, b) or _converts(b, a)
+
+
+def _converts(a: ir.Value, b: ir.Value) -> bool:
+    """Is `a` a cast of `b`? The kernel converts the value it computes (an integer to its float, a float
+    rounded and saturated to an integer: quantize's i8 store, dequantize's load), so the two share a kernel
+    whatever their types: each op keeps computing in its own type (kernelgen.elementwise)."""
+    owner = a.owner
+    return isinstance(owner, ir.OpView) and owner.operation.name == "ttensor.cast" and owner.operands[0] == b
 
 
 def _step_name(op) -> str:

@@ -49,6 +49,31 @@ def _broadcast(a: Dims, b: Dims) -> Dims:
     return list(reversed(out))
 
 
+def broadcasts(fn, dims: dict) -> list[tuple[str, str]]:
+    """The pairs of different extents that `fn`'s ops broadcast against each other (each once, in program
+    order): the extents _broadcast joins as max(x, y), which is their broadcast only where a call gives them
+    equal, or one of them 1 and the other not 0 — the plan's `broadcasts`, which the runtime checks."""
+    pairs: list[tuple[str, str]] = []
+
+    def join(a: Dims, b: Dims) -> Dims:
+        for x, y in zip(reversed(a), reversed(b)):
+            if "1" not in (x, y) and x != y and (x, y) not in pairs:
+                pairs.append((x, y))
+        return _broadcast(a, b)
+
+    for op in graph_ops(fn):
+        name = op.operation.name
+        ins = [dims.get(o) for o in op.operands]
+        if name == "ttensor.binary":
+            join(ins[0], ins[1])
+        elif name == "ttensor.select":
+            join(join(ins[0], ins[1]), ins[2])
+        elif name == "ttensor.matmul":
+            a, b = (as_read(d, t) for d, t in zip(ins, matmul_transposes(op)))
+            join(a[:-2], b[:-2])
+    return pairs
+
+
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 
 
@@ -102,10 +127,13 @@ def _rule(op, ins: list[Dims]) -> list[Dims]:
     if name == "func.call":
         return _call_dims(op, ins)
     if name in ("ttensor.unary", "ttensor.softmax", "ttensor.log_softmax", "ttensor.layernorm", "ttensor.rmsnorm",
-                "ttensor.dropout", "ttensor.cast", "ttensor.bias_add", "tdist.all_reduce", "tdist.broadcast"):
+                "ttensor.dropout", "ttensor.cast", "ttensor.bias_add", "ttensor.quantize", "ttensor.dequantize",
+                "tdist.all_reduce", "tdist.broadcast"):
         return [ins[0]]
     if name == "ttensor.binary":
         return [_broadcast(ins[0], ins[1])]
+    if name == "ttensor.push":   # the history's extent
+        return [ins[1]]
     if name == "ttensor.select":
         return [_broadcast(_broadcast(ins[0], ins[1]), ins[2])]
     if name == "ttensor.matmul":

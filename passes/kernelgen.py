@@ -33,11 +33,17 @@ UNARY = {
     "silu": "{x} / (1.0 + math.exp(-{x}))", "sigmoid": "1.0 / (1.0 + math.exp(-{x}))", "tanh": "math.tanh({x})",
     "exp": "math.exp({x})", "log": "math.log({x})", "sqrt": "math.sqrt({x})", "rsqrt": "math.rsqrt({x})",
     "neg": "-{x}", "abs": "abs({x})", "erf": "math.erf({x})", "square": "{x} * {x}", "reciprocal": "1.0 / {x}",
+    "invert": "~{x}",
 }
 BINARY = {"add": "{a} + {b}", "sub": "{a} - {b}", "mul": "{a} * {b}", "div": "{a} / {b}", "max": "max({a}, {b})",
           "min": "min({a}, {b})", "pow": "{a} ** {b}", "lt": "{a} < {b}", "le": "{a} <= {b}", "gt": "{a} > {b}",
-          "ge": "{a} >= {b}", "eq": "{a} == {b}", "ne": "{a} != {b}"}
-INTEGERS = ("i8", "i16", "i32", "i64")
+          "ge": "{a} >= {b}", "eq": "{a} == {b}", "ne": "{a} != {b}", "and": "{a} & {b}", "or": "{a} | {b}",
+          "xor": "{a} ^ {b}", "shl": "{a} << ({b} & {mask})", "shr": "{a} >> ({b} & {mask})"}
+# u8 values are i32s holding 0..255 in a kernel (tessera/frontend/kernel.py, U8_VALUE): the signed ops on them
+# are the unsigned ones, and u8(x) wraps a result back into 0..255
+INTEGERS = ("i8", "i16", "i32", "i64", "u8")
+# functions whose u8 result can leave 0..255 in the i32 it is computed in, so it is wrapped: numpy's mod 256
+U8_WRAPS = ("add", "sub", "mul", "neg", "square", "invert", "shl")
 OWN_TYPE = (*INTEGERS, "bool")   # values a kernel keeps in their own type (a comparison's result is an i1)
 LOWEST_F32 = "-3.4028234663852886e38"
 LOWEST_F64 = "-1.7976931348623157e308"
@@ -65,8 +71,8 @@ def reduce_init(red: str, cdt: str) -> str:
     f64 reduction starts from an f64 one (else it would accumulate, and compare, in f32), and an integer one
     from a literal of its type (a bare integer is an index)."""
     if cdt in INTEGERS:
-        bits = int(cdt[1:])
-        start = {"sum": 0, "prod": 1, "max": -2 ** (bits - 1), "min": 2 ** (bits - 1) - 1}[red]
+        lo, hi = integer_range(cdt)
+        start = {"sum": 0, "prod": 1, "max": lo, "min": hi}[red]
         return f"{cdt}({start})"
     if cdt == "f32":
         return REDUCE_INIT[red]
@@ -92,34 +98,44 @@ def storage(dt: str) -> str:
 
 
 def accumulator_dtype(dt: str) -> str:
-    """The type a reduction of `dt` accumulates in: i8 and i16 in i32 (warp shuffles move 32-bit words; the
-    sum, product, maximum and minimum wrapped to the tensor's type at the store are those of the type's own
-    wrapping arithmetic), other types their compute type."""
-    return "i32" if dt in ("i8", "i16") else compute_dtype(dt)
+    """The type a reduction of `dt` accumulates in: i8, i16 and u8 in i32 (warp shuffles move 32-bit words;
+    the sum, product, maximum and minimum wrapped to the tensor's type at the store are those of the type's
+    own wrapping arithmetic), other types their compute type."""
+    return "i32" if dt in ("i8", "i16", "u8") else compute_dtype(dt)
+
+
+def integer_range(dt: str) -> tuple[int, int]:
+    """The least and greatest value of integer dtype `dt`."""
+    bits = int(dt[1:])
+    return (0, 2 ** bits - 1) if dt.startswith("u") else (-2 ** (bits - 1), 2 ** (bits - 1) - 1)
 
 
 def _literal(v: ir.Value) -> str:
     attr = v.owner.attributes["value"]
     if isinstance(attr, ir.IntegerAttr) and element_dtype(v) in INTEGERS:
-        return str(ir.IntegerAttr(attr).value)
+        lo, hi = integer_range(element_dtype(v))
+        return str((ir.IntegerAttr(attr).value - lo) % (hi - lo + 1) + lo)  # u8's bits may read back signed
     x = ir.FloatAttr(attr).value if isinstance(attr, ir.FloatAttr) else ir.IntegerAttr(attr).value
     return float_literal(x)
 
 
 def saturate(x: str, dt: str) -> str:
     """Float expression `x` converted to integer type `dt`: truncated toward zero (numpy's astype),
-    saturating at the type's range, NaN to 0, the same on every target (a bare conversion of a value out of
-    range is undefined in LLVM and SPIR-V)."""
-    bits = int(dt[1:])
-    edge = float_literal(2.0 ** (bits - 1))
-    return (f"({2 ** (bits - 1) - 1} if {x} >= {edge} else ({-2 ** (bits - 1)} if {x} < -{edge} else "
-            f"({dt}({x}) if {x} == {x} else {dt}(0))))")
+    saturating at the type's range (u8: a negative is 0), NaN to 0, the same on every target (a bare
+    conversion of a value out of range is undefined in LLVM and SPIR-V)."""
+    lo, hi = integer_range(dt)
+    return (f"({dt}({hi}) if {x} >= {float_literal(hi + 1.0)} else ({dt}({lo}) if {x} < {float_literal(lo)} "
+            f"else ({dt}({x}) if {x} == {x} else {dt}(0))))")
 
 
-def floor_divide(a: str, b: str, mod: bool) -> str:
+def floor_divide(a: str, b: str, mod: bool, unsigned: bool = False) -> str:
     """Python's a // b or a % b of integer expressions, as numpy's: a zero divisor gives 0 for both, and the
     type's minimum // -1 wraps to itself. The kernel divides by 1 in place of 0 and -1 (dividing by 0, or
-    the minimum by -1, traps on x86 and is undefined in LLVM, PTX and SPIR-V)."""
+    the minimum by -1, traps on x86 and is undefined in LLVM, PTX and SPIR-V). Unsigned operands (u8, held
+    non-negative) have no -1 and no floor to take: plain division, only 0 guarded."""
+    if unsigned:
+        d = f"({b} if {b} != 0 else 1)"
+        return f"({a} % {d})" if mod else f"(0 if {b} == 0 else {a} // {d})"
     d = f"({b} if {b} != 0 and {b} != -1 else 1)"
     if mod:
         return f"({a} % {d})"
@@ -281,14 +297,22 @@ def _value_expr(op, local: dict, cdt: str, dims: dict, scalars: list) -> str:
         return _operand_expr(op, i, local)
 
     integer = element_dtype(op.results[0]) in INTEGERS
+    u8 = element_dtype(op.results[0]) == "u8"
     if name == "ttensor.unary":
         fn = ir.StringAttr(op.attributes["fn"]).value
-        return "(" + ("max({x}, 0)" if integer and fn == "relu" else UNARY[fn]).format(x=operand(0)) + ")"
+        if fn == "round":
+            return round_half_even(operand(0), cdt)
+        expr = "(" + ("max({x}, 0)" if integer and fn == "relu" else UNARY[fn]).format(x=operand(0)) + ")"
+        return f"u8{expr}" if u8 and fn in U8_WRAPS else expr
     if name == "ttensor.binary":
         fn = ir.StringAttr(op.attributes["fn"]).value
         if fn in ("floordiv", "mod"):
-            return floor_divide(operand(0), operand(1), fn == "mod")
-        return "(" + BINARY[fn].format(a=operand(0), b=operand(1)) + ")"
+            return floor_divide(operand(0), operand(1), fn == "mod", unsigned=u8)
+        # a shift's count is taken modulo the width (docs/language.md): past it, LLVM, PTX and SPIR-V shifts
+        # are undefined; u8 held in an i32 shifts logically right (its value is non-negative)
+        mask = int(element_dtype(op.results[0])[1:]) - 1 if fn in ("shl", "shr") else 0
+        expr = "(" + BINARY[fn].format(a=operand(0), b=operand(1), mask=mask) + ")"
+        return f"u8{expr}" if u8 and fn in U8_WRAPS else expr
     if name == "ttensor.select":
         return f"({operand(1)} if {operand(0)} else {operand(2)})"
     if name == "ttensor.bias_add":
@@ -319,6 +343,17 @@ def _value_expr(op, local: dict, cdt: str, dims: dict, scalars: list) -> str:
             return f"{cdt}({dt}({cdt}({operand(0)})))" if dt != cdt else f"{cdt}({operand(0)})"
         return f"{cdt}({dt}({operand(0)}))" if dt != cdt else operand(0)
     raise LoweringError(op, f"'{name}' cannot be fused into a CPU elementwise kernel yet")
+
+
+def round_half_even(x: str, cdt: str) -> str:
+    """numpy's round of float expression `x` computed in `cdt`: on |x|, its floor f and the fraction |x| - f
+    (exact below 2^mantissa, where every value is an integer already and is kept), one up past a half or at
+    a half from an odd f; the sign put back. (floor(x + 0.5) would be wrong: x + 0.5 itself rounds.)"""
+    a, big = f"abs({x})", "4503599627370496.0" if cdt == "f64" else "8388608.0"
+    f = f"math.floor({a})"
+    up = f"({a} - {f} > 0.5 or ({a} - {f} == 0.5 and {f} - 2.0 * math.floor({f} * 0.5) == 1.0))"
+    r = f"({f} + 1.0 if {up} else {f})"
+    return f"({x} if {a} >= {big} else ({r} if {x} >= 0.0 else -{r}))"
 
 
 def float_literal(x: float) -> str:
@@ -669,6 +704,19 @@ def transpose(name: str, op, dims: dict) -> KernelSource:
         "        Y[b, j, i] = X[b, i, j]", ""])
     return KernelSource(name, src, [x], [op.results[0]], ["bmn", "bnm"], block=(32, 4, 1),
                         grid=("ceil(R/32)", "ceil(C/4)", "B"))
+
+
+def push(name: str, op) -> KernelSource:
+    """ttensor.push: thread c of the history [1, H] writes the value (c = 0) or the entry before it."""
+    dt = element_dtype(op.results[0])
+    src = "\n".join([
+        "@kernel",
+        f"def {name}(V: tensor[{dt}, \"S0\"], X: tensor[{dt}, \"C\"], Y: tensor[{dt}, \"R\", \"C\"]):",
+        "    c = launch.thread_id(0)",
+        "    if c < Y.shape[1]:",
+        "        Y[0, c] = V[0] if c == 0 else X[max(c - 1, 0)]", ""])
+    return KernelSource(name, src, [op.operands[0], op.operands[1]], [op.results[0]], ["scalar", "cols", "matrix"],
+                        block=(64, 1, 1), grid=("ceil(C/64)", "1", "1"))
 
 
 def convert(name: str, src_dtype: str, dst_dtype: str) -> str:

@@ -27,9 +27,11 @@ from .options import DEFAULT_BUCKET_BYTES, CompileOptions, collective_chunks
 from .diagnostics import CompileError, LoweringError
 from .frontend import build_module
 from .frontend.sources import keyed_source
-from .passes import autodiff_attention, decompose, fold_transposes, fusion, graph_lowering, graph_phases
+from .passes import (autodiff_attention, decompose, fold_transposes, fusion, graph_lowering, graph_phases,
+                     strict_math)
 from .dialects import make_context
 from .mlir import ir
+from .numerics import profiles
 from .passes.registry import build_pass_manager
 
 
@@ -101,6 +103,7 @@ def _functions(mod: ir.Module) -> list:
 
 def make_schedule(mod: ir.Module, metadata: dict, target, overrides: dict | None = None) -> ir.Module:
     for fn in _functions(mod):
+        decompose.quantization(fn)
         decompose.attention_backward(fn, target.fused_attention_backward)
         if target.decompose_attention:
             decompose.attention(fn)
@@ -199,7 +202,8 @@ def make_image(codes: list, metadata: dict) -> bytes:
                 dims = [d if isinstance(d, int) else -(d[1] + 1) for d in a.dims]
                 args.append(image.format.ArgRecord(a.name, a.kind, a.dtype.code, dims,
                                                    image.format.ARG_READONLY if a.readonly else 0))
-            props = {"compiler": f"tessera {__version__}", **({"cpu": md["cpu"]} if "cpu" in md else {}),
+            props = {"compiler": f"tessera {__version__}", "numerics": md["numerics"],
+                     **({"cpu": md["cpu"]} if "cpu" in md else {}),
                      **md.get("kernel_props", {}).get(sig.name, {})}
             records.append(image.KernelRecord(
                 sig.name, backend.entry_symbol(sig.name), backend.name, md["arch"], backend.code_section, args,
@@ -289,8 +293,10 @@ def compile_module(module: ir.Module, options: CompileOptions | None = None, met
     """
     options = options or CompileOptions()
     _check_stage(stop_after, options)
+    options = _profile_of(module, options, filename)
     backends = backends_for(options)
-    metadata = {"warp_size": options.warp_size, "target": options.target, **(metadata or {})}
+    metadata = {"warp_size": options.warp_size, "target": options.target, "numerics": options.numerics,
+                **(metadata or {})}
     result = CompileResult(None, metadata)
     branches = _backend_stages(backends)
     target = _planning_target(backends)
@@ -336,6 +342,39 @@ def compile_module(module: ir.Module, options: CompileOptions | None = None, met
         result.image = make_image(codes, metadata)
     _report(on_stage, result, "image", result.image)
     return result
+
+
+def _profile_of(module: ir.Module, options: CompileOptions, filename: str) -> CompileOptions:
+    """`options` under the strictest of their numerics profile and the one the source's hints ask for (the
+    module's `tessera.numerics`). Refused at the user's line: under a deterministic profile a float atomic,
+    whose result depends on the order the threads happen to reach it in; under strict, for ptx and amdgpu, an
+    op whose kernels compute an exp, log, erf, tanh or pow, which those targets only approximate."""
+    attrs = module.operation.attributes
+    if "tessera.numerics" in attrs:
+        options = dataclasses.replace(options, numerics=profiles.strictest(
+            options.numerics, ir.StringAttr(attrs["tessera.numerics"]).value))
+    if profiles.deterministic(options.numerics):
+        found = []
+
+        def first_float_atomic(op):
+            if op.name == "ttile.atomic_rmw" and isinstance(op.results[0].type, ir.FloatType):
+                found.append(op)
+                return ir.WalkResult.INTERRUPT
+            return ir.WalkResult.ADVANCE
+        module.operation.walk(first_float_atomic)
+        for op in found:
+            kind = ir.StringAttr(op.attributes["kind"]).value
+            raise CompileError.located(
+                f"tile.atomic_{kind} on {op.results[0].type} elements is refused under the '{options.numerics}' "
+                f"numerics profile: the order in which threads update a float decides the result, so it varies "
+                f"from run to run (reduce with op.sum or op.max, or compile with the 'fast' profile)",
+                op.location, filename)
+    approximate = [t for t in (t.strip() for t in options.target.split(",")) if t in strict_math.APPROXIMATE_TARGETS]
+    if options.numerics == "strict" and approximate and (op := strict_math.graph_refusal(module)) is not None:
+        what = ir.StringAttr(op.attributes["fn"]).value if "fn" in op.attributes else \
+            f"{op.name.split('.')[1]}'s exp"
+        raise CompileError.located(strict_math.message(what, approximate[0]), op.location, filename)
+    return options
 
 
 def _fork(metadata: dict, target: str, module: ir.Module) -> tuple[dict, ir.Module]:

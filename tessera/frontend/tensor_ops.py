@@ -67,7 +67,7 @@ def _result(b, op, dtype: dtypes.DType, dims: list, accum=None) -> GTensor:
 def _default_accum(dt: dtypes.DType) -> dtypes.DType:
     # f64 accumulates in f64 (language.md): an f32 sum would silently drop to f32 precision. Narrower floats
     # (f32, f16, bf16, fp8) accumulate in f32, integers in i32. A target without an f64 GEMM refuses it.
-    if dt.kind == "int":
+    if dt.kind in ("int", "uint"):
         return dtypes.BY_NAME["i32"]
     return dtypes.BY_NAME["f64" if dt.name == "f64" else "f32"]
 
@@ -96,7 +96,7 @@ def matmul(b, node, args, kwargs):
         out = out.dtype
     else:  # fp8 and integer results are not useful narrow: keep the accumulator (int8 x int8 -> i32, as
         # numpy's matmul of int8 would wrap); other types round back to the inputs'
-        out = acc if a.dtype.name.startswith("fp8") or a.dtype.kind == "int" else a.dtype
+        out = acc if a.dtype.name.startswith("fp8") or a.dtype.kind in ("int", "uint") else a.dtype
     dims = batch + [a.dims[-2], c.dims[-1]]
     with b.loc(node):
         op = ttensor.MatmulOp(a.value, c.value, accum=ir.TypeAttr.get(ir.Type.parse(acc.mlir)),
@@ -116,7 +116,10 @@ def _unary(fn: str):
             if approx not in ("none", "tanh"):
                 raise b.error(node, f"gelu approximate must be 'none' or 'tanh', got {approx!r}")
             name = "gelu_tanh" if approx == "tanh" else "gelu"
-        if x.dtype.kind != "float" and name not in ("neg", "abs", "relu", "square"):
+        if name == "invert":
+            if x.dtype.kind not in ("int", "uint", "bool"):
+                raise b.error(node, f"'~' (op.invert) needs an integer or bool tensor, got {x.dtype.name}")
+        elif x.dtype.kind != "float" and name not in ("neg", "abs", "relu", "square"):
             raise b.error(node, f"op.{fn} needs a floating-point tensor, got {x.dtype.name}")
         with b.loc(node):
             op = ttensor.UnaryOp(x.value, fn=ir.StringAttr.get(name), result=x.value.type)
@@ -144,9 +147,13 @@ def _binary(fn: str):
             hint = "; use // for floor division, or op.cast to a float type" if fn == "div" else \
                 "; op.cast to a float type first"
             raise b.error(node, f"{_SPELLING[fn]} needs floating-point tensors, got {x.dtype.name}{hint}")
-        if fn in ttensor.INT_ONLY and x.dtype.kind != "int":
+        if fn in ttensor.INT_ONLY and x.dtype.kind not in ("int", "uint"):
             raise b.error(node, f"{_SPELLING[fn]} needs integer tensors, got {x.dtype.name} (Python's floor "
                                 f"division and modulo of floats are not supported yet)")
+        logic = fn in ttensor.BITWISE_FNS and x.dtype.kind == "bool"
+        if fn in ttensor.BITWISE_FNS + ttensor.SHIFT_FNS and x.dtype.kind not in ("int", "uint") and not logic:
+            what = "integer or bool" if fn in ttensor.BITWISE_FNS else "integer"
+            raise b.error(node, f"{_SPELLING[fn]} needs {what} tensors, got {x.dtype.name}")
         dims = b.broadcast(node, x.dims, y.dims, f"{fn} operand shapes")
         out = dtypes.BY_NAME["bool"] if fn in ttensor.COMPARE_FNS else x.dtype
         with b.loc(node):
@@ -156,14 +163,17 @@ def _binary(fn: str):
 
 
 _SPELLING = {"div": "'/' (op.div)", "pow": "'**' (op.pow)", "floordiv": "'//' (op.floordiv)",
-             "mod": "'%' (op.mod)"}
+             "mod": "'%' (op.mod)", "and": "'&' (op.bitwise_and)", "or": "'|' (op.bitwise_or)",
+             "xor": "'^' (op.bitwise_xor)", "shl": "'<<' (op.left_shift)", "shr": "'>>' (op.right_shift)"}
 
 for _fn, _names in (("add", ("add",)), ("sub", ("sub",)), ("mul", ("mul",)), ("div", ("div",)),
                     ("max", ("maximum",)), ("min", ("minimum",)), ("pow", ("pow",)),
                     ("floordiv", ("floordiv", "floor_divide")), ("mod", ("mod", "remainder")),
                     ("lt", ("less",)), ("le", ("less_equal",)), ("gt", ("greater",)), ("ge", ("greater_equal",)),
-                    ("eq", ("equal",)), ("ne", ("not_equal",))):
+                    ("eq", ("equal",)), ("ne", ("not_equal",)), ("and", ("bitwise_and",)), ("or", ("bitwise_or",)),
+                    ("xor", ("bitwise_xor",)), ("shl", ("left_shift",)), ("shr", ("right_shift",))):
     graph_op(*_names)(_binary(_fn))
+graph_op("bitwise_not")(_unary("invert"))   # numpy's other name of invert
 
 
 @graph_op("where")
@@ -402,6 +412,144 @@ def cast(b, node, args, kwargs):
         op = ttensor.CastOp(x.value, accum=ir.TypeAttr.get(ir.Type.parse(acc.mlir)),
                             result=b.tensor_type(policy.dtype, x.dims))
     return _result(b, op, policy.dtype, x.dims, acc)
+
+
+# -- quantization ------------------------------------------------------------------------------------------
+
+_F32 = dtypes.BY_NAME["f32"]
+QUANTIZED = ("i8", "fp8_e4m3", "fp8_e5m2")
+
+
+def _scale(b, node, x: GTensor, scale, axis, block, what: str) -> tuple[GTensor, str, int, int]:
+    """The scale operand of `what` and its granularity: a positive Python number is a 0-d f32 constant (a
+    static scale); a tensor must be f32 of the shape its granularity needs (ttensor.QuantizeOp's rules)."""
+    if axis is not None and block is not None:
+        raise b.error(node, f"{what}: give axis= (a scale per channel) or block= (a scale per block), not both")
+    if isinstance(scale, (int, float)) and not isinstance(scale, bool):
+        if not 0 < scale < math.inf:
+            raise b.error(node, f"{what}: a static scale must be a positive finite number, got {scale!r}")
+        with b.loc(node):
+            c = ttensor.ConstantOp(value=ir.FloatAttr.get(ir.F32Type.get(), float(scale)),
+                                   result=b.tensor_type(_F32, []))
+        scale = GTensor(c.result, _F32, [])
+    if not isinstance(scale, GTensor):
+        raise b.error(node, f"{what} needs scale=: an f32 tensor or a positive number, got {type(scale).__name__}")
+    if scale.dtype != _F32:
+        raise b.error(node, f"{what}: the scale must be an f32 tensor, got {scale.dtype.name}; op.cast it")
+    if axis is not None:
+        a = _axis(b, node, axis, x.rank, what)
+        if scale.rank != 1:
+            raise b.error(node, f"{what}: a per-channel scale (axis={axis}) is 1-D, got shape "
+                                f"{b.shapes.show_shape(scale.dims)}")
+        b.unify(node, scale.dims[0], x.dims[a], f"{what}'s scale length and the extent of axis {axis}")
+        return scale, "channel", a, 0
+    if block is not None:
+        if type(block) is not int or block < 1 or x.rank < 1:
+            raise b.error(node, f"{what}: block= is a positive number of elements along the last axis, got {block!r}")
+        n = b.shapes.resolve(x.dims[-1])
+        if isinstance(n, int) and n % block:
+            raise b.error(node, f"{what}: the last extent {n} is not a multiple of the block {block}")
+        if scale.rank != x.rank:
+            raise b.error(node, f"{what}: a per-block scale has the input's rank {x.rank}, got shape "
+                                f"{b.shapes.show_shape(scale.dims)}")
+        for i in range(x.rank - 1):
+            b.unify(node, scale.dims[i], x.dims[i], f"{what}'s scale and input extents of axis {i}")
+        if isinstance(n, int):
+            b.unify(node, scale.dims[-1], n // block, f"{what}'s scale's last extent (blocks of {block})")
+        return scale, "block", 0, block
+    if scale.rank != 0:
+        raise b.error(node, f"{what}: a per-tensor scale is 0-d (give axis= or block= for others), got shape "
+                            f"{b.shapes.show_shape(scale.dims)}")
+    return scale, "tensor", 0, 0
+
+
+def _quantized_op(b, node, cls, x: GTensor, scale: GTensor, granularity: str, axis: int, block: int,
+                  out: dtypes.DType) -> GTensor:
+    with b.loc(node):
+        op = cls(x.value, scale.value, granularity=ir.StringAttr.get(granularity), axis=_i64(axis),
+                 block=_i64(block), result=b.tensor_type(out, x.dims))
+    return _result(b, op, out, x.dims)
+
+
+@graph_op("quantize")
+def quantize(b, node, args, kwargs):
+    """op.quantize(x, dtype, scale=s, axis=None, block=None): saturate(round_half_even(x / s)) in i8,
+    fp8_e4m3 or fp8_e5m2; s per tensor (0-d or a number), per channel along `axis` ([C]), or per `block`
+    elements of the last axis ([..., N/block])."""
+    given = _options(b, node, args, kwargs, 2, ("scale",), ("scale", "axis", "block"), "op.quantize")
+    if len(args) < 2 or not isinstance(args[0], GTensor) or not isinstance(args[1], DTypePolicy):
+        raise b.error(node, "op.quantize(x, dtype, scale=...) takes a tensor and a dtype (i8, fp8_e4m3 or fp8_e5m2)")
+    x, out = args[0], args[1].dtype
+    if out.name not in QUANTIZED:
+        raise b.error(node, f"op.quantize quantizes to {', '.join(QUANTIZED)}, not {out.name}")
+    if x.dtype.kind != "float":
+        raise b.error(node, f"op.quantize needs a floating-point tensor, got {x.dtype.name}")
+    scale = _scale(b, node, x, given.get("scale"), given.get("axis"), given.get("block"), "op.quantize")
+    return _quantized_op(b, node, ttensor.QuantizeOp, x, *scale, out)
+
+
+@graph_op("dequantize")
+def dequantize(b, node, args, kwargs):
+    """op.dequantize(q, scale, axis=None, block=None, dtype=f32): q * scale, q of i8 or fp8, scale as
+    op.quantize's."""
+    given = _options(b, node, args, kwargs, 1, ("scale",), ("scale", "axis", "block", "dtype"), "op.dequantize")
+    q = args[0] if args else None
+    if not isinstance(q, GTensor) or q.dtype.name not in QUANTIZED:
+        got = q.dtype.name + " tensor" if isinstance(q, GTensor) else type(q).__name__
+        raise b.error(node, f"op.dequantize takes an {', '.join(QUANTIZED)} tensor, got {got}")
+    out = given.get("dtype", DTypePolicy(_F32))
+    if not isinstance(out, DTypePolicy) or out.dtype.kind != "float" or out.dtype.name in QUANTIZED:
+        raise b.error(node, "op.dequantize's dtype= is a floating-point dtype such as f32 or bf16")
+    scale = _scale(b, node, q, given.get("scale"), given.get("axis"), given.get("block"), "op.dequantize")
+    return _quantized_op(b, node, ttensor.DequantizeOp, q, *scale, out.dtype)
+
+
+@graph_op("amax")
+def amax(b, node, args, kwargs):
+    """op.amax(x): max |x| over every element, a 0-d tensor of x's dtype (a quantization scale's input)."""
+    _check_kwargs(b, node, kwargs, ())
+    (x,) = _tensors(b, node, args, 1, "op.amax")
+    if x.dtype.kind != "float":
+        raise b.error(node, f"op.amax needs a floating-point tensor, got {x.dtype.name}")
+    with b.loc(node):
+        a = ttensor.UnaryOp(x.value, fn=ir.StringAttr.get("abs"), result=x.value.type)
+        if not x.rank:
+            return _result(b, a, x.dtype, [])
+        op = create(ttensor.ReduceOp, a.result, kind=ir.StringAttr.get("max"),
+                    axes=ir.ArrayAttr.get([_i64(i) for i in range(x.rank)]), keepdims=_bool(False),
+                    result=b.tensor_type(x.dtype, []))
+    return _result(b, op, x.dtype, [])
+
+
+@graph_op("amax_scale")
+def amax_scale(b, node, args, kwargs):
+    """op.amax_scale(x, dtype, history=h) -> (scale, new_history): delayed scaling with an explicit state.
+    `h` is an f32 [H] tensor of past amaxes (the caller's, zeros at first); new_history = [amax(x), h[0], …,
+    h[H-2]], and scale = max(new_history) / the largest value of `dtype` (127, 448, 57344), at least the
+    smallest normal f32 over it, so that an all-zero start divides by no zero."""
+    given = _options(b, node, args, kwargs, 2, (), ("history",), "op.amax_scale")
+    if len(args) != 2 or not isinstance(args[0], GTensor) or not isinstance(args[1], DTypePolicy):
+        raise b.error(node, "op.amax_scale(x, dtype, history=h) takes a tensor and a dtype (i8, fp8_e4m3 or fp8_e5m2)")
+    x, out, h = args[0], args[1].dtype, given.get("history")
+    if out.name not in QUANTIZED:
+        raise b.error(node, f"op.amax_scale scales for {', '.join(QUANTIZED)}, not {out.name}")
+    if not isinstance(h, GTensor) or h.dtype != _F32 or h.rank != 1:
+        raise b.error(node, "op.amax_scale needs history=: a 1-D f32 tensor of past amaxes (the state it returns)")
+    a = amax(b, node, [x], {})
+    if a.dtype != _F32:
+        a = cast(b, node, [a, DTypePolicy(_F32)], {})
+    with b.loc(node):
+        pushed = ttensor.PushOp(a.value, h.value, result=h.value.type)
+        top = create(ttensor.ReduceOp, pushed.result, kind=ir.StringAttr.get("max"), axes=ir.ArrayAttr.get([_i64(0)]),
+                     keepdims=_bool(False), result=b.tensor_type(_F32, []))
+        tiny = ttensor.ConstantOp(value=ir.FloatAttr.get(ir.F32Type.get(), 1.1754943508222875e-38),
+                                  result=b.tensor_type(_F32, []))
+        floor = ttensor.BinaryOp(top.result, tiny.result, fn=ir.StringAttr.get("max"), result=b.tensor_type(_F32, []))
+        limit = ttensor.ConstantOp(value=ir.FloatAttr.get(ir.F32Type.get(), ttensor.QUANTIZED[out.mlir]),
+                                   result=b.tensor_type(_F32, []))
+        scale = ttensor.BinaryOp(floor.result, limit.result, fn=ir.StringAttr.get("div"),
+                                 result=b.tensor_type(_F32, []))
+    return GTensor(scale.result, _F32, []), GTensor(pushed.result, _F32, h.dims)
 
 
 @graph_op("dropout")

@@ -12,7 +12,7 @@ from ..mlir import ir
 from ..numerics.philox import uniforms
 from ..plan import PlanError, evaluate
 from .registry import local
-from .values import cast, result
+from .values import cast, dtype_of, result
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -45,7 +45,7 @@ def constant(op, ins):
 def matmul(op, ins):
     # an operand stored transposed (the schedule stage's folded transposes) is read as its transpose
     a, b = (np.swapaxes(x, -1, -2) if t else x for x, t in zip(ins, matmul_transposes(op)))
-    if _accum(op).kind == "int":  # exact in int64 (integers are held as int64), then wrapped to the accumulator
+    if _accum(op).kind in ("int", "uint"):  # exact in int64 (integers are held as int64), then wrapped to the accumulator
         return [result(op, cast(np.matmul(a.astype(np.int64), b.astype(np.int64)), _accum(op)))]
     # exact products and sums (float64 carries the significand of every product of <=24-bit inputs), then
     # one rounding to the accumulator and one to the result type
@@ -70,7 +70,8 @@ _UNARY = {
     "relu": lambda x: np.maximum(x, 0), "gelu": _gelu, "gelu_tanh": _gelu_tanh,
     "silu": lambda x: x / (1.0 + np.exp(-x)), "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)), "tanh": np.tanh,
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x), "neg": np.negative,
-    "abs": np.abs, "erf": _erf, "square": np.square, "reciprocal": lambda x: 1.0 / x,
+    "abs": np.abs, "erf": _erf, "square": np.square, "reciprocal": lambda x: 1.0 / x, "invert": np.invert,
+    "round": np.round,  # numpy's: half to even
 }
 
 # integers are held as int64 and wrapped to their type by result(): add, sub, mul wrap as numpy's do in the
@@ -78,7 +79,11 @@ _UNARY = {
 _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maximum, "min": np.minimum,
            "pow": np.power, "div": np.divide, "floordiv": np.floor_divide, "mod": np.remainder,
            "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "eq": np.equal,
-           "ne": np.not_equal}
+           "ne": np.not_equal, "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+# shifts take the count modulo the type's width (its low log2(bits) bits; docs/language.md): numpy's result
+# for a count past the width, or a negative one, is C's undefined behaviour. Right shifts of the int64s that
+# hold signed values are arithmetic, of u8's (held non-negative) logical.
+_SHIFTS = {"shl": np.left_shift, "shr": np.right_shift}
 
 
 @local("ttensor.unary")
@@ -90,8 +95,11 @@ def unary(op, ins):
 @local("ttensor.binary")
 def binary(op, ins):
     a, b = ins
+    fn = _attr_str(op, "fn")
+    if fn in _SHIFTS:
+        return [result(op, _SHIFTS[fn](a, np.bitwise_and(b, dtype_of(op.results[0].type).bits - 1)))]
     with np.errstate(all="ignore"):
-        return [result(op, _BINARY[_attr_str(op, "fn")](a, b))]
+        return [result(op, _BINARY[fn](a, b))]
 
 
 @local("ttensor.select")
@@ -221,6 +229,44 @@ def broadcast(op, x, symbols: dict) -> np.ndarray:
 @local("ttensor.cast")
 def cast_(op, ins):
     return [result(op, ins[0])]
+
+
+def _scale_like(op, x: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """The scale of each element of `x` (ttensor.quantize's granularities): a 0-d scale for all of it, a [C]
+    one along `axis`, or one per `block` consecutive elements of the last axis."""
+    g = _attr_str(op, "granularity")
+    if g == "tensor":
+        return s
+    if g == "channel":
+        shape = [1] * x.ndim
+        shape[_attr_int(op, "axis") % x.ndim] = s.shape[0]
+        return s.reshape(shape)
+    return np.repeat(s, _attr_int(op, "block"), axis=-1)
+
+
+@local("ttensor.quantize")
+def quantize(op, ins):
+    # x in f32 divided by the scale in f32 (one rounding to f32), then the one-byte type's rounding: i8
+    # saturates first (the bounds are integers, so it commutes with rounding) and rounds half to even; fp8's
+    # cast rounds to its grid and saturates (numerics/rounding.py)
+    x, s = ins
+    t = cast(cast(x, dtypes.BY_NAME["f32"]) / _scale_like(op, x, s), dtypes.BY_NAME["f32"])
+    if dtypes.of_ir_type(ir.RankedTensorType(op.results[0].type).element_type).kind == "int":
+        with np.errstate(invalid="ignore"):
+            t = np.round(np.clip(t, -128.0, 127.0))
+    return [result(op, t)]
+
+
+@local("ttensor.dequantize")
+def dequantize(op, ins):
+    q, s = ins
+    return [result(op, cast(q.astype(np.float64) * _scale_like(op, q, s), dtypes.BY_NAME["f32"]))]
+
+
+@local("ttensor.push")
+def push(op, ins):
+    v, h = ins
+    return [result(op, np.concatenate([np.reshape(v, [1]), h[:-1]]))]
 
 
 @local("ttensor.dropout")

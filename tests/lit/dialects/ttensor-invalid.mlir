@@ -129,6 +129,30 @@ func.func @binary_floordiv_float(%a: tensor<4xf32>) {
 
 // -----
 
+func.func @binary_and_float(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'ttensor.binary' 'and' needs integer or bool (i1) tensors, got f32}}
+  %r = "ttensor.binary"(%a, %a) {fn = "and"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @binary_shl_bool(%a: tensor<4xi1>) {
+  // expected-error @+1 {{'ttensor.binary' 'shl' needs integer (not i1) tensors, got i1}}
+  %r = "ttensor.binary"(%a, %a) {fn = "shl"} : (tensor<4xi1>, tensor<4xi1>) -> tensor<4xi1>
+  return
+}
+
+// -----
+
+func.func @unary_invert_float(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'ttensor.unary' 'invert' needs an integer or bool (i1) tensor, got f32}}
+  %r = "ttensor.unary"(%a) {fn = "invert"} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
 func.func @binary_mod_float(%a: tensor<4xf16>) {
   // expected-error @+1 {{'ttensor.binary' 'mod' needs integer tensors, got f16}}
   %r = "ttensor.binary"(%a, %a) {fn = "mod"} : (tensor<4xf16>, tensor<4xf16>) -> tensor<4xf16>
@@ -709,5 +733,125 @@ func.func @grad_result(%q: tensor<8x64xf32>, %k: tensor<16x64xf32>, %v: tensor<1
 func.func @grad_result_dtype(%q: tensor<8x64xf32>, %k: tensor<16x64xf32>, %v: tensor<16x32xf32>, %do: tensor<8x32xf32>, %lse: tensor<8xf32>, %delta: tensor<8xf32>) {
   // expected-error @+1 {{'ttensor.attention_grad' the result must have the type of V (tensor<16x32xf32>), got tensor<16x32xbf16>}}
   %r = "ttensor.attention_grad"(%q, %k, %v, %do, %lse, %delta) {causal = true, scale = 0.125 : f32, wrt = "v"} : (tensor<8x64xf32>, tensor<16x64xf32>, tensor<16x32xf32>, tensor<8x32xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<16x32xbf16>
+  return
+}
+
+// -----
+
+func.func @quantize_integer_input(%x: tensor<4x8xi32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'ttensor.quantize' the input must be floating point, got i32}}
+  %0 = "ttensor.quantize"(%x, %s) {granularity = "tensor", axis = 0, block = 0} : (tensor<4x8xi32>, tensor<f32>) -> tensor<4x8xi8>
+  return
+}
+
+// -----
+
+func.func @quantize_to_f16(%x: tensor<4x8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'ttensor.quantize' the result must be i8, f8E4M3FN or f8E5M2, got f16}}
+  %0 = "ttensor.quantize"(%x, %s) {granularity = "tensor", axis = 0, block = 0} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf16>
+  return
+}
+
+// -----
+
+func.func @quantize_shape(%x: tensor<4x8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'ttensor.quantize' the result must have the input's shape [4, 8], got [8, 4]}}
+  %0 = "ttensor.quantize"(%x, %s) {granularity = "tensor", axis = 0, block = 0} : (tensor<4x8xf32>, tensor<f32>) -> tensor<8x4xi8>
+  return
+}
+
+// -----
+
+func.func @quantize_f16_scale(%x: tensor<4x8xf32>, %s: tensor<f16>) {
+  // expected-error @+1 {{'ttensor.quantize' the scale must be an f32 tensor, got f16}}
+  %0 = "ttensor.quantize"(%x, %s) {granularity = "tensor", axis = 0, block = 0} : (tensor<4x8xf32>, tensor<f16>) -> tensor<4x8xi8>
+  return
+}
+
+// -----
+
+func.func @quantize_granularity(%x: tensor<4x8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'ttensor.quantize' unknown granularity 'row' (known: tensor, channel, block)}}
+  %0 = "ttensor.quantize"(%x, %s) {granularity = "row", axis = 0, block = 0} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xi8>
+  return
+}
+
+// -----
+
+func.func @quantize_channel_axis(%x: tensor<4x8xf32>, %s: tensor<8xf32>) {
+  // expected-error @+1 {{'ttensor.quantize' axis 2 is out of range for rank 2}}
+  %0 = "ttensor.quantize"(%x, %s) {granularity = "channel", axis = 2, block = 0} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xi8>
+  return
+}
+
+// -----
+
+func.func @quantize_block_size(%x: tensor<4x8xf32>, %s: tensor<4x2xf32>) {
+  // expected-error @+1 {{'ttensor.quantize' blocks of 0 along the last axis need a positive block and rank >= 1}}
+  %0 = "ttensor.quantize"(%x, %s) {granularity = "block", axis = 0, block = 0} : (tensor<4x8xf32>, tensor<4x2xf32>) -> tensor<4x8xi8>
+  return
+}
+
+// -----
+
+func.func @quantize_block_multiple(%x: tensor<4x8xf32>, %s: tensor<4x2xf32>) {
+  // expected-error @+1 {{'ttensor.quantize' the last extent 8 is not a multiple of the block 3}}
+  %0 = "ttensor.quantize"(%x, %s) {granularity = "block", axis = 0, block = 3} : (tensor<4x8xf32>, tensor<4x2xf32>) -> tensor<4x8xi8>
+  return
+}
+
+// -----
+
+func.func @quantize_channel_scale_shape(%x: tensor<4x8xf32>, %s: tensor<4xf32>) {
+  // expected-error @+1 {{'ttensor.quantize' a per-channel scale must have shape [8], got [4]}}
+  %0 = "ttensor.quantize"(%x, %s) {granularity = "channel", axis = 1, block = 0} : (tensor<4x8xf32>, tensor<4xf32>) -> tensor<4x8xi8>
+  return
+}
+
+// -----
+
+func.func @dequantize_float_input(%q: tensor<4x8xf16>, %s: tensor<f32>) {
+  // expected-error @+1 {{'ttensor.dequantize' the input must be i8, f8E4M3FN or f8E5M2, got f16}}
+  %0 = "ttensor.dequantize"(%q, %s) {granularity = "tensor", axis = 0, block = 0} : (tensor<4x8xf16>, tensor<f32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @dequantize_to_integer(%q: tensor<4x8xi8>, %s: tensor<f32>) {
+  // expected-error @+1 {{'ttensor.dequantize' the result must be floating point, got i32}}
+  %0 = "ttensor.dequantize"(%q, %s) {granularity = "tensor", axis = 0, block = 0} : (tensor<4x8xi8>, tensor<f32>) -> tensor<4x8xi32>
+  return
+}
+
+// -----
+
+func.func @dequantize_shape(%q: tensor<4x8xi8>, %s: tensor<f32>) {
+  // expected-error @+1 {{'ttensor.dequantize' the result must have the input's shape [4, 8], got [4, 4]}}
+  %0 = "ttensor.dequantize"(%q, %s) {granularity = "tensor", axis = 0, block = 0} : (tensor<4x8xi8>, tensor<f32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @dequantize_block_scale_shape(%q: tensor<4x8xf8E5M2>, %s: tensor<4x4xf32>) {
+  // expected-error @+1 {{'ttensor.dequantize' a per-block scale must have shape [4, 2], got [4, 4]}}
+  %0 = "ttensor.dequantize"(%q, %s) {granularity = "block", axis = 0, block = 4} : (tensor<4x8xf8E5M2>, tensor<4x4xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @push_ranks(%v: tensor<2xf32>, %h: tensor<4xf32>) {
+  // expected-error @+1 {{'ttensor.push' pushes a 0-d value onto a 1-D history, got ranks 1 and 1}}
+  %0 = "ttensor.push"(%v, %h) : (tensor<2xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @push_types(%v: tensor<f16>, %h: tensor<4xf32>) {
+  // expected-error @+1 {{'ttensor.push' the value, the history and the result must share the history's type tensor<4xf32>, got f16 and tensor<4xf32>}}
+  %0 = "ttensor.push"(%v, %h) : (tensor<f16>, tensor<4xf32>) -> tensor<4xf32>
   return
 }

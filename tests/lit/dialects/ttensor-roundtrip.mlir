@@ -116,3 +116,23 @@ func.func @partial_tiles(%q: tensor<77x64xf32>, %o: tensor<77x64xf32>) -> tensor
   %s = "ttensor.store_blocks"(%m, %o) : (tensor<3x32x64xf32>, tensor<77x64xf32>) -> tensor<77x64xf32>
   return %s : tensor<77x64xf32>
 }
+
+// Scaled quantization: per tensor to i8, per channel to e4m3, per block of 4 back to f32.
+// CHECK-LABEL: func.func @quantized
+func.func @quantized(%x: tensor<4x8xf32>, %s: tensor<f32>, %c: tensor<8xf32>, %b: tensor<4x2xf32>) -> (tensor<4x8xf8E4M3FN>, tensor<4x8xf32>) {
+  // CHECK: %[[Q:.+]] = "ttensor.quantize"(%{{.+}}, %{{.+}}) {axis = 0 : i64, block = 0 : i64, granularity = "tensor"} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xi8>
+  %q = "ttensor.quantize"(%x, %s) {granularity = "tensor", axis = 0, block = 0} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xi8>
+  // CHECK: "ttensor.quantize"(%{{.+}}, %{{.+}}) {axis = 1 : i64, block = 0 : i64, granularity = "channel"} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf8E4M3FN>
+  %e = "ttensor.quantize"(%x, %c) {granularity = "channel", axis = 1, block = 0} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf8E4M3FN>
+  // CHECK: "ttensor.dequantize"(%[[Q]], %{{.+}}) {axis = 0 : i64, block = 4 : i64, granularity = "block"} : (tensor<4x8xi8>, tensor<4x2xf32>) -> tensor<4x8xf32>
+  %d = "ttensor.dequantize"(%q, %b) {granularity = "block", axis = 0, block = 4} : (tensor<4x8xi8>, tensor<4x2xf32>) -> tensor<4x8xf32>
+  return %e, %d : tensor<4x8xf8E4M3FN>, tensor<4x8xf32>
+}
+
+// An amax history: the new amax first, the oldest dropped.
+// CHECK-LABEL: func.func @history
+func.func @history(%a: tensor<f32>, %h: tensor<16xf32>) -> tensor<16xf32> {
+  // CHECK: "ttensor.push"(%{{.+}}, %{{.+}}) : (tensor<f32>, tensor<16xf32>) -> tensor<16xf32>
+  %0 = "ttensor.push"(%a, %h) : (tensor<f32>, tensor<16xf32>) -> tensor<16xf32>
+  return %0 : tensor<16xf32>
+}

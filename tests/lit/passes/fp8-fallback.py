@@ -23,4 +23,5 @@ from tessera import f32, fp8_e4m3, fp8_e5m2, function, op, tensor
 # KERN:          arith.truncf {{.*}} : f32 to f16
 @function
 def quantize(X: tensor[f32, "N", "D"], W: tensor[fp8_e5m2, "N", "D"]):
-    return op.cast(op.cast(X, fp8_e4m3), f32) * op.cast(W, f32)
+    E = op.cast(X, fp8_e4m3)   # returned too: the kernel that rounds it stores the container
+    return op.cast(E, f32) * op.cast(W, f32), E
