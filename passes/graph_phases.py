@@ -168,7 +168,7 @@ def memory(fn, target: "TargetFacts | None" = None) -> int:
 # -- quantize ---------------------------------------------------------------------------------------------
 
 FALLBACK = {"bf16": "f32", "f16": "f32", "tf32": "f32"}
-INTEGERS = ("i1", "i8", "i16", "i32", "i64")   # bool (i1) and the integers
+INTEGERS = ("i1", "i8", "i16", "i32", "i64", "ui8")   # bool (i1) and the integers (u8 is ui8)
 
 
 def quantize(fn, target: TargetFacts) -> list[str]:

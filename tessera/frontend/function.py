@@ -23,7 +23,8 @@ from .oplib import OPS, Accum, DTypePolicy, GTensor, MeshSpec
 from .shapes import DIM_RULE, ShapeEnv, ShapeError, annotated
 
 _TENSOR_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow",
-                  ast.FloorDiv: "floordiv", ast.Mod: "mod"}
+                  ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.BitAnd: "bitwise_and", ast.BitOr: "bitwise_or",
+                  ast.BitXor: "bitwise_xor", ast.LShift: "left_shift", ast.RShift: "right_shift"}
 _TENSOR_COMPARES = {ast.Lt: "less", ast.LtE: "less_equal", ast.Gt: "greater", ast.GtE: "greater_equal",
                     ast.Eq: "equal", ast.NotEq: "not_equal"}
 
@@ -352,6 +353,8 @@ class FunctionBuilder:
                 return OPS["neg"](self, node, [v], {})
             if isinstance(node.op, ast.UAdd):
                 return v
+            if isinstance(node.op, ast.Invert):
+                return OPS["invert"](self, node, [v], {})
             raise self.error(node, f"'{type(node.op).__name__}' is not defined on tensors")
         if _program_value(v) and "operator_binop" in OPS and isinstance(node.op, (ast.USub, ast.UAdd)):
             return v if isinstance(node.op, ast.UAdd) else OPS["operator_binop"](self, node, [-1.0, v],
