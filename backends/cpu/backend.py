@@ -41,7 +41,8 @@ class CPUBackend(Backend):
         facts = TargetFacts("cpu", target.vector_bits(target.host(o.cpu)), o.warp_size, frozenset({"f32", "f64"}),
                             o.threads, cache_sizes=o.cache_sizes, decompose_attention=True, fused_attention=True,
                             fused_attention_backward=frozenset({"f32"}), gemm_transposes=frozenset({"f32", "bf16", "f16"}),
-                            gemm_epilogue=frozenset({"scale_by", "sub_from", "gelu_grad", "gelu_tanh_grad"}))
+                            gemm_epilogue=frozenset({"scale_by", "sub_from", "gelu_grad", "gelu_tanh_grad"}),
+                            integer_matmul=frozenset({"i8"}))   # gemm_i8.py
         # The register tile is the build machine's, whatever `cpu` names (gemm_lowering's lowering fits to it).
         if o.exact_math:
             # strict: the SIMT GEMM (lowerings) reads no transposed operand and has no blocking to choose; no
@@ -63,7 +64,8 @@ class CPUBackend(Backend):
         from . import attention, attention_bwd, gemm_lowering, gemm_schedule  # lazy: they build MLIR
         # GEMMs of extents known only at run time get blockings to choose from at launch: the cost model's
         model = gemm_schedule.CostModel.of(self.target_facts(), target.host())
-        return {"gemm": functools.partial(gemm_lowering.lower, model=model), "attention": attention.lower,
+        return {"gemm": functools.partial(gemm_lowering.lower, model=model, int8_path=self.options.int8_gemm),
+                "attention": attention.lower,
                 "attention_bwd": attention_bwd.lower}
 
     def entry_symbol(self, kernel: str) -> str:

@@ -13,8 +13,10 @@ from ...passes import cpu_vector_math, simt_to_warps, strict_math
 from ...passes.to_llvm import CPU_TO_LLVM
 from .. import llvm_compat
 from ..lowered import check_fully_lowered
-from . import entry, link, support, target
+from . import entry, gemm_i8, link, support, target
 from .options import CPUOptions
+
+_GENERATED = "tessera.cpu_llvm_ir"
 
 
 def make_warps(mod: ir.Module, metadata: dict, options: CPUOptions) -> ir.Module:
@@ -25,6 +27,11 @@ def make_warps(mod: ir.Module, metadata: dict, options: CPUOptions) -> ir.Module
 
 def make_llvm_dialect(mod: ir.Module, metadata: dict, options: CPUOptions) -> ir.Module:
     host = target.host(options.cpu)
+    # Kernels generated whole as LLVM IR (gemm_i8.py): their IR, kept for the llir stage to link in, as
+    # lowering their declarations to llvm.func drops it.
+    generated = gemm_i8.generated(mod)
+    if generated:
+        mod.operation.attributes[_GENERATED] = ir.ArrayAttr.get([ir.StringAttr.get(t) for t in generated])
     if options.exact_math:   # before libmvec's few-ulp f32 functions could take the math
         strict_math.run(mod)
     cpu_vector_math.run(mod, host.arch, host.features)
@@ -35,8 +42,14 @@ def make_llvm_dialect(mod: ir.Module, metadata: dict, options: CPUOptions) -> ir
 def make_llir(mod: ir.Module, metadata: dict, options: CPUOptions) -> str:
     host = target.host(options.cpu)
     check_fully_lowered(mod, ("llvm.",), "LLVM")
+    bodies = []
+    if _GENERATED in mod.operation.attributes:   # translation knows no such attribute
+        bodies = [ir.StringAttr(t).value for t in ir.ArrayAttr(mod.operation.attributes[_GENERATED])]
+        del mod.operation.attributes[_GENERATED]
     text = llvm_compat.downgrade(str(translate_module_to_llvmir(mod.operation)))
     lmod = llvm.parse_assembly(text)
+    for body in bodies:
+        lmod.link_in(llvm.parse_assembly(body))   # the int8 GEMM's kernels (gemm_i8.py)
     # A kernel lowered with bounds checks takes one more argument, its report slot: the body says which.
     wrappers = "".join(entry.entry_ir(sig, sig.name, entry.takes_report_slot(
         sig, len(list(lmod.get_function(sig.name).arguments)))) for sig in metadata["signatures"])

@@ -19,7 +19,7 @@ from ...mlir import ir
 from ...passes import fusion, graph_shapes, schedule_ir
 from ...passes import kernelgen
 from ...passes.kernelgen import element_dtype
-from . import gemm
+from . import gemm, gemm_i8
 from .gemm_schedule import K_UNROLL, CostModel, Schedule, vector_isa
 from .target import HostTarget, host
 
@@ -75,10 +75,14 @@ def _epilogue(ops: list) -> tuple[list, list]:
     return steps, extras
 
 
-def lower(ctx, kname: str, ops: list, model: CostModel | None = None) -> list[plan.ArgsStep]:
+def lower(ctx, kname: str, ops: list, model: CostModel | None = None,
+          int8_path: str = "auto") -> list[plan.ArgsStep]:
     """The plan steps of one GEMM group; its kernels are added to the module (`ctx`: a
     passes.lowering_context.LoweringContext). `model`, the target's cost model, gives a GEMM whose M or N is
-    known only at run time other blockings to choose from at launch (_launch_alternatives)."""
+    known only at run time other blockings to choose from at launch (_launch_alternatives). An int8 matmul
+    runs on gemm_i8.py's kernel, on `int8_path` ("auto": the fastest the CPU has)."""
+    if element_dtype(ops[0].operands[0]) == "i8":
+        return _lower_i8(ctx, kname, ops, model, int8_path)
     ops = _without_derivatives(ops)
     mm = ops[0]
     a, b = mm.operands[0], mm.operands[1]
@@ -141,6 +145,44 @@ def lower(ctx, kname: str, ops: list, model: CostModel | None = None) -> list[pl
     if out_dtype != "f32":
         convert(c, result, "f32", out_dtype, graph_shapes.product(da[:-1]))
     return steps
+
+
+def _lower_i8(ctx, kname: str, ops: list, model: CostModel | None, path: str) -> list[plan.ArgsStep]:
+    """An i8 × i8 -> i32 matmul (the frontend's result type; the interpreter's exact sum wrapped to i32),
+    batched as the float GEMM is: a 2-D rhs takes the lhs' batch axes as rows, equal batches one GEMM each."""
+    mm = ops[0]
+    if len(ops) > 1:
+        raise LoweringError(ops[1], f"'{ops[1].operation.name}' cannot run in a CPU int8 GEMM's epilogue yet")
+    a, b = mm.operands[0], mm.operands[1]
+    if any(matmul_transposes(mm)):
+        raise LoweringError(mm, "the CPU int8 GEMM reads its operands as stored, not transposed")
+    if element_dtype(b) != "i8" or element_dtype(mm.results[0]) != "i32":
+        raise LoweringError(mm, f"the CPU int8 GEMM multiplies i8 by i8 into i32, not {element_dtype(a)} x "
+                                f"{element_dtype(b)} -> {element_dtype(mm.results[0])}")
+    da, db = ctx.dims[a], ctx.dims[b]
+    batched = len(db) > 2
+    if batched and len(da) != len(db):
+        raise LoweringError(mm, "the CPU backend multiplies batches of equal rank only (yet), not "
+                                f"{da[:-2]} by {db[:-2]}")
+    M = da[-2] if batched else graph_shapes.product(da[:-1])
+    K, N = da[-1], db[-1]
+    t = host()   # the build machine, as the float GEMM's register tile
+    try:
+        chosen = gemm_i8.choose_path(t, path)
+    except ValueError as e:
+        raise LoweringError(mm, str(e)) from None
+    fallback = "vnni" if "vnni" in gemm_i8.available_paths(t) else "plain"
+    mb, nb = gemm_i8.choose_blocks(int(M) if M.isdigit() else None, int(N) if N.isdigit() else None,
+                                   model.threads if model is not None else 1)
+    spec = gemm_i8.I8GemmSpec(kname, chosen, mb, nb, fallback)
+    with mm.location:
+        gemm_i8.build(ctx.module, spec)
+    lead = ["BATCH"] if batched else []
+    args = (plan.TensorArg(ctx.record(a), (*lead, "M", "K")), plan.TensorArg(ctx.record(b), (*lead, "K", "N")),
+            plan.TensorArg(ctx.record(mm.results[0]), (*lead, "M", "N")))
+    env = {"M": M, "K": K, "N": N, **({"BATCH": graph_shapes.product(da[:-2])} if batched else {})}
+    return [plan.ArgsStep(kname, env=env, args=args, block=(1, 1, 1), grid=gemm_i8.grid(spec),
+                          batch="BATCH" if batched else None)]
 
 
 def _grid(s: Schedule) -> tuple[str, str, str]:

@@ -28,6 +28,8 @@ class CPUOptions(HashedOptions):
     # here only, once per options: the schedule, and so the code, is part of the options' hash.
     threads: int = field(default_factory=target.worker_threads)
     cache_sizes: tuple[tuple[int, int], ...] = field(default_factory=_host_caches)
+    # The int8 GEMM's path (gemm_i8.py): TESSERA_CPU_INT8_GEMM pins one, as tests do to run each here.
+    int8_gemm: str = field(default_factory=target.int8_gemm_path)
 
     def __post_init__(self):
         target.check_cpu(self.cpu)

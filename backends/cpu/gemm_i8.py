@@ -1,0 +1,633 @@
+"""int8 GEMM for the CPU backend: C[M,N] (i32) = A[M,K] (i8) · B[K,N] (i8), exact, wrapped to i32 as the
+interpreter's reference is (int64 products and sums, wrapped to the i32 accumulator: every path here adds in
+i32 without saturation, which is that sum modulo 2^32).
+
+Three paths, picked by the capability of the machine the code is built for (`available_paths`, from LLVM's
+feature string, as gemm_schedule.vector_isa picks the f32 register tile):
+
+* ``amx`` (AMX-INT8, `tdpbssd`): 2×2 tiles of 16×16 i32 accumulators per 32×32 of C, A tiles loaded from A
+  in place (16 rows of 64 bytes at A's row stride; an edge tile is first copied, zero-padded), B tiles from
+  the block's packed panel. Linux grants AMX state only on request (arch_prctl(ARCH_REQ_XCOMP_PERM,
+  XFEATURE_XTILEDATA)): the kernel asks once per process, and where the kernel refuses (a container's
+  seccomp, an old kernel) runs the next path instead.
+* ``vnni`` (AVX-512 VNNI, `vpdpbusd`): 8×32 of C in 16 zmm accumulators. vpdpbusd multiplies u8 by s8, so A
+  enters offset by +128 (a xor of the sign bit) and each column's result loses 128·Σ_k B[k, n], its sum
+  over the packed panel (computed with vpdpbusd against ones).
+* ``plain``: sign-extending loops LLVM vectorizes for whatever the target has (a 2-core Zen 3 without
+  AVX-512, a generic x86-64 or aarch64 build).
+
+`TESSERA_CPU_INT8_GEMM` (amx, vnni, plain, or auto) pins the path; the CPU backend's options read it
+(options.py), so it is hashed into the compile cache's key like the worker threads.
+
+Packing (the amx and vnni paths): each block packs B[:, j0:j0+NB] once into the layout both instructions
+read, groups of 16 columns with 4 consecutive k per column in a 64-byte row: panel[g][q][c][r] =
+B[4q+r][j0+16g+c], zero past K and N. Interior 4×16 pieces are interleaved with vector shuffles.
+
+The kernel is a per-block tile kernel of the usual signature (A, B, C, launch arguments; gemm.py's
+docstring), generated whole as LLVM IR (the MLIR Python bindings here have no AMX dialect) and declared to
+the module as backends/ptx/generated.py's kernels are; the `llir` stage links it in (compiler.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...mlir import func, ir
+from .gemm_schedule import ceil_div
+from .irbuild import LAUNCH_ARGS
+from .target import HostTarget
+
+PATHS = ("amx", "vnni", "plain")
+# arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) on x86-64 Linux
+_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
+# amx: 64-byte k steps per chunk. Each chunk re-reads and re-writes C's tiles; 32 (A strip chunk 64 KiB, in
+# L2) measured 1.10 TOPS on one core at 1024^3 against 1.00 for 8 (16 KiB, in L1), on a loaded machine.
+_KT_CHUNK = 32
+_MR = 8   # vnni: rows of C per micro-tile (8 rows × 2 zmm of 16 columns: 16 accumulators of 32 zmm)
+
+
+def available_paths(target: HostTarget) -> tuple[str, ...]:
+    """The paths `target` can run, fastest first (plain always)."""
+    feats = set(f[1:] for f in target.features.split(",") if f.startswith("+"))
+    paths = []
+    if target.arch == "x86_64" and {"amx-tile", "amx-int8"} <= feats:
+        paths.append("amx")
+    if target.arch == "x86_64" and {"avx512f", "avx512bw", "avx512vnni"} <= feats:
+        paths.append("vnni")
+    return (*paths, "plain")
+
+
+def choose_path(target: HostTarget, pinned: str = "auto") -> str:
+    """`pinned` if `target` has it, the fastest available for "auto"; ValueError otherwise."""
+    paths = available_paths(target)
+    if pinned == "auto":
+        return paths[0]
+    if pinned not in PATHS:
+        raise ValueError(f"unknown int8 GEMM path {pinned!r} (paths: auto, {', '.join(PATHS)})")
+    if pinned not in paths:
+        raise ValueError(f"the int8 GEMM path {pinned!r} needs a CPU feature this one ({target.cpu}) lacks "
+                         f"(available: {', '.join(paths)})")
+    return pinned
+
+
+@dataclass(frozen=True)
+class I8GemmSpec:
+    """One int8 kernel: `path`, and the MB×NB block of C each grid block computes (multiples of 32)."""
+
+    name: str
+    path: str
+    mb: int = 512
+    nb: int = 256
+    fallback: str = "plain"   # amx: what runs where the OS refuses AMX state (vnni where the CPU has it)
+
+    def __post_init__(self):
+        if self.path not in PATHS or self.fallback not in PATHS[1:]:
+            raise ValueError(f"int8 GEMM: path {self.path!r}/{self.fallback!r} not among {PATHS}")
+        if self.mb % 32 or self.nb % 32 or self.mb < 32 or self.nb < 32:
+            raise ValueError(f"int8 GEMM blocks must be positive multiples of 32, not {self.mb}x{self.nb}")
+
+
+def choose_blocks(M: int | None, N: int | None, threads: int) -> tuple[int, int]:
+    """MB×NB: wide column panels (B is packed once per block, A streams through), split further until the
+    blocks keep every worker busy at the known extents."""
+    mb, nb = 512, 256
+    m, n = M or 1024, N or 1024
+    while ceil_div(m, mb) * ceil_div(n, nb) < 2 * threads and (mb > 32 or nb > 32):
+        if nb > 32 and ceil_div(n, nb) <= ceil_div(m, mb):
+            nb //= 2
+        elif mb > 32:
+            mb //= 2
+        else:
+            nb //= 2
+    return mb, nb
+
+
+def grid(spec: I8GemmSpec) -> tuple[str, str, str]:
+    return (f"ceil(N/{spec.nb})", f"ceil(M/{spec.mb})", "1")
+
+
+def build(module: ir.Module, spec: I8GemmSpec) -> func.FuncOp:
+    """Appends the kernel to `module` (in its context, under a location) as a kernel generated whole as LLVM
+    IR (the contract of backends/ptx/generated.py): a bodiless declaration carrying its IR
+    (``tessera.llvm_ir``) and the argument it writes (``tessera.writes``: C)."""
+    i8, i32 = (ir.IntegerType.get_signless(w) for w in (8, 32))
+    dyn = ir.ShapedType.get_dynamic_size()
+    params = [("A", ir.MemRefType.get([dyn, dyn], i8), ("M", "K")),
+              ("B", ir.MemRefType.get([dyn, dyn], i8), ("K", "N")),
+              ("C", ir.MemRefType.get([dyn, dyn], i32), ("M", "N"))]
+    index = ir.IndexType.get()
+    with ir.InsertionPoint(module.body):
+        fn = func.FuncOp(spec.name, ir.FunctionType.get([t for _, t, _ in params] + [index] * len(LAUNCH_ARGS), []),
+                         visibility="private")
+    fn.arg_attrs = ir.ArrayAttr.get(
+        [ir.DictAttr.get({"tessera.name": ir.StringAttr.get(n),
+                          "tessera.dims": ir.ArrayAttr.get([ir.StringAttr.get(d) for d in dims])})
+         for n, _, dims in params] + [ir.DictAttr.get({})] * len(LAUNCH_ARGS))
+    fn.attributes["tessera.kernel"] = ir.UnitAttr.get()
+    fn.attributes["tessera.tile_kernel"] = ir.UnitAttr.get()
+    fn.attributes["tessera.gemm_i8"] = ir.DictAttr.get({
+        "path": ir.StringAttr.get(spec.path), "block": ir.DenseI64ArrayAttr.get([spec.mb, spec.nb])})
+    fn.attributes["tessera.writes"] = ir.DenseI64ArrayAttr.get([2])
+    fn.attributes["tessera.llvm_ir"] = ir.StringAttr.get(llvm_ir(spec, f"{spec.name}_i8gemm") + _entry(spec.name))
+    return fn
+
+
+def generated(module: ir.Module) -> list[str]:
+    """The LLVM IR of the kernels generated whole as LLVM IR in `module` (read before it is lowered)."""
+    return [ir.StringAttr(op.attributes["tessera.llvm_ir"]).value for op in module.body.operations
+            if op.operation.name == "func.func" and "tessera.llvm_ir" in op.attributes]
+
+
+def _entry(name: str) -> str:
+    """The kernel as the MLIR lowering of its declaration calls it: each memref<?x?x…> as (allocated,
+    aligned, offset, 2 sizes, 2 strides), contiguous by its type, then the nine launch indices."""
+    memref = lambda m, t: (f"ptr %{m}_alloc, ptr %{m}_base, i64 %{m}_off, i64 %{m}_d0, i64 %{m}_d1, "  # noqa: E731
+                           f"i64 %{m}_s0, i64 %{m}_s1")
+    launch = ", ".join(f"i64 %{a}" for a in LAUNCH_ARGS)
+    return f"""
+define hidden void @{name}({memref("A", "i8")}, {memref("B", "i8")}, {memref("C", "i32")}, {launch}) {{
+entry:
+  %a = getelementptr i8, ptr %A_base, i64 %A_off
+  %b = getelementptr i8, ptr %B_base, i64 %B_off
+  %c = getelementptr i32, ptr %C_base, i64 %C_off
+  call void @{name}_i8gemm(ptr %a, ptr %b, ptr %c, i64 %A_d0, i64 %B_d1, i64 %A_d1, i64 %bid_x, i64 %bid_y)
+  ret void
+}}
+"""
+
+
+# -- LLVM IR generation ------------------------------------------------------------------------------------
+class _Fn:
+    """Straight-line LLVM IR text with counted loops (the induction variable and loop-carried values as
+    phis) and one-armed ifs."""
+
+    def __init__(self, prefix: str):
+        self.lines: list[str] = []
+        self.n = 0
+        self.prefix = prefix
+        self.cur = "entry"
+
+    def val(self, text: str) -> str:
+        self.n += 1
+        name = f"%v{self.n}"
+        self.lines.append(f"  {name} = {text}")
+        return name
+
+    def do(self, text: str) -> None:
+        self.lines.append(f"  {text}")
+
+    def label(self, name: str) -> None:
+        self.lines.append(f"{name}:")
+        self.cur = name
+
+    def uid(self) -> int:
+        self.n += 1
+        return self.n
+
+    def loop(self, lo, hi, step, body, carried=()):
+        """for iv in lo, lo+step, … < hi: body(iv, carried values) -> new carried values; returns the last."""
+        u = self.uid()
+        pre = self.cur
+        self.do(f"br label %h{u}")
+        self.label(f"h{u}")
+        iv = f"%iv{u}"
+        self.do(f"{iv} = phi i64 [ {lo}, %{pre} ], [ %nx{u}, %l{u} ]")
+        phis = []
+        for j, (ty, init) in enumerate(carried):
+            phis.append(len(self.lines))
+            self.do(f"%c{u}_{j} = phi {ty} [ {init}, %{pre} ], [ @@, %l{u} ]")
+        cond = self.val(f"icmp slt i64 {iv}, {hi}")
+        self.do(f"br i1 {cond}, label %b{u}, label %e{u}")
+        self.label(f"b{u}")
+        outs = body(iv, [f"%c{u}_{j}" for j in range(len(carried))]) or []
+        self.do(f"br label %l{u}")
+        self.label(f"l{u}")
+        self.do(f"%nx{u} = add i64 {iv}, {step}")
+        self.do(f"br label %h{u}")
+        for at, out in zip(phis, outs):
+            self.lines[at] = self.lines[at].replace("@@", out)
+        self.label(f"e{u}")
+        return [f"%c{u}_{j}" for j in range(len(carried))]
+
+    def if_(self, cond, then) -> None:
+        u = self.uid()
+        self.do(f"br i1 {cond}, label %t{u}, label %f{u}")
+        self.label(f"t{u}")
+        then()
+        self.do(f"br label %f{u}")
+        self.label(f"f{u}")
+
+    def if_else(self, cond, then, otherwise) -> None:
+        u = self.uid()
+        self.do(f"br i1 {cond}, label %t{u}, label %o{u}")
+        self.label(f"t{u}")
+        then()
+        self.do(f"br label %j{u}")
+        self.label(f"o{u}")
+        otherwise()
+        self.do(f"br label %j{u}")
+        self.label(f"j{u}")
+
+    def gather(self, ty, src, dst, count, locate) -> None:
+        """dst[e] = src[index] for e < count, where locate(e) -> (inside, index), else 0: an edge's copy,
+        which never loads outside the tensor."""
+        def elem(e, _):
+            inside, index = locate(e)
+            at = self.gep(ty, src, self.val(f"select i1 {inside}, i64 {index}, i64 0"))
+            v = self.val(f"select i1 {inside}, {ty} {self.val(f'load {ty}, ptr {at}')}, {ty} 0")
+            self.do(f"store {ty} {v}, ptr {self.gep(ty, dst, e)}")
+        self.loop(0, count, 1, elem)
+
+    def gep(self, ty, ptr, i) -> str:
+        return self.val(f"getelementptr {ty}, ptr {ptr}, i64 {i}")
+
+    def smin(self, a, b) -> str:
+        return self.val(f"call i64 @llvm.smin.i64(i64 {a}, i64 {b})")
+
+    def smax(self, a, b) -> str:
+        return self.val(f"call i64 @llvm.smax.i64(i64 {a}, i64 {b})")
+
+    def add(self, a, b) -> str:
+        return self.val(f"add i64 {a}, {b}")
+
+    def mul(self, a, b) -> str:
+        return self.val(f"mul i64 {a}, {b}")
+
+    def cmp(self, pred, a, b) -> str:
+        return self.val(f"icmp {pred} i64 {a}, {b}")
+
+    def both(self, a, b) -> str:
+        return self.val(f"and i1 {a}, {b}")
+
+
+_DECLS = """
+declare i64 @llvm.smin.i64(i64, i64)
+declare i64 @llvm.smax.i64(i64, i64)
+declare ptr @aligned_alloc(i64, i64)
+declare void @free(ptr)
+declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
+declare i64 @syscall(i64, ...)
+declare x86_amx @llvm.x86.tileloadd64.internal(i16, i16, ptr, i64)
+declare x86_amx @llvm.x86.tdpbssd.internal(i16, i16, i16, x86_amx, x86_amx, x86_amx)
+declare void @llvm.x86.tilestored64.internal(i16, i16, ptr, i64, x86_amx)
+declare x86_amx @llvm.x86.tilezero.internal(i16, i16)
+declare <16 x i32> @llvm.x86.avx512.vpdpbusd.512(<16 x i32>, <64 x i8>, <64 x i8>)
+declare void @llvm.masked.store.v16i32.p0(<16 x i32>, ptr, i32, <16 x i1>)
+"""
+_ARGS = "ptr noalias %A, ptr noalias %B, ptr noalias %C, i64 %M, i64 %N, i64 %K, i64 %bx, i64 %by"
+
+
+def llvm_ir(spec: I8GemmSpec, name: str) -> str:
+    """The LLVM IR module text of the kernel body `name`(A, B, C, M, N, K, bid_x, bid_y: i64)."""
+    parts = [_DECLS]
+    if spec.path == "plain" or (spec.path == "amx" and spec.fallback == "plain"):
+        parts.append(_plain(spec, f"{name}_plain"))
+    if spec.path in ("vnni", "amx") and (spec.path == "vnni" or spec.fallback == "vnni"):
+        parts.append(_pack(spec, f"{name}_pack"))
+        parts.append(_vnni(spec, f"{name}_vnni", f"{name}_pack"))
+    if spec.path == "amx":
+        if spec.fallback != "vnni":
+            parts.append(_pack(spec, f"{name}_pack"))
+        parts.append(_amx(spec, f"{name}_amx", f"{name}_pack"))
+        parts.append(f"@{name}_amx_state = internal global i32 0\n" + _dispatch(
+            name, f"{name}_amx", f"{name}_{spec.fallback}", f"@{name}_amx_state"))
+    else:
+        parts.append(f"define hidden void @{name}({_ARGS}) {{\nentry:\n"
+                     f"  call void @{name}_{spec.path}(ptr %A, ptr %B, ptr %C, i64 %M, i64 %N, i64 %K, i64 %bx, "
+                     f"i64 %by)\n  ret void\n}}\n")
+    return "\n".join(parts)
+
+
+def _call(fn: str) -> str:
+    return f"call void @{fn}(ptr %A, ptr %B, ptr %C, i64 %M, i64 %N, i64 %K, i64 %bx, i64 %by)"
+
+
+def _dispatch(name: str, amx: str, fallback: str, state: str) -> str:
+    # state: 0 not asked yet, 1 granted, 2 refused. Threads racing on the first call each ask: the request
+    # is idempotent, and they store the same answer.
+    return f"""
+define hidden void @{name}({_ARGS}) {{
+entry:
+  %s = load atomic i32, ptr {state} monotonic, align 4
+  %ask = icmp eq i32 %s, 0
+  br i1 %ask, label %request, label %known
+request:
+  %r = call i64 (i64, ...) @syscall(i64 {_SYS_ARCH_PRCTL}, i64 {_ARCH_REQ_XCOMP_PERM}, i64 {_XFEATURE_XTILEDATA})
+  %ok = icmp eq i64 %r, 0
+  %ns = select i1 %ok, i32 1, i32 2
+  store atomic i32 %ns, ptr {state} monotonic, align 4
+  br label %known
+known:
+  %st = phi i32 [ %s, %entry ], [ %ns, %request ]
+  %granted = icmp eq i32 %st, 1
+  br i1 %granted, label %tiles, label %vectors
+tiles:
+  {_call(amx)}
+  ret void
+vectors:
+  {_call(fallback)}
+  ret void
+}}
+"""
+
+
+def _block_start(f: _Fn, spec: I8GemmSpec):
+    """(i0, j0, mb, nb) of this block, returning early for a block past the matrix."""
+    i0 = f.val(f"mul i64 %by, {spec.mb}")
+    j0 = f.val(f"mul i64 %bx, {spec.nb}")
+    out = f.val(f"or i1 {f.val(f'icmp sge i64 {i0}, %M')}, {f.val(f'icmp sge i64 {j0}, %N')}")
+    f.do(f"br i1 {out}, label %done, label %go")
+    f.label("go")
+    mb = f.smin(spec.mb, f.val(f"sub i64 %M, {i0}"))
+    nb = f.smin(spec.nb, f.val(f"sub i64 %N, {j0}"))
+    return i0, j0, mb, nb
+
+
+def _finish(f: _Fn, name: str, attrs: str = "") -> str:
+    f.do("br label %done")
+    f.label("done")
+    f.do("ret void")
+    return f"define internal void @{name}({_ARGS}) {attrs}{{\nentry:\n" + "\n".join(f.lines) + "\n}\n"
+
+
+def _plain(spec: I8GemmSpec, name: str) -> str:
+    """Row by row: C[i, j0:j0+nb] = Σ_k A[i, k] · B[k, j0:j0+nb], the k loop outside the vectorized j loop."""
+    f = _Fn(name)
+    i0, j0, mb, nb = _block_start(f, spec)
+    iend = f.val(f"add i64 {i0}, {mb}")
+
+    def row(i, _):
+        crow = f.gep("i32", "%C", f.val(f"add i64 {f.val(f'mul i64 {i}, %N')}, {j0}"))
+        f.do(f"call void @llvm.memset.p0.i64(ptr {crow}, i8 0, i64 {f.val(f'mul i64 {nb}, 4')}, i1 false)")
+        arow = f.gep("i8", "%A", f.val(f"mul i64 {i}, %K"))
+
+        def kstep(k, _):
+            ap = f.gep("i8", arow, k)
+            a = f.val(f"sext i8 {f.val(f'load i8, ptr {ap}')} to i32")
+            brow = f.gep("i8", "%B", f.val(f"add i64 {f.val(f'mul i64 {k}, %N')}, {j0}"))
+
+            def col(j, _):
+                cp = f.gep("i32", crow, j)
+                bp = f.gep("i8", brow, j)
+                bv = f.val(f"sext i8 {f.val(f'load i8, ptr {bp}')} to i32")
+                sum_ = f.val(f"add i32 {f.val(f'load i32, ptr {cp}')}, {f.val(f'mul i32 {a}, {bv}')}")
+                f.do(f"store i32 {sum_}, ptr {cp}")
+            f.loop(0, nb, 1, col)
+        f.loop(0, "%K", 1, kstep)
+    f.loop(i0, iend, 1, row)
+    return _finish(f, name)
+
+
+def _pack(spec: I8GemmSpec, name: str) -> str:
+    """pack(B, N, K, j0, nb, panel, kq): panel[g][q][c][r] = B[4q+r][j0+16g+c] for g < NB/16, q < kq, zero
+    past K and nb. Whole 4×16 pieces are four 16-byte loads interleaved by one shuffle; the rest bytewise."""
+    f = _Fn(name)
+    ngroups = spec.nb // 16
+
+    def group(g, _):
+        col0 = f.val(f"mul i64 {g}, 16")
+        full_cols = f.val(f"icmp sle i64 {f.val(f'add i64 {col0}, 16')}, %nb")
+
+        def quad(q, _):
+            dst = f.gep("i8", "%P", f.mul(f.add(f.mul(g, "%kq"), q), 64))
+            k0 = f.mul(q, 4)
+            full = f.both(full_cols, f.cmp("sle", f.add(k0, 4), "%K"))
+
+            def edge(e):   # byte e = 4c + r of the piece: B[k0 + r, j0 + col0 + c]
+                k = f.add(k0, f.val(f"urem i64 {e}, 4"))
+                n = f.add(col0, f.val(f"udiv i64 {e}, 4"))
+                return f.both(f.cmp("slt", k, "%K"), f.cmp("slt", n, "%nb")), f.add(f.mul(k, "%N"), f.add("%j0", n))
+            f.if_else(full, lambda: _interleave_piece(f, dst, k0, col0), lambda: f.gather("i8", "%B", dst, 64, edge))
+        f.loop(0, "%kq", 1, quad)
+    f.loop(0, ngroups, 1, group)
+    f.do("ret void")
+    return (f"define internal void @{name}(ptr noalias %B, i64 %N, i64 %K, i64 %j0, i64 %nb, ptr noalias %P, "
+            f"i64 %kq) {{\nentry:\n" + "\n".join(f.lines) + "\n}\n")
+
+
+def _interleave_piece(f: _Fn, dst, k0, col0) -> None:
+    """dst[c·4 + r] = B[k0 + r, j0 + col0 + c] for a whole 4×16 piece: four 16-byte rows, one shuffle."""
+    rows = [f.val(f"load <16 x i8>, ptr {f.gep('i8', '%B', f.add(f.mul(f.add(k0, r), '%N'), f.add('%j0', col0)))}, "
+                  f"align 1") for r in range(4)]
+    concat = f"<32 x i32> <{', '.join(f'i32 {i}' for i in range(32))}>"
+    lo = f.val(f"shufflevector <16 x i8> {rows[0]}, <16 x i8> {rows[1]}, {concat}")
+    hi = f.val(f"shufflevector <16 x i8> {rows[2]}, <16 x i8> {rows[3]}, {concat}")
+    interleave = ", ".join(f"i32 {16 * r + c}" for c in range(16) for r in range(4))
+    v = f.val(f"shufflevector <32 x i8> {lo}, <32 x i8> {hi}, <64 x i32> <{interleave}>")
+    f.do(f"store <64 x i8> {v}, ptr {dst}, align 64")
+
+
+def _panel(f: _Fn, spec: I8GemmSpec, pack: str, j0, nb, kq) -> str:
+    size = f.val(f"mul i64 {kq}, {spec.nb * 4}")
+    panel = f.val(f"call ptr @aligned_alloc(i64 64, i64 {size})")   # a multiple of 64 bytes
+    f.do(f"call void @{pack}(ptr %B, i64 %N, i64 %K, i64 {j0}, i64 {nb}, ptr {panel}, i64 {kq})")
+    return panel
+
+
+def _amx(spec: I8GemmSpec, name: str, pack: str) -> str:
+    f = _Fn(name)
+    i0, j0, mb, nb = _block_start(f, spec)
+    kt = f.val(f"udiv i64 {f.val('add i64 %K, 63')}, 64")   # 64-byte steps of k, the last zero-padded
+    kq = f.val(f"mul i64 {kt}, 16")
+    panel = _panel(f, spec, pack, j0, nb, kq)
+    # K in chunks of _KT_CHUNK 64-byte steps: per chunk, a strip's A (32 rows) is packed as its 16×64 tiles
+    # in k order (strip[t][h] = A[i+16h : +16, 64t : +64], zero-padded), read by every column pair of the
+    # block; the C tiles carry the sum from chunk to chunk. (Loaded in place at A's row stride instead, the
+    # 16 rows of a tile 1-2 KiB apart share few cache sets.)
+    strip_buf = f.val(f"alloca [{_KT_CHUNK * 2048} x i8], align 64")
+    cbuf = f.val("alloca [256 x i32], align 64")
+    zbuf = f.val("alloca [256 x i32], align 64")
+    f.do(f"call void @llvm.memset.p0.i64(ptr {zbuf}, i8 0, i64 1024, i1 false)")
+    iend = f.val(f"add i64 {i0}, {mb}")
+    ngroups = f.val(f"udiv i64 {f.val(f'add i64 {nb}, 31')}, 32")
+    shape = "i16 16, i16 64"
+
+    def pack_strip(i, t0, t1):
+        def tile_row(e, _):   # e = (t·2 + h)·16 + r: 64 bytes of row i+16h+r from k = 64(t0 + t)
+            t = f.add(t0, f.val(f"udiv i64 {e}, 32"))
+            row = f.add(i, f.val(f"urem i64 {e}, 32"))
+            k = f.mul(t, 64)
+            dst = f.gep("i8", strip_buf, f.mul(e, 64))
+            whole = f.both(f.cmp("slt", row, "%M"), f.cmp("sle", f.add(k, 64), "%K"))
+
+            def copy():
+                v = f.val(f"load <64 x i8>, ptr {f.gep('i8', '%A', f.add(f.mul(row, '%K'), k))}, align 1")
+                f.do(f"store <64 x i8> {v}, ptr {dst}, align 64")
+
+            def edge(c):
+                return (f.both(f.cmp("slt", row, "%M"), f.cmp("slt", f.add(k, c), "%K")),
+                        f.add(f.mul(row, "%K"), f.add(k, c)))
+            f.if_else(whole, copy, lambda: f.gather("i8", "%A", dst, 64, edge))
+        f.loop(0, f.mul(f.val(f"sub i64 {t1}, {t0}"), 32), 1, tile_row)
+
+    def a_tile(t, half):   # t: the step within the chunk
+        at = f.gep("i8", strip_buf, f.mul(f.add(f.mul(t, 2), half), 1024))
+        return f.val(f"call x86_amx @llvm.x86.tileloadd64.internal({shape}, ptr {at}, i64 64)")
+
+    def load(first, i, n):
+        """The C tile at (i, n) so far: zero on the first chunk, else C's (an edge tile via cbuf)."""
+        whole = f.both(f.cmp("sle", f.add(i, 16), "%M"), f.cmp("sle", f.add(n, 16), "%N"))
+
+        def edge(e):
+            r = f.add(i, f.val(f"udiv i64 {e}, 16"))
+            c = f.add(n, f.val(f"urem i64 {e}, 16"))
+            return f.both(f.cmp("slt", r, "%M"), f.cmp("slt", c, "%N")), f.add(f.mul(r, "%N"), c)
+
+        def copy():
+            f.gather("i32", "%C", cbuf, 256, edge)
+        f.if_(f.both(f.val(f"xor i1 {first}, true"), f.val(f"xor i1 {whole}, true")), copy)
+        src = f.gep("i32", "%C", f.add(f.mul(i, "%N"), n))
+        ptr = f.val(f"select i1 {whole}, ptr {src}, ptr {cbuf}")
+        ptr = f.val(f"select i1 {first}, ptr {zbuf}, ptr {ptr}")
+        stride = f.val(f"select i1 {f.both(whole, f.val(f'xor i1 {first}, true'))}, i64 {f.mul('%N', 4)}, i64 64")
+        return f.val(f"call x86_amx @llvm.x86.tileloadd64.internal({shape}, ptr {ptr}, i64 {stride})")
+
+    def store(tile, i, n):
+        whole = f.both(f.cmp("sle", f.add(i, 16), "%M"), f.cmp("sle", f.add(n, 16), "%N"))
+
+        def direct():
+            dst = f.gep("i32", "%C", f.add(f.mul(i, "%N"), n))
+            f.do(f"call void @llvm.x86.tilestored64.internal({shape}, ptr {dst}, i64 {f.mul('%N', 4)}, "
+                 f"x86_amx {tile})")
+        f.if_else(whole, direct, lambda: edge_store(tile, i, n))
+
+    def edge_store(tile, i, n):
+        f.do(f"call void @llvm.x86.tilestored64.internal({shape}, ptr {cbuf}, i64 64, x86_amx {tile})")
+
+        def elem(e, _):
+            r = f.val(f"add i64 {i}, {f.val(f'udiv i64 {e}, 16')}")
+            c = f.val(f"add i64 {n}, {f.val(f'urem i64 {e}, 16')}")
+            inside = f.val(f"and i1 {f.val(f'icmp slt i64 {r}, %M')}, {f.val(f'icmp slt i64 {c}, %N')}")
+
+            def put():
+                v = f.val(f"load i32, ptr {f.gep('i32', cbuf, e)}")
+                f.do(f"store i32 {v}, ptr {f.gep('i32', '%C', f.add(f.mul(r, '%N'), c))}")
+            f.if_(inside, put)
+        f.loop(0, 256, 1, elem)
+
+    def chunk(t0, _):
+        t1 = f.smin(f.add(t0, _KT_CHUNK), kt)
+        first = f.cmp("eq", t0, 0)
+        f.loop(i0, iend, 32, lambda i, _: strip(i, t0, t1, first))
+
+    def strip(i, t0, t1, first):
+        pack_strip(i, t0, t1)
+
+        def pair(gp, _):
+            g = f.val(f"mul i64 {gp}, 2")
+            n0 = f.add(j0, f.mul(g, 16))
+            init = [load(first, f.add(i, 16 * r), f.add(n0, 16 * c)) for r in (0, 1) for c in (0, 1)]
+
+            def kstep(t, acc):
+                a = [a_tile(f.val(f"sub i64 {t}, {t0}"), h) for h in (0, 1)]
+                b = []
+                for h in (0, 1):
+                    off = f.mul(f.add(f.mul(f.add(g, h), kq), f.mul(t, 16)), 64)
+                    b.append(f.val(f"call x86_amx @llvm.x86.tileloadd64.internal({shape}, ptr "
+                                   f"{f.gep('i8', panel, off)}, i64 64)"))
+                return [f.val(f"call x86_amx @llvm.x86.tdpbssd.internal(i16 16, i16 64, i16 64, "
+                              f"x86_amx {acc[2 * r + c]}, "
+                              f"x86_amx {a[r]}, x86_amx {b[c]})") for r in (0, 1) for c in (0, 1)]
+            acc = f.loop(t0, t1, 1, kstep, [("x86_amx", v) for v in init])
+            for r in (0, 1):
+                for c in (0, 1):
+                    store(acc[2 * r + c], f.val(f"add i64 {i}, {16 * r}"), f.val(f"add i64 {n0}, {16 * c}"))
+        f.loop(0, ngroups, 1, pair)
+    f.loop(0, f.smax(kt, 1), _KT_CHUNK, chunk)   # once at K = 0: C = 0
+    f.do(f"call void @free(ptr {panel})")
+    return _finish(f, name, '"target-features"="+amx-tile,+amx-int8" ')
+
+
+def _vnni(spec: I8GemmSpec, name: str, pack: str) -> str:
+    f = _Fn(name)
+    i0, j0, mb, nb = _block_start(f, spec)
+    kq = f.val(f"udiv i64 {f.val('add i64 %K, 3')}, 4")
+    kfull = f.val("udiv i64 %K, 4")
+    krem = f.val("urem i64 %K, 4")
+    panel = _panel(f, spec, pack, j0, nb, kq)
+    # Σ_k B[k, n] per column of the panel, for the +128 offset of A's bytes
+    sums = f.val(f"alloca [{spec.nb} x i32], align 64")
+    ones = "<i8 " + ", i8 ".join(["1"] * 64) + ">"
+    zero16 = "zeroinitializer"
+
+    def colsum(g, _):
+        def q_step(q, acc):
+            at = f.mul(f.add(f.mul(g, kq), q), 64)
+            v = f.val(f"load <64 x i8>, ptr {f.gep('i8', panel, at)}, align 64")
+            return [f.val(f"call <16 x i32> @llvm.x86.avx512.vpdpbusd.512(<16 x i32> {acc[0]}, <64 x i8> {ones}, "
+                          f"<64 x i8> {v})")]
+        s = f.loop(0, kq, 1, q_step, [("<16 x i32>", zero16)])[0]
+        f.do(f"store <16 x i32> {s}, ptr {f.gep('i32', sums, f.val(f'mul i64 {g}, 16'))}, align 64")
+    f.loop(0, spec.nb // 16, 1, colsum)
+    iend = f.val(f"add i64 {i0}, {mb}")
+    ngroups = f.val(f"udiv i64 {f.val(f'add i64 {nb}, 31')}, 32")
+    last = f.val("sub i64 %M, 1")
+    lanes = "<" + ", ".join(f"i64 {c}" for c in range(16)) + ">"
+
+    def a_quad(rowp, q, exact):
+        """A[row, 4q:4q+4] + 128 as four u8 in every lane (`exact`: K % 4 bytes, the rest zero)."""
+        if exact:
+            word = f.val(f"load i32, ptr {f.gep('i8', rowp, f.val(f'mul i64 {q}, 4'))}, align 1")
+        else:
+            word = "0"
+            for t in range(3):
+                has = f.val(f"icmp ult i64 {t}, {krem}")
+                at = f.val(f"select i1 {has}, i64 {f.add(f.mul(q, 4), t)}, i64 0")
+                bp = f.gep("i8", rowp, at)
+                byte = f.val(f"select i1 {has}, i8 {f.val(f'load i8, ptr {bp}')}, i8 0")
+                wide = f.val(f"shl i32 {f.val(f'zext i8 {byte} to i32')}, {8 * t}")
+                word = f.val(f"or i32 {word}, {wide}")
+        # the offset on the scalar word, before the broadcast: xor of the broadcast bytes with a splat of
+        # -128 sends LLVM 22's instruction selection into an endless loop after -O3 (found here)
+        word = f.val(f"xor i32 {word}, -2139062144")   # 0x80808080
+        splat = f.val(f"insertelement <16 x i32> poison, i32 {word}, i64 0")
+        splat = f.val(f"shufflevector <16 x i32> {splat}, <16 x i32> poison, <16 x i32> zeroinitializer")
+        return f.val(f"bitcast <16 x i32> {splat} to <64 x i8>")
+
+    def strip(i, _):
+        rows = [f.gep("i8", "%A", f.mul(f.smin(f.add(i, r), last), "%K")) for r in range(_MR)]
+
+        def pair(gp, _):
+            g = f.val(f"mul i64 {gp}, 2")
+
+            def step(q, acc, exact=True):
+                b = [f.val(f"load <64 x i8>, ptr {f.gep('i8', panel, f.mul(f.add(f.mul(f.add(g, h), kq), q), 64))}, "
+                           f"align 64") for h in (0, 1)]
+                out = []
+                for r in range(_MR):
+                    a = a_quad(rows[r], q, exact)
+                    out += [f.val(f"call <16 x i32> @llvm.x86.avx512.vpdpbusd.512(<16 x i32> {acc[2 * r + h]}, "
+                                  f"<64 x i8> {a}, <64 x i8> {b[h]})") for h in (0, 1)]
+                return out
+            acc = f.loop(0, kfull, 1, step, [("<16 x i32>", zero16)] * (2 * _MR))
+            tail = f.val(f"icmp ne i64 {krem}, 0")
+            u = f.uid()
+            pre = f.cur
+            f.do(f"br i1 {tail}, label %tail{u}, label %joined{u}")
+            f.label(f"tail{u}")
+            tailed = step(kfull, acc, exact=False)
+            f.do(f"br label %joined{u}")
+            f.label(f"joined{u}")
+            acc = [f.val(f"phi <16 x i32> [ {x}, %{pre} ], [ {y}, %tail{u} ]") for x, y in zip(acc, tailed)]
+            for h in (0, 1):
+                col = f.mul(f.add(g, h), 16)
+                s = f.val(f"load <16 x i32>, ptr {f.gep('i32', sums, col)}, align 64")
+                corr = f.val(f"shl <16 x i32> {s}, <i32 " + ", i32 ".join(["7"] * 16) + ">")
+                n = f.val(f"add i64 {j0}, {col}")
+                left = f.val(f"sub i64 %N, {n}")
+                ins = f.val(f"insertelement <16 x i64> poison, i64 {left}, i64 0")
+                ins = f.val(f"shufflevector <16 x i64> {ins}, <16 x i64> poison, <16 x i32> zeroinitializer")
+                mask = f.val(f"icmp slt <16 x i64> {lanes}, {ins}")
+                for r in range(_MR):
+                    row = f.val(f"add i64 {i}, {r}")
+
+                    def put(r=r, row=row):
+                        v = f.val(f"sub <16 x i32> {acc[2 * r + h]}, {corr}")
+                        dst = f.gep("i32", "%C", f.add(f.mul(row, "%N"), n))
+                        f.do(f"call void @llvm.masked.store.v16i32.p0(<16 x i32> {v}, ptr {dst}, i32 4, "
+                             f"<16 x i1> {mask})")
+                    f.if_(f.both(f.cmp("slt", row, iend), f.cmp("slt", n, "%N")), put)
+        f.loop(0, ngroups, 1, pair)
+    f.loop(i0, iend, _MR, strip)
+    f.do(f"call void @free(ptr {panel})")
+    return _finish(f, name, '"target-features"="+avx512f,+avx512bw,+avx512vnni" ')

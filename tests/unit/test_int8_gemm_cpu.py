@@ -1,0 +1,121 @@
+"""The CPU's int8 GEMM (issue 17 item 2; backends/cpu/gemm_i8.py): i8 x i8 -> i32, exact and wrapped to i32
+as the interpreter's reference, on every path this machine has (TESSERA_CPU_INT8_GEMM pins each, so the
+plain path runs on an AMX machine too), against numpy's int64 product wrapped to int32."""
+
+import numpy as np
+import pytest
+
+from tessera import compiler, executor, tessera_frontend_compile
+from tessera.backends.cpu import gemm_i8, target
+from tessera.diagnostics import CompileError
+
+SRC = """
+@function
+def mm(A: tensor[i8, "M", "K"], B: tensor[i8, "K", "N"]):
+    return A @ B
+
+@function
+def bmm(A: tensor[i8, "S", "M", "K"], B: tensor[i8, "S", "K", "N"]):
+    return A @ B
+
+@function
+def rows(A: tensor[i8, "S", "M", "K"], B: tensor[i8, "K", "N"]):
+    return A @ B
+"""
+PATHS = gemm_i8.available_paths(target.host())
+# what each path's kernel calls in the optimized LLVM IR (amx carries vnni or plain for a refused request)
+MARKS = {"amx": "llvm.x86.tdpbssd", "vnni": "llvm.x86.avx512.vpdpbusd", "plain": None}
+RNG = np.random.default_rng(8)
+
+
+def ref(a, b):
+    return np.matmul(a.astype(np.int64), b.astype(np.int64)).astype(np.int32)   # wraps modulo 2^32
+
+
+def ints(shape):
+    return RNG.integers(-128, 128, shape).astype(np.int8)
+
+
+@pytest.fixture(scope="module", params=PATHS)
+def compiled(request):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TESSERA_CPU_INT8_GEMM", request.param)
+    llir = []
+    result = compiler.compile_source(SRC, "mm.py",
+                                     on_stage=lambda stage, art: llir.append(art) if stage == "llir" else None)
+    mp.undo()
+    yield request.param, executor.load(result.image), "".join(llir)
+
+
+def test_the_pinned_path_is_the_kernel(compiled):
+    path, _, llir = compiled
+    for other, mark in MARKS.items():
+        if mark is None:
+            continue
+        carried = other == path or (path == "amx" and other == "vnni" and "vnni" in PATHS)
+        assert (mark in llir) == carried, (path, other)
+
+
+@pytest.mark.parametrize("M, K, N", [(1, 1, 1), (7, 13, 5), (64, 64, 64), (130, 257, 65), (33, 3, 100),
+                                     (17, 64, 33), (5, 0, 7), (40, 1000, 70)])
+def test_exact_at_odd_shapes(compiled, M, K, N):
+    _, mod, _ = compiled
+    a, b = ints((M, K)), ints((K, N))
+    got = np.asarray(mod.mm(a, b))
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, ref(a, b))
+
+
+def test_matches_the_interpreter(compiled):
+    _, mod, _ = compiled
+    a, b = ints((19, 70)), ints((70, 23))
+    interp = tessera_frontend_compile(SRC, {"filename": "mm.py"}).interpret("mm", a, b)
+    np.testing.assert_array_equal(np.asarray(mod.mm(a, b)), interp)
+
+
+@pytest.mark.parametrize("fill_a, fill_b", [(-128, -128), (127, 127), (-128, 127), (127, -128)])
+def test_extreme_values(compiled, fill_a, fill_b):
+    _, mod, _ = compiled
+    a, b = np.full((20, 129), fill_a, np.int8), np.full((129, 35), fill_b, np.int8)
+    a[3, :] = np.resize(np.array([-128, 127], np.int8), 129)
+    np.testing.assert_array_equal(np.asarray(mod.mm(a, b)), ref(a, b))
+
+
+def test_the_sum_wraps_to_i32_as_the_reference(compiled):
+    _, mod, _ = compiled
+    k = 140_000   # 140000 * 128^2 passes 2^31
+    a, b = np.full((2, k), -128, np.int8), np.full((k, 3), -128, np.int8)
+    got = np.asarray(mod.mm(a, b))
+    assert (got < 0).all()
+    np.testing.assert_array_equal(got, ref(a, b))
+
+
+def test_batched(compiled):
+    _, mod, _ = compiled
+    a, b = ints((3, 9, 70)), ints((3, 70, 17))
+    np.testing.assert_array_equal(np.asarray(mod.bmm(a, b)), ref(a, b))
+    a, b = ints((2, 5, 40)), ints((40, 6))   # the lhs' batch axis folds into rows
+    np.testing.assert_array_equal(np.asarray(mod.rows(a, b)), ref(a, b))
+
+
+def test_an_unknown_path_is_refused_at_the_users_line(monkeypatch):
+    monkeypatch.setenv("TESSERA_CPU_INT8_GEMM", "simd")
+    with pytest.raises(CompileError, match=r"mm\.py:4:12: error: unknown int8 GEMM path 'simd'"):
+        compiler.compile_source(SRC, "mm.py")
+
+
+def test_an_epilogue_is_refused_at_the_users_line():
+    src = """
+@function
+def mm(A: tensor[i8, "M", "K"], B: tensor[i8, "K", "N"], C: tensor[i32, "M", "N"]):
+    return A @ B + C
+"""
+    with pytest.raises(CompileError, match=r"mm\.py:4:\d+: error: .*int8 GEMM's epilogue"):
+        compiler.compile_source(src, "mm.py")
+
+
+def test_a_path_the_cpu_lacks_is_named():
+    lacking = target.HostTarget("x86_64", "x86_64-unknown-linux-gnu", "znver3", "+avx2,+fma")
+    assert gemm_i8.available_paths(lacking) == ("plain",)
+    with pytest.raises(ValueError, match="'amx' needs a CPU feature this one \\(znver3\\) lacks"):
+        gemm_i8.choose_path(lacking, "amx")
