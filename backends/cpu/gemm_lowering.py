@@ -21,7 +21,7 @@ from ...passes import kernelgen
 from ...passes.kernelgen import element_dtype
 from . import gemm, gemm_i8
 from .gemm_schedule import K_UNROLL, CostModel, Schedule, vector_isa
-from .target import HostTarget, host
+from .target import HostTarget, cache_sizes, host
 
 # Nominal extent for symbolic dimensions when choosing cache blocks: a mid-size problem.
 _NOMINAL = 1024
@@ -172,8 +172,9 @@ def _lower_i8(ctx, kname: str, ops: list, model: CostModel | None, path: str) ->
     except ValueError as e:
         raise LoweringError(mm, str(e)) from None
     fallback = "vnni" if "vnni" in gemm_i8.available_paths(t) else "plain"
-    mb, nb = gemm_i8.choose_blocks(int(M) if M.isdigit() else None, int(N) if N.isdigit() else None,
-                                   model.threads if model is not None else 1)
+    mb, nb = gemm_i8.choose_blocks(*(int(e) if e.isdigit() else None for e in (M, N, K)),
+                                   model.threads if model is not None else 1,
+                                   dict(model.caches)[2] if model is not None else cache_sizes()[2])
     spec = gemm_i8.I8GemmSpec(kname, chosen, mb, nb, fallback)
     with mm.location:
         gemm_i8.build(ctx.module, spec)
