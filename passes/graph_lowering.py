@@ -153,6 +153,8 @@ def lower_function(fn, module: ir.Module, lowerings: Mapping[str, Callable], tar
                                schedule_ir.schedule_of(ops[0]).get("rows_per_block", 4), epilogue=ops[1:])
         elif kind == "layout":
             ks = kernelgen.transpose(kname, ops[0], dims)
+        elif kind == "push":
+            ks = kernelgen.push(kname, ops[0])
         elif kind == "blocks":
             src, step = kernelgen.blocks(kname, ops[0], dims, schedule_ir.schedule_of(ops[0]).get("block_x", 128))
             ctx.build(src, f"<tessera:{kname}>")
@@ -164,7 +166,7 @@ def lower_function(fn, module: ir.Module, lowerings: Mapping[str, Callable], tar
             raise LoweringError(ops[0], f"'{ops[0].operation.name}' has no {targets} lowering yet "
                                         f"(run it with tessera.interpret)")
         ctx.build(ks.source, f"<tessera:{kname}>")
-        out_dims = dims[ks.outputs[0]] if kind == "elementwise" else dims[ks.inputs[0]]
+        out_dims = dims[ks.outputs[0]] if kind in ("elementwise", "push") else dims[ks.inputs[0]]
         rows, cols = _matrix(ops[0], kind, out_dims)
         steps.append(plan.ViewStep(
             kernel=kname, source=ks.source, R=rows, C=cols, block=tuple(ks.block), grid=tuple(ks.grid),
@@ -188,7 +190,8 @@ def lower_function(fn, module: ir.Module, lowerings: Mapping[str, Callable], tar
             ctx.values[vid] = dataclasses.replace(ctx.values[vid], declared=declared)
     return plan.Plan(params=tuple(params), args=tuple(args), results=tuple(results), values=ctx.values,
                      steps=tuple(steps), fallbacks=tuple(fallbacks), outputs=tuple(outputs),
-                     same_extents=tuple(tuple(p) for p in same))
+                     same_extents=tuple(tuple(p) for p in same),
+                     broadcasts=tuple(graph_shapes.broadcasts(fn, dims)))
 
 
 def _collective(op, record) -> plan.CollectiveStep:

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import Mapping, Union
 
 SECTION = ".tessera.plan"
-VERSION = 6  # 4: call steps (a function calling a function of the same document, or an import); 5: collectives;
-#             6: alias steps with an offset (a row range of a tensor: pipelined collectives' chunks)
-READS = (3, 4, 5, 6)  # the versions `decode` reads: each version only adds a step kind (or member) to the one before
+VERSION = 7  # 4: call steps (a function calling a function of the same document, or an import); 5: collectives;
+#             6: alias steps with an offset (a row range of a tensor: pipelined collectives' chunks);
+#             7: a function's `broadcasts` (pairs of extents a call must make broadcastable)
+READS = (3, 4, 5, 6, 7)  # the versions `decode` reads: each version only adds a step kind (or member) to the one before
 
 VIEWS = ("matrix", "cols", "rows", "scalar", "bmn", "bnm")
 # collective steps (tdist ops): what each one reads besides its tensors
@@ -299,6 +300,9 @@ class Plan:
     fallbacks: tuple[str, ...] = ()
     outputs: tuple[int, ...] = ()
     same_extents: tuple[tuple[str, str], ...] = ()
+    # extents broadcast against each other (numpy's rule: equal, or one of them 1); the plan's extent of the
+    # broadcast is max(a, b), which is the broadcast's only where the rule holds and neither is 0
+    broadcasts: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> dict:
         """The plan's JSON document (docs/image-format.md); PlanError where an expression is outside the
@@ -310,6 +314,8 @@ class Plan:
                "outputs": list(self.outputs)}
         if self.same_extents:
             doc["same_extents"] = [[_expr(a), _expr(b)] for a, b in self.same_extents]
+        if self.broadcasts:
+            doc["broadcasts"] = [[_expr(a), _expr(b)] for a, b in self.broadcasts]
         return doc
 
     @staticmethod
@@ -321,7 +327,8 @@ class Plan:
                     values={k: _value(v, f"value '{k}'") for k, v in values.items()},
                     steps=tuple(_step(s, f"step {i}") for i, s in enumerate(r.list("steps"))),
                     fallbacks=r.strings("fallbacks"), outputs=tuple(r.ints("outputs")),
-                    same_extents=tuple(_pair(p) for p in r.list("same_extents", ())))
+                    same_extents=tuple(_pair(p) for p in r.list("same_extents", ())),
+                    broadcasts=tuple(_pair(p, "broadcasts") for p in r.list("broadcasts", ())))
         r.done()
         _check_names(plan)
         return plan
@@ -407,6 +414,8 @@ def decode(data: bytes) -> dict[str, Plan]:
                               "alias steps with an offset", 6)):
         if doc["version"] < since and any(has(s) for p in plans.values() for s in p.steps):
             raise PlanError(f"launch plan version {doc['version']} has {what}, which version {since} introduced")
+    if doc["version"] < 7 and any(p.broadcasts for p in plans.values()):
+        raise PlanError(f"launch plan version {doc['version']} has 'broadcasts', which version 7 introduced")
     return plans
 
 
@@ -554,9 +563,9 @@ def _value(doc, where: str) -> Value:
     return v
 
 
-def _pair(doc) -> tuple[str, str]:
+def _pair(doc, member: str = "same_extents") -> tuple[str, str]:
     if not (isinstance(doc, list) and len(doc) == 2 and all(isinstance(x, str) for x in doc)):
-        raise PlanError(f"a 'same_extents' entry must be two extent names, not {doc!r}")
+        raise PlanError(f"a '{member}' entry must be two extent expressions, not {doc!r}")
     return tuple(_expr(x) for x in doc)
 
 

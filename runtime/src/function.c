@@ -1682,6 +1682,24 @@ static tsr_status_t bind_inputs(call_t* c, const DLTensor* const* inputs) {
                       "(rows of the same tile.range blocks)", f->name, a, x, b, y);
     }
   }
+  /* A broadcast's extent is max(x, y) in the plan: that is numpy's broadcast only where x and y are equal, or one
+   * is 1 and the other not 0. Else the kernels would index an input by an extent it does not have (or divide by
+   * its 0 extent). */
+  for (uint32_t i = 0; i < f->broadcast_count; i++) {
+    int64_t x, y;
+    if ((st = eval(c, &f->broadcasts[i][0], false, &x, "broadcasts")) ||
+        (st = eval(c, &f->broadcasts[i][1], false, &y, "broadcasts")))
+      return st;
+    if (x != y && ((x != 1 && y != 1) || x == 0 || y == 0)) {
+      char a[128], b[128];
+      extent_source(c, &f->broadcasts[i][0], a, sizeof a);
+      extent_source(c, &f->broadcasts[i][1], b, sizeof b);
+      return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': %s = %" PRId64 " and %s = %" PRId64 " do not "
+                      "broadcast: they must be equal, or one of them 1 %s", f->name, a, x, b, y,
+                      (x == 1 || y == 1) ? "(an extent of 1 against 0, which numpy allows, compiled functions do "
+                                           "not)" : "(numpy's rule)");
+    }
+  }
   /* An alias of an argument that does not cover it (an unmasked tile.range step that does not divide the
    * extent) would fail at run time: said first, as it is the cause of the size mismatch checked below too. */
   for (uint32_t i = 0; i < f->step_count; i++) {

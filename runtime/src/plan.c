@@ -528,7 +528,7 @@ static tsr_status_t read_step(reader_t* r, const tsr_json_t* doc, const char* at
 
 static tsr_status_t read_function(reader_t* r, const tsr_json_t* doc, tsr_plan_function_t* f) {
   static const char* const known[] = {"params", "args", "results", "values", "steps", "fallbacks", "outputs",
-                                      "same_extents", NULL};
+                                      "same_extents", "broadcasts", NULL};
   char where[WHERE];
   place(where, "function '%.80s'", f->name);
   TRY(object(doc, where));
@@ -598,6 +598,19 @@ static tsr_status_t read_function(reader_t* r, const tsr_json_t* doc, tsr_plan_f
           bound = strcmp(f->values[f->args[a]].dims[d].text, name) == 0;
       if (!bound) return bad(where, "same_extents names '%.80s', which no argument's extents bind", name);
     }
+  }
+  TRY(list_member(doc, "broadcasts", false, 0, where, &list));
+  if (list && r->version < 7)
+    return bad(where, "'broadcasts', which version 7 introduced, in a plan of version %d", r->version);
+  f->broadcast_count = list ? list->count : 0;
+  ALLOC(r, f->broadcasts, f->broadcast_count);
+  i = 0;
+  for (const tsr_json_t* p = list ? list->first : NULL; p; p = p->next, i++) {
+    if (p->kind != TSR_JSON_ARRAY || p->count != 2 || p->first->kind != TSR_JSON_STRING ||
+        p->first->next->kind != TSR_JSON_STRING)
+      return bad(where, "'broadcasts' entry %u must be two extent expressions", i);
+    TRY(expr(r, p->first, where, "'broadcasts'", &f->broadcasts[i][0]));
+    TRY(expr(r, p->first->next, where, "'broadcasts'", &f->broadcasts[i][1]));
   }
   return TSR_SUCCESS;
 }
@@ -896,6 +909,17 @@ static void write_function(FILE* out, const tsr_plan_function_t* f) {
       tsr_json_string(out, f->same_extents[i][0].text);
       fputs(", ", out);
       tsr_json_string(out, f->same_extents[i][1].text);
+      fputc(']', out);
+    }
+    fputc(']', out);
+  }
+  if (f->broadcast_count) {
+    fputs(", \"broadcasts\": [", out);
+    for (uint32_t i = 0; i < f->broadcast_count; i++) {
+      fputs(i ? ", [" : "[", out);
+      tsr_json_string(out, f->broadcasts[i][0].text);
+      fputs(", ", out);
+      tsr_json_string(out, f->broadcasts[i][1].text);
       fputc(']', out);
     }
     fputc(']', out);

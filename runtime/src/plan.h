@@ -20,8 +20,8 @@
 
 /* The format version tessera.plan.VERSION writes; this runtime reads TSR_PLAN_VERSION_MIN to TSR_PLAN_VERSION
  * (tessera.plan.READS): version 3 is version 4 without call steps, 4 is 5 without collective steps, 5 is 6 without
- * alias offsets. */
-#define TSR_PLAN_VERSION 6
+ * alias offsets, 6 is 7 without a function's broadcasts. */
+#define TSR_PLAN_VERSION 7
 #define TSR_PLAN_VERSION_MIN 3
 
 typedef enum tsr_plan_view {
@@ -169,7 +169,7 @@ typedef struct tsr_plan_step {
 typedef struct tsr_plan_function {
   const char* name;
   uint32_t param_count, arg_count, result_count, value_count, step_count, fallback_count, output_count,
-      same_count;
+      same_count, broadcast_count;
   const char** params;
   uint32_t* args;              /* indices into values, in parameter order */
   uint32_t* results;
@@ -178,6 +178,7 @@ typedef struct tsr_plan_function {
   const char** fallbacks;
   int64_t* outputs;
   tsr_expr_t (*same_extents)[2];
+  tsr_expr_t (*broadcasts)[2];  /* extents broadcast against each other: equal, or one 1 and the other not 0 */
 } tsr_plan_function_t;
 
 typedef struct tsr_plan {

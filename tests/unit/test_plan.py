@@ -1,6 +1,7 @@
 """Launch plans: the typed plans' one serializer (tessera/plan.py, docs/image-format.md "Launch plans") and
 the grammar of extent expressions."""
 
+import dataclasses
 import json
 
 import pytest
@@ -48,12 +49,12 @@ def test_the_document_omits_defaults_and_keeps_env_order():
     assert gemm["args"][3:] == [{"f32": 0.5}, {"i64": "KP"}]
     assert gemm["multiple_of"] == [["K", 8, "16-byte rows"]]
     section = json.loads(plan.encode({"f": _plan()}))
-    assert section["version"] == plan.VERSION == 6
+    assert section["version"] == plan.VERSION == 7
 
 
 def test_other_versions_are_refused_naming_both():
     data = json.dumps({"version": 2, "functions": {}}).encode()
-    with pytest.raises(PlanError, match=r"version 2 is not one of 3, 4, 5 and 6"):
+    with pytest.raises(PlanError, match=r"version 2 is not one of 3, 4, 5, 6 and 7"):
         plan.decode(data)
 
 
@@ -105,6 +106,18 @@ def test_version_5_documents_are_read_without_alias_offsets():
         plan.decode(json.dumps(v5).encode())
 
 
+def test_broadcasts_round_trip_from_version_7_on():
+    """A function's broadcasts (pairs of extent expressions the runtime checks at the call) are written where
+    present and read back; a document older than 7 with them is refused."""
+    p = dataclasses.replace(_plan(), broadcasts=(("N", "max(M, 2)"), ("K", "ceil(M/4)")))
+    assert p.to_json()["broadcasts"] == [["N", "max(M, 2)"], ["K", "ceil(M/4)"]]
+    assert "broadcasts" not in _plan().to_json()
+    assert plan.decode(plan.encode({"f": p})) == {"f": p}
+    v6 = {"version": 6, "functions": {"f": p.to_json()}}
+    with pytest.raises(PlanError, match="version 6 has 'broadcasts', which version 7 introduced"):
+        plan.decode(json.dumps(v6).encode())
+
+
 @pytest.mark.parametrize("mutate, message", [
     (lambda d: d["steps"][1].update(offset="M*"), "extent expression 'M\\*'"),
     (lambda d: d["steps"][1].update(offset=8), "'offset' is 8, not str"),
@@ -147,6 +160,8 @@ def test_malformed_call_steps_are_plan_errors(mutate, message):
     (lambda d: d["steps"][0].update(grid=["ceil(N/128)", "R", "N/2"]), "'N/2'"),
     (lambda d: d["steps"][3].update(batch="B"), "per entry of 'B'"),
     (lambda d: d.update(same_extents=[["M", "Q"]]), "same_extents names 'Q'"),
+    (lambda d: d.update(broadcasts=[["M"]]), "'broadcasts' entry must be two extent expressions"),
+    (lambda d: d.update(broadcasts=[["M", "N+"]]), "'N\\+'"),
 ])
 def test_malformed_documents_are_plan_errors(mutate, message):
     doc = _plan().to_json()
