@@ -24,6 +24,8 @@ FIXTURES = {  # image: (source, options)
     "function.cpu.tessera": ("small_function.py", dict(target="cpu", cpu=CPU)),
     # Plan format 6 (alias steps with offsets) and Graph IR 1.1, made later (issues 16 and 17)
     "pipelined.cpu.tessera": ("pipelined.py", dict(target="cpu", cpu=CPU)),
+    # Plan format 7 (a function's broadcasts) and Graph IR 1.2 (quantize, dequantize), made later still (issue 17)
+    "quantized.cpu.tessera": ("quantized.py", dict(target="cpu", cpu=CPU)),
 }
 # Plan format 4 (call steps), .tessera.rel: two modules compiled apart and linked by tessera-link.
 LINKED = {"linked.cpu.tessera": (("module_caller.py", "module_callee.py"), dict(target="cpu", cpu=CPU))}

@@ -186,3 +186,24 @@ def test_pipelined_fixture_of_plan_version_6_runs():
     got = executor.load(data).function("tp")(X, W, comm=c)
     np.testing.assert_allclose(got, X.astype(np.float64) @ W, rtol=1e-5, atol=1e-5)
     c.close()
+
+
+def test_quantized_fixture_of_plan_version_7_runs():
+    """quantized.cpu.tessera (plan format 7, Graph IR 1.2): tests/data/quantized.py's per-channel int8 round trip
+    (scales as inputs) equals numpy's quantize rule bit for bit, and its tile program's accumulator broadcast is
+    checked at the call (the plan's 'broadcasts'): C of 7 columns against B's 5 is refused."""
+    data = _bytes("quantized.cpu.tessera")
+    assert len(data) < 1 << 17 and read_image(data).versions == Versions((1, 2), 6, 7)
+    assert plan.decode(read_image(data).plan)["accumulate"].broadcasts == (("B_1", "C_1"), ("A_0", "C_0"))
+    program = executor.load(data)
+    rng = np.random.default_rng(7)
+    X = (rng.standard_normal((37, 8)) * 40).astype(np.float32)
+    s = np.linspace(0.05, 0.4, 8, dtype=np.float32)
+    q = np.clip(np.round(X / s), -128, 127).astype(np.int8)   # X / s in f32, rounded half to even, saturated
+    np.testing.assert_array_equal(program.function("roundtrip")(X, s), q.astype(np.float32) * s)
+    A, B = rng.standard_normal((3, 2), dtype=np.float32), rng.standard_normal((2, 5), dtype=np.float32)
+    C = rng.standard_normal((3, 5), dtype=np.float32)
+    want = A @ B + C
+    np.testing.assert_allclose(program.function("accumulate")(A, B, C), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"B.shape\[1\] = 5 and C.shape\[1\] = 7 do not broadcast"):
+        program.function("accumulate")(A, B, np.zeros((3, 7), np.float32))
