@@ -22,13 +22,18 @@ bf16 tiles come as f16 loads from casts of bf16 memory (tile_mma's placeholder);
 drops the casts, leaving loads the gpu dialect's verifier refuses (memrefs of bf16) but the conversion
 takes, so such modules are verified once, after the fixups. Modules without cooperative products are built
 as if no device were declared.
+
+bf16 anywhere else: without SPV_KHR_bfloat16 the upstream type conversion makes bf16 an f32 (a bf16 tensor an
+f32 pointer: 4-byte stores into 2-byte elements, past the buffer's end, and no rounding at all), so
+`_bf16_as_i16` first makes bf16 memory i16 and bf16 arithmetic f32, and arith-expand's bf16 rules make the
+conversions integer arithmetic on the bits (round to nearest even, as the CPU backend's; NaN kept quiet).
 """
 
 from __future__ import annotations
 
 import struct
 
-from ...diagnostics import CompileError
+from ...diagnostics import CompileError, LoweringError
 from ...mlir import arith, gpu, ir, memref, passmanager, spirv
 from ...passes import simt_to_gpu, strict_math, tile_mma
 from . import atomics, spirv_val
@@ -171,6 +176,8 @@ def make_spirv(mod: ir.Module, metadata: dict, options: SPIRVOptions) -> ir.Modu
     _workgroup_memory(mod)
     _shuffle_down_as_index(mod)
     _mul_extended_as_i64(mod)
+    if not bf16:
+        _bf16_as_i16(mod)
     _run(mod, _prepare(coop, bf16), verify=not bf16)
     for gm in mod.body.operations:
         if gm.operation.name == "gpu.module":
@@ -200,6 +207,94 @@ def _walk(op, name: str, found: list) -> list:
                     found.append(inner)
                 _walk(inner.operation, name, found)
     return found
+
+
+def _is_bf16(t: ir.Type) -> bool:
+    return isinstance(t, ir.BF16Type)
+
+
+def _bf16_memref_as_i16(t: ir.Type):
+    """A memref of bf16 as one of i16 (the same layout and memory space), or None for any other type."""
+    if not isinstance(t, ir.MemRefType) or not _is_bf16(t.element_type):
+        return None
+    return ir.MemRefType.get(t.shape, ir.IntegerType.get_signless(16), t.layout, t.memory_space)
+
+
+def _all_ops(op, found: list) -> list:
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                found.append(inner)
+                _all_ops(inner.operation, found)
+    return found
+
+
+# What stays bf16 after _bf16_as_i16's rewrites, for arith-expand{include-bf16} to make integer arithmetic
+# (extf to f32, truncf from f32) and canonicalize to fold away (bitcasts between i16 and bf16).
+BF16_KEPT = ("arith.extf", "arith.truncf", "arith.bitcast")
+
+
+def _bf16_as_i16(mod: ir.Module) -> None:
+    """bf16 in a module without SPV_KHR_bfloat16 (module doc): memrefs of bf16 as memrefs of i16 (a tensor's
+    memory is the bf16 bits, as the host and every other target keep it), loads and stores bitcast to and from
+    bf16, and every other op on bf16 values computed in f32 — its bf16 operands extended, its bf16 results
+    rounded back — as the CPU backend's LLVM promotes bf16 arithmetic (sitofp i8 to bf16, which canonicalize
+    folds from sitofp to f32 then truncf, becomes that again). Then arith-expand{include-bf16} makes the
+    remaining extf and truncf integer arithmetic and canonicalize folds the bitcast pairs: no bf16 value is
+    left; one that is (an op this does not know) is refused at its line rather than miscompiled."""
+    i16, f32 = ir.IntegerType.get_signless(16), ir.F32Type.get()
+    for op in _all_ops(mod.operation, []):
+        for region in op.regions:
+            for block in region.blocks:
+                for arg in block.arguments:
+                    if (t := _bf16_memref_as_i16(arg.type)) is not None:
+                        arg.set_type(t)
+        for result in op.results:
+            if (t := _bf16_memref_as_i16(result.type)) is not None:
+                result.set_type(t)
+        if op.operation.name == "gpu.func":
+            ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+            inputs = [_bf16_memref_as_i16(t) or t for t in ftype.inputs]
+            op.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, ftype.results))
+    for op in _all_ops(mod.operation, []):
+        name = op.operation.name
+        if name == "memref.load" and _is_bf16(op.results[0].type):
+            with op.location, ir.InsertionPoint(op):
+                bits = memref.LoadOp(op.operands[0], list(op.operands[1:])).result
+                op.results[0].replace_all_uses_with(arith.BitcastOp(op.results[0].type, bits).result)
+            op.operation.erase()
+        elif name == "memref.store" and _is_bf16(op.operands[0].type):
+            with op.location, ir.InsertionPoint(op):
+                bits = arith.BitcastOp(i16, op.operands[0]).result
+                memref.StoreOp(bits, op.operands[1], list(op.operands[2:]))
+            op.operation.erase()
+        elif name == "arith.constant" and _is_bf16(op.results[0].type):
+            value = ir.FloatAttr(op.attributes["value"]).value   # a bf16 value: the high half of its f32 bits
+            word = struct.unpack("<I", struct.pack("<f", value))[0] >> 16
+            with op.location, ir.InsertionPoint(op):
+                bits = arith.ConstantOp(i16, ir.IntegerAttr.get(i16, word - (word >> 15 << 16))).result
+                op.results[0].replace_all_uses_with(arith.BitcastOp(op.results[0].type, bits).result)
+            op.operation.erase()
+        elif name == "arith.extf" and _is_bf16(op.operands[0].type) and op.results[0].type != f32:
+            with op.location, ir.InsertionPoint(op):
+                wide = arith.ExtFOp(f32, op.operands[0]).result
+                op.results[0].replace_all_uses_with(arith.ExtFOp(op.results[0].type, wide).result)
+            op.operation.erase()
+        elif name not in BF16_KEPT and (any(_is_bf16(v.type) for v in op.operands)
+                                         or any(_is_bf16(r.type) for r in op.results)) and not op.regions:
+            with op.location, ir.InsertionPoint(op):
+                operands = [arith.ExtFOp(f32, v).result if _is_bf16(v.type) else v for v in op.operands]
+                new = ir.Operation.create(name, results=[f32 if _is_bf16(r.type) else r.type for r in op.results],
+                                          operands=operands,
+                                          attributes={a.name: a.attr for a in op.attributes})
+                for old, res in zip(op.results, new.results):
+                    old.replace_all_uses_with(arith.TruncFOp(old.type, res).result if _is_bf16(old.type) else res)
+            op.operation.erase()
+    _run(mod, "arith-expand{include-bf16=true},canonicalize", verify=True)
+    for op in _all_ops(mod.operation, []):
+        if any(_is_bf16(getattr(v.type, "element_type", v.type)) for v in list(op.operands) + list(op.results)):
+            raise LoweringError(op, f"'{op.operation.name}' on bf16 has no SPIR-V lowering without a device "
+                                    "that has SPV_KHR_bfloat16")
 
 
 def _bf16_matrix_sources(mod: ir.Module) -> None:
