@@ -19,8 +19,8 @@ feature string, as gemm_schedule.vector_isa picks the f32 register tile):
 `TESSERA_CPU_INT8_GEMM` (amx, vnni, plain, or auto) pins the path; the CPU backend's options read it
 (options.py), so it is hashed into the compile cache's key like the worker threads.
 
-Packing (the amx and vnni paths): each block packs B[:, j0:j0+NB] once into the layout both instructions
-read, groups of 16 columns with 4 consecutive k per column in a 64-byte row: panel[g][q][c][r] =
+Packing (the amx and vnni paths): each block packs its columns of B (`width`) once into the layout both
+instructions read, groups of 16 columns with 4 consecutive k per column in a 64-byte row: panel[g][q][c][r] =
 B[4q+r][j0+16g+c], zero past K and N. Interior 4×16 pieces are interleaved with vector shuffles.
 
 The kernel is a per-block tile kernel of the usual signature (A, B, C, launch arguments; gemm.py's
@@ -73,19 +73,23 @@ def choose_path(target: HostTarget, pinned: str = "auto") -> str:
 
 @dataclass(frozen=True)
 class I8GemmSpec:
-    """One int8 kernel: `path`, and the MB×NB block of C each grid block computes (multiples of 32)."""
+    """One int8 kernel: `path`, and the block of C each grid block computes: MB rows, and as many columns as
+    a B panel (K × columns) of `panel` bytes holds at the call's K, at most NB (multiples of 32; `width`)."""
 
     name: str
     path: str
     mb: int = 512
     nb: int = 256
     fallback: str = "plain"   # amx: what runs where the OS refuses AMX state (vnni where the CPU has it)
+    panel: int = 1 << 20      # bytes: half of L2 (choose_blocks' measurements)
 
     def __post_init__(self):
         if self.path not in PATHS or self.fallback not in PATHS[1:]:
             raise ValueError(f"int8 GEMM: path {self.path!r}/{self.fallback!r} not among {PATHS}")
         if self.mb % 32 or self.nb % 32 or self.mb < 32 or self.nb < 32:
             raise ValueError(f"int8 GEMM blocks must be positive multiples of 32, not {self.mb}x{self.nb}")
+        if self.panel < 32:
+            raise ValueError(f"int8 GEMM: a B panel of {self.panel} bytes holds no column")
 
 
 def choose_blocks(M: int | None, N: int | None, K: int | None, threads: int, l2: int) -> tuple[int, int]:
@@ -105,8 +109,15 @@ def choose_blocks(M: int | None, N: int | None, K: int | None, threads: int, l2:
     return mb, nb
 
 
+def width(spec: I8GemmSpec) -> str:
+    """The block's columns at the call's K, as an extent expression (the kernel computes the same in
+    _block_start): the panel's bytes over K, in multiples of 32, between 32 and NB. Chosen per call because
+    with a symbolic K the compile-time guess is off by the ratio: 2048 × 1024 columns is all of a 2 MiB L2."""
+    return f"max(32, min({spec.nb}, {spec.panel} // max(K, 1) // 32 * 32))"
+
+
 def grid(spec: I8GemmSpec) -> tuple[str, str, str]:
-    return (f"ceil(N/{spec.nb})", f"ceil(M/{spec.mb})", "1")
+    return (f"ceil(N/({width(spec)}))", f"ceil(M/{spec.mb})", "1")
 
 
 def build(module: ir.Module, spec: I8GemmSpec) -> func.FuncOp:
@@ -336,13 +347,15 @@ vectors:
 
 def _block_start(f: _Fn, spec: I8GemmSpec):
     """(i0, j0, mb, nb) of this block, returning early for a block past the matrix."""
+    cols = f.val(f"udiv i64 {spec.panel}, {f.smax('%K', 1)}")   # width(spec)
+    cols = f.smax(32, f.smin(spec.nb, f.mul(f.val(f"udiv i64 {cols}, 32"), 32)))
     i0 = f.val(f"mul i64 %by, {spec.mb}")
-    j0 = f.val(f"mul i64 %bx, {spec.nb}")
+    j0 = f.mul("%bx", cols)
     out = f.val(f"or i1 {f.val(f'icmp sge i64 {i0}, %M')}, {f.val(f'icmp sge i64 {j0}, %N')}")
     f.do(f"br i1 {out}, label %done, label %go")
     f.label("go")
     mb = f.smin(spec.mb, f.val(f"sub i64 %M, {i0}"))
-    nb = f.smin(spec.nb, f.val(f"sub i64 %N, {j0}"))
+    nb = f.smin(cols, f.val(f"sub i64 %N, {j0}"))
     return i0, j0, mb, nb
 
 
@@ -382,10 +395,11 @@ def _plain(spec: I8GemmSpec, name: str) -> str:
 
 
 def _pack(spec: I8GemmSpec, name: str) -> str:
-    """pack(B, N, K, j0, nb, panel, kq): panel[g][q][c][r] = B[4q+r][j0+16g+c] for g < NB/16, q < kq, zero
-    past K and nb. Whole 4×16 pieces are four 16-byte loads interleaved by one shuffle; the rest bytewise."""
+    """pack(B, N, K, j0, nb, panel, kq): panel[g][q][c][r] = B[4q+r][j0+16g+c] for g < _groups(nb), q < kq,
+    zero past K and nb. Whole 4×16 pieces are four 16-byte loads interleaved by one shuffle; the rest
+    bytewise."""
     f = _Fn(name)
-    ngroups = spec.nb // 16
+    ngroups = _groups(f, "%nb")
 
     def group(g, _):
         col0 = f.val(f"mul i64 {g}, 16")
@@ -406,6 +420,11 @@ def _pack(spec: I8GemmSpec, name: str) -> str:
     f.do("ret void")
     return (f"define internal void @{name}(ptr noalias %B, i64 %N, i64 %K, i64 %j0, i64 %nb, ptr noalias %P, "
             f"i64 %kq) {{\nentry:\n" + "\n".join(f.lines) + "\n}\n")
+
+
+def _groups(f: _Fn, nb) -> str:
+    """The panel's groups of 16 columns for `nb` columns: whole pairs, as the kernels read them."""
+    return f.mul(f.val(f"udiv i64 {f.add(nb, 31)}, 32"), 2)
 
 
 def _interleave_piece(f: _Fn, dst, k0, col0) -> None:
@@ -561,7 +580,7 @@ def _vnni(spec: I8GemmSpec, name: str, pack: str) -> str:
                           f"<64 x i8> {v})")]
         s = f.loop(0, kq, 1, q_step, [("<16 x i32>", zero16)])[0]
         f.do(f"store <16 x i32> {s}, ptr {f.gep('i32', sums, f.val(f'mul i64 {g}, 16'))}, align 64")
-    f.loop(0, spec.nb // 16, 1, colsum)
+    f.loop(0, _groups(f, nb), 1, colsum)
     iend = f.val(f"add i64 {i0}, {mb}")
     ngroups = f.val(f"udiv i64 {f.val(f'add i64 {nb}, 31')}, 32")
     last = f.val("sub i64 %M, 1")

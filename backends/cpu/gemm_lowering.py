@@ -172,10 +172,10 @@ def _lower_i8(ctx, kname: str, ops: list, model: CostModel | None, path: str) ->
     except ValueError as e:
         raise LoweringError(mm, str(e)) from None
     fallback = "vnni" if "vnni" in gemm_i8.available_paths(t) else "plain"
+    l2 = dict(model.caches)[2] if model is not None else cache_sizes()[2]
     mb, nb = gemm_i8.choose_blocks(*(int(e) if e.isdigit() else None for e in (M, N, K)),
-                                   model.threads if model is not None else 1,
-                                   dict(model.caches)[2] if model is not None else cache_sizes()[2])
-    spec = gemm_i8.I8GemmSpec(kname, chosen, mb, nb, fallback)
+                                   model.threads if model is not None else 1, l2)
+    spec = gemm_i8.I8GemmSpec(kname, chosen, mb, nb, fallback, panel=l2 // 2)
     with mm.location:
         gemm_i8.build(ctx.module, spec)
     lead = ["BATCH"] if batched else []

@@ -5,7 +5,7 @@ plain path runs on an AMX machine too), against numpy's int64 product wrapped to
 import numpy as np
 import pytest
 
-from tessera import compiler, executor, tessera_frontend_compile
+from tessera import compiler, executor, plan, tessera_frontend_compile
 from tessera.backends.cpu import gemm_i8, target
 from tessera.diagnostics import CompileError
 
@@ -88,6 +88,22 @@ def test_the_sum_wraps_to_i32_as_the_reference(compiled):
     got = np.asarray(mod.mm(a, b))
     assert (got < 0).all()
     np.testing.assert_array_equal(got, ref(a, b))
+
+
+@pytest.mark.parametrize("M, K, N", [(3, 20_000, 100), (40, 5000, 500)])
+def test_blocks_narrow_as_k_grows(compiled, M, K, N):
+    """A block's columns follow the call's K (gemm_i8.width: a panel of half of L2, 0.5-2 MiB on x86): here
+    fewer than N, so several column blocks meet, the last partial; the grid and the kernel must agree."""
+    _, mod, _ = compiled
+    a, b = ints((M, K)), ints((K, N))
+    np.testing.assert_array_equal(np.asarray(mod.mm(a, b)), ref(a, b))
+
+
+def test_the_width_expression():
+    spec = gemm_i8.I8GemmSpec("k", "plain", 512, 1024, panel=1 << 20)
+    widths = {K: plan.evaluate(gemm_i8.width(spec), {"K": K}) for K in (0, 1024, 2048, 5000, 20_000, 10 ** 6)}
+    assert widths == {0: 1024, 1024: 1024, 2048: 512, 5000: 192, 20_000: 32, 10 ** 6: 32}
+    assert plan.evaluate(gemm_i8.grid(spec)[0], {"N": 2048, "K": 4096}) == 8
 
 
 def test_batched(compiled):
