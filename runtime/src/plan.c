@@ -526,6 +526,26 @@ static tsr_status_t read_step(reader_t* r, const tsr_json_t* doc, const char* at
 
 /* ---- functions ---------------------------------------------------------------------------------------------- */
 
+/* An optional member of pairs of extent expressions (`what` says what its entries are, for messages). */
+static tsr_status_t read_pairs(reader_t* r, const tsr_json_t* doc, const char* where, const char* member,
+                               const char* what, tsr_expr_t (**out)[2], uint32_t* count) {
+  const tsr_json_t* list;
+  TRY(list_member(doc, member, false, 0, where, &list));
+  *count = list ? list->count : 0;
+  ALLOC(r, *out, *count);
+  char label[40];
+  snprintf(label, sizeof label, "'%s'", member);
+  uint32_t i = 0;
+  for (const tsr_json_t* p = list ? list->first : NULL; p; p = p->next, i++) {
+    if (p->kind != TSR_JSON_ARRAY || p->count != 2 || p->first->kind != TSR_JSON_STRING ||
+        p->first->next->kind != TSR_JSON_STRING)
+      return bad(where, "'%s' entry %u must be two extent %s", member, i, what);
+    TRY(expr(r, p->first, where, label, &(*out)[i][0]));
+    TRY(expr(r, p->first->next, where, label, &(*out)[i][1]));
+  }
+  return TSR_SUCCESS;
+}
+
 static tsr_status_t read_function(reader_t* r, const tsr_json_t* doc, tsr_plan_function_t* f) {
   static const char* const known[] = {"params", "args", "results", "values", "steps", "fallbacks", "outputs",
                                       "same_extents", "broadcasts", NULL};
@@ -580,16 +600,8 @@ static tsr_status_t read_function(reader_t* r, const tsr_json_t* doc, tsr_plan_f
                                             tsr_json_kind_name(o->kind));
     f->outputs[i] = o->i;
   }
-  TRY(list_member(doc, "same_extents", false, 0, where, &list));
-  f->same_count = list ? list->count : 0;
-  ALLOC(r, f->same_extents, f->same_count);
-  i = 0;
-  for (const tsr_json_t* p = list ? list->first : NULL; p; p = p->next, i++) {
-    if (p->kind != TSR_JSON_ARRAY || p->count != 2 || p->first->kind != TSR_JSON_STRING ||
-        p->first->next->kind != TSR_JSON_STRING)
-      return bad(where, "'same_extents' entry %u must be two extent names", i);
-    TRY(expr(r, p->first, where, "'same_extents'", &f->same_extents[i][0]));
-    TRY(expr(r, p->first->next, where, "'same_extents'", &f->same_extents[i][1]));
+  TRY(read_pairs(r, doc, where, "same_extents", "names", &f->same_extents, &f->same_count));
+  for (i = 0; i < f->same_count; i++)
     for (int k = 0; k < 2; k++) {  /* each must be an extent some argument binds */
       const char* name = f->same_extents[i][k].text;
       bool bound = false;
@@ -598,20 +610,9 @@ static tsr_status_t read_function(reader_t* r, const tsr_json_t* doc, tsr_plan_f
           bound = strcmp(f->values[f->args[a]].dims[d].text, name) == 0;
       if (!bound) return bad(where, "same_extents names '%.80s', which no argument's extents bind", name);
     }
-  }
-  TRY(list_member(doc, "broadcasts", false, 0, where, &list));
-  if (list && r->version < 7)
+  if (tsr_json_member(doc, "broadcasts") && r->version < 7)
     return bad(where, "'broadcasts', which version 7 introduced, in a plan of version %d", r->version);
-  f->broadcast_count = list ? list->count : 0;
-  ALLOC(r, f->broadcasts, f->broadcast_count);
-  i = 0;
-  for (const tsr_json_t* p = list ? list->first : NULL; p; p = p->next, i++) {
-    if (p->kind != TSR_JSON_ARRAY || p->count != 2 || p->first->kind != TSR_JSON_STRING ||
-        p->first->next->kind != TSR_JSON_STRING)
-      return bad(where, "'broadcasts' entry %u must be two extent expressions", i);
-    TRY(expr(r, p->first, where, "'broadcasts'", &f->broadcasts[i][0]));
-    TRY(expr(r, p->first->next, where, "'broadcasts'", &f->broadcasts[i][1]));
-  }
+  TRY(read_pairs(r, doc, where, "broadcasts", "expressions", &f->broadcasts, &f->broadcast_count));
   return TSR_SUCCESS;
 }
 
@@ -869,6 +870,20 @@ static void write_strings(FILE* out, const char* const* s, uint32_t n) {
   fputc(']', out);
 }
 
+/* An optional member of extent pairs, written only where there are some (as Python's to_json does). */
+static void write_pairs(FILE* out, const char* member, const tsr_expr_t (*pairs)[2], uint32_t count) {
+  if (!count) return;
+  fprintf(out, ", \"%s\": [", member);
+  for (uint32_t i = 0; i < count; i++) {
+    fputs(i ? ", [" : "[", out);
+    tsr_json_string(out, pairs[i][0].text);
+    fputs(", ", out);
+    tsr_json_string(out, pairs[i][1].text);
+    fputc(']', out);
+  }
+  fputc(']', out);
+}
+
 static void write_function(FILE* out, const tsr_plan_function_t* f) {
   fputs("{\"params\": ", out);
   write_strings(out, f->params, f->param_count);
@@ -902,28 +917,8 @@ static void write_function(FILE* out, const tsr_plan_function_t* f) {
   fputs(", \"outputs\": [", out);
   for (uint32_t i = 0; i < f->output_count; i++) fprintf(out, "%s%lld", i ? ", " : "", (long long)f->outputs[i]);
   fputc(']', out);
-  if (f->same_count) {
-    fputs(", \"same_extents\": [", out);
-    for (uint32_t i = 0; i < f->same_count; i++) {
-      fputs(i ? ", [" : "[", out);
-      tsr_json_string(out, f->same_extents[i][0].text);
-      fputs(", ", out);
-      tsr_json_string(out, f->same_extents[i][1].text);
-      fputc(']', out);
-    }
-    fputc(']', out);
-  }
-  if (f->broadcast_count) {
-    fputs(", \"broadcasts\": [", out);
-    for (uint32_t i = 0; i < f->broadcast_count; i++) {
-      fputs(i ? ", [" : "[", out);
-      tsr_json_string(out, f->broadcasts[i][0].text);
-      fputs(", ", out);
-      tsr_json_string(out, f->broadcasts[i][1].text);
-      fputc(']', out);
-    }
-    fputc(']', out);
-  }
+  write_pairs(out, "same_extents", f->same_extents, f->same_count);
+  write_pairs(out, "broadcasts", f->broadcasts, f->broadcast_count);
   fputc('}', out);
 }
 
