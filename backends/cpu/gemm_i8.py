@@ -44,6 +44,7 @@ _SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
 # in a 48 KiB L1) measured 1.58 / 1.03 TOPS at 1024³ / 2048³ against 1.23-1.40 / 0.97-0.98 for 32 and 8 (2
 # cores, loaded).
 _KT_CHUNK = 16
+_ANY_ROWS = 1 << 20   # MB where M is symbolic: `rows` then decides alone
 _MR = 8   # vnni: rows of C per micro-tile (8 rows × 2 zmm of 16 columns: 16 accumulators of 32 zmm)
 
 
@@ -73,8 +74,9 @@ def choose_path(target: HostTarget, pinned: str = "auto") -> str:
 
 @dataclass(frozen=True)
 class I8GemmSpec:
-    """One int8 kernel: `path`, and the block of C each grid block computes: MB rows, and as many columns as
-    a B panel (K × columns) of `panel` bytes holds at the call's K, at most NB (multiples of 32; `width`)."""
+    """One int8 kernel: `path`, and the block of C each grid block computes, chosen at the call from M, N
+    and K (`rows`, `width`; multiples of 32): as many columns as a B panel (K × columns) of `panel` bytes
+    holds, at most NB; rows enough for `threads` blocks in all, at most MB."""
 
     name: str
     path: str
@@ -82,31 +84,28 @@ class I8GemmSpec:
     nb: int = 256
     fallback: str = "plain"   # amx: what runs where the OS refuses AMX state (vnni where the CPU has it)
     panel: int = 1 << 20      # bytes: half of L2 (choose_blocks' measurements)
+    threads: int = 1          # the runtime pool's workers
 
     def __post_init__(self):
         if self.path not in PATHS or self.fallback not in PATHS[1:]:
             raise ValueError(f"int8 GEMM: path {self.path!r}/{self.fallback!r} not among {PATHS}")
         if self.mb % 32 or self.nb % 32 or self.mb < 32 or self.nb < 32:
             raise ValueError(f"int8 GEMM blocks must be positive multiples of 32, not {self.mb}x{self.nb}")
-        if self.panel < 32:
-            raise ValueError(f"int8 GEMM: a B panel of {self.panel} bytes holds no column")
+        if self.panel < 32 or self.threads < 1:
+            raise ValueError(f"int8 GEMM: a B panel of {self.panel} bytes for {self.threads} threads")
 
 
-def choose_blocks(M: int | None, N: int | None, K: int | None, threads: int, l2: int) -> tuple[int, int]:
-    """MB×NB (None: a mid-size 1024 stands in). Each block packs its B panel (K×NB) and, per column pair,
-    streams A's strips: the panel as wide as half of L2 holds (A is packed once per block column), the
-    rows as many as keep every worker busy. Measured on a 2-core Sapphire Rapids against XLA (1.27-2.17
-    TOPS): 2048³ at 2048×512 1.81 TOPS, 512×512 1.39, 512×256 1.07-1.19, 512×2048 (a 4 MiB panel) 0.85;
-    1024³ at 512×1024 1.57, 256×512 1.41, 512×256 1.30."""
-    m, n, k = M or 1024, N or 1024, max(K or 1024, 1)
+def choose_blocks(M: int | None, N: int | None, K: int | None, l2: int) -> tuple[int, int]:
+    """MB×NB, the most rows and columns a block takes (None: a mid-size 1024 stands in for N and K; any
+    number of rows for M); `rows` and `width` choose within them at the call. Each block packs its B panel
+    (K × columns) and, per column pair, streams A's strips: the panel as wide as half of L2 holds (A is
+    packed once per block column), the rows as many as keep every worker busy (B is packed once per block
+    row). Measured on a 2-core Sapphire Rapids against XLA (1.27-2.17 TOPS): 2048³ at 2048×512 1.81 TOPS,
+    512×512 1.39, 512×256 1.07-1.19, 512×2048 (a 4 MiB panel) 0.85; 1024³ at 512×1024 1.57, 256×512 1.41,
+    512×256 1.30."""
+    n, k = N or 1024, max(K or 1024, 1)
     nb = max(32, min(l2 // 2 // k // 32 * 32, ceil_div(n, 32) * 32))
-    mb = ceil_div(m, 32) * 32
-    while ceil_div(m, mb) * ceil_div(n, nb) < threads and (mb > 32 or nb > 32):
-        if mb > 32:
-            mb = max(32, ceil_div(mb // 2, 32) * 32)
-        else:
-            nb = max(32, ceil_div(nb // 2, 32) * 32)
-    return mb, nb
+    return max(32, ceil_div(M, 32) * 32 if M is not None else _ANY_ROWS), nb
 
 
 def width(spec: I8GemmSpec) -> str:
@@ -116,8 +115,17 @@ def width(spec: I8GemmSpec) -> str:
     return f"max(32, min({spec.nb}, {spec.panel} // max(K, 1) // 32 * 32))"
 
 
+def rows(spec: I8GemmSpec) -> str:
+    """The block's rows at the call, as an extent expression (the kernel computes the same in _block_start):
+    M split into as few row blocks as give every thread a block beside the column blocks, in multiples of
+    32, between 32 and MB. Each row block packs B again; at 2048³ on 2 cores 2048×512 ran 1.08-1.15 TOPS
+    against 512×512's 0.96-1.01 (XLA 0.98-1.45, the machine loaded)."""
+    row_blocks = f"ceil({spec.threads}/(max(1, ceil(N/({width(spec)})))))"
+    return f"max(32, min({spec.mb}, ceil(ceil(M/({row_blocks}))/32) * 32))"
+
+
 def grid(spec: I8GemmSpec) -> tuple[str, str, str]:
-    return (f"ceil(N/({width(spec)}))", f"ceil(M/{spec.mb})", "1")
+    return (f"ceil(N/({width(spec)}))", f"ceil(M/({rows(spec)}))", "1")
 
 
 def build(module: ir.Module, spec: I8GemmSpec) -> func.FuncOp:
@@ -267,6 +275,9 @@ class _Fn:
     def mul(self, a, b) -> str:
         return self.val(f"mul i64 {a}, {b}")
 
+    def cdiv(self, a, b) -> str:   # ⌈a / b⌉ for a >= 0, b > 0
+        return self.val(f"udiv i64 {self.val(f'sub i64 {self.add(a, b)}, 1')}, {b}")
+
     def cmp(self, pred, a, b) -> str:
         return self.val(f"icmp {pred} i64 {a}, {b}")
 
@@ -349,12 +360,14 @@ def _block_start(f: _Fn, spec: I8GemmSpec):
     """(i0, j0, mb, nb) of this block, returning early for a block past the matrix."""
     cols = f.val(f"udiv i64 {spec.panel}, {f.smax('%K', 1)}")   # width(spec)
     cols = f.smax(32, f.smin(spec.nb, f.mul(f.val(f"udiv i64 {cols}, 32"), 32)))
-    i0 = f.val(f"mul i64 %by, {spec.mb}")
+    row_blocks = f.cdiv(spec.threads, f.smax(1, f.cdiv("%N", cols)))   # rows(spec)
+    height = f.smax(32, f.smin(spec.mb, f.mul(f.cdiv(f.cdiv("%M", row_blocks), 32), 32)))
+    i0 = f.mul("%by", height)
     j0 = f.mul("%bx", cols)
     out = f.val(f"or i1 {f.val(f'icmp sge i64 {i0}, %M')}, {f.val(f'icmp sge i64 {j0}, %N')}")
     f.do(f"br i1 {out}, label %done, label %go")
     f.label("go")
-    mb = f.smin(spec.mb, f.val(f"sub i64 %M, {i0}"))
+    mb = f.smin(height, f.val(f"sub i64 %M, {i0}"))
     nb = f.smin(cols, f.val(f"sub i64 %N, {j0}"))
     return i0, j0, mb, nb
 

@@ -173,9 +173,9 @@ def _lower_i8(ctx, kname: str, ops: list, model: CostModel | None, path: str) ->
         raise LoweringError(mm, str(e)) from None
     fallback = "vnni" if "vnni" in gemm_i8.available_paths(t) else "plain"
     l2 = dict(model.caches)[2] if model is not None else cache_sizes()[2]
-    mb, nb = gemm_i8.choose_blocks(*(int(e) if e.isdigit() else None for e in (M, N, K)),
-                                   model.threads if model is not None else 1, l2)
-    spec = gemm_i8.I8GemmSpec(kname, chosen, mb, nb, fallback, panel=l2 // 2)
+    mb, nb = gemm_i8.choose_blocks(*(int(e) if e.isdigit() else None for e in (M, N, K)), l2)
+    spec = gemm_i8.I8GemmSpec(kname, chosen, mb, nb, fallback, panel=l2 // 2,
+                              threads=model.threads if model is not None else 1)
     with mm.location:
         gemm_i8.build(ctx.module, spec)
     lead = ["BATCH"] if batched else []

@@ -106,6 +106,18 @@ def test_the_width_expression():
     assert plan.evaluate(gemm_i8.grid(spec)[0], {"N": 2048, "K": 4096}) == 8
 
 
+def test_the_rows_expression():
+    """As few row blocks as, beside the column blocks, give each thread one (each packs B again)."""
+    spec = gemm_i8.I8GemmSpec("k", "plain", 1 << 20, 1024, panel=1 << 20, threads=2)
+    shapes = {(1024, 1024, 1024): 512, (2048, 2048, 2048): 2048, (130, 65, 257): 96, (5, 7, 0): 32, (0, 0, 0): 32}
+    for (M, N, K), height in shapes.items():
+        env = {"M": M, "N": N, "K": K}
+        assert plan.evaluate(gemm_i8.rows(spec), env) == height, (M, N, K)
+    assert [plan.evaluate(g, {"M": 1024, "N": 1024, "K": 1024}) for g in gemm_i8.grid(spec)] == [1, 2, 1]
+    assert plan.evaluate(gemm_i8.rows(gemm_i8.I8GemmSpec("k", "plain", 64, 1024, threads=8)),
+                         {"M": 1024, "N": 32, "K": 64}) == 64   # at most MB
+
+
 def test_batched(compiled):
     _, mod, _ = compiled
     a, b = ints((3, 9, 70)), ints((3, 70, 17))
