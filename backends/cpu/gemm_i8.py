@@ -40,10 +40,11 @@ from .target import HostTarget
 PATHS = ("amx", "vnni", "plain")
 # arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) on x86-64 Linux
 _SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
-# amx: 64-byte k steps per chunk. Each chunk re-reads and re-writes C's tiles; 16 (an A strip chunk of 32 KiB,
-# in a 48 KiB L1) measured 1.58 / 1.03 TOPS at 1024³ / 2048³ against 1.23-1.40 / 0.97-0.98 for 32 and 8 (2
-# cores, loaded).
-_KT_CHUNK = 16
+# amx: 64-byte k steps per chunk. Each chunk re-reads and re-writes C's tiles, and its A strip (2 KiB a step)
+# is read by every column pair of the block. With the blocks `rows`/`width` choose, 64 (a 128 KiB strip, in
+# L2 beside the 1 MiB panel) measured 1.35-1.38 / 1.35-1.42 TOPS at 2048³ / 4096³ against 1.18-1.46 /
+# 1.32-1.34 for 32 and 1.00-1.30 / 0.97-1.20 for 16 (2-core SPR, loaded; in one process, 2 runs).
+_KT_CHUNK = 64
 _ANY_ROWS = 1 << 20   # MB where M is symbolic: `rows` then decides alone
 _MR = 8   # vnni: rows of C per micro-tile (8 rows × 2 zmm of 16 columns: 16 accumulators of 32 zmm)
 
