@@ -64,7 +64,7 @@ def requests(tree: ast.Module, filename: str) -> list[Request]:
                                       f"{kind}() takes argnums= only, not {k.arg or '**'}")
             try:
                 v = ast.literal_eval(k.value)
-            except ValueError:
+            except (ValueError, TypeError):  # TypeError: a literal that cannot be built ({[1]: 2}, unhashable)
                 v = None
             argnums = (v,) if type(v) is int else tuple(v) if isinstance(v, tuple) else None
             if argnums is None or not argnums or not all(type(i) is int for i in argnums):

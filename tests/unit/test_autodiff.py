@@ -303,6 +303,8 @@ def f(X: tensor[f32, 4, 8], W: tensor[f32, 8, 8]):
     ("g = vjp(f, argnums=(0, 0))", "argnums names parameter 0 twice"),
     ("g = vjp(k)", "vjp() of 'k': it is not a @function of this file"),
     ("g = jvp(f, argnums=1, has_aux=True)", "jvp() takes argnums= only, not has_aux"),
+    # a literal Python cannot build (an unhashable key) was a TypeError traceback (the frontend fuzzer's find)
+    ("g = grad(f, argnums={[1]: 2})", "argnums is an int or a non-empty tuple of ints"),
 ])
 def test_requests_are_checked_where_written(line, message):
     src = REQUEST.format(line=line)
