@@ -155,8 +155,8 @@ def test_a_gemm_step_that_cannot_be_chunked_is_a_located_error(monkeypatch):
 
     real = gemm_lowering.lower
 
-    def with_a_view(ctx, kname, ops, model=None):
-        steps = real(ctx, kname, ops, model)
+    def with_a_view(ctx, kname, ops, model=None, **options):
+        steps = real(ctx, kname, ops, model, **options)
         a = steps[-1].args[0].value
         return [plan.ViewStep(f"{kname}_look", (plan.TensorView(a, "matrix"),), R="T", C="1", block=(1, 1, 1),
                               grid=("1", "1", "1")), *steps]

@@ -134,7 +134,7 @@ def test_kernels_and_plans(example):
 def test_fused_dq_plan(fused_example):
     """With TESSERA_ATTENTION_FUSED_DQ=1, dQ, dK and dV come from one kernel adding dQ into an f32 accumulator
     (an intermediate of the plan), zeroed before and rounded to dQ after; dQ, dK or dV wanted alone keep their
-    kernels. The "strict" numerics profile and TESSERA_ATTENTION_FUSED_DQ=0 keep dQ's own kernel (additions
+    kernels. The "deterministic" profile and TESSERA_ATTENTION_FUSED_DQ=0 keep dQ's own kernel (additions
     in a fixed order); without the variable D = 64 and 128 (FUSED_DQ_HEAD_DIMS) have dQ in the dK/dV kernel."""
     example = fused_example
     kernels = {k.name: k for k in image.read_image(example.image).kernels}
@@ -156,9 +156,9 @@ def test_fused_dq_plan(fused_example):
     assert doc["values"][acc]["dtype"] == "f32" and acc not in doc["results"] and acc not in doc["params"]
     assert doc["values"][acc]["dims"] == doc["values"][steps[2]["args"][1]["value"]]["dims"]   # dQ's
     assert steps[2]["grid"] == ["ceil(SQ/8)", "BH", "1"] and steps[2]["env"] == {"BH": "B*H", "SQ": "S"}
-    strict = {k.name: k for k in image.read_image(_compile_fused("strict").image).kernels}
-    assert f"{name}_dq" in strict and f"{name}_dq_zero" not in strict
-    assert [a.name for a in strict[f"{name}_pre"].args] == ["O", "dO", "Delta", "BH", "SQ"]
+    ordered = {k.name: k for k in image.read_image(_compile_fused("deterministic").image).kernels}
+    assert f"{name}_dq" in ordered and f"{name}_dq_zero" not in ordered
+    assert [a.name for a in ordered[f"{name}_pre"].args] == ["O", "dO", "Delta", "BH", "SQ"]
     d64 = "vjp_attn_d64__attention_bwd1"
     assert f"{d64}_dq" in {k.name for k in image.read_image(_compile_fused(env="0").image).kernels}
     default = {k.name: k for k in image.read_image(_compile_fused(env="").image).kernels}
