@@ -224,22 +224,29 @@ def test_same_extents_refused_naming_both(build_host, tmp_path):
         executor.load(image).function("gemm_rows")(A, B, C)
 
 
-@pytest.mark.parametrize("C_shape", [(16, 3), (16, 0), (1, 16)])
-def test_a_tile_programs_argument_smaller_than_its_result_is_refused(build_host, tmp_path, C_shape):
+SMALLER = "argument 'C' has {size} elements, but result 0, which the tile program also writes into it, has 256: " \
+          "their extents must agree"
+NOT_BROADCAST = "B.shape[1] = 16 and C.shape[1] = {columns} do not broadcast: they must be equal, or one of them 1 " \
+                "(numpy's rule)"
+
+
+@pytest.mark.parametrize("C_shape, message", [((16, 3), NOT_BROADCAST), ((16, 0), NOT_BROADCAST), ((1, 16), SMALLER)])
+def test_a_tile_programs_argument_smaller_than_its_result_is_refused(build_host, tmp_path, C_shape, message):
     """gemm_mma writes its result, [max(A_0, C_0), max(B_1, C_1)], into the C it is passed as well: a C that
     broadcasts is smaller than that. Found by fuzz_function: the copy overran C's buffer (heap corruption from
-    Python) and C = [16, 0] divided by zero in the elementwise kernel."""
+    Python) and C = [16, 0] divided by zero in the elementwise kernel. A C whose columns do not broadcast
+    against B's is refused first, by the plan's broadcasts (format 7)."""
     from tessera import executor
     image = compiled("examples/tile/partial_tiles.py")
     A, B, C = f32(16, 16), f32(16, 16), np.zeros(C_shape, np.float32)
     said, _ = call_c(build_host, image, "gemm_mma", [A, B, C], [(16, 16)], tmp_path)
-    want = (f"function 'gemm_mma': argument 'C' has {C.size} elements, but result 0, which the tile program also "
-            "writes into it, has 256: their extents must agree")
+    want = "function 'gemm_mma': " + message.format(size=C.size, columns=C_shape[1])
     assert said["call"] == ("TSR_ERROR_INVALID_VALUE", want), said
     assert said["shapes"] == said["call"], said
     if C.size:  # (numpy's empty C has strides (0, 0), which Python refuses first as not compact)
-        with pytest.raises(ValueError, match="gemm_mma.*'C' has .* elements, but result 0"):
+        with pytest.raises(ValueError) as e:
             executor.load(image).function("gemm_mma")(A, B, C)
+        assert want in str(e.value)
 
 
 def test_a_buffer_shorter_than_its_descriptor_is_refused_naming_it(build_host, tmp_path):
