@@ -73,12 +73,22 @@ class Blocks:
         return 64 * self.block_n * 2
 
     @property
+    def q_bytes(self) -> int:
+        """Bytes of the held tiles at the start of shared memory (and O's staging, which reuses them)."""
+        return self.held * self.boxes * QBOX
+
+    @property
     def smem_bytes(self) -> int:
-        return self.held * self.boxes * QBOX + self.stages * self.stage_bytes + 8 * (1 + 2 * self.stages) + 1024
+        return self.q_bytes + self.stages * self.stage_bytes + 8 * (1 + 2 * self.stages) + 1024
 
     @property
     def threads(self) -> int:
         return 384
+
+    @property
+    def out_dtype(self) -> str:
+        """The dtype of the stored results."""
+        return self.dtype
 
 
 @dataclass(frozen=True)
@@ -107,21 +117,57 @@ class Sm90AttentionSpec(Blocks):
         pairs = sum(min(i + 1, sk) for i in range(sq)) if self.causal else sq * sk
         return 4.0 * bh * pairs * self.head_dim
 
+    # The parts that the fp8 kernel (attention_fp8_sm90.py) does its own way; `generate` calls these.
+    extra_params = ()             # kernel parameters after O (and LSE)
+
+    @property
+    def v_offset(self) -> int:
+        """Where a stage's V block starts after its K block."""
+        return self.boxes * self.kv_box
+
+    def load_q(self, w: Writer, base: str, tm: str, m0: str, bh: str, bar: str) -> None:
+        hp.mbar_expect(w, bar, self.boxes * QBOX)
+        for i in range(self.boxes):
+            hp.tma_load(w, w.v(f"add i32 {base}, {i * QBOX}"), tm, [str(64 * i), m0, bh], bar)
+
+    def load_kv(self, w: Writer, at: str, tm: dict, key0: str, bh: str, bar: str) -> None:
+        for i in range(self.boxes):
+            hp.tma_load(w, w.v(f"add i32 {at}, {i * self.kv_box}"), tm["K"], [str(64 * i), key0, bh], bar)
+            hp.tma_load(w, w.v(f"add i32 {at}, {self.v_offset + i * self.kv_box}"), tm["V"], [str(64 * i), key0, bh],
+                        bar)
+
+    def multiplier(self, w: Writer) -> str:
+        """The factor of a raw score in the exponent (log2 units)."""
+        return _f(self.scale * math.log2(math.e))
+
+    def out_scale(self, w: Writer) -> str | None:
+        """A factor of O besides 1 / l, if any."""
+        return None
+
+    def scores(self, w: Writer, q_rows: str, k_at: str) -> list[str]:
+        return _scores(w, self, q_rows, k_at)
+
+    def pv(self, w: Writer, o: list[str], frags: list[str], v_at: str) -> list[str]:
+        return _pv(w, self, o, frags, v_at)
+
+    def fragments(self, w: Writer, probs: list[str]) -> list[str]:
+        return _fragments(w, self, probs)
+
 
 def generate(spec: Sm90AttentionSpec) -> str:
     """The kernel as NVPTX LLVM IR text. Parameters: the Q, K, V tensor maps, then the launch arguments
     Q, K, V, O ([BH, SQ, D], [BH, SK, D] twice, [BH, SQ, D]), with `spec.lse` LSE (f32 [BH, SQ]: the natural
     log of each row's sum of exp(scale · q·k)), and the extents BH, SQ, SK."""
     w = Writer()
-    et, ety = _ELEM[spec.dtype]
-    S, nb, d = spec.stages, spec.boxes, spec.head_dim
+    S, d = spec.stages, spec.head_dim
     params = hp.tensor_map_params("QKVO")
-    params += [f"ptr addrspace(1) %{n}" for n in ("Q", "K", "V", "O") + (("LSE",) if spec.lse else ())]
+    params += [f"ptr addrspace(1) %{n}" for n in ("Q", "K", "V", "O") + (("LSE",) if spec.lse else ())
+               + spec.extra_params]
     params += ["i64 %BH", "i64 %SQ", "i64 %SK"]
 
     tid, bx, bh, nq, base = entry(w)
-    kv_base = w.v(f"add i32 {base}, {nb * QBOX}")
-    BN, BOX = spec.block_n, spec.kv_box
+    kv_base = w.v(f"add i32 {base}, {spec.q_bytes}")
+    BN = spec.block_n
     bars = w.v(f"add i32 {kv_base}, {S * spec.stage_bytes}")   # qfull, full[S], empty[S]
     sk = w.v("trunc i64 %SK to i32")
     qb = w.v(f"sub i32 {nq}, 1") if spec.causal else bx
@@ -140,9 +186,7 @@ def generate(spec: Sm90AttentionSpec) -> str:
     w.cbr(first, "load_q", "exit")
     w.label("load_q")
     tm = {n: w.v(f"ptrtoint ptr %tm{n} to i64") for n in "QKV"}
-    hp.mbar_expect(w, bars, nb * QBOX)
-    for i in range(nb):
-        hp.tma_load(w, w.v(f"add i32 {base}, {i * QBOX}"), tm["Q"], [str(64 * i), m0, bh], bars)
+    spec.load_q(w, base, tm["Q"], m0, bh, bars)
     any_kv = w.v(f"icmp ugt i32 {nkv}, 0")
     w.cbr(any_kv, "pkv", "exit")
     w.label("pkv")
@@ -154,9 +198,7 @@ def generate(spec: Sm90AttentionSpec) -> str:
     hp.mbar_expect(w, full, spec.stage_bytes)
     k_at = w.v(f"add i32 {kv_base}, {w.v(f'mul i32 {s}, {spec.stage_bytes}')}")
     key0 = w.v(f"mul i32 {j}, {BN}")
-    for i in range(nb):
-        hp.tma_load(w, w.v(f"add i32 {k_at}, {i * BOX}"), tm["K"], [str(64 * i), key0, bh], full)
-        hp.tma_load(w, w.v(f"add i32 {k_at}, {(nb + i) * BOX}"), tm["V"], [str(64 * i), key0, bh], full)
+    spec.load_kv(w, k_at, tm, key0, bh, full)
     w.emit(f"{j_next} = add i32 {j}, 1")
     platch = w.current
     w.cbr(w.v(f"icmp ult i32 {j_next}, {nkv}"), "pkv", "exit")
@@ -170,6 +212,7 @@ def generate(spec: Sm90AttentionSpec) -> str:
     col_t = w.v(f"shl i32 {w.v(f'and i32 {lane}, 3')}, 1")
     q_rows = w.v(f"add i32 {base}, {w.v(f'mul i32 {c}, {64 * hp.SWIZZLE_ROW}')}")
     rows = (w.v(f"add i32 {m0}, {w.v(f'shl i32 {c}, 6')}"), row0, row1, col_t)  # the first is uniform
+    mult = spec.multiplier(w)
     hp.mbar_wait(w, bars, "0")
     w.cbr(w.v(f"icmp ugt i32 {nkv}, 0"), "cfirst", "exit")
     # the first block: S₀ only (no P·V before it)
@@ -179,12 +222,12 @@ def generate(spec: Sm90AttentionSpec) -> str:
     k_at, _ = _kv(w, spec, kv_base, bars, "0")
     turn.take()
     hp.fence(w)
-    sc = _scores(w, spec, q_rows, k_at)
+    sc = spec.scores(w, q_rows, k_at)
     turn.give()
     sc = hp.wait_group(w, sc, 0)
     probs, m0_, l0_, _ = _softmax(w, spec, _mask(w, spec, sc, "0", rows, sk), ["0xFFF0000000000000"] * 2,
-                                  ["0.0"] * 2)
-    frags0 = _fragments(w, spec, probs)
+                                  ["0.0"] * 2, mult)
+    frags0 = spec.fragments(w, probs)
     first = w.current
     w.cbr(w.v(f"icmp ugt i32 {nkv}, 1"), "ckv", "clast")
     # block j: P·Vⱼ₋₁ and Sⱼ issued on the warpgroup's turn, then the softmax of Sⱼ while the other
@@ -193,22 +236,22 @@ def generate(spec: Sm90AttentionSpec) -> str:
     j, j_next = w.fresh("cj"), w.fresh("cjn")
     o_in = [w.fresh("o") for _ in range(d // 2)]
     m_in, l_in = [w.fresh("m") for _ in range(2)], [w.fresh("l") for _ in range(2)]
-    f_in = [w.fresh("p") for _ in range(spec.block_n // 4)]  # P as packed pairs
+    f_in = [w.fresh("p") for _ in frags0]  # P packed
     phis_at = len(w.lines)
     k_at, _ = _kv(w, spec, kv_base, bars, j)
     _, v_prev = _kv(w, spec, kv_base, bars, w.v(f"sub i32 {j}, 1"), wait=False)
     turn.take()
     o, f_in_kept = hp.fence(w, o_in, f_in)
     # Sⱼ first: its softmax runs while P·Vⱼ₋₁ is still in flight (FlashAttention-3's intra-warpgroup overlap)
-    sc = _scores(w, spec, q_rows, k_at)
-    o = _pv(w, spec, o, f_in_kept, v_prev)
+    sc = spec.scores(w, q_rows, k_at)
+    o = spec.pv(w, o, f_in_kept, v_prev)
     turn.give()
     sc = hp.wait_group(w, sc, 1, keep=f_in_kept)
-    probs, m_new, l_new, alphas = _softmax(w, spec, _mask(w, spec, sc, j, rows, sk), m_in, l_in)
+    probs, m_new, l_new, alphas = _softmax(w, spec, _mask(w, spec, sc, j, rows, sk), m_in, l_in, mult)
     o = hp.wait_group(w, o, 0, keep=f_in_kept)
     hp.mbar_arrive_if(w, _empty(w, bars, w.v(f"urem i32 {w.v(f'sub i32 {j}, 1')}, {S}"), S), leader)
     o = [w.v(f"fmul float {x}, {alphas[(i // 2) % 2]}") for i, x in enumerate(o)]
-    frags = _fragments(w, spec, probs)
+    frags = spec.fragments(w, probs)
     w.emit(f"{j_next} = add i32 {j}, 1")
     clatch = w.current
     w.cbr(w.v(f"icmp ult i32 {j_next}, {nkv}"), "ckv", "clast")
@@ -228,7 +271,7 @@ def generate(spec: Sm90AttentionSpec) -> str:
     _, v_last = _kv(w, spec, kv_base, bars, last, wait=False)
     turn.take()
     ol, fl = hp.fence(w, ol, fl)
-    ol = _pv(w, spec, ol, fl, v_last)
+    ol = spec.pv(w, ol, fl, v_last)
     turn.give()
     ol = hp.wait_group(w, ol, 0, keep=fl)
     hp.mbar_arrive_if(w, _empty(w, bars, w.v(f"urem i32 {last}, {S}"), S), leader)
@@ -287,7 +330,7 @@ def _kv(w: Writer, spec: Sm90AttentionSpec, kv_base: str, bars: str, j: str, wai
     if wait:
         hp.mbar_wait(w, _full(w, bars, s), ph)
     k_at = w.v(f"add i32 {kv_base}, {w.v(f'mul i32 {s}, {spec.stage_bytes}')}")
-    return k_at, w.v(f"add i32 {k_at}, {spec.boxes * spec.kv_box}")
+    return k_at, w.v(f"add i32 {k_at}, {spec.v_offset}")
 
 
 def _scores(w: Writer, spec: Sm90AttentionSpec, q_rows: str, k_at: str) -> list[str]:
@@ -312,11 +355,13 @@ def _pv(w: Writer, spec: Sm90AttentionSpec, o: list[str], frags: list[str], v_at
     return o
 
 
-def _softmax(w: Writer, spec: Sm90AttentionSpec, sc: list[str], m_in: list[str], l_in: list[str]):
+def _softmax(w: Writer, spec: Sm90AttentionSpec, sc: list[str], m_in: list[str], l_in: list[str],
+             log2e: str | None = None):
     """One step of the online softmax of the thread's two rows: (p, new row max, new row sum of this
     thread's columns, rescale factor of what came before). Maxima are completed across the quad of lanes
-    sharing a row; sums are not until the end."""
-    log2e = _f(spec.scale * math.log2(math.e))
+    sharing a row; sums are not until the end. `log2e`: a raw score's factor in the exponent (a positive
+    f32 value), scale · log2(e) when not given."""
+    log2e = log2e or _f(spec.scale * math.log2(math.e))
     probs = list(sc)
     m_new, l_new, alphas = [], [], []
     for r in range(2):
@@ -457,7 +502,9 @@ def _store(w: Writer, spec: Sm90AttentionSpec, o: list[str], l: list[str], c: st
             total = w.v(f"fadd float {total}, "
                         f"{w.v(f'call float @llvm.nvvm.shfl.sync.bfly.f32(i32 -1, float {total}, i32 {x}, i32 31)')}")
         inv.append(w.v(f"fdiv float 1.0, {total}"))
-    scaled = [w.v(f"fmul float {x}, {inv[(i // 2) % 2]}") for i, x in enumerate(o)]
+    extra = spec.out_scale(w)
+    factor = [w.v(f"fmul float {x}, {extra}") for x in inv] if extra else inv
+    scaled = [w.v(f"fmul float {x}, {factor[(i // 2) % 2]}") for i, x in enumerate(o)]
     store_rows(w, spec, scaled, c, warp, lane, w.v(f"add i32 {m0}, {w.v(f'shl i32 {c}, 6')}"), bh,
                w.v(f"add i32 {base}, {w.v(f'shl i32 {c}, 13')}"), "O")
     return inv
@@ -490,7 +537,7 @@ def store_rows(w: Writer, spec, vals: list[str], c: str, warp: str, lane: str, r
     one else reads now) by stmatrix in TMA's layout, then its leader stores one 64x64 box per 64 columns
     (rows past the end are clipped by TMA) and waits for the copies to have read shared memory before the
     CTA may end (or the staging be reused)."""
-    _, ety = _ELEM[spec.dtype]
+    _, ety = _ELEM[spec.out_dtype]
 
     def pair(q: int, r: int) -> str:
         vec = w.v(f"insertelement <2 x float> poison, float {vals[4 * q + 2 * r]}, i32 0")

@@ -1,0 +1,51 @@
+"""The sm_90a fp8 flash-attention kernel without a GPU (backends/ptx/attention_fp8_sm90.py): its spec's checks
+and geometry, the order of Vᵀ's keys that matches P's 8-bit fragments, and ptxas's view of the kernels.
+
+Running them needs an H100/H200: tests/gpu/test_attention_fp8_gpu.py."""
+
+import re
+
+import pytest
+
+from tessera.backends.ptx import attention_fp8_sm90 as f8, attention_sm90
+
+
+@pytest.mark.parametrize("kw, message", [({"head_dim": 64}, "head dimension 128"),
+                                         ({"dtype": "fp8_e5m2"}, "fp8_e4m3"),
+                                         ({"scale": 0.0}, "positive scale"),
+                                         ({"lse": True}, "no log-sum-exp"),
+                                         ({"block_n": 192}, "128 or 256 keys"),
+                                         ({"block_n": 256, "stages": 4}, "do not fit")])
+def test_spec_refuses(kw, message):
+    with pytest.raises(ValueError, match=message):
+        f8.Sm90AttentionFp8Spec("a", **kw)
+
+
+def test_spec_geometry():
+    s = f8.Sm90AttentionFp8Spec("a", scale=0.1)
+    assert (s.block_n, s.stages, s.out_dtype) == (128, 3, "bf16")
+    # Q and K boxes of 128 one-byte columns; Vᵀ's box: 128 keys of the 128 head-dimension rows; O as bf16
+    assert s.tensor_maps == "Q:0:128x128x1:128;K:1:128x128x1:128;V:2:128x128x1:128;O:3:64x64x1:128"
+    # Q's 16 KiB plus the rest of O's 32 KiB staging, three stages of K and Vᵀ (16 KiB each), barriers, alignment
+    assert s.smem_bytes == 32768 + 3 * 32768 + 8 * 7 + 1024
+
+
+def test_vt_order_is_the_fragment_order():
+    # a permutation within each 16 keys
+    for base in (0, 16, 48):
+        assert sorted(f8.vt_order(base + i) for i in range(16)) == list(range(base, base + 16))
+    # thread t's A-fragment bytes 4t … 4t+3 carry S's accumulator columns 2t, 2t+1, 8+2t, 9+2t
+    assert [f8.vt_order(4 * 3 + e) for e in range(4)] == [6, 7, 14, 15]
+    assert [f8.vt_order(16 + e) for e in range(4)] == [16, 17, 24, 25]
+
+
+def test_kernel_text():
+    text = f8.generate(f8.Sm90AttentionFp8Spec("a", scale=0.1, causal=True))
+    assert "m64n128k32.f32.e4m3.e4m3" in text                     # S and P·V on the fp8 tensor cores
+    # P rounded to e4m3: a thread's 64 probabilities of a block in 32 pairs, after the first block and in the loop
+    assert text.count("cvt.rn.satfinite.e4m3x2.f32") == 2 * 32
+    assert re.search(r"%DQ, ptr addrspace\(1\) %DK, ptr addrspace\(1\) %DV, i64 %BH", text)
+    # the bf16 kernel is generated as before: 16-bit products, no descales
+    plain = attention_sm90.generate(attention_sm90.Sm90AttentionSpec("a", scale=0.1))
+    assert "e4m3" not in plain and "%DQ" not in plain and "m64n128k16.f32.bf16.bf16" in plain
+
