@@ -18,8 +18,11 @@ have to be linked from a CUDA installation at compile time. Tessera stays self-c
                                              LLVM's instcombine spreads over the whole Philox round, so
                                              every multiply becomes a 64-bit one (several instructions).
 
-f16 and bf16 operands are computed in f32 and rounded back. Anything else — f64 transcendentals, sin, cos —
-is refused at the user's line rather than left for codegen, where an op with no PTX instruction would abort
+f64 exp, exp2, log, log2, erf, tanh and pow are plain f64 arithmetic accurate to a few f64 ulp
+(passes/f64_math.py): the `strict` profile computes f32 ones in f64 (passes/strict_math.py) to round them once.
+
+f16 and bf16 operands are computed in f32 and rounded back. Anything else — sin, cos and the like — is refused
+at the user's line rather than left for codegen, where an op with no PTX instruction would abort
 the compiler process ("no libcall available").
 
 The intrinsics are emitted as ``llvm.call_intrinsic``, which ``convert-gpu-to-nvvm`` leaves alone (it marks
@@ -32,7 +35,7 @@ import math as _pymath
 
 from ..diagnostics import LoweringError
 from ..mlir import arith, ir, llvm
-from . import vmath
+from . import f64_math, vmath
 
 
 def _const(like: ir.Value, value: float) -> ir.Value:
@@ -117,6 +120,15 @@ _ANY_FLOAT = {
     "math.fma": lambda op: _intrinsic("fma", *op.operands),
     "math.copysign": lambda op: _intrinsic("copysign", *op.operands),
 }
+_F64 = {
+    "math.exp": lambda op: f64_math.exp(op.operands[0]),
+    "math.exp2": lambda op: f64_math.exp2(op.operands[0]),
+    "math.log": lambda op: f64_math.log(op.operands[0]),
+    "math.log2": lambda op: f64_math.log2(op.operands[0]),
+    "math.erf": lambda op: f64_math.erf(op.operands[0]),
+    "math.tanh": lambda op: f64_math.tanh(op.operands[0]),
+    "math.powf": lambda op: f64_math.powf(*op.operands),
+}
 
 
 def _lower(op) -> ir.Value:
@@ -126,11 +138,11 @@ def _lower(op) -> ir.Value:
         return arith.MaxSIOp(x, arith.SubIOp(arith.ConstantOp(x.type, 0).result, x).result).result
     t = op.results[0].type
     narrow = isinstance(t, (ir.F16Type, ir.BF16Type))
-    if isinstance(t, ir.F64Type) and name in _ANY_FLOAT:
-        return _ANY_FLOAT[name](op)
+    if isinstance(t, ir.F64Type) and name in {**_F64, **_ANY_FLOAT}:
+        return {**_F64, **_ANY_FLOAT}[name](op)
     if not (isinstance(t, ir.F32Type) or narrow) or name not in {**_F32, **_ANY_FLOAT}:
         raise LoweringError(op, f"'{name}' on {t} has no GPU lowering yet (f32, f16 and bf16 have exp, exp2, "
-                                f"log, log2, tanh, erf, pow, sqrt, rsqrt; f64 has sqrt, rsqrt, abs, floor, ceil)")
+                                f"log, log2, tanh, erf, pow, sqrt, rsqrt; f64 those and abs, floor, ceil)")
     if not narrow:
         return {**_F32, **_ANY_FLOAT}[name](op)
     f32 = ir.F32Type.get()

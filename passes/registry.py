@@ -96,8 +96,9 @@ PASSES: dict[str, PassInfo] = {
         "dtypes=f32,bf16 limits it to those operand types", _fold_transposes, {"dtypes": str, "fused-attention": _flag}),
     "tessera-strict-math": PassInfo(
         "tessera-strict-math", "the strict numerics profile's math: f32 exp, exp2, log, log2, erf, tanh, sqrt, "
-        "rsqrt, powf and division computed in f64 and rounded once to f32; fast-math flags dropped (CPU, SPIR-V)",
-        lambda op: strict_math.run(op), {}),
+        "rsqrt, powf and division computed in f64 and rounded once to f32; fast-math flags dropped (CPU, SPIR-V); "
+        "gpu=true: the ptx and amdgpu form (sqrt and division stay f32, f16 and bf16 widened too)",
+        lambda op, gpu=False: strict_math.run(op, gpu=gpu), {"gpu": _flag}),
     "tessera-cpu-to-llvm": PassInfo(
         "tessera-cpu-to-llvm", "warp-vectorized kernels to the LLVM dialect (upstream conversions, in order)",
         None, {}, CPU_TO_LLVM),

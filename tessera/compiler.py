@@ -27,8 +27,7 @@ from .options import DEFAULT_BUCKET_BYTES, CompileOptions, collective_chunks
 from .diagnostics import CompileError, LoweringError
 from .frontend import build_module
 from .frontend.sources import keyed_source
-from .passes import (autodiff_attention, decompose, fold_transposes, fusion, graph_lowering, graph_phases,
-                     strict_math)
+from .passes import autodiff_attention, decompose, fold_transposes, fusion, graph_lowering, graph_phases
 from .dialects import make_context
 from .mlir import ir
 from .numerics import profiles
@@ -347,8 +346,7 @@ def compile_module(module: ir.Module, options: CompileOptions | None = None, met
 def _profile_of(module: ir.Module, options: CompileOptions, filename: str) -> CompileOptions:
     """`options` under the strictest of their numerics profile and the one the source's hints ask for (the
     module's `tessera.numerics`). Refused at the user's line: under a deterministic profile a float atomic,
-    whose result depends on the order the threads happen to reach it in; under strict, for ptx and amdgpu, an
-    op whose kernels compute an exp, log, erf, tanh or pow, which those targets only approximate."""
+    whose result depends on the order the threads happen to reach it in."""
     attrs = module.operation.attributes
     if "tessera.numerics" in attrs:
         options = dataclasses.replace(options, numerics=profiles.strictest(
@@ -369,11 +367,6 @@ def _profile_of(module: ir.Module, options: CompileOptions, filename: str) -> Co
                 f"numerics profile: the order in which threads update a float decides the result, so it varies "
                 f"from run to run (reduce with op.sum or op.max, or compile with the 'fast' profile)",
                 op.location, filename)
-    approximate = [t for t in (t.strip() for t in options.target.split(",")) if t in strict_math.APPROXIMATE_TARGETS]
-    if options.numerics == "strict" and approximate and (op := strict_math.graph_refusal(module)) is not None:
-        what = ir.StringAttr(op.attributes["fn"]).value if "fn" in op.attributes else \
-            f"{op.name.split('.')[1]}'s exp"
-        raise CompileError.located(strict_math.message(what, approximate[0]), op.location, filename)
     return options
 
 

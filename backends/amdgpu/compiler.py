@@ -92,8 +92,8 @@ MAX_BLOCK = 1024
 
 
 def make_rocdl(mod: ir.Module, metadata: dict, options: AMDGPUOptions) -> ir.Module:
-    if options.exact_math:   # before gpu_math turns exp, erf … into the approximations strict refuses
-        strict_math.refuse(mod, "amdgpu")
+    if options.exact_math:   # strict: exp, erf … in f64, which gpu_math computes by passes/f64_math.py
+        strict_math.run(mod, gpu=True)
     gpu_math.run(mod)
     # after gpu_math, whose f32-only math table would refuse the FMA path's vector fma (upstream lowers it)
     tile_mma.run(mod.operation, tile_mma.target_for_amdgpu(options.arch, options.warp_size))

@@ -16,7 +16,7 @@ class AMDGPUOptions(HashedOptions):
     arch: str = "gfx942"
     opt_level: int = 3
     bounds_checks: bool = False  # guard the accesses not proven in bounds (passes/gpu_bounds_checks.py)
-    exact_math: bool = False   # the strict numerics profile: exp, erf … refused (passes/strict_math.py)
+    exact_math: bool = False   # the strict numerics profile: exp, erf … in f64, rounded once (passes/strict_math.py)
 
     def __post_init__(self):
         if self.arch not in ARCHS:

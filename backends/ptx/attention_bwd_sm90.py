@@ -6,7 +6,7 @@ the f32 row statistics LSE (the forward's natural-log log-sum-exp of each query 
 both [BH, SQ]. With P = exp(scale · Q·Kᵀ − lse), dP = dO·Vᵀ and dS = P ∘ (dP − delta):
 dV = Pᵀ·dO, dK = scale · dSᵀ·Q, dQ = scale · dS·K, accumulated in f32.
 
-Two kernels at D = 128 and under the "strict" numerics profile (FlashAttention-2's variant with a separate dQ
+Two kernels at D = 128 and under the "deterministic" numerics profile (FlashAttention-2's variant with a separate dQ
 pass: no f32 scratch, a fixed order of additions), or one (dkdvdq) by default; shaped as the
 forward (attention_sm90.py): a CTA holds 128 rows of one side in shared memory (the "rows", 64 per consumer
 warpgroup) and streams blocks of `block_n` rows of the other side through a TMA ring filled by a

@@ -6,6 +6,7 @@ stages (compiler.py) and lowerings load when a compilation needs them.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 
@@ -50,16 +51,27 @@ class PTXBackend(Backend):
         schedule = gemm_lowering.matmul_schedule if arch == "sm_90a" else \
             functools.partial(gemm_lowering.matmul_schedule_sm80, arch)
         # sm_90a has flash attention's backward kernels (attention_bwd_sm90.py) for bf16 and f16
-        return TargetFacts("ptx", 128, WARP_SIZE, frozenset(native), 132,
-                           matrix_units=frozenset(matrix_units.tensorcore_dtypes(arch)),
-                           shared_memory=SHARED_MEMORY[sm(arch)], matmul_schedule=schedule,
-                           fused_attention_backward=frozenset({"bf16", "f16"}) if arch == "sm_90a" else frozenset(),
-                           attention_delta=frozenset({"bf16", "f16"}) if arch == "sm_90a" else frozenset(),
-                           gemm_transposes=frozenset(gemm_lowering.GEMM_TRANSPOSES if arch == "sm_90a" else ()),
-                           # wgmma's s8 kind (gemm_sm90.py); other architectures refuse an integer matmul
-                           integer_matmul=frozenset({"i8"}) if arch == "sm_90a" else frozenset())
+        facts = TargetFacts("ptx", 128, WARP_SIZE, frozenset(native), 132,
+                            matrix_units=frozenset(matrix_units.tensorcore_dtypes(arch)),
+                            shared_memory=SHARED_MEMORY[sm(arch)], matmul_schedule=schedule,
+                            fused_attention_backward=frozenset({"bf16", "f16"}) if arch == "sm_90a" else frozenset(),
+                            attention_delta=frozenset({"bf16", "f16"}) if arch == "sm_90a" else frozenset(),
+                            gemm_transposes=frozenset(gemm_lowering.GEMM_TRANSPOSES if arch == "sm_90a" else ()),
+                            # wgmma's s8 kind (gemm_sm90.py); other architectures refuse an integer matmul
+                            integer_matmul=frozenset({"i8"}) if arch == "sm_90a" else frozenset())
+        if self.options.exact_math:
+            # strict: the SPIR-V backend's SIMT GEMM (as the CPU's), k ascending with one product and one sum
+            # per step, so ptx, the CPU and SPIR-V agree bit for bit (the tensor cores' products and sums round
+            # otherwise); attention decomposed into GEMMs and a softmax (the fused kernels' exp is ex2.approx)
+            return dataclasses.replace(facts, matmul_schedule=None, gemm_transposes=frozenset(),
+                                       gemm_epilogue=frozenset(), fused_attention_backward=frozenset(),
+                                       attention_delta=frozenset(), decompose_attention=True)
+        return facts
 
     def lowerings(self) -> dict:
+        if self.options.exact_math:
+            from ..spirv import gemm_lowering as simt_gemm  # lazy: it builds MLIR
+            return {"gemm": simt_gemm.lower}
         from . import attention_lowering, gemm_lowering  # lazy: they build MLIR
         return {"gemm": functools.partial(gemm_lowering.lower, self.options.arch),
                 "attention": functools.partial(attention_lowering.lower, self.options.arch),

@@ -43,8 +43,8 @@ def make_gpu(mod: ir.Module, metadata: dict, options: PTXOptions) -> ir.Module:
 
 
 def make_nvvm(mod: ir.Module, metadata: dict, options: PTXOptions) -> ir.Module:
-    if options.exact_math:   # before gpu_math turns exp, erf … into the approximations strict refuses
-        strict_math.refuse(mod, "ptx")
+    if options.exact_math:   # strict: exp, erf … in f64, which gpu_math computes by passes/f64_math.py
+        strict_math.run(mod, gpu=True)
     gpu_math.run(mod, mulhi="llvm.nvvm.mulhi.ui")   # Philox's high words as mul.hi.u32
     passmanager.PassManager.parse(f"builtin.module(gpu.module({GPU_TO_NVVM}))").run(mod.operation)
     return mod

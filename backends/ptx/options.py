@@ -26,12 +26,13 @@ class PTXOptions(HashedOptions):
     opt_level: int = 3
     bounds_checks: bool = False  # guard the accesses not proven in bounds (passes/gpu_bounds_checks.py)
     # whether the sm_90a attention backward adds dQ inside its dK/dV kernel by f32 bulk reductions (whose order
-    # varies from run to run): "never" (the "deterministic" and "strict" numerics profiles,
+    # varies from run to run): "never" (the "deterministic" and "strict" numerics profiles (strict decomposes
+    # attention: backend.py),
     # TESSERA_ATTENTION_FUSED_DQ=0), "faster" (the "fast" profile's default: at the head dimensions where that
     # measured faster than dQ in a kernel of its own, attention_bwd_sm90.FUSED_DQ_HEAD_DIMS;
     # docs/performance.md) or "always" (TESSERA_ATTENTION_FUSED_DQ=1)
     fused_dq: str = "never"
-    exact_math: bool = False   # the strict numerics profile: exp, erf … refused (passes/strict_math.py)
+    exact_math: bool = False   # the strict numerics profile: exp, erf … in f64, rounded once (passes/strict_math.py)
 
     def __post_init__(self):
         if self.arch not in ARCHS:

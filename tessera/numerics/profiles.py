@@ -19,11 +19,11 @@ kernel's properties (`numerics: strict`), which `tessera-objdump` shows; it is p
 `strict`         deterministic, and every floating-point operation is the one written, rounded once: no FMA
                  contraction (SPIR-V modules carry ExecutionMode ContractionOff, so a driver cannot fuse;
                  LLVM's CPU, NVPTX and AMDGPU code carries no fast-math flags, and NVPTX writes mul.rn/add.rn,
-                 which ptxas does not fuse) and no approximate math: on the CPU and SPIR-V, f32 exp, erf,
-                 tanh, log, pow, sqrt and division are computed in f64 and rounded once (passes/strict_math.py),
-                 the CPU runs the SPIR-V backend's one-product-one-sum GEMM kernel and decomposes attention, so
-                 the two agree bit for bit; ptx and amdgpu, whose exp, erf … are approximations
-                 (passes/gpu_math.py), refuse them at the user's line.
+                 which ptxas does not fuse) and no approximate math: f32 exp, erf, tanh, log, pow (and on the
+                 CPU and SPIR-V sqrt and division, which ptx and amdgpu round correctly in f32) are computed
+                 in f64 and rounded once (passes/strict_math.py; on ptx and amdgpu by passes/f64_math.py),
+                 the CPU and ptx run the SPIR-V backend's one-product-one-sum GEMM kernel and decompose
+                 attention, so the CPU, SPIR-V and ptx agree bit for bit.
 
 In every profile the generated kernels reduce in a fixed order — each reduction's tree (a subgroup's
 butterfly, a GEMM's ascending K loop) is part of the kernel, never decided by scheduling or by the number of

@@ -14,7 +14,7 @@ import pytest
 import tessera  # noqa: F401
 
 sys.path.insert(0, os.path.dirname(__file__))
-from kernels import OPTIONS, SOURCES, build_linked  # noqa: E402
+from kernels import OPTIONS, SOURCES, build_cpu, build_linked  # noqa: E402
 
 
 def pytest_collection_modifyitems(items):
@@ -70,6 +70,14 @@ def image_of():
 
     get = _images(build)
     return lambda name: get(f"{name}.tessera", name)
+
+
+@pytest.fixture(scope="session")
+def cpu_image_of():
+    """cpu_image_of(name) -> the CPU image of kernels.SOURCES[name] (kernels.STRICT_CPU): compiled here, or
+    prebuilt."""
+    get = _images(build_cpu)
+    return lambda name: get(f"{name}.cpu.tessera", name)
 
 
 @pytest.fixture(scope="session")

@@ -197,6 +197,25 @@ def f(X: tensor[f32, "T", "D"], b: tensor[f32, "D"], g: tensor[f32, "D"]):
 def f(X: tensor[f32, "N", "D"], b: tensor[f32, "D"]):
     return op.log(op.exp(op.tanh(op.gelu(op.bias_add(X, b)) * 0.5) * 3.0) + 2.0)
 """, "sm_80"),
+    # the strict numerics profile's program (test_strict_gpu.py), compiled for ptx and (STRICT_CPU) the CPU:
+    # f64-computed math, division, contraction-free arithmetic, reductions, softmax, layernorm, the SIMT GEMM
+    "strict_golden": ("""
+@function
+def maths(X: tensor[f32, "N", "D"], Y: tensor[f32, "N", "D"]):
+    return op.exp(X), op.erf(X), op.tanh(X), X / Y, op.log(op.abs(X)), op.sqrt(op.abs(X)), X * Y + Y, X ** Y
+
+@function
+def rows(X: tensor[f32, "N", "D"], g: tensor[f32, "D"], b: tensor[f32, "D"]):
+    return op.sum(X, axis=-1), op.max(X, axis=-1), op.softmax(X), op.layernorm(X, gamma=g, beta=b)
+
+@function
+def whole(X: tensor[f32, "N", "D"]):
+    return op.sum(X, axis=0), op.sum(X)
+
+@function
+def gemm(A: tensor[f32, "M", "K"], B: tensor[f32, "K", "N"], b: tensor[f32, "N"]):
+    return op.matmul(A, B), op.gelu(op.matmul(A, B) + b)
+""", "sm_80"),
     # the Hopper tensor-core kernels (backends/ptx/gemm_sm90.py, attention_sm90.py)
     "hopper_gemm": ((REPO / "examples" / "gpu" / "gemm.py").read_text(), "sm_90a"),
     "hopper_attention": ((REPO / "examples" / "gpu" / "attention.py").read_text(), "sm_90a"),
@@ -316,7 +335,10 @@ def 数据(A: tensor[f32, "M"], B: tensor[f32, "M"]):
 # Compile options beyond target and arch, by program.
 OPTIONS = {"bounds_checked": {"gpu_bounds_checks": True}, "graph_mlp": {"kernels": ("mlp_block",)},
            "unicode_names": {"gpu_bounds_checks": True}, "deterministic_sm90a": {"numerics": "deterministic"},
-           "deterministic_attention_bwd": {"numerics": "deterministic"}}
+           "deterministic_attention_bwd": {"numerics": "deterministic"}, "strict_golden": {"numerics": "strict"}}
+# SOURCES also compiled for the CPU (build_images.py: NAME.cpu.tessera, for a baseline x86-64, as the device's
+# CPU may lack the build machine's features), to compare their bits with the GPU's
+STRICT_CPU = ("strict_golden",)
 
 # Programs of several modules, linked by tessera-link: {name: {module: source}}, the first module calling an
 # export of the others. Built per target (ptx at LINKED_ARCH, and cpu for the comparison on the host).
@@ -342,6 +364,14 @@ def norm_gate(X: tensor[f32, "R", "C"], g: tensor[f32, "C"]):
     },
 }
 LINKED_ARCH = "sm_80"
+
+
+def build_cpu(name: str) -> bytes:
+    """The CPU image of SOURCES[name] (needs the compiler), for a baseline x86-64 (see STRICT_CPU)."""
+    from tessera import compiler
+    from tessera.options import CompileOptions
+    return compiler.compile_source(SOURCES[name][0], f"{name}.py",
+                                   CompileOptions(cpu="x86-64-v2", **OPTIONS.get(name, {}))).image
 
 
 def build_linked(name: str, target: str, workdir) -> bytes:

@@ -5,6 +5,7 @@ Running the PTX needs a GPU: tests/gpu/ (docs/nvidia.md, "Testing on a GPU machi
 """
 
 import ctypes
+import math
 import pathlib
 import re
 
@@ -159,14 +160,15 @@ def k(X: tensor[float, "N"]):
 
 # -- the math lowering's numerics, on the CPU ----------------------------------------------------------------
 
-def _jit_unary(op: str, dtype: str = "f32"):
-    """A host function f(x) -> y of the GPU lowering of `math.<op>` (llvm.call_intrinsic and arith only)."""
+def _jit_unary(op: str, dtype: str = "f32", strict: bool = False):
+    """A host function f(x) -> y of the GPU lowering of `math.<op>` (llvm.call_intrinsic and arith only);
+    `strict`: under the strict profile's widening first (passes/strict_math.py)."""
     import llvmlite.binding as llvm
     from tessera.backends import llvm_compat
     from tessera.backends.cpu.target import init_llvm
     from tessera.dialects import make_context
     from tessera.mlir import ir, passmanager, translate_module_to_llvmir
-    from tessera.passes import gpu_math
+    from tessera.passes import gpu_math, strict_math
 
     args = "%x: f32, %y: f32" if op == "powf" else "%x: f32"
     operands = "%x, %y" if op == "powf" else "%x"
@@ -176,6 +178,8 @@ func.func @f({args}) -> f32 attributes {{llvm.emit_c_interface}} {{
   %r = math.{op} {operands} : f32
   return %r : f32
 }}""")
+        if strict:
+            strict_math.run(m, gpu=True)
         gpu_math.run(m)
         passmanager.PassManager.parse("builtin.module(convert-arith-to-llvm,convert-func-to-llvm,"
                                       "reconcile-unrealized-casts)").run(m.operation)
@@ -206,6 +210,49 @@ def test_log_is_within_two_ulp():
     assert _ulp_error(got, np.log(x.astype(np.float64))).max() <= 2
     special = [f(v) for v in (0.0, -1.0, float("inf"), float("nan"))]
     assert special[0] == -np.inf and np.isnan(special[1]) and special[2] == np.inf and np.isnan(special[3])
+
+
+def _specials(n: int, lo: float, hi: float, rng) -> np.ndarray:
+    return np.concatenate([rng.uniform(lo, hi, n), rng.uniform(-1, 1, n), rng.standard_normal(n) * 1e-3,
+                           [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 1.0, 2.0, 8.0, 0.5, 3.4e38,
+                            -3.4e38]]).astype(np.float32)
+
+
+@pytest.mark.parametrize("op, lo, hi, ref", [
+    ("exp", -105.0, 90.0, np.exp), ("exp2", -152.0, 130.0, np.exp2), ("log", 0.0, 1e4, np.log),
+    ("log2", 0.0, 100.0, np.log2), ("tanh", -12.0, 12.0, np.tanh), ("erf", -5.0, 5.0, np.vectorize(math.erf))])
+def test_strict_gpu_math_is_the_cpus_correctly_rounded_f32(op, lo, hi, ref):
+    """Under strict, ptx and amdgpu compute f32 math in f64 (passes/f64_math.py) and round once: the bits
+    the CPU's strict code (glibc's f64 function, rounded to f32) gives, subnormals, infinities and NaN
+    included; the fast lowering's approximations differ from them."""
+    rng = np.random.default_rng(5)
+    x = _specials(6000, lo, hi, rng)
+    if op.startswith("log"):
+        x = np.concatenate([x, np.geomspace(1e-44, 3e38, 3000).astype(np.float32)])
+    with np.errstate(all="ignore"):
+        want = ref(x.astype(np.float64)).astype(np.float32)
+    strict, fast = _jit_unary(op, strict=True), _jit_unary(op)
+    got = np.array([strict(v) for v in x], dtype=np.float32)
+    same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
+    assert same.all(), (x[~same][:5], got[~same][:5], want[~same][:5])
+    approximate = np.array([fast(v) for v in x], dtype=np.float32)
+    assert not np.array_equal(approximate.view(np.uint32), want.view(np.uint32))
+
+
+def test_strict_gpu_pow_is_the_cpus():
+    rng = np.random.default_rng(6)
+    x = np.concatenate([rng.uniform(0, 10, 4000), rng.uniform(-4, 4, 1000).round()]).astype(np.float32)
+    y = np.concatenate([rng.uniform(-8, 8, 4000), rng.uniform(-5, 5, 1000).round()]).astype(np.float32)
+    # C's edges: 1^NaN = 1, (-1)^inf = 1, 0^-1 = inf, 0^0 = 1, (-2)^0.5 = NaN, overflow, NaN^0 = 1, and -inf's
+    # powers, ±0 or ±inf whatever y (NaN on the GPU before its first run)
+    x = np.concatenate([x, np.float32([1.0, -1.0, 0.0, 0.0, -2.0, 2.0, np.nan, -np.inf, -np.inf, -np.inf, -np.inf])])
+    y = np.concatenate([y, np.float32([np.nan, np.inf, -1.0, 0.0, 0.5, 200.0, 0.0, -0.5, 0.5, 3.0, -3.0])])
+    with np.errstate(all="ignore"):
+        want = np.power(x.astype(np.float64), y.astype(np.float64)).astype(np.float32)
+    f = _jit_unary("powf", strict=True)
+    got = np.array([f(a, b) for a, b in zip(x, y)], dtype=np.float32)
+    same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
+    assert same.all(), (x[~same][:5], y[~same][:5], got[~same][:5], want[~same][:5])
 
 
 def test_pow_signs_and_edges_follow_c():
