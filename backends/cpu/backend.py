@@ -55,16 +55,17 @@ class CPUBackend(Backend):
                                    staging_buffers=functools.partial(gemm_lowering.staging_buffers, model))
 
     def lowerings(self) -> dict:
-        if self.options.exact_math:
-            # strict: the SPIR-V backend's GEMM kernel, k ascending with one product and one sum per step
-            # (rounded each), so the CPU and SPIR-V agree bit for bit; the blocked kernel's FMAs and K chunks
-            # round otherwise. Attention is decomposed under strict (compiler.compile_module).
-            from ..spirv import gemm_lowering as simt_gemm  # lazy: it builds MLIR
-            return {"gemm": simt_gemm.lower}
         from . import attention, attention_bwd, gemm_lowering, gemm_schedule  # lazy: they build MLIR
         # GEMMs of extents known only at run time get blockings to choose from at launch: the cost model's
         model = gemm_schedule.CostModel.of(self.target_facts(), target.host())
-        return {"gemm": functools.partial(gemm_lowering.lower, model=model, int8_path=self.options.int8_gemm),
+        gemm = functools.partial(gemm_lowering.lower, model=model, int8_path=self.options.int8_gemm)
+        if self.options.exact_math:
+            # strict: float GEMMs as the SPIR-V backend's kernel, k ascending with one product and one sum per
+            # step (rounded each), so the CPU and SPIR-V agree bit for bit; the blocked kernel's FMAs and K
+            # chunks round otherwise. int8 GEMMs stay this backend's (exact). Attention is decomposed.
+            from ..spirv import gemm_lowering as simt_gemm  # lazy: it builds MLIR
+            return {"gemm": simt_gemm.strict(gemm)}
+        return {"gemm": gemm,
                 "attention": attention.lower,
                 "attention_bwd": attention_bwd.lower}
 

@@ -69,10 +69,10 @@ class PTXBackend(Backend):
         return facts
 
     def lowerings(self) -> dict:
-        if self.options.exact_math:
-            from ..spirv import gemm_lowering as simt_gemm  # lazy: it builds MLIR
-            return {"gemm": simt_gemm.lower}
         from . import attention_lowering, gemm_lowering  # lazy: they build MLIR
+        if self.options.exact_math:   # float GEMMs as the SIMT kernel (target_facts), int8 ones on wgmma
+            from ..spirv import gemm_lowering as simt_gemm  # lazy: it builds MLIR
+            return {"gemm": simt_gemm.strict(functools.partial(gemm_lowering.lower, self.options.arch))}
         return {"gemm": functools.partial(gemm_lowering.lower, self.options.arch),
                 "attention": functools.partial(attention_lowering.lower, self.options.arch),
                 "attention_bwd": functools.partial(attention_lowering.lower_bwd, self.options.arch,

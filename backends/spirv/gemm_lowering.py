@@ -66,6 +66,15 @@ def source(name: str, dtype: str, out_dtype: str, steps: list, extras: list) -> 
         f"        C[r, c] = {store}", ""])
 
 
+def strict(native):
+    """The strict numerics profile's GEMM lowering on the CPU and ptx: float GEMMs as this SIMT kernel (one
+    product and one sum per k, ascending, so every backend gives the same bits), integer ones by `native`, the
+    target's own (exact in i32, so its order gives the same result)."""
+    def lower_strict(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
+        return (lower if element_dtype(ops[0].operands[0]) in FLOATS else native)(ctx, kname, ops)
+    return lower_strict
+
+
 def lower(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     """The plan step of one GEMM group; its kernel is added to the module (`ctx`: a
     passes.lowering_context.LoweringContext)."""

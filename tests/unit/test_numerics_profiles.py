@@ -226,3 +226,18 @@ def test_strict_cpu_runs_the_one_product_one_sum_gemm():
     np.testing.assert_array_equal(strict.mm(A, B), want)
     fast = executor.load(compiler.compile_source(src, "mm.py", CompileOptions()).image)
     assert not np.array_equal(fast.mm(A, B), want)   # FMAs round once per product and sum
+
+
+def test_strict_keeps_int8_gemms_on_the_targets_kernels():
+    """Strict's SIMT GEMM is for float GEMMs; an i8 x i8 -> i32 GEMM is exact in any order, so it keeps the
+    CPU's int8 kernel and ptx's wgmma s8 (the SIMT kernel refuses integers)."""
+    import numpy as np
+    from tessera import executor, image
+    src = ('@function\ndef mm(A: tensor[i8, "M", "K"], B: tensor[i8, "K", "N"]):\n'
+           '    return op.matmul(A, B, out_dtype=i32)\n')
+    rng = np.random.default_rng(4)
+    A, B = rng.integers(-128, 128, (33, 300)).astype(np.int8), rng.integers(-128, 128, (300, 40)).astype(np.int8)
+    cpu = executor.load(compiler.compile_source(src, "mm.py", CompileOptions(numerics="strict")).image)
+    np.testing.assert_array_equal(cpu.mm(A, B), A.astype(np.int32) @ B.astype(np.int32))
+    ptx = compiler.compile_source(src, "mm.py", CompileOptions(target="ptx", arch="sm_90a", numerics="strict"))
+    assert "wgmma.mma_async.sync.aligned.m64n" in image.read_image(ptx.image).section(".tessera.code.ptx").decode()
