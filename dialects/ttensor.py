@@ -74,6 +74,11 @@ def _bool(t) -> bool:
     return isinstance(t, ir.IntegerType) and ir.IntegerType(t).width == 1
 
 
+def _i4(t) -> bool:
+    """Is `t` (an element type) i4, by width as `_bool`?"""
+    return isinstance(t, ir.IntegerType) and ir.IntegerType(t).width == 4
+
+
 def _str(attr) -> str:
     return ir.StringAttr(attr).value
 
@@ -93,7 +98,11 @@ def _axis(axis: int, rank: int) -> int | None:
 
 class _TensorOp(TTensor.Operation):
     """Base: every operand and result must be a ranked tensor; then the op's own `rules(*types)` (operand
-    types, then result types, in order) raise `Invalid` for what they refuse."""
+    types, then result types, in order) raise `Invalid` for what they refuse. An i4 tensor is quantize's
+    result and dequantize's input and nothing else's: the schedule stage packs it two per byte between those
+    two (passes/decompose.py), which no other op reads or writes."""
+
+    holds_i4 = False
 
     @verifier
     def verify_invariants(self):
@@ -104,6 +113,9 @@ class _TensorOp(TTensor.Operation):
                 if t is None:
                     raise Invalid(f"operands and results must be ranked tensors, got {v.type}")
                 ts.append(t)
+                if _i4(t.element_type) and not self.holds_i4:
+                    raise Invalid("an i4 tensor is only quantize's result or dequantize's input; dequantize it "
+                                  "first")
             self.rules(*ts)
 
 
@@ -406,8 +418,8 @@ class CastOp(_TensorOp, name="cast", traits=[ext.Pure]):
             raise Invalid(f"accumulator {acc} must be at least as wide as the element type {r.element_type}")
 
 
-# the one-byte types a tensor is quantized to, with the largest value each holds (values saturate to it)
-QUANTIZED = {"i8": 127.0, "f8E4M3FN": 448.0, "f8E5M2": 57344.0}
+# the types (a byte or narrower) a tensor is quantized to, with the largest value each holds (values saturate to it)
+QUANTIZED = {"i8": 127.0, "f8E4M3FN": 448.0, "f8E5M2": 57344.0, "i4": 7.0}
 GRANULARITIES = ("tensor", "channel", "block")
 
 
@@ -438,11 +450,16 @@ def _check_scale(op, x, s) -> None:
 
 
 def _check_quantized(op, x, s, r, quantized) -> None:
-    """quantize's (`quantized` is the result) or dequantize's (the input) types: one side one-byte, the
-    other floating point, one shape, and the scale's rules."""
+    """quantize's (`quantized` is the result) or dequantize's (the input) types: one side one byte or less
+    wide, the other floating point, one shape, and the scale's rules. An i4 side has a static even last extent
+    (its pairs along the last axis are its bytes)."""
     for t, side in ((x, "input"), (r, "result")):
         if t is quantized and str(t.element_type) not in QUANTIZED:
-            raise Invalid(f"the {side} must be i8, f8E4M3FN or f8E5M2, got {t.element_type}")
+            raise Invalid(f"the {side} must be i8, i4, f8E4M3FN or f8E5M2, got {t.element_type}")
+        if t is quantized and _i4(t.element_type) and (t.rank < 1 or t.is_dynamic_dim(t.rank - 1)
+                                                        or t.get_dim_size(t.rank - 1) % 2):
+            raise Invalid(f"an i4 {side} needs a static even last extent (two elements a byte), got shape "
+                          f"{shape_of(t)}")
         if t is not quantized and not _floats(t):
             raise Invalid(f"the {side} must be floating point, got {t.element_type}")
     if not compatible(shape_of(x), shape_of(r)):
@@ -453,6 +470,8 @@ def _check_quantized(op, x, s, r, quantized) -> None:
 class _ScaledOp(_TensorOp):
     """The operands and attributes quantize and dequantize share."""
 
+    holds_i4 = True
+
     input: ext.Operand[typing.Any]
     scale: ext.Operand[typing.Any]
     granularity: ir.StringAttr
@@ -462,8 +481,8 @@ class _ScaledOp(_TensorOp):
 
 
 class QuantizeOp(_ScaledOp, name="quantize", traits=[ext.Pure]):
-    """``saturate(round_half_even(f32(x) / scale))`` in the result's one-byte type: i8 saturates to
-    [-128, 127], fp8 rounds to its grid and saturates at its largest finite value. `granularity` "tensor"
+    """``saturate(round_half_even(f32(x) / scale))`` in the result's type: i8 saturates to [-128, 127], i4
+    to [-8, 7], fp8 rounds to its grid and saturates at its largest finite value. `granularity` "tensor"
     (a 0-d scale), "channel" (a [C] scale along `axis`) or "block" (one scale per `block` consecutive
     elements of the last axis); `axis` and `block` are ignored where the granularity does not use them."""
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 from ..dialects import ttensor
 from ..dialects.support import create
 from ..mlir import ir
-from . import graph_shapes
+from . import fp8_fallback, graph_shapes
 from .schedule_ir import graph_ops
 
 # The largest finite f32: probabilities times it are >= 1 wherever they are normal numbers (the keys a
@@ -212,13 +212,64 @@ def quantization(fn) -> int:
     """Rewrites every quantize and dequantize of `fn` (see the module's docstring); returns how many."""
     ops = [op for op in graph_ops(fn) if op.operation.name in ("ttensor.quantize", "ttensor.dequantize")]
     dims = graph_shapes.infer(fn) if ops else {}
-    named = [(dims[op.operands[0]], dims[op.operands[1]]) for op in ops]   # before rewrites replace operands
-    for op, (xdims, sdims) in zip(ops, named):
+    # before rewrites replace operands (an i4 one by its bytes)
+    named = [(dims[op.operands[0]], dims[op.operands[1]], _is_i4(op.operands[0])) for op in ops]
+    _i4_parameters(fn)
+    for op, (xdims, sdims, packed) in zip(ops, named):
         with op.location, ir.InsertionPoint(op):
-            out = _quantized(op, xdims, sdims)
+            out = _quantized(op, xdims, sdims, packed)
         op.results[0].replace_all_uses_with(out)
         op.operation.erase()
+    _i4_results(fn)
     return len(ops)
+
+
+def _i4_parameters(fn) -> None:
+    """An i4 parameter [..., N] crosses the ABI as its bytes, u8 [..., N/2] (numpy has no i4; u8 as fp8's bit
+    patterns travel), read as i8 bytes on entry; the argument keeps its declared dtype (`tessera.declared`)
+    for the plan, as fp8's does."""
+    block = fn.entry_block
+    arg_attrs = [ir.DictAttr(a) for a in ir.ArrayAttr(fn.attributes["arg_attrs"])]
+    first = next(iter(block.operations))
+    for arg in list(block.arguments):
+        if not _is_i4(arg):
+            continue
+        shape = _shape(arg.type)
+        arg.set_type(ir.RankedTensorType.get(shape[:-1] + [shape[-1] // 2], ir.IntegerType.get_unsigned(8)))
+        attrs = {na.name: na.attr for na in arg_attrs[arg.arg_number]}
+        dims = list(ir.ArrayAttr(attrs["tessera.dims"]))
+        dims[-1] = ir.StringAttr.get(str(shape[-1] // 2))
+        arg_attrs[arg.arg_number] = ir.DictAttr.get({**attrs, "tessera.dims": ir.ArrayAttr.get(dims),
+                                                     fp8_fallback.DECLARED: ir.StringAttr.get("i4")})
+        with first.location, ir.InsertionPoint(first):
+            b = _to(arg, ir.IntegerType.get_signless(8))
+        for use in list(arg.uses):
+            if use.owner != b.owner:
+                use.owner.operands[use.operand_number] = b
+    fn.attributes["arg_attrs"] = ir.ArrayAttr.get(arg_attrs)
+    fty = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+    fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get([a.type for a in block.arguments],
+                                                                         list(fty.results)))
+
+
+def _i4_results(fn) -> None:
+    """An i4 result (its bytes, i8 [..., N/2], once quantize is rewritten) is returned as u8 bytes, declared
+    i4 in `res_attrs` for the plan."""
+    fty = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+    if not any(_is_i4_type(t) for t in fty.results):
+        return
+    ret = list(fn.entry_block.operations)[-1]
+    res_attrs = [ir.DictAttr(a) for a in ir.ArrayAttr(fn.attributes["res_attrs"])] \
+        if "res_attrs" in fn.attributes else [ir.DictAttr.get({}) for _ in fty.results]
+    for i, t in enumerate(fty.results):
+        if _is_i4_type(t):
+            with ret.location, ir.InsertionPoint(ret):
+                ret.operands[i] = _to(ret.operands[i], ir.IntegerType.get_unsigned(8))
+            attrs = {na.name: na.attr for na in res_attrs[i]}
+            res_attrs[i] = ir.DictAttr.get({**attrs, fp8_fallback.DECLARED: ir.StringAttr.get("i4")})
+    fn.attributes["res_attrs"] = ir.ArrayAttr.get(res_attrs)
+    fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(list(fty.inputs),
+                                                                         [v.type for v in ret.operands]))
 
 
 def _reshape(x, shape: list, named: list | None = None) -> ir.Value:
@@ -230,12 +281,63 @@ def _reshape(x, shape: list, named: list | None = None) -> ir.Value:
     return r.result
 
 
-def _quantized(op, xdims: list, sdims: list) -> ir.Value:
-    """The ops of one quantize or dequantize; `xdims`, `sdims`: its operands' extents (graph_shapes)."""
+def _nibble_shifts(first: int, second: int) -> ir.Value:
+    """The i8 vector [first, second]: Graph IR's constants are splats, so it is pushed together (ttensor.push
+    of `first` onto a splat of `second`), a 2-element kernel of its own."""
+    i8 = ir.IntegerType.get_signless(8)
+    two = ir.RankedTensorType.get([2], i8)
+    v = ttensor.ConstantOp(value=ir.IntegerAttr.get(i8, first), result=ir.RankedTensorType.get([], i8)).result
+    h = ttensor.ConstantOp(value=ir.IntegerAttr.get(i8, second), result=two).result
+    return ttensor.PushOp(v, h, result=two).result
+
+
+def _pack_i4(q, shape: list, dims: list) -> ir.Value:
+    """i8 `q` [..., N] of values -8..7 as i4 bytes [..., N/2]: byte j = (q[2j] & 15) | (q[2j+1] << 4), summed
+    over a trailing pair axis (the nibbles do not overlap, so the sum is the or; the shift wraps in i8)."""
+    i8 = ir.IntegerType.get_signless(8)
+    n = shape[-1]
+    pairs = _reshape(_bin("and", q, _int(15)), shape[:-1] + [n // 2, 2], dims[:-1] + [str(n // 2), "2"])
+    return _reduce("sum", _bin("shl", pairs, _nibble_shifts(0, 4)), False)
+
+
+def _unpack_i4(b, shape: list, dims: list) -> ir.Value:
+    """i4 bytes `b` [..., N/2] as i8 [..., N] of values -8..7: (byte << 4) >> 4 for the low nibble (the even
+    element), byte >> 4 for the high one, arithmetic shifts in i8 (they sign-extend the nibble)."""
+    i8 = ir.IntegerType.get_signless(8)
+    n = shape[-1]
+    pairs = _reshape(b, shape[:-1] + [n // 2, 1], dims[:-1] + [str(n // 2), "1"])
+    wide = ir.RankedTensorType.get(shape[:-1] + [n // 2, 2], i8)
+    t = ttensor.BinaryOp(pairs, _nibble_shifts(4, 0), fn=ir.StringAttr.get("shl"), result=wide).result
+    return _reshape(_bin("shr", t, _int(4)), shape, dims)
+
+
+def _is_i4(v) -> bool:
+    return _is_i4_type(v.type)
+
+
+def _is_i4_type(t) -> bool:
+    t = ir.RankedTensorType(t).element_type
+    return isinstance(t, ir.IntegerType) and ir.IntegerType(t).width == 4
+
+
+def _int(value: int) -> ir.Value:
+    i8 = ir.IntegerType.get_signless(8)
+    return ttensor.ConstantOp(value=ir.IntegerAttr.get(i8, value), result=ir.RankedTensorType.get([], i8)).result
+
+
+def _quantized(op, xdims: list, sdims: list, packed: bool) -> ir.Value:
+    """The ops of one quantize or dequantize; `xdims`, `sdims`: its operands' extents (graph_shapes). A
+    dequantize's i4 operand (`packed`) is already bytes (its quantize was rewritten first), so shapes are read
+    off the result."""
     x, s = op.operands[0], op.operands[1]
     f32 = ir.F32Type.get()
     granularity = ir.StringAttr(op.attributes["granularity"]).value
-    shape, rank = _shape(x.type), len(_shape(x.type))
+    shape = _shape(op.results[0].type)
+    rank = len(shape)
+    element = ir.RankedTensorType(op.results[0].type).element_type
+    i4 = isinstance(element, ir.IntegerType) and ir.IntegerType(element).width == 4
+    if op.operation.name == "ttensor.dequantize" and packed:
+        x = _unpack_i4(x, shape, xdims)
     if granularity == "channel":
         axis = ir.IntegerAttr(op.attributes["axis"]).value % rank
         if axis != rank - 1:   # a [C] scale broadcasts along the last axis as it is
@@ -248,13 +350,15 @@ def _quantized(op, xdims: list, sdims: list) -> ir.Value:
                                    str(block)])
         s = _reshape(s, _shape(s.type) + [1], sdims + ["1"])
     t = _to(x, f32)
-    element = ir.RankedTensorType(op.results[0].type).element_type
     if op.operation.name == "ttensor.quantize":
         t = _bin("div", t, s)
         if isinstance(element, ir.IntegerType):
-            t = _bin("min", _bin("max", t, _const(-128.0, f32)), _const(127.0, f32))
+            top = 2.0 ** (ir.IntegerType(element).width - 1)
+            t = _bin("min", _bin("max", t, _const(-top, f32)), _const(top - 1, f32))
             t = ttensor.UnaryOp(t, fn=ir.StringAttr.get("round"), result=t.type).result
     else:
         t = _bin("mul", t, s)
-    t = _to(t, element)
-    return _reshape(t, shape, xdims) if granularity == "block" else t
+    t = _to(t, ir.IntegerType.get_signless(8) if i4 else element)   # i4's values in i8, then packed
+    if granularity == "block":
+        t = _reshape(t, shape, xdims)
+    return _pack_i4(t, shape, xdims) if i4 else t

@@ -184,7 +184,11 @@ def lower_function(fn, module: ir.Module, lowerings: Mapping[str, Callable], tar
         if "tessera.same_extents" in fn.attributes else []
     arg_attrs = [ir.DictAttr(a) for a in ir.ArrayAttr(fn.attributes["arg_attrs"])]
     params = [ir.StringAttr(a["tessera.name"]).value for a in arg_attrs]
-    for vid, attrs in zip(args, arg_attrs):  # an argument the quantize phase stores as another dtype
+    # an argument the quantize phase stores as another dtype, or an i4 argument or result taken or returned as
+    # its bytes (passes/decompose.py)
+    res_attrs = [ir.DictAttr(a) for a in ir.ArrayAttr(fn.attributes["res_attrs"])] \
+        if "res_attrs" in fn.attributes else []
+    for vid, attrs in [*zip(args, arg_attrs), *zip(results, res_attrs)]:
         if fp8_fallback.DECLARED in attrs:
             declared = ir.StringAttr(attrs[fp8_fallback.DECLARED]).value
             ctx.values[vid] = dataclasses.replace(ctx.values[vid], declared=declared)

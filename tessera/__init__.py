@@ -18,12 +18,12 @@ if _util.find_spec(f"{__name__}.dialects") is None and _os.path.isdir(_os.path.j
 del _util, _os, _checkout
 
 from .language import (Derivative, Function, Kernel, accum, bf16, bfloat16, c64, c128, ceil_div, dist, f16, f32,
-                       f64, float16, float32, fp8_e4m3, fp8_e5m2, fp16, fp32, function, grad, int8, int32, int64,
+                       f64, float16, float32, fp8_e4m3, fp8_e5m2, fp16, fp32, function, grad, int4, int8, int32, int64,
                        jvp, kernel, launch, op, tensor, tf32, tile, value_and_grad, vjp)
 from .version import __version__
 
 __all__ = ["Kernel", "Function", "Derivative", "grad", "value_and_grad", "vjp", "jvp", "ceil_div", "kernel", "function", "launch", "tensor", "tile", "op", "dist",
-           "accum", "f32", "f16", "bf16", "tf32", "f64", "fp8_e4m3", "fp8_e5m2", "int8", "int32", "int64", "c64",
+           "accum", "f32", "f16", "bf16", "tf32", "f64", "fp8_e4m3", "fp8_e5m2", "int4", "int8", "int32", "int64", "c64",
            "c128", "compile", "runtime", "interpret", "autotune", "executor", "tessera_frontend_compile", "tessera_validate_shapes",
            "__version__"]
 

@@ -34,6 +34,10 @@ _TABLE = [
     # MLIR's unsigned spelling keeps u8 apart from i8 in Graph IR (of_ir_type); kernels hold it in signless
     # i8 storage and compute it zero-extended (tessera/frontend/kernel.py)
     DType("u8", "ui8", "uint8_t", 9, 8, "uint"),
+    # signed 4-bit (-8..7), a quantization target only, stored two per byte along the last axis (element 2j in
+    # the low nibble of byte j): the schedule stage rewrites it into bytes (passes/decompose.py), so no kernel
+    # sees an i4, and a call passes its bytes as u8 (the plan's `declared` says i4)
+    DType("i4", "i4", "uint8_t", 20, 4, "int"),
     DType("bool", "i1", "bool", 13, 8, "bool"),
     DType("fp8_e4m3", "f8E4M3FN", "uint8_t", 14, 8, "float"),
     DType("fp8_e5m2", "f8E5M2", "uint8_t", 15, 8, "float"),
@@ -54,7 +58,7 @@ ALIASES = {
     "half": "f16", "float16": "f16", "fp16": "f16",
     "bfloat16": "bf16",
     "int": "i32", "int32": "i32", "int8": "i8", "int16": "i16", "int64": "i64",
-    "uint8": "u8",
+    "uint8": "u8", "int4": "i4",
     "complex64": "c64", "complex128": "c128",
     "e4m3": "fp8_e4m3", "float8_e4m3": "fp8_e4m3", "e5m2": "fp8_e5m2", "float8_e5m2": "fp8_e5m2",
 }

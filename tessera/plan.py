@@ -168,8 +168,9 @@ def evaluate(expr: str, env: Mapping[str, int]) -> int:
 @dataclass(frozen=True)
 class Value:
     """A tensor of the function: its dtype, extents and, for an intermediate, the buffer slot it shares. An
-    argument stored as another dtype than its parameter declares (an fp8 parameter is taken as f32) has the
-    declared one in `declared`, which says what a caller may pass."""
+    argument stored as another dtype than its parameter declares (an fp8 parameter is taken as f32, an i4 one
+    as its bytes, u8 [..., N/2]) has the declared one in `declared`, which says what a caller may pass; an i4
+    result, returned as its bytes, has `declared` i4 too."""
     dtype: str
     dims: tuple[str, ...]
     buffer: int | None = None
@@ -337,7 +338,7 @@ class Plan:
 def _check_names(plan: Plan) -> None:
     """Every value a plan uses is among its values, every batch extent in its step's env, a collective's
     tensors of one dtype and rank (its dim an axis of them), an alias of its storage's dtype, every extent of `same_extents` bound by an
-    argument, and only arguments have a declared dtype."""
+    argument, and only arguments and results have a declared dtype."""
     for vid in (*plan.args, *plan.results, *(v for s in plan.steps for v in uses(s))):
         if vid not in plan.values:
             raise PlanError(f"the plan uses value '{vid}', which its 'values' do not list")
@@ -357,8 +358,8 @@ def _check_names(plan: Plan) -> None:
             raise PlanError(f"alias step '{s.alias}' of '{s.of}': an alias has its storage's dtype "
                             f"({plan.values[s.alias].dtype} is not {plan.values[s.of].dtype})")
     for vid, v in plan.values.items():
-        if v.declared is not None and vid not in plan.args:
-            raise PlanError(f"value '{vid}' has a 'declared' dtype, which only an argument has")
+        if v.declared is not None and vid not in plan.args and vid not in plan.results:
+            raise PlanError(f"value '{vid}' has a 'declared' dtype, which only an argument or a result has")
     bound = {d for vid in plan.args for d in plan.values[vid].dims}
     for pair in plan.same_extents:
         for name in pair:

@@ -44,9 +44,10 @@ def _error(status_name: str, message: str) -> Error:
     return e
 
 # numpy has no bf16 or fp8: their tensors are passed as uint16 / uint8 arrays of their bit patterns; tf32
-# tensors are float32 arrays of tf32 values. Every other dtype is numpy's own, and nothing is converted.
+# tensors are float32 arrays of tf32 values; an i4 tensor [..., N] as its bytes, a uint8 array [..., N/2]
+# (element 2j in the low nibble of byte j). Every other dtype is numpy's own, and nothing is converted.
 _NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": np.uint16, "tf32": np.float32,
-          "fp8_e4m3": np.uint8, "fp8_e5m2": np.uint8,
+          "fp8_e4m3": np.uint8, "fp8_e5m2": np.uint8, "i4": np.uint8,
           "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "u8": np.uint8, "bool": np.bool_,
           "index": np.int64}
 # numpy has no dtype for these: a launch (and a DeviceArray) takes their bit patterns; tf32 is a float32
@@ -62,6 +63,8 @@ def compact(array) -> np.ndarray:
 def storage_spelling(dtype: str) -> str:
     """How a launch takes a tensor of `dtype`, for messages: 'a float32 array', 'bf16 bit patterns as uint16'."""
     numpy_name = np.dtype(_NUMPY[dtype]).name
+    if dtype == "i4":
+        return "i4 pairs packed in a uint8 array (the last extent halved)"
     return f"{dtype} bit patterns as {numpy_name}" if dtype in BIT_PATTERNS else f"a {numpy_name} array"
 
 

@@ -1,7 +1,7 @@
 """tessera-objdump: shows what a `.tessera` image holds — ABI version, sections, kernel metadata (as YAML, the
 form of spec/system-architecture.md §11.2), the IR and plan versions it records (and what of it this release
-refuses by docs/image-format.md's rule), its symbols and relocations (`.tessera.rel`) and the module's Graph
-IR."""
+refuses by docs/image-format.md's rule), its symbols and relocations (`.tessera.rel`), each function's
+arguments and results as its launch plan takes them, and the module's Graph IR."""
 
 from __future__ import annotations
 
@@ -63,6 +63,29 @@ def symbols_yaml(section: bytes) -> list[str]:
     return out
 
 
+def functions_yaml(section: bytes) -> list[str]:
+    """Each function's arguments and results as a call passes them (its launch plan's values): the dtype and
+    extents in memory, and the dtype declared where they differ (an fp8 parameter taken as f32 values, an i4
+    tensor as its bytes, u8 with the last extent halved)."""
+    try:
+        plans = plan.decode(section)
+    except plan.PlanError as e:
+        return [f"functions_refused: {_yaml_str(str(e))}"]
+
+    def value(name: str, vid: str) -> str:
+        v = plans[fn].values[vid]
+        declared = f", declared: {v.declared}" if v.declared else ""
+        dims = ", ".join(map(_yaml_str, v.dims))
+        return f"      - {{name: {_yaml_str(name)}, dtype: {v.dtype}, dims: [{dims}]{declared}}}"
+    out = ["functions:"]
+    for fn, p in plans.items():
+        out += [f"  - name: {_yaml_str(fn)}", "    args:"]
+        out += [value(n, vid) for n, vid in zip(p.params, p.args)]
+        out.append("    results:")
+        out += [value(f"result{i}", vid) for i, vid in enumerate(p.results)]
+    return out
+
+
 def render(img, show_ir: bool = True) -> str:
     out = [f"abi_version: {img.abi[0]}.{img.abi[1]}", "sections:"]
     for s in img.sections:
@@ -83,6 +106,9 @@ def render(img, show_ir: bool = True) -> str:
     rel = img.section(symbols.SECTION)
     if rel is not None:
         out += symbols_yaml(rel)
+    plans = img.section(plan.SECTION)
+    if plans is not None and not plan_refusal(v, plan.READS):
+        out += functions_yaml(plans)
     if show_ir and img.ops is not None and not ir_refusal(v):
         # lazy: MLIR loads only to print the Graph IR
         from ..dialects import make_context

@@ -575,12 +575,14 @@ static tsr_status_t read_function(reader_t* r, const tsr_json_t* doc, tsr_plan_f
   TRY(string_list(r, doc, "params", where, &f->param_count, &f->params));
   TRY(value_refs(r, doc, "args", where, &f->arg_count, &f->args));
   TRY(value_refs(r, doc, "results", where, &f->result_count, &f->results));
-  bool* is_arg;  /* only an argument has a declared dtype */
-  ALLOC(r, is_arg, f->value_count);
-  for (i = 0; i < f->arg_count; i++) is_arg[f->args[i]] = true;
+  bool* may_declare;  /* only an argument or a result (an i4 one, returned as its bytes) has a declared dtype */
+  ALLOC(r, may_declare, f->value_count);
+  for (i = 0; i < f->arg_count; i++) may_declare[f->args[i]] = true;
+  for (i = 0; i < f->result_count; i++) may_declare[f->results[i]] = true;
   for (i = 0; i < f->value_count; i++)
-    if (f->values[i].declared && !is_arg[i])
-      return bad(where, "value '%.80s' has a 'declared' dtype, which only an argument has", f->values[i].id);
+    if (f->values[i].declared && !may_declare[i])
+      return bad(where, "value '%.80s' has a 'declared' dtype, which only an argument or a result has",
+                 f->values[i].id);
   TRY(list_member(doc, "steps", true, 0, where, &list));
   f->step_count = list->count;
   ALLOC(r, f->steps, f->step_count);

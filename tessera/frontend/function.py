@@ -25,6 +25,9 @@ from .shapes import DIM_RULE, ShapeEnv, ShapeError, annotated
 _TENSOR_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow",
                   ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.BitAnd: "bitwise_and", ast.BitOr: "bitwise_or",
                   ast.BitXor: "bitwise_xor", ast.LShift: "left_shift", ast.RShift: "right_shift"}
+# an i4 tensor is stored two per byte along its last axis, and crosses the ABI so (docs/language.md,
+# "Quantization")
+I4_ABI = "{what}: an i4 tensor needs a static even last extent (two elements a byte)"
 _TENSOR_COMPARES = {ast.Lt: "less", ast.LtE: "less_equal", ast.Gt: "greater", ast.GtE: "greater_equal",
                     ast.Eq: "equal", ast.NotEq: "not_equal"}
 
@@ -163,8 +166,12 @@ class FunctionBuilder:
                 if dim is None:
                     raise self.error(d, DIM_RULE)
                 dims.append(dim)
+            if policy.dtype.name == "i4" and (not dims or not isinstance(dims[-1], int) or dims[-1] % 2):
+                raise self.error(ann, I4_ABI.format(what=f"parameter '{arg.arg}'"))
             return GTensor(None, policy.dtype, dims, policy.accum)
         policy = dtype_of_annotation(ann, self.filename)  # a scalar: a 0-d tensor
+        if policy.dtype.name == "i4":
+            raise self.error(ann, I4_ABI.format(what=f"parameter '{arg.arg}'"))
         return GTensor(None, policy.dtype, [], policy.accum)
 
     def _sharded(self, arg: ast.arg, ann: ast.Call) -> GTensor:

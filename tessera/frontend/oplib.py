@@ -67,6 +67,19 @@ def graph_op(*names: str):
         for n in names:
             if n in OPS:
                 raise RuntimeError(f"op.{n} is defined twice")
-            OPS[n] = fn
+            OPS[n] = fn if n == "dequantize" else _without_i4(fn, n)
         return fn
     return register
+
+
+def _without_i4(fn: Builder, name: str) -> Builder:
+    """`fn`, refusing an i4 tensor operand at the user's line: i4 has no arithmetic (no target computes in 4
+    bits; it is stored two per byte), so op.dequantize is the one op that reads it."""
+    def checked(b, node, args, kwargs):
+        given = [*args, *kwargs.values()]
+        given += [x for a in given if isinstance(a, (list, tuple)) for x in a]
+        if any(isinstance(a, GTensor) and a.dtype.name == "i4" for a in given):
+            raise b.error(node, f"op.{name} cannot take an i4 tensor: i4 has no arithmetic, op.dequantize is the one "
+                                f"op that reads it")
+        return fn(b, node, args, kwargs)
+    return checked

@@ -417,7 +417,7 @@ def cast(b, node, args, kwargs):
 # -- quantization ------------------------------------------------------------------------------------------
 
 _F32 = dtypes.BY_NAME["f32"]
-QUANTIZED = ("i8", "fp8_e4m3", "fp8_e5m2")
+QUANTIZED = ("i8", "fp8_e4m3", "fp8_e5m2", "i4")
 
 
 def _scale(b, node, x: GTensor, scale, axis, block, what: str) -> tuple[GTensor, str, int, int]:
@@ -473,7 +473,7 @@ def _quantized_op(b, node, cls, x: GTensor, scale: GTensor, granularity: str, ax
 
 @graph_op("quantize")
 def quantize(b, node, args, kwargs):
-    """op.quantize(x, dtype, scale=s, axis=None, block=None): saturate(round_half_even(x / s)) in i8,
+    """op.quantize(x, dtype, scale=s, axis=None, block=None): saturate(round_half_even(x / s)) in i8, i4,
     fp8_e4m3 or fp8_e5m2; s per tensor (0-d or a number), per channel along `axis` ([C]), or per `block`
     elements of the last axis ([..., N/block])."""
     given = _options(b, node, args, kwargs, 2, ("scale",), ("scale", "axis", "block"), "op.quantize")
@@ -484,13 +484,17 @@ def quantize(b, node, args, kwargs):
         raise b.error(node, f"op.quantize quantizes to {', '.join(QUANTIZED)}, not {out.name}")
     if x.dtype.kind != "float":
         raise b.error(node, f"op.quantize needs a floating-point tensor, got {x.dtype.name}")
+    last = b.shapes.resolve(x.dims[-1]) if x.rank else None
+    if out.name == "i4" and (not isinstance(last, int) or last % 2):
+        raise b.error(node, f"op.quantize to i4 needs a static even last extent (two elements a byte), got shape "
+                            f"{b.shapes.show_shape(x.dims)}")
     scale = _scale(b, node, x, given.get("scale"), given.get("axis"), given.get("block"), "op.quantize")
     return _quantized_op(b, node, ttensor.QuantizeOp, x, *scale, out)
 
 
 @graph_op("dequantize")
 def dequantize(b, node, args, kwargs):
-    """op.dequantize(q, scale, axis=None, block=None, dtype=f32): q * scale, q of i8 or fp8, scale as
+    """op.dequantize(q, scale, axis=None, block=None, dtype=f32): q * scale, q of i8, i4 or fp8, scale as
     op.quantize's."""
     given = _options(b, node, args, kwargs, 1, ("scale",), ("scale", "axis", "block", "dtype"), "op.dequantize")
     q = args[0] if args else None

@@ -246,14 +246,15 @@ def _scale_like(op, x: np.ndarray, s: np.ndarray) -> np.ndarray:
 
 @local("ttensor.quantize")
 def quantize(op, ins):
-    # x in f32 divided by the scale in f32 (one rounding to f32), then the one-byte type's rounding: i8
-    # saturates first (the bounds are integers, so it commutes with rounding) and rounds half to even; fp8's
-    # cast rounds to its grid and saturates (numerics/rounding.py)
+    # x in f32 divided by the scale in f32 (one rounding to f32), then the quantized type's rounding: i8 (or
+    # i4) saturates first (the bounds are integers, so it commutes with rounding) and rounds half to even;
+    # fp8's cast rounds to its grid and saturates (numerics/rounding.py)
     x, s = ins
     t = cast(cast(x, dtypes.BY_NAME["f32"]) / _scale_like(op, x, s), dtypes.BY_NAME["f32"])
-    if dtypes.of_ir_type(ir.RankedTensorType(op.results[0].type).element_type).kind == "int":
+    dt = dtypes.of_ir_type(ir.RankedTensorType(op.results[0].type).element_type)
+    if dt.kind == "int":   # i8 or i4: [-128, 127] or [-8, 7]
         with np.errstate(invalid="ignore"):
-            t = np.round(np.clip(t, -128.0, 127.0))
+            t = np.round(np.clip(t, -2.0 ** (dt.bits - 1), 2.0 ** (dt.bits - 1) - 1))
     return [result(op, t)]
 
 

@@ -197,7 +197,7 @@ def test_every_target_compiles_them(target):
 
 
 @pytest.mark.parametrize("line, message", [
-    ("op.quantize(X, f16, scale=0.5)", "op.quantize quantizes to i8, fp8_e4m3, fp8_e5m2, not f16"),
+    ("op.quantize(X, f16, scale=0.5)", "op.quantize quantizes to i8, fp8_e4m3, fp8_e5m2, i4, not f16"),
     ("op.quantize(Q, i8, scale=0.5)", "op.quantize needs a floating-point tensor, got i8"),
     ("op.quantize(X, i8)", "op.quantize needs scale=: an f32 tensor or a positive number, got NoneType"),
     ("op.quantize(X, i8, scale=-1.0)", "op.quantize: a static scale must be a positive finite number, got -1.0"),
@@ -208,11 +208,11 @@ def test_every_target_compiles_them(target):
     ("op.quantize(X, i8, scale=X, block=3)", "op.quantize: the last extent 32 is not a multiple of the block 3"),
     ("op.quantize(X, i8, scale=X, block=8)", "op.quantize's scale's last extent (blocks of 8)"),
     ("op.quantize(X, i8, scale=op.cast(c, f16), axis=1)", "op.quantize: the scale must be an f32 tensor, got f16"),
-    ("op.dequantize(X, 0.5)", "op.dequantize takes an i8, fp8_e4m3, fp8_e5m2 tensor, got f32 tensor"),
+    ("op.dequantize(X, 0.5)", "op.dequantize takes an i8, fp8_e4m3, fp8_e5m2, i4 tensor, got f32 tensor"),
     ("op.dequantize(Q, 0.5, dtype=i32)", "op.dequantize's dtype= is a floating-point dtype such as f32 or bf16"),
     ("op.amax(Q)", "op.amax needs a floating-point tensor, got i8"),
     ("op.amax_scale(X, i8, history=X)", "op.amax_scale needs history=: a 1-D f32 tensor of past amaxes"),
-    ("op.amax_scale(X, bf16, history=c)", "op.amax_scale scales for i8, fp8_e4m3, fp8_e5m2, not bf16"),
+    ("op.amax_scale(X, bf16, history=c)", "op.amax_scale scales for i8, fp8_e4m3, fp8_e5m2, i4, not bf16"),
 ])
 def test_mistakes_are_refused_at_the_users_line(line, message):
     src = f"""

@@ -747,7 +747,7 @@ func.func @quantize_integer_input(%x: tensor<4x8xi32>, %s: tensor<f32>) {
 // -----
 
 func.func @quantize_to_f16(%x: tensor<4x8xf32>, %s: tensor<f32>) {
-  // expected-error @+1 {{'ttensor.quantize' the result must be i8, f8E4M3FN or f8E5M2, got f16}}
+  // expected-error @+1 {{'ttensor.quantize' the result must be i8, i4, f8E4M3FN or f8E5M2, got f16}}
   %0 = "ttensor.quantize"(%x, %s) {granularity = "tensor", axis = 0, block = 0} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf16>
   return
 }
@@ -810,8 +810,24 @@ func.func @quantize_channel_scale_shape(%x: tensor<4x8xf32>, %s: tensor<4xf32>) 
 
 // -----
 
+func.func @quantize_i4_odd_last_extent(%x: tensor<4x7xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'ttensor.quantize' an i4 result needs a static even last extent (two elements a byte), got shape [4, 7]}}
+  %0 = "ttensor.quantize"(%x, %s) {granularity = "tensor", axis = 0, block = 0} : (tensor<4x7xf32>, tensor<f32>) -> tensor<4x7xi4>
+  return
+}
+
+// -----
+
+func.func @i4_outside_quantize(%q: tensor<4x8xi4>) {
+  // expected-error @+1 {{'ttensor.unary' an i4 tensor is only quantize's result or dequantize's input; dequantize it first}}
+  %0 = "ttensor.unary"(%q) {fn = "neg"} : (tensor<4x8xi4>) -> tensor<4x8xi4>
+  return
+}
+
+// -----
+
 func.func @dequantize_float_input(%q: tensor<4x8xf16>, %s: tensor<f32>) {
-  // expected-error @+1 {{'ttensor.dequantize' the input must be i8, f8E4M3FN or f8E5M2, got f16}}
+  // expected-error @+1 {{'ttensor.dequantize' the input must be i8, i4, f8E4M3FN or f8E5M2, got f16}}
   %0 = "ttensor.dequantize"(%q, %s) {granularity = "tensor", axis = 0, block = 0} : (tensor<4x8xf16>, tensor<f32>) -> tensor<4x8xf32>
   return
 }
