@@ -141,6 +141,43 @@ def test_a_call_takes_the_bytes_only(programs):
         ref.interpret("dequantize4", np.zeros((6, 32), np.uint8), s, c, b)
 
 
+EDGES = """
+@function
+def through(Q: tensor[i4, 4, 8]):
+    return Q
+
+@function
+def deq(Q: tensor[i4, "N", 8], s: tensor[f32]):
+    return op.dequantize(Q, s)
+
+@function
+def caller(Q: tensor[i4, 4, 8]):
+    return deq(Q, op.amax(op.dequantize(Q, 1.0)))
+
+@function
+def delayed(X: tensor[f32, 4, 8], h: tensor[f32, 4]):
+    s, h = op.amax_scale(X, i4, history=h)
+    return op.quantize(X, i4, scale=s), s, h
+"""
+
+
+def test_an_i4_tensor_through_a_function_a_call_and_delayed_scaling():
+    """Bytes in are the bytes out; an i4 argument of an inlined call; op.amax_scale for i4 divides by 7."""
+    mod = executor.load(compiler.compile_source(EDGES, "e.py").image)
+    ref = tessera_frontend_compile(EDGES, {"filename": "e.py"})
+    q = RNG.integers(0, 256, (4, 4)).astype(np.uint8)
+    np.testing.assert_array_equal(mod.function("through")(q), q)
+    np.testing.assert_array_equal(ref.interpret("through", q), q)
+    unpacked = ((np.stack([q & 15, q >> 4], -1).astype(np.int64) ^ 8) - 8).reshape(4, 8)
+    want = unpacked.astype(np.float32) * np.float32(np.abs(unpacked).max())
+    np.testing.assert_array_equal(mod.function("caller")(q), want)
+    np.testing.assert_array_equal(ref.interpret("caller", q), want)
+    x = (RNG.standard_normal((4, 8)) * 3).astype(np.float32)
+    s = np.float32(np.abs(x).max()) / np.float32(7.0)
+    check(mod, ref, "delayed", [packed(to_i4(divided(x, s))), np.array(s), np.array([np.abs(x).max(), 0, 0, 0])],
+          x, np.zeros(4, np.float32))
+
+
 def test_they_run_on_the_opencl_cpu_runtime(opencl):  # noqa: F811
     mod = executor.load(compiler.compile_source(SOURCE, "q4.py", CompileOptions(target="spirv")).image, opencl)
     ref = tessera_frontend_compile(SOURCE, {"filename": "q4.py"})
