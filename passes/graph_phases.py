@@ -73,25 +73,41 @@ def _set(decision_op, values: dict) -> None:
 
 # -- schedule ---------------------------------------------------------------------------------------------
 
-def schedule(fn, target: TargetFacts, overrides: dict | None = None) -> None:
+def matmul_key(op) -> tuple[tuple, str]:
+    """A matmul's (M, N, K) as compile time knows them (None: known at run time only) and its dtypes
+    (`bf16xbf16->f32`): what an autotuning record is stored under (tessera/tuning.py)."""
+    t = ir.RankedTensorType(op.results[0].type)
+    k_type = ir.RankedTensorType(op.operands[0].type)
+    k_axis = k_type.rank - (2 if matmul_transposes(op)[0] else 1)   # Aᵀ stored: K is its rows
+    static = tuple(None if ty.is_dynamic_dim(i) else ty.get_dim_size(i)
+                   for ty, i in ((t, t.rank - 2), (t, t.rank - 1), (k_type, k_axis)))
+    a, b = (ir.RankedTensorType(o.type).element_type for o in op.operands[:2])
+    return static, f"{a}x{b}->{t.element_type}"
+
+
+def schedule(fn, target: TargetFacts, overrides: dict | None = None, tuned=None) -> None:
     """Launch geometry per op: elementwise kernels cover their output as [R, C] with `block_x` threads per
     row segment; row kernels run `rows_per_block` warps per block (enough blocks to feed every core);
-    matmuls take the target's cost model's blocking, overridden by the function's hints, then by what the
-    program itself chose (tile.mma blocking), then by the compile's `overrides` (an autotuner's trial)."""
+    matmuls take the target's cost model's blocking, or a stored autotuning result (`tuned(dims, dtype)`, a
+    dict or None) where one is, overridden by the function's hints, then by what the program itself chose
+    (tile.mma blocking), then by the compile's `overrides` (an autotuner's trial). A stored result applies
+    only to a matmul no hint speaks for: its keys were timed together. What was applied is recorded on the
+    function as `tessera.tuned` (the kernel records' `autotune` property)."""
     overrides = overrides or {}
     hints = {**_hints(fn, target), **overrides}
+    applied = []
     for op in _ops(fn):
         name = op.operation.name
         if name == "ttensor.matmul":
-            t = ir.RankedTensorType(op.results[0].type)
-            k_type = ir.RankedTensorType(op.operands[0].type)
-            k_axis = k_type.rank - (2 if matmul_transposes(op)[0] else 1)   # Aᵀ stored: K is its rows
-            static = [None if ty.is_dynamic_dim(i) else ty.get_dim_size(i)
-                      for ty, i in ((t, t.rank - 2), (t, t.rank - 1), (k_type, k_axis))]
+            static, dtype = matmul_key(op)
             s = dict(target.matmul_schedule(*static)) if target.matmul_schedule else {}
             chosen = {**{k: v for k, v in hints.items() if k in ("MB", "NC", "MC", "KC", "stages")},
                       **_op_hints(op),  # what a tile program chose (tile.mma blocking, k-chunk staging)
                       **{k: v for k, v in overrides.items() if k in ("MB", "NC", "MC", "KC", "stages")}}
+            record = tuned(static, dtype) if tuned is not None and not chosen else None
+            if record:
+                chosen = dict(record)
+                applied.append(" ".join(f"{k}={v}" for k, v in sorted(record.items())))
             s.update(chosen)
             # the model's guess for extents known only at run time: a backend may choose again at launch
             s["at_launch"] = int(target.matmul_schedule is not None and None in static[:2]
@@ -101,6 +117,8 @@ def schedule(fn, target: TargetFacts, overrides: dict | None = None) -> None:
         else:
             s = {"block_x": hints.get("block_x", 4 * target.warp_size)}
         _set(_schedule_op(op), s)
+    if applied:
+        fn.attributes["tessera.tuned"] = ir.StringAttr.get("stored: " + "; ".join(applied))
 
 
 # -- vectorize --------------------------------------------------------------------------------------------
@@ -175,9 +193,10 @@ def quantize(fn, target: TargetFacts) -> list[str]:
     """Element types the target does not compute in are computed in the documented wider type (portability
     guide §5: equal or higher precision), and converted at loads and stores. Returns the fallbacks taken;
     they are recorded on the function (`tessera.fallbacks`) and in the kernel metadata."""
-    taken: list[str] = []
+    taken: list[str] = [ir.StringAttr(x).value for x in ir.ArrayAttr(fn.attributes["tessera.fallbacks"])] \
+        if "tessera.fallbacks" in fn.attributes else []   # the schedule phase's (decompose.attention_fp8)
     if not target.native_dtypes >= set(fp8_fallback.BY_NAME):  # fp8 in its f16 container (fp8_fallback.py)
-        taken += fp8_fallback.legalize(fn, target.name)
+        taken += fp8_fallback.legalize(fn, target.name, one_byte=target.scaled_fp8_gemm)
     for op in _ops(fn):
         types = {str(ir.RankedTensorType(v.type).element_type) for v in list(op.operands) + list(op.results)
                  if isinstance(v.type, ir.RankedTensorType)}
@@ -193,7 +212,7 @@ def quantize(fn, target: TargetFacts) -> list[str]:
                 continue
             if name is None:
                 raise LoweringError(op, f"element type {t} has no {target.name} fallback yet")
-            if name in target.native_dtypes:
+            if name in target.native_dtypes or name in fp8_fallback.BY_NAME:   # fp8 left: one byte, GEMM-read
                 continue
             wide = FALLBACK[name]
             op.attributes["tessera.compute"] = ir.TypeAttr.get(ir.Type.parse(wide))

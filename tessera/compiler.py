@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable
 
-from . import abi, cache, image, plan
+from . import abi, cache, image, plan, tuning
 from .selection import backends_for
 from .version import __version__
 from .options import DEFAULT_BUCKET_BYTES, CompileOptions, collective_chunks
@@ -100,7 +100,9 @@ def _functions(mod: ir.Module) -> list:
             if op.operation.name == "func.func" and "tessera.function" in op.attributes]
 
 
-def make_schedule(mod: ir.Module, metadata: dict, target, overrides: dict | None = None) -> ir.Module:
+def make_schedule(mod: ir.Module, metadata: dict, target, overrides: dict | None = None,
+                  tuned: Callable | None = None) -> ir.Module:
+    """`tuned(dims, dtype)`: the stored autotuning result for a matmul, or None (tuning.py)."""
     for fn in _functions(mod):
         decompose.quantization(fn)
         decompose.attention_backward(fn, target.fused_attention_backward)
@@ -108,8 +110,21 @@ def make_schedule(mod: ir.Module, metadata: dict, target, overrides: dict | None
             decompose.attention(fn)
         if target.gemm_transposes:
             fold_transposes.run(fn, target.gemm_transposes, target.fused_attention)
-        graph_phases.schedule(fn, target, overrides or {})
+        graph_phases.schedule(fn, target, overrides or {}, tuned)
+    # each matmul's key for a stored autotuning result, for autotune.search to store its result under
+    metadata["matmuls"] = {ir.StringAttr(fn.attributes["sym_name"]).value:
+                           [graph_phases.matmul_key(op) for op in graph_phases.graph_ops(fn)
+                            if op.operation.name == "ttensor.matmul"] for fn in _functions(mod)}
     return mod
+
+
+def tuning_group(options: CompileOptions, backends: list) -> dict | None:
+    """The stored autotuning results a compile of `options` reads (tuning.py), or None: none asked for
+    (`CompileOptions.tuned` off), or several targets (one schedule serves them all: the cost model's)."""
+    if not options.tuned or len(backends) != 1:
+        return None
+    arch = options.cpu if backends[0].name == "cpu" else options.arch
+    return tuning.group(backends[0].name, arch, options.numerics, backends[0].hash())
 
 
 def make_vectorize(mod: ir.Module, metadata: dict, target) -> ir.Module:
@@ -142,6 +157,8 @@ def make_quantize(mod: ir.Module, metadata: dict, target) -> ir.Module:
 def make_kernels(mod: ir.Module, metadata: dict, backends: list) -> ir.Module:
     """Functions become kernels plus launch plans; from here on the module holds kernels only."""
     plans = {}
+    tuned = {ir.StringAttr(fn.attributes["sym_name"]).value: ir.StringAttr(fn.attributes["tessera.tuned"]).value
+             for fn in _functions(mod) if "tessera.tuned" in fn.attributes}
     # A backend's own lowerings (the CPU's tile kernels) serve only an image for that target alone.
     lowerings = backends[0].lowerings() if len(backends) == 1 else {}
     for fn in _functions(mod):
@@ -158,6 +175,12 @@ def make_kernels(mod: ir.Module, metadata: dict, backends: list) -> ir.Module:
             for step in p.steps:
                 if not isinstance(step, (plan.AliasStep, plan.CallStep, plan.CollectiveStep)):
                     props.setdefault(step.kernel, {})["fallbacks"] = "; ".join(p.fallbacks)
+    # so are the stored autotuning results its schedule took (graph_phases.schedule's `tessera.tuned`)
+    for name, p in plans.items():
+        if name in tuned:
+            for step in p.steps:
+                if not isinstance(step, (plan.AliasStep, plan.CallStep, plan.CollectiveStep)):
+                    props.setdefault(step.kernel, {})["autotune"] = tuned[name]
     kernels = [op for op in mod.body.operations
                if op.operation.name == "func.func" and "tessera.kernel" in op.attributes]
     signatures = [abi.to_json(abi.signature_of(k)) for k in kernels]
@@ -252,8 +275,12 @@ def compile_source(source: str, filename: str = "<string>", options: CompileOpti
     _check_stage(stop_after, options)
     whole = stop_after is None and on_stage is None and cache.enabled()
     if whole:
+        backends = backends_for(options)
+        grp = tuning_group(options, backends)
+        stored = tuning.group_digest(grp) if grp else ""
+        # the stored autotuning results the schedule phase may apply: a changed one recompiles
         k = cache.key(keyed_source(source, filename, options.include), filename, options,
-                      [b.hash() for b in backends_for(options)])
+                      [b.hash() for b in backends] + ([f"tuned:{stored}"] if stored else []))
         hit = cache.lookup(k)
         if hit is not None:
             return CompileResult(hit, metadata_of_image(hit, cached=True))
@@ -299,8 +326,10 @@ def compile_module(module: ir.Module, options: CompileOptions | None = None, met
     result = CompileResult(None, metadata)
     branches = _backend_stages(backends)
     target = _planning_target(backends)
+    grp = tuning_group(options, backends)
+    tuned = (lambda dims, dtype: tuning.lookup(tuning.record_key(grp, dims, dtype))) if grp else None
     shared = [("canonical", lambda m, md: make_canonical(m, md, options.bucket_bytes, collective_chunks(options))),
-              ("schedule", lambda m, md: make_schedule(m, md, target, dict(options.hints))),
+              ("schedule", lambda m, md: make_schedule(m, md, target, dict(options.hints), tuned)),
               ("vectorize", lambda m, md: make_vectorize(m, md, target)),
               ("memory", lambda m, md: make_memory(m, md, target)),
               ("fusion", lambda m, md: make_fusion(m, md, target)),

@@ -56,6 +56,8 @@ class CompileOptions(HashedOptions):
     # options are made.
     gpu_bounds_checks: bool = field(default_factory=debug_from_env)
     hints: tuple[tuple[str, int], ...] = ()   # schedule hints over every function's own (autotuning)
+    # matmuls no hint speaks for take the schedule autotuning stored for their key (tessera/tuning.py), if any
+    tuned: bool = True
     # "fast" (default; "default" is read as "fast"), "deterministic" or "strict" (numerics/profiles.py)
     numerics: str = field(default_factory=profiles.current)
     # data parallelism: the gradient bucketizer's threshold (passes/bucketize.py, docs/language.md "Data
@@ -80,6 +82,7 @@ class CompileOptions(HashedOptions):
         _expect("opt_level", self.opt_level, type(self.opt_level) is int, "an int")
         _expect("warp_size", self.warp_size, type(self.warp_size) is int, "an int")
         _expect("bounds_checks", self.bounds_checks, isinstance(self.bounds_checks, bool), "a bool")
+        _expect("tuned", self.tuned, isinstance(self.tuned, bool), "a bool")
         _expect("gpu_bounds_checks", self.gpu_bounds_checks, isinstance(self.gpu_bounds_checks, bool), "a bool")
         _expect("bucket_bytes", self.bucket_bytes, type(self.bucket_bytes) is int, "an int")
         if self.bucket_bytes < 1:

@@ -38,6 +38,7 @@ OPTION_CHANGES = {
     "hints": ({}, (("MB", 64),)),
     "numerics": ({}, "strict"),
     "bounds_checks": ({}, False),
+    "tuned": ({}, False),
     "gpu_bounds_checks": ({"target": "ptx", "gpu_bounds_checks": False}, True),
     "bucket_bytes": ({}, 1 << 20),
     "collective_chunks": ({}, 3),
