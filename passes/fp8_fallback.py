@@ -81,10 +81,25 @@ def _with_element(t: ir.RankedTensorType, elem: ir.Type) -> ir.RankedTensorType:
     return ir.RankedTensorType.get(t.shape, elem, t.encoding)
 
 
-def legalize(fn, target_name: str) -> list[str]:
+def one_byte_parameters(fn) -> set:
+    """The fp8 parameters of `fn` that only matmuls read, as operands of matmuls whose two operands are such
+    parameters: on a target whose GEMM reads one-byte fp8 (TargetFacts.scaled_fp8_gemm) they stay one byte
+    wide, from the caller's memory to the tensor cores."""
+    kept = {a for a in fn.entry_block.arguments if format_of(a.type) is not None and list(a.uses) and
+            all(u.owner.name == "ttensor.matmul" and u.operand_number < 2 for u in a.uses)}
+    while True:   # a matmul with an operand that is not kept reads containers: its parameters are not kept
+        mixed = {a for a in kept for u in a.uses if not all(o in kept for o in list(u.owner.operands)[:2])}
+        if not mixed:
+            return kept
+        kept -= mixed
+
+
+def legalize(fn, target_name: str, one_byte: bool = False) -> list[str]:
     """Rewrites `fn`'s fp8 tensors to the f16 container (see the module's docstring); returns the fallback
-    notes for the kernel metadata. Raises LoweringError at an op that cannot produce its fp8 result in f32
-    instead."""
+    notes for the kernel metadata. With `one_byte` (a target whose GEMM reads one-byte fp8), the parameters
+    `one_byte_parameters` finds keep their fp8 type: one byte an element in memory, and at the call (uint8
+    bit patterns, or float32 values the executor rounds and encodes). Raises LoweringError at an op that
+    cannot produce its fp8 result in f32 instead."""
     f16, f32 = ir.F16Type.get(), ir.F32Type.get()
     taken: dict[str, None] = {}
     holds: dict = {}  # container value -> the fp8 format of its values
@@ -114,9 +129,13 @@ def legalize(fn, target_name: str) -> list[str]:
             if use.owner != cast.operation:
                 use.owner.operands[use.operand_number] = cast.result
     arg_attrs = [ir.DictAttr(a) for a in ir.ArrayAttr(fn.attributes["arg_attrs"])]
+    kept = one_byte_parameters(fn) if one_byte else set()
     for arg in list(block.arguments):
         f = format_of(arg.type)
         if f is None:
+            continue
+        if arg in kept:
+            holds[arg] = f.name
             continue
         note(f)
         arg.set_type(_with_element(arg.type, f32))

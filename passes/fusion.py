@@ -6,7 +6,8 @@ Groups (recorded as ``tessera.group = N`` and ``tessera.group_kind`` on each op)
   `gemm_epilogue`, a scale by a 0-d tensor and a subtraction from a tensor: `W − lr·(Xᵀ·dZ)`, an SGD update;
   and a product with the GELU's derivative at a tensor Z, `dH ∘ gelu'(Z)`, whose formula's ops — autodiff's,
   read only by that product — join the group: the epilogue computes gelu'(Z) from Z), applied before the single
-  store;
+  store; with `scale_by2`, a second scale by a 0-d tensor (a scaled fp8 GEMM's two scales), and with `cast`, a
+  cast of the f32 accumulator to bf16 or f16 as the group's last step (the store rounds once);
 - ``elementwise``: a chain of elementwise ops over one output shape, whose intermediate values have no
   other user — one pass over memory instead of one per op;
 - ``row``: softmax, log_softmax, layernorm, rmsnorm, and reductions over trailing axes — one warp per row; a
@@ -101,6 +102,8 @@ def kind_of(op) -> str | None:
         return "attention"
     if name == "ttensor.attention_grad":
         return "attention_bwd"
+    if name == "ttensor.flash_attention_fp8":   # kept only where the target has its kernel (decompose.attention_fp8)
+        return "attention_fp8"
     if name in ("ttensor.load_blocks", "ttensor.store_blocks"):
         return "blocks"
     if name == "ttensor.push":   # reads the history one place over: a kernel of its own (kernelgen.push)
@@ -118,6 +121,10 @@ def _epilogue_step(op, acc: ir.Value, dims: dict, extra: frozenset = frozenset()
         return op.operands[0] == acc and axis in (-1, ir.RankedTensorType(acc.type).rank - 1) and same_shape
     if name == "ttensor.unary":
         return ir.StringAttr(op.attributes["fn"]).value in EPILOGUE_UNARY
+    if name == "ttensor.cast":
+        return "cast" in extra and op.operands[0] == acc and str(ir.RankedTensorType(acc.type).element_type) == \
+            "f32" and str(ir.RankedTensorType(op.results[0].type).element_type) in ("bf16", "f16") and \
+            dims.get(op.results[0]) == dims.get(acc) and "tessera.round_to" not in op.attributes
     if name == "ttensor.binary" and same_shape:
         fn = ir.StringAttr(op.attributes["fn"]).value
         other = op.operands[1] if op.operands[0] == acc else op.operands[0]
@@ -378,12 +385,16 @@ def run(fn, fused_attention: bool = False, gemm_epilogue: frozenset = frozenset(
                         joined = g
                         break
                     continue
-                if g[1] == "gemm" and _epilogue_step(op, o, dims, gemm_epilogue) and \
-                        _step_name(op) not in with_operand.setdefault(g[0], set()):
+                # a cast (the store's conversion) ends the epilogue
+                gemm = g[1] == "gemm" and "cast" not in with_operand.setdefault(g[0], set())
+                step = _step_name(op) if gemm and _epilogue_step(op, o, dims, gemm_epilogue) else None
+                if step == "scale_by" and step in with_operand[g[0]] and "scale_by2" in gemm_epilogue:
+                    step = "scale_by2"
+                if step is not None and step not in with_operand[g[0]]:
                     joined = g
-                    if _step_name(op) in ("bias", "scale", "scale_by", "residual", "sub_from"):
-                        with_operand[g[0]].add(_step_name(op))
-                elif g[1] == "gemm" and (found := _derivative_step(op, o, dims, gemm_epilogue)) and \
+                    if step in ("bias", "scale", "scale_by", "scale_by2", "residual", "sub_from", "cast"):
+                        with_operand[g[0]].add(step)
+                elif gemm and (found := _derivative_step(op, o, dims, gemm_epilogue)) and \
                         found[0] not in with_operand.setdefault(g[0], set()):
                     joined = g
                     with_operand[g[0]].add(found[0])
@@ -497,6 +508,8 @@ def _step_name(op) -> str:
     name = op.operation.name
     if name == "ttensor.bias_add":
         return "bias"
+    if name == "ttensor.cast":
+        return "cast"
     if name == "ttensor.unary":
         return ir.StringAttr(op.attributes["fn"]).value
     fn = ir.StringAttr(op.attributes["fn"]).value

@@ -44,12 +44,15 @@ from . import plan as plans
 from . import runtime
 from . import stream as streams
 from .image.format import ARG_READONLY
-from .numerics.rounding import round_to
+from .numerics.rounding import fp8_bits, round_to
 
 _DEVICE = (runtime.DeviceArray, runtime._StridedDevice)  # tensors in device memory, used in place
 _NUMPY = runtime._NUMPY  # a plan value's storage (bf16 and fp8 intermediates as their bit patterns)
 # numpy has no dtype for these: a call takes float32 arrays of their values, rounded as the type rounds
 _VALUES_AS_F32 = ("bf16", "tf32", "fp8_e4m3", "fp8_e5m2")
+# ml_dtypes' numpy dtypes of the fp8 formats: where the plan stores fp8 one byte wide (ptx sm_90a), such an
+# array is taken as the bit patterns it holds
+_ML_DTYPES = {"fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2"}
 
 
 def _accepted(declared: str, storage: str) -> tuple[np.dtype, ...]:
@@ -73,7 +76,8 @@ def _takes(declared: str, storage: str) -> str:
     if declared not in _VALUES_AS_F32:
         return runtime.storage_spelling(declared)
     bits = _accepted(declared, storage)[1:]
-    return "float32 values" + (f" or {runtime.storage_spelling(declared)}" if bits else "")
+    ml = f" or ml_dtypes {_ML_DTYPES[declared]} arrays" if bits and declared in _ML_DTYPES else ""
+    return "float32 values" + (f" or {runtime.storage_spelling(declared)}" if bits else "") + ml
 
 
 def _to_storage(x: np.ndarray, dtype: str, compact: bool = True) -> np.ndarray:
@@ -82,6 +86,8 @@ def _to_storage(x: np.ndarray, dtype: str, compact: bool = True) -> np.ndarray:
     if dtype == "bf16" and x.dtype == np.float32:  # the top half of an f32: round to nearest even, keep it
         r = round_to(x.astype(np.float64), "bf16").astype(np.float32)
         return runtime.compact((r.view(np.uint32) >> 16).astype(np.uint16))
+    if dtype in _ML_DTYPES and x.dtype == np.float32:   # one-byte fp8: rounded as the interpreter rounds
+        return runtime.compact(fp8_bits(x, dtype))
     if dtype == "tf32":  # an f32 whose low 13 fraction bits are zero: round to nearest even
         return runtime.compact(round_to(x.astype(np.float64), "tf32").astype(np.float32))
     return runtime.compact(x) if compact else x
@@ -220,6 +226,8 @@ class Function:
         """An argument as the plan stores it: a DeviceArray used in place, or a numpy array converted to the
         parameter's storage (a copy only where its dtype differs, or, with `compact`, its layout; copied to the
         device when the call runs there)."""
+        if isinstance(a, np.ndarray) and a.dtype.name == _ML_DTYPES.get(spec.dtype):
+            a = a.view(np.uint8)   # one-byte fp8 storage: the array's bytes are its bit patterns
         self._check_dtype(pname, a, spec)
         if isinstance(a, runtime._StridedDevice):  # of this context (taken with it), used in place
             return a

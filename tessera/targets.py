@@ -51,6 +51,14 @@ class TargetFacts:
     # Integer element types of matmul operands the target has a kernel for (i8 x i8 accumulating in i32);
     # the quantize phase refuses an integer matmul of any other at the user's line.
     integer_matmul: frozenset = frozenset()
+    # The target's GEMM multiplies one-byte fp8 tensors with per-tensor scales in its epilogue (sm_90a's wgmma
+    # e4m3/e5m2 kinds): dequantize(a, sa) @ dequantize(b, sb) is rewritten so (passes/decompose.py), and an
+    # fp8 parameter only such GEMMs read stays one byte wide (passes/fp8_fallback.py).
+    scaled_fp8_gemm: bool = False
+    # Element types of Q (and the result) for which the target has a kernel of flash_attention_fp8 (head
+    # dimension 128: sm_90a's wgmma e4m3, backends/ptx/attention_fp8_sm90.py); elsewhere it takes the fallback
+    # (passes/decompose.attention_fp8).
+    fused_attention_fp8: frozenset = frozenset()
 
     def matches(self, key: str, value: str) -> bool:
         """Whether an `op.specialize(when={key: value})` condition holds for this target."""

@@ -9,7 +9,9 @@ from .nvvm_text import Writer
 OUT = {"bf16": "bfloat", "f16": "half", "f32": "float"}   # result and epilogue-operand dtypes, as LLVM types
 # Steps with a parameter add it after C, in step order (the CPU GEMM's convention, backends/cpu/gemm.py);
 # an activation `f` calls `float @tsr_act_f(float)`, which the caller links in (gemm_lowering.py).
-PARAM_STEPS = {"scale": "float %alpha", "bias": "ptr addrspace(1) %bias", "add": "ptr addrspace(1) %residual"}
+PARAM_STEPS = {"scale": "float %alpha", "bias": "ptr addrspace(1) %bias", "add": "ptr addrspace(1) %residual",
+               # a 0-d f32 tensor each: a scaled fp8 GEMM's scales (read once, in the entry block)
+               "scale_by": "ptr addrspace(1) %factor", "scale_by2": "ptr addrspace(1) %factor2"}
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
 EPILOGUE_STEPS = (*PARAM_STEPS, *ACTIVATIONS)
 
@@ -47,6 +49,9 @@ def prologue(w: Writer, spec) -> None:
     """What the epilogue reads from the entry block: M·N, the residual's extent."""
     if "add" in spec.epilogue:
         w.emit("%MN = mul i64 %M, %N")
+    for step, name in (("scale_by", "factor"), ("scale_by2", "factor2")):
+        if step in spec.epilogue:
+            w.emit(f"%{name}.v = load float, ptr addrspace(1) %{name}, align 4")
 
 
 def apply(w: Writer, spec, v: str, col64: str, idx: str, k: int, alpha: str | None) -> str:
@@ -54,6 +59,8 @@ def apply(w: Writer, spec, v: str, col64: str, idx: str, k: int, alpha: str | No
     for step in spec.epilogue:
         if step == "scale":
             v = w.v(f"fmul float {v}, {alpha}")
+        elif step in ("scale_by", "scale_by2"):
+            v = w.v(f"fmul float {v}, %{'factor' if step == 'scale_by' else 'factor2'}.v")
         elif step in ACTIVATIONS:
             v = w.v(f"call float @tsr_act_{step}(float {v})")
         elif step in ("bias", "add"):

@@ -26,6 +26,7 @@ from .. import llvm_compat
 from ..cpu import gemm as cpu_gemm
 from ..cpu.gemm_lowering import _epilogue
 from . import ampere, fp8_pack, gemm_common, gemm_sm80, gemm_sm90, generated
+from . import hopper as hp
 
 TENSOR_CORE_ARCHS = gemm_sm80.ARCHS
 # Operand dtypes whose sm_90a GEMM groups take an operand stored transposed (TargetFacts.gemm_transposes):
@@ -43,6 +44,8 @@ def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
                                 f"{', '.join(TENSOR_CORE_ARCHS)}), not {arch}")
     a, b = mm.operands[0], mm.operands[1]
     transposed = matmul_transposes(mm)
+    if element_dtype(a) in hp.FP8 and arch == "sm_90a":   # one-byte fp8 tensors (passes/fp8_fallback.py)
+        return _lower_bytes(ctx, kname, ops, [element_dtype(a), element_dtype(b)])
     if any(transposed) and (arch != "sm_90a" or element_dtype(a) not in GEMM_TRANSPOSES or
                             "tessera.fp8_operands" in mm.attributes):
         raise LoweringError(mm, f"the {arch} GEMM for {element_dtype(a)} operands reads them as op.matmul lays "
@@ -53,7 +56,7 @@ def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     out = ops[-1].results[0]
     dt, out_dt = element_dtype(a), element_dtype(out)
     if dt == "i8" and element_dtype(b) == dt and arch == "sm_90a":
-        return _lower_int8(ctx, kname, ops)
+        return _lower_bytes(ctx, kname, ops, None)
     if dt not in ampere.MMA or element_dtype(b) != dt:
         hint = " (declare them tf32 to multiply f32 data on tensor cores)" if dt == "f32" else ""
         raise LoweringError(mm, f"the ptx tensor-core GEMMs take bf16, f16 or tf32 operands of one dtype, "
@@ -165,21 +168,29 @@ def _pack_fp8(ctx, kname: str, mm, fp8: list, params: list, args: list, env: dic
     return steps
 
 
-def _lower_int8(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
-    """An i8 x i8 -> i32 matmul on wgmma's s8 kind, which reads A as [M,K] and B as [N,K] (8-bit operands are
-    K-major only): A as stored and a stored Bᵀ (`tessera.transpose_b`) are read in place; B [K,N] and a
-    stored Aᵀ [K,M] are first copied transposed (fp8_pack.py's `cols`, bytes unchanged). TMA reads rows of a
-    multiple of 16 bytes, so K must be a multiple of 16: refused here when static, by the plan at the launch
-    (before the copies, whose 16-byte stores need it too) when not."""
+def _lower_bytes(ctx, kname: str, ops: list, fp8: list | None) -> list[plan.ArgsStep]:
+    """A matmul of one-byte operands: i8 x i8 -> i32 on wgmma's s8 kind (`fp8` None), or one-byte fp8 tensors
+    (formats `fp8`: A's, B's) on its e4m3/e5m2 kinds with the epilogue's steps (a scaled fp8 GEMM's two
+    scales, passes/decompose.py). wgmma reads A as [M,K] and B as [N,K] (8-bit operands are K-major only): A
+    as stored and a stored Bᵀ (`tessera.transpose_b`) are read in place; B [K,N] and a stored Aᵀ [K,M] are
+    first copied transposed (fp8_pack.py's `cols`, bytes unchanged). TMA reads rows of a multiple of 16
+    bytes, so K must be a multiple of 16: refused here when static, by the plan at the launch (before the
+    copies, whose 16-byte stores need it too) when not."""
     mm = ops[0]
-    names, env, params, args, _ = _signature(ops, ctx)
-    why = "the sm_90a int8 GEMM reads rows of A [M, K] and of B transposed [N, K] by TMA, in 16-byte units"
+    names, env, params, args, operand_dtypes = _signature(ops, ctx)
+    if fp8:   # the kinds may mix: B's own format
+        params[1] = ("B", fp8[1], params[1][2])
+    kind = "fp8" if fp8 else "int8"
+    why = f"the sm_90a {kind} GEMM reads rows of A [M, K] and of B transposed [N, K] by TMA, in 16-byte units"
     k = env["K"]
     if (isinstance(k, int) or str(k).isdigit()) and int(k) % 16:
         raise LoweringError(mm, f"K = {k} is not a multiple of 16: {why}")
     tile = _tile(mm)
+    if fp8 and tile.get("bn", 256) > gemm_sm90.FP8_BN:   # as _pack_fp8's GEMM: 128-wide tiles
+        tile.update(bn=gemm_sm90.FP8_BN, stages=gemm_sm90.FP8_STAGES)
     try:
-        spec = gemm_sm90.Sm90GemmSpec(kname, dtype="i8", out_dtype=params[2][1], epilogue=names, **tile)
+        spec = gemm_sm90.Sm90GemmSpec(kname, dtype=fp8[0] if fp8 else "i8", b_dtype=fp8[1] if fp8 else "",
+                                      out_dtype=params[2][1], epilogue=names, **tile, **operand_dtypes)
     except ValueError as e:
         raise LoweringError(mm, str(e)) from None
     check = (plan.MultipleOf("K", 16, why),)
@@ -191,18 +202,19 @@ def _lower_int8(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
             continue
         # stored [.., K, X] -> [.., X, K]: the copying kernel's N is X, its KP (the row length) K itself
         d = ctx.dims[mm.operands[i]]
-        packed = ctx.temporary(args[i].value, "i8", [*d[:-2], d[-1], d[-2]], "_t")
+        dt = params[i][1]
+        packed = ctx.temporary(args[i].value, dt, [*d[:-2], d[-1], d[-2]], "_t")
         name = f"{kname}_pack_{role.lower()}"
         with mm.location:
-            generated.declare(ctx.module, name, [("src", "i8", ("K", "N")), ("dst", "i8", ("N", "KP"))],
+            generated.declare(ctx.module, name, [("src", dt, ("K", "N")), ("dst", dt, ("N", "KP"))],
                               fp8_pack.generate(name, "i8", True), [1], {"fp8.pack": "cols"})
         senv = {"K": d[-2], "N": d[-1], "KP": d[-2], **({"BATCH": env["BATCH"]} if lead else {})}
         steps.append(dataclasses.replace(fp8_pack.step(name, True, args[i].value, packed, senv, lead),
                                          multiple_of=check))
         rows = "M" if role == "A" else "N"
-        params[i] = (role, "i8", (rows, "K"))
+        params[i] = (role, dt, (rows, "K"))
         args[i] = plan.TensorArg(packed, (*lead, rows, "K"))
-    return steps + [_sm90_step(ctx, mm, spec, params, env, args, None, check)]
+    return steps + [_sm90_step(ctx, mm, spec, params, env, args, fp8, check)]
 
 
 def _batch(env: dict) -> str | None:
@@ -219,6 +231,11 @@ def _signature(ops: list, ctx) -> tuple:
     trans_a, trans_b = matmul_transposes(mm)
     dt, da, db = element_dtype(a), as_read(ctx.dims[a], trans_a), as_read(ctx.dims[b], trans_b)
     steps, extras = _epilogue(ops)
+    if [s[0] for s in steps].count("scale_by") == 2:   # a scaled fp8 GEMM's two scales: two parameters
+        second = [i for i, s in enumerate(steps) if s[0] == "scale_by"][1]
+        steps[second] = ("scale_by2",)
+        k = [i for i, (role, _) in enumerate(extras) if role == "factor"][1]
+        extras[k] = ("factor2", extras[k][1])
     batched = len(db) > 2
     lead = ("BATCH",) if batched else ()
     env = {"M": da[-2] if batched else graph_shapes.product(da[:-1]), "K": da[-1], "N": db[-1]}
@@ -234,6 +251,11 @@ def _signature(ops: list, ctx) -> tuple:
         if role == "alpha":
             params.append(("alpha", "f32", None))
             args.append(plan.F32Arg(v))
+            continue
+        if role in ("factor", "factor2"):   # 0-d f32 (fusion checks) as [1], one value for every batch entry
+            params.append((role, "f32", (1,)))
+            args.append(plan.TensorArg(ctx.record(v), ("ONE",)))
+            env["ONE"] = "1"
             continue
         shape = ("N",) if role == "bias" else ("M", "N")
         operand_dtypes[f"{role}_dtype"] = element_dtype(v)

@@ -56,3 +56,32 @@ def round_to(x: np.ndarray, dtype: str) -> np.ndarray:
             y = np.where(np.abs(y) > limit, np.where(np.abs(x) >= limit + top, np.sign(x) * np.inf,
                                                      np.sign(x) * limit), y)
     return y
+
+
+# fp8's bit patterns (OCP 8-bit floats): exponent bits and bias, the finite codes' top, the quiet NaN the
+# conversions write (e4m3fn has no infinities: S.1111.111 is its NaN)
+_FP8_CODES = {"fp8_e4m3": (4, 7, 0x7E, 0x7F), "fp8_e5m2": (5, 15, 0x7B, 0x7E)}
+
+
+def fp8_values(bits: np.ndarray, dtype: str) -> np.ndarray:
+    """The float64 values of fp8 bit patterns (uint8) of `dtype` ("fp8_e4m3", "fp8_e5m2")."""
+    ebits, bias, top, _ = _FP8_CODES[dtype]
+    m = FORMATS[dtype].mantissa_bits
+    b = np.asarray(bits, dtype=np.uint8).astype(np.int64)
+    e, f = (b >> m) & ((1 << ebits) - 1), b & ((1 << m) - 1)
+    mag = np.where(e == 0, f * 2.0 ** (1 - bias - m), (1 + f / 2.0 ** m) * np.exp2(e - bias))
+    mag = np.where((b & 0x7F) > top, np.inf if dtype == "fp8_e5m2" else np.nan, mag)
+    mag = np.where((b & 0x7F) > (0x7C if dtype == "fp8_e5m2" else top), np.nan, mag)
+    return np.where(b & 0x80, -mag, mag)
+
+
+def fp8_bits(x: np.ndarray, dtype: str) -> np.ndarray:
+    """`x` rounded to `dtype` as `round_to` does (ties to even, saturating), as uint8 bit patterns; NaN as the
+    format's quiet NaN, -0 keeps its sign."""
+    ebits, bias, top, nan = _FP8_CODES[dtype]
+    y = round_to(x, dtype)
+    finite = fp8_values(np.arange(top + 1, dtype=np.uint8), dtype)   # increasing with the code
+    mag = np.abs(np.where(np.isnan(y), 0.0, y))
+    code = np.searchsorted(finite, mag).astype(np.uint8)
+    code = code | np.where(np.signbit(y), np.uint8(0x80), np.uint8(0))
+    return np.where(np.isnan(y), np.uint8(nan), code).astype(np.uint8)
