@@ -12,7 +12,7 @@ from typing import Callable
 
 from ..diagnostics import LoweringError
 from ..mlir import passmanager
-from . import autodiff, bucketize, cpu_vector_math, fold_transposes, gpu_math, inline_functions, pipeline_collectives, simt_to_gpu, simt_to_warps, strict_math, tile_mma, tod_rewrites
+from . import autodiff, bucketize, cpu_vector_math, fold_transposes, gpu_math, inline_functions, pipeline_collectives, simt_to_gpu, simt_to_warps, strict_math, tile_mma, tod_lower, tod_rewrites
 from .to_llvm import CPU_TO_LLVM
 
 
@@ -49,6 +49,12 @@ def _fold_transposes(op, dtypes: str = "", fused_attention: bool = False) -> Non
             fold_transposes.run(fn, frozenset(dtypes.split(",")) if dtypes else None, fused_attention)
 
 
+def _tod_lower(op, target: str = "cpu") -> None:
+    for fn in op.regions[0].blocks[0].operations:
+        if fn.operation.name == "func.func" and len(fn.regions[0].blocks):
+            tod_lower.run(fn, target)
+
+
 def _tile_mma(op, wave: int = 64, matrix: str = "") -> None:
     if matrix not in ("", "mfma", "wmma", "coopmat"):
         raise ValueError(f"tessera-tile-mma: unknown matrix unit '{matrix}' (mfma, wmma, coopmat, or none: FMAs)")
@@ -75,6 +81,10 @@ PASSES: dict[str, PassInfo] = {
     "tessera-tod-canonicalize": PassInfo(
         "tessera-tod-canonicalize", "the operator algebra's rewrite laws (adjoint, compose, fft, projector …)",
         tod_rewrites.run, {}),
+    "tessera-tod-lower": PassInfo(
+        "tessera-tod-lower", "each tod.apply as its operator's action in ttensor ops (dense: GEMM, diag and scale: "
+        "elementwise, compose: a GEMM chain, kronecker: reshapes and batched GEMMs); the first step of the schedule "
+        "stage. A tod op left is refused, naming it and `target`", _tod_lower, {"target": str}),
     "tessera-autodiff": PassInfo(
         "tessera-autodiff", "the bodies of declared derivatives (`g = grad(f)`, vjp, jvp) from their primal's ops "
         "and each op's differentiation rule (before tessera-inline-functions)", autodiff.run, {}),
