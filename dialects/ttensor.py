@@ -560,6 +560,27 @@ class FlashAttentionOp(_TensorOp, name="flash_attention", traits=[ext.Pure]):
             raise Invalid(f"scale must be positive, got {_float(self.scale)}")
 
 
+class FlashAttentionFp8Op(_TensorOp, name="flash_attention_fp8", traits=[ext.Pure]):
+    """flash_attention on e4m3 with amax-dynamic per-tensor scaling: each of Q, K, V is quantized to e4m3
+    with its scale s = max(amax, 2^-126) / 448 (f32), S = scale · sq·sk · Q₈K₈ᵀ in f32 (causal mask as
+    flash_attention's), P = exp(S − rowmax(S)), O = (e4m3(P) · V₈) · sv / rowsum(P), rounded to the
+    result's type (docs/language.md)."""
+
+    q: ext.Operand[typing.Any]
+    k: ext.Operand[typing.Any]
+    v: ext.Operand[typing.Any]
+    causal: typing.Any  # BoolAttr (ext cannot constrain to it)
+    scale: ir.FloatAttr
+    result: ext.Result[typing.Any]
+
+    def rules(self, *ts) -> None:
+        FlashAttentionOp.rules(self, *ts)
+        kinds = {str(t.element_type) for t in ts}
+        if len(kinds) != 1 or kinds - {"bf16", "f16", "f32"}:
+            raise Invalid(f"Q, K, V and the result must share one element type of bf16, f16 or f32 (they are "
+                          f"quantized to e4m3 here), got {', '.join(str(t.element_type) for t in ts)}")
+
+
 ATTENTION_WRT = ("q", "k", "v")
 
 

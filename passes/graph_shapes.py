@@ -165,7 +165,7 @@ def _rule(op, ins: list[Dims]) -> list[Dims]:
             if d is None:
                 out[i] = x[j] if j >= 0 else "1"
         return [out]
-    if name == "ttensor.flash_attention":
+    if name in ("ttensor.flash_attention", "ttensor.flash_attention_fp8"):
         return [ins[0][:-1] + ins[2][-1:]]
     if name == "ttensor.attention_lse":   # one value per query row
         return [ins[0][:-1]]

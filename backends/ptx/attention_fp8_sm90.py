@@ -46,7 +46,9 @@ def vt_order(i: int) -> int:
 class Sm90AttentionFp8Spec(fa.Sm90AttentionSpec):
     dtype: str = "fp8_e4m3"
     out_dtype = "bf16"
-    extra_params = ("DQ", "DK", "DV")   # f32 descales of Q, K, V (0-d tensors)
+    poly_every: int = 0      # every n-th exp2 of the softmax by a polynomial on the FMA pipe (0: none)
+    extra_params = ("DS",)   # f32 [3]: the descales of Q, K, V
+    extents = ("BH", "SQ", "SK", "SKP")   # SKP: Vᵀ's row pitch (its TMA map's), unread by the kernel
 
     def __post_init__(self):
         for key, value in TUNED.items():
@@ -98,15 +100,16 @@ class Sm90AttentionFp8Spec(fa.Sm90AttentionSpec):
             hp.tma_load(w, w.v(f"add i32 {at}, {self.v_offset + i * self.head_dim * ROW}"), tm["V"],
                         [w.v(f"add i32 {key0}, {i * ROW}"), "0", bh], bar)
 
-    def _descale(self, w: Writer, name: str) -> str:
-        return w.v(f"load float, ptr addrspace(1) %{name}, align 4")
+    def _descale(self, w: Writer, i: int) -> str:
+        return w.v(f"load float, ptr addrspace(1) {w.v(f'getelementptr float, ptr addrspace(1) %DS, i32 {i}')}, "
+                   "align 4")
 
     def multiplier(self, w: Writer) -> str:
-        qk = w.v(f"fmul float {self._descale(w, 'DQ')}, {self._descale(w, 'DK')}")
+        qk = w.v(f"fmul float {self._descale(w, 0)}, {self._descale(w, 1)}")
         return w.v(f"fmul float {qk}, {fa._f(self.scale * math.log2(math.e))}")
 
     def out_scale(self, w: Writer) -> str:
-        return self._descale(w, "DV")
+        return self._descale(w, 2)
 
     def scores(self, w: Writer, q_rows: str, k_at: str) -> list[str]:
         sc = None
@@ -128,6 +131,11 @@ class Sm90AttentionFp8Spec(fa.Sm90AttentionSpec):
         hp.commit(w)
         return o
 
+    def exp2(self, w: Writer, x: str, i: int) -> str:
+        if not self.poly_every or i % self.poly_every != self.poly_every - 1:
+            return super().exp2(w, x, i)
+        return _exp2_poly(w, x)
+
     def fragments(self, w: Writer, probs: list[str]) -> list[str]:
         """P as e4m3 A fragments, four registers per 32 keys: (row, 16-key half h) in register 2h + row, its
         bytes the accumulator's columns 2t, 2t+1, 8+2t, 9+2t of that half (Vᵀ's order, `vt_order`)."""
@@ -143,48 +151,217 @@ class Sm90AttentionFp8Spec(fa.Sm90AttentionSpec):
         return out
 
 
+def _exp2_poly(w: Writer, x: str) -> str:
+    """2^x for x <= 0 (or -inf) without the MUFU unit: x clamped to -125 (2^-125 rounds to e4m3's 0 as 0
+    does), split as j + r with j = round(x) (adding 1.5·2^23 rounds it into the low bits) and |r| <= 1/2,
+    2^r by a cubic (relative error 1.4e-4, below e4m3's 2^-4 by far), and j added to the exponent field.
+    On fp8 the exponentials, not the tensor cores, bound the softmax's turn: every `poly_every`-th moves
+    to the FMA and integer pipes."""
+    magic = fa._f(12582912.0)
+    x = w.v(f"call float @llvm.maxnum.f32(float {x}, float {fa._f(-125.0)})")
+    t = w.v(f"fadd float {x}, {magic}")
+    j = w.v(f"sub i32 {w.v(f'bitcast float {t} to i32')}, 1262485504")   # bits of 1.5·2^23
+    r = w.v(f"fsub float {x}, {w.v(f'fsub float {t}, {magic}')}")
+    p = fa._f(0.05502926558256149)
+    for c in (0.2422569841146469, 0.6932530403137207, 0.9999513626098633):
+        p = w.v(f"call float @llvm.fma.f32(float {p}, float {r}, float {fa._f(c)})")
+    bits = w.v(f"add i32 {w.v(f'bitcast float {p} to i32')}, {w.v(f'shl i32 {j}, 23')}")
+    return w.v(f"bitcast i32 {bits} to float")
+
+
 def generate(spec: Sm90AttentionFp8Spec) -> str:
     """The kernel as NVPTX LLVM IR text (attention_sm90.generate with this spec's parts). Parameters: the
     Q, K, Vᵀ, O tensor maps, then Q, K ([BH, SQ | SK, 128] e4m3), Vᵀ ([BH, 128, SKP] e4m3, keys in `vt_order`
-    and zero past SK), O ([BH, SQ, 128] bf16), the descales DQ, DK, DV (f32), and BH, SQ, SK."""
+    and zero past SK), O ([BH, SQ, 128] bf16), the descales DS (f32 [3]: Q's, K's, V's), and BH, SQ, SK, SKP."""
     return fa.generate(spec)
 
 
+NB = 256                      # blocks of the amax kernel per tensor: its partial maxima, one per thread after
+UNROLL = 4                    # runs of 8 elements a thread of the amax kernel loads at once
+E4M3_MAX = 448.0
+_CVT = ('call i32 asm "{ .reg .b16 lo, hi; cvt.rn.satfinite.e4m3x2.f32 lo, $2, $1; '
+        'cvt.rn.satfinite.e4m3x2.f32 hi, $4, $3; mov.b32 $0, {lo, hi}; }", "=r,f,f,f,f"')
+
+
+def _e4m3x4(w: Writer, x: list[str]) -> str:
+    """Four f32 values rounded to e4m3 (to nearest, ties to even, saturated at ±448), packed low first."""
+    return w.v(f"{_CVT}(float {x[0]}, float {x[1]}, float {x[2]}, float {x[3]})")
+
+
+def _kernel(name: str, params: str, w: Writer, smem: str = "") -> str:
+    return module(smem + f"define ptx_kernel void @{llvm_global(name)}({params}) \"nvvm.maxntid\"=\"256\" {{\n"
+                  + "\n".join(w.lines) + "\n}\n", "declare float @llvm.maxnum.f32(float, float)\n"
+                  "declare float @llvm.fabs.f32(float)\n"
+                  "declare i32 @llvm.nvvm.shfl.sync.bfly.i32(i32, i32, i32, i32)")
+
+
+def _block_max(w: Writer, x: str, tid: str) -> str:
+    """The maximum of the non-negative f32 `x` over the block's 256 threads (as integers: the bit patterns of
+    non-negative floats order as their values), in every thread."""
+    b = w.v(f"bitcast float {x} to i32")
+    for d in (16, 8, 4, 2, 1):
+        o = w.v(f"call i32 @llvm.nvvm.shfl.sync.bfly.i32(i32 -1, i32 {b}, i32 {d}, i32 31)")
+        b = w.v(f"select i1 {w.v(f'icmp ugt i32 {o}, {b}')}, i32 {o}, i32 {b}")
+    slot = w.v(f"getelementptr i32, ptr addrspace(3) @tsr_red, i32 {w.v(f'lshr i32 {tid}, 5')}")
+    w.emit(f"store i32 {b}, ptr addrspace(3) {slot}")
+    w.asm("bar.sync 0;")
+    m = "0"
+    for i in range(8):
+        o = w.v(f"load i32, ptr addrspace(3) {w.v(f'getelementptr i32, ptr addrspace(3) @tsr_red, i32 {i}')}")
+        m = w.v(f"select i1 {w.v(f'icmp ugt i32 {o}, {m}')}, i32 {o}, i32 {m}")
+    return w.v(f"bitcast i32 {m} to float")
+
+
+_RED = "@tsr_red = internal addrspace(3) global [8 x i32] undef, align 4\n"
+
+
+def generate_amax(name: str) -> str:
+    """Partial maxima of |x| over Q, K and V (bf16, NQ, NK and NK elements, multiples of 128): block (b, t) of
+    grid (NB, 3) takes every NB-th run of 2048 elements from run b of tensor t, UNROLL runs in flight a thread,
+    and writes P[t·NB + b] (f32).
+    Maxima are exact, so no order of the blocks changes the scale (maxnum skips NaN: a NaN element does not
+    make the scale NaN, its own quantized value is NaN)."""
+    w = Writer()
+    w.label("entry")
+    tid, b, t = w.sreg("tid.x"), w.sreg("ctaid.x"), w.sreg("ctaid.y")
+    kv = w.v(f"select i1 {w.v(f'icmp eq i32 {t}, 1')}, ptr addrspace(1) %K, ptr addrspace(1) %V")
+    src = w.v(f"select i1 {w.v(f'icmp eq i32 {t}, 0')}, ptr addrspace(1) %Q, ptr addrspace(1) {kv}")
+    n = w.v(f"select i1 {w.v(f'icmp eq i32 {t}, 0')}, i64 %NQ, i64 %NK")
+    run = w.v(f"add i32 {w.v(f'shl i32 {b}, 8')}, {tid}")
+    first = w.v(f"zext i32 {run} to i64")   # this thread's first run of 8 elements
+    w.br("loop")
+    w.label("loop")
+    i, i_next, m, m_next = w.fresh("i"), w.fresh("in"), w.fresh("m"), w.fresh("mn")
+    w.emit(f"{i} = phi i64 [{first}, %entry], [{i_next}, %next]")
+    w.emit(f"{m} = phi float [0.0, %entry], [{m_next}, %next]")
+    e0 = w.v(f"shl i64 {i}, 3")
+    w.cbr(w.v(f"icmp ult i64 {e0}, {n}"), "body", "done")
+    w.label("body")
+    # UNROLL runs of 8 (every NB·256-th) loaded before any is used; a run is all in or all out, the element
+    # counts being multiples of D = 128; one out reads run 0 again, which changes no maximum
+    vecs = []
+    for u in range(UNROLL):
+        at = w.v(f"add i64 {e0}, {8 * NB * 256 * u}")
+        at = w.v(f"select i1 {w.v(f'icmp ult i64 {at}, {n}')}, i64 {at}, i64 0")
+        vecs.append(w.v(f"load <8 x bfloat>, ptr addrspace(1) "
+                        f"{w.v(f'getelementptr bfloat, ptr addrspace(1) {src}, i64 {at}')}, align 16"))
+    acc = m
+    for vec in vecs:
+        for e in range(8):
+            x = w.v(f"fpext bfloat {w.v(f'extractelement <8 x bfloat> {vec}, i32 {e}')} to float")
+            acc = w.v(f"call float @llvm.maxnum.f32(float {acc}, float {w.v(f'call float @llvm.fabs.f32(float {x})')})")
+    w.emit(f"{m_next} = call float @llvm.maxnum.f32(float {acc}, float 0.0)")
+    w.br("next")
+    w.label("next")
+    w.emit(f"{i_next} = add i64 {i}, {UNROLL * NB * 256}")
+    w.br("loop")
+    w.label("done")
+    top = _block_max(w, m, tid)
+    put = w.v(f"icmp eq i32 {tid}, 0")
+    w.cbr(put, "put", "exit")
+    w.label("put")
+    slot = w.v(f"add i32 {w.v(f'mul i32 {t}, {NB}')}, {b}")
+    w.emit(f"store float {top}, ptr addrspace(1) {w.v(f'getelementptr float, ptr addrspace(1) %P, i32 {slot}')}")
+    w.br("exit")
+    w.label("exit")
+    w.emit("ret void")
+    return _kernel(name, "ptr addrspace(1) %Q, ptr addrspace(1) %K, ptr addrspace(1) %V, ptr addrspace(1) %P, "
+                   "i64 %NQ, i64 %NK", w, _RED)
+
+
+def _scale_of(w: Writer, t: str, tid: str, block_is_first: str) -> str:
+    """Tensor t's quantization scale max(amax, 2^-126) / 448 (f32) from its NB partial maxima in P; the first
+    block also writes it to DS[t], the attention's descale."""
+    slot = w.v(f"add i32 {w.v(f'mul i32 {t}, {NB}')}, {tid}")
+    part = w.v(f"getelementptr float, ptr addrspace(1) %P, i32 {slot}")
+    amax = _block_max(w, w.v(f"load float, ptr addrspace(1) {part}"), tid)
+    s = w.v(f"fdiv float {w.v(f'call float @llvm.maxnum.f32(float {amax}, float 0x3810000000000000)')}, "
+            f"{fa._f(E4M3_MAX)}")
+    put = w.v(f"and i1 {block_is_first}, {w.v(f'icmp eq i32 {tid}, 0')}")
+    w.cbr(put, "put_scale", "scaled")
+    w.label("put_scale")
+    w.emit(f"store float {s}, ptr addrspace(1) {w.v(f'getelementptr float, ptr addrspace(1) %DS, i32 {t}')}")
+    w.br("scaled")
+    w.label("scaled")
+    return s
+
+
+def _quantized16(w: Writer, src: str, at: str, s: str) -> str:
+    """The 16 bf16 values at element `at` of `src` (32-byte aligned) divided by s in f32 (one rounding) and
+    rounded to e4m3: their 16 bytes as <4 x i32>."""
+    vec = w.v(f"load <16 x bfloat>, ptr addrspace(1) {w.v(f'getelementptr bfloat, ptr addrspace(1) {src}, i64 {at}')}"
+              ", align 32")
+    f = []
+    for e in range(16):
+        x = w.v(f"fpext bfloat {w.v(f'extractelement <16 x bfloat> {vec}, i32 {e}')} to float")
+        f.append(w.v(f"fdiv float {x}, {s}"))
+    out = "poison"
+    for i in range(4):
+        out = w.v(f"insertelement <4 x i32> {out}, i32 {_e4m3x4(w, f[4 * i:4 * i + 4])}, i32 {i}")
+    return out
+
+
+def generate_quant(name: str) -> str:
+    """Q and K (bf16, NQ and NK elements) to e4m3 Q8 and K8 with their scales (`_scale_of`, from the amax
+    kernel's partials P; DS[0], DS[1] written): block (b, t) of grid (ceil(max(NQ, NK) / 4096), 2) converts
+    16 elements a thread of tensor t."""
+    w = Writer()
+    w.label("entry")
+    tid, b, t = w.sreg("tid.x"), w.sreg("ctaid.x"), w.sreg("ctaid.y")
+    s = _scale_of(w, t, tid, w.v(f"icmp eq i32 {b}, 0"))
+    kq = w.v(f"icmp eq i32 {t}, 0")
+    src = w.v(f"select i1 {kq}, ptr addrspace(1) %Q, ptr addrspace(1) %K")
+    dst = w.v(f"select i1 {kq}, ptr addrspace(1) %Q8, ptr addrspace(1) %K8")
+    n = w.v(f"select i1 {kq}, i64 %NQ, i64 %NK")
+    run = w.v(f"add i32 {w.v(f'shl i32 {b}, 8')}, {tid}")
+    e0 = w.v(f"shl i64 {w.v(f'zext i32 {run} to i64')}, 4")
+    # 16 elements: 32 bytes in, 16 out (the element counts are multiples of D = 128, so a thread's 16 are all in)
+    w.cbr(w.v(f"icmp ult i64 {e0}, {n}"), "whole", "exit")
+    w.label("whole")
+    out = _quantized16(w, src, e0, s)
+    w.emit(f"store <4 x i32> {out}, ptr addrspace(1) {w.v(f'getelementptr i8, ptr addrspace(1) {dst}, i64 {e0}')}, "
+           "align 16")
+    w.br("exit")
+    w.label("exit")
+    w.emit("ret void")
+    return _kernel(name, "ptr addrspace(1) %Q, ptr addrspace(1) %K, ptr addrspace(1) %Q8, ptr addrspace(1) %K8, "
+                   "ptr addrspace(1) %P, ptr addrspace(1) %DS, i64 %NQ, i64 %NK", w, _RED)
+
+
 def generate_vt(name: str, head_dim: int) -> str:
-    """Vᵀ for the fp8 kernel: [BH, SK, D] one-byte values in, [BH, D, SKP] out (SKP = SK rounded up to 16),
-    key j of each 16 at position `vt_order`⁻¹(j), zeros past SK. A block of 256 threads moves a 64-key ×
-    64-column tile through shared memory (rows 65 bytes apart, so a warp's column reads spread over the
-    banks). Grid: (ceil(SKP / 64), D / 64, BH)."""
+    """V (bf16 [BH, SK, D]) to Vᵀ for the fp8 kernel: e4m3 [BH, D, SKP] (SKP: SK rounded up to 16), key j of
+    each 16 at position `vt_order`⁻¹(j), zeros past SK, quantized with V's scale (`_scale_of`: DS[2] written).
+    A block of 256 threads moves a 64-key × 64-column tile through shared memory (rows 65 bytes apart, so a
+    warp's column reads spread over the banks). Grid: (ceil(SKP / 64), D / 64, BH)."""
     w = Writer()
     w.label("entry")
     tid, kb, db, bh = w.sreg("tid.x"), w.sreg("ctaid.x"), w.sreg("ctaid.y"), w.sreg("ctaid.z")
-    sk = w.v("trunc i64 %SK to i32")
-    skp = w.v(f"and i32 {w.v(f'add i32 {sk}, 15')}, -16")
+    first = w.v(f"icmp eq i32 {w.v(f'or i32 {kb}, {db}')}, 0")
+    first = w.v(f"and i1 {first}, {w.v(f'icmp eq i32 {bh}, 0')}")
+    s = _scale_of(w, "2", tid, first)
+    sk, skp = w.v("trunc i64 %SK to i32"), w.v("trunc i64 %SKP to i32")
     bh64 = w.v(f"zext i32 {bh} to i64")
     key0, col0 = w.v(f"shl i32 {kb}, 6"), w.v(f"shl i32 {db}, 6")
-    # load: thread t reads 16 (key, column) bytes: key key0 + (t / 4) , columns col0 + 16·(t % 4) …
+    # load: thread t quantizes 16 elements of key key0 + t / 4, columns col0 + 16·(t % 4) …
     kr = w.v(f"lshr i32 {tid}, 2")
     cq = w.v(f"shl i32 {w.v(f'and i32 {tid}, 3')}, 4")
     key = w.v(f"add i32 {key0}, {kr}")
-    inside = w.v(f"icmp ult i32 {key}, {sk}")
     src = w.v(f"add i64 {w.v(f'mul i64 {bh64}, %SK')}, {w.v(f'zext i32 {key} to i64')}")
     c64 = w.v(f"zext i32 {w.v(f'add i32 {col0}, {cq}')} to i64")
     src = w.v(f"add i64 {w.v(f'mul i64 {src}, {head_dim}')}, {c64}")
     before = w.current
-    w.cbr(inside, "load", "loaded")
+    w.cbr(w.v(f"icmp ult i32 {key}, {sk}"), "load", "loaded")
     w.label("load")
-    got = w.v(f"load <16 x i8>, ptr addrspace(1) {w.v(f'getelementptr i8, ptr addrspace(1) %V, i64 {src}')}, "
-              "align 16")
+    packed = w.v(f"bitcast <4 x i32> {_quantized16(w, '%V', src, s)} to <16 x i8>")
     w.br("loaded")
     w.label("loaded")
-    vals = w.v(f"phi <16 x i8> [zeroinitializer, %{before}], [{got}, %load]")
-    # shared tile [64 keys][65]: key-major
-    for e in range(16):
+    vals = w.v(f"phi <16 x i8> [zeroinitializer, %{before}], [{packed}, %load]")
+    for e in range(16):   # the tile [64 keys][65]: key-major
         byte = w.v(f"extractelement <16 x i8> {vals}, i32 {e}")
         at = w.v(f"add i32 {w.v(f'mul i32 {kr}, 65')}, {w.v(f'add i32 {cq}, {e}')}")
         w.emit(f"store i8 {byte}, ptr addrspace(3) {w.v(f'getelementptr i8, ptr addrspace(3) @tsr_tile, i32 {at}')}")
     w.asm("bar.sync 0;")
-    # store: thread t writes 16 keys' bytes of one column: column col0 + t / 4, positions key0 + 16·(t % 4) …
+    # store: thread t writes 16 positions of one column: column col0 + t / 4, positions key0 + 16·(t % 4) …
     col = w.v(f"lshr i32 {tid}, 2")
     pq = w.v(f"shl i32 {w.v(f'and i32 {tid}, 3')}, 4")
     pos0 = w.v(f"add i32 {key0}, {pq}")
@@ -193,8 +370,7 @@ def generate_vt(name: str, head_dim: int) -> str:
         at = w.v(f"add i32 {w.v(f'mul i32 {pq}, 65')}, {w.v(f'add i32 {65 * (vt_order(e))}, {col}')}")
         byte = w.v(f"load i8, ptr addrspace(3) {w.v(f'getelementptr i8, ptr addrspace(3) @tsr_tile, i32 {at}')}")
         vec = w.v(f"insertelement <16 x i8> {vec}, i8 {byte}, i32 {e}")
-    out_ok = w.v(f"icmp ult i32 {pos0}, {skp}")
-    w.cbr(out_ok, "store", "exit")
+    w.cbr(w.v(f"icmp ult i32 {pos0}, {skp}"), "store", "exit")
     w.label("store")
     c64 = w.v(f"zext i32 {w.v(f'add i32 {col0}, {col}')} to i64")
     dst = w.v(f"add i64 {w.v(f'mul i64 {bh64}, {head_dim}')}, {c64}")
@@ -205,7 +381,6 @@ def generate_vt(name: str, head_dim: int) -> str:
     w.br("exit")
     w.label("exit")
     w.emit("ret void")
-    kernel = (f"@tsr_tile = internal addrspace(3) global [{64 * 65} x i8] undef, align 16\n"
-              f"define ptx_kernel void @{llvm_global(name)}(ptr addrspace(1) %V, ptr addrspace(1) %VT, i64 %BH, "
-              f"i64 %SK) \"nvvm.maxntid\"=\"256\" {{\n" + "\n".join(w.lines) + "\n}\n")
-    return module(kernel)
+    return _kernel(name, "ptr addrspace(1) %V, ptr addrspace(1) %VT, ptr addrspace(1) %P, ptr addrspace(1) %DS, "
+                   "i64 %BH, i64 %SK, i64 %SKP", w, _RED + f"@tsr_tile = internal addrspace(3) global [{64 * 65} x i8] undef, "
+                   "align 16\n")

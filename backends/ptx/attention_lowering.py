@@ -11,7 +11,7 @@ from ...diagnostics import LoweringError
 from ...mlir import ir
 from ...passes import graph_shapes
 from ...passes.kernelgen import element_dtype
-from . import attention_bwd_sm90, attention_sm90, generated
+from . import attention_bwd_sm90, attention_fp8_sm90, attention_sm90, generated
 
 
 def _attrs(op) -> tuple[bool, float]:
@@ -40,6 +40,19 @@ def _check(arch: str, op, what: str, dims: dict, q, k, v, others=()) -> tuple[st
     return dt, int(d)
 
 
+def _forward(arch: str, ctx, op, what: str, make) -> tuple:
+    """A forward attention op's (Q, K, V, result, dtype, head dimension, causal, kernel spec): the spec from
+    `make(dtype, D, causal, scale)`, its refusals located at the op."""
+    q, k, v = op.operands
+    out = op.results[0]
+    dt, D = _check(arch, op, what, ctx.dims, q, k, v, (out,))
+    causal, scale = _attrs(op)
+    try:
+        return q, k, v, out, dt, D, causal, make(dt, D, causal, scale)
+    except ValueError as e:
+        raise LoweringError(op, str(e)) from None
+
+
 def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     """The plan step of a flash_attention, with an attention_lse of the same Q, K, causal and scale in its
     group written by the same kernel; the kernel is declared in the module (`ctx`: a
@@ -51,15 +64,10 @@ def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
                                     "the same Q and K (its kernel writes both)")
     (op,) = attn
     dims = ctx.dims
-    q, k, v = op.operands
-    out = op.results[0]
-    dt, D = _check(arch, op, "flash attention", dims, q, k, v, (out,))
-    causal, scale = _attrs(op)
-    try:
-        spec = attention_sm90.Sm90AttentionSpec(kname, head_dim=D, causal=causal, scale=scale, dtype=dt,
-                                                lse=bool(lse))
-    except ValueError as e:
-        raise LoweringError(op, str(e)) from None
+    q, k, v, out, dt, D, causal, spec = _forward(arch, ctx, op, "flash attention", lambda dt, D, causal, scale:
+                                                 attention_sm90.Sm90AttentionSpec(kname, head_dim=D, causal=causal,
+                                                                                  scale=scale, dtype=dt,
+                                                                                  lse=bool(lse)))
     dq = dims[q]
     params = [("Q", dt, ("BH", "SQ", D)), ("K", dt, ("BH", "SK", D)), ("V", dt, ("BH", "SK", D)),
               ("O", dt, ("BH", "SQ", D))] + ([("LSE", "f32", ("BH", "SQ"))] if lse else [])
@@ -73,6 +81,61 @@ def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     args += tuple(plan.TensorArg(ctx.record(x.results[0]), ("BH", "SQ")) for x in lse[:1])
     return [plan.ArgsStep(kname, env=env, args=args, block=(spec.threads, 1, 1), smem=spec.smem_bytes,
                           grid=(f"ceil(SQ/{attention_sm90.BM})", "BH", "1"))]
+
+
+def lower_fp8(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
+    """The plan steps of a flash_attention_fp8 (bf16, head dimension 128: the others were decomposed,
+    passes/decompose.attention_fp8), four kernels of attention_fp8_sm90.py: partial amaxes of Q, K, V
+    (kname + "_amax"), Q and K quantized to e4m3 with their scales (kname + "_quant"), V quantized into its
+    permuted transpose (kname + "_vt"), then the attention. The e4m3 tensors, the partials and the three
+    descales are plan intermediates."""
+    (op,) = ops
+    dims = ctx.dims
+    q, k, v, out, dt, D, causal, spec = _forward(arch, ctx, op, "fp8 flash attention", lambda dt, D, causal, scale:
+                                                 attention_fp8_sm90.Sm90AttentionFp8Spec(kname, head_dim=D,
+                                                                                         causal=causal, scale=scale))
+    if dt != spec.out_dtype:
+        raise LoweringError(op, f"the ptx fp8 flash attention takes and writes {spec.out_dtype}, not {dt}")
+    dq, dk = dims[q], dims[k]
+    skp = f"ceil(({dk[-2]})/16)*16"
+    ids = {"Q": ctx.record(q), "K": ctx.record(k), "V": ctx.record(v), "O": ctx.record(out)}
+    ids.update(Q8=ctx.temporary(ids["Q"], "i8"), K8=ctx.temporary(ids["K"], "i8"),
+               VT=ctx.temporary(ids["V"], "i8", list(dk[:-2]) + [str(D), skp]),
+               P=ctx.temporary(ids["Q"], "f32", [str(3 * attention_fp8_sm90.NB)], "amax"),
+               DS=ctx.temporary(ids["Q"], "f32", ["3"], "descales"))
+    env = {"BH": graph_shapes.product(dq[:-2]), "SQ": dq[-2], "SK": dk[-2], "SKP": skp,
+           "NQ": graph_shapes.product(dq), "NK": graph_shapes.product(dk)}
+    shapes = {"P": (str(3 * attention_fp8_sm90.NB),), "DS": ("3",), "VT": ("BH", str(D), "SKP"),
+              **{n: ("BH", "SQ", str(D)) for n in ("Q", "O")}, **{n: ("BH", "SK", str(D)) for n in ("K", "V")}}
+    dtypes_ = {"Q8": "i8", "K8": "i8", "VT": "i8", "P": "f32", "DS": "f32"}
+
+    def step(name: str, names: tuple, text: str, writes: list, grid: tuple, block: int = 256, smem: int = 0,
+             props: dict | None = None, flat: bool = False) -> plan.ArgsStep:
+        """A step of kernel `name` on the tensors `names` (Q, K, V, Q8, K8 flat where `flat`)."""
+        shape = {n: (("NQ",) if n in ("Q", "Q8") else ("NK",)) if flat and n in ("Q", "K", "V", "Q8", "K8")
+                 else shapes.get(n, shapes.get(n[0])) for n in names}
+        params = [(n, dtypes_.get(n, dt), tuple(int(x) if x.isdigit() else x for x in shape[n])) for n in names]
+        with op.location:
+            generated.declare(ctx.module, name, params, text, writes, props or {})
+        used = {x for n in names for x in shape[n]}
+        return plan.ArgsStep(name, env={s: e for s, e in env.items() if s in used},
+                             args=tuple(plan.TensorArg(ids[n], shape[n]) for n in names), block=(block, 1, 1),
+                             grid=grid, smem=smem)
+
+    nb = str(attention_fp8_sm90.NB)
+    return [
+        step(f"{kname}_amax", ("Q", "K", "V", "P"), attention_fp8_sm90.generate_amax(f"{kname}_amax"), [3],
+             (nb, "3", "1"), flat=True),
+        step(f"{kname}_quant", ("Q", "K", "Q8", "K8", "P", "DS"), attention_fp8_sm90.generate_quant(f"{kname}_quant"),
+             [2, 3, 5], ("ceil(max(NQ, NK)/4096)", "2", "1"), flat=True),
+        step(f"{kname}_vt", ("V", "VT", "P", "DS"), attention_fp8_sm90.generate_vt(f"{kname}_vt", D), [1, 3],
+             ("ceil(SKP/64)", str(D // 64), "BH")),
+        step(kname, ("Q8", "K8", "VT", "O", "DS"), attention_fp8_sm90.generate(spec), [3],
+             (f"ceil(SQ/{attention_fp8_sm90.BM})", "BH", "1"), block=spec.threads, smem=spec.smem_bytes,
+             props={"ptx.tensor_maps": spec.tensor_maps, "tile.M": str(attention_fp8_sm90.BM),
+                    "tile.N": str(spec.block_n), "tile.K": str(D), "pipeline.stages": str(spec.stages),
+                    "attention.causal": str(causal).lower(), "attention.fp8": "e4m3"}),
+    ]
 
 
 def lower_bwd(arch: str, fused_dq: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:

@@ -119,6 +119,7 @@ class Sm90AttentionSpec(Blocks):
 
     # The parts that the fp8 kernel (attention_fp8_sm90.py) does its own way; `generate` calls these.
     extra_params = ()             # kernel parameters after O (and LSE)
+    extents = ("BH", "SQ", "SK")  # the i64 parameters at the end
 
     @property
     def v_offset(self) -> int:
@@ -153,6 +154,10 @@ class Sm90AttentionSpec(Blocks):
     def fragments(self, w: Writer, probs: list[str]) -> list[str]:
         return _fragments(w, self, probs)
 
+    def exp2(self, w: Writer, x: str, i: int) -> str:
+        """2^x of the softmax's element `i` of a thread's block (x <= 0 or -inf)."""
+        return w.v(f"call float @llvm.nvvm.ex2.approx.ftz.f(float {x})")
+
 
 def generate(spec: Sm90AttentionSpec) -> str:
     """The kernel as NVPTX LLVM IR text. Parameters: the Q, K, V tensor maps, then the launch arguments
@@ -163,7 +168,7 @@ def generate(spec: Sm90AttentionSpec) -> str:
     params = hp.tensor_map_params("QKVO")
     params += [f"ptr addrspace(1) %{n}" for n in ("Q", "K", "V", "O") + (("LSE",) if spec.lse else ())
                + spec.extra_params]
-    params += ["i64 %BH", "i64 %SQ", "i64 %SK"]
+    params += [f"i64 %{n}" for n in spec.extents]
 
     tid, bx, bh, nq, base = entry(w)
     kv_base = w.v(f"add i32 {base}, {spec.q_bytes}")
@@ -375,8 +380,7 @@ def _softmax(w: Writer, spec: Sm90AttentionSpec, sc: list[str], m_in: list[str],
         finite = w.v(f"fcmp one float {mn}, 0xFFF0000000000000")
         neg = w.v(f"fneg float {w.v(f'select i1 {finite}, float {mn}, float 0.0')}")
         for i in idx:
-            probs[i] = w.v(f"call float @llvm.nvvm.ex2.approx.ftz.f(float "
-                           f"{w.v(f'call float @llvm.fma.f32(float {sc[i]}, float {log2e}, float {neg})')})")
+            probs[i] = spec.exp2(w, w.v(f"call float @llvm.fma.f32(float {sc[i]}, float {log2e}, float {neg})"), i)
         alpha = w.v(f"call float @llvm.nvvm.ex2.approx.ftz.f(float {w.v(f'fadd float {m_in[r]}, {neg}')})")
         total = _tree(w, [probs[i] for i in idx], "fadd")
         l_new.append(w.v(f"call float @llvm.fma.f32(float {l_in[r]}, float {alpha}, float {total})"))

@@ -585,7 +585,36 @@ def dropout(b, node, args, kwargs):
 def flash_attention(b, node, args, kwargs):
     """op.flash_attention(Q, K, V, causal=False, scale=1/sqrt(D)) over [..., S, D] tensors."""
     _check_kwargs(b, node, kwargs, ("causal", "scale"))
-    q, k, v = _tensors(b, node, args, 3, "op.flash_attention")
+    q, k, v, scale, dims = _attention_operands(b, node, args, kwargs.get("scale"), "op.flash_attention")
+    with b.loc(node):
+        op = create(ttensor.FlashAttentionOp, q.value, k.value, v.value, causal=_bool(kwargs.get("causal", False)),
+                                      scale=_f32(scale), result=b.tensor_type(q.dtype, dims))
+    return _result(b, op, q.dtype, dims)
+
+
+@graph_op("flash_attention_fp8")
+def flash_attention_fp8(b, node, args, kwargs):
+    """op.flash_attention_fp8(Q, K, V, scale="amax_dynamic", causal=False, softmax_scale=1/sqrt(D)):
+    flash_attention with Q, K, V quantized to e4m3 per tensor (scale amax / 448, taken from the tensors
+    themselves) and P rounded to e4m3 (ttensor.flash_attention_fp8; docs/language.md); the result in the
+    inputs' dtype (bf16, f16 or f32)."""
+    _check_kwargs(b, node, kwargs, ("scale", "causal", "softmax_scale"))
+    if kwargs.get("scale", "amax_dynamic") != "amax_dynamic":
+        raise b.error(node, f"op.flash_attention_fp8 scales by scale=\"amax_dynamic\" (each tensor's own amax / "
+                            f"448), not {kwargs['scale']!r}")
+    q, k, v, scale, dims = _attention_operands(b, node, args, kwargs.get("softmax_scale"), "op.flash_attention_fp8")
+    if q.dtype.name not in ("bf16", "f16", "f32"):
+        raise b.error(node, f"op.flash_attention_fp8 quantizes bf16, f16 or f32 tensors, not {q.dtype.name}")
+    with b.loc(node):
+        op = create(ttensor.FlashAttentionFp8Op, q.value, k.value, v.value,
+                    causal=_bool(kwargs.get("causal", False)), scale=_f32(scale), result=b.tensor_type(q.dtype, dims))
+    return _result(b, op, q.dtype, dims)
+
+
+def _attention_operands(b, node, args, scale, what: str):
+    """Q, K, V of an attention call, checked and unified, the softmax scale (1/sqrt(D) if not given) and the
+    result's extents."""
+    q, k, v = _tensors(b, node, args, 3, what)
     if not (q.rank == k.rank == v.rank) or q.rank < 2:
         raise b.error(node, "Q, K and V must have the same rank (at least 2: [..., seq, head_dim])")
     if not (q.dtype == k.dtype == v.dtype) or q.dtype.kind != "float":
@@ -595,16 +624,12 @@ def flash_attention(b, node, args, kwargs):
     for i in range(q.rank - 2):
         b.unify(node, q.dims[i], k.dims[i], f"Q and K batch axis {i}")
         b.unify(node, k.dims[i], v.dims[i], f"K and V batch axis {i}")
-    scale = kwargs.get("scale")
+    name = "softmax_scale" if what.endswith("fp8") else "scale"
     if scale is None:
         d = b.shapes.resolve(q.dims[-1])
         if not isinstance(d, int):
-            raise b.error(node, f"the head dimension {d!r} is symbolic: give scale=… explicitly")
+            raise b.error(node, f"the head dimension {d!r} is symbolic: give {name}=… explicitly")
         scale = 1.0 / math.sqrt(d)
     if not isinstance(scale, (int, float)) or scale <= 0:
-        raise b.error(node, f"scale must be a positive number, got {scale!r}")
-    dims = q.dims[:-1] + v.dims[-1:]
-    with b.loc(node):
-        op = create(ttensor.FlashAttentionOp, q.value, k.value, v.value, causal=_bool(kwargs.get("causal", False)),
-                                      scale=_f32(scale), result=b.tensor_type(q.dtype, dims))
-    return _result(b, op, q.dtype, dims)
+        raise b.error(node, f"{name} must be a positive number, got {scale!r}")
+    return q, k, v, scale, q.dims[:-1] + v.dims[-1:]

@@ -287,7 +287,10 @@ def _causal(s: np.ndarray) -> np.ndarray:
 
 def _scores(op, q, k) -> np.ndarray:
     """scale · Q Kᵀ of an attention op, masked for `causal`."""
-    s = np.matmul(q, np.swapaxes(k, -1, -2)) * _attr_float(op, "scale")
+    return _causal_if(op, np.matmul(q, np.swapaxes(k, -1, -2)) * _attr_float(op, "scale"))
+
+
+def _causal_if(op, s: np.ndarray) -> np.ndarray:
     return _causal(s) if _attr_bool(op, "causal") else s
 
 
@@ -305,6 +308,26 @@ def flash_attention(op, ins):
     p = np.exp(s)
     p /= p.sum(axis=-1, keepdims=True)
     return [result(op, np.matmul(p, v))]
+
+
+def _e4m3_per_tensor(x: np.ndarray) -> tuple[np.ndarray, float]:
+    """x quantized to e4m3 with amax-dynamic scaling: s = max(amax, 2^-126) / 448 in f32, then quantize's
+    rounding of f32(x) / s; returns (the e4m3 values, s)."""
+    f32, e4m3 = dtypes.BY_NAME["f32"], dtypes.BY_NAME["fp8_e4m3"]
+    amax = cast(np.max(np.abs(x)) if x.size else np.float64(0.0), f32)
+    s = cast(np.maximum(amax, np.float64(2.0 ** -126)) / 448.0, f32)
+    return cast(cast(cast(x, f32) / s, f32), e4m3), float(s)
+
+
+@local("ttensor.flash_attention_fp8")
+def flash_attention_fp8(op, ins):
+    # The contract (dialects/ttensor.py, docs/language.md), in float64 from the e4m3 values: scores and
+    # probabilities unrounded, P rounded to e4m3 before its product with V, the row sums of the unrounded P
+    (q, sq), (k, sk), (v, sv) = (_e4m3_per_tensor(x) for x in ins)
+    s = _causal_if(op, np.matmul(q, np.swapaxes(k, -1, -2)) * (sq * sk * _attr_float(op, "scale")))
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    p8 = cast(p, dtypes.BY_NAME["fp8_e4m3"])
+    return [result(op, np.matmul(p8, v) * sv / p.sum(axis=-1, keepdims=True))]
 
 
 @local("ttensor.attention_lse")

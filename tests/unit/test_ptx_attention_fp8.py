@@ -44,8 +44,18 @@ def test_kernel_text():
     assert "m64n128k32.f32.e4m3.e4m3" in text                     # S and P·V on the fp8 tensor cores
     # P rounded to e4m3: a thread's 64 probabilities of a block in 32 pairs, after the first block and in the loop
     assert text.count("cvt.rn.satfinite.e4m3x2.f32") == 2 * 32
-    assert re.search(r"%DQ, ptr addrspace\(1\) %DK, ptr addrspace\(1\) %DV, i64 %BH", text)
+    assert re.search(r"%O, ptr addrspace\(1\) %DS, i64 %BH, i64 %SQ, i64 %SK, i64 %SKP\)", text)
     # the bf16 kernel is generated as before: 16-bit products, no descales
     plain = attention_sm90.generate(attention_sm90.Sm90AttentionSpec("a", scale=0.1))
-    assert "e4m3" not in plain and "%DQ" not in plain and "m64n128k16.f32.bf16.bf16" in plain
+    assert "e4m3" not in plain and "%DS" not in plain and "m64n128k16.f32.bf16.bf16" in plain
+
+
+def test_exp2_by_polynomial():
+    """poly_every=4: every fourth exponential of the softmax on the FMA pipe, the rest on ex2.approx."""
+    base = f8.generate(f8.Sm90AttentionFp8Spec("a", scale=0.1))
+    poly = f8.generate(f8.Sm90AttentionFp8Spec("a", scale=0.1, poly_every=4))
+    ex2 = "call float @llvm.nvvm.ex2.approx.ftz.f"
+    # a thread's 64 probabilities a block, in the first block and the loop, and each row's rescale factor
+    assert base.count(ex2) == 2 * (64 + 2) and poly.count(ex2) == 2 * (48 + 2)
+    assert poly.count("1262485504") == 2 * 16
 

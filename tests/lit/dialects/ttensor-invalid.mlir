@@ -871,3 +871,27 @@ func.func @push_types(%v: tensor<f16>, %h: tensor<4xf32>) {
   %0 = "ttensor.push"(%v, %h) : (tensor<f16>, tensor<4xf32>) -> tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @attn_fp8_dtype(%q: tensor<8x64xf16>, %k: tensor<8x64xbf16>) {
+  // expected-error @+1 {{'ttensor.flash_attention_fp8' Q, K, V and the result must share one element type of bf16, f16 or f32 (they are quantized to e4m3 here), got f16, bf16, bf16, f16}}
+  %r = "ttensor.flash_attention_fp8"(%q, %k, %k) {causal = false, scale = 0.125 : f32} : (tensor<8x64xf16>, tensor<8x64xbf16>, tensor<8x64xbf16>) -> tensor<8x64xf16>
+  return
+}
+
+// -----
+
+func.func @attn_fp8_quantized(%q: tensor<8x64xf8E4M3FN>) {
+  // expected-error @+1 {{'ttensor.flash_attention_fp8' Q, K, V and the result must share one element type of bf16, f16 or f32 (they are quantized to e4m3 here), got f8E4M3FN, f8E4M3FN, f8E4M3FN, f8E4M3FN}}
+  %r = "ttensor.flash_attention_fp8"(%q, %q, %q) {causal = false, scale = 0.125 : f32} : (tensor<8x64xf8E4M3FN>, tensor<8x64xf8E4M3FN>, tensor<8x64xf8E4M3FN>) -> tensor<8x64xf8E4M3FN>
+  return
+}
+
+// -----
+
+func.func @attn_fp8_seq(%q: tensor<8x64xbf16>, %k: tensor<16x64xbf16>, %v: tensor<12x64xbf16>) {
+  // expected-error @+1 {{'ttensor.flash_attention_fp8' K and V sequence lengths differ: 16 vs 12}}
+  %r = "ttensor.flash_attention_fp8"(%q, %k, %v) {causal = true, scale = 0.125 : f32} : (tensor<8x64xbf16>, tensor<16x64xbf16>, tensor<12x64xbf16>) -> tensor<8x64xbf16>
+  return
+}

@@ -85,6 +85,13 @@ func.func @attention(%q: tensor<2x8x128x64xbf16>, %k: tensor<2x8x256x64xbf16>, %
   return %o : tensor<2x8x128x64xbf16>
 }
 
+// CHECK-LABEL: func.func @attention_fp8
+func.func @attention_fp8(%q: tensor<2x128x128xbf16>, %k: tensor<2x77x128xbf16>) -> tensor<2x128x128xbf16> {
+  // CHECK: "ttensor.flash_attention_fp8"(%{{.+}}, %{{.+}}, %{{.+}}) {causal = false, scale = 0.0883883461 : f32}
+  %o = "ttensor.flash_attention_fp8"(%q, %k, %k) {causal = false, scale = 0.0883883461 : f32} : (tensor<2x128x128xbf16>, tensor<2x77x128xbf16>, tensor<2x77x128xbf16>) -> tensor<2x128x128xbf16>
+  return %o : tensor<2x128x128xbf16>
+}
+
 // CHECK-LABEL: func.func @attention_backward
 func.func @attention_backward(%q: tensor<2x?x64xbf16>, %k: tensor<2x256x64xbf16>, %v: tensor<2x256x32xbf16>, %do: tensor<2x?x32xbf16>, %delta: tensor<2x?xf32>) -> (tensor<2x?xf32>, tensor<2x?x64xbf16>, tensor<2x256x64xbf16>, tensor<2x256x32xbf16>) {
   // CHECK: %[[LSE:.+]] = "ttensor.attention_lse"(%{{.+}}, %{{.+}}) {causal = false, scale = 1.250000e-01 : f32} : (tensor<2x?x64xbf16>, tensor<2x256x64xbf16>) -> tensor<2x?xf32>
