@@ -7,6 +7,7 @@ call's AST node, its evaluated positional arguments and keyword arguments, and r
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -75,6 +76,7 @@ def graph_op(*names: str):
 def _without_i4(fn: Builder, name: str) -> Builder:
     """`fn`, refusing an i4 tensor operand at the user's line: i4 has no arithmetic (no target computes in 4
     bits; it is stored two per byte), so op.dequantize is the one op that reads it."""
+    @functools.wraps(fn)
     def checked(b, node, args, kwargs):
         given = [*args, *kwargs.values()]
         given += [x for a in given if isinstance(a, (list, tuple)) for x in a]
