@@ -67,8 +67,8 @@ def run(fn, target: str) -> int:
 def _refusal(op, target: str, why: str = "") -> LoweringError:
     name = op.operation.name
     if not why and name in _MISSING:
-        why = f": it needs {_MISSING[name]}, which the compiler does not have yet"
-    return LoweringError(op, f"'{name}' has no kernel lowering on {target}{why} (run it with tessera.interpret)")
+        why = f": it needs {_MISSING[name]}, which the compiler does not have"
+    return LoweringError(op, f"'{name}' has no kernel lowering yet on {target}{why} (run it with tessera.interpret)")
 
 
 def _lower_apply(op, target: str) -> None:
@@ -76,7 +76,7 @@ def _lower_apply(op, target: str) -> None:
     element = result.element_type
     if not isinstance(element, ir.FloatType):
         raise _refusal(_complex_source(op.operands[0]) or op, target,
-                       f": complex operators ({element}) are not lowered yet")
+                       f": complex operators ({element}) need complex tensors, which the Graph IR does not have")
     with op.location, ir.InsertionPoint(op):
         cols = _to(x, element)
         if result.rank == 1:   # a vector is one column

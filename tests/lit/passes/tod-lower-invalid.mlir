@@ -3,7 +3,7 @@
 
 func.func @expm(%m: tensor<4x4xf32>, %x: tensor<4xf32>) -> tensor<4xf32> {
   %a = "tod.dense"(%m) : (tensor<4x4xf32>) -> !tod.operator<4, 4, f32, f32>
-  // expected-error @+1 {{'tod.expm' has no kernel lowering on ptx: it needs a matrix exponential kernel, which the compiler does not have yet (run it with tessera.interpret)}}
+  // expected-error @+1 {{'tod.expm' has no kernel lowering yet on ptx: it needs a matrix exponential kernel, which the compiler does not have (run it with tessera.interpret)}}
   %e = "tod.expm"(%a) : (!tod.operator<4, 4, f32, f32>) -> !tod.operator<4, 4, f32, f32>
   %y = "tod.apply"(%e, %x) : (!tod.operator<4, 4, f32, f32>, tensor<4xf32>) -> tensor<4xf32>
   return %y : tensor<4xf32>
@@ -12,7 +12,7 @@ func.func @expm(%m: tensor<4x4xf32>, %x: tensor<4xf32>) -> tensor<4xf32> {
 // -----
 
 func.func @complex(%x: tensor<8xcomplex<f32>>) -> tensor<8xcomplex<f32>> {
-  // expected-error @+1 {{'tod.fft' has no kernel lowering on ptx: complex operators (complex<f32>) are not lowered yet}}
+  // expected-error @+1 {{'tod.fft' has no kernel lowering yet on ptx: complex operators (complex<f32>) need complex tensors, which the Graph IR does not have}}
   %f = "tod.fft"() : () -> !tod.operator<8, 8, complex<f32>, f32>
   %y = "tod.apply"(%f, %x) : (!tod.operator<8, 8, complex<f32>, f32>, tensor<8xcomplex<f32>>) -> tensor<8xcomplex<f32>>
   return %y : tensor<8xcomplex<f32>>
@@ -22,7 +22,7 @@ func.func @complex(%x: tensor<8xcomplex<f32>>) -> tensor<8xcomplex<f32>> {
 
 func.func @norm(%m: tensor<4x4xf32>) -> tensor<f32> {
   %a = "tod.dense"(%m) : (tensor<4x4xf32>) -> !tod.operator<4, 4, f32, f32>
-  // expected-error @+1 {{'tod.norm' has no kernel lowering on ptx: it needs an SVD or eigensolver kernel, which the compiler does not have yet (run it with tessera.interpret)}}
+  // expected-error @+1 {{'tod.norm' has no kernel lowering yet on ptx: it needs an SVD or eigensolver kernel, which the compiler does not have (run it with tessera.interpret)}}
   %n = "tod.norm"(%a) {kind = "fro"} : (!tod.operator<4, 4, f32, f32>) -> tensor<f32>
   return %n : tensor<f32>
 }
@@ -32,7 +32,7 @@ func.func @norm(%m: tensor<4x4xf32>) -> tensor<f32> {
 func.func @kronecker_dynamic(%a: tensor<2x2xf32>, %b: tensor<3x3xf32>, %x: tensor<6x?xf32>) -> tensor<6x?xf32> {
   %da = "tod.dense"(%a) : (tensor<2x2xf32>) -> !tod.operator<2, 2, f32, f32>
   %db = "tod.dense"(%b) : (tensor<3x3xf32>) -> !tod.operator<3, 3, f32, f32>
-  // expected-error @+1 {{'tod.kronecker' has no kernel lowering on ptx: a Kronecker product lowers with static extents only}}
+  // expected-error @+1 {{'tod.kronecker' has no kernel lowering yet on ptx: a Kronecker product lowers with static extents only}}
   %k = "tod.kronecker"(%da, %db) : (!tod.operator<2, 2, f32, f32>, !tod.operator<3, 3, f32, f32>) -> !tod.operator<6, 6, f32, f32>
   %y = "tod.apply"(%k, %x) : (!tod.operator<6, 6, f32, f32>, tensor<6x?xf32>) -> tensor<6x?xf32>
   return %y : tensor<6x?xf32>
