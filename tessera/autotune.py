@@ -162,7 +162,7 @@ def search(kernel, params: dict, objective: str = "runtime", args=None, size: in
         stored_keys = [tuning.record_key(grp, dims, dtype) for dims, dtype in matmuls]
         found = [tuning.record(k) for k in stored_keys]
         if all(r is not None and r.get("space") == space for r in found):
-            return Result({_NAMES[k]: v for k, v in found[0]["config"].items()}, found[0]["seconds"], [],
+            return Result({_NAMES.get(k, k): v for k, v in found[0]["config"].items()}, found[0]["seconds"], [],
                           stored=True)
     show = sys.stderr.isatty() if progress is None else progress
     combos = list(itertools.product(*(params[n] for n in names)))
