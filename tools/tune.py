@@ -16,8 +16,10 @@ import argparse
 import sys
 import types
 
-from .. import autotune, tuning
+from .. import autotune, compiler, tuning
 from ..numerics import profiles
+from ..options import CompileOptions
+from ..selection import backends_for
 from .errors import ToolError, read_text, tool_main
 
 DEFAULT_SPACE = {"BM": [64, 128, 256], "BN": [64, 128, 256], "BK": [128, 256]}
@@ -41,6 +43,17 @@ def _param(text: str) -> tuple[str, list[int]]:
         raise ToolError(f"--param {text!r}: give NAME=V1,V2,… (BN=64,128)") from None
 
 
+def _current(key: dict) -> bool:
+    """Whether this compiler, on this machine, reads the record of `key` (its compiler hash is today's)."""
+    arch = "" if key["arch"] == "default" else key["arch"]
+    try:
+        options = CompileOptions(target=key["target"], numerics=key["numerics"],
+                                 **({"cpu": arch} if key["target"] == "cpu" else {"arch": arch}))
+        return compiler.tuning_group(options, backends_for(options))["compiler"] == key["compiler"]
+    except (ValueError, TypeError, KeyError):   # a target or profile this release does not know
+        return False
+
+
 def _list() -> None:
     found = tuning.records()
     if not found:
@@ -48,8 +61,9 @@ def _list() -> None:
     for path, r in found:
         k = r["key"]
         config = " ".join(f"{n}={v}" for n, v in sorted(r["config"].items()))
+        used = "" if _current(k) else ", another compiler's: not used"
         print(f"{k['target']} {k['arch']} {k['numerics']} {k['bucket']} {k['dtype']}: {config} "
-              f"({r['seconds'] * 1e3:.3f} ms, best of {r['tried']}; compiler {k['compiler'][:12]}) {path}")
+              f"({r['seconds'] * 1e3:.3f} ms, best of {r['tried']}; compiler {k['compiler'][:12]}{used}) {path}")
 
 
 @tool_main("tessera-tune")

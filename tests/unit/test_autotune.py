@@ -189,15 +189,18 @@ def test_the_cli(program, capsys):
     assert "mm: BN=" in out.out and "best of 2, stored" in out.out and out.err == ""
     assert tune.main([program.filename, "mm", "--param", "BN=16,32", "--quiet"]) == 0
     assert "stored before, nothing timed" in capsys.readouterr().out
+    (_, record), = tuning.records()
+    tuning.store({**record["key"], "compiler": "0" * 64}, {"NC": 16}, 1.0, 1)   # an older compiler's
     assert tune.main(["--list"]) == 0
-    listed = capsys.readouterr().out
-    assert "cpu native fast 128x64x128 f32xf32->f32: NC=" in listed and "best of 2" in listed
+    current, old = sorted(capsys.readouterr().out.splitlines(), key=lambda line: "not used" in line)
+    assert "cpu native fast 128x64x128 f32xf32->f32: NC=" in current and "best of 2" in current
+    assert "not used" not in current and "compiler 000000000000, another compiler's: not used" in old
     assert tune.main([program.filename, "mm", "--shape", "96x"]) == 1
     assert "--shape '96x': give the extents" in capsys.readouterr().err
     assert tune.main([program.filename, "mm", "--param", "BN=16", "--shape", "96x80", "--quiet"]) == 1
     assert "shapes gives 1 shapes for 2 arguments" in capsys.readouterr().err
     assert tune.main(["--clear"]) == 0
-    assert "removed 1 stored autotuning result" in capsys.readouterr().out
+    assert "removed 2 stored autotuning result" in capsys.readouterr().out
     assert tuning.records() == []
     with warnings.catch_warnings():
         warnings.simplefilter("error")
