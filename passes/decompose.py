@@ -226,11 +226,10 @@ def quantization(fn) -> int:
 
 def _i4_parameters(fn) -> None:
     """An i4 parameter [..., N] crosses the ABI as its bytes, u8 [..., N/2] (numpy has no i4; u8 as fp8's bit
-    patterns travel), read as i8 bytes on entry; the argument keeps its declared dtype (`tessera.declared`)
-    for the plan, as fp8's does."""
+    patterns travel), which its dequantizes unpack as they are (`_unpack_i4`); the argument keeps its
+    declared dtype (`tessera.declared`) for the plan, as fp8's does."""
     block = fn.entry_block
     arg_attrs = [ir.DictAttr(a) for a in ir.ArrayAttr(fn.attributes["arg_attrs"])]
-    first = next(iter(block.operations))
     for arg in list(block.arguments):
         if not _is_i4(arg):
             continue
@@ -241,11 +240,6 @@ def _i4_parameters(fn) -> None:
         dims[-1] = ir.StringAttr.get(str(shape[-1] // 2))
         arg_attrs[arg.arg_number] = ir.DictAttr.get({**attrs, "tessera.dims": ir.ArrayAttr.get(dims),
                                                      fp8_fallback.DECLARED: ir.StringAttr.get("i4")})
-        with first.location, ir.InsertionPoint(first):
-            b = _to(arg, ir.IntegerType.get_signless(8))
-        for use in list(arg.uses):
-            if use.owner != b.owner:
-                use.owner.operands[use.operand_number] = b
     fn.attributes["arg_attrs"] = ir.ArrayAttr.get(arg_attrs)
     fty = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
     fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get([a.type for a in block.arguments],
@@ -253,8 +247,8 @@ def _i4_parameters(fn) -> None:
 
 
 def _i4_results(fn) -> None:
-    """An i4 result (its bytes, i8 [..., N/2], once quantize is rewritten) is returned as u8 bytes, declared
-    i4 in `res_attrs` for the plan."""
+    """An i4 result (its bytes, i8 [..., N/2] once quantize is rewritten, or an i4 parameter's u8 ones) is
+    returned as u8 bytes, declared i4 in `res_attrs` for the plan."""
     fty = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
     if not any(_is_i4_type(t) for t in fty.results):
         return
@@ -281,34 +275,33 @@ def _reshape(x, shape: list, named: list | None = None) -> ir.Value:
     return r.result
 
 
-def _nibble_shifts(first: int, second: int) -> ir.Value:
-    """The i8 vector [first, second]: Graph IR's constants are splats, so it is pushed together (ttensor.push
-    of `first` onto a splat of `second`), a 2-element kernel of its own."""
-    i8 = ir.IntegerType.get_signless(8)
-    two = ir.RankedTensorType.get([2], i8)
-    v = ttensor.ConstantOp(value=ir.IntegerAttr.get(i8, first), result=ir.RankedTensorType.get([], i8)).result
-    h = ttensor.ConstantOp(value=ir.IntegerAttr.get(i8, second), result=two).result
-    return ttensor.PushOp(v, h, result=two).result
+def _nibble_shifts(first: int, second: int, element) -> ir.Value:
+    """The vector [first, second] of `element` (i8 or u8): Graph IR's constants are splats, so it is pushed
+    together (ttensor.push of `first` onto a splat of `second`), a 2-element kernel of its own."""
+    two = ir.RankedTensorType.get([2], element)
+    v = ttensor.ConstantOp(value=ir.IntegerAttr.get(element, first), result=ir.RankedTensorType.get([], element))
+    h = ttensor.ConstantOp(value=ir.IntegerAttr.get(element, second), result=two).result
+    return ttensor.PushOp(v.result, h, result=two).result
 
 
 def _pack_i4(q, shape: list, dims: list) -> ir.Value:
     """i8 `q` [..., N] of values -8..7 as i4 bytes [..., N/2]: byte j = (q[2j] & 15) | (q[2j+1] << 4), summed
     over a trailing pair axis (the nibbles do not overlap, so the sum is the or; the shift wraps in i8)."""
-    i8 = ir.IntegerType.get_signless(8)
     n = shape[-1]
     pairs = _reshape(_bin("and", q, _int(15)), shape[:-1] + [n // 2, 2], dims[:-1] + [str(n // 2), "2"])
-    return _reduce("sum", _bin("shl", pairs, _nibble_shifts(0, 4)), False)
+    return _reduce("sum", _bin("shl", pairs, _nibble_shifts(0, 4, _elt(q))), False)
 
 
 def _unpack_i4(b, shape: list, dims: list) -> ir.Value:
-    """i4 bytes `b` [..., N/2] as i8 [..., N] of values -8..7: (byte << 4) >> 4 for the low nibble (the even
-    element), byte >> 4 for the high one, arithmetic shifts in i8 (they sign-extend the nibble)."""
-    i8 = ir.IntegerType.get_signless(8)
+    """i4 bytes `b` [..., N/2] (i8, or a parameter's u8) as i8 [..., N] of values -8..7: (byte << 4) >> 4 for
+    the low nibble (the even element), byte >> 4 for the high one; the left shift in the bytes' own type
+    (wrapping), the right one arithmetic in i8 (it sign-extends the nibble). A u8 byte becomes i8 between the
+    two (a cast wraps), in the same kernel, so a parameter's bytes are not copied first."""
     n = shape[-1]
     pairs = _reshape(b, shape[:-1] + [n // 2, 1], dims[:-1] + [str(n // 2), "1"])
-    wide = ir.RankedTensorType.get(shape[:-1] + [n // 2, 2], i8)
-    t = ttensor.BinaryOp(pairs, _nibble_shifts(4, 0), fn=ir.StringAttr.get("shl"), result=wide).result
-    return _reshape(_bin("shr", t, _int(4)), shape, dims)
+    wide = ir.RankedTensorType.get(shape[:-1] + [n // 2, 2], _elt(b))
+    t = ttensor.BinaryOp(pairs, _nibble_shifts(4, 0, _elt(b)), fn=ir.StringAttr.get("shl"), result=wide).result
+    return _reshape(_bin("shr", _to(t, ir.IntegerType.get_signless(8)), _int(4)), shape, dims)
 
 
 def _is_i4(v) -> bool:

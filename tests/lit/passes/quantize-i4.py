@@ -3,7 +3,7 @@
 # then packs: (q & 15) viewed as pairs [..., N/2, 2], shifted left by [0, 4] (a 2-element vector made by
 # ttensor.push: Graph IR constants are splats) and summed over the pair. Dequantize unpacks: bytes viewed as
 # [..., N/2, 1], shifted left by [4, 0] and arithmetically right by 4 (sign-extending each nibble). An i4
-# parameter is taken as u8 bytes (declared i4 for the plan, which tessera-objdump shows).
+# parameter is taken as u8 bytes (declared i4 for the plan, which tessera-objdump shows), unpacked in place.
 # RUN: rm -rf %t && tessera-cc %s --dump-ir-after-all %t -o %t.tessera
 # RUN: FileCheck %s --check-prefix=SCHED < %t/02-schedule.mlir
 # RUN: FileCheck %s --check-prefix=KERN < %t/07-kernels.mlir
@@ -41,8 +41,18 @@ def round_trip(X: tensor[f32, "M", 64], s: tensor[f32]):
 
 
 # SCHED-LABEL: func.func @weights(%arg0: tensor<16x32xui8> {tessera.declared = "i4", tessera.dims = [16, "32"]
-# SCHED:         "ttensor.cast"(%arg0) {accum = f32} : (tensor<16x32xui8>) -> tensor<16x32xi8>
-# SCHED:         "ttensor.reshape"({{.*}}) {tessera.result_dims = ["16", "32", "1"]} : (tensor<16x32xi8>) -> tensor<16x32x1xi8>
+# SCHED:         "ttensor.reshape"(%arg0) {tessera.result_dims = ["16", "32", "1"]} : (tensor<16x32xui8>) -> tensor<16x32x1xui8>
+# SCHED:         "ttensor.push"({{.*}}) : (tensor<ui8>, tensor<2xui8>) -> tensor<2xui8>
+# SCHED:         "ttensor.binary"({{.*}}) {fn = "shl"} : (tensor<16x32x1xui8>, tensor<2xui8>) -> tensor<16x32x2xui8>
+# SCHED:         "ttensor.cast"({{.*}}) {accum = f32} : (tensor<16x32x2xui8>) -> tensor<16x32x2xi8>
+# SCHED:         "ttensor.binary"({{.*}}) {fn = "shr"} : (tensor<16x32x2xi8>, tensor<i8>) -> tensor<16x32x2xi8>
+
+# The parameter's bytes are read where they lie: the shifts and the u8 -> i8 conversion are one kernel.
+# KERN-LABEL:  func.func @weights__elementwise{{[0-9]+}}(%arg0: memref<?xi8> {tessera.dims = ["R"]
+# KERN:          arith.shli
+# KERN:          arith.trunci
+# KERN-NOT:    func.func
+# KERN:          arith.shrsi
 
 # PLAN-LABEL:  functions:
 # PLAN:        - name: weights{{$}}
