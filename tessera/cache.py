@@ -5,12 +5,14 @@ The key (`key`) covers:
     versions of MLIR (torch_mlir) and LLVM (llvmlite) it uses;
   - the source text and its file name (locations are part of the IR);
   - the compile options (`CompileOptions.hash()`: target, kernels, cpu, arch, opt_level, warp_size, hints,
-    numerics profile);
+    tuned, numerics profile);
   - each backend's hash (backends/contract.py `Backend.hash`): its own options, which carry what it reads
     from the machine (the CPU GEMM cost model's thread count, from TESSERA_NUM_THREADS or the core count,
     and cache sizes), the identity of the external tools whose output lands in the image or that decide
     whether one is made, and for the CPU the build machine (`native` code and every CPU target's GEMM
-    register tile are fitted to it).
+    register tile are fitted to it);
+  - the stored autotuning results the schedule phase may take (tuning.py `group_digest`, which
+    compiler.compile_source adds to the backends' hashes): a stored, changed or cleared one recompiles.
 
 Environment variables read at compile time, and where the key covers each. The ones that name tools change
 an image only through the tool found, so the key holds that tool's identity — its path and release — as
@@ -21,7 +23,8 @@ the backend's `tool_versions()` reports it, never the variable itself:
   TESSERA_LD_LLD       ld.lld, which links AMDGPU code objects (backends/amdgpu/link.py `identity`)
   TESSERA_SPIRV_VAL    spirv-val, which refuses a module it finds invalid (backends/spirv/spirv_val.py)
   TESSERA_NUM_THREADS  the CPU backend's options (the GEMM blocking fits the thread count)
-  TESSERA_CACHE, TESSERA_CACHE_DIR   whether and where the cache is; never an image
+  TESSERA_CACHE, TESSERA_CACHE_DIR   whether and where the cache is; an image only through the stored
+                       autotuning results the directory holds (tuning.py), whose digest is in the key
 The numerics profile is no environment variable: `numerics.profile()` sets `CompileOptions.numerics`.
 
 An entry is the image after a header naming its key and the image's sha256 (`_entry`): a look-up serves an
