@@ -30,6 +30,11 @@ SOURCE = textwrap.dedent("""\
         return op.matmul(A, B)
 
 
+    @function
+    def dyn(A: tensor[f32, "M", "K"], B: tensor[f32, "K", "N"]):
+        return op.matmul(A, B)
+
+
     @function(tile=(32, 32, 16))
     def hinted(A: tensor[f32, 96, 80], B: tensor[f32, 80, 64]):
         return op.matmul(A, B)
@@ -126,6 +131,18 @@ def test_keys_do_not_collide(program):
     autotune.search(program, SPACE, repeat=1, persist=True, progress=False)
     with profiles.profile("deterministic"):
         assert autotune_props(compiled(program)) == {None}
+
+
+def test_extents_known_at_run_time_key_as_any(program):
+    """A matmul over symbolic extents is keyed "?": its result, timed at the shapes given, serves every shape."""
+    kernel = types.SimpleNamespace(filename=program.filename, name="dyn")
+    result = autotune.search(kernel, SPACE, repeat=1, shapes=[(70, 40), (40, 50)], persist=True, progress=False)
+    (_, record), = tuning.records()
+    assert record["key"]["bucket"] == "?x?x?" and record["shapes"] == [[70, 40], [40, 50]]
+    image = compiled(program, kernels=("dyn",))
+    assert autotune_props(image) == {f"stored: NC={result['BN']}"}
+    A, B = np.ones((33, 17), np.float32), np.ones((17, 65), np.float32)
+    np.testing.assert_array_equal(executor.load(image).dyn(A, B), A @ B)
 
 
 @pytest.mark.parametrize("damage", ["garbage", "version", "renamed", "config"])
