@@ -81,12 +81,24 @@ def _with_element(t: ir.RankedTensorType, elem: ir.Type) -> ir.RankedTensorType:
     return ir.RankedTensorType.get(t.shape, elem, t.encoding)
 
 
+def _rows_of_16_bytes(mm) -> bool:
+    """Whether the one-byte GEMM can read `mm`'s operands, as far as the compiler knows: TMA reads their rows
+    in 16-byte units, so a static K must be a multiple of 16. A plain product of another static K stays in
+    the containers, whose packing pads K; a stored transpose (the scaled GEMM's Bᵀ) has no such path, and its
+    GEMM refuses the K at the user's line."""
+    a = ir.RankedTensorType(mm.operands[0].type)
+    transposed = "tessera.transpose_a" in mm.attributes or "tessera.transpose_b" in mm.attributes
+    k = a.rank - (2 if "tessera.transpose_a" in mm.attributes else 1)
+    return transposed or a.is_dynamic_dim(k) or a.get_dim_size(k) % 16 == 0
+
+
 def one_byte_parameters(fn) -> set:
     """The fp8 parameters of `fn` that only matmuls read, as operands of matmuls whose two operands are such
     parameters: on a target whose GEMM reads one-byte fp8 (TargetFacts.scaled_fp8_gemm) they stay one byte
     wide, from the caller's memory to the tensor cores."""
     kept = {a for a in fn.entry_block.arguments if format_of(a.type) is not None and list(a.uses) and
-            all(u.owner.name == "ttensor.matmul" and u.operand_number < 2 for u in a.uses)}
+            all(u.owner.name == "ttensor.matmul" and u.operand_number < 2 and _rows_of_16_bytes(u.owner)
+                for u in a.uses)}
     while True:   # a matmul with an operand that is not kept reads containers: its parameters are not kept
         mixed = {a for a in kept for u in a.uses if not all(o in kept for o in list(u.owner.operands)[:2])}
         if not mixed:
