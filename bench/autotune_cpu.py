@@ -73,6 +73,7 @@ def main() -> None:
     sizes = [int(s) for s in a.sizes.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["TESSERA_CACHE_DIR"] = a.store or os.path.join(tmp, "cache")
+        os.environ.pop("TESSERA_TUNE_DIR", None)   # the results in that cache directory, none from elsewhere
         path = os.path.join(tmp, "tuned_programs.py")
         with open(path, "w") as f:
             f.write(source(sizes, a.attention))

@@ -25,6 +25,7 @@ the backend's `tool_versions()` reports it, never the variable itself:
   TESSERA_NUM_THREADS  the CPU backend's options (the GEMM blocking fits the thread count)
   TESSERA_CACHE, TESSERA_CACHE_DIR   whether and where the cache is; an image only through the stored
                        autotuning results the directory holds (tuning.py), whose digest is in the key
+  TESSERA_TUNE_DIR     where those results are instead (default <cache dir>/tune): the same digest
 The numerics profile is no environment variable: `numerics.profile()` sets `CompileOptions.numerics`.
 
 An entry is the image after a header naming its key and the image's sha256 (`_entry`): a look-up serves an

@@ -18,6 +18,7 @@ def mm(A: tensor[bf16, 512, 384], B: tensor[bf16, 384, 256]):
 
 def test_a_ptx_search_times_on_the_device_and_is_remembered(cuda, tmp_path, monkeypatch):
     monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TESSERA_TUNE_DIR", raising=False)   # tests/conftest.py's: the cache directory's here
     try:
         from tessera import autotune, compiler, executor, tuning
         from tessera.image import read_image

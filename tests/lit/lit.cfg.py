@@ -16,6 +16,8 @@ bindir = os.path.dirname(sys.executable)
 paths = [os.environ.get("TESSERA_LIT_PATH"), bindir, os.environ.get("PATH")]
 config.environment["PATH"] = os.pathsep.join(p for p in paths if p)
 config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
+# no stored autotuning results (tessera/tuning.py) change the schedules checked: a place that does not exist
+config.environment["TESSERA_TUNE_DIR"] = os.path.join(os.path.dirname(__file__), ".no-tuning-results")
 config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("FileCheck", "filecheck"))
 

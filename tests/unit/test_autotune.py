@@ -45,6 +45,7 @@ SPACE = {"BN": [16, 32]}
 @pytest.fixture
 def program(tmp_path, monkeypatch):
     monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TESSERA_TUNE_DIR", raising=False)   # tests/conftest.py's: here, the cache directory's
     path = tmp_path / "prog.py"
     path.write_text(SOURCE)
     return types.SimpleNamespace(filename=str(path), name="mm", path=path)
