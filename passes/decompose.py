@@ -215,9 +215,13 @@ def quantization(fn) -> int:
     # before rewrites replace operands (an i4 one by its bytes)
     named = [(dims[op.operands[0]], dims[op.operands[1]], _is_i4(op.operands[0])) for op in ops]
     _i4_parameters(fn)
+    made: list = []   # the function's nibble shift vector, once made
+
+    def shifts() -> ir.Value:
+        return _nibble_shifts(fn, made)
     for op, (xdims, sdims, packed) in zip(ops, named):
         with op.location, ir.InsertionPoint(op):
-            out = _quantized(op, xdims, sdims, packed)
+            out = _quantized(op, xdims, sdims, packed, shifts)
         op.results[0].replace_all_uses_with(out)
         op.operation.erase()
     _i4_results(fn)
@@ -247,8 +251,8 @@ def _i4_parameters(fn) -> None:
 
 
 def _i4_results(fn) -> None:
-    """An i4 result (its bytes, i8 [..., N/2] once quantize is rewritten, or an i4 parameter's u8 ones) is
-    returned as u8 bytes, declared i4 in `res_attrs` for the plan."""
+    """An i4 result (its bytes, u8 [..., N/2], once quantize is rewritten) is returned as they are, declared
+    i4 in `res_attrs` for the plan."""
     fty = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
     if not any(_is_i4_type(t) for t in fty.results):
         return
@@ -257,8 +261,6 @@ def _i4_results(fn) -> None:
         if "res_attrs" in fn.attributes else [ir.DictAttr.get({}) for _ in fty.results]
     for i, t in enumerate(fty.results):
         if _is_i4_type(t):
-            with ret.location, ir.InsertionPoint(ret):
-                ret.operands[i] = _to(ret.operands[i], ir.IntegerType.get_unsigned(8))
             attrs = {na.name: na.attr for na in res_attrs[i]}
             res_attrs[i] = ir.DictAttr.get({**attrs, fp8_fallback.DECLARED: ir.StringAttr.get("i4")})
     fn.attributes["res_attrs"] = ir.ArrayAttr.get(res_attrs)
@@ -275,33 +277,41 @@ def _reshape(x, shape: list, named: list | None = None) -> ir.Value:
     return r.result
 
 
-def _nibble_shifts(first: int, second: int, element) -> ir.Value:
-    """The vector [first, second] of `element` (i8 or u8): Graph IR's constants are splats, so it is pushed
-    together (ttensor.push of `first` onto a splat of `second`), a 2-element kernel of its own."""
-    two = ir.RankedTensorType.get([2], element)
-    v = ttensor.ConstantOp(value=ir.IntegerAttr.get(element, first), result=ir.RankedTensorType.get([], element))
-    h = ttensor.ConstantOp(value=ir.IntegerAttr.get(element, second), result=two).result
-    return ttensor.PushOp(v.result, h, result=two).result
+def _nibble_shifts(fn, made: list) -> ir.Value:
+    """The u8 vector [0, 4], each nibble's shift, made once per function at its entry (`made` holds it once
+    made): Graph IR's constants are splats, so it is pushed together (ttensor.push of 0 onto a splat of 4),
+    three launches of one or two elements."""
+    if not made:
+        u8 = ir.IntegerType.get_unsigned(8)
+        first = next(iter(fn.entry_block.operations))
+        two = ir.RankedTensorType.get([2], u8)
+        with first.location, ir.InsertionPoint(first):
+            v = ttensor.ConstantOp(value=ir.IntegerAttr.get(u8, 0), result=ir.RankedTensorType.get([], u8))
+            h = ttensor.ConstantOp(value=ir.IntegerAttr.get(u8, 4), result=two)
+            made.append(ttensor.PushOp(v.result, h.result, result=two).result)
+    return made[0]
 
 
-def _pack_i4(q, shape: list, dims: list) -> ir.Value:
-    """i8 `q` [..., N] of values -8..7 as i4 bytes [..., N/2]: byte j = (q[2j] & 15) | (q[2j+1] << 4), summed
-    over a trailing pair axis (the nibbles do not overlap, so the sum is the or; the shift wraps in i8)."""
+def _pack_i4(q, shape: list, dims: list, shifts) -> ir.Value:
+    """i8 `q` [..., N] of values -8..7 as i4 bytes, u8 [..., N/2]: byte j = (q[2j] & 15) | (q[2j+1] << 4),
+    summed over a trailing pair axis (the nibbles do not overlap, so the sum is the or). u8, the type a
+    parameter's bytes come in, so that a result needs no conversion and unpacking has one form."""
     n = shape[-1]
-    pairs = _reshape(_bin("and", q, _int(15)), shape[:-1] + [n // 2, 2], dims[:-1] + [str(n // 2), "2"])
-    return _reduce("sum", _bin("shl", pairs, _nibble_shifts(0, 4, _elt(q))), False)
+    nibbles = _to(_bin("and", q, _int(15)), ir.IntegerType.get_unsigned(8))
+    pairs = _reshape(nibbles, shape[:-1] + [n // 2, 2], dims[:-1] + [str(n // 2), "2"])
+    return _reduce("sum", _bin("shl", pairs, shifts()), False)
 
 
-def _unpack_i4(b, shape: list, dims: list) -> ir.Value:
-    """i4 bytes `b` [..., N/2] (i8, or a parameter's u8) as i8 [..., N] of values -8..7: (byte << 4) >> 4 for
-    the low nibble (the even element), byte >> 4 for the high one; the left shift in the bytes' own type
-    (wrapping), the right one arithmetic in i8 (it sign-extends the nibble). A u8 byte becomes i8 between the
-    two (a cast wraps), in the same kernel, so a parameter's bytes are not copied first."""
+def _unpack_i4(b, shape: list, dims: list, shifts) -> ir.Value:
+    """i4 bytes `b`, u8 [..., N/2], as i8 [..., N] of values -8..7: ((byte >> [0, 4]) << 4) >> 4, the nibble
+    moved down (a logical shift, `pack`'s vector), then to the top of an i8 (a cast wraps) and arithmetically
+    back, which sign-extends it: one kernel, which reads a parameter's bytes where they lie."""
     n = shape[-1]
     pairs = _reshape(b, shape[:-1] + [n // 2, 1], dims[:-1] + [str(n // 2), "1"])
     wide = ir.RankedTensorType.get(shape[:-1] + [n // 2, 2], _elt(b))
-    t = ttensor.BinaryOp(pairs, _nibble_shifts(4, 0, _elt(b)), fn=ir.StringAttr.get("shl"), result=wide).result
-    return _reshape(_bin("shr", _to(t, ir.IntegerType.get_signless(8)), _int(4)), shape, dims)
+    t = ttensor.BinaryOp(pairs, shifts(), fn=ir.StringAttr.get("shr"), result=wide).result
+    t = _bin("shl", _to(t, ir.IntegerType.get_signless(8)), _int(4))
+    return _reshape(_bin("shr", t, _int(4)), shape, dims)
 
 
 def _is_i4(v) -> bool:
@@ -318,10 +328,10 @@ def _int(value: int) -> ir.Value:
     return ttensor.ConstantOp(value=ir.IntegerAttr.get(i8, value), result=ir.RankedTensorType.get([], i8)).result
 
 
-def _quantized(op, xdims: list, sdims: list, packed: bool) -> ir.Value:
+def _quantized(op, xdims: list, sdims: list, packed: bool, shifts) -> ir.Value:
     """The ops of one quantize or dequantize; `xdims`, `sdims`: its operands' extents (graph_shapes). A
     dequantize's i4 operand (`packed`) is already bytes (its quantize was rewritten first), so shapes are read
-    off the result."""
+    off the result; `shifts()` is the function's nibble shift vector."""
     x, s = op.operands[0], op.operands[1]
     f32 = ir.F32Type.get()
     granularity = ir.StringAttr(op.attributes["granularity"]).value
@@ -330,7 +340,7 @@ def _quantized(op, xdims: list, sdims: list, packed: bool) -> ir.Value:
     element = ir.RankedTensorType(op.results[0].type).element_type
     i4 = isinstance(element, ir.IntegerType) and ir.IntegerType(element).width == 4
     if op.operation.name == "ttensor.dequantize" and packed:
-        x = _unpack_i4(x, shape, xdims)
+        x = _unpack_i4(x, shape, xdims, shifts)
     if granularity == "channel":
         axis = ir.IntegerAttr(op.attributes["axis"]).value % rank
         if axis != rank - 1:   # a [C] scale broadcasts along the last axis as it is
@@ -354,4 +364,4 @@ def _quantized(op, xdims: list, sdims: list, packed: bool) -> ir.Value:
     t = _to(t, ir.IntegerType.get_signless(8) if i4 else element)   # i4's values in i8, then packed
     if granularity == "block":
         t = _reshape(t, shape, xdims)
-    return _pack_i4(t, shape, xdims) if i4 else t
+    return _pack_i4(t, shape, xdims, shifts) if i4 else t

@@ -124,9 +124,9 @@ def test_the_plan_keeps_i4_two_a_byte(programs):
     dq = plans["dequantize4"]
     assert (dq.values[dq.args[0]].dtype, dq.values[dq.args[0]].dims, dq.values[dq.args[0]].declared) == \
         ("u8", ("N", "16"), "i4")
-    # inside a function the i4 tensor between its quantize and dequantize kernels is its bytes: N x 16 of i8
+    # inside a function the i4 tensor between its quantize and dequantize kernels is its bytes: N x 16 of u8
     rt = plans["round_trip"]
-    assert ("i8", ("N", "16")) in {(v.dtype, v.dims) for v in rt.values.values()}
+    assert ("u8", ("N", "16")) in {(v.dtype, v.dims) for v in rt.values.values()}
     assert not any(v.dtype == "i4" for p in plans.values() for v in p.values.values())
 
 
