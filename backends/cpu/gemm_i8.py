@@ -46,6 +46,7 @@ _SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
 # 1.32-1.34 for 32 and 1.00-1.30 / 0.97-1.20 for 16 (2-core SPR, loaded; in one process, 2 runs).
 _KT_CHUNK = 64
 _ANY_ROWS = 1 << 20   # MB where M is symbolic: `rows` then decides alone
+_SPLIT = 256   # the fewest columns `width` narrows a block to for the threads (narrower: A packed more often)
 _MR = 8   # vnni: rows of C per micro-tile (8 rows × 2 zmm of 16 columns: 16 accumulators of 32 zmm)
 
 
@@ -110,10 +111,14 @@ def choose_blocks(M: int | None, N: int | None, K: int | None, l2: int) -> tuple
 
 
 def width(spec: I8GemmSpec) -> str:
-    """The block's columns at the call's K, as an extent expression (the kernel computes the same in
-    _block_start): the panel's bytes over K, in multiples of 32, between 32 and NB. Chosen per call because
-    with a symbolic K the compile-time guess is off by the ratio: 2048 × 1024 columns is all of a 2 MiB L2."""
-    return f"max(32, min({spec.nb}, {spec.panel} // max(K, 1) // 32 * 32))"
+    """The block's columns at the call's K and N, as an extent expression (the kernel computes the same in
+    _block_start): the panel's bytes over K, in multiples of 32, between 32 and NB; and, down to _SPLIT
+    columns, no more than give each thread a block column. Chosen per call because with a symbolic K the
+    compile-time guess is off by the ratio: 2048 × 1024 columns is all of a 2 MiB L2. Column blocks before
+    row blocks since each row block packs B again and each column block A: at 1024³ on 2 threads 2 blocks of
+    1024×512 ran 0.75-0.93 ms against 0.83-0.94 for 512×1024 (best of 300, alternating, 2 runs)."""
+    split = f"max({_SPLIT}, ceil(ceil(N/{spec.threads})/32) * 32)"
+    return f"max(32, min({spec.nb}, min({spec.panel} // max(K, 1) // 32 * 32, {split})))"
 
 
 def rows(spec: I8GemmSpec) -> str:
@@ -360,7 +365,8 @@ vectors:
 def _block_start(f: _Fn, spec: I8GemmSpec):
     """(i0, j0, mb, nb) of this block, returning early for a block past the matrix."""
     cols = f.val(f"udiv i64 {spec.panel}, {f.smax('%K', 1)}")   # width(spec)
-    cols = f.smax(32, f.smin(spec.nb, f.mul(f.val(f"udiv i64 {cols}, 32"), 32)))
+    split = f.smax(_SPLIT, f.mul(f.cdiv(f.cdiv("%N", spec.threads), 32), 32))
+    cols = f.smax(32, f.smin(spec.nb, f.smin(f.mul(f.val(f"udiv i64 {cols}, 32"), 32), split)))
     row_blocks = f.cdiv(spec.threads, f.smax(1, f.cdiv("%N", cols)))   # rows(spec)
     height = f.smax(32, f.smin(spec.mb, f.mul(f.cdiv(f.cdiv("%M", row_blocks), 32), 32)))
     i0 = f.mul("%by", height)
@@ -411,11 +417,16 @@ def _plain(spec: I8GemmSpec, name: str) -> str:
 def _pack(spec: I8GemmSpec, name: str) -> str:
     """pack(B, N, K, j0, nb, panel, kq): panel[g][q][c][r] = B[4q+r][j0+16g+c] for g < _groups(nb), q < kq,
     zero past K and nb. Whole 4×16 pieces are four 16-byte loads interleaved by one shuffle; the rest
-    bytewise."""
+    bytewise. In 64 rows of B at a time (16 quads: one tile's 1 KiB of each group), every group in turn: the
+    64 lines those rows span stay in L1 while the four groups each line holds read it. (Group by group down
+    all of K, each line came from L2 four times, and packing took a tenth of a 1024³ call.)"""
     f = _Fn(name)
     ngroups = _groups(f, "%nb")
 
-    def group(g, _):
+    def rows(q0, _):
+        f.loop(0, ngroups, 1, lambda g, _: group(g, q0, f.smin(f.add(q0, 16), "%kq")))
+
+    def group(g, q0, q1):
         col0 = f.val(f"mul i64 {g}, 16")
         full_cols = f.val(f"icmp sle i64 {f.val(f'add i64 {col0}, 16')}, %nb")
 
@@ -429,8 +440,8 @@ def _pack(spec: I8GemmSpec, name: str) -> str:
                 n = f.add(col0, f.val(f"udiv i64 {e}, 4"))
                 return f.both(f.cmp("slt", k, "%K"), f.cmp("slt", n, "%nb")), f.add(f.mul(k, "%N"), f.add("%j0", n))
             f.if_else(full, lambda: _interleave_piece(f, dst, k0, col0), lambda: f.gather("i8", "%B", dst, 64, edge))
-        f.loop(0, "%kq", 1, quad)
-    f.loop(0, ngroups, 1, group)
+        f.loop(q0, q1, 1, quad)
+    f.loop(0, "%kq", 16, rows)
     f.do("ret void")
     return (f"define internal void @{name}(ptr noalias %B, i64 %N, i64 %K, i64 %j0, i64 %nb, ptr noalias %P, "
             f"i64 %kq) {{\nentry:\n" + "\n".join(f.lines) + "\n}\n")
@@ -600,8 +611,14 @@ def _vnni(spec: I8GemmSpec, name: str, pack: str) -> str:
     last = f.val("sub i64 %M, 1")
     lanes = "<" + ", ".join(f"i64 {c}" for c in range(16)) + ">"
 
+    # Per strip of _MR rows, A's words offset by +128 (xor of each byte's sign bit), quad by quad: astrip[q][r]
+    # = A[i+r, 4q:4q+4] ^ 0x80808080. Each step then broadcasts its _MR words from memory (a load, folded
+    # into vpdpbusd's {1to16} operand) instead of from a general register, which took the vector port
+    # vpdpbusd issues on: 8 vpbroadcastd beside 16 vpdpbusd a step.
+    astrip = f.val(f"call ptr @aligned_alloc(i64 64, i64 {f.mul(f.cdiv(f.smax(kq, 1), 2), 64)})")   # kq·32 bytes
+
     def a_quad(rowp, q, exact):
-        """A[row, 4q:4q+4] + 128 as four u8 in every lane (`exact`: K % 4 bytes, the rest zero)."""
+        """A[row, 4q:4q+4] + 128 as a word of four u8 (`exact`: K % 4 bytes, the rest zero)."""
         if exact:
             word = f.val(f"load i32, ptr {f.gep('i8', rowp, f.val(f'mul i64 {q}, 4'))}, align 1")
         else:
@@ -613,38 +630,33 @@ def _vnni(spec: I8GemmSpec, name: str, pack: str) -> str:
                 byte = f.val(f"select i1 {has}, i8 {f.val(f'load i8, ptr {bp}')}, i8 0")
                 wide = f.val(f"shl i32 {f.val(f'zext i8 {byte} to i32')}, {8 * t}")
                 word = f.val(f"or i32 {word}, {wide}")
-        # the offset on the scalar word, before the broadcast: xor of the broadcast bytes with a splat of
-        # -128 sends LLVM 22's instruction selection into an endless loop after -O3 (found here)
-        word = f.val(f"xor i32 {word}, -2139062144")   # 0x80808080
-        splat = f.val(f"insertelement <16 x i32> poison, i32 {word}, i64 0")
-        splat = f.val(f"shufflevector <16 x i32> {splat}, <16 x i32> poison, <16 x i32> zeroinitializer")
-        return f.val(f"bitcast <16 x i32> {splat} to <64 x i8>")
+        return f.val(f"xor i32 {word}, -2139062144")   # 0x80808080
+
+    def put_quad(rows, q, exact):
+        for r in range(_MR):
+            f.do(f"store i32 {a_quad(rows[r], q, exact)}, ptr {f.gep('i32', astrip, f.add(f.mul(q, _MR), r))}")
 
     def strip(i, _):
         rows = [f.gep("i8", "%A", f.mul(f.smin(f.add(i, r), last), "%K")) for r in range(_MR)]
+        f.loop(0, kfull, 1, lambda q, _: put_quad(rows, q, True))
+        f.if_(f.val(f"icmp ne i64 {krem}, 0"), lambda: put_quad(rows, kfull, False))
 
         def pair(gp, _):
             g = f.val(f"mul i64 {gp}, 2")
 
-            def step(q, acc, exact=True):
+            def step(q, acc):
                 b = [f.val(f"load <64 x i8>, ptr {f.gep('i8', panel, f.mul(f.add(f.mul(f.add(g, h), kq), q), 64))}, "
                            f"align 64") for h in (0, 1)]
                 out = []
                 for r in range(_MR):
-                    a = a_quad(rows[r], q, exact)
+                    word = f.val(f"load i32, ptr {f.gep('i32', astrip, f.add(f.mul(q, _MR), r))}, align 4")
+                    splat = f.val(f"insertelement <16 x i32> poison, i32 {word}, i64 0")
+                    splat = f.val(f"shufflevector <16 x i32> {splat}, <16 x i32> poison, <16 x i32> zeroinitializer")
+                    a = f.val(f"bitcast <16 x i32> {splat} to <64 x i8>")
                     out += [f.val(f"call <16 x i32> @llvm.x86.avx512.vpdpbusd.512(<16 x i32> {acc[2 * r + h]}, "
                                   f"<64 x i8> {a}, <64 x i8> {b[h]})") for h in (0, 1)]
                 return out
-            acc = f.loop(0, kfull, 1, step, [("<16 x i32>", zero16)] * (2 * _MR))
-            tail = f.val(f"icmp ne i64 {krem}, 0")
-            u = f.uid()
-            pre = f.cur
-            f.do(f"br i1 {tail}, label %tail{u}, label %joined{u}")
-            f.label(f"tail{u}")
-            tailed = step(kfull, acc, exact=False)
-            f.do(f"br label %joined{u}")
-            f.label(f"joined{u}")
-            acc = [f.val(f"phi <16 x i32> [ {x}, %{pre} ], [ {y}, %tail{u} ]") for x, y in zip(acc, tailed)]
+            acc = f.loop(0, kq, 1, step, [("<16 x i32>", zero16)] * (2 * _MR))
             for h in (0, 1):
                 col = f.mul(f.add(g, h), 16)
                 s = f.val(f"load <16 x i32>, ptr {f.gep('i32', sums, col)}, align 64")
@@ -665,5 +677,6 @@ def _vnni(spec: I8GemmSpec, name: str, pack: str) -> str:
                     f.if_(f.both(f.cmp("slt", row, iend), f.cmp("slt", n, "%N")), put)
         f.loop(0, ngroups, 1, pair)
     f.loop(i0, iend, _MR, strip)
+    f.do(f"call void @free(ptr {astrip})")
     f.do(f"call void @free(ptr {panel})")
     return _finish(f, name, '"target-features"="+avx512f,+avx512bw,+avx512vnni" ')
