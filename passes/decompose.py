@@ -13,6 +13,8 @@ dV = Pᵀ dO, dS = P ∘ (dO Vᵀ − delta), dQ = scale · dS K, dK = scale · 
 S×S matrices P, dO Vᵀ and dS are materialised. The gradients of one attention (same operands) share one P
 and one dS. With P recomputed the lse is unused and goes; one that something else reads is rewritten too.
 
+`flash_attention_fp8` where the target has no fp8 attention kernel: `attention_fp8`.
+
 `quantize` and `dequantize` on every target: rewritten as the elementwise ops of their definition, so that
 the fusion phase joins them with their neighbours (a requantizing epilogue is one kernel) and every
 backend's elementwise path runs them. The scale is divided in broadcast: as is per tensor, reshaped to
@@ -131,6 +133,42 @@ def _rewrite(op, dims: dict) -> None:
     op.operation.erase()
 
 
+def attention_fp8(fn, fused: frozenset) -> int:
+    """The fallback of flash_attention_fp8 where the target has no fp8 attention kernel for it (`fused`:
+    TargetFacts.fused_attention_fp8, Q's element types with one; head dimension 128 only): Q, K and V
+    quantized to e4m3 with their amax-dynamic scales and dequantized back to their own type, then a
+    flash_attention of those — the same e4m3 inputs, but P is not rounded to e4m3. Recorded in the
+    function's `tessera.fallbacks`; returns how many were rewritten."""
+    dims = graph_shapes.infer(fn)
+    ops = [op for op in graph_ops(fn) if op.operation.name == "ttensor.flash_attention_fp8"
+           and not (str(_elt(op.operands[0])) in fused and dims[op.operands[0]][-1] == "128")]
+    f32, e4m3 = ir.F32Type.get(), ir.Type.parse("f8E4M3FN")
+    for op in ops:
+        with op.location, ir.InsertionPoint(op):
+            ins = []
+            for x in op.operands:
+                rank, t = len(_shape(x.type)), ir.RankedTensorType(x.type)
+                a = ttensor.UnaryOp(x, fn=ir.StringAttr.get("abs"), result=x.type).result
+                amax = create(ttensor.ReduceOp, a, kind=ir.StringAttr.get("max"),
+                              axes=ir.ArrayAttr.get([_i64(i) for i in range(rank)]), keepdims=ir.BoolAttr.get(False),
+                              result=ir.RankedTensorType.get([], t.element_type)).result
+                scale = _bin("div", _bin("max", _to(amax, f32), _const(2.0 ** -126, f32)), _const(448.0, f32))
+                kw = dict(granularity=ir.StringAttr.get("tensor"), axis=_i64(0), block=_i64(0))
+                x8 = ttensor.QuantizeOp(x, scale, **kw, result=ir.RankedTensorType.get(_shape(x.type), e4m3)).result
+                ins.append(ttensor.DequantizeOp(x8, scale, **kw, result=x.type).result)
+            out = create(ttensor.FlashAttentionOp, *ins, causal=op.attributes["causal"], scale=op.attributes["scale"],
+                         result=op.results[0].type).result
+        note = (f"flash_attention_fp8 ({_elt(op.operands[0])}, head dimension {dims[op.operands[0]][-1]}) as "
+                "flash_attention of its dequantized e4m3 Q, K, V (P not rounded to e4m3)")
+        recorded = [ir.StringAttr(x).value for x in ir.ArrayAttr(fn.attributes["tessera.fallbacks"])] \
+            if "tessera.fallbacks" in fn.attributes else []
+        if note not in recorded:
+            fn.attributes["tessera.fallbacks"] = ir.ArrayAttr.get([ir.StringAttr.get(x) for x in recorded + [note]])
+        op.results[0].replace_all_uses_with(out)
+        op.operation.erase()
+    return len(ops)
+
+
 def attention_backward(fn, fused: frozenset) -> int:
     """The fallback: rewrites `fn`'s attention_grad and attention_lse ops whose Q's element type is not in
     `fused` (the dtypes the target has fused kernels for); returns how many ops it rewrote."""
@@ -206,6 +244,56 @@ def _rewrite_lse(op, dims: dict) -> None:
         out = _bin("sub", m, big)
     op.results[0].replace_all_uses_with(out)
     op.operation.erase()
+
+
+FP8 = ("f8E4M3FN", "f8E5M2")
+
+
+def _per_tensor_fp8(v):
+    """(q, s) when `v` is an f32 `dequantize(q, s)` of fp8 `q` per tensor that nothing else reads, else None."""
+    op = v.owner
+    if not isinstance(op, ir.OpView) or op.operation.name != "ttensor.dequantize" or len(list(v.uses)) != 1:
+        return None
+    q, s = op.operands[0], op.operands[1]
+    if str(_elt(q)) not in FP8 or str(_elt(v)) != "f32" or len(_shape(q.type)) != 2 or \
+            ir.StringAttr(op.attributes["granularity"]).value != "tensor":
+        return None
+    return q, s
+
+
+def scaled_fp8_matmuls(fn) -> int:
+    """On a target whose GEMM multiplies one-byte fp8 tensors (TargetFacts.scaled_fp8_gemm): every 2-D
+    ``dequantize(a, sa) @ transpose(dequantize(bt, sb))`` (or ``@ dequantize(b, sb)``), per-tensor scales, becomes
+    ``(a @ btᵀ) · sa · sb``: a matmul of the fp8 tensors themselves (B read as the stored Bᵀ, `tessera.transpose_b`)
+    accumulating in f32, then the two scales, which the fusion phase joins into the GEMM's epilogue. The sum
+    is the same real number as the definition's (each product of fp8 values is exact, and the scales are
+    common factors); only where f32 rounds differs. Returns how many matmuls were rewritten."""
+    count = 0
+    for mm in [op for op in graph_ops(fn) if op.operation.name == "ttensor.matmul"]:
+        if ttensor.TRANSPOSE_A in mm.attributes or ttensor.TRANSPOSE_B in mm.attributes or \
+                str(_elt(mm.results[0])) != "f32":
+            continue
+        lhs, rhs = mm.operands[0], mm.operands[1]
+        a = _per_tensor_fp8(lhs)
+        stored_t = isinstance(rhs.owner, ir.OpView) and rhs.owner.operation.name == "ttensor.transpose" and \
+            len(list(rhs.uses)) == 1
+        b = _per_tensor_fp8(rhs.owner.operands[0] if stored_t else rhs)
+        if a is None or b is None:
+            continue
+        with mm.location, ir.InsertionPoint(mm):
+            out = ttensor.MatmulOp(a[0], b[0], accum=ir.TypeAttr.get(ir.F32Type.get()), result=mm.results[0].type)
+            if stored_t:
+                out.attributes[ttensor.TRANSPOSE_B] = ir.UnitAttr.get()
+            scaled = out.result
+            for s in (a[1], b[1]):   # 0-d: the frontend's per-tensor scales
+                scaled = _bin("mul", scaled, s)
+        mm.results[0].replace_all_uses_with(scaled)
+        dequantized_b = rhs.owner.operands[0].owner if stored_t else rhs.owner
+        # users first: the matmul, the transpose, then the two dequantizes, each now unread
+        for op in [mm, *([rhs.owner] if stored_t else []), dequantized_b, lhs.owner]:
+            op.operation.erase()
+        count += 1
+    return count
 
 
 def quantization(fn) -> int:

@@ -27,7 +27,7 @@ from .options import DEFAULT_BUCKET_BYTES, CompileOptions, collective_chunks
 from .diagnostics import CompileError, LoweringError
 from .frontend import build_module
 from .frontend.sources import keyed_source
-from .passes import autodiff_attention, decompose, fold_transposes, fusion, graph_lowering, graph_phases
+from .passes import autodiff_attention, decompose, fold_transposes, fusion, graph_lowering, graph_phases, tod_lower
 from .dialects import make_context
 from .mlir import ir
 from .numerics import profiles
@@ -104,6 +104,10 @@ def make_schedule(mod: ir.Module, metadata: dict, target, overrides: dict | None
                   tuned: Callable | None = None) -> ir.Module:
     """`tuned(dims, dtype)`: the stored autotuning result for a matmul, or None (tuning.py)."""
     for fn in _functions(mod):
+        tod_lower.run(fn, target.name)   # operators as GEMMs and elementwise ops, before anything plans them
+        if target.scaled_fp8_gemm:   # before the rest of the quantization is spelled out
+            decompose.scaled_fp8_matmuls(fn)
+        decompose.attention_fp8(fn, target.fused_attention_fp8)   # before quantization: it makes quantizes
         decompose.quantization(fn)
         decompose.attention_backward(fn, target.fused_attention_backward)
         if target.decompose_attention:

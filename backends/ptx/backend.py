@@ -56,16 +56,23 @@ class PTXBackend(Backend):
                             shared_memory=SHARED_MEMORY[sm(arch)], matmul_schedule=schedule,
                             fused_attention_backward=frozenset({"bf16", "f16"}) if arch == "sm_90a" else frozenset(),
                             attention_delta=frozenset({"bf16", "f16"}) if arch == "sm_90a" else frozenset(),
+                            # the fp8 forward (attention_fp8_sm90.py) writes bf16
+                            fused_attention_fp8=frozenset({"bf16"}) if arch == "sm_90a" else frozenset(),
                             gemm_transposes=frozenset(gemm_lowering.GEMM_TRANSPOSES if arch == "sm_90a" else ()),
                             # wgmma's s8 kind (gemm_sm90.py); other architectures refuse an integer matmul
-                            integer_matmul=frozenset({"i8"}) if arch == "sm_90a" else frozenset())
+                            integer_matmul=frozenset({"i8"}) if arch == "sm_90a" else frozenset(),
+                            # wgmma's fp8 kinds fed from one-byte tensors, the two scales and a cast to a 16-bit
+                            # result in its epilogue (gemm_lowering.py)
+                            scaled_fp8_gemm=arch == "sm_90a",
+                            gemm_epilogue=frozenset({"scale_by", "scale_by2", "cast"}) if arch == "sm_90a" else frozenset())
         if self.options.exact_math:
             # strict: the SPIR-V backend's SIMT GEMM (as the CPU's), k ascending with one product and one sum
             # per step, so ptx, the CPU and SPIR-V agree bit for bit (the tensor cores' products and sums round
             # otherwise); attention decomposed into GEMMs and a softmax (the fused kernels' exp is ex2.approx)
             return dataclasses.replace(facts, matmul_schedule=None, gemm_transposes=frozenset(),
                                        gemm_epilogue=frozenset(), fused_attention_backward=frozenset(),
-                                       attention_delta=frozenset(), decompose_attention=True)
+                                       attention_delta=frozenset(), fused_attention_fp8=frozenset(),
+                                       decompose_attention=True)
         return facts
 
     def lowerings(self) -> dict:
@@ -75,6 +82,7 @@ class PTXBackend(Backend):
             return {"gemm": simt_gemm.strict(functools.partial(gemm_lowering.lower, self.options.arch))}
         return {"gemm": functools.partial(gemm_lowering.lower, self.options.arch),
                 "attention": functools.partial(attention_lowering.lower, self.options.arch),
+                "attention_fp8": functools.partial(attention_lowering.lower_fp8, self.options.arch),
                 "attention_bwd": functools.partial(attention_lowering.lower_bwd, self.options.arch,
                                                    self.options.fused_dq)}
 

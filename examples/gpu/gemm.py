@@ -42,7 +42,8 @@ def batched(A: tensor[bf16, "B", "M", "K"], B: tensor[bf16, "B", "K", "N"]) -> t
     return A @ B
 
 
-# fp8 operands on fp8 tensor cores (wgmma e4m3/e5m2, k32): the plan packs them to one-byte K-major rows first.
+# fp8 operands on fp8 tensor cores (wgmma e4m3/e5m2, k32): the parameters stay one byte wide; B [K, N] is copied
+# to [N, K] first (wgmma reads 8-bit operands K-major), A is read in place.
 @function
 def gemm_fp8(A: tensor[fp8_e4m3, "M", "K"], B: tensor[fp8_e4m3, "K", "N"]) -> tensor[bf16, "M", "N"]:
     return op.matmul(A, B, out_dtype=bf16)
@@ -52,3 +53,12 @@ def gemm_fp8(A: tensor[fp8_e4m3, "M", "K"], B: tensor[fp8_e4m3, "K", "N"]) -> te
 @function
 def gemm_e4m3_e5m2(A: tensor[fp8_e4m3, "M", "K"], B: tensor[fp8_e5m2, "K", "N"]) -> tensor[f32, "M", "N"]:
     return op.matmul(A, B)
+
+
+# The scaled fp8 GEMM of a quantized linear layer: one-byte e4m3 tensors, the weight stored transposed [N, K], a
+# scale per tensor each. One wgmma kernel reads both in place and applies sa·sb and the cast to bf16 in its
+# epilogue (as torch._scaled_mm(A, Bt.t(), scale_a, scale_b, out_dtype=bf16) does).
+@function
+def gemm_fp8_scaled(A: tensor[fp8_e4m3, "M", "K"], Bt: tensor[fp8_e4m3, "N", "K"], sa: tensor[f32],
+                    sb: tensor[f32]) -> tensor[bf16, "M", "N"]:
+    return op.cast(op.dequantize(A, sa) @ op.transpose(op.dequantize(Bt, sb)), bf16)

@@ -81,14 +81,21 @@ def close_fp8(got, A, B):
 
 
 @pytest.mark.parametrize("name, fmt", [("gemm_e4m3", "fp8_e4m3"), ("gemm_e5m2", "fp8_e5m2")])
-@pytest.mark.parametrize("M, K, N", [(200, 264, 136), (130, 77, 45), (256, 512, 512), (128, 8192, 256)])
+@pytest.mark.parametrize("M, K, N", [(200, 272, 136), (130, 80, 45), (256, 512, 512), (128, 8192, 256)])
 def test_fp8_gemm(program, hopper, name, fmt, M, K, N):
-    """fp8 operands (rounded to fp8 on entry), packed to one-byte K-major rows (K padded to 16, any N, odd
-    ones included) and multiplied by wgmma's fp8 kind, returned in f32."""
+    """fp8 parameters one byte wide (the executor rounds and encodes float32 values), A read in place, B
+    copied to [N, K] (any N, odd ones included), multiplied by wgmma's fp8 kind, returned in f32."""
     from tessera.numerics.rounding import round_to
     prog = program("hopper_fp8")
     A, B = round_to(RNG.standard_normal((M, K)) * 4, fmt), round_to(RNG.standard_normal((K, N)) * 4, fmt)
     close_fp8(getattr(prog, name)(A.astype(np.float32), B.astype(np.float32)), A, B)  # fp8 values, exact
+
+
+def test_fp8_gemm_k_not_a_multiple_of_16_is_refused(program, hopper):
+    """One-byte parameters are read by TMA in 16-byte rows: K = 77 (and 264) is refused at the launch, as
+    torch._scaled_mm refuses it (an fp8 value a kernel makes is packed with K padded instead)."""
+    with pytest.raises(Exception, match="K = 77 is not a multiple of 16"):
+        program("hopper_fp8").gemm_e4m3(randn(130, 77), randn(77, 45))
 
 
 def test_fp8_gemm_kinds_mix(program, hopper):

@@ -8,7 +8,7 @@ import pathlib
 
 import pytest
 
-from tessera import compiler, image, plan
+from tessera import compiler, dtypes, image, plan
 from tessera.backends.ptx import gemm_sm90, ptxas
 from tessera.diagnostics import CompileError
 from tessera.options import CompileOptions
@@ -68,21 +68,57 @@ def f(A: tensor[fp8_e4m3, "M", "K"], B: tensor[fp8_e5m2, "K", "N"], b: tensor[bf
 """
 
 
-def test_fp8_operands_are_packed_then_multiplied_on_fp8_tensor_cores():
+def test_fp8_parameters_stay_one_byte_and_feed_fp8_tensor_cores():
+    """fp8 parameters only GEMMs read stay one byte wide on sm_90a (passes/fp8_fallback.py): A [M, K] is read
+    in place, B [K, N] copied to [N, K] bytes unchanged (wgmma reads 8-bit operands K-major), K checked to be a
+    multiple of 16 at the launch; no rounding on entry, no f16 containers."""
     result = _compile(FP8)
     p = result.metadata["plans"]["f"]
+    copy_b, gemm = p["steps"]
+    assert copy_b["kernel"] == "f__gemm0_pack_b" and copy_b["args"][1]["shape"] == ["N", "KP"]
+    assert [p["values"][v]["dtype"] for v in p["args"][:2]] == ["fp8_e4m3", "fp8_e5m2"]
+    assert p["values"][copy_b["args"][1]["value"]] == {"dims": ["N", "K"], "dtype": "fp8_e5m2"}
+    assert gemm["args"][0]["value"] == p["args"][0] and gemm["args"][1]["value"] == copy_b["args"][1]["value"]
+    assert gemm["multiple_of"][0][:2] == ["K", 16] and "16-byte units" in gemm["multiple_of"][0][2]
+    assert not p.get("fallbacks")
+    k = {k.name: k for k in image.read_image(result.image).kernels}["f__gemm0"]
+    assert [a.name for a in k.args] == ["A", "B", "C", "bias", "M", "K", "N"]
+    assert [dtypes.BY_CODE[a.dtype].name for a in k.args[:2]] == ["fp8_e4m3", "fp8_e5m2"]
+    assert (k.props["ptx.mma"], k.props["tile.N"], k.props["tile.K"]) == \
+        ("wgmma m64n128k32 fp8_e4m3 x fp8_e5m2", "128", "128")
+    assert k.props["epilogue"] == "bias,relu"
+
+
+def test_fp8_parameters_of_a_static_k_not_a_multiple_of_16_are_packed():
+    """TMA reads one-byte rows in 16-byte units: with K = 40 the parameters stay in their f16 containers,
+    which the packing kernels pad to KP = 48."""
+    p = _compile(FP8.replace('"M", "K"', '"M", 40').replace('"K", "N"', '40, "N"')).metadata["plans"]["f"]
+    assert [s["kernel"].split("__")[-1] for s in p["steps"]][-3:] == ["gemm0_pack_a", "gemm0_pack_b", "gemm0"]
+    assert [p["values"][v].get("declared") for v in p["args"][:2]] == ["fp8_e4m3", "fp8_e5m2"]
+
+
+FP8_MADE = """
+@function
+def f(X: tensor[f32, "M", "K"], B: tensor[fp8_e5m2, "K", "N"]) -> tensor[f32, "M", "N"]:
+    return op.matmul(op.cast(X, fp8_e4m3), B)
+"""
+
+
+def test_fp8_values_made_by_kernels_are_packed_then_multiplied_on_fp8_tensor_cores():
+    """An fp8 operand an elementwise kernel makes lives in its f16 container: both operands are packed to
+    one-byte K-major rows (K padded to 16) and the GEMM runs on wgmma's fp8 kind."""
+    result = _compile(FP8_MADE)
+    p = result.metadata["plans"]["f"]
     *entry, pack_a, pack_b, gemm = p["steps"]
-    assert [s["kernel"] for s in entry] == ["f__elementwise1", "f__elementwise2"]  # the rounding on entry
+    assert len(entry) == 2 and all("elementwise" in s["kernel"] for s in entry)  # the roundings
     # A [M, K] f16 -> [M, KP] e4m3; B [K, N] f16 -> [N, KP] e5m2, KP = K rounded up to 16 bytes
     assert pack_a["args"][1]["shape"] == ["R", "KP"] and pack_b["args"][1]["shape"] == ["N", "KP"]
     assert p["values"][pack_b["args"][1]["value"]] == {"dims": ["N", "ceil((K)/16)*16"], "dtype": "fp8_e5m2"}
     assert plan.evaluate(pack_a["env"]["KP"], {"K": 77}) == 80
     assert [a["value"] for a in gemm["args"][:2]] == [pack_a["args"][1]["value"], pack_b["args"][1]["value"]]
-    k = {k.name: k for k in image.read_image(result.image).kernels}["f__gemm0"]
-    assert [a.name for a in k.args] == ["A", "B", "C", "bias", "M", "KP", "N"]
-    assert (k.props["ptx.mma"], k.props["tile.N"], k.props["tile.K"]) == \
-        ("wgmma m64n128k32 fp8_e4m3 x fp8_e5m2", "128", "128")
-    assert k.props["epilogue"] == "bias,relu"
+    k = {k.name: k for k in image.read_image(result.image).kernels}[gemm["kernel"]]
+    assert [a.name for a in k.args] == ["A", "B", "C", "M", "KP", "N"]
+    assert k.props["ptx.mma"] == "wgmma m64n128k32 fp8_e4m3 x fp8_e5m2"
 
 
 def test_int8_spec_geometry():
