@@ -58,7 +58,8 @@ class CPUBackend(Backend):
         from . import attention, attention_bwd, gemm_lowering, gemm_schedule  # lazy: they build MLIR
         # GEMMs of extents known only at run time get blockings to choose from at launch: the cost model's
         model = gemm_schedule.CostModel.of(self.target_facts(), target.host())
-        gemm = functools.partial(gemm_lowering.lower, model=model, int8_path=self.options.int8_gemm)
+        gemm = functools.partial(gemm_lowering.lower, model=model, int8_path=self.options.int8_gemm,
+                                 bf16_path=self.options.bf16_gemm)
         if self.options.exact_math:
             # strict: float GEMMs as the SPIR-V backend's kernel, k ascending with one product and one sum per
             # step (rounded each), so the CPU and SPIR-V agree bit for bit; the blocked kernel's FMAs and K

@@ -19,7 +19,7 @@ from ...mlir import ir
 from ...passes import fusion, graph_shapes, schedule_ir
 from ...passes import kernelgen
 from ...passes.kernelgen import element_dtype
-from . import gemm, gemm_i8
+from . import gemm, gemm_bf16, gemm_i8
 from .gemm_schedule import K_UNROLL, CostModel, Schedule, vector_isa
 from .target import HostTarget, cache_sizes, host
 
@@ -76,11 +76,12 @@ def _epilogue(ops: list) -> tuple[list, list]:
 
 
 def lower(ctx, kname: str, ops: list, model: CostModel | None = None,
-          int8_path: str = "auto") -> list[plan.ArgsStep]:
+          int8_path: str = "auto", bf16_path: str = "auto") -> list[plan.ArgsStep]:
     """The plan steps of one GEMM group; its kernels are added to the module (`ctx`: a
     passes.lowering_context.LoweringContext). `model`, the target's cost model, gives a GEMM whose M or N is
     known only at run time other blockings to choose from at launch (_launch_alternatives). An int8 matmul
-    runs on gemm_i8.py's kernel, on `int8_path` ("auto": the fastest the CPU has)."""
+    runs on gemm_i8.py's kernel, on `int8_path` ("auto": the fastest the CPU has); a bf16 one without
+    epilogue or transposed operand on gemm_bf16.py's, on `bf16_path` (plain: this f32 GEMM, widening)."""
     if element_dtype(ops[0].operands[0]) == "i8":
         return _lower_i8(ctx, kname, ops, model, int8_path)
     ops = _without_derivatives(ops)
@@ -104,10 +105,14 @@ def lower(ctx, kname: str, ops: list, model: CostModel | None = None,
     M = da[-2] if batched else graph_shapes.product(da[:-1])
     K, N = da[-1], db[-1]
     lead = ["BATCH"] if batched else []
+    bf16 = _bf16_spec(kname, ops, (M, N, K), model, bf16_path) if element_dtype(a) == "bf16" else None
     spec = gemm.GemmSpec(kname, dtype=element_dtype(a), epilogue=tuple(steps), schedule=_schedule(mm),
                          trans_a=trans_a, trans_b=trans_b)
     with mm.location:
-        gemm.build_gemm(ctx.module, spec)
+        if bf16 is None:
+            gemm.build_gemm(ctx.module, spec)
+        else:
+            gemm_bf16.build(ctx.module, bf16)
     # The GEMM accumulates and stores f32; a narrower result is rounded by a second, elementwise kernel.
     result = ctx.record(out)
     c = result if out_dtype == "f32" else ctx.temporary(result, "f32")
@@ -139,12 +144,35 @@ def lower(ctx, kname: str, ops: list, model: CostModel | None = None,
     s = spec.schedule
     env = {"M": M, "K": K, "N": N, **({"BATCH": graph_shapes.product(da[:-2])} if batched else {}),
            **({"ONE": "1"} if any(role == "factor" for role, _ in extras) else {})}
-    prefer = _launch_alternatives(ctx, mm, spec, (M, N, K), model) if model is not None and not batched else ()
-    steps.append(plan.ArgsStep(kname, env=env, args=tuple(args), block=(1, 1, 1), grid=_grid(s),
+    prefer = (_launch_alternatives(ctx, mm, spec, (M, N, K), model)
+              if model is not None and not batched and bf16 is None else ())
+    grid = _grid(s) if bf16 is None else gemm_bf16.grid(bf16)
+    steps.append(plan.ArgsStep(kname, env=env, args=tuple(args), block=(1, 1, 1), grid=grid,
                                batch="BATCH" if batched else None, prefer=prefer))
     if out_dtype != "f32":
         convert(c, result, "f32", out_dtype, graph_shapes.product(da[:-1]))
     return steps
+
+
+def _bf16_spec(kname: str, ops: list, extents: tuple, model: CostModel | None,
+               path: str) -> gemm_bf16.Bf16GemmSpec | None:
+    """The gemm_bf16 kernel of a bf16 × bf16 group on `path`, or None where the f32 GEMM runs it (the plain
+    path; an epilogue or a transposed operand, which gemm.py's kernel takes). An unknown path or one this CPU
+    lacks is refused at the matmul, whatever the group."""
+    mm = ops[0]
+    t = host()   # the build machine, as the float GEMM's register tile
+    try:
+        chosen = gemm_bf16.choose_path(t, path)
+    except ValueError as e:
+        raise LoweringError(mm, str(e)) from None
+    if (chosen == "plain" or element_dtype(mm.operands[1]) != "bf16" or any(matmul_transposes(mm))
+            or any(op.operation.name != "ttensor.cast" for op in ops[1:])):
+        return None
+    l2 = dict(model.caches)[2] if model is not None else cache_sizes()[2]
+    # the int8 kernel's blocks, its B panel's budget counted in two-byte elements
+    mb, nb = gemm_i8.choose_blocks(*(int(e) if e.isdigit() else None for e in extents), l2 // 2)
+    return gemm_bf16.Bf16GemmSpec(kname, chosen, mb, nb, panel=l2 // 4,
+                                  threads=model.threads if model is not None else 1)
 
 
 def _lower_i8(ctx, kname: str, ops: list, model: CostModel | None, path: str) -> list[plan.ArgsStep]:

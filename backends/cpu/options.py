@@ -30,6 +30,8 @@ class CPUOptions(HashedOptions):
     cache_sizes: tuple[tuple[int, int], ...] = field(default_factory=_host_caches)
     # The int8 GEMM's path (gemm_i8.py): TESSERA_CPU_INT8_GEMM pins one, as tests do to run each here.
     int8_gemm: str = field(default_factory=target.int8_gemm_path)
+    # The bf16 GEMM's path (gemm_bf16.py): TESSERA_CPU_BF16_GEMM pins one likewise.
+    bf16_gemm: str = field(default_factory=target.bf16_gemm_path)
 
     def __post_init__(self):
         target.check_cpu(self.cpu)

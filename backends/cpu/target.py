@@ -122,6 +122,12 @@ def int8_gemm_path() -> str:
     return os.environ.get("TESSERA_CPU_INT8_GEMM", "").strip().lower() or "auto"
 
 
+def bf16_gemm_path() -> str:
+    """The bf16 GEMM path TESSERA_CPU_BF16_GEMM pins (amx, avx512 or plain; auto, the default, picks the
+    fastest the CPU has: gemm_bf16.py). Checked against the CPU when a kernel is built."""
+    return os.environ.get("TESSERA_CPU_BF16_GEMM", "").strip().lower() or "auto"
+
+
 def cache_sizes(root: str = "/sys/devices/system/cpu/cpu0/cache") -> dict[int, int]:
     """Data cache bytes per level as Linux reports them for cpu0, with common sizes where it does not."""
     sizes = {1: 32 << 10, 2: 512 << 10, 3: 8 << 20}
