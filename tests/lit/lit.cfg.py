@@ -28,3 +28,14 @@ try:
     config.available_features.add("libmvec")
 except OSError:
     pass
+
+# The host's bf16 units (backends/cpu/gemm_bf16.py's paths pinned in backends/cpu/bf16-gemm.py), from the
+# kernel's CPU flags: the tests compile for the build machine.
+try:
+    with open("/proc/cpuinfo") as f:
+        flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    for flag, feature in (("amx_bf16", "amx-bf16"), ("avx512_bf16", "avx512-bf16")):
+        if flag in flags:
+            config.available_features.add(feature)
+except OSError:
+    pass
