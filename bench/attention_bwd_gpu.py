@@ -30,7 +30,7 @@ CASES = [("vjp_attn_d128", 128, False), ("vjp_causal_d128", 128, True), ("vjp_at
 
 
 def main() -> None:
-    mod, functions, s, (B, H, S), env = attention_setup(__doc__, EXAMPLE)
+    mod, functions, s, (B, H, S), env, _ = attention_setup(__doc__, EXAMPLE)
 
     import torch
     import torch.nn.functional as F

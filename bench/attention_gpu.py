@@ -2,11 +2,16 @@
 scaled_dot_product_attention, in the same process, on the same tensors.
 
     python bench/attention_gpu.py [--image attention.tessera] [--shape 4,16,4096]
+    python bench/attention_gpu.py --fp8 --image attention.tessera [--shape 4,16,4096]
     python bench/attention_gpu.py --build-image attention.tessera   # where the compiler is
 
 Ours are the functions of examples/gpu/attention.py (bf16 [B, H, S, D], D = 128 and 64, causal and not),
 launched as their launch plans say on a Tessera stream through libtessera. Each side runs 10 calls back to
 back, then waits; the best of 5 interleaved rounds counts. FLOPs: 4·B·H·S²·D, half of it when causal.
+
+--fp8: the example's fp8_d128 and causal_fp8_d128 (op.flash_attention_fp8 on bf16 inputs: the amax, quantize
+and Vᵀ kernels, then the e4m3 attention), called whole through tessera.executor on torch's tensors, against
+our bf16 kernel and SDPA in bf16 on the same inputs; the FLOPs counted are the attention's, as above.
 """
 
 import os
@@ -21,11 +26,16 @@ CASES = [("attention_d128", 128, False), ("causal_d128", 128, True), ("attention
 
 
 def main() -> None:
-    mod, functions, s, (B, H, S), env = attention_setup(__doc__, EXAMPLE)
+    mod, functions, s, (B, H, S), env, args = attention_setup(
+        __doc__, EXAMPLE, {"--fp8": "op.flash_attention_fp8 against our bf16 kernel and SDPA (needs --image)"})
 
     import torch
     import torch.nn.functional as F
 
+    if args.fp8:
+        if not args.image:
+            raise SystemExit("--fp8 needs --image (the image the executor loads too)")
+        return fp8(args.image, mod, functions, s, (B, H, S), env)
     for name, D, causal in CASES:
         scale = D ** -0.5
         q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
@@ -41,6 +51,41 @@ def main() -> None:
         print(f"{name:15s} B={B} H={H} S={S} D={D}: tessera {flops / best['tessera'] / 1e12:5.0f} TFLOP/s  "
               f"sdpa {flops / best['sdpa'] / 1e12:5.0f}   ratio {best['sdpa'] / best['tessera']:.3f}   "
               f"(max |difference| {err:.1e})")
+
+
+
+def fp8(image: str, mod, functions, s, shape, env) -> None:
+    import torch
+    import torch.nn.functional as F
+
+    from tessera import executor
+
+    prog = executor.load(image, mod.context)
+    B, H, S = shape
+    D = 128
+    for name, bf16_name, causal in (("fp8_d128", "attention_d128", False), ("causal_fp8_d128", "causal_d128", True)):
+        q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        o = torch.empty_like(q)
+        ours_bf16 = launcher(mod, functions[bf16_name].steps[0], env, [x.view(B * H, S, D) for x in (q, k, v, o)], s)
+        fn = getattr(prog, name)
+
+        def ours_fp8():
+            return fn(q, k, v, stream=s)
+
+        def sdpa():
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=D ** -0.5)
+
+        best = interleaved_best({"fp8": (ours_fp8, s.synchronize), "bf16": (ours_bf16, s.synchronize),
+                                 "sdpa": (sdpa, torch.cuda.synchronize)})
+        out = torch.as_tensor(ours_fp8(), device="cuda").view(torch.bfloat16)
+        s.synchronize()
+        exact = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal, scale=D ** -0.5)
+        err = ((out.float() - exact).pow(2).mean().sqrt() / exact.pow(2).mean().sqrt()).item()
+        flops = 4 * B * H * S * S * D / (2 if causal else 1)
+        tf = {n: flops / t / 1e12 for n, t in best.items()}
+        print(f"{name:15s} B={B} H={H} S={S} D={D}: fp8 {tf['fp8']:5.0f} TFLOP/s  our bf16 {tf['bf16']:5.0f}  "
+              f"sdpa bf16 {tf['sdpa']:5.0f}   fp8/bf16 {best['bf16'] / best['fp8']:.2f}x  "
+              f"fp8/sdpa {best['sdpa'] / best['fp8']:.2f}x   (rms error vs f32 attention {err:.1e})")
 
 
 if __name__ == "__main__":

@@ -122,10 +122,11 @@ def cuda_context():
     return ctx
 
 
-def attention_setup(doc: str, example: str):
+def attention_setup(doc: str, example: str, flags: dict | None = None):
     """The start of the attention benchmarks on a GPU: their command line (--image, --build-image, --shape
-    B,H,S), then `example`'s program and a Tessera stream: (module, launch plans, stream, (B, H, S), the extents
-    of the plans' grids). Under --build-image it writes the image and exits, as argparse does for --help."""
+    B,H,S, and the benchmark's own on/off `flags`, {name: help}), then `example`'s program and a Tessera stream:
+    (module, launch plans, stream, (B, H, S), the extents of the plans' grids, the parsed arguments). Under
+    --build-image it writes the image and exits, as argparse does for --help."""
     import argparse
 
     from tessera import stream
@@ -135,6 +136,8 @@ def attention_setup(doc: str, example: str):
     p.add_argument("--image", help=f"{name} built beforehand with --build-image")
     p.add_argument("--build-image", metavar="PATH", help="only write the image to PATH")
     p.add_argument("--shape", default="4,16,4096", help="B,H,S")
+    for flag, text in (flags or {}).items():
+        p.add_argument(flag, action="store_true", help=text)
     args = p.parse_args()
     if args.build_image:
         build_example_image(example, args.build_image)
@@ -142,7 +145,7 @@ def attention_setup(doc: str, example: str):
     ctx, mod, functions = gpu_program(args.image, example)
     B, H, S = (int(x) for x in args.shape.split(","))
     env = {"BH": B * H, "SQ": S, "SK": S, "DEVICE_UNITS": ctx.properties["compute_units"]}
-    return mod, functions, stream.new(context=ctx), (B, H, S), env
+    return mod, functions, stream.new(context=ctx), (B, H, S), env, args
 
 
 def launcher(mod, step, env, views, s):
