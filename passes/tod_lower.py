@@ -52,8 +52,9 @@ def run(fn, target: str) -> int:
     anything else still reads raises LoweringError naming it and `target`. Returns how many applies it
     rewrote."""
     applies = [op for op in fn.entry_block.operations if op.operation.name == "tod.apply"]
+    memo: dict = {}   # one action of an operator on a tensor, computed once for all the applies that need it
     for op in applies:
-        _lower_apply(op, target)
+        _lower_apply(op, target, memo)
     for op in reversed(list(fn.entry_block.operations)):
         if op.operation.name.startswith("tod.") and all(not list(r.uses) for r in op.results):
             op.operation.erase()
@@ -71,17 +72,18 @@ def _refusal(op, target: str, why: str = "") -> LoweringError:
     return LoweringError(op, f"'{name}' has no kernel lowering yet on {target}{why} (run it with tessera.interpret)")
 
 
-def _lower_apply(op, target: str) -> None:
+def _lower_apply(op, target: str, memo: dict) -> None:
     x, result = op.operands[1], ir.RankedTensorType(op.results[0].type)
     element = result.element_type
     if not isinstance(element, ir.FloatType):
         raise _refusal(_complex_source(op.operands[0]) or op, target,
                        f": complex operators ({element}) need complex tensors, which the Graph IR does not have")
     with op.location, ir.InsertionPoint(op):
-        cols = _to(x, element)
-        if result.rank == 1:   # a vector is one column
-            cols = _reshape(cols, _shape(cols.type) + [1])
-        out = _Lowering(target, element, op).act(op.operands[0], cols, adjoint=False)
+        key = ("columns", x, element)
+        if key not in memo:
+            cols = _to(x, element)
+            memo[key] = _reshape(cols, _shape(cols.type) + [1]) if result.rank == 1 else cols   # a vector: a column
+        out = _Lowering(target, element, op, memo).act(op.operands[0], memo[key], adjoint=False)
         if result.rank == 1:
             out = _reshape(out, _shape(result))
     op.results[0].replace_all_uses_with(out)
@@ -113,11 +115,18 @@ def _column(d) -> ir.Value:
 class _Lowering:
     """A's action on X ([..., Din, k] of `element`), at the current insertion point and location."""
 
-    def __init__(self, target: str, element: ir.Type, at):
-        self.target, self.element, self.at = target, element, at
+    def __init__(self, target: str, element: ir.Type, at, memo: dict):
+        self.target, self.element, self.at, self.memo = target, element, at, memo
 
     def act(self, value, x, adjoint: bool) -> ir.Value:
-        """A x, or A* x when `adjoint` (for a real A, Aᵀ x)."""
+        """A x, or A* x when `adjoint` (for a real A, Aᵀ x); made once per (A, x, adjoint) in a function, whose
+        earlier applies' ops come before the later ones."""
+        key = (value, x, adjoint)
+        if key not in self.memo:
+            self.memo[key] = self._act(value, x, adjoint)
+        return self.memo[key]
+
+    def _act(self, value, x, adjoint: bool) -> ir.Value:
         owner = value.owner
         if not isinstance(owner, ir.OpView):
             raise LoweringError(x.owner, "an operator that is a block argument cannot be lowered")

@@ -97,3 +97,20 @@ func.func @kronecker(%a: tensor<3x2xf32>, %b: tensor<4x4xf32>, %x: tensor<8xf32>
   %y = "tod.apply"(%k, %x) : (!tod.operator<8, 12, f32, f32>, tensor<8xf32>) -> tensor<12xf32>
   return %y : tensor<12xf32>
 }
+
+// -----
+
+// One action per (operator, tensor) in a function: M x is multiplied once for both applies that need it.
+// CHECK-LABEL: func.func @shared_action
+// CHECK:         %[[MX:.+]] = "ttensor.matmul"(%arg0, %{{.+}}) {accum = f32} : (tensor<6x6xf32>, tensor<6x1xf32>)
+// CHECK:         "ttensor.matmul"(%{{.+}}, %[[MX]])
+// CHECK-NOT:     "ttensor.matmul"
+// CHECK:         return
+func.func @shared_action(%m: tensor<6x6xf32>, %x: tensor<6xf32>) -> (tensor<6xf32>, tensor<6xf32>) {
+  %a = "tod.dense"(%m) : (tensor<6x6xf32>) -> !tod.operator<6, 6, f32, f32>
+  %y = "tod.apply"(%a, %x) : (!tod.operator<6, 6, f32, f32>, tensor<6xf32>) -> tensor<6xf32>
+  %t = "tod.adjoint"(%a) : (!tod.operator<6, 6, f32, f32>) -> !tod.operator<6, 6, f32, f32>
+  %c = "tod.compose"(%t, %a) : (!tod.operator<6, 6, f32, f32>, !tod.operator<6, 6, f32, f32>) -> !tod.operator<6, 6, f32, f32>
+  %z = "tod.apply"(%c, %x) : (!tod.operator<6, 6, f32, f32>, tensor<6xf32>) -> tensor<6xf32>
+  return %y, %z : tensor<6xf32>, tensor<6xf32>
+}
