@@ -483,8 +483,6 @@ def _amx(spec: I8GemmSpec, name: str, pack: str) -> str:
     # 16 rows of a tile 1-2 KiB apart share few cache sets.)
     strip_buf = f.val(f"alloca [{_KT_CHUNK * 2048} x i8], align 64")
     cbuf = f.val("alloca [256 x i32], align 64")
-    zbuf = f.val("alloca [256 x i32], align 64")
-    f.do(f"call void @llvm.memset.p0.i64(ptr {zbuf}, i8 0, i64 1024, i1 false)")
     iend = f.val(f"add i64 {i0}, {mb}")
     ngroups = f.val(f"udiv i64 {f.val(f'add i64 {nb}, 31')}, 32")
     shape = "i16 16, i16 64"
@@ -512,22 +510,29 @@ def _amx(spec: I8GemmSpec, name: str, pack: str) -> str:
         return f.val(f"call x86_amx @llvm.x86.tileloadd64.internal({shape}, ptr {at}, i64 64)")
 
     def load(first, i, n):
-        """The C tile at (i, n) so far: zero on the first chunk, else C's (an edge tile via cbuf)."""
+        """The C tile at (i, n) so far: tilezero on the first chunk (no load), else C's (an edge tile via
+        cbuf)."""
+        u = f.uid()
+        f.do(f"br i1 {first}, label %zero{u}, label %sofar{u}")
+        f.label(f"zero{u}")
+        zero = f.val(f"call x86_amx @llvm.x86.tilezero.internal({shape})")
+        f.do(f"br label %tile{u}")
+        f.label(f"sofar{u}")
         whole = f.both(f.cmp("sle", f.add(i, 16), "%M"), f.cmp("sle", f.add(n, 16), "%N"))
 
         def edge(e):
             r = f.add(i, f.val(f"udiv i64 {e}, 16"))
             c = f.add(n, f.val(f"urem i64 {e}, 16"))
             return f.both(f.cmp("slt", r, "%M"), f.cmp("slt", c, "%N")), f.add(f.mul(r, "%N"), c)
-
-        def copy():
-            f.gather("i32", "%C", cbuf, 256, edge)
-        f.if_(f.both(f.val(f"xor i1 {first}, true"), f.val(f"xor i1 {whole}, true")), copy)
+        f.if_(f.val(f"xor i1 {whole}, true"), lambda: f.gather("i32", "%C", cbuf, 256, edge))
         src = f.gep("i32", "%C", f.add(f.mul(i, "%N"), n))
         ptr = f.val(f"select i1 {whole}, ptr {src}, ptr {cbuf}")
-        ptr = f.val(f"select i1 {first}, ptr {zbuf}, ptr {ptr}")
-        stride = f.val(f"select i1 {f.both(whole, f.val(f'xor i1 {first}, true'))}, i64 {f.mul('%N', 4)}, i64 64")
-        return f.val(f"call x86_amx @llvm.x86.tileloadd64.internal({shape}, ptr {ptr}, i64 {stride})")
+        stride = f.val(f"select i1 {whole}, i64 {f.mul('%N', 4)}, i64 64")
+        sofar = f.val(f"call x86_amx @llvm.x86.tileloadd64.internal({shape}, ptr {ptr}, i64 {stride})")
+        came = f.cur
+        f.do(f"br label %tile{u}")
+        f.label(f"tile{u}")
+        return f.val(f"phi x86_amx [ {zero}, %zero{u} ], [ {sofar}, %{came} ]")
 
     def store(tile, i, n):
         whole = f.both(f.cmp("sle", f.add(i, 16), "%M"), f.cmp("sle", f.add(n, 16), "%N"))
