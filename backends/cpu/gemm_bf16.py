@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 from ...mlir import func, ir
 from . import gemm_i8
-from .gemm_i8 import _DECLS as _I8_DECLS, _ARGS, _Fn, _block_start, _dispatch, _finish, _groups
+# the panel (nb/16 groups of kq 64-byte rows) and the kernels' skeleton are the int8 GEMM's
+from .gemm_i8 import _DECLS as _I8_DECLS, _ARGS, _Fn, _block_start, _dispatch, _finish, _groups, _panel
 from .irbuild import LAUNCH_ARGS
 from .target import HostTarget
 
@@ -171,8 +172,8 @@ def _pack(name: str) -> str:
                 return f.both(f.cmp("slt", k, "%K"), f.cmp("slt", n, "%nb")), f.add(f.mul(k, "%N"), f.add("%j0", n))
 
             def whole():
-                r0, r1 = (f.val(f"load <16 x i16>, ptr {f.gep('i16', '%B', f.add(f.mul(f.add(k0, r), '%N'), f.add('%j0', col0)))}, "
-                                f"align 2") for r in range(2))
+                src = [f.gep("i16", "%B", f.add(f.mul(f.add(k0, r), "%N"), f.add("%j0", col0))) for r in range(2)]
+                r0, r1 = (f.val(f"load <16 x i16>, ptr {p}, align 2") for p in src)
                 interleave = ", ".join(f"i32 {16 * r + c}" for c in range(16) for r in range(2))
                 v = f.val(f"shufflevector <16 x i16> {r0}, <16 x i16> {r1}, <32 x i32> <{interleave}>")
                 f.do(f"store <32 x i16> {v}, ptr {dst}, align 64")
@@ -182,13 +183,6 @@ def _pack(name: str) -> str:
     f.do("ret void")
     return (f"define internal void @{name}(ptr noalias %B, i64 %N, i64 %K, i64 %j0, i64 %nb, ptr noalias %P, "
             f"i64 %kq) {{\nentry:\n" + "\n".join(f.lines) + "\n}\n")
-
-
-def _panel(f: _Fn, spec: Bf16GemmSpec, pack: str, j0, nb, kq) -> str:
-    size = f.val(f"mul i64 {kq}, {spec.nb * 4}")   # nb/16 groups of kq 64-byte rows
-    panel = f.val(f"call ptr @aligned_alloc(i64 64, i64 {size})")
-    f.do(f"call void @{pack}(ptr %B, i64 %N, i64 %K, i64 {j0}, i64 {nb}, ptr {panel}, i64 {kq})")
-    return panel
 
 
 def _amx(spec: Bf16GemmSpec, name: str, pack: str) -> str:
@@ -334,8 +328,8 @@ def _avx512(spec: Bf16GemmSpec, name: str, pack: str) -> str:
             g = f.mul(gp, 2)
 
             def step(q, acc):
-                b = [f.val(f"load <32 x bfloat>, ptr {f.gep('i8', panel, f.mul(f.add(f.mul(f.add(g, h), kq), q), 64))}, "
-                           f"align 64") for h in (0, 1)]
+                rows_b = [f.gep("i8", panel, f.mul(f.add(f.mul(f.add(g, h), kq), q), 64)) for h in (0, 1)]
+                b = [f.val(f"load <32 x bfloat>, ptr {p}, align 64") for p in rows_b]
                 out = []
                 for r in range(_MR):
                     word = f.val(f"load i32, ptr {f.gep('i32', astrip, f.add(f.mul(q, _MR), r))}, align 4")
