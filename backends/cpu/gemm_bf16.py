@@ -196,8 +196,6 @@ def _amx(spec: Bf16GemmSpec, name: str, pack: str) -> str:
     # to chunk (gemm_i8's amx scheme: loaded in place, a tile's 16 rows share few cache sets).
     strip_buf = f.val(f"alloca [{_KT_CHUNK * 2048} x i8], align 64")
     cbuf = f.val("alloca [256 x float], align 64")
-    zbuf = f.val("alloca [256 x float], align 64")
-    f.do(f"call void @llvm.memset.p0.i64(ptr {zbuf}, i8 0, i64 1024, i1 false)")
     iend = f.add(i0, mb)
     ngroups = f.val(f"udiv i64 {f.add(nb, 31)}, 32")
     shape = "i16 16, i16 64"
@@ -234,15 +232,23 @@ def _amx(spec: Bf16GemmSpec, name: str, pack: str) -> str:
         return f.both(f.cmp("sle", f.add(i, 16), "%M"), f.cmp("sle", f.add(n, 16), "%N"))
 
     def load(first, i, n):
-        """The C tile at (i, n) so far: zero on the first chunk, else C's (an edge tile via cbuf, its f32 bits
-        copied as i32)."""
+        """The C tile at (i, n) so far: tilezero on the first chunk (no load: gemm_i8's measurement), else
+        C's (an edge tile via cbuf, its f32 bits copied as i32)."""
+        u = f.uid()
+        f.do(f"br i1 {first}, label %zero{u}, label %sofar{u}")
+        f.label(f"zero{u}")
+        zero = f.val(f"call x86_amx @llvm.x86.tilezero.internal({shape})")
+        f.do(f"br label %tile{u}")
+        f.label(f"sofar{u}")
         whole = whole_tile(i, n)
-        later = f.val(f"xor i1 {first}, true")
-        f.if_(f.both(later, f.val(f"xor i1 {whole}, true")), lambda: f.gather("i32", "%C", cbuf, 256, c_edge(i, n)))
+        f.if_(f.val(f"xor i1 {whole}, true"), lambda: f.gather("i32", "%C", cbuf, 256, c_edge(i, n)))
         src = f.gep("float", "%C", f.add(f.mul(i, "%N"), n))
         ptr = f.val(f"select i1 {whole}, ptr {src}, ptr {cbuf}")
-        ptr = f.val(f"select i1 {first}, ptr {zbuf}, ptr {ptr}")
-        return tile(ptr, f.val(f"select i1 {f.both(whole, later)}, i64 {f.mul('%N', 4)}, i64 64"))
+        sofar = tile(ptr, f.val(f"select i1 {whole}, i64 {f.mul('%N', 4)}, i64 64"))
+        came = f.cur
+        f.do(f"br label %tile{u}")
+        f.label(f"tile{u}")
+        return f.val(f"phi x86_amx [ {zero}, %zero{u} ], [ {sofar}, %{came} ]")
 
     def store(acc, i, n):
         def direct():
