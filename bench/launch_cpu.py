@@ -1,7 +1,10 @@
 """The fixed cost of one kernel call from Python on the CPU backend: tessera.runtime.Kernel.__call__ (its C++
 fast path, runtime/python/launch_plan.cpp) against the Python launcher it replaced (Kernel.pack, then the
 packed slots through _runtime.Kernel.launch), and torch.add on CPU tensors where torch is installed, in the
-same process; and tsrLaunch alone from C (bench/launch_c.c, built here against libtessera), the floor.
+same process; and tsrLaunch alone from C (bench/launch_c.c, built here against libtessera), the floor. Then the
+same for a function: tessera.executor's call of a one-kernel @function (relu(X + Y) on 4 f32) with numpy arrays
+(its quick path, tessera._runtime.Function.call_plain) and with DeviceArrays (the general path, results
+allocated from the context's pool), against the binding's tsrFunctionCall alone on preallocated results.
 
     python bench/launch_cpu.py
 
@@ -21,6 +24,11 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import machine  # noqa: E402
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), os.pardir, "examples", "saxpy.py")
+FUNCTION = """
+@function
+def f(X: tensor[f32, 4], Y: tensor[f32, 4]):
+    return op.relu(X + Y)
+"""
 
 
 def per_call(fn, number: int = 20000) -> float:
@@ -31,7 +39,7 @@ def per_call(fn, number: int = 20000) -> float:
 
 def main() -> None:
     import tessera
-    from tessera import runtime
+    from tessera import executor, runtime
     print(f"machine: {machine()}")
     with open(EXAMPLE, encoding="utf-8") as f:
         image = tessera.compile(f.read(), EXAMPLE, target="cpu")
@@ -47,6 +55,12 @@ def main() -> None:
 
     rows = [("tessera Kernel.__call__", per_call(lambda: k(a, x, x, o, grid=1, block=32))),
             ("Python launcher (pack + launch)", per_call(python_launcher))]
+    f = executor.load(tessera.compile(FUNCTION, "launch_cpu.py", target="cpu")).f
+    X, Y, R = np.ones(4, np.float32), np.ones(4, np.float32), np.empty(4, np.float32)
+    Xd, Yd = runtime.DeviceArray.from_numpy(X), runtime.DeviceArray.from_numpy(Y)
+    rows += [("executor call, numpy arrays", per_call(lambda: f(X, Y))),
+             ("executor call, DeviceArrays", per_call(lambda: f(Xd, Yd))),
+             ("_runtime.Function.call alone", per_call(lambda: f._native.call((X, Y), (R,), None, 0)))]
     try:
         import torch
         tx, to = torch.ones(1), torch.empty(1)

@@ -124,10 +124,21 @@ class Function:
             plain = spec.dtype != "tf32" and stored in _accepted(spec.declared or spec.dtype, spec.dtype)
             self._plain.append(stored if plain else None)
         self._results = [np.dtype(_NUMPY[self.plan.values[vid].dtype]) for vid in self.plan.results]
+        self._stored = [np.dtype(_NUMPY[self.plan.values[vid].dtype]) for vid in self.plan.args]
+        # a host call whose results are returned as allocated (none written in place, none bf16 bits to widen)
+        # takes libtessera's quick path when every argument is used as it is: one C++ step (call_plain)
+        self._quick = not self.device and not self.plan.outputs and \
+            all(self.plan.values[vid].dtype != "bf16" for vid in self.plan.results)
+        if self._quick:
+            self._native.set_plain(self._plain, self._results)
 
     def __call__(self, *arrays, stream=None, comm=None):
         """`comm` (a tessera.comm.Communicator) runs the plan's collective steps: every rank calls with its own
         tensors (docs/language.md, "Compiled collectives")."""
+        if self._quick and stream is None and comm is None and runtime._current_stream() is None:
+            out = self._native.call_plain(arrays)
+            if out is not None:
+                return out
         p, ctx = self.plan, self.module.context
         native_comm = getattr(getattr(comm, "_c", None), "address", None) if comm is not None else 0
         if native_comm is None:
@@ -136,9 +147,15 @@ class Function:
             raise TypeError(f"'{self.name}' takes {len(p.args)} arguments ({', '.join(p.params)}), "
                             f"got {len(arrays)}")
         # zero-copy: numpy arrays, DeviceArrays, or strided device tensors (_StridedDevice), which no DeviceArray is
+        # a tile program's output may be returned as it was passed (a DeviceArray whose copies need its range
+        # registered); any other argument goes only to libtessera, which takes unknown memory unchecked
         arrays = [a if isinstance(a, (np.ndarray, runtime.DeviceArray)) or not hasattr(a, "__dlpack__")
-                  else runtime._dlpack_argument(a, ctx) for a in arrays]
+                  else runtime._dlpack_argument(a, ctx, i in p.outputs) for i, a in enumerate(arrays)]
         given_device = any(isinstance(a, _DEVICE) for a in arrays)
+        if self._quick and not given_device and stream is None and comm is None and runtime._current_stream() is None:
+            out = self._native.call_plain(tuple(arrays))  # host DLPack tensors (torch CPU) are numpy arrays now
+            if out is not None:
+                return out
         device = self.device or given_device
         s = stream if stream is not None else runtime._current_stream()
         if s is not None and s.capture is not None and device and not given_device:
@@ -151,6 +168,8 @@ class Function:
             if type(a) is np.ndarray and a.dtype == self._plain[index] and not device and a.flags.writeable and \
                     not (capturing and not a.flags.c_contiguous):
                 inputs.append(a)  # used as it is: what _input would decide, without its checks' cost
+            elif type(a) is runtime.DeviceArray and a.dtype == self._stored[index] and a.context is ctx:
+                inputs.append(a)  # likewise: a DeviceArray of this context holding what the plan stores
             else:
                 inputs.append(self._input(index, p.params[index], a, p.values[p.args[index]], device, capturing))
         native_in = [_native(x) for x in inputs]

@@ -183,13 +183,16 @@ class DeviceArray:
     _registration = None  # its range registered with the context (_DeviceRegistration), while the array lives
 
     @classmethod
-    def _of_dlpack(cls, tensor, dtype, context: _runtime.Context) -> "DeviceArray":
+    def _of_dlpack(cls, tensor, dtype, context: _runtime.Context, register: bool = True) -> "DeviceArray":
         """An array of a DLPack producer's device memory, keeping the producer's tensor until it goes, its range
-        known to the context (tsrDeviceRegister) so that the runtime's copies (`numpy`, `copy_from`) accept it."""
+        known to the context (tsrDeviceRegister) so that the runtime's copies (`numpy`, `copy_from`) accept it;
+        `register` False: not registered, for an array that only a launch or function call uses (unknown memory
+        is unchecked there), which saves the registration's three calls into libtessera."""
         out = object.__new__(cls)
         out.context, out.shape, out.dtype = context, tuple(tensor.shape), np.dtype(dtype)
         out._owner, out._offset, out._base, out._foreign = None, 0, tensor.address, tensor
-        out._registration = _DeviceRegistration.cover(context, out._base, out.nbytes)
+        if register:
+            out._registration = _DeviceRegistration.cover(context, out._base, out.nbytes)
         return out
 
     def _live_base(self) -> int:
@@ -213,7 +216,7 @@ class DeviceArray:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize  # math.prod: np.prod costs microseconds per call
 
     @property
     def ndim(self) -> int:
@@ -221,7 +224,7 @@ class DeviceArray:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     def copy_from(self, array) -> None:
         array = compact(array)
@@ -417,7 +420,7 @@ def _strided(tensor) -> bool:
     """Whether a DLPack tensor is not compact row-major. An empty tensor's strides are anything (torch and numpy
     give (0, 0) for shape (0, 3)): it reaches nothing, and counts as compact; so do axes of extent 1."""
     shape, strides = tensor.shape, tensor.strides
-    compact = [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
+    compact = [math.prod(shape[i + 1:]) for i in range(len(shape))]
     return strides is not None and 0 not in shape and any(n > 1 and s != c for n, s, c in zip(shape, strides, compact))
 
 
@@ -470,15 +473,16 @@ class _StridedDevice:
                 self._tensor.release()
 
 
-def _dlpack_argument(x, context: _runtime.Context):
+def _dlpack_argument(x, context: _runtime.Context, register: bool = True):
     """A DLPack producer as an executor call takes it: as `from_dlpack` does, except that a strided device tensor
-    comes as a _StridedDevice instead of being refused."""
+    comes as a _StridedDevice instead of being refused; `register` False: a compact device tensor's array is
+    not registered (`DeviceArray._of_dlpack`), for an argument the call only passes to libtessera."""
     tensor, dtype, host = _take_dlpack(x, context)
     if host:
         return tensor.numpy(dtype)
     if _strided(tensor):
         return _StridedDevice(x, tensor, dtype, context)
-    return DeviceArray._of_dlpack(tensor, dtype, context)
+    return DeviceArray._of_dlpack(tensor, dtype, context, register)
 
 
 def version() -> tuple[int, int, int]:

@@ -320,7 +320,12 @@ class Function {
   // The extents of each result that a call with these inputs produces.
   std::vector<std::vector<int64_t>> result_shapes(const py::sequence& inputs) const {
     module_->live();
-    Tensors in(inputs, signature_.inputs, signature_.input_count, device_, signature_.name, "argument", true);
+    return shapes_of(Tensors(inputs, signature_.inputs, signature_.input_count, device_, signature_.name, "argument",
+                             true));
+  }
+
+  // tsrFunctionGetResultShapes for the call's tensors `in` (their data is not read).
+  std::vector<std::vector<int64_t>> shapes_of(const Tensors& in) const {
     size_t total = 0;
     for (size_t r = 0; r < signature_.output_count; r++) total += signature_.outputs[r].rank;
     std::vector<int64_t> dims(total + 1);
@@ -332,13 +337,55 @@ class Function {
     return out;
   }
 
+  // The host call's quick path (tessera.executor's common call): per argument, the numpy dtype an array must
+  // have to be passed as it is (None: never, the argument needs Python's checks or a conversion), and per result
+  // the numpy dtype it is allocated with. Set once per function; call_plain uses it.
+  void set_plain(const std::vector<py::object>& inputs, const std::vector<py::dtype>& results) {
+    if (inputs.size() != signature_.input_count || results.size() != signature_.output_count)
+      throw py::value_error("set_plain: " + std::to_string(inputs.size()) + " argument and " +
+                            std::to_string(results.size()) + " result dtypes for a function of " +
+                            std::to_string(signature_.input_count) + " and " +
+                            std::to_string(signature_.output_count));
+    plain_ = inputs, result_dtypes_ = results, has_plain_ = true;
+  }
+
+  // One call on host memory with no stream and no communicator, its results allocated here: what
+  // tessera.executor's __call__ does for arguments that are numpy arrays (exactly: no subclass), writeable, of
+  // the dtypes set_plain named, in one step instead of a shape query, allocations and the call. None where any
+  // argument is not such an array (or the count is wrong): the caller takes its general path, which checks,
+  // converts and names what is wrong. Returns the one result, or a tuple of them.
+  py::object call_plain(const py::tuple& inputs) const {
+    module_->live();
+    size_t n = inputs.size();
+    if (!has_plain_ || n != signature_.input_count) return py::none();
+    auto& api = py::detail::npy_api::get();
+    for (size_t i = 0; i < n; i++) {
+      PyObject* a = PyTuple_GET_ITEM(inputs.ptr(), i);
+      if (Py_TYPE(a) != api.PyArray_Type_ || plain_[i].is_none()) return py::none();
+      auto array = py::reinterpret_borrow<py::array>(a);
+      if (!array.writeable() || !api.PyArray_EquivTypes_(array.dtype().ptr(), plain_[i].ptr())) return py::none();
+    }
+    Tensors in(inputs, signature_.inputs, signature_.input_count, device_, signature_.name, "argument", false);
+    std::vector<std::vector<int64_t>> shapes = shapes_of(in);
+    py::tuple results(signature_.output_count);
+    for (size_t r = 0; r < shapes.size(); r++)
+      results[r] = py::array(result_dtypes_[r], std::vector<ssize_t>(shapes[r].begin(), shapes[r].end()));
+    Tensors out(results, signature_.outputs, signature_.output_count, device_, signature_.name, "output", false);
+    run(in, out, nullptr, 0);
+    return results.size() == 1 ? py::object(results[0]) : py::object(results);
+  }
+
   // tsrFunctionCallWithOptions, `comm` the tsr_comm_t (0: none) of the plan's collective steps; the caller
   // keeps the arrays (and the communicator) alive until the call's work on `stream` has run.
   void call(const py::sequence& inputs, const py::sequence& outputs, const py::object& stream, uintptr_t comm) const {
     module_->live();
     Tensors in(inputs, signature_.inputs, signature_.input_count, device_, signature_.name, "argument", false);
     Tensors out(outputs, signature_.outputs, signature_.output_count, device_, signature_.name, "output", false);
-    tsr_stream_t s = stream_of(stream);
+    run(in, out, stream_of(stream), comm);
+  }
+
+  // tsrFunctionCallWithOptions on the call's tensors, the GIL released; its failure raised.
+  void run(const Tensors& in, const Tensors& out, tsr_stream_t s, uintptr_t comm) const {
     tsr_function_call_options_t options;
     tsrFunctionCallOptionsInitialize(&options);
     options.comm = reinterpret_cast<tsr_comm_t>(comm);
@@ -358,6 +405,9 @@ class Function {
   tsr_function_t handle_ = nullptr;
   tsr_function_signature_t signature_{};
   DLDeviceType device_ = kDLCPU;
+  bool has_plain_ = false;            // set_plain was called
+  std::vector<py::object> plain_;     // per argument: a numpy dtype, or None
+  std::vector<py::dtype> result_dtypes_;
 };
 
 }  // namespace
@@ -382,6 +432,12 @@ void bind_function(py::module_& m) {
       .def("result_shapes", &Function::result_shapes, py::arg("inputs"),
            "tsrFunctionGetResultShapes: each result's extents for these inputs (numpy arrays, or (address, shape) "
            "or (address, shape, strides) of device memory; their data is not read).")
+      .def("set_plain", &Function::set_plain, py::arg("inputs"), py::arg("results"),
+           "The quick path's dtypes: per argument the numpy dtype passed as it is (None: never), per result its "
+           "numpy dtype.")
+      .def("call_plain", &Function::call_plain, py::arg("inputs"),
+           "A host call with no stream of exact, writeable numpy arrays of the dtypes set_plain named, its results "
+           "allocated here (one, or a tuple); None where the arguments are not such arrays. Releases the GIL.")
       .def("call", &Function::call, py::arg("inputs"), py::arg("outputs"), py::arg("stream") = py::none(),
            py::arg("comm") = 0,
            "tsrFunctionCallWithOptions (comm: a Comm's address, 0 for none): inputs and outputs are numpy arrays (host memory) or (address, shape) tuples of the "
