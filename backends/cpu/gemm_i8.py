@@ -63,13 +63,18 @@ def available_paths(target: HostTarget) -> tuple[str, ...]:
 
 def choose_path(target: HostTarget, pinned: str = "auto") -> str:
     """`pinned` if `target` has it, the fastest available for "auto"; ValueError otherwise."""
-    paths = available_paths(target)
+    return _choose("int8", PATHS, available_paths(target), target, pinned)
+
+
+def _choose(what: str, known: tuple[str, ...], paths: tuple[str, ...], target: HostTarget, pinned: str) -> str:
+    """choose_path's rule, gemm_bf16's too: `what` names the GEMM in the errors, `known` its paths, `paths`
+    those `target` has."""
     if pinned == "auto":
         return paths[0]
-    if pinned not in PATHS:
-        raise ValueError(f"unknown int8 GEMM path {pinned!r} (paths: auto, {', '.join(PATHS)})")
+    if pinned not in known:
+        raise ValueError(f"unknown {what} GEMM path {pinned!r} (paths: auto, {', '.join(known)})")
     if pinned not in paths:
-        raise ValueError(f"the int8 GEMM path {pinned!r} needs a CPU feature this one ({target.cpu}) lacks "
+        raise ValueError(f"the {what} GEMM path {pinned!r} needs a CPU feature this one ({target.cpu}) lacks "
                          f"(available: {', '.join(paths)})")
     return pinned
 
@@ -139,10 +144,18 @@ def build(module: ir.Module, spec: I8GemmSpec) -> func.FuncOp:
     IR (the contract of backends/ptx/generated.py): a bodiless declaration carrying its IR
     (``tessera.llvm_ir``) and the argument it writes (``tessera.writes``: C)."""
     i8, i32 = (ir.IntegerType.get_signless(w) for w in (8, 32))
+    return _declare(module, spec, (i8, i32), "gemm_i8", llvm_ir(spec, f"{spec.name}_i8gemm"), f"{spec.name}_i8gemm",
+                    _I8)
+
+
+def _declare(module: ir.Module, spec, types, attr: str, body: str, body_name: str, dot: _Dot) -> func.FuncOp:
+    """build's declaration, gemm_bf16's too: A and B of `types`[0], C of `types`[1], `tessera.<attr>` naming
+    the path and block, and as its IR `body` (which defines `body_name`) with the entry that calls it."""
+    elem, acc = types
     dyn = ir.ShapedType.get_dynamic_size()
-    params = [("A", ir.MemRefType.get([dyn, dyn], i8), ("M", "K")),
-              ("B", ir.MemRefType.get([dyn, dyn], i8), ("K", "N")),
-              ("C", ir.MemRefType.get([dyn, dyn], i32), ("M", "N"))]
+    params = [("A", ir.MemRefType.get([dyn, dyn], elem), ("M", "K")),
+              ("B", ir.MemRefType.get([dyn, dyn], elem), ("K", "N")),
+              ("C", ir.MemRefType.get([dyn, dyn], acc), ("M", "N"))]
     index = ir.IndexType.get()
     with ir.InsertionPoint(module.body):
         fn = func.FuncOp(spec.name, ir.FunctionType.get([t for _, t, _ in params] + [index] * len(LAUNCH_ARGS), []),
@@ -153,10 +166,10 @@ def build(module: ir.Module, spec: I8GemmSpec) -> func.FuncOp:
          for n, _, dims in params] + [ir.DictAttr.get({})] * len(LAUNCH_ARGS))
     fn.attributes["tessera.kernel"] = ir.UnitAttr.get()
     fn.attributes["tessera.tile_kernel"] = ir.UnitAttr.get()
-    fn.attributes["tessera.gemm_i8"] = ir.DictAttr.get({
+    fn.attributes[f"tessera.{attr}"] = ir.DictAttr.get({
         "path": ir.StringAttr.get(spec.path), "block": ir.DenseI64ArrayAttr.get([spec.mb, spec.nb])})
     fn.attributes["tessera.writes"] = ir.DenseI64ArrayAttr.get([2])
-    fn.attributes["tessera.llvm_ir"] = ir.StringAttr.get(llvm_ir(spec, f"{spec.name}_i8gemm") + _entry(spec.name))
+    fn.attributes["tessera.llvm_ir"] = ir.StringAttr.get(body + _entry(spec.name, body_name, dot))
     return fn
 
 
@@ -166,19 +179,20 @@ def generated(module: ir.Module) -> list[str]:
             if op.operation.name == "func.func" and "tessera.llvm_ir" in op.attributes]
 
 
-def _entry(name: str) -> str:
+def _entry(name: str, body: str, dot: _Dot) -> str:
     """The kernel as the MLIR lowering of its declaration calls it: each memref<?x?x…> as (allocated,
-    aligned, offset, 2 sizes, 2 strides), contiguous by its type, then the nine launch indices."""
-    memref = lambda m, t: (f"ptr %{m}_alloc, ptr %{m}_base, i64 %{m}_off, i64 %{m}_d0, i64 %{m}_d1, "  # noqa: E731
-                           f"i64 %{m}_s0, i64 %{m}_s1")
+    aligned, offset, 2 sizes, 2 strides), contiguous by its type, then the nine launch indices; it calls
+    `body` with the three base pointers (offsets count `dot`'s elements)."""
+    memref = lambda m: (f"ptr %{m}_alloc, ptr %{m}_base, i64 %{m}_off, i64 %{m}_d0, i64 %{m}_d1, "  # noqa: E731
+                        f"i64 %{m}_s0, i64 %{m}_s1")
     launch = ", ".join(f"i64 %{a}" for a in LAUNCH_ARGS)
     return f"""
-define hidden void @{name}({memref("A", "i8")}, {memref("B", "i8")}, {memref("C", "i32")}, {launch}) {{
+define hidden void @{name}({memref("A")}, {memref("B")}, {memref("C")}, {launch}) {{
 entry:
-  %a = getelementptr i8, ptr %A_base, i64 %A_off
-  %b = getelementptr i8, ptr %B_base, i64 %B_off
-  %c = getelementptr i32, ptr %C_base, i64 %C_off
-  call void @{name}_i8gemm(ptr %a, ptr %b, ptr %c, i64 %A_d0, i64 %B_d1, i64 %A_d1, i64 %bid_x, i64 %bid_y)
+  %a = getelementptr {dot.elt}, ptr %A_base, i64 %A_off
+  %b = getelementptr {dot.elt}, ptr %B_base, i64 %B_off
+  %c = getelementptr {dot.acc}, ptr %C_base, i64 %C_off
+  call void @{body}(ptr %a, ptr %b, ptr %c, i64 %A_d0, i64 %B_d1, i64 %A_d1, i64 %bid_x, i64 %bid_y)
   ret void
 }}
 """
@@ -471,91 +485,119 @@ def _panel(f: _Fn, spec: I8GemmSpec, pack: str, j0, nb, kq) -> str:
     return panel
 
 
-def _amx(spec: I8GemmSpec, name: str, pack: str) -> str:
+@dataclass(frozen=True)
+class _Dot:
+    """What the amx and AVX-512 kernels' emitters take from the element type (gemm_bf16's kernels are these
+    emitters with bf16's): A and B as `k` elements of integer type `elt` per 32-bit word (the panel's and
+    the A strips' layout), C's element `acc`, and the tile and vector dot-product instructions."""
+
+    elt: str           # A's and B's elements as an integer type (bf16 moves as i16)
+    k: int             # elements per 32-bit word: the k one dot product sums per accumulator
+    acc: str           # C's element (i32 or float)
+    tile_dot: str      # the AMX intrinsic (x86_amx acc, a, b)
+    vec_dot: str       # the AVX-512 intrinsic (<16 x acc> acc, <vec> a, <vec> b)
+    vec: str           # its operands' type: 64 bytes of A's (B's) words
+    vec_store: str     # the masked store of a <16 x acc> row of C
+    amx_features: str
+    avx_features: str
+
+
+_I8 = _Dot("i8", 4, "i32", "tdpbssd", "avx512.vpdpbusd.512", "<64 x i8>", "v16i32",
+           "+amx-tile,+amx-int8", "+avx512f,+avx512bw,+avx512vnni")
+
+
+def _amx(spec: I8GemmSpec, name: str, pack: str, dot: _Dot = _I8) -> str:
+    """The amx kernel for `dot`'s elements (gemm_bf16's spec has the fields read here): 2×2 tiles of 16×16
+    accumulators per 32×32 of C, B's tiles from the panel `pack` packs."""
     f = _Fn(name)
     i0, j0, mb, nb = _block_start(f, spec)
-    kt = f.val(f"udiv i64 {f.val('add i64 %K, 63')}, 64")   # 64-byte steps of k, the last zero-padded
-    kq = f.val(f"mul i64 {kt}, 16")
+    per_row = 16 * dot.k   # A's elements in a tile row of 64 bytes
+    # 64-byte steps of k, the last zero-padded
+    kt = f.val(f"udiv i64 {f.val(f'add i64 %K, {per_row - 1}')}, {per_row}")
+    kq = f.mul(kt, 16)
     panel = _panel(f, spec, pack, j0, nb, kq)
-    # K in chunks of _KT_CHUNK 64-byte steps: per chunk, a strip's A (32 rows) is packed as its 16×64 tiles
-    # in k order (strip[t][h] = A[i+16h : +16, 64t : +64], zero-padded), read by every column pair of the
-    # block; the C tiles carry the sum from chunk to chunk. (Loaded in place at A's row stride instead, the
-    # 16 rows of a tile 1-2 KiB apart share few cache sets.)
+    # K in chunks of _KT_CHUNK 64-byte steps: per chunk, a strip's A (32 rows) is packed as its 16×64-byte
+    # tiles in k order (strip[t][h] = A[i+16h : +16, t-th 64 bytes], zero-padded), read by every column pair
+    # of the block; the C tiles carry the sum from chunk to chunk. (Loaded in place at A's row stride
+    # instead, the 16 rows of a tile 1-2 KiB apart share few cache sets.)
     strip_buf = f.val(f"alloca [{_KT_CHUNK * 2048} x i8], align 64")
-    cbuf = f.val("alloca [256 x i32], align 64")
-    iend = f.val(f"add i64 {i0}, {mb}")
-    ngroups = f.val(f"udiv i64 {f.val(f'add i64 {nb}, 31')}, 32")
+    cbuf = f.val(f"alloca [256 x {dot.acc}], align 64")
+    iend = f.add(i0, mb)
+    ngroups = f.val(f"udiv i64 {f.add(nb, 31)}, 32")
     shape = "i16 16, i16 64"
 
     def pack_strip(i, t0, t1):
-        def tile_row(e, _):   # e = (t·2 + h)·16 + r: 64 bytes of row i+16h+r from k = 64(t0 + t)
+        def tile_row(e, _):   # e = (t·2 + h)·16 + r: 64 bytes of row i+16h+r from step t0 + t
             t = f.add(t0, f.val(f"udiv i64 {e}, 32"))
             row = f.add(i, f.val(f"urem i64 {e}, 32"))
-            k = f.mul(t, 64)
-            dst = f.gep("i8", strip_buf, f.mul(e, 64))
-            whole = f.both(f.cmp("slt", row, "%M"), f.cmp("sle", f.add(k, 64), "%K"))
+            k = f.mul(t, per_row)
+            dst = f.gep(dot.elt, strip_buf, f.mul(e, per_row))
+            whole = f.both(f.cmp("slt", row, "%M"), f.cmp("sle", f.add(k, per_row), "%K"))
 
             def copy():
-                v = f.val(f"load <64 x i8>, ptr {f.gep('i8', '%A', f.add(f.mul(row, '%K'), k))}, align 1")
-                f.do(f"store <64 x i8> {v}, ptr {dst}, align 64")
+                v = f.val(f"load <{per_row} x {dot.elt}>, ptr {f.gep(dot.elt, '%A', f.add(f.mul(row, '%K'), k))}, "
+                          f"align {4 // dot.k}")
+                f.do(f"store <{per_row} x {dot.elt}> {v}, ptr {dst}, align 64")
 
             def edge(c):
                 return (f.both(f.cmp("slt", row, "%M"), f.cmp("slt", f.add(k, c), "%K")),
                         f.add(f.mul(row, "%K"), f.add(k, c)))
-            f.if_else(whole, copy, lambda: f.gather("i8", "%A", dst, 64, edge))
+            f.if_else(whole, copy, lambda: f.gather(dot.elt, "%A", dst, per_row, edge))
         f.loop(0, f.mul(f.val(f"sub i64 {t1}, {t0}"), 32), 1, tile_row)
 
-    def a_tile(t, half):   # t: the step within the chunk
-        at = f.gep("i8", strip_buf, f.mul(f.add(f.mul(t, 2), half), 1024))
-        return f.val(f"call x86_amx @llvm.x86.tileloadd64.internal({shape}, ptr {at}, i64 64)")
+    def tile(ptr, stride):
+        return f.val(f"call x86_amx @llvm.x86.tileloadd64.internal({shape}, ptr {ptr}, i64 {stride})")
+
+    def c_at(i, n, e):   # element e of the C tile at (i, n): its row, column and whether it is inside C
+        r = f.add(i, f.val(f"udiv i64 {e}, 16"))
+        c = f.add(n, f.val(f"urem i64 {e}, 16"))
+        return r, c, f.both(f.cmp("slt", r, "%M"), f.cmp("slt", c, "%N"))
+
+    def c_edge(i, n):
+        def locate(e):
+            r, c, inside = c_at(i, n, e)
+            return inside, f.add(f.mul(r, "%N"), c)
+        return locate
+
+    def whole_tile(i, n):
+        return f.both(f.cmp("sle", f.add(i, 16), "%M"), f.cmp("sle", f.add(n, 16), "%N"))
 
     def load(first, i, n):
         """The C tile at (i, n) so far: tilezero on the first chunk (no load), else C's (an edge tile via
-        cbuf)."""
+        cbuf, its bits copied as i32)."""
         u = f.uid()
         f.do(f"br i1 {first}, label %zero{u}, label %sofar{u}")
         f.label(f"zero{u}")
         zero = f.val(f"call x86_amx @llvm.x86.tilezero.internal({shape})")
         f.do(f"br label %tile{u}")
         f.label(f"sofar{u}")
-        whole = f.both(f.cmp("sle", f.add(i, 16), "%M"), f.cmp("sle", f.add(n, 16), "%N"))
-
-        def edge(e):
-            r = f.add(i, f.val(f"udiv i64 {e}, 16"))
-            c = f.add(n, f.val(f"urem i64 {e}, 16"))
-            return f.both(f.cmp("slt", r, "%M"), f.cmp("slt", c, "%N")), f.add(f.mul(r, "%N"), c)
-        f.if_(f.val(f"xor i1 {whole}, true"), lambda: f.gather("i32", "%C", cbuf, 256, edge))
-        src = f.gep("i32", "%C", f.add(f.mul(i, "%N"), n))
+        whole = whole_tile(i, n)
+        f.if_(f.val(f"xor i1 {whole}, true"), lambda: f.gather("i32", "%C", cbuf, 256, c_edge(i, n)))
+        src = f.gep(dot.acc, "%C", f.add(f.mul(i, "%N"), n))
         ptr = f.val(f"select i1 {whole}, ptr {src}, ptr {cbuf}")
-        stride = f.val(f"select i1 {whole}, i64 {f.mul('%N', 4)}, i64 64")
-        sofar = f.val(f"call x86_amx @llvm.x86.tileloadd64.internal({shape}, ptr {ptr}, i64 {stride})")
+        sofar = tile(ptr, f.val(f"select i1 {whole}, i64 {f.mul('%N', 4)}, i64 64"))
         came = f.cur
         f.do(f"br label %tile{u}")
         f.label(f"tile{u}")
         return f.val(f"phi x86_amx [ {zero}, %zero{u} ], [ {sofar}, %{came} ]")
 
-    def store(tile, i, n):
-        whole = f.both(f.cmp("sle", f.add(i, 16), "%M"), f.cmp("sle", f.add(n, 16), "%N"))
-
+    def store(acc, i, n):
         def direct():
-            dst = f.gep("i32", "%C", f.add(f.mul(i, "%N"), n))
-            f.do(f"call void @llvm.x86.tilestored64.internal({shape}, ptr {dst}, i64 {f.mul('%N', 4)}, "
-                 f"x86_amx {tile})")
-        f.if_else(whole, direct, lambda: edge_store(tile, i, n))
+            dst = f.gep(dot.acc, "%C", f.add(f.mul(i, "%N"), n))
+            f.do(f"call void @llvm.x86.tilestored64.internal({shape}, ptr {dst}, i64 {f.mul('%N', 4)}, x86_amx {acc})")
 
-    def edge_store(tile, i, n):
-        f.do(f"call void @llvm.x86.tilestored64.internal({shape}, ptr {cbuf}, i64 64, x86_amx {tile})")
+        def edge():
+            f.do(f"call void @llvm.x86.tilestored64.internal({shape}, ptr {cbuf}, i64 64, x86_amx {acc})")
 
-        def elem(e, _):
-            r = f.val(f"add i64 {i}, {f.val(f'udiv i64 {e}, 16')}")
-            c = f.val(f"add i64 {n}, {f.val(f'urem i64 {e}, 16')}")
-            inside = f.val(f"and i1 {f.val(f'icmp slt i64 {r}, %M')}, {f.val(f'icmp slt i64 {c}, %N')}")
+            def elem(e, _):
+                r, c, inside = c_at(i, n, e)
 
-            def put():
-                v = f.val(f"load i32, ptr {f.gep('i32', cbuf, e)}")
-                f.do(f"store i32 {v}, ptr {f.gep('i32', '%C', f.add(f.mul(r, '%N'), c))}")
-            f.if_(inside, put)
-        f.loop(0, 256, 1, elem)
+                def put():
+                    v = f.val(f"load {dot.acc}, ptr {f.gep(dot.acc, cbuf, e)}")
+                    f.do(f"store {dot.acc} {v}, ptr {f.gep(dot.acc, '%C', f.add(f.mul(r, '%N'), c))}")
+                f.if_(inside, put)
+            f.loop(0, 256, 1, elem)
+        f.if_else(whole_tile(i, n), direct, edge)
 
     def chunk(t0, _):
         t1 = f.smin(f.add(t0, _KT_CHUNK), kt)
@@ -566,28 +608,26 @@ def _amx(spec: I8GemmSpec, name: str, pack: str) -> str:
         pack_strip(i, t0, t1)
 
         def pair(gp, _):
-            g = f.val(f"mul i64 {gp}, 2")
+            g = f.mul(gp, 2)
             n0 = f.add(j0, f.mul(g, 16))
             init = [load(first, f.add(i, 16 * r), f.add(n0, 16 * c)) for r in (0, 1) for c in (0, 1)]
 
             def kstep(t, acc):
-                a = [a_tile(f.val(f"sub i64 {t}, {t0}"), h) for h in (0, 1)]
-                b = []
-                for h in (0, 1):
-                    off = f.mul(f.add(f.mul(f.add(g, h), kq), f.mul(t, 16)), 64)
-                    b.append(f.val(f"call x86_amx @llvm.x86.tileloadd64.internal({shape}, ptr "
-                                   f"{f.gep('i8', panel, off)}, i64 64)"))
-                return [f.val(f"call x86_amx @llvm.x86.tdpbssd.internal(i16 16, i16 64, i16 64, "
-                              f"x86_amx {acc[2 * r + c]}, "
-                              f"x86_amx {a[r]}, x86_amx {b[c]})") for r in (0, 1) for c in (0, 1)]
+                a = [tile(f.gep("i8", strip_buf, f.mul(f.add(f.mul(f.val(f"sub i64 {t}, {t0}"), 2), h), 1024)), 64)
+                     for h in (0, 1)]   # t - t0: the step within the chunk
+                b = [tile(f.gep("i8", panel, f.mul(f.add(f.mul(f.add(g, h), kq), f.mul(t, 16)), 64)), 64)
+                     for h in (0, 1)]
+                return [f.val(f"call x86_amx @llvm.x86.{dot.tile_dot}.internal(i16 16, i16 64, i16 64, "
+                              f"x86_amx {acc[2 * r + c]}, x86_amx {a[r]}, x86_amx {b[c]})")
+                        for r in (0, 1) for c in (0, 1)]
             acc = f.loop(t0, t1, 1, kstep, [("x86_amx", v) for v in init])
             for r in (0, 1):
                 for c in (0, 1):
-                    store(acc[2 * r + c], f.val(f"add i64 {i}, {16 * r}"), f.val(f"add i64 {n0}, {16 * c}"))
+                    store(acc[2 * r + c], f.add(i, 16 * r), f.add(n0, 16 * c))
         f.loop(0, ngroups, 1, pair)
     f.loop(0, f.smax(kt, 1), _KT_CHUNK, chunk)   # once at K = 0: C = 0
     f.do(f"call void @free(ptr {panel})")
-    return _finish(f, name, '"target-features"="+amx-tile,+amx-int8" ')
+    return _finish(f, name, f'"target-features"="{dot.amx_features}" ')
 
 
 def _vnni(spec: I8GemmSpec, name: str, pack: str) -> str:
@@ -600,7 +640,6 @@ def _vnni(spec: I8GemmSpec, name: str, pack: str) -> str:
     # Σ_k B[k, n] per column of the panel, for the +128 offset of A's bytes
     sums = f.val(f"alloca [{spec.nb} x i32], align 64")
     ones = "<i8 " + ", i8 ".join(["1"] * 64) + ">"
-    zero16 = "zeroinitializer"
 
     def colsum(g, _):
         def q_step(q, acc):
@@ -608,22 +647,13 @@ def _vnni(spec: I8GemmSpec, name: str, pack: str) -> str:
             v = f.val(f"load <64 x i8>, ptr {f.gep('i8', panel, at)}, align 64")
             return [f.val(f"call <16 x i32> @llvm.x86.avx512.vpdpbusd.512(<16 x i32> {acc[0]}, <64 x i8> {ones}, "
                           f"<64 x i8> {v})")]
-        s = f.loop(0, kq, 1, q_step, [("<16 x i32>", zero16)])[0]
+        s = f.loop(0, kq, 1, q_step, [("<16 x i32>", "zeroinitializer")])[0]
         f.do(f"store <16 x i32> {s}, ptr {f.gep('i32', sums, f.val(f'mul i64 {g}, 16'))}, align 64")
     f.loop(0, _groups(f, nb), 1, colsum)
-    iend = f.val(f"add i64 {i0}, {mb}")
-    ngroups = f.val(f"udiv i64 {f.val(f'add i64 {nb}, 31')}, 32")
-    last = f.val("sub i64 %M, 1")
-    lanes = "<" + ", ".join(f"i64 {c}" for c in range(16)) + ">"
-
-    # Per strip of _MR rows, A's words offset by +128 (xor of each byte's sign bit), quad by quad: astrip[q][r]
-    # = A[i+r, 4q:4q+4] ^ 0x80808080. Each step then broadcasts its _MR words from memory (a load, folded
-    # into vpdpbusd's {1to16} operand) instead of from a general register, which took the vector port
-    # vpdpbusd issues on: 8 vpbroadcastd beside 16 vpdpbusd a step.
-    astrip = f.val(f"call ptr @aligned_alloc(i64 64, i64 {f.mul(f.cdiv(f.smax(kq, 1), 2), 64)})")   # kq·32 bytes
 
     def a_quad(rowp, q, exact):
-        """A[row, 4q:4q+4] + 128 as a word of four u8 (`exact`: K % 4 bytes, the rest zero)."""
+        """A[row, 4q:4q+4] + 128 (a xor of each byte's sign bit) as a word of four u8 (`exact`: K % 4
+        bytes, the rest zero)."""
         if exact:
             word = f.val(f"load i32, ptr {f.gep('i8', rowp, f.val(f'mul i64 {q}, 4'))}, align 1")
         else:
@@ -637,51 +667,75 @@ def _vnni(spec: I8GemmSpec, name: str, pack: str) -> str:
                 word = f.val(f"or i32 {word}, {wide}")
         return f.val(f"xor i32 {word}, -2139062144")   # 0x80808080
 
-    def put_quad(rows, q, exact):
+    def corrected(col):
+        """Each column's result less 128·Σ_k B[k, n] (the offset of A's bytes)."""
+        s = f.val(f"load <16 x i32>, ptr {f.gep('i32', sums, col)}, align 64")
+        corr = f.val(f"shl <16 x i32> {s}, <i32 " + ", i32 ".join(["7"] * 16) + ">")
+        return lambda acc: f.val(f"sub <16 x i32> {acc}, {corr}")
+    _vectors(f, spec, _I8, (i0, j0, mb, nb), panel, kq, kfull, lambda: f.val(f"icmp ne i64 {krem}, 0"),
+             a_quad, corrected)
+    return _finish(f, name, f'"target-features"="{_I8.avx_features}" ')
+
+
+def _vectors(f: _Fn, spec, dot: _Dot, block, panel, kq, kfull, tail, word, corrected=None) -> None:
+    """The AVX-512 kernels' register tiles after the panel is packed: per strip of _MR rows, A's words
+    (`word`(row pointer, q, exact): A[row, k·q : k·q + k] as the instruction reads it; `exact` false for the
+    last, partial word, which `tail`() says there is), word by word: astrip[q][r]. Each step then broadcasts
+    its _MR words from memory (a load, folded into the dot product's {1to16} operand) instead of from a
+    general register, which took the vector port the dot products issue on: 8 vpbroadcastd beside 16 dot
+    products a step. 8×32 of C in 16 zmm accumulators, stored masked at N's edge (`corrected`(column)
+    gives what each accumulator becomes first). Frees the panel."""
+    i0, j0, mb, nb = block
+    iend = f.add(i0, mb)
+    ngroups = f.val(f"udiv i64 {f.add(nb, 31)}, 32")
+    last = f.val("sub i64 %M, 1")
+    lanes = "<" + ", ".join(f"i64 {c}" for c in range(16)) + ">"
+    acc_t = f"<16 x {dot.acc}>"
+    astrip = f.val(f"call ptr @aligned_alloc(i64 64, i64 {f.mul(f.cdiv(f.smax(kq, 1), 2), 64)})")   # kq·32 bytes
+
+    def put_words(rows, q, exact):
         for r in range(_MR):
-            f.do(f"store i32 {a_quad(rows[r], q, exact)}, ptr {f.gep('i32', astrip, f.add(f.mul(q, _MR), r))}")
+            f.do(f"store i32 {word(rows[r], q, exact)}, ptr {f.gep('i32', astrip, f.add(f.mul(q, _MR), r))}")
 
     def strip(i, _):
-        rows = [f.gep("i8", "%A", f.mul(f.smin(f.add(i, r), last), "%K")) for r in range(_MR)]
-        f.loop(0, kfull, 1, lambda q, _: put_quad(rows, q, True))
-        f.if_(f.val(f"icmp ne i64 {krem}, 0"), lambda: put_quad(rows, kfull, False))
+        rows = [f.gep(dot.elt, "%A", f.mul(f.smin(f.add(i, r), last), "%K")) for r in range(_MR)]
+        f.loop(0, kfull, 1, lambda q, _: put_words(rows, q, True))
+        f.if_(tail(), lambda: put_words(rows, kfull, False))
 
         def pair(gp, _):
-            g = f.val(f"mul i64 {gp}, 2")
+            g = f.mul(gp, 2)
 
             def step(q, acc):
-                b = [f.val(f"load <64 x i8>, ptr {f.gep('i8', panel, f.mul(f.add(f.mul(f.add(g, h), kq), q), 64))}, "
+                b = [f.val(f"load {dot.vec}, ptr {f.gep('i8', panel, f.mul(f.add(f.mul(f.add(g, h), kq), q), 64))}, "
                            f"align 64") for h in (0, 1)]
                 out = []
                 for r in range(_MR):
-                    word = f.val(f"load i32, ptr {f.gep('i32', astrip, f.add(f.mul(q, _MR), r))}, align 4")
-                    splat = f.val(f"insertelement <16 x i32> poison, i32 {word}, i64 0")
+                    w = f.val(f"load i32, ptr {f.gep('i32', astrip, f.add(f.mul(q, _MR), r))}, align 4")
+                    splat = f.val(f"insertelement <16 x i32> poison, i32 {w}, i64 0")
                     splat = f.val(f"shufflevector <16 x i32> {splat}, <16 x i32> poison, <16 x i32> zeroinitializer")
-                    a = f.val(f"bitcast <16 x i32> {splat} to <64 x i8>")
-                    out += [f.val(f"call <16 x i32> @llvm.x86.avx512.vpdpbusd.512(<16 x i32> {acc[2 * r + h]}, "
-                                  f"<64 x i8> {a}, <64 x i8> {b[h]})") for h in (0, 1)]
+                    a = f.val(f"bitcast <16 x i32> {splat} to {dot.vec}")
+                    out += [f.val(f"call {acc_t} @llvm.x86.{dot.vec_dot}({acc_t} {acc[2 * r + h]}, "
+                                  f"{dot.vec} {a}, {dot.vec} {b[h]})") for h in (0, 1)]
                 return out
-            acc = f.loop(0, kq, 1, step, [("<16 x i32>", zero16)] * (2 * _MR))
+            acc = f.loop(0, kq, 1, step, [(acc_t, "zeroinitializer")] * (2 * _MR))
             for h in (0, 1):
                 col = f.mul(f.add(g, h), 16)
-                s = f.val(f"load <16 x i32>, ptr {f.gep('i32', sums, col)}, align 64")
-                corr = f.val(f"shl <16 x i32> {s}, <i32 " + ", i32 ".join(["7"] * 16) + ">")
-                n = f.val(f"add i64 {j0}, {col}")
+                fix = corrected(col) if corrected else (lambda v: v)
+                n = f.add(j0, col)
                 left = f.val(f"sub i64 %N, {n}")
                 ins = f.val(f"insertelement <16 x i64> poison, i64 {left}, i64 0")
                 ins = f.val(f"shufflevector <16 x i64> {ins}, <16 x i64> poison, <16 x i32> zeroinitializer")
                 mask = f.val(f"icmp slt <16 x i64> {lanes}, {ins}")
                 for r in range(_MR):
-                    row = f.val(f"add i64 {i}, {r}")
+                    row = f.add(i, r)
 
                     def put(r=r, row=row):
-                        v = f.val(f"sub <16 x i32> {acc[2 * r + h]}, {corr}")
-                        dst = f.gep("i32", "%C", f.add(f.mul(row, "%N"), n))
-                        f.do(f"call void @llvm.masked.store.v16i32.p0(<16 x i32> {v}, ptr {dst}, i32 4, "
+                        v = fix(acc[2 * r + h])
+                        dst = f.gep(dot.acc, "%C", f.add(f.mul(row, "%N"), n))
+                        f.do(f"call void @llvm.masked.store.{dot.vec_store}.p0({acc_t} {v}, ptr {dst}, i32 4, "
                              f"<16 x i1> {mask})")
                     f.if_(f.both(f.cmp("slt", row, iend), f.cmp("slt", n, "%N")), put)
         f.loop(0, ngroups, 1, pair)
     f.loop(i0, iend, _MR, strip)
     f.do(f"call void @free(ptr {astrip})")
     f.do(f"call void @free(ptr {panel})")
-    return _finish(f, name, '"target-features"="+avx512f,+avx512bw,+avx512vnni" ')

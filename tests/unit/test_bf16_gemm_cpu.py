@@ -11,9 +11,11 @@ reference rounded to bf16 by one bf16 unit (2^-8 relative) beyond that."""
 import numpy as np
 import pytest
 
-from tessera import compiler, executor, tessera_frontend_compile
+from tessera import tessera_frontend_compile
 from tessera.backends.cpu import gemm_bf16, target
 from tessera.backends.cpu.target import HostTarget
+
+from pinned_compile import compile_pinned
 
 SRC = """
 @function
@@ -60,13 +62,7 @@ def check(got, a, b, rounded=False):
 
 @pytest.fixture(scope="module", params=PATHS)
 def compiled(request):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("TESSERA_CPU_BF16_GEMM", request.param)
-    llir = []
-    result = compiler.compile_source(SRC, "mm.py",
-                                     on_stage=lambda stage, art: llir.append(art) if stage == "llir" else None)
-    mp.undo()
-    yield request.param, executor.load(result.image), "".join(llir)
+    return compile_pinned(SRC, "TESSERA_CPU_BF16_GEMM", request.param)
 
 
 def test_the_pinned_path_is_the_kernel(compiled):

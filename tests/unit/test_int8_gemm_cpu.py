@@ -5,9 +5,11 @@ plain path runs on an AMX machine too), against numpy's int64 product wrapped to
 import numpy as np
 import pytest
 
-from tessera import compiler, executor, plan, tessera_frontend_compile
+from tessera import compiler, plan, tessera_frontend_compile
 from tessera.backends.cpu import gemm_i8, target
 from tessera.diagnostics import CompileError
+
+from pinned_compile import compile_pinned
 
 SRC = """
 @function
@@ -38,13 +40,7 @@ def ints(shape):
 
 @pytest.fixture(scope="module", params=PATHS)
 def compiled(request):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("TESSERA_CPU_INT8_GEMM", request.param)
-    llir = []
-    result = compiler.compile_source(SRC, "mm.py",
-                                     on_stage=lambda stage, art: llir.append(art) if stage == "llir" else None)
-    mp.undo()
-    yield request.param, executor.load(result.image), "".join(llir)
+    return compile_pinned(SRC, "TESSERA_CPU_INT8_GEMM", request.param)
 
 
 def test_the_pinned_path_is_the_kernel(compiled):
