@@ -29,8 +29,8 @@ from ...mlir import func, ir
 from . import gemm_i8
 # the panel (nb/16 groups of kq 64-byte rows), the declaration, the kernels' skeleton and their amx and
 # AVX-512 emitters (with bf16's `_Dot`) are the int8 GEMM's
-from .gemm_i8 import (_DECLS as _I8_DECLS, _ARGS, _Dot, _Fn, _amx, _block_start, _choose, _declare, _dispatch,
-                      _finish, _groups, _panel, _vectors)
+from .gemm_i8 import (_DECLS as _I8_DECLS, _Dot, _Fn, _amx, _block_start, _body, _choose, _declare, _finish,
+                      _groups, _panel, _vectors)
 from .target import HostTarget
 
 PATHS = ("amx", "avx512", "plain")
@@ -94,12 +94,7 @@ def llvm_ir(spec: Bf16GemmSpec, name: str) -> str:
     parts = [_DECLS, _pack(f"{name}_pack"), _avx512(spec, f"{name}_avx512", f"{name}_pack")]
     if spec.path == "amx":
         parts.append(_amx(spec, f"{name}_amx", f"{name}_pack", _BF16))
-        parts.append(f"@{name}_amx_state = internal global i32 0\n" + _dispatch(
-            name, f"{name}_amx", f"{name}_avx512", f"@{name}_amx_state"))
-    else:
-        parts.append(f"define hidden void @{name}({_ARGS}) {{\nentry:\n"
-                     f"  call void @{name}_avx512(ptr %A, ptr %B, ptr %C, i64 %M, i64 %N, i64 %K, i64 %bx, "
-                     f"i64 %by)\n  ret void\n}}\n")
+    parts.append(_body(name, spec.path, "avx512"))
     return "\n".join(parts)
 
 

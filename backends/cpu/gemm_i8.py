@@ -334,13 +334,17 @@ def llvm_ir(spec: I8GemmSpec, name: str) -> str:
         if spec.fallback != "vnni":
             parts.append(_pack(spec, f"{name}_pack"))
         parts.append(_amx(spec, f"{name}_amx", f"{name}_pack"))
-        parts.append(f"@{name}_amx_state = internal global i32 0\n" + _dispatch(
-            name, f"{name}_amx", f"{name}_{spec.fallback}", f"@{name}_amx_state"))
-    else:
-        parts.append(f"define hidden void @{name}({_ARGS}) {{\nentry:\n"
-                     f"  call void @{name}_{spec.path}(ptr %A, ptr %B, ptr %C, i64 %M, i64 %N, i64 %K, i64 %bx, "
-                     f"i64 %by)\n  ret void\n}}\n")
+    parts.append(_body(name, spec.path, spec.fallback))
     return "\n".join(parts)
+
+
+def _body(name: str, path: str, fallback: str) -> str:
+    """The kernel body `name` (gemm_bf16's too): on the amx path the choice between `name`_amx and
+    `name`_`fallback` by the OS's grant of AMX state, else a call of `name`_`path`."""
+    if path == "amx":
+        return f"@{name}_amx_state = internal global i32 0\n" + _dispatch(
+            name, f"{name}_amx", f"{name}_{fallback}", f"@{name}_amx_state")
+    return f"define hidden void @{name}({_ARGS}) {{\nentry:\n  {_call(f'{name}_{path}')}\n  ret void\n}}\n"
 
 
 def _call(fn: str) -> str:
