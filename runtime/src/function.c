@@ -326,11 +326,13 @@ typedef struct call {
    * and axis (released when the call ends): step `like` names the mesh and axis. */
   struct { const tsr_plan_step_t* like; tsr_comm_t comm; } groups[8];
   uint32_t group_count;
-  /* Gradient buckets in flight on `comm_stream` (the function's second stream, comm_stream()):
+  /* Gradient buckets in flight on `comm_stream` (the function's second stream, comm_stream()), oldest first:
    * steps [first, end) of the plan, whose outputs (and the inputs of members of `below` bytes or more, reduced
-   * directly) `stream` may touch once it waited for `done`. */
+   * directly) `stream` may touch once it waited for `done`. Room for 32: a step's buckets all stay in flight
+   * until the steps reading them (bench/data_parallel_gpu.py's 416 MiB of gradients are 17 buckets of 25 MiB);
+   * only past that does a new bucket make the call's stream wait, for the oldest. */
   tsr_stream_t comm_stream;
-  struct { tsr_event_t done; uint32_t first, end; uint64_t below; } pending[8];
+  struct { tsr_event_t done; uint32_t first, end; uint64_t below; } pending[32];
   uint32_t pending_count;
   void* heap;           /* the arrays above when `scratch` is too small for them, else NULL */
   /* The arrays above, carved per call: on the caller's stack, so that a call allocates nothing for them
@@ -1175,12 +1177,15 @@ static bool touches(const call_t* c, const tsr_plan_step_t* s, uint32_t vid) {
   }
 }
 
-/* The call's stream waits for pending bucket `which` (its results are then ordered before what follows). */
+/* The call's stream waits for pending bucket `which` (its results are then ordered before what follows). The
+ * others keep their order: a full ring settles its oldest (run_reduced), and a swap with the last once made
+ * that the newest but one, so that each further bucket held the backward's next kernels until the collectives
+ * queued before it were done (tests/c/test_comm_nccl_fake.py, test_buckets_in_flight_never_block_the_backward). */
 static tsr_status_t settle(call_t* c, uint32_t which) {
   tsr_event_t done = c->pending[which].done;
   tsr_status_t st = tsrStreamWaitEvent(c->stream, done);
   tsrReleaseEvent(done);
-  c->pending[which] = c->pending[--c->pending_count];
+  memmove(&c->pending[which], &c->pending[which + 1], (--c->pending_count - which) * sizeof *c->pending);
   return st;
 }
 

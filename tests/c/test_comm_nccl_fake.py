@@ -499,3 +499,77 @@ def test_units_are_left_free_for_the_collectives_in_flight(fake_driver, fake_ncc
     grids = [[int(line.rsplit(" ", 1)[1]) for line in lines[a:b] if line.startswith("params:")]
              for a, b in zip(at, at[1:])]
     assert grids == [[4, 4, 4, 4], [4, 2, 2, 2]], grids
+
+
+RING = 20  # buckets in one call: more than 17, the 416 MiB of bench/data_parallel_gpu.py's step in 25 MiB buckets
+# each bucket's gradient written by a kernel, then reduced alone (the kernel between closes the bucket), as the
+# backward produces them; a last kernel on storage of its own
+MANY_PLAN = {"version": 6, "functions": {"many": {
+    "params": ["x"], "args": ["x"], "results": [f"g{i}" for i in range(RING)] + ["y"],
+    "values": {"x": {"dtype": "f32", "dims": ["N"]},
+               **{f"{v}{i}": {"dtype": "f32", "dims": ["N"]} for i in range(RING) for v in "tg"},
+               "y": {"dtype": "f32", "dims": ["N"]}},
+    "steps": [s for i in range(RING) for s in (_kernel("fill_fixed", [_t(f"t{i}"), {"f32": float(i)}], "N"),
+                                               _reduce(f"t{i}", f"g{i}"))] +
+             [_kernel("fill_fixed", [_t("y"), {"f32": 7.0}], "N")],
+    "fallbacks": [], "outputs": []}}}
+
+MANY = r"""
+import sys
+import numpy as np
+from tessera import comm, executor, runtime, stream
+ctx = runtime.select_backend("cuda")
+prog = executor.load(sys.argv[1], ctx)
+s = stream.new(context=ctx)
+x = runtime.DeviceArray.from_numpy(np.zeros(64, np.float32), ctx)
+c = comm.Communicator.create(2, 1, comm.unique_id("nccl", ctx), backend="nccl", timeout=5, context=ctx)
+for call in range(2):  # the second call takes its intermediates from the first's, released in stream order
+    s.synchronize()
+    with open(sys.argv[2], "a") as log:
+        print("call", call, file=log)
+    out = prog.many(x, stream=s, comm=c)
+    with open(sys.argv[2], "a") as log:
+        print("returned", call, file=log)
+    s.synchronize()
+    print(all((o.numpy() == i).all() for i, o in enumerate(out[:-1])) and (out[-1].numpy() == 7).all(), flush=True)
+    del out  # back to the pool, as a training loop's last step's results are: else the next ones take the blocks
+c.close()
+"""
+
+
+def test_buckets_in_flight_never_block_the_backward(fake_driver, fake_nccl, test_image, tmp_path):
+    """Regression (4x H200, bench/data_parallel_gpu.py at T=16384: the step was the backward plus nearly the
+    whole reduce): with more buckets in flight than the call kept room for (8), each further bucket made the
+    call's stream wait for the bucket just before it (the ring's slots were reused out of order), so the
+    backward's next kernels waited for the collectives. Now RING buckets, each reduced on the communication
+    stream while the kernels after it run: between the call's start and its last kernel the call's stream
+    waits for no bucket, and nothing waits on the host (no stream, context or event synchronize, no cuMemFree,
+    which synchronizes a real device; the second call allocates nothing); the buckets are waited for once each,
+    on the device, after the last kernel."""
+    import function_images
+    image = tmp_path / "many.tessera"
+    image.write_bytes(function_images.with_plan(test_image.read_bytes(), MANY_PLAN, [function_images.PTX_FILL]))
+    log, cuda_log = tmp_path / "nccl.log", tmp_path / "cuda.log"
+    env = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), TESSERA_NCCL_LIBRARY=str(fake_nccl),
+               FAKE_NCCL_LOG=str(log), FAKE_CUDA_LOG=str(cuda_log), FAKE_CUDA_LOG_MEMORY="1")
+    for name in ("TESSERA_BACKEND", "TESSERA_COMM_BACKEND", "FAKE_NCCL_HANG"):
+        env.pop(name, None)
+    p = subprocess.run([sys.executable, "-c", MANY, str(image), str(cuda_log)], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert p.returncode == 0 and p.stdout.split() == ["True", "True"], p.stdout + p.stderr
+    reduces = [line for line in log.read_text().splitlines() if line.startswith("ncclAllReduce")]
+    assert len(reduces) == 2 * RING, reduces
+    lines = cuda_log.read_text().splitlines()
+    for call in range(2):
+        work = lines[lines.index(f"call {call}") + 1:lines.index(f"returned {call}")]
+        launches = [i for i, line in enumerate(work) if line.startswith("cuLaunchKernel")]
+        assert len(launches) == RING + 1, work
+        main = work[launches[-1]].split()[1]
+        before = work[:launches[-1]]
+        assert not [line for line in before if line.startswith(f"cuStreamWaitEvent {main}")], (call, work)
+        assert not [line for line in work if line.startswith(("cuStreamSynchronize", "cuCtxSynchronize",
+                                                              "cuEventSynchronize", "cuMemFree"))], (call, work)
+        # the first call allocates its results and intermediates (the pool is empty); the second, the first's
+        assert call == 0 or not [line for line in work if line.startswith("cuMemAlloc")], work
+        waits = [line for line in work[launches[-1]:] if line.startswith(f"cuStreamWaitEvent {main}")]
+        assert len(waits) == RING, (call, work)
