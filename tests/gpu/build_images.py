@@ -9,7 +9,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from kernels import LINKED, OPTIONS, SOURCES, STRICT_CPU, build_cpu, build_linked  # noqa: E402
+from kernels import CPU_TWINS, LINKED, OPTIONS, SOURCES, build_cpu, build_linked  # noqa: E402
 import collectives_gpu  # noqa: E402
 import data_parallel_gpu  # noqa: E402
 
@@ -25,7 +25,7 @@ def main(out: str) -> None:
         with open(os.path.join(out, f"{name}.tessera"), "wb") as f:
             f.write(result.image)
         print(f"{name}.tessera ({arch})")
-    for name in STRICT_CPU:
+    for name in CPU_TWINS:
         with open(os.path.join(out, f"{name}.cpu.tessera"), "wb") as f:
             f.write(build_cpu(name))
         print(f"{name}.cpu.tessera (cpu)")

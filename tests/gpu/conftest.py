@@ -74,7 +74,7 @@ def image_of():
 
 @pytest.fixture(scope="session")
 def cpu_image_of():
-    """cpu_image_of(name) -> the CPU image of kernels.SOURCES[name] (kernels.STRICT_CPU): compiled here, or
+    """cpu_image_of(name) -> the CPU image of kernels.SOURCES[name] (kernels.CPU_TWINS): compiled here, or
     prebuilt."""
     get = _images(build_cpu)
     return lambda name: get(f"{name}.cpu.tessera", name)

@@ -197,7 +197,7 @@ def f(X: tensor[f32, "T", "D"], b: tensor[f32, "D"], g: tensor[f32, "D"]):
 def f(X: tensor[f32, "N", "D"], b: tensor[f32, "D"]):
     return op.log(op.exp(op.tanh(op.gelu(op.bias_add(X, b)) * 0.5) * 3.0) + 2.0)
 """, "sm_80"),
-    # the strict numerics profile's program (test_strict_gpu.py), compiled for ptx and (STRICT_CPU) the CPU:
+    # the strict numerics profile's program (test_strict_gpu.py), compiled for ptx and (CPU_TWINS) the CPU:
     # f64-computed math, division, contraction-free arithmetic, reductions, softmax, layernorm, the SIMT GEMM
     "strict_golden": ("""
 @function
@@ -308,6 +308,8 @@ def shift_right_guarded(X: tensor[float, "N"], Out: tensor[float, "N"]):
         Out[i + 1] = X[i]
 """, "sm_80"),
     # names PTX cannot spell (mangled .entry, backends/symbol_names.py), with bounds checks (OPTIONS)
+    # int4 quantize/dequantize (test_quantize_i4_gpu.py), compiled for ptx and (CPU_TWINS) the CPU
+    "quantize_i4": ((REPO / "tests" / "unit" / "quantize_i4_programs.py").read_text(), "sm_80"),
     "unicode_names": ("""
 from tessera import kernel, launch, tensor, function, op
 
@@ -338,7 +340,7 @@ OPTIONS = {"bounds_checked": {"gpu_bounds_checks": True}, "graph_mlp": {"kernels
            "deterministic_attention_bwd": {"numerics": "deterministic"}, "strict_golden": {"numerics": "strict"}}
 # SOURCES also compiled for the CPU (build_images.py: NAME.cpu.tessera, for a baseline x86-64, as the device's
 # CPU may lack the build machine's features), to compare their bits with the GPU's
-STRICT_CPU = ("strict_golden",)
+CPU_TWINS = ("strict_golden", "quantize_i4")
 
 # Programs of several modules, linked by tessera-link: {name: {module: source}}, the first module calling an
 # export of the others. Built per target (ptx at LINKED_ARCH, and cpu for the comparison on the host).
@@ -367,7 +369,7 @@ LINKED_ARCH = "sm_80"
 
 
 def build_cpu(name: str) -> bytes:
-    """The CPU image of SOURCES[name] (needs the compiler), for a baseline x86-64 (see STRICT_CPU)."""
+    """The CPU image of SOURCES[name] (needs the compiler), for a baseline x86-64 (see CPU_TWINS)."""
     from tessera import compiler
     from tessera.options import CompileOptions
     return compiler.compile_source(SOURCES[name][0], f"{name}.py",

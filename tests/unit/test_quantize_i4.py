@@ -23,21 +23,7 @@ from test_quantize import divided
 
 RNG = np.random.default_rng(1704)
 
-SOURCE = """
-@function
-def quantize4(X: tensor[f32, "N", 32], s: tensor[f32], c: tensor[f32, 32], r: tensor[f32, "N"],
-              b: tensor[f32, "N", 4]):
-    return (op.quantize(X, i4, scale=s), op.quantize(X, i4, scale=c, axis=1), op.quantize(X, i4, scale=r, axis=0),
-            op.quantize(X, i4, scale=b, block=8))
-
-@function
-def dequantize4(Q: tensor[i4, "N", 32], s: tensor[f32], c: tensor[f32, 32], b: tensor[f32, "N", 4]):
-    return op.dequantize(Q, s), op.dequantize(Q, c, axis=1), op.dequantize(Q, b, block=8, dtype=bf16)
-
-@function
-def round_trip(X: tensor[f32, "N", 32], b: tensor[f32, "N", 4]):
-    return op.dequantize(op.quantize(X, i4, scale=b, block=8), b, block=8)
-"""
+SOURCE = (pathlib.Path(__file__).parent / "quantize_i4_programs.py").read_text()
 
 
 @pytest.fixture(scope="module")
