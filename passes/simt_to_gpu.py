@@ -193,10 +193,10 @@ def lower_kernel(kernel: func.FuncOp, body: ir.Block, warp_size: int = WARP_SIZE
         for placeholder in gpu_bounds_checks.hidden_records(new):
             placeholder.result.replace_all_uses_with(entry.arguments[-1])
             placeholder.operation.erase()
-    _lower_simt_ops(new, _lowerings(warp_size, target))
+    _lower_simt_ops(new, _lowerings(warp_size, target), target)
 
 
-def _lower_simt_ops(fn, lowerings: dict) -> None:
+def _lower_simt_ops(fn, lowerings: dict, target: str) -> None:
     todo = []
 
     def visit(op):
@@ -214,7 +214,8 @@ def _lower_simt_ops(fn, lowerings: dict) -> None:
             continue  # the backend's own (SPIR-V's atomics: backends/spirv/atomics.py)
         lower = lowerings.get(name)
         if lower is None:
-            raise LoweringError(op, f"'{name}' has no GPU lowering yet")
+            # the user's target by its tessera-cc name (nvptx is LLVM's, for the syncscopes)
+            raise LoweringError(op, f"'{name}' has no GPU lowering yet (target {target.replace('nvptx', 'ptx')})")
         with op.location, ir.InsertionPoint(op):
             result = lower(op)
         if len(op.results):

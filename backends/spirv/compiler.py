@@ -406,7 +406,11 @@ def fault_sites(spv: bytes, sites: list[tuple[str, str]]) -> bytes:
 
 def make_spv(mod: ir.Module, metadata: dict, options: SPIRVOptions) -> bytes:
     passmanager.PassManager.parse("builtin.module(gpu-module-to-binary)").run(mod.operation)
-    binary = next(op for op in mod.body.operations if op.operation.name == "gpu.binary")
+    metadata["arch"] = f"spirv{VERSION[1:]}"
+    metadata["warp_size"] = SUBGROUP
+    binary = next((op for op in mod.body.operations if op.operation.name == "gpu.binary"), None)
+    if binary is None:  # no kernels (a plan of collectives only): an empty section, as ptx's empty PTX module
+        return b""
     spv = gpu.ObjectAttr(binary.attributes["objects"][0]).object
     if not options.contraction:
         spv = contraction_off(spv)
@@ -420,6 +424,4 @@ def make_spv(mod: ir.Module, metadata: dict, options: SPIRVOptions) -> bytes:
             spirv_val.check(spv, tool)
         except spirv_val.SpirvValError as e:
             raise CompileError(str(e), "<spirv-val>", 0, 0) from None
-    metadata["arch"] = f"spirv{VERSION[1:]}"
-    metadata["warp_size"] = SUBGROUP
     return spv

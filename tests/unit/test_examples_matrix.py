@@ -1,0 +1,67 @@
+"""The examples matrix (issue 18 item 5; docs/portability.md "Examples on every target"): every program under
+examples/ compiled for cpu, ptx (sm_80, sm_90a), amdgpu (gfx942, gfx1100) and spirv. Each cell either compiles
+or is refused by a CompileError at a line of the example that names the target (never another exception); on
+the CPU and, through the SPIR-V, on the OpenCL CPU runtime every @function runs on deterministic inputs and
+matches the reference interpreter within its result dtype's tolerance (tools/examples_matrix.py). The matrix
+checked into docs/portability.md must be the one this run produces.
+
+One tools.examples_matrix.Matrix for the module: each (example, target) compiles once; the compile cache
+serves the examples other tests compile too (test_training, test_graph_cpu, ...)."""
+
+import numpy as np
+import pytest
+
+from tessera.tools import examples_matrix as em
+
+from test_opencl import skip_without_opencl
+
+EXAMPLES = em.examples()
+COLUMNS = [t[0] for t in em.TARGETS]
+
+
+@pytest.fixture(scope="module")
+def matrix():
+    return em.Matrix()
+
+
+def test_every_example_directory_is_in_the_matrix():
+    names = {em.name_of(p) for p in EXAMPLES}
+    for folder in ("examples/graph/", "examples/gpu/", "examples/tile/"):
+        assert any(n.startswith(folder) for n in names), folder
+    assert "examples/saxpy.py" in names and "examples/run_saxpy.py" not in names  # it defines no program
+
+
+@pytest.mark.parametrize("column", COLUMNS)
+@pytest.mark.parametrize("path", EXAMPLES, ids=em.name_of)
+def test_example_compiles_runs_or_is_refused_at_its_line(matrix, path, column):
+    cell = matrix.cell(path, column)
+    target = next(t[1] for t in em.TARGETS if t[0] == column)
+    if cell.status == "refused":
+        e = cell.error
+        assert e.filename == str(path) and e.line >= 1 and e.col >= 1, str(e)
+        assert target in e.message.lower(), f"the refusal does not name the target {target}: {e}"
+        return
+    assert cell.image
+    if column in em.RUN_ON and cell.status == "compiles":
+        if column == "spirv" and matrix.context(column) is None:
+            skip_without_opencl("no OpenCL runtime to run the SPIR-V on")
+        assert cell.reason in ("kernels only: not run", "collectives: not run without a communicator") \
+            or cell.skipped, cell.text()
+    assert not cell.mismatches, "\n".join(cell.mismatches)
+
+
+def test_the_matrix_in_the_docs_is_this_runs(matrix):
+    if matrix.context("spirv") is None:
+        skip_without_opencl("the matrix's spirv column runs on OpenCL")
+    text = em.DOC.read_text(encoding="utf-8")
+    assert em.replace_between_markers(text, matrix.markdown()) == text, \
+        "docs/portability.md's examples matrix is stale: python -m tessera.tools.examples_matrix --write"
+
+
+def test_a_difference_from_the_interpreter_is_reported():
+    assert em._close("f", "f32", [1.0, 2.0], [1.0, 2.0]) is None
+    assert "beyond the f32 tolerance" in em._close("f", "f32", [1.0, 2.01], [1.0, 2.0])
+    assert em._close("f", "bf16", [1.0, 2.01], [1.0, 2.0]) is None  # within bf16's rounding
+    assert "not equal" in em._close("f", "f32", np.array([1, 3], np.int32), np.array([1, 2], np.int32))
+    assert "not equal" in em._close("f", None, np.array([1, 3], np.int8), np.array([1, 2], np.int8))
+    assert "shape" in em._close("f", "f32", [1.0], [1.0, 2.0])
