@@ -149,11 +149,16 @@ class Function:
         # zero-copy: numpy arrays, DeviceArrays, or strided device tensors (_StridedDevice), which no DeviceArray is
         # a tile program's output may be returned as it was passed (a DeviceArray whose copies need its range
         # registered); any other argument goes only to libtessera, which takes unknown memory unchecked
+        given = arrays
         arrays = [a if isinstance(a, (np.ndarray, runtime.DeviceArray)) or not hasattr(a, "__dlpack__")
                   else runtime._dlpack_argument(a, ctx, i in p.outputs) for i, a in enumerate(arrays)]
         given_device = any(isinstance(a, _DEVICE) for a in arrays)
-        if self._quick and not given_device and stream is None and comm is None and runtime._current_stream() is None:
-            out = self._native.call_plain(tuple(arrays))  # host DLPack tensors (torch CPU) are numpy arrays now
+        # the quick path again only where a DLPack host tensor (torch CPU) became a numpy array: with the same
+        # arguments it would refuse them again
+        converted = any(a is not b for a, b in zip(arrays, given))
+        if self._quick and converted and not given_device and stream is None and comm is None and \
+                runtime._current_stream() is None:
+            out = self._native.call_plain(tuple(arrays))
             if out is not None:
                 return out
         device = self.device or given_device

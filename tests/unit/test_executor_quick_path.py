@@ -90,3 +90,32 @@ def test_bf16_results_and_streams_keep_the_general_path(prog):
     X = np.ones((2, 4), np.float32)
     s = stream.Stream()
     np.testing.assert_array_equal(f(X, X, stream=s)[0], 2 * X)  # on a stream: the general path, synchronized
+
+
+class _Counting:
+    """A native function whose call_plain attempts are counted."""
+
+    def __init__(self, native):
+        self.native, self.attempts = native, 0
+
+    def call_plain(self, arrays):
+        self.attempts += 1
+        return self.native.call_plain(arrays)
+
+    def __getattr__(self, name):
+        return getattr(self.native, name)
+
+
+def test_a_declined_call_tries_the_quick_path_once(prog):
+    """Regression: a call the quick path declines (here a read-only array) tried call_plain a second time with
+    the same arguments before taking the general path."""
+    f = prog.two
+    native, f._native = f._native, _Counting(f._native)
+    try:
+        X = RNG.standard_normal((3, 4)).astype(np.float32)
+        X.flags.writeable = False
+        out = f(X, X)
+        assert f._native.attempts == 1
+        np.testing.assert_array_equal(out[1], X * 2)
+    finally:
+        f._native = native
