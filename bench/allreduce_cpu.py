@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import machine  # noqa: E402
+from common import machine, parse_args, record_row  # noqa: E402
 
 from tessera import comm  # noqa: E402
 
@@ -36,7 +36,7 @@ def best(c: comm.Communicator, x: np.ndarray, out: np.ndarray, rounds: int) -> f
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=10)
-    args = p.parse_args()
+    args = parse_args(p)
     native = comm.Communicator.from_env(backend="mpi", timeout=120)
     tree = comm.Communicator.from_env(backend="mpi", deterministic=True, timeout=120)
     n = native.size
@@ -49,8 +49,11 @@ def main() -> int:
         t_tree = best(tree, x, out, args.rounds)
         if native.rank == 0:
             bus = 2 * (n - 1) / n * x.nbytes / 1e9
-            print(f"all_reduce f32 {mib:>2} MiB: MPI {t_native * 1e3:8.2f} ms ({bus / t_native:6.2f} GB/s bus)   "
-                  f"deterministic {t_tree * 1e3:8.2f} ms ({bus / t_tree:6.2f} GB/s bus)   "
+            r = record_row(f"all_reduce f32 {mib} MiB", {"deterministic": t_tree, "MPI": t_native}, "GB/s", bus,
+                           shape=(x.size,), dtype="f32", note=f"{n} ranks; bus bandwidth 2(n-1)/n bytes/time")
+            (t_tree, g_tree), (t_native, g_native) = ((s["time_s"], s["throughput"]) for s in (r["ours"], *r["peers"]))
+            print(f"all_reduce f32 {mib:>2} MiB: MPI {t_native * 1e3:8.2f} ms ({g_native:6.2f} GB/s bus)   "
+                  f"deterministic {t_tree * 1e3:8.2f} ms ({g_tree:6.2f} GB/s bus)   "
                   f"deterministic/MPI time {t_tree / t_native:.2f}x")
     return 0
 

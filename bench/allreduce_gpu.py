@@ -28,7 +28,10 @@ import time
 
 import numpy as np
 
-from tessera import comm, runtime, stream
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import parse_args as parse_with_json, record_row, set_gpu_machine  # noqa: E402
+
+from tessera import comm, runtime, stream  # noqa: E402
 
 # Before anything can start NCCL (torch's process group, Tessera's communicator): no NVLink multicast.
 os.environ["NCCL_NVLS_ENABLE"] = "0"
@@ -46,7 +49,7 @@ def parse_args():
                    help="timed calls of the deterministic mode per round (it gathers every rank's buffer and "
                         "combines on the host: slow; default 3); 0 leaves its rows out")
     p.add_argument("--timeout", type=float, default=300, help="the Tessera communicators' timeout, seconds")
-    args = p.parse_args()
+    args = parse_with_json(p)
     args.sizes = [int(s) for s in args.sizes_mib.split(",")]
     args.dtypes = args.dtypes.split(",")
     if not args.sizes or min(args.sizes) < 1:
@@ -122,6 +125,7 @@ def main() -> int:
     host = os.environ["TESSERA_RENDEZVOUS"].rsplit(":", 1)[0]
     dist.init_process_group("nccl", init_method=f"tcp://{host}:{int(port[0])}", rank=rank, world_size=world)
     if rank == 0:
+        set_gpu_machine(ctx.properties["name"], ctx.properties["arch"], ctx.properties["compute_units"], world)
         version = torch.cuda.nccl.version()  # a tuple; an int before PyTorch 1.13
         version = ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
         print(f"{world} x {ctx.properties['name']} (one GPU per rank); PyTorch {torch.__version__}, CUDA "
@@ -184,10 +188,13 @@ def main() -> int:
                     best[name] = min(best[name], timed(call, sync, warmup, iters))
             if rank == 0:
                 bus = 2 * (world - 1) / world
-                for name, sec in best.items():
-                    ratio = f"{best['torch.distributed'] / sec:8.3f}x" if name != "torch.distributed" else ""
-                    print(f"{mib:>5} MiB {dtype:>5} {name:<22} {sec * 1e6:11.1f} {nbytes / sec / 1e9:11.2f} "
-                          f"{nbytes / sec / 1e9 * bus:11.2f} {ratio:>9}", flush=True)
+                r = record_row(f"all_reduce {dtype} {mib} MiB", best, "GB/s", nbytes * bus / 1e9, shape=(count,),
+                               dtype=dtype, note=f"{world} GPUs, in place; busbw")
+                for side in (r["ours"], *r["peers"]):
+                    sec, torch_s = side["time_s"], best["torch.distributed"]
+                    ratio = f"{torch_s / sec:8.3f}x" if side["name"] != "torch.distributed" else ""
+                    print(f"{mib:>5} MiB {dtype:>5} {side['name']:<22} {sec * 1e6:11.1f} "
+                          f"{side['throughput'] / bus:11.2f} {side['throughput']:11.2f} {ratio:>9}", flush=True)
     dist.destroy_process_group()
     s.synchronize()
     for c in (native, det):

@@ -18,7 +18,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import best_times, machine  # noqa: E402
+from common import best_times, machine, parse_args, record_row  # noqa: E402
 
 from tessera import compiler, executor  # noqa: E402
 from tessera.backends.cpu.backend import CPUBackend  # noqa: E402
@@ -87,7 +87,7 @@ def main() -> None:
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--dim", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3)
-    a = ap.parse_args()
+    a = parse_args(ap)
     H, S, D = a.heads, a.seq, a.dim
     scale = 1 / np.sqrt(D)
     print(f"machine: {machine()}, load average {os.getloadavg()[0]:.1f}")
@@ -105,10 +105,13 @@ def main() -> None:
                 np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-3 * np.abs(w).max(), err_msg=name)
         times = best_times([lambda fn=fn: fn(Q, K, V) for fn in peers.values()], a.rounds)
         flops = 3.5 * 4 * H * S * S * D * (0.5 if causal else 1)
-        print(f"{'causal' if causal else 'full'} {H}x{S}x{S}x{D}:")
-        for name, t in zip(peers, times):
-            print(f"  {name:<24} {t * 1e3:9.2f} ms  {flops / t / 1e9:7.1f} GFLOP/s  "
-                  f"fused is {t / times[0]:5.2f}x faster")
+        what = f"{'causal' if causal else 'full'} {H}x{S}x{S}x{D}"
+        r = record_row(f"attention backward {what}", dict(zip(peers, times)), "GFLOP/s", flops / 1e9,
+                       shape=(H, S, S, D), dtype="f32", bytes=4 * 8 * H * S * D)   # Q K V O dO read, dQ dK dV written
+        print(f"{what}:")
+        for side in (r["ours"], *r["peers"]):
+            print(f"  {side['name']:<24} {side['time_s'] * 1e3:9.2f} ms  {side['throughput']:7.1f} GFLOP/s  "
+                  f"fused is {side.get('ratio', 1.0):5.2f}x faster")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import attention_setup, interleaved_best, launcher  # noqa: E402
+from common import attention_setup, interleaved_best, launcher, report_row  # noqa: E402
 EXAMPLE = os.path.join(HERE, os.pardir, "examples", "gpu", "attention_backward.py")
 CASES = [("vjp_attn_d128", 128, False), ("vjp_causal_d128", 128, True), ("vjp_attn_d64", 64, False),
          ("vjp_causal_d64", 64, True)]
@@ -86,9 +86,9 @@ def main() -> None:
         err = max(((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
                   for a, b in zip((dq, dk, dv), sdpa()))
         flops = 2.5 * 4 * B * H * S * S * D / (2 if causal else 1)
-        print(f"{name:16s} B={B} H={H} S={S} D={D} {str(dtype)[6:]}: tessera {flops / best['tessera'] / 1e12:5.0f} "
-              f"TFLOP/s  sdpa {flops / best['sdpa'] / 1e12:5.0f}   ratio {best['sdpa'] / best['tessera']:.3f}   "
-              f"({'delta by torch; ' if by_torch else ''}max |difference| {err:.1e} of the largest)")
+        report_row(f"{name} S={S}", best, "TFLOP/s", flops / 1e12, shape=(B, H, S, D), dtype=str(dtype)[6:],
+                   bytes=8 * 2 * B * H * S * D + 2 * 4 * B * H * S,   # Q K V O dO read, dQ dK dV written; LSE, delta
+                   note=f"{'delta by torch; ' if by_torch else ''}max |difference| {err:.1e} of the largest")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import attention_setup, interleaved_best, launcher  # noqa: E402
+from common import attention_setup, interleaved_best, launcher, report_row  # noqa: E402
 EXAMPLE = os.path.join(HERE, os.pardir, "examples", "gpu", "attention.py")
 CASES = [("attention_d128", 128, False), ("causal_d128", 128, True), ("attention_d64", 64, False),
          ("causal_d64", 64, True)]
@@ -48,9 +48,8 @@ def main() -> None:
         best = interleaved_best({"tessera": (ours, s.synchronize), "sdpa": (sdpa, torch.cuda.synchronize)})
         err = (o.float() - sdpa().float()).abs().max().item()
         flops = 4 * B * H * S * S * D / (2 if causal else 1)
-        print(f"{name:15s} B={B} H={H} S={S} D={D}: tessera {flops / best['tessera'] / 1e12:5.0f} TFLOP/s  "
-              f"sdpa {flops / best['sdpa'] / 1e12:5.0f}   ratio {best['sdpa'] / best['tessera']:.3f}   "
-              f"(max |difference| {err:.1e})")
+        report_row(f"{name} S={S}", best, "TFLOP/s", flops / 1e12, shape=(B, H, S, D), dtype="bf16",
+                   bytes=4 * 2 * B * H * S * D, note=f"max |difference| {err:.1e}")   # Q, K, V read, O written
 
 
 
@@ -82,10 +81,10 @@ def fp8(image: str, mod, functions, s, shape, env) -> None:
         exact = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal, scale=D ** -0.5)
         err = ((out.float() - exact).pow(2).mean().sqrt() / exact.pow(2).mean().sqrt()).item()
         flops = 4 * B * H * S * S * D / (2 if causal else 1)
-        tf = {n: flops / t / 1e12 for n, t in best.items()}
-        print(f"{name:15s} B={B} H={H} S={S} D={D}: fp8 {tf['fp8']:5.0f} TFLOP/s  our bf16 {tf['bf16']:5.0f}  "
-              f"sdpa bf16 {tf['sdpa']:5.0f}   fp8/bf16 {best['bf16'] / best['fp8']:.2f}x  "
-              f"fp8/sdpa {best['sdpa'] / best['fp8']:.2f}x   (rms error vs f32 attention {err:.1e})")
+        report_row(f"{name} S={S}", {"tessera fp8": best["fp8"], "tessera bf16": best["bf16"],
+                                     "sdpa bf16": best["sdpa"]}, "TFLOP/s", flops / 1e12, shape=(B, H, S, D),
+                   dtype="fp8", bytes=4 * 2 * B * H * S * D,   # bf16 Q, K, V read, O written
+                   note=f"rms error vs f32 attention {err:.1e}; the whole function: amax, quantize, Vt kernels")
 
 
 if __name__ == "__main__":

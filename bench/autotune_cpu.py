@@ -23,7 +23,7 @@ import types
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import best_times, machine  # noqa: E402
+from common import best_times, machine, parse_args, record_row  # noqa: E402
 
 from tessera import autotune, compiler, executor  # noqa: E402
 from tessera.image import read_image  # noqa: E402
@@ -59,8 +59,11 @@ def row(path: str, name: str, rounds: int) -> None:
     np.testing.assert_allclose(fns[1](*inputs), fns[0](*inputs), rtol=1e-3, atol=1e-3)
     t_model, t_tuned = best_times([lambda: fns[0](*inputs), lambda: fns[1](*inputs)], rounds)
     config = " ".join(f"{k}={v}" for k, v in found.best.items())
-    print(f"{name:<16} model {t_model * 1e3:9.3f} ms   tuned {t_tuned * 1e3:9.3f} ms ({config:<14})   "
-          f"ratio {t_model / t_tuned:5.2f}x   search {searched:5.1f} s, {len(found.trials)} schedules", flush=True)
+    r = record_row(name, {"tuned": t_tuned, "model": t_model}, shape=[a.shape for a in inputs], dtype="f32",
+                   note=f"tuned {config}; search {searched:.1f} s, {len(found.trials)} schedules")
+    print(f"{name:<16} model {r['peers'][0]['time_s'] * 1e3:9.3f} ms   tuned {r['ours']['time_s'] * 1e3:9.3f} ms "
+          f"({config:<14})   ratio {r['ratio']:5.2f}x   search {searched:5.1f} s, {len(found.trials)} schedules",
+          flush=True)
 
 
 def main() -> None:
@@ -69,7 +72,7 @@ def main() -> None:
     p.add_argument("--attention", type=int, default=1024, help="the attention row's sequence length")
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--store", help="the cache directory searched results are stored in (default: a new one)")
-    a = p.parse_args()
+    a = parse_args(p)
     sizes = [int(s) for s in a.sizes.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["TESSERA_CACHE_DIR"] = a.store or os.path.join(tmp, "cache")

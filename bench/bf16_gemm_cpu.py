@@ -20,7 +20,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import best_times, machine, report  # noqa: E402
+from common import best_times, machine, parse_args, report_row  # noqa: E402
 
 SRC = """
 @function
@@ -40,7 +40,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="512,1024,2048")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--path", default="auto", choices=("auto", "amx", "avx512", "plain"))
-    args = ap.parse_args()
+    args = parse_args(ap)
     os.environ["TESSERA_CPU_BF16_GEMM"] = args.path   # before the compiler reads its options
 
     import jax  # lazy: the peer is optional for the rest of the benchmarks
@@ -69,8 +69,8 @@ def main() -> None:
         np.testing.assert_allclose(np.asarray(xla(ja, jb)), ref, atol=tol, rtol=0)
         t_ours, t_xla, t_np = best_times([lambda: mod.mm(da, db), lambda: xla(ja, jb).block_until_ready(),
                                           lambda: np.matmul(a32, b32, out=c32)], args.rounds)
-        report(f"bf16 gemm {n}", t_ours, t_xla, "XLA", "GFLOP/s", flops)
-        report(f"bf16 gemm {n}", t_ours, t_np, "numpy f32", "GFLOP/s", flops)
+        report_row(f"bf16 gemm {n}", {"tessera": t_ours, "XLA": t_xla, "numpy f32": t_np}, "GFLOP/s", flops,
+                   shape=(n, n, n), dtype="bf16", bytes=2 * 2 * n * n + 4 * n * n)   # bf16 A, B; f32 C
 
 
 if __name__ == "__main__":

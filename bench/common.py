@@ -1,11 +1,21 @@
-"""Helpers shared by the benchmarks: best-of-N wall time after a warm-up, the ratio line, and the GPU
-benchmarks' set-up (context, image, launches) and interleaved timing."""
+"""Helpers shared by the benchmarks: best-of-N wall time after a warm-up, the ratio line and its JSON record
+(`--json PATH`, the schema in bench/README.md), and the GPU benchmarks' set-up (context, image, launches) and
+interleaved timing."""
 
 from __future__ import annotations
 
+import datetime
+import json
 import os
 import platform
+import subprocess
+import sys
 import time
+
+SCHEMA = "tessera-bench/1"
+# A unit's scale and the count it divides: a row's throughput is that count over its time.
+UNITS = {"GFLOP/s": (1e9, "flops"), "TFLOP/s": (1e12, "flops"), "GOPS": (1e9, "flops"), "TOPS": (1e12, "flops"),
+         "GB/s": (1e9, "bytes"), "TB/s": (1e12, "bytes")}
 
 
 def best_time(fn, repeat: int = 20, warmup: int = 3) -> float:
@@ -50,7 +60,9 @@ def report_checks(name: str, checked, unchecked, rounds: int = 10) -> float:
     prints the cost; returns checked / unchecked time."""
     first = best_times([checked, unchecked], rounds // 2 + 1, settle=0.05)
     second = best_times([unchecked, checked], rounds // 2 + 1, settle=0.05)
-    t_checked, t_unchecked = min(first[0], second[1]), min(first[1], second[0])
+    r = record_row(name, {"checked": min(first[0], second[1]), "unchecked": min(first[1], second[0])},
+                   note="bounds checks: checked against --no-bounds-checks")
+    t_checked, t_unchecked = r["ours"]["time_s"], r["peers"][0]["time_s"]
     ratio = t_checked / t_unchecked
     print(f"{name:<28} checked {t_checked * 1e3:9.3f} ms   unchecked {t_unchecked * 1e3:9.3f} ms   "
           f"checked/unchecked {ratio:5.3f} ({(ratio - 1) * 100:+.1f}%)")
@@ -58,18 +70,137 @@ def report_checks(name: str, checked, unchecked, rounds: int = 10) -> float:
 
 
 def machine() -> str:
+    return f"{cpu_model()}, {os.cpu_count()} cores"
+
+
+def report(name: str, ours: float, peer: float, peer_name: str, unit: str, amount: float, **row) -> dict:
+    """Prints and records (record_row) Tessera against one peer; `row` as record_row takes it."""
+    return report_row(name, {"tessera": ours, peer_name: peer}, unit, amount, **row)
+
+
+def report_row(workload: str, times: dict, unit: str | None = None, amount: float | None = None, **row) -> dict:
+    """Records a row (record_row) and prints it from the record: each side's throughput (its time where there is
+    no unit) and the ratio to each peer."""
+    r = record_row(workload, times, unit, amount, **row)
+    sides = [r["ours"], *r["peers"]]
+    if unit:
+        line = "   ".join(f"{s['name']} {s['throughput']:9.2f} {unit}" for s in sides)
+    else:
+        line = "   ".join(f"{s['name']} {s['time_s'] * 1e6:9.2f} us" for s in sides)
+    if len(r["peers"]) == 1:
+        line += f"   ratio {r['ratio']:5.2f}x"
+    else:
+        line += "   ratio " + "  ".join(f"vs {s['name']} {s['ratio']:5.3f}" for s in r["peers"])
+    print(f"{workload:<28} {line}" + (f"   ({r['note']})" if r["note"] else ""), flush=True)
+    return r
+
+
+class _Results:
+    """The rows of this run and where they go (--json PATH): the file is rewritten after each row, so that a run
+    cut short (a device lease's time limit) keeps what it measured."""
+
+    def __init__(self):
+        self.path = None
+        self.doc = None
+
+    def start(self, path: str, bench: str, argv: list[str]) -> None:
+        self.path = path
+        self.doc = {"schema": SCHEMA, "bench": bench, "argv": argv, "machine": cpu_machine(), "commit": commit(),
+                    "time": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    "rows": []}
+        self.write()
+
+    def write(self) -> None:
+        if self.path:
+            tmp = self.path + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(self.doc, f, indent=1)
+                f.write("\n")
+            os.replace(tmp, self.path)
+
+
+RESULTS = _Results()
+
+
+def parse_args(parser, argv: list[str] | None = None):
+    """`parser.parse_args(argv)` with the shared --json PATH option; with it, this run's rows go to PATH (in a
+    distributed run, rank 0's: the rank that prints)."""
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON (bench/README.md's schema)")
+    args = parser.parse_args(argv)
+    if args.json and os.environ.get("RANK", "0") == "0":
+        RESULTS.start(args.json, os.path.splitext(os.path.basename(sys.argv[0]))[0],
+                      sys.argv[1:] if argv is None else list(argv))
+    return args
+
+
+def commit() -> str | None:
+    """The commit measured: TESSERA_BENCH_COMMIT where set (a GPU machine's copy of the tree has no .git), else
+    git's HEAD of this checkout (with "-dirty" if it has changes), else None."""
+    if os.environ.get("TESSERA_BENCH_COMMIT"):
+        return os.environ["TESSERA_BENCH_COMMIT"]
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=here, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("-dirty" if dirty else "")
+
+
+def cpu_model() -> str:
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
             cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    return f"{cpu}, {os.cpu_count()} cores"
+    return cpu
 
 
-def report(name: str, ours: float, peer: float, peer_name: str, unit: str, amount: float) -> None:
-    print(f"{name:<28} tessera {amount / ours:9.2f} {unit}   {peer_name} {amount / peer:9.2f} {unit}   "
-          f"ratio {peer / ours:5.2f}x")
+def cpu_machine() -> dict:
+    """The JSON's machine for a CPU benchmark; the load average says how busy the machine was at the start."""
+    return {"kind": "cpu", "cpu": cpu_model(), "cores": os.cpu_count(), "load_average": round(os.getloadavg()[0], 2)}
+
+
+def set_gpu_machine(name: str, arch: str, units: int, count: int | None = None) -> None:
+    """Makes the JSON's machine the GPU a benchmark runs on, `count` of them (default: one per process of the
+    run, WORLD_SIZE), the host CPU kept beside it."""
+    if count is None:
+        count = int(os.environ.get("WORLD_SIZE", "1"))
+    if RESULTS.doc is not None:
+        host = RESULTS.doc["machine"]
+        RESULTS.doc["machine"] = {"kind": "gpu", "gpu": name, "arch": arch, "units": units, "count": count,
+                                  "host_cpu": host.get("cpu", host.get("host_cpu"))}
+        RESULTS.write()
+
+
+def record_row(workload: str, times: dict, unit: str | None = None, amount: float | None = None, *,
+               shape=None, dtype: str | None = None, flops: float | None = None, bytes: float | None = None,
+               note: str = "") -> dict:
+    """One row: `times` {side: seconds}, ours first (its ratio to each peer is peer time / our time: above 1,
+    ours is faster); `amount` of `unit` per call (GFLOP for GFLOP/s, GB for GB/s...) gives the row's count,
+    FLOPs or bytes, and the other count where the caller knows it (`flops`, `bytes`: a roofline point needs
+    both). Appended to --json's file, if any; returns the row."""
+    if unit is not None and unit not in UNITS:
+        raise ValueError(f"unit {unit!r}: not one of {', '.join(UNITS)}")
+    counts = {"flops": flops, "bytes": bytes}
+    if unit is not None:
+        scale, key = UNITS[unit]
+        counts[key] = amount * scale
+    (ours, t_ours), *peers = times.items()
+
+    def side(name, t):
+        return {"name": name, "time_s": t, "throughput": None if unit is None else amount / t}
+    row = {"workload": workload, "shape": list(shape) if shape is not None else None, "dtype": dtype,
+           "unit": unit, **counts, "ours": side(ours, t_ours),
+           "peers": [{**side(n, t), "ratio": t / t_ours} for n, t in peers],
+           "ratio": peers[0][1] / t_ours if peers else None, "note": note}
+    if RESULTS.doc is not None:
+        RESULTS.doc["rows"].append(row)
+        RESULTS.write()
+    return row
 
 
 def torch_sgd(value, params, lr: float):
@@ -119,6 +250,7 @@ def cuda_context():
     ctx = runtime.select_backend("cuda")
     props = ctx.properties
     print(f"GPU: {props['name']} ({props['arch']}, {props['compute_units']} SMs); PyTorch {torch.__version__}")
+    set_gpu_machine(props["name"], props["arch"], props["compute_units"])
     return ctx
 
 
@@ -138,7 +270,7 @@ def attention_setup(doc: str, example: str, flags: dict | None = None):
     p.add_argument("--shape", default="4,16,4096", help="B,H,S")
     for flag, text in (flags or {}).items():
         p.add_argument(flag, action="store_true", help=text)
-    args = p.parse_args()
+    args = parse_args(p)
     if args.build_image:
         build_example_image(example, args.build_image)
         raise SystemExit(0)

@@ -31,6 +31,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from allreduce_gpu import fail, launched  # noqa: E402  (sets NCCL_NVLS_ENABLE=0)
+from common import parse_args as parse_with_json, record_row, set_gpu_machine  # noqa: E402
 
 
 def program(world: int, layers: int, d: int, f: int) -> str:
@@ -100,7 +101,7 @@ def parse_args():
     p.add_argument("--warmup", type=int, default=3, help="untimed calls before each timing (default 3)")
     p.add_argument("--iters", type=int, default=10, help="timed calls per round (default 10)")
     p.add_argument("--rounds", type=int, default=3, help="rounds; the best is kept (default 3)")
-    args = p.parse_args()
+    args = parse_with_json(p)
     if args.layers < 2:
         p.error("--layers must be at least 2")
     if min(args.width, args.hidden, args.tokens, args.iters, args.rounds) < 1 or args.warmup < 0:
@@ -173,7 +174,16 @@ def main() -> int:
         print(f"{gpu or 'GPU'} x{c.size}; {args.layers}-layer MLP, T={args.tokens} rows per rank, D={args.width}, "
               f"F={args.hidden}, {megabytes:.0f} MiB of f32 gradients in 25 MiB buckets; ms per call, best of "
               f"{args.rounds} rounds of {args.iters}")
-        for r, (grads, reduce, step) in enumerate(every.reshape(c.size, 3)):
+        set_gpu_machine(gpu or ctx.properties["name"], ctx.properties["arch"], ctx.properties["compute_units"],
+                        c.size)
+        for r, times in enumerate(every.reshape(c.size, 3)):
+            row = record_row(f"data-parallel step, rank {r}", {"step": float(times[2]) / 1e3,
+                                                               "grads+reduce": float(times[0] + times[1]) / 1e3,
+                                                               "grads": float(times[0]) / 1e3,
+                                                               "reduce": float(times[1]) / 1e3},
+                             shape=(args.layers, args.tokens, args.width, args.hidden), dtype="bf16",
+                             note=f"{c.size} GPUs; the step overlaps its all-reduces with the backward")
+            step, grads, reduce = (side["time_s"] * 1e3 for side in (row["ours"], *row["peers"][1:]))
             print(f"rank {r}: grads {grads:.3f}  reduce {reduce:.3f}  step {step:.3f}  grads+reduce "
                   f"{grads + reduce:.3f}  communication hidden {(grads + reduce - step) / reduce:.0%}")
     c.close()

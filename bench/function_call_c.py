@@ -13,6 +13,7 @@ per round (per call: what a call that does not wait for its stream costs while t
 kernels).
 """
 
+import argparse
 import os
 import subprocess
 import sys
@@ -22,7 +23,7 @@ import timeit
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import machine  # noqa: E402
+from common import machine, parse_args, record_row  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -95,6 +96,7 @@ def launches(p, units: int, kernels) -> tuple[list[str], list[str], list[str]]:
 
 
 def main() -> None:
+    parse_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
     from tessera import compiler, executor, image as images, plan as plans, runtime
     print(f"machine: {machine()}")
     image = compiler.compile_source(SOURCE, "function_call_c.py").image
@@ -123,6 +125,15 @@ def main() -> None:
     X, W = (rng.standard_normal((16, 16), dtype=np.float32) * 0.1 for _ in range(2))
     prog.chain(X, W)
     py = min(timeit.repeat(lambda: prog.chain(X, W), number=100, repeat=30)) / 100 * 1e6
+    note = "time per call"
+    r = record_row(f"{n}-step @function, one call", {"tsrFunctionCall": call * 1e-6, "direct tsrLaunch": direct * 1e-6,
+                                                      "Python executor call": py * 1e-6}, shape=(16, 16), dtype="f32",
+                   note=note)
+    call, direct, py = (s["time_s"] * 1e6 for s in (r["ours"], *r["peers"]))
+    r = record_row(f"{n}-step @function, 100 on a stream", {"tsrFunctionCall": stream_call * 1e-6,
+                                                              "direct tsrLaunch": stream_direct * 1e-6},
+                   shape=(16, 16), dtype="f32", note=note)
+    stream_call, stream_direct = (s["time_s"] * 1e6 for s in (r["ours"], *r["peers"]))
     print(f"{n}-step @function, CPU backend, one call from C:")
     print(f"  tsrFunctionCall {call:8.2f} us   direct tsrLaunch x{n} {direct:8.2f} us   "
           f"overhead {call - direct:6.2f} us per call (target <= 5 us)   call/direct {call / direct:5.3f}")

@@ -28,7 +28,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import best_times, machine, report, report_checks  # noqa: E402
+from common import best_times, machine, parse_args, report, report_checks  # noqa: E402
 
 from tessera import runtime  # noqa: E402
 from tessera.backends.cpu import gemm, target  # noqa: E402
@@ -77,6 +77,7 @@ def bench_checks(n: int, rounds: int, rng) -> None:
 
 def bench_size(n: int, rounds: int, rng) -> None:
     flops = 2.0 * n ** 3 / 1e9
+    row = {"shape": (n, n, n), "dtype": "f32", "bytes": 3 * 4 * n * n}   # [M, N, K]; A, B read, C written once
     schedule = schedule_for(n, n, n)
     print(f"size {n}: schedule MB={schedule.mb} NC={schedule.nc} MC={schedule.mc} KC={schedule.kc} "
           f"micro-tile {schedule.mr}x{schedule.nr}, grid {gemm.gemm_grid(gemm.GemmSpec('g', schedule=schedule), n, n)}")
@@ -90,7 +91,7 @@ def bench_size(n: int, rounds: int, rng) -> None:
     t_ours, t_peer = best_times([lambda: mm(A, B, C, grid=grid, block=1),
                                  lambda: np.matmul(A, B, out=ref)], rounds)
     np.testing.assert_allclose(C, ref, rtol=1e-3, atol=1e-3 * math.sqrt(n))
-    report(f"gemm {n}", t_ours, t_peer, "numpy", "GFLOP/s", flops)
+    report(f"gemm {n}", t_ours, t_peer, "numpy", "GFLOP/s", flops, **row)
 
     for label, trans_a, trans_b in (("Aᵀ·B", True, False), ("A·Bᵀ", False, True)):
         spec = gemm.GemmSpec("gemm_t", schedule=schedule, trans_a=trans_a, trans_b=trans_b)
@@ -100,7 +101,7 @@ def bench_size(n: int, rounds: int, rng) -> None:
         t_ours, t_peer = best_times([lambda: mt(At, Bt, C, grid=grid, block=1),
                                      lambda: np.matmul(a_view, b_view, out=ref)], rounds)
         np.testing.assert_allclose(C, ref, rtol=1e-3, atol=1e-3 * math.sqrt(n))
-        report(f"gemm {label} {n}", t_ours, t_peer, "numpy", "GFLOP/s", flops)
+        report(f"gemm {label} {n}", t_ours, t_peer, "numpy", "GFLOP/s", flops, **row)
 
     if n > schedule.kc:   # more than one K chunk: a next panel to pack ahead
         single = kernel(gemm.GemmSpec("gemm_single", schedule=dataclasses.replace(schedule, stages=1)))
@@ -109,7 +110,7 @@ def bench_size(n: int, rounds: int, rng) -> None:
         t_ours, t_peer = best_times([lambda: double(A, B, C, grid=grid, block=1),
                                      lambda: single(A, B, C1, grid=grid, block=1)], rounds)
         np.testing.assert_array_equal(C, C1)
-        report(f"gemm {n} 2 B panels", t_ours, t_peer, "1 panel", "GFLOP/s", flops)
+        report(f"gemm {n} 2 B panels", t_ours, t_peer, "1 panel", "GFLOP/s", flops, **row)
 
     fused = kernel(gemm.GemmSpec("gemm_bias_gelu", epilogue=("bias", "gelu_tanh"), schedule=schedule))
 
@@ -120,7 +121,8 @@ def bench_size(n: int, rounds: int, rng) -> None:
 
     t_ours, t_peer = best_times([lambda: fused(A, B, C, bias, grid=grid, block=1), peer_fused], rounds)
     np.testing.assert_allclose(C, ref, rtol=1e-3, atol=1e-3 * math.sqrt(n))
-    report(f"gemm+bias+gelu {n}", t_ours, t_peer, "numpy", "GFLOP/s", flops)
+    report(f"gemm+bias+gelu {n}", t_ours, t_peer, "numpy", "GFLOP/s", flops,
+           **dict(row, bytes=row["bytes"] + 4 * n))   # and the bias
 
 
 def bench_mlp(n: int, rounds: int, rng) -> None:
@@ -146,7 +148,8 @@ def bench_mlp(n: int, rounds: int, rng) -> None:
 
     t_ours, t_peer = best_times([ours, peer], rounds)
     np.testing.assert_allclose(Y, Yref, rtol=1e-3, atol=1e-3 * math.sqrt(h))
-    report(f"mlp {n}x{h}x{n}", t_ours, t_peer, "numpy", "GFLOP/s", 2 * 2.0 * n * n * h / 1e9)
+    report(f"mlp {n}x{h}x{n}", t_ours, t_peer, "numpy", "GFLOP/s", 2 * 2.0 * n * n * h / 1e9, shape=(n, n, h),
+           dtype="f32", bytes=4 * (2 * n * n + 2 * n * h + h))   # [T, D, F]; X, W1, b1, W2 read, Y written
 
 
 def main() -> None:
@@ -156,7 +159,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--bounds-checks", action="store_true",
                    help="time each GEMM kernel with bounds checks against --no-bounds-checks instead of numpy")
-    args = p.parse_args()
+    args = parse_args(p)
     threads = os.environ.get("TESSERA_NUM_THREADS", str(os.cpu_count()))
     # Other work on the machine slows both sides, unequally: the load average says how busy it was.
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}; Tessera threads: {threads}, "

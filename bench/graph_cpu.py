@@ -18,7 +18,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import best_time, machine, report, report_checks  # noqa: E402
+from common import best_time, machine, parse_args, report, report_checks  # noqa: E402
 
 from tessera import compiler, executor  # noqa: E402
 
@@ -94,16 +94,17 @@ def bench_attention(prog, rng) -> None:
     B, S, D = 8, 512, 64
     Q, K, V = (rng.standard_normal((B, S, D), dtype=np.float32) for _ in range(3))
     flops = 4 * B * S * S * D / 1e9
+    row = {"shape": (B, S, S, D), "dtype": "f32", "bytes": 4 * 4 * B * S * D}   # Q, K, V read, O written
     for name, causal in (("attention", False), ("causal", True)):
         fn = getattr(prog, name)
         np.testing.assert_allclose(fn(Q, K, V), np_attention(Q, K, V, causal), rtol=1e-4, atol=1e-5)
         report(f"{name} {B}x{S}x{S}x{D}", best_time(lambda: fn(Q, K, V), 5),
-               best_time(lambda: np_attention(Q, K, V, causal), 5), "numpy", "GFLOP/s", flops)
+               best_time(lambda: np_attention(Q, K, V, causal), 5), "numpy", "GFLOP/s", flops, **row)
     keep = uniforms(B * S * S, 5, 0).reshape(B, S, S) >= 0.1
     np.testing.assert_allclose(prog.dropped(Q, K, V), np_attention(Q, K, V, keep=keep), rtol=1e-4, atol=1e-5)
     report(f"softmax+dropout+V {B}x{S}x{S}x{D}", best_time(lambda: prog.dropped(Q, K, V), 5),
            best_time(lambda: np_attention(Q, K, V, keep=rng.random((B, S, S), dtype=np.float32) >= 0.1), 5),
-           "numpy", "GFLOP/s", flops)
+           "numpy", "GFLOP/s", flops, **row)
 
 
 def checks_cost(rng) -> None:
@@ -128,7 +129,7 @@ def checks_cost(rng) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bounds-checks", action="store_true", help="checked against --no-bounds-checks")
-    args = p.parse_args()
+    args = parse_args(p)
     print(f"machine: {machine()}")
     if args.bounds_checks:
         checks_cost(np.random.default_rng(0))
@@ -139,7 +140,8 @@ def main() -> None:
     X, b = rng.standard_normal((R, C), dtype=np.float32), rng.standard_normal(C, dtype=np.float32)
     np.testing.assert_allclose(prog.chain(X, b), np_chain(X, b), rtol=1e-4, atol=1e-5)
     report("gelu(x+b)*0.5, 2^24", best_time(lambda: prog.chain(X, b), 5),
-           best_time(lambda: np_chain(X, b), 5), "numpy", "GB/s", 8 * R * C / 1e9)
+           best_time(lambda: np_chain(X, b), 5), "numpy", "GB/s", 8 * R * C / 1e9, shape=(R, C), dtype="f32",
+           flops=12 * R * C)   # the tanh form: about 12 operations an element
     for T, D, F in ((512, 512, 2048), (512, 1024, 4096)):
         Xm = rng.standard_normal((T, D), dtype=np.float32)
         W1 = rng.standard_normal((D, F), dtype=np.float32) * 0.03
@@ -147,15 +149,17 @@ def main() -> None:
         b1 = rng.standard_normal(F, dtype=np.float32)
         np.testing.assert_allclose(prog.mlp(Xm, W1, b1, W2), np_mlp(Xm, W1, b1, W2), rtol=1e-3, atol=1e-3)
         report(f"mlp {T}x{D}x{F}", best_time(lambda: prog.mlp(Xm, W1, b1, W2), 5),
-               best_time(lambda: np_mlp(Xm, W1, b1, W2), 5), "numpy", "GFLOP/s", 4 * T * D * F / 1e9)
+               best_time(lambda: np_mlp(Xm, W1, b1, W2), 5), "numpy", "GFLOP/s", 4 * T * D * F / 1e9,
+               shape=(T, D, F), dtype="f32", bytes=4 * (2 * T * D + 2 * D * F + F))
     Xs = rng.standard_normal((8192, 1024), dtype=np.float32)
     np.testing.assert_allclose(prog.softmax(Xs), np_softmax(Xs), rtol=1e-5, atol=1e-7)
     report("softmax rows 8192x1024", best_time(lambda: prog.softmax(Xs), 5),
-           best_time(lambda: np_softmax(Xs), 5), "numpy", "GB/s", 8 * Xs.size / 1e9)
+           best_time(lambda: np_softmax(Xs), 5), "numpy", "GB/s", 8 * Xs.size / 1e9, shape=Xs.shape, dtype="f32")
     g, bb = rng.standard_normal(1024, dtype=np.float32), rng.standard_normal(1024, dtype=np.float32)
     np.testing.assert_allclose(prog.layernorm(Xs, g, bb), np_layernorm(Xs, g, bb), rtol=1e-4, atol=1e-4)
     report("layernorm rows 8192x1024", best_time(lambda: prog.layernorm(Xs, g, bb), 5),
-           best_time(lambda: np_layernorm(Xs, g, bb), 5), "numpy", "GB/s", 8 * Xs.size / 1e9)
+           best_time(lambda: np_layernorm(Xs, g, bb), 5), "numpy", "GB/s", 8 * Xs.size / 1e9, shape=Xs.shape,
+           dtype="f32")
     bench_attention(prog, rng)
 
 

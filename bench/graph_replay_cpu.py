@@ -16,7 +16,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import best_time, machine  # noqa: E402
+from common import best_time, machine, parse_args, record_row  # noqa: E402
 
 import tessera  # noqa: E402
 from tessera import graph, runtime, stream  # noqa: E402
@@ -34,7 +34,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--launches", type=int, default=32)
     p.add_argument("--n", type=int, default=256)
-    args = p.parse_args()
+    args = parse_args(p)
     print(f"machine: {machine()}; {runtime.capabilities()['threads']} worker threads")
     mod = runtime.load(tessera.compile(SOURCE, "axpy.py"))
     k, n = args.launches, args.n
@@ -55,9 +55,12 @@ def main() -> None:
     rows = [("NULL stream", lambda: direct(y_direct), lambda: graph.launch(g)),
             ("a stream", lambda: direct(y_direct, s), lambda: (graph.launch(g, s), s.synchronize()))]
     for where, run_direct, run_graph in rows:
-        t_direct, t_graph = best_time(run_direct, repeat=30), best_time(run_graph, repeat=30)
-        print(f"{k} launches on {where:<12} direct {t_direct / k * 1e6:8.2f} us/launch   "
-              f"graph replay {t_graph / k * 1e6:8.2f} us/launch   direct/replay {t_direct / t_graph:5.1f}x")
+        r = record_row(f"{k} launches on {where}", {"graph replay": best_time(run_graph, repeat=30) / k,
+                                                      "direct": best_time(run_direct, repeat=30) / k},
+                       shape=(k, n), dtype="f32", note="time per launch")
+        t_graph, t_direct = r["ours"]["time_s"], r["peers"][0]["time_s"]
+        print(f"{k} launches on {where:<12} direct {t_direct * 1e6:8.2f} us/launch   "
+              f"graph replay {t_graph * 1e6:8.2f} us/launch   direct/replay {r['ratio']:5.1f}x")
     y_direct[:], y_graph[:] = 0, 0
     direct(y_direct)
     graph.launch(g)

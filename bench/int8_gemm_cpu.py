@@ -20,7 +20,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import best_times, machine, report  # noqa: E402
+from common import best_times, machine, parse_args, report  # noqa: E402
 
 SRC = """
 @function
@@ -35,7 +35,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--path", default="auto", choices=("auto", "amx", "vnni", "plain"))
     ap.add_argument("--numpy-up-to", type=int, default=1024)
-    args = ap.parse_args()
+    args = parse_args(ap)
     os.environ["TESSERA_CPU_INT8_GEMM"] = args.path   # before the compiler reads its options
 
     import jax  # lazy: the peer is optional for the rest of the benchmarks
@@ -58,12 +58,13 @@ def main() -> None:
         ours = mod.mm(da, db).numpy()
         np.testing.assert_array_equal(ours, np.asarray(xla(ja, jb)))
         t_ours, t_xla = best_times([lambda: mod.mm(da, db), lambda: xla(ja, jb).block_until_ready()], args.rounds)
-        report(f"int8 gemm {n}", t_ours, t_xla, "XLA", "TOPS", ops)
+        row = {"shape": (n, n, n), "dtype": "i8", "bytes": 2 * n * n + 4 * n * n}   # i8 A, B; i32 C
+        report(f"int8 gemm {n}", t_ours, t_xla, "XLA", "TOPS", ops, **row)
         if n <= args.numpy_up_to:
             a32, b32, c32 = a.astype(np.int32), b.astype(np.int32), np.empty((n, n), np.int32)
             t_ours, t_np = best_times([lambda: mod.mm(da, db), lambda: np.matmul(a32, b32, out=c32)], args.rounds)
             np.testing.assert_array_equal(ours, c32)
-            report(f"int8 gemm {n}", t_ours, t_np, "numpy", "TOPS", ops)
+            report(f"int8 gemm {n}", t_ours, t_np, "numpy", "TOPS", ops, **row)
 
 
 if __name__ == "__main__":

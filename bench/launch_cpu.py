@@ -12,6 +12,7 @@ A 1-element saxpy (examples/saxpy.py; grid 1, block 32), so that the time is the
 20,000 calls after a warm-up.
 """
 
+import argparse
 import os
 import subprocess
 import sys
@@ -21,7 +22,7 @@ import timeit
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import machine  # noqa: E402
+from common import machine, parse_args, record_row  # noqa: E402
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), os.pardir, "examples", "saxpy.py")
 FUNCTION = """
@@ -38,6 +39,7 @@ def per_call(fn, number: int = 20000) -> float:
 
 
 def main() -> None:
+    parse_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
     import tessera
     from tessera import executor, runtime
     print(f"machine: {machine()}")
@@ -78,8 +80,10 @@ def main() -> None:
         env = dict(os.environ, TESSERA_BACKEND="cpu")
         out = subprocess.run([exe, path], check=True, capture_output=True, text=True, env=env).stdout.split()
         rows.append(("tsrLaunch alone, from C", float(out[1]) * 1e-6))
-    for name, t in rows:
-        print(f"one call, n=1: {name:<34} {t * 1e6:7.2f} us   /tessera {t / rows[0][1]:6.2f}")
+    r = record_row("one call, n=1", dict(rows), shape=(1,), dtype="f32", note="time per call")
+    for side in (r["ours"], *r["peers"]):
+        print(f"one call, n=1: {side['name']:<34} {side['time_s'] * 1e6:7.2f} us   "
+              f"/tessera {side['time_s'] / r['ours']['time_s']:6.2f}")
 
 
 if __name__ == "__main__":

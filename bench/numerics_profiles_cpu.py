@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import best_times, machine  # noqa: E402
+from common import best_times, machine, parse_args, record_row  # noqa: E402
 
 from tessera import compiler, executor  # noqa: E402
 from tessera.options import CompileOptions  # noqa: E402
@@ -35,7 +35,7 @@ PROFILES = ("fast", "deterministic", "strict")
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=5)
-    args = p.parse_args()
+    args = parse_args(p)
     progs = {name: executor.load(compiler.compile_source(SOURCE, "profiles.py",
                                                          CompileOptions(numerics=name)).image)
              for name in PROFILES}
@@ -45,8 +45,10 @@ def main() -> int:
     print(machine())
     for what, call in (("gemm 512^3", lambda p: p.gemm(A, B)), ("gelu+softmax+exp/div 1024^2", lambda p: p.maths(X))):
         times = best_times([lambda p=progs[n]: call(p) for n in PROFILES], args.rounds)
-        print(f"{what}: " + ", ".join(f"{n} {t * 1e3:.2f} ms ({t / times[0]:.2f}x fast)"
-                                      for n, t in zip(PROFILES, times)))
+        r = record_row(what, dict(zip(PROFILES, times)), dtype="f32", note="numerics profiles against fast")
+        print(f"{what}: " + ", ".join(f"{s['name']} {s['time_s'] * 1e3:.2f} ms "
+                                      f"({s['time_s'] / r['ours']['time_s']:.2f}x fast)"
+                                      for s in (r["ours"], *r["peers"])))
     return 0
 
 

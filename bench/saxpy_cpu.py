@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import best_time, machine, report, report_checks  # noqa: E402
+from common import best_time, machine, parse_args, report, report_checks  # noqa: E402
 
 from tessera import ceil_div, runtime  # noqa: E402
 
@@ -31,7 +31,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=1 << 24)
     p.add_argument("--bounds-checks", action="store_true", help="checked against --no-bounds-checks")
-    args = p.parse_args()
+    args = parse_args(p)
     print(f"machine: {machine()}")
     with tempfile.TemporaryDirectory() as d:
         image = os.path.join(d, "saxpy.tessera")
@@ -59,7 +59,7 @@ def main() -> None:
 
     t_ours, t_peer = best_time(ours), best_time(peer)
     assert np.array_equal(Out, Ref), "results differ"
-    report(f"saxpy n={n}", t_ours, t_peer, "numpy", "GB/s", 12 * n / 1e9)
+    report(f"saxpy n={n}", t_ours, t_peer, "numpy", "GB/s", 12 * n / 1e9, shape=(n,), dtype="f32", flops=2 * n)
 
 
 def checks_cost(checked, unchecked, n: int) -> None:

@@ -18,7 +18,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import best_time, report  # noqa: E402
+from common import best_time, parse_args, record_row, report, set_gpu_machine  # noqa: E402
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), os.pardir, "examples", "saxpy.py")
 
@@ -67,7 +67,7 @@ def main() -> None:
     p.add_argument("--build-image", metavar="PATH", help="only write the kernels' image to PATH")
     p.add_argument("--sizes", default="1048576,16777216,67108864,268435456")
     p.add_argument("--blocks", default="256", help="threads per block to time ours with, comma-separated")
-    args = p.parse_args()
+    args = parse_args(p)
     if args.build_image:
         build_image(args.build_image)
         return
@@ -80,6 +80,7 @@ def main() -> None:
     print(f"GPU: {props['name']} ({props['arch']}, {props['compute_units']} SMs, "
           f"{props['total_memory_bytes'] / 2**30:.0f} GiB); PyTorch {torch.__version__} sees "
           f"{torch.cuda.get_device_name(0)}")
+    set_gpu_machine(props["name"], props["arch"], props["compute_units"])
     if args.image:
         mod = runtime.load(args.image)
     else:
@@ -91,8 +92,11 @@ def main() -> None:
     # The fixed cost of one call, launch to completion (Python, driver, synchronization): a 1-element saxpy.
     x1 = torch.ones(1, device="cuda")
     o1 = torch.empty_like(x1)
-    t_ours = best_time(lambda: mod.saxpy(a, x1, x1, o1, grid=1, block=32))
-    t_peer = best_time(lambda: (torch.add(x1, x1, alpha=a, out=o1), torch.cuda.synchronize()))
+    r = record_row("one call, n=1", {"tessera": best_time(lambda: mod.saxpy(a, x1, x1, o1, grid=1, block=32)),
+                                     "torch": best_time(lambda: (torch.add(x1, x1, alpha=a, out=o1),
+                                                                 torch.cuda.synchronize()))},
+                   shape=(1,), dtype="f32", note="launch to completion")
+    t_ours, t_peer = r["ours"]["time_s"], r["peers"][0]["time_s"]
     print(f"one call, n=1: tessera {t_ours * 1e6:.1f} us   torch {t_peer * 1e6:.1f} us   "
           f"tessera/torch {t_ours / t_peer:.2f} (target <= 1)")
     for n in (int(s) for s in args.sizes.split(",")):
@@ -117,7 +121,8 @@ def main() -> None:
                 t_ours = best_time(fn)
                 # PyTorch may fuse the multiply-add (one rounding); ours rounds twice, as written
                 torch.testing.assert_close(Out, Ref, rtol=1e-6, atol=1e-6)
-                report(f"{name} n={n} block={block}", t_ours, t_peer, "torch", "GB/s", 12 * n / 1e9)
+                report(f"{name} n={n} block={block}", t_ours, t_peer, "torch", "GB/s", 12 * n / 1e9, shape=(n,),
+                       dtype="f32", flops=2 * n)
         del X, Y, Out, Ref
 
 

@@ -34,7 +34,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from allreduce_gpu import fail, free_port, launched  # noqa: E402  (sets NCCL_NVLS_ENABLE=0)
-from common import machine  # noqa: E402
+from common import machine, parse_args as parse_with_json, record_row, set_gpu_machine  # noqa: E402
 from train_step_gpu import as_torch  # noqa: E402
 
 
@@ -80,7 +80,7 @@ def parse_args():
     p.add_argument("--cpu", action="store_true", help="CPU images through MPI (tessera-run -n N without --backend)")
     p.add_argument("--iters", type=int, default=10, help="timed steps per round (default 10)")
     p.add_argument("--rounds", type=int, default=5, help="timings per side, alternating; the best counts")
-    args = p.parse_args()
+    args = parse_with_json(p)
     args.T, args.D, args.F = (int(x) for x in (args.shape or ("128,64,128" if args.cpu else "8192,4096,8192"))
                               .split(","))
     args.chunks = [int(c) for c in args.chunks.split(",")]
@@ -181,6 +181,8 @@ def main() -> int:
     flops = 4.0 * T * D * F
     unit, scale = ("TFLOP/s", 1e12) if device == "cuda" else ("GFLOP/s", 1e9)
     if rank == 0:
+        if ctx:
+            set_gpu_machine(ctx.properties["name"], ctx.properties["arch"], ctx.properties["compute_units"], world)
         where = f"one {ctx.properties['name']} each, PyTorch {torch.__version__}, NCCL_NVLS_ENABLE=0" if ctx \
             else f"CPU: {machine()}, PyTorch {torch.__version__} (gloo), Tessera over MPI"
         print(f"tensor-parallel MLP, weak scaling: T={T} D={D}, F={F} hidden units per GPU (F*N in all), bf16; "
@@ -209,10 +211,14 @@ def main() -> int:
         best[n] = times
     if rank == 0:
         for n, times in best.items():
-            for name, sec in times.items():
+            ours_first = {name: times[name] for name in sorted(times, key=lambda name: name == "torch")}
+            r = record_row(f"tensor-parallel mlp N={n}", ours_first, unit, flops / scale, shape=(T, D, F),
+                           dtype="bf16", note="weak scaling: F hidden units per GPU; per-GPU throughput")
+            for side in (r["ours"], *r["peers"]):
+                name, sec = side["name"], side["time_s"]
                 eff = f"{best[1][name] / sec:10.3f}"
                 ratio = f"{times['torch'] / sec:10.3f}x" if name != "torch" else ""
-                print(f"{n:>3} {name:<12} {sec * 1e3:9.3f} {flops / sec / scale:12.1f} {eff} {ratio:>11}", flush=True)
+                print(f"{n:>3} {name:<12} {sec * 1e3:9.3f} {side['throughput']:12.1f} {eff} {ratio:>11}", flush=True)
     dist.destroy_process_group()
     for c in {id(c): c for c in comms.values()}.values():
         c.close()

@@ -20,7 +20,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import best_times, machine, torch_sgd  # noqa: E402
+from common import best_times, machine, parse_args, record_row, torch_sgd  # noqa: E402
 
 from tessera import compiler, executor  # noqa: E402
 
@@ -87,7 +87,7 @@ def main() -> None:
     p.add_argument("--d", type=int, default=512)
     p.add_argument("--ff", type=int, default=2048)
     p.add_argument("--rounds", type=int, default=5)
-    args = p.parse_args()
+    args = parse_args(p)
     T, D, F = args.tokens, args.d, args.ff
     print(f"machine: {machine()}")
     print(f"MLP training step: T={T} D={D} F={F}, f32")
@@ -112,10 +112,11 @@ def main() -> None:
     names = list(sides)
     times = best_times([lambda fn=sides[n]: fn(X, Y, params) for n in names], args.rounds)
     gflop = 10.0 * T * D * F / 1e9
-    ours = times[0]
-    for name, t in zip(names, times):
-        ratio = "" if name == "tessera" else f"   {name} time / tessera time {t / ours:5.2f}x"
-        print(f"{name:<16} {t * 1e3:9.2f} ms/step  {gflop / t:8.2f} GFLOP/s{ratio}")
+    r = record_row(f"mlp train step {T}x{D}x{F}", dict(zip(names, times)), "GFLOP/s", gflop, shape=(T, D, F),
+                   dtype="f32")
+    for side in (r["ours"], *r["peers"]):
+        ratio = f"   {side['name']} time / tessera time {side['ratio']:5.2f}x" if "ratio" in side else ""
+        print(f"{side['name']:<16} {side['time_s'] * 1e3:9.2f} ms/step  {side['throughput']:8.2f} GFLOP/s{ratio}")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import cuda_context, interleaved_best, machine, torch_sgd  # noqa: E402
+from common import cuda_context, interleaved_best, machine, parse_args, record_row, torch_sgd  # noqa: E402
 
 PROGRAM = """
 from tessera import bf16, f32, function, op, tensor, value_and_grad
@@ -107,7 +107,7 @@ def main() -> None:
     p.add_argument("--build-image", metavar="PATH", help="only write the sm_90a image to PATH")
     p.add_argument("--shape", help="T,D,F (default 8192,4096,16384; with --cpu 256,128,512)")
     p.add_argument("--cpu", action="store_true", help="the CPU image against PyTorch on the CPU")
-    args = p.parse_args()
+    args = parse_args(p)
     if args.build_image:
         with open(args.build_image, "wb") as f:
             f.write(compile_program("ptx"))
@@ -160,9 +160,11 @@ def main() -> None:
     best = interleaved_best(sides)
     flops = 10.0 * T * D * F
     unit, scale = ("TFLOP/s", 1e12) if device == "cuda" else ("GFLOP/s", 1e9)
-    print(f"tessera      {best['tessera'] * 1e3:9.3f} ms/step  {flops / best['tessera'] / scale:8.1f} {unit}")
-    print(f"torch eager  {best['torch eager'] * 1e3:9.3f} ms/step  {flops / best['torch eager'] / scale:8.1f} {unit}"
-          f"   ratio (torch time / tessera time) {best['torch eager'] / best['tessera']:.3f}")
+    r = record_row(f"mlp train step {T}x{D}x{F}", best, unit, flops / scale, shape=(T, D, F), dtype="bf16")
+    (t_ours, f_ours), (t_torch, f_torch) = ((s["time_s"], s["throughput"]) for s in (r["ours"], *r["peers"]))
+    print(f"tessera      {t_ours * 1e3:9.3f} ms/step  {f_ours:8.1f} {unit}")
+    print(f"torch eager  {t_torch * 1e3:9.3f} ms/step  {f_torch:8.1f} {unit}"
+          f"   ratio (torch time / tessera time) {r['ratio']:.3f}")
 
 
 if __name__ == "__main__":

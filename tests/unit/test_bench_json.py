@@ -1,0 +1,190 @@
+"""The benchmarks' JSON results (bench/common.py's --json helper, the schema bench/README.md documents) and
+bench/charts.py's reading of them; the drawing itself only where matplotlib is installed (an optional extra)."""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent.parent / "bench"
+sys.path.insert(0, str(BENCH))
+import charts  # noqa: E402  (bench/charts.py)
+import common  # noqa: E402  (bench/common.py)
+
+ROW_KEYS = {"workload", "shape", "dtype", "unit", "flops", "bytes", "ours", "peers", "ratio", "note"}
+
+
+@pytest.fixture
+def results(monkeypatch, tmp_path):
+    """A fresh recorder writing to tmp_path/out.json, as `bench/x.py --json out.json` starts one."""
+    monkeypatch.setattr(common, "RESULTS", common._Results())
+    monkeypatch.setattr(sys, "argv", ["bench/gemm_cpu.py"])
+    path = tmp_path / "out.json"
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="512")
+    args = common.parse_args(parser, ["--sizes", "64", "--json", str(path)])
+    assert args.sizes == "64" and args.json == str(path)
+    return path
+
+
+def test_a_run_with_json_writes_the_header_before_any_row(results):
+    doc = json.loads(results.read_text())
+    assert doc["schema"] == "tessera-bench/1" and doc["bench"] == "gemm_cpu"
+    assert doc["argv"] == ["--sizes", "64", "--json", str(results)]
+    assert doc["rows"] == []
+    m = doc["machine"]
+    assert m["kind"] == "cpu" and m["cores"] >= 1 and isinstance(m["cpu"], str) and m["load_average"] >= 0
+    assert doc["commit"] is None or len(doc["commit"]) >= 7
+    assert doc["time"].endswith("Z")
+
+
+def test_report_records_ratio_throughput_and_both_counts(results, capsys):
+    row = common.report("gemm 64", 0.5, 1.0, "numpy", "GFLOP/s", 2.0, shape=(64, 64, 64), dtype="f32",
+                        bytes=3 * 4 * 64 * 64)
+    line = capsys.readouterr().out
+    assert "tessera      4.00 GFLOP/s" in line and "numpy      2.00 GFLOP/s" in line and "ratio  2.00x" in line
+    [written] = json.loads(results.read_text())["rows"]
+    assert written == row and set(row) == ROW_KEYS
+    assert row["flops"] == 2e9 and row["bytes"] == 49152 and row["shape"] == [64, 64, 64]
+    assert row["ours"] == {"name": "tessera", "time_s": 0.5, "throughput": 4.0}
+    assert row["peers"] == [{"name": "numpy", "time_s": 1.0, "throughput": 2.0, "ratio": 2.0}]
+    assert row["ratio"] == 2.0
+
+
+def test_rows_of_several_peers_and_bandwidth_rows(results, capsys):
+    common.report_row("bf16 gemm 64", {"tessera": 2.0, "XLA": 1.0, "numpy f32": 4.0}, "TFLOP/s", 8.0,
+                      shape=(64, 64, 64), dtype="bf16", note="exact")
+    common.report("saxpy n=16", 1e-6, 3e-6, "numpy", "GB/s", 192 / 1e9, shape=(16,), dtype="f32", flops=32)
+    assert "ratio vs XLA 0.500  vs numpy f32 2.000   (exact)" in capsys.readouterr().out
+    many, bandwidth = json.loads(results.read_text())["rows"]
+    assert [p["ratio"] for p in many["peers"]] == [0.5, 2.0] and many["ratio"] == 0.5
+    assert many["flops"] == 8e12 and many["bytes"] is None and many["note"] == "exact"
+    assert bandwidth["bytes"] == pytest.approx(192) and bandwidth["flops"] == 32
+    assert bandwidth["ours"]["throughput"] == pytest.approx(192 / 1e9 / 1e-6)
+
+
+def test_time_only_rows_and_the_checks_rows(results, capsys):
+    row = common.record_row("one call, n=1", {"tessera": 2e-6, "torch": 5e-6}, note="time per call")
+    assert row["unit"] is None and row["ours"]["throughput"] is None and row["ratio"] == pytest.approx(2.5)
+    ratio = common.report_checks("saxpy", lambda: None, lambda: None, rounds=2)
+    [_, checks] = json.loads(results.read_text())["rows"]
+    assert checks["ours"]["name"] == "checked" and checks["peers"][0]["name"] == "unchecked"
+    assert ratio == pytest.approx(checks["ours"]["time_s"] / checks["peers"][0]["time_s"])
+    assert "checked/unchecked" in capsys.readouterr().out
+
+
+def test_an_unknown_unit_is_refused(results):
+    with pytest.raises(ValueError, match="unit 'GFLOPS'"):
+        common.record_row("x", {"tessera": 1.0}, "GFLOPS", 1.0)
+
+
+def test_a_gpu_run_names_the_gpu_and_keeps_the_host(results, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    common.set_gpu_machine("NVIDIA H200", "sm_90", 132)
+    m = json.loads(results.read_text())["machine"]
+    assert m == {"kind": "gpu", "gpu": "NVIDIA H200", "arch": "sm_90", "units": 132, "count": 4,
+                 "host_cpu": m["host_cpu"]} and m["host_cpu"]
+
+
+def test_without_json_nothing_is_written(monkeypatch, tmp_path):
+    monkeypatch.setattr(common, "RESULTS", common._Results())
+    monkeypatch.chdir(tmp_path)
+    common.parse_args(argparse.ArgumentParser(), [])
+    common.record_row("x", {"tessera": 1.0, "numpy": 2.0})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_only_rank_0_writes(monkeypatch, tmp_path):
+    monkeypatch.setattr(common, "RESULTS", common._Results())
+    monkeypatch.setenv("RANK", "1")
+    common.parse_args(argparse.ArgumentParser(), ["--json", str(tmp_path / "r1.json")])
+    common.record_row("x", {"tessera": 1.0, "numpy": 2.0})
+    assert not (tmp_path / "r1.json").exists()
+
+
+def test_commit_from_the_environment(monkeypatch):
+    monkeypatch.setenv("TESSERA_BENCH_COMMIT", "abc1234")
+    assert common.commit() == "abc1234"
+
+
+def fixture_files(tmp_path) -> list[str]:
+    """A CPU and a GPU result, written through the helper as the benchmarks write them."""
+    paths = []
+    for bench, gpu in (("graph_cpu", False), ("attention_gpu", True)):
+        common.RESULTS = common._Results()
+        path = tmp_path / f"{bench}.json"
+        sys.argv = [f"bench/{bench}.py"]
+        common.parse_args(argparse.ArgumentParser(), ["--json", str(path)])
+        if gpu:
+            common.set_gpu_machine("NVIDIA H200", "sm_90", 132, 1)
+            common.record_row("attention_d64 S=4096", {"tessera": 1.0, "sdpa": 0.9}, "TFLOP/s", 500.0,
+                              shape=(4, 16, 4096, 64), dtype="bf16", bytes=2e12)
+            common.record_row("fp8_d128 S=4096", {"tessera fp8": 1.0, "sdpa bf16": 1.5}, "TFLOP/s", 900.0,
+                              dtype="fp8", bytes=4e12)
+            common.record_row("one call, n=1", {"tessera": 1e-5, "torch": 1e-5})
+        else:
+            common.record_row("attention 8x512x512x64", {"tessera": 1.0, "XLA": 1.3, "numpy": 3.0}, "GFLOP/s", 1.0)
+            common.record_row("softmax rows 8192x1024", {"tessera": 1.0, "XLA": 0.9}, "GB/s", 0.067)
+        paths.append(str(path))
+    return paths
+
+
+@pytest.fixture
+def fixtures(monkeypatch, tmp_path):
+    monkeypatch.setattr(common, "RESULTS", common._Results())
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    return fixture_files(tmp_path)
+
+
+def test_ratio_bars_carry_the_issue_targets(fixtures):
+    cpu = charts.load(fixtures[0])
+    assert charts.ratio_bars(cpu) == [("attention 8x512x512x64", "XLA", 1.3, 1.2),
+                                      ("attention 8x512x512x64", "numpy", 3.0, None),
+                                      ("softmax rows 8192x1024", "XLA", 0.9, 1.0)]
+    gpu = charts.load(fixtures[1])
+    assert [t for *_, t in charts.ratio_bars(gpu)] == [1.0, None, None]
+
+
+def test_roofline_points_are_gpu_rows_with_both_counts(fixtures):
+    points = charts.roofline_points([charts.load(p) for p in fixtures])
+    assert points == [{"label": "attention_d64 S=4096 (tessera)", "dtype": "bf16", "intensity": 250.0,
+                       "tflop_s": 500.0, "peak": 989.0},
+                      {"label": "fp8_d128 S=4096 (tessera fp8)", "dtype": "fp8", "intensity": 225.0,
+                       "tflop_s": 900.0, "peak": 1979.0}]
+
+
+def test_describe_names_machine_and_commit(fixtures):
+    gpu = charts.load(fixtures[1])
+    assert charts.command(dict(gpu, argv=["--fp8", "--json", "x.json", "--image", "a.tessera"])) == \
+        "bench/attention_gpu.py --fp8 --image a.tessera"
+    assert charts.describe(gpu).startswith("1x NVIDIA H200 (sm_90); commit ")
+    assert "cores, load average" in charts.describe(charts.load(fixtures[0]))
+
+
+def test_a_file_of_another_schema_is_refused(tmp_path, capsys, monkeypatch):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"rows": []}')
+    with pytest.raises(charts.Error, match="bad.json: not a benchmark result"):
+        charts.load(str(bad))
+    monkeypatch.setitem(sys.modules, "matplotlib", sys.modules.get("matplotlib") or object())
+    assert charts.main([str(bad), "--out", str(tmp_path)]) == 1
+    assert "bad.json: not a benchmark result" in capsys.readouterr().err
+
+
+def test_without_matplotlib_it_says_so_and_fails(fixtures, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)   # import matplotlib raises ImportError
+    assert charts.main([*fixtures, "--out", str(tmp_path / "figures")]) == 2
+    assert "needs matplotlib" in capsys.readouterr().err
+    assert not (tmp_path / "figures").exists()
+
+
+def test_draws_the_ratio_bars_and_the_roofline(fixtures, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "figures"
+    assert charts.main([*fixtures, "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["attention_gpu_ratios.png", "graph_cpu_ratios.png",
+                                                     "nvidia_h200_roofline.png"]
+    for png in out.iterdir():
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
