@@ -19,7 +19,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import cuda_context, interleaved_best, launcher  # noqa: E402
+from common import cuda_context, interleaved_best, launcher, parse_args, report_row  # noqa: E402
 
 SOURCE = '''
 from tessera import function, op, tensor, i8
@@ -45,7 +45,7 @@ def main() -> None:
     p.add_argument("--image", help="the program built beforehand with --build-image")
     p.add_argument("--build-image", metavar="PATH", help="only write the image to PATH")
     p.add_argument("--sizes", default="4096,8192")
-    args = p.parse_args()
+    args = parse_args(p)
     if args.build_image:
         return build(args.build_image)
 
@@ -89,10 +89,11 @@ def main() -> None:
         assert torch.equal(Bp, Bt), "the copy of B changed values"
         assert torch.equal(C, ref) and torch.equal(Ct, ref), "the int8 GEMM differs from torch._int_mm"
         best = interleaved_best(sides, calls=20)
-        tops = {k: 2 * n ** 3 / v / 1e12 for k, v in best.items()}
-        print(f"int8 {n}x{n}x{n} ({step.kernel}): tessera A@B {tops['mm']:6.0f} TOPS  A@Bt {tops['nt']:6.0f}  "
-              f"torch._int_mm {tops['torch']:6.0f}  (Bt {tops['torch Bt']:6.0f})   ratio vs torch: A@B "
-              f"{best['torch'] / best['mm']:.3f}  A@Bt {best['torch'] / best['nt']:.3f}   (exact)")
+        for ours, what in (("mm", "A@B"), ("nt", "A@Bt")):   # mm: the copy of B, then the GEMM
+            report_row(f"int8 gemm {what} {n}", {f"tessera {what}": best[ours], "torch._int_mm": best["torch"],
+                                                 "torch._int_mm Bt": best["torch Bt"]}, "TOPS", 2 * n ** 3 / 1e12,
+                       shape=(n, n, n), dtype="i8", bytes=2 * n * n + 4 * n * n,   # i8 A, B read; i32 C written
+                       note=f"{step.kernel}; exact")
 
 if __name__ == "__main__":
     sys.exit(main())
