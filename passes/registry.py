@@ -12,7 +12,7 @@ from typing import Callable
 
 from ..diagnostics import LoweringError
 from ..mlir import passmanager
-from . import autodiff, bucketize, cpu_vector_math, fold_transposes, gpu_math, inline_functions, pipeline_collectives, simt_to_gpu, simt_to_warps, strict_math, tile_mma, tod_lower, tod_rewrites
+from . import autodiff, bucketize, cpu_vector_math, fold_transposes, fp8_convert, gpu_math, inline_functions, pipeline_collectives, simt_to_gpu, simt_to_warps, strict_math, tile_mma, tod_lower, tod_rewrites
 from .to_llvm import CPU_TO_LLVM
 
 
@@ -78,6 +78,10 @@ PASSES: dict[str, PassInfo] = {
     "tessera-gpu-math": PassInfo(
         "tessera-gpu-math", "math ops as arithmetic and PTX-native intrinsics, without libdevice (NVIDIA)",
         gpu_math.run, {}),
+    "tessera-fp8-convert": PassInfo(
+        "tessera-fp8-convert", "a kernel's one-byte fp8 loads and stores (extf from, truncf to f8E4M3FN/f8E5M2) as "
+        "integer arithmetic on the f32's bits (every target), or native=true as ptx's cvt (sm_90+)",
+        lambda op, native=False: fp8_convert.run(op, native=native), {"native": _flag}),
     "tessera-tod-canonicalize": PassInfo(
         "tessera-tod-canonicalize", "the operator algebra's rewrite laws (adjoint, compose, fft, projector …)",
         tod_rewrites.run, {}),

@@ -20,7 +20,7 @@ import llvmlite.binding as llvm
 
 from ...diagnostics import CompileError
 from ...mlir import arith, ir, llvm as llvm_d, passmanager, translate_module_to_llvmir
-from ...passes import gpu_math, simt_to_gpu, strict_math, tile_mma
+from ...passes import fp8_convert, gpu_math, simt_to_gpu, strict_math, tile_mma
 from .. import llvm_compat
 from ..cpu.target import init_llvm
 from ..lowered import check_fully_lowered
@@ -94,6 +94,7 @@ MAX_BLOCK = 1024
 def make_rocdl(mod: ir.Module, metadata: dict, options: AMDGPUOptions) -> ir.Module:
     if options.exact_math:   # strict: exp, erf … in f64, which gpu_math computes by passes/f64_math.py
         strict_math.run(mod, gpu=True)
+    fp8_convert.run(mod)   # one-byte fp8 as integer arithmetic (gfx942's cvt reads the fnuz variants)
     gpu_math.run(mod)
     # after gpu_math, whose f32-only math table would refuse the FMA path's vector fma (upstream lowers it)
     tile_mma.run(mod.operation, tile_mma.target_for_amdgpu(options.arch, options.warp_size))

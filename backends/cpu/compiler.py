@@ -9,7 +9,7 @@ from __future__ import annotations
 import llvmlite.binding as llvm
 
 from ...mlir import ir, passmanager, translate_module_to_llvmir
-from ...passes import cpu_vector_math, simt_to_warps, strict_math
+from ...passes import cpu_vector_math, fp8_convert, simt_to_warps, strict_math
 from ...passes.to_llvm import CPU_TO_LLVM
 from .. import llvm_compat
 from ..lowered import check_fully_lowered
@@ -20,6 +20,7 @@ _GENERATED = "tessera.cpu_llvm_ir"
 
 
 def make_warps(mod: ir.Module, metadata: dict, options: CPUOptions) -> ir.Module:
+    fp8_convert.run(mod)   # one-byte fp8 loads and stores as integer arithmetic, vectorized with the rest
     simt_to_warps.run(mod, options.warp_size, options.bounds_checks)
     passmanager.PassManager.parse("builtin.module(canonicalize,cse)").run(mod.operation)
     return mod

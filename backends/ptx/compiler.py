@@ -18,13 +18,13 @@ import llvmlite.binding as llvm
 
 from ...diagnostics import CompileError
 from ...mlir import ir, passmanager, translate_module_to_llvmir
-from ...passes import gpu_math, simt_to_gpu, strict_math
+from ...passes import fp8_convert, gpu_math, simt_to_gpu, strict_math
 from .. import llvm_compat
 from ..cpu.target import init_llvm
 from ..lowered import check_fully_lowered
 from ..symbol_names import ptx_identifier
 from . import ptxas
-from .options import ARCHS, PTXOptions
+from .options import ARCHS, PTXOptions, sm
 
 TRIPLE = "nvptx64-nvidia-cuda"
 
@@ -45,6 +45,9 @@ def make_gpu(mod: ir.Module, metadata: dict, options: PTXOptions) -> ir.Module:
 def make_nvvm(mod: ir.Module, metadata: dict, options: PTXOptions) -> ir.Module:
     if options.exact_math:   # strict: exp, erf … in f64, which gpu_math computes by passes/f64_math.py
         strict_math.run(mod, gpu=True)
+    # cvt to and from e4m3/e5m2: PTX has them from sm_89 (ISA 7.8), LLVM selects them on sm_89 only from PTX
+    # 8.1, and sm_89's images say 8.0 (ARCHS): there the integer conversions, exact too
+    fp8_convert.run(mod, native=sm(options.arch) >= 90)
     gpu_math.run(mod, mulhi="llvm.nvvm.mulhi.ui")   # Philox's high words as mul.hi.u32
     passmanager.PassManager.parse(f"builtin.module(gpu.module({GPU_TO_NVVM}))").run(mod.operation)
     return mod

@@ -35,7 +35,7 @@ import struct
 
 from ...diagnostics import CompileError, LoweringError
 from ...mlir import arith, gpu, ir, memref, passmanager, spirv
-from ...passes import simt_to_gpu, strict_math, tile_mma
+from ...passes import fp8_convert, simt_to_gpu, strict_math, tile_mma
 from . import atomics, spirv_val
 from .options import MATRIX_ARCHS, SUBGROUP, SPIRVOptions
 
@@ -169,6 +169,7 @@ def make_spirv(mod: ir.Module, metadata: dict, options: SPIRVOptions) -> ir.Modu
     done = tile_mma.run(mod.operation, tile_mma.Target(SUBGROUP, MATRIX_ARCHS.get(options.arch, "")))
     if options.exact_math:   # OpenCL's f32 builtins, division and sqrt are a few ulp off; its f64 ones are not
         strict_math.run(mod)
+    fp8_convert.run(mod)   # one-byte fp8 loads and stores as integer arithmetic (OpenCL has no fp8 type)
     _record_matrix_use(metadata, options, done)
     products = [d for how in done.values() for d in how if d.how == "cooperative matrix"]
     coop, bf16 = bool(products), any(d.dtype == "bf16" for d in products)

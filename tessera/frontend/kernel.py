@@ -36,9 +36,17 @@ U8_STORAGE = "i8"
 U8_VALUE = "i32"
 
 
+# fp8 (e4m3, e5m2) is a memory type only: a tensor of it is stored as bytes (i8) and an element reads widened
+# to f32 (arith.extf of the byte bitcast to f8E4M3FN / f8E5M2); a store, and fp8_e4m3(x), narrow to the
+# format — ties to even, saturating at its largest finite value (±448, ±57344), NaN a NaN — as the interpreter
+# rounds (tessera/numerics/rounding.py); fp8_e4m3(x) is that value held in an f32. Each backend spells the
+# conversions out (passes/fp8_convert.py): ptx sm_89+ by cvt, every other target by integer arithmetic.
+FP8 = ("fp8_e4m3", "fp8_e5m2")
+
+
 def storage_type(dt: dtypes.DType) -> ir.Type:
     """The MLIR element type a kernel's tensor of `dt` is declared with."""
-    return ir.Type.parse(U8_STORAGE if dt.name == "u8" else dt.mlir)
+    return ir.Type.parse(U8_STORAGE if dt.name == "u8" or dt.name in FP8 else dt.mlir)
 
 
 @dataclass
@@ -152,8 +160,8 @@ class KernelBuilder(ast.NodeVisitor):
     @staticmethod
     def _arg_attr(p: KernelParam) -> ir.DictAttr:
         attrs = {"tessera.name": ir.StringAttr.get(p.name)}
-        if p.tensor and p.dtype.name == "u8":  # its memref says i8 (storage_type): the signature says u8
-            attrs["tessera.dtype"] = ir.StringAttr.get("u8")
+        if p.tensor and (p.dtype.name == "u8" or p.dtype.name in FP8):  # its memref says i8 (storage_type):
+            attrs["tessera.dtype"] = ir.StringAttr.get(p.dtype.name)      # the signature says u8 or the fp8
         if p.tensor:
             attrs["tessera.dims"] = ir.ArrayAttr.get(
                 [ir.StringAttr.get(d) if isinstance(d, str) else ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d)
@@ -193,8 +201,8 @@ class KernelBuilder(ast.NodeVisitor):
         value = self.expr(node.value)
         if isinstance(node.annotation, ast.Name) and dtypes.lookup(node.annotation.id):
             dt = dtypes.lookup(node.annotation.id)
-            value = self.to_u8(value, node) if dt.name == "u8" else \
-                self.typer.cast(value, ir.Type.parse(dt.mlir), node)
+            value = self.to_u8(value, node) if dt.name == "u8" else self.to_fp8(value, dt, node) \
+                if dt.name in FP8 else self.typer.cast(value, ir.Type.parse(dt.mlir), node)
         self.assign(node.target, value, node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -221,7 +229,10 @@ class KernelBuilder(ast.NodeVisitor):
             if not isinstance(t, TensorParam):
                 raise self.error(target, "only tensor parameters can be indexed")
             idx = self.indices(t, target.slice)
-            v = self.typer.cast(value, t.elem_type, node)
+            if t.param.dtype.name in FP8:   # narrowed to the format's byte (FP8)
+                v = self.narrow_fp8(value, t.param.dtype, node)
+            else:
+                v = self.typer.cast(value, t.elem_type, node)
             with self.loc(node):
                 memref.StoreOp(v.value, t.value, idx)
             return
@@ -385,6 +396,9 @@ class KernelBuilder(ast.NodeVisitor):
             v = memref.LoadOp(t.value, idx).result
             if t.param.dtype.name == "u8":  # zero-extended (U8_STORAGE)
                 return Scalar(arith.ExtUIOp(ir.Type.parse(U8_VALUE), v).result)
+            if t.param.dtype.name in FP8:   # widened to f32 (FP8)
+                f8 = arith.BitcastOp(ir.Type.parse(t.param.dtype.mlir), v).result
+                return Scalar(arith.ExtFOp(ir.F32Type.get(), f8).result)
             return Scalar(v)
 
     def indices(self, t: TensorParam, sl: ast.expr) -> list[ir.Value]:
@@ -421,6 +435,11 @@ class KernelBuilder(ast.NodeVisitor):
                 return self._atomic(node, name)
             if ns == "tile" and name == "fence":
                 return self._fence(node)
+            if ns == "tile" and name == "barrier":  # every thread of the block meets here (bar.sync)
+                self._arity(node, 0)
+                with self.loc(node):
+                    ttile_tile.BarrierOp()
+                return 0
             group = self.vars.get(ns)
             if isinstance(group, Group):
                 return self._group_method(node, group, name)
@@ -563,6 +582,8 @@ class KernelBuilder(ast.NodeVisitor):
         dt = dtypes.lookup(name)
         if dt is not None and dt.name == "u8" and len(args) == 1:
             return self.to_u8(args[0], node)
+        if dt is not None and dt.name in FP8 and len(args) == 1:
+            return self.to_fp8(args[0], dt, node)
         if dt is not None and len(args) == 1:
             return self.typer.cast(args[0], ir.Type.parse(dt.mlir), node, explicit=True)
         raise self.error(node, f"unknown function '{name}' in a kernel")
@@ -576,6 +597,24 @@ class KernelBuilder(ast.NodeVisitor):
             return self.typer.materialize(Scalar(None, int(v.py) % 256), node, like=ir.Type.parse(U8_VALUE))
         wide = self.typer.cast(v, ir.Type.parse(U8_VALUE), node, explicit=True)
         return self.typer.binop(ast.BitAnd(), wide, 255, node)
+
+
+    def narrow_fp8(self, v, dt: dtypes.DType, node: ast.AST) -> Scalar:
+        """The byte (i8) of fp8 format `dt` nearest a number `v` (FP8): an f64 is narrowed from itself (one
+        rounding), any other value from its f32."""
+        v = self.typer.scalar(v, node)
+        if not (v.typed and str(v.value.type) == "f64"):
+            v = self.typer.cast(v, ir.F32Type.get(), node, explicit=True)
+        with self.loc(node):
+            f8 = arith.TruncFOp(ir.Type.parse(dt.mlir), v.value).result
+            return Scalar(arith.BitcastOp(ir.Type.parse(U8_STORAGE), f8).result)
+
+    def to_fp8(self, v, dt: dtypes.DType, node: ast.AST) -> Scalar:
+        """fp8_e4m3(v), fp8_e5m2(v): `v` rounded to the format (FP8), held in an f32."""
+        b = self.narrow_fp8(v, dt, node)
+        with self.loc(node):
+            f8 = arith.BitcastOp(ir.Type.parse(dt.mlir), b.value).result
+            return Scalar(arith.ExtFOp(ir.F32Type.get(), f8).result)
 
 
 def _reads_memory(node: ast.AST) -> bool:
