@@ -73,7 +73,8 @@ def ratio_bars(doc: dict) -> list[tuple[str, str, float, float | None]]:
 
 def roofline_points(docs: list[dict]) -> list[dict]:
     """A point per GPU row that counts FLOPs and bytes: its label, dtype, arithmetic intensity (FLOPs / byte)
-    and Tessera's throughput in TFLOP/s, with the ceiling PEAKS gives its dtype (None for a dtype it lacks)."""
+    and Tessera's throughput in TFLOP/s, with the compute ceiling PEAKS gives its dtype and the roof at its
+    intensity, min(that ceiling, intensity x memory bandwidth) (both None for a dtype PEAKS lacks)."""
     points = []
     for doc in docs:
         if doc["machine"].get("kind") != "gpu":
@@ -81,10 +82,10 @@ def roofline_points(docs: list[dict]) -> list[dict]:
         for row in doc["rows"]:
             if not row.get("flops") or not row.get("bytes"):
                 continue
+            intensity, peak = row["flops"] / row["bytes"], PEAKS["compute_tflop_s"].get(row["dtype"])
             points.append({"label": f"{row['workload']} ({row['ours']['name']})", "dtype": row["dtype"],
-                           "intensity": row["flops"] / row["bytes"],
-                           "tflop_s": row["flops"] / row["ours"]["time_s"] / 1e12,
-                           "peak": PEAKS["compute_tflop_s"].get(row["dtype"])})
+                           "intensity": intensity, "tflop_s": row["flops"] / row["ours"]["time_s"] / 1e12,
+                           "peak": peak, "roof": min(peak, intensity * PEAKS["memory_tb_s"]) if peak else None})
     return points
 
 
@@ -128,7 +129,13 @@ def draw_ratios(doc: dict, path: str) -> None:
         ax.text(r, yy, f" {r:.2f}x", va="center", fontsize=8)
     ax.set_yticks(y, labels, fontsize=8)
     ax.set_xlabel("peer time / Tessera time (above 1: Tessera faster)")
-    ax.set_xlim(0, max(ratios + [t for _, t in targets] + [1.0]) * 1.18)
+    top = max(ratios + [t for _, t in targets] + [1.0])
+    if top / min(ratios + [1.0]) > 20:   # numpy's integer matmul is thousands of times slower: a log axis
+        ax.set_xscale("log")
+        ax.set_xlabel("peer time / Tessera time, log scale (above 1: Tessera faster)")
+        ax.set_xlim(min(ratios + [1.0]) / 1.5, top * 3)
+    else:
+        ax.set_xlim(0, top * 1.18)
     where, _, when = describe(doc).partition("; ")
     ax.set_title(f"{command(doc)}\n{where}\n{when}", fontsize=9)
     fig.tight_layout()
@@ -143,19 +150,25 @@ def draw_roofline(docs: list[dict], path: str) -> None:
 
     points = roofline_points(docs)
     bw = PEAKS["memory_tb_s"]
-    fig, ax = plt.subplots(figsize=(9, 6))
+    fig, ax = plt.subplots(figsize=(11, 6.5))
     lo = min([p["intensity"] for p in points] + [1.0]) / 2
     hi = max([p["intensity"] for p in points] + [2 * max(PEAKS["compute_tflop_s"].values()) / bw]) * 2
-    colours = dict(zip(PEAKS["compute_tflop_s"], ("tab:blue", "tab:cyan", "tab:red", "tab:purple", "tab:olive",
-                                                  "tab:gray")))
+    ceilings = {}   # peak -> the dtypes that share it (bf16 and f16, fp8 and int8)
     for dtype, peak in PEAKS["compute_tflop_s"].items():
-        ridge = peak / bw   # FLOPs per byte where the memory roof meets this compute roof
-        ax.plot([lo, ridge, hi], [lo * bw, peak, peak], color=colours[dtype], linewidth=1, alpha=0.6)
-        ax.text(hi, peak, f" {dtype} {peak:g}", va="center", fontsize=7, color=colours[dtype])
-    for p in points:
-        ax.scatter(p["intensity"], p["tflop_s"], color=colours.get(p["dtype"], "black"), zorder=3, s=20)
-        ax.annotate(p["label"], (p["intensity"], p["tflop_s"]), fontsize=6, xytext=(3, 3),
-                    textcoords="offset points")
+        ceilings.setdefault(peak, []).append(dtype)
+    colour = {}
+    for i, (peak, dtypes) in enumerate(sorted(ceilings.items())):
+        c = f"C{i}"
+        colour.update(dict.fromkeys(dtypes, c))
+        ax.plot([lo, peak / bw, hi], [lo * bw, peak, peak], color=c, linewidth=1, alpha=0.7)   # the ridge at peak/bw
+        ax.text(hi, peak, f"{'/'.join(dtypes)} {peak:g} ", va="bottom", ha="right", fontsize=7, color=c)
+    ax.text(1.0, bw, f"memory {bw} TB/s ", rotation=28, fontsize=7, va="bottom", ha="right")
+    for i, p in enumerate(points, 1):
+        ax.scatter(p["intensity"], p["tflop_s"], color=colour.get(p["dtype"], "black"), zorder=3, s=22,
+                   label=f"{i}. {p['label']}: {p['tflop_s']:.4g}"
+                         + (f" ({p['tflop_s'] / p['roof']:.0%} of the {p['dtype']} roof there)" if p["roof"] else ""))
+        ax.annotate(str(i), (p["intensity"], p["tflop_s"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOPs or integer ops per byte of minimal traffic)")

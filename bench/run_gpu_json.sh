@@ -12,8 +12,8 @@
 #   run(command='BUDGET=540 bash bench/run_gpu_json.sh run gpu_lead/charts $OUT', carry=['gpu_lead/charts'],
 #       timeout_s=600)
 # BUDGET (seconds, default 540) is shared out among the benchmarks in order; one that runs out of time keeps
-# the rows it measured (the JSON is rewritten after each row). SIZES_GEMM, SHAPE_ATTENTION, SIZES_SAXPY and
-# SIZES_INT8 override the benchmarks' defaults.
+# the rows it measured (the JSON is rewritten after each row). SIZES_GEMM, SIZES_F32, SHAPE_ATTENTION,
+# SIZES_SAXPY and SIZES_INT8 override the sizes below.
 set -u
 mode=${1:?usage: run_gpu_json.sh build DIR | run DIR OUT}
 dir=${2:?usage: run_gpu_json.sh build DIR | run DIR OUT}
@@ -61,10 +61,11 @@ bench() {
   tail -n 12 "$out/$json.log"
 }
 nvidia-smi -L | tee "$out/summary.txt"
-bench gemm_gpu 170 gemm_gpu --image "$I/gemm.tessera" --sizes "${SIZES_GEMM:-2048,4096,8192}"
-bench gemm_gpu_fp8 60 gemm_gpu --fp8 --image "$I/gemm.tessera" --sizes "${SIZES_GEMM:-4096,8192}"
-bench attention_gpu 120 attention_gpu --image "$I/attention.tessera" --shape "${SHAPE_ATTENTION:-4,16,4096}"
-bench attention_gpu_fp8 60 attention_gpu --fp8 --image "$I/attention.tessera" --shape "${SHAPE_ATTENTION:-4,16,4096}"
-bench saxpy_gpu 60 saxpy_gpu --image "$I/saxpy.tessera" --sizes "${SIZES_SAXPY:-1048576,16777216,67108864,268435456}"
-bench int8_gemm_gpu 60 int8_gemm_gpu --image "$I/int8.tessera" --sizes "${SIZES_INT8:-4096,8192}"
+bench gemm_gpu 140 gemm_gpu --image "$I/gemm.tessera" --sizes "${SIZES_GEMM:-2048,4096,8192}"
+bench gemm_gpu_f32 45 gemm_gpu --f32 --image "$I/gemm.tessera" --sizes "${SIZES_F32:-4096}"   # issue 18's FMA/tf32 rows
+bench gemm_gpu_fp8 45 gemm_gpu --fp8 --image "$I/gemm.tessera" --sizes "${SIZES_GEMM:-4096,8192}"
+bench attention_gpu 100 attention_gpu --image "$I/attention.tessera" --shape "${SHAPE_ATTENTION:-4,16,4096}"
+bench attention_gpu_fp8 45 attention_gpu --fp8 --image "$I/attention.tessera" --shape "${SHAPE_ATTENTION:-4,16,4096}"
+bench saxpy_gpu 50 saxpy_gpu --image "$I/saxpy.tessera" --sizes "${SIZES_SAXPY:-1048576,16777216,67108864,268435456}"
+bench int8_gemm_gpu 50 int8_gemm_gpu --image "$I/int8.tessera" --sizes "${SIZES_INT8:-4096,8192}"
 cat "$out/summary.txt"

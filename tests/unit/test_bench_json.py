@@ -150,9 +150,9 @@ def test_ratio_bars_carry_the_issue_targets(fixtures):
 def test_roofline_points_are_gpu_rows_with_both_counts(fixtures):
     points = charts.roofline_points([charts.load(p) for p in fixtures])
     assert points == [{"label": "attention_d64 S=4096 (tessera)", "dtype": "bf16", "intensity": 250.0,
-                       "tflop_s": 500.0, "peak": 989.0},
+                       "tflop_s": 500.0, "peak": 989.0, "roof": 989.0},
                       {"label": "fp8_d128 S=4096 (tessera fp8)", "dtype": "fp8", "intensity": 225.0,
-                       "tflop_s": 900.0, "peak": 1979.0}]
+                       "tflop_s": 900.0, "peak": 1979.0, "roof": 225.0 * 4.8}]   # under the memory roof
 
 
 def test_describe_names_machine_and_commit(fixtures):
