@@ -10,6 +10,14 @@ warp width (32 on NVIDIA, 64 on AMD CDNA, 32 on AMD RDNA and our SPIR-V subgroup
     warp_id       = (linear block index) · (warps per block) + (linear thread index in the block) / W
     shuffle_down  = gpu.shuffle down, width W (every lane of the warp takes part: shfl.sync, full mask)
     shuffle_xor   = gpu.shuffle xor,  width W
+    warp_reduce   = xor shuffles by W/2, …, 1, each combined (group_reduce of N: by N/2, …, 1; N <= W)
+    thread_rank   = (linear thread index in the block) mod N, for a cooperative group of N (erased: its
+                    users read its size)
+    barrier       = gpu.barrier (bar.sync; s_barrier between workgroup fences), or on SPIR-V
+                    OpControlBarrier at Workgroup scope ordering Workgroup and CrossWorkgroup memory
+    group_sync    = the block's barrier for a group of whole warps (N > W); within a warp bar.warp.sync on
+                    the group's lanes (NVIDIA), a wavefront-scope fence (AMDGPU), OpControlBarrier at Subgroup
+                    scope (SPIR-V)
 
 Warps are formed from the linear thread index (x fastest), as the hardware does. For blocks whose x extent
 is a multiple of W (or 1-D blocks) that is the CPU backend's grouping too; otherwise a GPU warp spans rows
@@ -38,9 +46,9 @@ from __future__ import annotations
 
 from ..abi import DIM, TENSOR, signature_of
 from ..diagnostics import LoweringError
-from ..mlir import arith, builtin, func, gpu, ir, llvm, memref
+from ..mlir import arith, builtin, func, gpu, ir, llvm, memref, spirv
 from . import atomics, gpu_bounds_checks
-from .simt_to_warps import philox_uniform
+from .simt_to_warps import combiner, group_size, philox_uniform
 
 GPU_MODULE = "tessera_kernels"
 WARP_SIZE = 32   # NVIDIA's, the default
@@ -208,8 +216,12 @@ def _lower_simt_ops(fn, lowerings: dict, target: str) -> None:
                     visit(inner)
 
     visit(fn.operation)
+    groups = []
     for op in todo:
         name = op.operation.name
+        if name == "ttile.cooperative_group":
+            groups.append(op)  # a compile-time partition: its users read its size; it goes once they have
+            continue
         if name in lowerings and lowerings[name] is None:
             continue  # the backend's own (SPIR-V's atomics: backends/spirv/atomics.py)
         lower = lowerings.get(name)
@@ -220,6 +232,8 @@ def _lower_simt_ops(fn, lowerings: dict, target: str) -> None:
             result = lower(op)
         if len(op.results):
             op.results[0].replace_all_uses_with(result)
+        op.operation.erase()
+    for op in groups:
         op.operation.erase()
 
 
@@ -250,27 +264,110 @@ def _warp_id(op, warp_size: int):
     bdx, bdy, bdz = (gpu.BlockDimOp(d).result for d in _DIMS)
     threads = _mul(_mul(bdx, bdy), bdz)
     per_block = arith.CeilDivUIOp(threads, _index(warp_size)).result
-    linear = _add(_mul(_add(_mul(gpu.ThreadIdOp(z).result, bdy), gpu.ThreadIdOp(y).result), bdx),
-                  gpu.ThreadIdOp(x).result)
-    return _add(_mul(block, per_block), arith.DivUIOp(linear, _index(warp_size)).result)
+    return _add(_mul(block, per_block), arith.DivUIOp(_linear_local_id(), _index(warp_size)).result)
+
+
+def _shuffled(value: ir.Value, offset: ir.Value, mode, warp_size: int) -> ir.Value:
+    """`value` from the lane `offset` away (mode down or xor) in a warp of `warp_size` lanes."""
+    i32 = ir.IntegerType.get_signless(32)
+    width = arith.ConstantOp(i32, warp_size).result
+    t = value.type
+    bits = t.width
+    if bits in (32, 64):  # gpu.shuffle takes these directly (a 64-bit value as two 32-bit shuffles)
+        return gpu.ShuffleOp(value, offset, width, mode).results[0]
+    # Narrower values travel in the low bits of an i32.
+    as_int = value if isinstance(t, ir.IntegerType) else arith.BitcastOp(ir.IntegerType.get_signless(bits), value).result
+    wide = arith.ExtUIOp(i32, as_int).result
+    moved = gpu.ShuffleOp(wide, offset, width, mode).results[0]
+    narrow = arith.TruncIOp(as_int.type, moved).result
+    return narrow if isinstance(t, ir.IntegerType) else arith.BitcastOp(t, narrow).result
 
 
 def _shuffle(mode, warp_size: int):
     def lower(op):
-        value = op.operands[0]
+        offset = arith.IndexCastOp(ir.IntegerType.get_signless(32), op.operands[1]).result
+        return _shuffled(op.operands[0], offset, mode, warp_size)
+    return lower
+
+
+def _butterfly(value: ir.Value, kind: str, size: int, warp_size: int) -> ir.Value:
+    """The `kind` reduction of `value` over aligned groups of `size` lanes, every lane getting it: xor
+    shuffles by size/2, …, 2, 1 (shfl.sync.bfly, ds_bpermute, OpGroupNonUniformShuffleXor), which never leave
+    the group — the CPU's butterfly (simt_to_warps.py), so a group reduction combines in the same order."""
+    combine = combiner(kind, value.type)
+    i32 = ir.IntegerType.get_signless(32)
+    k = size // 2
+    while k >= 1:
+        value = combine(value, _shuffled(value, arith.ConstantOp(i32, k).result, gpu.ShuffleMode.XOR,
+                                         warp_size)).result
+        k //= 2
+    return value
+
+
+def _reduce(warp_size: int):
+    def lower(op):
+        kind = ir.StringAttr(op.attributes["kind"]).value
+        if op.operation.name == "ttile.warp_reduce":
+            return _butterfly(op.operands[0], kind, warp_size, warp_size)
+        size = ir.IntegerAttr(op.attributes["group_size"]).value
+        if size > warp_size:
+            raise LoweringError(op, f"group_size {size} exceeds the target's warp of {warp_size} lanes")
+        return _butterfly(op.operands[0], kind, size, warp_size)
+    return lower
+
+
+def _linear_local_id() -> ir.Value:
+    """The thread's linear index in its block, x fastest (how the hardware forms warps)."""
+    x, y, z = _DIMS
+    return _add(_mul(_add(_mul(gpu.ThreadIdOp(z).result, gpu.BlockDimOp(y).result), gpu.ThreadIdOp(y).result),
+                     gpu.BlockDimOp(x).result), gpu.ThreadIdOp(x).result)
+
+
+def _thread_rank(op):
+    return arith.RemUIOp(_linear_local_id(), _index(group_size(op.operands[0]))).result
+
+
+# What a barrier orders on SPIR-V: shared (Workgroup) and global (CrossWorkgroup) memory, as bar.sync and
+# AMDGPU's workgroup fences do; the upstream gpu.barrier orders only Workgroup memory there.
+_SPIRV_BARRIER_SEMANTICS = "#spirv.memory_semantics<AcquireRelease|WorkgroupMemory|CrossWorkgroupMemory>"
+
+
+def _block_barrier(target: str) -> None:
+    """Every thread of the block waits for all, their memory writes before visible to all after: bar.sync 0
+    (NVVM), s_barrier between workgroup-scope fences (ROCDL), OpControlBarrier at Workgroup scope."""
+    if target == "spirv":
+        workgroup = ir.Attribute.parse("#spirv.scope<Workgroup>")
+        spirv.ControlBarrierOp(workgroup, workgroup, ir.Attribute.parse(_SPIRV_BARRIER_SEMANTICS))
+    else:
+        gpu.BarrierOp()
+
+
+def _warp_barrier(size: int, target: str) -> None:
+    """The threads of one group within a warp (aligned `size` lanes) wait for each other and see each other's
+    writes: bar.warp.sync on the group's lane mask (NVIDIA's lanes are scheduled independently), a
+    wavefront-scope fence on AMDGPU (a wavefront's lanes run in lockstep: only memory needs ordering),
+    OpControlBarrier at Subgroup scope on SPIR-V."""
+    if target == "spirv":
+        subgroup = ir.Attribute.parse("#spirv.scope<Subgroup>")
+        spirv.ControlBarrierOp(subgroup, subgroup, ir.Attribute.parse(_SPIRV_BARRIER_SEMANTICS))
+    elif target == "amdgpu":
+        llvm.FenceOp(llvm.AtomicOrdering.acq_rel, syncscope="wavefront")
+    else:
         i32 = ir.IntegerType.get_signless(32)
-        offset = arith.IndexCastOp(i32, op.operands[1]).result
-        width = arith.ConstantOp(i32, warp_size).result
-        t = value.type
-        bits = t.width
-        if bits in (32, 64):  # gpu.shuffle takes these directly (a 64-bit value as two 32-bit shuffles)
-            return gpu.ShuffleOp(value, offset, width, mode).results[0]
-        # Narrower values travel in the low bits of an i32.
-        as_int = value if isinstance(t, ir.IntegerType) else arith.BitcastOp(ir.IntegerType.get_signless(bits), value).result
-        wide = arith.ExtUIOp(i32, as_int).result
-        moved = gpu.ShuffleOp(wide, offset, width, mode).results[0]
-        narrow = arith.TruncIOp(as_int.type, moved).result
-        return narrow if isinstance(t, ir.IntegerType) else arith.BitcastOp(t, narrow).result
+        lanes = arith.ConstantOp(i32, (1 << size) - 1 if size < 32 else -1).result
+        lane = arith.IndexCastOp(i32, gpu.LaneIdOp().result).result
+        first = arith.AndIOp(lane, arith.ConstantOp(i32, -size).result).result
+        mask = arith.ShLIOp(lanes, first).result
+        llvm.CallIntrinsicOp(None, "llvm.nvvm.bar.warp.sync", [mask], [], [])
+
+
+def _group_sync(warp_size: int, target: str):
+    def lower(op):
+        size = group_size(op.operands[0])
+        if size > warp_size:  # whole warps: the block's barrier (every thread of the block must reach it)
+            _block_barrier(target)
+        else:
+            _warp_barrier(size, target)
     return lower
 
 
@@ -303,6 +400,11 @@ def _lowerings(warp_size: int, target: str = "nvptx") -> dict:
         "ttile.warp_id": lambda op: _warp_id(op, warp_size),
         "ttile.shuffle_down": _shuffle(gpu.ShuffleMode.DOWN, warp_size),
         "ttile.shuffle_xor": _shuffle(gpu.ShuffleMode.XOR, warp_size),
+        "ttile.warp_reduce": _reduce(warp_size),
+        "ttile.group_reduce": _reduce(warp_size),
+        "ttile.thread_rank": _thread_rank,
+        "ttile.group_sync": _group_sync(warp_size, target),
+        "ttile.barrier": lambda op: _block_barrier(target),
         # dropout's uniform: the CPU's Philox arithmetic on scalars, so every target draws the same bits
         "ttile.philox_uniform": lambda op: philox_uniform(op.operands[0],
                                                           ir.IntegerAttr(op.attributes["seed"]).value),

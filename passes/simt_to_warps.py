@@ -267,7 +267,7 @@ class _Warp:
         self.map[op.results[0]] = V(op.results[0], False)  # a compile-time partition: only its size matters
 
     def op_ttile_group_sync(self, op, mask, entry) -> None:
-        if _group_size(op.operands[0]) > self.W:
+        if group_size(op.operands[0]) > self.W:
             raise LoweringError(op, "a group larger than a warp synchronizes only at the top level of the "
                                     "kernel on the CPU")
         # a group within a warp: the warp's lanes run in lockstep, already synchronized
@@ -277,7 +277,7 @@ class _Warp:
                                 "(barriers split the kernel into phases only at its top level)")
 
     def op_ttile_thread_rank(self, op, mask, entry) -> None:
-        L, size = self.launch, _group_size(op.operands[0])
+        L, size = self.launch, group_size(op.operands[0])
         row = arith.AddIOp(arith.MulIOp(self.warp["z"], L["bdim_y"]).result, self.warp["y"]).result
         base = arith.AddIOp(arith.MulIOp(row, L["bdim_x"]).result,
                             arith.MulIOp(self.warp["xw"], self.index_const(self.W)).result).result
@@ -336,8 +336,7 @@ class _Warp:
             return
         vt = v.value.type
         acc = arith.SelectOp(mask, v.value, vector.BroadcastOp(vt, self._identity(kind, t)).result).result
-        f, i, _ = self._COMBINE[kind]
-        combine = f if isinstance(t, ir.FloatType) else i
+        combine = combiner(kind, t)
         k = size // 2
         while k >= 1:
             perm = [lane ^ k for lane in range(self.W)]
@@ -745,7 +744,7 @@ def _phases(kernel, width: int) -> list[list]:
     constants: list = []
     for op in kernel.entry_block.operations:
         name = op.operation.name
-        if name == "ttile.barrier" or (name == "ttile.group_sync" and _group_size(op.operands[0]) > width):
+        if name == "ttile.barrier" or (name == "ttile.group_sync" and group_size(op.operands[0]) > width):
             phases.append(list(constants))
             continue
         for operand in op.operands:
@@ -762,15 +761,26 @@ def _phases(kernel, width: int) -> list[list]:
     return phases
 
 
-# Ops each phase recomputes instead of carrying across a barrier: free, and the same in every phase.
-_REMATERIALIZED = ("arith.constant", "ttile.cooperative_group")
+# Ops each phase recomputes instead of carrying across a barrier: free, and the same in every phase. The
+# launch queries are Pure, so canonicalization merges a query after a barrier with the same one before it.
+_REMATERIALIZED = ("arith.constant", "ttile.cooperative_group", "ttile.thread_rank", "ttile.thread_id",
+                   "ttile.local_id", "ttile.block_id", "ttile.block_dim", "ttile.grid_dim", "ttile.lane_id",
+                   "ttile.warp_id", "ttile.warp_size")
 
 
 def _is_constant(v) -> bool:
     return isinstance(v.owner, ir.OpView) and v.owner.operation.name in _REMATERIALIZED
 
 
-def _group_size(v) -> int:
+def combiner(kind: str, t: ir.Type):
+    """The arith op that combines two lanes' values of type `t` (scalar or vector) in a `kind` reduction; the
+    GPU lowering (simt_to_gpu.py) combines with the same ops, so the two agree on NaNs and signedness."""
+    f, i, _ = _Warp._COMBINE[kind]
+    return f if isinstance(t, ir.FloatType) else i
+
+
+def group_size(v) -> int:
+    """The size of the !ttile.group value `v`."""
     return ir.IntegerAttr(ttile_tile.GroupType(v.type).size).value
 
 

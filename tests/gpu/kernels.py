@@ -319,6 +319,10 @@ def café(a: float, X: tensor[float], Y: tensor[float], Out: tensor[float]):
     i = launch.thread_id()
     if i < X.shape[0]:
         Out[i] = a * X[i] + Y[i]
+    # barriers, cooperative groups and lane reductions (test_groups_gpu.py), for sm_80 and sm_90a
+    "groups": ((REPO / "tests" / "unit" / "group_kernels.py").read_text(), "sm_80"),
+    "groups_sm90a": ((REPO / "tests" / "unit" / "group_kernels.py").read_text(), "sm_90a"),
+    "cooperative": ((REPO / "examples" / "tile" / "cooperative.py").read_text(), "sm_80"),
 
 
 @kernel
