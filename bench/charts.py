@@ -124,7 +124,7 @@ def draw_ratios(doc: dict, path: str) -> None:
     if targets:
         ax.scatter([t for _, t in targets], [yy for yy, _ in targets], marker="|", s=300, color="tab:red",
                    zorder=3, label="issue 19's target")
-        ax.legend(loc="lower right", fontsize=8)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     for yy, r in zip(y, ratios):
         ax.text(r, yy, f" {r:.2f}x", va="center", fontsize=8)
     ax.set_yticks(y, labels, fontsize=8)
@@ -185,8 +185,9 @@ def draw_roofline(docs: list[dict], path: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("results", nargs="+", help="JSON files the benchmarks wrote with --json")
-    p.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "docs",
-                                                 "figures"), help="the folder the PNGs go to (default docs/figures)")
+    p.add_argument("--out", default=os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                  os.pardir, "docs", "figures")),
+                   help="the folder the PNGs go to (default docs/figures)")
     args = p.parse_args(argv)
     try:
         import matplotlib  # noqa: F401  # lazy: optional, checked before any work
