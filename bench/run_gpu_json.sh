@@ -38,6 +38,9 @@ fi
 
 [ "$mode" = run ] || { echo "run_gpu_json.sh: unknown mode '$mode' (build or run)" >&2; exit 2; }
 out=${3:?usage: run_gpu_json.sh run DIR OUT}
+# It installs DIR/src over whatever tessera the environment has: never where the compiler's checkout is.
+command -v nvidia-smi > /dev/null \
+  || { echo "run_gpu_json.sh run: no nvidia-smi here; run it on the GPU machine" >&2; exit 2; }
 dir=$(cd "$dir" && pwd)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
