@@ -188,3 +188,17 @@ def test_draws_the_ratio_bars_and_the_roofline(fixtures, tmp_path, capsys):
                                                      "nvidia_h200_roofline.png"]
     for png in out.iterdir():
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+SCRIPTS = sorted(p.name for p in BENCH.glob("*.py") if p.name not in ("common.py", "charts.py"))
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_benchmark_takes_json(script):
+    """Each benchmark imports (GPU ones too, without a GPU: their torch and CUDA imports wait for main) and
+    offers --json; what it records is the helper's, tested above."""
+    import subprocess  # lazy: only this test starts processes
+    run = subprocess.run([sys.executable, str(BENCH / script), "--help"], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "--json PATH" in run.stdout
