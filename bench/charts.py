@@ -3,7 +3,7 @@
     python bench/charts.py RESULTS.json [MORE.json ...] [--out docs/figures]
 
 For each file NAME.json, `NAME_ratios.png`: a bar per row and peer, the ratio peer time / Tessera time (above 1.0,
-Tessera is faster), the 1.0 line, and issue 19's speed target where it names one for that row and peer. For
+Tessera is faster), the 1.0 line, and the issues' speed target where one names that row and peer (TARGETS). For
 the files measured on a GPU together, `<gpu>_roofline.png`: each row that counts both FLOPs and bytes is a point
 at its arithmetic intensity (FLOPs / byte, the minimal traffic the bench counts) and Tessera's throughput, under
 the GPU's ceilings (PEAKS). Each chart's title names the machine and commit its numbers came from.
@@ -29,8 +29,8 @@ SCHEMA = "tessera-bench/1"
 PEAKS = {"gpu": "NVIDIA H200 SXM", "memory_tb_s": 4.8,
          "compute_tflop_s": {"bf16": 989.0, "f16": 989.0, "fp8": 1979.0, "i8": 1979.0, "tf32": 494.0, "f32": 67.0}}
 
-# Issue 19's speed targets: (bench, workload pattern, peer pattern, target ratio). Only where the issue names
-# the row and the peer; the bars of other rows have none.
+# The issues' speed targets: (bench, workload pattern, peer pattern, target ratio); 19's table unless marked.
+# Only where an issue names the row and the peer; the bars of other rows have none.
 TARGETS = [
     ("gemm_cpu", r"", r"^XLA", 1.0),
     ("graph_cpu", r"^(attention|causal|softmax\+dropout)", r"^XLA", 1.2),   # the first match counts
@@ -40,6 +40,9 @@ TARGETS = [
     ("attention_gpu", r"^(attention|causal)_d64 ", r"^sdpa$", 1.0),
     ("attention_gpu", r"^(attention|causal)_d128 ", r"^sdpa$", 1.1),
     ("gemm_gpu", r"^bf16 gemm (2048|3072|4096|8192)$", r"^torch$", 1.0),
+    ("gemm_gpu", r"^f32 gemm 4096 fma ", r"^torch allow_tf32=False$", 0.8),   # issue 18
+    ("gemm_gpu", r"^f32 gemm 4096 tf32 ", r"^torch allow_tf32=True$", 0.9),   # issue 18
+    ("gemm_gpu", r"^fp8 e4m3 scaled \d+ function$", r"^torch._scaled_mm$", 1.0),   # issue 17: end to end
 ]
 
 
@@ -123,7 +126,7 @@ def draw_ratios(doc: dict, path: str) -> None:
     targets = [(yy, t) for yy, (_, _, _, t) in zip(y, bars) if t is not None]
     if targets:
         ax.scatter([t for _, t in targets], [yy for yy, _ in targets], marker="|", s=300, color="tab:red",
-                   zorder=3, label="issue 19's target")
+                   zorder=3, label="the issue's target")
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     for yy, r in zip(y, ratios):
         ax.text(r, yy, f" {r:.2f}x", va="center", fontsize=8)

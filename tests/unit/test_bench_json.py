@@ -147,6 +147,16 @@ def test_ratio_bars_carry_the_issue_targets(fixtures):
     assert [t for *_, t in charts.ratio_bars(gpu)] == [1.0, None, None]
 
 
+def test_targets_of_issues_17_and_18_too():
+    assert charts.target("gemm_gpu", "f32 gemm 4096 tf32 kernel", "torch allow_tf32=True") == 0.9
+    assert charts.target("gemm_gpu", "f32 gemm 4096 fma kernel", "torch allow_tf32=False") == 0.8
+    assert charts.target("gemm_gpu", "fp8 e4m3 scaled 8192 function", "torch._scaled_mm") == 1.0
+    assert charts.target("gemm_gpu", "fp8 e4m3 scaled 8192 kernel", "torch._scaled_mm") is None
+    assert charts.target("graph_cpu", "softmax+dropout+V 8x512x512x64", "XLA") == 1.2
+    assert charts.target("graph_cpu", "layernorm rows 8192x1024", "XLA") == 1.0
+    assert charts.target("graph_cpu", "layernorm rows 8192x1024", "numpy") is None
+
+
 def test_roofline_points_are_gpu_rows_with_both_counts(fixtures):
     points = charts.roofline_points([charts.load(p) for p in fixtures])
     assert points == [{"label": "attention_d64 S=4096 (tessera)", "dtype": "bf16", "intensity": 250.0,
