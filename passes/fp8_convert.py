@@ -7,12 +7,13 @@ back to the byte, the truncation rounding to nearest even and saturating at the 
 SPIR-V lowering knows those types, so this pass rewrites each conversion into i8 ↔ f32 before the upstream
 conversions run:
 
-    native    ptx sm_90+ (backends/ptx/compiler.py says why not sm_89): cvt.rn.satfinite.{e4m3,e5m2}x2.f32 and cvt.rn.f16x2.{e4m3,e5m2}x2 (through LLVM's
-              llvm.nvvm.ff.to.*x2.rn / llvm.nvvm.*x2.to.f16x2.rn), the NaN byte put right by a select (the
-              interpreter writes the positive quiet NaN of the format whatever the input NaN's sign).
+    native    ptx sm_90+ (backends/ptx/compiler.py says why not sm_89): cvt.rn.satfinite.{e4m3,e5m2}x2.f32
+              and cvt.rn.f16x2.{e4m3,e5m2}x2 (LLVM's llvm.nvvm.ff.to.*x2.rn / llvm.nvvm.*x2.to.f16x2.rn),
+              the NaN byte put right by a select (the interpreter writes the positive quiet NaN of the
+              format whatever the input NaN's sign).
     software  everywhere else: integer arithmetic on the f32's bits, exact round-to-nearest-even (the
-              subnormal range's variable shift included), a dozen integer ops a conversion — cheap beside the
-              memory traffic it saves, so every target keeps fp8 one byte wide.
+              subnormal range's variable shift included): about 40 integer operations a store, 15 a load,
+              cheap beside the memory traffic they save, so every target keeps fp8 one byte wide.
 
 An f64 is first rounded to f32: round to nearest twice is the same as once when the first precision has more
 than twice the second's bits plus two (24 ≥ 2·4 + 2), and f32's range holds fp8's.
@@ -135,22 +136,33 @@ def _byte_of(v: ir.Value) -> ir.Value:
     return arith.BitcastOp(ir.IntegerType.get_signless(8), v).result
 
 
-def run(root, native: bool = False) -> int:
-    """Rewrites every extf from and truncf to an fp8 type under `root` (a module or op); `native`: ptx sm_89+'s
-    cvt instructions, else integer arithmetic. Returns how many conversions it rewrote."""
-    found = []
+def _ops(root, *names: str) -> list:
+    """The operations named `names` under `root` (a module or op), in order."""
+    out = []
 
     def visit(op):
-        name = op.operation.name if hasattr(op, "operation") else op.name
-        if name == "arith.extf" and _fp8(op.operands[0].type):
-            found.append(op)
-        elif name == "arith.truncf" and _fp8(op.results[0].type):
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    (root.operation if hasattr(root, "operation") else root).walk(visit)
-    for op in found:
         op = op.operation if hasattr(op, "operation") else op
+        if op.name in names:
+            out.append(op)
+        return ir.WalkResult.ADVANCE
+    (root.operation if hasattr(root, "operation") else root).walk(visit)
+    return out
+
+
+def run(root, native: bool = False) -> int:
+    """Rewrites every extf from and truncf to an fp8 type under `root` (a module or op); `native`: ptx sm_90+'s
+    cvt instructions, else integer arithmetic. Returns how many conversions it rewrote."""
+    found = [op for op in _ops(root, "arith.extf", "arith.truncf")
+             if _fp8(op.operands[0].type if op.name == "arith.extf" else op.results[0].type)]
+    for op in found:   # a value of the format narrowed to it again (a rounded result stored) is itself
+        source = _op(op.operands[0].owner)
+        if op.name == "arith.truncf" and source is not None and source.name == "arith.extf" and \
+                source.operands[0].type == op.results[0].type:
+            op.results[0].replace_all_uses_with(source.operands[0])
+    for op in found:
+        if not any(list(r.uses) for r in op.results):
+            _erase_dead(op)
+            continue
         with ir.InsertionPoint(op), op.location:
             if op.name == "arith.extf":
                 fmt = _fp8(op.operands[0].type)
@@ -174,6 +186,14 @@ def run(root, native: bool = False) -> int:
                 if list(op.results[0].uses):
                     op.results[0].replace_all_uses_with(arith.BitcastOp(op.results[0].type, byte).result)
         _erase_dead(op)
+    for o in _ops(root, "arith.bitcast"):   # what the folding left: a byte bitcast to the format and back
+        inner = _op(o.operands[0].owner)
+        if str(o.results[0].type) == "i8" and inner is not None and inner.name == "arith.bitcast" and \
+                str(inner.operands[0].type) == "i8":
+            o.results[0].replace_all_uses_with(inner.operands[0])
+            o.erase()
+            if not list(inner.results[0].uses):
+                inner.erase()
     return len(found)
 
 

@@ -1,5 +1,7 @@
-"""fp8 on targets that do not compute it (portability guide §5, normative): e4m3 and e5m2 tensors are stored
-in f16 and computed in f32, with every fp8 value rounded exactly as fp8 would round it.
+"""fp8 on targets that do not compute it (portability guide §5, normative): e4m3 and e5m2 tensors are computed
+in f32, with every fp8 value rounded exactly as fp8 would round it, and stored one byte wide where the
+generated elementwise kernels are what reads them (`read_by_kernels`: their loads and stores convert, the
+kernels' fp8 memory type, passes/fp8_convert.py), else in f16 — the fallback, recorded.
 
 Why f16, and why no scale factor: f16 holds every value of both formats exactly — e4m3 has 3 fraction bits,
 values down to 2^-9 and up to 448; e5m2 is f16 with its low 8 bits dropped (the same exponent range, 2
@@ -11,7 +13,7 @@ then is bit-for-bit the interpreter's, on every target that takes this fallback.
 
 The quantize phase (graph_phases.quantize) calls `legalize` after fusion, where a target's native dtypes
 lack fp8; kernelgen writes the rounding into the fused elementwise kernels with `round_source`. An fp8
-parameter of a function is taken as f32 from the caller and rounded on entry (one more elementwise kernel),
+parameter that another kernel reads is taken as f32 from the caller and rounded on entry (one more elementwise kernel),
 so that the caller's values are rounded once, from their own precision, as the interpreter rounds them; the
 argument keeps its declared dtype (`tessera.declared`), which the launch plan records for the executor.
 
@@ -61,20 +63,10 @@ def format_of(t: ir.Type) -> Fp8Format | None:
 
 
 def round_source(x: str, name: str) -> str:
-    """Kernel source rounding the value of expression `x` (f32 or f64) to fp8 format `name`: the spacing of
-    its binade (a chain of comparisons: exact, where log2 would not be), x / spacing rounded half to even
-    with floor (x / spacing is exact and below 2^(m+1), so t + 0.5 is exact too), times the spacing,
-    saturated. NaN stays NaN (the comparisons are false and min/max propagate it)."""
-    f = BY_NAME[name]
-    a = f"abs({x})"
-    spacing = repr(2.0 ** (f.min_exponent - f.mantissa_bits))
-    for e in range(f.min_exponent + 1, f.max_exponent + 1):
-        spacing = f"({2.0 ** (e - f.mantissa_bits)!r} if {a} >= {2.0 ** e!r} else {spacing})"
-    t = f"(({x}) / {spacing})"
-    r = f"math.floor({t} + 0.5)"
-    tie_to_odd = f"({r} - {t} == 0.5 and {r} - 2.0 * math.floor({r} * 0.5) == 1.0)"
-    rounded = f"(({r} - 1.0 if {tie_to_odd} else {r}) * {spacing})"
-    return f"min(max({rounded}, {-f.max_value!r}), {f.max_value!r})"
+    """Kernel source rounding the value of expression `x` (f32 or f64) to fp8 format `name`, as an f32: the
+    kernel language's conversion (tessera/frontend/kernel.py, FP8: ties to even, saturating, NaN a NaN), which
+    each target spells out (passes/fp8_convert.py: cvt on ptx sm_90+, integer arithmetic elsewhere)."""
+    return f"{name}({x})"
 
 
 def _with_element(t: ir.RankedTensorType, elem: ir.Type) -> ir.RankedTensorType:
@@ -106,12 +98,26 @@ def one_byte_parameters(fn) -> set:
         kept -= mixed
 
 
+def _in_elementwise_kernel(op) -> bool:
+    return "tessera.group_kind" in op.attributes and \
+        ir.StringAttr(op.attributes["tessera.group_kind"]).value == "elementwise"
+
+
+def read_by_kernels(v: ir.Value) -> bool:
+    """Whether only generated elementwise kernels (kernelgen.elementwise, whose loads widen one-byte fp8) and
+    the function's return read `v`: then it can stay one byte wide."""
+    uses = list(v.uses)
+    return bool(uses) and all(u.owner.name == "func.return" or _in_elementwise_kernel(u.owner) for u in uses)
+
+
 def legalize(fn, target_name: str, one_byte: bool = False) -> list[str]:
-    """Rewrites `fn`'s fp8 tensors to the f16 container (see the module's docstring); returns the fallback
-    notes for the kernel metadata. With `one_byte` (a target whose GEMM reads one-byte fp8), the parameters
-    `one_byte_parameters` finds keep their fp8 type: one byte an element in memory, and at the call (uint8
-    bit patterns, or float32 values the executor rounds and encodes). Raises LoweringError at an op that
-    cannot produce its fp8 result in f32 instead."""
+    """Rewrites `fn`'s fp8 tensors that other kernels than the generated elementwise ones read to the f16
+    container (see the module's docstring); returns the fallback notes for the kernel metadata. Made by an
+    elementwise kernel, or a parameter, and read only by elementwise kernels or returned (read_by_kernels),
+    an fp8 tensor keeps its type: one byte an element in memory (the kernels' fp8 memory type, every
+    target), and at the call (uint8 bit patterns, or float32 values the executor rounds and encodes). With
+    `one_byte` (a target whose GEMM reads one-byte fp8), so do the parameters `one_byte_parameters` finds.
+    Raises LoweringError at an op that cannot produce its fp8 result in f32 instead."""
     f16, f32 = ir.F16Type.get(), ir.F32Type.get()
     taken: dict[str, None] = {}
     holds: dict = {}  # container value -> the fp8 format of its values
@@ -146,7 +152,7 @@ def legalize(fn, target_name: str, one_byte: bool = False) -> list[str]:
         f = format_of(arg.type)
         if f is None:
             continue
-        if arg in kept:
+        if arg in kept or read_by_kernels(arg):
             holds[arg] = f.name
             continue
         note(f)
@@ -160,6 +166,10 @@ def legalize(fn, target_name: str, one_byte: bool = False) -> list[str]:
         for r in op.results:
             f = format_of(r.type)
             if f is None:
+                continue
+            if op.operation.name in ELEMENTWISE and _in_elementwise_kernel(op) and read_by_kernels(r):
+                holds[r] = f.name   # one byte: the kernel rounds its value and stores the byte
+                op.attributes["tessera.round_to"] = ir.StringAttr.get(f.name)
                 continue
             note(f)
             if op.operation.name in MOVES + ELEMENTWISE:
@@ -180,7 +190,7 @@ def legalize(fn, target_name: str, one_byte: bool = False) -> list[str]:
             op.attributes["tessera.fp8_operands"] = ir.ArrayAttr.get(
                 [ir.StringAttr.get(holds[v]) for v in list(op.operands)[:2]])
     fn.attributes["arg_attrs"] = ir.ArrayAttr.get(arg_attrs)
-    if taken:
+    if holds:
         ret = list(block.operations)[-1]
         fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
             [a.type for a in block.arguments], [v.type for v in ret.operands]))

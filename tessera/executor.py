@@ -18,7 +18,8 @@ An input has exactly the dtype its parameter declares; nothing is converted impl
 "Argument dtypes"). It is a numpy array of that dtype (f32: float32, f64: float64, f16: float16, i32: int32,
 ...); for bf16, tf32 and fp8, which numpy lacks, a float32 array of values, rounded as the type rounds (bf16
 also takes its bit patterns, as uint16); or a `tessera.runtime.DeviceArray` holding what the plan stores (bf16
-as uint16 bit patterns; fp8, which every target takes as f32 values, as float32), used in place. Any other is a
+as uint16 bit patterns; fp8 as the plan stores it: a uint8 array of bit patterns where the parameter is one byte
+wide — read only by elementwise kernels, or by the sm_90a GEMM — else float32), used in place. Any other is a
 TypeError naming function, argument and both dtypes; the arrays for a tile program's outputs too. Any other
 DLPack tensor (a torch tensor, a JAX array) is taken zero-copy as `tessera.runtime.from_dlpack` takes it: host
 memory as a numpy array, device memory of the context's backend as a DeviceArray; a strided device tensor (a
@@ -26,7 +27,7 @@ torch CUDA `.t()` or slice, a column-major JAX array), which from_dlpack refuses
 goes to libtessera as it is, with its shape and strides (libtessera gathers it and scatters a tile program's
 output back; not in a graph capture), its producer's tensor kept for the call and its stream's queued work.
 When any input is in device memory the call runs there (also on the CPU backend) and returns DeviceArrays (bf16
-as bit patterns); otherwise numpy arrays (bf16 as float32). A wrong rank, extent or count of arguments is a ValueError
+as bit patterns, one-byte fp8 as uint8 bit patterns); otherwise numpy arrays (bf16 and fp8 as float32). A wrong rank, extent or count of arguments is a ValueError
 (tessera._runtime.ArgumentError, libtessera's message, naming function and argument). Intermediates come from
 the context's pool, per call. Launches go to `stream` (default: the current one, else none: each runs at once);
 a call returning numpy arrays waits for its stream first, one returning DeviceArrays does not (libtessera
@@ -44,7 +45,7 @@ from . import plan as plans
 from . import runtime
 from . import stream as streams
 from .image.format import ARG_READONLY
-from .numerics.rounding import fp8_bits, round_to
+from .numerics.rounding import fp8_bits, fp8_values, round_to
 
 _DEVICE = (runtime.DeviceArray, runtime._StridedDevice)  # tensors in device memory, used in place
 _NUMPY = runtime._NUMPY  # a plan value's storage (bf16 and fp8 intermediates as their bit patterns)
@@ -96,6 +97,8 @@ def _to_storage(x: np.ndarray, dtype: str, compact: bool = True) -> np.ndarray:
 def _from_storage(x: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "bf16":
         return (x.astype(np.uint32) << 16).view(np.float32)
+    if dtype in _ML_DTYPES:   # a one-byte fp8 result: its values (exact in float32)
+        return fp8_values(x, dtype).astype(np.float32)
     return x
 
 
@@ -125,10 +128,10 @@ class Function:
             self._plain.append(stored if plain else None)
         self._results = [np.dtype(_NUMPY[self.plan.values[vid].dtype]) for vid in self.plan.results]
         self._stored = [np.dtype(_NUMPY[self.plan.values[vid].dtype]) for vid in self.plan.args]
-        # a host call whose results are returned as allocated (none written in place, none bf16 bits to widen)
-        # takes libtessera's quick path when every argument is used as it is: one C++ step (call_plain)
+        # a host call whose results are returned as allocated (none written in place, no bf16 or fp8 bits to
+        # widen) takes libtessera's quick path when every argument is used as it is: one C++ step (call_plain)
         self._quick = not self.device and not self.plan.outputs and \
-            all(self.plan.values[vid].dtype != "bf16" for vid in self.plan.results)
+            all(self.plan.values[vid].dtype not in ("bf16", *_ML_DTYPES) for vid in self.plan.results)
         if self._quick:
             self._native.set_plain(self._plain, self._results)
 

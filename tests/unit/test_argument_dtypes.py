@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tessera import compiler, executor, plan, runtime
-from tessera.numerics.rounding import round_to
+from tessera.numerics.rounding import fp8_bits, round_to
 
 SRC = """
 @function
@@ -24,6 +24,10 @@ def wide(X: tensor[f64, "N"], H: tensor[f16, "N"]):
 @function
 def narrow(Y: tensor[bf16, "N"], E: tensor[fp8_e4m3, "N"], F: tensor[fp8_e5m2, "N"]):
     return op.cast(Y, f32), op.cast(E, f32), op.cast(F, f32)
+
+@function
+def declared(E: tensor[fp8_e4m3, "N", "N"], F: tensor[fp8_e5m2, "N", "N"]):
+    return op.matmul(E, F)   # the CPU's GEMM reads them: taken as f32 values, held in the f16 container
 
 @kernel
 def relu_rows(X, Y):
@@ -87,16 +91,22 @@ def test_values_types_refuse_other_dtypes(prog):
     x = VALUES.astype(np.float64)
     assert refused(prog.narrow, x, VALUES, VALUES) == ("Y", "narrow", "bf16", "float64")
     assert refused(prog.narrow, VALUES.astype(np.float16), VALUES, VALUES)[3] == "float16"
-    # fp8 is taken as f32 values on this target: its bit patterns are not what the plan stores
-    assert refused(prog.narrow, VALUES, np.zeros(8, np.uint8), VALUES) == ("E", "narrow", "fp8_e4m3", "uint8")
+    # fp8 that only elementwise kernels read is one byte (float32 values or its bit patterns); fp8 a GEMM reads
+    # is taken as f32 values on this target: its bit patterns are not what the plan stores
+    assert refused(prog.narrow, VALUES, VALUES.astype(np.float16), VALUES) == ("E", "narrow", "fp8_e4m3", "float16")
     assert refused(prog.narrow, VALUES, VALUES, x) == ("F", "narrow", "fp8_e5m2", "float64")
+    square = np.zeros((2, 2), np.float32)
+    assert refused(prog.declared, square.astype(np.uint8), square) == ("E", "declared", "fp8_e4m3", "uint8")
 
 
 def test_messages_say_what_is_taken(prog):
     with pytest.raises(TypeError, match="pass float32 values or bf16 bit patterns as uint16;"):
         prog.narrow(VALUES.astype(np.float64), VALUES, VALUES)
-    with pytest.raises(TypeError, match="pass float32 values;"):
+    with pytest.raises(TypeError, match="pass float32 values or fp8_e4m3 bit patterns as uint8 or ml_dtypes "
+                                        "float8_e4m3fn arrays;"):
         prog.narrow(VALUES, VALUES.astype(np.float64), VALUES)
+    with pytest.raises(TypeError, match="pass float32 values;"):
+        prog.declared(np.zeros((2, 2)), np.zeros((2, 2), np.float32))
     with pytest.raises(TypeError, match="pass a float32 array;"):
         prog.scale(VALUES.astype(np.float64))
 
@@ -113,16 +123,21 @@ def test_device_arrays_hold_what_the_plan_stores(prog):
     np.testing.assert_array_equal(got.numpy(), VALUES * 2)
     assert refused(prog.scale, runtime.DeviceArray.from_numpy(VALUES.astype(np.float64), ctx)) == \
         ("X", "scale", "f32", "a DeviceArray of float64")
-    # a DeviceArray is used in place: bf16 as its bits, fp8 as the f32 values this target takes
+    # a DeviceArray is used in place: bf16 as its bits, one-byte fp8 as its bits, fp8 a GEMM reads as the f32
+    # values this target takes
     bits = runtime.DeviceArray.from_numpy(np.zeros(8, np.uint16), ctx)
     f32 = runtime.DeviceArray.from_numpy(VALUES, ctx)
-    y, e, _ = prog.narrow(bits, f32, f32)
+    e8, f8 = (runtime.DeviceArray.from_numpy(fp8_bits(VALUES, f), ctx) for f in ("fp8_e4m3", "fp8_e5m2"))
+    y, e, _ = prog.narrow(bits, e8, f8)
     np.testing.assert_array_equal(y.numpy(), np.zeros(8, np.float32))
     np.testing.assert_array_equal(e.numpy(), round_to(VALUES, "fp8_e4m3"))
     with pytest.raises(TypeError, match=r"got a DeviceArray of float32: pass a DeviceArray of bf16 \(uint16 bit"):
-        prog.narrow(f32, f32, f32)
+        prog.narrow(f32, e8, f8)
+    with pytest.raises(TypeError, match=r"pass a DeviceArray of fp8_e4m3 \(uint8 bit patterns\)"):
+        prog.narrow(bits, f32, f8)
+    square = runtime.DeviceArray.from_numpy(np.zeros((2, 2), np.uint16), ctx)
     with pytest.raises(TypeError, match=r"pass a DeviceArray of fp8_e4m3 \(float32 values, as this target"):
-        prog.narrow(bits, bits, f32)
+        prog.declared(square, square)
 
 
 def test_copy_from_takes_its_own_dtype():
@@ -171,11 +186,15 @@ def test_the_launcher_refuses_in_the_same_form(prog):
 
 
 def test_the_plan_records_declared_dtypes(prog):
-    p = prog.plans["narrow"]
+    narrow = prog.plans["narrow"]   # fp8 read by elementwise kernels only: one byte, its own dtype
+    assert [(narrow.values[v].dtype, narrow.values[v].declared) for v in narrow.args] == \
+        [("bf16", None), ("fp8_e4m3", None), ("fp8_e5m2", None)]
+    p = prog.plans["declared"]
     declared = [(p.values[v].dtype, p.values[v].declared) for v in p.args]
-    assert declared == [("bf16", None), ("f32", "fp8_e4m3"), ("f32", "fp8_e5m2")]
+    assert declared == [("f32", "fp8_e4m3"), ("f32", "fp8_e5m2")]
     doc = p.to_json()
-    assert doc["values"][p.args[1]]["declared"] == "fp8_e4m3" and "declared" not in doc["values"][p.args[0]]
+    assert doc["values"][p.args[0]]["declared"] == "fp8_e4m3"
+    assert "declared" not in narrow.to_json()["values"][narrow.args[0]]
     assert plan.Plan.from_json(doc) == p
     inner = next(v for v in doc["values"] if v not in (*p.args, *p.results))   # an intermediate
     doc["values"][inner]["declared"] = "bf16"

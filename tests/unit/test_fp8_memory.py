@@ -1,7 +1,8 @@
 """fp8 as a one-byte memory type of SIMT kernels (tessera/frontend/kernel.py FP8, passes/fp8_convert.py): a
 load widens the byte to f32, a store narrows to nearest even with saturation, bit for bit as the interpreter
-rounds (numerics.rounding.fp8_bits / fp8_values), on the CPU and on the OpenCL CPU runtime; ptx sm_89+ uses
-cvt, other targets integer arithmetic."""
+rounds (numerics.rounding.fp8_bits / fp8_values), on the CPU and on the OpenCL CPU runtime; ptx sm_90+ uses
+cvt, other targets integer arithmetic. The programs: fp8_memory_programs.py (tests/gpu/test_fp8_memory_gpu.py
+runs them on a GPU against the CPU image)."""
 
 import re
 
@@ -12,51 +13,7 @@ from tessera import compiler, dtypes, runtime
 from tessera.numerics.rounding import fp8_bits, fp8_values
 from tessera.options import CompileOptions
 from test_opencl import opencl  # noqa: F401  (the fixture: skips, or fails in CI, without OpenCL)
-
-NARROW = '''
-@kernel
-def narrow(X: tensor[f32, "N"], Y: tensor[fp8_e4m3, "N"], Z: tensor[fp8_e5m2, "N"]):
-    i = launch.thread_id(0)
-    if i < X.shape[0]:
-        Y[i] = X[i]
-        Z[i] = X[i]
-'''
-SOURCE = NARROW + NARROW.replace("narrow", "narrow64").replace("f32", "f64") + '''
-
-@kernel
-def widen(Y: tensor[fp8_e4m3, "N"], Z: tensor[fp8_e5m2, "N"], A: tensor[f32, "N"], B: tensor[f32, "N"]):
-    i = launch.thread_id(0)
-    if i < Y.shape[0]:
-        A[i] = Y[i]
-        B[i] = Z[i]
-
-@kernel
-def rounded(X: tensor[f32, "N"], A: tensor[f32, "N"], B: tensor[f32, "N"]):
-    i = launch.thread_id(0)
-    if i < X.shape[0]:
-        A[i] = fp8_e4m3(X[i]) * 2.0
-        B[i] = fp8_e5m2(X[i])
-'''
-FORMATS = ("fp8_e4m3", "fp8_e5m2")
-
-
-def sweep() -> np.ndarray:
-    """f32 inputs: every fp8 value, the midpoints between neighbours (ties) and the floats either side of
-    them, subnormals, past the largest finite value, infinities, NaNs of both signs, signed zeros, normal
-    numbers at several scales and a stride through all 2^32 bit patterns."""
-    rng = np.random.default_rng(0)
-    xs = [rng.standard_normal(3000).astype(np.float32) * s for s in (1e-3, 0.05, 1, 30, 500, 7e4)]
-    for f in FORMATS:
-        v = fp8_values(np.arange(256, dtype=np.uint8), f)
-        v = np.sort(v[np.isfinite(v)])
-        mid = ((v[1:] + v[:-1]) / 2).astype(np.float32)
-        xs += [v.astype(np.float32), mid, np.nextafter(mid, np.float32(np.inf)),
-               np.nextafter(mid, np.float32(-np.inf))]
-    xs.append(np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1e-45, -1e-45, 1e-38, 3.4e38, -3.4e38,
-                        448, 464, 463.99, 480, -1e9, 57344, 61440, 61439, -61440, 2.0 ** -10, 2.0 ** -17],
-                       np.float32))
-    xs.append(np.arange(0, 2 ** 32, 65521, dtype=np.uint64).astype(np.uint32).view(np.float32))
-    return np.concatenate(xs)
+from fp8_memory_programs import FORMATS, GRAPH, SOURCE, sweep
 
 
 def _launch(mod, name, *arrays, ctx=None):
@@ -127,3 +84,32 @@ def test_ptx_converts_with_cvt_from_sm_90(arch, native):
 
 def test_amdgpu_compiles_the_software_conversion():
     compiler.compile_source(SOURCE, "fp8mem.py", CompileOptions(target="amdgpu", arch="gfx942"))
+
+
+def _graph_check(target: str, ctx=None) -> None:
+    """An fp8 parameter and an fp8 result of elementwise kernels are one byte in the plan and at the call
+    (passes/fp8_fallback.read_by_kernels): numpy results are their values, DeviceArray results their bytes,
+    both equal to the interpreter's."""
+    from tessera import executor, tessera_frontend_compile
+    image = compiler.compile_source(GRAPH, "q8.py", CompileOptions(target=target)).image
+    fn = executor.load(image, ctx).function("q8")
+    assert [fn.plan.values[v].dtype for v in fn.plan.args] == ["f32", "fp8_e5m2"]
+    assert [fn.plan.values[v].dtype for v in fn.plan.results] == ["fp8_e4m3", "f32"]
+    x = sweep()[:64 * 200].reshape(200, 64)
+    e = np.nan_to_num(x[::-1].copy(), nan=1.0)
+    want = tessera_frontend_compile(GRAPH, {"filename": "q8.py"}).interpret("q8", x, e)
+    with np.errstate(invalid="ignore", over="ignore"):
+        got = fn(x, e)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(g, np.float32), np.asarray(w, np.float32))
+        device = fn(runtime.DeviceArray.from_numpy(x, ctx), runtime.DeviceArray.from_numpy(fp8_bits(e, "fp8_e5m2"), ctx))
+        assert device[0].dtype == np.uint8
+        np.testing.assert_array_equal(device[0].numpy(), fp8_bits(np.asarray(want[0], np.float64), "fp8_e4m3"))
+
+
+def test_fp8_between_kernels_and_at_the_call_is_one_byte_on_the_cpu():
+    _graph_check("cpu")
+
+
+def test_fp8_between_kernels_and_at_the_call_is_one_byte_on_the_opencl_cpu_runtime(opencl):  # noqa: F811
+    _graph_check("spirv", opencl)

@@ -1,7 +1,9 @@
-# fp8 on a target that does not compute it (portability guide §5): after quantize, fp8 tensors are f16
-# containers, the ops that make fp8 values round to the format (tessera.round_to), an fp8 parameter is taken
-# as f32 and rounded on entry, keeping its declared dtype (tessera.declared, which the launch plan records),
-# and the function records the fallbacks; kernels round in f32 before storing.
+# fp8 after quantize (portability guide §5). What only generated elementwise kernels read, and the function's
+# results, stay fp8 — one byte in memory, every target: the kernels load and store it through the fp8 memory
+# type (tessera/frontend/kernel.py, passes/fp8_convert.py) and round to it (tessera.round_to); no fallback is
+# recorded. What another kernel reads (the CPU's GEMM here) is an f16 container instead: the ops that make fp8
+# values round to the format, an fp8 parameter is taken as f32 and rounded on entry, keeping its declared dtype
+# (tessera.declared, which the launch plan records), and the function records the fallbacks.
 # RUN: tessera-cc %s --compile-to=quantize | FileCheck %s --check-prefix=QUANT
 # RUN: tessera-cc %s --compile-to=quantize --target=spirv | FileCheck %s --check-prefix=QUANT
 # RUN: tessera-cc %s --compile-to=kernels | FileCheck %s --check-prefix=KERN
@@ -9,19 +11,40 @@
 from tessera import f32, fp8_e4m3, fp8_e5m2, function, op, tensor
 
 # QUANT-LABEL: func.func @quantize(
-# QUANT-SAME:    %arg1: tensor<?x?xf32> {tessera.declared = "fp8_e5m2", tessera.dims = ["N", "D"], tessera.name = "W"}
+# QUANT-SAME:    %arg1: tensor<?x?xf8E5M2> {tessera.dims = ["N", "D"], tessera.name = "W"}
+# QUANT-SAME:    -> (tensor<?x?xf32>, tensor<?x?xf8E4M3FN>)
+# QUANT-NOT:     tessera.fallbacks
+# QUANT:         "ttensor.cast"(%arg0) {{.*}}tessera.round_to = "fp8_e4m3"{{.*}} -> tensor<?x?xf8E4M3FN>
+# QUANT-LABEL: func.func @gemm(
+# QUANT-SAME:    %arg1: tensor<?x?xf32> {tessera.declared = "fp8_e5m2", tessera.dims = ["K", "D"], tessera.name = "W"}
 # QUANT-SAME:    tessera.fallbacks = ["fp8_e5m2 stored as f16 (exact; rounded to fp8_e5m2 and saturated at \C2\B157344)", "fp8_e4m3 stored as f16 (exact; rounded to fp8_e4m3 and saturated at \C2\B1448)", "f16 computed in f32"]
 # QUANT:         "ttensor.cast"(%arg1) {{.*}}tessera.round_to = "fp8_e5m2"{{.*}} -> tensor<?x?xf16>
 # QUANT:         "ttensor.cast"(%arg0) {{.*}}tessera.round_to = "fp8_e4m3"{{.*}} -> tensor<?x?xf16>
+# QUANT:         "ttensor.matmul"{{.*}}tessera.fp8_operands = ["fp8_e4m3", "fp8_e5m2"]
 # QUANT-NOT:     f8E4M3FN
 # QUANT-NOT:     f8E5M2
 
-# The rounding: binade spacing by comparisons, floor-based ties to even, saturation at 448.
+# The one-byte kernel: W and E are bytes; the rounding is the kernel language's conversion, once per element.
 # KERN-LABEL:  func.func @quantize__elementwise{{[0-9]+}}(
-# KERN:          math.floor
-# KERN:          arith.constant 4.480000e+02 : f32
+# KERN-SAME:     memref<?x?xi8> {tessera.dims = ["R", "C"], tessera.dtype = "fp8_e5m2", tessera.name = "I1"}
+# KERN-SAME:     memref<?x?xi8> {tessera.dims = ["R", "C"], tessera.dtype = "fp8_e4m3", tessera.name = "O0"}
+# KERN:          arith.extf {{.*}} : f8E5M2 to f32
+# KERN:          arith.truncf {{.*}} : f32 to f8E4M3FN
+# KERN:          memref.store {{.*}} : memref<?x?xi8>
+# KERN-NOT:      math.floor
+# The container kernel: rounded to e4m3, stored in f16.
+# KERN-LABEL:  func.func @gemm__elementwise{{[0-9]+}}(
+# KERN:          arith.truncf {{.*}} : f32 to f8E4M3FN
 # KERN:          arith.truncf {{.*}} : f32 to f16
+
+
 @function
 def quantize(X: tensor[f32, "N", "D"], W: tensor[fp8_e5m2, "N", "D"]):
-    E = op.cast(X, fp8_e4m3)   # returned too: the kernel that rounds it stores the container
+    E = op.cast(X, fp8_e4m3)   # returned too: one byte at the call
     return op.cast(E, f32) * op.cast(W, f32), E
+
+
+@function
+def gemm(X: tensor[f32, "N", "K"], W: tensor[fp8_e5m2, "K", "D"]):
+    E = op.cast(X, fp8_e4m3)   # read by the CPU's GEMM: the container
+    return op.matmul(E, W)

@@ -3,8 +3,9 @@
 # their fp8 type (one byte in memory, no tessera.declared, no f16 container, no fallback recorded); the
 # dequantizes are gone; the matmul multiplies the fp8 tensors, Bt read as stored (transpose_b), and the two
 # scales and the cast to bf16 are one GEMM group. In the PTX, wgmma's e4m3 kind, the scales loaded once and
-# multiplied into the fp32 accumulators, one rounding to bf16. Elsewhere (the CPU) the decomposition and the
-# f16 container stay, recorded.
+# multiplied into the fp32 accumulators, one rounding to bf16. Elsewhere (the CPU) the decomposition stays: the
+# parameters are one byte too, read by the dequantizing elementwise kernels (the kernels' fp8 memory type), and
+# no fp8 fallback is recorded.
 # RUN: tessera-cc %s --target=ptx --arch=sm_90a --compile-to=quantize | FileCheck %s --check-prefix=QUANT
 # RUN: tessera-cc %s --target=ptx --arch=sm_90a --compile-to=ptx | FileCheck %s --check-prefix=PTX
 # RUN: tessera-cc %s --compile-to=quantize | FileCheck %s --check-prefix=CPU
@@ -30,9 +31,9 @@ from tessera import bf16, f32, fp8_e4m3, function, op, tensor
 # PTX:         wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3
 # PTX-NOT:     .entry
 
-# CPU-LABEL:   func.func @mm(%arg0: tensor<?x?xf32> {tessera.declared = "fp8_e4m3"
-# CPU-SAME:      tessera.fallbacks = ["fp8_e4m3 stored as f16
-# CPU:           "ttensor.cast"(%arg0) {{.*}}tessera.round_to = "fp8_e4m3"{{.*}} -> tensor<?x?xf16>
+# CPU-LABEL:   func.func @mm(%arg0: tensor<?x?xf8E4M3FN> {tessera.dims = ["M", "K"], tessera.name = "A"}
+# CPU-SAME:      tessera.fallbacks = ["bf16 computed in f32"]
+# CPU:           "ttensor.cast"(%arg0) {{.*}}tessera.group_kind = "elementwise"} : (tensor<?x?xf8E4M3FN>) -> tensor<?x?xf32>
 # CPU:           "ttensor.binary"({{.*}}, %arg2) {fn = "mul"
 # CPU:           "ttensor.matmul"({{.*}}) {accum = f32, tessera.group = {{[0-9]+}} : i32, tessera.group_kind = "gemm", tessera.transpose_b} : (tensor<?x?xf32>, tensor<?x?xf32>)
 @function
