@@ -1,5 +1,6 @@
-"""fp8 on targets without it (portability guide §5, normative; passes/fp8_fallback.py): e4m3/e5m2 stored in
-f16 and rounded as fp8 rounds, the fallback in the kernel metadata and tessera-objdump, and fp32
+"""fp8 on targets without it (portability guide §5, normative; passes/fp8_fallback.py): e4m3/e5m2 rounded as
+fp8 rounds, one byte wide where elementwise kernels read them (tests/unit/test_fp8_memory.py has the byte
+conversions), else stored in f16 with the fallback in the kernel metadata and tessera-objdump, and fp32
 accumulation of mixed-precision GEMM and attention on every backend.
 
 Numerics run on the CPU against the reference interpreter (which computes in float64 and rounds once to each
