@@ -111,13 +111,25 @@ def _attrs(op) -> tuple[bool, float]:
     return ir.BoolAttr(op.attributes["causal"]).value, ir.FloatAttr(op.attributes["scale"]).value
 
 
-def attention(fn) -> int:
-    """Rewrites every flash_attention of `fn`; returns how many."""
+def record(fn, note: str) -> None:
+    """Adds `note` to the fallbacks `fn` took (`tessera.fallbacks`: the plan's and its kernels' metadata)."""
+    recorded = [ir.StringAttr(x).value for x in ir.ArrayAttr(fn.attributes["tessera.fallbacks"])] \
+        if "tessera.fallbacks" in fn.attributes else []
+    if note not in recorded:
+        fn.attributes["tessera.fallbacks"] = ir.ArrayAttr.get([ir.StringAttr.get(x) for x in recorded + [note]])
+
+
+def attention(fn, fallback: bool = False) -> int:
+    """Rewrites every flash_attention of `fn`; returns how many. `fallback`: the target runs the GEMMs and
+    the softmax as they are (no kernel joins them back), recorded in the function's `tessera.fallbacks`."""
     targets = [op for op in graph_ops(fn) if op.operation.name == "ttensor.flash_attention"]
     if not targets:
         return 0
     dims = graph_shapes.infer(fn)
     for op in targets:
+        if fallback:
+            record(fn, f"flash_attention ({_elt(op.operands[0])}) as two GEMMs and a softmax (the probabilities "
+                       "materialised)")
         _rewrite(op, dims)
     return len(targets)
 
@@ -160,10 +172,7 @@ def attention_fp8(fn, fused: frozenset) -> int:
                          result=op.results[0].type).result
         note = (f"flash_attention_fp8 ({_elt(op.operands[0])}, head dimension {dims[op.operands[0]][-1]}) as "
                 "flash_attention of its dequantized e4m3 Q, K, V (P not rounded to e4m3)")
-        recorded = [ir.StringAttr(x).value for x in ir.ArrayAttr(fn.attributes["tessera.fallbacks"])] \
-            if "tessera.fallbacks" in fn.attributes else []
-        if note not in recorded:
-            fn.attributes["tessera.fallbacks"] = ir.ArrayAttr.get([ir.StringAttr.get(x) for x in recorded + [note]])
+        record(fn, note)
         op.results[0].replace_all_uses_with(out)
         op.operation.erase()
     return len(ops)
@@ -185,6 +194,7 @@ def attention_backward(fn, fused: frozenset) -> int:
         else:
             lses.append(op)
     for group in grads.values():
+        record(fn, f"attention's backward ({_elt(group[0].operands[0])}) as GEMMs (P and dS materialised)")
         _rewrite_grads(group, dims)
     for op in lses:   # after the gradients, which read them
         _rewrite_lse(op, dims)

@@ -39,7 +39,14 @@ class AMDGPUBackend(Backend):
         arch = self.options.arch
         return TargetFacts("amdgpu", 128, self.options.warp_size, frozenset({"f32", "f64"}), 304,
                            matrix_units=frozenset(matrix_units.tensorcore_dtypes(arch)),
-                           shared_memory=64 << 10)   # LDS per workgroup on CDNA 2/3 and RDNA 3
+                           shared_memory=64 << 10,   # LDS per workgroup on CDNA 2/3 and RDNA 3
+                           integer_matmul=frozenset({"i8"}),   # the SIMT GEMM's (simt_gemm.py), exact in i32
+                           decompose_attention=True)   # no fused attention kernel: GEMMs and a softmax
+
+    def lowerings(self) -> dict:
+        # Graph IR GEMMs as the SIMT kernel every GPU target compiles (FMAs; no MFMA/WMMA yet)
+        from .. import simt_gemm  # lazy: it builds MLIR
+        return {"gemm": simt_gemm.lower}
 
     def entry_symbol(self, kernel: str) -> str:
         return kernel  # hipModuleGetFunction looks the kernel up by its own name (its descriptor is NAME.kd)

@@ -61,10 +61,10 @@ class CPUBackend(Backend):
         gemm = functools.partial(gemm_lowering.lower, model=model, int8_path=self.options.int8_gemm,
                                  bf16_path=self.options.bf16_gemm)
         if self.options.exact_math:
-            # strict: float GEMMs as the SPIR-V backend's kernel, k ascending with one product and one sum per
+            # strict: float GEMMs as the SIMT kernel (simt_gemm.py), k ascending with one product and one sum per
             # step (rounded each), so the CPU and SPIR-V agree bit for bit; the blocked kernel's FMAs and K
             # chunks round otherwise. int8 GEMMs stay this backend's (exact). Attention is decomposed.
-            from ..spirv import gemm_lowering as simt_gemm  # lazy: it builds MLIR
+            from .. import simt_gemm  # lazy: it builds MLIR
             return {"gemm": simt_gemm.strict(gemm)}
         return {"gemm": gemm,
                 "attention": attention.lower,

@@ -59,14 +59,16 @@ class PTXBackend(Backend):
                             # the fp8 forward (attention_fp8_sm90.py) writes bf16
                             fused_attention_fp8=frozenset({"bf16"}) if arch == "sm_90a" else frozenset(),
                             gemm_transposes=frozenset(gemm_lowering.GEMM_TRANSPOSES if arch == "sm_90a" else ()),
-                            # wgmma's s8 kind (gemm_sm90.py); other architectures refuse an integer matmul
-                            integer_matmul=frozenset({"i8"}) if arch == "sm_90a" else frozenset(),
+                            # wgmma's s8 kind (gemm_sm90.py); other architectures the SIMT GEMM's (simt_gemm.py)
+                            integer_matmul=frozenset({"i8"}),
+                            # no fused attention kernel before sm_90a: GEMMs and a softmax (recorded as a fallback)
+                            decompose_attention=arch != "sm_90a",
                             # wgmma's fp8 kinds fed from one-byte tensors, the two scales and a cast to a 16-bit
                             # result in its epilogue (gemm_lowering.py)
                             scaled_fp8_gemm=arch == "sm_90a",
                             gemm_epilogue=frozenset({"scale_by", "scale_by2", "cast"}) if arch == "sm_90a" else frozenset())
         if self.options.exact_math:
-            # strict: the SPIR-V backend's SIMT GEMM (as the CPU's), k ascending with one product and one sum
+            # strict: the SIMT GEMM (backends/simt_gemm.py, as the CPU's), k ascending with one product and one sum
             # per step, so ptx, the CPU and SPIR-V agree bit for bit (the tensor cores' products and sums round
             # otherwise); attention decomposed into GEMMs and a softmax (the fused kernels' exp is ex2.approx)
             return dataclasses.replace(facts, matmul_schedule=None, gemm_transposes=frozenset(),
@@ -77,10 +79,13 @@ class PTXBackend(Backend):
 
     def lowerings(self) -> dict:
         from . import attention_lowering, gemm_lowering  # lazy: they build MLIR
-        if self.options.exact_math:   # float GEMMs as the SIMT kernel (target_facts), int8 ones on wgmma
-            from ..spirv import gemm_lowering as simt_gemm  # lazy: it builds MLIR
-            return {"gemm": simt_gemm.strict(functools.partial(gemm_lowering.lower, self.options.arch))}
-        return {"gemm": functools.partial(gemm_lowering.lower, self.options.arch),
+        from .. import simt_gemm  # lazy: it builds MLIR
+        gemm = functools.partial(gemm_lowering.lower, self.options.arch)
+        if self.options.arch != "sm_90a":   # no s8 wgmma: integer GEMMs as the SIMT kernel, exact in i32
+            gemm = simt_gemm.integers(gemm)
+        if self.options.exact_math:   # float GEMMs as the SIMT kernel (target_facts), int8 ones as above
+            return {"gemm": simt_gemm.strict(gemm)}
+        return {"gemm": gemm,
                 "attention": functools.partial(attention_lowering.lower, self.options.arch),
                 "attention_fp8": functools.partial(attention_lowering.lower_fp8, self.options.arch),
                 "attention_bwd": functools.partial(attention_lowering.lower_bwd, self.options.arch,

@@ -35,11 +35,13 @@ class SPIRVBackend(Backend):
         declared = self.options.arch == "xe-hpc"
         return TargetFacts("spirv", 128, SUBGROUP, frozenset({"f32", "f64"}), 128,
                            matrix_units=frozenset({"fp16", "bf16"}) if declared else frozenset(),
-                           shared_memory=(128 if declared else 32) << 10)
+                           shared_memory=(128 if declared else 32) << 10,
+                           integer_matmul=frozenset({"i8"}),   # the SIMT GEMM's (simt_gemm.py), exact in i32
+                           decompose_attention=True)   # no fused attention kernel: GEMMs and a softmax
 
     def lowerings(self) -> dict:
-        from . import gemm_lowering  # lazy: it builds MLIR
-        return {"gemm": gemm_lowering.lower}
+        from .. import simt_gemm  # lazy: it builds MLIR
+        return {"gemm": simt_gemm.lower}
 
     def entry_symbol(self, kernel: str) -> str:
         return kernel  # the OpEntryPoint's name, which clCreateKernel and zeKernelCreate look up

@@ -224,14 +224,16 @@ def f(A: tensor[i32, "N"], X: tensor[f32, "N"]):
 
 
 @pytest.mark.parametrize("target", ["ptx", "amdgpu", "spirv"])   # the CPU's: test_int8_gemm_cpu.py
-def test_integer_matmul_is_refused_at_the_users_line_on_every_target(target):
+def test_integer_matmul_compiles_on_every_gpu_target(target):
+    """ptx sm_80 (the default), AMDGPU and SPIR-V run it on the SIMT GEMM (test_simt_gemm.py: exact on OpenCL)."""
     src = """
 @function
 def mm(A: tensor[i8, "M", "K"], B: tensor[i8, "K", "N"]):
     return A @ B
 """
-    with pytest.raises(CompileError, match=r"mm.py:4:12: error: integer matmul \(i8\) has no \w+ kernel yet"):
-        compiler.compile_source(src, "mm.py", CompileOptions(target=target))
+    plan = compiler.compile_source(src, "mm.py", CompileOptions(target=target)).metadata["plans"]["mm"]
+    assert [s["kernel"] for s in plan["steps"]] == ["mm__gemm0"]
+    assert plan["values"][plan["results"][0]]["dtype"] == "i32"
 
 
 @pytest.mark.parametrize("dt", list(INTS))

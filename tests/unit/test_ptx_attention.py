@@ -64,7 +64,6 @@ def test_ptxas_assembles_without_spills(example):
 
 
 @pytest.mark.parametrize("body, arch, message", [
-    ("Q: tensor[bf16, 'S', 64], K: tensor[bf16, 'T', 64], V: tensor[bf16, 'T', 64]", "sm_80", "needs --arch sm_90a"),
     ("Q: tensor[bf16, 'S', 'D'], K: tensor[bf16, 'T', 'D'], V: tensor[bf16, 'T', 'D']", "sm_90a",
      "one static head dimension"),
     ("Q: tensor[bf16, 'S', 32], K: tensor[bf16, 'T', 32], V: tensor[bf16, 'T', 32]", "sm_90a", "64 or 128"),

@@ -178,8 +178,6 @@ def test_int8_operands_are_copied_k_major_only_where_not_stored_so():
 
 
 @pytest.mark.parametrize("arch, k, message", [
-    ("sm_90", '"K"', r"integer matmul \(i8\) has no ptx kernel yet"),   # wgmma is sm_90a's
-    ("sm_80", '"K"', r"integer matmul \(i8\) has no ptx kernel yet"),
     ("sm_90a", "100", "K = 100 is not a multiple of 16"),
 ])
 def test_int8_refusals_are_located(arch, k, message):

@@ -1,0 +1,216 @@
+"""Matmul and attention where a target has no kernel of its own (issue 18 item 1): the SIMT GEMM
+(backends/simt_gemm.py) on SPIR-V and AMDGPU, and for integer operands on ptx before sm_90a; a batched rhs on
+grid z, a 2-D lhs broadcast over its batch; i8 x i8 -> i32 exact; flash attention decomposed into two GEMMs
+and a softmax on ptx sm_80 .. sm_89, AMDGPU and SPIR-V, recorded in the plan's fallbacks, its backward too.
+
+SPIR-V runs on the OpenCL CPU runtime against numpy and the interpreter; AMDGPU and ptx images are compiled
+(not run: no such GPU here) and their plans and kernels checked.
+"""
+
+import numpy as np
+import pytest
+
+from tessera import compiler, executor, image, tessera_frontend_compile
+from tessera.diagnostics import CompileError
+from tessera.options import CompileOptions
+
+from test_opencl import opencl  # noqa: F401  (the fixture: skips, or fails in CI, without OpenCL)
+
+SOURCE = """
+from tessera import vjp
+
+
+@function
+def mlp(A: tensor[f32, "M", "K"], B: tensor[f32, "K", "N"], b: tensor[f32, "N"]):
+    return op.relu(op.matmul(A, B) + b)
+
+
+@function
+def batched(A: tensor[f16, "Z", "M", "K"], B: tensor[f16, "Z", "K", "N"]):
+    return op.matmul(A, B)
+
+
+@function
+def heads(A: tensor[f32, "B", "H", "M", "K"], B: tensor[f32, "B", "H", "K", "N"], R: tensor[f32, "B", "H", "M", "N"]):
+    return op.matmul(A, B) + R
+
+
+@function
+def broadcast(A: tensor[f32, "M", "K"], B: tensor[f32, "Z", "K", "N"]):
+    return op.matmul(A, B)
+
+
+@function
+def folded(A: tensor[f32, "Z", "M", "K"], B: tensor[f32, "K", "N"]):
+    return op.matmul(A, B)
+
+
+@function
+def wide(A: tensor[f64, "M", "K"], B: tensor[f64, "K", "N"]):
+    return op.matmul(A, B)
+
+
+@function
+def int8(A: tensor[i8, "M", "K"], B: tensor[i8, "K", "N"]):
+    return op.matmul(A, B)
+
+
+@function
+def causal(Q: tensor[f32, "B", "H", "S", 64], K: tensor[f32, "B", "H", "S", 64], V: tensor[f32, "B", "H", "S", 64]):
+    return op.flash_attention(Q, K, V, scale=0.125, causal=True)
+
+
+@function
+def cross(Q: tensor[f16, "B", "S", 32], K: tensor[f16, "B", "T", 32], V: tensor[f16, "B", "T", 32]):
+    return op.flash_attention(Q, K, V, scale=0.17677669529663687)
+
+
+vjp_causal = vjp(causal)
+"""
+
+RNG = np.random.default_rng(18)
+
+
+def randn(*shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+@pytest.fixture(scope="module")
+def spirv(opencl):  # noqa: F811
+    result = compiler.compile_source(SOURCE, "fallbacks.py", CompileOptions(target="spirv"))
+    return result, executor.load(result.image, opencl)
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return tessera_frontend_compile(SOURCE, {"filename": "fallbacks.py"})
+
+
+def test_gemm_with_epilogue(spirv):
+    A, B, b = randn(37, 70), randn(70, 45), randn(45)
+    np.testing.assert_allclose(spirv[1].mlp(A, B, b), np.maximum(A @ B + b, 0), rtol=1e-5, atol=1e-5)
+
+
+def test_batched_rhs_runs_the_batch_on_grid_z(spirv):
+    A, B = randn(3, 37, 50, dtype=np.float16), randn(3, 50, 45, dtype=np.float16)
+    want = (A.astype(np.float32) @ B.astype(np.float32)).astype(np.float16)   # f32 accumulation, one rounding
+    np.testing.assert_array_equal(spirv[1].batched(A, B), want)
+    (step,) = spirv[0].metadata["plans"]["batched"]["steps"]
+    assert step["grid"][2] == "Z" and step["env"]["Z"] == step["env"]["ZA"] == "Z"
+
+
+def test_batch_axes_with_a_residual(spirv):
+    A, B, R = randn(2, 3, 17, 33), randn(2, 3, 33, 40), randn(2, 3, 17, 40)
+    np.testing.assert_allclose(spirv[1].heads(A, B, R), A @ B + R, rtol=1e-5, atol=1e-5)
+
+
+def test_a_2d_lhs_is_broadcast_and_a_2d_rhs_folds_the_lhs_batch(spirv):
+    A, B = randn(20, 30), randn(4, 30, 25)
+    np.testing.assert_allclose(spirv[1].broadcast(A, B), A @ B, rtol=1e-5, atol=1e-5)
+    (step,) = spirv[0].metadata["plans"]["broadcast"]["steps"]
+    assert step["env"]["ZA"] == "1" and step["env"]["Z"] == "Z"
+    A3, B2 = randn(4, 20, 30), randn(30, 25)
+    np.testing.assert_allclose(spirv[1].folded(A3, B2), A3 @ B2, rtol=1e-5, atol=1e-5)
+    (step,) = spirv[0].metadata["plans"]["folded"]["steps"]
+    assert step["env"]["Z"] == "1" and step["env"]["M"] == "Z*M"
+
+
+def test_f64_accumulates_in_f64(spirv):
+    A, B = randn(30, 200, dtype=np.float64), randn(200, 20, dtype=np.float64)
+    np.testing.assert_allclose(spirv[1].wide(A, B), A @ B, rtol=1e-13, atol=1e-12)
+
+
+def test_int8_is_exact_in_i32(spirv):
+    A, B = (RNG.integers(-128, 128, s).astype(np.int8) for s in ((33, 1000), (1000, 40)))
+    A[0], B[:, 0] = -128, -128   # the largest products: 1000 * 2^14
+    out = spirv[1].int8(A, B)
+    assert out.dtype == np.int32
+    np.testing.assert_array_equal(out, A.astype(np.int32) @ B.astype(np.int32))
+
+
+def attention(q, k, v, scale, causal):
+    s = (q.astype(np.float64) @ np.swapaxes(k, -1, -2).astype(np.float64)) * scale
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)
+
+
+def test_attention_is_decomposed_and_recorded(spirv):
+    q, k, v = (randn(2, 3, 40, 64) for _ in range(3))
+    np.testing.assert_allclose(spirv[1].causal(q, k, v), attention(q, k, v, 0.125, True), rtol=2e-4, atol=2e-5)
+    q, k, v = randn(2, 24, 32, dtype=np.float16), randn(2, 50, 32, dtype=np.float16), randn(2, 50, 32, dtype=np.float16)
+    np.testing.assert_allclose(spirv[1].cross(q, k, v).astype(np.float64), attention(q, k, v, 32 ** -0.5, False),
+                               rtol=4e-3, atol=4e-3)
+    plans = spirv[0].metadata["plans"]
+    assert "flash_attention (f32) as two GEMMs and a softmax (the probabilities materialised)" in \
+        plans["causal"]["fallbacks"]
+    assert "flash_attention (f16) as two GEMMs and a softmax (the probabilities materialised)" in \
+        plans["cross"]["fallbacks"]
+
+
+def test_attention_backward_matches_the_interpreter(spirv, reference):
+    q, k, v, do = (randn(1, 2, 24, 64) for _ in range(4))
+    got = spirv[1].vjp_causal(q, k, v, do)
+    want = reference.interpret("vjp_causal", q, k, v, do)
+    assert len(got) == len(want) == 4
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-4 * max(1.0, float(np.abs(w).max())))
+    assert "attention's backward (f32) as GEMMs (P and dS materialised)" in \
+        spirv[0].metadata["plans"]["vjp_causal"]["fallbacks"]
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx1100", "gfx90a"])
+def test_amdgpu_compiles_every_gemm_and_attention(arch):
+    result = compiler.compile_source(SOURCE, "fallbacks.py", CompileOptions(target="amdgpu", arch=arch))
+    kernels = {k.name for k in image.read_image(result.image).kernels}
+    assert {"mlp__gemm0", "batched__gemm0", "heads__gemm0", "broadcast__gemm0", "int8__gemm0"} <= kernels
+    plans = result.metadata["plans"]
+    assert [s["kernel"] for s in plans["int8"]["steps"]] == ["int8__gemm0"]
+    assert any("as two GEMMs and a softmax" in f for f in plans["causal"]["fallbacks"])
+    assert any(k.startswith("vjp_causal__gemm") for k in kernels)
+
+
+INT8 = '@function\ndef f(A: tensor[i8, "M", "K"], B: tensor[i8, "K", "N"]):\n    return A @ B\n'
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_89", "sm_90"])
+def test_ptx_before_sm90a_runs_int8_on_the_simt_gemm(arch):
+    result = compiler.compile_source(INT8, "user.py", CompileOptions(target="ptx", arch=arch))
+    (step,) = result.metadata["plans"]["f"]["steps"]
+    assert step["kernel"] == "f__gemm0" and step["block"] == [32, 4, 1]
+    ptx = image.read_image(result.image).section(".tessera.code.ptx").decode()
+    assert "ld.global.s8" in ptx and "st.global.b32" in ptx and "wgmma" not in ptx
+
+
+BF16_ATTENTION = """
+from tessera import vjp
+
+
+@function
+def att(Q: tensor[bf16, "B", "H", "S", 64], K: tensor[bf16, "B", "H", "T", 64], V: tensor[bf16, "B", "H", "T", 64]):
+    return op.flash_attention(Q, K, V, scale=0.125, causal=True)
+
+
+vjp_att = vjp(att)
+"""
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_86", "sm_89"])
+def test_ptx_before_sm90a_decomposes_attention(arch):
+    result = compiler.compile_source(BF16_ATTENTION, "user.py", CompileOptions(target="ptx", arch=arch))
+    plans = result.metadata["plans"]
+    assert "flash_attention (bf16) as two GEMMs and a softmax (the probabilities materialised)" in \
+        plans["att"]["fallbacks"]
+    assert "attention's backward (bf16) as GEMMs (P and dS materialised)" in plans["vjp_att"]["fallbacks"]
+    gemms = [s["kernel"] for s in plans["att"]["steps"] if "gemm" in s.get("kernel", "")]
+    assert len(gemms) == 2
+    ptx = image.read_image(result.image).section(".tessera.code.ptx").decode()
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx
+
+
+def test_batches_of_other_ranks_are_refused_at_the_users_line():
+    src = '@function\ndef f(A: tensor[f32, 2, 3, "M", "K"], B: tensor[f32, 3, "K", "N"]):\n    return A @ B\n'
+    with pytest.raises(CompileError, match="the spirv GEMM multiplies batches of equal rank or a 2-D lhs") as e:
+        compiler.compile_source(src, "user.py", CompileOptions(target="spirv"))
+    assert e.value.filename == "user.py" and e.value.line == 3
