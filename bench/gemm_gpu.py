@@ -5,6 +5,8 @@ matmul, in the same process, on the same tensors.
     python bench/gemm_gpu.py --build-image gemm.tessera   # where the compiler is, for a GPU machine
     python bench/gemm_gpu.py --compile-time               # where the compiler is: a fresh tessera-cc
     python bench/gemm_gpu.py --fp8 --image gemm.tessera [--sizes 4096,8192]   # scaled e4m3 vs torch._scaled_mm
+    python bench/gemm_gpu.py --f32 --build-image f32.tessera --sizes 4096   # where the compiler is, then
+    python bench/gemm_gpu.py --f32 --image f32.tessera --sizes 4096   # f32: FMA vs torch TF32 off, tf32 vs on
 
 Ours is `gemm_bf16` of examples/gpu/gemm.py (C = A @ B, bf16 in and out, fp32 accumulation), launched as its
 launch plan says (the tile shape its cost model takes for the size — the plan carries 128×256 and 128×128
@@ -22,6 +24,12 @@ result's device memory with cuMemFree, which waits for the device, so host and G
 kept" holds a round's results and frees them at the next round's untimed call (what torch's caching
 allocator gives _scaled_mm); and that kernel launched alone.
 
+--f32 times f32 GEMMs of its own image (K static, one pair of functions a size): on FMA units
+(backends/ptx/gemm_fma.py) against torch.matmul with torch.backends.cuda.matmul.allow_tf32 = False, and with
+input_precision="tf32" (a copy of B to [N, K], then wgmma's tf32 kind) against torch.matmul with allow_tf32 =
+True: the function through the executor (results kept for the round, as torch's allocator keeps its own) and
+the GEMM kernel alone, on the same tensors.
+
 --compile-time times `tessera-cc` compiling the one GEMM for sm_90a in a fresh process with the cache off;
 on the GPU machine the run prints Triton's time to compile its kernel (one configuration, fresh cache).
 """
@@ -35,7 +43,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import build_example_image, gpu_program, interleaved_best  # noqa: E402
+from common import build_example_image, gpu_program, interleaved_best, parse_args, report_row  # noqa: E402
 EXAMPLE = os.path.join(HERE, os.pardir, "examples", "gpu", "gemm.py")
 SOURCE = '''
 from tessera import function, op, tensor, bf16
@@ -152,12 +160,82 @@ def fp8(ctx, mod, image_path, plan, sizes) -> None:
         got = torch.from_numpy(out.numpy().view("int16")).view(torch.bfloat16).cuda()
         ref = torch._scaled_mm(A8, Bt8.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float32)
         err = ((got.float() - ref).abs().max() / ref.abs().max()).item()
-        tf = {k: 2 * n ** 3 / v / 1e12 for k, v in best.items()}
         kept.clear()
-        print(f"fp8 e4m3 scaled {n}x{n}x{n}: tessera function {tf['function']:6.0f} TFLOP/s  results kept "
-              f"{tf['kept']:6.0f}  kernel alone {tf['kernel']:6.0f}  torch._scaled_mm {tf['torch']:6.0f}   ratio "
-              f"function {best['torch'] / best['function']:.3f}  kept {best['torch'] / best['kept']:.3f}  kernel "
-              f"{best['torch'] / best['kernel']:.3f}   (max error {err:.1e} of max |C|)")
+        for ours in ("function", "kept", "kernel"):   # the kernel alone is the roofline's point
+            report_row(f"fp8 e4m3 scaled {n} {ours}", {f"tessera {ours}": best[ours],
+                                                       "torch._scaled_mm": best["torch"]}, "TFLOP/s",
+                       2 * n ** 3 / 1e12, shape=(n, n, n), dtype="fp8", bytes=2 * n * n + 2 * n * n,
+                       note=f"max error {err:.1e} of max |C|")   # e4m3 A, Bt read, bf16 C written
+
+
+F32_SOURCE = '''
+@function
+def f32_{k}(A: tensor[f32, "M", {k}], B: tensor[f32, {k}, "N"]) -> tensor[f32, "M", "N"]:
+    return op.matmul(A, B)
+
+
+@function(input_precision="tf32")
+def tf32_{k}(A: tensor[f32, "M", {k}], B: tensor[f32, {k}, "N"]) -> tensor[f32, "M", "N"]:
+    return op.matmul(A, B)
+'''
+
+
+def build_f32_image(path: str, sizes) -> None:
+    """The f32 GEMMs for sm_90a, K static (each size's own pair of functions): the tf32 one is then the wgmma
+    kernel after a copy of B to [N, K] (a K known only at the launch takes the mma.sync kernel)."""
+    import tessera
+    source = "from tessera import function, op, tensor, f32\n" + "".join(F32_SOURCE.format(k=n) for n in sizes)
+    with open(path, "wb") as f:
+        f.write(tessera.compile(source, "gemm_f32.py", target="ptx", arch="sm_90a"))
+
+
+def f32(ctx, mod, functions, image_path, sizes) -> None:
+    """f32 GEMMs: `f32_K` (FMA units) against torch.matmul with TF32 off, and `tf32_K` (tf32 tensor cores) against
+    torch.matmul with allow_tf32=True: each function as the executor runs it (tf32: B's copy to [N, K], then
+    the wgmma kernel), and the GEMM kernel alone as its plan launches it."""
+    import torch
+    from tessera import executor, plan as plans, stream
+    s = stream.new(context=ctx)
+    prog = executor.load(image_path, ctx)
+    matmul = torch.backends.cuda.matmul
+
+    def torch_mm(A, B, tf32):
+        def run():
+            matmul.allow_tf32 = tf32   # read at each call: the two torch sides interleave
+            torch.matmul(A, B)
+        return run
+    for n in sizes:
+        A, B = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
+        env = {"M": n, "N": n, "K": n, "DEVICE_UNITS": ctx.properties["compute_units"]}
+        ref = torch.matmul(A.double(), B.double())
+        for fn, tf32, label in ((f"f32_{n}", False, "fma"), (f"tf32_{n}", True, "tf32")):
+            step = plans.chosen(functions[fn].steps[-1], env)   # the GEMM (after tf32's copy of B)
+            kernel, grid = mod.kernel(step.kernel), plans.evaluate(step.grid[0], env)
+            Bk = B.t().contiguous() if tf32 else B    # what the GEMM kernel reads: B, or the copy [N, K]
+            C = torch.empty_like(A)
+            call = getattr(prog, fn)
+            kept = []
+
+            def function():   # results kept for the round (freed at the next round's untimed call)
+                if len(kept) > 10:
+                    kept.clear()
+                kept.append(call(A, B, stream=s))
+
+            def alone():
+                kernel(A, Bk, C, grid=grid, block=step.block, smem_bytes=step.smem, stream=s)
+            peer = f"torch allow_tf32={tf32}"
+            best = interleaved_best({"function": (function, s.synchronize), "kernel": (alone, s.synchronize),
+                                     peer: (torch_mm(A, B, tf32), torch.cuda.synchronize)}, calls=10)
+            kept.clear()
+            out = torch.from_numpy(call(A, B, stream=s).numpy()).cuda()
+            s.synchronize()
+            for what, got in (("function", out), ("kernel", C)):
+                err = ((got.double() - ref).abs().max() / ref.abs().max()).item()
+                report_row(f"f32 gemm {n} {label} {what}", {f"tessera {what}": best[what], peer: best[peer]},
+                           "TFLOP/s", 2 * n ** 3 / 1e12, shape=(n, n, n), bytes=3 * 4 * n * n,
+                           dtype="tf32" if tf32 else "f32",   # the roofline's ceiling: tf32 494, f32 67 TFLOP/s
+                           note=f"{step.kernel}; max error {err:.1e} of max |C|")
+    matmul.allow_tf32 = False
 
 
 def main() -> None:
@@ -167,8 +245,12 @@ def main() -> None:
     p.add_argument("--compile-time", action="store_true", help="only time tessera-cc on one GEMM")
     p.add_argument("--sizes", default="2048,3072,4096,8192")
     p.add_argument("--fp8", action="store_true", help="the fp8 GEMM against torch._scaled_mm")
-    args = p.parse_args()
+    p.add_argument("--f32", action="store_true", help="f32 GEMMs (FMA units; tf32 tensor cores) against torch.matmul "
+                                                     "with TF32 off and on")
+    args = parse_args(p)
     if args.build_image:
+        if args.f32:
+            return build_f32_image(args.build_image, [int(x) for x in args.sizes.split(",")])
         return build_example_image(EXAMPLE, args.build_image)
     if args.compile_time:
         return compile_time()
@@ -181,6 +263,10 @@ def main() -> None:
         if not args.image:
             p.error("--fp8 needs --image (the image the executor loads too)")
         return fp8(ctx, mod, args.image, functions["gemm_fp8_scaled"], [int(x) for x in args.sizes.split(",")])
+    if args.f32:
+        if not args.image:
+            p.error("--f32 needs --image (built beforehand by --build-image PATH --f32 --sizes ...)")
+        return f32(ctx, mod, functions, args.image, [int(x) for x in args.sizes.split(",")])
     props = ctx.properties
     planned = functions["gemm_bf16"].steps[0]
     triton_run, triton_kernel = triton_matmul()
@@ -211,10 +297,8 @@ def main() -> None:
         best = interleaved_best(sides, calls=20)
         ref = torch.matmul(A, B).float()
         err = ((C.float() - ref).abs().max() / ref.abs().max()).item()
-        tf = {k: 2 * n ** 3 / v / 1e12 for k, v in best.items()}
-        print(f"bf16 {n}x{n}x{n} ({step.kernel}): tessera {tf['tessera']:6.0f} TFLOP/s  torch {tf['torch']:6.0f}  triton "
-              f"{tf['triton']:6.0f}   ratio vs torch {best['torch'] / best['tessera']:.3f}  vs triton "
-              f"{best['triton'] / best['tessera']:.3f}   (max error {err:.1e} of max |C|)")
+        report_row(f"bf16 gemm {n}", best, "TFLOP/s", 2 * n ** 3 / 1e12, shape=(n, n, n), dtype="bf16",
+                   bytes=3 * 2 * n * n, note=f"{step.kernel}; max error {err:.1e} of max |C|")
 
 
 if __name__ == "__main__":

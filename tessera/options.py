@@ -29,6 +29,8 @@ HINT_LIMITS = {"MB": 4096, "NC": 4096, "MC": 4096, "KC": 4096, "stages": 16, "ve
 # pipeline_collectives.py); a GPU's all_reduce runs on a communication stream beside the next chunk's GEMM,
 # a CPU's on the threads the GEMM uses (nothing would overlap): 1, the matmul whole
 DEFAULT_COLLECTIVE_CHUNKS = {"ptx": 4, "amdgpu": 4}
+# CompileOptions.input_precision's values (and `@function(input_precision=)`'s)
+INPUT_PRECISIONS = ("ieee", "tf32")
 
 
 def debug_from_env() -> bool:
@@ -67,10 +69,14 @@ class CompileOptions(HashedOptions):
     # the next chunk's GEMM (passes/pipeline_collectives.py, docs/language.md "Compiled collectives");
     # 0: the target's default (DEFAULT_COLLECTIVE_CHUNKS, `collective_chunks()`), 1: whole
     collective_chunks: int = 0
+    # how f32 matmul operands are multiplied where the target has a choice (ptx): "ieee" (f32 products, on FMA
+    # units) or "tf32" (tensor cores reading each operand's top 19 bits); Triton's input_precision. A
+    # function's `@function(input_precision=)` hint overrides it; the strict profile multiplies in f32 always.
+    input_precision: str = "ieee"
 
     def __post_init__(self):
         # Checked here, before any backend or LLVM sees them (LLVM asserts on an optimization level of 7).
-        for name in ("target", "cpu", "arch", "numerics"):
+        for name in ("target", "cpu", "arch", "numerics", "input_precision"):
             _expect(name, getattr(self, name), isinstance(getattr(self, name), str), "a str")
         _expect("kernels", self.kernels, isinstance(self.kernels, tuple) and
                 all(isinstance(k, str) for k in self.kernels), "a tuple of kernel names")
@@ -95,6 +101,9 @@ class CompileOptions(HashedOptions):
             if name not in HINT_LIMITS or not 1 <= value <= HINT_LIMITS[name]:
                 raise ValueError(f"hint {name}={value} is out of range (hints: "
                                  f"{', '.join(f'{k} 1-{v}' for k, v in HINT_LIMITS.items())})")
+        if self.input_precision not in INPUT_PRECISIONS:
+            raise ValueError(f"input_precision must be one of {', '.join(INPUT_PRECISIONS)}, not "
+                             f"{self.input_precision!r}")
         if not 0 <= self.opt_level <= 3:
             raise ValueError(f"opt_level must be 0, 1, 2 or 3, not {self.opt_level}")
         # the alias resolved here, so "default" and "fast" key the compile cache alike

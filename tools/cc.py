@@ -56,6 +56,10 @@ def _parse_args(argv):
     p.add_argument("--profile", default=None, choices=["fast", "default", "deterministic", "strict"],
                    help="numerics profile (docs/portability.md, \"Numerics profiles\"): fast (the default), "
                         "deterministic or strict; a function's numerics= hint may make it stricter")
+    p.add_argument("--input-precision", default="ieee", choices=["ieee", "tf32"],
+                   help="how f32 matmul operands are multiplied on GPUs: ieee (the default: f32 products, FMA "
+                        "units on ptx) or tf32 (tensor cores, operands cut to tf32's 10-bit fraction); a "
+                        "function's input_precision= hint overrides it (docs/nvidia.md)")
     p.add_argument("-O", dest="opt_level", type=int, default=3, choices=[0, 1, 2, 3], help="optimization level")
     p.add_argument("--emit-header", metavar="H", help="also write a C header with a typed launcher per kernel and a call wrapper per @function")
     p.add_argument("--dump-ir-after-all", metavar="DIR", help="write every stage's IR into DIR")
@@ -77,7 +81,7 @@ def main(argv=None) -> int:
     args = _parse_args(sys.argv[1:] if argv is None else argv)
     options = CompileOptions(target=args.target, kernels=tuple(args.kernel), include=tuple(args.include), cpu=args.cpu, arch=args.arch,
                              opt_level=args.opt_level, bounds_checks=args.bounds_checks, bucket_bytes=args.bucket_bytes,
-                             collective_chunks=args.collective_chunks,
+                             collective_chunks=args.collective_chunks, input_precision=args.input_precision,
                              **({} if args.profile is None else {"numerics": args.profile}),
                              **({} if args.gpu_bounds_checks is None else {"gpu_bounds_checks": args.gpu_bounds_checks}))
     problem = None if args.list_stages else _overwrites_input(args)

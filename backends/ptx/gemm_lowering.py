@@ -10,6 +10,11 @@ mma.sync/cp.async kernel of gemm_sm80.py (fp8 there multiplies its f16 container
 function. On sm_90a a 16-bit operand the matmul reads transposed (`tessera.transpose_a/_b`: passes/
 fold_transposes.py, for the dtypes the target's facts name) is passed as stored and loaded so
 (gemm_sm90.py); the other kernels take operands as `op.matmul` lays them out only.
+
+f32 operands run on FMA units (gemm_fma.py) unless the input precision is "tf32" (CompileOptions.input_precision
+or the function's `@function(input_precision=)`): then on sm_90a, K static and a multiple of 4, wgmma's tf32 kind
+after a copy of B to [N, K]; otherwise the mma.sync kernel, with the FMA kernel where K or N is not a multiple
+of 4 (_lower_f32).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from ...passes.kernelgen import element_dtype
 from .. import llvm_compat
 from ..cpu import gemm as cpu_gemm
 from ..cpu.gemm_lowering import _epilogue
-from . import ampere, fp8_pack, gemm_common, gemm_sm80, gemm_sm90, generated
+from . import ampere, fp8_pack, gemm_common, gemm_fma, gemm_sm80, gemm_sm90, generated
 from . import hopper as hp
 
 TENSOR_CORE_ARCHS = gemm_sm80.ARCHS
@@ -34,9 +39,11 @@ TENSOR_CORE_ARCHS = gemm_sm80.ARCHS
 GEMM_TRANSPOSES = (*gemm_sm90.TRANSPOSABLE, "i8")
 
 
-def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
+def lower(arch: str, ctx, kname: str, ops: list, precision: str = "ieee") -> list[plan.ArgsStep]:
     """The plan steps of one GEMM group on `arch`; its kernels are declared in the module (`ctx`: a
-    passes.lowering_context.LoweringContext)."""
+    passes.lowering_context.LoweringContext). `precision` is how f32 operands are multiplied
+    (CompileOptions.input_precision, unless the function's own hint says otherwise): "ieee" on FMA units,
+    "tf32" on tensor cores."""
     mm = ops[0]
     dims = ctx.dims
     if arch not in TENSOR_CORE_ARCHS:
@@ -57,10 +64,11 @@ def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     dt, out_dt = element_dtype(a), element_dtype(out)
     if dt == "i8" and element_dtype(b) == dt and arch == "sm_90a":
         return _lower_bytes(ctx, kname, ops, None)
+    if dt == "f32" and element_dtype(b) == dt:
+        return _lower_f32(arch, _input_precision(mm, precision), ctx, kname, ops)
     if dt not in ampere.MMA or element_dtype(b) != dt:
-        hint = " (declare them tf32 to multiply f32 data on tensor cores)" if dt == "f32" else ""
-        raise LoweringError(mm, f"the ptx tensor-core GEMMs take bf16, f16 or tf32 operands of one dtype, "
-                                f"not {dt} @ {element_dtype(b)}{hint}")
+        raise LoweringError(mm, f"the ptx GEMMs take f32, bf16, f16 or tf32 operands of one dtype, "
+                                f"not {dt} @ {element_dtype(b)}")
     if arch != "sm_90a" or dt == "tf32":
         return _lower_sm80(arch, ctx, kname, ops)
     names, env, params, args, operand_dtypes = _signature(ops, ctx)
@@ -105,7 +113,9 @@ def _declare_sm90(module, mm, spec: gemm_sm90.Sm90GemmSpec, params: list, fp8) -
             "ptx.tensor_maps": spec.tensor_maps, "tile.M": str(spec.bm), "tile.N": str(spec.bn),
             "tile.K": str(spec.bk), "pipeline.stages": str(spec.stages), "epilogue": ",".join(spec.epilogue),
             **({"ptx.mma": f"wgmma m64n{spec.bn}k32 {fp8[0]} x {fp8[1]}"} if fp8 else {}),
-            **({"ptx.mma": f"wgmma m64n{spec.bn}k32 s8 x s8"} if spec.int8 else {})})
+            **({"ptx.mma": f"wgmma m64n{spec.bn}k32 s8 x s8"} if spec.int8 else {}),
+            **({"ptx.mma": f"wgmma m64n{spec.bn}k8 tf32 x tf32", "input_precision": "tf32"}
+               if spec.dtype == "tf32" else {})})
     return {"kernel": spec.name, "block": (spec.threads, 1, 1), "smem": spec.smem_bytes,
             "grid": (f"min({_tiles(spec)}, DEVICE_UNITS)", "1", "1")}
 
@@ -270,7 +280,9 @@ def _lower_sm80(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     plan (`multiple_of`) at the launch when not."""
     mm = ops[0]
     names, env, params, args, operand_dtypes = _signature(ops, ctx)
-    dt, out_dt = params[0][1], params[2][1]
+    # f32 operands under input_precision "tf32": the tf32 kernel, whose tensor cores read each f32 word's top
+    # 19 bits (_lower_f32)
+    dt, out_dt = "tf32" if params[0][1] == "f32" else params[0][1], params[2][1]
     # sm_90a runs this kernel for tf32 only; the schedule phase chose for the wgmma kernel then
     tile = _tile_sm80(mm) if arch != "sm_90a" else {}
     try:
@@ -288,10 +300,94 @@ def _lower_sm80(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
         generated.declare(ctx.module, kname, params, gemm_sm80.generate(spec, _activations(spec.epilogue)), [2], {
             "tile.M": str(spec.bm), "tile.N": str(spec.bn), "tile.K": str(spec.bk),
             "pipeline.stages": str(spec.stages), "epilogue": ",".join(spec.epilogue),
-            "ptx.mma": f"mma.sync.aligned.{mma}.row.col.f32.{t}.{t}.f32"})
+            "ptx.mma": f"mma.sync.aligned.{mma}.row.col.f32.{t}.{t}.f32",
+            **({"input_precision": "tf32"} if params[0][1] == "f32" else {})})
     return [plan.ArgsStep(kname, env=env, args=tuple(args), block=(spec.threads, 1, 1), smem=spec.smem_bytes,
                           grid=(f"ceil(M/{spec.bm})*ceil(N/{spec.bn})", "1", "1"), batch=_batch(env),
                           multiple_of=(plan.MultipleOf("K", spec.chunk, why), plan.MultipleOf("N", spec.chunk, why)))]
+
+
+def _input_precision(mm, default: str) -> str:
+    """The precision f32 operands of `mm` are multiplied in: its function's `@function(input_precision=)`
+    hint (the function's `tessera.input_precision`), else the compile options' `default`."""
+    op = mm.operation.parent
+    while op is not None and op.name != "func.func":
+        op = op.parent
+    if op is not None and "tessera.input_precision" in op.attributes:
+        return ir.StringAttr(op.attributes["tessera.input_precision"]).value
+    return default
+
+
+def _lower_f32(arch: str, precision: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
+    """An f32 GEMM group: gemm_fma's kernel on FMA units ("ieee"), or with "tf32" the tf32 tensor-core kernel
+    (gemm_sm80's mma.sync, on sm_90a too), whose 16-byte copies need K and N multiples of 4: where they are
+    not, the FMA kernel runs (chosen here when the extents are static, at the launch when not). The FMA
+    kernel copies B in 16-byte chunks where N is a multiple of 4, by element otherwise."""
+    mm = ops[0]
+    names, env, params, args, operand_dtypes = _signature(ops, ctx)
+    static = {d: int(env[d]) for d in ("K", "N") if isinstance(env[d], int) or str(env[d]).isdigit()}
+    if precision == "tf32" and arch == "sm_90a" and static.get("K", 1) % 4 == 0:
+        return _lower_tf32_sm90(ctx, kname, ops)
+    tf32 = precision == "tf32" and not any(v % 4 for v in static.values())
+    if tf32 and len(static) == 2:
+        return _lower_sm80(arch, ctx, kname, ops)
+    try:
+        spec = gemm_fma.FmaGemmSpec(kname, out_dtype=params[2][1], epilogue=names,
+                                    vec_b="N" in static and static["N"] % 4 == 0, **operand_dtypes)
+    except ValueError as e:
+        raise LoweringError(mm, str(e)) from None
+    step = _declare_fma(ctx, mm, spec, params, env, args)
+    prefer = []
+    if tf32:
+        tc = _lower_sm80(arch, ctx, f"{kname}_tf32", ops)[-1]
+        prefer.append(plan.Alternative(when=_multiples_of_4([d for d in ("K", "N") if d not in static]),
+                                       kernel=tc.kernel, grid=tc.grid,
+                                       block=tc.block, smem=tc.smem))
+    if "N" not in static:
+        alt = _declare_fma(ctx, mm, dataclasses.replace(spec, name=f"{kname}_v4", vec_b=True), params, env, args)
+        prefer.append(plan.Alternative(when=_multiples_of_4(("N",)), kernel=alt.kernel, grid=alt.grid,
+                                       block=alt.block, smem=alt.smem))
+    return [dataclasses.replace(step, prefer=tuple(prefer))]
+
+
+def _lower_tf32_sm90(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
+    """An f32 GEMM group on sm_90a's wgmma tf32 kind, for K a multiple of 4 known at compile time (TMA reads
+    A's rows in place, in 16-byte units): wgmma reads tf32 operands K-major only, so B [K, N] is first copied
+    to [N, K] (fp8_pack's `cols`, the f32 words unchanged), as the int8 GEMM's is."""
+    mm = ops[0]
+    names, env, params, args, operand_dtypes = _signature(ops, ctx)
+    try:
+        spec = gemm_sm90.Sm90GemmSpec(kname, dtype="tf32", out_dtype=params[2][1], epilogue=names, **_tile(mm),
+                                      **operand_dtypes)
+    except ValueError as e:
+        raise LoweringError(mm, str(e)) from None
+    lead = ("BATCH",) if "BATCH" in env else ()
+    d = ctx.dims[mm.operands[1]]
+    packed = ctx.temporary(args[1].value, "f32", [*d[:-2], d[-1], d[-2]], "_t")
+    name = f"{kname}_pack_b"
+    with mm.location:
+        generated.declare(ctx.module, name, [("src", "f32", ("K", "N")), ("dst", "f32", ("N", "KP"))],
+                          fp8_pack.generate(name, "f32", True), [1], {"fp8.pack": "cols"})
+    senv = {"K": d[-2], "N": d[-1], "KP": d[-2], **({"BATCH": env["BATCH"]} if lead else {})}
+    pack = fp8_pack.step(name, True, args[1].value, packed, senv, lead, per=fp8_pack.per_group("f32"))
+    params[1] = ("B", "f32", ("N", "K"))
+    args[1] = plan.TensorArg(packed, (*lead, "N", "K"))
+    return [pack, _sm90_step(ctx, mm, spec, params, env, args, None)]
+
+
+def _multiples_of_4(dims) -> str:
+    """An extent expression positive exactly where every extent of `dims` is a multiple of 4."""
+    return "1" + "".join(f" - ({d} - 4*({d}//4))" for d in dims)
+
+
+def _declare_fma(ctx, mm, spec: gemm_fma.FmaGemmSpec, params: list, env: dict, args: list) -> plan.ArgsStep:
+    with mm.location:
+        generated.declare(ctx.module, spec.name, params, gemm_fma.generate(spec, _activations(spec.epilogue)),
+                          [2], {"tile.M": str(spec.bm), "tile.N": str(spec.bn), "tile.K": str(spec.bk),
+                                "pipeline.stages": str(spec.stages), "epilogue": ",".join(spec.epilogue),
+                                "input_precision": "ieee", "ptx.fma": "fma.rn.f32 8x8 a thread"})
+    return plan.ArgsStep(spec.name, env=env, args=tuple(args), block=(spec.threads, 1, 1), smem=spec.smem_bytes,
+                         grid=(f"ceil(M/{spec.bm})*ceil(N/{spec.bn})", "1", "1"), batch=_batch(env))
 
 
 # (N of the tile, stages, throughput of a busy SM relative to 128×256 tiles: measured on an H200)

@@ -5,7 +5,7 @@ two m16 rows of eight n8 columns of mma.sync products, 64 fp32 accumulators a th
 multistage cp.async pipeline of CUTLASS's and Triton's Ampere kernels:
 
     prologue    the first `stages - 1` K tiles are copied (cp.async.cg, 16 bytes a thread at a time) into
-                as many shared-memory stages, one commit group each
+                as many shared-memory stages, one commit group each (the loop is ampere.k_loop)
     K tile kt   wait until tile kt's group has landed (cp.async.wait_group stages-2) and the CTA has
                 finished reading tile kt-1 (bar.sync); start copying tile kt+stages-1 into kt-1's stage;
                 then multiply tile kt from shared memory — A fragments by ldmatrix.x4, B fragments by
@@ -121,7 +121,7 @@ def generate(spec: Sm80GemmSpec, activations: str = "") -> str:
     ``@tsr_act_*`` functions; declarations when empty). Parameters: A, B, C, the epilogue's parameters in
     step order (alpha, bias, residual), M, K, N. One CTA per tile: launch `spec.grid(M, N)`."""
     w = Writer()
-    S, BM, BN, BK = spec.stages, spec.bm, spec.bn, spec.bk
+    BM, BN, BK = spec.bm, spec.bn, spec.bk
     params = gc.params(spec)
 
     w.label("entry")
@@ -137,49 +137,14 @@ def generate(spec: Sm80GemmSpec, activations: str = "") -> str:
     m0, n0 = gc.tile_origin(w, spec, w.sreg("ctaid.x"), (num_m, num_n))
     copies = _copy_plan(w, spec, tid, m0, n0, m32, n32)
 
-    # prologue: tiles 0 … S-2 into stages 0 … S-2, a group each (empty past the last tile)
-    for s in range(S - 1):
-        _copy_tile(w, spec, copies, str(s), smem if s == 0 else w.v(f"add i32 {smem}, {s * spec.stage_bytes}"),
-                   kt_n, k32, n32)
-        am.commit(w)
     frag = _fragment_offsets(w, spec, tid)
-    any_k = w.v(f"icmp ugt i32 {kt_n}, 0")
-    pre = w.current
-    w.cbr(any_k, "kloop", "kdone")
-
-    w.label("kloop")
-    kt, kt_next = w.fresh("kt"), w.fresh("ktn")
-    rs, rs_next = w.fresh("rs"), w.fresh("rsn")   # the stage read now, and the one being written
-    ws, ws_next = w.fresh("ws"), w.fresh("wsn")
-    w.emit(f"{kt} = phi i32 [0, %{pre}], [{kt_next}, %KLATCH]")
-    w.emit(f"{rs} = phi i32 [0, %{pre}], [{rs_next}, %KLATCH]")
-    w.emit(f"{ws} = phi i32 [{S - 1}, %{pre}], [{ws_next}, %KLATCH]")
-    nacc = 4 * (WM // 16) * (WN // 8)
-    acc_in = [w.fresh("acc") for _ in range(nacc)]
-    phis_at = len(w.lines)
-    am.wait_group(w, S - 2)          # tile kt has landed (this thread's copies) …
-    w.asm("bar.sync 0;")             # … everyone's, and nobody still reads tile kt-1's stage
-    w_at = w.v(f"add i32 {smem}, {w.v(f'mul i32 {ws}, {spec.stage_bytes}')}")
-    _copy_tile(w, spec, copies, w.v(f"add i32 {kt}, {S - 1}"), w_at, kt_n, k32, n32)
-    am.commit(w)
-    r_at = w.v(f"add i32 {smem}, {w.v(f'mul i32 {rs}, {spec.stage_bytes}')}")
-    acc = _multiply_stage(w, spec, acc_in, frag, r_at)
-    w.emit(f"{kt_next} = add i32 {kt}, 1")
-    for cur, nxt in ((rs, rs_next), (ws, ws_next)):
-        inc = w.v(f"add i32 {cur}, 1")
-        w.emit(f"{nxt} = select i1 {w.v(f'icmp eq i32 {inc}, {S}')}, i32 0, i32 {inc}")
-    more = w.v(f"icmp ult i32 {kt_next}, {kt_n}")
-    klatch = w.current
-    w.cbr(more, "kloop", "kdone")
-    w.lines[phis_at:phis_at] = [f"  {a} = phi float [0.0, %{pre}], [{o}, %{klatch}]" for a, o in zip(acc_in, acc)]
-
-    w.label("kdone")
-    fin = [w.v(f"phi float [0.0, %{pre}], [{o}, %{klatch}]", "f") for o in acc]
-    am.wait_group(w, 0)  # only empty groups remain; a kernel leaves none behind
+    fin = am.k_loop(w, spec.stages, spec.stage_bytes, smem, kt_n, 4 * (WM // 16) * (WN // 8),
+                    lambda kt, stage: _copy_tile(w, spec, copies, kt, stage, kt_n, k32, n32),
+                    lambda acc, stage: _multiply_stage(w, spec, acc, frag, stage))
     _epilogue(w, spec, fin, frag, m0, n0, m32, n32)
     w.emit("ret void")
 
-    body = "\n".join(w.lines).replace("%KLATCH]", f"%{klatch}]")
+    body = "\n".join(w.lines)
     kernel = (f"@tsr_smem = external addrspace(3) global [0 x i8], align 128\n"
               f"define ptx_kernel void @{llvm_global(spec.name)}({', '.join(params)}) "
               f"\"nvvm.maxntid\"=\"{spec.threads}\" \"nvvm.minctasm\"=\"{spec.min_blocks}\" {{\n{body}\n}}\n")

@@ -39,7 +39,7 @@ from . import hopper as hp
 from .nvvm_text import Writer, module
 
 ROW = 128                # bytes of a K step: one 128-byte swizzle row (64 16-bit or 128 fp8 elements)
-_ELEM = {"bf16": "bf16", "f16": "f16", "i8": "s8", **hp.FP8}   # wgmma's operand type names
+_ELEM = {"bf16": "bf16", "f16": "f16", "i8": "s8", "tf32": "tf32", **hp.FP8}   # wgmma's operand type names
 TRANSPOSABLE = ("bf16", "f16")   # operand dtypes whose kernel reads a stored Aᵀ or Bᵀ (wgmma's transpose bits)
 FP8_BN, FP8_STAGES = 128, 6   # two sets of BN/2 accumulators a thread: the fp32 sum, the step's product
 
@@ -63,16 +63,17 @@ class Sm90GemmSpec:
     def __post_init__(self):
         b = self.b_dtype or self.dtype
         if self.dtype not in _ELEM or (b != self.dtype and not (self.fp8 and b in hp.FP8)):
-            raise ValueError(f"the sm_90a GEMM takes bf16, f16 or fp8 operands (fp8 kinds may mix), or i8 ones, "
-                             f"not {self.dtype} @ {b}")
+            raise ValueError(f"the sm_90a GEMM takes bf16, f16 or fp8 operands (fp8 kinds may mix), or i8 or tf32 "
+                             f"ones, not {self.dtype} @ {b}")
         if self.int8:
             if self.out_dtype != "i32" or self.epilogue:
                 raise ValueError(f"the sm_90a int8 GEMM returns the i32 product alone, not {self.out_dtype} "
                                  f"with epilogue {self.epilogue}")
         else:
             gc.check("sm_90a", self)
-        if self.eight_bit and (self.trans_a or self.trans_b):
-            raise ValueError("the 8-bit GEMMs read their operands as A [M,K] and B [N,K] only, not transposed ones")
+        if self.k_major_only and (self.trans_a or self.trans_b):
+            raise ValueError("the 8-bit and tf32 GEMMs read their operands as A [M,K] and B [N,K] only, not "
+                             "transposed ones")
         if self.bn not in (64, 128, 256) or self.consumers not in (1, 2) or not 2 <= self.stages <= 8:
             raise ValueError(f"unsupported sm_90a GEMM tile: BN={self.bn}, consumers={self.consumers}, "
                              f"stages={self.stages}")
@@ -97,6 +98,11 @@ class Sm90GemmSpec:
         return self.fp8 or self.int8
 
     @property
+    def k_major_only(self) -> bool:
+        """Operands wgmma reads K-major only: 8-bit ones and tf32 (f32 words, 32 elements a K step)."""
+        return self.eight_bit or self.dtype == "tf32"
+
+    @property
     def acc_type(self) -> str:
         """The accumulators' LLVM type."""
         return "i32" if self.int8 else "float"
@@ -104,12 +110,12 @@ class Sm90GemmSpec:
     @property
     def b_k_major(self) -> bool:
         """B in shared memory K-major (rows of K, as A is): 8-bit operands (packed [N,K]) and a stored Bᵀ."""
-        return self.eight_bit or self.trans_b
+        return self.k_major_only or self.trans_b
 
     @property
     def bk(self) -> int:
         """Elements of a K step."""
-        return ROW if self.eight_bit else ROW // 2
+        return ROW if self.eight_bit else ROW // 4 if self.dtype == "tf32" else ROW // 2
 
     @property
     def bm(self) -> int:

@@ -124,6 +124,10 @@ def _mma(n: int, et: str, bt: str | None, trans_b: int, trans_a: int = 0) -> tup
     and has no scale immediates) multiply k32 slices, both operands K-major only (the ISA has no transpose
     for them, so both must be 0)."""
     bt = bt or et
+    if et == "tf32":   # k8 slices (32 bytes), K-major only, as the 8-bit types
+        if trans_b or trans_a:
+            raise ValueError("wgmma reads tf32 operands K-major only")
+        return f"wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32", ", 1, 1"
     if et in (*FP8.values(), "s8"):
         if trans_b or trans_a:
             raise ValueError("wgmma reads 8-bit operands K-major only")

@@ -33,6 +33,8 @@ class PTXOptions(HashedOptions):
     # docs/performance.md) or "always" (TESSERA_ATTENTION_FUSED_DQ=1)
     fused_dq: str = "never"
     exact_math: bool = False   # the strict numerics profile: exp, erf … in f64, rounded once (passes/strict_math.py)
+    # f32 GEMMs on FMA units ("ieee") or tf32 tensor cores ("tf32"): CompileOptions.input_precision
+    input_precision: str = "ieee"
 
     def __post_init__(self):
         if self.arch not in ARCHS:

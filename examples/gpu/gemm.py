@@ -1,4 +1,4 @@
-"""Tensor-core GEMMs for NVIDIA Hopper (compile with --target ptx --arch sm_90a).
+"""GEMMs for NVIDIA Hopper (compile with --target ptx --arch sm_90a): tensor cores, and FMA units for f32.
 
     tessera-cc examples/gpu/gemm.py --target ptx --arch sm_90a -o gemm.tessera
     python bench/gemm_gpu.py            # on the GPU: against cuBLAS (torch.matmul) and Triton
@@ -62,3 +62,16 @@ def gemm_e4m3_e5m2(A: tensor[fp8_e4m3, "M", "K"], B: tensor[fp8_e5m2, "K", "N"])
 def gemm_fp8_scaled(A: tensor[fp8_e4m3, "M", "K"], Bt: tensor[fp8_e4m3, "N", "K"], sa: tensor[f32],
                     sb: tensor[f32]) -> tensor[bf16, "M", "N"]:
     return op.cast(op.dequantize(A, sa) @ op.transpose(op.dequantize(Bt, sb)), bf16)
+
+
+# f32 data: on FMA units by default (gemm_fma.py: f32 products, one rounding a k); input_precision="tf32" (or
+# tessera-cc --input-precision tf32 for every function) multiplies on tf32 tensor cores, which read each operand's
+# top 19 bits (truncated to a 10-bit fraction; docs/nvidia.md)
+@function
+def gemm_f32(A: tensor[f32, "M", "K"], B: tensor[f32, "K", "N"]) -> tensor[f32, "M", "N"]:
+    return op.matmul(A, B)
+
+
+@function(input_precision="tf32")
+def gemm_f32_tf32(A: tensor[f32, "M", "K"], B: tensor[f32, "K", "N"]) -> tensor[f32, "M", "N"]:
+    return op.matmul(A, B)

@@ -13,6 +13,10 @@ phase reports an error at the function when it cannot.
 function asks for (tessera/numerics/profiles.py): the module's `tessera.numerics`, the strictest its compiled
 functions ask for, which the compilation takes where it is stricter than the options' own.
 
+`@function(input_precision="tf32")` is no schedule hint either but how the function's f32 matmuls multiply
+where the target has a choice (CompileOptions.input_precision, which it overrides): the function's
+`tessera.input_precision`, read by the ptx GEMM lowering.
+
 `@function(checkpoint=True)` is no schedule hint but a memory policy for derivatives: the function's
 `tessera.checkpoint`. A derivative that differentiates through a call of it saves only the call's operands
 and results for its backward and recomputes the values inside the call there (passes/autodiff_policy.py).
@@ -25,7 +29,7 @@ import ast
 from ..diagnostics import CompileError
 from ..mlir import ir
 from ..numerics import profiles
-from ..options import HINT_LIMITS
+from ..options import HINT_LIMITS, INPUT_PRECISIONS
 
 _KEYS = ("tile", "stages", "vector", "epilogue")
 
@@ -103,6 +107,7 @@ def read(fn: ast.FunctionDef, filename: str) -> tuple[dict, list]:
         kw = {k.arg: k.value for k in d.keywords if k.arg}
         if name in ("function", "kernel"):
             kw.pop("numerics", None)   # not a schedule hint: the compilation's profile (`numerics` below)
+            kw.pop("input_precision", None)   # nor this: how its f32 matmuls multiply (`input_precision` below)
             if name == "function":
                 kw.pop("export", None)   # not a hint: the module's symbol table (module.exported checks it)
                 kw.pop("checkpoint", None)   # not a hint: a derivative's memory policy (`checkpoint` below)
@@ -154,9 +159,28 @@ def numerics(fn: ast.FunctionDef, filename: str) -> str | None:
     return None
 
 
+def input_precision(fn: ast.FunctionDef, filename: str) -> str | None:
+    """How `@function(input_precision=...)` asks the function's f32 matmuls to multiply, if it does: "ieee"
+    or "tf32" (CompileOptions.input_precision, which it overrides)."""
+    for d in fn.decorator_list:
+        name = getattr(d.func, "attr", getattr(d.func, "id", None)) if isinstance(d, ast.Call) else None
+        for k in d.keywords if name in ("function", "kernel") else ():
+            if k.arg == "input_precision":
+                value = k.value.value if isinstance(k.value, ast.Constant) else None
+                if value not in INPUT_PRECISIONS:
+                    raise CompileError.at(k.value, filename, f"input_precision= takes "
+                                          f"{' or '.join(repr(p) for p in INPUT_PRECISIONS)}, not "
+                                          f"{_short(ast.unparse(k.value))}")
+                return value
+    return None
+
+
 def attach(f, fn: ast.FunctionDef, filename: str) -> None:
     if checkpoint(fn, filename):
         f.attributes["tessera.checkpoint"] = ir.UnitAttr.get()
+    precision = input_precision(fn, filename)
+    if precision is not None:
+        f.attributes["tessera.input_precision"] = ir.StringAttr.get(precision)
     hints, specs = read(fn, filename)
     if hints:
         f.attributes["tessera.hints"] = _attr(hints)

@@ -177,6 +177,37 @@ def tn_bias_gelu(A: tensor[bf16, "K", "M"], B: tensor[bf16, "K", "N"], b: tensor
     return op.gelu(op.bias_add(op.transpose(A, (1, 0)) @ B, b))
 """
 
+GEMM_F32 = """
+@function
+def gemm(A: tensor[f32, "M", "K"], B: tensor[f32, "K", "N"]) -> tensor[f32, "M", "N"]:
+    return op.matmul(A, B)
+
+
+@function
+def linear_gelu(X: tensor[f32, "T", "D"], W: tensor[f32, "D", "F"], b: tensor[f32, "F"]) -> tensor[f32, "T", "F"]:
+    return op.gelu(op.bias_add(op.matmul(X, W), b))
+
+
+@function
+def scaled_residual(A: tensor[f32, "M", "K"], B: tensor[f32, "K", "N"], R: tensor[f32, "M", "N"]):
+    return op.matmul(A, B) * 0.5 + R
+
+
+@function
+def batched(A: tensor[f32, "B", "M", "K"], B: tensor[f32, "B", "K", "N"]) -> tensor[f32, "B", "M", "N"]:
+    return A @ B
+
+
+@function(input_precision="tf32")
+def gemm_tf32(A: tensor[f32, "M", "K"], B: tensor[f32, "K", "N"]) -> tensor[f32, "M", "N"]:
+    return op.matmul(A, B)
+
+
+@function(input_precision="tf32")
+def linear_tf32(X: tensor[f32, "T", 264], W: tensor[f32, 264, "F"], b: tensor[f32, "F"]) -> tensor[f32, "T", "F"]:
+    return op.gelu(op.bias_add(op.matmul(X, W), b))
+"""
+
 SOURCES = {
     "saxpy": ((REPO / "examples" / "saxpy.py").read_text(), "sm_80"),
     "saxpy_sm90a": ((REPO / "examples" / "saxpy.py").read_text(), "sm_90a"),
@@ -288,8 +319,15 @@ def batched(A: tensor[i8, "B", "M", "K"], B: tensor[i8, "B", "K", "N"]):
     "atomics": ((REPO / "tests" / "unit" / "atomic_kernels.py").read_text(), "sm_80"),
     "histogram": ((REPO / "examples" / "tile" / "histogram.py").read_text(), "sm_80"),
     "scatter_add": ((REPO / "examples" / "tile" / "scatter_add.py").read_text(), "sm_80"),
+    # barriers, cooperative groups and lane reductions (test_groups_gpu.py), for sm_80 and sm_90a
+    "groups": ((REPO / "tests" / "unit" / "group_kernels.py").read_text(), "sm_80"),
+    "groups_sm90a": ((REPO / "tests" / "unit" / "group_kernels.py").read_text(), "sm_90a"),
+    "cooperative": ((REPO / "examples" / "tile" / "cooperative.py").read_text(), "sm_80"),
     # the mma.sync/cp.async GEMM of sm_80 … sm_90 (backends/ptx/gemm_sm80.py), as PTX for sm_80 and for sm_90
     "ampere_gemm": ((REPO / "examples" / "gpu" / "gemm_ampere.py").read_text(), "sm_80"),
+    # f32 GEMMs on FMA units and, by input_precision="tf32", tensor cores (test_gemm_f32_gpu.py)
+    "gemm_f32": (GEMM_F32, "sm_80"),
+    "gemm_f32_sm90a": (GEMM_F32, "sm_90a"),
     "ampere_gemm_sm90": ((REPO / "examples" / "gpu" / "gemm_ampere.py").read_text(), "sm_90"),
     # compiled with bounds checks (OPTIONS): saxpy as in "saxpy", and kernels that write one past the end
     "bounds_checked": ((REPO / "examples" / "saxpy.py").read_text() + """
@@ -319,10 +357,6 @@ def café(a: float, X: tensor[float], Y: tensor[float], Out: tensor[float]):
     i = launch.thread_id()
     if i < X.shape[0]:
         Out[i] = a * X[i] + Y[i]
-    # barriers, cooperative groups and lane reductions (test_groups_gpu.py), for sm_80 and sm_90a
-    "groups": ((REPO / "tests" / "unit" / "group_kernels.py").read_text(), "sm_80"),
-    "groups_sm90a": ((REPO / "tests" / "unit" / "group_kernels.py").read_text(), "sm_90a"),
-    "cooperative": ((REPO / "examples" / "tile" / "cooperative.py").read_text(), "sm_80"),
 
 
 @kernel

@@ -13,6 +13,8 @@ the inline PTX the sm_80 GEMM uses (backends/ptx/ampere.py) modelled from the PT
                             accumulators, fragments laid out as the ISA's tables (CUTLASS's SM80 MMA traits
                             say the same); products summed exactly, rounded once to f32
     ld.shared.b32, predicated st.global.b32 / .v2.f32, bar.sync (a no-op in lock step)
+    and what the f32 FMA GEMM adds (gemm_fma.py): cp.async.ca of 4 bytes, ld.shared.v4.f32, llvm.fma.f32
+    (in float64, then rounded to f32), predicated st.global.f32 / .b16
 
 Shared memory starts as 0xFF bytes (a NaN in every float format), so reading a byte nobody wrote shows in the
 result. Shared-memory reads count bank conflicts (`conflicts`: extra wavefronts, per 8-lane phase for 16-byte
@@ -204,6 +206,16 @@ class _CTA:
         if m := re.match(r"bitcast <2 x (?:bfloat|half)> (\S+) to i32$", e):
             lo, hi = self._val(m.group(1))
             return lo.astype(np.int64) | (hi.astype(np.int64) << 16)
+        if m := re.match(r"call float @llvm\.fma\.f32\(float (\S+), float (\S+), float (\S+)\)$", e):
+            # the product is exact in float64; the sum rounds there and again to f32 (a double rounding fma
+            # avoids: off by an ulp at most, and rarely)
+            a, b, c = (self._val(m.group(i), "float").astype(np.float64) for i in (1, 2, 3))
+            return (a * b + c).astype(np.float32)
+        if m := re.match(r"fptrunc float (\S+) to (bfloat|half)$", e):
+            x = self._val(m.group(1), "float")
+            return bf16_bits(x) if m.group(2) == "bfloat" else np.asarray(x, np.float32).astype(np.float16).view(np.uint16)
+        if m := re.match(r"bitcast (?:bfloat|half) (\S+) to i16$", e):
+            return self._val(m.group(1)).astype(np.int64)
         if m := re.match(r"call float @tsr_act_(\w+)\(float (\S+)\)$", e):
             return _ACT[m.group(1)](self._val(m.group(2), "float").astype(np.float64)).astype(np.float32)
         if m := re.match(r'call (?:\{[^}]*\}|i32) asm sideeffect "(.*)", "[^"]*"\((.*)\)$', e):
@@ -261,15 +273,17 @@ class _CTA:
 
     # -- inline PTX ------------------------------------------------------------------------------------
     def _effect(self, text: str, args: list) -> None:
-        if "cp.async.cg.shared.global" in text:
+        if m := re.search(r"cp\.async\.(?:cg|ca)\.shared\.global \[\$0\], \[\$1\], (4|16), \$2;", text):
+            size = int(m.group(1))
             dst, src, nbytes, issue = args
             on = issue != 0
-            if (dst % 16).any() or ((src % 16 != 0) & on & (nbytes > 0)).any() or not np.isin(nbytes, (0, 16)).all():
-                raise RuntimeError("cp.async: misaligned, or a src-size other than 0 or 16")
-            self._count_conflicts("cp.async", dst, 8, 16)
+            if (dst % size).any() or ((src % size != 0) & on & (nbytes > 0)).any() or \
+                    not np.isin(nbytes, (0, size)).all():
+                raise RuntimeError(f"cp.async: misaligned, or a src-size other than 0 or {size}")
+            self._count_conflicts("cp.async", dst, 8 if size == 16 else 32, size)
             for t in np.nonzero(on)[0]:
-                self.open[t].append((int(dst[t]), int(src[t]), int(nbytes[t])))
-                self.inflight[int(dst[t]):int(dst[t]) + 16] += 1
+                self.open[t].append((int(dst[t]), int(src[t]), int(nbytes[t]), size))
+                self.inflight[int(dst[t]):int(dst[t]) + size] += 1
         elif text == "cp.async.commit_group;":
             for t in range(self.T):
                 self.closed[t].append(self.open[t])
@@ -277,21 +291,27 @@ class _CTA:
         elif m := re.fullmatch(r"cp\.async\.wait_group (\d+);", text):
             for t in range(self.T):
                 while len(self.closed[t]) > int(m.group(1)):
-                    for dst, src, nb in self.closed[t].pop(0):
-                        data = np.zeros(16, np.uint8)
+                    for dst, src, nb, size in self.closed[t].pop(0):
+                        data = np.zeros(size, np.uint8)
                         if nb:
                             r = int(self._region(np.array([src]))[0])
                             off = src - (r << REGION)
                             if off + nb > len(self.gmem[r]):
                                 raise RuntimeError(f"cp.async read outside buffer {r}")
                             data[:nb] = self.gmem[r][off:off + nb]
-                        self.smem[dst:dst + 16] = data
-                        self.inflight[dst:dst + 16] -= 1
+                        self.smem[dst:dst + size] = data
+                        self.inflight[dst:dst + size] -= 1
         elif text == "bar.sync 0;":
             pass
         elif text == "{ .reg .pred p; setp.ne.b32 p, $3, 0; @p st.global.v2.f32 [$0], {$1, $2}; }":
             addr, x, y, ok = args
             self._gstore(addr, np.stack([x, y], 1).astype(np.float32).view(np.uint8), ok != 0)
+        elif text == "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.f32 [$0], $1; }":
+            addr, v, ok = args
+            self._gstore(addr, np.asarray(v, np.float32).view(np.uint8).reshape(self.T, 4), ok != 0)
+        elif text == "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.b16 [$0], $1; }":
+            addr, v, ok = args
+            self._gstore(addr, (v & 0xFFFF).astype(np.uint16).view(np.uint8).reshape(self.T, 2), ok != 0)
         elif text == "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.b32 [$0], $1; }":
             addr, v, ok = args
             self._gstore(addr, (v & 0xFFFFFFFF).astype(np.uint32).view(np.uint8).reshape(self.T, 4), ok != 0)
@@ -316,6 +336,11 @@ class _CTA:
                         lo, hi = mat[g, 2 * t], mat[g, 2 * t + 1]
                     regs[j][w:w + 32] = lo.astype(np.int64) | (hi.astype(np.int64) << 16)
             return tuple(regs)
+        if text == "ld.shared.v4.f32 {$0, $1, $2, $3}, [$4];":
+            (addr,) = args
+            self._count_conflicts("ld.shared", addr, 8, 16)
+            v = self._sread(addr, 16).view(np.float32)
+            return tuple(v[:, i].copy() for i in range(4))
         if text == "ld.shared.b32 $0, [$1];":
             (addr,) = args
             self._count_conflicts("ld.shared", addr, 32, 4)

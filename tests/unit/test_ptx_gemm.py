@@ -234,8 +234,8 @@ def test_ptxas_resources(example):
 @pytest.mark.parametrize("source, arch, message", [
     ("def f(A: tensor[bf16, 'M', 'K'], B: tensor[bf16, 'K', 'N']):\n    return A @ B", "sm_75",
      "needs a tensor-core architecture"),
-    ("def f(A: tensor[f32, 'M', 'K'], B: tensor[f32, 'K', 'N']):\n    return A @ B", "sm_90a",
-     "bf16, f16 or tf32 operands"),
+    ("def f(A: tensor[f64, 'M', 'K'], B: tensor[f64, 'K', 'N']):\n    return A @ B", "sm_90a",
+     "f32, bf16, f16 or tf32 operands of one dtype, not f64 @ f64"),
     ("def f(A: tensor[bf16, 'B', 'M', 'K'], B: tensor[bf16, 'C', 'B', 'K', 'N']):\n    return A @ B", "sm_90a",
      "batches of equal rank only"),
 ])

@@ -151,8 +151,6 @@ def test_ptxas_no_spills(arch):
      "K = 100 is not a multiple of 8"),
     ("def f(A: tensor[tf32, 'M', 'K'], B: tensor[tf32, 'K', 30]):\n    return op.matmul(A, B, out_dtype=f32)",
      "sm_86", "N = 30 is not a multiple of 4"),
-    ("def f(A: tensor[f32, 'M', 'K'], B: tensor[f32, 'K', 'N']):\n    return A @ B", "sm_80",
-     "declare them tf32"),
     ("def f(A: tensor[f64, 'M', 'K'], B: tensor[f64, 'K', 'N']):\n    return A @ B", "sm_90",
      "bf16, f16 or tf32 operands of one dtype, not f64 @ f64$"),
     ("def f(A: tensor[bf16, 'M', 'K'], B: tensor[bf16, 'K', 'N']):\n    return A @ B", "sm_75",

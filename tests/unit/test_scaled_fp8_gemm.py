@@ -86,9 +86,10 @@ def test_a_row_major_b(sm90):
 
 def test_per_channel_scales_keep_the_decomposition():
     """A per-channel scale is not a common factor of the sum: the dequantizes stay elementwise kernels in
-    front of an f32 GEMM, which ptx has no kernel for, so the function is refused at the matmul's line."""
-    with pytest.raises(CompileError, match=r"s.py:6:\d+: .*bf16, f16 or tf32 operands"):
-        _ptx(CHANNELS)
+    front of an f32 GEMM, which ptx runs on FMA units (gemm_fma.py), not an fp8 wgmma."""
+    kernels = _kernels(_ptx(CHANNELS))
+    assert kernels["mm_channels__gemm4"].props["input_precision"] == "ieee"
+    assert not any("wgmma" in k.props.get("ptx.mma", "") for k in kernels.values())
 
 
 def test_a_static_k_not_a_multiple_of_16_is_refused_at_the_line():
@@ -104,12 +105,13 @@ def f(A: tensor[fp8_e4m3, "M", 40], Bt: tensor[fp8_e4m3, "N", 40], sa: tensor[f3
 
 
 def test_other_targets_keep_the_decomposition_and_match_the_interpreter():
-    """On the CPU the dequantizes are elementwise kernels and the product an f32 GEMM: its result equals the
-    interpreter's up to the GEMM's order of summation (relative 1e-5 of |A|·|B|), and the numpy reference."""
+    """On the CPU the dequantizes are elementwise kernels reading the one-byte parameters (no f16 container,
+    no fp8 fallback) and the product an f32 GEMM: its result equals the interpreter's up to the GEMM's order of
+    summation (relative 1e-5 of |A|·|B|), and the numpy reference."""
     r = compiler.compile_source(SOURCE, "s.py")
     mod = executor.load(r.image)
     ref = tessera_frontend_compile(SOURCE, {"filename": "s.py"})
-    assert any("fp8_e4m3 stored as f16" in f for f in r.metadata["plans"]["mm"]["fallbacks"])
+    assert not any("fp8" in f for f in r.metadata["plans"]["mm"]["fallbacks"])
     a = round_to(RNG.standard_normal((37, 64)) * 30, "fp8_e4m3").astype(np.float32)
     bt = round_to(RNG.standard_normal((45, 64)) * 30, "fp8_e4m3").astype(np.float32)
     b5 = round_to(RNG.standard_normal((64, 45)) * 30, "fp8_e5m2").astype(np.float32)
