@@ -34,7 +34,7 @@ class PTXBackend(Backend):
         if options.warp_size != WARP_SIZE:
             raise ValueError(f"the ptx target has warps of {WARP_SIZE} lanes, not {options.warp_size}")
         return {"arch": arch or "sm_80", "opt_level": options.opt_level, "bounds_checks": options.gpu_bounds_checks,
-                "exact_math": options.numerics == "strict",
+                "exact_math": options.numerics == "strict", "input_precision": options.input_precision,
                 "fused_dq": "never" if profiles.deterministic(options.numerics) else
                 {"0": "never", "1": "always"}.get(os.environ.get("TESSERA_ATTENTION_FUSED_DQ", ""), "faster")}
 
@@ -80,7 +80,7 @@ class PTXBackend(Backend):
     def lowerings(self) -> dict:
         from . import attention_lowering, gemm_lowering  # lazy: they build MLIR
         from .. import simt_gemm  # lazy: it builds MLIR
-        gemm = functools.partial(gemm_lowering.lower, self.options.arch)
+        gemm = functools.partial(gemm_lowering.lower, self.options.arch, precision=self.options.input_precision)
         if self.options.arch != "sm_90a":   # no s8 wgmma: integer GEMMs as the SIMT kernel, exact in i32
             gemm = simt_gemm.integers(gemm)
         if self.options.exact_math:   # float GEMMs as the SIMT kernel (target_facts), int8 ones as above
