@@ -145,6 +145,31 @@ def _rewrite(op, dims: dict) -> None:
     op.operation.erase()
 
 
+def softmax_axes(fn) -> int:
+    """Rewrites each softmax and log_softmax of `fn` along an axis other than the last, which the generated
+    row kernels normalize: X [..., N, ...] seen as [P, N, Q] (a reshape, a view), its last two axes swapped,
+    normalized along N, swapped back and seen as X's shape again. Returns how many."""
+    ops = [op for op in graph_ops(fn) if op.operation.name in ("ttensor.softmax", "ttensor.log_softmax")
+           and (ir.IntegerAttr(op.attributes["axis"]).value + 1) % len(_shape(op.operands[0].type)) != 0]
+    if not ops:
+        return 0
+    dims = graph_shapes.infer(fn)
+    for op in ops:
+        x = op.operands[0]
+        d = dims[x]
+        k = ir.IntegerAttr(op.attributes["axis"]).value % len(d)
+        seen = [graph_shapes.product(d[:k]), d[k], graph_shapes.product(d[k + 1:])]
+        with op.location, ir.InsertionPoint(op):
+            t = _swap_last(_reshape(x, [int(e) if e.isdigit() else ir.ShapedType.get_dynamic_size() for e in seen],
+                                    seen))
+            y = (ttensor.SoftmaxOp if op.operation.name == "ttensor.softmax" else ttensor.LogSoftmaxOp)(
+                t, axis=_i64(2), result=t.type).result
+            out = _reshape(_swap_last(y), _shape(x.type), d)
+        op.results[0].replace_all_uses_with(out)
+        op.operation.erase()
+    return len(ops)
+
+
 def attention_fp8(fn, fused: frozenset) -> int:
     """The fallback of flash_attention_fp8 where the target has no fp8 attention kernel for it (`fused`:
     TargetFacts.fused_attention_fp8, Q's element types with one; head dimension 128 only): Q, K and V

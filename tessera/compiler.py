@@ -112,6 +112,7 @@ def make_schedule(mod: ir.Module, metadata: dict, target, overrides: dict | None
         decompose.attention_backward(fn, target.fused_attention_backward)
         if target.decompose_attention:   # a fallback where fusion does not join it back into one kernel
             decompose.attention(fn, fallback=not target.fused_attention)
+        decompose.softmax_axes(fn)   # the row kernels normalize the last axis
         if target.gemm_transposes:
             fold_transposes.run(fn, target.gemm_transposes, target.fused_attention)
         graph_phases.schedule(fn, target, overrides or {}, tuned)
