@@ -190,6 +190,31 @@ def _bias_dims(ops: list, dims: dict) -> dict:
     return out
 
 
+# The most blocks a generated kernel's grid has along any dimension: 65535, the least of every target's
+# limits (CUDA's grid y and z; HIP's grid is counted in work-items of 32 bits, and 65535 blocks of up to 1024
+# threads stay under it; Level Zero's group counts). A kernel with more blocks of work than that loops over
+# them, block b taking blocks b, b + grid, b + 2·grid, … (grid-stride), so no extent a 64-bit index holds
+# makes a launch any target refuses; under the limit each block's loop runs once.
+GRID_LIMIT = 65535
+
+
+def grid_dim(blocks: str) -> str:
+    """A launch grid dimension for `blocks` blocks of work (an extent expression), capped at GRID_LIMIT."""
+    return f"min({blocks}, {GRID_LIMIT})"
+
+
+def block_loop(var: str, dim: int, blocks: str, body: list[str]) -> list[str]:
+    """Kernel source running `body` (lines indented four spaces or more) for each of the `blocks` blocks of
+    work (a kernel expression) along grid dimension `dim` that this block takes, as block index `var`."""
+    return [f"    for {var} in range(launch.block_id({dim}), {blocks}, launch.grid_dim({dim})):",
+            *["    " + line for line in body]]
+
+
+def _blocks_of(extent: str, size: int) -> str:
+    """Kernel expression: how many blocks of `size` cover `extent` (a kernel expression)."""
+    return f"({extent} + {size - 1}) // {size}" if size > 1 else extent
+
+
 # Threads of an elementwise kernel's block: block_x along a row, as many rows as make this many. One row per
 # block ([128, 1, 1]) made a [8192, 16384] kernel a million blocks, and on an H100 such kernels ran at the
 # rate the device starts blocks (about 0.6 ns a block: 1.2 TB/s for an f32-to-bf16 gelu, 0.8 TB/s for a
@@ -258,17 +283,17 @@ def elementwise(name: str, ops: list, inputs: list, outputs: list, dims: dict, b
         if j:
             lines.append(f"        if row0 + {j} < O0.shape[0]:")
         lines += [("    " if j else "") + at(line, j) for line in stores]
+    rows = max(1, ELEMENTWISE_THREADS // block_x)
+    body = [f"    col = cb * {block_x} + launch.local_id(0)", f"    row0 = (rb * {rows} + launch.local_id(1)) * {V}",
+            "    if col < O0.shape[1] and row0 < O0.shape[0]:", *lines]
     src = "\n".join([
         "import math", "", "",
         "@kernel",
         f"def {name}({', '.join(params)}):",
-        "    col = launch.thread_id(0)",
-        f"    row0 = launch.thread_id(1) * {V}",
-        "    if col < O0.shape[1] and row0 < O0.shape[0]:",
-        *lines, ""])
-    rows = max(1, ELEMENTWISE_THREADS // block_x)
+        *block_loop("rb", 1, _blocks_of("O0.shape[0]", rows * V),
+                    block_loop("cb", 0, _blocks_of("O0.shape[1]", block_x), body)), ""])
     return KernelSource(name, src, inputs, outputs, views, block=(block_x, rows, 1),
-                        grid=(f"ceil(C/{block_x})", f"ceil(R/{rows * V})", "1"),
+                        grid=(grid_dim(f"ceil(C/{block_x})"), grid_dim(f"ceil(R/{rows * V})"), "1"),
                         extra={"scalars": [e for _, e in scalars]})
 
 
@@ -392,18 +417,19 @@ def blocks(name: str, op, dims: dict, block_x: int) -> tuple[str, dict]:
     load = op.operation.name == "ttensor.load_blocks"
     lines = ["import math", "", "", "@kernel",
              f"def {name}(X: tensor[{dt}, \"XR\", \"D\"], Y: tensor[{dt}, \"YR\", \"D\"]):",
-             "    col = launch.thread_id(0)", "    row = launch.thread_id(1)",
-             "    if col < Y.shape[1] and row < Y.shape[0]:"]
+             "    for row in range(launch.block_id(1), Y.shape[0], launch.grid_dim(1)):"]
+    body = [f"    col = cb * {block_x} + launch.local_id(0)", "    if col < Y.shape[1]:"]
     if load:
         other = float_literal(ir.FloatAttr(op.attributes["other"]).value)
-        lines += ["        if row < X.shape[0]:", "            Y[row, col] = X[row, col]", "        else:",
-                  f"            Y[row, col] = {other if dt in ('f32', 'f64') else f'{dt}({other})'}", ""]
+        body += ["        if row < X.shape[0]:", "            Y[row, col] = X[row, col]", "        else:",
+                 f"            Y[row, col] = {other if dt in ('f32', 'f64') else f'{dt}({other})'}"]
     else:
-        lines += ["        Y[row, col] = X[row, col]", ""]
+        body += ["        Y[row, col] = X[row, col]"]
+    lines += ["    " + line for line in block_loop("cb", 0, _blocks_of("Y.shape[1]", block_x), body)] + [""]
     xd, yd = dims[x], dims[y]
     env = {"XR": product(xd[:-1]) if not load else xd[0], "YR": product(yd[:-1]) if load else yd[0],
            "D": product(xd[1:] if load else xd[2:])}
-    step = {"env": env, "block": [block_x, 1, 1], "grid": [f"ceil(D/{block_x})", "YR", "1"],
+    step = {"env": env, "block": [block_x, 1, 1], "grid": [grid_dim(f"ceil(D/{block_x})"), grid_dim("YR"), "1"],
             "args": [{"value": x, "shape": ["XR", "D"]}, {"value": y, "shape": ["YR", "D"]}]}
     return "\n".join(lines), step
 
@@ -443,8 +469,8 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: lis
     params = [f"X: tensor[{dt_in}, \"R\", \"C\"]"]
     views = ["matrix"]
     inputs = [x]
-    head = [f"    W = {warp}", "    lane = launch.local_id(0)", "    r = launch.thread_id(1)",
-            "    if r < X.shape[0]:", "        n = X.shape[1]"]
+    head = [f"    W = {warp}", "    lane = launch.local_id(0)"]
+    each = [f"    r = rb * {rows_per_block} + launch.local_id(1)", "    if r < X.shape[0]:", "        n = X.shape[1]"]
     lines: list[str] = []
     if kind in ("ttensor.softmax", "ttensor.log_softmax"):
         axis = ir.IntegerAttr(op.attributes["axis"]).value % len(xd)
@@ -464,7 +490,7 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: lis
             # scores of queries × keys: query r % SQ sees keys 0..r % SQ (top-left aligned); the rest is 0
             params.append("SQ: int64")
             extra = {"scalars": [ir.StringAttr(op.attributes["tessera.causal"]).value]}
-            head.append("        lim = r % SQ")
+            each.append("        lim = r % SQ")
         # a bare literal is an f32 variable: an f64 row keeps its maximum and sum in f64
         lowest, zero = (LOWEST_F32, "0.0") if cdt == "f32" else (f"f64({LOWEST_F64})", "f64(0.0)")
         lines += [f"        m = {lowest}", *_row_loop(seen(f"m = max(m, {ld(XRC)})")),
@@ -524,9 +550,10 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: lis
         outputs = [op.results[0]]
     else:
         raise LoweringError(op, f"'{kind}' has no CPU row kernel")
-    src = "\n".join(["import math", "", "", "@kernel", f"def {name}({', '.join(params)}):", *head, *lines, ""])
+    src = "\n".join(["import math", "", "", "@kernel", f"def {name}({', '.join(params)}):", *head,
+                     *block_loop("rb", 0, _blocks_of("X.shape[0]", rows_per_block), each + lines), ""])
     return KernelSource(name, src, inputs, outputs, views, block=(warp, rows_per_block, 1),
-                        grid=("1", f"ceil(R/{rows_per_block})", "1"), extra=extra)
+                        grid=(grid_dim(f"ceil(R/{rows_per_block})"), "1", "1"), extra=extra)
 
 
 # A reduction over trailing axes whose rows are few and long (a loss's mean over a whole tensor: one row)
@@ -546,12 +573,13 @@ def split_chunks(rows: str, cols: str) -> str:
     return f"min(ceil(({cols})/{SPLIT_CHUNK}), max({SPLIT_CHUNKS} // ({rows}), 1))"
 
 
-def split_reduce(name: str, op, warp: int) -> tuple[str, str, str]:
+def split_reduce(name: str, op, warp: int, rows_per_block: int) -> tuple[str, str, str]:
     """The two kernels of a split reduction over trailing axes (see SPLIT_CHUNK), and the partials' dtype.
     The first, `{name}_part(X [R, C], T [R·P] flat, P)`, reduces chunk p of row r (its columns
     [p·L, min((p+1)·L, C)), L = ceil(C/P) rounded up to whole warps, so each chunk's loads stay aligned)
     into T[r·P + p] with one warp; the second, `{name}(T [R, P], Y [R], count)`, reduces each row of
-    partials with one warp and divides a mean by `count`, the row's element count."""
+    partials with one warp and divides a mean by `count`, the row's element count. Both run `rows_per_block`
+    warps a block, their blocks along grid x."""
     x, y = op.operands[0], op.results[0]
     dt_in, dt_out = element_dtype(x), element_dtype(y)
     cdt = compute_dtype(dt_in)
@@ -561,21 +589,25 @@ def split_reduce(name: str, op, warp: int) -> tuple[str, str, str]:
 
     part = ["import math", "", "", "@kernel",
             f"def {name}_part(X: tensor[{dt_in}, \"R\", \"C\"], T: tensor[{cdt}, \"S\"], P: int64):",
-            f"    W = {warp}", "    lane = launch.local_id(0)", "    q = launch.thread_id(1)",
-            "    if q < X.shape[0] * P:", "        r = q // P", "        n = X.shape[1]",
-            "        L = ((n + P - 1) // P + W - 1) // W * W", "        lo = (q % P) * L", "        hi = min(lo + L, n)",
-            f"        acc = {init}", "        for c0 in range(lo, hi, W):", "            c = c0 + lane",
-            "            if c < hi:", f"                acc = {comb.format(a='acc', b=ld(XRC))}",
-            *_butterfly("acc", comb, warp), "        if lane == 0:", "            T[q] = acc", ""]
+            f"    W = {warp}", "    lane = launch.local_id(0)",
+            *block_loop("qb", 0, _blocks_of("X.shape[0] * P", rows_per_block), [
+                f"    q = qb * {rows_per_block} + launch.local_id(1)",
+                "    if q < X.shape[0] * P:", "        r = q // P", "        n = X.shape[1]",
+                "        L = ((n + P - 1) // P + W - 1) // W * W", "        lo = (q % P) * L",
+                "        hi = min(lo + L, n)", f"        acc = {init}", "        for c0 in range(lo, hi, W):",
+                "            c = c0 + lane", "            if c < hi:", f"                acc = {comb.format(a='acc', b=ld(XRC))}",
+                *_butterfly("acc", comb, warp), "        if lane == 0:", "            T[q] = acc"]), ""]
     result = f"acc / {cdt}(count)" if red == "mean" else "acc"
     result = f"{dt_out}({result})" if dt_out != cdt else result
     finish = ["import math", "", "", "@kernel",
               f"def {name}(T: tensor[{cdt}, \"R\", \"C\"], Y: tensor[{dt_out}, \"R\"]"
               f"{', count: int64' if red == 'mean' else ''}):",
-              f"    W = {warp}", "    lane = launch.local_id(0)", "    r = launch.thread_id(1)",
-              "    if r < T.shape[0]:", "        n = T.shape[1]", f"        acc = {init}",
-              *_row_loop([f"acc = {comb.format(a='acc', b='T[r, c]')}"]), *_butterfly("acc", comb, warp),
-              "        if lane == 0:", f"            Y[r] = {result}", ""]
+              f"    W = {warp}", "    lane = launch.local_id(0)",
+              *block_loop("rb", 0, _blocks_of("T.shape[0]", rows_per_block), [
+                  f"    r = rb * {rows_per_block} + launch.local_id(1)", "    if r < T.shape[0]:",
+                  "        n = T.shape[1]", f"        acc = {init}",
+                  *_row_loop([f"acc = {comb.format(a='acc', b='T[r, c]')}"]), *_butterfly("acc", comb, warp),
+                  "        if lane == 0:", f"            Y[r] = {result}"]), ""]
     return "\n".join(part), "\n".join(finish), cdt
 
 
@@ -615,9 +647,10 @@ def strided_reduce_split(name: str, op, dims: dict, block_x: int) -> tuple[Kerne
     finish = ["import math", "", "", "@kernel",
               f"def {name}(T: tensor[{cdt}, \"S0\"], Y: tensor[{dt_out}, \"S1\"], P: int64"
               f"{', count: int64' if red == 'mean' else ''}):",
-              "    o = launch.thread_id(0)", "    if o < Y.shape[0]:", "        K = Y.shape[0]", f"        acc = {init}",
-              "        for p in range(P):", f"            acc = {comb.format(a='acc', b='T[p * K + o]')}",
-              f"        Y[o] = {result}", ""]
+              *block_loop("ob", 0, _blocks_of("Y.shape[0]", block_x), [
+                  f"    o = ob * {block_x} + launch.local_id(0)", "    if o < Y.shape[0]:", "        K = Y.shape[0]",
+                  f"        acc = {init}", "        for p in range(P):",
+                  f"            acc = {comb.format(a='acc', b='T[p * K + o]')}", f"        Y[o] = {result}"]), ""]
     return part, "\n".join(finish), cdt, part.extra["scalars"][-1]
 
 
@@ -650,10 +683,11 @@ def _strided_reduce(name: str, op, xd: list, axes: list, init: str, comb: str, m
     if split:   # thread (o, p): chunk p of the outermost reduced run, into T[p·K + o]
         scalars += [("K", product([d for k in kept for d in runs[k][1]])),
                     ("P", strided_chunks(product([d for k in kept for d in runs[k][1]]), product(runs[loops[0]][1])))]
-        lines = ["    o = launch.thread_id(0)", "    p = launch.thread_id(1)", "    if o < K and p < P:", "        q = o",
+        lines = [f"    o = ob * {block_x} + launch.local_id(0)", "    if o < K and p < P:", "        q = o",
                  "        base = 0"]
     else:
-        lines = ["    o = launch.thread_id(0)", "    if o < Y.shape[0]:", "        q = o", "        base = 0"]
+        lines = [f"    o = ob * {block_x} + launch.local_id(0)", "    if o < Y.shape[0]:", "        q = o",
+                 "        base = 0"]
     for n, k in enumerate(reversed(kept)):   # the output index, last kept run fastest
         last = n == len(kept) - 1
         lines += [f"        base += {'q' if last else f'(q % e{k})'} * st{k}"] + ([] if last else [f"        q = q // e{k}"])
@@ -672,18 +706,21 @@ def _strided_reduce(name: str, op, xd: list, axes: list, init: str, comb: str, m
         lines.append("        T[p * K + o] = acc")
         params = [f"X: tensor[{element_dtype(x)}, \"S0\"]", f"T: tensor[{cdt}, \"S1\"]",
                   *[f"{n}: int64" for n, _ in scalars]]
-        src = "\n".join(["import math", "", "", "@kernel", f"def {name}_part({', '.join(params)}):", *lines, ""])
+        src = "\n".join(["import math", "", "", "@kernel", f"def {name}_part({', '.join(params)}):",
+                         *block_loop("p", 1, "P", block_loop("ob", 0, _blocks_of("K", block_x), lines)), ""])
         return KernelSource(f"{name}_part", src, [x], [], ["scalar", "scalar"], block=(block_x, 1, 1),
-                            grid=(f"ceil(R/{block_x})", "C", "1"), extra={"scalars": [e for _, e in scalars]})
+                            grid=(grid_dim(f"ceil(R/{block_x})"), grid_dim("C"), "1"),
+                            extra={"scalars": [e for _, e in scalars]})
     if mean:
         scalars.append(("count", product([d for k in loops for d in runs[k][1]])))
         lines.append(f"        acc = acc / {compute_dtype(element_dtype(x))}(count)")
     lines.append(f"        Y[o] = {st('acc')}")
     params = [f"X: tensor[{element_dtype(x)}, \"S0\"]", f"Y: tensor[{element_dtype(y)}, \"S1\"]",
               *[f"{n}: int64" for n, _ in scalars]]
-    src = "\n".join(["import math", "", "", "@kernel", f"def {name}({', '.join(params)}):", *lines, ""])
+    src = "\n".join(["import math", "", "", "@kernel", f"def {name}({', '.join(params)}):",
+                     *block_loop("ob", 0, _blocks_of("Y.shape[0]", block_x), lines), ""])
     return KernelSource(name, src, [x], [y], ["scalar", "scalar"], block=(block_x, 1, 1),
-                        grid=(f"ceil(R/{block_x})", "1", "1"), extra={"scalars": [e for _, e in scalars]})
+                        grid=(grid_dim(f"ceil(R/{block_x})"), "1", "1"), extra={"scalars": [e for _, e in scalars]})
 
 
 def transpose(name: str, op, dims: dict) -> KernelSource:
@@ -697,13 +734,12 @@ def transpose(name: str, op, dims: dict) -> KernelSource:
     src = "\n".join([
         "@kernel",
         f"def {name}(X: tensor[{dt}, \"B\", \"R\", \"C\"], Y: tensor[{dt}, \"B\", \"C\", \"R\"]):",
-        "    i = launch.thread_id(0)",
-        "    j = launch.thread_id(1)",
-        "    b = launch.thread_id(2)",
-        "    if i < X.shape[1] and j < X.shape[2] and b < X.shape[0]:",
-        "        Y[b, j, i] = X[b, i, j]", ""])
+        *block_loop("b", 2, "X.shape[0]", block_loop("jb", 1, _blocks_of("X.shape[2]", 4), block_loop(
+            "ib", 0, _blocks_of("X.shape[1]", 32), [
+                "    i = ib * 32 + launch.local_id(0)", "    j = jb * 4 + launch.local_id(1)",
+                "    if i < X.shape[1] and j < X.shape[2]:", "        Y[b, j, i] = X[b, i, j]"]))), ""])
     return KernelSource(name, src, [x], [op.results[0]], ["bmn", "bnm"], block=(32, 4, 1),
-                        grid=("ceil(R/32)", "ceil(C/4)", "B"))
+                        grid=(grid_dim("ceil(R/32)"), grid_dim("ceil(C/4)"), grid_dim("B")))
 
 
 def push(name: str, op) -> KernelSource:
@@ -712,11 +748,11 @@ def push(name: str, op) -> KernelSource:
     src = "\n".join([
         "@kernel",
         f"def {name}(V: tensor[{dt}, \"S0\"], X: tensor[{dt}, \"C\"], Y: tensor[{dt}, \"R\", \"C\"]):",
-        "    c = launch.thread_id(0)",
-        "    if c < Y.shape[1]:",
-        "        Y[0, c] = V[0] if c == 0 else X[max(c - 1, 0)]", ""])
+        *block_loop("cb", 0, _blocks_of("Y.shape[1]", 64), [
+            "    c = cb * 64 + launch.local_id(0)", "    if c < Y.shape[1]:",
+            "        Y[0, c] = V[0] if c == 0 else X[max(c - 1, 0)]"]), ""])
     return KernelSource(name, src, [op.operands[0], op.operands[1]], [op.results[0]], ["scalar", "cols", "matrix"],
-                        block=(64, 1, 1), grid=("ceil(C/64)", "1", "1"))
+                        block=(64, 1, 1), grid=(grid_dim("ceil(C/64)"), "1", "1"))
 
 
 def convert(name: str, src_dtype: str, dst_dtype: str) -> str:

@@ -26,6 +26,7 @@
 # PTX-LABEL: .visible .entry row_sum__row0(
 # PTX:         shfl.sync.bfly.b32
 # PTX-LABEL: .visible .entry where_less__elementwise0(
+# PTX:         ld.global.b32
 # PTX:         setp.lt.s64 [[P:%p[0-9]+]]
 # PTX-NEXT:    selp.b16 [[B:%rs[0-9]+]], 1, 0, [[P]];
 # PTX:         st.global.b8 [{{.+}}], [[B]];

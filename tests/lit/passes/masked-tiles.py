@@ -37,7 +37,7 @@ from tessera import kernel, tile
 # Padded keys: column (row // 32)·32 + col of the scores past Q's extent becomes -inf.
 # KERN-LABEL: func.func @attention__elementwise3(
 # KERN-SAME:    tessera.name = "m0_rows"
-# KERN:         arith.floordivsi
+# KERN:         arith.floordivsi %{{[0-9]+}}, %{{[0-9]+}} : index
 # KERN:         %[[KEEP:.+]] = arith.cmpi slt
 # KERN:         %[[NINF:.+]] = arith.constant 0xFF800000 : f32
 # KERN:         arith.select %[[KEEP]], %{{.+}}, %[[NINF]] : f32
