@@ -753,6 +753,138 @@ class MaskBlocksOp(_TensorOp, name="mask_blocks", traits=[ext.Pure]):
         _check_fill_value(self, x)
 
 
+def conv_extent(length: int, kernel: int, stride: int, lo: int, hi: int, dilation: int) -> int:
+    """The output extent of a convolution along one spatial axis (PyTorch's formula): the window positions
+    ``i * stride - lo`` whose taps ``+ j * dilation`` (j < kernel) all lie in the padded input."""
+    return (length + lo + hi - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def _conv_geometry(op, x, spatial: int) -> tuple[list, list, list]:
+    """(stride, padding pairs, dilation) of a conv or im2col op, checked for `spatial` spatial axes."""
+    if x.rank not in (3, 4):
+        raise Invalid(f"input must be [N, C, L] or [N, C, H, W] (rank 3 or 4), got rank {x.rank}")
+    stride, pad, dil = _ints(op.stride), _ints(op.padding), _ints(op.dilation)
+    if len(stride) != spatial or len(dil) != spatial or len(pad) != 2 * spatial:
+        raise Invalid(f"stride and dilation take {spatial} value(s), padding {2 * spatial} (low and high per "
+                      f"axis), got {len(stride)}, {len(dil)} and {len(pad)}")
+    if min(stride) < 1 or min(dil) < 1:
+        raise Invalid(f"stride {stride} and dilation {dil} must be positive")
+    if min(pad) < 0:
+        raise Invalid(f"padding {pad} must be >= 0")
+    return stride, [pad[2 * i:2 * i + 2] for i in range(spatial)], dil
+
+
+def _conv_out(x, kernel: list, stride: list, pads: list, dil: list) -> list:
+    """The output's spatial extents (None where the input's is known only at run time); refuses an empty one."""
+    out = []
+    for length, k, s, (lo, hi), d in zip(shape_of(x)[2:], kernel, stride, pads, dil):
+        if length is None:
+            out.append(None)
+            continue
+        e = conv_extent(length, k, s, lo, hi, d)
+        if e < 1:
+            raise Invalid(f"the window ({k} taps, dilation {d}) does not fit the padded extent {length + lo + hi}:"
+                          f" the output would be empty")
+        out.append(e)
+    return out
+
+
+class ConvOp(_TensorOp, name="conv", traits=[ext.Pure]):
+    """A cross-correlation, PyTorch's `conv1d`/`conv2d`: input ``[N, C, L]`` or ``[N, C, H, W]``, weight ``[O, C,
+    K]`` or ``[O, C, KH, KW]``, result ``[N, O, L']`` / ``[N, O, H', W']`` of the input's element type (a
+    float type; accumulated in f32, f64 for f64). `stride` and `dilation` hold one value per spatial axis,
+    `padding` two (zeros before and after): ``out[n, o, i] = Σ_c,j x[n, c, i·stride − lo + j·dilation] ·
+    w[o, c, j]``."""
+
+    input: ext.Operand[typing.Any]
+    weight: ext.Operand[typing.Any]
+    stride: ir.ArrayAttr
+    padding: ir.ArrayAttr
+    dilation: ir.ArrayAttr
+    result: ext.Result[typing.Any]
+
+    def rules(self, *ts) -> None:
+        x, w, r = ts
+        stride, pads, dil = _conv_geometry(self, x, x.rank - 2)
+        if w.rank != x.rank:
+            raise Invalid(f"weight must be [O, C, kernel...] of the input's rank {x.rank}, got rank {w.rank}")
+        if not _floats(x) or w.element_type != x.element_type or r.element_type != x.element_type:
+            raise Invalid(f"input, weight and result must have one floating-point element type, got "
+                          f"{x.element_type}, {w.element_type} and {r.element_type}")
+        sx, sw = shape_of(x), shape_of(w)
+        if not compatible([sx[1]], [sw[1]]):
+            raise Invalid(f"the input has {sx[1]} channels, the weight {sw[1]}")
+        if None in sw[2:]:
+            raise Invalid(f"the kernel extents must be static, got {sw[2:]}")
+        want = [sx[0], sw[0]] + _conv_out(x, sw[2:], stride, pads, dil)
+        if not compatible(shape_of(r), want):
+            raise Invalid(f"result shape {shape_of(r)} must be {want}")
+
+
+class Im2colOp(_TensorOp, name="im2col", traits=[ext.Pure]):
+    """A convolution's patches as a matrix (passes/convolution.py rewrites `conv` as this and a GEMM): row
+    ``(n, i...)`` of the result ``[N · L'..., C · K...]`` holds the window of output position i of image n,
+    column ``(c, j...)`` input element ``x[n, c, i·stride − lo + j·dilation]``, 0 in the padding. `kernel`
+    holds the window's extents. `circular`: the padding wraps around (index modulo the extent, so each side's
+    padding is at most the extent) instead of holding zeros; `flip`: column j holds tap K − 1 − j (per axis),
+    so that the GEMM with a kernel h is a convolution, not a correlation (tod.conv1d's circulant:
+    passes/tod_lower.py)."""
+
+    input: ext.Operand[typing.Any]
+    kernel: ir.ArrayAttr
+    stride: ir.ArrayAttr
+    padding: ir.ArrayAttr
+    dilation: ir.ArrayAttr
+    circular: typing.Any  # BoolAttr
+    flip: typing.Any  # BoolAttr
+    result: ext.Result[typing.Any]
+
+    def rules(self, *ts) -> None:
+        _im2col_rules(self, *ts)
+        x = ts[0]
+        if ir.BoolAttr(self.circular).value:
+            pad = _ints(self.padding)
+            for i, n in enumerate(shape_of(x)[2:]):
+                if n is None or max(pad[2 * i:2 * i + 2]) > n:
+                    raise Invalid(f"circular padding {pad[2 * i:2 * i + 2]} must be at most the static extent {n}")
+
+
+def _im2col_rules(op, x, m, what: str = "result") -> None:
+    """The rules of im2col `op` from x to its matrix m (col2im's, `what` = "input", from m back to x)."""
+    stride, pads, dil = _conv_geometry(op, x, x.rank - 2)
+    kernel = _ints(op.kernel)
+    if len(kernel) != x.rank - 2 or min(kernel) < 1:
+        raise Invalid(f"kernel {kernel} must hold {x.rank - 2} positive extent(s)")
+    sx = shape_of(x)
+    out = _conv_out(x, kernel, stride, pads, dil)
+    rows = None if None in [sx[0], *out] else _count([sx[0], *out])
+    cols = None if sx[1] is None else sx[1] * _count(kernel)
+    if not compatible(shape_of(m), [rows, cols]) or m.element_type != x.element_type:
+        raise Invalid(f"{what} must be [{rows}, {cols}] (positions, channels x taps) of the image's element "
+                      f"type, got {shape_of(m)} of {m.element_type}")
+
+
+class Col2imOp(_TensorOp, name="col2im", traits=[ext.Pure]):
+    """im2col's adjoint (a conv's input gradient, passes/autodiff_conv.py): each column ``(c, j...)`` of row
+    ``(n, i...)`` of `input` ``[N · L'..., C · K...]`` is added into element ``[n, c, i·stride − lo +
+    j·dilation]`` of a tensor of `like`'s type ``[N, C, *S]`` (positions in the padding are dropped). `like`
+    gives only the extents."""
+
+    input: ext.Operand[typing.Any]
+    like: ext.Operand[typing.Any]
+    kernel: ir.ArrayAttr
+    stride: ir.ArrayAttr
+    padding: ir.ArrayAttr
+    dilation: ir.ArrayAttr
+    result: ext.Result[typing.Any]
+
+    def rules(self, *ts) -> None:
+        cols, like, r = ts
+        _im2col_rules(self, like, cols, "input")
+        if r != like:
+            raise Invalid(f"the result must have like's type {like}, got {r}")
+
+
 class ConstantOp(_TensorOp, name="constant", traits=[ext.Pure]):
     """A tensor of one repeated value (`value` is a float or integer attribute of the element type)."""
 

@@ -29,7 +29,7 @@ from ..diagnostics import LoweringError
 from ..dialects import ttensor
 from ..dialects.support import create
 from ..mlir import ir
-from . import autodiff_attention, autodiff_operators, autodiff_policy, graph_shapes
+from . import autodiff_attention, autodiff_conv, autodiff_operators, autodiff_policy, graph_shapes
 
 def _name(op) -> str:
     return ir.StringAttr(op.attributes["sym_name"]).value
@@ -578,6 +578,8 @@ _JVP = {
 }
 _VJP.update(autodiff_operators.VJP)   # the operator algebra's rules
 _JVP.update(autodiff_operators.JVP)
+_VJP.update(autodiff_conv.VJP)        # conv's (as GEMMs, im2col and its adjoint)
+_JVP.update(autodiff_conv.JVP)
 
 
 # -- expansions: ops differentiated through their definition ---------------------------------------------
@@ -627,7 +629,8 @@ def _refuse(op, derived: str, mode: str):
     return LoweringError(op, f"{what(op)} has no {mode} differentiation rule yet (needed by '{derived}'); "
                              f"differentiable ops: matmul, elementwise ops, bias_add, transpose, reshape, "
                              f"broadcast_to, sum, mean, max, min, prod, softmax, log_softmax, layernorm, rmsnorm, "
-                             f"cast, dropout, flash_attention, and the operator algebra's ops (real operators)")
+                             f"cast, dropout, flash_attention, conv1d, conv2d, and the operator algebra's ops "
+                             f"(real operators)")
 
 
 class _Copier:

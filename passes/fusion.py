@@ -40,7 +40,7 @@ from .schedule_ir import graph_ops
 ELEMENTWISE = {"ttensor.unary", "ttensor.binary", "ttensor.bias_add", "ttensor.cast", "ttensor.broadcast",
                "ttensor.dropout", "ttensor.mask_blocks", "ttensor.select"}
 # Operands an op reads only for their extents: no kernel loads them, the plan passes the extent.
-EXTENT_ONLY = {"ttensor.store_blocks": 1, "ttensor.mask_blocks": 1}
+EXTENT_ONLY = {"ttensor.store_blocks": 1, "ttensor.mask_blocks": 1, "ttensor.col2im": 1}
 ROW = {"ttensor.softmax", "ttensor.log_softmax", "ttensor.layernorm", "ttensor.rmsnorm", "ttensor.reduce"}
 EPILOGUE_UNARY = {"relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh"}
 
@@ -108,6 +108,8 @@ def kind_of(op) -> str | None:
         return "blocks"
     if name == "ttensor.push":   # reads the history one place over: a kernel of its own (kernelgen.push)
         return "push"
+    if name in ("ttensor.im2col", "ttensor.col2im"):   # gathers of windows: kernels of their own
+        return name[len("ttensor."):]                     # (passes/convolution.py)
     return None
 
 

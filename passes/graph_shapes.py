@@ -11,7 +11,7 @@ import json
 import re
 
 from ..diagnostics import LoweringError
-from ..dialects.ttensor import as_read, matmul_transposes
+from ..dialects.ttensor import as_read, conv_extent, matmul_transposes
 from ..mlir import ir
 from .schedule_ir import graph_ops
 
@@ -171,6 +171,17 @@ def _rule(op, ins: list[Dims]) -> list[Dims]:
         return [ins[0][:-1]]
     if name == "ttensor.attention_grad":  # the extents of the operand it differentiates
         return [ins["qkv".index(ir.StringAttr(op.attributes["wrt"]).value)]]
+    if name == "ttensor.conv":   # the extents after N and O are static (the frontend requires it)
+        return [[ins[0][0], ins[1][0]] + _static(t)[2:]]
+    if name == "ttensor.col2im":   # like's extents
+        return [ins[1]]
+    if name == "ttensor.im2col":   # [N · output positions, C · taps]: only N may be known at run time
+        x = ir.RankedTensorType(op.operands[0].type)
+        kernel, stride, pad, dil = (_ints(op.attributes[a]) for a in ("kernel", "stride", "padding", "dilation"))
+        positions = 1
+        for i, (k, s, d) in enumerate(zip(kernel, stride, dil)):
+            positions *= conv_extent(x.get_dim_size(2 + i), k, s, pad[2 * i], pad[2 * i + 1], d)
+        return [[product([ins[0][0], str(positions)]), _static(t)[1]]]
     if name == "ttensor.load_blocks":
         step = ir.IntegerAttr(op.attributes["step"]).value
         return [[blocks(ins[0][0], step), str(step)] + ins[0][1:]]

@@ -8,7 +8,7 @@ structure in ttensor ops that every target already lowers (GEMMs, fused elementw
     plus(A, B) x          A x + B x                      compose(A, B) x        A (B x)   (a GEMM chain)
     projector(U) x        U (Uᵀ X)                       power(A, n) x          A (… (A x))
     sym(A), skew(A) x     (A x ± Aᵀ x) / 2               commutator(A, B) x     A (B x) − B (A x)
-    eye x = x             zero x = 0
+    eye x = x             zero x = 0                     conv1d(h) x            Σ_j h[j] · x[(i − j) mod n]
 
 so a factorization dense(U) ∘ diag(s) ∘ adjoint(dense(V)) applied to x is three kernels (two GEMMs and a
 scaling, or one GEMM with the scaling fused by the fusion phase), never the m×n product. Adjoints push down to
@@ -22,7 +22,8 @@ k carried along, X [..., Din_A, Din_B·k] is multiplied by A as one GEMM, reshap
 and B applied to that as a batch of Dout_A GEMMs: neither A ⊗ B nor a transpose is formed.
 
 Only real operators lower (the Graph IR has no complex tensors), with static extents where a Kronecker
-product's reshape needs them. Everything else — the Fourier transforms, conv1d, direct sums, expm, resolvents,
+product's reshape needs them. A circulant conv1d(h) is a circular im2col of x's columns (passes/convolution.py)
+times h, summed over the taps. Everything else — the Fourier transforms, direct sums, expm, resolvents,
 the spectral ops and the operator-valued queries (norm, matrix, …) — is refused at the user's line, naming the
 op and the target; the reference interpreter (tessera.interpret) runs them.
 """
@@ -34,11 +35,12 @@ from math import prod
 from ..diagnostics import LoweringError
 from ..dialects import tod, ttensor
 from ..mlir import ir
-from .decompose import _bin, _const, _elt, _i64, _shape, _swap_last, _to
+from . import convolution
+from .decompose import _bin, _const, _elt, _i64, _reduce, _shape, _swap_last, _to
 
 # why an op has no lowering yet, where there is more to say than its name
 _MISSING = {
-    **dict.fromkeys(("tod.fft", "tod.ifft", "tod.conv1d"), "FFT tile kernels"),
+    **dict.fromkeys(("tod.fft", "tod.ifft"), "FFT tile kernels"),
     **dict.fromkeys(("tod.spectral", "tod.truncate", "tod.reconstruct", "tod.pseudoinverse", "tod.norm",
                      "tod.spectral_radius"), "an SVD or eigensolver kernel"),
     "tod.expm": "a matrix exponential kernel",
@@ -62,6 +64,7 @@ def run(fn, target: str) -> int:
         if op.operation.name.startswith("tod.") and not any(
                 isinstance(r.type, (tod.OperatorType, tod.SpectralType)) for r in op.results):
             raise _refusal(op, target)
+    convolution.decompose(fn)   # the program's convolutions as GEMMs too, before anything plans them
     return len(applies)
 
 
@@ -101,6 +104,10 @@ def _complex_source(value):
             if found is not None:
                 return found
     return owner if tod.is_complex(tod.operator_sig(value.type).elem) else None
+
+
+def _i64s(vals: list[int]) -> ir.ArrayAttr:
+    return ir.ArrayAttr.get([_i64(v) for v in vals])
 
 
 def _reshape(x, shape: list[int]) -> ir.Value:
@@ -176,7 +183,28 @@ class _Lowering:
                         self.act(b, self.act(a, x, adjoint), adjoint))
         if name in ("tod.kronecker", "tod.tensor"):
             return self._kronecker(owner, x, adjoint)
+        if name == "tod.conv1d":
+            return self._circulant(owner, x, adjoint)
         raise _refusal(owner, self.target)
+
+    def _circulant(self, owner, x, adjoint: bool) -> ir.Value:
+        """conv1d(h) x, (h ⊛ x)[i] = Σ_{j<m} h[j] x[(i − j) mod n], for each column of X [..., n, k]: the
+        columns as a batch of one-channel signals [B, 1, n], their circular windows as an im2col (padding m − 1
+        wrapped around, taps flipped, so column j holds x[(i − j) mod n]; the adjoint's, x[(i + j) mod n], are
+        neither), times h broadcast along the rows, summed over the taps: a gather, an elementwise product and
+        a row sum, no n×n matrix, on every target and dtype."""
+        shape = _shape(x.type)
+        if any(ir.ShapedType.is_dynamic_size(d) for d in shape):
+            raise _refusal(owner, self.target, ": a circulant applies to tensors of static extents only")
+        lead, n, k = shape[:-2], shape[-2], shape[-1]
+        h = _to(owner.operands[0], self.element)
+        m, b = _shape(h.type)[0], prod(lead) * k
+        signals = _reshape(_swap_last(x), [b, 1, n])
+        cols = convolution.im2col(signals, [m], _i64s([1]), _i64s([0, m - 1] if adjoint else [m - 1, 0]),
+                                  _i64s([1]), ir.RankedTensorType.get([b * n, m], self.element), circular=True,
+                                  flip=not adjoint)
+        y = _reduce("sum", _bin("mul", cols, h), keepdims=False)
+        return _swap_last(_reshape(y, lead + [k, n]))
 
     def _matmul(self, a, b, accum: ir.Type, transposed: bool = False) -> ir.Value:
         """a @ b (aᵀ @ b when `transposed`), `a` a matrix, `b` [..., n, k]. A stack is multiplied as (a Xᵢ)ᵀ = Xᵢᵀ aᵀ with the stack folded

@@ -23,6 +23,7 @@ from .attrs import INT64_MAX
 from .function import _describe
 from .oplib import DTypePolicy, GTensor, graph_op
 from .shapes import Dim, show
+from . import tensor_ops
 from .tensor_ops import _check_kwargs, _i64
 
 F32, F64 = dtypes.BY_NAME["f32"], dtypes.BY_NAME["f64"]
@@ -258,7 +259,10 @@ graph_op("ifft")(_fourier(tod.IFFTOp, "ifft"))
 
 @graph_op("conv1d")
 def conv1d(b, node, args, kwargs):
-    """op.conv1d(h, n): circular convolution with kernel h on length-n vectors."""
+    """op.conv1d(h, n): circular convolution with kernel h on length-n vectors; op.conv1d(x, w, ...), a
+    tensor weight second, is the tensor convolution (tensor_ops.conv1d)."""
+    if len(args) >= 2 and isinstance(args[1], GTensor):
+        return tensor_ops.conv1d(b, node, args, kwargs)
     _check_kwargs(b, node, kwargs, ())
     if len(args) != 2:
         raise b.error(node, "op.conv1d(h, n) takes a kernel and a signal length")

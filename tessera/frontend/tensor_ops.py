@@ -216,6 +216,94 @@ def bias_add(b, node, args, kwargs):
     return _result(b, op, x.dtype, x.dims, x.accum)
 
 
+# -- convolution ------------------------------------------------------------------------------------------
+
+def _per_axis(b, node, value, spatial: int, name: str, what: str) -> list:
+    """`value` as one entry per spatial axis: an int (every axis) or a tuple of one entry per axis."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != spatial:
+            raise b.error(node, f"{what}'s {name} takes {spatial} value(s) (one per spatial axis), got {len(value)}")
+        return list(value)
+    return [value] * spatial
+
+
+def _conv_padding(b, node, padding, kernel: list, stride: list, dilation: list, what: str) -> list[int]:
+    """The padding as [lo, hi] per spatial axis, flattened: an int (both sides of every axis), one entry per
+    axis (an int, or a (lo, hi) pair), "valid" (none) or "same" (stride 1 only: the output has the input's
+    extent, the odd zero after, as PyTorch pads)."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return [0] * (2 * len(kernel))
+        if padding != "same":
+            raise b.error(node, f"{what}'s padding is an int, a tuple, 'same' or 'valid', not {padding!r}")
+        if any(s != 1 for s in stride):
+            raise b.error(node, f"{what}'s padding='same' needs stride 1, got stride {tuple(stride)}")
+        out = []
+        for k, d in zip(kernel, dilation):
+            total = d * (k - 1)
+            out += [total // 2, total - total // 2]
+        return out
+    out = []
+    for p in _per_axis(b, node, padding, len(kernel), "padding", what):
+        pair = list(p) if isinstance(p, (tuple, list)) else [p, p]
+        if len(pair) != 2 or any(type(v) is not int or v < 0 for v in pair):
+            raise b.error(node, f"{what}'s padding {padding!r}: each axis takes an int >= 0 or a (low, high) pair")
+        out += pair
+    return out
+
+
+def _conv(spatial: int):
+    what = f"op.conv{spatial}d"
+    layout = ("[N, C, L]", "[O, C, K]") if spatial == 1 else ("[N, C, H, W]", "[O, C, KH, KW]")
+
+    def build(b, node, args, kwargs):
+        given = _options(b, node, args, kwargs, 2, ("stride", "padding", "dilation"),
+                         ("stride", "padding", "dilation"), what)
+        x, w = _tensors(b, node, args[:2], 2, what)
+        if x.rank != spatial + 2 or w.rank != spatial + 2:
+            raise b.error(node, f"{what} takes an input {layout[0]} and a weight {layout[1]}, got shapes "
+                                f"{b.shapes.show_shape(x.dims)} and {b.shapes.show_shape(w.dims)}")
+        if x.dtype != w.dtype or x.dtype.kind != "float":
+            raise b.error(node, f"{what} takes an input and a weight of one floating-point dtype, got "
+                                f"{x.dtype.name} and {w.dtype.name}")
+        b.unify(node, x.dims[1], w.dims[1], f"{what}'s input channels and the weight's")
+        static = [b.shapes.resolve(d) for d in (x.dims[1], *x.dims[2:], *w.dims[2:])]
+        if any(type(d) is not int for d in static):
+            raise b.error(node, f"{what} needs static channel, spatial and kernel extents, got input "
+                                f"{b.shapes.show_shape(x.dims)} and weight {b.shapes.show_shape(w.dims)}")
+        length, kernel = static[1:1 + spatial], static[1 + spatial:]
+        geometry = {}
+        for name in ("stride", "dilation"):
+            vals = _per_axis(b, node, given.get(name, 1), spatial, name, what)
+            if any(type(v) is not int or v < 1 for v in vals):
+                raise b.error(node, f"{what}'s {name} must be positive ints, got {given.get(name)!r}")
+            geometry[name] = vals
+        pad = _conv_padding(b, node, given.get("padding", 0), kernel, geometry["stride"], geometry["dilation"],
+                            what)
+        out = [ttensor.conv_extent(n, k, s, pad[2 * i], pad[2 * i + 1], d) for i, (n, k, s, d) in
+               enumerate(zip(length, kernel, geometry["stride"], geometry["dilation"]))]
+        if min(out) < 1:
+            raise b.error(node, f"{what}: the window (kernel {tuple(kernel)}, dilation "
+                                f"{tuple(geometry['dilation'])}) does not fit the padded input "
+                                f"{tuple(n + pad[2 * i] + pad[2 * i + 1] for i, n in enumerate(length))}")
+        dims = [x.dims[0], w.dims[0], *out]
+        with b.loc(node):
+            op = ttensor.ConvOp(x.value, w.value, stride=ir.ArrayAttr.get([_i64(v) for v in geometry["stride"]]),
+                                padding=ir.ArrayAttr.get([_i64(v) for v in pad]),
+                                dilation=ir.ArrayAttr.get([_i64(v) for v in geometry["dilation"]]),
+                                result=b.tensor_type(x.dtype, dims))
+        return _result(b, op, x.dtype, dims, x.accum)
+    build.__doc__ = (f"{what}(x {layout[0]}, w {layout[1]}, stride=1, padding=0, dilation=1): PyTorch's "
+                     f"cross-correlation, no groups.")
+    return build
+
+
+# op.conv1d is also the operator algebra's circulant constructor op.conv1d(h, n): operator_ops registers the
+# name and hands a call whose second argument is a tensor to this one
+conv1d = _conv(1)
+graph_op("conv2d")(_conv(2))
+
+
 # -- normalizations and softmax ---------------------------------------------------------------------------
 
 def _along_axis(name: str, op_class):

@@ -17,9 +17,10 @@ NT_TESSERA_IR_VERSION = 2   # the versions of .tessera.ops and .tessera.plan (do
 # misread or fail to parse (an op, attribute or type removed or changed) bumps the major; one it would only fail
 # to parse where the new thing is used (an op or attribute added) bumps the minor. The compatibility rule is
 # `ir_refusal` below and docs/image-format.md's "Versions".
-IR_MAJOR, IR_MINOR = 1, 2   # 1.1: ttensor.select, ttensor.binary floordiv, mod and the comparisons;
+IR_MAJOR, IR_MINOR = 1, 3   # 1.1: ttensor.select, ttensor.binary floordiv, mod and the comparisons;
 #                              1.2: ttensor.quantize, dequantize, push, ttensor.unary's round and
-#                              invert, ttensor.binary's and, or, xor, shl, shr, and ui8 (u8) tensors
+#                              invert, ttensor.binary's and, or, xor, shl, shr, and ui8 (u8) tensors;
+#                              1.3: ttensor.conv, im2col, col2im
 BYTECODE_VERSION = 6   # MLIR's bytecode version 6 (native properties), the newest the torch-mlir wheel writes
 
 SEC_NOTE = ".note.tessera"

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from .. import dtypes
-from ..dialects.ttensor import matmul_transposes
+from ..dialects.ttensor import conv_extent, matmul_transposes
 from ..mlir import ir
 from ..numerics.philox import uniforms
 from ..plan import PlanError, evaluate
@@ -114,6 +114,71 @@ def bias_add(op, ins):
     shape = [1] * x.ndim
     shape[axis] = b.shape[0]
     return [result(op, x + b.reshape(shape))]
+
+
+def _ints(op, name: str) -> list[int]:
+    return [ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes[name])]
+
+
+def _windows(op, x: np.ndarray, kernel: list, circular: bool = False) -> np.ndarray:
+    """The windows of a conv or im2col `op` over x [N, C, *S]: a view [N, C, *out, *kernel] of x padded with
+    zeros (wrapped around where `circular`), element (.., i.., j..) at x's spatial position i·stride − lo +
+    j·dilation."""
+    stride, pad, dil = _ints(op, "stride"), _ints(op, "padding"), _ints(op, "dilation")
+    x = np.pad(x, [(0, 0), (0, 0)] + [(pad[2 * i], pad[2 * i + 1]) for i in range(len(kernel))],
+               mode="wrap" if circular else "constant")
+    out = [conv_extent(n, k, s, 0, 0, d) for n, k, s, d in zip(x.shape[2:], kernel, stride, dil)]
+    st = x.strides[2:]
+    return np.lib.stride_tricks.as_strided(
+        x, x.shape[:2] + tuple(out) + tuple(kernel),
+        x.strides[:2] + tuple(a * s for a, s in zip(st, stride)) + tuple(a * d for a, d in zip(st, dil)),
+        writeable=False)
+
+
+@local("ttensor.conv")
+def conv(op, ins):
+    x, w = ins
+    spatial = x.ndim - 2
+    win = _windows(op, np.asarray(x, np.float64), list(w.shape[2:]))
+    # exact products, summed in f64, then one rounding to the accumulator (f32; f64 for f64) and one to the
+    # result type, as matmul's reference does
+    pos, taps = "ij"[:spatial], "kl"[:spatial]
+    acc = np.einsum(f"nc{pos}{taps},oc{taps}->no{pos}", win, np.asarray(w, np.float64))
+    accum = dtypes.BY_NAME["f64" if dtype_of(op.results[0].type).name == "f64" else "f32"]
+    return [result(op, cast(acc, accum))]
+
+
+@local("ttensor.im2col")
+def im2col(op, ins):
+    x = ins[0]
+    kernel = _ints(op, "kernel")
+    win = _windows(op, x, kernel, _attr_bool(op, "circular"))   # [N, C, *out, *kernel] -> [N, *out, C, *kernel]
+    spatial = len(kernel)
+    if _attr_bool(op, "flip"):
+        win = win[(Ellipsis, *[slice(None, None, -1)] * spatial)]
+    perm = [0, *range(2, 2 + spatial), 1, *range(2 + spatial, 2 + 2 * spatial)]
+    t = np.transpose(win, perm)
+    n_rows = int(np.prod(t.shape[:1 + spatial]))
+    return [result(op, t.reshape(n_rows, -1))]
+
+
+@local("ttensor.col2im")
+def col2im(op, ins):
+    cols, like = ins
+    kernel = _ints(op, "kernel")
+    stride, pad, dil = _ints(op, "stride"), _ints(op, "padding"), _ints(op, "dilation")
+    spatial = len(kernel)
+    padded = [n + pad[2 * i] + pad[2 * i + 1] for i, n in enumerate(like.shape[2:])]
+    out = [conv_extent(n, k, s, 0, 0, d) for n, k, s, d in zip(padded, kernel, stride, dil)]
+    n, c = like.shape[:2]
+    # [N, *out, C, *kernel], summed tap by tap into the padded image in f64, then cropped and rounded once
+    patches = np.asarray(cols, np.float64).reshape(n, *out, c, *kernel)
+    acc = np.zeros((n, c, *padded))
+    for taps in np.ndindex(*kernel):
+        window = tuple(slice(j * d, j * d + (o - 1) * s + 1, s) for j, d, o, s in zip(taps, dil, out, stride))
+        acc[(slice(None), slice(None), *window)] += np.moveaxis(patches[(Ellipsis, *taps)], spatial + 1, 1)
+    crop = tuple(slice(pad[2 * i], pad[2 * i] + m) for i, m in enumerate(like.shape[2:]))
+    return [result(op, acc[(slice(None), slice(None), *crop)])]
 
 
 @local("ttensor.softmax")
