@@ -1,8 +1,7 @@
 """Packing 8-bit GEMM operands for the sm_90a wgmma kernel (gemm_sm90.py): fp8 values held in their f16
 container (passes/fp8_fallback.py) become one-byte e4m3/e5m2 elements, K-major, rows padded with zeros to a
 multiple of 16 bytes (what TMA reads). int8 operands are one byte wide already: their B is copied, bytes
-unchanged, into the same transposed layout (`cols`), which is what wgmma's s8 kind reads; so are f32 ones
-for its tf32 kind (4-byte elements, K a multiple of 4: gemm_lowering.py's tf32 GEMM), which reads K-major only too.
+unchanged, into the same transposed layout (`cols`), which is what wgmma's s8 kind reads.
 
     rows   A [R, K] f16 -> [R, KP] fp8      (already K-major)
     cols   B [K, N] f16 -> [N, KP] fp8      (transposed: wgmma reads 8-bit operands K-major only)
@@ -30,12 +29,11 @@ def padded(k) -> str:
 
 
 def generate(name: str, dtype: str, transpose: bool) -> str:
-    """Kernel `name(src f16* (i8* for dtype "i8", f32* for "f32"), dst u8* (f32*), i64 R|K, i64 K|N, i64 KP)`:
-    `rows` (R, K) or `cols` (K, N) as the module's docstring says. Grid: rows — (ceil(KP/16/128), min(R, 65535))
-    with rows strided by the grid's y; cols — (ceil(N/128), KP/16) (KP/4 for f32: `per_group`)."""
+    """Kernel `name(src f16* (i8* for dtype "i8"), dst u8*, i64 R|K, i64 K|N, i64 KP)`: `rows` (R, K) or
+    `cols` (K, N) as the module's docstring says. Grid: rows — (ceil(KP/16/128), min(R, 65535)) with rows
+    strided by the grid's y; cols — (ceil(N/128), KP/16)."""
     w = Writer()
-    src_ty = {"i8": "i8", "f32": "i32"}.get(dtype, "i16")
-    per = per_group(dtype)
+    src_ty = "i8" if dtype == "i8" else "i16"
     w.label("entry")
     tid = w.sreg("tid.x")
     bx, by = w.sreg("ctaid.x"), w.sreg("ctaid.y")
@@ -55,9 +53,9 @@ def generate(name: str, dtype: str, transpose: bool) -> str:
         w.label("body")
         r, r_next = w.fresh("r"), w.fresh("rn")
         w.emit(f"{r} = phi i64 [{r0}, %start], [{r_next}, %body]")
-    k0 = w.v(f"mul i64 {g}, {per}")
+    k0 = w.v(f"mul i64 {g}, {GROUP}")
     halves = []
-    for j in range(per):
+    for j in range(GROUP):
         k = w.v(f"add i64 {k0}, {j}")
         inside = w.v(f"icmp ult i64 {k}, %K")
         # src index: rows r·K + k, cols k·N + n; clamped to 0 where k is past the end (the load is discarded)
@@ -66,10 +64,9 @@ def generate(name: str, dtype: str, transpose: bool) -> str:
         idx = w.v(f"select i1 {inside}, i64 {idx}, i64 0")
         h = w.v(f"load {src_ty}, ptr addrspace(1) {w.v(f'getelementptr {src_ty}, ptr addrspace(1) %src, i64 {idx}')}")
         halves.append(w.v(f"select i1 {inside}, {src_ty} {h}, {src_ty} 0"))
-    words = halves if dtype == "f32" else _bytes_to_words(w, halves) if dtype == "i8" else \
-        _convert_to_words(w, halves, dtype)
+    words = _bytes_to_words(w, halves) if dtype == "i8" else _convert_to_words(w, halves, dtype)
     at = w.v(f"add i64 {w.v(f'mul i64 {r}, %KP')}, {k0}")
-    ptr = w.v(f"getelementptr {'i32' if dtype == 'f32' else 'i8'}, ptr addrspace(1) %dst, i64 {at}")
+    ptr = w.v(f"getelementptr i8, ptr addrspace(1) %dst, i64 {at}")
     vec = "poison"
     for i, word in enumerate(words):
         vec = w.v(f"insertelement <4 x i32> {vec}, i32 {word}, i32 {i}")
@@ -115,17 +112,11 @@ def _bytes_to_words(w: Writer, values: list[str]) -> list[str]:
     return words
 
 
-def per_group(dtype: str) -> int:
-    """Elements of `dtype` a thread writes: 16 bytes of them."""
-    return GROUP // 4 if dtype == "f32" else GROUP
-
-
-def step(name: str, transpose: bool, src: str, dst: str, env: dict, lead: tuple[str, ...],
-         per: int = GROUP) -> plan.ArgsStep:
+def step(name: str, transpose: bool, src: str, dst: str, env: dict, lead: tuple[str, ...]) -> plan.ArgsStep:
     """The plan step running kernel `name` on plan values `src` → `dst`. `env` binds R (rows), K, N and KP;
-    `lead` is ("BATCH",) when the step runs once per batch entry; `per` is per_group of the dtype."""
+    `lead` is ("BATCH",) when the step runs once per batch entry."""
     if transpose:
-        shapes, grid = (("K", "N"), ("N", "KP")), (f"ceil(N/{THREADS})", f"KP//{per}", "1")
+        shapes, grid = (("K", "N"), ("N", "KP")), (f"ceil(N/{THREADS})", f"KP//{GROUP}", "1")
     else:
         shapes, grid = (("R", "K"), ("R", "KP")), (f"ceil(KP/{GROUP * THREADS})", "min(R, 65535)", "1")
     return plan.ArgsStep(name, env=env, block=(THREADS, 1, 1), grid=grid, batch="BATCH" if lead else None,

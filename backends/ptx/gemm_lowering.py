@@ -30,7 +30,7 @@ from ...passes.kernelgen import element_dtype
 from .. import llvm_compat
 from ..cpu import gemm as cpu_gemm
 from ..cpu.gemm_lowering import _epilogue
-from . import ampere, fp8_pack, gemm_common, gemm_fma, gemm_sm80, gemm_sm90, generated
+from . import ampere, fp8_pack, gemm_common, gemm_fma, gemm_sm80, gemm_sm90, generated, transpose
 from . import hopper as hp
 
 TENSOR_CORE_ARCHS = gemm_sm80.ARCHS
@@ -353,7 +353,7 @@ def _lower_f32(arch: str, precision: str, ctx, kname: str, ops: list) -> list[pl
 def _lower_tf32_sm90(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     """An f32 GEMM group on sm_90a's wgmma tf32 kind, for K a multiple of 4 known at compile time (TMA reads
     A's rows in place, in 16-byte units): wgmma reads tf32 operands K-major only, so B [K, N] is first copied
-    to [N, K] (fp8_pack's `cols`, the f32 words unchanged), as the int8 GEMM's is."""
+    to [N, K] (transpose.py, the f32 words unchanged), as the int8 GEMM's is."""
     mm = ops[0]
     names, env, params, args, operand_dtypes = _signature(ops, ctx)
     try:
@@ -367,9 +367,9 @@ def _lower_tf32_sm90(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     name = f"{kname}_pack_b"
     with mm.location:
         generated.declare(ctx.module, name, [("src", "f32", ("K", "N")), ("dst", "f32", ("N", "KP"))],
-                          fp8_pack.generate(name, "f32", True), [1], {"fp8.pack": "cols"})
+                          transpose.generate(name), [1], {"transpose": "f32 [K, N] -> [N, K]"})
     senv = {"K": d[-2], "N": d[-1], "KP": d[-2], **({"BATCH": env["BATCH"]} if lead else {})}
-    pack = fp8_pack.step(name, True, args[1].value, packed, senv, lead, per=fp8_pack.per_group("f32"))
+    pack = transpose.step(name, args[1].value, packed, senv, lead)
     params[1] = ("B", "f32", ("N", "K"))
     args[1] = plan.TensorArg(packed, (*lead, "N", "K"))
     return [pack, _sm90_step(ctx, mm, spec, params, env, args, None)]

@@ -142,6 +142,10 @@ def test_tf32_on_sm90a_with_static_k_is_wgmma():
     kernels = _kernels(result)
     steps = result.metadata["plans"]["linear_gelu"]["steps"]
     assert [s["kernel"] for s in steps] == ["linear_gelu__gemm0_pack_b", "linear_gelu__gemm0"]
+    # the copy: 32x32 tiles of 256 threads over [K, N] = [40, 72]
+    assert steps[0]["block"] == [256, 1, 1]
+    assert [plan.evaluate(g, {"N": 72, "KP": 40}) for g in steps[0]["grid"]] == [3, 2, 1]
+    assert kernels["linear_gelu__gemm0_pack_b"].props["transpose"] == "f32 [K, N] -> [N, K]"
     assert [a["shape"] for a in steps[1]["args"][:2]] == [["M", "K"], ["N", "K"]]
     k = kernels["linear_gelu__gemm0"]
     assert k.props["ptx.mma"].startswith("wgmma m64n") and k.props["ptx.mma"].endswith("k8 tf32 x tf32")

@@ -32,14 +32,19 @@ def gemm_tf32(A: tensor[f32, "M", "K"], B: tensor[f32, "K", "N"]) -> tensor[f32,
 # KERNELS-LABEL: func.func private @gemm_tf32__gemm0_v4(
 # KERNELS-SAME:    input_precision = "ieee"
 
-# The option, on sm_90a with K static (64): B copied to [N, K] (wgmma reads tf32 K-major only), then wgmma's
+# The option, on sm_90a with K static (64): B copied to [N, K] (transpose.py: wgmma reads tf32 K-major only), then wgmma's
 # tf32 kind on TMA tiles of 32 f32 (128 bytes) of K.
 # OPTION-LABEL: func.func private @linear_relu__gemm0_pack_b(
-# OPTION-SAME:    fp8.pack = "cols"
+# OPTION-SAME:    transpose = "f32 [K, N] -> [N, K]"
 # OPTION-LABEL: func.func private @linear_relu__gemm0(
 # OPTION-SAME:    memref<?x?xf32> {tessera.dims = ["N", "K"], tessera.name = "B"}
 # OPTION-SAME:    input_precision = "tf32"
 # OPTION-SAME:    ptx.mma = "wgmma m64n{{(128|256)}}k8 tf32 x tf32", ptx.tensor_maps = "A:0:32x128:128;B:1:32x{{(128|256)}}:128"
+# The copy: a 32x32 tile through shared memory (rows of B in, rows of the result out).
+# WGMMA-LABEL: .visible .entry linear_relu__gemm0_pack_b(
+# WGMMA-COUNT-4: st.shared.b32
+# WGMMA:       bar.sync 0;
+# WGMMA-COUNT-4: ld.shared.b32
 # WGMMA-LABEL: .visible .entry linear_relu__gemm0(
 # WGMMA:       wgmma.mma_async.sync.aligned.m64n{{(128|256)}}k8.f32.tf32.tf32
 
