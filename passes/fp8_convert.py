@@ -7,8 +7,9 @@ back to the byte, the truncation rounding to nearest even and saturating at the 
 SPIR-V lowering knows those types, so this pass rewrites each conversion into i8 ↔ f32 before the upstream
 conversions run:
 
-    native    ptx sm_90+ (backends/ptx/compiler.py says why not sm_89): cvt.rn.satfinite.{e4m3,e5m2}x2.f32
-              and cvt.rn.f16x2.{e4m3,e5m2}x2 (LLVM's llvm.nvvm.ff.to.*x2.rn / llvm.nvvm.*x2.to.f16x2.rn),
+    native    ptx sm_90+: cvt.rn.satfinite.{e4m3,e5m2}x2.f32 and cvt.rn.f16x2.{e4m3,e5m2}x2 (LLVM's
+              llvm.nvvm.ff.to.*x2.rn / llvm.nvvm.*x2.to.f16x2.rn; on sm_89 LLVM and ptxas both want PTX ISA
+              8.1 for them, and sm_89 images say 8.0, so sm_89 takes the software path),
               the NaN byte put right by a select (the interpreter writes the positive quiet NaN of the
               format whatever the input NaN's sign).
     software  everywhere else: integer arithmetic on the f32's bits, exact round-to-nearest-even (the
