@@ -119,13 +119,22 @@ def record(fn, note: str) -> None:
         fn.attributes["tessera.fallbacks"] = ir.ArrayAttr.get([ir.StringAttr.get(x) for x in recorded + [note]])
 
 
-def attention(fn, fallback: bool = False) -> int:
-    """Rewrites every flash_attention of `fn`; returns how many. `fallback`: the target runs the GEMMs and
-    the softmax as they are (no kernel joins them back), recorded in the function's `tessera.fallbacks`."""
-    targets = [op for op in graph_ops(fn) if op.operation.name == "ttensor.flash_attention"]
-    if not targets:
+def _kept(op, dims: dict, kernels: frozenset) -> bool:
+    """Whether the target's fused attention kernels take Q's (element type, head dimension) (`kernels`:
+    TargetFacts.attention_kernels)."""
+    q = op.operands[0]
+    return (str(_elt(q)), dims[q][-1]) in kernels
+
+
+def attention(fn, fallback: bool = False, keep: frozenset = frozenset()) -> int:
+    """Rewrites each flash_attention of `fn` but those of (element type, head dimension) pairs in `keep`;
+    returns how many. `fallback`: the target runs the GEMMs and the softmax as they are (no kernel joins them
+    back), recorded in the function's `tessera.fallbacks`."""
+    ops = [op for op in graph_ops(fn) if op.operation.name == "ttensor.flash_attention"]
+    if not ops:
         return 0
     dims = graph_shapes.infer(fn)
+    targets = [op for op in ops if not _kept(op, dims, keep)]
     for op in targets:
         if fallback:
             record(fn, f"flash_attention ({_elt(op.operands[0])}) as two GEMMs and a softmax (the probabilities "
@@ -203,14 +212,17 @@ def attention_fp8(fn, fused: frozenset) -> int:
     return len(ops)
 
 
-def attention_backward(fn, fused: frozenset) -> int:
+def attention_backward(fn, fused: frozenset, kernels: frozenset = frozenset()) -> int:
     """The fallback: rewrites `fn`'s attention_grad and attention_lse ops whose Q's element type is not in
-    `fused` (the dtypes the target has fused kernels for); returns how many ops it rewrote."""
-    ops = [op for op in graph_ops(fn) if op.operation.name in ("ttensor.attention_grad", "ttensor.attention_lse")
-           and str(_elt(op.operands[0])) not in fused]
+    `fused` (the dtypes the target has fused kernels for) or, where `kernels` (TargetFacts.attention_kernels)
+    lists pairs, whose (element type, head dimension) is not among them; returns how many ops it rewrote."""
+    ops = [op for op in graph_ops(fn) if op.operation.name in ("ttensor.attention_grad", "ttensor.attention_lse")]
     if not ops:
         return 0
     dims = graph_shapes.infer(fn)
+    ops = [op for op in ops if str(_elt(op.operands[0])) not in fused or (kernels and not _kept(op, dims, kernels))]
+    if not ops:
+        return 0
     grads: dict = {}   # (operands, causal, scale) -> the attention_grad ops of one attention
     lses = []
     for op in ops:

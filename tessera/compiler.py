@@ -109,9 +109,10 @@ def make_schedule(mod: ir.Module, metadata: dict, target, overrides: dict | None
             decompose.scaled_fp8_matmuls(fn)
         decompose.attention_fp8(fn, target.fused_attention_fp8)   # before quantization: it makes quantizes
         decompose.quantization(fn)
-        decompose.attention_backward(fn, target.fused_attention_backward)
-        if target.decompose_attention:   # a fallback where fusion does not join it back into one kernel
-            decompose.attention(fn, fallback=not target.fused_attention)
+        decompose.attention_backward(fn, target.fused_attention_backward, target.attention_kernels)
+        # all of them, or those the target's kernels do not take; a fallback where fusion does not join it back
+        decompose.attention(fn, fallback=not target.fused_attention,
+                            keep=frozenset() if target.decompose_attention else target.attention_kernels)
         decompose.softmax_axes(fn)   # the row kernels normalize the last axis
         if target.gemm_transposes:
             fold_transposes.run(fn, target.gemm_transposes, target.fused_attention)

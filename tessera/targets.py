@@ -59,6 +59,10 @@ class TargetFacts:
     # dimension 128: sm_90a's wgmma e4m3, backends/ptx/attention_fp8_sm90.py); elsewhere it takes the fallback
     # (passes/decompose.attention_fp8).
     fused_attention_fp8: frozenset = frozenset()
+    # (Q's element type, head dimension) pairs the fused flash_attention kernels take, forward and backward
+    # (sm_90a's: bf16 and f16 by 64 and 128). Where the target does not decompose attention, one of another
+    # type or head dimension (a symbolic one included) is decomposed (passes/decompose.py), a recorded fallback.
+    attention_kernels: frozenset = frozenset()
 
     def matches(self, key: str, value: str) -> bool:
         """Whether an `op.specialize(when={key: value})` condition holds for this target."""

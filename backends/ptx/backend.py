@@ -61,8 +61,11 @@ class PTXBackend(Backend):
                             gemm_transposes=frozenset(gemm_lowering.GEMM_TRANSPOSES if arch == "sm_90a" else ()),
                             # wgmma's s8 kind (gemm_sm90.py); other architectures the SIMT GEMM's (simt_gemm.py)
                             integer_matmul=frozenset({"i8"}),
-                            # no fused attention kernel before sm_90a: GEMMs and a softmax (recorded as a fallback)
+                            # no fused attention kernel before sm_90a: GEMMs and a softmax (recorded as a fallback);
+                            # sm_90a's (attention_sm90.py, attention_bwd_sm90.py) take these, the rest falls back too
                             decompose_attention=arch != "sm_90a",
+                            attention_kernels=frozenset((dt, d) for dt in ("bf16", "f16") for d in ("64", "128"))
+                            if arch == "sm_90a" else frozenset(),
                             # wgmma's fp8 kinds fed from one-byte tensors, the two scales and a cast to a 16-bit
                             # result in its epilogue (gemm_lowering.py)
                             scaled_fp8_gemm=arch == "sm_90a",
