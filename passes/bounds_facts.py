@@ -48,6 +48,8 @@ class Facts:
 
     def tensor_name(self, mem: ir.Value) -> str:
         attrs = self._arg_attrs(mem)
+        if "tessera.name" not in attrs and isinstance(mem.owner, ir.OpView):
+            attrs = mem.owner.attributes   # a named local buffer: a shared array (tile.alloc_shared)
         return ir.StringAttr(attrs["tessera.name"]).value if "tessera.name" in attrs else "a local buffer"
 
     def report(self, op, mem: ir.Value) -> str:

@@ -46,9 +46,10 @@ from __future__ import annotations
 
 from ..abi import DIM, TENSOR, signature_of
 from ..diagnostics import LoweringError
+from ..dialects import tmem
 from ..mlir import arith, builtin, func, gpu, ir, llvm, memref, spirv
 from . import atomics, gpu_bounds_checks
-from .simt_to_warps import combiner, group_size, philox_uniform
+from .simt_to_warps import combiner, group_size, is_shared_alloca, philox_uniform
 
 GPU_MODULE = "tessera_kernels"
 WARP_SIZE = 32   # NVIDIA's, the default
@@ -164,9 +165,12 @@ def _param_type(a, old: ir.Type, abi: str) -> ir.Type:
 
 
 def lower_kernel(kernel: func.FuncOp, body: ir.Block, warp_size: int = WARP_SIZE, abi: str = "llvm",
-                 hidden_record: bool = False, target: str = "nvptx") -> None:
+                 hidden_record: bool = False, target: str = "nvptx", cp_async: bool = False) -> None:
     """Moves `kernel` into the gpu.module `body` as a gpu.func kernel with the launch ABI (and, with
-    `hidden_record`, the fault record as a trailing parameter: gpu_bounds_checks.py)."""
+    `hidden_record`, the fault record as a trailing parameter: gpu_bounds_checks.py). Its shared arrays
+    (tile.alloc_shared) become the gpu.func's workgroup attributions, which the NVVM and ROCDL conversions
+    make address space 3 globals and the SPIR-V backend Workgroup variables; with `cp_async` (NVIDIA sm_80+)
+    its tile.cp_async copies are cp.async instructions, waited for at each block barrier."""
     name = ir.StringAttr(kernel.attributes["sym_name"]).value
     if "tessera.tile_kernel" in kernel.attributes:
         raise LoweringError(kernel, f"kernel '{name}' is a CPU tile kernel: it has no GPU lowering")
@@ -182,8 +186,15 @@ def lower_kernel(kernel: func.FuncOp, body: ir.Block, warp_size: int = WARP_SIZE
     for attr in kernel.attributes:
         if attr.startswith("tessera."):
             new.attributes[attr] = kernel.attributes[attr]
-    entry = new.regions[0].blocks.append(*types, arg_locs=[loc] * len(types))
     old_entry = kernel.regions[0].blocks[0]
+    shared = [op for op in old_entry.operations if is_shared_alloca(op)]
+    workgroup = [op.results[0].type for op in shared]
+    entry = new.regions[0].blocks.append(*types, *workgroup, arg_locs=[loc] * (len(types) + len(workgroup)))
+    if shared:
+        new.attributes["workgroup_attributions"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(shared))
+    for op, buffer in zip(shared, list(entry.arguments)[len(types):]):
+        op.results[0].replace_all_uses_with(buffer)
+        op.operation.erase()
     with loc, ir.InsertionPoint(entry):
         prologue = _Prologue(sig, old_types, list(entry.arguments), abi)
         for i, old_arg in enumerate(old_entry.arguments):
@@ -199,9 +210,60 @@ def lower_kernel(kernel: func.FuncOp, body: ir.Block, warp_size: int = WARP_SIZE
     kernel.operation.erase()
     if hidden_record:
         for placeholder in gpu_bounds_checks.hidden_records(new):
-            placeholder.result.replace_all_uses_with(entry.arguments[-1])
+            placeholder.result.replace_all_uses_with(entry.arguments[len(types) - 1])
             placeholder.operation.erase()
-    _lower_simt_ops(new, _lowerings(warp_size, target), target)
+    waits = cp_async and _async_copies(new)
+    _lower_simt_ops(new, _lowerings(warp_size, target, waits), target)
+
+
+def _async_copies(fn) -> bool:
+    """tile.cp_async's copies (a store marked `tessera.cp_async` of a global element's load into a shared
+    array) as `cp.async.ca.shared.global` of the element's 4 or 8 bytes, the load dropped where nothing else
+    reads it; other sizes (cp.async copies 4, 8 or 16 bytes) stay a load and a store. Returns whether any
+    became cp.async, so that the block barriers wait for them."""
+    stores = []
+
+    def visit(op):
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    if inner.operation.name == "memref.store" and "tessera.cp_async" in inner.attributes:
+                        stores.append(inner)
+                    visit(inner)
+
+    visit(fn.operation)
+    issued = False
+    for store in stores:
+        value, dst, *to = store.operands
+        load = value.owner
+        size = tmem.element_bytes(value.type)
+        if size not in (4, 8) or not isinstance(load, ir.OpView) or load.operation.name != "memref.load":
+            continue
+        src, *frm = load.operands
+        with store.location, ir.InsertionPoint(store):
+            target = _shared_element(dst, atomics.linear_index(dst, to))
+            source = atomics.element_pointer(src, atomics.linear_index(src, frm), "nvptx")
+            llvm.InlineAsmOp(None, [target, source], f"cp.async.ca.shared.global [$0], [$1], {size};",
+                             "l,l,~{memory}", has_side_effects=True)
+        store.operation.erase()
+        if not list(load.results[0].uses):
+            load.operation.erase()
+        issued = True
+    return issued
+
+
+def _shared_element(mem: ir.Value, linear: ir.Value) -> ir.Value:
+    """An address space 3 pointer to element `linear` of the shared array `mem`: the aligned pointer of its
+    descriptor (the cast cancels against the NVVM conversion's), not its address as an integer, which in
+    shared memory is an offset into the block's window and not a generic address."""
+    mt = ir.MemRefType(mem.type)
+    ptr = ir.Type.parse("!llvm.ptr<3>")
+    arrays = f", array<{mt.rank} x i64>, array<{mt.rank} x i64>" if mt.rank else ""
+    desc_t = ir.Type.parse(f"!llvm.struct<(ptr<3>, ptr<3>, i64{arrays})>")
+    desc = builtin.UnrealizedConversionCastOp([desc_t], [mem]).result
+    base = llvm.ExtractValueOp(ptr, desc, [1]).result
+    offset = arith.IndexCastOp(ir.IntegerType.get_signless(64), linear).result
+    return llvm.GEPOp(ptr, base, [offset], [-2147483648], mt.element_type, llvm.GEPNoWrapFlags.none).result
 
 
 def _lower_simt_ops(fn, lowerings: dict, target: str) -> None:
@@ -332,9 +394,12 @@ def _thread_rank(op):
 _SPIRV_BARRIER_SEMANTICS = "#spirv.memory_semantics<AcquireRelease|WorkgroupMemory|CrossWorkgroupMemory>"
 
 
-def _block_barrier(target: str) -> None:
+def _block_barrier(target: str, waits: bool = False) -> None:
     """Every thread of the block waits for all, their memory writes before visible to all after: bar.sync 0
-    (NVVM), s_barrier between workgroup-scope fences (ROCDL), OpControlBarrier at Workgroup scope."""
+    (NVVM), s_barrier between workgroup-scope fences (ROCDL), OpControlBarrier at Workgroup scope; `waits`:
+    after the thread's cp.async copies have landed (cp.async.wait_all), so that they are writes before it."""
+    if waits:
+        llvm.InlineAsmOp(None, [], "cp.async.wait_all;", "~{memory}", has_side_effects=True)
     if target == "spirv":
         workgroup = ir.Attribute.parse("#spirv.scope<Workgroup>")
         spirv.ControlBarrierOp(workgroup, workgroup, ir.Attribute.parse(_SPIRV_BARRIER_SEMANTICS))
@@ -361,11 +426,11 @@ def _warp_barrier(size: int, target: str) -> None:
         llvm.CallIntrinsicOp(None, "llvm.nvvm.bar.warp.sync", [mask], [], [])
 
 
-def _group_sync(warp_size: int, target: str):
+def _group_sync(warp_size: int, target: str, waits: bool):
     def lower(op):
         size = group_size(op.operands[0])
         if size > warp_size:  # whole warps: the block's barrier (every thread of the block must reach it)
-            _block_barrier(target)
+            _block_barrier(target, waits)
         else:
             _warp_barrier(size, target)
     return lower
@@ -384,7 +449,7 @@ def _atomic(target: str, mem_at: int):
     return lower
 
 
-def _lowerings(warp_size: int, target: str = "nvptx") -> dict:
+def _lowerings(warp_size: int, target: str = "nvptx", waits: bool = False) -> dict:
     llvm_atomics = target in atomics.SYNCSCOPES
     return {
         "ttile.atomic_rmw": _atomic(target, 1) if llvm_atomics else None,
@@ -403,8 +468,8 @@ def _lowerings(warp_size: int, target: str = "nvptx") -> dict:
         "ttile.warp_reduce": _reduce(warp_size),
         "ttile.group_reduce": _reduce(warp_size),
         "ttile.thread_rank": _thread_rank,
-        "ttile.group_sync": _group_sync(warp_size, target),
-        "ttile.barrier": lambda op: _block_barrier(target),
+        "ttile.group_sync": _group_sync(warp_size, target, waits),
+        "ttile.barrier": lambda op: _block_barrier(target, waits),
         # dropout's uniform: the CPU's Philox arithmetic on scalars, so every target draws the same bits
         "ttile.philox_uniform": lambda op: philox_uniform(op.operands[0],
                                                           ir.IntegerAttr(op.attributes["seed"]).value),
@@ -412,7 +477,8 @@ def _lowerings(warp_size: int, target: str = "nvptx") -> dict:
 
 
 def run(module, warp_size: int = WARP_SIZE, abi: str = "llvm",
-        bounds_checks: bool = False, entry_symbol=None, target: str = "nvptx") -> gpu_bounds_checks.Sites:
+        bounds_checks: bool = False, entry_symbol=None, target: str = "nvptx",
+        cp_async: bool = False) -> gpu_bounds_checks.Sites:
     """Moves every `tessera.kernel` function of `module` (an ``ir.Module`` or its operation) into a new
     ``gpu.module @tessera_kernels``, lowered as the module docstring says, for warps of `warp_size` lanes.
     With `bounds_checks`, the accesses not proven in bounds are checked first (gpu_bounds_checks.py), and the
@@ -420,7 +486,8 @@ def run(module, warp_size: int = WARP_SIZE, abi: str = "llvm",
     is the backend's to write). The site table names each kernel by its `entry_symbol(name)` (default: the
     name), the symbol the runtime looks the failed kernel up by. `target` ("nvptx", "amdgpu": the LLVM
     syncscopes atomics and fences take, passes/atomics.py; "spirv": they stay ttile ops, on the flat tensor at
-    its linear offset, for the SPIR-V backend). Returns the sites (none without checks)."""
+    its linear offset, for the SPIR-V backend). `cp_async`: tile.cp_async copies are cp.async instructions
+(NVIDIA sm_80 and later); elsewhere they stay a load and a store. Returns the sites (none without checks)."""
     if warp_size not in (16, 32, 64):
         raise ValueError(f"GPU warps have 16, 32 or 64 lanes, not {warp_size}")
     if abi not in ABIS:
@@ -440,7 +507,8 @@ def run(module, warp_size: int = WARP_SIZE, abi: str = "llvm",
     for k in kernels:
         if bounds_checks:
             gpu_bounds_checks.guard(k, sites, abi)
-        lower_kernel(k, gm_body, warp_size, abi, hidden_record=bounds_checks and abi == "flat", target=target)
+        lower_kernel(k, gm_body, warp_size, abi, hidden_record=bounds_checks and abi == "flat", target=target,
+                     cp_async=cp_async)
     if bounds_checks and abi == "llvm":
         with op.location:
             sites.emit(gm_body)

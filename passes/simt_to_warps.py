@@ -726,8 +726,9 @@ def lower_kernel(kernel: func.FuncOp, width: int, bounds_checks: bool = False) -
         c0, c1 = arith.ConstantOp.create_index(0).result, arith.ConstantOp.create_index(1).result
         cw = arith.ConstantOp.create_index(width).result
         xwarps = arith.CeilDivUIOp(launch["bdim_x"], cw).result
+        shared = {op.results[0]: _block_buffer(op) for op in kernel.entry_block.operations if is_shared_alloca(op)}
     for phase in phases:
-        _emit_phase(kernel, entry, phase, launch, width, n_params, c0, c1, cw, xwarps, checks)
+        _emit_phase(kernel, entry, phase, launch, width, n_params, c0, c1, cw, xwarps, checks, shared)
     with kernel.location, ir.InsertionPoint(entry):
         func.ReturnOp([])
     kernel.operation.erase()
@@ -744,6 +745,8 @@ def _phases(kernel, width: int) -> list[list]:
     constants: list = []
     for op in kernel.entry_block.operations:
         name = op.operation.name
+        if is_shared_alloca(op):
+            continue  # the block's buffer, made once before the phases (lower_kernel): every phase sees it
         if name == "ttile.barrier" or (name == "ttile.group_sync" and group_size(op.operands[0]) > width):
             phases.append(list(constants))
             continue
@@ -768,6 +771,20 @@ _REMATERIALIZED = ("arith.constant", "ttile.cooperative_group", "ttile.thread_ra
                    "ttile.warp_id", "ttile.warp_size")
 
 
+def is_shared_alloca(op) -> bool:
+    """Whether `op` allocates a shared array (tile.alloc_shared: memref.alloca in the workgroup space)."""
+    return op.operation.name == "memref.alloca" and ir.MemRefType(op.results[0].type).memory_space is not None \
+        and str(ir.MemRefType(op.results[0].type).memory_space) == "#gpu.address_space<workgroup>"
+
+
+def _block_buffer(op) -> ir.Value:
+    """The CPU's shared array for `op`: one per call of the per-block function (one block), on its stack, with
+    the extents dynamic in its type as a tensor parameter's are (so the warp code indexes it the same way)."""
+    t = ir.MemRefType(op.results[0].type)
+    dynamic = ir.MemRefType.get([ir.ShapedType.get_dynamic_size()] * t.rank, t.element_type)
+    return memref.AllocaOp(dynamic, [arith.ConstantOp.create_index(d).result for d in t.shape], []).result
+
+
 def _is_constant(v) -> bool:
     return isinstance(v.owner, ir.OpView) and v.owner.operation.name in _REMATERIALIZED
 
@@ -784,7 +801,7 @@ def group_size(v) -> int:
     return ir.IntegerAttr(ttile_tile.GroupType(v.type).size).value
 
 
-def _emit_phase(kernel, entry, phase, launch, width, n_params, c0, c1, cw, xwarps, checks) -> None:
+def _emit_phase(kernel, entry, phase, launch, width, n_params, c0, c1, cw, xwarps, checks, shared) -> None:
     index = ir.IndexType.get()
     with kernel.location, ir.InsertionPoint(entry):
         loop_z = scf.ForOp(c0, launch["bdim_z"], c1)
@@ -800,6 +817,8 @@ def _emit_phase(kernel, entry, phase, launch, width, n_params, c0, c1, cw, xwarp
                     w = _Warp(width, launch, warp, checks)
                     for old, newarg in zip(kernel.arguments, list(entry.arguments)[:n_params]):
                         w.map[old] = V(newarg, False)
+                    for old, buffer in shared.items():
+                        w.map[old] = V(buffer, False)
                     local_x = arith.AddIOp(vector.BroadcastOp(vt, arith.MulIOp(loop_x.induction_variable, cw).result).result,
                                            lane).result
                     active = arith.CmpIOp(arith.CmpIPredicate.ult, local_x,

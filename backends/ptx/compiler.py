@@ -37,7 +37,8 @@ GPU_TO_NVVM = ",".join([
 
 
 def make_gpu(mod: ir.Module, metadata: dict, options: PTXOptions) -> ir.Module:
-    simt_to_gpu.run(mod, bounds_checks=options.bounds_checks, entry_symbol=ptx_identifier)
+    simt_to_gpu.run(mod, bounds_checks=options.bounds_checks, entry_symbol=ptx_identifier,
+                    cp_async=sm(options.arch) >= 80)   # tile.cp_async as cp.async from Ampere on
     passmanager.PassManager.parse("builtin.module(canonicalize,cse)").run(mod.operation)
     return mod
 

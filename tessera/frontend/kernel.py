@@ -20,6 +20,17 @@ from .values import Scalar, TensorParam, Typer, assigned_names
 
 
 @dataclass
+class SharedArray(TensorParam):
+    """A block's shared-memory array (`S = tile.alloc_shared((64, 32), float)`): one per block, seen by all its
+    threads, indexed like a tensor parameter; `param` describes it as one (static extents)."""
+
+
+# What a kernel's shared arrays may hold in all: the static shared memory every NVIDIA GPU gives a block
+# without an opt-in (AMD's LDS and OpenCL's local memory are at least as large on the devices we target).
+SHARED_BYTES = 48 * 1024
+
+
+@dataclass
 class Group:
     """A cooperative group of threads (`g = tile.cooperative_group(size=64)`)."""
 
@@ -126,6 +137,8 @@ class KernelBuilder(ast.NodeVisitor):
         self.params = parse_params(fn, filename)
         self.vars: dict[str, object] = {}
         self.typer = Typer(self)
+        self.entry: ir.Block | None = None
+        self.shared_bytes = 0
 
     # -- helpers --------------------------------------------------------------------------------------
     def error(self, node: ast.AST, message: str) -> CompileError:
@@ -149,6 +162,7 @@ class KernelBuilder(ast.NodeVisitor):
             f.attributes["tessera.kernel"] = ir.UnitAttr.get()
             f.arg_attrs = ir.ArrayAttr.get([self._arg_attr(p) for p in self.params])
             entry = f.add_entry_block()
+        self.entry = entry
         for p, v in zip(self.params, entry.arguments):
             self.vars[p.name] = TensorParam(p.name, v, p) if p.tensor else Scalar(v)
         with ir.InsertionPoint(entry):
@@ -215,6 +229,11 @@ class KernelBuilder(ast.NodeVisitor):
             old = self.vars.get(target.id)
             if isinstance(old, TensorParam):
                 raise self.error(target, f"tensor parameter '{target.id}' cannot be reassigned")
+            if isinstance(value, SharedArray) and value.name is None and old is None:
+                value.name = value.param.name = target.id
+                value.value.owner.attributes["tessera.name"] = ir.StringAttr.get(target.id)  # for bounds reports
+                self.vars[target.id] = value
+                return
             if isinstance(value, TensorParam):
                 raise self.error(node, "tensors cannot be aliased to new names in a kernel")
             if isinstance(value, Group):
@@ -435,6 +454,10 @@ class KernelBuilder(ast.NodeVisitor):
                 return self._atomic(node, name)
             if ns == "tile" and name == "fence":
                 return self._fence(node)
+            if ns == "tile" and name == "alloc_shared":
+                return self._alloc_shared(node)
+            if ns == "tile" and name == "cp_async":
+                return self._cp_async(node)
             if ns == "tile" and name == "barrier":  # every thread of the block meets here (bar.sync)
                 self._arity(node, 0)
                 with self.loc(node):
@@ -462,6 +485,58 @@ class KernelBuilder(ast.NodeVisitor):
         with self.loc(node):
             t = ttile_tile.GroupType.get(i64(size.value))
             return Group(ttile_tile.CooperativeGroupOp(group=t).result, size.value)
+
+    def _alloc_shared(self, node: ast.Call) -> SharedArray:
+        """tile.alloc_shared(shape, dtype): a shared-memory array of constant extents, at the kernel's top level
+        (memref.alloca in the workgroup address space; the backends make it the block's shared memory)."""
+        usage = "tile.alloc_shared((n, ...), dtype) takes constant positive extents and an element type"
+        if len(node.args) != 2 or node.keywords:
+            raise self.error(node, usage)
+        shape_node, dtype_node = node.args
+        items = shape_node.elts if isinstance(shape_node, ast.Tuple) else [shape_node]
+        if not items or not all(isinstance(d, ast.Constant) and type(d.value) is int and d.value > 0 for d in items):
+            raise self.error(shape_node, usage)
+        dt = dtypes.lookup(dtype_node.id) if isinstance(dtype_node, ast.Name) else None
+        if dt is None or dt.name not in ("f64", "f32", "f16", "bf16", "i64", "i32", "i16", "i8"):
+            raise self.error(dtype_node, "a shared array holds floats or signed integers (f64, f32, f16, bf16, "
+                                         "i64, i32, i16, i8)")
+        if ir.InsertionPoint.current.block != self.entry:
+            raise self.error(node, "tile.alloc_shared belongs at the kernel's top level (one array per block, "
+                                   "not per branch or iteration)")
+        dims = [d.value for d in items]
+        elem = storage_type(dt)
+        count = 1
+        for d in dims:
+            count *= d
+        self.shared_bytes += count * dt.nbytes
+        if self.shared_bytes > SHARED_BYTES:
+            raise self.error(node, f"the kernel's shared arrays take {self.shared_bytes} bytes, more than the "
+                                   f"{SHARED_BYTES} a block has on every target")
+        t = ir.MemRefType.get(dims, elem, memory_space=ir.Attribute.parse("#gpu.address_space<workgroup>"))
+        with self.loc(node):
+            buf = memref.AllocaOp(t, [], []).result
+        return SharedArray(None, buf, KernelParam(None, dt, True, dims))
+
+    def _cp_async(self, node: ast.Call):
+        """tile.cp_async(S[j], X[i]): starts copying one element of tensor X into shared array S; the copy is
+        complete, and visible to the block, after the next tile.barrier() (cp.async on sm_80+, elsewhere a load
+        and a store). The store carries `tessera.cp_async` for the backends that have the instruction."""
+        usage = "tile.cp_async(S[j], X[i]) copies an element of a tensor parameter into a shared array"
+        if len(node.args) != 2 or node.keywords or not all(isinstance(a, ast.Subscript) for a in node.args):
+            raise self.error(node, usage)
+        dst, src = self.expr(node.args[0].value), self.expr(node.args[1].value)
+        if not isinstance(dst, SharedArray):
+            raise self.error(node.args[0], f"{usage}: the destination is an element of a tile.alloc_shared array")
+        if not isinstance(src, TensorParam) or isinstance(src, SharedArray):
+            raise self.error(node.args[1], f"{usage}: the source is an element of a tensor parameter")
+        if src.param.dtype != dst.param.dtype:
+            raise self.error(node, f"tile.cp_async copies between equal element types, not {src.param.dtype.name} "
+                                   f"into {dst.param.dtype.name}")
+        to, frm = self.indices(dst, node.args[0].slice), self.indices(src, node.args[1].slice)
+        with self.loc(node):
+            v = memref.LoadOp(src.value, frm).result
+            memref.StoreOp(v, dst.value, to).operation.attributes["tessera.cp_async"] = ir.UnitAttr.get()
+        return 0
 
     def _group_method(self, node: ast.Call, group: "Group", name: str):
         self._arity(node, 0)

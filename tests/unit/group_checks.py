@@ -1,4 +1,4 @@
-"""The cooperative-group tests' checks, numpy only (the GPU machine runs them with the runtime alone):
+"""The cooperative-group and shared-memory tests' checks, numpy only (the GPU machine runs them with the runtime alone):
 `launch(name, *arrays, grid=, block=)` runs a kernel of tests/unit/group_kernels.py (or, for check_example,
 of examples/tile/cooperative.py) on the arrays in place. tests/unit/test_groups.py runs them on the CPU and
 OpenCL, tests/gpu/test_groups_gpu.py on CUDA."""
@@ -53,7 +53,36 @@ def check_reductions(launch, warp: int = 32):
     np.testing.assert_array_equal(Imax, np.repeat(I.reshape(-1, 2).max(axis=1), 2))
 
 
-CHECKS = [check_barrier, check_group_within_a_warp, check_group_of_warps, check_reductions]
+def check_shared_reversal(launch):
+    n = 512
+    X, Out = np.arange(n, dtype=np.float32), np.zeros(n, np.float32)
+    launch("reverse_blocks", X, Out, grid=4, block=128)
+    i = np.arange(n)
+    np.testing.assert_array_equal(Out, X[i - i % 128 + 127 - i % 128])
+
+
+def check_shared_transpose(launch):
+    R, C = 48, 80
+    X = np.random.default_rng(11).standard_normal((R, C)).astype(np.float32)
+    Out = np.zeros((C, R), np.float32)
+    launch("transpose_tiles", X, Out, grid=(C // 16, R // 16), block=(16, 16))
+    np.testing.assert_array_equal(Out, X.T)
+
+
+def check_shared_copies_of_each_size(launch):
+    n = 256
+    rng = np.random.default_rng(13)
+    D, H = rng.standard_normal(n), rng.standard_normal(n).astype(np.float16)
+    OutD, OutH = np.zeros(n), np.zeros(n, np.float16)
+    launch("rotate_wide_and_narrow", D, H, OutD, OutH, grid=4, block=64)
+    i = np.arange(n)
+    j = i - i % 64 + (i % 64 + 1) % 64
+    np.testing.assert_array_equal(OutD, D[j])
+    np.testing.assert_array_equal(OutH, H[j])
+
+
+CHECKS = [check_barrier, check_group_within_a_warp, check_group_of_warps, check_reductions, check_shared_reversal,
+          check_shared_transpose, check_shared_copies_of_each_size]
 
 
 def check_example(launch):

@@ -1,8 +1,9 @@
-"""The cooperative-group tests' kernels (tests/unit/test_groups.py on the CPU and OpenCL, tests/gpu/test_groups_gpu.py
-on CUDA, tests/lit/backends/*/groups.py): block barriers, group syncs on each side of the warp's width, thread
-ranks, and warp and group reductions of i32 and f64 (examples/tile/cooperative.py has the f32 ones)."""
+"""The cooperative-group and shared-memory tests' kernels (tests/unit/test_groups.py on the CPU and OpenCL,
+tests/gpu/test_groups_gpu.py on CUDA, tests/lit/backends/*/groups.py): block barriers, group syncs on each side
+of the warp's width, thread ranks, warp and group reductions of i32 and f64 (examples/tile/cooperative.py has
+the f32 ones), and shared arrays filled by stores and by cp.async of 4-, 8- and 2-byte elements."""
 
-from tessera import float64, kernel, launch, tensor, tile
+from tessera import f16, float64, kernel, launch, tensor, tile
 
 
 @kernel
@@ -46,3 +47,41 @@ def reductions(I: tensor[int, "N"], F: tensor[float64, "N"], Isum: tensor[int, "
     Isum[i] = tile.warp_reduce(I[i], "sum")
     Fmin[i] = tile.group_reduce(F[i], "min", size=16)
     Imax[i] = tile.group_reduce(I[i], "max", size=2)
+
+
+@kernel
+def reverse_blocks(X: tensor[float, "N"], Out: tensor[float, "N"]):
+    # each block of 128 threads reverses its elements through shared memory, staged by cp.async
+    S = tile.alloc_shared((128,), float)
+    i = launch.thread_id()
+    tile.cp_async(S[launch.local_id()], X[i])
+    tile.barrier()
+    k = launch.thread_id()
+    Out[k] = S[127 - launch.local_id()]
+
+
+@kernel
+def transpose_tiles(X: tensor[float, "R", "C"], Out: tensor[float, "C", "R"]):
+    # 16x16 tiles through a shared array padded to 17 columns (no bank conflicts on the transposed reads)
+    T = tile.alloc_shared((16, 17), float)
+    T[launch.local_id(1), launch.local_id(0)] = X[launch.thread_id(1), launch.thread_id(0)]
+    tile.barrier()
+    r = launch.block_id(0) * 16 + launch.local_id(1)
+    c = launch.block_id(1) * 16 + launch.local_id(0)
+    Out[r, c] = T[launch.local_id(0), launch.local_id(1)]
+
+
+@kernel
+def rotate_wide_and_narrow(D: tensor[float64, "N"], H: tensor[f16, "N"], OutD: tensor[float64, "N"],
+                           OutH: tensor[f16, "N"]):
+    # cp.async of 8-byte elements, and of 2-byte ones (below cp.async's 4: a load and a store)
+    SD = tile.alloc_shared((64,), float64)
+    SH = tile.alloc_shared((64,), f16)
+    i = launch.thread_id()
+    tile.cp_async(SD[launch.local_id()], D[i])
+    tile.cp_async(SH[launch.local_id()], H[i])
+    tile.barrier()
+    k = launch.thread_id()
+    j = (launch.local_id() + 1) % 64
+    OutD[k] = SD[j]
+    OutH[k] = SH[j]

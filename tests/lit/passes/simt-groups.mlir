@@ -1,4 +1,5 @@
-// Cooperative groups, warp and group reductions on the CPU; a barrier splits the kernel into phases.
+// Cooperative groups, warp and group reductions and shared arrays on the CPU; a barrier splits the kernel into
+// phases.
 // RUN: tessera-opt %s --split-input-file --tessera-simt-to-warps=warp-size=8 | FileCheck %s
 
 // A warp reduction is one vector reduction over the active lanes: a uniform scalar.
@@ -62,5 +63,32 @@ func.func @philox(%X: memref<?xf32> {tessera.dims = ["N"], tessera.name = "X"}) 
   %i = "ttile.thread_id"() {dim = 0 : i64} : () -> index
   %u = "ttile.philox_uniform"(%i) {seed = 42 : ui64} : (index) -> f32
   memref.store %u, %X[%i] : memref<?xf32>
+  return
+}
+
+// -----
+
+// A shared array is one buffer per block, made before the phases (every phase and warp sees it), with dynamic
+// extents as a tensor parameter's; the workgroup alloca is gone.
+// CHECK-LABEL: func.func @shared(
+// CHECK:         %[[C64:.+]] = arith.constant 64 : index
+// CHECK:         %[[BUF:.+]] = memref.alloca(%[[C64]]) : memref<?xf32>
+// CHECK-NOT:     address_space<workgroup>
+// CHECK:         scf.for
+// CHECK:           vector.maskedstore %[[BUF]]
+// CHECK:         scf.for
+// CHECK:           vector.gather %[[BUF]]
+func.func @shared(%X: memref<?xf32> {tessera.dims = ["N"], tessera.name = "X"}) attributes {tessera.kernel} {
+  %s = memref.alloca() : memref<64xf32, #gpu.address_space<workgroup>>
+  %l = "ttile.local_id"() {dim = 0 : i64} : () -> index
+  %one = arith.constant 1.0 : f32
+  memref.store %one, %s[%l] : memref<64xf32, #gpu.address_space<workgroup>>
+  "ttile.barrier"() : () -> ()
+  %l2 = "ttile.local_id"() {dim = 0 : i64} : () -> index
+  %c63 = arith.constant 63 : index
+  %r = arith.subi %c63, %l2 : index
+  %v = memref.load %s[%r] : memref<64xf32, #gpu.address_space<workgroup>>
+  %i = "ttile.thread_id"() {dim = 0 : i64} : () -> index
+  memref.store %v, %X[%i] : memref<?xf32>
   return
 }

@@ -61,3 +61,24 @@ func.func @reduce(%X: memref<?xf32> {tessera.dims = ["N"], tessera.name = "X"}) 
   memref.store %s, %X[%i] : memref<?xf32>
   return
 }
+
+// -----
+
+// A shared array becomes a workgroup attribution of the gpu.func (address space 3 after the NVVM and ROCDL
+// conversions); a tile.cp_async store stays a load and a store here (cp.async needs the ptx backend's sm_80+).
+// CHECK-LABEL: gpu.func @shared(
+// CHECK-SAME:    workgroup(%[[S:.+]] : memref<64xf32, #gpu.address_space<workgroup>>)
+// CHECK:         memref.store %{{.+}}, %[[S]][%{{.+}}] {tessera.cp_async} : memref<64xf32, #gpu.address_space<workgroup>>
+// CHECK:         gpu.barrier
+// CHECK:         memref.load %[[S]]
+func.func @shared(%X: memref<?xf32> {tessera.dims = ["N"], tessera.name = "X"}) attributes {tessera.kernel} {
+  %s = memref.alloca() : memref<64xf32, #gpu.address_space<workgroup>>
+  %l = "ttile.local_id"() {dim = 0 : i64} : () -> index
+  %i = "ttile.thread_id"() {dim = 0 : i64} : () -> index
+  %v = memref.load %X[%i] : memref<?xf32>
+  memref.store %v, %s[%l] {tessera.cp_async} : memref<64xf32, #gpu.address_space<workgroup>>
+  "ttile.barrier"() : () -> ()
+  %w = memref.load %s[%l] : memref<64xf32, #gpu.address_space<workgroup>>
+  memref.store %w, %X[%i] : memref<?xf32>
+  return
+}
