@@ -1,7 +1,7 @@
 """GEMM fusion groups of Graph IR functions as a SIMT kernel any GPU target compiles: generated as Tessera
 source, one work-item per element of C, its K loop scalar FMAs (the SPIR-V driver vectorizes the
 work-items). It is the SPIR-V backend's GEMM, the AMDGPU backend's, ptx's for integer operands before
-sm_90a, and the strict numerics profile's everywhere (`strict`). It uses no matrix unit, even where the
+sm_90a and the CPU's for tf32 ones (`taking`), and the strict numerics profile's everywhere (`strict`). It uses no matrix unit, even where the
 target has one (SPIR-V `--arch xe-hpc`, MFMA/WMMA): only tile.mma fragments do (passes/tile_mma.py).
 
 A group is a matmul and its epilogue (bias along the last axis, one activation, a scale by a constant, a
@@ -9,7 +9,8 @@ residual add: the CPU's groups, backends/cpu/gemm_lowering.py), applied in the p
 accumulator's type before one rounding to the result's dtype. Batches: a 2-D rhs takes the lhs's batch axes
 as more rows; a batched rhs runs the batch on grid z, an lhs of the same batch axes read per entry and a 2-D
 lhs broadcast to every entry (its batch count 1: the kernel reads entry min(z, count − 1)). Float operands
-of any dtype are widened to f32 as they are loaded (f64 stays f64), so accumulation is f32 for every input
+of any dtype are widened to f32 as they are loaded (f64 stays f64; tf32 operands, f32 words, are multiplied
+as f32: the quantize phase records "tf32 computed in f32"), so accumulation is f32 for every input
 precision (portability guide §5); i8 × i8 accumulates exactly in the result's integer type (i32, or i64
 by `accum=`), wrapping as the interpreter's sum wrapped to it does.
 
@@ -27,7 +28,7 @@ from ..passes.kernelgen import element_dtype
 from .cpu.gemm_lowering import _epilogue
 
 BLOCK = (32, 4, 1)
-FLOATS = ("f32", "f64", "f16", "bf16")
+FLOATS = ("f32", "f64", "f16", "bf16", "tf32")
 INTEGERS = ("i8",)             # operand types of the integer GEMM (TargetFacts.integer_matmul)
 ACCUMULATORS = ("i32", "i64")  # its result types
 
@@ -38,6 +39,7 @@ def _load(expr: str, dtype: str, acc: str) -> str:
 
 def source(name: str, dtype: str, out_dtype: str, steps: list, extras: list) -> str:
     """The kernel's source: C[Z, M, N] = epilogue(A[Z', M, K] @ B[Z, K, N]), entry z of A min(z, Z' − 1)."""
+    dtype = "f32" if dtype == "tf32" else dtype   # f32 words holding tf32 values, multiplied as f32
     acc_dt = out_dtype if out_dtype in ACCUMULATORS else kernelgen.compute_dtype(dtype)
     params = [f'A: tensor[{dtype}, "ZA", "M", "K"]', f'B: tensor[{dtype}, "Z", "K", "N"]',
               f'C: tensor[{out_dtype}, "Z", "M", "N"]']
@@ -84,12 +86,12 @@ def strict(native):
     return lower_strict
 
 
-def integers(native):
-    """A target's GEMM lowering whose own kernels take no integer operands: integer GEMMs (i8 × i8, exact)
-    as this SIMT kernel, the others by `native`."""
-    def lower_integers(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
-        return (lower if element_dtype(ops[0].operands[0]) in INTEGERS else native)(ctx, kname, ops)
-    return lower_integers
+def taking(dtypes: tuple, native):
+    """A target's GEMM lowering whose own kernels do not take operands of `dtypes` (ptx before sm_90a: i8; the
+    CPU: tf32): those GEMMs as this SIMT kernel, the others by `native`."""
+    def lower_taking(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
+        return (lower if element_dtype(ops[0].operands[0]) in dtypes else native)(ctx, kname, ops)
+    return lower_taking
 
 
 def lower(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:

@@ -56,15 +56,17 @@ class CPUBackend(Backend):
 
     def lowerings(self) -> dict:
         from . import attention, attention_bwd, gemm_lowering, gemm_schedule  # lazy: they build MLIR
+        from .. import simt_gemm  # lazy: it builds MLIR
         # GEMMs of extents known only at run time get blockings to choose from at launch: the cost model's
         model = gemm_schedule.CostModel.of(self.target_facts(), target.host())
-        gemm = functools.partial(gemm_lowering.lower, model=model, int8_path=self.options.int8_gemm,
-                                 bf16_path=self.options.bf16_gemm)
+        # tf32 operands (f32 words) as the SIMT GEMM, multiplied in f32: the packed kernels take f32/f16/bf16
+        gemm = simt_gemm.taking(("tf32",), functools.partial(gemm_lowering.lower, model=model,
+                                                             int8_path=self.options.int8_gemm,
+                                                             bf16_path=self.options.bf16_gemm))
         if self.options.exact_math:
             # strict: float GEMMs as the SIMT kernel (simt_gemm.py), k ascending with one product and one sum per
             # step (rounded each), so the CPU and SPIR-V agree bit for bit; the blocked kernel's FMAs and K
             # chunks round otherwise. int8 GEMMs stay this backend's (exact). Attention is decomposed.
-            from .. import simt_gemm  # lazy: it builds MLIR
             return {"gemm": simt_gemm.strict(gemm)}
         return {"gemm": gemm,
                 "attention": attention.lower,

@@ -85,7 +85,7 @@ class PTXBackend(Backend):
         from .. import simt_gemm  # lazy: it builds MLIR
         gemm = functools.partial(gemm_lowering.lower, self.options.arch, precision=self.options.input_precision)
         if self.options.arch != "sm_90a":   # no s8 wgmma: integer GEMMs as the SIMT kernel, exact in i32
-            gemm = simt_gemm.integers(gemm)
+            gemm = simt_gemm.taking(simt_gemm.INTEGERS, gemm)
         if self.options.exact_math:   # float GEMMs as the SIMT kernel (target_facts), int8 ones as above
             return {"gemm": simt_gemm.strict(gemm)}
         return {"gemm": gemm,

@@ -214,3 +214,26 @@ def test_batches_of_other_ranks_are_refused_at_the_users_line():
     with pytest.raises(CompileError, match="the spirv GEMM multiplies batches of equal rank or a 2-D lhs") as e:
         compiler.compile_source(src, "user.py", CompileOptions(target="spirv"))
     assert e.value.filename == "user.py" and e.value.line == 3
+
+
+TF32 = ('@function\ndef f(A: tensor[tf32, "M", "K"], B: tensor[tf32, "K", "N"]) -> tensor[f32, "M", "N"]:\n'
+        '    return op.matmul(A, B, out_dtype=f32)\n')
+
+
+def tf32(x):
+    """f32 values rounded to tf32's 10-bit fraction (to nearest even), as tf32 operands hold them."""
+    bits = x.view(np.uint32).astype(np.uint64)
+    bits = (bits + 0xFFF + ((bits >> 13) & 1)) & 0xFFFFE000
+    return bits.astype(np.uint32).view(np.float32)
+
+
+@pytest.mark.parametrize("target", ["cpu", "spirv"])
+def test_tf32_operands_are_multiplied_in_f32(request, target):
+    """The CPU's packed GEMMs and SPIR-V have no tf32 unit: the SIMT GEMM multiplies the f32 words (a recorded
+    fallback, "tf32 computed in f32")."""
+    context = request.getfixturevalue("opencl") if target == "spirv" else None
+    result = compiler.compile_source(TF32, "user.py", CompileOptions(target=target))
+    assert "tf32 computed in f32" in result.metadata["plans"]["f"]["fallbacks"]
+    A, B = tf32(randn(20, 300)), tf32(randn(300, 30))
+    got = executor.load(result.image, context).f(A, B)
+    np.testing.assert_allclose(got, A.astype(np.float64) @ B, rtol=1e-5, atol=1e-4)
