@@ -9,6 +9,9 @@ import pytest
 from tessera import compiler, executor, runtime, tessera_frontend_compile
 from tessera.diagnostics import CompileError
 from tessera.numerics.rounding import round_to
+from tessera.options import CompileOptions
+
+from test_opencl import opencl  # noqa: F401  (the fixture: skips, or fails in CI, without OpenCL)
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "tile"
 RNG = np.random.default_rng(5)
@@ -83,6 +86,22 @@ def test_interpreter_agrees(spec_kernels):
     X, W1, b1, W2, b2 = f32(8, 4), f32(4, 6), f32(1, 6), f32(6, 3), f32(1, 3)
     out = m.interpret("fused_mlp", X, W1, b1, W2, b2, np.zeros((8, 3), np.float32))
     close(out, np.maximum(X @ W1 + b1, 0) @ W2 + b2, rtol=1e-5)
+
+
+def test_spec_kernels_run_on_opencl_as_interpreted(opencl):  # noqa: F811
+    """execution_model.py's four tile programs as SPIR-V on the OpenCL CPU runtime, at extents that are whole
+    tiles (flash_attention's 128-row blocks, pipeline's 128-wide k-chunks), against the interpreter."""
+    src = (EXAMPLES / "execution_model.py").read_text()
+    interpreted = tessera_frontend_compile(src, {"filename": "em.py"})
+    program = executor.load(compiler.compile_source(src, "em.py", CompileOptions(target="spirv")).image, opencl)
+    cases = {"gemm_tc": (f32(128, 64), f32(64, 256), f32(128, 256)),
+             "flash_attention": (f32(256, 32), f32(256, 32), f32(256, 32), np.zeros((256, 32), np.float32)),
+             "pipeline": (f32(64, 256), f32(256, 32), f32(64, 32)),
+             "fused_mlp": (f32(8, 4), f32(4, 6), f32(1, 6), f32(6, 3), f32(1, 3), np.zeros((8, 3), np.float32))}
+    assert sorted(program.functions) == sorted(cases)
+    for name, args in cases.items():
+        want = interpreted.interpret(name, *[np.copy(a) for a in args])
+        close(program.function(name)(*[np.copy(a) for a in args]), want, rtol=2e-4)
 
 
 def test_cooperative_groups_and_reductions():
