@@ -73,6 +73,47 @@ def machine() -> str:
     return f"{cpu_model()}, {os.cpu_count()} cores"
 
 
+XLA_ABSENT = "XLA not measured: jax is not installed (pip install -e '.[bench]')"
+
+
+def optional_jax(threads: int):
+    """jax, where the optional `bench` extra installed it, with XLA's CPU pool matched to Tessera's `threads`;
+    None (and a line saying so) where it is absent, so that the rest of a benchmark still runs.
+
+    XLA's Eigen pool spans every core, as Tessera's pool does by default (TESSERA_NUM_THREADS); a one-thread
+    run of ours gets a one-thread XLA (--xla_cpu_multi_thread_eigen=false), which XLA reads from XLA_FLAGS
+    once, at its first import: call this before anything imports jax."""
+    if threads == 1:
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                                   " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1").strip()
+    try:
+        import jax  # lazy: the peer is an optional extra; CI's venv has no jax
+    except ImportError:
+        print(XLA_ABSENT)
+        return None
+    print(f"XLA peer: jax {jax.__version__}, {'1 thread' if threads == 1 else 'every core'}")
+    return jax
+
+
+def xla_call(jax, formula, *args, **kw):
+    """A call of jax.jit of `formula(jax.numpy, *arrays, **kw)` on `args`, placed once (jax.device_put), each call
+    waited for (it returns a new array, as XLA's dot does); None where `jax` is None (optional_jax's absent)."""
+    if jax is None:
+        return None
+    jitted = jax.jit(lambda *a: formula(jax.numpy, *a, **kw))
+    placed = [jax.device_put(a) for a in args]
+    return lambda: jitted(*placed).block_until_ready()
+
+
+def report_sides(workload: str, sides: dict, rounds: int, unit: str, amount: float, **row) -> dict:
+    """Times the sides {name: call}, ours first, in alternation (best_times, best of `rounds`) and reports them
+    (report_row); an XLA side of None (jax absent) is left out and the row's note says so."""
+    if "XLA" in sides and sides["XLA"] is None:
+        row["note"] = "no XLA: jax not installed"
+    sides = {n: f for n, f in sides.items() if f is not None}
+    return report_row(workload, dict(zip(sides, best_times(list(sides.values()), rounds))), unit, amount, **row)
+
+
 def report(name: str, ours: float, peer: float, peer_name: str, unit: str, amount: float, **row) -> dict:
     """Prints and records (record_row) Tessera against one peer; `row` as record_row takes it."""
     return report_row(name, {"tessera": ours, peer_name: peer}, unit, amount, **row)

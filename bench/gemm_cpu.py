@@ -1,22 +1,27 @@
-"""fp32 GEMM on the CPU: Tessera's packed GEMM kernels against numpy (OpenBLAS), in the same process.
+"""fp32 GEMM on the CPU: Tessera's packed GEMM kernels against XLA (jax.jit) and numpy (OpenBLAS), in the
+same process.
 
     python bench/gemm_cpu.py [--sizes 512,1024,2048] [--rounds 10] [--bounds-checks]
 
 Rows, each at M = N = K = size:
-- `gemm`: C = A·B. Peer: np.matmul(A, B, out=C) into a preallocated C.
-- `gemm+bias+gelu`: C = gelu(A·B + bias), one fused kernel. Peer: numpy's passes over C, all in place
-  (matmul, + bias, then the tanh-form gelu as ufuncs with out=). numpy has no erf, so both use gelu_tanh.
+- `gemm`: C = A·B. Peers: XLA's jitted `a @ b` (on arrays jax.device_put placed once; each call returns a new
+  array) and np.matmul(A, B, out=C) into a preallocated C.
+- `gemm+bias+gelu`: C = gelu(A·B + bias), one fused kernel. Peers: XLA's jit of the same formula (fused as XLA
+  will) and numpy's passes over C, all in place (matmul, + bias, then the tanh-form gelu as ufuncs with
+  out=). numpy has no erf, so all use gelu_tanh.
 - `mlp`: gelu(X·W1 + b1)·W2 with W1 size×4·size and W2 4·size×size, two Tessera kernels (the first fused)
-  against numpy's matmul, bias, gelu passes and matmul.
+  against XLA's jit of the formula and numpy's matmul, bias, gelu passes and matmul.
 - `gemm Aᵀ·B`, `gemm A·Bᵀ`: an operand stored transposed, read in place while packing (GemmSpec trans_a /
-  trans_b, what a matmul's backward runs: passes/fold_transposes.py). Peer: np.matmul of the transposed view
-  (OpenBLAS reads it in place too).
+  trans_b, what a matmul's backward runs: passes/fold_transposes.py). Peers: XLA's jit of `a.T @ b` (a dot
+  with transposed dimension numbers) and np.matmul of the transposed view (OpenBLAS reads it in place too).
 - `gemm … 2 B panels`: the schedule multi-buffered (stages=2: the next K chunk's B panel packed during this
   chunk's micro-kernels) against the same schedule with one panel (packed between chunks). Peer: the latter.
 
-The two sides are timed in alternation (best of `rounds`), so that a busy machine slows both alike, with a
-pause after each turn (see best_times); both use every core (Tessera's pool: TESSERA_NUM_THREADS, OpenBLAS:
-OPENBLAS_NUM_THREADS). GFLOP/s count 2·M·N·K per product.
+The sides are timed in alternation (best of `rounds`), so that a busy machine slows them alike, with a pause
+after each turn (see best_times); all use every core (Tessera's pool: TESSERA_NUM_THREADS, XLA's Eigen pool,
+matched to one thread where ours is one: common.optional_jax; OpenBLAS: OPENBLAS_NUM_THREADS). XLA is the
+optional `bench` extra: without jax its column is left out and every row says so. Every side's result is
+checked against numpy's. GFLOP/s count 2·M·N·K per product.
 """
 
 import argparse
@@ -28,7 +33,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import best_times, machine, parse_args, report, report_checks  # noqa: E402
+from common import (best_times, machine, optional_jax, parse_args, report, report_checks,  # noqa: E402
+                    report_sides, xla_call)
 
 from tessera import runtime  # noqa: E402
 from tessera.backends.cpu import gemm, target  # noqa: E402
@@ -50,6 +56,11 @@ def numpy_gelu_tanh(x, tmp):
     tmp += np.float32(1.0)
     x *= np.float32(0.5)
     x *= tmp
+
+
+def gelu_tanh(jnp, x):
+    """XLA's side of numpy_gelu_tanh, the same formula (XLA fuses it with the dot as it will)."""
+    return np.float32(0.5) * x * (1 + jnp.tanh(SQRT_2_OVER_PI * (x + np.float32(0.044715) * x * x * x)))
 
 
 def schedule_for(m: int, n: int, k: int):
@@ -75,7 +86,7 @@ def bench_checks(n: int, rounds: int, rng) -> None:
                       lambda: unchecked(A, B, C, *extra, grid=grid, block=1), rounds)
 
 
-def bench_size(n: int, rounds: int, rng) -> None:
+def bench_size(n: int, jax, rounds: int, rng) -> None:
     flops = 2.0 * n ** 3 / 1e9
     row = {"shape": (n, n, n), "dtype": "f32", "bytes": 3 * 4 * n * n}   # [M, N, K]; A, B read, C written once
     schedule = schedule_for(n, n, n)
@@ -88,20 +99,28 @@ def bench_size(n: int, rounds: int, rng) -> None:
     plain = gemm.GemmSpec("gemm", schedule=schedule)
     mm = kernel(plain)
     grid = gemm.gemm_grid(plain, n, n)
-    t_ours, t_peer = best_times([lambda: mm(A, B, C, grid=grid, block=1),
-                                 lambda: np.matmul(A, B, out=ref)], rounds)
-    np.testing.assert_allclose(C, ref, rtol=1e-3, atol=1e-3 * math.sqrt(n))
-    report(f"gemm {n}", t_ours, t_peer, "numpy", "GFLOP/s", flops, **row)
+    tol = {"rtol": 1e-3, "atol": 1e-3 * math.sqrt(n)}
+    want = np.matmul(A, B)
+
+    def close(*got, want=want):
+        for g in got:
+            np.testing.assert_allclose(g, want, **tol)
+    xla = xla_call(jax, lambda jnp, a, b: a @ b, A, B)
+    report_sides(f"gemm {n}", {"tessera": lambda: mm(A, B, C, grid=grid, block=1), "XLA": xla,
+                               "numpy": lambda: np.matmul(A, B, out=ref)}, rounds, "GFLOP/s", flops, **row)
+    close(C, ref, *([xla()] if xla else []))
 
     for label, trans_a, trans_b in (("Aᵀ·B", True, False), ("A·Bᵀ", False, True)):
         spec = gemm.GemmSpec("gemm_t", schedule=schedule, trans_a=trans_a, trans_b=trans_b)
         mt = kernel(spec)
         At, Bt = (np.ascontiguousarray(A.T) if trans_a else A), (np.ascontiguousarray(B.T) if trans_b else B)
         a_view, b_view = (At.T if trans_a else A), (Bt.T if trans_b else B)
-        t_ours, t_peer = best_times([lambda: mt(At, Bt, C, grid=grid, block=1),
-                                     lambda: np.matmul(a_view, b_view, out=ref)], rounds)
-        np.testing.assert_allclose(C, ref, rtol=1e-3, atol=1e-3 * math.sqrt(n))
-        report(f"gemm {label} {n}", t_ours, t_peer, "numpy", "GFLOP/s", flops, **row)
+        xla = xla_call(jax, lambda jnp, a, b, ta=trans_a, tb=trans_b: (a.T if ta else a) @ (b.T if tb else b),
+                       At, Bt)
+        report_sides(f"gemm {label} {n}", {"tessera": lambda: mt(At, Bt, C, grid=grid, block=1), "XLA": xla,
+                                           "numpy": lambda: np.matmul(a_view, b_view, out=ref)},
+                     rounds, "GFLOP/s", flops, **row)
+        close(C, ref, *([xla()] if xla else []))
 
     if n > schedule.kc:   # more than one K chunk: a next panel to pack ahead
         single = kernel(gemm.GemmSpec("gemm_single", schedule=dataclasses.replace(schedule, stages=1)))
@@ -119,13 +138,16 @@ def bench_size(n: int, rounds: int, rng) -> None:
         np.add(ref, bias, out=ref)
         numpy_gelu_tanh(ref, tmp)
 
-    t_ours, t_peer = best_times([lambda: fused(A, B, C, bias, grid=grid, block=1), peer_fused], rounds)
-    np.testing.assert_allclose(C, ref, rtol=1e-3, atol=1e-3 * math.sqrt(n))
-    report(f"gemm+bias+gelu {n}", t_ours, t_peer, "numpy", "GFLOP/s", flops,
-           **dict(row, bytes=row["bytes"] + 4 * n))   # and the bias
+    peer_fused()
+    want = ref.copy()
+    xla = xla_call(jax, lambda jnp, a, b, c: gelu_tanh(jnp, a @ b + c), A, B, bias)
+    report_sides(f"gemm+bias+gelu {n}", {"tessera": lambda: fused(A, B, C, bias, grid=grid, block=1), "XLA": xla,
+                                         "numpy": peer_fused}, rounds, "GFLOP/s", flops,
+                 **dict(row, bytes=row["bytes"] + 4 * n))   # and the bias
+    close(C, ref, *([xla()] if xla else []), want=want)
 
 
-def bench_mlp(n: int, rounds: int, rng) -> None:
+def bench_mlp(n: int, jax, rounds: int, rng) -> None:
     h = 4 * n
     X = rng.standard_normal((n, n), dtype=np.float32)
     W1 = rng.standard_normal((n, h), dtype=np.float32) / np.float32(math.sqrt(n))
@@ -146,10 +168,15 @@ def bench_mlp(n: int, rounds: int, rng) -> None:
         numpy_gelu_tanh(Href, tmp)
         np.matmul(Href, W2, out=Yref)
 
-    t_ours, t_peer = best_times([ours, peer], rounds)
-    np.testing.assert_allclose(Y, Yref, rtol=1e-3, atol=1e-3 * math.sqrt(h))
-    report(f"mlp {n}x{h}x{n}", t_ours, t_peer, "numpy", "GFLOP/s", 2 * 2.0 * n * n * h / 1e9, shape=(n, n, h),
-           dtype="f32", bytes=4 * (2 * n * n + 2 * n * h + h))   # [T, D, F]; X, W1, b1, W2 read, Y written
+    peer()
+    want = Yref.copy()
+
+    xla = xla_call(jax, lambda jnp, x, w1, b, w2: gelu_tanh(jnp, x @ w1 + b) @ w2, X, W1, b1, W2)
+    report_sides(f"mlp {n}x{h}x{n}", {"tessera": ours, "XLA": xla, "numpy": peer}, rounds, "GFLOP/s",
+                 2 * 2.0 * n * n * h / 1e9, shape=(n, n, h),
+                 dtype="f32", bytes=4 * (2 * n * n + 2 * n * h + h))   # [T, D, F]; X, W1, b1, W2 read, Y written
+    for got in (Y, Yref, *([xla()] if xla else [])):
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * math.sqrt(h))
 
 
 def main() -> None:
@@ -160,8 +187,8 @@ def main() -> None:
     p.add_argument("--bounds-checks", action="store_true",
                    help="time each GEMM kernel with bounds checks against --no-bounds-checks instead of numpy")
     args = parse_args(p)
-    threads = os.environ.get("TESSERA_NUM_THREADS", str(os.cpu_count()))
-    # Other work on the machine slows both sides, unequally: the load average says how busy it was.
+    threads = target.worker_threads()
+    # Other work on the machine slows the sides, unequally: the load average says how busy it was.
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}; Tessera threads: {threads}, "
           f"OpenBLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS', 'default')}")
     rng = np.random.default_rng(0)
@@ -169,10 +196,11 @@ def main() -> None:
         for n in (int(s) for s in args.sizes.split(",") if s):
             bench_checks(n, args.rounds, rng)
         return
+    jax = optional_jax(threads)
     for n in (int(s) for s in args.sizes.split(",") if s):
-        bench_size(n, args.rounds, rng)
+        bench_size(n, jax, args.rounds, rng)
     for n in (int(s) for s in args.mlp.split(",") if s):
-        bench_mlp(n, args.rounds, rng)
+        bench_mlp(n, jax, args.rounds, rng)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,18 @@
-"""Graph IR functions on the CPU against numpy, in the same process: a gelu/bias/scale chain over 2^24
-elements, softmax and layernorm over rows, an MLP (matmul + bias + gelu fused, then matmul), and attention
-(`op.flash_attention`, plain and causal, and softmax + dropout + V written out: one fused kernel each).
+"""Graph IR functions on the CPU against XLA (jax.jit) and numpy, in the same process: a gelu/bias/scale chain
+over 2^24 elements, softmax and layernorm over rows, an MLP (matmul + bias + gelu fused, then matmul), and
+attention (`op.flash_attention`, plain and causal, and softmax + dropout + V written out: one fused kernel each).
 
-    python bench/graph_cpu.py [--bounds-checks]
+    python bench/graph_cpu.py [--rounds 5] [--bounds-checks]
+
+One formula per row, written the way a numpy user would (vectorized, temporaries allowed), serves both peers:
+numpy runs it on arrays, XLA runs it jitted (jax.numpy) on arrays jax.device_put placed once, so that XLA fuses
+it as it will. The exact gelu needs erf, which numpy lacks, so all three sides use the tanh form. The sides run
+in alternation, best of --rounds (common.best_times), each checked against numpy's result first; Tessera and
+XLA use every core (common.optional_jax matches XLA's pool to TESSERA_NUM_THREADS=1). XLA is the optional
+`bench` extra: without jax its column is left out and every row says so.
 
 --bounds-checks times every row compiled with bounds checks (the default) against the program compiled with
---no-bounds-checks instead of numpy, in alternation.
-
-numpy's peers are written the way a numpy user would (vectorized, temporaries allowed); the exact gelu
-needs erf, which numpy lacks, so its peer uses the tanh form (cheaper than exact) — a conservative peer.
+--no-bounds-checks instead of the peers, in alternation.
 """
 
 import argparse
@@ -18,9 +22,10 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import best_time, machine, parse_args, report, report_checks  # noqa: E402
+from common import machine, optional_jax, parse_args, report_checks, report_sides, xla_call  # noqa: E402
 
 from tessera import compiler, executor  # noqa: E402
+from tessera.backends.cpu.target import worker_threads  # noqa: E402
 
 SRC = """
 @function
@@ -54,57 +59,87 @@ def dropped(Q: tensor[f32, "B", "S", 64], K: tensor[f32, "B", "S", 64], V: tenso
 """
 
 
-def np_chain(X, b):
+def chain(xp, X, b):
     z = X + b
-    return 0.5 * (0.5 * z * (1.0 + np.tanh(0.7978845608028654 * (z + 0.044715 * z ** 3))))
+    return 0.5 * (0.5 * z * (1.0 + xp.tanh(0.7978845608028654 * (z + 0.044715 * z ** 3))))
 
 
-def np_mlp(X, W1, b1, W2):
+def mlp(xp, X, W1, b1, W2):
     z = X @ W1 + b1
-    return (0.5 * z * (1.0 + np.tanh(0.7978845608028654 * (z + 0.044715 * z ** 3)))) @ W2
+    return (0.5 * z * (1.0 + xp.tanh(0.7978845608028654 * (z + 0.044715 * z ** 3)))) @ W2
 
 
-def np_softmax(X):
-    e = np.exp(X - X.max(axis=-1, keepdims=True))
+def softmax(xp, X):
+    e = xp.exp(X - X.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def np_layernorm(X, g, b):
+def layernorm(xp, X, g, b):
     m = X.mean(axis=-1, keepdims=True)
     v = X.var(axis=-1, keepdims=True)
-    return (X - m) / np.sqrt(v + 1e-5) * g + b
+    return (X - m) / xp.sqrt(v + 1e-5) * g + b
 
 
-def np_attention(Q, K, V, causal=False, keep=None):
+def attention(xp, Q, K, V, causal=False, keep=None):
     """softmax(Q Kᵀ / 8) V as a numpy user writes it; `keep` a dropout mask of probability 0.1."""
-    s = Q @ K.transpose(0, 2, 1) * np.float32(0.125)
+    s = Q @ K.transpose(0, 2, 1) * xp.float32(0.125)
     if causal:
-        s[:, np.triu(np.ones(s.shape[1:], bool), 1)] = -np.inf
-    e = np.exp(s - s.max(-1, keepdims=True))
+        s = xp.where(xp.triu(xp.ones(s.shape[1:], bool), 1), -xp.inf, s)
+    e = xp.exp(s - s.max(-1, keepdims=True))
     p = e / e.sum(-1, keepdims=True)
     if keep is not None:
-        p = np.where(keep, p / np.float32(0.9), np.float32(0.0))
+        p = xp.where(keep, p / xp.float32(0.9), xp.float32(0.0))
     return p @ V
 
 
-def bench_attention(prog, rng) -> None:
-    """8 heads of 512 queries and keys, head dimension 64. numpy's dropout peer draws its mask with numpy's
-    generator each call, as a numpy user would; the check uses Tessera's Philox mask."""
+class Peers:
+    """Each row's sides: Tessera's compiled program `prog`, XLA's jax.jit of the row's formula (where jax
+    imports) and numpy's, in alternation, best of `rounds`."""
+
+    def __init__(self, prog, jax, rounds: int):
+        self.prog, self.jax, self.rounds = prog, jax, rounds
+
+    def row(self, name, ours, xla, numpy, want, tol, unit, amount, unchecked=(), **row):
+        """`ours`, `xla` (or None) and `numpy`, calls; `want` the result each must give (rtol, atol `tol`) but
+        the sides named in `unchecked` (checked by the caller)."""
+        sides = {"tessera": ours, "XLA": xla, "numpy": numpy}
+        for n, f in sides.items():
+            if f is not None and n not in unchecked:
+                np.testing.assert_allclose(np.asarray(f()), want, *tol, err_msg=n)
+        report_sides(name, sides, self.rounds, unit, amount, **row)
+
+    def formula(self, name, fn, formula, args, tol, unit, amount, **row):
+        """A row whose three sides compute `formula` (ours compiled as the program's `fn`) on `args`."""
+        self.row(name, lambda: getattr(self.prog, fn)(*args), xla_call(self.jax, formula, *args),
+                 lambda: formula(np, *args), formula(np, *args), tol, unit, amount, **row)
+
+
+def bench_attention(peers: Peers, rng) -> None:
+    """8 heads of 512 queries and keys, head dimension 64. numpy's and XLA's dropout peers draw their masks each
+    call with their own generators (numpy's, jax.random's), as their users would; the checks use Tessera's
+    Philox mask."""
     from tessera.numerics.philox import uniforms
     B, S, D = 8, 512, 64
     Q, K, V = (rng.standard_normal((B, S, D), dtype=np.float32) for _ in range(3))
     flops = 4 * B * S * S * D / 1e9
     row = {"shape": (B, S, S, D), "dtype": "f32", "bytes": 4 * 4 * B * S * D}   # Q, K, V read, O written
     for name, causal in (("attention", False), ("causal", True)):
-        fn = getattr(prog, name)
-        np.testing.assert_allclose(fn(Q, K, V), np_attention(Q, K, V, causal), rtol=1e-4, atol=1e-5)
-        report(f"{name} {B}x{S}x{S}x{D}", best_time(lambda: fn(Q, K, V), 5),
-               best_time(lambda: np_attention(Q, K, V, causal), 5), "numpy", "GFLOP/s", flops, **row)
+        peers.row(f"{name} {B}x{S}x{S}x{D}", lambda fn=name: getattr(peers.prog, fn)(Q, K, V),
+                  xla_call(peers.jax, attention, Q, K, V, causal=causal), lambda c=causal: attention(np, Q, K, V, c),
+                  attention(np, Q, K, V, causal), (1e-4, 1e-5), "GFLOP/s", flops, **row)
     keep = uniforms(B * S * S, 5, 0).reshape(B, S, S) >= 0.1
-    np.testing.assert_allclose(prog.dropped(Q, K, V), np_attention(Q, K, V, keep=keep), rtol=1e-4, atol=1e-5)
-    report(f"softmax+dropout+V {B}x{S}x{S}x{D}", best_time(lambda: prog.dropped(Q, K, V), 5),
-           best_time(lambda: np_attention(Q, K, V, keep=rng.random((B, S, S), dtype=np.float32) >= 0.1), 5),
-           "numpy", "GFLOP/s", flops, **row)
+    want = attention(np, Q, K, V, keep=keep)
+    xla = None
+    if peers.jax is not None:
+        jax = peers.jax
+        np.testing.assert_allclose(xla_call(jax, attention, Q, K, V, keep=keep)(), want, 1e-4, 1e-5, err_msg="XLA")
+        dropped = jax.jit(lambda q, k, v, key: attention(
+            jax.numpy, q, k, v, keep=jax.random.uniform(key, (B, S, S)) >= 0.1))
+        placed, key = [jax.device_put(a) for a in (Q, K, V)], jax.random.key(5)
+        xla = lambda: dropped(*placed, key).block_until_ready()   # noqa: E731
+    peers.row(f"softmax+dropout+V {B}x{S}x{S}x{D}", lambda: peers.prog.dropped(Q, K, V), xla,
+              lambda: attention(np, Q, K, V, keep=rng.random((B, S, S), dtype=np.float32) >= 0.1), want,
+              (1e-4, 1e-5), "GFLOP/s", flops, unchecked=("XLA", "numpy"), **row)
 
 
 def checks_cost(rng) -> None:
@@ -129,38 +164,34 @@ def checks_cost(rng) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bounds-checks", action="store_true", help="checked against --no-bounds-checks")
+    p.add_argument("--rounds", type=int, default=5, help="rounds of the sides in alternation (best of)")
     args = parse_args(p)
-    print(f"machine: {machine()}")
+    # Other work on the machine slows the sides unequally: the load average says how busy it was.
+    print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}; Tessera threads: {worker_threads()}")
     if args.bounds_checks:
         checks_cost(np.random.default_rng(0))
         return
-    prog = executor.load(compiler.compile_source(SRC, "bench_graph.py").image)
+    peers = Peers(executor.load(compiler.compile_source(SRC, "bench_graph.py").image),
+                  optional_jax(worker_threads()), args.rounds)
     rng = np.random.default_rng(0)
     R, C = 4096, 4096   # 2^24 elements
     X, b = rng.standard_normal((R, C), dtype=np.float32), rng.standard_normal(C, dtype=np.float32)
-    np.testing.assert_allclose(prog.chain(X, b), np_chain(X, b), rtol=1e-4, atol=1e-5)
-    report("gelu(x+b)*0.5, 2^24", best_time(lambda: prog.chain(X, b), 5),
-           best_time(lambda: np_chain(X, b), 5), "numpy", "GB/s", 8 * R * C / 1e9, shape=(R, C), dtype="f32",
-           flops=12 * R * C)   # the tanh form: about 12 operations an element
+    peers.formula("gelu(x+b)*0.5, 2^24", "chain", chain, (X, b), (1e-4, 1e-5), "GB/s", 8 * R * C / 1e9,
+                  shape=(R, C), dtype="f32", flops=12 * R * C)   # the tanh form: about 12 operations an element
     for T, D, F in ((512, 512, 2048), (512, 1024, 4096)):
         Xm = rng.standard_normal((T, D), dtype=np.float32)
-        W1 = rng.standard_normal((D, F), dtype=np.float32) * 0.03
-        W2 = rng.standard_normal((F, D), dtype=np.float32) * 0.03
+        W1 = rng.standard_normal((D, F), dtype=np.float32) * np.float32(0.03)
+        W2 = rng.standard_normal((F, D), dtype=np.float32) * np.float32(0.03)
         b1 = rng.standard_normal(F, dtype=np.float32)
-        np.testing.assert_allclose(prog.mlp(Xm, W1, b1, W2), np_mlp(Xm, W1, b1, W2), rtol=1e-3, atol=1e-3)
-        report(f"mlp {T}x{D}x{F}", best_time(lambda: prog.mlp(Xm, W1, b1, W2), 5),
-               best_time(lambda: np_mlp(Xm, W1, b1, W2), 5), "numpy", "GFLOP/s", 4 * T * D * F / 1e9,
-               shape=(T, D, F), dtype="f32", bytes=4 * (2 * T * D + 2 * D * F + F))
+        peers.formula(f"mlp {T}x{D}x{F}", "mlp", mlp, (Xm, W1, b1, W2), (1e-3, 1e-3), "GFLOP/s",
+                      4 * T * D * F / 1e9, shape=(T, D, F), dtype="f32", bytes=4 * (2 * T * D + 2 * D * F + F))
     Xs = rng.standard_normal((8192, 1024), dtype=np.float32)
-    np.testing.assert_allclose(prog.softmax(Xs), np_softmax(Xs), rtol=1e-5, atol=1e-7)
-    report("softmax rows 8192x1024", best_time(lambda: prog.softmax(Xs), 5),
-           best_time(lambda: np_softmax(Xs), 5), "numpy", "GB/s", 8 * Xs.size / 1e9, shape=Xs.shape, dtype="f32")
+    peers.formula("softmax rows 8192x1024", "softmax", softmax, (Xs,), (1e-5, 1e-7), "GB/s", 8 * Xs.size / 1e9,
+                  shape=Xs.shape, dtype="f32")
     g, bb = rng.standard_normal(1024, dtype=np.float32), rng.standard_normal(1024, dtype=np.float32)
-    np.testing.assert_allclose(prog.layernorm(Xs, g, bb), np_layernorm(Xs, g, bb), rtol=1e-4, atol=1e-4)
-    report("layernorm rows 8192x1024", best_time(lambda: prog.layernorm(Xs, g, bb), 5),
-           best_time(lambda: np_layernorm(Xs, g, bb), 5), "numpy", "GB/s", 8 * Xs.size / 1e9, shape=Xs.shape,
-           dtype="f32")
-    bench_attention(prog, rng)
+    peers.formula("layernorm rows 8192x1024", "layernorm", layernorm, (Xs, g, bb), (1e-4, 1e-4), "GB/s",
+                  8 * Xs.size / 1e9, shape=Xs.shape, dtype="f32")
+    bench_attention(peers, rng)
 
 
 if __name__ == "__main__":

@@ -212,3 +212,35 @@ def test_every_benchmark_takes_json(script):
                          timeout=300)
     assert run.returncode == 0, run.stderr
     assert "--json PATH" in run.stdout
+
+
+def test_without_jax_the_xla_side_is_left_out_and_the_row_says_so(results, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "jax", None)   # import jax raises ImportError, as in CI's venv
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    jax = common.optional_jax(2)
+    assert jax is None and common.XLA_ABSENT in capsys.readouterr().out
+    assert common.xla_call(jax, lambda jnp, a: a, 1.0) is None
+    row = common.report_sides("gemm 64", {"tessera": lambda: None, "XLA": None, "numpy": lambda: None}, 1,
+                              "GFLOP/s", 1.0, shape=(64, 64, 64), dtype="f32")
+    assert [p["name"] for p in row["peers"]] == ["numpy"] and row["note"] == "no XLA: jax not installed"
+    assert json.loads(results.read_text())["rows"] == [row]
+    assert "(no XLA: jax not installed)" in capsys.readouterr().out
+
+
+def test_one_thread_of_ours_gets_a_one_thread_xla(monkeypatch):
+    monkeypatch.setitem(sys.modules, "jax", None)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/x")
+    common.optional_jax(1)
+    assert common.os.environ["XLA_FLAGS"] == \
+        "--xla_dump_to=/tmp/x --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    monkeypatch.setenv("XLA_FLAGS", "")
+    common.optional_jax(2)
+    assert common.os.environ["XLA_FLAGS"] == ""
+
+
+def test_a_jitted_formula_gets_jax_numpy_and_the_placed_arrays():
+    jax = pytest.importorskip("jax")
+    import numpy as np
+    call = common.xla_call(jax, lambda jnp, a, b, k: jnp.tanh(a @ b) * k, np.eye(2, dtype=np.float32),
+                           np.full((2, 2), 0.5, np.float32), k=2.0)
+    np.testing.assert_allclose(np.asarray(call()), 2 * np.tanh(np.full((2, 2), 0.5)), rtol=1e-6)
