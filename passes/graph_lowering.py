@@ -365,7 +365,7 @@ def _split_strided(ctx: LoweringContext, kname: str, op, block_x: int) -> list:
                           tensors=(plan.TensorView(x, "scalar"), plan.TensorView(partials, "scalar")),
                           scalars=tuple(part.extra["scalars"])),
             plan.ViewStep(kernel=kname, source=finish, R=rows, C=cols, block=(block_x, 1, 1),
-                          grid=(kernelgen.grid_dim(f"ceil(R/{block_x})"), "1", "1"),
+                          grid=kernelgen.split_grid(f"ceil(R/{block_x})", 3),
                           tensors=(plan.TensorView(partials, "scalar"), plan.TensorView(y, "scalar")),
                           scalars=(chunks, cols) if is_mean else (chunks,))]
 
@@ -382,12 +382,12 @@ def _split_reduce(ctx: LoweringContext, kname: str, op, warp: int, rows_per_bloc
     partials = ctx.temporary(y, cdt, [rows, chunks], tag="_partials")
     is_mean = ir.StringAttr(op.attributes["kind"]).value == "mean"
     return [plan.ViewStep(kernel=f"{kname}_part", source=part, R=rows, C=cols, block=(warp, rows_per_block, 1),
-                          grid=(kernelgen.grid_dim(f"ceil((R*{kernelgen.split_chunks('R', 'C')})/{rows_per_block})"),
-                                "1", "1"),
+                          grid=kernelgen.split_grid(f"ceil((R*{kernelgen.split_chunks('R', 'C')})/{rows_per_block})",
+                                                    3),
                           tensors=(plan.TensorView(x, "matrix"), plan.TensorView(partials, "scalar")),
                           scalars=(chunks,)),
             plan.ViewStep(kernel=kname, source=finish, R=rows, C=chunks, block=(warp, rows_per_block, 1),
-                          grid=(kernelgen.grid_dim(f"ceil(R/{rows_per_block})"), "1", "1"),
+                          grid=kernelgen.split_grid(f"ceil(R/{rows_per_block})", 3),
                           tensors=(plan.TensorView(partials, "matrix"), plan.TensorView(y, "rows")),
                           scalars=(cols,) if is_mean else ())]
 

@@ -190,11 +190,12 @@ def _bias_dims(ops: list, dims: dict) -> dict:
     return out
 
 
-# The most blocks a generated kernel's grid has along any dimension: 65535, the least of every target's
-# limits (CUDA's grid y and z; HIP's grid is counted in work-items of 32 bits, and 65535 blocks of up to 1024
-# threads stay under it; Level Zero's group counts). A kernel with more blocks of work than that loops over
-# them, block b taking blocks b, b + grid, b + 2·grid, … (grid-stride), so no extent a 64-bit index holds
-# makes a launch any target refuses; under the limit each block's loop runs once.
+# The most blocks a generated kernel's grid has along y and z: 65535, the least of every target's limits (CUDA's
+# grid y and z; HIP counts its grid in work-items of 32 bits, which 65535 blocks of up to 1024 threads stay
+# under; Level Zero's group counts). Blocks of rows are numbered across two or three dimensions instead of one
+# (`split_grid`, `folded_block`): 65535² or 65535³ of them. A loop over blocks in each kernel (grid-stride) would
+# have no limit at all, but LLVM hoists each input's address arithmetic out of it, and a fused backward
+# elementwise kernel went from 94 registers a thread to 255 (its 512-thread blocks then refused at the launch).
 GRID_LIMIT = 65535
 
 
@@ -203,9 +204,31 @@ def grid_dim(blocks: str) -> str:
     return f"min({blocks}, {GRID_LIMIT})"
 
 
+def split_grid(blocks: str, dims: int = 2) -> tuple[str, ...]:
+    """`dims` (2 or 3) grid dimensions, lowest first, holding `blocks` blocks (an extent expression): each
+    but the last min(…, GRID_LIMIT), the last the rest (at most GRID_LIMIT where blocks < GRID_LIMIT^dims).
+    `folded_block` numbers them; the last few numbers pass `blocks`, which the kernel's guard skips."""
+    out, rest = [], blocks
+    for _ in range(dims - 1):
+        out.append(grid_dim(rest))
+        rest = f"ceil(({rest})/{GRID_LIMIT})"
+    return (*out, rest)
+
+
+def folded_block(*dims: int) -> str:
+    """Kernel expression: this block's number in a `split_grid` laid along grid dimensions `dims`, lowest
+    first."""
+    expr = f"launch.block_id({dims[-1]})"
+    for d in reversed(dims[:-1]):
+        expr = f"{expr} * {GRID_LIMIT} + launch.block_id({d})"
+        expr = f"({expr})"
+    return expr
+
+
 def block_loop(var: str, dim: int, blocks: str, body: list[str]) -> list[str]:
     """Kernel source running `body` (lines indented four spaces or more) for each of the `blocks` blocks of
-    work (a kernel expression) along grid dimension `dim` that this block takes, as block index `var`."""
+    work (a kernel expression) along grid dimension `dim` that this block takes, as block index `var`: a
+    grid-stride loop, for small kernels (a transpose's, a push's) whose three dimensions are all taken."""
     return [f"    for {var} in range(launch.block_id({dim}), {blocks}, launch.grid_dim({dim})):",
             *["    " + line for line in body]]
 
@@ -284,16 +307,16 @@ def elementwise(name: str, ops: list, inputs: list, outputs: list, dims: dict, b
             lines.append(f"        if row0 + {j} < O0.shape[0]:")
         lines += [("    " if j else "") + at(line, j) for line in stores]
     rows = max(1, ELEMENTWISE_THREADS // block_x)
-    body = [f"    col = cb * {block_x} + launch.local_id(0)", f"    row0 = (rb * {rows} + launch.local_id(1)) * {V}",
-            "    if col < O0.shape[1] and row0 < O0.shape[0]:", *lines]
     src = "\n".join([
         "import math", "", "",
         "@kernel",
         f"def {name}({', '.join(params)}):",
-        *block_loop("rb", 1, _blocks_of("O0.shape[0]", rows * V),
-                    block_loop("cb", 0, _blocks_of("O0.shape[1]", block_x), body)), ""])
+        "    col = launch.thread_id(0)",
+        f"    row0 = ({folded_block(1, 2)} * {rows} + launch.local_id(1)) * {V}",
+        "    if col < O0.shape[1] and row0 < O0.shape[0]:",
+        *lines, ""])
     return KernelSource(name, src, inputs, outputs, views, block=(block_x, rows, 1),
-                        grid=(grid_dim(f"ceil(C/{block_x})"), grid_dim(f"ceil(R/{rows * V})"), "1"),
+                        grid=(f"ceil(C/{block_x})", *split_grid(f"ceil(R/{rows * V})")),
                         extra={"scalars": [e for _, e in scalars]})
 
 
@@ -417,19 +440,18 @@ def blocks(name: str, op, dims: dict, block_x: int) -> tuple[str, dict]:
     load = op.operation.name == "ttensor.load_blocks"
     lines = ["import math", "", "", "@kernel",
              f"def {name}(X: tensor[{dt}, \"XR\", \"D\"], Y: tensor[{dt}, \"YR\", \"D\"]):",
-             "    for row in range(launch.block_id(1), Y.shape[0], launch.grid_dim(1)):"]
-    body = [f"    col = cb * {block_x} + launch.local_id(0)", "    if col < Y.shape[1]:"]
+             "    col = launch.thread_id(0)", f"    row = {folded_block(1, 2)}",
+             "    if col < Y.shape[1] and row < Y.shape[0]:"]
     if load:
         other = float_literal(ir.FloatAttr(op.attributes["other"]).value)
-        body += ["        if row < X.shape[0]:", "            Y[row, col] = X[row, col]", "        else:",
-                 f"            Y[row, col] = {other if dt in ('f32', 'f64') else f'{dt}({other})'}"]
+        lines += ["        if row < X.shape[0]:", "            Y[row, col] = X[row, col]", "        else:",
+                  f"            Y[row, col] = {other if dt in ('f32', 'f64') else f'{dt}({other})'}", ""]
     else:
-        body += ["        Y[row, col] = X[row, col]"]
-    lines += ["    " + line for line in block_loop("cb", 0, _blocks_of("Y.shape[1]", block_x), body)] + [""]
+        lines += ["        Y[row, col] = X[row, col]", ""]
     xd, yd = dims[x], dims[y]
     env = {"XR": product(xd[:-1]) if not load else xd[0], "YR": product(yd[:-1]) if load else yd[0],
            "D": product(xd[1:] if load else xd[2:])}
-    step = {"env": env, "block": [block_x, 1, 1], "grid": [grid_dim(f"ceil(D/{block_x})"), grid_dim("YR"), "1"],
+    step = {"env": env, "block": [block_x, 1, 1], "grid": [f"ceil(D/{block_x})", *split_grid("YR")],
             "args": [{"value": x, "shape": ["XR", "D"]}, {"value": y, "shape": ["YR", "D"]}]}
     return "\n".join(lines), step
 
@@ -470,7 +492,8 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: lis
     views = ["matrix"]
     inputs = [x]
     head = [f"    W = {warp}", "    lane = launch.local_id(0)"]
-    each = [f"    r = rb * {rows_per_block} + launch.local_id(1)", "    if r < X.shape[0]:", "        n = X.shape[1]"]
+    each = [f"    r = {folded_block(0, 1, 2)} * {rows_per_block} + launch.local_id(1)", "    if r < X.shape[0]:",
+            "        n = X.shape[1]"]
     lines: list[str] = []
     if kind in ("ttensor.softmax", "ttensor.log_softmax"):
         axis = ir.IntegerAttr(op.attributes["axis"]).value % len(xd)
@@ -551,9 +574,9 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: lis
     else:
         raise LoweringError(op, f"'{kind}' has no CPU row kernel")
     src = "\n".join(["import math", "", "", "@kernel", f"def {name}({', '.join(params)}):", *head,
-                     *block_loop("rb", 0, _blocks_of("X.shape[0]", rows_per_block), each + lines), ""])
+                     *each, *lines, ""])
     return KernelSource(name, src, inputs, outputs, views, block=(warp, rows_per_block, 1),
-                        grid=(grid_dim(f"ceil(R/{rows_per_block})"), "1", "1"), extra=extra)
+                        grid=split_grid(f"ceil(R/{rows_per_block})", 3), extra=extra)
 
 
 # A reduction over trailing axes whose rows are few and long (a loss's mean over a whole tensor: one row)
@@ -579,7 +602,7 @@ def split_reduce(name: str, op, warp: int, rows_per_block: int) -> tuple[str, st
     [p·L, min((p+1)·L, C)), L = ceil(C/P) rounded up to whole warps, so each chunk's loads stay aligned)
     into T[r·P + p] with one warp; the second, `{name}(T [R, P], Y [R], count)`, reduces each row of
     partials with one warp and divides a mean by `count`, the row's element count. Both run `rows_per_block`
-    warps a block, their blocks along grid x."""
+    warps a block, their blocks along grid x, y and z (`split_grid`)."""
     x, y = op.operands[0], op.results[0]
     dt_in, dt_out = element_dtype(x), element_dtype(y)
     cdt = compute_dtype(dt_in)
@@ -590,24 +613,22 @@ def split_reduce(name: str, op, warp: int, rows_per_block: int) -> tuple[str, st
     part = ["import math", "", "", "@kernel",
             f"def {name}_part(X: tensor[{dt_in}, \"R\", \"C\"], T: tensor[{cdt}, \"S\"], P: int64):",
             f"    W = {warp}", "    lane = launch.local_id(0)",
-            *block_loop("qb", 0, _blocks_of("X.shape[0] * P", rows_per_block), [
-                f"    q = qb * {rows_per_block} + launch.local_id(1)",
-                "    if q < X.shape[0] * P:", "        r = q // P", "        n = X.shape[1]",
-                "        L = ((n + P - 1) // P + W - 1) // W * W", "        lo = (q % P) * L",
-                "        hi = min(lo + L, n)", f"        acc = {init}", "        for c0 in range(lo, hi, W):",
-                "            c = c0 + lane", "            if c < hi:", f"                acc = {comb.format(a='acc', b=ld(XRC))}",
-                *_butterfly("acc", comb, warp), "        if lane == 0:", "            T[q] = acc"]), ""]
+            f"    q = {folded_block(0, 1, 2)} * {rows_per_block} + launch.local_id(1)",
+            "    if q < X.shape[0] * P:", "        r = q // P", "        n = X.shape[1]",
+            "        L = ((n + P - 1) // P + W - 1) // W * W", "        lo = (q % P) * L", "        hi = min(lo + L, n)",
+            f"        acc = {init}", "        for c0 in range(lo, hi, W):", "            c = c0 + lane",
+            "            if c < hi:", f"                acc = {comb.format(a='acc', b=ld(XRC))}",
+            *_butterfly("acc", comb, warp), "        if lane == 0:", "            T[q] = acc", ""]
     result = f"acc / {cdt}(count)" if red == "mean" else "acc"
     result = f"{dt_out}({result})" if dt_out != cdt else result
     finish = ["import math", "", "", "@kernel",
               f"def {name}(T: tensor[{cdt}, \"R\", \"C\"], Y: tensor[{dt_out}, \"R\"]"
               f"{', count: int64' if red == 'mean' else ''}):",
               f"    W = {warp}", "    lane = launch.local_id(0)",
-              *block_loop("rb", 0, _blocks_of("T.shape[0]", rows_per_block), [
-                  f"    r = rb * {rows_per_block} + launch.local_id(1)", "    if r < T.shape[0]:",
-                  "        n = T.shape[1]", f"        acc = {init}",
-                  *_row_loop([f"acc = {comb.format(a='acc', b='T[r, c]')}"]), *_butterfly("acc", comb, warp),
-                  "        if lane == 0:", f"            Y[r] = {result}"]), ""]
+              f"    r = {folded_block(0, 1, 2)} * {rows_per_block} + launch.local_id(1)",
+              "    if r < T.shape[0]:", "        n = T.shape[1]", f"        acc = {init}",
+              *_row_loop([f"acc = {comb.format(a='acc', b='T[r, c]')}"]), *_butterfly("acc", comb, warp),
+              "        if lane == 0:", f"            Y[r] = {result}", ""]
     return "\n".join(part), "\n".join(finish), cdt
 
 
@@ -647,10 +668,10 @@ def strided_reduce_split(name: str, op, dims: dict, block_x: int) -> tuple[Kerne
     finish = ["import math", "", "", "@kernel",
               f"def {name}(T: tensor[{cdt}, \"S0\"], Y: tensor[{dt_out}, \"S1\"], P: int64"
               f"{', count: int64' if red == 'mean' else ''}):",
-              *block_loop("ob", 0, _blocks_of("Y.shape[0]", block_x), [
-                  f"    o = ob * {block_x} + launch.local_id(0)", "    if o < Y.shape[0]:", "        K = Y.shape[0]",
-                  f"        acc = {init}", "        for p in range(P):",
-                  f"            acc = {comb.format(a='acc', b='T[p * K + o]')}", f"        Y[o] = {result}"]), ""]
+              f"    o = {folded_block(0, 1, 2)} * {block_x} + launch.local_id(0)", "    if o < Y.shape[0]:",
+              "        K = Y.shape[0]", f"        acc = {init}",
+              "        for p in range(P):", f"            acc = {comb.format(a='acc', b='T[p * K + o]')}",
+              f"        Y[o] = {result}", ""]
     return part, "\n".join(finish), cdt, part.extra["scalars"][-1]
 
 
@@ -683,11 +704,11 @@ def _strided_reduce(name: str, op, xd: list, axes: list, init: str, comb: str, m
     if split:   # thread (o, p): chunk p of the outermost reduced run, into T[p·K + o]
         scalars += [("K", product([d for k in kept for d in runs[k][1]])),
                     ("P", strided_chunks(product([d for k in kept for d in runs[k][1]]), product(runs[loops[0]][1])))]
-        lines = [f"    o = ob * {block_x} + launch.local_id(0)", "    if o < K and p < P:", "        q = o",
-                 "        base = 0"]
+        lines = ["    o = launch.thread_id(0)", f"    p = {folded_block(1, 2)}", "    if o < K and p < P:",
+                 "        q = o", "        base = 0"]
     else:
-        lines = [f"    o = ob * {block_x} + launch.local_id(0)", "    if o < Y.shape[0]:", "        q = o",
-                 "        base = 0"]
+        lines = [f"    o = {folded_block(0, 1, 2)} * {block_x} + launch.local_id(0)", "    if o < Y.shape[0]:",
+                 "        q = o", "        base = 0"]
     for n, k in enumerate(reversed(kept)):   # the output index, last kept run fastest
         last = n == len(kept) - 1
         lines += [f"        base += {'q' if last else f'(q % e{k})'} * st{k}"] + ([] if last else [f"        q = q // e{k}"])
@@ -707,9 +728,9 @@ def _strided_reduce(name: str, op, xd: list, axes: list, init: str, comb: str, m
         params = [f"X: tensor[{element_dtype(x)}, \"S0\"]", f"T: tensor[{cdt}, \"S1\"]",
                   *[f"{n}: int64" for n, _ in scalars]]
         src = "\n".join(["import math", "", "", "@kernel", f"def {name}_part({', '.join(params)}):",
-                         *block_loop("p", 1, "P", block_loop("ob", 0, _blocks_of("K", block_x), lines)), ""])
+                         *lines, ""])
         return KernelSource(f"{name}_part", src, [x], [], ["scalar", "scalar"], block=(block_x, 1, 1),
-                            grid=(grid_dim(f"ceil(R/{block_x})"), grid_dim("C"), "1"),
+                            grid=(f"ceil(R/{block_x})", *split_grid("C")),
                             extra={"scalars": [e for _, e in scalars]})
     if mean:
         scalars.append(("count", product([d for k in loops for d in runs[k][1]])))
@@ -718,9 +739,9 @@ def _strided_reduce(name: str, op, xd: list, axes: list, init: str, comb: str, m
     params = [f"X: tensor[{element_dtype(x)}, \"S0\"]", f"Y: tensor[{element_dtype(y)}, \"S1\"]",
               *[f"{n}: int64" for n, _ in scalars]]
     src = "\n".join(["import math", "", "", "@kernel", f"def {name}({', '.join(params)}):",
-                     *block_loop("ob", 0, _blocks_of("Y.shape[0]", block_x), lines), ""])
+                     *lines, ""])
     return KernelSource(name, src, [x], [y], ["scalar", "scalar"], block=(block_x, 1, 1),
-                        grid=(grid_dim(f"ceil(R/{block_x})"), "1", "1"), extra={"scalars": [e for _, e in scalars]})
+                        grid=split_grid(f"ceil(R/{block_x})", 3), extra={"scalars": [e for _, e in scalars]})
 
 
 def transpose(name: str, op, dims: dict) -> KernelSource:

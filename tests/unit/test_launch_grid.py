@@ -1,9 +1,11 @@
-"""The generated kernels' launch grids stay within every target's limits (kernelgen.GRID_LIMIT, 65535 blocks a
-dimension: CUDA's grid y and z) for any extent a 64-bit index holds: a kernel with more blocks of work loops
-over them (grid-stride). Before, row blocks went to grid y, one block each, and a GPU refused a tall tensor at
-the call (an i4 quantize of more than 16383 rows of 32). Each kind of generated kernel runs here with 65537
-blocks of work along its capped dimension, so blocks at the cap take two: on the CPU and, through the same
-generated kernels compiled for SPIR-V, on the OpenCL CPU runtime, against numpy."""
+"""The generated kernels' launch grids stay within every target's limits for tall tensors: row blocks are
+numbered across two grid dimensions of at most 65535 blocks each (kernelgen.split_grid, folded_block: CUDA's
+grid y and z limit, the least of any target's), column blocks along x (2^31 - 1 on CUDA); a transpose and a
+push loop over their blocks (grid-stride). Before, row blocks went to grid y one block each, and a GPU refused
+a tall tensor at the call (an i4 quantize of more than 16383 rows of 32). Each kind of generated kernel runs
+here with 65537 blocks of work along its capped dimension, so the second grid dimension (or the loop) is
+used: on the CPU and, through the same generated kernels compiled for SPIR-V, on the OpenCL CPU runtime,
+against numpy."""
 
 import numpy as np
 import pytest
@@ -39,10 +41,10 @@ def colsum_wide(X: tensor[f32, 2, "N"]):
 def tr(X: tensor[f32, "N", 1]):
     return op.transpose(X, (1, 0))
 """
-# rows giving each function's capped dimension 65537 blocks of work: 16 rows a block of an elementwise kernel
-# (4 rows of threads, 4 rows each), 4 rows a block of a row kernel (and of a split reduction's two kernels:
-# P = 1 chunk a row of 2), 64 rows a chunk of a column sum (K = 1 kept element: P = 65537 chunks in grid y),
-# 32 rows a block of a transpose
+# rows giving each function's split (or looped) dimension 65537 blocks of work: 16 rows a block of an elementwise
+# kernel (4 rows of threads, 4 rows each), 4 rows a block of a row kernel (and of a split reduction's two
+# kernels: P = 1 chunk a row of 2), 64 rows a chunk of a column sum (K = 1 kept element: P = 65537 chunks along grid
+# y and z), 32 rows a block of a transpose
 ROWS = {"ew": 16 * 65536 + 5, "rows": 4 * 65536 + 3, "rowsum": 4 * 65536 + 3, "colsum": 64 * 65536 + 7,
         "tr": 32 * 65536 + 9}
 
@@ -64,17 +66,20 @@ def cpu_result():
     return compiler.compile_source(SRC, "grid.py", CompileOptions(target="cpu"))
 
 
-@pytest.mark.parametrize("n", [ROWS["colsum"], 2 ** 40, 2 ** 62 // 64])
+@pytest.mark.parametrize("n", [ROWS["colsum"], 2 ** 32, 2 ** 35])
 def test_no_grid_dimension_passes_the_limit(cpu_result, n):
-    """Every generated kernel's grid, at extents up to what a 64-bit index holds, is at most 65535 blocks a
-    dimension (the plan's expressions: the same for every target)."""
+    """Every generated kernel's grid, at extents up to 2^35 rows (256 GiB of f32 as [2^35, 2]: past any device's
+    memory; an elementwise kernel's limit is 65535² blocks of 16 rows, 2^36), is within CUDA's limits: 65535
+    blocks along y and z, 2^31 - 1 along x (the plan's expressions: the same for every target)."""
     for fn in ("ew", "rows", "rowsum", "colsum", "colsum_wide", "tr"):
         for kernel, grid, exprs in _grids(cpu_result, fn, n):
-            assert all(1 <= g <= kernelgen.GRID_LIMIT for g in grid), (fn, kernel, grid, exprs)
+            assert 1 <= grid[0] <= 2 ** 31 - 1 and all(1 <= g <= kernelgen.GRID_LIMIT for g in grid[1:]), \
+                (fn, kernel, grid, exprs)
 
 
 def test_the_chosen_extents_give_more_blocks_than_the_limit(cpu_result):
-    """Each run below has a kernel at the cap: its blocks loop (what the numerics tests exercise)."""
+    """Each run below has a kernel at the cap, its blocks of work numbered across two dimensions or looped
+    over (what the numerics tests exercise)."""
     for fn, n in ROWS.items():
         assert any(kernelgen.GRID_LIMIT in grid for _, grid, _ in _grids(cpu_result, fn, n)), fn
 

@@ -40,7 +40,7 @@ def step(X: tensor[bf16, "T", 64], W1: tensor[bf16, 64, 128], b1: tensor[f32, 12
 
 # KERN: \22kernel\22: \22step__row[[N:[0-9]+]]_part\22, \22source\22: \22import math\\n\\n\\n@kernel\\ndef step__row[[N]]_part(X: tensor[f32, \\\22S0\\\22]
 # KERN-SAME: \22R\22: \22128\22, \22C\22: \22max(min(ceil((T)/64), 524288 // max(128, 1)), 1)\22
-# KERN-SAME: \22grid\22: [\22min(ceil(R/128), 65535)\22, \22min(C, 65535)\22, \221\22]
+# KERN-SAME: \22grid\22: [\22ceil(R/128)\22, \22min(C, 65535)\22, \22ceil((C)/65535)\22]
 # KERN: \22kernel\22: \22step__row[[N]]\22
 
 # Partials: thread (o, p) sums rows [p·L, min(p·L + L, T)) of column o into T[p·K + o].

@@ -43,7 +43,7 @@ from tessera import function, op, tensor
 # The function is gone; its groups are SIMT kernels.
 # KERN-NOT:      tessera.function
 # KERN-LABEL:    func.func @block__elementwise0(
-# KERN:            "ttile.local_id"() {dim = 0 : i64}
+# KERN:            "ttile.thread_id"() {dim = 0 : i64}
 # KERN:            math.erf
 # KERN-LABEL:    func.func @block__row1(
 # KERN:            "ttile.shuffle_xor"

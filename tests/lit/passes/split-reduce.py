@@ -11,7 +11,7 @@ from tessera import f32, function, op, tensor
 # KERN: \22v2_f32_partials\22: {\22dtype\22: \22f32\22, \22dims\22: [\221\22, \22min(ceil((T*D)/4096), max(8192 // (1), 1))\22]}
 # KERN: \22kernel\22: \22loss__row1_part\22
 # KERN-SAME: \22tensors\22: [{\22value\22: \22v1\22, \22view\22: \22matrix\22}, {\22value\22: \22v2_f32_partials\22, \22view\22: \22scalar\22}], \22R\22: \221\22, \22C\22: \22T*D\22
-# KERN-SAME: \22grid\22: [\22min(ceil((R*min(ceil((C)/4096), max(8192 // (R), 1)))/4), 65535)\22, \221\22, \221\22]
+# KERN-SAME: \22grid\22: [\22min(ceil((R*min(ceil((C)/4096), max(8192 // (R), 1)))/4), 65535)\22, \22min(ceil((ceil((R*min(ceil((C)/4096), max(8192 // (R), 1)))/4))/65535), 65535)\22, \22ceil((ceil((ceil((R*min(ceil((C)/4096), max(8192 // (R), 1)))/4))/65535))/65535)\22]
 # KERN: \22kernel\22: \22loss__row1\22
 # KERN-SAME: \22tensors\22: [{\22value\22: \22v2_f32_partials\22, \22view\22: \22matrix\22}, {\22value\22: \22v2\22, \22view\22: \22rows\22}]
 # KERN-SAME: \22C\22: \22min(ceil((T*D)/4096), max(8192 // (1), 1))\22
