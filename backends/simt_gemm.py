@@ -7,7 +7,7 @@ target has one (SPIR-V `--arch xe-hpc`, MFMA/WMMA): only tile.mma fragments do (
 A group is a matmul and its epilogue (bias along the last axis, one activation, a scale by a constant, a
 residual add: the CPU's groups, backends/cpu/gemm_lowering.py), applied in the program's order in the
 accumulator's type before one rounding to the result's dtype. Batches: a 2-D rhs takes the lhs's batch axes
-as more rows; a batched rhs runs the batch on grid z, an lhs of the same batch axes read per entry and a 2-D
+as more rows; a batched rhs runs the batch as more work-groups, an lhs of the same batch axes read per entry and a 2-D
 lhs broadcast to every entry (its batch count 1: the kernel reads entry min(z, count − 1)). Float operands
 of any dtype are widened to f32 as they are loaded (f64 stays f64; tf32 operands, f32 words, are multiplied
 as f32: the quantize phase records "tf32 computed in f32"), so accumulation is f32 for every input
@@ -16,7 +16,10 @@ by `accum=`), wrapping as the interpreter's sum wrapped to it does.
 
 Work-items run 32 along N (a subgroup reads consecutive columns of B and C) and 4 along M per work-group;
 K is reduced in ascending order, one product and one sum per step, the order tessera.interpret and numpy's
-naive loop use.
+naive loop use. Work-groups are numbered column block first, then row block, then batch entry, across grid x,
+y and z of at most 65535 each (kernelgen.split_grid/folded_block, as the generated kernels): a tall C (more
+than 65535 blocks of 4 rows) or a long batch never passes a target's grid limit. Not a loop over blocks: that
+raised the generated kernels' register counts on ptx.
 """
 
 from __future__ import annotations
@@ -65,9 +68,14 @@ def source(name: str, dtype: str, out_dtype: str, steps: list, extras: list) -> 
         "import math", "", "",
         "@kernel",
         f"def {name}({', '.join(params)}):",
-        "    c = launch.thread_id(0)",
-        "    r = launch.thread_id(1)",
-        "    z = launch.thread_id(2)",
+        # this work-group's column block, row block and batch entry from its number (the plan's `grid`)
+        f"    g = {kernelgen.folded_block(0, 1, 2)}",
+        f"    nc = (C.shape[2] + {BLOCK[0] - 1}) // {BLOCK[0]}",
+        f"    nr = (C.shape[1] + {BLOCK[1] - 1}) // {BLOCK[1]}",
+        "    gz = g // nc",
+        "    z = gz // nr",
+        f"    c = (g - gz * nc) * {BLOCK[0]} + launch.local_id(0)",
+        f"    r = (gz - z * nr) * {BLOCK[1]} + launch.local_id(1)",
         "    if c < C.shape[2] and r < C.shape[1] and z < C.shape[0]:",
         "        za = min(z, A.shape[0] - 1)",
         f"        acc = {acc_dt}(0)",
@@ -132,4 +140,5 @@ def lower(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
         else:
             args.append(plan.TensorArg(ctx.record(v), ("N",) if role == "bias" else ("Z", "M", "N")))
     return [plan.ArgsStep(kname, source=text, env={"Z": Z, "ZA": ZA, "M": M, "K": da[-1], "N": db[-1]},
-                          args=tuple(args), block=BLOCK, grid=(f"ceil(N/{BLOCK[0]})", f"ceil(M/{BLOCK[1]})", "Z"))]
+                          args=tuple(args), block=BLOCK,
+                          grid=kernelgen.split_grid(f"ceil(N/{BLOCK[0]})*ceil(M/{BLOCK[1]})*Z", 3))]

@@ -1,6 +1,6 @@
 """Matmul and attention where a target has no kernel of its own (issue 18 item 1): the SIMT GEMM
-(backends/simt_gemm.py) on SPIR-V and AMDGPU, and for integer operands on ptx before sm_90a; a batched rhs on
-grid z, a 2-D lhs broadcast over its batch; i8 x i8 -> i32 exact; flash attention decomposed into two GEMMs
+(backends/simt_gemm.py) on SPIR-V and AMDGPU, and for integer operands on ptx before sm_90a; a batched rhs as
+more work-groups, a 2-D lhs broadcast over its batch; grids within 65535 work-groups a dimension for any height; i8 x i8 -> i32 exact; flash attention decomposed into two GEMMs
 and a softmax on ptx sm_80 .. sm_89, AMDGPU and SPIR-V, recorded in the plan's fallbacks, its backward too.
 
 SPIR-V runs on the OpenCL CPU runtime against numpy and the interpreter; AMDGPU and ptx images are compiled
@@ -10,9 +10,10 @@ SPIR-V runs on the OpenCL CPU runtime against numpy and the interpreter; AMDGPU 
 import numpy as np
 import pytest
 
-from tessera import compiler, executor, image, tessera_frontend_compile
+from tessera import compiler, executor, image, plan, tessera_frontend_compile
 from tessera.diagnostics import CompileError
 from tessera.options import CompileOptions
+from tessera.passes import kernelgen
 
 from test_opencl import opencl  # noqa: F401  (the fixture: skips, or fails in CI, without OpenCL)
 
@@ -91,12 +92,39 @@ def test_gemm_with_epilogue(spirv):
     np.testing.assert_allclose(spirv[1].mlp(A, B, b), np.maximum(A @ B + b, 0), rtol=1e-5, atol=1e-5)
 
 
-def test_batched_rhs_runs_the_batch_on_grid_z(spirv):
+def test_batched_rhs_runs_the_batch_as_more_work_groups(spirv):
     A, B = randn(3, 37, 50, dtype=np.float16), randn(3, 50, 45, dtype=np.float16)
     want = (A.astype(np.float32) @ B.astype(np.float32)).astype(np.float16)   # f32 accumulation, one rounding
     np.testing.assert_array_equal(spirv[1].batched(A, B), want)
     (step,) = spirv[0].metadata["plans"]["batched"]["steps"]
-    assert step["grid"][2] == "Z" and step["env"]["Z"] == step["env"]["ZA"] == "Z"
+    assert step["env"]["Z"] == step["env"]["ZA"] == "Z" and "Z" in step["grid"][0]
+
+
+def _grid(result, fn: str, env: dict) -> list[int]:
+    (step,) = [s for s in result.metadata["plans"][fn]["steps"] if s.get("kernel", "").endswith("gemm0")]
+    ext = {k: plan.evaluate(v, env) for k, v in step["env"].items()}
+    return [plan.evaluate(g, ext) for g in step["grid"]]
+
+
+@pytest.mark.parametrize("fn, env", [("mlp", {"M": 2 ** 35, "K": 2, "N": 3}),
+                                     ("mlp", {"M": 5, "K": 2, "N": 2 ** 35}),
+                                     ("batched", {"Z": 2 ** 20, "M": 2 ** 15, "K": 2, "N": 40})])
+def test_no_grid_dimension_passes_the_limit(spirv, fn, env):
+    """Work-groups are numbered across grid x, y and z (kernelgen.split_grid): 2^35 rows (2^33 blocks of 4,
+    before: ceil(M/4) along y, refused past 262140 rows), 2^35 columns or 2^20 batch entries (before: along z)
+    stay within 65535 a dimension, the least limit of any target, and the grid covers every work-group."""
+    grid = _grid(spirv[0], fn, env)
+    assert all(1 <= g <= kernelgen.GRID_LIMIT for g in grid), grid
+    blocks = -(-env["N"] // 32) * -(-env["M"] // 4) * env.get("Z", 1)
+    assert grid[0] * grid[1] * grid[2] >= blocks
+
+
+def test_a_tall_gemm_past_65535_row_blocks(spirv):
+    """300000 rows: 75000 blocks of 4, past 65535, so grid y holds the rest (on the OpenCL CPU runtime)."""
+    assert _grid(spirv[0], "mlp", {"M": 300000, "K": 2, "N": 3})[:2] == [kernelgen.GRID_LIMIT, 2]
+    A, B, b = randn(300000, 2), randn(2, 3), randn(3)
+    want = np.maximum(A.astype(np.float64) @ B + b, 0)
+    np.testing.assert_allclose(spirv[1].mlp(A, B, b), want, rtol=1e-5, atol=1e-5)
 
 
 def test_batch_axes_with_a_residual(spirv):

@@ -1,6 +1,8 @@
 # The SIMT GEMM (backends/simt_gemm.py) on AMDGPU and SPIR-V: one work-item per element of C, k ascending with
-# one product and one sum per step; a batched rhs on grid z (the lhs's entry min(z, its count - 1), so a 2-D
-# lhs is broadcast); f16 widened to f32 at the loads; i8 x i8 sign-extended and accumulated in i32.
+# one product and one sum per step; work-groups numbered across grid x, y and z of at most 65535 each
+# ((z*65535 + y)*65535 + x, kernelgen.folded_block), split into column block, row block and batch entry by two
+# divisions; a batched rhs's entry z reads the lhs's min(z, its count - 1), so a 2-D lhs is broadcast; f16
+# widened to f32 at the loads; i8 x i8 sign-extended and accumulated in i32.
 # RUN: tessera-cc %s --target amdgpu --compile-to=llir | FileCheck %s --check-prefix=AMDGPU
 # RUN: tessera-cc %s --target amdgpu --arch gfx1100 --compile-to=llir | FileCheck %s --check-prefix=AMDGPU
 # RUN: tessera-cc %s --target spirv --compile-to=spirv | FileCheck %s --check-prefix=SPIRV
@@ -9,6 +11,10 @@ from tessera import f16, f32, function, i8, op, tensor
 
 # AMDGPU-LABEL: define amdgpu_kernel void @bias_relu__gemm0(
 # AMDGPU:         @llvm.amdgcn.workgroup.id.z()
+# AMDGPU:         @llvm.amdgcn.workgroup.id.y()
+# AMDGPU:         @llvm.amdgcn.workgroup.id.x()
+# AMDGPU:         sdiv i64 %{{[0-9]+}}, %{{[0-9]+}}
+# AMDGPU:         sdiv i64 %{{[0-9]+}}, %{{[0-9]+}}
 # AMDGPU:         @llvm.smin.i64(
 # AMDGPU:         fmul float
 # AMDGPU-NEXT:    fadd float
@@ -23,6 +29,10 @@ from tessera import f16, f32, function, i8, op, tensor
 # AMDGPU:         store i32
 
 # SPIRV-LABEL: spirv.func @bias_relu__gemm0(
+# SPIRV:         spirv.IMul %{{.+}}, %cst65535_i64 : i64
+# SPIRV:         spirv.IMul %{{.+}}, %cst65535_i64 : i64
+# SPIRV:         spirv.SDiv %{{[0-9]+}}, %{{[0-9]+}} : i64
+# SPIRV:         spirv.SDiv %{{[0-9]+}}, %{{[0-9]+}} : i64
 # SPIRV:         spirv.CL.s_min
 # SPIRV:         spirv.FMul %{{.+}}, %{{.+}} : f32
 # SPIRV-NEXT:    spirv.FAdd %{{.+}}, %{{.+}} : f32
