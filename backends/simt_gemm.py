@@ -1,7 +1,8 @@
 """GEMM fusion groups of Graph IR functions as a SIMT kernel any GPU target compiles: generated as Tessera
 source, one work-item per element of C, its K loop scalar FMAs (the SPIR-V driver vectorizes the
 work-items). It is the SPIR-V backend's GEMM, the AMDGPU backend's, ptx's for integer operands before
-sm_90a and the CPU's for tf32 ones (`taking`), and the strict numerics profile's everywhere (`strict`). It uses no matrix unit, even where the
+sm_90a and the CPU's for tf32 ones (`taking`), ptx's tensor-core GEMMs' for rows not a multiple of 16 bytes
+(`planar`), and the strict numerics profile's everywhere (`strict`). It uses no matrix unit, even where the
 target has one (SPIR-V `--arch xe-hpc`, MFMA/WMMA): only tile.mma fragments do (passes/tile_mma.py).
 
 A group is a matmul and its epilogue (bias along the last axis, one activation, a scale by a constant, a
@@ -40,12 +41,20 @@ def _load(expr: str, dtype: str, acc: str) -> str:
     return expr if dtype == acc else f"{acc}({expr})"
 
 
-def source(name: str, dtype: str, out_dtype: str, steps: list, extras: list) -> str:
-    """The kernel's source: C[Z, M, N] = epilogue(A[Z', M, K] @ B[Z, K, N]), entry z of A min(z, Z' − 1)."""
+def source(name: str, dtype: str, out_dtype: str, steps: list, extras: list, batched: bool = True,
+           trans: tuple = (False, False)) -> str:
+    """The kernel's source: C[Z, M, N] = epilogue(A[Z', M, K] @ B[Z, K, N]), entry z of A min(z, Z' − 1).
+    Not `batched`: C[M, N] = epilogue(A[M, K] @ B[K, N]), the form of the ptx GEMMs' plan steps (their batch
+    runs one launch an entry), A stored [K, M] where `trans`[0], B [N, K] where `trans`[1] (sm_90a's
+    tessera.transpose_a/_b)."""
     dtype = "f32" if dtype == "tf32" else dtype   # f32 words holding tf32 values, multiplied as f32
     acc_dt = out_dtype if out_dtype in ACCUMULATORS else kernelgen.compute_dtype(dtype)
-    params = [f'A: tensor[{dtype}, "ZA", "M", "K"]', f'B: tensor[{dtype}, "Z", "K", "N"]',
-              f'C: tensor[{out_dtype}, "Z", "M", "N"]']
+    za, z = ('"ZA", ', '"Z", ') if batched else ("", "")
+    ia, iz = ("za, ", "z, ") if batched else ("", "")
+    a_dims, a_at = ('"K", "M"', "k, r") if trans[0] else ('"M", "K"', "r, k")
+    b_dims, b_at = ('"N", "K"', "c, k") if trans[1] else ('"K", "N"', "k, c")
+    params = [f"A: tensor[{dtype}, {za}{a_dims}]", f"B: tensor[{dtype}, {z}{b_dims}]",
+              f'C: tensor[{out_dtype}, {z}"M", "N"]']
     body = []
     extra = iter(extras)
     for n, step in enumerate(steps):
@@ -60,29 +69,57 @@ def source(name: str, dtype: str, out_dtype: str, steps: list, extras: list) -> 
             body.append(f"        acc = acc * {_load(f'alpha{n}', 'f32', acc_dt)}")
         elif kind == "add":
             _, v = next(extra)
-            params.append(f'residual{n}: tensor[{element_dtype(v)}, "Z", "M", "N"]')
-            body.append(f"        acc = acc + {_load(f'residual{n}[z, r, c]', element_dtype(v), acc_dt)}")
+            params.append(f'residual{n}: tensor[{element_dtype(v)}, {z}"M", "N"]')
+            body.append(f"        acc = acc + {_load(f'residual{n}[{iz}r, c]', element_dtype(v), acc_dt)}")
         else:
             body.append(f"        acc = {kernelgen.UNARY[kind].format(x='acc')}")
+    m, n_ = ("C.shape[1]", "C.shape[2]") if batched else ("C.shape[0]", "C.shape[1]")
+    k = f"A.shape[{1 if batched else 0}]" if trans[0] else f"A.shape[{2 if batched else 1}]"
+    # this work-group's column block, row block and batch entry from its number (the plan's `grid`)
+    ids = [f"    g = {kernelgen.folded_block(0, 1, 2)}",
+           f"    nc = ({n_} + {BLOCK[0] - 1}) // {BLOCK[0]}",
+           "    gz = g // nc",
+           f"    c = (g - gz * nc) * {BLOCK[0]} + launch.local_id(0)"]
+    if batched:
+        ids += [f"    nr = ({m} + {BLOCK[1] - 1}) // {BLOCK[1]}",
+                "    z = gz // nr",
+                f"    r = (gz - z * nr) * {BLOCK[1]} + launch.local_id(1)",
+                f"    if c < {n_} and r < {m} and z < C.shape[0]:",
+                "        za = min(z, A.shape[0] - 1)"]
+    else:   # row blocks past the last return at the guard
+        ids += [f"    r = gz * {BLOCK[1]} + launch.local_id(1)",
+                f"    if c < {n_} and r < {m}:"]
     return "\n".join([
         "import math", "", "",
         "@kernel",
         f"def {name}({', '.join(params)}):",
-        # this work-group's column block, row block and batch entry from its number (the plan's `grid`)
-        f"    g = {kernelgen.folded_block(0, 1, 2)}",
-        f"    nc = (C.shape[2] + {BLOCK[0] - 1}) // {BLOCK[0]}",
-        f"    nr = (C.shape[1] + {BLOCK[1] - 1}) // {BLOCK[1]}",
-        "    gz = g // nc",
-        "    z = gz // nr",
-        f"    c = (g - gz * nc) * {BLOCK[0]} + launch.local_id(0)",
-        f"    r = (gz - z * nr) * {BLOCK[1]} + launch.local_id(1)",
-        "    if c < C.shape[2] and r < C.shape[1] and z < C.shape[0]:",
-        "        za = min(z, A.shape[0] - 1)",
+        *ids,
         f"        acc = {acc_dt}(0)",
-        "        for k in range(A.shape[2]):",
-        f"            acc += {_load('A[za, r, k]', dtype, acc_dt)} * {_load('B[z, k, c]', dtype, acc_dt)}",
+        f"        for k in range({k}):",
+        f"            acc += {_load(f'A[{ia}{a_at}]', dtype, acc_dt)} * {_load(f'B[{iz}{b_at}]', dtype, acc_dt)}",
         *body,
-        f"        C[z, r, c] = {_load('acc', acc_dt, out_dtype)}", ""])
+        f"        C[{iz}r, c] = {_load('acc', acc_dt, out_dtype)}", ""])
+
+
+def takes(ops: list) -> bool:
+    """Whether this kernel computes the group (float operands of one dtype; bias, scale, residual and the
+    kernels' activations in its epilogue): a target's GEMM kernel may fall back to it (ptx's `planar`)."""
+    mm = ops[0]
+    dt = element_dtype(mm.operands[0])
+    return dt in FLOATS and element_dtype(mm.operands[1]) == dt and element_dtype(ops[-1].results[0]) in FLOATS \
+        and all(s[0] in ("bias", "scale", "add") or s[0] in kernelgen.UNARY for s in _epilogue(ops)[0])
+
+
+def planar(ctx, kname: str, ops: list, trans: tuple = (False, False)) -> dict:
+    """Builds the group's kernel in its non-batched form (`source`) for a plan step of another GEMM kernel's
+    arguments (A, B, C, then the epilogue's, over the step's M, K and N); returns how that step launches it
+    (kernel, block, grid). Only where `takes(ops)`."""
+    steps, extras = _epilogue(ops)
+    text = source(kname, element_dtype(ops[0].operands[0]), element_dtype(ops[-1].results[0]), steps, extras,
+                  batched=False, trans=trans)
+    ctx.build(text, f"<tessera:{kname}>")
+    return {"kernel": kname, "block": BLOCK,
+            "grid": kernelgen.split_grid(f"ceil(N/{BLOCK[0]})*ceil(M/{BLOCK[1]})", 3)}
 
 
 def strict(native):

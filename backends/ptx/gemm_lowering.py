@@ -14,7 +14,8 @@ fold_transposes.py, for the dtypes the target's facts name) is passed as stored 
 f32 operands run on FMA units (gemm_fma.py) unless the input precision is "tf32" (CompileOptions.input_precision
 or the function's `@function(input_precision=)`): then on sm_90a, K static and a multiple of 4, wgmma's tf32 kind
 after a copy of B to [N, K]; otherwise the mma.sync kernel, with the FMA kernel where K or N is not a multiple
-of 4 (_lower_f32).
+of 4 (_lower_f32). bf16/f16 (and tf32) groups whose rows the tensor-core kernels cannot move in 16-byte units
+run on the SIMT GEMM (backends/simt_gemm.py), chosen here or at the launch (_simt_fallback).
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from ... import plan
 from ...diagnostics import LoweringError
 from ...dialects.ttensor import as_read, matmul_transposes
 from ...mlir import func, ir, passmanager, translate_module_to_llvmir
-from ...passes import graph_shapes, schedule_ir
+from ...passes import decompose, graph_shapes, schedule_ir
 from ...passes.kernelgen import element_dtype
-from .. import llvm_compat
+from .. import llvm_compat, simt_gemm
 from ..cpu import gemm as cpu_gemm
 from ..cpu.gemm_lowering import _epilogue
 from . import ampere, fp8_pack, gemm_common, gemm_fma, gemm_sm80, gemm_sm90, generated, transpose
@@ -74,6 +75,11 @@ def lower(arch: str, ctx, kname: str, ops: list, precision: str = "ieee") -> lis
     names, env, params, args, operand_dtypes = _signature(ops, ctx)
     fp8 = [ir.StringAttr(f).value for f in ir.ArrayAttr(mm.attributes["tessera.fp8_operands"])] \
         if "tessera.fp8_operands" in mm.attributes else None
+    # TMA moves rows of A and B as stored, and of C, in 16-byte units (the runtime checks their tensor maps)
+    rows = ("M" if transposed[0] else "K", "K" if transposed[1] else "N", "N")
+    simt, alternative = _simt_fallback(ctx, kname, ops, env, args, rows, 8, transposed)
+    if simt:
+        return simt
     tile = _tile(mm)
     # the fp8 kernel's second set of accumulators leaves room for 128-wide tiles only: a wider choice (the cost
     # model's, or a hint) narrows to them
@@ -88,7 +94,40 @@ def lower(arch: str, ctx, kname: str, ops: list, precision: str = "ieee") -> lis
     steps = []
     if fp8:
         steps = _pack_fp8(ctx, kname, mm, fp8, params, args, env)
-    return steps + [_sm90_step(ctx, mm, spec, params, env, args, fp8)]
+    step = _sm90_step(ctx, mm, spec, params, env, args, fp8)
+    if alternative:   # first: the kernel's tensor maps would refuse the rows
+        step = dataclasses.replace(step, prefer=(alternative, *step.prefer))
+    return steps + [step]
+
+
+def _simt_fallback(ctx, kname: str, ops: list, env: dict, args: list, rows: tuple, chunk: int,
+                   trans: tuple = (False, False)) -> tuple:
+    """The SIMT GEMM (backends/simt_gemm.py) for a group whose tensor-core kernel moves rows of 16 bytes,
+    where an extent of `rows` (the step's env) is not a multiple of `chunk` elements: (the plan steps running
+    it instead, None) where one is known not to be at compile time; (None, an Alternative the launch takes
+    where one is not) where some are known only then; (None, None) where every one is static and a multiple,
+    or the SIMT GEMM does not take the group (fp8 operands' scales in the epilogue; the caller refuses or
+    checks at the launch). Recorded in the function's tessera.fallbacks."""
+    mm = ops[0]
+    static = {d: int(env[d]) for d in rows if isinstance(env[d], int) or str(env[d]).isdigit()}
+    bad = [d for d in dict.fromkeys(rows) if d in static and static[d] % chunk]
+    unknown = [d for d in dict.fromkeys(rows) if d not in static]
+    if not (bad or unknown) or "tessera.fp8_operands" in mm.attributes or not simt_gemm.takes(ops):
+        return None, None
+    fn = mm.operation.parent
+    while fn.name != "func.func":
+        fn = fn.parent
+    dt = element_dtype(mm.operands[0])
+    if bad:
+        decompose.record(fn, f"{dt} GEMM rows of {bad[0]} = {static[bad[0]]} (not a multiple of 16 bytes): the "
+                             f"SIMT GEMM")
+        return [plan.ArgsStep(env=env, args=tuple(args), batch=_batch(env),
+                              **simt_gemm.planar(ctx, kname, ops, trans))], None
+    decompose.record(fn, f"{dt} GEMM rows not a multiple of 16 bytes ({', '.join(unknown)} at the launch): the "
+                         f"SIMT GEMM there")
+    # positive where some remainder is
+    when = " + ".join(f"({d} - {chunk}*({d}//{chunk}))" for d in unknown)
+    return None, plan.Alternative(when=when, **simt_gemm.planar(ctx, f"{kname}_simt", ops, trans))
 
 
 def _sm90_step(ctx, mm, spec: gemm_sm90.Sm90GemmSpec, params: list, env: dict, args: list, fp8,
@@ -291,6 +330,11 @@ def _lower_sm80(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     except ValueError as e:
         raise LoweringError(mm, str(e)) from None
     why = f"the sm_80 GEMM copies {dt} rows of A [M, K] and B [K, N] in 16-byte chunks"
+    # f32 words under input precision tf32: _lower_f32's FMA kernel is their fallback
+    simt, alternative = _simt_fallback(ctx, kname, ops, env, args, ("K", "N"), spec.chunk) \
+        if params[0][1] != "f32" else (None, None)
+    if simt:
+        return simt
     for d in ("K", "N"):
         v = env[d]
         if (isinstance(v, int) or str(v).isdigit()) and int(v) % spec.chunk:
@@ -304,7 +348,9 @@ def _lower_sm80(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
             **({"input_precision": "tf32"} if params[0][1] == "f32" else {})})
     return [plan.ArgsStep(kname, env=env, args=tuple(args), block=(spec.threads, 1, 1), smem=spec.smem_bytes,
                           grid=(f"ceil(M/{spec.bm})*ceil(N/{spec.bn})", "1", "1"), batch=_batch(env),
-                          multiple_of=(plan.MultipleOf("K", spec.chunk, why), plan.MultipleOf("N", spec.chunk, why)))]
+                          prefer=(alternative,) if alternative else (),
+                          multiple_of=() if alternative else (plan.MultipleOf("K", spec.chunk, why),
+                                                              plan.MultipleOf("N", spec.chunk, why)))]
 
 
 def _input_precision(mm, default: str) -> str:

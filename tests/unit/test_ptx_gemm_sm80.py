@@ -7,6 +7,7 @@ multiple_of checks by libtessera's executor on the fake CUDA driver.
 Running it on a GPU: tests/gpu/test_ampere.py.
 """
 
+import json
 import math
 import pathlib
 import re
@@ -106,9 +107,15 @@ def test_lowering_per_arch(arch, stages):
     step = result.metadata["plans"]["linear_gelu"]["steps"][0]
     assert step["block"] == [256, 1, 1] and step["smem"] == int(stages) * 16384
     assert plan.evaluate(step["grid"][0], {"M": 300, "N": 264}) == 3 * 3   # one CTA per 128x128 tile
-    assert [m[:2] for m in step["multiple_of"]] == [["K", 8], ["N", 8]]
+    # K and N known at the launch: the SIMT GEMM where either is not a multiple of a 16-byte chunk's elements
+    # (no multiple_of refusal: test_unaligned_extents_take_the_simt_gemm_at_the_launch)
+    (simt,) = step["prefer"]
+    assert "multiple_of" not in step and simt["kernel"] == "linear_gelu__gemm0_simt"
+    assert [plan.evaluate(simt["when"], {"K": k, "N": n}) > 0 for k, n in ((64, 72), (60, 72), (64, 9))] == \
+        [False, True, True]
     tf32 = result.metadata["plans"]["gemm_tf32"]["steps"][0]
-    assert [m[:2] for m in tf32["multiple_of"]] == [["K", 4], ["N", 4]]
+    assert plan.evaluate(tf32["prefer"][0]["when"], {"K": 8, "N": 12}) == 0 < \
+        plan.evaluate(tf32["prefer"][0]["when"], {"K": 8, "N": 6})
 
 
 def test_ptx_instructions():
@@ -147,10 +154,6 @@ def test_ptxas_no_spills(arch):
 
 
 @pytest.mark.parametrize("source, arch, message", [
-    ("def f(A: tensor[bf16, 'M', 100], B: tensor[bf16, 100, 'N']):\n    return A @ B", "sm_80",
-     "K = 100 is not a multiple of 8"),
-    ("def f(A: tensor[tf32, 'M', 'K'], B: tensor[tf32, 'K', 30]):\n    return op.matmul(A, B, out_dtype=f32)",
-     "sm_86", "N = 30 is not a multiple of 4"),
     ("def f(A: tensor[f64, 'M', 'K'], B: tensor[f64, 'K', 'N']):\n    return A @ B", "sm_90",
      "bf16, f16 or tf32 operands of one dtype, not f64 @ f64$"),
     ("def f(A: tensor[bf16, 'M', 'K'], B: tensor[bf16, 'K', 'N']):\n    return A @ B", "sm_75",
@@ -269,29 +272,27 @@ def test_emulated_small_tiles(emulated):
 
 
 UNALIGNED_HOST = """
-import sys
+import json, sys
 import numpy as np
 from tessera import _runtime, executor, telemetry
 prog = executor.load(open(sys.argv[1], "rb").read(), _runtime.Context("cuda"))
 telemetry.enable(sys.argv[2])
-for name, shapes in (("gemm_bf16", ((16, 100), (100, 16))), ("gemm_tf32", ((16, 8), (8, 6)))):
-    try:
-        getattr(prog, name)(*(np.ones(s, np.float32) for s in shapes))
-    except ValueError as e:
-        print(e)
+for name, shapes in (("gemm_bf16", ((16, 100), (100, 16))), ("gemm_tf32", ((16, 8), (8, 6))),
+                     ("gemm_bf16", ((16, 64), (64, 16)))):
+    getattr(prog, name)(*(np.ones(s, np.float32) for s in shapes))
 telemetry.disable()
-print(sum(r["kind"] == "kernel" for r in telemetry.load(sys.argv[2])), "launches")
+print(json.dumps([r["name"] for r in telemetry.load(sys.argv[2]) if r["kind"] == "kernel"]))
 """
 
 
-def test_plan_refuses_unaligned_extents_before_launching(sm80, fake_cuda, tmp_path):
-    """libtessera's executor checks a step's multiple_of before launching (on the fake CUDA driver)."""
+def test_unaligned_extents_take_the_simt_gemm_at_the_launch(sm80, fake_cuda, tmp_path):
+    """Extents known at the launch: where K or N is not a multiple of a 16-byte chunk's elements, libtessera's
+    executor launches the plan's SIMT GEMM alternative (on the fake CUDA driver); the mma.sync kernel where
+    they are. Before: the step's multiple_of refused the call (ArgumentError)."""
     result, _ = sm80
     (tmp_path / "sm80.tessera").write_bytes(result.image)
     p = fake_cuda(UNALIGNED_HOST, tmp_path / "sm80.tessera", tmp_path / "metrics.jsonl")
     assert p.returncode == 0, p.stdout + p.stderr
-    bf16, tf32, launches = p.stdout.splitlines()
-    assert re.search(r"K = 100 is not a multiple of 8, which kernel 'gemm_bf16__gemm0' needs "
-                     r"\(the sm_80 GEMM copies bf16 rows", bf16), bf16
-    assert "N = 6 is not a multiple of 4" in tf32, tf32
-    assert launches == "0 launches"
+    assert json.loads(p.stdout.splitlines()[-1]) == ["gemm_bf16__gemm0_simt", "gemm_tf32__gemm0_simt",
+                                                     "gemm_bf16__gemm0"]
+    assert "SIMT GEMM there" in " ".join(result.metadata["plans"]["gemm_bf16"]["fallbacks"])

@@ -10,7 +10,8 @@ SPIR-V runs on the OpenCL CPU runtime against numpy and the interpreter; AMDGPU 
 import numpy as np
 import pytest
 
-from tessera import compiler, executor, image, plan, tessera_frontend_compile
+from tessera import compiler, executor, image, plan, runtime, tessera_frontend_compile
+from tessera.backends import simt_gemm
 from tessera.diagnostics import CompileError
 from tessera.options import CompileOptions
 from tessera.passes import kernelgen
@@ -265,3 +266,85 @@ def test_tf32_operands_are_multiplied_in_f32(request, target):
     A, B = tf32(randn(20, 300)), tf32(randn(300, 30))
     got = executor.load(result.image, context).f(A, B)
     np.testing.assert_allclose(got, A.astype(np.float64) @ B, rtol=1e-5, atol=1e-4)
+
+
+# -- the fallback of ptx's tensor-core GEMMs for rows not a multiple of 16 bytes ---------------------------------
+
+ROWS_SOURCE = """
+@function
+def static9(A: tensor[bf16, "M", 64], B: tensor[bf16, 64, 9], b: tensor[bf16, 9]):
+    return op.relu(A @ B + b)
+
+@function
+def symbolic(A: tensor[f16, "M", "K"], B: tensor[f16, "K", "N"]):
+    return A @ B
+
+@function
+def keys(Q: tensor[bf16, 9, 64], K: tensor[bf16, 9, 64]):
+    return Q @ op.transpose(K, (1, 0))
+
+@function
+def aligned(A: tensor[bf16, "M", 64], B: tensor[bf16, 64, 72]):
+    return A @ B
+"""
+
+
+@pytest.mark.parametrize("trans", [(False, False), (True, False), (False, True), (True, True)])
+def test_the_planar_kernel_on_the_cpu(trans):
+    """The non-batched form ptx's steps launch (simt_gemm.planar: A [M, K] or stored [K, M], B [K, N] or [N, K],
+    C [M, N]), compiled for the CPU from the same source and launched on the grid the plan gives it."""
+    text = simt_gemm.source("g", "f32", "f32", [("relu",)], [], batched=False, trans=trans)
+    mod = runtime.load(compiler.compile_source(text, "planar.py", CompileOptions(target="cpu")).image)
+    M, K, N = 37, 5, 45
+    A, B = randn(M, K), randn(K, N)
+    C = np.full((M, N), np.nan, np.float32)
+    grid = [plan.evaluate(g, {"M": M, "N": N})
+            for g in kernelgen.split_grid(f"ceil(N/{simt_gemm.BLOCK[0]})*ceil(M/{simt_gemm.BLOCK[1]})", 3)]
+    mod.g(np.ascontiguousarray(A.T) if trans[0] else A, np.ascontiguousarray(B.T) if trans[1] else B, C,
+          grid=tuple(grid), block=simt_gemm.BLOCK)
+    np.testing.assert_allclose(C, np.maximum(A.astype(np.float64) @ B, 0), rtol=1e-5, atol=1e-5)
+
+
+@pytest.fixture(scope="module", params=["sm_80", "sm_90a"])
+def ptx_rows(request):
+    return request.param, compiler.compile_source(ROWS_SOURCE, "rows.py",
+                                                  CompileOptions(target="ptx", arch=request.param)).metadata["plans"]
+
+
+def _gemm_step(plans, fn):
+    (step,) = [s for s in plans[fn]["steps"] if "gemm" in s.get("kernel", "")]
+    return step
+
+
+def test_static_rows_not_16_bytes_take_the_simt_gemm(ptx_rows):
+    """N = 9 bf16 (18-byte rows of B and C): the sm_80 mma.sync kernel refused it at compile time ('N = 9 is not a
+    multiple of 8') and sm_90a's TMA kernel at the call (ArgumentError); now the SIMT GEMM, recorded. Kᵀ read
+    in place on sm_90a (tessera.transpose_b): the SIMT kernel reads B as [N, K] there."""
+    arch, plans = ptx_rows
+    for fn in ("static9", "keys"):
+        step = _gemm_step(plans, fn)
+        assert tuple(step["block"]) == (32, 4, 1) and "prefer" not in step and "multiple_of" not in step, step
+        assert "bf16 GEMM rows of N = 9 (not a multiple of 16 bytes): the SIMT GEMM" in plans[fn]["fallbacks"]
+    assert "fallbacks" not in plans["aligned"] or not plans["aligned"]["fallbacks"]
+    assert tuple(_gemm_step(plans, "aligned")["block"]) != (32, 4, 1)
+
+
+@pytest.mark.parametrize("M, K, N, simt", [(64, 100, 64, True), (64, 64, 9, True), (3, 64, 64, False)])
+def test_symbolic_rows_choose_at_the_launch(ptx_rows, M, K, N, simt):
+    """Extents known at the launch: the SIMT GEMM is the step's first alternative, taken where K or N is not
+    a multiple of 8 (no multiple_of refusal left on the step); the tensor-core kernel otherwise."""
+    arch, plans = ptx_rows
+    step = plan.Plan.from_json(plans["symbolic"]).steps[-1]
+    assert not step.multiple_of and step.prefer[0].kernel == "symbolic__gemm0_simt"
+    env = {"M": M, "K": K, "N": N, "DEVICE_UNITS": 132}
+    chosen = plan.chosen(step, {**env, **{k: plan.evaluate(e, env) for k, e in step.env.items()}})
+    assert (chosen.kernel == "symbolic__gemm0_simt") == simt, chosen.kernel
+    assert any("SIMT GEMM there" in f for f in plans["symbolic"]["fallbacks"])
+
+
+def test_decomposed_attention_with_nine_keys_compiles_on_sm80():
+    """Decomposed attention's Q·Kᵀ has N = S = 9 keys (bf16, 18-byte rows): refused before, the SIMT GEMM now."""
+    src = ("@function\ndef att(Q: tensor[bf16, 1, 9, 64], K: tensor[bf16, 1, 9, 64], V: tensor[bf16, 1, 9, 64]):\n"
+           "    return op.flash_attention(Q, K, V, scale=0.125)\n")
+    plans = compiler.compile_source(src, "att.py", CompileOptions(target="ptx", arch="sm_80")).metadata["plans"]
+    assert any("the SIMT GEMM" in f and "not a multiple of 16 bytes" in f for f in plans["att"]["fallbacks"])
