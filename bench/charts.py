@@ -92,6 +92,15 @@ def roofline_points(docs: list[dict]) -> list[dict]:
     return points
 
 
+def _sources(docs: list) -> list[str]:
+    """One line per machine and commit the files came from, with the span of their times (one bench run
+    writes a file per benchmark: naming each would repeat the machine for every file)."""
+    runs = {}
+    for d in docs:
+        runs.setdefault(describe(d).rsplit(", ", 1)[0], []).append(d["time"])
+    return [f"{k}, {min(t)}" + (f" to {max(t)}" if len(t) > 1 else "") for k, t in sorted(runs.items())]
+
+
 def describe(doc: dict) -> str:
     """The machine and commit a file's numbers came from, as the charts and docs/performance.md name them."""
     m = doc["machine"]
@@ -176,7 +185,7 @@ def draw_roofline(docs: list[dict], path: str) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOPs or integer ops per byte of minimal traffic)")
     ax.set_ylabel("TFLOP/s (TOPS for int8)")
-    sources = "\n".join(sorted({describe(d) for d in docs if d["machine"].get("kind") == "gpu"}))
+    sources = "\n".join(_sources([d for d in docs if d["machine"].get("kind") == "gpu"]))
     ax.set_title(f"Tessera's GPU kernels against {PEAKS['gpu']}'s dense peaks (memory {bw} TB/s)\n{sources}",
                  fontsize=8)
     ax.grid(True, which="both", alpha=0.2)

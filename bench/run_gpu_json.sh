@@ -29,6 +29,8 @@ if [ "$mode" = build ]; then
   # The commit the numbers will belong to: the device's copy of the tree has no .git.
   echo "$(git rev-parse --short=10 HEAD)$(git diff --quiet HEAD -- . ':!gpu_lead' || echo -dirty)" > "$dir/COMMIT"
   python bench/gemm_gpu.py --build-image "$dir/img/gemm.tessera"
+  # --f32 times its own image: one pair of functions (FMA, tf32) a size, K static
+  python bench/gemm_gpu.py --f32 --build-image "$dir/img/f32.tessera" --sizes "${SIZES_F32:-4096}"
   python bench/attention_gpu.py --build-image "$dir/img/attention.tessera"
   python bench/saxpy_gpu.py --build-image "$dir/img/saxpy.tessera"
   python bench/int8_gemm_gpu.py --build-image "$dir/img/int8.tessera"
@@ -65,7 +67,7 @@ bench() {
 }
 nvidia-smi -L | tee "$out/summary.txt"
 bench gemm_gpu 140 gemm_gpu --image "$I/gemm.tessera" --sizes "${SIZES_GEMM:-2048,4096,8192}"
-bench gemm_gpu_f32 45 gemm_gpu --f32 --image "$I/gemm.tessera" --sizes "${SIZES_F32:-4096}"   # issue 18's FMA/tf32 rows
+bench gemm_gpu_f32 45 gemm_gpu --f32 --image "$I/f32.tessera" --sizes "${SIZES_F32:-4096}"   # issue 18's FMA/tf32 rows
 bench gemm_gpu_fp8 45 gemm_gpu --fp8 --image "$I/gemm.tessera" --sizes "${SIZES_GEMM:-4096,8192}"
 bench attention_gpu 100 attention_gpu --image "$I/attention.tessera" --shape "${SHAPE_ATTENTION:-4,16,4096}"
 bench attention_gpu_fp8 45 attention_gpu --fp8 --image "$I/attention.tessera" --shape "${SHAPE_ATTENTION:-4,16,4096}"
