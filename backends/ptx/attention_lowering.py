@@ -19,11 +19,10 @@ def _attrs(op) -> tuple[bool, float]:
     return causal, ir.FloatAttr(op.attributes["scale"]).value
 
 
-def _check(arch: str, op, what: str, dims: dict, q, k, v, others=()) -> tuple[str, int]:
+def _check(op, what: str, dims: dict, q, k, v, others=()) -> tuple[str, int]:
     """(dtype, head dimension) of Q, K, V (and the tensors `others`, in their dtype and Q's shape), or a
-    located refusal."""
-    if arch != "sm_90a":
-        raise LoweringError(op, f"{what} on the ptx target needs --arch sm_90a (its tensor-core kernel), not {arch}")
+    located refusal. Only sm_90a gets here: other architectures decompose attention and its backward
+    (TargetFacts.decompose_attention, fused_attention_backward; passes/decompose.py)."""
     dq, dk, dv = dims[q], dims[k], dims[v]
     dt = element_dtype(q)
     if {element_dtype(x) for x in (k, v, *others)} != {dt}:
@@ -40,12 +39,12 @@ def _check(arch: str, op, what: str, dims: dict, q, k, v, others=()) -> tuple[st
     return dt, int(d)
 
 
-def _forward(arch: str, ctx, op, what: str, make) -> tuple:
+def _forward(ctx, op, what: str, make) -> tuple:
     """A forward attention op's (Q, K, V, result, dtype, head dimension, causal, kernel spec): the spec from
     `make(dtype, D, causal, scale)`, its refusals located at the op."""
     q, k, v = op.operands
     out = op.results[0]
-    dt, D = _check(arch, op, what, ctx.dims, q, k, v, (out,))
+    dt, D = _check(op, what, ctx.dims, q, k, v, (out,))
     causal, scale = _attrs(op)
     try:
         return q, k, v, out, dt, D, causal, make(dt, D, causal, scale)
@@ -53,7 +52,7 @@ def _forward(arch: str, ctx, op, what: str, make) -> tuple:
         raise LoweringError(op, str(e)) from None
 
 
-def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
+def lower(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     """The plan step of a flash_attention, with an attention_lse of the same Q, K, causal and scale in its
     group written by the same kernel; the kernel is declared in the module (`ctx`: a
     passes.lowering_context.LoweringContext)."""
@@ -64,7 +63,7 @@ def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
                                     "the same Q and K (its kernel writes both)")
     (op,) = attn
     dims = ctx.dims
-    q, k, v, out, dt, D, causal, spec = _forward(arch, ctx, op, "flash attention", lambda dt, D, causal, scale:
+    q, k, v, out, dt, D, causal, spec = _forward(ctx, op, "flash attention", lambda dt, D, causal, scale:
                                                  attention_sm90.Sm90AttentionSpec(kname, head_dim=D, causal=causal,
                                                                                   scale=scale, dtype=dt,
                                                                                   lse=bool(lse)))
@@ -83,7 +82,7 @@ def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
                           grid=(f"ceil(SQ/{attention_sm90.BM})", "BH", "1"))]
 
 
-def lower_fp8(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
+def lower_fp8(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     """The plan steps of a flash_attention_fp8 (bf16, head dimension 128: the others were decomposed,
     passes/decompose.attention_fp8), four kernels of attention_fp8_sm90.py: partial amaxes of Q, K, V
     (kname + "_amax"), Q and K quantized to e4m3 with their scales (kname + "_quant"), V quantized into its
@@ -91,7 +90,7 @@ def lower_fp8(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     descales are plan intermediates."""
     (op,) = ops
     dims = ctx.dims
-    q, k, v, out, dt, D, causal, spec = _forward(arch, ctx, op, "fp8 flash attention", lambda dt, D, causal, scale:
+    q, k, v, out, dt, D, causal, spec = _forward(ctx, op, "fp8 flash attention", lambda dt, D, causal, scale:
                                                  attention_fp8_sm90.Sm90AttentionFp8Spec(kname, head_dim=D,
                                                                                          causal=causal, scale=scale))
     if dt != spec.out_dtype:
@@ -138,7 +137,7 @@ def lower_fp8(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     ]
 
 
-def lower_bwd(arch: str, fused_dq: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
+def lower_bwd(fused_dq: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     """The plan steps of an "attention_bwd" group: the attention_grad ops of one attention (identical
     operands, causal and scale), one per wanted gradient. dK and dV come from one kernel (or the one of them
     wanted), dQ from another (kname + "_dq") — except when all three are wanted and `fused_dq`
@@ -152,7 +151,7 @@ def lower_bwd(arch: str, fused_dq: str, ctx, kname: str, ops: list) -> list[plan
     grads = [x for x in ops if x.operation.name == "ttensor.attention_grad"]
     op = grads[0]
     q, k, v, do, lse, delta = op.operands
-    dt, D = _check(arch, op, "attention backward", dims, q, k, v, (do,))
+    dt, D = _check(op, "attention backward", dims, q, k, v, (do,))
     causal, scale = _attrs(op)
     wrt = {ir.StringAttr(x.attributes["wrt"]).value: x.results[0] for x in grads}
     # delta = rowsum(cast(A) · cast(B)) of the group (A, B: dO and O), else delta is an input of the group

@@ -89,10 +89,9 @@ class PTXBackend(Backend):
         if self.options.exact_math:   # float GEMMs as the SIMT kernel (target_facts), int8 ones as above
             return {"gemm": simt_gemm.strict(gemm)}
         return {"gemm": gemm,
-                "attention": functools.partial(attention_lowering.lower, self.options.arch),
-                "attention_fp8": functools.partial(attention_lowering.lower_fp8, self.options.arch),
-                "attention_bwd": functools.partial(attention_lowering.lower_bwd, self.options.arch,
-                                                   self.options.fused_dq)}
+                "attention": attention_lowering.lower,
+                "attention_fp8": attention_lowering.lower_fp8,
+                "attention_bwd": functools.partial(attention_lowering.lower_bwd, self.options.fused_dq)}
 
     def entry_symbol(self, kernel: str) -> str:
         # the PTX .entry has the kernel's own name, as profilers then show it, unless PTX cannot spell it
