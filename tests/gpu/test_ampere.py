@@ -1,7 +1,7 @@
 """The sm_80 … sm_90 tensor-core GEMM (backends/ptx/gemm_sm80.py: mma.sync, cp.async, ldmatrix) on the GPU, from
 Tessera source through tessera.executor and libtessera's CUDA backend, compiled for sm_80 (which every later
 GPU runs) and for sm_90: bf16, f16 -> f32 and tf32 GEMMs at sizes that are not multiples of the 128x128 tile,
-fused epilogues, and the plan's refusal of K or N that are not whole 16-byte chunks — against float64
+fused epilogues, and the SIMT GEMM the plan takes for K or N that are not whole 16-byte chunks — against float64
 references of the rounded inputs.
 
 Tolerances: bf16 results carry 8 significant bits, so 2^-8 relative to the largest output (plus fp32
@@ -70,9 +70,12 @@ def test_fused_epilogues(prog):
           2 ** -8)
 
 
-def test_unaligned_rows_are_refused(prog):
-    """K = 100 bf16 elements are 200-byte rows: not whole 16-byte chunks, which the kernel's copies move."""
-    with pytest.raises(ValueError, match="K = 100 is not a multiple of 8"):
-        prog.gemm_bf16(randn(64, 100), randn(100, 64))
-    with pytest.raises(ValueError, match="N = 30 is not a multiple of 4"):
-        prog.gemm_tf32(randn(64, 32), randn(32, 30))
+def test_unaligned_rows_take_the_simt_gemm(prog):
+    """K = 100 or N = 9 bf16 elements (200- and 18-byte rows) and N = 30 tf32 ones are not whole 16-byte chunks,
+    which the kernel's copies move: the plan's SIMT GEMM alternative runs them (backends/simt_gemm.py: f32
+    accumulation, one rounding). Before, the plan refused them at the call."""
+    for M, K, N in ((64, 100, 64), (70, 64, 9)):
+        A, B = randn(M, K), randn(K, N)
+        close(prog.gemm_bf16(A, B), rounded(A, "bf16") @ rounded(B, "bf16"), 2 ** -8)
+    A, B = randn(64, 32), randn(32, 30)
+    close(prog.gemm_tf32(A, B), rounded(A, "tf32") @ rounded(B, "tf32"), 1e-5)

@@ -1,8 +1,8 @@
 """sm_90a GEMMs reading an operand stored transposed (passes/fold_transposes.py: tessera.transpose_a/_b;
 gemm_sm90.py: Aᵀ loaded MN-major with wgmma's transpose-A bit, Bᵀ K-major) on an H100/H200, for the four
 layouts (A, Aᵀ) × (B, Bᵀ), batched, and with a fused epilogue, at sizes that are not multiples of the tiles
-(TMA needs rows of a multiple of 16 bytes: M, N and K multiples of 8), against torch.matmul on the GPU and a
-float64 reference of the rounded inputs.
+(TMA needs rows of a multiple of 16 bytes: M, N and K multiples of 8; other rows take the SIMT GEMM), against
+torch.matmul on the GPU and a float64 reference of the rounded inputs.
 
 Tolerances: bf16 results, 2^-8 of the largest |value| (one rounding to bf16, 8 significant bits, plus the fp32
 accumulation's error); against torch's own bf16 GEMM (its rounding and summation order differ) 2^-7; f32
@@ -61,6 +61,20 @@ def test_layouts(program, hopper, layout, M, K, N):
     ref = torch_matmul(A, B)
     if ref is not None:
         close(got, ref, 2 ** -7)
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("M, K, N", [(70, 100, 9), (64, 64, 777), (72, 8, 36)])
+def test_rows_not_16_bytes_take_the_simt_gemm(program, hopper, layout, M, K, N):
+    """Rows TMA cannot move (K, N, or M of a stored Aᵀ, not a multiple of 8 bf16 elements): the plan's SIMT GEMM
+    alternative (backends/simt_gemm.py), reading Aᵀ and Bᵀ as stored. Before: ArgumentError at the call."""
+    prog = program("hopper_gemm_transposed")
+    trans_a, trans_b = LAYOUTS[layout]
+    A, B = RNG.standard_normal((M, K)).astype(np.float32), RNG.standard_normal((K, N)).astype(np.float32)
+    stored_a = np.ascontiguousarray(A.T) if trans_a else A
+    stored_b = np.ascontiguousarray(B.T) if trans_b else B
+    got = getattr(prog, layout)(stored_a, stored_b)
+    close(got, rounded(A) @ rounded(B), 2 ** -8)
 
 
 def test_batched_f16_with_f32_result(program, hopper):

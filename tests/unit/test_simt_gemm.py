@@ -1,7 +1,9 @@
 """Matmul and attention where a target has no kernel of its own (issue 18 item 1): the SIMT GEMM
-(backends/simt_gemm.py) on SPIR-V and AMDGPU, and for integer operands on ptx before sm_90a; a batched rhs as
-more work-groups, a 2-D lhs broadcast over its batch; grids within 65535 work-groups a dimension for any height; i8 x i8 -> i32 exact; flash attention decomposed into two GEMMs
-and a softmax on ptx sm_80 .. sm_89, AMDGPU and SPIR-V, recorded in the plan's fallbacks, its backward too.
+(backends/simt_gemm.py) on SPIR-V and AMDGPU, for integer operands on ptx before sm_90a, and for bf16/f16 rows
+ptx's tensor cores cannot copy (not a multiple of 16 bytes); a batched rhs as more work-groups, a 2-D lhs
+broadcast over its batch; grids within 65535 work-groups a dimension for any height; i8 x i8 -> i32 exact;
+flash attention decomposed into two GEMMs and a softmax on ptx sm_80 .. sm_89, AMDGPU and SPIR-V, recorded in
+the plan's fallbacks, its backward too.
 
 SPIR-V runs on the OpenCL CPU runtime against numpy and the interpreter; AMDGPU and ptx images are compiled
 (not run: no such GPU here) and their plans and kernels checked.
