@@ -26,9 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import compiler, executor, opencl_icd, plan as plans, runtime
+from .. import executor, opencl_icd, plan as plans, runtime
 from ..diagnostics import CompileError
-from ..frontend.interfaces import tessera_frontend_compile
 from ..options import CompileOptions
 
 
@@ -102,6 +101,7 @@ class Cell:
 
 
 def compile_cell(path: pathlib.Path, target: str, arch: str) -> Cell:
+    from .. import compiler  # lazy: MLIR; tests/gpu/test_examples_gpu.py runs `check` where only the runtime is
     try:
         result = compiler.compile_file(str(path), CompileOptions(target=target, arch=arch))
     except CompileError as e:
@@ -145,33 +145,60 @@ def _close(name: str, precision: str | None, got, want) -> str | None:
     return None
 
 
+def calls(functions: dict) -> list:
+    """(name, plan, arguments) of each function of `functions` (name -> plan) that runs without a communicator,
+    its arguments from a generator seeded by its index among the sorted names: the same inputs wherever the
+    functions of one file are run (here, and on a GPU by tests/gpu/test_examples_gpu.py)."""
+    out = []
+    for index, name in enumerate(sorted(functions)):
+        plan = functions[name]
+        if any(isinstance(s, plans.CollectiveStep) for s in plan.steps):
+            continue  # SPMD: its ranks' calls need a communicator (tests/unit/test_collectives.py runs them)
+        out.append((name, plan, _inputs(plan, np.random.default_rng(index))))
+    return out
+
+
+def check(program, reference, select=None) -> tuple[int, list[str], list[str]]:
+    """Runs the functions of `program` (an executor.Program) on calls()'s arguments and compares each result
+    (or select(name, index, result): the elements the reference holds) with reference(name, arguments) (a tuple
+    of arrays) within the tolerance of the function's plan: (how many ran, what differs, the functions the
+    runtime refused the inputs for)."""
+    mismatches, skipped, ran = [], [], 0
+    for name, plan, args in calls(program.plans):
+        try:
+            # copies: a tile program's call writes its in-place results (C += ...) into its arguments
+            got = program.function(name)(*[np.copy(a) for a in args])
+        except runtime._runtime.ArgumentError as e:  # e.g. a tile program's extents must be tile multiples
+            skipped.append(f"{name}: {str(e).split(' (')[0]}")
+            continue
+        ran += 1
+        got = got if isinstance(got, tuple) else (got,)
+        precision = precision_of(plan)
+        for i, (g, w) in enumerate(zip(got, reference(name, args))):
+            problem = _close(f"{name} result {i}", precision, select(name, i, g) if select else g, w)
+            if problem:
+                mismatches.append(problem)
+    return ran, mismatches, skipped
+
+
+def interpreter_results(path: pathlib.Path):
+    """reference(name, arguments) for check(): the interpreter's results of the file's functions (needs MLIR)."""
+    from ..frontend.interfaces import tessera_frontend_compile  # lazy: MLIR (see compile_cell)
+    interpreted = tessera_frontend_compile(path.read_text(encoding="utf-8"), {"filename": str(path)})
+
+    def reference(name: str, args: list) -> tuple:
+        want = interpreted.interpret(name, *[np.copy(a) for a in args])
+        return want if isinstance(want, tuple) else (want,)
+
+    return reference
+
+
 def run_cell(path: pathlib.Path, cell: Cell, context) -> Cell:
     """Runs every @function of the compiled image on `context` against the interpreter."""
     program = executor.load(cell.image, context)
     if not program.functions:
         return Cell("compiles", "kernels only: not run", image=cell.image)
-    interpreted = tessera_frontend_compile(path.read_text(encoding="utf-8"), {"filename": str(path)})
-    mismatches, skipped, ran = [], [], 0
-    for index, name in enumerate(sorted(program.functions)):
-        fn = program.function(name)
-        if any(isinstance(s, plans.CollectiveStep) for s in fn.plan.steps):
-            continue  # SPMD: its ranks' calls need a communicator (tests/unit/test_collectives.py runs them)
-        args = _inputs(fn.plan, np.random.default_rng(index))
-        try:
-            # copies: a tile program's call writes its in-place results (C += ...) into its arguments
-            got = fn(*[np.copy(a) for a in args])
-        except runtime._runtime.ArgumentError as e:  # e.g. a tile program's extents must be tile multiples
-            skipped.append(f"{name}: {str(e).split(' (')[0]}")
-            continue
-        ran += 1
-        want = interpreted.interpret(name, *[np.copy(a) for a in args])
-        got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
-        want = want if isinstance(want, tuple) else (want,)
-        precision = precision_of(fn.plan)
-        for i, (g, w) in enumerate(zip(got, want)):
-            problem = _close(f"{name} result {i}", precision, g, w)
-            if problem:
-                mismatches.append(problem)
+    ran, mismatches, skipped = check(program, interpreter_results(path))
     if not ran:
         return Cell("compiles", "; ".join(f"not run: {s}" for s in skipped) or
                     "collectives: not run without a communicator", image=cell.image, skipped=skipped)

@@ -12,6 +12,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from kernels import CPU_TWINS, LINKED, OPTIONS, SOURCES, build_cpu, build_linked  # noqa: E402
 import collectives_gpu  # noqa: E402
 import data_parallel_gpu  # noqa: E402
+import examples_gpu  # noqa: E402
 import fp8_memory_gpu  # noqa: E402
 
 from tessera import compiler  # noqa: E402
@@ -40,6 +41,7 @@ def main(out: str) -> None:
     collectives_gpu.build(out)   # test_collectives_gpu's images and the interpreter's values, for 2 and 4 ranks
     data_parallel_gpu.build(out)  # test_data_parallel_gpu's images
     fp8_memory_gpu.build(out)    # test_fp8_memory_gpu's images
+    examples_gpu.build(out)      # test_examples_gpu's: every examples/ file for sm_90a, the interpreter's results
 
 
 if __name__ == "__main__":

@@ -1,0 +1,103 @@
+"""The examples matrix on a GPU (issue 18 item 5): every examples/ file whose ptx sm_90a image compiles, each of
+its @functions run by tessera.executor on the CUDA context and compared with the interpreter on the matrix's
+inputs and tolerances (tessera.tools.examples_matrix.calls/check: extents 24, floats of scale 0.5, small
+integers; the tolerance of the narrowest float dtype of the function's plan). A function the runtime refuses
+the inputs for is "not run", as in the matrix, and fails the test here only where it ran nowhere.
+
+Images and the interpreter's results (each large result sampled: examples_gpu.sample) come from $TESSERA_GPU_IMAGES/examples_gpu (tests/gpu/build_images.py,
+where the compiler is), else are built here. `test_stored_results_check_a_cpu_image` runs the stored-results
+path on the CPU where the compiler is, so that a GPU failure is the GPU's, not the comparison's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import examples_gpu as E  # noqa: E402
+from tessera import executor  # noqa: E402
+from tessera.tools import examples_matrix as em  # noqa: E402
+
+EXAMPLES = [em.name_of(p) for p in em.examples()]
+
+
+def _prebuilt(example: str):
+    """(image, reference, select) from $TESSERA_GPU_IMAGES, skipping where the compiler refused the example."""
+    folder = os.path.join(os.environ["TESSERA_GPU_IMAGES"], E.FOLDER)
+    with open(os.path.join(folder, E.MANIFEST), encoding="utf-8") as f:
+        manifest = json.load(f)
+    if example not in manifest:
+        pytest.fail(f"{example} is not in the prebuilt images: rebuild them with this tree (build_images.py)")
+    if manifest[example]:
+        pytest.skip(f"{E.ARCH}: {manifest[example]}")
+    with open(os.path.join(folder, f"{E.stem(example)}.tessera"), "rb") as f:
+        image = f.read()
+    stored = dict(np.load(os.path.join(folder, f"{E.stem(example)}.npz")))
+    return (image, *E.stored_reference(stored))
+
+
+def _built_here(example: str):
+    """(image, reference, None) compiled and interpreted here, skipping where there is no compiler or it refuses."""
+    path = em.REPO / example
+    try:
+        cell = em.compile_cell(path, E.TARGET, E.ARCH)
+        reference = em.interpreter_results(path)
+    except ImportError as e:
+        pytest.skip(f"no compiler here ({e}) and no TESSERA_GPU_IMAGES with prebuilt images")
+    if cell.status == "refused":
+        pytest.skip(f"{E.ARCH}: {cell.text()}")
+    return cell.image, reference, None
+
+
+def _assert_matches(program, reference, select=None):
+    if not program.functions:
+        pytest.skip("kernels only: not run (as in the examples matrix)")
+    ran, mismatches, skipped = em.check(program, reference, select)
+    if not ran and not skipped:
+        pytest.skip("collectives: not run without a communicator (as in the examples matrix)")
+    assert ran, f"the runtime refused the inputs of every function: {skipped}"
+    assert not mismatches, "\n".join(mismatches)
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_example_runs_on_the_gpu_like_the_interpreter(cuda, example):
+    image, reference, select = _prebuilt(example) if os.environ.get("TESSERA_GPU_IMAGES") else _built_here(example)
+    _assert_matches(executor.load(image, cuda), reference, select)
+
+
+def test_stored_results_check_a_cpu_image(tmp_path, monkeypatch):
+    """build()'s files for the CPU target (results sampled: SAMPLE made small), checked as the GPU test checks its
+    image: matches; a stored value changed by more than the tolerance, and other inputs, are reported."""
+    example = "examples/graph/mlp.py"
+    monkeypatch.setattr(E, "SAMPLE", 64)
+    try:
+        manifest = E.build(str(tmp_path), target="cpu", arch="", only=[example])
+    except ImportError as e:
+        pytest.skip(f"no compiler here: {e}")
+    assert manifest == {example: ""}
+    folder = tmp_path / E.FOLDER
+    program = executor.load((folder / f"{E.stem(example)}.tessera").read_bytes())
+    stored = dict(np.load(folder / f"{E.stem(example)}.npz"))
+    assert any(len(v) == 65 for k, v in stored.items() if ":at" in k)
+    _assert_matches(program, *E.stored_reference(stored))
+    key = next(k for k in sorted(stored) if ":out" in k)
+    stored[key] = stored[key] + 0.1 * max(1.0, float(np.max(np.abs(stored[key]))))
+    ran, mismatches, _ = em.check(program, *E.stored_reference(stored))
+    assert ran and any("beyond the" in m for m in mismatches), mismatches
+    stored[key.split(":")[0] + ":inputs"] = np.array("0" * 64)
+    with pytest.raises(AssertionError, match="not the ones the stored results were computed from"):
+        em.check(program, *E.stored_reference(stored))
+
+
+def test_a_large_result_is_sampled_with_its_largest_element():
+    result = np.random.default_rng(0).standard_normal((300, 300))
+    result[123, 45] = 1e3
+    at = E.sample("f", 0, result)
+    assert len(at) == E.SAMPLE + 1 and 123 * 300 + 45 in at
+    assert np.array_equal(at, E.sample("f", 0, result)) and not np.array_equal(at, E.sample("f", 1, result))
+    assert np.array_equal(E.sample("f", 0, np.ones(7)), np.arange(7))
