@@ -65,10 +65,22 @@ TOLERANCE = {"f64": 1e-9, "f32": 2e-4, "tf32": 2e-3, "f16": 4e-3, "bf16": 3e-2, 
 PRECISION = ("fp8_e5m2", "fp8_e4m3", "bf16", "f16", "tf32", "f32", "f64")  # narrowest first
 
 
-def precision_of(plan) -> str | None:
-    """The narrowest float dtype among the plan's values (parameters, intermediates, results)."""
+def precision_of(plan, tf32_kernels: frozenset = frozenset()) -> str | None:
+    """The narrowest float dtype among the plan's values (parameters, intermediates, results), and tf32 where
+    one of its kernels is in `tf32_kernels`: GEMMs multiplying f32 operands on tf32 tensor cores (the image's
+    kernel property input_precision "tf32"), which no value's dtype says."""
     held = {v.declared or v.dtype for v in plan.values.values()} | {v.dtype for v in plan.values.values()}
+    if tf32_kernels & _kernels_of(plan.to_json()):
+        held.add("tf32")
     return next((p for p in PRECISION if p in held), None)
+
+
+def _kernels_of(doc) -> set[str]:
+    """Every kernel a plan's JSON document names, its launch-time alternatives' included."""
+    if isinstance(doc, dict):
+        own = {doc["kernel"]} if isinstance(doc.get("kernel"), str) else set()
+        return own.union(*(_kernels_of(v) for v in doc.values()))
+    return set().union(*(_kernels_of(v) for v in doc)) if isinstance(doc, list) else set()
 
 
 _PROGRAM = re.compile(r"^@(kernel|function)\b", re.M)
@@ -164,6 +176,7 @@ def check(program, reference, select=None) -> tuple[int, list[str], list[str]]:
     of arrays) within the tolerance of the function's plan: (how many ran, what differs, the functions the
     runtime refused the inputs for)."""
     mismatches, skipped, ran = [], [], 0
+    tf32 = frozenset(k.name for k in program.module.image.kernels if k.props.get("input_precision") == "tf32")
     for name, plan, args in calls(program.plans):
         try:
             # copies: a tile program's call writes its in-place results (C += ...) into its arguments
@@ -173,7 +186,7 @@ def check(program, reference, select=None) -> tuple[int, list[str], list[str]]:
             continue
         ran += 1
         got = got if isinstance(got, tuple) else (got,)
-        precision = precision_of(plan)
+        precision = precision_of(plan, tf32)
         for i, (g, w) in enumerate(zip(got, reference(name, args))):
             problem = _close(f"{name} result {i}", precision, select(name, i, g) if select else g, w)
             if problem:

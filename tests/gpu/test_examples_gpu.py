@@ -26,6 +26,12 @@ from tessera.tools import examples_matrix as em  # noqa: E402
 EXAMPLES = [em.name_of(p) for p in em.examples()]
 
 
+def test_the_examples_are_found():
+    """The matrix finds the checkout from the working directory: run from elsewhere (an installed tessera, no
+    checkout above the working directory) it finds no examples, and every case below would vanish unseen."""
+    assert EXAMPLES, f"no examples/ under {em.REPO}: run pytest from the checkout's root"
+
+
 def _prebuilt(example: str):
     """(image, reference, select) from $TESSERA_GPU_IMAGES, skipping where the compiler refused the example."""
     folder = os.path.join(os.environ["TESSERA_GPU_IMAGES"], E.FOLDER)

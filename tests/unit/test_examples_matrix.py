@@ -65,3 +65,20 @@ def test_a_difference_from_the_interpreter_is_reported():
     assert "not equal" in em._close("f", "f32", np.array([1, 3], np.int32), np.array([1, 2], np.int32))
     assert "not equal" in em._close("f", None, np.array([1, 3], np.int8), np.array([1, 2], np.int8))
     assert "shape" in em._close("f", "f32", [1.0], [1.0, 2.0])
+
+
+def test_a_tf32_gemm_of_f32_values_takes_the_tf32_tolerance():
+    """Regression (found on an H200 by tests/gpu/test_examples_gpu.py): examples/gpu/gemm.py's gemm_f32_tf32
+    holds only f32 values, but its sm_90a GEMM multiplies on tf32 tensor cores (input_precision "tf32"), so
+    it was held to f32's tolerance; the kernel's property now counts as a tf32 value."""
+    from tessera import compiler, plan
+    from tessera.image import reader
+    from tessera.options import CompileOptions
+    src = ('@function(input_precision="tf32")\n'
+           'def mm(A: tensor[f32, "M", 64], B: tensor[f32, 64, "N"]):\n    return A @ B\n\n'
+           '@function\ndef ieee(A: tensor[f32, "M", 64], B: tensor[f32, 64, "N"]):\n    return A @ B\n')
+    image = reader.read_image(compiler.compile_source(src, "tf32.py", CompileOptions(target="ptx", arch="sm_90a")).image)
+    tf32 = frozenset(k.name for k in image.kernels if k.props.get("input_precision") == "tf32")
+    plans = plan.decode(image.plan)
+    assert tf32 and em.precision_of(plans["mm"], tf32) == "tf32"
+    assert em.precision_of(plans["ieee"], tf32) == em.precision_of(plans["mm"]) == "f32"
