@@ -42,6 +42,7 @@ OPTION_CHANGES = {
     "gpu_bounds_checks": ({"target": "ptx", "gpu_bounds_checks": False}, True),
     "bucket_bytes": ({}, 1 << 20),
     "collective_chunks": ({}, 3),
+    "input_precision": ({"target": "ptx"}, "tf32"),
 }
 
 
