@@ -53,12 +53,14 @@ def test_on_opencl(check, opencl):  # noqa: F811
 @pytest.mark.parametrize("path", [KERNELS, EXAMPLE], ids=["group_kernels", "cooperative"])
 def test_compiles_for_every_gpu_target(path, target, arch):
     result = _compile(path, target, arch)
-    kernels = {k.name for k in image.read_image(result.image).kernels if k.target == target}
+    records = [k for k in image.read_image(result.image).kernels if k.target == target]
+    kernels = {k.name for k in records}
     assert kernels == {"neighbours", "quads", "halves", "reductions", "reverse_blocks", "transpose_tiles",
                        "rotate_wide_and_narrow"} if path is KERNELS else \
         {"coop_example", "row_max", "group_sums"}
     if target == "ptx" and ptxas.find():   # ptxas assembled the module: every kernel has its registers
-        assert set(result.metadata["kernel_resources"]) == kernels
+        # read from the image's records (a compile served by the cache has no compile-time metadata)
+        assert all(k.regs > 0 for k in records), [(k.name, k.regs) for k in records]
 
 
 def test_a_group_reduction_wider_than_the_warp_is_refused_at_its_line():
