@@ -35,6 +35,17 @@ def call_from_c(build_host, image, name, inputs, out_shapes, tmp_path, bad=False
                              ["--strided"] + (["--bad"] if bad else []))
 
 
+def fp8_bits(x, dtype):
+    """A one-byte fp8 tensor as C passes it: its bytes (the Python executor takes and returns float32 values)."""
+    from tessera.numerics.rounding import fp8_bits as bits
+    return bits(np.asarray(x, np.float64), dtype).astype(np.uint8)
+
+
+def round_to(x, dtype):
+    from tessera.numerics.rounding import round_to as rounded
+    return rounded(x, dtype)
+
+
 def bf16_bits(x):
     """float32 values rounded to bf16 (as tessera.executor takes them), as their uint16 bit patterns."""
     from tessera.executor import _to_storage
@@ -152,7 +163,11 @@ def _inputs(fn, extent):
         dt = numpy_dtype(spec)
         if dt.kind == "f":
             x = RNG.standard_normal(shape).astype(dt) * 0.5
-            arrays.append(bf16_bits(x) if spec.dtype == "bf16" else x)
+            # as the C host passes them: bf16 and one-byte fp8 as their bits, tf32 as f32 words holding tf32
+            # values (the Python executor rounds f32 values to tf32; C passes the words as they are)
+            arrays.append(bf16_bits(x) if spec.dtype == "bf16" else
+                          fp8_bits(x, spec.dtype) if spec.dtype.startswith("fp8") else
+                          round_to(x, "tf32").astype(np.float32) if spec.dtype == "tf32" else x)
         elif dt.kind in "iu":
             arrays.append(RNG.integers(0, 7, shape).astype(dt))
         else:
@@ -191,8 +206,9 @@ def test_every_example_function_from_c_equals_the_python_executor(build_host, co
     else:
         pytest.skip(f"{name}: no extent of 32, 64, 128 suits it")
     want = want if isinstance(want, tuple) else (want,)
-    stored = [bf16_bits(w) if fn.plan.values[v].dtype == "bf16" else np.asarray(w)
-              for w, v in zip(want, fn.plan.results)]
+    dtypes = [fn.plan.values[v].dtype for v in fn.plan.results]
+    stored = [bf16_bits(w) if dt == "bf16" else fp8_bits(w, dt) if dt.startswith("fp8") else np.asarray(w)
+              for w, dt in zip(want, dtypes)]
     got, _ = call_from_c(build_host, image, name, kept, [w.shape for w in stored], tmp_path)
     for g, w in zip(got, stored):
         assert g == np.ascontiguousarray(w).tobytes()
