@@ -12,7 +12,7 @@ from typing import Callable
 
 from ..diagnostics import LoweringError
 from ..mlir import passmanager
-from . import autodiff, bucketize, cpu_vector_math, fold_transposes, fp8_convert, gpu_math, inline_functions, pipeline_collectives, simt_to_gpu, simt_to_warps, strict_math, tile_mma, tod_lower, tod_rewrites
+from . import autodiff, bucketize, cpu_vector_math, fold_transposes, fp8_convert, gpu_math, inline_functions, pipeline_collectives, simt_coarsen, simt_to_gpu, simt_to_warps, strict_math, tile_mma, tod_lower, tod_rewrites
 from .to_llvm import CPU_TO_LLVM
 
 
@@ -37,6 +37,10 @@ def _simt_to_warps(op, warp_size: int = 32, bounds_checks: bool = False) -> None
 
 def _cpu_vector_math(op, arch: str = "x86_64", features: str = "+avx2") -> None:
     cpu_vector_math.run(op, arch, features)
+
+
+def _simt_coarsen(op) -> None:
+    simt_coarsen.run(op)
 
 
 def _simt_to_gpu(op, warp_size: int = 32) -> None:
@@ -68,6 +72,9 @@ PASSES: dict[str, PassInfo] = {
     "tessera-cpu-vector-math": PassInfo(
         "tessera-cpu-vector-math", "f32 math on vectors as calls to glibc's libmvec variants (CPU)",
         _cpu_vector_math, {"arch": str, "features": str}),
+    "tessera-simt-coarsen": PassInfo(
+        "tessera-simt-coarsen", "elementwise SIMT kernels do 128 bits of consecutive elements per thread (NVIDIA, "
+        "AMD; before tessera-simt-to-gpu)", _simt_coarsen, {}),
     "tessera-simt-to-gpu": PassInfo(
         "tessera-simt-to-gpu", "SIMT kernels to gpu.func kernels taking their launch signature (NVIDIA, AMD)",
         _simt_to_gpu, {"warp-size": int}),

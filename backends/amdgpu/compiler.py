@@ -20,7 +20,7 @@ import llvmlite.binding as llvm
 
 from ...diagnostics import CompileError
 from ...mlir import arith, ir, llvm as llvm_d, passmanager, translate_module_to_llvmir
-from ...passes import fp8_convert, gpu_math, simt_to_gpu, strict_math, tile_mma
+from ...passes import fp8_convert, gpu_math, simt_coarsen, simt_to_gpu, strict_math, tile_mma
 from .. import llvm_compat
 from ..cpu.target import init_llvm
 from ..lowered import check_fully_lowered
@@ -34,7 +34,10 @@ GPU_TO_ROCDL = "convert-gpu-to-rocdl{{chipset={arch} index-bitwidth=64}}"
 
 
 def make_gpu(mod: ir.Module, metadata: dict, options: AMDGPUOptions) -> ir.Module:
+    coarsened = {} if options.bounds_checks else simt_coarsen.run(mod)   # checks read one element a thread
     simt_to_gpu.run(mod, options.warp_size, bounds_checks=options.bounds_checks, target="amdgpu")
+    simt_coarsen.bind_thread_count(mod)
+    simt_coarsen.record(metadata, coarsened)
     passmanager.PassManager.parse("builtin.module(canonicalize,cse)").run(mod.operation)
     metadata["warp_size"] = options.warp_size
     return mod

@@ -269,12 +269,44 @@ static tsr_backend_launch_t backend_launch(const tsr_launch_record_t* r, bool gu
                                 .tensor_maps = property(k, "ptx.tensor_maps"), .guarded = guarded};
 }
 
+/* A coarsened SIMT kernel (passes/simt_coarsen.py; its `simt.coarsen` property C) does C consecutive elements
+ * per thread: it runs over ceil(grid.x / C) blocks and takes, after its arguments, the threads along x of the
+ * launch asked for (grid.x × block.x, an int64), so that it does exactly the elements those threads would. */
+typedef struct coarsened {
+  int64_t threads;
+  void* small[16];
+  void** args;  /* the arguments and `threads`, when the kernel is coarsened */
+} coarsened_t;
+
+static tsr_status_t coarsen(const tsr_launch_record_t* r, tsr_backend_launch_t* bl, coarsened_t* c) {
+  const char* factor = property(r->kernel, "simt.coarsen");
+  c->args = NULL;
+  uint64_t f = factor ? strtoull(factor, NULL, 10) : 0;
+  if (f < 2) return TSR_SUCCESS;
+  c->threads = (int64_t)r->grid[0] * r->block[0];
+  c->args = r->nargs < sizeof c->small / sizeof *c->small ? c->small : malloc((r->nargs + 1) * sizeof(void*));
+  if (!c->args)
+    return tsr_fail(TSR_ERROR_OUT_OF_MEMORY, "kernel '%s': no memory for its arguments", r->kernel->name);
+  if (r->nargs) memcpy(c->args, r->args, r->nargs * sizeof(void*));
+  c->args[r->nargs] = &c->threads;
+  bl->args = c->args;  /* nargs and arg_info stay the caller's: the hidden value needs no marshalling */
+  bl->grid[0] = (uint32_t)((r->grid[0] + f - 1) / f);
+  return TSR_SUCCESS;
+}
+
+static void coarsened_free(coarsened_t* c) {
+  if (c->args != c->small) free(c->args);
+}
+
 tsr_status_t tsr_launch_enqueue(const tsr_launch_record_t* r, void* queue) {
   struct tsr_kernel* k = r->kernel;
   struct tsr_context* ctx = k->module->obj.context;
   bool traced = tsr_trace_push((tsr_trace_phase_t)r->phase, k->name);
   tsr_backend_launch_t bl = backend_launch(r, false);  /* a device's faults are its errors, not caught signals */
-  tsr_status_t st = ctx->backend->queue_launch(ctx->backend_state, queue, &bl);
+  coarsened_t c;
+  tsr_status_t st = coarsen(r, &bl, &c);
+  if (!st) st = ctx->backend->queue_launch(ctx->backend_state, queue, &bl);  /* it takes the values now */
+  coarsened_free(&c);
   if (traced) tsr_trace_pop();
   if (st && ctx->crash_dir) tsr_crash_write(r, NULL, st, tsrGetLastErrorMessage());
   return st;
@@ -288,7 +320,10 @@ tsr_status_t tsr_launch_run(const tsr_launch_record_t* r) {
   double t0 = tsr_metrics_on() ? tsr_seconds() : 0;
   tsr_backend_launch_t bl = backend_launch(r, ctx->debug);
   tsr_fault_t fault = {0};
-  tsr_status_t st = ctx->backend->launch(ctx->backend_state, &bl, &fault);
+  coarsened_t c;
+  tsr_status_t st = coarsen(r, &bl, &c);
+  if (!st) st = ctx->backend->launch(ctx->backend_state, &bl, &fault);
+  coarsened_free(&c);
   if (st == TSR_ERROR_MEMORY_FAULT) st = report_fault(r, &fault);
   else if (!st && ctx->debug) st = check_canaries(r);
   if (t0)

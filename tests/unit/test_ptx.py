@@ -93,11 +93,12 @@ def test_graph_kernels_assemble(name, arch):
 
 
 def test_entry_parameters_are_the_launch_signature():
-    """saxpy(a, X, Y, Out) + three extents: f32 by value, three global pointers, three u64 dimensions."""
+    """saxpy(a, X, Y, Out) + three extents: f32 by value, three global pointers, three u64 dimensions, and
+    the caller's thread count the runtime adds to a coarsened kernel (passes/simt_coarsen.py)."""
     ptx = ptx_of(compile_ptx((REPO / "examples" / "saxpy.py").read_text(), "saxpy.py"))
     params = re.search(r"\.visible \.entry saxpy\((.*?)\)", ptx, re.S).group(1)
     kinds = [p.split()[1] for p in params.strip().split(",\n")]
-    assert kinds == [".f32", ".u64", ".u64", ".u64", ".u64", ".u64", ".u64"]
+    assert kinds == [".f32", ".u64", ".u64", ".u64", ".u64", ".u64", ".u64", ".u64"]
     assert params.count(".ptr .global") == 3
 
 
