@@ -143,9 +143,17 @@ def test_the_real_level_zero_loader_without_a_gpu_driver():
 
 # ---- HIP through the mock ------------------------------------------------------------------------------
 
+def coarsening(image: Path) -> int:
+    """The amdgpu saxpy's elements per thread (passes/simt_coarsen.py), which the mock's saxpy does too."""
+    from tessera import image as images
+    kernel = next(k for k in images.read_image(image.read_bytes()).kernels if k.target == "amdgpu")
+    return int(kernel.props.get("simt.coarsen", 1))
+
+
 def test_hip_runs_saxpy_through_the_mock_driver(mocks, image, tmp_path):
     log = tmp_path / "hip.log"
-    got = child(SAXPY_RUN, "hip", image, TESSERA_HIP_LIBRARY=mocks["hip"], MOCK_LOG=log)
+    got = child(SAXPY_RUN, "hip", image, TESSERA_HIP_LIBRARY=mocks["hip"], MOCK_LOG=log,
+                MOCK_HIP_COARSEN=coarsening(image))
     x = [float(i) for i in range(100)]
     assert got["first"] == [2 * v + 0.5 for v in x] and got["second"] == [-v + 0.5 for v in x]
     assert got["default"] == "hip"
@@ -166,14 +174,48 @@ def test_hip_runs_saxpy_through_the_mock_driver(mocks, image, tmp_path):
     e = lines[event].rsplit("-> ", 1)[1]
     for launch in (index(lines, "hipModuleLaunchKernel saxpy"),
                    index(lines, "hipModuleLaunchKernel saxpy", index(lines, "hipModuleLaunchKernel saxpy") + 1)):
-        assert lines[launch] == f"hipModuleLaunchKernel saxpy grid=2,1,1 block=64,1,1 smem=0 {s} extra=null"
-        assert lines[launch + 2:launch + 4] == [f"hipEventRecord {e} {s}", f"hipEventSynchronize {e}"]
+        # coarsened by 4: the 2 blocks of 64 asked for are 1 block doing 4 elements a thread
+        assert lines[launch] == f"hipModuleLaunchKernel saxpy grid=1,1,1 block=64,1,1 smem=0 {s} extra=null"
+        assert lines[launch + 2] == "  coarsened by 4 threads=128"
+        assert lines[launch + 3:launch + 5] == [f"hipEventRecord {e} {s}", f"hipEventSynchronize {e}"]
     assert sum(line.startswith("hipStreamCreate") for line in lines) == 1
     assert [line for line in lines if line.startswith("hipMemcpy")] == \
         ["hipMemcpy 400 kind=1", "hipMemcpy 400 kind=1", "hipMemcpy 400 kind=2", "hipMemcpy 400 kind=2"]
     # Teardown releases what the context made.
     assert lines[-2:] == [f"hipEventDestroy {e}", f"hipStreamDestroy {s}"]
     assert lines.count("hipFree") == sum(line.startswith("hipMalloc") for line in lines) == 3
+
+
+COARSENED_RUN = """
+import json, sys
+import numpy as np
+from tessera import runtime
+ctx = runtime.select_backend("hip")
+mod = runtime.load(open(sys.argv[1], "rb").read(), ctx)
+x = np.arange(100, dtype=np.float32)
+X, out = runtime.DeviceArray.from_numpy(x, ctx), runtime.DeviceArray.from_numpy(np.full(100, -1, np.float32), ctx)
+got = {}
+for grid, block in json.loads(sys.argv[2]):
+    mod.saxpy(2.0, X, X, out, grid=grid, block=block)
+    got[f"{grid}x{block}"] = out.numpy().tolist()
+print(json.dumps(got))
+"""
+
+
+@pytest.mark.parametrize("grid,block", [(1, 64), (3, 8), (5, 4), (1, 1), (7, 16), (40, 32)])
+def test_hip_launches_a_coarsened_kernel_as_the_threads_asked_for(mocks, image, tmp_path, grid, block):
+    """The runtime launches a coarsened kernel over ceil(grid / 4) blocks and passes grid × block: the
+    elements below min(n, grid × block) are done, the rest left as they were, whether the launch covers n
+    (40 × 32), falls short of it by a multiple of 4 or not (3 × 8, 5 × 4, 1 × 1)."""
+    log = tmp_path / "hip.log"
+    got = child(COARSENED_RUN, image, json.dumps([[grid, block]]), TESSERA_HIP_LIBRARY=mocks["hip"], MOCK_LOG=log,
+                MOCK_HIP_COARSEN=coarsening(image))[f"{grid}x{block}"]
+    done = min(100, grid * block)
+    assert got == [3.0 * i for i in range(done)] + [-1.0] * (100 - done)
+    lines = log_of(log)
+    launch = index(lines, "hipModuleLaunchKernel saxpy")
+    assert lines[launch].startswith(f"hipModuleLaunchKernel saxpy grid={-(-grid // 4)},1,1 block={block},1,1 ")
+    assert lines[launch + 2] == f"  coarsened by 4 threads={grid * block}"
 
 
 def test_hip_loads_only_code_for_the_devices_processor(mocks, image):
@@ -515,7 +557,7 @@ def test_a_function_runs_through_the_mock_driver(build_host, mocks, image, tmp_p
     path.write_bytes(function_images.with_plan(image.read_bytes(), function_images.OUT_OF_PLACE_AXPY))
     log = tmp_path / "driver.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MOCK_", "TESSERA_"))}
-    env.update({variable: str(mocks[backend]), "MOCK_LOG": str(log)})
+    env.update({variable: str(mocks[backend]), "MOCK_LOG": str(log), "MOCK_HIP_COARSEN": str(coarsening(image))})
     p = subprocess.run([str(build_host("host_function_device.c")), str(path), backend,
                         *map(str, function_images.OUT_OF_PLACE_AXPY_COEFFICIENTS)], capture_output=True, text=True,
                        timeout=300, env=env)

@@ -327,7 +327,18 @@ EXPORT hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned gx, unsigned g
     memcpy(&out, params[3], sizeof out);
     memcpy(&n, params[4], sizeof n);
     mock_log("  saxpy a=%g n=%lld", a, (long long)n);
-    mock_saxpy(gx * gy * gz, bx * by * bz, a, x, y, out, n);
+    /* Coarsened as passes/simt_coarsen.py compiles it (MOCK_HIP_COARSEN: its elements per thread, the image's
+     * simt.coarsen): C consecutive elements a thread, below min(n, the caller's threads), a trailing argument. */
+    int64_t c = env_int("MOCK_HIP_COARSEN", 1);
+    if (c > 1) {
+      int64_t threads;
+      memcpy(&threads, params[5], sizeof threads);
+      mock_log("  coarsened by %lld threads=%lld", (long long)c, (long long)threads);
+      for (int64_t t = 0; t < (int64_t)gx * bx; t++)
+        for (int64_t e = t * c; e < (t + 1) * c && e < n && e < threads; e++) out[e] = a * x[e] + y[e];
+    } else {
+      mock_saxpy(gx * gy * gz, bx * by * bz, a, x, y, out, n);
+    }
   }
   inject_fault(f->module);
   return hipSuccess;
