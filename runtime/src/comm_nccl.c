@@ -204,6 +204,9 @@ typedef struct nccl_state {
   bool monitoring;             /* the monitor thread was started */
   pthread_t monitor;
   CUstream own;                /* NULL-stream operations run here (created at the first) */
+  ncclComm_t doomed[2];        /* `comm` and `parent` once aborted, for the reaper (abort_locked) */
+  bool reaping;                /* the reaper thread was started: joined before the state is freed */
+  pthread_t reaper;
 } nccl_state_t;
 
 static tsr_status_t nccl_fail(ncclResult_t r, ncclComm_t comm, const char* function, const char* what) {
@@ -212,11 +215,39 @@ static tsr_status_t nccl_fail(ncclResult_t r, ncclComm_t comm, const char* funct
                   last && *last ? ": " : "", last ? last : "");
 }
 
-/* Aborts the communicator (state locked): NCCL's kernels end, its peers are not told. */
+/* The reaper: ncclCommAbort of the communicators abort_locked took from the state. */
+static void* reap(void* arg) {
+  nccl_state_t* s = arg;
+  bool current = !s->cu->cuCtxPushCurrent(s->context);
+  for (int i = 0; i < 2; i++)
+    if (s->doomed[i]) N.CommAbort(s->doomed[i]);
+  if (current) {
+    CUcontext popped;
+    s->cu->cuCtxPopCurrent(&popped);
+  }
+  return NULL;
+}
+
+/* Aborts the communicator (state locked): NCCL's kernels end, its peers are not told. ncclCommAbort sets NCCL's
+ * abort flag first, so the kernels end at once, and then, from NCCL 2.26 on, waits as ncclCommDestroy does until
+ * every CUDA graph holding one of the communicator's operations is destroyed (init.cc, commDestroySync) — a
+ * graph the caller holds, maybe the one whose replay just timed out. Called here, under the lock, it held the
+ * monitor in NCCL and every thread asking the state for the fault behind it, the replay's caller included: a
+ * hang, not a status (tests/gpu/test_comm_capture_gpu.py's dead peer). So the handles leave the state now (no
+ * later call can use them) and a thread of the state's own aborts them, joined when the state is freed, which
+ * is after the graphs holding the communicator are (they hold it: tsr_comm_node_hold; a context frees its
+ * graphs before its communicators). Where no thread can be started the abort runs here. */
 static void abort_locked(nccl_state_t* s) {
-  if (s->comm) N.CommAbort(s->comm);
-  if (s->parent) N.CommAbort(s->parent);
+  if (!s->comm && !s->parent) return;
+  s->doomed[0] = s->comm;
+  s->doomed[1] = s->parent;
   s->comm = s->parent = NULL;
+  if (s->reaping || pthread_create(&s->reaper, NULL, reap, s) != 0) {
+    for (int i = 0; i < 2; i++)
+      if (s->doomed[i]) N.CommAbort(s->doomed[i]);
+    return;
+  }
+  s->reaping = true;
 }
 
 static tsr_status_t enter(const nccl_state_t* s, const char* function) {
@@ -356,6 +387,7 @@ static ncclConfig_t config_of(uint32_t units, int blocking) {
 }
 
 static void state_free(nccl_state_t* s) {
+  if (s->reaping) pthread_join(s->reaper, NULL);
   pthread_cond_destroy(&s->wake);
   pthread_mutex_destroy(&s->lock);
   s->cu->cuDevicePrimaryCtxRelease(s->device);

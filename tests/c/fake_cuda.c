@@ -22,7 +22,9 @@
  * say CUDA_ERROR_NOT_READY — until a query or synchronize finds the flag set, and then sets seen[0] = 1, as the
  * CPU test kernel of that name does. A synchronize that blocks on a busy stream or event logs "… blocked" and
  * waits for the flag (up to 10 s, then the kernel gives up with seen[0] = -1), so a test sees whether the
- * runtime blocked in the driver or polled it. */
+ * runtime blocked in the driver or polled it. For fake_nccl.c: fake_cuda_spin (NCCL's kernel spinning on a
+ * stream, recorded into the graph on a capturing one), fake_cuda_graph_ref (the graphs holding NCCL's work,
+ * counted) and fake_cuda_capturing. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdint.h>
@@ -38,7 +40,7 @@ enum { OK = 0, INVALID_VALUE = 1, INVALID_CONTEXT = 201, NOT_READY = 600, ILLEGA
 #define PER_THREAD ((struct CUstream_st*)0x2)
 
 typedef struct op {
-  int kind;  /* KERNEL, COPY, RECORD, WAIT */
+  int kind;  /* KERNEL, COPY, RECORD, WAIT, SPIN, REF */
   int saxpy;  /* a kernel that runs */
   int fill;   /* fill_fixed: y[i] = a for i < n */
   struct CUfunc_st* oob;  /* a kernel that fails a bounds check */
@@ -52,8 +54,11 @@ typedef struct op {
   const void* src;
   size_t bytes;
   struct CUevent_st* event;
+  volatile int32_t* flag;  /* SPIN: another library's kernel (fake_cuda_spin) recorded into a graph */
+  int32_t* seen;
+  int32_t* refs;  /* REF: a count another library keeps of the graphs holding its work (fake_cuda_graph_ref) */
 } op_t;
-enum { KERNEL, COPY, RECORD, WAIT };
+enum { KERNEL, COPY, RECORD, WAIT, SPIN, REF };
 
 /* A spinning kernel a stream or event waits for: busy until *flag != 0 (then *seen = 1). */
 typedef struct spin {
@@ -128,12 +133,40 @@ static int spinning(spin_t* spin) {
 }
 
 /* For fake_nccl.c: a kernel of another library that spins on `s` until *flag != 0 (NCCL's, waiting for a
- * peer that never comes, until ncclCommAbort ends it). */
+ * peer that never comes, until ncclCommAbort ends it). On a capturing stream it is recorded into the graph, and
+ * spins on the stream each launch of it runs on. */
 void fake_cuda_spin(struct CUstream_st* s, volatile int32_t* flag, int32_t* seen) {
   pthread_mutex_lock(&lock);
-  if (s && s != PER_THREAD) s->spin = (spin_t){flag, seen};
+  if (s && s != PER_THREAD && s->capturing) {
+    if (s->count == s->capacity) {
+      s->capacity = s->capacity ? 2 * s->capacity : 16;
+      s->ops = realloc(s->ops, s->capacity * sizeof *s->ops);
+    }
+    s->ops[s->count++] = (op_t){.kind = SPIN, .flag = flag, .seen = seen};
+  } else if (s && s != PER_THREAD) {
+    s->spin = (spin_t){flag, seen};
+  }
   pthread_mutex_unlock(&lock);
 }
+
+/* For fake_nccl.c: the graph `s` captures holds a reference on `*refs`, as NCCL's persistent plans are held by a
+ * CUDA user object the graph retains: +1 for the graph, +1 for each executable graph instantiated from it, -1
+ * as each is destroyed (NCCL 2.26 and later wait in ncclCommDestroy and ncclCommAbort until the count is 0). */
+void fake_cuda_graph_ref(struct CUstream_st* s, int32_t* refs) {
+  pthread_mutex_lock(&lock);
+  if (s && s != PER_THREAD && s->capturing) {
+    if (s->count == s->capacity) {
+      s->capacity = s->capacity ? 2 * s->capacity : 16;
+      s->ops = realloc(s->ops, s->capacity * sizeof *s->ops);
+    }
+    s->ops[s->count++] = (op_t){.kind = REF, .refs = refs};
+    __atomic_add_fetch(refs, 1, __ATOMIC_ACQ_REL);
+  }
+  pthread_mutex_unlock(&lock);
+}
+
+/* For fake_nccl.c: whether `s` is capturing a graph. */
+int fake_cuda_capturing(struct CUstream_st* s) { return s && s != PER_THREAD && s->capturing; }
 
 /* A blocking synchronize on a spinning kernel: logged, then waits for the flag (up to 10 s). */
 static void block_on(spin_t* spin, const char* call) {
@@ -169,6 +202,8 @@ static void run(const op_t* op) {
     case COPY: memmove(op->dst, op->src, op->bytes); break;
     case RECORD: op->event->time = now(); break;
     case WAIT: break;  /* everything before has run already */
+    case SPIN: break;  /* submit() sets it spinning on its stream */
+    case REF: break;
   }
 }
 
@@ -183,6 +218,7 @@ static CUresult submit(struct CUstream_st* s, const op_t* op) {
     s->ops[s->count++] = *op;
     return OK;
   }
+  if (op->kind == SPIN && s && s != PER_THREAD) s->spin = (spin_t){op->flag, op->seen};
   run(op);
   return OK;
 }
@@ -501,6 +537,12 @@ CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* d, void* p, unsigned flags) {
 }
 
 #ifndef FAKE_CUDA_NO_GRAPHS
+/* A graph's or executable graph's references (REF ops) taken (+1) or dropped (-1). */
+static void graph_refs(const op_t* ops, size_t count, int32_t delta) {
+  for (size_t i = 0; i < count; i++)
+    if (ops[i].kind == REF) __atomic_add_fetch(ops[i].refs, delta, __ATOMIC_ACQ_REL);
+}
+
 CUresult cuEventRecordWithFlags(struct CUevent_st* e, struct CUstream_st* s, unsigned flags) {
   return record(e, s, flags ? "cuEventRecordWithFlags external" : "cuEventRecordWithFlags");
 }
@@ -530,6 +572,7 @@ CUresult cuGraphInstantiateWithFlags(struct CUgraphExec_st** exec, struct CUgrap
   (*exec)->ops = malloc((g->count + 1) * sizeof *g->ops);
   memcpy((*exec)->ops, g->ops, g->count * sizeof *g->ops);
   (*exec)->count = g->count;
+  graph_refs(g->ops, g->count, 1);
   const char* path = getenv("FAKE_CUDA_LOG");
   FILE* f = path ? fopen(path, "a") : NULL;
   if (f) {
@@ -547,11 +590,13 @@ CUresult cuGraphLaunch(struct CUgraphExec_st* exec, struct CUstream_st* s) {
   return r;
 }
 CUresult cuGraphExecDestroy(struct CUgraphExec_st* exec) {
+  graph_refs(exec->ops, exec->count, -1);
   free(exec->ops);
   free(exec);
   return OK;
 }
 CUresult cuGraphDestroy(struct CUgraph_st* g) {
+  graph_refs(g->ops, g->count, -1);
   free(g->ops);
   free(g);
   return OK;

@@ -18,7 +18,11 @@
  * send to recv, all_gather puts send at this rank's block and zeros elsewhere, reduce_scatter takes this
  * rank's block; send and recv move nothing); the tests read the log, the GPU test checks the numbers. $FAKE_NCCL_HANG makes a peer go missing: "init" (initialization stays
  * in progress), "split" (a split stays in progress), "gpu" (the enqueue succeeds, and the stream stays busy — fake_cuda_spin — until ncclCommAbort ends the kernel), "async" (ncclCommGetAsyncError reports
- * ncclRemoteError once an operation was enqueued). */
+ * ncclRemoteError once an operation was enqueued), "graph" (operations issued directly complete; one recorded
+ * into a CUDA graph spins wherever the graph is launched, until ncclCommAbort: the peer died after the
+ * instantiation). As NCCL 2.26 and later do, an operation recorded into a graph makes the graph (and each
+ * executable graph made from it) hold its communicator, and ncclCommAbort and ncclCommDestroy wait until no
+ * graph holds it (NCCL's abort flag set first, so its kernels end). */
 #define _GNU_SOURCE /* RTLD_NOLOAD */
 #include <limits.h>
 #include <dlfcn.h>
@@ -27,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef int ncclResult_t;
 enum { ok = 0, invalid_argument = 4, remote_error = 6, in_progress = 7 };
@@ -55,6 +60,7 @@ struct ncclComm {
   int blocking; /* config.blocking */
   int busy;     /* ncclCommGetAsyncError polls left before the last init or split completes */
   struct ncclComm *child, **child_out;  /* a split's new communicator, written to *child_out on completion */
+  int32_t graphs;  /* CUDA graphs and executable graphs holding an operation of it (fake_cuda_graph_ref) */
 };
 
 #define POLLS 3  /* how many polls an initialization or a split stays in progress */
@@ -96,13 +102,29 @@ static size_t type_bytes(int type) { return type == 8 || type == 4 || type == 5 
  * NCCL's own thread's stream when NCCL launches there. */
 static int lands(const void* stream) { return (uintptr_t)stream != 2; }
 
-/* An operation enqueued on `stream`: in mode "gpu" a kernel spinning there. */
+/* The fake driver's entry point `name` (libcuda.so.1, loaded RTLD_LOCAL by libtessera), or NULL. */
+static void* driver_entry(const char* name) {
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  return driver ? dlsym(driver, name) : NULL;
+}
+
+/* An operation enqueued on `stream`: in mode "gpu" a kernel spinning there; in mode "graph" one recorded into
+ * the graph a capturing stream makes, which spins wherever the graph is launched (the peer died after the
+ * instantiation), while operations issued directly complete. */
 static ncclResult_t enqueued(struct ncclComm* c, void* stream) {
   c->enqueued++;
-  if (hang("gpu")) {
+  int (*capturing)(void*);
+  void* is = driver_entry("fake_cuda_capturing");
+  memcpy(&capturing, &is, sizeof is);
+  if (capturing && capturing(stream)) {  /* NCCL's persistent plan: the graph holds the communicator */
+    void (*ref)(void*, int32_t*);
+    void* f = driver_entry("fake_cuda_graph_ref");
+    memcpy(&ref, &f, sizeof f);
+    if (ref) ref(stream, &c->graphs);
+  }
+  if (hang("gpu") || (hang("graph") && capturing && capturing(stream))) {
     void (*spin)(void*, volatile int32_t*, int32_t*);
-    void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);  /* loaded, RTLD_LOCAL, by libtessera */
-    void* f = driver ? dlsym(driver, "fake_cuda_spin") : NULL;
+    void* f = driver_entry("fake_cuda_spin");
     memcpy(&spin, &f, sizeof f);
     if (spin) spin(stream, &kernels_stop, &kernels_seen);
   }
@@ -177,15 +199,30 @@ ncclResult_t ncclCommGetAsyncError(struct ncclComm* c, ncclResult_t* state) {
   return ok;
 }
 
+/* NCCL 2.26 and later (commDestroySync): destroying or aborting a communicator waits until every CUDA graph
+ * holding one of its operations is destroyed. The fake waits up to 20 s, then says so and keeps `c` (NCCL
+ * would wait forever); 0 once none holds it. */
+static int wait_for_graphs(struct ncclComm* c, const char* call) {
+  if (!__atomic_load_n(&c->graphs, __ATOMIC_ACQUIRE)) return 0;
+  say("%s rank=%d waits for the graphs holding it", call, c->rank);
+  for (int i = 0; i < 200000 && __atomic_load_n(&c->graphs, __ATOMIC_ACQUIRE); i++)
+    nanosleep(&(struct timespec){0, 100000}, NULL);
+  if (!__atomic_load_n(&c->graphs, __ATOMIC_ACQUIRE)) return 0;
+  say("%s rank=%d gave up: graphs still hold it", call, c->rank);
+  return 1;
+}
+
 ncclResult_t ncclCommAbort(struct ncclComm* c) {
   say("ncclCommAbort rank=%d", c->rank);
-  __atomic_store_n(&kernels_stop, 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&kernels_stop, 1, __ATOMIC_RELEASE);  /* NCCL's abort flag, set first: its kernels end */
+  if (wait_for_graphs(c, "ncclCommAbort")) return ok;
   if (c->child_out) free(c->child);  /* a split that never completed */
   free(c);
   return ok;
 }
 ncclResult_t ncclCommDestroy(struct ncclComm* c) {
   say("ncclCommDestroy rank=%d", c->rank);
+  if (wait_for_graphs(c, "ncclCommDestroy")) return ok;
   free(c);
   return ok;
 }

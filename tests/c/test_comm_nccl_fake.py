@@ -293,6 +293,54 @@ def test_operations_captured_on_nccl_are_issued_into_the_cuda_graph(fake_driver,
         assert f"cuEventRecord {stream}" in cuda[i + 1:i + 4], cuda[i:i + 4]
 
 
+DEAD_REPLAY = r"""
+import time
+import numpy as np
+from tessera import comm, graph, runtime, stream
+ctx = runtime.select_backend("cuda")
+c = comm.Communicator.create(2, 1, comm.unique_id("nccl", ctx), backend="nccl", timeout=1, context=ctx)
+x = runtime.DeviceArray.from_numpy(np.arange(1, 9, dtype=np.float32), ctx)
+y, every = runtime.DeviceArray((8,), np.float32, ctx), runtime.DeviceArray((2, 8), np.float32, ctx)
+s = stream.new(context=ctx)
+c.all_reduce(x, out=y, stream=s)  # directly first: completes (the peer is alive)
+s.synchronize()
+with graph.capture(s) as g:
+    c.all_reduce(x, out=y, stream=s)
+    c.all_gather(x, out=every, stream=s)
+start = time.monotonic()
+try:
+    g.launch()  # the NULL stream: the replay waits for the graph, and the peer died after the instantiation
+    print("no error", flush=True)
+except runtime.Error as e:
+    print(e.status_name, round(time.monotonic() - start, 1), flush=True)
+del g  # the graph goes: NCCL's abort, waiting for it, completes
+c.close()
+print("closed", flush=True)
+"""
+
+
+def test_a_replay_whose_peer_died_returns_at_the_timeout(fake_driver, fake_nccl, tmp_path):
+    """Regression (tests/gpu/test_comm_capture_gpu.py's dead peer hung on 4x H200): ncclCommAbort (NCCL 2.26
+    and later) waits until the CUDA graphs holding the communicator's operations are destroyed, and the monitor
+    called it under the state's lock, so the replay of such a graph whose peer died, waiting for the monitor's
+    fault, never returned. The fake NCCL waits so (up to 20 s, then gives up), its graph's operations spinning
+    until the abort: the replay on the NULL stream returns TSR_ERROR_TIMEOUT at the communicator's 1 s timeout,
+    the abort completing only once the graph is gone."""
+    log = tmp_path / "nccl.log"
+    env = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), TESSERA_NCCL_LIBRARY=str(fake_nccl),
+               FAKE_NCCL_LOG=str(log), FAKE_CUDA_LOG=str(tmp_path / "cuda.log"), FAKE_NCCL_HANG="graph")
+    for name in ("TESSERA_BACKEND", "TESSERA_COMM_BACKEND", "TESSERA_DETERMINISTIC"):
+        env.pop(name, None)
+    p = subprocess.run([sys.executable, "-c", DEAD_REPLAY], capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    status, seconds, closed = p.stdout.split()
+    assert status == "TSR_ERROR_TIMEOUT" and 1.0 <= float(seconds) < 5 and closed == "closed", p.stdout
+    lines = log.read_text().splitlines()
+    after = lines[max(i for i, line in enumerate(lines) if line.startswith("ncclAllGather")) + 1:]
+    assert after == ["ncclCommAbort rank=1", "ncclCommAbort rank=1 waits for the graphs holding it",
+                     "ncclCommAbort rank=1"], lines  # the blocking one waits for the graph; then its parent
+
+
 def _reduce(input, output, n=2):
     return {"collective": "all_reduce", "input": input, "output": output, "mesh_axes": ["dp"], "mesh_shape": [n],
             "axis": "dp", "reduce": "sum", "deterministic": False, "algo": "ring"}
