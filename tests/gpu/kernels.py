@@ -115,6 +115,16 @@ TRAIN_MLP_BF16 = _bf16_gemms((REPO / "examples" / "graph" / "train_mlp.py").read
 
 # the deterministic numerics profile's program (test_determinism_gpu.py): a bf16 GEMM (wgmma), row and column
 # sums, a whole-tensor sum split over blocks, a softmax and elementwise exp and division
+# flash attention on sm_80's mma.sync kernel (backends/ptx/attention_sm80.py): bf16 and f16, D 64 and 128,
+# causal or not; and a head dimension it does not take (decomposed: two GEMMs and a softmax)
+AMPERE_ATTENTION = "from tessera import bf16, f16, function, op, tensor\n" + "\n".join(
+    f"""
+@function
+def {dt}_d{d}{'_causal' if causal else ''}(Q: tensor[{dt}, "B", "S", {d}], K: tensor[{dt}, "B", "T", {d}],
+        V: tensor[{dt}, "B", "T", {d}]) -> tensor[{dt}, "B", "S", {d}]:
+    return op.flash_attention(Q, K, V, causal={causal}, scale={d ** -0.5!r})
+""" for dt in ("bf16", "f16") for d in (64, 128, 96) for causal in (False, True) if d != 96 or dt == "bf16")
+
 DETERMINISTIC = """
 @function
 def prog(A: tensor[bf16, "M", "K"], B: tensor[bf16, "K", "N"], X: tensor[f32, "R", "D"]):
@@ -211,6 +221,22 @@ def linear_tf32(X: tensor[f32, "T", 264], W: tensor[f32, 264, "F"], b: tensor[f3
 SOURCES = {
     "saxpy": ((REPO / "examples" / "saxpy.py").read_text(), "sm_80"),
     "saxpy_sm90a": ((REPO / "examples" / "saxpy.py").read_text(), "sm_90a"),
+    # elementwise kernels the compiler coarsens to 16 bytes a thread (passes/simt_coarsen.py): 16-bit, mixed
+    "coarsened": ("""
+from tessera import f16, kernel, launch, tensor
+
+@kernel
+def halves(X: tensor[f16, "N"], Out: tensor[f16, "N"], n: int):
+    i = launch.thread_id()
+    if i < n:
+        Out[i] = X[i] * X[i] + X[i]
+
+@kernel
+def widen(X: tensor[f16, "N"], Out: tensor[float, "N"]):
+    i = launch.thread_id()
+    if i < X.shape[0]:
+        Out[i] = float(X[i]) * 2.0
+""", "sm_80"),
     "shuffles": ((REPO / "examples" / "warp_ops.py").read_text(), "sm_80"),
     "rows": ("""
 @function
@@ -250,6 +276,7 @@ def gemm(A: tensor[f32, "M", "K"], B: tensor[f32, "K", "N"], b: tensor[f32, "N"]
     # the Hopper tensor-core kernels (backends/ptx/gemm_sm90.py, attention_sm90.py)
     "hopper_gemm": ((REPO / "examples" / "gpu" / "gemm.py").read_text(), "sm_90a"),
     "hopper_attention": ((REPO / "examples" / "gpu" / "attention.py").read_text(), "sm_90a"),
+    "ampere_attention": (AMPERE_ATTENTION, "sm_80"),
     "hopper_attention_bwd": (ATTENTION_BWD, "sm_90a"),
     "hopper_gemm_transposed": (TRANSPOSED_GEMM, "sm_90a"),
     # fp8 GEMMs: held as f16 (exact), packed to one-byte K-major operands, multiplied by wgmma's fp8 kinds
