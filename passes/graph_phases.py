@@ -71,6 +71,10 @@ def _set(decision_op, values: dict) -> None:
         decision_op.attributes[k] = _i64(v)
 
 
+# what a flash attention's schedule takes: keys per block (the N of its S = Q·Kᵀ tile) and the K/V ring's depth
+ATTENTION_KEYS = ("NC", "stages")
+
+
 # -- schedule ---------------------------------------------------------------------------------------------
 
 def matmul_key(op) -> tuple[tuple, str]:
@@ -83,6 +87,25 @@ def matmul_key(op) -> tuple[tuple, str]:
                    for ty, i in ((t, t.rank - 2), (t, t.rank - 1), (k_type, k_axis)))
     a, b = (ir.RankedTensorType(o.type).element_type for o in op.operands[:2])
     return static, f"{a}x{b}->{t.element_type}"
+
+
+def attention_key(op) -> tuple[tuple, str]:
+    """A flash attention's (SQ, SK, D) as compile time knows them and its dtype (`flash_attention:bf16`): the
+    key of the fused kernel's stored blocking (keys per block, stages), apart from every matmul's."""
+    q, k = (ir.RankedTensorType(o.type) for o in op.operands[:2])
+    static = tuple(None if ty.is_dynamic_dim(i) else ty.get_dim_size(i)
+                   for ty, i in ((q, q.rank - 2), (k, k.rank - 2), (q, q.rank - 1)))
+    return static, f"flash_attention:{q.element_type}"
+
+
+def tunable_key(op) -> tuple[tuple, str] | None:
+    """The autotuning key of an op whose schedule a stored result may set (a matmul; a flash attention
+    where the target has its fused kernel), else None."""
+    if op.operation.name == "ttensor.matmul":
+        return matmul_key(op)
+    if op.operation.name == "ttensor.flash_attention":
+        return attention_key(op)
+    return None
 
 
 def schedule(fn, target: TargetFacts, overrides: dict | None = None, tuned=None) -> None:
@@ -112,6 +135,16 @@ def schedule(fn, target: TargetFacts, overrides: dict | None = None, tuned=None)
             # the model's guess for extents known only at run time: a backend may choose again at launch
             s["at_launch"] = int(target.matmul_schedule is not None and None in static[:2]
                                  and not {"NC", "stages"} & set(chosen))
+        elif name == "ttensor.flash_attention" and target.attention_blocking:
+            # the fused kernel's keys per block (NC) and K/V ring depth (stages): hints, else a stored result
+            s = {"block_x": hints.get("block_x", 4 * target.warp_size)}
+            chosen = {k: v for k, v in hints.items() if k in ATTENTION_KEYS}
+            static, dtype = attention_key(op)
+            record = tuned(static, dtype) if tuned is not None and not chosen else None
+            if record:
+                chosen = dict(record)
+                applied.append(" ".join(f"{k}={v}" for k, v in sorted(record.items())))
+            s.update(chosen)
         elif name in fusion.ROW:
             s = {"rows_per_block": hints.get("rows_per_block", 4)}
         else:
@@ -196,7 +229,8 @@ def quantize(fn, target: TargetFacts) -> list[str]:
     taken: list[str] = [ir.StringAttr(x).value for x in ir.ArrayAttr(fn.attributes["tessera.fallbacks"])] \
         if "tessera.fallbacks" in fn.attributes else []   # the schedule phase's (decompose.attention_fp8)
     if not target.native_dtypes >= set(fp8_fallback.BY_NAME):  # fp8 in its f16 container (fp8_fallback.py)
-        taken += fp8_fallback.legalize(fn, target.name, one_byte=target.scaled_fp8_gemm)
+        taken += fp8_fallback.legalize(fn, target.name, one_byte=target.scaled_fp8_gemm,
+                                       widens=target.fp8_gemm_widens)
     for op in _ops(fn):
         types = {str(ir.RankedTensorType(v.type).element_type) for v in list(op.operands) + list(op.results)
                  if isinstance(v.type, ir.RankedTensorType)}
@@ -210,6 +244,8 @@ def quantize(fn, target: TargetFacts) -> list[str]:
                     raise LoweringError(op, f"integer matmul ({operand}) has no {target.name} kernel yet; op.cast "
                                             f"the operands to a float type")
                 continue
+            if t.startswith("complex<") and op.operation.name == "ttensor.reshape":
+                continue   # a complex result viewing its parts (passes/fourier.py): computes nothing
             if name is None:
                 raise LoweringError(op, f"element type {t} has no {target.name} fallback yet")
             if name in target.native_dtypes or name in fp8_fallback.BY_NAME:   # fp8 left: one byte, GEMM-read

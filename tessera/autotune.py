@@ -24,29 +24,43 @@ later `search(..., persist=True)` over the same space returns it without timing 
 `target="ptx"` (or "amdgpu", with `arch=`) compiles for that target and times each schedule through the
 runtime on such a device (CUDA, HIP): inputs copied once into device memory, each run waited for. Progress —
 configurations tried of the total, the best so far, the time left — goes to stderr when it is a terminal, or
-when `progress=True`.
+when `progress=True`. A schedule the target's kernel does not take (too much shared memory, a tile it has
+no form of) is left out of the search, with its reason in `Result.refused`.
+
+On sm_90a a flash attention the fused kernel computes is tuned too: BN is its keys per block, `stages` its
+K/V ring's depth (its query tile is fixed, 128 rows); its record is keyed `flash_attention:<dtype>` over
+(SQ, SK, D). With persist=True a parameter none of the function's tunable ops takes (BM or BK of a function
+holding only a fused attention) is left out of the space.
+
+Where the compiler and the device are on different machines the search splits in three
+(`export_candidates`, tessera/tune_run.py, `import_records`): one image per schedule compiled here, timed there
+by the runtime alone, the times stored here under the keys of the compile that made the candidates — records
+whose compiler hash is not this compiler's are refused.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
+import json
+import math
+import pathlib
 import sys
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from . import _runtime, executor, runtime, stream, tuning
+from . import executor, tune_run, tuning
 from .compiler import compile_source, tuning_group
+from .diagnostics import CompileError
 from .numerics import profiles
 from .options import CompileOptions
 from .selection import backends_for
+# the runtime-only half: what a split search's timing machine runs too (tessera/tune_run.py)
+from .tune_run import context as _context, inputs as _inputs, time_function as _time
 
 _KEYS = {"BM": "MB", "BN": "NC", "BK": "KC", "stages": "stages", "vector": "vector"}
 _NAMES = {v: k for k, v in _KEYS.items()}
-# the runtime backend each target's code runs on
-_DEVICES = {"cpu": "cpu", "ptx": "cuda", "amdgpu": "hip"}
 
 
 @dataclass
@@ -55,89 +69,46 @@ class Result:
     seconds: float
     trials: list = field(default_factory=list)   # (config, seconds), in search order
     stored: bool = False   # taken from the store, nothing timed (persist=True, the same space searched before)
+    refused: list = field(default_factory=list)  # (config, why): schedules the target's kernels do not take
 
     def __getitem__(self, key):
         return self.best[key]
 
 
-def _inputs(plan, size: int, seed: int, shapes=None) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    if shapes is not None and len(shapes) != len(plan.args):
-        raise ValueError(f"shapes gives {len(shapes)} shapes for {len(plan.args)} arguments ({', '.join(plan.params)})")
-    arrays = []
-    for i, vid in enumerate(plan.args):
-        shape = list(shapes[i]) if shapes is not None else \
-            [int(d) if d.isdigit() else size for d in plan.values[vid].dims]
-        arrays.append(rng.standard_normal(shape).astype(executor.numpy_dtype(plan.values[vid])))
-    return arrays
-
-
-def _context(target: str):
-    """The runtime context `target`'s code is timed in: the default one for the CPU, else a new one on the
-    device the target runs on; a clear error where this machine has none."""
-    backend = _DEVICES.get(target)
-    if backend is None:
-        raise ValueError(f"autotuning times schedules on {', '.join(_DEVICES)} targets, not {target!r}")
-    if backend == "cpu":
-        return runtime.default_context()
-    if backend not in runtime.backends():
-        raise ValueError(f"searching {target} schedules times them on a {backend} device, and this machine has "
-                         f"none (runtime backends here: {', '.join(runtime.backends())})")
-    return _runtime.Context(backend)
-
-
-def _time(fn, inputs: list, repeat: int, context) -> float:
-    """The fastest of `repeat` runs of `fn` on copies of `inputs` (outputs written in place start equal each
-    time), after a warm-up run (page faults, first touch, module load)."""
-    best = float("inf")
-    if fn.device:   # in device memory, copied in once per run outside the timing; each run waited for
-        arrays = [runtime.DeviceArray.from_numpy(a, context) for a in inputs]
-        fn(*arrays)
-        stream.synchronize(context)
-        for _ in range(repeat):
-            for d, a in zip(arrays, inputs):
-                d.copy_from(a)
-            stream.synchronize(context)
-            t0 = time.perf_counter()
-            fn(*arrays)
-            stream.synchronize(context)
-            best = min(best, time.perf_counter() - t0)
-        return best
-    fn(*[np.copy(a) for a in inputs])
-    for _ in range(repeat):
-        trial_inputs = [np.copy(a) for a in inputs]
-        t0 = time.perf_counter()
-        fn(*trial_inputs)
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
-def _show(config: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in config.items())
-
-
-def _report(out, name: str, done: int, total: int, best, started: float) -> None:
-    elapsed = time.perf_counter() - started
-    left = elapsed / done * (total - done)
-    print(f"autotune {name}: {done}/{total} configurations, best {best[1] * 1e3:.3f} ms ({_show(best[0])}), "
-          f"about {left:.0f} s left", file=out, flush=True)
-
-
 def _keys(source: str, filename: str, options: CompileOptions, name: str) -> tuple[list, str]:
-    """The function's matmuls' (dims, dtype) and the numerics profile it compiles under (its source's own
+    """The function's tunable ops' (dims, dtype) and the numerics profile it compiles under (its source's own
     request included), as the schedule phase sees them."""
     md = compile_source(source, filename, options, stop_after="schedule").metadata
     return md["matmuls"].get(name, []), md["numerics"]
 
 
-def search(kernel, params: dict, objective: str = "runtime", args=None, size: int = 512, repeat: int = 3,
-           seed: int = 0, target: str = "cpu", arch: str = "", shapes=None, persist: bool = False,
-           progress: bool | None = None) -> Result:
-    if objective != "runtime":
-        raise ValueError(f"objective must be 'runtime' (the only one measured), got {objective!r}")
+@dataclass
+class _Search:
+    """A search's checked space, its trials' compile options and the store's keys of its tunable ops."""
+    source: str
+    names: list
+    space: dict
+    base: CompileOptions
+    keys: list
+
+    def configs(self) -> list[dict]:
+        return [dict(zip(self.names, values)) for values in itertools.product(*self.space.values())]
+
+    def compile(self, kernel, config: dict) -> tuple[bytes | None, str]:
+        """`config`'s image, or None and why the target's kernels do not take it."""
+        hints = tuple(sorted((_KEYS[k], int(v)) for k, v in config.items()))
+        try:
+            return compile_source(self.source, kernel.filename, dataclasses.replace(self.base, hints=hints)).image, ""
+        except CompileError as e:
+            return None, str(e)
+
+
+def _prepare(kernel, params: dict, target: str, arch: str, persist: bool) -> _Search:
     unknown = sorted(set(params) - set(_KEYS))
     if unknown:
         raise ValueError(f"unknown search parameter(s) {unknown} (known: {', '.join(_KEYS)})")
+    if target not in tune_run.DEVICES:
+        raise ValueError(f"autotuning times schedules on {', '.join(tune_run.DEVICES)} targets, not {target!r}")
     profile = profiles.current()
     if profiles.deterministic(profile) and len(set(params.get("BK", ()))) > 1:
         raise ValueError(f"the '{profile}' numerics profile searches only schedules that keep every reduction's "
@@ -146,32 +117,66 @@ def search(kernel, params: dict, objective: str = "runtime", args=None, size: in
     if persist and "vector" in params:
         raise ValueError("persist=True stores matmul schedules (BM, BN, BK, stages); 'vector' is the vectorize "
                          "phase's, for a whole function: search it without persist")
-    context = _context(target)
     with open(kernel.filename, encoding="utf-8") as f:
         source = f.read()
     names = list(params)
     space = {n: [int(v) for v in params[n]] for n in names}
     # trials never read the store: each times exactly its own schedule
     base = CompileOptions(kernels=(kernel.name,), target=target, arch=arch, tuned=False)
-    stored_keys = []
+    keys = []
     if persist:
-        matmuls, numerics = _keys(source, kernel.filename, base, kernel.name)
-        if not matmuls:
-            raise ValueError(f"'{kernel.name}' has no matmul whose schedule could be remembered")
+        tunable, numerics = _keys(source, kernel.filename, base, kernel.name)
+        if not tunable:
+            raise ValueError(f"'{kernel.name}' has no matmul (or fused attention) whose schedule could be "
+                             f"remembered")
         grp = tuning_group(dataclasses.replace(base, numerics=numerics, tuned=True), backends_for(base))
-        stored_keys = [tuning.record_key(grp, dims, dtype) for dims, dtype in matmuls]
-        found = [tuning.record(k) for k in stored_keys]
-        if all(r is not None and r.get("space") == space for r in found):
-            return Result({_NAMES.get(k, k): v for k, v in found[0]["config"].items()}, found[0]["seconds"], [],
-                          stored=True)
+        keys = [tuning.record_key(grp, dims, dtype) for dims, dtype in tunable]
+        # a parameter no tunable op takes (BM, BK of a fused attention) would time one schedule again and again
+        taken = {n for k in keys for n in tuning.settable(k)}
+        names = [n for n in names if _KEYS[n] in taken]
+        space = {n: space[n] for n in names}
+        if not names:
+            raise ValueError(f"'{kernel.name}' has only fused attentions, whose schedule is BN (keys per block) "
+                             f"and stages: search those")
+    return _Search(source, names, space, base, keys)
+
+
+def _store(keys: list, config: dict, seconds: float, tried: int, shapes: list, space: dict,
+           device: str | None = None) -> None:
+    """Stores `config` (search names) for each key, as much of it as the key's op takes."""
+    for k in keys:
+        settable = tuning.settable(k)
+        tuning.store(k, {_KEYS[n]: int(v) for n, v in config.items() if _KEYS[n] in settable}, seconds, tried,
+                     shapes, space, device)
+
+
+def _stored(keys: list, space: dict) -> Result | None:
+    """The result a search over `space` stored for every one of `keys` before, or None."""
+    found = [tuning.record(k) for k in keys]
+    if not keys or not all(r is not None and r.get("space") == space for r in found):
+        return None
+    first = max(found, key=lambda r: len(r["config"]))   # a matmul's holds what an attention's leaves out
+    return Result({_NAMES.get(k, k): v for k, v in first["config"].items()}, first["seconds"], [], stored=True)
+
+
+def search(kernel, params: dict, objective: str = "runtime", args=None, size: int = 512, repeat: int = 3,
+           seed: int = 0, target: str = "cpu", arch: str = "", shapes=None, persist: bool = False,
+           progress: bool | None = None) -> Result:
+    if objective != "runtime":
+        raise ValueError(f"objective must be 'runtime' (the only one measured), got {objective!r}")
+    plan = _prepare(kernel, params, target, arch, persist)
+    context = _context(target)
+    if persist and (found := _stored(plan.keys, plan.space)) is not None:
+        return found
     show = sys.stderr.isatty() if progress is None else progress
-    combos = list(itertools.product(*(params[n] for n in names)))
-    trials = []
+    configs = plan.configs()
+    trials, refused = [], []
     started = time.perf_counter()
-    for values in combos:
-        config = dict(zip(names, values))
-        hints = tuple(sorted((_KEYS[k], int(v)) for k, v in config.items()))
-        image = compile_source(source, kernel.filename, dataclasses.replace(base, hints=hints)).image
+    for config in configs:
+        image, why = plan.compile(kernel, config)
+        if image is None:
+            refused.append((config, why))
+            continue
         program = executor.load(image, context)
         if kernel.name not in program.functions:
             raise ValueError(f"'{kernel.name}' is a SIMT kernel: autotuning searches the schedules of tile "
@@ -180,10 +185,111 @@ def search(kernel, params: dict, objective: str = "runtime", args=None, size: in
         inputs = list(args) if args is not None else _inputs(fn.plan, size, seed, shapes)
         trials.append((config, _time(fn, inputs, repeat, context)))
         if show:
-            _report(sys.stderr, kernel.name, len(trials), len(combos), min(trials, key=lambda t: t[1]), started)
+            tune_run.report(sys.stderr, kernel.name, len(trials) + len(refused), len(configs),
+                            min(trials, key=lambda t: t[1]), started)
+    if not trials:
+        raise ValueError(f"the target's kernels take none of the {len(configs)} schedules searched; the first: "
+                         f"{refused[0][1]}")
     config, seconds = min(trials, key=lambda t: t[1])
     if persist:
-        used = [list(a.shape) for a in inputs]
-        for k in stored_keys:
-            tuning.store(k, {_KEYS[n]: int(v) for n, v in config.items()}, seconds, len(trials), used, space)
-    return Result(config, seconds, trials)
+        _store(plan.keys, config, seconds, len(trials), [list(a.shape) for a in inputs], plan.space)
+    return Result(config, seconds, trials, refused=refused)
+
+
+def export_candidates(kernel, params: dict, directory, target: str = "cpu", arch: str = "", size: int = 512,
+                      repeat: int = 3, seed: int = 0, shapes=None) -> dict:
+    """The compiling half of a split search: one image per schedule of `params` in `directory` (and the
+    schedules the target refuses, with why), named by `candidates.json` with the store's keys of this compile;
+    `python -m tessera.tune_run directory` times them where the device is. Returns the candidates document."""
+    plan = _prepare(kernel, params, target, arch, persist=True)
+    directory = pathlib.Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    candidates, refused = [], []
+    for i, config in enumerate(plan.configs()):
+        image, why = plan.compile(kernel, config)
+        if image is None:
+            refused.append({"config": config, "why": why})
+            continue
+        name = f"candidate-{i:03d}.tessera"
+        (directory / name).write_bytes(image)
+        candidates.append({"config": config, "image": name, "sha256": hashlib.sha256(image).hexdigest()})
+    if not candidates:
+        raise ValueError(f"the target's kernels take none of the {len(refused)} schedules searched; the first: "
+                         f"{refused[0]['why']}")
+    found = {"format": tune_run.CANDIDATES_FORMAT, "version": tune_run.VERSION, "function": kernel.name,
+             "target": target, "keys": plan.keys, "space": plan.space, "size": size, "seed": seed,
+             "repeat": repeat, "shapes": [list(s) for s in shapes] if shapes is not None else None,
+             "candidates": candidates, "refused": refused}
+    (directory / tune_run.CANDIDATES).write_text(json.dumps(found, indent=1, sort_keys=True) + "\n",
+                                                  encoding="utf-8")
+    return found
+
+
+def current_group(key: dict) -> dict | None:
+    """The target, arch, profile and compiler hash this compiler, on this machine, keys `key`'s target, arch
+    and profile under (tuning.group's), or None for a target or profile it does not know."""
+    arch = "" if key["arch"] == "default" else key["arch"]
+    try:
+        options = CompileOptions(target=key["target"], numerics=key["numerics"],
+                                 **({"cpu": arch} if key["target"] == "cpu" else {"arch": arch}))
+        return tuning_group(options, backends_for(options))
+    except (ValueError, TypeError, KeyError, CompileError):
+        return None
+
+
+def _mismatch(key: dict) -> str:
+    """How `key` differs from this compiler's key of its target, arch and profile ("" where it does not)."""
+    mine = current_group(key)
+    if mine is None:
+        return (f"{key.get('target')} {key.get('arch')} under the '{key.get('numerics')}' profile, which this "
+                f"compiler does not know")
+    theirs = {n: key.get(n) for n in mine}
+    return ", ".join(f"{n} {str(theirs[n])[:16]} (this compiler: {str(mine[n])[:16]})"
+                     for n in mine if theirs[n] != mine[n])
+
+
+def _same_images(records: dict, candidates: dict) -> list | None:
+    """`candidates`' keys (an export by this compiler) where they name the ops `records` timed and every
+    image timed is one of theirs, byte for byte, of the same schedule — code this compiler makes too, so the
+    times hold for it; else None."""
+    ops = lambda keys: [(k.get("target"), k.get("arch"), k.get("numerics"), k.get("bucket"), k.get("dtype"))
+                        for k in keys]   # noqa: E731
+    made = {(json.dumps(c["config"], sort_keys=True), c["sha256"]) for c in candidates.get("candidates", ())}
+    if ops(candidates.get("keys", [])) != ops(records["keys"]) or \
+            any(_mismatch(k) for k in candidates["keys"]) or \
+            any((json.dumps(t.get("config"), sort_keys=True), t.get("sha256")) not in made for t in records["trials"]):
+        return None
+    return candidates["keys"]
+
+
+def import_records(records: dict, candidates: dict | None = None) -> list[tuple[dict, dict]]:
+    """The last half of a split search: stores the fastest trial of `records` (python -m tessera.tune_run's
+    document) under each of its keys, after checking that they are this compiler's — a record timed on
+    candidates another compiler (or build machine, or backend's tools) made is refused, not stored, unless
+    `candidates` (this compiler's export of the same search) holds every image timed, byte for byte: then under
+    its keys. Returns (key, config) per key stored."""
+    if not isinstance(records, dict) or records.get("format") != tune_run.RECORDS_FORMAT or \
+            records.get("version") != tune_run.VERSION:
+        raise ValueError(f"not a version {tune_run.VERSION} records file of python -m tessera.tune_run")
+    keys, space, trials = records.get("keys"), records.get("space"), records.get("trials")
+    if not keys or not isinstance(space, dict) or not trials or not all(isinstance(t, dict) for t in trials):
+        raise ValueError("the records file names no key, search space or timed candidate")
+    differ = "; ".join(filter(None, map(_mismatch, keys)))
+    if differ:
+        keys = _same_images(records, candidates) if candidates is not None else None
+        if keys is None:
+            again = "the images of the candidates given are not those timed" if candidates is not None else \
+                "export the candidates again with this compiler (tessera-tune --export-candidates) and time them"
+            raise ValueError(f"the records of {records.get('function')} were timed on candidates that another "
+                             f"compile made ({differ}): {again}; nothing imported")
+    for t in trials:
+        config, seconds = t.get("config"), t.get("seconds")
+        if not isinstance(config, dict) or set(config) - set(_KEYS) or "vector" in config or \
+                any(v not in space.get(n, ()) for n, v in config.items()) or \
+                not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
+            raise ValueError(f"the records file's trial {t!r} is not a schedule of its search space {space} with "
+                             f"a time; nothing imported")
+    best = min(trials, key=lambda t: t["seconds"])
+    _store(keys, best["config"], best["seconds"], len(trials), records.get("shapes"), space,
+           records.get("device"))
+    return [(k, tuning.lookup(k)) for k in keys]

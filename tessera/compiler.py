@@ -117,10 +117,13 @@ def make_schedule(mod: ir.Module, metadata: dict, target, overrides: dict | None
         if target.gemm_transposes:
             fold_transposes.run(fn, target.gemm_transposes, target.fused_attention)
         graph_phases.schedule(fn, target, overrides or {}, tuned)
-    # each matmul's key for a stored autotuning result, for autotune.search to store its result under
+    # each tunable op's key for a stored autotuning result (matmuls; flash attentions the target keeps whole),
+    # for autotune.search to store its result under
     metadata["matmuls"] = {ir.StringAttr(fn.attributes["sym_name"]).value:
-                           [graph_phases.matmul_key(op) for op in graph_phases.graph_ops(fn)
-                            if op.operation.name == "ttensor.matmul"] for fn in _functions(mod)}
+                           [key for key in map(graph_phases.tunable_key, graph_phases.graph_ops(fn))
+                            if key is not None and (target.attention_blocking or
+                                                    not key[1].startswith("flash_attention:"))]
+                           for fn in _functions(mod)}
     return mod
 
 

@@ -55,6 +55,10 @@ class TargetFacts:
     # e4m3/e5m2 kinds): dequantize(a, sa) @ dequantize(b, sb) is rewritten so (passes/decompose.py), and an
     # fp8 parameter only such GEMMs read stays one byte wide (passes/fp8_fallback.py).
     scaled_fp8_gemm: bool = False
+    # The target's GEMMs load one-byte fp8 operands and widen them to f32 as they load them (the CPU's packing,
+    # the SIMT GEMM of SPIR-V and AMDGPU): fp8 values they read stay one byte (passes/fp8_fallback.py), as
+    # sm_90a's (scaled_fp8_gemm) do; elsewhere (mma.sync before sm_90a) they read the f16 container.
+    fp8_gemm_widens: bool = False
     # Element types of Q (and the result) for which the target has a kernel of flash_attention_fp8 (head
     # dimension 128: sm_90a's wgmma e4m3, backends/ptx/attention_fp8_sm90.py); elsewhere it takes the fallback
     # (passes/decompose.attention_fp8).
@@ -63,6 +67,9 @@ class TargetFacts:
     # (sm_90a's: bf16 and f16 by 64 and 128). Where the target does not decompose attention, one of another
     # type or head dimension (a symbolic one included) is decomposed (passes/decompose.py), a recorded fallback.
     attention_kernels: frozenset = frozenset()
+    # The fused flash_attention kernel takes its keys per block and K/V stages from the schedule phase (hints, a
+    # stored autotuning result: passes/graph_phases.py ATTENTION_KEYS), so a search may tune them (sm_90a's)
+    attention_blocking: bool = False
 
     def matches(self, key: str, value: str) -> bool:
         """Whether an `op.specialize(when={key: value})` condition holds for this target."""

@@ -32,8 +32,15 @@ import warnings
 from . import cache
 
 VERSION = 1
-# the schedule phase's names of what a record may set (options.HINT_LIMITS's matmul entries)
+# the schedule phase's names of what a record may set (options.HINT_LIMITS's matmul entries); a flash
+# attention's record (dtype `flash_attention:…`) sets its keys per block and stages only (passes/graph_phases.py)
 KEYS = ("MB", "NC", "MC", "KC", "stages")
+ATTENTION_KEYS = ("NC", "stages")
+
+
+def settable(key: dict) -> tuple[str, ...]:
+    """The schedule names a record of `key` may set."""
+    return ATTENTION_KEYS if key["dtype"].startswith("flash_attention:") else KEYS
 
 
 class TuningWarning(UserWarning):
@@ -96,8 +103,9 @@ def _read(path: pathlib.Path) -> dict | None:
                       TuningWarning)
         return None
     key, config = record.get("key"), record.get("config")
-    if not isinstance(key, dict) or _path(key).name != path.name or not isinstance(config, dict) or \
-            not config or not all(k in KEYS and type(v) is int and 0 < v <= 4096 for k, v in config.items()):
+    if not isinstance(key, dict) or not isinstance(key.get("dtype"), str) or _path(key).name != path.name or \
+            not isinstance(config, dict) or not config or \
+            not all(k in settable(key) and type(v) is int and 0 < v <= 4096 for k, v in config.items()):
         warnings.warn(f"autotuning record {path} ignored: its key or configuration is not one this compiler "
                       f"wrote under that name", TuningWarning)
         return None
@@ -120,15 +128,17 @@ def lookup(key: dict) -> dict | None:
 
 
 def store(key: dict, config: dict, seconds: float, tried: int, shapes: list | None = None,
-          space: dict | None = None) -> pathlib.Path | None:
-    """Writes the record of `config` (schedule-phase names, KEYS) for `key`, found fastest of `tried` schedules
-    of the search `space` on inputs of `shapes`; returns its path, or None when the store's directory is not
-    usable (then nothing is remembered, as with the compile cache)."""
+          space: dict | None = None, device: str | None = None) -> pathlib.Path | None:
+    """Writes the record of `config` (schedule-phase names, settable(key)'s) for `key`, found fastest of
+    `tried` schedules of the search `space` on inputs of `shapes`, timed on `device` (None: this machine);
+    returns its path, or None when the store's directory is not usable (then nothing is remembered, as with
+    the compile cache)."""
     path = _path(key)
     if not (cache._safe_dir(directory(), True) and cache._safe_dir(path.parent, True)):
         return None
     record = {"version": VERSION, "key": key, "config": {k: int(v) for k, v in config.items()},
-              "seconds": seconds, "tried": tried, "shapes": shapes, "space": space}
+              "seconds": seconds, "tried": tried, "shapes": shapes, "space": space,
+              **({"device": device} if device else {})}
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     except OSError:

@@ -7,22 +7,34 @@ and autotuning").
     tessera-tune --clear         # forget them all
 
 Without --param the space is BM and BN of 64, 128 and 256 and BK of 128 and 256 (BK left to the cost model
-under a deterministic profile, which refuses several K chunks).
+under a deterministic profile, which refuses several K chunks); for a GPU target (ptx, amdgpu) BM of 64 and
+128, BN of 64, 128 and 256 and stages of 3, 4 and 6 — the sm_90a GEMM's tile and ring, and for a fused
+attention its keys per block and ring (BM left as it is).
+
+Where the device is on another machine, without a compiler, the search splits in three:
+
+    tessera-tune model.py mm --target ptx --arch sm_90a --export-candidates DIR   # an image per schedule
+    python -m tessera.tune_run DIR --out records.json                             # there: times them
+    tessera-tune --import records.json                                            # here: stores the fastest
+
+The import refuses records whose keys (the compiler hash above all) are not this compiler's; where the
+compiler changed since the export, `--candidates DIR2` (a new export of the same search) vouches for them when
+DIR2's images are byte for byte those timed.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import types
 
-from .. import autotune, compiler, tuning
+from .. import autotune, tune_run, tuning
 from ..numerics import profiles
-from ..options import CompileOptions
-from ..selection import backends_for
 from .errors import ToolError, read_text, tool_main
 
 DEFAULT_SPACE = {"BM": [64, 128, 256], "BN": [64, 128, 256], "BK": [128, 256]}
+DEFAULT_GPU_SPACE = {"BM": [64, 128], "BN": [64, 128, 256], "stages": [3, 4, 6]}
 
 
 def _shape(text: str) -> list[int]:
@@ -45,13 +57,8 @@ def _param(text: str) -> tuple[str, list[int]]:
 
 def _current(key: dict) -> bool:
     """Whether this compiler, on this machine, reads the record of `key` (its compiler hash is today's)."""
-    arch = "" if key["arch"] == "default" else key["arch"]
-    try:
-        options = CompileOptions(target=key["target"], numerics=key["numerics"],
-                                 **({"cpu": arch} if key["target"] == "cpu" else {"arch": arch}))
-        return compiler.tuning_group(options, backends_for(options))["compiler"] == key["compiler"]
-    except (ValueError, TypeError, KeyError):   # a target or profile this release does not know
-        return False
+    mine = autotune.current_group(key)
+    return mine is not None and mine["compiler"] == key["compiler"]
 
 
 def _list() -> None:
@@ -62,8 +69,23 @@ def _list() -> None:
         k = r["key"]
         config = " ".join(f"{n}={v}" for n, v in sorted(r["config"].items()))
         used = "" if _current(k) else ", another compiler's: not used"
+        device = f" on {r['device']}" if r.get("device") else ""
         print(f"{k['target']} {k['arch']} {k['numerics']} {k['bucket']} {k['dtype']}: {config} "
-              f"({r['seconds'] * 1e3:.3f} ms, best of {r['tried']}; compiler {k['compiler'][:12]}{used}) {path}")
+              f"({r['seconds'] * 1e3:.3f} ms{device}, best of {r['tried']}; compiler {k['compiler'][:12]}{used}) "
+              f"{path}")
+
+
+def _import(path: str, candidates: str | None) -> None:
+    try:
+        records = json.loads(read_text(path))
+        fresh = json.loads(read_text(f"{candidates}/{tune_run.CANDIDATES}")) if candidates else None
+        stored = autotune.import_records(records, fresh)
+    except ValueError as e:
+        raise ToolError(f"{path}: {e}") from None
+    for key, config in stored:
+        shown = " ".join(f"{n}={v}" for n, v in sorted((config or {}).items())) or "not stored (no usable store)"
+        print(f"{key['target']} {key['arch']} {key['bucket']} {key['dtype']}: {shown} (timed on "
+              f"{records.get('device')}, best of {len(records['trials'])})")
 
 
 @tool_main("tessera-tune")
@@ -80,12 +102,22 @@ def main(argv=None) -> int:
     p.add_argument("--repeat", type=int, default=3, help="runs per schedule, the fastest kept (default 3)")
     p.add_argument("--profile", default="", help="the numerics profile (default: fast)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--export-candidates", metavar="DIR",
+                   help="compile each schedule into DIR for python -m tessera.tune_run to time elsewhere")
+    p.add_argument("--import", dest="records", metavar="FILE",
+                   help="store the fastest of python -m tessera.tune_run's records")
+    p.add_argument("--candidates", metavar="DIR",
+                   help="with --import: this compiler's export of the same search, whose images, where they "
+                        "are those timed, vouch for records another compile's keys name")
     p.add_argument("--list", action="store_true", help="show the stored results")
     p.add_argument("--clear", action="store_true", help="remove every stored result")
     a = p.parse_args(argv)
-    if a.list or a.clear:
+    if a.list or a.clear or a.records:
         if a.file:
-            raise ToolError("--list and --clear take no file")
+            raise ToolError("--list, --clear and --import take no source file")
+        if a.records:
+            _import(a.records, a.candidates)
+            return 0
         if a.clear:
             print(f"removed {tuning.clear()} stored autotuning result(s) from {tuning.directory()}")
         else:
@@ -95,10 +127,19 @@ def main(argv=None) -> int:
         raise ToolError("give a source file and the function to tune (or --list, --clear)")
     read_text(a.file)  # a missing, unreadable or non-UTF-8 file said as such
     with profiles.profile(a.profile or profiles.current()):
+        default = DEFAULT_SPACE if a.target == "cpu" else DEFAULT_GPU_SPACE
         space = dict(a.param) if a.param else \
-            {k: v for k, v in DEFAULT_SPACE.items() if k != "BK" or not profiles.deterministic(profiles.current())}
+            {k: v for k, v in default.items() if k != "BK" or not profiles.deterministic(profiles.current())}
+        kernel = types.SimpleNamespace(filename=a.file, name=a.function)
         try:
-            result = autotune.search(types.SimpleNamespace(filename=a.file, name=a.function), space,
+            if a.export_candidates:
+                found = autotune.export_candidates(kernel, space, a.export_candidates, target=a.target,
+                                                   arch=a.arch, size=a.size, repeat=a.repeat, shapes=a.shape)
+                print(f"{a.function}: {len(found['candidates'])} candidate(s) in {a.export_candidates} "
+                      f"({len(found['refused'])} schedule(s) the target refuses); time them with "
+                      f"python -m tessera.tune_run {a.export_candidates} --out records.json")
+                return 0
+            result = autotune.search(kernel, space,
                                      size=a.size, repeat=a.repeat, target=a.target, arch=a.arch, shapes=a.shape,
                                      persist=True, progress=not a.quiet)
         except ValueError as e:
