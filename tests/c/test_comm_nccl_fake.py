@@ -493,6 +493,97 @@ def test_collective_steps_overlap_on_the_communication_stream(fake_driver, fake_
         calls["alone"]
 
 
+DP_STEP = '''
+from tessera import bf16, dist, f32, function, op, tensor, value_and_grad
+
+mesh = dist.Mesh(axes=["dp"], devices=range(2))
+
+
+@function
+def loss(X: tensor[f32, "T", 512], Y: tensor[f32, "T", 512], W1: tensor[f32, 512, 512], b1: tensor[f32, 512],
+         W2: tensor[f32, 512, 512], b2: tensor[f32, 512]):
+    H = op.gelu(op.bias_add(op.matmul(op.cast(X, bf16), op.cast(W1, bf16), out_dtype=f32), b1))
+    E = op.bias_add(op.matmul(op.cast(H, bf16), op.cast(W2, bf16), out_dtype=f32), b2) - Y
+    return op.mean(E * E)
+
+
+loss_and_grads = value_and_grad(loss, argnums=(2, 3, 4, 5))
+
+
+@function
+def step(X: tensor[f32, "T", 512], Y: tensor[f32, "T", 512], W1: tensor[f32, 512, 512], b1: tensor[f32, 512],
+         W2: tensor[f32, 512, 512], b2: tensor[f32, 512], lr: f32):
+    value, gW1, gb1, gW2, gb2 = loss_and_grads(X, Y, W1, b1, W2, b2)
+    gW1 = op.all_reduce(gW1, mesh=mesh, op="mean", bucket="1MiB")
+    gb1 = op.all_reduce(gb1, mesh=mesh, op="mean", bucket="1MiB")
+    gW2 = op.all_reduce(gW2, mesh=mesh, op="mean", bucket="1MiB")
+    gb2 = op.all_reduce(gb2, mesh=mesh, op="mean", bucket="1MiB")
+    return value, W1 - lr * gW1, b1 - lr * gb1, W2 - lr * gW2, b2 - lr * gb2
+'''
+
+DP_CALLS = r"""
+import sys
+import numpy as np
+from tessera import comm, executor, runtime, stream
+ctx = runtime.select_backend("cuda")
+prog = executor.load(open(sys.argv[1], "rb").read(), ctx)
+s = stream.new(context=ctx)
+args = [runtime.DeviceArray.from_numpy(np.zeros(shape, np.float32), ctx)
+        for shape in ((64, 512), (64, 512), (512, 512), (512,), (512, 512), (512,))]
+c = comm.Communicator.create(2, 1, comm.unique_id("nccl", ctx), backend="nccl", timeout=5, context=ctx)
+for call in range(2):  # the second takes its intermediates from the first's
+    s.synchronize()
+    with open(sys.argv[2], "a") as log:
+        print("call", call, file=log)
+    out = prog.step(*args, np.float32(0.5), stream=s, comm=c)
+    with open(sys.argv[2], "a") as log:
+        print("returned", call, file=log)
+    s.synchronize()
+    del out
+c.close()
+print("ok")
+"""
+
+
+def test_a_compiled_step_waits_for_its_buckets_only_at_the_update(fake_driver, fake_nccl, tmp_path):
+    """The compiled data-parallel step (value_and_grad, 1 MiB buckets: each weight gradient reduced directly from
+    its buffer, each bias packed; sm_90a) on the fake driver and NCCL: the call's stream waits for no bucket
+    before the optimizer update, the first step reading a reduced gradient. The issue 16 suspicion for
+    bench/data_parallel_gpu.py (4x H200, T=16384: step = grads + reduce) was a reduced gradient's buffer slot
+    given to a later backward kernel, which libtessera orders after the whole collective; 325bb15 keeps the
+    slot until the result is read (test_data_parallel_mpi checks the plans), and this checks the ordering
+    libtessera derives from a compiled plan: the backward runs on while the buckets are reduced."""
+    compiler = pytest.importorskip("tessera.compiler")
+    from tessera import plan
+    from tessera.image import read_image
+    image = compiler.compile_source(DP_STEP, "dp_step.py", compiler.CompileOptions(target="ptx", arch="sm_90a")).image
+    steps = plan.decode(read_image(image).plan)["step"].steps
+    last = max(i for i, s in enumerate(steps) if isinstance(s, plan.CollectiveStep))
+    kernels = [i for i, s in enumerate(steps) if isinstance(s, (plan.ViewStep, plan.ArgsStep))]  # one launch each
+    update = len([i for i in kernels if i > last])  # the SGD update's kernels, after the last bucket
+    assert update and [i for i in kernels if i < last], steps
+    (tmp_path / "dp.tessera").write_bytes(image)
+    log, cuda_log = tmp_path / "nccl.log", tmp_path / "cuda.log"
+    env = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), TESSERA_NCCL_LIBRARY=str(fake_nccl),
+               FAKE_NCCL_LOG=str(log), FAKE_CUDA_LOG=str(cuda_log))
+    for name in ("TESSERA_BACKEND", "TESSERA_COMM_BACKEND", "FAKE_NCCL_HANG", "TESSERA_COMM_UNITS"):
+        env.pop(name, None)
+    p = subprocess.run([sys.executable, "-c", DP_CALLS, str(tmp_path / "dp.tessera"), str(cuda_log)],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0 and p.stdout.split() == ["ok"], p.stdout + p.stderr
+    reduces = [line for line in log.read_text().splitlines() if line.startswith("ncclAllReduce")]
+    assert len(reduces) == 2 * 4 and len({line.split()[-1] for line in reduces}) == 1, reduces
+    lines = cuda_log.read_text().splitlines()
+    for call in range(2):
+        work = lines[lines.index(f"call {call}") + 1:lines.index(f"returned {call}")]
+        main = [line for line in work if line.startswith("cuLaunchKernel")][-1].split()[1]
+        launches = [i for i, line in enumerate(work) if line == f"cuLaunchKernel {main}"]
+        assert len(launches) == len(kernels) and reduces[0].split()[-1] != main, work
+        waits = [i for i, line in enumerate(work) if line == f"cuStreamWaitEvent {main}"]
+        # every wait after the backward's last kernel, before the update's first
+        assert waits and launches[-update - 1] < min(waits) and max(waits) < launches[-update], (call, work)
+
+
 UNITS = r"""
 import sys
 import numpy as np
