@@ -1,9 +1,16 @@
-"""Flash attention forward on an NVIDIA Hopper GPU: Tessera's sm_90a kernel against PyTorch's
-scaled_dot_product_attention, in the same process, on the same tensors.
+"""Flash attention forward on an NVIDIA GPU: Tessera's sm_90a kernel (or, with --arch sm_80, its mma.sync
+kernel) against PyTorch's scaled_dot_product_attention, in the same process, on the same tensors.
 
     python bench/attention_gpu.py [--image attention.tessera] [--shape 4,16,4096]
     python bench/attention_gpu.py --fp8 --image attention.tessera [--shape 4,16,4096]
     python bench/attention_gpu.py --build-image attention.tessera   # where the compiler is
+    TESSERA_ATTENTION_SM80=1 python bench/attention_gpu.py --arch sm_80 --build-image attention_sm80.tessera
+    python bench/attention_gpu.py --arch sm_80 --image attention_sm80.tessera
+
+--arch sm_80: the image's kernels are backends/ptx/attention_sm80.py's (FlashAttention-2's schedule on
+mma.sync; the compiler uses it where TESSERA_ATTENTION_SM80=1), and SDPA runs with its FlashAttention-2
+backend forced (torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION)), the same class of instructions;
+without it SDPA picks its own backend.
 
 Ours are the functions of examples/gpu/attention.py (bf16 [B, H, S, D], D = 128 and 64, causal and not),
 launched as their launch plans say on a Tessera stream through libtessera. Each side runs 10 calls back to
@@ -29,6 +36,8 @@ def main() -> None:
     mod, functions, s, (B, H, S), env, args = attention_setup(
         __doc__, EXAMPLE, {"--fp8": "op.flash_attention_fp8 against our bf16 kernel and SDPA (needs --image)"})
 
+    import contextlib
+
     import torch
     import torch.nn.functional as F
 
@@ -36,20 +45,30 @@ def main() -> None:
         if not args.image:
             raise SystemExit("--fp8 needs --image (the image the executor loads too)")
         return fp8(args.image, mod, functions, s, (B, H, S), env)
+    peer, backend = "sdpa", contextlib.nullcontext
+    if args.arch != "sm_90a":   # the mma.sync kernel against FlashAttention-2's
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        peer, backend = "sdpa-fa2", lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)
     for name, D, causal in CASES:
         scale = D ** -0.5
         q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         o = torch.empty_like(q)
-        ours = launcher(mod, functions[name].steps[0], env, [x.view(B * H, S, D) for x in (q, k, v, o)], s)
+        step = functions[name].steps[0]
+        if len(functions[name].steps) != 1:
+            raise SystemExit(f"{name}: the image runs attention as {len(functions[name].steps)} kernels, not one "
+                             "(an sm_80 image built without TESSERA_ATTENTION_SM80=1?)")
+        ours = launcher(mod, step, env, [x.view(B * H, S, D) for x in (q, k, v, o)], s)
 
         def sdpa():
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
 
-        best = interleaved_best({"tessera": (ours, s.synchronize), "sdpa": (sdpa, torch.cuda.synchronize)})
-        err = (o.float() - sdpa().float()).abs().max().item()
+        with backend():
+            best = interleaved_best({"tessera": (ours, s.synchronize), peer: (sdpa, torch.cuda.synchronize)})
+            err = (o.float() - sdpa().float()).abs().max().item()
         flops = 4 * B * H * S * S * D / (2 if causal else 1)
-        report_row(f"{name} S={S}", best, "TFLOP/s", flops / 1e12, shape=(B, H, S, D), dtype="bf16",
-                   bytes=4 * 2 * B * H * S * D, note=f"max |difference| {err:.1e}")   # Q, K, V read, O written
+        report_row(f"{name} S={S}" + ("" if args.arch == "sm_90a" else f" {args.arch}"), best, "TFLOP/s",
+                   flops / 1e12, shape=(B, H, S, D), dtype="bf16", bytes=4 * 2 * B * H * S * D,  # Q, K, V, O
+                   note=f"max |difference| {err:.1e}")
 
 
 

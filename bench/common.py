@@ -255,19 +255,19 @@ def torch_sgd(value, params, lr: float):
     return (value.detach(), *(p.detach() for p in params))
 
 
-def build_example_image(example: str, path: str) -> None:
-    """Compiles the example file for Hopper (sm_90a) into the image at `path`: where the compiler is, for a
-    GPU machine that may have only the runtime."""
+def build_example_image(example: str, path: str, arch: str = "sm_90a") -> None:
+    """Compiles the example file for `arch` (Hopper's sm_90a by default) into the image at `path`: where the
+    compiler is, for a GPU machine that may have only the runtime."""
     import tessera
     with open(example, encoding="utf-8") as f:
-        data = tessera.compile(f.read(), example, target="ptx", arch="sm_90a")
+        data = tessera.compile(f.read(), example, target="ptx", arch=arch)
     with open(path, "wb") as f:
         f.write(data)
 
 
-def gpu_program(image_path, example):
+def gpu_program(image_path, example, arch: str = "sm_90a"):
     """(CUDA context, loaded module, the image's launch plans) for a GPU benchmark: the image at `image_path`
-    (built beforehand where the compiler is), or `example` compiled now; prints the GPU."""
+    (built beforehand where the compiler is), or `example` compiled now for `arch`; prints the GPU."""
     import tempfile
 
     from tessera import image as images, plan as plans, runtime
@@ -275,7 +275,7 @@ def gpu_program(image_path, example):
     ctx = cuda_context()
     if not image_path:
         with tempfile.TemporaryDirectory() as d:
-            build_example_image(example, os.path.join(d, "bench.tessera"))
+            build_example_image(example, os.path.join(d, "bench.tessera"), arch)
             return gpu_program(os.path.join(d, "bench.tessera"), example)
     with open(image_path, "rb") as f:
         data = f.read()
@@ -296,10 +296,10 @@ def cuda_context():
 
 
 def attention_setup(doc: str, example: str, flags: dict | None = None):
-    """The start of the attention benchmarks on a GPU: their command line (--image, --build-image, --shape
-    B,H,S, and the benchmark's own on/off `flags`, {name: help}), then `example`'s program and a Tessera stream:
-    (module, launch plans, stream, (B, H, S), the extents of the plans' grids, the parsed arguments). Under
-    --build-image it writes the image and exits, as argparse does for --help."""
+    """The start of the attention benchmarks on a GPU: their command line (--image, --build-image, --arch of
+    the image built, --shape B,H,S, and the benchmark's own on/off `flags`, {name: help}), then `example`'s
+    program and a Tessera stream: (module, launch plans, stream, (B, H, S), the extents of the plans' grids,
+    the parsed arguments). Under --build-image it writes the image and exits, as argparse does for --help."""
     import argparse
 
     from tessera import stream
@@ -309,13 +309,15 @@ def attention_setup(doc: str, example: str, flags: dict | None = None):
     p.add_argument("--image", help=f"{name} built beforehand with --build-image")
     p.add_argument("--build-image", metavar="PATH", help="only write the image to PATH")
     p.add_argument("--shape", default="4,16,4096", help="B,H,S")
+    p.add_argument("--arch", default="sm_90a", help="what --build-image (or a run without --image) compiles for; "
+                                                    "a run's --image must have been built for the same")
     for flag, text in (flags or {}).items():
         p.add_argument(flag, action="store_true", help=text)
     args = parse_args(p)
     if args.build_image:
-        build_example_image(example, args.build_image)
+        build_example_image(example, args.build_image, args.arch)
         raise SystemExit(0)
-    ctx, mod, functions = gpu_program(args.image, example)
+    ctx, mod, functions = gpu_program(args.image, example, args.arch)
     B, H, S = (int(x) for x in args.shape.split(","))
     env = {"BH": B * H, "SQ": S, "SK": S, "DEVICE_UNITS": ctx.properties["compute_units"]}
     return mod, functions, stream.new(context=ctx), (B, H, S), env, args

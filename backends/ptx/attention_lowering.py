@@ -1,6 +1,7 @@
-"""Attention groups of Graph IR functions as the sm_90a flash-attention kernels and their launch-plan steps:
+"""Attention groups of Graph IR functions as the flash-attention kernels and their launch-plan steps:
 ``ttensor.flash_attention`` (with the ``attention_lse`` of the same Q, K when autodiff asked for it) as the
-forward kernel (attention_sm90.py), and an "attention_bwd" group (the ``attention_grad`` ops of one
+forward kernel (attention_sm90.py on sm_90a; attention_sm80.py, mma.sync, on sm_80 … sm_90, whose backward
+is decomposed, so that no attention_lse reaches it), and on sm_90a an "attention_bwd" group (the ``attention_grad`` ops of one
 attention) as the backward kernels (attention_bwd_sm90.py). The batch axes fold into one (BH); queries, keys
 and values keep their own lengths (SQ, SK); the head dimension is static."""
 
@@ -9,9 +10,9 @@ from __future__ import annotations
 from ... import plan
 from ...diagnostics import LoweringError
 from ...mlir import ir
-from ...passes import graph_shapes
+from ...passes import graph_shapes, schedule_ir
 from ...passes.kernelgen import element_dtype
-from . import attention_bwd_sm90, attention_fp8_sm90, attention_sm90, generated
+from . import attention_bwd_sm90, attention_fp8_sm90, attention_sm80, attention_sm90, generated
 
 
 def _attrs(op) -> tuple[bool, float]:
@@ -21,7 +22,7 @@ def _attrs(op) -> tuple[bool, float]:
 
 def _check(op, what: str, dims: dict, q, k, v, others=()) -> tuple[str, int]:
     """(dtype, head dimension) of Q, K, V (and the tensors `others`, in their dtype and Q's shape), or a
-    located refusal. Only sm_90a gets here: other architectures decompose attention and its backward
+    located refusal. Architectures without the kernels decompose attention and its backward
     (TargetFacts.decompose_attention, fused_attention_backward; passes/decompose.py)."""
     dq, dk, dv = dims[q], dims[k], dims[v]
     dt = element_dtype(q)
@@ -52,9 +53,9 @@ def _forward(ctx, op, what: str, make) -> tuple:
         raise LoweringError(op, str(e)) from None
 
 
-def lower(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
-    """The plan step of a flash_attention, with an attention_lse of the same Q, K, causal and scale in its
-    group written by the same kernel; the kernel is declared in the module (`ctx`: a
+def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
+    """The plan step of a flash_attention for `arch`, with (sm_90a) an attention_lse of the same Q, K, causal
+    and scale in its group written by the same kernel; the kernel is declared in the module (`ctx`: a
     passes.lowering_context.LoweringContext)."""
     attn = [op for op in ops if op.operation.name == "ttensor.flash_attention"]
     lse = [op for op in ops if op.operation.name == "ttensor.attention_lse"]
@@ -62,11 +63,17 @@ def lower(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
         raise LoweringError(lse[0], "the ptx target computes attention_lse only with the flash_attention of "
                                     "the same Q and K (its kernel writes both)")
     (op,) = attn
+    if arch != "sm_90a":
+        return _lower_sm80(arch, ctx, kname, op)
     dims = ctx.dims
+    # the schedule phase's keys per block and stages (hints or a stored autotuning result), else TUNED's
+    blocking = schedule_ir.schedule_of(op)
     q, k, v, out, dt, D, causal, spec = _forward(ctx, op, "flash attention", lambda dt, D, causal, scale:
                                                  attention_sm90.Sm90AttentionSpec(kname, head_dim=D, causal=causal,
                                                                                   scale=scale, dtype=dt,
-                                                                                  lse=bool(lse)))
+                                                                                  lse=bool(lse),
+                                                                                  block_n=blocking.get("NC", 0),
+                                                                                  stages=blocking.get("stages", 0)))
     dq = dims[q]
     params = [("Q", dt, ("BH", "SQ", D)), ("K", dt, ("BH", "SK", D)), ("V", dt, ("BH", "SK", D)),
               ("O", dt, ("BH", "SQ", D))] + ([("LSE", "f32", ("BH", "SQ"))] if lse else [])
@@ -80,6 +87,26 @@ def lower(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     args += tuple(plan.TensorArg(ctx.record(x.results[0]), ("BH", "SQ")) for x in lse[:1])
     return [plan.ArgsStep(kname, env=env, args=args, block=(spec.threads, 1, 1), smem=spec.smem_bytes,
                           grid=(f"ceil(SQ/{attention_sm90.BM})", "BH", "1"))]
+
+
+def _lower_sm80(arch: str, ctx, kname: str, op) -> list[plan.ArgsStep]:
+    """The plan step of a flash_attention as attention_sm80.py's kernel (no attention_lse: before sm_90a the
+    backward is decomposed, passes/decompose.attention_backward, and recomputes the probabilities)."""
+    q, k, v, out, dt, D, causal, spec = _forward(ctx, op, "flash attention", lambda dt, D, causal, scale:
+                                                 attention_sm80.Sm80AttentionSpec(kname, head_dim=D, causal=causal,
+                                                                                  scale=scale, dtype=dt, arch=arch))
+    params = [("Q", dt, ("BH", "SQ", D)), ("K", dt, ("BH", "SK", D)), ("V", dt, ("BH", "SK", D)),
+              ("O", dt, ("BH", "SQ", D))]
+    with op.location:
+        generated.declare(ctx.module, kname, params, attention_sm80.generate(spec), [3], {
+            "tile.M": str(spec.block_m), "tile.N": str(spec.block_n), "tile.K": str(D), "pipeline.stages": "2",
+            "attention.causal": str(causal).lower()})
+    dq = ctx.dims[q]
+    env = {"BH": graph_shapes.product(dq[:-2]), "SQ": dq[-2], "SK": ctx.dims[k][-2]}
+    args = tuple(plan.TensorArg(ctx.record(x), ("BH", s, str(D))) for x, s in ((q, "SQ"), (k, "SK"), (v, "SK"),
+                                                                              (out, "SQ")))
+    return [plan.ArgsStep(kname, env=env, args=args, block=(spec.threads, 1, 1), smem=spec.smem_bytes,
+                          grid=(f"ceil(SQ/{spec.block_m})", "BH", "1"))]
 
 
 def lower_fp8(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:

@@ -36,21 +36,25 @@ class PTXBackend(Backend):
         return {"arch": arch or "sm_80", "opt_level": options.opt_level, "bounds_checks": options.gpu_bounds_checks,
                 "exact_math": options.numerics == "strict", "input_precision": options.input_precision,
                 "fused_dq": "never" if profiles.deterministic(options.numerics) else
-                {"0": "never", "1": "always"}.get(os.environ.get("TESSERA_ATTENTION_FUSED_DQ", ""), "faster")}
+                {"0": "never", "1": "always"}.get(os.environ.get("TESSERA_ATTENTION_FUSED_DQ", ""), "faster"),
+                "attention_sm80": os.environ.get("TESSERA_ATTENTION_SM80", "") == "1"}
 
     def tool_versions(self) -> tuple[str, ...]:
         # ptxas's report (registers, shared memory, spills) is part of each kernel's record
         return (ptxas.version(),)
 
     def target_facts(self) -> TargetFacts:
-        from . import gemm_lowering  # lazy: the cost models build MLIR
+        from . import attention_sm80, gemm_lowering  # lazy: the cost models build MLIR
         # 128 bits: one 16-byte access per thread; the SM count (132 on an H100 SXM) is a placeholder, as
         # the compiler does not know the device. sm_80 and later compute in bf16 and f16 (tensor cores, cvt).
         arch = self.options.arch
         native = {"f32", "f64"} | ({"f16", "bf16"} if sm(arch) >= 80 else set())
         schedule = gemm_lowering.matmul_schedule if arch == "sm_90a" else \
             functools.partial(gemm_lowering.matmul_schedule_sm80, arch)
-        # sm_90a has flash attention's backward kernels (attention_bwd_sm90.py) for bf16 and f16
+        # sm_90a has flash attention's backward kernels (attention_bwd_sm90.py) for bf16 and f16; sm_90a's forward
+        # is attention_sm90.py (wgmma), sm_80 … sm_90's attention_sm80.py (mma.sync) where PTXOptions.attention_sm80
+        # asks for it, both bf16/f16 by 64 and 128
+        fused_forward = arch == "sm_90a" or (self.options.attention_sm80 and arch in attention_sm80.ARCHS)
         facts = TargetFacts("ptx", 128, WARP_SIZE, frozenset(native), 132,
                             matrix_units=frozenset(matrix_units.tensorcore_dtypes(arch)),
                             shared_memory=SHARED_MEMORY[sm(arch)], matmul_schedule=schedule,
@@ -61,11 +65,14 @@ class PTXBackend(Backend):
                             gemm_transposes=frozenset(gemm_lowering.GEMM_TRANSPOSES if arch == "sm_90a" else ()),
                             # wgmma's s8 kind (gemm_sm90.py); other architectures the SIMT GEMM's (simt_gemm.py)
                             integer_matmul=frozenset({"i8"}),
-                            # no fused attention kernel before sm_90a: GEMMs and a softmax (recorded as a fallback);
-                            # sm_90a's (attention_sm90.py, attention_bwd_sm90.py) take these, the rest falls back too
-                            decompose_attention=arch != "sm_90a",
+                            # no fused attention kernel elsewhere (before sm_80, sm_100 …): GEMMs and a softmax
+                            # (recorded as a fallback); the fused kernels take these, the rest falls back too (and,
+                            # before sm_90a, the backward)
+                            decompose_attention=not fused_forward,
                             attention_kernels=frozenset((dt, d) for dt in ("bf16", "f16") for d in ("64", "128"))
-                            if arch == "sm_90a" else frozenset(),
+                            if fused_forward else frozenset(),
+                            # sm_90a's takes its keys per block and stages from the schedule (autotuning)
+                            attention_blocking=arch == "sm_90a",
                             # wgmma's fp8 kinds fed from one-byte tensors, the two scales and a cast to a 16-bit
                             # result in its epilogue (gemm_lowering.py)
                             scaled_fp8_gemm=arch == "sm_90a",
@@ -89,7 +96,7 @@ class PTXBackend(Backend):
         if self.options.exact_math:   # float GEMMs as the SIMT kernel (target_facts), int8 ones as above
             return {"gemm": simt_gemm.strict(gemm)}
         return {"gemm": gemm,
-                "attention": attention_lowering.lower,
+                "attention": functools.partial(attention_lowering.lower, self.options.arch),
                 "attention_fp8": attention_lowering.lower_fp8,
                 "attention_bwd": functools.partial(attention_lowering.lower_bwd, self.options.fused_dq)}
 

@@ -9,6 +9,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
+from compile_env import environment  # noqa: E402
 from kernels import CPU_TWINS, LINKED, OPTIONS, SOURCES, build_cpu, build_linked  # noqa: E402
 import collectives_gpu  # noqa: E402
 import data_parallel_gpu  # noqa: E402
@@ -22,8 +23,9 @@ from tessera.options import CompileOptions  # noqa: E402
 def main(out: str) -> None:
     os.makedirs(out, exist_ok=True)
     for name, (source, arch) in SOURCES.items():
-        result = compiler.compile_source(source, f"{name}.py", CompileOptions(target="ptx", arch=arch,
-                                                                                   **OPTIONS.get(name, {})))
+        with environment(name):
+            result = compiler.compile_source(source, f"{name}.py", CompileOptions(target="ptx", arch=arch,
+                                                                                       **OPTIONS.get(name, {})))
         with open(os.path.join(out, f"{name}.tessera"), "wb") as f:
             f.write(result.image)
         print(f"{name}.tessera ({arch})")

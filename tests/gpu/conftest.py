@@ -14,6 +14,7 @@ import pytest
 import tessera  # noqa: F401
 
 sys.path.insert(0, os.path.dirname(__file__))
+from compile_env import environment  # noqa: E402
 from kernels import OPTIONS, SOURCES, build_cpu, build_linked  # noqa: E402
 
 
@@ -66,7 +67,8 @@ def image_of():
         from tessera.options import CompileOptions
         source, arch = SOURCES[name]
         options = CompileOptions(target="ptx", arch=arch, **OPTIONS.get(name, {}))
-        return compiler.compile_source(source, f"{name}.py", options).image
+        with environment(name):
+            return compiler.compile_source(source, f"{name}.py", options).image
 
     get = _images(build)
     return lambda name: get(f"{name}.tessera", name)

@@ -15,6 +15,8 @@ the inline PTX the sm_80 GEMM uses (backends/ptx/ampere.py) modelled from the PT
     ld.shared.b32, predicated st.global.b32 / .v2.f32, bar.sync (a no-op in lock step)
     and what the f32 FMA GEMM adds (gemm_fma.py): cp.async.ca of 4 bytes, ld.shared.v4.f32, llvm.fma.f32
     (in float64, then rounded to f32), predicated st.global.f32 / .b16
+    and what the sm_80 attention adds (attention_sm80.py): llvm.maxnum.f32, llvm.nvvm.ex2.approx.ftz.f (exact
+    exp2, subnormal results flushed), llvm.nvvm.shfl.sync.bfly.f32, two-dimensional grids
 
 Shared memory starts as 0xFF bytes (a NaN in every float format), so reading a byte nobody wrote shows in the
 result. Shared-memory reads count bank conflicts (`conflicts`: extra wavefronts, per 8-lane phase for 16-byte
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import math
 import re
+import struct
 
 import numpy as np
 
@@ -72,8 +75,8 @@ class Kernel:
     def launch(self, args: list, grid: tuple, block: tuple, smem_bytes: int) -> None:
         """Runs the kernel on numpy arrays (written in place) and scalars (np.float32 as float, others as
         integers), in parameter order."""
-        if tuple(grid[1:]) != (1, 1) or tuple(block[1:]) != (1, 1):
-            raise NotImplementedError("one-dimensional grids and blocks only")
+        if grid[2] != 1 or tuple(block[1:]) != (1, 1):
+            raise NotImplementedError("one-dimensional blocks and two-dimensional grids only")
         gmem, values = {}, []
         for a in args:
             if isinstance(a, np.ndarray):
@@ -84,8 +87,9 @@ class Kernel:
                 values.append(region << REGION)
             else:
                 values.append(float(a) if isinstance(a, (float, np.floating)) else int(a))
-        for cta in range(grid[0]):
-            _CTA(self, block[0], smem_bytes, gmem).run(values, cta, grid[0])
+        for y in range(grid[1]):
+            for cta in range(grid[0]):
+                _CTA(self, block[0], smem_bytes, gmem).run(values, (cta, y), grid[0])
 
 
 class _CTA:
@@ -97,11 +101,12 @@ class _CTA:
         self.closed = [[] for _ in range(threads)]       # per thread: committed groups, oldest first
         self.tid = np.arange(threads, dtype=np.int64)
 
-    def run(self, args: list, ctaid: int, nctaid: int) -> None:
+    def run(self, args: list, ctaid: tuple[int, int], nctaid: int) -> None:
         self.env = {p: np.full(self.T, a, np.float32 if isinstance(a, float) else np.int64)
                     for p, a in zip(self.k.params, args)}
         self.env["@tsr_smem"] = np.zeros(self.T, np.int64)
-        self.sregs = {"tid.x": self.tid, "ctaid.x": np.full(self.T, ctaid, np.int64),
+        self.sregs = {"tid.x": self.tid, "ctaid.x": np.full(self.T, ctaid[0], np.int64),
+                      "ctaid.y": np.full(self.T, ctaid[1], np.int64),
                       "nctaid.x": np.full(self.T, nctaid, np.int64), "laneid": self.tid % 32}
         prev, label = None, "entry"
         while label is not None:
@@ -148,8 +153,9 @@ class _CTA:
             return None
         if tok in ("true", "false"):
             return np.full(self.T, tok == "true")
-        if ty == "float":
-            return np.full(self.T, float(tok), np.float32)
+        if ty == "float":   # LLVM writes exact and special values as the hex of a double
+            return np.full(self.T, struct.unpack("<d", struct.pack("<Q", int(tok, 16)))[0] if tok.startswith("0x")
+                           else float(tok), np.float32)
         return np.full(self.T, int(tok), np.int64)
 
     def _args(self, s: str) -> list:
@@ -177,15 +183,31 @@ class _CTA:
         if m := re.match(r"ptrtoint ptr addrspace\([13]\) (\S+) to i(?:32|64)$", e):
             return self._val(m.group(1))
         if m := re.match(r"getelementptr (\w+), ptr addrspace\(1\) (\S+), i64 (\S+)$", e):
-            size = {"i8": 1, "bfloat": 2, "half": 2, "float": 4}[m.group(1)]
+            size = {"i8": 1, "i16": 2, "bfloat": 2, "half": 2, "float": 4}[m.group(1)]
             return self._val(m.group(2)) + self._val(m.group(3)) * size
         if m := re.match(r"call i32 @llvm\.nvvm\.read\.ptx\.sreg\.(\S+)\(\)$", e):
             return self.sregs[m.group(1)]
         if m := re.match(r"extractvalue \{[^}]*\} (\S+), (\d+)$", e):
             return self._val(m.group(1))[int(m.group(2))]
-        if m := re.match(r"(fadd|fmul) float (\S+), (\S+)$", e):
+        if m := re.match(r"(fadd|fmul|fsub|fdiv) float (\S+), (\S+)$", e):
             a, b = self._val(m.group(2), "float"), self._val(m.group(3), "float")
-            return (a + b if m.group(1) == "fadd" else a * b).astype(np.float32)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return {"fadd": np.add, "fmul": np.multiply, "fsub": np.subtract,
+                        "fdiv": np.divide}[m.group(1)](a, b).astype(np.float32)
+        if m := re.match(r"fneg float (\S+)$", e):
+            return -self._val(m.group(1), "float")
+        if m := re.match(r"fcmp (one|oeq|olt|ogt) float (\S+), (\S+)$", e):
+            a, b = self._val(m.group(2), "float"), self._val(m.group(3), "float")
+            return {"one": np.not_equal, "oeq": np.equal, "olt": np.less, "ogt": np.greater}[m.group(1)](a, b) \
+                & ~np.isnan(a) & ~np.isnan(b)
+        if m := re.match(r"call float @llvm\.maxnum\.f32\(float (\S+), float (\S+)\)$", e):
+            return np.fmax(self._val(m.group(1), "float"), self._val(m.group(2), "float"))
+        if m := re.match(r"call float @llvm\.nvvm\.ex2\.approx\.ftz\.f\(float (\S+)\)$", e):
+            y = np.exp2(self._val(m.group(1), "float").astype(np.float64))
+            return np.where(y < 2.0 ** -126, 0, y).astype(np.float32)    # ftz: subnormal results flush to 0
+        if m := re.match(r"call float @llvm\.nvvm\.shfl\.sync\.bfly\.f32\(i32 -1, float (\S+), i32 (\d+), "
+                         r"i32 31\)$", e):
+            return self._val(m.group(1), "float")[self.tid ^ int(m.group(2))]
         if m := re.match(r"load (float|bfloat|half), ptr addrspace\(1\) (\S+)$", e):
             ty = m.group(1)
             raw = self._gload(self._val(m.group(2)), 4 if ty == "float" else 2)
