@@ -42,8 +42,8 @@ from .nvvm_text import Writer, module
 NEG_INF = "0xFFF0000000000000"
 # (block_m, block_n, warps) per head dimension, not yet measured (docs/performance.md): 128 query rows a CTA
 # (FlashAttention-2's, halving the K/V traffic of 64) on 8 warps of 16 rows, so that each warp holds its Q
-# fragments in registers beside O and S without spilling (ptxas: 246 registers at D = 128 by 64 keys, 246 at
-# D = 64 by 128 keys; one CTA of 8 warps a multiprocessor).
+# fragments in registers beside O and S without spilling (ptxas: 246–255 registers at D = 128 by 64 keys,
+# 246–248 at D = 64 by 128 keys; one CTA of 8 warps a multiprocessor).
 TUNED = {128: {"block_m": 128, "block_n": 64, "warps": 8}, 64: {"block_m": 128, "block_n": 128, "warps": 8}}
 ARCHS = tuple(a for a in SMEM_PER_BLOCK if a != "sm_90a")
 
