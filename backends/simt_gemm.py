@@ -11,7 +11,8 @@ accumulator's type before one rounding to the result's dtype. Batches: a 2-D rhs
 as more rows; a batched rhs runs the batch as more work-groups, an lhs of the same batch axes read per entry and a 2-D
 lhs broadcast to every entry (its batch count 1: the kernel reads entry min(z, count − 1)). Float operands
 of any dtype are widened to f32 as they are loaded (f64 stays f64; tf32 operands, f32 words, are multiplied
-as f32: the quantize phase records "tf32 computed in f32"), so accumulation is f32 for every input
+as f32: the quantize phase records "tf32 computed in f32"; fp8 operands, e4m3 and e5m2, each its own format,
+are one-byte tensors of the kernel language, whose loads widen them exactly), so accumulation is f32 for every input
 precision (portability guide §5); i8 × i8 accumulates exactly in the result's integer type (i32, or i64
 by `accum=`), wrapping as the interpreter's sum wrapped to it does.
 
@@ -32,7 +33,8 @@ from ..passes.kernelgen import element_dtype
 from .cpu.gemm_lowering import _epilogue
 
 BLOCK = (32, 4, 1)
-FLOATS = ("f32", "f64", "f16", "bf16", "tf32")
+FLOATS = ("f32", "f64", "f16", "bf16", "tf32", "fp8_e4m3", "fp8_e5m2")
+FP8 = ("fp8_e4m3", "fp8_e5m2")   # the two may mix: A's format and B's
 INTEGERS = ("i8",)             # operand types of the integer GEMM (TargetFacts.integer_matmul)
 ACCUMULATORS = ("i32", "i64")  # its result types
 
@@ -42,18 +44,18 @@ def _load(expr: str, dtype: str, acc: str) -> str:
 
 
 def source(name: str, dtype: str, out_dtype: str, steps: list, extras: list, batched: bool = True,
-           trans: tuple = (False, False)) -> str:
+           trans: tuple = (False, False), b_dtype: str = "") -> str:
     """The kernel's source: C[Z, M, N] = epilogue(A[Z', M, K] @ B[Z, K, N]), entry z of A min(z, Z' − 1).
     Not `batched`: C[M, N] = epilogue(A[M, K] @ B[K, N]), the form of the ptx GEMMs' plan steps (their batch
     runs one launch an entry), A stored [K, M] where `trans`[0], B [N, K] where `trans`[1] (sm_90a's
-    tessera.transpose_a/_b)."""
-    dtype = "f32" if dtype == "tf32" else dtype   # f32 words holding tf32 values, multiplied as f32
+    tessera.transpose_a/_b). `b_dtype`: B's, where it differs (fp8 formats)."""
+    dtype, b_dtype = ("f32" if d == "tf32" else d for d in (dtype, b_dtype or dtype))   # f32 words holding tf32 values, multiplied as f32
     acc_dt = out_dtype if out_dtype in ACCUMULATORS else kernelgen.compute_dtype(dtype)
     za, z = ('"ZA", ', '"Z", ') if batched else ("", "")
     ia, iz = ("za, ", "z, ") if batched else ("", "")
     a_dims, a_at = ('"K", "M"', "k, r") if trans[0] else ('"M", "K"', "r, k")
     b_dims, b_at = ('"N", "K"', "c, k") if trans[1] else ('"K", "N"', "k, c")
-    params = [f"A: tensor[{dtype}, {za}{a_dims}]", f"B: tensor[{dtype}, {z}{b_dims}]",
+    params = [f"A: tensor[{dtype}, {za}{a_dims}]", f"B: tensor[{b_dtype}, {z}{b_dims}]",
               f'C: tensor[{out_dtype}, {z}"M", "N"]']
     body = []
     extra = iter(extras)
@@ -96,9 +98,14 @@ def source(name: str, dtype: str, out_dtype: str, steps: list, extras: list, bat
         *ids,
         f"        acc = {acc_dt}(0)",
         f"        for k in range({k}):",
-        f"            acc += {_load(f'A[{ia}{a_at}]', dtype, acc_dt)} * {_load(f'B[{iz}{b_at}]', dtype, acc_dt)}",
+        f"            acc += {_load(f'A[{ia}{a_at}]', dtype, acc_dt)} * {_load(f'B[{iz}{b_at}]', b_dtype, acc_dt)}",
         *body,
         f"        C[{iz}r, c] = {_load('acc', acc_dt, out_dtype)}", ""])
+
+
+def _same_kind(a: str, b: str) -> bool:
+    """Operand dtypes this kernel multiplies together: one dtype, or two fp8 formats."""
+    return a == b or a in FP8 and b in FP8
 
 
 def takes(ops: list) -> bool:
@@ -106,7 +113,8 @@ def takes(ops: list) -> bool:
     kernels' activations in its epilogue): a target's GEMM kernel may fall back to it (ptx's `planar`)."""
     mm = ops[0]
     dt = element_dtype(mm.operands[0])
-    return dt in FLOATS and element_dtype(mm.operands[1]) == dt and element_dtype(ops[-1].results[0]) in FLOATS \
+    return dt in FLOATS and _same_kind(dt, element_dtype(mm.operands[1])) and \
+        element_dtype(ops[-1].results[0]) in FLOATS \
         and all(s[0] in ("bias", "scale", "add") or s[0] in kernelgen.UNARY for s in _epilogue(ops)[0])
 
 
@@ -116,7 +124,7 @@ def planar(ctx, kname: str, ops: list, trans: tuple = (False, False)) -> dict:
     (kernel, block, grid). Only where `takes(ops)`."""
     steps, extras = _epilogue(ops)
     text = source(kname, element_dtype(ops[0].operands[0]), element_dtype(ops[-1].results[0]), steps, extras,
-                  batched=False, trans=trans)
+                  batched=False, trans=trans, b_dtype=element_dtype(ops[0].operands[1]))
     ctx.build(text, f"<tessera:{kname}>")
     return {"kernel": kname, "block": BLOCK,
             "grid": kernelgen.split_grid(f"ceil(N/{BLOCK[0]})*ceil(M/{BLOCK[1]})", 3)}
@@ -155,15 +163,15 @@ def lower(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
         if len(ops) > 1:
             raise LoweringError(ops[1], f"'{ops[1].operation.name}' cannot run in the {target} integer GEMM's "
                                         f"epilogue yet")
-    elif dt not in FLOATS or element_dtype(b) != dt or out_dt not in FLOATS:
-        raise LoweringError(mm, f"the {target} SIMT GEMM takes float operands of one dtype or i8 ones, not {dt} @ "
+    elif dt not in FLOATS or not _same_kind(dt, element_dtype(b)) or out_dt not in FLOATS:
+        raise LoweringError(mm, f"the {target} SIMT GEMM takes float operands of one dtype (or two fp8 formats) or i8 ones, not {dt} @ "
                                 f"{element_dtype(b)} -> {out_dt}")
     batched = len(db) > 2
     if batched and len(da) > 2 and len(da) != len(db):   # the frontend has checked equal ranks' extents
         raise LoweringError(mm, f"the {target} GEMM multiplies batches of equal rank or a 2-D lhs by a batch, "
                                 f"not {da[:-2]} by {db[:-2]}")
     steps, extras = _epilogue(ops)
-    text = source(kname, dt, out_dt, steps, extras)
+    text = source(kname, dt, out_dt, steps, extras, b_dtype=element_dtype(b))
     ctx.build(text, f"<tessera:{kname}>")
     # A 2-D rhs folds the lhs's batch axes into its rows; a batched one runs its batch as Z.
     Z = graph_shapes.product(db[:-2]) if batched else "1"

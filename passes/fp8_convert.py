@@ -45,25 +45,38 @@ def _cmp(pred: str, a, b):
     return arith.CmpIOp(getattr(arith.CmpIPredicate, pred), a, b).result
 
 
+def _shaped(elem: ir.Type, like: ir.Value) -> ir.Type:
+    """`elem`, or a vector of it shaped as `like` when `like` is a vector."""
+    return ir.VectorType.get(like.type.shape, elem) if isinstance(like.type, ir.VectorType) else elem
+
+
+def _splat(t: ir.Type, value) -> ir.Value:
+    """A constant of scalar or vector type `t`."""
+    elem = t.element_type if isinstance(t, ir.VectorType) else t
+    attr = ir.FloatAttr.get(elem, value) if isinstance(elem, ir.F32Type) else ir.IntegerAttr.get(elem, value)
+    return arith.ConstantOp(t, ir.DenseElementsAttr.get_splat(t, attr) if t != elem else attr).result
+
+
 def widen(byte: ir.Value, fmt: str) -> ir.Value:
-    """The f32 value of fp8 byte `byte` (i8) of `fmt`, by integer arithmetic: a normal number's bits are the
-    byte's magnitude shifted into f32's fields and rebiased; a subnormal's fraction times its spacing (exact);
-    e4m3's S.1111.111 is NaN, e5m2's exponent 31 infinity or NaN."""
+    """The f32 value of fp8 byte `byte` (i8, or a vector of them: the CPU GEMM widens while packing) of `fmt`,
+    by integer arithmetic: a normal number's bits are the byte's magnitude shifted into f32's fields and
+    rebiased; a subnormal's fraction times its spacing (exact); e4m3's S.1111.111 is NaN, e5m2's exponent 31
+    infinity or NaN."""
     m, bias, _, _ = FORMATS[fmt]
-    i32 = ir.IntegerType.get_signless(32)
+    i32, f32 = _shaped(ir.IntegerType.get_signless(32), byte), _shaped(ir.F32Type.get(), byte)
+    c = lambda value: _splat(i32, value)  # noqa: E731
     b = arith.ExtUIOp(i32, byte).result
-    sign = arith.ShLIOp(arith.AndIOp(b, _i32(0x80)).result, _i32(24)).result
-    mag = arith.AndIOp(b, _i32(0x7F)).result
-    normal = arith.AddIOp(arith.ShLIOp(mag, _i32(23 - m)).result, _i32((127 - bias) << 23)).result
-    frac = arith.AndIOp(mag, _i32((1 << m) - 1)).result
-    sub = arith.MulFOp(arith.SIToFPOp(ir.F32Type.get(), frac).result, _f32(2.0 ** (1 - bias - m))).result
-    bits = _sel(_cmp("ult", mag, _i32(1 << m)), arith.BitcastOp(i32, sub).result, normal)
+    sign = arith.ShLIOp(arith.AndIOp(b, c(0x80)).result, c(24)).result
+    mag = arith.AndIOp(b, c(0x7F)).result
+    normal = arith.AddIOp(arith.ShLIOp(mag, c(23 - m)).result, c((127 - bias) << 23)).result
+    frac = arith.AndIOp(mag, c((1 << m) - 1)).result
+    sub = arith.MulFOp(arith.SIToFPOp(f32, frac).result, _splat(f32, 2.0 ** (1 - bias - m))).result
+    bits = _sel(_cmp("ult", mag, c(1 << m)), arith.BitcastOp(i32, sub).result, normal)
     if fmt == "f8E4M3FN":
-        bits = _sel(_cmp("eq", mag, _i32(0x7F)), _i32(0x7FC00000), bits)
+        bits = _sel(_cmp("eq", mag, c(0x7F)), c(0x7FC00000), bits)
     else:
-        bits = _sel(_cmp("uge", mag, _i32(0x7C)), _sel(_cmp("eq", mag, _i32(0x7C)), _i32(0x7F800000),
-                                                       _i32(0x7FC00000)), bits)
-    return arith.BitcastOp(ir.F32Type.get(), arith.OrIOp(bits, sign).result).result
+        bits = _sel(_cmp("uge", mag, c(0x7C)), _sel(_cmp("eq", mag, c(0x7C)), c(0x7F800000), c(0x7FC00000)), bits)
+    return arith.BitcastOp(f32, arith.OrIOp(bits, sign).result).result
 
 
 def narrow(x: ir.Value, fmt: str) -> ir.Value:
@@ -117,8 +130,9 @@ def _native_widen(byte: ir.Value, fmt: str) -> ir.Value:
     return arith.ExtFOp(ir.F32Type.get(), low.result).result
 
 
-def _fp8(t: ir.Type) -> str | None:
-    s = str(t)
+def _fp8(t: ir.Type, vectors: bool = False) -> str | None:
+    """The fp8 format of type `t` (with `vectors`, of a vector's elements too), or None."""
+    s = str(t.element_type if vectors and isinstance(t, ir.VectorType) else t)
     return s if s in FORMATS else None
 
 
@@ -132,9 +146,10 @@ def _op(owner) -> ir.Operation | None:
 def _byte_of(v: ir.Value) -> ir.Value:
     """The i8 an f8 value was bitcast from (the frontend's loads), else a bitcast of it."""
     owner = _op(v.owner)
-    if owner is not None and owner.name == "arith.bitcast" and str(owner.operands[0].type) == "i8":
+    i8 = _shaped(ir.IntegerType.get_signless(8), v)
+    if owner is not None and owner.name == "arith.bitcast" and owner.operands[0].type == i8:
         return owner.operands[0]
-    return arith.BitcastOp(ir.IntegerType.get_signless(8), v).result
+    return arith.BitcastOp(i8, v).result
 
 
 def _ops(root, *names: str) -> list:
@@ -153,8 +168,8 @@ def _ops(root, *names: str) -> list:
 def run(root, native: bool = False) -> int:
     """Rewrites every extf from and truncf to an fp8 type under `root` (a module or op); `native`: ptx sm_90+'s
     cvt instructions, else integer arithmetic. Returns how many conversions it rewrote."""
-    found = [op for op in _ops(root, "arith.extf", "arith.truncf")
-             if _fp8(op.operands[0].type if op.name == "arith.extf" else op.results[0].type)]
+    found = [op for op in _ops(root, "arith.extf", "arith.truncf")   # vectors: widenings only (the CPU GEMM's)
+             if (_fp8(op.operands[0].type, True) if op.name == "arith.extf" else _fp8(op.results[0].type))]
     for op in found:   # a value of the format narrowed to it again (a rounded result stored) is itself
         source = _op(op.operands[0].owner)
         if op.name == "arith.truncf" and source is not None and source.name == "arith.extf" and \
@@ -166,8 +181,9 @@ def run(root, native: bool = False) -> int:
             continue
         with ir.InsertionPoint(op), op.location:
             if op.name == "arith.extf":
-                fmt = _fp8(op.operands[0].type)
-                value = (_native_widen if native else widen)(_byte_of(op.operands[0]), fmt)
+                fmt = _fp8(op.operands[0].type, True)
+                vec = isinstance(op.operands[0].type, ir.VectorType)
+                value = (_native_widen if native and not vec else widen)(_byte_of(op.operands[0]), fmt)
                 if op.results[0].type != value.type:   # an f64 (or f16) result: exact from the f32
                     cls = arith.ExtFOp if str(op.results[0].type) == "f64" else arith.TruncFOp
                     value = cls(op.results[0].type, value).result

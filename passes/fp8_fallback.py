@@ -73,34 +73,28 @@ def _with_element(t: ir.RankedTensorType, elem: ir.Type) -> ir.RankedTensorType:
     return ir.RankedTensorType.get(t.shape, elem, t.encoding)
 
 
-def _rows_of_16_bytes(mm) -> bool:
+def _rows_of_16_bytes(mm, proven: bool = False) -> bool:
     """Whether the one-byte GEMM can read `mm`'s operands, as far as the compiler knows: TMA reads their rows
-    in 16-byte units, so a static K must be a multiple of 16. A plain product of another static K stays in
-    the containers, whose packing pads K; a stored transpose (the scaled GEMM's Bᵀ) has no such path, and its
-    GEMM refuses the K at the user's line."""
+    in 16-byte units, so K must be a multiple of 16. A symbolic K is checked at the launch (as
+    torch._scaled_mm checks it), unless `proven` asks for a static K: a plain product of another K stays in
+    the containers, whose packing pads K. A stored transpose (the scaled GEMM's Bᵀ) has no such path (the
+    containers' GEMM reads no transposed operand), so it is always read as bytes."""
     a = ir.RankedTensorType(mm.operands[0].type)
     transposed = "tessera.transpose_a" in mm.attributes or "tessera.transpose_b" in mm.attributes
     k = a.rank - (2 if "tessera.transpose_a" in mm.attributes else 1)
-    return transposed or a.is_dynamic_dim(k) or a.get_dim_size(k) % 16 == 0
+    if transposed:
+        return True
+    if a.is_dynamic_dim(k):
+        return not proven
+    return a.get_dim_size(k) % 16 == 0
 
 
-def one_byte_parameters(fn) -> set:
-    """The fp8 parameters of `fn` that only matmuls read, as operands of matmuls whose two operands are such
-    parameters: on a target whose GEMM reads one-byte fp8 (TargetFacts.scaled_fp8_gemm) they stay one byte
-    wide, from the caller's memory to the tensor cores."""
-    kept = {a for a in fn.entry_block.arguments if format_of(a.type) is not None and list(a.uses) and
-            all(u.owner.name == "ttensor.matmul" and u.operand_number < 2 and _rows_of_16_bytes(u.owner)
-                for u in a.uses)}
-    while True:   # a matmul with an operand that is not kept reads containers: its parameters are not kept
-        mixed = {a for a in kept for u in a.uses if not all(o in kept for o in list(u.owner.operands)[:2])}
-        if not mixed:
-            return kept
-        kept -= mixed
+def _in_group(op, kind: str) -> bool:
+    return "tessera.group_kind" in op.attributes and ir.StringAttr(op.attributes["tessera.group_kind"]).value == kind
 
 
 def _in_elementwise_kernel(op) -> bool:
-    return "tessera.group_kind" in op.attributes and \
-        ir.StringAttr(op.attributes["tessera.group_kind"]).value == "elementwise"
+    return _in_group(op, "elementwise")
 
 
 def read_by_kernels(v: ir.Value) -> bool:
@@ -110,14 +104,64 @@ def read_by_kernels(v: ir.Value) -> bool:
     return bool(uses) and all(u.owner.name == "func.return" or _in_elementwise_kernel(u.owner) for u in uses)
 
 
-def legalize(fn, target_name: str, one_byte: bool = False) -> list[str]:
+def _moves_bytes(op) -> bool:
+    """A transpose in a layout kernel of its own (kernelgen.transpose: its tensors are the kernel language's
+    fp8 memory type, so it copies the bytes exactly) or a reshape (a view of the same buffer)."""
+    return op.name == "ttensor.reshape" or op.name == "ttensor.transpose" and _in_group(op, "layout")
+
+
+def one_byte_values(fn, gemm: str = "") -> set:
+    """The fp8 values of `fn` that stay one byte wide in memory: parameters and results of ops that store
+    bytes — an elementwise kernel's fp8 result (rounded in the kernel), a transpose's or reshape's of a
+    one-byte value, and any other op's fp8 result (rounded by a cast kernel of its own that `legalize` adds)
+    — whose every reader reads bytes: the function's return, an elementwise kernel, a transpose or reshape
+    whose result stays one byte, and a matmul both of whose operands stay one byte where the target's GEMM
+    reads bytes (`gemm`): "widen" (TargetFacts.fp8_gemm_widens: the CPU's packing, the SIMT GEMM of SPIR-V and
+    AMDGPU, which load the bytes and widen them to f32 exactly, as elementwise kernels do), or "wgmma"
+    (TargetFacts.scaled_fp8_gemm: sm_90a's e4m3/e5m2 kinds read the bytes as they are, in TMA rows of 16
+    bytes: `_rows_of_16_bytes`, a symbolic K only where both operands are the caller's — kernel-made
+    operands were multiplied whatever K, so they keep the containers' padded K there). Attention and row
+    kernels (and mma.sync's GEMM before sm_90a, whose copies to shared memory cannot widen) read the f16
+    container."""
+    block = fn.entry_block
+    made = [r for op in block.operations if op.operation.name.startswith("ttensor.") for r in op.results]
+    kept = {v for v in [*block.arguments, *made] if format_of(v.type) is not None and list(v.uses)}
+    for v in list(kept):   # an elementwise op fused into another kind of kernel (a GEMM's epilogue) writes f16
+        owner = v.owner
+        if isinstance(owner, ir.OpView) and owner.operation.name in ELEMENTWISE and \
+                not _in_elementwise_kernel(owner):
+            kept.discard(v)
+    params = set(block.arguments)
+
+    def reads_bytes(u) -> bool:
+        user = u.owner
+        if user.name == "func.return" or _in_elementwise_kernel(user):
+            return True
+        if _moves_bytes(user):
+            return user.results[0] in kept
+        if user.name == "ttensor.matmul" and gemm and u.operand_number < 2:
+            ab = list(user.operands)[:2]
+            return all(o in kept for o in ab) and \
+                (gemm == "widen" or _rows_of_16_bytes(user, not all(o in params for o in ab)))
+        return False
+    while True:
+        dropped = {v for v in kept if not all(reads_bytes(u) for u in v.uses)}
+        dropped |= {v for v in kept if isinstance(v.owner, ir.OpView) and _moves_bytes(v.owner.operation)
+                    and v.owner.operands[0] not in kept}
+        if not dropped:
+            return kept
+        kept -= dropped
+
+
+def legalize(fn, target_name: str, one_byte: bool = False, widens: bool = False) -> list[str]:
     """Rewrites `fn`'s fp8 tensors that other kernels than the generated elementwise ones read to the f16
-    container (see the module's docstring); returns the fallback notes for the kernel metadata. Made by an
-    elementwise kernel, or a parameter, and read only by elementwise kernels or returned (read_by_kernels),
-    an fp8 tensor keeps its type: one byte an element in memory (the kernels' fp8 memory type, every
-    target), and at the call (uint8 bit patterns, or float32 values the executor rounds and encodes). With
-    `one_byte` (a target whose GEMM reads one-byte fp8), so do the parameters `one_byte_parameters` finds.
-    Raises LoweringError at an op that cannot produce its fp8 result in f32 instead."""
+    container (see the module's docstring); returns the fallback notes for the kernel metadata. The values
+    `one_byte_values` finds (GEMM operands too with `one_byte`, sm_90a's wgmma, or `widens`, a target whose
+    GEMMs widen one-byte fp8 as they load it)
+    keep their type: one byte an element in memory (the kernels' fp8 memory type, every target), and at the
+    call (uint8 bit patterns, or float32 values the executor rounds and encodes); an fp8 result of another
+    kind of kernel among them is written in f32 and rounded to its bytes by a cast kernel. Raises
+    LoweringError at an op that cannot produce its fp8 result in f32 instead."""
     f16, f32 = ir.F16Type.get(), ir.F32Type.get()
     taken: dict[str, None] = {}
     holds: dict = {}  # container value -> the fp8 format of its values
@@ -132,12 +176,12 @@ def legalize(fn, target_name: str, one_byte: bool = False) -> list[str]:
     i32 = ir.IntegerType.get_signless(32)
     first = next(iter(block.operations))
 
-    def round_into_container(v, f: Fp8Format, where) -> None:
+    def round_into_container(v, f: Fp8Format, where, elem=f16) -> None:
         """An elementwise group of its own after `where` (an insertion point) rounds f32 value `v` to `f`
-        into the f16 container; every other use of `v` reads the container."""
+        into the f16 container (or, `elem` the format itself, its bytes); every other use of `v` reads it."""
         nonlocal next_group
         with where:
-            cast = ttensor.CastOp(v, accum=ir.TypeAttr.get(f32), result=_with_element(v.type, f16))
+            cast = ttensor.CastOp(v, accum=ir.TypeAttr.get(f32), result=_with_element(v.type, elem))
         cast.attributes["tessera.round_to"] = ir.StringAttr.get(f.name)
         cast.attributes["tessera.group"] = ir.IntegerAttr.get(i32, next_group)
         cast.attributes["tessera.group_kind"] = ir.StringAttr.get("elementwise")
@@ -147,12 +191,12 @@ def legalize(fn, target_name: str, one_byte: bool = False) -> list[str]:
             if use.owner != cast.operation:
                 use.owner.operands[use.operand_number] = cast.result
     arg_attrs = [ir.DictAttr(a) for a in ir.ArrayAttr(fn.attributes["arg_attrs"])]
-    kept = one_byte_parameters(fn) if one_byte else set()
+    kept = one_byte_values(fn, "wgmma" if one_byte else "widen" if widens else "")
     for arg in list(block.arguments):
         f = format_of(arg.type)
         if f is None:
             continue
-        if arg in kept or read_by_kernels(arg):
+        if arg in kept:
             holds[arg] = f.name
             continue
         note(f)
@@ -167,11 +211,13 @@ def legalize(fn, target_name: str, one_byte: bool = False) -> list[str]:
             f = format_of(r.type)
             if f is None:
                 continue
-            if op.operation.name in ELEMENTWISE and _in_elementwise_kernel(op) and read_by_kernels(r):
-                holds[r] = f.name   # one byte: the kernel rounds its value and stores the byte
-                op.attributes["tessera.round_to"] = ir.StringAttr.get(f.name)
+            if r in kept and op.operation.name in ELEMENTWISE + MOVES:
+                holds[r] = f.name   # one byte: the kernel rounds its value (a move copies it) and stores the byte
+                if op.operation.name in ELEMENTWISE:
+                    op.attributes["tessera.round_to"] = ir.StringAttr.get(f.name)
                 continue
-            note(f)
+            if r not in kept:
+                note(f)
             if op.operation.name in MOVES + ELEMENTWISE:
                 r.set_type(_with_element(r.type, f16))
                 holds[r] = f.name
@@ -179,9 +225,10 @@ def legalize(fn, target_name: str, one_byte: bool = False) -> list[str]:
                     op.attributes["tessera.round_to"] = ir.StringAttr.get(f.name)
                 continue
             # Any other kernel (GEMM, attention, a row op) writes its f32 result; a rounding cast follows.
+            elem = ir.RankedTensorType(r.type).element_type if r in kept else f16
             r.set_type(_with_element(r.type, f32))
             with op.location:
-                round_into_container(r, f, ir.InsertionPoint.after(op))
+                round_into_container(r, f, ir.InsertionPoint.after(op), elem)
             if not op.verify():
                 raise LoweringError(op, f"an {f.name} result of '{op.operation.name}' has no {target_name} "
                                         f"fallback (the target computes no fp8): produce f32 and op.cast it")

@@ -41,6 +41,7 @@ class AMDGPUBackend(Backend):
                            matrix_units=frozenset(matrix_units.tensorcore_dtypes(arch)),
                            shared_memory=64 << 10,   # LDS per workgroup on CDNA 2/3 and RDNA 3
                            integer_matmul=frozenset({"i8"}),   # the SIMT GEMM's (simt_gemm.py), exact in i32
+                           fp8_gemm_widens=True,   # the SIMT GEMM loads one-byte fp8 and widens it (simt_gemm.py)
                            decompose_attention=True)   # no fused attention kernel: GEMMs and a softmax
 
     def lowerings(self) -> dict:

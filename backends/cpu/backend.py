@@ -40,9 +40,12 @@ class CPUBackend(Backend):
         o = self.options
         facts = TargetFacts("cpu", target.vector_bits(target.host(o.cpu)), o.warp_size, frozenset({"f32", "f64"}),
                             o.threads, cache_sizes=o.cache_sizes, decompose_attention=True, fused_attention=True,
-                            fused_attention_backward=frozenset({"f32"}), gemm_transposes=frozenset({"f32", "bf16", "f16"}),
+                            fused_attention_backward=frozenset({"f32"}),
+                            gemm_transposes=frozenset({"f32", "bf16", "f16", "fp8_e4m3", "fp8_e5m2"}),
                             gemm_epilogue=frozenset({"scale_by", "sub_from", "gelu_grad", "gelu_tanh_grad"}),
-                            integer_matmul=frozenset({"i8"}))   # gemm_i8.py
+                            integer_matmul=frozenset({"i8"}),   # gemm_i8.py
+                            # gemm.py widens one-byte fp8 while packing; strict's SIMT GEMM as it loads
+                            fp8_gemm_widens=True)
         # The register tile is the build machine's, whatever `cpu` names (gemm_lowering's lowering fits to it).
         if o.exact_math:
             # strict: the SIMT GEMM (lowerings) reads no transposed operand and has no blocking to choose; no

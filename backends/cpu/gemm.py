@@ -28,8 +28,9 @@ compute's instruction stream. What the bursts do not reach (the partial strip, a
 the chunk. On Zen 3 this measured no faster than one panel (docs/performance.md); `choose_schedule` keeps 1.
 
 Packing zero-pads the edge strips, so the micro-kernel always runs a full MR×NR tile; only the C tile's
-loads and stores are masked at the matrix edges. Inputs narrower than f32 (f16, bf16) are widened while
-packing: the micro-kernel and the epilogue are always f32.
+loads and stores are masked at the matrix edges. Inputs narrower than f32 (f16, bf16; one-byte fp8, e4m3 and
+e5m2, each operand its own format, whose bytes passes/fp8_convert.py widens exactly, vectors at a time) are
+widened while packing: the micro-kernel and the epilogue are always f32.
 
 An operand may be stored transposed (`trans_a`: A given as Aᵀ[K, M]; `trans_b`: B as Bᵀ[N, K]; the Graph
 IR's `tessera.transpose_a/_b`): packing reads it in that layout, so the transpose costs no copy kernel, and
@@ -72,7 +73,8 @@ _ACTIVATIONS = {
 }
 _DERIVATIVES = {"gelu_grad": vmath.gelu_grad, "gelu_tanh_grad": vmath.gelu_tanh_grad}
 EPILOGUE_STEPS = ("scale", "scale_by", "bias", *_ACTIVATIONS, "add", "sub_from", *_DERIVATIVES)
-INPUT_DTYPES = ("f32", "f16", "bf16")
+INPUT_DTYPES = ("f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2")
+FP8 = {"fp8_e4m3": ir.Float8E4M3FNType, "fp8_e5m2": ir.Float8E5M2Type}   # stored as bytes (i8 memrefs)
 PANEL_PAD = 16   # f32 elements between the strips of a packed B panel (see _Body)
 
 
@@ -83,6 +85,7 @@ class GemmSpec:
 
     name: str
     dtype: str = "f32"                     # of A and B; C and the arithmetic are f32
+    b_dtype: str = ""                      # B's, where it differs (fp8: e4m3 by e5m2)
     epilogue: tuple = ()                   # steps such as ("bias",), ("gelu",), applied in order
     schedule: Schedule | None = None
     trans_a: bool = False                  # A is stored as Aᵀ[K, M]
@@ -91,8 +94,11 @@ class GemmSpec:
     def __post_init__(self):
         if not self.name.isidentifier():
             raise ValueError(f"GEMM kernel name '{self.name}' is not an identifier")
-        if self.dtype not in INPUT_DTYPES:
-            raise ValueError(f"GEMM input dtype '{self.dtype}' is not one of {', '.join(INPUT_DTYPES)}")
+        for dt in (self.dtype, self.b_dtype or self.dtype):
+            if dt not in INPUT_DTYPES:
+                raise ValueError(f"GEMM input dtype '{dt}' is not one of {', '.join(INPUT_DTYPES)}")
+        if (self.b_dtype or self.dtype) != self.dtype and not {self.dtype, self.b_dtype} <= set(FP8):
+            raise ValueError(f"GEMM operands of two dtypes are fp8 formats only, not {self.dtype} and {self.b_dtype}")
         steps = tuple((s,) if isinstance(s, str) else tuple(s) for s in self.epilogue)
         for s in steps:
             if len(s) != 1 or s[0] not in EPILOGUE_STEPS:
@@ -131,9 +137,9 @@ def _transposed(spec: GemmSpec) -> str:
 def build_gemm(module: ir.Module, spec: GemmSpec) -> func.FuncOp:
     """Appends the kernel `spec` to `module` (in the module's context, under a location) and returns it."""
     s = spec.schedule
-    elem = elem_type(spec.dtype)
     matrix = lambda t: ir.MemRefType.get([ir.ShapedType.get_dynamic_size()] * 2, t)  # noqa: E731
-    params = [("A", matrix(elem), operand_dims(spec)[0]), ("B", matrix(elem), operand_dims(spec)[1]),
+    params = [("A", matrix(_storage(spec.dtype)), operand_dims(spec)[0]),
+              ("B", matrix(_storage(spec.b_dtype or spec.dtype)), operand_dims(spec)[1]),
               ("C", matrix(f32()), ("M", "N"))]
     for name, dims in spec.extra_params:
         if dims is None:
@@ -158,6 +164,9 @@ def build_gemm(module: ir.Module, spec: GemmSpec) -> func.FuncOp:
         d = {"tessera.name": ir.StringAttr.get(name)}
         if dims is not None:
             d["tessera.dims"] = ir.ArrayAttr.get([ir.StringAttr.get(x) for x in dims])
+        dt = {"A": spec.dtype, "B": spec.b_dtype or spec.dtype}.get(name)
+        if dt in FP8:   # an i8 memref holding fp8 bytes: the signature says which format
+            d["tessera.dtype"] = ir.StringAttr.get(dt)
         attrs.append(ir.DictAttr.get(d))
     fn.arg_attrs = ir.ArrayAttr.get(attrs + [ir.DictAttr.get({})] * len(LAUNCH_ARGS))
     entry = fn.add_entry_block()
@@ -166,6 +175,18 @@ def build_gemm(module: ir.Module, spec: GemmSpec) -> func.FuncOp:
         _Body(spec, dict(zip([p[0] for p in params], args)), dict(zip(LAUNCH_ARGS, args[len(params):]))).emit()
         func.ReturnOp([])
     return fn
+
+
+def _storage(dtype: str) -> ir.Type:
+    """The memref element type of an operand of `dtype`: fp8 tensors are their bytes."""
+    return ir.IntegerType.get_signless(8) if dtype in FP8 else elem_type(dtype)
+
+
+def _zeros(t: ir.VectorType) -> ir.Value:
+    """A vector of zero elements, fp8 bytes (0x00, +0.0) or floats."""
+    if isinstance(t.element_type, ir.IntegerType):
+        return arith.ConstantOp(t, ir.DenseElementsAttr.get_splat(t, ir.IntegerAttr.get(t.element_type, 0))).result
+    return zeros(t)
 
 
 class _Body:
@@ -178,7 +199,7 @@ class _Body:
         self.launch = launch
         self.vw = self.s.vector_width
         self.vtype = ir.VectorType.get([self.vw], f32())
-        self.in_elem = elem_type(spec.dtype)
+        self.dtypes = {"A": spec.dtype, "B": spec.b_dtype or spec.dtype}
         # Multi-buffered, the strips of a packed B panel are a cache line more than NR·KC floats apart: at
         # NR·KC·4 bytes (a power of two) the same row of every strip maps to one L1 set, and a burst packing
         # a row across the strips would evict the micro-panel the micro-kernel is reading. (Packed between
@@ -273,11 +294,23 @@ class _Body:
         memref.DeallocOp(packed_b)
 
     # -- packing ------------------------------------------------------------------------------------------
-    def _widen(self, v: ir.Value) -> ir.Value:
-        if self.in_elem == f32():
+    def _role(self, src) -> str:
+        return "B" if src == self.p["B"] else "A"
+
+    def _in_vec(self, src) -> ir.Type:
+        """A vector of VW of `src`'s stored elements."""
+        return ir.VectorType.get([self.vw], _storage(self.dtypes[self._role(src)]))
+
+    def _widen(self, v: ir.Value, src) -> ir.Value:
+        """Loaded elements `v` of operand `src` as f32: fp8 bytes bitcast to their format first (the extension
+        is fp8_convert.py's integer widening)."""
+        dt = self.dtypes[self._role(src)]
+        if dt == "f32":
             return v
-        t = ir.VectorType.get(v.type.shape, f32()) if isinstance(v.type, ir.VectorType) else f32()
-        return arith.ExtFOp(t, v).result
+        shaped = lambda e: ir.VectorType.get(v.type.shape, e) if isinstance(v.type, ir.VectorType) else e  # noqa: E731
+        if dt in FP8:
+            v = arith.BitcastOp(shaped(FP8[dt].get()), v).result
+        return arith.ExtFOp(shaped(f32()), v).result
 
     def _pack_a(self, packed, i0, mc, k0, kc) -> None:
         """A[i0:i0+mc, k0:k0+kc] → MR-row strips, strip[k][r] at strip·MR·KC + k·MR + r; rows past mc are 0."""
@@ -314,7 +347,7 @@ class _Body:
                     self._gather_column(src, row0, col, packed, dst, width, rows)
                 for r in range(0 if k_major or self.vw >= 16 else width):
                     row = arith.SelectOp(full, add(row0, r), add(row0, smin(r, sub(rows, 1)))).result
-                    v = self._widen(memref.LoadOp(src, [row, col]).result)
+                    v = self._widen(memref.LoadOp(src, [row, col]).result, src)
                     if r:  # row 0 of a strip always exists
                         v = arith.SelectOp(arith.OrIOp(full, lt(r, rows)).result, v, zeros(f32())).result
                     memref.StoreOp(v, packed, [add(dst, r)])
@@ -326,7 +359,7 @@ class _Body:
         vector at a time: one masked gather of values a row apart. (Scalar loads and stores, which LLVM
         vectorizes along k into scatters, took 6.6% of a 512×2048×512 kernel on an AVX-512 Xeon.)"""
         index = ir.IndexType.get()
-        in_vec = ir.VectorType.get([self.vw], self.in_elem)
+        in_vec = self._in_vec(src)
         row_step = vector.BroadcastOp(ir.VectorType.get([self.vw], index), memref.DimOp(src, idx(1)).result).result
         lanes_at = arith.ConstantOp(ir.VectorType.get([self.vw], index), ir.Attribute.parse(
             f"dense<[{', '.join(map(str, range(self.vw)))}]> : vector<{self.vw}xindex>")).result
@@ -334,18 +367,18 @@ class _Body:
         for c in range(0, width, self.vw):
             lanes = min(self.vw, width - c)
             v = vector.GatherOp(in_vec, src, [add(row0, c), col], offsets,
-                                self._mask(smin(sub(valid, c), lanes)), zeros(in_vec)).result
-            vector.MaskedStoreOp(packed, [add(dst, c)], self._mask(idx(lanes)), self._widen(v))
+                                self._mask(smin(sub(valid, c), lanes)), _zeros(in_vec)).result
+            vector.MaskedStoreOp(packed, [add(dst, c)], self._mask(idx(lanes)), self._widen(v, src))
 
     def _copy_row(self, src, at: list, packed, dst, width: int, valid) -> None:
         """src[at[0], at[1]:at[1]+width] (the first `valid` of them; zeros after) widened to packed[dst:dst+width],
         in vectors of up to VW lanes."""
-        in_vec = ir.VectorType.get([self.vw], self.in_elem)
+        in_vec = self._in_vec(src)
         for c in range(0, width, self.vw):
             lanes = min(self.vw, width - c)
             v = vector.MaskedLoadOp(in_vec, src, [at[0], add(at[1], c)], self._mask(smin(sub(valid, c), lanes)),
-                                    zeros(in_vec)).result
-            vector.MaskedStoreOp(packed, [add(dst, c)], self._mask(idx(lanes)), self._widen(v))
+                                    _zeros(in_vec)).result
+            vector.MaskedStoreOp(packed, [add(dst, c)], self._mask(idx(lanes)), self._widen(v, src))
 
     def _pack_b(self, packed, base, j0, nc, k0, kc) -> None:
         """B[k0:k0+kc, j0:j0+nc] → NR-column strips from `base`, strip[k][c] at base + strip·NR·KC + k·NR + c;
@@ -376,13 +409,13 @@ class _Body:
 
     def _copy_b_vector(self, packed, dst, row, col) -> None:
         """B[row, col:col+VW] (inside a full strip), widened, to packed[dst:dst+VW]."""
-        v = vector.LoadOp(ir.VectorType.get([self.vw], self.in_elem), self.p["B"], [row, col]).result
-        vector.StoreOp(self._widen(v), packed, [dst], alignment=self.vw * 4)
+        v = vector.LoadOp(self._in_vec(self.p["B"]), self.p["B"], [row, col]).result
+        vector.StoreOp(self._widen(v, self.p["B"]), packed, [dst], alignment=self.vw * 4)
 
     def _pack_b_tail(self, packed, base, j0, nc, k0, k) -> None:
         """Row k of the partial strip at the right edge: masked loads, zeros past the matrix."""
         s = self.s
-        in_vec = ir.VectorType.get([self.vw], self.in_elem)
+        in_vec = self._in_vec(self.p["B"])
         full_strips = arith.DivSIOp(nc, idx(s.nr)).result
         cols = sub(nc, mul(full_strips, s.nr))
         tail = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.sgt, cols, idx(0)).result)
@@ -391,8 +424,8 @@ class _Body:
             dst = add(base, add(mul(full_strips, self.strip_stride), mul(k, s.nr)))
             for c in range(0, s.nr, self.vw):
                 v = vector.MaskedLoadOp(in_vec, self.p["B"], [add(k0, k), add(col0, c)], self._mask(sub(cols, c)),
-                                        zeros(in_vec)).result
-                vector.StoreOp(self._widen(v), packed, [add(dst, c)], alignment=self.vw * 4)
+                                        _zeros(in_vec)).result
+                vector.StoreOp(self._widen(v, self.p["B"]), packed, [add(dst, c)], alignment=self.vw * 4)
             scf.YieldOp([])
 
     def _mask(self, n) -> ir.Value:

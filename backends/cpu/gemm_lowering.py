@@ -106,8 +106,12 @@ def lower(ctx, kname: str, ops: list, model: CostModel | None = None,
     K, N = da[-1], db[-1]
     lead = ["BATCH"] if batched else []
     bf16 = _bf16_spec(kname, ops, (M, N, K), model, bf16_path) if element_dtype(a) == "bf16" else None
-    spec = gemm.GemmSpec(kname, dtype=element_dtype(a), epilogue=tuple(steps), schedule=_schedule(mm),
-                         trans_a=trans_a, trans_b=trans_b)
+    b_dtype = element_dtype(b) if element_dtype(b) != element_dtype(a) else ""   # fp8 formats may mix
+    try:
+        spec = gemm.GemmSpec(kname, dtype=element_dtype(a), b_dtype=b_dtype, epilogue=tuple(steps),
+                             schedule=_schedule(mm), trans_a=trans_a, trans_b=trans_b)
+    except ValueError as e:
+        raise LoweringError(mm, str(e)) from None
     with mm.location:
         if bf16 is None:
             gemm.build_gemm(ctx.module, spec)

@@ -37,6 +37,7 @@ class SPIRVBackend(Backend):
                            matrix_units=frozenset({"fp16", "bf16"}) if declared else frozenset(),
                            shared_memory=(128 if declared else 32) << 10,
                            integer_matmul=frozenset({"i8"}),   # the SIMT GEMM's (simt_gemm.py), exact in i32
+                           fp8_gemm_widens=True,   # the SIMT GEMM loads one-byte fp8 and widens it (simt_gemm.py)
                            decompose_attention=True)   # no fused attention kernel: GEMMs and a softmax
 
     def lowerings(self) -> dict:

@@ -1,7 +1,8 @@
 """fp8 on targets without it (portability guide §5, normative; passes/fp8_fallback.py): e4m3/e5m2 rounded as
-fp8 rounds, one byte wide where elementwise kernels read them (tests/unit/test_fp8_memory.py has the byte
-conversions), else stored in f16 with the fallback in the kernel metadata and tessera-objdump, and fp32
-accumulation of mixed-precision GEMM and attention on every backend.
+fp8 rounds, one byte wide where elementwise kernels or a GEMM that widens bytes read them
+(tests/unit/test_fp8_memory.py has the byte conversions, tests/unit/test_fp8_one_byte_gemm.py the GEMMs), else
+stored in f16 with the fallback in the kernel metadata and tessera-objdump, and fp32 accumulation of
+mixed-precision GEMM and attention on every backend.
 
 Numerics run on the CPU against the reference interpreter (which computes in float64 and rounds once to each
 op's type): casts and elementwise results bit-exact, GEMMs within f32 accumulation error. The GPU targets are
@@ -126,31 +127,36 @@ def att(Q: tensor[f32, "S", 32], K: tensor[f32, "S", 32], V: tensor[f32, "S", 32
     assert np.all(np.abs(got - want) <= 2.0 ** -4 * np.abs(v).max() + step), np.abs(got - want).max()
 
 
-def test_the_fallback_is_in_the_metadata_and_objdump_where_a_gemm_reads_fp8(programs, tmp_path):
-    """fp8 that only elementwise kernels read stays one byte (passes/fp8_convert.py): no fallback; what the
-    CPU's GEMM reads is in the f16 container, recorded."""
+def test_the_fallback_is_in_the_metadata_and_objdump_where_a_gemm_reads_the_container(programs, tmp_path):
+    """fp8 that elementwise kernels or the CPU's GEMM read stays one byte (passes/fp8_convert.py; gemm.py widens
+    the bytes while packing): no fallback, the GEMMs take fp8 arguments. ptx before sm_90a multiplies on
+    mma.sync, whose copies to shared memory cannot widen: what its GEMM reads is in the f16 container, recorded
+    in the kernel metadata and shown by tessera-objdump."""
     _, _, image = programs
-    kernels = {k.name: k.props.get("fallbacks", "") for k in read_image(image).kernels}
-    assert not any("fp8" in f for name, f in kernels.items() if name.startswith(("quantize", "fp8_params"))), kernels
-    assert all(E4M3 in f for name, f in kernels.items() if name.startswith("fp8_matmul__elementwise")), kernels
-    params = next(k for k in read_image(image).kernels if k.name.startswith("fp8_params"))
+    kernels = read_image(image).kernels
+    assert not any("fp8" in k.props.get("fallbacks", "") for k in kernels), {k.name: k.props for k in kernels}
+    params = next(k for k in kernels if k.name.startswith("fp8_params"))
     assert [a.dtype for a in params.args[:2]] == [14, 15]   # fp8_e4m3 and fp8_e5m2 (dtypes.py codes): one byte
+    gemms = {k.name.split("__")[0]: [a.dtype for a in k.args[:2]] for k in kernels if "__gemm" in k.name}
+    assert gemms["fp8_matmul"] == [14, 14] and gemms["fp8_mixed"] == [14, 15], gemms
     path = tmp_path / "fp8.tessera"
-    path.write_bytes(image)
+    path.write_bytes(compiler.compile_source(SRC, "fp8.py", CompileOptions(target="ptx", arch="sm_80")).image)
     out = subprocess.run([sys.executable, "-m", "tessera.tools.objdump", str(path), "--no-ir"], capture_output=True,
                          text=True, cwd="/")
     assert out.returncode == 0, out.stderr
     lines = [line.strip() for line in out.stdout.splitlines() if line.strip().startswith("fallbacks:")]
-    assert f'fallbacks: "{E4M3}; {E5M2}; f16 computed in f32"' in lines, lines   # fp8_mixed's kernels
-    assert f'fallbacks: "{E4M3}; f16 computed in f32"' in lines, lines           # fp8_matmul's
+    assert f'fallbacks: "{E4M3}; {E5M2}"' in lines, lines   # fp8_mixed's kernels
+    assert f'fallbacks: "{E4M3}"' in lines, lines           # fp8_matmul's
 
 
 @pytest.mark.parametrize("target,arch", [("ptx", "sm_80"), ("ptx", "sm_90a"), ("amdgpu", "gfx90a"),
                                          ("amdgpu", "gfx942"), ("amdgpu", "gfx1100"), ("spirv", "")])
 def test_every_gpu_target_keeps_elementwise_fp8_one_byte_and_records_the_gemms_fallback(target, arch):
     """Every target's generated kernels load and store fp8 one byte wide (cvt on ptx sm_90+, integer
-    arithmetic elsewhere): fp8_params takes no fallback; the matmul of fp8 values, which GEMMs other than
-    sm_90a's read from the f16 container, records it."""
+    arithmetic elsewhere): fp8_params takes no fallback. The matmul of fp8 values (symbolic K) reads them one
+    byte wide where the GEMM widens them as it loads (the SIMT GEMM of AMDGPU and SPIR-V); ptx's GEMMs read
+    the f16 container (mma.sync before sm_90a; sm_90a's wgmma where K is not known to be a multiple of 16:
+    tests/unit/test_fp8_one_byte_gemm.py), recorded."""
     if target == "amdgpu" and link.find() is None:
         pytest.skip("no ld.lld >= 16 to link the HSACO (pip install ziglang)")
     src = "@function" + SRC.split("@function")[2] + "@function" + SRC.split("@function")[4]  # fp8_params, fp8_matmul
@@ -161,8 +167,12 @@ def test_every_gpu_target_keeps_elementwise_fp8_one_byte_and_records_the_gemms_f
         if k.name.startswith("fp8_params"):
             assert "fp8" not in k.props.get("fallbacks", ""), (k.name, k.props)
             assert [a.dtype for a in k.args[:2]] == [14, 15], k.args
-        elif k.name.startswith("fp8_matmul__elementwise"):
+        elif k.name.startswith("fp8_matmul") and target == "ptx":
             assert E4M3 in k.props["fallbacks"], (k.name, k.props)
+        elif k.name.startswith("fp8_matmul"):
+            assert "fp8" not in k.props.get("fallbacks", ""), (k.name, k.props)
+            if "gemm" in k.name:
+                assert [a.dtype for a in k.args[:2]] == [14, 14], k.args
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "f16", "fp8_e4m3", "fp8_e5m2"])
