@@ -279,6 +279,33 @@ def gemm(A: tensor[f32, "M", "K"], B: tensor[f32, "K", "N"], b: tensor[f32, "N"]
     "ampere_attention": (AMPERE_ATTENTION, "sm_80"),
     "hopper_attention_bwd": (ATTENTION_BWD, "sm_90a"),
     "hopper_gemm_transposed": (TRANSPOSED_GEMM, "sm_90a"),
+    # a transformer block's parts (test_block_parts_gpu.py): the head split and merge as row copies, GEMM
+    # epilogues whose activations divide (div.approx)
+    "block_parts": ("""
+@function
+def heads(X: tensor[bf16, "B", "S", "H", 128]):
+    return op.transpose(X, (0, 2, 1, 3))
+
+@function
+def merge(X: tensor[bf16, "B", "H", "S", 128]):
+    return op.reshape(op.transpose(X, (0, 2, 1, 3)), ("B", "S", -1))
+
+@function
+def linear_gelu(X: tensor[bf16, "T", "D"], W: tensor[bf16, "D", "F"], b: tensor[bf16, "F"]):
+    return op.gelu(op.bias_add(X @ W, b))
+
+@function
+def linear_silu(X: tensor[bf16, "T", "D"], W: tensor[bf16, "D", "F"], b: tensor[bf16, "F"]):
+    return op.silu(op.bias_add(X @ W, b))
+
+@function
+def linear_sigmoid(X: tensor[bf16, "T", "D"], W: tensor[bf16, "D", "F"], b: tensor[bf16, "F"]):
+    return op.sigmoid(op.bias_add(X @ W, b))
+
+@function
+def linear_tanh(X: tensor[bf16, "T", "D"], W: tensor[bf16, "D", "F"], b: tensor[bf16, "F"]):
+    return op.tanh(op.bias_add(X @ W, b))
+""", "sm_90a"),
     # fp8 GEMMs: held as f16 (exact), packed to one-byte K-major operands, multiplied by wgmma's fp8 kinds
     "hopper_fp8": ("""
 @function
