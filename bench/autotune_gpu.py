@@ -92,7 +92,7 @@ def run(directory: pathlib.Path, out: pathlib.Path, rounds: int) -> None:
         model_image = (directory / name / "model.tessera").read_bytes()
         tuned_image = (cands / best["image"]).read_bytes()
         fns = [executor.load(image, ctx).function(name) for image in (model_image, tuned_image)]
-        arrays = tune_run.inputs(fns[0].plan, 0, 0)
+        arrays = tune_run.stored(fns[0], tune_run.inputs(fns[0].plan, 0, 0))
         outputs = [np.asarray(fn(*arrays), np.float32) for fn in fns]
         np.testing.assert_allclose(outputs[1], outputs[0], rtol=2e-2, atol=2e-2)
         times = [float("inf")] * 2

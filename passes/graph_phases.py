@@ -90,12 +90,14 @@ def matmul_key(op) -> tuple[tuple, str]:
 
 
 def attention_key(op) -> tuple[tuple, str]:
-    """A flash attention's (SQ, SK, D) as compile time knows them and its dtype (`flash_attention:bf16`): the
-    key of the fused kernel's stored blocking (keys per block, stages), apart from every matmul's."""
+    """A flash attention's (SQ, SK, D) as compile time knows them and its kind and dtype
+    (`flash_attention:bf16`, `flash_attention_causal:bf16`: a causal one visits half the key blocks): the key
+    of the fused kernel's stored blocking (keys per block, stages), apart from every matmul's."""
     q, k = (ir.RankedTensorType(o.type) for o in op.operands[:2])
     static = tuple(None if ty.is_dynamic_dim(i) else ty.get_dim_size(i)
                    for ty, i in ((q, q.rank - 2), (k, k.rank - 2), (q, q.rank - 1)))
-    return static, f"flash_attention:{q.element_type}"
+    causal = "causal" in op.attributes and ir.BoolAttr(op.attributes["causal"]).value
+    return static, f"flash_attention{'_causal' if causal else ''}:{q.element_type}"
 
 
 def tunable_key(op) -> tuple[tuple, str] | None:

@@ -122,7 +122,7 @@ def make_schedule(mod: ir.Module, metadata: dict, target, overrides: dict | None
     metadata["matmuls"] = {ir.StringAttr(fn.attributes["sym_name"]).value:
                            [key for key in map(graph_phases.tunable_key, graph_phases.graph_ops(fn))
                             if key is not None and (target.attention_blocking or
-                                                    not key[1].startswith("flash_attention:"))]
+                                                    not key[1].startswith("flash_attention"))]
                            for fn in _functions(mod)}
     return mod
 

@@ -72,6 +72,12 @@ def numpy_dtype(arg: plans.Value) -> np.dtype:
     return _accepted(arg.declared or arg.dtype, arg.dtype)[0]
 
 
+def storage(arg: plans.Value, x: np.ndarray) -> np.ndarray:
+    """An array of `numpy_dtype(arg)` as plan argument `arg` is stored, the form a DeviceArray of it holds
+    (bf16 as uint16 bit patterns, fp8 as bytes)."""
+    return _to_storage(x, arg.dtype)
+
+
 def _takes(declared: str, storage: str) -> str:
     """What `_accepted` takes, in words."""
     if declared not in _VALUES_AS_F32:

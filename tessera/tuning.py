@@ -33,14 +33,15 @@ from . import cache
 
 VERSION = 1
 # the schedule phase's names of what a record may set (options.HINT_LIMITS's matmul entries); a flash
-# attention's record (dtype `flash_attention:…`) sets its keys per block and stages only (passes/graph_phases.py)
+# attention's record (dtype `flash_attention:…` or `flash_attention_causal:…`) sets its keys per block and
+# stages only (passes/graph_phases.py)
 KEYS = ("MB", "NC", "MC", "KC", "stages")
 ATTENTION_KEYS = ("NC", "stages")
 
 
 def settable(key: dict) -> tuple[str, ...]:
     """The schedule names a record of `key` may set."""
-    return ATTENTION_KEYS if key["dtype"].startswith("flash_attention:") else KEYS
+    return ATTENTION_KEYS if key["dtype"].startswith("flash_attention") else KEYS
 
 
 class TuningWarning(UserWarning):

@@ -37,6 +37,11 @@ SOURCE = textwrap.dedent("""\
     @function
     def attn(Q: tensor[bf16, 2, 256, 128], K: tensor[bf16, 2, 256, 128], V: tensor[bf16, 2, 256, 128]):
         return op.flash_attention(Q, K, V, scale=0.125)
+
+
+    @function
+    def causal(Q: tensor[bf16, 2, 256, 128], K: tensor[bf16, 2, 256, 128], V: tensor[bf16, 2, 256, 128]):
+        return op.flash_attention(Q, K, V, scale=0.125, causal=True)
     """)
 SPACE = {"BN": [16, 32], "BK": [16]}
 # the timing half as the device's machine runs it, which has no compiler: none may be imported
@@ -220,6 +225,37 @@ def test_a_stored_ptx_gemm_choice_is_in_the_kernel_metadata(program, capsys):
     assert autotune_props(image) == {None}
 
 
+def test_a_stored_ptx_attention_choice_is_in_the_kernel_metadata(program, capsys):
+    """sm_90a's fused attention (keys per block and ring), keyed apart from matmuls and causal attentions:
+    BM, not the attention's to choose, is left out of the space; blockings the kernel refuses are listed."""
+    attn = export(program, "attn", {"BM": [64, 128], "BN": [64, 192], "stages": [2, 3]}, target="ptx",
+                  arch="sm_90a")
+    (key,) = attn["keys"]
+    assert key["dtype"] == "flash_attention:bf16" and key["bucket"] == "256x256x128"
+    assert attn["space"] == {"BN": [64, 192], "stages": [2, 3]} and len(attn["candidates"]) == 3
+    assert [r["config"] for r in attn["refused"]] == [{"BN": 192, "stages": 3}]   # 3 stages of 192 rows: too big
+    assert "do not fit sm_90's shared memory" in attn["refused"][0]["why"]
+    (causal,) = export(program, "causal", {"BN": [64]}, target="ptx", arch="sm_90a")["keys"]
+    assert causal["dtype"] == "flash_attention_causal:bf16"
+    autotune.import_records(fake_records(attn))   # the first candidate (BN=64, stages=2) is the "fastest"
+    options = dict(target="ptx", arch="sm_90a")
+    image = compiler.compile_file(program.filename, CompileOptions(kernels=("attn",), **options)).image
+    (k,) = read_image(image).kernels
+    assert k.props["autotune"] == "stored: NC=64 stages=2"
+    assert (k.props["tile.N"], k.props["pipeline.stages"]) == ("64", "2")
+    out = program.dir / "attn.tessera"
+    out.write_bytes(image)
+    capsys.readouterr()
+    assert objdump.main([str(out)]) == 0
+    assert 'autotune: "stored: NC=64 stages=2"' in capsys.readouterr().out
+    # the causal attention's key has no record: the cost model's blocking (attention_sm90.TUNED)
+    image = compiler.compile_file(program.filename, CompileOptions(kernels=("causal",), **options)).image
+    (k,) = read_image(image).kernels
+    assert "autotune" not in k.props and (k.props["tile.N"], k.props["pipeline.stages"]) == ("128", "3")
+    image = compiler.compile_file(program.filename, CompileOptions(kernels=("attn",), tuned=False, **options)).image
+    assert autotune_props(image) == {None}
+
+
 def test_records_of_an_older_compiler_are_vouched_for_by_identical_images(program, capsys):
     """The compiler changed between the export and the import (another key): a new export of the same search
     whose images are byte for byte those timed carries the times over; one whose images differ does not."""
@@ -239,3 +275,27 @@ def test_records_of_an_older_compiler_are_vouched_for_by_identical_images(progra
     assert "NC=16" in capsys.readouterr().out
     (_, record), = tuning.records()
     assert record["key"] == again["keys"][0] and record["config"] == {"NC": 16, "KC": 16}
+
+
+def test_device_timing_passes_bf16_as_bit_patterns(program):
+    """On a device the timer's arrays are DeviceArrays of the plan's storage (bf16: uint16 bit patterns),
+    converted once: here the CPU's function called as a device one."""
+    from tessera import runtime
+    ctx = runtime.default_context()
+    fn = executor.load(compiler.compile_file(program.filename, CompileOptions(kernels=("gemm",))).image,
+                       ctx).gemm
+    seen = []
+
+    class OnDevice:
+        device, plan = True, fn.plan
+
+        def __call__(self, *arrays):
+            seen.append([(type(a).__name__, a.dtype) for a in arrays])
+            return fn(*arrays)
+    arrays = tune_run.inputs(fn.plan, 0, 0)
+    assert [a.dtype for a in arrays] == [np.float32, np.float32]   # bf16 values, as a numpy call takes them
+    stored = tune_run.stored(OnDevice(), arrays)
+    assert [a.dtype for a in stored] == [np.uint16, np.uint16] and tune_run.stored(fn, arrays) is arrays
+    assert tune_run.time_function(OnDevice(), stored, 2, ctx) > 0
+    assert tune_run.time_function(OnDevice(), arrays, 1, ctx) > 0   # converted there when not stored yet
+    assert {tuple(s) for s in seen} == {(("DeviceArray", np.dtype(np.uint16)),) * 2}
