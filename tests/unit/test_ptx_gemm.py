@@ -105,8 +105,9 @@ def f(X: tensor[f32, "M", "K"], B: tensor[fp8_e5m2, "K", "N"]) -> tensor[f32, "M
 
 
 def test_fp8_values_made_by_kernels_are_packed_then_multiplied_on_fp8_tensor_cores():
-    """An fp8 operand an elementwise kernel makes lives in its f16 container: both operands are packed to
-    one-byte K-major rows (K padded to 16) and the GEMM runs on wgmma's fp8 kind."""
+    """An fp8 operand an elementwise kernel makes, K symbolic, lives in its f16 container (the packing pads any
+    K; with a static K a multiple of 16 it is one byte: tests/unit/test_fp8_one_byte_gemm.py): both operands
+    are packed to one-byte K-major rows (K padded to 16) and the GEMM runs on wgmma's fp8 kind."""
     result = _compile(FP8_MADE)
     p = result.metadata["plans"]["f"]
     *entry, pack_a, pack_b, gemm = p["steps"]

@@ -1,5 +1,6 @@
-# An fp8 matmul on sm_90a of fp8 values kernels make: its operands, held as f16 (passes/fp8_fallback.py; fp8
-# parameters stay one byte instead, tests/lit/passes/scaled-fp8-gemm.py), are packed to one-byte K-major
+# An fp8 matmul on sm_90a of fp8 values kernels make, K symbolic: its operands, held as f16 (passes/fp8_fallback.py;
+# fp8 parameters stay one byte instead, tests/lit/passes/scaled-fp8-gemm.py, and so do kernel-made values where
+# K is a multiple of 16, tests/lit/backends/ptx/gemm-fp8-bytes-sm90.py), are packed to one-byte K-major
 # rows (backends/ptx/fp8_pack.py: A as it is, B transposed, K padded to 16) and multiplied by the wgmma
 # kernel's fp8 kind, each K step's product summed in fp32 registers (backends/ptx/gemm_sm90.py).
 # RUN: tessera-cc %s --target ptx --arch sm_90a --compile-to=kernels | FileCheck %s --check-prefix=KERNELS
