@@ -1,6 +1,7 @@
-"""Images of test_fp8_memory_gpu.py: tests/unit/fp8_memory_programs.py's kernels and function compiled for ptx
-sm_80 (the integer conversions of passes/fp8_convert.py), ptx sm_90a (cvt) and the CPU (a baseline x86-64, as
-the device machine's CPU may lack the build machine's features), built here by build_images.py."""
+"""Images of test_fp8_memory_gpu.py: tests/unit/fp8_memory_programs.py's kernels and functions compiled for ptx
+sm_80 (the integer conversions of passes/fp8_convert.py; the quantize-matmul's f16 containers on mma.sync), ptx
+sm_90a (cvt; the quantize's bytes into the wgmma fp8 GEMM) and the CPU (a baseline x86-64, as the device
+machine's CPU may lack the build machine's features; its GEMM widens the bytes), built here by build_images.py."""
 
 import importlib.util
 import os
@@ -27,7 +28,7 @@ def compile_image(target: str) -> bytes:
     from tessera import compiler  # lazy: the compiler, where the images are built
     from tessera.options import CompileOptions  # lazy: as above
     p = programs()
-    return compiler.compile_source(p.SOURCE + p.GRAPH, "fp8_memory_programs.py",
+    return compiler.compile_source(p.SOURCE + p.GRAPH + p.GEMM, "fp8_memory_programs.py",
                                    CompileOptions(**TARGETS[target])).image
 
 

@@ -1,7 +1,8 @@
 """Programs of the fp8 memory type's tests (tests/unit/test_fp8_memory.py, and tests/gpu/test_fp8_memory_gpu.py,
 which compiles them for ptx sm_80 (integer conversions), sm_90a (cvt) and the CPU): SIMT kernels narrowing f32
 and f64 to e4m3/e5m2 bytes, widening bytes, rounding in registers; a Graph IR function with a one-byte fp8
-parameter and result; and the inputs that sweep the conversions' cases."""
+parameter and result; a quantize feeding a matmul (one byte into the GEMM on sm_90a and the CPU, the f16
+container on sm_80: tests/unit/test_fp8_one_byte_gemm.py); and the inputs that sweep the conversions' cases."""
 
 import numpy as np
 
@@ -59,4 +60,13 @@ GRAPH = '''
 def q8(X: tensor[f32, "N", "D"], E: tensor[fp8_e5m2, "N", "D"]):
     y = op.cast(X * 3.0, fp8_e4m3)
     return y, op.cast(op.relu(E), f32) + op.cast(y, f32)
+'''
+
+
+# K = 208: a multiple of 16 (sm_90a's wgmma reads the bytes) that is not one of 128 (a K step past the end).
+GEMM = '''
+@function
+def qgemm(X: tensor[f32, "M", 208], W: tensor[f32, 208, "N"], sx: tensor[f32], sw: tensor[f32]):
+    q = op.quantize(X, fp8_e4m3, scale=sx)
+    return q, q @ op.quantize(W, fp8_e5m2, scale=sw)
 '''
