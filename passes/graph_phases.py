@@ -116,8 +116,10 @@ def schedule(fn, target: TargetFacts, overrides: dict | None = None, tuned=None)
     matmuls take the target's cost model's blocking, or a stored autotuning result (`tuned(dims, dtype)`, a
     dict or None) where one is, overridden by the function's hints, then by what the program itself chose
     (tile.mma blocking), then by the compile's `overrides` (an autotuner's trial). A stored result applies
-    only to a matmul no hint speaks for: its keys were timed together. What was applied is recorded on the
-    function as `tessera.tuned` (the kernel records' `autotune` property)."""
+    only to a matmul no hint speaks for: its keys were timed together. A flash attention the target's fused
+    kernel takes its blocking from (`attention_blocking`) takes its keys per block and stages from the
+    `overrides`, else a stored result of its own key, else the kernel's table. What was applied is recorded
+    on the function as `tessera.tuned` (the kernel records' `autotune` property)."""
     overrides = overrides or {}
     hints = {**_hints(fn, target), **overrides}
     applied = []
@@ -138,9 +140,11 @@ def schedule(fn, target: TargetFacts, overrides: dict | None = None, tuned=None)
             s["at_launch"] = int(target.matmul_schedule is not None and None in static[:2]
                                  and not {"NC", "stages"} & set(chosen))
         elif name == "ttensor.flash_attention" and target.attention_blocking:
-            # the fused kernel's keys per block (NC) and K/V ring depth (stages): hints, else a stored result
+            # the fused kernel's keys per block (NC) and K/V ring depth (stages): a trial's (the compile's
+            # overrides), else a stored result, else the kernel's own table; a function's tile and stages hints
+            # are its matmuls' (an attention's blocks have other limits: 227 KiB for Q, K and V's ring)
             s = {"block_x": hints.get("block_x", 4 * target.warp_size)}
-            chosen = {k: v for k, v in hints.items() if k in ATTENTION_KEYS}
+            chosen = {k: v for k, v in overrides.items() if k in ATTENTION_KEYS}
             static, dtype = attention_key(op)
             record = tuned(static, dtype) if tuned is not None and not chosen else None
             if record:
