@@ -1,7 +1,7 @@
 """The scaled fp8 GEMM fed from one-byte tensors (issue 17, items 1 and 2): on ptx sm_90a,
 ``dequantize(a, sa) @ transpose(dequantize(bt, sb))`` with per-tensor scales is one wgmma e4m3/e5m2 kernel
 reading the one-byte parameters in place, the two scales and the cast to bf16 in its epilogue
-(passes/decompose.py scaled_fp8_matmuls, passes/fusion.py, passes/fp8_fallback.py one_byte_parameters,
+(passes/decompose.py scaled_fp8_matmuls, passes/fusion.py, passes/fp8_fallback.py one_byte_values,
 backends/ptx/gemm_lowering.py). Other targets keep the decomposition and the f16 container, and match the
 interpreter. Also the executor's one-byte fp8 arguments: float32 values rounded and encoded as the
 interpreter rounds, uint8 bit patterns, ml_dtypes arrays.

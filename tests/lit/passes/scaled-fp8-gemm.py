@@ -1,5 +1,5 @@
 # The scaled fp8 GEMM from one-byte tensors (passes/decompose.py scaled_fp8_matmuls, fusion's scale_by2 and
-# cast steps, passes/fp8_fallback.py one_byte_parameters). On ptx sm_90a, after quantize: the parameters keep
+# cast steps, passes/fp8_fallback.py one_byte_values). On ptx sm_90a, after quantize: the parameters keep
 # their fp8 type (one byte in memory, no tessera.declared, no f16 container, no fallback recorded); the
 # dequantizes are gone; the matmul multiplies the fp8 tensors, Bt read as stored (transpose_b), and the two
 # scales and the cast to bf16 are one GEMM group. In the PTX, wgmma's e4m3 kind, the scales loaded once and
