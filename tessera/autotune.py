@@ -283,14 +283,16 @@ def import_records(records: dict, candidates: dict | None = None) -> list[tuple[
                 "export the candidates again with this compiler (tessera-tune --export-candidates) and time them"
             raise ValueError(f"the records of {records.get('function')} were timed on candidates that another "
                              f"compile made ({differ}): {again}; nothing imported")
+    def timed(t, name):
+        return isinstance(t.get(name), (int, float)) and math.isfinite(t[name]) and t[name] > 0
     for t in trials:
-        config, seconds = t.get("config"), t.get("seconds")
+        config = t.get("config")
         if not isinstance(config, dict) or set(config) - set(_KEYS) or "vector" in config or \
-                any(v not in space.get(n, ()) for n, v in config.items()) or \
-                not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
+                any(v not in space.get(n, ()) for n, v in config.items()) or not timed(t, "seconds") or \
+                ("confirmed" in t and not timed(t, "confirmed")):
             raise ValueError(f"the records file's trial {t!r} is not a schedule of its search space {space} with "
                              f"a time; nothing imported")
-    best = min(trials, key=lambda t: t["seconds"])
-    _store(keys, best["config"], best["seconds"], len(trials), records.get("shapes"), space,
+    best = tune_run.fastest(trials)
+    _store(keys, best["config"], best.get("confirmed", best["seconds"]), len(trials), records.get("shapes"), space,
            records.get("device"))
     return [(k, tuning.lookup(k)) for k in keys]

@@ -9,9 +9,10 @@ machines").
 DIR holds one image per candidate schedule and `candidates.json`, which names them with their configurations,
 the inputs' shapes and the store's keys (target and arch, shape bucket, dtype, profile, compiler hash) of the
 compile that made them. This module times each image's function on the device the target runs on (inputs
-copied once into device memory, each run waited for; the fastest of `repeat` runs after a warm-up) and writes
-the keys unchanged, the device's name and arch and each candidate's time to the records file; `tessera-tune
---import` checks the keys against its own compiler before storing the fastest. autotune.search times its
+copied once into device memory, each run waited for; the fastest of `repeat` runs after a warm-up), times the
+three fastest again in turn (`confirmed`), and writes the keys unchanged, the device's name and arch and each
+candidate's times to the records file; `tessera-tune --import` checks the keys against its own compiler before
+storing the fastest confirmed one. autotune.search times its
 trials with the same functions.
 """
 
@@ -143,15 +144,24 @@ def _same_device(target: str, arch: str, ctx) -> str:
     return device
 
 
-def run(directory, repeat: int | None = None, progress: bool = False) -> dict:
-    """Times every candidate of `directory` (export_candidates'); returns the records document."""
+def fastest(trials: list) -> dict:
+    """The trial a search keeps: the fastest of those timed again in alternation (`confirmed`) where any
+    were, else of all."""
+    confirmed = [t for t in trials if "confirmed" in t]
+    return min(confirmed or trials, key=lambda t: t.get("confirmed", t["seconds"]))
+
+
+def run(directory, repeat: int | None = None, progress: bool = False, confirm: int = 3, rounds: int = 3) -> dict:
+    """Times every candidate of `directory` (export_candidates'), then the `confirm` fastest again, in turn for
+    `rounds` rounds (their `confirmed` times), so that one lucky or unlucky pass — a GPU's clocks move between
+    candidates — does not pick the schedule; returns the records document."""
     directory = pathlib.Path(directory)
     found = _manifest(directory)
     keys, target = found["keys"], found["target"]
     ctx = context(target)
     device = _same_device(target, keys[0]["arch"], ctx)
     repeat = repeat or found["repeat"]
-    trials, arrays, started = [], None, time.perf_counter()
+    trials, fns, arrays, started = [], [], None, time.perf_counter()
     for c in found["candidates"]:
         data = (directory / c["image"]).read_bytes()
         if hashlib.sha256(data).hexdigest() != c["sha256"]:
@@ -163,10 +173,22 @@ def run(directory, repeat: int | None = None, progress: bool = False) -> dict:
         if not (math.isfinite(seconds) and seconds > 0):
             raise ValueError(f"{c['image']}: timed {seconds} s")
         trials.append({"config": c["config"], "seconds": seconds, "image": c["image"], "sha256": c["sha256"]})
+        fns.append(fn)
         if progress:
             best = min(trials, key=lambda t: t["seconds"])
             report(sys.stderr, found["function"], len(trials), len(found["candidates"]),
                    (best["config"], best["seconds"]), started)
+    top = sorted(range(len(trials)), key=lambda i: trials[i]["seconds"])[:confirm] if confirm > 1 else []
+    if len(top) > 1:
+        if progress:
+            print(f"autotune {found['function']}: the {len(top)} fastest again, in turn, {rounds} rounds",
+                  file=sys.stderr, flush=True)
+        again = dict.fromkeys(top, float("inf"))
+        for _ in range(rounds):
+            for i in top:
+                again[i] = min(again[i], time_function(fns[i], arrays, repeat, ctx))
+        for i in top:
+            trials[i]["confirmed"] = again[i]
     return {"format": RECORDS_FORMAT, "version": VERSION, "function": found["function"], "target": target,
             "keys": keys, "space": found["space"], "device": device, "repeat": repeat,
             "shapes": [list(a.shape) for a in arrays], "trials": trials}
@@ -178,17 +200,19 @@ def main(argv=None) -> int:
     p.add_argument("directory", help="the candidates tessera-tune --export-candidates wrote")
     p.add_argument("--out", required=True, help="the records file tessera-tune --import reads")
     p.add_argument("--repeat", type=int, default=0, help="runs per candidate (default: the export's)")
+    p.add_argument("--confirm", type=int, default=3,
+                   help="time the N fastest again, in turn, to choose among them (default 3; 0: the pass alone)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     a = p.parse_args(argv)
     try:
-        records = run(a.directory, a.repeat, progress=not a.quiet)
+        records = run(a.directory, a.repeat, progress=not a.quiet, confirm=a.confirm)
     except (ValueError, OSError, runtime.Error) as e:
         print(f"tessera.tune_run: error: {e}", file=sys.stderr)
         return 1
     pathlib.Path(a.out).write_text(json.dumps(records, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    best = min(records["trials"], key=lambda t: t["seconds"])
+    best = fastest(records["trials"])
     print(f"{records['function']} on {records['device']}: {len(records['trials'])} candidates timed, best "
-          f"{best['seconds'] * 1e3:.3f} ms ({show(best['config'])}); records in {a.out}")
+          f"{best.get('confirmed', best['seconds']) * 1e3:.3f} ms ({show(best['config'])}); records in {a.out}")
     return 0
 
 

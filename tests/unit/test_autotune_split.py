@@ -87,10 +87,11 @@ def test_export_time_import_round_trip(program, capsys):
     assert done.returncode == 0, done.stderr
     assert "mm on" in done.stdout and "2 candidates timed" in done.stdout
     assert "autotune mm: 2/2 configurations, best" in done.stderr and "s left" in done.stderr
+    assert "the 2 fastest again, in turn, 3 rounds" in done.stderr
     records = json.loads((program.dir / "records.json").read_text())
     assert records["keys"] == manifest["keys"] and len(records["trials"]) == 2
-    assert all(t["seconds"] > 0 for t in records["trials"])
-    best = min(records["trials"], key=lambda t: t["seconds"])["config"]
+    assert all(t["seconds"] > 0 and t["confirmed"] > 0 for t in records["trials"])
+    best = min(records["trials"], key=lambda t: t["confirmed"])["config"]
     assert tune.main(["--import", str(program.dir / "records.json")]) == 0
     assert f"NC={best['BN']}" in capsys.readouterr().out
     (_, record), = tuning.records()
@@ -152,6 +153,26 @@ def test_records_of_another_compile_are_refused(program, wrong, capsys):
     path.write_text(json.dumps(records))
     assert tune.main(["--import", str(path)]) == 1
     assert "another compile made" in capsys.readouterr().err and tuning.records() == []
+
+
+def test_the_confirmed_times_choose(program):
+    """The pass's fastest is not kept when the candidates timed again in turn say otherwise."""
+    trials = [{"config": {"BN": 16}, "seconds": 1.0, "confirmed": 3.0}, {"config": {"BN": 32}, "seconds": 2.0,
+                                                                            "confirmed": 2.5},
+              {"config": {"BN": 48}, "seconds": 0.5}]
+    assert tune_run.fastest(trials)["config"] == {"BN": 32}
+    assert tune_run.fastest([{k: v for k, v in t.items() if k != "confirmed"} for t in trials])["seconds"] == 0.5
+    manifest = export(program)
+    records = fake_records(manifest)
+    records["trials"][0]["confirmed"], records["trials"][1]["confirmed"] = 5e-3, 4e-3
+    ((_, config),) = autotune.import_records(records)
+    assert config == {"NC": 32, "KC": 16}   # the second: its confirmed time is the shorter
+    (_, record), = tuning.records()
+    assert record["seconds"] == 4e-3
+    bad = fake_records(manifest)
+    bad["trials"][0]["confirmed"] = -1.0
+    with pytest.raises(ValueError, match="with a time; nothing imported"):
+        autotune.import_records(bad)
 
 
 def test_malformed_records_are_refused(program):
