@@ -15,6 +15,7 @@ import collectives_gpu  # noqa: E402
 import data_parallel_gpu  # noqa: E402
 import examples_gpu  # noqa: E402
 import fp8_memory_gpu  # noqa: E402
+import tune_split_gpu  # noqa: E402
 
 from tessera import compiler  # noqa: E402
 from tessera.options import CompileOptions  # noqa: E402
@@ -44,6 +45,7 @@ def main(out: str) -> None:
     data_parallel_gpu.build(out)  # test_data_parallel_gpu's images
     fp8_memory_gpu.build(out)    # test_fp8_memory_gpu's images
     examples_gpu.build(out)      # test_examples_gpu's: every examples/ file for sm_90a, the interpreter's results
+    tune_split_gpu.build(out)    # test_tune_split_gpu's autotuning candidates (sm_90a)
 
 
 if __name__ == "__main__":
