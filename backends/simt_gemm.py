@@ -49,7 +49,8 @@ def source(name: str, dtype: str, out_dtype: str, steps: list, extras: list, bat
     Not `batched`: C[M, N] = epilogue(A[M, K] @ B[K, N]), the form of the ptx GEMMs' plan steps (their batch
     runs one launch an entry), A stored [K, M] where `trans`[0], B [N, K] where `trans`[1] (sm_90a's
     tessera.transpose_a/_b). `b_dtype`: B's, where it differs (fp8 formats)."""
-    dtype, b_dtype = ("f32" if d == "tf32" else d for d in (dtype, b_dtype or dtype))   # f32 words holding tf32 values, multiplied as f32
+    # f32 words holding tf32 values are multiplied as f32
+    dtype, b_dtype = ("f32" if d == "tf32" else d for d in (dtype, b_dtype or dtype))
     acc_dt = out_dtype if out_dtype in ACCUMULATORS else kernelgen.compute_dtype(dtype)
     za, z = ('"ZA", ', '"Z", ') if batched else ("", "")
     ia, iz = ("za, ", "z, ") if batched else ("", "")
@@ -164,8 +165,8 @@ def lower(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
             raise LoweringError(ops[1], f"'{ops[1].operation.name}' cannot run in the {target} integer GEMM's "
                                         f"epilogue yet")
     elif dt not in FLOATS or not _same_kind(dt, element_dtype(b)) or out_dt not in FLOATS:
-        raise LoweringError(mm, f"the {target} SIMT GEMM takes float operands of one dtype (or two fp8 formats) or i8 ones, not {dt} @ "
-                                f"{element_dtype(b)} -> {out_dt}")
+        raise LoweringError(mm, f"the {target} SIMT GEMM takes float operands of one dtype (or two fp8 formats) "
+                                f"or i8 ones, not {dt} @ {element_dtype(b)} -> {out_dt}")
     batched = len(db) > 2
     if batched and len(da) > 2 and len(da) != len(db):   # the frontend has checked equal ranks' extents
         raise LoweringError(mm, f"the {target} GEMM multiplies batches of equal rank or a 2-D lhs by a batch, "

@@ -4,8 +4,9 @@ f64 sweep to the same e4m3/e5m2 bytes as the CPU image, widen all 256 bytes to t
 Graph IR function's one-byte parameter and result give the CPU's bytes and bits, and a quantize feeding a
 matmul (issue 17: one byte into sm_90a's wgmma GEMM, the f16 container into sm_80's mma.sync) gives the CPU's
 bytes and its sums within the fp8 tensor cores' rounding. The CPU image is held equal to the interpreter's
-rounding by tests/unit/test_fp8_memory.py and tests/unit/test_fp8_one_byte_gemm.py. An f32 NaN is compared as a NaN: its sign and
-payload are the hardware's (NVIDIA's arithmetic and cvt write 0x7FFFFFFF, x86 keeps the operand's)."""
+rounding by tests/unit/test_fp8_memory.py and tests/unit/test_fp8_one_byte_gemm.py. An f32 NaN is compared
+as a NaN: its sign and payload are the hardware's (NVIDIA's arithmetic and cvt write 0x7FFFFFFF, x86 keeps the
+operand's)."""
 
 import numpy as np
 import pytest
