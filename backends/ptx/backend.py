@@ -37,7 +37,7 @@ class PTXBackend(Backend):
                 "exact_math": options.numerics == "strict", "input_precision": options.input_precision,
                 "fused_dq": "never" if profiles.deterministic(options.numerics) else
                 {"0": "never", "1": "always"}.get(os.environ.get("TESSERA_ATTENTION_FUSED_DQ", ""), "faster"),
-                "attention_sm80": os.environ.get("TESSERA_ATTENTION_SM80", "") == "1"}
+                "attention_sm80": os.environ.get("TESSERA_ATTENTION_SM80", "") != "0"}
 
     def tool_versions(self) -> tuple[str, ...]:
         # ptxas's report (registers, shared memory, spills) is part of each kernel's record
@@ -52,8 +52,8 @@ class PTXBackend(Backend):
         schedule = gemm_lowering.matmul_schedule if arch == "sm_90a" else \
             functools.partial(gemm_lowering.matmul_schedule_sm80, arch)
         # sm_90a has flash attention's backward kernels (attention_bwd_sm90.py) for bf16 and f16; sm_90a's forward
-        # is attention_sm90.py (wgmma), sm_80 … sm_90's attention_sm80.py (mma.sync) where PTXOptions.attention_sm80
-        # asks for it, both bf16/f16 by 64 and 128
+        # is attention_sm90.py (wgmma), sm_80 … sm_90's attention_sm80.py (mma.sync) unless PTXOptions.attention_sm80
+        # is off, both bf16/f16 by 64 and 128
         fused_forward = arch == "sm_90a" or (self.options.attention_sm80 and arch in attention_sm80.ARCHS)
         facts = TargetFacts("ptx", 128, WARP_SIZE, frozenset(native), 132,
                             matrix_units=frozenset(matrix_units.tensorcore_dtypes(arch)),

@@ -35,9 +35,9 @@ class PTXOptions(HashedOptions):
     exact_math: bool = False   # the strict numerics profile: exp, erf … in f64, rounded once (passes/strict_math.py)
     # f32 GEMMs on FMA units ("ieee") or tf32 tensor cores ("tf32"): CompileOptions.input_precision
     input_precision: str = "ieee"
-    # flash_attention on sm_80 … sm_90 as attention_sm80.py's mma.sync kernel (TESSERA_ATTENTION_SM80=1) instead
-    # of two GEMMs and a softmax: off until the kernel has been run on a GPU (docs/nvidia.md)
-    attention_sm80: bool = False
+    # flash_attention on sm_80 … sm_90 as attention_sm80.py's mma.sync kernel rather than two GEMMs and a
+    # softmax; TESSERA_ATTENTION_SM80=0 turns it off (docs/nvidia.md)
+    attention_sm80: bool = True
 
     def __post_init__(self):
         if self.arch not in ARCHS:

@@ -110,14 +110,19 @@ def f(q: tensor[f32, 8, 128], k: tensor[f32, 9, 128], v: tensor[f32, 9, 128], i:
     assert "bad.py:5:12: error: " in str(e.value) and message in str(e.value), str(e.value)
 
 
-def test_a_target_without_attention_kernels_takes_both_fallbacks():
-    """ptx sm_80 has no attention kernel: the fp8 fallback's flash_attention is decomposed in turn."""
+@pytest.mark.parametrize("switch", ["0", "1"])
+def test_a_target_without_attention_kernels_takes_both_fallbacks(monkeypatch, switch):
+    """ptx sm_80 has no fp8 attention kernel: the fp8 fallback's flash_attention goes to its bf16 mma.sync kernel,
+    or, with that switched off (TESSERA_ATTENTION_SM80=0), is decomposed in turn."""
+    monkeypatch.setenv("TESSERA_ATTENTION_SM80", switch)
     src = """
 @function
 def f(q: tensor[bf16, 8, 128], k: tensor[bf16, 16, 128], v: tensor[bf16, 16, 128]):
     return op.flash_attention_fp8(q, k, v)
 """
-    fallbacks = compiler.compile_source(src, "bad.py", CompileOptions(target="ptx", arch="sm_80")
-                                        ).metadata["plans"]["f"]["fallbacks"]
+    plan = compiler.compile_source(src, "bad.py", CompileOptions(target="ptx", arch="sm_80")).metadata["plans"]["f"]
+    fallbacks = plan["fallbacks"]
     assert any(f.startswith("flash_attention_fp8 (bf16, head dimension 128) as flash_attention") for f in fallbacks)
-    assert "flash_attention (bf16) as two GEMMs and a softmax (the probabilities materialised)" in fallbacks
+    decomposed = "flash_attention (bf16) as two GEMMs and a softmax (the probabilities materialised)" in fallbacks
+    assert decomposed == (switch == "0")
+    assert any("attention" in s.get("kernel", "") for s in plan["steps"]) == (switch == "1")

@@ -1,8 +1,8 @@
 """The sm_80 flash-attention kernel (backends/ptx/attention_sm80.py: mma.sync, FlashAttention-2's schedule)
 without a GPU: what the generator accepts, its numerics on the NVPTX emulator (tests/unit/nvptx_emulator.py:
 the LLVM IR as generated, every thread of a CTA in lock step, cp.async landing at its wait, bank conflicts
-counted), what Graph IR flash_attention lowers to on sm_80 with PTXOptions.attention_sm80 on
-(TESSERA_ATTENTION_SM80=1) and off (the default: two GEMMs and a softmax), and ptxas's view.
+counted), what Graph IR flash_attention lowers to on sm_80 with PTXOptions.attention_sm80 on (the default)
+and off (TESSERA_ATTENTION_SM80=0: two GEMMs and a softmax), and ptxas's view.
 
 Tolerances, relative to the largest |value| of O: P is rounded to the operand dtype before its product with V
 (as FlashAttention does) and O to the dtype: 2^-7 in bf16, 2^-9 in f16 (tests/gpu/test_attention_sm80_gpu.py's,
@@ -86,15 +86,20 @@ def test_emulated_numerics(d, causal, dt, S, T, blocks):
     assert kernel.conflicts == {"ldmatrix": 0, "ld.shared": 0, "cp.async": 0}
 
 
-def _compile(src: str, monkeypatch, on: bool, arch: str = "sm_80"):
-    monkeypatch.setenv("TESSERA_ATTENTION_SM80", "1" if on else "0")
+def _compile(src: str, monkeypatch, switch: str | None, arch: str = "sm_80"):
+    """Compiles with TESSERA_ATTENTION_SM80 set to `switch`, or unset (the default) where None."""
+    if switch is None:
+        monkeypatch.delenv("TESSERA_ATTENTION_SM80", raising=False)
+    else:
+        monkeypatch.setenv("TESSERA_ATTENTION_SM80", switch)
     return compiler.compile_source(src, "user.py", CompileOptions(target="ptx", arch=arch))
 
 
-@pytest.mark.parametrize("dt, d", [("bf16", 64), ("bf16", 128), ("f16", 64), ("f16", 128)])
-def test_lowering_takes_the_kernel_when_asked(monkeypatch, dt, d):
+@pytest.mark.parametrize("dt, d, switch, arch", [("bf16", 64, None, "sm_80"), ("bf16", 128, None, "sm_86"),
+                                                 ("f16", 64, "1", "sm_89"), ("f16", 128, None, "sm_80")])
+def test_lowering_takes_the_kernel_by_default(monkeypatch, dt, d, switch, arch):
     result = _compile("from tessera import bf16, f16, function, op, tensor\n" + SRC.format(dt=dt, d=d), monkeypatch,
-                      True)
+                      switch, arch)
     plan = result.metadata["plans"]["f"]
     assert plan["fallbacks"] == []
     (step,) = plan["steps"]
@@ -108,12 +113,12 @@ def test_lowering_takes_the_kernel_when_asked(monkeypatch, dt, d):
         assert "ptx.spill_bytes" not in k.props
 
 
-@pytest.mark.parametrize("dt, d, on, arch", [("bf16", 128, False, "sm_80"),   # the default: decomposed
-                                             ("bf16", 96, True, "sm_80"),     # a head dimension it does not take
-                                             ("f32", 64, True, "sm_86")])     # nor f32
-def test_what_the_kernel_does_not_take_is_decomposed(monkeypatch, dt, d, on, arch):
+@pytest.mark.parametrize("dt, d, switch, arch", [("bf16", 128, "0", "sm_80"),   # switched off: decomposed
+                                                 ("bf16", 96, None, "sm_80"),   # a head dimension it does not take
+                                                 ("f32", 64, None, "sm_86")])   # nor f32
+def test_what_the_kernel_does_not_take_is_decomposed(monkeypatch, dt, d, switch, arch):
     result = _compile("from tessera import bf16, f32, function, op, tensor\n" + SRC.format(dt=dt, d=d), monkeypatch,
-                      on, arch)
+                      switch, arch)
     plan = result.metadata["plans"]["f"]
     assert f"flash_attention ({dt}) as two GEMMs and a softmax (the probabilities materialised)" in plan["fallbacks"]
     assert not any("attention" in s.get("kernel", "") for s in plan["steps"])
@@ -122,6 +127,6 @@ def test_what_the_kernel_does_not_take_is_decomposed(monkeypatch, dt, d, on, arc
 def test_sm90a_keeps_its_kernel(monkeypatch):
     """The option changes nothing on sm_90a: its warp-specialized wgmma kernel (384 threads) stays."""
     result = _compile("from tessera import bf16, function, op, tensor\n" + SRC.format(dt="bf16", d=128), monkeypatch,
-                      True, "sm_90a")
+                      "1", "sm_90a")
     (step,) = result.metadata["plans"]["f"]["steps"]
     assert step["block"] == [384, 1, 1]

@@ -2,8 +2,9 @@
 (backends/simt_gemm.py) on SPIR-V and AMDGPU, for integer operands on ptx before sm_90a, and for bf16/f16 rows
 ptx's tensor cores cannot copy (not a multiple of 16 bytes); a batched rhs as more work-groups, a 2-D lhs
 broadcast over its batch; grids within 65535 work-groups a dimension for any height; i8 x i8 -> i32 exact;
-flash attention decomposed into two GEMMs and a softmax on ptx sm_80 .. sm_89, AMDGPU and SPIR-V, recorded in
-the plan's fallbacks, its backward too.
+flash attention decomposed into two GEMMs and a softmax on AMDGPU, SPIR-V and ptx sm_80 .. sm_89 with their
+mma.sync attention kernel switched off (TESSERA_ATTENTION_SM80=0), recorded in the plan's fallbacks, its
+backward too (on ptx before sm_90a also where the forward is that kernel's).
 
 SPIR-V runs on the OpenCL CPU runtime against numpy and the interpreter; AMDGPU and ptx images are compiled
 (not run: no such GPU here) and their plans and kernels checked.
@@ -228,7 +229,8 @@ vjp_att = vjp(att)
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_86", "sm_89"])
-def test_ptx_before_sm90a_decomposes_attention(arch):
+def test_ptx_before_sm90a_decomposes_attention_switched_off(arch, monkeypatch):
+    monkeypatch.setenv("TESSERA_ATTENTION_SM80", "0")
     result = compiler.compile_source(BF16_ATTENTION, "user.py", CompileOptions(target="ptx", arch=arch))
     plans = result.metadata["plans"]
     assert "flash_attention (bf16) as two GEMMs and a softmax (the probabilities materialised)" in \
@@ -344,8 +346,9 @@ def test_symbolic_rows_choose_at_the_launch(ptx_rows, M, K, N, simt):
     assert any("SIMT GEMM there" in f for f in plans["symbolic"]["fallbacks"])
 
 
-def test_decomposed_attention_with_nine_keys_compiles_on_sm80():
+def test_decomposed_attention_with_nine_keys_compiles_on_sm80(monkeypatch):
     """Decomposed attention's Q·Kᵀ has N = S = 9 keys (bf16, 18-byte rows): refused before, the SIMT GEMM now."""
+    monkeypatch.setenv("TESSERA_ATTENTION_SM80", "0")   # by default the mma.sync attention kernel takes any length
     src = ("@function\ndef att(Q: tensor[bf16, 1, 9, 64], K: tensor[bf16, 1, 9, 64], V: tensor[bf16, 1, 9, 64]):\n"
            "    return op.flash_attention(Q, K, V, scale=0.125)\n")
     plans = compiler.compile_source(src, "att.py", CompileOptions(target="ptx", arch="sm_80")).metadata["plans"]

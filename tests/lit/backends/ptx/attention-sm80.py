@@ -1,11 +1,12 @@
-# Graph IR flash attention on sm_80 with TESSERA_ATTENTION_SM80=1 becomes the mma.sync attention kernel
-# (backends/ptx/attention_sm80.py), declared at the kernels stage and linked in as LLVM IR at llir; without it
-# (the default) the schedule phase decomposes it into two GEMMs and a softmax, recorded.
-# RUN: env TESSERA_ATTENTION_SM80=1 tessera-cc %s --target ptx --arch sm_80 --compile-to=schedule | FileCheck %s --check-prefix=SCHED
-# RUN: env TESSERA_ATTENTION_SM80=1 tessera-cc %s --target ptx --arch sm_80 --compile-to=kernels | FileCheck %s --check-prefix=KERNELS
-# RUN: env TESSERA_ATTENTION_SM80=1 tessera-cc %s --target ptx --arch sm_80 --compile-to=ptx > %t.ptx
+# Graph IR flash attention on sm_80 … sm_90 becomes the mma.sync attention kernel by default
+# (backends/ptx/attention_sm80.py), declared at the kernels stage and linked in as LLVM IR at llir; with
+# TESSERA_ATTENTION_SM80=0 the schedule phase decomposes it into two GEMMs and a softmax, recorded.
+# RUN: tessera-cc %s --target ptx --arch sm_80 --compile-to=schedule | FileCheck %s --check-prefix=SCHED
+# RUN: tessera-cc %s --target ptx --arch sm_89 --compile-to=schedule | FileCheck %s --check-prefix=SCHED
+# RUN: tessera-cc %s --target ptx --arch sm_80 --compile-to=kernels | FileCheck %s --check-prefix=KERNELS
+# RUN: tessera-cc %s --target ptx --arch sm_80 --compile-to=ptx > %t.ptx
 # RUN: FileCheck %s --check-prefix=PTX < %t.ptx
-# RUN: env TESSERA_ATTENTION_SM80=0 tessera-cc %s --target ptx --arch sm_80 --compile-to=schedule | FileCheck %s --check-prefix=DEFAULT
+# RUN: env TESSERA_ATTENTION_SM80=0 tessera-cc %s --target ptx --arch sm_80 --compile-to=schedule | FileCheck %s --check-prefix=OFF
 
 from tessera import function, op, tensor, bf16
 
@@ -21,12 +22,12 @@ def causal(Q: tensor[bf16, "B", "H", "S", 128], K: tensor[bf16, "B", "H", "T", 1
 # SCHED:         "ttensor.flash_attention"
 # SCHED-NOT:     "ttensor.matmul"
 
-# The decomposition, where the kernel is not asked for.
-# DEFAULT-LABEL: func.func @causal(
-# DEFAULT-SAME:    tessera.fallbacks = ["flash_attention (bf16) as two GEMMs and a softmax (the probabilities materialised)"]
-# DEFAULT:         "ttensor.matmul"
-# DEFAULT:         "ttensor.softmax"
-# DEFAULT:         "ttensor.matmul"
+# The decomposition, where the kernel is switched off.
+# OFF-LABEL: func.func @causal(
+# OFF-SAME:    tessera.fallbacks = ["flash_attention (bf16) as two GEMMs and a softmax (the probabilities materialised)"]
+# OFF:         "ttensor.matmul"
+# OFF:         "ttensor.softmax"
+# OFF:         "ttensor.matmul"
 
 # Batch and heads fold into BH; the head dimension stays static; no tensor maps (cp.async, not TMA).
 # KERNELS-LABEL: func.func private @causal__attention0(
