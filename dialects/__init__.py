@@ -12,6 +12,7 @@ from .ttile import TTile
 # The tile-level ops live in their own module, which imports TTile; importing it here registers them with
 # TTile before any context loads the dialect.
 from . import ttile_tile  # noqa: F401
+from . import tod_abi  # noqa: F401  (tod's ops of operators crossing the ABI)
 
 ALL_DIALECTS = (TTensor, TDist, TOD, TSched, TMem, TTile)
 

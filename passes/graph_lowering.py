@@ -9,6 +9,7 @@ itself (its `lowerings()`: GEMMs, attention) go to those, with the function's Lo
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from typing import Callable, Mapping
 
@@ -196,7 +197,11 @@ def lower_function(fn, module: ir.Module, lowerings: Mapping[str, Callable], tar
     return plan.Plan(params=tuple(params), args=tuple(args), results=tuple(results), values=ctx.values,
                      steps=tuple(steps), fallbacks=tuple(fallbacks), outputs=tuple(outputs),
                      same_extents=tuple(tuple(p) for p in same),
-                     broadcasts=tuple(graph_shapes.broadcasts(fn, dims)))
+                     broadcasts=tuple(graph_shapes.broadcasts(fn, dims)),
+                     operators=tuple(plan.OperatorRecord(**{**r, "payload": tuple(r["payload"]),
+                                                            "flags": tuple(r["flags"])})
+                                     for r in json.loads(ir.StringAttr(fn.attributes["tessera.operators"]).value))
+                     if "tessera.operators" in fn.attributes else ())
 
 
 def _collective(op, record) -> plan.CollectiveStep:

@@ -35,7 +35,7 @@ from math import prod
 from ..diagnostics import LoweringError
 from ..dialects import tod, ttensor
 from ..mlir import ir
-from . import convolution
+from . import convolution, tod_descriptors
 from .decompose import _bin, _const, _elt, _i64, _reduce, _shape, _swap_last, _to
 
 # why an op has no lowering yet, where there is more to say than its name
@@ -53,6 +53,7 @@ def run(fn, target: str) -> int:
     """Rewrites every tod.apply of `fn` into ttensor ops and erases the tod ops left unused; a tod op that
     anything else still reads raises LoweringError naming it and `target`. Returns how many applies it
     rewrote."""
+    tod_descriptors.run(fn, target)   # operators crossing the ABI: recorded, then the tod ops they stand for
     applies = [op for op in fn.entry_block.operations if op.operation.name == "tod.apply"]
     memo: dict = {}   # one action of an operator on a tensor, computed once for all the applies that need it
     for op in applies:

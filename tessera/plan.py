@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from typing import Mapping, Union
 
 SECTION = ".tessera.plan"
-VERSION = 7  # 4: call steps (a function calling a function of the same document, or an import); 5: collectives;
+VERSION = 8  # 4: call steps (a function calling a function of the same document, or an import); 5: collectives;
 #             6: alias steps with an offset (a row range of a tensor: pipelined collectives' chunks);
-#             7: a function's `broadcasts` (pairs of extents a call must make broadcastable)
-READS = (3, 4, 5, 6, 7)  # the versions `decode` reads: each version only adds a step kind (or member) to the one before
+#             7: a function's `broadcasts` (pairs of extents a call must make broadcastable);
+#             8: a function's `operators` (operator parameters and results as TessOperatorDesc records)
+READS = (3, 4, 5, 6, 7, 8)  # the versions `decode` reads: each version only adds a step kind (or member) to the one before
 
 VIEWS = ("matrix", "cols", "rows", "scalar", "bmn", "bnm")
 # collective steps (tdist ops): what each one reads besides its tensors
@@ -27,6 +28,11 @@ COLLECTIVES = {"all_reduce": ("reduce",), "reduce_scatter": ("reduce", "dim"), "
                "broadcast": ("root",)}
 REDUCTIONS = ("sum", "max", "min", "mean", "prod")
 ALGOS = ("ring", "tree", "binary_tree", "auto")
+# operator descriptors (runtime/include/tessera/operator.h): representation -> payload tensors it carries
+OPERATOR_REPRS = {"dense": 1, "factor": 3, "implicit": 1, "blocksparse": 3}
+OPERATOR_TAGS = {"dense": ("none",), "factor": ("none",), "implicit": ("diag", "conv1d"), "blocksparse": ("none",)}
+OPERATOR_FLAGS = ("unitary", "self_adjoint", "normal", "adjoint", "recursion")
+DECOMPOSITIONS = ("svd", "eig", "eigh")
 
 
 class PlanError(ValueError):
@@ -292,6 +298,25 @@ Step = Union[ViewStep, ArgsStep, AliasStep, CallStep, CollectiveStep]
 
 
 @dataclass(frozen=True)
+class OperatorRecord:
+    """An operator parameter or result of the function (a TessOperatorDesc at the C API): its representation,
+    its implicit kind (`tag`), its flags, and `payload`, the indices of the parameters (role "param") or
+    results (role "result") that hold its payload tensors. The ABI spec's §5.3 contracts: a factor
+    (spectral) operator declares its `decomposition`; an adjoint carries the "adjoint" flag; a recursion
+    operator (flag "recursion") declares `frame_bytes`, the stack frame of one level, and `depth`, the most
+    levels it recurses."""
+    name: str
+    role: str
+    repr: str
+    payload: tuple[int, ...]
+    tag: str = "none"
+    flags: tuple[str, ...] = ()
+    decomposition: str | None = None
+    frame_bytes: int | None = None
+    depth: int | None = None
+
+
+@dataclass(frozen=True)
 class Plan:
     params: tuple[str, ...]
     args: tuple[str, ...]
@@ -304,6 +329,7 @@ class Plan:
     # extents broadcast against each other (numpy's rule: equal, or one of them 1); the plan's extent of the
     # broadcast is max(a, b), which is the broadcast's only where the rule holds and neither is 0
     broadcasts: tuple[tuple[str, str], ...] = ()
+    operators: tuple[OperatorRecord, ...] = ()
 
     def to_json(self) -> dict:
         """The plan's JSON document (docs/image-format.md); PlanError where an expression is outside the
@@ -317,6 +343,8 @@ class Plan:
             doc["same_extents"] = [[_expr(a), _expr(b)] for a, b in self.same_extents]
         if self.broadcasts:
             doc["broadcasts"] = [[_expr(a), _expr(b)] for a, b in self.broadcasts]
+        if self.operators:
+            doc["operators"] = [_operator_json(o) for o in self.operators]
         return doc
 
     @staticmethod
@@ -329,7 +357,8 @@ class Plan:
                     steps=tuple(_step(s, f"step {i}") for i, s in enumerate(r.list("steps"))),
                     fallbacks=r.strings("fallbacks"), outputs=tuple(r.ints("outputs")),
                     same_extents=tuple(_pair(p) for p in r.list("same_extents", ())),
-                    broadcasts=tuple(_pair(p, "broadcasts") for p in r.list("broadcasts", ())))
+                    broadcasts=tuple(_pair(p, "broadcasts") for p in r.list("broadcasts", ())),
+                    operators=tuple(_operator(o, f"operator {i}") for i, o in enumerate(r.list("operators", ()))))
         r.done()
         _check_names(plan)
         return plan
@@ -365,6 +394,50 @@ def _check_names(plan: Plan) -> None:
         for name in pair:
             if name not in bound:
                 raise PlanError(f"same_extents names '{name}', which no argument's extents bind")
+    taken: set[tuple[str, int]] = set()
+    for o in plan.operators:
+        check_operator(o)
+        count = len(plan.args) if o.role == "param" else len(plan.results)
+        for i in o.payload:
+            if not 0 <= i < count:
+                raise PlanError(f"operator '{o.name}': payload index {i} is not one of the function's {count} "
+                                f"{'parameters' if o.role == 'param' else 'results'}")
+            if (o.role, i) in taken:
+                raise PlanError(f"operator '{o.name}': {o.role} {i} is the payload of another operator too")
+            taken.add((o.role, i))
+
+
+def check_operator(o: OperatorRecord) -> None:
+    """The rules of an operator record (docs/image-format.md, "Operators"), the ABI spec's §5.3 among them."""
+    where = f"operator '{o.name}'"
+    if o.role not in ("param", "result"):
+        raise PlanError(f"{where}: role '{o.role}' is not 'param' or 'result'")
+    if o.repr not in OPERATOR_REPRS:
+        raise PlanError(f"{where}: repr '{o.repr}' is not one of {', '.join(OPERATOR_REPRS)}")
+    if o.tag not in OPERATOR_TAGS[o.repr]:
+        raise PlanError(f"{where}: tag '{o.tag}' is not one of {', '.join(OPERATOR_TAGS[o.repr])} (a {o.repr} "
+                        f"operator)")
+    if len(o.payload) != OPERATOR_REPRS[o.repr]:
+        raise PlanError(f"{where}: a {o.repr} operator carries {OPERATOR_REPRS[o.repr]} payload tensor(s), not "
+                        f"{len(o.payload)}")
+    for f in o.flags:
+        if f not in OPERATOR_FLAGS:
+            raise PlanError(f"{where}: flag '{f}' is not one of {', '.join(OPERATOR_FLAGS)}")
+    if list(o.flags) != sorted(set(o.flags), key=OPERATOR_FLAGS.index):
+        raise PlanError(f"{where}: flags {list(o.flags)} repeat a flag or come out of the order "
+                        f"{', '.join(OPERATOR_FLAGS)}")
+    if (o.repr == "factor") != (o.decomposition is not None):
+        raise PlanError(f"{where}: a factor (spectral) operator, and only one, declares its decomposition "
+                        f"(ABI spec §5.3)" if o.repr == "factor" else
+                        f"{where}: only a factor operator declares a decomposition, not a {o.repr} one")
+    if o.decomposition is not None and o.decomposition not in DECOMPOSITIONS:
+        raise PlanError(f"{where}: decomposition '{o.decomposition}' is not one of {', '.join(DECOMPOSITIONS)}")
+    recursion = "recursion" in o.flags
+    if recursion != (o.frame_bytes is not None) or recursion != (o.depth is not None):
+        raise PlanError(f"{where}: a recursion operator, and only one, declares frame_bytes and depth "
+                        f"(ABI spec §5.3)")
+    if recursion and (o.frame_bytes < 1 or o.depth < 1):
+        raise PlanError(f"{where}: frame_bytes {o.frame_bytes} and depth {o.depth} must be positive")
 
 
 def uses(step: Step) -> list[str]:
@@ -417,6 +490,8 @@ def decode(data: bytes) -> dict[str, Plan]:
             raise PlanError(f"launch plan version {doc['version']} has {what}, which version {since} introduced")
     if doc["version"] < 7 and any(p.broadcasts for p in plans.values()):
         raise PlanError(f"launch plan version {doc['version']} has 'broadcasts', which version 7 introduced")
+    if doc["version"] < 8 and any(p.operators for p in plans.values()):
+        raise PlanError(f"launch plan version {doc['version']} has 'operators', which version 8 introduced")
     return plans
 
 
@@ -438,6 +513,17 @@ def _value_json(v: Value) -> dict:
         doc["buffer"] = v.buffer
     if v.declared is not None:
         doc["declared"] = v.declared
+    return doc
+
+
+def _operator_json(o: OperatorRecord) -> dict:
+    check_operator(o)
+    doc = {"name": o.name, "role": o.role, "repr": o.repr, "tag": o.tag, "flags": list(o.flags),
+           "payload": list(o.payload)}
+    if o.decomposition is not None:
+        doc["decomposition"] = o.decomposition
+    if o.frame_bytes is not None:
+        doc.update(frame_bytes=o.frame_bytes, depth=o.depth)
     return doc
 
 
@@ -562,6 +648,16 @@ def _value(doc, where: str) -> Value:
               declared=r.field("declared", str, None))
     r.done()
     return v
+
+
+def _operator(doc, where: str) -> OperatorRecord:
+    r = _Fields(doc, where)
+    o = OperatorRecord(name=r.field("name", str), role=r.field("role", str), repr=r.field("repr", str),
+                       tag=r.field("tag", str), flags=r.strings("flags"), payload=tuple(r.ints("payload")),
+                       decomposition=r.field("decomposition", str, None),
+                       frame_bytes=r.field("frame_bytes", int, None), depth=r.field("depth", int, None))
+    r.done()
+    return o
 
 
 def _pair(doc, member: str = "same_extents") -> tuple[str, str]:

@@ -1,7 +1,8 @@
 """tessera-objdump: shows what a `.tessera` image holds — ABI version, sections, kernel metadata (as YAML, the
 form of spec/system-architecture.md §11.2), the IR and plan versions it records (and what of it this release
 refuses by docs/image-format.md's rule), its symbols and relocations (`.tessera.rel`), each function's
-arguments and results as its launch plan takes them, and the module's Graph IR."""
+arguments and results as its launch plan takes them (and its operator parameters and results, as
+TessOperatorDesc records), and the module's Graph IR."""
 
 from __future__ import annotations
 
@@ -83,7 +84,23 @@ def functions_yaml(section: bytes) -> list[str]:
         out += [value(n, vid) for n, vid in zip(p.params, p.args)]
         out.append("    results:")
         out += [value(f"result{i}", vid) for i, vid in enumerate(p.results)]
+        if p.operators:
+            out.append("    operators:")
+            out += [operator_yaml(o, p.params if o.role == "param" else
+                                  [f"result{i}" for i in range(len(p.results))]) for o in p.operators]
     return out
+
+
+def operator_yaml(o: plan.OperatorRecord, names) -> str:
+    """An operator parameter or result as its TessOperatorDesc (runtime/include/tessera/operator.h) describes
+    it, its payload named by the parameters or results that carry it, and the ABI spec's §5.3 contracts."""
+    entry = (f"      - {{name: {_yaml_str(o.name)}, role: {o.role}, repr: {o.repr}, tag: {o.tag}, "
+             f"flags: [{', '.join(o.flags)}], payload: [{', '.join(_yaml_str(names[i]) for i in o.payload)}]")
+    if o.decomposition is not None:
+        entry += f", decomposition: {o.decomposition}"
+    if o.frame_bytes is not None:
+        entry += f", frame_bytes: {o.frame_bytes}, depth: {o.depth}"
+    return entry + "}"
 
 
 def render(img, show_ir: bool = True) -> str:

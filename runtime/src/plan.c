@@ -546,9 +546,106 @@ static tsr_status_t read_pairs(reader_t* r, const tsr_json_t* doc, const char* w
   return TSR_SUCCESS;
 }
 
+/* ---- operator records (version 8; tessera.plan.check_operator's rules) ----------------------------------- */
+
+static const char* const op_reprs[] = {"dense", "factor", "implicit", "blocksparse"};  /* = tess_op_repr_t */
+static const uint32_t op_payloads[] = {1, 3, 1, 3};
+static const char* const op_flags[] = {"unitary", "self_adjoint", "normal", "adjoint", "recursion"};  /* bit i */
+static const char* const op_decompositions[] = {"none", "svd", "eig", "eigh"};  /* = TESS_OP_DECOMP_* */
+static const char* const op_tags[] = {"none", "diag", "conv1d"};                /* = TESS_OP_TAG_* */
+
+static tsr_status_t read_operator(reader_t* r, const tsr_json_t* doc, const char* at, const tsr_plan_function_t* f,
+                                  tsr_operator_spec_t* o) {
+  static const char* const known[] = {"name", "role", "repr", "tag", "flags", "payload", "decomposition",
+                                      "frame_bytes", "depth", NULL};
+  TRY(object(doc, at));
+  TRY(members_known(doc, at, known));
+  const char *role, *repr, *tag, *decomposition;
+  TRY(string_member(r, doc, "name", true, at, &o->name));
+  TRY(string_member(r, doc, "role", true, at, &role));
+  TRY(string_member(r, doc, "repr", true, at, &repr));
+  TRY(string_member(r, doc, "tag", true, at, &tag));
+  TRY(string_member(r, doc, "decomposition", false, at, &decomposition));
+  if (strcmp(role, "param") && strcmp(role, "result")) return bad(at, "role '%.80s' is not 'param' or 'result'", role);
+  o->is_result = strcmp(role, "result") == 0;
+  int k = name_index(repr, op_reprs, 4);
+  if (k < 0) return bad(at, "repr '%.80s' is not one of dense, factor, implicit, blocksparse", repr);
+  o->repr = (tess_op_repr_t)k;
+  int t = name_index(tag, op_tags, 3);
+  if (t < 0 || (o->repr == TESS_OP_IMPLICIT) != (t != 0))
+    return bad(at, "tag '%.80s' is not one of %s (a %s operator)", tag,
+               o->repr == TESS_OP_IMPLICIT ? "diag, conv1d" : "none", repr);
+  o->tag = (uint32_t)t;
+  if ((o->repr == TESS_OP_FACTOR) != (decomposition != NULL))
+    return bad(at, o->repr == TESS_OP_FACTOR
+                       ? "a factor (spectral) operator, and only one, declares its decomposition (ABI spec §5.3)"
+                       : "only a factor operator declares a decomposition, not a %s one", repr);
+  if (decomposition) {
+    int d = name_index(decomposition, op_decompositions, 4);
+    if (d < 1) return bad(at, "decomposition '%.80s' is not one of svd, eig, eigh", decomposition);
+    o->tag = (uint32_t)d;
+  }
+  const tsr_json_t *list, *item;
+  TRY(member(doc, "flags", TSR_JSON_ARRAY, true, at, &list));
+  o->flags = 0;
+  for (item = list->first; item; item = item->next) {
+    const char* flag;
+    TRY(copy_string(r, item, at, "a flag", &flag));
+    int b = name_index(flag, op_flags, 5);
+    if (b < 0) return bad(at, "flag '%.80s' is not one of unitary, self_adjoint, normal, adjoint, recursion", flag);
+    if (o->flags >> b) return bad(at, "flag '%s' repeats or comes out of the order unitary, self_adjoint, normal, "
+                                      "adjoint, recursion", flag);
+    o->flags |= 1u << b;
+  }
+  TRY(member(doc, "payload", TSR_JSON_ARRAY, true, at, &list));
+  if (list->count != op_payloads[k])
+    return bad(at, "a %s operator carries %u payload tensor(s), not %u", repr, op_payloads[k], (unsigned)list->count);
+  o->payload_count = op_payloads[k];
+  uint32_t count = o->is_result ? f->result_count : f->arg_count, i = 0;
+  for (item = list->first; item; item = item->next, i++) {
+    if (item->kind != TSR_JSON_INT || item->i < 0 || item->i >= (int64_t)count)
+      return bad(at, "payload index %u is not one of the function's %u %s", i, count,
+                 o->is_result ? "results" : "parameters");
+    o->payload[i] = (uint32_t)item->i;
+  }
+  int64_t frame, depth;
+  bool recursion = (o->flags & TESS_OP_FLAG_RECURSION) != 0;
+  TRY(int_member(doc, "frame_bytes", false, -1, at, &frame));
+  TRY(int_member(doc, "depth", false, -1, at, &depth));
+  if (recursion != (frame != -1) || recursion != (depth != -1))
+    return bad(at, "a recursion operator, and only one, declares frame_bytes and depth (ABI spec §5.3)");
+  if (recursion && (frame < 1 || depth < 1 || depth > UINT32_MAX))
+    return bad(at, "frame_bytes %lld and depth %lld must be positive", (long long)frame, (long long)depth);
+  o->frame_bytes = recursion ? (uint64_t)frame : 0;
+  o->depth = recursion ? (uint32_t)depth : 0;
+  return TSR_SUCCESS;
+}
+
+static tsr_status_t read_operators(reader_t* r, const tsr_json_t* doc, const char* where, tsr_plan_function_t* f) {
+  const tsr_json_t* list;
+  TRY(list_member(doc, "operators", false, 0, where, &list));
+  if (!list) return TSR_SUCCESS;
+  f->operator_count = list->count;
+  ALLOC(r, f->operators, f->operator_count + 1);
+  uint32_t i = 0;
+  for (const tsr_json_t* o = list->first; o; o = o->next, i++) {
+    char at[WHERE];
+    place(at, "%s: operator %u", where, i);
+    TRY(read_operator(r, o, at, f, &f->operators[i]));
+    for (uint32_t j = 0; j < i; j++)  /* a tensor is the payload of one operator */
+      for (uint32_t a = 0; a < f->operators[i].payload_count; a++)
+        for (uint32_t b = 0; b < f->operators[j].payload_count; b++)
+          if (f->operators[i].is_result == f->operators[j].is_result &&
+              f->operators[i].payload[a] == f->operators[j].payload[b])
+            return bad(at, "%s %u is the payload of another operator too",
+                       f->operators[i].is_result ? "result" : "param", f->operators[i].payload[a]);
+  }
+  return TSR_SUCCESS;
+}
+
 static tsr_status_t read_function(reader_t* r, const tsr_json_t* doc, tsr_plan_function_t* f) {
   static const char* const known[] = {"params", "args", "results", "values", "steps", "fallbacks", "outputs",
-                                      "same_extents", "broadcasts", NULL};
+                                      "same_extents", "broadcasts", "operators", NULL};
   char where[WHERE];
   place(where, "function '%.80s'", f->name);
   TRY(object(doc, where));
@@ -615,7 +712,9 @@ static tsr_status_t read_function(reader_t* r, const tsr_json_t* doc, tsr_plan_f
   if (tsr_json_member(doc, "broadcasts") && r->version < 7)
     return bad(where, "'broadcasts', which version 7 introduced, in a plan of version %d", r->version);
   TRY(read_pairs(r, doc, where, "broadcasts", "expressions", &f->broadcasts, &f->broadcast_count));
-  return TSR_SUCCESS;
+  if (tsr_json_member(doc, "operators") && r->version < 8)
+    return bad(where, "'operators', which version 8 introduced, in a plan of version %d", r->version);
+  return read_operators(r, doc, where, f);
 }
 
 tsr_status_t tsr_plan_read(const void* data, size_t size, tsr_plan_t** out) {
@@ -886,6 +985,29 @@ static void write_pairs(FILE* out, const char* member, const tsr_expr_t (*pairs)
   fputc(']', out);
 }
 
+/* The function's operator records, written only where there are some (as Python's to_json does). */
+static void write_operators(FILE* out, const tsr_plan_function_t* f) {
+  if (!f->operator_count) return;
+  fputs(", \"operators\": [", out);
+  for (uint32_t i = 0; i < f->operator_count; i++) {
+    const tsr_operator_spec_t* o = &f->operators[i];
+    fputs(i ? ", {\"name\": " : "{\"name\": ", out);
+    tsr_json_string(out, o->name);
+    fprintf(out, ", \"role\": \"%s\", \"repr\": \"%s\", \"tag\": \"%s\", \"flags\": [",
+            o->is_result ? "result" : "param", op_reprs[o->repr], o->repr == TESS_OP_IMPLICIT ? op_tags[o->tag] : "none");
+    for (uint32_t b = 0, n = 0; b < 5; b++)
+      if (o->flags & (1u << b)) fprintf(out, "%s\"%s\"", n++ ? ", " : "", op_flags[b]);
+    fputs("], \"payload\": [", out);
+    for (uint32_t p = 0; p < o->payload_count; p++) fprintf(out, "%s%u", p ? ", " : "", o->payload[p]);
+    fputc(']', out);
+    if (o->repr == TESS_OP_FACTOR) fprintf(out, ", \"decomposition\": \"%s\"", op_decompositions[o->tag]);
+    if (o->flags & TESS_OP_FLAG_RECURSION)
+      fprintf(out, ", \"frame_bytes\": %llu, \"depth\": %u", (unsigned long long)o->frame_bytes, o->depth);
+    fputc('}', out);
+  }
+  fputc(']', out);
+}
+
 static void write_function(FILE* out, const tsr_plan_function_t* f) {
   fputs("{\"params\": ", out);
   write_strings(out, f->params, f->param_count);
@@ -921,6 +1043,7 @@ static void write_function(FILE* out, const tsr_plan_function_t* f) {
   fputc(']', out);
   write_pairs(out, "same_extents", f->same_extents, f->same_count);
   write_pairs(out, "broadcasts", f->broadcasts, f->broadcast_count);
+  write_operators(out, f);
   fputc('}', out);
 }
 

@@ -20,8 +20,8 @@
 
 /* The format version tessera.plan.VERSION writes; this runtime reads TSR_PLAN_VERSION_MIN to TSR_PLAN_VERSION
  * (tessera.plan.READS): version 3 is version 4 without call steps, 4 is 5 without collective steps, 5 is 6 without
- * alias offsets, 6 is 7 without a function's broadcasts. */
-#define TSR_PLAN_VERSION 7
+ * alias offsets, 6 is 7 without a function's broadcasts, 7 is 8 without a function's operators. */
+#define TSR_PLAN_VERSION 8
 #define TSR_PLAN_VERSION_MIN 3
 
 typedef enum tsr_plan_view {
@@ -179,6 +179,8 @@ typedef struct tsr_plan_function {
   int64_t* outputs;
   tsr_expr_t (*same_extents)[2];
   tsr_expr_t (*broadcasts)[2];  /* extents broadcast against each other: equal, or one 1 and the other not 0 */
+  uint32_t operator_count;
+  tsr_operator_spec_t* operators;  /* operator parameters and results (version 8), checked as tessera.plan does */
 } tsr_plan_function_t;
 
 typedef struct tsr_plan {

@@ -275,6 +275,10 @@ class FunctionBuilder:
                 if isinstance(x, (int, float)):  # a constant result is computed from no input: no kernel makes it
                     raise self.error(s.value, f"a function returns tensors computed from its parameters, not "
                                               f"{_describe(x)}")
+            if any(hasattr(x, "descriptor") for x in vals):   # operators cross the ABI as their payload tensors
+                from .operator_abi import exported
+                vals = [t for i, x in enumerate(vals)
+                        for t in (exported(self, s.value, x, i) if hasattr(x, "descriptor") else [x])]
             self.results = [self.as_tensor(x, s.value) for x in vals]
             with self.loc(s):
                 func.ReturnOp([r.value for r in self.results])

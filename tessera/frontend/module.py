@@ -19,7 +19,7 @@ import os
 from ..diagnostics import CompileError
 from ..mlir import func, ir
 from ..numerics import profiles
-from . import derivatives, dist_ops, operator_ops, tensor_ops  # noqa: F401 — they register the op.* builders
+from . import derivatives, dist_ops, operator_abi, operator_ops, tensor_ops  # noqa: F401 — they register the op.* builders
 from . import hints
 from .function import ModuleFunctions, Signature, module_env
 from .sources import find_module, import_nodes

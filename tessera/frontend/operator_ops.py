@@ -40,6 +40,9 @@ class GOperator:
     dout: Dim
     dtype: dtypes.DType
     accum: dtypes.DType
+    # an op.descriptor (operator_abi.py), or its adjoint (`adjointed`): what the operator crosses the ABI as
+    descriptor: object = None
+    adjointed: bool = False
 
     def describe(self) -> str:
         return f"an operator {show(self.din)} -> {show(self.dout)} of {self.dtype.name}"
@@ -347,7 +350,10 @@ def adjoint(b, node, args, kwargs):
     """op.adjoint(A): the conjugate transpose A*."""
     _check_kwargs(b, node, kwargs, ())
     (a,) = _operators(b, node, args, 1, "op.adjoint")
-    return _build(b, node, tod.AdjointOp, [a.value], a.dout, a.din, a.dtype, a.accum)
+    g = _build(b, node, tod.AdjointOp, [a.value], a.dout, a.din, a.dtype, a.accum)
+    if a.descriptor is not None:   # the adjoint of a descriptor crosses the ABI as it, flagged "adjoint"
+        g.descriptor, g.adjointed = a.descriptor, not a.adjointed
+    return g
 
 
 def _plus(b, node, a: GOperator, c: GOperator) -> GOperator:

@@ -328,6 +328,68 @@ def test_collective_steps_read_in_c_as_python_decodes_them(tool, tmp_path):
     assert doc["functions"]["mlp"]["steps"] == [ALL_REDUCE, GATHER, broadcast, scatter]
 
 
+# ---- operator records (version 8): read in C as Python decodes them; each rule refused by both readers ------
+
+OPERATOR = {"name": "A", "role": "param", "repr": "factor", "tag": "none", "flags": ["unitary", "recursion"],
+            "payload": [0, 1, 2], "decomposition": "svd", "frame_bytes": 64, "depth": 3}
+
+
+def operator_document(*records):
+    fn = {"params": ["U", "S", "V"], "args": ["v0", "v1", "v2"], "results": ["v3"],
+          "values": {v: {"dtype": "f32", "dims": ["M", "N"]} for v in ("v0", "v1", "v2", "v3")},
+          "steps": [], "fallbacks": [], "outputs": [], "operators": list(records)}
+    return json.dumps({"version": plan.VERSION, "functions": {"f": fn}}).encode()
+
+
+def test_operator_records_read_in_c_as_python_decodes_them(tool, tmp_path):
+    records = [OPERATOR, {"name": "B", "role": "result", "repr": "implicit", "tag": "conv1d", "flags": ["adjoint"],
+                          "payload": [0]}]
+    section = operator_document(*records)
+    (status, doc), = batch(tool, tmp_path, [section])
+    assert status == "OK" and canonical(doc) == canonical(python_reading(section)[1])
+    assert doc["functions"]["f"]["operators"] == records
+
+
+OPERATOR_MALFORMED = [
+    ({**OPERATOR, "repr": "sparse"}, "operator 0: repr 'sparse' is not one of dense, factor, implicit, blocksparse"),
+    ({**OPERATOR, "role": "input"}, "operator 0: role 'input' is not 'param' or 'result'"),
+    ({**OPERATOR, "tag": "diag"}, "operator 0: tag 'diag' is not one of none (a factor operator)"),
+    ({**OPERATOR, "payload": [0, 1]}, "operator 0: a factor operator carries 3 payload tensor(s), not 2"),
+    ({**OPERATOR, "payload": [0, 1, 3]}, "operator 0: payload index 2 is not one of the function's 3 parameters"),
+    ({k: v for k, v in OPERATOR.items() if k != "decomposition"},
+     "operator 0: a factor (spectral) operator, and only one, declares its decomposition (ABI spec §5.3)"),
+    ({**OPERATOR, "decomposition": "qr"}, "operator 0: decomposition 'qr' is not one of svd, eig, eigh"),
+    ({**OPERATOR, "flags": ["recursion", "unitary"]}, "operator 0: flag 'unitary' repeats or comes out of the order"),
+    ({**OPERATOR, "flags": ["hermitian"]}, "operator 0: flag 'hermitian' is not one of unitary, self_adjoint"),
+    ({k: v for k, v in OPERATOR.items() if k != "frame_bytes"},
+     "operator 0: a recursion operator, and only one, declares frame_bytes and depth (ABI spec §5.3)"),
+    ({**OPERATOR, "depth": 0}, "operator 0: frame_bytes 64 and depth 0 must be positive"),
+    ({**OPERATOR, "colour": "blue"}, "operator 0: has unknown member 'colour'"),
+]
+
+
+@pytest.mark.parametrize("record, message", OPERATOR_MALFORMED, ids=[m[12:52] for _, m in OPERATOR_MALFORMED])
+def test_malformed_operator_records_are_refused_by_both_readers(tool, tmp_path, record, message):
+    section = operator_document(record)
+    status, got = batch(tool, tmp_path, [section])[0]
+    assert status == "ERR" and got.startswith("TSR_ERROR_BAD_IMAGE: launch plan: function 'f': ") and message in got, got
+    assert python_reading(section)[0] == "ERR"
+
+
+def test_operator_records_need_version_8(tool, tmp_path):
+    section = operator_document(OPERATOR).replace(f'"version": {plan.VERSION}'.encode(), b'"version": 7')
+    status, got = batch(tool, tmp_path, [section])[0]
+    assert status == "ERR" and "function 'f': 'operators', which version 8 introduced, in a plan of version 7" in got
+    assert python_reading(section)[0] == "ERR"
+
+
+def test_a_tensor_is_the_payload_of_one_operator(tool, tmp_path):
+    dense = {"name": "B", "role": "param", "repr": "dense", "tag": "none", "flags": [], "payload": [1]}
+    status, got = batch(tool, tmp_path, [operator_document(OPERATOR, dense)])[0]
+    assert status == "ERR" and "operator 1: param 1 is the payload of another operator too" in got, got
+    assert python_reading(operator_document(OPERATOR, dense))[0] == "ERR"
+
+
 @pytest.mark.parametrize("section, message", MALFORMED, ids=[m[:40] for _, m in MALFORMED])
 def test_malformed_documents_are_refused_saying_where(tool, tmp_path, section, message):
     status, got = batch(tool, tmp_path, [section])[0]

@@ -85,7 +85,7 @@ def test_a_compiled_call_of_an_import_is_a_call_step_with_a_relocation(files):
     assert len(calls) == 1 and calls[0]["call"] == "mlp_block" and len(calls[0]["args"]) == 3
     assert "mlp_block" not in r.metadata["plans"]   # the import is resolved by tessera-link
     img = read_image(r.image)
-    assert json.loads(img.plan)["version"] == plan.VERSION == 7
+    assert json.loads(img.plan)["version"] == plan.VERSION == 8
     syms = symbols.Symbols.decode(img.section(symbols.SECTION))
     assert list(syms.exports) == ["model"] and list(syms.imports) == ["mlp_block"]
     assert syms.imports["mlp_block"]["module"] == "blocks"

@@ -49,12 +49,12 @@ def test_the_document_omits_defaults_and_keeps_env_order():
     assert gemm["args"][3:] == [{"f32": 0.5}, {"i64": "KP"}]
     assert gemm["multiple_of"] == [["K", 8, "16-byte rows"]]
     section = json.loads(plan.encode({"f": _plan()}))
-    assert section["version"] == plan.VERSION == 7
+    assert section["version"] == plan.VERSION == 8
 
 
 def test_other_versions_are_refused_naming_both():
     data = json.dumps({"version": 2, "functions": {}}).encode()
-    with pytest.raises(PlanError, match=r"version 2 is not one of 3, 4, 5, 6 and 7"):
+    with pytest.raises(PlanError, match=r"version 2 is not one of 3, 4, 5, 6, 7 and 8"):
         plan.decode(data)
 
 

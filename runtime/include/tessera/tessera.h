@@ -4,7 +4,8 @@
  * Plain C11; usable from C++ (extern "C"). This header includes the rest of the API: <tessera/device.h>
  * (backends, properties, limits), <tessera/execution.h> (streams, events, graphs), <tessera/comm.h>
  * (communicators: collectives between processes over MPI or NCCL), <tessera/telemetry.h> (metrics, trace
- * ranges, crash capture), <tessera/abi_draft.h> (the ABI draft's names) and <tessera/dlpack.h> (DLPack's
+ * ranges, crash capture), <tessera/abi_draft.h> (the ABI draft's names), <tessera/operator.h> (operators
+ * across the ABI: TessOperatorDesc) and <tessera/dlpack.h> (DLPack's
  * DLTensor, which function calls take). The reference page
  * is docs/c-api.md; the image format and the launch-argument convention are in docs/image-format.md.
  *
@@ -599,5 +600,6 @@ TSR_API tsr_status_t tsrFunctionGetResultShapes(tsr_function_t function, const D
 #include "tessera/comm.h"
 #include "tessera/telemetry.h"
 #include "tessera/abi_draft.h"
+#include "tessera/operator.h"
 
 #endif  /* TESSERA_TESSERA_H_ */
