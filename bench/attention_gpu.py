@@ -4,13 +4,13 @@ kernel) against PyTorch's scaled_dot_product_attention, in the same process, on 
     python bench/attention_gpu.py [--image attention.tessera] [--shape 4,16,4096]
     python bench/attention_gpu.py --fp8 --image attention.tessera [--shape 4,16,4096]
     python bench/attention_gpu.py --build-image attention.tessera   # where the compiler is
-    TESSERA_ATTENTION_SM80=1 python bench/attention_gpu.py --arch sm_80 --build-image attention_sm80.tessera
+    python bench/attention_gpu.py --arch sm_80 --build-image attention_sm80.tessera
     python bench/attention_gpu.py --arch sm_80 --image attention_sm80.tessera
 
 --arch sm_80: the image's kernels are backends/ptx/attention_sm80.py's (FlashAttention-2's schedule on
-mma.sync; the compiler uses it where TESSERA_ATTENTION_SM80=1), and SDPA runs with its FlashAttention-2
-backend forced (torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION)), the same class of instructions;
-without it SDPA picks its own backend.
+mma.sync; the compiler's default on sm_80 … sm_90, off with TESSERA_ATTENTION_SM80=0), and SDPA runs with
+its FlashAttention-2 backend forced (torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION)), the same
+class of instructions; without it SDPA picks its own backend.
 
 Ours are the functions of examples/gpu/attention.py (bf16 [B, H, S, D], D = 128 and 64, causal and not),
 launched as their launch plans say on a Tessera stream through libtessera. Each side runs 10 calls back to
@@ -56,7 +56,7 @@ def main() -> None:
         step = functions[name].steps[0]
         if len(functions[name].steps) != 1:
             raise SystemExit(f"{name}: the image runs attention as {len(functions[name].steps)} kernels, not one "
-                             "(an sm_80 image built without TESSERA_ATTENTION_SM80=1?)")
+                             "(an sm_80 image built with TESSERA_ATTENTION_SM80=0?)")
         ours = launcher(mod, step, env, [x.view(B * H, S, D) for x in (q, k, v, o)], s)
 
         def sdpa():

@@ -4,7 +4,8 @@ for both ways of building the GPU tests' images (conftest.py here, build_images.
 import contextlib
 import os
 
-# the sm_80 attention kernel is asked for by TESSERA_ATTENTION_SM80=1 (backends/ptx/options.py)
+# the sm_80 attention kernel, the default, asked for by TESSERA_ATTENTION_SM80=1 all the same, so that the images
+# test it whatever the environment they are built in says (backends/ptx/options.py)
 ENVIRONMENT = {"ampere_attention": {"TESSERA_ATTENTION_SM80": "1"}}
 
 
