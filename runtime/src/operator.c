@@ -52,8 +52,9 @@ tsr_status_t tsrFunctionBindOperator(tsr_function_t fn, size_t index, const Tess
     return tsr_fail(TSR_ERROR_INVALID_VALUE,
                     "tsrFunctionBindOperator: operator '%s' was compiled for flags 0x%x, the descriptor has 0x%x (%s)",
                     o->name, o->flags, desc->flags,
-                    missing ? "it lacks one the function relies on" : "an adjoint carries TESS_OP_FLAG_ADJOINT, "
-                                                                      "and only an adjoint");
+                    (desc->flags ^ o->flags) & TESS_OP_FLAG_ADJOINT
+                        ? "an adjoint carries TESS_OP_FLAG_ADJOINT, and only an adjoint: ABI spec §5.3"
+                        : "it lacks one the function relies on");
   const DLTensor** into = o->is_result ? outputs : inputs;
   size_t n = o->is_result ? n_outputs : n_inputs;
   for (uint32_t p = 0; p < o->payload_count; p++) {
