@@ -11,7 +11,8 @@ as any operator:
 and each one that crosses the function's boundary is recorded in the function's `tessera.operators`
 attribute, the JSON list of its launch plan's operator records (tessera.plan.OperatorRecord; graph_lowering
 copies it into the plan): a descriptor whose payload tensors are all parameters is an operator parameter,
-an exported one (`tod.export`, erased here) an operator result, its payload the returned tensors.
+an exported one (`tod.export`, erased here) an operator result, its payload the returned tensors; records
+come in the signature's order (parameters, then results, each by its first payload tensor).
 Block-sparse operators have no kernel lowering yet (they need a block gather and scatter-add): one the
 function applies is refused at the user's line; the interpreter runs them.
 """
@@ -47,6 +48,7 @@ def run(fn, target: str) -> None:
             records.append(_record(op, ir.StringAttr(op.attributes["name"]).value, "param",
                                    [ir.BlockArgument(v).arg_number for v in payload]))
         _expand(op, target)
+    records.sort(key=lambda r: (r["role"] == "result", r["payload"][0]))   # the signature's order
     fn.attributes[ATTRIBUTE] = ir.StringAttr.get(json.dumps(records))
 
 

@@ -76,9 +76,10 @@ def _extents(b, node, kind: str, payload: list[GTensor], kwargs):
         return v.dims[0], u.dims[0]
     if kind == "implicit" and kwargs.get("tag") == "diag":
         return payload[0].dims[0], payload[0].dims[0]
-    n = _size(b, node, kwargs.get("n"), "n= (the operator's extent)")
-    return (n, n) if kind == "implicit" else (_size(b, node, kwargs.get("din"), "din="),
-                                              _size(b, node, kwargs.get("dout"), "dout="))
+    if kind == "implicit":
+        n = _size(b, node, kwargs.get("n"), "n= (the convolution's signal length)")
+        return n, n
+    return _size(b, node, kwargs.get("din"), "din="), _size(b, node, kwargs.get("dout"), "dout=")
 
 
 @graph_op("descriptor")
