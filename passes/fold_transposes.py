@@ -26,7 +26,7 @@ from .kernelgen import element_dtype
 from .schedule_ir import graph_ops
 
 
-def _swapped_input(v: ir.Value):
+def swapped_input(v: ir.Value):
     """The input of the `ttensor.transpose` defining `v` when it swaps exactly the last two axes, else None."""
     owner = v.owner
     if not isinstance(owner, ir.OpView) or owner.operation.name != "ttensor.transpose":
@@ -52,7 +52,7 @@ def run(fn, dtypes=None, fused_attention: bool = False) -> int:
             continue
         lhs_rank, rhs_rank = (ir.RankedTensorType(v.type).rank for v in list(op.operands)[:2])
         for i, (name, already) in enumerate(zip((TRANSPOSE_A, TRANSPOSE_B), matmul_transposes(op))):
-            src = _swapped_input(op.operands[i])
+            src = swapped_input(op.operands[i])
             if src is None or already or i == 0 and lhs_rank > 2 and rhs_rank == 2:
                 continue
             transposed.add(op.operands[i])

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from ..diagnostics import LoweringError
 from ..dialects import ttensor
 from ..mlir import ir
+from . import schedule_ir
 
 CONTAINER = "f16"
 DECLARED = "tessera.declared"  # the arg attribute holding an fp8 parameter's own dtype, once it is taken as f32
@@ -153,6 +154,31 @@ def one_byte_values(fn, gemm: str = "") -> set:
         kept -= dropped
 
 
+def _fold_byte_transposes(fn, kept: set) -> None:
+    """sm_90a: a one-byte matmul operand that is a transpose (of the last two axes, in a layout kernel of its
+    own, read by nothing else) of a one-byte value is read in place instead (`tessera.transpose_a/_b`, as
+    passes/fold_transposes.py folds bf16/f16 ones in the schedule stage, which cannot know yet which fp8
+    operands stay one byte): wgmma reads a stored Bᵀ [N, K] as it is, where the transpose kernel and the
+    GEMM's copy back to [N, K] would move B twice. The transpose and its decisions are erased."""
+    from . import fold_transposes   # lazy: it imports kernelgen, which imports this module
+    for op in list(fn.entry_block.operations):
+        if op.operation.name != "ttensor.matmul" or not all(v in kept for v in list(op.operands)[:2]):
+            continue
+        lhs_rank, rhs_rank = (ir.RankedTensorType(v.type).rank for v in list(op.operands)[:2])
+        for i, name in enumerate((ttensor.TRANSPOSE_A, ttensor.TRANSPOSE_B)):
+            t = op.operands[i]
+            src = fold_transposes.swapped_input(t)
+            if src is None or name in op.attributes or src not in kept or len(list(t.uses)) != 1 or \
+                    not _in_group(t.owner, "layout") or i == 0 and lhs_rank > 2 and rhs_rank == 2:
+                continue
+            op.operation.operands[i] = src
+            op.attributes[name] = ir.UnitAttr.get()
+            transpose = t.owner.operation
+            for d in schedule_ir.decisions(t.owner):
+                d.operation.erase()
+            transpose.erase()
+
+
 def legalize(fn, target_name: str, one_byte: bool = False, widens: bool = False) -> list[str]:
     """Rewrites `fn`'s fp8 tensors that other kernels than the generated elementwise ones read to the f16
     container (see the module's docstring); returns the fallback notes for the kernel metadata. The values
@@ -236,6 +262,8 @@ def legalize(fn, target_name: str, one_byte: bool = False, widens: bool = False)
         if op.operation.name == "ttensor.matmul" and all(v in holds for v in list(op.operands)[:2]):
             op.attributes["tessera.fp8_operands"] = ir.ArrayAttr.get(
                 [ir.StringAttr.get(holds[v]) for v in list(op.operands)[:2]])
+    if one_byte:
+        _fold_byte_transposes(fn, kept)
     fn.attributes["arg_attrs"] = ir.ArrayAttr.get(arg_attrs)
     if holds:
         ret = list(block.operations)[-1]

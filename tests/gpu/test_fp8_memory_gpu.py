@@ -82,47 +82,49 @@ def test_a_one_byte_parameter_and_result_give_the_cpus_bytes(cuda, arch):
     _same(got[1].numpy(), want[1].numpy(), f"{arch} q8[1]")
 
 
-def qgemm_inputs():
-    """X and W over most of e4m3's and e5m2's ranges after the scales (X / sx to about 300, W / sw to 2^10),
-    with M and N not multiples of the tiles."""
+def qgemm_inputs(name: str):
+    """X and W (qgemm_t: Wᵀ) over most of e4m3's and e5m2's ranges after the scales (X / sx to about 300,
+    W / sw to 2^10), with M and N not multiples of the tiles."""
     rng = np.random.default_rng(1717)
     x = (rng.standard_normal((300, 208)) * 3).astype(np.float32)
     w = (rng.standard_normal((208, 136)) * 2).astype(np.float32)
-    return x, w, np.array(0.01, np.float32), np.array(0.002, np.float32)
+    return x, (w.T.copy() if name == "qgemm_t" else w), np.array(0.01, np.float32), np.array(0.002, np.float32)
 
 
-def run_qgemm(image: bytes, ctx):
-    """qgemm of `image` on `ctx` (None: the host): the quantized X's bytes and the product, as numpy arrays."""
+def run_qgemm(image: bytes, ctx, name: str):
+    """`name` of `image` on `ctx` (None: the host): the quantized X's bytes and the product, as numpy arrays."""
     from tessera import executor, runtime
-    f = executor.load(image, ctx).function("qgemm")
-    q, y = f(*(runtime.DeviceArray.from_numpy(a, ctx) for a in qgemm_inputs()))
+    f = executor.load(image, ctx).function(name)
+    q, y = f(*(runtime.DeviceArray.from_numpy(a, ctx) for a in qgemm_inputs(name)))
     return q.numpy(), y.numpy()
 
 
+@pytest.mark.parametrize("name", ["qgemm", "qgemm_t"])
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
-def test_a_quantize_feeding_a_matmul_gives_the_cpus_bytes_and_sums(cuda, arch):
-    """sm_90a multiplies the quantizing kernel's bytes on wgmma's e4m3 x e5m2 kind (no packing), sm_80 the
-    f16 containers on mma.sync; the CPU image widens the bytes in its f32 GEMM. The quantized bytes are
+def test_a_quantize_feeding_a_matmul_gives_the_cpus_bytes_and_sums(cuda, arch, name):
+    """sm_90a multiplies the quantizing kernels' bytes on wgmma's e4m3 x e5m2 kind (no packing; qgemm_t's
+    transposed B read in place), sm_80 the f16 containers on mma.sync; the CPU image widens the bytes in its
+    f32 GEMM. The quantized bytes are
     equal; the sums within the fp8 tensor cores' rounding on sm_90a (2^-11 of the sum of the products'
     magnitudes, as test_hopper.close_fp8) and f32 summation order on sm_80."""
     from tessera import runtime
     from tessera.numerics.rounding import fp8_bits, fp8_values
     if arch == "sm_90a" and not runtime.capabilities(cuda)["arch"].startswith("sm_90"):
         pytest.skip("sm_90a code needs an sm_90 GPU")
-    got_q, got = run_qgemm(_image(fp8_memory_gpu.image_name(arch), arch), cuda)
-    want_q, want = run_qgemm(_image(fp8_memory_gpu.image_name("cpu"), "cpu"), None)
+    got_q, got = run_qgemm(_image(fp8_memory_gpu.image_name(arch), arch), cuda, name)
+    want_q, want = run_qgemm(_image(fp8_memory_gpu.image_name("cpu"), "cpu"), None, name)
     assert want_q.dtype == np.uint8
     if arch == "sm_90a":   # returned as the bytes the GEMM read
         assert got_q.dtype == np.uint8
-        _same(got_q, want_q, f"{arch} qgemm[0]")
+        _same(got_q, want_q, f"{arch} {name}[0]")
     else:                  # the f16 container both the GEMM and the caller read: the same values
         got_q = got_q.view(np.float16) if got_q.dtype == np.uint16 else got_q
         np.testing.assert_array_equal(got_q.astype(np.float32), fp8_values(want_q, "fp8_e4m3").astype(np.float32))
-    _, w, _, sw = qgemm_inputs()
+    _, w, _, sw = qgemm_inputs("qgemm")
     a = fp8_values(want_q, "fp8_e4m3")
     b = fp8_values(fp8_bits((w / sw).astype(np.float64), "fp8_e5m2"), "fp8_e5m2")
     # both sides' f32 sums of 208 exact products (n·u each), plus sm_90a's 13-bit step sums
     rel = 2 * 208 * 2.0 ** -24 + (2.0 ** -11 if arch == "sm_90a" else 0)
     bound = rel * (np.abs(a) @ np.abs(b)) + 1e-30
     err = np.abs(got.astype(np.float64) - want.astype(np.float64))
-    assert (err <= bound).all(), f"{arch}: error {(err / bound).max():.3g} times the bound"
+    assert (err <= bound).all(), f"{arch} {name}: error {(err / bound).max():.3g} times the bound"

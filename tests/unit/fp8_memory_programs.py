@@ -63,10 +63,16 @@ def q8(X: tensor[f32, "N", "D"], E: tensor[fp8_e5m2, "N", "D"]):
 '''
 
 
-# K = 208: a multiple of 16 (sm_90a's wgmma reads the bytes) that is not one of 128 (a K step past the end).
+# K = 208: a multiple of 16 (sm_90a's wgmma reads the bytes) that is not one of 128 (a K step past the end);
+# qgemm_t's B is read in place, [N, K], on sm_90a (the transpose folds into the GEMM).
 GEMM = '''
 @function
 def qgemm(X: tensor[f32, "M", 208], W: tensor[f32, 208, "N"], sx: tensor[f32], sw: tensor[f32]):
     q = op.quantize(X, fp8_e4m3, scale=sx)
     return q, q @ op.quantize(W, fp8_e5m2, scale=sw)
+
+@function
+def qgemm_t(X: tensor[f32, "M", 208], Wt: tensor[f32, "N", 208], sx: tensor[f32], sw: tensor[f32]):
+    q = op.quantize(X, fp8_e4m3, scale=sx)
+    return q, q @ op.transpose(op.quantize(Wt, fp8_e5m2, scale=sw))
 '''

@@ -166,6 +166,17 @@ def test_sm90a_multiplies_the_quantizing_kernels_bytes_without_packing():
     assert not p.get("fallbacks")
 
 
+def test_sm90a_reads_a_transposed_quantize_in_place():
+    """q @ transpose(qt): the transpose of one-byte values folds into the GEMM (tessera.transpose_b), which
+    reads qt [N, K] as wgmma wants B: three kernels, the two quantizes and the GEMM, no copy of B at all."""
+    p = _plan("sm_90a", name="qmmt")
+    kinds = [s["kernel"].split("__")[-1] for s in p["steps"]]
+    assert kinds == ["elementwise0", "elementwise1", "gemm3"], kinds
+    quant_b, gemm = p["steps"][1], p["steps"][2]
+    assert gemm["args"][1]["value"] == quant_b["tensors"][-1]["value"] and gemm["args"][1]["shape"] == ["N", "K"]
+    assert not p.get("fallbacks")
+
+
 def test_sm90a_rounds_a_gemms_fp8_result_to_bytes():
     """The GEMM writes f32; a kernel of its own rounds it to e4m3 bytes, which the cast to f32 reads."""
     p = _plan("sm_90a", name="qout")
