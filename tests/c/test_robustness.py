@@ -274,7 +274,8 @@ def fuzz(exe, corpus, tmp_path, env=None):
 # Compiled images with launch plans, for the image fuzzer's corpus (loader and plan reader fuzzed together) and
 # the function-call fuzzer: among them every plan step kind the CPU target produces (views of every kind,
 # batch, alias, same_extents).
-PLAN_PROGRAMS = ["examples/graph/mlp.py", "examples/graph/reductions.py", "examples/tile/partial_tiles.py"]
+PLAN_PROGRAMS = ["examples/graph/mlp.py", "examples/graph/reductions.py", "examples/tile/partial_tiles.py",
+                 "examples/graph/mor.py"]   # mor: operator records (plan version 8)
 BATCH_ALIAS = """
 @function
 def bmm(A: tensor[f32, 2, 4, 8], B: tensor[f32, 2, 8, 3]):
@@ -338,8 +339,9 @@ def test_fuzz_the_plan_reader(fuzzer, tmp_path):
     exe = fuzzer("fuzz_plan", defines=["-DTSR_FUZZ_INERT"])
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    # between them: views of every kind, batch, alias, same_extents, prefer and smem, and collective steps
-    for name, target in [("examples/graph/mlp.py", "cpu"), ("examples/gpu/attention.py", "sm_90a"),
+    # between them: views of every kind, batch, alias, same_extents, prefer and smem, collective steps and
+    # operator records
+    for name, target in [("examples/graph/mlp.py", "cpu"), ("examples/graph/mor.py", "cpu"), ("examples/gpu/attention.py", "sm_90a"),
                          ("examples/gpu/gemm.py", "sm_90a"), ("examples/graph/reductions.py", "cpu"),
                          ("examples/tile/partial_tiles.py", "cpu"), ("examples/graph/collectives.py", "cpu")]:
         section = plan_corpus.compile_plan((name, (REPO / name).read_text(), target))
