@@ -51,8 +51,10 @@ def flags_of(op) -> tuple[str, ...]:
     return tuple(names)
 
 
-class DescriptorOp(_TodOp, name="descriptor", traits=[ext.Pure]):
-    """The operator a TessOperatorDesc of representation `repr` describes (the module docstring's table)."""
+class DescriptorOp(_TodOp, name="descriptor"):
+    """The operator a TessOperatorDesc of representation `repr` describes (the module docstring's table).
+    Not Pure: an operator parameter the function never applies is still part of its signature, so
+    canonicalization must not erase it before tessera-tod-lower records it."""
 
     # three operands of their own (each its own type), not one variadic of one type
     payload0: ext.Operand[typing.Any]

@@ -103,6 +103,17 @@ def test_the_plan_records_each_operator_with_its_contracts(built):
         {"name": "G", "role": "result", "repr": "implicit", "tag": "diag", "flags": [], "payload": [1]}]
 
 
+def test_an_operator_parameter_the_function_never_applies_is_still_recorded():
+    src = """
+@function
+def f(M: tensor[f32, 4, 4], x: tensor[f32, 4]):
+    A = op.descriptor("dense", M, name="A")
+    return x * 2.0
+"""
+    ops = compiler.compile_source(src, "u.py").metadata["plans"]["f"]["operators"]
+    assert ops == [{"name": "A", "role": "param", "repr": "dense", "tag": "none", "flags": [], "payload": [0]}]
+
+
 def test_mor_example_matches_numpy():
     sys.path.insert(0, str(EXAMPLES))
     from mor import mor
