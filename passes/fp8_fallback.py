@@ -126,13 +126,14 @@ def one_byte_values(fn, gemm: str = "") -> set:
     container."""
     block = fn.entry_block
     made = [r for op in block.operations if op.operation.name.startswith("ttensor.") for r in op.results]
-    kept = {v for v in [*block.arguments, *made] if format_of(v.type) is not None and list(v.uses)}
+    params = set(block.arguments)
+    # an unused parameter too (nothing reads it; a rounding kernel of it would have no output)
+    kept = {v for v in [*block.arguments, *made] if format_of(v.type) is not None and (list(v.uses) or v in params)}
     for v in list(kept):   # an elementwise op fused into another kind of kernel (a GEMM's epilogue) writes f16
         owner = v.owner
         if isinstance(owner, ir.OpView) and owner.operation.name in ELEMENTWISE and \
                 not _in_elementwise_kernel(owner):
             kept.discard(v)
-    params = set(block.arguments)
 
     def reads_bytes(u) -> bool:
         user = u.owner

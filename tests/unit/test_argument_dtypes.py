@@ -2,7 +2,8 @@
 declares and nothing is converted implicitly — through the executor (numpy arrays, DeviceArrays, a tile
 program's in-place outputs) as through the kernel launcher, refused in one message form. bf16, tf32 and fp8,
 which numpy lacks, take float32 values in a function call (bf16 also its uint16 bits); the plan records the
-declared dtype of an argument it stores as another (fp8, taken as f32)."""
+declared dtype of an argument it stores as another (fp8 in an f16 container, taken as f32: on ptx before
+sm_90a, where mma.sync reads fp8 GEMM operands from the container; the CPU's GEMM reads the bytes)."""
 
 import re
 
@@ -27,7 +28,7 @@ def narrow(Y: tensor[bf16, "N"], E: tensor[fp8_e4m3, "N"], F: tensor[fp8_e5m2, "
 
 @function
 def declared(E: tensor[fp8_e4m3, "N", "N"], F: tensor[fp8_e5m2, "N", "N"]):
-    return op.matmul(E, F)   # the CPU's GEMM reads them: taken as f32 values, held in the f16 container
+    return op.matmul(E, F)   # the CPU's GEMM reads the bytes; sm_80's the f16 containers (taken as f32)
 
 @kernel
 def relu_rows(X, Y):
@@ -91,12 +92,11 @@ def test_values_types_refuse_other_dtypes(prog):
     x = VALUES.astype(np.float64)
     assert refused(prog.narrow, x, VALUES, VALUES) == ("Y", "narrow", "bf16", "float64")
     assert refused(prog.narrow, VALUES.astype(np.float16), VALUES, VALUES)[3] == "float16"
-    # fp8 that only elementwise kernels read is one byte (float32 values or its bit patterns); fp8 a GEMM reads
-    # is taken as f32 values on this target: its bit patterns are not what the plan stores
+    # fp8 that elementwise kernels or the CPU's GEMM read is one byte (float32 values or its bit patterns)
     assert refused(prog.narrow, VALUES, VALUES.astype(np.float16), VALUES) == ("E", "narrow", "fp8_e4m3", "float16")
     assert refused(prog.narrow, VALUES, VALUES, x) == ("F", "narrow", "fp8_e5m2", "float64")
     square = np.zeros((2, 2), np.float32)
-    assert refused(prog.declared, square.astype(np.uint8), square) == ("E", "declared", "fp8_e4m3", "uint8")
+    assert refused(prog.declared, square.astype(np.uint16), square) == ("E", "declared", "fp8_e4m3", "uint16")
 
 
 def test_messages_say_what_is_taken(prog):
@@ -105,7 +105,7 @@ def test_messages_say_what_is_taken(prog):
     with pytest.raises(TypeError, match="pass float32 values or fp8_e4m3 bit patterns as uint8 or ml_dtypes "
                                         "float8_e4m3fn arrays;"):
         prog.narrow(VALUES, VALUES.astype(np.float64), VALUES)
-    with pytest.raises(TypeError, match="pass float32 values;"):
+    with pytest.raises(TypeError, match="pass float32 values or fp8_e4m3 bit patterns as uint8 or ml_dtypes "):
         prog.declared(np.zeros((2, 2)), np.zeros((2, 2), np.float32))
     with pytest.raises(TypeError, match="pass a float32 array;"):
         prog.scale(VALUES.astype(np.float64))
@@ -123,8 +123,7 @@ def test_device_arrays_hold_what_the_plan_stores(prog):
     np.testing.assert_array_equal(got.numpy(), VALUES * 2)
     assert refused(prog.scale, runtime.DeviceArray.from_numpy(VALUES.astype(np.float64), ctx)) == \
         ("X", "scale", "f32", "a DeviceArray of float64")
-    # a DeviceArray is used in place: bf16 as its bits, one-byte fp8 as its bits, fp8 a GEMM reads as the f32
-    # values this target takes
+    # a DeviceArray is used in place: bf16 as its bits, one-byte fp8 (the CPU GEMM's operands too) as its bits
     bits = runtime.DeviceArray.from_numpy(np.zeros(8, np.uint16), ctx)
     f32 = runtime.DeviceArray.from_numpy(VALUES, ctx)
     e8, f8 = (runtime.DeviceArray.from_numpy(fp8_bits(VALUES, f), ctx) for f in ("fp8_e4m3", "fp8_e5m2"))
@@ -136,8 +135,40 @@ def test_device_arrays_hold_what_the_plan_stores(prog):
     with pytest.raises(TypeError, match=r"pass a DeviceArray of fp8_e4m3 \(uint8 bit patterns\)"):
         prog.narrow(bits, f32, f8)
     square = runtime.DeviceArray.from_numpy(np.zeros((2, 2), np.uint16), ctx)
-    with pytest.raises(TypeError, match=r"pass a DeviceArray of fp8_e4m3 \(float32 values, as this target"):
+    with pytest.raises(TypeError, match=r"pass a DeviceArray of fp8_e4m3 \(uint8 bit patterns\)"):
         prog.declared(square, square)
+
+
+DECLARED_CUDA = """
+import sys
+import numpy as np
+from tessera import _runtime, executor, runtime
+ctx = _runtime.Context("cuda")
+prog = executor.load(open(sys.argv[1], "rb").read(), ctx)
+square = np.zeros((16, 16), np.float32)   # K: the sm_80 GEMM's 16-byte rows of f16
+print(type(prog.declared(square, square)).__name__)   # float32 values: rounded on entry
+for args in ((square.astype(np.uint8), square), (runtime.DeviceArray.from_numpy(square.astype(np.uint16), ctx),) * 2):
+    try:
+        prog.declared(*args)
+    except TypeError as e:
+        print(e)
+"""
+
+
+def test_fp8_in_a_container_takes_float32_values(fake_cuda, tmp_path):
+    """On ptx sm_80 the GEMM reads fp8 from the f16 container: its fp8 parameters are taken as f32 values,
+    rounded on entry (the plan's `declared` dtype), not as bit patterns; through tests/c/fake_cuda.c's
+    driver, which runs the executor's checks and launches nothing."""
+    image = tmp_path / "declared.tessera"
+    image.write_bytes(compiler.compile_source(SRC, "dtypes.py", compiler.CompileOptions(target="ptx",
+                                                                                        arch="sm_80")).image)
+    p = fake_cuda(DECLARED_CUDA, image)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = p.stdout.splitlines()
+    assert out[0] == "ndarray" and len(out) == 3, out
+    assert FORM.fullmatch(out[1]).groups() == ("E", "declared", "fp8_e4m3", "uint8")
+    assert "pass float32 values;" in out[1], out[1]
+    assert "pass a DeviceArray of fp8_e4m3 (float32 values, as this target" in out[2], out[2]
 
 
 def test_copy_from_takes_its_own_dtype():
@@ -189,7 +220,9 @@ def test_the_plan_records_declared_dtypes(prog):
     narrow = prog.plans["narrow"]   # fp8 read by elementwise kernels only: one byte, its own dtype
     assert [(narrow.values[v].dtype, narrow.values[v].declared) for v in narrow.args] == \
         [("bf16", None), ("fp8_e4m3", None), ("fp8_e5m2", None)]
-    p = prog.plans["declared"]
+    assert all(prog.plans["declared"].values[v].declared is None for v in prog.plans["declared"].args)  # bytes
+    p = plan.Plan.from_json(compiler.compile_source(SRC, "dtypes.py", compiler.CompileOptions(
+        target="ptx", arch="sm_80")).metadata["plans"]["declared"])   # mma.sync reads the f16 containers
     declared = [(p.values[v].dtype, p.values[v].declared) for v in p.args]
     assert declared == [("f32", "fp8_e4m3"), ("f32", "fp8_e5m2")]
     doc = p.to_json()

@@ -217,3 +217,19 @@ def f(Q: tensor[bf16, "S", 128], K: tensor[bf16, "S", 128], V: tensor[bf16, "S",
     p = compiler.compile_source(src, "a.py", CompileOptions(target=target, **({"arch": arch} if arch else {}))
                                 ).metadata["plans"]["f"]
     assert not any(CONTAINER in f for f in p.get("fallbacks", [])), p.get("fallbacks")
+
+
+def test_an_unused_fp8_parameter_stays_one_byte():
+    """Regression: an fp8 parameter nothing reads was given the container and a rounding kernel without an
+    output, which kernelgen failed on (IndexError) on every target."""
+    src = """
+@function
+def f(E: tensor[fp8_e4m3, "N", "N"], F: tensor[fp8_e5m2, "N", "N"]):
+    return op.cast(E, f32) * 2.0
+"""
+    for target, kw in (("cpu", {}), ("ptx", {"arch": "sm_80"})):
+        p = compiler.compile_source(src, "u.py", CompileOptions(target=target, **kw)).metadata["plans"]["f"]
+        assert [p["values"][v]["dtype"] for v in p["args"]] == ["fp8_e4m3", "fp8_e5m2"] and not p.get("fallbacks")
+    e = np.array([[0x38, 0xB8], [0x7E, 0]], np.uint8)   # 1, -1, 448, 0
+    got = executor.load(compiler.compile_source(src, "u.py").image).function("f")(e, e)
+    np.testing.assert_array_equal(np.asarray(got), fp8_values(e, "fp8_e4m3").astype(np.float32) * 2)
