@@ -288,6 +288,8 @@ def elementwise(name: str, ops: list, inputs: list, outputs: list, dims: dict, b
             value = f"(i8(1) if {value} else i8(0))"
         stores.append(f"        O{k}[row, col] = {value}")
     params += [f"{n}: int64" for n, _ in scalars]
+    if product(out_dims[:-1]) == "1":
+        return _one_row(name, params, loads + body + stores, inputs, outputs, views, scalars)
     # each thread computes ELEMENTWISE_ROWS rows of its column: every row's loads first (a load past the last
     # row reads the last row instead, a valid address), then each row's arithmetic and its guarded stores
     # (a dropout's kernel, 17 multiplies of Philox an element, is bound by its arithmetic: one row a thread)
@@ -317,6 +319,24 @@ def elementwise(name: str, ops: list, inputs: list, outputs: list, dims: dict, b
         *lines, ""])
     return KernelSource(name, src, inputs, outputs, views, block=(block_x, rows, 1),
                         grid=(f"ceil(C/{block_x})", *split_grid(f"ceil(R/{rows * V})")),
+                        extra={"scalars": [e for _, e in scalars]})
+
+
+def _one_row(name: str, params: list, lines: list, inputs: list, outputs: list, views: list,
+             scalars: list) -> KernelSource:
+    """An elementwise kernel of one row (a 1-D result): rows of threads and a thread's ELEMENTWISE_ROWS rows
+    would leave 3 of 4 threads idle, so ELEMENTWISE_THREADS threads a block take one column each, written
+    as a thread per element: on GPUs tessera-simt-coarsen gives each thread 16 bytes of consecutive columns
+    (passes/simt_coarsen.py), and the CPU runs a warp's consecutive columns as one vector."""
+    src = "\n".join([
+        "import math", "", "",
+        "@kernel",
+        f"def {name}({', '.join(params)}):",
+        "    col = launch.thread_id(0)",
+        "    if col < O0.shape[1]:",
+        *(re.sub(r"\brow\b", "0", line) for line in lines), ""])
+    return KernelSource(name, src, inputs, outputs, views, block=(ELEMENTWISE_THREADS, 1, 1),
+                        grid=(f"ceil(C/{ELEMENTWISE_THREADS})", "1", "1"),
                         extra={"scalars": [e for _, e in scalars]})
 
 

@@ -128,8 +128,8 @@ def _match(fn):
                 raise _Refused("the thread index is stored as a value")
             if tid in indices or name == "memref.store":
                 t = ir.MemRefType(mem.type)
-                if indices != [tid] or t.rank != 1 or not _identity(t):
-                    raise _Refused(f"{name} is not at [i] of a 1-D tensor")
+                if indices[-1:] != [tid] or not all(map(_zero, indices[:-1])) or not _identity(t):
+                    raise _Refused(f"{name} is not at [i] of a 1-D tensor (or [0, …, 0, i])")
                 if not _inside(op, guard):
                     raise _Refused(f"{name} at [i] outside the guard")
                 if not any(mem == m for m in tensors):
@@ -145,7 +145,14 @@ def _match(fn):
 
 
 def _identity(t: ir.MemRefType) -> bool:
-    return isinstance(t.layout, ir.AffineMapAttr) and t.layout.value == ir.AffineMap.get_identity(1)
+    return isinstance(t.layout, ir.AffineMapAttr) and t.layout.value == ir.AffineMap.get_identity(t.rank)
+
+
+def _zero(v: ir.Value) -> bool:
+    """Whether `v` is the index constant 0 (a leading index of a row-major tensor with one row)."""
+    owner = v.owner
+    return isinstance(owner, ir.OpView) and owner.operation.name == "arith.constant" and \
+        isinstance(v.type, ir.IndexType) and ir.IntegerAttr(owner.attributes["value"]).value == 0
 
 
 def _key(v: ir.Value) -> ir.Value:
@@ -210,19 +217,23 @@ def _widen(op, tid: ir.Value, base: ir.Value, maps: list[dict]) -> None:
     """`op` for each element of `maps`; an access at [i] as one vector access of them all at [base], the
     16-byte alignment its tensor was checked for."""
     name, operands = op.operation.name, list(op.operands)
-    if name == "memref.load" and operands[1:] == [tid]:
+    at = {"memref.load": 1, "memref.store": 2}.get(name)
+    if at is None or operands[-1] != tid:
+        for mp in maps:
+            _clone(op, mp)
+        return
+    # the leading indices are 0 (elementwise), the same for every element: the first element's
+    indices = [maps[0].get(_key(v), v) for v in operands[at:-1]] + [base]
+    if name == "memref.load":
         vtype = ir.VectorType.get([len(maps)], op.result.type)
-        v = vector.LoadOp(vtype, operands[0], [base], alignment=VECTOR_BYTES).result
+        v = vector.LoadOp(vtype, operands[0], indices, alignment=VECTOR_BYTES).result
         for k, mp in enumerate(maps):
             mp[_key(op.result)] = vector.ExtractOp(v, [], [k]).result
-    elif name == "memref.store" and operands[2:] == [tid]:
+    else:
         value = operands[0]
         vtype = ir.VectorType.get([len(maps)], value.type)
         v = vector.FromElementsOp(vtype, [mp.get(_key(value), value) for mp in maps]).result
-        vector.StoreOp(v, operands[1], [base], alignment=VECTOR_BYTES)
-    else:
-        for mp in maps:
-            _clone(op, mp)
+        vector.StoreOp(v, operands[1], indices, alignment=VECTOR_BYTES)
 
 
 def coarsen(fn, factor: int, parts: tuple) -> None:

@@ -44,6 +44,12 @@ def widen(X: tensor[f16, "N"], Out: tensor[float, "N"]):
         Out[i] = float(X[i]) * 2.0
 
 @kernel
+def one_row(X: tensor[float, "R", "C"], Out: tensor[float, "R", "C"]):
+    i = launch.thread_id()
+    if i < Out.shape[1]:
+        Out[0, i] = X[0, i] * X[0, i]
+
+@kernel
 def strided(X: tensor[float, "N"], Out: tensor[float, "N"]):
     i = launch.thread_id()
     if 2 * i < X.shape[0]:
@@ -88,7 +94,7 @@ def local_index(X: tensor[float, "N"], Out: tensor[float, "N"]):
         Out[i] = X[i]
 """
 
-COARSENED = {"saxpy": 4, "halves": 8, "widen": 8}
+COARSENED = {"saxpy": 4, "halves": 8, "widen": 8, "one_row": 4}
 KEPT = ["strided", "reversed_", "shuffled", "barrier", "iota", "unguarded", "local_index"]
 
 
@@ -171,25 +177,29 @@ def _run_block(block, env: dict, tid: int, threads: int) -> None:
             t = op.result.type
             out = args[0] if isinstance(t, ir.IndexType) else np.dtype(_np_type(t)).type(args[0])
         elif name == "memref.dim":
-            out = len(args[0].array)
+            out = args[0].array.shape[args[1]]
         elif name == "memref.load":
-            assert 0 <= args[1] < len(args[0].array), f"out-of-bounds load at {args[1]}"
-            out = args[0].array[args[1]]
+            at = tuple(args[1:])
+            assert all(0 <= i < d for i, d in zip(at, args[0].array.shape)), f"out-of-bounds load at {at}"
+            out = args[0].array[at]
         elif name == "memref.store":
-            assert 0 <= args[2] < len(args[1].array), f"out-of-bounds store at {args[2]}"
-            args[1].array[args[2]] = args[0]
+            at = tuple(args[2:])
+            assert all(0 <= i < d for i, d in zip(at, args[1].array.shape)), f"out-of-bounds store at {at}"
+            args[1].array[at] = args[0]
         elif name == "memref.extract_aligned_pointer_as_index":
             out = args[0].address
         elif name in ("vector.load", "vector.store"):
-            buf, at = (args[0], args[1]) if name == "vector.load" else (args[1], args[2])
+            buf, at = (args[0], args[1:]) if name == "vector.load" else (args[1], args[2:])
             width = ir.VectorType((op.result if name == "vector.load" else op.operands[0]).type).shape[0]
             align = ir.IntegerAttr(op.attributes["alignment"]).value
-            assert (buf.address + at * buf.array.itemsize) % align == 0, "a misaligned vector access"
-            assert 0 <= at and at + width <= len(buf.array), f"an out-of-bounds vector access at {at}"
+            flat = int(np.ravel_multi_index(tuple(at), buf.array.shape)) if buf.array.size else at[-1]
+            row = buf.array.reshape(-1)
+            assert (buf.address + flat * buf.array.itemsize) % align == 0, "a misaligned vector access"
+            assert 0 <= at[-1] and at[-1] + width <= buf.array.shape[-1], f"an out-of-bounds vector access at {at}"
             if name == "vector.load":
-                out = buf.array[at:at + width].copy()
+                out = row[flat:flat + width].copy()
             else:
-                buf.array[at:at + width] = args[0]
+                row[flat:flat + width] = args[0]
         elif name == "vector.extract":
             out = args[0][op.attributes["static_position"][0]]
         elif name == "vector.from_elements":
@@ -270,6 +280,22 @@ def test_coarsened_saxpy_in_place(modules):
     np.testing.assert_array_equal(a_coarse[1].array, 2 * X + 1)
 
 
+@pytest.mark.parametrize("n", [0, 1, 4, 6, 33])
+@pytest.mark.parametrize("rows", [1, 3])
+def test_coarsened_one_row_kernel_is_the_kernel_as_written(modules, n, rows):
+    """A generated kernel's shape (kernelgen._one_row): [0, i] of a row-major tensor, other rows untouched."""
+    plain, coarse, _ = modules
+    X = np.random.default_rng(n).standard_normal((rows, n)).astype(np.float32)
+
+    def args():
+        return [Buffer(X.copy()), Buffer(np.full((rows, n), 5.0, np.float32))]
+
+    a_plain, a_coarse = _launch_both(plain, coarse, "one_row", args, max(1, -(-n // 4)), 4)
+    _same(a_plain, a_coarse)
+    np.testing.assert_array_equal(a_coarse[1].array[0], X[0] * X[0])
+    assert (a_coarse[1].array[1:] == 5.0).all()
+
+
 @pytest.mark.parametrize("n", [0, 5, 8, 17, 64])
 @pytest.mark.parametrize("bound", ["n", "less"])
 @pytest.mark.parametrize("misalign", [0, 2])
@@ -325,3 +351,11 @@ def test_bounds_checks_keep_one_element_per_thread():
 def test_cpu_and_spirv_kernels_are_not_coarsened(target):
     result = compiler.compile_source(SOURCE, "k.py", CompileOptions(target=target))
     assert all("simt.coarsen" not in k.props for k in image.read_image(result.image).kernels)
+
+
+def test_one_image_for_every_target_marks_only_the_gpu_records():
+    """The property is per target: the CPU and SPIR-V records of one image run the kernel as written."""
+    result = compiler.compile_source(EXAMPLE.read_text(), "saxpy.py", CompileOptions(target="cpu,ptx,amdgpu,spirv"))
+    got = {(k.target, k.name): k.props.get("simt.coarsen") for k in image.read_image(result.image).kernels}
+    assert got == {(t, n): ("4" if t in ("ptx", "amdgpu") and n == "saxpy" else None)
+                   for t in ("cpu", "ptx", "amdgpu", "spirv") for n in ("saxpy", "warp_reduce_sum")}

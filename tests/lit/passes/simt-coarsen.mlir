@@ -139,3 +139,43 @@ func.func @unguarded(%X: memref<?xf32> {tessera.dims = ["N"], tessera.name = "X"
   memref.store %x, %X[%i] : memref<?xf32>
   return
 }
+
+// -----
+
+// A generated kernel of one row (kernelgen._one_row): [0, i] of a row-major [R, C] tensor is element i too.
+// CHECK-LABEL: func.func @one_row(
+// CHECK-SAME:    tessera.coarsen = 4 : i64
+// CHECK:         vector.load %{{.+}}[%{{.+}}, %{{.+}}] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>
+// CHECK:         vector.store %{{.+}}, %{{.+}}[%{{.+}}, %{{.+}}] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>
+func.func @one_row(%I: memref<?x?xf32> {tessera.dims = ["R", "C"], tessera.name = "I0"},
+                   %O: memref<?x?xf32> {tessera.dims = ["R", "C"], tessera.name = "O0"}) attributes {tessera.kernel} {
+  %i = "ttile.thread_id"() {dim = 0 : i64} : () -> index
+  %c1 = arith.constant 1 : index
+  %n = memref.dim %O, %c1 : memref<?x?xf32>
+  %in = arith.cmpi slt, %i, %n : index
+  scf.if %in {
+    %c0 = arith.constant 0 : index
+    %x = memref.load %I[%c0, %i] : memref<?x?xf32>
+    %y = arith.mulf %x, %x : f32
+    memref.store %y, %O[%c0, %i] : memref<?x?xf32>
+  }
+  return
+}
+
+// -----
+
+// [1, i]: another row's element, not i: not coarsened.
+// CHECK-LABEL: func.func @second_row(
+// CHECK-NOT:     tessera.coarsen
+// CHECK-NOT:     vector.
+func.func @second_row(%O: memref<?x?xf32> {tessera.dims = ["R", "C"], tessera.name = "O0"}) attributes {tessera.kernel} {
+  %i = "ttile.thread_id"() {dim = 0 : i64} : () -> index
+  %c1 = arith.constant 1 : index
+  %n = memref.dim %O, %c1 : memref<?x?xf32>
+  %in = arith.cmpi slt, %i, %n : index
+  scf.if %in {
+    %f = arith.constant 1.0 : f32
+    memref.store %f, %O[%c1, %i] : memref<?x?xf32>
+  }
+  return
+}
