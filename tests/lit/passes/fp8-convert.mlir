@@ -60,3 +60,21 @@ func.func @store_f64(%x: f64) -> i8 {
   %1 = arith.bitcast %0 : f8E4M3FN to i8
   return %1 : i8
 }
+
+// A vector of bytes (the CPU GEMM's packing, backends/cpu/gemm.py) widens lane by lane with the same integer
+// arithmetic on splat constants, native=true included (the cvt intrinsics take one pair of bytes).
+// CHECK-LABEL: func.func @load_vector
+// CHECK-NOT:     f8E5M2
+// CHECK:         %[[B:.+]] = arith.extui %arg0 : vector<16xi8> to vector<16xi32>
+// CHECK:         arith.andi %[[B]], %cst{{.*}} : vector<16xi32>
+// CHECK:         arith.sitofp %{{.+}} : vector<16xi32> to vector<16xf32>
+// CHECK:         %[[F:.+]] = arith.bitcast %{{.+}} : vector<16xi32> to vector<16xf32>
+// CHECK-NEXT:    return %[[F]] : vector<16xf32>
+// NATIVE-LABEL: func.func @load_vector
+// NATIVE-NOT:     llvm.call_intrinsic
+// NATIVE:         arith.extui %arg0 : vector<16xi8> to vector<16xi32>
+func.func @load_vector(%b: vector<16xi8>) -> vector<16xf32> {
+  %0 = arith.bitcast %b : vector<16xi8> to vector<16xf8E5M2>
+  %1 = arith.extf %0 : vector<16xf8E5M2> to vector<16xf32>
+  return %1 : vector<16xf32>
+}
