@@ -374,19 +374,38 @@ class TransposeOp(_TensorOp, name="transpose", traits=[ext.Pure]):
 
 
 class ReshapeOp(_TensorOp, name="reshape", traits=[ext.Pure]):
-    """Row-major reshape; the static element counts must agree when both are known."""
+    """Row-major reshape; the static element counts must agree when both are known. It also views complex
+    values as their parts and back: a ``complex<T>`` tensor is stored as numpy stores one, real and imaginary
+    part side by side, so ``tensor<[...]xcomplex<T>>`` and ``tensor<[...]x2xT>`` are one storage (the
+    compiler's complex results: passes/fourier.py)."""
 
     input: ext.Operand[typing.Any]
     result: ext.Result[typing.Any]
 
     def rules(self, *ts) -> None:
         x, r = ts
-        if x.element_type != r.element_type:
-            raise Invalid("reshape keeps the element type")
+        scale = complex_view(x.element_type, r.element_type)
+        if scale is None:
+            raise Invalid("reshape keeps the element type, or views complex<T> as pairs of T (and back)")
+        if scale != (1, 1) and (not x.has_static_shape or not r.has_static_shape):
+            raise Invalid("a complex view has static extents")
         if x.has_static_shape and r.has_static_shape:
-            nx, nr = _count(shape_of(x)), _count(shape_of(r))
+            nx, nr = _count(shape_of(x)) * scale[0], _count(shape_of(r)) * scale[1]
             if nx != nr:
-                raise Invalid(f"element counts differ: {nx} vs {nr}")
+                raise Invalid(f"element counts differ: {nx} vs {nr}" +
+                              (" (a complex element counts as two)" if scale != (1, 1) else ""))
+
+
+def complex_view(a: ir.Type, b: ir.Type) -> tuple[int, int] | None:
+    """How many scalars of the part type an element of `a` and of `b` hold, where a reshape may view one as the
+    other: (1, 1) for one type, (2, 1) complex<T> as T, (1, 2) T as complex<T>; None otherwise."""
+    if a == b:
+        return 1, 1
+    if isinstance(a, ir.ComplexType) and ir.ComplexType(a).element_type == b:
+        return 2, 1
+    if isinstance(b, ir.ComplexType) and ir.ComplexType(b).element_type == a:
+        return 1, 2
+    return None
 
 
 class BroadcastOp(_TensorOp, name="broadcast", traits=[ext.Pure]):
@@ -916,3 +935,49 @@ def _width(t: ir.Type) -> int:
 __all__ = [name for name in dir() if name.endswith("Op")] + ["TTensor", "UNARY_FNS", "BINARY_FNS",
                                                             "REDUCE_KINDS", "ATTENTION_WRT", "QUANTIZED",
                                                             "broadcast", "shape_of"]
+
+
+TWIDDLE_MAX = 4096   # the largest DFT as GEMMs: two n×n matrices (256 MiB in f64 at n = 4096)
+
+
+class TwiddleOp(_TensorOp, name="twiddle", traits=[ext.Pure]):
+    """A part of the unitary discrete Fourier transform of size n as an [n, n] matrix: `part` "cos" is
+    ``cos(2π·jk/n) / √n``, "sin" is ``sin(2π·jk/n) / √n``, so F = cos − i·sin and F* = cos + i·sin
+    (tod.fft, tod.ifft: passes/fourier.py). A kernel of its own writes it, computing each entry from j·k mod n
+    (no table in the image)."""
+
+    part: ir.StringAttr
+    result: ext.Result[typing.Any]
+
+    def rules(self, *ts) -> None:
+        (r,) = ts
+        if _str(self.part) not in ("cos", "sin"):
+            raise Invalid(f"part must be 'cos' or 'sin', got '{_str(self.part)}'")
+        s = shape_of(r)
+        if r.rank != 2 or None in s or s[0] != s[1] or s[0] < 1:
+            raise Invalid(f"the result must be a square matrix of static extents, got {s}")
+        if s[0] > TWIDDLE_MAX:
+            raise Invalid(f"n = {s[0]} is larger than {TWIDDLE_MAX}")
+        if not isinstance(r.element_type, (ir.F32Type, ir.F64Type)):
+            raise Invalid(f"the result's element type must be f32 or f64, got {r.element_type}")
+
+
+class InterleaveOp(_TensorOp, name="interleave", traits=[ext.Pure]):
+    """numpy's ``stack((re, im), axis=-1)``: the result [..., 2] holds `re` and `im` side by side, the storage
+    of the complex tensor re + i·im (a reshape views it as one). A kernel of its own writes it."""
+
+    re: ext.Operand[typing.Any]
+    im: ext.Operand[typing.Any]
+    result: ext.Result[typing.Any]
+
+    def rules(self, *ts) -> None:
+        re, im, r = ts
+        if re != im:
+            raise Invalid(f"re and im must have one type, got {re} and {im}")
+        if not re.has_static_shape:
+            raise Invalid("re and im must have static extents")
+        if not isinstance(re.element_type, (ir.F32Type, ir.F64Type)):
+            raise Invalid(f"the parts must be f32 or f64, got {re.element_type}")
+        if shape_of(r) != shape_of(re) + [2] or r.element_type != re.element_type:
+            raise Invalid(f"the result must be {shape_of(re) + [2]} of {re.element_type}, got {shape_of(r)} of "
+                          f"{r.element_type}")

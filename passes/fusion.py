@@ -110,6 +110,8 @@ def kind_of(op) -> str | None:
         return "push"
     if name in ("ttensor.im2col", "ttensor.col2im"):   # gathers of windows: kernels of their own
         return name[len("ttensor."):]                     # (passes/convolution.py)
+    if name in ("ttensor.twiddle", "ttensor.interleave"):   # DFT matrices, complex storage: kernels of their
+        return "fourier"                                       # own (passes/fourier.py)
     return None
 
 

@@ -17,7 +17,7 @@ from .. import plan
 from ..diagnostics import LoweringError
 from ..mlir import ir
 from ..dialects.ttensor import matmul_transposes
-from . import convolution, fp8_fallback, fusion, graph_shapes, kernelgen, pipeline_collectives, schedule_ir
+from . import convolution, fourier, fp8_fallback, fusion, graph_shapes, kernelgen, pipeline_collectives, schedule_ir
 from .lowering_context import LoweringContext
 
 
@@ -156,9 +156,10 @@ def lower_function(fn, module: ir.Module, lowerings: Mapping[str, Callable], tar
             ks = kernelgen.transpose(kname, ops[0], dims)
         elif kind == "push":
             ks = kernelgen.push(kname, ops[0])
-        elif kind in ("blocks", "im2col", "col2im"):
+        elif kind in ("blocks", "im2col", "col2im", "fourier"):
             src, step = kernelgen.blocks(kname, ops[0], dims, schedule_ir.schedule_of(ops[0]).get("block_x", 128)) \
-                if kind == "blocks" else convolution.window_kernel(kname, ops[0], dims)
+                if kind == "blocks" else fourier.kernel(kname, ops[0]) if kind == "fourier" \
+                else convolution.window_kernel(kname, ops[0], dims)
             ctx.build(src, f"<tessera:{kname}>")
             steps.append(plan.ArgsStep(
                 kernel=kname, source=src, env=step["env"], block=tuple(step["block"]), grid=tuple(step["grid"]),

@@ -21,11 +21,15 @@ Din_A×Din_B matrix X (the dialect's convention: index (j, l) is j·Din_B + l), 
 k carried along, X [..., Din_A, Din_B·k] is multiplied by A as one GEMM, reshaped to [..., Dout_A, Din_B, k],
 and B applied to that as a batch of Dout_A GEMMs: neither A ⊗ B nor a transpose is formed.
 
-Only real operators lower (the Graph IR has no complex tensors), with static extents where a Kronecker
-product's reshape needs them. A circulant conv1d(h) is a circular im2col of x's columns (passes/convolution.py)
-times h, summed over the taps. Everything else — the Fourier transforms, direct sums, expm, resolvents,
-the spectral ops and the operator-valued queries (norm, matrix, …) — is refused at the user's line, naming the
-op and the target; the reference interpreter (tessera.interpret) runs them.
+Complex operators lower as pairs of real tensors (passes/fourier.py): the Fourier transforms are DFTs as
+GEMMs with twiddle matrices, a complex diag or scale four real products, and any complex operator's action
+(R + iI) x the real actions R and I on x's parts. A complex apply result becomes a complex tensor (its parts
+interleaved, numpy's storage) only where it leaves the operator program; complex tensors that did not come
+from an apply (parameters) are refused, and so is any other op reading a complex tensor. Static extents are
+needed where a Kronecker product's reshape needs them. A circulant conv1d(h) is a circular im2col of x's
+columns (passes/convolution.py) times h, summed over the taps. Everything else — direct sums, expm,
+resolvents, the spectral ops and the operator-valued queries (norm, matrix, …) — is refused at the user's
+line, naming the op and the target; the reference interpreter (tessera.interpret) runs them.
 """
 
 from __future__ import annotations
@@ -35,12 +39,12 @@ from math import prod
 from ..diagnostics import LoweringError
 from ..dialects import tod, ttensor
 from ..mlir import ir
-from . import convolution, tod_descriptors
+from . import convolution, fourier, tod_descriptors
 from .decompose import _bin, _const, _elt, _i64, _reduce, _shape, _swap_last, _to
+from .fourier import Pair
 
 # why an op has no lowering yet, where there is more to say than its name
 _MISSING = {
-    **dict.fromkeys(("tod.fft", "tod.ifft"), "FFT tile kernels"),
     **dict.fromkeys(("tod.spectral", "tod.truncate", "tod.reconstruct", "tod.pseudoinverse", "tod.norm",
                      "tod.spectral_radius"), "an SVD or eigensolver kernel"),
     "tod.expm": "a matrix exponential kernel",
@@ -58,15 +62,30 @@ def run(fn, target: str) -> int:
     memo: dict = {}   # one action of an operator on a tensor, computed once for all the applies that need it
     for op in applies:
         _lower_apply(op, target, memo)
-    for op in reversed(list(fn.entry_block.operations)):
-        if op.operation.name.startswith("tod.") and all(not list(r.uses) for r in op.results):
+    for op in reversed(list(fn.entry_block.operations)):   # with complex results only applies read (parts)
+        if _lowered(op) and all(not list(r.uses) for r in op.results):
             op.operation.erase()
+    for op in fn.entry_block.operations:
+        name = op.operation.name
+        if name not in ("ttensor.reshape", "func.return") and any(
+                isinstance(v.type, ir.RankedTensorType) and tod.is_complex(ir.RankedTensorType(v.type).element_type)
+                for v in op.operands):
+            raise LoweringError(op, f"'{name}' of a complex tensor has no kernel lowering on {target}: a complex "
+                                    "tensor is an operator's result, returned or applied to (run it with "
+                                    "tessera.interpret)")
     for op in fn.entry_block.operations:   # what is left feeds a query of operators (norm, matrix …): refuse that
         if op.operation.name.startswith("tod.") and not any(
                 isinstance(r.type, (tod.OperatorType, tod.SpectralType)) for r in op.results):
             raise _refusal(op, target)
     convolution.decompose(fn)   # the program's convolutions as GEMMs too, before anything plans them
     return len(applies)
+
+
+def _lowered(op) -> bool:
+    """An operator op, or an op of a complex apply result (which later applies may read as parts instead)."""
+    name = op.operation.name
+    return name.startswith("tod.") or name == "ttensor.interleave" or (
+        name == "ttensor.reshape" and tod.is_complex(ir.RankedTensorType(op.results[0].type).element_type))
 
 
 def _refusal(op, target: str, why: str = "") -> LoweringError:
@@ -78,33 +97,61 @@ def _refusal(op, target: str, why: str = "") -> LoweringError:
 
 def _lower_apply(op, target: str, memo: dict) -> None:
     x, result = op.operands[1], ir.RankedTensorType(op.results[0].type)
-    element = result.element_type
-    if not isinstance(element, ir.FloatType):
-        raise _refusal(_complex_source(op.operands[0]) or op, target,
-                       f": complex operators ({element}) need complex tensors, which the Graph IR does not have")
+    element = tod.component(result.element_type)
     with op.location, ir.InsertionPoint(op):
+        lowering = _Lowering(target, element, op, memo)
         key = ("columns", x, element)
         if key not in memo:
-            cols = _to(x, element)
-            memo[key] = _reshape(cols, _shape(cols.type) + [1]) if result.rank == 1 else cols   # a vector: a column
-        out = _Lowering(target, element, op, memo).act(op.operands[0], memo[key], adjoint=False)
+            cols = lowering.entries(x)
+            memo[key] = _map(lambda c: _reshape(c, _shape(c.type) + [1]), cols) if result.rank == 1 else cols
+        out = lowering.act(op.operands[0], memo[key], adjoint=False)
         if result.rank == 1:
-            out = _reshape(out, _shape(result))
+            out = _map(lambda c: _reshape(c, _shape(result)), out)
+        if tod.is_complex(result.element_type):
+            pair = out if isinstance(out, Pair) else Pair(out, ttensor.BroadcastOp(
+                _const(0.0, element), result=out.type).result)   # a complex operator acting as a real one
+            out = fourier.interleave(pair)
+            memo[("parts", out)] = pair   # what later applies read of it
     op.results[0].replace_all_uses_with(out)
     op.operation.erase()
 
 
-def _complex_source(value):
-    """The first op under operator `value` whose entries are complex (fft, a complex diag …), or None."""
-    owner = value.owner
-    if not isinstance(owner, ir.OpView):
-        return None
-    for operand in owner.operands:
-        if isinstance(operand.type, tod.OperatorType):
-            found = _complex_source(operand)
-            if found is not None:
-                return found
-    return owner if tod.is_complex(tod.operator_sig(value.type).elem) else None
+def _map(f, x):
+    """f applied to a real tensor, or to each part of a Pair (f real-linear)."""
+    return Pair(f(x.re), f(x.im)) if isinstance(x, Pair) else f(x)
+
+
+def _neg(x) -> ir.Value:
+    return ttensor.UnaryOp(x, fn=ir.StringAttr.get("neg"), result=x.type).result
+
+
+def _combine(fn: str, a, b):
+    """a + b or a − b (`fn` "add" / "sub"), each a real tensor or a Pair."""
+    if not isinstance(a, Pair) and not isinstance(b, Pair):
+        return _bin(fn, a, b)
+    if not isinstance(b, Pair):
+        return Pair(_bin(fn, a.re, b), a.im)
+    if not isinstance(a, Pair):
+        return Pair(_bin(fn, a, b.re), b.im if fn == "add" else _neg(b.im))
+    return Pair(_bin(fn, a.re, b.re), _bin(fn, a.im, b.im))
+
+
+def _product(x, d, conj: bool = False):
+    """x · d elementwise (d broadcast to x's shape; d̄ where `conj`), each a real tensor or a Pair."""
+    if not isinstance(d, Pair):
+        return _map(lambda p: _bin("mul", p, d), x)
+    return _linear(lambda p: _bin("mul", p, d.re), lambda p: _bin("mul", p, d.im), x, conj)
+
+
+def _linear(re_map, im_map, x, conj: bool):
+    """(R + iI) x, or (R − iI) x where `conj`, for real-linear maps R = re_map, I = im_map of real tensors."""
+    if not isinstance(x, Pair):
+        im = im_map(x)
+        return Pair(re_map(x), _neg(im) if conj else im)
+    rr, ri, ir_, ii = re_map(x.re), re_map(x.im), im_map(x.re), im_map(x.im)
+    if conj:
+        return Pair(_bin("add", rr, ii), _bin("sub", ri, ir_))
+    return Pair(_bin("sub", rr, ii), _bin("add", ri, ir_))
 
 
 def _i64s(vals: list[int]) -> ir.ArrayAttr:
@@ -126,6 +173,19 @@ class _Lowering:
     def __init__(self, target: str, element: ir.Type, at, memo: dict):
         self.target, self.element, self.at, self.memo = target, element, at, memo
 
+    def entries(self, value):
+        """Tensor `value` in the lowering's element type: a real one cast, a complex one as the Pair an earlier
+        apply made of it (a complex tensor from anywhere else is refused)."""
+        if not tod.is_complex(_elt(value)):
+            return _to(value, self.element)
+        pair = self.memo.get(("parts", value))
+        if pair is None:
+            owner = value.owner if isinstance(value.owner, ir.OpView) else self.at
+            raise LoweringError(owner, f"a complex tensor that is not an operator's result (a parameter, a "
+                                       f"constant) has no kernel lowering yet on {self.target} (run it with "
+                                       "tessera.interpret)")
+        return _map(lambda p: _to(p, self.element), pair)
+
     def act(self, value, x, adjoint: bool) -> ir.Value:
         """A x, or A* x when `adjoint` (for a real A, Aᵀ x); made once per (A, x, adjoint) in a function, whose
         earlier applies' ops come before the later ones."""
@@ -144,29 +204,35 @@ class _Lowering:
             return x
         if name == "tod.zero":
             sig = tod.operator_sig(value.type)
-            shape = _shape(x.type)
+            shape = _shape((x.re if isinstance(x, Pair) else x).type)
             shape[-2] = sig.din if adjoint else sig.dout
             zero = _const(0.0, self.element)
             return ttensor.BroadcastOp(zero, result=ir.RankedTensorType.get(shape, self.element)).result
-        if name == "tod.dense":
-            m = _to(ops[0], self.element)
-            return self._matmul(m, x, tod.operator_sig(value.type).accum, transposed=adjoint)
+        if name == "tod.dense":   # (Mr + iMi)* = Mrᵀ − iMiᵀ
+            m, accum = self.entries(ops[0]), tod.operator_sig(value.type).accum
+            mul = lambda a: lambda p: self._matmul(a, p, accum, transposed=adjoint)   # noqa: E731
+            if isinstance(m, Pair):
+                return _linear(mul(m.re), mul(m.im), x, conj=adjoint)
+            return _map(mul(m), x)
+        if name in ("tod.fft", "tod.ifft"):
+            return self._dft(owner, x, inverse=(name == "tod.ifft") != adjoint)
         if name == "tod.diag":
-            return _bin("mul", x, _column(_to(ops[0], self.element)))
+            return _product(x, _map(_column, self.entries(ops[0])), conj=adjoint)
         if name == "tod.projector":
-            u = _to(ops[0], self.element)
+            u = self.entries(ops[0])
+            if isinstance(u, Pair):
+                raise _refusal(owner, self.target, ": a projector onto a complex basis is not lowered yet")
             accum = tod.operator_sig(value.type).accum
-            return self._matmul(u, self._matmul(u, x, accum, transposed=True), accum)
+            return _map(lambda p: self._matmul(u, self._matmul(u, p, accum, transposed=True), accum), x)
         if name == "tod.adjoint":
             return self.act(ops[0], x, not adjoint)
         if name == "tod.compose":
             first, then = (ops[0], ops[1]) if adjoint else (ops[1], ops[0])
             return self.act(then, self.act(first, x, adjoint), adjoint)
         if name == "tod.plus":
-            return _bin("add", self.act(ops[0], x, adjoint), self.act(ops[1], x, adjoint))
-        if name == "tod.scale":
-            y = self.act(ops[1], x, adjoint)
-            return _bin("mul", y, _to(ops[0], self.element))
+            return _combine("add", self.act(ops[0], x, adjoint), self.act(ops[1], x, adjoint))
+        if name == "tod.scale":   # (s A)* = s̄ A*
+            return _product(self.act(ops[1], x, adjoint), self.entries(ops[0]), conj=adjoint)
         if name == "tod.power":
             for _ in range(ir.IntegerAttr(owner.attributes["exponent"]).value):
                 x = self.act(ops[0], x, adjoint)
@@ -177,18 +243,56 @@ class _Lowering:
             a, at = self.act(ops[0], x, False), self.act(ops[0], x, True)
             if name == "tod.skew" and adjoint:
                 a, at = at, a
-            return _bin("mul", _bin(fn, a, at), _const(0.5, self.element))
+            return _product(_combine(fn, a, at), _const(0.5, self.element))
         if name == "tod.commutator":   # [A, B]* = [B*, A*]
             a, b = (ops[1], ops[0]) if adjoint else (ops[0], ops[1])
-            return _bin("sub", self.act(a, self.act(b, x, adjoint), adjoint),
-                        self.act(b, self.act(a, x, adjoint), adjoint))
+            return _combine("sub", self.act(a, self.act(b, x, adjoint), adjoint),
+                            self.act(b, self.act(a, x, adjoint), adjoint))
         if name in ("tod.kronecker", "tod.tensor"):
             return self._kronecker(owner, x, adjoint)
-        if name == "tod.conv1d":
-            return self._circulant(owner, x, adjoint)
+        if name == "tod.conv1d":   # conv(hr + i·hi)* = conv*(hr) − i·conv*(hi)
+            h = self.entries(ops[0])
+            circ = lambda k: lambda p: self._circulant(owner, k, p, adjoint)   # noqa: E731
+            return _linear(circ(h.re), circ(h.im), x, conj=adjoint) if isinstance(h, Pair) else _map(circ(h), x)
         raise _refusal(owner, self.target)
 
-    def _circulant(self, owner, x, adjoint: bool) -> ir.Value:
+    def _dft(self, owner, x, inverse: bool):
+        """F x (F* x where `inverse`) for the unitary DFT F = C − iS of size n: GEMMs with the twiddle
+        matrices C and S (passes/fourier.py), made once per function."""
+        n = tod.operator_sig(owner.results[0].type).din
+        if n > fourier.MAX_DFT:
+            raise _refusal(owner, self.target, f": a Fourier transform of size {n} is larger than the "
+                                               f"{fourier.MAX_DFT} its DFT as GEMMs takes")
+        if not isinstance(self.element, (ir.F32Type, ir.F64Type)):
+            raise _refusal(owner, self.target, f": Fourier transforms compute in f32 or f64, not {self.element}")
+        c, s = (self._twiddle(n, part) for part in ("cos", "sin"))
+        mul = lambda a: lambda p: self._dft_matmul(a, p)   # noqa: E731   (C, S symmetric)
+        return _linear(mul(c), mul(s), x, conj=not inverse)
+
+    def _dft_matmul(self, w, x) -> ir.Value:
+        """w @ x for a twiddle matrix w [n, n] and x [..., n, k]: the target's GEMM in f32; in f64, which not
+        every target's GEMM takes (the CPU's does not), the products w[j, m] · x[m, c] of each column as one
+        elementwise kernel [..., k, n, n] and their row sums, O(n²) memory per column (as the DFT's work)."""
+        if self.element != ir.F64Type.get():
+            return self._matmul(w, x, self.element)
+        key = ("dft rows", x)
+        shape = _shape(x.type)
+        lead, n, k = shape[:-2], shape[-2], shape[-1]
+        if key not in self.memo:   # the columns as rows, once for both twiddle matrices
+            rows = _reshape(_swap_last(x), lead + [k, 1, n])
+            self.memo[key] = ttensor.BroadcastOp(rows, result=ir.RankedTensorType.get(lead + [k, n, n],
+                                                                                      self.element)).result
+        full = self.memo[key]
+        y = _reduce("sum", _bin("mul", full, w), keepdims=False)    # [..., k, n]
+        return _swap_last(y)
+
+    def _twiddle(self, n: int, part: str) -> ir.Value:
+        key = ("twiddle", n, part, self.element)
+        if key not in self.memo:   # at this apply, so it comes before every later apply that reads it
+            self.memo[key] = fourier.twiddle(n, part, self.element)
+        return self.memo[key]
+
+    def _circulant(self, owner, h, x, adjoint: bool) -> ir.Value:
         """conv1d(h) x, (h ⊛ x)[i] = Σ_{j<m} h[j] x[(i − j) mod n], for each column of X [..., n, k]: the
         columns as a batch of one-channel signals [B, 1, n], their circular windows as an im2col (padding m − 1
         wrapped around, taps flipped, so column j holds x[(i − j) mod n]; the adjoint's, x[(i + j) mod n], are
@@ -198,7 +302,6 @@ class _Lowering:
         if any(ir.ShapedType.is_dynamic_size(d) for d in shape):
             raise _refusal(owner, self.target, ": a circulant applies to tensors of static extents only")
         lead, n, k = shape[:-2], shape[-2], shape[-1]
-        h = _to(owner.operands[0], self.element)
         m, b = _shape(h.type)[0], prod(lead) * k
         signals = _reshape(_swap_last(x), [b, 1, n])
         cols = convolution.im2col(signals, [m], _i64s([1]), _i64s([0, m - 1] if adjoint else [m - 1, 0]),
@@ -233,15 +336,15 @@ class _Lowering:
         columns). The CPU transposes the last two axes only, so each column's matrix is moved there first."""
         a, b = (tod.operator_sig(v.type) for v in owner.operands)
         (a_in, a_out), (b_in, b_out) = ((s.dout, s.din) if adjoint else (s.din, s.dout) for s in (a, b))
-        shape = _shape(x.type)
+        shape = _shape((x.re if isinstance(x, Pair) else x).type)
         lead, k = shape[:-2], shape[-1]
         if None in (a_in, a_out, b_in, b_out) or any(ir.ShapedType.is_dynamic_size(d) for d in shape):
             raise _refusal(owner, self.target, ": a Kronecker product lowers with static extents only")
         batch = lead + ([k] if k != 1 else [])          # one matrix X per column
-        rows = _reshape(x, lead + [1, a_in * b_in]) if k == 1 else _swap_last(x)
-        xt = _swap_last(_reshape(rows, batch + [a_in, b_in]))                    # Xᵀ: [.., b_in, a_in]
-        y = _swap_last(self.act(owner.operands[1], xt, adjoint))                 # (B Xᵀ)ᵀ = X Bᵀ: [.., a_in, b_out]
-        z = _reshape(self.act(owner.operands[0], y, adjoint), batch + [a_out * b_out])   # A X Bᵀ, row-major
+        rows = _map(lambda p: _reshape(p, lead + [1, a_in * b_in]) if k == 1 else _swap_last(p), x)
+        xt = _map(lambda p: _swap_last(_reshape(p, batch + [a_in, b_in])), rows)      # Xᵀ: [.., b_in, a_in]
+        y = _map(_swap_last, self.act(owner.operands[1], xt, adjoint))            # X Bᵀ: [.., a_in, b_out]
+        z = _map(lambda p: _reshape(p, batch + [a_out * b_out]), self.act(owner.operands[0], y, adjoint))
         if k == 1:
-            return _reshape(z, lead + [a_out * b_out, 1])
-        return _swap_last(z)
+            return _map(lambda p: _reshape(p, lead + [a_out * b_out, 1]), z)
+        return _map(_swap_last, z)

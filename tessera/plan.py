@@ -254,6 +254,10 @@ class ArgsStep:
     source: str | None = None
 
 
+# the dtypes an alias may view each other as: a complex value and its parts, side by side (passes/fourier.py)
+COMPLEX_VIEWS = ({"c64", "f32"}, {"c128", "f64"})
+
+
 @dataclass(frozen=True)
 class AliasStep:
     """`alias` is `of`'s storage seen with its own extents. Without an `offset` a reshape, which sees every
@@ -383,7 +387,8 @@ def _check_names(plan: Plan) -> None:
             if s.dim is not None and s.dim >= len(x.dims):
                 raise PlanError(f"collective step ({s.collective}): dim {s.dim} is not an axis of the rank-"
                                 f"{len(x.dims)} tensor '{s.input}'")
-        if isinstance(s, AliasStep) and plan.values[s.alias].dtype != plan.values[s.of].dtype:
+        if isinstance(s, AliasStep) and plan.values[s.alias].dtype != plan.values[s.of].dtype and \
+                (s.offset is not None or {plan.values[s.alias].dtype, plan.values[s.of].dtype} not in COMPLEX_VIEWS):
             raise PlanError(f"alias step '{s.alias}' of '{s.of}': an alias has its storage's dtype "
                             f"({plan.values[s.alias].dtype} is not {plan.values[s.of].dtype})")
     for vid, v in plan.values.items():

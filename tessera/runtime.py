@@ -49,7 +49,7 @@ def _error(status_name: str, message: str) -> Error:
 _NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": np.uint16, "tf32": np.float32,
           "fp8_e4m3": np.uint8, "fp8_e5m2": np.uint8, "i4": np.uint8,
           "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "u8": np.uint8, "bool": np.bool_,
-          "index": np.int64}
+          "index": np.int64, "c64": np.complex64, "c128": np.complex128}
 # numpy has no dtype for these: a launch (and a DeviceArray) takes their bit patterns; tf32 is a float32
 BIT_PATTERNS = ("bf16", "fp8_e4m3", "fp8_e5m2")
 

@@ -145,9 +145,11 @@ def _close(name: str, precision: str | None, got, want) -> str | None:
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
         return f"{name}: shape {got.shape}, the interpreter's {want.shape}"
-    if precision is None or not np.issubdtype(want.dtype, np.floating):
+    inexact = np.issubdtype(want.dtype, np.floating) or np.issubdtype(want.dtype, np.complexfloating)
+    if precision is None or not inexact:
         return None if np.array_equal(got, want) else f"{name}: not equal to the interpreter's"
-    g, w = got.astype(np.float64), want.astype(np.float64)
+    wide = np.complex128 if np.issubdtype(want.dtype, np.complexfloating) else np.float64   # |g − w| of complex too
+    g, w = got.astype(wide), want.astype(wide)
     bound = TOLERANCE[precision] * max(1.0, float(np.max(np.abs(w), initial=0.0)))
     bad = ~(np.abs(g - w) <= bound) & ~(np.isnan(g) & np.isnan(w))
     if bad.any():

@@ -38,6 +38,8 @@ static const dtype_row_t dtypes[] = {
     {"i16", {kDLInt, 16, 1}, 2, TSR_DTYPE_I16},         {"i32", {kDLInt, 32, 1}, 4, TSR_DTYPE_I32},
     {"i64", {kDLInt, 64, 1}, 8, TSR_DTYPE_I64},         {"bool", {kDLBool, 8, 1}, 1, TSR_DTYPE_BOOL},
     {"index", {kDLInt, 64, 1}, 8, TSR_DTYPE_INDEX},     {"u8", {kDLUInt, 8, 1}, 1, TSR_DTYPE_U8},
+    /* numpy's complex layout, real and imaginary part side by side (the compiler's complex results) */
+    {"c64", {kDLComplex, 64, 1}, 8, TSR_DTYPE_C64},     {"c128", {kDLComplex, 128, 1}, 16, TSR_DTYPE_C128},
 };
 
 static const dtype_row_t* dtype_of(const char* name) {
@@ -849,12 +851,13 @@ static tsr_status_t run_call(call_t* c, const tsr_plan_step_t* s, size_t step) {
   return st;
 }
 
-/* Whether alias step `s` views a value of `elements` elements as one of as many. */
+/* Whether alias step `s` views value `of` of `elements` elements as one of as many bytes (a complex value
+ * viewed as its parts has twice the elements of half the size). */
 static tsr_status_t check_alias(call_t* c, const tsr_plan_step_t* s, uint64_t elements) {
   tsr_status_t st;
   uint64_t n = value_elements(c, s->alias, NULL, &st);
   if (st) return st;
-  if (n != elements)
+  if (n * c->fn->value_size[s->alias] != elements * c->fn->value_size[s->of])
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': value '%s' of %" PRIu64 " elements cannot be viewed as "
                     "value '%s' of %" PRIu64 " (a tile.range step must divide the extent its unmasked loads and "
                     "stores cover; mask them for partial tiles)", c->f->name, c->f->values[s->of].id,
@@ -1371,6 +1374,7 @@ static tsr_status_t run_alias(call_t* c, const tsr_plan_step_t* s, size_t step) 
   if (!s->has_offset) {  /* a reshape: sees every element */
     if ((st = check_alias(c, s, source->elements))) return st;
     c->values[s->alias] = *source;
+    c->values[s->alias].elements = source->elements * c->fn->value_size[s->of] / c->fn->value_size[s->alias];
     return TSR_SUCCESS;
   }
   int64_t offset;

@@ -486,6 +486,17 @@ static tsr_status_t read_collective(reader_t* r, const tsr_json_t* doc, const ch
   return TSR_SUCCESS;
 }
 
+/* Whether dtypes `a` and `b` are a complex one and its part (c64 and f32, c128 and f64): numpy's complex
+ * layout, so an alias may view either as the other (passes/fourier.py). */
+static bool complex_view(const char* a, const char* b) {
+  static const char* const pairs[][2] = {{"c64", "f32"}, {"c128", "f64"}};
+  for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
+    if ((strcmp(a, pairs[i][0]) == 0 && strcmp(b, pairs[i][1]) == 0) ||
+        (strcmp(b, pairs[i][0]) == 0 && strcmp(a, pairs[i][1]) == 0))
+      return true;
+  return false;
+}
+
 static tsr_status_t read_step(reader_t* r, const tsr_json_t* doc, const char* at, tsr_plan_step_t* s) {
   TRY(object(doc, at));
   if (tsr_json_member(doc, "alias")) {
@@ -499,7 +510,8 @@ static tsr_status_t read_step(reader_t* r, const tsr_json_t* doc, const char* at
     if (s->has_offset && r->version < 6)
       return bad(at, "an alias step with an offset, which version 6 introduced, in a plan of version %d", r->version);
     const tsr_plan_value_t *a = &r->fn->values[s->alias], *o = &r->fn->values[s->of];
-    if (strcmp(a->dtype, o->dtype) != 0)  /* an offset counts elements of `of`'s dtype; a view keeps it */
+    if (strcmp(a->dtype, o->dtype) != 0 && (s->has_offset || !complex_view(a->dtype, o->dtype)))
+      /* an offset counts elements of `of`'s dtype; a view keeps it, or sees a complex value as its parts */
       return bad(at, "alias '%.80s' of '%.80s': an alias has its storage's dtype (%s is not %s)", a->id, o->id,
                  a->dtype, o->dtype);
     return TSR_SUCCESS;

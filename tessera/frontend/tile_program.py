@@ -11,6 +11,9 @@ barriers, double buffering, `tile.mma` blocking); the compiler decides the threa
 the same pipeline then tiles, fuses and lowers it — with the staging kept as schedule hints:
 
 - `tile.dot`, `tile.softmax`, `tile.relu`/`gelu`/…, `x.T` are the Graph ops; `tile.dot` accumulates in f32;
+- `re, im = tile.fft(x)` (or `tile.fft(re, im)`, `inverse=True` for the inverse) is numpy.fft.fft (ifft) of
+  an f32 tile's rows as the pair of its real and imaginary parts: GEMMs with the DFT's twiddle matrices
+  (`ttensor.twiddle`, passes/fourier.py), the tile primitive the spec's FFT lowering names;
 - `for m, n, k in tile.mma(A, B, C, BM=, BN=, BK=): tile.mma_sync(m, n, k)` is ``C += A @ B`` blocked BM×BN×BK;
 - `for k in range(0, A.shape[1], S)` whose body accumulates `tile.dot` of k-slices of width S is the whole
   contraction (``C += A @ B``), software-pipelined over S-wide chunks (stages = shared buffers used);
@@ -33,6 +36,7 @@ Unannotated parameters are 2-D `f32` tensors, `tensor[dtype]` without extents is
 from __future__ import annotations
 
 import ast
+import math
 from dataclasses import dataclass
 
 from .. import dtypes
@@ -43,7 +47,7 @@ from .attrs import INT64_MAX, i64 as _i64
 from .function import FunctionBuilder, _name
 from .oplib import OPS, DTypePolicy, GTensor
 
-TILE_CALLS = {"dot", "mma", "mma_sync", "range", "cp_async", "load", "store", "where", "barrier", "alloc_shared",
+TILE_CALLS = {"dot", "fft", "mma", "mma_sync", "range", "cp_async", "load", "store", "where", "barrier", "alloc_shared",
               "softmax", "relu", "gelu", "silu", "sigmoid", "tanh", "exp", "log", "sqrt"}
 ATOMIC_CALLS = {"atomic_add", "atomic_max", "atomic_cas", "fence"}  # SIMT only (language.md, "Atomics and fences")
 SIMT_CALLS = {"thread_id", "local_id", "block_id", "lane_id", "warp_id", "warp_shuffle_down", "warp_shuffle_xor",
@@ -317,6 +321,8 @@ class TileProgramBuilder(FunctionBuilder):
             if len(args) != 2:
                 raise self.error(node, "tile.dot(a, b) takes two tiles")
             return self._dot(*args, node)
+        if name == "fft":
+            return self._fft(node, args, kwargs)
         if name == "alloc_shared":
             return SharedBuffer()
         if name == "barrier":
@@ -478,6 +484,36 @@ class TileProgramBuilder(FunctionBuilder):
             raise self.error(node, "tile.dot takes two tiles")
         f32 = DTypePolicy(dtypes.BY_NAME["f32"])
         return OPS["matmul"](self, node, [a, b], {"out_dtype": f32} if a.dtype.bits < 32 else {})
+
+    def _fft(self, node: ast.Call, args: list, kwargs: dict) -> tuple:
+        """numpy.fft.fft (`inverse`: ifft) along the last axis of a real tile or of a (re, im) pair of f32 tiles,
+        as (re, im). With the unitary C, S = cos, sin(2π·jk/n)/√n: fft = √n (C − iS), ifft = (C + iS)/√n."""
+        if set(kwargs) - {"inverse"} or not isinstance(kwargs.get("inverse", False), bool):
+            raise self.error(node, "tile.fft takes inverse=True or False and nothing else")
+        parts = [self._resolve(a) for a in args]
+        if not 1 <= len(parts) <= 2 or not all(isinstance(p, GTensor) for p in parts):
+            raise self.error(node, "tile.fft(x) takes a tile, or the real and imaginary tiles tile.fft(re, im)")
+        if any(p.dtype.name != "f32" for p in parts) or any(p.dims != parts[0].dims for p in parts):
+            raise self.error(node, "tile.fft takes f32 tiles of one shape (op.cast first)")
+        n = parts[0].dims[-1]
+        if not isinstance(n, int) or not 1 <= n <= ttensor.TWIDDLE_MAX:
+            raise self.error(node, f"tile.fft transforms a static last axis of at most {ttensor.TWIDDLE_MAX} "
+                                   f"elements, got {n}")
+        f32 = dtypes.BY_NAME["f32"]
+        with self.loc(node):
+            c, s = (GTensor(ttensor.TwiddleOp(part=ir.StringAttr.get(part), result=ir.RankedTensorType.get(
+                [n, n], ir.F32Type.get())).result, f32, [n, n]) for part in ("cos", "sin"))
+        inverse = kwargs.get("inverse", False)
+        mul = lambda x, w: OPS["matmul"](self, node, [x, w], {})   # noqa: E731   (C, S symmetric)
+        if len(parts) == 1:
+            re, im = mul(parts[0], c), mul(parts[0], s)
+            im = im if inverse else self.binop(ast.Mult(), im, -1.0, node)
+        else:
+            (xr, xi), add, sub = parts, ast.Add(), ast.Sub()
+            re = self.binop(sub if inverse else add, mul(xr, c), mul(xi, s), node)
+            im = self.binop(add if inverse else sub, mul(xi, c), mul(xr, s), node)
+        scale = 1 / math.sqrt(n) if inverse else math.sqrt(n)
+        return tuple(self.binop(ast.Mult(), t, scale, node) for t in (re, im))
 
     def _hint(self, t: GTensor, hints: dict) -> None:
         """Staging choices the program made, recorded for the schedule phase."""

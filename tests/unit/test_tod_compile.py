@@ -146,8 +146,6 @@ def test_opencl_runs_the_lowered_operators(opencl):  # noqa: F811
 @pytest.mark.parametrize("line, expect", [
     ("op.expm(op.dense(M)) @ x", "4:12: error: 'tod.expm' has no kernel lowering yet on {target}: it needs a matrix "
                                  "exponential kernel"),
-    ("op.fft(8, dtype=f32) @ x", "4:12: error: 'tod.fft' has no kernel lowering yet on {target}: complex "
-                                          "operators (complex<f32>) need complex tensors"),
     ("op.norm(op.dense(M))", "4:12: error: 'tod.norm' has no kernel lowering yet on {target}: it needs an SVD"),
 ])
 def test_refusals_name_the_op_and_target_at_the_users_line(target, line, expect):
@@ -158,7 +156,6 @@ def test_refusals_name_the_op_and_target_at_the_users_line(target, line, expect)
 
 
 @pytest.mark.parametrize("name, where", [
-    ("circular_convolution", "spectral.py:11:9: error: 'tod.fft' has no kernel lowering yet on cpu: complex"),
     ("denoised_measurement", "spectral.py:21:9: error: 'tod.reconstruct' has no kernel lowering yet on cpu: it needs an SVD"),
     ("heat_flow", "spectral.py:29:12: error: 'tod.expm' has no kernel lowering yet on cpu"),
 ])

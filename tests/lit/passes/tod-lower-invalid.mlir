@@ -11,11 +11,30 @@ func.func @expm(%m: tensor<4x4xf32>, %x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
-func.func @complex(%x: tensor<8xcomplex<f32>>) -> tensor<8xcomplex<f32>> {
-  // expected-error @+1 {{'tod.fft' has no kernel lowering yet on ptx: complex operators (complex<f32>) need complex tensors, which the Graph IR does not have}}
+func.func @complex_parameter(%x: tensor<8xcomplex<f32>>) -> tensor<8xcomplex<f32>> {
   %f = "tod.fft"() : () -> !tod.operator<8, 8, complex<f32>, f32>
+  // expected-error @+1 {{a complex tensor that is not an operator's result (a parameter, a constant) has no kernel lowering yet on ptx (run it with tessera.interpret)}}
   %y = "tod.apply"(%f, %x) : (!tod.operator<8, 8, complex<f32>, f32>, tensor<8xcomplex<f32>>) -> tensor<8xcomplex<f32>>
   return %y : tensor<8xcomplex<f32>>
+}
+
+// -----
+
+func.func @complex_read(%x: tensor<8xf32>) -> tensor<8xcomplex<f32>> {
+  %f = "tod.fft"() : () -> !tod.operator<8, 8, complex<f32>, f32>
+  %y = "tod.apply"(%f, %x) : (!tod.operator<8, 8, complex<f32>, f32>, tensor<8xf32>) -> tensor<8xcomplex<f32>>
+  // expected-error @+1 {{'ttensor.unary' of a complex tensor has no kernel lowering on ptx: a complex tensor is an operator's result, returned or applied to (run it with tessera.interpret)}}
+  %z = "ttensor.unary"(%y) {fn = "neg"} : (tensor<8xcomplex<f32>>) -> tensor<8xcomplex<f32>>
+  return %z : tensor<8xcomplex<f32>>
+}
+
+// -----
+
+func.func @fft_size(%x: tensor<8192xf32>) -> tensor<8192xcomplex<f32>> {
+  // expected-error @+1 {{'tod.fft' has no kernel lowering yet on ptx: a Fourier transform of size 8192 is larger than the 4096 its DFT as GEMMs takes (run it with tessera.interpret)}}
+  %f = "tod.fft"() : () -> !tod.operator<8192, 8192, complex<f32>, f32>
+  %y = "tod.apply"(%f, %x) : (!tod.operator<8192, 8192, complex<f32>, f32>, tensor<8192xf32>) -> tensor<8192xcomplex<f32>>
+  return %y : tensor<8192xcomplex<f32>>
 }
 
 // -----

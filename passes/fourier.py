@@ -1,0 +1,107 @@
+"""Fourier transforms and complex values as real Graph IR, on every target.
+
+The operator algebra's ``tod.fft(n)`` is the unitary DFT F[j, k] = exp(−2πi·jk/n) / √n and ``tod.ifft(n)`` its
+adjoint. With C = cos(2π·jk/n) / √n and S = sin(2π·jk/n) / √n (symmetric matrices), F = C − iS and F* = C + iS,
+so F applied to a complex x = xr + i·xi is the four real GEMMs
+
+    Re(F x) = C xr + S xi        Im(F x) = C xi − S xr          (F*: S's sign flipped)
+
+(two when x is real): a DFT as GEMMs, O(n²) work on each target's GEMM, exact to the GEMM's rounding
+(no twiddle recurrence), which suits the moderate sizes of operator programs. C and S are ``ttensor.twiddle``
+ops, each written by a kernel of its own from j·k mod n: the angle is reduced exactly in integers to the
+nearest quarter turn q and a remainder |φ| ≤ π/4, whose cosine and sine are Taylor polynomials (to φ¹⁷ in f64,
+φ¹¹ in f32: below half an ulp of the result), and the quarter turn picks sign and part. No table is stored in
+the image and no target needs a sine instruction (the GPU math lowerings have none).
+
+Complex values exist only inside the lowering of an operator program (passes/tod_lower.py), as pairs of real
+tensors. Where one leaves it — a complex ``tod.apply`` result the function returns — ``ttensor.interleave``
+writes the pair as numpy stores a complex array, real and imaginary part side by side, and a reshape views
+that storage as ``complex<T>`` (so a compiled function returns numpy complex64/complex128 arrays, as the
+interpreter does, and C callers get a DLPack complex tensor).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from ..dialects import ttensor
+from ..mlir import ir
+from . import kernelgen
+
+MAX_DFT = ttensor.TWIDDLE_MAX   # the largest n a DFT as GEMMs takes
+KERNEL_BLOCK = 256
+_TERMS = {"f64": 9, "f32": 6}   # Taylor terms of cos and sin on |φ| ≤ π/4: (π/4)^(2·terms)/(2·terms)! < ulp/2
+
+
+class Pair(NamedTuple):
+    """A complex tensor as its real and imaginary parts (two real tensors of one type)."""
+    re: ir.Value
+    im: ir.Value
+
+
+def twiddle(n: int, part: str, element: ir.Type) -> ir.Value:
+    """The [n, n] matrix `part` ("cos" or "sin") of the unitary DFT of size n, at the insertion point."""
+    return ttensor.TwiddleOp(part=ir.StringAttr.get(part), result=ir.RankedTensorType.get([n, n], element)).result
+
+
+def interleave(pair: Pair) -> ir.Value:
+    """`pair` as one complex tensor: its parts side by side, viewed as complex<T>."""
+    t = ir.RankedTensorType(pair.re.type)
+    shape = [t.get_dim_size(i) for i in range(t.rank)]
+    both = ttensor.InterleaveOp(pair.re, pair.im,
+                                result=ir.RankedTensorType.get(shape + [2], t.element_type)).result
+    return ttensor.ReshapeOp(both, result=ir.RankedTensorType.get(shape, ir.ComplexType.get(t.element_type))).result
+
+
+def _poly(x2: str, coefficients: list[float], lit) -> str:
+    """Horner's form of Σ c_k x2^k as kernel source."""
+    out = lit(coefficients[-1])
+    for c in reversed(coefficients[:-1]):
+        out = f"({lit(c)} + {x2} * {out})"
+    return out
+
+
+def kernel(name: str, op) -> tuple[str, dict]:
+    """The source of the kernel computing ttensor.twiddle or ttensor.interleave `op` and its plan step's launch
+    (env, block, grid, argument shapes), as convolution.window_kernel's: one thread an element written."""
+    result = op.results[0]
+    dt = kernelgen.element_dtype(result)
+    lit = (lambda x: kernelgen.float_literal(x)) if dt == "f32" else (lambda x: f"f64({kernelgen.float_literal(x)})")
+    if op.operation.name == "ttensor.twiddle":
+        n = ir.RankedTensorType(result.type).get_dim_size(0)
+        terms = _TERMS[dt]
+        cos = _poly("x2", [(-1) ** k / math.factorial(2 * k) for k in range(terms)], lit)
+        sin = _poly("x2", [(-1) ** k / math.factorial(2 * k + 1) for k in range(terms)], lit)
+        # cos θ, sin θ at θ = q·π/2 + φ, by the quarter turn q
+        picks = ({1: "-s", 2: "-c", 3: "s"} if ir.StringAttr(op.attributes["part"]).value == "cos"
+                 else {1: "c", 2: "-s", 3: "-c"})
+        first = "c" if ir.StringAttr(op.attributes["part"]).value == "cos" else "s"
+        body = ["    if i < Y.shape[0] * Y.shape[1]:",
+                f"        m = ((i // {n}) * (i % {n})) % {n}",
+                f"        q = (8 * m + {n}) // {2 * n}",        # the nearest quarter turn, 0..4
+                f"        x = {dt}(4 * m - q * {n}) * {lit(math.pi / 2 / n)}",   # φ, |φ| ≤ π/4
+                "        x2 = x * x",
+                f"        c = {cos}", f"        s = x * {sin}",
+                f"        v = {first}",
+                *[line for q, e in picks.items() for line in (f"        if q % 4 == {q}:", f"            v = {e}")],
+                f"        Y[i // {n}, i % {n}] = v * {lit(1 / math.sqrt(n))}"]
+        src = "\n".join(["@kernel", f"def {name}(Y: tensor[{dt}, \"YR\", \"YC\"]):",
+                         "    i = launch.thread_id(0)", *body, ""])
+        env = {"YR": str(n), "YC": str(n)}
+        threads = f"{n * n}"
+        args = [{"value": result, "shape": ["YR", "YC"]}]
+    else:
+        count = math.prod(ir.RankedTensorType(op.operands[0].type).shape)
+        src = "\n".join(["@kernel",
+                         f"def {name}(R: tensor[{dt}, \"N\"], I: tensor[{dt}, \"N\"], Y: tensor[{dt}, \"N2\"]):",
+                         "    i = launch.thread_id(0)", "    if i < Y.shape[0]:",
+                         "        if i % 2 == 0:", "            Y[i] = R[i // 2]",
+                         "        else:", "            Y[i] = I[i // 2]", ""])
+        env = {"N": str(count), "N2": str(2 * count)}
+        threads = f"{2 * count}"
+        args = [{"value": op.operands[0], "shape": ["N"]}, {"value": op.operands[1], "shape": ["N"]},
+                {"value": result, "shape": ["N2"]}]
+    step = {"env": env, "block": [KERNEL_BLOCK, 1, 1], "grid": [f"ceil({threads}/{KERNEL_BLOCK})", "1", "1"],
+            "args": args}
+    return src, step

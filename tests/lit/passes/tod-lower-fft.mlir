@@ -1,0 +1,71 @@
+// tessera-tod-lower of the Fourier transforms (passes/fourier.py): F = C − iS as GEMMs with the twiddle
+// matrices (in f64, which not every target's GEMM takes, products and row sums); complex values are pairs of
+// real tensors, interleaved into a complex tensor only where one leaves the operator program.
+// RUN: tessera-opt %s --split-input-file --pass-pipeline='builtin.module(tessera-tod-lower)' | FileCheck %s
+
+// A real vector's transform: two GEMMs, Re = C x, Im = −S x, interleaved and viewed as complex<f32>.
+// CHECK-LABEL: func.func @fft
+// CHECK-SAME:    (%[[X:.+]]: tensor<8xf32>)
+// CHECK:         %[[COL:.+]] = "ttensor.reshape"(%[[X]]) : (tensor<8xf32>) -> tensor<8x1xf32>
+// CHECK:         %[[C:.+]] = "ttensor.twiddle"() {part = "cos"} : () -> tensor<8x8xf32>
+// CHECK:         %[[S:.+]] = "ttensor.twiddle"() {part = "sin"} : () -> tensor<8x8xf32>
+// CHECK:         %[[SX:.+]] = "ttensor.matmul"(%[[S]], %[[COL]]) {accum = f32}
+// CHECK:         %[[CX:.+]] = "ttensor.matmul"(%[[C]], %[[COL]]) {accum = f32}
+// CHECK:         %[[IM:.+]] = "ttensor.unary"(%[[SX]]) {fn = "neg"}
+// CHECK:         %[[RE:.+]] = "ttensor.reshape"(%[[CX]]) : (tensor<8x1xf32>) -> tensor<8xf32>
+// CHECK:         %[[IM1:.+]] = "ttensor.reshape"(%[[IM]]) : (tensor<8x1xf32>) -> tensor<8xf32>
+// CHECK:         %[[P:.+]] = "ttensor.interleave"(%[[RE]], %[[IM1]]) : (tensor<8xf32>, tensor<8xf32>) -> tensor<8x2xf32>
+// CHECK:         %[[Z:.+]] = "ttensor.reshape"(%[[P]]) : (tensor<8x2xf32>) -> tensor<8xcomplex<f32>>
+// CHECK:         return %[[Z]]
+// CHECK-NOT:     tod.
+func.func @fft(%x: tensor<8xf32>) -> tensor<8xcomplex<f32>> {
+  %f = "tod.fft"() : () -> !tod.operator<8, 8, complex<f32>, f32>
+  %y = "tod.apply"(%f, %x) : (!tod.operator<8, 8, complex<f32>, f32>, tensor<8xf32>) -> tensor<8xcomplex<f32>>
+  return %y : tensor<8xcomplex<f32>>
+}
+
+// -----
+
+// A spectral filter F* diag(F h) F x: the spectrum F h is read as its parts (its interleaved copy is erased,
+// nothing else reads it), the diagonal four products, the inverse four GEMMs of the pair (twiddles made once).
+// CHECK-LABEL: func.func @filter
+// CHECK-COUNT-2: "ttensor.twiddle"
+// CHECK-NOT:     "ttensor.twiddle"
+// CHECK-NOT:     "ttensor.interleave"
+// CHECK-COUNT-4: "ttensor.binary"({{.*}}) {fn = "mul"}
+// CHECK:         "ttensor.binary"({{.*}}) {fn = "sub"}
+// CHECK:         "ttensor.binary"({{.*}}) {fn = "add"}
+// CHECK-COUNT-4: "ttensor.matmul"
+// CHECK:         "ttensor.interleave"
+// CHECK-NOT:     "ttensor.interleave"
+// CHECK:         return
+func.func @filter(%x: tensor<8xf32>, %h: tensor<8xf32>) -> tensor<8xcomplex<f32>> {
+  %f = "tod.fft"() : () -> !tod.operator<8, 8, complex<f32>, f32>
+  %g = "tod.apply"(%f, %h) : (!tod.operator<8, 8, complex<f32>, f32>, tensor<8xf32>) -> tensor<8xcomplex<f32>>
+  %d = "tod.diag"(%g) : (tensor<8xcomplex<f32>>) -> !tod.operator<8, 8, complex<f32>, f32>
+  %i = "tod.ifft"() : () -> !tod.operator<8, 8, complex<f32>, f32>
+  %c1 = "tod.compose"(%d, %f) : (!tod.operator<8, 8, complex<f32>, f32>, !tod.operator<8, 8, complex<f32>, f32>) -> !tod.operator<8, 8, complex<f32>, f32>
+  %c2 = "tod.compose"(%i, %c1) : (!tod.operator<8, 8, complex<f32>, f32>, !tod.operator<8, 8, complex<f32>, f32>) -> !tod.operator<8, 8, complex<f32>, f32>
+  %y = "tod.apply"(%c2, %x) : (!tod.operator<8, 8, complex<f32>, f32>, tensor<8xf32>) -> tensor<8xcomplex<f32>>
+  return %y : tensor<8xcomplex<f32>>
+}
+
+// -----
+
+// f64: no GEMM; the columns broadcast against each twiddle matrix (once for both), row sums.
+// CHECK-LABEL: func.func @ifft_f64
+// CHECK:         %[[C:.+]] = "ttensor.twiddle"() {part = "cos"} : () -> tensor<4x4xf64>
+// CHECK:         %[[S:.+]] = "ttensor.twiddle"() {part = "sin"} : () -> tensor<4x4xf64>
+// CHECK:         %[[B:.+]] = "ttensor.broadcast"({{.+}}) : (tensor<1x1x4xf64>) -> tensor<1x4x4xf64>
+// CHECK:         "ttensor.binary"(%[[B]], %[[S]]) {fn = "mul"}
+// CHECK:         "ttensor.reduce"({{.+}}) {axes = [2], keepdims = false, kind = "sum"}
+// CHECK:         "ttensor.binary"(%[[B]], %[[C]]) {fn = "mul"}
+// CHECK:         "ttensor.reduce"({{.+}}) {axes = [2], keepdims = false, kind = "sum"}
+// CHECK-NOT:     "ttensor.matmul"
+// CHECK:         "ttensor.interleave"({{.+}}) : (tensor<4xf64>, tensor<4xf64>) -> tensor<4x2xf64>
+// CHECK:         "ttensor.reshape"({{.+}}) : (tensor<4x2xf64>) -> tensor<4xcomplex<f64>>
+func.func @ifft_f64(%x: tensor<4xf64>) -> tensor<4xcomplex<f64>> {
+  %f = "tod.ifft"() : () -> !tod.operator<4, 4, complex<f64>, f64>
+  %y = "tod.apply"(%f, %x) : (!tod.operator<4, 4, complex<f64>, f64>, tensor<4xf64>) -> tensor<4xcomplex<f64>>
+  return %y : tensor<4xcomplex<f64>>
+}

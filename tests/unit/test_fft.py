@@ -1,0 +1,301 @@
+"""The operator algebra's Fourier transforms compiled (passes/fourier.py, passes/tod_lower.py): op.fft / op.ifft
+applied to real vectors, stacks of columns, Kronecker products and spectral filters, against numpy.fft (norm=
+"ortho": the transforms are unitary) and the reference interpreter, on the CPU, on SPIR-V run by the OpenCL CPU
+runtime, and compiled (ptxas-assembled) for ptx and amdgpu. Complex results are numpy complex arrays.
+
+Tolerances, relative to the largest reference magnitude: f32 1e-5 · log2(n) (the DFT as GEMMs: twiddles within
+an ulp, each output a sum of n f32 products, observed ~1e-7); f64 1e-12 · log2(n) (products and row sums)."""
+
+import math
+import pathlib
+
+import numpy as np
+import pytest
+
+from tessera import compiler, executor, image, tessera_frontend_compile
+from tessera.backends.ptx import ptxas
+from tessera.diagnostics import CompileError
+from tessera.options import CompileOptions
+
+from test_opencl import opencl  # noqa: F401  (the fixture: skips, or fails in CI, without OpenCL)
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "graph"
+RNG = np.random.default_rng(2718)
+
+SOURCE = """
+@function
+def transform(x: tensor[f32, 12]):
+    return op.fft(12, dtype=f32) @ x, op.ifft(12, dtype=f32) @ x
+
+@function
+def columns(X: tensor[f32, 2, 16, 3]):
+    F = op.fft(16, dtype=f32)
+    return F @ X, op.adjoint(F) @ (F @ X)
+
+@function
+def two_d(x: tensor[f32, 48]):
+    return op.kronecker(op.fft(6, dtype=f32), op.fft(8, dtype=f32)) @ x
+
+@function
+def filtered(h: tensor[f32, 32], x: tensor[f32, 32]):
+    F = op.fft(32, dtype=f32)
+    return (op.adjoint(F) @ op.diag(F @ h) @ F) @ x, (F + 2.0 * op.eye(32, dtype=f32)) @ x
+
+@function
+def twiddles(E: tensor[f32, 12, 12]):
+    return op.fft(12, dtype=f32) @ E
+
+@function
+def transform64(X: tensor[f64, 10, 2], E: tensor[f64, 7, 7]):
+    return op.fft(10, dtype=f64) @ X, op.ifft(7, dtype=f64) @ E
+"""
+
+
+def randn(*shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+ARGS = {
+    "transform": lambda: (randn(12),),
+    "columns": lambda: (randn(2, 16, 3),),
+    "two_d": lambda: (randn(48),),
+    "filtered": lambda: (randn(32), randn(32)),
+    "twiddles": lambda: (np.eye(12, dtype=np.float32),),
+    "transform64": lambda: (randn(10, 2, dtype=np.float64), np.eye(7)),
+}
+
+
+def numpy_reference(name, *args):
+    """What numpy.fft computes for each function of SOURCE (in f64)."""
+    a = [np.asarray(x, np.float64) for x in args]
+    if name == "transform":
+        return np.fft.fft(a[0], norm="ortho"), np.fft.ifft(a[0], norm="ortho")
+    if name == "columns":
+        return np.fft.fft(a[0], axis=1, norm="ortho"), a[0]
+    if name == "two_d":
+        return (np.fft.fft2(a[0].reshape(6, 8), norm="ortho").ravel(),)
+    if name == "filtered":   # the convolution theorem: F* diag(F h) F x = (h ⊛ x) / √n
+        h, x = a
+        conv = np.array([sum(h[j] * x[(i - j) % 32] for j in range(32)) for i in range(32)])
+        return conv / math.sqrt(32), np.fft.fft(x, norm="ortho") + 2 * x
+    if name == "twiddles":
+        return (np.fft.fft(a[0], axis=0, norm="ortho"),)
+    return np.fft.fft(a[0], axis=0, norm="ortho"), np.fft.ifft(a[1], axis=0, norm="ortho")
+
+
+def sizes(name):
+    return {"transform": 12, "columns": 16, "two_d": 48, "filtered": 32, "twiddles": 12, "transform64": 10}[name]
+
+
+def close(got, want, n, double=False):
+    for g, w in zip(got, want):
+        w = np.asarray(w)
+        assert g.shape == w.shape, (g.shape, w.shape)
+        tol = (1e-12 if double else 1e-5) * math.log2(n) * float(np.abs(w).max())
+        np.testing.assert_allclose(g, w, rtol=0, atol=tol)
+
+
+@pytest.fixture(scope="module")
+def built():
+    return compiler.compile_source(SOURCE, "fft.py")
+
+
+@pytest.fixture(scope="module")
+def cpu(built):
+    return executor.load(built.image)
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return tessera_frontend_compile(SOURCE, {"filename": "fft.py"})
+
+
+@pytest.mark.parametrize("name", sorted(ARGS))
+def test_transforms_match_numpy_fft(cpu, name):
+    args = ARGS[name]()
+    got = getattr(cpu, name)(*args)
+    got = got if isinstance(got, tuple) else (got,)
+    close(got, numpy_reference(name, *args), sizes(name), double=name == "transform64")
+
+
+def test_complex_results_are_numpy_complex_arrays(cpu, reference):
+    x = ARGS["transform"]()
+    got, ref = cpu.transform(*x), reference.interpret("transform", *x)
+    assert [g.dtype for g in got] == [np.complex64, np.complex64] == [np.asarray(r).dtype for r in ref]
+    h, x = ARGS["filtered"]()
+    conv, shifted = cpu.filtered(h, x)
+    assert conv.dtype == shifted.dtype == np.complex64
+    got64 = cpu.transform64(*ARGS["transform64"]())
+    assert [g.dtype for g in got64] == [np.complex128, np.complex128]
+
+
+@pytest.mark.parametrize("name", sorted(ARGS))
+def test_transforms_match_the_interpreter(cpu, reference, name):
+    args = ARGS[name]()
+    got = getattr(cpu, name)(*args)
+    want = reference.interpret(name, *args)
+    close(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,), sizes(name),
+          double=name == "transform64")
+
+
+def test_twiddles_are_within_an_ulp():
+    """F applied to the identity is F itself, every product exact (by 1 or 0): the twiddle kernel's entries,
+    computed from j·k mod n by a reduction to the nearest quarter turn and Taylor polynomials, within three ulps
+    of the largest entry 1/√n of cos and −sin / √n in long double (an entry near 0 is not held to its own tiny ulp;
+    the roundings of the angle, the polynomial and the product by 1/√n; f64 measured 2.3 ulps, f32 0.5)."""
+    src = """
+@function
+def f32_(E: tensor[f32, 24, 24]):
+    return op.fft(24, dtype=f32) @ E
+
+@function
+def f64_(E: tensor[f64, 24, 24]):
+    return op.fft(24, dtype=f64) @ E
+"""
+    program = executor.load(compiler.compile_source(src, "tw.py").image)
+    jk = np.outer(np.arange(24), np.arange(24)) % 24
+    angle = 2 * np.pi * jk.astype(np.longdouble) / 24
+    exact = {np.real: np.cos(angle) / np.sqrt(np.longdouble(24)), np.imag: -np.sin(angle) / np.sqrt(np.longdouble(24))}
+    for got, dt in ((program.f32_(np.eye(24, dtype=np.float32)), np.float32), (program.f64_(np.eye(24)), np.float64)):
+        for part, want in exact.items():
+            ulp = np.longdouble(np.spacing(dt(1 / math.sqrt(24))))
+            assert np.abs(part(got).astype(np.longdouble) - want).max() <= 3 * ulp, dt
+
+
+def test_transforms_are_gemms_and_fourier_kernels(built):
+    """Two twiddle kernels per size and dtype in a function, GEMMs for the f32 transforms (none for f64), and one
+    interleaving kernel per complex result."""
+    plans = built.metadata["plans"]
+    kinds = {name: [s["kernel"].split("__")[1] for s in p["steps"] if "kernel" in s] for name, p in plans.items()}
+    assert sum(k.startswith("fourier") for k in kinds["transform"]) == 2 + 2
+    assert sum(k.startswith("gemm") for k in kinds["transform"]) == 4
+    assert sum(k.startswith("fourier") for k in kinds["two_d"]) == 2 + 2 + 1
+    assert sum(k.startswith("gemm") for k in kinds["transform64"]) == 0
+
+
+def test_opencl_runs_the_transforms(opencl):  # noqa: F811
+    program = executor.load(compiler.compile_source(SOURCE, "fft.py", CompileOptions(target="spirv")).image, opencl)
+    for name in ("transform", "columns", "two_d", "filtered", "transform64"):
+        args = ARGS[name]()
+        got = getattr(program, name)(*args)
+        close(got if isinstance(got, tuple) else (got,), numpy_reference(name, *args), sizes(name),
+              double=name == "transform64")
+
+
+@pytest.mark.skipif(ptxas.find() is None, reason="ptxas (CUDA's PTX assembler) is not installed (the CUDA toolkit)")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_ptx_kernels_assemble(arch):
+    data = compiler.compile_source(SOURCE, "fft.py", CompileOptions(target="ptx", arch=arch)).image
+    kernels = image.read_image(data).kernels
+    fourier = [k for k in kernels if "__fourier" in k.name]
+    assert fourier and all(k.regs > 0 for k in fourier)
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx1100"])
+def test_amdgpu_compiles_the_transforms(arch):
+    plans = compiler.compile_source(SOURCE, "fft.py", CompileOptions(target="amdgpu", arch=arch)).metadata["plans"]
+    assert any("__fourier" in s.get("kernel", "") for s in plans["transform64"]["steps"])
+
+
+@pytest.mark.parametrize("line, expect", [
+    ("op.fft(8, dtype=f32) @ z", "4:12: error: a complex tensor that is not an operator's result (a parameter, a "
+                                 "constant) has no kernel lowering yet on cpu"),
+    ("op.abs(op.fft(8, dtype=f32) @ x)", "4:12: error: 'ttensor.unary' of a complex tensor has no kernel lowering "
+                                         "on cpu"),
+    ("op.fft(8192, dtype=f32) @ y", "4:12: error: 'tod.fft' has no kernel lowering yet on cpu: a Fourier "
+                                    "transform of size 8192 is larger than the 4096 its DFT as GEMMs takes"),
+])
+def test_refusals_at_the_users_line(line, expect):
+    src = ("\n@function\ndef f(z: tensor[c64, 8], x: tensor[f32, 8], y: tensor[f32, 8192]):\n"
+           f"    return {line}\n")
+    with pytest.raises(CompileError) as e:
+        compiler.compile_source(src, "user.py")
+    assert "user.py:" + expect in str(e.value)
+
+
+@pytest.mark.parametrize("target", ["cpu", "spirv"])
+def test_spectral_examples_circular_convolution(target, request):
+    """examples/graph/spectral.py's FFT convolution (f64): the circulant and F* diag(√n F h) F, both h ⊛ x, the
+    second complex with a zero imaginary part, against the interpreter and numpy."""
+    path = EXAMPLES / "spectral.py"
+    ctx = request.getfixturevalue("opencl") if target == "spirv" else None
+    built = compiler.compile_source(path.read_text(), str(path),
+                                    CompileOptions(target=target, kernels=("circular_convolution",)))
+    program = executor.load(built.image, *([ctx] if ctx else []))
+    h, x = randn(64, dtype=np.float64), randn(64, dtype=np.float64)
+    got = program.circular_convolution(h, x)
+    want = tessera_frontend_compile(path.read_text(), {"filename": str(path)}).interpret("circular_convolution", h, x)
+    assert got[1].dtype == np.complex128
+    close(got, want, 64, double=True)
+    conv = np.array([sum(h[j] * x[(i - j) % 64] for j in range(64)) for i in range(64)])
+    close(got, (conv, conv), 64, double=True)
+
+
+def test_an_inverse_pair_is_the_identity_with_complex_results():
+    """ifft ∘ fft is rewritten to the identity (tessera-tod-canonicalize); the apply stays complex-typed, so the
+    real action gets a zero imaginary part."""
+    src = "\n@function\ndef f(x: tensor[f32, 8]):\n    return (op.ifft(8, dtype=f32) @ op.fft(8, dtype=f32)) @ x\n"
+    x = randn(8)
+    got = executor.load(compiler.compile_source(src, "u.py").image).f(x)
+    assert got.dtype == np.complex64
+    np.testing.assert_array_equal(got, x.astype(np.complex64))
+
+
+TILE = """
+from tessera import f32, kernel, tensor, tile
+
+@kernel
+def spectrum(X: tensor[f32, 8, 12], Re: tensor[f32, 8, 12], Im: tensor[f32, 8, 12], Back: tensor[f32, 8, 12]):
+    re, im = tile.fft(X)
+    Re[:] = re
+    Im[:] = im
+    back, _ = tile.fft(re, im, inverse=True)
+    Back[:] = back
+"""
+
+
+def run_tile(program):
+    x = randn(8, 12)
+    outs = program.spectrum(x, *(np.zeros((8, 12), np.float32) for _ in range(3)))
+    want = np.fft.fft(x.astype(np.float64), axis=1)
+    close([outs[0] + 1j * outs[1], outs[2]], [want, x], 12)
+
+
+def test_tile_fft_is_numpy_fft_of_the_rows():
+    """tile.fft(x): numpy.fft.fft along the last axis (unnormalized), as (re, im); inverse=True: numpy.fft.ifft."""
+    run_tile(executor.load(compiler.compile_source(TILE, "tile_fft.py").image))
+
+
+def test_tile_fft_on_opencl(opencl):  # noqa: F811
+    run_tile(executor.load(compiler.compile_source(TILE, "tile_fft.py", CompileOptions(target="spirv")).image,
+                           opencl))
+
+
+@pytest.mark.parametrize("target, arch", [("ptx", "sm_80"), ("ptx", "sm_90a"), ("amdgpu", "gfx942")])
+def test_tile_fft_compiles_for_gpus(target, arch):
+    data = compiler.compile_source(TILE, "tile_fft.py", CompileOptions(target=target, arch=arch)).image
+    names = [k.name for k in image.read_image(data).kernels]
+    assert sum("__fourier" in k for k in names) == 2, names
+
+
+@pytest.mark.parametrize("call, expect", [
+    ("tile.fft(H)", "tile.fft takes f32 tiles of one shape (op.cast first)"),
+    ("tile.fft(X, X, X)", "tile.fft(x) takes a tile, or the real and imaginary tiles tile.fft(re, im)"),
+    ("tile.fft(X, norm='ortho')", "tile.fft takes inverse=True or False and nothing else"),
+])
+def test_tile_fft_refusals(call, expect):
+    src = ("from tessera import f16, f32, kernel, tensor, tile\n\n@kernel\n"
+           "def k(X: tensor[f32, 4, 8], H: tensor[f16, 4, 8], O: tensor[f32, 4, 8]):\n"
+           f"    re, im = {call}\n    O[:] = re\n")
+    with pytest.raises(CompileError) as e:
+        compiler.compile_source(src, "t.py")
+    assert "t.py:5:" in str(e.value) and expect in str(e.value)
+
+
+def test_the_examples_matrix_compares_complex_results():
+    """tools/examples_matrix's comparison takes |compiled − interpreted| of complex results (they were compared
+    for equality, so examples/graph/fourier.py read 'DIFFERS')."""
+    from tessera.tools import examples_matrix as em
+    want = np.array([1 + 2j, -3j], np.complex64)
+    assert em._close("r", "f32", want + np.complex64(1e-5j), want) is None
+    assert "beyond the f32 tolerance" in em._close("r", "f32", want + np.complex64(1e-2j), want)
