@@ -962,6 +962,28 @@ class TwiddleOp(_TensorOp, name="twiddle", traits=[ext.Pure]):
             raise Invalid(f"the result's element type must be f32 or f64, got {r.element_type}")
 
 
+class PartOp(_TensorOp, name="part", traits=[ext.Pure]):
+    """numpy's ``x[..., 0]`` (`part` "re") or ``x[..., 1]`` ("im") of pairs [..., 2]: the real or imaginary part
+    of the complex tensor a reshape viewed as its pairs (a complex parameter: passes/fourier.py). A kernel of its
+    own writes it."""
+
+    input: ext.Operand[typing.Any]
+    part: ir.StringAttr
+    result: ext.Result[typing.Any]
+
+    def rules(self, *ts) -> None:
+        x, r = ts
+        if _str(self.part) not in ("re", "im"):
+            raise Invalid(f"part must be 're' or 'im', got '{_str(self.part)}'")
+        if not x.has_static_shape or x.rank < 1 or shape_of(x)[-1] != 2:
+            raise Invalid(f"the input must be pairs [..., 2] of static extents, got {shape_of(x)}")
+        if not isinstance(x.element_type, (ir.F32Type, ir.F64Type)):
+            raise Invalid(f"the parts must be f32 or f64, got {x.element_type}")
+        if shape_of(r) != shape_of(x)[:-1] or r.element_type != x.element_type:
+            raise Invalid(f"the result must be {shape_of(x)[:-1]} of {x.element_type}, got {shape_of(r)} of "
+                          f"{r.element_type}")
+
+
 class InterleaveOp(_TensorOp, name="interleave", traits=[ext.Pure]):
     """numpy's ``stack((re, im), axis=-1)``: the result [..., 2] holds `re` and `im` side by side, the storage
     of the complex tensor re + i·im (a reshape views it as one). A kernel of its own writes it."""

@@ -17,7 +17,8 @@ Complex values exist only inside the lowering of an operator program (passes/tod
 tensors. Where one leaves it — a complex ``tod.apply`` result the function returns — ``ttensor.interleave``
 writes the pair as numpy stores a complex array, real and imaginary part side by side, and a reshape views
 that storage as ``complex<T>`` (so a compiled function returns numpy complex64/complex128 arrays, as the
-interpreter does, and C callers get a DLPack complex tensor).
+interpreter does, and C callers get a DLPack complex tensor). A complex parameter enters the other way: a
+reshape views it as pairs and ``ttensor.part`` kernels take each half.
 """
 
 from __future__ import annotations
@@ -54,6 +55,15 @@ def interleave(pair: Pair) -> ir.Value:
     return ttensor.ReshapeOp(both, result=ir.RankedTensorType.get(shape, ir.ComplexType.get(t.element_type))).result
 
 
+def parts(value: ir.Value) -> Pair:
+    """Complex tensor `value` (a parameter) as its Pair: its storage viewed as pairs, each half by a kernel."""
+    t = ir.RankedTensorType(value.type)
+    shape, part = [t.get_dim_size(i) for i in range(t.rank)], ir.ComplexType(t.element_type).element_type
+    pairs = ttensor.ReshapeOp(value, result=ir.RankedTensorType.get(shape + [2], part)).result
+    return Pair(*(ttensor.PartOp(pairs, part=ir.StringAttr.get(p), result=ir.RankedTensorType.get(shape, part)).result
+                  for p in ("re", "im")))
+
+
 def _poly(x2: str, coefficients: list[float], lit) -> str:
     """Horner's form of Σ c_k x2^k as kernel source."""
     out = lit(coefficients[-1])
@@ -63,7 +73,7 @@ def _poly(x2: str, coefficients: list[float], lit) -> str:
 
 
 def kernel(name: str, op) -> tuple[str, dict]:
-    """The source of the kernel computing ttensor.twiddle or ttensor.interleave `op` and its plan step's launch
+    """The source of the kernel computing ttensor.twiddle, interleave or part `op` and its plan step's launch
     (env, block, grid, argument shapes), as convolution.window_kernel's: one thread an element written."""
     result = op.results[0]
     dt = kernelgen.element_dtype(result)
@@ -91,6 +101,15 @@ def kernel(name: str, op) -> tuple[str, dict]:
         env = {"YR": str(n), "YC": str(n)}
         threads = f"{n * n}"
         args = [{"value": result, "shape": ["YR", "YC"]}]
+    elif op.operation.name == "ttensor.part":
+        count = math.prod(ir.RankedTensorType(result.type).shape)
+        half = 0 if ir.StringAttr(op.attributes["part"]).value == "re" else 1
+        src = "\n".join(["@kernel", f"def {name}(X: tensor[{dt}, \"N2\"], Y: tensor[{dt}, \"N\"]):",
+                         "    i = launch.thread_id(0)", "    if i < Y.shape[0]:",
+                         f"        Y[i] = X[2 * i + {half}]", ""])
+        env = {"N": str(count), "N2": str(2 * count)}
+        threads = f"{count}"
+        args = [{"value": op.operands[0], "shape": ["N2"]}, {"value": result, "shape": ["N"]}]
     else:
         count = math.prod(ir.RankedTensorType(op.operands[0].type).shape)
         src = "\n".join(["@kernel",

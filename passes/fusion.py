@@ -110,8 +110,9 @@ def kind_of(op) -> str | None:
         return "push"
     if name in ("ttensor.im2col", "ttensor.col2im"):   # gathers of windows: kernels of their own
         return name[len("ttensor."):]                     # (passes/convolution.py)
-    if name in ("ttensor.twiddle", "ttensor.interleave"):   # DFT matrices, complex storage: kernels of their
-        return "fourier"                                       # own (passes/fourier.py)
+    # DFT matrices, complex storage: kernels of their own (passes/fourier.py)
+    if name in ("ttensor.twiddle", "ttensor.interleave", "ttensor.part"):
+        return "fourier"
     return None
 
 

@@ -177,6 +177,8 @@ def _rule(op, ins: list[Dims]) -> list[Dims]:
         return [[d for d in _static(t)]]
     if name == "ttensor.interleave":   # the parts side by side
         return [ins[0] + ["2"]]
+    if name == "ttensor.part":   # one of the pairs' halves
+        return [ins[0][:-1]]
     if name == "ttensor.col2im":   # like's extents
         return [ins[1]]
     if name == "ttensor.im2col":   # [N · output positions, C · taps]: only N may be known at run time

@@ -24,8 +24,8 @@ and B applied to that as a batch of Dout_A GEMMs: neither A ⊗ B nor a transpos
 Complex operators lower as pairs of real tensors (passes/fourier.py): the Fourier transforms are DFTs as
 GEMMs with twiddle matrices, a complex diag or scale four real products, and any complex operator's action
 (R + iI) x the real actions R and I on x's parts. A complex apply result becomes a complex tensor (its parts
-interleaved, numpy's storage) only where it leaves the operator program; complex tensors that did not come
-from an apply (parameters) are refused, and so is any other op reading a complex tensor. Static extents are
+interleaved, numpy's storage) only where it leaves the operator program, and a complex parameter is read as
+its halves; any other op reading a complex tensor is refused. Static extents are
 needed where a Kronecker product's reshape needs them. A circulant conv1d(h) is a circular im2col of x's
 columns (passes/convolution.py) times h, summed over the taps. Everything else — direct sums, expm,
 resolvents, the spectral ops and the operator-valued queries (norm, matrix, …) — is refused at the user's
@@ -174,17 +174,14 @@ class _Lowering:
         self.target, self.element, self.at, self.memo = target, element, at, memo
 
     def entries(self, value):
-        """Tensor `value` in the lowering's element type: a real one cast, a complex one as the Pair an earlier
-        apply made of it (a complex tensor from anywhere else is refused)."""
+        """Tensor `value` in the lowering's element type: a real one cast, a complex one as its Pair (an earlier
+        apply's, or a parameter's halves)."""
         if not tod.is_complex(_elt(value)):
             return _to(value, self.element)
-        pair = self.memo.get(("parts", value))
-        if pair is None:
-            owner = value.owner if isinstance(value.owner, ir.OpView) else self.at
-            raise LoweringError(owner, f"a complex tensor that is not an operator's result (a parameter, a "
-                                       f"constant) has no kernel lowering yet on {self.target} (run it with "
-                                       "tessera.interpret)")
-        return _map(lambda p: _to(p, self.element), pair)
+        key = ("parts", value)
+        if key not in self.memo:   # a parameter: its halves, once per function
+            self.memo[key] = fourier.parts(value)
+        return _map(lambda p: _to(p, self.element), self.memo[key])
 
     def act(self, value, x, adjoint: bool) -> ir.Value:
         """A x, or A* x when `adjoint` (for a real A, Aᵀ x); made once per (A, x, adjoint) in a function, whose

@@ -1,4 +1,4 @@
-// One case per verifier rule of ttensor.twiddle, ttensor.interleave and reshape's complex views
+// One case per verifier rule of ttensor.twiddle, ttensor.interleave, ttensor.part and reshape's complex views
 // (dialects/ttensor.py; passes/fourier.py lowers tod.fft with them).
 // RUN: tessera-opt %s --split-input-file --verify-diagnostics
 
@@ -85,5 +85,37 @@ func.func @view_count(%a: tensor<4x2xf32>) {
 func.func @twiddle_size() {
   // expected-error @+1 {{'ttensor.twiddle' n = 8192 is larger than 4096}}
   %w = "ttensor.twiddle"() {part = "cos"} : () -> tensor<8192x8192xf32>
+  return
+}
+
+// -----
+
+func.func @part_name(%a: tensor<4x2xf32>) {
+  // expected-error @+1 {{'ttensor.part' part must be 're' or 'im', got 'abs'}}
+  %r = "ttensor.part"(%a) {part = "abs"} : (tensor<4x2xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @part_pairs(%a: tensor<4x3xf32>) {
+  // expected-error @+1 {{'ttensor.part' the input must be pairs [..., 2] of static extents, got [4, 3]}}
+  %r = "ttensor.part"(%a) {part = "re"} : (tensor<4x3xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @part_element(%a: tensor<4x2xbf16>) {
+  // expected-error @+1 {{'ttensor.part' the parts must be f32 or f64, got bf16}}
+  %r = "ttensor.part"(%a) {part = "im"} : (tensor<4x2xbf16>) -> tensor<4xbf16>
+  return
+}
+
+// -----
+
+func.func @part_result(%a: tensor<4x2xf32>) {
+  // expected-error @+1 {{'ttensor.part' the result must be [4] of f32, got [4] of f64}}
+  %r = "ttensor.part"(%a) {part = "re"} : (tensor<4x2xf32>) -> tensor<4xf64>
   return
 }

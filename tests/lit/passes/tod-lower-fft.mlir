@@ -69,3 +69,19 @@ func.func @ifft_f64(%x: tensor<4xf64>) -> tensor<4xcomplex<f64>> {
   %y = "tod.apply"(%f, %x) : (!tod.operator<4, 4, complex<f64>, f64>, tensor<4xf64>) -> tensor<4xcomplex<f64>>
   return %y : tensor<4xcomplex<f64>>
 }
+
+// -----
+
+// A complex parameter: its storage viewed as pairs, each half taken by ttensor.part; four GEMMs.
+// CHECK-LABEL: func.func @complex_parameter
+// CHECK-SAME:    (%[[Z:.+]]: tensor<8xcomplex<f32>>)
+// CHECK:         %[[P:.+]] = "ttensor.reshape"(%[[Z]]) : (tensor<8xcomplex<f32>>) -> tensor<8x2xf32>
+// CHECK:         "ttensor.part"(%[[P]]) {part = "re"} : (tensor<8x2xf32>) -> tensor<8xf32>
+// CHECK:         "ttensor.part"(%[[P]]) {part = "im"} : (tensor<8x2xf32>) -> tensor<8xf32>
+// CHECK-COUNT-4: "ttensor.matmul"
+// CHECK:         "ttensor.interleave"
+func.func @complex_parameter(%z: tensor<8xcomplex<f32>>) -> tensor<8xcomplex<f32>> {
+  %f = "tod.ifft"() : () -> !tod.operator<8, 8, complex<f32>, f32>
+  %y = "tod.apply"(%f, %z) : (!tod.operator<8, 8, complex<f32>, f32>, tensor<8xcomplex<f32>>) -> tensor<8xcomplex<f32>>
+  return %y : tensor<8xcomplex<f32>>
+}

@@ -11,15 +11,6 @@ func.func @expm(%m: tensor<4x4xf32>, %x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
-func.func @complex_parameter(%x: tensor<8xcomplex<f32>>) -> tensor<8xcomplex<f32>> {
-  %f = "tod.fft"() : () -> !tod.operator<8, 8, complex<f32>, f32>
-  // expected-error @+1 {{a complex tensor that is not an operator's result (a parameter, a constant) has no kernel lowering yet on ptx (run it with tessera.interpret)}}
-  %y = "tod.apply"(%f, %x) : (!tod.operator<8, 8, complex<f32>, f32>, tensor<8xcomplex<f32>>) -> tensor<8xcomplex<f32>>
-  return %y : tensor<8xcomplex<f32>>
-}
-
-// -----
-
 func.func @complex_read(%x: tensor<8xf32>) -> tensor<8xcomplex<f32>> {
   %f = "tod.fft"() : () -> !tod.operator<8, 8, complex<f32>, f32>
   %y = "tod.apply"(%f, %x) : (!tod.operator<8, 8, complex<f32>, f32>, tensor<8xf32>) -> tensor<8xcomplex<f32>>
