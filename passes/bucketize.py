@@ -14,6 +14,15 @@ produces the bucket's last tensor, so they start while the rest of the backward 
 A tensor with a dynamic extent has no size here: it is a bucket of its own, moved like the others. A bucket
 also closes before a tensor whose arrival would move it past a reader of an earlier member's result
 (an update written between the all_reduces): moving a collective never moves it past its readers.
+
+Before grouping, each reduced tensor is produced as early as the backward allows: a layer's backward writes its
+input gradient's GEMM (dX = dY·Wᵀ, which the layer before needs) ahead of its weight gradient's (dW = Xᵀ·dY,
+which only the all_reduce reads), so the bucket would wait for both. Where a matmul that the tensor does not
+depend on stands between the previous reduced tensor's producer and this one's, the ops computing this tensor
+there (its GEMM, the transpose and casts feeding it) move to before the first such matmul: the bucket then starts
+one GEMM earlier and dX's GEMM runs beside it. Only pure ``ttensor`` ops move, never past another reduced
+tensor's producer or any other op, so the order in which gradients are produced, and with it every bucket's
+members and order, is unchanged; independent ops in another order compute the same values bit for bit.
 """
 
 from __future__ import annotations
@@ -50,6 +59,14 @@ def _limit(op, default: int) -> int:
     return own or default
 
 
+def _reduced(fn) -> list:
+    """The all_reduces of `fn` whose operand another op of its body produces, in body order."""
+    ops = graph_ops(fn)
+    body = {op.operation for op in ops}
+    return [op for op in ops if op.operation.name == "tdist.all_reduce"
+            and not isinstance(op.operands[0].owner, ir.Block) and op.operands[0].owner.operation in body]
+
+
 def buckets(fn, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> list[list]:
     """The buckets of `fn`'s all_reduces, each a list of the ops in issue order, without moving anything."""
     ops = graph_ops(fn)
@@ -62,9 +79,7 @@ def buckets(fn, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> list[list]:
         return min((position[u.owner.operation] for u in op.results[0].uses
                     if u.owner.operation in position), default=len(ops))
 
-    reduces = [op for op in ops if op.operation.name == "tdist.all_reduce"
-               and not isinstance(op.operands[0].owner, ir.Block) and op.operands[0].owner.operation in position]
-    reduces.sort(key=produced)
+    reduces = sorted(_reduced(fn), key=produced)
     done: list[list] = []
     open_: dict[tuple, tuple[list, int, int]] = {}   # key -> (members, bytes so far, its limit)
     for op in reduces:
@@ -90,8 +105,39 @@ def buckets(fn, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> list[list]:
     return done
 
 
+def _hoist(fn, producer, barriers: set) -> None:
+    """Moves `producer` and the ops computing its operands since the last barrier (another reduced tensor's
+    producer, or any op but a pure ttensor one) to before the first matmul among those ops that it does not
+    depend on (module docstring)."""
+    ops = graph_ops(fn)
+    window = []   # latest first
+    for op in reversed(ops[:[op.operation for op in ops].index(producer.operation)]):
+        if op.operation in barriers or not op.operation.name.startswith("ttensor."):
+            break
+        window.append(op)
+    needed = {producer.operation}
+    for op in window:   # an op is needed where a needed op reads one of its results
+        if any(u.owner.operation in needed for r in op.results for u in r.uses):
+            needed.add(op.operation)
+    free = [i for i, op in enumerate(window) if op.operation not in needed and op.operation.name == "ttensor.matmul"]
+    if free:
+        first = window[free[-1]]
+        for op in [op for op in reversed(window[:free[-1]]) if op.operation in needed] + [producer]:
+            op.operation.move_before(first.operation)
+
+
+def _produce_early(fn) -> None:
+    """Each reduced tensor's producer moved ahead of the matmuls it does not depend on (module docstring), the
+    earliest produced first."""
+    position = {op.operation: i for i, op in enumerate(graph_ops(fn))}
+    producers = {op.operands[0].owner.operation: op.operands[0].owner for op in _reduced(fn)}
+    for p in sorted(producers, key=position.__getitem__):
+        _hoist(fn, producers[p], set(producers) - {p})
+
+
 def bucketize(fn, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> int:
     """Groups and moves one function's all_reduces (module docstring); returns the number of buckets."""
+    _produce_early(fn)
     found = buckets(fn, bucket_bytes)
     position = {op.operation: i for i, op in enumerate(graph_ops(fn))}
     placed: dict = {}   # a producer -> the last collective placed after it (buckets sharing it keep their order)

@@ -562,6 +562,12 @@ def test_a_compiled_step_waits_for_its_buckets_only_at_the_update(fake_driver, f
     kernels = [i for i, s in enumerate(steps) if isinstance(s, (plan.ViewStep, plan.ArgsStep))]  # one launch each
     update = len([i for i in kernels if i > last])  # the SGD update's kernels, after the last bucket
     assert update and [i for i in kernels if i < last], steps
+    # the first bucket (b2's and W2's gradients) between W2's weight-gradient GEMM and the input gradient's,
+    # both reading dE: tessera-bucketize produces the weight gradient first, so its bucket starts one GEMM earlier
+    first = next(i for i, s in enumerate(steps) if isinstance(s, plan.CollectiveStep))
+    gemms = [i for i, s in enumerate(steps) if isinstance(s, plan.ArgsStep) and "gemm" in s.kernel]
+    dw, dx = steps[max(i for i in gemms if i < first)], steps[min(i for i in gemms if i > first)]
+    assert set(plan.uses(dw)) & set(plan.uses(dx)), (dw, dx)
     (tmp_path / "dp.tessera").write_bytes(image)
     log, cuda_log = tmp_path / "nccl.log", tmp_path / "cuda.log"
     env = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), TESSERA_NCCL_LIBRARY=str(fake_nccl),

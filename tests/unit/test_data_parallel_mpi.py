@@ -8,6 +8,7 @@ the bits it gives on the NULL stream."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -55,15 +56,18 @@ def test_the_step_updates_the_weights_as_one_process_on_the_whole_batch(job, ste
     np.testing.assert_allclose(np.mean([got["step0"] for got in ranks]), whole[0], rtol=1e-5)
 
 
-def test_the_reduced_gradients_are_the_interpreters_tree_of_the_ranks_gradients(job):
+@pytest.mark.parametrize("reduced, grads", [("reduced", "grads"), ("early", "grads_bf16")])
+def test_the_reduced_gradients_are_the_interpreters_tree_of_the_ranks_gradients(job, reduced, grads):
+    """`early` computes its gradients in another order than `grads_bf16` (its weight-gradient GEMM first): the
+    same bits all the same."""
     n, ranks, _ = job
     module = tessera_frontend_compile(W.source(n), {"filename": "dp.py"})
     for i, name in enumerate(WEIGHTS):
-        mean = "mean2" if ranks[0][f"grads{i}"].ndim == 2 else "mean1"
-        tree = module.interpret(mean, [got[f"grads{i}"] for got in ranks], world=n)
+        mean = "mean2" if ranks[0][f"{grads}{i}"].ndim == 2 else "mean1"
+        tree = module.interpret(mean, [got[f"{grads}{i}"] for got in ranks], world=n)
         for r, got in enumerate(ranks):
             want = np.asarray(tree[r], np.float32)
-            assert np.array_equal(got[f"reduced{i}"].view(np.uint32), want.view(np.uint32)), (name, r)
+            assert np.array_equal(got[f"{reduced}{i}"].view(np.uint32), want.view(np.uint32)), (name, r)
 
 
 @pytest.mark.parametrize("a, b", [("step", "step_small"), ("step", "step_stream"),
@@ -89,6 +93,25 @@ def test_the_steps_buckets(job):
                  for name in ("step", "step_small", "step_ring")}
     assert sizes == {"step": [[32, 512, 64, 512]], "step_small": [[32, 512, 64], [512]],
                      "step_ring": [[32, 512, 64], [512]]}
+
+
+def test_a_bucket_runs_between_its_weight_gradients_gemm_and_the_input_gradients(job):
+    """tessera-bucketize produces W2's gradient (the GEMM H^T dE) before the input gradient dE W2^T, which
+    autodiff writes first (`grads_bf16`, which has no all_reduce, keeps that order), so that the bucket of b2's and
+    W2's gradients starts one GEMM earlier, while dE W2^T runs (issue 16: each bucket waited for both GEMMs of
+    its layer). The two GEMMs read the same dE; W1's gradient, the second bucket, reads what the input gradient
+    gave. The bits do not change (the reduced gradients against the interpreter's tree of `grads_bf16`'s)."""
+    from tessera import plan
+    from tessera.image import read_image
+    steps = plan.decode(read_image(job[2]).plan)["early"].steps
+    collectives = [i for i, s in enumerate(steps) if isinstance(s, plan.CollectiveStep)]
+    bucket = [i for k, i in enumerate(collectives) if i - collectives[0] == k]   # the first run of collectives
+    assert len(bucket) == 2 and len(collectives) == 4, steps
+    gemms = [i for i, s in enumerate(steps) if isinstance(s, plan.ArgsStep) and re.search(r"__gemm\d+$", s.kernel)]
+    dw, dx = steps[max(i for i in gemms if i < bucket[0])], steps[min(i for i in gemms if i > bucket[-1])]
+    assert set(plan.uses(dw)) & set(plan.uses(dx)), (dw, dx)   # the same dE
+    later = [i for i in gemms if bucket[-1] < i < collectives[2]]
+    assert len(later) == 2, later   # dx, then W1's gradient
 
 
 def test_no_kernel_takes_a_gradients_slot_while_its_all_reduce_runs(job):

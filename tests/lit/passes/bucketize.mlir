@@ -6,6 +6,10 @@
 // the second. A bucket stops before a tensor whose wait would move it past a reader of a member (@interleaved:
 // the update of %r3 precedes %g2); an all_reduce of a function argument stays where it is; a collective of
 // another reduction never shares a bucket; a dynamic extent is a bucket of its own.
+// A reduced tensor is produced as early as the backward allows (@layer): a weight gradient's GEMM, and the
+// transpose feeding it, move before an input gradient's GEMM it does not depend on, so its bucket starts
+// between the two; never past another reduced tensor's producer, which keeps the buckets' members and order
+// (@behind_a_gradient: %g, which reads %dx, is produced first), nor past a GEMM it reads (@dependent).
 // RUN: tessera-opt %s --pass-pipeline='builtin.module(tessera-bucketize{bucket-bytes=600})' | FileCheck %s
 // RUN: tessera-opt %s --pass-pipeline='builtin.module(tessera-bucketize)' | FileCheck %s --check-prefix=DEFAULT
 // RUN: not tessera-opt %s --pass-pipeline='builtin.module(tessera-bucketize{bucket-bytes=0})' 2>&1 | FileCheck %s --check-prefix=BAD
@@ -69,5 +73,58 @@ module {
     %rb = "tdist.all_reduce"(%b) {algo = "auto", axis = "dp", bucket_bytes = 0 : i64, deterministic = false, mesh_axes = ["dp"], mesh_shape = [2], op = "sum"} : (tensor<8xf32>) -> tensor<8xf32>
     %rc = "tdist.all_reduce"(%c) {algo = "auto", axis = "dp", bucket_bytes = 0 : i64, deterministic = false, mesh_axes = ["dp"], mesh_shape = [2], op = "sum"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
     return %u, %ma, %rb, %rc : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<?x8xf32>
+  }
+
+  // CHECK-LABEL: func.func @layer(
+  // CHECK:         %[[WT:.*]] = "ttensor.transpose"(%arg1)
+  // CHECK-NEXT:    %[[AT:.*]] = "ttensor.transpose"(%arg2)
+  // CHECK-NEXT:    %[[DW:.*]] = "ttensor.matmul"(%[[AT]], %arg0)
+  // CHECK-NEXT:    "tdist.all_reduce"(%[[DW]]) {{.*}}tessera.bucket = 0 : i64
+  // CHECK-NEXT:    %[[DX:.*]] = "ttensor.matmul"(%arg0, %[[WT]])
+  // CHECK-NEXT:    return
+  func.func @layer(%arg0: tensor<?x16xf32> {tessera.dims = ["T", 16], tessera.name = "dY"},
+                   %arg1: tensor<8x16xf32> {tessera.dims = [8, 16], tessera.name = "W"},
+                   %arg2: tensor<?x8xf32> {tessera.dims = ["T", 8], tessera.name = "X"})
+      -> (tensor<8x16xf32>, tensor<?x8xf32>) attributes {tessera.function} {
+    %wt = "ttensor.transpose"(%arg1) {perm = [1, 0]} : (tensor<8x16xf32>) -> tensor<16x8xf32>
+    %dx = "ttensor.matmul"(%arg0, %wt) {accum = f32} : (tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
+    %xt = "ttensor.transpose"(%arg2) {perm = [1, 0]} : (tensor<?x8xf32>) -> tensor<8x?xf32>
+    %dw = "ttensor.matmul"(%xt, %arg0) {accum = f32} : (tensor<8x?xf32>, tensor<?x16xf32>) -> tensor<8x16xf32>
+    %r = "tdist.all_reduce"(%dw) {algo = "auto", axis = "dp", bucket_bytes = 0 : i64, deterministic = true, mesh_axes = ["dp"], mesh_shape = [2], op = "mean"} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+    return %r, %dx : tensor<8x16xf32>, tensor<?x8xf32>
+  }
+
+  // CHECK-LABEL: func.func @behind_a_gradient(
+  // CHECK:         %[[DX:.*]] = "ttensor.matmul"(%arg0, %arg1)
+  // CHECK-NEXT:    %[[G:.*]] = "ttensor.reduce"(%[[DX]])
+  // CHECK-NEXT:    %[[DW:.*]] = "ttensor.matmul"(%arg2, %arg0)
+  // CHECK-NEXT:    "tdist.all_reduce"(%[[G]])
+  // CHECK-NEXT:    "tdist.all_reduce"(%[[DW]])
+  func.func @behind_a_gradient(%arg0: tensor<?x16xf32> {tessera.dims = ["T", 16], tessera.name = "dY"},
+                               %arg1: tensor<16x8xf32> {tessera.dims = [16, 8], tessera.name = "Wt"},
+                               %arg2: tensor<8x?xf32> {tessera.dims = [8, "T"], tessera.name = "Xt"})
+      -> (tensor<8xf32>, tensor<8x16xf32>, tensor<?x8xf32>) attributes {tessera.function} {
+    %dx = "ttensor.matmul"(%arg0, %arg1) {accum = f32} : (tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
+    %g = "ttensor.reduce"(%dx) {axes = [0], keepdims = false, kind = "sum"} : (tensor<?x8xf32>) -> tensor<8xf32>
+    %dw = "ttensor.matmul"(%arg2, %arg0) {accum = f32} : (tensor<8x?xf32>, tensor<?x16xf32>) -> tensor<8x16xf32>
+    %rg = "tdist.all_reduce"(%g) {algo = "auto", axis = "dp", bucket_bytes = 0 : i64, deterministic = true, mesh_axes = ["dp"], mesh_shape = [2], op = "mean"} : (tensor<8xf32>) -> tensor<8xf32>
+    %rw = "tdist.all_reduce"(%dw) {algo = "auto", axis = "dp", bucket_bytes = 0 : i64, deterministic = true, mesh_axes = ["dp"], mesh_shape = [2], op = "mean"} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+    return %rg, %rw, %dx : tensor<8xf32>, tensor<8x16xf32>, tensor<?x8xf32>
+  }
+
+  // CHECK-LABEL: func.func @dependent(
+  // CHECK:         %[[DX:.*]] = "ttensor.matmul"(%arg0, %arg1)
+  // CHECK-NEXT:    %[[U:.*]] = "ttensor.unary"(%[[DX]])
+  // CHECK-NEXT:    %[[DW:.*]] = "ttensor.matmul"(%arg2, %[[U]])
+  // CHECK-NEXT:    "tdist.all_reduce"(%[[DW]])
+  func.func @dependent(%arg0: tensor<?x16xf32> {tessera.dims = ["T", 16], tessera.name = "dY"},
+                       %arg1: tensor<16x8xf32> {tessera.dims = [16, 8], tessera.name = "Wt"},
+                       %arg2: tensor<8x?xf32> {tessera.dims = [8, "T"], tessera.name = "Xt"})
+      -> (tensor<8x8xf32>) attributes {tessera.function} {
+    %dx = "ttensor.matmul"(%arg0, %arg1) {accum = f32} : (tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
+    %u = "ttensor.unary"(%dx) {fn = "neg"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+    %dw = "ttensor.matmul"(%arg2, %u) {accum = f32} : (tensor<8x?xf32>, tensor<?x8xf32>) -> tensor<8x8xf32>
+    %r = "tdist.all_reduce"(%dw) {algo = "auto", axis = "dp", bucket_bytes = 0 : i64, deterministic = true, mesh_axes = ["dp"], mesh_shape = [2], op = "mean"} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+    return %r : tensor<8x8xf32>
   }
 }
