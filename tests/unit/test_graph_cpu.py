@@ -113,8 +113,8 @@ def test_unlowerable_ops_say_so_at_their_line():
     from tessera.diagnostics import CompileError
     src = """
 @function
-def f(x: tensor[f32, 8]):
-    return op.apply(op.fft(8), x)
+def f(L: tensor[f32, 8, 8], x: tensor[f32, 8]):
+    return op.expm(op.dense(L)) @ x
 """
     with pytest.raises(CompileError) as e:
         compiler.compile_source(src, "prog.py")
