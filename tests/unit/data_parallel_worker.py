@@ -21,7 +21,7 @@ def program(world: int, d: int, f: int) -> str:
     loss, its value_and_grad, `step_whole` (no collective: one process on the whole batch) and `grads` (the
     backward alone). tests/gpu/data_parallel_gpu.py runs it on GPUs."""
     return f'''
-from tessera import bf16, f32, dist, function, op, tensor, value_and_grad
+from tessera import f32, dist, function, op, tensor, value_and_grad
 
 mesh = dist.Mesh(axes=["dp"], devices=range({world}))
 
@@ -94,6 +94,8 @@ def mean1(G: tensor[f32, "C"]):
 ''' + step("step", D, F, ", deterministic=True") + step("step_small", D, F, ", deterministic=True, bucket=600") + \
         step("step_ring", D, F, ', algo="ring", bucket=600') + \
         step("reduced", D, F, ", deterministic=True", returns="gradients") + f'''
+from tessera import bf16
+
 
 @function
 def loss_bf16(X: tensor[f32, "T", {D}], Y: tensor[f32, "T", {D}], W1: tensor[f32, {D}, {F}], b1: tensor[f32, {F}],
