@@ -40,7 +40,7 @@ CASES = [
     ("y = op.norm(x)", "op.norm takes operators, got a tensor of f32"),
     ("y = op.kronecker(op.dense(N))", "op.kronecker takes at least 2 operator(s), got 1 argument(s)"),
     ("y = x @ op.dense(N)", "'@' needs two tensors, got a tensor of f32 and an operator 8 -> 8 of f32"),
-    ("return op.dense(N)", "expected a tensor, got an operator 8 -> 8 of f32"),
+    ("return op.dense(N)", "result 0 is an operator 8 -> 8 of f32 built here: an operator crosses the ABI as an op.descriptor"),
     ("y = op.resolvent(op.dense(N), 1j)", "resolvent z: complex constants are not supported"),
     ("y = op.is_unitary(op.dense(N), tol=-1)", "tol must be a positive number, got -1"),
     ("y = op.projector(M)", "op.projector: 8 columns in dimension 4 cannot be orthonormal"),
