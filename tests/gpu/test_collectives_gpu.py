@@ -63,7 +63,9 @@ def job(worker, out: Path, world: int, arch: str) -> list[dict]:
                                               arch=arch))
         except ImportError as e:
             pytest.skip(f"no compiler here ({e}) and no TESSERA_GPU_IMAGES with prebuilt images")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    # An empty PYTHONPATH entry means the working directory, which in a source checkout holds a tessera/ that
+    # is not the installed package: join only the entries there are.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
     env.pop("TESSERA_BACKEND", None)
     library = nccl_library()
     if library:
