@@ -122,6 +122,9 @@ class _TensorOp(TTensor.Operation):
 # -- ops --------------------------------------------------------------------------------------------------
 
 TRANSPOSE_A, TRANSPOSE_B = "tessera.transpose_a", "tessera.transpose_b"
+# flash_attention's Q, K, V and result are laid out [..., S, H, D], the heads inside the sequence (passes/
+# fold_transposes.attention: the kernel reads and writes that layout in place instead of through copies)
+SEQ_HEADS = "tessera.seq_heads"
 
 
 def matmul_transposes(op) -> tuple[bool, bool]:
@@ -555,7 +558,9 @@ class DropoutOp(_TensorOp, name="dropout", traits=[ext.Pure]):
 
 class FlashAttentionOp(_TensorOp, name="flash_attention", traits=[ext.Pure]):
     """``softmax(Q K^T * scale [+ causal mask]) V`` over [..., S, D] tensors, computed blockwise without
-    materializing the score matrix; fp32 accumulation."""
+    materializing the score matrix; fp32 accumulation. With the unit attribute `tessera.seq_heads` the
+    tensors are [..., S, H, D] and attention runs per head h over [..., :, h, :] (the schedule stage sets it
+    where the target's kernel reads that layout: passes/fold_transposes.attention)."""
 
     q: ext.Operand[typing.Any]
     k: ext.Operand[typing.Any]
@@ -566,15 +571,21 @@ class FlashAttentionOp(_TensorOp, name="flash_attention", traits=[ext.Pure]):
 
     def rules(self, *ts) -> None:
         q, k, v, o = ts
-        if not (q.rank == k.rank == v.rank == o.rank) or q.rank < 2:
-            raise Invalid("Q, K, V and the result must have the same rank, at least 2")
+        seq_heads = SEQ_HEADS in self.operation.attributes
+        if seq_heads and not isinstance(self.operation.attributes[SEQ_HEADS], ir.UnitAttr):
+            raise Invalid(f"attribute '{SEQ_HEADS}' must be a unit attribute")
+        if not (q.rank == k.rank == v.rank == o.rank) or q.rank < 2 + seq_heads:
+            raise Invalid(f"Q, K, V and the result must have the same rank, at least {2 + seq_heads}")
         sq, sk, sv = shape_of(q), shape_of(k), shape_of(v)
+        if seq_heads:   # the checks below on [..., H, S, D]
+            sq, sk, sv = (x[:-3] + [x[-2], x[-3], x[-1]] for x in (sq, sk, sv))
         if not compatible(sq[-1:], sk[-1:]):
             raise Invalid(f"Q and K head dimensions differ: {sq[-1]} vs {sk[-1]}")
         if not compatible(sk[-2:-1], sv[-2:-1]):
             raise Invalid(f"K and V sequence lengths differ: {sk[-2]} vs {sv[-2]}")
-        if not compatible(shape_of(o), sq[:-1] + sv[-1:]):
-            raise Invalid(f"result shape {shape_of(o)} must be {sq[:-1] + sv[-1:]}")
+        want = shape_of(q)[:-1] + sv[-1:]
+        if not compatible(shape_of(o), want):
+            raise Invalid(f"result shape {shape_of(o)} must be {want}")
         if _float(self.scale) <= 0:
             raise Invalid(f"scale must be positive, got {_float(self.scale)}")
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ..diagnostics import LoweringError
 from ..dialects import tmem, tsched
-from ..dialects.ttensor import matmul_transposes
+from ..dialects.ttensor import SEQ_HEADS, matmul_transposes
 from ..mlir import ir
 from ..targets import TargetFacts
 from . import fp8_fallback, fusion
@@ -94,8 +94,9 @@ def attention_key(op) -> tuple[tuple, str]:
     (`flash_attention:bf16`, `flash_attention_causal:bf16`: a causal one visits half the key blocks): the key
     of the fused kernel's stored blocking (keys per block, stages), apart from every matmul's."""
     q, k = (ir.RankedTensorType(o.type) for o in op.operands[:2])
+    seq = 3 if SEQ_HEADS in op.attributes else 2   # the sequence axis from the end
     static = tuple(None if ty.is_dynamic_dim(i) else ty.get_dim_size(i)
-                   for ty, i in ((q, q.rank - 2), (k, k.rank - 2), (q, q.rank - 1)))
+                   for ty, i in ((q, q.rank - seq), (k, k.rank - seq), (q, q.rank - 1)))
     causal = "causal" in op.attributes and ir.BoolAttr(op.attributes["causal"]).value
     return static, f"flash_attention{'_causal' if causal else ''}:{q.element_type}"
 

@@ -47,10 +47,12 @@ def _simt_to_gpu(op, warp_size: int = 32) -> None:
     simt_to_gpu.run(op, warp_size)
 
 
-def _fold_transposes(op, dtypes: str = "", fused_attention: bool = False) -> None:
+def _fold_transposes(op, dtypes: str = "", fused_attention: bool = False, attention: str = "") -> None:
     for fn in op.regions[0].blocks[0].operations:
         if fn.operation.name == "func.func" and len(fn.regions[0].blocks):
             fold_transposes.run(fn, frozenset(dtypes.split(",")) if dtypes else None, fused_attention)
+            if attention:
+                fold_transposes.attention(fn, frozenset(attention.split(",")))
 
 
 def _tod_lower(op, target: str = "cpu") -> None:
@@ -114,7 +116,9 @@ PASSES: dict[str, PassInfo] = {
     "tessera-fold-transposes": PassInfo(
         "tessera-fold-transposes", "a transpose of a matmul operand's last two axes folded into the matmul "
         "(tessera.transpose_a/_b: the GEMM reads it in place; the schedule stage, on targets whose GEMMs can); "
-        "dtypes=f32,bf16 limits it to those operand types", _fold_transposes, {"dtypes": str, "fused-attention": _flag}),
+        "dtypes=f32,bf16 limits it to those operand types; attention=bf16,f16 also folds head split and merge "
+        "transposes into flash_attentions of those types (tessera.seq_heads: Q, K, V, O as [..., S, H, D])",
+        _fold_transposes, {"dtypes": str, "fused-attention": _flag, "attention": str}),
     "tessera-strict-math": PassInfo(
         "tessera-strict-math", "the strict numerics profile's math: f32 exp, exp2, log, log2, erf, tanh, sqrt, "
         "rsqrt, powf and division computed in f64 and rounded once to f32; fast-math flags dropped (CPU, SPIR-V); "

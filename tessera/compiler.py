@@ -116,6 +116,8 @@ def make_schedule(mod: ir.Module, metadata: dict, target, overrides: dict | None
         decompose.softmax_axes(fn)   # the row kernels normalize the last axis
         if target.gemm_transposes:
             fold_transposes.run(fn, target.gemm_transposes, target.fused_attention)
+        if target.attention_seq_heads:
+            fold_transposes.attention(fn, target.attention_seq_heads)
         graph_phases.schedule(fn, target, overrides or {}, tuned)
     # each tunable op's key for a stored autotuning result (matmuls; flash attentions the target keeps whole),
     # for autotune.search to store its result under

@@ -3,12 +3,14 @@
 forward kernel (attention_sm90.py on sm_90a; attention_sm80.py, mma.sync, on sm_80 … sm_90, whose backward
 is decomposed, so that no attention_lse reaches it), and on sm_90a an "attention_bwd" group (the ``attention_grad`` ops of one
 attention) as the backward kernels (attention_bwd_sm90.py). The batch axes fold into one (BH); queries, keys
-and values keep their own lengths (SQ, SK); the head dimension is static."""
+and values keep their own lengths (SQ, SK); the head dimension is static. A forward with `tessera.seq_heads`
+(sm_90a: passes/fold_transposes.attention) takes [..., S, H, D] tensors, its leading axes folded into B."""
 
 from __future__ import annotations
 
 from ... import plan
 from ...diagnostics import LoweringError
+from ...dialects.ttensor import SEQ_HEADS
 from ...mlir import ir
 from ...passes import graph_shapes, schedule_ir
 from ...passes.kernelgen import element_dtype
@@ -18,6 +20,11 @@ from . import attention_bwd_sm90, attention_fp8_sm90, attention_sm80, attention_
 def _attrs(op) -> tuple[bool, float]:
     causal = ir.BoolAttr(op.attributes["causal"]).value if "causal" in op.attributes else False
     return causal, ir.FloatAttr(op.attributes["scale"]).value
+
+
+def _batch(shape: list, seq_heads: bool) -> list:
+    """The batch axes of an attention operand's extents (the heads among them where `seq_heads`)."""
+    return shape[:-3] + shape[-2:-1] if seq_heads else shape[:-2]
 
 
 def _check(op, what: str, dims: dict, q, k, v, others=()) -> tuple[str, int]:
@@ -34,9 +41,11 @@ def _check(op, what: str, dims: dict, q, k, v, others=()) -> tuple[str, int]:
     if not (isinstance(d, int) or str(d).isdigit()) or dk[-1] != d or dv[-1] != d:
         raise LoweringError(op, f"the ptx {what} needs one static head dimension for Q, K and V, "
                                 f"not {dq[-1]}, {dk[-1]}, {dv[-1]}")
-    if dq[:-2] != dk[:-2] or dk[:-2] != dv[:-2]:
+    sh = SEQ_HEADS in op.attributes
+    bq, bk, bv = (_batch(x, sh) for x in (dq, dk, dv))
+    if bq != bk or bk != bv:
         raise LoweringError(op, f"the ptx {what} takes Q, K and V with the same batch axes "
-                                f"({dq[:-2]}, {dk[:-2]}, {dv[:-2]}); broadcast them first")
+                                f"({bq}, {bk}, {bv}); broadcast them first")
     return dt, int(d)
 
 
@@ -66,32 +75,43 @@ def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     if arch != "sm_90a":
         return _lower_sm80(arch, ctx, kname, op)
     dims = ctx.dims
+    sh = SEQ_HEADS in op.attributes
     # the schedule phase's keys per block and stages (hints or a stored autotuning result), else TUNED's
     blocking = schedule_ir.schedule_of(op)
     q, k, v, out, dt, D, causal, spec = _forward(ctx, op, "flash attention", lambda dt, D, causal, scale:
                                                  attention_sm90.Sm90AttentionSpec(kname, head_dim=D, causal=causal,
                                                                                   scale=scale, dtype=dt,
-                                                                                  lse=bool(lse),
+                                                                                  lse=bool(lse), seq_heads=sh,
                                                                                   block_n=blocking.get("NC", 0),
                                                                                   stages=blocking.get("stages", 0)))
     dq = dims[q]
-    params = [("Q", dt, ("BH", "SQ", D)), ("K", dt, ("BH", "SK", D)), ("V", dt, ("BH", "SK", D)),
-              ("O", dt, ("BH", "SQ", D))] + ([("LSE", "f32", ("BH", "SQ"))] if lse else [])
+    # [B, S, H, D] where the heads sit inside the sequence, else [BH, S, D]
+    layout = (lambda s: ("B", s, "H", str(D))) if sh else (lambda s: ("BH", s, str(D)))
+    rows = ("B", "H", "SQ") if sh else ("BH", "SQ")
+    params = [(n, dt, tuple(int(x) if x.isdigit() else x for x in layout(s)))
+              for n, s in (("Q", "SQ"), ("K", "SK"), ("V", "SK"), ("O", "SQ"))] + \
+        ([("LSE", "f32", rows)] if lse else [])
     with op.location:
         generated.declare(ctx.module, kname, params, attention_sm90.generate(spec), [3, 4] if lse else [3], {
             "ptx.tensor_maps": spec.tensor_maps, "tile.M": str(attention_sm90.BM), "tile.N": str(spec.block_n),
             "tile.K": str(D), "pipeline.stages": str(spec.stages), "attention.causal": str(causal).lower()})
-    env = {"BH": graph_shapes.product(dq[:-2]), "SQ": dq[-2], "SK": dims[k][-2]}
-    args = tuple(plan.TensorArg(ctx.record(x), ("BH", s, str(D))) for x, s in ((q, "SQ"), (k, "SK"), (v, "SK"),
-                                                                              (out, "SQ")))
-    args += tuple(plan.TensorArg(ctx.record(x.results[0]), ("BH", "SQ")) for x in lse[:1])
+    if sh:
+        env = {"B": graph_shapes.product(dq[:-3]), "SQ": dq[-3], "H": dq[-2], "SK": dims[k][-3]}
+    else:
+        env = {"BH": graph_shapes.product(dq[:-2]), "SQ": dq[-2], "SK": dims[k][-2]}
+    args = tuple(plan.TensorArg(ctx.record(x), layout(s)) for x, s in ((q, "SQ"), (k, "SK"), (v, "SK"),
+                                                                        (out, "SQ")))
+    args += tuple(plan.TensorArg(ctx.record(x.results[0]), rows) for x in lse[:1])
     return [plan.ArgsStep(kname, env=env, args=args, block=(spec.threads, 1, 1), smem=spec.smem_bytes,
-                          grid=(f"ceil(SQ/{attention_sm90.BM})", "BH", "1"))]
+                          grid=(f"ceil(SQ/{attention_sm90.BM})",) + (("H", "B") if sh else ("BH", "1")))]
 
 
 def _lower_sm80(arch: str, ctx, kname: str, op) -> list[plan.ArgsStep]:
     """The plan step of a flash_attention as attention_sm80.py's kernel (no attention_lse: before sm_90a the
     backward is decomposed, passes/decompose.attention_backward, and recomputes the probabilities)."""
+    if SEQ_HEADS in op.attributes:   # passes/fold_transposes.attention folds only for sm_90a's kernel
+        raise LoweringError(op, f"the {arch} flash attention reads [..., H, S, D] tensors, not [..., S, H, D] "
+                                f"('{SEQ_HEADS}')")
     q, k, v, out, dt, D, causal, spec = _forward(ctx, op, "flash attention", lambda dt, D, causal, scale:
                                                  attention_sm80.Sm80AttentionSpec(kname, head_dim=D, causal=causal,
                                                                                   scale=scale, dtype=dt, arch=arch))

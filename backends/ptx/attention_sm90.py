@@ -1,6 +1,8 @@
 """Hopper flash attention (forward): O = softmax(scale · Q·Kᵀ [causal mask]) · V on sm_90a tensor cores.
 
-Q, K, V and O are [BH, S, D] (batch and heads folded), D 64 or 128, bf16 or f16. One CTA takes 128 query
+Q, K, V and O are [BH, S, D] (batch and heads folded), or with `seq_heads` [B, S, H, D] (the heads inside
+the sequence, as a model's projections lay them out: 4-D TMA maps whose boxes take one head, so the head
+split and merge need no copies; grid y the heads, z the batch), D 64 or 128, bf16 or f16. One CTA takes 128 query
 rows of one (batch, head), with the warp roles of the GEMM (gemm_sm90.py):
 
     warpgroup 0     the producer: one thread loads the Q tile once, then K and V blocks of `block_n` keys
@@ -101,6 +103,7 @@ class Sm90AttentionSpec(Blocks):
     stages: int = 0               # of the K/V ring; 0: TUNED's for the head dimension
     block_n: int = 0              # keys per block; 0: TUNED's
     lse: bool = False             # also store each query row's log-sum-exp (the backward's residual)
+    seq_heads: bool = False       # Q, K, V and O are [B, S, H, D] (LSE stays [B, H, SQ])
 
     def __post_init__(self):
         for key, value in TUNED.get(self.head_dim, TUNED[128]).items():
@@ -111,7 +114,8 @@ class Sm90AttentionSpec(Blocks):
     @property
     def tensor_maps(self) -> str:
         rows = {"Q": BM, "K": self.block_n, "V": self.block_n, "O": 64}   # O leaves 64 rows a warpgroup
-        return ";".join(f"{n}:{i}:64x{rows[n]}x1:128" for i, n in enumerate("QKVO"))
+        box = "64x1x{}x1" if self.seq_heads else "64x{}x1"
+        return ";".join(f"{n}:{i}:{box.format(rows[n])}:128" for i, n in enumerate("QKVO"))
 
     def flops(self, bh: int, sq: int, sk: int) -> float:
         pairs = sum(min(i + 1, sk) for i in range(sq)) if self.causal else sq * sk
@@ -119,7 +123,11 @@ class Sm90AttentionSpec(Blocks):
 
     # The parts that the fp8 kernel (attention_fp8_sm90.py) does its own way; `generate` calls these.
     extra_params = ()             # kernel parameters after O (and LSE)
-    extents = ("BH", "SQ", "SK")  # the i64 parameters at the end
+
+    @property
+    def extents(self) -> tuple:
+        """The i64 parameters at the end (the launch's extents in order of first appearance)."""
+        return ("B", "SQ", "H", "SK") if self.seq_heads else ("BH", "SQ", "SK")
 
     @property
     def v_offset(self) -> int:
@@ -129,13 +137,13 @@ class Sm90AttentionSpec(Blocks):
     def load_q(self, w: Writer, base: str, tm: str, m0: str, bh: str, bar: str) -> None:
         hp.mbar_expect(w, bar, self.boxes * QBOX)
         for i in range(self.boxes):
-            hp.tma_load(w, w.v(f"add i32 {base}, {i * QBOX}"), tm, [str(64 * i), m0, bh], bar)
+            hp.tma_load(w, w.v(f"add i32 {base}, {i * QBOX}"), tm, [str(64 * i)] + outer(m0, bh), bar)
 
     def load_kv(self, w: Writer, at: str, tm: dict, key0: str, bh: str, bar: str) -> None:
         for i in range(self.boxes):
-            hp.tma_load(w, w.v(f"add i32 {at}, {i * self.kv_box}"), tm["K"], [str(64 * i), key0, bh], bar)
-            hp.tma_load(w, w.v(f"add i32 {at}, {self.v_offset + i * self.kv_box}"), tm["V"], [str(64 * i), key0, bh],
-                        bar)
+            hp.tma_load(w, w.v(f"add i32 {at}, {i * self.kv_box}"), tm["K"], [str(64 * i)] + outer(key0, bh), bar)
+            hp.tma_load(w, w.v(f"add i32 {at}, {self.v_offset + i * self.kv_box}"), tm["V"],
+                        [str(64 * i)] + outer(key0, bh), bar)
 
     def multiplier(self, w: Writer) -> str:
         """The factor of a raw score in the exponent (log2 units)."""
@@ -162,7 +170,8 @@ class Sm90AttentionSpec(Blocks):
 def generate(spec: Sm90AttentionSpec) -> str:
     """The kernel as NVPTX LLVM IR text. Parameters: the Q, K, V tensor maps, then the launch arguments
     Q, K, V, O ([BH, SQ, D], [BH, SK, D] twice, [BH, SQ, D]), with `spec.lse` LSE (f32 [BH, SQ]: the natural
-    log of each row's sum of exp(scale · q·k)), and the extents BH, SQ, SK."""
+    log of each row's sum of exp(scale · q·k)), and the extents BH, SQ, SK; with `spec.seq_heads` Q, K, V, O
+    are [B, S, H, D] and the extents B, SQ, H, SK (grid (ceil(SQ/128), H, B))."""
     w = Writer()
     S, d = spec.stages, spec.head_dim
     params = hp.tensor_map_params("QKVO")
@@ -171,6 +180,12 @@ def generate(spec: Sm90AttentionSpec) -> str:
     params += [f"i64 %{n}" for n in spec.extents]
 
     tid, bx, bh, nq, base = entry(w)
+    lse_row = bh   # LSE's row of this (batch, head)
+    if spec.seq_heads:   # TMA coordinates (head, batch); LSE's [B, H] row b·H + h
+        b = w.sreg("ctaid.z")
+        heads = w.v("trunc i64 %H to i32")
+        lse_row = w.v(f"add i32 {w.v(f'mul i32 {b}, {heads}')}, {bh}")
+        bh = (bh, b)
     kv_base = w.v(f"add i32 {base}, {spec.q_bytes}")
     BN = spec.block_n
     bars = w.v(f"add i32 {kv_base}, {S * spec.stage_bytes}")   # qfull, full[S], empty[S]
@@ -283,7 +298,7 @@ def generate(spec: Sm90AttentionSpec) -> str:
     turn.finish()
     inv = _store(w, spec, ol, ll, c, warp, lane, m0, bh, base)
     if spec.lse:
-        _store_lse(w, ml, inv, (row0, row1), lane, bh)
+        _store_lse(w, ml, inv, (row0, row1), lane, lse_row)
     w.br("exit")
     w.label("exit")
     w.emit("ret void")
@@ -494,6 +509,12 @@ def masked(w: Writer, vals: list[str], some: str, c0: str, col_t: str, end: str,
     return [w.v(f"phi float [{v}, %{before}], [{m}, %{block}]") for v, m in zip(vals, out)]
 
 
+def outer(row: str, bh) -> list[str]:
+    """A TMA box's coordinates after the column: (row, bh) of a [BH, S, D] map, or (head, row, batch) of a
+    [B, S, H, D] one where `bh` is the pair (head, batch)."""
+    return [bh[0], row, bh[1]] if isinstance(bh, tuple) else [row, bh]
+
+
 def _store(w: Writer, spec: Sm90AttentionSpec, o: list[str], l: list[str], c: str, warp: str, lane: str,
            m0: str, bh: str, base: str) -> list[str]:
     """O / l, rounded, out through shared memory (`store_rows`) by way of the warpgroup's 64 rows of the Q
@@ -556,9 +577,12 @@ def store_rows(w: Writer, spec, vals: list[str], c: str, warp: str, lane: str, r
     leader = w.v(f"zext i1 {w.v(f'icmp eq i32 {t}, 0')} to i32")
     tm = w.v(f"ptrtoint ptr %tm{tmap} to i64")
     for i in range(spec.head_dim // 64):
+        coords = [str(64 * i)] + outer(row, bh)
+        n = len(coords)
         w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; "
-              "@p cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [$1, {$2, $3, $4}], [$5]; }",
-              "r,l,r,r,r,r", [("i32", leader), ("i64", tm), ("i32", str(64 * i)), ("i32", row), ("i32", bh),
-                              ("i32", w.v(f"add i32 {staging}, {i * QBOX}"))])
+              f"@p cp.async.bulk.tensor.{n}d.global.shared::cta.bulk_group "
+              f"[$1, {{{', '.join(f'${2 + j}' for j in range(n))}}}], [${2 + n}]; }}",
+              ",".join(["r", "l"] + ["r"] * (n + 1)), [("i32", leader), ("i64", tm)] + [("i32", x) for x in coords]
+              + [("i32", w.v(f"add i32 {staging}, {i * QBOX}"))])
     w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.bulk.commit_group; "
           "@p cp.async.bulk.wait_group.read 0; }", "r", [("i32", leader)])

@@ -71,6 +71,8 @@ class PTXBackend(Backend):
                             decompose_attention=not fused_forward,
                             attention_kernels=frozenset((dt, d) for dt in ("bf16", "f16") for d in ("64", "128"))
                             if fused_forward else frozenset(),
+                            # sm_90a's reads and writes [..., S, H, D] through 4-D TMA maps (no head copies)
+                            attention_seq_heads=frozenset({"bf16", "f16"}) if arch == "sm_90a" else frozenset(),
                             # sm_90a's takes its keys per block and stages from the schedule (autotuning)
                             attention_blocking=arch == "sm_90a",
                             # wgmma's fp8 kinds fed from one-byte tensors, the two scales and a cast to a 16-bit
@@ -84,7 +86,7 @@ class PTXBackend(Backend):
             return dataclasses.replace(facts, matmul_schedule=None, gemm_transposes=frozenset(),
                                        gemm_epilogue=frozenset(), fused_attention_backward=frozenset(),
                                        attention_delta=frozenset(), fused_attention_fp8=frozenset(),
-                                       decompose_attention=True)
+                                       attention_seq_heads=frozenset(), decompose_attention=True)
         return facts
 
     def lowerings(self) -> dict:

@@ -36,10 +36,10 @@ static int64_t extent(const tsr_backend_launch_t* l, const tsr_arg_info_t* a, un
   return e;
 }
 
-/* The map of launch argument `arg`, a row-major tensor read in boxes of box[0] (contiguous) × box[1] [× box[2]]
- * elements: its leading axes fold into the outermost axis of the box's rank. */
+/* The map of launch argument `arg`, a row-major tensor read in boxes of box[0] (contiguous) × box[1] [× box[2]
+ * [× box[3]]] elements: its leading axes fold into the outermost axis of the box's rank. */
 static tsr_status_t encode(const tsr_cuda_driver_t* cu, const tsr_backend_launch_t* l, const char* name,
-                           unsigned arg, unsigned rank, const unsigned box[3], unsigned swizzle,
+                           unsigned arg, unsigned rank, const unsigned box[4], unsigned swizzle,
                            tsr_cuda_tensor_map_t* m) {
   if (arg >= l->nargs || l->arg_info[arg].kind != TSR_ARG_TENSOR || l->arg_info[arg].rank < rank)
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "ptx.tensor_maps: operand %s names argument %u, which is not a "
@@ -51,10 +51,9 @@ static tsr_status_t encode(const tsr_cuda_driver_t* cu, const tsr_backend_launch
   for (unsigned i = 0; i < rank; i++) box_ok = box_ok && box[i] && box[i] <= 256;
   if (!box_ok)
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "ptx.tensor_maps: operand %s ('%s'): no TMA map of dtype code %u, "
-                    "box %ux%ux%u, %u-byte swizzle", name, a->name, a->dtype, box[0], box[1], rank > 2 ? box[2] : 1,
-                    swizzle);
+                    "box %ux%ux%ux%u, %u-byte swizzle", name, a->name, a->dtype, box[0], box[1], box[2], box[3], swizzle);
   /* extents innermost first, the leading axes folded into the last */
-  uint64_t dims[3] = {1, 1, 1}, strides[2];
+  uint64_t dims[4] = {1, 1, 1, 1}, strides[3];
   unsigned r = a->rank;
   for (unsigned i = 0; i < r; i++) {
     uint64_t e = (uint64_t)extent(l, a, r - 1 - i);
@@ -63,17 +62,17 @@ static tsr_status_t encode(const tsr_cuda_driver_t* cu, const tsr_backend_launch
   void* base;
   memcpy(&base, l->args[arg], sizeof base);
   strides[0] = dims[0] * esize;
-  strides[1] = strides[0] * dims[1];
+  for (unsigned i = 1; i < 3; i++) strides[i] = strides[i - 1] * dims[i];
   /* TMA addresses 16-byte units: the base and every row start must be 16-byte aligned. */
   if (strides[0] % 16 || (uintptr_t)base % 16)
     return tsr_fail(TSR_ERROR_INVALID_VALUE, "tensor '%s' (rows of %llu %zu-byte elements at %p) cannot be read by "
                     "TMA: its rows must be a multiple of 16 bytes long and start 16-byte aligned", a->name,
                     (unsigned long long)dims[0], esize, base);
-  if (!dims[0] || !dims[1] || !dims[2]) return TSR_SUCCESS;  /* empty: the kernel never reads the map */
+  if (!dims[0] || !dims[1] || !dims[2] || !dims[3]) return TSR_SUCCESS;  /* empty: the kernel never reads the map */
   if (!cu->cuTensorMapEncodeTiled)
     return tsr_fail(TSR_ERROR_UNSUPPORTED, "this CUDA driver has no cuTensorMapEncodeTiled (CUDA 12 and later): "
                     "kernel operand %s needs a TMA tensor map", name);
-  uint32_t boxes[3] = {box[0], box[1], box[2]}, element_strides[3] = {1, 1, 1};
+  uint32_t boxes[4] = {box[0], box[1], box[2], box[3]}, element_strides[4] = {1, 1, 1, 1};
   CUresult res = cu->cuTensorMapEncodeTiled(m->bytes, dtype, rank, base, dims, strides, boxes, element_strides,
                                             0 /* no interleave */, mode, 3 /* L2 promotion 256B */,
                                             0 /* out of bounds: zeros */);
@@ -92,18 +91,18 @@ tsr_status_t tsr_cuda_params_prepare(const tsr_cuda_driver_t* cu, const char* sp
   unsigned n = 0;
   for (const char* p = spec; p && *p; n++) {
     char name[32];
-    unsigned arg, box[3] = {1, 1, 1}, swizzle, rank = 2;
+    unsigned arg, box[4] = {1, 1, 1, 1}, swizzle, rank = 2;
     int used = 0, got = sscanf(p, "%31[^:]:%u:%ux%u%n", name, &arg, &box[0], &box[1], &used);
-    if (got == 4 && p[used] == 'x') {
+    while (got == 4 && p[used] == 'x') {
       int more = 0;
-      if (sscanf(p + used, "x%u%n", &box[2], &more) == 1) used += more, rank = 3;
+      if (rank < 4 && sscanf(p + used, "x%u%n", &box[rank], &more) == 1) used += more, rank++;
       else got = 0;
     }
     int tail = 0;
     if (n == TSR_CUDA_MAX_TENSOR_MAPS || got != 4 || sscanf(p + used, ":%u%n", &swizzle, &tail) != 1 ||
         (p[used + tail] && p[used + tail] != ';'))
       return tsr_fail(TSR_ERROR_INVALID_VALUE, "malformed ptx.tensor_maps property '%s' (expected at most %d "
-                      "entries NAME:ARG:INNERxOUTER[xOUTER2]:SWIZZLE separated by ';')", spec,
+                      "entries NAME:ARG:INNERxOUTER[xOUTER2[xOUTER3]]:SWIZZLE separated by ';')", spec,
                       TSR_CUDA_MAX_TENSOR_MAPS);
     used += tail;
     tsr_status_t st = encode(cu, l, name, arg, rank, box, swizzle, &out->maps[n]);

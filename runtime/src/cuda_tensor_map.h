@@ -2,9 +2,9 @@
  *
  * A kernel whose metadata has the property `ptx.tensor_maps` (backends/ptx/gemm_sm90.py) takes, before its
  * launch arguments, one 128-byte CUtensorMap per entry of that property, by value (`__grid_constant__`).
- * The property reads `NAME:ARG:INNERxOUTER[xOUTER2]:SWIZZLE;…`: the map describes launch argument ARG, a
- * row-major tensor (its leading axes folded so that it has the box's rank), copied in boxes of INNER
- * (contiguous) by OUTER [by OUTER2] elements into SWIZZLE-byte-swizzled shared memory; out-of-range elements
+ * The property reads `NAME:ARG:INNERxOUTER[xOUTER2[xOUTER3]]:SWIZZLE;…`: the map describes launch argument
+ * ARG, a row-major tensor (its leading axes folded so that it has the box's rank), copied in boxes of INNER
+ * (contiguous) by OUTER [by OUTER2 [by OUTER3]] elements into SWIZZLE-byte-swizzled shared memory; out-of-range elements
  * read as zeros.
  * The host encodes the maps at each launch (cuTensorMapEncodeTiled), so callers pass plain tensors. */
 #ifndef TESSERA_SRC_CUDA_TENSOR_MAP_H_

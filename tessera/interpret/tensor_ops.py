@@ -367,12 +367,14 @@ def _lse(s: np.ndarray) -> np.ndarray:
 
 @local("ttensor.flash_attention")
 def flash_attention(op, ins):
-    q, k, v = ins
+    seq_heads = "tessera.seq_heads" in op.attributes   # [..., S, H, D]: per head, as on [..., H, S, D]
+    q, k, v = (np.swapaxes(x, -3, -2) for x in ins) if seq_heads else ins
     s = _scores(op, q, k)
     s = s - s.max(axis=-1, keepdims=True)
     p = np.exp(s)
     p /= p.sum(axis=-1, keepdims=True)
-    return [result(op, np.matmul(p, v))]
+    o = np.matmul(p, v)
+    return [result(op, np.swapaxes(o, -3, -2) if seq_heads else o)]
 
 
 def _e4m3_per_tensor(x: np.ndarray) -> tuple[np.ndarray, float]:

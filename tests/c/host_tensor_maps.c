@@ -1,6 +1,6 @@
 /* host_tensor_maps.c — kernels whose metadata asks for TMA tensor maps (`ptx.tensor_maps`), on the CUDA
- * backend: the runtime encodes a map per entry from the launch's tensors (2-D, and 3-D with leading axes
- * folded) and passes them before the arguments; tensors TMA cannot describe and malformed properties are
+ * backend: the runtime encodes a map per entry from the launch's tensors (2-D, 3-D with leading axes
+ * folded, 4-D) and passes them before the arguments; tensors TMA cannot describe and malformed properties are
  * refused with a status. Run against tests/c/fake_cuda.c (test_cuda_fake.py), whose log shows the calls. */
 #include <stdint.h>
 #include <stdio.h>
@@ -22,12 +22,13 @@ int main(int argc, char** argv) {
   tsr_context_t ctx;
   MUST(tsrCreateContextWithOptions(&o, &ctx));
   tsr_module_t mod = load_test_image(ctx, argv[1]);
-  tsr_kernel_t k = kernel(mod, "tma_kernel"), bad = kernel(mod, "tma_malformed");
+  tsr_kernel_t k = kernel(mod, "tma_kernel"), bad = kernel(mod, "tma_malformed"), heads = kernel(mod, "tma_heads");
   void *a, *q;
   MUST(tsrAlloc(ctx, 300 * 136 * 2, 0, &a));
   MUST(tsrAlloc(ctx, 6 * 77 * 64 * 2, 0, &q));
   printf("## maps\n");
   expect("A 300x136, Q 2x3x77x64 as [6, 77, 64]", launch(k, a, q, 300, 136, 6, 77), TSR_SUCCESS);
+  expect("Q [6, 77, 2, 32] as a 4-D map", launch(heads, a, q, 300, 136, 6, 77), TSR_SUCCESS);
   printf("## refusals\n");
   expect_msg("A with 100-element rows (200 bytes)", launch(k, a, q, 300, 100, 6, 77), TSR_ERROR_INVALID_VALUE,
              "multiple of 16 bytes");

@@ -45,14 +45,19 @@ def test_kernels():
 
 def tma_kernels():
     """PTX records of kernels that read their operands with TMA, for which the runtime encodes a map per
-    ptx.tensor_maps entry: A [M, K] bf16 and Q [B, S, 64] bf16, as the sm_90a GEMM and attention read them."""
+    ptx.tensor_maps entry: A [M, K] bf16 and Q [B, S, 64] bf16, as the sm_90a GEMM and attention read them, and
+    Q as [B, S, 2, 32]."""
     args = [("A", TENSOR, BF16, [-3, -4], READ_ONLY), ("Q", TENSOR, BF16, [-5, -6, 64], READ_ONLY),
             ("M", DIMENSION, INDEX, []), ("K", DIMENSION, INDEX, []), ("B", DIMENSION, INDEX, []),
             ("S", DIMENSION, INDEX, [])]
     ptx = dict(target="ptx", arch="sm_90a", section=".tessera.code.ptx", args=args)
     return [dict(ptx, name="tma_kernel", entry="tma_kernel",
                  props={"ptx.tensor_maps": "A:0:64x128:128;Q:1:64x128x1:128"}),
-            dict(ptx, name="tma_malformed", entry="tma_malformed", props={"ptx.tensor_maps": "A:0:64by128:128"})]
+            dict(ptx, name="tma_malformed", entry="tma_malformed", props={"ptx.tensor_maps": "A:0:64by128:128"}),
+            # Q as [B, S, 2, 32] read one head at a time (the attention's [B, S, H, D] layout): a 4-D map
+            dict(ptx, name="tma_heads", entry="tma_heads", args=args[:1] + [("Q", TENSOR, BF16, [-5, -6, 2, 32],
+                                                                            READ_ONLY)] + args[2:],
+                 props={"ptx.tensor_maps": "Q:1:32x1x64x1:64"})]
 
 
 class StringTable:

@@ -135,7 +135,8 @@ def tma_image(cc, runtime_prefix, tmp_path_factory):
 
 def test_tensor_maps_are_encoded_at_launch_and_passed_first(build_host, tma_image, fake_driver, tmp_path):
     """A kernel whose ptx.tensor_maps property names two operands gets two maps before its arguments: A [300,
-    136] bf16 as a 2-D map (innermost extent first, 272-byte rows), Q [6, 77, 64] as a 3-D one; tensors TMA
+    136] bf16 as a 2-D map (innermost extent first, 272-byte rows), Q [6, 77, 64] as a 3-D one (and [6, 77, 2,
+    32] as a 4-D one by another kernel); tensors TMA
     cannot describe and malformed properties are refused before the driver is asked to launch."""
     log = tmp_path / "cuda.log"
     environ = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), FAKE_CUDA_LOG=str(log))
@@ -145,13 +146,16 @@ def test_tensor_maps_are_encoded_at_launch_and_passed_first(build_host, tma_imag
     assert p.returncode == 0 and p.stdout.rstrip().endswith("0 failed"), p.stdout + p.stderr
     lines = log.read_text().splitlines()
     encoded = calls(lines, "cuTensorMapEncodeTiled")
-    assert encoded[:2] == ["cuTensorMapEncodeTiled dtype=9 rank=2 dims=136x300 strides=272 box=64x128 swizzle=3",
+    assert encoded[:3] == ["cuTensorMapEncodeTiled dtype=9 rank=2 dims=136x300 strides=272 box=64x128 swizzle=3",
                            "cuTensorMapEncodeTiled dtype=9 rank=3 dims=64x77x6 strides=128x9856 box=64x128x1 "
-                           "swizzle=3"]
+                           "swizzle=3",
+                           "cuTensorMapEncodeTiled dtype=9 rank=4 dims=32x2x77x6 strides=64x128x9856 box=32x1x64x1 "
+                           "swizzle=2"]
     launches = calls(lines, "cuLaunchKernel")
-    assert len(launches) == 1  # the refused launches never reached the driver
+    assert len(launches) == 2  # the refused launches never reached the driver
     params = calls(lines, "params:")
-    assert len(params) == 1 and params[0].startswith("params: map rank 2, map rank 3, then A at 0x")
+    assert len(params) == 2 and params[0].startswith("params: map rank 2, map rank 3, then A at 0x")
+    assert params[1].startswith("params: map rank 4")   # the fake driver logs two maps; this kernel has one
 
 
 # A kernel that reads one past the end of X (tests/gpu/test_gpu_bounds_checks.py runs it on a GPU). The fake

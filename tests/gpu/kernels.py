@@ -306,6 +306,32 @@ def linear_sigmoid(X: tensor[bf16, "T", "D"], W: tensor[bf16, "D", "F"], b: tens
 def linear_tanh(X: tensor[bf16, "T", "D"], W: tensor[bf16, "D", "F"], b: tensor[bf16, "F"]):
     return op.tanh(op.bias_add(X @ W, b))
 """, "sm_90a"),
+    # attention over [B, S, H, D] heads (test_attention_seq_heads_gpu.py): the split and merge transposes folded
+    # into the kernel's 4-D TMA maps; `plain` takes [B, H, S, D] (the kernel's 3-D maps) for a bitwise comparison
+    "hopper_attention_seq_heads": ("""
+@function
+def causal(Q: tensor[bf16, "B", "S", "H", 128], K: tensor[bf16, "B", "S", "H", 128],
+           V: tensor[bf16, "B", "S", "H", 128]):
+    A = op.flash_attention(op.transpose(Q, (0, 2, 1, 3)), op.transpose(K, (0, 2, 1, 3)),
+                           op.transpose(V, (0, 2, 1, 3)), causal=True, scale=0.08838834764831845)
+    return op.transpose(A, (0, 2, 1, 3))
+
+@function
+def cross(Q: tensor[bf16, "B", "S", "H", 64], K: tensor[bf16, "B", "T", "H", 64], V: tensor[bf16, "B", "T", "H", 64]):
+    A = op.flash_attention(op.transpose(Q, (0, 2, 1, 3)), op.transpose(K, (0, 2, 1, 3)),
+                           op.transpose(V, (0, 2, 1, 3)), causal=False, scale=0.125)
+    return op.transpose(A, (0, 2, 1, 3))
+
+@function
+def plain_causal(Q: tensor[bf16, "B", "H", "S", 128], K: tensor[bf16, "B", "H", "S", 128],
+                 V: tensor[bf16, "B", "H", "S", 128]):
+    return op.flash_attention(Q, K, V, causal=True, scale=0.08838834764831845)
+
+@function
+def plain_cross(Q: tensor[bf16, "B", "H", "S", 64], K: tensor[bf16, "B", "H", "T", 64],
+                V: tensor[bf16, "B", "H", "T", 64]):
+    return op.flash_attention(Q, K, V, causal=False, scale=0.125)
+""", "sm_90a"),
     # fp8 GEMMs: held as f16 (exact), packed to one-byte K-major operands, multiplied by wgmma's fp8 kinds
     "hopper_fp8": ("""
 @function

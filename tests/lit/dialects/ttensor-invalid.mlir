@@ -449,6 +449,31 @@ func.func @attn_result(%q: tensor<8x64xf16>, %k: tensor<16x64xf16>) {
 
 // -----
 
+func.func @attn_seq_heads_rank(%q: tensor<8x64xf16>) {
+  // expected-error @+1 {{'ttensor.flash_attention' Q, K, V and the result must have the same rank, at least 3}}
+  %r = "ttensor.flash_attention"(%q, %q, %q) {causal = false, scale = 0.125 : f32, tessera.seq_heads} : (tensor<8x64xf16>, tensor<8x64xf16>, tensor<8x64xf16>) -> tensor<8x64xf16>
+  return
+}
+
+// -----
+
+func.func @attn_seq_heads_unit(%q: tensor<8x2x64xf16>) {
+  // expected-error @+1 {{'ttensor.flash_attention' attribute 'tessera.seq_heads' must be a unit attribute}}
+  %r = "ttensor.flash_attention"(%q, %q, %q) {causal = false, scale = 0.125 : f32, tessera.seq_heads = 1 : i64} : (tensor<8x2x64xf16>, tensor<8x2x64xf16>, tensor<8x2x64xf16>) -> tensor<8x2x64xf16>
+  return
+}
+
+// -----
+
+// [S, H, D]: the sequence lengths checked on axis -3 (K's 16 keys, V's 12), the heads alike
+func.func @attn_seq_heads_seq(%q: tensor<8x2x64xf16>, %k: tensor<16x2x64xf16>, %v: tensor<12x2x64xf16>) {
+  // expected-error @+1 {{'ttensor.flash_attention' K and V sequence lengths differ: 16 vs 12}}
+  %r = "ttensor.flash_attention"(%q, %k, %v) {causal = false, scale = 0.125 : f32, tessera.seq_heads} : (tensor<8x2x64xf16>, tensor<16x2x64xf16>, tensor<12x2x64xf16>) -> tensor<8x2x64xf16>
+  return
+}
+
+// -----
+
 func.func @attn_scale(%q: tensor<8x64xf16>) {
   // expected-error @+1 {{'ttensor.flash_attention' scale must be positive, got -1.0}}
   %r = "ttensor.flash_attention"(%q, %q, %q) {causal = false, scale = -1.0 : f32} : (tensor<8x64xf16>, tensor<8x64xf16>, tensor<8x64xf16>) -> tensor<8x64xf16>
