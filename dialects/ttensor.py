@@ -123,7 +123,7 @@ class _TensorOp(TTensor.Operation):
 
 TRANSPOSE_A, TRANSPOSE_B = "tessera.transpose_a", "tessera.transpose_b"
 # flash_attention's Q, K, V and result are laid out [..., S, H, D], the heads inside the sequence (passes/
-# fold_transposes.attention: the kernel reads and writes that layout in place instead of through copies)
+# fold_transposes.attention: the ptx kernels read and write that layout in place instead of through copies)
 SEQ_HEADS = "tessera.seq_heads"
 
 

@@ -72,8 +72,9 @@ def attention(fn, dtypes) -> int:
         if SEQ_HEADS in op.attributes or element_dtype(op.operands[0]) not in dtypes:
             continue
         srcs = [heads_swapped_input(x) for x in op.operands]
-        if any(x is None for x in srcs) or any(use.owner.operation.name in ("ttensor.attention_lse", "ttensor.attention_grad")
-                               for use in op.operands[0].uses):
+        if any(x is None for x in srcs) or any(
+                use.owner.operation.name in ("ttensor.attention_lse", "ttensor.attention_grad")
+                for use in op.operands[0].uses):
             continue
         q, v = (ir.RankedTensorType(x.type) for x in (srcs[0], srcs[2]))
         shape = [ir.ShapedType.get_dynamic_size() if q.is_dynamic_dim(i) else q.get_dim_size(i)

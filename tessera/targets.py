@@ -68,8 +68,8 @@ class TargetFacts:
     # type or head dimension (a symbolic one included) is decomposed (passes/decompose.py), a recorded fallback.
     attention_kernels: frozenset = frozenset()
     # Element types of Q whose fused flash_attention kernel also reads Q, K, V and writes O laid out
-    # [..., S, H, D] (sm_90a's TMA maps): passes/fold_transposes.attention folds the head split and merge
-    # transposes around such an attention into it.
+    # [..., S, H, D] (sm_90a's TMA maps, sm_80's kernel): passes/fold_transposes.attention folds the head
+    # split and merge transposes around such an attention into it.
     attention_seq_heads: frozenset = frozenset()
     # The fused flash_attention kernel takes its keys per block and K/V stages from the schedule phase (hints, a
     # stored autotuning result: passes/graph_phases.py ATTENTION_KEYS), so a search may tune them (sm_90a's)

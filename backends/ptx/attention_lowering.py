@@ -4,7 +4,7 @@ forward kernel (attention_sm90.py on sm_90a; attention_sm80.py, mma.sync, on sm_
 is decomposed, so that no attention_lse reaches it), and on sm_90a an "attention_bwd" group (the ``attention_grad`` ops of one
 attention) as the backward kernels (attention_bwd_sm90.py). The batch axes fold into one (BH); queries, keys
 and values keep their own lengths (SQ, SK); the head dimension is static. A forward with `tessera.seq_heads`
-(sm_90a: passes/fold_transposes.attention) takes [..., S, H, D] tensors, its leading axes folded into B."""
+(passes/fold_transposes.attention) takes [..., S, H, D] tensors, its leading axes folded into B."""
 
 from __future__ import annotations
 
@@ -84,10 +84,7 @@ def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
                                                                                   lse=bool(lse), seq_heads=sh,
                                                                                   block_n=blocking.get("NC", 0),
                                                                                   stages=blocking.get("stages", 0)))
-    dq = dims[q]
-    # [B, S, H, D] where the heads sit inside the sequence, else [BH, S, D]
-    layout = (lambda s: ("B", s, "H", str(D))) if sh else (lambda s: ("BH", s, str(D)))
-    rows = ("B", "H", "SQ") if sh else ("BH", "SQ")
+    layout, rows, env = _layout(op, dims, D)
     params = [(n, dt, tuple(int(x) if x.isdigit() else x for x in layout(s)))
               for n, s in (("Q", "SQ"), ("K", "SK"), ("V", "SK"), ("O", "SQ"))] + \
         ([("LSE", "f32", rows)] if lse else [])
@@ -95,10 +92,6 @@ def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
         generated.declare(ctx.module, kname, params, attention_sm90.generate(spec), [3, 4] if lse else [3], {
             "ptx.tensor_maps": spec.tensor_maps, "tile.M": str(attention_sm90.BM), "tile.N": str(spec.block_n),
             "tile.K": str(D), "pipeline.stages": str(spec.stages), "attention.causal": str(causal).lower()})
-    if sh:
-        env = {"B": graph_shapes.product(dq[:-3]), "SQ": dq[-3], "H": dq[-2], "SK": dims[k][-3]}
-    else:
-        env = {"BH": graph_shapes.product(dq[:-2]), "SQ": dq[-2], "SK": dims[k][-2]}
     args = tuple(plan.TensorArg(ctx.record(x), layout(s)) for x, s in ((q, "SQ"), (k, "SK"), (v, "SK"),
                                                                         (out, "SQ")))
     args += tuple(plan.TensorArg(ctx.record(x.results[0]), rows) for x in lse[:1])
@@ -106,27 +99,34 @@ def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
                           grid=(f"ceil(SQ/{attention_sm90.BM})",) + (("H", "B") if sh else ("BH", "1")))]
 
 
+def _layout(op, dims: dict, D) -> tuple:
+    """A forward's (tensor shape by its sequence symbol, LSE's shape, env): [B, S, H, D] with `tessera.seq_heads`
+    (the heads inside the sequence), else [BH, S, D]."""
+    dq, dk = dims[op.operands[0]], dims[op.operands[1]]
+    if SEQ_HEADS in op.attributes:
+        return (lambda s: ("B", s, "H", str(D))), ("B", "H", "SQ"), \
+            {"B": graph_shapes.product(dq[:-3]), "SQ": dq[-3], "H": dq[-2], "SK": dk[-3]}
+    return (lambda s: ("BH", s, str(D))), ("BH", "SQ"), \
+        {"BH": graph_shapes.product(dq[:-2]), "SQ": dq[-2], "SK": dk[-2]}
+
+
 def _lower_sm80(arch: str, ctx, kname: str, op) -> list[plan.ArgsStep]:
     """The plan step of a flash_attention as attention_sm80.py's kernel (no attention_lse: before sm_90a the
     backward is decomposed, passes/decompose.attention_backward, and recomputes the probabilities)."""
-    if SEQ_HEADS in op.attributes:   # passes/fold_transposes.attention folds only for sm_90a's kernel
-        raise LoweringError(op, f"the {arch} flash attention reads [..., H, S, D] tensors, not [..., S, H, D] "
-                                f"('{SEQ_HEADS}')")
     q, k, v, out, dt, D, causal, spec = _forward(ctx, op, "flash attention", lambda dt, D, causal, scale:
                                                  attention_sm80.Sm80AttentionSpec(kname, head_dim=D, causal=causal,
-                                                                                  scale=scale, dtype=dt, arch=arch))
-    params = [("Q", dt, ("BH", "SQ", D)), ("K", dt, ("BH", "SK", D)), ("V", dt, ("BH", "SK", D)),
-              ("O", dt, ("BH", "SQ", D))]
+                                                                                  scale=scale, dtype=dt, arch=arch,
+                                                                                  seq_heads=SEQ_HEADS in op.attributes))
+    layout, _, env = _layout(op, ctx.dims, D)
+    params = [(n, dt, tuple(int(x) if x.isdigit() else x for x in layout(s)))
+              for n, s in (("Q", "SQ"), ("K", "SK"), ("V", "SK"), ("O", "SQ"))]
     with op.location:
         generated.declare(ctx.module, kname, params, attention_sm80.generate(spec), [3], {
             "tile.M": str(spec.block_m), "tile.N": str(spec.block_n), "tile.K": str(D), "pipeline.stages": "2",
             "attention.causal": str(causal).lower()})
-    dq = ctx.dims[q]
-    env = {"BH": graph_shapes.product(dq[:-2]), "SQ": dq[-2], "SK": ctx.dims[k][-2]}
-    args = tuple(plan.TensorArg(ctx.record(x), ("BH", s, str(D))) for x, s in ((q, "SQ"), (k, "SK"), (v, "SK"),
-                                                                              (out, "SQ")))
+    args = tuple(plan.TensorArg(ctx.record(x), layout(s)) for x, s in ((q, "SQ"), (k, "SK"), (v, "SK"), (out, "SQ")))
     return [plan.ArgsStep(kname, env=env, args=args, block=(spec.threads, 1, 1), smem=spec.smem_bytes,
-                          grid=(f"ceil(SQ/{spec.block_m})", "BH", "1"))]
+                          grid=(f"ceil(SQ/{spec.block_m})", "B*H" if spec.seq_heads else "BH", "1"))]
 
 
 def lower_fp8(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:

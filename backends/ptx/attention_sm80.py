@@ -60,6 +60,12 @@ class Sm80AttentionSpec:
     block_n: int = 0              # keys per block; 0: TUNED's
     warps: int = 0                # 4 or 8; 0: TUNED's
     arch: str = "sm_80"           # for its shared-memory limit
+    seq_heads: bool = False       # Q, K, V and O are [B, S, H, D] (passes/fold_transposes.attention)
+
+    @property
+    def extents(self) -> tuple:
+        """The i64 parameters after the tensors (the launch's extents in order of first appearance)."""
+        return ("B", "SQ", "H", "SK") if self.seq_heads else ("BH", "SQ", "SK")
 
     def __post_init__(self):
         for key, value in TUNED.get(self.head_dim, TUNED[128]).items():
@@ -112,10 +118,11 @@ class Sm80AttentionSpec:
 
 def generate(spec: Sm80AttentionSpec) -> str:
     """The kernel as NVPTX LLVM IR text. Parameters: Q, K, V, O ([BH, SQ, D], [BH, SK, D] twice, [BH, SQ, D])
-    and the extents BH, SQ, SK. Grid: (ceil(SQ / block_m), BH)."""
+    and the extents BH, SQ, SK; with `spec.seq_heads` [B, S, H, D] tensors and the extents B, SQ, H, SK.
+    Grid: (ceil(SQ / block_m), BH) (B·H)."""
     w = Writer()
     D, BM, BN, MT = spec.head_dim, spec.block_m, spec.block_n, spec.m_tiles
-    params = [f"ptr addrspace(1) %{n}" for n in "QKVO"] + [f"i64 %{n}" for n in ("BH", "SQ", "SK")]
+    params = [f"ptr addrspace(1) %{n}" for n in "QKVO"] + [f"i64 %{n}" for n in spec.extents]
 
     w.label("entry")
     tid, bx, bh, nq = w.sreg("tid.x"), w.sreg("ctaid.x"), w.sreg("ctaid.y"), w.sreg("nctaid.x")
@@ -132,9 +139,9 @@ def generate(spec: Sm80AttentionSpec) -> str:
     warp, lane = w.v(f"lshr i32 {tid}, 5"), w.v(f"and i32 {tid}, 31")
     bh64 = w.v(f"zext i32 {bh} to i64")
 
-    copy_q = _copies(w, spec, tid, "Q", BM, w.v(f"mul i64 {bh64}, %SQ"), sq)
-    copy_k = _copies(w, spec, tid, "K", BN, w.v(f"mul i64 {bh64}, %SK"), sk)
-    copy_v = _copies(w, spec, tid, "V", BN, w.v(f"mul i64 {bh64}, %SK"), sk)
+    copy_q = _copies(w, spec, tid, "Q", BM, _rows(w, spec, bh64, "%SQ"), sq)
+    copy_k = _copies(w, spec, tid, "K", BN, _rows(w, spec, bh64, "%SK"), sk)
+    copy_v = _copies(w, spec, tid, "V", BN, _rows(w, spec, bh64, "%SK"), sk)
     copy_q(m0, smem, "1")
     am.commit(w)
     issue0 = w.v(f"zext i1 {w.v(f'icmp ugt i32 {nkv}, 0')} to i32")
@@ -218,7 +225,7 @@ def generate(spec: Sm80AttentionSpec) -> str:
     o_fin = [w.v(f"phi float [0.0, %{pre}], [{b}, %{latch}]") for b in o]
     l_fin = [w.v(f"phi float [0.0, %{pre}], [{b}, %{latch}]") for b in l_out]
     am.wait_group(w, 0)          # only empty groups remain; a kernel leaves none behind
-    _store(w, spec, o_fin, l_fin, rows, col_t, bh64, sq)
+    _store(w, spec, o_fin, l_fin, rows, col_t, _rows(w, spec, bh64, "%SQ"), sq)
     w.emit("ret void")
 
     decls = "\n".join(["declare float @llvm.maxnum.f32(float, float)",
@@ -231,9 +238,24 @@ def generate(spec: Sm80AttentionSpec) -> str:
     return module(kernel, decls)
 
 
-def _copies(w: Writer, spec: Sm80AttentionSpec, tid: str, tensor: str, nrows: int, first_row: str, extent: str):
-    """This thread's share of copying `nrows` rows of `tensor` (whose row 0 of this (batch, head) is the i64
-    `first_row`, `extent` rows long) into shared memory: a function (row0, shared base, issue) that issues
+def _rows(w: Writer, spec: Sm80AttentionSpec, bh64: str, extent: str):
+    """A function giving the i64 index, in rows of D elements, of row `row` (i32) of (batch, head) `bh64` of a
+    tensor `extent` rows a head: bh·S + row of [BH, S, D], or (b·S + row)·H + h of [B, S, H, D]."""
+    if not spec.seq_heads:
+        first = w.v(f"mul i64 {bh64}, {extent}")
+        return lambda row: w.v(f"add i64 {first}, {w.v(f'zext i32 {row} to i64')}")
+    h, b = w.v(f"urem i64 {bh64}, %H"), w.v(f"udiv i64 {bh64}, %H")
+    first = w.v(f"mul i64 {b}, {extent}")
+
+    def row_at(row: str) -> str:
+        at = w.v(f"add i64 {first}, {w.v(f'zext i32 {row} to i64')}")
+        return w.v(f"add i64 {w.v(f'mul i64 {at}, %H')}, {h}")
+    return row_at
+
+
+def _copies(w: Writer, spec: Sm80AttentionSpec, tid: str, tensor: str, nrows: int, row_at, extent: str):
+    """This thread's share of copying `nrows` rows of `tensor` (`row_at`: the index of a row of this (batch,
+    head), _rows; `extent` rows long) into shared memory: a function (row0, shared base, issue) that issues
     its 16-byte cp.asyncs of rows row0 … row0 + nrows - 1, zero-filling rows past the end. Consecutive
     threads copy consecutive chunks of a row (coalesced). A thread's chunk column and row & 7 never change,
     so its swizzled destinations are fixed offsets."""
@@ -248,8 +270,7 @@ def _copies(w: Writer, spec: Sm80AttentionSpec, tid: str, tensor: str, nrows: in
         for i in range(nrows // step):
             row = w.v(f"add i32 {row0}, {w.v(f'add i32 {r}, {i * step}')}")
             ok = w.v(f"icmp ult i32 {row}, {extent}")
-            at_row = w.v(f"add i64 {first_row}, {w.v(f'zext i32 {row} to i64')}")
-            elem = w.v(f"add i64 {w.v(f'mul i64 {at_row}, {spec.head_dim}')}, {col}")
+            elem = w.v(f"add i64 {w.v(f'mul i64 {row_at(row)}, {spec.head_dim}')}, {col}")
             elem = w.v(f"select i1 {ok}, i64 {elem}, i64 0")   # a chunk outside reads nothing but names one
             src = w.v(f"ptrtoint ptr addrspace(1) "
                       f"{w.v(f'getelementptr i16, ptr addrspace(1) %{tensor}, i64 {elem}')} to i64")
@@ -335,7 +356,7 @@ def _pv(w: Writer, spec: Sm80AttentionSpec, o: list[str], frags: list, v_at: str
     return o
 
 
-def _store(w: Writer, spec: Sm80AttentionSpec, o: list[str], l: list[str], rows: list, col_t: str, bh64: str,
+def _store(w: Writer, spec: Sm80AttentionSpec, o: list[str], l: list[str], rows: list, col_t: str, row_at,
            sq: str) -> None:
     """O / l rounded to the dtype: the row sums completed across the quad of lanes sharing a row; each pair of
     columns one 32-bit store, for rows before SQ."""
@@ -349,8 +370,7 @@ def _store(w: Writer, spec: Sm80AttentionSpec, o: list[str], l: list[str], rows:
                 total = w.v(f"fadd float {total}, {other}")
             inv = w.v(f"fdiv float 1.0, {total}")
             ok = w.v(f"zext i1 {w.v(f'icmp ult i32 {row}, {sq}')} to i32")
-            at_row = w.v(f"add i64 {w.v(f'mul i64 {bh64}, %SQ')}, {w.v(f'zext i32 {row} to i64')}")
-            base = w.v(f"mul i64 {at_row}, {D}")
+            base = w.v(f"mul i64 {row_at(row)}, {D}")
             base = w.v(f"add i64 {base}, {w.v(f'zext i32 {col_t} to i64')}")
             for nb in range(D // 8):
                 i = 4 * (mi * (D // 8) + nb) + 2 * r

@@ -71,8 +71,9 @@ class PTXBackend(Backend):
                             decompose_attention=not fused_forward,
                             attention_kernels=frozenset((dt, d) for dt in ("bf16", "f16") for d in ("64", "128"))
                             if fused_forward else frozenset(),
-                            # sm_90a's reads and writes [..., S, H, D] through 4-D TMA maps (no head copies)
-                            attention_seq_heads=frozenset({"bf16", "f16"}) if arch == "sm_90a" else frozenset(),
+                            # the fused forwards read and write [..., S, H, D] in place (no head copies): sm_90a's
+                            # through 4-D TMA maps, sm_80's cp.async rows at their strides
+                            attention_seq_heads=frozenset({"bf16", "f16"}) if fused_forward else frozenset(),
                             # sm_90a's takes its keys per block and stages from the schedule (autotuning)
                             attention_blocking=arch == "sm_90a",
                             # wgmma's fp8 kinds fed from one-byte tensors, the two scales and a cast to a 16-bit

@@ -1,13 +1,15 @@
 """Attention over heads split from [B, S, H, D] tensors by `op.transpose(…, (0, 2, 1, 3))` and merged back the
-same way (a transformer block's layout): on sm_90a passes/fold_transposes.attention folds the transposes into
-the flash_attention (`tessera.seq_heads`), whose kernel reads Q, K, V and writes O through 4-D TMA maps, one
-head a box; elsewhere the copies stay.
+same way (a transformer block's layout): on sm_90a and sm_80 passes/fold_transposes.attention folds the
+transposes into the flash_attention (`tessera.seq_heads`), whose kernel reads Q, K, V and writes O in place
+(sm_90a's through 4-D TMA maps, one head a box; sm_80's cp.async rows at their strides); elsewhere (the CPU,
+attention decomposed) the copies stay.
 
 Without a GPU: the interpreter gives bit-identical results on the folded IR as on the transposes (f16 inputs,
 float64 arithmetic either way: the same numbers in another order of axes); the CPU image (copies kept) agrees
 with the interpreter within f16 attention's tolerance (rtol 2e-2, atol 2e-3: the CPU decomposes attention
-into f16 GEMMs and a softmax); the sm_90a image has no layout kernel and its attention step the [B, S, H, D]
-arguments; ptxas assembles it. tests/gpu/test_attention_seq_heads_gpu.py runs it against torch's SDPA."""
+into f16 GEMMs and a softmax); the sm_90a and sm_80 images have no layout kernel and their attention step
+the [B, S, H, D] arguments (sm_80's kernel on the emulator: tests/unit/test_ptx_attention_sm80.py); ptxas
+assembles them. tests/gpu/test_attention_seq_heads_gpu.py runs sm_90a's against torch's SDPA."""
 
 import numpy as np
 import pytest
@@ -94,14 +96,26 @@ def test_sm90a_reads_the_heads_in_place(sm90):
     assert len(sm90.metadata["plans"]["both"]["steps"]) == 2
 
 
-def test_sm80_keeps_the_copies():
+def test_sm80_reads_the_heads_in_place(monkeypatch):
+    monkeypatch.delenv("TESSERA_ATTENTION_SM80", raising=False)
     res = compiler.compile_source(SOURCE, "heads.py", CompileOptions(target="ptx", arch="sm_80"))
-    assert len(res.metadata["plans"]["heads"]["steps"]) == 5   # three splits, the attention, the merge
+    (step,) = res.metadata["plans"]["heads"]["steps"]
+    assert step["grid"][1] == "B*H" and step["env"] == {"B": "B", "SQ": "S", "H": "4", "SK": "T"}
+    k = {k.name: k for k in image.read_image(res.image).kernels}["heads__attention0"]
+    assert [a.name for a in k.args] == ["Q", "K", "V", "O", "B", "SQ", "H", "SK"]
+
+
+def test_decomposed_attention_keeps_the_copies(monkeypatch):
+    monkeypatch.setenv("TESSERA_ATTENTION_SM80", "0")   # sm_80's kernel off: GEMMs and a softmax
+    res = compiler.compile_source(SOURCE, "heads.py", CompileOptions(target="ptx", arch="sm_80"))
+    assert len(res.metadata["plans"]["heads"]["steps"]) > 3
 
 
 @pytest.mark.skipif(ptxas.find() is None, reason="ptxas (CUDA's PTX assembler) is not installed (the CUDA toolkit)")
-def test_ptxas_assembles_without_spills(sm90):
-    for k in image.read_image(sm90.image).kernels:
+def test_ptxas_assembles_without_spills(sm90, monkeypatch):
+    monkeypatch.delenv("TESSERA_ATTENTION_SM80", raising=False)
+    sm80 = compiler.compile_source(SOURCE, "heads.py", CompileOptions(target="ptx", arch="sm_80"))
+    for k in image.read_image(sm90.image).kernels + image.read_image(sm80.image).kernels:
         assert "ptx.spill_bytes" not in k.props, k.name
 
 

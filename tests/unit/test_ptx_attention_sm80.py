@@ -86,6 +86,31 @@ def test_emulated_numerics(d, causal, dt, S, T, blocks):
     assert kernel.conflicts == {"ldmatrix": 0, "ld.shared": 0, "cp.async": 0}
 
 
+@pytest.mark.parametrize("d, causal, dt, S, T", [(64, True, "bf16", 70, 70), (128, False, "f16", 40, 90)])
+def test_emulated_seq_heads_match_the_heads_copied(d, causal, dt, S, T):
+    """`seq_heads`: Q, K, V and O [B, S, H, D] read and written at their strides (passes/fold_transposes.
+    attention) give bit for bit what the kernel gives on the heads copied to [B·H, S, D]."""
+    B, H = 2, 3
+    rng = np.random.default_rng(5)
+
+    def bits(n):
+        x = rng.standard_normal((B, n, H, d)).astype(np.float32)
+        return emu.bf16_bits(x) if dt == "bf16" else x.astype(np.float16).view(np.uint16)
+    q, k, v = bits(S), bits(T), bits(T)
+    outs = []
+    for seq_heads in (True, False):
+        spec = attention_sm80.Sm80AttentionSpec("k", head_dim=d, causal=causal, scale=d ** -0.5, dtype=dt,
+                                                seq_heads=seq_heads)
+        ins = [q, k, v] if seq_heads else [np.ascontiguousarray(x.transpose(0, 2, 1, 3)).reshape(B * H, -1, d)
+                                           for x in (q, k, v)]
+        out = np.zeros((B, S, H, d) if seq_heads else (B * H, S, d), np.uint16)
+        extents = [B, S, H, T] if seq_heads else [B * H, S, T]
+        emu.Kernel(attention_sm80.generate(spec)).launch(ins + [out] + extents, (-(-S // spec.block_m), B * H, 1),
+                                                         (spec.threads, 1, 1), spec.smem_bytes)
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1].reshape(B, H, S, d).transpose(0, 2, 1, 3))
+
+
 def _compile(src: str, monkeypatch, switch: str | None, arch: str = "sm_80"):
     """Compiles with TESSERA_ATTENTION_SM80 set to `switch`, or unset (the default) where None."""
     if switch is None:
