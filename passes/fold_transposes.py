@@ -31,24 +31,7 @@ from ..dialects.ttensor import SEQ_HEADS, TRANSPOSE_A, TRANSPOSE_B, matmul_trans
 from ..mlir import ir
 from . import fusion, graph_shapes
 from .kernelgen import element_dtype
-from .schedule_ir import graph_ops
-
-
-def swapped_input(v: ir.Value):
-    """The input of the `ttensor.transpose` defining `v` when it swaps exactly the last two axes, else None."""
-    owner = v.owner
-    if not isinstance(owner, ir.OpView) or owner.operation.name != "ttensor.transpose":
-        return None
-    perm = [ir.IntegerAttr(p).value for p in ir.ArrayAttr(owner.attributes["perm"])]
-    rank = len(perm)
-    return owner.operands[0] if rank >= 2 and perm == list(range(rank - 2)) + [rank - 1, rank - 2] else None
-
-
-def _perm(v: ir.Value) -> list[int] | None:
-    owner = v.owner
-    if not isinstance(owner, ir.OpView) or owner.operation.name != "ttensor.transpose":
-        return None
-    return [ir.IntegerAttr(p).value for p in ir.ArrayAttr(owner.attributes["perm"])]
+from .schedule_ir import graph_ops, swapped_input, transpose_perm
 
 
 def _heads_swap(rank: int) -> list[int]:
@@ -58,7 +41,7 @@ def _heads_swap(rank: int) -> list[int]:
 def heads_swapped_input(v: ir.Value):
     """The input of the `ttensor.transpose` defining `v` when it swaps exactly the two axes before the last,
     else None."""
-    perm = _perm(v)
+    perm = transpose_perm(v)
     return v.owner.operands[0] if perm is not None and len(perm) >= 3 and perm == _heads_swap(len(perm)) else None
 
 

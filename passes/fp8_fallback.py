@@ -161,14 +161,13 @@ def _fold_byte_transposes(fn, kept: set) -> None:
     passes/fold_transposes.py folds bf16/f16 ones in the schedule stage, which cannot know yet which fp8
     operands stay one byte): wgmma reads a stored Bᵀ [N, K] as it is, where the transpose kernel and the
     GEMM's copy back to [N, K] would move B twice. The transpose and its decisions are erased."""
-    from . import fold_transposes   # lazy: it imports kernelgen, which imports this module
     for op in list(fn.entry_block.operations):
         if op.operation.name != "ttensor.matmul" or not all(v in kept for v in list(op.operands)[:2]):
             continue
         lhs_rank, rhs_rank = (ir.RankedTensorType(v.type).rank for v in list(op.operands)[:2])
         for i, name in enumerate((ttensor.TRANSPOSE_A, ttensor.TRANSPOSE_B)):
             t = op.operands[i]
-            src = fold_transposes.swapped_input(t)
+            src = schedule_ir.swapped_input(t)
             if src is None or name in op.attributes or src not in kept or len(list(t.uses)) != 1 or \
                     not _in_group(t.owner, "layout") or i == 0 and lhs_rank > 2 and rhs_rank == 2:
                 continue

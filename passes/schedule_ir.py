@@ -62,3 +62,18 @@ def staging_of(op) -> dict | None:
     return {ir.StringAttr(d.attributes["buffer"]).value:
             ([ir.IntegerAttr(a).value for a in ir.ArrayAttr(d.attributes["shape"])],
              ir.IntegerAttr(d.attributes["copies"]).value) for d in stages}
+
+
+def transpose_perm(v: ir.Value) -> list[int] | None:
+    """The permutation of the `ttensor.transpose` defining `v`, else None."""
+    owner = v.owner
+    if not isinstance(owner, ir.OpView) or owner.operation.name != "ttensor.transpose":
+        return None
+    return [ir.IntegerAttr(p).value for p in ir.ArrayAttr(owner.attributes["perm"])]
+
+
+def swapped_input(v: ir.Value):
+    """The input of the `ttensor.transpose` defining `v` when it swaps exactly the last two axes, else None."""
+    perm = transpose_perm(v)
+    rank = len(perm or ())
+    return v.owner.operands[0] if rank >= 2 and perm == list(range(rank - 2)) + [rank - 1, rank - 2] else None

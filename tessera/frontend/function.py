@@ -19,7 +19,8 @@ from ..mlir import func, ir
 from .. import dtypes
 from . import consts, derivatives, hints
 from .attrs import INT64_MAX, INT64_MIN, UINT64_MAX
-from .oplib import OPS, Accum, DTypePolicy, GTensor, MeshSpec
+from .oplib import OPS, Accum, DTypePolicy, GTensor, MeshSpec, describe
+from .operator_abi import exported
 from .shapes import DIM_RULE, ShapeEnv, ShapeError, annotated
 
 _TENSOR_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow",
@@ -105,12 +106,12 @@ class FunctionBuilder:
             # as C reads a constant, signed or unsigned (MLIR's attributes hold at most 64 bits)
             if dt.kind != "float" and not ((isinstance(v, int) or math.isfinite(v))
                                            and -2 ** (dt.bits - 1) <= int(v) < 2 ** min(dt.bits, 63)):
-                raise self.error(node, f"{_describe(v)} does not fit in a {dt.name} tensor")
+                raise self.error(node, f"{describe(v)} does not fit in a {dt.name} tensor")
             with self.loc(node):
                 attr = ir.FloatAttr.get(et, float(v)) if dt.kind == "float" else ir.IntegerAttr.get(et, int(v))
                 c = ttensor.ConstantOp(value=attr, result=ir.RankedTensorType.get([], et))
             return GTensor(c.result, dt, [])
-        raise self.error(node, f"expected a tensor, got {_describe(v)}")
+        raise self.error(node, f"expected a tensor, got {describe(v)}")
 
     # -- entry ----------------------------------------------------------------------------------------
     def begin(self):
@@ -274,9 +275,8 @@ class FunctionBuilder:
             for x in vals:
                 if isinstance(x, (int, float)):  # a constant result is computed from no input: no kernel makes it
                     raise self.error(s.value, f"a function returns tensors computed from its parameters, not "
-                                              f"{_describe(x)}")
+                                              f"{describe(x)}")
             if any(hasattr(x, "descriptor") for x in vals):   # operators cross the ABI as their payload tensors
-                from .operator_abi import exported
                 vals = [t for i, x in enumerate(vals)
                         for t in (exported(self, s.value, x, i) if hasattr(x, "descriptor") else [x])]
             self.results = [self.as_tensor(x, s.value) for x in vals]
@@ -298,7 +298,7 @@ class FunctionBuilder:
             self.env[target.id] = value
         elif isinstance(target, (ast.Tuple, ast.List)):
             if not isinstance(value, tuple) or len(value) != len(target.elts):
-                raise self.error(target, f"cannot unpack {_describe(value)} into {len(target.elts)} names")
+                raise self.error(target, f"cannot unpack {describe(value)} into {len(target.elts)} names")
             for t, v in zip(target.elts, value):
                 self.assign(t, v)
         else:
@@ -373,7 +373,7 @@ class FunctionBuilder:
         try:
             return {ast.USub: py_op.neg, ast.UAdd: py_op.pos, ast.Not: py_op.not_}[type(node.op)](v)
         except (KeyError, TypeError):
-            raise self.error(node, f"cannot apply '{ast.unparse(node)}' to {_describe(v)}") from None
+            raise self.error(node, f"cannot apply '{ast.unparse(node)}' to {describe(v)}") from None
 
     def expr_BinOp(self, node: ast.BinOp):
         return self.binop(node.op, self.expr(node.left), self.expr(node.right), node)
@@ -386,7 +386,7 @@ class FunctionBuilder:
                 return OPS["matmul"](self, node, [a, b], {})
             if "apply" in OPS and not isinstance(a, GTensor):
                 return OPS["apply"](self, node, [a, b], {})
-            raise self.error(node, f"'@' needs two tensors, got {_describe(a)} and {_describe(b)}")
+            raise self.error(node, f"'@' needs two tensors, got {describe(a)} and {describe(b)}")
         if (_program_value(a) or _program_value(b)) and "operator_binop" in OPS:
             return OPS["operator_binop"](self, node, [a, b], {"op": op})
         if isinstance(a, GTensor) or isinstance(b, GTensor):
@@ -401,7 +401,7 @@ class FunctionBuilder:
                 raise self.error(node, str(e)) from None
             except Exception as e:  # noqa: BLE001 — any other Python failure of a constant expression
                 raise self.error(node, f"cannot evaluate constant expression: {e}") from None
-        raise self.error(node, f"operator '{ast.unparse(node)}' is not defined on {_describe(a)}")
+        raise self.error(node, f"operator '{ast.unparse(node)}' is not defined on {describe(a)}")
 
     def expr_Compare(self, node: ast.Compare):
         left = self.expr(node.left)
@@ -420,7 +420,7 @@ class FunctionBuilder:
             try:
                 holds = cmp(left, right)
             except TypeError:
-                raise self.error(node, f"cannot compare {_describe(left)} with {_describe(right)}") from None
+                raise self.error(node, f"cannot compare {describe(left)} with {describe(right)}") from None
             if not holds:
                 return False
             left = right
@@ -495,7 +495,7 @@ class FunctionBuilder:
             if isinstance(a, (int, float)) and not isinstance(a, bool) and not p.dims:
                 a = self.as_tensor(a, node, like=p)
             if not isinstance(a, GTensor):
-                raise self.error(node, f"{where} is a tensor of {p.dtype.name}, got {_describe(a)}")
+                raise self.error(node, f"{where} is a tensor of {p.dtype.name}, got {describe(a)}")
             if a.dtype != p.dtype:
                 raise self.error(node, f"{where} is a tensor of {p.dtype.name}, got a tensor of {a.dtype.name}")
             if len(a.dims) != len(p.dims):
@@ -640,7 +640,7 @@ def mesh_from(args, kwargs, error) -> MeshSpec:
             raise error("a mesh with several axes needs shape=(…) giving each axis' size")
         shape = (n,)
     if not isinstance(shape, (tuple, list)) or not all(type(s) is int and 0 < s <= INT64_MAX for s in shape):
-        raise error(f"dist.Mesh's shape= is a tuple of positive axis sizes, got {_describe(shape)}")
+        raise error(f"dist.Mesh's shape= is a tuple of positive axis sizes, got {describe(shape)}")
     shape = tuple(shape)
     size = 1
     for s in shape:
@@ -673,16 +673,6 @@ def _program_value(v) -> bool:
 def _short(v: int) -> str:
     """An integer as a reader can take it in (Python refuses to print the largest in decimal)."""
     return str(v) if v.bit_length() <= 80 else f"of {v.bit_length()} bits"
-
-
-def _describe(v) -> str:
-    if hasattr(v, "describe"):  # values of op families that say what they are (an operator …)
-        return v.describe()
-    if isinstance(v, GTensor):
-        return f"a tensor of {v.dtype.name}"
-    if isinstance(v, DTypePolicy):
-        return f"the dtype {v.dtype.name}"
-    return f"{type(v).__name__} {v!r}"
 
 
 def module_env(tree: ast.Module, filename: str) -> dict:

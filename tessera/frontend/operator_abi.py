@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from .. import dtypes
 from ..dialects import tod_abi
 from ..mlir import ir
-from .function import _describe
-from .oplib import GTensor, graph_op
+from .oplib import GTensor, describe, graph_op
 from .operator_ops import GOperator, _default_accum, _operator_type, _size, _tensor_arg
 from .tensor_ops import _check_kwargs
 
@@ -53,7 +52,7 @@ def _attrs(b, node, kind: str, kwargs) -> dict:
                             "size frame_bytes= and its depth=, ABI spec §5.3")
     name = kwargs.get("name", f"op{len(b.__dict__.setdefault('_descriptors', []))}")
     if not isinstance(name, str) or not name:
-        raise b.error(node, f"name= takes a string, got {_describe(name)}")
+        raise b.error(node, f"name= takes a string, got {describe(name)}")
     attrs = {"name": ir.StringAttr.get(name), "repr": ir.StringAttr.get(kind), "tag": ir.StringAttr.get(tag),
              "flags": ir.ArrayAttr.get([ir.StringAttr.get(f) for f in sorted(set(flags), key=tod_abi.FLAGS.index)])}
     if decomposition is not None:
@@ -98,7 +97,7 @@ def descriptor(b, node, args, kwargs):
         if kind == "blocksparse" and i:
             if not isinstance(p, GTensor) or p.rank != 1 or p.dtype.name != "i32":
                 raise b.error(node, f"a block-sparse descriptor's block coordinates are 1-D i32 tensors, got "
-                                    f"{_describe(p)}")
+                                    f"{describe(p)}")
         else:
             _tensor_arg(b, node, p, r, f"payload {i} of a {kind} descriptor")
     attrs = _attrs(b, node, kind, kwargs)

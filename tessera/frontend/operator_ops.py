@@ -20,8 +20,7 @@ from ..mlir import ir
 from ..numerics.rounding import epsilon
 from .. import dtypes
 from .attrs import INT64_MAX
-from .function import _describe
-from .oplib import DTypePolicy, GTensor, graph_op
+from .oplib import DTypePolicy, GTensor, describe, graph_op
 from .shapes import Dim, show
 from . import tensor_ops
 from .tensor_ops import _check_kwargs, _i64
@@ -128,7 +127,7 @@ def _operators(b, node, args, n: int | None, what: str) -> list[GOperator]:
         raise b.error(node, f"{what} takes {want} operator(s), got {len(args)} argument(s)")
     for a in args:
         if not isinstance(a, GOperator):
-            raise b.error(node, f"{what} takes operators, got {_describe(a)}")
+            raise b.error(node, f"{what} takes operators, got {describe(a)}")
     return list(args)
 
 
@@ -149,13 +148,13 @@ def _size(b, node, v, what: str) -> int:
 def _dtype(b, node, kwargs, default: dtypes.DType = F32) -> dtypes.DType:
     p = kwargs.get("dtype", DTypePolicy(default))
     if not isinstance(p, DTypePolicy):
-        raise b.error(node, f"dtype= takes an element type such as f32, got {_describe(p)}")
+        raise b.error(node, f"dtype= takes an element type such as f32, got {describe(p)}")
     return _entries(b, node, p.dtype, "an operator")
 
 
 def _tensor_arg(b, node, v, rank: int, what: str) -> GTensor:
     if not isinstance(v, GTensor) or v.rank != rank:
-        raise b.error(node, f"{what} must be a {rank}-D tensor, got {_describe(v)}"
+        raise b.error(node, f"{what} must be a {rank}-D tensor, got {describe(v)}"
                             + (f" of shape {b.shapes.show_shape(v.dims)}" if isinstance(v, GTensor) else ""))
     _entries(b, node, v.dtype, what)
     return v
@@ -175,7 +174,7 @@ def _scalar(b, node, v, like: dtypes.DType, what: str) -> GTensor:
         return GTensor(c.result, part, [])
     if isinstance(v, complex):
         raise b.error(node, f"{what}: complex constants are not supported; pass a c64 or c128 scalar parameter")
-    raise b.error(node, f"{what} must be a number or a 0-d tensor, got {_describe(v)}")
+    raise b.error(node, f"{what} must be a number or a 0-d tensor, got {describe(v)}")
 
 
 def _square(b, node, a: GOperator, what: str) -> Dim:
@@ -447,13 +446,13 @@ def apply(b, node, args, kwargs):
     operators composes them."""
     _check_kwargs(b, node, kwargs, ())
     if len(args) != 2 or not isinstance(args[0], GOperator):
-        raise b.error(node, f"'@' and op.apply take an operator on the left, got {_describe(args[0])}"
+        raise b.error(node, f"'@' and op.apply take an operator on the left, got {describe(args[0])}"
                       if args else "op.apply(A, x) takes an operator and a tensor")
     a, x = args
     if isinstance(x, GOperator):
         return _compose2(b, node, a, x)
     if not isinstance(x, GTensor) or x.rank == 0:
-        raise b.error(node, f"an operator applies to a vector or a stack of column vectors, got {_describe(x)}")
+        raise b.error(node, f"an operator applies to a vector or a stack of column vectors, got {describe(x)}")
     _entries(b, node, x.dtype, "the operand of an operator")
     axis = 0 if x.rank == 1 else x.rank - 2
     b.unify(node, a.din, x.dims[axis], f"operator Din and axis {axis} of the tensor")
@@ -487,7 +486,7 @@ def operator_binop(b, node, args, kwargs):
         return _scale(b, node, 1.0 / c, a)
     if isinstance(op, ast.Pow) and isinstance(a, GOperator):
         return _power(b, node, a, c)
-    raise b.error(node, f"'{ast.unparse(node)}' is not defined on {_describe(a)} and {_describe(c)} "
+    raise b.error(node, f"'{ast.unparse(node)}' is not defined on {describe(a)} and {describe(c)} "
                         "(operators support A + B, A - B, s * A, A / s, A ** n, A @ B and A @ x)")
 
 
@@ -495,7 +494,7 @@ def operator_binop(b, node, args, kwargs):
 
 def _spectral_of(b, node, v, what: str) -> GSpectral:
     if not isinstance(v, GSpectral):
-        raise b.error(node, f"{what} takes a factorization from op.spectral, got {_describe(v)}")
+        raise b.error(node, f"{what} takes a factorization from op.spectral, got {describe(v)}")
     return v
 
 

@@ -85,3 +85,14 @@ def _without_i4(fn: Builder, name: str) -> Builder:
                                 f"op that reads it")
         return fn(b, node, args, kwargs)
     return checked
+
+
+def describe(v) -> str:
+    """What a value of a function body is, for messages: 'a tensor of f32', 'an operator 8 -> 8 of f32', …"""
+    if hasattr(v, "describe"):  # values of op families that say what they are (an operator …)
+        return v.describe()
+    if isinstance(v, GTensor):
+        return f"a tensor of {v.dtype.name}"
+    if isinstance(v, DTypePolicy):
+        return f"the dtype {v.dtype.name}"
+    return f"{type(v).__name__} {v!r}"
