@@ -101,6 +101,15 @@ def descriptor(b, node, args, kwargs):
         else:
             _tensor_arg(b, node, p, r, f"payload {i} of a {kind} descriptor")
     attrs = _attrs(b, node, kind, kwargs)
+    # The plan gives each parameter or result to one operator at most (docs/image-format.md, "Operators"): a
+    # tensor described twice would cross the ABI as two operators' payloads.
+    owners = b.__dict__.setdefault("_payload_owners", {})
+    for i, p in enumerate(payload):
+        if p.value in owners:
+            raise b.error(node, f"payload {i} is already the payload of operator '{owners[p.value]}': a tensor "
+                                f"crosses the ABI as one operator's payload")
+    for p in payload:
+        owners[p.value] = ir.StringAttr(attrs["name"]).value
     din, dout = _extents(b, node, kind, payload, kwargs)
     if "adjoint" in kwargs.get("flags", ()):
         din, dout = dout, din

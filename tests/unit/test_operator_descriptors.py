@@ -158,6 +158,9 @@ def bsr(B: tensor[f32, 3, 4, 4], rows: tensor[i32, 3], cols: tensor[i32, 3], x: 
     ('op.descriptor("dense", M, M)', "a dense descriptor carries 1 payload tensor(s), got 2"),
     ('op.dense(M)', "result 1 is an operator 4 -> 4 of f32 built here: an operator crosses the ABI as an "
                     "op.descriptor"),
+    # the frontend fuzzer's duplicated line: a plan gives a parameter to one operator at most (was a PlanError)
+    ('op.descriptor("dense", M, name="A")\n    A = op.descriptor("dense", M, name="B")',
+     "payload 0 is already the payload of operator 'A': a tensor crosses the ABI as one operator's payload"),
 ])
 def test_mistakes_are_refused_at_the_users_line(line, message):
     src = f"""
