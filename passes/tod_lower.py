@@ -27,9 +27,16 @@ GEMMs with twiddle matrices, a complex diag or scale four real products, and any
 interleaved, numpy's storage) only where it leaves the operator program, and a complex parameter is read as
 its halves; any other op reading a complex tensor is refused. Static extents are
 needed where a Kronecker product's reshape needs them. A circulant conv1d(h) is a circular im2col of x's
-columns (passes/convolution.py) times h, summed over the taps. Everything else — direct sums, expm,
-resolvents, the spectral ops and the operator-valued queries (norm, matrix, …) — is refused at the user's
-line, naming the op and the target; the reference interpreter (tessera.interpret) runs them.
+columns (passes/convolution.py) times h, summed over the taps.
+
+expm(A) x is exp(A)'s matrix times x: A's matrix is A's action on the identity (a dense factor is its own
+matrix, no product), exp of it is scaling and squaring with a Taylor polynomial in GEMMs, elementwise ops and
+reductions (passes/matrix_functions.py), formed once per function. expm_derivative(A, E), the Fréchet
+derivative that autodiff writes for expm, is the same recurrences differentiated. f64 operator products are
+products and row sums (an elementwise kernel and a reduction), on every target: not every target's GEMM
+takes f64. Everything else — direct sums, resolvents, the spectral ops (spectral_radius included) and the
+operator-valued queries (norm, matrix, …) — is refused at the user's line, naming the op and the target; the
+reference interpreter (tessera.interpret) runs them.
 """
 
 from __future__ import annotations
@@ -38,8 +45,9 @@ from math import prod
 
 from ..diagnostics import LoweringError
 from ..dialects import tod, ttensor
+from ..dialects.support import create
 from ..mlir import ir
-from . import convolution, fourier, tod_descriptors
+from . import convolution, fourier, matrix_functions, tod_descriptors
 from .decompose import _bin, _const, _elt, _i64, _reduce, _shape, _swap_last, _to
 from .fourier import Pair
 
@@ -47,24 +55,29 @@ from .fourier import Pair
 _MISSING = {
     **dict.fromkeys(("tod.spectral", "tod.truncate", "tod.reconstruct", "tod.pseudoinverse", "tod.norm",
                      "tod.spectral_radius"), "an SVD or eigensolver kernel"),
-    "tod.expm": "a matrix exponential kernel",
     "tod.resolvent": "a linear solver kernel",
     "tod.direct_sum": "a tensor slice and concatenation",
 }
+# queries of operators whose results are tensors, lowered where they stand (passes/matrix_functions.py)
+_QUERIES = ("tod.expm_derivative",)
 
 
 def run(fn, target: str) -> int:
-    """Rewrites every tod.apply of `fn` into ttensor ops and erases the tod ops left unused; a tod op that
-    anything else still reads raises LoweringError naming it and `target`. Returns how many applies it
-    rewrote."""
+    """Rewrites every tod.apply and tod.expm_derivative of `fn` into ttensor ops and erases the tod ops left
+    unused; a tod op that anything else still reads raises LoweringError naming it and `target`. Returns how
+    many ops it rewrote."""
     tod_descriptors.run(fn, target)   # operators crossing the ABI: recorded, then the tod ops they stand for
-    applies = [op for op in fn.entry_block.operations if op.operation.name == "tod.apply"]
+    # in program order, so that what one of them memoizes comes before every later one that reads it
+    todo = [op for op in fn.entry_block.operations if op.operation.name in ("tod.apply", *_QUERIES)]
     memo: dict = {}   # one action of an operator on a tensor, computed once for all the applies that need it
-    for op in applies:
-        _lower_apply(op, target, memo)
+    for op in todo:
+        (_lower_apply if op.operation.name == "tod.apply" else _lower_query)(op, target, memo)
     for op in reversed(list(fn.entry_block.operations)):   # with complex results only applies read (parts)
         if _lowered(op) and all(not list(r.uses) for r in op.results):
             op.operation.erase()
+    for key, value in memo.items():   # an identity only operators' matrices read, which they had not needed
+        if key[0] == "identity" and not list(value.uses):
+            matrix_functions.erase_identity(value)
     for op in fn.entry_block.operations:
         name = op.operation.name
         if name not in ("ttensor.reshape", "func.return") and any(
@@ -78,7 +91,7 @@ def run(fn, target: str) -> int:
                 isinstance(r.type, (tod.OperatorType, tod.SpectralType)) for r in op.results):
             raise _refusal(op, target)
     convolution.decompose(fn)   # the program's convolutions as GEMMs too, before anything plans them
-    return len(applies)
+    return len(todo)
 
 
 def _lowered(op) -> bool:
@@ -112,6 +125,18 @@ def _lower_apply(op, target: str, memo: dict) -> None:
                 _const(0.0, element), result=out.type).result)   # a complex operator acting as a real one
             out = fourier.interleave(pair)
             memo[("parts", out)] = pair   # what later applies read of it
+    op.results[0].replace_all_uses_with(out)
+    op.operation.erase()
+
+
+def _lower_query(op, target: str, memo: dict) -> None:
+    """tod.expm_derivative(A, E): the Fréchet derivative of exp at A's matrix in the direction E."""
+    element = tod.component(ir.RankedTensorType(op.results[0].type).element_type)
+    with op.location, ir.InsertionPoint(op):
+        lowering = _Lowering(target, element, op, memo)
+        functions = lowering.functions(op, op.operands[0])
+        a = lowering.matrix(op, op.operands[0])
+        out = _to(functions.expm_frechet(a, _to(op.operands[1], functions.element)), element)
     op.results[0].replace_all_uses_with(out)
     op.operation.erase()
 
@@ -213,6 +238,8 @@ class _Lowering:
             return _map(mul(m), x)
         if name in ("tod.fft", "tod.ifft"):
             return self._dft(owner, x, inverse=(name == "tod.ifft") != adjoint)
+        if name == "tod.expm":
+            return self._expm(owner, x, adjoint)
         if name == "tod.diag":
             return _product(x, _map(_column, self.entries(ops[0])), conj=adjoint)
         if name == "tod.projector":
@@ -263,25 +290,49 @@ class _Lowering:
         if not isinstance(self.element, (ir.F32Type, ir.F64Type)):
             raise _refusal(owner, self.target, f": Fourier transforms compute in f32 or f64, not {self.element}")
         c, s = (self._twiddle(n, part) for part in ("cos", "sin"))
-        mul = lambda a: lambda p: self._dft_matmul(a, p)   # noqa: E731   (C, S symmetric)
+        mul = lambda a: lambda p: self._matmul(a, p, self.element)   # noqa: E731   (C, S symmetric)
         return _linear(mul(c), mul(s), x, conj=not inverse)
 
-    def _dft_matmul(self, w, x) -> ir.Value:
-        """w @ x for a twiddle matrix w [n, n] and x [..., n, k]: the target's GEMM in f32; in f64, which not
-        every target's GEMM takes (the CPU's does not), the products w[j, m] · x[m, c] of each column as one
-        elementwise kernel [..., k, n, n] and their row sums, O(n²) memory per column (as the DFT's work)."""
-        if self.element != ir.F64Type.get():
-            return self._matmul(w, x, self.element)
-        key = ("dft rows", x)
-        shape = _shape(x.type)
-        lead, n, k = shape[:-2], shape[-2], shape[-1]
-        if key not in self.memo:   # the columns as rows, once for both twiddle matrices
-            rows = _reshape(_swap_last(x), lead + [k, 1, n])
-            self.memo[key] = ttensor.BroadcastOp(rows, result=ir.RankedTensorType.get(lead + [k, n, n],
-                                                                                      self.element)).result
-        full = self.memo[key]
-        y = _reduce("sum", _bin("mul", full, w), keepdims=False)    # [..., k, n]
-        return _swap_last(y)
+    def _expm(self, owner, x, adjoint: bool):
+        """exp(A) x (exp(A)ᵀ x where `adjoint`): exp(A) formed once per function (passes/matrix_functions.py)
+        and multiplied."""
+        key = ("expm", owner.results[0])
+        if key not in self.memo:
+            functions = self.functions(owner, owner.operands[0])
+            self.memo[key] = _to(functions.expm(self.matrix(owner, owner.operands[0])), self.element)
+        m, accum = self.memo[key], tod.operator_sig(owner.results[0].type).accum
+        return _map(lambda p: self._matmul(m, p, accum, transposed=adjoint), x)
+
+    def functions(self, owner, value) -> matrix_functions.Functions:
+        """The matrix functions of operator `value` (of `owner`, where a refusal points): real, square, of
+        static extents at most matrix_functions.MAX_N."""
+        sig = tod.operator_sig(value.type)
+        if tod.is_complex(sig.elem):
+            raise _refusal(owner, self.target, f" for the complex operator of {sig.elem} entries")
+        if sig.din is None:
+            raise _refusal(owner, self.target, " for an operator of extents known only at run time")
+        work = matrix_functions.working_type(self.element)
+        most = matrix_functions.MAX_N[str(work)]
+        if sig.din > most:
+            raise _refusal(owner, self.target, f" for a {sig.din}×{sig.din} operator: its matrix functions "
+                                               f"compute in {work}, up to {most}×{most}")
+        mm = lambda a, b: self._matmul(a, b, work)   # noqa: E731
+        return matrix_functions.Functions(mm, self.identity(sig.din, work))
+
+    def matrix(self, owner, value) -> ir.Value:
+        """Operator `value`'s n×n matrix in the working type: its action on the identity."""
+        n = tod.operator_sig(value.type).din
+        m = self.act(value, self.identity(n, self.element), adjoint=False)
+        if isinstance(m, Pair):
+            raise _refusal(owner, self.target, " for a complex operator")
+        return _to(m, matrix_functions.working_type(self.element))
+
+    def identity(self, n: int, element: ir.Type) -> ir.Value:
+        key = ("identity", n, element)
+        if key not in self.memo:
+            self.memo[key] = matrix_functions.identity(n, element)
+            self.memo[("is identity", self.memo[key])] = True
+        return self.memo[key]
 
     def _twiddle(self, n: int, part: str) -> ir.Value:
         key = ("twiddle", n, part, self.element)
@@ -308,14 +359,21 @@ class _Lowering:
         return _swap_last(_reshape(y, lead + [k, n]))
 
     def _matmul(self, a, b, accum: ir.Type, transposed: bool = False) -> ir.Value:
-        """a @ b (aᵀ @ b when `transposed`), `a` a matrix, `b` [..., n, k]. A stack is multiplied as (a Xᵢ)ᵀ = Xᵢᵀ aᵀ with the stack folded
-        into the rows of one 2-D GEMM (every target's GEMM takes that; a batched one would need a copy of
-        `a` per matrix)."""
+        """a @ b (aᵀ @ b when `transposed`), `a` a matrix, `b` [..., n, k], both of b's element type. A stack is
+        multiplied as (a Xᵢ)ᵀ = Xᵢᵀ aᵀ with the stack folded into the rows of one 2-D GEMM (every target's
+        GEMM takes that; a batched one would need a copy of `a` per matrix). In f64, which not every target's
+        GEMM takes (the CPU's and PTX's do not), products and sums (`_product_sums`). b the identity (an
+        operator's matrix being formed): a itself."""
+        element = _elt(b)
+        if self.memo.get(("is identity", b)):
+            return _swap_last(a) if transposed else a
         shape = _shape(b.type)
         m = _shape(a.type)[-1 if transposed else -2]
+        if element == ir.F64Type.get():
+            return self._product_sums(_swap_last(a) if transposed else a, b)
         if len(shape) == 2:
             return ttensor.MatmulOp(_swap_last(a) if transposed else a, b, accum=ir.TypeAttr.get(accum),
-                                    result=ir.RankedTensorType.get([m, shape[1]], self.element)).result
+                                    result=ir.RankedTensorType.get([m, shape[1]], element)).result
         lead, n, k = shape[:-2], shape[-2], shape[-1]
         if any(ir.ShapedType.is_dynamic_size(d) for d in lead + [k]):
             shown = ", ".join("?" if ir.ShapedType.is_dynamic_size(d) else str(d) for d in shape)
@@ -324,8 +382,22 @@ class _Lowering:
                                          "extents statically")
         rows = _reshape(_swap_last(b), [prod(lead) * k, n])
         out = ttensor.MatmulOp(rows, a if transposed else _swap_last(a), accum=ir.TypeAttr.get(accum),
-                               result=ir.RankedTensorType.get([prod(lead) * k, m], self.element)).result
+                               result=ir.RankedTensorType.get([prod(lead) * k, m], element)).result
         return _swap_last(_reshape(out, lead + [k, m]))
+
+    def _product_sums(self, a, x) -> ir.Value:
+        """a @ x in f64 for a [m, n] and x [..., n, k]: a [m, n, 1] times x [..., 1, n, k] (views), summed over
+        n: an elementwise kernel and a reduction, no GEMM; O(m·n·k) memory, as the work."""
+        shape = _shape(x.type)
+        if any(ir.ShapedType.is_dynamic_size(d) for d in shape):
+            raise LoweringError(self.at, f"an f64 operator product with extents known only at run time cannot be "
+                                         f"lowered on {self.target} yet")
+        lead, n, k = shape[:-2], shape[-2], shape[-1]
+        m = _shape(a.type)[-2]
+        products = ttensor.BinaryOp(_reshape(a, [m, n, 1]), _reshape(x, lead + [1, n, k]), fn=ir.StringAttr.get("mul"),
+                                    result=ir.RankedTensorType.get(lead + [m, n, k], _elt(x))).result
+        return create(ttensor.ReduceOp, products, kind=ir.StringAttr.get("sum"), axes=_i64s([len(lead) + 1]),
+                      keepdims=ir.BoolAttr.get(False), result=ir.RankedTensorType.get(lead + [m, k], _elt(x))).result
 
     def _kronecker(self, owner, x, adjoint: bool) -> ir.Value:
         """(A ⊗ B) x = vec(A X Bᵀ) for each column x of X (X its Din_A×Din_B matrix): B applied to Xᵀ, then A

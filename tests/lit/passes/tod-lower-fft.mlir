@@ -1,5 +1,5 @@
 // tessera-tod-lower of the Fourier transforms (passes/fourier.py): F = C − iS as GEMMs with the twiddle
-// matrices (in f64, which not every target's GEMM takes, products and row sums); complex values are pairs of
+// matrices (in f64, which not every target's GEMM takes, products and sums); complex values are pairs of
 // real tensors, interleaved into a complex tensor only where one leaves the operator program.
 // RUN: tessera-opt %s --split-input-file --pass-pipeline='builtin.module(tessera-tod-lower)' | FileCheck %s
 
@@ -52,15 +52,16 @@ func.func @filter(%x: tensor<8xf32>, %h: tensor<8xf32>) -> tensor<8xcomplex<f32>
 
 // -----
 
-// f64: no GEMM; the columns broadcast against each twiddle matrix (once for both), row sums.
+// f64: no GEMM; each twiddle matrix [n, n, 1] times the columns [1, n, k] (views), summed over n.
 // CHECK-LABEL: func.func @ifft_f64
 // CHECK:         %[[C:.+]] = "ttensor.twiddle"() {part = "cos"} : () -> tensor<4x4xf64>
 // CHECK:         %[[S:.+]] = "ttensor.twiddle"() {part = "sin"} : () -> tensor<4x4xf64>
-// CHECK:         %[[B:.+]] = "ttensor.broadcast"({{.+}}) : (tensor<1x1x4xf64>) -> tensor<1x4x4xf64>
-// CHECK:         "ttensor.binary"(%[[B]], %[[S]]) {fn = "mul"}
-// CHECK:         "ttensor.reduce"({{.+}}) {axes = [2], keepdims = false, kind = "sum"}
-// CHECK:         "ttensor.binary"(%[[B]], %[[C]]) {fn = "mul"}
-// CHECK:         "ttensor.reduce"({{.+}}) {axes = [2], keepdims = false, kind = "sum"}
+// CHECK:         %[[S3:.+]] = "ttensor.reshape"(%[[S]]) : (tensor<4x4xf64>) -> tensor<4x4x1xf64>
+// CHECK:         "ttensor.binary"(%[[S3]], {{.+}}) {fn = "mul"} : (tensor<4x4x1xf64>, tensor<1x4x1xf64>) -> tensor<4x4x1xf64>
+// CHECK:         "ttensor.reduce"({{.+}}) {axes = [1], keepdims = false, kind = "sum"} : (tensor<4x4x1xf64>) -> tensor<4x1xf64>
+// CHECK:         %[[C3:.+]] = "ttensor.reshape"(%[[C]]) : (tensor<4x4xf64>) -> tensor<4x4x1xf64>
+// CHECK:         "ttensor.binary"(%[[C3]], {{.+}}) {fn = "mul"}
+// CHECK:         "ttensor.reduce"({{.+}}) {axes = [1], keepdims = false, kind = "sum"}
 // CHECK-NOT:     "ttensor.matmul"
 // CHECK:         "ttensor.interleave"({{.+}}) : (tensor<4xf64>, tensor<4xf64>) -> tensor<4x2xf64>
 // CHECK:         "ttensor.reshape"({{.+}}) : (tensor<4x2xf64>) -> tensor<4xcomplex<f64>>

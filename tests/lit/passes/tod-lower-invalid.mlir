@@ -1,12 +1,31 @@
 // tessera-tod-lower's refusals, at the op without a lowering, naming it and the target.
 // RUN: tessera-opt %s --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(tessera-tod-lower{target=ptx})'
 
-func.func @expm(%m: tensor<4x4xf32>, %x: tensor<4xf32>) -> tensor<4xf32> {
+func.func @spectral_radius(%m: tensor<4x4xf32>) -> tensor<f32> {
   %a = "tod.dense"(%m) : (tensor<4x4xf32>) -> !tod.operator<4, 4, f32, f32>
-  // expected-error @+1 {{'tod.expm' has no kernel lowering yet on ptx: it needs a matrix exponential kernel, which the compiler does not have (run it with tessera.interpret)}}
-  %e = "tod.expm"(%a) : (!tod.operator<4, 4, f32, f32>) -> !tod.operator<4, 4, f32, f32>
-  %y = "tod.apply"(%e, %x) : (!tod.operator<4, 4, f32, f32>, tensor<4xf32>) -> tensor<4xf32>
-  return %y : tensor<4xf32>
+  // expected-error @+1 {{'tod.spectral_radius' has no kernel lowering yet on ptx: it needs an SVD or eigensolver kernel, which the compiler does not have (run it with tessera.interpret)}}
+  %r = "tod.spectral_radius"(%a) : (!tod.operator<4, 4, f32, f32>) -> tensor<f32>
+  return %r : tensor<f32>
+}
+
+// -----
+
+func.func @expm_complex(%x: tensor<8xf32>) -> tensor<8xcomplex<f32>> {
+  %f = "tod.fft"() : () -> !tod.operator<8, 8, complex<f32>, f32>
+  // expected-error @+1 {{'tod.expm' has no kernel lowering yet on ptx for the complex operator of complex<f32> entries (run it with tessera.interpret)}}
+  %e = "tod.expm"(%f) : (!tod.operator<8, 8, complex<f32>, f32>) -> !tod.operator<8, 8, complex<f32>, f32>
+  %y = "tod.apply"(%e, %x) : (!tod.operator<8, 8, complex<f32>, f32>, tensor<8xf32>) -> tensor<8xcomplex<f32>>
+  return %y : tensor<8xcomplex<f32>>
+}
+
+// -----
+
+func.func @expm_dynamic(%m: tensor<?x?xf32>, %x: tensor<?xf32>) -> tensor<?xf32> {
+  %a = "tod.dense"(%m) : (tensor<?x?xf32>) -> !tod.operator<"?", "?", f32, f32>
+  // expected-error @+1 {{'tod.expm' has no kernel lowering yet on ptx for an operator of extents known only at run time (run it with tessera.interpret)}}
+  %e = "tod.expm"(%a) : (!tod.operator<"?", "?", f32, f32>) -> !tod.operator<"?", "?", f32, f32>
+  %y = "tod.apply"(%e, %x) : (!tod.operator<"?", "?", f32, f32>, tensor<?xf32>) -> tensor<?xf32>
+  return %y : tensor<?xf32>
 }
 
 // -----
