@@ -50,8 +50,9 @@ from tessera import function, op, tensor
 # AMD:      fmul double
 # AMD:      fptrunc double %{{.+}} to float
 # AMD:      fdiv float
+# (the 1-D kernel is coarsened to 4 elements a thread, passes/simt_coarsen.py: 4 products, then 4 sums)
 # AMD:      [[P:%.+]] = fmul float
-# AMD-NEXT: fadd float %{{.+}}, [[P]]
+# AMD:      fadd float %{{.+}}, [[P]]
 # AMD:      call float @llvm.sqrt.f32(
 
 
