@@ -451,6 +451,9 @@ def 数据(A: tensor[f32, "M"], B: tensor[f32, "M"]):
     return op.relu(A) * B + 1.0
 """, "sm_80"),
 }
+# the same programs on sm_80's mma.sync kernel (backends/ptx/attention_sm80.py reads and writes the rows of
+# [B, S, H, D] with cp.async and computed addresses)
+SOURCES["ampere_attention_seq_heads"] = (SOURCES["hopper_attention_seq_heads"][0], "sm_80")
 
 # Compile options beyond target and arch, by program.
 OPTIONS = {"bounds_checked": {"gpu_bounds_checks": True}, "graph_mlp": {"kernels": ("mlp_block",)},

@@ -1,6 +1,6 @@
-"""sm_90a attention over heads split from [B, S, H, D] by op.transpose and merged back (passes/
-fold_transposes.attention: the kernel reads and writes that layout through 4-D TMA maps, no copies) on an
-H100/H200: bit for bit what the kernel gives on the same heads laid out [B, H, S, D], and within bf16's
+"""sm_90a and sm_80 attention over heads split from [B, S, H, D] by op.transpose and merged back (passes/
+fold_transposes.attention: the sm_90a kernel reads and writes that layout through 4-D TMA maps, the sm_80 one
+through computed row addresses, no copies) on an H100/H200: bit for bit what the kernel gives on the same heads laid out [B, H, S, D], and within bf16's
 rounding of torch's scaled_dot_product_attention on the [B, S, H, D] tensors' transposed views (atol and
 rtol 1e-2: O's values are below 4; both round O to bf16 and exponentiate differently)."""
 
@@ -10,12 +10,12 @@ import pytest
 RNG = np.random.default_rng(28)
 
 
-@pytest.fixture(scope="module")
-def prog(cuda, program):
+@pytest.fixture(scope="module", params=["hopper_attention_seq_heads", "ampere_attention_seq_heads"])
+def prog(cuda, program, request):
     from tessera import runtime
-    if not runtime.capabilities(cuda)["arch"].startswith("sm_90"):
+    if request.param.startswith("hopper") and not runtime.capabilities(cuda)["arch"].startswith("sm_90"):
         pytest.skip("the sm_90a kernels need an H100/H200 (compute capability 9.0)")
-    return program("hopper_attention_seq_heads")
+    return program(request.param)
 
 
 def _bf16(shape):
