@@ -973,6 +973,49 @@ class TwiddleOp(_TensorOp, name="twiddle", traits=[ext.Pure]):
             raise Invalid(f"the result's element type must be f32 or f64, got {r.element_type}")
 
 
+FFT_RADICES = (2, 4)
+
+
+class FftStageOp(_TensorOp, name="fft_stage", traits=[ext.Pure]):
+    """One radix-2 or radix-4 stage of a Stockham FFT along axis −3 of the result's pairs [..., n, k, 2]
+    (tod.fft / tod.ifft of a power-of-two n: passes/fft.py). With r = `radix`, s = `stride` and q = i mod s,
+    output position r·(i − q) + q + j·s of each column is `scale` · w^(j·(i − q)) · Σₘ aₘ·ω_r^(j·m), aₘ the input at
+    i + m·n/r (0 ≤ i < n/r), w = exp(∓2πi/n), ω_r = exp(∓2πi/r) (+ where `inverse`). The input is the previous
+    stage's pairs (the result's type), or a first stage's real part [..., n, k] with an optional imaginary part
+    `imag` of the same type (zero when absent). A kernel of its own computes each twiddle from its exponent
+    (no table in the image)."""
+
+    input: ext.Operand[typing.Any]
+    stride: ir.IntegerAttr
+    radix: ir.IntegerAttr
+    inverse: typing.Any  # BoolAttr (ext cannot constrain to it)
+    scale: ir.FloatAttr
+    result: ext.Result[typing.Any]
+    imag: typing.Optional[ext.Operand[typing.Any]] = None
+
+    def rules(self, *ts) -> None:
+        declared_attributes(self)
+        x, r = ts[0], ts[-1]
+        s = shape_of(r)
+        if r.rank < 3 or s[-1] != 2 or None in s[-3:-1]:
+            raise Invalid(f"the result must be pairs [..., n, k, 2] with static n and k, got {s}")
+        if not isinstance(r.element_type, (ir.F32Type, ir.F64Type)):
+            raise Invalid(f"the element type must be f32 or f64, got {r.element_type}")
+        n, radix, stride = s[-3], int_attr(self.radix), int_attr(self.stride)
+        if radix not in FFT_RADICES:
+            raise Invalid(f"radix must be one of {FFT_RADICES}, got {radix}")
+        if n & (n - 1) or stride < 1 or stride & (stride - 1) or stride * radix > n:
+            raise Invalid(f"n = {n} must be a power of two and stride · radix = {stride} · {radix} at most n")
+        if not isinstance(self.inverse, ir.BoolAttr):
+            raise Invalid("inverse must be a bool")
+        if len(ts) == 3 or x != r:
+            if x.element_type != r.element_type or not compatible(shape_of(x), s[:-1]):
+                raise Invalid(f"the input must be the pairs {s}, or a real part {s[:-1]}, of {r.element_type}; "
+                              f"got {shape_of(x)} of {x.element_type}")
+            if len(ts) == 3 and ts[1] != x:
+                raise Invalid("the imaginary part must have the real part's type")
+
+
 class PartOp(_TensorOp, name="part", traits=[ext.Pure]):
     """numpy's ``x[..., 0]`` (`part` "re") or ``x[..., 1]`` ("im") of pairs [..., 2]: the real or imaginary part
     of the complex tensor a reshape viewed as its pairs (a complex parameter: passes/fourier.py). A kernel of its

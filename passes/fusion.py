@@ -110,8 +110,8 @@ def kind_of(op) -> str | None:
         return "push"
     if name in ("ttensor.im2col", "ttensor.col2im"):   # gathers of windows: kernels of their own
         return name[len("ttensor."):]                     # (passes/convolution.py)
-    # DFT matrices, complex storage: kernels of their own (passes/fourier.py)
-    if name in ("ttensor.twiddle", "ttensor.interleave", "ttensor.part"):
+    # DFT matrices, FFT stages, complex storage: kernels of their own (passes/fourier.py, passes/fft.py)
+    if name in ("ttensor.twiddle", "ttensor.interleave", "ttensor.part", "ttensor.fft_stage"):
         return "fourier"
     return None
 
