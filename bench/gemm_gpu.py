@@ -30,8 +30,10 @@ input_precision="tf32" (a copy of B to [N, K], then wgmma's tf32 kind) against t
 True: the function through the executor (results kept for the round, as torch's allocator keeps its own) and
 the GEMM kernel alone, on the same tensors.
 
---compile-time times `tessera-cc` compiling the one GEMM for sm_90a in a fresh process with the cache off;
-on the GPU machine the run prints Triton's time to compile its kernel (one configuration, fresh cache).
+--compile-time times `tessera-cc` compiling the one GEMM for sm_90a in a fresh process with the cache off,
+against Triton (where it is installed: `pip install triton`, no GPU needed) compiling one configuration of
+its matmul for sm_90 with a fresh cache in a fresh process, rounds alternating (compile_time). The GPU run
+prints Triton's time to compile its kernel at the first launch too (one configuration, fresh cache).
 """
 
 import argparse
@@ -43,7 +45,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import build_example_image, gpu_program, interleaved_best, parse_args, report_row  # noqa: E402
+from common import build_example_image, gpu_program, interleaved_best, parse_args, record_row, report_row  # noqa: E402
 EXAMPLE = os.path.join(HERE, os.pardir, "examples", "gpu", "gemm.py")
 SOURCE = '''
 from tessera import function, op, tensor, bf16
@@ -54,23 +56,95 @@ def gemm_bf16(A: tensor[bf16, {m}, {k}], B: tensor[bf16, {k}, {n}]) -> tensor[bf
 '''
 
 
-def compile_time() -> None:
-    """Static extents compile one kernel (what one Triton configuration is); symbolic ones two, the plan
-    choosing between the tile shapes at launch."""
-    for what, extents in (("one sm_90a GEMM kernel (static 4096^3)", ("4096",) * 3),
-                          ("a GEMM of symbolic extents (two kernels)", ('"M"', '"K"', '"N"'))):
-        with tempfile.TemporaryDirectory() as d:
-            src = os.path.join(d, "gemm.py")
+def _fresh_process(argv: list[str], env: dict) -> tuple[float, str]:
+    """Seconds a fresh process running `argv` takes, start to exit, and what it printed."""
+    t0 = time.perf_counter()
+    out = subprocess.run(argv, check=True, env=env, stdout=subprocess.PIPE, text=True).stdout
+    return time.perf_counter() - t0, out
+
+
+def triton_compile_once() -> None:
+    """A fresh process's cold compile of one configuration of the Triton peer's matmul (the 128x256x64 tile,
+    3 stages, 8 warps that a 4096^3 product takes), its cache an empty directory: Triton's frontend, its MLIR
+    passes, LLVM and ptxas to a cubin. For sm_90 (Triton's Hopper target, wgmma) whether or not a GPU is
+    present: triton.compile with an explicit GPUTarget needs no driver. Prints the seconds from the first
+    `triton.compile` call to its return (what the GPU run's launch-time figure measured) and the PTX's size."""
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["TRITON_CACHE_DIR"] = cache
+        os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")   # its default; unset, 3.9 warns
+        import triton
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+        _, kernel = triton_matmul()
+        sig = dict(zip(kernel.arg_names, ["*bf16"] * 3 + ["i32"] * 9 + ["constexpr"] * 4))
+        attrs = {(i,): [["tt.divisibility", 16]] for i in range(12)}   # what the launch's specialization gives
+        t0 = time.perf_counter()
+        compiled = triton.compile(ASTSource(kernel, sig, {"BM": 128, "BN": 256, "BK": 64, "GM": 8}, attrs),
+                                  target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "num_stages": 3})
+        took = time.perf_counter() - t0
+        ptx = compiled.asm["ptx"]
+        print(f"{took:.4f} {triton.__version__} {len(compiled.asm['cubin'])} {'wgmma' in ptx}")
+
+
+def compile_time(rounds: int) -> None:
+    """Our compile against Triton's, each side a fresh process, rounds alternating so that the load of this
+    (shared) machine hits all alike; the best and the range of the rounds count.
+
+    Ours: tessera-cc compiling the GEMM for sm_90a, the cache off. Static extents compile one kernel (what one
+    Triton configuration is); symbolic ones two, the plan choosing between the tile shapes at launch. Triton:
+    triton_compile_once. Both sides read Python bytecode from a private cache (PYTHONPYCACHEPREFIX, filled by
+    an untimed first round), as an installed package reads the bytecode pip compiled; the last row is ours in
+    the caller's environment unchanged (with PYTHONDONTWRITEBYTECODE=1, as in a development venv, an editable
+    checkout's modules are compiled from source on every run)."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        triton = None
+        print("triton is not installed: only tessera-cc is timed (pip install triton adds the peer)")
+    with tempfile.TemporaryDirectory() as d:
+        bytecode = dict(os.environ, TESSERA_CACHE="0", PYTHONPYCACHEPREFIX=os.path.join(d, "pycache"))
+        bytecode.pop("PYTHONDONTWRITEBYTECODE", None)
+        as_is = dict(os.environ, TESSERA_CACHE="0")
+        sides = {}
+        for what, extents in (("static", ("4096",) * 3), ("symbolic", ('"M"', '"K"', '"N"'))):
+            src = os.path.join(d, f"gemm_{what}.py")
             with open(src, "w") as f:
                 f.write(SOURCE.format(m=extents[0], k=extents[1], n=extents[2]))
-            env = dict(os.environ, TESSERA_CACHE="0")
-            best = float("inf")
-            for _ in range(3):
-                t0 = time.perf_counter()
-                subprocess.run(["tessera-cc", src, "--target", "ptx", "--arch", "sm_90a", "-o",
-                                os.path.join(d, "g.tessera")], check=True, env=env)
-                best = min(best, time.perf_counter() - t0)
-            print(f"tessera-cc of {what}, fresh process, no cache: {best:.2f} s (best of 3)")
+            sides[what] = (["tessera-cc", src, "--target", "ptx", "--arch", "sm_90a", "-o",
+                            os.path.join(d, f"{what}.tessera")], bytecode)
+        if triton is not None:
+            sides["triton"] = ([sys.executable, os.path.abspath(__file__), "--triton-compile-once"], bytecode)
+        sides["static, environment as is"] = (sides["static"][0], as_is)
+        times = {name: [] for name in sides}
+        triton_compile = []
+        for r in range(rounds + 1):   # round 0 fills the bytecode cache, untimed
+            for name, (argv, env) in sides.items():
+                took, out = _fresh_process(argv, env)
+                if r == 0:
+                    continue
+                times[name].append(took)
+                if name == "triton":
+                    secs, version, cubin, wgmma = out.split()
+                    triton_compile.append(float(secs))
+        load = os.getloadavg()
+        print(f"{rounds} rounds, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {os.cpu_count()} CPUs")
+        labels = {"static": "tessera-cc, one sm_90a GEMM kernel (static 4096^3)",
+                  "symbolic": "tessera-cc, a GEMM of symbolic extents (two kernels)",
+                  "triton": f"Triton {version if triton else ''}, one configuration (whole process)",
+                  "static, environment as is": "tessera-cc static, environment as is "
+                                               f"(PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')})"}
+        for name, ts in times.items():
+            print(f"{labels[name]:<72} best {min(ts):.3f} s  range {min(ts):.3f}-{max(ts):.3f} s")
+        if triton is None:
+            return
+        print(f"{'Triton: triton.compile alone (in its process, imports done)':<72} best {min(triton_compile):.3f} s"
+              f"  range {min(triton_compile):.3f}-{max(triton_compile):.3f} s  (cubin {cubin} bytes, wgmma {wgmma})")
+        for name in ("static", "symbolic", "static, environment as is"):
+            ours = min(times[name])
+            record_row(f"compile {name}", {"tessera-cc": ours, "triton process": min(times["triton"]),
+                                           "triton.compile": min(triton_compile)}, note="best of each")
+            print(f"ours ({name}) / Triton: {ours / min(times['triton']):.2f} of its process, "
+                  f"{ours / min(triton_compile):.2f} of triton.compile alone")
 
 
 def triton_matmul():
@@ -252,7 +326,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--image", help="examples/gpu/gemm.py built beforehand with --build-image")
     p.add_argument("--build-image", metavar="PATH", help="only write the image to PATH")
-    p.add_argument("--compile-time", action="store_true", help="only time tessera-cc on one GEMM")
+    p.add_argument("--compile-time", action="store_true",
+                   help="only time tessera-cc on one GEMM, against Triton compiling one configuration if installed")
+    p.add_argument("--rounds", type=int, default=5, help="--compile-time: alternating rounds (default 5)")
+    p.add_argument("--triton-compile-once", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--sizes", default="2048,3072,4096,8192")
     p.add_argument("--fp8", action="store_true", help="the fp8 GEMM against torch._scaled_mm")
     p.add_argument("--f32", action="store_true", help="f32 GEMMs (FMA units; tf32 tensor cores) against torch.matmul "
@@ -262,8 +339,10 @@ def main() -> None:
         if args.f32:
             return build_f32_image(args.build_image, [int(x) for x in args.sizes.split(",")])
         return build_example_image(EXAMPLE, args.build_image)
+    if args.triton_compile_once:
+        return triton_compile_once()
     if args.compile_time:
-        return compile_time()
+        return compile_time(args.rounds)
 
     import torch
     from tessera import plan as plans, stream
