@@ -1057,3 +1057,58 @@ class InterleaveOp(_TensorOp, name="interleave", traits=[ext.Pure]):
         if shape_of(r) != shape_of(re) + [2] or r.element_type != re.element_type:
             raise Invalid(f"the result must be {shape_of(re) + [2]} of {re.element_type}, got {shape_of(r)} of "
                           f"{r.element_type}")
+
+
+LINALG_FNS = ("svd", "eigh", "spectral_radius")
+
+
+class LinalgOp(_TensorOp, name="linalg", traits=[ext.Pure]):
+    """A small dense matrix algorithm of `input` [m, n] as one looping kernel (passes/linalg_kernels.py), its
+    result one packed matrix the factors are sliced from: `fn` "svd" (m ≥ n; [m + n + 1, n]: U's rows, V's
+    rows, the singular values descending), "eigh" (square; [2n + 1, n]: eigenvectors, scratch, eigenvalues by
+    descending magnitude) or "spectral_radius" (square; [2n + 1, n], ρ at [2n, 0]). `transposed` (svd): the
+    input is the operator's matrix transposed, so the column signs follow V's largest entries. Every entry is
+    NaN where the input holds a NaN or an infinity or the iteration does not converge."""
+
+    input: ext.Operand[typing.Any]
+    fn: ir.StringAttr
+    transposed: typing.Any  # BoolAttr
+    result: ext.Result[typing.Any]
+
+    def rules(self, *ts) -> None:
+        x, r = ts
+        fn = _str(self.fn)
+        if fn not in LINALG_FNS:
+            raise Invalid(f"fn must be one of {', '.join(LINALG_FNS)}, got '{fn}'")
+        if x.rank != 2 or not x.has_static_shape or min(shape_of(x)) < 1:
+            raise Invalid(f"the input must be a matrix of static extents, got {shape_of(x)}")
+        if not isinstance(x.element_type, (ir.F32Type, ir.F64Type)):
+            raise Invalid(f"the input must be f32 or f64, got {x.element_type}")
+        m, n = shape_of(x)
+        if fn == "svd" and m < n:
+            raise Invalid(f"an svd's input has at least as many rows as columns, got {m}×{n}")
+        if fn != "svd" and m != n:
+            raise Invalid(f"{fn}'s input must be square, got {m}×{n}")
+        want = [m + n + 1, n] if fn == "svd" else [2 * n + 1, n]
+        if shape_of(r) != want or r.element_type != x.element_type:
+            raise Invalid(f"the result must be {want} of {x.element_type}, got {shape_of(r)} of {r.element_type}")
+
+
+class SliceOp(_TensorOp, name="slice", traits=[ext.Pure]):
+    """numpy's ``x[r0:r0 + R, c0:c0 + C]`` of a matrix of static extents, `offsets` [r0, c0], [R, C] the
+    result's extents. A kernel of its own writes it."""
+
+    input: ext.Operand[typing.Any]
+    offsets: ir.ArrayAttr
+    result: ext.Result[typing.Any]
+
+    def rules(self, *ts) -> None:
+        x, r = ts
+        offsets = _ints(self.offsets)
+        if x.rank != 2 or not x.has_static_shape or r.rank != 2 or not r.has_static_shape:
+            raise Invalid(f"input and result must be matrices of static extents, got {shape_of(x)} and {shape_of(r)}")
+        if len(offsets) != 2 or min(offsets) < 0 or any(o + e > s for o, e, s in zip(offsets, shape_of(r),
+                                                                                       shape_of(x))):
+            raise Invalid(f"offsets {offsets} and extents {shape_of(r)} must lie within {shape_of(x)}")
+        if r.element_type != x.element_type:
+            raise Invalid(f"the result's element type must be {x.element_type}, got {r.element_type}")

@@ -113,6 +113,8 @@ def kind_of(op) -> str | None:
     # DFT matrices, FFT stages, complex storage: kernels of their own (passes/fourier.py, passes/fft.py)
     if name in ("ttensor.twiddle", "ttensor.interleave", "ttensor.part", "ttensor.fft_stage"):
         return "fourier"
+    if name in ("ttensor.linalg", "ttensor.slice"):   # looping matrix algorithms and the slices of their packed
+        return "linalg"                              # results: kernels of their own (passes/linalg_kernels.py)
     return None
 
 

@@ -17,7 +17,8 @@ from .. import plan
 from ..diagnostics import LoweringError
 from ..mlir import ir
 from ..dialects.ttensor import matmul_transposes
-from . import convolution, fourier, fp8_fallback, fusion, graph_shapes, kernelgen, pipeline_collectives, schedule_ir
+from . import convolution, fourier, fp8_fallback, fusion, graph_shapes, kernelgen, linalg_kernels, pipeline_collectives, \
+    schedule_ir
 from .lowering_context import LoweringContext
 
 
@@ -156,9 +157,10 @@ def lower_function(fn, module: ir.Module, lowerings: Mapping[str, Callable], tar
             ks = kernelgen.transpose(kname, ops[0], dims)
         elif kind == "push":
             ks = kernelgen.push(kname, ops[0])
-        elif kind in ("blocks", "im2col", "col2im", "fourier"):
+        elif kind in ("blocks", "im2col", "col2im", "fourier", "linalg"):
             src, step = kernelgen.blocks(kname, ops[0], dims, schedule_ir.schedule_of(ops[0]).get("block_x", 128)) \
                 if kind == "blocks" else fourier.kernel(kname, ops[0]) if kind == "fourier" \
+                else linalg_kernels.kernel(kname, ops[0]) if kind == "linalg" \
                 else convolution.window_kernel(kname, ops[0], dims)
             ctx.build(src, f"<tessera:{kname}>")
             steps.append(plan.ArgsStep(

@@ -173,7 +173,7 @@ def _rule(op, ins: list[Dims]) -> list[Dims]:
         return [ins["qkv".index(ir.StringAttr(op.attributes["wrt"]).value)]]
     if name == "ttensor.conv":   # the extents after N and O are static (the frontend requires it)
         return [[ins[0][0], ins[1][0]] + _static(t)[2:]]
-    if name == "ttensor.twiddle":   # static
+    if name in ("ttensor.twiddle", "ttensor.linalg", "ttensor.slice"):   # static
         return [[d for d in _static(t)]]
     if name == "ttensor.interleave":   # the parts side by side
         return [ins[0] + ["2"]]
