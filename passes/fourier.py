@@ -47,11 +47,15 @@ def twiddle(n: int, part: str, element: ir.Type) -> ir.Value:
 
 
 def interleave(pair: Pair) -> ir.Value:
-    """`pair` as one complex tensor: its parts side by side, viewed as complex<T>."""
+    """`pair` as one complex tensor: its parts side by side, viewed as complex<T>. Parts of one pairs tensor (an
+    FFT's result: passes/fft.py) are that tensor viewed, with no kernel."""
     t = ir.RankedTensorType(pair.re.type)
     shape = [t.get_dim_size(i) for i in range(t.rank)]
-    both = ttensor.InterleaveOp(pair.re, pair.im,
-                                result=ir.RankedTensorType.get(shape + [2], t.element_type)).result
+    from . import fft   # fft builds on this module's Pair and polynomials
+    both = fft.pairs_of(pair, view=False)
+    if both is None:
+        both = ttensor.InterleaveOp(pair.re, pair.im,
+                                    result=ir.RankedTensorType.get(shape + [2], t.element_type)).result
     return ttensor.ReshapeOp(both, result=ir.RankedTensorType.get(shape, ir.ComplexType.get(t.element_type))).result
 
 
@@ -73,8 +77,12 @@ def _poly(x2: str, coefficients: list[float], lit) -> str:
 
 
 def kernel(name: str, op) -> tuple[str, dict]:
-    """The source of the kernel computing ttensor.twiddle, interleave or part `op` and its plan step's launch
-    (env, block, grid, argument shapes), as convolution.window_kernel's: one thread an element written."""
+    """The source of the kernel computing ttensor.twiddle, interleave, part or fft_stage (passes/fft.py) `op`
+    and its plan step's launch (env, block, grid, argument shapes), as convolution.window_kernel's: one thread an
+    element written (a butterfly, for fft_stage)."""
+    if op.operation.name == "ttensor.fft_stage":
+        from . import fft
+        return fft.kernel(name, op)
     result = op.results[0]
     dt = kernelgen.element_dtype(result)
     lit = (lambda x: kernelgen.float_literal(x)) if dt == "f32" else (lambda x: f"f64({kernelgen.float_literal(x)})")

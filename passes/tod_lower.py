@@ -47,7 +47,7 @@ from ..diagnostics import LoweringError
 from ..dialects import tod, ttensor
 from ..dialects.support import create
 from ..mlir import ir
-from . import convolution, fourier, matrix_functions, tod_descriptors
+from . import convolution, fft, fourier, matrix_functions, tod_descriptors
 from .decompose import _bin, _const, _elt, _i64, _reduce, _shape, _swap_last, _to
 from .fourier import Pair
 
@@ -95,10 +95,12 @@ def run(fn, target: str) -> int:
 
 
 def _lowered(op) -> bool:
-    """An operator op, or an op of a complex apply result (which later applies may read as parts instead)."""
+    """An operator op, or an op of a complex apply result (which later applies may read as parts instead, and
+    a return an FFT's pairs: passes/fft.py)."""
     name = op.operation.name
-    return name.startswith("tod.") or name == "ttensor.interleave" or (
-        name == "ttensor.reshape" and tod.is_complex(ir.RankedTensorType(op.results[0].type).element_type))
+    return name.startswith("tod.") or name in ("ttensor.interleave", "ttensor.part") or (
+        name == "ttensor.reshape" and (tod.is_complex(ir.RankedTensorType(op.results[0].type).element_type)
+                                       or fft.source(op.results[0]) is not None))   # a view of a part
 
 
 def _refusal(op, target: str, why: str = "") -> LoweringError:
@@ -281,14 +283,19 @@ class _Lowering:
         raise _refusal(owner, self.target)
 
     def _dft(self, owner, x, inverse: bool):
-        """F x (F* x where `inverse`) for the unitary DFT F = C − iS of size n: GEMMs with the twiddle
-        matrices C and S (passes/fourier.py), made once per function."""
+        """F x (F* x where `inverse`) for the unitary DFT F of size n: for a power of two n ≥ 2 and static
+        extents, Stockham FFT stages (passes/fft.py); else GEMMs with the twiddle matrices C and S of F = C − iS
+        (passes/fourier.py), made once per function."""
         n = tod.operator_sig(owner.results[0].type).din
-        if n > fourier.MAX_DFT:
-            raise _refusal(owner, self.target, f": a Fourier transform of size {n} is larger than the "
-                                               f"{fourier.MAX_DFT} its DFT as GEMMs takes")
         if not isinstance(self.element, (ir.F32Type, ir.F64Type)):
             raise _refusal(owner, self.target, f": Fourier transforms compute in f32 or f64, not {self.element}")
+        if fft.applies(n, x):
+            return fft.transform(x, n, inverse)
+        if n > fourier.MAX_DFT:
+            why = "" if n & (n - 1) else f" of tensors of static extents with at most {fft.MAX_ELEMENTS} entries"
+            raise _refusal(owner, self.target, f": a Fourier transform of size {n} is larger than the "
+                                               f"{fourier.MAX_DFT} its DFT as GEMMs takes (the FFT takes powers "
+                                               f"of two{why})")
         c, s = (self._twiddle(n, part) for part in ("cos", "sin"))
         mul = lambda a: lambda p: self._matmul(a, p, self.element)   # noqa: E731   (C, S symmetric)
         return _linear(mul(c), mul(s), x, conj=not inverse)

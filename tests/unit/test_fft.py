@@ -162,15 +162,34 @@ def f64_(E: tensor[f64, 24, 24]):
             assert np.abs(part(got).astype(np.longdouble) - want).max() <= 3 * ulp, dt
 
 
+def fourier_kernels(plan) -> list[str]:
+    """The kinds of a plan's Fourier kernels, told by their sources (passes/fourier.py, passes/fft.py)."""
+    kinds = []
+    for s in plan["steps"]:
+        if "__fourier" in s.get("kernel", ""):
+            src = s["source"]
+            kinds.append("stage" if "a0r = " in src else "twiddle" if "q = (8 * m" in src
+                         else "part" if "X[2 * i +" in src else "interleave")
+    return kinds
+
+
 def test_transforms_are_gemms_and_fourier_kernels(built):
-    """Two twiddle kernels per size and dtype in a function, GEMMs for the f32 transforms (none for f64), and one
-    interleaving kernel per complex result."""
+    """Not a power of two (12, 6, 10, 7): two twiddle kernels per size and dtype in a function, GEMMs for the f32
+    transforms (none for f64), one interleaving kernel per complex result. A power of two: log₄ n radix-4 stages
+    (a radix-2 one first where log₂ n is odd), no GEMM, and a returned result is the last stage's pairs (no
+    interleaving); an inverse applied to a transform reads its pairs (no parts)."""
     plans = built.metadata["plans"]
     kinds = {name: [s["kernel"].split("__")[1] for s in p["steps"] if "kernel" in s] for name, p in plans.items()}
-    assert sum(k.startswith("fourier") for k in kinds["transform"]) == 2 + 2
+    assert sorted(fourier_kernels(plans["transform"])) == ["interleave"] * 2 + ["twiddle"] * 2
     assert sum(k.startswith("gemm") for k in kinds["transform"]) == 4
-    assert sum(k.startswith("fourier") for k in kinds["two_d"]) == 2 + 2 + 1
+    assert fourier_kernels(plans["columns"]) == ["stage"] * 4           # F X: 2 stages, F* (F X): 2 more
+    assert not any(k.startswith("gemm") for k in kinds["columns"])
+    # F₆ ⊗ F₈: F₈'s 2 stages (their parts the transposes read), F₆'s twiddles, the result interleaved
+    assert sorted(fourier_kernels(plans["two_d"])) == ["interleave", "part", "part", "stage", "stage", "twiddle",
+                                                       "twiddle"]
     assert sum(k.startswith("gemm") for k in kinds["transform64"]) == 0
+    filtered = fourier_kernels(plans["filtered"])   # F h, F x: 3 stages each (32 = 2·4·4), F* of the product 3
+    assert filtered.count("stage") == 9 and "twiddle" not in filtered
 
 
 def test_opencl_runs_the_transforms(opencl):  # noqa: F811
@@ -200,11 +219,17 @@ def test_amdgpu_compiles_the_transforms(arch):
 @pytest.mark.parametrize("line, expect", [
     ("op.abs(op.fft(8, dtype=f32) @ x)", "4:12: error: 'ttensor.unary' of a complex tensor has no kernel lowering "
                                          "on cpu"),
-    ("op.fft(8192, dtype=f32) @ y", "4:12: error: 'tod.fft' has no kernel lowering yet on cpu: a Fourier "
-                                    "transform of size 8192 is larger than the 4096 its DFT as GEMMs takes"),
+    ("op.fft(5000, dtype=f32) @ y", "4:12: error: 'tod.fft' has no kernel lowering yet on cpu: a Fourier "
+                                    "transform of size 5000 is larger than the 4096 its DFT as GEMMs takes (the "
+                                    "FFT takes powers of two)"),
+    ("op.fft(8192, dtype=f32) @ w", "4:12: error: 'tod.fft' has no kernel lowering yet on cpu: a Fourier "
+                                    "transform of size 8192 is larger than the 4096 its DFT as GEMMs takes (the "
+                                    "FFT takes powers of two of tensors of static extents with at most 536870912 "
+                                    "entries)"),
 ])
 def test_refusals_at_the_users_line(line, expect):
-    src = ("\n@function\ndef f(z: tensor[c64, 8], x: tensor[f32, 8], y: tensor[f32, 8192]):\n"
+    src = ("\n@function\ndef f(z: tensor[c64, 8], x: tensor[f32, 8], y: tensor[f32, 5000], "
+           "w: tensor[f32, 8192, \"K\"]):\n"
            f"    return {line}\n")
     with pytest.raises(CompileError) as e:
         compiler.compile_source(src, "user.py")
