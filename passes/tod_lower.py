@@ -47,19 +47,20 @@ from ..diagnostics import LoweringError
 from ..dialects import tod, ttensor
 from ..dialects.support import create
 from ..mlir import ir
-from . import convolution, fft, fourier, matrix_functions, tod_descriptors
+from . import convolution, fft, fourier, linalg_kernels, matrix_functions, tod_descriptors
 from .decompose import _bin, _const, _elt, _i64, _reduce, _shape, _swap_last, _to
 from .fourier import Pair
 
 # why an op has no lowering yet, where there is more to say than its name
 _MISSING = {
-    **dict.fromkeys(("tod.spectral", "tod.truncate", "tod.reconstruct", "tod.pseudoinverse", "tod.norm",
-                     "tod.spectral_radius"), "an SVD or eigensolver kernel"),
+    "tod.spectral_derivative": "the derivative of a factorization as kernels (compiled, a factorization is "
+                               "not differentiated)",
+    "tod.spectral_radius_gradient": "an eigenvector kernel (compiled, the spectral radius is not differentiated)",
     "tod.resolvent": "a linear solver kernel",
     "tod.direct_sum": "a tensor slice and concatenation",
 }
 # queries of operators whose results are tensors, lowered where they stand (passes/matrix_functions.py)
-_QUERIES = ("tod.expm_derivative",)
+_QUERIES = ("tod.expm_derivative", "tod.spectral_radius", "tod.norm")
 
 
 def run(fn, target: str) -> int:
@@ -132,8 +133,15 @@ def _lower_apply(op, target: str, memo: dict) -> None:
 
 
 def _lower_query(op, target: str, memo: dict) -> None:
-    """tod.expm_derivative(A, E): the Fréchet derivative of exp at A's matrix in the direction E."""
+    """tod.expm_derivative(A, E): the Fréchet derivative of exp at A's matrix in the direction E; tod.norm(A):
+    σ₁ of A's svd; tod.spectral_radius(A): Gelfand's formula in one kernel (passes/linalg_kernels.py)."""
     element = tod.component(ir.RankedTensorType(op.results[0].type).element_type)
+    if op.operation.name != "tod.expm_derivative":
+        with op.location, ir.InsertionPoint(op):
+            out = _Lowering(target, element, op, memo).query(op)
+        op.results[0].replace_all_uses_with(out)
+        op.operation.erase()
+        return
     with op.location, ir.InsertionPoint(op):
         lowering = _Lowering(target, element, op, memo)
         functions = lowering.functions(op, op.operands[0])
@@ -280,7 +288,120 @@ class _Lowering:
             h = self.entries(ops[0])
             circ = lambda k: lambda p: self._circulant(owner, k, p, adjoint)   # noqa: E731
             return _linear(circ(h.re), circ(h.im), x, conj=adjoint) if isinstance(h, Pair) else _map(circ(h), x)
+        if name in ("tod.reconstruct", "tod.pseudoinverse"):
+            return self._spectral_function(owner, x, adjoint)
         raise _refusal(owner, self.target)
+
+    # -- factorizations (passes/linalg_kernels.py) ---------------------------------------------------------
+
+    def _spectral_function(self, owner, x, adjoint: bool):
+        """reconstruct(S) x = U (s ⊙ (V* x)), pseudoinverse x = V (g ⊙ (U* x)) with g = 1/s where |s| >
+        rcond·max|s| (of the kept terms), else 0: three thin products, never the m×n matrix; the adjoints swap
+        the factors. A pseudoinverse of an operator factorizes it (svd) first."""
+        operand = owner.operands[0]
+        if isinstance(operand.type, tod.SpectralType):
+            u, s, v = self.factor(owner, operand)
+        else:
+            u, s, v = self.factor(owner, operand, kind="svd")
+        u, s, v = (_to(t, self.element) for t in (u, s, v))
+        if owner.operation.name == "tod.pseudoinverse":
+            key = ("inverted", owner.results[0])
+            if key not in self.memo:
+                rcond = ir.FloatAttr(owner.attributes["rcond"]).value
+                mag = ttensor.UnaryOp(s, fn=ir.StringAttr.get("abs"), result=s.type).result
+                top = create(ttensor.ReduceOp, mag, kind=ir.StringAttr.get("max"), axes=_i64s([0]),
+                             keepdims=ir.BoolAttr.get(False), result=ir.RankedTensorType.get([], self.element)).result
+                keep = ttensor.BinaryOp(mag, _bin("mul", top, _const(rcond, self.element)), fn=ir.StringAttr.get("gt"),
+                                        result=ir.RankedTensorType.get(_shape(s.type),
+                                                                       ir.IntegerType.get_signless(1))).result
+                inv = ttensor.BinaryOp(_const(1.0, self.element), s, fn=ir.StringAttr.get("div"), result=s.type).result
+                self.memo[key] = ttensor.SelectOp(keep, inv, _const(0.0, self.element), result=s.type).result
+            s, u, v = self.memo[key], v, u
+        left, right = (v, u) if adjoint else (u, v)
+        accum = tod.operator_sig(owner.results[0].type).accum
+        inner = _map(lambda p: self._matmul(right, p, accum, transposed=True), x)
+        return _map(lambda p: self._matmul(left, p, accum), _product(inner, _column(s)))
+
+    def factor(self, owner, value, kind: str | None = None):
+        """(U [m, k], s [k], V [n, k]) in the working type of factorization `value` (a tod.spectral, or a
+        truncation of one), or, with `kind`, of operator `value` itself; made once per function."""
+        key = ("factor", value, kind)
+        if key in self.memo:
+            return self.memo[key]
+        if kind is None:
+            source = value.owner
+            if source.operation.name == "tod.truncate":
+                u, s, v = self.factor(owner, source.operands[0])
+                k = ir.IntegerAttr(source.attributes["k"]).value
+                cut = lambda t: linalg_kernels.slice2d(t, 0, 0, _shape(t.type)[0], k)   # noqa: E731
+                out = (cut(u), _reshape(linalg_kernels.slice2d(_reshape(s, [1, _shape(s.type)[0]]), 0, 0, 1, k),
+                                        [k]), cut(v))
+            elif source.operation.name == "tod.spectral":
+                out = self.factor(source, source.operands[0], kind=tod.spectral_sig(value.type).kind)
+            else:
+                raise _refusal(source, self.target)
+        else:
+            out = self._factorize(owner, value, kind)
+        self.memo[key] = out
+        return out
+
+    def _checked_matrix(self, owner, value, what: str) -> ir.Value:
+        """Operator `value`'s [Dout, Din] matrix in the working type, for `what` (a refusal's words)."""
+        sig = tod.operator_sig(value.type)
+        if tod.is_complex(sig.elem):
+            raise _refusal(owner, self.target, f": {what} of the complex operator of {sig.elem} entries is not "
+                                               "lowered yet")
+        if sig.din is None or sig.dout is None:
+            raise _refusal(owner, self.target, f": {what} of an operator of extents known only at run time")
+        work = matrix_functions.working_type(self.element)
+        m = self.act(value, self.identity(sig.din, self.element), adjoint=False)
+        if isinstance(m, Pair):
+            raise _refusal(owner, self.target, f": {what} of a complex operator is not lowered yet")
+        return _to(m, work)
+
+    def _factorize(self, owner, value, kind: str):
+        sig = tod.operator_sig(value.type)
+        if kind == "eig":
+            raise _refusal(owner, self.target, ": the general eigendecomposition (kind=\"eig\") has complex "
+                                               "factors, which compile only as svd or eigh (self-adjoint) ones")
+        what = "an svd" if kind == "svd" else "an eigh"
+        small, large = min(sig.din or 0, sig.dout or 0), max(sig.din or 0, sig.dout or 0)
+        if small > linalg_kernels.MAX_SMALL or (kind == "svd" and large > linalg_kernels.MAX_LARGE):
+            limit = (f"{linalg_kernels.MAX_SMALL} (the smaller extent) and {linalg_kernels.MAX_LARGE} (the larger)"
+                     if kind == "svd" else f"{linalg_kernels.MAX_SMALL}×{linalg_kernels.MAX_SMALL}")
+            raise _refusal(owner, self.target, f": {what} of a {sig.dout}×{sig.din} operator is larger than the "
+                                               f"one-thread Jacobi kernel takes, at most {limit}")
+        a = self._checked_matrix(owner, value, what)
+        m, n = sig.dout, sig.din
+        if kind == "eigh":
+            packed = linalg_kernels.linalg("eigh", a)
+            u = linalg_kernels.slice2d(packed, 0, 0, n, n)
+            s = _reshape(linalg_kernels.slice2d(packed, 2 * n, 0, 1, n), [n])
+            return u, s, u
+        transposed = m < n
+        rows, cols = (n, m) if transposed else (m, n)
+        packed = linalg_kernels.linalg("svd", _swap_last(a) if transposed else a, transposed=transposed)
+        first = linalg_kernels.slice2d(packed, 0, 0, rows, cols)
+        second = linalg_kernels.slice2d(packed, rows, 0, cols, cols)
+        s = _reshape(linalg_kernels.slice2d(packed, rows + cols, 0, 1, cols), [cols])
+        return (second, s, first) if transposed else (first, s, second)
+
+    def query(self, op) -> ir.Value:
+        """tod.norm (σ₁ of the svd) or tod.spectral_radius of op's operator, a 0-d tensor of op's type."""
+        result = ir.RankedTensorType(op.results[0].type)
+        if op.operation.name == "tod.norm":
+            _, s, _ = self.factor(op, op.operands[0], kind="svd")
+            first = linalg_kernels.slice2d(_reshape(s, [1, _shape(s.type)[0]]), 0, 0, 1, 1)
+            return _to(_reshape(first, []), result.element_type)
+        sig = tod.operator_sig(op.operands[0].type)
+        if (sig.din or 0) > linalg_kernels.MAX_SMALL:
+            raise _refusal(op, self.target, f": the spectral radius of a {sig.din}×{sig.din} operator is larger "
+                                            f"than its one-thread kernel takes, at most {linalg_kernels.MAX_SMALL}"
+                                            f"×{linalg_kernels.MAX_SMALL}")
+        a = self._checked_matrix(op, op.operands[0], "the spectral radius")
+        n = sig.din
+        packed = linalg_kernels.linalg("spectral_radius", a)
+        return _to(_reshape(linalg_kernels.slice2d(packed, 2 * n, 0, 1, 1), []), result.element_type)
 
     def _dft(self, owner, x, inverse: bool):
         """F x (F* x where `inverse`) for the unitary DFT F of size n: for a power of two n ≥ 2 and static
