@@ -16,6 +16,15 @@ Ours are the functions of examples/gpu/attention.py (bf16 [B, H, S, D], D = 128 
 launched as their launch plans say on a Tessera stream through libtessera. Each side runs 10 calls back to
 back, then waits; the best of 5 interleaved rounds counts. FLOPs: 4·B·H·S²·D, half of it when causal.
 
+--variant NAME=IMAGE (repeatable, sm_90a): further images of the same example, built with other blockings
+(attention_sm90.ENV, e.g. TESSERA_SM90_ATTENTION="64:block_m=128,block_n=192" TESSERA_CACHE=0 ... --build-image
+old.tessera), timed in the same rounds as --image and SDPA: each printed with its ratio to SDPA.
+--check: before timing, every image's four functions against torch's float32 attention of the same bf16
+inputs at shapes that are not multiples of the blocks (S != T, causal too), O poisoned with NaN first;
+exits non-zero past 2^-7 of the largest |value|.
+--backends: also SDPA with each backend forced (flash, efficient, cuDNN), and the kernels SDPA's own choice
+launched (torch.profiler), so that the record says which backend the "sdpa" column is.
+
 --fp8: the example's fp8_d128 and causal_fp8_d128 (op.flash_attention_fp8 on bf16 inputs: the amax, quantize
 and Vᵀ kernels, then the e4m3 attention), called whole through tessera.executor on torch's tensors, against
 our bf16 kernel and SDPA in bf16 on the same inputs; the FLOPs counted are the attention's, as above.
@@ -32,9 +41,83 @@ CASES = [("attention_d128", 128, False), ("causal_d128", 128, True), ("attention
          ("causal_d64", 64, True)]
 
 
+def _variants() -> list[tuple[str, str]]:
+    """--variant NAME=IMAGE options, taken out of sys.argv before attention_setup parses the rest."""
+    out, rest, argv = [], [], sys.argv[1:]
+    while argv:
+        a = argv.pop(0)
+        if a == "--variant" or a.startswith("--variant="):
+            v = a.partition("=")[2] if "=" in a and a.startswith("--variant=") else argv.pop(0)
+            name, _, path = v.partition("=")
+            if not path:
+                raise SystemExit(f"--variant {v}: NAME=IMAGE")
+            out.append((name, path))
+        else:
+            rest.append(a)
+    sys.argv[1:] = rest
+    return out
+
+
+def _load(path: str, ctx):
+    from tessera import image as images, plan as plans, runtime
+    with open(path, "rb") as f:
+        data = f.read()
+    return runtime.load(data), plans.decode(images.read_image(data).section(plans.SECTION))
+
+
+SDPA_KERNELS = (("cudnn", "cuDNN"), ("flash", "flash"), ("fmha", "efficient"), ("efficient", "efficient"),
+                ("mem_eff", "efficient"))   # the first key a kernel's name holds names its backend
+
+
+def sdpa_backend(call) -> str:
+    """Which backend SDPA's own choice ran, from the names of the kernels one call launched (torch.profiler):
+    the backends, then the first kernel names."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    names = [e.key for e in prof.key_averages() if "CUDA" in str(e.device_type)]
+    kinds = sorted({next((label for key, label in SDPA_KERNELS if key in n.lower()), "other") for n in names})
+    return f"{'/'.join(kinds) or 'no kernel seen'}: " + "; ".join(n[:100] for n in names[:3])
+
+
+def check(label: str, mod, functions, s) -> float:
+    """The four functions of one image against torch's float32 attention at awkward shapes; the worst error
+    (relative to the largest |value|). NaN-poisoned outputs, so an unwritten element fails."""
+    import torch
+    worst = 0.0
+    for name, D, causal in CASES:
+        for (B, H, SQ, SK) in ((2, 3, 200, 200), (2, 3, 77, 300), (2, 3, 300, 77), (1, 2, 1000, 1000),
+                               (1, 2, 191, 129), (1, 1, 4096, 4096)):
+            q = torch.randn(B, H, SQ, D, device="cuda", dtype=torch.bfloat16)
+            k, v = (torch.randn(B, H, SK, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+            o = torch.full_like(q, float("nan"))
+            env = {"BH": B * H, "SQ": SQ, "SK": SK}
+            launcher(mod, functions[name].steps[0], env, [q.view(B * H, SQ, D), k.view(B * H, SK, D),
+                                                          v.view(B * H, SK, D), o.view(B * H, SQ, D)], s)()
+            s.synchronize()
+            sc = torch.einsum("bhsd,bhtd->bhst", q.float(), k.float()) * D ** -0.5
+            if causal:
+                sc = sc.masked_fill(torch.ones(SQ, SK, device="cuda", dtype=torch.bool).triu(1), float("-inf"))
+            want = torch.einsum("bhst,bhtd->bhsd", torch.softmax(sc, -1), v.float())
+            err = ((o.float() - want).abs().max() / want.abs().max()).item()
+            if not err <= 2 ** -7:   # NaN fails too
+                raise SystemExit(f"CHECK FAILED {label} {name} B,H,SQ,SK={B},{H},{SQ},{SK}: error {err:.3g}")
+            worst = max(worst, err)
+    print(f"check {label}: 4 functions x 6 shapes, worst error {worst:.2e} of the largest |value| (bound 2^-7)",
+          flush=True)
+    return worst
+
+
 def main() -> None:
+    variants = _variants()
     mod, functions, s, (B, H, S), env, args = attention_setup(
-        __doc__, EXAMPLE, {"--fp8": "op.flash_attention_fp8 against our bf16 kernel and SDPA (needs --image)"})
+        __doc__, EXAMPLE, {"--fp8": "op.flash_attention_fp8 against our bf16 kernel and SDPA (needs --image)",
+                           "--check": "every image's results against torch's first, at awkward shapes",
+                           "--backends": "also SDPA with each backend forced, and which one SDPA chose"})
 
     import contextlib
 
@@ -49,26 +132,56 @@ def main() -> None:
     if args.arch != "sm_90a":   # the mma.sync kernel against FlashAttention-2's
         from torch.nn.attention import SDPBackend, sdpa_kernel
         peer, backend = "sdpa-fa2", lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)
+    images = [("tessera", mod, functions)] + [(n, *_load(p, None)) for n, p in variants]
+    if args.check:
+        for label, m, fns in images:
+            check(label, m, fns, s)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    forced = {"sdpa-flash": SDPBackend.FLASH_ATTENTION, "sdpa-efficient": SDPBackend.EFFICIENT_ATTENTION,
+              "sdpa-cudnn": SDPBackend.CUDNN_ATTENTION} if args.backends and args.arch == "sm_90a" else {}
     for name, D, causal in CASES:
         scale = D ** -0.5
         q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-        o = torch.empty_like(q)
-        step = functions[name].steps[0]
-        if len(functions[name].steps) != 1:
-            raise SystemExit(f"{name}: the image runs attention as {len(functions[name].steps)} kernels, not one "
-                             "(an sm_80 image built with TESSERA_ATTENTION_SM80=0?)")
-        ours = launcher(mod, step, env, [x.view(B * H, S, D) for x in (q, k, v, o)], s)
+        outs, sides = {}, {}
+        for label, m, fns in images:
+            if len(fns[name].steps) != 1:
+                raise SystemExit(f"{name}: the image runs attention as {len(fns[name].steps)} kernels, not one "
+                                 "(an sm_80 image built with TESSERA_ATTENTION_SM80=0?)")
+            outs[label] = torch.empty_like(q)
+            sides[label] = (launcher(m, fns[name].steps[0], env, [x.view(B * H, S, D) for x in (q, k, v, outs[label])],
+                                     s), s.synchronize)
 
         def sdpa():
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
 
+        for label, which in forced.items():
+            def run(which=which):
+                with sdpa_kernel(which):
+                    return sdpa()
+            try:
+                run()
+                torch.cuda.synchronize()
+            except RuntimeError as e:   # a backend that does not take this case
+                print(f"{name}: {label} unavailable ({str(e).splitlines()[0][:100]})")
+                continue
+            sides[label] = (run, torch.cuda.synchronize)
+        if args.backends:
+            try:
+                print(f"{name}: SDPA's own choice ran {sdpa_backend(sdpa)}", flush=True)
+            except Exception as e:   # the profiler is a report, never a reason to lose the timings
+                print(f"{name}: SDPA's backend not read ({type(e).__name__}: {e})", flush=True)
         with backend():
-            best = interleaved_best({"tessera": (ours, s.synchronize), peer: (sdpa, torch.cuda.synchronize)})
-            err = (o.float() - sdpa().float()).abs().max().item()
+            sides[peer] = (sdpa, torch.cuda.synchronize)
+            best = interleaved_best(sides)
+            ref = sdpa().float()
         flops = 4 * B * H * S * S * D / (2 if causal else 1)
-        report_row(f"{name} S={S}" + ("" if args.arch == "sm_90a" else f" {args.arch}"), best, "TFLOP/s",
-                   flops / 1e12, shape=(B, H, S, D), dtype="bf16", bytes=4 * 2 * B * H * S * D,  # Q, K, V, O
-                   note=f"max |difference| {err:.1e}")
+        for label, _, _ in images:
+            err = (outs[label].float() - ref).abs().max().item()
+            report_row(f"{name} S={S}" + ("" if args.arch == "sm_90a" else f" {args.arch}")
+                       + ("" if label == "tessera" else f" [{label}]"),
+                       {label: best[label], peer: best[peer], **{n: best[n] for n in forced if n in best}},
+                       "TFLOP/s", flops / 1e12, shape=(B, H, S, D), dtype="bf16", bytes=4 * 2 * B * H * S * D,
+                       note=f"max |difference| {err:.1e}")   # Q, K, V, O
 
 
 

@@ -90,13 +90,13 @@ def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
         ([("LSE", "f32", rows)] if lse else [])
     with op.location:
         generated.declare(ctx.module, kname, params, attention_sm90.generate(spec), [3, 4] if lse else [3], {
-            "ptx.tensor_maps": spec.tensor_maps, "tile.M": str(attention_sm90.BM), "tile.N": str(spec.block_n),
+            "ptx.tensor_maps": spec.tensor_maps, "tile.M": str(spec.bm), "tile.N": str(spec.block_n),
             "tile.K": str(D), "pipeline.stages": str(spec.stages), "attention.causal": str(causal).lower()})
     args = tuple(plan.TensorArg(ctx.record(x), layout(s)) for x, s in ((q, "SQ"), (k, "SK"), (v, "SK"),
                                                                         (out, "SQ")))
     args += tuple(plan.TensorArg(ctx.record(x.results[0]), rows) for x in lse[:1])
     return [plan.ArgsStep(kname, env=env, args=args, block=(spec.threads, 1, 1), smem=spec.smem_bytes,
-                          grid=(f"ceil(SQ/{attention_sm90.BM})",) + (("H", "B") if sh else ("BH", "1")))]
+                          grid=(f"ceil(SQ/{spec.bm})",) + (("H", "B") if sh else ("BH", "1")))]
 
 
 def _layout(op, dims: dict, D) -> tuple:

@@ -2,12 +2,12 @@
 
 Q, K, V and O are [BH, S, D] (batch and heads folded), or with `seq_heads` [B, S, H, D] (the heads inside
 the sequence, as a model's projections lay them out: 4-D TMA maps whose boxes take one head, so the head
-split and merge need no copies; grid y the heads, z the batch), D 64 or 128, bf16 or f16. One CTA takes 128 query
-rows of one (batch, head), with the warp roles of the GEMM (gemm_sm90.py):
+split and merge need no copies; grid y the heads, z the batch), D 64 or 128, bf16 or f16. One CTA takes `block_m`
+query rows (128, or 192 at D = 64) of one (batch, head), with the warp roles of the GEMM (gemm_sm90.py):
 
     warpgroup 0     the producer: one thread loads the Q tile once, then K and V blocks of `block_n` keys
                     into a ring of `stages` buffers (TMA, 3-D maps, so rows past a head's end read as zeros)
-    warpgroups 1, 2 the consumers, 64 query rows each; per key block:
+    warpgroups 1 …  the consumers, 64 query rows each (two, or three for 192 rows); per key block:
                       S = Q·Kᵀ           wgmma, both operands from shared memory (K is K-major as stored)
                       online softmax     in registers: running row max m and sum l, exp2 with the scale and
                                          log2(e) folded into one FMA; keys past the end and, when causal,
@@ -16,12 +16,16 @@ rows of one (batch, head), with the warp roles of the GEMM (gemm_sm90.py):
                                          accumulator layout of S is the fragment layout of A — V is MN-major
                     then O / l is rounded and stored.
 
-The consumers take turns at the tensor cores (FlashAttention-3's ping-pong, `_Turns`): on its turn a
-warpgroup issues Sⱼ and P·Vⱼ₋₁, hands the turn over, and computes the softmax of Sⱼ while the other's
+The consumers take turns at the tensor cores (FlashAttention-3's ping-pong, `_Turns`, round robin): on its
+turn a warpgroup issues Sⱼ and P·Vⱼ₋₁, hands the turn over, and computes the softmax of Sⱼ while the others'
 products and its own P·Vⱼ₋₁ run; O is rescaled once P·Vⱼ₋₁ is in. exp2 is ex2.approx.ftz (a probability
-below 2^-126 is 0). Measured on an H200 at S = 4096 (docs/performance.md), the default blocks per head
-dimension (TUNED) are the fastest tried: D = 128 with 128-key blocks in three stages (two stages: 0.85x as
-fast; 176 or 192 keys fit only two), D = 64 with 192-key blocks in three.
+below 2^-126 is 0; `poly_every` moves every n-th to a cubic on the FMA pipe, FlashAttention-4's way).
+Measured on an H200 at S = 4096 (docs/performance.md): D = 128 with 128 × 128 tiles in three stages (two
+stages: 0.85x as fast; 176 or 192 keys fit only two). D = 64 had 128 × 192 tiles in three stages; it now has
+FlashAttention-3's 192 × 128 (hopper/tile_size.h: kBlockM 192, kBlockN 128 at head dimension <= 64; three
+consumer warpgroups of 160 registers: the D = 64 products are half as long while the softmax is not, so a
+third warpgroup's softmax hides behind two warpgroups' products) — see docs/performance.md for whether
+it measured faster.
 
 Causal attention is top-left aligned (query i sees keys j <= i, as the interpreter and torch's `is_causal`),
 visits only the key blocks a tile needs, and runs the tiles with the most blocks first.
@@ -30,15 +34,33 @@ visits only the key blocks a tile needs, and runs the tiles with the most blocks
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 from ..symbol_names import llvm_global
 from . import hopper as hp
 from .nvvm_text import Writer, module
 
-BM = 128                 # query rows per CTA
-TUNED = {128: {"block_n": 128, "stages": 3}, 64: {"block_n": 192, "stages": 3}}   # see the docstring
+BM = 128                 # query rows per CTA (the backward's, the fp8 kernel's; the forward's default)
+TUNED = {128: {"block_m": 128, "block_n": 128, "stages": 3},
+         64: {"block_m": 192, "block_n": 128, "stages": 3}}   # see the docstring
 QBOX = 64 * BM * 2       # one TMA box of Q: 64 columns (128 bytes) of its rows
+ENV = "TESSERA_SM90_ATTENTION"   # benchmarks' override of TUNED: "64:block_m=128,block_n=192;128:stages=2"
+
+
+def tuned(head_dim: int) -> dict:
+    """TUNED's blocking for `head_dim`, with what $TESSERA_SM90_ATTENTION sets for it (a benchmark's way of
+    building the variants it compares; compile with TESSERA_CACHE=0 so that no cached image is reused)."""
+    out = dict(TUNED.get(head_dim, TUNED[128]))
+    for part in filter(None, os.environ.get(ENV, "").split(";")):
+        dim, _, sets = part.partition(":")
+        if int(dim) == head_dim:
+            for kv in filter(None, sets.split(",")):
+                key, _, value = kv.partition("=")
+                if key.strip() not in ("block_m", "block_n", "stages", "poly_every"):
+                    raise ValueError(f"${ENV}: no setting {key.strip()!r}")
+                out[key.strip()] = int(value)
+    return out
 _ELEM = {"bf16": ("bf16", "bfloat"), "f16": ("f16", "half")}
 
 
@@ -47,6 +69,21 @@ class Blocks:
     `held` tiles of BM rows (64-column TMA boxes of QBOX bytes) and streams two tensors' blocks of `block_n`
     rows through a ring of `stages`; its checks of dtype, head dimension, scale and sizes."""
     held = 1
+    block_m = 0                   # query rows a CTA (64 a consumer warpgroup); 0: BM
+
+    @property
+    def bm(self) -> int:
+        return self.block_m or BM
+
+    @property
+    def consumers(self) -> int:
+        """Consumer warpgroups, 64 query rows each."""
+        return self.bm // 64
+
+    @property
+    def q_box(self) -> int:
+        """Bytes of one TMA box of the held rows: 64 columns (128 bytes) of `bm` rows."""
+        return 64 * self.bm * 2
 
     def check(self, what: str, rows: str, most: int) -> None:
         if self.dtype not in _ELEM:
@@ -77,7 +114,7 @@ class Blocks:
     @property
     def q_bytes(self) -> int:
         """Bytes of the held tiles at the start of shared memory (and O's staging, which reuses them)."""
-        return self.held * self.boxes * QBOX
+        return self.held * self.boxes * self.q_box
 
     @property
     def smem_bytes(self) -> int:
@@ -85,7 +122,7 @@ class Blocks:
 
     @property
     def threads(self) -> int:
-        return 384
+        return 128 * (1 + self.consumers)
 
     @property
     def out_dtype(self) -> str:
@@ -102,18 +139,32 @@ class Sm90AttentionSpec(Blocks):
     dtype: str = "bf16"
     stages: int = 0               # of the K/V ring; 0: TUNED's for the head dimension
     block_n: int = 0              # keys per block; 0: TUNED's
+    block_m: int = 0              # query rows per CTA, 128 or 192 (two or three consumer warpgroups); 0: TUNED's
+    poly_every: int = 0           # every n-th exp2 of the softmax by a polynomial on the FMA pipe (0: none)
     lse: bool = False             # also store each query row's log-sum-exp (the backward's residual)
     seq_heads: bool = False       # Q, K, V and O are [B, S, H, D] (LSE stays [B, H, SQ])
 
     def __post_init__(self):
-        for key, value in TUNED.get(self.head_dim, TUNED[128]).items():
+        chosen_m = self.block_m
+        for key, value in tuned(self.head_dim).items():
             if not getattr(self, key):
                 object.__setattr__(self, key, value)
+        if self.block_m not in (128, 192):
+            raise ValueError(f"the sm_90a attention takes 128 or 192 query rows a CTA, not {self.block_m}")
+        most = (128 - self.head_dim // 2) * 4 // 3 // 16 * 16
+        if self.block_m == 192 and self.block_n > most and not chosen_m:
+            # longer key blocks asked for (a hint, an autotuning candidate): two consumer warpgroups hold them
+            object.__setattr__(self, "block_m", 128)
+        if self.block_m == 192 and self.block_n > most:
+            # three consumer warpgroups get 160 registers a thread: O (D/2), S (block_n/2) and the previous
+            # block's P (block_n/4) live at once, at most 128 of them
+            raise ValueError(f"192 query rows a CTA take blocks of at most {most} keys at head dimension "
+                             f"{self.head_dim}, not {self.block_n}")
         self.check("attention", "keys", 256)
 
     @property
     def tensor_maps(self) -> str:
-        rows = {"Q": BM, "K": self.block_n, "V": self.block_n, "O": 64}   # O leaves 64 rows a warpgroup
+        rows = {"Q": self.bm, "K": self.block_n, "V": self.block_n, "O": 64}   # O leaves 64 rows a warpgroup
         box = "64x1x{}x1" if self.seq_heads else "64x{}x1"
         return ";".join(f"{n}:{i}:{box.format(rows[n])}:128" for i, n in enumerate("QKVO"))
 
@@ -135,9 +186,9 @@ class Sm90AttentionSpec(Blocks):
         return self.boxes * self.kv_box
 
     def load_q(self, w: Writer, base: str, tm: str, m0: str, bh: str, bar: str) -> None:
-        hp.mbar_expect(w, bar, self.boxes * QBOX)
+        hp.mbar_expect(w, bar, self.boxes * self.q_box)
         for i in range(self.boxes):
-            hp.tma_load(w, w.v(f"add i32 {base}, {i * QBOX}"), tm, [str(64 * i)] + outer(m0, bh), bar)
+            hp.tma_load(w, w.v(f"add i32 {base}, {i * self.q_box}"), tm, [str(64 * i)] + outer(m0, bh), bar)
 
     def load_kv(self, w: Writer, at: str, tm: dict, key0: str, bh: str, bar: str) -> None:
         for i in range(self.boxes):
@@ -163,7 +214,10 @@ class Sm90AttentionSpec(Blocks):
         return _fragments(w, self, probs)
 
     def exp2(self, w: Writer, x: str, i: int) -> str:
-        """2^x of the softmax's element `i` of a thread's block (x <= 0 or -inf)."""
+        """2^x of the softmax's element `i` of a thread's block (x <= 0 or -inf): MUFU's ex2.approx.ftz, or
+        with `poly_every` every n-th element by `exp2_poly` on the FMA pipe."""
+        if self.poly_every and i % self.poly_every == self.poly_every - 1:
+            return exp2_poly(w, x)
         return w.v(f"call float @llvm.nvvm.ex2.approx.ftz.f(float {x})")
 
 
@@ -193,16 +247,17 @@ def generate(spec: Sm90AttentionSpec) -> str:
     qb = w.v(f"sub i32 {nq}, 1") if spec.causal else bx
     if spec.causal:  # the longest rows first
         qb = w.v(f"sub i32 {qb}, {bx}")
-    m0 = w.v(f"mul i32 {qb}, {BM}")
+    BMc = spec.bm
+    m0 = w.v(f"mul i32 {qb}, {BMc}")
     nkv = w.v(f"add i32 {sk}, {BN - 1}")
     nkv = w.v(f"udiv i32 {nkv}, {BN}")
     if spec.causal:
-        need = w.v(f"udiv i32 {w.v(f'add i32 {m0}, {BM + BN - 1}')}, {BN}")
+        need = w.v(f"udiv i32 {w.v(f'add i32 {m0}, {BMc + BN - 1}')}, {BN}")
         fewer = w.v(f"icmp ult i32 {need}, {nkv}")
         nkv = w.v(f"select i1 {fewer}, i32 {need}, i32 {nkv}")
 
     # -- producer (barriers: Q, full[s], empty[s]) -------------------------------------------------------
-    first, wg = producer(w, tid, bars, S)
+    first, wg = producer(w, tid, bars, S, spec.consumers)
     w.cbr(first, "load_q", "exit")
     w.label("load_q")
     tm = {n: w.v(f"ptrtoint ptr %tm{n} to i64") for n in "QKV"}
@@ -224,7 +279,7 @@ def generate(spec: Sm90AttentionSpec) -> str:
     w.cbr(w.v(f"icmp ult i32 {j_next}, {nkv}"), "pkv", "exit")
 
     # -- consumers ---------------------------------------------------------------------------------------
-    c, t, leader, warp, lane = consumer(w, wg, tid)
+    c, t, leader, warp, lane = consumer(w, wg, tid, spec.consumers)
     row0 = w.v(f"add i32 {w.v(f'shl i32 {warp}, 4')}, {w.v(f'lshr i32 {lane}, 2')}")
     row0 = w.v(f"add i32 {row0}, {w.v(f'shl i32 {c}, 6')}")
     row0 = w.v(f"add i32 {m0}, {row0}")
@@ -237,7 +292,7 @@ def generate(spec: Sm90AttentionSpec) -> str:
     w.cbr(w.v(f"icmp ugt i32 {nkv}, 0"), "cfirst", "exit")
     # the first block: S₀ only (no P·V before it)
     w.label("cfirst")
-    turn = _Turns(w, c)
+    turn = _Turns(w, c, spec.consumers)
     turn.start()
     k_at, _ = _kv(w, spec, kv_base, bars, "0")
     turn.take()
@@ -315,24 +370,26 @@ def generate(spec: Sm90AttentionSpec) -> str:
 
 
 class _Turns:
-    """Ping-pong of the two consumer warpgroups (FlashAttention-3's schedule): each issues its products only
-    on its turn and hands the turn over at once, so one warpgroup's softmax runs while the other's products
-    keep the tensor cores busy — left alone, the two reach their products together and their softmaxes
-    together. A turn is named barrier 3 + c of both warpgroups' 256 threads: `take` waits on one's own, `give`
-    arrives on the other's. Warpgroup 1 gives first (`start`); warpgroup 0 takes one more turn at the end
-    (`finish`), so that every barrier completes."""
+    """Ping-pong of the `n` consumer warpgroups (FlashAttention-3's schedule), round robin: each issues its
+    products only on its turn and hands the turn to the next at once, so one warpgroup's softmax runs while
+    the others' products keep the tensor cores busy — left alone, they reach their products together and
+    their softmaxes together. A turn is named barrier n + 1 + c (after the store's 1 … n) of two warpgroups'
+    256 threads: `take` waits on one's own, `give` arrives on the next one's. The last warpgroup gives first
+    (`start`); warpgroup 0 takes one more turn at the end (`finish`), so that every barrier completes."""
 
-    def __init__(self, w: Writer, c: str):
-        self.w, self.c = w, c
-        self.mine = w.v(f"add i32 {c}, 3")
-        self.other = w.v(f"sub i32 4, {c}")
+    def __init__(self, w: Writer, c: str, n: int = 2):
+        self.w, self.c, self.n = w, c, n
+        self.mine = w.v(f"add i32 {c}, {n + 1}")
+        nxt = w.v(f"add i32 {c}, 1")
+        nxt = w.v(f"select i1 {w.v(f'icmp eq i32 {nxt}, {n}')}, i32 0, i32 {nxt}")
+        self.other = w.v(f"add i32 {nxt}, {n + 1}")
 
     def _if(self, cond: str, text: str, bar: str) -> None:
         self.w.asm(f"{{ .reg .pred p; setp.ne.b32 p, $0, 0; @p {text} $1, 256; }}", "r,r",
                    [("i32", self.w.v(f"zext i1 {cond} to i32")), ("i32", bar)])
 
     def start(self) -> None:
-        self._if(self.w.v(f"icmp eq i32 {self.c}, 1"), "bar.arrive", self.other)
+        self._if(self.w.v(f"icmp eq i32 {self.c}, {self.n - 1}"), "bar.arrive", self.other)
 
     def take(self) -> None:
         self.w.asm("bar.sync $0, 256;", "r", [("i32", self.mine)])
@@ -358,7 +415,7 @@ def _scores(w: Writer, spec: Sm90AttentionSpec, q_rows: str, k_at: str) -> list[
     et, _ = _ELEM[spec.dtype]
     sc = None
     for kk in range(spec.head_dim // 16):
-        da = hp.desc(w, w.v(f"add i32 {q_rows}, {(kk // 4) * QBOX + 32 * (kk % 4)}"), 16, hp.ATOM)
+        da = hp.desc(w, w.v(f"add i32 {q_rows}, {(kk // 4) * spec.q_box + 32 * (kk % 4)}"), 16, hp.ATOM)
         db = hp.desc(w, w.v(f"add i32 {k_at}, {(kk // 4) * spec.kv_box + 32 * (kk % 4)}"), 16, hp.ATOM)
         sc = hp.wgmma_ss_first(w, spec.block_n, et, da, db, 0) if sc is None else hp.wgmma_ss(w, sc, et, da, db, 0)
     hp.commit(w)
@@ -404,6 +461,23 @@ def _softmax(w: Writer, spec: Sm90AttentionSpec, sc: list[str], m_in: list[str],
     return probs, m_new, l_new, alphas
 
 
+def exp2_poly(w: Writer, x: str) -> str:
+    """2^x for x <= 0 (or -inf) without the MUFU unit (FlashAttention-4's trick; as attention_fp8_sm90's): x
+    clamped to -125 (2^-125 is far below what a bf16 probability next to the row's maximum, 1, carries), split
+    as j + r with j = round(x) (adding 1.5·2^23 rounds it into the low bits) and |r| <= 1/2, 2^r by a cubic
+    (relative error 1.4e-4, below bf16's 2^-9 rounding), and j added to the exponent field."""
+    magic = _f(12582912.0)
+    x = w.v(f"call float @llvm.maxnum.f32(float {x}, float {_f(-125.0)})")
+    t = w.v(f"fadd float {x}, {magic}")
+    j = w.v(f"sub i32 {w.v(f'bitcast float {t} to i32')}, 1262485504")   # bits of 1.5·2^23
+    r = w.v(f"fsub float {x}, {w.v(f'fsub float {t}, {magic}')}")
+    p = _f(0.05502926558256149)
+    for c in (0.2422569841146469, 0.6932530403137207, 0.9999513626098633):
+        p = w.v(f"call float @llvm.fma.f32(float {p}, float {r}, float {_f(c)})")
+    bits = w.v(f"add i32 {w.v(f'bitcast float {p} to i32')}, {w.v(f'shl i32 {j}, 23')}")
+    return w.v(f"bitcast i32 {bits} to float")
+
+
 def _fragments(w: Writer, spec: Sm90AttentionSpec, probs: list[str]) -> list[str]:
     """P as wgmma A fragments: per 16 keys, packed pairs (row, keys 2t..), (row+8, …), (row, keys 8+2t..),
     (row+8, …) — which is the accumulator's order of S."""
@@ -428,22 +502,24 @@ def entry(w: Writer) -> tuple[str, str, str, str, str]:
     return w.sreg("tid.x"), w.sreg("ctaid.x"), w.sreg("ctaid.y"), w.sreg("nctaid.x"), hp.smem_base(w)
 
 
-def producer(w: Writer, tid: str, bars: str, stages: int) -> tuple[str, str]:
-    """Initialises the mbarriers at `bars` (the held rows' one, then full[stages] and empty[stages]), splits the
-    roles and opens the producer's block, its registers given up: (tid == 0, the warpgroup's index)."""
+def producer(w: Writer, tid: str, bars: str, stages: int, consumers: int = 2) -> tuple[str, str]:
+    """Initialises the mbarriers at `bars` (the held rows' one, then full[stages] and empty[stages], the latter
+    released by each of the `consumers`), splits the roles and opens the producer's block, its registers given
+    up: (tid == 0, the warpgroup's index)."""
     barriers = [(bars, 1)] + [(w.v(f"add i32 {bars}, {8 + 8 * s}"), 1) for s in range(stages)] \
-        + [(w.v(f"add i32 {bars}, {8 + 8 * (stages + s)}"), 2) for s in range(stages)]
+        + [(w.v(f"add i32 {bars}, {8 + 8 * (stages + s)}"), consumers) for s in range(stages)]
     first, wg = hp.split_roles(w, tid, barriers)
     w.label("producer")
     w.asm("setmaxnreg.dec.sync.aligned.u32 24;")
     return first, wg
 
 
-def consumer(w: Writer, wg: str, tid: str) -> tuple[str, str, str, str, str]:
-    """Opens the consumers' block, registers taken: (consumer warpgroup c, thread in it, whether it leads,
-    warp in it, lane)."""
+def consumer(w: Writer, wg: str, tid: str, consumers: int = 2) -> tuple[str, str, str, str, str]:
+    """Opens the consumers' block, registers taken — 240 a thread for two consumer warpgroups, 160 for three
+    (with the producer's 24: 64512 of the 65536): (consumer warpgroup c, thread in it, whether it leads, warp
+    in it, lane)."""
     w.label("consumer")
-    w.asm("setmaxnreg.inc.sync.aligned.u32 240;")
+    w.asm(f"setmaxnreg.inc.sync.aligned.u32 {240 if consumers == 2 else 160};")
     c = w.v(f"sub i32 {wg}, 1")
     t = w.v(f"and i32 {tid}, 127")
     leader = w.v(f"icmp eq i32 {t}, 0")
@@ -570,7 +646,7 @@ def store_rows(w: Writer, spec, vals: list[str], c: str, warp: str, lane: str, r
         return w.v(f"bitcast <2 x {ety}> {w.v(f'fptrunc <2 x float> {vec} to <2 x {ety}>')} to i32")
 
     hp.stmatrix_rows(w, [[pair(q, r) for q in (2 * g, 2 * g + 1) for r in (0, 1)]
-                         for g in range(spec.head_dim // 16)], warp, lane, staging, QBOX)
+                         for g in range(spec.head_dim // 16)], warp, lane, staging, spec.q_box)
     w.asm("fence.proxy.async.shared::cta;")
     w.asm("bar.sync $0, 128;", "r", [("i32", w.v(f"add i32 {c}, 1"))])  # named barrier of the warpgroup
     t = w.v(f"or i32 {w.v(f'shl i32 {warp}, 5')}, {lane}")
@@ -583,6 +659,6 @@ def store_rows(w: Writer, spec, vals: list[str], c: str, warp: str, lane: str, r
               f"@p cp.async.bulk.tensor.{n}d.global.shared::cta.bulk_group "
               f"[$1, {{{', '.join(f'${2 + j}' for j in range(n))}}}], [${2 + n}]; }}",
               ",".join(["r", "l"] + ["r"] * (n + 1)), [("i32", leader), ("i64", tm)] + [("i32", x) for x in coords]
-              + [("i32", w.v(f"add i32 {staging}, {i * QBOX}"))])
+              + [("i32", w.v(f"add i32 {staging}, {i * spec.q_box}"))])
     w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.bulk.commit_group; "
           "@p cp.async.bulk.wait_group.read 0; }", "r", [("i32", leader)])

@@ -88,10 +88,10 @@ def test_sm90a_reads_the_heads_in_place(sm90):
     steps = sm90.metadata["plans"]["heads"]["steps"]
     assert len(steps) == 1, steps   # the attention alone: no head split or merge copy
     step = steps[0]
-    assert step["grid"] == ["ceil(SQ/128)", "H", "B"] and step["env"] == {"B": "B", "SQ": "S", "H": "4", "SK": "T"}
+    assert step["grid"] == ["ceil(SQ/192)", "H", "B"] and step["env"] == {"B": "B", "SQ": "S", "H": "4", "SK": "T"}
     k = {k.name: k for k in image.read_image(sm90.image).kernels}["heads__attention0"]
     assert [a.name for a in k.args] == ["Q", "K", "V", "O", "B", "SQ", "H", "SK"]
-    assert k.props["ptx.tensor_maps"] == "Q:0:64x1x128x1:128;K:1:64x1x192x1:128;V:2:64x1x192x1:128;O:3:64x1x64x1:128"
+    assert k.props["ptx.tensor_maps"] == "Q:0:64x1x192x1:128;K:1:64x1x128x1:128;V:2:64x1x128x1:128;O:3:64x1x64x1:128"
     # `both` also returns A as [H, S, D]: a transpose of the folded result (one layout step) besides attention
     assert len(sm90.metadata["plans"]["both"]["steps"]) == 2
 

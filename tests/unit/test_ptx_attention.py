@@ -25,7 +25,11 @@ def example():
                                          ({"scale": -1.0}, "positive scale"),
                                          ({"stages": 5}, "do not fit"),
                                          ({"block_n": 100}, "a multiple of 16"),
-                                         ({"block_n": 192}, "do not fit")])  # 3 stages of 192 keys at D=128
+                                         ({"block_n": 192}, "do not fit"),   # 3 stages of 192 keys at D=128
+                                         ({"block_m": 256}, "128 or 192 query rows"),
+                                         # three consumers' 160 registers: O, S and the previous P
+                                         ({"head_dim": 64, "block_m": 192, "block_n": 192}, "at most 128 keys"),
+                                         ({"head_dim": 128, "block_m": 192, "block_n": 128}, "at most 80 keys")])
 def test_spec_refuses(kw, message):
     with pytest.raises(ValueError, match=message):
         attention_sm90.Sm90AttentionSpec("a", **kw)
@@ -38,8 +42,17 @@ def test_spec_geometry():
     # Q, three K/V stages of 128 keys (the tuned default at D=128), mbarriers, alignment
     assert (s.stages, s.block_n) == (3, 128)
     assert s.smem_bytes == 2 * 16384 + 3 * 65536 + 8 * 7 + 1024
+    assert (s.bm, s.consumers, s.threads) == (128, 2, 384)
+    # D=64: FlashAttention-3's 192 x 128 tiles, three consumer warpgroups of 64 query rows
     d64 = attention_sm90.Sm90AttentionSpec("a", head_dim=64)
-    assert (d64.stages, d64.block_n, d64.tensor_maps) == (3, 192, "Q:0:64x128x1:128;K:1:64x192x1:128;V:2:64x192x1:128;O:3:64x64x1:128")
+    assert (d64.stages, d64.block_n, d64.tensor_maps) == (3, 128, "Q:0:64x192x1:128;K:1:64x128x1:128;V:2:64x128x1:128;O:3:64x64x1:128")
+    assert (d64.bm, d64.consumers, d64.threads, d64.q_box) == (192, 3, 512, 192 * 128)
+    assert d64.smem_bytes == 192 * 128 + 3 * 2 * 128 * 128 + 8 * 7 + 1024
+    # the earlier D=64 blocking stays reachable (two consumers, 192-key blocks)
+    old = attention_sm90.Sm90AttentionSpec("a", head_dim=64, block_m=128, block_n=192)
+    assert (old.consumers, old.threads, old.tensor_maps) == (2, 384, "Q:0:64x128x1:128;K:1:64x192x1:128;V:2:64x192x1:128;O:3:64x64x1:128")
+    # key blocks past three consumers' registers (a hint, an autotuning candidate) without rows asked for: 128 rows
+    assert attention_sm90.Sm90AttentionSpec("a", head_dim=64, block_n=192).bm == 128
     # causal: query i attends keys 0..i; 3 queries and 2 keys give 1 + 2 + 2 pairs
     assert s.flops(1, 3, 2) == 4.0 * 5 * 128
 
@@ -49,11 +62,83 @@ def test_kernels_and_plans(example):
     k = kernels["causal_d128__attention0"]
     assert [a.name for a in k.args] == ["Q", "K", "V", "O", "BH", "SQ", "SK"]
     assert k.props["attention.causal"] == "true" and k.props["tile.K"] == "128"
-    assert kernels["attention_d64__attention0"].props["ptx.tensor_maps"].count(":64x192x1:128") == 2
+    d64 = kernels["attention_d64__attention0"].props
+    assert d64["ptx.tensor_maps"].startswith("Q:0:64x192x1:128;K:1:64x128x1:128") and d64["tile.M"] == "192"
     assert (k.props["tile.N"], k.props["pipeline.stages"]) == ("128", "3")
     step = example.metadata["plans"]["causal_d128"]["steps"][0]
     assert step["grid"] == ["ceil(SQ/128)", "BH", "1"] and step["block"] == [384, 1, 1]
     assert step["env"] == {"BH": "B*H", "SQ": "S", "SK": "T"}
+    step = example.metadata["plans"]["causal_d64"]["steps"][0]
+    assert step["grid"] == ["ceil(SQ/192)", "BH", "1"] and step["block"] == [512, 1, 1]
+
+
+def test_three_consumers_schedule():
+    """192 query rows: three consumer warpgroups with 160 registers (the producer's 24), each empty slot of the
+    ring released by all three, and the turns passed round robin on named barriers 4, 5, 6 (after the O
+    stores' 1, 2, 3): warpgroup c waits on 4 + c and hands over to 4 + (c + 1) % 3."""
+    text = attention_sm90.generate(attention_sm90.Sm90AttentionSpec("a", head_dim=64, causal=True))
+    assert "setmaxnreg.inc.sync.aligned.u32 160;" in text and "setmaxnreg.dec.sync.aligned.u32 24;" in text
+    assert '"nvvm.maxntid"="512"' in text
+    assert text.count("mbarrier.init.shared::cta.b64 [$0], 3;") == 3      # empty[3]
+    two = attention_sm90.generate(attention_sm90.Sm90AttentionSpec("a", head_dim=128))
+    assert "setmaxnreg.inc.sync.aligned.u32 240;" in two and two.count("mbarrier.init.shared::cta.b64 [$0], 2;") == 3
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_turns_round_robin(n):
+    """The turn barriers of _Turns as numbers: evaluate the IR it writes for each warpgroup c."""
+    from tessera.backends.ptx.nvvm_text import Writer
+    for c in range(n):
+        w = Writer()
+        t = attention_sm90._Turns(w, str(c), n)
+        env = {}
+        for line in w.lines:
+            name, _, expr = line.strip().partition(" = ")
+            op, *args = expr.replace(",", "").split()
+            vals = [env.get(a, None) if a.startswith("%") else a for a in args]
+            if op == "add":
+                env[name] = int(vals[1]) + int(vals[2])
+            elif op == "icmp":
+                env[name] = int(vals[2]) == int(vals[3])
+            elif op == "select":
+                env[name] = int(vals[3]) if env[args[1]] else env.get(args[5], args[5])
+            else:
+                raise AssertionError(line)
+        assert (env[t.mine], env[t.other]) == (n + 1 + c, n + 1 + (c + 1) % n)
+
+
+def test_poly_exp2_matches_exp2():
+    """exp2_poly's arithmetic (clamp, round by 1.5·2^23, cubic, exponent add) in float32: within 2e-4 of 2^x,
+    and about 2^-125 (~0) for -inf."""
+    import numpy as np
+    x = np.concatenate([np.linspace(-124, 0, 20001), [-np.inf]]).astype(np.float32)
+    xc = np.maximum(x, np.float32(-125))
+    t = (xc + np.float32(12582912.0)).astype(np.float32)
+    j = t.view(np.int32) - 1262485504
+    r = (xc - (t - np.float32(12582912.0))).astype(np.float32)
+    p = np.float32(0.05502926558256149)
+    for c in (0.2422569841146469, 0.6932530403137207, 0.9999513626098633):
+        p = (p * r + np.float32(c)).astype(np.float32)
+    got = (p.view(np.int32) + (j << 23)).view(np.float32)
+    want = np.exp2(x.astype(np.float64))
+    assert np.all(np.abs(got[:-1] - want[:-1]) <= 2e-4 * want[:-1]) and abs(got[-1] / 2.0 ** -125 - 1) <= 2e-4
+    spec = attention_sm90.Sm90AttentionSpec("a", head_dim=64, poly_every=4)
+    text = attention_sm90.generate(spec)
+    plain = attention_sm90.generate(attention_sm90.Sm90AttentionSpec("a", head_dim=64))
+    # a quarter of the block's exponentials leave MUFU (the alphas stay on it)
+    moved = text.count(", 1262485504")
+    assert plain.count(", 1262485504") == 0 and moved > 0
+    assert plain.count("@llvm.nvvm.ex2.approx.ftz.f(") - text.count("@llvm.nvvm.ex2.approx.ftz.f(") == moved
+
+
+def test_env_overrides_tuned(monkeypatch):
+    """$TESSERA_SM90_ATTENTION: the benchmark's variants (the old D=64 blocking for comparison)."""
+    monkeypatch.setenv(attention_sm90.ENV, "64:block_m=128,block_n=192;128:stages=2")
+    assert attention_sm90.tuned(64) == {"block_m": 128, "block_n": 192, "stages": 3}
+    assert attention_sm90.tuned(128)["stages"] == 2
+    monkeypatch.setenv(attention_sm90.ENV, "64:tiles=3")
+    with pytest.raises(ValueError, match="no setting 'tiles'"):
+        attention_sm90.tuned(64)
 
 
 @pytest.mark.skipif(ptxas.find() is None, reason="ptxas (CUDA's PTX assembler) is not installed (the CUDA toolkit)")
