@@ -58,24 +58,8 @@ def source(name: str, dtype: str, out_dtype: str, steps: list, extras: list, bat
     b_dims, b_at = ('"N", "K"', "c, k") if trans[1] else ('"K", "N"', "k, c")
     params = [f"A: tensor[{dtype}, {za}{a_dims}]", f"B: tensor[{b_dtype}, {z}{b_dims}]",
               f'C: tensor[{out_dtype}, {z}"M", "N"]']
-    body = []
-    extra = iter(extras)
-    for n, step in enumerate(steps):
-        kind = step[0]
-        if kind == "bias":
-            _, v = next(extra)
-            params.append(f'bias{n}: tensor[{element_dtype(v)}, "N"]')
-            body.append(f"        acc = acc + {_load(f'bias{n}[c]', element_dtype(v), acc_dt)}")
-        elif kind == "scale":
-            next(extra)
-            params.append(f"alpha{n}: f32")
-            body.append(f"        acc = acc * {_load(f'alpha{n}', 'f32', acc_dt)}")
-        elif kind == "add":
-            _, v = next(extra)
-            params.append(f'residual{n}: tensor[{element_dtype(v)}, {z}"M", "N"]')
-            body.append(f"        acc = acc + {_load(f'residual{n}[{iz}r, c]', element_dtype(v), acc_dt)}")
-        else:
-            body.append(f"        acc = {kernelgen.UNARY[kind].format(x='acc')}")
+    more, body = epilogue(steps, extras, acc_dt, z, iz)
+    params += more
     m, n_ = ("C.shape[1]", "C.shape[2]") if batched else ("C.shape[0]", "C.shape[1]")
     k = f"A.shape[{1 if batched else 0}]" if trans[0] else f"A.shape[{2 if batched else 1}]"
     # this work-group's column block, row block and batch entry from its number (the plan's `grid`)
@@ -102,6 +86,31 @@ def source(name: str, dtype: str, out_dtype: str, steps: list, extras: list, bat
         f"            acc += {_load(f'A[{ia}{a_at}]', dtype, acc_dt)} * {_load(f'B[{iz}{b_at}]', b_dtype, acc_dt)}",
         *body,
         f"        C[{iz}r, c] = {_load('acc', acc_dt, out_dtype)}", ""])
+
+
+def epilogue(steps: list, extras: list, acc_dt: str, z: str, iz: str, indent: int = 8) -> tuple[list, list]:
+    """The epilogue's kernel parameters and source lines (`acc` of C's element r, c, batch entry `iz`, in
+    `acc_dt`), in the program's order: bias along N, a scale by a constant, a residual add, activations."""
+    pad = " " * indent
+    params, body = [], []
+    extra = iter(extras)
+    for n, step in enumerate(steps):
+        kind = step[0]
+        if kind == "bias":
+            _, v = next(extra)
+            params.append(f'bias{n}: tensor[{element_dtype(v)}, "N"]')
+            body.append(f"{pad}acc = acc + {_load(f'bias{n}[c]', element_dtype(v), acc_dt)}")
+        elif kind == "scale":
+            next(extra)
+            params.append(f"alpha{n}: f32")
+            body.append(f"{pad}acc = acc * {_load(f'alpha{n}', 'f32', acc_dt)}")
+        elif kind == "add":
+            _, v = next(extra)
+            params.append(f'residual{n}: tensor[{element_dtype(v)}, {z}"M", "N"]')
+            body.append(f"{pad}acc = acc + {_load(f'residual{n}[{iz}r, c]', element_dtype(v), acc_dt)}")
+        else:
+            body.append(f"{pad}acc = {kernelgen.UNARY[kind].format(x='acc')}")
+    return params, body
 
 
 def _same_kind(a: str, b: str) -> bool:

@@ -449,9 +449,15 @@ def _atomic(target: str, mem_at: int):
     return lower
 
 
+# Warp fragment ops stay for the AMDGPU and SPIR-V backends' tessera-tile-mma (passes/tile_mma.py), which
+# lowers them in the gpu.func (the Graph IR GEMMs of backends/matrix_gemm.py write them into SIMT kernels).
+FRAGMENT_OPS = ("ttile.fill", "ttile.ldmatrix", "ttile.mma", "ttile.store_fragment")
+
+
 def _lowerings(warp_size: int, target: str = "nvptx", waits: bool = False) -> dict:
     llvm_atomics = target in atomics.SYNCSCOPES
     return {
+        **({name: None for name in FRAGMENT_OPS} if target in ("amdgpu", "spirv") else {}),
         "ttile.atomic_rmw": _atomic(target, 1) if llvm_atomics else None,
         "ttile.atomic_cas": _atomic(target, 2) if llvm_atomics else None,
         "ttile.fence": (lambda op: atomics.fence(op, target)) if llvm_atomics else None,

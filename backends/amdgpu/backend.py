@@ -45,9 +45,13 @@ class AMDGPUBackend(Backend):
                            decompose_attention=True)   # no fused attention kernel: GEMMs and a softmax
 
     def lowerings(self) -> dict:
-        # Graph IR GEMMs as the SIMT kernel every GPU target compiles (FMAs; no MFMA/WMMA yet)
-        from .. import simt_gemm  # lazy: it builds MLIR
-        return {"gemm": simt_gemm.lower}
+        # Graph IR GEMMs of bf16/f16 operands on MFMA (CDNA) or WMMA (RDNA 3), the others (and all under the
+        # strict profile) as the SIMT kernel every GPU target compiles, on FMA units (backends/matrix_gemm.py)
+        from .. import matrix_gemm  # lazy: it builds MLIR
+        arch = self.options.arch
+        unit = "mfma" if arch in ("gfx90a", "gfx942", "gfx950") else "wmma" if arch.startswith("gfx11") else None
+        return {"gemm": matrix_gemm.lowering(matrix_gemm.UNITS.get(unit), f"amdgpu {arch}",
+                                             strict=self.options.exact_math)}
 
     def entry_symbol(self, kernel: str) -> str:
         return kernel  # hipModuleGetFunction looks the kernel up by its own name (its descriptor is NAME.kd)

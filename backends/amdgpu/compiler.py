@@ -100,7 +100,10 @@ def make_rocdl(mod: ir.Module, metadata: dict, options: AMDGPUOptions) -> ir.Mod
     fp8_convert.run(mod)   # one-byte fp8 as integer arithmetic (gfx942's cvt reads the fnuz variants)
     gpu_math.run(mod)
     # after gpu_math, whose f32-only math table would refuse the FMA path's vector fma (upstream lowers it)
-    tile_mma.run(mod.operation, tile_mma.target_for_amdgpu(options.arch, options.warp_size))
+    done = tile_mma.run(mod.operation, tile_mma.target_for_amdgpu(options.arch, options.warp_size))
+    for kernel, products in done.items():   # what each product became, as SPIR-V's spirv.mma says it
+        metadata.setdefault("kernel_props", {}).setdefault(kernel, {})["amdgpu.mma"] = \
+            "; ".join(dict.fromkeys(str(p) for p in products))
     _dispatch_queries(mod)
     for fn in _functions(mod):
         fn.attributes["rocdl.flat_work_group_size"] = ir.StringAttr.get(f"1,{MAX_BLOCK}")

@@ -41,8 +41,12 @@ class SPIRVBackend(Backend):
                            decompose_attention=True)   # no fused attention kernel: GEMMs and a softmax
 
     def lowerings(self) -> dict:
-        from .. import simt_gemm  # lazy: it builds MLIR
-        return {"gemm": simt_gemm.lower}
+        # Graph IR GEMMs of bf16/f16 operands as cooperative matrices where the device is declared (--arch
+        # xe-hpc), the others (and all under the strict profile) as the SIMT GEMM (backends/matrix_gemm.py)
+        from .. import matrix_gemm  # lazy: it builds MLIR
+        from .options import MATRIX_ARCHS
+        unit = matrix_gemm.UNITS.get(MATRIX_ARCHS.get(self.options.arch, ""))
+        return {"gemm": matrix_gemm.lowering(unit, "spirv", strict=self.options.exact_math)}
 
     def entry_symbol(self, kernel: str) -> str:
         return kernel  # the OpEntryPoint's name, which clCreateKernel and zeKernelCreate look up

@@ -2,9 +2,11 @@
 # one product and one sum per step; work-groups numbered across grid x, y and z of at most 65535 each
 # ((z*65535 + y)*65535 + x, kernelgen.folded_block), split into column block, row block and batch entry by two
 # divisions; a batched rhs's entry z reads the lhs's min(z, its count - 1), so a 2-D lhs is broadcast; f16
-# widened to f32 at the loads; i8 x i8 sign-extended and accumulated in i32.
-# RUN: tessera-cc %s --target amdgpu --compile-to=llir | FileCheck %s --check-prefix=AMDGPU
-# RUN: tessera-cc %s --target amdgpu --arch gfx1100 --compile-to=llir | FileCheck %s --check-prefix=AMDGPU
+# widened to f32 at the loads; i8 x i8 sign-extended and accumulated in i32. On AMDGPU, bf16/f16 GEMMs run
+# on MFMA/WMMA by default (backends/matrix_gemm.py; amdgpu/matrix-gemm.py), so the AMDGPU runs are strict's,
+# under which every float GEMM is this kernel.
+# RUN: tessera-cc %s --target amdgpu --profile strict --compile-to=llir | FileCheck %s --check-prefix=AMDGPU
+# RUN: tessera-cc %s --target amdgpu --arch gfx1100 --profile strict --compile-to=llir | FileCheck %s --check-prefix=AMDGPU
 # RUN: tessera-cc %s --target spirv --compile-to=spirv | FileCheck %s --check-prefix=SPIRV
 
 from tessera import f16, f32, function, i8, op, tensor
