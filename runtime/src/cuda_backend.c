@@ -16,6 +16,13 @@
  * ends the CUDA context (an illegal address, a trap) also ends every later call of the process on this
  * GPU: the driver's messages then say so, and libtessera keeps reporting them rather than aborting.
  *
+ * Device memory (mem_alloc, below the context's own caching pool, memory.c) comes from a CUDA memory pool of
+ * the context's own, allocated and freed in stream order (cuMemAllocFromPoolAsync, cuMemFreeAsync) on CUDA's
+ * legacy default stream, with a release threshold that keeps freed memory in the pool for reuse: no
+ * allocation or free waits on the host, as cuMemFree does for the whole device. TESSERA_CUDA_MEMPOOL=0, a driver older than
+ * CUDA 11.2 or a GPU without memory pools: cuMemAlloc and cuMemFree instead (docs/runtime.md, "Device
+ * memory on CUDA").
+ *
  * Modules compiled with bounds checks skip an access outside its tensor and record it (cuda_fault.h): each
  * wait for work (a launch on the NULL stream, a stream's or event's synchronize, a replay's) then reads the
  * records and fails with TSR_ERROR_MEMORY_FAULT naming kernel, block, tensor and line, in the words of the
@@ -46,6 +53,7 @@ typedef struct cuda_state {
   bool debug;                /* debug mode: only code compiled with bounds checks loads */
   uint32_t wait_timeout_ms;  /* the context's watchdog (wait.h): NULL-stream work is polled to it; 0: none */
   tsr_cuda_checks_t checks;  /* the loaded modules compiled with them */
+  CUmemoryPool pool;         /* allocations from it in the legacy stream's order; NULL: cuMemAlloc/cuMemFree */
 } cuda_state_t;
 
 /* A queue: a Tessera stream, or a graph being recorded. */
@@ -129,6 +137,60 @@ static tsr_status_t attribute(cuda_state_t* s, int which, int* out) {
   return r ? cuda_fail(r, TSR_ERROR_INIT_FAIL, "querying the GPU") : TSR_SUCCESS;
 }
 
+/* ---- the memory pool -------------------------------------------------------------------------------- */
+
+/* Whether TESSERA_CUDA_MEMPOOL turns the pool off ("0", "off", "false", "no"). */
+static bool pool_turned_off(void) {
+  const char* v = getenv("TESSERA_CUDA_MEMPOOL");
+  if (!v) return false;
+  char lower[8] = "";
+  for (size_t i = 0; v[i] && i + 1 < sizeof lower; i++) lower[i] = (char)(v[i] >= 'A' && v[i] <= 'Z' ? v[i] + 32 : v[i]);
+  static const char* const off[] = {"0", "off", "false", "no"};
+  for (size_t i = 0; i < sizeof off / sizeof *off; i++)
+    if (strlen(v) < sizeof lower && strcmp(lower, off[i]) == 0) return true;
+  return false;
+}
+
+/* The context's memory pool, where the driver and the GPU have one and TESSERA_CUDA_MEMPOOL does not say
+ * no; else s->pool stays NULL and allocation is cuMemAlloc's, as before. Never an error: a pool the driver
+ * refuses leaves the plain path. Freed memory stays in the pool (release threshold: all of it) until the
+ * context goes, or an allocation finds the device full (mem_alloc trims it then). The pool never makes a
+ * stream wait on another's work behind the runtime's back (no internal dependencies): its allocations and
+ * frees are ordered by the stream they are made on alone (POOL_STREAM). */
+static void pool_create(cuda_state_t* s) {
+  const tsr_cuda_driver_t* cu = s->cu;
+  int supported = 0;
+  if (pool_turned_off() || cu->missing_pool_entry ||
+      cu->cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, s->device) || !supported)
+    return;
+  if (enter(cu, s->context, "creating the CUDA memory pool")) return;
+  tsr_cu_mem_pool_props_t props;
+  memset(&props, 0, sizeof props);
+  props.alloc_type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location_type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location_id = s->device;
+  uint64_t keep_all = UINT64_MAX;
+  int no = 0;
+  CUmemoryPool pool = NULL;
+  CUresult r = cu->cuMemPoolCreate(&pool, &props);
+  if (!r) r = cu->cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all);
+  if (!r) r = cu->cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, &no);
+  if (r && pool) cu->cuMemPoolDestroy(pool);
+  if (!r) s->pool = pool;
+  leave(cu);
+}
+
+/* Context destroy, after the runtime freed every block: the pool's memory goes back to the system (the frees
+ * queued in the legacy stream's order first). */
+static void pool_destroy(cuda_state_t* s) {
+  if (!s->pool || enter(s->cu, s->context, "destroying the CUDA memory pool")) return;
+  s->cu->cuStreamSynchronize(TSR_CU_STREAM_LEGACY);
+  s->cu->cuMemPoolTrimTo(s->pool, 0);
+  s->cu->cuMemPoolDestroy(s->pool);
+  leave(s->cu);
+  s->pool = NULL;
+}
+
 static tsr_status_t create(const tsr_context_options_t* options, void** out_state) {
   /* worker threads are a CPU notion; debug mode's guard pages need host memory, its checks checked code */
   const char* why = unavailable();
@@ -167,6 +229,7 @@ static tsr_status_t create(const tsr_context_options_t* options, void** out_stat
     leave(s->cu);
     if (r) st = cuda_fail(r, TSR_ERROR_INIT_FAIL, "querying the GPU's stream priorities");
   }
+  if (!st) pool_create(s);
   if (st) {
     s->cu->cuDevicePrimaryCtxRelease(s->device);
     free(s);
@@ -178,6 +241,7 @@ static tsr_status_t create(const tsr_context_options_t* options, void** out_stat
 
 static void destroy(void* state) {
   cuda_state_t* s = state;
+  pool_destroy(s);
   s->cu->cuDevicePrimaryCtxRelease(s->device);
   pthread_mutex_destroy(&s->checks.lock);
   free(s);
@@ -295,14 +359,31 @@ static void code_unload(void* code_ptr) {
 
 /* ---- memory ----------------------------------------------------------------------------------------- */
 
+/* The stream the pool's allocations and frees are ordered in: CUDA's legacy default stream, with which
+ * every stream of the runtime is ordered (Tessera streams and the per-thread streams are blocking streams; a
+ * graph's capture stream is not, and a graph keeps what it uses until it is destroyed, after its replays).
+ * So an allocation may be used by any stream as soon as tsrAlloc returns (work queued there later comes after
+ * it), and a free comes after all work queued on any stream before it, with no wait on the host; the cost is
+ * that order on the device: a stream's work queued after a pool allocation or free waits for the work queued
+ * on the others before it (they are rare: the runtime's own pool, memory.c, serves the steady state). */
+#define POOL_STREAM TSR_CU_STREAM_LEGACY
+
 static tsr_status_t mem_alloc(void* state, size_t bytes, void** out) {
   cuda_state_t* s = state;
   tsr_status_t st = enter(s->cu, s->context, "tsrAlloc");
   if (st) return st;
   CUdeviceptr p = 0;
-  CUresult r = s->cu->cuMemAlloc(&p, bytes);  /* 256-byte aligned: more than TSR_ALLOC_ALIGNMENT */
+  CUresult r;
+  if (s->pool) {
+    /* Full: the pool's free memory goes back to the device (once its frees are done), and one more try. */
+    r = s->cu->cuMemAllocFromPoolAsync(&p, bytes, s->pool, POOL_STREAM);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && !s->cu->cuStreamSynchronize(POOL_STREAM) && !s->cu->cuMemPoolTrimTo(s->pool, 0))
+      r = s->cu->cuMemAllocFromPoolAsync(&p, bytes, s->pool, POOL_STREAM);
+  } else {
+    r = s->cu->cuMemAlloc(&p, bytes);  /* 256-byte aligned: more than TSR_ALLOC_ALIGNMENT */
+  }
   leave(s->cu);
-  if (r) return cuda_fail(r, TSR_ERROR_OUT_OF_MEMORY, "tsrAlloc: cuMemAlloc");
+  if (r) return cuda_fail(r, TSR_ERROR_OUT_OF_MEMORY, s->pool ? "tsrAlloc: cuMemAllocFromPoolAsync" : "tsrAlloc: cuMemAlloc");
   *out = (void*)(uintptr_t)p;
   return TSR_SUCCESS;
 }
@@ -310,7 +391,9 @@ static tsr_status_t mem_alloc(void* state, size_t bytes, void** out) {
 static void mem_free(void* state, void* ptr) {
   cuda_state_t* s = state;
   if (enter(s->cu, s->context, "tsrFree")) return;  /* a dead context has freed it already */
-  s->cu->cuMemFree((CUdeviceptr)(uintptr_t)ptr);
+  /* In the pool: after the work queued so far on every stream, no wait (cuMemFree waits for the device). */
+  if (s->pool) s->cu->cuMemFreeAsync((CUdeviceptr)(uintptr_t)ptr, POOL_STREAM);
+  else s->cu->cuMemFree((CUdeviceptr)(uintptr_t)ptr);
   leave(s->cu);
 }
 

@@ -125,6 +125,13 @@ static void load(void) {
   resolve_optional(lib, "cuGraphLaunch", &d.cuGraphLaunch, &d.missing_graph_entry);
   resolve_optional(lib, "cuGraphExecDestroy", &d.cuGraphExecDestroy, &d.missing_graph_entry);
   resolve_optional(lib, "cuGraphDestroy", &d.cuGraphDestroy, &d.missing_graph_entry);
+  d.missing_pool_entry = NULL;
+  resolve_optional(lib, "cuMemPoolCreate", &d.cuMemPoolCreate, &d.missing_pool_entry);
+  resolve_optional(lib, "cuMemPoolDestroy", &d.cuMemPoolDestroy, &d.missing_pool_entry);
+  resolve_optional(lib, "cuMemPoolSetAttribute", &d.cuMemPoolSetAttribute, &d.missing_pool_entry);
+  resolve_optional(lib, "cuMemPoolTrimTo", &d.cuMemPoolTrimTo, &d.missing_pool_entry);
+  resolve_optional(lib, "cuMemAllocFromPoolAsync", &d.cuMemAllocFromPoolAsync, &d.missing_pool_entry);
+  resolve_optional(lib, "cuMemFreeAsync", &d.cuMemFreeAsync, &d.missing_pool_entry);
   const char* no_tma = NULL;
   resolve_optional(lib, "cuTensorMapEncodeTiled", &d.cuTensorMapEncodeTiled, &no_tma);
   driver = d;

@@ -19,6 +19,30 @@ typedef struct CUstream_st* CUstream;
 typedef struct CUevent_st* CUevent;
 typedef struct CUgraph_st* CUgraph;
 typedef struct CUgraphExec_st* CUgraphExec;
+typedef struct CUmemPoolHandle_st* CUmemoryPool;
+
+/* CUmemPoolProps (cuda.h, CUDA 11.2 on): 88 bytes, the fields after `location` zero for a device pool of
+ * ordinary memory (no export handles, no size cap). */
+typedef struct tsr_cu_mem_pool_props {
+  int alloc_type;      /* CU_MEM_ALLOCATION_TYPE_PINNED */
+  int handle_types;    /* none */
+  int location_type;   /* CU_MEM_LOCATION_TYPE_DEVICE */
+  int location_id;     /* the device ordinal */
+  void* win32_security_attributes;
+  size_t max_size;     /* 0: no cap (CUDA 12.2 on; reserved bytes before) */
+  unsigned short usage;
+  unsigned char reserved[54];
+} tsr_cu_mem_pool_props_t;
+
+/* Memory pools (CUDA 11.2 on). */
+enum { CU_MEM_ALLOCATION_TYPE_PINNED = 1, CU_MEM_LOCATION_TYPE_DEVICE = 1 };
+/* CUmemPool_attribute */
+enum {
+  CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES = 1,
+  CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC = 2,
+  CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES = 3,
+  CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4
+};
 
 enum {
   CUDA_SUCCESS = 0,
@@ -38,6 +62,9 @@ enum {
 
 /* The per-thread default stream: each host thread (so each Tessera stream's executor) gets its own. */
 #define TSR_CU_STREAM_PER_THREAD ((CUstream)0x2)
+/* CUDA's legacy default stream (CU_STREAM_LEGACY): work there waits for the work queued before it on every
+ * blocking stream, and theirs queued after it waits for it. */
+#define TSR_CU_STREAM_LEGACY ((CUstream)0x1)
 
 /* cuStreamCreateWithPriority: a stream that waits for work on CUDA's legacy default stream (what PyTorch
  * queues by default) and that work for it, as CUDA's own streams do; CU_STREAM_NON_BLOCKING: one that does not
@@ -70,7 +97,8 @@ enum {
   CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
-  CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
+  CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+  CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 115
 };
 
 /* CUjit_option values */
@@ -152,6 +180,17 @@ typedef struct tsr_cuda_driver {
   CUresult (*cuTensorMapEncodeTiled)(void* map, int dtype, uint32_t rank, void* address, const uint64_t* dims,
                                      const uint64_t* strides, const uint32_t* box, const uint32_t* element_strides,
                                      int interleave, int swizzle, int l2_promotion, int oob_fill);
+
+  /* Stream-ordered allocation from a memory pool of the context's own (CUDA 11.2 and later), the CUDA
+   * backend's device allocator (cuda_backend.c); NULL when the driver lacks one: the backend then allocates
+   * with cuMemAlloc and frees with cuMemFree, as before, `missing_pool_entry` naming the first one missing. */
+  CUresult (*cuMemPoolCreate)(CUmemoryPool* pool, const tsr_cu_mem_pool_props_t* props);
+  CUresult (*cuMemPoolDestroy)(CUmemoryPool pool);
+  CUresult (*cuMemPoolSetAttribute)(CUmemoryPool pool, int attribute, void* value);
+  CUresult (*cuMemPoolTrimTo)(CUmemoryPool pool, size_t keep_bytes);
+  CUresult (*cuMemAllocFromPoolAsync)(CUdeviceptr* ptr, size_t bytes, CUmemoryPool pool, CUstream stream);
+  CUresult (*cuMemFreeAsync)(CUdeviceptr ptr, CUstream stream);
+  const char* missing_pool_entry;
 } tsr_cuda_driver_t;
 
 /* The driver, loaded and initialized (cuInit) once per process; NULL when this machine cannot run it, with

@@ -81,16 +81,17 @@ def test_image(cc, runtime_prefix, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def fake_driver(cc, tmp_path_factory):
-    """fake_driver(graphs=True) -> a directory holding a fake libcuda.so.1."""
+    """fake_driver(graphs=True, pools=True) -> a directory holding a fake libcuda.so.1 (without the graph or
+    memory-pool entry points where False)."""
     made = {}
 
-    def build(graphs=True):
-        if graphs not in made:
+    def build(graphs=True, pools=True):
+        if (graphs, pools) not in made:
             out = tmp_path_factory.mktemp("fake_cuda")
-            flags = [] if graphs else ["-DFAKE_CUDA_NO_GRAPHS"]
+            flags = ([] if graphs else ["-DFAKE_CUDA_NO_GRAPHS"]) + ([] if pools else ["-DFAKE_CUDA_NO_POOLS"])
             run([cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", *flags, HERE / "fake_cuda.c", "-pthread",
                  "-o", out / "libcuda.so.1"])
-            made[graphs] = out
-        return made[graphs]
+            made[graphs, pools] = out
+        return made[graphs, pools]
 
     return build

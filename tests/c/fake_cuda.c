@@ -15,7 +15,8 @@
  * passes/gpu_bounds_checks.py) has both globals, read by cuModuleGetGlobal; its kernels whose names end in
  * `_oob` fail the first check of their own when they run, as the compiled code would: the record, if still
  * clear, becomes (1 + site, block (grid x - 1, 0, 0)). Built with -DFAKE_CUDA_NO_GRAPHS it lacks the
- * graph entry points, as a driver older than CUDA 11.4 does.
+ * graph entry points, as a driver older than CUDA 11.4 does; with -DFAKE_CUDA_NO_POOLS the memory pools' (and
+ * says the GPU has none), as one older than 11.2 does.
  *
  * `spin_until(flag, seen, F)` is a kernel that never ends until the host sets flag[0] (device memory is host
  * memory): its stream, and events recorded on it after the kernel, stay busy — cuStreamQuery and cuEventQuery
@@ -38,6 +39,7 @@ typedef unsigned long long CUdeviceptr;
 
 enum { OK = 0, INVALID_VALUE = 1, INVALID_CONTEXT = 201, NOT_READY = 600, ILLEGAL_ADDRESS = 700, NOT_FOUND = 500 };
 #define PER_THREAD ((struct CUstream_st*)0x2)
+#define LEGACY ((struct CUstream_st*)0x1)  /* CU_STREAM_LEGACY: the memory pools' stream here */
 
 typedef struct op {
   int kind;  /* KERNEL, COPY, RECORD, WAIT, SPIN, REF */
@@ -116,7 +118,8 @@ static void log_call(const char* call, struct CUstream_st* s) {
   if (!path) return;
   FILE* f = fopen(path, "a");
   if (!f) return;
-  if (s == PER_THREAD || !s) fprintf(f, "%s ptds\n", call);
+  if (s == LEGACY) fprintf(f, "%s legacy\n", call);
+  else if (s == PER_THREAD || !s) fprintf(f, "%s ptds\n", call);
   else fprintf(f, "%s s%d%s\n", call, s->id, s->capturing ? " capturing" : "");
   fclose(f);
 }
@@ -236,11 +239,12 @@ CUresult cuDriverGetVersion(int* v) { *v = 12040; return OK; }
 CUresult cuGetErrorName(CUresult e, const char** name) {
   *name = e == OK ? "CUDA_SUCCESS" : e == NOT_READY ? "CUDA_ERROR_NOT_READY"
         : e == ILLEGAL_ADDRESS ? "CUDA_ERROR_ILLEGAL_ADDRESS" : e == INVALID_CONTEXT ? "CUDA_ERROR_INVALID_CONTEXT"
-        : "CUDA_ERROR_INVALID_VALUE";
+        : e == 2 ? "CUDA_ERROR_OUT_OF_MEMORY" : "CUDA_ERROR_INVALID_VALUE";
   return OK;
 }
 CUresult cuGetErrorString(CUresult e, const char** text) {
-  *text = e == ILLEGAL_ADDRESS ? "an illegal memory access was encountered" : "fake driver error";
+  *text = e == ILLEGAL_ADDRESS ? "an illegal memory access was encountered" : e == 2 ? "out of memory"
+        : "fake driver error";
   return OK;
 }
 CUresult cuDeviceGetCount(int* n) { *n = 1; return OK; }
@@ -263,6 +267,9 @@ CUresult cuDeviceGetAttribute(int* v, int attribute, int d) {
     case 75: *v = 9; break;                  /* compute capability 9.0: runs the test image's sm_90a */
     case 76: *v = 0; break;
     case 97: *v = 232448; break;             /* shared memory per block, opted in */
+#ifndef FAKE_CUDA_NO_POOLS
+    case 115: *v = 1; break;                 /* memory pools supported */
+#endif
     default: *v = 0;
   }
   return OK;
@@ -441,7 +448,7 @@ CUresult cuStreamDestroy_v2(struct CUstream_st* s) {
 }
 CUresult cuStreamSynchronize(struct CUstream_st* s) {
   log_call("cuStreamSynchronize", s);
-  block_on(s && s != PER_THREAD ? &s->spin : &ptds_spin, "cuStreamSynchronize");
+  block_on(s && s != PER_THREAD && s != LEGACY ? &s->spin : &ptds_spin, "cuStreamSynchronize");
   return waited();
 }
 CUresult cuStreamQuery(struct CUstream_st* s) {
@@ -505,20 +512,154 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void* sp, size_t n) { return cuMem
 CUresult cuMemcpyDtoH_v2(void* d, CUdeviceptr sp, size_t n) { return cuMemcpyDtoHAsync_v2(d, sp, n, NULL); }
 CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr sp, size_t n) { return cuMemcpyDtoDAsync_v2(d, sp, n, NULL); }
 
+/* Device memory is host memory. $FAKE_CUDA_MEMORY_LIMIT (bytes) caps what the driver holds for the process —
+ * live allocations plus what memory pools keep — beyond which an allocation fails with
+ * CUDA_ERROR_OUT_OF_MEMORY, as a full GPU's does. */
+static size_t held_bytes;
+static int over_limit(size_t more) {
+  const char* limit = getenv("FAKE_CUDA_MEMORY_LIMIT");
+  return limit && held_bytes + more > (size_t)strtoull(limit, NULL, 10);
+}
+/* The size of each live block, for the accounting: a short list is enough for the tests. */
+typedef struct block { void* ptr; size_t bytes; void* pool; } block_t;  /* pool: of cuMemAllocFromPoolAsync */
+static block_t* live;
+static size_t live_count, live_capacity;
+static void* take_memory(size_t bytes, void* pool) {
+  void* m = NULL;
+  if (over_limit(bytes) || posix_memalign(&m, 256, bytes ? bytes : 1)) return NULL;
+  if (live_count == live_capacity) {
+    live_capacity = live_capacity ? 2 * live_capacity : 64;
+    live = realloc(live, live_capacity * sizeof *live);
+  }
+  live[live_count++] = (block_t){m, bytes, pool};
+  held_bytes += bytes;
+  return m;
+}
+__attribute__((unused)) static block_t* live_block(void* m) {
+  for (size_t i = 0; i < live_count; i++)
+    if (live[i].ptr == m) return &live[i];
+  return NULL;
+}
+static void give_memory(void* m) {
+  for (size_t i = 0; i < live_count; i++)
+    if (live[i].ptr == m) {
+      held_bytes -= live[i].bytes;
+      live[i] = live[--live_count];
+      break;
+    }
+  free(m);
+}
+
 /* A real driver may synchronize the device in either (cuMemFree does): with $FAKE_CUDA_LOG_MEMORY set they are
  * logged too ("cuMemFree ptds"), for tests that look for such points; else not, as the other tests expect. */
 CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t bytes) {
   if (getenv("FAKE_CUDA_LOG_MEMORY")) log_call("cuMemAlloc", NULL);
-  void* m = NULL;
-  if (posix_memalign(&m, 256, bytes ? bytes : 1)) return 2;
+  pthread_mutex_lock(&lock);
+  void* m = take_memory(bytes, NULL);
+  pthread_mutex_unlock(&lock);
+  if (!m) return 2;
   *p = (CUdeviceptr)(uintptr_t)m;
   return sticky;
 }
 CUresult cuMemFree_v2(CUdeviceptr p) {
   if (getenv("FAKE_CUDA_LOG_MEMORY")) log_call("cuMemFree", NULL);
-  free((void*)(uintptr_t)p);
+  pthread_mutex_lock(&lock);
+  give_memory((void*)(uintptr_t)p);
+  pthread_mutex_unlock(&lock);
   return OK;
 }
+
+#ifndef FAKE_CUDA_NO_POOLS
+/* Memory pools (stream-ordered allocation, CUDA 11.2): a pool keeps freed blocks (all of them: the backend sets
+ * the release threshold to the maximum, which is checked) and hands one of the same size out again; TrimTo(0)
+ * gives them back. Logged under $FAKE_CUDA_LOG_MEMORY, with the stream ("cuMemFreeAsync s2"); an allocation
+ * or free on a capturing stream is refused (CUDA would make it a graph node: the backend must not). A pool's
+ * allocation of a block its free left busy on another stream is what a real pool's reuse would order: the fake
+ * runs work as it is queued, so there is nothing pending to order after. */
+struct CUmemPoolHandle_st {
+  block_t* kept;
+  size_t count, capacity;
+  unsigned long long threshold;
+  int internal_dependencies;
+};
+CUresult cuMemPoolCreate(struct CUmemPoolHandle_st** pool, const void* props) {
+  const int* p = props;  /* alloc type, handle types, location type, location id */
+  if (p[0] != 1 || p[1] != 0 || p[2] != 1 || p[3] != 0) return INVALID_VALUE;
+  *pool = calloc(1, sizeof **pool);
+  (*pool)->internal_dependencies = 1;
+  if (getenv("FAKE_CUDA_LOG_MEMORY")) log_call("cuMemPoolCreate", NULL);
+  return OK;
+}
+static void pool_trim(struct CUmemPoolHandle_st* pool) {
+  for (size_t i = 0; i < pool->count; i++) give_memory(pool->kept[i].ptr);
+  pool->count = 0;
+}
+CUresult cuMemPoolDestroy(struct CUmemPoolHandle_st* pool) {
+  if (getenv("FAKE_CUDA_LOG_MEMORY")) log_call("cuMemPoolDestroy", NULL);
+  pthread_mutex_lock(&lock);
+  pool_trim(pool);
+  pthread_mutex_unlock(&lock);
+  free(pool->kept);
+  free(pool);
+  return OK;
+}
+CUresult cuMemPoolSetAttribute(struct CUmemPoolHandle_st* pool, int attribute, void* value) {
+  if (attribute == 4) pool->threshold = *(unsigned long long*)value;
+  else if (attribute == 3) pool->internal_dependencies = *(int*)value;
+  else return INVALID_VALUE;
+  return OK;
+}
+CUresult cuMemPoolTrimTo(struct CUmemPoolHandle_st* pool, size_t keep) {
+  if (getenv("FAKE_CUDA_LOG_MEMORY")) log_call("cuMemPoolTrimTo", NULL);
+  if (keep) return INVALID_VALUE;  /* the backend trims to 0 only */
+  pthread_mutex_lock(&lock);
+  pool_trim(pool);
+  pthread_mutex_unlock(&lock);
+  return OK;
+}
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr* p, size_t bytes, struct CUmemPoolHandle_st* pool,
+                                 struct CUstream_st* s) {
+  if (getenv("FAKE_CUDA_LOG_MEMORY")) log_call("cuMemAllocFromPoolAsync", s);
+  if (s && s != PER_THREAD && s != LEGACY && s->capturing) return 900;  /* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED */
+  if (pool->threshold != ~0ull || pool->internal_dependencies) return INVALID_VALUE;  /* as the backend sets */
+  pthread_mutex_lock(&lock);
+  void* m = NULL;
+  for (size_t i = 0; i < pool->count && !m; i++)
+    if (pool->kept[i].bytes == bytes) {
+      m = pool->kept[i].ptr;
+      pool->kept[i] = pool->kept[--pool->count];
+    }
+  if (!m) m = take_memory(bytes, pool);
+  pthread_mutex_unlock(&lock);
+  if (!m) return 2;
+  *p = (CUdeviceptr)(uintptr_t)m;
+  return sticky;
+}
+CUresult cuMemFreeAsync(CUdeviceptr p, struct CUstream_st* s) {
+  if (getenv("FAKE_CUDA_LOG_MEMORY")) log_call("cuMemFreeAsync", s);
+  if (s && s != PER_THREAD && s != LEGACY && s->capturing) return 900;
+  pthread_mutex_lock(&lock);
+  block_t* b = live_block((void*)(uintptr_t)p);
+  struct CUmemPoolHandle_st* pool = b ? b->pool : NULL;
+  size_t bytes = b ? b->bytes : 0;
+  if (!b) {
+    pthread_mutex_unlock(&lock);
+    return INVALID_VALUE;
+  }
+  if (pool) {
+    if (pool->count == pool->capacity) {
+      pool->capacity = pool->capacity ? 2 * pool->capacity : 64;
+      pool->kept = realloc(pool->kept, pool->capacity * sizeof *pool->kept);
+    }
+    pool->kept[pool->count++] = (block_t){(void*)(uintptr_t)p, bytes};
+  } else {
+    give_memory((void*)(uintptr_t)p);
+  }
+  pthread_mutex_unlock(&lock);
+  return sticky;
+}
+#endif
+
 CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned flags) {
   log_call(flags == 3 ? "cuMemHostAlloc portable+devicemap" : "cuMemHostAlloc", NULL);
   return posix_memalign(p, 4096, bytes) ? 2 : OK;

@@ -379,3 +379,200 @@ def test_strided_device_dlpack_tensors_are_executor_arguments(axpy_image, fake_d
         "(float32); no dtype is converted implicitly",
         "0 True",
     ]
+
+
+# ---- the device allocator: a CUDA memory pool, stream-ordered ---------------------------------------------
+
+POOL_HOST = """
+import os
+import sys
+import numpy as np
+from tessera import _runtime, executor, graph, runtime, stream as streams
+log = os.environ["FAKE_CUDA_LOG"]
+def mark(name):
+    with open(log, "a") as f:
+        f.write(f"## {name}\\n")
+ctx = _runtime.Context("cuda")
+prog = executor.load(sys.argv[1], ctx)
+x = runtime.DeviceArray.from_numpy(np.arange(40, dtype=np.float32), ctx)
+y = runtime.DeviceArray.from_numpy(np.ones(40, np.float32), ctx)
+s = streams.new(context=ctx)
+mark("first calls")
+first = [prog.axpy(x, y, stream=s) for _ in range(3)]
+s.synchronize()
+print(all(np.array_equal(r.numpy(), np.ones(40) + (2 * np.arange(40) + 1)) for r in first))
+del first
+mark("later calls")
+for _ in range(3):
+    prog.axpy(x, y, stream=s)
+s.synchronize()
+mark("trim")
+a = runtime.DeviceArray((1 << 20,), np.uint8, ctx)
+address = a.address
+del a
+ctx.trim_memory()
+mark("after trim")
+b = runtime.DeviceArray((1 << 20,), np.uint8, ctx)
+print(b.address == address)  # the pool's block again, through the driver's pool
+del b
+mark("capture")
+with graph.capture(context=ctx) as g:
+    out = prog.axpy(x, y)
+g.launch()
+streams.synchronize(ctx)
+print(np.array_equal(out.numpy(), np.ones(40) + (2 * np.arange(40) + 1)))
+del g, out
+mark("full")
+try:
+    runtime.DeviceArray((int(sys.argv[2]),), np.uint8, ctx)
+except runtime.Error as e:
+    print(e.status_name, e)
+mark("close")
+del x, y, s
+ctx.close()
+"""
+
+
+def run_pool_host(axpy_image, driver_dir, tmp_path, env=None):
+    log = tmp_path / "cuda.log"
+    environ = dict(os.environ, LD_LIBRARY_PATH=str(driver_dir), FAKE_CUDA_LOG=str(log), FAKE_CUDA_LOG_MEMORY="1",
+                   FAKE_CUDA_MEMORY_LIMIT=str(64 << 20), **(env or {}))
+    for name in ("TESSERA_BACKEND", "TESSERA_CUDA_MEMPOOL", "TESSERA_DEBUG"):
+        if name not in (env or {}):
+            environ.pop(name, None)
+    p = subprocess.run([sys.executable, "-c", POOL_HOST, str(axpy_image), str(80 << 20)], capture_output=True,
+                       text=True, timeout=300, env=environ)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p.stdout.splitlines(), split_log(log.read_text().splitlines())
+
+
+def test_device_memory_comes_from_a_stream_ordered_pool(axpy_image, fake_driver, tmp_path):
+    """The CUDA backend allocates from a memory pool of its own (cuMemAllocFromPoolAsync) and frees into it
+    (cuMemFreeAsync), both in the order of CUDA's legacy default stream, which every stream of the runtime is
+    ordered with: never cuMemAlloc or cuMemFree (which waits for the whole device), and no wait on the host for
+    either. Later calls take the runtime's cached blocks (no driver call); blocks tsrTrimMemory gives back stay
+    in the driver's pool (release threshold: all), which hands the same memory out again. A captured call
+    allocates in the legacy stream's order, never on the capturing stream (the fake refuses that, as CUDA would
+    record it into the graph). A device too full for an allocation, after the pool's free memory went back to
+    it, is TSR_ERROR_OUT_OF_MEMORY in the driver's words. Destroying the context frees every block and
+    destroys the pool: its memory goes back to the system."""
+    out, phases = run_pool_host(axpy_image, fake_driver(), tmp_path)
+    assert out[:3] == ["True", "True", "True"], out
+    assert out[3] == "TSR_ERROR_OUT_OF_MEMORY tsrAlloc: cuMemAllocFromPoolAsync: CUDA_ERROR_OUT_OF_MEMORY (out of " \
+                     "memory)", out
+    every = [line for lines in phases.values() for line in lines]
+    assert calls(phases[""], "cuMemPoolCreate")
+    assert not calls(every, "cuMemAlloc") and not calls(every, "cuMemFree")
+    allocs, frees = calls(every, "cuMemAllocFromPoolAsync"), calls(every, "cuMemFreeAsync")
+    assert allocs and frees and {line.split()[1] for line in allocs + frees} == {"legacy"}  # never "capturing"
+    # nothing waits on the host for an allocation or a free
+    for name in ("", "first calls", "trim", "after trim", "capture"):
+        assert not [line for line in phases[name] if "Synchronize legacy" in line], phases[name]
+    assert calls(phases["first calls"], "cuMemAllocFromPoolAsync")
+    assert not calls(phases["later calls"], "cuMemAllocFromPoolAsync") and not calls(phases["later calls"],
+                                                                                       "cuMemFreeAsync")
+    assert calls(phases["trim"], "cuMemFreeAsync") and not calls(phases["trim"], "cuMemPoolTrimTo")
+    assert calls(phases["after trim"], "cuMemAllocFromPoolAsync")
+    assert calls(phases["capture"], "cuGraphLaunch")
+    # full: one try, the pool trimmed once its frees are done, one more (then the runtime trims its cache)
+    full = [line for line in phases["full"] if line.startswith(("cuMemAllocFromPoolAsync", "cuMemPoolTrimTo",
+                                                                 "cuStreamSynchronize legacy"))]
+    assert full[:4] == ["cuMemAllocFromPoolAsync legacy", "cuStreamSynchronize legacy", "cuMemPoolTrimTo ptds",
+                        "cuMemAllocFromPoolAsync legacy"], full
+    close = phases["close"]
+    frees = [i for i, line in enumerate(close) if line.startswith("cuMemFreeAsync")]
+    assert frees and close.index("cuMemPoolDestroy ptds") > max(frees), close
+
+
+def test_a_full_device_takes_back_the_pools_free_memory(axpy_image, fake_driver, tmp_path):
+    """Memory the runtime cached and the driver's pool kept counts against the device: an allocation that
+    fits only once both gave theirs back succeeds (the runtime trims its cache and asks again; the backend
+    trims the driver's pool and asks again)."""
+    script = """
+import numpy as np
+from tessera import _runtime, runtime
+ctx = _runtime.Context("cuda")
+a = runtime.DeviceArray((3 << 20,), np.uint8, ctx)
+del a                                                   # cached by the runtime: 3 MiB still held
+b = runtime.DeviceArray((5 << 20,), np.uint8, ctx)      # 8 MiB > the 6 MiB device: fits after both trims
+print(b.nbytes)
+"""
+    log = tmp_path / "cuda.log"
+    environ = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), FAKE_CUDA_LOG=str(log), FAKE_CUDA_LOG_MEMORY="1",
+                   FAKE_CUDA_MEMORY_LIMIT=str(6 << 20))
+    for name in ("TESSERA_BACKEND", "TESSERA_CUDA_MEMPOOL"):
+        environ.pop(name, None)
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=environ)
+    assert p.returncode == 0 and p.stdout.split() == [str(5 << 20)], p.stdout + p.stderr
+    names = [line.split()[0] for line in log.read_text().splitlines() if line.startswith("cuMem")]
+    # 3 MiB, then 5 MiB: full; the pool trimmed (empty); full; the runtime frees its 3 MiB into the pool, asks
+    # again: full; the pool trimmed; the 5 MiB fit
+    assert names[:8] == ["cuMemPoolCreate", "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync", "cuMemPoolTrimTo",
+                         "cuMemAllocFromPoolAsync", "cuMemFreeAsync", "cuMemAllocFromPoolAsync", "cuMemPoolTrimTo"], names
+    assert names[8] == "cuMemAllocFromPoolAsync" and names[9:] == ["cuMemFreeAsync", "cuMemPoolTrimTo",
+                                                                   "cuMemPoolDestroy"], names
+
+
+@pytest.mark.parametrize("why", ["TESSERA_CUDA_MEMPOOL=0", "driver without pools"])
+def test_without_a_pool_allocation_is_cumemalloc(axpy_image, fake_driver, tmp_path, why):
+    """TESSERA_CUDA_MEMPOOL=0, or a driver older than CUDA 11.2 (no pool entry points; the GPU says it has no
+    pools): cuMemAlloc and cuMemFree as before, the same results, OOM the same status."""
+    env = {"TESSERA_CUDA_MEMPOOL": "0"} if why.startswith("TESSERA") else {}
+    out, phases = run_pool_host(axpy_image, fake_driver(pools=bool(env)), tmp_path, env=env)
+    assert out[0] == out[2] == "True", out  # (out[1]: cuMemAlloc may give the trimmed block's address or not)
+    assert out[3] == "TSR_ERROR_OUT_OF_MEMORY tsrAlloc: cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (out of memory)", out
+    every = [line for lines in phases.values() for line in lines]
+    assert calls(every, "cuMemAlloc") and calls(every, "cuMemFree")
+    assert not [line for line in every if line.startswith(("cuMemPool", "cuMemAllocFromPoolAsync", "cuMemFreeAsync"))]
+
+
+CROSS_STREAM = """
+import ctypes
+import os
+import sys
+import numpy as np
+from tessera import _runtime, executor, runtime, stream as streams
+log = os.environ["FAKE_CUDA_LOG"]
+def mark(name):
+    with open(log, "a") as f:
+        f.write(f"## {name}\\n")
+ctx = _runtime.Context("cuda")
+prog = executor.load(sys.argv[1], ctx)
+x = runtime.DeviceArray.from_numpy(np.arange(40, dtype=np.float32), ctx)
+y = runtime.DeviceArray.from_numpy(np.ones(40, np.float32), ctx)
+flag = runtime.DeviceArray.from_numpy(np.zeros(1, np.int32), ctx)
+seen = runtime.DeviceArray.from_numpy(np.zeros(1, np.int32), ctx)
+a, b = streams.new(context=ctx), streams.new(context=ctx)
+prog.module.kernel("spin_until")(flag, seen, grid=1, block=1, stream=a)   # stream a is busy until the flag
+mark("busy")
+on_a = prog.axpy(x, y, stream=a)     # its intermediate is in use on a until a passes the call's event
+on_b = prog.axpy(x, y, stream=b)     # needs one of the same size: never a's
+ctx.trim_memory()                    # frees what is idle; a's intermediate is not
+mark("done")
+ctypes.c_int32.from_address(flag.address).value = 1
+a.synchronize()
+ctx.trim_memory()
+mark("end")
+b.synchronize()
+print(ctypes.c_int32.from_address(seen.address).value, np.array_equal(on_a.numpy(), on_b.numpy()))
+"""
+
+
+def test_memory_in_use_on_one_stream_is_neither_freed_nor_taken_by_another(axpy_image, fake_driver, tmp_path):
+    """No use after free across streams: a call's intermediate, in use on stream a (busy behind a spinning
+    kernel), is not handed to the same call on stream b (which allocates its own) and is not freed to the
+    driver's pool by a trim while a runs; once a passed it, the next trim frees it (cuMemFreeAsync)."""
+    log = tmp_path / "cuda.log"
+    environ = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), FAKE_CUDA_LOG=str(log), FAKE_CUDA_LOG_MEMORY="1")
+    for name in ("TESSERA_BACKEND", "TESSERA_CUDA_MEMPOOL"):
+        environ.pop(name, None)
+    p = subprocess.run([sys.executable, "-c", CROSS_STREAM, str(axpy_image)], capture_output=True, text=True,
+                       timeout=120, env=environ)
+    assert p.returncode == 0 and p.stdout.split() == ["1", "True"], p.stdout + p.stderr
+    phases = split_log(log.read_text().splitlines())
+    busy, done = phases["busy"], phases["done"]
+    # b's call: its own intermediate and result (the pool had none); a's intermediate stays allocated
+    assert len(calls(busy, "cuMemAllocFromPoolAsync")) == 2 + 2, busy
+    freed_while_busy = len(calls(busy, "cuMemFreeAsync"))
+    assert freed_while_busy == 1, busy   # b's intermediate, idle once b passed its call
+    assert len(calls(done, "cuMemFreeAsync")) == 1, done   # a's, once a passed it
