@@ -44,7 +44,7 @@ class PTXBackend(Backend):
         return (ptxas.version(),)
 
     def target_facts(self) -> TargetFacts:
-        from . import attention_sm80, gemm_lowering  # lazy: the cost models build MLIR
+        from . import gemm_lowering  # lazy: the cost models build MLIR
         # 128 bits: one 16-byte access per thread; the SM count (132 on an H100 SXM) is a placeholder, as
         # the compiler does not know the device. sm_80 and later compute in bf16 and f16 (tensor cores, cvt).
         arch = self.options.arch
@@ -54,7 +54,7 @@ class PTXBackend(Backend):
         # sm_90a has flash attention's backward kernels (attention_bwd_sm90.py) for bf16 and f16; sm_90a's forward
         # is attention_sm90.py (wgmma), sm_80 … sm_90's attention_sm80.py (mma.sync) unless PTXOptions.attention_sm80
         # is off, both bf16/f16 by 64 and 128
-        fused_forward = arch == "sm_90a" or (self.options.attention_sm80 and arch in attention_sm80.ARCHS)
+        fused_forward = arch == "sm_90a" or (self.options.attention_sm80 and arch in _attention_sm80_archs())
         facts = TargetFacts("ptx", 128, WARP_SIZE, frozenset(native), 132,
                             matrix_units=frozenset(matrix_units.tensorcore_dtypes(arch)),
                             shared_memory=SHARED_MEMORY[sm(arch)], matmul_schedule=schedule,
@@ -91,7 +91,7 @@ class PTXBackend(Backend):
         return facts
 
     def lowerings(self) -> dict:
-        from . import attention_lowering, gemm_lowering  # lazy: they build MLIR
+        from . import gemm_lowering  # lazy: they build MLIR
         from .. import simt_gemm  # lazy: it builds MLIR
         gemm = functools.partial(gemm_lowering.lower, self.options.arch, precision=self.options.input_precision)
         if self.options.arch != "sm_90a":   # no s8 wgmma: integer GEMMs as the SIMT kernel, exact in i32
@@ -99,10 +99,22 @@ class PTXBackend(Backend):
         if self.options.exact_math:   # float GEMMs as the SIMT kernel (target_facts), int8 ones as above
             return {"gemm": simt_gemm.strict(gemm)}
         return {"gemm": gemm,
-                "attention": functools.partial(attention_lowering.lower, self.options.arch),
-                "attention_fp8": attention_lowering.lower_fp8,
-                "attention_bwd": functools.partial(attention_lowering.lower_bwd, self.options.fused_dq)}
+                "attention": functools.partial(_attention, "lower", self.options.arch),
+                "attention_fp8": functools.partial(_attention, "lower_fp8"),
+                "attention_bwd": functools.partial(_attention, "lower_bwd", self.options.fused_dq)}
 
     def entry_symbol(self, kernel: str) -> str:
         # the PTX .entry has the kernel's own name, as profilers then show it, unless PTX cannot spell it
         return ptx_identifier(kernel)
+
+
+def _attention(name: str, *args, **kwargs):
+    """attention_lowering's `name`, called: its kernel generators (some 130 KB of source) are imported by the
+    first compilation with an attention group, not by every one."""
+    from . import attention_lowering  # lazy: the attention kernels' generators, for attention groups only
+    return getattr(attention_lowering, name)(*args, **kwargs)
+
+
+def _attention_sm80_archs() -> tuple:
+    from . import attention_sm80  # lazy: the mma.sync attention generator (and what it imports), off sm_90a only
+    return attention_sm80.ARCHS
