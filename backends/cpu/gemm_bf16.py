@@ -8,7 +8,7 @@ string, as gemm_i8.py picks its own):
   packed per K chunk as 16×32 bf16 tiles, B from the block's packed panel. Linux grants AMX state only on
   request: the kernel asks once per process (gemm_i8's dispatch) and runs ``avx512`` where it is refused.
 * ``avx512`` (AVX-512 BF16, `vdpbf16ps`): 8×32 of C in 16 zmm accumulators, each step one 32-bit pair of A
-  (A[i, 2q:2q+2]) broadcast against a 64-byte row of the panel (16 columns × that pair of k).
+  (A[i, 2q:2q+2], read in place) broadcast against a 64-byte row of the panel (16 columns × that pair of k).
 * ``plain``: gemm.py's f32 GEMM, which widens bf16 to f32 while packing (gemm_lowering keeps it for CPUs
   without these units, for GEMMs with an epilogue or a transposed operand, and where this path is pinned).
 
@@ -142,14 +142,12 @@ def _avx512(spec: Bf16GemmSpec, name: str, pack: str) -> str:
     block = _block_start(f, spec)
     kq = f.cdiv("%K", 2)   # pairs of k, the last half zero for an odd K
     kfull = f.val("udiv i64 %K, 2")
-    odd = f.cmp("ne", f.val("urem i64 %K, 2"), 0)
     panel = _panel(f, spec, pack, block[1], block[3], kq)
 
-    def a_pair(rowp, q, exact):
-        """A[row, 2q:2q+2] as a word (not `exact`: K odd, the last k's element, the other half zero)."""
+    def last_pair(rowp, q):
+        """A[row, 2q] as a word, the other half zero: an odd K's last element (_vectors reads the whole
+        pairs in place)."""
         at = f.gep("i16", rowp, f.mul(q, 2))
-        if exact:
-            return f.val(f"load i32, ptr {at}, align 2")
         return f.val(f"zext i16 {f.val(f'load i16, ptr {at}')} to i32")
-    _vectors(f, spec, _BF16, block, panel, kq, kfull, lambda: odd, a_pair)
+    _vectors(f, spec, _BF16, block, panel, kq, kfull, last_pair)
     return _finish(f, name, f'"target-features"="{_BF16.avx_features}" ')

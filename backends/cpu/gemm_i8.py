@@ -10,9 +10,9 @@ feature string, as gemm_schedule.vector_isa picks the f32 register tile):
   the block's packed panel. Linux grants AMX state only on request (arch_prctl(ARCH_REQ_XCOMP_PERM,
   XFEATURE_XTILEDATA)): the kernel asks once per process, and where the kernel refuses (a container's
   seccomp, an old kernel) runs the next path instead.
-* ``vnni`` (AVX-512 VNNI, `vpdpbusd`): 8×32 of C in 16 zmm accumulators. vpdpbusd multiplies u8 by s8, so A
-  enters offset by +128 (a xor of the sign bit) and each column's result loses 128·Σ_k B[k, n], its sum
-  over the packed panel (computed with vpdpbusd against ones).
+* ``vnni`` (AVX-512 VNNI, `vpdpbusd`): 8×32 of C in 16 zmm accumulators, A's words broadcast from A in
+  place. vpdpbusd multiplies u8 by s8, so the panel holds B + 128 (each byte's sign bit flipped while
+  packing) and each row's result loses 128·Σ_k A[i, k], its sum over K (vpdpbusd against ones).
 * ``plain``: sign-extending loops LLVM vectorizes for whatever the target has (a 2-core Zen 3 without
   AVX-512, a generic x86-64 or aarch64 build).
 
@@ -21,7 +21,8 @@ feature string, as gemm_schedule.vector_isa picks the f32 register tile):
 
 Packing (the amx and vnni paths): each block packs its columns of B (`width`) once into the layout both
 instructions read, groups of 16 columns with 4 consecutive k per column in a 64-byte row: panel[g][q][c][r] =
-B[4q+r][j0+16g+c], zero past K and N. Interior 4×16 pieces are interleaved with vector shuffles.
+B[4q+r][j0+16g+c], zero past K and N (vnni's: + 128, see `_pack`). Interior 4×16 pieces are interleaved
+with vector shuffles.
 
 The kernel is a per-block tile kernel of the usual signature (A, B, C, launch arguments; gemm.py's
 docstring), generated whole as LLVM IR (the MLIR Python bindings here have no AMX dialect) and declared to
@@ -318,6 +319,8 @@ declare void @llvm.x86.tilestored64.internal(i16, i16, ptr, i64, x86_amx)
 declare x86_amx @llvm.x86.tilezero.internal(i16, i16)
 declare <16 x i32> @llvm.x86.avx512.vpdpbusd.512(<16 x i32>, <64 x i8>, <64 x i8>)
 declare void @llvm.masked.store.v16i32.p0(<16 x i32>, ptr, i32, <16 x i1>)
+declare <64 x i8> @llvm.masked.load.v64i8.p0(ptr, i32, <64 x i1>, <64 x i8>)
+declare i32 @llvm.vector.reduce.add.v16i32(<16 x i32>)
 """
 _ARGS = "ptr noalias %A, ptr noalias %B, ptr noalias %C, i64 %M, i64 %N, i64 %K, i64 %bx, i64 %by"
 
@@ -327,12 +330,12 @@ def llvm_ir(spec: I8GemmSpec, name: str) -> str:
     parts = [_DECLS]
     if spec.path == "plain" or (spec.path == "amx" and spec.fallback == "plain"):
         parts.append(_plain(spec, f"{name}_plain"))
-    if spec.path in ("vnni", "amx") and (spec.path == "vnni" or spec.fallback == "vnni"):
-        parts.append(_pack(spec, f"{name}_pack"))
-        parts.append(_vnni(spec, f"{name}_vnni", f"{name}_pack"))
+    if spec.path == "vnni" or (spec.path == "amx" and spec.fallback == "vnni"):
+        # vnni's panel holds B + 128 (u8), amx's B as it is
+        parts.append(_pack(spec, f"{name}_upack", flip=True))
+        parts.append(_vnni(spec, f"{name}_vnni", f"{name}_upack"))
     if spec.path == "amx":
-        if spec.fallback != "vnni":
-            parts.append(_pack(spec, f"{name}_pack"))
+        parts.append(_pack(spec, f"{name}_pack"))
         parts.append(_amx(spec, f"{name}_amx", f"{name}_pack"))
     parts.append(_body(name, spec.path, spec.fallback))
     return "\n".join(parts)
@@ -432,9 +435,9 @@ def _plain(spec: I8GemmSpec, name: str) -> str:
     return _finish(f, name)
 
 
-def _pack(spec: I8GemmSpec, name: str) -> str:
+def _pack(spec: I8GemmSpec, name: str, flip: bool = False) -> str:
     """pack(B, N, K, j0, nb, panel, kq): panel[g][q][c][r] = B[4q+r][j0+16g+c] for g < _groups(nb), q < kq,
-    zero past K and nb. Whole 4×16 pieces are four 16-byte loads interleaved by one shuffle; the rest
+    zero past K and nb (`flip`: each byte's sign bit flipped, B + 128 as u8 for vnni; 128 past K and nb). Whole 4×16 pieces are four 16-byte loads interleaved by one shuffle; the rest
     bytewise. In 64 rows of B at a time (16 quads: one tile's 1 KiB of each group), every group in turn: the
     64 lines those rows span stay in L1 while the four groups each line holds read it. (Group by group down
     all of K, each line came from L2 four times, and packing took a tenth of a 1024³ call.)"""
@@ -457,7 +460,12 @@ def _pack(spec: I8GemmSpec, name: str) -> str:
                 k = f.add(k0, f.val(f"urem i64 {e}, 4"))
                 n = f.add(col0, f.val(f"udiv i64 {e}, 4"))
                 return f.both(f.cmp("slt", k, "%K"), f.cmp("slt", n, "%nb")), f.add(f.mul(k, "%N"), f.add("%j0", n))
-            f.if_else(full, lambda: _interleave_piece(f, dst, k0, col0), lambda: f.gather("i8", "%B", dst, 64, edge))
+            def gathered():
+                f.gather("i8", "%B", dst, 64, edge)
+                if flip:
+                    v = f.val(f"load <64 x i8>, ptr {dst}, align 64")
+                    f.do(f"store <64 x i8> {f.val(f'xor <64 x i8> {v}, {_SIGNS}')}, ptr {dst}, align 64")
+            f.if_else(full, lambda: _interleave_piece(f, dst, k0, col0, flip), gathered)
         f.loop(q0, q1, 1, quad)
     f.loop(0, "%kq", 16, rows)
     f.do("ret void")
@@ -470,7 +478,10 @@ def _groups(f: _Fn, nb) -> str:
     return f.mul(f.val(f"udiv i64 {f.add(nb, 31)}, 32"), 2)
 
 
-def _interleave_piece(f: _Fn, dst, k0, col0) -> None:
+_SIGNS = "<i8 " + ", i8 ".join(["-128"] * 64) + ">"
+
+
+def _interleave_piece(f: _Fn, dst, k0, col0, flip: bool = False) -> None:
     """dst[c·4 + r] = B[k0 + r, j0 + col0 + c] for a whole 4×16 piece: four 16-byte rows, one shuffle."""
     rows = [f.val(f"load <16 x i8>, ptr {f.gep('i8', '%B', f.add(f.mul(f.add(k0, r), '%N'), f.add('%j0', col0)))}, "
                   f"align 1") for r in range(4)]
@@ -479,6 +490,8 @@ def _interleave_piece(f: _Fn, dst, k0, col0) -> None:
     hi = f.val(f"shufflevector <16 x i8> {rows[2]}, <16 x i8> {rows[3]}, {concat}")
     interleave = ", ".join(f"i32 {16 * r + c}" for c in range(16) for r in range(4))
     v = f.val(f"shufflevector <32 x i8> {lo}, <32 x i8> {hi}, <64 x i32> <{interleave}>")
+    if flip:
+        v = f.val(f"xor <64 x i8> {v}, {_SIGNS}")
     f.do(f"store <64 x i8> {v}, ptr {dst}, align 64")
 
 
@@ -635,97 +648,106 @@ def _amx(spec: I8GemmSpec, name: str, pack: str, dot: _Dot = _I8) -> str:
 
 
 def _vnni(spec: I8GemmSpec, name: str, pack: str) -> str:
+    """vpdpbusd multiplies u8 by s8: the panel holds B + 128 (`pack` flips each byte's sign bit), A is read
+    signed in place, and each row's result loses 128·Σ_k A[i, k] (its sum over K, vpdpbusd of the row's
+    64-byte pieces against ones, the last piece a masked load). Exact modulo 2^32 as every sum here."""
     f = _Fn(name)
     i0, j0, mb, nb = _block_start(f, spec)
     kq = f.val(f"udiv i64 {f.val('add i64 %K, 3')}, 4")
     kfull = f.val("udiv i64 %K, 4")
     krem = f.val("urem i64 %K, 4")
     panel = _panel(f, spec, pack, j0, nb, kq)
-    # Σ_k B[k, n] per column of the panel, for the +128 offset of A's bytes
-    sums = f.val(f"alloca [{spec.nb} x i32], align 64")
     ones = "<i8 " + ", i8 ".join(["1"] * 64) + ">"
+    k64 = f.val("udiv i64 %K, 64")
+    rem64 = f.val("urem i64 %K, 64")
+    ins = f.val(f"insertelement <64 x i64> poison, i64 {rem64}, i64 0")
+    ins = f.val(f"shufflevector <64 x i64> {ins}, <64 x i64> poison, <64 x i32> zeroinitializer")
+    tail_mask = f.val(f"icmp slt <64 x i64> <{', '.join(f'i64 {c}' for c in range(64))}>, {ins}")
 
-    def colsum(g, _):
-        def q_step(q, acc):
-            at = f.mul(f.add(f.mul(g, kq), q), 64)
-            v = f.val(f"load <64 x i8>, ptr {f.gep('i8', panel, at)}, align 64")
-            return [f.val(f"call <16 x i32> @llvm.x86.avx512.vpdpbusd.512(<16 x i32> {acc[0]}, <64 x i8> {ones}, "
-                          f"<64 x i8> {v})")]
-        s = f.loop(0, kq, 1, q_step, [("<16 x i32>", "zeroinitializer")])[0]
-        f.do(f"store <16 x i32> {s}, ptr {f.gep('i32', sums, f.val(f'mul i64 {g}, 16'))}, align 64")
-    f.loop(0, _groups(f, nb), 1, colsum)
+    def last_quad(rowp, q):
+        """A[row, 4q:4q+4] as a word of four s8, K % 4 bytes and the rest zero (_vectors reads the whole
+        quads in place)."""
+        word = "0"
+        for t in range(3):
+            has = f.val(f"icmp ult i64 {t}, {krem}")
+            at = f.val(f"select i1 {has}, i64 {f.add(f.mul(q, 4), t)}, i64 0")
+            bp = f.gep("i8", rowp, at)
+            byte = f.val(f"select i1 {has}, i8 {f.val(f'load i8, ptr {bp}')}, i8 0")
+            wide = f.val(f"shl i32 {f.val(f'zext i8 {byte} to i32')}, {8 * t}")
+            word = f.val(f"or i32 {word}, {wide}")
+        return word
 
-    def a_quad(rowp, q, exact):
-        """A[row, 4q:4q+4] + 128 (a xor of each byte's sign bit) as a word of four u8 (`exact`: K % 4
-        bytes, the rest zero)."""
-        if exact:
-            word = f.val(f"load i32, ptr {f.gep('i8', rowp, f.val(f'mul i64 {q}, 4'))}, align 1")
-        else:
-            word = "0"
-            for t in range(3):
-                has = f.val(f"icmp ult i64 {t}, {krem}")
-                at = f.val(f"select i1 {has}, i64 {f.add(f.mul(q, 4), t)}, i64 0")
-                bp = f.gep("i8", rowp, at)
-                byte = f.val(f"select i1 {has}, i8 {f.val(f'load i8, ptr {bp}')}, i8 0")
-                wide = f.val(f"shl i32 {f.val(f'zext i8 {byte} to i32')}, {8 * t}")
-                word = f.val(f"or i32 {word}, {wide}")
-        return f.val(f"xor i32 {word}, -2139062144")   # 0x80808080
-
-    def corrected(col):
-        """Each column's result less 128·Σ_k B[k, n] (the offset of A's bytes)."""
-        s = f.val(f"load <16 x i32>, ptr {f.gep('i32', sums, col)}, align 64")
-        corr = f.val(f"shl <16 x i32> {s}, <i32 " + ", i32 ".join(["7"] * 16) + ">")
-        return lambda acc: f.val(f"sub <16 x i32> {acc}, {corr}")
-    _vectors(f, spec, _I8, (i0, j0, mb, nb), panel, kq, kfull, lambda: f.val(f"icmp ne i64 {krem}, 0"),
-             a_quad, corrected)
+    def fixes(rows):
+        """Per row of the strip: acc - 128·Σ_k A[row, k]."""
+        out = []
+        for rowp in rows:
+            def piece(p, acc, rowp=rowp):
+                v = f.val(f"load <64 x i8>, ptr {f.gep('i8', rowp, f.mul(p, 64))}, align 1")
+                return [f.val(f"call <16 x i32> @llvm.x86.avx512.vpdpbusd.512(<16 x i32> {acc[0]}, <64 x i8> {ones}, "
+                              f"<64 x i8> {v})")]
+            acc = f.loop(0, k64, 1, piece, [("<16 x i32>", "zeroinitializer")])[0]
+            v = f.val(f"call <64 x i8> @llvm.masked.load.v64i8.p0(ptr {f.gep('i8', rowp, f.mul(k64, 64))}, i32 1, "
+                      f"<64 x i1> {tail_mask}, <64 x i8> zeroinitializer)")
+            acc = f.val(f"call <16 x i32> @llvm.x86.avx512.vpdpbusd.512(<16 x i32> {acc}, <64 x i8> {ones}, "
+                        f"<64 x i8> {v})")
+            total = f.val(f"call i32 @llvm.vector.reduce.add.v16i32(<16 x i32> {acc})")
+            ins = f.val(f"insertelement <16 x i32> poison, i32 {f.val(f'shl i32 {total}, 7')}, i64 0")
+            corr = f.val(f"shufflevector <16 x i32> {ins}, <16 x i32> poison, <16 x i32> zeroinitializer")
+            out.append(lambda acc, corr=corr: f.val(f"sub <16 x i32> {acc}, {corr}"))
+        return out
+    _vectors(f, spec, _I8, (i0, j0, mb, nb), panel, kq, kfull, last_quad, fixes)
     return _finish(f, name, f'"target-features"="{_I8.avx_features}" ')
 
 
-def _vectors(f: _Fn, spec, dot: _Dot, block, panel, kq, kfull, tail, word, corrected=None) -> None:
-    """The AVX-512 kernels' register tiles after the panel is packed: per strip of _MR rows, A's words
-    (`word`(row pointer, q, exact): A[row, k·q : k·q + k] as the instruction reads it; `exact` false for the
-    last, partial word, which `tail`() says there is), word by word: astrip[q][r]. Each step then broadcasts
-    its _MR words from memory (a load, folded into the dot product's {1to16} operand) instead of from a
-    general register, which took the vector port the dot products issue on: 8 vpbroadcastd beside 16 dot
-    products a step. 8×32 of C in 16 zmm accumulators, stored masked at N's edge (`corrected`(column)
-    gives what each accumulator becomes first). Frees the panel."""
+def _vectors(f: _Fn, spec, dot: _Dot, block, panel, kq, kfull, last_word, fixes=None) -> None:
+    """The AVX-512 kernels' register tiles after the panel is packed: per strip of _MR rows and pair of
+    column groups, 8×32 of C in 16 zmm accumulators, each step 2 vector loads of the panel, _MR words of A
+    broadcast from A in place (A[row, k·q : k·q + k]: a load folded into `vpbroadcastd`, so no vector port;
+    `last_word`(row pointer, q) builds the last, partial word of a K that is not a multiple of k, its other
+    elements zero) and 16 dot products. Stored masked at N's edge; `fixes`(row pointers), where given,
+    is per row what an accumulator becomes first (vnni's offset). Frees the panel.
+
+    A was packed per strip as words before (astrip[q][r], once per block column): on a 2-core Zen 5 that
+    took 10% of a 2048³ call, whose blocks are 128 columns wide (the panel holds all of K); read in place,
+    A's 8 rows are 8 streams the prefetchers follow, each 64-byte line serving 16 steps.
+    Measured alone on one thread (thread CPU time, best of 5, alternating builds in one process): bf16
+    1024³ 420 -> 450, 2048³ 394 -> 445 GFLOP/s."""
     i0, j0, mb, nb = block
     iend = f.add(i0, mb)
     ngroups = f.val(f"udiv i64 {f.add(nb, 31)}, 32")
     last = f.val("sub i64 %M, 1")
     lanes = "<" + ", ".join(f"i64 {c}" for c in range(16)) + ">"
     acc_t = f"<16 x {dot.acc}>"
-    astrip = f.val(f"call ptr @aligned_alloc(i64 64, i64 {f.mul(f.cdiv(f.smax(kq, 1), 2), 64)})")   # kq·32 bytes
-
-    def put_words(rows, q, exact):
-        for r in range(_MR):
-            f.do(f"store i32 {word(rows[r], q, exact)}, ptr {f.gep('i32', astrip, f.add(f.mul(q, _MR), r))}")
 
     def strip(i, _):
         rows = [f.gep(dot.elt, "%A", f.mul(f.smin(f.add(i, r), last), "%K")) for r in range(_MR)]
-        f.loop(0, kfull, 1, lambda q, _: put_words(rows, q, True))
-        f.if_(tail(), lambda: put_words(rows, kfull, False))
+        fix = fixes(rows) if fixes else None
 
         def pair(gp, _):
             g = f.mul(gp, 2)
 
-            def step(q, acc):
+            def step(q, acc, exact=True):
                 b = [f.val(f"load {dot.vec}, ptr {f.gep('i8', panel, f.mul(f.add(f.mul(f.add(g, h), kq), q), 64))}, "
                            f"align 64") for h in (0, 1)]
                 out = []
                 for r in range(_MR):
-                    w = f.val(f"load i32, ptr {f.gep('i32', astrip, f.add(f.mul(q, _MR), r))}, align 4")
+                    if exact:
+                        w = f.val(f"load i32, ptr {f.gep('i8', rows[r], f.mul(q, 4))}, align {4 // dot.k}")
+                    else:
+                        w = last_word(rows[r], q)
                     splat = f.val(f"insertelement <16 x i32> poison, i32 {w}, i64 0")
                     splat = f.val(f"shufflevector <16 x i32> {splat}, <16 x i32> poison, <16 x i32> zeroinitializer")
                     a = f.val(f"bitcast <16 x i32> {splat} to {dot.vec}")
+                    # vpdpbusd reads its first source as u8: the panel (B + 128), A signed
+                    ops = [(b[h], a) if dot is _I8 else (a, b[h]) for h in (0, 1)]
                     out += [f.val(f"call {acc_t} @llvm.x86.{dot.vec_dot}({acc_t} {acc[2 * r + h]}, "
-                                  f"{dot.vec} {a}, {dot.vec} {b[h]})") for h in (0, 1)]
+                                  f"{dot.vec} {ops[h][0]}, {dot.vec} {ops[h][1]})") for h in (0, 1)]
                 return out
-            acc = f.loop(0, kq, 1, step, [(acc_t, "zeroinitializer")] * (2 * _MR))
+            acc = f.loop(0, kfull, 1, step, [(acc_t, "zeroinitializer")] * (2 * _MR))
+            # the partial word, if any: one more step (kfull < kq)
+            acc = f.loop(kfull, kq, 1, lambda q, a: step(q, a, False), [(acc_t, v) for v in acc])
             for h in (0, 1):
-                col = f.mul(f.add(g, h), 16)
-                fix = corrected(col) if corrected else (lambda v: v)
-                n = f.add(j0, col)
+                n = f.add(j0, f.mul(f.add(g, h), 16))
                 left = f.val(f"sub i64 %N, {n}")
                 ins = f.val(f"insertelement <16 x i64> poison, i64 {left}, i64 0")
                 ins = f.val(f"shufflevector <16 x i64> {ins}, <16 x i64> poison, <16 x i32> zeroinitializer")
@@ -734,12 +756,11 @@ def _vectors(f: _Fn, spec, dot: _Dot, block, panel, kq, kfull, tail, word, corre
                     row = f.add(i, r)
 
                     def put(r=r, row=row):
-                        v = fix(acc[2 * r + h])
+                        v = fix[r](acc[2 * r + h]) if fix else acc[2 * r + h]
                         dst = f.gep(dot.acc, "%C", f.add(f.mul(row, "%N"), n))
                         f.do(f"call void @llvm.masked.store.{dot.vec_store}.p0({acc_t} {v}, ptr {dst}, i32 4, "
                              f"<16 x i1> {mask})")
                     f.if_(f.both(f.cmp("slt", row, iend), f.cmp("slt", n, "%N")), put)
         f.loop(0, ngroups, 1, pair)
     f.loop(i0, iend, _MR, strip)
-    f.do(f"call void @free(ptr {astrip})")
     f.do(f"call void @free(ptr {panel})")

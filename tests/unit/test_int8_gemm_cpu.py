@@ -163,3 +163,24 @@ def test_a_path_the_cpu_lacks_is_named():
     assert gemm_i8.available_paths(lacking) == ("plain",)
     with pytest.raises(ValueError, match="'amx' needs a CPU feature this one \\(znver3\\) lacks"):
         gemm_i8.choose_path(lacking, "amx")
+
+
+# vnni reads A in place and subtracts 128·Σ_k A[i, k] per row (its sum in 64-byte pieces, the last a masked
+# load): K on both sides of 64 and its multiples, K % 4 of 0-3 (the last, partial quad), rows past a strip
+@pytest.mark.parametrize("K", [2, 3, 4, 5, 63, 64, 65, 127, 128, 129, 130, 131, 255, 257])
+def test_row_sums_at_every_k_tail(compiled, K):
+    _, mod, _ = compiled
+    a, b = ints((11, K)), ints((K, 37))
+    np.testing.assert_array_equal(np.asarray(mod.mm(a, b)), ref(a, b))
+
+
+@pytest.mark.parametrize("K", [63, 64, 67, 200])
+def test_extreme_rows_and_columns(compiled, K):
+    """Rows of A all -128 or all 127 (the largest row sums either way, so the largest offsets to take back),
+    against columns of B all -128, all 127 and alternating, beside random ones."""
+    _, mod, _ = compiled
+    a, b = ints((9, K)), ints((K, 20))
+    a[0], a[1], a[8] = -128, 127, np.resize(np.array([-128, 127], np.int8), K)
+    b[:, 0], b[:, 1], b[:, 19] = -128, 127, np.resize(np.array([127, -128], np.int8), K)
+    np.testing.assert_array_equal(np.asarray(mod.mm(a, b)), ref(a, b))
+
