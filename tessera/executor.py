@@ -33,11 +33,18 @@ the context's pool, per call. Launches go to `stream` (default: the current one,
 a call returning numpy arrays waits for its stream first, one returning DeviceArrays does not (libtessera
 releases its intermediates in stream order). A tile program's outputs are also written into the arrays passed
 for them.
+
+A device function's common call takes a quick path (Function._device_call): every argument a DeviceArray of the
+context holding what the plan stores, or a compact torch CUDA tensor of a (dtype, device) an earlier call took
+through DLPack, and no capture. It skips the per-argument work in Python (no DLPack capsule where torch's
+current stream is its default one; result shapes cached per signature of input shapes; libtessera checks every
+call as before); anything else takes the full path, with its errors. TESSERA_DEVICE_QUICK_CALL=0 turns it off.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 
@@ -140,12 +147,24 @@ class Function:
             all(self.plan.values[vid].dtype not in ("bf16", *_ML_DTYPES) for vid in self.plan.results)
         if self._quick:
             self._native.set_plain(self._plain, self._results)
+        # the device call's quick path (_device_call): a function with device memory of its own, no tile program
+        # outputs (TESSERA_DEVICE_QUICK_CALL=0 turns it off, to compare); the result shapes it computed per
+        # signature of input shapes, and the storage dtype the full path's DLPack import gave each (torch dtype,
+        # device) of compact torch tensors it took
+        self._device_quick = self.device and not self.plan.outputs and \
+            os.environ.get("TESSERA_DEVICE_QUICK_CALL", "1") != "0"
+        self._shapes: dict = {}
+        self._torch_dtypes: dict = {}
 
     def __call__(self, *arrays, stream=None, comm=None):
         """`comm` (a tessera.comm.Communicator) runs the plan's collective steps: every rank calls with its own
         tensors (docs/language.md, "Compiled collectives")."""
         if self._quick and stream is None and comm is None and runtime._current_stream() is None:
             out = self._native.call_plain(arrays)
+            if out is not None:
+                return out
+        if self._device_quick and comm is None:
+            out = self._device_call(arrays, stream if stream is not None else runtime._current_stream())
             if out is not None:
                 return out
         p, ctx = self.plan, self.module.context
@@ -161,6 +180,11 @@ class Function:
         given = arrays
         arrays = [a if isinstance(a, (np.ndarray, runtime.DeviceArray)) or not hasattr(a, "__dlpack__")
                   else runtime._dlpack_argument(a, ctx, i in p.outputs) for i, a in enumerate(arrays)]
+        if self._device_quick:  # what DLPack gave compact torch tensors: _device_call takes the next ones itself
+            torch = sys.modules.get("torch")
+            for a, b in zip(given, arrays):
+                if torch is not None and type(a) is torch.Tensor and type(b) is runtime.DeviceArray:
+                    self._torch_dtypes[a.dtype, a.device] = b.dtype
         given_device = any(isinstance(a, _DEVICE) for a in arrays)
         # the quick path again only where a DLPack host tensor (torch CPU) became a numpy array: with the same
         # arguments it would refuse them again
@@ -209,6 +233,54 @@ class Function:
             if inputs[index] is not arrays[index]:  # else libtessera wrote the array passed, as it was passed
                 self._write_output(arrays[index], raw, p.values[vid].dtype, stream)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _device_call(self, arrays, s):
+        """The common call of a device function, shortened (None where it does not apply: the full path then runs
+        with all its checks and errors): every argument a DeviceArray of this context holding what the plan stores,
+        or a compact torch tensor of a (dtype, device) the full path took through DLPack before, holding the
+        storage dtype; no stream, or one not capturing. What the full path does for these, without its per-call
+        work: no DLPack capsule (a torch tensor's address, shape and the kept tensor instead; only where torch's
+        current stream is its default stream, when torch's `__dlpack__` queues nothing either), the result
+        shapes computed once per signature of input shapes (libtessera's call checks every extent again). The
+        results are DeviceArrays, kept by the stream with the arguments until its work has run."""
+        if len(arrays) != len(self._stored) or (s is not None and s.capture is not None):
+            return None
+        ctx, stored = self.module.context, self._stored
+        native_in, torch, streams_checked = [], None, False
+        for i, a in enumerate(arrays):
+            t = type(a)
+            if t is runtime.DeviceArray:
+                if a.dtype != stored[i] or a.context is not ctx:
+                    return None
+                native_in.append((a.address, a.shape))
+                continue
+            if torch is None:
+                torch = sys.modules.get("torch")
+            if torch is None or t is not torch.Tensor or not self._torch_dtypes:
+                return None
+            if self._torch_dtypes.get((a.dtype, a.device)) != stored[i] or a.requires_grad or \
+                    a.layout is not torch.strided or not a.is_contiguous() or a.is_conj() or a.is_neg():
+                return None
+            if not streams_checked:
+                if not _torch_streams_agree(torch):
+                    return None
+                streams_checked = True
+            shape = tuple(a.shape)
+            if 0 in shape:
+                return None
+            native_in.append((a.data_ptr(), shape))
+        key = tuple(x[1] for x in native_in)
+        shapes = self._shapes.get(key)
+        if shapes is None:
+            shapes = self._native.result_shapes(native_in)
+            if len(self._shapes) < 64:
+                self._shapes[key] = shapes
+        results = [runtime.DeviceArray(shape, dtype, ctx) for dtype, shape in zip(self._results, shapes)]
+        self._native.call(native_in, [(r.address, r.shape) for r in results], None if s is None else s.native, 0)
+        if s is not None:  # queued: the arguments (torch tensors: their memory) and results outlive the work
+            s._kept.extend(arrays)
+            s._kept.extend(results)
+        return results[0] if len(results) == 1 else tuple(results)
 
     def _written_args(self) -> set[int]:
         """Indices of the arguments a call writes: a tile program's outputs, and those that a kernel's
@@ -287,6 +359,24 @@ class Function:
             raw = raw.numpy()
         source = raw if raw.dtype == target.dtype else _from_storage(raw, dtype)
         np.copyto(target, source.reshape(target.shape), casting="safe")
+
+
+_TORCH_STREAMS = []  # torch._C's (getDevice, getCurrentStream, getDefaultStream), or [None] where it has none
+
+
+def _torch_streams_agree(torch) -> bool:
+    """Whether torch's current CUDA stream is its default stream on the current device: then torch's
+    `__dlpack__()` (no stream named: the consumer's is the legacy default stream) queues no event wait, and a
+    tensor's memory can be taken as it is."""
+    if not _TORCH_STREAMS:
+        C = torch._C
+        names = ("_cuda_getDevice", "_cuda_getCurrentStream", "_cuda_getDefaultStream")
+        _TORCH_STREAMS.extend([tuple(getattr(C, n) for n in names)] if all(hasattr(C, n) for n in names) else [None])
+    if _TORCH_STREAMS[0] is None:
+        return False
+    device, current, default = _TORCH_STREAMS[0]
+    index = device()
+    return current(index)[0] == default(index)[0]
 
 
 def _native(x):

@@ -576,3 +576,77 @@ def test_memory_in_use_on_one_stream_is_neither_freed_nor_taken_by_another(axpy_
     freed_while_busy = len(calls(busy, "cuMemFreeAsync"))
     assert freed_while_busy == 1, busy   # b's intermediate, idle once b passed its call
     assert len(calls(done, "cuMemFreeAsync")) == 1, done   # a's, once a passed it
+
+
+# ---- the executor's quick device call (tessera/executor.py, Function._device_call) --------------------------
+
+QUICK_CALL = """
+import sys
+import numpy as np
+from tessera import _runtime, executor, graph, runtime, stream as streams
+ctx, other = _runtime.Context("cuda"), _runtime.Context("cuda")
+prog = executor.load(sys.argv[1], ctx)
+f = prog.axpy
+full = []
+take = runtime._dlpack_argument
+def check(name, quick):
+    f._device_quick = quick
+    try:
+        return name, f(*args, stream=s) if s is not None else f(*args)
+    except Exception as e:
+        return name, f"{type(e).__name__}: {e}"
+s = None
+def both(name):
+    a, b = check(name, False), check(name, True)
+    if isinstance(a[1], str) or isinstance(b[1], str):
+        print(name, a[1] == b[1], b[1])
+    else:
+        got = [r.numpy() if isinstance(r, runtime.DeviceArray) else r for r in (a[1], b[1])]
+        print(name, type(b[1]).__name__, got[0].shape, np.array_equal(got[0], got[1]))
+for n in (40, 7, 40):   # shapes of another signature, then the first again (its result shapes cached)
+    x = runtime.DeviceArray.from_numpy(np.arange(n, dtype=np.float32), ctx)
+    y = runtime.DeviceArray.from_numpy(np.ones(n, np.float32), ctx)
+    args = (x, y)
+    both(f"n={n}")
+print(sorted(f._shapes))
+s = streams.new(context=ctx)
+both("stream")
+s.synchronize()
+args = (x, runtime.DeviceArray.from_numpy(np.ones(40, np.float64), ctx))
+both("f64")
+args = (x, runtime.DeviceArray.from_numpy(np.ones(41, np.float32), ctx))
+both("extent")
+args = (x, runtime.DeviceArray.from_numpy(np.ones(40, np.float32), other))
+both("context")
+args = (x,)
+both("count")
+args = (x, np.ones(40, np.float32))
+both("numpy")
+s = None
+with graph.capture(context=ctx) as g:   # the full path: a capture's arrays are kept by the graph
+    f._device_quick = True
+    captured = f(x, runtime.DeviceArray.from_numpy(np.ones(40, np.float32), ctx))
+g.launch()
+streams.synchronize(ctx)
+print("capture", np.array_equal(captured.numpy(), np.ones(40) + 2 * np.arange(40) + 1))
+"""
+
+
+def test_the_quick_device_call_is_the_full_calls_result_and_errors(axpy_image, fake_driver, tmp_path):
+    """An executor call on DeviceArrays of a device function takes the quick path (no per-argument checks in
+    Python, result shapes cached per signature of input shapes): the same results as the full path, on a
+    stream or none, for each signature; everything else (another dtype, a wrong extent or count, another
+    context's array, a numpy array, a capture) goes the full way, with the same error."""
+    environ = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()))
+    environ.pop("TESSERA_BACKEND", None)
+    p = subprocess.run([sys.executable, "-c", QUICK_CALL, str(axpy_image)], capture_output=True, text=True,
+                       timeout=120, env=environ)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[:5] == ["n=40 DeviceArray (40,) True", "n=7 DeviceArray (7,) True", "n=40 DeviceArray (40,) True",
+                         "[((7,), (7,)), ((40,), (40,))]", "stream DeviceArray (40,) True"], lines
+    assert lines[5].startswith("f64 True TypeError: argument 'y' of 'axpy' must have dtype f32"), lines
+    assert lines[6].startswith("extent True ArgumentError: "), lines
+    assert lines[7] == "context True ValueError: argument 'y' of 'axpy' is a DeviceArray of another context", lines
+    assert lines[8].startswith("count True TypeError: 'axpy' takes 2 arguments"), lines
+    assert lines[9] == "numpy DeviceArray (40,) True" and lines[10] == "capture True", lines

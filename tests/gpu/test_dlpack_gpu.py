@@ -84,6 +84,51 @@ def test_executor_takes_torch_cuda_tensors(program, torch_cuda):
     np.testing.assert_array_equal(out.cpu().numpy(), want[0])
 
 
+def test_executor_quick_path_takes_torch_cuda_tensors_as_dlpack_does(cuda, program, torch_cuda, monkeypatch):
+    """After the full path took a (dtype, device) of compact torch CUDA tensors through DLPack once, later calls
+    take such tensors without a DLPack capsule (tessera/executor.py, Function._device_call): the same bits, for
+    another signature of shapes too; on a stream the tensors are kept for the queued work. What the quick path
+    does not take goes the full way with the full path's error or result: a tensor that requires grad (torch's
+    __dlpack__ refuses it), another dtype, a strided view, torch's current stream not its default stream (where
+    __dlpack__ queues an event wait)."""
+    from tessera import runtime, stream
+    torch = torch_cuda
+    f = program("rows").f
+    imports = []
+    take = runtime._dlpack_argument
+    monkeypatch.setattr(runtime, "_dlpack_argument", lambda *a, **k: imports.append(1) or take(*a, **k))
+    for call, rows in enumerate((33, 33, 17)):
+        X, g, b = f32(rows, 64) * 3, f32(64), f32(64)
+        want = f(X, g, b)
+        imports.clear()
+        got = f(*(torch.from_numpy(a).cuda() for a in (X, g, b)))
+        for w, r in zip(want, got):
+            np.testing.assert_array_equal(r.numpy(), w)
+        assert len(imports) == (3 if call == 0 else 0), (call, imports)  # the first call's DLPack teaches the rest
+    imports.clear()
+    s = stream.Stream(context=cuda)
+    tensors = [torch.from_numpy(a).cuda() for a in (X, g, b)]
+    queued = f(*tensors, stream=s)
+    assert not imports and all(any(t is k for k in s._kept) for t in tensors)
+    s.synchronize()
+    for w, q in zip(want, queued):
+        np.testing.assert_array_equal(q.numpy(), w)
+    with pytest.raises(RuntimeError, match="require"):  # torch's own refusal, as before
+        f(tensors[0].clone().requires_grad_(), tensors[1], tensors[2])
+    with pytest.raises(TypeError, match="must have dtype f32"):
+        f(tensors[0].double(), tensors[1], tensors[2])
+    imports.clear()
+    strided = f(torch.from_numpy(X.T.copy()).cuda().t(), tensors[1], tensors[2])
+    assert len(imports) == 3
+    np.testing.assert_array_equal(strided[0].numpy(), want[0])
+    imports.clear()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        on_side = f(*tensors)
+    assert len(imports) == 3  # DLPack's way: torch makes its default stream wait for the side stream
+    np.testing.assert_array_equal(on_side[1].numpy(), want[1])
+
+
 def test_jax_gpu_arrays_round_trip(cuda, program, jax_gpu):
     from tessera import runtime
     jax, gpu = jax_gpu
