@@ -129,6 +129,24 @@ def make_schedule(mod: ir.Module, metadata: dict, target, overrides: dict | None
     return mod
 
 
+def _tuned_lookup(options: CompileOptions, backends: list) -> Callable | None:
+    """The schedule phase's `tuned(dims, dtype)` (make_schedule), or None where no stored result can apply.
+    The group (tuning_group: its compiler hash reads and hashes every source file of the compiler, 20-40 ms)
+    is made at the first lookup, and not at all while the store has no directory (no record to find)."""
+    if not options.tuned or len(backends) != 1:
+        return None
+    grp = None
+
+    def tuned(dims, dtype):
+        nonlocal grp
+        if not tuning.directory().is_dir():
+            return None
+        if grp is None:
+            grp = tuning_group(options, backends)
+        return tuning.lookup(tuning.record_key(grp, dims, dtype))
+    return tuned
+
+
 def tuning_group(options: CompileOptions, backends: list) -> dict | None:
     """The stored autotuning results a compile of `options` reads (tuning.py), or None: none asked for
     (`CompileOptions.tuned` off), or several targets (one schedule serves them all: the cost model's)."""
@@ -337,8 +355,7 @@ def compile_module(module: ir.Module, options: CompileOptions | None = None, met
     result = CompileResult(None, metadata)
     branches = _backend_stages(backends)
     target = _planning_target(backends)
-    grp = tuning_group(options, backends)
-    tuned = (lambda dims, dtype: tuning.lookup(tuning.record_key(grp, dims, dtype))) if grp else None
+    tuned = _tuned_lookup(options, backends)
     shared = [("canonical", lambda m, md: make_canonical(m, md, options.bucket_bytes, collective_chunks(options))),
               ("schedule", lambda m, md: make_schedule(m, md, target, dict(options.hints), tuned)),
               ("vectorize", lambda m, md: make_vectorize(m, md, target)),
