@@ -278,6 +278,14 @@ TSR_API tsr_status_t tsrKernelGetProperty(tsr_kernel_t kernel, const char* key, 
  * allocations of a similar size (tsrTrimMemory returns them). On the CPU backend device memory is host
  * memory. In debug mode each device allocation instead gets its own pages between two inaccessible guard
  * pages, with canary bytes filling the slack (docs/runtime.md, "Debug mode").
+ * On CUDA the pool's new blocks come from a CUDA memory pool of the context's own (cuMemAllocFromPoolAsync),
+ * allocated and freed in the order of CUDA's legacy default stream, which every stream of the runtime (and a
+ * blocking stream of another library) is ordered with: the memory may be used on any stream once tsrAlloc
+ * returns, and its free comes after all work queued before it, with no wait on the host; freed memory stays in
+ * that pool until the context is destroyed or an allocation finds the device full (the pool's free memory is
+ * then given back and the allocation tried once more). TESSERA_CUDA_MEMPOOL=0, a driver older than CUDA 11.2
+ * or a GPU without memory pools: cuMemAlloc and cuMemFree (which waits for the whole device). Thread-safe.
+ * TSR_ERROR_OUT_OF_MEMORY, with the driver's words, when the device stays full after every pool's trim.
  * Pinned host memory (TSR_ALLOC_HOST_PINNED) is locked into RAM (mlock); TSR_ERROR_OUT_OF_MEMORY when the
  * lock limit (RLIMIT_MEMLOCK) refuses it.
  * `bytes` may be 0: the result is still a distinct pointer to free. Unknown flags return
