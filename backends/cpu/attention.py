@@ -8,19 +8,23 @@ group's kernel directly in the per-block form of gemm.py (docs/image-format.md):
         attributes {tessera.kernel, tessera.tile_kernel}
 
 with Q [B, Sq, D], KT [B, D, Sk] (K transposed: its rows are contiguous along the keys), V [B, Sk, Dv],
-O [B, Sq, Dv]. Block (bid_x, bid_y) computes the BQ query rows from bid_x·BQ of batch entry bid_y, in three
-passes over a BQ×Sk scratch of scores that stays in cache:
+O [B, Sq, Dv]. Block (bid_x, bid_y) computes the `tiles`·BQ query rows from bid_x·tiles·BQ of batch entry
+bid_y (BQ = MR, the register tile's rows), in three passes over a scratch of scores:
 
-    scores   S = scale · Q·Kᵀ, BQ×NR register tiles (MR×NR as the GEMM micro-kernel, K's rows as its panel);
-             causal: only the keys up to the block's last row, and -inf past each row's own
-    softmax  per row: the maximum, exp(s - max) and their sum, then p = e / sum — and dropout, the same
-             Philox-4x32-10 stream as the interpreter (counter = linear index of (b, i, j) in P + offset):
-             p / (1 - p_drop) where u ≥ p_drop, else 0; causal rows are 0 past their last key
-    output   O = P·V in BQ×NR register tiles over Dv, P broadcast from the scratch, V's rows as the panel
+    scores   S = scale · Q·Kᵀ, BQ×NR register tiles (MR×NR as the GEMM micro-kernel): for each NR-key strip,
+             Kᵀ's strip is packed contiguous (D×NR; read in place, Kᵀ's rows Sk apart share L1 sets) and
+             serves every register tile of the block; each row's running maximum is kept beside S.
+             causal: only the keys up to the tile's last row, and -inf past each row's own
+    softmax  per row: e = exp(s - max) over the keys its tile sees, and their sum; 1/sum is kept for the
+             output pass (no pass scaling every e) — and dropout, the same Philox-4x32-10 stream as the
+             interpreter (counter = linear index of (b, i, j) in P + offset): e / (1 - p_drop) where
+             u ≥ p_drop, else 0, applied after the sum
+    output   O = (E·V) / sum in BQ×NR register tiles over Dv, E broadcast from the scratch, V's rows as
+             the panel
 
-P is never written to memory: its BQ rows live in the scratch (BQ·Sk floats, L1/L2) for the time of one
-block. The three passes read Q, K and V once per block of rows — the work of the two GEMMs, minus their
-packing, plus one pass of exp over the scores.
+P is never written to memory: the block's rows of E live in the scratch (tiles·BQ·Sk floats, L2) for the time
+of one block. The passes read Q, K and V once per block of rows — the work of the two GEMMs, a pack of Kᵀ
+per block, plus one pass of exp over the scores.
 
 No bounds checks, for gemm.py's reason: Q, KT, V and O share their extents by name (B, SQ, D, SK, DV: one
 dimension argument each), every index is a block's origin plus an offset its loop bounds by them, and a block
@@ -56,10 +60,13 @@ class AttentionSpec:
     rows: int | None = None
     cols: int | None = None
     vector_width: int | None = None
+    tiles: int = 4                 # register tiles of `rows` query rows per block (see _Body._block)
 
     def __post_init__(self):
         if not self.name.isidentifier():
             raise ValueError(f"attention kernel name '{self.name}' is not an identifier")
+        if self.tiles < 1:
+            raise ValueError(f"tiles must be positive, got {self.tiles}")
         if self.dropout is not None and not 0.0 <= self.dropout[0] < 1.0:
             raise ValueError(f"dropout probability must be in [0, 1), got {self.dropout[0]}")
         default_tile(self)
@@ -77,7 +84,7 @@ def default_tile(spec) -> None:
 
 
 def attention_grid(spec: AttentionSpec, batch: int, sq: int) -> tuple[int, int, int]:
-    return max(1, -(-sq // spec.rows)), max(1, batch), 1
+    return max(1, -(-sq // (spec.rows * spec.tiles))), max(1, batch), 1
 
 
 def declare_kernel(module: ir.Module, name: str, params: list, attr: str, props: dict) -> tuple:
@@ -205,7 +212,7 @@ class _Body(TileKernel):
         self.D = memref.DimOp(p["Q"], idx(2)).result
         self.SK = memref.DimOp(p["KT"], idx(2)).result
         self.DV = memref.DimOp(p["V"], idx(2)).result
-        i0 = mul(self.launch["bid_x"], self.spec.rows)
+        i0 = mul(self.launch["bid_x"], self.spec.rows * self.spec.tiles)
         b = self.launch["bid_y"]
         inside = arith.AndIOp(lt(i0, self.SQ), lt(b, self.B)).result
         guard = scf.IfOp(inside)
@@ -214,94 +221,140 @@ class _Body(TileKernel):
             scf.YieldOp([])
 
     def _block(self, b, i0) -> None:
-        spec = self.spec
-        rows = smin(spec.rows, sub(self.SQ, i0))
+        spec, vw, f32 = self.spec, self.vw, ir.F32Type.get()
+        mr = spec.rows
+        rows = smin(mr * spec.tiles, sub(self.SQ, i0))
+        tiles = arith.CeilDivSIOp(rows, idx(mr)).result   # register tiles of query rows in this block
         # Keys any row of the block sees: causal rows i see keys j <= i (top-left aligned).
         keys = smin(self.SK, add(i0, rows)) if spec.causal else self.SK
-        # Scratch rows padded to whole vectors, on the heap (workers' stacks are 8 MiB; Sk is unbounded).
-        self.ld = mul(arith.CeilDivSIOp(self.SK, idx(self.vw)).result, self.vw)
-        size = mul(self.ld, spec.rows)
-        scratch = memref.AllocOp(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], ir.F32Type.get()),
-                                 [size], [], alignment=64).result
-        self._scores(scratch, b, i0, keys)
-        self._softmax(scratch, b, i0, rows, keys)
-        self._output(scratch, b, i0, rows, keys)
-        memref.DeallocOp(scratch)
+        # Scratch rows padded to whole vectors and one more: at a power-of-two length (Sk = 512) the rows
+        # the output pass broadcasts from would share L1 sets. On the heap (workers' stacks are 8 MiB).
+        self.ld = mul(add(arith.CeilDivSIOp(self.SK, idx(vw)).result, 1), vw)
+        dyn = ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], f32)
+        alloc = lambda n: memref.AllocOp(dyn, [idx(n)], [], alignment=64).result  # noqa: E731
+        scratch = alloc(mul(self.ld, mr * spec.tiles))
+        # Per row: the running maximum of its scores (a vector, reduced in the softmax pass), then 1/Σ.
+        self.stats = alloc(mr * spec.tiles * vw)
+        self.inv = alloc(mr * spec.tiles)
+        # One NR-key strip of Kᵀ packed contiguous (D×NR): Kᵀ's rows are Sk apart, a power of two for the
+        # usual Sk, so reading the strip in place maps its D rows onto a few L1 sets that it thrashes.
+        self.strip = alloc(mul(self.D, spec.cols))
+        ninf = self._splat(float("-inf"))
+        init = scf_for(0, mr * spec.tiles)
+        with ir.InsertionPoint(init.body):
+            vector.StoreOp(ninf, self.stats, [mul(init.induction_variable, vw)])
+            scf.YieldOp([])
+        self._scores(scratch, b, i0, rows, tiles, keys)
+        loop = scf_for(0, tiles)
+        with ir.InsertionPoint(loop.body):
+            t = loop.induction_variable
+            ti0 = add(i0, mul(t, mr))
+            t_rows = smin(mr, sub(self.SQ, ti0))
+            t_keys = smin(self.SK, add(ti0, t_rows)) if spec.causal else self.SK
+            self._softmax(scratch, b, ti0, t, t_rows, t_keys)
+            self._output(scratch, b, ti0, t, t_rows, t_keys)
+            scf.YieldOp([])
+        for m in (scratch, self.stats, self.inv, self.strip):
+            memref.DeallocOp(m)
 
     # -- pass 1: scores -----------------------------------------------------------------------------------
-    def _scores(self, S, b, i0, keys) -> None:
+    def _scores(self, S, b, i0, rows, tiles, keys) -> None:
+        """S = scale · Q·Kᵀ for the block's register tiles of rows, key strip by key strip (each strip packed
+        once for all of them), and each row's running maximum."""
         spec, vw = self.spec, self.vw
-        q_rows = [self._row(i0, r) for r in range(spec.rows)]
+        mr, nr = spec.rows, spec.cols
+        per = nr // vw
         scale = self._splat(spec.scale)
+        ninf = self._splat(float("-inf"))
         lanes = self._lanes()
 
-        def tile(j0, count, full):
-            def kt(d):
-                return [self._load(self.p["KT"], [b, d, add(j0, c)], count, c, full) for c in range(0, spec.cols, vw)]
-            acc = self._tile_product(self.D, lambda r, d: memref.LoadOp(self.p["Q"], [b, q_rows[r], d]).result, kt)
-            per = spec.cols // vw
-            for r in range(spec.rows):
-                for c in range(per):
-                    s = arith.MulFOp(acc[r * per + c], scale).result
-                    if spec.causal:   # keys past row i0 + r: -inf, so exp gives 0
-                        j = arith.AddIOp(vector.BroadcastOp(lanes.type, add(j0, c * vw)).result, lanes).result
-                        later = arith.CmpIOp(arith.CmpIPredicate.sgt, j, vector.BroadcastOp(
-                            lanes.type, add(i0, r)).result).result
-                        s = arith.SelectOp(later, self._splat(float("-inf")), s).result
-                    self._store(s, S, [add(mul(r, self.ld), add(j0, c * vw))], count, c * vw, full)
+        def strip_tile(j0, count, full):
+            pack = scf_for(0, self.D)
+            with ir.InsertionPoint(pack.body):
+                d = pack.induction_variable
+                for c in range(0, nr, vw):   # lanes past the keys: zeros
+                    v = self._load(self.p["KT"], [b, d, add(j0, c)], count, c, full)
+                    vector.StoreOp(v, self.strip, [add(mul(d, nr), c)], alignment=vw * 4)
+                scf.YieldOp([])
+            tl = scf_for(0, tiles)
+            with ir.InsertionPoint(tl.body):
+                t = tl.induction_variable
+                ti0 = add(i0, mul(t, mr))
+                if spec.causal:   # a tile whose rows all precede the strip sees none of its keys
+                    t_rows = smin(mr, sub(self.SQ, ti0))
+                    seen = scf.IfOp(lt(j0, add(ti0, t_rows)))
+                    with ir.InsertionPoint(seen.then_block):
+                        self._score_tile(S, b, ti0, t, j0, count, full, scale, ninf, lanes, per)
+                        scf.YieldOp([])
+                else:
+                    self._score_tile(S, b, ti0, t, j0, count, full, scale, ninf, lanes, per)
+                scf.YieldOp([])
 
-        self._tiles(keys, tile)
+        self._tiles(keys, strip_tile)
+
+    def _score_tile(self, S, b, ti0, t, j0, count, full, scale, ninf, lanes, per) -> None:
+        spec, vw, nr = self.spec, self.vw, self.spec.cols
+        q_rows = [self._row(ti0, r) for r in range(spec.rows)]
+        acc = self._tile_product(
+            self.D, lambda r, d: memref.LoadOp(self.p["Q"], [b, q_rows[r], d]).result,
+            lambda d: [vector.LoadOp(self.vtype, self.strip, [add(mul(d, nr), c)], alignment=vw * 4).result
+                       for c in range(0, nr, vw)])
+        for r in range(spec.rows):
+            row = add(mul(t, spec.rows), r)
+            top = None
+            for c in range(per):
+                s = arith.MulFOp(acc[r * per + c], scale).result
+                j = arith.AddIOp(vector.BroadcastOp(lanes.type, add(j0, c * vw)).result, lanes).result
+                if spec.causal:   # keys past row ti0 + r: -inf, so exp gives 0
+                    later = arith.CmpIOp(arith.CmpIPredicate.sgt, j, vector.BroadcastOp(
+                        lanes.type, add(ti0, r)).result).result
+                    s = arith.SelectOp(later, ninf, s).result
+                self._store(s, S, [add(mul(row, self.ld), add(j0, c * vw))], count, c * vw, full)
+                if not full:   # lanes past the keys take no part in the maximum
+                    inside = arith.CmpIOp(arith.CmpIPredicate.slt, j, vector.BroadcastOp(
+                        lanes.type, add(j0, count)).result).result
+                    s = arith.SelectOp(inside, s, ninf).result
+                top = s if top is None else arith.MaximumFOp(top, s).result
+            at = [mul(row, self.vw)]
+            vector.StoreOp(arith.MaximumFOp(vector.LoadOp(self.vtype, self.stats, at).result, top).result,
+                           self.stats, at)
 
     # -- pass 2: softmax and dropout, row by row -------------------------------------------------------------
-    def _softmax(self, S, b, i0, rows, keys) -> None:
-        spec, vw = self.spec, self.vw
-        loop = scf_for(0, rows)
+    def _softmax(self, S, b, ti0, t, t_rows, t_keys) -> None:
+        """Per row of register tile t: e = exp(s - max) over the keys the tile sees (0 past a causal row's own)
+        stored over s, its sum, the log-sum-exp, and 1/Σ for the output pass — which scales O's rows by it,
+        instead of a pass scaling every e. Dropout, the same Philox-4x32-10 stream as the interpreter (counter
+        = linear index of (b, i, j) in P + offset), keeps e / (1 - p_drop) where u ≥ p_drop, else 0, after
+        the sum."""
+        spec, vw, f32 = self.spec, self.vw, ir.F32Type.get()
+        loop = scf_for(0, t_rows)
         with ir.InsertionPoint(loop.body):
             r = loop.induction_variable
-            i = add(i0, r)
-            base = mul(r, self.ld)
-            mine = smin(add(i, 1), keys) if spec.causal else keys   # keys row i sees
-
-            def over(extent, init, step):
-                """step(j, mask, carried) over [0, extent) in vectors, the last one masked."""
-                vl = scf_for(0, arith.CeilDivSIOp(extent, idx(vw)).result, 1, init)
-                with ir.InsertionPoint(vl.body):
-                    j = mul(vl.induction_variable, vw)
-                    scf.YieldOp(step(j, self._mask(sub(extent, j)), list(vl.inner_iter_args)))
-                return list(vl.results)
-
-            def load(j, mask, fill):
-                return vector.MaskedLoadOp(self.vtype, S, [add(base, j)], mask, fill).result
-
-            ninf = self._splat(float("-inf"))
-            (mv,) = over(mine, [ninf], lambda j, m, c: [arith.MaximumFOp(c[0], load(j, m, ninf)).result])
-            top = vector.ReductionOp(ir.F32Type.get(), vector.CombiningKind.MAXIMUMF, mv).result
+            i = add(ti0, r)
+            row = add(mul(t, spec.rows), r)
+            base = mul(row, self.ld)
+            top = vector.ReductionOp(f32, vector.CombiningKind.MAXIMUMF,
+                                     vector.LoadOp(self.vtype, self.stats, [mul(row, vw)]).result).result
             top_v = vector.BroadcastOp(self.vtype, top).result
-
-            def expo(j, m, c):
-                e = vmath.exp(arith.SubFOp(load(j, m, ninf), top_v).result)   # masked lanes: exp(-inf) = 0
-                vector.MaskedStoreOp(S, [add(base, j)], m, e)
-                return [arith.AddFOp(c[0], e).result]
-            (sv,) = over(mine, [zeros(self.vtype)], expo)
-            total = vector.ReductionOp(ir.F32Type.get(), vector.CombiningKind.ADD, sv).result
-            if spec.lse:   # the scores are scaled already: lse = max + log Σ exp(s - max)
-                memref.StoreOp(arith.AddFOp(top, math.LogOp(total).result).result, self.p["LSE"], [b, i])
-            inv = vector.BroadcastOp(self.vtype, arith.DivFOp(
-                arith.ConstantOp(ir.F32Type.get(), ir.FloatAttr.get(ir.F32Type.get(), 1.0)).result, total).result).result
+            ninf = self._splat(float("-inf"))
             lanes = self._lanes()
             it = lanes.type
-
-            def prob(j, m, c):
-                jv = arith.AddIOp(vector.BroadcastOp(it, j).result, lanes).result
-                p = arith.MulFOp(load(j, m, self._splat(0.0)), inv).result
+            vl = scf_for(0, arith.CeilDivSIOp(t_keys, idx(vw)).result, 1, [zeros(self.vtype)])
+            with ir.InsertionPoint(vl.body):
+                j = mul(vl.induction_variable, vw)
+                m = self._mask(sub(t_keys, j))
+                s = vector.MaskedLoadOp(self.vtype, S, [add(base, j)], m, ninf).result
+                e = vmath.exp(arith.SubFOp(s, top_v).result)   # masked lanes and causal -inf: exp(-inf) = 0
+                total = arith.AddFOp(vl.inner_iter_args[0], e).result
                 if spec.dropout is not None:
-                    p = self._dropout(p, b, i, jv)
-                if spec.causal:   # keys past this row but within the block's: 0 for the output pass
-                    seen = arith.CmpIOp(arith.CmpIPredicate.slt, jv, vector.BroadcastOp(it, mine).result).result
-                    p = arith.SelectOp(seen, p, self._splat(0.0)).result
-                vector.MaskedStoreOp(S, [add(base, j)], m, p)
-                return []
-            over(keys, [], prob)
+                    e = self._dropout(e, b, i, arith.AddIOp(vector.BroadcastOp(it, j).result, lanes).result)
+                vector.MaskedStoreOp(S, [add(base, j)], m, e)
+                scf.YieldOp([total])
+            total = vector.ReductionOp(f32, vector.CombiningKind.ADD, vl.results[0]).result
+            if spec.lse:   # the scores are scaled already: lse = max + log Σ exp(s - max)
+                memref.StoreOp(arith.AddFOp(top, math.LogOp(total).result).result, self.p["LSE"], [b, i])
+            one = arith.ConstantOp(f32, ir.FloatAttr.get(f32, 1.0)).result
+            memref.StoreOp(arith.DivFOp(one, total).result, self.inv, [row])
             scf.YieldOp([])
 
     def _dropout(self, p, b, i, jv):
@@ -316,20 +369,25 @@ class _Body(TileKernel):
         return arith.SelectOp(keep, kept, self._splat(0.0)).result
 
     # -- pass 3: the output -----------------------------------------------------------------------------
-    def _output(self, S, b, i0, rows, keys) -> None:
+    def _output(self, S, b, ti0, t, t_rows, t_keys) -> None:
+        """O = (E·V) / Σ for register tile t's rows, NR columns of Dv at a time, E broadcast from the scratch
+        and V's rows as the panel."""
         spec, vw = self.spec, self.vw
         per = spec.cols // vw
+        first = mul(t, spec.rows)
 
         def tile(d0, count, full):
             def v(j):
                 return [self._load(self.p["V"], [b, j, add(d0, c)], count, c, full) for c in range(0, spec.cols, vw)]
-            acc = self._tile_product(keys, lambda r, j: memref.LoadOp(S, [add(mul(r, self.ld), j)]).result, v)
+            acc = self._tile_product(
+                t_keys, lambda r, j: memref.LoadOp(S, [add(mul(add(first, r), self.ld), j)]).result, v)
             for r in range(spec.rows):
-                there = scf.IfOp(lt(r, rows))
+                there = scf.IfOp(lt(r, t_rows))
                 with ir.InsertionPoint(there.then_block):
+                    inv = vector.BroadcastOp(self.vtype, memref.LoadOp(self.inv, [add(first, r)]).result).result
                     for c in range(per):
-                        self._store(acc[r * per + c], self.p["O"], [b, add(i0, r), add(d0, c * vw)], count, c * vw,
-                                    full)
+                        self._store(arith.MulFOp(acc[r * per + c], inv).result, self.p["O"],
+                                    [b, add(ti0, r), add(d0, c * vw)], count, c * vw, full)
                     scf.YieldOp([])
 
         self._tiles(self.DV, tile)
@@ -372,4 +430,4 @@ def lower(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     args = [(q, ("B", "SQ", "D")), (kt, ("B", "D", "SK")), (v, ("B", "SK", "DV")), (pv.results[0], ("B", "SQ", "DV"))]
     args += [(op.results[0], ("B", "SQ")) for op in lse]
     return [plan.ArgsStep(kname, env=env, args=tuple(plan.TensorArg(ctx.record(x), s) for x, s in args),
-                          block=(1, 1, 1), grid=(f"ceil(SQ/{spec.rows})", "B", "1"))]
+                          block=(1, 1, 1), grid=(f"ceil(SQ/{spec.rows * spec.tiles})", "B", "1"))]

@@ -94,12 +94,15 @@ def attn(Q: tensor[f32, "S", 16], K: tensor[f32, "T", 16], V: tensor[f32, "T", 8
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dropout", [None, (0.3, 7, 5)])
-def test_generator_over_edge_shapes(causal, dropout):
+@pytest.mark.parametrize("tiles", [4, 1])
+def test_generator_over_edge_shapes(causal, dropout, tiles):
     """Block rows, key tiles and Dv tiles that are partial, D and Dv not multiples of the vector width, one
-    key, more queries than keys and fewer."""
-    spec = attention.AttentionSpec("att", scale=0.3, causal=causal, dropout=dropout)
+    key, more queries than keys and fewer; blocks of one register tile of rows and of several (the last
+    block's tiles partial or missing), keys a power of two (the padded scratch rows)."""
+    spec = attention.AttentionSpec("att", scale=0.3, causal=causal, dropout=dropout, tiles=tiles)
     kernel = runtime.load(kernels.compile_attention(spec)).att
-    for B, SQ, SK, D, DV in [(2, 37, 53, 24, 20), (1, 1, 1, 3, 1), (3, 5, 90, 7, 33), (1, 77, 13, 64, 16)]:
+    for B, SQ, SK, D, DV in [(2, 37, 53, 24, 20), (1, 1, 1, 3, 1), (3, 5, 90, 7, 33), (1, 77, 13, 64, 16),
+                             (2, 130, 128, 16, 40)]:
         Q, K, V = randn(B, SQ, D), randn(B, SK, D), randn(B, SK, DV)
         O = np.full((B, SQ, DV), np.nan, np.float32)
         kernel(Q, np.ascontiguousarray(np.swapaxes(K, 1, 2)), V, O, grid=attention.attention_grid(spec, B, SQ),
@@ -114,3 +117,5 @@ def test_spec_refusals():
         attention.AttentionSpec("a", dropout=(1.0, 1, 0))
     with pytest.raises(ValueError, match="multiple of vector_width"):
         attention.AttentionSpec("a", cols=12, vector_width=8)
+    with pytest.raises(ValueError, match="tiles must be positive"):
+        attention.AttentionSpec("a", tiles=0)

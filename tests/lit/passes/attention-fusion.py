@@ -37,18 +37,20 @@ def causal(Q: tensor[f32, "S", 64], K: tensor[f32, "S", 64], V: tensor[f32, "S",
 # KERN-LABEL:  func.func @dropped__attention0(
 # KERN-SAME:     tessera.name = "KT"
 # KERN-SAME:     tessera.attention = {causal = false, cols = {{[0-9]+}} : i64, dropout = 1.000000e-01 : f32, rows = {{[0-9]+}} : i64, scale = 2.500000e-01 : f32}
-# The block's scratch: rows × Sk (rounded up to vectors), on the heap.
+# The block's scratch: rows × Sk (rounded up to vectors, and one more), on the heap.
 # KERN:          memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?xf32>
-# Scores: the GEMM's register tile over D.
+# Scores: the GEMM's register tile over D, from a packed strip of Kᵀ; each row's running maximum.
 # KERN:          vector.fma
-# Softmax: the row maximum, then the sum of exponentials.
+# KERN:          arith.maximumf
+# Softmax: the row maximum, the exponentials and their sum.
 # KERN:          vector.reduction <maximumf>
-# KERN:          vector.reduction <add>
-# Dropout: Philox-4x32-10 rounds on vectors of counters.
+# Dropout of the exponentials (after the sum): Philox-4x32-10 rounds on vectors of counters.
 # KERN:          arith.mului_extended {{.*}} : vector<{{[0-9]+}}xi32>
 # KERN:          arith.cmpf oge
-# P·V, and the block's rows of O.
+# KERN:          vector.reduction <add>
+# E·V, and the block's rows of O scaled by 1/Σ.
 # KERN:          vector.fma
+# KERN:          arith.mulf
 # KERN:          memref.dealloc
 @function
 def dropped(Q: tensor[f32, "B", "S", 32], K: tensor[f32, "B", "T", 32], V: tensor[f32, "B", "T", 16]):
