@@ -2,8 +2,9 @@
 source, one work-item per element of C, its K loop scalar FMAs (the SPIR-V driver vectorizes the
 work-items). It is the SPIR-V backend's GEMM, the AMDGPU backend's, ptx's for integer operands before
 sm_90a and the CPU's for tf32 ones (`taking`), ptx's tensor-core GEMMs' for rows not a multiple of 16 bytes
-(`planar`), and the strict numerics profile's everywhere (`strict`). It uses no matrix unit, even where the
-target has one (SPIR-V `--arch xe-hpc`, MFMA/WMMA): only tile.mma fragments do (passes/tile_mma.py).
+(`planar`), and the strict numerics profile's everywhere (`strict`). It uses no matrix unit: on AMDGPU and on
+SPIR-V `--arch xe-hpc` bf16/f16 GEMMs run on backends/matrix_gemm.py's kernel instead, which falls back to
+this one for the others.
 
 A group is a matmul and its epilogue (bias along the last axis, one activation, a scale by a constant, a
 residual add: the CPU's groups, backends/cpu/gemm_lowering.py), applied in the program's order in the
