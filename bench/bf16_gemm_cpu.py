@@ -11,6 +11,10 @@ GEMM: its row multiplies the same values widened to f32 (the widening not timed)
 against numpy's to a tolerance (f32 sums in different orders). `--path` pins the kernel's path
 (TESSERA_CPU_BF16_GEMM). Both sides use every core (TESSERA_NUM_THREADS, XLA's own pool); timed in
 alternation, best of `rounds` (common.best_times). GFLOP/s count 2·M·N·K per product.
+
+`--cpu-time`: for a machine other processes load (where wall times swing 2-4x), each side on one thread
+(TESSERA_NUM_THREADS=1; XLA with --xla_cpu_multi_thread_eigen=false) timed by the process's CPU time per
+call (all its threads: the work, not the waiting), call by call in alternation, best of `rounds` calls.
 """
 
 import argparse
@@ -20,6 +24,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
+import time  # noqa: E402
 from common import best_times, machine, parse_args, report_row  # noqa: E402
 
 SRC = """
@@ -40,7 +45,11 @@ def main() -> None:
     ap.add_argument("--sizes", default="512,1024,2048")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--path", default="auto", choices=("auto", "amx", "avx512", "plain"))
+    ap.add_argument("--cpu-time", action="store_true", help="one thread each, CPU time per call (a loaded machine)")
     args = parse_args(ap)
+    if args.cpu_time:   # before the runtime and XLA start their threads
+        os.environ["TESSERA_NUM_THREADS"] = "1"
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false").strip()
     os.environ["TESSERA_CPU_BF16_GEMM"] = args.path   # before the compiler reads its options
 
     import jax  # lazy: the peer is optional for the rest of the benchmarks
@@ -67,10 +76,29 @@ def main() -> None:
         tol = 1e-5 * n
         np.testing.assert_allclose(ours, ref, atol=tol, rtol=0)
         np.testing.assert_allclose(np.asarray(xla(ja, jb)), ref, atol=tol, rtol=0)
+        row = {"shape": (n, n, n), "dtype": "bf16", "bytes": 2 * 2 * n * n + 4 * n * n}   # bf16 A, B; f32 C
+        if args.cpu_time:   # numpy's OpenBLAS threads spin, which CPU time would count: not timed
+            t_ours, t_xla = best_cpu_times([lambda: mod.mm(da, db), lambda: xla(ja, jb).block_until_ready()],
+                                           args.rounds)
+            report_row(f"bf16 gemm {n} (CPU time, 1 thread)", {"tessera": t_ours, "XLA": t_xla}, "GFLOP/s", flops,
+                       **row)
+            continue
         t_ours, t_xla, t_np = best_times([lambda: mod.mm(da, db), lambda: xla(ja, jb).block_until_ready(),
                                           lambda: np.matmul(a32, b32, out=c32)], args.rounds)
-        report_row(f"bf16 gemm {n}", {"tessera": t_ours, "XLA": t_xla, "numpy f32": t_np}, "GFLOP/s", flops,
-                   shape=(n, n, n), dtype="bf16", bytes=2 * 2 * n * n + 4 * n * n)   # bf16 A, B; f32 C
+        report_row(f"bf16 gemm {n}", {"tessera": t_ours, "XLA": t_xla, "numpy f32": t_np}, "GFLOP/s", flops, **row)
+
+
+def best_cpu_times(fns, rounds: int) -> list[float]:
+    """Best process CPU time of one call of each function, calling them in turn `rounds` times."""
+    for fn in fns:
+        fn()
+    best = [float("inf")] * len(fns)
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            t0 = time.process_time()
+            fn()
+            best[i] = min(best[i], time.process_time() - t0)
+    return best
 
 
 if __name__ == "__main__":

@@ -11,6 +11,10 @@ jax.device_put placed), so each call includes allocating C, as XLA's returns a n
 GEMM kernel (its integer matmul is a plain loop, minutes at 2048): it runs only up to --numpy-up-to. Results are checked equal to XLA's (exact integers).
 `--path` pins the kernel's path (TESSERA_CPU_INT8_GEMM). Both sides use every core (TESSERA_NUM_THREADS,
 XLA's own pool); timed in alternation, best of `rounds` (common.best_times). TOPS count 2·M·N·K per product.
+
+`--cpu-time`: for a machine other processes load (where wall times swing 2-4x), each side on one thread
+(TESSERA_NUM_THREADS=1; XLA with --xla_cpu_multi_thread_eigen=false) timed by the process's CPU time per
+call (all its threads: the work, not the waiting), call by call in alternation, best of `rounds` calls.
 """
 
 import argparse
@@ -20,6 +24,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
+import time  # noqa: E402
 from common import best_times, machine, parse_args, report  # noqa: E402
 
 SRC = """
@@ -35,7 +40,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--path", default="auto", choices=("auto", "amx", "vnni", "plain"))
     ap.add_argument("--numpy-up-to", type=int, default=1024)
+    ap.add_argument("--cpu-time", action="store_true", help="one thread each, CPU time per call (a loaded machine)")
     args = parse_args(ap)
+    if args.cpu_time:   # before the runtime and XLA start their threads
+        os.environ["TESSERA_NUM_THREADS"] = "1"
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false").strip()
     os.environ["TESSERA_CPU_INT8_GEMM"] = args.path   # before the compiler reads its options
 
     import jax  # lazy: the peer is optional for the rest of the benchmarks
@@ -57,14 +66,32 @@ def main() -> None:
         da, db = runtime.DeviceArray.from_numpy(a), runtime.DeviceArray.from_numpy(b)
         ours = mod.mm(da, db).numpy()
         np.testing.assert_array_equal(ours, np.asarray(xla(ja, jb)))
-        t_ours, t_xla = best_times([lambda: mod.mm(da, db), lambda: xla(ja, jb).block_until_ready()], args.rounds)
         row = {"shape": (n, n, n), "dtype": "i8", "bytes": 2 * n * n + 4 * n * n}   # i8 A, B; i32 C
+        if args.cpu_time:
+            t_ours, t_xla = best_cpu_times([lambda: mod.mm(da, db), lambda: xla(ja, jb).block_until_ready()],
+                                           args.rounds)
+            report(f"int8 gemm {n} (CPU time, 1 thread)", t_ours, t_xla, "XLA", "TOPS", ops, **row)
+            continue
+        t_ours, t_xla = best_times([lambda: mod.mm(da, db), lambda: xla(ja, jb).block_until_ready()], args.rounds)
         report(f"int8 gemm {n}", t_ours, t_xla, "XLA", "TOPS", ops, **row)
         if n <= args.numpy_up_to:
             a32, b32, c32 = a.astype(np.int32), b.astype(np.int32), np.empty((n, n), np.int32)
             t_ours, t_np = best_times([lambda: mod.mm(da, db), lambda: np.matmul(a32, b32, out=c32)], args.rounds)
             np.testing.assert_array_equal(ours, c32)
             report(f"int8 gemm {n}", t_ours, t_np, "numpy", "TOPS", ops, **row)
+
+
+def best_cpu_times(fns, rounds: int) -> list[float]:
+    """Best process CPU time of one call of each function, calling them in turn `rounds` times."""
+    for fn in fns:
+        fn()
+    best = [float("inf")] * len(fns)
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            t0 = time.process_time()
+            fn()
+            best[i] = min(best[i], time.process_time() - t0)
+    return best
 
 
 if __name__ == "__main__":
