@@ -26,7 +26,9 @@ The result is one packed matrix [rows, n] that the factors are sliced from (`tte
   f32) the limit is reached within log(C)/2^K, C = ‖A^(2^K)‖/ρ^(2^K) (at most n for a normal A, polynomial in
   2^K for a defective one): below the rounding. The interpreter's max|eigvals(A)| is the same number; the
   squarings' rounding (n·u·max|B|² per product) weighs as the matrix is far from normal. ρ = 0 where B
-  becomes 0 (nilpotent). Packed: rows [0, n) B, [n, 2n) B² (scratch), entry [2n, 0] ρ.
+  becomes 0 within ⌈log₂ n⌉ + 1 squarings (nilpotent); where it underflows to 0 later (a defective A, whose
+  powers' entries outgrow the exponent range: a 16×16 Jordan block after 44 squarings), the estimate so far,
+  within 2^-k·ln(2^2100) of ρ after k squarings, from k = 44 (f64) / 24 (f32) on, else NaN. Packed: rows [0, n) B, [n, 2n) B² (scratch), entry [2n, 0] ρ.
 
 Non-convergence within the sweep limit, and a NaN or infinite entry of A, make every entry of the result NaN:
 never a wrong number. One thread means the work is O(sweeps·n²·m) sequential operations, so the sizes are
@@ -47,6 +49,10 @@ from .decompose import _elt, _i64, _shape
 
 SWEEPS = 40          # Jacobi sweeps at most (LAPACK's dgesvj: 30); each ends early once nothing rotates
 SQUARINGS = {"f64": 60, "f32": 30}
+# B underflowing to 0 after squaring k > ⌈log₂ n⌉ + 1 (A is not nilpotent: the powers' entries outgrew the
+# exponent range, a far from normal A): the estimate so far is within 2^-k·ln(range²) of ρ (range 2^2100 in
+# f64, 2^277 in f32), kept from squaring EARLIEST on (8.3e-11 in f64, 1.1e-5 in f32), NaN before
+EARLIEST = {"f64": 44, "f32": 24}
 MAX_SMALL = 64       # the smaller extent of a factorized matrix, and n of eigh and spectral_radius
 MAX_LARGE = 4096     # the larger extent of an svd's matrix
 
@@ -295,7 +301,7 @@ def _spectral_radius(dt: str, m: int, n: int, transposed: bool) -> list[str]:
             f"for i in range({n}):",
             f"    for j in range({n}):",
             "        F[i, j] = A[i, j]",
-            f"acc = {zero}", f"w = {one}", "nil = 0",
+            f"acc = {zero}", f"w = {one}", "nil = 0", "dead = 0",
             f"for it in range({k + 1}):",
             "    if nil == 0:",
             f"        c = {zero}",
@@ -305,6 +311,7 @@ def _spectral_radius(dt: str, m: int, n: int, transposed: bool) -> list[str]:
             "                    c = abs(F[i, j])",
             f"        if c == {zero}:",
             "            nil = 1",
+            "            dead = it",
             "        else:",
             "            acc = acc + w * math.log(c)",
             f"            w = w * {half}",
@@ -322,7 +329,10 @@ def _spectral_radius(dt: str, m: int, n: int, transposed: bool) -> list[str]:
             f"                    F[i, j] = F[{n} + i, j]",
             "rho = math.exp(acc)",
             "if nil == 1:",
-            f"    rho = {zero}",
+            f"    if dead <= {max(1, (n - 1).bit_length()) + 1}:",
+            f"        rho = {zero}",
+            f"    elif dead < {EARLIEST[dt]}:",
+            "        rho = math.nan",
             f"if big == {zero}:",
             f"    rho = {zero}",
             f"for i in range({2 * n + 1}):",

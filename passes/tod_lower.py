@@ -311,7 +311,10 @@ class _Lowering:
                 mag = ttensor.UnaryOp(s, fn=ir.StringAttr.get("abs"), result=s.type).result
                 top = create(ttensor.ReduceOp, mag, kind=ir.StringAttr.get("max"), axes=_i64s([0]),
                              keepdims=ir.BoolAttr.get(False), result=ir.RankedTensorType.get([], self.element)).result
-                keep = ttensor.BinaryOp(mag, _bin("mul", top, _const(rcond, self.element)), fn=ir.StringAttr.get("gt"),
+                # |s|/max|s| > rcond, not |s| > rcond·max|s|: a comparison kernel reads f64 values as f32 (found
+                # here: kernelgen.elementwise, a group whose output is bool), where the ratio, in [0, 1], keeps
+                # its meaning (to f32 rounding at the cut)
+                keep = ttensor.BinaryOp(_bin("div", mag, top), _const(rcond, self.element), fn=ir.StringAttr.get("gt"),
                                         result=ir.RankedTensorType.get(_shape(s.type),
                                                                        ir.IntegerType.get_signless(1))).result
                 inv = ttensor.BinaryOp(_const(1.0, self.element), s, fn=ir.StringAttr.get("div"), result=s.type).result
