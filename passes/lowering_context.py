@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 
-from ..frontend.kernel import KernelBuilder
 from ..mlir import ir
 from ..plan import Value
 from .kernelgen import element_dtype
@@ -35,6 +34,7 @@ class LoweringContext:
 
     def build(self, source: str, filename: str) -> None:
         """Compiles the kernels of generated Tessera source into the module, at its end."""
+        from ..frontend.kernel import KernelBuilder  # lazy: only groups lowered as generated SIMT source need it
         tree = ast.parse(source, filename=filename)
         with ir.InsertionPoint(self.module.body):
             for node in tree.body:

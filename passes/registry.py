@@ -12,7 +12,7 @@ from typing import Callable
 
 from ..diagnostics import LoweringError
 from ..mlir import passmanager
-from . import autodiff, bucketize, cpu_vector_math, fold_transposes, fp8_convert, gpu_math, inline_functions, pipeline_collectives, simt_coarsen, simt_to_gpu, simt_to_warps, strict_math, tile_mma, tod_lower, tod_rewrites
+from . import autodiff, bucketize, fold_transposes, fp8_convert, gpu_math, inline_functions, pipeline_collectives, simt_coarsen, simt_to_gpu, simt_to_warps, strict_math, tod_lower, tod_rewrites
 from .to_llvm import CPU_TO_LLVM
 
 
@@ -36,6 +36,7 @@ def _simt_to_warps(op, warp_size: int = 32, bounds_checks: bool = False) -> None
 
 
 def _cpu_vector_math(op, arch: str = "x86_64", features: str = "+avx2") -> None:
+    from . import cpu_vector_math  # lazy: a CPU pass (ctypes, libmvec), which a GPU compile never runs
     cpu_vector_math.run(op, arch, features)
 
 
@@ -64,6 +65,7 @@ def _tod_lower(op, target: str = "cpu") -> None:
 def _tile_mma(op, wave: int = 64, matrix: str = "") -> None:
     if matrix not in ("", "mfma", "wmma", "coopmat"):
         raise ValueError(f"tessera-tile-mma: unknown matrix unit '{matrix}' (mfma, wmma, coopmat, or none: FMAs)")
+    from . import tile_mma  # lazy: the AMD/SPIR-V warp-fragment lowering, which most compiles never run
     tile_mma.run(op, tile_mma.Target(wave, matrix))
 
 

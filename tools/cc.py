@@ -12,7 +12,6 @@ import re
 import sys
 
 from .. import cache
-from ..cheader import image_header
 from ..frontend.sources import keyed_source
 from ..options import DEFAULT_BUCKET_BYTES, CompileOptions
 from ..selection import backends_for
@@ -172,6 +171,7 @@ def _finish(args, image: bytes) -> None:
     _write(args.output or f"{os.path.splitext(args.source)[0]}.tessera", image)
     if args.emit_header:
         # from the image, whether compiled now or served from the cache: its kernels' and its functions' records
+        from ..cheader import image_header  # lazy: --emit-header only
         _write(args.emit_header, image_header(image, args.source, os.path.basename(args.emit_header)))
 
 

@@ -23,8 +23,6 @@ from . import derivatives, dist_ops, operator_abi, operator_ops, tensor_ops  # n
 from . import hints
 from .function import ModuleFunctions, Signature, module_env
 from .sources import find_module, import_nodes
-from .kernel import KernelBuilder
-from .tile_program import TileProgramBuilder, is_tile_program
 
 
 def _decorator(fn: ast.FunctionDef) -> str | None:
@@ -214,10 +212,14 @@ def build_module(source: str, filename: str, only: list[str] | None = None, incl
     functions.imports = Imports(include, define_imports, module.body).of(tree, filename, set(functions.kinds))
     with ir.InsertionPoint(module.body):
         for d in defs:
-            if _decorator(d) == "kernel" and is_tile_program(d):
-                TileProgramBuilder(d, filename, env).build()
-            elif _decorator(d) == "kernel":
-                KernelBuilder(d, filename).build()
+            if _decorator(d) == "kernel":
+                # lazy: the builders of @kernels, which a file of @functions only does not need
+                from .kernel import KernelBuilder
+                from .tile_program import TileProgramBuilder, is_tile_program
+                if is_tile_program(d):
+                    TileProgramBuilder(d, filename, env).build()
+                else:
+                    KernelBuilder(d, filename).build()
             else:
                 sig = functions.build(d.name)
                 if exported(d, filename):
