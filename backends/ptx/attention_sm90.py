@@ -57,7 +57,7 @@ def tuned(head_dim: int) -> dict:
         if int(dim) == head_dim:
             for kv in filter(None, sets.split(",")):
                 key, _, value = kv.partition("=")
-                if key.strip() not in ("block_m", "block_n", "stages", "poly_every", "tiles_from_top"):
+                if key.strip() not in ("block_m", "block_n", "stages", "poly_every"):
                     raise ValueError(f"${ENV}: no setting {key.strip()!r}")
                 out[key.strip()] = int(value)
     return out
@@ -141,8 +141,6 @@ class Sm90AttentionSpec(Blocks):
     block_n: int = 0              # keys per block; 0: TUNED's
     block_m: int = 0              # query rows per CTA, 128 or 192 (two or three consumer warpgroups); 0: TUNED's
     poly_every: int = 0           # every n-th exp2 of the softmax by a polynomial on the FMA pipe (0: none)
-    tiles_from_top: int = 0       # causal: 1 places the query tiles from row 0 (the last one partial) instead of
-    #                               from the last row (the partial one first, at negative rows: see generate)
     lse: bool = False             # also store each query row's log-sum-exp (the backward's residual)
     seq_heads: bool = False       # Q, K, V and O are [B, S, H, D] (LSE stays [B, H, SQ])
 
@@ -251,13 +249,6 @@ def generate(spec: Sm90AttentionSpec) -> str:
         qb = w.v(f"sub i32 {qb}, {bx}")
     BMc = spec.bm
     m0 = w.v(f"mul i32 {qb}, {BMc}")
-    if spec.causal and not spec.tiles_from_top:
-        # the tiles end at the last row: tile bx holds rows SQ - (bx + 1)·BM … SQ - bx·BM - 1, so the partial
-        # tile is the first rows' (which need one or two key blocks), not the last rows' (which need them all):
-        # at SQ = 4096 with 192-row tiles, 6 % fewer products. Rows below 0 are TMA's zeros when loaded, masked
-        # entirely (the comparisons with rows are signed), and clipped by TMA's stores (LSE's: row < SQ unsigned).
-        below = w.v(f"mul i32 {w.v(f'add i32 {bx}, 1')}, {BMc}")
-        m0 = w.v(f"sub i32 {w.v('trunc i64 %SQ to i32')}, {below}")
     nkv = w.v(f"add i32 {sk}, {BN - 1}")
     nkv = w.v(f"udiv i32 {nkv}, {BN}")
     if spec.causal:
@@ -568,9 +559,9 @@ def _mask(w: Writer, spec: Sm90AttentionSpec, sc: list[str], j: str, rows: tuple
     key0 = w.v(f"mul i32 {j}, {BN}")
     last = w.v(f"icmp ugt i32 {w.v(f'add i32 {key0}, {BN}')}, {sk}")
     if spec.causal:
-        diag = w.v(f"icmp sgt i32 {w.v(f'add i32 {key0}, {BN - 1}')}, {rmin}")   # rows may be negative
+        diag = w.v(f"icmp ugt i32 {w.v(f'add i32 {key0}, {BN - 1}')}, {rmin}")
         last = w.v(f"or i1 {last}, {diag}")
-    after_row = (lambda col, r: w.v(f"icmp sgt i32 {col}, {row1 if r else row0}")) if spec.causal else None
+    after_row = (lambda col, r: w.v(f"icmp ugt i32 {col}, {row1 if r else row0}")) if spec.causal else None
     return masked(w, sc, last, key0, col_t, sk, "0xFFF0000000000000", after_row)
 
 

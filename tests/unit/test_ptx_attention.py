@@ -131,20 +131,6 @@ def test_poly_exp2_matches_exp2():
     assert plain.count("@llvm.nvvm.ex2.approx.ftz.f(") - text.count("@llvm.nvvm.ex2.approx.ftz.f(") == moved
 
 
-def test_causal_tiles_end_at_the_last_row():
-    """Causal: tile x of the grid holds rows SQ - (x + 1)·BM … (the partial tile is the first rows', which need
-    the fewest key blocks), rows below 0 compare as negative numbers (signed: fully masked, never a wrap to a
-    large unsigned row that would unmask them); tiles_from_top=1 keeps the tiles from row 0."""
-    text = attention_sm90.generate(attention_sm90.Sm90AttentionSpec("a", head_dim=64, causal=True))
-    top = attention_sm90.generate(attention_sm90.Sm90AttentionSpec("a", head_dim=64, causal=True, tiles_from_top=1))
-    assert "icmp ugt" in top and "icmp sgt" in text
-    assert text.count("trunc i64 %SQ to i32") > top.count("trunc i64 %SQ to i32")
-    # the rows against keys: signed in the causal kernel (the key-past-the-end tests stay unsigned)
-    assert all("icmp ugt" not in line for line in text.splitlines() if "%SQ" in line)
-    plain = attention_sm90.generate(attention_sm90.Sm90AttentionSpec("a", head_dim=64))
-    assert "icmp sgt" not in plain
-
-
 def test_env_overrides_tuned(monkeypatch):
     """$TESSERA_SM90_ATTENTION: the benchmark's variants (the old D=64 blocking for comparison)."""
     monkeypatch.setenv(attention_sm90.ENV, "64:block_m=128,block_n=192;128:stages=2")
