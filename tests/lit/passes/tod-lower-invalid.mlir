@@ -1,11 +1,42 @@
 // tessera-tod-lower's refusals, at the op without a lowering, naming it and the target.
 // RUN: tessera-opt %s --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(tessera-tod-lower{target=ptx})'
 
-func.func @spectral_radius(%m: tensor<4x4xf32>) -> tensor<f32> {
+func.func @is_unitary(%m: tensor<4x4xf32>) -> tensor<i1> {
   %a = "tod.dense"(%m) : (tensor<4x4xf32>) -> !tod.operator<4, 4, f32, f32>
-  // expected-error @+1 {{'tod.spectral_radius' has no kernel lowering yet on ptx: it needs an SVD or eigensolver kernel, which the compiler does not have (run it with tessera.interpret)}}
-  %r = "tod.spectral_radius"(%a) : (!tod.operator<4, 4, f32, f32>) -> tensor<f32>
+  // expected-error @+1 {{'tod.is_unitary' has no kernel lowering yet on ptx (run it with tessera.interpret)}}
+  %r = "tod.is_unitary"(%a) {tol = 1.0e-4 : f64} : (!tod.operator<4, 4, f32, f32>) -> tensor<i1>
+  return %r : tensor<i1>
+}
+
+// -----
+
+func.func @spectral_radius_too_large(%m: tensor<65x65xf32>) -> tensor<f32> {
+  %a = "tod.dense"(%m) : (tensor<65x65xf32>) -> !tod.operator<65, 65, f32, f32>
+  // expected-error @+1 {{'tod.spectral_radius' has no kernel lowering yet on ptx: the spectral radius of a 65×65 operator is larger than its one-thread kernel takes, at most 64×64 (run it with tessera.interpret)}}
+  %r = "tod.spectral_radius"(%a) : (!tod.operator<65, 65, f32, f32>) -> tensor<f32>
   return %r : tensor<f32>
+}
+
+// -----
+
+func.func @eig(%m: tensor<4x4xf32>, %x: tensor<4xf32>) -> tensor<4xcomplex<f32>> {
+  %a = "tod.dense"(%m) : (tensor<4x4xf32>) -> !tod.operator<4, 4, f32, f32>
+  // expected-error @+1 {{'tod.spectral' has no kernel lowering yet on ptx: the general eigendecomposition (kind="eig") has complex factors, which compile only as svd or eigh (self-adjoint) ones (run it with tessera.interpret)}}
+  %s = "tod.spectral"(%a) : (!tod.operator<4, 4, f32, f32>) -> !tod.spectral_operator<4, 4, 4, complex<f32>, "eig">
+  %r = "tod.reconstruct"(%s) : (!tod.spectral_operator<4, 4, 4, complex<f32>, "eig">) -> !tod.operator<4, 4, complex<f32>, f32>
+  %y = "tod.apply"(%r, %x) : (!tod.operator<4, 4, complex<f32>, f32>, tensor<4xf32>) -> tensor<4xcomplex<f32>>
+  return %y : tensor<4xcomplex<f32>>
+}
+
+// -----
+
+func.func @svd_too_large(%m: tensor<100x70xf64>, %x: tensor<70xf64>) -> tensor<100xf64> {
+  %a = "tod.dense"(%m) : (tensor<100x70xf64>) -> !tod.operator<70, 100, f64, f64>
+  // expected-error @+1 {{'tod.spectral' has no kernel lowering yet on ptx: an svd of a 100×70 operator is larger than the one-thread Jacobi kernel takes, at most 64 (the smaller extent) and 4096 (the larger) (run it with tessera.interpret)}}
+  %s = "tod.spectral"(%a) : (!tod.operator<70, 100, f64, f64>) -> !tod.spectral_operator<70, 100, 70, f64, "svd">
+  %r = "tod.reconstruct"(%s) : (!tod.spectral_operator<70, 100, 70, f64, "svd">) -> !tod.operator<70, 100, f64, f64>
+  %y = "tod.apply"(%r, %x) : (!tod.operator<70, 100, f64, f64>, tensor<70xf64>) -> tensor<100xf64>
+  return %y : tensor<100xf64>
 }
 
 // -----
@@ -49,10 +80,10 @@ func.func @fft_size(%x: tensor<5000xf32>) -> tensor<5000xcomplex<f32>> {
 
 // -----
 
-func.func @norm(%m: tensor<4x4xf32>) -> tensor<f32> {
-  %a = "tod.dense"(%m) : (tensor<4x4xf32>) -> !tod.operator<4, 4, f32, f32>
-  // expected-error @+1 {{'tod.norm' has no kernel lowering yet on ptx: it needs an SVD or eigensolver kernel, which the compiler does not have (run it with tessera.interpret)}}
-  %n = "tod.norm"(%a) {kind = "fro"} : (!tod.operator<4, 4, f32, f32>) -> tensor<f32>
+func.func @norm_complex(%x: tensor<8xf32>) -> tensor<f32> {
+  %f = "tod.fft"() : () -> !tod.operator<8, 8, complex<f32>, f32>
+  // expected-error @+1 {{'tod.norm' has no kernel lowering yet on ptx: an svd of the complex operator of complex<f32> entries is not lowered yet (run it with tessera.interpret)}}
+  %n = "tod.norm"(%f) : (!tod.operator<8, 8, complex<f32>, f32>) -> tensor<f32>
   return %n : tensor<f32>
 }
 
