@@ -977,43 +977,55 @@ FFT_RADICES = (2, 4)
 
 
 class FftStageOp(_TensorOp, name="fft_stage", traits=[ext.Pure]):
-    """One radix-2 or radix-4 stage of a Stockham FFT along axis −3 of the result's pairs [..., n, k, 2]
+    """One radix-2 or radix-4 stage of a Stockham FFT of size n along axis −2 of complex columns [..., n, k]
     (tod.fft / tod.ifft of a power-of-two n: passes/fft.py). With r = `radix`, s = `stride` and q = i mod s,
     output position r·(i − q) + q + j·s of each column is `scale` · w^(j·(i − q)) · Σₘ aₘ·ω_r^(j·m), aₘ the input at
-    i + m·n/r (0 ≤ i < n/r), w = exp(∓2πi/n), ω_r = exp(∓2πi/r) (+ where `inverse`). The input is the previous
-    stage's pairs (the result's type), or a first stage's real part [..., n, k] with an optional imaginary part
-    `imag` of the same type (zero when absent). A kernel of its own computes each twiddle from its exponent
-    (no table in the image)."""
+    i + m·n/r (0 ≤ i < n/r), w = exp(∓2πi/n), ω_r = exp(∓2πi/r) (+ where `inverse`). The complex values are
+    stored as `input_layout` / `output_layout` says: "pairs" [..., n, k, 2] (real and imaginary part side by side,
+    numpy's complex storage), "planes" [2, ..., n, k] (the real parts, then the imaginary parts), or, for the
+    input only, "parts": the real part [..., n, k] as `input` and the imaginary part as `imag` (zero when
+    absent). Static extents. A kernel of its own computes each twiddle from its exponent (no table in the
+    image)."""
 
     input: ext.Operand[typing.Any]
     stride: ir.IntegerAttr
     radix: ir.IntegerAttr
     inverse: typing.Any  # BoolAttr (ext cannot constrain to it)
     scale: ir.FloatAttr
+    input_layout: ir.StringAttr
+    output_layout: ir.StringAttr
     result: ext.Result[typing.Any]
     imag: typing.Optional[ext.Operand[typing.Any]] = None
 
     def rules(self, *ts) -> None:
         declared_attributes(self)
         x, r = ts[0], ts[-1]
+        into, out = _str(self.input_layout), _str(self.output_layout)
+        if into not in ("parts", "pairs", "planes") or out not in ("pairs", "planes"):
+            raise Invalid(f"layouts: input 'parts', 'pairs' or 'planes', output 'pairs' or 'planes'; got "
+                          f"'{into}', '{out}'")
+        if len(ts) == 3 and into != "parts":
+            raise Invalid("an imaginary part is an input of layout 'parts' only")
         s = shape_of(r)
-        if r.rank < 3 or s[-1] != 2 or None in s[-3:-1]:
-            raise Invalid(f"the result must be pairs [..., n, k, 2] with static n and k, got {s}")
+        if not r.has_static_shape or r.rank < 3 or (s[-1] if out == "pairs" else s[0]) != 2:
+            raise Invalid(f"the result must be {out} of static extents ("
+                          f"{'[..., n, k, 2]' if out == 'pairs' else '[2, ..., n, k]'}), got {s}")
         if not isinstance(r.element_type, (ir.F32Type, ir.F64Type)):
             raise Invalid(f"the element type must be f32 or f64, got {r.element_type}")
-        n, radix, stride = s[-3], int_attr(self.radix), int_attr(self.stride)
+        core = s[:-1] if out == "pairs" else s[1:]
+        want = core if into == "parts" else core + [2] if into == "pairs" else [2] + core
+        if x.element_type != r.element_type or shape_of(x) != want:
+            raise Invalid(f"the input ({into}) must be {want} of {r.element_type}, got {shape_of(x)} of "
+                          f"{x.element_type}")
+        if len(ts) == 3 and ts[1] != x:
+            raise Invalid("the imaginary part must have the real part's type")
+        n, radix, stride = core[-2], int_attr(self.radix), int_attr(self.stride)
         if radix not in FFT_RADICES:
             raise Invalid(f"radix must be one of {FFT_RADICES}, got {radix}")
         if n & (n - 1) or stride < 1 or stride & (stride - 1) or stride * radix > n:
             raise Invalid(f"n = {n} must be a power of two and stride · radix = {stride} · {radix} at most n")
         if not isinstance(self.inverse, ir.BoolAttr):
             raise Invalid("inverse must be a bool")
-        if len(ts) == 3 or x != r:
-            if x.element_type != r.element_type or not compatible(shape_of(x), s[:-1]):
-                raise Invalid(f"the input must be the pairs {s}, or a real part {s[:-1]}, of {r.element_type}; "
-                              f"got {shape_of(x)} of {x.element_type}")
-            if len(ts) == 3 and ts[1] != x:
-                raise Invalid("the imaginary part must have the real part's type")
 
 
 class PartOp(_TensorOp, name="part", traits=[ext.Pure]):

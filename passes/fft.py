@@ -81,20 +81,25 @@ def pairs_of(pair: Pair, view: bool = True) -> ir.Value | None:
 
 def transform(x, n: int, inverse: bool) -> Pair:
     """F x (F* x where `inverse`) for the unitary DFT F of size n, along axis −2 of x [..., n, k] (a real tensor
-    or a Pair): the Stockham stages at the insertion point, the result as its parts."""
+    or a Pair): the Stockham stages at the insertion point, the result as its parts. The first stage reads x's
+    parts (or the pairs they are parts of), the stages between write planes, the last one pairs."""
     real = x.re if isinstance(x, Pair) else x
     shape, element = _shape(real), ir.RankedTensorType(real.type).element_type
-    out = ir.RankedTensorType.get(shape + [2], element)
     pairs = pairs_of(x) if isinstance(x, Pair) else None
-    value, imag = (pairs, None) if pairs is not None else (x.re, x.im) if isinstance(x, Pair) else (x, None)
+    value, imag, layout = ((pairs, None, "pairs") if pairs is not None
+                           else (x.re, x.im, "parts") if isinstance(x, Pair) else (x, None, "parts"))
     stride, stages = 1, radices(n)
+    i64 = ir.IntegerType.get_signless(64)
     for k, radix in enumerate(stages):
-        scale = 1 / math.sqrt(n) if k == len(stages) - 1 else 1.0
-        value = create(ttensor.FftStageOp, value, stride=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), stride),
-                       radix=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), radix),
-                       inverse=ir.BoolAttr.get(inverse), scale=ir.FloatAttr.get(ir.F64Type.get(), scale),
-                       result=out, imag=imag).result
-        stride, imag = stride * radix, None
+        last = k == len(stages) - 1
+        out = "pairs" if last else "planes"
+        value = create(ttensor.FftStageOp, value, stride=ir.IntegerAttr.get(i64, stride),
+                       radix=ir.IntegerAttr.get(i64, radix), inverse=ir.BoolAttr.get(inverse),
+                       scale=ir.FloatAttr.get(ir.F64Type.get(), 1 / math.sqrt(n) if last else 1.0),
+                       input_layout=ir.StringAttr.get(layout), output_layout=ir.StringAttr.get(out),
+                       result=ir.RankedTensorType.get(shape + [2] if last else [2] + shape, element),
+                       imag=imag).result
+        stride, imag, layout = stride * radix, None, out
     return Pair(*(ttensor.PartOp(value, part=ir.StringAttr.get(p), result=real.type).result for p in ("re", "im")))
 
 
@@ -128,33 +133,69 @@ def _twiddle_lines(j: int, n: int, dt: str, lit) -> list[str]:
             f"if h{j} % 4 == 3:", f"    c{j} = q{j}", f"    s{j} = -p{j}"]
 
 
+WARP = 32      # threads a warp runs together on the CPU (passes/simt_to_warps.py); GPUs' 32 or 64
+MAX_GRID_Y = 65535   # the launch's second axis, at most CUDA's limit
+
+
+def _access(layout: str, at: str, part: int, name: str = "X") -> str:
+    """The element `at` (a column element's flat index (l·n + j)·k + c) of part `part` (0 re, 1 im) as stored
+    in `layout`: pairs side by side, planes (PLANE elements apart), or parts (separate tensors X and XI)."""
+    if layout == "pairs":
+        return f"{name}[2 * ({at}) + {part}]" if part else f"{name}[2 * ({at})]"
+    if layout == "planes":
+        return f"{name}[PLANE + {at}]" if part else f"{name}[{at}]"
+    return f"{name}I[{at}]" if part else f"{name}[{at}]"
+
+
 def kernel(name: str, op) -> tuple[str, dict]:
     """The source of the kernel computing ttensor.fft_stage `op` and its plan step's launch (env, block, grid,
-    argument shapes): one thread a butterfly of one column, the tensors flat."""
+    argument shapes): one thread a butterfly of one column, the tensors flat. For one column a signal (k = 1)
+    the launch's second axis runs over the signals, so that the loads (and, where the stride is at least a
+    warp, the stores) are contiguous across a warp: the stride's remainder q on the first axis and the
+    butterfly's group p (with it the twiddles: computed once a warp) on the second where s ≥ WARP, else the
+    butterfly index i on the first. Other shapes: one axis over every butterfly of every column."""
     result = op.results[0]
     dt = kernelgen.element_dtype(result)
     lit = (lambda v: kernelgen.float_literal(v)) if dt == "f32" else (lambda v: f"f64({kernelgen.float_literal(v)})")
+    into, out = (ir.StringAttr(op.attributes[a]).value for a in ("input_layout", "output_layout"))
     shape = _shape(result)
-    n, k = shape[-3], shape[-2]
+    core = shape[:-1] if out == "pairs" else shape[1:]
+    n, k, count = core[-2], core[-1], math.prod(core)
+    lead = count // (n * k)
     radix, stride = (ir.IntegerAttr(op.attributes[a]).value for a in ("radix", "stride"))
     inverse = ir.BoolAttr(op.attributes["inverse"]).value
     scale = ir.FloatAttr(op.attributes["scale"]).value
-    pairs = op.operands[0].type == result.type
     imag = len(op.operands) > 1
     quarter = n // radix
-    body = ["t = launch.thread_id(0)", f"if t < Y.shape[0] // {2 * radix}:",
-            f"    c = t % {k}", f"    u = t // {k}", f"    i = u % {quarter}",
-            f"    b = (u // {quarter}) * {n * k} + c", f"    e = i - i % {stride}",
-            f"    o = b + ({radix} * e + i % {stride}) * {k}"]   # output j at o + j·s·k
+    groups = quarter // stride   # butterfly groups p of a stage: i = p·s + q
+    if k == 1 and stride >= WARP and lead * groups <= MAX_GRID_Y:
+        body = ["q = launch.thread_id(0)", "g = launch.block_id(1)", f"if q < {stride}:",
+                f"    e = (g % {groups}) * {stride}", f"    b = (g // {groups}) * {n}"]
+        at_in = lambda m: f"b + e + {m * quarter} + q"   # noqa: E731   uniform + q: contiguous
+        at_out = lambda j: f"b + e * {radix} + {j * stride} + q"   # noqa: E731
+        block = min(stride, KERNEL_BLOCK)
+        grid = [f"ceil({stride}/{block})", str(lead * groups), "1"]
+    elif k == 1 and lead <= MAX_GRID_Y:
+        body = ["i = launch.thread_id(0)", "l = launch.block_id(1)", f"if i < {quarter}:",
+                f"    b = l * {n}", f"    e = i - i % {stride}", f"    o = b + {radix} * e + i % {stride}"]
+        at_in = lambda m: f"b + {m * quarter} + i"   # noqa: E731
+        at_out = lambda j: f"o + {j * stride}" if j else "o"   # noqa: E731
+        block = min(quarter, KERNEL_BLOCK)
+        grid = [f"ceil({quarter}/{block})", str(lead), "1"]
+    else:
+        body = ["t = launch.thread_id(0)", f"if t < {lead * quarter * k}:",
+                f"    c = t % {k}", f"    u = t // {k}", f"    i = u % {quarter}",
+                f"    b = (u // {quarter}) * {n * k} + c", f"    e = i - i % {stride}",
+                f"    o = b + ({radix} * e + i % {stride}) * {k}"]   # output j at o + j·s·k
+        at_in = lambda m: f"b + (i + {m * quarter}) * {k}"   # noqa: E731
+        at_out = lambda j: f"o + {j * stride * k}" if j else "o"   # noqa: E731
+        block = KERNEL_BLOCK
+        grid = [f"ceil({lead * quarter * k}/{block})", "1", "1"]
     for m in range(radix):
-        at = f"b + (i + {m * quarter}) * {k}"
-        if pairs:
-            body += [f"    a{m}r = X[2 * ({at})]", f"    a{m}i = X[2 * ({at}) + 1]"]
-        else:
-            body += [f"    a{m}r = X[{at}]", f"    a{m}i = XI[{at}]" if imag else f"    a{m}i = {lit(0.0)}"]
+        body += [f"    a{m}r = {_access(into, at_in(m), 0)}",
+                 f"    a{m}i = {_access(into, at_in(m), 1)}" if into != "parts" or imag else f"    a{m}i = {lit(0.0)}"]
     body += ["    " + line for line in _dft_lines(radix, inverse)]
     for j in range(radix):
-        at = f"o + {j * stride * k}" if j else "o"
         if j == 0:   # w⁰ = 1
             re, im = ("b0r", "b0i") if scale == 1.0 else (f"b0r * {lit(scale)}", f"b0i * {lit(scale)}")
         else:
@@ -166,13 +207,13 @@ def kernel(name: str, op) -> tuple[str, dict]:
                 re, im = f"b{j}r * c{j} - b{j}i * s{j}", f"b{j}r * s{j} + b{j}i * c{j}"
             else:
                 re, im = f"b{j}r * c{j} + b{j}i * s{j}", f"b{j}i * c{j} - b{j}r * s{j}"
-        body += [f"    Y[2 * ({at})] = {re}", f"    Y[2 * ({at}) + 1] = {im}"]
+        body += [f"    {_access(out, at_out(j), 0, 'Y')} = {re}", f"    {_access(out, at_out(j), 1, 'Y')} = {im}"]
+    src_len = count * (1 if into == "parts" else 2)
     params = [f"X: tensor[{dt}, \"NX\"]"] + ([f"XI: tensor[{dt}, \"NX\"]"] if imag else []) + \
              [f"Y: tensor[{dt}, \"NY\"]"]
     src = "\n".join(["@kernel", f"def {name}({', '.join(params)}):", *("    " + line for line in body), ""])
-    count = math.prod(shape)
-    env = {"NX": str(count if pairs else count // 2), "NY": str(count)}
+    src = src.replace("PLANE", str(count))
+    env = {"NX": str(src_len), "NY": str(2 * count)}
     args = [{"value": v, "shape": ["NX"]} for v in op.operands] + [{"value": result, "shape": ["NY"]}]
-    step = {"env": env, "block": [KERNEL_BLOCK, 1, 1], "grid": [f"ceil(NY/{2 * radix * KERNEL_BLOCK})", "1", "1"],
-            "args": args}
+    step = {"env": env, "block": [block, 1, 1], "grid": grid, "args": args}
     return src, step

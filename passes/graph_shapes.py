@@ -177,8 +177,8 @@ def _rule(op, ins: list[Dims]) -> list[Dims]:
         return [[d for d in _static(t)]]
     if name == "ttensor.interleave":   # the parts side by side
         return [ins[0] + ["2"]]
-    if name == "ttensor.fft_stage":   # pairs of the input's extents (a first stage: of its real part's)
-        return [ins[0] if len(ins[0]) == ir.RankedTensorType(t).rank else ins[0] + ["2"]]
+    if name == "ttensor.fft_stage":   # static
+        return [[d for d in _static(t)]]
     if name == "ttensor.part":   # one of the pairs' halves
         return [ins[0][:-1]]
     if name == "ttensor.col2im":   # like's extents
