@@ -14,13 +14,19 @@ a_m = x[i + m·n/r] (0 ≤ i < n/r, m < r) and writes
 column: its r inputs, the r-point DFT (additions only), and the twiddles w^(j·e), each from its integer
 exponent j·e < n as the DFT path's twiddle kernels do: reduced exactly to the nearest quarter turn and a
 remainder |φ| ≤ π/4, whose cosine and sine are Taylor polynomials (fourier._TERMS), so no table is stored in
-the image and no target needs a sine instruction; every twiddle is within an ulp or two, and the error grows as
-log n (f32 observed ~1e-7·log₂ n of the largest output).
+the image and no target needs a sine instruction. Measured against numpy.fft (in f64) for n = 2^5 … 2^20: the
+largest error at most 2.4e-7 of the largest output in f32, 6.2e-16 in f64.
 
-Data between stages are pairs [..., n, k, 2] (real and imaginary part side by side, numpy's complex storage),
-so a returned transform is its last stage's result viewed as complex<T> (no interleaving kernel) and a later
-transform of it reads the pairs directly; where a real tensor op reads a part, ``ttensor.part`` takes it. The
-first stage reads the real part (and an imaginary part if there is one) as separate tensors.
+The first stage reads x's real and imaginary parts as they are (a real x: no imaginary part; a complex
+parameter or an earlier transform: its pairs); the stages between write planes [2, ..., n, k] (the real
+parts, then the imaginary parts); the last writes pairs [..., n, k, 2] (real and imaginary part side by side,
+numpy's complex storage), so a returned transform is the last stage's result viewed as complex<T> (no
+interleaving kernel) and a later transform of it reads the pairs directly; where a real tensor op reads a
+part, ``ttensor.part`` takes it. On the CPU a warp's threads are vector lanes, and an access is a contiguous
+vector load or store only where its index is a warp-uniform value plus the thread index (passes/
+simt_to_warps.py): so for one column a signal (k = 1) the kernels launch a second axis over the signals and,
+where the stride s is at least a warp, run the first axis over q (the group p, and with it the twiddles,
+uniform in a warp: computed once), else over the butterfly index i (contiguous loads, strided stores).
 """
 
 from __future__ import annotations

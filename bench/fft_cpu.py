@@ -1,0 +1,74 @@
+"""Batched complex FFTs on the CPU: op.fft (passes/fft.py: Stockham radix-4 stages, each a kernel) against
+numpy.fft and jax.numpy.fft under jax.jit (XLA's CPU FFT), in the same process.
+
+    python bench/fft_cpu.py [--min-log 10] [--max-log 20] [--total 1048576] [--dtype c64|c128] [--rounds 5]
+
+Each row transforms a batch of B = max(1, total / n) complex signals of length n (numpy's c64 [B, n] —
+[B, n, 1] for op.fft, whose columns are the last axis; one storage), unitary (norm="ortho") on every side,
+for n = 2^min-log .. 2^max-log. Every side's result is checked against numpy's first (f32 within
+1e-5·log2 n of the largest magnitude, f64 within 1e-12). Throughput counts 5·n·log2(n) flops a signal (the
+usual FFT convention); the ratios are Tessera's speed over each peer's (above 1: Tessera faster). Times
+include each side's call overhead (Tessera's: the arguments checked and the result allocated).
+"""
+
+import argparse
+import math
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import machine, optional_jax, parse_args, report_sides, xla_call  # noqa: E402
+
+
+def source(logs: range, total: int, dtype: str) -> str:
+    real = "f32" if dtype == "c64" else "f64"
+    lines = [f"from tessera import {dtype}, {real}, function, op, tensor", ""]
+    for m in logs:
+        n = 1 << m
+        b = max(1, total // n)
+        lines += ["@function", f"def fft{m}(z: tensor[{dtype}, {b}, {n}, 1]):",
+                  f"    return op.fft({n}, dtype={real}) @ z", ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--min-log", type=int, default=10)
+    p.add_argument("--max-log", type=int, default=20)
+    p.add_argument("--total", type=int, default=1 << 20, help="complex elements a row transforms (B·n)")
+    p.add_argument("--dtype", choices=("c64", "c128"), default="c64")
+    p.add_argument("--rounds", type=int, default=5)
+    args = parse_args(p)
+    jax = optional_jax(threads=os.cpu_count())
+    if jax is not None and args.dtype == "c128":
+        jax.config.update("jax_enable_x64", True)
+    from tessera import compiler, executor   # after jax: optional_jax sets XLA's flags before anything imports it
+
+    print(f"machine: {machine()}; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    logs = range(args.min_log, args.max_log + 1)
+    program = executor.load(compiler.compile_source(source(logs, args.total, args.dtype), "fft_bench.py").image)
+    cdt = np.complex64 if args.dtype == "c64" else np.complex128
+    rng = np.random.default_rng(0)
+    for m in logs:
+        n = 1 << m
+        b = max(1, args.total // n)
+        z = (rng.standard_normal((b, n)) + 1j * rng.standard_normal((b, n))).astype(cdt)
+        z3 = z.reshape(b, n, 1)
+        ours = getattr(program, f"fft{m}")
+        want = np.fft.fft(z, axis=-1, norm="ortho")
+        tol = (1e-5 * m if args.dtype == "c64" else 1e-12) * float(np.abs(want).max())
+        np.testing.assert_allclose(ours(z3).reshape(b, n), want, rtol=0, atol=tol)
+        xla = xla_call(jax, lambda jnp, x: jnp.fft.fft(x, axis=-1, norm="ortho"), z)
+        if jax is not None:
+            got = np.asarray(jax.jit(lambda x: jax.numpy.fft.fft(x, axis=-1, norm="ortho"))(z))
+            np.testing.assert_allclose(got, want, rtol=0, atol=tol)
+        sides = {"tessera": lambda: ours(z3), "numpy": lambda: np.fft.fft(z, axis=-1, norm="ortho"), "XLA": xla}
+        report_sides(f"fft {args.dtype} n=2^{m} B={b}", sides, args.rounds, "GFLOP/s", 5.0 * n * m * b,
+                     shape=(b, n), dtype=args.dtype)
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()
