@@ -57,7 +57,7 @@ def tuned(head_dim: int) -> dict:
         if int(dim) == head_dim:
             for kv in filter(None, sets.split(",")):
                 key, _, value = kv.partition("=")
-                if key.strip() not in ("block_m", "block_n", "stages", "poly_every"):
+                if key.strip() not in ("block_m", "block_n", "stages", "poly_every", "end_tiles", "skip_masked"):
                     raise ValueError(f"${ENV}: no setting {key.strip()!r}")
                 out[key.strip()] = int(value)
     return out
@@ -141,6 +141,10 @@ class Sm90AttentionSpec(Blocks):
     block_n: int = 0              # keys per block; 0: TUNED's
     block_m: int = 0              # query rows per CTA, 128 or 192 (two or three consumer warpgroups); 0: TUNED's
     poly_every: int = 0           # every n-th exp2 of the softmax by a polynomial on the FMA pipe (0: none)
+    end_tiles: int = 0            # causal, 1: the query tiles end at the last row (tile x: rows SQ - (x+1)·BM …),
+    #                               the first rows' tile clamped to row 0 (see generate); 0: from row 0
+    skip_masked: int = 0          # causal, 1: a consumer warpgroup stops at its own rows' last key block and
+    #                               passes its turns through the blocks after it (masked for all its rows)
     lse: bool = False             # also store each query row's log-sum-exp (the backward's residual)
     seq_heads: bool = False       # Q, K, V and O are [B, S, H, D] (LSE stays [B, H, SQ])
 
@@ -249,6 +253,16 @@ def generate(spec: Sm90AttentionSpec) -> str:
         qb = w.v(f"sub i32 {qb}, {bx}")
     BMc = spec.bm
     m0 = w.v(f"mul i32 {qb}, {BMc}")
+    if spec.causal and spec.end_tiles:
+        # the tiles end at the last row: tile bx holds rows SQ - (bx + 1)·BM … SQ - bx·BM - 1 (the longest
+        # first), so the tile short of BM rows is the first rows' — which need the fewest key blocks — not the
+        # last rows'. It starts at row 0, not below (never a negative row in a TMA box or a comparison), and so
+        # also computes the first rows of the next tile: the same values bit for bit (same key blocks, the
+        # extra ones fully masked for those rows: p = 0, α = 1), stored twice. S = 4096 at 192 rows: the
+        # products computed fall from 1.125 to 1.066 of the causal pairs.
+        tiles_below = w.v(f"mul i32 {w.v(f'add i32 {bx}, 1')}, {BMc}")
+        below = w.v(f"sub i32 {w.v('trunc i64 %SQ to i32')}, {tiles_below}")
+        m0 = w.v(f"select i1 {w.v(f'icmp slt i32 {below}, 0')}, i32 0, i32 {below}")
     nkv = w.v(f"add i32 {sk}, {BN - 1}")
     nkv = w.v(f"udiv i32 {nkv}, {BN}")
     if spec.causal:
@@ -288,6 +302,12 @@ def generate(spec: Sm90AttentionSpec) -> str:
     q_rows = w.v(f"add i32 {base}, {w.v(f'mul i32 {c}, {64 * hp.SWIZZLE_ROW}')}")
     rows = (w.v(f"add i32 {m0}, {w.v(f'shl i32 {c}, 6')}"), row0, row1, col_t)  # the first is uniform
     mult = spec.multiplier(w)
+    nkv_all = nkv
+    if spec.causal and spec.skip_masked:
+        # this warpgroup's own rows m0 + 64c … m0 + 64c + 63 need ceil((m0 + 64c + 64) / BN) blocks; the CTA's
+        # later blocks are masked for all of them (up to two of three warpgroups skip a 192 × 128 tile's last)
+        own = w.v(f"udiv i32 {w.v(f'add i32 {rows[0]}, {64 + BN - 1}')}, {BN}")
+        nkv = w.v(f"select i1 {w.v(f'icmp ult i32 {own}, {nkv}')}, i32 {own}, i32 {nkv}")
     hp.mbar_wait(w, bars, "0")
     w.cbr(w.v(f"icmp ugt i32 {nkv}, 0"), "cfirst", "exit")
     # the first block: S₀ only (no P·V before it)
@@ -350,6 +370,24 @@ def generate(spec: Sm90AttentionSpec) -> str:
     turn.give()
     ol = hp.wait_group(w, ol, 0, keep=fl)
     hp.mbar_arrive_if(w, _empty(w, bars, w.v(f"urem i32 {last}, {S}"), S), leader)
+    if nkv is not nkv_all:
+        # the blocks after this warpgroup's own: its turns passed on empty-handed (the others' round robin goes
+        # on) and each ring slot released once its block has landed (so the release counts for that block)
+        done = w.current
+        w.cbr(w.v(f"icmp ult i32 {nkv}, {nkv_all}"), "cidle", "cdone")
+        w.label("cidle")
+        ji, ji_next = w.fresh("ji"), w.fresh("jin")
+        w.emit(f"{ji} = phi i32 [{nkv}, %{done}], [{ji_next}, %CIDLE]")
+        si, phi_ = _stage(w, ji, S)
+        hp.mbar_wait(w, _full(w, bars, si), phi_)
+        turn.take()
+        turn.give()
+        hp.mbar_arrive_if(w, _empty(w, bars, si, S), leader)
+        w.emit(f"{ji_next} = add i32 {ji}, 1")
+        idle = w.current
+        w.cbr(w.v(f"icmp ult i32 {ji_next}, {nkv_all}"), "cidle", "cdone")
+        w.lines[:] = [x.replace("%CIDLE]", f"%{idle}]") for x in w.lines]
+        w.label("cdone")
     turn.finish()
     inv = _store(w, spec, ol, ll, c, warp, lane, m0, bh, base)
     if spec.lse:

@@ -131,11 +131,51 @@ def test_poly_exp2_matches_exp2():
     assert plain.count("@llvm.nvvm.ex2.approx.ftz.f(") - text.count("@llvm.nvvm.ex2.approx.ftz.f(") == moved
 
 
+def test_causal_end_tiles_and_skipped_blocks():
+    """end_tiles: tile x holds rows SQ - (x + 1)·BM …, the first rows' tile clamped at row 0 (a signed
+    comparison and a select: never a negative row); skip_masked: each consumer warpgroup runs its own count of
+    key blocks, ceil((m0 + 64c + 64) / BN), then an idle loop that waits for each later block, passes the turn
+    on (bar.sync on its own barrier, bar.arrive on the next) and releases the ring slot. Neither changes a
+    non-causal kernel; the row comparisons stay unsigned (rows are never negative)."""
+    spec = attention_sm90.Sm90AttentionSpec
+    both = attention_sm90.generate(spec("a", head_dim=64, causal=True, end_tiles=1, skip_masked=1))
+    plain = attention_sm90.generate(spec("a", head_dim=64, causal=True))
+    assert "icmp slt" in both and "icmp slt" not in plain and "icmp sgt" not in both
+    assert "cidle:" in both and "cidle" not in plain
+    idle = both[both.index("cidle:"):both.index("cdone:")]
+    assert "mbarrier.try_wait" in idle and "bar.sync $0, 256;" in idle and "bar.arrive $0, 256;" in idle
+    assert "mbarrier.arrive" in idle and "wgmma" not in idle
+    # the warpgroup's own blocks: 64 rows past its first, rounded up to 128-key blocks
+    import re
+    assert re.search(r"(%\w+) = add i32 %\w+, 191\n\s*%\w+ = udiv i32 \1, 128\n", both)
+    for kw in ({}, {"head_dim": 128}):
+        a = attention_sm90.generate(spec("a", **kw))
+        assert a == attention_sm90.generate(spec("a", end_tiles=1, skip_masked=1, **kw))
+
+
+@pytest.mark.skipif(ptxas.find() is None, reason="ptxas (CUDA's PTX assembler) is not installed (the CUDA toolkit)")
+def test_causal_end_tiles_and_skipped_blocks_assemble(monkeypatch):
+    """The causal kernels with end_tiles and skip_masked through the compiler and ptxas: no spills."""
+    monkeypatch.setenv(attention_sm90.ENV, "64:end_tiles=1,skip_masked=1;128:end_tiles=1,skip_masked=1")
+    monkeypatch.setenv("TESSERA_CACHE", "0")
+    src = ("@function\ndef f(Q: tensor[bf16, 'B', 'S', 64], K: tensor[bf16, 'B', 'S', 64], "
+           "V: tensor[bf16, 'B', 'S', 64]):\n    return op.flash_attention(Q, K, V, causal=True, scale=0.125)\n"
+           "@function\ndef g(Q: tensor[bf16, 'B', 'S', 128], K: tensor[bf16, 'B', 'S', 128], "
+           "V: tensor[bf16, 'B', 'S', 128]):\n    return op.flash_attention(Q, K, V, causal=True, scale=0.125)\n")
+    result = compiler.compile_source(src, "user.py", CompileOptions(target="ptx", arch="sm_90a"))
+    kernels = [k for k in image.read_image(result.image).kernels if "attention" in k.name or "flash" in k.name]
+    assert len(kernels) == 2
+    for k in kernels:
+        assert "ptx.spill_bytes" not in k.props, k.name
+
+
 def test_env_overrides_tuned(monkeypatch):
     """$TESSERA_SM90_ATTENTION: the benchmark's variants (the old D=64 blocking for comparison)."""
     monkeypatch.setenv(attention_sm90.ENV, "64:block_m=128,block_n=192;128:stages=2")
     assert attention_sm90.tuned(64) == {"block_m": 128, "block_n": 192, "stages": 3}
     assert attention_sm90.tuned(128)["stages"] == 2
+    monkeypatch.setenv(attention_sm90.ENV, "64:end_tiles=1,skip_masked=1")
+    assert attention_sm90.tuned(64)["end_tiles"] == attention_sm90.tuned(64)["skip_masked"] == 1
     monkeypatch.setenv(attention_sm90.ENV, "64:tiles=3")
     with pytest.raises(ValueError, match="no setting 'tiles'"):
         attention_sm90.tuned(64)
