@@ -331,7 +331,17 @@ class _Body:
             # the loop body needs no branch and every load stays inside the operand.
             full = arith.CmpIOp(arith.CmpIPredicate.sge, rows, idx(width)).result
             first = add(base, mul(strip, stride))
-            kl = scf_for(0, kc)
+            k_start = idx(0)
+            if not k_major and self.vw >= 16:
+                # AVX-512: VW values of k at a time, by a register transpose of contiguous row vectors; the
+                # rest of the chunk (kc mod VW) by the gathers below.
+                k_start = sub(kc, arith.RemSIOp(kc, idx(self.vw)).result)
+                tl = scf_for(0, k_start, self.vw)
+                with ir.InsertionPoint(tl.body):
+                    self._transpose_rows(src, row0, rows, full, add(k0, tl.induction_variable), packed,
+                                         add(first, mul(tl.induction_variable, width)), width)
+                    scf.YieldOp([])
+            kl = scf_for(k_start, kc)
             with ir.InsertionPoint(kl.body):
                 k = kl.induction_variable
                 col = add(k0, k)
@@ -353,6 +363,45 @@ class _Body:
                     memref.StoreOp(v, packed, [add(dst, r)])
                 scf.YieldOp([])
             scf.YieldOp([])
+
+    def _transpose_rows(self, src, row0, rows, full, col, packed, dst, width: int) -> None:
+        """src[row0:row0+width, col:col+VW] (rows past `rows` as zeros) widened to packed[dst + k·width + r]
+        for k < VW: each group of VW rows loaded as VW contiguous vectors and transposed in registers
+        (log2 VW stages of two-source shuffles, each swapping the off-diagonal blocks of its pairs of rows).
+        On a Zen 5 EPYC this packing made A·B 7-11% cheaper in CPU time than one gather per k (the per-k
+        gathers cost as much as packing Aᵀ, which reads contiguous rows, saves: bench/gemm_cpu.py's rows)."""
+        vw = self.vw
+        in_vec = self._in_vec(src)
+        for g in range(0, width, vw):
+            vecs = []
+            for q in range(vw):
+                r = g + q
+                if r >= width:
+                    vecs.append(zeros(self.vtype))
+                    continue
+                row = arith.SelectOp(full, add(row0, r), add(row0, smin(r, sub(rows, 1)))).result
+                v = self._widen(vector.LoadOp(in_vec, src, [row, col]).result, src)
+                if r:  # row 0 of a strip always exists
+                    v = arith.SelectOp(arith.OrIOp(full, lt(r, rows)).result, v, zeros(self.vtype)).result
+                vecs.append(v)
+            d = vw // 2
+            while d:
+                out = list(vecs)
+                for i in range(vw):
+                    if not i & d:
+                        lo = [j if not j & d else vw + j - d for j in range(vw)]
+                        hi = [j + d if not j & d else vw + j for j in range(vw)]
+                        out[i] = vector.ShuffleOp(vecs[i], vecs[i + d], lo).result
+                        out[i + d] = vector.ShuffleOp(vecs[i], vecs[i + d], hi).result
+                vecs = out
+                d //= 2
+            lanes = min(vw, width - g)
+            for k, v in enumerate(vecs):
+                at = [add(dst, k * width + g)]
+                if lanes == vw:
+                    vector.StoreOp(v, packed, at)
+                else:
+                    vector.MaskedStoreOp(packed, at, self._mask(idx(lanes)), v)
 
     def _gather_column(self, src, row0, col, packed, dst, width: int, valid) -> None:
         """src[row0:row0+width, col] (the first `valid` rows; zeros after) widened to packed[dst:dst+width], a

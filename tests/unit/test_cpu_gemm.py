@@ -178,6 +178,30 @@ def test_gemm_transposed_other_register_tiles(schedule):
         check_gemm(run_transposed(spec, A, B), A, B)
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("trans_b", [False, True], ids=["n", "t"])
+def test_avx512_strips_packed_by_register_transposes(dtype, trans_b):
+    """The 16-lane tile packs A (and Bᵀ) 16 values of k at a time by transposing row vectors in registers,
+    the chunk's remaining k by gathers: strips full and partial (rows past M or N are zeros), chunks of
+    multiples of 16 and not, operands widened from f16 and bf16."""
+    schedule = Schedule(mb=56, nc=64, mc=28, kc=48, mr=14, nr=32, vector_width=16)
+    spec = gemm.GemmSpec(f"mmx_{dtype}", dtype=dtype, schedule=schedule, trans_b=trans_b)
+    for M, N, K in [(29, 45, 53), (14, 32, 16), (15, 33, 64), (70, 100, 97), (3, 5, 17)]:
+        A, B = f32(M, K), f32(K, N)
+        if dtype == "f16":
+            A, B = A.astype(np.float16), B.astype(np.float16)
+            Af, Bf = A.astype(np.float32), B.astype(np.float32)
+        elif dtype == "bf16":
+            A, B = to_bf16_bits(A), to_bf16_bits(B)
+            Af, Bf = from_bf16_bits(A), from_bf16_bits(B)
+        else:
+            Af, Bf = A, B
+        Bt = np.ascontiguousarray(B.T) if trans_b else B
+        C = np.full((M, N), np.nan, dtype=np.float32)
+        load(spec)(A, Bt, C, grid=gemm.gemm_grid(spec, M, N), block=1)
+        check_gemm(C, Af, Bf)
+
+
 def test_gemm_f16_inputs_are_widened_while_packing():
     spec = gemm.GemmSpec("mm16", dtype="f16", schedule=SMALL)
     A, B = f32(41, 23).astype(np.float16), f32(23, 50).astype(np.float16)
