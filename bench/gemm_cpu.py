@@ -22,6 +22,10 @@ after each turn (see best_times); all use every core (Tessera's pool: TESSERA_NU
 matched to one thread where ours is one: common.optional_jax; OpenBLAS: OPENBLAS_NUM_THREADS). XLA is the
 optional `bench` extra: without jax its column is left out and every row says so. Every side's result is
 checked against numpy's. GFLOP/s count 2·M·N·K per product.
+
+--cpu-time also times Tessera and XLA by process CPU time (the work of all the process's threads, best of
+`rounds` in alternation), after each row: on a machine that others share, wall times say as much about the
+scheduler as about the kernels (docs/performance.md, "Against XLA").
 """
 
 import argparse
@@ -29,6 +33,7 @@ import dataclasses
 import math
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -61,6 +66,38 @@ def numpy_gelu_tanh(x, tmp):
 def gelu_tanh(jnp, x):
     """XLA's side of numpy_gelu_tanh, the same formula (XLA fuses it with the dot as it will)."""
     return np.float32(0.5) * x * (1 + jnp.tanh(SQRT_2_OVER_PI * (x + np.float32(0.044715) * x * x * x)))
+
+
+CPU_TIME = {"on": False}   # --cpu-time
+
+
+def cpu_times(fns: list, rounds: int, budget: float = 0.2, settle: float = 0.05) -> list[float]:
+    """Best process CPU time (time.process_time: every thread of this process) per call of each function,
+    called in turn each round, each turn repeated to about `budget` s of wall time."""
+    reps = []
+    for fn in fns:
+        fn()
+        t0 = time.perf_counter()
+        fn()
+        reps.append(max(1, int(budget / max(time.perf_counter() - t0, 1e-6))))
+    best = [float("inf")] * len(fns)
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            c0 = time.process_time()
+            for _ in range(reps[i]):
+                fn()
+            best[i] = min(best[i], (time.process_time() - c0) / reps[i])
+            time.sleep(settle)
+    return best
+
+
+def sides_row(workload: str, sides: dict, rounds: int, unit: str, amount: float, **row) -> None:
+    """report_sides, then with --cpu-time Tessera's and XLA's process CPU time per call and their ratio."""
+    report_sides(workload, sides, rounds, unit, amount, **row)
+    if CPU_TIME["on"] and sides.get("XLA") is not None:
+        ours, xla = cpu_times([sides["tessera"], sides["XLA"]], rounds)
+        print(f"  {workload}: process CPU time per call: tessera {ours * 1e3:.3f} ms, XLA {xla * 1e3:.3f} ms, "
+              f"ratio vs XLA {xla / ours:.3f}")
 
 
 def schedule_for(m: int, n: int, k: int):
@@ -106,7 +143,7 @@ def bench_size(n: int, jax, rounds: int, rng) -> None:
         for g in got:
             np.testing.assert_allclose(g, want, **tol)
     xla = xla_call(jax, lambda jnp, a, b: a @ b, A, B)
-    report_sides(f"gemm {n}", {"tessera": lambda: mm(A, B, C, grid=grid, block=1), "XLA": xla,
+    sides_row(f"gemm {n}", {"tessera": lambda: mm(A, B, C, grid=grid, block=1), "XLA": xla,
                                "numpy": lambda: np.matmul(A, B, out=ref)}, rounds, "GFLOP/s", flops, **row)
     close(C, ref, *([xla()] if xla else []))
 
@@ -117,7 +154,7 @@ def bench_size(n: int, jax, rounds: int, rng) -> None:
         a_view, b_view = (At.T if trans_a else A), (Bt.T if trans_b else B)
         xla = xla_call(jax, lambda jnp, a, b, ta=trans_a, tb=trans_b: (a.T if ta else a) @ (b.T if tb else b),
                        At, Bt)
-        report_sides(f"gemm {label} {n}", {"tessera": lambda: mt(At, Bt, C, grid=grid, block=1), "XLA": xla,
+        sides_row(f"gemm {label} {n}", {"tessera": lambda: mt(At, Bt, C, grid=grid, block=1), "XLA": xla,
                                            "numpy": lambda: np.matmul(a_view, b_view, out=ref)},
                      rounds, "GFLOP/s", flops, **row)
         close(C, ref, *([xla()] if xla else []))
@@ -141,7 +178,7 @@ def bench_size(n: int, jax, rounds: int, rng) -> None:
     peer_fused()
     want = ref.copy()
     xla = xla_call(jax, lambda jnp, a, b, c: gelu_tanh(jnp, a @ b + c), A, B, bias)
-    report_sides(f"gemm+bias+gelu {n}", {"tessera": lambda: fused(A, B, C, bias, grid=grid, block=1), "XLA": xla,
+    sides_row(f"gemm+bias+gelu {n}", {"tessera": lambda: fused(A, B, C, bias, grid=grid, block=1), "XLA": xla,
                                          "numpy": peer_fused}, rounds, "GFLOP/s", flops,
                  **dict(row, bytes=row["bytes"] + 4 * n))   # and the bias
     close(C, ref, *([xla()] if xla else []), want=want)
@@ -172,7 +209,7 @@ def bench_mlp(n: int, jax, rounds: int, rng) -> None:
     want = Yref.copy()
 
     xla = xla_call(jax, lambda jnp, x, w1, b, w2: gelu_tanh(jnp, x @ w1 + b) @ w2, X, W1, b1, W2)
-    report_sides(f"mlp {n}x{h}x{n}", {"tessera": ours, "XLA": xla, "numpy": peer}, rounds, "GFLOP/s",
+    sides_row(f"mlp {n}x{h}x{n}", {"tessera": ours, "XLA": xla, "numpy": peer}, rounds, "GFLOP/s",
                  2 * 2.0 * n * n * h / 1e9, shape=(n, n, h),
                  dtype="f32", bytes=4 * (2 * n * n + 2 * n * h + h))   # [T, D, F]; X, W1, b1, W2 read, Y written
     for got in (Y, Yref, *([xla()] if xla else [])):
@@ -186,7 +223,9 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--bounds-checks", action="store_true",
                    help="time each GEMM kernel with bounds checks against --no-bounds-checks instead of numpy")
+    p.add_argument("--cpu-time", action="store_true", help="also compare Tessera's and XLA's process CPU time")
     args = parse_args(p)
+    CPU_TIME["on"] = args.cpu_time
     threads = target.worker_threads()
     # Other work on the machine slows the sides, unequally: the load average says how busy it was.
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}; Tessera threads: {threads}, "

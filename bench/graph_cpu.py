@@ -11,6 +11,8 @@ in alternation, best of --rounds (common.best_times), each checked against numpy
 XLA use every core (common.optional_jax matches XLA's pool to TESSERA_NUM_THREADS=1). XLA is the optional
 `bench` extra: without jax its column is left out and every row says so.
 
+--cpu-time also compares Tessera's and XLA's process CPU time per call after each row (gemm_cpu.py's).
+
 --bounds-checks times every row compiled with bounds checks (the default) against the program compiled with
 --no-bounds-checks instead of the peers, in alternation.
 """
@@ -22,7 +24,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import machine, optional_jax, parse_args, report_checks, report_sides, xla_call  # noqa: E402
+from common import machine, optional_jax, parse_args, report_checks, xla_call  # noqa: E402
+from gemm_cpu import CPU_TIME, sides_row  # noqa: E402
 
 from tessera import compiler, executor  # noqa: E402
 from tessera.backends.cpu.target import worker_threads  # noqa: E402
@@ -106,7 +109,7 @@ class Peers:
         for n, f in sides.items():
             if f is not None and n not in unchecked:
                 np.testing.assert_allclose(np.asarray(f()), want, *tol, err_msg=n)
-        report_sides(name, sides, self.rounds, unit, amount, **row)
+        sides_row(name, sides, self.rounds, unit, amount, **row)
 
     def formula(self, name, fn, formula, args, tol, unit, amount, **row):
         """A row whose three sides compute `formula` (ours compiled as the program's `fn`) on `args`."""
@@ -165,7 +168,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bounds-checks", action="store_true", help="checked against --no-bounds-checks")
     p.add_argument("--rounds", type=int, default=5, help="rounds of the sides in alternation (best of)")
+    p.add_argument("--cpu-time", action="store_true", help="also compare Tessera's and XLA's process CPU time")
     args = parse_args(p)
+    CPU_TIME["on"] = args.cpu_time
     # Other work on the machine slows the sides unequally: the load average says how busy it was.
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}; Tessera threads: {worker_threads()}")
     if args.bounds_checks:
