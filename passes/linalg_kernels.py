@@ -55,6 +55,8 @@ SQUARINGS = {"f64": 60, "f32": 30}
 EARLIEST = {"f64": 44, "f32": 24}
 MAX_SMALL = 64       # the smaller extent of a factorized matrix, and n of eigh and spectral_radius
 MAX_LARGE = 4096     # the larger extent of an svd's matrix
+ONE_BLOCK = 1        # the launch: one block of one thread. Its guard is `t < 1`: `if t == 0:` ran wrong on the
+                     # OpenCL CPU runtime through SPIR-V (results unwritten, heap corruption), `t < 1` runs right
 
 
 def _eps(dt: str) -> float:
@@ -101,12 +103,12 @@ def kernel(name: str, op) -> tuple[str, dict]:
     fn = ir.StringAttr(op.attributes["fn"]).value
     transposed = ir.BoolAttr(op.attributes["transposed"]).value
     body = {"svd": _svd, "eigh": _eigh, "spectral_radius": _spectral_radius}[fn](dt, m, n, transposed)
-    src = "\n".join(["@kernel", f"def {name}(A: tensor[{dt}, \"AM\", \"AN\"], F: tensor[{dt}, \"FR\", \"FC\"]):",
-                     "    t = launch.thread_id(0)", "    if t == 0:",
+    src = "\n".join(["@kernel", f"def {name}(A: tensor[{dt}, \"XR\", \"XC\"], F: tensor[{dt}, \"YR\", \"YC\"]):",
+                     "    t = launch.thread_id(0)", "    if t < 1:",
                      *("        " + line for line in body), ""])
-    env = {"AM": str(m), "AN": str(n), "FR": str(r), "FC": str(c)}
-    step = {"env": env, "block": [1, 1, 1], "grid": ["1", "1", "1"],
-            "args": [{"value": x, "shape": ["AM", "AN"]}, {"value": result, "shape": ["FR", "FC"]}]}
+    env = {"XR": str(m), "XC": str(n), "YR": str(r), "YC": str(c)}
+    step = {"env": env, "block": [ONE_BLOCK, 1, 1], "grid": ["1", "1", "1"],
+            "args": [{"value": x, "shape": ["XR", "XC"]}, {"value": result, "shape": ["YR", "YC"]}]}
     return src, step
 
 
