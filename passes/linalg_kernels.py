@@ -28,7 +28,8 @@ The result is one packed matrix [rows, n] that the factors are sliced from (`tte
   squarings' rounding (n·u·max|B|² per product) weighs as the matrix is far from normal. ρ = 0 where B
   becomes 0 within ⌈log₂ n⌉ + 1 squarings (nilpotent); where it underflows to 0 later (a defective A, whose
   powers' entries outgrow the exponent range: a 16×16 Jordan block after 44 squarings), the estimate so far,
-  within 2^-k·ln(2^2100) of ρ after k squarings, from k = 44 (f64) / 24 (f32) on, else NaN. Packed: rows [0, n) B, [n, 2n) B² (scratch), entry [2n, 0] ρ.
+  within 2^-k·ln(2^2100) of ρ after k squarings, from k = 44 (f64) / 24 (f32) on, else NaN. Packed: rows
+  [0, n) B, [n, 2n) B² (scratch), entry [2n, 0] ρ.
 
 Non-convergence within the sweep limit, and a NaN or infinite entry of A, make every entry of the result NaN:
 never a wrong number. One thread means the work is O(sweeps·n²·m) sequential operations, so the sizes are
@@ -277,10 +278,12 @@ def _eigh(dt: str, m: int, n: int, transposed: bool) -> list[str]:
             *("                    " + line for line in _rotation(dt, "zeta")),
             f"                    for k in range({n}):",
             f"                        xp = F[{n} + k, p]", f"                        xq = F[{n} + k, q]",
-            f"                        F[{n} + k, p] = c * xp - s * xq", f"                        F[{n} + k, q] = s * xp + c * xq",
+            f"                        F[{n} + k, p] = c * xp - s * xq",
+            f"                        F[{n} + k, q] = s * xp + c * xq",
             f"                    for k in range({n}):",
             f"                        xp = F[{n} + p, k]", f"                        xq = F[{n} + q, k]",
-            f"                        F[{n} + p, k] = c * xp - s * xq", f"                        F[{n} + q, k] = s * xp + c * xq",
+            f"                        F[{n} + p, k] = c * xp - s * xq",
+            f"                        F[{n} + q, k] = s * xp + c * xq",
             f"                    F[{n} + p, q] = {zero}", f"                    F[{n} + q, p] = {zero}",
             f"                    for k in range({n}):",
             "                        xp = F[k, p]", "                        xq = F[k, q]",
