@@ -65,7 +65,7 @@ def main() -> None:
             got = np.asarray(jax.jit(lambda x: jax.numpy.fft.fft(x, axis=-1, norm="ortho"))(z))
             np.testing.assert_allclose(got, want, rtol=0, atol=tol)
         sides = {"tessera": lambda: ours(z3), "numpy": lambda: np.fft.fft(z, axis=-1, norm="ortho"), "XLA": xla}
-        report_sides(f"fft {args.dtype} n=2^{m} B={b}", sides, args.rounds, "GFLOP/s", 5.0 * n * m * b,
+        report_sides(f"fft {args.dtype} n=2^{m} B={b}", sides, args.rounds, "GFLOP/s", 5.0 * n * m * b / 1e9,
                      shape=(b, n), dtype=args.dtype)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 

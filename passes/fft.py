@@ -2,7 +2,7 @@
 
 ``tod.fft(n)`` / ``tod.ifft(n)`` applied to columns X [..., n, k] (passes/tod_lower.py) lower here when n is a
 power of two (n ≥ 2) and the extents are static; other n keep the DFT as GEMMs (passes/fourier.py). The
-transform is the self-sorting Stockham FFT: log₄ n radix-4 stages (a radix-2 one first where log₂ n is odd),
+transform is the self-sorting Stockham FFT: log₄ n radix-4 stages (a radix-2 one last where log₂ n is odd),
 each a ``ttensor.fft_stage`` op and a kernel of its own, so O(n log n) work and no bit reversal. With r the
 stage's radix, s its stride (1, then the product of the earlier radices) and q = i mod s, the stage reads
 a_m = x[i + m·n/r] (0 ≤ i < n/r, m < r) and writes
@@ -51,9 +51,10 @@ def applies(n: int, x) -> bool:
 
 
 def radices(n: int) -> list[int]:
-    """The stages' radices for size n = 2^m: a radix-2 stage where m is odd, then radix-4 ones."""
+    """The stages' radices for size n = 2^m: radix-4 ones, then a radix-2 one where m is odd (last, where its
+    stride n/2 makes every access but the pairs' stores contiguous)."""
     m = n.bit_length() - 1
-    return [2] * (m % 2) + [4] * (m // 2)
+    return [4] * (m // 2) + [2] * (m % 2)
 
 
 def _shape(v) -> list[int]:

@@ -176,7 +176,7 @@ def fourier_kernels(plan) -> list[str]:
 def test_transforms_are_gemms_and_fourier_kernels(built):
     """Not a power of two (12, 6, 10, 7): two twiddle kernels per size and dtype in a function, GEMMs for the f32
     transforms (none for f64), one interleaving kernel per complex result. A power of two: log₄ n radix-4 stages
-    (a radix-2 one first where log₂ n is odd), no GEMM, and a returned result is the last stage's pairs (no
+    (a radix-2 one last where log₂ n is odd), no GEMM, and a returned result is the last stage's pairs (no
     interleaving); an inverse applied to a transform reads its pairs (no parts)."""
     plans = built.metadata["plans"]
     kinds = {name: [s["kernel"].split("__")[1] for s in p["steps"] if "kernel" in s] for name, p in plans.items()}
@@ -188,7 +188,7 @@ def test_transforms_are_gemms_and_fourier_kernels(built):
     assert sorted(fourier_kernels(plans["two_d"])) == ["interleave", "part", "part", "stage", "stage", "twiddle",
                                                        "twiddle"]
     assert sum(k.startswith("gemm") for k in kinds["transform64"]) == 0
-    filtered = fourier_kernels(plans["filtered"])   # F h, F x: 3 stages each (32 = 2·4·4), F* of the product 3
+    filtered = fourier_kernels(plans["filtered"])   # F h, F x: 3 stages each (32 = 4·4·2), F* of the product 3
     assert filtered.count("stage") == 9 and "twiddle" not in filtered
 
 
@@ -344,3 +344,92 @@ def test_the_examples_matrix_compares_complex_results():
     want = np.array([1 + 2j, -3j], np.complex64)
     assert em._close("r", "f32", want + np.complex64(1e-5j), want) is None
     assert "beyond the f32 tolerance" in em._close("r", "f32", want + np.complex64(1e-2j), want)
+
+
+# Powers of two take the FFT (passes/fft.py): sizes from 2 to 2^17, an odd and an even number of radix-2 factors
+# (a radix-2 stage last where log2 n is odd), beyond the DFT's old 4096, batched as stacks of columns, real and
+# complex inputs, forward and inverse.
+LARGE = """
+@function
+def small32(a: tensor[f32, 2], b: tensor[f32, 3, 8, 5], c: tensor[c64, 4, 2]):
+    return op.fft(2, dtype=f32) @ a, op.ifft(8, dtype=f32) @ b, op.fft(4, dtype=f32) @ c
+
+@function
+def large32(x: tensor[f32, 3, 8192, 1], z: tensor[c64, 2, 131072, 1]):
+    return op.fft(8192, dtype=f32) @ x, op.ifft(131072, dtype=f32) @ z, op.fft(131072, dtype=f32) @ z
+
+@function
+def large64(x: tensor[f64, 2048, 3], z: tensor[c128, 2, 65536, 1]):
+    return op.ifft(2048, dtype=f64) @ x, op.fft(65536, dtype=f64) @ z, op.ifft(65536, dtype=f64) @ z
+"""
+
+
+def large_args(name):
+    def c(*shape, dtype):
+        return (randn(*shape, dtype=np.float64) + 1j * randn(*shape, dtype=np.float64)).astype(dtype)
+    if name == "small32":
+        return randn(2), randn(3, 8, 5), c(4, 2, dtype=np.complex64)
+    if name == "large32":
+        return randn(3, 8192, 1), c(2, 131072, 1, dtype=np.complex64)
+    return randn(2048, 3, dtype=np.float64), c(2, 65536, 1, dtype=np.complex128)
+
+
+def large_reference(name, *args):
+    a = [np.asarray(x, np.complex128) for x in args]
+    f = lambda x, axis: np.fft.fft(x, axis=axis, norm="ortho")    # noqa: E731
+    i = lambda x, axis: np.fft.ifft(x, axis=axis, norm="ortho")   # noqa: E731
+    if name == "small32":
+        return f(a[0], 0), i(a[1], 1), f(a[2], 0)
+    if name == "large32":
+        return f(a[0], 1), i(a[1], 1), f(a[1], 1)
+    return i(a[0], 0), f(a[1], 1), i(a[1], 1)
+
+
+def check_large(program, name):
+    """Each result against numpy.fft (in f64): f32 within 1e-5·log2 n of the largest magnitude, f64 within 1e-12
+    of it (not scaled by log n)."""
+    args = large_args(name)
+    got = getattr(program, name)(*args)
+    want = large_reference(name, *args)
+    sizes = {"small32": (2, 8, 4), "large32": (8192, 131072, 131072), "large64": (2048, 65536, 65536)}[name]
+    for g, w, n in zip(got, want, sizes):
+        assert g.shape == w.shape and g.dtype == (np.complex128 if name == "large64" else np.complex64)
+        tol = (1e-12 if name == "large64" else 1e-5 * math.log2(n)) * float(np.abs(w).max())
+        np.testing.assert_allclose(g, w, rtol=0, atol=tol)
+
+
+@pytest.fixture(scope="module")
+def large_source():
+    return compiler.compile_source(LARGE, "large.py")
+
+
+@pytest.mark.parametrize("name", ["small32", "large32", "large64"])
+def test_power_of_two_transforms_match_numpy_fft(large_source, name):
+    check_large(executor.load(large_source.image), name)
+
+
+def test_power_of_two_transforms_on_opencl(opencl):  # noqa: F811
+    program = executor.load(compiler.compile_source(LARGE, "large.py", CompileOptions(target="spirv")).image, opencl)
+    for name in ("small32", "large32", "large64"):
+        check_large(program, name)
+
+
+def test_power_of_two_transforms_are_stages(large_source):
+    """log4 n radix-4 stages (one radix-2 last where log2 n is odd) and nothing else Fourier: no twiddle
+    matrix, no GEMM; the complex parameter read as its pairs (no parts), the results its last stages' pairs
+    (no interleaving). 2 + 8 + 4: 1 + 2 + 1 stages; 8192 + 2·131072: 7 + 9 + 9."""
+    plans = large_source.metadata["plans"]
+    assert fourier_kernels(plans["small32"]) == ["stage"] * 4
+    assert fourier_kernels(plans["large32"]) == ["stage"] * 25
+    assert fourier_kernels(plans["large64"]) == ["stage"] * 22
+    assert not any("gemm" in s.get("kernel", "") for p in plans.values() for s in p["steps"])
+
+
+@pytest.mark.parametrize("target, arch", [("ptx", "sm_80"), ("ptx", "sm_90a"), ("amdgpu", "gfx942"),
+                                          ("amdgpu", "gfx1100")])
+def test_power_of_two_transforms_compile_for_gpus(target, arch):
+    data = compiler.compile_source(LARGE, "large.py", CompileOptions(target=target, arch=arch)).image
+    kernels = image.read_image(data).kernels
+    assert sum("__fourier" in k.name for k in kernels) == 4 + 25 + 22
+    if target == "ptx" and ptxas.find() is not None:
+        assert all(k.regs > 0 for k in kernels if "__fourier" in k.name)

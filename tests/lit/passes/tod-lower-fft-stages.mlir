@@ -1,17 +1,17 @@
 // tessera-tod-lower of Fourier transforms of power-of-two sizes (passes/fft.py): Stockham stages, radix 4 (a
-// radix-2 stage first where log2 n is odd), each a ttensor.fft_stage: the first reads the parts (or the pairs
+// radix-2 stage last where log2 n is odd), each a ttensor.fft_stage: the first reads the parts (or the pairs
 // of a complex value), the ones between write planes [2, ..., n, k], the last one pairs [..., n, k, 2], scaled
 // by 1/sqrt(n). No twiddle matrix and no GEMM; a returned result is the last stage's pairs viewed as
 // complex<T> (no interleave), a complex parameter is read as its pairs (no parts), and ttensor.part is taken
 // only where a real op reads a part (a diagonal's products).
 // RUN: tessera-opt %s --split-input-file --pass-pipeline='builtin.module(tessera-tod-lower)' | FileCheck %s
 
-// n = 8 = 2·4: a radix-2 stage reading the real vector as a column, a radix-4 stage of stride 2 scaled by 1/√8.
+// n = 8 = 4·2: a radix-4 stage reading the real vector as a column, a radix-2 stage of stride 4 scaled by 1/√8.
 // CHECK-LABEL: func.func @fft
 // CHECK-SAME:    (%[[X:.+]]: tensor<8xf32>)
 // CHECK:         %[[COL:.+]] = "ttensor.reshape"(%[[X]]) : (tensor<8xf32>) -> tensor<8x1xf32>
-// CHECK:         %[[S1:.+]] = "ttensor.fft_stage"(%[[COL]]) {input_layout = "parts", inverse = false, operandSegmentSizes = array<i32: 1, 0>, output_layout = "planes", radix = 2 : i64, scale = 1.000000e+00 : f64, stride = 1 : i64} : (tensor<8x1xf32>) -> tensor<2x8x1xf32>
-// CHECK:         %[[S2:.+]] = "ttensor.fft_stage"(%[[S1]]) {input_layout = "planes", inverse = false, operandSegmentSizes = array<i32: 1, 0>, output_layout = "pairs", radix = 4 : i64, scale = 0.35355339059327373 : f64, stride = 2 : i64} : (tensor<2x8x1xf32>) -> tensor<8x1x2xf32>
+// CHECK:         %[[S1:.+]] = "ttensor.fft_stage"(%[[COL]]) {input_layout = "parts", inverse = false, operandSegmentSizes = array<i32: 1, 0>, output_layout = "planes", radix = 4 : i64, scale = 1.000000e+00 : f64, stride = 1 : i64} : (tensor<8x1xf32>) -> tensor<2x8x1xf32>
+// CHECK:         %[[S2:.+]] = "ttensor.fft_stage"(%[[S1]]) {input_layout = "planes", inverse = false, operandSegmentSizes = array<i32: 1, 0>, output_layout = "pairs", radix = 2 : i64, scale = 0.35355339059327373 : f64, stride = 4 : i64} : (tensor<2x8x1xf32>) -> tensor<8x1x2xf32>
 // CHECK:         %[[Z:.+]] = "ttensor.reshape"(%[[S2]]) : (tensor<8x1x2xf32>) -> tensor<8xcomplex<f32>>
 // CHECK:         return %[[Z]]
 // CHECK-NOT:     "ttensor.twiddle"
@@ -58,13 +58,13 @@ func.func @filter(%x: tensor<16xf64>, %h: tensor<16xf64>) -> tensor<16xcomplex<f
 // -----
 
 // A batch of complex spectra [4, 32, 3] (the transform along axis 1, three columns): the parameter viewed as
-// pairs and transformed in place of its parts, 32 = 2·4·4.
+// pairs and transformed in place of its parts, 32 = 4·4·2.
 // CHECK-LABEL: func.func @complex_parameter
 // CHECK-SAME:    (%[[Z:.+]]: tensor<4x32x3xcomplex<f32>>)
 // CHECK:         %[[P:.+]] = "ttensor.reshape"(%[[Z]]) : (tensor<4x32x3xcomplex<f32>>) -> tensor<4x32x3x2xf32>
-// CHECK:         %[[S1:.+]] = "ttensor.fft_stage"(%[[P]]) {input_layout = "pairs", inverse = true, {{.*}}output_layout = "planes", radix = 2 : i64, scale = 1.000000e+00 : f64, stride = 1 : i64} : (tensor<4x32x3x2xf32>) -> tensor<2x4x32x3xf32>
-// CHECK:         %[[S2:.+]] = "ttensor.fft_stage"(%[[S1]]) {input_layout = "planes", inverse = true, {{.*}}output_layout = "planes", radix = 4 : i64, scale = 1.000000e+00 : f64, stride = 2 : i64} : (tensor<2x4x32x3xf32>) -> tensor<2x4x32x3xf32>
-// CHECK:         %[[S3:.+]] = "ttensor.fft_stage"(%[[S2]]) {input_layout = "planes", inverse = true, {{.*}}output_layout = "pairs", radix = 4 : i64, scale = 0.17677669529663687 : f64, stride = 8 : i64} : (tensor<2x4x32x3xf32>) -> tensor<4x32x3x2xf32>
+// CHECK:         %[[S1:.+]] = "ttensor.fft_stage"(%[[P]]) {input_layout = "pairs", inverse = true, {{.*}}output_layout = "planes", radix = 4 : i64, scale = 1.000000e+00 : f64, stride = 1 : i64} : (tensor<4x32x3x2xf32>) -> tensor<2x4x32x3xf32>
+// CHECK:         %[[S2:.+]] = "ttensor.fft_stage"(%[[S1]]) {input_layout = "planes", inverse = true, {{.*}}output_layout = "planes", radix = 4 : i64, scale = 1.000000e+00 : f64, stride = 4 : i64} : (tensor<2x4x32x3xf32>) -> tensor<2x4x32x3xf32>
+// CHECK:         %[[S3:.+]] = "ttensor.fft_stage"(%[[S2]]) {input_layout = "planes", inverse = true, {{.*}}output_layout = "pairs", radix = 2 : i64, scale = 0.17677669529663687 : f64, stride = 16 : i64} : (tensor<2x4x32x3xf32>) -> tensor<4x32x3x2xf32>
 // CHECK:         %[[R:.+]] = "ttensor.reshape"(%[[S3]]) : (tensor<4x32x3x2xf32>) -> tensor<4x32x3xcomplex<f32>>
 // CHECK:         return %[[R]]
 // CHECK-NOT:     "ttensor.part"
