@@ -28,7 +28,11 @@ third warpgroup's softmax hides behind two warpgroups' products) — see docs/pe
 it measured faster.
 
 Causal attention is top-left aligned (query i sees keys j <= i, as the interpreter and torch's `is_causal`),
-visits only the key blocks a tile needs, and runs the tiles with the most blocks first.
+visits only the key blocks a tile needs, and runs the tiles with the most blocks first. The tiles end at the
+last row (`end_tiles`, TUNED's), so that where BM does not divide SQ the short tile is the first rows' (few key
+blocks), clamped to start at row 0: at S = 4096 with 192-row tiles the products computed fall from 1.125 to
+1.066 of the causal pairs (measured on an H200: D = 64 causal 385 -> 400 TFLOP/s, docs/performance.md).
+`skip_masked` (off: it measured slower) lets each consumer warpgroup stop at its own rows' last key block.
 """
 
 from __future__ import annotations
@@ -42,8 +46,8 @@ from . import hopper as hp
 from .nvvm_text import Writer, module
 
 BM = 128                 # query rows per CTA (the backward's, the fp8 kernel's; the forward's default)
-TUNED = {128: {"block_m": 128, "block_n": 128, "stages": 3},
-         64: {"block_m": 192, "block_n": 128, "stages": 3}}   # see the docstring
+TUNED = {128: {"block_m": 128, "block_n": 128, "stages": 3, "end_tiles": 1},
+         64: {"block_m": 192, "block_n": 128, "stages": 3, "end_tiles": 1}}   # see the docstring
 QBOX = 64 * BM * 2       # one TMA box of Q: 64 columns (128 bytes) of its rows
 ENV = "TESSERA_SM90_ATTENTION"   # benchmarks' override of TUNED: "64:block_m=128,block_n=192;128:stages=2"
 
@@ -141,8 +145,9 @@ class Sm90AttentionSpec(Blocks):
     block_n: int = 0              # keys per block; 0: TUNED's
     block_m: int = 0              # query rows per CTA, 128 or 192 (two or three consumer warpgroups); 0: TUNED's
     poly_every: int = 0           # every n-th exp2 of the softmax by a polynomial on the FMA pipe (0: none)
-    end_tiles: int = 0            # causal, 1: the query tiles end at the last row (tile x: rows SQ - (x+1)·BM …),
-    #                               the first rows' tile clamped to row 0 (see generate); 0: from row 0
+    end_tiles: int = -1           # causal, 1 (TUNED's; -1: TUNED's): the query tiles end at the last row (tile x: rows
+    #                               SQ - (x+1)·BM …), the first rows' tile clamped to row 0 (see generate); 0
+    #                               (TESSERA_SM90_ATTENTION=64:end_tiles=0): from row 0, the last one short
     skip_masked: int = 0          # causal, 1: a consumer warpgroup stops at its own rows' last key block and
     #                               passes its turns through the blocks after it (masked for all its rows)
     lse: bool = False             # also store each query row's log-sum-exp (the backward's residual)
@@ -151,7 +156,10 @@ class Sm90AttentionSpec(Blocks):
     def __post_init__(self):
         chosen_m = self.block_m
         for key, value in tuned(self.head_dim).items():
-            if not getattr(self, key):
+            if key == "end_tiles":   # 0 is a choice here (the old placement), -1 TUNED's
+                if self.end_tiles < 0:
+                    object.__setattr__(self, key, value)
+            elif not getattr(self, key):
                 object.__setattr__(self, key, value)
         if self.block_m not in (128, 192):
             raise ValueError(f"the sm_90a attention takes 128 or 192 query rows a CTA, not {self.block_m}")
@@ -253,7 +261,7 @@ def generate(spec: Sm90AttentionSpec) -> str:
         qb = w.v(f"sub i32 {qb}, {bx}")
     BMc = spec.bm
     m0 = w.v(f"mul i32 {qb}, {BMc}")
-    if spec.causal and spec.end_tiles:
+    if spec.causal and spec.end_tiles > 0:   # (the fp8 spec keeps -1: its own TUNED, the tiles from row 0)
         # the tiles end at the last row: tile bx holds rows SQ - (bx + 1)·BM … SQ - bx·BM - 1 (the longest
         # first), so the tile short of BM rows is the first rows' — which need the fewest key blocks — not the
         # last rows'. It starts at row 0, not below (never a negative row in a TMA box or a comparison), and so

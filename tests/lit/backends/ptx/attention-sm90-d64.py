@@ -4,6 +4,7 @@
 # RUN: tessera-cc %s --target ptx --arch sm_90a --compile-to=ptx > %t.ptx
 # RUN: FileCheck %s --check-prefix=PTX < %t.ptx
 # RUN: FileCheck %s --check-prefix=TURNS < %t.ptx
+# RUN: FileCheck %s --check-prefix=TILES < %t.ptx
 
 from tessera import function, op, tensor, bf16
 
@@ -37,3 +38,13 @@ def causal_d64(Q: tensor[bf16, "B", "H", "S", 64], K: tensor[bf16, "B", "H", "T"
 # TURNS:     bar.sync %r{{[0-9]+}}, 256;
 # TURNS:     wgmma.mma_async
 # TURNS:     bar.arrive %r{{[0-9]+}}, 256;
+
+# Causal tiles end at the last row (attention_sm90's end_tiles, TUNED's): tile x starts at SQ - (x + 1)·192,
+# clamped to row 0 (the short tile is the first rows', never a negative row), and needs
+# ceil((m0 + 192) / 128) key blocks; with tiles from row 0 (end_tiles=0) there is no max.s32 here.
+# TILES:      mov.u32 [[X:%r[0-9]+]], %ctaid.x;
+# TILES:      mad.lo.s32 [[T:%r[0-9]+]], [[X]], -192, %r{{[0-9]+}};
+# TILES-NEXT: add.s32 [[U:%r[0-9]+]], [[T]], -192;
+# TILES-NEXT: max.s32 [[M0:%r[0-9]+]], [[U]], 0;
+# TILES:      add.s32 [[N:%r[0-9]+]], [[M0]], 319;
+# TILES-NEXT: shr.u32 %r{{[0-9]+}}, [[N]], 7;
