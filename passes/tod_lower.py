@@ -21,9 +21,10 @@ Din_A×Din_B matrix X (the dialect's convention: index (j, l) is j·Din_B + l), 
 k carried along, X [..., Din_A, Din_B·k] is multiplied by A as one GEMM, reshaped to [..., Dout_A, Din_B, k],
 and B applied to that as a batch of Dout_A GEMMs: neither A ⊗ B nor a transpose is formed.
 
-Complex operators lower as pairs of real tensors (passes/fourier.py): the Fourier transforms are DFTs as
-GEMMs with twiddle matrices, a complex diag or scale four real products, and any complex operator's action
-(R + iI) x the real actions R and I on x's parts. A complex apply result becomes a complex tensor (its parts
+Complex operators lower as pairs of real tensors (passes/fourier.py): the Fourier transforms of power-of-two
+sizes are FFTs (Stockham stages, passes/fft.py), of other sizes DFTs as GEMMs with twiddle matrices, a
+complex diag or scale four real products, and any complex operator's action (R + iI) x the real actions R and
+I on x's parts. A complex apply result becomes a complex tensor (its parts
 interleaved, numpy's storage) only where it leaves the operator program, and a complex parameter is read as
 its halves; any other op reading a complex tensor is refused. Static extents are
 needed where a Kronecker product's reshape needs them. A circulant conv1d(h) is a circular im2col of x's
