@@ -1530,6 +1530,19 @@ static bool span_of(const DLTensor* t, uint64_t size, bool compact_only, uintptr
   return true;
 }
 
+/* Whether compact output `t` of a device backend's call may hold its result while the steps compute it: its
+ * first byte is TSR_ALLOC_ALIGNMENT-aligned, the alignment of every intermediate (tsrAlloc), which the kernels
+ * may assume of the buffers they write (sm_90a's TMA stores need 16 bytes, vector stores up to 32), and it is
+ * not host memory of the context (tsrAlloc(TSR_ALLOC_HOST_PINNED), tsrHostRegister), which the copy reaches
+ * but a kernel of every backend may not. Memory the context does not know (another library's, by DLPack) is
+ * the device's, as its DLPack device type, checked with the tensor, says: the inputs are used in place too. */
+static bool device_direct(call_t* c, const DLTensor* t) {
+  if ((uintptr_t)data_of(t) % TSR_ALLOC_ALIGNMENT) return false;
+  tsr_pointer_info_t info;
+  if (tsrPointerGetInfo(c->ctx, t->data, &info) != TSR_SUCCESS) return false;
+  return info.kind != TSR_MEMORY_HOST_PINNED && info.kind != TSR_MEMORY_HOST_REGISTERED;
+}
+
 /* How a copy between two buffers of the context's device is named: device memory is host memory on the CPU. */
 static tsr_memcpy_kind_t device_kind(const call_t* c) {
   return c->ctx->backend->host_memory ? TSR_MEMCPY_HOST_TO_HOST : TSR_MEMCPY_DEVICE_TO_DEVICE;
@@ -1793,18 +1806,25 @@ static tsr_status_t call(call_t* c, const DLTensor* const* inputs, const DLTenso
     uint64_t bytes = v->elements * dtype_of(f->values[f->args[a]].dtype)->size;
     if ((st = alloc(c, bytes, &v->ptr)) || (st = strided_transfer(c, inputs[a], v->ptr, bytes, true))) return st;
   }
-  /* On host memory, a result is computed in its output's memory where that is compact and shares no byte with
-   * an argument or another output, instead of in an intermediate the host copies out after the last step (a
-   * 4 MiB copy took a tenth of an int8 GEMM call at 1024^3 on the CPU). Not where it overlaps one: the steps
-   * read the arguments until the last (a called function's output may even reuse its input's buffer slot).
-   * A result the steps alias to another value (run_alias) or that is an argument keeps the copy, as does
-   * every result of a captured call (a graph holds its intermediates and replays the copies into the outputs
-   * it was recorded with) and a device's (its copy is queued on the stream, not the host's work). */
-  bool direct = c->ctx->backend->host_memory && !c->capturing;
+  /* A result is computed in its output's memory where that is compact and shares no byte with an argument
+   * or another output, instead of in an intermediate copied out after the last step (on the CPU the host's
+   * 4 MiB copy took a tenth of an int8 GEMM call at 1024^3; on CUDA the 32 MiB device-to-device copy took 16 of
+   * the 128 us of a 4096^3 fp8 GEMM call). Not where it overlaps one: the steps read the arguments until the
+   * last (a called function's output may even reuse its input's buffer slot). A result the steps alias to
+   * another value (run_alias) or that is an argument keeps the copy, as does one the plan puts in a buffer
+   * slot with other tenants (compiled plans give results no slot; a hand-made one's later tenant would then
+   * get the slot to itself, where it shared the result's bytes before) and every result of a captured call
+   * (a graph holds its intermediates and replays the copies into the outputs it was recorded with). On a
+   * device backend (device_direct) the output must also be device memory (not host memory the context knows)
+   * starting TSR_ALLOC_ALIGNMENT-aligned, as the intermediates the kernels otherwise write do. */
+  bool direct = !c->capturing;
   for (uint32_t r = 0; r < f->result_count && direct; r++) {
     value_state_t* v = &c->values[f->results[r]];
+    const tsr_plan_value_t* rv = &f->values[f->results[r]];
     uintptr_t lo, hi;
-    if (v->ptr || !span_of(outputs[r], dtype_of(f->values[f->results[r]].dtype)->size, true, &lo, &hi)) continue;
+    if (v->ptr || !span_of(outputs[r], dtype_of(rv->dtype)->size, true, &lo, &hi)) continue;
+    if (rv->has_buffer && c->fn->slot_first[rv->buffer + 1] - c->fn->slot_first[rv->buffer] > 1) continue;
+    if (!c->ctx->backend->host_memory && !device_direct(c, outputs[r])) continue;
     bool apart = true;
     for (uint32_t k = 0; k < f->arg_count + f->result_count && apart; k++) {
       const DLTensor* t = k < f->arg_count ? inputs[k] : outputs[k - f->arg_count];

@@ -33,6 +33,41 @@ INPLACE_AXPY = {"version": 3, "functions": {"axpy": _function([
     _step("saxpy", [{"f32": 1.0}, _tensor("v1"), _tensor("v2")])])}}
 INPLACE_AXPY_COEFFICIENTS = (2, 1, 1)
 
+# INPLACE_AXPY computed in an intermediate t that the result v2 then views (an alias step): a result that is an
+# alias keeps its copy into the output (docs/c-api.md, "Functions"), so every call has an intermediate and a
+# result copy, whose stream order and release tests/c/test_cuda_fake.py looks at.
+INPLACE_AXPY_VIA_ALIAS = {"version": 3, "functions": {"axpy": _function([
+    _step("fill_fixed", [_tensor("t"), {"f32": 1.0}]),
+    _step("saxpy", [{"f32": 2.0}, _tensor("v0"), _tensor("t")]),
+    _step("saxpy", [{"f32": 1.0}, _tensor("v1"), _tensor("t")]),
+    {"alias": "v2", "of": "t"}])}}
+INPLACE_AXPY_VIA_ALIAS["functions"]["axpy"]["values"]["t"] = {"dtype": "f32", "dims": ["N"]}
+
+
+def _direct_functions():
+    """The functions of DIRECT (tests/c/host_function_direct.c), each 2x + y + 1 (and 2·that) with fill_fixed and
+    the in-place saxpy: `axpy`, INPLACE_AXPY's; `sole`, its result in a buffer slot of its own; `shared`, its
+    result in the buffer slot of an intermediate t that the steps compute it in, never naming the result itself
+    (its storage is the slot's: the call must copy the slot out, not leave the output unwritten); `reread`,
+    results v2 = 2x + y + 1 and v3 = 2·v2, the steps reading v2 after writing it."""
+    f32n = {"dtype": "f32", "dims": ["N"]}
+    axpy = lambda out: [_step("fill_fixed", [_tensor(out), {"f32": 1.0}]),  # noqa: E731
+                        _step("saxpy", [{"f32": 2.0}, _tensor("v0"), _tensor(out)]),
+                        _step("saxpy", [{"f32": 1.0}, _tensor("v1"), _tensor(out)])]
+    sole = _function(axpy("v2"))
+    sole["values"]["v2"] = dict(f32n, buffer=0)
+    shared = _function(axpy("t"))
+    shared["values"]["t"] = dict(f32n, buffer=0)
+    shared["values"]["v2"] = dict(f32n, buffer=0)
+    reread = _function(axpy("v2") + [_step("fill_fixed", [_tensor("v3"), {"f32": 0.0}]),
+                                     _step("saxpy", [{"f32": 2.0}, _tensor("v2"), _tensor("v3")])])
+    reread["results"] = ["v2", "v3"]
+    reread["values"]["v3"] = f32n
+    return {"axpy": _function(axpy("v2")), "sole": sole, "shared": shared, "reread": reread}
+
+
+DIRECT = {"version": 3, "functions": _direct_functions()}
+
 # axpy(x, y) = 2x + 2y through an intermediate t, with the out-of-place saxpy(a, X, Y, Out) the mock drivers
 # run: t = saxpy(2, x, y); v2 = saxpy(1, y, t).
 OUT_OF_PLACE_AXPY = {"version": 3, "functions": {"axpy": _function([

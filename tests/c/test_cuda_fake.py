@@ -245,10 +245,12 @@ def test_failed_bounds_checks_are_read_back_from_the_module(fake_driver, tmp_pat
 
 @pytest.fixture(scope="session")
 def axpy_image(test_image, tmp_path_factory):
-    """The standard test image with function_images.INPLACE_AXPY's plan and a PTX fill_fixed record."""
+    """The standard test image with function_images.INPLACE_AXPY_VIA_ALIAS's plan and a PTX fill_fixed record:
+    its result is an alias of an intermediate, so every call has an intermediate and copies the result out (a
+    result computed in its output's memory: tests/c/test_function_direct.py)."""
     import function_images
     path = tmp_path_factory.mktemp("axpy") / "axpy.tessera"
-    path.write_bytes(function_images.with_plan(test_image.read_bytes(), function_images.INPLACE_AXPY,
+    path.write_bytes(function_images.with_plan(test_image.read_bytes(), function_images.INPLACE_AXPY_VIA_ALIAS,
                                                [function_images.PTX_FILL]))
     return path
 
