@@ -1,14 +1,16 @@
 """Batched complex FFTs on the CPU: op.fft (passes/fft.py: Stockham radix-4 stages, each a kernel) against
 numpy.fft and jax.numpy.fft under jax.jit (XLA's CPU FFT), in the same process.
 
-    python bench/fft_cpu.py [--min-log 10] [--max-log 20] [--total 1048576] [--dtype c64|c128] [--rounds 5]
+    [TESSERA_NUM_THREADS=1] python bench/fft_cpu.py [--min-log 10] [--max-log 20] [--total 1048576]
+                                                   [--dtype c64|c128] [--rounds 5]
 
 Each row transforms a batch of B = max(1, total / n) complex signals of length n (numpy's c64 [B, n] —
 [B, n, 1] for op.fft, whose columns are the last axis; one storage), unitary (norm="ortho") on every side,
 for n = 2^min-log .. 2^max-log. Every side's result is checked against numpy's first (f32 within
 1e-5·log2 n of the largest magnitude, f64 within 1e-12). Throughput counts 5·n·log2(n) flops a signal (the
 usual FFT convention); the ratios are Tessera's speed over each peer's (above 1: Tessera faster). Times
-include each side's call overhead (Tessera's: the arguments checked and the result allocated).
+include each side's call overhead (Tessera's: the arguments checked and the result allocated). numpy's FFT is
+single-threaded; Tessera's pool and XLA's take TESSERA_NUM_THREADS threads (default: every core).
 """
 
 import argparse
@@ -41,12 +43,15 @@ def main() -> None:
     p.add_argument("--dtype", choices=("c64", "c128"), default="c64")
     p.add_argument("--rounds", type=int, default=5)
     args = parse_args(p)
-    jax = optional_jax(threads=os.cpu_count())
+    from tessera.backends.cpu import target
+    threads = target.worker_threads()
+    jax = optional_jax(threads)
     if jax is not None and args.dtype == "c128":
         jax.config.update("jax_enable_x64", True)
     from tessera import compiler, executor   # after jax: optional_jax sets XLA's flags before anything imports it
 
-    print(f"machine: {machine()}; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"machine: {machine()}; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; Tessera and XLA "
+          f"threads: {threads}, numpy's FFT: 1")
     logs = range(args.min_log, args.max_log + 1)
     program = executor.load(compiler.compile_source(source(logs, args.total, args.dtype), "fft_bench.py").image)
     cdt = np.complex64 if args.dtype == "c64" else np.complex128

@@ -175,6 +175,7 @@ def kernel(name: str, op) -> tuple[str, dict]:
     imag = len(op.operands) > 1
     quarter = n // radix
     groups = quarter // stride   # butterfly groups p of a stage: i = p·s + q
+    pairs_in = False
     if k == 1 and stride >= WARP and lead * groups <= MAX_GRID_Y:
         body = ["q = launch.thread_id(0)", "g = launch.block_id(1)", f"if q < {stride}:",
                 f"    e = (g % {groups}) * {stride}", f"    b = (g // {groups}) * {n}"]
@@ -182,6 +183,20 @@ def kernel(name: str, op) -> tuple[str, dict]:
         at_out = lambda j: f"b + e * {radix} + {j * stride} + q"   # noqa: E731
         block = min(stride, KERNEL_BLOCK)
         grid = [f"ceil({stride}/{block})", str(lead * groups), "1"]
+    elif k == 1 and lead <= MAX_GRID_Y and into == "pairs":
+        # one thread a float of the pairs, so that the loads are contiguous: a thread and its neighbour (lane
+        # xor 1) hold the real and imaginary part of one input, swap them, and both compute the butterfly;
+        # each stores its own part (2·n/r threads a signal: the grid is exact, no thread idle)
+        pairs_in = True
+        body = ["u = launch.thread_id(0)", "l = launch.block_id(1)", "par = u % 2", "i = u // 2",
+                f"b = l * {n}", f"e = i - i % {stride}", f"o = b + {radix} * e + i % {stride}"]
+        for m in range(radix):
+            body += [f"v{m} = X[2 * b + {2 * m * quarter} + u]", f"w{m} = tile.warp_shuffle_xor(v{m}, 1)",
+                     f"a{m}r = v{m} if par == 0 else w{m}", f"a{m}i = w{m} if par == 0 else v{m}"]
+        body = ["    " + line for line in body]
+        at_out = lambda j: f"o + {j * stride}" if j else "o"   # noqa: E731
+        block = min(2 * quarter, KERNEL_BLOCK)
+        grid = [f"ceil({2 * quarter}/{block})", str(lead), "1"]
     elif k == 1 and lead <= MAX_GRID_Y:
         body = ["i = launch.thread_id(0)", "l = launch.block_id(1)", f"if i < {quarter}:",
                 f"    b = l * {n}", f"    e = i - i % {stride}", f"    o = b + {radix} * e + i % {stride}"]
@@ -198,7 +213,7 @@ def kernel(name: str, op) -> tuple[str, dict]:
         at_out = lambda j: f"o + {j * stride * k}" if j else "o"   # noqa: E731
         block = KERNEL_BLOCK
         grid = [f"ceil({lead * quarter * k}/{block})", "1", "1"]
-    for m in range(radix):
+    for m in range(radix if not pairs_in else 0):
         body += [f"    a{m}r = {_access(into, at_in(m), 0)}",
                  f"    a{m}i = {_access(into, at_in(m), 1)}" if into != "parts" or imag else f"    a{m}i = {lit(0.0)}"]
     body += ["    " + line for line in _dft_lines(radix, inverse)]
@@ -214,7 +229,11 @@ def kernel(name: str, op) -> tuple[str, dict]:
                 re, im = f"b{j}r * c{j} - b{j}i * s{j}", f"b{j}r * s{j} + b{j}i * c{j}"
             else:
                 re, im = f"b{j}r * c{j} + b{j}i * s{j}", f"b{j}i * c{j} - b{j}r * s{j}"
-        body += [f"    {_access(out, at_out(j), 0, 'Y')} = {re}", f"    {_access(out, at_out(j), 1, 'Y')} = {im}"]
+        if pairs_in:   # each thread its own part
+            where = (f"Y[2 * ({at_out(j)}) + par]" if out == "pairs" else f"Y[par * PLANE + {at_out(j)}]")
+            body += [f"    {where} = ({re}) if par == 0 else ({im})"]
+        else:
+            body += [f"    {_access(out, at_out(j), 0, 'Y')} = {re}", f"    {_access(out, at_out(j), 1, 'Y')} = {im}"]
     src_len = count * (1 if into == "parts" else 2)
     params = [f"X: tensor[{dt}, \"NX\"]"] + ([f"XI: tensor[{dt}, \"NX\"]"] if imag else []) + \
              [f"Y: tensor[{dt}, \"NY\"]"]
