@@ -128,7 +128,8 @@ int main(int argc, char** argv) {
   call_into("direct 64 bytes in", axpy, stream, in, PAD * sizeof(float), NULL);
   /* memory the context does not know (another library's; on fake CUDA device memory is host memory) */
   if (strcmp(argv[2], "cuda") == 0 || strcmp(argv[2], "cpu") == 0) {
-    float* foreign = aligned_alloc(64, N * sizeof(float));
+    float* foreign = aligned_alloc(64, (N * sizeof(float) + 63) / 64 * 64);  /* C11: a multiple of 64 */
+    if (!foreign) return 2;
     DLTensor out = {foreign, device, 1, f32, shape, NULL, 0};
     const DLTensor* outs[1] = {&out};
     phase("direct into unknown memory");

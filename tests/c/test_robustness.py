@@ -96,6 +96,21 @@ def test_function_calls_and_their_graphs_under_address_and_undefined_behavior_sa
               ASAN_ENV, ["ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"])
 
 
+@pytest.mark.parametrize("backend", ["cpu", "cuda"])
+def test_direct_results_under_address_and_undefined_behavior_sanitizers(asan_host, test_image, fake_driver, tmp_path,
+                                                                       backend):
+    """Results computed in their outputs' memory and results copied out of intermediates (misaligned, strided,
+    overlapping outputs, captured calls, shared buffer slots: host_function_direct.c), on the CPU and on the
+    fake CUDA driver: nothing leaks or overruns."""
+    import function_images
+    image = tmp_path / "direct.tessera"
+    image.write_bytes(function_images.with_plan(test_image.read_bytes(), function_images.DIRECT,
+                                                [function_images.PTX_FILL]))
+    env = dict(ASAN_ENV, LD_LIBRARY_PATH=str(fake_driver())) if backend == "cuda" else ASAN_ENV
+    run_clean(asan_host("host_function_direct.c"), [image, backend], env,
+              ["ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"])
+
+
 # ---- ThreadSanitizer --------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
