@@ -13,7 +13,7 @@ a_m = x[i + m·n/r] (0 ≤ i < n/r, m < r) and writes
 (the unitary transform, numpy's norm="ortho", as the DFT path). Each thread computes one butterfly of one
 column: its r inputs, the r-point DFT (additions only), and the twiddles w^(j·e), each from its integer
 exponent j·e < n as the DFT path's twiddle kernels do: reduced exactly to the nearest quarter turn and a
-remainder |φ| ≤ π/4, whose cosine and sine are Taylor polynomials (fourier._TERMS), so no table is stored in
+remainder |φ| ≤ π/4, whose cosine and sine are Taylor polynomials (complex_pairs._TERMS), so no table is stored in
 the image and no target needs a sine instruction. Measured against numpy.fft (in f64) for n = 2^5 … 2^20: the
 largest error at most 2.4e-7 of the largest output in f32, 6.2e-16 in f64.
 
@@ -37,7 +37,7 @@ from ..dialects import ttensor
 from ..dialects.support import create
 from ..mlir import ir
 from . import kernelgen
-from .fourier import _TERMS, KERNEL_BLOCK, Pair, _poly
+from .complex_pairs import _TERMS, KERNEL_BLOCK, Pair, _poly
 
 # the most complex elements one transform's tensor may hold: the kernels index in 32-bit integers (2·count < 2³¹)
 MAX_ELEMENTS = 1 << 29

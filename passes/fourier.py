@@ -26,21 +26,13 @@ reshape views it as pairs and ``ttensor.part`` kernels take each half.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 from ..dialects import ttensor
 from ..mlir import ir
-from . import kernelgen
+from . import fft, kernelgen
+from .complex_pairs import _TERMS, KERNEL_BLOCK, Pair, _poly  # noqa: F401   (Pair: tod_lower's import)
 
 MAX_DFT = ttensor.TWIDDLE_MAX   # the largest n a DFT as GEMMs takes
-KERNEL_BLOCK = 256
-_TERMS = {"f64": 9, "f32": 6}   # Taylor terms of cos and sin on |φ| ≤ π/4: (π/4)^(2·terms)/(2·terms)! < ulp/2
-
-
-class Pair(NamedTuple):
-    """A complex tensor as its real and imaginary parts (two real tensors of one type)."""
-    re: ir.Value
-    im: ir.Value
 
 
 def twiddle(n: int, part: str, element: ir.Type) -> ir.Value:
@@ -53,7 +45,6 @@ def interleave(pair: Pair) -> ir.Value:
     FFT's result: passes/fft.py) are that tensor viewed, with no kernel."""
     t = ir.RankedTensorType(pair.re.type)
     shape = [t.get_dim_size(i) for i in range(t.rank)]
-    from . import fft   # fft builds on this module's Pair and polynomials
     both = fft.pairs_of(pair, view=False)
     if both is None:
         both = ttensor.InterleaveOp(pair.re, pair.im,
@@ -70,20 +61,11 @@ def parts(value: ir.Value) -> Pair:
                   for p in ("re", "im")))
 
 
-def _poly(x2: str, coefficients: list[float], lit) -> str:
-    """Horner's form of Σ c_k x2^k as kernel source."""
-    out = lit(coefficients[-1])
-    for c in reversed(coefficients[:-1]):
-        out = f"({lit(c)} + {x2} * {out})"
-    return out
-
-
 def kernel(name: str, op) -> tuple[str, dict]:
     """The source of the kernel computing ttensor.twiddle, interleave, part or fft_stage (passes/fft.py) `op`
     and its plan step's launch (env, block, grid, argument shapes), as convolution.window_kernel's: one thread an
     element written (a butterfly, for fft_stage)."""
     if op.operation.name == "ttensor.fft_stage":
-        from . import fft
         return fft.kernel(name, op)
     result = op.results[0]
     dt = kernelgen.element_dtype(result)
