@@ -1537,7 +1537,16 @@ static bool span_of(const DLTensor* t, uint64_t size, bool compact_only, uintptr
  * but a kernel of every backend may not. Memory the context does not know (another library's, by DLPack) is
  * the device's, as its DLPack device type, checked with the tensor, says: the inputs are used in place too. */
 static bool device_direct(call_t* c, const DLTensor* t) {
-  if ((uintptr_t)data_of(t) % TSR_ALLOC_ALIGNMENT) return false;
+  /* TESSERA_DEVICE_DIRECT_RESULTS=0 keeps the copy on devices, to compare: read once (racing first calls
+   * store the same value) */
+  static int enabled = -1;
+  int on = __atomic_load_n(&enabled, __ATOMIC_RELAXED);
+  if (on < 0) {
+    const char* v = getenv("TESSERA_DEVICE_DIRECT_RESULTS");
+    on = !(v && strcmp(v, "0") == 0);
+    __atomic_store_n(&enabled, on, __ATOMIC_RELAXED);
+  }
+  if (!on || (uintptr_t)data_of(t) % TSR_ALLOC_ALIGNMENT) return false;
   tsr_pointer_info_t info;
   if (tsrPointerGetInfo(c->ctx, t->data, &info) != TSR_SUCCESS) return false;
   return info.kind != TSR_MEMORY_HOST_PINNED && info.kind != TSR_MEMORY_HOST_REGISTERED;

@@ -25,9 +25,9 @@ def direct_image(test_image, tmp_path_factory):
     return path
 
 
-def run_direct_host(build_host, image, backend, tmp_path, driver_dir=None):
+def run_direct_host(build_host, image, backend, tmp_path, driver_dir=None, env=None):
     log = tmp_path / "cuda.log"
-    environ = dict(os.environ, FAKE_CUDA_LOG=str(log))
+    environ = dict(os.environ, FAKE_CUDA_LOG=str(log), **(env or {}))
     if driver_dir:
         environ["LD_LIBRARY_PATH"] = str(driver_dir)
     environ.pop("TESSERA_BACKEND", None)
@@ -69,6 +69,16 @@ def test_results_are_computed_in_the_outputs_memory_where_they_can(build_host, d
     captured = phases["captured"]
     assert len(calls(captured, "cuLaunchKernel")) == 3 and len(calls(captured, "cuMemcpyDtoDAsync")) == 1, captured
     assert len(calls(phases["replays"], "cuGraphLaunch")) == 2, phases["replays"]
+
+
+def test_tessera_device_direct_results_0_keeps_every_copy(build_host, direct_image, fake_driver, tmp_path):
+    """TESSERA_DEVICE_DIRECT_RESULTS=0 (to compare): every result on the device is copied out of an
+    intermediate, with the same values."""
+    _, phases = run_direct_host(build_host, direct_image, "cuda", tmp_path, fake_driver(),
+                                {"TESSERA_DEVICE_DIRECT_RESULTS": "0"})
+    for name in IN_PLACE:
+        copies = 2 if name == "a result read by a later step" else 1
+        assert len(calls(phases[name], "cuMemcpyDtoDAsync")) == copies, (name, phases[name])
 
 
 EXECUTOR = """
