@@ -16,9 +16,10 @@ Groups (recorded as ``tessera.group = N`` and ``tessera.group_kind`` on each op)
   the next (an `op.flash_attention` the schedule phase decomposed, or the ops written out), on a target with
   a fused attention kernel: one kernel computes the scores, softmax, dropout and the product with V of a
   block of query rows without writing the probabilities (backends/cpu/attention.py); an undecomposed
-  `flash_attention` is a group of its own. The `attention_lse` of attention's backward joins the group of
-  the forward of the same Q, K, causal and scale (one kernel writes O and the row log-sum-exps), or is a
-  group of its own where no forward matches;
+  `flash_attention` is a group of its own. The transpose making the chain's Kᵀ from K joins the chain's
+  group where the chain is its only user (`keys_transpose`: the kernel packs its key strips from K's rows).
+  The `attention_lse` of attention's backward joins the group of the forward of the same Q, K, causal and
+  scale (one kernel writes O and the row log-sum-exps), or is a group of its own where no forward matches;
 - ``attention_bwd``: the `attention_grad` ops of one attention (identical operands, causal and scale): one
   kernel computes the gradients present, recomputing the probabilities block by block. attention_lse and
   attention_grad reach this phase only on targets with kernels for them (`TargetFacts.
@@ -277,9 +278,25 @@ def attention_chains(fn, dims: dict) -> list[list]:
     return chains
 
 
+def keys_transpose(chain: list) -> list:
+    """[the `ttensor.transpose`] that makes the Kᵀ of attention chain `chain` from K's rows (swapping its last
+    two axes) where the chain's first matmul is its only user, else []. It joins the chain's group: the CPU
+    kernel packs its key strips from K's rows (backends/cpu/attention.py), so no layout kernel writes Kᵀ."""
+    kt = chain[0].operands[1]
+    owner = kt.owner
+    if not isinstance(owner, ir.OpView) or owner.operation.name != "ttensor.transpose" or _only_user(kt) is None:
+        return []
+    perm = [ir.IntegerAttr(p).value for p in ir.ArrayAttr(owner.attributes["perm"])]
+    rank = len(perm)
+    if rank < 2 or perm != list(range(rank - 2)) + [rank - 1, rank - 2] or not _f32(owner.operands[0]):
+        return []
+    return [owner]
+
+
 def _forward_key(chain: list):
     """(Q, K, causal, scale) of a fused attention chain: the key the attention_lse of the same attention
     has; None where its first product is not Q times the transpose of a K."""
+    chain = [op for op in chain if op.operation.name != "ttensor.transpose"]   # a folded Kᵀ (keys_transpose)
     q, kt = chain[0].operands
     perm = [ir.IntegerAttr(p).value for p in ir.ArrayAttr(kt.owner.attributes["perm"])] \
         if isinstance(kt.owner, ir.OpView) and kt.owner.operation.name == "ttensor.transpose" else []
@@ -349,7 +366,7 @@ def run(fn, fused_attention: bool = False, gemm_epilogue: frozenset = frozenset(
     # one slot each, so a second residual add (a backward's summed cotangents) starts a group of its own
     with_operand: dict = {}
     for chain in (attention_chains(fn, dims) if fused_attention else []):
-        for op in chain:
+        for op in chain + keys_transpose(chain):   # the chain's first op stays first (_forward_key)
             fused[op.operation] = (next_id, "attention")
         next_id += 1
     next_id = _attention_backward(fn, fused, next_id)

@@ -8,7 +8,9 @@ group's kernel directly in the per-block form of gemm.py (docs/image-format.md):
         attributes {tessera.kernel, tessera.tile_kernel}
 
 with Q [B, Sq, D], KT [B, D, Sk] (K transposed: its rows are contiguous along the keys), V [B, Sk, Dv],
-O [B, Sq, Dv]. Block (bid_x, bid_y) computes the `tiles`·BQ query rows from bid_x·tiles·BQ of batch entry
+O [B, Sq, Dv]. Where the group holds the transpose making Kᵀ from K (passes/fusion.py `keys_transpose`;
+`keys_rows`), the kernel takes K [B, Sk, D] itself in KT's place and packs each key strip from K's rows by
+register transposes: no layout kernel writes Kᵀ, and the packed strips, so every sum, are the same. Block (bid_x, bid_y) computes the `tiles`·BQ query rows from bid_x·tiles·BQ of batch entry
 bid_y (BQ = MR, the register tile's rows), in three passes over a scratch of scores:
 
     scores   S = scale · Q·Kᵀ, BQ×NR register tiles (MR×NR as the GEMM micro-kernel): for each NR-key strip,
@@ -61,6 +63,7 @@ class AttentionSpec:
     cols: int | None = None
     vector_width: int | None = None
     tiles: int = 4                 # register tiles of `rows` query rows per block (see _Body._block)
+    keys_rows: bool = False        # takes K [B, Sk, D] instead of KT [B, D, Sk] (the strips packed from its rows)
 
     def __post_init__(self):
         if not self.name.isidentifier():
@@ -112,7 +115,8 @@ def declare_kernel(module: ir.Module, name: str, params: list, attr: str, props:
 def build_attention(module: ir.Module, spec: AttentionSpec) -> func.FuncOp:
     """Appends the kernel `spec` to `module` (in the module's context, under a location) and returns it."""
     f32 = ir.F32Type.get()
-    params = [("Q", ("B", "SQ", "D")), ("KT", ("B", "D", "SK")), ("V", ("B", "SK", "DV")), ("O", ("B", "SQ", "DV"))]
+    keys = ("K", ("B", "SK", "D")) if spec.keys_rows else ("KT", ("B", "D", "SK"))
+    params = [("Q", ("B", "SQ", "D")), keys, ("V", ("B", "SK", "DV")), ("O", ("B", "SQ", "DV"))]
     if spec.lse:
         params.append(("LSE", ("B", "SQ")))
     i64 = ir.IntegerType.get_signless(64)
@@ -122,6 +126,8 @@ def build_attention(module: ir.Module, spec: AttentionSpec) -> func.FuncOp:
         props["dropout"] = ir.FloatAttr.get(f32, spec.dropout[0])
     if spec.lse:
         props["lse"] = ir.UnitAttr.get()
+    if spec.keys_rows:
+        props["keys_rows"] = ir.UnitAttr.get()
     fn, tensors, launch = declare_kernel(module, spec.name, params, "tessera.attention", props)
     with ir.InsertionPoint(fn.entry_block):
         _Body(spec, tensors, launch).emit()
@@ -210,7 +216,8 @@ class _Body(TileKernel):
         self.B = memref.DimOp(p["Q"], idx(0)).result
         self.SQ = memref.DimOp(p["Q"], idx(1)).result
         self.D = memref.DimOp(p["Q"], idx(2)).result
-        self.SK = memref.DimOp(p["KT"], idx(2)).result
+        self.SK = memref.DimOp(p["K"], idx(1)).result if self.spec.keys_rows else \
+            memref.DimOp(p["KT"], idx(2)).result
         self.DV = memref.DimOp(p["V"], idx(2)).result
         i0 = mul(self.launch["bid_x"], self.spec.rows * self.spec.tiles)
         b = self.launch["bid_y"]
@@ -269,13 +276,10 @@ class _Body(TileKernel):
         lanes = self._lanes()
 
         def strip_tile(j0, count, full):
-            pack = scf_for(0, self.D)
-            with ir.InsertionPoint(pack.body):
-                d = pack.induction_variable
-                for c in range(0, nr, vw):   # lanes past the keys: zeros
-                    v = self._load(self.p["KT"], [b, d, add(j0, c)], count, c, full)
-                    vector.StoreOp(v, self.strip, [add(mul(d, nr), c)], alignment=vw * 4)
-                scf.YieldOp([])
+            if spec.keys_rows:
+                self._pack_rows(b, j0, count, full)
+            else:
+                self._pack_columns(b, j0, count, full)
             tl = scf_for(0, tiles)
             with ir.InsertionPoint(tl.body):
                 t = tl.induction_variable
@@ -291,6 +295,60 @@ class _Body(TileKernel):
                 scf.YieldOp([])
 
         self._tiles(keys, strip_tile)
+
+    def _pack_columns(self, b, j0, count, full) -> None:
+        """The strip of keys j0:j0+count from Kᵀ: D rows of NR contiguous values (lanes past the keys: 0)."""
+        vw, nr = self.vw, self.spec.cols
+        pack = scf_for(0, self.D)
+        with ir.InsertionPoint(pack.body):
+            d = pack.induction_variable
+            for c in range(0, nr, vw):
+                v = self._load(self.p["KT"], [b, d, add(j0, c)], count, c, full)
+                vector.StoreOp(v, self.strip, [add(mul(d, nr), c)], alignment=vw * 4)
+            scf.YieldOp([])
+
+    def _pack_rows(self, b, j0, count, full) -> None:
+        """The same strip from K's rows j0:j0+count: each VW keys × VW values of d loaded as VW contiguous row
+        vectors and transposed in registers (log2 VW stages of two-source shuffles, as gemm.py packs A), the
+        last D mod VW values of d a scalar at a time. Keys past `count` read the strip's last key and store 0,
+        so every load stays inside K."""
+        vw, nr, K = self.vw, self.spec.cols, self.p["K"]
+        f32 = ir.F32Type.get()
+        last = sub(add(j0, count), 1)
+        rows = [add(j0, c) if full else smin(add(j0, c), last) for c in range(nr)]
+        there = [None if full or c == 0 else lt(c, count) for c in range(nr)]
+        whole = sub(self.D, arith.RemSIOp(self.D, idx(vw)).result)
+        dl = scf_for(0, whole, vw)
+        with ir.InsertionPoint(dl.body):
+            d0 = dl.induction_variable
+            for g in range(0, nr, vw):
+                vecs = []
+                for c in range(g, g + vw):
+                    v = vector.LoadOp(self.vtype, K, [b, rows[c], d0]).result
+                    vecs.append(v if there[c] is None else arith.SelectOp(there[c], v, zeros(self.vtype)).result)
+                half = vw // 2
+                while half:
+                    out = list(vecs)
+                    for i in range(vw):
+                        if not i & half:
+                            lo = [j if not j & half else vw + j - half for j in range(vw)]
+                            hi = [j + half if not j & half else vw + j for j in range(vw)]
+                            out[i] = vector.ShuffleOp(vecs[i], vecs[i + half], lo).result
+                            out[i + half] = vector.ShuffleOp(vecs[i], vecs[i + half], hi).result
+                    vecs = out
+                    half //= 2
+                for k, v in enumerate(vecs):   # vecs[k]: keys g:g+VW of value d0 + k
+                    vector.StoreOp(v, self.strip, [add(mul(add(d0, k), nr), g)], alignment=vw * 4)
+            scf.YieldOp([])
+        rest = scf_for(whole, self.D)
+        with ir.InsertionPoint(rest.body):
+            d = rest.induction_variable
+            for c in range(nr):
+                v = memref.LoadOp(K, [b, rows[c], d]).result
+                if there[c] is not None:
+                    v = arith.SelectOp(there[c], v, zeros(f32)).result
+                memref.StoreOp(v, self.strip, [add(mul(d, nr), c)])
+            scf.YieldOp([])
 
     def _score_tile(self, S, b, ti0, t, j0, count, full, scale, ninf, lanes, per) -> None:
         spec, vw, nr = self.spec, self.vw, self.spec.cols
@@ -397,9 +455,10 @@ class _Body(TileKernel):
 
 def lower(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     """The plan step of an attention group (passes/fusion.py: matmul, [scale], softmax, [dropout], matmul,
-    and the `attention_lse` of the same Q, K, causal and scale when the backward needs it); its kernel is
-    added to the module (`ctx`: a passes.lowering_context.LoweringContext)."""
-    chain = [op for op in ops if op.operation.name != "ttensor.attention_lse"]
+    and the `attention_lse` of the same Q, K, causal and scale when the backward needs it, and the transpose
+    making Kᵀ from K where fusion.keys_transpose joined it); its kernel is added to the module (`ctx`: a
+    passes.lowering_context.LoweringContext)."""
+    chain = [op for op in ops if op.operation.name not in ("ttensor.attention_lse", "ttensor.transpose")]
     lse = [op for op in ops if op.operation.name == "ttensor.attention_lse"]
     if not chain:   # the kernel writes lse beside O: it reads Kᵀ, which only the forward's chain has
         raise LoweringError(lse[0], "attention_lse has no cpu kernel of its own: it runs in the kernel of the "
@@ -420,14 +479,17 @@ def lower(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
         if ir.BoolAttr(op.attributes["causal"]).value != causal or \
                 not np.isclose(ir.FloatAttr(op.attributes["scale"]).value, scale, rtol=1e-6, atol=0):
             raise LoweringError(op, "attention_lse was grouped with an attention of another causal or scale")
-    spec = AttentionSpec(kname, scale=scale, causal=causal, dropout=drop, lse=bool(lse))
+    q, kt, v = qk.operands[0], qk.operands[1], pv.operands[1]
+    # K itself where the group holds the transpose that makes Kᵀ (no layout kernel writes Kᵀ)
+    k = next((op.operands[0] for op in ops if op.operation.name == "ttensor.transpose" and op.results[0] == kt), None)
+    spec = AttentionSpec(kname, scale=scale, causal=causal, dropout=drop, lse=bool(lse), keys_rows=k is not None)
     with qk.location:
         build_attention(ctx.module, spec)
-    q, kt, v = qk.operands[0], qk.operands[1], pv.operands[1]
     dims = ctx.dims
     dq = dims[q]
+    keys = (kt, ("B", "D", "SK")) if k is None else (k, ("B", "SK", "D"))
     env = {"B": product(dq[:-2]), "SQ": dq[-2], "D": dq[-1], "SK": dims[kt][-1], "DV": dims[v][-1]}
-    args = [(q, ("B", "SQ", "D")), (kt, ("B", "D", "SK")), (v, ("B", "SK", "DV")), (pv.results[0], ("B", "SQ", "DV"))]
+    args = [(q, ("B", "SQ", "D")), keys, (v, ("B", "SK", "DV")), (pv.results[0], ("B", "SQ", "DV"))]
     args += [(op.results[0], ("B", "SQ")) for op in lse]
     return [plan.ArgsStep(kname, env=env, args=tuple(plan.TensorArg(ctx.record(x), s) for x, s in args),
                           block=(1, 1, 1), grid=(f"ceil(SQ/{spec.rows * spec.tiles})", "B", "1"))]

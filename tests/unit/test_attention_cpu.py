@@ -48,8 +48,8 @@ def attn(Q: tensor[f32, "B", "H", "S", 40], K: tensor[f32, "B", "H", "T", 40], V
 @pytest.mark.parametrize("S, T", [(37, 45), (45, 37), (1, 1), (64, 64)])
 def test_flash_attention_runs_as_one_fused_kernel(causal, S, T):
     prog, plans, module = compiled(FLASH.format(causal=causal))
-    # K's transpose (the kernel reads Kᵀ's contiguous rows), then one kernel: no score or probability tensor
-    assert [s["kernel"] for s in plans["attn"]["steps"]] == ["attn__layout1", "attn__attention0"]
+    # one kernel: no score or probability tensor, and no Kᵀ (its key strips are packed from K's rows)
+    assert [s["kernel"] for s in plans["attn"]["steps"]] == ["attn__attention0"]
     Q, K, V = randn(2, 3, S, 40), randn(2, 3, T, 40), randn(2, 3, T, 24)
     got = prog.attn(Q, K, V)
     np.testing.assert_allclose(got, module.interpret("attn", Q, K, V), rtol=0, atol=2e-6)
@@ -67,7 +67,7 @@ def attn(Q: tensor[f32, "S", 16], K: tensor[f32, "T", 16], V: tensor[f32, "T", "
 def test_softmax_dropout_and_v_fuse_with_the_interpreters_mask():
     """With V the identity, the output is P itself: every dropped element must be the interpreter's."""
     prog, plans, module = compiled(DROPPED)
-    assert [s["kernel"] for s in plans["attn"]["steps"]] == ["attn__layout1", "attn__attention0"]
+    assert [s["kernel"] for s in plans["attn"]["steps"]] == ["attn__attention0"]
     Q, K = randn(29, 16), randn(53, 16)
     V = np.eye(53, dtype=np.float32)
     got, want = prog.attn(Q, K, V), module.interpret("attn", Q, K, V)
@@ -76,6 +76,21 @@ def test_softmax_dropout_and_v_fuse_with_the_interpreters_mask():
     V = randn(53, 9)
     np.testing.assert_allclose(prog.attn(Q, K, V), reference(Q, K, V, 0.25, dropout=(0.5, 2024, 11)), rtol=0,
                                atol=4e-6)
+
+
+def test_a_transpose_of_k_used_elsewhere_stays_a_layout_kernel():
+    """Kᵀ returned too: the transpose is written once by its layout kernel, and the fused kernel reads it."""
+    src = """
+@function
+def attn(Q: tensor[f32, "S", 16], K: tensor[f32, "T", 16], V: tensor[f32, "T", 8]):
+    KT = K.T
+    return op.softmax(Q @ KT * 0.25) @ V, KT
+"""
+    prog, plans, module = compiled(src)
+    assert [s["kernel"] for s in plans["attn"]["steps"]] == ["attn__layout1", "attn__attention0"]
+    Q, K, V = randn(10, 16), randn(12, 16), randn(12, 8)
+    for got, want in zip(prog.attn(Q, K, V), module.interpret("attn", Q, K, V)):
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-6)
 
 
 def test_a_chain_whose_probabilities_are_used_elsewhere_is_not_fused():
@@ -101,13 +116,19 @@ def test_generator_over_edge_shapes(causal, dropout, tiles):
     block's tiles partial or missing), keys a power of two (the padded scratch rows)."""
     spec = attention.AttentionSpec("att", scale=0.3, causal=causal, dropout=dropout, tiles=tiles)
     kernel = runtime.load(kernels.compile_attention(spec)).att
+    rows = attention.AttentionSpec("att", scale=0.3, causal=causal, dropout=dropout, tiles=tiles, keys_rows=True)
+    from_rows = runtime.load(kernels.compile_attention(rows)).att
     for B, SQ, SK, D, DV in [(2, 37, 53, 24, 20), (1, 1, 1, 3, 1), (3, 5, 90, 7, 33), (1, 77, 13, 64, 16),
-                             (2, 130, 128, 16, 40)]:
+                             (2, 130, 128, 16, 40), (1, 20, 35, 40, 8)]:
         Q, K, V = randn(B, SQ, D), randn(B, SK, D), randn(B, SK, DV)
         O = np.full((B, SQ, DV), np.nan, np.float32)
         kernel(Q, np.ascontiguousarray(np.swapaxes(K, 1, 2)), V, O, grid=attention.attention_grid(spec, B, SQ),
                block=1)
         np.testing.assert_allclose(O, reference(Q, K, V, 0.3, causal, dropout), rtol=0, atol=4e-6)
+        # K's rows (keys_rows): the strips packed by register transposes are the same, so is every sum
+        O_rows = np.full((B, SQ, DV), np.nan, np.float32)
+        from_rows(Q, K, V, O_rows, grid=attention.attention_grid(rows, B, SQ), block=1)
+        assert np.array_equal(O_rows, O), (B, SQ, SK, D, DV, np.nanmax(np.abs(O_rows - O)))
 
 
 def test_spec_refusals():

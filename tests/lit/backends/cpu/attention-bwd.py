@@ -24,7 +24,7 @@ def loss(Q: tensor[f32, "B", "S", 64], K: tensor[f32, "B", "T", 64], V: tensor[f
 # The forward's kernel with its lse output: the row maximum plus the log of the sum of exponentials.
 # KERN-LABEL:  func.func @dkv__attention{{[0-9]+}}(
 # KERN-SAME:     tessera.name = "LSE"
-# KERN-SAME:     tessera.attention = {causal = true, cols = {{[0-9]+}} : i64, lse, rows = {{[0-9]+}} : i64, scale = 1.250000e-01 : f32}
+# KERN-SAME:     tessera.attention = {causal = true, cols = {{[0-9]+}} : i64, keys_rows, lse, rows = {{[0-9]+}} : i64, scale = 1.250000e-01 : f32}
 # KERN:          vector.reduction <maximumf>
 # KERN:          vector.reduction <add>
 # KERN:          math.log
