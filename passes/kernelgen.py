@@ -253,10 +253,11 @@ ELEMENTWISE_ROWS = 4
 def elementwise(name: str, ops: list, inputs: list, outputs: list, dims: dict, block_x: int) -> KernelSource:
     out_dims = dims[outputs[0]]
     dims = {**dims, **_bias_dims(ops, dims)}
-    cdt = compute_dtype(element_dtype(outputs[0]))
-    if cdt in OWN_TYPE:  # the group's floats (a cast's operand) compute in f32, or f64 where there is one
-        values = [*inputs, *outputs, *(r for op in ops for r in op.results)]
-        cdt = "f64" if any(element_dtype(v) == "f64" for v in values) else "f32"
+    # The group's floats compute in f64 where any value of it is f64, else in f32: taken from the first
+    # output alone, a bool one (a comparison's; compute_dtype says f32) or an integer or narrower float one
+    # (a cast's) made an f64 operand compute in f32 (1e100 overflowing, 1 + 1e-12 rounding to 1).
+    values = [*inputs, *outputs, *(r for op in ops for r in op.results)]
+    cdt = "f64" if any(element_dtype(v) == "f64" for v in values) else "f32"
     params, views, loads, scalars = [], [], [], []
     local: dict = {}
     for k, v in enumerate(inputs):
