@@ -75,12 +75,45 @@ def make_gpu(mod: ir.Module, metadata: dict, options: SPIRVOptions) -> ir.Module
     sites = simt_to_gpu.run(mod, SUBGROUP, abi="flat", bounds_checks=options.bounds_checks, target="spirv")
     if options.bounds_checks:
         metadata["fault_sites"] = sites.entries   # for make_spv (fault_sites)
+    _global_ids(mod)
     passmanager.PassManager.parse("builtin.module(canonicalize,cse)").run(mod.operation)
     for fn in _kernels(mod):
         fn.attributes["spirv.entry_point_abi"] = ir.Attribute.parse(
             f"#spirv.entry_point_abi<subgroup_size = {SUBGROUP}>")
     metadata["warp_size"] = SUBGROUP
     return mod
+
+
+def _global_ids(mod: ir.Module) -> None:
+    """The global thread id as the GlobalInvocationId built-in (`gpu.global_id`): simt_to_gpu builds
+    thread_id(d) as block_id(d) · block_dim(d) + local_id(d), which the conversion makes loads of the
+    WorkgroupId, WorkgroupSize and LocalInvocationId built-ins and an OpIMul and OpIAdd. Intel's OpenCL CPU
+    runtime (2024.x, intel-opencl-rt) miscompiles that sum in a module of two kernels where one compares it
+    for equality (`t == 0`: OpIEqual, or OpINotEqual, OpULessThan with 1) and another by a signed
+    comparison (`i < n`: OpSLessThan): the second kernel runs without writing its results, and with many
+    work-items corrupts the host's heap. Both modules are spirv-val clean; the one with GlobalInvocationId
+    runs right (docs/portability.md, SPIR-V notes). The same value: launches have no global offset."""
+    def op_of(v):   # the operation defining v (None for a block argument)
+        owner = v.owner
+        return None if isinstance(owner, ir.Block) else owner.operation
+
+    todo = []
+    for add in _walk(mod.operation, "arith.addi", []):
+        for mul, local in ((op_of(add.operands[0]), op_of(add.operands[1])),
+                           (op_of(add.operands[1]), op_of(add.operands[0]))):
+            if not (mul and local and mul.name == "arith.muli" and local.name == "gpu.thread_id"):
+                continue
+            ids = [op_of(v) for v in mul.operands]
+            if sorted(o.name if o else "" for o in ids) != ["gpu.block_dim", "gpu.block_id"]:
+                continue
+            if len({str(o.attributes["dimension"]) for o in (*ids, local)}) == 1:
+                todo.append((add, local.attributes["dimension"]))
+                break
+    for add, dim in todo:
+        with add.location, ir.InsertionPoint(add):
+            gid = gpu.GlobalIdOp(dim).result   # the attribute (#gpu<dim x>) as the builder takes it
+        add.results[0].replace_all_uses_with(gid)
+        add.operation.erase()
 
 
 def _shuffle_down_as_index(mod: ir.Module) -> None:
