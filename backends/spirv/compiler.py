@@ -88,7 +88,7 @@ def _global_ids(mod: ir.Module) -> None:
     """The global thread id as the GlobalInvocationId built-in (`gpu.global_id`): simt_to_gpu builds
     thread_id(d) as block_id(d) · block_dim(d) + local_id(d), which the conversion makes loads of the
     WorkgroupId, WorkgroupSize and LocalInvocationId built-ins and an OpIMul and OpIAdd. Intel's OpenCL CPU
-    runtime (2024.x, intel-opencl-rt) miscompiles that sum in a module of two kernels where one compares it
+    runtime (intel-opencl-rt 2026.2) miscompiles that sum in a module of two kernels where one compares it
     for equality (`t == 0`: OpIEqual, or OpINotEqual, OpULessThan with 1) and another by a signed
     comparison (`i < n`: OpSLessThan): the second kernel runs without writing its results, and with many
     work-items corrupts the host's heap. Both modules are spirv-val clean; the one with GlobalInvocationId
