@@ -566,13 +566,14 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: lis
         for role, dt in scale_shift:
             p = f"{role}[c]" if dt == cdt else f"{cdt}({role}[c])"
             y = f"({y}) * {p}" if role == "G" else f"({y}) + {p}"
+        zero = "0.0" if cdt == "f32" else "f64(0.0)"   # a bare literal is an f32 variable (see softmax)
         if kind == "ttensor.layernorm":
-            lines += ["        s = 0.0", *_row_loop([f"s += {ld(XRC)}"]), *_butterfly("s", "{a} + {b}", warp),
-                      "        mean = s / n", "        q = 0.0",
+            lines += [f"        s = {zero}", *_row_loop([f"s += {ld(XRC)}"]), *_butterfly("s", "{a} + {b}", warp),
+                      "        mean = s / n", f"        q = {zero}",
                       *_row_loop([f"d = {ld(XRC)} - mean", "q += d * d"]), *_butterfly("q", "{a} + {b}", warp),
                       f"        rstd = math.rsqrt(q / n + {eps})"]
         else:
-            lines += ["        q = 0.0", *_row_loop([f"v = {ld(XRC)}", "q += v * v"]),
+            lines += [f"        q = {zero}", *_row_loop([f"v = {ld(XRC)}", "q += v * v"]),
                       *_butterfly("q", "{a} + {b}", warp), f"        rstd = math.rsqrt(q / n + {eps})"]
         lines += _row_loop([f"v = {ld(XRC)}", f"Y[r, c] = {st(y)}"])
         outputs = [op.results[0]]

@@ -84,3 +84,41 @@ def test_gpu_kernels_load_f64_as_f64(target):
     assert len(f64_params) >= 6, sources
     for src, k in f64_params:
         assert f"f32(I{k}[" not in src and f"= I{k}[" in src, src
+
+
+# The row kernels of layernorm and rmsnorm (passes/kernelgen.row) accumulated an f64 row's sum and sum of
+# squares from a bare 0.0, an f32 variable: a row of mean 1e6 lost its low digits (max error 0.068). Their
+# accumulators start from f64(0.0) now, as softmax's do; f32 kernels are unchanged.
+NORM_SOURCE = """
+from tessera import f64, function, op, tensor
+
+@function
+def ln(x: tensor[f64, "M", "N"], g: tensor[f64, "N"], b: tensor[f64, "N"]):
+    return op.layernorm(x, gamma=g, beta=b)
+
+@function
+def rms(x: tensor[f64, "M", "N"], g: tensor[f64, "N"]):
+    return op.rmsnorm(x, gamma=g)
+"""
+
+
+def _check_norms(p) -> None:
+    rng = np.random.default_rng(29)
+    x = 1e6 + 1e3 * rng.standard_normal((4, 64))
+    g, b = rng.standard_normal(64), rng.standard_normal(64)
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    eps_ln, eps_rms = float(np.float32(1e-5)), float(np.float32(1e-6))   # eps is an f32 attribute
+    for got, want in ((p.ln(x, g, b), (x - mean) / np.sqrt(var + eps_ln) * g + b),
+                      (p.rms(x, g), x / np.sqrt((x * x).mean(-1, keepdims=True) + eps_rms) * g)):
+        assert got.dtype == np.float64
+        assert np.abs(got - want).max() <= 1e-12 * np.abs(want).max(), np.abs(got - want).max()
+
+
+def test_f64_norms_on_the_cpu():
+    _check_norms(executor.load(compiler.compile_source(NORM_SOURCE, "f64_norms.py").image))
+
+
+def test_f64_norms_on_the_opencl_cpu_runtime(opencl):  # noqa: F811
+    _check_norms(executor.load(compiler.compile_source(NORM_SOURCE, "f64_norms.py",
+                                                       CompileOptions(target="spirv")).image, opencl))
