@@ -56,8 +56,12 @@ SQUARINGS = {"f64": 60, "f32": 30}
 EARLIEST = {"f64": 44, "f32": 24}
 MAX_SMALL = 64       # the smaller extent of a factorized matrix, and n of eigh and spectral_radius
 MAX_LARGE = 4096     # the larger extent of an svd's matrix
-ONE_BLOCK = 1        # the launch: one block of one thread. Its guard is `t < 1`: `if t == 0:` ran wrong on the
-                     # OpenCL CPU runtime through SPIR-V (results unwritten, heap corruption), `t < 1` runs right
+ONE_BLOCK = 1        # the launch: one block of one thread, guarded by `t < 1`. `if t == 0:` ran wrong on the
+                     # OpenCL CPU runtime through SPIR-V (results unwritten, heap corruption), not for the guard's
+                     # sake: intel-opencl-rt miscompiled the computed global id (WorkgroupId·WorkgroupSize +
+                     # LocalInvocationId) under an OpIEqual guard when another kernel of the module used
+                     # OpSLessThan. The id is the GlobalInvocationId built-in now (backends/spirv/compiler.py
+                     # _global_ids, d21aee0; docs/portability.md), so either guard runs right; `t < 1` is kept
 
 
 def _eps(dt: str) -> float:

@@ -312,9 +312,10 @@ class _Lowering:
                 mag = ttensor.UnaryOp(s, fn=ir.StringAttr.get("abs"), result=s.type).result
                 top = create(ttensor.ReduceOp, mag, kind=ir.StringAttr.get("max"), axes=_i64s([0]),
                              keepdims=ir.BoolAttr.get(False), result=ir.RankedTensorType.get([], self.element)).result
-                # |s|/max|s| > rcond, not |s| > rcond·max|s|: a comparison kernel reads f64 values as f32 (found
-                # here: kernelgen.elementwise, a group whose output is bool), where the ratio, in [0, 1], keeps
-                # its meaning (to f32 rounding at the cut)
+                # |s|/max|s| > rcond: the interpreter's |s| > rcond·max|s| up to one rounding at the cut, and an
+                # all-zero s drops every term in both (NaN > rcond and 0 > 0 are False). The ratio dates from when
+                # a comparison kernel read f64 values as f32 (kernelgen.elementwise, fixed in a2d8a55); both
+                # forms compare in the element type now, the ratio is kept because it is right and tested
                 keep = ttensor.BinaryOp(_bin("div", mag, top), _const(rcond, self.element), fn=ir.StringAttr.get("gt"),
                                         result=ir.RankedTensorType.get(_shape(s.type),
                                                                        ir.IntegerType.get_signless(1))).result
