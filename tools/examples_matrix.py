@@ -9,9 +9,11 @@ interpreter.
 run in the checkout (or a folder of it): its examples/ and docs/portability.md are the ones read and written.
 
 A cell is one of: "runs, matches" (compiled, each @function and tile program run on deterministic inputs and
-equal to the interpreter within the tolerance of the narrowest float dtype it computes in), "compiles" (the
-image was built; SIMT @kernels, which need a launch configuration, and collectives, which need a communicator,
-are compiled but not run here), or "refused: <reason>" (the compiler refused the file at a line of it, naming
+equal to the interpreter within the tolerance of the narrowest float dtype it computes in), "runs, matches (n kernel
+launches)" (a file of SIMT @kernels: each launch its `launches(rng)` declares run, and its outputs equal to
+the numpy reference it states, within the tolerances it states: launches_of), "compiles" (the image was
+built; a file of @kernels that declares no launches, and collectives, which need a communicator, are
+compiled but not run here), or "refused: <reason>" (the compiler refused the file at a line of it, naming
 the target). tests/unit/test_examples_matrix.py asserts the same cells and that the
 checked-in matrix is this one.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 import re
+import runpy
 import sys
 from dataclasses import dataclass, field
 
@@ -196,6 +199,72 @@ def check(program, reference, select=None) -> tuple[int, list[str], list[str]]:
     return ran, mismatches, skipped
 
 
+LAUNCHES = "launches"   # the function by which a file of SIMT @kernels says how they are exercised
+
+
+def launches_of(path: pathlib.Path) -> list[dict] | None:
+    """The launches a file of SIMT @kernels declares (docs/portability.md "Examples on every target"): its
+    module-level `launches(rng)`, called with np.random.default_rng(0), returns a list of dicts —
+    kernel (its name), grid and block, args (arrays and scalars, passed in order), expect ({argument position:
+    the array it must hold after the launch}) and, for floats, atol and rtol (|got − want| ≤ atol + rtol·|want|
+    elementwise, either may be an array; exact where neither is given). None where the file defines none. The
+    file is run as a module named "tessera_examples_matrix" (its `if __name__ == "__main__"` part does not run);
+    the same inputs wherever it is run (here, and on a GPU by tests/gpu/test_examples_gpu.py)."""
+    namespace = runpy.run_path(str(path), run_name="tessera_examples_matrix")
+    declare = namespace.get(LAUNCHES)
+    return list(declare(np.random.default_rng(0))) if callable(declare) else None
+
+
+def launch_name(index: int, launch: dict) -> str:
+    return f"{launch['kernel']} (launch {index})"
+
+
+def _within(name: str, got, want, atol=0.0, rtol=0.0) -> str | None:
+    """None where `got` equals `want` (exact, where atol and rtol are 0) or is within atol + rtol·|want|."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        return f"{name}: shape {got.shape}, the reference's {want.shape}"
+    if np.all(np.asarray(atol) == 0) and np.all(np.asarray(rtol) == 0):
+        return None if np.array_equal(got, want) else \
+            f"{name}: {int(np.sum(got != want))} elements not equal to the reference's"
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    bound = np.broadcast_to(np.asarray(atol, np.float64) + np.asarray(rtol, np.float64) * np.abs(w), w.shape)
+    bad = ~(np.abs(g - w) <= bound)    # a NaN (an element nobody wrote) is beyond any bound
+    if bad.any():
+        i = np.unravel_index(int(np.argmax(np.where(bad, np.nan_to_num(np.abs(g - w), nan=np.inf), 0))), bad.shape)
+        return (f"{name}: {int(bad.sum())} elements beyond the stated tolerance, the largest at "
+                f"{tuple(int(k) for k in i)}: {g[i]!r} vs {w[i]!r} (bound {bound[i]:.3g})")
+    return None
+
+
+def run_launches(module, launches: list[dict], context=None, expected=None) -> list[str]:
+    """Launches each of `launches` (launches_of) on the loaded runtime module `module` — on `context`'s device
+    where it is not the CPU: the arrays copied there and back — and compares the arguments at its `expect`
+    positions with expected(name, position) (stored references: tests/gpu/examples_gpu.py), else with the
+    launch's own `expect`: what differs, or the runtime's refusal of the launch."""
+    device = context is not None and context.backend != "cpu"
+    mismatches = []
+    for index, launch in enumerate(launches):
+        name = launch_name(index, launch)
+        host = [np.copy(a) if isinstance(a, np.ndarray) else a for a in launch["args"]]
+        args = [runtime.DeviceArray.from_numpy(a, context) if device and isinstance(a, np.ndarray) else a
+                for a in host]
+        try:
+            module.kernel(launch["kernel"])(*args, grid=launch["grid"], block=launch["block"])
+        except runtime.Error as e:
+            mismatches.append(f"{name}: {e}")
+            continue
+        if device:
+            host = [d.numpy() if isinstance(a, np.ndarray) else a for a, d in zip(host, args)]
+        for position, want in sorted(launch["expect"].items()):
+            want = expected(name, position) if expected else want
+            problem = _within(f"{name} argument {position}", host[position], want,
+                              launch.get("atol", 0.0), launch.get("rtol", 0.0))
+            if problem:
+                mismatches.append(problem)
+    return mismatches
+
+
 def interpreter_results(path: pathlib.Path):
     """reference(name, arguments) for check(): the interpreter's results of the file's functions (needs MLIR)."""
     from ..frontend.interfaces import tessera_frontend_compile  # lazy: MLIR (see compile_cell)
@@ -211,6 +280,10 @@ def interpreter_results(path: pathlib.Path):
 def run_cell(path: pathlib.Path, cell: Cell, context) -> Cell:
     """Runs every @function of the compiled image on `context` against the interpreter."""
     program = executor.load(cell.image, context)
+    launches = launches_of(path) if program.module.kernel_names else None
+    if launches is not None and not program.functions:
+        return Cell("runs", f"{len(launches)} kernel launches", image=cell.image,
+                    mismatches=run_launches(program.module, launches, context))
     if not program.functions:
         return Cell("compiles", "kernels only: not run", image=cell.image)
     ran, mismatches, skipped = check(program, interpreter_results(path))

@@ -21,6 +21,18 @@ def histogram(X: tensor[int, "N"], H: tensor[int, "B"]):
             tile.atomic_add(H[b], 1)
 
 
+# How the examples matrix runs these kernels (docs/portability.md, "Examples on every target"): each launch's
+# kernel, grid and block, its arguments drawn from the seeded generator `rng`, and what the arguments at the
+# `expect` positions must hold afterwards (numpy's answer: the interpreter runs @functions, not @kernels),
+# exactly, or within |got - want| <= atol + rtol * |want| where those are given.
+def launches(rng):
+    n, bins = 10_000, 16
+    X = rng.integers(-1, bins + 1, n).astype(np.int32)
+    counts = np.bincount(X[(X >= 0) & (X < bins)], minlength=bins).astype(np.int32)
+    return [dict(kernel="histogram", grid=ceil_div(n, 256), block=256, args=[X, np.zeros(bins, np.int32)],
+                 expect={1: counts})]   # exact: no count may be lost
+
+
 def main() -> int:
     rng = np.random.default_rng(0)
     n, bins = 1_000_000, 16

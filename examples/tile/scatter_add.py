@@ -26,6 +26,30 @@ def scatter_add_f32(X: tensor[float, "N"], I: tensor[int, "N"], Out: tensor[floa
         tile.atomic_add(Out[I[i]], X[i], order="relaxed", scope="device")
 
 
+# How the examples matrix runs these kernels (docs/portability.md, "Examples on every target"): each launch's
+# kernel, grid and block, its arguments drawn from the seeded generator `rng`, and what the arguments at the
+# `expect` positions must hold afterwards (numpy's answer: the interpreter runs @functions, not @kernels),
+# exactly, or within |got - want| <= atol + rtol * |want| where those are given.
+def launches(rng):
+    n, m = 20_000, 37
+    I = rng.integers(0, m, n).astype(np.int32)
+    Xi = rng.integers(-2**40, 2**40, n).astype(np.int64)
+    want_i = np.zeros(m, np.int64)
+    np.add.at(want_i, I, Xi)
+    Xf = rng.standard_normal(n).astype(np.float32)
+    want_f, magnitude = np.zeros(m), np.zeros(m)
+    np.add.at(want_f, I, Xf.astype(np.float64))
+    np.add.at(magnitude, I, np.abs(Xf.astype(np.float64)))
+    count = np.bincount(I, minlength=m)
+    return [
+        dict(kernel="scatter_add_i64", grid=ceil_div(n, 256), block=256, args=[Xi, I, np.zeros(m, np.int64)],
+             expect={2: want_i}),   # exact in any order
+        # the threads add in any order: count roundings of float32, each at most 2^-24 of the sum's magnitude
+        dict(kernel="scatter_add_f32", grid=ceil_div(n, 256), block=256, args=[Xf, I, np.zeros(m, np.float32)],
+             expect={2: want_f}, atol=count * 2.0**-24 * magnitude),
+    ]
+
+
 def main() -> int:
     rng = np.random.default_rng(0)
     n, m = 500_000, 37
