@@ -45,6 +45,7 @@ def main(out: str) -> None:
     data_parallel_gpu.build(out)  # test_data_parallel_gpu's images
     fp8_memory_gpu.build(out)    # test_fp8_memory_gpu's images
     examples_gpu.build(out)      # test_examples_gpu's: every examples/ file for sm_90a, the interpreter's results
+    #                              (a file of @kernels: the arrays its declared launches(rng) must produce)
     tune_split_gpu.build(out)    # test_tune_split_gpu's autotuning candidates (sm_90a)
 
 

@@ -4,7 +4,8 @@ The inputs, tolerances and comparison are the examples matrix's (tessera.tools.e
 check()), so a GPU cell means what the matrix's CPU and OpenCL cells mean. The interpreter needs MLIR, which
 the GPU machine lacks, so `build` writes beside each image the interpreter's results of its functions (a sample of
 each large one, see `sample`) and a digest of the inputs they were computed from, which the test checks it
-regenerates identically.
+regenerates identically; for a file of SIMT @kernels, the arrays its declared launches must produce
+(examples_matrix.launches_of: the file's `launches(rng)`) and their inputs' digest.
 """
 
 from __future__ import annotations
@@ -95,9 +96,39 @@ def stored_reference(stored: dict):
     return reference, select
 
 
+def launch_references(launches: list[dict]) -> dict[str, np.ndarray]:
+    """The arrays stored for a file of SIMT @kernels (examples_matrix.launches_of): each launch's inputs' digest
+    as "<launch>:inputs" and the array each `expect` position must hold as "<launch>:expect<position>", the
+    launch named by examples_matrix.launch_name. Its launches' arguments are small (the file chose them)."""
+    from tessera.tools import examples_matrix as em
+    out = {}
+    for index, launch in enumerate(launches):
+        name = em.launch_name(index, launch)
+        out[f"{name}:inputs"] = digest([np.asarray(a) for a in launch["args"]])
+        out.update({f"{name}:expect{p}": np.asarray(want) for p, want in launch["expect"].items()})
+    return out
+
+
+def stored_expected(stored: dict, launches: list[dict]):
+    """expected(name, position) for examples_matrix.run_launches from launch_references()'s arrays, after
+    checking that `launches` (regenerated here from the example) are the ones the values were stored for."""
+    from tessera.tools import examples_matrix as em
+    for index, launch in enumerate(launches):
+        name = em.launch_name(index, launch)
+        if f"{name}:inputs" not in stored or \
+                str(stored[f"{name}:inputs"]) != str(digest([np.asarray(a) for a in launch["args"]])):
+            raise AssertionError(f"{name}: the inputs are not the ones the stored results were computed from "
+                                 "(rebuild the images with this tree: tests/gpu/build_images.py)")
+
+    def expected(name: str, position: int) -> np.ndarray:
+        return stored[f"{name}:expect{position}"]
+
+    return expected
+
+
 def build(out: str, target: str = TARGET, arch: str = ARCH, only: list[str] | None = None) -> dict[str, str]:
     """Compiles every example (or those of `only`) for target/arch into out/examples_gpu/<stem>.tessera, the interpreter's results
-    beside it (<stem>.npz), and the manifest of what was built or refused (tests/gpu/build_images.py)."""
+    (or a kernel file's declared launches' expected arrays) beside it (<stem>.npz), and the manifest of what was built or refused (tests/gpu/build_images.py)."""
     from tessera import plan as plans  # lazy: the compiler, where the images are built
     from tessera.image import read_image
     from tessera.tools import examples_matrix as em
@@ -117,8 +148,11 @@ def build(out: str, target: str = TARGET, arch: str = ARCH, only: list[str] | No
             f.write(cell.image)
         section = read_image(cell.image).plan
         functions = plans.decode(section) if section is not None else {}
-        np.savez(os.path.join(folder, f"{stem(example)}.npz"), **references(functions, em.interpreter_results(path)))
-        print(f"{FOLDER}/{stem(example)}.tessera ({target} {arch}, {len(functions)} functions)")
+        launches = None if functions else em.launches_of(path)   # a file of @kernels: its declared launches
+        stored = launch_references(launches) if launches else references(functions, em.interpreter_results(path))
+        np.savez(os.path.join(folder, f"{stem(example)}.npz"), **stored)
+        print(f"{FOLDER}/{stem(example)}.tessera ({target} {arch}, {len(functions)} functions"
+              + (f", {len(launches)} kernel launches)" if launches else ")"))
     with open(os.path.join(folder, MANIFEST), "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     return manifest

@@ -1,7 +1,9 @@
 """The examples matrix on a GPU (issue 18 item 5): every examples/ file whose ptx sm_90a image compiles, each of
 its @functions run by tessera.executor on the CUDA context and compared with the interpreter on the matrix's
 inputs and tolerances (tessera.tools.examples_matrix.calls/check: extents 24, floats of scale 0.5, small
-integers; the tolerance of the narrowest float dtype of the function's plan). A function the runtime refuses
+integers; the tolerance of the narrowest float dtype of the function's plan). A file of SIMT @kernels runs the
+launches its `launches(rng)` declares (examples_matrix.launches_of/run_launches, the arrays on the GPU) against
+the expected arrays stored beside its image. A function the runtime refuses
 the inputs for is "not run", as in the matrix, and fails the test here only where it ran nowhere.
 
 Images and the interpreter's results (each large result sampled: examples_gpu.sample) come from $TESSERA_GPU_IMAGES/examples_gpu (tests/gpu/build_images.py,
@@ -33,7 +35,8 @@ def test_the_examples_are_found():
 
 
 def _prebuilt(example: str):
-    """(image, reference, select) from $TESSERA_GPU_IMAGES, skipping where the compiler refused the example."""
+    """(image, reference, select, stored) from $TESSERA_GPU_IMAGES, skipping where the compiler refused the
+    example."""
     folder = os.path.join(os.environ["TESSERA_GPU_IMAGES"], E.FOLDER)
     with open(os.path.join(folder, E.MANIFEST), encoding="utf-8") as f:
         manifest = json.load(f)
@@ -44,11 +47,12 @@ def _prebuilt(example: str):
     with open(os.path.join(folder, f"{E.stem(example)}.tessera"), "rb") as f:
         image = f.read()
     stored = dict(np.load(os.path.join(folder, f"{E.stem(example)}.npz")))
-    return (image, *E.stored_reference(stored))
+    return (image, *E.stored_reference(stored), stored)
 
 
 def _built_here(example: str):
-    """(image, reference, None) compiled and interpreted here, skipping where there is no compiler or it refuses."""
+    """(image, reference, None, None) compiled and interpreted here, skipping where there is no compiler or it
+    refuses."""
     path = em.REPO / example
     try:
         cell = em.compile_cell(path, E.TARGET, E.ARCH)
@@ -57,7 +61,18 @@ def _built_here(example: str):
         pytest.skip(f"no compiler here ({e}) and no TESSERA_GPU_IMAGES with prebuilt images")
     if cell.status == "refused":
         pytest.skip(f"{E.ARCH}: {cell.text()}")
-    return cell.image, reference, None
+    return cell.image, reference, None, None
+
+
+def _assert_launches_match(program, example: str, stored=None):
+    """A file of SIMT @kernels: the launches it declares (examples_matrix.launches_of), run on the program's
+    context and compared with the arrays build() stored (`stored`), else with the launches' own `expect`."""
+    launches = em.launches_of(em.REPO / example)
+    if launches is None:
+        pytest.skip("kernels only: no launches declared, not run (as in the examples matrix)")
+    expected = E.stored_expected(stored, launches) if stored is not None else None
+    mismatches = em.run_launches(program.module, launches, program.module.context, expected)
+    assert not mismatches, "\n".join(mismatches)
 
 
 def _assert_matches(program, reference, select=None):
@@ -72,8 +87,13 @@ def _assert_matches(program, reference, select=None):
 
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_example_runs_on_the_gpu_like_the_interpreter(cuda, example):
-    image, reference, select = _prebuilt(example) if os.environ.get("TESSERA_GPU_IMAGES") else _built_here(example)
-    _assert_matches(executor.load(image, cuda), reference, select)
+    image, reference, select, stored = _prebuilt(example) if os.environ.get("TESSERA_GPU_IMAGES") \
+        else _built_here(example)
+    program = executor.load(image, cuda)
+    if not program.functions:
+        _assert_launches_match(program, example, stored)
+    else:
+        _assert_matches(program, reference, select)
 
 
 def test_stored_results_check_a_cpu_image(tmp_path, monkeypatch):
@@ -98,6 +118,30 @@ def test_stored_results_check_a_cpu_image(tmp_path, monkeypatch):
     stored[key.split(":")[0] + ":inputs"] = np.array("0" * 64)
     with pytest.raises(AssertionError, match="not the ones the stored results were computed from"):
         em.check(program, *E.stored_reference(stored))
+
+
+def test_stored_launches_check_a_cpu_image(tmp_path):
+    """build()'s files of a kernel-only example for the CPU target, checked as the GPU test checks its image:
+    its declared launches match the stored arrays; a stored count changed by one, and other inputs, are
+    reported."""
+    example = "examples/tile/histogram.py"
+    try:
+        manifest = E.build(str(tmp_path), target="cpu", arch="", only=[example])
+    except ImportError as e:
+        pytest.skip(f"no compiler here: {e}")
+    assert manifest == {example: ""}
+    folder = tmp_path / E.FOLDER
+    program = executor.load((folder / f"{E.stem(example)}.tessera").read_bytes())
+    stored = dict(np.load(folder / f"{E.stem(example)}.npz"))
+    assert sorted(stored) == ["histogram (launch 0):expect1", "histogram (launch 0):inputs"]
+    _assert_launches_match(program, example, stored)
+    launches = em.launches_of(em.REPO / example)
+    stored["histogram (launch 0):expect1"] = stored["histogram (launch 0):expect1"] + np.eye(1, 16, 3, np.int32)[0]
+    mismatches = em.run_launches(program.module, launches, None, E.stored_expected(stored, launches))
+    assert mismatches and "1 elements not equal" in mismatches[0], mismatches
+    stored["histogram (launch 0):inputs"] = np.array("0" * 64)
+    with pytest.raises(AssertionError, match="not the ones the stored results were computed from"):
+        E.stored_expected(stored, launches)
 
 
 def test_a_large_result_is_sampled_with_its_largest_element():
