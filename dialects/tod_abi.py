@@ -119,6 +119,8 @@ class DescriptorOp(_TodOp, name="descriptor"):
         if bh is None or bh != bw or r.din % bh or r.dout % bh:
             raise Invalid(f"blocks must be square and static, dividing the extents {r.din} -> {r.dout}, got "
                           f"{show(bh)}x{show(bw)}")
+        if "adjoint" in flags_of(self):   # r is the result, the adjoint's extents
+            return r.dout, r.din, blocks.element_type
         return r.din, r.dout, blocks.element_type
 
     @staticmethod

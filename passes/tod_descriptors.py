@@ -13,8 +13,9 @@ attribute, the JSON list of its launch plan's operator records (tessera.plan.Ope
 copies it into the plan): a descriptor whose payload tensors are all parameters is an operator parameter,
 an exported one (`tod.export`, erased here) an operator result, its payload the returned tensors; records
 come in the signature's order (parameters, then results, each by its first payload tensor).
-Block-sparse operators have no kernel lowering yet (they need a block gather and scatter-add): one the
-function applies is refused at the user's line; the interpreter runs them.
+A block-sparse descriptor is left as it is, for tod_lower to apply by its blocks (a gather of x's block
+columns, the block products and a scatter-sum into the block rows, all GEMMs with one-hot matrices: no
+operator of another kind stands for it).
 """
 
 from __future__ import annotations
@@ -85,12 +86,9 @@ def _expand(op, target: str) -> None:
         t = ir.RankedTensorType(v.type)
         return [None if t.is_dynamic_dim(i) else t.get_dim_size(i) for i in range(t.rank)]
 
-    if kind == "blocksparse":
-        if list(op.results[0].uses):
-            raise LoweringError(op, f"a block-sparse 'tod.descriptor' has no kernel lowering yet on {target}: it "
-                                    f"needs a block gather and scatter-add, which the compiler does not have (run it "
-                                    f"with tessera.interpret)")
-        op.erase()
+    if kind == "blocksparse":   # stays: tod_lower applies it by its blocks (one-hot GEMMs, _Lowering._blocksparse)
+        if not list(op.results[0].uses):
+            op.erase()
         return
     with op.location, ir.InsertionPoint(op):
         p = list(op.operands)

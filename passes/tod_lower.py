@@ -47,6 +47,7 @@ from math import prod
 from ..diagnostics import LoweringError
 from ..dialects import tod, ttensor
 from ..dialects.support import create
+from ..dialects.tod_abi import flags_of
 from ..mlir import ir
 from . import convolution, fft, fourier, linalg_kernels, matrix_functions, tod_descriptors
 from .decompose import _bin, _const, _elt, _i64, _reduce, _shape, _swap_last, _to
@@ -291,7 +292,84 @@ class _Lowering:
             return _linear(circ(h.re), circ(h.im), x, conj=adjoint) if isinstance(h, Pair) else _map(circ(h), x)
         if name in ("tod.reconstruct", "tod.pseudoinverse"):
             return self._spectral_function(owner, x, adjoint)
+        if name == "tod.descriptor":   # block-sparse: the only kind tod_descriptors leaves
+            if isinstance(self.entries(ops[0]), Pair):
+                raise _refusal(owner, self.target, ": a block-sparse operator of complex blocks is not lowered yet")
+            flagged = "adjoint" in flags_of(owner)
+            return self._blocksparse(owner, x, adjoint != flagged)
         raise _refusal(owner, self.target)
+
+    # -- block-sparse operators (docs/operators.md "What compiles") ----------------------------------------
+
+    def _blocksparse(self, owner, x, transposed: bool) -> ir.Value:
+        """A x (Aᵀ x where `transposed`) for the block-sparse A = Σ_k E(rows[k], cols[k]) ⊗ blocks[k] of
+        descriptor `owner` (its payload's operator, before any "adjoint" flag), x [..., Din, k]: with R block
+        rows, C block columns and one-hot matrices Or [nnz, R], Oc [nnz, C] (an exact 0/1 compare of the
+        coordinates with 0 … R − 1), the gather Xg = Oc @ X viewed [C, b·k] (one nonzero product per sum:
+        exact), the block products P = blocks @ Xg [nnz, b, k] (a batched GEMM; products and sums in f64), the
+        scatter-sum Y = Orᵀ @ P viewed [nnz, b·k]: duplicates of a coordinate add, in a fixed order (no atomics:
+        deterministic), and a coordinate outside the operator matches no row of Or or Oc and contributes
+        nothing (the interpreter refuses it). Aᵀ swaps rows and cols and reads the blocks transposed. A correct
+        lowering, not a sparse kernel: O(nnz·(R + C)·b·k) work more than the block products."""
+        blocks, rows, cols = owner.operands
+        sig = tod.operator_sig(owner.results[0].type)
+        din, dout = (sig.dout, sig.din) if "adjoint" in flags_of(owner) else (sig.din, sig.dout)
+        nnz, b, _ = _shape(blocks.type)
+        shape = _shape(x.type)
+        if any(ir.ShapedType.is_dynamic_size(d) for d in [nnz, b] + shape):
+            raise _refusal(owner, self.target, ": a block-sparse operator applies with static block counts and "
+                                               "extents only")
+        nr, nc = dout // b, din // b   # b divides both (the descriptor's verifier)
+        if transposed:
+            rows, cols, nr, nc = cols, rows, nc, nr
+        lead, k = shape[:-2], shape[-1]
+        cols_k, n_out = prod(lead) * k, nr * b
+        out_shape = lead + [n_out, k]
+        if nnz == 0:
+            return ttensor.BroadcastOp(_const(0.0, self.element),
+                                       result=ir.RankedTensorType.get(out_shape, self.element)).result
+        accum, el = sig.accum, self.element
+        xm = x if not lead else _swap_last(_reshape(_swap_last(x), [cols_k, nc * b]))   # [Din, cols_k]
+        xg = self._matmul(self._one_hot(cols, nc), _reshape(xm, [nc, b * cols_k]), accum)   # [nnz, b·cols_k]
+        xg = _reshape(xg, [nnz, b, cols_k])
+        bl = self.entries(blocks)
+        bl = _swap_last(bl) if transposed else bl
+        if el == ir.F64Type.get():
+            products = ttensor.BinaryOp(_reshape(bl, [nnz, b, b, 1]), _reshape(xg, [nnz, 1, b, cols_k]),
+                                        fn=ir.StringAttr.get("mul"),
+                                        result=ir.RankedTensorType.get([nnz, b, b, cols_k], el)).result
+            p = create(ttensor.ReduceOp, products, kind=ir.StringAttr.get("sum"), axes=_i64s([2]),
+                       keepdims=ir.BoolAttr.get(False), result=ir.RankedTensorType.get([nnz, b, cols_k], el)).result
+        else:
+            p = ttensor.MatmulOp(bl, xg, accum=ir.TypeAttr.get(accum),
+                                 result=ir.RankedTensorType.get([nnz, b, cols_k], el)).result
+        y = self._matmul(self._one_hot(rows, nr), _reshape(p, [nnz, b * cols_k]), accum, transposed=True)
+        y = _reshape(y, [n_out, cols_k])
+        return y if not lead else _swap_last(_reshape(_swap_last(y), lead + [k, n_out]))
+
+    def _one_hot(self, index, n: int) -> ir.Value:
+        """[nnz, n] of the element type, 1 where index[i] == j (index 1-D i32), else 0: the coordinates and
+        0 … n − 1 compared in f32 (exact below 2²⁴). 0 … n − 1 are the row sums of the n×n lower-triangular
+        matrix of ones (an im2col of n ones padded by n − 1 zeros, a gather every target has), less 1."""
+        key = ("one-hot", index, n, self.element)
+        if key in self.memo:
+            return self.memo[key]
+        f32 = ir.F32Type.get()
+        iota_key = ("iota", n)
+        if iota_key not in self.memo:
+            ones = ttensor.BroadcastOp(_const(1.0, f32), result=ir.RankedTensorType.get([1, 1, n], f32)).result
+            lower = convolution.im2col(ones, [n], _i64s([1]), _i64s([n - 1, 0]), _i64s([1]),
+                                       ir.RankedTensorType.get([n, n], f32))
+            self.memo[iota_key] = _reshape(_bin("sub", _reduce("sum", lower, keepdims=False), _const(1.0, f32)),
+                                           [1, n])
+        nnz = _shape(index.type)[0]
+        at = _reshape(_to(index, f32), [nnz, 1])
+        hit = ttensor.BinaryOp(at, self.memo[iota_key], fn=ir.StringAttr.get("eq"),
+                               result=ir.RankedTensorType.get([nnz, n], ir.IntegerType.get_signless(1))).result
+        out = ttensor.SelectOp(hit, _const(1.0, self.element), _const(0.0, self.element),
+                               result=ir.RankedTensorType.get([nnz, n], self.element)).result
+        self.memo[key] = out
+        return out
 
     # -- factorizations (passes/linalg_kernels.py) ---------------------------------------------------------
 
