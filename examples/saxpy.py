@@ -3,9 +3,7 @@
 `tessera-cc examples/saxpy.py -o saxpy.tessera` compiles both kernels; `python examples/run_saxpy.py`
 compiles, launches them on the CPU through libtessera and checks the results against numpy.
 """
-
 import numpy as np
-
 from tessera import ceil_div, kernel, launch, tensor, tile
 
 

@@ -4,9 +4,7 @@ and the OpenCL ones (tests/unit/test_opencl.py) run these kernels and check each
 
     tessera-cc examples/warp_ops.py --target ptx -o warp_ops.tessera
 """
-
 import numpy as np
-
 from tessera import f64, kernel, launch, tensor, tile
 
 

@@ -1,7 +1,5 @@
 """Cooperative groups and warp-size-agnostic reductions (spec/execution-model.md §5, portability guide §6)."""
-
 import numpy as np
-
 from tessera import kernel, launch, tensor, tile
 
 
