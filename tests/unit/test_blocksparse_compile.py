@@ -108,8 +108,9 @@ def test_coordinates_outside_the_operator_contribute_nothing_compiled_and_are_re
         tessera_frontend_compile(source(t), {"filename": "bs.py"}).interpret("apply", B, rows, cols, x, X, S, Y)
 
 
-def test_deterministic_profile_is_bit_identical_across_runs():
-    t = "f32"
+@pytest.mark.parametrize("target", ["cpu", "spirv"])
+def test_deterministic_profile_is_bit_identical_across_runs(target, request):
+    ctx = [request.getfixturevalue("opencl")] if target == "spirv" else []
     rng = np.random.default_rng(3)
     # many duplicates of one coordinate: the scatter-sum's order decides the rounding
     src = """
@@ -123,7 +124,8 @@ def f(B: tensor[f32, 64, 8, 8], rows: tensor[i32, 64], cols: tensor[i32, 64], X:
     X = rng.standard_normal((32, 5)).astype(np.float32)
     runs = []
     for _ in range(2):   # two compilations, two loads, three runs each
-        program = executor.load(compiler.compile_source(src, "d.py", CompileOptions(numerics="deterministic")).image)
+        program = executor.load(compiler.compile_source(src, "d.py", CompileOptions(
+            target=target, numerics="deterministic")).image, *ctx)
         runs += [np.asarray(program.f(B, rows, cols, X)).tobytes() for _ in range(3)]
     assert len(set(runs)) == 1
     M = np.zeros((24, 32))

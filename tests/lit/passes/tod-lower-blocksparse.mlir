@@ -75,3 +75,16 @@ func.func @unapplied(%b: tensor<3x2x2xf32>, %r: tensor<3xi32>, %c: tensor<3xi32>
   %a = "tod.descriptor"(%b, %r, %c) {operandSegmentSizes = array<i32: 1, 1, 1>, name = "A", repr = "blocksparse", tag = "none", flags = []} : (tensor<3x2x2xf32>, tensor<3xi32>, tensor<3xi32>) -> !tod.operator<4, 6, f32, f32>
   return %x : tensor<4xf32>
 }
+
+// -----
+
+// No blocks (nnz = 0, which only IR spells: the frontend's extents are positive): the zero operator.
+// CHECK-LABEL: func.func @no_blocks
+// CHECK-NEXT:    %[[Z:.+]] = "ttensor.constant"() {value = 0.000000e+00 : f32} : () -> tensor<f32>
+// CHECK-NEXT:    %[[Y:.+]] = "ttensor.broadcast"(%[[Z]]) : (tensor<f32>) -> tensor<6x3xf32>
+// CHECK-NEXT:    return %[[Y]]
+func.func @no_blocks(%b: tensor<0x2x2xf32>, %r: tensor<0xi32>, %c: tensor<0xi32>, %x: tensor<4x3xf32>) -> tensor<6x3xf32> {
+  %a = "tod.descriptor"(%b, %r, %c) {operandSegmentSizes = array<i32: 1, 1, 1>, name = "A", repr = "blocksparse", tag = "none", flags = []} : (tensor<0x2x2xf32>, tensor<0xi32>, tensor<0xi32>) -> !tod.operator<4, 6, f32, f32>
+  %y = "tod.apply"(%a, %x) : (!tod.operator<4, 6, f32, f32>, tensor<4x3xf32>) -> tensor<6x3xf32>
+  return %y : tensor<6x3xf32>
+}
