@@ -28,7 +28,9 @@ I on x's parts. A complex apply result becomes a complex tensor (its parts
 interleaved, numpy's storage) only where it leaves the operator program, and a complex parameter is read as
 its halves; any other op reading a complex tensor is refused. Static extents are
 needed where a Kronecker product's reshape needs them. A circulant conv1d(h) is a circular im2col of x's
-columns (passes/convolution.py) times h, summed over the taps.
+columns (passes/convolution.py) times h, summed over the taps. A block-sparse descriptor (passes/tod_descriptors.py
+leaves it) acts by GEMMs with one-hot matrices of its block coordinates: a gather, the block products and a
+scatter-sum (_Lowering._blocksparse), deterministic, not a sparse kernel.
 
 expm(A) x is exp(A)'s matrix times x: A's matrix is A's action on the identity (a dense factor is its own
 matrix, no product), exp of it is scaling and squaring with a Taylor polynomial in GEMMs, elementwise ops and
