@@ -311,16 +311,19 @@ class _Lowering:
         exact), the block products P = blocks @ Xg [nnz, b, k] (a batched GEMM; products and sums in f64), the
         scatter-sum Y = Orᵀ @ P viewed [nnz, b·k]: duplicates of a coordinate add, in a fixed order (no atomics:
         deterministic), and a coordinate outside the operator matches no row of Or or Oc and contributes
-        nothing (the interpreter refuses it). Aᵀ swaps rows and cols and reads the blocks transposed. A correct
-        lowering, not a sparse kernel: O(nnz·(R + C)·b·k) work more than the block products."""
+        nothing (the interpreter refuses it). Aᵀ swaps rows and cols and reads the blocks transposed. nnz may be
+        known only at run time (0 included) but in f64. A correct lowering, not a sparse kernel:
+        O(nnz·(R + C)·b·k) work more than the block products."""
         blocks, rows, cols = owner.operands
         sig = tod.operator_sig(owner.results[0].type)
         din, dout = (sig.dout, sig.din) if "adjoint" in flags_of(owner) else (sig.din, sig.dout)
         nnz, b, _ = _shape(blocks.type)
         shape = _shape(x.type)
-        if any(ir.ShapedType.is_dynamic_size(d) for d in [nnz, b] + shape):
-            raise _refusal(owner, self.target, ": a block-sparse operator applies with static block counts and "
-                                               "extents only")
+        if any(ir.ShapedType.is_dynamic_size(d) for d in shape):
+            raise _refusal(owner, self.target, ": a block-sparse operator applies to tensors of static extents only")
+        if ir.ShapedType.is_dynamic_size(nnz) and self.element == ir.F64Type.get():
+            raise _refusal(owner, self.target, ": an f64 block-sparse operator applies with a static block count "
+                                               "only (its products are elementwise products and sums)")
         nr, nc = dout // b, din // b   # b divides both (the descriptor's verifier)
         if transposed:
             rows, cols, nr, nc = cols, rows, nc, nr

@@ -156,13 +156,37 @@ def test_gpu_targets_compile_block_sparse(target, arch):
     assert any(s.get("kernel") for s in plans["apply"]["steps"])
 
 
-def test_dynamic_block_count_is_refused_at_the_users_line():
-    src = """
+DYNAMIC = """
 @function
-def f(B: tensor[f32, "N", 4, 4], rows: tensor[i32, "N"], cols: tensor[i32, "N"], x: tensor[f32, 8]):
+def f(B: tensor[{t}, "N", 4, 4], rows: tensor[i32, "N"], cols: tensor[i32, "N"], X: tensor[{t}, 8, 3]):
     A = op.descriptor("blocksparse", B, rows, cols, din=8, dout=12, name="A")
-    return A @ x
+    return A @ X, op.adjoint(A) @ (A @ X)
 """
-    with pytest.raises(CompileError, match=r"d.py:4:\d+: error: 'tod.descriptor' has no kernel lowering yet on cpu: a "
-                                           r"block-sparse operator applies with static block counts and extents only"):
+
+
+@pytest.mark.parametrize("target", ["cpu", "spirv"])
+def test_block_count_known_at_run_time(target, request):
+    ctx = [request.getfixturevalue("opencl")] if target == "spirv" else []
+    program = executor.load(compiler.compile_source(DYNAMIC.format(t="f32"), "d.py", CompileOptions(target=target)
+                                                    ).image, *ctx)
+    B, _, X, _, _ = arrays("f32")
+    for n in (5, 0, 1, 17, 0):   # a call with no blocks after calls with some: exactly zero
+        idx = np.arange(n) % 5
+        Bn = B[idx] * (1 + np.arange(n, dtype=np.float32)[:, None, None])   # 17: each coordinate several times
+        M = dense(Bn.astype(np.float64), ROWS[idx], COLS[idx])
+        got = program.f(Bn, ROWS[idx], COLS[idx], X)
+        if n == 0:
+            assert all(np.asarray(g).shape == s and not np.asarray(g).any() for g, s in zip(got, [(12, 3), (8, 3)]))
+        for g, w in zip(got, [M @ X, M.T @ (M @ X)]):
+            close(g, w, "f32")
+
+
+@pytest.mark.parametrize("src, message", [
+    (DYNAMIC.format(t="f64"), "an f64 block-sparse operator applies with a static block count only"),
+    (TEMPLATE.format(t="f32").replace("X: tensor[f32, 8, 3]", 'X: tensor[f32, 8, "K"]'),
+     "a block-sparse operator applies to tensors of static extents only"),
+])
+def test_what_is_refused_at_the_users_line(src, message):
+    with pytest.raises(CompileError, match=r"d.py:\d+:\d+: error: 'tod.descriptor' has no kernel lowering yet on "
+                                           r"cpu: " + message):
         compiler.compile_source(src, "d.py")

@@ -88,3 +88,18 @@ func.func @no_blocks(%b: tensor<0x2x2xf32>, %r: tensor<0xi32>, %c: tensor<0xi32>
   %y = "tod.apply"(%a, %x) : (!tod.operator<4, 6, f32, f32>, tensor<4x3xf32>) -> tensor<6x3xf32>
   return %y : tensor<6x3xf32>
 }
+
+// -----
+
+// A block count known only at run time (0 included): the one-hots and the products have a dynamic row count,
+// the scatter GEMM a dynamic inner extent.
+// CHECK-LABEL: func.func @dynamic_block_count
+// CHECK:         "ttensor.select"({{.*}}) : (tensor<?x2xi1>, tensor<f32>, tensor<f32>) -> tensor<?x2xf32>
+// CHECK:         "ttensor.matmul"({{.*}}) {accum = f32} : (tensor<?x2x2xf32>, tensor<?x2x3xf32>) -> tensor<?x2x3xf32>
+// CHECK:         "ttensor.matmul"({{.*}}) {accum = f32} : (tensor<3x?xf32>, tensor<?x6xf32>) -> tensor<3x6xf32>
+// CHECK-NOT:     tod.
+func.func @dynamic_block_count(%b: tensor<?x2x2xf32>, %r: tensor<?xi32>, %c: tensor<?xi32>, %x: tensor<4x3xf32>) -> tensor<6x3xf32> {
+  %a = "tod.descriptor"(%b, %r, %c) {operandSegmentSizes = array<i32: 1, 1, 1>, name = "A", repr = "blocksparse", tag = "none", flags = []} : (tensor<?x2x2xf32>, tensor<?xi32>, tensor<?xi32>) -> !tod.operator<4, 6, f32, f32>
+  %y = "tod.apply"(%a, %x) : (!tod.operator<4, 6, f32, f32>, tensor<4x3xf32>) -> tensor<6x3xf32>
+  return %y : tensor<6x3xf32>
+}
