@@ -154,6 +154,8 @@ def test_gpu_targets_compile_block_sparse(target, arch):
                                     ).metadata["plans"]
     assert [o["repr"] for o in plans["apply"]["operators"]] == ["blocksparse"]
     assert any(s.get("kernel") for s in plans["apply"]["steps"])
+    dynamic = compiler.compile_source(DYNAMIC.format(t="f32"), "d.py", CompileOptions(target=target, arch=arch))
+    assert any(s.get("kernel") for s in dynamic.metadata["plans"]["f"]["steps"])
 
 
 DYNAMIC = """
@@ -179,6 +181,25 @@ def test_block_count_known_at_run_time(target, request):
             assert all(np.asarray(g).shape == s and not np.asarray(g).any() for g, s in zip(got, [(12, 3), (8, 3)]))
         for g, w in zip(got, [M @ X, M.T @ (M @ X)]):
             close(g, w, "f32")
+
+
+def test_bf16_block_sparse_with_a_run_time_block_count():
+    """bf16 blocks and x (float32 values a bf16 holds), f32 accumulation: within 2⁻⁶ of the largest entry of
+    the interpreter's result (the bf16 results' rounding), duplicates included."""
+    import ml_dtypes
+    src = DYNAMIC.format(t="bf16")
+    program = executor.load(compiler.compile_source(src, "d.py").image)
+    reference = tessera_frontend_compile(src, {"filename": "d.py"})
+    B, _, X, _, _ = arrays("f32")
+    idx = np.arange(9) % 5
+    Bn, Xb = (a.astype(ml_dtypes.bfloat16).astype(np.float32) for a in (B[idx], X))
+    M = dense(Bn.astype(np.float64), ROWS[idx], COLS[idx])
+    got = program.f(Bn, ROWS[idx], COLS[idx], Xb)
+    want = reference.interpret("f", Bn.astype(ml_dtypes.bfloat16), ROWS[idx], COLS[idx], Xb.astype(ml_dtypes.bfloat16))
+    for g, w, exact in zip(got, want, [M @ Xb, M.T @ (M @ Xb)]):
+        g, w = np.asarray(g, np.float64), np.asarray(w, np.float64)
+        np.testing.assert_allclose(g, w, rtol=0, atol=2 ** -6 * float(np.abs(w).max()))
+        np.testing.assert_allclose(g, exact, rtol=0, atol=2 ** -6 * float(np.abs(exact).max()))
 
 
 @pytest.mark.parametrize("src, message", [
