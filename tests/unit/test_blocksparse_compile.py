@@ -3,7 +3,8 @@ a stack of X, Aᵀ X (op.adjoint and the "adjoint" flag) lowered by one-hot GEMM
 _Lowering._blocksparse), against numpy's dense matrix and the reference interpreter, on the CPU and the
 OpenCL CPU runtime (f32 within 1e-5 of the largest entry, f64 within 1e-12), duplicated coordinates (they
 add), coordinates outside the operator (compiled: they contribute nothing; the interpreter
-refuses them), the deterministic profile bit-identical across runs, and ptx / amdgpu compiling."""
+refuses them), a block count known only at run time (0 included; f32 and bf16), the gradient with respect to
+x, the deterministic profile bit-identical across runs, ptx / amdgpu compiling, and what is refused."""
 
 import numpy as np
 import pytest
@@ -200,6 +201,23 @@ def test_bf16_block_sparse_with_a_run_time_block_count():
         g, w = np.asarray(g, np.float64), np.asarray(w, np.float64)
         np.testing.assert_allclose(g, w, rtol=0, atol=2 ** -6 * float(np.abs(w).max()))
         np.testing.assert_allclose(g, exact, rtol=0, atol=2 ** -6 * float(np.abs(exact).max()))
+
+
+def test_gradient_with_respect_to_x_is_the_adjoint_apply():
+    src = """
+@function
+def loss(B: tensor[f32, 5, 4, 4], rows: tensor[i32, 5], cols: tensor[i32, 5], x: tensor[f32, 8]):
+    A = op.descriptor("blocksparse", B, rows, cols, din=8, dout=12, name="A")
+    return op.sum(op.tanh(A @ x))
+
+g = grad(loss, argnums=(3,))
+"""
+    B, x, _, _, _ = arrays("f32")
+    got = executor.load(compiler.compile_source(src, "g.py").image).g(B, ROWS, COLS, x)
+    M = dense(B.astype(np.float64), ROWS, COLS)
+    want = M.T @ (1 - np.tanh(M @ x) ** 2)
+    close(got, want, "f32")
+    close(got, tessera_frontend_compile(src, {"filename": "g.py"}).interpret("g", B, ROWS, COLS, x), "f32")
 
 
 @pytest.mark.parametrize("src, message", [
