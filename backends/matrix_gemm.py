@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from .. import plan
 from ..dialects.ttensor import matmul_transposes
 from ..mlir import arith, ir
-from ..passes import decompose, graph_shapes, kernelgen
+from ..passes import decompose, kernelgen
 from ..passes.kernelgen import element_dtype
 from . import simt_gemm
 from .cpu.gemm_lowering import _epilogue
@@ -199,19 +199,7 @@ def lower_matrix(ctx, kname: str, ops: list, unit: Unit) -> list[plan.ArgsStep]:
     text = source(kname, unit, dt, element_dtype(out), steps, extras)
     ctx.build(text, f"<tessera:{kname}>")
     _fragments(_kernel(ctx.module, kname), unit, dt)
-    Z = graph_shapes.product(db[:-2]) if batched else "1"
-    ZA = graph_shapes.product(da[:-2]) if batched else "1"
-    M = da[-2] if batched else graph_shapes.product(da[:-1])
-    args = [plan.TensorArg(ctx.record(a), ("ZA", "M", "K")), plan.TensorArg(ctx.record(b), ("Z", "K", "N")),
-            plan.TensorArg(ctx.record(out), ("Z", "M", "N"))]
-    for role, v in extras:
-        if role == "alpha":
-            args.append(plan.F32Arg(v))
-        else:
-            args.append(plan.TensorArg(ctx.record(v), ("N",) if role == "bias" else ("Z", "M", "N")))
-    return [plan.ArgsStep(kname, source=text, env={"Z": Z, "ZA": ZA, "M": M, "K": da[-1], "N": db[-1]},
-                          args=tuple(args), block=block(unit),
-                          grid=kernelgen.split_grid(f"ceil(N/{BN})*ceil(M/{BM})*Z", 3))]
+    return [simt_gemm.gemm_step(ctx, kname, text, ops, extras, block(unit), BN, BM)]
 
 
 def _why_not(ops: list, unit: Unit | None, target: str, strict: bool) -> str | None:

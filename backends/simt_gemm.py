@@ -184,6 +184,16 @@ def lower(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     steps, extras = _epilogue(ops)
     text = source(kname, dt, out_dt, steps, extras, b_dtype=element_dtype(b))
     ctx.build(text, f"<tessera:{kname}>")
+    return [gemm_step(ctx, kname, text, ops, extras, BLOCK, BLOCK[0], BLOCK[1])]
+
+
+def gemm_step(ctx, kname: str, text: str, ops: list, extras: list, block: tuple, bn: int, bm: int) -> plan.ArgsStep:
+    """The plan step launching a GEMM group's kernel `text` over blocks of bm x bn results (this module's
+    kernel and backends/matrix_gemm.py's take the same arguments)."""
+    mm = ops[0]
+    a, b, out = mm.operands[0], mm.operands[1], ops[-1].results[0]
+    da, db = ctx.dims[a], ctx.dims[b]
+    batched = len(db) > 2
     # A 2-D rhs folds the lhs's batch axes into its rows; a batched one runs its batch as Z.
     Z = graph_shapes.product(db[:-2]) if batched else "1"
     ZA = graph_shapes.product(da[:-2]) if batched else "1"
@@ -195,6 +205,6 @@ def lower(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
             args.append(plan.F32Arg(v))
         else:
             args.append(plan.TensorArg(ctx.record(v), ("N",) if role == "bias" else ("Z", "M", "N")))
-    return [plan.ArgsStep(kname, source=text, env={"Z": Z, "ZA": ZA, "M": M, "K": da[-1], "N": db[-1]},
-                          args=tuple(args), block=BLOCK,
-                          grid=kernelgen.split_grid(f"ceil(N/{BLOCK[0]})*ceil(M/{BLOCK[1]})*Z", 3))]
+    return plan.ArgsStep(kname, source=text, env={"Z": Z, "ZA": ZA, "M": M, "K": da[-1], "N": db[-1]},
+                         args=tuple(args), block=block,
+                         grid=kernelgen.split_grid(f"ceil(N/{bn})*ceil(M/{bm})*Z", 3))
