@@ -78,8 +78,8 @@ def main() -> None:
         np.testing.assert_allclose(np.asarray(xla(ja, jb)), ref, atol=tol, rtol=0)
         row = {"shape": (n, n, n), "dtype": "bf16", "bytes": 2 * 2 * n * n + 4 * n * n}   # bf16 A, B; f32 C
         if args.cpu_time:   # numpy's OpenBLAS threads spin, which CPU time would count: not timed
-            t_ours, t_xla = best_cpu_times([lambda: mod.mm(da, db), lambda: xla(ja, jb).block_until_ready()],
-                                           args.rounds)
+            t_ours, t_xla = best_times([lambda: mod.mm(da, db), lambda: xla(ja, jb).block_until_ready()],
+                                       args.rounds, budget=0, settle=0, clock=time.process_time)
             report_row(f"bf16 gemm {n} (CPU time, 1 thread)", {"tessera": t_ours, "XLA": t_xla}, "GFLOP/s", flops,
                        **row)
             continue
@@ -87,18 +87,6 @@ def main() -> None:
                                           lambda: np.matmul(a32, b32, out=c32)], args.rounds)
         report_row(f"bf16 gemm {n}", {"tessera": t_ours, "XLA": t_xla, "numpy f32": t_np}, "GFLOP/s", flops, **row)
 
-
-def best_cpu_times(fns, rounds: int) -> list[float]:
-    """Best process CPU time of one call of each function, calling them in turn `rounds` times."""
-    for fn in fns:
-        fn()
-    best = [float("inf")] * len(fns)
-    for _ in range(rounds):
-        for i, fn in enumerate(fns):
-            t0 = time.process_time()
-            fn()
-            best[i] = min(best[i], time.process_time() - t0)
-    return best
 
 
 if __name__ == "__main__":

@@ -71,24 +71,9 @@ def gelu_tanh(jnp, x):
 CPU_TIME = {"on": False}   # --cpu-time
 
 
-def cpu_times(fns: list, rounds: int, budget: float = 0.2, settle: float = 0.05) -> list[float]:
-    """Best process CPU time (time.process_time: every thread of this process) per call of each function,
-    called in turn each round, each turn repeated to about `budget` s of wall time."""
-    reps = []
-    for fn in fns:
-        fn()
-        t0 = time.perf_counter()
-        fn()
-        reps.append(max(1, int(budget / max(time.perf_counter() - t0, 1e-6))))
-    best = [float("inf")] * len(fns)
-    for _ in range(rounds):
-        for i, fn in enumerate(fns):
-            c0 = time.process_time()
-            for _ in range(reps[i]):
-                fn()
-            best[i] = min(best[i], (time.process_time() - c0) / reps[i])
-            time.sleep(settle)
-    return best
+def cpu_times(fns: list, rounds: int) -> list[float]:
+    """Best process CPU time (every thread of this process) per call of each function, in turn each round."""
+    return best_times(fns, rounds, settle=0.05, clock=time.process_time)
 
 
 def sides_row(workload: str, sides: dict, rounds: int, unit: str, amount: float, **row) -> None:

@@ -68,8 +68,8 @@ def main() -> None:
         np.testing.assert_array_equal(ours, np.asarray(xla(ja, jb)))
         row = {"shape": (n, n, n), "dtype": "i8", "bytes": 2 * n * n + 4 * n * n}   # i8 A, B; i32 C
         if args.cpu_time:
-            t_ours, t_xla = best_cpu_times([lambda: mod.mm(da, db), lambda: xla(ja, jb).block_until_ready()],
-                                           args.rounds)
+            t_ours, t_xla = best_times([lambda: mod.mm(da, db), lambda: xla(ja, jb).block_until_ready()],
+                                       args.rounds, budget=0, settle=0, clock=time.process_time)
             report(f"int8 gemm {n} (CPU time, 1 thread)", t_ours, t_xla, "XLA", "TOPS", ops, **row)
             continue
         t_ours, t_xla = best_times([lambda: mod.mm(da, db), lambda: xla(ja, jb).block_until_ready()], args.rounds)
@@ -80,18 +80,6 @@ def main() -> None:
             np.testing.assert_array_equal(ours, c32)
             report(f"int8 gemm {n}", t_ours, t_np, "numpy", "TOPS", ops, **row)
 
-
-def best_cpu_times(fns, rounds: int) -> list[float]:
-    """Best process CPU time of one call of each function, calling them in turn `rounds` times."""
-    for fn in fns:
-        fn()
-    best = [float("inf")] * len(fns)
-    for _ in range(rounds):
-        for i, fn in enumerate(fns):
-            t0 = time.process_time()
-            fn()
-            best[i] = min(best[i], time.process_time() - t0)
-    return best
 
 
 if __name__ == "__main__":
