@@ -115,6 +115,9 @@ def _build(b, node, op_cls, operands: list, din: Dim, dout: Dim, dtype: dtypes.D
            **attrs) -> GOperator:
     """Builds `op_cls` on the ir.Values `operands` with attributes `attrs`; its result is an operator
     din -> dout."""
+    for d in (din, dout):
+        if (_extent(b, d) or 0) > INT64_MAX:   # a Kronecker product of large factors, say
+            raise b.error(node, f"this operator's extent {show(d)} exceeds the largest extent, 2^63 - 1")
     with b.loc(node):
         op = op_cls(*operands, **attrs, result=_operator_type(b, din, dout, dtype, accum))
     return GOperator(op.result, din, dout, dtype, accum)

@@ -48,6 +48,8 @@ CASES = [
     ("y = op.eye(4, dtype=int32)", "an operator must have float or complex entries, got i32"),
     ("y = op.fft(8) @ x + 1.0", "a Python number cannot meet a c64 tensor here"),
     ("y = op.apply(op.dense(N), s)", "an operator applies to a vector or a stack of column vectors"),
+    # a fuzzed extent once reached MLIR's i64 attribute as 2^68 (std::bad_cast, a traceback)
+    ("y = op.kronecker(op.eye(4294967296), op.eye(4294967296))", "exceeds the largest extent, 2^63 - 1"),
 ]
 
 
