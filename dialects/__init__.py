@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..mlir import ir
+from ..mlir import claim_dialect_namespaces, ir
 from .tdist import TDist
 from .tmem import TMem
 from .tod import TOD
@@ -15,6 +15,7 @@ from . import ttile_tile  # noqa: F401
 from . import tod_abi  # noqa: F401  (tod's ops of operators crossing the ABI)
 
 ALL_DIALECTS = (TTensor, TDist, TOD, TSched, TMem, TTile)
+claim_dialect_namespaces(d.name for d in ALL_DIALECTS)
 
 
 def make_context() -> ir.Context:
