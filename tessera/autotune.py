@@ -29,8 +29,9 @@ no form of) is left out of the search, with its reason in `Result.refused`.
 
 On sm_90a a flash attention the fused kernel computes is tuned too: BN is its keys per block, `stages` its
 K/V ring's depth (its query tile is not searched: 192 rows at D = 64 with key blocks up to 128, else 128);
-its record is keyed `flash_attention:<dtype>` (or `flash_attention_causal:<dtype>`) over (SQ, SK, D). With persist=True a parameter none of the function's tunable ops takes (BM or BK of a function
-holding only a fused attention) is left out of the space.
+its record is keyed `flash_attention:<dtype>` (or `flash_attention_causal:<dtype>`) over (SQ, SK, D).
+With persist=True a parameter none of the function's tunable ops takes (BM or BK of a function holding only a
+fused attention) is left out of the space.
 
 Where the compiler and the device are on different machines the search splits in three
 (`export_candidates`, tessera/tune_run.py, `import_records`): one image per schedule compiled here, timed there
