@@ -46,7 +46,7 @@ from ...passes import fusion, vmath
 from ...passes.graph_shapes import product
 from ...passes.simt_to_warps import philox_uniform
 from .gemm_schedule import vector_isa
-from .irbuild import LAUNCH_ARGS, add, idx, lt, mul, scf_for, smin, sub, zeros
+from .irbuild import LAUNCH_ARGS, add, idx, lt, mul, scf_for, smin, sub, transpose_vectors, zeros
 from .target import host
 
 
@@ -326,18 +326,7 @@ class _Body(TileKernel):
                 for c in range(g, g + vw):
                     v = vector.LoadOp(self.vtype, K, [b, rows[c], d0]).result
                     vecs.append(v if there[c] is None else arith.SelectOp(there[c], v, zeros(self.vtype)).result)
-                half = vw // 2
-                while half:
-                    out = list(vecs)
-                    for i in range(vw):
-                        if not i & half:
-                            lo = [j if not j & half else vw + j - half for j in range(vw)]
-                            hi = [j + half if not j & half else vw + j for j in range(vw)]
-                            out[i] = vector.ShuffleOp(vecs[i], vecs[i + half], lo).result
-                            out[i + half] = vector.ShuffleOp(vecs[i], vecs[i + half], hi).result
-                    vecs = out
-                    half //= 2
-                for k, v in enumerate(vecs):   # vecs[k]: keys g:g+VW of value d0 + k
+                for k, v in enumerate(transpose_vectors(vecs)):   # vecs[k]: keys g:g+VW of value d0 + k
                     vector.StoreOp(v, self.strip, [add(mul(add(d0, k), nr), g)], alignment=vw * 4)
             scf.YieldOp([])
         rest = scf_for(whole, self.D)

@@ -53,7 +53,8 @@ from dataclasses import dataclass
 from ...mlir import arith, func, ir, memref, scf, vector
 from ...passes import vmath
 from .gemm_schedule import Schedule, ceil_div, choose_schedule
-from .irbuild import LAUNCH_ARGS, add, elem_type, f32, idx, lt, mul, scf_for, smin, sub, zeros
+from .irbuild import (LAUNCH_ARGS, add, elem_type, f32, idx, lt, mul, scf_for, smin, sub, transpose_vectors,
+                      zeros)
 from .target import cache_sizes, host, worker_threads
 
 # Epilogue steps, applied in order to the f32 accumulator before the single store. Steps with a parameter
@@ -384,17 +385,7 @@ class _Body:
                 if r:  # row 0 of a strip always exists
                     v = arith.SelectOp(arith.OrIOp(full, lt(r, rows)).result, v, zeros(self.vtype)).result
                 vecs.append(v)
-            d = vw // 2
-            while d:
-                out = list(vecs)
-                for i in range(vw):
-                    if not i & d:
-                        lo = [j if not j & d else vw + j - d for j in range(vw)]
-                        hi = [j + d if not j & d else vw + j for j in range(vw)]
-                        out[i] = vector.ShuffleOp(vecs[i], vecs[i + d], lo).result
-                        out[i + d] = vector.ShuffleOp(vecs[i], vecs[i + d], hi).result
-                vecs = out
-                d //= 2
+            vecs = transpose_vectors(vecs)
             lanes = min(vw, width - g)
             for k, v in enumerate(vecs):
                 at = [add(dst, k * width + g)]

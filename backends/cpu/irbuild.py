@@ -6,7 +6,7 @@ Index operands may be Python ints: they become `arith.constant`s of index type w
 
 from __future__ import annotations
 
-from ...mlir import arith, ir, scf
+from ...mlir import arith, ir, scf, vector
 
 # The launch arguments every per-block kernel takes after its own parameters (docs/image-format.md, "The CPU
 # code section"): block id, block size and grid size, x, y, z.
@@ -56,3 +56,21 @@ def lt(a, b):
 
 def scf_for(lb, ub, step=1, iter_args=()):
     return scf.ForOp(idx(lb), idx(ub), idx(step), list(iter_args))
+
+
+def transpose_vectors(vecs: list) -> list:
+    """The vw x vw block whose rows are `vecs` (vw vectors of vw lanes, vw a power of two), transposed in
+    registers: log2(vw) rounds of shuffles, each pairing rows `half` apart (result k holds lane k of every row)."""
+    vw = len(vecs)
+    half = vw // 2
+    while half:
+        out = list(vecs)
+        for i in range(vw):
+            if not i & half:
+                lo = [j if not j & half else vw + j - half for j in range(vw)]
+                hi = [j + half if not j & half else vw + j for j in range(vw)]
+                out[i] = vector.ShuffleOp(vecs[i], vecs[i + half], lo).result
+                out[i + half] = vector.ShuffleOp(vecs[i], vecs[i + half], hi).result
+        vecs = out
+        half //= 2
+    return vecs
