@@ -96,11 +96,8 @@ def test_example_runs_on_the_gpu_like_the_interpreter(cuda, example):
         _assert_matches(program, reference, select)
 
 
-def test_stored_results_check_a_cpu_image(tmp_path, monkeypatch):
-    """build()'s files for the CPU target (results sampled: SAMPLE made small), checked as the GPU test checks its
-    image: matches; a stored value changed by more than the tolerance, and other inputs, are reported."""
-    example = "examples/graph/mlp.py"
-    monkeypatch.setattr(E, "SAMPLE", 64)
+def _built_for_the_cpu(tmp_path, example: str):
+    """build()'s image of `example` for the CPU target, loaded, and its stored results (skips without a compiler)."""
     try:
         manifest = E.build(str(tmp_path), target="cpu", arch="", only=[example])
     except ImportError as e:
@@ -108,7 +105,15 @@ def test_stored_results_check_a_cpu_image(tmp_path, monkeypatch):
     assert manifest == {example: ""}
     folder = tmp_path / E.FOLDER
     program = executor.load((folder / f"{E.stem(example)}.tessera").read_bytes())
-    stored = dict(np.load(folder / f"{E.stem(example)}.npz"))
+    return program, dict(np.load(folder / f"{E.stem(example)}.npz"))
+
+
+def test_stored_results_check_a_cpu_image(tmp_path, monkeypatch):
+    """build()'s files for the CPU target (results sampled: SAMPLE made small), checked as the GPU test checks its
+    image: matches; a stored value changed by more than the tolerance, and other inputs, are reported."""
+    example = "examples/graph/mlp.py"
+    monkeypatch.setattr(E, "SAMPLE", 64)
+    program, stored = _built_for_the_cpu(tmp_path, example)
     assert any(len(v) == 65 for k, v in stored.items() if ":at" in k)
     _assert_matches(program, *E.stored_reference(stored))
     key = next(k for k in sorted(stored) if ":out" in k)
@@ -125,14 +130,7 @@ def test_stored_launches_check_a_cpu_image(tmp_path):
     its declared launches match the stored arrays; a stored count changed by one, and other inputs, are
     reported."""
     example = "examples/tile/histogram.py"
-    try:
-        manifest = E.build(str(tmp_path), target="cpu", arch="", only=[example])
-    except ImportError as e:
-        pytest.skip(f"no compiler here: {e}")
-    assert manifest == {example: ""}
-    folder = tmp_path / E.FOLDER
-    program = executor.load((folder / f"{E.stem(example)}.tessera").read_bytes())
-    stored = dict(np.load(folder / f"{E.stem(example)}.npz"))
+    program, stored = _built_for_the_cpu(tmp_path, example)
     assert sorted(stored) == ["histogram (launch 0):expect1", "histogram (launch 0):inputs"]
     _assert_launches_match(program, example, stored)
     launches = em.launches_of(em.REPO / example)
