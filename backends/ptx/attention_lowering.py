@@ -96,7 +96,15 @@ def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
                                                                         (out, "SQ")))
     args += tuple(plan.TensorArg(ctx.record(x.results[0]), rows) for x in lse[:1])
     return [plan.ArgsStep(kname, env=env, args=args, block=(spec.threads, 1, 1), smem=spec.smem_bytes,
-                          grid=(f"ceil(SQ/{spec.bm})",) + (("H", "B") if sh else ("BH", "1")))]
+                          grid=_grid(spec, sh))]
+
+
+def _grid(spec, sh: bool) -> tuple:
+    """The sm_90a forward's grid: a CTA a query tile of a (batch, head), or where its CTAs loop over tiles
+    (spec.looping) one a tile up to attention_sm90.SMS."""
+    if spec.looping:
+        return (f"min(ceil(SQ/{spec.bm})*{'H*B' if sh else 'BH'}, {attention_sm90.SMS})", "1", "1")
+    return (f"ceil(SQ/{spec.bm})",) + (("H", "B") if sh else ("BH", "1"))
 
 
 def _layout(op, dims: dict, D) -> tuple:

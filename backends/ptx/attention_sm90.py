@@ -49,6 +49,7 @@ BM = 128                 # query rows per CTA (the backward's, the fp8 kernel's;
 TUNED = {128: {"block_m": 128, "block_n": 128, "stages": 3, "end_tiles": 1},
          64: {"block_m": 192, "block_n": 128, "stages": 3, "end_tiles": 1}}   # see the docstring
 QBOX = 64 * BM * 2       # one TMA box of Q: 64 columns (128 bytes) of its rows
+SMS = 132                # CTAs of a persistent grid at most: an H100's or H200's SMs (not known when compiling)
 ENV = "TESSERA_SM90_ATTENTION"   # benchmarks' override of TUNED: "64:block_m=128,block_n=192;128:stages=2"
 
 
@@ -61,7 +62,8 @@ def tuned(head_dim: int) -> dict:
         if int(dim) == head_dim:
             for kv in filter(None, sets.split(",")):
                 key, _, value = kv.partition("=")
-                if key.strip() not in ("block_m", "block_n", "stages", "poly_every", "end_tiles", "skip_masked"):
+                if key.strip() not in ("block_m", "block_n", "stages", "poly_every", "end_tiles", "skip_masked",
+                                       "persistent", "snake", "section"):
                     raise ValueError(f"${ENV}: no setting {key.strip()!r}")
                 out[key.strip()] = int(value)
     return out
@@ -152,12 +154,18 @@ class Sm90AttentionSpec(Blocks):
     #                               passes its turns through the blocks after it (masked for all its rows)
     lse: bool = False             # also store each query row's log-sum-exp (the backward's residual)
     seq_heads: bool = False       # Q, K, V and O are [B, S, H, D] (LSE stays [B, H, SQ])
+    persistent: int = -1          # 1: causal, 2: causal or not — a grid of at most SMS CTAs, each looping over
+    #                               query tiles (see generate); 0: a CTA a tile; -1: TUNED's (the fp8 spec: off)
+    snake: int = 0                # persistent: every other round of tiles handed out in reverse CTA order
+    section: int = 0              # persistent causal: tiles ordered longest first within groups of this many
+    #                               (batch, head)s (their K and V shared in L2); 0: all of them; -1: as many as
+    #                               32 MiB of K and V (FlashAttention-3's choice)
 
     def __post_init__(self):
         chosen_m = self.block_m
         for key, value in tuned(self.head_dim).items():
-            if key == "end_tiles":   # 0 is a choice here (the old placement), -1 TUNED's
-                if self.end_tiles < 0:
+            if key in ("end_tiles", "persistent"):   # 0 is a choice here (the old way), -1 TUNED's
+                if getattr(self, key) < 0:
                     object.__setattr__(self, key, value)
             elif not getattr(self, key):
                 object.__setattr__(self, key, value)
@@ -173,6 +181,24 @@ class Sm90AttentionSpec(Blocks):
             raise ValueError(f"192 query rows a CTA take blocks of at most {most} keys at head dimension "
                              f"{self.head_dim}, not {self.block_n}")
         self.check("attention", "keys", 256)
+
+    @property
+    def looping(self) -> bool:
+        """Whether the CTAs loop over query tiles (a persistent grid of at most SMS CTAs)."""
+        return self.persistent == 2 or (self.persistent == 1 and self.causal)
+
+    @property
+    def o_apart(self) -> int:
+        """Bytes of O's own staging after Q's (looping, where they fit), so that the next tile's Q may load
+        while O goes out; 0: O goes out through the Q buffer."""
+        if not self.looping:
+            return 0
+        return self.q_bytes if Blocks.smem_bytes.fget(self) + self.q_bytes + 8 <= 227 * 1024 else 0
+
+    @property
+    def smem_bytes(self) -> int:
+        # looping: O's staging and the barrier releasing the Q buffer
+        return Blocks.smem_bytes.fget(self) + (self.o_apart + 8 if self.looping else 0)
 
     @property
     def tensor_maps(self) -> str:
@@ -246,50 +272,162 @@ def generate(spec: Sm90AttentionSpec) -> str:
     params += [f"i64 %{n}" for n in spec.extents]
 
     tid, bx, bh, nq, base = entry(w)
-    lse_row = bh   # LSE's row of this (batch, head)
-    if spec.seq_heads:   # TMA coordinates (head, batch); LSE's [B, H] row b·H + h
-        b = w.sreg("ctaid.z")
-        heads = w.v("trunc i64 %H to i32")
-        lse_row = w.v(f"add i32 {w.v(f'mul i32 {b}, {heads}')}, {bh}")
-        bh = (bh, b)
-    kv_base = w.v(f"add i32 {base}, {spec.q_bytes}")
+    loop = spec.looping
+    sk = None
+    if loop:
+        # a persistent grid: CTA p takes the tiles of rank p, p + G, … (G = nctaid.x; `snake`: every other
+        # round in reverse CTA order), ranks ordered by `_decode`; the query tiles are nq = ceil(SQ / BM)
+        p_cta, grid_ = bx, nq
+        sq = w.v("trunc i64 %SQ to i32")
+        nq = w.v(f"udiv i32 {w.v(f'add i32 {sq}, {spec.bm - 1}')}, {spec.bm}")
+        if spec.seq_heads:
+            heads = w.v("trunc i64 %H to i32")
+            bht = w.v(f"mul i32 {w.v('trunc i64 %B to i32')}, {heads}")
+        else:
+            bht = w.v("trunc i64 %BH to i32")
+        ntiles = w.v(f"mul i32 {nq}, {bht}")
+        sk = w.v("trunc i64 %SK to i32")
+        w.cbr(w.v(f"icmp eq i32 {sk}, 0"), "exit", "started")   # no keys: no tile has a block
+        w.label("started")
+        lse_row = bh
+    else:
+        lse_row = bh   # LSE's row of this (batch, head)
+        if spec.seq_heads:   # TMA coordinates (head, batch); LSE's [B, H] row b·H + h
+            b = w.sreg("ctaid.z")
+            heads = w.v("trunc i64 %H to i32")
+            lse_row = w.v(f"add i32 {w.v(f'mul i32 {b}, {heads}')}, {bh}")
+            bh = (bh, b)
+    kv_base = w.v(f"add i32 {base}, {spec.q_bytes + spec.o_apart}")
     BN = spec.block_n
-    bars = w.v(f"add i32 {kv_base}, {S * spec.stage_bytes}")   # qfull, full[S], empty[S]
-    sk = w.v("trunc i64 %SK to i32")
-    qb = w.v(f"sub i32 {nq}, 1") if spec.causal else bx
-    if spec.causal:  # the longest rows first
-        qb = w.v(f"sub i32 {qb}, {bx}")
-    BMc = spec.bm
-    m0 = w.v(f"mul i32 {qb}, {BMc}")
-    if spec.causal and spec.end_tiles > 0:   # (the fp8 spec keeps -1: its own TUNED, the tiles from row 0)
-        # the tiles end at the last row: tile bx holds rows SQ - (bx + 1)·BM … SQ - bx·BM - 1 (the longest
-        # first), so the tile short of BM rows is the first rows' — which need the fewest key blocks — not the
-        # last rows'. It starts at row 0, not below (never a negative row in a TMA box or a comparison), and so
-        # also computes the first rows of the next tile: the same values bit for bit (same key blocks, the
-        # extra ones fully masked for those rows: p = 0, α = 1), stored twice. S = 4096 at 192 rows: the
-        # products computed fall from 1.125 to 1.066 of the causal pairs.
-        tiles_below = w.v(f"mul i32 {w.v(f'add i32 {bx}, 1')}, {BMc}")
-        below = w.v(f"sub i32 {w.v('trunc i64 %SQ to i32')}, {tiles_below}")
-        m0 = w.v(f"select i1 {w.v(f'icmp slt i32 {below}, 0')}, i32 0, i32 {below}")
-    nkv = w.v(f"add i32 {sk}, {BN - 1}")
-    nkv = w.v(f"udiv i32 {nkv}, {BN}")
-    if spec.causal:
-        need = w.v(f"udiv i32 {w.v(f'add i32 {m0}, {BMc + BN - 1}')}, {BN}")
-        fewer = w.v(f"icmp ult i32 {need}, {nkv}")
-        nkv = w.v(f"select i1 {fewer}, i32 {need}, i32 {nkv}")
+    bars = w.v(f"add i32 {kv_base}, {S * spec.stage_bytes}")   # qfull, full[S], empty[S] (, qempty)
+    if sk is None:
+        sk = w.v("trunc i64 %SK to i32")
 
-    # -- producer (barriers: Q, full[s], empty[s]) -------------------------------------------------------
-    first, wg = producer(w, tid, bars, S, spec.consumers)
-    w.cbr(first, "load_q", "exit")
-    w.label("load_q")
-    tm = {n: w.v(f"ptrtoint ptr %tm{n} to i64") for n in "QKV"}
-    spec.load_q(w, base, tm["Q"], m0, bh, bars)
-    any_kv = w.v(f"icmp ugt i32 {nkv}, 0")
-    w.cbr(any_kv, "pkv", "exit")
+    def tile(bx, nq):
+        """(first row, key blocks) of the CTA's query tile `bx` of `nq`."""
+        qb = w.v(f"sub i32 {nq}, 1") if spec.causal else bx
+        if spec.causal:  # the longest rows first
+            qb = w.v(f"sub i32 {qb}, {bx}")
+        BMc = spec.bm
+        m0 = w.v(f"mul i32 {qb}, {BMc}")
+        if spec.causal and spec.end_tiles > 0:   # (the fp8 spec keeps -1: its own TUNED, the tiles from row 0)
+            # the tiles end at the last row: tile bx holds rows SQ - (bx + 1)·BM … SQ - bx·BM - 1 (the longest
+            # first), so the tile short of BM rows is the first rows' — which need the fewest key blocks — not
+            # the last rows'. It starts at row 0, not below (never a negative row in a TMA box or a comparison),
+            # and so also computes the first rows of the next tile: the same values bit for bit (same key
+            # blocks, the extra ones fully masked for those rows: p = 0, α = 1), stored twice. S = 4096 at 192
+            # rows: the products computed fall from 1.125 to 1.066 of the causal pairs.
+            tiles_below = w.v(f"mul i32 {w.v(f'add i32 {bx}, 1')}, {BMc}")
+            below = w.v(f"sub i32 {w.v('trunc i64 %SQ to i32')}, {tiles_below}")
+            m0 = w.v(f"select i1 {w.v(f'icmp slt i32 {below}, 0')}, i32 0, i32 {below}")
+        nkv = w.v(f"add i32 {sk}, {BN - 1}")
+        nkv = w.v(f"udiv i32 {nkv}, {BN}")
+        if spec.causal:
+            need = w.v(f"udiv i32 {w.v(f'add i32 {m0}, {BMc + BN - 1}')}, {BN}")
+            fewer = w.v(f"icmp ult i32 {need}, {nkv}")
+            nkv = w.v(f"select i1 {fewer}, i32 {need}, i32 {nkv}")
+        return m0, nkv
+
+    def where(i, fresh: bool):
+        """(rank, CTA tile count … ) of round `i`: with `fresh` the CTA's index, the grid and the extents read
+        anew through opaque moves (the consumers', so that they are not live across the key blocks)."""
+        if not fresh:
+            return p_cta, grid_, nq, bht, ntiles
+        mov = lambda x: w.asm("mov.b32 $0, $1;", "=r,r", [("i32", x)], ret="i32")
+        p, g = (w.asm(f"mov.u32 $0, %{r};", "=r", ret="i32") for r in ("ctaid.x", "nctaid.x"))
+        sq_ = mov(w.v("trunc i64 %SQ to i32"))
+        n = w.v(f"udiv i32 {w.v(f'add i32 {sq_}, {spec.bm - 1}')}, {spec.bm}")
+        if spec.seq_heads:
+            b = mov(w.v(f"mul i32 {w.v('trunc i64 %B to i32')}, {w.v('trunc i64 %H to i32')}"))
+        else:
+            b = mov(w.v("trunc i64 %BH to i32"))
+        return p, g, n, b, w.v(f"mul i32 {n}, {b}")
+
+    def rank(i, fresh: bool):
+        p, g, n, b, total = where(i, fresh)
+        pos = p
+        if spec.snake:
+            back = w.v(f"sub i32 {w.v(f'sub i32 {g}, 1')}, {p}")
+            pos = w.v(f"select i1 {w.v(f'trunc i32 {i} to i1')}, i32 {back}, i32 {p}")
+        return w.v(f"add i32 {w.v(f'mul i32 {i}, {g}')}, {pos}"), n, b, total
+
+    def place(r, n, b):
+        """(first row, key blocks, (batch, head) coordinates, LSE row) of the tile of rank `r`."""
+        tbx, bhl = _decode(w, spec, r, n, b)
+        m0, nkv = tile(tbx, n)
+        coords = (w.v(f"urem i32 {bhl}, {heads}"), w.v(f"udiv i32 {bhl}, {heads}")) if spec.seq_heads else bhl
+        return m0, nkv, coords, bhl
+
+    def looped(role: str, done: str, fresh: bool = False):
+        """The head of a role's loop over its tiles (blocks `{role}tile`, `{role}go`): (round i, its phi's
+        name for the next round, ring blocks before it, its phi's name, and the tile's first row, key
+        blocks, (batch, head) coordinates, LSE row). The latch is `%{ROLE}LATCH`, patched at the end."""
+        i, i_next, g0, g0_next = w.fresh("ti"), w.fresh("tin"), w.fresh("tg"), w.fresh("tgn")
+        entry_label = w.current
+        w.br(f"{role}tile")
+        w.label(f"{role}tile")
+        w.emit(f"{i} = phi i32 [0, %{entry_label}], [{i_next}, %{role.upper()}LATCH]")
+        w.emit(f"{g0} = phi i32 [0, %{entry_label}], [{g0_next}, %{role.upper()}LATCH]")
+        r, n, b, total = rank(i, fresh)
+        w.cbr(w.v(f"icmp ult i32 {r}, {total}"), f"{role}go", done)
+        w.label(f"{role}go")
+        return (i, i_next, g0, g0_next) + place(r, n, b)
+
+    def latch(role: str, i, i_next, g0, g0_next, nkv) -> None:
+        w.emit(f"{i_next} = add i32 {i}, 1")
+        w.emit(f"{g0_next} = add i32 {g0}, {nkv}")
+        w.lines[:] = [x.replace(f"%{role.upper()}LATCH]", f"%{w.current}]") for x in w.lines]
+        w.br(f"{role}tile")
+
+    if not loop:
+        m0, nkv = tile(bx, nq)
+        g0 = None
+
+    def thread():
+        """A consumer thread's (warpgroup, thread in it, whether it leads, warp, lane), from %tid.x read anew
+        (looping: not kept live across the key blocks, which LLVM would otherwise hoist them out of)."""
+        tid_ = w.asm("mov.u32 $0, %tid.x;", "=r", ret="i32")
+        c = w.v(f"sub i32 {w.v(f'lshr i32 {tid_}, 7')}, 1")
+        t = w.v(f"and i32 {tid_}, 127")
+        return c, t, w.v(f"icmp eq i32 {t}, 0"), w.v(f"lshr i32 {t}, 5"), w.v(f"and i32 {t}, 31")
+
+    def gl(j):
+        """Key block `j`'s index in the ring's sequence (the blocks of the CTA's earlier tiles before it)."""
+        return j if g0 is None else w.v(f"add i32 {g0}, {j}")
+
+    # -- producer (barriers: Q, full[s], empty[s]; looping: and the Q buffer's release) --------------------
+    qempty = w.v(f"add i32 {bars}, {8 * (1 + 2 * S)}") if loop else None
+    first, wg = producer(w, tid, bars, S, spec.consumers, [(qempty, spec.consumers)] if loop else [])
+    tm = None
+    if loop:
+        # thread 0 streams K and V; thread 32 (another warp) loads each tile's Q once the consumers have
+        # released the buffer, so that a tile's Q and first blocks land while the previous tile ends
+        w.cbr(first, "kvstart", "qthread")
+        w.label("qthread")
+        w.cbr(w.v(f"icmp eq i32 {tid}, 32"), "qstart", "exit")
+        w.label("qstart")
+        tmq = w.v("ptrtoint ptr %tmQ to i64")
+        i, i_next, g0, g0_next, m0, nkv, coords, _ = looped("q", "exit")
+        hp.mbar_wait(w, qempty, w.v(f"xor i32 {w.v(f'and i32 {i}, 1')}, 1"))
+        spec.load_q(w, base, tmq, m0, coords, bars)
+        latch("q", i, i_next, g0, g0_next, nkv)
+        w.label("kvstart")
+        tm = {n: w.v(f"ptrtoint ptr %tm{n} to i64") for n in "QKV"}
+        i, i_next, g0, g0_next, m0, nkv, bh, _ = looped("kv", "exit")
+        ploop = w.current
+        w.br("pkv")
+    else:
+        w.cbr(first, "load_q", "exit")
+        w.label("load_q")
+        tm = {n: w.v(f"ptrtoint ptr %tm{n} to i64") for n in "QKV"}
+        spec.load_q(w, base, tm["Q"], m0, bh, bars)
+        any_kv = w.v(f"icmp ugt i32 {nkv}, 0")
+        w.cbr(any_kv, "pkv", "exit")
+        ploop = "load_q"
     w.label("pkv")
     j, j_next = w.fresh("j"), w.fresh("jn")
-    w.emit(f"{j} = phi i32 [0, %load_q], [{j_next}, %PLATCH]")
-    s, ph = _stage(w, j, S)
+    w.emit(f"{j} = phi i32 [0, %{ploop}], [{j_next}, %PLATCH]")
+    s, ph = _stage(w, gl(j), S)
     full, empty = _full(w, bars, s), _empty(w, bars, s, S)
     hp.mbar_wait(w, empty, w.v(f"xor i32 {ph}, 1"))
     hp.mbar_expect(w, full, spec.stage_bytes)
@@ -298,10 +436,18 @@ def generate(spec: Sm90AttentionSpec) -> str:
     spec.load_kv(w, k_at, tm, key0, bh, full)
     w.emit(f"{j_next} = add i32 {j}, 1")
     platch = w.current
-    w.cbr(w.v(f"icmp ult i32 {j_next}, {nkv}"), "pkv", "exit")
+    w.cbr(w.v(f"icmp ult i32 {j_next}, {nkv}"), "pkv", "kvnext" if loop else "exit")
+    if loop:
+        w.label("kvnext")
+        latch("kv", i, i_next, g0, g0_next, nkv)
 
     # -- consumers ---------------------------------------------------------------------------------------
     c, t, leader, warp, lane = consumer(w, wg, tid, spec.consumers)
+    if loop:
+        mult = spec.multiplier(w)
+        turn = _Turns(w, c, spec.consumers)
+        turn.start()   # the turns run on across the tiles (each warpgroup takes the same number a tile)
+        ti, ti_next, g0, g0_next, m0, nkv, bh, lse_row = looped("c", "cend", fresh=True)
     row0 = w.v(f"add i32 {w.v(f'shl i32 {warp}, 4')}, {w.v(f'lshr i32 {lane}, 2')}")
     row0 = w.v(f"add i32 {row0}, {w.v(f'shl i32 {c}, 6')}")
     row0 = w.v(f"add i32 {m0}, {row0}")
@@ -309,20 +455,28 @@ def generate(spec: Sm90AttentionSpec) -> str:
     col_t = w.v(f"shl i32 {w.v(f'and i32 {lane}, 3')}, 1")
     q_rows = w.v(f"add i32 {base}, {w.v(f'mul i32 {c}, {64 * hp.SWIZZLE_ROW}')}")
     rows = (w.v(f"add i32 {m0}, {w.v(f'shl i32 {c}, 6')}"), row0, row1, col_t)  # the first is uniform
-    mult = spec.multiplier(w)
+    if not loop:
+        mult = spec.multiplier(w)
     nkv_all = nkv
     if spec.causal and spec.skip_masked:
         # this warpgroup's own rows m0 + 64c … m0 + 64c + 63 need ceil((m0 + 64c + 64) / BN) blocks; the CTA's
         # later blocks are masked for all of them (up to two of three warpgroups skip a 192 × 128 tile's last)
         own = w.v(f"udiv i32 {w.v(f'add i32 {rows[0]}, {64 + BN - 1}')}, {BN}")
+        if spec.skip_masked > 1:   # the same in every lane, as ptxas can see: lane 0's
+            own = w.v(f"call i32 @llvm.nvvm.shfl.sync.idx.i32(i32 -1, i32 {own}, i32 0, i32 31)")
         nkv = w.v(f"select i1 {w.v(f'icmp ult i32 {own}, {nkv}')}, i32 {own}, i32 {nkv}")
-    hp.mbar_wait(w, bars, "0")
-    w.cbr(w.v(f"icmp ugt i32 {nkv}, 0"), "cfirst", "exit")
+    if loop:
+        hp.mbar_wait(w, bars, w.v(f"and i32 {ti}, 1"))
+        w.br("cfirst")
+    else:
+        hp.mbar_wait(w, bars, "0")
+        w.cbr(w.v(f"icmp ugt i32 {nkv}, 0"), "cfirst", "exit")
     # the first block: S₀ only (no P·V before it)
     w.label("cfirst")
-    turn = _Turns(w, c, spec.consumers)
-    turn.start()
-    k_at, _ = _kv(w, spec, kv_base, bars, "0")
+    if not loop:
+        turn = _Turns(w, c, spec.consumers)
+        turn.start()
+    k_at, _ = _kv(w, spec, kv_base, bars, gl("0"))
     turn.take()
     hp.fence(w)
     sc = spec.scores(w, q_rows, k_at)
@@ -341,8 +495,8 @@ def generate(spec: Sm90AttentionSpec) -> str:
     m_in, l_in = [w.fresh("m") for _ in range(2)], [w.fresh("l") for _ in range(2)]
     f_in = [w.fresh("p") for _ in frags0]  # P packed
     phis_at = len(w.lines)
-    k_at, _ = _kv(w, spec, kv_base, bars, j)
-    _, v_prev = _kv(w, spec, kv_base, bars, w.v(f"sub i32 {j}, 1"), wait=False)
+    k_at, _ = _kv(w, spec, kv_base, bars, gl(j))
+    _, v_prev = _kv(w, spec, kv_base, bars, gl(w.v(f"sub i32 {j}, 1")), wait=False)
     turn.take()
     o, f_in_kept = hp.fence(w, o_in, f_in)
     # Sⱼ first: its softmax runs while P·Vⱼ₋₁ is still in flight (FlashAttention-3's intra-warpgroup overlap)
@@ -352,7 +506,7 @@ def generate(spec: Sm90AttentionSpec) -> str:
     sc = hp.wait_group(w, sc, 1, keep=f_in_kept)
     probs, m_new, l_new, alphas = _softmax(w, spec, _mask(w, spec, sc, j, rows, sk), m_in, l_in, mult)
     o = hp.wait_group(w, o, 0, keep=f_in_kept)
-    hp.mbar_arrive_if(w, _empty(w, bars, w.v(f"urem i32 {w.v(f'sub i32 {j}, 1')}, {S}"), S), leader)
+    hp.mbar_arrive_if(w, _empty(w, bars, w.v(f"urem i32 {gl(w.v(f'sub i32 {j}, 1'))}, {S}"), S), leader)
     o = [w.v(f"fmul float {x}, {alphas[(i // 2) % 2]}") for i, x in enumerate(o)]
     frags = spec.fragments(w, probs)
     w.emit(f"{j_next} = add i32 {j}, 1")
@@ -370,14 +524,16 @@ def generate(spec: Sm90AttentionSpec) -> str:
     ll = [w.v(f"phi float [{x}, %{first}], [{b}, %{clatch}]") for x, b in zip(l0_, l_new)]
     ml = [w.v(f"phi float [{x}, %{first}], [{b}, %{clatch}]") for x, b in zip(m0_, m_new)]
     fl = [w.v(f"phi i32 [{x}, %{first}], [{b}, %{clatch}]") for x, b in zip(frags0, frags)]
+    if loop and spec.o_apart:   # the tile's S products are done: the producer may load the next tile's Q
+        hp.mbar_arrive_if(w, qempty, leader)
     last = w.v(f"sub i32 {nkv}, 1")
-    _, v_last = _kv(w, spec, kv_base, bars, last, wait=False)
+    _, v_last = _kv(w, spec, kv_base, bars, gl(last), wait=False)
     turn.take()
     ol, fl = hp.fence(w, ol, fl)
     ol = spec.pv(w, ol, fl, v_last)
     turn.give()
     ol = hp.wait_group(w, ol, 0, keep=fl)
-    hp.mbar_arrive_if(w, _empty(w, bars, w.v(f"urem i32 {last}, {S}"), S), leader)
+    hp.mbar_arrive_if(w, _empty(w, bars, w.v(f"urem i32 {gl(last)}, {S}"), S), leader)
     if nkv is not nkv_all:
         # the blocks after this warpgroup's own: its turns passed on empty-handed (the others' round robin goes
         # on) and each ring slot released once its block has landed (so the release counts for that block)
@@ -386,7 +542,7 @@ def generate(spec: Sm90AttentionSpec) -> str:
         w.label("cidle")
         ji, ji_next = w.fresh("ji"), w.fresh("jin")
         w.emit(f"{ji} = phi i32 [{nkv}, %{done}], [{ji_next}, %CIDLE]")
-        si, phi_ = _stage(w, ji, S)
+        si, phi_ = _stage(w, gl(ji), S)
         hp.mbar_wait(w, _full(w, bars, si), phi_)
         turn.take()
         turn.give()
@@ -396,10 +552,26 @@ def generate(spec: Sm90AttentionSpec) -> str:
         w.cbr(w.v(f"icmp ult i32 {ji_next}, {nkv_all}"), "cidle", "cdone")
         w.lines[:] = [x.replace("%CIDLE]", f"%{idle}]") for x in w.lines]
         w.label("cdone")
-    turn.finish()
-    inv = _store(w, spec, ol, ll, c, warp, lane, m0, bh, base)
+    if not loop:
+        turn.finish()
+    staging = w.v(f"add i32 {base}, {spec.q_bytes}") if spec.o_apart else base
+    if loop:   # the tile's place again, from the round alone (fewer values live across the key blocks)
+        c, t, leader, warp, lane = thread()
+        r, n, b, _ = rank(w.asm("mov.b32 $0, $1;", "=r,r", [("i32", ti)], ret="i32"), True)
+        m0, _, bh, lse_row = place(r, n, b)
+        row0 = w.v(f"add i32 {w.v(f'shl i32 {warp}, 4')}, {w.v(f'lshr i32 {lane}, 2')}")
+        row0 = w.v(f"add i32 {row0}, {w.v(f'shl i32 {c}, 6')}")
+        row0 = w.v(f"add i32 {m0}, {row0}")
+        row1 = w.v(f"add i32 {row0}, 8")
+    inv = _store(w, spec, ol, ll, c, warp, lane, m0, bh, staging)
     if spec.lse:
         _store_lse(w, ml, inv, (row0, row1), lane, lse_row)
+    if loop:
+        if not spec.o_apart:   # O went out through the Q buffer: free once its copies have read it (the leader
+            hp.mbar_arrive_if(w, qempty, leader)   # waited for that in store_rows)
+        latch("c", ti, ti_next, g0, g0_next, nkv_all)
+        w.label("cend")
+        turn.finish()
     w.br("exit")
     w.label("exit")
     w.emit("ret void")
@@ -408,11 +580,37 @@ def generate(spec: Sm90AttentionSpec) -> str:
     body = body.replace("float -inf", "float 0xFFF0000000000000").replace("[-inf,", "[0xFFF0000000000000,")
     decls = "\n".join(["declare float @llvm.maxnum.f32(float, float)", "declare float @llvm.nvvm.ex2.approx.ftz.f(float)",
                        "declare float @llvm.fma.f32(float, float, float)",
-                       "declare float @llvm.nvvm.shfl.sync.bfly.f32(i32, float, i32, i32)"])
+                       "declare float @llvm.nvvm.shfl.sync.bfly.f32(i32, float, i32, i32)"]
+                      + (["declare i32 @llvm.nvvm.shfl.sync.idx.i32(i32, i32, i32, i32)"]
+                         if spec.causal and spec.skip_masked > 1 else []))
     kernel = (f"@tsr_smem = external addrspace(3) global [0 x i8], align 1024\n"
               f"define ptx_kernel void @{llvm_global(spec.name)}({', '.join(params)}) "
               f"\"nvvm.maxntid\"=\"{spec.threads}\" \"nvvm.minctasm\"=\"1\" {{\n{body}\n}}\n")
     return module(kernel, decls)
+
+
+def _decode(w: Writer, spec: Sm90AttentionSpec, r: str, nq: str, bht: str) -> tuple[str, str]:
+    """A persistent grid's tile of rank `r`: (query tile bx as a CTA a tile numbers it, the longest 0 when
+    causal; (batch, head) index). Not causal: a (batch, head)'s tiles one after the other, as the hardware
+    launches a grid (nq, BH). Causal: the longest tiles first, of every (batch, head) in turn — with `section`,
+    of `section` (batch, head)s at a time (their K and V sharing L2) — so that the short ones fill the end."""
+    if not spec.causal:
+        return w.v(f"urem i32 {r}, {nq}"), w.v(f"udiv i32 {r}, {nq}")
+    if not spec.section:
+        return w.v(f"udiv i32 {r}, {bht}"), w.v(f"urem i32 {r}, {bht}")
+    section = str(spec.section)
+    if spec.section < 0:   # as many as 32 MiB of K and V hold (FlashAttention-3's DynamicPersistentTileScheduler)
+        section = w.v(f"udiv i32 {(32 << 20) // (4 * spec.head_dim)}, {w.v('trunc i64 %SK to i32')}")
+        section = w.v(f"select i1 {w.v(f'icmp eq i32 {section}, 0')}, i32 1, i32 {section}")
+    few = w.v(f"icmp ult i32 {bht}, {section}")
+    hs_full = w.v(f"select i1 {few}, i32 {bht}, i32 {section}")
+    per = w.v(f"mul i32 {nq}, {hs_full}")
+    sec = w.v(f"udiv i32 {r}, {per}")
+    rem = w.v(f"sub i32 {r}, {w.v(f'mul i32 {sec}, {per}')}")
+    h0 = w.v(f"mul i32 {sec}, {hs_full}")
+    left = w.v(f"sub i32 {bht}, {h0}")
+    hs = w.v(f"select i1 {w.v(f'icmp ult i32 {left}, {hs_full}')}, i32 {left}, i32 {hs_full}")
+    return w.v(f"udiv i32 {rem}, {hs}"), w.v(f"add i32 {h0}, {w.v(f'urem i32 {rem}, {hs}')}")
 
 
 class _Turns:
@@ -548,12 +746,12 @@ def entry(w: Writer) -> tuple[str, str, str, str, str]:
     return w.sreg("tid.x"), w.sreg("ctaid.x"), w.sreg("ctaid.y"), w.sreg("nctaid.x"), hp.smem_base(w)
 
 
-def producer(w: Writer, tid: str, bars: str, stages: int, consumers: int = 2) -> tuple[str, str]:
+def producer(w: Writer, tid: str, bars: str, stages: int, consumers: int = 2, extra=()) -> tuple[str, str]:
     """Initialises the mbarriers at `bars` (the held rows' one, then full[stages] and empty[stages], the latter
-    released by each of the `consumers`), splits the roles and opens the producer's block, its registers given
-    up: (tid == 0, the warpgroup's index)."""
+    released by each of the `consumers`; then the `extra` (address, count)s), splits the roles and opens the
+    producer's block, its registers given up: (tid == 0, the warpgroup's index)."""
     barriers = [(bars, 1)] + [(w.v(f"add i32 {bars}, {8 + 8 * s}"), 1) for s in range(stages)] \
-        + [(w.v(f"add i32 {bars}, {8 + 8 * (stages + s)}"), consumers) for s in range(stages)]
+        + [(w.v(f"add i32 {bars}, {8 + 8 * (stages + s)}"), consumers) for s in range(stages)] + list(extra)
     first, wg = hp.split_roles(w, tid, barriers)
     w.label("producer")
     w.asm("setmaxnreg.dec.sync.aligned.u32 24;")

@@ -154,3 +154,22 @@ def test_flash_attention(program, hopper, name, d, scale, causal, S, T):
     want = reference_attention(bf16(Q), bf16(K), bf16(V), scale, causal)
     # P is rounded to bf16 before its product with V (as FlashAttention does): 2^-8 of each weight
     close(getattr(prog, name)(Q, K, V), want, 2 ** -7)
+
+
+@pytest.mark.parametrize("name, d, scale, causal", [("attention_d128", 128, 128 ** -0.5, False),
+                                                     ("causal_d128", 128, 128 ** -0.5, True),
+                                                     ("attention_d64", 64, 0.125, False),
+                                                     ("causal_d64", 64, 0.125, True)])
+@pytest.mark.parametrize("S, T", [(1000, 1000), (777, 1029)])
+def test_flash_attention_more_tiles_than_sms(program, hopper, name, d, scale, causal, S, T):
+    """32 (batch, head)s of 5 … 8 query tiles each: more tiles than an H100's or H200's 132 SMs, so that where
+    the kernel's CTAs loop over tiles (attention_sm90's `persistent`) each takes several, the K/V ring and the
+    Q buffer's barriers running on from one to the next (and without it, a CTA a tile as before)."""
+    prog = program("hopper_attention")
+    Q, K, V = randn(2, 16, S, d), randn(2, 16, T, d), randn(2, 16, T, d)
+    q, k, v = bf16(Q), bf16(K), bf16(V)
+    s = (q @ k.swapaxes(-1, -2)) * scale      # BLAS products (np.einsum's would take minutes at this size)
+    if causal:
+        s = np.where(np.arange(T)[None, :] > np.arange(S)[:, None], -np.inf, s)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    close(getattr(prog, name)(Q, K, V), (p / p.sum(-1, keepdims=True)) @ v, 2 ** -7)
