@@ -31,7 +31,7 @@ from ...passes.kernelgen import element_dtype
 from .. import llvm_compat, simt_gemm
 from ..cpu import gemm as cpu_gemm
 from ..cpu.gemm_lowering import _epilogue
-from . import ampere, fp8_pack, gemm_common, gemm_fma, gemm_sm80, gemm_sm90, generated, transpose
+from . import ampere, fp8_pack, gemm_common, gemm_fma, gemm_sm80, gemm_sm90, gemm_sm90_tf32, generated, transpose
 from . import hopper as hp
 
 TENSOR_CORE_ARCHS = gemm_sm80.ARCHS
@@ -398,10 +398,18 @@ def _lower_f32(arch: str, precision: str, ctx, kname: str, ops: list) -> list[pl
 
 def _lower_tf32_sm90(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     """An f32 GEMM group on sm_90a's wgmma tf32 kind, for K a multiple of 4 known at compile time (TMA reads
-    A's rows in place, in 16-byte units): wgmma reads tf32 operands K-major only, so B [K, N] is first copied
-    to [N, K] (transpose.py, the f32 words unchanged), as the int8 GEMM's is."""
+    A's rows in place, in 16-byte units). wgmma reads tf32 operands K-major only: gemm_sm90_tf32.py's kernel
+    computes Cᵀ = Bᵀ·Aᵀ, reading A as stored into shared memory and B as stored into registers, so neither is
+    copied; it reads B's rows by TMA too, so N must be a multiple of 4. Where N is static and is not, B [K, N] is
+    first copied to [N, K] (transpose.py, the f32 words unchanged), as the int8 GEMM's is, for gemm_sm90.py's tf32
+    kernel; where N is known at the launch only, a launch with N not a multiple of 4 takes the FMA kernel (as the
+    mma.sync tf32 path does on sm_80 … sm_90)."""
     mm = ops[0]
     names, env, params, args, operand_dtypes = _signature(ops, ctx)
+    n = env["N"]
+    n_static = isinstance(n, int) or str(n).isdigit()
+    if not (n_static and int(n) % 4):
+        return [_tf32_transposed_step(ctx, kname, ops, names, env, params, args, operand_dtypes, not n_static)]
     try:
         spec = gemm_sm90.Sm90GemmSpec(kname, dtype="tf32", out_dtype=params[2][1], epilogue=names, **_tile(mm),
                                       **operand_dtypes)
@@ -419,6 +427,52 @@ def _lower_tf32_sm90(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     params[1] = ("B", "f32", ("N", "K"))
     args[1] = plan.TensorArg(packed, (*lead, "N", "K"))
     return [pack, _sm90_step(ctx, mm, spec, params, env, args, None)]
+
+
+def _tf32_transposed_step(ctx, kname: str, ops: list, names, env: dict, params: list, args: list,
+                          operand_dtypes: dict, n_at_launch: bool) -> plan.ArgsStep:
+    """The plan step of gemm_sm90_tf32's kernel (Cᵀ = Bᵀ·Aᵀ, no copy). The schedule phase's tile (MB rows ×
+    NC columns, for gemm_sm90's kernel) is taken transposed: NC rows of C (wgmma's N) × MB columns (64 a
+    consumer), as many tiles of as many products. Where the extents are known at the launch only, the cost
+    model's other tile shape is an alternative, and before it, where N turns out not to be a multiple of 4
+    (`n_at_launch`), the FMA kernel."""
+    mm = ops[0]
+    tile = _tile(mm)
+    try:
+        spec = gemm_sm90_tf32.Sm90Tf32Spec(kname, out_dtype=params[2][1], epilogue=names, bm=tile.get("bn", 256),
+                                           consumers=tile.get("consumers", 2), stages=tile.get("stages", 4),
+                                           **operand_dtypes)
+    except ValueError as e:
+        raise LoweringError(mm, str(e)) from None
+    prefer = []
+    if n_at_launch:
+        fma = _declare_fma(ctx, mm, gemm_fma.FmaGemmSpec(f"{kname}_fma", out_dtype=params[2][1], epilogue=names,
+                                                         vec_b=False, **operand_dtypes), params, env, args)
+        prefer.append(plan.Alternative(when=f"N - 4*(N//4)", kernel=fma.kernel, grid=fma.grid, block=fma.block,
+                                       smem=fma.smem))
+    launch = _declare_tf32(ctx.module, mm, spec, params)
+    shapes = {(bn, st) for bn, st, _ in _SM90_TILES}
+    if _at_launch(mm) and spec.consumers == 2 and (spec.bm, spec.stages) in shapes:
+        bm, stages = next((bn, st) for bn, st, _ in _SM90_TILES if bn != spec.bm)
+        other = dataclasses.replace(spec, name=f"{kname}_m{bm}", bm=bm, stages=stages)
+        alt = _declare_tf32(ctx.module, mm, other, params)
+        rate = {bn: round(100 * r) for bn, _, r in _SM90_TILES}
+        ta, tc = _tiles(other), _tiles(spec)
+        prefer.append(plan.Alternative(when=f"{rate[other.bm]}*{ta}*ceil(({tc})/DEVICE_UNITS) - "
+                                            f"{rate[spec.bm]}*{tc}*ceil(({ta})/DEVICE_UNITS)", **alt))
+    return plan.ArgsStep(env=env, args=tuple(args), batch=_batch(env), prefer=tuple(prefer), **launch)
+
+
+def _declare_tf32(module, mm, spec: gemm_sm90_tf32.Sm90Tf32Spec, params: list) -> dict:
+    """Declares gemm_sm90_tf32's kernel `spec`; returns how its plan step launches it (a persistent grid)."""
+    with mm.location:
+        generated.declare(module, spec.name, params, gemm_sm90_tf32.generate(spec, _activations(spec.epilogue)),
+                          [2], {"ptx.tensor_maps": spec.tensor_maps, "tile.M": str(spec.bm), "tile.N": str(spec.bn),
+                                "tile.K": str(spec.bk), "pipeline.stages": str(spec.stages),
+                                "epilogue": ",".join(spec.epilogue), "input_precision": "tf32",
+                                "ptx.mma": f"wgmma m64n{spec.bm}k8 tf32 x tf32, A from registers (C^T = B^T A^T)"})
+    return {"kernel": spec.name, "block": (spec.threads, 1, 1), "smem": spec.smem_bytes,
+            "grid": (f"min({_tiles(spec)}, DEVICE_UNITS)", "1", "1")}
 
 
 def _multiples_of_4(dims) -> str:

@@ -136,25 +136,104 @@ def test_tf32_option_flag_and_hint():
 
 
 def test_tf32_on_sm90a_with_static_k_is_wgmma():
-    """K static and a multiple of 4: wgmma's tf32 kind, after B is copied to [N, K] (tf32 is K-major only);
-    N need not be a multiple of 4. A K known at the launch only keeps the mma.sync alternative."""
+    """K static and a multiple of 4: wgmma's tf32 kind on Cᵀ = Bᵀ·Aᵀ (gemm_sm90_tf32.py), A and B read as stored,
+    no copy. A K known at the launch only keeps the mma.sync alternative."""
     result = _compile(arch="sm_90a", input_precision="tf32")
     kernels = _kernels(result)
     steps = result.metadata["plans"]["linear_gelu"]["steps"]
-    assert [s["kernel"] for s in steps] == ["linear_gelu__gemm0_pack_b", "linear_gelu__gemm0"]
-    # the copy: 32x32 tiles of 256 threads over [K, N] = [40, 72]
-    assert steps[0]["block"] == [256, 1, 1]
-    assert [plan.evaluate(g, {"N": 72, "KP": 40}) for g in steps[0]["grid"]] == [3, 2, 1]
-    assert kernels["linear_gelu__gemm0_pack_b"].props["transpose"] == "f32 [K, N] -> [N, K]"
-    assert [a["shape"] for a in steps[1]["args"][:2]] == [["M", "K"], ["N", "K"]]
+    assert [s["kernel"] for s in steps] == ["linear_gelu__gemm0"]
+    assert [a["shape"] for a in steps[0]["args"][:2]] == [["M", "K"], ["K", "N"]]
     k = kernels["linear_gelu__gemm0"]
-    assert k.props["ptx.mma"].startswith("wgmma m64n") and k.props["ptx.mma"].endswith("k8 tf32 x tf32")
+    assert k.props["ptx.mma"].startswith("wgmma m64n") and "k8 tf32 x tf32, A from registers" in k.props["ptx.mma"]
     assert k.props["input_precision"] == "tf32" and k.props["tile.K"] == "32"
-    assert k.props["ptx.tensor_maps"].split(";")[:2] == ["A:0:32x128:128", f"B:1:32x{k.props['tile.N']}:128"]
+    assert k.props["ptx.tensor_maps"] == f"A:0:32x{k.props['tile.M']}:128;B:1:32x32:128"
     assert kernels["odd__gemm0"].props["input_precision"] == "ieee"      # K = 21
     assert kernels["gemm__gemm0_tf32"].props["ptx.mma"].startswith("mma.sync")
     with pytest.raises(ValueError, match="8-bit and tf32 GEMMs read their operands as A \\[M,K\\] and B \\[N,K\\] only"):
         gemm_sm90.Sm90GemmSpec("g", dtype="tf32", out_dtype="f32", trans_b=True)
+
+
+TF32_N = '''
+from tessera import function, op, tensor, f32
+
+
+@function(input_precision="tf32")
+def any_n(A: tensor[f32, "M", 64], B: tensor[f32, 64, "N"]) -> tensor[f32, "M", "N"]:
+    return op.matmul(A, B)
+
+
+@function(input_precision="tf32")
+def odd_n(A: tensor[f32, "M", 64], B: tensor[f32, 64, 70]) -> tensor[f32, "M", 70]:
+    return op.matmul(A, B)
+'''
+
+
+def test_tf32_on_sm90a_where_n_is_not_a_multiple_of_4():
+    """B's rows go through TMA: N static and not a multiple of 4 keeps B's copy to [N, K] and gemm_sm90's tf32
+    kernel; N known at the launch only takes the FMA kernel there where it is not, the transposed kernel (or its
+    other tile shape) where it is."""
+    result = _compile(TF32_N, arch="sm_90a")
+    kernels = _kernels(result)
+    plans = result.metadata["plans"]
+    odd = plans["odd_n"]["steps"]
+    assert [s["kernel"] for s in odd] == ["odd_n__gemm0_pack_b", "odd_n__gemm0"]
+    assert [a["shape"] for a in odd[1]["args"][:2]] == [["M", "K"], ["N", "K"]]
+    assert kernels["odd_n__gemm0_pack_b"].props["transpose"] == "f32 [K, N] -> [N, K]"
+    assert kernels["odd_n__gemm0"].props["ptx.tensor_maps"].startswith("A:0:32x128:128;B:1:32x")
+    steps = plans["any_n"]["steps"]
+    assert len(steps) == 1 and steps[0]["kernel"] == "any_n__gemm0"
+    alts = [a["kernel"] for a in steps[0]["prefer"]]
+    assert alts[0] == "any_n__gemm0_fma" and kernels["any_n__gemm0_fma"].props["input_precision"] == "ieee"
+    assert set(alts[1:]) <= {"any_n__gemm0_m128", "any_n__gemm0_m256"}
+    when = steps[0]["prefer"][0]["when"]
+    for n, fma in ((70, True), (72, False), (4096, False), (1, True)):
+        assert (plan.evaluate(when, {"N": n, "M": 64}) > 0) == fma
+
+
+def _run_i32(lines: list[str], env: dict) -> dict:
+    """The i32 arithmetic of Writer lines (add, shl, lshr, and, xor, mul) evaluated on `env`."""
+    ops = {"add": lambda a, b: a + b, "shl": lambda a, b: a << b, "lshr": lambda a, b: a >> b,
+           "and": lambda a, b: a & b, "xor": lambda a, b: a ^ b, "mul": lambda a, b: a * b}
+    vals = dict(env)
+    for line in lines:
+        name, expr = [x.strip() for x in line.split("=", 1)]
+        op, rest = expr.split(" i32 ")
+        a, b = [x.strip() for x in rest.split(",")]
+        vals[name] = ops[op](*(vals[x] if x.startswith("%") else int(x) for x in (a, b))) & 0xFFFFFFFF
+    return vals
+
+
+def test_tf32_fragments_read_b_as_wgmma_wants_without_bank_conflicts():
+    """The transposed kernel's fragment loads (gemm_sm90_tf32.fragment_offsets, evaluated for every thread) read,
+    from B's tile as TMA swizzles it, Bᵀ's register fragment of m64nNk8 tf32 (rows g, g+8 of the warp's 16 at
+    k = t, t + 4) with rows g and g+8 being columns n and n + 1 of the consumer's 64, each column once; and each
+    8-byte load of the warp touches every bank at most twice (256 bytes: two wavefronts, the minimum)."""
+    from tessera.backends.ptx import gemm_sm90_tf32 as tf
+    from tessera.backends.ptx.nvvm_text import Writer
+    w = Writer()
+    offs, n_col = tf.fragment_offsets(w, "%c", "%warp", "%lane")
+    for c in range(2):
+        seen = set()
+        for warp in range(4):
+            for q in range(2):
+                banks = {}
+                for lane in range(32):
+                    v = _run_i32(w.lines, {"%c": c, "%warp": warp, "%lane": lane})
+                    g, t, n = lane >> 2, lane & 3, v[n_col]
+                    assert 64 * c <= n < 64 * (c + 1) and n % 2 == 0
+                    for s in range(4):
+                        at = v[offs[q]] + 1024 * s
+                        for e in range(2):   # what TMA's 128-byte swizzle put at `at`: B[k][column]
+                            a = at + 4 * e
+                            box, r = a // tf.BOX_BYTES, a % tf.BOX_BYTES // 128
+                            column = 32 * box + (((a % 128) // 16) ^ (r % 8)) * 4 + (a % 16) // 4
+                            assert (r, column) == (8 * s + t + 4 * q, n + e)
+                        if s == 0:
+                            for word in range(2):
+                                banks.setdefault((at // 4 + word) % 32, set()).add(at // 4 + word)
+                    seen.add(n)
+                assert max(len(x) for x in banks.values()) == 2
+        assert seen == set(range(64 * c, 64 * c + 64, 2))
 
 
 def test_bad_hint_is_located():

@@ -32,20 +32,15 @@ def gemm_tf32(A: tensor[f32, "M", "K"], B: tensor[f32, "K", "N"]) -> tensor[f32,
 # KERNELS-LABEL: func.func private @gemm_tf32__gemm0_v4(
 # KERNELS-SAME:    input_precision = "ieee"
 
-# The option, on sm_90a with K static (64): B copied to [N, K] (transpose.py: wgmma reads tf32 K-major only), then wgmma's
-# tf32 kind on TMA tiles of 32 f32 (128 bytes) of K.
-# OPTION-LABEL: func.func private @linear_relu__gemm0_pack_b(
-# OPTION-SAME:    transpose = "f32 [K, N] -> [N, K]"
+# The option, on sm_90a with K static (64) and N a multiple of 4: wgmma's tf32 kind on Cᵀ = Bᵀ·Aᵀ
+# (gemm_sm90_tf32.py: wgmma reads tf32 K-major only), A and B read as stored by TMA, B into registers; no copy.
 # OPTION-LABEL: func.func private @linear_relu__gemm0(
-# OPTION-SAME:    memref<?x?xf32> {tessera.dims = ["N", "K"], tessera.name = "B"}
+# OPTION-SAME:    memref<?x?xf32> {tessera.dims = ["K", "N"], tessera.name = "B"}
 # OPTION-SAME:    input_precision = "tf32"
-# OPTION-SAME:    ptx.mma = "wgmma m64n{{(128|256)}}k8 tf32 x tf32", ptx.tensor_maps = "A:0:32x128:128;B:1:32x{{(128|256)}}:128"
-# The copy: a 32x32 tile through shared memory (rows of B in, rows of the result out).
-# WGMMA-LABEL: .visible .entry linear_relu__gemm0_pack_b(
-# WGMMA-COUNT-4: st.shared.b32
-# WGMMA:       bar.sync 0;
-# WGMMA-COUNT-4: ld.shared.b32
+# OPTION-SAME:    ptx.mma = "wgmma m64n{{(128|256)}}k8 tf32 x tf32, A from registers (C^T = B^T A^T)", ptx.tensor_maps = "A:0:32x{{(128|256)}}:128;B:1:32x32:128"
+# OPTION-NOT:     pack_b
 # WGMMA-LABEL: .visible .entry linear_relu__gemm0(
+# WGMMA:       ld.shared.v2.b32
 # WGMMA:       wgmma.mma_async.sync.aligned.m64n{{(128|256)}}k8.f32.tf32.tf32
 
 # 256 threads, two CTAs an SM (128 registers a thread).

@@ -1,0 +1,301 @@
+"""Hopper tf32 GEMM without a copy of B: C[M,N] = epilogue(A[M,K] · B[K,N]) for f32 operands read as tf32, on
+sm_90a's wgmma tf32 kind, computed as the transposed product Cᵀ[N,M] = Bᵀ[N,K] · Aᵀ[K,M].
+
+wgmma reads tf32 operands K-major only (the ISA has no transpose bit for 32-bit types), and B [K,N] as stored is
+MN-major. The transposed product turns the roles around:
+
+    wgmma's B (shared memory, K-major) is Aᵀ, whose K-major form is A [M,K] row-major as stored: A's tiles come
+        in by TMA unchanged (rows of 32 f32 of K, 128-byte swizzled) and feed a K-major descriptor;
+    wgmma's A is Bᵀ, read from REGISTERS (the form of wgmma FlashAttention-3 uses for P·V): each consumer thread
+        loads its fragment of Bᵀ (m64nNk8 .tf32: four registers a thread per k8 slice, rows g and g+8 of its
+        warp's 16 at k = t and t+4, g = lane/4, t = lane%4 — the PTX ISA's register fragment of A, CUTLASS's
+        ALayout_64x8) from B's tile in shared memory, which TMA writes as stored: 32-column boxes of N (128
+        bytes), 32 rows of K, 128-byte swizzled (16-byte chunk c of row k at chunk c ^ (k % 8)).
+
+The rows of Cᵀ (wgmma's M, the n of C) may be ordered freely, as long as the epilogue stores each where it
+belongs: a thread's two rows g and g+8 are taken as two adjacent columns n, n+1 of C, so that each of its loads
+is one 8-byte `ld.shared.v2` of a row of B, and the 8 lanes of a row of K read n ∈ {0…7, 16…23} (or
+{8…15, 24…31}) of the box: 16-byte chunks {0, 1, 4, 5} (or {2, 3, 6, 7}), which XORed with k % 8 for the four k
+of a load cover each of the 8 bank groups exactly twice — 256 bytes in two wavefronts, the minimum, no bank
+conflicts (tests/unit/test_ptx_gemm_fma.py checks the addresses).
+
+One CTA computes a tile of `bm` rows of C (wgmma's N: 256 or 128) × `bn` = 64·consumers columns of C (wgmma's
+M, 64 a consumer warpgroup), with gemm_sm90.py's structure: a producer warpgroup issuing the TMA copies of A's
+[bm, 32] box and B's bn/32 boxes of [32, 32] into a ring of `stages` buffers, consumers each waiting for a
+stage, loading their 16 fragment registers, issuing 4 wgmma m64n{bm}k8 with one group kept in flight, and freeing
+the stage before. The fragments an in-flight wgmma reads stay allocated until the wait that retires it.
+
+The accumulators are Cᵀ's fragments: per 8 columns j of Cᵀ (rows of C), a thread holds C[m, n] and C[m, n+1]
+for m = 8j + 2t and 8j + 2t + 1: each pair is one 8-byte store (the 8 lanes of a row of C fill two whole 32-byte
+sectors), the epilogue (scale, bias indexed by n, residual, activation) applied to each value in fp32; 16-bit
+results are rounded by pairs into one 4-byte store.
+
+Takes: M any, K a multiple of 4 (A's rows by TMA, 16-byte units), N a multiple of 4 (B's rows likewise), batches
+(one launch per entry, as the other GEMMs), every epilogue of gemm_common, f32/bf16/f16 results. Where N is not a
+multiple of 4, gemm_lowering._lower_tf32_sm90 keeps the copy of B to [N, K] and gemm_sm90.py's tf32 kernel
+(N static), or launches the FMA kernel instead (N known at the launch only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..symbol_names import llvm_global
+from . import gemm_common as gc
+from . import hopper as hp
+from .gemm_sm90 import ROW, _empty, _stage, _tile_loop
+from .nvvm_text import Writer, module
+
+BK = ROW // 4            # f32 elements of a K step: one 128-byte swizzle row of A
+BOX = 32                 # columns of N in one TMA box of B (128 bytes)
+BOX_BYTES = BOX * ROW    # 32 rows of K
+
+
+@dataclass(frozen=True)
+class Sm90Tf32Spec:
+    name: str
+    out_dtype: str = "f32"
+    bm: int = 256            # rows of C a tile: wgmma's N
+    consumers: int = 2       # columns of C a tile: 64 a consumer warpgroup (wgmma's M)
+    stages: int = 4
+    group_m: int = 8         # tile rows visited before moving right (L2 reuse of B's columns)
+    epilogue: tuple = ()
+    bias_dtype: str = "f32"
+    residual_dtype: str = "f32"
+
+    def __post_init__(self):
+        gc.check("sm_90a", self)
+        if self.bm not in (64, 128, 256) or self.consumers not in (1, 2) or not 2 <= self.stages <= 8:
+            raise ValueError(f"unsupported sm_90a tf32 GEMM tile: {self.bm} rows of C, {self.consumers} consumers, "
+                             f"{self.stages} stages")
+        if self.smem_bytes > 227 * 1024:
+            raise ValueError(f"{self.stages} stages of a {self.bm}x{self.bn} tile need {self.smem_bytes} bytes of "
+                             "shared memory; sm_90 has 227 KiB a block")
+
+    @property
+    def bn(self) -> int:
+        return 64 * self.consumers
+
+    @property
+    def bk(self) -> int:
+        return BK
+
+    @property
+    def threads(self) -> int:
+        return 128 * (1 + self.consumers)
+
+    @property
+    def stage_bytes(self) -> int:
+        return (self.bm + self.bn) * ROW     # A's [bm, 32] box, then B's bn/32 boxes of [32, 32]
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.stages * (self.stage_bytes + 16) + 1024
+
+    @property
+    def tensor_maps(self) -> str:
+        """A [M, K] in boxes of 32 (K) × bm rows, B [K, N] as stored in boxes of 32 (N) × 32 rows of K."""
+        return f"A:0:{BK}x{self.bm}:128;B:1:{BOX}x{BK}:128"
+
+    def grid(self, m: int, n: int) -> tuple[int, int, int]:
+        return (-(-m // self.bm) * -(-n // self.bn), 1, 1)
+
+
+def fragment_offsets(w: Writer, c: str, warp: str, lane: str) -> tuple[list[str], str]:
+    """(the byte offsets in a stage's B tile of the thread's two fragment loads of k8 slice 0 — k = t and
+    t + 4; slice s adds 1024·s —, the first of the two adjacent columns n of the tile its rows g, g+8 take).
+    Warp w of consumer c reads box 2c + w/2, half w%2 of it: columns 8·half + 16·(g/4) + 2·(g%4)."""
+    box = w.v(f"add i32 {w.v(f'shl i32 {c}, 1')}, {w.v(f'lshr i32 {warp}, 1')}")
+    half = w.v(f"and i32 {warp}, 1")
+    g = w.v(f"lshr i32 {lane}, 2")
+    t = w.v(f"and i32 {lane}, 3")
+    quad = w.v(f"shl i32 {w.v(f'lshr i32 {g}, 2')}, 4")
+    pair = w.v(f"shl i32 {w.v(f'and i32 {g}, 3')}, 1")
+    col = w.v(f"add i32 {w.v(f'shl i32 {half}, 3')}, {quad}")
+    col = w.v(f"add i32 {col}, {pair}")   # within the box
+    chunk = w.v(f"lshr i32 {col}, 2")
+    within = w.v(f"shl i32 {w.v(f'and i32 {col}, 3')}, 2")
+    at_box = w.v(f"add i32 {w.v(f'mul i32 {box}, {BOX_BYTES}')}, {within}")
+    offs = []
+    for q in range(2):
+        k = w.v(f"add i32 {t}, {4 * q}")
+        sw = w.v(f"shl i32 {w.v(f'xor i32 {chunk}, {k}')}, 4")
+        row = w.v(f"add i32 {at_box}, {w.v(f'shl i32 {k}, 7')}")
+        offs.append(w.v(f"add i32 {row}, {sw}"))
+    n_col = w.v(f"add i32 {w.v(f'shl i32 {box}, 5')}, {col}")
+    return offs, n_col
+
+
+def generate(spec: Sm90Tf32Spec, activations: str = "") -> str:
+    """The kernel as NVPTX LLVM IR text (gemm_sm90.generate's conventions: the A and B tensor maps, then A, B, C,
+    the epilogue's parameters, M, K, N; persistent over tiles)."""
+    w = Writer()
+    S, BM, BN = spec.stages, spec.bm, spec.bn
+    stage = spec.stage_bytes
+    params = hp.tensor_map_params(["A", "B"]) + gc.params(spec)
+
+    w.label("entry")
+    gc.prologue(w, spec)
+    tid = w.sreg("tid.x")
+    pid = w.sreg("ctaid.x")
+    grid = w.sreg("nctaid.x")
+    base = hp.smem_base(w)
+    bars = w.v(f"add i32 {base}, {S * stage}")   # full[s] at bars + 8s, empty[s] at bars + 8(S + s)
+    m32 = w.v("trunc i64 %M to i32")
+    n32 = w.v("trunc i64 %N to i32")
+    k32 = w.v("trunc i64 %K to i32")
+    kt_n = w.v(f"udiv i32 {w.v(f'add i32 {k32}, {BK - 1}')}, {BK}")
+    num_m = w.v(f"udiv i32 {w.v(f'add i32 {m32}, {BM - 1}')}, {BM}")
+    num_n = w.v(f"udiv i32 {w.v(f'add i32 {n32}, {BN - 1}')}, {BN}")
+    tiles = w.v(f"mul i32 {num_m}, {num_n}")
+    dims = (num_m, num_n)
+    _, wg = hp.split_roles(w, tid, [(w.v(f"add i32 {bars}, {8 * s}"), 1) for s in range(S)]
+                           + [(w.v(f"add i32 {bars}, {8 * (S + s)}"), spec.consumers) for s in range(S)])
+
+    # -- producer: one thread fills the stages: A's box of bm rows, B's boxes of 32 columns ---------------------
+    w.label("producer")
+    w.asm("setmaxnreg.dec.sync.aligned.u32 40;")
+    issues = w.v(f"icmp eq i32 {tid}, 0")
+    tmA = w.v("ptrtoint ptr %tmA to i64")
+    tmB = w.v("ptrtoint ptr %tmB to i64")
+    w.cbr(issues, "ptile", "exit")
+    tile, it, tile_next, it_out, m0, n0 = _tile_loop(w, spec, "p", "producer", "exit", pid, tiles, dims)
+    w.cbr(w.v(f"icmp ugt i32 {kt_n}, 0"), "pk", "ptnext")
+    w.label("pk")
+    kt, kt_next = w.fresh("kt"), w.fresh("ktn")
+    w.emit(f"{kt} = phi i32 [0, %ptile_go], [{kt_next}, %PKLATCH]")
+    s, ph, full = _stage(w, spec, bars, w.v(f"add i32 {it}, {kt}"))
+    hp.mbar_wait(w, w.v(f"add i32 {full}, {8 * S}"), w.v(f"xor i32 {ph}, 1"))  # its empty barrier
+    hp.mbar_expect(w, full, stage)
+    sa = w.v(f"add i32 {base}, {w.v(f'mul i32 {s}, {stage}')}")
+    k0 = w.v(f"mul i32 {kt}, {BK}")
+    hp.tma_load(w, sa, tmA, [k0, m0], full)
+    for j in range(BN // BOX):
+        hp.tma_load(w, w.v(f"add i32 {sa}, {BM * ROW + j * BOX_BYTES}"), tmB, [w.v(f"add i32 {n0}, {BOX * j}"), k0],
+                    full)
+    w.emit(f"{kt_next} = add i32 {kt}, 1")
+    pklatch = w.current
+    w.cbr(w.v(f"icmp ult i32 {kt_next}, {kt_n}"), "pk", "ptnext")
+    w.label("ptnext")
+    w.emit(f"{it_out} = add i32 {it}, {kt_n}")
+    w.emit(f"{tile_next} = add i32 {tile}, {grid}")
+    w.br("ptile")
+
+    # -- consumers: each warpgroup multiplies its 64 columns of C (rows of Cᵀ) of every tile ------------------
+    w.label("consumer")
+    w.asm("setmaxnreg.inc.sync.aligned.u32 232;")
+    c = w.v(f"sub i32 {wg}, 1")
+    t = w.v(f"and i32 {tid}, 127")
+    leader = w.v(f"icmp eq i32 {t}, 0")
+    warp = w.v(f"lshr i32 {t}, 5")
+    lane = w.v(f"and i32 {t}, 31")
+    offs, n_col = fragment_offsets(w, c, warp, lane)
+    w.br("ctile")
+    ctile, cit, ctile_next, cit_out, m0, n0 = _tile_loop(w, spec, "c", "consumer", "cfinish", pid, tiles, dims)
+    w.cbr(w.v(f"icmp ugt i32 {kt_n}, 0"), "ck", "cdone")
+    acc = _k_loop(w, spec, kt_n, cit, bars, base, offs, leader)
+    w.br("cdone")
+    w.label("cdone")
+    fin = [w.v(f"phi float [0.0, %ctile_go], [{o}, %ckdone]", "f") for o in acc]
+    _epilogue(w, spec, fin, lane, m0, w.v(f"add i32 {n0}, {n_col}"), m32, n32)
+    w.emit(f"{cit_out} = add i32 {cit}, {kt_n}")
+    w.emit(f"{ctile_next} = add i32 {ctile}, {grid}")
+    ctnext = w.current
+    w.br("ctile")
+    w.label("cfinish")
+    w.br("exit")
+    w.label("exit")
+    w.emit("ret void")
+
+    body = "\n".join(w.lines)
+    for key, block in (("PTNEXT", "ptnext"), ("PKLATCH", pklatch), ("CTNEXT", ctnext)):
+        body = body.replace(f"%{key}]", f"%{block}]")
+    kernel = (f"@tsr_smem = external addrspace(3) global [0 x i8], align 1024\n"
+              f"define ptx_kernel void @{llvm_global(spec.name)}({', '.join(params)}) "
+              f"\"nvvm.maxntid\"=\"{spec.threads}\" \"nvvm.minctasm\"=\"1\" {{\n{body}\n}}\n")
+    return module(kernel, gc.declarations(spec, activations))
+
+
+def _wgmma_rs(w: Writer, acc: list[str], frag: list[str], db: str) -> list[str]:
+    """acc += Bᵀ-fragment · Aᵀ, m64nNk8 tf32: A from four registers, B from shared memory (K-major)."""
+    text = (f"wgmma.mma_async.sync.aligned.m64n{2 * len(acc)}k8.f32.tf32.tf32 {{ACC}}, "
+            "{{X0}, {X1}, {X2}, {X3}}, {X4}, 1, 1, 1;")
+    return hp.tied(w, acc, text, [("i32", x) for x in frag] + [("i64", db)], ["r", "r", "r", "r", "l"])
+
+
+def _fragments(w: Writer, b_tile: str, offs: list[str]) -> list[str]:
+    """The thread's 16 fragment registers of a K step: per k8 slice s, (row g, k t), (row g+8, k t), (row g,
+    k t+4), (row g+8, k t+4) — the two rows being adjacent columns of B, one 8-byte load per k."""
+    at = [w.v(f"add i32 {b_tile}, {o}") for o in offs]
+    frag = []
+    for sl in range(BK // 8):
+        for q in range(2):
+            pair = w.asm(f"ld.shared.v2.b32 {{$0, $1}}, [$2+{1024 * sl}];", "=r,=r,r", [("i32", at[q])],
+                         ret="{i32, i32}", hint="fr")
+            frag += [w.v(f"extractvalue {{i32, i32}} {pair}, {i}", "b") for i in range(2)]
+    return frag
+
+
+def _k_loop(w: Writer, spec: Sm90Tf32Spec, kt_n: str, cit: str, bars: str, base: str, offs: list[str],
+            leader: str) -> list[str]:
+    """A consumer's K steps of one tile (block `ck`, entered from `ctile_go`, to `ckdone`, which holds the
+    result): one group of wgmmas in flight, the stage before it freed; the fragments of the group in flight
+    carried to the wait that retires it."""
+    w.label("ck")
+    ck, ck_next = w.fresh("ck"), w.fresh("ckn")
+    acc_in = [w.fresh("acc") for _ in range(spec.bm // 2)]
+    prev = [w.fresh("pf") for _ in range(16)]
+    at = len(w.lines)
+    g = w.v(f"add i32 {cit}, {ck}")
+    s, ph, full = _stage(w, spec, bars, g)
+    hp.mbar_wait(w, full, ph)
+    a_tile = w.v(f"add i32 {base}, {w.v(f'mul i32 {s}, {spec.stage_bytes}')}")
+    frag = _fragments(w, w.v(f"add i32 {a_tile}, {spec.bm * ROW}"), offs)
+    acc, frag = hp.fence(w, acc_in, frag)
+    for sl in range(BK // 8):   # each k8 slice: 32 bytes of A's K-major rows
+        db = hp.desc(w, w.v(f"add i32 {a_tile}, {32 * sl}"), 16, hp.ATOM)
+        acc = _wgmma_rs(w, acc, frag[4 * sl:4 * sl + 4], db)
+    hp.commit(w)
+    acc = hp.wait_group(w, acc, 1, keep=prev)   # the previous step's group has retired, and its fragments
+    had = w.v(f"icmp ugt i32 {ck}, 0")
+    hp.mbar_arrive_if(w, _empty(w, spec, bars, w.v(f"add i32 {g}, {spec.stages - 1}")), w.v(f"and i1 {had}, {leader}"))
+    w.emit(f"{ck_next} = add i32 {ck}, 1")
+    latch = w.current
+    w.cbr(w.v(f"icmp ult i32 {ck_next}, {kt_n}"), "ck", "ckdone")
+    w.lines[at:at] = ([f"  {ck} = phi i32 [0, %ctile_go], [{ck_next}, %{latch}]"]
+                      + [f"  {a} = phi float [0.0, %ctile_go], [{o}, %{latch}]" for a, o in zip(acc_in, acc)]
+                      + [f"  {a} = phi i32 [0, %ctile_go], [{o}, %{latch}]" for a, o in zip(prev, frag)])
+    w.label("ckdone")
+    acc = hp.wait_group(w, acc, 0, keep=frag)
+    hp.mbar_arrive_if(w, _empty(w, spec, bars, g), leader)   # the tile's last stage
+    return acc
+
+
+def _epilogue(w: Writer, spec: Sm90Tf32Spec, acc: list[str], lane: str, m0: str, n: str, m32: str,
+              n32: str) -> None:
+    """acc[4j + 2h + v] is C[m0 + 8j + 2t + v, n + h] (t = lane % 4; `n` even, and N a multiple of 4, so n + 1
+    is in range where n is): the epilogue's steps on each in fp32, then one store of the pair (n, n + 1)."""
+    t = w.v(f"and i32 {lane}, 3")
+    m_first = w.v(f"add i32 {m0}, {w.v(f'shl i32 {t}, 1')}")
+    n_ok = w.v(f"icmp ult i32 {n}, {n32}")
+    n64 = w.v(f"zext i32 {n} to i64")
+    alpha = "%alpha" if "scale" in spec.epilogue else None
+    for j in range(spec.bm // 8):
+        for v in range(2):
+            m = w.v(f"add i32 {m_first}, {8 * j + v}")
+            ok = w.v(f"and i1 {n_ok}, {w.v(f'icmp ult i32 {m}, {m32}')}")
+            m64 = w.v(f"zext i32 {m} to i64")
+            idx = w.v(f"add i64 {w.v(f'mul i64 {m64}, %N')}, {n64}")
+            pair = [gc.apply(w, spec, acc[4 * j + 2 * h + v], n64, idx, h, alpha) for h in range(2)]
+            on = w.v(f"zext i1 {ok} to i32")
+            if spec.out_dtype == "f32":
+                addr = w.v(f"getelementptr float, ptr addrspace(1) %C, i64 {idx}")
+                a64 = w.v(f"ptrtoint ptr {w.v(f'addrspacecast ptr addrspace(1) {addr} to ptr')} to i64")
+                w.asm("{ .reg .pred p; setp.ne.b32 p, $3, 0; @p st.global.v2.f32 [$0], {$1, $2}; }", "l,f,f,r",
+                      [("i64", a64), ("float", pair[0]), ("float", pair[1]), ("i32", on)])
+            else:
+                addr = w.v(f"getelementptr {gc.OUT[spec.out_dtype]}, ptr addrspace(1) %C, i64 {idx}")
+                a64 = w.v(f"ptrtoint ptr {w.v(f'addrspacecast ptr addrspace(1) {addr} to ptr')} to i64")
+                w.asm("{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.b32 [$0], $1; }", "l,r,r",
+                      [("i64", a64), ("i32", gc.pack(w, spec, *pair)), ("i32", on)])
+
