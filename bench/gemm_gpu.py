@@ -26,9 +26,9 @@ allocator gives _scaled_mm); and that kernel launched alone.
 
 --f32 times f32 GEMMs of its own image (K static, one pair of functions a size): on FMA units
 (backends/ptx/gemm_fma.py) against torch.matmul with torch.backends.cuda.matmul.allow_tf32 = False, and with
-input_precision="tf32" (a copy of B to [N, K], then wgmma's tf32 kind) against torch.matmul with allow_tf32 =
-True: the function through the executor (results kept for the round, as torch's allocator keeps its own) and
-the GEMM kernel alone, on the same tensors.
+input_precision="tf32" (wgmma's tf32 kind on Cᵀ = Bᵀ·Aᵀ, backends/ptx/gemm_sm90_tf32.py: A and B read as
+stored, no copy) against torch.matmul with allow_tf32 = True: the function through the executor (results kept
+for the round, as torch's allocator keeps its own) and the GEMM kernel alone, on the same tensors.
 
 --compile-time times `tessera-cc` compiling the one GEMM for sm_90a in a fresh process with the cache off,
 against Triton (where it is installed: `pip install triton`, no GPU needed) compiling one configuration of
@@ -265,7 +265,7 @@ def tf32_{k}(A: tensor[f32, "M", {k}], B: tensor[f32, {k}, "N"]) -> tensor[f32, 
 
 def build_f32_image(path: str, sizes) -> None:
     """The f32 GEMMs for sm_90a, K static (each size's own pair of functions): the tf32 one is then the wgmma
-    kernel after a copy of B to [N, K] (a K known only at the launch takes the mma.sync kernel)."""
+    kernel of Cᵀ = Bᵀ·Aᵀ (a K known only at the launch takes the mma.sync kernel)."""
     import tessera
     source = "from tessera import function, op, tensor, f32\n" + "".join(F32_SOURCE.format(k=n) for n in sizes)
     with open(path, "wb") as f:
@@ -274,8 +274,8 @@ def build_f32_image(path: str, sizes) -> None:
 
 def f32(ctx, mod, functions, image_path, sizes) -> None:
     """f32 GEMMs: `f32_K` (FMA units) against torch.matmul with TF32 off, and `tf32_K` (tf32 tensor cores) against
-    torch.matmul with allow_tf32=True: each function as the executor runs it (tf32: B's copy to [N, K], then
-    the wgmma kernel), and the GEMM kernel alone as its plan launches it."""
+    torch.matmul with allow_tf32=True: each function as the executor runs it (tf32: the wgmma kernel, with
+    no copy of B), and the GEMM kernel alone as its plan launches it."""
     import torch
     from tessera import executor, plan as plans, stream
     s = stream.new(context=ctx)
@@ -292,9 +292,10 @@ def f32(ctx, mod, functions, image_path, sizes) -> None:
         env = {"M": n, "N": n, "K": n, "DEVICE_UNITS": ctx.properties["compute_units"]}
         ref = torch.matmul(A.double(), B.double())
         for fn, tf32, label in ((f"f32_{n}", False, "fma"), (f"tf32_{n}", True, "tf32")):
-            step = plans.chosen(functions[fn].steps[-1], env)   # the GEMM (after tf32's copy of B)
+            step = plans.chosen(functions[fn].steps[-1], env)   # the GEMM (after a copy of B, where there is one)
             kernel, grid = mod.kernel(step.kernel), plans.evaluate(step.grid[0], env)
-            Bk = B.t().contiguous() if tf32 else B    # what the GEMM kernel reads: B, or the copy [N, K]
+            copied = len(functions[fn].steps) > 1   # tf32 with B copied to [N, K] (N static, not a multiple of 4)
+            Bk = B.t().contiguous() if copied else B    # what the GEMM kernel reads: B, or the copy [N, K]
             C = torch.empty_like(A)
             call = getattr(prog, fn)
             kept = []
@@ -307,7 +308,7 @@ def f32(ctx, mod, functions, image_path, sizes) -> None:
             def alone():
                 kernel(A, Bk, C, grid=grid, block=step.block, smem_bytes=step.smem, stream=s)
             sides = {"function": (function, s.synchronize), "kernel": (alone, s.synchronize)}
-            if tf32:   # the plan's two kernels without the call: B's copy to [N, K], then the GEMM
+            if copied:   # the plan's two kernels without the call: B's copy to [N, K], then the GEMM
                 pack = functions[fn].steps[0]
                 pack_kernel, Bt = mod.kernel(pack.kernel), torch.empty_like(B)
                 pack_grid = tuple(plans.evaluate(g, dict(env, KP=n)) for g in pack.grid)
@@ -322,7 +323,7 @@ def f32(ctx, mod, functions, image_path, sizes) -> None:
             kept.clear()
             out = torch.from_numpy(call(A, B, stream=s).numpy()).cuda()
             s.synchronize()
-            for what, got in (("function", out), ("kernel", C), *((("kernels", C),) if tf32 else ())):
+            for what, got in (("function", out), ("kernel", C), *((("kernels", C),) if copied else ())):
                 err = ((got.double() - ref).abs().max() / ref.abs().max()).item()
                 report_row(f"f32 gemm {n} {label} {what}", {f"tessera {what}": best[what], peer: best[peer]},
                            "TFLOP/s", 2 * n ** 3 / 1e12, shape=(n, n, n), bytes=3 * 4 * n * n,

@@ -216,6 +216,26 @@ def gemm_tf32(A: tensor[f32, "M", "K"], B: tensor[f32, "K", "N"]) -> tensor[f32,
 @function(input_precision="tf32")
 def linear_tf32(X: tensor[f32, "T", 264], W: tensor[f32, 264, "F"], b: tensor[f32, "F"]) -> tensor[f32, "T", "F"]:
     return op.gelu(op.bias_add(op.matmul(X, W), b))
+
+
+@function(input_precision="tf32")
+def residual_tf32(A: tensor[f32, "M", 136], B: tensor[f32, 136, "N"], R: tensor[f32, "M", "N"]):
+    return op.matmul(A, B) * 0.5 + R
+
+
+@function(input_precision="tf32")
+def batched_tf32(A: tensor[f32, "B", "M", 72], B: tensor[f32, "B", 72, "N"]) -> tensor[f32, "B", "M", "N"]:
+    return A @ B
+
+
+@function(input_precision="tf32")
+def odd_n_tf32(A: tensor[f32, "M", 264], B: tensor[f32, 264, 70]) -> tensor[f32, "M", 70]:
+    return op.matmul(A, B)
+
+
+@function(input_precision="tf32")
+def relu_bf16_tf32(A: tensor[f32, "M", 96], B: tensor[f32, 96, "N"]) -> tensor[bf16, "M", "N"]:
+    return op.relu(op.matmul(A, B, out_dtype=bf16))
 """
 
 SOURCES = {
