@@ -974,6 +974,7 @@ class TwiddleOp(_TensorOp, name="twiddle", traits=[ext.Pure]):
 
 
 FFT_RADICES = (2, 4)
+CHIRP_MAX = 46340   # the largest n of a chirp: j² < 2³¹ for every j < n
 
 
 class FftStageOp(_TensorOp, name="fft_stage", traits=[ext.Pure]):
@@ -1026,6 +1027,111 @@ class FftStageOp(_TensorOp, name="fft_stage", traits=[ext.Pure]):
             raise Invalid(f"n = {n} must be a power of two and stride · radix = {stride} · {radix} at most n")
         if not isinstance(self.inverse, ir.BoolAttr):
             raise Invalid("inverse must be a bool")
+
+
+def _columns(t, layout: str) -> list:
+    """The complex columns [..., n, k] a tensor stored in `layout` holds ("pairs" [..., n, k, 2], "planes"
+    [2, ..., n, k], "parts" [..., n, k])."""
+    s = shape_of(t)
+    return s[:-1] if layout == "pairs" else s[1:] if layout == "planes" else s
+
+
+def _check_complex_store(t, layout: str, what: str) -> None:
+    s = shape_of(t)
+    if not t.has_static_shape or t.rank < (2 if layout == "parts" else 3) or \
+            (layout == "pairs" and s[-1] != 2) or (layout == "planes" and s[0] != 2):
+        form = {"pairs": "[..., n, k, 2]", "planes": "[2, ..., n, k]", "parts": "[..., n, k]"}[layout]
+        raise Invalid(f"the {what} must be {layout} {form} of static extents, got {s}")
+    if not isinstance(t.element_type, (ir.F32Type, ir.F64Type)):
+        raise Invalid(f"the element type must be f32 or f64, got {t.element_type}")
+
+
+class ChirpMulOp(_TensorOp, name="chirp_mul", traits=[ext.Pure]):
+    """Bluestein's chirp multiply (passes/fft.py) along axis −2 of complex columns [..., n_in, k] →
+    [..., n_out, k]: output element j is `scale` · w_j · x_j for j < min(n_in, `n`), zero beyond, with the chirp
+    w_j = exp(∓πi·j²/`n`) (+ where `inverse`): with n_out = m ≥ 2n − 1 it pads a signal for the convolution,
+    with n_in = m and n_out = n it takes the convolution's first n outputs. The layouts are fft_stage's ("parts"
+    with an optional `imag` for the input only). Static extents. A kernel of its own computes each w_j from the
+    integer j² mod 2n (no table in the image), so n ≤ CHIRP_MAX (j² < 2³¹)."""
+
+    input: ext.Operand[typing.Any]
+    n: ir.IntegerAttr
+    inverse: typing.Any  # BoolAttr
+    scale: ir.FloatAttr
+    input_layout: ir.StringAttr
+    output_layout: ir.StringAttr
+    result: ext.Result[typing.Any]
+    imag: typing.Optional[ext.Operand[typing.Any]] = None
+
+    def rules(self, *ts) -> None:
+        declared_attributes(self)
+        x, r = ts[0], ts[-1]
+        into, out = _str(self.input_layout), _str(self.output_layout)
+        if into not in ("parts", "pairs", "planes") or out not in ("pairs", "planes"):
+            raise Invalid(f"layouts: input 'parts', 'pairs' or 'planes', output 'pairs' or 'planes'; got "
+                          f"'{into}', '{out}'")
+        if len(ts) == 3 and into != "parts":
+            raise Invalid("an imaginary part is an input of layout 'parts' only")
+        _check_complex_store(x, into, "input")
+        _check_complex_store(r, out, "result")
+        if x.element_type != r.element_type or (len(ts) == 3 and ts[1] != x):
+            raise Invalid("the input, its imaginary part and the result must have one element type")
+        cin, cout = _columns(x, into), _columns(r, out)
+        if cin[:-2] != cout[:-2] or cin[-1] != cout[-1]:
+            raise Invalid(f"the input's columns {cin} and the result's {cout} may differ in axis −2 only")
+        n = int_attr(self.n)
+        if not 1 <= n <= min(cin[-2], cout[-2]) or n > CHIRP_MAX:
+            raise Invalid(f"n = {n} must be at least 1 and at most the columns' lengths {cin[-2]}, {cout[-2]} "
+                          f"and {CHIRP_MAX}")
+        if not isinstance(self.inverse, ir.BoolAttr):
+            raise Invalid("inverse must be a bool")
+
+
+class ChirpOp(_TensorOp, name="chirp", traits=[ext.Pure]):
+    """Bluestein's chirp filter (passes/fft.py) as planes [2, m, 1]: b_j = conj(w_j) for j < `n`, b_{m−j} =
+    conj(w_j) for 0 < j < n, zero elsewhere, w_j = exp(∓πi·j²/n) (+ where `inverse`), m ≥ 2n − 1 a power of two:
+    the circular filter whose convolution with the chirped, padded signal gives the DFT's sums. A kernel of its own
+    writes it (no table in the image)."""
+
+    n: ir.IntegerAttr
+    inverse: typing.Any  # BoolAttr
+    result: ext.Result[typing.Any]
+
+    def rules(self, *ts) -> None:
+        declared_attributes(self)
+        (r,) = ts
+        s = shape_of(r)
+        if not r.has_static_shape or r.rank != 3 or s[0] != 2 or s[2] != 1:
+            raise Invalid(f"the result must be planes [2, m, 1], got {s}")
+        if not isinstance(r.element_type, (ir.F32Type, ir.F64Type)):
+            raise Invalid(f"the element type must be f32 or f64, got {r.element_type}")
+        n, m = int_attr(self.n), s[1]
+        if not 1 <= n <= CHIRP_MAX or m & (m - 1) or m < 2 * n - 1:
+            raise Invalid(f"m = {m} must be a power of two at least 2n − 1 for n = {n} (1 ≤ n ≤ {CHIRP_MAX})")
+        if not isinstance(self.inverse, ir.BoolAttr):
+            raise Invalid("inverse must be a bool")
+
+
+class SpectrumMulOp(_TensorOp, name="spectrum_mul", traits=[ext.Pure]):
+    """The pointwise complex product x_j · h_j along axis −2 of columns x, pairs [..., m, k, 2], with one column
+    h = `spectrum`, pairs [m, 1, 2] (a filter's spectrum, broadcast over the other axes), as planes [2, ..., m, k]:
+    Bluestein's convolution in the frequency domain (passes/fft.py). A kernel of its own computes it."""
+
+    input: ext.Operand[typing.Any]
+    spectrum: ext.Operand[typing.Any]
+    result: ext.Result[typing.Any]
+
+    def rules(self, *ts) -> None:
+        x, h, r = ts
+        _check_complex_store(x, "pairs", "input")
+        _check_complex_store(h, "pairs", "spectrum")
+        _check_complex_store(r, "planes", "result")
+        m = shape_of(x)[-3]
+        if shape_of(h) != [m, 1, 2]:
+            raise Invalid(f"the spectrum must be pairs [{m}, 1, 2], got {shape_of(h)}")
+        if shape_of(r) != [2] + shape_of(x)[:-1] or not x.element_type == h.element_type == r.element_type:
+            raise Invalid(f"the result must be [2] + {shape_of(x)[:-1]} and every element type one, got "
+                          f"{shape_of(r)}")
 
 
 class PartOp(_TensorOp, name="part", traits=[ext.Pure]):

@@ -86,28 +86,100 @@ def pairs_of(pair: Pair, view: bool = True) -> ir.Value | None:
     return re[0] if not view or _shape(re[0]) == shape else _reshape(re[0], shape)
 
 
+def _operand(x) -> tuple[ir.Value, ir.Value | None, str]:
+    """x (a real tensor or a Pair) as a first stage reads it: (value, imaginary part or None, layout) — the
+    pairs its parts are parts of, else its parts."""
+    pairs = pairs_of(x) if isinstance(x, Pair) else None
+    return ((pairs, None, "pairs") if pairs is not None
+            else (x.re, x.im, "parts") if isinstance(x, Pair) else (x, None, "parts"))
+
+
+def stages(value, imag, layout: str, shape: list[int], element, inverse: bool, scale: float) -> ir.Value:
+    """The Stockham stages of the transform (unnormalized, times `scale`) of size n = shape[-2] along axis −2 of
+    the columns [..., n, k] = `shape` stored in `layout` (value, and imag for "parts"), at the insertion point:
+    the stages between write planes, the last one pairs [..., n, k, 2], which it returns."""
+    stride, i64 = 1, ir.IntegerType.get_signless(64)
+    n, radix_list = shape[-2], radices(shape[-2])
+    for k, radix in enumerate(radix_list):
+        last = k == len(radix_list) - 1
+        out = "pairs" if last else "planes"
+        value = create(ttensor.FftStageOp, value, stride=ir.IntegerAttr.get(i64, stride),
+                       radix=ir.IntegerAttr.get(i64, radix), inverse=ir.BoolAttr.get(inverse),
+                       scale=ir.FloatAttr.get(ir.F64Type.get(), scale if last else 1.0),
+                       input_layout=ir.StringAttr.get(layout), output_layout=ir.StringAttr.get(out),
+                       result=ir.RankedTensorType.get(shape + [2] if last else [2] + shape, element),
+                       imag=imag).result
+        stride, imag, layout = stride * radix, None, out
+    return value
+
+
+def _parts(pairs: ir.Value, like: ir.Type) -> Pair:
+    return Pair(*(ttensor.PartOp(pairs, part=ir.StringAttr.get(p), result=like).result for p in ("re", "im")))
+
+
 def transform(x, n: int, inverse: bool) -> Pair:
     """F x (F* x where `inverse`) for the unitary DFT F of size n, along axis −2 of x [..., n, k] (a real tensor
     or a Pair): the Stockham stages at the insertion point, the result as its parts. The first stage reads x's
     parts (or the pairs they are parts of), the stages between write planes, the last one pairs."""
     real = x.re if isinstance(x, Pair) else x
+    value, imag, layout = _operand(x)
+    pairs = stages(value, imag, layout, _shape(real), ir.RankedTensorType(real.type).element_type, inverse,
+                   1 / math.sqrt(n))
+    return _parts(pairs, real.type)
+
+
+# Bluestein (chirp-z) for sizes that are not powers of two: with w_j = exp(∓πi·j²/n), jk = (j² + k² − (k − j)²)/2
+# turns the DFT into a convolution, X_k = w_k · Σ_j (x_j w_j) · conj(w)_(k−j), computed circularly with power-of-two
+# FFTs of size m ≥ 2n − 1. MAX_BLUESTEIN: the chirp's j² stays below 2³¹ in the kernels' 32-bit integers.
+MAX_BLUESTEIN = ttensor.CHIRP_MAX
+# Below this size the DFT as GEMMs is faster on the CPU than Bluestein's three size-m FFTs (bench/fft_cpu.py,
+# docs/performance.md); from it up, Bluestein takes every size that is not a power of two.
+BLUESTEIN_MIN = 16
+BLUESTEIN_OPS = ("ttensor.chirp_mul", "ttensor.chirp", "ttensor.spectrum_mul")   # kernels of chirp_kernel
+
+
+def padded(n: int) -> int:
+    """Bluestein's FFT size for n: the smallest power of two at least 2n − 1."""
+    return 1 << max(2 * n - 2, 1).bit_length()
+
+
+def bluestein_applies(n: int, x) -> bool:
+    """Does Bluestein take the transform of size `n` of `x`: n not a power of two, from BLUESTEIN_MIN (or above
+    the DFT as GEMMs' largest) to MAX_BLUESTEIN, x of static extents whose padded columns hold at most MAX_ELEMENTS
+    entries?"""
+    t = ir.RankedTensorType((x.re if isinstance(x, Pair) else x).type)
+    return (n & (n - 1) != 0 and (n >= BLUESTEIN_MIN or n > ttensor.TWIDDLE_MAX) and n <= MAX_BLUESTEIN
+            and t.has_static_shape and math.prod(t.shape) // n * padded(n) <= MAX_ELEMENTS)
+
+
+def bluestein(x, n: int, inverse: bool, memo: dict | None = None) -> Pair:
+    """F x (F* x where `inverse`) for the unitary DFT F of size n along axis −2 of x [..., n, k] (a real tensor or
+    a Pair), by Bluestein's algorithm at the insertion point: the signal chirped and zero-padded to m
+    (ttensor.chirp_mul), its FFT, times the FFT of the chirp filter (ttensor.chirp, its FFT scaled by 1/m: made
+    once per (n, inverse, element) in `memo`), the inverse FFT, its first n entries chirped and scaled by 1/√n.
+    The FFTs are the Stockham stages (`stages`); the result as its parts."""
+    real = x.re if isinstance(x, Pair) else x
     shape, element = _shape(real), ir.RankedTensorType(real.type).element_type
-    pairs = pairs_of(x) if isinstance(x, Pair) else None
-    value, imag, layout = ((pairs, None, "pairs") if pairs is not None
-                           else (x.re, x.im, "parts") if isinstance(x, Pair) else (x, None, "parts"))
-    stride, stages = 1, radices(n)
-    i64 = ir.IntegerType.get_signless(64)
-    for k, radix in enumerate(stages):
-        last = k == len(stages) - 1
-        out = "pairs" if last else "planes"
-        value = create(ttensor.FftStageOp, value, stride=ir.IntegerAttr.get(i64, stride),
-                       radix=ir.IntegerAttr.get(i64, radix), inverse=ir.BoolAttr.get(inverse),
-                       scale=ir.FloatAttr.get(ir.F64Type.get(), 1 / math.sqrt(n) if last else 1.0),
-                       input_layout=ir.StringAttr.get(layout), output_layout=ir.StringAttr.get(out),
-                       result=ir.RankedTensorType.get(shape + [2] if last else [2] + shape, element),
-                       imag=imag).result
-        stride, imag, layout = stride * radix, None, out
-    return Pair(*(ttensor.PartOp(value, part=ir.StringAttr.get(p), result=real.type).result for p in ("re", "im")))
+    m, i64, f64 = padded(n), ir.IntegerType.get_signless(64), ir.F64Type.get()
+    wide = shape[:-2] + [m, shape[-1]]
+    memo = {} if memo is None else memo
+    key = ("bluestein filter", n, inverse, str(element))
+    if key not in memo:
+        chirp = create(ttensor.ChirpOp, n=ir.IntegerAttr.get(i64, n), inverse=ir.BoolAttr.get(inverse),
+                       result=ir.RankedTensorType.get([2, m, 1], element)).result
+        memo[key] = stages(chirp, None, "planes", [m, 1], element, False, 1 / m)
+
+    def chirp_mul(value, imag, into, out, rows, scale):
+        res = ir.RankedTensorType.get(rows + [2] if out == "pairs" else [2] + rows, element)
+        return create(ttensor.ChirpMulOp, value, n=ir.IntegerAttr.get(i64, n), inverse=ir.BoolAttr.get(inverse),
+                      scale=ir.FloatAttr.get(f64, scale), input_layout=ir.StringAttr.get(into),
+                      output_layout=ir.StringAttr.get(out), result=res, imag=imag).result
+
+    value, imag, layout = _operand(x)
+    a = stages(chirp_mul(value, imag, layout, "planes", wide, 1.0), None, "planes", wide, element, False, 1.0)
+    product = ttensor.SpectrumMulOp(a, memo[key], result=ir.RankedTensorType.get([2] + wide, element)).result
+    c = stages(product, None, "planes", wide, element, True, 1.0)
+    return _parts(chirp_mul(c, None, "pairs", "pairs", shape, 1 / math.sqrt(n)), real.type)
 
 
 def _dft_lines(radix: int, inverse: bool) -> list[str]:
@@ -242,4 +314,70 @@ def kernel(name: str, op) -> tuple[str, dict]:
     env = {"NX": str(src_len), "NY": str(2 * count)}
     args = [{"value": v, "shape": ["NX"]} for v in op.operands] + [{"value": result, "shape": ["NY"]}]
     step = {"env": env, "block": [block, 1, 1], "grid": grid, "args": args}
+    return src, step
+
+
+def _chirp_lines(j: str, n: int, inverse: bool, conjugate: bool, dt: str, lit) -> list[str]:
+    """wr + i·wi = w_j = exp(∓πi·j²/n) (+ where `inverse`; its conjugate where `conjugate`) for the integer j < n:
+    the exponent j² mod 2n in integers (j² < 2³¹), then _twiddle_lines' quarter turn and polynomials."""
+    lines = [f"e = ({j} * {j}) % {2 * n}"] + _twiddle_lines(1, 2 * n, dt, lit)
+    plus = inverse != conjugate   # c1 + i·s1 = exp(+2πi·e/2n)
+    return lines + ["wr = c1", "wi = s1" if plus else "wi = -s1"]
+
+
+def chirp_kernel(name: str, op) -> tuple[str, dict]:
+    """The source and launch of the kernel computing Bluestein's ttensor.chirp_mul, ttensor.chirp or
+    ttensor.spectrum_mul `op` (one thread an output element)."""
+    result = op.results[0]
+    dt = kernelgen.element_dtype(result)
+    lit = (lambda v: kernelgen.float_literal(v)) if dt == "f32" else (lambda v: f"f64({kernelgen.float_literal(v)})")
+    kind = op.operation.name
+    shape = _shape(result)
+    if kind == "ttensor.chirp":
+        n, inverse, m = ir.IntegerAttr(op.attributes["n"]).value, ir.BoolAttr(op.attributes["inverse"]).value, shape[1]
+        body = ["j = launch.thread_id(0)", f"if j < {m}:", "    jj = j", f"    if j >= {n}:", f"        jj = {m} - j",
+                f"    yr = {lit(0.0)}", f"    yi = {lit(0.0)}", f"    if jj < {n}:",
+                *("        " + line for line in _chirp_lines("jj", n, inverse, True, dt, lit)),
+                "        yr = wr", "        yi = wi", "    Y[j] = yr", f"    Y[{m} + j] = yi"]
+        params, env, count = [f"Y: tensor[{dt}, \"NY\"]"], {"NY": str(2 * m)}, m
+        args = [{"value": result, "shape": ["NY"]}]
+    elif kind == "ttensor.spectrum_mul":
+        count = math.prod(shape[1:])
+        m, k = shape[-2], shape[-1]
+        body = ["t = launch.thread_id(0)", f"if t < {count}:", f"    j = (t // {k}) % {m}" if k > 1 else f"    j = t % {m}",
+                "    xr = X[2 * t]", "    xi = X[2 * t + 1]", "    hr = H[2 * j]", "    hi = H[2 * j + 1]",
+                "    Y[t] = xr * hr - xi * hi", f"    Y[{count} + t] = xr * hi + xi * hr"]
+        params = [f"X: tensor[{dt}, \"NX\"]", f"H: tensor[{dt}, \"NH\"]", f"Y: tensor[{dt}, \"NY\"]"]
+        env = {"NX": str(2 * count), "NH": str(2 * m), "NY": str(2 * count)}
+        args = [{"value": op.operands[0], "shape": ["NX"]}, {"value": op.operands[1], "shape": ["NH"]},
+                {"value": result, "shape": ["NY"]}]
+    else:   # ttensor.chirp_mul
+        into, out = (ir.StringAttr(op.attributes[a]).value for a in ("input_layout", "output_layout"))
+        n, inverse = ir.IntegerAttr(op.attributes["n"]).value, ir.BoolAttr(op.attributes["inverse"]).value
+        scale = ir.FloatAttr(op.attributes["scale"]).value
+        x = op.operands[0]
+        cin, cout = ttensor._columns(ir.RankedTensorType(x.type), into), shape[:-1] if out == "pairs" else shape[1:]
+        nin, nout, k = cin[-2], cout[-2], cout[-1]
+        count, count_in = math.prod(cout), math.prod(cin)
+        imag = len(op.operands) > 1
+        at = "(l * {} + j) * {} + c".format(nin, k) if k > 1 else f"l * {nin} + j"
+        load = lambda part: _access(into, at, part).replace("PLANE", str(count_in))   # noqa: E731
+        store = lambda part: _access(out, "t", part, "Y").replace("PLANE", str(count))   # noqa: E731
+        body = ["t = launch.thread_id(0)", f"if t < {count}:",
+                *([f"    c = t % {k}", f"    u = t // {k}"] if k > 1 else ["    u = t"]),
+                f"    j = u % {nout}", f"    l = u // {nout}", f"    yr = {lit(0.0)}", f"    yi = {lit(0.0)}",
+                f"    if j < {n}:", f"        xr = {load(0)}",
+                f"        xi = {load(1)}" if into != "parts" or imag else f"        xi = {lit(0.0)}",
+                *("        " + line for line in _chirp_lines("j", n, inverse, False, dt, lit)),
+                *([f"        wr = wr * {lit(scale)}", f"        wi = wi * {lit(scale)}"] if scale != 1.0 else []),
+                "        yr = xr * wr - xi * wi", "        yi = xr * wi + xi * wr",
+                f"    {store(0)} = yr", f"    {store(1)} = yi"]
+        src_len = count_in * (1 if into == "parts" else 2)
+        params = [f"X: tensor[{dt}, \"NX\"]"] + ([f"XI: tensor[{dt}, \"NX\"]"] if imag else []) + \
+                 [f"Y: tensor[{dt}, \"NY\"]"]
+        env = {"NX": str(src_len), "NY": str(2 * count)}
+        args = [{"value": v, "shape": ["NX"]} for v in op.operands] + [{"value": result, "shape": ["NY"]}]
+    src = "\n".join(["@kernel", f"def {name}({', '.join(params)}):", *("    " + line for line in body), ""])
+    step = {"env": env, "block": [KERNEL_BLOCK, 1, 1], "grid": [f"ceil({count}/{KERNEL_BLOCK})", "1", "1"],
+            "args": args}
     return src, step

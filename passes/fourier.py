@@ -67,6 +67,8 @@ def kernel(name: str, op) -> tuple[str, dict]:
     element written (a butterfly, for fft_stage)."""
     if op.operation.name == "ttensor.fft_stage":
         return fft.kernel(name, op)
+    if op.operation.name in fft.BLUESTEIN_OPS:
+        return fft.chirp_kernel(name, op)
     result = op.results[0]
     dt = kernelgen.element_dtype(result)
     lit = (lambda x: kernelgen.float_literal(x)) if dt == "f32" else (lambda x: f"f64({kernelgen.float_literal(x)})")

@@ -112,7 +112,8 @@ def kind_of(op) -> str | None:
     if name in ("ttensor.im2col", "ttensor.col2im"):   # gathers of windows: kernels of their own
         return name[len("ttensor."):]                     # (passes/convolution.py)
     # DFT matrices, FFT stages, complex storage: kernels of their own (passes/fourier.py, passes/fft.py)
-    if name in ("ttensor.twiddle", "ttensor.interleave", "ttensor.part", "ttensor.fft_stage"):
+    if name in ("ttensor.twiddle", "ttensor.interleave", "ttensor.part", "ttensor.fft_stage", "ttensor.chirp",
+                "ttensor.chirp_mul", "ttensor.spectrum_mul"):
         return "fourier"
     if name in ("ttensor.linalg", "ttensor.slice"):   # looping matrix algorithms and the slices of their packed
         return "linalg"                              # results: kernels of their own (passes/linalg_kernels.py)

@@ -177,7 +177,7 @@ def _rule(op, ins: list[Dims]) -> list[Dims]:
         return [[d for d in _static(t)]]
     if name == "ttensor.interleave":   # the parts side by side
         return [ins[0] + ["2"]]
-    if name == "ttensor.fft_stage":   # static
+    if name in ("ttensor.fft_stage", "ttensor.chirp", "ttensor.chirp_mul", "ttensor.spectrum_mul"):   # static
         return [[d for d in _static(t)]]
     if name == "ttensor.part":   # one of the pairs' halves
         return [ins[0][:-1]]

@@ -493,18 +493,22 @@ class _Lowering:
 
     def _dft(self, owner, x, inverse: bool):
         """F x (F* x where `inverse`) for the unitary DFT F of size n: for a power of two n ≥ 2 and static
-        extents, Stockham FFT stages (passes/fft.py); else GEMMs with the twiddle matrices C and S of F = C − iS
+        extents, Stockham FFT stages (passes/fft.py); other n from fft.BLUESTEIN_MIN up to fft.MAX_BLUESTEIN,
+        Bluestein's chirp-z on those stages (passes/fft.py); else GEMMs with the twiddle matrices C and S of F = C − iS
         (passes/fourier.py), made once per function."""
         n = tod.operator_sig(owner.results[0].type).din
         if not isinstance(self.element, (ir.F32Type, ir.F64Type)):
             raise _refusal(owner, self.target, f": Fourier transforms compute in f32 or f64, not {self.element}")
         if fft.applies(n, x):
             return fft.transform(x, n, inverse)
+        if fft.bluestein_applies(n, x):
+            return fft.bluestein(x, n, inverse, self.memo)
         if n > fourier.MAX_DFT:
-            why = "" if n & (n - 1) else f" of tensors of static extents with at most {fft.MAX_ELEMENTS} entries"
             raise _refusal(owner, self.target, f": a Fourier transform of size {n} is larger than the "
                                                f"{fourier.MAX_DFT} its DFT as GEMMs takes (the FFT takes powers "
-                                               f"of two{why})")
+                                               f"of two, Bluestein's other sizes up to {fft.MAX_BLUESTEIN}, both "
+                                               f"of tensors of static extents with at most {fft.MAX_ELEMENTS} "
+                                               f"entries once padded)")
         c, s = (self._twiddle(n, part) for part in ("cos", "sin"))
         mul = lambda a: lambda p: self._matmul(a, p, self.element)   # noqa: E731   (C, S symmetric)
         return _linear(mul(c), mul(s), x, conj=not inverse)

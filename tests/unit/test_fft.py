@@ -3,7 +3,8 @@ applied to real vectors, stacks of columns, Kronecker products and spectral filt
 "ortho": the transforms are unitary) and the reference interpreter, on the CPU, on SPIR-V run by the OpenCL CPU
 runtime, and compiled (ptxas-assembled) for ptx and amdgpu. Complex results are numpy complex arrays.
 
-Sizes that are powers of two take the FFT (passes/fft.py: Stockham stages), others the DFT as GEMMs.
+Sizes that are powers of two take the FFT (passes/fft.py: Stockham stages), others from 16 to 46340 Bluestein's
+chirp-z on those stages (passes/fft.py), the rest the DFT as GEMMs.
 
 Tolerances, relative to the largest reference magnitude: f32 1e-5 · log2(n) (the DFT as GEMMs: twiddles within
 an ulp, each output a sum of n f32 products, observed ~1e-7; the FFT observed at most 2.4e-7 up to n = 2^20);
@@ -222,16 +223,17 @@ def test_amdgpu_compiles_the_transforms(arch):
 @pytest.mark.parametrize("line, expect", [
     ("op.abs(op.fft(8, dtype=f32) @ x)", "4:12: error: 'ttensor.unary' of a complex tensor has no kernel lowering "
                                          "on cpu"),
-    ("op.fft(5000, dtype=f32) @ y", "4:12: error: 'tod.fft' has no kernel lowering yet on cpu: a Fourier "
-                                    "transform of size 5000 is larger than the 4096 its DFT as GEMMs takes (the "
-                                    "FFT takes powers of two)"),
+    ("op.fft(50000, dtype=f32) @ y", "4:12: error: 'tod.fft' has no kernel lowering yet on cpu: a Fourier "
+                                     "transform of size 50000 is larger than the 4096 its DFT as GEMMs takes (the "
+                                     "FFT takes powers of two, Bluestein's other sizes up to 46340, both of tensors "
+                                     "of static extents with at most 536870912 entries once padded)"),
     ("op.fft(8192, dtype=f32) @ w", "4:12: error: 'tod.fft' has no kernel lowering yet on cpu: a Fourier "
                                     "transform of size 8192 is larger than the 4096 its DFT as GEMMs takes (the "
-                                    "FFT takes powers of two of tensors of static extents with at most 536870912 "
-                                    "entries)"),
+                                    "FFT takes powers of two, Bluestein's other sizes up to 46340, both of tensors "
+                                    "of static extents with at most 536870912 entries once padded)"),
 ])
 def test_refusals_at_the_users_line(line, expect):
-    src = ("\n@function\ndef f(z: tensor[c64, 8], x: tensor[f32, 8], y: tensor[f32, 5000], "
+    src = ("\n@function\ndef f(z: tensor[c64, 8], x: tensor[f32, 8], y: tensor[f32, 50000], "
            "w: tensor[f32, 8192, \"K\"]):\n"
            f"    return {line}\n")
     with pytest.raises(CompileError) as e:
@@ -434,5 +436,118 @@ def test_power_of_two_transforms_compile_for_gpus(target, arch):
     data = compiler.compile_source(LARGE, "large.py", CompileOptions(target=target, arch=arch)).image
     kernels = image.read_image(data).kernels
     assert sum("__fourier" in k.name for k in kernels) == 4 + 25 + 22
+    if target == "ptx" and ptxas.find() is not None:
+        assert all(k.regs > 0 for k in kernels if "__fourier" in k.name)
+
+
+# Not powers of two: below 16 the DFT as GEMMs (3, 5, 7, 12), from 16 up to 46340 Bluestein (passes/fft.py): 100,
+# 1000, 4097, 6000 and 10007 (a prime), f32 and f64, forward and inverse, real and complex, single and batched.
+BLUESTEIN = """
+@function
+def small(a: tensor[f32, 3], b: tensor[c64, 5, 2], c: tensor[f64, 7], d: tensor[c128, 2, 12, 1]):
+    return op.fft(3, dtype=f32) @ a, op.ifft(5, dtype=f32) @ b, op.fft(7, dtype=f64) @ c, op.ifft(12, dtype=f64) @ d
+
+@function
+def mid32(a: tensor[f32, 100], b: tensor[c64, 2, 100, 3], c: tensor[f32, 1000]):
+    return op.fft(100, dtype=f32) @ a, op.ifft(100, dtype=f32) @ b, op.fft(1000, dtype=f32) @ c
+
+@function
+def mid64(a: tensor[f64, 100], c: tensor[c128, 1000, 2]):
+    return op.ifft(100, dtype=f64) @ a, op.fft(1000, dtype=f64) @ c
+
+@function
+def large32(a: tensor[f32, 4097], b: tensor[c64, 6000], c: tensor[f32, 10007]):
+    return op.fft(4097, dtype=f32) @ a, op.ifft(6000, dtype=f32) @ b, op.fft(10007, dtype=f32) @ c
+
+@function
+def large64(a: tensor[f64, 4097], b: tensor[c128, 10007]):
+    return op.ifft(4097, dtype=f64) @ a, op.fft(10007, dtype=f64) @ b
+"""
+
+# (size, axis, inverse) of each result
+BLUESTEIN_RESULTS = {"small": [(3, 0, False), (5, 0, True), (7, 0, False), (12, 1, True)],
+                     "mid32": [(100, 0, False), (100, 1, True), (1000, 0, False)],
+                     "mid64": [(100, 0, True), (1000, 0, False)],
+                     "large32": [(4097, 0, False), (6000, 0, True), (10007, 0, False)],
+                     "large64": [(4097, 0, True), (10007, 0, False)]}
+
+
+def bluestein_args(name):
+    def c(*shape, dtype):
+        return (randn(*shape, dtype=np.float64) + 1j * randn(*shape, dtype=np.float64)).astype(dtype)
+    return {"small": lambda: (randn(3), c(5, 2, dtype=np.complex64), randn(7, dtype=np.float64),
+                              c(2, 12, 1, dtype=np.complex128)),
+            "mid32": lambda: (randn(100), c(2, 100, 3, dtype=np.complex64), randn(1000)),
+            "mid64": lambda: (randn(100, dtype=np.float64), c(1000, 2, dtype=np.complex128)),
+            "large32": lambda: (randn(4097), c(6000, dtype=np.complex64), randn(10007)),
+            "large64": lambda: (randn(4097, dtype=np.float64), c(10007, dtype=np.complex128))}[name]()
+
+
+def check_bluestein(got, args, name):
+    """Each result against numpy.fft in f64 (norm="ortho"), relative to its largest magnitude: f32 within 2e-6
+    (Bluestein observed at most 3.2e-7 up to n = 46340, the DFT as GEMMs ~1e-7), f64 within 1e-14 (observed at
+    most 8.5e-16)."""
+    for g, a, (n, axis, inverse) in zip(got, args, BLUESTEIN_RESULTS[name]):
+        w = (np.fft.ifft if inverse else np.fft.fft)(np.asarray(a, np.complex128), axis=axis, norm="ortho")
+        double = a.dtype in (np.float64, np.complex128)
+        assert g.shape == w.shape and g.dtype == (np.complex128 if double else np.complex64), (n, g.dtype)
+        np.testing.assert_allclose(g, w, rtol=0, atol=(1e-14 if double else 2e-6) * float(np.abs(w).max()))
+
+
+@pytest.fixture(scope="module")
+def bluestein_source():
+    return compiler.compile_source(BLUESTEIN, "bluestein.py")
+
+
+@pytest.mark.parametrize("name", sorted(BLUESTEIN_RESULTS))
+def test_other_sizes_match_numpy_fft(bluestein_source, name):
+    args = bluestein_args(name)
+    check_bluestein(getattr(executor.load(bluestein_source.image), name)(*args), args, name)
+
+
+@pytest.mark.parametrize("name", ["small", "mid32", "mid64"])
+def test_other_sizes_match_the_interpreter(bluestein_source, name):
+    """Compiled (DFT or Bluestein) against the reference interpreter's op.fft: f32 within 2e-6 of the largest
+    magnitude, f64 within 1e-14."""
+    args = bluestein_args(name)
+    got = getattr(executor.load(bluestein_source.image), name)(*args)
+    want = tessera_frontend_compile(BLUESTEIN, {"filename": "bluestein.py"}).interpret(name, *args)
+    for g, w, a in zip(got, want, args):
+        double = a.dtype in (np.float64, np.complex128)
+        np.testing.assert_allclose(g, w, rtol=0, atol=(1e-14 if double else 2e-6) * float(np.abs(w).max()))
+
+
+def test_other_sizes_on_opencl(opencl):  # noqa: F811
+    program = executor.load(compiler.compile_source(BLUESTEIN, "bluestein.py", CompileOptions(target="spirv")).image,
+                            opencl)
+    for name in BLUESTEIN_RESULTS:
+        args = bluestein_args(name)
+        check_bluestein(getattr(program, name)(*args), args, name)
+
+
+def test_other_sizes_are_bluestein_from_16(bluestein_source):
+    """Below 16 twiddle matrices and GEMMs; from 16 up no twiddle matrix and no GEMM: per transform a chirp
+    multiply in and out, a spectrum product, two FFTs of m = 2^ceil(log2(2n − 1)) and, once per (n, direction,
+    dtype) in a function, the chirp filter and its FFT. 100 → m = 256 (4 stages), 1000 → 2048 (5 radix-4, 1 radix-2)."""
+    plans = bluestein_source.metadata["plans"]
+    kinds = lambda name: [s["source"] for s in plans[name]["steps"] if "__fourier" in s.get("kernel", "")]  # noqa
+    small = kinds("small")
+    assert sum("q = (8 * m" in k for k in small) == 8 and not any("e = (j" in k for k in small)
+    mid = kinds("mid32")
+    assert sum("jj = j" in k for k in mid) == 3             # filters: 100 forward, 100 inverse, 1000 forward
+    assert sum("e = (j * j)" in k for k in mid) == 2 * 3    # in and out of each of the three transforms
+    assert sum("hr = H[2 * j]" in k for k in mid) == 3
+    # stages: the filters' FFTs 4 + 4 + 6, the transforms' 2·4 + 2·4 + 2·6
+    assert sum("a0r = " in k for k in mid) == 14 + 28
+    assert not any("gemm" in s.get("kernel", "") for s in plans["mid32"]["steps"])
+
+
+@pytest.mark.parametrize("target, arch", [("ptx", "sm_80"), ("ptx", "sm_90a"), ("amdgpu", "gfx942"),
+                                          ("amdgpu", "gfx1100")])
+def test_other_sizes_compile_for_gpus(target, arch):
+    src = BLUESTEIN.split("@function\ndef large32")[0]
+    data = compiler.compile_source(src, "bluestein.py", CompileOptions(target=target, arch=arch)).image
+    kernels = image.read_image(data).kernels
+    assert sum("__fourier" in k.name for k in kernels) > 0
     if target == "ptx" and ptxas.find() is not None:
         assert all(k.regs > 0 for k in kernels if "__fourier" in k.name)
