@@ -17,9 +17,11 @@
  * GPU: the driver's messages then say so, and libtessera keeps reporting them rather than aborting.
  *
  * Device memory (mem_alloc, below the context's own caching pool, memory.c) comes from a CUDA memory pool of
- * the context's own, allocated and freed in stream order (cuMemAllocFromPoolAsync, cuMemFreeAsync) on CUDA's
- * legacy default stream, with a release threshold that keeps freed memory in the pool for reuse: no
- * allocation or free waits on the host, as cuMemFree does for the whole device. TESSERA_CUDA_MEMPOOL=0, a driver older than
+ * the context's own, with a release threshold that keeps freed memory in the pool for reuse. An allocation is
+ * made on a private non-blocking stream that holds nothing but allocations, and waited for there (a host wait
+ * for no kernel: it never joins the streams doing work); a free is queued on CUDA's legacy default stream,
+ * after the work queued on every blocking stream (no wait on the host, as cuMemFree does for the whole
+ * device). TESSERA_CUDA_MEMPOOL=0, a driver older than
  * CUDA 11.2 or a GPU without memory pools: cuMemAlloc and cuMemFree instead (docs/runtime.md, "Device
  * memory on CUDA").
  *
@@ -53,7 +55,8 @@ typedef struct cuda_state {
   bool debug;                /* debug mode: only code compiled with bounds checks loads */
   uint32_t wait_timeout_ms;  /* the context's watchdog (wait.h): NULL-stream work is polled to it; 0: none */
   tsr_cuda_checks_t checks;  /* the loaded modules compiled with them */
-  CUmemoryPool pool;         /* allocations from it in the legacy stream's order; NULL: cuMemAlloc/cuMemFree */
+  CUmemoryPool pool;         /* device memory from it (POOL_STREAM); NULL: cuMemAlloc/cuMemFree */
+  CUstream alloc_stream;     /* the pool's allocations, nothing else: non-blocking, private (mem_alloc) */
 } cuda_state_t;
 
 /* A queue: a Tessera stream, or a graph being recorded. */
@@ -156,7 +159,7 @@ static bool pool_turned_off(void) {
  * refuses leaves the plain path. Freed memory stays in the pool (release threshold: all of it) until the
  * context goes, or an allocation finds the device full (mem_alloc trims it then). The pool never makes a
  * stream wait on another's work behind the runtime's back (no internal dependencies): its allocations and
- * frees are ordered by the stream they are made on alone (POOL_STREAM). */
+ * frees are ordered by the stream they are made on alone (ALLOC_STREAM, POOL_STREAM). */
 static void pool_create(cuda_state_t* s) {
   const tsr_cuda_driver_t* cu = s->cu;
   int supported = 0;
@@ -175,8 +178,10 @@ static void pool_create(cuda_state_t* s) {
   CUresult r = cu->cuMemPoolCreate(&pool, &props);
   if (!r) r = cu->cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all);
   if (!r) r = cu->cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, &no);
+  CUstream alloc_stream = NULL;
+  if (!r) r = cu->cuStreamCreateWithPriority(&alloc_stream, CU_STREAM_NON_BLOCKING, s->least_priority);
   if (r && pool) cu->cuMemPoolDestroy(pool);
-  if (!r) s->pool = pool;
+  if (!r) s->pool = pool, s->alloc_stream = alloc_stream;
   leave(cu);
 }
 
@@ -185,10 +190,12 @@ static void pool_create(cuda_state_t* s) {
 static void pool_destroy(cuda_state_t* s) {
   if (!s->pool || enter(s->cu, s->context, "destroying the CUDA memory pool")) return;
   s->cu->cuStreamSynchronize(TSR_CU_STREAM_LEGACY);
+  s->cu->cuStreamDestroy(s->alloc_stream);
   s->cu->cuMemPoolTrimTo(s->pool, 0);
   s->cu->cuMemPoolDestroy(s->pool);
   leave(s->cu);
   s->pool = NULL;
+  s->alloc_stream = NULL;
 }
 
 static tsr_status_t create(const tsr_context_options_t* options, void** out_state) {
@@ -359,14 +366,35 @@ static void code_unload(void* code_ptr) {
 
 /* ---- memory ----------------------------------------------------------------------------------------- */
 
-/* The stream the pool's allocations and frees are ordered in: CUDA's legacy default stream, with which
- * every stream of the runtime is ordered (Tessera streams and the per-thread streams are blocking streams; a
- * graph's capture stream is not, and a graph keeps what it uses until it is destroyed, after its replays).
- * So an allocation may be used by any stream as soon as tsrAlloc returns (work queued there later comes after
- * it), and a free comes after all work queued on any stream before it, with no wait on the host; the cost is
- * that order on the device: a stream's work queued after a pool allocation or free waits for the work queued
- * on the others before it (they are rare: the runtime's own pool, memory.c, serves the steady state). */
+/* The streams the pool's allocations and frees are ordered in.
+ *
+ * Allocations: ALLOC_STREAM, a private non-blocking stream on which nothing but allocations is ever queued;
+ * mem_alloc waits there for its allocation (no kernel is before it: the wait is the driver's bookkeeping), so
+ * the memory may be used by any stream as soon as tsrAlloc returns. An allocation on CUDA's legacy default
+ * stream (what this was before) waits on the device for the work queued on every blocking stream — every
+ * Tessera stream, the per-thread streams — and makes their later work wait for it: one allocation in the middle
+ * of a function call joined the communication stream's gradient buckets back into the call's stream, so the
+ * backward's next kernels waited for the collectives in flight (bench/data_parallel_gpu.py: step = the
+ * backward + the whole reduce; tests/c/test_comm_nccl_fake.py,
+ * test_allocations_never_join_the_streams_doing_work). Memory a free has not yet given back (its work still
+ * queued) is not reused by the allocation stream, which waits for nothing: the pool takes other memory then.
+ *
+ * Frees: POOL_STREAM, CUDA's legacy default stream, with which every stream of the runtime is ordered (Tessera
+ * streams and the per-thread streams are blocking streams; a graph's capture stream is not, and a graph keeps
+ * what it uses until it is destroyed, after its replays). So a free comes after all work queued on any stream
+ * before it, with no wait on the host; the cost is that order on the device: a stream's work queued after a
+ * free waits for the work queued on the others before it. Frees reach the CUDA pool rarely: the runtime's own
+ * pool (memory.c) keeps freed blocks up to 1 GiB, and gives them back only when trimmed (tsrTrimMemory, an
+ * allocation the device has no room for) or when the context goes. */
 #define POOL_STREAM TSR_CU_STREAM_LEGACY
+#define ALLOC_STREAM(s) ((s)->alloc_stream)
+
+/* One allocation from the pool, waited for on the allocation stream (context current). */
+static CUresult pool_alloc(cuda_state_t* s, CUdeviceptr* p, size_t bytes) {
+  CUresult r = s->cu->cuMemAllocFromPoolAsync(p, bytes, s->pool, ALLOC_STREAM(s));
+  if (!r && (r = s->cu->cuStreamSynchronize(ALLOC_STREAM(s)))) s->cu->cuMemFreeAsync(*p, POOL_STREAM);
+  return r;
+}
 
 static tsr_status_t mem_alloc(void* state, size_t bytes, void** out) {
   cuda_state_t* s = state;
@@ -376,9 +404,9 @@ static tsr_status_t mem_alloc(void* state, size_t bytes, void** out) {
   CUresult r;
   if (s->pool) {
     /* Full: the pool's free memory goes back to the device (once its frees are done), and one more try. */
-    r = s->cu->cuMemAllocFromPoolAsync(&p, bytes, s->pool, POOL_STREAM);
+    r = pool_alloc(s, &p, bytes);
     if (r == CUDA_ERROR_OUT_OF_MEMORY && !s->cu->cuStreamSynchronize(POOL_STREAM) && !s->cu->cuMemPoolTrimTo(s->pool, 0))
-      r = s->cu->cuMemAllocFromPoolAsync(&p, bytes, s->pool, POOL_STREAM);
+      r = pool_alloc(s, &p, bytes);
   } else {
     r = s->cu->cuMemAlloc(&p, bytes);  /* 256-byte aligned: more than TSR_ALLOC_ALIGNMENT */
   }

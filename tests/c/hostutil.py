@@ -18,6 +18,20 @@ def run(cmd, **kw):
     return p
 
 
+def allocation_streams(lines):
+    """The CUDA backend's allocation streams in a fake driver's log (cuda_backend.c, ALLOC_STREAM): non-blocking
+    streams ("flags=1") that never capture a graph, where only the memory pool's allocations are queued and
+    waited for (a wait there waits for no kernel)."""
+    created = {line.split()[1] for line in lines if line.startswith("cuStreamCreateWithPriority") and " flags=1 " in line}
+    return created - {line.split()[1] for line in lines if line.startswith("cuStreamBeginCapture")}
+
+
+def without_allocation_waits(lines, every=None):
+    """`lines` without the waits for the allocation streams of `every` (default `lines`), the full log."""
+    streams = allocation_streams(every if every is not None else lines)
+    return [line for line in lines if not (line.startswith("cuStreamSynchronize") and line.split()[1] in streams)]
+
+
 def run_host_function(exe, image, name, inputs, out_shapes, tmp_path, args=()):
     """Runs function `name` of `image` (bytes) in host_function.c (`exe`) on `inputs` (numpy arrays as the plan
     stores them) with extra `args` (--bad, --backend NAME); returns its output files' bytes and its stdout."""

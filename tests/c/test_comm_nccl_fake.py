@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from hostutil import HERE, run
+from hostutil import HERE, run, without_allocation_waits
 
 # NCCL's codes (nccl.h): datatypes int8 0, uint8 1, int32 2, int64 4, float16 6, float32 7, float64 8,
 # bfloat16 9; ops sum 0, prod 1, max 2, min 3, avg 4.
@@ -590,6 +590,62 @@ def test_a_compiled_step_waits_for_its_buckets_only_at_the_update(fake_driver, f
         assert waits and launches[-update - 1] < min(waits) and max(waits) < launches[-update], (call, work)
 
 
+BENCH_LOOP = r"""
+import sys
+import numpy as np
+from tessera import comm, executor, runtime, stream
+ctx = runtime.select_backend("cuda")
+prog = executor.load(open(sys.argv[1], "rb").read(), ctx)
+s = stream.new(context=ctx)
+args = [runtime.DeviceArray.from_numpy(np.zeros(shape, np.float32), ctx)
+        for shape in ((64, 512), (64, 512), (512, 512), (512,), (512, 512), (512,))]
+c = comm.Communicator.create(2, 1, comm.unique_id("nccl", ctx), backend="nccl", timeout=5, context=ctx)
+for call in range(4):  # as bench/data_parallel_gpu.py's timing loop: back to back, the results kept by the stream
+    with open(sys.argv[2], "a") as log:
+        print("call", call, file=log)
+    prog.step(*args, np.float32(0.5), stream=s, comm=c)
+    with open(sys.argv[2], "a") as log:
+        print("returned", call, file=log)
+s.synchronize()
+c.close()
+print("ok")
+"""
+
+
+def test_allocations_never_join_the_streams_doing_work(fake_driver, fake_nccl, tmp_path):
+    """Regression (issue 16; bench/data_parallel_gpu.py on 2 and 4 H200s: step = the backward + the whole reduce,
+    whatever the buckets' placement or the units left free). Calls back to back whose results the stream keeps
+    take the runtime's cached blocks for their results, so each call allocates intermediates from the driver in
+    the middle of its work, some while a bucket is in flight. The CUDA pool allocated on CUDA's legacy default
+    stream, which waits for the work queued on every blocking stream and makes their later work wait for it: the
+    communication stream's all_reduces joined back into the call's stream at each such allocation, and the
+    backward's next kernels waited for them. Now the allocations go to a non-blocking stream of their own: in
+    every call nothing is queued on the legacy stream, and the call's stream waits for its buckets only after its
+    last backward kernel (test_a_compiled_step_waits_for_its_buckets_only_at_the_update)."""
+    compiler = pytest.importorskip("tessera.compiler")
+    image = compiler.compile_source(DP_STEP, "dp_step.py", compiler.CompileOptions(target="ptx", arch="sm_90a")).image
+    (tmp_path / "dp.tessera").write_bytes(image)
+    log, cuda_log = tmp_path / "nccl.log", tmp_path / "cuda.log"
+    env = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), TESSERA_NCCL_LIBRARY=str(fake_nccl),
+               FAKE_NCCL_LOG=str(log), FAKE_CUDA_LOG=str(cuda_log), FAKE_CUDA_LOG_MEMORY="1")
+    for name in ("TESSERA_BACKEND", "TESSERA_COMM_BACKEND", "FAKE_NCCL_HANG", "TESSERA_COMM_UNITS",
+                 "TESSERA_CUDA_MEMPOOL"):
+        env.pop(name, None)
+    p = subprocess.run([sys.executable, "-c", BENCH_LOOP, str(tmp_path / "dp.tessera"), str(cuda_log)],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0 and p.stdout.split() == ["ok"], p.stdout + p.stderr
+    lines = cuda_log.read_text().splitlines()
+    for call in range(1, 4):  # the first allocates everything; the later ones are the steady state
+        work = lines[lines.index(f"call {call}") + 1:lines.index(f"returned {call}")]
+        launches = [i for i, line in enumerate(work) if line.startswith("cuLaunchKernel")]
+        main = work[launches[-1]].split()[1]
+        first_bucket = next(i for i, line in enumerate(work) if line.startswith("cuStreamWaitEvent ")
+                            and not line.endswith(f" {main}"))
+        during = work[first_bucket:launches[-1]]
+        # what made this a regression: the driver's allocations while a bucket is in flight
+        assert [line for line in during if line.startswith("cuMemAllocFromPoolAsync")], (call, work)
+        assert not [line for line in work if line.endswith(" legacy")], (call, work)
+
 UNITS = r"""
 import sys
 import numpy as np
@@ -706,7 +762,11 @@ def test_buckets_in_flight_never_block_the_backward(fake_driver, fake_nccl, test
     assert len(reduces) == 2 * RING, reduces
     lines = cuda_log.read_text().splitlines()
     for call in range(2):
-        work = lines[lines.index(f"call {call}") + 1:lines.index(f"returned {call}")]
+        every = lines[lines.index(f"call {call}") + 1:lines.index(f"returned {call}")]
+        # an allocation waits on the host for the allocation stream, which holds no kernel; nothing is queued on
+        # CUDA's legacy default stream, which would join the communication stream to the call's
+        work = without_allocation_waits(every, lines)
+        assert not [line for line in every if line.endswith(" legacy")], (call, every)
         launches = [i for i, line in enumerate(work) if line.startswith("cuLaunchKernel")]
         assert len(launches) == RING + 1, work
         main = work[launches[-1]].split()[1]

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from hostutil import HERE, run
+from hostutil import HERE, allocation_streams, run, without_allocation_waits
 
 
 def run_host(build_host, test_image, driver_dir, tmp_path, *args, env=None):
@@ -60,7 +60,8 @@ def test_streams_events_copies_and_graphs_drive_cuda_asynchronously(build_host, 
     # NULL stream's copies wait on the per-thread stream)
     launches = [i for i, line in enumerate(two) if line.startswith("cuLaunchKernel")]
     assert not [line for line in two[launches[0]:launches[-1]] if "Synchronize" in line]
-    waits = [line.split()[1] for line in calls(two, "cuStreamSynchronize")]
+    waits = [line.split()[1] for line in calls(without_allocation_waits(two, (tmp_path / "cuda.log").read_text().splitlines()),
+                                               "cuStreamSynchronize")]
     assert sorted(w for w in waits if w != "ptds") == sorted(list(streams) * 2)
 
     copies = phases["async copies"]
@@ -103,6 +104,9 @@ def test_stream_priority_maps_to_cuda_priorities(fake_driver, tmp_path):
                        env=dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), FAKE_CUDA_LOG=str(log)))
     assert p.returncode == 0, p.stdout + p.stderr
     created = calls(log.read_text().splitlines(), "cuStreamCreateWithPriority")
+    # the context's allocation stream first (non-blocking, the lowest priority: cuda_backend.c, ALLOC_STREAM)
+    assert created[0].split()[2:] == ["flags=1", "priority=0"], created
+    created = created[1:]
     assert [line.split()[3] for line in created] == ["priority=0", "priority=-3", "priority=-5", "priority=0"]
     assert all("flags=0" in line for line in created)  # blocking: ordered with the legacy default stream
 
@@ -296,8 +300,9 @@ def test_a_function_runs_on_device_memory(build_host, axpy_image, fake_driver, t
         assert calls(phases["calls returned"], "cuStreamSynchronize") == [f"cuStreamSynchronize {stream}"]
         # two threads' 200 calls each, on a stream each, then on one, and a call on the second stream before
         # it is destroyed: the workers' waits and the destroy's only
-        threads = phases["threads"]
-        waits = [line for line in threads if "Synchronize" in line and not line.endswith(" ptds")]
+        threads = phases["threads"]  # the allocations' waits hold no kernel (cuda_backend.c, ALLOC_STREAM)
+        waits = [line for line in without_allocation_waits(threads, log)
+                 if "Synchronize" in line and not line.endswith(" ptds")]
         assert len(calls(threads, "cuLaunchKernel")) == 2 * 2 * 200 * 3 + 3 and len(waits) == 4 + 1, waits
 
 
@@ -450,14 +455,16 @@ def run_pool_host(axpy_image, driver_dir, tmp_path, env=None):
 
 def test_device_memory_comes_from_a_stream_ordered_pool(axpy_image, fake_driver, tmp_path):
     """The CUDA backend allocates from a memory pool of its own (cuMemAllocFromPoolAsync) and frees into it
-    (cuMemFreeAsync), both in the order of CUDA's legacy default stream, which every stream of the runtime is
-    ordered with: never cuMemAlloc or cuMemFree (which waits for the whole device), and no wait on the host for
-    either. Later calls take the runtime's cached blocks (no driver call); blocks tsrTrimMemory gives back stay
-    in the driver's pool (release threshold: all), which hands the same memory out again. A captured call
-    allocates in the legacy stream's order, never on the capturing stream (the fake refuses that, as CUDA would
-    record it into the graph). A device too full for an allocation, after the pool's free memory went back to
-    it, is TSR_ERROR_OUT_OF_MEMORY in the driver's words. Destroying the context frees every block and
-    destroys the pool: its memory goes back to the system."""
+    (cuMemFreeAsync): never cuMemAlloc or cuMemFree (which waits for the whole device). An allocation is made on
+    the context's allocation stream (non-blocking, holding nothing else) and waited for there — never on CUDA's
+    legacy default stream, where it would make every stream's later work wait for every other's earlier work
+    (the gradient buckets of a data-parallel step joined back into its backward) — and a free is queued on the
+    legacy stream, after the work of every stream, without a wait on the host. Later calls take the runtime's
+    cached blocks (no driver call); blocks tsrTrimMemory gives back stay in the driver's pool (release
+    threshold: all), which hands the same memory out again. A captured call never allocates on the capturing
+    stream (the fake refuses that, as CUDA would record it into the graph). A device too full for an
+    allocation, after the pool's free memory went back to it, is TSR_ERROR_OUT_OF_MEMORY in the driver's words.
+    Destroying the context frees every block and destroys the pool: its memory goes back to the system."""
     out, phases = run_pool_host(axpy_image, fake_driver(), tmp_path)
     assert out[:3] == ["True", "True", "True"], out
     assert out[3] == "TSR_ERROR_OUT_OF_MEMORY tsrAlloc: cuMemAllocFromPoolAsync: CUDA_ERROR_OUT_OF_MEMORY (out of " \
@@ -466,8 +473,16 @@ def test_device_memory_comes_from_a_stream_ordered_pool(axpy_image, fake_driver,
     assert calls(phases[""], "cuMemPoolCreate")
     assert not calls(every, "cuMemAlloc") and not calls(every, "cuMemFree")
     allocs, frees = calls(every, "cuMemAllocFromPoolAsync"), calls(every, "cuMemFreeAsync")
-    assert allocs and frees and {line.split()[1] for line in allocs + frees} == {"legacy"}  # never "capturing"
-    # nothing waits on the host for an allocation or a free
+    (stream,) = allocation_streams(every)
+    assert allocs and {line.split()[1] for line in allocs} == {stream}  # never "legacy" nor "capturing"
+    assert frees and {line.split()[1] for line in frees} == {"legacy"}
+    # each allocation waited for on the allocation stream alone; nothing waits on the host for a free
+    waits = [line for line in every if line.startswith("cuStreamSynchronize") and line.split()[1] == stream]
+    assert waits and all(line == f"cuStreamSynchronize {stream}" for line in waits)
+    for name in ("first calls", "after trim"):  # (the device has room there: each allocation succeeds)
+        lines = phases[name]
+        assert all(lines[i + 1] == f"cuStreamSynchronize {stream}" for i, line in enumerate(lines)
+                   if line == f"cuMemAllocFromPoolAsync {stream}"), lines
     for name in ("", "first calls", "trim", "after trim", "capture"):
         assert not [line for line in phases[name] if "Synchronize legacy" in line], phases[name]
     assert calls(phases["first calls"], "cuMemAllocFromPoolAsync")
@@ -479,8 +494,8 @@ def test_device_memory_comes_from_a_stream_ordered_pool(axpy_image, fake_driver,
     # full: one try, the pool trimmed once its frees are done, one more (then the runtime trims its cache)
     full = [line for line in phases["full"] if line.startswith(("cuMemAllocFromPoolAsync", "cuMemPoolTrimTo",
                                                                  "cuStreamSynchronize legacy"))]
-    assert full[:4] == ["cuMemAllocFromPoolAsync legacy", "cuStreamSynchronize legacy", "cuMemPoolTrimTo ptds",
-                        "cuMemAllocFromPoolAsync legacy"], full
+    assert full[:4] == [f"cuMemAllocFromPoolAsync {stream}", "cuStreamSynchronize legacy", "cuMemPoolTrimTo ptds",
+                        f"cuMemAllocFromPoolAsync {stream}"], full
     close = phases["close"]
     frees = [i for i, line in enumerate(close) if line.startswith("cuMemFreeAsync")]
     assert frees and close.index("cuMemPoolDestroy ptds") > max(frees), close
