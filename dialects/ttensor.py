@@ -9,7 +9,7 @@ seed, and attention. Each op is pure; its verifier checks the shapes and dtypes 
 import typing
 
 from ..mlir import ext, ir
-from .support import Invalid, declared_attributes, int_attr, verifier
+from .support import Invalid, create, declared_attributes, int_attr, verifier
 
 UNARY_FNS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "neg",
              "abs", "erf", "square", "reciprocal", "round", "invert")
@@ -1027,6 +1027,33 @@ class FftStageOp(_TensorOp, name="fft_stage", traits=[ext.Pure]):
             raise Invalid(f"n = {n} must be a power of two and stride · radix = {stride} · {radix} at most n")
         if not isinstance(self.inverse, ir.BoolAttr):
             raise Invalid("inverse must be a bool")
+
+
+def fft_radices(n: int) -> list[int]:
+    """The Stockham stages' radices for size n = 2^m: radix-4 ones, then a radix-2 one where m is odd (last, where
+    its stride n/2 makes every access but the pairs' stores contiguous)."""
+    m = n.bit_length() - 1
+    return [4] * (m // 2) + [2] * (m % 2)
+
+
+def fft_stages(value, imag, layout: str, shape: list[int], element, inverse: bool, scale: float) -> ir.Value:
+    """The Stockham FFT (unnormalized, times `scale`; the inverse's sign where `inverse`) of size n = shape[-2], a
+    power of two, along axis −2 of the complex columns [..., n, k] = `shape` stored in `layout` (`value`, and
+    `imag` or None for "parts"), as fft_stage ops at the insertion point: the stages between write planes, the
+    last one pairs [..., n, k, 2], which it returns (passes/fft.py, the frontend's tile.fft)."""
+    stride, i64 = 1, ir.IntegerType.get_signless(64)
+    radices = fft_radices(shape[-2])
+    for k, radix in enumerate(radices):
+        last = k == len(radices) - 1
+        out = "pairs" if last else "planes"
+        value = create(FftStageOp, value, stride=ir.IntegerAttr.get(i64, stride),
+                       radix=ir.IntegerAttr.get(i64, radix), inverse=ir.BoolAttr.get(inverse),
+                       scale=ir.FloatAttr.get(ir.F64Type.get(), scale if last else 1.0),
+                       input_layout=ir.StringAttr.get(layout), output_layout=ir.StringAttr.get(out),
+                       result=ir.RankedTensorType.get(shape + [2] if last else [2] + shape, element),
+                       imag=imag).result
+        stride, imag, layout = stride * radix, None, out
+    return value
 
 
 def _columns(t, layout: str) -> list:

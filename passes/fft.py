@@ -50,11 +50,7 @@ def applies(n: int, x) -> bool:
     return n >= 2 and not n & (n - 1) and t.has_static_shape and math.prod(t.shape) <= MAX_ELEMENTS
 
 
-def radices(n: int) -> list[int]:
-    """The stages' radices for size n = 2^m: radix-4 ones, then a radix-2 one where m is odd (last, where its
-    stride n/2 makes every access but the pairs' stores contiguous)."""
-    m = n.bit_length() - 1
-    return [4] * (m // 2) + [2] * (m % 2)
+radices = ttensor.fft_radices   # the stages' radices for size n (dialects/ttensor.py)
 
 
 def _shape(v) -> list[int]:
@@ -94,23 +90,7 @@ def _operand(x) -> tuple[ir.Value, ir.Value | None, str]:
             else (x.re, x.im, "parts") if isinstance(x, Pair) else (x, None, "parts"))
 
 
-def stages(value, imag, layout: str, shape: list[int], element, inverse: bool, scale: float) -> ir.Value:
-    """The Stockham stages of the transform (unnormalized, times `scale`) of size n = shape[-2] along axis −2 of
-    the columns [..., n, k] = `shape` stored in `layout` (value, and imag for "parts"), at the insertion point:
-    the stages between write planes, the last one pairs [..., n, k, 2], which it returns."""
-    stride, i64 = 1, ir.IntegerType.get_signless(64)
-    n, radix_list = shape[-2], radices(shape[-2])
-    for k, radix in enumerate(radix_list):
-        last = k == len(radix_list) - 1
-        out = "pairs" if last else "planes"
-        value = create(ttensor.FftStageOp, value, stride=ir.IntegerAttr.get(i64, stride),
-                       radix=ir.IntegerAttr.get(i64, radix), inverse=ir.BoolAttr.get(inverse),
-                       scale=ir.FloatAttr.get(ir.F64Type.get(), scale if last else 1.0),
-                       input_layout=ir.StringAttr.get(layout), output_layout=ir.StringAttr.get(out),
-                       result=ir.RankedTensorType.get(shape + [2] if last else [2] + shape, element),
-                       imag=imag).result
-        stride, imag, layout = stride * radix, None, out
-    return value
+stages = ttensor.fft_stages   # a transform's Stockham stages (dialects/ttensor.py; the frontend's tile.fft's too)
 
 
 def _parts(pairs: ir.Value, like: ir.Type) -> Pair:

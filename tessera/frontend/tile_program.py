@@ -12,8 +12,9 @@ the same pipeline then tiles, fuses and lowers it — with the staging kept as s
 
 - `tile.dot`, `tile.softmax`, `tile.relu`/`gelu`/…, `x.T` are the Graph ops; `tile.dot` accumulates in f32;
 - `re, im = tile.fft(x)` (or `tile.fft(re, im)`, `inverse=True` for the inverse) is numpy.fft.fft (ifft) of
-  an f32 tile's rows as the pair of its real and imaginary parts: GEMMs with the DFT's twiddle matrices
-  (`ttensor.twiddle`, passes/fourier.py), the tile primitive the spec's FFT lowering names;
+  an f32 or f64 tile's rows as the pair of its real and imaginary parts, the tile primitive the spec's FFT
+  lowering names: for a power of two n the Stockham FFT's stages (`ttensor.fft_stage`, passes/fft.py), other
+  n (at most 4096) GEMMs with the DFT's twiddle matrices (`ttensor.twiddle`, passes/fourier.py);
 - `for m, n, k in tile.mma(A, B, C, BM=, BN=, BK=): tile.mma_sync(m, n, k)` is ``C += A @ B`` blocked BM×BN×BK;
 - `for k in range(0, A.shape[1], S)` whose body accumulates `tile.dot` of k-slices of width S is the whole
   contraction (``C += A @ B``), software-pipelined over S-wide chunks (stages = shared buffers used);
@@ -486,24 +487,39 @@ class TileProgramBuilder(FunctionBuilder):
         return OPS["matmul"](self, node, [a, b], {"out_dtype": f32} if a.dtype.bits < 32 else {})
 
     def _fft(self, node: ast.Call, args: list, kwargs: dict) -> tuple:
-        """numpy.fft.fft (`inverse`: ifft) along the last axis of a real tile or of a (re, im) pair of f32 tiles,
-        as (re, im). With the unitary C, S = cos, sin(2π·jk/n)/√n: fft = √n (C − iS), ifft = (C + iS)/√n."""
+        """numpy.fft.fft (`inverse`: ifft) along the last axis of a real tile or of a (re, im) pair of f32 or f64
+        tiles, as (re, im). A power of two n ≥ 2 of static extents: the Stockham FFT's stages (ttensor.fft_stage,
+        dialects/ttensor.fft_stages, as op.fft's; the inverse's last stage scaled by 1/n), O(n log n). Other n: the
+        DFT as GEMMs, with the unitary C, S = cos, sin(2π·jk/n)/√n: fft = √n (C − iS), ifft = (C + iS)/√n."""
         if set(kwargs) - {"inverse"} or not isinstance(kwargs.get("inverse", False), bool):
             raise self.error(node, "tile.fft takes inverse=True or False and nothing else")
         parts = [self._resolve(a) for a in args]
         if not 1 <= len(parts) <= 2 or not all(isinstance(p, GTensor) for p in parts):
             raise self.error(node, "tile.fft(x) takes a tile, or the real and imaginary tiles tile.fft(re, im)")
-        if any(p.dtype.name != "f32" for p in parts) or any(p.dims != parts[0].dims for p in parts):
-            raise self.error(node, "tile.fft takes f32 tiles of one shape (op.cast first)")
+        if any(p.dtype.name not in ("f32", "f64") for p in parts) or any(p.dims != parts[0].dims for p in parts) \
+                or parts[-1].dtype != parts[0].dtype:
+            raise self.error(node, "tile.fft takes f32 or f64 tiles of one shape and dtype (op.cast first)")
         n = parts[0].dims[-1]
-        if not isinstance(n, int) or not 1 <= n <= ttensor.TWIDDLE_MAX:
+        static = isinstance(n, int) and n >= 1 and all(isinstance(d, int) for d in parts[0].dims)
+        if not isinstance(n, int) or n < 1 or (n > ttensor.TWIDDLE_MAX and (n & (n - 1) or not static)):
             raise self.error(node, f"tile.fft transforms a static last axis of at most {ttensor.TWIDDLE_MAX} "
-                                   f"elements, got {n}")
-        f32 = dtypes.BY_NAME["f32"]
+                                   f"elements or a power of two of a tile of static extents, got {n}")
+        inverse, dt = kwargs.get("inverse", False), parts[0].dtype
+        element = ir.RankedTensorType(parts[0].value.type).element_type
+        if n >= 2 and not n & (n - 1) and static:
+            dims = list(parts[0].dims)
+            with self.loc(node):
+                cols = [ttensor.ReshapeOp(p.value, result=ir.RankedTensorType.get(dims + [1], element)).result
+                        for p in parts]
+                pairs = ttensor.fft_stages(cols[0], cols[1] if len(cols) > 1 else None, "parts", dims + [1],
+                                           element, inverse, 1 / n if inverse else 1.0)
+                out = tuple(GTensor(ttensor.ReshapeOp(ttensor.PartOp(
+                    pairs, part=ir.StringAttr.get(p), result=ir.RankedTensorType.get(dims + [1], element)).result,
+                    result=ir.RankedTensorType.get(dims, element)).result, dt, dims) for p in ("re", "im"))
+            return out
         with self.loc(node):
             c, s = (GTensor(ttensor.TwiddleOp(part=ir.StringAttr.get(part), result=ir.RankedTensorType.get(
-                [n, n], ir.F32Type.get())).result, f32, [n, n]) for part in ("cos", "sin"))
-        inverse = kwargs.get("inverse", False)
+                [n, n], element)).result, dt, [n, n]) for part in ("cos", "sin"))
         mul = lambda x, w: OPS["matmul"](self, node, [x, w], {})   # noqa: E731   (C, S symmetric)
         if len(parts) == 1:
             re, im = mul(parts[0], c), mul(parts[0], s)

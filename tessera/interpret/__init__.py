@@ -8,7 +8,7 @@ what an exact implementation of the declared types gives. Programs with collecti
 `world` devices: pass per-device inputs as lists, get per-device outputs as lists.
 """
 
-from . import dist_ops, operator_abi, operator_ops, tensor_ops  # noqa: F401 — they register the op implementations
+from . import dist_ops, fourier_ops, operator_abi, operator_ops, tensor_ops  # noqa: F401 — they register the op implementations
 from .core import Interpreter, run
 from .values import InterpreterError
 
