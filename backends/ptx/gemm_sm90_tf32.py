@@ -22,8 +22,9 @@ conflicts (tests/unit/test_ptx_gemm_fma.py checks the addresses).
 One CTA computes a tile of `bm` rows of C (wgmma's N: 256 or 128) × `bn` = 64·consumers columns of C (wgmma's
 M, 64 a consumer warpgroup), with gemm_sm90.py's structure: a producer warpgroup issuing the TMA copies of A's
 [bm, 32] box and B's bn/32 boxes of [32, 32] into a ring of `stages` buffers, consumers each waiting for a
-stage, loading their 16 fragment registers, issuing 4 wgmma m64n{bm}k8 with one group kept in flight, and freeing
-the stage before. The fragments an in-flight wgmma reads stay allocated until the wait that retires it.
+stage, loading their 16 fragment registers, issuing 4 wgmma m64n{bm}k8 and retiring them before the next step
+(the fragment registers an in-flight wgmma reads must stay as they are: _k_loop), while the other consumer's
+wgmmas run, then freeing the stage.
 
 The accumulators are Cᵀ's fragments: per 8 columns j of Cᵀ (rows of C), a thread holds C[m, n] and C[m, n+1]
 for m = 8j + 2t and 8j + 2t + 1: each pair is one 8-byte store (the 8 lanes of a row of C fill two whole 32-byte
@@ -239,12 +240,14 @@ def _fragments(w: Writer, b_tile: str, offs: list[str]) -> list[str]:
 def _k_loop(w: Writer, spec: Sm90Tf32Spec, kt_n: str, cit: str, bars: str, base: str, offs: list[str],
             leader: str) -> list[str]:
     """A consumer's K steps of one tile (block `ck`, entered from `ctile_go`, to `ckdone`, which holds the
-    result): one group of wgmmas in flight, the stage before it freed; the fragments of the group in flight
-    carried to the wait that retires it."""
+    result). Each step's group of wgmmas is retired (wait_group 0, the fragments held until then) before the
+    next step's fragments are loaded, and its stage freed at once: the registers an in-flight wgmma reads must
+    not be rewritten, and a fragment carried to a later wait through the loop's phi is a copy, which leaves
+    the originals to be reused — measured on an H200 with one group kept in flight that way: wrong sums. The
+    other consumer's group keeps the tensor cores busy meanwhile."""
     w.label("ck")
     ck, ck_next = w.fresh("ck"), w.fresh("ckn")
     acc_in = [w.fresh("acc") for _ in range(spec.bm // 2)]
-    prev = [w.fresh("pf") for _ in range(16)]
     at = len(w.lines)
     g = w.v(f"add i32 {cit}, {ck}")
     s, ph, full = _stage(w, spec, bars, g)
@@ -256,18 +259,14 @@ def _k_loop(w: Writer, spec: Sm90Tf32Spec, kt_n: str, cit: str, bars: str, base:
         db = hp.desc(w, w.v(f"add i32 {a_tile}, {32 * sl}"), 16, hp.ATOM)
         acc = _wgmma_rs(w, acc, frag[4 * sl:4 * sl + 4], db)
     hp.commit(w)
-    acc = hp.wait_group(w, acc, 1, keep=prev)   # the previous step's group has retired, and its fragments
-    had = w.v(f"icmp ugt i32 {ck}, 0")
-    hp.mbar_arrive_if(w, _empty(w, spec, bars, w.v(f"add i32 {g}, {spec.stages - 1}")), w.v(f"and i1 {had}, {leader}"))
+    acc = hp.wait_group(w, acc, 0, keep=frag)
+    hp.mbar_arrive_if(w, _empty(w, spec, bars, g), leader)
     w.emit(f"{ck_next} = add i32 {ck}, 1")
     latch = w.current
     w.cbr(w.v(f"icmp ult i32 {ck_next}, {kt_n}"), "ck", "ckdone")
     w.lines[at:at] = ([f"  {ck} = phi i32 [0, %ctile_go], [{ck_next}, %{latch}]"]
-                      + [f"  {a} = phi float [0.0, %ctile_go], [{o}, %{latch}]" for a, o in zip(acc_in, acc)]
-                      + [f"  {a} = phi i32 [0, %ctile_go], [{o}, %{latch}]" for a, o in zip(prev, frag)])
+                      + [f"  {a} = phi float [0.0, %ctile_go], [{o}, %{latch}]" for a, o in zip(acc_in, acc)])
     w.label("ckdone")
-    acc = hp.wait_group(w, acc, 0, keep=frag)
-    hp.mbar_arrive_if(w, _empty(w, spec, bars, g), leader)   # the tile's last stage
     return acc
 
 

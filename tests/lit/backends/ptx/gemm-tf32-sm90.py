@@ -37,7 +37,8 @@ def odd_n(A: tensor[f32, "M", 64], B: tensor[f32, 64, 70]) -> tensor[f32, "M", 7
 
 # Two tensor maps, 3 warpgroups. The consumer's K step: wait for the stage, eight 8-byte fragment loads of B
 # (k = t and t + 4 of each k8 slice, slices 1 KiB apart), then four m64n256k8 wgmmas with A in four registers
-# and B (A's box) by one descriptor, one group kept in flight.
+# and B (A's box) by one descriptor, retired before the next step's loads (the fragments are not rewritten under
+# an in-flight wgmma; the other consumer's keep the tensor cores busy).
 # PTX-LABEL: .visible .entry linear_tf32__gemm0(
 # PTX-NEXT:    .param .align 64 .b8 linear_tf32__gemm0_param_0[128],
 # PTX-NEXT:    .param .align 64 .b8 linear_tf32__gemm0_param_1[128],
@@ -55,9 +56,11 @@ def odd_n(A: tensor[f32, "M", 64], B: tensor[f32, 64, 70]) -> tensor[f32, "M", 7
 # PTX:         wgmma.fence.sync.aligned;
 # PTX-COUNT-4: wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 {{[{](%r[0-9]+, ){127}%r[0-9]+[}]}}, {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}, %rd{{[0-9]+}}, 1, 1, 1;
 # PTX:         wgmma.commit_group.sync.aligned;
-# PTX:         wgmma.wait_group.sync.aligned 1;
+# PTX-NEXT:    // end inline asm
+# PTX-NEXT:    // begin inline asm
+# PTX-NEXT:    wgmma.wait_group.sync.aligned 0;
 # PTX:         mbarrier.arrive.shared::cta.b64
-# PTX:         wgmma.wait_group.sync.aligned 0;
+# PTX-NOT:     wgmma.wait_group.sync.aligned 1;
 # The producer gives its registers away; a stage is 48 KiB: A's box of 256 rows, B's four 32-column boxes.
 # PRODUCER-LABEL: .visible .entry linear_tf32__gemm0(
 # PRODUCER:         setmaxnreg.dec.sync.aligned.u32 40;
