@@ -1,12 +1,14 @@
-"""Batched complex FFTs on the CPU: op.fft (passes/fft.py: Stockham radix-4 stages, each a kernel) against
-numpy.fft and jax.numpy.fft under jax.jit (XLA's CPU FFT), in the same process.
+"""Batched complex FFTs on the CPU: op.fft (passes/fft.py: Stockham radix-4 stages, each a kernel; Bluestein's
+chirp-z on those stages for other sizes) against numpy.fft and jax.numpy.fft under jax.jit (XLA's CPU FFT), in the
+same process.
 
     [TESSERA_NUM_THREADS=1] python bench/fft_cpu.py [--min-log 10] [--max-log 20] [--total 1048576]
-                                                   [--dtype c64|c128] [--rounds 5]
+                                                   [--dtype c64|c128] [--rounds 5] [--other 1000,6000,10007]
 
 Each row transforms a batch of B = max(1, total / n) complex signals of length n (numpy's c64 [B, n] —
 [B, n, 1] for op.fft, whose columns are the last axis; one storage), unitary (norm="ortho") on every side,
-for n = 2^min-log .. 2^max-log. Every side's result is checked against numpy's first (f32 within
+for n = 2^min-log .. 2^max-log and the sizes of --other that are not powers of two (Bluestein: three FFTs of
+the power of two m ≥ 2n − 1, so ~6-8x a power of two's work; `--other ""` for none). Every side's result is checked against numpy's first (f32 within
 1e-5·log2 n of the largest magnitude, f64 within 1e-12). Throughput counts 5·n·log2(n) flops a signal (the
 usual FFT convention); the ratios are Tessera's speed over each peer's (above 1: Tessera faster). Times
 include each side's call overhead (Tessera's: the arguments checked and the result allocated). numpy's FFT is
@@ -24,13 +26,12 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import machine, optional_jax, parse_args, report_sides, xla_call  # noqa: E402
 
 
-def source(logs: range, total: int, dtype: str) -> str:
+def source(sizes: list[int], total: int, dtype: str) -> str:
     real = "f32" if dtype == "c64" else "f64"
     lines = [f"from tessera import {dtype}, {real}, function, op, tensor", ""]
-    for m in logs:
-        n = 1 << m
+    for n in sizes:
         b = max(1, total // n)
-        lines += ["@function", f"def fft{m}(z: tensor[{dtype}, {b}, {n}, 1]):",
+        lines += ["@function", f"def fft{n}(z: tensor[{dtype}, {b}, {n}, 1]):",
                   f"    return op.fft({n}, dtype={real}) @ z", ""]
     return "\n".join(lines)
 
@@ -42,6 +43,7 @@ def main() -> None:
     p.add_argument("--total", type=int, default=1 << 20, help="complex elements a row transforms (B·n)")
     p.add_argument("--dtype", choices=("c64", "c128"), default="c64")
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--other", default="1000,6000,10007", help="sizes that are not powers of two, comma-separated")
     args = parse_args(p)
     from tessera.backends.cpu import target
     threads = target.worker_threads()
@@ -52,16 +54,16 @@ def main() -> None:
 
     print(f"machine: {machine()}; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; Tessera and XLA "
           f"threads: {threads}, numpy's FFT: 1")
-    logs = range(args.min_log, args.max_log + 1)
-    program = executor.load(compiler.compile_source(source(logs, args.total, args.dtype), "fft_bench.py").image)
+    sizes = [1 << m for m in range(args.min_log, args.max_log + 1)] + [int(n) for n in args.other.split(",") if n]
+    program = executor.load(compiler.compile_source(source(sizes, args.total, args.dtype), "fft_bench.py").image)
     cdt = np.complex64 if args.dtype == "c64" else np.complex128
     rng = np.random.default_rng(0)
-    for m in logs:
-        n = 1 << m
+    for n in sizes:
+        m = math.log2(n)
         b = max(1, args.total // n)
         z = (rng.standard_normal((b, n)) + 1j * rng.standard_normal((b, n))).astype(cdt)
         z3 = z.reshape(b, n, 1)
-        ours = getattr(program, f"fft{m}")
+        ours = getattr(program, f"fft{n}")
         want = np.fft.fft(z, axis=-1, norm="ortho")
         tol = (1e-5 * m if args.dtype == "c64" else 1e-12) * float(np.abs(want).max())
         np.testing.assert_allclose(ours(z3).reshape(b, n), want, rtol=0, atol=tol)
@@ -70,7 +72,8 @@ def main() -> None:
             got = np.asarray(jax.jit(lambda x: jax.numpy.fft.fft(x, axis=-1, norm="ortho"))(z))
             np.testing.assert_allclose(got, want, rtol=0, atol=tol)
         sides = {"tessera": lambda: ours(z3), "numpy": lambda: np.fft.fft(z, axis=-1, norm="ortho"), "XLA": xla}
-        report_sides(f"fft {args.dtype} n=2^{m} B={b}", sides, args.rounds, "GFLOP/s", 5.0 * n * m * b / 1e9,
+        size = f"2^{m:.0f}" if not n & (n - 1) else str(n)
+        report_sides(f"fft {args.dtype} n={size} B={b}", sides, args.rounds, "GFLOP/s", 5.0 * n * m * b / 1e9,
                      shape=(b, n), dtype=args.dtype)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
