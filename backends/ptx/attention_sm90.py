@@ -32,7 +32,16 @@ visits only the key blocks a tile needs, and runs the tiles with the most blocks
 last row (`end_tiles`, TUNED's), so that where BM does not divide SQ the short tile is the first rows' (few key
 blocks), clamped to start at row 0: at S = 4096 with 192-row tiles the products computed fall from 1.125 to
 1.066 of the causal pairs (measured on an H200: D = 64 causal 385 -> 400 TFLOP/s, docs/performance.md).
-`skip_masked` (off: it measured slower) lets each consumer warpgroup stop at its own rows' last key block.
+`skip_masked` lets each consumer warpgroup stop at its own rows' last key block (at 192 × 128 up to two of
+three warpgroups skip a tile's last block): computed per warpgroup it measured slower (0.97x as fast at D = 64),
+broadcast from lane 0 by a shuffle (`skip_masked=2`, TUNED's at D = 64) 1.03-1.04x as fast as without it (D = 64
+causal 1.01-1.02x SDPA on an H200); at D = 128 (128 × 128) it skips no block, off.
+
+`persistent` (off) makes the grid at most SMS CTAs, each looping over query tiles: thread 0 streams K and V (the
+ring's stages and phases running on across tiles), thread 32 loads each tile's Q once the consumers have released
+the buffer (an mbarrier; at D = 64 O has staging of its own, so the next Q loads while O goes out), the turns
+run on across tiles, causal tiles longest first (`snake`, `section`: orders). Measured on an H200 it was slower
+in every configuration tried (docs/performance.md), which leaves the hardware's CTA scheduling in place.
 """
 
 from __future__ import annotations
@@ -47,7 +56,7 @@ from .nvvm_text import Writer, module
 
 BM = 128                 # query rows per CTA (the backward's, the fp8 kernel's; the forward's default)
 TUNED = {128: {"block_m": 128, "block_n": 128, "stages": 3, "end_tiles": 1},
-         64: {"block_m": 192, "block_n": 128, "stages": 3, "end_tiles": 1}}   # see the docstring
+         64: {"block_m": 192, "block_n": 128, "stages": 3, "end_tiles": 1, "skip_masked": 2}}   # see the docstring
 QBOX = 64 * BM * 2       # one TMA box of Q: 64 columns (128 bytes) of its rows
 SMS = 132                # CTAs of a persistent grid at most: an H100's or H200's SMs (not known when compiling)
 ENV = "TESSERA_SM90_ATTENTION"   # benchmarks' override of TUNED: "64:block_m=128,block_n=192;128:stages=2"
@@ -150,8 +159,10 @@ class Sm90AttentionSpec(Blocks):
     end_tiles: int = -1           # causal, 1 (TUNED's; -1: TUNED's): the query tiles end at the last row (tile x: rows
     #                               SQ - (x+1)·BM …), the first rows' tile clamped to row 0 (see generate); 0
     #                               (TESSERA_SM90_ATTENTION=64:end_tiles=0): from row 0, the last one short
-    skip_masked: int = 0          # causal, 1: a consumer warpgroup stops at its own rows' last key block and
-    #                               passes its turns through the blocks after it (masked for all its rows)
+    skip_masked: int = -1         # causal, 1: a consumer warpgroup stops at its own rows' last key block and
+    #                               passes its turns through the blocks after it (masked for all its rows); 2
+    #                               (TUNED's at D = 64): that count taken from lane 0 (shfl.sync.idx), which ptxas
+    #                               then knows is the same across the warp; 0 off; -1 TUNED's (the fp8 spec: off)
     lse: bool = False             # also store each query row's log-sum-exp (the backward's residual)
     seq_heads: bool = False       # Q, K, V and O are [B, S, H, D] (LSE stays [B, H, SQ])
     persistent: int = -1          # 1: causal, 2: causal or not — a grid of at most SMS CTAs, each looping over
@@ -164,11 +175,14 @@ class Sm90AttentionSpec(Blocks):
     def __post_init__(self):
         chosen_m = self.block_m
         for key, value in tuned(self.head_dim).items():
-            if key in ("end_tiles", "persistent"):   # 0 is a choice here (the old way), -1 TUNED's
+            if key in ("end_tiles", "persistent", "skip_masked"):   # 0 is a choice here (the old way), -1 TUNED's
                 if getattr(self, key) < 0:
                     object.__setattr__(self, key, value)
             elif not getattr(self, key):
                 object.__setattr__(self, key, value)
+        for key in ("persistent", "skip_masked"):   # not in TUNED's for the head dimension: off
+            if getattr(self, key) < 0:
+                object.__setattr__(self, key, 0)
         if self.block_m not in (128, 192):
             raise ValueError(f"the sm_90a attention takes 128 or 192 query rows a CTA, not {self.block_m}")
         most = (128 - self.head_dim // 2) * 4 // 3 // 16 * 16
@@ -458,7 +472,7 @@ def generate(spec: Sm90AttentionSpec) -> str:
     if not loop:
         mult = spec.multiplier(w)
     nkv_all = nkv
-    if spec.causal and spec.skip_masked:
+    if spec.causal and spec.skip_masked > 0:
         # this warpgroup's own rows m0 + 64c … m0 + 64c + 63 need ceil((m0 + 64c + 64) / BN) blocks; the CTA's
         # later blocks are masked for all of them (up to two of three warpgroups skip a 192 × 128 tile's last)
         own = w.v(f"udiv i32 {w.v(f'add i32 {rows[0]}, {64 + BN - 1}')}, {BN}")

@@ -139,11 +139,12 @@ def test_causal_end_tiles_and_skipped_blocks():
     non-causal kernel; the row comparisons stay unsigned (rows are never negative)."""
     spec = attention_sm90.Sm90AttentionSpec
     both = attention_sm90.generate(spec("a", head_dim=64, causal=True, end_tiles=1, skip_masked=1))
-    plain = attention_sm90.generate(spec("a", head_dim=64, causal=True, end_tiles=0))
-    # end_tiles is TUNED's (measured faster on an H200), skip_masked is not (measured slower)
-    for d in (64, 128):
+    plain = attention_sm90.generate(spec("a", head_dim=64, causal=True, end_tiles=0, skip_masked=0))
+    # end_tiles is TUNED's (measured faster on an H200); skip_masked with the count broadcast from lane 0 is at
+    # D = 64 (faster there), not at D = 128 (where 128 x 128 tiles skip nothing)
+    for d, skip in ((64, 2), (128, 0)):
         default = spec("a", head_dim=d, causal=True)
-        assert (default.end_tiles, default.skip_masked) == (1, 0)
+        assert (default.end_tiles, default.skip_masked) == (1, skip)
     assert "icmp slt" in attention_sm90.generate(spec("a", head_dim=64, causal=True))
     assert "icmp slt" in both and "icmp slt" not in plain and "icmp sgt" not in both
     assert "cidle:" in both and "cidle" not in plain
@@ -156,6 +157,111 @@ def test_causal_end_tiles_and_skipped_blocks():
     for kw in ({}, {"head_dim": 128}):
         a = attention_sm90.generate(spec("a", end_tiles=0, **kw))
         assert a == attention_sm90.generate(spec("a", end_tiles=1, skip_masked=1, **kw))
+
+
+def test_skipped_blocks_count_from_lane_0():
+    """skip_masked=2 (TUNED's at D = 64): the warpgroup's own block count goes through shfl.sync.idx from lane 0
+    (the same value, which ptxas then sees is uniform across the warp) before it bounds the loop; 1 uses it as
+    computed; the fp8 spec (its own TUNED) skips nothing."""
+    spec = attention_sm90.Sm90AttentionSpec
+    two = attention_sm90.generate(spec("a", head_dim=64, causal=True))
+    one = attention_sm90.generate(spec("a", head_dim=64, causal=True, skip_masked=1))
+    import re
+    assert re.search(r"(%\w+) = udiv i32 %\w+, 128\n\s*(%\w+) = call i32 @llvm.nvvm.shfl.sync.idx.i32\(i32 -1, "
+                     r"i32 \1, i32 0, i32 31\)\n\s*%\w+ = icmp ult i32 \2, ", two)
+    assert "shfl.sync.idx" not in one and "cidle:" in one and "cidle:" in two
+    from tessera.backends.ptx import attention_fp8_sm90 as fp8
+    f = attention_sm90.generate(fp8.Sm90AttentionFp8Spec("a", head_dim=128, causal=True, scale=0.1))
+    assert "cidle" not in f and "shfl.sync.idx" not in f
+
+
+def _evaluate(lines, env):
+    """The values of straight-line i32 IR (add, sub, mul, udiv, urem, icmp ult/eq, select, trunc to i1)."""
+    env = dict(env)
+    val = lambda a: env[a] if a.startswith("%") else int(a)
+    for line in lines:
+        name, _, expr = line.strip().partition(" = ")
+        op, *args = expr.replace(",", "").split()
+        if op in ("add", "sub", "mul", "udiv", "urem"):
+            a, b = val(args[1]), val(args[2])
+            env[name] = {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b, "udiv": lambda: a // b,
+                         "urem": lambda: a % b}[op]()
+        elif op == "icmp":
+            a, b = val(args[2]), val(args[3])
+            env[name] = (a < b) if args[0] == "ult" else (a == b)
+        elif op == "select":
+            env[name] = val(args[3]) if env[args[1]] else val(args[5])
+        elif op == "trunc":
+            env[name] = val(args[1]) & 1
+        else:
+            raise AssertionError(line)
+    return env
+
+
+@pytest.mark.parametrize("causal, snake, section", [(True, 0, 0), (True, 1, 0), (True, 1, 5), (True, 0, -1),
+                                                    (False, 0, 0)])
+def test_persistent_tile_order(causal, snake, section):
+    """A persistent grid's order of tiles (_decode, as IR evaluated here): every (query tile, batch-head) once,
+    causal ones longest first — by rank across all (batch, head)s, or within sections of them (5, or as many as
+    32 MiB of K and V: all 7 here) —, not causal a (batch, head)'s tiles together."""
+    from tessera.backends.ptx.nvvm_text import Writer
+    spec = attention_sm90.Sm90AttentionSpec("a", head_dim=64, causal=causal, persistent=2, snake=snake,
+                                            section=section)
+    nq, bht, sk = 4, 7, 1000
+    seen = []
+    for r in range(nq * bht):
+        w = Writer()
+        bx, bh = attention_sm90._decode(w, spec, "%r", "%nq", "%bht")
+        lines = [x.replace("trunc i64 %SK to i32", "add i32 %SK, 0") for x in w.lines]
+        env = _evaluate(lines, {"%r": r, "%nq": nq, "%bht": bht, "%SK": sk})
+        seen.append((env[bx], env[bh]))
+    assert sorted(seen) == [(x, h) for x in range(nq) for h in range(bht)]
+    if not causal:
+        assert seen[:nq] == [(x, 0) for x in range(nq)]
+    elif section in (0, -1):   # tile 0 (the longest) of every (batch, head) first, then tile 1, …
+        assert [x for x, _ in seen] == sorted(x for x, _ in seen)
+    else:
+        assert seen[:2 * 5] == [(x, h) for x in range(2) for h in range(5)]
+        assert [x for x, h in seen if h >= 5] == sorted(x for x, h in seen if h >= 5)
+
+
+def test_persistent_grid_structure():
+    """`persistent` (off by default: measured slower on an H200): the grid of at most SMS CTAs, a barrier more
+    (the Q buffer's release, one arrival per consumer warpgroup), O's own staging at D = 64 (not at D = 128,
+    where three stages of 128-key blocks leave no room), thread 32 loading Q, the ring's stage of a block counted
+    on across tiles; 1 loops the causal kernels only; the fp8 spec never loops."""
+    spec = attention_sm90.Sm90AttentionSpec
+    assert not any(spec("a", head_dim=d, causal=c).looping for d in (64, 128) for c in (False, True))
+    d64 = spec("a", head_dim=64, causal=True, persistent=1)
+    assert d64.looping and not spec("a", head_dim=64, persistent=1).looping and spec("a", persistent=2).looping
+    assert d64.o_apart == 192 * 128 and d64.smem_bytes == spec("a", head_dim=64).smem_bytes + 192 * 128 + 8
+    d128 = spec("a", head_dim=128, causal=True, persistent=1)
+    assert d128.o_apart == 0 and d128.smem_bytes == spec("a", head_dim=128).smem_bytes + 8
+    import re
+    text = attention_sm90.generate(d64)
+    assert text.count("mbarrier.init.shared::cta.b64 [$0], 3;") == 4      # empty[3] and the Q buffer's
+    for block in ("qtile:", "kvtile:", "ctile:", "cend:"):
+        assert block in text, block
+    assert re.search(r"icmp eq i32 %tid_x\w*, 32\n", text)
+    from tessera.backends.ptx import attention_fp8_sm90 as fp8
+    assert not fp8.Sm90AttentionFp8Spec("a", head_dim=128, causal=True, scale=0.1).looping
+    from tessera.backends.ptx import attention_lowering
+    assert attention_lowering._grid(d64, False) == ("min(ceil(SQ/192)*BH, 132)", "1", "1")
+    assert attention_lowering._grid(d128, True) == ("min(ceil(SQ/128)*H*B, 132)", "1", "1")
+    assert attention_lowering._grid(spec("a", head_dim=64, causal=True), False) == ("ceil(SQ/192)", "BH", "1")
+
+
+@pytest.mark.skipif(ptxas.find() is None, reason="ptxas (CUDA's PTX assembler) is not installed (the CUDA toolkit)")
+def test_persistent_kernels_assemble(monkeypatch):
+    """The looping kernels (causal and not, D = 64 and 128, snake order and sections) through the compiler and
+    ptxas. ptxas spills a few registers of the causal D = 64 one (8–16 bytes, outside the key-block loop)."""
+    monkeypatch.setenv(attention_sm90.ENV, "64:persistent=2,snake=1,section=-1;128:persistent=2,snake=1,section=-1")
+    monkeypatch.setenv("TESSERA_CACHE", "0")
+    result = compiler.compile_source(EXAMPLE.read_text(), str(EXAMPLE), CompileOptions(target="ptx", arch="sm_90a"))
+    kernels = {k.name: k for k in image.read_image(result.image).kernels}
+    for name in ("attention_d128", "causal_d128", "attention_d64", "causal_d64"):
+        assert int(kernels[f"{name}__attention0"].props.get("ptx.spill_bytes", 0)) <= 32, name
+    assert result.metadata["plans"]["causal_d64"]["steps"][0]["grid"] == ["min(ceil(SQ/192)*BH, 132)", "1", "1"]
 
 
 @pytest.mark.skipif(ptxas.find() is None, reason="ptxas (CUDA's PTX assembler) is not installed (the CUDA toolkit)")
@@ -177,7 +283,8 @@ def test_causal_end_tiles_and_skipped_blocks_assemble(monkeypatch):
 def test_env_overrides_tuned(monkeypatch):
     """$TESSERA_SM90_ATTENTION: the benchmark's variants (the old D=64 blocking for comparison)."""
     monkeypatch.setenv(attention_sm90.ENV, "64:block_m=128,block_n=192;128:stages=2")
-    assert attention_sm90.tuned(64) == {"block_m": 128, "block_n": 192, "stages": 3, "end_tiles": 1}
+    assert attention_sm90.tuned(64) == {"block_m": 128, "block_n": 192, "stages": 3, "end_tiles": 1,
+                                        "skip_masked": 2}
     assert attention_sm90.tuned(128)["stages"] == 2
     monkeypatch.setenv(attention_sm90.ENV, "64:end_tiles=1,skip_masked=1")
     assert attention_sm90.tuned(64)["end_tiles"] == attention_sm90.tuned(64)["skip_masked"] == 1

@@ -5,6 +5,7 @@
 # RUN: FileCheck %s --check-prefix=PTX < %t.ptx
 # RUN: FileCheck %s --check-prefix=TURNS < %t.ptx
 # RUN: FileCheck %s --check-prefix=TILES < %t.ptx
+# RUN: FileCheck %s --check-prefix=SKIP < %t.ptx
 
 from tessera import function, op, tensor, bf16
 
@@ -48,3 +49,9 @@ def causal_d64(Q: tensor[bf16, "B", "H", "S", 64], K: tensor[bf16, "B", "H", "T"
 # TILES-NEXT: max.s32 [[M0:%r[0-9]+]], [[U]], 0;
 # TILES:      add.s32 [[N:%r[0-9]+]], [[M0]], 319;
 # TILES-NEXT: shr.u32 %r{{[0-9]+}}, [[N]], 7;
+
+# Each consumer warpgroup stops at its own rows' last key block (attention_sm90's skip_masked=2, TUNED's at D = 64):
+# ceil((m0 + 64c + 64) / 128) blocks, the count taken from lane 0 (the same in every lane, as ptxas then knows).
+# SKIP:      add.s32 [[OWN:%r[0-9]+]], %r{{[0-9]+}}, 191;
+# SKIP-NEXT: shr.u32 [[B:%r[0-9]+]], [[OWN]], 7;
+# SKIP-NEXT: shfl.sync.idx.b32 %r{{[0-9]+}}, [[B]], 0, 31, -1;
