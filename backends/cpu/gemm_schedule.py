@@ -25,7 +25,7 @@ class Schedule:
     mb: int              # rows of C per block (a multiple of mr); the block's A blocks share one packed B panel
     nc: int              # columns of C per block (a multiple of nr); the packed B panel KC×NC stays in L3
     mc: int              # rows per packed A block (a multiple of mr); MC×KC stays in L2
-    kc: int              # K per packed chunk; the B micro-panel KC×NR stays in L1
+    kc: int              # K per packed chunk; the B micro-panel KC×NR stays in L1 (AVX-512: in L2)
     mr: int              # micro-tile rows: one broadcast A value each
     nr: int              # micro-tile columns: nr / vector_width vectors
     vector_width: int    # f32 lanes per vector register
@@ -51,6 +51,10 @@ class RegisterTile:
     mr: int
     nr: int
     fma: bool
+    # The share of L1 the B micro-panel (KC×NR) may take, which bounds KC. Where one micro-kernel step is
+    # long enough that the panel streams from L2 unnoticed (AVX-512: 28 FMAs, 14 cycles, for 128 bytes of B)
+    # it may exceed L1: fewer K chunks, fewer passes adding partial sums into C (see choose_schedule).
+    l1_share: float = 2 / 3
 
 
 def vector_isa(target: HostTarget) -> RegisterTile:
@@ -61,7 +65,7 @@ def vector_isa(target: HostTarget) -> RegisterTile:
     if target.arch == "aarch64":
         return RegisterTile(4, 8, 12, True)
     if "avx512f" in feats:
-        return RegisterTile(16, 14, 32, True)
+        return RegisterTile(16, 14, 32, True, l1_share=8 / 3)
     if "avx2" in feats or "avx" in feats:
         return RegisterTile(8, 6, 16, "fma" in feats)
     # SSE: 16 xmm registers hold 6×8 (12 accumulators) as on AVX2, with half the lanes.
@@ -75,11 +79,13 @@ def choose_schedule(M: int, N: int, K: int, target: HostTarget, threads: int, ca
     isa = vector_isa(target)
     f32 = 4
     unroll = K_UNROLL
-    # KC: the B micro-panel (KC×NR) takes two thirds of L1, leaving room for the A strip and C tile lines.
-    # Fewer K chunks mean fewer passes adding partial sums into C and fewer tile starts: on a 48 KiB-L1 Xeon
-    # (AVX-512) KC 256 (2/3) ran 2-10% faster than 172 (1/2) at 512×2048×512, plain and transposed; on Zen 3
-    # (32 KiB) 256 (1/2), 384 and 512 had measured the same (docs/performance.md).
-    kc_max = max(unroll, caches[1] * 2 // 3 // (isa.nr * f32) // unroll * unroll)
+    # KC: the B micro-panel (KC×NR) takes the tile's share of L1 (two thirds, leaving room for the A strip
+    # and C tile lines; AVX-512: 8/3, streaming from L2). Fewer K chunks mean fewer passes adding partial
+    # sums into C and fewer tile starts: on a 48 KiB-L1 Xeon (AVX-512) KC 256 (2/3) ran 2-10% faster than 172
+    # (1/2) at 512×2048×512, plain and transposed; on a Zen 5 EPYC (48 KiB L1, 1 MiB L2) KC 1024 (8/3) ran
+    # 5-10% cheaper in CPU time than 256 and ~5% than 512 at 1024³ and 2048³; on Zen 3 (32 KiB, AVX2) 256
+    # (1/2), 384 and 512 had measured the same (docs/performance.md).
+    kc_max = max(unroll, int(caches[1] * isa.l1_share) // (isa.nr * f32) // unroll * unroll)
     chunks = max(1, ceil_div(K, kc_max))
     kc = max(unroll, round_up(ceil_div(max(K, 1), chunks), unroll))
     # MC: the packed A block (MC×KC) takes a third of L2, which also holds the B micro-panels and C tiles

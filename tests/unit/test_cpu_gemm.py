@@ -434,6 +434,17 @@ def test_choose_schedule_respects_caches_and_cores(M, N, K, threads):
     assert s.mb < M + s.mr and s.nc < N + s.nr
 
 
+@pytest.mark.parametrize("K, kc", [(512, 512), (1024, 1024), (2048, 1024), (1500, 752)])
+def test_avx512_b_micro_panel_streams_from_l2(K, kc):
+    """The 16-lane tile's B micro-panel may take 8/3 of a 48 KiB L1 (KC up to 1024, K split evenly), where
+    the AVX2 tile keeps two thirds; the A block still fits a third of L2."""
+    caches = {1: 48 << 10, 2: 1 << 20, 3: 32 << 20}
+    s = choose_schedule(K, K, K, SKX, threads=2, caches=caches)
+    assert s.kc == kc
+    assert s.mc * s.kc * 4 <= caches[2] // 3
+    assert choose_schedule(K, K, K, ZEN3, threads=2, caches=caches).kc * 16 * 4 <= caches[1] * 2 // 3
+
+
 def test_choose_schedule_splits_k_evenly():
     s = choose_schedule(512, 512, 500, ZEN3, threads=2, caches=CACHES)
     assert s.kc == 252   # two chunks of 250 (rounded up to the k unroll), not 340 + 160
