@@ -8,11 +8,12 @@ same process.
 Each row transforms a batch of B = max(1, total / n) complex signals of length n (numpy's c64 [B, n] —
 [B, n, 1] for op.fft, whose columns are the last axis; one storage), unitary (norm="ortho") on every side,
 for n = 2^min-log .. 2^max-log and the sizes of --other that are not powers of two (Bluestein: three FFTs of
-the power of two m ≥ 2n − 1, so ~6-8x a power of two's work; `--other ""` for none). Every side's result is checked against numpy's first (f32 within
-1e-5·log2 n of the largest magnitude, f64 within 1e-12). Throughput counts 5·n·log2(n) flops a signal (the
-usual FFT convention); the ratios are Tessera's speed over each peer's (above 1: Tessera faster). Times
-include each side's call overhead (Tessera's: the arguments checked and the result allocated). numpy's FFT is
-single-threaded; Tessera's pool and XLA's take TESSERA_NUM_THREADS threads (default: every core).
+the power of two m ≥ 2n − 1, so ~4-8x a power of two's work; `--other ""` for none). Every side's result is
+checked against numpy's first (f32 within 1e-5·log2 n of the largest magnitude, f64 within 1e-12). Throughput
+counts 5·n·log2(n) flops a signal (the usual FFT convention, for every n); the ratios are Tessera's speed over
+each peer's (above 1: Tessera faster). Times include each side's call overhead (Tessera's: the arguments
+checked and the result allocated). numpy's FFT is single-threaded; Tessera's pool and XLA's take
+TESSERA_NUM_THREADS threads (default: every core).
 """
 
 import argparse

@@ -974,7 +974,20 @@ class TwiddleOp(_TensorOp, name="twiddle", traits=[ext.Pure]):
 
 
 FFT_RADICES = (2, 4)
-CHIRP_MAX = 46340   # the largest n of a chirp: j² < 2³¹ for every j < n
+CHIRP_MAX = 1 << 28   # the largest n of a chirp: its padded FFT size 2^29 at most (MAX_ELEMENTS of passes/fft.py)
+
+
+def _complex_layouts(op, ts) -> tuple:
+    """(input type, result type, input layout, output layout) of an op reading complex columns in `input_layout`
+    (an optional `imag` for "parts") and writing them in `output_layout` (fft_stage, chirp_mul), checked."""
+    declared_attributes(op)
+    into, out = _str(op.input_layout), _str(op.output_layout)
+    if into not in ("parts", "pairs", "planes") or out not in ("pairs", "planes"):
+        raise Invalid(f"layouts: input 'parts', 'pairs' or 'planes', output 'pairs' or 'planes'; got "
+                      f"'{into}', '{out}'")
+    if len(ts) == 3 and into != "parts":
+        raise Invalid("an imaginary part is an input of layout 'parts' only")
+    return ts[0], ts[-1], into, out
 
 
 class FftStageOp(_TensorOp, name="fft_stage", traits=[ext.Pure]):
@@ -999,14 +1012,7 @@ class FftStageOp(_TensorOp, name="fft_stage", traits=[ext.Pure]):
     imag: typing.Optional[ext.Operand[typing.Any]] = None
 
     def rules(self, *ts) -> None:
-        declared_attributes(self)
-        x, r = ts[0], ts[-1]
-        into, out = _str(self.input_layout), _str(self.output_layout)
-        if into not in ("parts", "pairs", "planes") or out not in ("pairs", "planes"):
-            raise Invalid(f"layouts: input 'parts', 'pairs' or 'planes', output 'pairs' or 'planes'; got "
-                          f"'{into}', '{out}'")
-        if len(ts) == 3 and into != "parts":
-            raise Invalid("an imaginary part is an input of layout 'parts' only")
+        x, r, into, out = _complex_layouts(self, ts)
         s = shape_of(r)
         if not r.has_static_shape or r.rank < 3 or (s[-1] if out == "pairs" else s[0]) != 2:
             raise Invalid(f"the result must be {out} of static extents ("
@@ -1027,6 +1033,17 @@ class FftStageOp(_TensorOp, name="fft_stage", traits=[ext.Pure]):
             raise Invalid(f"n = {n} must be a power of two and stride · radix = {stride} · {radix} at most n")
         if not isinstance(self.inverse, ir.BoolAttr):
             raise Invalid("inverse must be a bool")
+
+
+def part_source(v) -> tuple[ir.Value, str] | None:
+    """(pairs, part) when real tensor `v` is part `part` ("re"/"im") of the pairs tensor `pairs`, seen through
+    reshapes (a part of a reshape is the reshape of the part: both keep row-major order); else None."""
+    while isinstance(v.owner, ir.OpView) and v.owner.operation.name == "ttensor.reshape":
+        v = v.owner.operands[0]
+    owner = v.owner
+    if isinstance(owner, ir.OpView) and owner.operation.name == "ttensor.part":
+        return owner.operands[0], _str(owner.attributes["part"])
+    return None
 
 
 def fft_radices(n: int) -> list[int]:
@@ -1079,7 +1096,7 @@ class ChirpMulOp(_TensorOp, name="chirp_mul", traits=[ext.Pure]):
     w_j = exp(∓πi·j²/`n`) (+ where `inverse`): with n_out = m ≥ 2n − 1 it pads a signal for the convolution,
     with n_in = m and n_out = n it takes the convolution's first n outputs. The layouts are fft_stage's ("parts"
     with an optional `imag` for the input only). Static extents. A kernel of its own computes each w_j from the
-    integer j² mod 2n (no table in the image), so n ≤ CHIRP_MAX (j² < 2³¹)."""
+    integer j² mod 2n in the kernels' 64-bit index arithmetic (no table in the image); n ≤ CHIRP_MAX."""
 
     input: ext.Operand[typing.Any]
     n: ir.IntegerAttr
@@ -1091,14 +1108,7 @@ class ChirpMulOp(_TensorOp, name="chirp_mul", traits=[ext.Pure]):
     imag: typing.Optional[ext.Operand[typing.Any]] = None
 
     def rules(self, *ts) -> None:
-        declared_attributes(self)
-        x, r = ts[0], ts[-1]
-        into, out = _str(self.input_layout), _str(self.output_layout)
-        if into not in ("parts", "pairs", "planes") or out not in ("pairs", "planes"):
-            raise Invalid(f"layouts: input 'parts', 'pairs' or 'planes', output 'pairs' or 'planes'; got "
-                          f"'{into}', '{out}'")
-        if len(ts) == 3 and into != "parts":
-            raise Invalid("an imaginary part is an input of layout 'parts' only")
+        x, r, into, out = _complex_layouts(self, ts)
         _check_complex_store(x, into, "input")
         _check_complex_store(r, out, "result")
         if x.element_type != r.element_type or (len(ts) == 3 and ts[1] != x):

@@ -61,15 +61,7 @@ def _reshape(v, shape: list[int]) -> ir.Value:
     return ttensor.ReshapeOp(v, result=ir.RankedTensorType.get(shape, ir.RankedTensorType(v.type).element_type)).result
 
 
-def source(v) -> tuple[ir.Value, str] | None:
-    """(pairs, part) when real tensor `v` is part `part` ("re"/"im") of the pairs tensor `pairs`, seen through
-    reshapes (a part of a reshape is the reshape of the part: both keep row-major order); else None."""
-    while isinstance(v.owner, ir.OpView) and v.owner.operation.name == "ttensor.reshape":
-        v = v.owner.operands[0]
-    owner = v.owner
-    if isinstance(owner, ir.OpView) and owner.operation.name == "ttensor.part":
-        return owner.operands[0], ir.StringAttr(owner.attributes["part"]).value
-    return None
+source = ttensor.part_source   # (pairs, part) of a part seen through reshapes (dialects/ttensor.py)
 
 
 def pairs_of(pair: Pair, view: bool = True) -> ir.Value | None:
@@ -110,7 +102,8 @@ def transform(x, n: int, inverse: bool) -> Pair:
 
 # Bluestein (chirp-z) for sizes that are not powers of two: with w_j = exp(∓πi·j²/n), jk = (j² + k² − (k − j)²)/2
 # turns the DFT into a convolution, X_k = w_k · Σ_j (x_j w_j) · conj(w)_(k−j), computed circularly with power-of-two
-# FFTs of size m ≥ 2n − 1. MAX_BLUESTEIN: the chirp's j² stays below 2³¹ in the kernels' 32-bit integers.
+# FFTs of size m ≥ 2n − 1. MAX_BLUESTEIN: m at most 2^29 (MAX_ELEMENTS); j² mod 2n is exact in the kernels' 64-bit
+# index arithmetic (every target lowers index to 64 bits).
 MAX_BLUESTEIN = ttensor.CHIRP_MAX
 # Below this size the DFT as GEMMs is faster on the CPU than Bluestein's three size-m FFTs (bench/fft_cpu.py,
 # docs/performance.md); from it up, Bluestein takes every size that is not a power of two.
@@ -299,7 +292,7 @@ def kernel(name: str, op) -> tuple[str, dict]:
 
 def _chirp_lines(j: str, n: int, inverse: bool, conjugate: bool, dt: str, lit) -> list[str]:
     """wr + i·wi = w_j = exp(∓πi·j²/n) (+ where `inverse`; its conjugate where `conjugate`) for the integer j < n:
-    the exponent j² mod 2n in integers (j² < 2³¹), then _twiddle_lines' quarter turn and polynomials."""
+    the exponent j² mod 2n in (64-bit index) integers, then _twiddle_lines' quarter turn and polynomials."""
     lines = [f"e = ({j} * {j}) % {2 * n}"] + _twiddle_lines(1, 2 * n, dt, lit)
     plus = inverse != conjugate   # c1 + i·s1 = exp(+2πi·e/2n)
     return lines + ["wr = c1", "wi = s1" if plus else "wi = -s1"]
@@ -324,7 +317,8 @@ def chirp_kernel(name: str, op) -> tuple[str, dict]:
     elif kind == "ttensor.spectrum_mul":
         count = math.prod(shape[1:])
         m, k = shape[-2], shape[-1]
-        body = ["t = launch.thread_id(0)", f"if t < {count}:", f"    j = (t // {k}) % {m}" if k > 1 else f"    j = t % {m}",
+        body = ["t = launch.thread_id(0)", f"if t < {count}:",
+                f"    j = (t // {k}) % {m}" if k > 1 else f"    j = t % {m}",
                 "    xr = X[2 * t]", "    xi = X[2 * t + 1]", "    hr = H[2 * j]", "    hi = H[2 * j + 1]",
                 "    Y[t] = xr * hr - xi * hi", f"    Y[{count} + t] = xr * hi + xi * hr"]
         params = [f"X: tensor[{dt}, \"NX\"]", f"H: tensor[{dt}, \"NH\"]", f"Y: tensor[{dt}, \"NY\"]"]

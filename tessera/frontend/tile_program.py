@@ -509,10 +509,17 @@ class TileProgramBuilder(FunctionBuilder):
         if n >= 2 and not n & (n - 1) and static:
             dims = list(parts[0].dims)
             with self.loc(node):
-                cols = [ttensor.ReshapeOp(p.value, result=ir.RankedTensorType.get(dims + [1], element)).result
-                        for p in parts]
-                pairs = ttensor.fft_stages(cols[0], cols[1] if len(cols) > 1 else None, "parts", dims + [1],
-                                           element, inverse, 1 / n if inverse else 1.0)
+                # the parts of an earlier transform's pairs [..., n, 1, 2]: read those (no part kernels)
+                src = [ttensor.part_source(p.value) for p in parts]
+                both = len(src) == 2 and src[0] and src[1] and src[0][0] == src[1][0]
+                if both and (src[0][1], src[1][1]) == ("re", "im") and \
+                        ttensor.shape_of(ir.RankedTensorType(src[0][0].type)) == dims + [1, 2]:
+                    value, imag, layout = src[0][0], None, "pairs"
+                else:
+                    cols = [ttensor.ReshapeOp(p.value, result=ir.RankedTensorType.get(dims + [1], element)).result
+                            for p in parts]
+                    value, imag, layout = cols[0], cols[1] if len(cols) > 1 else None, "parts"
+                pairs = ttensor.fft_stages(value, imag, layout, dims + [1], element, inverse, 1 / n if inverse else 1.0)
                 out = tuple(GTensor(ttensor.ReshapeOp(ttensor.PartOp(
                     pairs, part=ir.StringAttr.get(p), result=ir.RankedTensorType.get(dims + [1], element)).result,
                     result=ir.RankedTensorType.get(dims, element)).result, dt, dims) for p in ("re", "im"))

@@ -48,3 +48,15 @@ def inverse(Re: tensor[f32, 4, 16], Im: tensor[f32, 4, 16], Out: tensor[f32, 4, 
 def forward64(X: tensor[f64, 2, 8], Re: tensor[f64, 2, 8]):
     re, _ = tile.fft(X)
     Re[:] = re
+
+
+# A transform of a transform's parts reads the first one's pairs [..., n, 1, 2] (no reshape of its parts): n = 4,
+# one radix-4 stage each.
+# CHECK-LABEL: func.func @roundtrip(
+# CHECK:         %[[F:.+]] = "ttensor.fft_stage"({{.*}}inverse = false{{.*}}) -> tensor<3x4x1x2xf32>
+# CHECK:         "ttensor.fft_stage"(%[[F]]) {input_layout = "pairs", inverse = true, {{.*}}scale = 2.500000e-01 : f64, stride = 1 : i64} : (tensor<3x4x1x2xf32>) -> tensor<3x4x1x2xf32>
+@kernel
+def roundtrip(X: tensor[f32, 3, 4], Out: tensor[f32, 3, 4]):
+    re, im = tile.fft(X)
+    x, _ = tile.fft(re, im, inverse=True)
+    Out[:] = x
