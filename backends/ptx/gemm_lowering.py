@@ -13,8 +13,9 @@ fold_transposes.py, for the dtypes the target's facts name) is passed as stored 
 
 f32 operands run on FMA units (gemm_fma.py) unless the input precision is "tf32" (CompileOptions.input_precision
 or the function's `@function(input_precision=)`): then on sm_90a, K static and a multiple of 4, wgmma's tf32 kind
-after a copy of B to [N, K]; otherwise the mma.sync kernel, with the FMA kernel where K or N is not a multiple
-of 4 (_lower_f32). bf16/f16 (and tf32) groups whose rows the tensor-core kernels cannot move in 16-byte units
+on Cᵀ = Bᵀ·Aᵀ (gemm_sm90_tf32.py, no copy; B copied to [N, K] where N is static and not a multiple of 4,
+_lower_tf32_sm90); otherwise the mma.sync kernel, with the FMA kernel where K or N is not a multiple of 4
+(_lower_f32). bf16/f16 (and tf32) groups whose rows the tensor-core kernels cannot move in 16-byte units
 run on the SIMT GEMM (backends/simt_gemm.py), chosen here or at the launch (_simt_fallback).
 """
 

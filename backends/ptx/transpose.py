@@ -1,5 +1,6 @@
-"""B [K, N] of f32 words copied to [N, K] for sm_90a's wgmma tf32 kind, which reads tf32 operands K-major only
-(gemm_lowering._lower_tf32_sm90): the words unchanged, so the GEMM truncates them as it would have in place.
+"""B [K, N] of f32 words copied to [N, K] for sm_90a's wgmma tf32 kind, which reads tf32 operands K-major only, where
+N is static and not a multiple of 4 (gemm_lowering._lower_tf32_sm90; otherwise gemm_sm90_tf32.py reads B as stored):
+the words unchanged, so the GEMM truncates them as it would have in place.
 
 The classic tiled transpose through shared memory: a CTA of 32×8 threads moves a 32×32 tile, reading rows of B
 (consecutive threads on consecutive columns, 128-byte segments) into a shared tile padded to 33 words a row
