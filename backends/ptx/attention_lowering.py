@@ -91,7 +91,8 @@ def lower(arch: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     with op.location:
         generated.declare(ctx.module, kname, params, attention_sm90.generate(spec), [3, 4] if lse else [3], {
             "ptx.tensor_maps": spec.tensor_maps, "tile.M": str(spec.bm), "tile.N": str(spec.block_n),
-            "tile.K": str(D), "pipeline.stages": str(spec.stages), "attention.causal": str(causal).lower()})
+            "tile.K": str(D), "pipeline.stages": str(spec.stages), "attention.causal": str(causal).lower(),
+            **({"attention.persistent": "true"} if spec.looping else {})})
     args = tuple(plan.TensorArg(ctx.record(x), layout(s)) for x, s in ((q, "SQ"), (k, "SK"), (v, "SK"),
                                                                         (out, "SQ")))
     args += tuple(plan.TensorArg(ctx.record(x.results[0]), rows) for x in lse[:1])

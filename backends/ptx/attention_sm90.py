@@ -37,11 +37,14 @@ three warpgroups skip a tile's last block): computed per warpgroup it measured s
 broadcast from lane 0 by a shuffle (`skip_masked=2`, TUNED's at D = 64) 1.03-1.04x as fast as without it (D = 64
 causal 1.01-1.02x SDPA on an H200); at D = 128 (128 × 128) it skips no block, off.
 
-`persistent` (off) makes the grid at most SMS CTAs, each looping over query tiles: thread 0 streams K and V (the
-ring's stages and phases running on across tiles), thread 32 loads each tile's Q once the consumers have released
-the buffer (an mbarrier; at D = 64 O has staging of its own, so the next Q loads while O goes out), the turns
-run on across tiles, causal tiles longest first (`snake`, `section`: orders). Measured on an H200 it was slower
-in every configuration tried (docs/performance.md), which leaves the hardware's CTA scheduling in place.
+`persistent` makes the grid at most SMS CTAs, each looping over query tiles: thread 0 streams K and V (the ring's
+stages and phases running on across tiles), thread 32 loads each tile's Q once the consumers have released the
+buffer (an mbarrier; at D = 64 O has staging of its own, so the next Q loads while O goes out), the turns run on
+across tiles, causal tiles longest first (`snake`: every other round of tiles in reverse CTA order; `section`:
+longest first within groups of (batch, head)s). Measured on an H200 (docs/performance.md): alone it was no
+faster or slower (non-causal 0.94-0.95x, sections 0.93-0.96x at D = 64 causal, D = 128 causal 0.80-0.97x); with
+skip_masked=2 at D = 64 causal it is 1.03-1.04x as fast (3 runs), so TUNED has it there (causal only,
+`persistent=1`, snake order); elsewhere the hardware's CTA scheduling stays.
 """
 
 from __future__ import annotations
@@ -56,8 +59,12 @@ from .nvvm_text import Writer, module
 
 BM = 128                 # query rows per CTA (the backward's, the fp8 kernel's; the forward's default)
 TUNED = {128: {"block_m": 128, "block_n": 128, "stages": 3, "end_tiles": 1},
-         64: {"block_m": 192, "block_n": 128, "stages": 3, "end_tiles": 1, "skip_masked": 2}}   # see the docstring
+         64: {"block_m": 192, "block_n": 128, "stages": 3, "end_tiles": 1, "skip_masked": 2, "persistent": 1,
+              "snake": 1}}   # see the docstring
 QBOX = 64 * BM * 2       # one TMA box of Q: 64 columns (128 bytes) of its rows
+LOOPING_SPILL_BYTES = 32  # what ptxas spills of a persistent kernel at most (its records say "attention.persistent"):
+#                           the causal D = 64 one spills 8-24 bytes, once per tile outside the key-block loop
+#                           (nvdisasm: a store before the tile loop, a load at a tile's start, a pair in its epilogue)
 SMS = 132                # CTAs of a persistent grid at most: an H100's or H200's SMs (not known when compiling)
 ENV = "TESSERA_SM90_ATTENTION"   # benchmarks' override of TUNED: "64:block_m=128,block_n=192;128:stages=2"
 

@@ -88,7 +88,8 @@ def test_sm90a_reads_the_heads_in_place(sm90):
     steps = sm90.metadata["plans"]["heads"]["steps"]
     assert len(steps) == 1, steps   # the attention alone: no head split or merge copy
     step = steps[0]
-    assert step["grid"] == ["ceil(SQ/192)", "H", "B"] and step["env"] == {"B": "B", "SQ": "S", "H": "4", "SK": "T"}
+    # causal at D = 64: a persistent grid (attention_sm90's TUNED), the tiles of all B·H (batch, head)s
+    assert step["grid"] == ["min(ceil(SQ/192)*H*B, 132)", "1", "1"] and step["env"] == {"B": "B", "SQ": "S", "H": "4", "SK": "T"}
     k = {k.name: k for k in image.read_image(sm90.image).kernels}["heads__attention0"]
     assert [a.name for a in k.args] == ["Q", "K", "V", "O", "B", "SQ", "H", "SK"]
     assert k.props["ptx.tensor_maps"] == "Q:0:64x1x192x1:128;K:1:64x1x128x1:128;V:2:64x1x128x1:128;O:3:64x1x64x1:128"
@@ -116,7 +117,10 @@ def test_ptxas_assembles_without_spills(sm90, monkeypatch):
     monkeypatch.delenv("TESSERA_ATTENTION_SM80", raising=False)
     sm80 = compiler.compile_source(SOURCE, "heads.py", CompileOptions(target="ptx", arch="sm_80"))
     for k in image.read_image(sm90.image).kernels + image.read_image(sm80.image).kernels:
-        assert "ptx.spill_bytes" not in k.props, k.name
+        if k.props.get("attention.persistent") == "true":   # the causal D = 64 one: a few, outside its loop
+            assert int(k.props.get("ptx.spill_bytes", 0)) <= attention_sm90.LOOPING_SPILL_BYTES, k.name
+        else:
+            assert "ptx.spill_bytes" not in k.props, k.name
 
 
 def test_spec_layout():

@@ -68,8 +68,10 @@ def test_kernels_and_plans(example):
     step = example.metadata["plans"]["causal_d128"]["steps"][0]
     assert step["grid"] == ["ceil(SQ/128)", "BH", "1"] and step["block"] == [384, 1, 1]
     assert step["env"] == {"BH": "B*H", "SQ": "S", "SK": "T"}
-    step = example.metadata["plans"]["causal_d64"]["steps"][0]
-    assert step["grid"] == ["ceil(SQ/192)", "BH", "1"] and step["block"] == [512, 1, 1]
+    step = example.metadata["plans"]["causal_d64"]["steps"][0]   # causal D = 64: a persistent grid (TUNED's)
+    assert step["grid"] == ["min(ceil(SQ/192)*BH, 132)", "1", "1"] and step["block"] == [512, 1, 1]
+    step = example.metadata["plans"]["attention_d64"]["steps"][0]
+    assert step["grid"] == ["ceil(SQ/192)", "BH", "1"]
 
 
 def test_three_consumers_schedule():
@@ -79,7 +81,7 @@ def test_three_consumers_schedule():
     text = attention_sm90.generate(attention_sm90.Sm90AttentionSpec("a", head_dim=64, causal=True))
     assert "setmaxnreg.inc.sync.aligned.u32 160;" in text and "setmaxnreg.dec.sync.aligned.u32 24;" in text
     assert '"nvvm.maxntid"="512"' in text
-    assert text.count("mbarrier.init.shared::cta.b64 [$0], 3;") == 3      # empty[3]
+    assert text.count("mbarrier.init.shared::cta.b64 [$0], 3;") == 4      # empty[3], the Q buffer's (persistent)
     two = attention_sm90.generate(attention_sm90.Sm90AttentionSpec("a", head_dim=128))
     assert "setmaxnreg.inc.sync.aligned.u32 240;" in two and two.count("mbarrier.init.shared::cta.b64 [$0], 2;") == 3
 
@@ -226,12 +228,14 @@ def test_persistent_tile_order(causal, snake, section):
 
 
 def test_persistent_grid_structure():
-    """`persistent` (off by default: measured slower on an H200): the grid of at most SMS CTAs, a barrier more
+    """`persistent` (TUNED's at D = 64 causal only: measured faster there with skip_masked=2, on an H200; slower or
+    no faster elsewhere): the grid of at most SMS CTAs, a barrier more
     (the Q buffer's release, one arrival per consumer warpgroup), O's own staging at D = 64 (not at D = 128,
     where three stages of 128-key blocks leave no room), thread 32 loading Q, the ring's stage of a block counted
     on across tiles; 1 loops the causal kernels only; the fp8 spec never loops."""
     spec = attention_sm90.Sm90AttentionSpec
-    assert not any(spec("a", head_dim=d, causal=c).looping for d in (64, 128) for c in (False, True))
+    assert [(d, c) for d in (64, 128) for c in (False, True) if spec("a", head_dim=d, causal=c).looping] == [(64, True)]
+    assert spec("a", head_dim=64, causal=True).snake == 1 and not spec("a", head_dim=64, causal=True, persistent=0).looping
     d64 = spec("a", head_dim=64, causal=True, persistent=1)
     assert d64.looping and not spec("a", head_dim=64, persistent=1).looping and spec("a", persistent=2).looping
     assert d64.o_apart == 192 * 128 and d64.smem_bytes == spec("a", head_dim=64).smem_bytes + 192 * 128 + 8
@@ -248,7 +252,9 @@ def test_persistent_grid_structure():
     from tessera.backends.ptx import attention_lowering
     assert attention_lowering._grid(d64, False) == ("min(ceil(SQ/192)*BH, 132)", "1", "1")
     assert attention_lowering._grid(d128, True) == ("min(ceil(SQ/128)*H*B, 132)", "1", "1")
-    assert attention_lowering._grid(spec("a", head_dim=64, causal=True), False) == ("ceil(SQ/192)", "BH", "1")
+    assert attention_lowering._grid(spec("a", head_dim=64, causal=True, persistent=0), False) == \
+        ("ceil(SQ/192)", "BH", "1")
+    assert attention_lowering._grid(spec("a", head_dim=64), True) == ("ceil(SQ/192)", "H", "B")
 
 
 @pytest.mark.skipif(ptxas.find() is None, reason="ptxas (CUDA's PTX assembler) is not installed (the CUDA toolkit)")
@@ -260,7 +266,7 @@ def test_persistent_kernels_assemble(monkeypatch):
     result = compiler.compile_source(EXAMPLE.read_text(), str(EXAMPLE), CompileOptions(target="ptx", arch="sm_90a"))
     kernels = {k.name: k for k in image.read_image(result.image).kernels}
     for name in ("attention_d128", "causal_d128", "attention_d64", "causal_d64"):
-        assert int(kernels[f"{name}__attention0"].props.get("ptx.spill_bytes", 0)) <= 32, name
+        assert int(kernels[f"{name}__attention0"].props.get("ptx.spill_bytes", 0)) <= LOOPING_SPILLS, name
     assert result.metadata["plans"]["causal_d64"]["steps"][0]["grid"] == ["min(ceil(SQ/192)*BH, 132)", "1", "1"]
 
 
@@ -276,15 +282,15 @@ def test_causal_end_tiles_and_skipped_blocks_assemble(monkeypatch):
     result = compiler.compile_source(src, "user.py", CompileOptions(target="ptx", arch="sm_90a"))
     kernels = [k for k in image.read_image(result.image).kernels if "attention" in k.name or "flash" in k.name]
     assert len(kernels) == 2
-    for k in kernels:
-        assert "ptx.spill_bytes" not in k.props, k.name
+    for k in kernels:   # f: D = 64, looping (TUNED's)
+        assert int(k.props.get("ptx.spill_bytes", 0)) <= (LOOPING_SPILLS if k.name.startswith("f_") else 0), k.name
 
 
 def test_env_overrides_tuned(monkeypatch):
     """$TESSERA_SM90_ATTENTION: the benchmark's variants (the old D=64 blocking for comparison)."""
     monkeypatch.setenv(attention_sm90.ENV, "64:block_m=128,block_n=192;128:stages=2")
     assert attention_sm90.tuned(64) == {"block_m": 128, "block_n": 192, "stages": 3, "end_tiles": 1,
-                                        "skip_masked": 2}
+                                        "skip_masked": 2, "persistent": 1, "snake": 1}
     assert attention_sm90.tuned(128)["stages"] == 2
     monkeypatch.setenv(attention_sm90.ENV, "64:end_tiles=1,skip_masked=1")
     assert attention_sm90.tuned(64)["end_tiles"] == attention_sm90.tuned(64)["skip_masked"] == 1
@@ -293,10 +299,18 @@ def test_env_overrides_tuned(monkeypatch):
         attention_sm90.tuned(64)
 
 
+# ptxas spills a few registers of the persistent causal D = 64 kernel (TUNED's), outside its key-block loop
+LOOPING_SPILLS = attention_sm90.LOOPING_SPILL_BYTES
+
+
 @pytest.mark.skipif(ptxas.find() is None, reason="ptxas (CUDA's PTX assembler) is not installed (the CUDA toolkit)")
 def test_ptxas_assembles_without_spills(example):
     for k in image.read_image(example.image).kernels:
-        assert "ptx.spill_bytes" not in k.props, k.name
+        if k.props.get("attention.persistent") == "true":
+            assert k.name == "causal_d64__attention0"
+            assert int(k.props.get("ptx.spill_bytes", 0)) <= LOOPING_SPILLS
+        else:
+            assert "ptx.spill_bytes" not in k.props, k.name
 
 
 @pytest.mark.parametrize("body, dtype", [

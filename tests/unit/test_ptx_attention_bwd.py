@@ -213,7 +213,10 @@ def test_accumulator_kernels():
 @pytest.mark.parametrize("fixture", ["example", "fused_example"])
 def test_images_kernels_assemble_without_spills(fixture, request):
     for k in image.read_image(request.getfixturevalue(fixture).image).kernels:
-        assert "ptx.spill_bytes" not in k.props, k.name
+        if k.props.get("attention.persistent") == "true":   # the causal D = 64 forward: a few, outside its loop
+            assert int(k.props.get("ptx.spill_bytes", 0)) <= attention_sm90.LOOPING_SPILL_BYTES, k.name
+        else:
+            assert "ptx.spill_bytes" not in k.props, k.name
 
 
 def test_a_symbolic_head_dimension_takes_the_fallback():
