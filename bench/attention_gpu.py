@@ -20,7 +20,8 @@ back, then waits; the best of 5 interleaved rounds counts. FLOPs: 4·B·H·S²·
 (attention_sm90.ENV, e.g. TESSERA_SM90_ATTENTION="64:block_m=128,block_n=192" TESSERA_CACHE=0 ... --build-image
 old.tessera), timed in the same rounds as --image and SDPA: each printed with its ratio to SDPA.
 --check: before timing, every image's four functions against torch's float32 attention of the same bf16
-inputs at shapes that are not multiples of the blocks (S != T, causal too), O poisoned with NaN first;
+inputs at shapes that are not multiples of the blocks (S != T, causal too) and with more query tiles than SMs
+(SHAPES), O poisoned with NaN first;
 exits non-zero past 2^-7 of the largest |value|.
 --backends: also SDPA with each backend forced (flash, efficient, cuDNN), and the kernels SDPA's own choice
 launched (torch.profiler), so that the record says which backend the "sdpa" column is.
