@@ -1,7 +1,11 @@
-"""Fast Fourier transforms of power-of-two sizes as kernels: Stockham radix-4 (and one radix-2) stages.
+"""Fast Fourier transforms as kernels: Stockham radix-4 (and one radix-2) stages for power-of-two sizes,
+Bluestein's chirp-z on those stages for the others.
 
 ``tod.fft(n)`` / ``tod.ifft(n)`` applied to columns X [..., n, k] (passes/tod_lower.py) lower here when n is a
-power of two (n ≥ 2) and the extents are static; other n keep the DFT as GEMMs (passes/fourier.py). The
+power of two (n ≥ 2) and the extents are static (`transform`), or when n is another size from BLUESTEIN_MIN
+(16, measured) to MAX_BLUESTEIN (`bluestein`, below); other n (below 16, n = 1, extents known only at run
+time) keep the DFT as GEMMs (passes/fourier.py). The frontend's tile.fft of a power of two builds the same
+stages (dialects/ttensor.fft_stages, the one stage builder). The
 transform is the self-sorting Stockham FFT: log₄ n radix-4 stages (a radix-2 one last where log₂ n is odd),
 each a ``ttensor.fft_stage`` op and a kernel of its own, so O(n log n) work and no bit reversal. With r the
 stage's radix, s its stride (1, then the product of the earlier radices) and q = i mod s, the stage reads

@@ -7,9 +7,9 @@ so F applied to a complex x = xr + i·xi is the four real GEMMs
     Re(F x) = C xr + S xi        Im(F x) = C xi − S xr          (F*: S's sign flipped)
 
 (two when x is real): a DFT as GEMMs, O(n²) work on each target's GEMM, exact to the GEMM's rounding
-(no twiddle recurrence). It is the path of sizes that are not powers of two (at most MAX_DFT), of n = 1 and of
-extents known only at run time; powers of two are FFTs (passes/fft.py), which use this module's pairs and
-polynomials. C and S are ``ttensor.twiddle``
+(no twiddle recurrence). It is the path of sizes below fft.BLUESTEIN_MIN that are not powers of two, of n = 1
+and of extents known only at run time (at most MAX_DFT); powers of two are FFTs and other sizes Bluestein's
+chirp-z on them (passes/fft.py), which use this module's pairs and polynomials. C and S are ``ttensor.twiddle``
 ops, each written by a kernel of its own from j·k mod n: the angle is reduced exactly in integers to the
 nearest quarter turn q and a remainder |φ| ≤ π/4, whose cosine and sine are Taylor polynomials (to φ¹⁷ in f64,
 φ¹¹ in f32: below half an ulp of the result), and the quarter turn picks sign and part. No table is stored in

@@ -22,7 +22,8 @@ k carried along, X [..., Din_A, Din_B·k] is multiplied by A as one GEMM, reshap
 and B applied to that as a batch of Dout_A GEMMs: neither A ⊗ B nor a transpose is formed.
 
 Complex operators lower as pairs of real tensors (passes/fourier.py): the Fourier transforms of power-of-two
-sizes are FFTs (Stockham stages, passes/fft.py), of other sizes DFTs as GEMMs with twiddle matrices, a
+sizes are FFTs (Stockham stages, passes/fft.py), of other sizes from 16 up Bluestein's chirp-z on those stages
+(passes/fft.py), below 16 DFTs as GEMMs with twiddle matrices, a
 complex diag or scale four real products, and any complex operator's action (R + iI) x the real actions R and
 I on x's parts. A complex apply result becomes a complex tensor (its parts
 interleaved, numpy's storage) only where it leaves the operator program, and a complex parameter is read as
