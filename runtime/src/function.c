@@ -3,6 +3,7 @@
  * each step's extents, allocates intermediates from the context's pool and launches the steps' kernels in
  * order through tsrLaunch, as tessera/executor.py does. */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -336,6 +337,7 @@ typedef struct call {
   tsr_stream_t comm_stream;
   struct { tsr_event_t done; uint32_t first, end; uint64_t below; } pending[32];
   uint32_t pending_count;
+  struct timeline* timeline;  /* $TESSERA_STEP_TIMELINE: this call's events (timeline_begin), or NULL */
   void* heap;           /* the arrays above when `scratch` is too small for them, else NULL */
   /* The arrays above, carved per call: on the caller's stack, so that a call allocates nothing for them
    * and calls of one function from several threads share nothing. 2 KiB hold a plan of ~60 values. */
@@ -1107,6 +1109,121 @@ static tsr_status_t run_collective(call_t* c, const tsr_plan_step_t* s, size_t s
   return scratch_done(c, st, temp, whole);
 }
 
+/* ---- the step timeline ---------------------------------------------------------------------------------
+ * $TESSERA_STEP_TIMELINE=PATH (a diagnostic, docs/c-api.md "Environment"): each call of a function on a stream
+ * that does not capture records an event on its stream before its first step and after each step, and on the
+ * communication stream before and after each overlapped bucket (the start event completes once the bucket's
+ * inputs are ready and the collectives before it are done; the end event once its all_reduces are); at the call's
+ * end the host waits for its stream and appends one JSON line per step and bucket to PATH: device milliseconds
+ * from the call's first event (cuEventElapsedTime across streams on CUDA). The wait makes calls run one at a
+ * time; what happens inside a call is what it shows (bench/data_parallel_gpu.py: whether the buckets run beside
+ * the backward's kernels). Events that cannot be had leave their lines out. */
+
+typedef struct timeline_mark {
+  tsr_event_t start, end;  /* start: buckets only */
+  uint32_t first, end_step;
+  bool bucket;
+} timeline_mark_t;
+
+typedef struct timeline {
+  tsr_event_t origin;
+  timeline_mark_t* marks;
+  size_t count, capacity;
+} timeline_t;
+
+static const char* timeline_file;
+static void timeline_read_env(void) {
+  const char* p = getenv("TESSERA_STEP_TIMELINE");
+  timeline_file = p && *p ? p : NULL;
+}
+
+/* Read once per process (a call's cost stays what it was without it). */
+static const char* timeline_path(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, timeline_read_env);
+  return timeline_file;
+}
+
+static void timeline_free(call_t* c) {
+  timeline_t* t = c->timeline;
+  if (!t) return;
+  for (size_t i = 0; i < t->count; i++) {
+    if (t->marks[i].start) tsrReleaseEvent(t->marks[i].start);
+    if (t->marks[i].end) tsrReleaseEvent(t->marks[i].end);
+  }
+  if (t->origin) tsrReleaseEvent(t->origin);
+  free(t->marks);
+  free(t);
+  c->timeline = NULL;
+}
+
+/* Before the first step (a call on a stream that does not capture, not nested). */
+static void timeline_begin(call_t* c) {
+  if (!timeline_path() || !c->stream || c->capturing || c->depth) return;
+  timeline_t* t = calloc(1, sizeof *t);
+  if (!t) return;
+  c->timeline = t;
+  if (tsrCreateEvent(c->ctx, &t->origin) || tsrEventRecord(t->origin, c->stream)) timeline_free(c);
+}
+
+/* An event recorded on `on` now, or NULL. */
+static tsr_event_t timeline_event(call_t* c, tsr_stream_t on) {
+  tsr_event_t e = NULL;
+  if (tsrCreateEvent(c->ctx, &e)) return NULL;
+  if (tsrEventRecord(e, on)) {
+    tsrReleaseEvent(e);
+    return NULL;
+  }
+  return e;
+}
+
+static void timeline_mark(call_t* c, uint32_t first, uint32_t end, bool bucket, tsr_event_t start, tsr_event_t e) {
+  timeline_t* t = c->timeline;
+  if (t && t->count == t->capacity) {
+    size_t capacity = t->capacity ? 2 * t->capacity : 128;
+    timeline_mark_t* grown = realloc(t->marks, capacity * sizeof *grown);
+    if (grown) t->marks = grown, t->capacity = capacity;
+  }
+  if (!t || t->count == t->capacity || !e) {
+    if (start) tsrReleaseEvent(start);
+    if (e) tsrReleaseEvent(e);
+    return;
+  }
+  t->marks[t->count++] = (timeline_mark_t){start, e, first, end, bucket};
+}
+
+/* After the call's last step: waits for the call's stream and appends the lines. */
+static void timeline_write(call_t* c, tsr_status_t st) {
+  timeline_t* t = c->timeline;
+  if (!t) return;
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static uint64_t calls;
+  FILE* out = NULL;
+  if (!st && !tsrStreamSynchronize(c->stream)) {
+    pthread_mutex_lock(&lock);
+    out = fopen(timeline_path(), "a");
+    uint64_t n = calls++;
+    for (size_t i = 0; out && i < t->count; i++) {
+      const timeline_mark_t* m = &t->marks[i];
+      float end = 0, start = 0;
+      if (tsrEventElapsedTime(t->origin, m->end, &end) || (m->start && tsrEventElapsedTime(t->origin, m->start, &start)))
+        continue;
+      const tsr_plan_step_t* s = &c->f->steps[m->first];
+      if (m->bucket)
+        fprintf(out, "{\"function\": \"%s\", \"call\": %" PRIu64 ", \"bucket\": [%u, %u], \"start_ms\": %.4f, "
+                "\"end_ms\": %.4f}\n", c->f->name, n, m->first, m->end_step, start, end);
+      else
+        fprintf(out, "{\"function\": \"%s\", \"call\": %" PRIu64 ", \"step\": %u, \"kernel\": \"%s\", "
+                "\"end_ms\": %.4f}\n", c->f->name, n, m->first,
+                s->kind == TSR_PLAN_STEP_ARGS || s->kind == TSR_PLAN_STEP_VIEW ? s->kernel
+                : s->kind == TSR_PLAN_STEP_COLLECTIVE ? "(collective)" : "(call)", end);
+    }
+    if (out) fclose(out);
+    pthread_mutex_unlock(&lock);
+  }
+  timeline_free(c);
+}
+
 /* ---- gradient buckets ------------------------------------------------------------------------------------
  * tessera-bucketize (passes/bucketize.py) places each bucket's all_reduces one after another, right after the
  * kernel producing the bucket's last tensor. A run of consecutive all_reduce steps that agree in mesh, axis,
@@ -1283,6 +1400,7 @@ static tsr_status_t run_reduced(call_t* c, uint32_t first, uint32_t end, tsr_com
        (st = tsrStreamWaitEvent(c->comm_stream, ready))))
     st = step_fail(c, s, first, st);
   if (ready) tsrReleaseEvent(ready);  /* the queued wait holds it */
+  tsr_event_t began = !st && overlap && c->timeline ? timeline_event(c, c->comm_stream) : NULL;
   for (uint32_t k = first; k < end && !st; k++) {
     value_state_t *x = &c->values[c->f->steps[k].input], *y = &c->values[c->f->steps[k].output];
     if (member_bytes(c, k) >= below && x->elements)
@@ -1300,6 +1418,7 @@ static tsr_status_t run_reduced(call_t* c, uint32_t first, uint32_t end, tsr_com
     at += y->elements;
   }
   if (!overlap) return scratch_done(c, st, packed, NULL);
+  if (began) timeline_mark(c, first, end, true, began, st ? NULL : timeline_event(c, c->comm_stream));
   if (!st && ((st = tsrCreateEvent(c->ctx, &done)) || (st = tsrEventRecord(done, c->comm_stream)))) {
     if (done) tsrReleaseEvent(done);
     st = step_fail(c, s, first, st);
@@ -1860,6 +1979,9 @@ static tsr_status_t call(call_t* c, const DLTensor* const* inputs, const DLTenso
          : s->kind == TSR_PLAN_STEP_ARGS ? run_args(c, s, i)
                                          : run_view(c, s, i);
     if (st) return st;
+    if (c->timeline && s->kind != TSR_PLAN_STEP_ALIAS && !(reduces && c->pending_count &&
+                                                          c->pending[c->pending_count - 1].first == i))
+      timeline_mark(c, i, next, false, NULL, timeline_event(c, c->stream));
   }
   while (c->pending_count)  /* the results are copied out on the call's stream */
     if ((st = settle(c, 0))) return st;
@@ -2030,7 +2152,9 @@ tsr_status_t tsrFunctionCallWithOptions(tsr_function_t fn, tsr_stream_t stream, 
       c.device_units = ctx->backend->properties(ctx->backend_state, &props) ? 1 : props.compute_units;
       __atomic_store_n(&fn->device_units, c.device_units, __ATOMIC_RELAXED);
     }
+    timeline_begin(&c);
     st = call(&c, inputs, outputs);
+    timeline_write(&c, st);
   }
   st = release_groups(&c, st);
   st = release_owned(&c, st);

@@ -646,6 +646,47 @@ def test_allocations_never_join_the_streams_doing_work(fake_driver, fake_nccl, t
         assert [line for line in during if line.startswith("cuMemAllocFromPoolAsync")], (call, work)
         assert not [line for line in work if line.endswith(" legacy")], (call, work)
 
+
+def test_the_step_timeline_places_buckets_among_the_steps(fake_driver, fake_nccl, tmp_path):
+    """$TESSERA_STEP_TIMELINE (function.c, "the step timeline"): each call of the compiled step on a stream appends
+    a line per step (the kernel's name, the device time its event completed, from the call's first) and per
+    bucket reduced on the communication stream (start and end), read back once the call's stream is done: every
+    kernel step of the plan, in plan order and time order, each bucket between its producer and the update that
+    reads it. Without the variable no file is written (the other tests)."""
+    compiler = pytest.importorskip("tessera.compiler")
+    import json
+    from tessera import plan
+    from tessera.image import read_image
+    image = compiler.compile_source(DP_STEP, "dp_step.py", compiler.CompileOptions(target="ptx", arch="sm_90a")).image
+    steps = plan.decode(read_image(image).plan)["step"].steps
+    kernels = [i for i, s in enumerate(steps) if isinstance(s, (plan.ViewStep, plan.ArgsStep))]
+    (tmp_path / "dp.tessera").write_bytes(image)
+    timeline = tmp_path / "timeline.jsonl"
+    env = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), TESSERA_NCCL_LIBRARY=str(fake_nccl),
+               FAKE_NCCL_LOG=str(tmp_path / "nccl.log"), FAKE_CUDA_LOG=str(tmp_path / "cuda.log"),
+               TESSERA_STEP_TIMELINE=str(timeline))
+    for name in ("TESSERA_BACKEND", "TESSERA_COMM_BACKEND", "FAKE_NCCL_HANG", "TESSERA_COMM_UNITS"):
+        env.pop(name, None)
+    p = subprocess.run([sys.executable, "-c", BENCH_LOOP, str(tmp_path / "dp.tessera"), str(tmp_path / "cuda.log")],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0 and p.stdout.split() == ["ok"], p.stdout + p.stderr
+    lines = [json.loads(line) for line in timeline.read_text().splitlines()]
+    assert {line["call"] for line in lines} == {0, 1, 2, 3} and {line["function"] for line in lines} == {"step"}
+    for call in range(4):
+        mine = [line for line in lines if line["call"] == call]
+        marks = [line for line in mine if "step" in line]
+        buckets = [line for line in mine if "bucket" in line]
+        assert [m["step"] for m in marks if m["kernel"] != "(collective)"] == kernels, marks
+        assert [m["kernel"] for m in marks if m["step"] in kernels] == [steps[i].kernel for i in kernels]
+        ends = [m["end_ms"] for m in marks]
+        assert ends == sorted(ends) and ends[0] >= 0, marks
+        assert buckets and all(0 <= b["start_ms"] <= b["end_ms"] for b in buckets), buckets
+        update = min(i for i in kernels if i > max(b["bucket"][1] for b in buckets) - 1)
+        for b in buckets:  # after its producer's kernel, before the update's end
+            producer = max((m for m in marks if m["step"] < b["bucket"][0]), key=lambda m: m["step"])
+            assert producer["end_ms"] <= b["start_ms"], (b, producer)
+            assert b["end_ms"] <= next(m["end_ms"] for m in marks if m["step"] == update), (b, marks)
+
 UNITS = r"""
 import sys
 import numpy as np
