@@ -45,6 +45,8 @@ def main() -> None:
     p.add_argument("--dtype", choices=("c64", "c128"), default="c64")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--other", default="1000,6000,10007", help="sizes that are not powers of two, comma-separated")
+    p.add_argument("--tile", default="2048,2047", help="tile.fft rows of [64, n] f32 tiles (a power of two: "
+                                                     "Stockham stages; other n: the DFT as GEMMs); '' for none")
     args = parse_args(p)
     from tessera.backends.cpu import target
     threads = target.worker_threads()
@@ -76,7 +78,40 @@ def main() -> None:
         size = f"2^{m:.0f}" if not n & (n - 1) else str(n)
         report_sides(f"fft {args.dtype} n={size} B={b}", sides, args.rounds, "GFLOP/s", 5.0 * n * m * b / 1e9,
                      shape=(b, n), dtype=args.dtype)
+    tile_sizes = [int(n) for n in args.tile.split(",") if n]
+    if tile_sizes:
+        tile_fft(compiler, executor, jax, tile_sizes, args.rounds, rng)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+TILE = """
+@kernel
+def tile{n}(X: tensor[f32, 64, {n}], Re: tensor[f32, 64, {n}], Im: tensor[f32, 64, {n}]):
+    re, im = tile.fft(X)
+    Re[:] = re
+    Im[:] = im
+"""
+
+
+def tile_fft(compiler, executor, jax, sizes: list[int], rounds: int, rng) -> None:
+    """tile.fft of the rows of a real [64, n] f32 tile (numpy's unnormalized fft, as real and imaginary parts)
+    against numpy.fft.fft and XLA's of the same rows, each checked against numpy in f64 first (1e-5·log2 n of
+    the largest magnitude)."""
+    src = "from tessera import f32, kernel, tensor, tile\n" + "".join(TILE.format(n=n) for n in sizes)
+    program = executor.load(compiler.compile_source(src, "tile_fft_bench.py").image)
+    for n in sizes:
+        x = rng.standard_normal((64, n)).astype(np.float32)
+        re, im = (np.zeros((64, n), np.float32) for _ in range(2))
+        ours = getattr(program, f"tile{n}")
+        want = np.fft.fft(x.astype(np.float64), axis=-1)
+        got = ours(x, re, im)
+        tol = 1e-5 * math.log2(n) * float(np.abs(want).max())
+        np.testing.assert_allclose(got[0] + 1j * got[1], want, rtol=0, atol=tol)
+        xla = xla_call(jax, lambda jnp, v: jnp.fft.fft(v, axis=-1), x)
+        sides = {"tessera": lambda: ours(x, re, im), "numpy": lambda: np.fft.fft(x, axis=-1), "XLA": xla}
+        kind = "stages" if not n & (n - 1) else "DFT"
+        report_sides(f"tile.fft f32 [64, {n}] ({kind})", sides, rounds, "GFLOP/s", 5.0 * n * math.log2(n) * 64 / 1e9,
+                     shape=(64, n), dtype="f32")
 
 
 if __name__ == "__main__":
