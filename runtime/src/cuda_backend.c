@@ -374,10 +374,11 @@ static void code_unload(void* code_ptr) {
  * stream (what this was before) waits on the device for the work queued on every blocking stream — every
  * Tessera stream, the per-thread streams — and makes their later work wait for it: one allocation in the middle
  * of a function call joined the communication stream's gradient buckets back into the call's stream, so the
- * backward's next kernels waited for the collectives in flight (bench/data_parallel_gpu.py: step = the
- * backward + the whole reduce; tests/c/test_comm_nccl_fake.py,
- * test_allocations_never_join_the_streams_doing_work). Memory a free has not yet given back (its work still
- * queued) is not reused by the allocation stream, which waits for nothing: the pool takes other memory then.
+ * backward's next kernels waited for the collectives in flight (tests/c/test_comm_nccl_fake.py,
+ * test_allocations_never_join_the_streams_doing_work; on GPUs this was not what kept bench/data_parallel_gpu.py's
+ * buckets from hiding: docs/performance.md, "The legacy default stream"). Memory a free has not yet given back
+ * (its work still queued) is not reused by the allocation stream, which waits for nothing: the pool takes other
+ * memory then.
  *
  * Frees: POOL_STREAM, CUDA's legacy default stream, with which every stream of the runtime is ordered (Tessera
  * streams and the per-thread streams are blocking streams; a graph's capture stream is not, and a graph keeps

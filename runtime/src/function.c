@@ -1206,7 +1206,8 @@ static void timeline_write(call_t* c, tsr_status_t st) {
     for (size_t i = 0; out && i < t->count; i++) {
       const timeline_mark_t* m = &t->marks[i];
       float end = 0, start = 0;
-      if (tsrEventElapsedTime(t->origin, m->end, &end) || (m->start && tsrEventElapsedTime(t->origin, m->start, &start)))
+      if (tsrEventElapsedTime(t->origin, m->end, &end) ||
+          (m->start && tsrEventElapsedTime(t->origin, m->start, &start)))
         continue;
       const tsr_plan_step_t* s = &c->f->steps[m->first];
       if (m->bucket)

@@ -22,7 +22,8 @@ def allocation_streams(lines):
     """The CUDA backend's allocation streams in a fake driver's log (cuda_backend.c, ALLOC_STREAM): non-blocking
     streams ("flags=1") that never capture a graph, where only the memory pool's allocations are queued and
     waited for (a wait there waits for no kernel)."""
-    created = {line.split()[1] for line in lines if line.startswith("cuStreamCreateWithPriority") and " flags=1 " in line}
+    created = {line.split()[1] for line in lines
+               if line.startswith("cuStreamCreateWithPriority") and " flags=1 " in line}
     return created - {line.split()[1] for line in lines if line.startswith("cuStreamBeginCapture")}
 
 

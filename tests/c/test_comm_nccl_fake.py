@@ -613,8 +613,8 @@ print("ok")
 
 
 def test_allocations_never_join_the_streams_doing_work(fake_driver, fake_nccl, tmp_path):
-    """Regression (issue 16; bench/data_parallel_gpu.py on 2 and 4 H200s: step = the backward + the whole reduce,
-    whatever the buckets' placement or the units left free). Calls back to back whose results the stream keeps
+    """Regression (found looking for why bench/data_parallel_gpu.py's buckets do not hide behind the backward, issue
+    16; on GPUs it was not that cause: docs/performance.md). Calls back to back whose results the stream keeps
     take the runtime's cached blocks for their results, so each call allocates intermediates from the driver in
     the middle of its work, some while a bucket is in flight. The CUDA pool allocated on CUDA's legacy default
     stream, which waits for the work queued on every blocking stream and makes their later work wait for it: the

@@ -60,8 +60,8 @@ def test_streams_events_copies_and_graphs_drive_cuda_asynchronously(build_host, 
     # NULL stream's copies wait on the per-thread stream)
     launches = [i for i, line in enumerate(two) if line.startswith("cuLaunchKernel")]
     assert not [line for line in two[launches[0]:launches[-1]] if "Synchronize" in line]
-    waits = [line.split()[1] for line in calls(without_allocation_waits(two, (tmp_path / "cuda.log").read_text().splitlines()),
-                                               "cuStreamSynchronize")]
+    every = (tmp_path / "cuda.log").read_text().splitlines()
+    waits = [line.split()[1] for line in calls(without_allocation_waits(two, every), "cuStreamSynchronize")]
     assert sorted(w for w in waits if w != "ptds") == sorted(list(streams) * 2)
 
     copies = phases["async copies"]
