@@ -22,11 +22,19 @@ the backward goes on). Without overlap a step would take local + reduce; the com
 passes over every weight, its gradient and the result — as exposed communication). Best of --rounds rounds of
 --iters calls after --warmup; rank 0 prints the GPU and, for each rank, the times and that fraction. Images are
 built for sm_90a, one per world (the mesh's size is the program's) and shape.
+
+Host issue: each function's host time inside its calls (perf_counter around each call, the best round's mean):
+a call that returns in much less than its device time leaves the host ahead of the GPU; one whose issue takes
+as long as the GPU's work (or longer) makes the GPU wait for the host. --timeline PATH sets
+TESSERA_STEP_TIMELINE=PATH.rankR.jsonl for this rank (function.c, "the step timeline": every call then waits for
+its stream before it returns, so the device and host times of its lines share an origin; use few --iters):
+per step and bucket the device time its event completed and the host time it was issued.
 """
 
 import argparse
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -109,6 +117,9 @@ def parse_args():
     p.add_argument("--warmup", type=int, default=3, help="untimed calls before each timing (default 3)")
     p.add_argument("--iters", type=int, default=10, help="timed calls per round (default 10)")
     p.add_argument("--rounds", type=int, default=3, help="rounds; the best is kept (default 3)")
+    p.add_argument("--timeline", metavar="PATH", help="write each call's step timeline to PATH.rankR.jsonl "
+                   "(TESSERA_STEP_TIMELINE; calls then wait for their stream: the times are not the step's)")
+    p.add_argument("--only", default="grads,local,reduce,step", help="the functions to time (default all four)")
     args = parse_with_json(p)
     if args.layers < 2:
         p.error("--layers must be at least 2")
@@ -134,6 +145,8 @@ def main() -> int:
             print(path)
         return 0
     launched()   # before CUDA starts: this rank's GPU only
+    if args.timeline:  # read by libtessera at its first call
+        os.environ["TESSERA_STEP_TIMELINE"] = f"{args.timeline}.rank{os.environ['RANK']}.jsonl"
     from tessera import comm, executor, runtime, stream  # lazy: after the GPU is chosen
 
     ctx = runtime.select_backend("cuda")
@@ -160,22 +173,33 @@ def main() -> int:
              "local": lambda: prog.local(*dev, lr, stream=s),
              "reduce": lambda: prog.reduce(*gradients, comm=c, stream=s),
              "step": lambda: prog.step(*dev, lr, comm=c, stream=s)}
-    best = {name: float("inf") for name in calls}
+    names = list(calls)
+    only = set(args.only.split(","))
+    if not only <= set(names):
+        fail(f"--only: {sorted(only - set(names))} not among {names}")
+    best = {name: float("nan") if name not in only else float("inf") for name in calls}
+    issue = dict(best)   # host ms inside a call, the best round's mean
     for _ in range(args.rounds):
         for name, call in calls.items():
+            if name not in only:
+                continue
             for _ in range(args.warmup):
                 call()
             start, end = stream.Event(ctx), stream.Event(ctx)
             start.record(s)
+            host = 0.0
             for _ in range(args.iters):
+                t0 = time.perf_counter()
                 call()
+                host += time.perf_counter() - t0
             end.record(s)
             end.synchronize()
             s.synchronize()   # untimed: the stream lets go of the calls' results (else every call's 416 MiB
             # stays held and the next calls allocate from the driver)
-            best[name] = min(best[name], start.elapsed_ms(end) / args.iters)
-    mine = np.array([best["grads"], best["local"], best["reduce"], best["step"]], np.float32)
-    every = np.zeros(4 * c.size, np.float32)
+            if start.elapsed_ms(end) / args.iters < best[name]:
+                best[name], issue[name] = start.elapsed_ms(end) / args.iters, host * 1e3 / args.iters
+    mine = np.array([best[n] for n in names] + [issue[n] for n in names], np.float32)
+    every = np.zeros(8 * c.size, np.float32)
     c.all_gather(mine, every)
     if c.rank == 0:
         import subprocess  # lazy: rank 0 names the GPU
@@ -187,8 +211,12 @@ def main() -> int:
               f"{args.rounds} rounds of {args.iters}")
         set_gpu_machine(gpu or ctx.properties["name"], ctx.properties["arch"], ctx.properties["compute_units"],
                         c.size)
-        for r, times in enumerate(every.reshape(c.size, 4)):
-            grads, local, reduce, step = (float(t) for t in times)
+        for r, times in enumerate(every.reshape(c.size, 8)):
+            grads, local, reduce, step = (float(t) for t in times[:4])
+            print(f"rank {r}: host issue ms per call: " + "  ".join(f"{n} {float(t):.3f}" for n, t in
+                                                                   zip(names, times[4:])))
+            if not all(np.isfinite(times[:4])):
+                continue
             record_row(f"data-parallel step, rank {r}", {"step": step / 1e3, "local+reduce": (local + reduce) / 1e3,
                                                          "grads": grads / 1e3, "local": local / 1e3,
                                                          "reduce": reduce / 1e3},

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comm_backend.h"
 #include "deferred.h"
@@ -338,6 +339,7 @@ typedef struct call {
   struct { tsr_event_t done; uint32_t first, end; uint64_t below; } pending[32];
   uint32_t pending_count;
   struct timeline* timeline;  /* $TESSERA_STEP_TIMELINE: this call's events (timeline_begin), or NULL */
+  uint32_t timeline_at;       /* with `timeline`: the step the call is at (a wait's line names it) */
   void* heap;           /* the arrays above when `scratch` is too small for them, else NULL */
   /* The arrays above, carved per call: on the caller's stack, so that a call allocates nothing for them
    * and calls of one function from several threads share nothing. 2 KiB hold a plan of ~60 values. */
@@ -1117,19 +1119,40 @@ static tsr_status_t run_collective(call_t* c, const tsr_plan_step_t* s, size_t s
  * end the host waits for its stream and appends one JSON line per step and bucket to PATH: device milliseconds
  * from the call's first event (cuEventElapsedTime across streams on CUDA). The wait makes calls run one at a
  * time; what happens inside a call is what it shows (bench/data_parallel_gpu.py: whether the buckets run beside
- * the backward's kernels). Events that cannot be had leave their lines out. */
+ * the backward's kernels). Each line also has host_ms: host milliseconds from the origin event's record to the record of
+ * the line's end event (the step or bucket issued; for a bucket, host_start_ms at its start event), so that a
+ * step the device ran late because the host issued it late (host_ms beyond the previous step's end_ms: the
+ * previous call was waited for, so the device starts idle and its clock follows the host's within microseconds)
+ * tells itself from one that waited on the device. A "wait" line is the call's stream waiting for a bucket
+ * (settle): its end_ms is when the call's stream got past the wait, before step `before_step`. Events that
+ * cannot be had leave their lines out. */
+
+typedef enum { TIMELINE_STEP, TIMELINE_BUCKET, TIMELINE_WAIT } timeline_kind_t;
 
 typedef struct timeline_mark {
   tsr_event_t start, end;  /* start: buckets only */
-  uint32_t first, end_step;
-  bool bucket;
+  uint32_t first, end_step, at;
+  timeline_kind_t kind;
+  double host_start, host_end;  /* ms from timeline_t.host_origin */
 } timeline_mark_t;
 
 typedef struct timeline {
   tsr_event_t origin;
+  double host_origin;
   timeline_mark_t* marks;
   size_t count, capacity;
 } timeline_t;
+
+static double timeline_clock(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Host ms since the call's origin event (0 without a timeline). */
+static double timeline_host(const call_t* c) {
+  return c->timeline ? timeline_clock() - c->timeline->host_origin : 0;
+}
 
 static const char* timeline_file;
 static void timeline_read_env(void) {
@@ -1163,6 +1186,7 @@ static void timeline_begin(call_t* c) {
   timeline_t* t = calloc(1, sizeof *t);
   if (!t) return;
   c->timeline = t;
+  t->host_origin = timeline_clock();
   if (tsrCreateEvent(c->ctx, &t->origin) || tsrEventRecord(t->origin, c->stream)) timeline_free(c);
 }
 
@@ -1177,8 +1201,10 @@ static tsr_event_t timeline_event(call_t* c, tsr_stream_t on) {
   return e;
 }
 
-static void timeline_mark(call_t* c, uint32_t first, uint32_t end, bool bucket, tsr_event_t start, tsr_event_t e) {
+static void timeline_mark(call_t* c, uint32_t first, uint32_t end, timeline_kind_t kind, tsr_event_t start,
+                          double host_start, tsr_event_t e) {
   timeline_t* t = c->timeline;
+  double host_end = timeline_host(c);
   if (t && t->count == t->capacity) {
     size_t capacity = t->capacity ? 2 * t->capacity : 128;
     timeline_mark_t* grown = realloc(t->marks, capacity * sizeof *grown);
@@ -1189,7 +1215,7 @@ static void timeline_mark(call_t* c, uint32_t first, uint32_t end, bool bucket, 
     if (e) tsrReleaseEvent(e);
     return;
   }
-  t->marks[t->count++] = (timeline_mark_t){start, e, first, end, bucket};
+  t->marks[t->count++] = (timeline_mark_t){start, e, first, end, c->timeline_at, kind, host_start, host_end};
 }
 
 /* After the call's last step: waits for the call's stream and appends the lines. */
@@ -1210,14 +1236,19 @@ static void timeline_write(call_t* c, tsr_status_t st) {
           (m->start && tsrEventElapsedTime(t->origin, m->start, &start)))
         continue;
       const tsr_plan_step_t* s = &c->f->steps[m->first];
-      if (m->bucket)
+      if (m->kind == TIMELINE_BUCKET)
         fprintf(out, "{\"function\": \"%s\", \"call\": %" PRIu64 ", \"bucket\": [%u, %u], \"start_ms\": %.4f, "
-                "\"end_ms\": %.4f}\n", c->f->name, n, m->first, m->end_step, start, end);
+                "\"end_ms\": %.4f, \"host_start_ms\": %.4f, \"host_ms\": %.4f}\n", c->f->name, n, m->first,
+                m->end_step, start, end, m->host_start, m->host_end);
+      else if (m->kind == TIMELINE_WAIT)
+        fprintf(out, "{\"function\": \"%s\", \"call\": %" PRIu64 ", \"wait\": [%u, %u], \"before_step\": %u, "
+                "\"end_ms\": %.4f, \"host_ms\": %.4f}\n", c->f->name, n, m->first, m->end_step, m->at, end,
+                m->host_end);
       else
         fprintf(out, "{\"function\": \"%s\", \"call\": %" PRIu64 ", \"step\": %u, \"kernel\": \"%s\", "
-                "\"end_ms\": %.4f}\n", c->f->name, n, m->first,
+                "\"end_ms\": %.4f, \"host_ms\": %.4f}\n", c->f->name, n, m->first,
                 s->kind == TSR_PLAN_STEP_ARGS || s->kind == TSR_PLAN_STEP_VIEW ? s->kernel
-                : s->kind == TSR_PLAN_STEP_COLLECTIVE ? "(collective)" : "(call)", end);
+                : s->kind == TSR_PLAN_STEP_COLLECTIVE ? "(collective)" : "(call)", end, m->host_end);
     }
     if (out) fclose(out);
     pthread_mutex_unlock(&lock);
@@ -1306,6 +1337,9 @@ static tsr_status_t settle(call_t* c, uint32_t which) {
   tsr_event_t done = c->pending[which].done;
   tsr_status_t st = tsrStreamWaitEvent(c->stream, done);
   tsrReleaseEvent(done);
+  if (!st && c->timeline)
+    timeline_mark(c, c->pending[which].first, c->pending[which].end, TIMELINE_WAIT, NULL, 0,
+                  timeline_event(c, c->stream));
   memmove(&c->pending[which], &c->pending[which + 1], (--c->pending_count - which) * sizeof *c->pending);
   return st;
 }
@@ -1402,6 +1436,7 @@ static tsr_status_t run_reduced(call_t* c, uint32_t first, uint32_t end, tsr_com
     st = step_fail(c, s, first, st);
   if (ready) tsrReleaseEvent(ready);  /* the queued wait holds it */
   tsr_event_t began = !st && overlap && c->timeline ? timeline_event(c, c->comm_stream) : NULL;
+  double host_began = timeline_host(c);
   for (uint32_t k = first; k < end && !st; k++) {
     value_state_t *x = &c->values[c->f->steps[k].input], *y = &c->values[c->f->steps[k].output];
     if (member_bytes(c, k) >= below && x->elements)
@@ -1419,7 +1454,8 @@ static tsr_status_t run_reduced(call_t* c, uint32_t first, uint32_t end, tsr_com
     at += y->elements;
   }
   if (!overlap) return scratch_done(c, st, packed, NULL);
-  if (began) timeline_mark(c, first, end, true, began, st ? NULL : timeline_event(c, c->comm_stream));
+  if (began)
+    timeline_mark(c, first, end, TIMELINE_BUCKET, began, host_began, st ? NULL : timeline_event(c, c->comm_stream));
   if (!st && ((st = tsrCreateEvent(c->ctx, &done)) || (st = tsrEventRecord(done, c->comm_stream)))) {
     if (done) tsrReleaseEvent(done);
     st = step_fail(c, s, first, st);
@@ -1971,6 +2007,7 @@ static tsr_status_t call(call_t* c, const DLTensor* const* inputs, const DLTenso
     const tsr_plan_step_t* s = &f->steps[i];
     bool reduces = s->kind == TSR_PLAN_STEP_COLLECTIVE && s->collective == TSR_PLAN_ALL_REDUCE;
     next = reduces ? bucket_end(c, i) : i + 1;
+    c->timeline_at = i;
     for (uint32_t k = i; k < next && c->pending_count; k++)  /* each member of a bucket reads and writes */
       if ((st = settle_for(c, k))) return st;
     st = reduces ? run_bucket(c, i, next)
@@ -1982,8 +2019,9 @@ static tsr_status_t call(call_t* c, const DLTensor* const* inputs, const DLTenso
     if (st) return st;
     if (c->timeline && s->kind != TSR_PLAN_STEP_ALIAS && !(reduces && c->pending_count &&
                                                           c->pending[c->pending_count - 1].first == i))
-      timeline_mark(c, i, next, false, NULL, timeline_event(c, c->stream));
+      timeline_mark(c, i, next, TIMELINE_STEP, NULL, 0, timeline_event(c, c->stream));
   }
+  c->timeline_at = f->step_count;
   while (c->pending_count)  /* the results are copied out on the call's stream */
     if ((st = settle(c, 0))) return st;
   /* the results into the outputs; a tile program's outputs also into the inputs passed for them */

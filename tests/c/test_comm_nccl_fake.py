@@ -686,6 +686,19 @@ def test_the_step_timeline_places_buckets_among_the_steps(fake_driver, fake_nccl
             producer = max((m for m in marks if m["step"] < b["bucket"][0]), key=lambda m: m["step"])
             assert producer["end_ms"] <= b["start_ms"], (b, producer)
             assert b["end_ms"] <= next(m["end_ms"] for m in marks if m["step"] == update), (b, marks)
+        # host times: in issue order (the lines are), a bucket's start issued before its end
+        issued = [line["host_ms"] for line in mine]
+        assert issued == sorted(issued) and issued[0] >= 0, mine
+        assert all(0 <= b["host_start_ms"] <= b["host_ms"] for b in buckets), buckets
+        # the call's stream waits for each bucket once, right before the update (the plan's only reader of
+        # the reduced gradients; test_a_compiled_step_waits_for_its_buckets_only_at_the_update), after its end
+        waits = [line for line in mine if "wait" in line]
+        assert sorted(w["wait"] for w in waits) == sorted(b["bucket"] for b in buckets), (waits, buckets)
+        for w in waits:
+            assert w["before_step"] == update, (w, update)
+            assert w["end_ms"] >= next(b["end_ms"] for b in buckets if b["bucket"] == w["wait"]), (w, buckets)
+            following = mine[mine.index(w) + 1:]
+            assert all("wait" in line or line["step"] >= update for line in following if "bucket" not in line)
 
 UNITS = r"""
 import sys
