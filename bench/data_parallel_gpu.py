@@ -215,7 +215,9 @@ def main() -> int:
             grads, local, reduce, step = (float(t) for t in times[:4])
             print(f"rank {r}: host issue ms per call: " + "  ".join(f"{n} {float(t):.3f}" for n, t in
                                                                    zip(names, times[4:])))
-            if not all(np.isfinite(times[:4])):
+            if not all(np.isfinite(times[:4])):  # --only: the timed ones, no fraction
+                print(f"rank {r}: device ms per call: " + "  ".join(f"{n} {float(t):.3f}" for n, t in
+                                                                  zip(names, times[:4]) if np.isfinite(t)))
                 continue
             record_row(f"data-parallel step, rank {r}", {"step": step / 1e3, "local+reduce": (local + reduce) / 1e3,
                                                          "grads": grads / 1e3, "local": local / 1e3,
