@@ -651,6 +651,55 @@ static tsr_status_t run_view(call_t* c, const tsr_plan_step_t* s, size_t step) {
   return launch(c, &p, step, grid, s->launch.block, 0);
 }
 
+/* $TESSERA_GEMM_GRID (read once per process): how a device's persistent kernels launch, those whose grid is capped by
+ * DEVICE_UNITS and whose CTAs stride over the tiles (the sm_90a GEMMs: min(tiles, DEVICE_UNITS), CTA p computes tiles
+ * p, p + grid, ..., so any grid of at least one CTA is as correct). "persistent" (the default): the cap holds, one
+ * CTA per unit, each holding its SM to the kernel's end. "tiles": the cap is lifted, one CTA per tile; CTAs retire
+ * as their tiles end and the block scheduler hands the freed SMs to other streams' pending work (NCCL's kernels on
+ * the higher-priority communication stream), as with cuBLAS's grids. "comm": one per tile only while the call's
+ * collectives are in flight on the communication stream, persistent otherwise. */
+enum { GRID_PERSISTENT, GRID_TILES, GRID_COMM, GRID_INVALID };
+static int gemm_grid_mode;
+static const char* gemm_grid_text;
+static void gemm_grid_read_env(void) {
+  const char* v = getenv("TESSERA_GEMM_GRID");
+  gemm_grid_text = v;
+  if (!v || !*v || strcmp(v, "persistent") == 0) gemm_grid_mode = GRID_PERSISTENT;
+  else if (strcmp(v, "tiles") == 0) gemm_grid_mode = GRID_TILES;
+  else if (strcmp(v, "comm") == 0) gemm_grid_mode = GRID_COMM;
+  else gemm_grid_mode = GRID_INVALID;
+}
+static int gemm_grid(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, gemm_grid_read_env);
+  return gemm_grid_mode;
+}
+
+/* `grid`, evaluated from `e` over the step's extents, with DEVICE_UNITS's cap lifted where $TESSERA_GEMM_GRID asks
+ * for it (above): the same expressions over a DEVICE_UNITS no grid reaches, kept where that gives more CTAs. */
+static tsr_status_t uncap_grid(call_t* c, const tsr_expr_t* e, int64_t grid[3]) {
+  int mode = gemm_grid();
+  if (mode == GRID_PERSISTENT) return TSR_SUCCESS;
+  if (mode == GRID_INVALID)
+    return tsr_fail(TSR_ERROR_INVALID_VALUE, "function '%s': TESSERA_GEMM_GRID=%s is not persistent, tiles or comm",
+                    c->f->name, gemm_grid_text);
+  if (mode == GRID_COMM && !(c->pending_count && c->comm)) return TSR_SUCCESS;
+  if (strcmp(c->ctx->backend->name, "cpu") == 0) return TSR_SUCCESS;  /* a CPU's grid is its pool's tasks */
+  int64_t sym = tsr_symbols_find(&c->plan->symbols, "DEVICE_UNITS");
+  if (sym < 0) return TSR_SUCCESS;
+  int64_t units = c->local[sym];
+  uint8_t bound = c->local_bound[sym];
+  c->local[sym] = INT32_MAX, c->local_bound[sym] = 1;
+  static const int64_t most[3] = {INT32_MAX, 65535, 65535};
+  tsr_extents_t x = {&c->plan->symbols, c->local, c->local_bound};
+  for (int d = 0; d < 3; d++) {
+    int64_t g;
+    if (tsr_expr_eval(&e[d], &x, &g) == TSR_SUCCESS && g > grid[d] && g <= most[d]) grid[d] = g;
+  }
+  c->local[sym] = units, c->local_bound[sym] = bound;
+  return TSR_SUCCESS;
+}
+
 static tsr_status_t run_args(call_t* c, const tsr_plan_step_t* s, size_t step) {
   const tsr_plan_t* plan = c->plan;
   uint32_t n = plan->symbols.count;
@@ -749,6 +798,7 @@ static tsr_status_t run_args(call_t* c, const tsr_plan_step_t* s, size_t step) {
   }
   int64_t grid[3];
   for (int d = 0; d < 3 && !st; d++) st = eval(c, &grid_e[d], true, &grid[d], "grid");
+  if (!st) st = uncap_grid(c, grid_e, grid);
   int64_t count = 1;
   if (!st && batch_name) {
     count = c->local[s->env[s->batch].symbol];

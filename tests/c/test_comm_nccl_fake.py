@@ -756,6 +756,56 @@ def test_units_are_left_free_for_the_collectives_in_flight(fake_driver, fake_ncc
     assert grids == [[4, 4, 4, 4], [4, 2, 2, 2]], grids
 
 
+GRID = r"""
+import sys
+import numpy as np
+from tessera import comm, executor, runtime, stream
+ctx = runtime.select_backend("cuda")
+prog = executor.load(open(sys.argv[1], "rb").read(), ctx).function("tp")
+s = stream.new(context=ctx)
+H, W = runtime.DeviceArray((512, 256), np.uint16, ctx), runtime.DeviceArray((256, 2048), np.uint16, ctx)
+c = comm.Communicator.create(2, 1, comm.unique_id("nccl", ctx), backend="nccl", timeout=5, context=ctx,
+                             units=int(sys.argv[2]))
+prog(H, W, comm=c, stream=s)
+s.synchronize()
+c.close()
+"""
+
+
+@pytest.mark.parametrize("mode, units", [(None, 0), ("persistent", 2), ("tiles", 0), ("tiles", 2), ("comm", 0),
+                                         ("comm", 2), ("tile", 0)])
+def test_gemm_grid_launches_one_cta_per_tile_where_asked(fake_driver, fake_nccl, tmp_path, mode, units):
+    """$TESSERA_GEMM_GRID (function.c, uncap_grid): the persistent sm_90a GEMM (grid min(tiles, DEVICE_UNITS), its
+    CTAs striding over the tiles) launches one CTA per tile with `tiles`, and with `comm` only while a collective
+    of the call is in flight (the pipelined chunks after the first), whatever units the communicator leaves free;
+    by default (or `persistent`) at most the fake device's 4 SMs, 4 - units while a chunk is reduced. Each chunk
+    (128 of 512 rows, N=2048) has 8 or 16 tiles, as the launch's tile choice gives. An unknown value fails."""
+    compiler = pytest.importorskip("tessera.compiler")
+    image = tmp_path / "tp.tessera"
+    image.write_bytes(compiler.compile_source(TP.replace("256, 1024]", "256, 2048]"), "tp.py",
+                                              compiler.CompileOptions(target="ptx", arch="sm_90a",
+                                                                      collective_chunks=4)).image)
+    cuda_log = tmp_path / "cuda.log"
+    env = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), TESSERA_NCCL_LIBRARY=str(fake_nccl),
+               FAKE_NCCL_LOG=str(tmp_path / "nccl.log"), FAKE_CUDA_LOG=str(cuda_log))
+    for name in ("TESSERA_BACKEND", "TESSERA_COMM_BACKEND", "FAKE_NCCL_HANG", "TESSERA_COMM_UNITS",
+                 "TESSERA_GEMM_GRID"):
+        env.pop(name, None)
+    if mode:
+        env["TESSERA_GEMM_GRID"] = mode
+    p = subprocess.run([sys.executable, "-c", GRID, str(image), str(units)], capture_output=True, text=True,
+                       timeout=120, env=env)
+    if mode == "tile":
+        assert p.returncode != 0 and "TESSERA_GEMM_GRID=tile is not persistent, tiles or comm" in p.stderr, p.stderr
+        return
+    assert p.returncode == 0, p.stdout + p.stderr
+    grids = [int(line.rsplit(" ", 1)[1]) for line in cuda_log.read_text().splitlines() if line.startswith("params:")]
+    assert len(grids) == 4, grids
+    tiles = grids[-1] if mode in ("tiles", "comm") else None
+    expected = {None: [4, 4 - units, 4 - units, 4 - units], "persistent": [4, 4 - units, 4 - units, 4 - units],
+                "tiles": [tiles] * 4, "comm": [4, tiles, tiles, tiles]}[mode]
+    assert grids == expected and (tiles is None or tiles in (8, 16)), grids
+
 RING = 20  # buckets in one call: more than 17, the 416 MiB of bench/data_parallel_gpu.py's step in 25 MiB buckets
 # each bucket's gradient written by a kernel, then reduced alone (the kernel between closes the bucket), as the
 # backward produces them; a last kernel on storage of its own
