@@ -87,6 +87,18 @@ def pack(w: Writer, spec, a: str, b: str) -> str:
     return w.v(f"bitcast <2 x {ty}> {w.v(f'fptrunc <2 x float> {vec} to <2 x {ty}>')} to i32")
 
 
+def extents(w: Writer, spec) -> tuple[str, str, str, str, str, str]:
+    """(M, N, K as i32, the K steps of a tile, the tiles down M, the tiles across N): partial steps and tiles
+    count, their missing rows and columns being zeros (TMA's fill, or the copies' predicates)."""
+    m32 = w.v("trunc i64 %M to i32")
+    n32 = w.v("trunc i64 %N to i32")
+    k32 = w.v("trunc i64 %K to i32")
+    kt_n = w.v(f"udiv i32 {w.v(f'add i32 {k32}, {spec.bk - 1}')}, {spec.bk}")
+    num_m = w.v(f"udiv i32 {w.v(f'add i32 {m32}, {spec.bm - 1}')}, {spec.bm}")
+    num_n = w.v(f"udiv i32 {w.v(f'add i32 {n32}, {spec.bn - 1}')}, {spec.bn}")
+    return m32, n32, k32, kt_n, num_m, num_n
+
+
 def tile_origin(w: Writer, spec, tile: str, dims: tuple[str, str]) -> tuple[str, str]:
     """(m0, n0) of tile number `tile`, numbered down groups of `spec.group_m` tile rows so that consecutive
     tiles share B's columns in L2."""

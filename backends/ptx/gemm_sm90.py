@@ -168,110 +168,163 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
     lets the producer fill the next tile's stages while the consumers run the previous tile's epilogue (a
     grid of one CTA per tile is as correct). The stage ring and its phases run on across tiles."""
     w = Writer()
-    BK = spec.bk
-    S, BM, BN = spec.stages, spec.bm, spec.bn
-    stage = spec.stage_bytes
+    BM, BN = spec.bm, spec.bn
     maps = ["A", "B", "C"] if spec.staged_store else ["A", "B"]
     params = hp.tensor_map_params(maps)
     params += gc.params(spec, spec.trans_a)
 
     w.label("entry")
     gc.prologue(w, spec)
+    g = geometry(w, spec, spec.staging_bytes)
+
+    def loads(sa: str, k0: str, m0: str, n0: str, full: str, tmA: str, tmB: str) -> None:
+        if spec.trans_a:   # 64 columns of Aᵀ (M) a box, 64·ROW bytes apart: consumer c's rows are box c
+            for j in range(BM // 64):
+                hp.tma_load(w, w.v(f"add i32 {sa}, {j * 64 * ROW}"), tmA, [w.v(f"add i32 {m0}, {64 * j}"), k0], full)
+        else:
+            hp.tma_load(w, sa, tmA, [k0, m0], full)
+        if spec.b_k_major:
+            hp.tma_load(w, w.v(f"add i32 {sa}, {BM * ROW}"), tmB, [k0, n0], full)
+        for j in range(0 if spec.b_k_major else BN // 64):
+            dst = w.v(f"add i32 {sa}, {BM * ROW + j * 64 * ROW}")
+            hp.tma_load(w, dst, tmB, [w.v(f"add i32 {n0}, {64 * j}"), k0], full)
+
+    pklatch = producer(w, spec, g, loads)
+
+    # -- consumers: each warpgroup multiplies its 64 rows of every tile --------------------------------
+    c, t, leader = consumer_start(w, g)
+    a_off = w.v(f"mul i32 {c}, {64 * ROW}")
+
+    def epilogue(acc: list[str], m0: str, n0: str) -> None:
+        mine = w.v(f"add i32 {g.staging}, {w.v(f'mul i32 {c}, {spec.staging_bytes // spec.consumers}')}") \
+            if spec.staged_store else None
+        _epilogue(w, spec, acc, c, t, m0, n0, g.m32, g.n32, mine)
+
+    ctnext = consumer_tiles(w, spec, g, lambda cit: _k_loop(w, spec, g.kt_n, cit, g.bars, g.base, a_off, leader),
+                            epilogue, spec.acc_type)
+    if spec.staged_store:  # the bulk stores read shared memory until they complete
+        w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.bulk.wait_group 0; }", "r",
+              [("i32", w.v(f"zext i1 {leader} to i32"))])
+    return kernel(w, spec, params, activations, pklatch, ctnext)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """The entry block's values that both roles of a persistent, warp-specialized GEMM kernel read."""
+    tid: str
+    pid: str
+    grid: str
+    base: str             # the stage ring, in shared memory
+    staging: str | None   # the store staging region, after the ring
+    bars: str             # full[s] at bars + 8s, empty[s] at bars + 8(S + s)
+    m32: str
+    n32: str
+    kt_n: str             # K steps a tile
+    tiles: str
+    dims: tuple[str, str]  # tiles down M, across N
+    wg: str               # the thread's warpgroup: 0 produces, the others consume
+
+
+def geometry(w: Writer, spec, staging_bytes: int | None = None) -> Geometry:
+    """Shared memory is the stage ring, then `staging_bytes` of store staging (None: no staging region; the
+    kernels with one take its address even where it is empty, so their text stays as it was), then the
+    mbarriers; thread 0 initializes those, and the warpgroups part into their roles."""
+    S = spec.stages
     tid = w.sreg("tid.x")
     pid = w.sreg("ctaid.x")
     grid = w.sreg("nctaid.x")
     base = hp.smem_base(w)
-    staging = w.v(f"add i32 {base}, {S * stage}")
-    bars = w.v(f"add i32 {staging}, {spec.staging_bytes}")  # full[s] at bars + 8s, empty[s] at bars + 8(S + s)
-    m32 = w.v("trunc i64 %M to i32")
-    n32 = w.v("trunc i64 %N to i32")
-    k32 = w.v("trunc i64 %K to i32")
-    kt_n = w.v(f"add i32 {k32}, {BK - 1}")
-    kt_n = w.v(f"udiv i32 {kt_n}, {BK}")
-    num_m = w.v(f"add i32 {m32}, {BM - 1}")
-    num_m = w.v(f"udiv i32 {num_m}, {BM}")
-    num_n = w.v(f"add i32 {n32}, {BN - 1}")
-    num_n = w.v(f"udiv i32 {num_n}, {BN}")
+    staging = w.v(f"add i32 {base}, {S * spec.stage_bytes}") if staging_bytes is not None else None
+    bars = w.v(f"add i32 {staging}, {staging_bytes}") if staging is not None \
+        else w.v(f"add i32 {base}, {S * spec.stage_bytes}")
+    m32, n32, _, kt_n, num_m, num_n = gc.extents(w, spec)
     tiles = w.v(f"mul i32 {num_m}, {num_n}")
-    dims = (num_m, num_n)
-
     _, wg = hp.split_roles(w, tid, [(w.v(f"add i32 {bars}, {8 * s}"), 1) for s in range(S)]
                            + [(w.v(f"add i32 {bars}, {8 * (S + s)}"), spec.consumers) for s in range(S)])
+    return Geometry(tid, pid, grid, base, staging, bars, m32, n32, kt_n, tiles, (num_m, num_n), wg)
 
-    # -- producer: one thread fills the stages, tile after tile ----------------------------------------
+
+def producer(w: Writer, spec, g: Geometry, loads) -> str:
+    """The producer warpgroup: one thread fills the stages, tile after tile, each K step's copies issued by
+    `loads(stage address, k0, m0, n0, full mbarrier, A's map, B's map)` once the consumers have freed the
+    stage. The other threads leave at once, their registers given to the consumers. Returns the K loop's latch
+    block (PKLATCH in the text until `kernel`)."""
+    S, stage = spec.stages, spec.stage_bytes
     w.label("producer")
     w.asm("setmaxnreg.dec.sync.aligned.u32 40;")
-    issues = w.v(f"icmp eq i32 {tid}, 0")
+    issues = w.v(f"icmp eq i32 {g.tid}, 0")
     tmA = w.v("ptrtoint ptr %tmA to i64")
     tmB = w.v("ptrtoint ptr %tmB to i64")
     w.cbr(issues, "ptile", "exit")
-    tile, it, tile_next, it_out, m0, n0 = _tile_loop(w, spec, "p", "producer", "exit", pid, tiles, dims)
-    w.cbr(w.v(f"icmp ugt i32 {kt_n}, 0"), "pk", "ptnext")
+    tile, it, tile_next, it_out, m0, n0 = _tile_loop(w, spec, "p", "producer", "exit", g.pid, g.tiles, g.dims)
+    w.cbr(w.v(f"icmp ugt i32 {g.kt_n}, 0"), "pk", "ptnext")
     w.label("pk")
     kt, kt_next = w.fresh("kt"), w.fresh("ktn")
     w.emit(f"{kt} = phi i32 [0, %ptile_go], [{kt_next}, %PKLATCH]")
-    s, ph, full = _stage(w, spec, bars, w.v(f"add i32 {it}, {kt}"))
+    s, ph, full = _stage(w, spec, g.bars, w.v(f"add i32 {it}, {kt}"))
     hp.mbar_wait(w, w.v(f"add i32 {full}, {8 * S}"), w.v(f"xor i32 {ph}, 1"))  # its empty barrier
     hp.mbar_expect(w, full, stage)
     sa = w.v(f"mul i32 {s}, {stage}")
-    sa = w.v(f"add i32 {base}, {sa}")
-    k0 = w.v(f"mul i32 {kt}, {BK}")
-    if spec.trans_a:   # 64 columns of Aᵀ (M) a box, 64·ROW bytes apart: consumer c's rows are box c
-        for j in range(BM // 64):
-            hp.tma_load(w, w.v(f"add i32 {sa}, {j * 64 * ROW}"), tmA, [w.v(f"add i32 {m0}, {64 * j}"), k0], full)
-    else:
-        hp.tma_load(w, sa, tmA, [k0, m0], full)
-    if spec.b_k_major:
-        hp.tma_load(w, w.v(f"add i32 {sa}, {BM * ROW}"), tmB, [k0, n0], full)
-    for j in range(0 if spec.b_k_major else BN // 64):
-        dst = w.v(f"add i32 {sa}, {BM * ROW + j * 64 * ROW}")
-        hp.tma_load(w, dst, tmB, [w.v(f"add i32 {n0}, {64 * j}"), k0], full)
+    sa = w.v(f"add i32 {g.base}, {sa}")
+    k0 = w.v(f"mul i32 {kt}, {spec.bk}")
+    loads(sa, k0, m0, n0, full, tmA, tmB)
     w.emit(f"{kt_next} = add i32 {kt}, 1")
-    more = w.v(f"icmp ult i32 {kt_next}, {kt_n}")
+    more = w.v(f"icmp ult i32 {kt_next}, {g.kt_n}")
     pklatch = w.current
     w.cbr(more, "pk", "ptnext")
     w.label("ptnext")
-    w.emit(f"{it_out} = add i32 {it}, {kt_n}")
-    w.emit(f"{tile_next} = add i32 {tile}, {grid}")
+    w.emit(f"{it_out} = add i32 {it}, {g.kt_n}")
+    w.emit(f"{tile_next} = add i32 {tile}, {g.grid}")
     w.br("ptile")
+    return pklatch
 
-    # -- consumers: each warpgroup multiplies its 64 rows of every tile --------------------------------
+
+def consumer_start(w: Writer, g: Geometry) -> tuple[str, str, str]:
+    """Enters the consumer role, taking the registers the producer gave: (its consumer index c, the thread t
+    within the warpgroup, t == 0)."""
     w.label("consumer")
     w.asm("setmaxnreg.inc.sync.aligned.u32 232;")
-    c = w.v(f"sub i32 {wg}, 1")
-    t = w.v(f"and i32 {tid}, 127")
-    leader = w.v(f"icmp eq i32 {t}, 0")
-    a_off = w.v(f"mul i32 {c}, {64 * ROW}")
+    c = w.v(f"sub i32 {g.wg}, 1")
+    t = w.v(f"and i32 {g.tid}, 127")
+    return c, t, w.v(f"icmp eq i32 {t}, 0")
+
+
+def consumer_tiles(w: Writer, spec, g: Geometry, k_loop, epilogue, acc_type: str = "float") -> str:
+    """A consumer's loop over its tiles, ending in block `cfinish`: `k_loop(steps before the tile)` emits the
+    tile's K steps (blocks `ck`, entered from `ctile_go`, to `ckdone`) and returns the accumulators;
+    `epilogue(acc, m0, n0)` writes the tile (zeros where K is 0). Returns the loop's latch block (CTNEXT in
+    the text until `kernel`)."""
     w.br("ctile")
-    ctile, cit, ctile_next, cit_out, m0, n0 = _tile_loop(w, spec, "c", "consumer", "cfinish", pid, tiles, dims)
-    w.cbr(w.v(f"icmp ugt i32 {kt_n}, 0"), "ck", "cdone")
-    acc = _k_loop(w, spec, kt_n, cit, bars, base, a_off, leader)
+    ctile, cit, ctile_next, cit_out, m0, n0 = _tile_loop(w, spec, "c", "consumer", "cfinish", g.pid, g.tiles,
+                                                         g.dims)
+    w.cbr(w.v(f"icmp ugt i32 {g.kt_n}, 0"), "ck", "cdone")
+    acc = k_loop(cit)
     w.br("cdone")
     w.label("cdone")
-    zero = "0" if spec.int8 else "0.0"
-    fin = [w.v(f"phi {spec.acc_type} [{zero}, %ctile_go], [{o}, %ckdone]", "f") for o in acc]
-    mine = w.v(f"add i32 {staging}, {w.v(f'mul i32 {c}, {spec.staging_bytes // spec.consumers}')}") \
-        if spec.staged_store else None
-    _epilogue(w, spec, fin, c, t, m0, n0, m32, n32, mine)
-    w.emit(f"{cit_out} = add i32 {cit}, {kt_n}")
-    w.emit(f"{ctile_next} = add i32 {ctile}, {grid}")
+    zero = "0" if acc_type == "i32" else "0.0"
+    fin = [w.v(f"phi {acc_type} [{zero}, %ctile_go], [{o}, %ckdone]", "f") for o in acc]
+    epilogue(fin, m0, n0)
+    w.emit(f"{cit_out} = add i32 {cit}, {g.kt_n}")
+    w.emit(f"{ctile_next} = add i32 {ctile}, {g.grid}")
     ctnext = w.current
     w.br("ctile")
     w.label("cfinish")
-    if spec.staged_store:  # the bulk stores read shared memory until they complete
-        w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.bulk.wait_group 0; }", "r",
-              [("i32", w.v(f"zext i1 {leader} to i32"))])
+    return ctnext
+
+
+def kernel(w: Writer, spec, params: list[str], activations: str, pklatch: str, ctnext: str) -> str:
+    """The module of the kernel `w` holds, its consumers' last block falling through to `exit`. Loop phis
+    name their latch blocks before those exist (PTNEXT, PKLATCH, CTNEXT): they are named here."""
     w.br("exit")
     w.label("exit")
     w.emit("ret void")
-
     body = "\n".join(w.lines)
     for key, block in (("PTNEXT", "ptnext"), ("PKLATCH", pklatch), ("CTNEXT", ctnext)):
         body = body.replace(f"%{key}]", f"%{block}]")
-    kernel = (f"@tsr_smem = external addrspace(3) global [0 x i8], align 1024\n"
-              f"define ptx_kernel void @{llvm_global(spec.name)}({', '.join(params)}) "
-              f"\"nvvm.maxntid\"=\"{spec.threads}\" \"nvvm.minctasm\"=\"1\" {{\n{body}\n}}\n")
-    return module(kernel, gc.declarations(spec, activations))
+    text = (f"@tsr_smem = external addrspace(3) global [0 x i8], align 1024\n"
+            f"define ptx_kernel void @{llvm_global(spec.name)}({', '.join(params)}) "
+            f"\"nvvm.maxntid\"=\"{spec.threads}\" \"nvvm.minctasm\"=\"1\" {{\n{body}\n}}\n")
+    return module(text, gc.declarations(spec, activations))
 
 
 def _k_step(w: Writer, spec: Sm90GemmSpec, bars: str, base: str, a_off: str, g: str, acc: list[str] | None) -> list[str]:
@@ -317,32 +370,44 @@ def _k_loop(w: Writer, spec: Sm90GemmSpec, kt_n: str, cit: str, bars: str, base:
     The wait leaves the tensor cores to the other consumer meanwhile; overlapping two steps' products in
     turn measured no faster, and reading a product while another group is in flight, or moving it through a
     phi, makes ptxas serialize every wgmma (C7514)."""
-    w.label("ck")
-    ck, ck_next = w.fresh("ck"), w.fresh("ckn")
-    acc_in = [w.fresh("acc") for _ in range(spec.bn // 2)]
-    at = len(w.lines)  # the phis go here once the values from the latch have names
-    g = w.v(f"add i32 {cit}, {ck}")
-    if spec.fp8:
-        step = hp.wait_group(w, _k_step(w, spec, bars, base, a_off, g, None), 0)
-        acc = [w.v(f"fadd float {a}, {p}") for a, p in zip(acc_in, step)]
-        hp.mbar_arrive_if(w, _empty(w, spec, bars, g), leader)
-    else:
+    def step(ck: str, g: str, acc_in: list[str]) -> list[str]:
+        if spec.fp8:
+            product = hp.wait_group(w, _k_step(w, spec, bars, base, a_off, g, None), 0)
+            acc = [w.v(f"fadd float {a}, {p}") for a, p in zip(acc_in, product)]
+            hp.mbar_arrive_if(w, _empty(w, spec, bars, g), leader)
+            return acc
         acc = hp.wait_group(w, _k_step(w, spec, bars, base, a_off, g, acc_in), 1, acc_type=spec.acc_type)
         # the stage read one step ago is free now
         had = w.v(f"icmp ugt i32 {ck}, 0")
         hp.mbar_arrive_if(w, _empty(w, spec, bars, w.v(f"add i32 {g}, {spec.stages - 1}")),
                           w.v(f"and i1 {had}, {leader}"))
-    w.emit(f"{ck_next} = add i32 {ck}, 1")
-    latch = w.current
-    w.cbr(w.v(f"icmp ult i32 {ck_next}, {kt_n}"), "ck", "ckdone")
-    w.lines[at:at] = [f"  {ck} = phi i32 [0, %ctile_go], [{ck_next}, %{latch}]"] + \
-        [f"  {a} = phi {spec.acc_type} [{'0' if spec.int8 else '0.0'}, %ctile_go], [{o}, %{latch}]"
-         for a, o in zip(acc_in, acc)]
-    w.label("ckdone")
+        return acc
+
+    acc, g = k_steps(w, kt_n, cit, spec.bn // 2, spec.acc_type, step)
     if not spec.fp8:
         acc = hp.wait_group(w, acc, 0, acc_type=spec.acc_type)
         hp.mbar_arrive_if(w, _empty(w, spec, bars, g), leader)  # the tile's last stage
     return acc
+
+
+def k_steps(w: Writer, kt_n: str, cit: str, n_acc: int, acc_type: str, step) -> tuple[list[str], str]:
+    """The loop over a tile's K steps, from block `ck` (entered from `ctile_go`, the accumulators zero) to
+    `ckdone`: `step(ck, global step, accumulators in)` emits step `ck` and returns the accumulators after it.
+    Returns (those of the last step, its global step number), for `ckdone` to finish with."""
+    w.label("ck")
+    ck, ck_next = w.fresh("ck"), w.fresh("ckn")
+    acc_in = [w.fresh("acc") for _ in range(n_acc)]
+    at = len(w.lines)  # the phis go here once the values from the latch have names
+    g = w.v(f"add i32 {cit}, {ck}")
+    acc = step(ck, g, acc_in)
+    w.emit(f"{ck_next} = add i32 {ck}, 1")
+    latch = w.current
+    w.cbr(w.v(f"icmp ult i32 {ck_next}, {kt_n}"), "ck", "ckdone")
+    zero = "0" if acc_type == "i32" else "0.0"
+    w.lines[at:at] = [f"  {ck} = phi i32 [0, %ctile_go], [{ck_next}, %{latch}]"] + \
+        [f"  {a} = phi {acc_type} [{zero}, %ctile_go], [{o}, %{latch}]" for a, o in zip(acc_in, acc)]
+    w.label("ckdone")
+    return acc, g
 
 
 def _tile_loop(w: Writer, spec: Sm90GemmSpec, role: str, entry: str, done: str, pid: str, tiles: str,

@@ -41,11 +41,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..symbol_names import llvm_global
 from . import gemm_common as gc
 from . import hopper as hp
-from .gemm_sm90 import ROW, _empty, _stage, _tile_loop
-from .nvvm_text import Writer, module
+from .gemm_sm90 import (ROW, _empty, _stage, consumer_start, consumer_tiles, geometry, k_steps, kernel,
+                        producer)
+from .nvvm_text import Writer
 
 BK = ROW // 4            # f32 elements of a K step: one 128-byte swizzle row of A
 BOX = 32                 # columns of N in one TMA box of B (128 bytes)
@@ -131,90 +131,29 @@ def generate(spec: Sm90Tf32Spec, activations: str = "") -> str:
     """The kernel as NVPTX LLVM IR text (gemm_sm90.generate's conventions: the A and B tensor maps, then A, B, C,
     the epilogue's parameters, M, K, N; persistent over tiles)."""
     w = Writer()
-    S, BM, BN = spec.stages, spec.bm, spec.bn
-    stage = spec.stage_bytes
     params = hp.tensor_map_params(["A", "B"]) + gc.params(spec)
 
     w.label("entry")
     gc.prologue(w, spec)
-    tid = w.sreg("tid.x")
-    pid = w.sreg("ctaid.x")
-    grid = w.sreg("nctaid.x")
-    base = hp.smem_base(w)
-    bars = w.v(f"add i32 {base}, {S * stage}")   # full[s] at bars + 8s, empty[s] at bars + 8(S + s)
-    m32 = w.v("trunc i64 %M to i32")
-    n32 = w.v("trunc i64 %N to i32")
-    k32 = w.v("trunc i64 %K to i32")
-    kt_n = w.v(f"udiv i32 {w.v(f'add i32 {k32}, {BK - 1}')}, {BK}")
-    num_m = w.v(f"udiv i32 {w.v(f'add i32 {m32}, {BM - 1}')}, {BM}")
-    num_n = w.v(f"udiv i32 {w.v(f'add i32 {n32}, {BN - 1}')}, {BN}")
-    tiles = w.v(f"mul i32 {num_m}, {num_n}")
-    dims = (num_m, num_n)
-    _, wg = hp.split_roles(w, tid, [(w.v(f"add i32 {bars}, {8 * s}"), 1) for s in range(S)]
-                           + [(w.v(f"add i32 {bars}, {8 * (S + s)}"), spec.consumers) for s in range(S)])
+    g = geometry(w, spec)
 
-    # -- producer: one thread fills the stages: A's box of bm rows, B's boxes of 32 columns ---------------------
-    w.label("producer")
-    w.asm("setmaxnreg.dec.sync.aligned.u32 40;")
-    issues = w.v(f"icmp eq i32 {tid}, 0")
-    tmA = w.v("ptrtoint ptr %tmA to i64")
-    tmB = w.v("ptrtoint ptr %tmB to i64")
-    w.cbr(issues, "ptile", "exit")
-    tile, it, tile_next, it_out, m0, n0 = _tile_loop(w, spec, "p", "producer", "exit", pid, tiles, dims)
-    w.cbr(w.v(f"icmp ugt i32 {kt_n}, 0"), "pk", "ptnext")
-    w.label("pk")
-    kt, kt_next = w.fresh("kt"), w.fresh("ktn")
-    w.emit(f"{kt} = phi i32 [0, %ptile_go], [{kt_next}, %PKLATCH]")
-    s, ph, full = _stage(w, spec, bars, w.v(f"add i32 {it}, {kt}"))
-    hp.mbar_wait(w, w.v(f"add i32 {full}, {8 * S}"), w.v(f"xor i32 {ph}, 1"))  # its empty barrier
-    hp.mbar_expect(w, full, stage)
-    sa = w.v(f"add i32 {base}, {w.v(f'mul i32 {s}, {stage}')}")
-    k0 = w.v(f"mul i32 {kt}, {BK}")
-    hp.tma_load(w, sa, tmA, [k0, m0], full)
-    for j in range(BN // BOX):
-        hp.tma_load(w, w.v(f"add i32 {sa}, {BM * ROW + j * BOX_BYTES}"), tmB, [w.v(f"add i32 {n0}, {BOX * j}"), k0],
-                    full)
-    w.emit(f"{kt_next} = add i32 {kt}, 1")
-    pklatch = w.current
-    w.cbr(w.v(f"icmp ult i32 {kt_next}, {kt_n}"), "pk", "ptnext")
-    w.label("ptnext")
-    w.emit(f"{it_out} = add i32 {it}, {kt_n}")
-    w.emit(f"{tile_next} = add i32 {tile}, {grid}")
-    w.br("ptile")
+    def loads(sa: str, k0: str, m0: str, n0: str, full: str, tmA: str, tmB: str) -> None:
+        hp.tma_load(w, sa, tmA, [k0, m0], full)
+        for j in range(spec.bn // BOX):
+            hp.tma_load(w, w.v(f"add i32 {sa}, {spec.bm * ROW + j * BOX_BYTES}"), tmB,
+                        [w.v(f"add i32 {n0}, {BOX * j}"), k0], full)
+
+    pklatch = producer(w, spec, g, loads)
 
     # -- consumers: each warpgroup multiplies its 64 columns of C (rows of Cᵀ) of every tile ------------------
-    w.label("consumer")
-    w.asm("setmaxnreg.inc.sync.aligned.u32 232;")
-    c = w.v(f"sub i32 {wg}, 1")
-    t = w.v(f"and i32 {tid}, 127")
-    leader = w.v(f"icmp eq i32 {t}, 0")
+    c, t, leader = consumer_start(w, g)
     warp = w.v(f"lshr i32 {t}, 5")
     lane = w.v(f"and i32 {t}, 31")
     offs, n_col = fragment_offsets(w, c, warp, lane)
-    w.br("ctile")
-    ctile, cit, ctile_next, cit_out, m0, n0 = _tile_loop(w, spec, "c", "consumer", "cfinish", pid, tiles, dims)
-    w.cbr(w.v(f"icmp ugt i32 {kt_n}, 0"), "ck", "cdone")
-    acc = _k_loop(w, spec, kt_n, cit, bars, base, offs, leader)
-    w.br("cdone")
-    w.label("cdone")
-    fin = [w.v(f"phi float [0.0, %ctile_go], [{o}, %ckdone]", "f") for o in acc]
-    _epilogue(w, spec, fin, lane, m0, w.v(f"add i32 {n0}, {n_col}"), m32, n32)
-    w.emit(f"{cit_out} = add i32 {cit}, {kt_n}")
-    w.emit(f"{ctile_next} = add i32 {ctile}, {grid}")
-    ctnext = w.current
-    w.br("ctile")
-    w.label("cfinish")
-    w.br("exit")
-    w.label("exit")
-    w.emit("ret void")
-
-    body = "\n".join(w.lines)
-    for key, block in (("PTNEXT", "ptnext"), ("PKLATCH", pklatch), ("CTNEXT", ctnext)):
-        body = body.replace(f"%{key}]", f"%{block}]")
-    kernel = (f"@tsr_smem = external addrspace(3) global [0 x i8], align 1024\n"
-              f"define ptx_kernel void @{llvm_global(spec.name)}({', '.join(params)}) "
-              f"\"nvvm.maxntid\"=\"{spec.threads}\" \"nvvm.minctasm\"=\"1\" {{\n{body}\n}}\n")
-    return module(kernel, gc.declarations(spec, activations))
+    ctnext = consumer_tiles(
+        w, spec, g, lambda cit: _k_loop(w, spec, g.kt_n, cit, g.bars, g.base, offs, leader),
+        lambda acc, m0, n0: _epilogue(w, spec, acc, lane, m0, w.v(f"add i32 {n0}, {n_col}"), g.m32, g.n32))
+    return kernel(w, spec, params, activations, pklatch, ctnext)
 
 
 def _wgmma_rs(w: Writer, acc: list[str], frag: list[str], db: str) -> list[str]:
@@ -245,29 +184,21 @@ def _k_loop(w: Writer, spec: Sm90Tf32Spec, kt_n: str, cit: str, bars: str, base:
     not be rewritten, and a fragment carried to a later wait through the loop's phi is a copy, which leaves
     the originals to be reused — measured on an H200 with one group kept in flight that way: wrong sums. The
     other consumer's group keeps the tensor cores busy meanwhile."""
-    w.label("ck")
-    ck, ck_next = w.fresh("ck"), w.fresh("ckn")
-    acc_in = [w.fresh("acc") for _ in range(spec.bm // 2)]
-    at = len(w.lines)
-    g = w.v(f"add i32 {cit}, {ck}")
-    s, ph, full = _stage(w, spec, bars, g)
-    hp.mbar_wait(w, full, ph)
-    a_tile = w.v(f"add i32 {base}, {w.v(f'mul i32 {s}, {spec.stage_bytes}')}")
-    frag = _fragments(w, w.v(f"add i32 {a_tile}, {spec.bm * ROW}"), offs)
-    acc, frag = hp.fence(w, acc_in, frag)
-    for sl in range(BK // 8):   # each k8 slice: 32 bytes of A's K-major rows
-        db = hp.desc(w, w.v(f"add i32 {a_tile}, {32 * sl}"), 16, hp.ATOM)
-        acc = _wgmma_rs(w, acc, frag[4 * sl:4 * sl + 4], db)
-    hp.commit(w)
-    acc = hp.wait_group(w, acc, 0, keep=frag)
-    hp.mbar_arrive_if(w, _empty(w, spec, bars, g), leader)
-    w.emit(f"{ck_next} = add i32 {ck}, 1")
-    latch = w.current
-    w.cbr(w.v(f"icmp ult i32 {ck_next}, {kt_n}"), "ck", "ckdone")
-    w.lines[at:at] = ([f"  {ck} = phi i32 [0, %ctile_go], [{ck_next}, %{latch}]"]
-                      + [f"  {a} = phi float [0.0, %ctile_go], [{o}, %{latch}]" for a, o in zip(acc_in, acc)])
-    w.label("ckdone")
-    return acc
+    def step(ck: str, g: str, acc_in: list[str]) -> list[str]:
+        s, ph, full = _stage(w, spec, bars, g)
+        hp.mbar_wait(w, full, ph)
+        a_tile = w.v(f"add i32 {base}, {w.v(f'mul i32 {s}, {spec.stage_bytes}')}")
+        frag = _fragments(w, w.v(f"add i32 {a_tile}, {spec.bm * ROW}"), offs)
+        acc, frag = hp.fence(w, acc_in, frag)
+        for sl in range(BK // 8):   # each k8 slice: 32 bytes of A's K-major rows
+            db = hp.desc(w, w.v(f"add i32 {a_tile}, {32 * sl}"), 16, hp.ATOM)
+            acc = _wgmma_rs(w, acc, frag[4 * sl:4 * sl + 4], db)
+        hp.commit(w)
+        acc = hp.wait_group(w, acc, 0, keep=frag)
+        hp.mbar_arrive_if(w, _empty(w, spec, bars, g), leader)
+        return acc
+
+    return k_steps(w, kt_n, cit, spec.bm // 2, "float", step)[0]
 
 
 def _epilogue(w: Writer, spec: Sm90Tf32Spec, acc: list[str], lane: str, m0: str, n: str, m32: str,
