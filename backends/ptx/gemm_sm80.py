@@ -121,19 +121,13 @@ def generate(spec: Sm80GemmSpec, activations: str = "") -> str:
     ``@tsr_act_*`` functions; declarations when empty). Parameters: A, B, C, the epilogue's parameters in
     step order (alpha, bias, residual), M, K, N. One CTA per tile: launch `spec.grid(M, N)`."""
     w = Writer()
-    BM, BN, BK = spec.bm, spec.bn, spec.bk
     params = gc.params(spec)
 
     w.label("entry")
     gc.prologue(w, spec)
     tid = w.sreg("tid.x")
     smem = w.v("ptrtoint ptr addrspace(3) @tsr_smem to i32")
-    m32 = w.v("trunc i64 %M to i32")
-    n32 = w.v("trunc i64 %N to i32")
-    k32 = w.v("trunc i64 %K to i32")
-    kt_n = w.v(f"udiv i32 {w.v(f'add i32 {k32}, {BK - 1}')}, {BK}")
-    num_m = w.v(f"udiv i32 {w.v(f'add i32 {m32}, {BM - 1}')}, {BM}")
-    num_n = w.v(f"udiv i32 {w.v(f'add i32 {n32}, {BN - 1}')}, {BN}")
+    m32, n32, k32, kt_n, num_m, num_n = gc.extents(w, spec)
     m0, n0 = gc.tile_origin(w, spec, w.sreg("ctaid.x"), (num_m, num_n))
     copies = _copy_plan(w, spec, tid, m0, n0, m32, n32)
 
