@@ -521,7 +521,8 @@ def step(X: tensor[f32, "T", 512], Y: tensor[f32, "T", 512], W1: tensor[f32, 512
     return value, W1 - lr * gW1, b1 - lr * gb1, W2 - lr * gW2, b2 - lr * gb2
 '''
 
-DP_CALLS = r"""
+# how every script running DP_STEP's image starts: the arguments' shapes follow DP_STEP's signature
+DP_SETUP = r"""
 import sys
 import numpy as np
 from tessera import comm, executor, runtime, stream
@@ -531,7 +532,9 @@ s = stream.new(context=ctx)
 args = [runtime.DeviceArray.from_numpy(np.zeros(shape, np.float32), ctx)
         for shape in ((64, 512), (64, 512), (512, 512), (512,), (512, 512), (512,))]
 c = comm.Communicator.create(2, 1, comm.unique_id("nccl", ctx), backend="nccl", timeout=5, context=ctx)
-for call in range(2):  # the second takes its intermediates from the first's
+"""
+
+DP_CALLS = DP_SETUP + r"""for call in range(2):  # the second takes its intermediates from the first's
     s.synchronize()
     with open(sys.argv[2], "a") as log:
         print("call", call, file=log)
@@ -590,17 +593,7 @@ def test_a_compiled_step_waits_for_its_buckets_only_at_the_update(fake_driver, f
         assert waits and launches[-update - 1] < min(waits) and max(waits) < launches[-update], (call, work)
 
 
-BENCH_LOOP = r"""
-import sys
-import numpy as np
-from tessera import comm, executor, runtime, stream
-ctx = runtime.select_backend("cuda")
-prog = executor.load(open(sys.argv[1], "rb").read(), ctx)
-s = stream.new(context=ctx)
-args = [runtime.DeviceArray.from_numpy(np.zeros(shape, np.float32), ctx)
-        for shape in ((64, 512), (64, 512), (512, 512), (512,), (512, 512), (512,))]
-c = comm.Communicator.create(2, 1, comm.unique_id("nccl", ctx), backend="nccl", timeout=5, context=ctx)
-for call in range(4):  # as bench/data_parallel_gpu.py's timing loop: back to back, the results kept by the stream
+BENCH_LOOP = DP_SETUP + r"""for call in range(4):  # as bench/data_parallel_gpu.py's timing loop: back to back, the results kept by the stream
     with open(sys.argv[2], "a") as log:
         print("call", call, file=log)
     prog.step(*args, np.float32(0.5), stream=s, comm=c)
