@@ -209,6 +209,7 @@ class _Fn:
         self.n = 0
         self.prefix = prefix
         self.cur = "entry"
+        self.panel_heap = ""   # _panel's slot of a heap panel's pointer (null: on the stack)
 
     def val(self, text: str) -> str:
         self.n += 1
@@ -495,11 +496,34 @@ def _interleave_piece(f: _Fn, dst, k0, col0, flip: bool = False) -> None:
     f.do(f"store <64 x i8> {v}, ptr {dst}, align 64")
 
 
+# The largest B panel a block keeps on its stack: every thread that runs blocks has at least 4 MiB of stack
+# (the runtime's workers 8 MiB, a helping caller TSR_CPU_CALLER_STACK_BYTES, runtime/src/cpu_pool.h), and the
+# kernels' other frames take under 256 KiB (amx's A strip 128 KiB). Larger panels (K past ~16K words at the
+# narrowest block) come from the heap. Until 2026-11-27 every panel did: an aligned_alloc and free per block
+# per call, which glibc served from fresh mmaps or a trimmed heap top as its dynamic thresholds went — up to
+# 64 page faults a block at 512³ (docs/performance.md, Session 30).
+_STACK_PANEL = 1 << 21
+
+
 def _panel(f: _Fn, spec: I8GemmSpec, pack: str, j0, nb, kq) -> str:
-    size = f.val(f"mul i64 {kq}, {spec.nb * 4}")
-    panel = f.val(f"call ptr @aligned_alloc(i64 64, i64 {size})")   # a multiple of 64 bytes
+    """The block's packed B panel (`_groups(nb)` groups of `kq` 64-byte rows): on the stack up to
+    _STACK_PANEL bytes, else aligned_alloc'ed (`_panel_free` frees that one)."""
+    size = f.mul(f.mul(_groups(f, nb), kq), 64)
+    small = f.cmp("ule", size, _STACK_PANEL)
+    stack = f.val(f"alloca i8, i64 {f.val(f'select i1 {small}, i64 {size}, i64 0')}, align 64")
+    f.panel_heap = f.val("alloca ptr, align 8")
+    f.do(f"store ptr null, ptr {f.panel_heap}")
+    f.if_(f.val(f"xor i1 {small}, true"), lambda: f.do(
+        f"store ptr {f.val(f'call ptr @aligned_alloc(i64 64, i64 {size})')}, ptr {f.panel_heap}"))
+    heap = f.val(f"load ptr, ptr {f.panel_heap}")
+    panel = f.val(f"select i1 {small}, ptr {stack}, ptr {heap}")
     f.do(f"call void @{pack}(ptr %B, i64 %N, i64 %K, i64 {j0}, i64 {nb}, ptr {panel}, i64 {kq})")
     return panel
+
+
+def _panel_free(f: _Fn) -> None:
+    """Frees the block's panel if `_panel` took it from the heap (free(NULL) otherwise)."""
+    f.do(f"call void @free(ptr {f.val(f'load ptr, ptr {f.panel_heap}')})")
 
 
 @dataclass(frozen=True)
@@ -643,7 +667,7 @@ def _amx(spec: I8GemmSpec, name: str, pack: str, dot: _Dot = _I8) -> str:
                     store(acc[2 * r + c], f.add(i, 16 * r), f.add(n0, 16 * c))
         f.loop(0, ngroups, 1, pair)
     f.loop(0, f.smax(kt, 1), _KT_CHUNK, chunk)   # once at K = 0: C = 0
-    f.do(f"call void @free(ptr {panel})")
+    _panel_free(f)
     return _finish(f, name, f'"target-features"="{dot.amx_features}" ')
 
 
@@ -763,4 +787,4 @@ def _vectors(f: _Fn, spec, dot: _Dot, block, panel, kq, kfull, last_word, fixes=
                     f.if_(f.both(f.cmp("slt", row, iend), f.cmp("slt", n, "%N")), put)
         f.loop(0, ngroups, 1, pair)
     f.loop(i0, iend, _MR, strip)
-    f.do(f"call void @free(ptr {panel})")
+    _panel_free(f)
