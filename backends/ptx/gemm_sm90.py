@@ -44,8 +44,26 @@ TRANSPOSABLE = ("bf16", "f16")   # operand dtypes whose kernel reads a stored Aá
 FP8_BN, FP8_STAGES = 128, 6   # two sets of BN/2 accumulators a thread: the fp32 sum, the step's product
 
 
+class PersistentTile:
+    """What the specs of the warp-specialized kernels (this one, gemm_sm90_tf32's) derive alike from their tile
+    of bm x bn and their consumers: the kernels share generate's skeleton, so its producer warpgroup, its grid
+    and sm_90's limit on shared memory hold for both."""
+
+    @property
+    def threads(self) -> int:
+        return 128 * (1 + self.consumers)
+
+    def grid(self, m: int, n: int) -> tuple[int, int, int]:
+        return (-(-m // self.bm) * -(-n // self.bn), 1, 1)
+
+    def check_smem(self) -> None:
+        if self.smem_bytes > 227 * 1024:
+            raise ValueError(f"{self.stages} stages of a {self.bm}x{self.bn} tile need {self.smem_bytes} bytes "
+                             "of shared memory; sm_90 has 227 KiB a block")
+
+
 @dataclass(frozen=True)
-class Sm90GemmSpec:
+class Sm90GemmSpec(PersistentTile):
     name: str
     dtype: str = "bf16"           # A (and B unless b_dtype says otherwise: the fp8 kinds mix)
     out_dtype: str = "bf16"       # C; accumulation is fp32 (s32 and an i32 C for i8 operands)
@@ -80,9 +98,7 @@ class Sm90GemmSpec:
         if self.fp8 and self.bn > FP8_BN:
             raise ValueError(f"the fp8 GEMM sums each K step in fp32 beside the step's own accumulators: "
                              f"tiles up to {FP8_BN} wide fit the registers, not {self.bn}")
-        if self.smem_bytes > 227 * 1024:
-            raise ValueError(f"{self.stages} stages of a {self.bm}x{self.bn} tile need {self.smem_bytes} bytes "
-                             "of shared memory; sm_90 has 227 KiB a block")
+        self.check_smem()
 
     @property
     def fp8(self) -> bool:
@@ -122,10 +138,6 @@ class Sm90GemmSpec:
         return 64 * self.consumers
 
     @property
-    def threads(self) -> int:
-        return 128 * (1 + self.consumers)
-
-    @property
     def stage_bytes(self) -> int:
         return (self.bm + self.bn) * ROW
 
@@ -153,9 +165,6 @@ class Sm90GemmSpec:
         a = f"A:0:64x{self.bk}:128" if self.trans_a else f"A:0:{self.bk}x{self.bm}:128"
         b = f"B:1:{self.bk}x{self.bn}:128" if self.b_k_major else f"B:1:64x{self.bk}:128"
         return f"{a};{b}" + (";C:2:64x64:128" if self.staged_store else "")
-
-    def grid(self, m: int, n: int) -> tuple[int, int, int]:
-        return (-(-m // self.bm) * -(-n // self.bn), 1, 1)
 
 
 def generate(spec: Sm90GemmSpec, activations: str = "") -> str:

@@ -43,8 +43,8 @@ from dataclasses import dataclass
 
 from . import gemm_common as gc
 from . import hopper as hp
-from .gemm_sm90 import (ROW, _empty, _stage, consumer_start, consumer_tiles, geometry, k_steps, kernel,
-                        producer)
+from .gemm_sm90 import (ROW, PersistentTile, _empty, _stage, consumer_start, consumer_tiles, geometry, k_steps,
+                        kernel, producer)
 from .nvvm_text import Writer
 
 BK = ROW // 4            # f32 elements of a K step: one 128-byte swizzle row of A
@@ -53,7 +53,7 @@ BOX_BYTES = BOX * ROW    # 32 rows of K
 
 
 @dataclass(frozen=True)
-class Sm90Tf32Spec:
+class Sm90Tf32Spec(PersistentTile):
     name: str
     out_dtype: str = "f32"
     bm: int = 256            # rows of C a tile: wgmma's N
@@ -69,9 +69,7 @@ class Sm90Tf32Spec:
         if self.bm not in (64, 128, 256) or self.consumers not in (1, 2) or not 2 <= self.stages <= 8:
             raise ValueError(f"unsupported sm_90a tf32 GEMM tile: {self.bm} rows of C, {self.consumers} consumers, "
                              f"{self.stages} stages")
-        if self.smem_bytes > 227 * 1024:
-            raise ValueError(f"{self.stages} stages of a {self.bm}x{self.bn} tile need {self.smem_bytes} bytes of "
-                             "shared memory; sm_90 has 227 KiB a block")
+        self.check_smem()
 
     @property
     def bn(self) -> int:
@@ -80,10 +78,6 @@ class Sm90Tf32Spec:
     @property
     def bk(self) -> int:
         return BK
-
-    @property
-    def threads(self) -> int:
-        return 128 * (1 + self.consumers)
 
     @property
     def stage_bytes(self) -> int:
@@ -97,9 +91,6 @@ class Sm90Tf32Spec:
     def tensor_maps(self) -> str:
         """A [M, K] in boxes of 32 (K) × bm rows, B [K, N] as stored in boxes of 32 (N) × 32 rows of K."""
         return f"A:0:{BK}x{self.bm}:128;B:1:{BOX}x{BK}:128"
-
-    def grid(self, m: int, n: int) -> tuple[int, int, int]:
-        return (-(-m // self.bm) * -(-n // self.bn), 1, 1)
 
 
 def fragment_offsets(w: Writer, c: str, warp: str, lane: str) -> tuple[list[str], str]:
