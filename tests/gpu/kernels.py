@@ -423,6 +423,9 @@ def batched(A: tensor[i8, "B", "M", "K"], B: tensor[i8, "B", "K", "N"]):
     "groups": ((REPO / "tests" / "unit" / "group_kernels.py").read_text(), "sm_80"),
     "groups_sm90a": ((REPO / "tests" / "unit" / "group_kernels.py").read_text(), "sm_90a"),
     "cooperative": ((REPO / "examples" / "tile" / "cooperative.py").read_text(), "sm_80"),
+    # the spec's tile programs (cp_async, alloc_shared, barrier, mma) at whole tiles (test_tile_programs_gpu.py)
+    "execution_model": ((REPO / "examples" / "tile" / "execution_model.py").read_text(), "sm_80"),
+    "execution_model_sm90a": ((REPO / "examples" / "tile" / "execution_model.py").read_text(), "sm_90a"),
     # the mma.sync/cp.async GEMM of sm_80 … sm_90 (backends/ptx/gemm_sm80.py), as PTX for sm_80 and for sm_90
     "ampere_gemm": ((REPO / "examples" / "gpu" / "gemm_ampere.py").read_text(), "sm_80"),
     # f32 GEMMs on FMA units and, by input_precision="tf32", tensor cores (test_gemm_f32_gpu.py)
