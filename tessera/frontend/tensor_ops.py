@@ -268,7 +268,8 @@ def _conv(spatial: int):
                                 f"{x.dtype.name} and {w.dtype.name}")
         b.unify(node, x.dims[1], w.dims[1], f"{what}'s input channels and the weight's")
         static = [b.shapes.resolve(d) for d in (x.dims[1], *x.dims[2:], *w.dims[2:])]
-        if any(type(d) is not int for d in static):
+        # the output channels too: the lowering's GEMMs take them as a static extent
+        if any(type(d) is not int for d in (*static, b.shapes.resolve(w.dims[0]))):
             raise b.error(node, f"{what} needs static channel, spatial and kernel extents, got input "
                                 f"{b.shapes.show_shape(x.dims)} and weight {b.shapes.show_shape(w.dims)}")
         length, kernel = static[1:1 + spatial], static[1 + spatial:]

@@ -139,11 +139,14 @@ def test_every_target_compiles_them(target, arch):
     ("op.conv2d(X, W, dilation=4)", "op.conv2d: the window (kernel (3, 3), dilation (4, 4)) does not fit the padded"),
     ("op.conv2d(X, V)", "op.conv2d's input channels and the weight's"),
     ("op.conv2d(Z, W)", "op.conv2d needs static channel, spatial and kernel extents"),
+    # a symbolic count of output channels reached the plan as an extent of -2^63 (a PlanError traceback; found by
+    # test_frontend_fuzz mutating test_conv.py's op.conv1d(X, W) into op.conv1d(X, X))
+    ("op.conv1d(Y, O)", "op.conv1d needs static channel, spatial and kernel extents"),
 ])
 def test_refusals_at_the_users_line(line, message):
     src = ("@function\ndef f(X: tensor[f32, 2, 4, 6, 6], W: tensor[f32, 8, 4, 3, 3], V: tensor[f32, 8, 5, 3, 3],\n"
            "      W1: tensor[f32, 8, 4, 3], Y: tensor[f32, 2, 4, 6], Z: tensor[f32, 2, 4, \"H\", 6],\n"
-           f"      h: tensor[bf16, 2, 4, 6, 6]):\n    return {line}\n")
+           f"      h: tensor[bf16, 2, 4, 6, 6], O: tensor[f32, \"O\", 4, 3]):\n    return {line}\n")
     with pytest.raises(CompileError) as e:
         tessera_frontend_compile(src, {"filename": "bad.py"})
     assert message in str(e.value)
