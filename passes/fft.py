@@ -43,7 +43,8 @@ from ..mlir import ir
 from . import kernelgen
 from .complex_pairs import _TERMS, KERNEL_BLOCK, Pair, _poly
 
-# the most complex elements one transform's tensor may hold: the kernels index in 32-bit integers (2·count < 2³¹)
+# the most complex elements one transform's tensor may hold. Not an indexing limit (every target lowers index
+# to 64 bits): a cap on memory, 8 GiB of f64 pairs a plane, with the stages holding two planes at once.
 MAX_ELEMENTS = 1 << 29
 
 
