@@ -80,14 +80,27 @@ def parse(log: str) -> dict[str, Resources]:
     return {name: Resources(**values) for name, values in found.items()}
 
 
+# ptxas compiles the entry functions of one PTX file one after another unless told to use threads
+# (`--split-compile N`, CUDA 12.x and later; 0: one per CPU): a GEMM of symbolic extents has three kernels
+# (two wgmma tile shapes and the SIMT fallback), whose assembly then overlaps. Each function's registers,
+# shared memory and spills are what the sequential run reports (test_ptxas_split_compile). An older ptxas
+# that does not know the option is run again without it, and not asked again in this process.
+SPLIT_COMPILE = ["--split-compile", "0"]
+_split_compile_known = True
+
+
 def check(ptx: str, arch: str, ptxas: str) -> dict[str, Resources]:
     """Assembles `ptx` for `arch`; raises PtxasError with ptxas's messages if it refuses."""
+    global _split_compile_known
     with tempfile.TemporaryDirectory(prefix="tessera-ptxas-") as d:
         src = os.path.join(d, "kernels.ptx")
         with open(src, "w", encoding="utf-8") as f:
             f.write(ptx)
-        p = subprocess.run([ptxas, f"-arch={arch}", "-v", src, "-o", os.path.join(d, "kernels.cubin")],
-                           capture_output=True, text=True)
+        argv = [ptxas, f"-arch={arch}", "-v", src, "-o", os.path.join(d, "kernels.cubin")]
+        p = subprocess.run(argv + SPLIT_COMPILE if _split_compile_known else argv, capture_output=True, text=True)
+        if _split_compile_known and p.returncode != 0 and "split-compile" in p.stdout + p.stderr:
+            _split_compile_known = False
+            p = subprocess.run(argv, capture_output=True, text=True)
     log = p.stdout + p.stderr
     if p.returncode != 0:
         raise PtxasError(f"internal compiler error: ptxas rejected the PTX for {arch}:\n{log.strip()}")
