@@ -500,8 +500,68 @@ def _dropout_of(op, value: str) -> str:
     return f"({value} / {1.0 - p!r} if {u} >= {p!r} else 0.0)"
 
 
+# A row of static length C (a multiple of the warp, at most REGISTER_ROW elements a lane) is read from memory
+# once into registers: lane l holds columns l, l + W, l + 2W, … (each access a warp's consecutive elements,
+# which the CPU runs as one vector), the statistics come from the registers (layernorm's variance a second
+# pass over them, not E[x²] - mean²), and the result is stored once. The generic kernel reads the row two or
+# three times with a loop of unknown trip count, one load in flight per lane (about 1 TB/s on an H200).
+REGISTER_ROW = 128
+
+
+def _register_row(kind: str, cols: str, warp: int, cdt: str, causal: bool) -> int:
+    """Elements a lane holds of a row of `cols` columns in the register kernel, or 0 where it does not apply."""
+    if kind not in ("ttensor.layernorm", "ttensor.rmsnorm", "ttensor.softmax", "ttensor.log_softmax") or \
+            causal or cdt != "f32" or not cols.isdigit():
+        return 0
+    c = int(cols)
+    return c // warp if c and c % warp == 0 and c // warp <= REGISTER_ROW else 0
+
+
+def _tree(terms: list[str], combine: str) -> str:
+    """`terms` combined pairwise (a tree: log depth, and sums rounded as pairwise summation's)."""
+    while len(terms) > 1:
+        terms = [combine.format(a=terms[i], b=terms[i + 1]) if i + 1 < len(terms) else terms[i]
+                 for i in range(0, len(terms), 2)]
+    return terms[0]
+
+
+def _register_lines(kind: str, k: int, warp: int, ld, st, scale_shift: list, eps: str, drop) -> list[str]:
+    """The register kernel's body (inside `if r < R`, at 12 spaces: under `if n == C`); x{i} is column
+    lane + i·W."""
+    at = [f"lane + {i * warp}" if i else "lane" for i in range(k)]
+    lines = [f"x{i} = {ld(f'X[r, {at[i]}]')}" for i in range(k)]
+    if kind in ("ttensor.layernorm", "ttensor.rmsnorm"):
+        if kind == "ttensor.layernorm":
+            lines += [f"s = {_tree([f'x{i}' for i in range(k)], '({a} + {b})')}",
+                      *[b.strip() for b in _butterfly("s", "{a} + {b}", warp)], "mean = s / n",
+                      *[f"x{i} = x{i} - mean" for i in range(k)]]
+        lines += [f"q = {_tree([f'x{i} * x{i}' for i in range(k)], '({a} + {b})')}",
+                  *[b.strip() for b in _butterfly("q", "{a} + {b}", warp)], f"rstd = math.rsqrt(q / n + {eps})"]
+        for i in range(k):
+            y = f"x{i} * rstd"
+            for role, dt in scale_shift:
+                p = f"{role}[{at[i]}]" if dt == "f32" else f"f32({role}[{at[i]}])"
+                y = f"({y}) * {p}" if role == "G" else f"({y}) + {p}"
+            lines.append(f"Y[r, {at[i]}] = {st(y)}")
+    else:
+        lines += [f"m = {_tree([f'x{i}' for i in range(k)], 'max({a}, {b})')}",
+                  *[b.strip() for b in _butterfly("m", "max({a}, {b})", warp)]]
+        if kind == "ttensor.log_softmax":
+            lines += [f"s = {_tree([f'math.exp(x{i} - m)' for i in range(k)], '({a} + {b})')}",
+                      *[b.strip() for b in _butterfly("s", "{a} + {b}", warp)], "lse = m + math.log(s)",
+                      *[f"Y[r, {at[i]}] = {st(f'x{i} - lse')}" for i in range(k)]]
+        else:
+            lines += [*[f"x{i} = math.exp(x{i} - m)" for i in range(k)],
+                      f"s = {_tree([f'x{i}' for i in range(k)], '({a} + {b})')}",
+                      *[b.strip() for b in _butterfly("s", "{a} + {b}", warp)], "inv = 1.0 / s"]
+            for i in range(k):
+                lines += [f"c = {at[i]}", f"Y[r, c] = {st(drop(f'x{i} * inv'))}"]
+    return ["            " + b for b in lines]
+
+
 def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: list = ()) -> KernelSource:
-    """One warp per row of the input seen as [R, C] (C = the normalized or reduced trailing extents)."""
+    """One warp per row of the input seen as [R, C] (C = the normalized or reduced trailing extents); rows of
+    a static length that fits are held in registers (`_register_row`)."""
     kind = op.operation.name
     x = op.operands[0]
     xd = dims[x]
@@ -516,6 +576,7 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: lis
     each = [f"    r = {folded_block(0, 1, 2)} * {rows_per_block} + launch.local_id(1)", "    if r < X.shape[0]:",
             "        n = X.shape[1]"]
     lines: list[str] = []
+    fast_scale_shift, fast_eps, fast_drop = [], "", (lambda value: value)
     if kind in ("ttensor.softmax", "ttensor.log_softmax"):   # along the last axis (decompose.softmax_axes)
         params.append(f"Y: tensor[{dt_out}, \"R\", \"C\"]")
         views.append("matrix")
@@ -546,6 +607,7 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: lis
             y = st(drop(f"math.exp({ld(XRC)} - m) * inv")) + (" if c <= lim else 0.0" if causal else "")
             lines += ["        inv = 1.0 / s", *_row_loop([f"Y[r, c] = {y}"])]
         outputs = [(epilogue[-1] if epilogue else op).results[0]]
+        fast_drop = drop
     elif kind in ("ttensor.layernorm", "ttensor.rmsnorm"):
         extra = {}
         eps = float_literal(ir.FloatAttr(op.attributes["eps"]).value)
@@ -577,6 +639,7 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: lis
                       *_butterfly("q", "{a} + {b}", warp), f"        rstd = math.rsqrt(q / n + {eps})"]
         lines += _row_loop([f"v = {ld(XRC)}", f"Y[r, c] = {st(y)}"])
         outputs = [op.results[0]]
+        fast_scale_shift, fast_eps = scale_shift, eps
     elif kind == "ttensor.reduce":
         extra = {}
         axes = reduced_axes(op)
@@ -592,6 +655,10 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: lis
         outputs = [op.results[0]]
     else:
         raise LoweringError(op, f"'{kind}' has no CPU row kernel")
+    k = _register_row(kind, xd[-1] if xd else "1", warp, cdt, "tessera.causal" in op.attributes)
+    if k:   # the generic kernel stays for other lengths (the kernel is the same for any launch)
+        fast = _register_lines(kind, k, warp, ld, st, fast_scale_shift, fast_eps, fast_drop)
+        lines = [f"        if n == {k * warp}:", *fast, "        else:", *["    " + b for b in lines]]
     src = "\n".join(["import math", "", "", "@kernel", f"def {name}({', '.join(params)}):", *head,
                      *each, *lines, ""])
     return KernelSource(name, src, inputs, outputs, views, block=(warp, rows_per_block, 1),
