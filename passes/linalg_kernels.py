@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
+# numpy: imported where used (a compile that never gets there does not load it, 60-70 ms)
 
 from ..dialects import ttensor
 from ..dialects.support import create
@@ -65,6 +65,7 @@ ONE_BLOCK = 1        # the launch: one block of one thread, guarded by `t < 1`. 
 
 
 def _eps(dt: str) -> float:
+    import numpy as np
     return float(np.finfo(np.float64 if dt == "f64" else np.float32).eps)
 
 
@@ -128,6 +129,7 @@ def _lit(dt: str, x: float) -> str:
 
 def _scan(dt: str, m: int, n: int) -> list[str]:
     """big = max|A|; bad = 1 where A holds a NaN or an infinity."""
+    import numpy as np
     return [f"big = {_lit(dt, 0.0)}", "bad = 0",
             f"for i in range({m}):",
             f"    for j in range({n}):",

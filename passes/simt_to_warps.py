@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
+# numpy: imported where used (a compile that never gets there does not load it, 60-70 ms)
 
 from ..diagnostics import LoweringError
 from ..dialects import ttile_tile
@@ -83,6 +83,7 @@ class _Checks:
 
     def _global(self, text: str, data: bytes, t: ir.MemRefType) -> str:
         if text not in self.reports:
+            import numpy as np
             name = f"__tessera_oob_{self.kernel}_{len(self.reports)}"
             value = ir.DenseElementsAttr.get(np.frombuffer(data, dtype=np.int8),
                                              type=ir.RankedTensorType.get([len(data)], t.element_type))

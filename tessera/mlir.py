@@ -7,14 +7,46 @@ The Python modules of the ``llvm`` and ``spirv`` dialects are the largest (their
 third of the import of MLIR: 20 and 45 ms of a 0.5 s compile), and most compilations build none of their ops
 (a PTX GEMM none at all): they are imported at the first use of one of their names, `_Lazy`. The bindings
 import a dialect's module themselves where they hand out one of its ops, so nothing else depends on when.
+
+The bindings' ``ir`` module imports numpy, where it is installed, for four attribute builders (dense
+elements of f64, i32, i64 and index from a list): 60-70 ms of a 0.6 s PTX compile that never builds one.
+`_import_ir` imports it with numpy hidden and registers the same four builders, which import numpy when
+one is called.
 """
 
 import importlib
 import sys
 import types
 
-from torch_mlir import ir, passmanager, rewrite  # noqa: F401
-from torch_mlir.dialects import (  # noqa: F401
+
+def _import_ir():
+    """torch_mlir.ir without importing numpy (its F64/I32/I64/IndexElementsAttr builders registered here, the
+    same as its own but importing numpy when called); as it is where numpy is already imported."""
+    if "numpy" in sys.modules or "torch_mlir.ir" in sys.modules:
+        import torch_mlir.ir  # noqa: F401
+        return
+    sys.modules["numpy"] = None   # `import numpy` raises ImportError: torch_mlir.ir skips those builders
+    try:
+        import torch_mlir.ir as mlir_ir
+    finally:
+        if "numpy" in sys.modules and sys.modules["numpy"] is None:
+            del sys.modules["numpy"]
+
+    def elements(kind: str, dtype: str, element_type):
+        @mlir_ir.register_attribute_builder(kind, allow_existing=True)
+        def build(x, context):
+            import numpy as np
+            return mlir_ir.DenseElementsAttr.get(np.array(x, dtype=getattr(np, dtype)),
+                                                 type=element_type(context), context=context)
+    elements("F64ElementsAttr", "float64", lambda c: mlir_ir.F64Type.get(context=c))
+    elements("I32ElementsAttr", "int32", lambda c: mlir_ir.IntegerType.get_signless(32, context=c))
+    elements("I64ElementsAttr", "int64", lambda c: mlir_ir.IntegerType.get_signless(64, context=c))
+    elements("IndexElementsAttr", "int64", lambda c: mlir_ir.IndexType.get(context=c))
+
+
+_import_ir()
+from torch_mlir import ir, passmanager, rewrite  # noqa: E402,F401
+from torch_mlir.dialects import (  # noqa: E402,F401
     arith,
     builtin,
     ext,
@@ -25,7 +57,7 @@ from torch_mlir.dialects import (  # noqa: F401
     scf,
     vector,
 )
-from torch_mlir._mlir_libs._mlirDialectsLLVM import translate_module_to_llvmir  # noqa: F401
+from torch_mlir._mlir_libs._mlirDialectsLLVM import translate_module_to_llvmir  # noqa: E402,F401
 
 
 class _Lazy(types.ModuleType):

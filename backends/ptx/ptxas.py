@@ -83,7 +83,7 @@ def parse(log: str) -> dict[str, Resources]:
 # ptxas compiles the entry functions of one PTX file one after another unless told to use threads
 # (`--split-compile N`, CUDA 12.x and later; 0: one per CPU): a GEMM of symbolic extents has three kernels
 # (two wgmma tile shapes and the SIMT fallback), whose assembly then overlaps. Each function's registers,
-# shared memory and spills are what the sequential run reports (test_ptxas_split_compile). An older ptxas
+# shared memory and spills are what the sequential run reports (tests/unit/test_compile_concurrency.py). An older ptxas
 # that does not know the option is run again without it, and not asked again in this process.
 SPLIT_COMPILE = ["--split-compile", "0"]
 _split_compile_known = True

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
+# numpy is imported by the functions that compute with it, not by this module: the frontend reads
+# `epsilon` (operator_ops.py) and a compile that never rounds a value here does not load numpy (60-70 ms).
+F32_MAX = float.fromhex("0x1.fffffep127")   # np.finfo(np.float32).max
 
 
 @dataclass(frozen=True)
@@ -20,10 +22,10 @@ class FloatFormat:
 
 
 FORMATS = {
-    "f32": FloatFormat(23, -126, float(np.finfo(np.float32).max), False),
+    "f32": FloatFormat(23, -126, F32_MAX, False),
     "f16": FloatFormat(10, -14, 65504.0, False),
     "bf16": FloatFormat(7, -126, float.fromhex("0x1.fep127"), False),
-    "tf32": FloatFormat(10, -126, float(np.finfo(np.float32).max), False),
+    "tf32": FloatFormat(10, -126, F32_MAX, False),
     "fp8_e4m3": FloatFormat(3, -6, 448.0, True),       # e4m3fn: no infinities
     "fp8_e5m2": FloatFormat(2, -14, 57344.0, True),
 }
@@ -36,6 +38,7 @@ def epsilon(dtype: str) -> float:
 
 def round_to(x: np.ndarray, dtype: str) -> np.ndarray:
     """`x` rounded to the nearest value of `dtype` (ties to even), as float64."""
+    import numpy as np
     x = np.asarray(x, dtype=np.float64)
     if dtype == "f64":
         return x
@@ -65,6 +68,7 @@ _FP8_CODES = {"fp8_e4m3": (4, 7, 0x7E, 0x7F), "fp8_e5m2": (5, 15, 0x7B, 0x7E)}
 
 def fp8_values(bits: np.ndarray, dtype: str) -> np.ndarray:
     """The float64 values of fp8 bit patterns (uint8) of `dtype` ("fp8_e4m3", "fp8_e5m2")."""
+    import numpy as np
     ebits, bias, top, _ = _FP8_CODES[dtype]
     m = FORMATS[dtype].mantissa_bits
     b = np.asarray(bits, dtype=np.uint8).astype(np.int64)
@@ -78,6 +82,7 @@ def fp8_values(bits: np.ndarray, dtype: str) -> np.ndarray:
 def fp8_bits(x: np.ndarray, dtype: str) -> np.ndarray:
     """`x` rounded to `dtype` as `round_to` does (ties to even, saturating), as uint8 bit patterns; NaN as the
     format's quiet NaN, -0 keeps its sign."""
+    import numpy as np
     ebits, bias, top, nan = _FP8_CODES[dtype]
     y = round_to(x, dtype)
     finite = fp8_values(np.arange(top + 1, dtype=np.uint8), dtype)   # increasing with the code
