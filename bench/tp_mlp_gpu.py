@@ -13,10 +13,13 @@ only the all_reduce grows. In one launch of N ranks both steps are timed: the 1-
 its GPU, with a communicator of itself: the image for a mesh of one device, whose all_reduce is a copy; torch's
 without an all_reduce) and the N-GPU step; efficiency = t1 / tN, for each side. Each step's result is checked
 against torch's once (within 2^-5 of its largest: bf16 partials, summed in bf16 by either side's NCCL).
---chunks 1,4 times two Tessera sides: the all_reduce whole after the second GEMM, and in four row chunks, each
-reduced on the communication stream while the next chunk's GEMM runs (tessera-pipeline-collectives).
-With TESSERA_COMM_UNITS=16 in the environment NCCL takes at most 16 SMs and the GEMMs launched while a chunk is
-reduced leave those free (comm.h, units): without it the persistent GEMM holds every SM and nothing overlaps.
+--chunks 1,4 times two Tessera sides: the all_reduce whole after the second GEMM, and the MLP in four row chunks
+(tessera-pipeline-collectives: each chunk's first GEMM, gelu and second GEMM on its rows, then its all_reduce on
+the communication stream while the next chunk computes). With TESSERA_COMM_UNITS=16 in the environment NCCL
+takes at most 16 SMs and the GEMMs launched while a chunk is reduced leave those free (comm.h, units): without it
+the persistent GEMM holds every SM. --units 0,4,16 adds, for each chunk count, an N-GPU side whose communicator
+has that many units (a communicator of its own, created with units=; 0: the launch's default), its efficiency
+against the same chunk count's one-GPU step (units change nothing without peers).
 
 Method: each side's step is called --iters times back to back between two device synchronizations, after a
 barrier; a round's time is the slowest rank's; the best of --rounds rounds counts, the sides alternating. Rank
@@ -77,6 +80,9 @@ def parse_args():
     p.add_argument("--chunks", default="0", help="comma-separated collective_chunks to compare, each a Tessera side "
                                                  "(0: the target's default, 4 on ptx; 1: one whole all_reduce after "
                                                  "the GEMM); default 0")
+    p.add_argument("--units", default="0", help="comma-separated communicator units for the N-GPU Tessera sides "
+                                                "(0: the launch's communicator, TESSERA_COMM_UNITS or none); "
+                                                "default 0")
     p.add_argument("--cpu", action="store_true", help="CPU images through MPI (tessera-run -n N without --backend)")
     p.add_argument("--iters", type=int, default=10, help="timed steps per round (default 10)")
     p.add_argument("--rounds", type=int, default=5, help="timings per side, alternating; the best counts")
@@ -84,8 +90,9 @@ def parse_args():
     args.T, args.D, args.F = (int(x) for x in (args.shape or ("128,64,128" if args.cpu else "8192,4096,8192"))
                               .split(","))
     args.chunks = [int(c) for c in args.chunks.split(",")]
-    if min(args.iters, args.rounds) < 1 or min(args.chunks) < 0:
-        p.error("--iters and --rounds must be at least 1, --chunks at least 0")
+    args.units = [int(u) for u in args.units.split(",")]
+    if min(args.iters, args.rounds) < 1 or min(args.chunks) < 0 or min(args.units) < 0:
+        p.error("--iters and --rounds must be at least 1, --chunks and --units at least 0")
     return args
 
 
@@ -121,6 +128,14 @@ def main() -> int:
     rank, world = world_comm.rank, world_comm.size
     # N=1: each rank alone, on a communicator of itself
     comms = {1: world_comm.split(color=rank) if world > 1 else world_comm, world: world_comm}
+    # the N-GPU communicators with units of their own (--units), on an id rank 0 makes and sends
+    unit_comms = {}
+    for u in (u for u in args.units if u and world > 1):
+        uid = np.frombuffer(comm.unique_id(backend, ctx), np.uint8).copy() if rank == 0 else \
+            np.zeros(len(comm.unique_id(backend, ctx)), np.uint8)
+        uid = world_comm.broadcast(uid if args.cpu else runtime.DeviceArray.from_numpy(uid, ctx))
+        uid = (uid if args.cpu else uid.numpy()).tobytes()
+        unit_comms[u] = comm.Communicator.create(world, rank, uid, backend=backend, timeout=300, context=ctx, units=u)
     programs = {}   # (N, chunks) -> the function
     for n in comms:
         for k in args.chunks:
@@ -189,7 +204,7 @@ def main() -> int:
               f"{world} rank(s), {where}")
         print(f"best of {args.rounds} rounds of {args.iters} steps, the slowest rank's time; per-GPU {unit} count "
               f"4*T*D*F")
-        print(f"{'N':>3} {'side':<12} {'ms/step':>9} {unit + '/GPU':>12} {'eff t1/tN':>10} {'torch/ours':>11}")
+        print(f"{'N':>3} {'side':<18} {'ms/step':>9} {unit + '/GPU':>12} {'eff t1/tN':>10} {'torch/ours':>11}")
     best = {}   # N -> side -> seconds per step
     for n in comms:
         sides = {"torch": (lambda n=n: theirs(n), torch_sync)}
@@ -204,6 +219,12 @@ def main() -> int:
                 fail(f"N={n}, chunks={k}: the result differs from torch's by {err} (largest "
                      f"{want.abs().max().item()})")
             sides[f"tessera c={k}"] = (lambda n=n, run=run: run(*ours_args, comm=comms[n], stream=s), sync)
+            for u, cu in (unit_comms.items() if n > 1 else ()):
+                got = as_torch(run(*ours_args, comm=cu, stream=s), want).float()
+                sync()
+                if not (got - want).abs().max().item() <= 2 ** -5 * want.abs().max().item():
+                    fail(f"N={n}, chunks={k}, units={u}: the result differs from torch's")
+                sides[f"tessera c={k} u={u}"] = (lambda run=run, cu=cu: run(*ours_args, comm=cu, stream=s), sync)
         times = {k: float("inf") for k in sides}
         for _ in range(args.rounds):
             for name, (call, wait) in sides.items():
@@ -216,11 +237,11 @@ def main() -> int:
                            dtype="bf16", note="weak scaling: F hidden units per GPU; per-GPU throughput")
             for side in (r["ours"], *r["peers"]):
                 name, sec = side["name"], side["time_s"]
-                eff = f"{best[1][name] / sec:10.3f}"
+                eff = f"{best[1][name.split(' u=')[0]] / sec:10.3f}"   # a units side: its chunks' t1
                 ratio = f"{times['torch'] / sec:10.3f}x" if name != "torch" else ""
-                print(f"{n:>3} {name:<12} {sec * 1e3:9.3f} {side['throughput']:12.1f} {eff} {ratio:>11}", flush=True)
+                print(f"{n:>3} {name:<18} {sec * 1e3:9.3f} {side['throughput']:12.1f} {eff} {ratio:>11}", flush=True)
     dist.destroy_process_group()
-    for c in {id(c): c for c in comms.values()}.values():
+    for c in {id(c): c for c in [*comms.values(), *unit_comms.values()]}.values():
         c.close()
     return 0
 

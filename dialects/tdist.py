@@ -20,6 +20,9 @@ ALGOS = ("ring", "tree", "binary_tree", "auto")
 REDUCTIONS = ("sum", "max", "min", "mean", "prod")
 # an all_reduce's row chunks (passes/pipeline_collectives.py): op.all_reduce(chunks=) or the pass sets it
 CHUNKS = "tessera.chunks"
+# on an op before such an all_reduce's matmul (a matmul, elementwise op or cast whose rows lead to the matmul's
+# lhs): it runs in the same row chunks, each chunk's rows of it before that chunk's GEMM (the pass sets it)
+ROWS_OF = "tessera.chunk_rows"
 
 
 class TDist(ext.Dialect, name="tdist"):

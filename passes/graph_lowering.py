@@ -16,6 +16,7 @@ from typing import Callable, Mapping
 from .. import plan
 from ..diagnostics import LoweringError
 from ..mlir import ir
+from ..dialects.tdist import ROWS_OF
 from ..dialects.ttensor import matmul_transposes
 from . import convolution, fourier, fp8_fallback, fusion, graph_shapes, kernelgen, linalg_kernels, pipeline_collectives, \
     schedule_ir
@@ -104,7 +105,22 @@ def lower_function(fn, module: ir.Module, lowerings: Mapping[str, Callable], tar
     returned = set(ret.operands)
     steps = []
     chunked = set()   # the results of all_reduces lowered with their matmul's chunks
+    # groups of ops that run in the row chunks of the all_reduce their rows lead to (ROWS_OF), lowered whole
+    # and held back until that all_reduce's matmul: (ops, steps, the values their lowering made)
+    deferred: list[tuple[list, list, set]] = []
+    held = None   # (ops, its first step, the values before it) of the group just lowered where it is held back
     for gid, kind, ops in _groups(fn):
+        if held is not None:
+            deferred.append((held[0], steps[held[1]:], set(ctx.values) - held[2]))
+            del steps[held[1]:]
+            held = None
+        marked = [ROWS_OF in op.attributes for op in ops]
+        if all(marked) and (kind in lowerings or kind == "elementwise"):
+            held = (ops, len(steps), set(ctx.values))
+        elif any(marked):   # fused with other ops, or of a kind not chunked: the held groups run whole first
+            for d in deferred:
+                steps.extend(d[1])
+            deferred = []
         inside = {r for op in ops for r in op.results}
         members = {op.operation for op in ops}
         inputs, outputs = [], []
@@ -115,6 +131,11 @@ def lower_function(fn, module: ir.Module, lowerings: Mapping[str, Callable], tar
             for r in op.results:
                 if r in returned or any(u not in members for u in _users(r)):
                     outputs.append(r)
+        if held is None and deferred and (kind not in lowerings or _chunked_reduce(ops) is None) and \
+                any(r in inputs for d in deferred for op in d[0] for r in op.results):
+            for d in deferred:   # a reader of held rows that is not their all_reduce's GEMM: they run whole first
+                steps.extend(d[1])
+            deferred = []
         kname = f"{name}__{kind}{gid}"
         if kind == "view":
             (op,) = ops
@@ -134,7 +155,10 @@ def lower_function(fn, module: ir.Module, lowerings: Mapping[str, Callable], tar
         if kind in lowerings:
             reduce = _chunked_reduce(ops)
             if reduce is not None:
-                steps.extend(_lower_chunked(ctx, lowerings[kind], kname, ops[0], reduce))
+                chain = {o.operation for o in pipeline_collectives.row_chain(reduce)}
+                mine = [d for d in deferred if all(o.operation in chain for o in d[0])]
+                deferred = [d for d in deferred if not all(o.operation in chain for o in d[0])]
+                steps.extend(_lower_chunked(ctx, lowerings[kind], kname, ops[0], reduce, mine))
                 chunked.add(reduce.results[0])
                 continue
             steps.extend(lowerings[kind](ctx, kname, ops))
@@ -178,6 +202,11 @@ def lower_function(fn, module: ir.Module, lowerings: Mapping[str, Callable], tar
             tensors=tuple(plan.TensorView(record(v), view) for v, view in zip(ks.inputs + ks.outputs, ks.views)),
             B=graph_shapes.product(out_dims[:-2]) if kind == "layout" else "1",
             scalars=tuple(ks.extra.get("scalars", ()))))
+    if held is not None:
+        deferred.append((held[0], steps[held[1]:], set()))
+        del steps[held[1]:]
+    for d in deferred:   # held for an all_reduce lowered otherwise: run whole
+        steps.extend(d[1])
     results = [record(v) for v in ret.operands]
     _assign_buffers(fn, ctx.values, steps, args, results, ctx.ids)
     fallbacks = [ir.StringAttr(a).value for a in ir.ArrayAttr(fn.attributes["tessera.fallbacks"])] \
@@ -240,16 +269,21 @@ def _chunked_reduce(ops: list):
     return users[0].opview
 
 
-def _lower_chunked(ctx: LoweringContext, lower: Callable, kname: str, mm, reduce) -> list:
+def _lower_chunked(ctx: LoweringContext, lower: Callable, kname: str, mm, reduce, held: list = ()) -> list:
     """The steps of matmul `mm` and the all_reduce `reduce` of its result in k row chunks (k: its
     tessera.chunks): the GEMM lowered once (one kernel), launched per chunk on aliases of a row range of the
     lhs and of the all_reduce's result (docs/image-format.md, "Alias step"), each chunk's all_reduce in place
-    right after its GEMM, so that it overlaps the next chunk's GEMM. Chunks are whole multiples of the GEMMs'
-    M tile (pipeline_collectives.ROW_ALIGN) but the last, so each starts at a tile boundary; where M is small
-    the last chunks have no rows (the runtime launches nothing, and a collective of no elements does nothing).
-    The partial product is never stored apart: each chunk's GEMM writes the result's rows, reduced in place.
-    Every backend's GEMM steps fit this (argument steps whose tensors' rows are one env extent); one that did
-    not would be a LoweringError here, saying how to run the pair whole."""
+    right after its GEMM, so that it overlaps the next chunk's compute. `held`: the groups before the GEMM whose
+    rows lead to its lhs (ROWS_OF; their ops, lowered steps and new values, in order): each runs per chunk
+    too, on aliases of its tensors' rows, before that chunk's GEMM (the whole MLP of a chunk, then its
+    all_reduce beside the next chunk's), so that only the last chunk's all_reduce follows the last kernel;
+    those of them, from the first on, whose steps cannot take a row range (not one env extent of rows, a
+    view step that is not rows of matrices) run whole before the chunks. Chunks are whole multiples of the
+    GEMMs' M tile (pipeline_collectives.ROW_ALIGN) but the last, so each starts at a tile boundary; where M is
+    small the last chunks have no rows (the runtime launches nothing, and a collective of no elements does
+    nothing). The partial product is never stored apart: each chunk's GEMM writes the result's rows, reduced
+    in place. Every backend's GEMM steps fit this (argument steps whose tensors' rows are one env extent);
+    one that did not would be a LoweringError here, saying how to run the pair whole."""
     k = pipeline_collectives.chunks_of(reduce)
     before = set(ctx.values)
     whole = lower(ctx, kname, [mm])
@@ -258,10 +292,15 @@ def _lower_chunked(ctx: LoweringContext, lower: Callable, kname: str, mm, reduce
     # the values whose rows are the product's rows, each with its columns: the lhs, the product (whose rows
     # go to the result's storage) and the temporaries the backend made of its shape (a wider accumulator)
     rows = {a: (a, ctx.dims[mm.operands[0]][-1]), p: (r, ctx.dims[mm.results[0]][-1])}
-    for vid in set(ctx.values) - before - set(rows) - {r}:
-        d = ctx.values[vid].dims
-        if len(d) >= 2 and graph_shapes.product(list(d[:-1])) == M:
-            rows[vid] = (vid, d[-1])
+
+    def temporaries(made: set) -> dict:
+        out = {}
+        for vid in sorted(made - set(rows) - {r}):
+            d = ctx.values[vid].dims
+            if len(d) >= 2 and graph_shapes.product(list(d[:-1])) == M:
+                out[vid] = (vid, d[-1])
+        return out
+    rows.update(temporaries(set(ctx.values) - before))
     once, per_chunk = [], []
     for s in whole:
         touched = any(v in rows for v in plan.uses(s))
@@ -271,10 +310,33 @@ def _lower_chunked(ctx: LoweringContext, lower: Callable, kname: str, mm, reduce
                                     f"op.all_reduce(chunks=1) or the compile option collective_chunks=1 runs "
                                     f"it whole")
         (per_chunk if touched else once).append(s)
+    # the held groups, last first, while each one's steps take row ranges (the rest run whole, first)
+    before_chunks, upstream = [], []
+    for i in range(len(held) - 1, -1, -1):
+        ops, group_steps, made = held[i]
+        used = {v for s in group_steps for v in plan.uses(s)}
+        values = {ctx.ids[v]: v for op in ops for v in (op.results[0], pipeline_collectives.row_input(op))
+                  if v in ctx.ids and ctx.ids[v] in used}   # those stored (not fused away)
+        mine = dict(rows)
+        mine.update({vid: (vid, ctx.dims[v][-1]) for vid, v in values.items() if vid not in rows})
+        mine.update(temporaries(made - set(mine)))
+        fits = all(graph_shapes.product(ctx.dims[v][:-1]) == M for v in values.values())
+        group_once, group_chunk = [], []
+        for s in group_steps:
+            touched = any(v in mine for v in plan.uses(s))
+            if touched and not (isinstance(s, plan.ArgsStep) and _row_names(s, mine, M) is not None or
+                                isinstance(s, plan.ViewStep) and _view_rows(s, mine, M)):
+                fits = False
+            (group_chunk if touched else group_once).append(s)
+        if not fits:
+            before_chunks = [s for _, st, _ in held[:i + 1] for s in st]
+            break
+        rows = mine
+        upstream = [(group_once, group_chunk)] + upstream
     collective = _collective(reduce, ctx.record)
     del ctx.values[p]   # written only through the chunks' aliases of the result
     step = f"ceil(({M})/{pipeline_collectives.ROW_ALIGN * k})*{pipeline_collectives.ROW_ALIGN}"
-    out = list(once)
+    out = before_chunks + [s for group_once, _ in upstream for s in group_once] + once
     for i in range(k):
         start = _fold(f"min({i}*{step}, {M})" if i else "0")
         end = f"min({i + 1}*{step}, {M})" if i < k - 1 else M
@@ -284,7 +346,11 @@ def _lower_chunked(ctx: LoweringContext, lower: Callable, kname: str, mm, reduce
             ids[vid] = f"{of}_chunk{i}"
             ctx.values[ids[vid]] = plan.Value(ctx.values[of].dtype, (n, cols))
             out.append(plan.AliasStep(ids[vid], of, _offset(start, cols)))
-        for s in per_chunk:
+        for s in [s for _, group_chunk in upstream for s in group_chunk] + per_chunk:
+            if isinstance(s, plan.ViewStep):
+                out.append(dataclasses.replace(s, R=n, tensors=tuple(
+                    plan.TensorView(ids[t.value], t.view) if t.value in rows else t for t in s.tensors)))
+                continue
             names = _row_names(s, rows, M)
             out.append(dataclasses.replace(
                 s, env={key: n if key in names else e for key, e in s.env.items()},
@@ -295,6 +361,16 @@ def _lower_chunked(ctx: LoweringContext, lower: Callable, kname: str, mm, reduce
         out += [plan.AliasStep(reduced, r, _offset(start, rows[p][1])),
                 dataclasses.replace(collective, input=ids[p], output=reduced)]
     return out
+
+
+def _view_rows(s: plan.ViewStep, rows: dict, M: str) -> bool:
+    """Can view step `s` (a generated kernel over [R, C]) run on a row range of its tensors in `rows` (M, their
+    rows): R is M, no batch or scalar extents, those tensors seen whole as matrices, the others only along
+    the columns (broadcast over the rows)."""
+    if s.R != M or s.B != "1" or s.scalars:
+        return False
+    return all(t.view == "matrix" and rows[t.value][1] == s.C if t.value in rows else t.view in ("cols", "scalar")
+               for t in s.tensors)
 
 
 def _row_names(s: plan.ArgsStep, rows: dict, M: str) -> set | None:

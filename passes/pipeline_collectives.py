@@ -21,12 +21,25 @@ left whole: chunks would change nothing there but the launches), and alone in it
 compile option ``collective_chunks`` (tessera/options.py): 4 on GPU targets, 1 (nothing marked) on the CPU,
 whose collectives run on the threads the GEMMs would use. An all_reduce's own ``op.all_reduce(chunks=k)``
 overrides it (1: whole); asking chunks of one that must run whole is an error at the op, saying why.
+
+Rows back to the inputs. Chunking only that GEMM leaves the first GEMM and the gelu of the MLP whole before
+it, and each chunk's all_reduce only a quarter of the second GEMM to hide behind. The rows of the all_reduce's
+operand depend row by row on the function's inputs through matmuls (of a row-major lhs and a matrix rhs) and
+elementwise ops, so the pass walks back from the matmul's lhs and marks each op on the way
+``tessera.chunk_rows = k`` (dialects/tdist.py ROWS_OF): a matmul as above (its lhs carries the rows), a unary
+op or cast (its operand), a binary op whose other operand broadcasts along the rows (rank 0 or 1: a bias),
+while the value reached is read by the next op alone; it stops at an argument or any other op. Graph lowering
+then runs the marked ops' kernels per chunk too, on aliases of their rows, before that chunk's GEMM: chunk i's
+first GEMM, gelu and second GEMM, then its all_reduce on the communication stream while chunk i+1 computes, so
+only the last chunk's all_reduce is exposed. A row of a GEMM's result is computed from that row of its lhs
+alone, with the same kernel and K order, so the chunked function's results are the whole one's, bit for bit
+(where the reduction's own order does not change with a message's size: MPI's at three ranks may).
 """
 
 from __future__ import annotations
 
 from ..diagnostics import LoweringError
-from ..dialects.tdist import CHUNKS
+from ..dialects.tdist import CHUNKS, ROWS_OF
 from ..mlir import ir
 from .bucketize import BUCKET
 from .schedule_ir import graph_ops
@@ -57,6 +70,59 @@ def whole_because(op, buckets: dict[int, int]) -> str | None:
     return None
 
 
+def row_input(op):
+    """The operand whose rows are `op`'s result's rows where `op` may run in row chunks with the ops after it
+    (module docstring, "Rows back to the inputs"), else None: a matmul of a matrix rhs whose lhs is stored
+    row-major (its lhs), an elementwise unary op or cast (its operand), a binary op whose other operand
+    broadcasts along the rows (rank 0 or 1, or a scalar constant: the operand of the result's shape)."""
+    name = op.operation.name
+    if name == "ttensor.matmul":
+        lhs, rhs = op.operands[0], op.operands[1]
+        if ir.RankedTensorType(rhs.type).rank != 2 or ir.RankedTensorType(lhs.type).rank < 2:
+            return None
+        if not isinstance(lhs.owner, ir.Block) and lhs.owner.operation.name == "ttensor.transpose":
+            return None
+        return lhs
+    if name in ("ttensor.unary", "ttensor.cast"):
+        return op.operands[0]
+    if name == "ttensor.binary":
+        result = ir.RankedTensorType(op.results[0].type)
+        same = [o for o in op.operands if ir.RankedTensorType(o.type).shape == result.shape]
+        other = [o for o in op.operands if o not in same]
+        if len(same) == 1 and len(other) == 1 and ir.RankedTensorType(other[0].type).rank <= 1:
+            return same[0]
+    return None
+
+
+def row_chain(op) -> list:
+    """The ops before all_reduce `op`'s matmul that run in its row chunks (marked ROWS_OF by `mark`), first
+    to last, the matmul not included."""
+    chain = []
+    x = row_input(op.operands[0].owner)
+    while x is not None and not isinstance(x.owner, ir.Block) and ROWS_OF in x.owner.attributes:
+        chain.insert(0, x.owner)
+        x = row_input(x.owner)
+    return chain
+
+
+def _mark_rows(op, k: int) -> int:
+    """Marks the ops whose rows lead to chunked all_reduce `op`'s matmul's lhs, walking back while each value
+    on the way has no other reader and its producer keeps rows (`_row_input`); returns how many."""
+    marked = 0
+    x = row_input(op.operands[0].owner)
+    while x is not None and not isinstance(x.owner, ir.Block) and len(list(x.uses)) == 1 and x.owner.results[0] == x \
+            and len(x.owner.results) == 1 and ROWS_OF not in x.owner.attributes:
+        producer = x.owner
+        nxt = row_input(producer)
+        if nxt is None or [int(d) for d in ir.RankedTensorType(nxt.type).shape[:-1]] != \
+                [int(d) for d in ir.RankedTensorType(x.type).shape[:-1]]:
+            break
+        producer.attributes[ROWS_OF] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), k)
+        marked += 1
+        x = nxt
+    return marked
+
+
 def mark(fn, chunks: int) -> int:
     """Marks `fn`'s eligible all_reduces with `chunks`, except those that carry their own (op.all_reduce's
     chunks=), which must be eligible where more than 1 (a LoweringError at the op says why not); returns how
@@ -78,6 +144,7 @@ def mark(fn, chunks: int) -> int:
             raise LoweringError(op, f"op.all_reduce(chunks={k}) cannot run in row chunks: {why}")
         if why is None:
             op.attributes[CHUNKS] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), k)
+            _mark_rows(op, k)
             marked += 1
     return marked
 

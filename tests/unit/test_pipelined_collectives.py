@@ -1,6 +1,7 @@
 """Pipelined collectives (passes/pipeline_collectives.py, graph lowering's chunks): a matmul feeding an
 all_reduce runs in row chunks, each chunk's GEMM launch of one kernel on aliases of a row range of its lhs and
-of the all_reduce's result (plan version 6's alias offsets), each chunk's all_reduce in place right after it.
+of the all_reduce's result (plan version 6's alias offsets), each chunk's all_reduce in place right after it;
+the ops whose rows lead to that lhs (the first GEMM, the gelu) run in the same chunks, before it.
 The plans' structure on the CPU and on ptx (sm_90a, sm_80: bench/tp_mlp_gpu.py's program, ptxas-checked), and
 the numerics on 2 and 3 CPU ranks through MPI: the chunked MLP equals the whole one and the interpreter, at a
 row count that is not a multiple of a chunk, one of four whole chunks, and one smaller than a chunk."""
@@ -40,8 +41,8 @@ def _plan(source: str, **options) -> tuple[plan.Plan, list]:
 
 
 def _chunks(p: plan.Plan) -> list[dict]:
-    """The chunks of `p`'s pipelined all_reduce: each collective step with the alias steps and the GEMM
-    steps since the one before."""
+    """The chunks of `p`'s pipelined all_reduce: each collective step with the alias steps and the compute
+    steps (GEMMs and generated kernels) since the one before."""
     out, cur = [], {"aliases": [], "gemms": []}
     for s in p.steps:
         if isinstance(s, plan.AliasStep):
@@ -54,42 +55,81 @@ def _chunks(p: plan.Plan) -> list[dict]:
     return out
 
 
-def _check_chunks(p: plan.Plan, chunks: int, lhs_cols: int, cols: int) -> set[str]:
-    """The chunks tile the lhs and the result row by row at every row count of CHUNK_ROWS (for 4 chunks),
-    each collective in place on its GEMM's rows of the plan's result; the GEMMs' kernels."""
+def _rows(s) -> str:
+    """The rows a compute step runs on: a view step's R, an argument step's extent of its first tensor's rows."""
+    return s.R if isinstance(s, plan.ViewStep) else s.env[s.args[0].shape[0]]
+
+
+def _check_chunks(p: plan.Plan, chunks: int, x_cols: int, cols: int, steps: int) -> set[str]:
+    """The chunks tile X and the result row by row at every row count of CHUNK_ROWS (for 4 chunks), each
+    chunk the whole MLP on its rows (`steps` compute steps: both GEMMs, the gelu, a rounding) with its
+    collective in place on its rows of the plan's result, nothing computed before the first chunk, and every
+    [T, *] intermediate read and written only through the chunks' aliases; the chunks' kernels."""
     (result,) = p.results
     found = _chunks(p)
     assert len(found) == chunks
+    first = next(i for i, s in enumerate(p.steps) if isinstance(s, plan.AliasStep))
+    assert not any(isinstance(s, (plan.ArgsStep, plan.ViewStep)) for s in p.steps[:first])
+    aliases = {s.alias for s in p.steps if isinstance(s, plan.AliasStep)}
+    middle = [v for v, x in p.values.items() if v not in aliases and v not in p.args and v not in p.results
+              and x.dims[0] == "T"]
+    assert middle and not any(v in plan.uses(s) for v in middle for s in p.steps if not isinstance(s, plan.AliasStep))
     kernels = set()
     for T, want in CHUNK_ROWS.items():
-        start = 0
+        start, env = 0, {"T": T, "D": x_cols}   # D: the bench program's width (symbolic there)
         for rows, c in zip(want, found):
             of = {a.alias: a for a in c["aliases"]}
             ar = c["collective"]
             into, out = of[ar.input], of[ar.output]
             assert into.of == out.of == result and into.alias != out.alias
             for a in (into, out):
-                assert plan.evaluate(a.offset, {"T": T}) == start * cols
+                assert plan.evaluate(a.offset, env) == start * cols
                 assert a.offset != "0" or start == 0   # the first chunk's window is written "0"
-                assert [plan.evaluate(d, {"T": T}) for d in p.values[a.alias].dims] == [rows, cols]
-            lhs = [a for a in c["aliases"] if a.of != result and p.values[a.alias].dims[-1] == str(lhs_cols)]
-            assert lhs and all(plan.evaluate(a.offset, {"T": T}) == start * lhs_cols for a in lhs)
-            (gemm,) = c["gemms"]
-            assert plan.evaluate(gemm.env["M"], {"T": T}) == rows
+                assert [plan.evaluate(d, env) for d in p.values[a.alias].dims] == [rows, cols]
+            (x,) = [a for a in c["aliases"] if a.of == p.args[0]]
+            assert plan.evaluate(x.offset, env) == start * x_cols
+            for a in c["aliases"]:
+                assert plan.evaluate(p.values[a.alias].dims[0], env) == rows
+            assert len(c["gemms"]) == steps
+            assert [plan.evaluate(_rows(s), env) for s in c["gemms"]] == [rows] * steps
             kernels |= {s.kernel for s in c["gemms"]}
             start += rows
         assert start == T
     return kernels
 
 
-def test_the_cpu_plan_launches_one_kernel_per_chunk_on_row_ranges():
+def test_the_cpu_plan_runs_the_whole_mlp_per_chunk_on_row_ranges():
+    """Each chunk: the first GEMM (the gelu its epilogue) and the second on its rows, one kernel each launched
+    per chunk."""
     p, kernels = _plan(W.source(2), target="cpu", collective_chunks=4)
-    gemms = _check_chunks(p, 4, W.H // 2, W.D)
-    assert len(gemms) == 1 and sum(k.name in gemms for k in kernels) == 1
-    # no partial product: the first GEMM's output and the arguments are the only [T, *] values not aliases
-    aliases = {s.alias for s in p.steps if isinstance(s, plan.AliasStep)}
-    assert [v for v, x in p.values.items() if v not in aliases and x.dims[0] == "T"] == [*p.args[:1], p.steps[0]
-                                                                                        .args[2].value, *p.results]
+    names = _check_chunks(p, 4, W.D, W.D, 2)
+    assert len(names) == 2 and sum(k.name in names for k in kernels) == 2
+
+
+BIAS = W.source(2).replace("W2: dist.shard(", "b: dist.shard(tensor[f32, 48], mesh, axis=\"tp\", dim=0),\n        "
+                            "W2: dist.shard(").replace("op.gelu(X @ W1)", "op.gelu(X @ W1 + b)")
+
+
+def test_a_bias_broadcast_along_the_rows_runs_in_the_chunks_whole():
+    """A bias added after the first GEMM (a binary op whose other operand broadcasts along the rows) runs in
+    the chunks, the bias itself read whole by every chunk."""
+    p, _ = _plan(BIAS, target="cpu", collective_chunks=4)
+    bias = p.args[2]
+    assert not any(s.of == bias for s in p.steps if isinstance(s, plan.AliasStep))
+    for c in _chunks(p):
+        assert any(bias in plan.uses(s) for s in c["gemms"])
+        assert len(c["gemms"]) >= 2
+
+
+def test_a_hidden_value_read_elsewhere_keeps_the_first_gemm_whole():
+    """H also returned: the walk stops at it, so the first GEMM and the gelu run whole before the chunks (the
+    second GEMM alone in them, as before rows went back to the inputs)."""
+    source = W.source(2).replace("return op.all_reduce(op.gelu(X @ W1) @ W2, mesh=mesh)",
+                                 "H = op.gelu(X @ W1)\n    return op.all_reduce(H @ W2, mesh=mesh), H")
+    p, _ = _plan(source, target="cpu", collective_chunks=4)
+    first = next(i for i, s in enumerate(p.steps) if isinstance(s, plan.AliasStep))
+    assert any(isinstance(s, plan.ArgsStep) for s in p.steps[:first])
+    assert all(len(c["gemms"]) == 1 for c in _chunks(p)) and len(_chunks(p)) == 4
 
 
 def test_the_cpu_default_and_deterministic_reductions_stay_whole():
@@ -105,28 +145,27 @@ def test_a_narrower_result_chunks_its_wider_accumulator_too():
     chunk, on aliases of the temporary's rows."""
     from tp_mlp_gpu import program  # lazy: the bench's program, from bench/
     p, _ = _plan(program(2, 64), target="cpu", collective_chunks=4)
-    found = _chunks(p)
-    assert len(found) == 4
-    for c in found:
-        assert len(c["gemms"]) == 2 and {p.values[a.alias].dtype for a in c["aliases"]} == {"bf16", "f32"}
-    assert len({s.kernel for c in found for s in c["gemms"]}) == 2
+    names = _check_chunks(p, 4, 256, 256, 4)   # first GEMM, gelu and cast, second GEMM, its rounding
+    assert len(names) == 4
+    for c in _chunks(p):
+        assert {p.values[a.alias].dtype for a in c["aliases"]} == {"bf16", "f32"}
+        assert c["gemms"][-1].kernel.endswith("_f32_to_bf16_1") and \
+            {x.value for x in c["gemms"][-1].args} == {x.value for x in c["gemms"][-2].args[2:]} | {c["collective"].input}
 
 
-@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
-def test_the_bench_program_on_ptx_chunks_by_default(arch):
+@pytest.mark.parametrize("arch, steps", [("sm_90a", 2), ("sm_80", 3)])
+def test_the_bench_program_on_ptx_chunks_by_default(arch, steps):
+    """Per chunk: the first GEMM (on sm_90a its epilogue the gelu and the cast; on sm_80 a kernel of theirs
+    after it) and the second, each one kernel launched per chunk."""
     from tp_mlp_gpu import program  # lazy: the bench's program, from bench/
     p, kernels = _plan(program(2, 64), target="ptx", arch=arch)
-    found = _chunks(p)
-    assert len(found) == 4
-    names = {s.kernel for c in found for s in c["gemms"]}
-    assert len(names) == 1 and sum(k.name in names for k in kernels) == 1   # one kernel, launched 4 times
-    for c in found:
-        (gemm,) = c["gemms"]
-        rows = [plan.evaluate(gemm.env["M"], {"T": T, "D": 256}) for T in CHUNK_ROWS]
-        assert rows == [want[found.index(c)] for want in CHUNK_ROWS.values()]
+    names = _check_chunks(p, 4, 256, 256, steps)
+    assert len(names) == steps and sum(k.name in names for k in kernels) == steps
     if ptxas.find():
-        k = next(k for k in kernels if k.name in names)
-        assert k.regs > 0 and "ptx.spill_bytes" not in k.props
+        mine = {k.name: k for k in kernels if k.name in names}
+        assert all(k.regs > 0 for k in mine.values())
+        # the second GEMM's (the first's, with its gelu epilogue, is the unchunked plan's kernel: its spills too)
+        assert "ptx.spill_bytes" not in mine[_chunks(p)[0]["gemms"][-1].kernel].props
 
 
 def test_an_all_reduces_own_chunks_override_the_option():
