@@ -461,3 +461,28 @@ def test_cache_sizes_from_sysfs(tmp_path):
         (d / "size").write_text(f"{size}\n")
     assert cache_sizes(str(tmp_path)) == {1: 48 << 10, 2: 2 << 20, 3: 105 << 20}
     assert cache_sizes(str(tmp_path / "absent")) == {1: 32 << 10, 2: 512 << 10, 3: 8 << 20}
+
+
+ZEN5_CACHES = {1: 48 << 10, 2: 1 << 20, 3: 32 << 20}
+
+
+@pytest.mark.parametrize("n, block", [(1024, (1036, 512)), (2048, (2058, 1024))])
+def test_avx512_two_threads_one_block_each(n, block):
+    """With the 16-lane tile, two threads get one block each at 1024³ and 2048³ (each packs its A rows and B
+    columns once; the 2×2 and 3×2 grids the half-block tail term chose packed them again in every block of
+    their row and column), split along N: the smaller B panel (docs/performance.md, session 31)."""
+    s = choose_schedule(n, n, n, SKX, threads=2, caches=ZEN5_CACHES)
+    gx, gy, _ = gemm.gemm_grid(gemm.GemmSpec("mm", schedule=s), n, n)
+    assert (gx, gy) == (2, 1) and (s.mb, s.nc) == block
+    # The AVX2 tile keeps the half-block term: more blocks than threads there.
+    z = choose_schedule(n, n, n, ZEN3, threads=2, caches=ZEN5_CACHES)
+    zx, zy, _ = gemm.gemm_grid(gemm.GemmSpec("mm", schedule=z), n, n)
+    assert zx * zy > 2
+
+
+@pytest.mark.parametrize("threads", [1, 2, 16])
+def test_avx512_every_core_gets_a_block(threads):
+    for n in (512, 1024, 2048):
+        s = choose_schedule(n, n, n, SKX, threads=threads, caches=ZEN5_CACHES)
+        gx, gy, _ = gemm.gemm_grid(gemm.GemmSpec("mm", schedule=s), n, n)
+        assert gx * gy >= threads
