@@ -212,16 +212,17 @@ def main() -> int:
             run = programs[n, k]
             ours_once = run(*ours_args, comm=comms[n], stream=s)
             sync()
-            want = theirs(n)
-            got, want = as_torch(ours_once, want).float(), want.float()
+            ref = theirs(n)
+            got, want = as_torch(ours_once, ref).float(), ref.float()
             err = (got - want).abs().max().item()
             if not err <= 2 ** -5 * want.abs().max().item():
                 fail(f"N={n}, chunks={k}: the result differs from torch's by {err} (largest "
                      f"{want.abs().max().item()})")
             sides[f"tessera c={k}"] = (lambda n=n, run=run: run(*ours_args, comm=comms[n], stream=s), sync)
             for u, cu in (unit_comms.items() if n > 1 else ()):
-                got = as_torch(run(*ours_args, comm=cu, stream=s), want).float()
+                out = run(*ours_args, comm=cu, stream=s)
                 sync()
+                got = as_torch(out, ref).float()
                 if not (got - want).abs().max().item() <= 2 ** -5 * want.abs().max().item():
                     fail(f"N={n}, chunks={k}, units={u}: the result differs from torch's")
                 sides[f"tessera c={k} u={u}"] = (lambda run=run, cu=cu: run(*ours_args, comm=cu, stream=s), sync)
