@@ -82,6 +82,10 @@ FP8 = {"fp8_e4m3": ir.Float8E4M3FNType, "fp8_e5m2": ir.Float8E5M2Type}   # store
 # CPU time (the pack of A had cost 6-7%); 64, 128 and 256 within noise of each other.
 PACK_PREFETCH = 256
 PANEL_PAD = 16   # f32 elements between the strips of a packed B panel (see _Body)
+# Row counts of the micro-kernels that run a strip of fewer than MR rows (the 16-lane tile, one B panel):
+# with MR 14, 1024 rows end in a strip of 2, 2048 in one of 4, 512 in one of 8, whose full-height micro-kernel
+# did 12, 10 and 6 rows of zeros' FMAs.
+EDGE_ROWS = (2, 4, 8)
 
 
 @dataclass(frozen=True)
@@ -485,11 +489,32 @@ class _Body:
 
     # -- one micro-tile -----------------------------------------------------------------------------------
     def _tile(self, packed_a, packed_b, b_base, it, jt, i0, j0, mc, nc, kc, first, last, job=None,
-              state=()) -> list:
+              state=(), rows_done=None) -> list:
         s, C = self.s, self.p["C"]
         i = add(i0, mul(it, s.mr))
         j = add(j0, mul(jt, s.nr))
         rows = sub(mc, mul(it, s.mr))    # may exceed MR: only "fewer than MR" matters
+        if rows_done is None and job is None and self.vw >= 16 and EDGE_ROWS:
+            # A strip of fewer than MR rows (the matrix's last) runs a micro-kernel of the fewest rows in
+            # EDGE_ROWS that covers it. Each kernel is a whole tile of its own, stores included: one kernel
+            # whose accumulators an scf.if merged spilled them (measured with a variant micro-kernel).
+            def chain(counts):
+                if not counts:
+                    self._tile(packed_a, packed_b, b_base, it, jt, i0, j0, mc, nc, kc, first, last,
+                               rows_done=s.mr)
+                    return
+                few = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.sle, rows, idx(counts[0])).result,
+                               has_else=True)
+                with ir.InsertionPoint(few.then_block):
+                    self._tile(packed_a, packed_b, b_base, it, jt, i0, j0, mc, nc, kc, first, last,
+                               rows_done=counts[0])
+                    scf.YieldOp([])
+                with ir.InsertionPoint(few.else_block):
+                    chain(counts[1:])
+                    scf.YieldOp([])
+            chain([m for m in EDGE_ROWS if m < s.mr])
+            return list(state)
+        mr = rows_done or s.mr           # the rows the micro-kernel computes
         cols = sub(nc, mul(jt, s.nr))
         full = arith.AndIOp(arith.CmpIOp(arith.CmpIPredicate.sge, rows, idx(s.mr)).result,
                             arith.CmpIOp(arith.CmpIPredicate.sge, cols, idx(s.nr)).result).result
@@ -505,8 +530,11 @@ class _Body:
         # A burst of the next panel's copies first: their loads are in flight while the FMAs below run.
         state = job.burst(list(state)) if job else list(state)
         n_acc = s.mr * (s.nr // self.vw)
-        acc = self._micro_kernel([zeros(self.vtype)] * n_acc, packed_a, packed_b, mul(it, s.mr * s.kc),
-                                 add(b_base, mul(jt, self.strip_stride)), kc)
+        acc = self._micro_kernel([zeros(self.vtype)] * (mr * (s.nr // self.vw)), packed_a, packed_b,
+                                 mul(it, s.mr * s.kc), add(b_base, mul(jt, self.strip_stride)), kc, mr)
+        acc += [zeros(self.vtype)] * (n_acc - len(acc))   # rows past mr: masked off at the stores
+        if mr < s.mr:   # only the masked stores: fewer than MR rows
+            full = arith.ConstantOp(ir.IntegerType.get_signless(1), 0).result
 
         def store(t, with_epilogue):
             # Chunks after the first add the partial sums in C, after the k loop: the prefetch had its time.
@@ -571,9 +599,11 @@ class _Body:
             body(_TileAccess(self, i, j, rows, cols))
             scf.YieldOp([])
 
-    def _micro_kernel(self, acc, packed_a, packed_b, a_base, b_base, kc) -> list:
-        """acc[r·NR/VW + c] += a[k][r] · b[k][c·VW:(c+1)·VW] for k < kc, `k_unroll` steps per loop trip."""
+    def _micro_kernel(self, acc, packed_a, packed_b, a_base, b_base, kc, mr=None) -> list:
+        """acc[r·NR/VW + c] += a[k][r] · b[k][c·VW:(c+1)·VW] for k < kc and the first `mr` rows of the strip
+        (all MR by default), `k_unroll` steps per loop trip."""
         s = self.s
+        mr = mr or s.mr
         u = s.k_unroll
         main = sub(kc, arith.RemSIOp(kc, idx(u)).result)
 
@@ -583,7 +613,7 @@ class _Body:
             b = [vector.LoadOp(self.vtype, packed_b, [add(b_off, c)], alignment=self.vw * 4).result
                  for c in range(0, s.nr, self.vw)]
             out = []
-            for r in range(s.mr):
+            for r in range(mr):
                 a = vector.BroadcastOp(self.vtype, memref.LoadOp(packed_a, [add(a_off, r)]).result).result
                 for c, bv in enumerate(b):
                     prev = acc[r * len(b) + c]

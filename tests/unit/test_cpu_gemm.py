@@ -486,3 +486,31 @@ def test_avx512_every_core_gets_a_block(threads):
         s = choose_schedule(n, n, n, SKX, threads=threads, caches=ZEN5_CACHES)
         gx, gy, _ = gemm.gemm_grid(gemm.GemmSpec("mm", schedule=s), n, n)
         assert gx * gy >= threads
+
+
+@pytest.mark.parametrize("epilogue", [(), ("bias", "gelu_tanh"), ("add",)], ids=["plain", "bias-gelu", "add"])
+@pytest.mark.parametrize("trans_b", [False, True], ids=["n", "t"])
+def test_avx512_short_last_strip_kernels(epilogue, trans_b):
+    """With the 16-lane tile, a last strip of fewer than 14 rows runs a micro-kernel of 2, 4 or 8 rows
+    (gemm.EDGE_ROWS) or the full one: every remainder 1..13, A blocks ending mid-block, two K chunks (the
+    partial sums read back from C), edge columns, and epilogues with a parameter of C's extents."""
+    schedule = Schedule(mb=56, nc=64, mc=28, kc=24, mr=14, nr=32, vector_width=16)
+    spec = gemm.GemmSpec(f"mme_{len(epilogue)}_{int(trans_b)}", schedule=schedule, epilogue=epilogue,
+                         trans_b=trans_b)
+    K, N = 40, 45
+    for M in [14 * q + r for q in (0, 2) for r in range(1, 14)] + [14, 56 + 3]:
+        A, B = f32(M, K), f32(K, N)
+        extras, want = [], A.astype(np.float64) @ B.astype(np.float64)
+        if "bias" in epilogue:
+            bias = f32(N)
+            extras.append(bias)
+            want = REFERENCE["gelu_tanh"](want + bias)
+        if "add" in epilogue:
+            residual = f32(M, N)
+            extras.append(residual)
+            want = want + residual
+        Bt = np.ascontiguousarray(B.T) if trans_b else B
+        C = np.full((M, N), np.nan, dtype=np.float32)
+        load(spec)(A, Bt, C, *extras, grid=gemm.gemm_grid(spec, M, N), block=1)
+        tol = 2.5 * gemm_bound(A, B) + 1e-6 * (1.0 + np.abs(want))
+        assert np.all(np.abs(C - want) <= tol), f"M={M}: max error {np.nanmax(np.abs(C - want)):.3g}"
