@@ -176,7 +176,8 @@ def lower_function(fn, module: ir.Module, lowerings: Mapping[str, Callable], tar
             continue
         elif kind == "row":
             ks = kernelgen.row(kname, ops[0], dims, schedule_ir.vector_of(ops[0]).get("warp", 32),
-                               schedule_ir.schedule_of(ops[0]).get("rows_per_block", 4), epilogue=ops[1:])
+                               schedule_ir.schedule_of(ops[0]).get("rows_per_block", 4), epilogue=ops[1:],
+                               registers=ctx.target in kernelgen.REGISTER_TARGETS)
         elif kind == "layout":
             ks = kernelgen.transpose(kname, ops[0], dims)
         elif kind == "push":

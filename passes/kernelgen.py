@@ -501,11 +501,18 @@ def _dropout_of(op, value: str) -> str:
 
 
 # A row of static length C (a multiple of the warp, at most REGISTER_ROW elements a lane) is read from memory
-# once into registers: lane l holds columns l, l + W, l + 2W, … (each access a warp's consecutive elements,
-# which the CPU runs as one vector), the statistics come from the registers (layernorm's variance a second
-# pass over them, not E[x²] - mean²), and the result is stored once. The generic kernel reads the row two or
-# three times with a loop of unknown trip count, one load in flight per lane (about 1 TB/s on an H200).
+# once into registers, the statistics come from the registers (layernorm's variance a second pass over them,
+# not E[x²] - mean²), and the result is stored once. Lane l holds chunks of E consecutive columns, E the
+# elements of 16 bytes of the narrower of input and output (8 for bf16, 4 for f32): columns l·E + e + j·W·E
+# (e < E, j < C / (W·E)); the loads of a chunk, and its stores (computed first, then stored one after another),
+# are consecutive elements, which tessera-simt-vector-access (passes/simt_vector_access.py) makes one 16-byte
+# access on the GPUs. Where C is not a multiple of W·E, E is 1 (lane l holds l + i·W). The generic kernel
+# reads the row two or three times in loops of unknown trip count, a 2-byte load in flight per lane.
 REGISTER_ROW = 128
+# The targets whose row kernels take that form: on the CPU (a warp is one vector) the generic kernel's loops
+# ran faster (a 2048 × 2048 f32 layernorm: 1.2 ms against 3.3 ms with lane l holding l + i·W, 6.1 ms with
+# chunks of E; 2-core Zen 5, loaded); an image for several targets shares one source, so takes the generic.
+REGISTER_TARGETS = frozenset({"ptx"})
 
 
 def _register_row(kind: str, cols: str, warp: int, cdt: str, causal: bool) -> int:
@@ -517,6 +524,12 @@ def _register_row(kind: str, cols: str, warp: int, cdt: str, causal: bool) -> in
     return c // warp if c and c % warp == 0 and c // warp <= REGISTER_ROW else 0
 
 
+def _chunk(k: int, warp: int, *dts: str) -> int:
+    """E: consecutive columns a lane holds (16 bytes of the narrowest of `dts`), 1 where k is not a multiple."""
+    e = 16 // min(dtypes.lookup(d).nbytes for d in dts)
+    return e if k % e == 0 else 1
+
+
 def _tree(terms: list[str], combine: str) -> str:
     """`terms` combined pairwise (a tree: log depth, and sums rounded as pairwise summation's)."""
     while len(terms) > 1:
@@ -525,11 +538,22 @@ def _tree(terms: list[str], combine: str) -> str:
     return terms[0]
 
 
-def _register_lines(kind: str, k: int, warp: int, ld, st, scale_shift: list, eps: str, drop) -> list[str]:
+def _register_lines(kind: str, k: int, e: int, warp: int, ld, st, scale_shift: list, eps: str,
+                    drop) -> list[str]:
     """The register kernel's body (inside `if r < R`, at 12 spaces: under `if n == C`); x{i} is column
-    lane + i·W."""
-    at = [f"lane + {i * warp}" if i else "lane" for i in range(k)]
-    lines = [f"x{i} = {ld(f'X[r, {at[i]}]')}" for i in range(k)]
+    lane·E + i % E + (i // E)·W·E."""
+    at = [f"le + {i % e + (i // e) * warp * e}" if i else "le" for i in range(k)]
+    lines = [f"le = lane * {e}" if e > 1 else "le = lane", *[f"x{i} = {ld(f'X[r, {at[i]}]')}" for i in range(k)]]
+
+    def stores(value) -> list[str]:
+        """Y's columns chunk by chunk: a chunk's E values computed, then stored one after another."""
+        out = []
+        for j in range(0, k, e):
+            for i in range(j, j + e):
+                out += [f"c = {at[i]}", f"y{i - j} = {st(value(i))}"]
+            out += [f"Y[r, {at[i]}] = y{i - j}" for i in range(j, j + e)]
+        return out
+
     if kind in ("ttensor.layernorm", "ttensor.rmsnorm"):
         if kind == "ttensor.layernorm":
             lines += [f"s = {_tree([f'x{i}' for i in range(k)], '({a} + {b})')}",
@@ -537,31 +561,34 @@ def _register_lines(kind: str, k: int, warp: int, ld, st, scale_shift: list, eps
                       *[f"x{i} = x{i} - mean" for i in range(k)]]
         lines += [f"q = {_tree([f'x{i} * x{i}' for i in range(k)], '({a} + {b})')}",
                   *[b.strip() for b in _butterfly("q", "{a} + {b}", warp)], f"rstd = math.rsqrt(q / n + {eps})"]
-        for i in range(k):
+
+        def normed(i: int) -> str:
             y = f"x{i} * rstd"
             for role, dt in scale_shift:
-                p = f"{role}[{at[i]}]" if dt == "f32" else f"f32({role}[{at[i]}])"
+                p = f"{role}[c]" if dt == "f32" else f"f32({role}[c])"
                 y = f"({y}) * {p}" if role == "G" else f"({y}) + {p}"
-            lines.append(f"Y[r, {at[i]}] = {st(y)}")
+            return y
+        lines += stores(normed)
     else:
         lines += [f"m = {_tree([f'x{i}' for i in range(k)], 'max({a}, {b})')}",
                   *[b.strip() for b in _butterfly("m", "max({a}, {b})", warp)]]
         if kind == "ttensor.log_softmax":
             lines += [f"s = {_tree([f'math.exp(x{i} - m)' for i in range(k)], '({a} + {b})')}",
                       *[b.strip() for b in _butterfly("s", "{a} + {b}", warp)], "lse = m + math.log(s)",
-                      *[f"Y[r, {at[i]}] = {st(f'x{i} - lse')}" for i in range(k)]]
+                      *stores(lambda i: f"x{i} - lse")]
         else:
             lines += [*[f"x{i} = math.exp(x{i} - m)" for i in range(k)],
                       f"s = {_tree([f'x{i}' for i in range(k)], '({a} + {b})')}",
-                      *[b.strip() for b in _butterfly("s", "{a} + {b}", warp)], "inv = 1.0 / s"]
-            for i in range(k):
-                lines += [f"c = {at[i]}", f"Y[r, c] = {st(drop(f'x{i} * inv'))}"]
+                      *[b.strip() for b in _butterfly("s", "{a} + {b}", warp)], "inv = 1.0 / s",
+                      *stores(lambda i: drop(f"x{i} * inv"))]
     return ["            " + b for b in lines]
 
 
-def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: list = ()) -> KernelSource:
-    """One warp per row of the input seen as [R, C] (C = the normalized or reduced trailing extents); rows of
-    a static length that fits are held in registers (`_register_row`)."""
+def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: list = (),
+        registers: bool = False) -> KernelSource:
+    """One warp per row of the input seen as [R, C] (C = the normalized or reduced trailing extents); with
+    `registers` (the image's targets are REGISTER_TARGETS), rows of a static length that fits are held in
+    registers (`_register_row`)."""
     kind = op.operation.name
     x = op.operands[0]
     xd = dims[x]
@@ -655,9 +682,10 @@ def row(name: str, op, dims: dict, warp: int, rows_per_block: int, epilogue: lis
         outputs = [op.results[0]]
     else:
         raise LoweringError(op, f"'{kind}' has no CPU row kernel")
-    k = _register_row(kind, xd[-1] if xd else "1", warp, cdt, "tessera.causal" in op.attributes)
+    k = _register_row(kind, xd[-1] if xd else "1", warp, cdt, "tessera.causal" in op.attributes) if registers else 0
     if k:   # the generic kernel stays for other lengths (the kernel is the same for any launch)
-        fast = _register_lines(kind, k, warp, ld, st, fast_scale_shift, fast_eps, fast_drop)
+        e = _chunk(k, warp, dt_in, dt_out)
+        fast = _register_lines(kind, k, e, warp, ld, st, fast_scale_shift, fast_eps, fast_drop)
         lines = [f"        if n == {k * warp}:", *fast, "        else:", *["    " + b for b in lines]]
     src = "\n".join(["import math", "", "", "@kernel", f"def {name}({', '.join(params)}):", *head,
                      *each, *lines, ""])

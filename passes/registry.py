@@ -12,7 +12,7 @@ from typing import Callable
 
 from ..diagnostics import LoweringError
 from ..mlir import passmanager
-from . import autodiff, bucketize, fold_transposes, fp8_convert, gpu_math, inline_functions, pipeline_collectives, simt_coarsen, simt_to_gpu, simt_to_warps, strict_math, tod_lower, tod_rewrites
+from . import autodiff, bucketize, fold_transposes, fp8_convert, gpu_math, inline_functions, pipeline_collectives, simt_coarsen, simt_to_gpu, simt_to_warps, simt_vector_access, strict_math, tod_lower, tod_rewrites
 from .to_llvm import CPU_TO_LLVM
 
 
@@ -79,6 +79,9 @@ PASSES: dict[str, PassInfo] = {
     "tessera-simt-coarsen": PassInfo(
         "tessera-simt-coarsen", "elementwise SIMT kernels do 128 bits of consecutive elements per thread (NVIDIA, "
         "AMD; before tessera-simt-to-gpu)", _simt_coarsen, {}),
+    "tessera-simt-vector-access": PassInfo(
+        "tessera-simt-vector-access", "a thread's 16 bytes of consecutive loads or stores as one 16-byte access "
+        "where aligned at run time (NVIDIA; before tessera-simt-to-gpu)", lambda op: simt_vector_access.run(op), {}),
     "tessera-simt-to-gpu": PassInfo(
         "tessera-simt-to-gpu", "SIMT kernels to gpu.func kernels taking their launch signature (NVIDIA, AMD)",
         _simt_to_gpu, {"warp-size": int}),

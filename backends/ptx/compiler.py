@@ -18,7 +18,7 @@ import llvmlite.binding as llvm
 
 from ...diagnostics import CompileError
 from ...mlir import ir, passmanager, translate_module_to_llvmir
-from ...passes import fp8_convert, gpu_math, simt_coarsen, simt_to_gpu, strict_math
+from ...passes import fp8_convert, gpu_math, simt_coarsen, simt_to_gpu, simt_vector_access, strict_math
 from .. import llvm_compat
 from ..cpu.target import init_llvm
 from ..lowered import check_fully_lowered
@@ -38,6 +38,8 @@ GPU_TO_NVVM = ",".join([
 
 def make_gpu(mod: ir.Module, metadata: dict, options: PTXOptions) -> ir.Module:
     coarsened = {} if options.bounds_checks else simt_coarsen.run(mod)   # checks read one element a thread
+    if not options.bounds_checks:   # a thread's 16 bytes of consecutive elements as one access where aligned
+        simt_vector_access.run(mod)
     simt_to_gpu.run(mod, bounds_checks=options.bounds_checks, entry_symbol=ptx_identifier,
                     cp_async=sm(options.arch) >= 80)   # tile.cp_async as cp.async from Ampere on
     simt_coarsen.bind_thread_count(mod)
