@@ -91,7 +91,7 @@ def triton_compile_once() -> None:
         print(f"{took:.4f} {triton.__version__} {len(compiled.asm['cubin'])} {'wgmma' in ptx}")
 
 
-def compile_time(rounds: int) -> None:
+def compile_time(rounds: int, baseline: str | None = None) -> None:
     """Our compile against Triton's, each side a fresh process, rounds alternating so that the load of this
     (shared) machine hits all alike; the best and the range of the rounds count.
 
@@ -100,7 +100,8 @@ def compile_time(rounds: int) -> None:
     triton_compile_once. Both sides read Python bytecode from a private cache (PYTHONPYCACHEPREFIX, filled by
     an untimed first round), as an installed package reads the bytecode pip compiled; the last row is ours in
     the caller's environment unchanged (with PYTHONDONTWRITEBYTECODE=1, as in a development venv, an editable
-    checkout's modules are compiled from source on every run)."""
+    checkout's modules are compiled from source on every run). `baseline`: another tessera-cc (an older tree's,
+    installed apart) whose static and symbolic compiles run in the same rounds, for a before/after in one run."""
     try:
         import triton  # noqa: F401
     except ImportError:
@@ -117,6 +118,9 @@ def compile_time(rounds: int) -> None:
                 f.write(SOURCE.format(m=extents[0], k=extents[1], n=extents[2]))
             sides[what] = (["tessera-cc", src, "--target", "ptx", "--arch", "sm_90a", "-o",
                             os.path.join(d, f"{what}.tessera")], bytecode)
+            if baseline:
+                sides[f"baseline {what}"] = ([baseline, *sides[what][0][1:-1], os.path.join(d, f"b_{what}.tessera")],
+                                             bytecode)
         if triton is not None:
             sides["triton"] = ([sys.executable, os.path.abspath(__file__), "--triton-compile-once"], bytecode)
         sides["static, environment as is"] = (sides["static"][0], as_is)
@@ -139,7 +143,8 @@ def compile_time(rounds: int) -> None:
                   "symbolic": "tessera-cc, a GEMM of symbolic extents (two kernels)",
                   "triton": f"Triton {version if triton else ''}, one configuration (whole process)",
                   "static, environment as is": "tessera-cc static, environment as is "
-                                               f"(PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')})"}
+                                               f"(PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')})",
+                  "baseline static": "baseline tessera-cc, static", "baseline symbolic": "baseline tessera-cc, symbolic"}
         for name, ts in times.items():
             print(f"{labels[name]:<72} best {min(ts):.3f} s  range {min(ts):.3f}-{max(ts):.3f} s  "
                   f"CPU best {min(cpu[name]):.3f} s")
@@ -147,7 +152,8 @@ def compile_time(rounds: int) -> None:
             return
         print(f"{'Triton: triton.compile alone (in its process, imports done)':<72} best {min(triton_compile):.3f} s"
               f"  range {min(triton_compile):.3f}-{max(triton_compile):.3f} s  (cubin {cubin} bytes, wgmma {wgmma})")
-        for name in ("static", "symbolic", "static, environment as is"):
+        for name in ("static", "symbolic", "static, environment as is") + (("baseline static", "baseline symbolic")
+                                                                         if baseline else ()):
             ours = min(times[name])
             record_row(f"compile {name}", {"tessera-cc": ours, "triton process": min(times["triton"]),
                                            "triton.compile": min(triton_compile)}, note="best of each")
@@ -339,6 +345,8 @@ def main() -> None:
     p.add_argument("--compile-time", action="store_true",
                    help="only time tessera-cc on one GEMM, against Triton compiling one configuration if installed")
     p.add_argument("--rounds", type=int, default=5, help="--compile-time: alternating rounds (default 5)")
+    p.add_argument("--baseline-cc", metavar="TESSERA_CC",
+                   help="--compile-time: also time this tessera-cc (another tree's) in the same rounds")
     p.add_argument("--triton-compile-once", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--sizes", default="2048,3072,4096,8192")
     p.add_argument("--fp8", action="store_true", help="the fp8 GEMM against torch._scaled_mm")
@@ -352,7 +360,7 @@ def main() -> None:
     if args.triton_compile_once:
         return triton_compile_once()
     if args.compile_time:
-        return compile_time(args.rounds)
+        return compile_time(args.rounds, args.baseline_cc)
 
     import torch
     from tessera import plan as plans, stream
