@@ -42,12 +42,46 @@ import numpy as np
 from ... import plan
 from ...diagnostics import LoweringError
 from ...mlir import arith, func, ir, math, memref, scf, vector
-from ...passes import fusion, vmath
+from ...passes import fusion
 from ...passes.graph_shapes import product
 from ...passes.simt_to_warps import philox_uniform
 from .gemm_schedule import vector_isa
 from .irbuild import LAUNCH_ARGS, add, idx, lt, mul, scf_for, smin, sub, transpose_vectors, zeros
 from .target import host
+
+
+def exp_nonpositive(x):
+    """e^x for x ≤ 0 or -inf (a score minus its row's maximum), as vmath.exp's Cephes reduction (x = n·ln 2 + r,
+    the same degree-7 polynomial) with fewer operations where the range allows: no upper clamp or overflow
+    select (x ≤ 0); the polynomial's `+ r + 1` folded into its Horner chain (7 FMAs); and 2^n's biased exponent
+    clamped at 0 (an integer max), which makes 2^n = 0 and the result exactly 0 for n ≤ -127 (x below about
+    -87.7, -inf included through the clamp of x at -100), instead of a compare and select. 17 vector
+    operations against vmath.exp's 24; within a few ulp of it elsewhere."""
+    f32 = ir.F32Type.get()
+    it = ir.VectorType.get(x.type.shape, ir.IntegerType.get_signless(32))
+    fm = ir.Attribute.parse("#arith.fastmath<contract>")
+
+    def const(v):
+        return arith.ConstantOp(x.type, ir.DenseElementsAttr.get_splat(x.type, ir.FloatAttr.get(f32, v))).result
+
+    def iconst(v):
+        return arith.ConstantOp(it, ir.DenseElementsAttr.get_splat(it, ir.IntegerAttr.get(it.element_type, v))).result
+
+    def fma(a, b, c):
+        return math.FmaOp(a, b, c, fastmath=fm).result
+
+    xc = arith.MaximumFOp(x, const(-100.0)).result   # NaN stays NaN
+    magic = const(12582912.0)   # 1.5·2^23: adding it rounds to an integer held in the low mantissa bits
+    shifted = fma(xc, const(1.4426950408889634), magic)
+    n = arith.SubFOp(shifted, magic).result
+    ni = arith.SubIOp(arith.BitcastOp(it, shifted).result, arith.BitcastOp(it, magic).result).result
+    r = fma(n, const(-0.693359375), xc)
+    r = fma(n, const(2.12194440e-4), r)
+    y = const(1.9875691500e-4)
+    for c in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1, 1.0, 1.0):
+        y = fma(y, r, const(c))
+    biased = arith.MaxSIOp(arith.AddIOp(ni, iconst(127)).result, iconst(0)).result
+    return arith.MulFOp(y, arith.BitcastOp(x.type, arith.ShLIOp(biased, iconst(23)).result).result).result
 
 
 @dataclass(frozen=True)
@@ -404,7 +438,7 @@ class _Body(TileKernel):
                     s = vector.LoadOp(self.vtype, S, [add(base, j)]).result
                 else:
                     s = vector.MaskedLoadOp(self.vtype, S, [add(base, j)], m, ninf).result
-                e = vmath.exp(arith.SubFOp(s, top_v).result)   # masked lanes and causal -inf: exp(-inf) = 0
+                e = exp_nonpositive(arith.SubFOp(s, top_v).result)   # masked lanes, causal -inf: exp = 0
                 total = arith.AddFOp(total, e).result
                 if spec.dropout is not None:
                     e = self._dropout(e, b, i, arith.AddIOp(vector.BroadcastOp(it, j).result, lanes).result)

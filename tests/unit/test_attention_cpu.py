@@ -140,3 +140,48 @@ def test_spec_refusals():
         attention.AttentionSpec("a", cols=12, vector_width=8)
     with pytest.raises(ValueError, match="tiles must be positive"):
         attention.AttentionSpec("a", tiles=0)
+
+
+def _exp_kernel(module):
+    """y = attention.exp_nonpositive(x) over 16-lane vectors of x (N a multiple of 16), one block."""
+    from tessera.backends.cpu.irbuild import LAUNCH_ARGS, idx, mul, scf_for
+    from tessera.mlir import arith, func, ir, memref, scf, vector
+    f32 = ir.F32Type.get()
+    vec = ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], f32)
+    index = ir.IndexType.get()
+    with ir.InsertionPoint(module.body):
+        fn = func.FuncOp("expk", ir.FunctionType.get([vec, vec] + [index] * len(LAUNCH_ARGS), []))
+    fn.attributes["tessera.kernel"] = ir.UnitAttr.get()
+    fn.attributes["tessera.tile_kernel"] = ir.UnitAttr.get()
+    named = [ir.DictAttr.get({"tessera.name": ir.StringAttr.get(n), "tessera.dims": ir.ArrayAttr.get(
+        [ir.StringAttr.get("N")])}) for n in ("X", "Y")]
+    fn.arg_attrs = ir.ArrayAttr.get(named + [ir.DictAttr.get({})] * len(LAUNCH_ARGS))
+    entry = fn.add_entry_block()
+    x, y = entry.arguments[0], entry.arguments[1]
+    vt = ir.VectorType.get([16], f32)
+    with ir.InsertionPoint(entry):
+        n = memref.DimOp(x, idx(0)).result
+        loop = scf_for(0, arith.DivSIOp(n, idx(16)).result)
+        with ir.InsertionPoint(loop.body):
+            at = [mul(loop.induction_variable, 16)]
+            vector.StoreOp(attention.exp_nonpositive(vector.LoadOp(vt, x, at).result), y, at)
+            scf.YieldOp([])
+        func.ReturnOp([])
+
+
+def test_exp_nonpositive_against_float64():
+    """The softmax pass's exp (x ≤ 0 only): within 2e-7 relative of float64's e^x down to -87 (normal results),
+    exactly 1 at 0, exactly 0 at -inf and far below, NaN kept; results in (-88, -87) tiny or 0."""
+    k = getattr(runtime.load(kernels.compile_built(_exp_kernel).image), "expk")
+    x = np.concatenate([-np.geomspace(1e-8, 87.0, 4000), np.linspace(-87.0, 0.0, 4000), [0.0, -0.0, -np.inf, -100.0,
+                        -1e30, -88.5, -87.5, np.nan]]).astype(np.float32)
+    x = np.concatenate([x, np.zeros((-len(x)) % 16, np.float32)])
+    y = np.empty_like(x)
+    k(x, y, grid=(1, 1, 1), block=1)
+    normal = x >= -87.0
+    want = np.exp(x[normal].astype(np.float64))
+    assert np.max(np.abs(y[normal] - want) / want) < 2e-7
+    assert y[x == 0].tolist() == [1.0] * int(np.sum(x == 0))
+    assert np.all(y[np.isin(x, [-np.inf, -100.0, -1e30, -88.5])] == 0.0)
+    assert 0.0 <= y[x == np.float32(-87.5)][0] < 2e-38
+    assert np.isnan(y[np.isnan(x)]).all()
