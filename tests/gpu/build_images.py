@@ -15,6 +15,7 @@ import collectives_gpu  # noqa: E402
 import data_parallel_gpu  # noqa: E402
 import examples_gpu  # noqa: E402
 import fp8_memory_gpu  # noqa: E402
+import row_registers_gpu  # noqa: E402
 import tune_split_gpu  # noqa: E402
 
 from tessera import compiler  # noqa: E402
@@ -47,6 +48,7 @@ def main(out: str) -> None:
     examples_gpu.build(out)      # test_examples_gpu's: every examples/ file for sm_90a, the interpreter's results
     #                              (a file of @kernels: the arrays its declared launches(rng) must produce)
     tune_split_gpu.build(out)    # test_tune_split_gpu's autotuning candidates (sm_90a)
+    row_registers_gpu.build(out)  # test_row_registers_gpu's (sm_80, sm_90a)
 
 
 if __name__ == "__main__":
