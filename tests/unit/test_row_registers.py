@@ -135,3 +135,25 @@ def test_ptx_has_16_byte_accesses_and_no_local_memory(kind, dt, cols, arch):
     assert 0 < k.regs <= 255
     assert (len(re.findall(r"ld\.global\.v4\.b32", ptx)), len(re.findall(r"st\.global\.v4\.b32", ptx))) == \
         VECTORS[(kind, dt, cols)]
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16"])
+def test_softmax_with_dropout_matches_the_interpreter(cpu_registers, dt):
+    """softmax + dropout as one register row kernel: the mask drawn for column c of row r (Philox counter
+    r·C + c + offset) as the interpreter draws it, whatever lane holds the column."""
+    from tessera import tessera_frontend_compile
+    src = f"""
+@function
+def f(S: tensor[{dt}, 9, 512]):
+    return op.dropout(op.softmax(S), p=0.25, seed=77, offset=3)
+"""
+    step = _step(src, "cpu")
+    assert "if n == 512:" in step["source"] and "philox_uniform" in step["source"].split("        else:\n")[0]
+    s = RNG.standard_normal((9, 512)).astype(np.float32) * 2
+    if dt == "bf16":
+        s = _bf16(s)
+    got = np.asarray(executor.load(compiler.compile_source(src, "sd.py").image).function("f")(s), np.float64)
+    want = np.asarray(tessera_frontend_compile(src, {"filename": "sd.py"}).interpret("f", s), np.float64)
+    np.testing.assert_array_equal(got == 0, want == 0)   # the same elements dropped
+    tol = 2.0 ** -8 * np.abs(want).max() if dt == "bf16" else 1e-5 * np.abs(want) + 1e-7
+    assert np.all(np.abs(got - want) <= tol)
