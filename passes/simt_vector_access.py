@@ -22,8 +22,8 @@ width of the accesses changes. Which accesses form a group, in one block of the 
     one SSA value `base` and constants o = o0 … o0 + VEC - 1, o0 a multiple of VEC, with nothing between
     the first and the last that writes memory or has other effects (only arith, math, loads, memref.dim,
     and the launch and shuffle queries of ttile); the vector load sits at the first load;
-  * stores of such elements of one memref with only arith and math between them (no read, no store to
-    another memref), each element once; the vector store sits at the last store.
+  * stores of such elements of one memref with only arith and math between them (no read, no other store),
+    each element once; the vector store sits at the last store.
 
 Memrefs of identity layout only (row-major, the kernels' tensors). The pass runs before tessera-simt-to-gpu,
 not with bounds checks (which check each element's access), on PTX.
@@ -211,7 +211,10 @@ def _block(block: ir.Block) -> int:
     for r in runs:
         for group in _groups(r, 1):
             members = {id(op) for op in group}   # hashing ops: by identity of the Python views held in `r`
-            _merge_stores(group, [op for op in r if id(op) in members])
+            place = [i for i, op in enumerate(r) if id(op) in members]
+            if len(place) != place[-1] - place[0] + 1:
+                continue   # another store to the memref between them (it may write one of their elements)
+            _merge_stores(group, [r[i] for i in place])
             merged += 1
     return merged
 
