@@ -86,6 +86,41 @@ def claim_dialect_namespaces(names) -> None:
         sys.modules.setdefault(f"torch_mlir.dialects.{name}", types.ModuleType(f"torch_mlir.dialects.{name}"))
 
 
+def _answer_lookups_unimported(names) -> None:
+    """Answers the bindings' lookup of ``torch_mlir.dialects.<name>`` for these upstream dialects with an empty
+    module, without importing theirs (until something uses it, as `_Lazy` does).
+
+    The bindings import a dialect's Python module the first time they hand out one of its ops or types: a
+    PTX compile, checking the lowered kernels (backends/lowered.py), hands out nvvm ops, which imported the
+    nvvm module (15 ms of a 0.55 s compile) whose op classes it never builds (the llvm dialect's it does
+    build: simt_to_gpu). The bindings remember a namespace once a module answers, so the empty one is
+    asked through a search prefix of its own that is removed again (other namespaces are looked up as
+    before). Nothing is lost: the op classes register themselves in the bindings when their module is
+    imported (`tessera.mlir.llvm`'s first use), and are found from then on; ops handed out before that are
+    generic OpViews (names, attributes, regions); the types' casters come from the C extension
+    (`_mlirDialectsLLVM`, imported above), not from the Python module."""
+    names = [n for n in names if f"torch_mlir.dialects.{n}" not in sys.modules]
+    if not names:
+        return
+    stub = types.ModuleType("tessera.mlir._answered")
+    stub.__path__ = []
+    sys.modules[stub.__name__] = stub
+    for name in names:
+        sys.modules[f"{stub.__name__}.{name}"] = types.ModuleType(f"{stub.__name__}.{name}")
+    g = ir._globals
+    search = list(g.dialect_search_modules)
+    g.dialect_search_modules = [stub.__name__, *search]
+    try:
+        for name in names:
+            g._check_dialect_module_loaded(name)
+    finally:
+        g.dialect_search_modules = search
+        for name in names:
+            del sys.modules[f"{stub.__name__}.{name}"]
+        del sys.modules[stub.__name__]
+
+
+_answer_lookups_unimported(("nvvm",))
 llvm = _Lazy("tessera.mlir.llvm")
 spirv = _Lazy("tessera.mlir.spirv")
 

@@ -1,7 +1,7 @@
 """What a fresh compile imports (docs/performance.md, compile time): a PTX GEMM compile loads no numpy (60-70 ms
 of a 0.6 s compile: tessera.mlir imports the bindings' `ir` with numpy hidden, and the modules on the way import
 it where they compute with it), and the four attribute builders the bindings register only with numpy give
-what theirs give."""
+what theirs give; nor the nvvm dialect's Python module (15 ms), whose ops it never builds."""
 
 import json
 import os
@@ -32,9 +32,38 @@ def test_ptx_gemm_compile_loads_no_numpy(tmp_path):
         from tessera import compiler, image
         from tessera.options import CompileOptions
         r = compiler.compile_file("gemm.py", CompileOptions(target="ptx", arch="sm_90a"))
-        print(json.dumps({"numpy": "numpy" in sys.modules, "kernels": len(image.read_image(r.image).kernels)}))
+        print(json.dumps({"numpy": "numpy" in sys.modules, "kernels": len(image.read_image(r.image).kernels),
+                          "nvvm": "torch_mlir.dialects.nvvm" in sys.modules}))
     ''', tmp_path)
-    assert got == {"numpy": False, "kernels": 3}
+    assert got == {"numpy": False, "kernels": 3, "nvvm": False}
+
+
+def test_nvvm_ops_before_and_after_the_module(tmp_path):
+    """tessera.mlir answers the bindings' lookup of the nvvm dialect's Python module without importing it: its
+    ops are generic OpViews (name, attributes) until the module is imported, its own classes after; the
+    bindings' search prefixes are as they were."""
+    got = _fresh('''
+        import json, sys
+        from tessera.mlir import ir
+        import tessera.dialects
+        text = "llvm.func @k() {\\n  %0 = nvvm.read.ptx.sreg.tid.x : i32\\n  llvm.return\\n}"
+
+        def first_op():
+            module = ir.Module.parse(text)
+            for region in module.body.operations[0].regions:
+                for block in region.blocks:
+                    op = block.operations[0]
+                    return [type(op).__name__, op.operation.name]
+        out = {"search": ir._globals.dialect_search_modules}
+        with tessera.dialects.make_context():
+            out["before"] = first_op()
+            import torch_mlir.dialects.nvvm
+            out["after"] = first_op()
+        print(json.dumps(out))
+    ''', tmp_path)
+    assert got["search"] == ["torch_mlir.dialects"]
+    assert got["before"] == ["OpView", "nvvm.read.ptx.sreg.tid.x"]
+    assert got["after"][1] == "nvvm.read.ptx.sreg.tid.x" and got["after"][0] != "OpView"
 
 
 BUILDERS = '''
