@@ -92,18 +92,20 @@ class _Prologue:
         rank = t.rank
         arrays = f", array<{rank} x i64>, array<{rank} x i64>" if rank else ""
         desc_t = ir.Type.parse(f"!llvm.struct<(ptr, ptr, i64{arrays})>")
-        generic = llvm.AddrSpaceCastOp(ptr, pointer).result
+        # the llvm ops by name, as the llvm dialect's Python classes build them: a kernel that needs no other
+        # llvm op (a GEMM's) then does not import their module (22 ms of a 0.5 s PTX compile; tessera.mlir)
+        generic = _llvm_op("llvm.addrspacecast", ptr, [pointer])
         sizes = [_i64(d) if isinstance(d, int) else self.args[d[1]] for d in a.dims]
         strides = [_i64(1)]
         for k in range(rank - 1, 0, -1):
             strides.insert(0, arith.MulIOp(strides[0], sizes[k]).result)
-        desc = llvm.UndefOp(desc_t).result
-        desc = llvm.InsertValueOp(desc, generic, [0]).result
-        desc = llvm.InsertValueOp(desc, generic, [1]).result
-        desc = llvm.InsertValueOp(desc, _i64(0), [2]).result
+        desc = _llvm_op("llvm.mlir.undef", desc_t, [])
+        desc = _insert_value(desc, generic, [0])
+        desc = _insert_value(desc, generic, [1])
+        desc = _insert_value(desc, _i64(0), [2])
         for k in range(rank):
-            desc = llvm.InsertValueOp(desc, sizes[k], [3, k]).result
-            desc = llvm.InsertValueOp(desc, strides[k], [4, k]).result
+            desc = _insert_value(desc, sizes[k], [3, k])
+            desc = _insert_value(desc, strides[k], [4, k])
         return builtin.UnrealizedConversionCastOp([t], [desc]).result
 
     def extents(self, a) -> list[ir.Value]:
@@ -150,6 +152,16 @@ def _linear(sizes: list[ir.Value], indices: list[ir.Value]) -> ir.Value:
     for size, i in zip(sizes[1:], indices[1:]):
         offset = arith.AddIOp(arith.MulIOp(offset, size).result, i).result
     return offset
+
+
+def _llvm_op(name: str, result: ir.Type, operands: list, attributes: dict | None = None) -> ir.Value:
+    return ir.Operation.create(name, results=[result], operands=operands, attributes=attributes or {}).result
+
+
+def _insert_value(container: ir.Value, value: ir.Value, position: list[int]) -> ir.Value:
+    """llvm.insertvalue, as llvm.InsertValueOp builds it."""
+    return _llvm_op("llvm.insertvalue", container.type, [container, value],
+                    {"position": ir.DenseI64ArrayAttr.get(position)})
 
 
 def _param_type(a, old: ir.Type, abi: str) -> ir.Type:

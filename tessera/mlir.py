@@ -91,9 +91,10 @@ def _answer_lookups_unimported(names) -> None:
     module, without importing theirs (until something uses it, as `_Lazy` does).
 
     The bindings import a dialect's Python module the first time they hand out one of its ops or types: a
-    PTX compile, checking the lowered kernels (backends/lowered.py), hands out nvvm ops, which imported the
-    nvvm module (15 ms of a 0.55 s compile) whose op classes it never builds (the llvm dialect's it does
-    build: simt_to_gpu). The bindings remember a namespace once a module answers, so the empty one is
+    PTX compile hands out `!llvm.ptr<1>` (simt_to_gpu's kernel parameters) and, checking the lowered kernels
+    (backends/lowered.py), llvm and nvvm ops, which imported the llvm and nvvm modules (22 and 15 ms of a
+    0.55 s compile); a GEMM's compile builds none of their ops through their classes (simt_to_gpu's memref
+    descriptors are built by name). The bindings remember a namespace once a module answers, so the empty one is
     asked through a search prefix of its own that is removed again (other namespaces are looked up as
     before). Nothing is lost: the op classes register themselves in the bindings when their module is
     imported (`tessera.mlir.llvm`'s first use), and are found from then on; ops handed out before that are
@@ -120,7 +121,7 @@ def _answer_lookups_unimported(names) -> None:
         del sys.modules[stub.__name__]
 
 
-_answer_lookups_unimported(("nvvm",))
+_answer_lookups_unimported(("llvm", "nvvm"))
 llvm = _Lazy("tessera.mlir.llvm")
 spirv = _Lazy("tessera.mlir.spirv")
 

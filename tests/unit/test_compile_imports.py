@@ -1,7 +1,8 @@
 """What a fresh compile imports (docs/performance.md, compile time): a PTX GEMM compile loads no numpy (60-70 ms
 of a 0.6 s compile: tessera.mlir imports the bindings' `ir` with numpy hidden, and the modules on the way import
 it where they compute with it), and the four attribute builders the bindings register only with numpy give
-what theirs give; nor the nvvm dialect's Python module (15 ms), whose ops it never builds."""
+what theirs give; nor the llvm and nvvm dialects' Python modules (22 and 15 ms), whose op classes it never
+builds."""
 
 import json
 import os
@@ -33,9 +34,10 @@ def test_ptx_gemm_compile_loads_no_numpy(tmp_path):
         from tessera.options import CompileOptions
         r = compiler.compile_file("gemm.py", CompileOptions(target="ptx", arch="sm_90a"))
         print(json.dumps({"numpy": "numpy" in sys.modules, "kernels": len(image.read_image(r.image).kernels),
-                          "nvvm": "torch_mlir.dialects.nvvm" in sys.modules}))
+                          "nvvm": "torch_mlir.dialects.nvvm" in sys.modules,
+                          "llvm": "torch_mlir.dialects.llvm" in sys.modules}))
     ''', tmp_path)
-    assert got == {"numpy": False, "kernels": 3, "nvvm": False}
+    assert got == {"numpy": False, "kernels": 3, "nvvm": False, "llvm": False}
 
 
 def test_nvvm_ops_before_and_after_the_module(tmp_path):
