@@ -33,9 +33,10 @@ def _ptx(source: str = GEMM) -> str:
     return stages["ptx"]
 
 
-@pytest.fixture
-def sequential(monkeypatch):
-    monkeypatch.setattr(ptxas, "SPLIT_COMPILE", [])
+@pytest.fixture(autouse=True)
+def no_cache(monkeypatch):
+    """Every compile here runs ptxas: none is served from the compile cache."""
+    monkeypatch.setenv("TESSERA_CACHE", "0")
 
 
 @needs_ptxas
