@@ -93,6 +93,9 @@ EDGE_ROWS = (2, 4, 8)
 # threads, process CPU time against the plain stores in one process: A·B 1024³ 1.3-3.5% less (six runs), the
 # graph MLPs (H written so, then read by the second GEMM) 512×512×2048 9.45 against 9.74 ms, 512×1024×4096
 # 36.8 against 37.3. C is then not in the caches for its consumer, hence the floor (about this machine's L2s).
+# Streaming stores are weakly ordered; a block's are visible to other threads once its worker takes the pool's
+# lock to leave the job (a locked instruction drains the write-combining buffers, on Intel and AMD alike), before
+# the caller is told the launch is done; the caller's own blocks it sees in program order.
 NT_STORES = True
 NT_MIN_BYTES = 2 << 20
 
