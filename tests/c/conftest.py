@@ -95,3 +95,11 @@ def fake_driver(cc, tmp_path_factory):
         return made[graphs, pools]
 
     return build
+
+
+@pytest.fixture(scope="session")
+def fake_nccl(cc, tmp_path_factory):
+    """A fake libnccl.so.2 (fake_nccl.c) that logs each call to $FAKE_NCCL_LOG."""
+    out = tmp_path_factory.mktemp("fake_nccl") / "libnccl.so.2"
+    run([cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", HERE / "fake_nccl.c", "-ldl", "-o", out])
+    return out

@@ -1,7 +1,9 @@
 """Helpers the C-host tests import by name (conftest.py is not importable by name once several test folders
 have one)."""
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -48,3 +50,22 @@ def run_host_function(exe, image, name, inputs, out_shapes, tmp_path, args=()):
     failed = [line for line in p.stdout.splitlines() if line.startswith("FAIL")]
     assert p.returncode == 0 and not failed and p.stdout.rstrip().endswith("0 failed"), p.stdout + p.stderr
     return [(tmp_path / f"out{i}.bin").read_bytes() for i in range(len(out_shapes))], p.stdout
+
+
+def run_chunked_on_fakes(source, script, tmp_path, driver_dir, nccl_lib, unset=()):
+    """Compiles `source` (function `tp`) for sm_90a with collective_chunks=4 and runs `script` on the image
+    against the fake CUDA driver in `driver_dir` and the fake NCCL `nccl_lib`, with the variables that would
+    change what they log unset; fails the test if the script fails. Returns the NCCL and CUDA logs' lines."""
+    compiler = pytest.importorskip("tessera.compiler")
+    image = tmp_path / "tp.tessera"
+    image.write_bytes(compiler.compile_source(source, "tp.py", compiler.CompileOptions(
+        target="ptx", arch="sm_90a", collective_chunks=4)).image)
+    log, cuda_log = tmp_path / "nccl.log", tmp_path / "cuda.log"
+    env = dict(os.environ, LD_LIBRARY_PATH=str(driver_dir), TESSERA_NCCL_LIBRARY=str(nccl_lib),
+               FAKE_NCCL_LOG=str(log), FAKE_CUDA_LOG=str(cuda_log))
+    for name in ("TESSERA_BACKEND", "TESSERA_COMM_BACKEND", "FAKE_NCCL_HANG", "TESSERA_COMM_UNITS", *unset):
+        env.pop(name, None)
+    p = subprocess.run([sys.executable, "-c", script, str(image), str(cuda_log)], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return log.read_text().splitlines(), cuda_log.read_text().splitlines()

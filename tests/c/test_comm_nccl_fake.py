@@ -11,18 +11,11 @@ import sys
 
 import pytest
 
-from hostutil import HERE, run, without_allocation_waits
+from hostutil import HERE, run, run_chunked_on_fakes, without_allocation_waits
 
 # NCCL's codes (nccl.h): datatypes int8 0, uint8 1, int32 2, int64 4, float16 6, float32 7, float64 8,
 # bfloat16 9; ops sum 0, prod 1, max 2, min 3, avg 4.
 F32, F64, F16, BF16, I32, I64, U8 = 7, 8, 6, 9, 2, 4, 1
-
-
-@pytest.fixture(scope="module")
-def fake_nccl(cc, tmp_path_factory):
-    out = tmp_path_factory.mktemp("fake_nccl") / "libnccl.so.2"
-    run([cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", HERE / "fake_nccl.c", "-ldl", "-o", out])
-    return out
 
 
 def run_host(build_host, fake_driver, fake_nccl, tmp_path, mode, **env):
@@ -728,21 +721,9 @@ def test_units_are_left_free_for_the_collectives_in_flight(fake_driver, fake_ncc
     GEMM launched while one of its all_reduces is in flight takes DEVICE_UNITS - units CTAs (the fake device
     has 4 SMs): the pipelined chunks after the first (tessera-pipeline-collectives, four of 128 rows) launch 2
     CTAs with units=2, and every chunk 4 without units (NCCL's default, nothing left free)."""
-    compiler = pytest.importorskip("tessera.compiler")
-    image = tmp_path / "tp.tessera"
-    image.write_bytes(compiler.compile_source(TP, "tp.py", compiler.CompileOptions(
-        target="ptx", arch="sm_90a", collective_chunks=4)).image)
-    log, cuda_log = tmp_path / "nccl.log", tmp_path / "cuda.log"
-    env = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), TESSERA_NCCL_LIBRARY=str(fake_nccl),
-               FAKE_NCCL_LOG=str(log), FAKE_CUDA_LOG=str(cuda_log))
-    for name in ("TESSERA_BACKEND", "TESSERA_COMM_BACKEND", "FAKE_NCCL_HANG", "TESSERA_COMM_UNITS"):
-        env.pop(name, None)
-    p = subprocess.run([sys.executable, "-c", UNITS, str(image), str(cuda_log)], capture_output=True, text=True,
-                       timeout=120, env=env)
-    assert p.returncode == 0, p.stdout + p.stderr
-    inits = [line for line in log.read_text().splitlines() if line.startswith("ncclCommInitRankConfig")]
+    nccl, lines = run_chunked_on_fakes(TP, UNITS, tmp_path, fake_driver(), fake_nccl)
+    inits = [line for line in nccl if line.startswith("ncclCommInitRankConfig")]
     assert len(inits) == 2 and "maxCTAs" not in inits[0] and inits[1].endswith(" maxCTAs=2"), inits
-    lines = cuda_log.read_text().splitlines()
     at = [lines.index("call 0"), lines.index("call 2"), len(lines)]
     grids = [[int(line.rsplit(" ", 1)[1]) for line in lines[a:b] if line.startswith("params:")]
              for a, b in zip(at, at[1:])]

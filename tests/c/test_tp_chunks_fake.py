@@ -4,14 +4,7 @@ for an earlier chunk's all_reduce (no step of a later chunk touches the rows bei
 rows and its result rows are other windows), while the communication stream reduces chunk i after waiting for
 chunk i's second GEMM alone. A false wait there would serialize the pipeline whatever the GPU does."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-import pytest
-
-HERE = Path(__file__).resolve().parent
+from hostutil import run_chunked_on_fakes
 
 MLP = '''
 from tessera import bf16, dist, f32, function, op, tensor
@@ -44,33 +37,12 @@ c.close()
 """
 
 
-@pytest.fixture(scope="module")
-def fake_nccl(cc, tmp_path_factory):
-    out = tmp_path_factory.mktemp("fake_nccl") / "libnccl.so.2"
-    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", HERE / "fake_nccl.c", "-ldl", "-o", out],
-                   check=True)
-    return out
-
-
 def test_the_chunks_launch_without_waiting_for_earlier_chunks(fake_driver, fake_nccl, tmp_path):
-    compiler = pytest.importorskip("tessera.compiler")
-    image = tmp_path / "tp.tessera"
-    image.write_bytes(compiler.compile_source(MLP, "tp.py", compiler.CompileOptions(
-        target="ptx", arch="sm_90a", collective_chunks=4)).image)
-    log, cuda_log = tmp_path / "nccl.log", tmp_path / "cuda.log"
-    env = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver()), TESSERA_NCCL_LIBRARY=str(fake_nccl),
-               FAKE_NCCL_LOG=str(log), FAKE_CUDA_LOG=str(cuda_log))
-    for name in ("TESSERA_BACKEND", "TESSERA_COMM_BACKEND", "FAKE_NCCL_HANG", "TESSERA_COMM_UNITS",
-                 "TESSERA_GEMM_GRID"):
-        env.pop(name, None)
-    p = subprocess.run([sys.executable, "-c", CALL, str(image), str(cuda_log)], capture_output=True, text=True,
-                       timeout=120, env=env)
-    assert p.returncode == 0, p.stdout + p.stderr
-    reduces = [line.split() for line in log.read_text().splitlines() if line.startswith("ncclAllReduce")]
+    nccl, lines = run_chunked_on_fakes(MLP, CALL, tmp_path, fake_driver(), fake_nccl, unset=("TESSERA_GEMM_GRID",))
+    reduces = [line.split() for line in nccl if line.startswith("ncclAllReduce")]
     # four chunks of 256 rows of the [1024, 256] result, each reduced in place on the communication stream
     assert [r[1:] for r in reduces] == [["count=65536", "type=9", "op=0", "inplace", reduces[0][-1]]] * 4, reduces
     side = reduces[0][-1]
-    lines = cuda_log.read_text().splitlines()
     lines = lines[lines.index("call") + 1:]
     launches = [line for line in lines if line.startswith("cuLaunchKernel")]
     assert len(launches) == 8, launches   # two GEMMs per chunk
