@@ -136,11 +136,17 @@ def _sm90_step(ctx, mm, spec: gemm_sm90.Sm90GemmSpec, params: list, env: dict, a
     """The plan step launching `spec`'s kernel, declared here with the cost model's other tile shape where
     the extents are known only at the launch (the fp8 kernel has one tile shape)."""
     launch = _declare_sm90(ctx.module, mm, spec, params, fp8)
-    other = _other_tile(spec) if not fp8 and _at_launch(mm) else None
-    prefer = ()
-    if other is not None:  # symbolic M or N: the launch picks the tile shape the cost model prefers then
+    others = _other_tiles(spec) if not fp8 and _at_launch(mm) else []
+    prefer = []
+    # symbolic M or N: the launch picks the tile shape the cost model prefers then. The plan takes the first
+    # alternative whose `when` is positive, so each must score above the chosen tile and every later one
+    for i, other in enumerate(others):
         alt = _declare_sm90(ctx.module, mm, dataclasses.replace(other, name=f"{spec.name}_n{other.bn}"), params, fp8)
-        prefer = (plan.Alternative(when=_prefer_when(other, spec), **alt),)
+        when = _prefer_when(other, spec)
+        for later in others[i + 1:]:
+            when = f"min({when}, {_prefer_when(other, later)})"
+        prefer.append(plan.Alternative(when=when, **alt))
+    prefer = tuple(prefer)
     return plan.ArgsStep(env=env, args=tuple(args), batch=_batch(env), prefer=prefer, multiple_of=multiple_of,
                          **launch)
 
@@ -169,22 +175,27 @@ def _at_launch(mm) -> bool:
     return schedule_ir.schedule_of(mm).get("at_launch") == 1
 
 
-def _other_tile(spec: gemm_sm90.Sm90GemmSpec):
-    """The cost model's other tile shape for `spec` (None when `spec`'s is not one of them)."""
+def _other_tiles(spec: gemm_sm90.Sm90GemmSpec) -> list:
+    """The cost model's other tile shapes for `spec`, in the table's order (none when `spec`'s is not one of
+    them)."""
     if spec.consumers != 2 or (spec.bn, spec.stages) not in {(bn, st) for bn, st, _ in _SM90_TILES}:
-        return None
-    bn, stages = next((bn, st) for bn, st, _ in _SM90_TILES if bn != spec.bn)
-    return dataclasses.replace(spec, bn=bn, stages=stages)
+        return []
+    return [dataclasses.replace(spec, bn=bn, stages=stages) for bn, stages, _ in _SM90_TILES
+            if bn != spec.bn and (spec.dtype in gemm_sm90.TRANSPOSABLE or bn not in _SIXTEEN_BIT_ONLY)]
 
 
 def _prefer_when(alt, chosen) -> str:
     """An extent expression positive when the cost model (`matmul_schedule`, with the device's own count of
-    multiprocessors) scores `alt`'s tile above `chosen`'s: rate × busy fraction of the last wave, compared
-    with both sides multiplied out so that it stays in integers."""
+    multiprocessors) scores `alt`'s tile above `chosen`'s."""
+    return _score_above(alt.bn, _tiles(alt), chosen.bn, _tiles(chosen))
+
+
+def _score_above(width_a: int, tiles_a: str, width_c: int, tiles_c: str) -> str:
+    """Positive when tiles `width_a` wide (`tiles_a` of them) score above `width_c` wide ones in
+    `matmul_schedule`: rate / (rounds × width), both sides multiplied out so that it stays in integers."""
     rate = {bn: round(100 * r) for bn, _, r in _SM90_TILES}
-    ta, tc = _tiles(alt), _tiles(chosen)
-    return (f"{rate[alt.bn]}*{ta}*ceil(({tc})/DEVICE_UNITS) - "
-            f"{rate[chosen.bn]}*{tc}*ceil(({ta})/DEVICE_UNITS)")
+    return (f"{rate[width_a] * width_c}*ceil(({tiles_c})/DEVICE_UNITS) - "
+            f"{rate[width_c] * width_a}*ceil(({tiles_a})/DEVICE_UNITS)")
 
 
 def _pack_fp8(ctx, kname: str, mm, fp8: list, params: list, args: list, env: dict) -> list[plan.ArgsStep]:
@@ -235,7 +246,7 @@ def _lower_bytes(ctx, kname: str, ops: list, fp8: list | None) -> list[plan.Args
     k = env["K"]
     if (isinstance(k, int) or str(k).isdigit()) and int(k) % 16:
         raise LoweringError(mm, f"K = {k} is not a multiple of 16: {why}")
-    tile = _tile(mm)
+    tile = _narrow_to_any_dtype(_tile(mm), env)
     if fp8 and tile.get("bn", 256) > gemm_sm90.FP8_BN:   # as _pack_fp8's GEMM: 128-wide tiles
         tile.update(bn=gemm_sm90.FP8_BN, stages=gemm_sm90.FP8_STAGES)
     try:
@@ -412,7 +423,7 @@ def _lower_tf32_sm90(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     if not (n_static and int(n) % 4):
         return [_tf32_transposed_step(ctx, kname, ops, names, env, params, args, operand_dtypes, not n_static)]
     try:
-        spec = gemm_sm90.Sm90GemmSpec(kname, dtype="tf32", out_dtype=params[2][1], epilogue=names, **_tile(mm),
+        spec = gemm_sm90.Sm90GemmSpec(kname, dtype="tf32", out_dtype=params[2][1], epilogue=names, **_narrow_to_any_dtype(_tile(mm), env),
                                       **operand_dtypes)
     except ValueError as e:
         raise LoweringError(mm, str(e)) from None
@@ -438,7 +449,7 @@ def _tf32_transposed_step(ctx, kname: str, ops: list, names, env: dict, params: 
     model's other tile shape is an alternative, and before it, where N turns out not to be a multiple of 4
     (`n_at_launch`), the FMA kernel."""
     mm = ops[0]
-    tile = _tile(mm)
+    tile = _narrow_to_any_dtype(_tile(mm), env)
     try:
         spec = gemm_sm90_tf32.Sm90Tf32Spec(kname, out_dtype=params[2][1], epilogue=names, bm=tile.get("bn", 256),
                                            consumers=tile.get("consumers", 2), stages=tile.get("stages", 4),
@@ -452,15 +463,12 @@ def _tf32_transposed_step(ctx, kname: str, ops: list, names, env: dict, params: 
         prefer.append(plan.Alternative(when=f"N - 4*(N//4)", kernel=fma.kernel, grid=fma.grid, block=fma.block,
                                        smem=fma.smem))
     launch = _declare_tf32(ctx.module, mm, spec, params)
-    shapes = {(bn, st) for bn, st, _ in _SM90_TILES}
+    shapes = {(bn, st) for bn, st, _ in _SM90_TILES if bn not in _SIXTEEN_BIT_ONLY}
     if _at_launch(mm) and spec.consumers == 2 and (spec.bm, spec.stages) in shapes:
-        bm, stages = next((bn, st) for bn, st, _ in _SM90_TILES if bn != spec.bm)
+        bm, stages = next((bn, st) for bn, st, _ in _SM90_TILES if bn != spec.bm and bn not in _SIXTEEN_BIT_ONLY)
         other = dataclasses.replace(spec, name=f"{kname}_m{bm}", bm=bm, stages=stages)
         alt = _declare_tf32(ctx.module, mm, other, params)
-        rate = {bn: round(100 * r) for bn, _, r in _SM90_TILES}
-        ta, tc = _tiles(other), _tiles(spec)
-        prefer.append(plan.Alternative(when=f"{rate[other.bm]}*{ta}*ceil(({tc})/DEVICE_UNITS) - "
-                                            f"{rate[spec.bm]}*{tc}*ceil(({ta})/DEVICE_UNITS)", **alt))
+        prefer.append(plan.Alternative(when=_score_above(other.bm, _tiles(other), spec.bm, _tiles(spec)), **alt))
     return plan.ArgsStep(env=env, args=tuple(args), batch=_batch(env), prefer=tuple(prefer), **launch)
 
 
@@ -491,22 +499,37 @@ def _declare_fma(ctx, mm, spec: gemm_fma.FmaGemmSpec, params: list, env: dict, a
                          grid=(f"ceil(M/{spec.bm})*ceil(N/{spec.bn})", "1", "1"), batch=_batch(env))
 
 
-# (N of the tile, stages, throughput of a busy SM relative to 128×256 tiles: measured on an H200)
-_SM90_TILES = ((256, 4, 1.0), (128, 6, 0.93))
+# (N of the tile, stages, throughput of a busy SM relative to 128×256 tiles: measured on an H200; 192's is
+# put between its neighbours', and is what the 3072³ measurement in docs/performance.md checks)
+_SM90_TILES = ((256, 4, 1.0), (192, 4, 0.96), (128, 6, 0.93))
+_SIXTEEN_BIT_ONLY = (192,)   # tile widths of the bf16/f16 kernel only (gemm_sm90.Sm90GemmSpec)
 _SMS = 132  # an H100's or H200's SMs: the compiler does not know the device
 
 
-def matmul_schedule(m: int | None, n: int | None, k: int | None) -> dict:
-    """The cost model: 128×256 tiles keep two consumer warpgroups' wgmmas at their widest; 128×128 tiles
-    (six stages fit beside them) waste less of the last wave of tiles. Each shape scores its SMs' relative
-    throughput times the busy fraction of its waves; an unknown extent counts as 4096. On an H200, 3072³
-    ran 686 TFLOP/s with 128×128 tiles and 588 with 128×256; 2048³ and 4096³ favour 128×256."""
+def matmul_schedule(m: int | None, n: int | None, k: int | None, tiles: tuple = _SM90_TILES) -> dict:
+    """The cost model: 128×256 tiles keep two consumer warpgroups' wgmmas at their widest; 128×192 and
+    128×128 tiles (six stages fit beside the latter) waste less of the last wave of tiles. A tile takes time
+    in proportion to its width over its SMs' relative throughput, and the SMs run ceil(tiles / SMs) rounds of
+    them: each shape scores rate / (rounds × width), the inverse of its time (columns past N, a ragged last
+    tile's, count as work done). An unknown extent counts as 4096. On an H200, 3072³ ran 686 TFLOP/s with
+    128×128 tiles and 588 with 128×256: 576 tiles of 128×128 are 5 rounds of 132 SMs, 288 of 128×256 3 rounds
+    of twice the width, 384 of 128×192 3 rounds of 1.5 times it; 2048³, 4096³ and 8192³ favour 128×256."""
     def score(shape):
         bn, _, rate = shape
-        waves = -(-(m or 4096) // 128) * -(-(n or 4096) // bn) / _SMS
-        return rate * waves / -(-waves // 1)
-    bn, stages, _ = max(_SM90_TILES, key=score)
+        tiles = -(-(m or 4096) // 128) * -(-(n or 4096) // bn)
+        return rate / (-(-tiles // _SMS) * bn)
+    bn, stages, _ = max(tiles, key=score)
     return {"MB": 128, "NC": bn, "stages": stages}
+
+
+def _narrow_to_any_dtype(tile: dict, env: dict) -> dict:
+    """`tile` for the kernels other than the bf16/f16 one (tf32, int8): a width only that one has (the cost
+    model's choice or a hint) becomes the cost model's choice among the others, for the extents known now."""
+    if tile.get("bn") not in _SIXTEEN_BIT_ONLY:
+        return tile
+    static = [int(env[d]) if isinstance(env[d], int) or str(env[d]).isdigit() else None for d in ("M", "N")]
+    s = matmul_schedule(*static, None, tuple(t for t in _SM90_TILES if t[0] not in _SIXTEEN_BIT_ONLY))
+    return dict(tile, bn=s["NC"], stages=s["stages"])
 
 
 def matmul_schedule_sm80(arch: str, m: int | None, n: int | None, k: int | None) -> dict:

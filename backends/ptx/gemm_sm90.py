@@ -92,9 +92,11 @@ class Sm90GemmSpec(PersistentTile):
         if self.k_major_only and (self.trans_a or self.trans_b):
             raise ValueError("the 8-bit and tf32 GEMMs read their operands as A [M,K] and B [N,K] only, not "
                              "transposed ones")
-        if self.bn not in (64, 128, 256) or self.consumers not in (1, 2) or not 2 <= self.stages <= 8:
+        if self.bn not in (64, 128, 192, 256) or self.consumers not in (1, 2) or not 2 <= self.stages <= 8:
             raise ValueError(f"unsupported sm_90a GEMM tile: BN={self.bn}, consumers={self.consumers}, "
                              f"stages={self.stages}")
+        if self.bn == 192 and self.dtype not in TRANSPOSABLE:
+            raise ValueError(f"the sm_90a GEMM's 192-wide tiles take bf16 or f16 operands, not {self.dtype}")
         if self.fp8 and self.bn > FP8_BN:
             raise ValueError(f"the fp8 GEMM sums each K step in fp32 beside the step's own accumulators: "
                              f"tiles up to {FP8_BN} wide fit the registers, not {self.bn}")
@@ -503,27 +505,27 @@ def _epilogue(w: Writer, spec: Sm90GemmSpec, acc: list[str], c: str, t: str, m0:
 
 def _store_staged(w: Writer, spec: Sm90GemmSpec, vals: list[str], c: str, warp: str, lane: str, m0: str,
                   n0: str, staging: str) -> None:
-    """The warpgroup's 64 rows, up to 128 columns a pass: stmatrix writes 8x8 blocks into two 64x64 boxes laid
-    out as TMA's 128-byte swizzle expects (16-byte chunk k of row r at chunk k ^ (r % 8)); the leader then
-    issues the bulk stores. Before a pass overwrites the buffer, the previous pass's stores must have read
-    it (cp.async.bulk.wait_group.read)."""
+    """The warpgroup's 64 rows, up to 128 columns a pass (a 192-wide tile: 128, then 64): stmatrix writes 8x8
+    blocks into two 64x64 boxes laid out as TMA's 128-byte swizzle expects (16-byte chunk k of row r at chunk
+    k ^ (r % 8)); the leader then issues the bulk stores. Before a pass overwrites the buffer, the previous
+    pass's stores must have read it (cp.async.bulk.wait_group.read)."""
     bar = w.v(f"add i32 {c}, 1")  # named barrier of the warpgroup (0 is the whole CTA's)
     t = w.v(f"or i32 {w.v(f'shl i32 {warp}, 5')}, {lane}")
     leader = w.v(f"zext i1 {w.v(f'icmp eq i32 {t}, 0')} to i32")
-    cols = min(128, spec.bn)
     tmC = w.v("ptrtoint ptr %tmC to i64")
     row_c = w.v(f"add i32 {m0}, {w.v(f'shl i32 {c}, 6')}")
-    for p in range(spec.bn // cols):
+    for start in range(0, spec.bn, 128):
+        cols = min(128, spec.bn - start)
         w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.bulk.wait_group.read 0; }", "r", [("i32", leader)])
         w.asm("bar.sync $0, 128;", "r", [("i32", bar)])
-        first = p * (cols // 8)
+        first = start // 8
         hp.stmatrix_rows(w, [[gc.pack(w, spec, vals[4 * jj + 2 * h], vals[4 * jj + 2 * h + 1])
                               for jj in (j, j + 1) for h in (0, 1)] for j in range(first, first + cols // 8, 2)],
                          warp, lane, staging, 8192)
         w.asm("fence.proxy.async.shared::cta;")
         w.asm("bar.sync $0, 128;", "r", [("i32", bar)])
         for b in range(cols // 64):
-            col = w.v(f"add i32 {n0}, {p * cols + 64 * b}")
+            col = w.v(f"add i32 {n0}, {start + 64 * b}")
             src = w.v(f"add i32 {staging}, {b * 8192}")
             w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; "
                   "@p cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$1, {$2, $3}], [$4]; }",

@@ -41,7 +41,7 @@ def no_cache(monkeypatch):
 
 @needs_ptxas
 def test_split_compile_reports_what_one_thread_does(monkeypatch):
-    """The symbolic GEMM's three kernels (two wgmma tile shapes, the SIMT fallback) assembled with threads and
+    """The symbolic GEMM's four kernels (three wgmma tile shapes, the SIMT fallback) assembled with threads and
     without: the same resources, and the image the same bytes."""
     ptx = _ptx()
     monkeypatch.setattr(ptxas, "_split_compile_known", True)
@@ -50,7 +50,7 @@ def test_split_compile_reports_what_one_thread_does(monkeypatch):
     monkeypatch.setattr(ptxas, "SPLIT_COMPILE", [])
     one = ptxas.check(ptx, "sm_90a", ptxas.find())
     img_one = compiler.compile_source(GEMM, "gemm.py", CompileOptions(target="ptx", arch="sm_90a")).image
-    assert len(threads) == 3 and all(r.regs > 0 for r in threads.values())
+    assert len(threads) == 4 and all(r.regs > 0 for r in threads.values())
     assert threads == one
     assert img_threads == img_one
     assert sorted(k.regs for k in image.read_image(img_one).kernels) == sorted(r.regs for r in one.values())

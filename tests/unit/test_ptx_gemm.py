@@ -54,6 +54,21 @@ def test_spec_geometry():
     assert s.grid(1000, 1000) == (8 * 4, 1, 1)
 
 
+def test_spec_geometry_of_192_wide_tiles():
+    """BN = 192: B's shared-memory tile is three swizzled 64-column boxes, 96 fp32 accumulators a thread; four
+    stages fit in 227 KiB. 16-bit operands only (the tf32 and 8-bit kernels keep 64, 128 and 256)."""
+    s = gemm_sm90.Sm90GemmSpec("g", bn=192, stages=4)
+    assert (s.stage_bytes, s.tensor_maps) == ((128 + 192) * 128, "A:0:64x128:128;B:1:64x64:128;C:2:64x64:128")
+    assert s.smem_bytes == 4 * (40 * 1024 + 16) + 2 * 2 * 8192 + 1024
+    assert s.grid(3072, 3072) == (24 * 16, 1, 1)
+    gemm_sm90.Sm90GemmSpec("g", dtype="f16", bn=192, trans_a=True, trans_b=True)
+    for kw in ({"dtype": "i8", "out_dtype": "i32"}, {"dtype": "tf32", "out_dtype": "f32"}):
+        with pytest.raises(ValueError, match="192-wide tiles take bf16 or f16"):
+            gemm_sm90.Sm90GemmSpec("g", bn=192, **kw)
+    with pytest.raises(ValueError, match="227 KiB"):
+        gemm_sm90.Sm90GemmSpec("g", bn=192, stages=5)
+
+
 def test_fp8_spec_geometry():
     """fp8 K steps are 128 elements (one 128-byte row); B is [N, K] and read in one box a stage."""
     s = gemm_sm90.Sm90GemmSpec("g", dtype="fp8_e4m3", b_dtype="fp8_e5m2", bn=128, stages=6)
@@ -157,6 +172,7 @@ def test_int8_matmul_reads_a_as_stored_and_b_copied_k_major():
     assert [a.name for a in k.args] == ["A", "B", "C", "M", "K", "N"]
     assert (k.props["ptx.mma"], k.props["tile.K"]) == ("wgmma m64n256k32 s8 x s8", "128")
     assert kernels["f__gemm0_n128"].props["ptx.mma"] == "wgmma m64n128k32 s8 x s8"
+    assert "f__gemm0_n192" not in kernels   # the 192-wide tile is the 16-bit kernel's only
 
 
 def test_int8_operands_are_copied_k_major_only_where_not_stored_so():
@@ -227,9 +243,10 @@ def f(A: tensor[bf16, 256, 512], B: tensor[bf16, 512, 512]) -> tensor[bf16, 256,
 def test_ptxas_resources(example):
     # ptxas assembled the module while compiling; its report is the kernel's metadata: no spills in the plain
     # GEMM, the 168-register cap of 384 threads at one CTA per SM (setmaxnreg moves registers at run time)
-    k = {k.name: k for k in image.read_image(example.image).kernels}["gemm_bf16__gemm0"]
-    assert k.regs == 168
-    assert "ptx.spill_bytes" not in k.props
+    kernels = {k.name: k for k in image.read_image(example.image).kernels}
+    for name in ("gemm_bf16__gemm0", "gemm_bf16__gemm0_n192", "gemm_bf16__gemm0_n128"):
+        assert kernels[name].regs == 168, name
+        assert "ptx.spill_bytes" not in kernels[name].props, name
 
 
 @pytest.mark.parametrize("source, arch, message", [
@@ -246,11 +263,36 @@ def test_refusals_are_located(source, arch, message):
     assert e.value.filename == "user.py" and e.value.line == 3
 
 
-@pytest.mark.parametrize("n, tile_n, stages", [(1024, 128, 6), (2048, 256, 4), (3072, 128, 6), (4096, 256, 4),
-                                               (None, 256, 4)])
+@pytest.mark.parametrize("n, tile_n, stages", [(1024, 128, 6), (2048, 256, 4), (3072, 192, 4), (4096, 256, 4),
+                                               (8192, 256, 4), (None, 256, 4)])
 def test_cost_model_weighs_tile_width_against_the_last_wave(n, tile_n, stages):
     from tessera.backends.ptx.gemm_lowering import matmul_schedule
     assert matmul_schedule(n, n, n) == {"MB": 128, "NC": tile_n, "stages": stages}
+
+
+STATIC_3072 = """
+@function
+def f(A: tensor[{dt}, 3072, 3072], B: tensor[{dt}, 3072, 3072]):
+    return A @ B
+"""
+
+
+@pytest.mark.parametrize("dt, tile_n, mma", [("bf16", "192", ""), ("f16", "192", ""),
+                                             ("i8", "128", "wgmma m64n128k32 s8 x s8")])
+def test_static_3072_takes_the_192_wide_tile_where_the_kernel_has_it(dt, tile_n, mma):
+    """3072³: 384 tiles of 128x192 are 2.9 waves of 132 SMs (576 of 128x128 4.4, 288 of 128x256 2.2); the int8
+    kernel has no 192-wide tile and keeps the cost model's choice among its own (128x128), as before. ptxas: no
+    spills in the 192-wide kernel."""
+    result = _compile(STATIC_3072.format(dt=dt))
+    k = image.read_image(result.image).kernels[-1]
+    assert (k.name, k.props["tile.N"]) == ("f__gemm0", tile_n)
+    assert k.props.get("ptx.mma", "") == mma
+    step = result.metadata["plans"]["f"]["steps"][-1]
+    assert all(a["kernel"].endswith("_simt") for a in step.get("prefer", ()))   # chosen at compile time
+    if dt != "i8":
+        assert step["smem"] == gemm_sm90.Sm90GemmSpec("x", bn=192, stages=4).smem_bytes
+        if ptxas.find() is not None:
+            assert "ptx.spill_bytes" not in k.props and k.regs == 168
 
 
 def test_symbolic_extents_choose_the_tile_at_launch(example):
@@ -258,16 +300,24 @@ def test_symbolic_extents_choose_the_tile_at_launch(example):
     where the cost model, with the device's multiprocessor count, scores it higher."""
     from tessera.backends.ptx.gemm_lowering import matmul_schedule
     step = example.metadata["plans"]["gemm_bf16"]["steps"][0]
-    simt, alt = step["prefer"]   # first the SIMT GEMM, for K or N not a multiple of 8 (test_simt_gemm.py)
-    assert (step["kernel"], simt["kernel"], alt["kernel"]) == \
-        ("gemm_bf16__gemm0", "gemm_bf16__gemm0_simt", "gemm_bf16__gemm0_n128")
-    assert alt["smem"] == gemm_sm90.Sm90GemmSpec("x", bn=128, stages=6).smem_bytes
-    assert "gemm_bf16__gemm0_n128" in {k.name for k in image.read_image(example.image).kernels}
-    for n in (512, 1024, 2048, 3072, 4096, 5000, 8192):
-        picked = 128 if plan.evaluate(alt["when"], {"M": n, "N": n, "DEVICE_UNITS": 132}) > 0 else 256
-        assert picked == matmul_schedule(n, n, n)["NC"], n
+    simt, n192, n128 = step["prefer"]   # first the SIMT GEMM, for K or N not a multiple of 8 (test_simt_gemm.py)
+    assert (step["kernel"], simt["kernel"], n192["kernel"], n128["kernel"]) == \
+        ("gemm_bf16__gemm0", "gemm_bf16__gemm0_simt", "gemm_bf16__gemm0_n192", "gemm_bf16__gemm0_n128")
+    assert n192["smem"] == gemm_sm90.Sm90GemmSpec("x", bn=192, stages=4).smem_bytes
+    assert n128["smem"] == gemm_sm90.Sm90GemmSpec("x", bn=128, stages=6).smem_bytes
+    assert {"gemm_bf16__gemm0_n192", "gemm_bf16__gemm0_n128"} <= {k.name for k in image.read_image(example.image).kernels}
+
+    def picked(m, n, units=132):
+        env = {"M": m, "N": n, "DEVICE_UNITS": units}
+        return next((bn for bn, alt in ((192, n192), (128, n128)) if plan.evaluate(alt["when"], env) > 0), 256)
+
+    for n in (512, 1024, 2048, 3000, 3072, 4096, 5000, 6144, 8192):
+        assert picked(n, n) == matmul_schedule(n, n, n)["NC"], n
+    for m, n in ((3000, 3100), (1024, 3072), (8192, 3072), (2048, 6000)):
+        assert picked(m, n) == matmul_schedule(m, n, None)["NC"], (m, n)
+    assert [picked(n, n) for n in (2048, 3072, 4096, 8192)] == [256, 192, 256, 256]
     # fewer multiprocessors change the waves: 4096 with 128x256 tiles is 512 tiles, 4 full waves of 128
-    assert plan.evaluate(alt["when"], {"M": 4096, "N": 4096, "DEVICE_UNITS": 128}) < 0
+    assert picked(4096, 4096, 128) == 256
 
 
 PREFERRED_HOST = """
@@ -276,8 +326,8 @@ import numpy as np
 from tessera import _runtime, executor, telemetry
 prog = executor.load(open(sys.argv[1], "rb").read(), _runtime.Context("cuda"))
 telemetry.enable(sys.argv[2])
-for n in (768, 1024):
-    prog.gemm_bf16(np.zeros((n, 64), np.float32), np.zeros((64, n), np.float32))
+for m, n in ((128, 384), (768, 768), (1024, 1024)):
+    prog.gemm_bf16(np.zeros((m, 64), np.float32), np.zeros((64, n), np.float32))
 telemetry.disable()
 """
 
@@ -294,16 +344,18 @@ def test_the_executor_launches_the_preferred_kernel(example, fake_cuda, tmp_path
     launched = [(r["name"], tuple(r["grid"])) for r in map(json.loads, metrics.read_text().splitlines())
                 if r["kind"] == "kernel"]
     step = example.metadata["plans"]["gemm_bf16"]["steps"][0]
-    _, alt = step["prefer"]   # the SIMT GEMM's is not taken: K and N are multiples of 8
+    _, *alts = step["prefer"]   # the SIMT GEMM's is not taken: K and N are multiples of 8
     want = []
-    for n in (768, 1024):  # with 4 SMs, 768 scores the 128-wide tile higher, 1024 the 256-wide one
-        env = {"M": n, "N": n, "K": 64, "DEVICE_UNITS": 4}
-        chosen = alt if plan.evaluate(alt["when"], env) > 0 else step
+    # with 4 SMs, 128x384 scores the 128-wide tile highest (3 tiles against 2), 768x768 the 192-wide one (24
+    # tiles, 6 full waves), 1024x1024 the 256-wide one (32 tiles, 8 full waves)
+    for m, n in ((128, 384), (768, 768), (1024, 1024)):
+        env = {"M": m, "N": n, "K": 64, "DEVICE_UNITS": 4}
+        chosen = next((a for a in alts if plan.evaluate(a["when"], env) > 0), step)
         local = dict(env, **{k: plan.evaluate(e, env) for k, e in step["env"].items()})
         grid = tuple(plan.evaluate(g, local) for g in chosen.get("grid", step["grid"]))
         want.append((chosen["kernel"], grid + (1,) * (3 - len(grid))))
     assert launched == want
-    assert [k for k, _ in want] == ["gemm_bf16__gemm0_n128", "gemm_bf16__gemm0"]  # both alternatives run
+    assert [k for k, _ in want] == ["gemm_bf16__gemm0_n128", "gemm_bf16__gemm0_n192", "gemm_bf16__gemm0"]  # all run
 
 
 @pytest.mark.parametrize("source", [
