@@ -45,6 +45,18 @@ def test_gemm_bf16(program, hopper, M, K, N):
     close(prog.gemm_bf16(A, B), bf16(A) @ bf16(B), 2 ** -8)
 
 
+def test_gemm_bf16_192_wide_tiles(program, hopper, cuda):
+    """3000 x 512 x 3000 on 132 SMs: the plan takes the 128x192 kernel (gemm_bf16__gemm0_n192: 384 tiles, 3 rounds;
+    test_ptx_gemm.py checks the choice), its last tiles ragged in both M (3000 = 23 x 128 + 56) and N (3000 =
+    15 x 192 + 120: the second store pass's 64-column box lies wholly past N there, and TMA clips it)."""
+    from tessera import runtime
+    if runtime.capabilities(cuda)["threads"] != 132:
+        pytest.skip("the 192-wide tile is the plan's choice for this shape on 132 SMs (H100 SXM, H200)")
+    prog = program("hopper_gemm")
+    A, B = randn(3000, 512), randn(512, 3000)
+    close(prog.gemm_bf16(A, B), bf16(A) @ bf16(B), 2 ** -8)
+
+
 def test_gemm_f16_with_f32_result(program, hopper):
     prog = program("hopper_gemm")
     A, B = (RNG.standard_normal(s).astype(np.float16) for s in ((257, 320), (320, 136)))

@@ -316,6 +316,7 @@ def test_symbolic_extents_choose_the_tile_at_launch(example):
     for m, n in ((3000, 3100), (1024, 3072), (8192, 3072), (2048, 6000)):
         assert picked(m, n) == matmul_schedule(m, n, None)["NC"], (m, n)
     assert [picked(n, n) for n in (2048, 3072, 4096, 8192)] == [256, 192, 256, 256]
+    assert picked(3000, 3000) == 192   # tests/gpu/test_hopper.py's ragged case of the 192-wide kernel
     # fewer multiprocessors change the waves: 4096 with 128x256 tiles is 512 tiles, 4 full waves of 128
     assert picked(4096, 4096, 128) == 256
 
