@@ -140,7 +140,7 @@ def compile_time(rounds: int, baseline: str | None = None) -> None:
         load = os.getloadavg()
         print(f"{rounds} rounds, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {os.cpu_count()} CPUs")
         labels = {"static": "tessera-cc, one sm_90a GEMM kernel (static 4096^3)",
-                  "symbolic": "tessera-cc, a GEMM of symbolic extents (two kernels)",
+                  "symbolic": "tessera-cc, a GEMM of symbolic extents (a kernel per tile shape the launch may take)",
                   "triton": f"Triton {version if triton else ''}, one configuration (whole process)",
                   "static, environment as is": "tessera-cc static, environment as is "
                                                f"(PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')})",
