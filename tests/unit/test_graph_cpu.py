@@ -418,8 +418,9 @@ def f(X: tensor[f32, {dims}]):
 
 def test_symbolic_gemm_splits_over_the_threads_at_launch(tmp_path):
     """M, N, K known only at run time: the schedule is the cost model's for a nominal 1024-sized product
-    (its blocks depend on the machine: 1036×512 on 2 AVX-512 cores), one block at 512×512. The plan step prefers a second kernel, blocked
-    for 512-sized extents, wherever it keeps more threads busy: at 512×512×2048 the launch (TESSERA_METRICS'
+    (its blocks depend on the machine: 1036×512 on 2 AVX-512 cores), one block at 512×512. The plan step
+    prefers a second kernel, blocked for 512-sized extents, wherever it keeps more threads busy: at
+    512×512×2048 the launch (TESSERA_METRICS'
     record of it) runs that kernel on two blocks or more. Against numpy in
     f64: K=2048 products of normals, within 1e-4 relative to the result's scale (f32 accumulation)."""
     from tessera import telemetry
