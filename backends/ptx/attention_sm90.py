@@ -79,7 +79,7 @@ def tuned(head_dim: int) -> dict:
             for kv in filter(None, sets.split(",")):
                 key, _, value = kv.partition("=")
                 if key.strip() not in ("block_m", "block_n", "stages", "poly_every", "end_tiles", "skip_masked",
-                                       "persistent", "snake", "section"):
+                                       "persistent", "snake", "section", "late_wait"):
                     raise ValueError(f"${ENV}: no setting {key.strip()!r}")
                 out[key.strip()] = int(value)
     return out
@@ -175,6 +175,8 @@ class Sm90AttentionSpec(Blocks):
     persistent: int = -1          # 1: causal, 2: causal or not — a grid of at most SMS CTAs, each looping over
     #                               query tiles (see generate); 0: a CTA a tile; -1: TUNED's (the fp8 spec: off)
     snake: int = 0                # persistent: every other round of tiles handed out in reverse CTA order
+    late_wait: int = -1           # 1: the wait for P·Vⱼ₋₁ in a block of its own after the softmax of Sⱼ (ptxas
+    #                               otherwise hoists it above the softmax); 0 off; -1 TUNED's (the fp8 spec: off)
     section: int = 0              # persistent causal: tiles ordered longest first within groups of this many
     #                               (batch, head)s (their K and V shared in L2); 0: all of them; -1: as many as
     #                               32 MiB of K and V (FlashAttention-3's choice)
@@ -182,12 +184,12 @@ class Sm90AttentionSpec(Blocks):
     def __post_init__(self):
         chosen_m = self.block_m
         for key, value in tuned(self.head_dim).items():
-            if key in ("end_tiles", "persistent", "skip_masked"):   # 0 is a choice here (the old way), -1 TUNED's
+            if key in ("end_tiles", "persistent", "skip_masked", "late_wait"):   # 0 a choice (the old way), -1 TUNED's
                 if getattr(self, key) < 0:
                     object.__setattr__(self, key, value)
             elif not getattr(self, key):
                 object.__setattr__(self, key, value)
-        for key in ("persistent", "skip_masked"):   # not in TUNED's for the head dimension: off
+        for key in ("persistent", "skip_masked", "late_wait"):   # not in TUNED's for the head dimension: off
             if getattr(self, key) < 0:
                 object.__setattr__(self, key, 0)
         if self.block_m not in (128, 192):
@@ -526,6 +528,17 @@ def generate(spec: Sm90AttentionSpec) -> str:
     turn.give()
     sc = hp.wait_group(w, sc, 1, keep=f_in_kept)
     probs, m_new, l_new, alphas = _softmax(w, spec, _mask(w, spec, sc, j, rows, sk), m_in, l_in, mult)
+    if spec.late_wait > 0:
+        # a block boundary before the wait for P·Vⱼ₋₁: within one block ptxas hoists that wait (and the slot's
+        # release) above the whole softmax (nvdisasm: WARPGROUP.DEPBAR.LE gsb0, 0x0 right after the mask), so
+        # the softmax would not overlap the warpgroup's own P·V. The branch is never taken (no keys, no block);
+        # an empty asm takes Pⱼ (f32: its bf16 fragments are the next P·V's inputs, which ptxas serializes the
+        # wgmmas for if they are written while one is in flight, C7513), α and l first, so that LLVM does not
+        # sink the softmax past the branch.
+        w.asm("", ",".join(["f"] * (len(probs) + 4)), [("float", x) for x in probs + alphas + l_new])
+        go = w.fresh_label("pvwait")
+        w.cbr(w.v(f"icmp eq i32 {sk}, 0"), "exit", go)
+        w.label(go)
     o = hp.wait_group(w, o, 0, keep=f_in_kept)
     hp.mbar_arrive_if(w, _empty(w, bars, w.v(f"urem i32 {gl(w.v(f'sub i32 {j}, 1'))}, {S}"), S), leader)
     o = [w.v(f"fmul float {x}, {alphas[(i // 2) % 2]}") for i, x in enumerate(o)]
