@@ -28,7 +28,10 @@ launched (torch.profiler), so that the record says which backend the "sdpa" colu
 
 --fp8: the example's fp8_d128 and causal_fp8_d128 (op.flash_attention_fp8 on bf16 inputs: the amax, quantize
 and Vᵀ kernels, then the e4m3 attention), called whole through tessera.executor on torch's tensors, against
-our bf16 kernel and SDPA in bf16 on the same inputs; the FLOPs counted are the attention's, as above.
+our bf16 kernel and SDPA in bf16 on the same inputs; the FLOPs counted are the attention's, as above. Each of
+the four kernels is also launched alone (the call's time split by kernel), and with --variant NAME=IMAGE the
+other images' fp8 functions are timed in the same rounds, their one-byte tensors, descales and outputs compared
+bit for bit with --image's (exits 1 where they differ).
 """
 
 import os
@@ -136,7 +139,7 @@ def main() -> None:
     if args.fp8:
         if not args.image:
             raise SystemExit("--fp8 needs --image (the image the executor loads too)")
-        return fp8(args.image, mod, functions, s, (B, H, S), env)
+        return fp8(args.image, mod, functions, s, (B, H, S), env, variants)
     peer, backend = "sdpa", contextlib.nullcontext
     if args.arch != "sm_90a":   # the mma.sync kernel against FlashAttention-2's
         from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -196,38 +199,94 @@ def main() -> None:
         return 1
 
 
-def fp8(image: str, mod, functions, s, shape, env) -> None:
+# the arguments of each kernel of an fp8 plan (backends/ptx/attention_lowering.lower_fp8), by its name's suffix
+FP8_STEPS = {"_amax": ("Q", "K", "V", "P"), "_quant": ("Q", "K", "Q8", "K8", "P", "DS"), "_vt": ("V", "VT", "P", "DS"),
+             "": ("Q8", "K8", "VT", "O", "DS")}
+
+
+def fp8_steps(m, plan, env, bufs, s) -> dict:
+    """{suffix: call} launching each kernel of an fp8 plan alone on the tensors `bufs` (by FP8_STEPS' names,
+    each viewed at its step's extents): the whole function's time split by kernel."""
+    from tessera import plan as plans
+
+    out = {}
+    for step in plan.steps:
+        suffix = next((x for x in ("_amax", "_quant", "_vt") if step.kernel.endswith(x)), "")
+        names = FP8_STEPS[suffix]
+        assert len(names) == len(step.args), (step.kernel, step.args)
+        views = [bufs[n].view(*(plans.evaluate(d, env) for d in a.shape)) for n, a in zip(names, step.args)]
+        out[suffix or "_attn"] = launcher(m, step, env, views, s)
+    return out
+
+
+def fp8(image: str, mod, functions, s, shape, env, variants=()) -> int:
+    """The whole fp8 function of each image (--image, then the --variant ones) through the executor, and each of
+    its four kernels launched alone, against our bf16 kernel and SDPA; the images' quantized tensors and
+    outputs compared bit for bit (identical scales and rounding expected; 1 where they differ)."""
     import torch
     import torch.nn.functional as F
 
     from tessera import executor
 
-    prog = executor.load(image, mod.context)
+    images = [("tessera", image, mod, functions)] + [(n, p, *_load(p, mod.context)) for n, p in variants]
+    progs = {label: executor.load(path, mod.context) for label, path, _, _ in images}
     B, H, S = shape
     D = 128
+    skp = -(-S // 16) * 16
+    differs = False
+    env8 = dict(env, SKP=skp, NQ=B * H * S * D, NK=B * H * S * D)
     for name, bf16_name, causal in (("fp8_d128", "attention_d128", False), ("causal_fp8_d128", "causal_d128", True)):
         q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         o = torch.empty_like(q)
         ours_bf16 = launcher(mod, functions[bf16_name].steps[0], env, [x.view(B * H, S, D) for x in (q, k, v, o)], s)
-        fn = getattr(prog, name)
-
-        def ours_fp8():
-            return fn(q, k, v, stream=s)
-
-        def sdpa():
-            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=D ** -0.5)
-
-        best = interleaved_best({"fp8": (ours_fp8, s.synchronize), "bf16": (ours_bf16, s.synchronize),
-                                 "sdpa": (sdpa, torch.cuda.synchronize)})
-        out = torch.as_tensor(ours_fp8(), device="cuda").view(torch.bfloat16)
-        s.synchronize()
+        sides, bufs = {}, {}
+        for label, _, m, fns in images:
+            fn = getattr(progs[label], name)
+            sides[f"{label} fp8"] = ((lambda fn=fn: fn(q, k, v, stream=s)), s.synchronize)
+            b = bufs[label] = {"Q": q, "K": k, "V": v, "O": torch.empty_like(q),
+                               "Q8": torch.empty(B * H * S * D, dtype=torch.int8, device="cuda"),
+                               "K8": torch.empty(B * H * S * D, dtype=torch.int8, device="cuda"),
+                               "VT": torch.empty(B * H * D * skp, dtype=torch.int8, device="cuda"),
+                               "P": torch.empty(3 * 256, dtype=torch.float32, device="cuda"),
+                               "DS": torch.empty(3, dtype=torch.float32, device="cuda")}
+            steps = fp8_steps(m, fns[name], env8, b, s)
+            for suffix, call in steps.items():   # once in order, so that every kernel reads what it reads in a call
+                call()
+            s.synchronize()
+            for suffix, call in steps.items():
+                sides[f"{label} {suffix[1:]}"] = (call, s.synchronize)
+        sides["bf16"] = (ours_bf16, s.synchronize)
+        sides["sdpa"] = ((lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=D ** -0.5)),
+                         torch.cuda.synchronize)
+        best = interleaved_best(sides)
         exact = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal, scale=D ** -0.5)
-        err = ((out.float() - exact).pow(2).mean().sqrt() / exact.pow(2).mean().sqrt()).item()
         flops = 4 * B * H * S * S * D / (2 if causal else 1)
-        report_row(f"{name} S={S}", {"tessera fp8": best["fp8"], "tessera bf16": best["bf16"],
-                                     "sdpa bf16": best["sdpa"]}, "TFLOP/s", flops / 1e12, shape=(B, H, S, D),
-                   dtype="fp8", bytes=4 * 2 * B * H * S * D,   # bf16 Q, K, V read, O written
-                   note=f"rms error vs f32 attention {err:.1e}; the whole function: amax, quantize, Vt kernels")
+        first = None
+        for label, _, _, _ in images:
+            out = torch.as_tensor(sides[f"{label} fp8"][0](), device="cuda").view(torch.bfloat16)
+            s.synchronize()
+            err = ((out.float() - exact).pow(2).mean().sqrt() / exact.pow(2).mean().sqrt()).item()
+            same = ""
+            if first is None:
+                first = (out, bufs[label])
+            else:   # the same bits as the first image's: output, the one-byte tensors and the descales
+                diff = [n for n in ("Q8", "K8", "VT", "DS", "O") if not torch.equal(first[1][n], bufs[label][n])]
+                differs |= bool(diff) or not torch.equal(first[0], out)
+                same = (f"; bit-identical to {images[0][0]}'s" if not diff and torch.equal(first[0], out) else
+                        f"; DIFFERS from {images[0][0]}'s in {', '.join(diff) or 'the whole call'}")
+            t = {x: best[f"{label} {x}"] for x in ("amax", "quant", "vt", "attn")}
+            report_row(f"{name} S={S} [{label}]", {"tessera fp8": best[f"{label} fp8"], "tessera bf16": best["bf16"],
+                                                   "sdpa bf16": best["sdpa"]}, "TFLOP/s", flops / 1e12,
+                       shape=(B, H, S, D), dtype="fp8", bytes=4 * 2 * B * H * S * D,   # bf16 Q, K, V read, O written
+                       note=f"rms error vs f32 attention {err:.1e}; the whole function: amax, quantize, Vt kernels"
+                            + same)
+            print(f"  {label}: whole {best[f'{label} fp8'] * 1e6:.1f} us = "
+                  + " + ".join(f"{x} {t[x] * 1e6:.1f}" for x in t)
+                  + f" + {(best[f'{label} fp8'] - sum(t.values())) * 1e6:.1f} (launch gaps, executor) us; "
+                  f"attention kernel alone {flops / t['attn'] / 1e12:.1f} TFLOP/s = "
+                  f"{best['bf16'] / t['attn']:.3f}x our bf16, whole {best['bf16'] / best[f'{label} fp8']:.3f}x",
+                  flush=True)
+    return 1 if differs else 0
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ Row sums l add the f32 probabilities before rounding (the interpreter's referenc
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 from . import attention_sm90 as fa
@@ -32,7 +33,20 @@ from ..symbol_names import llvm_global
 
 BM = fa.BM
 ROW = 128                     # bytes (e4m3 elements) of one TMA box row: the 128-byte swizzle
-TUNED = {"block_n": 128, "stages": 3}
+TUNED = {"block_m": 128, "block_n": 128, "stages": 3}
+ENV = "TESSERA_SM90_ATTENTION_FP8"   # benchmarks' override of TUNED: "block_m=192,stages=2" (compile with
+#                                     TESSERA_CACHE=0 so that no cached image is reused)
+
+
+def tuned() -> dict:
+    """TUNED, with what $TESSERA_SM90_ATTENTION_FP8 sets (a benchmark's way of building variants)."""
+    out = dict(TUNED)
+    for kv in filter(None, os.environ.get(ENV, "").split(",")):
+        key, _, value = kv.partition("=")
+        if key.strip() not in ("block_m", "block_n", "stages", "poly_every"):
+            raise ValueError(f"${ENV}: no setting {key.strip()!r}")
+        out[key.strip()] = int(value)
+    return out
 
 
 def vt_order(i: int) -> int:
@@ -51,7 +65,7 @@ class Sm90AttentionFp8Spec(fa.Sm90AttentionSpec):
     extents = ("BH", "SQ", "SK", "SKP")   # SKP: Vᵀ's row pitch (its TMA map's), unread by the kernel
 
     def __post_init__(self):
-        for key, value in TUNED.items():
+        for key, value in tuned().items():
             if not getattr(self, key):
                 object.__setattr__(self, key, value)
         if self.dtype != "fp8_e4m3":
@@ -64,6 +78,8 @@ class Sm90AttentionFp8Spec(fa.Sm90AttentionSpec):
             raise ValueError(f"the sm_90a fp8 attention takes a positive scale, not {self.scale}")
         if self.block_n not in (128, 256):
             raise ValueError(f"the sm_90a fp8 attention takes blocks of 128 or 256 keys, not {self.block_n}")
+        if self.block_m not in (128, 192):
+            raise ValueError(f"the sm_90a fp8 attention takes 128 or 192 query rows a CTA, not {self.block_m}")
         if not 2 <= self.stages <= 4 or self.smem_bytes > 227 * 1024:
             raise ValueError(f"{self.stages} stages of {self.block_n}-key blocks do not fit sm_90's shared memory")
 
@@ -73,8 +89,8 @@ class Sm90AttentionFp8Spec(fa.Sm90AttentionSpec):
 
     @property
     def q_bytes(self) -> int:
-        # Q takes BM·D bytes; O's staging (store_rows: two 64-column bf16 boxes of 128 rows) twice that
-        return 2 * fa.QBOX
+        # Q takes bm·D bytes; O's staging (store_rows: two 64-column bf16 boxes of bm rows) twice that
+        return 2 * self.q_box
 
     @property
     def v_offset(self) -> int:
@@ -86,12 +102,12 @@ class Sm90AttentionFp8Spec(fa.Sm90AttentionSpec):
 
     @property
     def tensor_maps(self) -> str:
-        # Q, K: 128 one-byte columns of BM / block_n rows; Vᵀ: 128 keys of D rows; O: bf16, as attention_sm90
-        return (f"Q:0:128x{BM}x1:128;K:1:128x{self.block_n}x1:128;V:2:128x{self.head_dim}x1:128;"
+        # Q, K: 128 one-byte columns of bm / block_n rows; Vᵀ: 128 keys of D rows; O: bf16, as attention_sm90
+        return (f"Q:0:128x{self.bm}x1:128;K:1:128x{self.block_n}x1:128;V:2:128x{self.head_dim}x1:128;"
                 "O:3:64x64x1:128")
 
     def load_q(self, w: Writer, base: str, tm: str, m0: str, bh: str, bar: str) -> None:
-        hp.mbar_expect(w, bar, BM * ROW)
+        hp.mbar_expect(w, bar, self.bm * ROW)
         hp.tma_load(w, base, tm, ["0", m0, bh], bar)
 
     def load_kv(self, w: Writer, at: str, tm: dict, key0: str, bh: str, bar: str) -> None:
@@ -286,11 +302,15 @@ def _scale_of(w: Writer, t: str, tid: str, block_is_first: str) -> str:
     return s
 
 
-def _quantized16(w: Writer, src: str, at: str, s: str) -> str:
-    """The 16 bf16 values at element `at` of `src` (32-byte aligned) divided by s in f32 (one rounding) and
-    rounded to e4m3: their 16 bytes as <4 x i32>."""
-    vec = w.v(f"load <16 x bfloat>, ptr addrspace(1) {w.v(f'getelementptr bfloat, ptr addrspace(1) {src}, i64 {at}')}"
-              ", align 32")
+def _load16(w: Writer, src: str, at: str) -> str:
+    """The 16 bf16 values at element `at` of `src` (32-byte aligned), as loaded."""
+    return w.v(f"load <16 x bfloat>, ptr addrspace(1) {w.v(f'getelementptr bfloat, ptr addrspace(1) {src}, i64 {at}')}"
+               ", align 32")
+
+
+def _quantized16(w: Writer, vec: str, s: str) -> str:
+    """16 bf16 values (`_load16`'s) divided by s in f32 (one rounding) and rounded to e4m3: their 16 bytes as
+    <4 x i32>."""
     f = []
     for e in range(16):
         x = w.v(f"fpext bfloat {w.v(f'extractelement <16 x bfloat> {vec}, i32 {e}')} to float")
@@ -301,28 +321,41 @@ def _quantized16(w: Writer, src: str, at: str, s: str) -> str:
     return out
 
 
+QUNROLL = 4                   # runs of 16 elements a thread of the quantize kernel converts (loaded at once)
+
+
 def generate_quant(name: str) -> str:
     """Q and K (bf16, NQ and NK elements) to e4m3 Q8 and K8 with their scales (`_scale_of`, from the amax
-    kernel's partials P; DS[0], DS[1] written): block (b, t) of grid (ceil(max(NQ, NK) / 4096), 2) converts
-    16 elements a thread of tensor t."""
+    kernel's partials P; DS[0], DS[1] written): block (b, t) of grid (ceil(max(NQ, NK) / (4096·QUNROLL)), 2)
+    converts QUNROLL runs of 16 elements a thread of tensor t (runs 4096 elements apart), their loads issued
+    before the scale's reduction so that its latency hides behind theirs. The same division and rounding of
+    each element as with one run a block (the partials' maximum is exact in any order)."""
     w = Writer()
     w.label("entry")
     tid, b, t = w.sreg("tid.x"), w.sreg("ctaid.x"), w.sreg("ctaid.y")
-    s = _scale_of(w, t, tid, w.v(f"icmp eq i32 {b}, 0"))
     kq = w.v(f"icmp eq i32 {t}, 0")
     src = w.v(f"select i1 {kq}, ptr addrspace(1) %Q, ptr addrspace(1) %K")
     dst = w.v(f"select i1 {kq}, ptr addrspace(1) %Q8, ptr addrspace(1) %K8")
     n = w.v(f"select i1 {kq}, i64 %NQ, i64 %NK")
-    run = w.v(f"add i32 {w.v(f'shl i32 {b}, 8')}, {tid}")
+    run = w.v(f"add i32 {w.v(f'mul i32 {b}, {256 * QUNROLL}')}, {tid}")
     e0 = w.v(f"shl i64 {w.v(f'zext i32 {run} to i64')}, 4")
-    # 16 elements: 32 bytes in, 16 out (the element counts are multiples of D = 128, so a thread's 16 are all in)
-    w.cbr(w.v(f"icmp ult i64 {e0}, {n}"), "whole", "exit")
-    w.label("whole")
-    out = _quantized16(w, src, e0, s)
-    w.emit(f"store <4 x i32> {out}, ptr addrspace(1) {w.v(f'getelementptr i8, ptr addrspace(1) {dst}, i64 {e0}')}, "
-           "align 16")
-    w.br("exit")
-    w.label("exit")
+    # 16 elements a run: 32 bytes in, 16 out (the element counts are multiples of D = 128, so a run's 16 are all
+    # in or all out); a run that is out reads run 0 again and stores nothing
+    ats, ins, vecs = [], [], []
+    for u in range(QUNROLL):
+        at = w.v(f"add i64 {e0}, {4096 * u}")
+        ins.append(w.v(f"icmp ult i64 {at}, {n}"))
+        ats.append(at)
+        vecs.append(_load16(w, src, w.v(f"select i1 {ins[-1]}, i64 {at}, i64 0")))
+    s = _scale_of(w, t, tid, w.v(f"icmp eq i32 {b}, 0"))
+    for u in range(QUNROLL):
+        w.cbr(ins[u], f"whole{u}", f"next{u}")
+        w.label(f"whole{u}")
+        out = _quantized16(w, vecs[u], s)
+        w.emit(f"store <4 x i32> {out}, ptr addrspace(1) "
+               f"{w.v(f'getelementptr i8, ptr addrspace(1) {dst}, i64 {ats[u]}')}, align 16")
+        w.br(f"next{u}")
+        w.label(f"next{u}")
     w.emit("ret void")
     return _kernel(name, "ptr addrspace(1) %Q, ptr addrspace(1) %K, ptr addrspace(1) %Q8, ptr addrspace(1) %K8, "
                    "ptr addrspace(1) %P, ptr addrspace(1) %DS, i64 %NQ, i64 %NK", w, _RED)
@@ -338,7 +371,6 @@ def generate_vt(name: str, head_dim: int) -> str:
     tid, kb, db, bh = w.sreg("tid.x"), w.sreg("ctaid.x"), w.sreg("ctaid.y"), w.sreg("ctaid.z")
     first = w.v(f"icmp eq i32 {w.v(f'or i32 {kb}, {db}')}, 0")
     first = w.v(f"and i1 {first}, {w.v(f'icmp eq i32 {bh}, 0')}")
-    s = _scale_of(w, "2", tid, first)
     sk, skp = w.v("trunc i64 %SK to i32"), w.v("trunc i64 %SKP to i32")
     bh64 = w.v(f"zext i32 {bh} to i64")
     key0, col0 = w.v(f"shl i32 {kb}, 6"), w.v(f"shl i32 {db}, 6")
@@ -349,13 +381,12 @@ def generate_vt(name: str, head_dim: int) -> str:
     src = w.v(f"add i64 {w.v(f'mul i64 {bh64}, %SK')}, {w.v(f'zext i32 {key} to i64')}")
     c64 = w.v(f"zext i32 {w.v(f'add i32 {col0}, {cq}')} to i64")
     src = w.v(f"add i64 {w.v(f'mul i64 {src}, {head_dim}')}, {c64}")
-    before = w.current
-    w.cbr(w.v(f"icmp ult i32 {key}, {sk}"), "load", "loaded")
-    w.label("load")
-    packed = w.v(f"bitcast <4 x i32> {_quantized16(w, '%V', src, s)} to <16 x i8>")
-    w.br("loaded")
-    w.label("loaded")
-    vals = w.v(f"phi <16 x i8> [zeroinitializer, %{before}], [{packed}, %load]")
+    # V's 16 elements loaded before the scale's reduction (their latencies overlap); past SK: zero bytes
+    inside = w.v(f"icmp ult i32 {key}, {sk}")
+    raw = _load16(w, "%V", w.v(f"select i1 {inside}, i64 {src}, i64 0"))
+    s = _scale_of(w, "2", tid, first)
+    packed = w.v(f"bitcast <4 x i32> {_quantized16(w, raw, s)} to <16 x i8>")
+    vals = w.v(f"select i1 {inside}, <16 x i8> {packed}, <16 x i8> zeroinitializer")
     for e in range(16):   # the tile [64 keys][65]: key-major
         byte = w.v(f"extractelement <16 x i8> {vals}, i32 {e}")
         at = w.v(f"add i32 {w.v(f'mul i32 {kr}, 65')}, {w.v(f'add i32 {cq}, {e}')}")

@@ -15,6 +15,7 @@ from tessera.backends.ptx import attention_fp8_sm90 as f8, attention_sm90
                                          ({"scale": 0.0}, "positive scale"),
                                          ({"lse": True}, "no log-sum-exp"),
                                          ({"block_n": 192}, "128 or 256 keys"),
+                                         ({"block_m": 256}, "128 or 192 query rows"),
                                          ({"block_n": 256, "stages": 4}, "do not fit")])
 def test_spec_refuses(kw, message):
     with pytest.raises(ValueError, match=message):
@@ -28,6 +29,36 @@ def test_spec_geometry():
     assert s.tensor_maps == "Q:0:128x128x1:128;K:1:128x128x1:128;V:2:128x128x1:128;O:3:64x64x1:128"
     # Q's 16 KiB plus the rest of O's 32 KiB staging, three stages of K and Vᵀ (16 KiB each), barriers, alignment
     assert s.smem_bytes == 32768 + 3 * 32768 + 8 * 7 + 1024
+
+
+def test_spec_geometry_192_rows():
+    """block_m=192: three consumer warpgroups, Q's box of 192 rows, O's staging twice Q's 24 KiB."""
+    s = f8.Sm90AttentionFp8Spec("a", scale=0.1, block_m=192)
+    assert (s.bm, s.consumers, s.threads) == (192, 3, 512)
+    assert s.tensor_maps.startswith("Q:0:128x192x1:128;K:1:128x128x1:128;")
+    assert s.smem_bytes == 2 * 24576 + 3 * 32768 + 8 * 7 + 1024
+    text = f8.generate(s)
+    assert "setmaxnreg.inc.sync.aligned.u32 160;" in text and "m64n128k32.f32.e4m3.e4m3" in text
+
+
+def test_env_override(monkeypatch):
+    """$TESSERA_SM90_ATTENTION_FP8 (benchmarks' variants) sets what the caller left at 0, refuses unknown keys."""
+    monkeypatch.setenv(f8.ENV, "block_m=192,stages=2")
+    assert (f8.Sm90AttentionFp8Spec("a").bm, f8.Sm90AttentionFp8Spec("a").stages) == (192, 2)
+    assert f8.Sm90AttentionFp8Spec("a", stages=3).stages == 3
+    monkeypatch.setenv(f8.ENV, "block_k=64")
+    with pytest.raises(ValueError, match="no setting 'block_k'"):
+        f8.Sm90AttentionFp8Spec("a")
+
+
+def test_quantize_loads_before_the_scale():
+    """The quantize and Vᵀ kernels issue their bf16 loads (QUNROLL runs of 16 a thread, one run in Vᵀ's) before
+    reducing the amax partials to the scale, so that the reduction's latency overlaps the loads'; every element
+    still divided by the scale once (div.rn, the interpreter's rounding) before e4m3's rounding."""
+    for text, runs in ((f8.generate_quant("q"), f8.QUNROLL), (f8.generate_vt("v", 128), 1)):
+        loads = [m.start() for m in re.finditer(r"load <16 x bfloat>", text)]
+        assert len(loads) == runs and max(loads) < text.index("call i32 @llvm.nvvm.shfl.sync")
+        assert text.count("fdiv float") == 16 * runs + 1   # and the scale's max(amax, 2^-126) / 448
 
 
 def test_vt_order_is_the_fragment_order():
