@@ -30,6 +30,11 @@ input_precision="tf32" (wgmma's tf32 kind on Cᵀ = Bᵀ·Aᵀ, backends/ptx/gem
 stored, no copy) against torch.matmul with allow_tf32 = True: the function through the executor (results kept
 for the round, as torch's allocator keeps its own) and the GEMM kernel alone, on the same tensors.
 
+--variant PATH times a second image of examples/gpu/gemm.py beside the first, in the same rounds: one built
+with backend overrides the compile cache does not key on, e.g. the bf16 GEMM in clusters of two CTAs with B
+multicast to both (`TESSERA_CACHE=0 TESSERA_SM90_GEMM_CLUSTER=2 python bench/gemm_gpu.py --build-image
+cluster.tessera`, backends/ptx/gemm_lowering.py), its ratio to cuBLAS printed beside ours.
+
 --compile-time times `tessera-cc` compiling the one GEMM for sm_90a in a fresh process with the cache off,
 against Triton (where it is installed: `pip install triton`, no GPU needed) compiling one configuration of
 its matmul for sm_90 with a fresh cache in a fresh process, rounds alternating (compile_time). The GPU run
@@ -348,6 +353,7 @@ def main() -> None:
     p.add_argument("--baseline-cc", metavar="TESSERA_CC",
                    help="--compile-time: also time this tessera-cc (another tree's) in the same rounds")
     p.add_argument("--triton-compile-once", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--variant", metavar="PATH", help="a second image (built with overrides) timed beside --image")
     p.add_argument("--sizes", default="2048,3072,4096,8192")
     p.add_argument("--fp8", action="store_true", help="the fp8 GEMM against torch._scaled_mm")
     p.add_argument("--f32", action="store_true", help="f32 GEMMs (FMA units; tf32 tensor cores) against torch.matmul "
@@ -376,6 +382,13 @@ def main() -> None:
         return f32(ctx, mod, functions, args.image, [int(x) for x in args.sizes.split(",")])
     props = ctx.properties
     planned = functions["gemm_bf16"].steps[0]
+    variant = None
+    if args.variant:
+        from tessera import image as images, runtime
+        with open(args.variant, "rb") as f:
+            data = f.read()
+        vplans = plans.decode(images.read_image(data).section(plans.SECTION))
+        variant = (runtime.load(data), vplans["gemm_bf16"].steps[0])
     triton_run, triton_kernel = triton_matmul()
     import triton
     with tempfile.TemporaryDirectory() as cache:
@@ -401,11 +414,23 @@ def main() -> None:
 
         sides = {"tessera": (ours, s.synchronize), "torch": (lambda: torch.matmul(A, B), torch.cuda.synchronize),
                  "triton": (lambda: triton_run(A, B, Ct), torch.cuda.synchronize)}
+        if variant:
+            vstep = plans.chosen(variant[1], env)
+            vkernel, vgrid = variant[0].kernel(vstep.kernel), plans.evaluate(vstep.grid[0], env)
+            Cv = torch.empty_like(A)
+            sides["variant"] = (lambda: vkernel(A, B, Cv, grid=vgrid, block=vstep.block, smem_bytes=vstep.smem,
+                                                stream=s), s.synchronize)
         best = interleaved_best(sides, calls=20)
         ref = torch.matmul(A, B).float()
         err = ((C.float() - ref).abs().max() / ref.abs().max()).item()
+        note = f"{step.kernel}; max error {err:.1e} of max |C|"
+        if variant:
+            verr = ((Cv.float() - ref).abs().max() / ref.abs().max()).item()
+            note += (f"; variant {vstep.kernel} (grid {vgrid}): {best['torch'] / best['variant']:.3f}x torch, "
+                     f"{best['tessera'] / best['variant']:.3f}x ours, max error {verr:.1e}")
+            best = {k: v for k, v in best.items() if k != "variant"}
         report_row(f"bf16 gemm {n}", best, "TFLOP/s", 2 * n ** 3 / 1e12, shape=(n, n, n), dtype="bf16",
-                   bytes=3 * 2 * n * n, note=f"{step.kernel}; max error {err:.1e} of max |C|")
+                   bytes=3 * 2 * n * n, note=note)
 
 
 if __name__ == "__main__":

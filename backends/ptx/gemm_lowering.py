@@ -22,6 +22,7 @@ run on the SIMT GEMM (backends/simt_gemm.py), chosen here or at the launch (_sim
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from ... import plan
 from ...diagnostics import LoweringError
@@ -86,6 +87,8 @@ def lower(arch: str, ctx, kname: str, ops: list, precision: str = "ieee") -> lis
     # model's, or a hint) narrows to them
     if fp8 and tile.get("bn", 256) > gemm_sm90.FP8_BN:
         tile.update(bn=gemm_sm90.FP8_BN, stages=gemm_sm90.FP8_STAGES)
+    if not fp8 and not transposed[1]:
+        tile.update(_cluster())
     try:
         spec = gemm_sm90.Sm90GemmSpec(kname, dtype=fp8[0] if fp8 else dt, b_dtype=fp8[1] if fp8 else "",
                                       out_dtype=out_dt, epilogue=names, **tile, **operand_dtypes,
@@ -162,8 +165,21 @@ def _declare_sm90(module, mm, spec: gemm_sm90.Sm90GemmSpec, params: list, fp8) -
             **({"ptx.mma": f"wgmma m64n{spec.bn}k32 s8 x s8"} if spec.int8 else {}),
             **({"ptx.mma": f"wgmma m64n{spec.bn}k8 tf32 x tf32", "input_precision": "tf32"}
                if spec.dtype == "tf32" else {})})
-    return {"kernel": spec.name, "block": (spec.threads, 1, 1), "smem": spec.smem_bytes,
-            "grid": (f"min({_tiles(spec)}, DEVICE_UNITS)", "1", "1")}
+    grid = f"min({_tiles(spec)}, DEVICE_UNITS)" if spec.cluster_m == 1 else \
+        f"2*min(ceil(M/{2 * spec.bm})*ceil(N/{spec.bn}), DEVICE_UNITS//2)"   # whole clusters of two CTAs
+    return {"kernel": spec.name, "block": (spec.threads, 1, 1), "smem": spec.smem_bytes, "grid": (grid, "1", "1")}
+
+
+CLUSTER_ENV = "TESSERA_SM90_GEMM_CLUSTER"   # a benchmark's override: "2" clusters the bf16/f16 GEMMs, "1" not
+
+
+def _cluster() -> dict:
+    """The bf16/f16 sm_90a GEMM's clusters (gemm_sm90.Sm90GemmSpec.cluster_m): none unless $TESSERA_SM90_GEMM_CLUSTER
+    asks for pairs (bench/gemm_gpu.py's --variant images; docs/performance.md has the measurements)."""
+    v = os.environ.get(CLUSTER_ENV, "")
+    if v not in ("", "1", "2"):
+        raise ValueError(f"${CLUSTER_ENV}={v}: 1 or 2")
+    return {"cluster_m": int(v)} if v else {}
 
 
 def _tiles(spec) -> str:

@@ -77,6 +77,7 @@ class Sm90GemmSpec(PersistentTile):
     b_dtype: str = ""             # B's, when it differs from A's
     trans_a: bool = False         # A stored as Aᵀ [K,M] (16-bit operands)
     trans_b: bool = False         # B stored as Bᵀ [N,K] (16-bit operands)
+    cluster_m: int = 1            # 2: clusters of two CTAs on vertically adjacent tiles, B multicast to both
 
     def __post_init__(self):
         b = self.b_dtype or self.dtype
@@ -100,7 +101,17 @@ class Sm90GemmSpec(PersistentTile):
         if self.fp8 and self.bn > FP8_BN:
             raise ValueError(f"the fp8 GEMM sums each K step in fp32 beside the step's own accumulators: "
                              f"tiles up to {FP8_BN} wide fit the registers, not {self.bn}")
+        if self.cluster_m not in (1, 2) or (self.cluster_m == 2 and (self.dtype not in TRANSPOSABLE or
+                                                                    self.trans_b)):
+            raise ValueError(f"the sm_90a GEMM's clusters of cluster_m={self.cluster_m} CTAs: 1, or 2 for bf16 or "
+                             f"f16 operands with B stored as [K,N] (B's 64-column boxes are split between the two)")
         self.check_smem()
+
+    def grid(self, m: int, n: int) -> tuple[int, int, int]:
+        if self.cluster_m == 1:
+            return super().grid(m, n)
+        return (2 * -(-m // (2 * self.bm)) * -(-n // self.bn), 1, 1)   # whole clusters, the last pair's
+        # second tile past M where the tiles down M are odd
 
     @property
     def fp8(self) -> bool:
@@ -198,6 +209,10 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
             hp.tma_load(w, w.v(f"add i32 {sa}, {BM * ROW}"), tmB, [k0, n0], full)
         for j in range(0 if spec.b_k_major else BN // 64):
             dst = w.v(f"add i32 {sa}, {BM * ROW + j * 64 * ROW}")
+            if spec.cluster_m == 2:   # box j from the CTA of rank j % 2, into both CTAs' stage
+                hp.tma_load_multicast(w, dst, tmB, [w.v(f"add i32 {n0}, {64 * j}"), k0], full, 3,
+                                      w.v(f"icmp eq i32 {g.rank}, {j % 2}"))
+                continue
             hp.tma_load(w, dst, tmB, [w.v(f"add i32 {n0}, {64 * j}"), k0], full)
 
     pklatch = producer(w, spec, g, loads)
@@ -234,6 +249,8 @@ class Geometry:
     tiles: str
     dims: tuple[str, str]  # tiles down M, across N
     wg: str               # the thread's warpgroup: 0 produces, the others consume
+    rank: str | None = None   # the CTA's rank in its cluster of two (cluster_m 2; pid, grid, tiles and dims
+    # then count pairs of tiles, down M by pairs of tile rows)
 
 
 def geometry(w: Writer, spec, staging_bytes: int | None = None) -> Geometry:
@@ -244,15 +261,24 @@ def geometry(w: Writer, spec, staging_bytes: int | None = None) -> Geometry:
     tid = w.sreg("tid.x")
     pid = w.sreg("ctaid.x")
     grid = w.sreg("nctaid.x")
+    cluster = getattr(spec, "cluster_m", 1)
+    rank = None
+    if cluster == 2:   # clusters are CTAs 2p and 2p + 1: both walk pair p's tiles, in lockstep
+        rank = w.v(f"and i32 {pid}, 1")
+        pid = w.v(f"lshr i32 {pid}, 1")
+        grid = w.v(f"lshr i32 {grid}, 1")
     base = hp.smem_base(w)
     staging = w.v(f"add i32 {base}, {S * spec.stage_bytes}") if staging_bytes is not None else None
     bars = w.v(f"add i32 {staging}, {staging_bytes}") if staging is not None \
         else w.v(f"add i32 {base}, {S * spec.stage_bytes}")
     m32, n32, _, kt_n, num_m, num_n = gc.extents(w, spec)
+    if cluster == 2:
+        num_m = w.v(f"lshr i32 {w.v(f'add i32 {num_m}, 1')}, 1")
     tiles = w.v(f"mul i32 {num_m}, {num_n}")
+    # a stage is empty once every consumer of the cluster has read it (each CTA's B came from both)
     _, wg = hp.split_roles(w, tid, [(w.v(f"add i32 {bars}, {8 * s}"), 1) for s in range(S)]
-                           + [(w.v(f"add i32 {bars}, {8 * (S + s)}"), spec.consumers) for s in range(S)])
-    return Geometry(tid, pid, grid, base, staging, bars, m32, n32, kt_n, tiles, (num_m, num_n), wg)
+                           + [(w.v(f"add i32 {bars}, {8 * (S + s)}"), spec.consumers * cluster) for s in range(S)])
+    return Geometry(tid, pid, grid, base, staging, bars, m32, n32, kt_n, tiles, (num_m, num_n), wg, rank)
 
 
 def producer(w: Writer, spec, g: Geometry, loads) -> str:
@@ -262,12 +288,15 @@ def producer(w: Writer, spec, g: Geometry, loads) -> str:
     block (PKLATCH in the text until `kernel`)."""
     S, stage = spec.stages, spec.stage_bytes
     w.label("producer")
+    if g.rank is not None:
+        hp.cluster_sync(w)
     w.asm("setmaxnreg.dec.sync.aligned.u32 40;")
     issues = w.v(f"icmp eq i32 {g.tid}, 0")
     tmA = w.v("ptrtoint ptr %tmA to i64")
     tmB = w.v("ptrtoint ptr %tmB to i64")
     w.cbr(issues, "ptile", "exit")
-    tile, it, tile_next, it_out, m0, n0 = _tile_loop(w, spec, "p", "producer", "exit", g.pid, g.tiles, g.dims)
+    tile, it, tile_next, it_out, m0, n0 = _tile_loop(w, spec, "p", "producer", "exit", g.pid, g.tiles, g.dims,
+                                                     g.rank)
     w.cbr(w.v(f"icmp ugt i32 {g.kt_n}, 0"), "pk", "ptnext")
     w.label("pk")
     kt, kt_next = w.fresh("kt"), w.fresh("ktn")
@@ -294,6 +323,8 @@ def consumer_start(w: Writer, g: Geometry) -> tuple[str, str, str]:
     """Enters the consumer role, taking the registers the producer gave: (its consumer index c, the thread t
     within the warpgroup, t == 0)."""
     w.label("consumer")
+    if g.rank is not None:
+        hp.cluster_sync(w)
     w.asm("setmaxnreg.inc.sync.aligned.u32 232;")
     c = w.v(f"sub i32 {g.wg}, 1")
     t = w.v(f"and i32 {g.tid}, 127")
@@ -307,7 +338,7 @@ def consumer_tiles(w: Writer, spec, g: Geometry, k_loop, epilogue, acc_type: str
     the text until `kernel`)."""
     w.br("ctile")
     ctile, cit, ctile_next, cit_out, m0, n0 = _tile_loop(w, spec, "c", "consumer", "cfinish", g.pid, g.tiles,
-                                                         g.dims)
+                                                         g.dims, g.rank)
     w.cbr(w.v(f"icmp ugt i32 {g.kt_n}, 0"), "ck", "cdone")
     acc = k_loop(cit)
     w.br("cdone")
@@ -328,13 +359,17 @@ def kernel(w: Writer, spec, params: list[str], activations: str, pklatch: str, c
     name their latch blocks before those exist (PTNEXT, PKLATCH, CTNEXT): they are named here."""
     w.br("exit")
     w.label("exit")
+    cluster = getattr(spec, "cluster_m", 1) == 2
+    if cluster:   # no CTA leaves while its peer may still write into its stages or arrive on its barriers
+        hp.cluster_sync(w, aligned=False)
     w.emit("ret void")
     body = "\n".join(w.lines)
     for key, block in (("PTNEXT", "ptnext"), ("PKLATCH", pklatch), ("CTNEXT", ctnext)):
         body = body.replace(f"%{key}]", f"%{block}]")
     text = (f"@tsr_smem = external addrspace(3) global [0 x i8], align 1024\n"
             f"define ptx_kernel void @{llvm_global(spec.name)}({', '.join(params)}) "
-            f"\"nvvm.maxntid\"=\"{spec.threads}\" \"nvvm.minctasm\"=\"1\" {{\n{body}\n}}\n")
+            f"\"nvvm.maxntid\"=\"{spec.threads}\" \"nvvm.minctasm\"=\"1\"{hp.CLUSTER_ATTR if cluster else ''} {{\n"
+            f"{body}\n}}\n")
     return module(text, gc.declarations(spec, activations))
 
 
@@ -385,20 +420,30 @@ def _k_loop(w: Writer, spec: Sm90GemmSpec, kt_n: str, cit: str, bars: str, base:
         if spec.fp8:
             product = hp.wait_group(w, _k_step(w, spec, bars, base, a_off, g, None), 0)
             acc = [w.v(f"fadd float {a}, {p}") for a, p in zip(acc_in, product)]
-            hp.mbar_arrive_if(w, _empty(w, spec, bars, g), leader)
+            _release(w, spec, _empty(w, spec, bars, g), leader)
             return acc
         acc = hp.wait_group(w, _k_step(w, spec, bars, base, a_off, g, acc_in), 1, acc_type=spec.acc_type)
         # the stage read one step ago is free now
         had = w.v(f"icmp ugt i32 {ck}, 0")
-        hp.mbar_arrive_if(w, _empty(w, spec, bars, w.v(f"add i32 {g}, {spec.stages - 1}")),
-                          w.v(f"and i1 {had}, {leader}"))
+        _release(w, spec, _empty(w, spec, bars, w.v(f"add i32 {g}, {spec.stages - 1}")),
+                 w.v(f"and i1 {had}, {leader}"))
         return acc
 
     acc, g = k_steps(w, kt_n, cit, spec.bn // 2, spec.acc_type, step)
     if not spec.fp8:
         acc = hp.wait_group(w, acc, 0, acc_type=spec.acc_type)
-        hp.mbar_arrive_if(w, _empty(w, spec, bars, g), leader)  # the tile's last stage
+        _release(w, spec, _empty(w, spec, bars, g), leader)  # the tile's last stage
     return acc
+
+
+def _release(w: Writer, spec: Sm90GemmSpec, empty: str, cond: str) -> None:
+    """Frees a stage (its `empty` mbarrier) where `cond`: in a cluster, on both CTAs' barriers, since the stage's
+    B came from both and either producer refills it only once both CTAs' consumers have read it."""
+    if spec.cluster_m == 2:
+        for rank in range(2):
+            hp.mbar_arrive_remote_if(w, empty, rank, cond)
+    else:
+        hp.mbar_arrive_if(w, empty, cond)
 
 
 def k_steps(w: Writer, kt_n: str, cit: str, n_acc: int, acc_type: str, step) -> tuple[list[str], str]:
@@ -422,10 +467,11 @@ def k_steps(w: Writer, kt_n: str, cit: str, n_acc: int, acc_type: str, step) -> 
 
 
 def _tile_loop(w: Writer, spec: Sm90GemmSpec, role: str, entry: str, done: str, pid: str, tiles: str,
-               dims: tuple[str, str]) -> tuple:
+               dims: tuple[str, str], rank: str | None = None) -> tuple:
     """The head of a role's loop over its tiles (`pid`, `pid` + grid, …; blocks `{role}tile`, `{role}tile_go`):
     (tile, steps before it, their next values for the `{role}tnext` block to define, m0, n0). The stage ring
-    runs on across tiles, so each role counts the K steps it has taken."""
+    runs on across tiles, so each role counts the K steps it has taken. In a cluster (`rank` not None) the
+    tiles are pairs of vertically adjacent ones, and the CTA of rank r takes the pair's r-th."""
     tile, it = w.fresh("tile"), w.fresh("it")
     tile_next, it_out = w.fresh("tilen"), w.fresh("itout")
     w.label(f"{role}tile")
@@ -433,7 +479,19 @@ def _tile_loop(w: Writer, spec: Sm90GemmSpec, role: str, entry: str, done: str, 
     w.emit(f"{it} = phi i32 [0, %{entry}], [{it_out}, %{role.upper()}TNEXT]")
     w.cbr(w.v(f"icmp ult i32 {tile}, {tiles}"), f"{role}tile_go", done)
     w.label(f"{role}tile_go")
-    return (tile, it, tile_next, it_out, *gc.tile_origin(w, spec, tile, dims))
+    if rank is None:
+        return (tile, it, tile_next, it_out, *gc.tile_origin(w, spec, tile, dims))
+    pair = _Pair(2 * spec.bm, spec.bn, max(1, spec.group_m // 2))
+    m0, n0 = gc.tile_origin(w, pair, tile, dims)
+    return tile, it, tile_next, it_out, w.v(f"add i32 {m0}, {w.v(f'mul i32 {rank}, {spec.bm}')}"), n0
+
+
+@dataclass(frozen=True)
+class _Pair:
+    """A cluster's pair of tiles, for gemm_common.tile_origin: group_m counts pairs of tile rows."""
+    bm: int
+    bn: int
+    group_m: int
 
 
 def _stage(w: Writer, spec: Sm90GemmSpec, bars: str, g: str) -> tuple[str, str, str]:

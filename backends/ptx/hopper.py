@@ -216,3 +216,37 @@ def stmatrix_rows(w: Writer, groups: list[list[str]], warp: str, lane: str, stag
         addr = w.v(f"add i32 {w.v(f'add i32 {row_at}, {box}')}, {chunk}")
         w.asm("stmatrix.sync.aligned.m8n8.x4.shared.b16 [$0], {$1, $2, $3, $4};", "r,r,r,r,r",
               [("i32", addr)] + [("i32", x) for x in regs])
+
+
+# Thread-block clusters of two CTAs (gemm_sm90.py's cluster_m): the cluster shape is fixed at compile time
+# (.reqnctapercluster, .explicitcluster in the PTX), so a plain launch forms the clusters from CTAs 2p, 2p + 1
+CLUSTER_ATTR = ' "nvvm.cluster_dim"="2,1,1"'
+
+
+def cluster_sync(w: Writer, aligned: bool = True) -> None:
+    """Every thread of the cluster arrives (release) and waits (acquire): after the mbarriers' initialization
+    (fence.mbarrier_init.release.cluster), before any CTA multicasts into or arrives on its peer's; before exit,
+    so that no CTA's shared memory goes while its peer may still use it. `aligned`: the warp arrives converged."""
+    a = ".aligned" if aligned else ""
+    w.asm(f"barrier.cluster.arrive.release{a};")
+    w.asm(f"barrier.cluster.wait.acquire{a};")
+
+
+def tma_load_multicast(w: Writer, dst: str, tmap: str, coords: list[str], bar: str, mask: int, cond: str) -> None:
+    """Where `cond`: tma_load's copy into shared memory at `dst` of every CTA of the cluster in `mask`, each
+    completing its bytes on its own mbarrier at `bar` (the same offsets in every CTA)."""
+    n = len(coords)
+    slots = ", ".join(f"${2 + i}" for i in range(n))
+    w.asm(f"{{ .reg .pred p; .reg .b16 m; setp.ne.b32 p, ${3 + n}, 0; mov.b16 m, {mask}; "
+          f"@p cp.async.bulk.tensor.{n}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster "
+          f"[$0], [$1, {{{slots}}}], [${2 + n}], m; }}", ",".join(["r", "l"] + ["r"] * n + ["r", "r"]),
+          [("i32", dst), ("i64", tmap)] + [("i32", c) for c in coords] + [("i32", bar)]
+          + [("i32", w.v(f"zext i1 {cond} to i32"))])
+
+
+def mbar_arrive_remote_if(w: Writer, bar: str, rank: int, cond: str) -> None:
+    """Where `cond`: arrives (release, cluster scope) on the mbarrier at `bar`'s offset in the cluster's CTA of
+    `rank` (the thread's own CTA included)."""
+    on = w.v(f"zext i1 {cond} to i32")
+    w.asm(f"{{ .reg .pred p; .reg .b32 r; setp.ne.b32 p, $1, 0; mapa.shared::cluster.u32 r, $0, {rank}; "
+          "@p mbarrier.arrive.release.cluster.shared::cluster.b64 _, [r]; }", "r,r", [("i32", bar), ("i32", on)])

@@ -295,6 +295,8 @@ def gemm(A: tensor[f32, "M", "K"], B: tensor[f32, "K", "N"], b: tensor[f32, "N"]
 """, "sm_80"),
     # the Hopper tensor-core kernels (backends/ptx/gemm_sm90.py, attention_sm90.py)
     "hopper_gemm": ((REPO / "examples" / "gpu" / "gemm.py").read_text(), "sm_90a"),
+    # the same, its bf16/f16 GEMMs in clusters of two CTAs (compile_env.py: TESSERA_SM90_GEMM_CLUSTER=2)
+    "hopper_gemm_cluster": ((REPO / "examples" / "gpu" / "gemm.py").read_text(), "sm_90a"),
     "hopper_attention": ((REPO / "examples" / "gpu" / "attention.py").read_text(), "sm_90a"),
     "ampere_attention": (AMPERE_ATTENTION, "sm_80"),
     "hopper_attention_bwd": (ATTENTION_BWD, "sm_90a"),

@@ -57,6 +57,27 @@ def test_gemm_bf16_192_wide_tiles(program, hopper, cuda):
     close(prog.gemm_bf16(A, B), bf16(A) @ bf16(B), 2 ** -8)
 
 
+@pytest.mark.parametrize("M, K, N", [(300, 136, 264), (129, 8, 520), (1024, 1024, 1024), (2100, 256, 4000)])
+def test_gemm_bf16_in_clusters(program, hopper, M, K, N):
+    """gemm.py's kernels in clusters of two CTAs on vertically adjacent tiles, B's boxes multicast to both
+    (TESSERA_SM90_GEMM_CLUSTER=2, compile_env.py). 300 rows are 3 tile rows: the last pair's second tile lies
+    wholly past M (its A zeros, its stores clipped); 2100 x 4000 are 17 tile rows by 16 (of 256), 144 pairs
+    striding over at most 66 clusters of a persistent grid; K = 8 is one partial K step."""
+    prog = program("hopper_gemm_cluster")
+    A, B = randn(M, K), randn(K, N)
+    close(prog.gemm_bf16(A, B), bf16(A) @ bf16(B), 2 ** -8)
+
+
+def test_gemm_epilogues_in_clusters(program, hopper):
+    """Clusters of two CTAs with f32 results (plain stores; 257 rows: an odd 3 tile rows) and a fused epilogue."""
+    prog = program("hopper_gemm_cluster")
+    A, B = (RNG.standard_normal(s).astype(np.float16) for s in ((257, 320), (320, 136)))
+    close(prog.gemm_f16_f32(A, B), A.astype(np.float64) @ B.astype(np.float64), 1e-5)
+    X, W, b = randn(200, 256), randn(256, 392, scale=1 / 16), randn(392)
+    h = bf16(X) @ bf16(W) + bf16(b)
+    close(prog.linear_gelu(X, W, b), 0.5 * h * (1 + np.vectorize(math.erf)(h / math.sqrt(2))), 2 ** -8)
+
+
 def test_gemm_f16_with_f32_result(program, hopper):
     prog = program("hopper_gemm")
     A, B = (RNG.standard_normal(s).astype(np.float16) for s in ((257, 320), (320, 136)))

@@ -437,3 +437,97 @@ def test_transposes_stay_layout_kernels_where_the_gemm_cannot_read_them():
     assert len(steps) == 2 and "layout" in steps[0]["kernel"]
     with pytest.raises(ValueError, match="not transposed ones"):
         gemm_sm90.Sm90GemmSpec("g", dtype="fp8_e4m3", bn=128, stages=6, trans_a=True)
+
+
+@pytest.mark.parametrize("kw", [{"cluster_m": 3}, {"cluster_m": 2, "dtype": "fp8_e4m3", "bn": 128, "stages": 6},
+                                {"cluster_m": 2, "trans_b": True},
+                                {"cluster_m": 2, "dtype": "i8", "out_dtype": "i32", "bn": 128}])
+def test_cluster_spec_refuses(kw):
+    with pytest.raises(ValueError, match="cluster_m"):
+        gemm_sm90.Sm90GemmSpec("g", **kw)
+
+
+def test_cluster_grid_is_whole_pairs():
+    """Clusters of two CTAs on vertically adjacent tiles: the grid counts pairs of tile rows, so 300 rows (3 tile
+    rows) take 2 pairs, the second's lower tile wholly past M."""
+    s = gemm_sm90.Sm90GemmSpec("g", cluster_m=2)
+    assert s.grid(300, 1000) == (2 * 2 * 4, 1, 1) and s.grid(256, 256) == (2, 1, 1)
+    single = gemm_sm90.Sm90GemmSpec("g")
+    assert (s.smem_bytes, s.tensor_maps) == (single.smem_bytes, single.tensor_maps)
+
+
+def test_cluster_off_leaves_the_kernel_as_it_was():
+    """cluster_m=1 (the default) emits no cluster instruction and no cluster attribute."""
+    ir = gemm_sm90.generate(gemm_sm90.Sm90GemmSpec("g", cluster_m=1))
+    assert ir == gemm_sm90.generate(gemm_sm90.Sm90GemmSpec("g"))
+    assert "cluster_dim" not in ir and "multicast" not in ir and "mapa" not in ir and "barrier.cluster" not in ir
+
+
+@pytest.mark.parametrize("bn", [256, 192, 128])
+def test_cluster_ptx(bn):
+    """The 2-CTA cluster kernel's PTX: the cluster shape fixed at compile time (so a plain launch forms the
+    clusters), B's 64-column boxes multicast to both CTAs, each box from one of them (bn/64 multicast copies,
+    predicated on the CTA's rank), A's box loaded alone, the stages freed on both CTAs' `empty` barriers (mapa
+    + a remote arrive, the barriers' count doubled), cluster barriers after the barriers' initialization and
+    before exit; ptxas: no spills, 168 registers."""
+    import re
+
+    from tessera.backends.ptx import compiler as ptx_compiler
+    from tessera.backends.ptx.options import PTXOptions
+    spec = gemm_sm90.Sm90GemmSpec("g", bn=bn, stages=6 if bn == 128 else 4, cluster_m=2)
+    ir = gemm_sm90.generate(spec)
+    assert '"nvvm.cluster_dim"="2,1,1"' in ir
+    counts = re.findall(r"mbarrier\.init\.shared::cta\.b64 \[\$0\], (\d+);", ir)
+    assert counts == ["1"] * spec.stages + ["4"] * spec.stages   # full; empty: 2 consumers x 2 CTAs
+    import llvmlite.binding as llvm
+    options = PTXOptions(arch="sm_90a")
+    lmod = llvm.parse_assembly(ir)   # make_llir's optimization, then make_ptx (which runs ptxas where found)
+    tm = ptx_compiler._target_machine(options)
+    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=options.opt_level))
+    pb.getModulePassManager().run(lmod, pb)
+    metadata = {"signatures": []}
+    ptx = ptx_compiler.make_ptx(str(lmod), metadata, options)
+    assert ".explicitcluster" in ptx and ".reqnctapercluster 2, 1, 1" in ptx
+    a_loads = ptx.count("mbarrier::complete_tx::bytes [")   # one a K step (LLVM copies the producer's loop)
+    assert a_loads >= 1 and ptx.count(".multicast::cluster") == bn // 64 * a_loads
+    remote = ptx.count("mbarrier.arrive.release.cluster.shared::cluster.b64")
+    assert ptx.count("mapa.shared::cluster.u32") == remote >= 2 and "mbarrier.arrive.shared::cta" not in ptx
+    # both roles' (which LLVM may hoist into one before the branch), and the exit's, where threads arrive apart
+    assert ptx.count("barrier.cluster.arrive.release.aligned;") in (1, 2)
+    assert ptx.count("barrier.cluster.arrive.release;") == 1
+    assert "fence.mbarrier_init.release.cluster;" in ptx
+    if ptxas.find() is not None:
+        r = metadata["kernel_resources"]["g"]
+        assert r["regs"] == 168 and "ptx.spill_bytes" not in metadata.get("kernel_props", {}).get("g", {})
+
+
+CLUSTER_SOURCE = """
+@function
+def f(A: tensor[bf16, "M", "K"], B: tensor[bf16, "K", "N"]) -> tensor[bf16, "M", "N"]:
+    return A @ B
+
+@function
+def t(A: tensor[bf16, "M", "K"], B: tensor[bf16, "N", "K"]) -> tensor[bf16, "M", "N"]:
+    return A @ op.transpose(B, (1, 0))
+"""
+
+
+def test_cluster_override_launches_whole_clusters(monkeypatch):
+    """$TESSERA_SM90_GEMM_CLUSTER=2 (a benchmark's override; the cache does not key on it) clusters the bf16
+    GEMM's kernels (each tile width the launch may take) and launches an even grid of at most one CTA per SM:
+    2·min(pairs, DEVICE_UNITS // 2). A stored Bᵀ (one box of K-rows a tile) keeps single CTAs."""
+    monkeypatch.setenv("TESSERA_SM90_GEMM_CLUSTER", "2")
+    monkeypatch.setenv("TESSERA_CACHE", "0")
+    result = _compile(CLUSTER_SOURCE)
+    step = result.metadata["plans"]["f"]["steps"][0]
+    grids = [step["grid"][0]] + [alt["grid"][0] for alt in step.get("prefer", []) if "simt" not in alt["kernel"]]
+    assert len(grids) == 3
+    for env, want in (({"M": 8192, "N": 8192}, 132), ({"M": 300, "N": 256}, 4), ({"M": 4096, "N": 4096}, 132)):
+        assert plan.evaluate(step["grid"][0], {**env, "DEVICE_UNITS": 132}) == want
+    for grid in grids:
+        assert plan.evaluate(grid, {"M": 8192, "N": 8192, "DEVICE_UNITS": 131}) == 130
+    tstep = result.metadata["plans"]["t"]["steps"][0]
+    assert tstep["grid"][0].startswith("min(")
+    monkeypatch.setenv("TESSERA_SM90_GEMM_CLUSTER", "4")
+    with pytest.raises(Exception, match="TESSERA_SM90_GEMM_CLUSTER=4"):
+        _compile(CLUSTER_SOURCE)
