@@ -249,10 +249,14 @@ def fp8(image: str, mod, functions, s, shape, env, variants=()) -> int:
                                "VT": torch.empty(B * H * D * skp, dtype=torch.int8, device="cuda"),
                                "P": torch.empty(3 * 256, dtype=torch.float32, device="cuda"),
                                "DS": torch.empty(3, dtype=torch.float32, device="cuda")}
-            steps = fp8_steps(m, fns[name], env8, b, s)
-            for suffix, call in steps.items():   # once in order, so that every kernel reads what it reads in a call
-                call()
-            s.synchronize()
+            try:
+                steps = fp8_steps(m, fns[name], env8, b, s)
+                for suffix, call in steps.items():   # once in order: every kernel reads what it reads in a call
+                    call()
+                s.synchronize()
+            except Exception as e:   # the whole call is still timed
+                print(f"{label}: the kernels alone not timed: {type(e).__name__}: {e}", flush=True)
+                steps = {}
             for suffix, call in steps.items():
                 sides[f"{label} {suffix[1:]}"] = (call, s.synchronize)
         sides["bf16"] = (ours_bf16, s.synchronize)
@@ -270,16 +274,19 @@ def fp8(image: str, mod, functions, s, shape, env, variants=()) -> int:
             if first is None:
                 first = (out, bufs[label])
             else:   # the same bits as the first image's: output, the one-byte tensors and the descales
-                diff = [n for n in ("Q8", "K8", "VT", "DS", "O") if not torch.equal(first[1][n], bufs[label][n])]
+                diff = [n for n in ("Q8", "K8", "VT", "DS", "O") if not torch.equal(first[1][n], bufs[label][n])
+                        and f"{label} attn" in best and f"{images[0][0]} attn" in best]
                 differs |= bool(diff) or not torch.equal(first[0], out)
                 same = (f"; bit-identical to {images[0][0]}'s" if not diff and torch.equal(first[0], out) else
                         f"; DIFFERS from {images[0][0]}'s in {', '.join(diff) or 'the whole call'}")
-            t = {x: best[f"{label} {x}"] for x in ("amax", "quant", "vt", "attn")}
+            t = {x: best[f"{label} {x}"] for x in ("amax", "quant", "vt", "attn") if f"{label} {x}" in best}
             report_row(f"{name} S={S} [{label}]", {"tessera fp8": best[f"{label} fp8"], "tessera bf16": best["bf16"],
                                                    "sdpa bf16": best["sdpa"]}, "TFLOP/s", flops / 1e12,
                        shape=(B, H, S, D), dtype="fp8", bytes=4 * 2 * B * H * S * D,   # bf16 Q, K, V read, O written
                        note=f"rms error vs f32 attention {err:.1e}; the whole function: amax, quantize, Vt kernels"
                             + same)
+            if len(t) < 4:
+                continue
             print(f"  {label}: whole {best[f'{label} fp8'] * 1e6:.1f} us = "
                   + " + ".join(f"{x} {t[x] * 1e6:.1f}" for x in t)
                   + f" + {(best[f'{label} fp8'] - sum(t.values())) * 1e6:.1f} (launch gaps, executor) us; "
