@@ -79,7 +79,8 @@ def tuned(head_dim: int) -> dict:
             for kv in filter(None, sets.split(",")):
                 key, _, value = kv.partition("=")
                 if key.strip() not in ("block_m", "block_n", "stages", "poly_every", "end_tiles", "skip_masked",
-                                       "persistent", "snake", "section", "late_wait"):
+                                       "persistent", "snake", "section", "late_wait",
+                                       "split_kv"):
                     raise ValueError(f"${ENV}: no setting {key.strip()!r}")
                 out[key.strip()] = int(value)
     return out
@@ -175,6 +176,9 @@ class Sm90AttentionSpec(Blocks):
     persistent: int = -1          # 1: causal, 2: causal or not — a grid of at most SMS CTAs, each looping over
     #                               query tiles (see generate); 0: a CTA a tile; -1: TUNED's (the fp8 spec: off)
     snake: int = 0                # persistent: every other round of tiles handed out in reverse CTA order
+    split_kv: int = 0             # 1: K and V each with their own full and empty mbarriers (FlashAttention-3's two
+    #                               pipelines): K released once S is in, V once P·V is; the producer loads Kⱼ₊₁ before
+    #                               Vⱼ (not with a persistent grid nor skip_masked)
     late_wait: int = -1           # 1: the wait for P·Vⱼ₋₁ in a block of its own after the softmax of Sⱼ (ptxas
     #                               otherwise hoists it above the softmax); 0 off; -1 TUNED's (the fp8 spec: off)
     section: int = 0              # persistent causal: tiles ordered longest first within groups of this many
@@ -204,6 +208,8 @@ class Sm90AttentionSpec(Blocks):
             raise ValueError(f"192 query rows a CTA take blocks of at most {most} keys at head dimension "
                              f"{self.head_dim}, not {self.block_n}")
         self.check("attention", "keys", 256)
+        if self.split_kv and (self.looping or self.skip_masked > 0):
+            raise ValueError("split_kv takes neither a persistent grid nor skip_masked")
 
     @property
     def looping(self) -> bool:
@@ -220,8 +226,9 @@ class Sm90AttentionSpec(Blocks):
 
     @property
     def smem_bytes(self) -> int:
-        # looping: O's staging and the barrier releasing the Q buffer
-        return Blocks.smem_bytes.fget(self) + (self.o_apart + 8 if self.looping else 0)
+        # looping: O's staging and the barrier releasing the Q buffer; split_kv: V's full and empty barriers
+        return Blocks.smem_bytes.fget(self) + (self.o_apart + 8 if self.looping else 0) \
+            + (16 * self.stages if self.split_kv else 0)
 
     @property
     def tensor_maps(self) -> str:
@@ -420,7 +427,9 @@ def generate(spec: Sm90AttentionSpec) -> str:
 
     # -- producer (barriers: Q, full[s], empty[s]; looping: and the Q buffer's release) --------------------
     qempty = w.v(f"add i32 {bars}, {8 * (1 + 2 * S)}") if loop else None
-    first, wg = producer(w, tid, bars, S, spec.consumers, [(qempty, spec.consumers)] if loop else [])
+    vbars = [(w.v(f"add i32 {bars}, {8 + 8 * (2 * S + i)}"), 1) for i in range(S)] \
+        + [(w.v(f"add i32 {bars}, {8 + 8 * (3 * S + i)}"), spec.consumers) for i in range(S)] if spec.split_kv else []
+    first, wg = producer(w, tid, bars, S, spec.consumers, [(qempty, spec.consumers)] if loop else vbars)
     tm = None
     if loop:
         # thread 0 streams K and V; thread 32 (another warp) loads each tile's Q once the consumers have
@@ -445,18 +454,34 @@ def generate(spec: Sm90AttentionSpec) -> str:
         tm = {n: w.v(f"ptrtoint ptr %tm{n} to i64") for n in "QKV"}
         spec.load_q(w, base, tm["Q"], m0, bh, bars)
         any_kv = w.v(f"icmp ugt i32 {nkv}, 0")
-        w.cbr(any_kv, "pkv", "exit")
         ploop = "load_q"
+        if spec.split_kv:
+            w.cbr(any_kv, "pk0", "exit")
+            w.label("pk0")
+            _load_half(w, spec, kv_base, bars, tm, "0", bh, 0)
+            ploop = w.current
+            w.br("pkv")
+        else:
+            w.cbr(any_kv, "pkv", "exit")
     w.label("pkv")
     j, j_next = w.fresh("j"), w.fresh("jn")
     w.emit(f"{j} = phi i32 [0, %{ploop}], [{j_next}, %PLATCH]")
-    s, ph = _stage(w, gl(j), S)
-    full, empty = _full(w, bars, s), _empty(w, bars, s, S)
-    hp.mbar_wait(w, empty, w.v(f"xor i32 {ph}, 1"))
-    hp.mbar_expect(w, full, spec.stage_bytes)
-    k_at = w.v(f"add i32 {kv_base}, {w.v(f'mul i32 {s}, {spec.stage_bytes}')}")
-    key0 = w.v(f"mul i32 {j}, {BN}")
-    spec.load_kv(w, k_at, tm, key0, bh, full)
+    if spec.split_kv:   # Kⱼ₊₁ (its slot freed by Sⱼ₋₁), then Vⱼ (its slot freed by P·Vⱼ₋₂)
+        nxt = w.v(f"add i32 {j}, 1")
+        w.cbr(w.v(f"icmp ult i32 {nxt}, {nkv}"), "pknext", "pv")
+        w.label("pknext")
+        _load_half(w, spec, kv_base, bars, tm, nxt, bh, 0)
+        w.br("pv")
+        w.label("pv")
+        _load_half(w, spec, kv_base, bars, tm, j, bh, 1)
+    else:
+        s, ph = _stage(w, gl(j), S)
+        full, empty = _full(w, bars, s), _empty(w, bars, s, S)
+        hp.mbar_wait(w, empty, w.v(f"xor i32 {ph}, 1"))
+        hp.mbar_expect(w, full, spec.stage_bytes)
+        k_at = w.v(f"add i32 {kv_base}, {w.v(f'mul i32 {s}, {spec.stage_bytes}')}")
+        key0 = w.v(f"mul i32 {j}, {BN}")
+        spec.load_kv(w, k_at, tm, key0, bh, full)
     w.emit(f"{j_next} = add i32 {j}, 1")
     platch = w.current
     w.cbr(w.v(f"icmp ult i32 {j_next}, {nkv}"), "pkv", "kvnext" if loop else "exit")
@@ -505,6 +530,8 @@ def generate(spec: Sm90AttentionSpec) -> str:
     sc = spec.scores(w, q_rows, k_at)
     turn.give()
     sc = hp.wait_group(w, sc, 0)
+    if spec.split_kv:
+        hp.mbar_arrive_if(w, _empty(w, bars, _stage(w, gl("0"), S)[0], S), leader)
     probs, m0_, l0_, _ = _softmax(w, spec, _mask(w, spec, sc, "0", rows, sk), ["0xFFF0000000000000"] * 2,
                                   ["0.0"] * 2, mult)
     frags0 = spec.fragments(w, probs)
@@ -520,6 +547,9 @@ def generate(spec: Sm90AttentionSpec) -> str:
     phis_at = len(w.lines)
     k_at, _ = _kv(w, spec, kv_base, bars, gl(j))
     _, v_prev = _kv(w, spec, kv_base, bars, gl(w.v(f"sub i32 {j}, 1")), wait=False)
+    if spec.split_kv:   # Vⱼ₋₁ (loaded after Kⱼ), before the turn: a wait between the two products' issues (as
+        #                 FlashAttention-3 has it) is a branch inside the wgmma pipeline, which ptxas serializes (C7520)
+        hp.mbar_wait(w, _vbar(w, bars, w.v(f"sub i32 {j}, 1"), S, 0), _stage(w, w.v(f"sub i32 {j}, 1"), S)[1])
     turn.take()
     o, f_in_kept = hp.fence(w, o_in, f_in)
     # Sⱼ first: its softmax runs while P·Vⱼ₋₁ is still in flight (FlashAttention-3's intra-warpgroup overlap)
@@ -527,6 +557,8 @@ def generate(spec: Sm90AttentionSpec) -> str:
     o = spec.pv(w, o, f_in_kept, v_prev)
     turn.give()
     sc = hp.wait_group(w, sc, 1, keep=f_in_kept)
+    if spec.split_kv:   # Kⱼ is free once Sⱼ is in
+        hp.mbar_arrive_if(w, _empty(w, bars, _stage(w, j, S)[0], S), leader)
     probs, m_new, l_new, alphas = _softmax(w, spec, _mask(w, spec, sc, j, rows, sk), m_in, l_in, mult)
     if spec.late_wait > 0:
         # a block boundary before the wait for P·Vⱼ₋₁: within one block ptxas hoists that wait (and the slot's
@@ -536,11 +568,18 @@ def generate(spec: Sm90AttentionSpec) -> str:
         # wgmmas for if they are written while one is in flight, C7513), α and l first, so that LLVM does not
         # sink the softmax past the branch.
         w.asm("", ",".join(["f"] * (len(probs) + 4)), [("float", x) for x in probs + alphas + l_new])
-        go = w.fresh_label("pvwait")
-        w.cbr(w.v(f"icmp eq i32 {sk}, 0"), "exit", go)
+        go, never = w.fresh_label("pvwait"), w.fresh_label("never")
+        opaque = w.asm("mov.b32 $0, $1;", "=r,r", [("i32", sk)], ret="i32")   # LLVM may not fold the test
+        w.cbr(w.v(f"icmp eq i32 {opaque}, 0"), never, go)
+        w.label(never)
+        w.asm("wgmma.wait_group.sync.aligned 0;")   # (else ptxas adds it: no wgmma left in flight at the exit)
+        w.br("exit")
         w.label(go)
     o = hp.wait_group(w, o, 0, keep=f_in_kept)
-    hp.mbar_arrive_if(w, _empty(w, bars, w.v(f"urem i32 {gl(w.v(f'sub i32 {j}, 1'))}, {S}"), S), leader)
+    if spec.split_kv:
+        hp.mbar_arrive_if(w, _vbar(w, bars, w.v(f"sub i32 {j}, 1"), S, 1), leader)
+    else:
+        hp.mbar_arrive_if(w, _empty(w, bars, w.v(f"urem i32 {gl(w.v(f'sub i32 {j}, 1'))}, {S}"), S), leader)
     o = [w.v(f"fmul float {x}, {alphas[(i // 2) % 2]}") for i, x in enumerate(o)]
     frags = spec.fragments(w, probs)
     w.emit(f"{j_next} = add i32 {j}, 1")
@@ -562,12 +601,17 @@ def generate(spec: Sm90AttentionSpec) -> str:
         hp.mbar_arrive_if(w, qempty, leader)
     last = w.v(f"sub i32 {nkv}, 1")
     _, v_last = _kv(w, spec, kv_base, bars, gl(last), wait=False)
+    if spec.split_kv:
+        hp.mbar_wait(w, _vbar(w, bars, last, S, 0), _stage(w, last, S)[1])
     turn.take()
     ol, fl = hp.fence(w, ol, fl)
     ol = spec.pv(w, ol, fl, v_last)
     turn.give()
     ol = hp.wait_group(w, ol, 0, keep=fl)
-    hp.mbar_arrive_if(w, _empty(w, bars, w.v(f"urem i32 {gl(last)}, {S}"), S), leader)
+    if spec.split_kv:
+        hp.mbar_arrive_if(w, _vbar(w, bars, last, S, 1), leader)
+    else:
+        hp.mbar_arrive_if(w, _empty(w, bars, w.v(f"urem i32 {gl(last)}, {S}"), S), leader)
     if nkv is not nkv_all:
         # the blocks after this warpgroup's own: its turns passed on empty-handed (the others' round robin goes
         # on) and each ring slot released once its block has landed (so the release counts for that block)
@@ -814,6 +858,26 @@ def _full(w: Writer, bars: str, s: str) -> str:
 
 def _empty(w: Writer, bars: str, s: str, stages: int) -> str:
     return w.v(f"add i32 {_full(w, bars, s)}, {8 * stages}")
+
+
+def _vbar(w: Writer, bars: str, j: str, stages: int, empty: int) -> str:
+    """split_kv: V's full (`empty` 0) or empty (1) mbarrier of key block `j`'s slot, after K's full and empty."""
+    s = w.v(f"urem i32 {j}, {stages}")
+    return w.v(f"add i32 {_full(w, bars, s)}, {8 * stages * (2 + empty)}")
+
+
+def _load_half(w: Writer, spec: Sm90AttentionSpec, kv_base: str, bars: str, tm: dict, j: str, bh, v: int) -> None:
+    """split_kv's producer: K (`v` 0) or V (1) of key block `j` into its slot once the consumers have freed it."""
+    s, ph = _stage(w, j, spec.stages)
+    full = _vbar(w, bars, j, spec.stages, 0) if v else _full(w, bars, s)
+    empty = _vbar(w, bars, j, spec.stages, 1) if v else _empty(w, bars, s, spec.stages)
+    hp.mbar_wait(w, empty, w.v(f"xor i32 {ph}, 1"))
+    hp.mbar_expect(w, full, spec.boxes * spec.kv_box)
+    at = w.v(f"add i32 {kv_base}, {w.v(f'mul i32 {s}, {spec.stage_bytes}')}")
+    key0 = w.v(f"mul i32 {j}, {spec.block_n}")
+    for i in range(spec.boxes):
+        hp.tma_load(w, w.v(f"add i32 {at}, {v * spec.v_offset + i * spec.kv_box}"), tm["V" if v else "K"],
+                    [str(64 * i)] + outer(key0, bh), full)
 
 
 def _tree(w: Writer, vals: list[str], op: str) -> str:
