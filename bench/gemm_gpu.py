@@ -215,9 +215,10 @@ def triton_matmul():
     return run, kernel
 
 
-def fp8(ctx, mod, image_path, plan, sizes) -> None:
+def fp8(ctx, mod, image_path, plan, sizes, variant=None) -> None:
     """gemm_fp8_scaled end to end (the executor's call on one-byte tensors, scales and all) and its one kernel
-    launched alone, against torch._scaled_mm(A, Bt.t(), scale_a, scale_b, out_dtype=bf16)."""
+    launched alone, against torch._scaled_mm(A, Bt.t(), scale_a, scale_b, out_dtype=bf16); `variant` (a
+    module and its gemm_fp8_scaled plan, --variant) has its kernel launched alone beside ours."""
     import torch
     from tessera import executor, plan as plans, stream
     [mm] = plan.steps
@@ -235,6 +236,14 @@ def fp8(ctx, mod, image_path, plan, sizes) -> None:
 
         def alone():
             kernel(A, Bt, C, sa.reshape(1), sb.reshape(1), grid=grid, block=mm.block, smem_bytes=mm.smem, stream=s)
+        if variant:
+            [vmm] = variant[1].steps
+            vkernel, vgrid, Cv = variant[0].kernel(vmm.kernel), tuple(plans.evaluate(g, env) for g in vmm.grid), \
+                torch.empty_like(C)
+
+            def variant_alone():
+                vkernel(A, Bt, Cv, sa.reshape(1), sb.reshape(1), grid=vgrid, block=vmm.block, smem_bytes=vmm.smem,
+                        stream=s)
 
         def call():
             return prog.gemm_fp8_scaled(A, Bt, sa, sb, stream=s)
@@ -248,6 +257,8 @@ def fp8(ctx, mod, image_path, plan, sizes) -> None:
                  "kernel": (alone, s.synchronize),
                  "torch": (lambda: torch._scaled_mm(A8, Bt8.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16),
                            torch.cuda.synchronize)}
+        if variant:
+            sides["variant"] = (variant_alone, s.synchronize)
         best = interleaved_best(sides, calls=20)
         out = call()
         s.synchronize()   # bf16 comes back as its bit patterns (uint16)
@@ -255,6 +266,12 @@ def fp8(ctx, mod, image_path, plan, sizes) -> None:
         ref = torch._scaled_mm(A8, Bt8.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float32)
         err = ((got.float() - ref).abs().max() / ref.abs().max()).item()
         kept.clear()
+        if variant:
+            verr = ((Cv.float() - ref).abs().max() / ref.abs().max()).item()
+            report_row(f"fp8 e4m3 scaled {n} variant", {"variant kernel": best["variant"], "tessera kernel":
+                                                        best["kernel"], "torch._scaled_mm": best["torch"]},
+                       "TFLOP/s", 2 * n ** 3 / 1e12, shape=(n, n, n), dtype="fp8", bytes=4 * n * n,
+                       note=f"{vmm.kernel} grid {vgrid[0]}; max error {verr:.1e} of max |C|")
         for ours in ("function", "kept", "kernel"):   # the kernel alone is the roofline's point
             report_row(f"fp8 e4m3 scaled {n} {ours}", {f"tessera {ours}": best[ours],
                                                        "torch._scaled_mm": best["torch"]}, "TFLOP/s",
@@ -372,23 +389,23 @@ def main() -> None:
     from tessera import plan as plans, stream
 
     ctx, mod, functions = gpu_program(args.image, EXAMPLE)
+    if args.variant:
+        from tessera import image as images, runtime
+        with open(args.variant, "rb") as f:
+            data = f.read()
+        vmod, vplans = runtime.load(data), plans.decode(images.read_image(data).section(plans.SECTION))
     if args.fp8:
         if not args.image:
             p.error("--fp8 needs --image (the image the executor loads too)")
-        return fp8(ctx, mod, args.image, functions["gemm_fp8_scaled"], [int(x) for x in args.sizes.split(",")])
+        return fp8(ctx, mod, args.image, functions["gemm_fp8_scaled"], [int(x) for x in args.sizes.split(",")],
+                   (vmod, vplans["gemm_fp8_scaled"]) if args.variant else None)
     if args.f32:
         if not args.image:
             p.error("--f32 needs --image (built beforehand by --build-image PATH --f32 --sizes ...)")
         return f32(ctx, mod, functions, args.image, [int(x) for x in args.sizes.split(",")])
     props = ctx.properties
     planned = functions["gemm_bf16"].steps[0]
-    variant = None
-    if args.variant:
-        from tessera import image as images, runtime
-        with open(args.variant, "rb") as f:
-            data = f.read()
-        vplans = plans.decode(images.read_image(data).section(plans.SECTION))
-        variant = (runtime.load(data), vplans["gemm_bf16"].steps[0])
+    variant = (vmod, vplans["gemm_bf16"].steps[0]) if args.variant else None
     triton_run, triton_kernel = triton_matmul()
     import triton
     with tempfile.TemporaryDirectory() as cache:

@@ -87,8 +87,7 @@ def lower(arch: str, ctx, kname: str, ops: list, precision: str = "ieee") -> lis
     # model's, or a hint) narrows to them
     if fp8 and tile.get("bn", 256) > gemm_sm90.FP8_BN:
         tile.update(bn=gemm_sm90.FP8_BN, stages=gemm_sm90.FP8_STAGES)
-    if not fp8 and not transposed[1]:
-        tile.update(_cluster())
+    tile.update(_cluster())
     try:
         spec = gemm_sm90.Sm90GemmSpec(kname, dtype=fp8[0] if fp8 else dt, b_dtype=fp8[1] if fp8 else "",
                                       out_dtype=out_dt, epilogue=names, **tile, **operand_dtypes,
@@ -170,11 +169,11 @@ def _declare_sm90(module, mm, spec: gemm_sm90.Sm90GemmSpec, params: list, fp8) -
     return {"kernel": spec.name, "block": (spec.threads, 1, 1), "smem": spec.smem_bytes, "grid": (grid, "1", "1")}
 
 
-CLUSTER_ENV = "TESSERA_SM90_GEMM_CLUSTER"   # a benchmark's override: "2" clusters the bf16/f16 GEMMs, "1" not
+CLUSTER_ENV = "TESSERA_SM90_GEMM_CLUSTER"   # a benchmark's override: "2" clusters the 16-bit/fp8 GEMMs, "1" not
 
 
 def _cluster() -> dict:
-    """The bf16/f16 sm_90a GEMM's clusters (gemm_sm90.Sm90GemmSpec.cluster_m): none unless $TESSERA_SM90_GEMM_CLUSTER
+    """The bf16/f16/fp8 sm_90a GEMM's clusters (gemm_sm90.Sm90GemmSpec.cluster_m): none unless $TESSERA_SM90_GEMM_CLUSTER
     asks for pairs (bench/gemm_gpu.py's --variant images; docs/performance.md has the measurements)."""
     v = os.environ.get(CLUSTER_ENV, "")
     if v not in ("", "1", "2"):
@@ -265,6 +264,8 @@ def _lower_bytes(ctx, kname: str, ops: list, fp8: list | None) -> list[plan.Args
     tile = _narrow_to_any_dtype(_tile(mm), env)
     if fp8 and tile.get("bn", 256) > gemm_sm90.FP8_BN:   # as _pack_fp8's GEMM: 128-wide tiles
         tile.update(bn=gemm_sm90.FP8_BN, stages=gemm_sm90.FP8_STAGES)
+    if fp8:
+        tile.update(_cluster())
     try:
         spec = gemm_sm90.Sm90GemmSpec(kname, dtype=fp8[0] if fp8 else "i8", b_dtype=fp8[1] if fp8 else "",
                                       out_dtype=params[2][1], epilogue=names, **tile, **operand_dtypes)

@@ -101,10 +101,9 @@ class Sm90GemmSpec(PersistentTile):
         if self.fp8 and self.bn > FP8_BN:
             raise ValueError(f"the fp8 GEMM sums each K step in fp32 beside the step's own accumulators: "
                              f"tiles up to {FP8_BN} wide fit the registers, not {self.bn}")
-        if self.cluster_m not in (1, 2) or (self.cluster_m == 2 and (self.dtype not in TRANSPOSABLE or
-                                                                    self.trans_b)):
-            raise ValueError(f"the sm_90a GEMM's clusters of cluster_m={self.cluster_m} CTAs: 1, or 2 for bf16 or "
-                             f"f16 operands with B stored as [K,N] (B's 64-column boxes are split between the two)")
+        if self.cluster_m not in (1, 2) or (self.cluster_m == 2 and self.dtype not in (*TRANSPOSABLE, *hp.FP8)):
+            raise ValueError(f"the sm_90a GEMM's clusters of cluster_m={self.cluster_m} CTAs: 1, or 2 for bf16, f16 "
+                             f"or fp8 operands")
         self.check_smem()
 
     def grid(self, m: int, n: int) -> tuple[int, int, int]:
@@ -176,7 +175,7 @@ class Sm90GemmSpec(PersistentTile):
         16-bit B is read in 64-column boxes, an fp8 B ([N,K]) or a stored Bᵀ as A is, one box of K-rows a
         tile; a stored Aᵀ [K,M] as a 16-bit B is."""
         a = f"A:0:64x{self.bk}:128" if self.trans_a else f"A:0:{self.bk}x{self.bm}:128"
-        b = f"B:1:{self.bk}x{self.bn}:128" if self.b_k_major else f"B:1:64x{self.bk}:128"
+        b = f"B:1:{self.bk}x{self.bn // self.cluster_m}:128" if self.b_k_major else f"B:1:64x{self.bk}:128"
         return f"{a};{b}" + (";C:2:64x64:128" if self.staged_store else "")
 
 
@@ -205,7 +204,12 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
                 hp.tma_load(w, w.v(f"add i32 {sa}, {j * 64 * ROW}"), tmA, [w.v(f"add i32 {m0}, {64 * j}"), k0], full)
         else:
             hp.tma_load(w, sa, tmA, [k0, m0], full)
-        if spec.b_k_major:
+        if spec.b_k_major and spec.cluster_m == 2:   # half the box of K-rows from each CTA, into both
+            for j in range(2):
+                hp.tma_load_multicast(w, w.v(f"add i32 {sa}, {(BM + j * BN // 2) * ROW}"), tmB,
+                                      [k0, w.v(f"add i32 {n0}, {j * BN // 2}")], full, 3,
+                                      w.v(f"icmp eq i32 {g.rank}, {j}"))
+        elif spec.b_k_major:
             hp.tma_load(w, w.v(f"add i32 {sa}, {BM * ROW}"), tmB, [k0, n0], full)
         for j in range(0 if spec.b_k_major else BN // 64):
             dst = w.v(f"add i32 {sa}, {BM * ROW + j * 64 * ROW}")

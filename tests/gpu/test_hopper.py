@@ -154,6 +154,22 @@ def test_fp8_gemm_batched_and_epilogue(program, hopper):
     close(got, 0.5 * h * (1 + np.vectorize(math.erf)(h / math.sqrt(2))), 2 ** -8)
 
 
+@pytest.mark.parametrize("M, K, N", [(192, 320, 264), (1100, 512, 1000)])
+def test_fp8_gemm_in_clusters(program, hopper, M, K, N):
+    """fp8 kernels in clusters of two CTAs: B [N, K] (packed, or a stored Bt read in place) split into two
+    boxes of 64 K-rows, one from each CTA, multicast to both. 1100 rows: 9 tile rows (odd), 40 pairs; the scaled
+    GEMM's sa·sb in the epilogue."""
+    from tessera.numerics.rounding import round_to
+    prog = program("hopper_gemm_cluster")
+    A, B = randn(M, K), randn(K, N)
+    close_fp8(prog.gemm_e4m3_e5m2(A, B), round_to(A, "fp8_e4m3"), round_to(B, "fp8_e5m2"))
+    close(prog.gemm_fp8(A, B), round_to(A, "fp8_e4m3") @ round_to(B, "fp8_e4m3"), 2 ** -8)
+    sa, sb = np.array(0.5, np.float32), np.array(0.25, np.float32)
+    Aq, Bt = round_to(A, "fp8_e4m3"), round_to(B.T.copy(), "fp8_e4m3")
+    got = prog.gemm_fp8_scaled(Aq.astype(np.float32), Bt.astype(np.float32), sa, sb)
+    close(got, (Aq @ Bt.T) * (0.5 * 0.25), 2 ** -8)
+
+
 def test_batched_gemm(program, hopper):
     prog = program("hopper_gemm")
     A, B = randn(3, 130, 72), randn(3, 72, 264)

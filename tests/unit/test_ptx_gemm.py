@@ -439,9 +439,7 @@ def test_transposes_stay_layout_kernels_where_the_gemm_cannot_read_them():
         gemm_sm90.Sm90GemmSpec("g", dtype="fp8_e4m3", bn=128, stages=6, trans_a=True)
 
 
-@pytest.mark.parametrize("kw", [{"cluster_m": 3}, {"cluster_m": 2, "dtype": "fp8_e4m3", "bn": 128, "stages": 6},
-                                {"cluster_m": 2, "trans_b": True},
-                                {"cluster_m": 2, "dtype": "i8", "out_dtype": "i32", "bn": 128}])
+@pytest.mark.parametrize("kw", [{"cluster_m": 3}, {"cluster_m": 2, "dtype": "i8", "out_dtype": "i32", "bn": 128}])
 def test_cluster_spec_refuses(kw):
     with pytest.raises(ValueError, match="cluster_m"):
         gemm_sm90.Sm90GemmSpec("g", **kw)
@@ -454,6 +452,10 @@ def test_cluster_grid_is_whole_pairs():
     assert s.grid(300, 1000) == (2 * 2 * 4, 1, 1) and s.grid(256, 256) == (2, 1, 1)
     single = gemm_sm90.Sm90GemmSpec("g")
     assert (s.smem_bytes, s.tensor_maps) == (single.smem_bytes, single.tensor_maps)
+    # B read K-major (fp8's [N, K], a stored Bᵀ) comes in two boxes of half the tile's rows, one from each CTA
+    fp8 = gemm_sm90.Sm90GemmSpec("g", dtype="fp8_e4m3", bn=128, stages=6, cluster_m=2)
+    assert fp8.tensor_maps == "A:0:128x128:128;B:1:128x64:128;C:2:64x64:128"
+    assert gemm_sm90.Sm90GemmSpec("g", trans_b=True, cluster_m=2).tensor_maps.split(";")[1] == "B:1:64x128:128"
 
 
 def test_cluster_off_leaves_the_kernel_as_it_was():
@@ -463,18 +465,19 @@ def test_cluster_off_leaves_the_kernel_as_it_was():
     assert "cluster_dim" not in ir and "multicast" not in ir and "mapa" not in ir and "barrier.cluster" not in ir
 
 
-@pytest.mark.parametrize("bn", [256, 192, 128])
-def test_cluster_ptx(bn):
+@pytest.mark.parametrize("bn, kw", [(256, {}), (192, {}), (128, {}), (256, {"trans_b": True}),
+                                   (128, {"dtype": "fp8_e4m3", "b_dtype": "fp8_e5m2", "out_dtype": "f32"})])
+def test_cluster_ptx(bn, kw):
     """The 2-CTA cluster kernel's PTX: the cluster shape fixed at compile time (so a plain launch forms the
     clusters), B's 64-column boxes multicast to both CTAs, each box from one of them (bn/64 multicast copies,
-    predicated on the CTA's rank), A's box loaded alone, the stages freed on both CTAs' `empty` barriers (mapa
-    + a remote arrive, the barriers' count doubled), cluster barriers after the barriers' initialization and
-    before exit; ptxas: no spills, 168 registers."""
+    predicated on the CTA's rank; two halves of a K-major B's box of rows), A's box loaded alone, the stages
+    freed on both CTAs' `empty` barriers (mapa + a remote arrive, the barriers' count doubled), cluster
+    barriers after the barriers' initialization and before exit; ptxas: no spills, 168 registers."""
     import re
 
     from tessera.backends.ptx import compiler as ptx_compiler
     from tessera.backends.ptx.options import PTXOptions
-    spec = gemm_sm90.Sm90GemmSpec("g", bn=bn, stages=6 if bn == 128 else 4, cluster_m=2)
+    spec = gemm_sm90.Sm90GemmSpec("g", bn=bn, stages=6 if bn == 128 else 4, cluster_m=2, **kw)
     ir = gemm_sm90.generate(spec)
     assert '"nvvm.cluster_dim"="2,1,1"' in ir
     counts = re.findall(r"mbarrier\.init\.shared::cta\.b64 \[\$0\], (\d+);", ir)
@@ -489,7 +492,7 @@ def test_cluster_ptx(bn):
     ptx = ptx_compiler.make_ptx(str(lmod), metadata, options)
     assert ".explicitcluster" in ptx and ".reqnctapercluster 2, 1, 1" in ptx
     a_loads = ptx.count("mbarrier::complete_tx::bytes [")   # one a K step (LLVM copies the producer's loop)
-    assert a_loads >= 1 and ptx.count(".multicast::cluster") == bn // 64 * a_loads
+    assert a_loads >= 1 and ptx.count(".multicast::cluster") == (2 if spec.b_k_major else bn // 64) * a_loads
     remote = ptx.count("mbarrier.arrive.release.cluster.shared::cluster.b64")
     assert ptx.count("mapa.shared::cluster.u32") == remote >= 2 and "mbarrier.arrive.shared::cta" not in ptx
     # both roles' (which LLVM may hoist into one before the branch), and the exit's, where threads arrive apart
@@ -514,8 +517,8 @@ def t(A: tensor[bf16, "M", "K"], B: tensor[bf16, "N", "K"]) -> tensor[bf16, "M",
 
 def test_cluster_override_launches_whole_clusters(monkeypatch):
     """$TESSERA_SM90_GEMM_CLUSTER=2 (a benchmark's override; the cache does not key on it) clusters the bf16
-    GEMM's kernels (each tile width the launch may take) and launches an even grid of at most one CTA per SM:
-    2·min(pairs, DEVICE_UNITS // 2). A stored Bᵀ (one box of K-rows a tile) keeps single CTAs."""
+    GEMM's kernels (each tile width the launch may take; a stored Bᵀ's too) and launches an even grid of at most
+    one CTA per SM: 2·min(pairs, DEVICE_UNITS // 2)."""
     monkeypatch.setenv("TESSERA_SM90_GEMM_CLUSTER", "2")
     monkeypatch.setenv("TESSERA_CACHE", "0")
     result = _compile(CLUSTER_SOURCE)
@@ -527,7 +530,7 @@ def test_cluster_override_launches_whole_clusters(monkeypatch):
     for grid in grids:
         assert plan.evaluate(grid, {"M": 8192, "N": 8192, "DEVICE_UNITS": 131}) == 130
     tstep = result.metadata["plans"]["t"]["steps"][0]
-    assert tstep["grid"][0].startswith("min(")
+    assert tstep["grid"][0].startswith("2*min(")
     monkeypatch.setenv("TESSERA_SM90_GEMM_CLUSTER", "4")
     with pytest.raises(Exception, match="TESSERA_SM90_GEMM_CLUSTER=4"):
         _compile(CLUSTER_SOURCE)
