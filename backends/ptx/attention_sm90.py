@@ -80,7 +80,7 @@ def tuned(head_dim: int) -> dict:
                 key, _, value = kv.partition("=")
                 if key.strip() not in ("block_m", "block_n", "stages", "poly_every", "end_tiles", "skip_masked",
                                        "persistent", "snake", "section", "late_wait",
-                                       "split_kv"):
+                                       "split_kv", "early_rescale"):
                     raise ValueError(f"${ENV}: no setting {key.strip()!r}")
                 out[key.strip()] = int(value)
     return out
@@ -179,6 +179,8 @@ class Sm90AttentionSpec(Blocks):
     split_kv: int = 0             # 1: K and V each with their own full and empty mbarriers (FlashAttention-3's two
     #                               pipelines): K released once S is in, V once P·V is; the producer loads Kⱼ₊₁ before
     #                               Vⱼ (not with a persistent grid nor skip_masked)
+    early_rescale: int = 0        # 1: O·αⱼ₋₁ between the issues of Sⱼ and P·Vⱼ₋₁ (FlashAttention-3's place: while Sⱼ
+    #                               runs), not after P·Vⱼ₋₁'s wait
     late_wait: int = -1           # 1: the wait for P·Vⱼ₋₁ in a block of its own after the softmax of Sⱼ (ptxas
     #                               otherwise hoists it above the softmax); 0 off; -1 TUNED's (the fp8 spec: off)
     section: int = 0              # persistent causal: tiles ordered longest first within groups of this many
@@ -532,8 +534,8 @@ def generate(spec: Sm90AttentionSpec) -> str:
     sc = hp.wait_group(w, sc, 0)
     if spec.split_kv:
         hp.mbar_arrive_if(w, _empty(w, bars, _stage(w, gl("0"), S)[0], S), leader)
-    probs, m0_, l0_, _ = _softmax(w, spec, _mask(w, spec, sc, "0", rows, sk), ["0xFFF0000000000000"] * 2,
-                                  ["0.0"] * 2, mult)
+    probs, m0_, l0_, a0_ = _softmax(w, spec, _mask(w, spec, sc, "0", rows, sk), ["0xFFF0000000000000"] * 2,
+                                    ["0.0"] * 2, mult)
     frags0 = spec.fragments(w, probs)
     first = w.current
     w.cbr(w.v(f"icmp ugt i32 {nkv}, 1"), "ckv", "clast")
@@ -544,6 +546,7 @@ def generate(spec: Sm90AttentionSpec) -> str:
     o_in = [w.fresh("o") for _ in range(d // 2)]
     m_in, l_in = [w.fresh("m") for _ in range(2)], [w.fresh("l") for _ in range(2)]
     f_in = [w.fresh("p") for _ in frags0]  # P packed
+    a_in = [w.fresh("a") for _ in range(2)] if spec.early_rescale else []   # the α O awaits (early_rescale)
     phis_at = len(w.lines)
     k_at, _ = _kv(w, spec, kv_base, bars, gl(j))
     _, v_prev = _kv(w, spec, kv_base, bars, gl(w.v(f"sub i32 {j}, 1")), wait=False)
@@ -551,9 +554,14 @@ def generate(spec: Sm90AttentionSpec) -> str:
         #                 FlashAttention-3 has it) is a branch inside the wgmma pipeline, which ptxas serializes (C7520)
         hp.mbar_wait(w, _vbar(w, bars, w.v(f"sub i32 {j}, 1"), S, 0), _stage(w, w.v(f"sub i32 {j}, 1"), S)[1])
     turn.take()
-    o, f_in_kept = hp.fence(w, o_in, f_in)
-    # Sⱼ first: its softmax runs while P·Vⱼ₋₁ is still in flight (FlashAttention-3's intra-warpgroup overlap)
-    sc = spec.scores(w, q_rows, k_at)
+    if spec.early_rescale:
+        hp.fence(w)
+        sc = spec.scores(w, q_rows, k_at)
+        o, f_in_kept = hp.fence(w, [w.v(f"fmul float {x}, {a_in[(i // 2) % 2]}") for i, x in enumerate(o_in)], f_in)
+    else:
+        o, f_in_kept = hp.fence(w, o_in, f_in)
+        # Sⱼ first: its softmax runs while P·Vⱼ₋₁ is still in flight (FlashAttention-3's intra-warpgroup overlap)
+        sc = spec.scores(w, q_rows, k_at)
     o = spec.pv(w, o, f_in_kept, v_prev)
     turn.give()
     sc = hp.wait_group(w, sc, 1, keep=f_in_kept)
@@ -580,7 +588,8 @@ def generate(spec: Sm90AttentionSpec) -> str:
         hp.mbar_arrive_if(w, _vbar(w, bars, w.v(f"sub i32 {j}, 1"), S, 1), leader)
     else:
         hp.mbar_arrive_if(w, _empty(w, bars, w.v(f"urem i32 {gl(w.v(f'sub i32 {j}, 1'))}, {S}"), S), leader)
-    o = [w.v(f"fmul float {x}, {alphas[(i // 2) % 2]}") for i, x in enumerate(o)]
+    if not spec.early_rescale:
+        o = [w.v(f"fmul float {x}, {alphas[(i // 2) % 2]}") for i, x in enumerate(o)]
     frags = spec.fragments(w, probs)
     w.emit(f"{j_next} = add i32 {j}, 1")
     clatch = w.current
@@ -590,13 +599,18 @@ def generate(spec: Sm90AttentionSpec) -> str:
         + [f"  {a} = phi float [0.0, %{first}], [{b}, %{clatch}]" for a, b in zip(o_in, o)]
         + [f"  {a} = phi float [{m}, %{first}], [{b}, %{clatch}]" for a, m, b in zip(m_in, m0_, m_new)]
         + [f"  {a} = phi float [{x}, %{first}], [{b}, %{clatch}]" for a, x, b in zip(l_in, l0_, l_new)]
-        + [f"  {a} = phi i32 [{x}, %{first}], [{b}, %{clatch}]" for a, x, b in zip(f_in, frags0, frags)])
+        + [f"  {a} = phi i32 [{x}, %{first}], [{b}, %{clatch}]" for a, x, b in zip(f_in, frags0, frags)]
+        + ([f"  {a} = phi float [{x}, %{first}], [{b}, %{clatch}]" for a, x, b in zip(a_in, a0_, alphas)]
+           if spec.early_rescale else []))
     # the last block's P·V
     w.label("clast")
     ol = [w.v(f"phi float [0.0, %{first}], [{b}, %{clatch}]") for b in o]
     ll = [w.v(f"phi float [{x}, %{first}], [{b}, %{clatch}]") for x, b in zip(l0_, l_new)]
     ml = [w.v(f"phi float [{x}, %{first}], [{b}, %{clatch}]") for x, b in zip(m0_, m_new)]
     fl = [w.v(f"phi i32 [{x}, %{first}], [{b}, %{clatch}]") for x, b in zip(frags0, frags)]
+    if spec.early_rescale:
+        al = [w.v(f"phi float [{x}, %{first}], [{b}, %{clatch}]") for x, b in zip(a0_, alphas)]
+        ol = [w.v(f"fmul float {x}, {al[(i // 2) % 2]}") for i, x in enumerate(ol)]
     if loop and spec.o_apart:   # the tile's S products are done: the producer may load the next tile's Q
         hp.mbar_arrive_if(w, qempty, leader)
     last = w.v(f"sub i32 {nkv}, 1")

@@ -325,3 +325,88 @@ def test_what_the_kernel_does_not_take_is_decomposed(body, dtype):
     plan = compiler.compile_source(src, "user.py", CompileOptions(target="ptx", arch="sm_90a")).metadata["plans"]["f"]
     assert f"flash_attention ({dtype}) as two GEMMs and a softmax (the probabilities materialised)" in plan["fallbacks"]
     assert not any("attention" in s.get("kernel", "") for s in plan["steps"])
+
+
+def _ptx(spec):
+    """The spec's kernel as PTX (LLVM's O3 and NVPTX codegen, as backends/ptx/compiler.py runs them)."""
+    from tessera.backends.ptx.compiler import PTXOptions, _target_machine, llvm
+    tm = _target_machine(PTXOptions(arch="sm_90a"))
+    mod = llvm.parse_assembly(attention_sm90.generate(spec))
+    mod.data_layout = str(tm.target_data)
+    mod.verify()
+    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
+    pb.getModulePassManager().run(mod, pb)
+    return tm.emit_assembly(mod)
+
+
+def test_late_wait_keeps_the_softmax_before_the_pv_wait():
+    """late_wait=1: in the key-block loop, the wait for P·Vⱼ₋₁ (wgmma.wait_group 0) comes after the softmax of
+    Sⱼ in a block of its own (ptxas hoists it above the softmax within one block), reached by a branch LLVM can
+    not fold (on a value through an opaque mov) and not sink the softmax past (an empty asm takes P, α, l); the
+    branch's never-taken side waits itself. Off by default and for the fp8 spec: their kernels are unchanged."""
+    spec = attention_sm90.Sm90AttentionSpec
+    plain, late = (attention_sm90.generate(spec("a", head_dim=128, late_wait=x)) for x in (0, 1))
+    assert attention_sm90.generate(spec("a", head_dim=128)) == plain and "never" not in plain
+    loop = late[late.index("\nckv:"):late.index("\nclast:")]
+    at = loop.index("wgmma.wait_group.sync.aligned 1;")
+    wait0 = loop.index("wgmma.wait_group.sync.aligned 0;", at)
+    body = loop[at:wait0]
+    # the never-taken side (its own wait) comes first in the text; the exponentials are all before the branch
+    assert body.count("@llvm.nvvm.ex2.approx.ftz.f(") == 64 + 2 and 'asm sideeffect "", "' in body
+    assert "never" in body and "pvwait" in body
+    tool = ptxas.find()
+    if tool:   # and the PTX keeps the branch: a predicated bra between the last ex2 and the loop's wait 0
+        text = _ptx(spec("a", head_dim=128, late_wait=1))
+        waits = [i for i in range(len(text)) if text.startswith("wgmma.wait_group.sync.aligned 0;", i)]
+        last_ex2 = text.rindex("ex2.approx.ftz.f32")
+        after = [i for i in waits if i > last_ex2]
+        assert after and " bra " in text[last_ex2:after[0]].replace("\t", " ")
+        assert all(r.spill_bytes == 0 for r in ptxas.check(text, "sm_90a", tool).values())
+
+
+def test_split_kv_barriers():
+    """split_kv=1: K and V with full and empty mbarriers each — Q's, K's full[S] and empty[S], V's full[S]
+    and empty[S] (16·S more bytes) —, K released after Sⱼ's wait, V after P·V's; with 176-key blocks in two
+    stages (FlashAttention-3's non-causal D = 128 blocking) it fits shared memory; a persistent grid or
+    skip_masked is refused."""
+    spec = attention_sm90.Sm90AttentionSpec
+    s = spec("a", head_dim=128, split_kv=1, block_n=176, stages=2)
+    assert s.smem_bytes == spec("a", head_dim=128, block_n=176, stages=2).smem_bytes + 16 * 2 <= 227 * 1024
+    text = attention_sm90.generate(s)
+    assert text.count("mbarrier.init.shared::cta.b64 [$0], 1;") == 5
+    assert text.count("mbarrier.init.shared::cta.b64 [$0], 2;") == 4
+    # K₀ before the loop, then Kⱼ₊₁ and Vⱼ in it, each alone (Q's is 32768 bytes)
+    assert text.count("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], 45056;") == 3
+    assert "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], 90112;" not in text
+    loop = text[text.index("\nckv:"):text.index("\nclast:")]
+    assert loop.index("wgmma.wait_group.sync.aligned 1;") < loop.index("mbarrier.arrive.shared::cta.b64 _")
+    for bad in ({"skip_masked": 1, "causal": True}, {"persistent": 2}):
+        with pytest.raises(ValueError, match="split_kv"):
+            spec("a", head_dim=128, split_kv=1, **bad)
+    tool = ptxas.find()
+    if tool:
+        assert all(r.spill_bytes == 0 for r in ptxas.check(_ptx(s), "sm_90a", tool).values())
+
+
+def test_early_rescale_between_the_issues():
+    """early_rescale=1: O·αⱼ₋₁ between the issue of Sⱼ and of P·Vⱼ₋₁ (a second wgmma.fence before P·V), none
+    after P·V's wait; α carried round the loop; the default keeps the rescale after the wait."""
+    spec = attention_sm90.Sm90AttentionSpec
+    text = attention_sm90.generate(spec("a", head_dim=128, early_rescale=1, late_wait=1))
+    loop = text[text.index("\nckv:"):text.index("\nclast:")]
+    commits = [i for i in range(len(loop)) if loop.startswith("wgmma.commit_group", i)]
+    assert len(commits) == 2 and loop.count("wgmma.fence.sync.aligned") == 2
+    between = loop[commits[0]:commits[1]]
+    assert between.count("fmul float") == 64
+    after = loop[loop.index("wgmma.wait_group.sync.aligned 0;", loop.index("pvwait")):]
+    assert "fmul float" not in after
+    plain = attention_sm90.generate(spec("a", head_dim=128))
+    pl = plain[plain.index("\nckv:"):plain.index("\nclast:")]
+    assert pl.count("wgmma.fence.sync.aligned") == 1
+
+
+def test_new_switches_from_the_environment(monkeypatch):
+    monkeypatch.setenv(attention_sm90.ENV, "128:late_wait=1,split_kv=1,early_rescale=1,block_n=176,stages=2")
+    s = attention_sm90.Sm90AttentionSpec("a", head_dim=128)
+    assert (s.late_wait, s.split_kv, s.early_rescale, s.block_n, s.stages) == (1, 1, 1, 176, 2)
+    assert attention_sm90.Sm90AttentionSpec("a", head_dim=64).late_wait == 0
