@@ -182,7 +182,7 @@ def lower_fp8(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
         step(f"{kname}_amax", ("Q", "K", "V", "P"), attention_fp8_sm90.generate_amax(f"{kname}_amax"), [3],
              (nb, "3", "1"), flat=True),
         step(f"{kname}_quant", ("Q", "K", "Q8", "K8", "P", "DS"), attention_fp8_sm90.generate_quant(f"{kname}_quant"),
-             [2, 3, 5], (f"ceil(max(NQ, NK)/{4096 * attention_fp8_sm90.QUNROLL})", "2", "1"), flat=True),
+             [2, 3, 5], ("ceil(max(NQ, NK)/4096)", "2", "1"), flat=True),
         step(f"{kname}_vt", ("V", "VT", "P", "DS"), attention_fp8_sm90.generate_vt(f"{kname}_vt", D), [1, 3],
              ("ceil(SKP/64)", str(D // 64), "BH")),
         step(kname, ("Q8", "K8", "VT", "O", "DS"), attention_fp8_sm90.generate(spec), [3],

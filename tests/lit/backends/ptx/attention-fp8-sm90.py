@@ -36,16 +36,16 @@ def half(Q: tensor[f16, "S", 128], K: tensor[f16, "T", 128], V: tensor[f16, "T",
 # KERNELS-SAME:    attention.causal = "true", attention.fp8 = "e4m3"
 # KERNELS-SAME:    ptx.tensor_maps = "Q:0:128x128x1:128;K:1:128x128x1:128;V:2:128x128x1:128;O:3:64x64x1:128"
 
-# Quantizing: four runs of 16 bf16 elements a thread loaded (two 16-byte loads each) before the amax partials
-# are reduced to the scale, then an f32 division by the scale (one rounding), then e4m3's rounding, saturated,
-# two at a time.
+# Quantizing: an f32 division by the scale (one rounding), then e4m3's rounding, saturated, two at a time. The
+# Vt kernel loads its 16 bf16 elements (two 16-byte loads) before reducing the amax partials to V's scale.
 # QUANT-LABEL: .visible .entry fp8__attention_fp80_quant(
-# QUANT-COUNT-8: ld.global.v4.b32
-# QUANT-NOT:   div.rn.f32
-# QUANT:       shfl.sync.bfly.b32
 # QUANT:       div.rn.f32
 # QUANT:       cvt.rn.satfinite.e4m3x2.f32
 # QUANT-LABEL: .visible .entry fp8__attention_fp80_vt(
+# QUANT-COUNT-2: ld.global.v4.b32
+# QUANT-NOT:   div.rn.f32
+# QUANT:       shfl.sync.bfly.b32
+# QUANT:       div.rn.f32
 # QUANT:       bar.sync 0;
 # QUANT:       st.global.v4.b32
 
