@@ -98,6 +98,9 @@ EDGE_ROWS = (2, 4, 8)
 # the caller is told the launch is done; the caller's own blocks it sees in program order.
 NT_STORES = True
 NT_MIN_BYTES = 2 << 20
+# A read in place (not packed) by the 16-lane tile's micro-kernels, where A is f32, stored untransposed, and
+# its rows are at most this many bytes apart (0: always packed). See _Body._block.
+DIRECT_A = 2048
 
 
 @dataclass(frozen=True)
@@ -223,6 +226,8 @@ class _Body:
         self.vtype = ir.VectorType.get([self.vw], f32())
         self.dtypes = {"A": spec.dtype, "B": spec.b_dtype or spec.dtype}
         self.nt_ok = None   # streaming stores of C (NT_STORES), decided at the block's start
+        self.direct_ok = None   # A read in place by the micro-kernels (DIRECT_A), decided at the block's start
+        self.direct_k0 = None   # while emitting that branch: the chunk's first k
         # Multi-buffered, the strips of a packed B panel are a cache line more than NR·KC floats apart: at
         # NR·KC·4 bytes (a power of two) the same row of every strip maps to one L1 set, and a burst packing
         # a row across the strips would evict the micro-panel the micro-kernel is reading. Packed between
@@ -265,6 +270,10 @@ class _Body:
             one_chunk = arith.CmpIOp(arith.CmpIPredicate.sle, self.K, idx(s.kc)).result
             self.nt_ok = arith.AndIOp(arith.AndIOp(aligned, rows_ok).result,
                                       arith.AndIOp(big, one_chunk).result).result
+        if DIRECT_A and self.vw >= 16 and s.stages == 1 and not self.spec.trans_a and self.dtypes["A"] == "f32":
+            # A's rows at most DIRECT_A bytes apart (its row stride, as stored).
+            row_bytes = mul(memref.ExtractStridedMetadataOp(self.p["A"]).strides[0], 4)
+            self.direct_ok = arith.CmpIOp(arith.CmpIPredicate.sle, row_bytes, idx(DIRECT_A)).result
         # Scratch on the heap: workers have 8 MiB stacks, and these are hundreds of KiB.
         # 64-byte alignment: every packed vector load then stays within one cache line.
         packed_a = memref.AllocOp(ir.MemRefType.get([s.mc * s.kc], f32()), [], [], alignment=64).result
@@ -313,18 +322,37 @@ class _Body:
             with ir.InsertionPoint(aloop.body):
                 ia = add(i0, mul(aloop.induction_variable, s.mc))
                 mc = smin(s.mc, sub(add(i0, mb), ia))
-                self._pack_a(packed_a, ia, mc, k0, kc)
-                jloop = scf_for(0, arith.CeilDivSIOp(nc, idx(s.nr)).result, 1, list(aloop.inner_iter_args))
-                with ir.InsertionPoint(jloop.body):
-                    jt = jloop.induction_variable
-                    iloop = scf_for(0, arith.CeilDivSIOp(mc, idx(s.mr)).result, 1, list(jloop.inner_iter_args))
-                    with ir.InsertionPoint(iloop.body):
-                        it = iloop.induction_variable
-                        out = self._tile(packed_a, packed_b, b_base, it, jt, ia, j0, mc, nc, kc, first, last,
-                                         job, list(iloop.inner_iter_args))
-                        scf.YieldOp(out)
-                    scf.YieldOp(list(iloop.results))
-                scf.YieldOp(list(jloop.results))
+
+                def sweep(state):
+                    jloop = scf_for(0, arith.CeilDivSIOp(nc, idx(s.nr)).result, 1, state)
+                    with ir.InsertionPoint(jloop.body):
+                        jt = jloop.induction_variable
+                        iloop = scf_for(0, arith.CeilDivSIOp(mc, idx(s.mr)).result, 1,
+                                        list(jloop.inner_iter_args))
+                        with ir.InsertionPoint(iloop.body):
+                            it = iloop.induction_variable
+                            out = self._tile(packed_a, packed_b, b_base, it, jt, ia, j0, mc, nc, kc, first, last,
+                                             job, list(iloop.inner_iter_args))
+                            scf.YieldOp(out)
+                        scf.YieldOp(list(iloop.results))
+                    return list(jloop.results)
+
+                if self.direct_ok is not None:
+                    # A read in place (DIRECT_A): no packed A block; the micro-kernels broadcast from A's rows.
+                    branch = scf.IfOp(self.direct_ok, has_else=True)
+                    with ir.InsertionPoint(branch.then_block):
+                        self.direct_k0 = k0
+                        sweep([])
+                        self.direct_k0 = None
+                        scf.YieldOp([])
+                    with ir.InsertionPoint(branch.else_block):
+                        self._pack_a(packed_a, ia, mc, k0, kc)
+                        sweep([])
+                        scf.YieldOp([])
+                    scf.YieldOp([])
+                else:
+                    self._pack_a(packed_a, ia, mc, k0, kc)
+                    scf.YieldOp(sweep(list(aloop.inner_iter_args)))
             if job:
                 job.finish(list(aloop.results))
             scf.YieldOp([])
@@ -561,8 +589,13 @@ class _Body:
         # A burst of the next panel's copies first: their loads are in flight while the FMAs below run.
         state = job.burst(list(state)) if job else list(state)
         n_acc = s.mr * (s.nr // self.vw)
+        direct = None
+        if self.direct_k0 is not None:
+            # A's rows i … i+mr-1 in place, each clamped into A: rows past M feed only the masked-off stores.
+            last_row = sub(self.M, 1)
+            direct = ([smin(add(i, r), last_row) for r in range(mr)], self.direct_k0)
         acc = self._micro_kernel([zeros(self.vtype)] * (mr * (s.nr // self.vw)), packed_a, packed_b,
-                                 mul(it, s.mr * s.kc), add(b_base, mul(jt, self.strip_stride)), kc, mr)
+                                 mul(it, s.mr * s.kc), add(b_base, mul(jt, self.strip_stride)), kc, mr, direct)
         acc += [zeros(self.vtype)] * (n_acc - len(acc))   # rows past mr: masked off at the stores
         if mr < s.mr:   # only the masked stores: fewer than MR rows
             full = arith.ConstantOp(ir.IntegerType.get_signless(1), 0).result
@@ -639,9 +672,10 @@ class _Body:
             body(_TileAccess(self, i, j, rows, cols))
             scf.YieldOp([])
 
-    def _micro_kernel(self, acc, packed_a, packed_b, a_base, b_base, kc, mr=None) -> list:
+    def _micro_kernel(self, acc, packed_a, packed_b, a_base, b_base, kc, mr=None, direct=None) -> list:
         """acc[r·NR/VW + c] += a[k][r] · b[k][c·VW:(c+1)·VW] for k < kc and the first `mr` rows of the strip
-        (all MR by default), `k_unroll` steps per loop trip."""
+        (all MR by default), `k_unroll` steps per loop trip. `direct` (rows, k0): a[k][r] is A[rows[r], k0 + k],
+        read in place, instead of the packed strip at `a_base`."""
         s = self.s
         mr = mr or s.mr
         u = s.k_unroll
@@ -654,7 +688,11 @@ class _Body:
                  for c in range(0, s.nr, self.vw)]
             out = []
             for r in range(mr):
-                a = vector.BroadcastOp(self.vtype, memref.LoadOp(packed_a, [add(a_off, r)]).result).result
+                if direct:
+                    a = memref.LoadOp(self.p["A"], [direct[0][r], add(direct[1], k)]).result
+                else:
+                    a = memref.LoadOp(packed_a, [add(a_off, r)]).result
+                a = vector.BroadcastOp(self.vtype, a).result
                 for c, bv in enumerate(b):
                     prev = acc[r * len(b) + c]
                     if s.fma:
