@@ -48,7 +48,7 @@ the matrix (a grid larger than `gemm_grid`'s) does nothing: `_Body.emit` guards 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...mlir import arith, func, ir, memref, scf, vector
 from ...passes import vmath
@@ -99,8 +99,13 @@ EDGE_ROWS = (2, 4, 8)
 NT_STORES = True
 NT_MIN_BYTES = 2 << 20
 # A read in place (not packed) by the 16-lane tile's micro-kernels, where A is f32, stored untransposed, and
-# its rows are at most this many bytes apart (0: always packed). See _Body._block.
-DIRECT_A = 2048
+# its rows are at most DIRECT_A bytes apart (0: always packed), in micro-kernels of DIRECT_MR rows over blocks
+# of DIRECT_MC rows (see _Body._block). Packing A cost its first read from memory plus a copy, and on two
+# threads each block of a 1×2 grid packs all of A. Eight rows: A's rows 4 KiB apart (K = 1024) map to one L1
+# set, and 14 of them (the packed tile's MR) are more than its 12 ways hold.
+DIRECT_A = 4096
+DIRECT_MR = 8
+DIRECT_MC = 128
 
 
 @dataclass(frozen=True)
@@ -318,43 +323,50 @@ class _Body:
                 job = _PanelCopy(self, packed_b, panel(ahead), j0, nc, mul(ahead, s.kc), rows, tiles)
             state = job.start() if job else []
             b_base = panel(kb)
-            aloop = scf_for(0, arith.CeilDivSIOp(mb, idx(s.mc)).result, 1, state)
-            with ir.InsertionPoint(aloop.body):
-                ia = add(i0, mul(aloop.induction_variable, s.mc))
-                mc = smin(s.mc, sub(add(i0, mb), ia))
 
-                def sweep(state):
-                    jloop = scf_for(0, arith.CeilDivSIOp(nc, idx(s.nr)).result, 1, state)
-                    with ir.InsertionPoint(jloop.body):
-                        jt = jloop.induction_variable
-                        iloop = scf_for(0, arith.CeilDivSIOp(mc, idx(s.mr)).result, 1,
-                                        list(jloop.inner_iter_args))
-                        with ir.InsertionPoint(iloop.body):
-                            it = iloop.induction_variable
-                            out = self._tile(packed_a, packed_b, b_base, it, jt, ia, j0, mc, nc, kc, first, last,
-                                             job, list(iloop.inner_iter_args))
-                            scf.YieldOp(out)
-                        scf.YieldOp(list(iloop.results))
-                    return list(jloop.results)
+            def sweep(ia, mc, state):
+                jloop = scf_for(0, arith.CeilDivSIOp(nc, idx(s.nr)).result, 1, state)
+                with ir.InsertionPoint(jloop.body):
+                    jt = jloop.induction_variable
+                    iloop = scf_for(0, arith.CeilDivSIOp(mc, idx(self.s.mr)).result, 1, list(jloop.inner_iter_args))
+                    with ir.InsertionPoint(iloop.body):
+                        it = iloop.induction_variable
+                        out = self._tile(packed_a, packed_b, b_base, it, jt, ia, j0, mc, nc, kc, first, last,
+                                         job, list(iloop.inner_iter_args))
+                        scf.YieldOp(out)
+                    scf.YieldOp(list(iloop.results))
+                return list(jloop.results)
 
-                if self.direct_ok is not None:
-                    # A read in place (DIRECT_A): no packed A block; the micro-kernels broadcast from A's rows.
-                    branch = scf.IfOp(self.direct_ok, has_else=True)
-                    with ir.InsertionPoint(branch.then_block):
-                        self.direct_k0 = k0
-                        sweep([])
-                        self.direct_k0 = None
-                        scf.YieldOp([])
-                    with ir.InsertionPoint(branch.else_block):
-                        self._pack_a(packed_a, ia, mc, k0, kc)
-                        sweep([])
-                        scf.YieldOp([])
-                    scf.YieldOp([])
-                else:
+            def packed(state):
+                aloop = scf_for(0, arith.CeilDivSIOp(mb, idx(s.mc)).result, 1, state)
+                with ir.InsertionPoint(aloop.body):
+                    ia = add(i0, mul(aloop.induction_variable, s.mc))
+                    mc = smin(s.mc, sub(add(i0, mb), ia))
                     self._pack_a(packed_a, ia, mc, k0, kc)
-                    scf.YieldOp(sweep(list(aloop.inner_iter_args)))
+                    scf.YieldOp(sweep(ia, mc, list(aloop.inner_iter_args)))
+                return list(aloop.results)
+
+            if self.direct_ok is not None:
+                # A read in place (DIRECT_A): no packed A; DIRECT_MR-row micro-kernels over A blocks of
+                # DIRECT_MC rows, which stay in L2 while the B panel's strips pass.
+                branch = scf.IfOp(self.direct_ok, has_else=True)
+                with ir.InsertionPoint(branch.then_block):
+                    self.s, self.direct_k0 = replace(s, mr=DIRECT_MR, mb=DIRECT_MC, mc=DIRECT_MC), k0
+                    dloop = scf_for(0, arith.CeilDivSIOp(mb, idx(DIRECT_MC)).result)
+                    with ir.InsertionPoint(dloop.body):
+                        ia = add(i0, mul(dloop.induction_variable, DIRECT_MC))
+                        sweep(ia, smin(DIRECT_MC, sub(add(i0, mb), ia)), [])
+                        scf.YieldOp([])
+                    self.s, self.direct_k0 = s, None
+                    scf.YieldOp([])
+                with ir.InsertionPoint(branch.else_block):
+                    packed([])
+                    scf.YieldOp([])
+                results = []
+            else:
+                results = packed(state)
             if job:
-                job.finish(list(aloop.results))
+                job.finish(results)
             scf.YieldOp([])
         memref.DeallocOp(packed_a)
         memref.DeallocOp(packed_b)

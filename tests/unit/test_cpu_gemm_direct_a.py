@@ -1,11 +1,13 @@
 """A read in place by the 16-lane GEMM kernel's micro-kernels (backends/cpu/gemm.py DIRECT_A).
 
 Where A is f32, stored untransposed, and its rows are at most gemm.DIRECT_A bytes apart, the micro-kernels
-broadcast A's values from its rows instead of from a packed copy (rows past M clamped to the last row, their
-results masked off at the stores). The sums are the same FMAs in the same order, so each case must give the
-packed kernel's values bit for bit, and both must match a float64 reference: ragged M (a last strip of 1, 5,
-9 or 13 rows, which the 2-, 8- and 14-row micro-kernels cover with clamped rows), ragged N, K not a multiple of
-the micro-kernel's unroll, several K chunks (a chunk's A columns start at k0), and an epilogue.
+broadcast A's values from its rows instead of from a packed copy, gemm.DIRECT_MR rows at a time in blocks of
+gemm.DIRECT_MC rows (rows past M clamped to the last row, their results masked off at the stores). The sums are
+the same FMAs in the same order, so each case must give the packed kernel's values bit for bit, and both must
+match a float64 reference: ragged M (last strips of 1, 3, 4, 5 or 7 rows, which the 2-, 4- and 8-row
+micro-kernels cover with clamped rows; blocks of 128 rows and a partial one), ragged N, K not a multiple of the
+micro-kernel's unroll, several K chunks (a chunk's A columns start at k0), rows up to DIRECT_A bytes long, and an
+epilogue.
 """
 
 from __future__ import annotations
@@ -47,9 +49,9 @@ def llir_fmas(spec, direct: int) -> int:
 
 
 def test_direct_path_only_where_it_applies():
-    # Untransposed f32 A: a second set of micro-kernels (the in-place one) beside the packed one.
+    # Untransposed f32 A: a second set of micro-kernels (the in-place ones) beside the packed ones.
     plain = gemm.GemmSpec("mm_da", schedule=TILE16)
-    assert llir_fmas(plain, gemm.DIRECT_A) == 2 * llir_fmas(plain, 0) > 0
+    assert llir_fmas(plain, gemm.DIRECT_A) > llir_fmas(plain, 0) > 0
     # Aᵀ stored, or A narrower than f32: packed only.
     for spec in (gemm.GemmSpec("mm_da", schedule=TILE16, trans_a=True),
                  gemm.GemmSpec("mm_da", dtype="bf16", schedule=TILE16)):
@@ -60,7 +62,7 @@ _kernels: dict = {}
 
 
 @pytest.mark.parametrize("M, N, K", [(29, 33, 7), (41, 96, 130), (5, 300, 129), (71, 64, 300), (1, 40, 64),
-                                     (300, 290, 512), (27, 50, 1)])
+                                     (300, 290, 512), (27, 50, 1), (131, 70, 1024), (45, 33, 1000)])
 @pytest.mark.parametrize("trans_b", [False, True], ids=["AB", "ABt"])
 def test_in_place_matches_packed(M, N, K, trans_b):
     assert K * 4 <= gemm.DIRECT_A   # the in-place path applies
