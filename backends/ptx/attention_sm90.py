@@ -37,6 +37,13 @@ three warpgroups skip a tile's last block): computed per warpgroup it measured s
 broadcast from lane 0 by a shuffle (`skip_masked=2`, TUNED's at D = 64) 1.03-1.04x as fast as without it (D = 64
 causal 1.01-1.02x SDPA on an H200); at D = 128 (128 × 128) it skips no block, off.
 
+`late_wait` (TUNED's at D = 128): ptxas hoisted the wait for P·Vⱼ₋₁ (WARPGROUP.DEPBAR 0) above the whole softmax
+of Sⱼ when both sat in one basic block, so the intra-warpgroup overlap above did not happen; a never-taken branch
+before the wait keeps it after the exponentials. Measured on an H200 (docs/performance.md, two processes): D = 128
+1.015-1.018x as fast, causal 1.010x; at D = 64 slower (three consumers at 160 registers; causal spills), off there.
+`split_kv` (K and V with barriers of their own, FlashAttention-3's), `early_rescale` (O·α between the two issues)
+and 176-key blocks in two stages with both measured no faster (0.94-1.00x SDPA at 176 keys), off.
+
 `persistent` makes the grid at most SMS CTAs, each looping over query tiles: thread 0 streams K and V (the ring's
 stages and phases running on across tiles), thread 32 loads each tile's Q once the consumers have released the
 buffer (an mbarrier; at D = 64 O has staging of its own, so the next Q loads while O goes out), the turns run on
@@ -58,7 +65,7 @@ from . import hopper as hp
 from .nvvm_text import Writer, module
 
 BM = 128                 # query rows per CTA (the backward's, the fp8 kernel's; the forward's default)
-TUNED = {128: {"block_m": 128, "block_n": 128, "stages": 3, "end_tiles": 1},
+TUNED = {128: {"block_m": 128, "block_n": 128, "stages": 3, "end_tiles": 1, "late_wait": 1},
          64: {"block_m": 192, "block_n": 128, "stages": 3, "end_tiles": 1, "skip_masked": 2, "persistent": 1,
               "snake": 1}}   # see the docstring
 QBOX = 64 * BM * 2       # one TMA box of Q: 64 columns (128 bytes) of its rows
