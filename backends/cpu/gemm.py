@@ -103,9 +103,15 @@ NT_MIN_BYTES = 2 << 20
 # of DIRECT_MC rows (see _Body._block). Packing A cost its first read from memory plus a copy, and on two
 # threads each block of a 1×2 grid packs all of A. Eight rows: A's rows 4 KiB apart (K = 1024) map to one L1
 # set, and 14 of them (the packed tile's MR) are more than its 12 ways hold.
+# Only in kernels whose blocks are at most DIRECT_NC columns wide: packing A costs a block in proportion to its
+# rows, the 8-row micro-kernels (which read the B micro-panel once per 8 rows, not 14) in proportion to its
+# columns too. Measured on a 2-core Zen 5 EPYC, process CPU time, two threads: 512^3 (256-column blocks) and
+# 1024^3 (512) 3-5% less in place, A·B and A·Bᵀ; 512×2048×512 (1024) the same within noise; 512×4096×1024
+# (2048) 1-3% more.
 DIRECT_A = 4096
 DIRECT_MR = 8
 DIRECT_MC = 128
+DIRECT_NC = 512
 
 
 @dataclass(frozen=True)
@@ -275,7 +281,8 @@ class _Body:
             one_chunk = arith.CmpIOp(arith.CmpIPredicate.sle, self.K, idx(s.kc)).result
             self.nt_ok = arith.AndIOp(arith.AndIOp(aligned, rows_ok).result,
                                       arith.AndIOp(big, one_chunk).result).result
-        if DIRECT_A and self.vw >= 16 and s.stages == 1 and not self.spec.trans_a and self.dtypes["A"] == "f32":
+        if (DIRECT_A and self.vw >= 16 and s.stages == 1 and s.nc <= DIRECT_NC and not self.spec.trans_a
+                and self.dtypes["A"] == "f32"):
             # A's rows at most DIRECT_A bytes apart (its row stride, as stored).
             row_bytes = mul(memref.ExtractStridedMetadataOp(self.p["A"]).strides[0], 4)
             self.direct_ok = arith.CmpIOp(arith.CmpIPredicate.sle, row_bytes, idx(DIRECT_A)).result

@@ -1,13 +1,13 @@
 """A read in place by the 16-lane GEMM kernel's micro-kernels (backends/cpu/gemm.py DIRECT_A).
 
-Where A is f32, stored untransposed, and its rows are at most gemm.DIRECT_A bytes apart, the micro-kernels
-broadcast A's values from its rows instead of from a packed copy, gemm.DIRECT_MR rows at a time in blocks of
-gemm.DIRECT_MC rows (rows past M clamped to the last row, their results masked off at the stores). The sums are
-the same FMAs in the same order, so each case must give the packed kernel's values bit for bit, and both must
-match a float64 reference: ragged M (last strips of 1, 3, 4, 5 or 7 rows, which the 2-, 4- and 8-row
-micro-kernels cover with clamped rows; blocks of 128 rows and a partial one), ragged N, K not a multiple of the
-micro-kernel's unroll, several K chunks (a chunk's A columns start at k0), rows up to DIRECT_A bytes long, and an
-epilogue.
+Where A is f32, stored untransposed, its rows are at most gemm.DIRECT_A bytes apart and the kernel's blocks at
+most gemm.DIRECT_NC columns wide, the micro-kernels broadcast A's values from its rows instead of from a packed
+copy, gemm.DIRECT_MR rows at a time in blocks of gemm.DIRECT_MC rows (rows past M clamped to the last row, their
+results masked off at the stores). The sums are the same FMAs in the same order, so each case must give the
+packed kernel's values bit for bit, and both must match a float64 reference: ragged M (last strips of 1, 3, 4,
+5 or 7 rows, which the 2-, 4- and 8-row micro-kernels cover with clamped rows; blocks of 128 rows and a partial
+one), ragged N, K not a multiple of the micro-kernel's unroll, several K chunks (a chunk's A columns start at
+k0), rows up to DIRECT_A bytes long, and an epilogue.
 """
 
 from __future__ import annotations
@@ -52,9 +52,11 @@ def test_direct_path_only_where_it_applies():
     # Untransposed f32 A: a second set of micro-kernels (the in-place ones) beside the packed ones.
     plain = gemm.GemmSpec("mm_da", schedule=TILE16)
     assert llir_fmas(plain, gemm.DIRECT_A) > llir_fmas(plain, 0) > 0
-    # Aᵀ stored, or A narrower than f32: packed only.
+    # Aᵀ stored, A narrower than f32, or blocks wider than DIRECT_NC columns: packed only.
+    wide = Schedule(mb=280, nc=32 * (gemm.DIRECT_NC // 32 + 1), mc=56, kc=128, mr=14, nr=32, vector_width=16)
     for spec in (gemm.GemmSpec("mm_da", schedule=TILE16, trans_a=True),
-                 gemm.GemmSpec("mm_da", dtype="bf16", schedule=TILE16)):
+                 gemm.GemmSpec("mm_da", dtype="bf16", schedule=TILE16),
+                 gemm.GemmSpec("mm_da", schedule=wide)):
         assert llir_fmas(spec, gemm.DIRECT_A) == llir_fmas(spec, 0) > 0
 
 
