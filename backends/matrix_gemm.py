@@ -40,7 +40,7 @@ from ..mlir import arith, ir
 from ..passes import decompose, kernelgen
 from ..passes.kernelgen import element_dtype
 from . import simt_gemm
-from .cpu.gemm_lowering import _epilogue
+from .gemm_epilogue import epilogue as _epilogue
 
 MATRIX_DTYPES = ("bf16", "f16")   # operand dtypes the matrix units take here (f32 accumulators)
 BM, BN, BK = 64, 64, 32           # a work-group's block of C and K step

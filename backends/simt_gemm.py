@@ -31,7 +31,7 @@ from .. import plan
 from ..diagnostics import LoweringError
 from ..passes import graph_shapes, kernelgen
 from ..passes.kernelgen import element_dtype
-from .cpu.gemm_lowering import _epilogue
+from .gemm_epilogue import epilogue as _epilogue
 
 BLOCK = (32, 4, 1)
 FLOATS = ("f32", "f64", "f16", "bf16", "tf32", "fp8_e4m3", "fp8_e5m2")

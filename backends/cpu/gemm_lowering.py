@@ -15,10 +15,10 @@ import dataclasses
 from ... import plan
 from ...diagnostics import LoweringError
 from ...dialects.ttensor import as_read, matmul_transposes
-from ...mlir import ir
 from ...passes import fusion, graph_shapes, schedule_ir
 from ...passes import kernelgen
 from ...passes.kernelgen import element_dtype
+from ..gemm_epilogue import epilogue as _epilogue
 from . import gemm, gemm_bf16, gemm_i8
 from .gemm_schedule import K_UNROLL, CostModel, Schedule, vector_isa
 from .target import HostTarget, cache_sizes, host
@@ -37,42 +37,6 @@ def _without_derivatives(ops: list) -> list:
                 found = fusion.gelu_derivative(o)
                 inner |= {m.results[0] for m in found[2]} if found else set()
     return [op for op in ops if op.results[0] not in inner]
-
-
-def _epilogue(ops: list) -> tuple[list, list]:
-    """(steps, extra operands in step order) of the ops after the matmul."""
-    steps, extras = [], []
-    acc = ops[0].results[0]
-    for op in ops[1:]:
-        name = op.operation.name
-        if name == "ttensor.bias_add":
-            steps.append(("bias",))
-            extras.append(("bias", op.operands[1]))
-        elif name == "ttensor.unary":
-            steps.append((ir.StringAttr(op.attributes["fn"]).value,))
-        elif name == "ttensor.binary":
-            other = op.operands[1] if op.operands[0] == acc else op.operands[0]
-            fn = ir.StringAttr(op.attributes["fn"]).value
-            if fusion.is_scalar_constant(other):
-                attr = other.owner.attributes["value"]
-                steps.append(("scale",))
-                extras.append(("alpha", ir.FloatAttr(attr).value))
-            elif fn == "mul" and (found := fusion.gelu_derivative(other)):   # acc ∘ gelu'(Z)
-                steps.append((found[0],))
-                extras.append(("z", found[1]))
-            elif fn == "mul":   # by a 0-d tensor (fusion's "scale_by")
-                steps.append(("scale_by",))
-                extras.append(("factor", other))
-            elif fn == "sub":   # other − acc (fusion's "sub_from")
-                steps.append(("sub_from",))
-                extras.append(("minuend", other))
-            else:
-                steps.append(("add",))
-                extras.append(("residual", other))
-        elif name != "ttensor.cast":   # a cast is the store's conversion (a target's `cast` epilogue step)
-            raise LoweringError(op, f"'{name}' cannot run in a CPU GEMM epilogue")
-        acc = op.results[0]
-    return steps, extras
 
 
 def lower(ctx, kname: str, ops: list, model: CostModel | None = None,

@@ -19,11 +19,11 @@ import llvmlite.binding as llvm
 from ...diagnostics import CompileError
 from ...mlir import ir, passmanager, translate_module_to_llvmir
 from ...passes import fp8_convert, gpu_math, simt_coarsen, simt_to_gpu, simt_vector_access, strict_math
-from .. import llvm_compat
+from .. import llvm_compat, llvm_threads
 from ..cpu.target import init_llvm
 from ..lowered import check_fully_lowered
 from ..symbol_names import ptx_identifier
-from . import ptxas
+from . import modules, ptxas
 from .options import ARCHS, PTXOptions, sm
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -87,30 +87,56 @@ def _generated(mod: ir.Module) -> list:
 def make_llir(mod: ir.Module, metadata: dict, options: PTXOptions) -> str:
     kernels = _kernel_module(mod)
     text = llvm_compat.downgrade(str(translate_module_to_llvmir(kernels.operation)))
+    generated = []
+    for fn in _generated(mod):
+        name = ir.StringAttr(fn.attributes["sym_name"]).value
+        generated.append(ir.StringAttr(fn.attributes["tessera.llvm_ir"]).value)
+        props = ir.DictAttr(fn.attributes["tessera.kernel_props"]) if "tessera.kernel_props" in fn.attributes else []
+        metadata.setdefault("kernel_props", {}).setdefault(name, {}).update(
+            {na.name: ir.StringAttr(na.attr).value for na in props})
+    # NVPTX codegen aborts on a name PTX cannot spell: give it its entry's
+    renames = {sig.name: ptx_identifier(sig.name) for sig in metadata["signatures"]
+               if ptx_identifier(sig.name) != sig.name}
+    metadata["arch"] = options.arch
+    pieces = modules.split([text, *generated], renames)
+    if pieces is not None:   # independent modules: optimized each on its own, on threads (modules.py)
+        optimized = llvm_threads.optimize(pieces, lambda: _target_machine(options), TRIPLE, options.opt_level,
+                                          renames)
+        if modules.as_linked(pieces, optimized):
+            return modules.join(optimized)
+    return _linked_llir(text, generated, renames, options)
+
+
+def _linked_llir(text: str, generated: list[str], renames: dict, options: PTXOptions) -> str:
+    """The kernels' LLVM IR as one module: the generated kernels linked into the translated ones, optimized."""
     lmod = llvm.parse_assembly(text)
     lmod.triple = TRIPLE
     tm = _target_machine(options)
     lmod.data_layout = str(tm.target_data)
-    for fn in _generated(mod):
-        name = ir.StringAttr(fn.attributes["sym_name"]).value
-        lmod.link_in(llvm.parse_assembly(ir.StringAttr(fn.attributes["tessera.llvm_ir"]).value))
-        props = ir.DictAttr(fn.attributes["tessera.kernel_props"]) if "tessera.kernel_props" in fn.attributes else []
-        metadata.setdefault("kernel_props", {}).setdefault(name, {}).update(
-            {na.name: ir.StringAttr(na.attr).value for na in props})
-    for sig in metadata["signatures"]:  # NVPTX codegen aborts on a name PTX cannot spell: give it its entry's
-        if ptx_identifier(sig.name) != sig.name:
-            lmod.get_function(sig.name).name = ptx_identifier(sig.name)
+    for llvm_ir in generated:
+        lmod.link_in(llvm.parse_assembly(llvm_ir))
+    for old, new in renames.items():
+        lmod.get_function(old).name = new
     lmod.verify()
     pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=options.opt_level))
     pb.getModulePassManager().run(lmod, pb)
-    metadata["arch"] = options.arch
     return str(lmod)
 
 
 def make_ptx(llir: str, metadata: dict, options: PTXOptions) -> str:
-    lmod = llvm.parse_assembly(llir)
-    lmod.verify()  # codegen of invalid IR aborts the process: never reach it unverified
-    text = _target_machine(options).emit_assembly(lmod)
+    pieces = modules.pieces(llir)
+    text = None
+    if len(pieces) > 1:
+        text = modules.stitch_ptx(llvm_threads.emit_assembly(pieces, lambda: _target_machine(options)))
+        if text is None:   # not the shape stitch_ptx knows: the modules linked, as one
+            lmod = llvm.parse_assembly(pieces[0])
+            for piece in pieces[1:]:
+                lmod.link_in(llvm.parse_assembly(piece))
+            llir = str(lmod)
+    if text is None:
+        lmod = llvm.parse_assembly(llir)
+        lmod.verify()  # codegen of invalid IR aborts the process: never reach it unverified
+        text = _target_machine(options).emit_assembly(lmod)
     tool = ptxas.find()
     if tool:
         try:

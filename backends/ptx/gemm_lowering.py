@@ -31,8 +31,7 @@ from ...mlir import func, ir, passmanager, translate_module_to_llvmir
 from ...passes import decompose, graph_shapes, schedule_ir
 from ...passes.kernelgen import element_dtype
 from .. import llvm_compat, simt_gemm
-from ..cpu import gemm as cpu_gemm
-from ..cpu.gemm_lowering import _epilogue
+from ..gemm_epilogue import epilogue as _epilogue
 from . import ampere, fp8_pack, gemm_common, gemm_fma, gemm_sm80, gemm_sm90, gemm_sm90_tf32, generated, transpose
 from . import hopper as hp
 
@@ -608,6 +607,7 @@ def _activations(steps: tuple) -> str:
     names = [s for s in steps if s in gemm_common.ACTIVATIONS]
     if not names:
         return ""
+    from ..cpu import gemm as cpu_gemm   # lazy: the CPU GEMM's kernel builders, for an epilogue's activation
     f32 = ir.F32Type.get()
     mod = ir.Module.create()
     with ir.InsertionPoint(mod.body):
