@@ -31,35 +31,27 @@ _GLOBAL = re.compile(rf"@({_NAME}) = ")
 _MARK = "; tessera: LLVM module "
 
 
-def _top(text: str, prefix: str) -> list[str]:
-    """The lines of `text` that start with `prefix` (str.find: a regular expression in MULTILINE mode tries
-    every position of the megabytes of a wgmma kernel's IR)."""
-    lines = []
-    j = -1 if text.startswith(prefix) else text.find("\n" + prefix)
-    while text.startswith(prefix) or j >= 0:
-        start = j + 1
-        end = text.find("\n", start)
-        end = len(text) if end < 0 else end
-        lines.append(text[start:end])
-        j = text.find("\n" + prefix, end)
-        if j < 0:
-            break
-    return lines
-
-
 def _names(text: str) -> tuple[list[str], list[str], dict[str, str]]:
-    """(functions defined, functions declared other than LLVM's intrinsics, global name -> its line)."""
-    defined = [m.group(1) for line in _top(text, "define ") if (m := _DEFINE.match(line))]
-    declared = [m.group(1) for line in _top(text, "declare ") if (m := _DECLARE.match(line))
-                and not m.group(1).startswith("llvm.")]
-    return defined, declared, {m.group(1): line for line in _top(text, "@") if (m := _GLOBAL.match(line))}
+    """(functions defined, functions declared other than LLVM's intrinsics, global name -> its line), from the
+    lines that start with `define`, `declare` or `@` (one split: a regular expression in MULTILINE mode tries
+    every position of the megabytes of a wgmma kernel's IR)."""
+    defined, declared, globals_ = [], [], {}
+    for line in text.split("\n"):
+        if line.startswith("define "):
+            if m := _DEFINE.match(line):
+                defined.append(m.group(1))
+        elif line.startswith("declare "):
+            if (m := _DECLARE.match(line)) and not m.group(1).startswith("llvm."):
+                declared.append(m.group(1))
+        elif line.startswith("@") and (m := _GLOBAL.match(line)):
+            globals_[m.group(1)] = line
+    return defined, declared, globals_
 
 
-def _independent(texts: list[str], rewrite: bool) -> list[str] | None:
+def _independent(texts: list[str], parsed: list, rewrite: bool) -> list[str] | None:
     defined: set[str] = set()
     first_line: dict[str, str] = {}
     out = []
-    parsed = [_names(t) for t in texts]
     all_defined = {n for d, _, _ in parsed for n in d}
     for text, (functions, declared, globals_) in zip(texts, parsed):
         if defined & set(functions) or set(declared) & all_defined:
@@ -83,27 +75,39 @@ def _independent(texts: list[str], rewrite: bool) -> list[str] | None:
     return out
 
 
-def split(texts: list[str], renames: dict[str, str]) -> list[str] | None:
+class Pieces(list):
+    """Modules to optimize apart (`split`), with the order in which they first name each global."""
+    order: dict[str, int]
+
+
+def split(texts: list[str], renames: dict[str, str]) -> Pieces | None:
     """`texts` (the translated module, then the generated kernels) as modules to optimize apart, or None where
     they must be linked. Only worth it for more than one module that defines functions."""
-    if sum(1 for t in texts if _top(t, "define ")) < 2:
+    parsed = [_names(t) for t in texts]
+    if sum(1 for functions, _, _ in parsed if functions) < 2:
         return None
-    return _independent(texts, rewrite=True)
+    out = _independent(texts, parsed, rewrite=True)
+    if out is None:
+        return None
+    pieces = Pieces(out)
+    pieces.order = {}
+    for _, _, globals_ in parsed:
+        for name in globals_:
+            pieces.order.setdefault(name, len(pieces.order))
+    return pieces
 
 
-def as_linked(inputs: list[str], optimized: list[str]) -> bool:
+def as_linked(pieces: Pieces, optimized: list[str]) -> bool:
     """Whether the separately optimized modules are still independent, and their globals those of the inputs in
     the order the linked module would have them (the first module naming each first)."""
-    if _independent(optimized, rewrite=False) is None:
+    parsed = [_names(t) for t in optimized]
+    if _independent(optimized, parsed, rewrite=False) is None:
         return False
-    order: dict[str, int] = {}
-    for text in inputs:
-        for name in _names(text)[2]:
-            order.setdefault(name, len(order))
     kept: list[str] = []
-    for text in optimized:
-        kept += [name for name in _names(text)[2] if name not in kept]
+    for _, _, globals_ in parsed:
+        kept += [name for name in globals_ if name not in kept]
     # a global the optimizer made (its place in the linked module is not known here): link them
+    order = pieces.order
     return all(name in order for name in kept) and kept == sorted(kept, key=order.__getitem__)
 
 

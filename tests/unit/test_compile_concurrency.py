@@ -210,7 +210,8 @@ def test_llvm_errors_on_threads():
 
 def test_split_refuses_modules_that_share_definitions():
     k = "define void @{0}() {{\n  ret void\n}}\n"
-    assert modules.split([k.format("a"), k.format("b")], {}) == [k.format("a"), k.format("b")]
+    pieces = modules.split([k.format("a"), k.format("b")], {})
+    assert pieces == [k.format("a"), k.format("b")] and pieces.order == {}
     assert modules.split([k.format("a")], {}) is None                       # one module: nothing to split
     assert modules.split([k.format("a"), k.format("a")], {}) is None        # a function defined twice
     calls = "declare void @a()\ndefine void @b() {\n  call void @a()\n  ret void\n}\n"
@@ -220,6 +221,7 @@ def test_split_refuses_modules_that_share_definitions():
     ext = "; m\n@s = external addrspace(3) global [0 x i8], align {0}\n"
     got = modules.split([ext.format(16) + k.format("a"), ext.format(1024) + k.format("b")], {})
     assert got == [ext.format(16) + k.format("a"), ext.format(16) + k.format("b")]   # the linker keeps the first
+    assert got.order == {"s": 0}
 
 
 def test_stitch_ptx_declines_what_it_does_not_know():
