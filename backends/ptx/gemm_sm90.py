@@ -298,7 +298,13 @@ def producer(w: Writer, spec, g: Geometry, loads) -> str:
     issues = w.v(f"icmp eq i32 {g.tid}, 0")
     tmA = w.v("ptrtoint ptr %tmA to i64")
     tmB = w.v("ptrtoint ptr %tmB to i64")
-    w.cbr(issues, "ptile", "exit")
+    # In a cluster the idle threads leave at once rather than waiting at the exit's cluster barrier (which
+    # counts only threads that have not exited): lanes 1-31 parked there would share warp 0 with the issuing
+    # thread for the whole kernel.
+    w.cbr(issues, "ptile", "exit" if g.rank is None else "pidle")
+    if g.rank is not None:
+        w.label("pidle")
+        w.emit("ret void")
     tile, it, tile_next, it_out, m0, n0 = _tile_loop(w, spec, "p", "producer", "exit", g.pid, g.tiles, g.dims,
                                                      g.rank)
     w.cbr(w.v(f"icmp ugt i32 {g.kt_n}, 0"), "pk", "ptnext")
