@@ -90,3 +90,27 @@ def test_in_place_matches_packed(M, N, K, trans_b):
             ref = np.maximum(ref + bias, 0.0)
         bound = 2e-6 * math.sqrt(K) * (np.abs(A).astype(np.float64) @ np.abs(Bn)) + 1e-6
         assert np.all(np.abs(out[0] - ref) <= bound)
+
+
+@pytest.mark.parametrize("epilogue", [("gelu_grad",), ("scale", "add"), ("scale_by", "sub_from")],
+                         ids=["gelu_grad", "scale_add", "scale_by_sub_from"])
+def test_in_place_epilogues_match_packed(epilogue):
+    # The epilogues that read tensors of C's extents (gelu' re-reads the stored tile a row at a time, DIRECT_MR
+    # rows here) and take scalars: the in-place kernel's values are the packed kernel's, bit for bit.
+    M, N, K = 61, 75, 200
+    spec = gemm.GemmSpec("mm_da_ep", epilogue=epilogue, schedule=TILE16)
+    direct, packed = build(spec, gemm.DIRECT_A), build(spec, 0)
+    A, B = RNG.standard_normal((M, K), dtype=np.float32), RNG.standard_normal((K, N), dtype=np.float32)
+    extra = []
+    for _, dims in spec.extra_params:
+        if dims is None:
+            extra.append(0.75)
+        else:
+            extra.append(RNG.standard_normal([{"M": M, "N": N, "ONE": 1}[d] for d in dims], dtype=np.float32))
+    out = []
+    for k in (direct, packed):
+        C = np.full((M, N), np.nan, dtype=np.float32)
+        k(A, B, C, *extra, grid=gemm.gemm_grid(spec, M, N), block=1)
+        out.append(C)
+    assert np.all(np.isfinite(out[0]))
+    np.testing.assert_array_equal(out[0], out[1])
