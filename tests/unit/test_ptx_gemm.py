@@ -493,7 +493,7 @@ def test_cluster_ptx(bn, kw):
     assert ".explicitcluster" in ptx and ".reqnctapercluster 2, 1, 1" in ptx
     a_loads = ptx.count("mbarrier::complete_tx::bytes [")   # one a K step (LLVM copies the producer's loop)
     assert a_loads >= 1 and ptx.count(".multicast::cluster") == (2 if spec.b_k_major else bn // 64) * a_loads
-    remote = ptx.count("mbarrier.arrive.release.cluster.shared::cluster.b64")
+    remote = ptx.count("mbarrier.arrive.shared::cluster.b64")
     assert ptx.count("mapa.shared::cluster.u32") == remote >= 2 and "mbarrier.arrive.shared::cta" not in ptx
     # both roles' (which LLVM may hoist into one before the branch), and the exit's, where threads arrive apart
     assert ptx.count("barrier.cluster.arrive.release.aligned;") in (1, 2)

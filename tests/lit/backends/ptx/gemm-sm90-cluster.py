@@ -22,7 +22,7 @@ def gemm(A: tensor[bf16, "M", "K"], B: tensor[bf16, "K", "N"]) -> tensor[bf16, "
 # PTX-NEXT:  // end inline asm
 # PTX-NEXT:  // begin inline asm
 # PTX-NEXT:  barrier.cluster.wait.acquire.aligned;
-# PTX:       mapa.shared::cluster.u32 r, {{%r[0-9]+}}, 1; @p mbarrier.arrive.release.cluster.shared::cluster.b64 _, [r];
+# PTX:       mapa.shared::cluster.u32 r, {{%r[0-9]+}}, 1; @p mbarrier.arrive.shared::cluster.b64 _, [r];
 # PTX:       mov.b16 m, 3; @p cp.async.bulk.tensor.2d.shared::cluster.global.tile.{{.*}}.multicast::cluster
 # PTX:       barrier.cluster.arrive.release;
 # PTX-NEXT:  // end inline asm
