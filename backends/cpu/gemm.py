@@ -566,7 +566,9 @@ class _Body:
         i = add(i0, mul(it, s.mr))
         j = add(j0, mul(jt, s.nr))
         rows = sub(mc, mul(it, s.mr))    # may exceed MR: only "fewer than MR" matters
-        if rows_done is None and job is None and self.vw >= 16 and EDGE_ROWS:
+        # (A read in place: the DIRECT_MR-row kernel alone; a short last strip clamps its rows. Fewer kernels
+        # to compile, and at most DIRECT_MR - 1 rows of zeros' FMAs a matrix.)
+        if rows_done is None and job is None and self.vw >= 16 and EDGE_ROWS and self.direct_k0 is None:
             # A strip of fewer than MR rows (the matrix's last) runs a micro-kernel of the fewest rows in
             # EDGE_ROWS that covers it. Each kernel is a whole tile of its own, stores included: one kernel
             # whose accumulators an scf.if merged spilled them (measured with a variant micro-kernel).

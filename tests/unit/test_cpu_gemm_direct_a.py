@@ -5,9 +5,9 @@ most gemm.DIRECT_NC columns wide, the micro-kernels broadcast A's values from it
 copy, gemm.DIRECT_MR rows at a time in blocks of gemm.DIRECT_MC rows (rows past M clamped to the last row, their
 results masked off at the stores). The sums are the same FMAs in the same order, so each case must give the
 packed kernel's values bit for bit, and both must match a float64 reference: ragged M (last strips of 1, 3, 4,
-5 or 7 rows, which the 2-, 4- and 8-row micro-kernels cover with clamped rows; blocks of 128 rows and a partial
-one), ragged N, K not a multiple of the micro-kernel's unroll, several K chunks (a chunk's A columns start at
-k0), rows up to DIRECT_A bytes long, and an epilogue.
+5 or 7 rows, which the 8-row micro-kernel covers with clamped rows; blocks of 128 rows and a partial one),
+ragged N, K not a multiple of the micro-kernel's unroll, several K chunks (a chunk's A columns start at k0), rows
+up to DIRECT_A bytes long, and an epilogue.
 """
 
 from __future__ import annotations
