@@ -136,8 +136,9 @@ EXAMPLES = pathlib.Path(__file__).parents[2] / "examples" / "gpu"
 
 
 def _stages(source: str, filename: str, arch: str) -> dict:
+    """The compile's stages' artifacts, the image among them (ptxas's reports in its kernel records)."""
     stages = {}
-    compiler.compile_source(source, filename, CompileOptions(target="ptx", arch=arch), stop_after="ptx",
+    compiler.compile_source(source, filename, CompileOptions(target="ptx", arch=arch),
                             on_stage=lambda name, artifact: stages.__setitem__(name, artifact))
     return stages
 
@@ -160,12 +161,42 @@ def test_modules_apart_give_the_linked_modules_ptx(case, monkeypatch):
     assert locale.setlocale(locale.LC_ALL) == before   # llvmlite's printing sets it for a while (llvm_threads)
     assert apart["llir"].startswith("; tessera: LLVM module 1 of ") and len(modules.pieces(apart["llir"])) > 1
     monkeypatch.setattr(llvm_threads, "workers", lambda jobs: 1)
-    assert _stages(source, filename, arch)["ptx"] == apart["ptx"]
+    one = _stages(source, filename, arch)
+    assert one["ptx"] == apart["ptx"] and one["image"] == apart["image"]
     monkeypatch.setattr(modules, "split", lambda texts, renames: None)   # the linked module, as before
     linked = _stages(source, filename, arch)
     assert not linked["llir"].startswith("; tessera:")
     assert linked["llir"].count("\ndefine ") == apart["llir"].count("\ndefine ")
     assert linked["ptx"] == apart["ptx"]
+    # ptxas ran on each module's PTX apart, on the threads; on the whole file where linked: the same reports
+    assert linked["image"] == apart["image"]
+    if ptxas.find() is not None:
+        assert all(k.regs > 0 for k in image.read_image(apart["image"]).kernels)
+
+
+@needs_ptxas
+def test_a_module_ptxas_refuses_is_reported_for_the_whole_file(monkeypatch):
+    """Where ptxas refuses one module's PTX on its thread, the whole file is assembled again, so the error
+    names the line of the file the image would carry, as without the threads."""
+    check = ptxas.check
+    calls = []
+
+    def broken_n128(ptx, arch, tool):
+        calls.append(ptx)
+        if ".entry gemm_bf16__gemm0_n128(" in ptx:
+            ptx = ptx[:_ret_of_n128(ptx)] + "\tthis is not ptx;" + ptx[_ret_of_n128(ptx) + len("\tret;"):]
+        return check(ptx, arch, tool)
+    monkeypatch.setattr(ptxas, "check", broken_n128)
+    with pytest.raises(CompileError) as e:
+        compiler.compile_source(GEMM, "gemm.py", CompileOptions(target="ptx", arch="sm_90a"))
+    whole = calls[-1]
+    assert whole.count(".entry ") == 4 and len(calls) == 5   # four modules, then the file
+    line = whole.count("\n", 0, _ret_of_n128(whole)) + 1
+    assert e.value.filename == "<ptxas>" and f"line {line};" in str(e.value) and "syntax error" in str(e.value)
+
+
+def _ret_of_n128(ptx: str) -> int:
+    return ptx.index("\tret;", ptx.index(".entry gemm_bf16__gemm0_n128("))
 
 
 def test_modules_that_define_the_same_internal_global_are_linked():
