@@ -128,22 +128,18 @@ def optimize(texts: list[str], target_machine: Callable[[], object], triple: str
         _dispose(jobs)
 
 
-def emit_assembly(texts: list[str], target_machine: Callable[[], object],
-                  then: Callable[[str], object] | None = None) -> list:
+def emit_assembly(texts: list[str], target_machine: Callable[[], object]) -> list[str]:
     """Each LLVM module of `texts` parsed, verified (code generation of invalid IR aborts the process) and
-    compiled to assembly by a target machine of its own; the assembly texts, in order. With `then`, each
-    module's (assembly, then(assembly)), `then` called on the job's thread as soon as its assembly is made
-    (the PTX backend runs ptxas on it there, while other modules are still being compiled)."""
+    compiled to assembly by a target machine of its own; the assembly texts, in order."""
     jobs = [_Job(target_machine) for _ in texts]
 
-    def one(job: _Job, text: str):
+    def one(job: _Job, text: str) -> str:
         mod = _parse(job.ctx, text)
         try:
             _verify(mod)
-            asm = _emit_assembly(job.tm, mod)
+            return _emit_assembly(job.tm, mod)
         finally:
             _raw("LLVMPY_DisposeModule")(mod)
-        return asm if then is None else (asm, then(asm))
 
     try:
         return _run([lambda j=j, t=t: one(j, t) for j, t in zip(jobs, texts)], [len(t) for t in texts])

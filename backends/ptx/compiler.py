@@ -123,40 +123,24 @@ def _linked_llir(text: str, generated: list[str], renames: dict, options: PTXOpt
     return str(lmod)
 
 
-def _check_module(ptx: str, arch: str, tool: str):
-    """ptxas's report of one module's PTX, or None where it refused it (the whole file is then assembled again
-    for ptxas's messages about it)."""
-    try:
-        return ptxas.check(ptx, arch, tool)
-    except ptxas.PtxasError:
-        return None
-
-
 def make_ptx(llir: str, metadata: dict, options: PTXOptions) -> str:
     pieces = modules.pieces(llir)
-    tool = ptxas.find()
-    text = found = None
+    text = None
     if len(pieces) > 1:
-        # each module's PTX assembled by ptxas on its thread as soon as it is made, while the others compile:
-        # each kernel's report is what ptxas gives for it in the whole file (test_compile_concurrency.py)
-        then = (lambda ptx: _check_module(ptx, options.arch, tool)) if tool else None
-        done = llvm_threads.emit_assembly(pieces, lambda: _target_machine(options), then)
-        text = modules.stitch_ptx([d[0] for d in done] if tool else done)
+        text = modules.stitch_ptx(llvm_threads.emit_assembly(pieces, lambda: _target_machine(options)))
         if text is None:   # not the shape stitch_ptx knows: the modules linked, as one
             lmod = llvm.parse_assembly(pieces[0])
             for piece in pieces[1:]:
                 lmod.link_in(llvm.parse_assembly(piece))
             llir = str(lmod)
-        elif tool and all(d[1] is not None for d in done):
-            found = {entry: r for d in done for entry, r in d[1].items()}
     if text is None:
         lmod = llvm.parse_assembly(llir)
         lmod.verify()  # codegen of invalid IR aborts the process: never reach it unverified
         text = _target_machine(options).emit_assembly(lmod)
+    tool = ptxas.find()
     if tool:
         try:
-            if found is None:
-                found = ptxas.check(text, options.arch, tool)
+            found = ptxas.check(text, options.arch, tool)
         except ptxas.PtxasError as e:
             raise _ptxas_failure(e) from None
         resources = metadata.setdefault("kernel_resources", {})
