@@ -4,7 +4,6 @@ model equal Tessera's `grads` of the bench's own program, compiled for the CPU),
 over the whole batch, and a wrong reference is caught."""
 
 import os
-import socket
 import sys
 from pathlib import Path
 
@@ -54,9 +53,9 @@ def test_buckets_as_ddp_makes_them():
     assert sum(sizes) == sum(p.numel() for p in params)
 
 
-def _rank(rank: int, port: int, bad: bool, out: str):
+def _rank(rank: int, store: str, bad: bool, out: str):
     import torch.distributed as dist
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
     torch.manual_seed(0)
 
     class Args:
@@ -72,12 +71,10 @@ def _rank(rank: int, port: int, bad: bool, out: str):
 
 
 @pytest.mark.parametrize("bad", [False, True])
-def test_the_peers_checks_on_two_cpu_ranks(tmp_path, bad):
+def test_the_peers_checks_on_two_cpu_ranks(tmp_path, bad, monkeypatch):
     import torch.multiprocessing as mp
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    mp.spawn(_rank, args=(port, bad, str(tmp_path)), nprocs=2, join=True)
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")   # the ranks' pairs on loopback; the store a file: no ports
+    mp.spawn(_rank, args=(str(tmp_path / "store"), bad, str(tmp_path)), nprocs=2, join=True)
     for rank in range(2):
         got = np.load(tmp_path / f"rank{rank}.npy")
         assert np.all(np.isfinite(got[:3])) and np.all(got[:3] > 0)
