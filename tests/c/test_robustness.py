@@ -7,10 +7,12 @@ where its tool is missing; .ci/run installs clang so that CI runs the fuzzers.
 TESSERA_FUZZ_SECONDS (default 20) sets each fuzzer's run; the longer runs recorded in docs/robustness.md used
 the same targets."""
 import concurrent.futures
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -270,13 +272,21 @@ def fuzzer(tmp_path_factory):
     return build
 
 
+def forked(argv):
+    """`argv` run by a shell that forks it. libFuzzer's -rss_limit_mb reads getrusage's ru_maxrss, which Linux
+    carries across exec: started straight from this process a fuzzer begins at pytest's own peak RSS (over 4 GiB
+    late in the whole suite) and stops at once with "out-of-memory". A process forked from the small shell
+    starts its count afresh."""
+    return ["/bin/sh", "-c", '"$0" "$@"; exit $?', *map(str, argv)]
+
+
 def fuzz(exe, corpus, tmp_path, env=None):
     """Runs a fuzzer for TESSERA_FUZZ_SECONDS; returns (runs, coverage) from its final statistics."""
     seconds = int(os.environ.get("TESSERA_FUZZ_SECONDS", "20"))
     artifacts = tmp_path / "artifacts"
     artifacts.mkdir()
-    p = subprocess.run([str(exe), f"-max_total_time={seconds}", "-timeout=60", "-rss_limit_mb=4096",
-                        "-print_final_stats=1", f"-artifact_prefix={artifacts}/", str(corpus)],
+    p = subprocess.run(forked([exe, f"-max_total_time={seconds}", "-timeout=60", "-rss_limit_mb=4096",
+                               "-print_final_stats=1", f"-artifact_prefix={artifacts}/", corpus]),
                        capture_output=True, text=True, timeout=seconds + 300, env=dict(os.environ, **(env or {})))
     crashes = list(artifacts.iterdir())
     assert p.returncode == 0 and not crashes, f"fuzzer found {[c.name for c in crashes]}\n{p.stderr[-8000:]}"
@@ -284,6 +294,28 @@ def fuzz(exe, corpus, tmp_path, env=None):
     cov = re.findall(r"cov: (\d+)", p.stderr)
     print(f"{exe.name}: {runs} inputs in {seconds} s, coverage {cov[-1] if cov else '?'} edges, no crash or leak")
     return runs
+
+
+GROWN_PARENT = """
+import json, subprocess, sys
+big = bytearray(600 << 20)
+big[::4096] = bytes(len(big) // 4096 * [1])   # every page resident: ~600 MiB of peak RSS
+for argv in json.loads(sys.argv[1]):
+    print(subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip())
+"""
+
+
+def test_a_fuzzer_does_not_start_at_pytests_peak_rss():
+    """Regression (session 32's CI: all five fuzzers "out-of-memory", used 4100 MB, at once and only in the whole
+    suite): a process grown to ~600 MiB starts a probe as fuzz() starts a fuzzer, then directly; only the first
+    may report a small peak RSS."""
+    probe = [sys.executable, "-c", "import resource; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10)"]
+    out = subprocess.run([sys.executable, "-c", GROWN_PARENT, json.dumps([forked(probe), probe])],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    via_shell, direct = (int(v) for v in out.stdout.split())
+    assert direct >= 600, f"the check cannot fail here: a directly started probe reported {direct} MiB"
+    assert via_shell < 300, f"a process started by forked() began at {via_shell} MiB of peak RSS"
 
 
 # Compiled images with launch plans, for the image fuzzer's corpus (loader and plan reader fuzzed together) and
