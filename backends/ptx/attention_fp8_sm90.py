@@ -42,11 +42,7 @@ ENV = "TESSERA_SM90_ATTENTION_FP8"   # benchmarks' override of TUNED: "block_m=1
 def tuned() -> dict:
     """TUNED, with what $TESSERA_SM90_ATTENTION_FP8 sets (a benchmark's way of building variants)."""
     out = dict(TUNED)
-    for kv in filter(None, os.environ.get(ENV, "").split(",")):
-        key, _, value = kv.partition("=")
-        if key.strip() not in ("block_m", "block_n", "stages", "poly_every"):
-            raise ValueError(f"${ENV}: no setting {key.strip()!r}")
-        out[key.strip()] = int(value)
+    fa.apply_settings(out, os.environ.get(ENV, ""), ENV, ("block_m", "block_n", "stages", "poly_every"))
     return out
 
 

@@ -83,14 +83,19 @@ def tuned(head_dim: int) -> dict:
     for part in filter(None, os.environ.get(ENV, "").split(";")):
         dim, _, sets = part.partition(":")
         if int(dim) == head_dim:
-            for kv in filter(None, sets.split(",")):
-                key, _, value = kv.partition("=")
-                if key.strip() not in ("block_m", "block_n", "stages", "poly_every", "end_tiles", "skip_masked",
-                                       "persistent", "snake", "section", "late_wait",
-                                       "split_kv", "early_rescale"):
-                    raise ValueError(f"${ENV}: no setting {key.strip()!r}")
-                out[key.strip()] = int(value)
+            apply_settings(out, sets, ENV, ("block_m", "block_n", "stages", "poly_every", "end_tiles", "skip_masked",
+                                            "persistent", "snake", "section", "late_wait", "split_kv",
+                                            "early_rescale"))
     return out
+
+
+def apply_settings(out: dict, sets: str, env: str, allowed: tuple) -> None:
+    """`sets` ("key=value,…", integers) written into `out`; a key not in `allowed` is refused, naming $`env`."""
+    for kv in filter(None, sets.split(",")):
+        key, _, value = kv.partition("=")
+        if key.strip() not in allowed:
+            raise ValueError(f"${env}: no setting {key.strip()!r}")
+        out[key.strip()] = int(value)
 _ELEM = {"bf16": ("bf16", "bfloat"), "f16": ("f16", "half")}
 
 
