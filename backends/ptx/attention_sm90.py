@@ -78,7 +78,7 @@ ENV = "TESSERA_SM90_ATTENTION"   # benchmarks' override of TUNED: "64:block_m=12
 
 def tuned(head_dim: int) -> dict:
     """TUNED's blocking for `head_dim`, with what $TESSERA_SM90_ATTENTION sets for it (a benchmark's way of
-    building the variants it compares; compile with TESSERA_CACHE=0 so that no cached image is reused)."""
+    building the variants it compares; the compile cache keys on it: options.OVERRIDE_ENVS)."""
     out = dict(TUNED.get(head_dim, TUNED[128]))
     for part in filter(None, os.environ.get(ENV, "").split(";")):
         dim, _, sets = part.partition(":")

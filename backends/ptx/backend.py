@@ -16,7 +16,7 @@ from ...targets import TargetFacts
 from ..contract import Backend
 from ..symbol_names import ptx_identifier
 from . import ptxas
-from .options import WARP_SIZE, PTXOptions, sm
+from .options import OVERRIDE_ENVS, WARP_SIZE, PTXOptions, sm
 
 # Shared memory one block may use (opted in beyond 48 KiB), by compute capability (CUDA's tables).
 SHARED_MEMORY = {70: 96 << 10, 75: 64 << 10, 80: 163 << 10, 86: 99 << 10, 87: 163 << 10, 89: 99 << 10,
@@ -37,7 +37,8 @@ class PTXBackend(Backend):
                 "exact_math": options.numerics == "strict", "input_precision": options.input_precision,
                 "fused_dq": "never" if profiles.deterministic(options.numerics) else
                 {"0": "never", "1": "always"}.get(os.environ.get("TESSERA_ATTENTION_FUSED_DQ", ""), "faster"),
-                "attention_sm80": os.environ.get("TESSERA_ATTENTION_SM80", "") != "0"}
+                "attention_sm80": os.environ.get("TESSERA_ATTENTION_SM80", "") != "0",
+                "overrides": tuple((name, os.environ[name]) for name in OVERRIDE_ENVS if os.environ.get(name))}
 
     def tool_versions(self) -> tuple[str, ...]:
         # ptxas's report (registers, shared memory, spills) is part of each kernel's record

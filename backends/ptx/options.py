@@ -13,6 +13,12 @@ ARCHS = {"sm_70": "ptx80", "sm_75": "ptx80", "sm_80": "ptx80", "sm_86": "ptx80",
          "sm_89": "ptx80", "sm_90": "ptx80", "sm_90a": "ptx80", "sm_100": "ptx86", "sm_100a": "ptx86",
          "sm_120": "ptx87", "sm_120a": "ptx87"}
 WARP_SIZE = 32
+# Benchmarks' overrides of the sm_90a kernels' tuned settings, read from the environment at compile time
+# (attention_sm90.ENV, attention_fp8_sm90.ENV, gemm_lowering.CLUSTER_ENV and FP8_BN_ENV): their values are
+# PTXOptions.overrides, so that an image built under one is never served from the compile cache to a compile
+# without it, or the reverse (tests/unit/test_ptx_overrides_cache.py finds every such variable the backend reads)
+OVERRIDE_ENVS = ("TESSERA_SM90_ATTENTION", "TESSERA_SM90_ATTENTION_FP8", "TESSERA_SM90_GEMM_CLUSTER",
+                 "TESSERA_SM90_GEMM_FP8_BN")
 
 
 def sm(arch: str) -> int:
@@ -38,6 +44,7 @@ class PTXOptions(HashedOptions):
     # flash_attention on sm_80 … sm_90 as attention_sm80.py's mma.sync kernel rather than two GEMMs and a
     # softmax; TESSERA_ATTENTION_SM80=0 turns it off (docs/nvidia.md)
     attention_sm80: bool = True
+    overrides: tuple = ()   # (name, value) of each OVERRIDE_ENVS variable set and not empty
 
     def __post_init__(self):
         if self.arch not in ARCHS:
