@@ -82,10 +82,10 @@ def lower(arch: str, ctx, kname: str, ops: list, precision: str = "ieee") -> lis
     if simt:
         return simt
     tile = _tile(mm)
-    # the fp8 kernel's second set of accumulators leaves room for 128-wide tiles only: a wider choice (the cost
-    # model's, or a hint) narrows to them
-    if fp8 and tile.get("bn", 256) > gemm_sm90.FP8_BN:
-        tile.update(bn=gemm_sm90.FP8_BN, stages=gemm_sm90.FP8_STAGES)
+    # the fp8 kernel's second set of accumulators leaves room for 128-wide tiles (256 promoted by halves with
+    # $TESSERA_SM90_GEMM_FP8_BN=256): a wider choice (the cost model's, or a hint) narrows to them
+    if fp8:
+        _fp8_tile(tile, out_dt)
     tile.update(_cluster())
     try:
         spec = gemm_sm90.Sm90GemmSpec(kname, dtype=fp8[0] if fp8 else dt, b_dtype=fp8[1] if fp8 else "",
@@ -159,7 +159,9 @@ def _declare_sm90(module, mm, spec: gemm_sm90.Sm90GemmSpec, params: list, fp8) -
         generated.declare(module, spec.name, params, gemm_sm90.generate(spec, _activations(spec.epilogue)), [2], {
             "ptx.tensor_maps": spec.tensor_maps, "tile.M": str(spec.bm), "tile.N": str(spec.bn),
             "tile.K": str(spec.bk), "pipeline.stages": str(spec.stages), "epilogue": ",".join(spec.epilogue),
-            **({"ptx.mma": f"wgmma m64n{spec.bn}k32 {fp8[0]} x {fp8[1]}"} if fp8 else {}),
+            **({"ptx.mma": f"wgmma m64n{spec.bn}k32 {fp8[0]} x {fp8[1]}"} if fp8 and not spec.fp8_halves else {}),
+            **({"ptx.mma": f"wgmma m64n{gemm_sm90.FP8_BN}k32 {fp8[0]} x {fp8[1]}, {spec.bn // gemm_sm90.FP8_BN} "
+                           f"halves of N a K step"} if fp8 and spec.fp8_halves else {}),
             **({"ptx.mma": f"wgmma m64n{spec.bn}k32 s8 x s8"} if spec.int8 else {}),
             **({"ptx.mma": f"wgmma m64n{spec.bn}k8 tf32 x tf32", "input_precision": "tf32"}
                if spec.dtype == "tf32" else {})})
@@ -178,6 +180,26 @@ def _cluster() -> dict:
     if v not in ("", "1", "2"):
         raise ValueError(f"${CLUSTER_ENV}={v}: 1 or 2")
     return {"cluster_m": int(v)} if v else {}
+
+
+FP8_BN_ENV = "TESSERA_SM90_GEMM_FP8_BN"   # a benchmark's override: "256" lets the fp8 GEMM take 128x256 tiles
+
+
+def _fp8_tile(tile: dict, out_dtype: str) -> dict:
+    """`tile` narrowed for the fp8 kernel (updated in place): 128 wide at most (gemm_sm90.FP8_BN), or 256 where
+    $TESSERA_SM90_GEMM_FP8_BN=256 asks for the tiles that promote each K step's product by halves of N
+    (gemm_sm90.FP8_WIDE_BN; bench/gemm_gpu.py's --variant images, docs/performance.md has the measurements)
+    and the result is 16-bit (f32 results' plain-store epilogue spilled 32 bytes in ptxas at 256 wide).
+    The compile cache does not key on it (TESSERA_CACHE=0 with it)."""
+    v = os.environ.get(FP8_BN_ENV, "")
+    if v not in ("", str(gemm_sm90.FP8_BN), str(gemm_sm90.FP8_WIDE_BN)):
+        raise ValueError(f"${FP8_BN_ENV}={v}: {gemm_sm90.FP8_BN} or {gemm_sm90.FP8_WIDE_BN}")
+    wide = v == str(gemm_sm90.FP8_WIDE_BN) and out_dtype in ("bf16", "f16")
+    widest, stages = (gemm_sm90.FP8_WIDE_BN, gemm_sm90.FP8_WIDE_STAGES) if wide \
+        else (gemm_sm90.FP8_BN, gemm_sm90.FP8_STAGES)
+    if tile.get("bn", 256) > widest:
+        tile.update(bn=widest, stages=stages)
+    return tile
 
 
 def _tiles(spec) -> str:
@@ -261,8 +283,8 @@ def _lower_bytes(ctx, kname: str, ops: list, fp8: list | None) -> list[plan.Args
     if (isinstance(k, int) or str(k).isdigit()) and int(k) % 16:
         raise LoweringError(mm, f"K = {k} is not a multiple of 16: {why}")
     tile = _narrow_to_any_dtype(_tile(mm), env)
-    if fp8 and tile.get("bn", 256) > gemm_sm90.FP8_BN:   # as _pack_fp8's GEMM: 128-wide tiles
-        tile.update(bn=gemm_sm90.FP8_BN, stages=gemm_sm90.FP8_STAGES)
+    if fp8:   # as _pack_fp8's GEMM: 128-wide tiles (or 256, _fp8_tile)
+        _fp8_tile(tile, params[2][1])
     if fp8:
         tile.update(_cluster())
     try:

@@ -42,6 +42,9 @@ ROW = 128                # bytes of a K step: one 128-byte swizzle row (64 16-bi
 _ELEM = {"bf16": "bf16", "f16": "f16", "i8": "s8", "tf32": "tf32", **hp.FP8}   # wgmma's operand type names
 TRANSPOSABLE = ("bf16", "f16")   # operand dtypes whose kernel reads a stored Aᵀ or Bᵀ (wgmma's transpose bits)
 FP8_BN, FP8_STAGES = 128, 6   # two sets of BN/2 accumulators a thread: the fp32 sum, the step's product
+# fp8 tiles 256 wide promote by halves of N: BN/2 fp32 sums a thread and one product of 64 registers, which
+# each K step fills twice (columns 0-127, then 128-255, each an m64n128 group added to its half of the sums)
+FP8_WIDE_BN, FP8_WIDE_STAGES = 256, 4
 
 
 class PersistentTile:
@@ -98,9 +101,10 @@ class Sm90GemmSpec(PersistentTile):
                              f"stages={self.stages}")
         if self.bn == 192 and self.dtype not in TRANSPOSABLE:
             raise ValueError(f"the sm_90a GEMM's 192-wide tiles take bf16 or f16 operands, not {self.dtype}")
-        if self.fp8 and self.bn > FP8_BN:
+        if self.fp8 and FP8_BN < self.bn != FP8_WIDE_BN:
             raise ValueError(f"the fp8 GEMM sums each K step in fp32 beside the step's own accumulators: "
-                             f"tiles up to {FP8_BN} wide fit the registers, not {self.bn}")
+                             f"tiles up to {FP8_BN} wide fit the registers, or {FP8_WIDE_BN} wide promoted by "
+                             f"halves of N, not {self.bn}")
         if self.cluster_m not in (1, 2) or (self.cluster_m == 2 and self.dtype not in (*TRANSPOSABLE, *hp.FP8)):
             raise ValueError(f"the sm_90a GEMM's clusters of cluster_m={self.cluster_m} CTAs: 1, or 2 for bf16, f16 "
                              f"or fp8 operands")
@@ -115,6 +119,12 @@ class Sm90GemmSpec(PersistentTile):
     @property
     def fp8(self) -> bool:
         return self.dtype in hp.FP8
+
+    @property
+    def fp8_halves(self) -> bool:
+        """An fp8 tile too wide for a second full set of accumulators: each K step's product is computed and
+        promoted in two halves of N (m64n128 wgmmas into one product of 64 registers a thread)."""
+        return self.fp8 and self.bn > FP8_BN
 
     @property
     def int8(self) -> bool:
@@ -386,12 +396,22 @@ def kernel(w: Writer, spec, params: list[str], activations: str, pklatch: str, c
 def _k_step(w: Writer, spec: Sm90GemmSpec, bars: str, base: str, a_off: str, g: str, acc: list[str] | None) -> list[str]:
     """Waits for global K step `g`'s stage and issues its wgmmas (into `acc`, or fresh accumulators when None)
     as one committed group."""
-    et, bt = _ELEM[spec.dtype], _ELEM[spec.b_dtype or spec.dtype]
+    a_base, b_base = _k_stage(w, spec, bars, base, a_off, g)
+    return _k_wgmmas(w, spec, a_base, b_base, acc, spec.bn)
+
+
+def _k_stage(w: Writer, spec: Sm90GemmSpec, bars: str, base: str, a_off: str, g: str) -> tuple[str, str]:
+    """Waits for global K step `g`'s stage: (the consumer's A rows, B) in it."""
     s, ph, full = _stage(w, spec, bars, g)
     hp.mbar_wait(w, full, ph)
     sa = w.v(f"add i32 {base}, {w.v(f'mul i32 {s}, {spec.stage_bytes}')}")
-    a_base = w.v(f"add i32 {sa}, {a_off}")
-    b_base = w.v(f"add i32 {sa}, {spec.bm * ROW}")
+    return w.v(f"add i32 {sa}, {a_off}"), w.v(f"add i32 {sa}, {spec.bm * ROW}")
+
+
+def _k_wgmmas(w: Writer, spec: Sm90GemmSpec, a_base: str, b_base: str, acc: list[str] | None, n: int) -> list[str]:
+    """A K step's wgmmas of n columns of B from `b_base` (into `acc`, or fresh accumulators when None) as one
+    committed group."""
+    et, bt = _ELEM[spec.dtype], _ELEM[spec.b_dtype or spec.dtype]
     hp.fence(w)
     for k in range(ROW // 32):
         # each wgmma takes 32 bytes of K. A: K-major rows of the consumer's 64 (a stored Aᵀ: MN-major, the
@@ -406,7 +426,7 @@ def _k_step(w: Writer, spec: Sm90GemmSpec, bars: str, base: str, a_off: str, g: 
         else:
             db = hp.desc(w, w.v(f"add i32 {b_base}, {16 * hp.SWIZZLE_ROW * k}"), 64 * ROW, hp.ATOM)
         if acc is None:
-            acc = hp.wgmma_ss_first(w, spec.bn, et, da, db, 0, bt=bt)
+            acc = hp.wgmma_ss_first(w, n, et, da, db, 0, bt=bt)
         else:
             acc = hp.wgmma_ss(w, acc, et, da, db, trans_b=0 if spec.b_k_major else 1, bt=bt,
                               trans_a=int(spec.trans_a))
@@ -425,8 +445,24 @@ def _k_loop(w: Writer, spec: Sm90GemmSpec, kt_n: str, cit: str, bars: str, base:
     added to fp32 registers once it completes (CUTLASS's "promotion"), which frees the step's stage at once.
     The wait leaves the tensor cores to the other consumer meanwhile; overlapping two steps' products in
     turn measured no faster, and reading a product while another group is in flight, or moving it through a
-    phi, makes ptxas serialize every wgmma (C7514)."""
+    phi, makes ptxas serialize every wgmma (C7514).
+
+    fp8 tiles 256 wide (`fp8_halves`) keep 128 fp32 sums a thread and one product of 64: a K step waits for its
+    stage once, then for each half of N issues m64n128 wgmmas into the product (B's rows 128h … 128h + 127,
+    K-major, 128·ROW bytes apart), waits for them and adds the product to that half's sums (wgmma's D layout
+    puts columns 8j … 8j + 7 at registers 4j … 4j + 3, so half h is registers 64h … 64h + 63); the stage is
+    freed after both."""
     def step(ck: str, g: str, acc_in: list[str]) -> list[str]:
+        if spec.fp8_halves:
+            a_base, b_base = _k_stage(w, spec, bars, base, a_off, g)
+            half = FP8_BN // 2
+            acc = []
+            for h in range(spec.bn // FP8_BN):
+                b_half = w.v(f"add i32 {b_base}, {h * FP8_BN * ROW}") if h else b_base
+                product = hp.wait_group(w, _k_wgmmas(w, spec, a_base, b_half, None, FP8_BN), 0)
+                acc += [w.v(f"fadd float {a}, {p}") for a, p in zip(acc_in[h * half:(h + 1) * half], product)]
+            _release(w, spec, _empty(w, spec, bars, g), leader)
+            return acc
         if spec.fp8:
             product = hp.wait_group(w, _k_step(w, spec, bars, base, a_off, g, None), 0)
             acc = [w.v(f"fadd float {a}, {p}") for a, p in zip(acc_in, product)]

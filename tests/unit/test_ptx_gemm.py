@@ -29,7 +29,7 @@ def example():
 @pytest.mark.parametrize("kw, message", [
     ({"dtype": "f32"}, "bf16, f16 or fp8 operands"),
     ({"dtype": "bf16", "b_dtype": "fp8_e4m3"}, "fp8 kinds may mix"),
-    ({"dtype": "fp8_e4m3", "bn": 256}, "tiles up to 128 wide"),
+    ({"dtype": "fp8_e4m3", "bn": 256, "stages": 5}, "227 KiB"),   # 5 stages of 128x256 bytes and the staging
     ({"out_dtype": "i8"}, "writes bf16, f16 or f32"),
     ({"bn": 96}, "unsupported sm_90a GEMM tile"),
     ({"consumers": 3}, "unsupported sm_90a GEMM tile"),
@@ -74,6 +74,62 @@ def test_fp8_spec_geometry():
     s = gemm_sm90.Sm90GemmSpec("g", dtype="fp8_e4m3", b_dtype="fp8_e5m2", bn=128, stages=6)
     assert (s.bk, s.stage_bytes) == (128, 32 * 1024)
     assert s.tensor_maps == "A:0:128x128:128;B:1:128x128:128;C:2:64x64:128"
+
+
+def test_fp8_wide_tile_promotes_each_k_step_by_halves_of_n():
+    """fp8 tiles 256 wide (gemm_sm90.FP8_WIDE_BN): 128 fp32 sums a thread and one 64-register product, which each
+    K step fills twice with m64n128k32 wgmmas (B's columns 0-127, then 128-255), each group waited for and added
+    to its half of the sums; the 128-wide kernel one group of 64 a step. 4 stages fit beside the staging."""
+    wide = gemm_sm90.Sm90GemmSpec("g", dtype="fp8_e4m3", bn=256, stages=4)
+    narrow = gemm_sm90.Sm90GemmSpec("g", dtype="fp8_e4m3", bn=128, stages=6)
+    assert (wide.fp8_halves, narrow.fp8_halves) == (True, False)
+    assert wide.stage_bytes == 48 * 1024 and wide.smem_bytes <= 227 * 1024
+    assert wide.tensor_maps == "A:0:128x128:128;B:1:128x256:128;C:2:64x64:128"
+    for spec, groups in ((wide, 2), (narrow, 1)):
+        text = gemm_sm90.generate(spec)
+        assert text.count("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3") == 4 * groups
+        assert "m64n256" not in text
+        assert text.count("wgmma.wait_group.sync.aligned 0") == groups
+        assert text.count("= fadd float") == 64 * groups   # the product added into the sums, 64 a group
+        # each group's first wgmma starts afresh: 64 result registers, scale-d from a predicate
+        assert text.count("setp.ne.b32 p, $66, 0; wgmma.mma_async") == groups
+    with pytest.raises(ValueError, match="192-wide tiles take bf16 or f16"):
+        gemm_sm90.Sm90GemmSpec("g", dtype="fp8_e4m3", bn=192)
+
+
+FP8_WIDE = """
+@function
+def scaled(A: tensor[fp8_e4m3, "M", "K"], Bt: tensor[fp8_e4m3, "N", "K"], sa: tensor[f32],
+           sb: tensor[f32]) -> tensor[bf16, "M", "N"]:
+    return op.cast(op.dequantize(A, sa) @ op.transpose(op.dequantize(Bt, sb)), bf16)
+
+@function
+def f32_out(A: tensor[fp8_e4m3, "M", "K"], Bt: tensor[fp8_e4m3, "N", "K"], sa: tensor[f32],
+            sb: tensor[f32]) -> tensor[f32, "M", "N"]:
+    return op.dequantize(A, sa) @ op.transpose(op.dequantize(Bt, sb))
+"""
+
+
+@pytest.mark.parametrize("setting, widths", [("", ("128", "128")), ("256", ("256", "128")), ("128", ("128", "128"))])
+def test_fp8_wide_tile_is_a_benchmark_override(monkeypatch, setting, widths):
+    """$TESSERA_SM90_GEMM_FP8_BN=256 gives fp8 GEMMs with 16-bit results 128x256 tiles (4 stages); f32 results
+    keep 128x128 (their plain-store epilogue spilled 32 bytes at 256). ptxas: no spills in the wide kernel."""
+    monkeypatch.setenv("TESSERA_CACHE", "0")
+    monkeypatch.setenv("TESSERA_SM90_GEMM_FP8_BN", setting)
+    kernels = {k.name: k for k in image.read_image(_compile(FP8_WIDE).image).kernels}
+    got = tuple(kernels[f"{f}__gemm0"].props["tile.N"] for f in ("scaled", "f32_out"))
+    assert got == widths
+    k = kernels["scaled__gemm0"]
+    assert k.props["pipeline.stages"] == ("4" if widths[0] == "256" else "6")
+    if widths[0] == "256" and ptxas.find() is not None:
+        assert "ptx.spill_bytes" not in k.props and k.regs == 168
+
+
+def test_fp8_wide_tile_override_refuses_other_widths(monkeypatch):
+    monkeypatch.setenv("TESSERA_CACHE", "0")
+    monkeypatch.setenv("TESSERA_SM90_GEMM_FP8_BN", "192")
+    with pytest.raises(Exception, match="TESSERA_SM90_GEMM_FP8_BN=192: 128 or 256"):
+        _compile(FP8_WIDE)
 
 
 FP8 = """
