@@ -33,7 +33,10 @@ for the round, as torch's allocator keeps its own) and the GEMM kernel alone, on
 --variant PATH times a second image of examples/gpu/gemm.py beside the first, in the same rounds: one built
 with backend overrides the compile cache does not key on, e.g. the bf16 GEMM in clusters of two CTAs with B
 multicast to both (`TESSERA_CACHE=0 TESSERA_SM90_GEMM_CLUSTER=2 python bench/gemm_gpu.py --build-image
-cluster.tessera`, backends/ptx/gemm_lowering.py), its ratio to cuBLAS printed beside ours.
+cluster.tessera`, backends/ptx/gemm_lowering.py), its ratio to cuBLAS printed beside ours. With --fp8 the
+variant's gemm_fp8_scaled runs end to end through the executor too, beside ours: e.g. the fp8 GEMM in 128x256
+tiles promoted by halves of N (`TESSERA_CACHE=0 TESSERA_SM90_GEMM_FP8_BN=256 python bench/gemm_gpu.py
+--build-image fp8wide.tessera`, then `--fp8 --image gemm.tessera --variant fp8wide.tessera`).
 
 --compile-time times `tessera-cc` compiling the one GEMM for sm_90a in a fresh process with the cache off,
 against Triton (where it is installed: `pip install triton`, no GPU needed) compiling one configuration of
@@ -215,10 +218,18 @@ def triton_matmul():
     return run, kernel
 
 
+def _tile_n(image_path: str, kernel: str) -> str:
+    """The tile width (`tile.N`) of `kernel` in the image at `image_path`."""
+    from tessera import image as images
+    with open(image_path, "rb") as f:
+        return {k.name: k for k in images.read_image(f.read()).kernels}[kernel].props.get("tile.N", "?")
+
+
 def fp8(ctx, mod, image_path, plan, sizes, variant=None) -> None:
     """gemm_fp8_scaled end to end (the executor's call on one-byte tensors, scales and all) and its one kernel
     launched alone, against torch._scaled_mm(A, Bt.t(), scale_a, scale_b, out_dtype=bf16); `variant` (a
-    module and its gemm_fp8_scaled plan, --variant) has its kernel launched alone beside ours."""
+    module, its gemm_fp8_scaled plan and its image's path, --variant) has its kernel launched alone and its
+    function called through the executor beside ours."""
     import torch
     from tessera import executor, plan as plans, stream
     [mm] = plan.steps
@@ -244,6 +255,10 @@ def fp8(ctx, mod, image_path, plan, sizes, variant=None) -> None:
             def variant_alone():
                 vkernel(A, Bt, Cv, sa.reshape(1), sb.reshape(1), grid=vgrid, block=vmm.block, smem_bytes=vmm.smem,
                         stream=s)
+            vprog = executor.load(variant[2], ctx)
+
+            def variant_call():
+                return vprog.gemm_fp8_scaled(A, Bt, sa, sb, stream=s)
 
         def call():
             return prog.gemm_fp8_scaled(A, Bt, sa, sb, stream=s)
@@ -259,6 +274,7 @@ def fp8(ctx, mod, image_path, plan, sizes, variant=None) -> None:
                            torch.cuda.synchronize)}
         if variant:
             sides["variant"] = (variant_alone, s.synchronize)
+            sides["variant function"] = (variant_call, s.synchronize)
         best = interleaved_best(sides, calls=20)
         out = call()
         s.synchronize()   # bf16 comes back as its bit patterns (uint16)
@@ -268,10 +284,20 @@ def fp8(ctx, mod, image_path, plan, sizes, variant=None) -> None:
         kept.clear()
         if variant:
             verr = ((Cv.float() - ref).abs().max() / ref.abs().max()).item()
+            vout = variant_call()
+            s.synchronize()
+            vgot = torch.from_numpy(vout.numpy().view("int16")).view(torch.bfloat16).cuda()
+            vferr = ((vgot.float() - ref).abs().max() / ref.abs().max()).item()
             report_row(f"fp8 e4m3 scaled {n} variant", {"variant kernel": best["variant"], "tessera kernel":
                                                         best["kernel"], "torch._scaled_mm": best["torch"]},
                        "TFLOP/s", 2 * n ** 3 / 1e12, shape=(n, n, n), dtype="fp8", bytes=4 * n * n,
-                       note=f"{vmm.kernel} grid {vgrid[0]}; max error {verr:.1e} of max |C|")
+                       note=f"{vmm.kernel} grid {vgrid[0]}, 128x{_tile_n(variant[2], vmm.kernel)} tiles (ours "
+                            f"128x{_tile_n(image_path, mm.kernel)}); max error {verr:.1e} of max |C|")
+            report_row(f"fp8 e4m3 scaled {n} variant function", {"variant function": best["variant function"],
+                                                                 "tessera function": best["function"],
+                                                                 "torch._scaled_mm": best["torch"]},
+                       "TFLOP/s", 2 * n ** 3 / 1e12, shape=(n, n, n), dtype="fp8", bytes=4 * n * n,
+                       note=f"max error {vferr:.1e} of max |C|")
         for ours in ("function", "kept", "kernel"):   # the kernel alone is the roofline's point
             report_row(f"fp8 e4m3 scaled {n} {ours}", {f"tessera {ours}": best[ours],
                                                        "torch._scaled_mm": best["torch"]}, "TFLOP/s",
@@ -398,7 +424,7 @@ def main() -> None:
         if not args.image:
             p.error("--fp8 needs --image (the image the executor loads too)")
         return fp8(ctx, mod, args.image, functions["gemm_fp8_scaled"], [int(x) for x in args.sizes.split(",")],
-                   (vmod, vplans["gemm_fp8_scaled"]) if args.variant else None)
+                   (vmod, vplans["gemm_fp8_scaled"], args.variant) if args.variant else None)
     if args.f32:
         if not args.image:
             p.error("--f32 needs --image (built beforehand by --build-image PATH --f32 --sizes ...)")

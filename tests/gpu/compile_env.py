@@ -6,9 +6,11 @@ import os
 
 # the sm_80 attention kernel, the default, asked for by TESSERA_ATTENTION_SM80=1 all the same, so that the images
 # test it whatever the environment they are built in says (backends/ptx/options.py); the sm_90a GEMM's clusters of
-# two CTAs, a benchmark's override the compile cache does not key on (backends/ptx/gemm_lowering.py, CLUSTER_ENV)
+# two CTAs and the fp8 GEMM's 128x256 tiles, benchmarks' overrides the compile cache does not key on
+# (backends/ptx/gemm_lowering.py, CLUSTER_ENV and FP8_BN_ENV)
 ENVIRONMENT = {"ampere_attention": {"TESSERA_ATTENTION_SM80": "1"},
-               "hopper_gemm_cluster": {"TESSERA_SM90_GEMM_CLUSTER": "2", "TESSERA_CACHE": "0"}}
+               "hopper_gemm_cluster": {"TESSERA_SM90_GEMM_CLUSTER": "2", "TESSERA_CACHE": "0"},
+               "hopper_gemm_fp8_wide": {"TESSERA_SM90_GEMM_FP8_BN": "256", "TESSERA_CACHE": "0"}}
 
 
 @contextlib.contextmanager

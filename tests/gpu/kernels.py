@@ -297,6 +297,9 @@ def gemm(A: tensor[f32, "M", "K"], B: tensor[f32, "K", "N"], b: tensor[f32, "N"]
     "hopper_gemm": ((REPO / "examples" / "gpu" / "gemm.py").read_text(), "sm_90a"),
     # the same, its bf16/f16 GEMMs in clusters of two CTAs (compile_env.py: TESSERA_SM90_GEMM_CLUSTER=2)
     "hopper_gemm_cluster": ((REPO / "examples" / "gpu" / "gemm.py").read_text(), "sm_90a"),
+    # the same, its fp8 GEMMs with 16-bit results in 128x256 tiles promoted by halves of N (compile_env.py:
+    # TESSERA_SM90_GEMM_FP8_BN=256)
+    "hopper_gemm_fp8_wide": ((REPO / "examples" / "gpu" / "gemm.py").read_text(), "sm_90a"),
     "hopper_attention": ((REPO / "examples" / "gpu" / "attention.py").read_text(), "sm_90a"),
     "ampere_attention": (AMPERE_ATTENTION, "sm_80"),
     "hopper_attention_bwd": (ATTENTION_BWD, "sm_90a"),

@@ -170,6 +170,33 @@ def test_fp8_gemm_in_clusters(program, hopper, M, K, N):
     close(got, (Aq @ Bt.T) * (0.5 * 0.25), 2 ** -8)
 
 
+def close_fp8_bf16(got, want, magnitudes):
+    """An fp8 GEMM's bf16 results: each within close_fp8's bound 2^-11 |A|·|B| (`magnitudes`) of the exact
+    `want`, plus its rounding to bf16 (2^-9 of |want|; 2^-8 allowed)."""
+    err = np.abs(np.asarray(got, np.float64) - want)
+    bound = 2 ** -8 * np.abs(want) + 2 ** -11 * magnitudes + 1e-30
+    assert (err <= bound).all(), f"error {(err / bound).max():.3g} times the bound 2^-8 |C| + 2^-11 |A||B|"
+
+
+@pytest.mark.parametrize("M, K, N", [(192, 320, 264), (1100, 512, 1000), (130, 80, 45), (128, 8192, 512)])
+def test_fp8_gemm_wide_tiles(program, hopper, M, K, N):
+    """fp8 GEMMs with bf16 results in 128x256 tiles (TESSERA_SM90_GEMM_FP8_BN=256): each K step's product in two
+    halves of N, each added to its half of the fp32 sums. Ragged M, N (1000: a last tile of 232 columns, past its
+    first half; 264: 8 columns into a second tile; 45: inside the first half) and K (320 and 80: a last step of
+    64 or 80 of 128); K = 8192: 64 steps, where summing in the tensor cores' own precision would exceed the bound.
+    The scaled GEMM's sa·sb in the epilogue. gemm_e4m3_e5m2's f32 results keep 128-wide tiles."""
+    from tessera.numerics.rounding import round_to
+    prog = program("hopper_gemm_fp8_wide")
+    A, B = randn(M, K), randn(K, N)
+    Aq, Bq = round_to(A, "fp8_e4m3"), round_to(B, "fp8_e4m3")
+    close_fp8_bf16(prog.gemm_fp8(A, B), Aq @ Bq, np.abs(Aq) @ np.abs(Bq))
+    close_fp8(prog.gemm_e4m3_e5m2(A, B), Aq, round_to(B, "fp8_e5m2"))
+    sa, sb = np.array(0.5, np.float32), np.array(0.25, np.float32)
+    Bt = round_to(B.T.copy(), "fp8_e4m3")
+    got = prog.gemm_fp8_scaled(Aq.astype(np.float32), Bt.astype(np.float32), sa, sb)
+    close_fp8_bf16(got, (Aq @ Bt.T) * (0.5 * 0.25), (np.abs(Aq) @ np.abs(Bt.T)) * (0.5 * 0.25))
+
+
 def test_batched_gemm(program, hopper):
     prog = program("hopper_gemm")
     A, B = randn(3, 130, 72), randn(3, 72, 264)
