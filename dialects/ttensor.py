@@ -9,7 +9,7 @@ seed, and attention. Each op is pure; its verifier checks the shapes and dtypes 
 import typing
 
 from ..mlir import ext, ir
-from .support import Invalid, create, declared_attributes, int_attr, verifier
+from .support import Invalid, create, declared_attributes, int_attr, positional_groups, verifier
 
 UNARY_FNS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "neg",
              "abs", "erf", "square", "reciprocal", "round", "invert")
@@ -590,21 +590,36 @@ class FlashAttentionOp(_TensorOp, name="flash_attention", traits=[ext.Pure]):
             raise Invalid(f"scale must be positive, got {_float(self.scale)}")
 
 
+@positional_groups
 class FlashAttentionFp8Op(_TensorOp, name="flash_attention_fp8", traits=[ext.Pure]):
-    """flash_attention on e4m3 with amax-dynamic per-tensor scaling: each of Q, K, V is quantized to e4m3
-    with its scale s = max(amax, 2^-126) / 448 (f32), S = scale · sq·sk · Q₈K₈ᵀ in f32 (causal mask as
-    flash_attention's), P = exp(S − rowmax(S)), O = (e4m3(P) · V₈) · sv / rowsum(P), rounded to the
-    result's type (docs/language.md)."""
+    """flash_attention on e4m3 with per-tensor scaling. Without `scales` (amax-dynamic): each of Q, K, V is
+    quantized to e4m3 with its scale s = max(amax, 2^-126) / 448 (f32); with `scales` (sq, sk, sv: f32 0-d
+    tensors) Q, K, V are already e4m3 and those are their descales, and the result is bf16. Then S = scale ·
+    sq·sk · Q₈K₈ᵀ in f32 (causal mask as flash_attention's), P = exp(S − rowmax(S)), O = (e4m3(P) · V₈) · sv /
+    rowsum(P), rounded to the result's type (docs/language.md)."""
 
     q: ext.Operand[typing.Any]
     k: ext.Operand[typing.Any]
     v: ext.Operand[typing.Any]
+    scales: typing.Sequence[ext.Operand[typing.Any]]
     causal: typing.Any  # BoolAttr (ext cannot constrain to it)
     scale: ir.FloatAttr
     result: ext.Result[typing.Any]
 
     def rules(self, *ts) -> None:
-        FlashAttentionOp.rules(self, *ts)
+        q, k, v, *scales, o = ts
+        if scales:
+            if len(scales) != 3:
+                raise Invalid(f"takes no descales (amax-dynamic) or three (sq, sk, sv), got {len(scales)}")
+            if any(s.rank != 0 or not isinstance(s.element_type, ir.F32Type) for s in scales):
+                raise Invalid(f"the descales sq, sk, sv must be f32 0-d tensors, got "
+                              f"{', '.join(str(s) for s in scales)}")
+            if any(str(t.element_type) != "f8E4M3FN" for t in (q, k, v)) or str(o.element_type) != "bf16":
+                raise Invalid(f"with descales, Q, K, V must be f8E4M3FN and the result bf16, got "
+                              f"{', '.join(str(t.element_type) for t in (q, k, v, o))}")
+            FlashAttentionOp.rules(self, q, k, v, o)
+            return
+        FlashAttentionOp.rules(self, q, k, v, o)
         kinds = {str(t.element_type) for t in ts}
         if len(kinds) != 1 or kinds - {"bf16", "f16", "f32"}:
             raise Invalid(f"Q, K, V and the result must share one element type of bf16, f16 or f32 (they are "

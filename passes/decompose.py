@@ -181,31 +181,42 @@ def softmax_axes(fn) -> int:
 
 def attention_fp8(fn, fused: frozenset) -> int:
     """The fallback of flash_attention_fp8 where the target has no fp8 attention kernel for it (`fused`:
-    TargetFacts.fused_attention_fp8, Q's element types with one; head dimension 128 only): Q, K and V
+    TargetFacts.fused_attention_fp8, the result's element types with one; head dimension 128 only): Q, K and V
     quantized to e4m3 with their amax-dynamic scales and dequantized back to their own type, then a
-    flash_attention of those — the same e4m3 inputs, but P is not rounded to e4m3. Recorded in the
-    function's `tessera.fallbacks`; returns how many were rewritten."""
+    flash_attention of those — the same e4m3 inputs, but P is not rounded to e4m3. The form with descales
+    (e4m3 Q, K, V and f32 sq, sk, sv operands) dequantizes them with those to the result's type (bf16).
+    Recorded in the function's `tessera.fallbacks`; returns how many were rewritten."""
     dims = graph_shapes.infer(fn)
     ops = [op for op in graph_ops(fn) if op.operation.name == "ttensor.flash_attention_fp8"
-           and not (str(_elt(op.operands[0])) in fused and dims[op.operands[0]][-1] == "128")]
+           and not (str(_elt(op.results[0])) in fused and dims[op.operands[0]][-1] == "128")]
     f32, e4m3 = ir.F32Type.get(), ir.Type.parse("f8E4M3FN")
+    kw = dict(granularity=ir.StringAttr.get("tensor"), axis=_i64(0), block=_i64(0))
     for op in ops:
+        operands = list(op.operands)
+        out_t = op.results[0].type
         with op.location, ir.InsertionPoint(op):
             ins = []
-            for x in op.operands:
+            if len(operands) == 6:   # e4m3 with their descales
+                for x, s in zip(operands[:3], operands[3:]):
+                    t = ir.RankedTensorType.get(_shape(x.type), ir.RankedTensorType(out_t).element_type)
+                    ins.append(ttensor.DequantizeOp(x, s, **kw, result=t).result)
+            for x in operands if len(operands) == 3 else ():
                 rank, t = len(_shape(x.type)), ir.RankedTensorType(x.type)
                 a = ttensor.UnaryOp(x, fn=ir.StringAttr.get("abs"), result=x.type).result
                 amax = create(ttensor.ReduceOp, a, kind=ir.StringAttr.get("max"),
                               axes=ir.ArrayAttr.get([_i64(i) for i in range(rank)]), keepdims=ir.BoolAttr.get(False),
                               result=ir.RankedTensorType.get([], t.element_type)).result
                 scale = _bin("div", _bin("max", _to(amax, f32), _const(2.0 ** -126, f32)), _const(448.0, f32))
-                kw = dict(granularity=ir.StringAttr.get("tensor"), axis=_i64(0), block=_i64(0))
                 x8 = ttensor.QuantizeOp(x, scale, **kw, result=ir.RankedTensorType.get(_shape(x.type), e4m3)).result
                 ins.append(ttensor.DequantizeOp(x8, scale, **kw, result=x.type).result)
             out = create(ttensor.FlashAttentionOp, *ins, causal=op.attributes["causal"], scale=op.attributes["scale"],
-                         result=op.results[0].type).result
-        note = (f"flash_attention_fp8 ({_elt(op.operands[0])}, head dimension {dims[op.operands[0]][-1]}) as "
-                "flash_attention of its dequantized e4m3 Q, K, V (P not rounded to e4m3)")
+                         result=out_t).result
+        if len(operands) == 6:
+            note = (f"flash_attention_fp8 (e4m3 with descales, head dimension {dims[operands[0]][-1]}) as "
+                    f"flash_attention of its Q, K, V dequantized to {_elt(op.results[0])} (P not rounded to e4m3)")
+        else:
+            note = (f"flash_attention_fp8 ({_elt(operands[0])}, head dimension {dims[operands[0]][-1]}) as "
+                    "flash_attention of its dequantized e4m3 Q, K, V (P not rounded to e4m3)")
         record(fn, note)
         op.results[0].replace_all_uses_with(out)
         op.operation.erase()

@@ -121,8 +121,9 @@ def one_byte_values(fn, gemm: str = "") -> set:
     AMDGPU, which load the bytes and widen them to f32 exactly, as elementwise kernels do), or "wgmma"
     (TargetFacts.scaled_fp8_gemm: sm_90a's e4m3/e5m2 kinds read the bytes as they are, in TMA rows of 16
     bytes: `_rows_of_16_bytes`, a symbolic K only where both operands are the caller's — kernel-made
-    operands were multiplied whatever K, so they keep the containers' padded K there). Attention and row
-    kernels (and mma.sync's GEMM before sm_90a, whose copies to shared memory cannot widen) read the f16
+    operands were multiplied whatever K, so they keep the containers' padded K there), and the e4m3 Q, K, V of
+    a flash_attention_fp8 with descales (kept only where the target has its one-byte kernel, sm_90a's:
+    passes/decompose.attention_fp8). Other attention and row kernels (and mma.sync's GEMM before sm_90a, whose copies to shared memory cannot widen) read the f16
     container."""
     block = fn.entry_block
     made = [r for op in block.operations if op.operation.name.startswith("ttensor.") for r in op.results]
@@ -141,6 +142,8 @@ def one_byte_values(fn, gemm: str = "") -> set:
             return True
         if _moves_bytes(user):
             return user.results[0] in kept
+        if user.name == "ttensor.flash_attention_fp8":   # its e4m3 Q, K, V (with descales): the kernel reads
+            return u.operand_number < 3                  # bytes (the op survives only where it has one)
         if user.name == "ttensor.matmul" and gemm and u.operand_number < 2:
             ab = list(user.operands)[:2]
             return all(o in kept for o in ab) and \

@@ -401,3 +401,66 @@ def generate_vt(name: str, head_dim: int) -> str:
     return _kernel(name, "ptr addrspace(1) %V, ptr addrspace(1) %VT, ptr addrspace(1) %P, ptr addrspace(1) %DS, "
                    "i64 %BH, i64 %SK, i64 %SKP", w, _RED + f"@tsr_tile = internal addrspace(3) global [{64 * 65} x i8] undef, "
                    "align 16\n")
+
+
+def generate_vt8(name: str, head_dim: int) -> str:
+    """generate_vt for V already e4m3 (the one-byte form of flash_attention_fp8, with descales): V8 (e4m3
+    [BH, SK, D], one byte an element) to Vᵀ e4m3 [BH, D, SKP] with the same key permutation and zeros past SK,
+    the bytes moved as they are; the first block's thread 0 also writes the three descales SCQ, SCK, SCV (f32,
+    one each) to DS, the attention kernel's [3]. Same tiles and grid as generate_vt: (ceil(SKP / 64), D / 64,
+    BH)."""
+    w = Writer()
+    w.label("entry")
+    tid, kb, db, bh = w.sreg("tid.x"), w.sreg("ctaid.x"), w.sreg("ctaid.y"), w.sreg("ctaid.z")
+    first = w.v(f"icmp eq i32 {w.v(f'or i32 {kb}, {db}')}, 0")
+    first = w.v(f"and i1 {first}, {w.v(f'icmp eq i32 {bh}, 0')}")
+    put = w.v(f"and i1 {first}, {w.v(f'icmp eq i32 {tid}, 0')}")
+    w.cbr(put, "put_scales", "moved")
+    w.label("put_scales")
+    for i, src in enumerate(("%SCQ", "%SCK", "%SCV")):
+        x = w.v(f"load float, ptr addrspace(1) {src}, align 4")
+        w.emit(f"store float {x}, ptr addrspace(1) {w.v(f'getelementptr float, ptr addrspace(1) %DS, i32 {i}')}")
+    w.br("moved")
+    w.label("moved")
+    sk, skp = w.v("trunc i64 %SK to i32"), w.v("trunc i64 %SKP to i32")
+    bh64 = w.v(f"zext i32 {bh} to i64")
+    key0, col0 = w.v(f"shl i32 {kb}, 6"), w.v(f"shl i32 {db}, 6")
+    # load: thread t reads 16 bytes of key key0 + t / 4, columns col0 + 16·(t % 4) …
+    kr = w.v(f"lshr i32 {tid}, 2")
+    cq = w.v(f"shl i32 {w.v(f'and i32 {tid}, 3')}, 4")
+    key = w.v(f"add i32 {key0}, {kr}")
+    src = w.v(f"add i64 {w.v(f'mul i64 {bh64}, %SK')}, {w.v(f'zext i32 {key} to i64')}")
+    c64 = w.v(f"zext i32 {w.v(f'add i32 {col0}, {cq}')} to i64")
+    src = w.v(f"add i64 {w.v(f'mul i64 {src}, {head_dim}')}, {c64}")
+    inside = w.v(f"icmp ult i32 {key}, {sk}")
+    at = w.v(f"select i1 {inside}, i64 {src}, i64 0")
+    raw = w.v(f"load <16 x i8>, ptr addrspace(1) {w.v(f'getelementptr i8, ptr addrspace(1) %V, i64 {at}')}, align 16")
+    vals = w.v(f"select i1 {inside}, <16 x i8> {raw}, <16 x i8> zeroinitializer")
+    for e in range(16):   # the tile [64 keys][65]: key-major
+        byte = w.v(f"extractelement <16 x i8> {vals}, i32 {e}")
+        at = w.v(f"add i32 {w.v(f'mul i32 {kr}, 65')}, {w.v(f'add i32 {cq}, {e}')}")
+        w.emit(f"store i8 {byte}, ptr addrspace(3) {w.v(f'getelementptr i8, ptr addrspace(3) @tsr_tile, i32 {at}')}")
+    w.asm("bar.sync 0;")
+    # store: thread t writes 16 positions of one column: column col0 + t / 4, positions key0 + 16·(t % 4) …
+    col = w.v(f"lshr i32 {tid}, 2")
+    pq = w.v(f"shl i32 {w.v(f'and i32 {tid}, 3')}, 4")
+    pos0 = w.v(f"add i32 {key0}, {pq}")
+    vec = "zeroinitializer"
+    for e in range(16):
+        at = w.v(f"add i32 {w.v(f'mul i32 {pq}, 65')}, {w.v(f'add i32 {65 * (vt_order(e))}, {col}')}")
+        byte = w.v(f"load i8, ptr addrspace(3) {w.v(f'getelementptr i8, ptr addrspace(3) @tsr_tile, i32 {at}')}")
+        vec = w.v(f"insertelement <16 x i8> {vec}, i8 {byte}, i32 {e}")
+    w.cbr(w.v(f"icmp ult i32 {pos0}, {skp}"), "store", "exit")
+    w.label("store")
+    c64 = w.v(f"zext i32 {w.v(f'add i32 {col0}, {col}')} to i64")
+    dst = w.v(f"add i64 {w.v(f'mul i64 {bh64}, {head_dim}')}, {c64}")
+    pitch = w.v(f"zext i32 {skp} to i64")
+    dst = w.v(f"add i64 {w.v(f'mul i64 {dst}, {pitch}')}, {w.v(f'zext i32 {pos0} to i64')}")
+    w.emit(f"store <16 x i8> {vec}, ptr addrspace(1) {w.v(f'getelementptr i8, ptr addrspace(1) %VT, i64 {dst}')}, "
+           "align 16")
+    w.br("exit")
+    w.label("exit")
+    w.emit("ret void")
+    return _kernel(name, "ptr addrspace(1) %V, ptr addrspace(1) %SCQ, ptr addrspace(1) %SCK, ptr addrspace(1) %SCV, "
+                   "ptr addrspace(1) %VT, ptr addrspace(1) %DS, i64 %BH, i64 %SK, i64 %SKP", w,
+                   f"@tsr_tile = internal addrspace(3) global [{64 * 65} x i8] undef, align 16\n")

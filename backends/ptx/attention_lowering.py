@@ -143,8 +143,11 @@ def lower_fp8(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
     passes/decompose.attention_fp8), four kernels of attention_fp8_sm90.py: partial amaxes of Q, K, V
     (kname + "_amax"), Q and K quantized to e4m3 with their scales (kname + "_quant"), V quantized into its
     permuted transpose (kname + "_vt"), then the attention. The e4m3 tensors, the partials and the three
-    descales are plan intermediates."""
+    descales are plan intermediates. The form with descales (e4m3 Q, K, V, one byte an element, and f32 sq,
+    sk, sv) takes two: `_lower_fp8_bytes`."""
     (op,) = ops
+    if len(op.operands) == 6:
+        return _lower_fp8_bytes(ctx, kname, op)
     dims = ctx.dims
     q, k, v, out, dt, D, causal, spec = _forward(ctx, op, "fp8 flash attention", lambda dt, D, causal, scale:
                                                  attention_fp8_sm90.Sm90AttentionFp8Spec(kname, head_dim=D,
@@ -185,6 +188,64 @@ def lower_fp8(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
              [2, 3, 5], ("ceil(max(NQ, NK)/4096)", "2", "1"), flat=True),
         step(f"{kname}_vt", ("V", "VT", "P", "DS"), attention_fp8_sm90.generate_vt(f"{kname}_vt", D), [1, 3],
              ("ceil(SKP/64)", str(D // 64), "BH")),
+        step(kname, ("Q8", "K8", "VT", "O", "DS"), attention_fp8_sm90.generate(spec), [3],
+             (f"ceil(SQ/{spec.bm})", "BH", "1"), block=spec.threads, smem=spec.smem_bytes,
+             props={"ptx.tensor_maps": spec.tensor_maps, "tile.M": str(spec.bm),
+                    "tile.N": str(spec.block_n), "tile.K": str(D), "pipeline.stages": str(spec.stages),
+                    "attention.causal": str(causal).lower(), "attention.fp8": "e4m3"}),
+    ]
+
+
+def _lower_fp8_bytes(ctx, kname: str, op) -> list[plan.ArgsStep]:
+    """The plan steps of a flash_attention_fp8 with descales: its Q, K, V are the caller's e4m3 bytes
+    (passes/fp8_fallback.py keeps them one byte), so no amax and no quantization; V is moved into the kernel's
+    permuted transpose Vᵀ, the bytes as they are, and the three descales into DS (kname + "_vt8",
+    attention_fp8_sm90.generate_vt8), then the attention kernel reads Q, K as they are."""
+    dims = ctx.dims
+    q, k, v, *scales = op.operands
+    out = op.results[0]
+    dt = element_dtype(out)
+    if {element_dtype(x) for x in (q, k, v)} != {"fp8_e4m3"} or dt != "bf16":
+        raise LoweringError(op, f"the ptx fp8 flash attention with descales takes fp8_e4m3 Q, K, V and writes bf16, "
+                                f"not {', '.join(element_dtype(x) for x in (q, k, v, out))}")
+    dq, dk, dv = dims[q], dims[k], dims[v]
+    d = dq[-1]
+    if not str(d).isdigit() or dk[-1] != d or dv[-1] != d:
+        raise LoweringError(op, f"the ptx fp8 flash attention needs one static head dimension for Q, K and V, "
+                                f"not {dq[-1]}, {dk[-1]}, {dv[-1]}")
+    if dq[:-2] != dk[:-2] or dk[:-2] != dv[:-2]:
+        raise LoweringError(op, f"the ptx fp8 flash attention takes Q, K and V with the same batch axes "
+                                f"({dq[:-2]}, {dk[:-2]}, {dv[:-2]}); broadcast them first")
+    D = int(d)
+    causal, scale = _attrs(op)
+    try:
+        spec = attention_fp8_sm90.Sm90AttentionFp8Spec(kname, head_dim=D, causal=causal, scale=scale)
+    except ValueError as e:
+        raise LoweringError(op, str(e)) from None
+    skp = f"ceil(({dk[-2]})/16)*16"
+    ids = {"Q8": ctx.record(q), "K8": ctx.record(k), "V8": ctx.record(v), "O": ctx.record(out),
+           **{n: ctx.record(x) for n, x in zip(("SCQ", "SCK", "SCV"), scales)}}
+    ids.update(VT=ctx.temporary(ids["V8"], "i8", list(dk[:-2]) + [str(D), skp]),
+               DS=ctx.temporary(ids["Q8"], "f32", ["3"], "descales"))
+    env = {"BH": graph_shapes.product(dq[:-2]), "SQ": dq[-2], "SK": dk[-2], "SKP": skp}
+    shapes = {"Q8": ("BH", "SQ", str(D)), "O": ("BH", "SQ", str(D)), "K8": ("BH", "SK", str(D)),
+              "V8": ("BH", "SK", str(D)), "VT": ("BH", str(D), "SKP"), "DS": ("3",), "SCQ": (), "SCK": (), "SCV": ()}
+    dtypes_ = {"Q8": "fp8_e4m3", "K8": "fp8_e4m3", "V8": "fp8_e4m3", "VT": "i8", "O": "bf16", "DS": "f32",
+               "SCQ": "f32", "SCK": "f32", "SCV": "f32"}
+
+    def step(name: str, names: tuple, text: str, writes: list, grid: tuple, block: int = 256, smem: int = 0,
+             props: dict | None = None) -> plan.ArgsStep:
+        params = [(n, dtypes_[n], tuple(int(x) if x.isdigit() else x for x in shapes[n])) for n in names]
+        with op.location:
+            generated.declare(ctx.module, name, params, text, writes, props or {})
+        used = {x for n in names for x in shapes[n]}
+        return plan.ArgsStep(name, env={s: e for s, e in env.items() if s in used},
+                             args=tuple(plan.TensorArg(ids[n], shapes[n]) for n in names), block=(block, 1, 1),
+                             grid=grid, smem=smem)
+
+    return [
+        step(f"{kname}_vt8", ("V8", "SCQ", "SCK", "SCV", "VT", "DS"), attention_fp8_sm90.generate_vt8(f"{kname}_vt8", D),
+             [4, 5], ("ceil(SKP/64)", str(D // 64), "BH")),
         step(kname, ("Q8", "K8", "VT", "O", "DS"), attention_fp8_sm90.generate(spec), [3],
              (f"ceil(SQ/{spec.bm})", "BH", "1"), block=spec.threads, smem=spec.smem_bytes,
              props={"ptx.tensor_maps": spec.tensor_maps, "tile.M": str(spec.bm),

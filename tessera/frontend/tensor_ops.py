@@ -686,18 +686,62 @@ def flash_attention_fp8(b, node, args, kwargs):
     """op.flash_attention_fp8(Q, K, V, scale="amax_dynamic", causal=False, softmax_scale=1/sqrt(D)):
     flash_attention with Q, K, V quantized to e4m3 per tensor (scale amax / 448, taken from the tensors
     themselves) and P rounded to e4m3 (ttensor.flash_attention_fp8; docs/language.md); the result in the
-    inputs' dtype (bf16, f16 or f32)."""
+    inputs' dtype (bf16, f16 or f32). op.flash_attention_fp8(Q8, K8, V8, scale=(sq, sk, sv), ...): Q, K, V
+    already fp8_e4m3 (op.quantize's), sq, sk, sv their f32 0-d descales; the same after the quantization, in
+    bf16."""
     _check_kwargs(b, node, kwargs, ("scale", "causal", "softmax_scale"))
-    if kwargs.get("scale", "amax_dynamic") != "amax_dynamic":
+    given = kwargs.get("scale", "amax_dynamic")
+    if isinstance(given, tuple):
+        return _flash_attention_fp8_scaled(b, node, args, kwargs, given)
+    if given != "amax_dynamic":
         raise b.error(node, f"op.flash_attention_fp8 scales by scale=\"amax_dynamic\" (each tensor's own amax / "
-                            f"448), not {kwargs['scale']!r}")
+                            f"448) or scale=(sq, sk, sv) (the f32 descales of e4m3 Q, K, V), not {given!r}")
+    if all(isinstance(x, GTensor) and x.dtype.name == "fp8_e4m3" for x in args[:3]) and len(args) >= 3:
+        raise b.error(node, "op.flash_attention_fp8 of fp8_e4m3 Q, K, V takes their descales: scale=(sq, sk, sv), "
+                            "f32 0-d tensors (amax_dynamic quantizes bf16, f16 or f32 tensors)")
     q, k, v, scale, dims = _attention_operands(b, node, args, kwargs.get("softmax_scale"), "op.flash_attention_fp8")
     if q.dtype.name not in ("bf16", "f16", "f32"):
         raise b.error(node, f"op.flash_attention_fp8 quantizes bf16, f16 or f32 tensors, not {q.dtype.name}")
     with b.loc(node):
-        op = create(ttensor.FlashAttentionFp8Op, q.value, k.value, v.value,
+        op = create(ttensor.FlashAttentionFp8Op, q.value, k.value, v.value, [],
                     causal=_bool(kwargs.get("causal", False)), scale=_f32(scale), result=b.tensor_type(q.dtype, dims))
     return _result(b, op, q.dtype, dims)
+
+
+def _flash_attention_fp8_scaled(b, node, args, kwargs, given: tuple):
+    """op.flash_attention_fp8(Q8, K8, V8, scale=(sq, sk, sv)): fp8_e4m3 tensors and their f32 0-d descales."""
+    what = "op.flash_attention_fp8"
+    if len(given) != 3 or not all(isinstance(s, GTensor) and s.dtype == _F32 and s.rank == 0 for s in given):
+        got = ", ".join(f"{s.dtype.name} tensor of shape {b.shapes.show_shape(s.dims)}" if isinstance(s, GTensor)
+                        else type(s).__name__ for s in given)
+        raise b.error(node, f"{what}'s scale=(sq, sk, sv) is three f32 0-d tensors (the descales of Q, K, V, as "
+                            f"op.dequantize takes them), got ({got})")
+    got = [x.dtype.name if isinstance(x, GTensor) else type(x).__name__ for x in args[:3]]
+    if len(args) != 3 or got != ["fp8_e4m3"] * 3:
+        raise b.error(node, f"{what} with scale=(sq, sk, sv) takes fp8_e4m3 Q, K, V (op.quantize's), got "
+                            f"{', '.join(got)}")
+    q, k, v = args
+    if not (q.rank == k.rank == v.rank) or q.rank < 2:
+        raise b.error(node, "Q, K and V must have the same rank (at least 2: [..., seq, head_dim])")
+    b.unify(node, q.dims[-1], k.dims[-1], "Q and K head dimensions")
+    b.unify(node, k.dims[-2], v.dims[-2], "K and V sequence lengths")
+    for i in range(q.rank - 2):
+        b.unify(node, q.dims[i], k.dims[i], f"Q and K batch axis {i}")
+        b.unify(node, k.dims[i], v.dims[i], f"K and V batch axis {i}")
+    scale = kwargs.get("softmax_scale")
+    if scale is None:
+        d = b.shapes.resolve(q.dims[-1])
+        if not isinstance(d, int):
+            raise b.error(node, f"the head dimension {d!r} is symbolic: give softmax_scale=… explicitly")
+        scale = 1.0 / math.sqrt(d)
+    if not isinstance(scale, (int, float)) or isinstance(scale, bool) or scale <= 0:
+        raise b.error(node, f"softmax_scale must be a positive number, got {scale!r}")
+    dims = q.dims[:-1] + v.dims[-1:]
+    out = dtypes.BY_NAME["bf16"]
+    with b.loc(node):
+        op = create(ttensor.FlashAttentionFp8Op, q.value, k.value, v.value, [s.value for s in given],
+                    causal=_bool(kwargs.get("causal", False)), scale=_f32(scale), result=b.tensor_type(out, dims))
+    return _result(b, op, out, dims)
 
 
 def _attention_operands(b, node, args, scale, what: str):

@@ -389,8 +389,13 @@ def _e4m3_per_tensor(x: np.ndarray) -> tuple[np.ndarray, float]:
 @local("ttensor.flash_attention_fp8")
 def flash_attention_fp8(op, ins):
     # The contract (dialects/ttensor.py, docs/language.md), in float64 from the e4m3 values: scores and
-    # probabilities unrounded, P rounded to e4m3 before its product with V, the row sums of the unrounded P
-    (q, sq), (k, sk), (v, sv) = (_e4m3_per_tensor(x) for x in ins)
+    # probabilities unrounded, P rounded to e4m3 before its product with V, the row sums of the unrounded P.
+    # With descales (sq, sk, sv operands) Q, K, V are already e4m3: the same after the quantization step.
+    if len(ins) == 6:
+        q, k, v = ins[:3]
+        sq, sk, sv = (float(np.asarray(s, dtype=np.float64)) for s in ins[3:])
+    else:
+        (q, sq), (k, sk), (v, sv) = (_e4m3_per_tensor(x) for x in ins)
     s = _causal_if(op, np.matmul(q, np.swapaxes(k, -1, -2)) * (sq * sk * _attr_float(op, "scale")))
     p = np.exp(s - s.max(axis=-1, keepdims=True))
     p8 = cast(p, dtypes.BY_NAME["fp8_e4m3"])

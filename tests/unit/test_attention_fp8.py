@@ -93,7 +93,8 @@ def f(q: tensor[bf16, "B", "S", 128], k: tensor[bf16, "B", "T", 128], v: tensor[
 
 @pytest.mark.parametrize("line, message", [
     ("op.flash_attention_fp8(q, k, v, scale='delayed')",
-     "op.flash_attention_fp8 scales by scale=\"amax_dynamic\" (each tensor's own amax / 448), not 'delayed'"),
+     "op.flash_attention_fp8 scales by scale=\"amax_dynamic\" (each tensor's own amax / 448) or scale=(sq, sk, sv) "
+     "(the f32 descales of e4m3 Q, K, V), not 'delayed'"),
     ("op.flash_attention_fp8(i, i, i)", "Q, K and V must share a floating-point dtype"),
     ("op.flash_attention_fp8(q, k, v, softmax_scale=-1.0)", "softmax_scale must be a positive number, got -1.0"),
     ("op.flash_attention_fp8(d, d, d)", "the head dimension 'D' is symbolic: give softmax_scale=… explicitly"),

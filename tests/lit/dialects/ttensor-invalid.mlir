@@ -915,6 +915,46 @@ func.func @attn_fp8_quantized(%q: tensor<8x64xf8E4M3FN>) {
 
 // -----
 
+func.func @attn_fp8_two_descales(%q: tensor<8x64xf8E4M3FN>, %s: tensor<f32>) {
+  // expected-error @+1 {{'ttensor.flash_attention_fp8' takes no descales (amax-dynamic) or three (sq, sk, sv), got 2}}
+  %r = "ttensor.flash_attention_fp8"(%q, %q, %q, %s, %s) {causal = false, scale = 0.125 : f32} : (tensor<8x64xf8E4M3FN>, tensor<8x64xf8E4M3FN>, tensor<8x64xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<8x64xbf16>
+  return
+}
+
+// -----
+
+func.func @attn_fp8_descale_shape(%q: tensor<8x64xf8E4M3FN>, %s: tensor<f32>, %t: tensor<1xf32>) {
+  // expected-error @+1 {{'ttensor.flash_attention_fp8' the descales sq, sk, sv must be f32 0-d tensors, got tensor<f32>, tensor<1xf32>, tensor<f32>}}
+  %r = "ttensor.flash_attention_fp8"(%q, %q, %q, %s, %t, %s) {causal = false, scale = 0.125 : f32} : (tensor<8x64xf8E4M3FN>, tensor<8x64xf8E4M3FN>, tensor<8x64xf8E4M3FN>, tensor<f32>, tensor<1xf32>, tensor<f32>) -> tensor<8x64xbf16>
+  return
+}
+
+// -----
+
+func.func @attn_fp8_descaled_bf16(%q: tensor<8x64xbf16>, %s: tensor<f32>) {
+  // expected-error @+1 {{'ttensor.flash_attention_fp8' with descales, Q, K, V must be f8E4M3FN and the result bf16, got bf16, bf16, bf16, bf16}}
+  %r = "ttensor.flash_attention_fp8"(%q, %q, %q, %s, %s, %s) {causal = false, scale = 0.125 : f32} : (tensor<8x64xbf16>, tensor<8x64xbf16>, tensor<8x64xbf16>, tensor<f32>, tensor<f32>, tensor<f32>) -> tensor<8x64xbf16>
+  return
+}
+
+// -----
+
+func.func @attn_fp8_descaled_f32_result(%q: tensor<8x64xf8E4M3FN>, %s: tensor<f32>) {
+  // expected-error @+1 {{'ttensor.flash_attention_fp8' with descales, Q, K, V must be f8E4M3FN and the result bf16, got f8E4M3FN, f8E4M3FN, f8E4M3FN, f32}}
+  %r = "ttensor.flash_attention_fp8"(%q, %q, %q, %s, %s, %s) {causal = false, scale = 0.125 : f32} : (tensor<8x64xf8E4M3FN>, tensor<8x64xf8E4M3FN>, tensor<8x64xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<f32>) -> tensor<8x64xf32>
+  return
+}
+
+// -----
+
+func.func @attn_fp8_descaled_seq(%q: tensor<8x64xf8E4M3FN>, %k: tensor<16x64xf8E4M3FN>, %v: tensor<12x64xf8E4M3FN>, %s: tensor<f32>) {
+  // expected-error @+1 {{'ttensor.flash_attention_fp8' K and V sequence lengths differ: 16 vs 12}}
+  %r = "ttensor.flash_attention_fp8"(%q, %k, %v, %s, %s, %s) {causal = false, scale = 0.125 : f32} : (tensor<8x64xf8E4M3FN>, tensor<16x64xf8E4M3FN>, tensor<12x64xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<f32>) -> tensor<8x64xbf16>
+  return
+}
+
+// -----
+
 func.func @attn_fp8_seq(%q: tensor<8x64xbf16>, %k: tensor<16x64xbf16>, %v: tensor<12x64xbf16>) {
   // expected-error @+1 {{'ttensor.flash_attention_fp8' K and V sequence lengths differ: 16 vs 12}}
   %r = "ttensor.flash_attention_fp8"(%q, %k, %v) {causal = true, scale = 0.125 : f32} : (tensor<8x64xbf16>, tensor<16x64xbf16>, tensor<12x64xbf16>) -> tensor<8x64xbf16>

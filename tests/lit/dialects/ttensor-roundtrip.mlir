@@ -92,6 +92,15 @@ func.func @attention_fp8(%q: tensor<2x128x128xbf16>, %k: tensor<2x77x128xbf16>) 
   return %o : tensor<2x128x128xbf16>
 }
 
+// The form with descales: e4m3 Q, K, V and three f32 0-d descales, a bf16 result (no operandSegmentSizes: one
+// variadic group, read by position).
+// CHECK-LABEL: func.func @attention_fp8_descaled
+func.func @attention_fp8_descaled(%q: tensor<2x128x128xf8E4M3FN>, %k: tensor<2x77x128xf8E4M3FN>, %s: tensor<f32>) -> tensor<2x128x128xbf16> {
+  // CHECK: "ttensor.flash_attention_fp8"(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) {causal = true, scale = 0.0883883461 : f32} : (tensor<2x128x128xf8E4M3FN>, tensor<2x77x128xf8E4M3FN>, tensor<2x77x128xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<f32>) -> tensor<2x128x128xbf16>
+  %o = "ttensor.flash_attention_fp8"(%q, %k, %k, %s, %s, %s) {causal = true, scale = 0.0883883461 : f32} : (tensor<2x128x128xf8E4M3FN>, tensor<2x77x128xf8E4M3FN>, tensor<2x77x128xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<f32>) -> tensor<2x128x128xbf16>
+  return %o : tensor<2x128x128xbf16>
+}
+
 // CHECK-LABEL: func.func @attention_backward
 func.func @attention_backward(%q: tensor<2x?x64xbf16>, %k: tensor<2x256x64xbf16>, %v: tensor<2x256x32xbf16>, %do: tensor<2x?x32xbf16>, %delta: tensor<2x?xf32>) -> (tensor<2x?xf32>, tensor<2x?x64xbf16>, tensor<2x256x64xbf16>, tensor<2x256x32xbf16>) {
   // CHECK: %[[LSE:.+]] = "ttensor.attention_lse"(%{{.+}}, %{{.+}}) {causal = false, scale = 1.250000e-01 : f32} : (tensor<2x?x64xbf16>, tensor<2x256x64xbf16>) -> tensor<2x?xf32>
