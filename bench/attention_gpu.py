@@ -31,7 +31,12 @@ and Vᵀ kernels, then the e4m3 attention), called whole through tessera.executo
 our bf16 kernel and SDPA in bf16 on the same inputs; the FLOPs counted are the attention's, as above. Each of
 the four kernels is also launched alone (the call's time split by kernel), and with --variant NAME=IMAGE the
 other images' fp8 functions are timed in the same rounds, their one-byte tensors, descales and outputs compared
-bit for bit with --image's (exits 1 where they differ).
+bit for bit with --image's (exits 1 where they differ). The "fp8 inputs" row: op.flash_attention_fp8(Q8, K8, V8,
+scale=(sq, sk, sv)) on tensors already e4m3 (quantized once by torch outside the timed loop, as the op's amax
+step does: s = max(amax, 2^-126) / 448, x / s rounded to e4m3), so the call timed is the Vt kernel and the
+attention kernel (no amax, no quantize); its functions (FP8_INPUTS below) are a second image, IMAGE with
+.fp8_inputs.tessera for .tessera, which --build-image writes beside the first (sm_90a). Its output is compared
+bit for bit with the whole op's on the same inputs (the same e4m3 values and descales: the same bits expected).
 """
 
 import os
@@ -43,6 +48,51 @@ from common import attention_setup, interleaved_best, launcher, report_row  # no
 EXAMPLE = os.path.join(HERE, os.pardir, "examples", "gpu", "attention.py")
 CASES = [("attention_d128", 128, False), ("causal_d128", 128, True), ("attention_d64", 64, False),
          ("causal_d64", 64, True)]
+
+
+# The pre-quantized form (issue 17 item 1): one-byte e4m3 Q, K, V and their f32 descales, bf16 O.
+FP8_INPUTS = """
+from tessera import function, op, tensor, bf16, f32, fp8_e4m3
+
+
+@function
+def fp8_inputs_d128(Q: tensor[fp8_e4m3, "B", "H", "S", 128], K: tensor[fp8_e4m3, "B", "H", "T", 128],
+                    V: tensor[fp8_e4m3, "B", "H", "T", 128], sq: tensor[f32], sk: tensor[f32],
+                    sv: tensor[f32]) -> tensor[bf16, "B", "H", "S", 128]:
+    return op.flash_attention_fp8(Q, K, V, scale=(sq, sk, sv))
+
+
+@function
+def causal_fp8_inputs_d128(Q: tensor[fp8_e4m3, "B", "H", "S", 128], K: tensor[fp8_e4m3, "B", "H", "T", 128],
+                           V: tensor[fp8_e4m3, "B", "H", "T", 128], sq: tensor[f32], sk: tensor[f32],
+                           sv: tensor[f32]) -> tensor[bf16, "B", "H", "S", 128]:
+    return op.flash_attention_fp8(Q, K, V, scale=(sq, sk, sv), causal=True)
+"""
+
+
+def fp8_inputs_image(path: str) -> str:
+    """Where the FP8_INPUTS image of the image at `path` lies: beside it, .fp8_inputs.tessera for .tessera."""
+    root = path[:-len(".tessera")] if path.endswith(".tessera") else path
+    return root + ".fp8_inputs.tessera"
+
+
+def _option(name: str, default: str | None = None) -> str | None:
+    """The value of command-line option `name` (--name VALUE or --name=VALUE), read before argparse runs."""
+    argv = sys.argv[1:]
+    for i, a in enumerate(argv):
+        if a == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith(name + "="):
+            return a.partition("=")[2]
+    return default
+
+
+def build_fp8_inputs(path: str) -> None:
+    """Compiles FP8_INPUTS for sm_90a into the image at `path` (where the compiler is)."""
+    import tessera
+    with open(path, "wb") as f:
+        f.write(tessera.compile(FP8_INPUTS, "attention_gpu_fp8_inputs.py", target="ptx", arch="sm_90a"))
+    print(f"wrote {path} (op.flash_attention_fp8 on e4m3 inputs, sm_90a)", flush=True)
 
 
 def _variants() -> list[tuple[str, str]]:
@@ -126,10 +176,16 @@ def check(label: str, mod, functions, s) -> bool:
 
 def main() -> None:
     variants = _variants()
-    mod, functions, s, (B, H, S), env, args = attention_setup(
-        __doc__, EXAMPLE, {"--fp8": "op.flash_attention_fp8 against our bf16 kernel and SDPA (needs --image)",
-                           "--check": "every image's results against torch's first, at awkward shapes",
-                           "--backends": "also SDPA with each backend forced, and which one SDPA chose"})
+    try:
+        mod, functions, s, (B, H, S), env, args = attention_setup(
+            __doc__, EXAMPLE, {"--fp8": "op.flash_attention_fp8 against our bf16 kernel and SDPA (needs --image)",
+                               "--check": "every image's results against torch's first, at awkward shapes",
+                               "--backends": "also SDPA with each backend forced, and which one SDPA chose"})
+    except SystemExit as e:   # --build-image wrote the example's image: the fp8-inputs image beside it (sm_90a)
+        built = _option("--build-image")
+        if e.code in (0, None) and built and _option("--arch", "sm_90a") == "sm_90a":
+            build_fp8_inputs(fp8_inputs_image(built))
+        raise
 
     import contextlib
 
@@ -230,6 +286,11 @@ def fp8(image: str, mod, functions, s, shape, env, variants=()) -> int:
 
     images = [("tessera", image, mod, functions)] + [(n, p, *_load(p, mod.context)) for n, p in variants]
     progs = {label: executor.load(path, mod.context) for label, path, _, _ in images}
+    inputs_path = fp8_inputs_image(image)
+    inputs_prog = executor.load(inputs_path, mod.context) if os.path.exists(inputs_path) else None
+    if inputs_prog is None:
+        print(f"no {inputs_path} (built by --build-image beside the image): the fp8 inputs row is not timed",
+              flush=True)
     B, H, S = shape
     D = 128
     skp = -(-S // 16) * 16
@@ -259,6 +320,10 @@ def fp8(image: str, mod, functions, s, shape, env, variants=()) -> int:
                 steps = {}
             for suffix, call in steps.items():
                 sides[f"{label} {suffix[1:]}"] = (call, s.synchronize)
+        pre = quantized(q, k, v) if inputs_prog is not None else None
+        if pre is not None:   # e4m3 inputs made once, outside the timed loop: the call is Vt + the kernel
+            fn_pre = getattr(inputs_prog, name.replace("fp8_d128", "fp8_inputs_d128"))
+            sides["fp8 inputs"] = ((lambda fn=fn_pre: fn(*pre, stream=s)), s.synchronize)
         sides["bf16"] = (ours_bf16, s.synchronize)
         sides["sdpa"] = ((lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=D ** -0.5)),
                          torch.cuda.synchronize)
@@ -293,7 +358,38 @@ def fp8(image: str, mod, functions, s, shape, env, variants=()) -> int:
                   f"attention kernel alone {flops / t['attn'] / 1e12:.1f} TFLOP/s = "
                   f"{best['bf16'] / t['attn']:.3f}x our bf16, whole {best['bf16'] / best[f'{label} fp8']:.3f}x",
                   flush=True)
+        if pre is not None:
+            got = torch.as_tensor(sides["fp8 inputs"][0](), device="cuda").view(torch.bfloat16)
+            whole = torch.as_tensor(sides["tessera fp8"][0](), device="cuda").view(torch.bfloat16)
+            s.synchronize()
+            err = ((got.float() - exact).pow(2).mean().sqrt() / exact.pow(2).mean().sqrt()).item()
+            same = torch.equal(got, whole)
+            report_row(f"{name} S={S} fp8 inputs", {"tessera fp8 inputs": best["fp8 inputs"],
+                                                    "tessera bf16": best["bf16"], "sdpa bf16": best["sdpa"]},
+                       "TFLOP/s", flops / 1e12, shape=(B, H, S, D), dtype="fp8",
+                       bytes=5 * B * H * S * D,   # e4m3 Q, K, V read, bf16 O written
+                       note=f"rms error vs f32 attention {err:.1e}; e4m3 Q, K, V quantized outside the timed loop: "
+                            f"the Vt kernel and the attention; "
+                            + ("bit-identical to the whole op's" if same else "DIFFERS from the whole op's output"))
+            print(f"  fp8 inputs {best['fp8 inputs'] * 1e6:.1f} us = {best['bf16'] / best['fp8 inputs']:.3f}x our "
+                  f"bf16, {best['sdpa'] / best['fp8 inputs']:.3f}x SDPA; the whole op (bf16 inputs) "
+                  f"{best['tessera fp8'] * 1e6:.1f} us = {best['bf16'] / best['tessera fp8']:.3f}x our bf16",
+                  flush=True)
     return 1 if differs else 0
+
+
+def quantized(q, k, v) -> tuple:
+    """(Q8, K8, V8, sq, sk, sv): bf16 tensors quantized to e4m3 per tensor as op.flash_attention_fp8's amax step
+    does (s = max(amax, 2^-126) / 448 in f32, x / s rounded to e4m3, ties to even), the bytes as uint8 views
+    (DLPack) and the descales as 0-d f32 tensors."""
+    import torch
+    out, scales = [], []
+    for x in (q, k, v):
+        s = torch.clamp(x.float().abs().amax(), min=2.0 ** -126) / 448.0
+        out.append((x.float() / s).to(torch.float8_e4m3fn).view(torch.uint8))
+        scales.append(s.reshape(()))
+    torch.cuda.synchronize()
+    return (*out, *scales)
 
 
 if __name__ == "__main__":

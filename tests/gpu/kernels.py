@@ -300,6 +300,8 @@ def gemm(A: tensor[f32, "M", "K"], B: tensor[f32, "K", "N"], b: tensor[f32, "N"]
     # the same, its fp8 GEMMs with 16-bit results in 128x256 tiles promoted by halves of N (compile_env.py:
     # TESSERA_SM90_GEMM_FP8_BN=256)
     "hopper_gemm_fp8_wide": ((REPO / "examples" / "gpu" / "gemm.py").read_text(), "sm_90a"),
+    # and the same with A read into registers once a K step (TESSERA_SM90_GEMM_FP8_BN=256rs)
+    "hopper_gemm_fp8_wide_rs": ((REPO / "examples" / "gpu" / "gemm.py").read_text(), "sm_90a"),
     "hopper_attention": ((REPO / "examples" / "gpu" / "attention.py").read_text(), "sm_90a"),
     "ampere_attention": (AMPERE_ATTENTION, "sm_80"),
     "hopper_attention_bwd": (ATTENTION_BWD, "sm_90a"),
@@ -482,6 +484,19 @@ def 数据(A: tensor[f32, "M"], B: tensor[f32, "M"]):
 # the same programs on sm_80's mma.sync kernel (backends/ptx/attention_sm80.py reads and writes the rows of
 # [B, S, H, D] with cp.async and computed addresses)
 SOURCES["ampere_attention_seq_heads"] = (SOURCES["hopper_attention_seq_heads"][0], "sm_80")
+# op.flash_attention_fp8 on e4m3 inputs with their descales (test_attention_fp8_gpu.py): the Vt kernel and the
+# e4m3 attention of examples/gpu/attention.py's fp8 functions, without their amax and quantize kernels
+SOURCES["hopper_attention_fp8_inputs"] = ("""
+@function
+def fp8_inputs(Q: tensor[fp8_e4m3, "B", "H", "S", 128], K: tensor[fp8_e4m3, "B", "H", "T", 128],
+               V: tensor[fp8_e4m3, "B", "H", "T", 128], sq: tensor[f32], sk: tensor[f32], sv: tensor[f32]):
+    return op.flash_attention_fp8(Q, K, V, scale=(sq, sk, sv))
+
+@function
+def causal_fp8_inputs(Q: tensor[fp8_e4m3, "B", "H", "S", 128], K: tensor[fp8_e4m3, "B", "H", "T", 128],
+                      V: tensor[fp8_e4m3, "B", "H", "T", 128], sq: tensor[f32], sk: tensor[f32], sv: tensor[f32]):
+    return op.flash_attention_fp8(Q, K, V, scale=(sq, sk, sv), causal=True)
+""", "sm_90a")
 
 # Compile options beyond target and arch, by program.
 OPTIONS = {"bounds_checked": {"gpu_bounds_checks": True}, "graph_mlp": {"kernels": ("mlp_block",)},
