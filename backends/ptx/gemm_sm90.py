@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..symbol_names import llvm_global
+from . import ampere
 from . import gemm_common as gc
 from . import hopper as hp
 from .nvvm_text import Writer, module
@@ -81,6 +82,8 @@ class Sm90GemmSpec(PersistentTile):
     trans_a: bool = False         # A stored as Aᵀ [K,M] (16-bit operands)
     trans_b: bool = False         # B stored as Bᵀ [N,K] (16-bit operands)
     cluster_m: int = 1            # 2: clusters of two CTAs on vertically adjacent tiles, B multicast to both
+    a_regs: bool = False          # fp8 tiles 256 wide: A read into registers once a K step (ldmatrix), both
+    # halves' wgmmas taking it from there (wgmma's RS form) rather than from shared memory each
 
     def __post_init__(self):
         b = self.b_dtype or self.dtype
@@ -105,6 +108,8 @@ class Sm90GemmSpec(PersistentTile):
             raise ValueError(f"the fp8 GEMM sums each K step in fp32 beside the step's own accumulators: "
                              f"tiles up to {FP8_BN} wide fit the registers, or {FP8_WIDE_BN} wide promoted by "
                              f"halves of N, not {self.bn}")
+        if self.a_regs and not self.fp8_halves:
+            raise ValueError(f"A from registers (a_regs) is the {FP8_WIDE_BN}-wide fp8 GEMM's option only")
         if self.cluster_m not in (1, 2) or (self.cluster_m == 2 and self.dtype not in (*TRANSPOSABLE, *hp.FP8)):
             raise ValueError(f"the sm_90a GEMM's clusters of cluster_m={self.cluster_m} CTAs: 1, or 2 for bf16, f16 "
                              f"or fp8 operands")
@@ -240,7 +245,7 @@ def generate(spec: Sm90GemmSpec, activations: str = "") -> str:
             if spec.staged_store else None
         _epilogue(w, spec, acc, c, t, m0, n0, g.m32, g.n32, mine)
 
-    ctnext = consumer_tiles(w, spec, g, lambda cit: _k_loop(w, spec, g.kt_n, cit, g.bars, g.base, a_off, leader),
+    ctnext = consumer_tiles(w, spec, g, lambda cit: _k_loop(w, spec, g.kt_n, cit, g.bars, g.base, a_off, leader, t),
                             epilogue, spec.acc_type)
     if spec.staged_store:  # the bulk stores read shared memory until they complete
         w.asm("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.bulk.wait_group 0; }", "r",
@@ -435,7 +440,7 @@ def _k_wgmmas(w: Writer, spec: Sm90GemmSpec, a_base: str, b_base: str, acc: list
 
 
 def _k_loop(w: Writer, spec: Sm90GemmSpec, kt_n: str, cit: str, bars: str, base: str, a_off: str,
-            leader: str) -> list[str]:
+            leader: str, t: str | None = None) -> list[str]:
     """A consumer's K steps of one tile (from block `ck`, entered from `ctile_go`, to block `ckdone`, which
     holds the result). 16-bit and i8 operands: one group of wgmmas in flight, the stage before it freed.
 
@@ -451,15 +456,20 @@ def _k_loop(w: Writer, spec: Sm90GemmSpec, kt_n: str, cit: str, bars: str, base:
     stage once, then for each half of N issues m64n128 wgmmas into the product (B's rows 128h … 128h + 127,
     K-major, 128·ROW bytes apart), waits for them and adds the product to that half's sums (wgmma's D layout
     puts columns 8j … 8j + 7 at registers 4j … 4j + 3, so half h is registers 64h … 64h + 63); the stage is
-    freed after both."""
+    freed after both. With `a_regs` the step's A is read into registers once (16 a thread, _a_fragments) and
+    both halves' wgmmas take it from there (wgmma's RS form), B alone from shared memory."""
     def step(ck: str, g: str, acc_in: list[str]) -> list[str]:
         if spec.fp8_halves:
             a_base, b_base = _k_stage(w, spec, bars, base, a_off, g)
+            frags = _a_fragments(w, a_base, t) if spec.a_regs else None
             half = FP8_BN // 2
             acc = []
             for h in range(spec.bn // FP8_BN):
                 b_half = w.v(f"add i32 {b_base}, {h * FP8_BN * ROW}") if h else b_base
-                product = hp.wait_group(w, _k_wgmmas(w, spec, a_base, b_half, None, FP8_BN), 0)
+                if frags is None:
+                    product = hp.wait_group(w, _k_wgmmas(w, spec, a_base, b_half, None, FP8_BN), 0)
+                else:
+                    product = _k_wgmmas_rs(w, spec, frags, b_half)
                 acc += [w.v(f"fadd float {a}, {p}") for a, p in zip(acc_in[h * half:(h + 1) * half], product)]
             _release(w, spec, _empty(w, spec, bars, g), leader)
             return acc
@@ -480,6 +490,55 @@ def _k_loop(w: Writer, spec: Sm90GemmSpec, kt_n: str, cit: str, bars: str, base:
         acc = hp.wait_group(w, acc, 0, acc_type=spec.acc_type)
         _release(w, spec, _empty(w, spec, bars, g), leader)  # the tile's last stage
     return acc
+
+
+def _a_fragments(w: Writer, a_base: str, t: str) -> list[list[str]]:
+    """The consumer's 64 rows of a K step's A (128 bytes a row, 128-byte swizzled) as wgmma's register A of
+    each k32 slice: four registers of four bytes a thread, the layout of mma's m16n8k32 per warp (register
+    a0: row l/4 of the warp's 16, bytes 4(l%4) … +3 of the slice's first 16; a1: row l/4 + 8; a2, a3: the same
+    of its second 16), which is ldmatrix.x4's of the four 8x8 matrices of 16-bit pairs (rows 0-7 | 8-15) x
+    (chunk 2k | 2k + 1): lane l gives row l%8 + 8((l/8)%2) of matrix l/8, its 16-byte chunk at chunk ^ (row % 8)."""
+    warp = w.v(f"lshr i32 {t}, 5")
+    lane = w.v(f"and i32 {t}, 31")
+    mi = w.v(f"lshr i32 {lane}, 3")
+    row = w.v(f"add i32 {w.v(f'shl i32 {warp}, 4')}, {w.v(f'and i32 {lane}, 7')}")
+    odd = w.v(f"and i32 {mi}, 1")
+    row = w.v(f"add i32 {row}, {w.v(f'shl i32 {odd}, 3')}")
+    at = w.v(f"add i32 {a_base}, {w.v(f'shl i32 {row}, 7')}")
+    r8 = w.v(f"and i32 {row}, 7")
+    hi = w.v(f"lshr i32 {mi}, 1")
+    frags = []
+    for k in range(ROW // 32):
+        chunk = w.v(f"xor i32 {w.v(f'add i32 {hi}, {2 * k}')}, {r8}")
+        frags.append(ampere.ldmatrix_x4(w, w.v(f"add i32 {at}, {w.v(f'shl i32 {chunk}, 4')}")))
+    return frags
+
+
+def _k_wgmmas_rs(w: Writer, spec: Sm90GemmSpec, frags: list[list[str]], b_base: str) -> list[str]:
+    """A K step's m64n128k32 wgmmas of one half of N, A from the registers `frags` (_a_fragments), B's 128
+    K-major rows from `b_base`, into a fresh product: committed and waited for (the fragments held until the
+    wait), the product returned."""
+    et, bt = _ELEM[spec.dtype], _ELEM[spec.b_dtype or spec.dtype]
+    flat = [r for f in frags for r in f]
+    _, flat = hp.fence(w, ints=flat)   # no definition of a fragment sinks into the wgmma pipeline
+    n, op = FP8_BN, f"wgmma.mma_async.sync.aligned.m64n{FP8_BN}k32.f32.{et}.{bt}"
+    acc = None
+    for k in range(ROW // 32):
+        a = flat[4 * k:4 * k + 4]
+        db = hp.desc(w, w.v(f"add i32 {b_base}, {32 * k}"), 16, hp.ATOM)
+        if acc is None:   # scale-d false: the product starts afresh
+            regs = ", ".join(f"${i}" for i in range(n // 2))
+            ty = "{" + ", ".join(["float"] * (n // 2)) + "}"
+            res = w.asm(f"{{ .reg .pred p; setp.ne.b32 p, ${n // 2 + 5}, 0; {op} {{{regs}}}, "
+                        f"{{${n // 2}, ${n // 2 + 1}, ${n // 2 + 2}, ${n // 2 + 3}}}, ${n // 2 + 4}, p, 1, 1; }}",
+                        ",".join(["=f"] * (n // 2) + ["r", "r", "r", "r", "l", "r"]),
+                        [("i32", x) for x in a] + [("i64", db), ("i32", "0")], ret=ty, hint="acc")
+            acc = [w.v(f"extractvalue {ty} {res}, {i}", "d") for i in range(n // 2)]
+        else:
+            acc = hp.tied(w, acc, f"{op} {{ACC}}, {{{{X0}}, {{X1}}, {{X2}}, {{X3}}}}, {{X4}}, 1, 1, 1;",
+                          [("i32", x) for x in a] + [("i64", db)], ["r", "r", "r", "r", "l"])
+    hp.commit(w)
+    return hp.wait_group(w, acc, 0, keep=flat)
 
 
 def _release(w: Writer, spec: Sm90GemmSpec, empty: str, cond: str) -> None:

@@ -95,6 +95,15 @@ def test_fp8_wide_tile_promotes_each_k_step_by_halves_of_n():
         assert text.count("setp.ne.b32 p, $66, 0; wgmma.mma_async") == groups
     with pytest.raises(ValueError, match="192-wide tiles take bf16 or f16"):
         gemm_sm90.Sm90GemmSpec("g", dtype="fp8_e4m3", bn=192)
+    # A from registers (a_regs): read once a K step by four ldmatrix.x4 (one a k32 slice), both halves' wgmmas
+    # taking their four registers of A from there, B alone by descriptor
+    text = gemm_sm90.generate(gemm_sm90.Sm90GemmSpec("g", dtype="fp8_e4m3", bn=256, stages=4, a_regs=True))
+    assert text.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4
+    assert text.count("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3") == 8
+    assert text.count("}, {$64, $65, $66, $67}, $68, p, 1, 1;") == 2   # each half's first: A in 4 registers
+    assert text.count("= fadd float") == 128
+    with pytest.raises(ValueError, match="fp8 GEMM's option only"):
+        gemm_sm90.Sm90GemmSpec("g", dtype="fp8_e4m3", bn=128, stages=6, a_regs=True)
 
 
 FP8_WIDE = """
@@ -110,7 +119,8 @@ def f32_out(A: tensor[fp8_e4m3, "M", "K"], Bt: tensor[fp8_e4m3, "N", "K"], sa: t
 """
 
 
-@pytest.mark.parametrize("setting, widths", [("", ("128", "128")), ("256", ("256", "128")), ("128", ("128", "128"))])
+@pytest.mark.parametrize("setting, widths", [("", ("128", "128")), ("256", ("256", "128")), ("128", ("128", "128")),
+                                             ("256rs", ("256", "128"))])
 def test_fp8_wide_tile_is_a_benchmark_override(monkeypatch, setting, widths):
     """$TESSERA_SM90_GEMM_FP8_BN=256 gives fp8 GEMMs with 16-bit results 128x256 tiles (4 stages); f32 results
     keep 128x128 (their plain-store epilogue spilled 32 bytes at 256). ptxas: no spills in the wide kernel."""
@@ -121,6 +131,7 @@ def test_fp8_wide_tile_is_a_benchmark_override(monkeypatch, setting, widths):
     assert got == widths
     k = kernels["scaled__gemm0"]
     assert k.props["pipeline.stages"] == ("4" if widths[0] == "256" else "6")
+    assert k.props["ptx.mma"].endswith(", A from registers") == (setting == "256rs")
     if widths[0] == "256" and ptxas.find() is not None:
         assert "ptx.spill_bytes" not in k.props and k.regs == 168
 
@@ -128,7 +139,7 @@ def test_fp8_wide_tile_is_a_benchmark_override(monkeypatch, setting, widths):
 def test_fp8_wide_tile_override_refuses_other_widths(monkeypatch):
     monkeypatch.setenv("TESSERA_CACHE", "0")
     monkeypatch.setenv("TESSERA_SM90_GEMM_FP8_BN", "192")
-    with pytest.raises(Exception, match="TESSERA_SM90_GEMM_FP8_BN=192: 128 or 256"):
+    with pytest.raises(Exception, match="TESSERA_SM90_GEMM_FP8_BN=192: 128, 256 or 256rs"):
         _compile(FP8_WIDE)
 
 

@@ -11,6 +11,10 @@
 # RUN: env TESSERA_CACHE=0 TESSERA_SM90_GEMM_FP8_BN=256 tessera-cc %s --target ptx --arch sm_90a \
 # RUN:   --compile-to=kernels | FileCheck %s --check-prefix=KERNELS
 # RUN: env TESSERA_CACHE=0 tessera-cc %s --target ptx --arch sm_90a --compile-to=kernels | FileCheck %s --check-prefix=OFF
+# "256rs": the same with the step's A read into registers once (four ldmatrix.x4, one a k32 slice) and both
+# halves' wgmmas taking four registers of A each (wgmma's RS form), B by descriptor.
+# RUN: env TESSERA_CACHE=0 TESSERA_SM90_GEMM_FP8_BN=256rs tessera-cc %s --target ptx --arch sm_90a \
+# RUN:   --compile-to=ptx | FileCheck %s --check-prefix=RS
 # The compilation assembles the PTX with ptxas for sm_90a where it is installed.
 
 from tessera import function, op, tensor, bf16, f32, fp8_e4m3
@@ -65,3 +69,18 @@ def wide_f32(A: tensor[fp8_e4m3, "M", "K"], Bt: tensor[fp8_e4m3, "N", "K"], sa: 
 # OFF-LABEL: func.func private @scaled__gemm0(
 # OFF-SAME:    pipeline.stages = "6", ptx.mma = "wgmma m64n128k32 fp8_e4m3 x fp8_e4m3"
 # OFF-SAME:    tile.N = "128"
+
+# RS-LABEL: .entry scaled__gemm0(
+# RS:         mbarrier.try_wait.parity.shared::cta.b64
+# RS-COUNT-4: ldmatrix.sync.aligned.m8n8.x4.shared.b16
+# RS-NOT:     ldmatrix
+# RS:         wgmma.fence.sync.aligned;
+# RS-COUNT-4: wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {{[{](%r[0-9]+, ){63}%r[0-9]+[}]}}, {{[{](%r[0-9]+, ){3}%r[0-9]+[}]}}, %rd
+# RS:         wgmma.wait_group.sync.aligned 0;
+# RS-COUNT-64: add.rn.f32
+# RS-NOT:     ldmatrix
+# RS:         wgmma.fence.sync.aligned;
+# RS-COUNT-4: wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {{[{](%r[0-9]+, ){63}%r[0-9]+[}]}}, {{[{](%r[0-9]+, ){3}%r[0-9]+[}]}}, %rd
+# RS:         wgmma.wait_group.sync.aligned 0;
+# RS-COUNT-64: add.rn.f32
+# RS:         mbarrier.arrive
