@@ -122,7 +122,9 @@ class Communicator:
         world; otherwise RANK, WORLD_SIZE and TESSERA_RENDEZVOUS (or MASTER_ADDR/MASTER_PORT). `timeout`
         bounds every wait, in seconds (None: $TESSERA_COMM_TIMEOUT_MS, else 300). `units` (NCCL): the most
         SMs one operation's kernels take, left free by a compiled function's persistent kernels while its
-        collectives run, so that the two overlap (0: $TESSERA_COMM_UNITS, else NCCL's choice; comm.h)."""
+        collectives run, so that the two overlap, as many as cost a kernel no round of its tiles; a compiled
+        function's collective that no kernel follows runs uncapped (0: $TESSERA_COMM_UNITS, else NCCL's
+        choice; comm.h). Every rank passes the same units."""
         ctx = context or default_context()
         return cls(_runtime.Comm.from_env(ctx, *_options(backend, deterministic, timeout), _units(units)), ctx)
 

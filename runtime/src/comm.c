@@ -898,15 +898,26 @@ static tsr_status_t op_finish(op_ctx_t* o, int kind, const void* send, void* rec
   return op_end(o, st, from_transport);
 }
 
-tsr_status_t tsrCommAllReduce(tsr_comm_t c, const void* send, void* recv, size_t count, tsr_dtype_t dtype,
-                              tsr_reduce_op_t op, tsr_stream_t stream) {
+static tsr_status_t all_reduce(tsr_comm_t c, const void* send, void* recv, size_t count, tsr_dtype_t dtype,
+                               tsr_reduce_op_t op, tsr_stream_t stream, bool alone, const char* function) {
   op_ctx_t o;
-  tsr_status_t st = op_begin(c, stream, __func__, &o);
+  tsr_status_t st = op_begin(c, stream, function, &o);
   if (st) return st;
-  if ((st = check_reduction(&o, dtype, op, __func__)) || (st = check_buffer(c, send, count, dtype, "send", __func__)) ||
-      (st = check_buffer(c, recv, count, dtype, "recv", __func__)))
+  o.call.alone = alone;
+  if ((st = check_reduction(&o, dtype, op, function)) || (st = check_buffer(c, send, count, dtype, "send", function)) ||
+      (st = check_buffer(c, recv, count, dtype, "recv", function)))
     return op_end(&o, st, false);
   return op_finish(&o, ALL_REDUCE, send, recv, count, dtype, op, 0);
+}
+
+tsr_status_t tsrCommAllReduce(tsr_comm_t c, const void* send, void* recv, size_t count, tsr_dtype_t dtype,
+                              tsr_reduce_op_t op, tsr_stream_t stream) {
+  return all_reduce(c, send, recv, count, dtype, op, stream, false, __func__);
+}
+
+tsr_status_t tsr_comm_all_reduce(struct tsr_comm* c, const void* send, void* recv, size_t count, tsr_dtype_t dtype,
+                                 tsr_reduce_op_t op, tsr_stream_t stream, bool alone) {
+  return all_reduce(c, send, recv, count, dtype, op, stream, alone, "tsrCommAllReduce");
 }
 
 tsr_status_t tsrCommReduceScatter(tsr_comm_t c, const void* send, void* recv, size_t count, tsr_dtype_t dtype,

@@ -32,6 +32,9 @@ typedef struct tsr_comm_call {
   bool recording;              /* `queue` records a device graph (tsrGraphInstantiate): issue the operation
                                 * so that the graph holds it; it does not run now (no completion to watch) */
   const atomic_bool* aborted;  /* true once tsrCommAbort was called: give up at the next poll */
+  bool alone;                  /* nothing of the caller computes beside the operation (a compiled function's
+                                * collective followed by no kernel step: tsr_comm_all_reduce): a transport
+                                * that caps its operations at the communicator's units may run it uncapped */
 } tsr_comm_call_t;
 
 /* What tsrCommCreate / tsrCommCreateFromEnv ask a transport for. */
@@ -41,7 +44,8 @@ typedef struct tsr_comm_init {
   int local_rank;   /* LOCAL_RANK, or -1 when unknown */
   const tsr_comm_unique_id_t* id;  /* NULL together with world -1 */
   uint32_t units;   /* tsr_comm_options_t.units, resolved: the most compute units an operation's kernels take
-                     * (device-queue transports; split communicators keep their parent's); 0: no limit */
+                     * (device-queue transports; split communicators keep their parent's), but for those
+                     * issued `alone` (tsr_comm_call_t); 0: no limit */
 } tsr_comm_init_t;
 
 /* Flags of a transport. */
@@ -124,6 +128,11 @@ void tsr_comm_free(struct tsr_comm* comm);
 /* The compute units a compiled function leaves free for `comm`'s kernels while its collectives are in flight
  * (function.c): the communicator's units on a device-queue transport, else 0. */
 uint32_t tsr_comm_units(const struct tsr_comm* comm);
+/* tsrCommAllReduce, for a compiled function's collective step (function.c); `alone`: no kernel step of the call
+ * follows it, so a communicator with units runs it without their cap (tsr_comm_call_t.alone). Recorded into a
+ * capturing stream it is tsrCommAllReduce's node (capped). */
+tsr_status_t tsr_comm_all_reduce(struct tsr_comm* comm, const void* send, void* recv, size_t count,
+                                 tsr_dtype_t dtype, tsr_reduce_op_t op, tsr_stream_t stream, bool alone);
 
 /* ---- helpers comm.c provides to transports --------------------------------------------------------- */
 

@@ -18,7 +18,10 @@
  * on which the calling thread enqueues every operation: a non-blocking group launches each operation from a new
  * thread of NCCL's (group.cc), about 100 µs of host time per operation (147 µs per 1 MiB all_reduce on 4x H200,
  * 44 µs blocking). That split is polled on the non-blocking parent, so it is bounded like initialization, and
- * tsrCommSplit splits the parent and derives the new communicator's blocking one the same way. Peers are
+ * tsrCommSplit splits the parent and derives the new communicator's blocking one the same way. With units
+ * (maxCTAs), a second blocking split of the parent without the cap, `wide`, runs the operations issued alone
+ * (tsr_comm_call_t.alone: a compiled function's last collective, with nothing computing beside it); every path
+ * that aborts or destroys the communicator takes it too, and the monitor asks it for NCCL's errors. Peers are
  * connected at initialization (NCCL_RUNTIME_CONNECT=0 is put in the environment unless the user set it), so an
  * enqueue never waits for a peer. An operation queued on a stream runs later, on the GPU:
  * a CUDA event recorded after it is watched by the communicator's monitor thread, which aborts the
@@ -193,6 +196,9 @@ typedef struct nccl_state {
   ncclComm_t comm;             /* NULL once aborted; the one operations run on */
   ncclComm_t parent;           /* the non-blocking communicator the blocking `comm` was split from, kept for
                                 * splits, whose waits it bounds; NULL once aborted */
+  ncclComm_t wide;             /* with units: a blocking sibling of `comm` (the same ranks, split from `parent`)
+                                * without the maxCTAs cap, for operations issued alone (tsr_comm_call_t); NULL
+                                * without units and once aborted */
   uint32_t units;              /* maxCTAs of its operations (tsr_comm_init_t.units; 0: NCCL's choice), kept
                                 * for its splits */
   tsr_status_t fault;          /* what the monitor found (TIMEOUT, LAUNCH_FAILED), reported once asked */
@@ -204,7 +210,7 @@ typedef struct nccl_state {
   bool monitoring;             /* the monitor thread was started */
   pthread_t monitor;
   CUstream own;                /* NULL-stream operations run here (created at the first) */
-  ncclComm_t doomed[2];        /* `comm` and `parent` once aborted, for the reaper (abort_locked) */
+  ncclComm_t doomed[3];        /* `comm`, `wide` and `parent` once aborted, for the reaper (abort_locked) */
   bool reaping;                /* the reaper thread was started: joined before the state is freed */
   pthread_t reaper;
 } nccl_state_t;
@@ -219,7 +225,7 @@ static tsr_status_t nccl_fail(ncclResult_t r, ncclComm_t comm, const char* funct
 static void* reap(void* arg) {
   nccl_state_t* s = arg;
   bool current = !s->cu->cuCtxPushCurrent(s->context);
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < 3; i++)
     if (s->doomed[i]) N.CommAbort(s->doomed[i]);
   if (current) {
     CUcontext popped;
@@ -238,12 +244,13 @@ static void* reap(void* arg) {
  * is after the graphs holding the communicator are (they hold it: tsr_comm_node_hold; a context frees its
  * graphs before its communicators). Where no thread can be started the abort runs here. */
 static void abort_locked(nccl_state_t* s) {
-  if (!s->comm && !s->parent) return;
+  if (!s->comm && !s->wide && !s->parent) return;
   s->doomed[0] = s->comm;
-  s->doomed[1] = s->parent;
-  s->comm = s->parent = NULL;
+  s->doomed[1] = s->wide;
+  s->doomed[2] = s->parent;
+  s->comm = s->wide = s->parent = NULL;
   if (s->reaping || pthread_create(&s->reaper, NULL, reap, s) != 0) {
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
       if (s->doomed[i]) N.CommAbort(s->doomed[i]);
     return;
   }
@@ -291,12 +298,12 @@ static tsr_status_t settle(nccl_state_t* s, ncclComm_t* comm, ncclResult_t r, co
   backoff_t ns = backoff();
   while (r == ncclInProgress) {
     if (call->aborted && atomic_load(call->aborted)) {
-      if (*comm != s->comm && *comm != s->parent) N.CommAbort(*comm), *comm = NULL;
+      if (*comm != s->comm && *comm != s->wide && *comm != s->parent) N.CommAbort(*comm), *comm = NULL;
       abort_locked(s);
       return tsr_fail(TSR_ERROR_LAUNCH_FAILED, "%s: the communicator was aborted during %s", call->function, what);
     }
     if (tsr_comm_now_ns() >= call->deadline_ns) {
-      if (*comm != s->comm && *comm != s->parent) N.CommAbort(*comm), *comm = NULL;
+      if (*comm != s->comm && *comm != s->wide && *comm != s->parent) N.CommAbort(*comm), *comm = NULL;
       abort_locked(s);
       return tsr_fail(TSR_ERROR_TIMEOUT, "%s: %s did not complete before the communicator's timeout (a peer is "
                       "missing or stopped); NCCL's communicator was aborted (ncclCommAbort)", call->function, what);
@@ -308,6 +315,15 @@ static tsr_status_t settle(nccl_state_t* s, ncclComm_t* comm, ncclResult_t r, co
     if (N.CommGetAsyncError(*comm, &r)) r = ncclInProgress + 1000;  /* the query itself failed */
   }
   return r == ncclSuccess ? TSR_SUCCESS : nccl_fail(r, *comm, call->function, what);
+}
+
+/* Which of the communicators operations run on (`comm`, `wide`) reports an asynchronous error, in `*r`; NULL
+ * when neither does (state locked). */
+static ncclComm_t async_failed(nccl_state_t* s, ncclResult_t* r) {
+  ncclComm_t ops[2] = {s->comm, s->wide};
+  for (int i = 0; i < 2; i++)
+    if (ops[i] && !N.CommGetAsyncError(ops[i], r) && *r != ncclSuccess && *r != ncclInProgress) return ops[i];
+  return NULL;
 }
 
 /* The monitor: watches the events of queued operations against their deadlines and NCCL's asynchronous
@@ -341,10 +357,11 @@ static void* monitor(void* arg) {
     }
     s->count = kept;
     ncclResult_t async = ncclSuccess;
-    if (s->comm && !N.CommGetAsyncError(s->comm, &async) && async != ncclSuccess && async != ncclInProgress) {
+    ncclComm_t failed = async_failed(s, &async);
+    if (failed) {
       s->fault = TSR_ERROR_LAUNCH_FAILED;
       snprintf(s->fault_message, sizeof s->fault_message, "NCCL reported an asynchronous error: %s: %s; the "
-               "communicator was aborted (ncclCommAbort)", N.GetErrorString(async), N.GetLastError(s->comm));
+               "communicator was aborted (ncclCommAbort)", N.GetErrorString(async), N.GetLastError(failed));
       abort_locked(s);
     }
     pthread_mutex_unlock(&s->lock);
@@ -466,6 +483,14 @@ static tsr_status_t derive_blocking(nccl_state_t* s, int rank, const tsr_comm_ca
   ncclComm_t comm;
   tsr_status_t st = split_locked(s, &s->parent, 0, rank, &config, call, &comm);
   s->comm = comm;
+  /* With units, a second blocking split the same way without maxCTAs: `wide`, for operations issued alone
+   * (nothing computes beside them, so a cap only slows them). Every rank has the same units (comm.h), so
+   * every rank splits it. Both are used on one stream at a time, so their operations stay ordered. */
+  if (!st && s->units) {
+    ncclConfig_t uncapped = config_of(0, 1);
+    st = split_locked(s, &s->parent, 0, rank, &uncapped, call, &comm);
+    s->wide = comm;
+  }
   return st;
 }
 
@@ -482,6 +507,8 @@ static void destroy(void* state, bool broken) {
   /* Broken: peers may be gone, and ncclCommDestroy could wait for them. */
   if (s->comm && broken) N.CommAbort(s->comm);
   else if (s->comm) N.CommDestroy(s->comm);
+  if (s->wide && broken) N.CommAbort(s->wide);
+  else if (s->wide) N.CommDestroy(s->wide);
   if (s->parent && broken) N.CommAbort(s->parent);
   else if (s->parent) N.CommDestroy(s->parent);
   if (entered) leave(s);
@@ -727,9 +754,11 @@ static tsr_status_t run(void* state, const nccl_op_t* o, const tsr_comm_call_t* 
   } else if (!s->comm) {
     st = tsr_fail(TSR_ERROR_LAUNCH_FAILED, "%s: the communicator was aborted", call->function);
   } else if (call->queue || !(st = own_stream(s, call, &stream))) {
-    /* Blocking: the calling thread has enqueued it when NCCL returns (never ncclInProgress). */
-    ncclResult_t r = issue(o, s->comm, stream);
-    if (r != ncclSuccess) st = nccl_fail(r, s->comm, call->function, what);
+    /* Blocking: the calling thread has enqueued it when NCCL returns (never ncclInProgress). Alone, on the
+     * uncapped sibling where there is one. */
+    ncclComm_t comm = call->alone && s->wide ? s->wide : s->comm;
+    ncclResult_t r = issue(o, comm, stream);
+    if (r != ncclSuccess) st = nccl_fail(r, comm, call->function, what);
   }
   /* A recorded operation runs when the graph is launched (watched then): its event would mark nothing (CUDA
    * refuses to query an event recorded under capture), so only a queued one is watched now. */
@@ -867,9 +896,10 @@ static tsr_status_t async_error(void* state) {
   tsr_status_t st = TSR_SUCCESS;
   pthread_mutex_lock(&s->lock);
   ncclResult_t r = ncclSuccess;
+  ncclComm_t failed;
   if (s->fault) st = tsr_fail(s->fault, "%s", s->fault_message);
-  else if (s->comm && !N.CommGetAsyncError(s->comm, &r) && r != ncclSuccess && r != ncclInProgress)
-    st = nccl_fail(r, s->comm, "tsrCommGetAsyncError", "the communicator");
+  else if ((failed = async_failed(s, &r)))
+    st = nccl_fail(r, failed, "tsrCommGetAsyncError", "the communicator");
   pthread_mutex_unlock(&s->lock);
   return st;
 }

@@ -700,56 +700,115 @@ static tsr_status_t uncap_grid(call_t* c, const tsr_expr_t* e, int64_t grid[3]) 
   return TSR_SUCCESS;
 }
 
-static tsr_status_t run_args(call_t* c, const tsr_plan_step_t* s, size_t step) {
+/* The step's extents (c->local): the function's, DEVICE_UNITS = `units`, then the step's own, each evaluated over
+ * that scope before any of them lands in `local`. */
+static tsr_status_t step_scope(call_t* c, const tsr_plan_step_t* s, size_t step, int64_t units) {
   const tsr_plan_t* plan = c->plan;
   uint32_t n = plan->symbols.count;
-  /* The step's extents are defined over the function's (and DEVICE_UNITS); the kernel's side sees them. */
   memcpy(c->local, c->env, n * sizeof *c->local);
   memcpy(c->local_bound, c->bound, n);
-  /* While collectives are in flight on the communication stream, a persistent kernel (a grid over
-   * DEVICE_UNITS) leaves the communicator's units free: else it takes every unit and the transport's kernels,
-   * though queued first, wait for its end, and nothing overlaps (comm.h, units). */
-  int64_t spare = c->pending_count && c->comm ? (int64_t)tsr_comm_units(c->comm) : 0;
-  set_symbol(plan, c->local, c->local_bound, "DEVICE_UNITS",
-             spare && spare < c->device_units ? c->device_units - spare : c->device_units);
-  /* each env entry is evaluated over that scope, before any of them lands in `local` */
+  set_symbol(plan, c->local, c->local_bound, "DEVICE_UNITS", units);
   int64_t* saved = c->saved;
   uint8_t* saved_bound = c->saved_bound;
   memcpy(saved, c->local, n * sizeof *saved);
   memcpy(saved_bound, c->local_bound, n);
-  tsr_status_t st = TSR_SUCCESS;
-  for (uint32_t i = 0; i < s->env_count && !st; i++) {
+  for (uint32_t i = 0; i < s->env_count; i++) {
     tsr_extents_t x = {&plan->symbols, saved, saved_bound};
     int64_t v;
-    st = tsr_expr_eval(&s->env[i].expr, &x, &v);
+    tsr_status_t st = tsr_expr_eval(&s->env[i].expr, &x, &v);
     if (st) {
       char message[768];
       snprintf(message, sizeof message, "%s", tsrGetLastErrorMessage());
-      st = tsr_fail(st, "function '%s': step %zu: extent '%s': %s", c->f->name, step, s->env[i].name, message);
-      break;
+      return tsr_fail(st, "function '%s': step %zu: extent '%s': %s", c->f->name, step, s->env[i].name, message);
     }
     c->local[s->env[i].symbol] = v;
     c->local_bound[s->env[i].symbol] = 1;
   }
-  if (st) return st;
+  return TSR_SUCCESS;
+}
 
-  const char* kname = s->kernel;
-  uint32_t which = 0;
-  const int64_t* block = s->launch.block;
-  const tsr_expr_t* grid_e = s->launch.grid;
-  int64_t smem = s->smem;
+/* What a kernel step launches over its scope (step_scope): its first "prefer" alternative whose condition
+ * holds, else its own kernel. */
+typedef struct step_launch {
+  const char* kernel;
+  uint32_t which;  /* 0: the step's own kernel, 1 + a: alternative a */
+  const int64_t* block;
+  const tsr_expr_t* grid;
+  int64_t smem;
+} step_launch_t;
+
+static tsr_status_t choose(call_t* c, const tsr_plan_step_t* s, step_launch_t* out) {
+  *out = (step_launch_t){s->kernel, 0, s->launch.block, s->launch.grid, s->smem};
   for (uint32_t a = 0; a < s->prefer_count; a++) {
     int64_t when;
-    if ((st = eval(c, &s->prefer[a].when, true, &when, "a 'prefer' condition"))) return st;
+    tsr_status_t st = eval(c, &s->prefer[a].when, true, &when, "a 'prefer' condition");
+    if (st) return st;
     if (when > 0) {
-      kname = s->prefer[a].kernel;
-      which = 1 + a;
-      block = s->prefer[a].launch.block;
-      grid_e = s->prefer[a].launch.grid;
-      smem = s->prefer[a].smem;
+      *out = (step_launch_t){s->prefer[a].kernel, 1 + a, s->prefer[a].launch.block, s->prefer[a].launch.grid,
+                             s->prefer[a].smem};
       break;
     }
   }
+  return TSR_SUCCESS;
+}
+
+/* The CTAs of grid `e` over the step's scope with DEVICE_UNITS (symbol `sym`) = `units`; -1 where it cannot be
+ * evaluated. */
+static int64_t ctas_with(call_t* c, const tsr_expr_t* e, int64_t sym, int64_t units) {
+  c->local[sym] = units, c->local_bound[sym] = 1;
+  tsr_extents_t x = {&c->plan->symbols, c->local, c->local_bound};
+  int64_t total = 1;
+  for (int d = 0; d < 3; d++) {
+    int64_t g;
+    if (tsr_expr_eval(&e[d], &x, &g) != TSR_SUCCESS || g < 0 || __builtin_mul_overflow(total, g, &total)) return -1;
+  }
+  return total;
+}
+
+/* How many of the communicator's `units` a kernel of grid `e` leaves free while the call's collectives are in
+ * flight (the step's scope evaluated over the whole device, c->device_units): as many as it can without a
+ * round more. Its tiles are its grid with DEVICE_UNITS unbounded (a persistent kernel's CTAs stride over them);
+ * over the whole device they take rounds = ceil(tiles / CTAs) waves, which ceil(tiles / rounds) CTAs still
+ * do, so the rest of the device is slack: min(units, slack) are left free, checked against the grid itself
+ * (a cluster's grid takes units in pairs). 512 tiles on 132 units: 4 rounds on 128, 4 free; 264: none. */
+static int64_t spare_units(call_t* c, const tsr_expr_t* e, int64_t units) {
+  int64_t sym = tsr_symbols_find(&c->plan->symbols, "DEVICE_UNITS");
+  if (sym < 0) return 0;  /* nothing depends on it */
+  int64_t was = c->local[sym];
+  uint8_t was_bound = c->local_bound[sym];
+  int64_t whole = c->device_units, spare = 0;
+  int64_t full = ctas_with(c, e, sym, whole), tiles = ctas_with(c, e, sym, INT32_MAX);
+  if (full > 0 && tiles >= full) {
+    int64_t rounds = (tiles + full - 1) / full;
+    spare = whole - (tiles + rounds - 1) / rounds;
+    if (spare > units) spare = units;
+    for (; spare > 0; spare--) {
+      int64_t g = ctas_with(c, e, sym, whole - spare);
+      if (g > 0 && (tiles + g - 1) / g <= rounds) break;
+    }
+  }
+  c->local[sym] = was, c->local_bound[sym] = was_bound;
+  return spare > 0 ? spare : 0;
+}
+
+static tsr_status_t run_args(call_t* c, const tsr_plan_step_t* s, size_t step) {
+  /* While collectives are in flight on the communication stream, a persistent kernel (a grid over
+   * DEVICE_UNITS) leaves units free for the transport's (the communicator's, clamped to what costs the kernel
+   * no round: spare_units): else it takes every unit and the transport's kernels, though queued first, wait
+   * for its end, and nothing overlaps (comm.h, units). */
+  int64_t units = c->device_units, want = c->pending_count && c->comm ? (int64_t)tsr_comm_units(c->comm) : 0;
+  step_launch_t run;
+  tsr_status_t st;
+  if (want > 0) {
+    if ((st = step_scope(c, s, step, units)) || (st = choose(c, s, &run))) return st;
+    units -= spare_units(c, run.grid, want);
+  }
+  if ((st = step_scope(c, s, step, units)) || (st = choose(c, s, &run))) return st;
+  const char* kname = run.kernel;
+  uint32_t which = run.which;
+  const int64_t* block = run.block;
+  const tsr_expr_t* grid_e = run.grid;
+  int64_t smem = run.smem;
   struct tsr_kernel* k = find_kernel(c, kname, step, which);
   if (!k) return TSR_ERROR_NOT_FOUND;
 
@@ -1487,12 +1546,22 @@ static tsr_status_t run_reduced(call_t* c, uint32_t first, uint32_t end, tsr_com
   if (ready) tsrReleaseEvent(ready);  /* the queued wait holds it */
   tsr_event_t began = !st && overlap && c->timeline ? timeline_event(c, c->comm_stream) : NULL;
   double host_began = timeline_host(c);
+  /* No kernel step of the call after the bucket (the last chunk's all_reduce): nothing computes beside it, so
+   * a communicator whose operations are capped at its units runs it uncapped (comm.h, units). Every rank
+   * decides alike: it is the plan's. */
+  bool alone = true;
+  for (uint32_t k = end; k < c->f->step_count && alone; k++) {
+    int kind = c->f->steps[k].kind;
+    alone = kind != TSR_PLAN_STEP_ARGS && kind != TSR_PLAN_STEP_VIEW && kind != TSR_PLAN_STEP_CALL;
+  }
   for (uint32_t k = first; k < end && !st; k++) {
     value_state_t *x = &c->values[c->f->steps[k].input], *y = &c->values[c->f->steps[k].output];
     if (member_bytes(c, k) >= below && x->elements)
-      st = comm_status(c, &c->f->steps[k], k, tsrCommAllReduce(g, x->ptr, y->ptr, x->elements, d->comm, op, on));
+      st = comm_status(c, &c->f->steps[k], k, tsr_comm_all_reduce(g, x->ptr, y->ptr, x->elements, d->comm, op, on,
+                                                                  alone));
   }
-  if (!st && count) st = comm_status(c, s, first, tsrCommAllReduce(g, packed, packed, count, d->comm, op, on));
+  if (!st && count)
+    st = comm_status(c, s, first, tsr_comm_all_reduce(g, packed, packed, count, d->comm, op, on, alone));
   at = 0;
   for (uint32_t k = first; k < end && !st; k++) {
     value_state_t* y = &c->values[c->f->steps[k].output];

@@ -7,7 +7,8 @@
  * trivially in order), except on a capturing stream, where it is recorded into the graph; the kernels it
  * runs are `saxpy` (y = a * x + y, the test image's PTX record) and `fill_fixed` (out = value, the CPU test
  * kernel's arguments; tests/c/test_function_device.py's plans use it); other kernels do nothing. It writes one line per call that queues or
- * waits for work to $FAKE_CUDA_LOG ("cuLaunchKernel s3"), which is what the tests read.
+ * waits for work to $FAKE_CUDA_LOG ("cuLaunchKernel s3"), which is what the tests read. The device has 4 SMs,
+ * or $FAKE_CUDA_SMS.
  *
  * A kernel given a pointer in [2^40, 2^41) (no host mapping is there) faults as on a GPU: its launch succeeds,
  * the next call that waits for work fails with CUDA_ERROR_ILLEGAL_ADDRESS, and so does every call after.
@@ -263,7 +264,7 @@ CUresult cuDeviceGetAttribute(int* v, int attribute, int d) {
     case 5: *v = 2147483647; break;          /* grid x */
     case 6: case 7: *v = 65535; break;       /* grid y, z */
     case 10: *v = 32; break;                 /* warp */
-    case 16: *v = 4; break;                  /* SMs */
+    case 16: *v = getenv("FAKE_CUDA_SMS") ? atoi(getenv("FAKE_CUDA_SMS")) : 4; break;  /* SMs */
     case 75: *v = 9; break;                  /* compute capability 9.0: runs the test image's sm_90a */
     case 76: *v = 0; break;
     case 97: *v = 232448; break;             /* shared memory per block, opted in */

@@ -16,7 +16,8 @@
  *
  * Data: every operation completes at once as if the other ranks gave zeros (all_reduce and broadcast copy
  * send to recv, all_gather puts send at this rank's block and zeros elsewhere, reduce_scatter takes this
- * rank's block; send and recv move nothing); the tests read the log, the GPU test checks the numbers. $FAKE_NCCL_HANG makes a peer go missing: "init" (initialization stays
+ * rank's block; send and recv move nothing); with $FAKE_NCCL_LOG_CTAS set, each operation's line also names the
+ * communicator's cap before the stream ("maxCTAs=N", or "uncapped"); the tests read the log, the GPU test checks the numbers. $FAKE_NCCL_HANG makes a peer go missing: "init" (initialization stays
  * in progress), "split" (a split stays in progress), "gpu" (the enqueue succeeds, and the stream stays busy — fake_cuda_spin — until ncclCommAbort ends the kernel), "async" (ncclCommGetAsyncError reports
  * ncclRemoteError once an operation was enqueued), "graph" (operations issued directly complete; one recorded
  * into a CUDA graph spins wherever the graph is launched, until ncclCommAbort: the peer died after the
@@ -61,6 +62,7 @@ struct ncclComm {
   int busy;     /* ncclCommGetAsyncError polls left before the last init or split completes */
   struct ncclComm *child, **child_out;  /* a split's new communicator, written to *child_out on completion */
   int32_t graphs;  /* CUDA graphs and executable graphs holding an operation of it (fake_cuda_graph_ref) */
+  int max_ctas;    /* its config's maxCTAs (INT_MIN: NCCL's default) */
 };
 
 #define POLLS 3  /* how many polls an initialization or a split stays in progress */
@@ -166,6 +168,7 @@ ncclResult_t ncclCommInitRankConfig(struct ncclComm** comm, int nranks, ncclUniq
   (*comm)->nranks = nranks;
   (*comm)->rank = rank;
   (*comm)->pending = hang("init");
+  (*comm)->max_ctas = config->maxCTAs;
   (*comm)->busy = POLLS;
   return in_progress;
 }
@@ -182,6 +185,7 @@ ncclResult_t ncclCommSplit(struct ncclComm* comm, int color, int key, struct ncc
     comm->child->nranks = c->blocking ? comm->nranks : 1;
     comm->child->rank = c->blocking ? comm->rank : 0;
     comm->child->blocking = c->blocking;
+    comm->child->max_ctas = c->maxCTAs;
     comm->child->busy = POLLS;
     comm->child_out = out;
   }
@@ -235,12 +239,16 @@ ncclResult_t ncclCommUserRank(struct ncclComm* c, int* r) { *r = c->rank; return
 static int refused(struct ncclComm* c, const void* stream, const char* format, ...)
     __attribute__((format(printf, 3, 4)));
 static int refused(struct ncclComm* c, const void* stream, const char* format, ...) {
-  char line[256], s[16];
+  char line[256], s[16], cap[32] = "";
   va_list ap;
   va_start(ap, format);
   vsnprintf(line, sizeof line, format, ap);
   va_end(ap);
-  say("%s %s", line, stream_name(stream, s, sizeof s));
+  if (getenv("FAKE_NCCL_LOG_CTAS")) {
+    if (c->max_ctas == INT_MIN) snprintf(cap, sizeof cap, " uncapped");
+    else snprintf(cap, sizeof cap, " maxCTAs=%d", c->max_ctas);
+  }
+  say("%s%s %s", line, cap, stream_name(stream, s, sizeof s));
   if (!c->blocking) {
     say("refused: an operation on a non-blocking communicator");
     return 1;

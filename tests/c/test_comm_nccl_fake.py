@@ -718,16 +718,18 @@ def tp(H: tensor[bf16, "T", 256], W: tensor[bf16, 256, 1024]):
 
 def test_units_are_left_free_for_the_collectives_in_flight(fake_driver, fake_nccl, tmp_path):
     """Communicator units (comm.h): NCCL is created with maxCTAs = units, and a compiled function's persistent
-    GEMM launched while one of its all_reduces is in flight takes DEVICE_UNITS - units CTAs (the fake device
-    has 4 SMs): the pipelined chunks after the first (tessera-pipeline-collectives, four of 128 rows) launch 2
-    CTAs with units=2, and every chunk 4 without units (NCCL's default, nothing left free)."""
+    GEMM launched while one of its all_reduces is in flight leaves min(units, slack) SMs free, never a round
+    more (function.c, spare_units): each pipelined chunk (tessera-pipeline-collectives, four of 128 rows) is 4
+    tiles, one round on the fake device's 4 SMs, which 2 fewer would make two, so every chunk launches 4 CTAs
+    with units=2 as without units. tests/c/test_tp_chunks_fake.py has units left free where there is slack
+    (before spare_units the chunks after the first launched 2)."""
     nccl, lines = run_chunked_on_fakes(TP, UNITS, tmp_path, fake_driver(), fake_nccl)
     inits = [line for line in nccl if line.startswith("ncclCommInitRankConfig")]
     assert len(inits) == 2 and "maxCTAs" not in inits[0] and inits[1].endswith(" maxCTAs=2"), inits
     at = [lines.index("call 0"), lines.index("call 2"), len(lines)]
     grids = [[int(line.rsplit(" ", 1)[1]) for line in lines[a:b] if line.startswith("params:")]
              for a, b in zip(at, at[1:])]
-    assert grids == [[4, 4, 4, 4], [4, 2, 2, 2]], grids
+    assert grids == [[4, 4, 4, 4], [4, 4, 4, 4]], grids
 
 
 GRID = r"""
@@ -752,8 +754,10 @@ def test_gemm_grid_launches_one_cta_per_tile_where_asked(fake_driver, fake_nccl,
     """$TESSERA_GEMM_GRID (function.c, uncap_grid): the persistent sm_90a GEMM (grid min(tiles, DEVICE_UNITS), its
     CTAs striding over the tiles) launches one CTA per tile with `tiles`, and with `comm` only while a collective
     of the call is in flight (the pipelined chunks after the first), whatever units the communicator leaves free;
-    by default (or `persistent`) at most the fake device's 4 SMs, 4 - units while a chunk is reduced. Each chunk
-    (128 of 512 rows, N=2048) has 8 or 16 tiles, as the launch's tile choice gives. An unknown value fails."""
+    by default (or `persistent`) at most the fake device's 4 SMs, still 4 with units=2 while a chunk is reduced:
+    each chunk (128 of 512 rows, N=2048) has 8 or 16 tiles, as the launch's tile choice gives, 2 or 4 rounds on
+    4 SMs that fewer would not keep (function.c, spare_units: units never cost a round). An unknown value
+    fails."""
     compiler = pytest.importorskip("tessera.compiler")
     image = tmp_path / "tp.tessera"
     image.write_bytes(compiler.compile_source(TP.replace("256, 1024]", "256, 2048]"), "tp.py",
@@ -776,7 +780,7 @@ def test_gemm_grid_launches_one_cta_per_tile_where_asked(fake_driver, fake_nccl,
     grids = [int(line.rsplit(" ", 1)[1]) for line in cuda_log.read_text().splitlines() if line.startswith("params:")]
     assert len(grids) == 4, grids
     tiles = grids[-1] if mode in ("tiles", "comm") else None
-    expected = {None: [4, 4 - units, 4 - units, 4 - units], "persistent": [4, 4 - units, 4 - units, 4 - units],
+    expected = {None: [4, 4, 4, 4], "persistent": [4, 4, 4, 4],
                 "tiles": [tiles] * 4, "comm": [4, tiles, tiles, tiles]}[mode]
     assert grids == expected and (tiles is None or tiles in (8, 16)), grids
 

@@ -117,8 +117,15 @@ typedef struct tsr_comm_options {
   uint32_t units;       /* the most compute units (SMs) one operation's kernels occupy on a device-queue
                          * transport (NCCL's maxCTAs; split communicators inherit it); a compiled function
                          * called with this communicator launches its persistent kernels (grids over
-                         * DEVICE_UNITS) on that many units fewer while its collectives are in flight, so
-                         * that both run at once instead of the transport's kernels waiting for free units.
+                         * DEVICE_UNITS) on up to that many units fewer while its collectives are in flight,
+                         * so that both run at once instead of the transport's kernels waiting for free units:
+                         * min(units, slack), where slack = DEVICE_UNITS - ceil(tiles / rounds), tiles the
+                         * kernel's grid with DEVICE_UNITS unbounded, rounds = ceil(tiles / DEVICE_UNITS), so
+                         * that no kernel takes a round more (132 SMs: 512 or 256 tiles leave 4 free, 264
+                         * none). A compiled function's collective that no kernel step of the call follows
+                         * runs without the cap, on a second NCCL communicator of the same ranks that a
+                         * communicator with units holds (made at creation and split; docs/c-api.md, "Compute
+                         * units"). Every rank passes the same units.
                          * 0: $TESSERA_COMM_UNITS if set, else no limit (the transport's choice) and no units
                          * left free. Host transports (MPI) ignore it. */
 } tsr_comm_options_t;
