@@ -84,9 +84,9 @@ def test_the_cpu_falls_back_and_says_so(programs):
     # float32 values on the e4m3 grid are the same arguments as their bytes
     same = np.asarray(mod.function("pre")(q8, k8, v8, sq, sk, sv), np.float32)
     np.testing.assert_array_equal(got, same)
-    # the same e4m3 Q, K, V; P not rounded to e4m3 (2^-4 a weight) and Q, K, V dequantized to bf16: ~1.5e-2 rms
+    # the same e4m3 Q, K, V; P not rounded to e4m3 (2^-4 a weight) and Q, K, V dequantized to bf16: 0.8-0.9e-2 rms
     rms = np.sqrt(((got - want) ** 2).mean() / (want ** 2).mean())
-    assert rms < 4e-2 and np.abs(got - want).max() < 8e-2 * np.abs(want).max(), rms
+    assert rms < 2e-2 and np.abs(got - want).max() < 4e-2 * np.abs(want).max(), rms
     plan = compiler.compile_source(SOURCE, "a.py").metadata["plans"]["pre"]
     assert FALLBACK in plan["fallbacks"]
     assert [plan["values"][a]["dtype"] for a in plan["args"][:3]] == ["fp8_e4m3"] * 3
