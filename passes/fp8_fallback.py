@@ -123,8 +123,8 @@ def one_byte_values(fn, gemm: str = "") -> set:
     bytes: `_rows_of_16_bytes`, a symbolic K only where both operands are the caller's — kernel-made
     operands were multiplied whatever K, so they keep the containers' padded K there), and the e4m3 Q, K, V of
     a flash_attention_fp8 with descales (kept only where the target has its one-byte kernel, sm_90a's:
-    passes/decompose.attention_fp8). Other attention and row kernels (and mma.sync's GEMM before sm_90a, whose copies to shared memory cannot widen) read the f16
-    container."""
+    passes/decompose.attention_fp8). Other attention and row kernels (and mma.sync's GEMM before sm_90a, whose
+    copies to shared memory cannot widen) read the f16 container."""
     block = fn.entry_block
     made = [r for op in block.operations if op.operation.name.startswith("ttensor.") for r in op.results]
     params = set(block.arguments)

@@ -244,8 +244,8 @@ def _lower_fp8_bytes(ctx, kname: str, op) -> list[plan.ArgsStep]:
                              grid=grid, smem=smem)
 
     return [
-        step(f"{kname}_vt8", ("V8", "SCQ", "SCK", "SCV", "VT", "DS"), attention_fp8_sm90.generate_vt8(f"{kname}_vt8", D),
-             [4, 5], ("ceil(SKP/64)", str(D // 64), "BH")),
+        step(f"{kname}_vt8", ("V8", "SCQ", "SCK", "SCV", "VT", "DS"),
+             attention_fp8_sm90.generate_vt8(f"{kname}_vt8", D), [4, 5], ("ceil(SKP/64)", str(D // 64), "BH")),
         step(kname, ("Q8", "K8", "VT", "O", "DS"), attention_fp8_sm90.generate(spec), [3],
              (f"ceil(SQ/{spec.bm})", "BH", "1"), block=spec.threads, smem=spec.smem_bytes,
              props={"ptx.tensor_maps": spec.tensor_maps, "tile.M": str(spec.bm),
