@@ -16,7 +16,8 @@ against torch's once (within 2^-5 of its largest: bf16 partials, summed in bf16 
 --chunks 1,4 times two Tessera sides: the all_reduce whole after the second GEMM, and the MLP in four row chunks
 (tessera-pipeline-collectives: each chunk's first GEMM, gelu and second GEMM on its rows, then its all_reduce on
 the communication stream while the next chunk computes). With TESSERA_COMM_UNITS=16 in the environment NCCL
-takes at most 16 SMs and the GEMMs launched while a chunk is reduced leave those free (comm.h, units): without it
+takes at most 16 SMs and the GEMMs launched while a chunk is reduced leave up to those free, as many as cost them
+no round of tiles, and the last chunk's all_reduce (no GEMM beside it) runs uncapped (comm.h, units): without it
 the persistent GEMM holds every SM. --units 0,4,16 adds, for each chunk count, an N-GPU side whose communicator
 has that many units (a communicator of its own, created with units=; 0: the launch's default), its efficiency
 against the same chunk count's one-GPU step (units change nothing without peers).
