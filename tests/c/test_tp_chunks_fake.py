@@ -4,6 +4,8 @@ for an earlier chunk's all_reduce (no step of a later chunk touches the rows bei
 rows and its result rows are other windows), while the communication stream reduces chunk i after waiting for
 chunk i's second GEMM alone. A false wait there would serialize the pipeline whatever the GPU does."""
 
+import pytest
+
 from hostutil import run_chunked_on_fakes
 
 MLP = '''
@@ -154,3 +156,48 @@ def test_the_last_chunk_s_all_reduce_runs_uncapped(fake_driver, fake_nccl, tmp_p
         [chunk + ["uncapped", side]] * 4 + [["count=262144", "type=9", "op=0", "inplace", "uncapped", direct]], reduces
     assert nccl[second - 4:second] == ["ncclCommDestroy rank=1"] * 3 + ["ncclGetUniqueId"] and nccl[-2:] == ["ncclCommDestroy rank=1"] * 2
     assert not [line for line in nccl if line.startswith("refused") or "Abort" in line], nccl
+
+
+FAULT = r"""
+import os, sys, time
+import numpy as np
+from tessera import comm, executor, runtime, stream
+ctx = runtime.select_backend("cuda")
+prog = executor.load(open(sys.argv[1], "rb").read(), ctx).function("tp")
+s = stream.new(context=ctx)
+X = runtime.DeviceArray((1024, 256), np.uint16, ctx)
+W1, W2 = runtime.DeviceArray((256, 512), np.uint16, ctx), runtime.DeviceArray((512, 256), np.uint16, ctx)
+c = comm.Communicator.create(2, 1, comm.unique_id("nccl", ctx), backend="nccl", timeout=1, context=ctx, units=4)
+os.environ["FAKE_NCCL_HANG"] = "MODE"  # read by the fake at each call (run_chunked_on_fakes unsets it)
+try:
+    prog(X, W1, W2, comm=c, stream=s)
+    s.synchronize()
+    c.all_reduce(X, out=X, dtype="bf16", stream=s)
+    s.synchronize()
+except Exception as e:
+    print("failed:", e)
+for _ in range(500):  # until the communicator reports the fault (the monitor may see it after the calls return)
+    try:
+        c.check()
+    except Exception as e:
+        print("fault:", e)
+        break
+    time.sleep(0.01)
+else:
+    sys.exit("no fault reported")
+c.close()
+"""
+
+
+@pytest.mark.parametrize("mode", ["gpu", "async"])
+def test_a_fault_aborts_the_uncapped_communicator_too(fake_driver, fake_nccl, tmp_path, mode):
+    """A peer that stops (gpu: NCCL's kernels spin until the monitor aborts at the deadline) or NCCL's
+    asynchronous error (async) aborts all three NCCL communicators of a communicator with units: the capped
+    blocking one, its uncapped sibling and their non-blocking parent; none is destroyed (which could wait for
+    the peer)."""
+    nccl, _ = run_chunked_on_fakes(MLP, FAULT.replace("MODE", mode), tmp_path, fake_driver(), fake_nccl, unset=("TESSERA_GEMM_GRID",))
+    assert [line for line in nccl if line.startswith("ncclCommSplit")] == \
+        ["ncclCommSplit color=0 key=1 blocking=1 maxCTAs=4 NCCL_RUNTIME_CONNECT=0",
+         "ncclCommSplit color=0 key=1 blocking=1 NCCL_RUNTIME_CONNECT=0"], nccl
+    assert nccl.count("ncclCommAbort rank=1") == 3 and not [line for line in nccl if "Destroy" in line], \
+        "\n".join(nccl)
