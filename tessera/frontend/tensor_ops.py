@@ -691,8 +691,8 @@ def flash_attention_fp8(b, node, args, kwargs):
     bf16."""
     _check_kwargs(b, node, kwargs, ("scale", "causal", "softmax_scale"))
     given = kwargs.get("scale", "amax_dynamic")
-    if isinstance(given, tuple):
-        return _flash_attention_fp8_scaled(b, node, args, kwargs, given)
+    if isinstance(given, (tuple, list)):
+        return _flash_attention_fp8_scaled(b, node, args, kwargs, tuple(given))
     if given != "amax_dynamic":
         raise b.error(node, f"op.flash_attention_fp8 scales by scale=\"amax_dynamic\" (each tensor's own amax / "
                             f"448) or scale=(sq, sk, sv) (the f32 descales of e4m3 Q, K, V), not {given!r}")

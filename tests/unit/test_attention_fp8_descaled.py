@@ -26,7 +26,7 @@ def amax(q: tensor[bf16, "B", "S", 128], k: tensor[bf16, "B", "T", 128], v: tens
 def inside(q: tensor[f32, "S", 128], k: tensor[f32, "T", 128], v: tensor[f32, "T", 128], sq: tensor[f32],
            sk: tensor[f32], sv: tensor[f32]):
     q8, k8 = op.quantize(q, fp8_e4m3, scale=sq), op.quantize(k, fp8_e4m3, scale=sk)
-    return op.flash_attention_fp8(q8, k8, op.quantize(v, fp8_e4m3, scale=sv), scale=(sq, sk, sv), softmax_scale=0.2)
+    return op.flash_attention_fp8(q8, k8, op.quantize(v, fp8_e4m3, scale=sv), scale=[sq, sk, sv], softmax_scale=0.2)
 """
 RNG = np.random.default_rng(170)
 FALLBACK = ("flash_attention_fp8 (e4m3 with descales, head dimension 128) as flash_attention of its Q, K, V "
