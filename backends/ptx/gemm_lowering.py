@@ -82,8 +82,8 @@ def lower(arch: str, ctx, kname: str, ops: list, precision: str = "ieee") -> lis
     if simt:
         return simt
     tile = _tile(mm)
-    # the fp8 kernel's second set of accumulators leaves room for 128-wide tiles (256 promoted by halves with
-    # $TESSERA_SM90_GEMM_FP8_BN=256): a wider choice (the cost model's, or a hint) narrows to them
+    # the fp8 kernel's second set of accumulators leaves room for 128-wide tiles, or 256-wide ones promoted by
+    # halves of N (16-bit results): a wider choice (the cost model's, or a hint) narrows to them (_fp8_tile)
     if fp8:
         _fp8_tile(tile, out_dt)
     tile.update(_cluster())
@@ -161,7 +161,8 @@ def _declare_sm90(module, mm, spec: gemm_sm90.Sm90GemmSpec, params: list, fp8) -
             "tile.K": str(spec.bk), "pipeline.stages": str(spec.stages), "epilogue": ",".join(spec.epilogue),
             **({"ptx.mma": f"wgmma m64n{spec.bn}k32 {fp8[0]} x {fp8[1]}"} if fp8 and not spec.fp8_halves else {}),
             **({"ptx.mma": f"wgmma m64n{gemm_sm90.FP8_BN}k32 {fp8[0]} x {fp8[1]}, {spec.bn // gemm_sm90.FP8_BN} "
-                           f"halves of N a K step{', A from registers' if spec.a_regs else ''}"} if fp8 and spec.fp8_halves else {}),
+                           f"halves of N a K step{', A from registers' if spec.a_regs else ''}"}
+               if fp8 and spec.fp8_halves else {}),
             **({"ptx.mma": f"wgmma m64n{spec.bn}k32 s8 x s8"} if spec.int8 else {}),
             **({"ptx.mma": f"wgmma m64n{spec.bn}k8 tf32 x tf32", "input_precision": "tf32"}
                if spec.dtype == "tf32" else {})})
@@ -182,21 +183,23 @@ def _cluster() -> dict:
     return {"cluster_m": int(v)} if v else {}
 
 
-FP8_BN_ENV = "TESSERA_SM90_GEMM_FP8_BN"   # a benchmark's override: "256" lets the fp8 GEMM take 128x256 tiles
+FP8_BN_ENV = "TESSERA_SM90_GEMM_FP8_BN"   # a benchmark's override of the fp8 GEMM's tile width: 128, 256, 256rs
 
 
 def _fp8_tile(tile: dict, out_dtype: str) -> dict:
-    """`tile` narrowed for the fp8 kernel (updated in place): 128 wide at most (gemm_sm90.FP8_BN), or 256 where
-    $TESSERA_SM90_GEMM_FP8_BN=256 asks for the tiles that promote each K step's product by halves of N
-    (gemm_sm90.FP8_WIDE_BN; bench/gemm_gpu.py's --variant images, docs/performance.md has the measurements;
-    "256rs": the same with A read into registers once a K step, gemm_sm90's a_regs)
-    and the result is 16-bit (f32 results' plain-store epilogue spilled 32 bytes in ptxas at 256 wide).
-    The compile cache does not key on it (TESSERA_CACHE=0 with it)."""
+    """`tile` narrowed for the fp8 kernel (updated in place). GEMMs with 16-bit results take 128x256 tiles that
+    promote each K step's product by halves of N (gemm_sm90.FP8_WIDE_BN; measured faster than 128x128 on an
+    H200, docs/performance.md), f32 results 128x128 (gemm_sm90.FP8_BN: their plain-store epilogue spilled 32
+    bytes in ptxas at 256 wide), and so do GEMMs in clusters of two CTAs ($TESSERA_SM90_GEMM_CLUSTER=2; the
+    pair with 256-wide fp8 tiles has not run on a GPU) unless asked. $TESSERA_SM90_GEMM_FP8_BN (a benchmark's
+    override, part of the compile cache's key): 128 keeps 128x128 tiles; 256 asks for the wide ones; 256rs for
+    them with A read into registers once a K step (gemm_sm90's a_regs, measured slower)."""
     v = os.environ.get(FP8_BN_ENV, "")
     if v not in ("", str(gemm_sm90.FP8_BN), str(gemm_sm90.FP8_WIDE_BN), f"{gemm_sm90.FP8_WIDE_BN}rs"):
         raise ValueError(f"${FP8_BN_ENV}={v}: {gemm_sm90.FP8_BN}, {gemm_sm90.FP8_WIDE_BN} or "
                          f"{gemm_sm90.FP8_WIDE_BN}rs (A from registers)")
-    wide = v.startswith(str(gemm_sm90.FP8_WIDE_BN)) and out_dtype in ("bf16", "f16")
+    wide = out_dtype in ("bf16", "f16") and (
+        v.startswith(str(gemm_sm90.FP8_WIDE_BN)) or (not v and os.environ.get(CLUSTER_ENV, "") != "2"))
     widest, stages = (gemm_sm90.FP8_WIDE_BN, gemm_sm90.FP8_WIDE_STAGES) if wide \
         else (gemm_sm90.FP8_BN, gemm_sm90.FP8_STAGES)
     if tile.get("bn", 256) > widest:

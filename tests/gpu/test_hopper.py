@@ -178,17 +178,18 @@ def close_fp8_bf16(got, want, magnitudes):
     assert (err <= bound).all(), f"error {(err / bound).max():.3g} times the bound 2^-8 |C| + 2^-11 |A||B|"
 
 
-@pytest.mark.parametrize("image", ["hopper_gemm_fp8_wide", "hopper_gemm_fp8_wide_rs"])
-@pytest.mark.parametrize("M, K, N", [(192, 320, 264), (1100, 512, 1000), (130, 80, 45), (128, 8192, 512),
+@pytest.mark.parametrize("image", ["hopper_gemm", "hopper_gemm_fp8_wide", "hopper_gemm_fp8_wide_rs"])
+@pytest.mark.parametrize("M, K, N", [(192, 320, 264), (1100, 512, 1000), (130, 80, 40), (128, 8192, 512),
                                      (2100, 256, 4200)])
 def test_fp8_gemm_wide_tiles(program, hopper, image, M, K, N):
-    """fp8 GEMMs with bf16 results in 128x256 tiles (TESSERA_SM90_GEMM_FP8_BN=256): each K step's product in two
-    halves of N, each added to its half of the fp32 sums. Ragged M, N (1000: a last tile of 232 columns, past its
-    first half; 264: 8 columns into a second tile; 45: inside the first half) and K (320 and 80: a last step of
-    64 or 80 of 128); K = 8192: 64 steps, where summing in the tensor cores' own precision would exceed the bound;
+    """fp8 GEMMs with bf16 results in 128x256 tiles: each K step's product in two halves of N, each added to its
+    half of the fp32 sums. Ragged M, N (1000: a last tile of 232 columns, past its first half; 264: 8 columns into
+    a second tile; 40: inside the first half, bf16 rows being TMA's 16-byte units) and K (320 and 80: a last step
+    of 64 or 80 of 128); K = 8192: 64 steps, where summing in the tensor cores' own precision would exceed the bound;
     2100x4200: 17x17 = 289 tiles, more than an H100's or H200's 132 SMs (the persistent loop's later tiles).
-    The scaled GEMM's sa·sb in the epilogue. gemm_e4m3_e5m2's f32 results keep 128-wide tiles. `_rs`: A read
-    into registers once a K step (TESSERA_SM90_GEMM_FP8_BN=256rs)."""
+    The scaled GEMM's sa·sb in the epilogue. gemm_e4m3_e5m2's f32 results keep 128-wide tiles. hopper_gemm: the
+    default (128x256 for 16-bit results); `_wide`: asked for (TESSERA_SM90_GEMM_FP8_BN=256); `_rs`: with A read
+    into registers once a K step (=256rs)."""
     from tessera.numerics.rounding import round_to
     prog = program(image)
     A, B = randn(M, K), randn(K, N)

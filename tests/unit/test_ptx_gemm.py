@@ -119,13 +119,16 @@ def f32_out(A: tensor[fp8_e4m3, "M", "K"], Bt: tensor[fp8_e4m3, "N", "K"], sa: t
 """
 
 
-@pytest.mark.parametrize("setting, widths", [("", ("128", "128")), ("256", ("256", "128")), ("128", ("128", "128")),
-                                             ("256rs", ("256", "128"))])
-def test_fp8_wide_tile_is_a_benchmark_override(monkeypatch, setting, widths):
-    """$TESSERA_SM90_GEMM_FP8_BN=256 gives fp8 GEMMs with 16-bit results 128x256 tiles (4 stages); f32 results
-    keep 128x128 (their plain-store epilogue spilled 32 bytes at 256). ptxas: no spills in the wide kernel."""
+@pytest.mark.parametrize("setting, cluster, widths", [
+    ("", "", ("256", "128")), ("256", "", ("256", "128")), ("128", "", ("128", "128")), ("256rs", "", ("256", "128")),
+    ("", "2", ("128", "128")), ("256", "2", ("256", "128"))])
+def test_fp8_wide_tile_by_default_for_16_bit_results(monkeypatch, setting, cluster, widths):
+    """fp8 GEMMs with 16-bit results take 128x256 tiles (4 stages), f32 results 128x128 (their plain-store
+    epilogue spilled 32 bytes at 256); in clusters of two CTAs only where $TESSERA_SM90_GEMM_FP8_BN asks;
+    $TESSERA_SM90_GEMM_FP8_BN=128 keeps 128x128. ptxas: no spills in the wide kernel."""
     monkeypatch.setenv("TESSERA_CACHE", "0")
     monkeypatch.setenv("TESSERA_SM90_GEMM_FP8_BN", setting)
+    monkeypatch.setenv("TESSERA_SM90_GEMM_CLUSTER", cluster)
     kernels = {k.name: k for k in image.read_image(_compile(FP8_WIDE).image).kernels}
     got = tuple(kernels[f"{f}__gemm0"].props["tile.N"] for f in ("scaled", "f32_out"))
     assert got == widths
@@ -166,9 +169,12 @@ def test_fp8_parameters_stay_one_byte_and_feed_fp8_tensor_cores():
     k = {k.name: k for k in image.read_image(result.image).kernels}["f__gemm0"]
     assert [a.name for a in k.args] == ["A", "B", "C", "bias", "M", "K", "N"]
     assert [dtypes.BY_CODE[a.dtype].name for a in k.args[:2]] == ["fp8_e4m3", "fp8_e5m2"]
+    # a bf16 result: 128x256 tiles, each K step's product in two halves of N (gemm_lowering._fp8_tile)
     assert (k.props["ptx.mma"], k.props["tile.N"], k.props["tile.K"]) == \
-        ("wgmma m64n128k32 fp8_e4m3 x fp8_e5m2", "128", "128")
+        ("wgmma m64n128k32 fp8_e4m3 x fp8_e5m2, 2 halves of N a K step", "256", "128")
     assert k.props["epilogue"] == "bias,relu"
+    if ptxas.find() is not None:
+        assert "ptx.spill_bytes" not in k.props
 
 
 def test_fp8_parameters_of_a_static_k_not_a_multiple_of_16_are_packed():

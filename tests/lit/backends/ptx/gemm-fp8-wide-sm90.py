@@ -1,16 +1,16 @@
-# The sm_90a fp8 GEMM in 128x256 tiles ($TESSERA_SM90_GEMM_FP8_BN=256, a benchmark's override the compile cache
-# does not key on; backends/ptx/gemm_lowering.py _fp8_tile, gemm_sm90.py fp8_halves): each consumer keeps 128
-# fp32 sums a thread and ONE product of 64 registers, which each K step fills twice: m64n128k32 wgmmas over B's
-# columns 0-127 (four k32 slices of the 128-byte step), committed and waited for, added to the first half of the
-# sums; the same over columns 128-255 into the second half; then the stage is freed (one mbarrier arrive). Bf16
+# The sm_90a fp8 GEMM in 128x256 tiles (the default for 16-bit results; $TESSERA_SM90_GEMM_FP8_BN=256 asks for
+# it, =128 keeps 128x128 tiles: backends/ptx/gemm_lowering.py _fp8_tile, gemm_sm90.py fp8_halves): each consumer
+# keeps 128 fp32 sums a thread and ONE product of 64 registers, which each K step fills twice: m64n128k32
+# wgmmas over B's columns 0-127 (four k32 slices of the 128-byte step), committed and waited for, added to the
+# first half of the sums; the same over columns 128-255 into the second half; then the stage is freed (one mbarrier arrive). Bf16
 # results only: an f32 result keeps the 128-wide tile (its plain-store epilogue spilled in ptxas at 256).
-# Without the override the fp8 kernel is the 128x128 one.
-# RUN: env TESSERA_CACHE=0 TESSERA_SM90_GEMM_FP8_BN=256 tessera-cc %s --target ptx --arch sm_90a \
-# RUN:   --compile-to=ptx > %t.ptx
+# With TESSERA_SM90_GEMM_FP8_BN=128 the fp8 kernel is the 128x128 one.
+# RUN: env TESSERA_CACHE=0 tessera-cc %s --target ptx --arch sm_90a --compile-to=ptx > %t.ptx
 # RUN: FileCheck %s --check-prefix=PTX < %t.ptx
 # RUN: env TESSERA_CACHE=0 TESSERA_SM90_GEMM_FP8_BN=256 tessera-cc %s --target ptx --arch sm_90a \
 # RUN:   --compile-to=kernels | FileCheck %s --check-prefix=KERNELS
-# RUN: env TESSERA_CACHE=0 tessera-cc %s --target ptx --arch sm_90a --compile-to=kernels | FileCheck %s --check-prefix=OFF
+# RUN: env TESSERA_CACHE=0 TESSERA_SM90_GEMM_FP8_BN=128 tessera-cc %s --target ptx --arch sm_90a \
+# RUN:   --compile-to=kernels | FileCheck %s --check-prefix=OFF
 # "256rs": the same with the step's A read into registers once (four ldmatrix.x4, one a k32 slice) and both
 # halves' wgmmas taking four registers of A each (wgmma's RS form), B by descriptor.
 # RUN: env TESSERA_CACHE=0 TESSERA_SM90_GEMM_FP8_BN=256rs tessera-cc %s --target ptx --arch sm_90a \
