@@ -34,9 +34,11 @@ for the round, as torch's allocator keeps its own) and the GEMM kernel alone, on
 with backend overrides the compile cache does not key on, e.g. the bf16 GEMM in clusters of two CTAs with B
 multicast to both (`TESSERA_CACHE=0 TESSERA_SM90_GEMM_CLUSTER=2 python bench/gemm_gpu.py --build-image
 cluster.tessera`, backends/ptx/gemm_lowering.py), its ratio to cuBLAS printed beside ours. With --fp8 the
-variant's gemm_fp8_scaled runs end to end through the executor too, beside ours: e.g. the fp8 GEMM in 128x256
-tiles promoted by halves of N (`TESSERA_CACHE=0 TESSERA_SM90_GEMM_FP8_BN=256 python bench/gemm_gpu.py
---build-image fp8wide.tessera`, then `--fp8 --image gemm.tessera --variant fp8wide.tessera`).
+variant's gemm_fp8_scaled runs end to end through the executor too, beside ours: e.g. the fp8 GEMM in 128x128
+tiles (`TESSERA_SM90_GEMM_FP8_BN=128 python bench/gemm_gpu.py --build-image fp8narrow.tessera`, then `--fp8
+--image gemm.tessera --variant fp8narrow.tessera`; the default is 128x256 tiles promoted by halves of N, and
+=256rs the same with A read into registers). Compare each pair in both orders: the side timed first in a round
+ran faster at 8192³ on an H200 (docs/performance.md).
 
 --compile-time times `tessera-cc` compiling the one GEMM for sm_90a in a fresh process with the cache off,
 against Triton (where it is installed: `pip install triton`, no GPU needed) compiling one configuration of
