@@ -337,10 +337,15 @@ def launcher(mod, step, env, views, s):
 
 def interleaved_best(sides, rounds: int = 5, calls: int = 10) -> dict:
     """Best time per call of each side {name: (call, wait)} on an asynchronous device: each round, each side
-    once (warm, waited for), then `calls` calls back to back and one wait; the best of `rounds` rounds."""
+    once (warm, waited for), then `calls` calls back to back and one wait; the best of `rounds` rounds, and
+    of at least one round per side. The order rotates by one side each round, so that each side is timed in
+    every position: on an H200 the side timed first in a round ran fp8 8192^3 GEMMs up to 15% faster than the
+    same kernel timed last (docs/performance.md, fp8 GEMM), which a fixed order gives to one side only."""
     best = {n: float("inf") for n in sides}
-    for _ in range(rounds):
-        for n, (fn, wait) in sides.items():
+    names = list(sides)
+    for r in range(max(rounds, len(names))):
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            fn, wait = sides[n]
             fn(), wait()
             t0 = time.perf_counter()
             for _ in range(calls):
