@@ -86,7 +86,7 @@ def lower(arch: str, ctx, kname: str, ops: list, precision: str = "ieee") -> lis
     # halves of N (16-bit results): a wider choice (the cost model's, or a hint) narrows to them (_fp8_tile)
     if fp8:
         _fp8_tile(tile, out_dt)
-    tile.update(_cluster())
+    tile.update(_cluster(), **_group_m())
     try:
         spec = gemm_sm90.Sm90GemmSpec(kname, dtype=fp8[0] if fp8 else dt, b_dtype=fp8[1] if fp8 else "",
                                       out_dtype=out_dt, epilogue=names, **tile, **operand_dtypes,
@@ -181,6 +181,18 @@ def _cluster() -> dict:
     if v not in ("", "1", "2"):
         raise ValueError(f"${CLUSTER_ENV}={v}: 1 or 2")
     return {"cluster_m": int(v)} if v else {}
+
+
+GROUP_M_ENV = "TESSERA_SM90_GEMM_GROUP_M"   # a benchmark's override of the tile rows visited before moving right
+
+
+def _group_m() -> dict:
+    """The sm_90a GEMMs' tile order (gemm_sm90.Sm90GemmSpec.group_m, 8 unless $TESSERA_SM90_GEMM_GROUP_M sets
+    it: bench/gemm_gpu.py's --variant images)."""
+    v = os.environ.get(GROUP_M_ENV, "")
+    if v and not (v.isdigit() and 1 <= int(v) <= 64):
+        raise ValueError(f"${GROUP_M_ENV}={v}: a number of tile rows from 1 to 64")
+    return {"group_m": int(v)} if v else {}
 
 
 FP8_BN_ENV = "TESSERA_SM90_GEMM_FP8_BN"   # a benchmark's override of the fp8 GEMM's tile width: 128, 256, 256rs
@@ -293,7 +305,7 @@ def _lower_bytes(ctx, kname: str, ops: list, fp8: list | None) -> list[plan.Args
     if fp8:   # as _pack_fp8's GEMM: 128-wide tiles (or 256, _fp8_tile)
         _fp8_tile(tile, params[2][1])
     if fp8:
-        tile.update(_cluster())
+        tile.update(_cluster(), **_group_m())
     try:
         spec = gemm_sm90.Sm90GemmSpec(kname, dtype=fp8[0] if fp8 else "i8", b_dtype=fp8[1] if fp8 else "",
                                       out_dtype=params[2][1], epilogue=names, **tile, **operand_dtypes)

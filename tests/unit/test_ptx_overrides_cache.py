@@ -35,7 +35,19 @@ def test_every_environment_variable_the_ptx_backend_reads_reaches_the_key():
 def test_an_override_changes_the_backend_hash(monkeypatch, name):
     monkeypatch.delenv(name, raising=False)
     plain = _hash()
-    monkeypatch.setenv(name, "2" if name.endswith("CLUSTER") else "stages=2")
+    monkeypatch.setenv(name, {"TESSERA_SM90_GEMM_CLUSTER": "2", "TESSERA_SM90_GEMM_FP8_BN": "128",
+                              "TESSERA_SM90_GEMM_GROUP_M": "16"}.get(name, "stages=2"))
     assert _hash() != plain
     monkeypatch.setenv(name, "")   # empty is unset
     assert _hash() == plain
+
+
+def test_group_m_override_reaches_the_kernel_and_refuses_nonsense(monkeypatch):
+    from tessera.backends.ptx import gemm_lowering
+    monkeypatch.setenv(gemm_lowering.GROUP_M_ENV, "16")
+    assert gemm_lowering._group_m() == {"group_m": 16}
+    monkeypatch.setenv(gemm_lowering.GROUP_M_ENV, "0")
+    with pytest.raises(ValueError, match="TESSERA_SM90_GEMM_GROUP_M=0"):
+        gemm_lowering._group_m()
+    monkeypatch.delenv(gemm_lowering.GROUP_M_ENV)
+    assert gemm_lowering._group_m() == {}
