@@ -335,21 +335,33 @@ def launcher(mod, step, env, views, s):
     return lambda: kernel(*views, grid=grid, block=step.block, smem_bytes=step.smem, stream=s)
 
 
-def interleaved_best(sides, rounds: int = 5, calls: int = 10) -> dict:
-    """Best time per call of each side {name: (call, wait)} on an asynchronous device: each round, each side
-    once (warm, waited for), then `calls` calls back to back and one wait; the best of `rounds` rounds, and
-    of at least one round per side. The order rotates by one side each round, so that each side is timed in
-    every position: on an H200 the side timed first in a round ran fp8 8192^3 GEMMs up to 15% faster than the
-    same kernel timed last (docs/performance.md, fp8 GEMM), which a fixed order gives to one side only."""
-    best = {n: float("inf") for n in sides}
+def interleaved_best(sides, rounds: int = 5, calls: int = 10, warmup: float = 1.0, span: float = 0.02) -> dict:
+    """Best time per call of each side {name: (call, wait)} on an asynchronous device, timed warm. First the sides
+    run in turn for `warmup` seconds: a GPU's clocks settle under load, and an H200 ran the first tenths of a
+    second of GEMMs up to 15 % faster than later (8192^3: 690-785 TFLOP/s for the same kernel between processes),
+    which gave the side timed first the cool GPU. Then each round, each side once (waited for), then at least
+    `calls` calls back to back, as many as fill `span` seconds, and one wait; the best of `rounds` rounds, and of
+    at least one round per side. The order rotates by one side each round, so each side is timed in every
+    position."""
     names = list(sides)
+    took = {n: 0.0 for n in names}
+    t_end = time.perf_counter() + warmup
+    while True:
+        for n, (fn, wait) in sides.items():
+            t0 = time.perf_counter()
+            fn(), wait()
+            took[n] = time.perf_counter() - t0
+        if time.perf_counter() >= t_end:
+            break
+    reps = {n: max(calls, int(span / max(took[n], 1e-9))) for n in names}
+    best = {n: float("inf") for n in sides}
     for r in range(max(rounds, len(names))):
         for n in names[r % len(names):] + names[:r % len(names)]:
             fn, wait = sides[n]
             fn(), wait()
             t0 = time.perf_counter()
-            for _ in range(calls):
+            for _ in range(reps[n]):
                 fn()
             wait()
-            best[n] = min(best[n], (time.perf_counter() - t0) / calls)
+            best[n] = min(best[n], (time.perf_counter() - t0) / reps[n])
     return best

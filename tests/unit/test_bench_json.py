@@ -4,6 +4,7 @@ bench/charts.py's reading of them; the drawing itself only where matplotlib is i
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -251,7 +252,29 @@ def test_interleaved_best_times_every_side_in_every_position():
     H200's clocks made worth up to 15% (fp8 GEMM 8192^3); the order now rotates, one round per side at least."""
     order = []
     sides = {n: (lambda n=n: order.append(n), lambda: None) for n in "abc"}
-    common.interleaved_best(sides, rounds=2, calls=1)
+    common.interleaved_best(sides, rounds=2, calls=1, warmup=0, span=0)
+    order = order[3:]   # the warm-up's turn
     turns = [order[i:i + 6:2] for i in range(0, len(order), 6)]   # each side once warm, once timed, in turn
     assert turns == [list("abc"), list("bca"), list("cab")]
     assert {t[0] for t in turns} == set("abc")
+
+
+def test_interleaved_best_warms_up_for_the_time_asked_and_fills_the_span():
+    """Each side runs in turn for `warmup` seconds before timing (an H200's clocks settle under load), then each
+    timed block holds at least `calls` calls and enough to fill `span`."""
+    counts = {"slow": 0, "fast": 0}
+
+    def side(n, cost):
+        def fn():
+            counts[n] += 1
+            t = time.perf_counter() + cost
+            while time.perf_counter() < t:
+                pass
+        return fn, lambda: None
+    t0 = time.perf_counter()
+    common.interleaved_best({"slow": side("slow", 2e-3), "fast": side("fast", 1e-4)}, rounds=1, calls=2,
+                            warmup=0.05, span=0.01)
+    assert time.perf_counter() - t0 >= 0.05
+    assert counts["fast"] > counts["slow"] > 0
+    # the fast side's timed blocks hold about 100 calls (0.01 s / 1e-4), the slow side's at least `calls`
+    assert counts["fast"] >= 2 * 100
