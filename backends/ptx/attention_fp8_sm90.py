@@ -373,7 +373,19 @@ def generate_vt(name: str, head_dim: int) -> str:
     s = _scale_of(w, "2", tid, first)
     packed = w.v(f"bitcast <4 x i32> {_quantized16(w, raw, s)} to <16 x i8>")
     vals = w.v(f"select i1 {inside}, <16 x i8> {packed}, <16 x i8> zeroinitializer")
-    for e in range(16):   # the tile [64 keys][65]: key-major
+    _transpose_tile(w, vals, tid, kr, cq, key0, col0, bh64, skp, head_dim)
+    return _kernel(name, "ptr addrspace(1) %V, ptr addrspace(1) %VT, ptr addrspace(1) %P, ptr addrspace(1) %DS, "
+                   "i64 %BH, i64 %SK, i64 %SKP", w, _RED + f"@tsr_tile = internal addrspace(3) global [{64 * 65} x i8] undef, "
+                   "align 16\n")
+
+
+def _transpose_tile(w: Writer, vals: str, tid: str, kr: str, cq: str, key0: str, col0: str, bh64: str, skp: str,
+                    head_dim: int) -> None:
+    """The second half of generate_vt and generate_vt8: thread t's 16 bytes `vals` (key key0 + kr, columns
+    col0 + cq …) through the shared tile [64 keys][65 bytes] (key-major; 65 so that a warp's column reads spread
+    over the banks), then 16 positions of one column of Vᵀ [BH, D, SKP] a thread, in vt_order, stored where
+    they are below SKP; ends the kernel."""
+    for e in range(16):
         byte = w.v(f"extractelement <16 x i8> {vals}, i32 {e}")
         at = w.v(f"add i32 {w.v(f'mul i32 {kr}, 65')}, {w.v(f'add i32 {cq}, {e}')}")
         w.emit(f"store i8 {byte}, ptr addrspace(3) {w.v(f'getelementptr i8, ptr addrspace(3) @tsr_tile, i32 {at}')}")
@@ -398,9 +410,6 @@ def generate_vt(name: str, head_dim: int) -> str:
     w.br("exit")
     w.label("exit")
     w.emit("ret void")
-    return _kernel(name, "ptr addrspace(1) %V, ptr addrspace(1) %VT, ptr addrspace(1) %P, ptr addrspace(1) %DS, "
-                   "i64 %BH, i64 %SK, i64 %SKP", w, _RED + f"@tsr_tile = internal addrspace(3) global [{64 * 65} x i8] undef, "
-                   "align 16\n")
 
 
 def generate_vt8(name: str, head_dim: int) -> str:
@@ -436,31 +445,7 @@ def generate_vt8(name: str, head_dim: int) -> str:
     at = w.v(f"select i1 {inside}, i64 {src}, i64 0")
     raw = w.v(f"load <16 x i8>, ptr addrspace(1) {w.v(f'getelementptr i8, ptr addrspace(1) %V, i64 {at}')}, align 16")
     vals = w.v(f"select i1 {inside}, <16 x i8> {raw}, <16 x i8> zeroinitializer")
-    for e in range(16):   # the tile [64 keys][65]: key-major
-        byte = w.v(f"extractelement <16 x i8> {vals}, i32 {e}")
-        at = w.v(f"add i32 {w.v(f'mul i32 {kr}, 65')}, {w.v(f'add i32 {cq}, {e}')}")
-        w.emit(f"store i8 {byte}, ptr addrspace(3) {w.v(f'getelementptr i8, ptr addrspace(3) @tsr_tile, i32 {at}')}")
-    w.asm("bar.sync 0;")
-    # store: thread t writes 16 positions of one column: column col0 + t / 4, positions key0 + 16·(t % 4) …
-    col = w.v(f"lshr i32 {tid}, 2")
-    pq = w.v(f"shl i32 {w.v(f'and i32 {tid}, 3')}, 4")
-    pos0 = w.v(f"add i32 {key0}, {pq}")
-    vec = "zeroinitializer"
-    for e in range(16):
-        at = w.v(f"add i32 {w.v(f'mul i32 {pq}, 65')}, {w.v(f'add i32 {65 * (vt_order(e))}, {col}')}")
-        byte = w.v(f"load i8, ptr addrspace(3) {w.v(f'getelementptr i8, ptr addrspace(3) @tsr_tile, i32 {at}')}")
-        vec = w.v(f"insertelement <16 x i8> {vec}, i8 {byte}, i32 {e}")
-    w.cbr(w.v(f"icmp ult i32 {pos0}, {skp}"), "store", "exit")
-    w.label("store")
-    c64 = w.v(f"zext i32 {w.v(f'add i32 {col0}, {col}')} to i64")
-    dst = w.v(f"add i64 {w.v(f'mul i64 {bh64}, {head_dim}')}, {c64}")
-    pitch = w.v(f"zext i32 {skp} to i64")
-    dst = w.v(f"add i64 {w.v(f'mul i64 {dst}, {pitch}')}, {w.v(f'zext i32 {pos0} to i64')}")
-    w.emit(f"store <16 x i8> {vec}, ptr addrspace(1) {w.v(f'getelementptr i8, ptr addrspace(1) %VT, i64 {dst}')}, "
-           "align 16")
-    w.br("exit")
-    w.label("exit")
-    w.emit("ret void")
+    _transpose_tile(w, vals, tid, kr, cq, key0, col0, bh64, skp, head_dim)
     return _kernel(name, "ptr addrspace(1) %V, ptr addrspace(1) %SCQ, ptr addrspace(1) %SCK, ptr addrspace(1) %SCV, "
                    "ptr addrspace(1) %VT, ptr addrspace(1) %DS, i64 %BH, i64 %SK, i64 %SKP", w,
                    f"@tsr_tile = internal addrspace(3) global [{64 * 65} x i8] undef, align 16\n")

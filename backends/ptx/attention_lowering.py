@@ -167,18 +167,12 @@ def lower_fp8(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
               **{n: ("BH", "SQ", str(D)) for n in ("Q", "O")}, **{n: ("BH", "SK", str(D)) for n in ("K", "V")}}
     dtypes_ = {"Q8": "i8", "K8": "i8", "VT": "i8", "P": "f32", "DS": "f32"}
 
-    def step(name: str, names: tuple, text: str, writes: list, grid: tuple, block: int = 256, smem: int = 0,
-             props: dict | None = None, flat: bool = False) -> plan.ArgsStep:
+    def step(name: str, names: tuple, text: str, writes: list, grid: tuple, flat: bool = False, **launch):
         """A step of kernel `name` on the tensors `names` (Q, K, V, Q8, K8 flat where `flat`)."""
         shape = {n: (("NQ",) if n in ("Q", "Q8") else ("NK",)) if flat and n in ("Q", "K", "V", "Q8", "K8")
                  else shapes.get(n, shapes.get(n[0])) for n in names}
-        params = [(n, dtypes_.get(n, dt), tuple(int(x) if x.isdigit() else x for x in shape[n])) for n in names]
-        with op.location:
-            generated.declare(ctx.module, name, params, text, writes, props or {})
-        used = {x for n in names for x in shape[n]}
-        return plan.ArgsStep(name, env={s: e for s, e in env.items() if s in used},
-                             args=tuple(plan.TensorArg(ids[n], shape[n]) for n in names), block=(block, 1, 1),
-                             grid=grid, smem=smem)
+        return _fp8_step(ctx, op, name, names, shape, {n: dtypes_.get(n, dt) for n in names}, ids, env, text,
+                         writes, grid, **launch)
 
     nb = str(attention_fp8_sm90.NB)
     return [
@@ -188,11 +182,7 @@ def lower_fp8(ctx, kname: str, ops: list) -> list[plan.ArgsStep]:
              [2, 3, 5], ("ceil(max(NQ, NK)/4096)", "2", "1"), flat=True),
         step(f"{kname}_vt", ("V", "VT", "P", "DS"), attention_fp8_sm90.generate_vt(f"{kname}_vt", D), [1, 3],
              ("ceil(SKP/64)", str(D // 64), "BH")),
-        step(kname, ("Q8", "K8", "VT", "O", "DS"), attention_fp8_sm90.generate(spec), [3],
-             (f"ceil(SQ/{spec.bm})", "BH", "1"), block=spec.threads, smem=spec.smem_bytes,
-             props={"ptx.tensor_maps": spec.tensor_maps, "tile.M": str(spec.bm),
-                    "tile.N": str(spec.block_n), "tile.K": str(D), "pipeline.stages": str(spec.stages),
-                    "attention.causal": str(causal).lower(), "attention.fp8": "e4m3"}),
+        _fp8_attention_step(step, kname, spec),
     ]
 
 
@@ -233,25 +223,36 @@ def _lower_fp8_bytes(ctx, kname: str, op) -> list[plan.ArgsStep]:
     dtypes_ = {"Q8": "fp8_e4m3", "K8": "fp8_e4m3", "V8": "fp8_e4m3", "VT": "i8", "O": "bf16", "DS": "f32",
                "SCQ": "f32", "SCK": "f32", "SCV": "f32"}
 
-    def step(name: str, names: tuple, text: str, writes: list, grid: tuple, block: int = 256, smem: int = 0,
-             props: dict | None = None) -> plan.ArgsStep:
-        params = [(n, dtypes_[n], tuple(int(x) if x.isdigit() else x for x in shapes[n])) for n in names]
-        with op.location:
-            generated.declare(ctx.module, name, params, text, writes, props or {})
-        used = {x for n in names for x in shapes[n]}
-        return plan.ArgsStep(name, env={s: e for s, e in env.items() if s in used},
-                             args=tuple(plan.TensorArg(ids[n], shapes[n]) for n in names), block=(block, 1, 1),
-                             grid=grid, smem=smem)
+    def step(name: str, names: tuple, text: str, writes: list, grid: tuple, **launch):
+        return _fp8_step(ctx, op, name, names, shapes, dtypes_, ids, env, text, writes, grid, **launch)
 
     return [
         step(f"{kname}_vt8", ("V8", "SCQ", "SCK", "SCV", "VT", "DS"),
              attention_fp8_sm90.generate_vt8(f"{kname}_vt8", D), [4, 5], ("ceil(SKP/64)", str(D // 64), "BH")),
-        step(kname, ("Q8", "K8", "VT", "O", "DS"), attention_fp8_sm90.generate(spec), [3],
-             (f"ceil(SQ/{spec.bm})", "BH", "1"), block=spec.threads, smem=spec.smem_bytes,
-             props={"ptx.tensor_maps": spec.tensor_maps, "tile.M": str(spec.bm),
-                    "tile.N": str(spec.block_n), "tile.K": str(D), "pipeline.stages": str(spec.stages),
-                    "attention.causal": str(causal).lower(), "attention.fp8": "e4m3"}),
+        _fp8_attention_step(step, kname, spec),
     ]
+
+
+def _fp8_step(ctx, op, name: str, names: tuple, shapes: dict, dtypes_: dict, ids: dict, env: dict, text: str,
+              writes: list, grid: tuple, block: int = 256, smem: int = 0, props: dict | None = None) -> plan.ArgsStep:
+    """A step of the fp8 attention's generated kernel `name` (declared in the module with its PTX `text`) on the
+    tensors `names`, each of shapes[n] and dtypes_[n], plan values ids[n]; `env` narrowed to the extents used."""
+    params = [(n, dtypes_[n], tuple(int(x) if x.isdigit() else x for x in shapes[n])) for n in names]
+    with op.location:
+        generated.declare(ctx.module, name, params, text, writes, props or {})
+    used = {x for n in names for x in shapes[n]}
+    return plan.ArgsStep(name, env={s: e for s, e in env.items() if s in used},
+                         args=tuple(plan.TensorArg(ids[n], shapes[n]) for n in names), block=(block, 1, 1),
+                         grid=grid, smem=smem)
+
+
+def _fp8_attention_step(step, kname: str, spec) -> plan.ArgsStep:
+    """The e4m3 attention kernel's step (both forms of lower_fp8), made by the form's `step`."""
+    return step(kname, ("Q8", "K8", "VT", "O", "DS"), attention_fp8_sm90.generate(spec), [3],
+                (f"ceil(SQ/{spec.bm})", "BH", "1"), block=spec.threads, smem=spec.smem_bytes,
+                props={"ptx.tensor_maps": spec.tensor_maps, "tile.M": str(spec.bm), "tile.N": str(spec.block_n),
+                       "tile.K": str(spec.head_dim), "pipeline.stages": str(spec.stages),
+                       "attention.causal": str(spec.causal).lower(), "attention.fp8": "e4m3"})
 
 
 def lower_bwd(fused_dq: str, ctx, kname: str, ops: list) -> list[plan.ArgsStep]:

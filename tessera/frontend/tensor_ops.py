@@ -720,23 +720,7 @@ def _flash_attention_fp8_scaled(b, node, args, kwargs, given: tuple):
     if len(args) != 3 or got != ["fp8_e4m3"] * 3:
         raise b.error(node, f"{what} with scale=(sq, sk, sv) takes fp8_e4m3 Q, K, V (op.quantize's), got "
                             f"{', '.join(got)}")
-    q, k, v = args
-    if not (q.rank == k.rank == v.rank) or q.rank < 2:
-        raise b.error(node, "Q, K and V must have the same rank (at least 2: [..., seq, head_dim])")
-    b.unify(node, q.dims[-1], k.dims[-1], "Q and K head dimensions")
-    b.unify(node, k.dims[-2], v.dims[-2], "K and V sequence lengths")
-    for i in range(q.rank - 2):
-        b.unify(node, q.dims[i], k.dims[i], f"Q and K batch axis {i}")
-        b.unify(node, k.dims[i], v.dims[i], f"K and V batch axis {i}")
-    scale = kwargs.get("softmax_scale")
-    if scale is None:
-        d = b.shapes.resolve(q.dims[-1])
-        if not isinstance(d, int):
-            raise b.error(node, f"the head dimension {d!r} is symbolic: give softmax_scale=… explicitly")
-        scale = 1.0 / math.sqrt(d)
-    if not isinstance(scale, (int, float)) or isinstance(scale, bool) or scale <= 0:
-        raise b.error(node, f"softmax_scale must be a positive number, got {scale!r}")
-    dims = q.dims[:-1] + v.dims[-1:]
+    q, k, v, scale, dims = _attention_operands(b, node, args, kwargs.get("softmax_scale"), what)
     out = dtypes.BY_NAME["bf16"]
     with b.loc(node):
         op = create(ttensor.FlashAttentionFp8Op, q.value, k.value, v.value, [s.value for s in given],
@@ -763,6 +747,6 @@ def _attention_operands(b, node, args, scale, what: str):
         if not isinstance(d, int):
             raise b.error(node, f"the head dimension {d!r} is symbolic: give {name}=… explicitly")
         scale = 1.0 / math.sqrt(d)
-    if not isinstance(scale, (int, float)) or scale <= 0:
+    if not isinstance(scale, (int, float)) or isinstance(scale, bool) or scale <= 0:
         raise b.error(node, f"{name} must be a positive number, got {scale!r}")
     return q, k, v, scale, q.dims[:-1] + v.dims[-1:]

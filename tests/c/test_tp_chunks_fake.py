@@ -20,15 +20,20 @@ def tp(X: tensor[bf16, "T", 256], W1: tensor[bf16, 256, 512], W2: tensor[bf16, 5
     return op.all_reduce(op.matmul(H, W2), mesh=mesh)
 '''
 
-CALL = r"""
+# what each child process starts with: the image's "tp" function, a stream; MLP_ARGS: the MLP's operands
+PRELUDE = r"""
 import sys
 import numpy as np
 from tessera import comm, executor, runtime, stream
 ctx = runtime.select_backend("cuda")
 prog = executor.load(open(sys.argv[1], "rb").read(), ctx).function("tp")
 s = stream.new(context=ctx)
-X = runtime.DeviceArray((1024, 256), np.uint16, ctx)
+"""
+MLP_ARGS = r"""X = runtime.DeviceArray((1024, 256), np.uint16, ctx)
 W1, W2 = runtime.DeviceArray((256, 512), np.uint16, ctx), runtime.DeviceArray((512, 256), np.uint16, ctx)
+"""
+
+CALL = PRELUDE + MLP_ARGS + r"""
 c = comm.Communicator.create(2, 1, comm.unique_id("nccl", ctx), backend="nccl", timeout=5, context=ctx)
 s.synchronize()
 with open(sys.argv[2], "a") as log:
@@ -71,13 +76,7 @@ def tp(X: tensor[bf16, "T", 128], W: tensor[bf16, 128, "N"]):
     return op.all_reduce(op.matmul(X, W), mesh=mesh)
 '''
 
-GRIDS = r"""
-import sys
-import numpy as np
-from tessera import comm, executor, runtime, stream
-ctx = runtime.select_backend("cuda")
-prog = executor.load(open(sys.argv[1], "rb").read(), ctx).function("tp")
-s = stream.new(context=ctx)
+GRIDS = PRELUDE + r"""
 X = runtime.DeviceArray((2048, 128), np.uint16, ctx)
 for units in (4, 16):
     c = comm.Communicator.create(2, 1, comm.unique_id("nccl", ctx), backend="nccl", timeout=5, context=ctx,
@@ -111,15 +110,7 @@ def test_units_never_cost_a_gemm_round(fake_driver, fake_nccl, tmp_path, monkeyp
     assert grids == {k: [132] + [132 - f] * 3 for k, f in free.items()}, grids
 
 
-TAIL = r"""
-import sys
-import numpy as np
-from tessera import comm, executor, runtime, stream
-ctx = runtime.select_backend("cuda")
-prog = executor.load(open(sys.argv[1], "rb").read(), ctx).function("tp")
-s = stream.new(context=ctx)
-X = runtime.DeviceArray((1024, 256), np.uint16, ctx)
-W1, W2 = runtime.DeviceArray((256, 512), np.uint16, ctx), runtime.DeviceArray((512, 256), np.uint16, ctx)
+TAIL = PRELUDE + MLP_ARGS + r"""
 for units in (4, 0):
     c = comm.Communicator.create(2, 1, comm.unique_id("nccl", ctx), backend="nccl", timeout=5, context=ctx,
                                  units=units)
@@ -158,15 +149,7 @@ def test_the_last_chunk_s_all_reduce_runs_uncapped(fake_driver, fake_nccl, tmp_p
     assert not [line for line in nccl if line.startswith("refused") or "Abort" in line], nccl
 
 
-FAULT = r"""
-import os, sys, time
-import numpy as np
-from tessera import comm, executor, runtime, stream
-ctx = runtime.select_backend("cuda")
-prog = executor.load(open(sys.argv[1], "rb").read(), ctx).function("tp")
-s = stream.new(context=ctx)
-X = runtime.DeviceArray((1024, 256), np.uint16, ctx)
-W1, W2 = runtime.DeviceArray((256, 512), np.uint16, ctx), runtime.DeviceArray((512, 256), np.uint16, ctx)
+FAULT = PRELUDE + "import os, time\n" + MLP_ARGS + r"""
 c = comm.Communicator.create(2, 1, comm.unique_id("nccl", ctx), backend="nccl", timeout=1, context=ctx, units=4)
 os.environ["FAKE_NCCL_HANG"] = "MODE"  # read by the fake at each call (run_chunked_on_fakes unsets it)
 try:
