@@ -357,18 +357,8 @@ def generate_vt(name: str, head_dim: int) -> str:
     tid, kb, db, bh = w.sreg("tid.x"), w.sreg("ctaid.x"), w.sreg("ctaid.y"), w.sreg("ctaid.z")
     first = w.v(f"icmp eq i32 {w.v(f'or i32 {kb}, {db}')}, 0")
     first = w.v(f"and i1 {first}, {w.v(f'icmp eq i32 {bh}, 0')}")
-    sk, skp = w.v("trunc i64 %SK to i32"), w.v("trunc i64 %SKP to i32")
-    bh64 = w.v(f"zext i32 {bh} to i64")
-    key0, col0 = w.v(f"shl i32 {kb}, 6"), w.v(f"shl i32 {db}, 6")
-    # load: thread t quantizes 16 elements of key key0 + t / 4, columns col0 + 16·(t % 4) …
-    kr = w.v(f"lshr i32 {tid}, 2")
-    cq = w.v(f"shl i32 {w.v(f'and i32 {tid}, 3')}, 4")
-    key = w.v(f"add i32 {key0}, {kr}")
-    src = w.v(f"add i64 {w.v(f'mul i64 {bh64}, %SK')}, {w.v(f'zext i32 {key} to i64')}")
-    c64 = w.v(f"zext i32 {w.v(f'add i32 {col0}, {cq}')} to i64")
-    src = w.v(f"add i64 {w.v(f'mul i64 {src}, {head_dim}')}, {c64}")
+    skp, bh64, key0, col0, kr, cq, src, inside = _tile_source(w, tid, kb, db, bh, head_dim)
     # V's 16 elements loaded before the scale's reduction (their latencies overlap); past SK: zero bytes
-    inside = w.v(f"icmp ult i32 {key}, {sk}")
     raw = _load16(w, "%V", w.v(f"select i1 {inside}, i64 {src}, i64 0"))
     s = _scale_of(w, "2", tid, first)
     packed = w.v(f"bitcast <4 x i32> {_quantized16(w, raw, s)} to <16 x i8>")
@@ -377,6 +367,23 @@ def generate_vt(name: str, head_dim: int) -> str:
     return _kernel(name, "ptr addrspace(1) %V, ptr addrspace(1) %VT, ptr addrspace(1) %P, ptr addrspace(1) %DS, "
                    "i64 %BH, i64 %SK, i64 %SKP", w, _RED + f"@tsr_tile = internal addrspace(3) global [{64 * 65} x i8] undef, "
                    "align 16\n")
+
+
+def _tile_source(w: Writer, tid: str, kb: str, db: str, bh: str, head_dim: int) -> tuple:
+    """The first half of generate_vt and generate_vt8's addressing: block (kb, db, bh) moves keys key0 … key0 + 63
+    and columns col0 … col0 + 63 of V [BH, SK, D]; thread t takes 16 elements of key key0 + t / 4 (kr), columns
+    col0 + 16·(t % 4) (cq) …, whose element offset is `src`, `inside` where the key is below SK. Returns (SKP as
+    i32, bh as i64, key0, col0, kr, cq, src, inside)."""
+    sk, skp = w.v("trunc i64 %SK to i32"), w.v("trunc i64 %SKP to i32")
+    bh64 = w.v(f"zext i32 {bh} to i64")
+    key0, col0 = w.v(f"shl i32 {kb}, 6"), w.v(f"shl i32 {db}, 6")
+    kr = w.v(f"lshr i32 {tid}, 2")
+    cq = w.v(f"shl i32 {w.v(f'and i32 {tid}, 3')}, 4")
+    key = w.v(f"add i32 {key0}, {kr}")
+    src = w.v(f"add i64 {w.v(f'mul i64 {bh64}, %SK')}, {w.v(f'zext i32 {key} to i64')}")
+    c64 = w.v(f"zext i32 {w.v(f'add i32 {col0}, {cq}')} to i64")
+    src = w.v(f"add i64 {w.v(f'mul i64 {src}, {head_dim}')}, {c64}")
+    return skp, bh64, key0, col0, kr, cq, src, w.v(f"icmp ult i32 {key}, {sk}")
 
 
 def _transpose_tile(w: Writer, vals: str, tid: str, kr: str, cq: str, key0: str, col0: str, bh64: str, skp: str,
@@ -431,17 +438,7 @@ def generate_vt8(name: str, head_dim: int) -> str:
         w.emit(f"store float {x}, ptr addrspace(1) {w.v(f'getelementptr float, ptr addrspace(1) %DS, i32 {i}')}")
     w.br("moved")
     w.label("moved")
-    sk, skp = w.v("trunc i64 %SK to i32"), w.v("trunc i64 %SKP to i32")
-    bh64 = w.v(f"zext i32 {bh} to i64")
-    key0, col0 = w.v(f"shl i32 {kb}, 6"), w.v(f"shl i32 {db}, 6")
-    # load: thread t reads 16 bytes of key key0 + t / 4, columns col0 + 16·(t % 4) …
-    kr = w.v(f"lshr i32 {tid}, 2")
-    cq = w.v(f"shl i32 {w.v(f'and i32 {tid}, 3')}, 4")
-    key = w.v(f"add i32 {key0}, {kr}")
-    src = w.v(f"add i64 {w.v(f'mul i64 {bh64}, %SK')}, {w.v(f'zext i32 {key} to i64')}")
-    c64 = w.v(f"zext i32 {w.v(f'add i32 {col0}, {cq}')} to i64")
-    src = w.v(f"add i64 {w.v(f'mul i64 {src}, {head_dim}')}, {c64}")
-    inside = w.v(f"icmp ult i32 {key}, {sk}")
+    skp, bh64, key0, col0, kr, cq, src, inside = _tile_source(w, tid, kb, db, bh, head_dim)
     at = w.v(f"select i1 {inside}, i64 {src}, i64 0")
     raw = w.v(f"load <16 x i8>, ptr addrspace(1) {w.v(f'getelementptr i8, ptr addrspace(1) %V, i64 {at}')}, align 16")
     vals = w.v(f"select i1 {inside}, <16 x i8> {raw}, <16 x i8> zeroinitializer")
