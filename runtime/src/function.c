@@ -795,15 +795,14 @@ static tsr_status_t run_args(call_t* c, const tsr_plan_step_t* s, size_t step) {
   /* While collectives are in flight on the communication stream, a persistent kernel (a grid over
    * DEVICE_UNITS) leaves units free for the transport's (the communicator's, clamped to what costs the kernel
    * no round: spare_units): else it takes every unit and the transport's kernels, though queued first, wait
-   * for its end, and nothing overlaps (comm.h, units). */
-  int64_t units = c->device_units, want = c->pending_count && c->comm ? (int64_t)tsr_comm_units(c->comm) : 0;
+   * for its end, and nothing overlaps (comm.h, units). The kernel is the one the whole device would take; only
+   * its grid's scope is evaluated again over the units left. */
+  int64_t want = c->pending_count && c->comm ? (int64_t)tsr_comm_units(c->comm) : 0;
   step_launch_t run;
   tsr_status_t st;
-  if (want > 0) {
-    if ((st = step_scope(c, s, step, units)) || (st = choose(c, s, &run))) return st;
-    units -= spare_units(c, run.grid, want);
-  }
-  if ((st = step_scope(c, s, step, units)) || (st = choose(c, s, &run))) return st;
+  if ((st = step_scope(c, s, step, c->device_units)) || (st = choose(c, s, &run))) return st;
+  int64_t spare = want > 0 ? spare_units(c, run.grid, want) : 0;
+  if (spare && (st = step_scope(c, s, step, c->device_units - spare))) return st;
   const char* kname = run.kernel;
   uint32_t which = run.which;
   const int64_t* block = run.block;
