@@ -42,7 +42,8 @@ ENV = "TESSERA_SM90_ATTENTION_FP8"   # benchmarks' override of TUNED: "block_m=1
 def tuned() -> dict:
     """TUNED, with what $TESSERA_SM90_ATTENTION_FP8 sets (a benchmark's way of building variants)."""
     out = dict(TUNED)
-    fa.apply_settings(out, os.environ.get(ENV, ""), ENV, ("block_m", "block_n", "stages", "poly_every"))
+    fa.apply_settings(out, os.environ.get(ENV, ""), ENV, ("block_m", "block_n", "stages", "poly_every", "late_wait",
+                                                           "early_rescale"))
     return out
 
 
@@ -63,8 +64,13 @@ class Sm90AttentionFp8Spec(fa.Sm90AttentionSpec):
 
     def __post_init__(self):
         for key, value in tuned().items():
-            if not getattr(self, key):
+            if key == "late_wait":   # -1: TUNED's (0 a choice)
+                if self.late_wait < 0:
+                    object.__setattr__(self, key, value)
+            elif not getattr(self, key):
                 object.__setattr__(self, key, value)
+        if self.late_wait < 0:   # not in TUNED: off
+            object.__setattr__(self, "late_wait", 0)
         if self.dtype != "fp8_e4m3":
             raise ValueError(f"the sm_90a fp8 attention takes fp8_e4m3, not {self.dtype}")
         if self.head_dim != 128:

@@ -92,3 +92,24 @@ def test_exp2_by_polynomial():
     assert base.count(ex2) == 2 * (64 + 2) and poly.count(ex2) == 2 * (48 + 2)
     assert poly.count("1262485504") == 2 * 16
 
+
+
+def test_late_wait_and_early_rescale_from_the_environment(monkeypatch):
+    """late_wait and early_rescale (attention_sm90's switches) reach the fp8 spec through
+    $TESSERA_SM90_ATTENTION_FP8: late_wait's never-taken branch before the loop's P·V wait (ptxas otherwise
+    hoists that wait above the 64 exponentials, as in bf16: nvdisasm shows WARPGROUP.DEPBAR.LE gsb0, 0x0 before
+    the loop's MUFU.EX2s), early_rescale's O·α between the two issues; an explicit 0 stays 0."""
+    assert f8.Sm90AttentionFp8Spec("a", scale=0.1).late_wait == 0
+    monkeypatch.setenv(f8.ENV, "late_wait=1,early_rescale=1")
+    s = f8.Sm90AttentionFp8Spec("a", scale=0.1, causal=True)
+    assert (s.late_wait, s.early_rescale) == (1, 1)
+    assert f8.Sm90AttentionFp8Spec("a", scale=0.1, late_wait=0).late_wait == 0
+    text = f8.generate(s)
+    loop = text[text.index("\nckv:"):text.index("\nclast:")]
+    at = loop.index("wgmma.wait_group.sync.aligned 1;")
+    body = loop[at:loop.index("wgmma.wait_group.sync.aligned 0;", at)]
+    assert body.count("@llvm.nvvm.ex2.approx.ftz.f(") == 64 + 2 and "never" in body and "pvwait" in body
+    assert loop.count("wgmma.fence.sync.aligned") == 2   # early_rescale: a second fence before P·V
+    monkeypatch.delenv(f8.ENV)
+    plain = f8.generate(f8.Sm90AttentionFp8Spec("a", scale=0.1, causal=True))
+    assert "never" not in plain
