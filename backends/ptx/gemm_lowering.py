@@ -159,9 +159,10 @@ def _declare_sm90(module, mm, spec: gemm_sm90.Sm90GemmSpec, params: list, fp8) -
         generated.declare(module, spec.name, params, gemm_sm90.generate(spec, _activations(spec.epilogue)), [2], {
             "ptx.tensor_maps": spec.tensor_maps, "tile.M": str(spec.bm), "tile.N": str(spec.bn),
             "tile.K": str(spec.bk), "pipeline.stages": str(spec.stages), "epilogue": ",".join(spec.epilogue),
-            **({"ptx.mma": f"wgmma m64n{spec.bn}k32 {fp8[0]} x {fp8[1]}"} if fp8 and not spec.fp8_halves else {}),
+            **({"ptx.mma": f"wgmma m64n{spec.bn}k32 {fp8[0]} x {fp8[1]}{_promoted(spec)}"}
+               if fp8 and not spec.fp8_halves else {}),
             **({"ptx.mma": f"wgmma m64n{gemm_sm90.FP8_BN}k32 {fp8[0]} x {fp8[1]}, {spec.bn // gemm_sm90.FP8_BN} "
-                           f"halves of N a K step{', A from registers' if spec.a_regs else ''}"}
+                           f"halves of N a K step{', A from registers' if spec.a_regs else ''}{_promoted(spec)}"}
                if fp8 and spec.fp8_halves else {}),
             **({"ptx.mma": f"wgmma m64n{spec.bn}k32 s8 x s8"} if spec.int8 else {}),
             **({"ptx.mma": f"wgmma m64n{spec.bn}k8 tf32 x tf32", "input_precision": "tf32"}
@@ -169,6 +170,11 @@ def _declare_sm90(module, mm, spec: gemm_sm90.Sm90GemmSpec, params: list, fp8) -
     grid = f"min({_tiles(spec)}, DEVICE_UNITS)" if spec.cluster_m == 1 else \
         f"2*min(ceil(M/{2 * spec.bm})*ceil(N/{spec.bn}), DEVICE_UNITS//2)"   # whole clusters of two CTAs
     return {"kernel": spec.name, "block": (spec.threads, 1, 1), "smem": spec.smem_bytes, "grid": (grid, "1", "1")}
+
+
+def _promoted(spec) -> str:
+    """The fp8 kernel's promotion interval where it is not every K step (gemm_sm90.Sm90GemmSpec.promote)."""
+    return f", promoted every {spec.promote} K steps" if spec.promote > 1 else ""
 
 
 CLUSTER_ENV = "TESSERA_SM90_GEMM_CLUSTER"   # a benchmark's override: "2" clusters the 16-bit/fp8 GEMMs, "1" not
@@ -196,6 +202,9 @@ def _group_m() -> dict:
 
 
 FP8_BN_ENV = "TESSERA_SM90_GEMM_FP8_BN"   # a benchmark's override of the fp8 GEMM's tile width: 128, 256, 256rs
+# a benchmark's override of the K steps (128 elements each) the fp8 GEMM sums in its wgmma product before adding
+# it to the fp32 sums: 1 (the default) or 2 (gemm_sm90.Sm90GemmSpec.promote)
+FP8_PROMOTE_ENV = "TESSERA_SM90_GEMM_FP8_PROMOTE"
 
 
 def _fp8_tile(tile: dict, out_dtype: str) -> dict:
@@ -218,6 +227,12 @@ def _fp8_tile(tile: dict, out_dtype: str) -> dict:
         tile.update(bn=widest, stages=stages)
     if wide and v.endswith("rs") and tile.get("bn", 256) == widest:
         tile["a_regs"] = True
+    p = os.environ.get(FP8_PROMOTE_ENV, "")
+    if p not in ("", "1", "2") or (p == "2" and tile.get("a_regs")):
+        raise ValueError(f"${FP8_PROMOTE_ENV}={p}: 1 or 2 K steps a promotion (2 not with "
+                         f"${FP8_BN_ENV}=256rs)")
+    if p:
+        tile["promote"] = int(p)
     return tile
 
 

@@ -84,6 +84,8 @@ class Sm90GemmSpec(PersistentTile):
     cluster_m: int = 1            # 2: clusters of two CTAs on vertically adjacent tiles, B multicast to both
     a_regs: bool = False          # fp8 tiles 256 wide: A read into registers once a K step (ldmatrix), both
     # halves' wgmmas taking it from there (wgmma's RS form) rather than from shared memory each
+    promote: int = 1              # fp8: K steps (128 elements each) summed in the wgmma product before it is
+    # added to the fp32 sums (2: 256 elements of K in the tensor cores' own precision, half the adds)
 
     def __post_init__(self):
         b = self.b_dtype or self.dtype
@@ -108,6 +110,9 @@ class Sm90GemmSpec(PersistentTile):
             raise ValueError(f"the fp8 GEMM sums each K step in fp32 beside the step's own accumulators: "
                              f"tiles up to {FP8_BN} wide fit the registers, or {FP8_WIDE_BN} wide promoted by "
                              f"halves of N, not {self.bn}")
+        if self.promote not in (1, 2) or (self.promote == 2 and (not self.fp8 or self.a_regs)):
+            raise ValueError(f"the fp8 GEMM promotes its product every 1 or 2 K steps (2: shared-memory operands "
+                             f"only, not a_regs), not promote={self.promote} for {self.dtype}")
         if self.a_regs and not self.fp8_halves:
             raise ValueError(f"A from registers (a_regs) is the {FP8_WIDE_BN}-wide fp8 GEMM's option only")
         if self.cluster_m not in (1, 2) or (self.cluster_m == 2 and self.dtype not in (*TRANSPOSABLE, *hp.FP8)):
@@ -413,11 +418,14 @@ def _k_stage(w: Writer, spec: Sm90GemmSpec, bars: str, base: str, a_off: str, g:
     return w.v(f"add i32 {sa}, {a_off}"), w.v(f"add i32 {sa}, {spec.bm * ROW}")
 
 
-def _k_wgmmas(w: Writer, spec: Sm90GemmSpec, a_base: str, b_base: str, acc: list[str] | None, n: int) -> list[str]:
+def _k_wgmmas(w: Writer, spec: Sm90GemmSpec, a_base: str, b_base: str, acc: list[str] | None, n: int,
+              group: str = "whole") -> list[str]:
     """A K step's wgmmas of n columns of B from `b_base` (into `acc`, or fresh accumulators when None) as one
-    committed group."""
+    committed group; `group` "open" issues them after a fence without committing, "close" after the open
+    step's, with no fence, and commits both as one group (the fp8 kernel's promotion every two steps)."""
     et, bt = _ELEM[spec.dtype], _ELEM[spec.b_dtype or spec.dtype]
-    hp.fence(w)
+    if group != "close":
+        hp.fence(w)
     for k in range(ROW // 32):
         # each wgmma takes 32 bytes of K. A: K-major rows of the consumer's 64 (a stored Aᵀ: MN-major, the
         # consumer's box of 64 columns, 16 K-rows a wgmma). B: 16-bit ones MN-major, their 64-column chunks
@@ -435,7 +443,8 @@ def _k_wgmmas(w: Writer, spec: Sm90GemmSpec, a_base: str, b_base: str, acc: list
         else:
             acc = hp.wgmma_ss(w, acc, et, da, db, trans_b=0 if spec.b_k_major else 1, bt=bt,
                               trans_a=int(spec.trans_a))
-    hp.commit(w)
+    if group != "open":
+        hp.commit(w)
     return acc
 
 
@@ -457,7 +466,8 @@ def _k_loop(w: Writer, spec: Sm90GemmSpec, kt_n: str, cit: str, bars: str, base:
     K-major, 128·ROW bytes apart), waits for them and adds the product to that half's sums (wgmma's D layout
     puts columns 8j … 8j + 7 at registers 4j … 4j + 3, so half h is registers 64h … 64h + 63); the stage is
     freed after both. With `a_regs` the step's A is read into registers once (16 a thread, _a_fragments) and
-    both halves' wgmmas take it from there (wgmma's RS form), B alone from shared memory."""
+    both halves' wgmmas take it from there (wgmma's RS form), B alone from shared memory. With `promote` 2 the
+    steps go in pairs, the product summing 256 elements of K before each promotion (_fp8_pairs)."""
     def step(ck: str, g: str, acc_in: list[str]) -> list[str]:
         if spec.fp8_halves:
             a_base, b_base = _k_stage(w, spec, bars, base, a_off, g)
@@ -485,11 +495,63 @@ def _k_loop(w: Writer, spec: Sm90GemmSpec, kt_n: str, cit: str, bars: str, base:
                  w.v(f"and i1 {had}, {leader}"))
         return acc
 
+    if spec.promote == 2:
+        return _fp8_pairs(w, spec, kt_n, cit, bars, base, a_off, leader, step)
     acc, g = k_steps(w, kt_n, cit, spec.bn // 2, spec.acc_type, step)
     if not spec.fp8:
         acc = hp.wait_group(w, acc, 0, acc_type=spec.acc_type)
         _release(w, spec, _empty(w, spec, bars, g), leader)  # the tile's last stage
     return acc
+
+
+def _fp8_pairs(w: Writer, spec: Sm90GemmSpec, kt_n: str, cit: str, bars: str, base: str, a_off: str,
+               leader: str, step) -> list[str]:
+    """The fp8 K loop with `promote` 2: each iteration waits for the stages of two K steps (g, g + 1), and for
+    each half of N (one, the whole tile, where 128 wide) issues step g's wgmmas into a fresh product and step
+    g + 1's into the same product, commits them as one group, waits, and adds the product to that half's fp32
+    sums: 256 elements of K summed in the tensor cores' precision, half the adds and waits of `promote` 1. Both
+    stages are freed after the last half. An odd step count ends with one step promoted alone (`step`, the
+    `promote` 1 body). Blocks: `ck` (from `ctile_go`) -> `ckp` (the pairs) -> `ckt` -> `cko` (the odd step)
+    -> `ckdone`."""
+    n_acc = spec.bn // 2
+    zero = "0.0"
+    w.label("ck")
+    pairs = w.v(f"lshr i32 {kt_n}, 1")
+    w.cbr(w.v(f"icmp ugt i32 {pairs}, 0"), "ckp", "ckt")
+    w.label("ckp")
+    i, i_next = w.fresh("cp"), w.fresh("cpn")
+    acc_in = [w.fresh("acc") for _ in range(n_acc)]
+    at = len(w.lines)
+    g = w.v(f"add i32 {cit}, {w.v(f'shl i32 {i}, 1')}")
+    g1 = w.v(f"add i32 {g}, 1")
+    a0, b0 = _k_stage(w, spec, bars, base, a_off, g)
+    a1, b1 = _k_stage(w, spec, bars, base, a_off, g1)
+    width = FP8_BN if spec.fp8_halves else spec.bn
+    half = width // 2
+    acc = []
+    for h in range(spec.bn // width):
+        off = h * width * ROW
+        product = _k_wgmmas(w, spec, a0, w.v(f"add i32 {b0}, {off}") if h else b0, None, width, "open")
+        product = _k_wgmmas(w, spec, a1, w.v(f"add i32 {b1}, {off}") if h else b1, product, width, "close")
+        product = hp.wait_group(w, product, 0)
+        acc += [w.v(f"fadd float {a}, {p}") for a, p in zip(acc_in[h * half:(h + 1) * half], product)]
+    _release(w, spec, _empty(w, spec, bars, g), leader)
+    _release(w, spec, _empty(w, spec, bars, g1), leader)
+    w.emit(f"{i_next} = add i32 {i}, 1")
+    latch = w.current
+    w.cbr(w.v(f"icmp ult i32 {i_next}, {pairs}"), "ckp", "ckt")
+    w.lines[at:at] = [f"  {i} = phi i32 [0, %ck], [{i_next}, %{latch}]"] + \
+        [f"  {a} = phi float [{zero}, %ck], [{o}, %{latch}]" for a, o in zip(acc_in, acc)]
+    w.label("ckt")
+    sums = [w.v(f"phi float [{zero}, %ck], [{o}, %{latch}]", "s") for o in acc]
+    w.cbr(w.v(f"icmp ne i32 {w.v(f'and i32 {kt_n}, 1')}, 0"), "cko", "ckdone")
+    w.label("cko")
+    last = w.v(f"add i32 {cit}, {w.v(f'sub i32 {kt_n}, 1')}")
+    odd = step(None, last, sums)
+    odd_latch = w.current
+    w.br("ckdone")
+    w.label("ckdone")
+    return [w.v(f"phi float [{s}, %ckt], [{o}, %{odd_latch}]", "f") for s, o in zip(sums, odd)]
 
 
 def _a_fragments(w: Writer, a_base: str, t: str) -> list[list[str]]:

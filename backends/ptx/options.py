@@ -14,11 +14,12 @@ ARCHS = {"sm_70": "ptx80", "sm_75": "ptx80", "sm_80": "ptx80", "sm_86": "ptx80",
          "sm_120": "ptx87", "sm_120a": "ptx87"}
 WARP_SIZE = 32
 # Benchmarks' overrides of the sm_90a kernels' tuned settings, read from the environment at compile time
-# (attention_sm90.ENV, attention_fp8_sm90.ENV, gemm_lowering.CLUSTER_ENV, FP8_BN_ENV and GROUP_M_ENV): their values are
-# PTXOptions.overrides, so that an image built under one is never served from the compile cache to a compile
-# without it, or the reverse (tests/unit/test_ptx_overrides_cache.py finds every such variable the backend reads)
+# (attention_sm90.ENV, attention_fp8_sm90.ENV, gemm_lowering.CLUSTER_ENV, FP8_BN_ENV, FP8_PROMOTE_ENV and
+# GROUP_M_ENV): their values are PTXOptions.overrides, so that an image built under one is never served from the
+# compile cache to a compile without it, or the reverse (tests/unit/test_ptx_overrides_cache.py finds every such
+# variable the backend reads)
 OVERRIDE_ENVS = ("TESSERA_SM90_ATTENTION", "TESSERA_SM90_ATTENTION_FP8", "TESSERA_SM90_GEMM_CLUSTER",
-                 "TESSERA_SM90_GEMM_FP8_BN", "TESSERA_SM90_GEMM_GROUP_M")
+                 "TESSERA_SM90_GEMM_FP8_BN", "TESSERA_SM90_GEMM_FP8_PROMOTE", "TESSERA_SM90_GEMM_GROUP_M")
 
 
 def sm(arch: str) -> int:

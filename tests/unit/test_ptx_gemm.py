@@ -106,6 +106,55 @@ def test_fp8_wide_tile_promotes_each_k_step_by_halves_of_n():
         gemm_sm90.Sm90GemmSpec("g", dtype="fp8_e4m3", bn=128, stages=6, a_regs=True)
 
 
+def test_fp8_promotion_every_two_k_steps():
+    """promote=2: the fp8 K loop takes steps in pairs, both stages waited for, then for each half of N (the whole
+    128-wide tile: one) the first step's four k32 wgmmas into a fresh product and the second's four into the same
+    product, one commit and one wait, then the adds; both stages freed after (two arrives); an odd step count
+    ends with one step promoted alone (the promote=1 body: its four wgmmas a half, its own wait)."""
+    for bn, stages, halves in ((256, 4, 2), (128, 6, 1)):
+        one = gemm_sm90.generate(gemm_sm90.Sm90GemmSpec("g", dtype="fp8_e4m3", bn=bn, stages=stages))
+        two = gemm_sm90.generate(gemm_sm90.Sm90GemmSpec("g", dtype="fp8_e4m3", bn=bn, stages=stages, promote=2))
+        wgmma = "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"
+        assert one.count(wgmma) == 4 * halves and two.count(wgmma) == 8 * halves + 4 * halves
+        # a pair's group and the odd step's: one commit and one wait each per half
+        assert two.count("wgmma.commit_group") == one.count("wgmma.commit_group") + halves
+        assert two.count("wgmma.wait_group.sync.aligned 0") == 2 * halves
+        assert two.count("= fadd float") == 2 * 64 * halves
+        assert two.count("setp.ne.b32 p, $66, 0; wgmma.mma_async") == 2 * halves   # fresh products only
+        pair = two[two.index("\nckp:"):two.index("\nckt:")]
+        assert pair.count("mbarrier.try_wait") == 2 and pair.count("mbarrier.arrive") == 2
+        assert pair.index("mbarrier.try_wait", pair.index("mbarrier.try_wait") + 1) < pair.index(wgmma)
+        assert pair.count("wgmma.commit_group") == halves and pair.count("wgmma.fence") == halves
+        assert pair.rindex(wgmma) < pair.index("mbarrier.arrive")   # freed after the last half's wgmmas
+        odd = two[two.index("\ncko:"):two.index("\nckdone:")]
+        assert odd.count(wgmma) == 4 * halves and odd.count("mbarrier.arrive") == 1
+    for kw in ({"promote": 3, "dtype": "fp8_e4m3", "bn": 128, "stages": 6}, {"promote": 2},
+               {"promote": 2, "dtype": "fp8_e4m3", "bn": 256, "stages": 4, "a_regs": True}):
+        with pytest.raises(ValueError, match="promotes its product every 1 or 2 K steps"):
+            gemm_sm90.Sm90GemmSpec("g", **kw)
+
+
+@pytest.mark.parametrize("bn", ["", "128"])
+def test_fp8_promote_override_reaches_the_kernel_without_spills(monkeypatch, bn):
+    """$TESSERA_SM90_GEMM_FP8_PROMOTE=2 (a benchmark's override, in the compile cache's key) builds both fp8
+    kernels (128x256 by halves, 128x128 for f32 results or =128) promoting every two K steps; ptxas: no spills,
+    the registers of the promote=1 kernels. Other values, and 2 with A from registers (256rs), are refused."""
+    monkeypatch.setenv("TESSERA_CACHE", "0")
+    monkeypatch.setenv("TESSERA_SM90_GEMM_FP8_BN", bn)
+    monkeypatch.setenv("TESSERA_SM90_GEMM_FP8_PROMOTE", "2")
+    kernels = {k.name: k for k in image.read_image(_compile(FP8_WIDE).image).kernels}
+    for f in ("scaled", "f32_out"):
+        k = kernels[f"{f}__gemm0"]
+        assert k.props["ptx.mma"].endswith(", promoted every 2 K steps")
+        if ptxas.find() is not None:
+            assert "ptx.spill_bytes" not in k.props and k.regs == 168
+    for setting, fp8_bn in (("3", ""), ("2", "256rs")):
+        monkeypatch.setenv("TESSERA_SM90_GEMM_FP8_PROMOTE", setting)
+        monkeypatch.setenv("TESSERA_SM90_GEMM_FP8_BN", fp8_bn)
+        with pytest.raises(Exception, match=f"TESSERA_SM90_GEMM_FP8_PROMOTE={setting}: 1 or 2"):
+            _compile(FP8_WIDE)
+
+
 FP8_WIDE = """
 @function
 def scaled(A: tensor[fp8_e4m3, "M", "K"], Bt: tensor[fp8_e4m3, "N", "K"], sa: tensor[f32],

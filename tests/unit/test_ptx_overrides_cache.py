@@ -36,7 +36,7 @@ def test_an_override_changes_the_backend_hash(monkeypatch, name):
     monkeypatch.delenv(name, raising=False)
     plain = _hash()
     monkeypatch.setenv(name, {"TESSERA_SM90_GEMM_CLUSTER": "2", "TESSERA_SM90_GEMM_FP8_BN": "128",
-                              "TESSERA_SM90_GEMM_GROUP_M": "16"}.get(name, "stages=2"))
+                              "TESSERA_SM90_GEMM_FP8_PROMOTE": "2", "TESSERA_SM90_GEMM_GROUP_M": "16"}.get(name, "stages=2"))
     assert _hash() != plain
     monkeypatch.setenv(name, "")   # empty is unset
     assert _hash() == plain

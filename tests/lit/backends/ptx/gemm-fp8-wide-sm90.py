@@ -15,6 +15,14 @@
 # halves' wgmmas taking four registers of A each (wgmma's RS form), B by descriptor.
 # RUN: env TESSERA_CACHE=0 TESSERA_SM90_GEMM_FP8_BN=256rs tessera-cc %s --target ptx --arch sm_90a \
 # RUN:   --compile-to=ptx | FileCheck %s --check-prefix=RS
+# TESSERA_SM90_GEMM_FP8_PROMOTE=2 (gemm_sm90.Sm90GemmSpec.promote): two K steps (256 elements of K) summed in the
+# product before each promotion: both steps' stages waited for, then for each half of N the first step's four
+# wgmmas into a fresh product and the second's four into the same one, ONE commit, one wait, 64 adds; both
+# stages freed after the second half (two arrives); an odd last step promoted alone as before.
+# RUN: env TESSERA_CACHE=0 TESSERA_SM90_GEMM_FP8_PROMOTE=2 tessera-cc %s --target ptx --arch sm_90a \
+# RUN:   --compile-to=ptx | FileCheck %s --check-prefix=PROMOTE
+# RUN: env TESSERA_CACHE=0 TESSERA_SM90_GEMM_FP8_PROMOTE=2 tessera-cc %s --target ptx --arch sm_90a \
+# RUN:   --compile-to=kernels | FileCheck %s --check-prefix=PROMOTEK
 # The compilation assembles the PTX with ptxas for sm_90a where it is installed.
 
 from tessera import function, op, tensor, bf16, f32, fp8_e4m3
@@ -84,3 +92,33 @@ def wide_f32(A: tensor[fp8_e4m3, "M", "K"], Bt: tensor[fp8_e4m3, "N", "K"], sa: 
 # RS:         wgmma.wait_group.sync.aligned 0;
 # RS-COUNT-64: add.rn.f32
 # RS:         mbarrier.arrive
+
+# PROMOTE-LABEL: .entry scaled__gemm0(
+# PROMOTE:         mbarrier.try_wait.parity.shared::cta.b64
+# PROMOTE:         mbarrier.try_wait.parity.shared::cta.b64
+# PROMOTE-NOT:     wgmma.mma_async
+# PROMOTE:         wgmma.fence.sync.aligned;
+# PROMOTE-COUNT-8: wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {{[{](%r[0-9]+, ){63}%r[0-9]+[}]}}
+# PROMOTE-NOT:     wgmma.mma_async
+# PROMOTE:         wgmma.commit_group.sync.aligned;
+# PROMOTE-NOT:     wgmma.mma_async
+# PROMOTE:         wgmma.wait_group.sync.aligned 0;
+# PROMOTE-COUNT-64: add.rn.f32
+# PROMOTE-NOT:     wgmma.mma_async
+# PROMOTE-NOT:     mbarrier.arrive
+# PROMOTE:         wgmma.fence.sync.aligned;
+# PROMOTE-COUNT-8: wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {{[{](%r[0-9]+, ){63}%r[0-9]+[}]}}
+# PROMOTE-NOT:     wgmma.mma_async
+# PROMOTE:         wgmma.commit_group.sync.aligned;
+# PROMOTE:         wgmma.wait_group.sync.aligned 0;
+# PROMOTE-COUNT-64: add.rn.f32
+# PROMOTE-NOT:     wgmma.mma_async
+# PROMOTE:         mbarrier.arrive
+# PROMOTE-NOT:     wgmma.mma_async
+# PROMOTE:         mbarrier.arrive
+# PROMOTE-LABEL: .entry wide_f32__gemm0(
+
+# PROMOTEK-LABEL: func.func private @scaled__gemm0(
+# PROMOTEK-SAME:    ptx.mma = "wgmma m64n128k32 fp8_e4m3 x fp8_e4m3, 2 halves of N a K step, promoted every 2 K steps"
+# PROMOTEK-LABEL: func.func private @wide_f32__gemm0(
+# PROMOTEK-SAME:    ptx.mma = "wgmma m64n128k32 fp8_e4m3 x fp8_e4m3, promoted every 2 K steps"
