@@ -178,7 +178,8 @@ def close_fp8_bf16(got, want, magnitudes):
     assert (err <= bound).all(), f"error {(err / bound).max():.3g} times the bound 2^-8 |C| + 2^-11 |A||B|"
 
 
-@pytest.mark.parametrize("image", ["hopper_gemm", "hopper_gemm_fp8_wide", "hopper_gemm_fp8_wide_rs"])
+@pytest.mark.parametrize("image", ["hopper_gemm", "hopper_gemm_fp8_wide", "hopper_gemm_fp8_wide_rs",
+                                   "hopper_gemm_fp8_promote2"])
 @pytest.mark.parametrize("M, K, N", [(192, 320, 264), (1100, 512, 1000), (130, 80, 40), (128, 8192, 512),
                                      (2100, 256, 4200)])
 def test_fp8_gemm_wide_tiles(program, hopper, image, M, K, N):
@@ -189,7 +190,9 @@ def test_fp8_gemm_wide_tiles(program, hopper, image, M, K, N):
     2100x4200: 17x17 = 289 tiles, more than an H100's or H200's 132 SMs (the persistent loop's later tiles).
     The scaled GEMM's sa·sb in the epilogue. gemm_e4m3_e5m2's f32 results keep 128-wide tiles. hopper_gemm: the
     default (128x256 for 16-bit results); `_wide`: asked for (TESSERA_SM90_GEMM_FP8_BN=256); `_rs`: with A read
-    into registers once a K step (=256rs)."""
+    into registers once a K step (=256rs); `_promote2`: the default tiles summing two K steps (256 elements) in
+    the product before each promotion (TESSERA_SM90_GEMM_FP8_PROMOTE=2; K = 320: a pair, then an odd last step;
+    K = 8192: 32 pairs), within the same bounds."""
     from tessera.numerics.rounding import round_to
     prog = program(image)
     A, B = randn(M, K), randn(K, N)
