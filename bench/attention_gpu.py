@@ -30,13 +30,16 @@ launched (torch.profiler), so that the record says which backend the "sdpa" colu
 and Vᵀ kernels, then the e4m3 attention), called whole through tessera.executor on torch's tensors, against
 our bf16 kernel and SDPA in bf16 on the same inputs; the FLOPs counted are the attention's, as above. Each of
 the four kernels is also launched alone (the call's time split by kernel), and with --variant NAME=IMAGE the
-other images' fp8 functions are timed in the same rounds, their one-byte tensors, descales and outputs compared
-bit for bit with --image's (exits 1 where they differ). The "fp8 inputs" row: op.flash_attention_fp8(Q8, K8, V8,
+other images' fp8 functions (and their attention kernels alone; their amax, quantize and Vt kernels are
+--image's) are timed in the same rounds, their one-byte tensors, descales and outputs compared bit for bit
+with --image's (exits 1 where they differ; a variant with other arithmetic, poly_every or early_rescale,
+differs by design: its rms error is printed). The "fp8 inputs" row: op.flash_attention_fp8(Q8, K8, V8,
 scale=(sq, sk, sv)) on tensors already e4m3 (quantized once by torch outside the timed loop, as the op's amax
 step does: s = max(amax, 2^-126) / 448, x / s rounded to e4m3), so the call timed is the Vt kernel and the
 attention kernel (no amax, no quantize); its functions (FP8_INPUTS below) are a second image, IMAGE with
-.fp8_inputs.tessera for .tessera, which --build-image writes beside the first (sm_90a). Its output is compared
-bit for bit with the whole op's on the same inputs (the same e4m3 values and descales: the same bits expected).
+.fp8_inputs.tessera for .tessera, which --build-image writes beside the first (sm_90a); each --variant image's
+beside it is timed in the same rounds too ("NAME fp8 inputs"). Its output is compared bit for bit with the same
+image's whole op on the same inputs (the same e4m3 values and descales: the same bits expected).
 """
 
 import os
@@ -286,11 +289,13 @@ def fp8(image: str, mod, functions, s, shape, env, variants=()) -> int:
 
     images = [("tessera", image, mod, functions)] + [(n, p, *_load(p, mod.context)) for n, p in variants]
     progs = {label: executor.load(path, mod.context) for label, path, _, _ in images}
-    inputs_path = fp8_inputs_image(image)
-    inputs_prog = executor.load(inputs_path, mod.context) if os.path.exists(inputs_path) else None
-    if inputs_prog is None:
-        print(f"no {inputs_path} (built by --build-image beside the image): the fp8 inputs row is not timed",
-              flush=True)
+    # each image's fp8-inputs image (beside it), timed in the same rounds: "fp8 inputs" (--image's), "NAME fp8 inputs"
+    inputs_progs = {label: executor.load(fp8_inputs_image(path), mod.context) for label, path, _, _ in images
+                    if os.path.exists(fp8_inputs_image(path))}
+    for label, path, _, _ in images:
+        if label not in inputs_progs:
+            print(f"no {fp8_inputs_image(path)} (built by --build-image beside the image): {label}'s fp8 inputs row "
+                  "is not timed", flush=True)
     B, H, S = shape
     D = 128
     skp = -(-S // 16) * 16
@@ -318,12 +323,13 @@ def fp8(image: str, mod, functions, s, shape, env, variants=()) -> int:
             except Exception as e:   # the whole call is still timed
                 print(f"{label}: the kernels alone not timed: {type(e).__name__}: {e}", flush=True)
                 steps = {}
-            for suffix, call in steps.items():
-                sides[f"{label} {suffix[1:]}"] = (call, s.synchronize)
-        pre = quantized(q, k, v) if inputs_prog is not None else None
-        if pre is not None:   # e4m3 inputs made once, outside the timed loop: the call is Vt + the kernel
-            fn_pre = getattr(inputs_prog, name.replace("fp8_d128", "fp8_inputs_d128"))
-            sides["fp8 inputs"] = ((lambda fn=fn_pre: fn(*pre, stream=s)), s.synchronize)
+            for suffix, call in steps.items():   # the variants' amax, quantize and Vt kernels are --image's: not timed
+                if label == images[0][0] or suffix == "_attn":
+                    sides[f"{label} {suffix[1:]}"] = (call, s.synchronize)
+        pre = quantized(q, k, v) if inputs_progs else None
+        for label, prog in inputs_progs.items():   # e4m3 inputs made once, outside the timed loop: Vt + the kernel
+            fn_pre = getattr(prog, name.replace("fp8_d128", "fp8_inputs_d128"))
+            sides[_inputs_side(label)] = ((lambda fn=fn_pre: fn(*pre, stream=s)), s.synchronize)
         sides["bf16"] = (ours_bf16, s.synchronize)
         sides["sdpa"] = ((lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=D ** -0.5)),
                          torch.cuda.synchronize)
@@ -345,6 +351,9 @@ def fp8(image: str, mod, functions, s, shape, env, variants=()) -> int:
                 same = (f"; bit-identical to {images[0][0]}'s" if not diff and torch.equal(first[0], out) else
                         f"; DIFFERS from {images[0][0]}'s in {', '.join(diff) or 'the whole call'}")
             t = {x: best[f"{label} {x}"] for x in ("amax", "quant", "vt", "attn") if f"{label} {x}" in best}
+            firsts = {x: best[f"{images[0][0]} {x}"] for x in ("amax", "quant", "vt") if f"{images[0][0]} {x}" in best}
+            if list(t) == ["attn"] and len(firsts) == 3:   # a variant: the same amax, quantize, Vt kernels as --image's
+                t = {**firsts, **t}
             report_row(f"{name} S={S} [{label}]", {"tessera fp8": best[f"{label} fp8"], "tessera bf16": best["bf16"],
                                                    "sdpa bf16": best["sdpa"]}, "TFLOP/s", flops / 1e12,
                        shape=(B, H, S, D), dtype="fp8", bytes=4 * 2 * B * H * S * D,   # bf16 Q, K, V read, O written
@@ -358,24 +367,30 @@ def fp8(image: str, mod, functions, s, shape, env, variants=()) -> int:
                   f"attention kernel alone {flops / t['attn'] / 1e12:.1f} TFLOP/s = "
                   f"{best['bf16'] / t['attn']:.3f}x our bf16, whole {best['bf16'] / best[f'{label} fp8']:.3f}x",
                   flush=True)
-        if pre is not None:
-            got = torch.as_tensor(sides["fp8 inputs"][0](), device="cuda").view(torch.bfloat16)
-            whole = torch.as_tensor(sides["tessera fp8"][0](), device="cuda").view(torch.bfloat16)
+        for label in inputs_progs:
+            key = _inputs_side(label)
+            got = torch.as_tensor(sides[key][0](), device="cuda").view(torch.bfloat16)
+            whole = torch.as_tensor(sides[f"{label} fp8"][0](), device="cuda").view(torch.bfloat16)
             s.synchronize()
             err = ((got.float() - exact).pow(2).mean().sqrt() / exact.pow(2).mean().sqrt()).item()
             same = torch.equal(got, whole)
-            report_row(f"{name} S={S} fp8 inputs", {"tessera fp8 inputs": best["fp8 inputs"],
-                                                    "tessera bf16": best["bf16"], "sdpa bf16": best["sdpa"]},
+            report_row(f"{name} S={S} fp8 inputs" + ("" if label == images[0][0] else f" [{label}]"),
+                       {"tessera fp8 inputs": best[key], "tessera bf16": best["bf16"], "sdpa bf16": best["sdpa"]},
                        "TFLOP/s", flops / 1e12, shape=(B, H, S, D), dtype="fp8",
                        bytes=5 * B * H * S * D,   # e4m3 Q, K, V read, bf16 O written
                        note=f"rms error vs f32 attention {err:.1e}; e4m3 Q, K, V quantized outside the timed loop: "
                             f"the Vt kernel and the attention; "
                             + ("bit-identical to the whole op's" if same else "DIFFERS from the whole op's output"))
-            print(f"  fp8 inputs {best['fp8 inputs'] * 1e6:.1f} us = {best['bf16'] / best['fp8 inputs']:.3f}x our "
-                  f"bf16, {best['sdpa'] / best['fp8 inputs']:.3f}x SDPA; the whole op (bf16 inputs) "
-                  f"{best['tessera fp8'] * 1e6:.1f} us = {best['bf16'] / best['tessera fp8']:.3f}x our bf16",
+            print(f"  {key} {best[key] * 1e6:.1f} us = {best['bf16'] / best[key]:.3f}x our "
+                  f"bf16, {best['sdpa'] / best[key]:.3f}x SDPA; the whole op (bf16 inputs) "
+                  f"{best[f'{label} fp8'] * 1e6:.1f} us = {best['bf16'] / best[f'{label} fp8']:.3f}x our bf16",
                   flush=True)
     return 1 if differs else 0
+
+
+def _inputs_side(label: str) -> str:
+    """The side timing an image's fp8-inputs function: "fp8 inputs" for --image's, "NAME fp8 inputs" for a variant's."""
+    return "fp8 inputs" if label == "tessera" else f"{label} fp8 inputs"
 
 
 def quantized(q, k, v) -> tuple:
