@@ -30,7 +30,7 @@ input_precision="tf32" (wgmma's tf32 kind on Cᵀ = Bᵀ·Aᵀ, backends/ptx/gem
 stored, no copy) against torch.matmul with allow_tf32 = True: the function through the executor (results kept
 for the round, as torch's allocator keeps its own) and the GEMM kernel alone, on the same tensors.
 
---variant PATH times a second image of examples/gpu/gemm.py beside the first, in the same rounds: one built
+--variant PATH (repeatable) times another image of examples/gpu/gemm.py beside the first, in the same rounds: one built
 with backend overrides the compile cache does not key on, e.g. the bf16 GEMM in clusters of two CTAs with B
 multicast to both (`TESSERA_CACHE=0 TESSERA_SM90_GEMM_CLUSTER=2 python bench/gemm_gpu.py --build-image
 cluster.tessera`, backends/ptx/gemm_lowering.py), its ratio to cuBLAS printed beside ours. With --fp8 the
@@ -227,18 +227,22 @@ def _tile_n(image_path: str, kernel: str) -> str:
         return {k.name: k for k in images.read_image(f.read()).kernels}[kernel].props.get("tile.N", "?")
 
 
-def fp8(ctx, mod, image_path, plan, sizes, variant=None) -> None:
+def fp8(ctx, mod, image_path, plan, sizes, variants=()) -> None:
     """gemm_fp8_scaled end to end (the executor's call on one-byte tensors, scales and all) and its one kernel
-    launched alone, against torch._scaled_mm(A, Bt.t(), scale_a, scale_b, out_dtype=bf16); `variant` (a
-    module, its gemm_fp8_scaled plan and its image's path, --variant) has its kernel launched alone and its
-    function called through the executor beside ours."""
+    launched alone, against torch._scaled_mm(A, Bt.t(), scale_a, scale_b, out_dtype=bf16); each of `variants`
+    ((name, module, its gemm_fp8_scaled plan, its image's path), --variant) has its kernel launched alone and its
+    function called through the executor beside ours, in the same rounds."""
     import torch
     from tessera import executor, plan as plans, stream
     [mm] = plan.steps
     kernel = mod.kernel(mm.kernel)
     prog = executor.load(image_path, ctx)
+    vprogs = {name: executor.load(path, ctx) for name, _, _, path in variants}
     s = stream.new(context=ctx)
     sa, sb = torch.tensor(0.75, device="cuda"), torch.tensor(1.5, device="cuda")
+
+    def bf16_of(out):   # bf16 comes back as its bit patterns (uint16)
+        return torch.from_numpy(out.numpy().view("int16")).view(torch.bfloat16).cuda()
     for n in sizes:
         env = {"M": n, "N": n, "K": n, "ONE": 1, "DEVICE_UNITS": ctx.properties["compute_units"]}
         A8 = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
@@ -249,18 +253,6 @@ def fp8(ctx, mod, image_path, plan, sizes, variant=None) -> None:
 
         def alone():
             kernel(A, Bt, C, sa.reshape(1), sb.reshape(1), grid=grid, block=mm.block, smem_bytes=mm.smem, stream=s)
-        if variant:
-            [vmm] = variant[1].steps
-            vkernel, vgrid, Cv = variant[0].kernel(vmm.kernel), tuple(plans.evaluate(g, env) for g in vmm.grid), \
-                torch.empty_like(C)
-
-            def variant_alone():
-                vkernel(A, Bt, Cv, sa.reshape(1), sb.reshape(1), grid=vgrid, block=vmm.block, smem_bytes=vmm.smem,
-                        stream=s)
-            vprog = executor.load(variant[2], ctx)
-
-            def variant_call():
-                return vprog.gemm_fp8_scaled(A, Bt, sa, sb, stream=s)
 
         def call():
             return prog.gemm_fp8_scaled(A, Bt, sa, sb, stream=s)
@@ -274,30 +266,38 @@ def fp8(ctx, mod, image_path, plan, sizes, variant=None) -> None:
                  "kernel": (alone, s.synchronize),
                  "torch": (lambda: torch._scaled_mm(A8, Bt8.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16),
                            torch.cuda.synchronize)}
-        if variant:
-            sides["variant"] = (variant_alone, s.synchronize)
-            sides["variant function"] = (variant_call, s.synchronize)
+        launched = {}
+        for name, vmod, vplan, path in variants:
+            [vmm] = vplan.steps
+            vkernel, vgrid, Cv = vmod.kernel(vmm.kernel), tuple(plans.evaluate(g, env) for g in vmm.grid), \
+                torch.empty_like(C)
+            launched[name] = (vmm, vgrid, Cv, path)
+            sides[f"{name} kernel"] = (
+                lambda vkernel=vkernel, vgrid=vgrid, vmm=vmm, Cv=Cv: vkernel(
+                    A, Bt, Cv, sa.reshape(1), sb.reshape(1), grid=vgrid, block=vmm.block, smem_bytes=vmm.smem,
+                    stream=s), s.synchronize)
+            sides[f"{name} function"] = (lambda vprog=vprogs[name]: vprog.gemm_fp8_scaled(A, Bt, sa, sb, stream=s),
+                                         s.synchronize)
         best = interleaved_best(sides, calls=20)
         out = call()
-        s.synchronize()   # bf16 comes back as its bit patterns (uint16)
-        got = torch.from_numpy(out.numpy().view("int16")).view(torch.bfloat16).cuda()
+        s.synchronize()
+        got = bf16_of(out)
         ref = torch._scaled_mm(A8, Bt8.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float32)
         err = ((got.float() - ref).abs().max() / ref.abs().max()).item()
         kept.clear()
-        if variant:
+        for name, (vmm, vgrid, Cv, path) in launched.items():
             verr = ((Cv.float() - ref).abs().max() / ref.abs().max()).item()
-            vout = variant_call()
+            vout = vprogs[name].gemm_fp8_scaled(A, Bt, sa, sb, stream=s)
             s.synchronize()
-            vgot = torch.from_numpy(vout.numpy().view("int16")).view(torch.bfloat16).cuda()
-            vferr = ((vgot.float() - ref).abs().max() / ref.abs().max()).item()
-            report_row(f"fp8 e4m3 scaled {n} variant", {"variant kernel": best["variant"], "tessera kernel":
-                                                        best["kernel"], "torch._scaled_mm": best["torch"]},
+            vferr = ((bf16_of(vout).float() - ref).abs().max() / ref.abs().max()).item()
+            report_row(f"fp8 e4m3 scaled {n} {name}", {f"{name} kernel": best[f"{name} kernel"], "tessera kernel":
+                                                       best["kernel"], "torch._scaled_mm": best["torch"]},
                        "TFLOP/s", 2 * n ** 3 / 1e12, shape=(n, n, n), dtype="fp8", bytes=4 * n * n,
-                       note=f"{vmm.kernel} grid {vgrid[0]}, 128x{_tile_n(variant[2], vmm.kernel)} tiles (ours "
+                       note=f"{vmm.kernel} grid {vgrid[0]}, 128x{_tile_n(path, vmm.kernel)} tiles (ours "
                             f"128x{_tile_n(image_path, mm.kernel)}); max error {verr:.1e} of max |C|")
-            report_row(f"fp8 e4m3 scaled {n} variant function", {"variant function": best["variant function"],
-                                                                 "tessera function": best["function"],
-                                                                 "torch._scaled_mm": best["torch"]},
+            report_row(f"fp8 e4m3 scaled {n} {name} function", {f"{name} function": best[f"{name} function"],
+                                                                "tessera function": best["function"],
+                                                                "torch._scaled_mm": best["torch"]},
                        "TFLOP/s", 2 * n ** 3 / 1e12, shape=(n, n, n), dtype="fp8", bytes=4 * n * n,
                        note=f"max error {vferr:.1e} of max |C|")
         for ours in ("function", "kept", "kernel"):   # the kernel alone is the roofline's point
@@ -398,7 +398,8 @@ def main() -> None:
     p.add_argument("--baseline-cc", metavar="TESSERA_CC",
                    help="--compile-time: also time this tessera-cc (another tree's) in the same rounds")
     p.add_argument("--triton-compile-once", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--variant", metavar="PATH", help="a second image (built with overrides) timed beside --image")
+    p.add_argument("--variant", metavar="PATH", action="append", default=[],
+                   help="another image (built with overrides) timed beside --image; may be given several times")
     p.add_argument("--sizes", default="2048,3072,4096,8192")
     p.add_argument("--fp8", action="store_true", help="the fp8 GEMM against torch._scaled_mm")
     p.add_argument("--f32", action="store_true", help="f32 GEMMs (FMA units; tf32 tensor cores) against torch.matmul "
@@ -417,23 +418,25 @@ def main() -> None:
     from tessera import plan as plans, stream
 
     ctx, mod, functions = gpu_program(args.image, EXAMPLE)
-    if args.variant:
+    variants = []   # (name, module, plans, path) of each --variant
+    for path in args.variant:
         from tessera import image as images, runtime
-        with open(args.variant, "rb") as f:
+        with open(path, "rb") as f:
             data = f.read()
-        vmod, vplans = runtime.load(data), plans.decode(images.read_image(data).section(plans.SECTION))
+        variants.append((os.path.splitext(os.path.basename(path))[0], runtime.load(data),
+                         plans.decode(images.read_image(data).section(plans.SECTION)), path))
     if args.fp8:
         if not args.image:
             p.error("--fp8 needs --image (the image the executor loads too)")
         return fp8(ctx, mod, args.image, functions["gemm_fp8_scaled"], [int(x) for x in args.sizes.split(",")],
-                   (vmod, vplans["gemm_fp8_scaled"], args.variant) if args.variant else None)
+                   [(name, vmod, vplans["gemm_fp8_scaled"], path) for name, vmod, vplans, path in variants])
     if args.f32:
         if not args.image:
             p.error("--f32 needs --image (built beforehand by --build-image PATH --f32 --sizes ...)")
         return f32(ctx, mod, functions, args.image, [int(x) for x in args.sizes.split(",")])
     props = ctx.properties
     planned = functions["gemm_bf16"].steps[0]
-    variant = (vmod, vplans["gemm_bf16"].steps[0]) if args.variant else None
+    variant_steps = [(name, vmod, vplans["gemm_bf16"].steps[0]) for name, vmod, vplans, _ in variants]
     triton_run, triton_kernel = triton_matmul()
     import triton
     with tempfile.TemporaryDirectory() as cache:
@@ -459,21 +462,24 @@ def main() -> None:
 
         sides = {"tessera": (ours, s.synchronize), "torch": (lambda: torch.matmul(A, B), torch.cuda.synchronize),
                  "triton": (lambda: triton_run(A, B, Ct), torch.cuda.synchronize)}
-        if variant:
-            vstep = plans.chosen(variant[1], env)
-            vkernel, vgrid = variant[0].kernel(vstep.kernel), plans.evaluate(vstep.grid[0], env)
+        launched = {}
+        for name, vmod, vplan in variant_steps:
+            vstep = plans.chosen(vplan, env)
+            vkernel, vgrid = vmod.kernel(vstep.kernel), plans.evaluate(vstep.grid[0], env)
             Cv = torch.empty_like(A)
-            sides["variant"] = (lambda: vkernel(A, B, Cv, grid=vgrid, block=vstep.block, smem_bytes=vstep.smem,
-                                                stream=s), s.synchronize)
+            launched[name] = (vstep, vgrid, Cv)
+            sides[f"variant {name}"] = (
+                lambda vkernel=vkernel, vgrid=vgrid, vstep=vstep, Cv=Cv: vkernel(
+                    A, B, Cv, grid=vgrid, block=vstep.block, smem_bytes=vstep.smem, stream=s), s.synchronize)
         best = interleaved_best(sides, calls=20)
         ref = torch.matmul(A, B).float()
         err = ((C.float() - ref).abs().max() / ref.abs().max()).item()
         note = f"{step.kernel}; max error {err:.1e} of max |C|"
-        if variant:
+        for name, (vstep, vgrid, Cv) in launched.items():
             verr = ((Cv.float() - ref).abs().max() / ref.abs().max()).item()
-            note += (f"; variant {vstep.kernel} (grid {vgrid}): {best['torch'] / best['variant']:.3f}x torch, "
-                     f"{best['tessera'] / best['variant']:.3f}x ours, max error {verr:.1e}")
-            best = {k: v for k, v in best.items() if k != "variant"}
+            v = best.pop(f"variant {name}")
+            note += (f"; variant {name}: {vstep.kernel} (grid {vgrid}) {best['torch'] / v:.3f}x torch, "
+                     f"{best['tessera'] / v:.3f}x ours, max error {verr:.1e}")
         report_row(f"bf16 gemm {n}", best, "TFLOP/s", 2 * n ** 3 / 1e12, shape=(n, n, n), dtype="bf16",
                    bytes=3 * 2 * n * n, note=note)
 
