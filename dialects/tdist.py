@@ -23,6 +23,22 @@ CHUNKS = "tessera.chunks"
 # on an op before such an all_reduce's matmul (a matmul, elementwise op or cast whose rows lead to the matmul's
 # lhs): it runs in the same row chunks, each chunk's rows of it before that chunk's GEMM (the pass sets it)
 ROWS_OF = "tessera.chunk_rows"
+# beside CHUNKS where the chunks are uneven (op.all_reduce(chunks=(6, 6, 3, 1)), collective_chunks=(…)): each
+# chunk's weight, chunk i ending at row ceil(M*(w_0+…+w_i)/(W*128))*128 (clamped to M), W the weights' sum
+CHUNK_WEIGHTS = "tessera.chunk_weights"
+
+
+def chunk_spec(value) -> tuple[int, tuple[int, ...] | None] | None:
+    """The chunk count and the uneven weights (None where the chunks are equal) that `value` asks for: a
+    positive int k (k equal chunks) or a non-empty sequence of positive int weights (all equal: that many equal
+    chunks); None where it is neither."""
+    if type(value) is int:
+        return (value, None) if value >= 1 else None
+    if not isinstance(value, (tuple, list)) or not value or \
+            not all(type(w) is int and w >= 1 for w in value):
+        return None
+    weights = tuple(value)
+    return (len(weights), None) if len(set(weights)) == 1 else (len(weights), weights)
 
 
 class TDist(ext.Dialect, name="tdist"):
@@ -83,6 +99,15 @@ class AllReduceOp(_Collective, name="all_reduce", traits=[ext.Pure]):
             x, r = self._io()
             if x != r:
                 raise Invalid(f"result type {r} must equal the input type {x}")
+            if CHUNK_WEIGHTS in self.attributes:
+                a = self.attributes[CHUNK_WEIGHTS]
+                weights = [w.value for w in a] if isinstance(a, ir.ArrayAttr) and all(
+                    isinstance(w, ir.IntegerAttr) for w in a) else None
+                k = self.attributes[CHUNKS].value if CHUNKS in self.attributes and \
+                    isinstance(self.attributes[CHUNKS], ir.IntegerAttr) else None
+                if not weights or any(w < 1 for w in weights) or k != len(weights):
+                    raise Invalid(f"{CHUNK_WEIGHTS} must be a non-empty array of positive integers, one per chunk "
+                                  f"({CHUNKS} of them), got {a}")
 
 
 class _Concatenating(_Collective):

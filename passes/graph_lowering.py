@@ -280,7 +280,8 @@ def _lower_chunked(ctx: LoweringContext, lower: Callable, kname: str, mm, reduce
     all_reduce beside the next chunk's), so that only the last chunk's all_reduce follows the last kernel;
     those of them, from the first on, whose steps cannot take a row range (not one env extent of rows, a
     view step that is not rows of matrices) run whole before the chunks. Chunks are whole multiples of the
-    GEMMs' M tile (pipeline_collectives.ROW_ALIGN) but the last, so each starts at a tile boundary; where M is
+    GEMMs' M tile (pipeline_collectives.ROW_ALIGN) but the last, so each starts at a tile boundary (equal, or
+    by tessera.chunk_weights: pipeline_collectives.chunk_bounds); where M is
     small the last chunks have no rows (the runtime launches nothing, and a collective of no elements does
     nothing). The partial product is never stored apart: each chunk's GEMM writes the result's rows, reduced
     in place. Every backend's GEMM steps fit this (argument steps whose tensors' rows are one env extent);
@@ -336,11 +337,10 @@ def _lower_chunked(ctx: LoweringContext, lower: Callable, kname: str, mm, reduce
         upstream = [(group_once, group_chunk)] + upstream
     collective = _collective(reduce, ctx.record)
     del ctx.values[p]   # written only through the chunks' aliases of the result
-    step = f"ceil(({M})/{pipeline_collectives.ROW_ALIGN * k})*{pipeline_collectives.ROW_ALIGN}"
+    bounds = pipeline_collectives.chunk_bounds(M, k, pipeline_collectives.weights_of(reduce))
     out = before_chunks + [s for group_once, _ in upstream for s in group_once] + once
     for i in range(k):
-        start = _fold(f"min({i}*{step}, {M})" if i else "0")
-        end = f"min({i + 1}*{step}, {M})" if i < k - 1 else M
+        start, end = _fold(bounds[i]), bounds[i + 1]
         n = _fold(end if start == "0" else f"{end} - {start}")
         ids = {}
         for vid, (of, cols) in rows.items():

@@ -21,6 +21,8 @@ left whole: chunks would change nothing there but the launches), and alone in it
 compile option ``collective_chunks`` (tessera/options.py): 4 on GPU targets, 1 (nothing marked) on the CPU,
 whose collectives run on the threads the GEMMs would use. An all_reduce's own ``op.all_reduce(chunks=k)``
 overrides it (1: whole); asking chunks of one that must run whole is an error at the op, saying why.
+Either may be a tuple of weights instead of a count (uneven chunks, ``tessera.chunk_weights`` beside
+``tessera.chunks``; `chunk_bounds`): a smaller last chunk leaves less all_reduce exposed after the last GEMM.
 
 Rows back to the inputs. Chunking only that GEMM leaves the first GEMM and the gelu of the MLP whole before
 it, and each chunk's all_reduce only a quarter of the second GEMM to hide behind. The rows of the all_reduce's
@@ -39,7 +41,7 @@ alone, with the same kernel and K order, so the chunked function's results are t
 from __future__ import annotations
 
 from ..diagnostics import LoweringError
-from ..dialects.tdist import CHUNKS, ROWS_OF
+from ..dialects.tdist import CHUNK_WEIGHTS, CHUNKS, ROWS_OF, chunk_spec
 from ..mlir import ir
 from .bucketize import BUCKET
 from .schedule_ir import graph_ops
@@ -123,10 +125,12 @@ def _mark_rows(op, k: int) -> int:
     return marked
 
 
-def mark(fn, chunks: int) -> int:
-    """Marks `fn`'s eligible all_reduces with `chunks`, except those that carry their own (op.all_reduce's
-    chunks=), which must be eligible where more than 1 (a LoweringError at the op says why not); returns how
-    many run in chunks."""
+def mark(fn, chunks) -> int:
+    """Marks `fn`'s eligible all_reduces with `chunks` (a count, or a tuple of uneven chunks' weights:
+    tessera.chunks and tessera.chunk_weights), except those that carry their own (op.all_reduce's chunks=),
+    which must be eligible where more than 1 (a LoweringError at the op says why not); returns how many run in
+    chunks."""
+    default = chunk_spec(chunks)
     ops = [op for op in graph_ops(fn) if op.operation.name == "tdist.all_reduce"]
     buckets: dict[int, int] = {}
     for op in ops:
@@ -134,16 +138,19 @@ def mark(fn, chunks: int) -> int:
             b = ir.IntegerAttr(op.attributes[BUCKET]).value
             buckets[b] = buckets.get(b, 0) + 1
     marked = 0
+    i64 = ir.IntegerType.get_signless(64)
     for op in ops:
         own = CHUNKS in op.attributes
-        k = chunks_of(op) if own else chunks
+        k, weights = (chunks_of(op), weights_of(op)) if own else default
         if k == 1:
             continue
         why = whole_because(op, buckets)
         if why is not None and own:
-            raise LoweringError(op, f"op.all_reduce(chunks={k}) cannot run in row chunks: {why}")
+            raise LoweringError(op, f"op.all_reduce(chunks={weights or k}) cannot run in row chunks: {why}")
         if why is None:
-            op.attributes[CHUNKS] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), k)
+            op.attributes[CHUNKS] = ir.IntegerAttr.get(i64, k)
+            if weights is not None:
+                op.attributes[CHUNK_WEIGHTS] = ir.ArrayAttr.get([ir.IntegerAttr.get(i64, w) for w in weights])
             _mark_rows(op, k)
             marked += 1
     return marked
@@ -154,11 +161,46 @@ def chunks_of(op) -> int:
     return ir.IntegerAttr(op.attributes[CHUNKS]).value if CHUNKS in op.attributes else 1
 
 
-def run(module, chunks: int = 1) -> None:
+def weights_of(op) -> tuple[int, ...] | None:
+    """The weights of all_reduce `op`'s uneven chunks (tessera.chunk_weights), None where they are equal."""
+    if CHUNK_WEIGHTS not in op.attributes:
+        return None
+    return tuple(ir.IntegerAttr(w).value for w in ir.ArrayAttr(op.attributes[CHUNK_WEIGHTS]))
+
+
+def chunk_bounds(M: str, k: int, weights: tuple[int, ...] | None) -> list[str]:
+    """The extent expressions of the k + 1 row bounds of k chunks of `M` rows (the first "0", the last M):
+    equal chunks of ceil(M/(k*ROW_ALIGN))*ROW_ALIGN rows, or with `weights` chunk i ending at
+    ceil(M*(w_0+...+w_i)/(W*ROW_ALIGN))*ROW_ALIGN (W: their sum), each bound clamped to M, so that every chunk
+    but the one reaching M is a whole multiple of ROW_ALIGN rows (and those after it empty)."""
+    if weights is None:
+        step = f"ceil(({M})/{ROW_ALIGN * k})*{ROW_ALIGN}"
+        inner = [f"min({i}*{step}, {M})" for i in range(1, k)]
+    else:
+        total, cum, inner = sum(weights), 0, []
+        for w in weights[:-1]:
+            cum += w
+            inner.append(f"min(ceil((({M})*{cum})/{total * ROW_ALIGN})*{ROW_ALIGN}, {M})")
+    return ["0", *inner, M]
+
+
+def parse_chunks(value: str):
+    """tessera-pipeline-collectives' `chunks` option: a count ("4") or uneven chunks' weights ("6:6:3:1")."""
+    parts = value.split(":")
+    try:
+        ints = [int(p) for p in parts]
+    except ValueError:
+        raise ValueError(f"chunks must be a count or weights like 6:6:3:1, not '{value}'") from None
+    return ints[0] if len(ints) == 1 else tuple(ints)
+
+
+def run(module, chunks=1) -> None:
     """Marks the eligible all_reduces of every `tessera.function` of `module` (an Operation); chunks=1 marks
-    none but those asking for chunks of their own."""
-    if chunks < 1:
-        raise ValueError(f"tessera-pipeline-collectives: chunks must be positive, got {chunks}")
+    none but those asking for chunks of their own; a tuple of weights asks uneven chunks."""
+    if chunk_spec(chunks) is None:
+        raise ValueError(f"tessera-pipeline-collectives: chunks must be positive, got {chunks}"
+                         if type(chunks) is int else
+                         f"tessera-pipeline-collectives: chunk weights must be positive ints, got {chunks}")
     for fn in module.regions[0].blocks[0].operations:
         if fn.operation.name == "func.func" and "tessera.function" in fn.attributes and fn.regions[0].blocks:
             mark(fn, chunks)

@@ -117,7 +117,8 @@ PASSES: dict[str, PassInfo] = {
     "tessera-pipeline-collectives": PassInfo(
         "tessera-pipeline-collectives", "an all_reduce of a matmul's result that nothing else reads marked to run "
         "in `chunks` row chunks (tessera.chunks; default 1: none marked), each chunk's all_reduce overlapping the "
-        "next chunk's GEMM", pipeline_collectives.run, {"chunks": int}),
+        "next chunk's GEMM; chunks=6:6:3:1: uneven chunks of those weights (tessera.chunk_weights)",
+        pipeline_collectives.run, {"chunks": pipeline_collectives.parse_chunks}),
     "tessera-fold-transposes": PassInfo(
         "tessera-fold-transposes", "a transpose of a matmul operand's last two axes folded into the matmul "
         "(tessera.transpose_a/_b: the GEMM reads it in place; the schedule stage, on targets whose GEMMs can); "

@@ -64,7 +64,7 @@ def make_ttir(source: str, filename: str, metadata: dict, options: CompileOption
 
 
 def make_canonical(mod: ir.Module, metadata: dict, bucket_bytes: int = DEFAULT_BUCKET_BYTES,
-                   collective_chunks: int = 1) -> ir.Module:
+                   collective_chunks: int | tuple[int, ...] = 1) -> ir.Module:
     # derivatives' bodies written first (their calls are inlined like any other's); calls between functions
     # inlined next, so that every later phase sees one body per function; cse next, so that equal
     # constructions are one value when the operator algebra's laws look for them; all_reduces bucketed last,
@@ -72,12 +72,17 @@ def make_canonical(mod: ir.Module, metadata: dict, bucket_bytes: int = DEFAULT_B
     # bucket of one only)
     build_pass_manager("builtin.module(tessera-autodiff,tessera-inline-functions,cse,tessera-tod-canonicalize,"
                        f"canonicalize,cse,tessera-bucketize{{bucket-bytes={bucket_bytes}}},"
-                       f"tessera-pipeline-collectives{{chunks={collective_chunks}}})"
+                       f"tessera-pipeline-collectives{{chunks={_chunks_option(collective_chunks)}}})"
                        ).run(mod.operation)
     metadata["ops"] = _bytecode(mod)
     # the module's symbols, kept on it so that a compilation restarting from a later stage's dump has them
     mod.operation.attributes["tessera.symbols"] = ir.StringAttr.get(json.dumps(_symbols(mod)))
     return mod
+
+
+def _chunks_option(chunks: int | tuple[int, ...]) -> str:
+    """tessera-pipeline-collectives' chunks option: a count, or uneven chunks' weights as 6:6:3:1."""
+    return ":".join(map(str, chunks)) if isinstance(chunks, tuple) else str(chunks)
 
 
 def _symbols(mod: ir.Module) -> dict:

@@ -67,8 +67,9 @@ class CompileOptions(HashedOptions):
     bucket_bytes: int = DEFAULT_BUCKET_BYTES
     # tensor parallelism: row chunks of a matmul feeding an all_reduce, each chunk's all_reduce overlapping
     # the next chunk's GEMM (passes/pipeline_collectives.py, docs/language.md "Compiled collectives");
-    # 0: the target's default (DEFAULT_COLLECTIVE_CHUNKS, `collective_chunks()`), 1: whole
-    collective_chunks: int = 0
+    # 0: the target's default (DEFAULT_COLLECTIVE_CHUNKS, `collective_chunks()`), 1: whole; a tuple of
+    # positive int weights asks uneven chunks, (6, 6, 3, 1): a smaller last chunk, less all_reduce exposed
+    collective_chunks: int | tuple[int, ...] = 0
     # how f32 matmul operands are multiplied where the target has a choice (ptx): "ieee" (f32 products, on FMA
     # units) or "tf32" (tensor cores reading each operand's top 19 bits); Triton's input_precision. A
     # function's `@function(input_precision=)` hint overrides it; the strict profile multiplies in f32 always.
@@ -93,10 +94,15 @@ class CompileOptions(HashedOptions):
         _expect("bucket_bytes", self.bucket_bytes, type(self.bucket_bytes) is int, "an int")
         if self.bucket_bytes < 1:
             raise ValueError(f"bucket_bytes must be positive, not {self.bucket_bytes}")
-        _expect("collective_chunks", self.collective_chunks, type(self.collective_chunks) is int, "an int")
-        if self.collective_chunks < 0:
-            raise ValueError(f"collective_chunks must be 0 (the target's default) or positive, not "
-                             f"{self.collective_chunks}")
+        if isinstance(self.collective_chunks, list):
+            object.__setattr__(self, "collective_chunks", tuple(self.collective_chunks))
+        weights = self.collective_chunks
+        _expect("collective_chunks", weights, type(weights) is int or isinstance(weights, tuple),
+                "an int or a tuple of int weights")
+        if type(weights) is int and weights < 0:
+            raise ValueError(f"collective_chunks must be 0 (the target's default) or positive, not {weights}")
+        if isinstance(weights, tuple) and (not weights or not all(type(w) is int and w >= 1 for w in weights)):
+            raise ValueError(f"collective_chunks' weights must be a non-empty tuple of positive ints, not {weights}")
         for name, value in self.hints:
             if name not in HINT_LIMITS or not 1 <= value <= HINT_LIMITS[name]:
                 raise ValueError(f"hint {name}={value} is out of range (hints: "
@@ -110,9 +116,9 @@ class CompileOptions(HashedOptions):
         object.__setattr__(self, "numerics", profiles.canonical(self.numerics))
 
 
-def collective_chunks(options: CompileOptions) -> int:
-    """The chunk count `options` asks for: its own, else the target's default; a list of targets takes the
-    smallest of theirs (one plan serves them all)."""
+def collective_chunks(options: CompileOptions) -> int | tuple[int, ...]:
+    """The chunk count (or uneven chunks' weights) `options` asks for: its own, else the target's default; a
+    list of targets takes the smallest of theirs (one plan serves them all)."""
     return options.collective_chunks or min(DEFAULT_COLLECTIVE_CHUNKS.get(t.strip(), 1)
                                             for t in options.target.split(","))
 

@@ -48,10 +48,10 @@ def _parse_args(argv):
     p.add_argument("--bucket-bytes", type=int, default=DEFAULT_BUCKET_BYTES, metavar="N",
                    help="data parallelism: all-reduce gradients in buckets of N bytes (default 25 MiB; "
                         "op.all_reduce(bucket=) sets its own bucket's)")
-    p.add_argument("--collective-chunks", type=int, default=0, metavar="K",
+    p.add_argument("--collective-chunks", type=_chunks, default=0, metavar="K",
                    help="tensor parallelism: run a matmul feeding an all_reduce in K row chunks, each chunk's "
                         "all_reduce overlapping the next chunk's GEMM (default 0: the target's, 4 on ptx and "
-                        "amdgpu, 1 elsewhere)")
+                        "amdgpu, 1 elsewhere); weights such as 6:6:3:1 ask uneven chunks (a smaller last one)")
     p.add_argument("--profile", default=None, choices=["fast", "default", "deterministic", "strict"],
                    help="numerics profile (docs/portability.md, \"Numerics profiles\"): fast (the default), "
                         "deterministic or strict; a function's numerics= hint may make it stricter")
@@ -67,6 +67,15 @@ def _parse_args(argv):
                    help="SOURCE is the .mlir a stage printed (--compile-to/--dump-ir-after-all): continue after it")
     p.add_argument("--list-stages", action="store_true", help="print the stages of the target and exit")
     return p.parse_args(argv)
+
+
+def _chunks(value: str):
+    """--collective-chunks: a count K, or uneven chunks' weights W0:W1:..."""
+    try:
+        ints = [int(p) for p in value.split(":")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a count or weights like 6:6:3:1, not '{value}'") from None
+    return ints[0] if len(ints) == 1 else tuple(ints)
 
 
 def _write(path: str, artifact) -> None:

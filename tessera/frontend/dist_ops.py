@@ -54,18 +54,22 @@ def _reduction_attrs(b, node, kwargs) -> dict:
 def all_reduce(b, node, args, kwargs):
     """op.all_reduce(X, mesh=…, axis=…, op="sum", algo="auto", deterministic=False, bucket=0, chunks=None).
     `chunks`: the row chunks of the matmul producing X, over the compile option collective_chunks
-    (passes/pipeline_collectives.py; 1: whole)."""
+    (passes/pipeline_collectives.py; 1: whole): a count, or a tuple of weights for uneven chunks (6, 6, 3, 1)."""
     x, _, attrs = _common(b, node, args, kwargs, "op.all_reduce",
                           ("op", "algo", "deterministic", "bucket", "chunks"))
     attrs.update(_reduction_attrs(b, node, kwargs))
     attrs["bucket_bytes"] = _i64(bucket_bytes(b, node, kwargs.get("bucket", 0)))
     chunks = kwargs.get("chunks")
-    if chunks is not None and (type(chunks) is not int or chunks < 1):
-        raise b.error(node, f"chunks must be a positive int, got {chunks!r}")
+    spec = None if chunks is None else tdist.chunk_spec(chunks)
+    if chunks is not None and spec is None:
+        raise b.error(node, f"chunks must be a positive int or a non-empty sequence of positive int weights "
+                            f"(uneven chunks, e.g. (6, 6, 3, 1)), got {chunks!r}")
     with b.loc(node):
         op = create(tdist.AllReduceOp, x.value, result=x.value.type, **attrs)
-    if chunks is not None:
-        op.attributes[tdist.CHUNKS] = _i64(chunks)
+    if spec is not None:
+        op.attributes[tdist.CHUNKS] = _i64(spec[0])
+        if spec[1] is not None:
+            op.attributes[tdist.CHUNK_WEIGHTS] = ir.ArrayAttr.get([_i64(w) for w in spec[1]])
     return GTensor(op.result, x.dtype, x.dims, x.accum)
 
 

@@ -31,6 +31,10 @@ sys.path.insert(0, str(HERE.parent.parent / "bench"))
 GUARD = 300  # seconds the job may take before the test fails instead of hanging
 # each row count's chunk rows (4 chunks of a multiple of 128 rows, the last what remains)
 CHUNK_ROWS = {300: [128, 128, 44, 0], 1024: [256, 256, 256, 256], 5: [5, 0, 0, 0]}
+# the same for uneven chunks of weights 6:6:3:1: chunk i ends at min(ceil(T*(w_0+...+w_i)/(16*128))*128, T)
+WEIGHTS = (6, 6, 3, 1)
+WEIGHTED_ROWS = {300: [128, 128, 44, 0], 1024: [384, 384, 256, 0], 5: [5, 0, 0, 0],
+                 8192: [3072, 3072, 1536, 512], 2000: [768, 768, 384, 80]}
 
 
 def _plan(source: str, **options) -> tuple[plan.Plan, list]:
@@ -60,7 +64,8 @@ def _rows(s) -> str:
     return s.R if isinstance(s, plan.ViewStep) else s.env[s.args[0].shape[0]]
 
 
-def _check_chunks(p: plan.Plan, chunks: int, x_cols: int, cols: int, steps: int) -> set[str]:
+def _check_chunks(p: plan.Plan, chunks: int, x_cols: int, cols: int, steps: int,
+                  chunk_rows: dict = CHUNK_ROWS) -> set[str]:
     """The chunks tile X and the result row by row at every row count of CHUNK_ROWS (for 4 chunks), each
     chunk the whole MLP on its rows (`steps` compute steps: both GEMMs, the gelu, a rounding) with its
     collective in place on its rows of the plan's result, nothing computed before the first chunk, and every
@@ -75,7 +80,7 @@ def _check_chunks(p: plan.Plan, chunks: int, x_cols: int, cols: int, steps: int)
               and x.dims[0] == "T"]
     assert middle and not any(v in plan.uses(s) for v in middle for s in p.steps if not isinstance(s, plan.AliasStep))
     kernels = set()
-    for T, want in CHUNK_ROWS.items():
+    for T, want in chunk_rows.items():
         start, env = 0, {"T": T, "D": x_cols}   # D: the bench program's width (symbolic there)
         for rows, c in zip(want, found):
             of = {a.alias: a for a in c["aliases"]}
@@ -104,6 +109,39 @@ def test_the_cpu_plan_runs_the_whole_mlp_per_chunk_on_row_ranges():
     p, kernels = _plan(W.source(2), target="cpu", collective_chunks=4)
     names = _check_chunks(p, 4, W.D, W.D, 2)
     assert len(names) == 2 and sum(k.name in names for k in kernels) == 2
+
+
+@pytest.mark.parametrize("how", ["option", "own", "option list"])
+def test_weighted_chunks_end_where_the_weights_say(how):
+    """collective_chunks=(6, 6, 3, 1) or op.all_reduce(chunks=(6, 6, 3, 1)): four chunks, each a multiple of
+    128 rows but the one reaching T, of rows in proportion to the weights (rounded up to 128), each the whole
+    MLP on its rows with its all_reduce."""
+    if how == "own":
+        p, _ = _plan(W.source(2).replace("mesh=mesh)", "mesh=mesh, chunks=(6, 6, 3, 1))"), target="cpu")
+    else:
+        p, _ = _plan(W.source(2), target="cpu", collective_chunks=WEIGHTS if how == "option" else list(WEIGHTS))
+    _check_chunks(p, 4, W.D, W.D, 2, WEIGHTED_ROWS)
+
+
+def test_equal_weights_are_the_counts_plan():
+    """Weights all equal are that many equal chunks: the same plan as the count's."""
+    a, _ = _plan(W.source(2), target="cpu", collective_chunks=4)
+    b, _ = _plan(W.source(2).replace("mesh=mesh)", "mesh=mesh, chunks=[3, 3, 3, 3])"), target="cpu")
+    assert a.steps == b.steps
+
+
+def test_weights_key_the_compile_cache():
+    from tessera.options import CompileOptions
+    keys = {CompileOptions(target="ptx", collective_chunks=c).hash() for c in (0, 4, (6, 6, 3, 1), (3, 3, 2, 1))}
+    assert len(keys) == 4
+    assert CompileOptions(collective_chunks=[6, 6, 3, 1]) == CompileOptions(collective_chunks=(6, 6, 3, 1))
+
+
+@pytest.mark.parametrize("value", [(), (6, 0), (6, -1), (6, 1.5), (True, 1), "6:1"])
+def test_bad_weight_options_are_refused(value):
+    from tessera.options import CompileOptions
+    with pytest.raises((TypeError, ValueError), match="collective_chunks"):
+        CompileOptions(collective_chunks=value)
 
 
 BIAS = W.source(2).replace("W2: dist.shard(", "b: dist.shard(tensor[f32, 48], mesh, axis=\"tp\", dim=0),\n        "
@@ -177,7 +215,18 @@ def test_an_all_reduces_own_chunks_override_the_option():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ("chunks=0", "tp.py:10:12: error: chunks must be a positive int, got 0"),
+    ("chunks=0", "tp.py:10:12: error: chunks must be a positive int or a non-empty sequence of positive int "
+                 "weights (uneven chunks, e.g. (6, 6, 3, 1)), got 0"),
+    ("chunks=()", "tp.py:10:12: error: chunks must be a positive int or a non-empty sequence of positive int "
+                  "weights (uneven chunks, e.g. (6, 6, 3, 1)), got ()"),
+    ("chunks=(6, 0)", "tp.py:10:12: error: chunks must be a positive int or a non-empty sequence of positive int "
+                      "weights (uneven chunks, e.g. (6, 6, 3, 1)), got (6, 0)"),
+    ("chunks=(6, -1)", "tp.py:10:12: error: chunks must be a positive int or a non-empty sequence of positive "
+                       "int weights (uneven chunks, e.g. (6, 6, 3, 1)), got (6, -1)"),
+    ("chunks=(6, 1.5)", "tp.py:10:12: error: chunks must be a positive int or a non-empty sequence of positive "
+                        "int weights (uneven chunks, e.g. (6, 6, 3, 1)), got (6, 1.5)"),
+    ("chunks=(6, 1), deterministic=True", "tp.py:10:12: error: op.all_reduce(chunks=(6, 1)) cannot run in row "
+                                          "chunks: it reduces in the interpreter's tree order"),
     ("chunks=2, deterministic=True", "tp.py:10:12: error: op.all_reduce(chunks=2) cannot run in row chunks: it "
                                      "reduces in the interpreter's tree order"),
 ])
@@ -211,7 +260,7 @@ def job(request, tmp_path_factory):
     n = request.param
     out = tmp_path_factory.mktemp(f"ranks{n}")
     images = []
-    for i, chunks in enumerate((4, 1)):
+    for i, chunks in enumerate((4, 1, WEIGHTS)):
         images.append(out / f"mlp{i}.tessera")
         images[-1].write_bytes(tessera.compile(W.source(n), target="cpu", collective_chunks=chunks))
     p = subprocess.run([mpiexec_or_skip(), "-n", str(n), sys.executable, str(HERE / "pipelined_worker.py"), str(out),
@@ -230,12 +279,13 @@ def test_the_chunked_mlp_equals_the_whole_one_and_the_interpreter(job, rows):
     X, W1, W2 = W.inputs(rows)
     interpreted = module.interpret("mlp", [X] * n, W1, W2, world=n)
     for r, got in enumerate(ranks):
-        for i in range(2):
+        for i in range(3):
             assert f"error:{i}_{rows}" not in got, got[f"error:{i}_{rows}"]
-        chunked, whole = got[f"0_{rows}"], got[f"1_{rows}"]
-        assert chunked.shape == whole.shape == (rows, W.D)
-        if n == 2:
-            assert np.array_equal(chunked.view(np.uint32), whole.view(np.uint32))
-        else:
-            np.testing.assert_allclose(chunked, whole, rtol=n * np.finfo(np.float32).eps, atol=1e-6)
-        np.testing.assert_allclose(chunked, interpreted[r], rtol=1e-5, atol=1e-6)
+        whole = got[f"1_{rows}"]
+        for chunked in (got[f"0_{rows}"], got[f"2_{rows}"]):   # 4 equal chunks, chunks of weights 6:6:3:1
+            assert chunked.shape == whole.shape == (rows, W.D)
+            if n == 2:
+                assert np.array_equal(chunked.view(np.uint32), whole.view(np.uint32))
+            else:
+                np.testing.assert_allclose(chunked, whole, rtol=n * np.finfo(np.float32).eps, atol=1e-6)
+            np.testing.assert_allclose(chunked, interpreted[r], rtol=1e-5, atol=1e-6)

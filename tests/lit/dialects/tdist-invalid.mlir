@@ -118,3 +118,27 @@ func.func @attribute_kind(%x: tensor<8xf32>) {
   %r = "tdist.all_gather"(%x) {mesh_axes = ["dp"], mesh_shape = [4], axis = 3 : i64, dim = 0 : i64} : (tensor<8xf32>) -> tensor<32xf32>
   return
 }
+
+// -----
+
+func.func @chunk_weights_count(%x: tensor<8xf32>) {
+  // expected-error @+1 {{'tdist.all_reduce' tessera.chunk_weights must be a non-empty array of positive integers, one per chunk (tessera.chunks of them), got [6, 1]}}
+  %r = "tdist.all_reduce"(%x) {mesh_axes = ["dp"], mesh_shape = [4], axis = "dp", op = "sum", algo = "auto", deterministic = false, bucket_bytes = 0 : i64, tessera.chunks = 3 : i64, tessera.chunk_weights = [6, 1]} : (tensor<8xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @chunk_weights_zero(%x: tensor<8xf32>) {
+  // expected-error @+1 {{'tdist.all_reduce' tessera.chunk_weights must be a non-empty array of positive integers, one per chunk (tessera.chunks of them), got [6, 0]}}
+  %r = "tdist.all_reduce"(%x) {mesh_axes = ["dp"], mesh_shape = [4], axis = "dp", op = "sum", algo = "auto", deterministic = false, bucket_bytes = 0 : i64, tessera.chunks = 2 : i64, tessera.chunk_weights = [6, 0]} : (tensor<8xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @chunk_weights_kind(%x: tensor<8xf32>) {
+  // expected-error @+1 {{'tdist.all_reduce' tessera.chunk_weights must be a non-empty array of positive integers, one per chunk (tessera.chunks of them), got "6"}}
+  %r = "tdist.all_reduce"(%x) {mesh_axes = ["dp"], mesh_shape = [4], axis = "dp", op = "sum", algo = "auto", deterministic = false, bucket_bytes = 0 : i64, tessera.chunks = 2 : i64, tessera.chunk_weights = "6"} : (tensor<8xf32>) -> tensor<8xf32>
+  return
+}
