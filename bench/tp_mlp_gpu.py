@@ -11,7 +11,8 @@ Weak scaling: every rank holds an [D, F] column block of W1 and an [F, D] row bl
 of GPUs N (the whole hidden width is F·N), so each GPU's GEMM work, 4·T·D·F flops, is the same at every N, and
 only the all_reduce grows. In one launch of N ranks both steps are timed: the 1-GPU step (each rank alone, on
 its GPU, with a communicator of itself: the image for a mesh of one device, whose all_reduce is a copy; torch's
-without an all_reduce) and the N-GPU step; efficiency = t1 / tN, for each side. Each step's result is checked
+without an all_reduce) and the N-GPU step; efficiency = t1 / tN, for each side (and, "best t1/tN", against the launch's best Tessera t1).
+Each step's result is checked
 against torch's once (within 2^-5 of its largest: bf16 partials, summed in bf16 by either side's NCCL).
 --chunks 1,4 times two Tessera sides: the all_reduce whole after the second GEMM, and the MLP in four row chunks
 (tessera-pipeline-collectives: each chunk's first GEMM, gelu and second GEMM on its rows, then its all_reduce on
@@ -23,7 +24,10 @@ has that many units (a communicator of its own, created with units=; 0: the laun
 against the same chunk count's one-GPU step (units change nothing without peers).
 
 Method: each side's step is called --iters times back to back between two device synchronizations, after a
-barrier; a round's time is the slowest rank's; the best of --rounds rounds counts, the sides alternating. Rank
+barrier; a round's time is the slowest rank's; the best of --rounds rounds counts, after --warm untimed calls of
+each side, the order of the sides rotating by one each round (as common.interleaved_best, which a multi-rank
+step cannot use: its warm-up runs for a time, a count that may differ between ranks). --chunks 4,6:6:3:1: uneven
+chunks of those weights (collective_chunks=(6, 6, 3, 1)), image files ...c6-6-3-1.tessera. Rank
 r drives GPU LOCAL_RANK (CUDA_VISIBLE_DEVICES narrowed before CUDA starts) and NCCL_NVLS_ENABLE=0 (set on
 import of allreduce_gpu, before either side starts NCCL).
 """
@@ -58,8 +62,9 @@ def tp_mlp(X: tensor[bf16, "T", "D"], W1: dist.shard(tensor[bf16, "D", {f_shard 
 '''
 
 
-def compile_image(world: int, f_shard: int, cpu: bool, chunks: int) -> bytes:
-    """`chunks`: the all_reduce's row chunks (collective_chunks; 0: the target's default, 4 on ptx)."""
+def compile_image(world: int, f_shard: int, cpu: bool, chunks) -> bytes:
+    """`chunks`: the all_reduce's row chunks (collective_chunks; 0: the target's default, 4 on ptx; a tuple of
+    weights: uneven chunks)."""
     import tessera  # lazy: the compiler is needed only where the image is built
     if cpu:
         return tessera.compile(program(world, f_shard), "tp_mlp_gpu.py", collective_chunks=chunks)
@@ -67,8 +72,13 @@ def compile_image(world: int, f_shard: int, cpu: bool, chunks: int) -> bytes:
                            collective_chunks=chunks)
 
 
-def image_file(folder: str, world: int, f_shard: int, chunks: int) -> str:
-    return os.path.join(folder, f"tp_mlp.n{world}.f{f_shard}.c{chunks}.tessera")
+def chunks_name(chunks) -> str:
+    """A --chunks entry as written: a count, or weights joined by ':'."""
+    return ":".join(map(str, chunks)) if isinstance(chunks, tuple) else str(chunks)
+
+
+def image_file(folder: str, world: int, f_shard: int, chunks) -> str:
+    return os.path.join(folder, f"tp_mlp.n{world}.f{f_shard}.c{chunks_name(chunks).replace(':', '-')}.tessera")
 
 
 def parse_args():
@@ -80,20 +90,26 @@ def parse_args():
                                    "--cpu 128,64,128)")
     p.add_argument("--chunks", default="0", help="comma-separated collective_chunks to compare, each a Tessera side "
                                                  "(0: the target's default, 4 on ptx; 1: one whole all_reduce after "
-                                                 "the GEMM); default 0")
+                                                 "the GEMM; weights joined by ':', 6:6:3:1, uneven chunks); default 0")
     p.add_argument("--units", default="0", help="comma-separated communicator units for the N-GPU Tessera sides "
                                                 "(0: the launch's communicator, TESSERA_COMM_UNITS or none); "
                                                 "default 0")
     p.add_argument("--cpu", action="store_true", help="CPU images through MPI (tessera-run -n N without --backend)")
     p.add_argument("--iters", type=int, default=10, help="timed steps per round (default 10)")
-    p.add_argument("--rounds", type=int, default=5, help="timings per side, alternating; the best counts")
+    p.add_argument("--rounds", type=int, default=5, help="timings per side, the order rotating by one side each "
+                                                         "round; the best counts")
+    p.add_argument("--warm", type=int, default=100, help="untimed calls of each side before the rounds (default 100)")
     args = parse_with_json(p)
     args.T, args.D, args.F = (int(x) for x in (args.shape or ("128,64,128" if args.cpu else "8192,4096,8192"))
                               .split(","))
-    args.chunks = [int(c) for c in args.chunks.split(",")]
+    try:
+        args.chunks = [int(c) if ":" not in c else tuple(int(w) for w in c.split(":")) for c in args.chunks.split(",")]
+    except ValueError:
+        p.error(f"--chunks: counts or weights joined by ':', comma-separated, not {args.chunks!r}")
     args.units = [int(u) for u in args.units.split(",")]
-    if min(args.iters, args.rounds) < 1 or min(args.chunks) < 0 or min(args.units) < 0:
-        p.error("--iters and --rounds must be at least 1, --chunks and --units at least 0")
+    if min(args.iters, args.rounds) < 1 or min(min(c) if isinstance(c, tuple) else c for c in args.chunks) < 0 or \
+            min(w for c in args.chunks if isinstance(c, tuple) for w in (*c, 1)) < 1 or min(args.units) < 0:
+        p.error("--iters and --rounds must be at least 1, --chunks and --units at least 0, weights at least 1")
     return args
 
 
@@ -143,7 +159,7 @@ def main() -> int:
             if args.image:
                 path = image_file(args.image, n, args.F, k)
                 if not os.path.exists(path):
-                    fail(f"no {path}: build it with --build-image {args.image} --worlds {n} --chunks {k} (and the "
+                    fail(f"no {path}: build it with --build-image {args.image} --worlds {n} --chunks {chunks_name(k)} (and the "
                          f"same --shape F)")
                 data = open(path, "rb").read()
             else:
@@ -205,7 +221,7 @@ def main() -> int:
               f"{world} rank(s), {where}")
         print(f"best of {args.rounds} rounds of {args.iters} steps, the slowest rank's time; per-GPU {unit} count "
               f"4*T*D*F")
-        print(f"{'N':>3} {'side':<18} {'ms/step':>9} {unit + '/GPU':>12} {'eff t1/tN':>10} {'torch/ours':>11}")
+        print(f"{'N':>3} {'side':<24} {'ms/step':>9} {unit + '/GPU':>12} {'eff t1/tN':>10} {'best t1/tN':>11} {'torch/ours':>11}")
     best = {}   # N -> side -> seconds per step
     for n in comms:
         sides = {"torch": (lambda n=n: theirs(n), torch_sync)}
@@ -217,19 +233,25 @@ def main() -> int:
             got, want = as_torch(ours_once, ref).float(), ref.float()
             err = (got - want).abs().max().item()
             if not err <= 2 ** -5 * want.abs().max().item():
-                fail(f"N={n}, chunks={k}: the result differs from torch's by {err} (largest "
+                fail(f"N={n}, chunks={chunks_name(k)}: the result differs from torch's by {err} (largest "
                      f"{want.abs().max().item()})")
-            sides[f"tessera c={k}"] = (lambda n=n, run=run: run(*ours_args, comm=comms[n], stream=s), sync)
+            sides[f"tessera c={chunks_name(k)}"] = (lambda n=n, run=run: run(*ours_args, comm=comms[n], stream=s), sync)
             for u, cu in (unit_comms.items() if n > 1 else ()):
                 out = run(*ours_args, comm=cu, stream=s)
                 sync()
                 got = as_torch(out, ref).float()
                 if not (got - want).abs().max().item() <= 2 ** -5 * want.abs().max().item():
-                    fail(f"N={n}, chunks={k}, units={u}: the result differs from torch's")
-                sides[f"tessera c={k} u={u}"] = (lambda run=run, cu=cu: run(*ours_args, comm=cu, stream=s), sync)
+                    fail(f"N={n}, chunks={chunks_name(k)}, units={u}: the result differs from torch's")
+                sides[f"tessera c={chunks_name(k)} u={u}"] = (lambda run=run, cu=cu: run(*ours_args, comm=cu, stream=s), sync)
         times = {k: float("inf") for k in sides}
-        for _ in range(args.rounds):
-            for name, (call, wait) in sides.items():
+        names = list(sides)
+        for name in names:   # warm (GPU clocks settle under load): a fixed count, the same on every rank
+            for _ in range(args.warm):
+                sides[name][0]()
+            sides[name][1]()
+        for r in range(args.rounds):   # the order rotates by one side each round (as common.interleaved_best)
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                call, wait = sides[name]
                 times[name] = min(times[name], timed(call, wait))
         best[n] = times
     if rank == 0:
@@ -240,8 +262,11 @@ def main() -> int:
             for side in (r["ours"], *r["peers"]):
                 name, sec = side["name"], side["time_s"]
                 eff = f"{best[1][name.split(' u=')[0]] / sec:10.3f}"   # a units side: its chunks' t1
+                # against the launch's best Tessera one-GPU step (torch's against its own)
+                t1 = best[1]["torch"] if name == "torch" else min(t for k, t in best[1].items() if k != "torch")
+                eff_best = f"{t1 / sec:11.3f}"
                 ratio = f"{times['torch'] / sec:10.3f}x" if name != "torch" else ""
-                print(f"{n:>3} {name:<18} {sec * 1e3:9.3f} {side['throughput']:12.1f} {eff} {ratio:>11}", flush=True)
+                print(f"{n:>3} {name:<24} {sec * 1e3:9.3f} {side['throughput']:12.1f} {eff} {eff_best} {ratio:>11}", flush=True)
     dist.destroy_process_group()
     for c in {id(c): c for c in [*comms.values(), *unit_comms.values()]}.values():
         c.close()
