@@ -35,13 +35,20 @@ BM = fa.BM
 ROW = 128                     # bytes (e4m3 elements) of one TMA box row: the 128-byte swizzle
 TUNED = {"block_m": 128, "block_n": 128, "stages": 3}   # block_m=192 (three consumers) spills 288 bytes and ran
 #                                                         0.82x as fast on an H100 (docs/performance.md)
+# causal only, over TUNED: late_wait (the loop's P·V wait after the softmax, not hoisted above it by ptxas) and
+# early_rescale (O·α between the issues of S and P·V). Measured on an H200 (docs/performance.md, session 34, two
+# processes, the sides' order rotated): the causal kernel alone 363.7 / 364.0 µs against 387.0 / 385.9, the e4m3-input
+# call 387.7 / 394.7 against 421.1 / 413.1, the same output bits; not causal the kernel alone was 0.3-0.6 % slower
+# (637.8 / 636.8 against 636.2 / 633.0 µs, within the 2 % the same kernel moved by), so it stays off there.
+TUNED_CAUSAL = {"late_wait": 1, "early_rescale": 1}
 ENV = "TESSERA_SM90_ATTENTION_FP8"   # benchmarks' override of TUNED: "block_m=192,stages=2" (compile with
 #                                     TESSERA_CACHE=0 so that no cached image is reused)
 
 
-def tuned() -> dict:
-    """TUNED, with what $TESSERA_SM90_ATTENTION_FP8 sets (a benchmark's way of building variants)."""
-    out = dict(TUNED)
+def tuned(causal: bool = False) -> dict:
+    """TUNED (and TUNED_CAUSAL's when `causal`), with what $TESSERA_SM90_ATTENTION_FP8 sets (a benchmark's way of
+    building variants; "late_wait=0,early_rescale=0" turns the causal ones off)."""
+    out = dict(TUNED, **(TUNED_CAUSAL if causal else {}))
     fa.apply_settings(out, os.environ.get(ENV, ""), ENV, ("block_m", "block_n", "stages", "poly_every", "late_wait",
                                                            "early_rescale"))
     return out
@@ -63,7 +70,7 @@ class Sm90AttentionFp8Spec(fa.Sm90AttentionSpec):
     extents = ("BH", "SQ", "SK", "SKP")   # SKP: Vᵀ's row pitch (its TMA map's), unread by the kernel
 
     def __post_init__(self):
-        for key, value in tuned().items():
+        for key, value in tuned(self.causal).items():
             if key == "late_wait":   # -1: TUNED's (0 a choice)
                 if self.late_wait < 0:
                     object.__setattr__(self, key, value)

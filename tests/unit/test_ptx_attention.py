@@ -344,13 +344,14 @@ def test_late_wait_keeps_the_softmax_before_the_pv_wait():
     Sⱼ in a block of its own (ptxas hoists it above the softmax within one block), reached by a branch LLVM can
     not fold (on a value through an opaque mov) and not sink the softmax past (an empty asm takes P, α, l); the
     branch's never-taken side waits itself. TUNED's at D = 128 (measured faster on an H200), not at D = 64 nor for
-    the fp8 spec."""
+    the non-causal fp8 spec (the causal one has it: attention_fp8_sm90.TUNED_CAUSAL)."""
     spec = attention_sm90.Sm90AttentionSpec
     plain, late = (attention_sm90.generate(spec("a", head_dim=128, late_wait=x)) for x in (0, 1))
     assert attention_sm90.generate(spec("a", head_dim=128)) == late and "never" not in plain
     assert [spec("a", head_dim=d, causal=c).late_wait for d in (64, 128) for c in (0, 1)] == [0, 0, 1, 1]
     from tessera.backends.ptx import attention_fp8_sm90 as fp8
-    assert "never" not in attention_sm90.generate(fp8.Sm90AttentionFp8Spec("a", head_dim=128, causal=True, scale=0.1))
+    assert "never" not in attention_sm90.generate(fp8.Sm90AttentionFp8Spec("a", head_dim=128, causal=False, scale=0.1))
+    assert "never" in attention_sm90.generate(fp8.Sm90AttentionFp8Spec("a", head_dim=128, causal=True, scale=0.1))
     loop = late[late.index("\nckv:"):late.index("\nclast:")]
     at = loop.index("wgmma.wait_group.sync.aligned 1;")
     wait0 = loop.index("wgmma.wait_group.sync.aligned 0;", at)

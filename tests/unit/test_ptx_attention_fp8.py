@@ -94,22 +94,40 @@ def test_exp2_by_polynomial():
 
 
 
-def test_late_wait_and_early_rescale_from_the_environment(monkeypatch):
-    """late_wait and early_rescale (attention_sm90's switches) reach the fp8 spec through
-    $TESSERA_SM90_ATTENTION_FP8: late_wait's never-taken branch before the loop's P·V wait (ptxas otherwise
-    hoists that wait above the 64 exponentials, as in bf16: nvdisasm shows WARPGROUP.DEPBAR.LE gsb0, 0x0 before
-    the loop's MUFU.EX2s), early_rescale's O·α between the two issues; an explicit 0 stays 0."""
-    assert f8.Sm90AttentionFp8Spec("a", scale=0.1).late_wait == 0
-    monkeypatch.setenv(f8.ENV, "late_wait=1,early_rescale=1")
-    s = f8.Sm90AttentionFp8Spec("a", scale=0.1, causal=True)
-    assert (s.late_wait, s.early_rescale) == (1, 1)
-    assert f8.Sm90AttentionFp8Spec("a", scale=0.1, late_wait=0).late_wait == 0
-    text = f8.generate(s)
+def _loop_checks(text: str) -> tuple[bool, bool]:
+    """(late_wait's branch before the loop's P·V wait, after all 64 + 2 exponentials; early_rescale's second
+    wgmma.fence, before P·V) in a kernel's key-block loop."""
     loop = text[text.index("\nckv:"):text.index("\nclast:")]
     at = loop.index("wgmma.wait_group.sync.aligned 1;")
     body = loop[at:loop.index("wgmma.wait_group.sync.aligned 0;", at)]
-    assert body.count("@llvm.nvvm.ex2.approx.ftz.f(") == 64 + 2 and "never" in body and "pvwait" in body
-    assert loop.count("wgmma.fence.sync.aligned") == 2   # early_rescale: a second fence before P·V
-    monkeypatch.delenv(f8.ENV)
-    plain = f8.generate(f8.Sm90AttentionFp8Spec("a", scale=0.1, causal=True))
-    assert "never" not in plain
+    late = "never" in body and "pvwait" in body
+    assert not late or body.count("@llvm.nvvm.ex2.approx.ftz.f(") == 64 + 2
+    return late, loop.count("wgmma.fence.sync.aligned") == 2
+
+
+def test_late_wait_and_early_rescale_causal_only():
+    """TUNED_CAUSAL: the causal kernel has late_wait (its never-taken branch before the loop's P·V wait; ptxas
+    otherwise hoists that wait and the slot's release above the 64 exponentials, as in bf16: nvdisasm shows
+    WARPGROUP.DEPBAR.LE gsb0, 0x0 before the loop's MUFU.EX2s) and early_rescale (O·α between the two issues);
+    measured faster on an H200 causal, not otherwise (docs/performance.md, session 34). Not causal: neither."""
+    causal = f8.Sm90AttentionFp8Spec("a", scale=0.1, causal=True)
+    plain = f8.Sm90AttentionFp8Spec("a", scale=0.1)
+    assert (causal.late_wait, causal.early_rescale, plain.late_wait, plain.early_rescale) == (1, 1, 0, 0)
+    assert (causal.block_m, causal.block_n, causal.stages) == (plain.block_m, plain.block_n, plain.stages)
+    assert _loop_checks(f8.generate(causal)) == (True, True)
+    assert _loop_checks(f8.generate(plain)) == (False, False)
+    # an explicit late_wait=0 is kept (-1 is TUNED's)
+    assert f8.Sm90AttentionFp8Spec("a", scale=0.1, causal=True, late_wait=0).late_wait == 0
+
+
+def test_late_wait_and_early_rescale_from_the_environment(monkeypatch):
+    """late_wait and early_rescale (attention_sm90's switches) reach the fp8 spec through
+    $TESSERA_SM90_ATTENTION_FP8 (benchmarks' variants): on for the non-causal kernel, off for the causal one."""
+    monkeypatch.setenv(f8.ENV, "late_wait=1,early_rescale=1")
+    s = f8.Sm90AttentionFp8Spec("a", scale=0.1)
+    assert (s.late_wait, s.early_rescale) == (1, 1)
+    assert _loop_checks(f8.generate(s)) == (True, True)
+    monkeypatch.setenv(f8.ENV, "late_wait=0,early_rescale=0")
+    s = f8.Sm90AttentionFp8Spec("a", scale=0.1, causal=True)
+    assert (s.late_wait, s.early_rescale) == (0, 0)
+    assert _loop_checks(f8.generate(s)) == (False, False)
