@@ -39,7 +39,7 @@ TUNED = {"block_m": 128, "block_n": 128, "stages": 3}   # block_m=192 (three con
 # early_rescale (O·α between the issues of S and P·V). Measured on an H200 (docs/performance.md, session 34, two
 # processes, the sides' order rotated): the causal kernel alone 363.7 / 364.0 µs against 387.0 / 385.9, the e4m3-input
 # call 387.7 / 394.7 against 421.1 / 413.1, the same output bits; not causal the kernel alone was 0.3-0.6 % slower
-# (637.8 / 636.8 against 636.2 / 633.0 µs, within the 2 % the same kernel moved by), so it stays off there.
+# (637.8 / 636.8 against 636.2 / 633.0 µs; one kernel moved by 0.2-3.2 % between the processes), so it stays off there.
 TUNED_CAUSAL = {"late_wait": 1, "early_rescale": 1}
 ENV = "TESSERA_SM90_ATTENTION_FP8"   # benchmarks' override of TUNED: "block_m=192,stages=2" (compile with
 #                                     TESSERA_CACHE=0 so that no cached image is reused)
