@@ -194,7 +194,8 @@ class Sm90AttentionSpec(Blocks):
     early_rescale: int = 0        # 1: O·αⱼ₋₁ between the issues of Sⱼ and P·Vⱼ₋₁ (FlashAttention-3's place: while Sⱼ
     #                               runs), not after P·Vⱼ₋₁'s wait
     late_wait: int = -1           # 1: the wait for P·Vⱼ₋₁ in a block of its own after the softmax of Sⱼ (ptxas
-    #                               otherwise hoists it above the softmax); 0 off; -1 TUNED's (the fp8 spec: off)
+    #                               otherwise hoists it above the softmax); 0 off; -1 TUNED's (the fp8 spec: its
+    #                               TUNED_CAUSAL's, on when causal)
     section: int = 0              # persistent causal: tiles ordered longest first within groups of this many
     #                               (batch, head)s (their K and V shared in L2); 0: all of them; -1: as many as
     #                               32 MiB of K and V (FlashAttention-3's choice)
