@@ -26,9 +26,8 @@ the backend's `tool_versions()` reports it, never the variable itself:
   TESSERA_CACHE, TESSERA_CACHE_DIR   whether and where the cache is; an image only through the stored
                        autotuning results the directory holds (tuning.py), whose digest is in the key
   TESSERA_TUNE_DIR     where those results are instead (default <cache dir>/tune): the same digest
-  TESSERA_SM90_ATTENTION, TESSERA_SM90_ATTENTION_FP8, TESSERA_SM90_GEMM_CLUSTER, TESSERA_SM90_GEMM_FP8_BN
-                       benchmarks' overrides of the sm_90a kernels' settings: the PTX backend's options
-                       (backends/ptx/options.py OVERRIDE_ENVS), so a variant's image is cached apart
+  TESSERA_SM90_*       benchmarks' overrides of the sm_90a kernels' settings: the PTX backend's options
+                       (every name in backends/ptx/options.py OVERRIDE_ENVS), so a variant's image is cached apart
 The numerics profile is no environment variable: `numerics.profile()` sets `CompileOptions.numerics`.
 
 An entry is the image after a header naming its key and the image's sha256 (`_entry`): a look-up serves an
