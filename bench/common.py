@@ -9,6 +9,7 @@ import json
 import os
 import platform
 import subprocess
+import statistics
 import sys
 import time
 
@@ -123,7 +124,7 @@ def report(name: str, ours: float, peer: float, peer_name: str, unit: str, amoun
 
 def report_row(workload: str, times: dict, unit: str | None = None, amount: float | None = None, **row) -> dict:
     """Records a row (record_row) and prints it from the record: each side's throughput (its time where there is
-    no unit) and the ratio to each peer."""
+    no unit) and the ratio to each peer (and its paired ratio, where `row` has the rounds)."""
     r = record_row(workload, times, unit, amount, **row)
     sides = [r["ours"], *r["peers"]]
     if unit:
@@ -131,11 +132,20 @@ def report_row(workload: str, times: dict, unit: str | None = None, amount: floa
     else:
         line = "   ".join(f"{s['name']} {s['time_s'] * 1e6:9.2f} us" for s in sides)
     if len(r["peers"]) == 1:
-        line += f"   ratio {r['ratio']:5.2f}x"
+        line += f"   ratio {r['ratio']:5.2f}x" + paired_text(r["peers"][0])
     else:
-        line += "   ratio " + "  ".join(f"vs {s['name']} {s['ratio']:5.3f}" for s in r["peers"])
+        line += "   ratio " + "  ".join(f"vs {s['name']} {s['ratio']:5.3f}" + paired_text(s) for s in r["peers"])
     print(f"{workload:<28} {line}" + (f"   ({r['note']})" if r["note"] else ""), flush=True)
     return r
+
+
+def paired_text(peer: dict) -> str:
+    """" paired 1.023 (0.998-1.041)": a recorded peer's paired ratio, median (min-max) over the rounds; "" for a
+    peer timed best-of only."""
+    if "paired_ratio" not in peer:
+        return ""
+    lo, hi = peer["paired_range"]
+    return f" paired {peer['paired_ratio']:.3f} ({lo:.3f}-{hi:.3f})"
 
 
 class _Results:
@@ -221,11 +231,13 @@ def set_gpu_machine(name: str, arch: str, units: int, count: int | None = None) 
 
 def record_row(workload: str, times: dict, unit: str | None = None, amount: float | None = None, *,
                shape=None, dtype: str | None = None, flops: float | None = None, bytes: float | None = None,
-               note: str = "") -> dict:
+               note: str = "", rounds: dict | None = None) -> dict:
     """One row: `times` {side: seconds}, ours first (its ratio to each peer is peer time / our time: above 1,
     ours is faster); `amount` of `unit` per call (GFLOP for GFLOP/s, GB for GB/s...) gives the row's count,
     FLOPs or bytes, and the other count where the caller knows it (`flops`, `bytes`: a roofline point needs
-    both). Appended to --json's file, if any; returns the row."""
+    both). `rounds` {side: [seconds per call in each round]} (interleaved_best's rounds_out, named as in
+    `times`): each side keeps them (`rounds_s`) and each peer gets paired_ratio's median (`paired_ratio`) and
+    its range (`paired_range`). Appended to --json's file, if any; returns the row."""
     if unit is not None and unit not in UNITS:
         raise ValueError(f"unit {unit!r}: not one of {', '.join(UNITS)}")
     counts = {"flops": flops, "bytes": bytes}
@@ -234,11 +246,20 @@ def record_row(workload: str, times: dict, unit: str | None = None, amount: floa
         counts[key] = amount * scale
     (ours, t_ours), *peers = times.items()
 
+    rounds = rounds or {}
+
     def side(name, t):
-        return {"name": name, "time_s": t, "throughput": None if unit is None else amount / t}
+        return {"name": name, "time_s": t, "throughput": None if unit is None else amount / t,
+                **({"rounds_s": list(rounds[name])} if name in rounds else {})}
+
+    def paired(name):
+        if name not in rounds or ours not in rounds:
+            return {}
+        median, lo, hi = paired_ratio(rounds[name], rounds[ours])
+        return {"paired_ratio": median, "paired_range": [lo, hi]}
     row = {"workload": workload, "shape": list(shape) if shape is not None else None, "dtype": dtype,
            "unit": unit, **counts, "ours": side(ours, t_ours),
-           "peers": [{**side(n, t), "ratio": t / t_ours} for n, t in peers],
+           "peers": [{**side(n, t), "ratio": t / t_ours, **paired(n)} for n, t in peers],
            "ratio": peers[0][1] / t_ours if peers else None, "note": note}
     if RESULTS.doc is not None:
         RESULTS.doc["rows"].append(row)
@@ -335,33 +356,69 @@ def launcher(mod, step, env, views, s):
     return lambda: kernel(*views, grid=grid, block=step.block, smem_bytes=step.smem, stream=s)
 
 
-def interleaved_best(sides, rounds: int = 5, calls: int = 10, warmup: float = 1.0, span: float = 0.02) -> dict:
-    """Best time per call of each side {name: (call, wait)} on an asynchronous device, timed warm. First the sides
-    run in turn for `warmup` seconds: a GPU's clocks settle under load, and an H200 ran the first tenths of a
-    second of GEMMs up to 15 % faster than later (8192^3: 690-785 TFLOP/s for the same kernel between processes),
-    which gave the side timed first the cool GPU. Then each round, each side once (waited for), then at least
-    `calls` calls back to back, as many as fill `span` seconds, and one wait; the best of `rounds` rounds, and of
-    at least one round per side. The order rotates by one side each round, so each side is timed in every
-    position."""
+PAIRED_ROUNDS = 9   # the rounds of a bench that reports paired ratios (gemm_gpu, attention_gpu): a median of 9+
+
+
+def interleaved_rounds(sides, rounds: int = 5, calls: int = 10, warmup: float = 1.0, span: float = 0.02,
+                       clock=time.perf_counter) -> dict:
+    """The time per call of each side {name: (call, wait)} on an asynchronous device in each round, timed warm:
+    {name: [seconds per call in round 0, round 1, ...]}, the same rounds for every side (interleaved_best takes
+    each side's best; paired_ratio compares two sides round by round).
+
+    First the sides run in turn for `warmup` seconds: a GPU's clocks settle under load, and an H200 ran the
+    first tenths of a second of GEMMs up to 15 % faster than later (8192^3: 690-785 TFLOP/s for the same kernel
+    between processes), which gave the side timed first the cool GPU. Then each round, each side once (waited
+    for), then at least `calls` calls back to back, as many as fill `span` seconds, and one wait. The order
+    rotates by one side each round, so each side is timed in every position: `rounds` is rounded up to a
+    multiple of the number of sides, so that each side takes each position equally often."""
     names = list(sides)
     took = {n: 0.0 for n in names}
-    t_end = time.perf_counter() + warmup
+    t_end = clock() + warmup
     while True:
         for n, (fn, wait) in sides.items():
-            t0 = time.perf_counter()
+            t0 = clock()
             fn(), wait()
-            took[n] = time.perf_counter() - t0
-        if time.perf_counter() >= t_end:
+            took[n] = clock() - t0
+        if clock() >= t_end:
             break
     reps = {n: max(calls, int(span / max(took[n], 1e-9))) for n in names}
-    best = {n: float("inf") for n in sides}
-    for r in range(max(rounds, len(names))):
+    times = {n: [] for n in names}
+    count = -(-max(rounds, len(names)) // len(names)) * len(names)
+    for r in range(count):
         for n in names[r % len(names):] + names[:r % len(names)]:
             fn, wait = sides[n]
             fn(), wait()
-            t0 = time.perf_counter()
+            t0 = clock()
             for _ in range(reps[n]):
                 fn()
             wait()
-            best[n] = min(best[n], (time.perf_counter() - t0) / reps[n])
-    return best
+            times[n].append((clock() - t0) / reps[n])
+    return times
+
+
+def interleaved_best(sides, rounds: int = 5, calls: int = 10, warmup: float = 1.0, span: float = 0.02, *,
+                     rounds_out: dict | None = None, clock=time.perf_counter) -> dict:
+    """Best time per call of each side {name: (call, wait)} over the rounds of interleaved_rounds (the
+    throughput a bench prints); with `rounds_out` (a dict), each side's time in every round is put there too,
+    for paired_ratio."""
+    times = interleaved_rounds(sides, rounds, calls, warmup, span, clock)
+    if rounds_out is not None:
+        rounds_out.update(times)
+    return {n: min(ts) for n, ts in times.items()}
+
+
+def paired_ratio(peer: list, ours: list) -> tuple[float, float, float]:
+    """(median, min, max) over rounds of the peer's time / our time in the same round. The two sides of a round
+    are timed back to back, so a change of the GPU's clocks between rounds hits both alike and cancels, where
+    each side's best round (interleaved_best) can come from a different, luckier moment: the same attention image
+    timed as two sides in one process on an H200 gave best-of 688.4 against 631.0 TFLOP/s (session 34)."""
+    if len(peer) != len(ours) or not ours:
+        raise ValueError(f"paired rounds: {len(peer)} against {len(ours)}")
+    ratios = sorted(p / o for p, o in zip(peer, ours))
+    return statistics.median(ratios), ratios[0], ratios[-1]
+
+
+def pick(best: dict, rounds: dict, names: dict) -> tuple[dict, dict]:
+    """The times and rounds of the sides `names` {label in the row: side timed}, for record_row/report_row's
+    `times` and `rounds`: a row whose sides are named otherwise than the timed ones."""
+    return {label: best[side] for label, side in names.items()}, {label: rounds[side] for label, side in names.items()}

@@ -278,3 +278,100 @@ def test_interleaved_best_warms_up_for_the_time_asked_and_fills_the_span():
     assert counts["fast"] > counts["slow"] > 0
     # the fast side's timed blocks hold about 100 calls (0.01 s / 1e-4), the slow side's at least `calls`
     assert counts["fast"] >= 2 * 100
+
+
+class ScriptedSides:
+    """Sides whose timed calls take scripted times on a fake clock: side n's timed block in round r takes
+    script[n][r] (calls=1, span=0, no warm-up). The untimed call before each block and the warm-up take nothing."""
+
+    def __init__(self, script):
+        self.now, self.script, self.calls = 0.0, script, {n: 0 for n in script}
+        self.order = []
+
+    def clock(self):
+        return self.now
+
+    def sides(self):
+        def call(n):
+            i = self.calls[n]
+            self.calls[n] += 1
+            if i >= 2 and i % 2 == 0:   # call 0: the warm-up's; then per round an untimed call, then the timed one
+                self.now += self.script[n][(i - 2) // 2]
+                self.order.append(n)
+        return {n: (lambda n=n: call(n), lambda: None) for n in self.script}
+
+    def run(self, rounds, rounds_out=None):
+        return common.interleaved_best(self.sides(), rounds=rounds, calls=1, warmup=0, span=0,
+                                       rounds_out=rounds_out, clock=self.clock)
+
+
+def test_interleaved_rounds_keep_every_round_and_the_best_is_unchanged():
+    """Session 34: the rounds of every side are kept (rounds_out) beside the best of each, which stays what it
+    was: the minimum of the side's rounds, per side."""
+    script = {"ours": [1.0, 0.75, 1.0, 1.0, 1.0, 1.0], "peer": [1.125] * 6}   # exact in binary: the fake clock adds
+    rounds = {}
+    best = ScriptedSides(script).run(6, rounds)
+    assert rounds == script and best == {"ours": 0.75, "peer": 1.125}
+    assert ScriptedSides(script).run(6) == best   # without rounds_out, the same
+
+
+def test_rounds_are_a_multiple_of_the_sides_so_each_takes_each_position_equally():
+    s = ScriptedSides({n: [1.0] * 12 for n in "abc"})
+    rounds = {}
+    s.run(7, rounds)
+    assert [len(v) for v in rounds.values()] == [9, 9, 9]
+    firsts = [s.order[i] for i in range(0, len(s.order), 3)]
+    assert sorted(firsts) == sorted("abc" * 3)
+    two = {}
+    ScriptedSides({"a": [1.0] * 10, "b": [1.0] * 10}).run(common.PAIRED_ROUNDS, two)
+    assert [len(v) for v in two.values()] == [10, 10]   # 9 rounded up: each side first 5 times
+
+
+def test_the_paired_ratio_is_the_median_of_the_ratios_round_by_round():
+    # per-round ratios 3, 1, 0.5: median 1.0 (the ratio of the medians would be 3 / 2 = 1.5)
+    assert common.paired_ratio([3.0, 4.0, 1.0], [1.0, 4.0, 2.0]) == (1.0, 0.5, 3.0)
+    # a clock drift that slows both sides of a round alike cancels: 1.1 in every round
+    assert common.paired_ratio([1.1, 2.2, 1.65], [1.0, 2.0, 1.5]) == pytest.approx((1.1, 1.1, 1.1))
+    with pytest.raises(ValueError, match="paired rounds: 2 against 3"):
+        common.paired_ratio([1.0, 1.0], [1.0, 1.0, 1.0])
+
+
+def test_one_lucky_round_moves_the_best_of_ratio_but_not_the_paired_median(results, capsys):
+    """One round where only our side hit a fast clock window: best-of gives 1.125 / 0.75 = 1.5, the paired median
+    stays 1.125 and the range shows the outlier."""
+    script = {"ours": [1.0, 0.75] + [1.0] * 8, "peer": [1.125] * 10}
+    rounds = {}
+    best = ScriptedSides(script).run(common.PAIRED_ROUNDS, rounds)
+    row = common.report_row("attention_d128 S=4096", best, "TFLOP/s", 1.0, shape=(4, 16, 4096, 128),
+                            dtype="bf16", rounds=rounds)
+    [peer] = row["peers"]
+    assert peer["ratio"] == 1.5 and row["ratio"] == 1.5
+    assert peer["paired_ratio"] == 1.125 and peer["paired_range"] == [1.125, 1.5]
+    assert row["ours"]["rounds_s"] == script["ours"] and peer["rounds_s"] == script["peer"]
+    assert "ratio  1.50x paired 1.125 (1.125-1.500)" in capsys.readouterr().out
+    [written] = json.loads(results.read_text())["rows"]
+    assert written == row and set(written) == ROW_KEYS
+
+
+def test_paired_rows_of_several_peers_renamed_and_their_charts(results, capsys):
+    rounds = {"kernel": [1.0, 1.0, 2.0], "variant kernel": [1.0, 0.5, 2.0], "torch": [1.2, 1.0, 2.2]}
+    best = {n: min(v) for n, v in rounds.items()}
+    times, picked = common.pick(best, rounds, {"variant": "variant kernel", "tessera kernel": "kernel",
+                                               "torch._scaled_mm": "torch"})
+    assert times == {"variant": 0.5, "tessera kernel": 1.0, "torch._scaled_mm": 1.0}
+    row = common.report_row("fp8 4096 variant", times, "TFLOP/s", 1.0, rounds=picked)
+    ours, torch_ = row["peers"]
+    assert ours["paired_ratio"] == 1.0 and ours["paired_range"] == [1.0, 2.0]   # ratios 1, 2, 1
+    # torch against the variant: 1.2, 2.0, 1.1
+    assert torch_["paired_ratio"] == pytest.approx(1.2) and torch_["paired_range"] == pytest.approx([1.1, 2.0])
+    out = capsys.readouterr().out
+    assert "vs tessera kernel 2.000 paired 1.000 (1.000-2.000)  vs torch._scaled_mm 2.000 paired 1.200 (1.100-2.000)" in out
+    # a peer without rounds keeps the old fields only; charts read the best-of ratio as before
+    plain = common.record_row("x", {"a": 1.0, "b": 2.0, "c": 3.0}, rounds={"a": [1.0], "b": [2.0]})
+    assert set(plain["peers"][0]) == {"name", "time_s", "throughput", "ratio", "rounds_s", "paired_ratio",
+                                      "paired_range"}
+    assert set(plain["peers"][1]) == {"name", "time_s", "throughput", "ratio"}
+    doc = charts.load(str(results))
+    assert [(w, p, r) for w, p, r, _ in charts.ratio_bars(doc)] == [("fp8 4096 variant", "tessera kernel", 2.0),
+                                                                    ("fp8 4096 variant", "torch._scaled_mm", 2.0),
+                                                                    ("x", "b", 2.0), ("x", "c", 3.0)]
