@@ -13,8 +13,17 @@ launch plan says (the tile shape its cost model takes for the size — the plan 
 kernels, its extents being symbolic — a persistent grid of at most one CTA per SM, 384 threads, the stage
 ring's dynamic shared memory) on a Tessera stream, through libtessera's CUDA backend, which encodes the TMA tensor maps at each
 launch. The Triton peer is the matmul of Triton's tutorial (03-matrix-multiplication), autotuned over the
-tutorial's CUDA configurations. Each side runs 20 products back to back, then waits; the best of 5 such
-rounds counts, rounds of the three sides interleaved so that clock changes hit all alike.
+tutorial's CUDA configurations. Each side runs 20 products back to back (at least 20 ms), then waits; rounds of
+the sides interleaved, the order rotating (common.interleaved_rounds), 9 rounds or the next multiple of the
+number of sides. The throughput is each side's best round; beside each ratio (peer time / ours, of the best
+rounds) "paired M (LO-HI)" is the median, and the range, of the ratio taken round by round (the sides of a round
+are timed back to back, so the GPU's clock changes between rounds cancel; common.paired_ratio). The bf16, --fp8
+and --f32 rows all carry it (the JSON's paired_ratio, paired_range).
+
+--control (with --image; bf16 and --fp8) times our image a second time, loaded again as a separate module (and,
+with --fp8, a separate executor program), as a side named "control" in the same rounds: its row, printed first
+for each size, is the run's noise floor (the same kernel against itself: its paired ratio should be 1.00, and
+its best-of ratio says how far apart best-of can put two identical sides).
 
 --fp8 times `gemm_fp8_scaled` (one-byte e4m3 A [M,K] and Bt [N,K], per-tensor f32 scales, bf16 result) against
 torch._scaled_mm(A, Bt.t(), scale_a, scale_b, out_dtype=bf16) (cuBLAS's fp8 GEMM) on the same tensors: end to
@@ -55,7 +64,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import build_example_image, gpu_program, interleaved_best, parse_args, record_row, report_row  # noqa: E402
+from common import (PAIRED_ROUNDS, build_example_image, gpu_program, interleaved_best, paired_ratio,  # noqa: E402
+                    parse_args, pick, record_row, report_row)
 EXAMPLE = os.path.join(HERE, os.pardir, "examples", "gpu", "gemm.py")
 SOURCE = '''
 from tessera import function, op, tensor, bf16
@@ -227,17 +237,19 @@ def _tile_n(image_path: str, kernel: str) -> str:
         return {k.name: k for k in images.read_image(f.read()).kernels}[kernel].props.get("tile.N", "?")
 
 
-def fp8(ctx, mod, image_path, plan, sizes, variants=()) -> None:
+def fp8(ctx, mod, image_path, plan, sizes, variants=(), control=False) -> None:
     """gemm_fp8_scaled end to end (the executor's call on one-byte tensors, scales and all) and its one kernel
     launched alone, against torch._scaled_mm(A, Bt.t(), scale_a, scale_b, out_dtype=bf16); each of `variants`
     ((name, module, its gemm_fp8_scaled plan, its image's path), --variant) has its kernel launched alone and its
-    function called through the executor beside ours, in the same rounds."""
+    function called through the executor beside ours, in the same rounds; `control`: our function through a
+    second executor program of the same image too, its row (the noise floor) printed first."""
     import torch
     from tessera import executor, plan as plans, stream
     [mm] = plan.steps
     kernel = mod.kernel(mm.kernel)
     prog = executor.load(image_path, ctx)
     vprogs = {name: executor.load(path, ctx) for name, _, _, path in variants}
+    cprog = executor.load(image_path, ctx) if control else None
     s = stream.new(context=ctx)
     sa, sb = torch.tensor(0.75, device="cuda"), torch.tensor(1.5, device="cuda")
 
@@ -278,7 +290,15 @@ def fp8(ctx, mod, image_path, plan, sizes, variants=()) -> None:
                     stream=s), s.synchronize)
             sides[f"{name} function"] = (lambda vprog=vprogs[name]: vprog.gemm_fp8_scaled(A, Bt, sa, sb, stream=s),
                                          s.synchronize)
-        best = interleaved_best(sides, calls=20)
+        if cprog is not None:
+            sides["control"] = (lambda: cprog.gemm_fp8_scaled(A, Bt, sa, sb, stream=s), s.synchronize)
+        rounds = {}
+        best = interleaved_best(sides, PAIRED_ROUNDS, calls=20, rounds_out=rounds)
+        if cprog is not None:
+            times, paired = pick(best, rounds, {"tessera function": "function", "control": "control"})
+            report_row(f"fp8 e4m3 scaled {n} control", times, "TFLOP/s", 2 * n ** 3 / 1e12, shape=(n, n, n),
+                       dtype="fp8", rounds=paired,
+                       note="noise floor: the same function through a second executor program of the same image")
         out = call()
         s.synchronize()
         got = bf16_of(out)
@@ -290,20 +310,21 @@ def fp8(ctx, mod, image_path, plan, sizes, variants=()) -> None:
             vout = vprogs[name].gemm_fp8_scaled(A, Bt, sa, sb, stream=s)
             s.synchronize()
             vferr = ((bf16_of(vout).float() - ref).abs().max() / ref.abs().max()).item()
-            report_row(f"fp8 e4m3 scaled {n} {name}", {f"{name} kernel": best[f"{name} kernel"], "tessera kernel":
-                                                       best["kernel"], "torch._scaled_mm": best["torch"]},
-                       "TFLOP/s", 2 * n ** 3 / 1e12, shape=(n, n, n), dtype="fp8", bytes=4 * n * n,
+            times, paired = pick(best, rounds, {f"{name} kernel": f"{name} kernel", "tessera kernel": "kernel",
+                                                "torch._scaled_mm": "torch"})
+            report_row(f"fp8 e4m3 scaled {n} {name}", times, "TFLOP/s", 2 * n ** 3 / 1e12, shape=(n, n, n),
+                       dtype="fp8", bytes=4 * n * n, rounds=paired,
                        note=f"{vmm.kernel} grid {vgrid[0]}, 128x{_tile_n(path, vmm.kernel)} tiles (ours "
                             f"128x{_tile_n(image_path, mm.kernel)}); max error {verr:.1e} of max |C|")
-            report_row(f"fp8 e4m3 scaled {n} {name} function", {f"{name} function": best[f"{name} function"],
-                                                                "tessera function": best["function"],
-                                                                "torch._scaled_mm": best["torch"]},
-                       "TFLOP/s", 2 * n ** 3 / 1e12, shape=(n, n, n), dtype="fp8", bytes=4 * n * n,
+            times, paired = pick(best, rounds, {f"{name} function": f"{name} function",
+                                                "tessera function": "function", "torch._scaled_mm": "torch"})
+            report_row(f"fp8 e4m3 scaled {n} {name} function", times, "TFLOP/s", 2 * n ** 3 / 1e12, shape=(n, n, n),
+                       dtype="fp8", bytes=4 * n * n, rounds=paired,
                        note=f"max error {vferr:.1e} of max |C|")
         for ours in ("function", "kept", "kernel"):   # the kernel alone is the roofline's point
-            report_row(f"fp8 e4m3 scaled {n} {ours}", {f"tessera {ours}": best[ours],
-                                                       "torch._scaled_mm": best["torch"]}, "TFLOP/s",
-                       2 * n ** 3 / 1e12, shape=(n, n, n), dtype="fp8", bytes=2 * n * n + 2 * n * n,
+            times, paired = pick(best, rounds, {f"tessera {ours}": ours, "torch._scaled_mm": "torch"})
+            report_row(f"fp8 e4m3 scaled {n} {ours}", times, "TFLOP/s", 2 * n ** 3 / 1e12, shape=(n, n, n),
+                       dtype="fp8", bytes=2 * n * n + 2 * n * n, rounds=paired,
                        note=f"max error {err:.1e} of max |C|")   # e4m3 A, Bt read, bf16 C written
 
 
@@ -375,14 +396,16 @@ def f32(ctx, mod, functions, image_path, sizes) -> None:
                 sides["kernels"] = (kernels, s.synchronize)
             peer = f"torch allow_tf32={tf32}"
             sides[peer] = (torch_mm(A, B, tf32), torch.cuda.synchronize)
-            best = interleaved_best(sides, calls=10)
+            rounds = {}
+            best = interleaved_best(sides, PAIRED_ROUNDS, calls=10, rounds_out=rounds)
             kept.clear()
             out = torch.from_numpy(call(A, B, stream=s).numpy()).cuda()
             s.synchronize()
             for what, got in (("function", out), ("kernel", C), *((("kernels", C),) if copied else ())):
                 err = ((got.double() - ref).abs().max() / ref.abs().max()).item()
-                report_row(f"f32 gemm {n} {label} {what}", {f"tessera {what}": best[what], peer: best[peer]},
-                           "TFLOP/s", 2 * n ** 3 / 1e12, shape=(n, n, n), bytes=3 * 4 * n * n,
+                times, paired = pick(best, rounds, {f"tessera {what}": what, peer: peer})
+                report_row(f"f32 gemm {n} {label} {what}", times, "TFLOP/s", 2 * n ** 3 / 1e12, shape=(n, n, n),
+                           bytes=3 * 4 * n * n, rounds=paired,
                            dtype="tf32" if tf32 else "f32",   # the roofline's ceiling: tf32 494, f32 67 TFLOP/s
                            note=f"{step.kernel}; max error {err:.1e} of max |C|")
     matmul.allow_tf32 = False
@@ -402,6 +425,9 @@ def main() -> None:
                    help="another image (built with overrides) timed beside --image; may be given several times")
     p.add_argument("--sizes", default="2048,3072,4096,8192")
     p.add_argument("--fp8", action="store_true", help="the fp8 GEMM against torch._scaled_mm")
+    p.add_argument("--control", action="store_true",
+                   help="(needs --image; bf16 and --fp8) also time --image a second time, loaded apart, as the side "
+                        "'control': its paired ratio to ours, printed first, is the run's noise floor")
     p.add_argument("--f32", action="store_true", help="f32 GEMMs (FMA units; tf32 tensor cores) against torch.matmul "
                                                      "with TF32 off and on")
     args = parse_args(p)
@@ -414,6 +440,8 @@ def main() -> None:
     if args.compile_time:
         return compile_time(args.rounds, args.baseline_cc)
 
+    if args.control and (not args.image or args.f32):
+        p.error("--control needs --image (loaded a second time), and is for the bf16 and --fp8 runs")
     import torch
     from tessera import plan as plans, stream
 
@@ -429,7 +457,8 @@ def main() -> None:
         if not args.image:
             p.error("--fp8 needs --image (the image the executor loads too)")
         return fp8(ctx, mod, args.image, functions["gemm_fp8_scaled"], [int(x) for x in args.sizes.split(",")],
-                   [(name, vmod, vplans["gemm_fp8_scaled"], path) for name, vmod, vplans, path in variants])
+                   [(name, vmod, vplans["gemm_fp8_scaled"], path) for name, vmod, vplans, path in variants],
+                   args.control)
     if args.f32:
         if not args.image:
             p.error("--f32 needs --image (built beforehand by --build-image PATH --f32 --sizes ...)")
@@ -437,6 +466,10 @@ def main() -> None:
     props = ctx.properties
     planned = functions["gemm_bf16"].steps[0]
     variant_steps = [(name, vmod, vplans["gemm_bf16"].steps[0]) for name, vmod, vplans, _ in variants]
+    if args.control:   # our image loaded again: a module of its own, timed as one more side
+        from tessera import runtime
+        with open(args.image, "rb") as f:
+            control = (runtime.load(f.read()), planned)
     triton_run, triton_kernel = triton_matmul()
     import triton
     with tempfile.TemporaryDirectory() as cache:
@@ -463,6 +496,12 @@ def main() -> None:
         sides = {"tessera": (ours, s.synchronize), "torch": (lambda: torch.matmul(A, B), torch.cuda.synchronize),
                  "triton": (lambda: triton_run(A, B, Ct), torch.cuda.synchronize)}
         launched = {}
+        if args.control:
+            cmod, cplan = control
+            cstep = plans.chosen(cplan, env)
+            ckernel, cgrid, Cc = cmod.kernel(cstep.kernel), plans.evaluate(cstep.grid[0], env), torch.empty_like(A)
+            sides["control"] = (lambda: ckernel(A, B, Cc, grid=cgrid, block=cstep.block, smem_bytes=cstep.smem,
+                                                stream=s), s.synchronize)
         for name, vmod, vplan in variant_steps:
             vstep = plans.chosen(vplan, env)
             vkernel, vgrid = vmod.kernel(vstep.kernel), plans.evaluate(vstep.grid[0], env)
@@ -471,17 +510,26 @@ def main() -> None:
             sides[f"variant {name}"] = (
                 lambda vkernel=vkernel, vgrid=vgrid, vstep=vstep, Cv=Cv: vkernel(
                     A, B, Cv, grid=vgrid, block=vstep.block, smem_bytes=vstep.smem, stream=s), s.synchronize)
-        best = interleaved_best(sides, calls=20)
+        rounds = {}
+        best = interleaved_best(sides, PAIRED_ROUNDS, calls=20, rounds_out=rounds)
         ref = torch.matmul(A, B).float()
         err = ((C.float() - ref).abs().max() / ref.abs().max()).item()
+        if args.control:   # the noise floor first: the same kernel against itself
+            cerr = ((Cc.float() - ref).abs().max() / ref.abs().max()).item()
+            report_row(f"bf16 gemm {n} control", {"tessera": best["tessera"], "control": best.pop("control")},
+                       "TFLOP/s", 2 * n ** 3 / 1e12, shape=(n, n, n), dtype="bf16", bytes=3 * 2 * n * n,
+                       rounds={"tessera": rounds["tessera"], "control": rounds.pop("control")},
+                       note=f"noise floor: our image loaded a second time; max error {cerr:.1e} of max |C|")
         note = f"{step.kernel}; max error {err:.1e} of max |C|"
         for name, (vstep, vgrid, Cv) in launched.items():
             verr = ((Cv.float() - ref).abs().max() / ref.abs().max()).item()
-            v = best.pop(f"variant {name}")
-            note += (f"; variant {name}: {vstep.kernel} (grid {vgrid}) {best['torch'] / v:.3f}x torch, "
-                     f"{best['tessera'] / v:.3f}x ours, max error {verr:.1e}")
+            v, vr = best.pop(f"variant {name}"), rounds.pop(f"variant {name}")
+            vs_torch, vs_ours = paired_ratio(rounds["torch"], vr), paired_ratio(rounds["tessera"], vr)
+            note += (f"; variant {name}: {vstep.kernel} (grid {vgrid}) {best['torch'] / v:.3f}x torch "
+                     f"(paired {vs_torch[0]:.3f} ({vs_torch[1]:.3f}-{vs_torch[2]:.3f})), {best['tessera'] / v:.3f}x "
+                     f"ours (paired {vs_ours[0]:.3f} ({vs_ours[1]:.3f}-{vs_ours[2]:.3f})), max error {verr:.1e}")
         report_row(f"bf16 gemm {n}", best, "TFLOP/s", 2 * n ** 3 / 1e12, shape=(n, n, n), dtype="bf16",
-                   bytes=3 * 2 * n * n, note=note)
+                   bytes=3 * 2 * n * n, note=note, rounds=rounds)
 
 
 if __name__ == "__main__":
