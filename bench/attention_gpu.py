@@ -14,7 +14,15 @@ class of instructions; without it SDPA picks its own backend.
 
 Ours are the functions of examples/gpu/attention.py (bf16 [B, H, S, D], D = 128 and 64, causal and not),
 launched as their launch plans say on a Tessera stream through libtessera. Each side runs 10 calls back to
-back, then waits; the best of 5 interleaved rounds counts. FLOPs: 4·B·H·S²·D, half of it when causal.
+back (at least 20 ms), then waits; 9 interleaved rounds (the next multiple of the number of sides), the order
+rotating (common.interleaved_rounds). The throughput is each side's best round; beside each ratio (of the best
+rounds) "paired M (LO-HI)" is the median and range of the ratio taken round by round, the sides of a round timed
+back to back so that the GPU's clock changes between rounds cancel (common.paired_ratio; every row, --fp8's too).
+FLOPs: 4·B·H·S²·D, half of it when causal.
+
+--control (bf16 runs, with --image): our image loaded a second time (a module of its own) and timed as the side
+"control" in the same rounds; its row, printed first for each function, is the run's noise floor (the same kernel
+against itself: paired 1.00 expected; its best-of ratio shows how far apart best-of puts identical sides).
 
 --variant NAME=IMAGE (repeatable, sm_90a): further images of the same example, built with other blockings
 (attention_sm90.ENV, e.g. TESSERA_SM90_ATTENTION="64:block_m=128,block_n=192" TESSERA_CACHE=0 ... --build-image
@@ -47,7 +55,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import attention_setup, interleaved_best, launcher, report_row  # noqa: E402
+from common import PAIRED_ROUNDS, attention_setup, interleaved_best, launcher, pick, report_row  # noqa: E402
 EXAMPLE = os.path.join(HERE, os.pardir, "examples", "gpu", "attention.py")
 CASES = [("attention_d128", 128, False), ("causal_d128", 128, True), ("attention_d64", 64, False),
          ("causal_d64", 64, True)]
@@ -183,7 +191,10 @@ def main() -> None:
         mod, functions, s, (B, H, S), env, args = attention_setup(
             __doc__, EXAMPLE, {"--fp8": "op.flash_attention_fp8 against our bf16 kernel and SDPA (needs --image)",
                                "--check": "every image's results against torch's first, at awkward shapes",
-                               "--backends": "also SDPA with each backend forced, and which one SDPA chose"})
+                               "--backends": "also SDPA with each backend forced, and which one SDPA chose",
+                               "--control": "(bf16, with --image) time --image a second time, loaded apart, as the "
+                                            "side 'control': its paired ratio to ours, printed first, is the noise "
+                                            "floor"})
     except SystemExit as e:   # --build-image wrote the example's image: the fp8-inputs image beside it (sm_90a)
         built = _option("--build-image")
         if e.code in (0, None) and built and _option("--arch", "sm_90a") == "sm_90a":
@@ -195,6 +206,8 @@ def main() -> None:
     import torch
     import torch.nn.functional as F
 
+    if args.control and (args.fp8 or not args.image):
+        raise SystemExit("--control is for the bf16 runs and needs --image (loaded a second time)")
     if args.fp8:
         if not args.image:
             raise SystemExit("--fp8 needs --image (the image the executor loads too)")
@@ -206,6 +219,7 @@ def main() -> None:
     images = [("tessera", mod, functions)] + [(n, *_load(p, None)) for n, p in variants]
     failed = [label for label, m, fns in images if args.check and not check(label, m, fns, s)]
     images = [x for x in images if x[0] not in failed]   # the others are still timed
+    control = ("control", *_load(args.image, None)) if args.control and "tessera" not in failed else None
     from torch.nn.attention import SDPBackend, sdpa_kernel
     forced = {"sdpa-flash": SDPBackend.FLASH_ATTENTION, "sdpa-efficient": SDPBackend.EFFICIENT_ATTENTION,
               "sdpa-cudnn": SDPBackend.CUDNN_ATTENTION} if args.backends and args.arch == "sm_90a" else {}
@@ -218,6 +232,11 @@ def main() -> None:
             if len(fns[name].steps) != 1:
                 raise SystemExit(f"{name}: the image runs attention as {len(fns[name].steps)} kernels, not one "
                                  "(an sm_80 image built with TESSERA_ATTENTION_SM80=0?)")
+            outs[label] = torch.empty_like(q)
+            sides[label] = (launcher(m, fns[name].steps[0], env, [x.view(B * H, S, D) for x in (q, k, v, outs[label])],
+                                     s), s.synchronize)
+        if control is not None:
+            label, m, fns = control
             outs[label] = torch.empty_like(q)
             sides[label] = (launcher(m, fns[name].steps[0], env, [x.view(B * H, S, D) for x in (q, k, v, outs[label])],
                                      s), s.synchronize)
@@ -243,16 +262,23 @@ def main() -> None:
                 print(f"{name}: SDPA's backend not read ({type(e).__name__}: {e})", flush=True)
         with backend():
             sides[peer] = (sdpa, torch.cuda.synchronize)
-            best = interleaved_best(sides)
+            rounds = {}
+            best = interleaved_best(sides, PAIRED_ROUNDS, rounds_out=rounds)
             ref = sdpa().float()
         flops = 4 * B * H * S * S * D / (2 if causal else 1)
+        arch = "" if args.arch == "sm_90a" else f" {args.arch}"
+        if control is not None:   # the noise floor first: our kernel against itself
+            err = (outs["control"].float() - ref).abs().max().item()
+            times, paired = pick(best, rounds, {"tessera": "tessera", "control": "control"})
+            report_row(f"{name} S={S}{arch} control", times, "TFLOP/s", flops / 1e12, shape=(B, H, S, D),
+                       dtype="bf16", bytes=4 * 2 * B * H * S * D, rounds=paired,
+                       note=f"noise floor: our image loaded a second time; max |difference| {err:.1e}")
         for label, _, _ in images:
             err = (outs[label].float() - ref).abs().max().item()
-            report_row(f"{name} S={S}" + ("" if args.arch == "sm_90a" else f" {args.arch}")
-                       + ("" if label == "tessera" else f" [{label}]"),
-                       {label: best[label], peer: best[peer], **{n: best[n] for n in forced if n in best}},
+            times, paired = pick(best, rounds, {label: label, peer: peer, **{n: n for n in forced if n in best}})
+            report_row(f"{name} S={S}{arch}" + ("" if label == "tessera" else f" [{label}]"), times,
                        "TFLOP/s", flops / 1e12, shape=(B, H, S, D), dtype="bf16", bytes=4 * 2 * B * H * S * D,
-                       note=f"max |difference| {err:.1e}")   # Q, K, V, O
+                       rounds=paired, note=f"max |difference| {err:.1e}")   # Q, K, V, O
     if failed:
         print(f"CHECK FAILED for {', '.join(failed)} (not timed)")
         return 1
@@ -333,7 +359,8 @@ def fp8(image: str, mod, functions, s, shape, env, variants=()) -> int:
         sides["bf16"] = (ours_bf16, s.synchronize)
         sides["sdpa"] = ((lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=D ** -0.5)),
                          torch.cuda.synchronize)
-        best = interleaved_best(sides)
+        rounds = {}
+        best = interleaved_best(sides, PAIRED_ROUNDS, rounds_out=rounds)
         exact = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal, scale=D ** -0.5)
         flops = 4 * B * H * S * S * D / (2 if causal else 1)
         first = None
@@ -354,8 +381,9 @@ def fp8(image: str, mod, functions, s, shape, env, variants=()) -> int:
             firsts = {x: best[f"{images[0][0]} {x}"] for x in ("amax", "quant", "vt") if f"{images[0][0]} {x}" in best}
             if list(t) == ["attn"] and len(firsts) == 3:   # a variant: the same amax, quantize, Vt kernels as --image's
                 t = {**firsts, **t}
-            report_row(f"{name} S={S} [{label}]", {"tessera fp8": best[f"{label} fp8"], "tessera bf16": best["bf16"],
-                                                   "sdpa bf16": best["sdpa"]}, "TFLOP/s", flops / 1e12,
+            times, paired = pick(best, rounds, {"tessera fp8": f"{label} fp8", "tessera bf16": "bf16",
+                                                "sdpa bf16": "sdpa"})
+            report_row(f"{name} S={S} [{label}]", times, "TFLOP/s", flops / 1e12, rounds=paired,
                        shape=(B, H, S, D), dtype="fp8", bytes=4 * 2 * B * H * S * D,   # bf16 Q, K, V read, O written
                        note=f"rms error vs f32 attention {err:.1e}; the whole function: amax, quantize, Vt kernels"
                             + same)
@@ -374,9 +402,9 @@ def fp8(image: str, mod, functions, s, shape, env, variants=()) -> int:
             s.synchronize()
             err = ((got.float() - exact).pow(2).mean().sqrt() / exact.pow(2).mean().sqrt()).item()
             same = torch.equal(got, whole)
-            report_row(f"{name} S={S} fp8 inputs" + ("" if label == images[0][0] else f" [{label}]"),
-                       {"tessera fp8 inputs": best[key], "tessera bf16": best["bf16"], "sdpa bf16": best["sdpa"]},
-                       "TFLOP/s", flops / 1e12, shape=(B, H, S, D), dtype="fp8",
+            times, paired = pick(best, rounds, {"tessera fp8 inputs": key, "tessera bf16": "bf16", "sdpa bf16": "sdpa"})
+            report_row(f"{name} S={S} fp8 inputs" + ("" if label == images[0][0] else f" [{label}]"), times,
+                       "TFLOP/s", flops / 1e12, shape=(B, H, S, D), dtype="fp8", rounds=paired,
                        bytes=5 * B * H * S * D,   # e4m3 Q, K, V read, bf16 O written
                        note=f"rms error vs f32 attention {err:.1e}; e4m3 Q, K, V quantized outside the timed loop: "
                             f"the Vt kernel and the attention; "
