@@ -187,6 +187,8 @@ def check(label: str, mod, functions, s) -> bool:
 
 def main() -> None:
     variants = _variants()
+    if "--control" in sys.argv[1:] and ("--fp8" in sys.argv[1:] or _option("--image") is None):
+        raise SystemExit("--control is for the bf16 runs and needs --image (loaded a second time)")
     try:
         mod, functions, s, (B, H, S), env, args = attention_setup(
             __doc__, EXAMPLE, {"--fp8": "op.flash_attention_fp8 against our bf16 kernel and SDPA (needs --image)",
@@ -206,8 +208,6 @@ def main() -> None:
     import torch
     import torch.nn.functional as F
 
-    if args.control and (args.fp8 or not args.image):
-        raise SystemExit("--control is for the bf16 runs and needs --image (loaded a second time)")
     if args.fp8:
         if not args.image:
             raise SystemExit("--fp8 needs --image (the image the executor loads too)")
