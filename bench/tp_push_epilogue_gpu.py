@@ -130,7 +130,7 @@ def main():
     props = torch.cuda.get_device_properties(local)
     set_gpu_machine(props.name, f"sm_{props.major}{props.minor}", props.multi_processor_count)
     say(f"{n}x {props.name} ({props.multi_processor_count} SMs); torch {torch.__version__}, triton "
-        f"{triton.__version__}, nccl {'.'.join(map(str, torch.cuda.nccl.version()))}, "
+        f"{triton.__version__}, nccl {torch.cuda.nccl.version()}, "
         f"NCCL_NVLS_ENABLE={os.environ.get('NCCL_NVLS_ENABLE')}")
     gemm_store, sum_slots = kernels()
     T, D, Fh = (int(x) for x in args.shape.split(","))
