@@ -261,9 +261,11 @@ def main():
     for k, v in errs.items():
         say(f"check {k}: max|diff| / max|ref| = {v:.3e}" if "own" not in k else f"check {k}: max|diff| = {v:.3e}")
     tol = 2.0 ** -6   # two bf16 ulps of the largest value: the sums round in another order (N=4: NCCL's ring)
-    assert errs["own slot vs local triton"] == 0.0, "the push GEMM's own slot differs from the plain GEMM"
-    assert errs["push torch.sum vs triton+nccl"] <= tol and errs["push triton sum vs triton+nccl"] <= tol, errs
-    say(f"push results equal triton+nccl's within {tol} of the largest value: OK")
+    checked = (errs["own slot vs local triton"] == 0.0 and errs["push torch.sum vs triton+nccl"] <= tol
+               and errs["push triton sum vs triton+nccl"] <= tol)
+    # a wrong result is said (and kept in the JSON's notes) but the timings still run: a device call is scarce
+    say(f"push results equal triton+nccl's within {tol} of the largest value (own slot: exactly): "
+        f"{'OK' if checked else 'FAILED'}")
 
     # 3. the steps and their parts
     state = {"s": 0}
@@ -327,7 +329,7 @@ def main():
     shape = (T, D, Fh)
     for k, base in own.items():
         record_row(f"tp mlp N={n} {k}", {k: best[k] / 1e3, base: best[base] / 1e3}, shape=shape, dtype="bf16",
-                   note=f"efficiency t1/tN = ratio; Triton config {cfg}", rounds={k: [t / 1e3 for t in rounds[k]],
+                   note=f"efficiency t1/tN = ratio; Triton config {cfg}; push check {'OK' if checked else 'FAILED'}", rounds={k: [t / 1e3 for t in rounds[k]],
                                                                                 base: [t / 1e3 for t in rounds[base]]})
     record_row(f"second GEMM N={n} push", {"gemm2 push": best["gemm2 push"] / 1e3,
                                            "gemm2 triton": best["gemm2 triton"] / 1e3,
