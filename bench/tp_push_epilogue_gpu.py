@@ -32,6 +32,7 @@ CONFIGS = {  # name: (BM, BN, BK, GROUP, warps, stages)
     "128x256x64w8s4": (128, 256, 64, 8, 8, 4),
     "128x128x64w4s4": (128, 128, 64, 8, 4, 4),
     "256x128x64w8s3": (256, 128, 64, 8, 8, 3),
+    "128x128x64w4s3": (128, 128, 64, 8, 4, 3),   # 96 KiB of shared memory: two CTAs per SM (--variants' c2)
 }
 
 
@@ -42,9 +43,11 @@ def kernels():
 
     @triton.jit
     def gemm_store(a, b, d0, d1, d2, d3, M, N, K, sam, sak, sbk, sbn, sdm,
-                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr, NDEST: tl.constexpr):
+                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr, NDEST: tl.constexpr,
+                   ROT: tl.constexpr = False):
         """C = A.B (bf16 in, f32 accumulation), each tile stored to the NDEST destinations d0.. in turn (the same
-        strides): one (local) for the plain GEMM, the N ranks' slots for the push GEMM."""
+        strides): one (local) for the plain GEMM, the N ranks' slots for the push GEMM; with ROT, tile `pid`
+        starts at destination pid % NDEST (spreading the tiles' first remote stores over the links)."""
         pid = tl.program_id(0)
         num_m = tl.cdiv(M, BM)
         num_n = tl.cdiv(N, BN)
@@ -65,13 +68,28 @@ def kernels():
             pb += BK * sbk
         c = acc.to(d0.dtype.element_ty)
         offs = rm[:, None] * sdm + rn[None, :]
-        tl.store(d0 + offs, c)
-        if NDEST > 1:
-            tl.store(d1 + offs, c)
-        if NDEST > 2:
-            tl.store(d2 + offs, c)
-        if NDEST > 3:
-            tl.store(d3 + offs, c)
+        if ROT:
+            for i in tl.static_range(NDEST):
+                j = (pid + i) % NDEST
+                if j == 0:
+                    tl.store(d0 + offs, c)
+                if NDEST > 1:
+                    if j == 1:
+                        tl.store(d1 + offs, c)
+                if NDEST > 2:
+                    if j == 2:
+                        tl.store(d2 + offs, c)
+                if NDEST > 3:
+                    if j == 3:
+                        tl.store(d3 + offs, c)
+        else:
+            tl.store(d0 + offs, c)
+            if NDEST > 1:
+                tl.store(d1 + offs, c)
+            if NDEST > 2:
+                tl.store(d2 + offs, c)
+            if NDEST > 3:
+                tl.store(d3 + offs, c)
 
     @triton.jit
     def sum_slots(src, dst, numel, NS: tl.constexpr, BLOCK: tl.constexpr):
@@ -109,6 +127,10 @@ def main():
     p.add_argument("--rounds", type=int, default=18, help="timed rounds (rounded up to a multiple of the sides)")
     p.add_argument("--reps", type=int, default=20, help="steps per timed block")
     p.add_argument("--warm", type=int, default=100, help="untimed steps of each side before timing")
+    p.add_argument("--variants", action="store_true",
+                   help="also time: the push GEMM storing its N copies into our own buffer (no NVLink), the push "
+                        "GEMM rotating its destinations by tile, and the 128x128x64w4s3 config (two CTAs per SM), "
+                        "as parts and (the latter two) as push + Triton sum steps")
     p.add_argument("--configs", default=",".join(CONFIGS), help="Triton GEMM configs to try (the fastest plain "
                                                                  "one is used for both Triton sides)")
     args = parse_with_json(p)
@@ -165,14 +187,14 @@ def main():
     # the push GEMM's destinations for set s: slot `rank` of the next ranks' buffers, then our own (last)
     dests = [[peers[(rank + 1 + i) % n][s, rank] for i in range(n)] for s in range(2)]
 
-    def launch(cfg, dst, A, B):
+    def launch(cfg, dst, A, B, rot=False):
         BM, BN, BK, G, w, st = CONFIGS[cfg]
         M, K = A.shape
         N = B.shape[1]
         assert M % BM == 0 and N % BN == 0 and K % BK == 0
         d = list(dst) + [dst[0]] * (4 - len(dst))
         gemm_store[((M // BM) * (N // BN),)](A, B, *d, M, N, K, A.stride(0), A.stride(1), B.stride(0),
-                                             B.stride(1), N, BM=BM, BN=BN, BK=BK, GROUP=G, NDEST=len(dst),
+                                             B.stride(1), N, BM=BM, BN=BN, BK=BK, GROUP=G, NDEST=len(dst), ROT=rot,
                                              num_warps=w, num_stages=st)
 
     def tsum(s):
@@ -270,10 +292,10 @@ def main():
     # 3. the steps and their parts
     state = {"s": 0}
 
-    def push_step(triton_sum):
+    def push_step(triton_sum, c=None, rot=False):
         def step():
             s = state["s"]
-            launch(cfg, dests[s], gemm1(), W2)
+            launch(c or cfg, dests[s], gemm1(), W2, rot)
             hdl.barrier()
             if triton_sum:
                 tsum(s)
@@ -282,10 +304,12 @@ def main():
             state["s"] = 1 - s
         return step
 
-    def push_only():
-        s = state["s"]
-        launch(cfg, dests[s], Hr, W2)
-        state["s"] = 1 - s
+    def push_only(c=None, to=None, rot=False):
+        def call():
+            s = state["s"]
+            launch(c or cfg, (to or dests)[s], Hr, W2, rot)
+            state["s"] = 1 - s
+        return call
 
     steps = {
         "torch t1": lambda: torch.matmul(gemm1(), W2, out=Y),
@@ -298,13 +322,45 @@ def main():
     parts = {
         "gemm2 torch": lambda: torch.matmul(Hr, W2, out=Y),
         "gemm2 triton": lambda: launch(cfg, [Y], Hr, W2),
-        "gemm2 push": push_only,
+        "gemm2 push": push_only(),
         "gemm1+gelu": gemm1,
         "barrier": lambda: hdl.barrier(),
         "sum torch": lambda: torch.sum(recv[0], dim=0, out=Y),
         "sum triton": lambda: tsum(0),
         "nccl all_reduce Y": lambda: dist.all_reduce(Y),
     }
+    c2 = "128x128x64w4s3"
+    if args.variants:
+        try:   # a variant that fails to compile or run is said and left out; the main sides still run
+            # our own slots, in the order of slot indices of the peers' stores: the stores' cost without NVLink
+            own_dests = [[recv[s, (rank + 1 + i) % n] for i in range(n)] for s in range(2)]
+            parts["gemm2 push local"] = push_only(to=own_dests)
+            parts["gemm2 push rot"] = push_only(rot=True)
+            parts["gemm2 triton c2"] = lambda: launch(c2, [Y], Hr, W2)
+            parts["gemm2 push c2"] = push_only(c=c2)
+            steps["triton t1 c2"] = lambda: launch(c2, [Y], gemm1(), W2)
+            steps["push tsum rot"] = push_step(True, rot=True)
+            steps["push tsum c2"] = push_step(True, c=c2)
+            for name, c, rot in (("rot", cfg, True), ("c2", c2, False)):   # their results, as the main check's
+                recv.zero_()
+                sync_all()
+                launch(c, dests[0], Hg, W2, rot)
+                hdl.barrier()
+                tsum(0)
+                torch.cuda.synchronize()
+                e = torch.tensor([(Y.float() - ref_b.float()).abs().max().item() / scale], device="cuda",
+                                 dtype=torch.float64)
+                dist.all_reduce(e, op=dist.ReduceOp.MAX)
+                say(f"check push {name} triton sum vs triton+nccl: max|diff| / max|ref| = {e.item():.3e} "
+                    f"({'OK' if e.item() <= tol else 'FAILED'})")
+                checked = checked and e.item() <= tol
+        except Exception as e:  # noqa: BLE001
+            say(f"variants left out: {type(e).__name__}: {str(e)[:300]}")
+            args.variants = False
+            for k in ("gemm2 push local", "gemm2 push rot", "gemm2 triton c2", "gemm2 push c2"):
+                parts.pop(k, None)
+            for k in ("triton t1 c2", "push tsum rot", "push tsum c2"):
+                steps.pop(k, None)
     st = timed_rounds(steps, args.rounds, args.reps, args.warm)
     pt = timed_rounds(parts, args.rounds, args.reps, args.warm)
     best = {k: min(v) for k, v in {**st, **pt}.items()}
@@ -315,13 +371,20 @@ def main():
         say(f"part  {k:18s} best {best[k] * 1e3:8.1f} us  median {med[k] * 1e3:8.1f} us")
     mib = T * D * 2 / 2 ** 20
     moved = (n + 1) * T * D * 2 / 1e9   # GB read (N slots) and written (Y) by a sum
-    say(f"sum of {n} slots of {mib:.0f} MiB: torch {moved / best['sum torch'] :.0f} GB/s, triton "
-        f"{moved / best['sum triton']:.0f} GB/s (ms: {best['sum torch']:.4f}, {best['sum triton']:.4f})")
+    say(f"sum of {n} slots of {mib:.0f} MiB: torch {moved / best['sum torch'] * 1e3:.0f} GB/s, triton "
+        f"{moved / best['sum triton'] * 1e3:.0f} GB/s")
     say(f"push GEMM slowdown vs plain Triton GEMM: x{best['gemm2 push'] / best['gemm2 triton']:.3f} "
         f"(+{(best['gemm2 push'] - best['gemm2 triton']) * 1e3:.1f} us); Triton plain vs torch GEMM: "
         f"x{best['gemm2 triton'] / best['gemm2 torch']:.3f}")
+    for k, base in (("gemm2 push local", "gemm2 triton"), ("gemm2 push rot", "gemm2 triton"),
+                    ("gemm2 push c2", "gemm2 triton c2"), ("gemm2 triton c2", "gemm2 triton")):
+        if k in best:
+            say(f"{k} vs {base}: x{best[k] / best[base]:.3f} (+{(best[k] - best[base]) * 1e3:.1f} us)")
     t1_best = min(best["torch t1"], best["triton t1"])
     own = {"torch+nccl": "torch t1", "triton+nccl": "triton t1", "push": "triton t1", "push tsum": "triton t1"}
+    if args.variants:
+        own.update({"push tsum rot": "triton t1", "push tsum c2": "triton t1 c2"})
+        t1_best = min(t1_best, best["triton t1 c2"])
     for k, base in own.items():
         say(f"eff   {k:14s} tN {best[k]:.4f} ms   own t1 ({base}) {best[base]:.4f}: {best[base] / best[k]:.3f}   "
             f"best t1 {t1_best:.4f}: {t1_best / best[k]:.3f}   (medians: {med[base] / med[k]:.3f})")
@@ -329,8 +392,9 @@ def main():
     shape = (T, D, Fh)
     for k, base in own.items():
         record_row(f"tp mlp N={n} {k}", {k: best[k] / 1e3, base: best[base] / 1e3}, shape=shape, dtype="bf16",
-                   note=f"efficiency t1/tN = ratio; Triton config {cfg}; push check {'OK' if checked else 'FAILED'}", rounds={k: [t / 1e3 for t in rounds[k]],
-                                                                                base: [t / 1e3 for t in rounds[base]]})
+                   note=f"efficiency t1/tN = ratio; Triton config {c2 if 'c2' in k else cfg}; push check "
+                        f"{'OK' if checked else 'FAILED'}",
+                   rounds={k: [t / 1e3 for t in rounds[k]], base: [t / 1e3 for t in rounds[base]]})
     record_row(f"second GEMM N={n} push", {"gemm2 push": best["gemm2 push"] / 1e3,
                                            "gemm2 triton": best["gemm2 triton"] / 1e3,
                                            "gemm2 torch": best["gemm2 torch"] / 1e3}, "TFLOP/s", flops2 / 1e12,
