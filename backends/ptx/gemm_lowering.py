@@ -203,16 +203,21 @@ def _group_m() -> dict:
 
 FP8_BN_ENV = "TESSERA_SM90_GEMM_FP8_BN"   # a benchmark's override of the fp8 GEMM's tile width: 128, 256, 256rs
 # a benchmark's override of the K steps (128 elements each) the fp8 GEMM sums in its wgmma product before adding
-# it to the fp32 sums: 1 (the default) or 2 (gemm_sm90.Sm90GemmSpec.promote)
+# it to the fp32 sums (gemm_sm90.Sm90GemmSpec.promote): 1 or 2
 FP8_PROMOTE_ENV = "TESSERA_SM90_GEMM_FP8_PROMOTE"
+# K steps a promotion by default for 16-bit results: 2 measured 2-5 % faster end to end at 4096^3 and 8192^3 (H200,
+# paired rounds, two processes; docs/performance.md), its extra error hidden by the bf16 rounding; f32 results,
+# where it is not (rms error 1.65x), and the 256rs tile (A from registers) promote every step
+FP8_PROMOTE_16BIT = 2
 
 
 def _fp8_tile(tile: dict, out_dtype: str) -> dict:
     """`tile` narrowed for the fp8 kernel (updated in place). GEMMs with 16-bit results take 128x256 tiles that
-    promote each K step's product by halves of N (gemm_sm90.FP8_WIDE_BN; measured faster than 128x128 on an
-    H200, docs/performance.md), f32 results 128x128 (gemm_sm90.FP8_BN: their plain-store epilogue spilled 32
-    bytes in ptxas at 256 wide), and so do GEMMs in clusters of two CTAs ($TESSERA_SM90_GEMM_CLUSTER=2; the
-    pair with 256-wide fp8 tiles has not run on a GPU) unless asked. $TESSERA_SM90_GEMM_FP8_BN (a benchmark's
+    promote their product by halves of N every FP8_PROMOTE_16BIT K steps (gemm_sm90.FP8_WIDE_BN; measured faster
+    than 128x128 on an H200, docs/performance.md), f32 results 128x128 tiles promoted every step
+    (gemm_sm90.FP8_BN: their plain-store epilogue spilled 32 bytes in ptxas at 256 wide), and so do GEMMs in
+    clusters of two CTAs ($TESSERA_SM90_GEMM_CLUSTER=2; the pair with 256-wide fp8 tiles ran on an H200 in
+    session 34's benchmarks, not in the GPU tests) unless asked. $TESSERA_SM90_GEMM_FP8_BN (a benchmark's
     override, part of the compile cache's key): 128 keeps 128x128 tiles; 256 asks for the wide ones; 256rs for
     them with A read into registers once a K step (gemm_sm90's a_regs, measured slower)."""
     v = os.environ.get(FP8_BN_ENV, "")
@@ -233,6 +238,8 @@ def _fp8_tile(tile: dict, out_dtype: str) -> dict:
                          f"${FP8_BN_ENV}=256rs)")
     if p:
         tile["promote"] = int(p)
+    elif out_dtype in ("bf16", "f16") and not tile.get("a_regs"):
+        tile["promote"] = FP8_PROMOTE_16BIT
     return tile
 
 

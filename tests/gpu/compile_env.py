@@ -12,7 +12,7 @@ ENVIRONMENT = {"ampere_attention": {"TESSERA_ATTENTION_SM80": "1"},
                "hopper_gemm_cluster": {"TESSERA_SM90_GEMM_CLUSTER": "2", "TESSERA_CACHE": "0"},
                "hopper_gemm_fp8_wide": {"TESSERA_SM90_GEMM_FP8_BN": "256", "TESSERA_CACHE": "0"},
                "hopper_gemm_fp8_wide_rs": {"TESSERA_SM90_GEMM_FP8_BN": "256rs", "TESSERA_CACHE": "0"},
-               "hopper_gemm_fp8_promote2": {"TESSERA_SM90_GEMM_FP8_PROMOTE": "2", "TESSERA_CACHE": "0"}}
+               "hopper_gemm_fp8_promote1": {"TESSERA_SM90_GEMM_FP8_PROMOTE": "1", "TESSERA_CACHE": "0"}}
 
 
 @contextlib.contextmanager

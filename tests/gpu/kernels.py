@@ -302,8 +302,9 @@ def gemm(A: tensor[f32, "M", "K"], B: tensor[f32, "K", "N"], b: tensor[f32, "N"]
     "hopper_gemm_fp8_wide": ((REPO / "examples" / "gpu" / "gemm.py").read_text(), "sm_90a"),
     # and the same with A read into registers once a K step (TESSERA_SM90_GEMM_FP8_BN=256rs)
     "hopper_gemm_fp8_wide_rs": ((REPO / "examples" / "gpu" / "gemm.py").read_text(), "sm_90a"),
-    # and the default fp8 tiles promoting every two K steps (TESSERA_SM90_GEMM_FP8_PROMOTE=2)
-    "hopper_gemm_fp8_promote2": ((REPO / "examples" / "gpu" / "gemm.py").read_text(), "sm_90a"),
+    # and the default fp8 tiles promoting every K step (TESSERA_SM90_GEMM_FP8_PROMOTE=1; the default for 16-bit
+    # results promotes every second one)
+    "hopper_gemm_fp8_promote1": ((REPO / "examples" / "gpu" / "gemm.py").read_text(), "sm_90a"),
     "hopper_attention": ((REPO / "examples" / "gpu" / "attention.py").read_text(), "sm_90a"),
     "ampere_attention": (AMPERE_ATTENTION, "sm_80"),
     "hopper_attention_bwd": (ATTENTION_BWD, "sm_90a"),

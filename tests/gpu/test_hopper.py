@@ -179,7 +179,7 @@ def close_fp8_bf16(got, want, magnitudes):
 
 
 @pytest.mark.parametrize("image", ["hopper_gemm", "hopper_gemm_fp8_wide", "hopper_gemm_fp8_wide_rs",
-                                   "hopper_gemm_fp8_promote2"])
+                                   "hopper_gemm_fp8_promote1"])
 @pytest.mark.parametrize("M, K, N", [(192, 320, 264), (1100, 512, 1000), (130, 80, 40), (128, 8192, 512),
                                      (2100, 256, 4200)])
 def test_fp8_gemm_wide_tiles(program, hopper, image, M, K, N):
@@ -189,10 +189,10 @@ def test_fp8_gemm_wide_tiles(program, hopper, image, M, K, N):
     of 64 or 80 of 128); K = 8192: 64 steps, where summing in the tensor cores' own precision would exceed the bound;
     2100x4200: 17x17 = 289 tiles, more than an H100's or H200's 132 SMs (the persistent loop's later tiles).
     The scaled GEMM's sa·sb in the epilogue. gemm_e4m3_e5m2's f32 results keep 128-wide tiles. hopper_gemm: the
-    default (128x256 for 16-bit results); `_wide`: asked for (TESSERA_SM90_GEMM_FP8_BN=256); `_rs`: with A read
-    into registers once a K step (=256rs); `_promote2`: the default tiles summing two K steps (256 elements) in
-    the product before each promotion (TESSERA_SM90_GEMM_FP8_PROMOTE=2; K = 320: a pair, then an odd last step;
-    K = 8192: 32 pairs), within the same bounds."""
+    default (128x256 for 16-bit results, two K steps (256 elements) summed in the product before each promotion:
+    K = 320 a pair, then an odd last step; K = 8192 32 pairs); `_wide`: asked for (TESSERA_SM90_GEMM_FP8_BN=256);
+    `_rs`: with A read into registers once a K step (=256rs, promoted every step); `_promote1`: the default tiles
+    promoting every K step (TESSERA_SM90_GEMM_FP8_PROMOTE=1), within the same bounds."""
     from tessera.numerics.rounding import round_to
     prog = program(image)
     A, B = randn(M, K), randn(K, N)

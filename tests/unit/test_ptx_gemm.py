@@ -218,9 +218,10 @@ def test_fp8_parameters_stay_one_byte_and_feed_fp8_tensor_cores():
     k = {k.name: k for k in image.read_image(result.image).kernels}["f__gemm0"]
     assert [a.name for a in k.args] == ["A", "B", "C", "bias", "M", "K", "N"]
     assert [dtypes.BY_CODE[a.dtype].name for a in k.args[:2]] == ["fp8_e4m3", "fp8_e5m2"]
-    # a bf16 result: 128x256 tiles, each K step's product in two halves of N (gemm_lowering._fp8_tile)
+    # a bf16 result: 128x256 tiles, the product in two halves of N, promoted every second K step
+    # (gemm_lowering._fp8_tile, FP8_PROMOTE_16BIT)
     assert (k.props["ptx.mma"], k.props["tile.N"], k.props["tile.K"]) == \
-        ("wgmma m64n128k32 fp8_e4m3 x fp8_e5m2, 2 halves of N a K step", "256", "128")
+        ("wgmma m64n128k32 fp8_e4m3 x fp8_e5m2, 2 halves of N a K step, promoted every 2 K steps", "256", "128")
     assert k.props["epilogue"] == "bias,relu"
     if ptxas.find() is not None:
         assert "ptx.spill_bytes" not in k.props

@@ -67,7 +67,8 @@ def test_one_wgmma_kernel_reads_the_one_byte_parameters(sm90):
     assert [(a.name, dtypes.BY_CODE[a.dtype].name) for a in k.args if a.kind == 1] == \
         [("A", "fp8_e4m3"), ("B", "fp8_e4m3"), ("C", "bf16"), ("factor", "f32"), ("factor2", "f32")]
     assert (k.props["ptx.mma"], k.props["epilogue"]) == \
-        ("wgmma m64n128k32 fp8_e4m3 x fp8_e4m3, 2 halves of N a K step", "scale_by,scale_by2")   # 128x256 tiles
+        ("wgmma m64n128k32 fp8_e4m3 x fp8_e4m3, 2 halves of N a K step, promoted every 2 K steps",
+         "scale_by,scale_by2")   # 128x256 tiles, two K steps a promotion
     # K is read by TMA in 16-byte rows: checked at the launch
     assert gemm["multiple_of"][0][:2] == ["K", 16]
     if ptxas.find():   # ptxas assembled it while compiling: the fp8 GEMM's registers, no spills

@@ -5,7 +5,9 @@
 # first half of the sums; the same over columns 128-255 into the second half; then the stage is freed (one mbarrier arrive). Bf16
 # results only: an f32 result keeps the 128-wide tile (its plain-store epilogue spilled in ptxas at 256).
 # With TESSERA_SM90_GEMM_FP8_BN=128 the fp8 kernel is the 128x128 one.
-# RUN: env TESSERA_CACHE=0 tessera-cc %s --target ptx --arch sm_90a --compile-to=ptx > %t.ptx
+# With TESSERA_SM90_GEMM_FP8_PROMOTE=1 each K step is promoted alone (the f32 result's kernel always is):
+# RUN: env TESSERA_CACHE=0 TESSERA_SM90_GEMM_FP8_PROMOTE=1 tessera-cc %s --target ptx --arch sm_90a \
+# RUN:   --compile-to=ptx > %t.ptx
 # RUN: FileCheck %s --check-prefix=PTX < %t.ptx
 # RUN: env TESSERA_CACHE=0 TESSERA_SM90_GEMM_FP8_BN=256 tessera-cc %s --target ptx --arch sm_90a \
 # RUN:   --compile-to=kernels | FileCheck %s --check-prefix=KERNELS
@@ -15,10 +17,13 @@
 # halves' wgmmas taking four registers of A each (wgmma's RS form), B by descriptor.
 # RUN: env TESSERA_CACHE=0 TESSERA_SM90_GEMM_FP8_BN=256rs tessera-cc %s --target ptx --arch sm_90a \
 # RUN:   --compile-to=ptx | FileCheck %s --check-prefix=RS
+# The default for 16-bit results (gemm_lowering.FP8_PROMOTE_16BIT), and everywhere with
 # TESSERA_SM90_GEMM_FP8_PROMOTE=2 (gemm_sm90.Sm90GemmSpec.promote): two K steps (256 elements of K) summed in the
 # product before each promotion: both steps' stages waited for, then for each half of N the first step's four
 # wgmmas into a fresh product and the second's four into the same one, ONE commit, one wait, 64 adds; both
 # stages freed after the second half (two arrives); an odd last step promoted alone as before.
+# RUN: env TESSERA_CACHE=0 tessera-cc %s --target ptx --arch sm_90a --compile-to=ptx \
+# RUN:   | FileCheck %s --check-prefix=PROMOTE
 # RUN: env TESSERA_CACHE=0 TESSERA_SM90_GEMM_FP8_PROMOTE=2 tessera-cc %s --target ptx --arch sm_90a \
 # RUN:   --compile-to=ptx | FileCheck %s --check-prefix=PROMOTE
 # RUN: env TESSERA_CACHE=0 TESSERA_SM90_GEMM_FP8_PROMOTE=2 tessera-cc %s --target ptx --arch sm_90a \
@@ -67,7 +72,7 @@ def wide_f32(A: tensor[fp8_e4m3, "M", "K"], Bt: tensor[fp8_e4m3, "N", "K"], sa: 
 # PTX:         wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3
 
 # KERNELS-LABEL: func.func private @scaled__gemm0(
-# KERNELS-SAME:    ptx.mma = "wgmma m64n128k32 fp8_e4m3 x fp8_e4m3, 2 halves of N a K step"
+# KERNELS-SAME:    ptx.mma = "wgmma m64n128k32 fp8_e4m3 x fp8_e4m3, 2 halves of N a K step, promoted every 2 K steps"
 # KERNELS-SAME:    ptx.tensor_maps = "A:0:128x128:128;B:1:128x256:128;C:2:64x64:128"
 # KERNELS-SAME:    tile.N = "256"
 # KERNELS-LABEL: func.func private @wide_f32__gemm0(
@@ -75,7 +80,7 @@ def wide_f32(A: tensor[fp8_e4m3, "M", "K"], Bt: tensor[fp8_e4m3, "N", "K"], sa: 
 # KERNELS-SAME:    tile.N = "128"
 
 # OFF-LABEL: func.func private @scaled__gemm0(
-# OFF-SAME:    pipeline.stages = "6", ptx.mma = "wgmma m64n128k32 fp8_e4m3 x fp8_e4m3"
+# OFF-SAME:    pipeline.stages = "6", ptx.mma = "wgmma m64n128k32 fp8_e4m3 x fp8_e4m3, promoted every 2 K steps"
 # OFF-SAME:    tile.N = "128"
 
 # RS-LABEL: .entry scaled__gemm0(
