@@ -14,7 +14,9 @@ has a kernel of its own) — with LSE and O from the plan's own forward step. (A
 preprocessing kernel computes delta with elementwise and row kernels that this harness does not launch: for
 it torch's rowsum stands in, and the line says "delta by torch".) The peer is torch.autograd.grad of SDPA's
 output, which runs its backward kernels with their own preprocessing. Each side
-runs 10 calls back to back, then waits; the best of 5 interleaved rounds counts. FLOPs: 2.5 times the
+runs 10 calls back to back, then waits; 9 interleaved rounds (the next multiple of the number of sides), the
+order rotating (common.interleaved_rounds): the throughput is each side's best round, and beside the ratio
+"paired M (LO-HI)" is the median and range of the ratio taken round by round (common.paired_ratio). FLOPs: 2.5 times the
 forward's 4·B·H·S²·D (half of it when causal), as FlashAttention counts the backward.
 """
 
@@ -23,7 +25,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import attention_setup, interleaved_best, launcher, report_row  # noqa: E402
+from common import PAIRED_ROUNDS, attention_setup, interleaved_best, launcher, report_row  # noqa: E402
 EXAMPLE = os.path.join(HERE, os.pardir, "examples", "gpu", "attention_backward.py")
 CASES = [("vjp_attn_d128", 128, False), ("vjp_causal_d128", 128, True), ("vjp_attn_d64", 64, False),
          ("vjp_causal_d64", 64, True)]
@@ -81,14 +83,16 @@ def main() -> None:
 
         sides = {"tessera": (ours, s.synchronize),
                  "sdpa": (sdpa, torch.cuda.synchronize)}
-        best = interleaved_best(sides)
+        rounds = {}
+        best = interleaved_best(sides, PAIRED_ROUNDS, rounds_out=rounds)
         ours(), s.synchronize()
         err = max(((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
                   for a, b in zip((dq, dk, dv), sdpa()))
         flops = 2.5 * 4 * B * H * S * S * D / (2 if causal else 1)
         report_row(f"{name} S={S}", best, "TFLOP/s", flops / 1e12, shape=(B, H, S, D), dtype=str(dtype)[6:],
                    bytes=8 * 2 * B * H * S * D + 2 * 4 * B * H * S,   # Q K V O dO read, dQ dK dV written; LSE, delta
-                   note=f"{'delta by torch; ' if by_torch else ''}max |difference| {err:.1e} of the largest")
+                   note=f"{'delta by torch; ' if by_torch else ''}max |difference| {err:.1e} of the largest",
+                   rounds=rounds)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ only, so `mm` (C = A @ B, B row-major [K,N]) runs two kernels: B copied transpos
 `nt` (C = A @ Bᵀ of a stored Bᵀ [N,K]) runs the GEMM alone on it. Each launches as its plan says (the tile
 shape the plan takes for the size, a persistent grid of at most one CTA per SM). The peer is
 torch._int_mm(A, B) on the same row-major B, and on B as the transpose of a contiguous [N,K] ("torch Bt").
-Each side runs 20 products back to back, then waits; the best of 5 such rounds counts, rounds interleaved.
+Each side runs 20 products back to back, then waits; 12 rounds (9 rounded up to a multiple of the 4 sides),
+the order rotating (common.interleaved_rounds): TOPS is each side's best round, and beside each ratio
+"paired M (LO-HI)" is the median and range of the ratio taken round by round (common.paired_ratio).
 TOPS counts 2·M·N·K operations; every result is checked equal to torch's.
 """
 
@@ -19,7 +21,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import cuda_context, interleaved_best, launcher, parse_args, report_row  # noqa: E402
+from common import PAIRED_ROUNDS, cuda_context, interleaved_best, launcher, parse_args, pick, report_row  # noqa: E402
 
 SOURCE = '''
 from tessera import function, op, tensor, i8
@@ -88,12 +90,14 @@ def main() -> None:
         ref = torch._int_mm(A, B)
         assert torch.equal(Bp, Bt), "the copy of B changed values"
         assert torch.equal(C, ref) and torch.equal(Ct, ref), "the int8 GEMM differs from torch._int_mm"
-        best = interleaved_best(sides, calls=20)
+        rounds = {}
+        best = interleaved_best(sides, PAIRED_ROUNDS, calls=20, rounds_out=rounds)
         for ours, what in (("mm", "A@B"), ("nt", "A@Bt")):   # mm: the copy of B, then the GEMM
-            report_row(f"int8 gemm {what} {n}", {f"tessera {what}": best[ours], "torch._int_mm": best["torch"],
-                                                 "torch._int_mm Bt": best["torch Bt"]}, "TOPS", 2 * n ** 3 / 1e12,
+            times, paired = pick(best, rounds, {f"tessera {what}": ours, "torch._int_mm": "torch",
+                                                "torch._int_mm Bt": "torch Bt"})
+            report_row(f"int8 gemm {what} {n}", times, "TOPS", 2 * n ** 3 / 1e12,
                        shape=(n, n, n), dtype="i8", bytes=2 * n * n + 4 * n * n,   # i8 A, B read; i32 C written
-                       note=f"{step.kernel}; exact")
+                       note=f"{step.kernel}; exact", rounds=paired)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,8 +11,10 @@ The shape is B,S,D (T = B·S tokens, D/128 heads, MLP width 4·D); the image is 
 each GEMM gets the cost model's tile for its own size). Every tensor is bf16, as in PyTorch's bf16 block; the
 kernels compute in f32 inside (wgmma accumulators, the norms' statistics, the softmax). Before timing, the
 result is checked against the block in f32 on the same (bf16) weights: its relative error (Frobenius) must be
-at most 2e-2 and at most 3× eager PyTorch's own plus 1e-3. Sides run 10 calls back to back, then wait; the
-best of 5 interleaved rounds counts. TFLOP/s: the GEMMs' 24·T·D² and causal attention's 2·B·S²·D.
+at most 2e-2 and at most 3× eager PyTorch's own plus 1e-3. Sides run 10 calls back to back, then wait; 9
+interleaved rounds (the next multiple of the number of sides), the order rotating (common.interleaved_rounds):
+the throughput is each side's best round, and beside each ratio "paired M (LO-HI)" is the median and range of
+the ratio taken round by round (common.paired_ratio; the sides of a round are timed back to back). TFLOP/s: the GEMMs' 24·T·D² and causal attention's 2·B·S²·D.
 --profile prints where each side's GPU time goes (torch.profiler around three calls: it records our kernels
 too) and the wall time not covered by kernels.
 """
@@ -24,7 +26,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import cuda_context, interleaved_best, parse_args, record_row  # noqa: E402
+from common import PAIRED_ROUNDS, cuda_context, interleaved_best, paired_text, parse_args, record_row  # noqa: E402
 
 HEAD = 128
 PROGRAM = """
@@ -199,7 +201,8 @@ def main() -> None:
         print("torch.compile: " + check(out, theirs_out, eager(*(t.float() for t in params))).split(": ", 1)[1])
         sides["torch.compile"] = (lambda: compiled(*params), torch.cuda.synchronize)
     with torch.no_grad():
-        best = interleaved_best(sides)
+        rounds = {}
+        best = interleaved_best(sides, PAIRED_ROUNDS, rounds_out=rounds)
         if args.profile:
             for name, (call, wait) in sides.items():
                 profile(name, call, wait)
@@ -208,9 +211,10 @@ def main() -> None:
     if "torch.compile" in times:   # the row's ratio (its first peer) is the issue's: against torch.compile
         times = {"tessera": times["tessera"], "torch.compile": times["torch.compile"],
                  "torch eager": times["torch eager"]}
-    r = record_row(f"transformer block {B}x{S}x{D}", times, "TFLOP/s", flops / 1e12, shape=(B, S, D), dtype="bf16")
+    r = record_row(f"transformer block {B}x{S}x{D}", times, "TFLOP/s", flops / 1e12, shape=(B, S, D), dtype="bf16",
+                   rounds=rounds)
     for side in (r["ours"], *r["peers"]):
-        ratio = f"   ratio (its time / tessera's) {side['ratio']:.3f}" if "ratio" in side else ""
+        ratio = f"   ratio (its time / tessera's) {side['ratio']:.3f}" + paired_text(side) if "ratio" in side else ""
         print(f"{side['name']:<14} {side['time_s'] * 1e3:8.3f} ms  {side['throughput']:7.1f} TFLOP/s{ratio}")
 
 
