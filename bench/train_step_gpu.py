@@ -12,7 +12,9 @@ and the loss are f32; the backward GEMMs multiply bf16 (docs/language.md, "Deriv
 the usual bf16 step: the same tensors with requires_grad, its GEMMs cuBLAS's bf16 ones (bf16 results, which it
 then adds the f32 biases to in f32); it clones the parameters first, as ours returns new ones (the copy of
 W1 and W2, 256 MB, is some 2 % of its step). Both sides run 10 steps back to back from the same parameters, then wait;
-the best of 5 interleaved rounds counts. TFLOP/s count the step's GEMMs: 2·T·D·F each, two forward and three
+10 interleaved rounds (9 rounded up to a multiple of the 2 sides), the order rotating (common.interleaved_rounds):
+the throughput is each side's best round, and beside the ratio "paired M (LO-HI)" is the median and range of
+the ratio taken round by round (common.paired_ratio). TFLOP/s count the step's GEMMs: 2·T·D·F each, two forward and three
 backward (dW2, dH, dW1; X takes no gradient), 10·T·D·F in all. Before timing, one step of each is compared:
 the loss (rtol 1e-2), the biases' updates (f32; within 5e-2 of their largest) and the updated weights (within
 2^-7 of their largest: bf16 rounding of W − 0.1·g, where 0.1·g is far below W's last bit at this scale).
@@ -27,7 +29,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import cuda_context, interleaved_best, machine, parse_args, record_row, torch_sgd  # noqa: E402
+from common import (PAIRED_ROUNDS, cuda_context, interleaved_best, machine, paired_text, parse_args,  # noqa: E402
+                    record_row, torch_sgd)
 
 PROGRAM = """
 from tessera import bf16, f32, function, op, tensor, value_and_grad
@@ -157,14 +160,16 @@ def main() -> None:
 
     sides = {"tessera": (ours, wait),
              "torch eager": (theirs, torch.cuda.synchronize if device == "cuda" else (lambda: None))}
-    best = interleaved_best(sides)
+    rounds = {}
+    best = interleaved_best(sides, PAIRED_ROUNDS, rounds_out=rounds)
     flops = 10.0 * T * D * F
     unit, scale = ("TFLOP/s", 1e12) if device == "cuda" else ("GFLOP/s", 1e9)
-    r = record_row(f"mlp train step {T}x{D}x{F}", best, unit, flops / scale, shape=(T, D, F), dtype="bf16")
+    r = record_row(f"mlp train step {T}x{D}x{F}", best, unit, flops / scale, shape=(T, D, F), dtype="bf16",
+                   rounds=rounds)
     (t_ours, f_ours), (t_torch, f_torch) = ((s["time_s"], s["throughput"]) for s in (r["ours"], *r["peers"]))
     print(f"tessera      {t_ours * 1e3:9.3f} ms/step  {f_ours:8.1f} {unit}")
     print(f"torch eager  {t_torch * 1e3:9.3f} ms/step  {f_torch:8.1f} {unit}"
-          f"   ratio (torch time / tessera time) {r['ratio']:.3f}")
+          f"   ratio (torch time / tessera time) {r['ratio']:.3f}" + paired_text(r["peers"][0]))
 
 
 if __name__ == "__main__":
