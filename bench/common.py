@@ -356,7 +356,9 @@ def launcher(mod, step, env, views, s):
     return lambda: kernel(*views, grid=grid, block=step.block, smem_bytes=step.smem, stream=s)
 
 
-PAIRED_ROUNDS = 9   # the rounds of a bench that reports paired ratios (gemm_gpu, attention_gpu): a median of 9+
+# the rounds of a bench that reports paired ratios (those on interleaved_best, bench/README.md): a median of 9 or
+# more per-round ratios
+PAIRED_ROUNDS = 9
 
 
 def interleaved_rounds(sides, rounds: int = 5, calls: int = 10, warmup: float = 1.0, span: float = 0.02,
