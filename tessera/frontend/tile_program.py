@@ -216,8 +216,9 @@ class TileProgramBuilder(FunctionBuilder):
         if True in self.block_loads.get(b, ()):
             raise self.error(node, f"the blocks of {b.of} were loaded masked: store them with "
                                    f"tile.store({name}, block, value, mask=block.mask)")
-        value = OPS["reshape"](self, node, [value, (-1, *value.dims[2:])], {}) if value.rank > 2 else value
-        self._write(name, value, node)
+        if isinstance(value, GTensor) and value.rank > 2:
+            value = OPS["reshape"](self, node, [value, (-1, *value.dims[2:])], {})
+        self._write(name, value, node)   # anything but a tile or a number is refused there, at `node`
 
     def _for(self, s: ast.For) -> None:
         it = s.iter

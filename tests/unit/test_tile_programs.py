@@ -142,6 +142,9 @@ TILE_ERRORS = [
      "        C += tile.dot(tile.load(A[:, k:k+16], mask=k.mask, other=1.0), B[k:k+16, :])\n", "other must be 0"),
     ("def k(A, B):\n    B[:] = tile.load(A, mask=True)\n", "other masks cannot be expressed yet"),
     ("def k(A, B):\n    B[:] = tile.fancy(A)\n", "'tile.fancy'"),
+    # the block itself as the value (the frontend fuzzer's seed 13, session 34: a Python traceback before)
+    ("def k(X, Y):\n    for b in tile.range(X, axis=0, step=3):\n        tile.store(Y, b, b)\n", "expected a tensor"),
+    ("def k(X, Y):\n    for b in tile.range(X, axis=0, step=3):\n        Y[b] = b\n", "expected a tensor"),
 ]
 
 
