@@ -184,16 +184,6 @@ def chunk_bounds(M: str, k: int, weights: tuple[int, ...] | None) -> list[str]:
     return ["0", *inner, M]
 
 
-def parse_chunks(value: str):
-    """tessera-pipeline-collectives' `chunks` option: a count ("4") or uneven chunks' weights ("6:6:3:1")."""
-    parts = value.split(":")
-    try:
-        ints = [int(p) for p in parts]
-    except ValueError:
-        raise ValueError(f"chunks must be a count or weights like 6:6:3:1, not '{value}'") from None
-    return ints[0] if len(ints) == 1 else tuple(ints)
-
-
 def run(module, chunks=1) -> None:
     """Marks the eligible all_reduces of every `tessera.function` of `module` (an Operation); chunks=1 marks
     none but those asking for chunks of their own; a tuple of weights asks uneven chunks."""

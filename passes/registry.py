@@ -12,6 +12,7 @@ from typing import Callable
 
 from ..diagnostics import LoweringError
 from ..mlir import passmanager
+from ..options import parse_chunks
 from . import autodiff, bucketize, fold_transposes, fp8_convert, gpu_math, inline_functions, pipeline_collectives, simt_coarsen, simt_to_gpu, simt_to_warps, simt_vector_access, strict_math, tod_lower, tod_rewrites
 from .to_llvm import CPU_TO_LLVM
 
@@ -118,7 +119,7 @@ PASSES: dict[str, PassInfo] = {
         "tessera-pipeline-collectives", "an all_reduce of a matmul's result that nothing else reads marked to run "
         "in `chunks` row chunks (tessera.chunks; default 1: none marked), each chunk's all_reduce overlapping the "
         "next chunk's GEMM; chunks=6:6:3:1: uneven chunks of those weights (tessera.chunk_weights)",
-        pipeline_collectives.run, {"chunks": pipeline_collectives.parse_chunks}),
+        pipeline_collectives.run, {"chunks": parse_chunks}),
     "tessera-fold-transposes": PassInfo(
         "tessera-fold-transposes", "a transpose of a matmul operand's last two axes folded into the matmul "
         "(tessera.transpose_a/_b: the GEMM reads it in place; the schedule stage, on targets whose GEMMs can); "

@@ -23,7 +23,7 @@ from typing import Callable
 from . import abi, cache, image, plan, tuning
 from .selection import backends_for
 from .version import __version__
-from .options import DEFAULT_BUCKET_BYTES, CompileOptions, collective_chunks
+from .options import DEFAULT_BUCKET_BYTES, CompileOptions, collective_chunks, format_chunks
 from .diagnostics import CompileError, LoweringError
 from .frontend import build_module
 from .frontend.sources import keyed_source
@@ -72,17 +72,12 @@ def make_canonical(mod: ir.Module, metadata: dict, bucket_bytes: int = DEFAULT_B
     # bucket of one only)
     build_pass_manager("builtin.module(tessera-autodiff,tessera-inline-functions,cse,tessera-tod-canonicalize,"
                        f"canonicalize,cse,tessera-bucketize{{bucket-bytes={bucket_bytes}}},"
-                       f"tessera-pipeline-collectives{{chunks={_chunks_option(collective_chunks)}}})"
+                       f"tessera-pipeline-collectives{{chunks={format_chunks(collective_chunks)}}})"
                        ).run(mod.operation)
     metadata["ops"] = _bytecode(mod)
     # the module's symbols, kept on it so that a compilation restarting from a later stage's dump has them
     mod.operation.attributes["tessera.symbols"] = ir.StringAttr.get(json.dumps(_symbols(mod)))
     return mod
-
-
-def _chunks_option(chunks: int | tuple[int, ...]) -> str:
-    """tessera-pipeline-collectives' chunks option: a count, or uneven chunks' weights as 6:6:3:1."""
-    return ":".join(map(str, chunks)) if isinstance(chunks, tuple) else str(chunks)
 
 
 def _symbols(mod: ir.Module) -> dict:

@@ -116,6 +116,22 @@ class CompileOptions(HashedOptions):
         object.__setattr__(self, "numerics", profiles.canonical(self.numerics))
 
 
+def parse_chunks(text: str) -> int | tuple[int, ...]:
+    """collective_chunks written as text (tessera-cc --collective-chunks, the pass's `chunks` option): a count
+    ("4") or uneven chunks' weights ("6:6:3:1"); ValueError where it is neither (their values are checked where
+    they are used)."""
+    try:
+        ints = [int(p) for p in text.split(":")]
+    except ValueError:
+        raise ValueError(f"expected a count or weights like 6:6:3:1, not '{text}'") from None
+    return ints[0] if len(ints) == 1 else tuple(ints)
+
+
+def format_chunks(chunks: int | tuple[int, ...]) -> str:
+    """`parse_chunks`'s text of a count or of weights."""
+    return ":".join(map(str, chunks)) if isinstance(chunks, tuple) else str(chunks)
+
+
 def collective_chunks(options: CompileOptions) -> int | tuple[int, ...]:
     """The chunk count (or uneven chunks' weights) `options` asks for: its own, else the target's default; a
     list of targets takes the smallest of theirs (one plan serves them all)."""

@@ -13,7 +13,7 @@ import sys
 
 from .. import cache
 from ..frontend.sources import keyed_source
-from ..options import DEFAULT_BUCKET_BYTES, CompileOptions
+from ..options import DEFAULT_BUCKET_BYTES, CompileOptions, parse_chunks
 from ..selection import backends_for
 from . import overwrite
 from .errors import ToolError, check_writable, read_text, tool_main
@@ -72,10 +72,9 @@ def _parse_args(argv):
 def _chunks(value: str):
     """--collective-chunks: a count K, or uneven chunks' weights W0:W1:..."""
     try:
-        ints = [int(p) for p in value.split(":")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a count or weights like 6:6:3:1, not '{value}'") from None
-    return ints[0] if len(ints) == 1 else tuple(ints)
+        return parse_chunks(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _write(path: str, artifact) -> None:
